@@ -1,0 +1,56 @@
+package ring
+
+import (
+	"crypto/md5"
+	"encoding/binary"
+	"math/big"
+)
+
+// Position is a point of the hash space [0, 2^128): an MD5 digest read as one
+// unsigned 128-bit big-endian integer, kept whole in two words.
+type Position struct {
+	Hi, Lo uint64
+}
+
+// Hash returns the position of s: the MD5 digest of its UTF-8 bytes, as the
+// reference does with int(hashlib.md5(s.encode()).hexdigest(), 16).
+func Hash(s string) Position {
+	return fromDigest(md5.Sum([]byte(s)))
+}
+
+// HashBytes is Hash for a byte slice. It does not allocate, so callers on a
+// hot path can hash a key they assemble in a stack buffer.
+func HashBytes(b []byte) Position {
+	return fromDigest(md5.Sum(b))
+}
+
+func fromDigest(d [md5.Size]byte) Position {
+	return Position{Hi: binary.BigEndian.Uint64(d[:8]), Lo: binary.BigEndian.Uint64(d[8:])}
+}
+
+// Compare returns -1, 0 or +1 as p is less than, equal to or greater than q.
+func (p Position) Compare(q Position) int {
+	switch {
+	case p.Hi < q.Hi:
+		return -1
+	case p.Hi > q.Hi:
+		return 1
+	case p.Lo < q.Lo:
+		return -1
+	case p.Lo > q.Lo:
+		return 1
+	}
+	return 0
+}
+
+// Big returns p as a big.Int.
+func (p Position) Big() *big.Int {
+	b := new(big.Int).SetUint64(p.Hi)
+	b.Lsh(b, 64)
+	return b.Or(b, new(big.Int).SetUint64(p.Lo))
+}
+
+// less reports whether p < q.
+func (p Position) less(q Position) bool {
+	return p.Hi < q.Hi || (p.Hi == q.Hi && p.Lo < q.Lo)
+}

@@ -1,0 +1,182 @@
+// Package ring is the consistent-hash ring that assigns users to a feature's
+// buckets, and the exact arithmetic of what a change to it moves.
+//
+// A bucket named n with r replicas owns the points Hash(n+"#0") …
+// Hash(n+"#(r-1)"). Points are ordered by (position, bucket name); a key is
+// served by the first point at or after Hash(key), wrapping round to the
+// first point. This matches the seed's reference ring bit for bit.
+//
+// Shares and churn are computed from the arcs between points with exact
+// integer arithmetic over the 2^128 positions of the hash space, converted to
+// float64 once at the end: no sampling.
+package ring
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Bucket is a node of the ring: a name and how many points it owns.
+type Bucket struct {
+	Name     string
+	Replicas int
+}
+
+// Errors returned by New and With for input that would corrupt a ring.
+var (
+	ErrEmptyName     = errors.New("ring: empty bucket name")
+	ErrNameHasHash   = errors.New("ring: bucket name contains '#'")
+	ErrNegative      = errors.New("ring: negative replicas")
+	ErrDuplicate     = errors.New("ring: duplicate bucket")
+	ErrTooManyPoints = errors.New("ring: too many points")
+)
+
+// MaxPoints bounds the points of one ring, so that no input can make a ring
+// that exhausts memory.
+const MaxPoints = 1 << 20
+
+type point struct {
+	pos    Position
+	bucket int32 // index into Ring.buckets, which are sorted by name
+}
+
+// Ring is an immutable consistent-hash ring. Methods that change it return a
+// new Ring and leave the receiver as it was, so a *Ring is safe for any number
+// of concurrent readers with no locking. The zero value is an empty ring.
+type Ring struct {
+	buckets []Bucket // sorted by name
+	points  []point  // sorted by (position, bucket name)
+}
+
+// New returns a ring of the given buckets, in any order. It refuses an empty
+// name, a name containing '#', negative replicas, a duplicate name and more
+// than MaxPoints points in all. A bucket with 0 replicas is kept but owns no
+// point.
+func New(buckets ...Bucket) (*Ring, error) {
+	bs := slices.Clone(buckets)
+	slices.SortFunc(bs, func(a, b Bucket) int { return strings.Compare(a.Name, b.Name) })
+	total := 0
+	for i, b := range bs {
+		switch {
+		case b.Name == "":
+			return nil, ErrEmptyName
+		case strings.Contains(b.Name, "#"):
+			return nil, fmt.Errorf("%w: %q", ErrNameHasHash, b.Name)
+		case b.Replicas < 0:
+			return nil, fmt.Errorf("%w: %q has %d", ErrNegative, b.Name, b.Replicas)
+		case i > 0 && bs[i-1].Name == b.Name:
+			return nil, fmt.Errorf("%w: %q", ErrDuplicate, b.Name)
+		}
+		total += b.Replicas
+		if total > MaxPoints {
+			return nil, fmt.Errorf("%w: more than %d", ErrTooManyPoints, MaxPoints)
+		}
+	}
+
+	points := make([]point, 0, total)
+	buf := make([]byte, 0, 64)
+	for i, b := range bs {
+		for r := range b.Replicas {
+			buf = append(append(append(buf[:0], b.Name...), '#'), strconv.Itoa(r)...)
+			points = append(points, point{pos: HashBytes(buf), bucket: int32(i)})
+		}
+	}
+	slices.SortFunc(points, func(a, b point) int {
+		if c := a.pos.Compare(b.pos); c != 0 {
+			return c
+		}
+		return int(a.bucket) - int(b.bucket)
+	})
+	return &Ring{buckets: bs, points: points}, nil
+}
+
+// With returns a copy of r in which bucket b is added, or replaces the bucket
+// of the same name.
+func (r *Ring) With(b Bucket) (*Ring, error) {
+	bs := slices.DeleteFunc(r.Buckets(), func(x Bucket) bool { return x.Name == b.Name })
+	return New(append(bs, b)...)
+}
+
+// Without returns a copy of r without the named bucket; without such a bucket
+// it returns r itself. The other buckets keep their points unchanged.
+func (r *Ring) Without(name string) *Ring {
+	gone, ok := r.bucketIndex(name)
+	if !ok {
+		return r
+	}
+	out := &Ring{
+		buckets: slices.Delete(slices.Clone(r.buckets), gone, gone+1),
+		points:  make([]point, 0, len(r.points)-r.buckets[gone].Replicas),
+	}
+	for _, p := range r.points {
+		switch {
+		case int(p.bucket) == gone:
+			continue
+		case int(p.bucket) > gone:
+			p.bucket--
+		}
+		out.points = append(out.points, p)
+	}
+	return out
+}
+
+// Buckets returns the ring's buckets sorted by name. The slice is the
+// caller's to keep.
+func (r *Ring) Buckets() []Bucket {
+	if r == nil {
+		return nil
+	}
+	return slices.Clone(r.buckets)
+}
+
+// Len returns the number of points on the ring.
+func (r *Ring) Len() int {
+	if r == nil {
+		return 0
+	}
+	return len(r.points)
+}
+
+// Lookup returns the bucket that serves key. On a ring with no points it
+// returns ok == false.
+func (r *Ring) Lookup(key string) (bucket string, ok bool) {
+	return r.LookupPosition(Hash(key))
+}
+
+// LookupPosition returns the bucket that serves the key at position h: the
+// owner of the first point at or after h, wrapping round. It does not
+// allocate.
+func (r *Ring) LookupPosition(h Position) (bucket string, ok bool) {
+	if r == nil || len(r.points) == 0 {
+		return "", false
+	}
+	return r.buckets[r.points[r.search(h)].bucket].Name, true
+}
+
+// search returns the index of the first point at or after h, or 0 past the
+// last point.
+func (r *Ring) search(h Position) int {
+	lo, hi := 0, len(r.points)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if r.points[m].pos.less(h) {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo == len(r.points) {
+		return 0
+	}
+	return lo
+}
+
+func (r *Ring) bucketIndex(name string) (int, bool) {
+	if r == nil {
+		return 0, false
+	}
+	return slices.BinarySearchFunc(r.buckets, name, func(b Bucket, n string) int { return strings.Compare(b.Name, n) })
+}
