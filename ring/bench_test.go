@@ -1,0 +1,103 @@
+package ring
+
+import (
+	"crypto/md5"
+	"fmt"
+	"testing"
+)
+
+// benchKeys are hashed in turn by the lookup benchmarks, so that building a
+// key is not part of what they measure. A power of two lets i&mask cycle.
+var benchKeys = func() []string {
+	keys := make([]string, 1<<12)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("user:%d", i)
+	}
+	return keys
+}()
+
+const benchMask = 1<<12 - 1
+
+var benchSizes = []int{2, 10, 100, 1000, 10000}
+
+// benchRing returns a ring of exactly points points spread over up to ten
+// buckets.
+func benchRing(b *testing.B, points int) *Ring {
+	b.Helper()
+	n := min(points, 10)
+	buckets := make([]Bucket, n)
+	for i := range buckets {
+		buckets[i] = Bucket{Name: fmt.Sprintf("bucket-%d", i), Replicas: points / n}
+	}
+	r := mustNew(b, buckets...)
+	if r.Len() != points {
+		b.Fatalf("ring has %d points, want %d", r.Len(), points)
+	}
+	return r
+}
+
+// tenByThousand is ten buckets of 1000 replicas, the size the service keeps.
+func tenByThousand() []Bucket {
+	buckets := make([]Bucket, 10)
+	for i := range buckets {
+		buckets[i] = Bucket{Name: fmt.Sprintf("bucket-%d", i), Replicas: 1000}
+	}
+	return buckets
+}
+
+var (
+	sinkDigest [md5.Size]byte
+	sinkName   string
+	sinkChurn  Churn
+	sinkShares map[string]float64
+	sinkRing   *Ring
+)
+
+// BenchmarkMD5Sum is the baseline for BenchmarkLookup: hashing the same keys
+// and nothing else.
+func BenchmarkMD5Sum(b *testing.B) {
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		sinkDigest = md5.Sum([]byte(benchKeys[i&benchMask]))
+	}
+}
+
+func BenchmarkLookup(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("points=%d", n), func(b *testing.B) {
+			r := benchRing(b, n)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				sinkName, _ = r.Lookup(benchKeys[i&benchMask])
+			}
+		})
+	}
+}
+
+func BenchmarkNew(b *testing.B) {
+	buckets := tenByThousand()
+	b.ReportAllocs()
+	for b.Loop() {
+		sinkRing, _ = New(buckets...)
+	}
+}
+
+func BenchmarkChurnBetween(b *testing.B) {
+	before := mustNew(b, tenByThousand()...)
+	after, err := before.With(Bucket{Name: "bucket-0", Replicas: 2000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		sinkChurn = ChurnBetween(before, after)
+	}
+}
+
+func BenchmarkShares(b *testing.B) {
+	r := mustNew(b, tenByThousand()...)
+	b.ReportAllocs()
+	for b.Loop() {
+		sinkShares = r.Shares()
+	}
+}

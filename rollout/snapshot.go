@@ -1,0 +1,66 @@
+package rollout
+
+import (
+	"maps"
+	"slices"
+)
+
+// Snapshot is every feature at one moment, ready for evaluation. It is
+// immutable: writers build a new Snapshot and swap it in, so any number of
+// readers use one without locking and never see half a change.
+type Snapshot struct {
+	features map[string]*compiled
+	keys     []string // sorted
+}
+
+func newSnapshot(features map[string]*compiled) *Snapshot {
+	return &Snapshot{features: features, keys: slices.Sorted(maps.Keys(features))}
+}
+
+// with returns a copy of s in which c replaces the feature of its key, or
+// the key is removed when c is nil.
+func (s *Snapshot) with(key string, c *compiled) *Snapshot {
+	features := maps.Clone(s.features)
+	if c == nil {
+		delete(features, key)
+	} else {
+		features[key] = c
+	}
+	return newSnapshot(features)
+}
+
+// Evaluate returns the bucket the feature key serves user, or an ENotFound
+// error. It reads only memory.
+func (s *Snapshot) Evaluate(key, user string) (Evaluation, error) {
+	c, ok := s.features[key]
+	if !ok {
+		return Evaluation{}, Errorf(ENotFound, "feature %q does not exist", key)
+	}
+	return c.evaluate(user), nil
+}
+
+// Keys returns the keys of all features, sorted. The slice is shared: do not
+// modify it.
+func (s *Snapshot) Keys() []string { return s.keys }
+
+// Len returns the number of features.
+func (s *Snapshot) Len() int { return len(s.keys) }
+
+// Feature returns the current configuration of the feature key.
+func (s *Snapshot) Feature(key string) (Feature, bool) {
+	c, ok := s.features[key]
+	if !ok {
+		return Feature{}, false
+	}
+	return c.feature.Clone(), true
+}
+
+// Shares returns the exact share of users each bucket of the feature's ring
+// gets, whether or not the feature is enabled.
+func (s *Snapshot) Shares(key string) (map[string]float64, bool) {
+	c, ok := s.features[key]
+	if !ok {
+		return nil, false
+	}
+	return maps.Clone(c.shares), true
+}
