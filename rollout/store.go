@@ -22,7 +22,8 @@ type Version struct {
 // Errors: an *Error with ENotFound when the feature or version does not
 // exist, EConflict when CreateFeature meets an existing key or
 // UpdateFeature/DeleteFeature find the stored version is not the expected
-// one; anything else is a failure of the store.
+// one, EUnavailable when the database cannot be reached or written (busy,
+// locked, full, read-only); anything else is a failure of the store.
 type Store interface {
 	// Features returns the current configuration of every feature.
 	Features(ctx context.Context) ([]Feature, error)

@@ -1,0 +1,160 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// API-level error codes, beside the domain's.
+const (
+	codeBadRequest = "bad_request"
+	codeTooLarge   = "too_large"
+)
+
+// statusOf is the one map from error codes to HTTP statuses.
+var statusOf = map[string]int{
+	codeBadRequest:        http.StatusBadRequest,
+	codeTooLarge:          http.StatusRequestEntityTooLarge,
+	rollout.EInvalid:      http.StatusUnprocessableEntity,
+	rollout.ENotFound:     http.StatusNotFound,
+	rollout.EConflict:     http.StatusConflict,
+	rollout.EChurn:        http.StatusConflict,
+	rollout.EPrecondition: http.StatusPreconditionFailed,
+	rollout.EUnavailable:  http.StatusServiceUnavailable,
+	rollout.EInternal:     http.StatusInternalServerError,
+}
+
+// errorBody is every error answer: {"error":{"code","message"}}, and the
+// refused change's report for max_churn_exceeded.
+type errorBody struct {
+	Error struct {
+		Code    string          `json:"code"`
+		Message string          `json:"message"`
+		Report  *rollout.Report `json:"report,omitempty"`
+	} `json:"error"`
+}
+
+func badRequest(format string, args ...any) error {
+	return rollout.Errorf(codeBadRequest, format, args...)
+}
+
+// errorHandler answers every error as JSON with the status of its code.
+// Internal errors are logged with the request ID and answered generically.
+func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
+	return func(err error, c echo.Context) {
+		if c.Response().Committed {
+			return
+		}
+		var body errorBody
+		status := http.StatusInternalServerError
+		var domain *rollout.Error
+		var he *echo.HTTPError
+		switch {
+		case errors.As(err, &domain):
+			body.Error.Code, body.Error.Message, body.Error.Report = domain.Code, domain.Message, domain.Report
+			if s, ok := statusOf[domain.Code]; ok {
+				status = s
+			}
+		case errors.As(err, &he) && he.Code == http.StatusNotFound:
+			status = he.Code
+			body.Error.Code = rollout.ENotFound
+			body.Error.Message = "no such endpoint: " + c.Request().Method + " " + c.Request().URL.Path
+		case errors.As(err, &he):
+			status = he.Code
+			body.Error.Code = strings.ReplaceAll(strings.ToLower(http.StatusText(he.Code)), " ", "_")
+			body.Error.Message = fmt.Sprint(he.Message)
+		default:
+			body.Error.Code = rollout.EInternal
+		}
+		if status >= 500 {
+			log.Error("request failed", "request_id", c.Response().Header().Get(echo.HeaderXRequestID),
+				"method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+			if body.Error.Code == rollout.EInternal {
+				body.Error.Message = "internal error: the server logged it with request ID " + c.Response().Header().Get(echo.HeaderXRequestID)
+			}
+		}
+		if c.Request().Method == http.MethodHead {
+			_ = c.NoContent(status)
+			return
+		}
+		_ = c.JSON(status, body)
+	}
+}
+
+// decode reads the request body as exactly one JSON value into v, refusing
+// unknown fields, and explains what was wrong and where.
+func decode(c echo.Context, v any) error {
+	dec := json.NewDecoder(c.Request().Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return decodeError(err)
+		}
+		return badRequest("the request body must hold one JSON value and nothing after it")
+	}
+	return nil
+}
+
+func decodeError(err error) error {
+	var (
+		syntax    *json.SyntaxError
+		typ       *json.UnmarshalTypeError
+		tooLarge  *http.MaxBytesError
+		invalidUT *json.InvalidUnmarshalError
+	)
+	switch {
+	case errors.Is(err, io.EOF):
+		return badRequest("the request body is empty: send a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest("the request body ends in the middle of its JSON")
+	case errors.As(err, &tooLarge):
+		return rollout.Errorf(codeTooLarge, "the request body is larger than %d bytes", tooLarge.Limit)
+	case errors.As(err, &syntax):
+		return badRequest("malformed JSON at byte %d: %v", syntax.Offset, syntax)
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			return badRequest("the request body must be a JSON %s, not %s", jsonKind(typ.Type.Kind().String()), typ.Value)
+		}
+		return badRequest("field %q must be %s, not %s", field, jsonKind(typ.Type.String()), typ.Value)
+	case errors.As(err, &invalidUT):
+		return err
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return badRequest("unknown field %s: check the field's name", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	}
+	return badRequest("invalid JSON: %v", err)
+}
+
+// jsonKind names a Go type the way a JSON user knows it.
+func jsonKind(goType string) string {
+	switch {
+	case strings.HasPrefix(goType, "*"):
+		return jsonKind(goType[1:])
+	case goType == "string":
+		return "a string"
+	case goType == "bool":
+		return "true or false"
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
+		return "an integer"
+	case strings.HasPrefix(goType, "float"):
+		return "a number"
+	case strings.HasPrefix(goType, "map"), goType == "struct":
+		return "an object"
+	case strings.HasPrefix(goType, "[]"), goType == "slice":
+		return "an array"
+	}
+	return "an object"
+}

@@ -1,0 +1,383 @@
+package api
+
+import (
+	"encoding/json"
+	"math"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// featureView is a feature as the API shows it: its configuration and the
+// exact share of users each bucket of its ring gets.
+type featureView struct {
+	rollout.Feature
+	Shares map[string]float64 `json:"shares"`
+}
+
+func viewOf(f rollout.Feature) featureView {
+	return featureView{Feature: f, Shares: f.Ring().Shares()}
+}
+
+// changeResponse answers every mutation.
+type changeResponse struct {
+	Feature featureView    `json:"feature"`
+	Report  rollout.Report `json:"report"`
+	DryRun  bool           `json:"dry_run"`
+}
+
+// guards are the options every mutation takes in its body as well as in its
+// query: ?dry_run=true&max_churn=0.25.
+type guards struct {
+	DryRun   *bool    `json:"dry_run"`
+	MaxChurn *float64 `json:"max_churn"`
+}
+
+func (s *Server) listFeatures(c echo.Context) error {
+	snap := s.svc.Snapshot()
+	out := make([]featureView, 0, snap.Len())
+	for _, key := range snap.Keys() {
+		f, _ := snap.Feature(key)
+		out = append(out, viewOf(f))
+	}
+	return c.JSON(http.StatusOK, map[string]any{"features": out})
+}
+
+func (s *Server) getFeature(c echo.Context) error {
+	key := pathParam(c, "key")
+	f, ok := s.svc.Snapshot().Feature(key)
+	if !ok {
+		return rollout.Errorf(rollout.ENotFound, "feature %q does not exist", key)
+	}
+	c.Response().Header().Set("ETag", etag(f.Version))
+	return c.JSON(http.StatusOK, viewOf(f))
+}
+
+type bucketRequest struct {
+	Name     string          `json:"name"`
+	Replicas *int            `json:"replicas"`
+	Value    json.RawMessage `json:"value"`
+}
+
+func (b bucketRequest) bucket() rollout.Bucket {
+	out := rollout.Bucket{Name: b.Name, Replicas: rollout.DefaultReplicas, Value: b.Value}
+	if b.Replicas != nil {
+		out.Replicas = *b.Replicas
+	}
+	if string(b.Value) == "null" {
+		out.Value = nil
+	}
+	return out
+}
+
+func buckets(reqs []bucketRequest) []rollout.Bucket {
+	out := make([]rollout.Bucket, len(reqs))
+	for i, b := range reqs {
+		out[i] = b.bucket()
+	}
+	return out
+}
+
+type createRequest struct {
+	Key         string            `json:"key"`
+	Description string            `json:"description"`
+	Enabled     *bool             `json:"enabled"`
+	Salt        *string           `json:"salt"`
+	Fallback    string            `json:"fallback"`
+	Buckets     []bucketRequest   `json:"buckets"`
+	Overrides   map[string]string `json:"overrides"`
+	DryRun      *bool             `json:"dry_run"`
+}
+
+// createFeature is POST /api/features. The feature is enabled unless the
+// request says otherwise, and its salt is its key unless given.
+func (s *Server) createFeature(c echo.Context) error {
+	var req createRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	opts, err := changeOptions(c, guards{DryRun: req.DryRun})
+	if err != nil {
+		return err
+	}
+	f := rollout.Feature{
+		Key: req.Key, Description: req.Description, Enabled: true, Salt: req.Key,
+		Fallback: req.Fallback, Buckets: buckets(req.Buckets), Overrides: req.Overrides,
+	}
+	if req.Enabled != nil {
+		f.Enabled = *req.Enabled
+	}
+	if req.Salt != nil {
+		f.Salt = *req.Salt
+	}
+	res, err := s.svc.Create(c.Request().Context(), f, opts)
+	if err != nil {
+		return err
+	}
+	status := http.StatusCreated
+	if res.DryRun {
+		status = http.StatusOK
+	}
+	return respond(c, status, res)
+}
+
+type patchRequest struct {
+	Description *string `json:"description"`
+	Enabled     *bool   `json:"enabled"`
+	Fallback    *string `json:"fallback"`
+	guards
+}
+
+// patchFeature is PATCH /api/features/K: description, kill switch, fallback.
+func (s *Server) patchFeature(c echo.Context) error {
+	var req patchRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	return s.change(c, req.guards, rollout.Patch(req.Description, req.Enabled, req.Fallback))
+}
+
+func (s *Server) deleteFeature(c echo.Context) error {
+	opts, err := changeOptions(c, guards{})
+	if err != nil {
+		return err
+	}
+	if err := s.svc.Delete(c.Request().Context(), pathParam(c, "key"), opts); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+type addBucketRequest struct {
+	bucketRequest
+	guards
+}
+
+func (s *Server) addBucket(c echo.Context) error {
+	var req addBucketRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	return s.change(c, req.guards, rollout.AddBucket(req.bucket()))
+}
+
+type updateBucketRequest struct {
+	Replicas *int            `json:"replicas"`
+	Value    json.RawMessage `json:"value"`
+	guards
+}
+
+func (s *Server) updateBucket(c echo.Context) error {
+	var req updateBucketRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	return s.change(c, req.guards, rollout.UpdateBucket(pathParam(c, "name"), req.Replicas, req.Value))
+}
+
+func (s *Server) removeBucket(c echo.Context) error {
+	return s.change(c, guards{}, rollout.RemoveBucket(pathParam(c, "name")))
+}
+
+type overrideRequest struct {
+	Bucket string `json:"bucket"`
+	guards
+}
+
+func (s *Server) setOverride(c echo.Context) error {
+	var req overrideRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	return s.change(c, req.guards, rollout.SetOverride(pathParam(c, "user"), req.Bucket))
+}
+
+func (s *Server) clearOverride(c echo.Context) error {
+	return s.change(c, guards{}, rollout.ClearOverride(pathParam(c, "user")))
+}
+
+type previewRequest struct {
+	Buckets []bucketRequest `json:"buckets"`
+}
+
+// preview is POST /api/features/K/preview: the churn report of replacing
+// the feature's buckets with the given list. Nothing is stored.
+func (s *Server) preview(c echo.Context) error {
+	var req previewRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	if req.Buckets == nil {
+		return badRequest(`give the proposed buckets: {"buckets":[{"name":"A","replicas":100},…]}`)
+	}
+	opts, err := changeOptions(c, guards{})
+	if err != nil {
+		return err
+	}
+	opts.DryRun, opts.MaxChurn = true, nil
+	res, err := s.svc.Change(c.Request().Context(), pathParam(c, "key"), rollout.SetBuckets(buckets(req.Buckets)), opts)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, res.Report)
+}
+
+type reshuffleRequest struct {
+	Salt *string `json:"salt"`
+	guards
+}
+
+// reshuffle is POST /api/features/K/reshuffle: a new salt, given or random.
+func (s *Server) reshuffle(c echo.Context) error {
+	var req reshuffleRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	salt := uuid.NewString()
+	if req.Salt != nil {
+		salt = *req.Salt
+	}
+	return s.change(c, req.guards, rollout.Reshuffle(salt))
+}
+
+type rollbackRequest struct {
+	Version *int `json:"version"`
+	guards
+}
+
+func (s *Server) rollback(c echo.Context) error {
+	var req rollbackRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	if req.Version == nil {
+		return badRequest(`give the version to roll back to: {"version":N}`)
+	}
+	opts, err := changeOptions(c, req.guards)
+	if err != nil {
+		return err
+	}
+	res, err := s.svc.Rollback(c.Request().Context(), pathParam(c, "key"), *req.Version, opts)
+	if err != nil {
+		return err
+	}
+	return respond(c, http.StatusOK, res)
+}
+
+func (s *Server) listVersions(c echo.Context) error {
+	before, err := intQuery(c, "before")
+	if err != nil {
+		return err
+	}
+	limit, err := intQuery(c, "limit")
+	if err != nil {
+		return err
+	}
+	vs, err := s.svc.Versions(c.Request().Context(), pathParam(c, "key"), before, limit)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"versions": vs})
+}
+
+func (s *Server) getVersion(c echo.Context) error {
+	n, err := strconv.Atoi(c.Param("version"))
+	if err != nil || n < 1 {
+		return badRequest("version %q is not a positive integer", c.Param("version"))
+	}
+	v, err := s.svc.Version(c.Request().Context(), pathParam(c, "key"), n)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, v)
+}
+
+// change applies ch to the feature of the path under the request's guards.
+func (s *Server) change(c echo.Context, body guards, ch rollout.Change) error {
+	opts, err := changeOptions(c, body)
+	if err != nil {
+		return err
+	}
+	res, err := s.svc.Change(c.Request().Context(), pathParam(c, "key"), ch, opts)
+	if err != nil {
+		return err
+	}
+	return respond(c, http.StatusOK, res)
+}
+
+func respond(c echo.Context, status int, res rollout.Result) error {
+	if !res.DryRun {
+		c.Response().Header().Set("ETag", etag(res.Feature.Version))
+	}
+	return c.JSON(status, changeResponse{Feature: viewOf(res.Feature), Report: res.Report, DryRun: res.DryRun})
+}
+
+// changeOptions reads a mutation's guards from its query, its body and its
+// If-Match header. The body wins over the query.
+func changeOptions(c echo.Context, body guards) (rollout.ChangeOptions, error) {
+	var opts rollout.ChangeOptions
+	if q := c.QueryParam("dry_run"); q != "" {
+		v, err := strconv.ParseBool(q)
+		if err != nil {
+			return opts, badRequest("dry_run=%q: use true or false", q)
+		}
+		opts.DryRun = v
+	}
+	if body.DryRun != nil {
+		opts.DryRun = *body.DryRun
+	}
+	if q := c.QueryParam("max_churn"); q != "" {
+		v, err := strconv.ParseFloat(q, 64)
+		if err != nil {
+			return opts, badRequest("max_churn=%q is not a number: give a fraction of users between 0 and 1", q)
+		}
+		opts.MaxChurn = &v
+	}
+	if body.MaxChurn != nil {
+		opts.MaxChurn = body.MaxChurn
+	}
+	if m := opts.MaxChurn; m != nil && (math.IsNaN(*m) || *m < 0 || *m > 1) {
+		return opts, badRequest("max_churn %v is out of range: give a fraction of users between 0 and 1", *m)
+	}
+	if h := c.Request().Header.Get("If-Match"); h != "" && h != "*" {
+		v, err := strconv.Atoi(strings.Trim(strings.TrimPrefix(h, "W/"), `"`))
+		if err != nil || v < 1 {
+			return opts, badRequest(`If-Match %q is not a feature version: send If-Match: "N"`, h)
+		}
+		opts.IfMatch = v
+	}
+	return opts, nil
+}
+
+func intQuery(c echo.Context, name string) (int, error) {
+	q := c.QueryParam(name)
+	if q == "" {
+		return 0, nil
+	}
+	v, err := strconv.Atoi(q)
+	if err != nil || v < 0 {
+		return 0, badRequest("%s=%q is not a non-negative integer", name, q)
+	}
+	return v, nil
+}
+
+// pathParam returns the unescaped path parameter: echo matches on the raw
+// path when the request's path holds escapes such as %2F.
+func pathParam(c echo.Context, name string) string {
+	v := c.Param(name)
+	if c.Request().URL.RawPath == "" {
+		return v
+	}
+	if u, err := url.PathUnescape(v); err == nil {
+		return u
+	}
+	return v
+}
+
+func etag(version int) string { return `"` + strconv.Itoa(version) + `"` }

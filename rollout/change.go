@@ -1,0 +1,231 @@
+package rollout
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Change is one edit of a feature's configuration, with the one-line summary
+// its version carries. Build one with the functions below.
+type Change struct {
+	summary string
+	apply   func(f *Feature) error
+}
+
+// Summary returns the change's one-line description.
+func (c Change) Summary() string { return c.summary }
+
+// AddBucket adds bucket b. Its replicas default to DefaultReplicas.
+func AddBucket(b Bucket) Change {
+	if b.Replicas == 0 {
+		b.Replicas = DefaultReplicas
+	}
+	b.Value = compactJSON(b.Value)
+	return Change{
+		summary: fmt.Sprintf("added bucket %s (%d replicas)", b.Name, b.Replicas),
+		apply: func(f *Feature) error {
+			if _, ok := f.Bucket(b.Name); ok {
+				return Errorf(EConflict, "bucket %q already exists: change it with PUT instead", b.Name)
+			}
+			f.Buckets = append(f.Buckets, b)
+			return nil
+		},
+	}
+}
+
+// UpdateBucket changes the replicas of the named bucket when replicas is
+// not nil, and its value when value is not nil.
+func UpdateBucket(name string, replicas *int, value json.RawMessage) Change {
+	var parts []string
+	if replicas != nil {
+		parts = append(parts, fmt.Sprintf("replicas to %d", *replicas))
+	}
+	if value != nil {
+		parts = append(parts, "value to "+abbreviate(string(compactJSON(value))))
+	}
+	return Change{
+		summary: fmt.Sprintf("changed bucket %s: %s", name, strings.Join(parts, ", ")),
+		apply: func(f *Feature) error {
+			i := slices.IndexFunc(f.Buckets, func(b Bucket) bool { return b.Name == name })
+			if i < 0 {
+				return Errorf(ENotFound, "feature %q has no bucket %q", f.Key, name)
+			}
+			if replicas == nil && value == nil {
+				return Errorf(EInvalid, "nothing to change: give replicas, value or both")
+			}
+			if replicas != nil {
+				f.Buckets[i].Replicas = *replicas
+			}
+			if value != nil {
+				f.Buckets[i].Value = compactJSON(value)
+			}
+			return nil
+		},
+	}
+}
+
+// RemoveBucket removes the named bucket. It refuses to remove the last
+// bucket, the fallback, or a bucket that overrides name.
+func RemoveBucket(name string) Change {
+	return Change{
+		summary: "removed bucket " + name,
+		apply: func(f *Feature) error {
+			i := slices.IndexFunc(f.Buckets, func(b Bucket) bool { return b.Name == name })
+			switch {
+			case i < 0:
+				return Errorf(ENotFound, "feature %q has no bucket %q", f.Key, name)
+			case len(f.Buckets) == 1:
+				return Errorf(EConflict, "bucket %q is the feature's last bucket: delete the feature instead", name)
+			case f.Fallback == name:
+				return Errorf(EConflict, "bucket %q is the fallback: change the fallback first", name)
+			}
+			n := 0
+			for _, b := range f.Overrides {
+				if b == name {
+					n++
+				}
+			}
+			if n > 0 {
+				return Errorf(EConflict, "%d override(s) name bucket %q: clear them first", n, name)
+			}
+			f.Buckets = slices.Delete(f.Buckets, i, i+1)
+			return nil
+		},
+	}
+}
+
+// SetBuckets replaces the feature's buckets with the given list. A bucket
+// given without a value keeps the value of the current bucket of that name.
+func SetBuckets(buckets []Bucket) Change {
+	names := make([]string, len(buckets))
+	for i, b := range buckets {
+		names[i] = fmt.Sprintf("%s×%d", b.Name, b.Replicas)
+	}
+	return Change{
+		summary: "set buckets to " + strings.Join(names, ", "),
+		apply: func(f *Feature) error {
+			next := slices.Clone(buckets)
+			for i, b := range next {
+				if len(b.Value) == 0 {
+					if cur, ok := f.Bucket(b.Name); ok {
+						next[i].Value = cur.Value
+					}
+				}
+				next[i].Value = compactJSON(next[i].Value)
+			}
+			f.Buckets = next
+			return nil
+		},
+	}
+}
+
+// Patch changes the description, the kill switch and the fallback, each when
+// not nil. An empty fallback clears it.
+func Patch(description *string, enabled *bool, fallback *string) Change {
+	var parts []string
+	if enabled != nil {
+		parts = append(parts, map[bool]string{true: "enabled", false: "disabled"}[*enabled])
+	}
+	if fallback != nil {
+		if *fallback == "" {
+			parts = append(parts, "cleared the fallback")
+		} else {
+			parts = append(parts, "fallback set to "+*fallback)
+		}
+	}
+	if description != nil {
+		parts = append(parts, "description changed")
+	}
+	return Change{
+		summary: strings.Join(parts, ", "),
+		apply: func(f *Feature) error {
+			if description == nil && enabled == nil && fallback == nil {
+				return Errorf(EInvalid, "nothing to change: give description, enabled or fallback")
+			}
+			if description != nil {
+				f.Description = *description
+			}
+			if enabled != nil {
+				f.Enabled = *enabled
+			}
+			if fallback != nil {
+				f.Fallback = *fallback
+			}
+			return nil
+		},
+	}
+}
+
+// SetOverride serves bucket to user whatever the ring says.
+func SetOverride(user, bucket string) Change {
+	return Change{
+		summary: fmt.Sprintf("override: user %s → %s", abbreviate(user), bucket),
+		apply: func(f *Feature) error {
+			if err := ValidateUser(user); err != nil {
+				return err
+			}
+			if _, ok := f.Bucket(bucket); !ok {
+				return Errorf(EInvalid, "feature %q has no bucket %q", f.Key, bucket)
+			}
+			if f.Overrides == nil {
+				f.Overrides = map[string]string{}
+			}
+			f.Overrides[user] = bucket
+			return nil
+		},
+	}
+}
+
+// ClearOverride returns user to the ring.
+func ClearOverride(user string) Change {
+	return Change{
+		summary: fmt.Sprintf("override cleared: user %s", abbreviate(user)),
+		apply: func(f *Feature) error {
+			if _, ok := f.Overrides[user]; !ok {
+				return Errorf(ENotFound, "feature %q has no override for user %q", f.Key, user)
+			}
+			delete(f.Overrides, user)
+			return nil
+		},
+	}
+}
+
+// Reshuffle sets a new salt: every user is hashed anew, as if the feature
+// were new. It is the only change of the salt after creation.
+func Reshuffle(salt string) Change {
+	return Change{
+		summary: "reshuffled users (new salt)",
+		apply: func(f *Feature) error {
+			if salt == f.Salt {
+				return Errorf(EInvalid, "the new salt is the current one: give another")
+			}
+			f.Salt = salt
+			return nil
+		},
+	}
+}
+
+// rollbackTo restores the configuration of an earlier version.
+func rollbackTo(old Feature) Change {
+	return Change{
+		summary: fmt.Sprintf("rolled back to version %d", old.Version),
+		apply: func(f *Feature) error {
+			f.Description = old.Description
+			f.Enabled = old.Enabled
+			f.Salt = old.Salt
+			f.Fallback = old.Fallback
+			f.Buckets = old.Clone().Buckets
+			f.Overrides = old.Clone().Overrides
+			return nil
+		},
+	}
+}
+
+func abbreviate(s string) string {
+	if len(s) <= summaryValueLimit {
+		return s
+	}
+	return strings.ToValidUTF8(s[:summaryValueLimit], "") + "…"
+}

@@ -1,0 +1,413 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/mattn/go-sqlite3"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// Features returns the current configuration of every feature, ordered by
+// key.
+func (db *DB) Features(ctx context.Context) ([]rollout.Feature, error) {
+	tx, err := db.read.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, wrapErr(err, "list features")
+	}
+	defer tx.Rollback()
+	fs, err := listFeatures(ctx, tx)
+	if err != nil {
+		return nil, wrapErr(err, "list features")
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, wrapErr(err, "list features")
+	}
+	return fs, nil
+}
+
+// CreateFeature stores f and its first history entry v. A feature without
+// an ID gets a new UUID. It returns rollout.EConflict when the key (or the
+// ID) is taken.
+func (db *DB) CreateFeature(ctx context.Context, f rollout.Feature, v rollout.Version) error {
+	if v.Version != f.Version {
+		return fmt.Errorf("create feature %q: history entry is version %d, feature is version %d", f.Key, v.Version, f.Version)
+	}
+	if f.ID == "" {
+		f.ID = uuid.NewString()
+	}
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return wrapErr(err, "create feature %q", f.Key)
+	}
+	defer tx.Rollback()
+	if err := insertFeature(ctx, tx, f); err != nil {
+		return wrapErr(err, "create feature %q", f.Key)
+	}
+	if err := insertVersion(ctx, tx, f.ID, v); err != nil {
+		return wrapErr(err, "create feature %q", f.Key)
+	}
+	if err := tx.Commit(); err != nil {
+		return wrapErr(err, "create feature %q", f.Key)
+	}
+	return nil
+}
+
+// UpdateFeature replaces the feature of f's key, which must be at version
+// f.Version-1 (and have f's ID, when f has one), with f and appends v. It
+// returns rollout.ENotFound when there is no such feature and
+// rollout.EConflict when the stored feature has moved on.
+func (db *DB) UpdateFeature(ctx context.Context, f rollout.Feature, v rollout.Version) error {
+	if v.Version != f.Version {
+		return fmt.Errorf("update feature %q: history entry is version %d, feature is version %d", f.Key, v.Version, f.Version)
+	}
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return wrapErr(err, "update feature %q", f.Key)
+	}
+	defer tx.Rollback()
+	id, err := updateFeature(ctx, tx, f)
+	if err != nil {
+		return wrapErr(err, "update feature %q", f.Key)
+	}
+	if err := insertVersion(ctx, tx, id, v); err != nil {
+		return wrapErr(err, "update feature %q", f.Key)
+	}
+	if err := tx.Commit(); err != nil {
+		return wrapErr(err, "update feature %q", f.Key)
+	}
+	return nil
+}
+
+// DeleteFeature removes the feature key, which must be at the given
+// version, with its history. It returns rollout.ENotFound when there is no
+// such feature and rollout.EConflict when it is at another version.
+func (db *DB) DeleteFeature(ctx context.Context, key string, version int) error {
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return wrapErr(err, "delete feature %q", key)
+	}
+	defer tx.Rollback()
+	if err := deleteFeature(ctx, tx, key, version); err != nil {
+		return wrapErr(err, "delete feature %q", key)
+	}
+	if err := tx.Commit(); err != nil {
+		return wrapErr(err, "delete feature %q", key)
+	}
+	return nil
+}
+
+// Versions returns the history of the feature key newest first: at most
+// limit entries (all when limit <= 0) below version before (all when
+// before <= 0). It returns rollout.ENotFound when there is no such feature.
+func (db *DB) Versions(ctx context.Context, key string, before, limit int) ([]rollout.Version, error) {
+	tx, err := db.read.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, wrapErr(err, "list versions of feature %q", key)
+	}
+	defer tx.Rollback()
+	vs, err := listVersions(ctx, tx, key, before, limit)
+	if err != nil {
+		return nil, wrapErr(err, "list versions of feature %q", key)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, wrapErr(err, "list versions of feature %q", key)
+	}
+	return vs, nil
+}
+
+// Version returns one entry of the history of the feature key. It returns
+// rollout.ENotFound when there is no such feature or version.
+func (db *DB) Version(ctx context.Context, key string, version int) (rollout.Version, error) {
+	tx, err := db.read.BeginTx(ctx, nil)
+	if err != nil {
+		return rollout.Version{}, wrapErr(err, "read version %d of feature %q", version, key)
+	}
+	defer tx.Rollback()
+	v, err := findVersion(ctx, tx, key, version)
+	if err != nil {
+		return rollout.Version{}, wrapErr(err, "read version %d of feature %q", version, key)
+	}
+	if err := tx.Commit(); err != nil {
+		return rollout.Version{}, wrapErr(err, "read version %d of feature %q", version, key)
+	}
+	return v, nil
+}
+
+func listFeatures(ctx context.Context, tx *sql.Tx) ([]rollout.Feature, error) {
+	rows, err := tx.QueryContext(ctx, `
+		SELECT id, key, version, config, created_at, updated_at
+		FROM features
+		ORDER BY key`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	fs := []rollout.Feature{}
+	for rows.Next() {
+		f, err := scanFeature(rows)
+		if err != nil {
+			return nil, err
+		}
+		fs = append(fs, f)
+	}
+	return fs, rows.Err()
+}
+
+// scanFeature reads a features row. The columns are authoritative over the
+// copies of the same fields in the config JSON.
+func scanFeature(rows *sql.Rows) (rollout.Feature, error) {
+	var (
+		f                    rollout.Feature
+		id, key, config      string
+		version              int
+		createdAt, updatedAt string
+	)
+	if err := rows.Scan(&id, &key, &version, &config, &createdAt, &updatedAt); err != nil {
+		return rollout.Feature{}, err
+	}
+	if err := json.Unmarshal([]byte(config), &f); err != nil {
+		return rollout.Feature{}, fmt.Errorf("decode feature %q: %w", key, err)
+	}
+	f.ID, f.Key, f.Version = id, key, version
+	var err error
+	if f.CreatedAt, err = parseTime(createdAt); err != nil {
+		return rollout.Feature{}, fmt.Errorf("decode feature %q: %w", key, err)
+	}
+	if f.UpdatedAt, err = parseTime(updatedAt); err != nil {
+		return rollout.Feature{}, fmt.Errorf("decode feature %q: %w", key, err)
+	}
+	return f, nil
+}
+
+func insertFeature(ctx context.Context, tx *sql.Tx, f rollout.Feature) error {
+	config, err := encodeFeature(f)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `
+		INSERT INTO features (id, key, version, config, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?)`,
+		f.ID, f.Key, f.Version, config, formatTime(f.CreatedAt), formatTime(f.UpdatedAt))
+	switch constraint(err) {
+	case sqlite3.ErrConstraintUnique:
+		return rollout.Errorf(rollout.EConflict, "feature %q already exists", f.Key)
+	case sqlite3.ErrConstraintPrimaryKey:
+		return rollout.Errorf(rollout.EConflict, "a feature with ID %q already exists", f.ID)
+	}
+	return err
+}
+
+// updateFeature writes f over the stored feature of its key if that is at
+// version f.Version-1, and returns the feature's ID.
+func updateFeature(ctx context.Context, tx *sql.Tx, f rollout.Feature) (string, error) {
+	config, err := encodeFeature(f)
+	if err != nil {
+		return "", err
+	}
+	var id string
+	err = tx.QueryRowContext(ctx, `
+		UPDATE features SET version = ?, config = ?, updated_at = ?
+		WHERE key = ? AND version = ? AND (? = '' OR id = ?)
+		RETURNING id`,
+		f.Version, config, formatTime(f.UpdatedAt),
+		f.Key, f.Version-1, f.ID, f.ID).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", whyNotWritten(ctx, tx, f.Key, f.ID, f.Version-1)
+	}
+	return id, err
+}
+
+func deleteFeature(ctx context.Context, tx *sql.Tx, key string, version int) error {
+	res, err := tx.ExecContext(ctx, `DELETE FROM features WHERE key = ? AND version = ?`, key, version)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return whyNotWritten(ctx, tx, key, "", version)
+	}
+	return nil
+}
+
+// whyNotWritten explains why no row of the feature key with the given ID
+// (any, when "") at the given version was found: the feature does not exist,
+// is at another version, or was deleted and created again.
+func whyNotWritten(ctx context.Context, tx *sql.Tx, key, id string, version int) error {
+	var storedID string
+	var stored int
+	err := tx.QueryRowContext(ctx, `SELECT id, version FROM features WHERE key = ?`, key).Scan(&storedID, &stored)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return rollout.Errorf(rollout.ENotFound, "feature %q does not exist", key)
+	case err != nil:
+		return err
+	case id != "" && id != storedID:
+		return rollout.Errorf(rollout.EConflict, "feature %q was deleted and created again since it was read; it is now at version %d: reload it and try again", key, stored)
+	case stored != version:
+		return rollout.Errorf(rollout.EConflict, "feature %q is at version %d, not %d: reload it and try again", key, stored, version)
+	}
+	return fmt.Errorf("feature %q at version %d exists but was not written", key, version)
+}
+
+// insertVersion appends v, with its churn report, to the history of the
+// feature id.
+func insertVersion(ctx context.Context, tx *sql.Tx, id string, v rollout.Version) error {
+	config, err := encodeFeature(v.Config)
+	if err != nil {
+		return err
+	}
+	report, err := encodeJSON(v.Report)
+	if err != nil {
+		return fmt.Errorf("encode report: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `
+		INSERT INTO versions (feature_id, version, actor, created_at, summary, config)
+		VALUES (?, ?, ?, ?, ?, ?)`,
+		id, v.Version, v.Actor, formatTime(v.Time), v.Summary, config); err != nil {
+		return fmt.Errorf("insert version %d: %w", v.Version, err)
+	}
+	if _, err := tx.ExecContext(ctx, `
+		INSERT INTO churn_reports (feature_id, version, churn, modulo_churn, report)
+		VALUES (?, ?, ?, ?, ?)`,
+		id, v.Version, v.Report.Churn, v.Report.ModuloChurn, report); err != nil {
+		return fmt.Errorf("insert report of version %d: %w", v.Version, err)
+	}
+	return nil
+}
+
+// featureID returns the ID of the feature key, or rollout.ENotFound.
+func featureID(ctx context.Context, tx *sql.Tx, key string) (string, error) {
+	var id string
+	err := tx.QueryRowContext(ctx, `SELECT id FROM features WHERE key = ?`, key).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", rollout.Errorf(rollout.ENotFound, "feature %q does not exist", key)
+	}
+	return id, err
+}
+
+const selectVersions = `
+	SELECT v.version, v.actor, v.created_at, v.summary, v.config, r.report
+	FROM versions v
+	LEFT JOIN churn_reports r ON r.feature_id = v.feature_id AND r.version = v.version
+	WHERE v.feature_id = ?`
+
+func listVersions(ctx context.Context, tx *sql.Tx, key string, before, limit int) ([]rollout.Version, error) {
+	id, err := featureID(ctx, tx, key)
+	if err != nil {
+		return nil, err
+	}
+	var q strings.Builder
+	q.WriteString(selectVersions)
+	args := []any{id}
+	if before > 0 {
+		q.WriteString(" AND v.version < ?")
+		args = append(args, before)
+	}
+	q.WriteString(" ORDER BY v.version DESC")
+	if limit > 0 {
+		q.WriteString(" LIMIT ?")
+		args = append(args, limit)
+	}
+	rows, err := tx.QueryContext(ctx, q.String(), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	vs := []rollout.Version{}
+	for rows.Next() {
+		v, err := scanVersion(rows, id, key)
+		if err != nil {
+			return nil, err
+		}
+		vs = append(vs, v)
+	}
+	return vs, rows.Err()
+}
+
+func findVersion(ctx context.Context, tx *sql.Tx, key string, version int) (rollout.Version, error) {
+	id, err := featureID(ctx, tx, key)
+	if err != nil {
+		return rollout.Version{}, err
+	}
+	rows, err := tx.QueryContext(ctx, selectVersions+" AND v.version = ?", id, version)
+	if err != nil {
+		return rollout.Version{}, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return rollout.Version{}, err
+		}
+		return rollout.Version{}, rollout.Errorf(rollout.ENotFound, "feature %q has no version %d", key, version)
+	}
+	return scanVersion(rows, id, key)
+}
+
+// scanVersion reads a row of selectVersions of the feature id, key. A
+// version without a report (none is written so) has a zero Report.
+func scanVersion(rows *sql.Rows, id, key string) (rollout.Version, error) {
+	var (
+		v       rollout.Version
+		created string
+		config  string
+		report  sql.NullString
+	)
+	if err := rows.Scan(&v.Version, &v.Actor, &created, &v.Summary, &config, &report); err != nil {
+		return rollout.Version{}, err
+	}
+	var err error
+	if v.Time, err = parseTime(created); err != nil {
+		return rollout.Version{}, fmt.Errorf("decode version %d: %w", v.Version, err)
+	}
+	if err := json.Unmarshal([]byte(config), &v.Config); err != nil {
+		return rollout.Version{}, fmt.Errorf("decode configuration of version %d: %w", v.Version, err)
+	}
+	v.Config.ID, v.Config.Key = id, key
+	if report.Valid {
+		if err := json.Unmarshal([]byte(report.String), &v.Report); err != nil {
+			return rollout.Version{}, fmt.Errorf("decode report of version %d: %w", v.Version, err)
+		}
+	}
+	return v, nil
+}
+
+// encodeFeature returns f as JSON with its times in UTC.
+func encodeFeature(f rollout.Feature) (string, error) {
+	f.CreatedAt, f.UpdatedAt = f.CreatedAt.UTC(), f.UpdatedAt.UTC()
+	s, err := encodeJSON(f)
+	if err != nil {
+		return "", fmt.Errorf("encode feature %q: %w", f.Key, err)
+	}
+	return s, nil
+}
+
+// encodeJSON returns v as compact JSON. It does not escape <, > and &, so
+// bucket values are stored as given (compacted).
+func encodeJSON(v any) (string, error) {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(b.String(), "\n"), nil
+}
+
+// timeLayout is RFC 3339 with a fixed nine-digit fraction, so stored times
+// sort as text; time.RFC3339Nano parses it.
+const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+func formatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+func parseTime(s string) (time.Time, error) { return time.Parse(time.RFC3339Nano, s) }

@@ -1,0 +1,881 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/mattn/go-sqlite3"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+var t0 = time.Date(2025, 3, 14, 15, 9, 26, 535897932, time.UTC)
+
+// newFeature returns a feature at version 1 with every field set.
+func newFeature(key string) rollout.Feature {
+	return rollout.Feature{
+		ID:          "id-" + key,
+		Key:         key,
+		Description: "checkout <b>flow</b> & more",
+		Enabled:     true,
+		Salt:        "s1",
+		Fallback:    "control",
+		Buckets: []rollout.Bucket{
+			{Name: "control", Replicas: 100},
+			{Name: "treatment", Replicas: 50, Value: json.RawMessage(`{"color":"<red>","n":[1,2.5,null]}`)},
+			{Name: "off", Replicas: 1, Value: json.RawMessage(`false`)},
+		},
+		Overrides: map[string]string{"alice": "treatment", "bob@example.com": "control"},
+		Version:   1,
+		CreatedAt: t0,
+		UpdatedAt: t0,
+	}
+}
+
+// next returns f changed into its next version at time at.
+func next(f rollout.Feature, at time.Time) rollout.Feature {
+	g := f.Clone()
+	g.Version++
+	g.UpdatedAt = at
+	g.Buckets[1].Replicas += 10
+	g.Description = fmt.Sprintf("version %d", g.Version)
+	return g
+}
+
+// versionOf returns the history entry of the change from before to after.
+func versionOf(before, after rollout.Feature) rollout.Version {
+	return rollout.Version{
+		Version: after.Version,
+		Actor:   "ops@example.com",
+		Time:    after.UpdatedAt,
+		Summary: fmt.Sprintf("change %d", after.Version),
+		Config:  after,
+		Report:  rollout.NewReport(before, after),
+	}
+}
+
+func openTest(t *testing.T, path string) *DB {
+	t.Helper()
+	db, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatalf("Open(%q) = %v", path, err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func newDB(t *testing.T) (*DB, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "rollout.db")
+	return openTest(t, path), path
+}
+
+// create stores f with its creation entry and returns the entry.
+func create(t *testing.T, db *DB, f rollout.Feature) rollout.Version {
+	t.Helper()
+	v := versionOf(rollout.Feature{}, f)
+	if err := db.CreateFeature(context.Background(), f, v); err != nil {
+		t.Fatalf("CreateFeature(%q) = %v", f.Key, err)
+	}
+	return v
+}
+
+// history creates f and updates it n-1 times, and returns its versions
+// oldest first.
+func history(t *testing.T, db *DB, f rollout.Feature, n int) []rollout.Version {
+	t.Helper()
+	vs := []rollout.Version{create(t, db, f)}
+	for i := 1; i < n; i++ {
+		g := next(f, f.UpdatedAt.Add(time.Duration(i)*time.Hour))
+		v := versionOf(f, g)
+		if err := db.UpdateFeature(context.Background(), g, v); err != nil {
+			t.Fatalf("UpdateFeature(%q to version %d) = %v", g.Key, g.Version, err)
+		}
+		vs = append(vs, v)
+		f = g
+	}
+	return vs
+}
+
+func wantCode(t *testing.T, call string, err error, code string) {
+	t.Helper()
+	if got := rollout.ErrorCode(err); err == nil || got != code {
+		t.Fatalf("%s = %v (code %q), want code %q", call, err, got, code)
+	}
+}
+
+func features(t *testing.T, db *DB) []rollout.Feature {
+	t.Helper()
+	fs, err := db.Features(context.Background())
+	if err != nil {
+		t.Fatalf("Features() = %v", err)
+	}
+	return fs
+}
+
+func count(t *testing.T, db *sql.DB, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+func TestRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	east := time.FixedZone("UTC+9", 9*60*60)
+	tests := []struct {
+		name string
+		f    rollout.Feature
+	}{
+		{"every field", newFeature("checkout")},
+		{"local times", func() rollout.Feature {
+			f := newFeature("local")
+			f.CreatedAt = t0.In(east)
+			f.UpdatedAt = t0.Add(time.Nanosecond).In(east)
+			return f
+		}()},
+		{"empty overrides and values", func() rollout.Feature {
+			f := newFeature("bare")
+			f.Enabled, f.Fallback, f.Salt, f.Description = false, "", "", ""
+			f.Overrides = map[string]string{}
+			f.Buckets = []rollout.Bucket{{Name: "only", Replicas: 1}}
+			return f
+		}()},
+		{"nil overrides, zero times", func() rollout.Feature {
+			f := newFeature("zero")
+			f.Overrides = nil
+			f.CreatedAt, f.UpdatedAt = time.Time{}, time.Time{}
+			return f
+		}()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db, _ := newDB(t)
+			v := create(t, db, tt.f)
+
+			want := tt.f.Clone()
+			if tt.f.Overrides == nil {
+				want.Overrides = nil
+			}
+			want.CreatedAt, want.UpdatedAt = want.CreatedAt.UTC(), want.UpdatedAt.UTC()
+			got := features(t, db)
+			if diff := cmp.Diff([]rollout.Feature{want}, got); diff != "" {
+				t.Errorf("Features() mismatch (-want +got):\n%s", diff)
+			}
+			if loc := got[0].UpdatedAt.Location(); loc != time.UTC {
+				t.Errorf("Features()[0].UpdatedAt.Location() = %v, want UTC", loc)
+			}
+			if !got[0].UpdatedAt.Equal(tt.f.UpdatedAt) || got[0].UpdatedAt.Nanosecond() != tt.f.UpdatedAt.Nanosecond() {
+				t.Errorf("Features()[0].UpdatedAt = %v, want %v", got[0].UpdatedAt, tt.f.UpdatedAt)
+			}
+
+			wantV := v
+			wantV.Config = want
+			wantV.Time = v.Time.UTC()
+			gotV, err := db.Version(ctx, tt.f.Key, 1)
+			if err != nil {
+				t.Fatalf("Version(%q, 1) = %v", tt.f.Key, err)
+			}
+			if diff := cmp.Diff(wantV, gotV); diff != "" {
+				t.Errorf("Version(%q, 1) mismatch (-want +got):\n%s", tt.f.Key, diff)
+			}
+			vs, err := db.Versions(ctx, tt.f.Key, 0, 0)
+			if err != nil {
+				t.Fatalf("Versions(%q) = %v", tt.f.Key, err)
+			}
+			if diff := cmp.Diff([]rollout.Version{wantV}, vs); diff != "" {
+				t.Errorf("Versions(%q) mismatch (-want +got):\n%s", tt.f.Key, diff)
+			}
+		})
+	}
+}
+
+func TestFeaturesSortedAndEmpty(t *testing.T) {
+	db, _ := newDB(t)
+	if got := features(t, db); got == nil || len(got) != 0 {
+		t.Fatalf("Features() of an empty database = %#v, want empty non-nil", got)
+	}
+	for _, k := range []string{"zeta", "alpha", "mid"} {
+		create(t, db, newFeature(k))
+	}
+	var keys []string
+	for _, f := range features(t, db) {
+		keys = append(keys, f.Key)
+	}
+	if diff := cmp.Diff([]string{"alpha", "mid", "zeta"}, keys); diff != "" {
+		t.Errorf("Features() keys mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestCreateAssignsID(t *testing.T) {
+	db, _ := newDB(t)
+	f := newFeature("noid")
+	f.ID = ""
+	create(t, db, f)
+	got := features(t, db)[0]
+	if len(got.ID) != 36 {
+		t.Errorf("Features()[0].ID = %q, want a UUID", got.ID)
+	}
+	v, err := db.Version(context.Background(), "noid", 1)
+	if err != nil {
+		t.Fatalf("Version(noid, 1) = %v", err)
+	}
+	if v.Config.ID != got.ID {
+		t.Errorf("Version(noid, 1).Config.ID = %q, want %q", v.Config.ID, got.ID)
+	}
+}
+
+func TestCreateConflict(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(f *rollout.Feature)
+	}{
+		{"same key", func(f *rollout.Feature) { f.ID = "another-id" }},
+		{"same key, no ID", func(f *rollout.Feature) { f.ID = "" }},
+		{"same ID", func(f *rollout.Feature) { f.Key = "other" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db, _ := newDB(t)
+			f := newFeature("dup")
+			create(t, db, f)
+			g := newFeature("dup")
+			g.Description = "second"
+			tt.modify(&g)
+			err := db.CreateFeature(context.Background(), g, versionOf(rollout.Feature{}, g))
+			wantCode(t, "CreateFeature(duplicate)", err, rollout.EConflict)
+			if diff := cmp.Diff([]rollout.Feature{f}, features(t, db)); diff != "" {
+				t.Errorf("Features() after refused create mismatch (-want +got):\n%s", diff)
+			}
+			if n := count(t, db.read, "SELECT count(*) FROM versions"); n != 1 {
+				t.Errorf("versions rows = %d, want 1", n)
+			}
+		})
+	}
+	t.Run("message", func(t *testing.T) {
+		db, _ := newDB(t)
+		f := newFeature("dup")
+		create(t, db, f)
+		err := db.CreateFeature(context.Background(), f, versionOf(rollout.Feature{}, f))
+		var e *rollout.Error
+		if !errors.As(err, &e) || e.Message != `feature "dup" already exists` {
+			t.Errorf("CreateFeature(duplicate) = %v, want message %q", err, `feature "dup" already exists`)
+		}
+	})
+}
+
+func TestUpdateFeature(t *testing.T) {
+	ctx := context.Background()
+	f := newFeature("upd")
+	g := next(f, t0.Add(time.Hour))
+	tests := []struct {
+		name    string
+		update  rollout.Feature
+		code    string // "" for success
+		message string
+	}{
+		{name: "next version", update: g},
+		{name: "no ID", update: func() rollout.Feature { h := g.Clone(); h.ID = ""; return h }()},
+		{name: "stale version", update: func() rollout.Feature { h := next(g, t0); h.Version = 2; return h }(),
+			code: rollout.EConflict},
+		{name: "version ahead", update: func() rollout.Feature { h := next(next(g, t0), t0); return h }(),
+			code: rollout.EConflict, message: `feature "upd" is at version 1, not 3: reload it and try again`},
+		{name: "unknown", update: func() rollout.Feature { h := g.Clone(); h.Key = "nope"; return h }(),
+			code: rollout.ENotFound, message: `feature "nope" does not exist`},
+		{name: "other incarnation", update: func() rollout.Feature { h := g.Clone(); h.ID = "old-id"; return h }(),
+			code: rollout.EConflict},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db, _ := newDB(t)
+			v1 := create(t, db, f)
+			if tt.name == "stale version" {
+				// Move the feature to version 2 first: an update to 2 is stale.
+				if err := db.UpdateFeature(ctx, g, versionOf(f, g)); err != nil {
+					t.Fatalf("UpdateFeature(to 2) = %v", err)
+				}
+			}
+			before := features(t, db)
+			beforeVersions, err := db.Versions(ctx, f.Key, 0, 0)
+			if err != nil {
+				t.Fatalf("Versions() = %v", err)
+			}
+			v := versionOf(f, tt.update)
+			err = db.UpdateFeature(ctx, tt.update, v)
+			if tt.code != "" {
+				wantCode(t, "UpdateFeature()", err, tt.code)
+				if e, _ := errors.AsType[*rollout.Error](err); tt.message != "" && e.Message != tt.message {
+					t.Errorf("UpdateFeature() message = %q, want %q", e.Message, tt.message)
+				}
+				if diff := cmp.Diff(before, features(t, db)); diff != "" {
+					t.Errorf("Features() after refused update changed (-before +after):\n%s", diff)
+				}
+				afterVersions, err := db.Versions(ctx, f.Key, 0, 0)
+				if err != nil {
+					t.Fatalf("Versions() = %v", err)
+				}
+				if diff := cmp.Diff(beforeVersions, afterVersions); diff != "" {
+					t.Errorf("Versions() after refused update changed (-before +after):\n%s", diff)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("UpdateFeature() = %v", err)
+			}
+			if diff := cmp.Diff([]rollout.Feature{g}, features(t, db)); diff != "" {
+				t.Errorf("Features() after update mismatch (-want +got):\n%s", diff)
+			}
+			v.Config.ID = f.ID
+			vs, err := db.Versions(ctx, f.Key, 0, 0)
+			if err != nil {
+				t.Fatalf("Versions() = %v", err)
+			}
+			if diff := cmp.Diff([]rollout.Version{v, v1}, vs); diff != "" {
+				t.Errorf("Versions() after update mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDeleteFeature(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name    string
+		key     string
+		version int
+		code    string
+		message string
+	}{
+		{name: "current version", key: "del", version: 3},
+		{name: "stale version", key: "del", version: 2, code: rollout.EConflict,
+			message: `feature "del" is at version 3, not 2: reload it and try again`},
+		{name: "unknown", key: "nope", version: 1, code: rollout.ENotFound, message: `feature "nope" does not exist`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db, _ := newDB(t)
+			f := newFeature("del")
+			history(t, db, f, 3)
+			keep := newFeature("keep")
+			keep.ID = "keep-id"
+			history(t, db, keep, 2)
+
+			err := db.DeleteFeature(ctx, tt.key, tt.version)
+			wantFeatures, wantVersions := 2, 5
+			if tt.code != "" {
+				wantCode(t, "DeleteFeature()", err, tt.code)
+				if e, _ := errors.AsType[*rollout.Error](err); e.Message != tt.message {
+					t.Errorf("DeleteFeature() message = %q, want %q", e.Message, tt.message)
+				}
+			} else {
+				if err != nil {
+					t.Fatalf("DeleteFeature() = %v", err)
+				}
+				wantFeatures, wantVersions = 1, 2
+				_, err := db.Versions(ctx, "del", 0, 0)
+				wantCode(t, "Versions(deleted)", err, rollout.ENotFound)
+				if n := count(t, db.read, "SELECT count(*) FROM versions WHERE feature_id = ?", f.ID); n != 0 {
+					t.Errorf("versions rows of deleted feature = %d, want 0", n)
+				}
+				if n := count(t, db.read, "SELECT count(*) FROM churn_reports WHERE feature_id = ?", f.ID); n != 0 {
+					t.Errorf("churn_reports rows of deleted feature = %d, want 0", n)
+				}
+			}
+			if n := count(t, db.read, "SELECT count(*) FROM features"); n != wantFeatures {
+				t.Errorf("features rows = %d, want %d", n, wantFeatures)
+			}
+			if n := count(t, db.read, "SELECT count(*) FROM versions"); n != wantVersions {
+				t.Errorf("versions rows = %d, want %d", n, wantVersions)
+			}
+			if n := count(t, db.read, "SELECT count(*) FROM churn_reports"); n != wantVersions {
+				t.Errorf("churn_reports rows = %d, want %d", n, wantVersions)
+			}
+		})
+	}
+}
+
+func TestDeleteAndCreateAgain(t *testing.T) {
+	ctx := context.Background()
+	db, _ := newDB(t)
+	old := newFeature("again")
+	create(t, db, old)
+	if err := db.DeleteFeature(ctx, "again", 1); err != nil {
+		t.Fatalf("DeleteFeature() = %v", err)
+	}
+	fresh := newFeature("again")
+	fresh.ID = "fresh-id"
+	create(t, db, fresh)
+	// A change made to the deleted feature at version 1 must not land on the
+	// new one, also at version 1.
+	g := next(old, t0)
+	err := db.UpdateFeature(ctx, g, versionOf(old, g))
+	wantCode(t, "UpdateFeature(deleted incarnation)", err, rollout.EConflict)
+}
+
+func TestVersions(t *testing.T) {
+	ctx := context.Background()
+	db, _ := newDB(t)
+	all := history(t, db, newFeature("hist"), 7)
+	for i := range all {
+		all[i].Config.ID = newFeature("hist").ID
+	}
+	newest := func(nums ...int) []rollout.Version {
+		out := []rollout.Version{}
+		for _, n := range nums {
+			out = append(out, all[n-1])
+		}
+		return out
+	}
+	tests := []struct {
+		before, limit int
+		want          []rollout.Version
+	}{
+		{0, 0, newest(7, 6, 5, 4, 3, 2, 1)},
+		{0, 3, newest(7, 6, 5)},
+		{5, 3, newest(4, 3, 2)},
+		{2, 3, newest(1)},
+		{1, 3, newest()},
+		{100, 2, newest(7, 6)},
+		{-1, -1, newest(7, 6, 5, 4, 3, 2, 1)},
+		{4, 0, newest(3, 2, 1)},
+	}
+	for _, tt := range tests {
+		got, err := db.Versions(ctx, "hist", tt.before, tt.limit)
+		if err != nil {
+			t.Fatalf("Versions(hist, %d, %d) = %v", tt.before, tt.limit, err)
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("Versions(hist, %d, %d) mismatch (-want +got):\n%s", tt.before, tt.limit, diff)
+		}
+	}
+
+	// Paging through with before = last version seen gives every entry once.
+	var paged []rollout.Version
+	for before := 0; ; {
+		page, err := db.Versions(ctx, "hist", before, 2)
+		if err != nil {
+			t.Fatalf("Versions(hist, %d, 2) = %v", before, err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		paged = append(paged, page...)
+		before = page[len(page)-1].Version
+	}
+	if diff := cmp.Diff(newest(7, 6, 5, 4, 3, 2, 1), paged); diff != "" {
+		t.Errorf("paged Versions mismatch (-want +got):\n%s", diff)
+	}
+
+	_, err := db.Versions(ctx, "nope", 0, 0)
+	wantCode(t, "Versions(nope)", err, rollout.ENotFound)
+}
+
+func TestVersion(t *testing.T) {
+	ctx := context.Background()
+	db, _ := newDB(t)
+	all := history(t, db, newFeature("one"), 3)
+	for i := range all {
+		all[i].Config.ID = newFeature("one").ID
+	}
+	tests := []struct {
+		key     string
+		version int
+		want    rollout.Version
+		message string
+	}{
+		{key: "one", version: 1, want: all[0]},
+		{key: "one", version: 3, want: all[2]},
+		{key: "one", version: 4, message: `feature "one" has no version 4`},
+		{key: "one", version: 0, message: `feature "one" has no version 0`},
+		{key: "two", version: 1, message: `feature "two" does not exist`},
+	}
+	for _, tt := range tests {
+		got, err := db.Version(ctx, tt.key, tt.version)
+		if tt.message != "" {
+			wantCode(t, fmt.Sprintf("Version(%q, %d)", tt.key, tt.version), err, rollout.ENotFound)
+			if e, _ := errors.AsType[*rollout.Error](err); e.Message != tt.message {
+				t.Errorf("Version(%q, %d) message = %q, want %q", tt.key, tt.version, e.Message, tt.message)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("Version(%q, %d) = %v", tt.key, tt.version, err)
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("Version(%q, %d) mismatch (-want +got):\n%s", tt.key, tt.version, diff)
+		}
+	}
+	// The report survives with its moves, shares and override changes.
+	got, _ := db.Version(ctx, "one", 1)
+	if len(got.Report.Moves) == 0 || got.Report.Moves[0].From != "" || len(got.Report.OverrideChanges) != 2 {
+		t.Errorf("Version(one, 1).Report = %+v, want creation moves from no bucket and 2 override changes", got.Report)
+	}
+}
+
+// rawDB opens the database file without the store's settings, for
+// manipulations the store would refuse.
+func rawDB(t *testing.T, path string, foreignKeys bool) *sql.DB {
+	t.Helper()
+	q := url.Values{"_txlock": {"immediate"}, "_foreign_keys": {strconv.FormatBool(foreignKeys)}}
+	u := url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}
+	raw, err := sql.Open("sqlite3", u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.SetMaxOpenConns(1)
+	t.Cleanup(func() { raw.Close() })
+	return raw
+}
+
+func TestAtomicity(t *testing.T) {
+	ctx := context.Background()
+	t.Run("update whose version row fails", func(t *testing.T) {
+		db, _ := newDB(t)
+		f := newFeature("atom")
+		create(t, db, f)
+		g := next(f, t0.Add(time.Hour))
+		// A version 2 already in the history makes the versions insert fail
+		// after the features row was updated.
+		if _, err := db.write.Exec(`INSERT INTO versions (feature_id, version, actor, created_at, summary, config)
+			VALUES (?, 2, 'intruder', '', '', '{}')`, f.ID); err != nil {
+			t.Fatal(err)
+		}
+		err := db.UpdateFeature(ctx, g, versionOf(f, g))
+		if constraint(err) != sqlite3.ErrConstraintPrimaryKey {
+			t.Fatalf("UpdateFeature() with version 2 in history = %v, want a primary key violation", err)
+		}
+		if diff := cmp.Diff([]rollout.Feature{f}, features(t, db)); diff != "" {
+			t.Errorf("Features() after failed update changed (-want +got):\n%s", diff)
+		}
+		if n := count(t, db.read, "SELECT count(*) FROM churn_reports WHERE version = 2"); n != 0 {
+			t.Errorf("churn_reports rows of version 2 = %d, want 0", n)
+		}
+	})
+	t.Run("create whose report row fails", func(t *testing.T) {
+		db, path := newDB(t)
+		f := newFeature("atom")
+		// An orphan report row for (id, 1), slipped in without foreign
+		// keys, makes the churn_reports insert fail last.
+		raw := rawDB(t, path, false)
+		if _, err := raw.Exec(`INSERT INTO churn_reports (feature_id, version, churn, modulo_churn, report)
+			VALUES (?, 1, 0, 0, '{}')`, f.ID); err != nil {
+			t.Fatal(err)
+		}
+		err := db.CreateFeature(ctx, f, versionOf(rollout.Feature{}, f))
+		if constraint(err) != sqlite3.ErrConstraintPrimaryKey {
+			t.Fatalf("CreateFeature() with a report in the way = %v, want a primary key violation", err)
+		}
+		if got := features(t, db); len(got) != 0 {
+			t.Errorf("Features() after failed create = %v, want none", got)
+		}
+		if n := count(t, db.read, "SELECT count(*) FROM versions"); n != 0 {
+			t.Errorf("versions rows after failed create = %d, want 0", n)
+		}
+	})
+}
+
+func TestReopen(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "rollout.db")
+	db, err := Open(ctx, path)
+	if err != nil {
+		t.Fatalf("Open() = %v", err)
+	}
+	want := history(t, db, newFeature("keep"), 3)
+	for i := range want {
+		want[i].Config.ID = newFeature("keep").ID
+	}
+	wantFeatures := features(t, db)
+	if err := db.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+
+	for i := range 2 {
+		db := openTest(t, path)
+		if diff := cmp.Diff(wantFeatures, features(t, db)); diff != "" {
+			t.Errorf("reopen %d: Features() mismatch (-want +got):\n%s", i, diff)
+		}
+		got, err := db.Versions(ctx, "keep", 0, 0)
+		if err != nil {
+			t.Fatalf("reopen %d: Versions() = %v", i, err)
+		}
+		if diff := cmp.Diff([]rollout.Version{want[2], want[1], want[0]}, got); diff != "" {
+			t.Errorf("reopen %d: Versions() mismatch (-want +got):\n%s", i, diff)
+		}
+		// Migrations ran once: goose's version table holds its initial row
+		// and one row per migration.
+		var versions []int
+		rows, err := db.read.Query("SELECT version_id FROM goose_db_version ORDER BY id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var v int
+			if err := rows.Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			versions = append(versions, v)
+		}
+		rows.Close()
+		if diff := cmp.Diff([]int{0, 1}, versions); diff != "" {
+			t.Errorf("reopen %d: goose_db_version mismatch (-want +got):\n%s", i, diff)
+		}
+		db.Close()
+	}
+}
+
+func TestConnectionSettings(t *testing.T) {
+	ctx := context.Background()
+	db, _ := newDB(t)
+	type settings struct {
+		JournalMode                                 string
+		ForeignKeys, BusyTimeout, Synchronous, Only int
+	}
+	read := func(c *sql.Conn) settings {
+		t.Helper()
+		var s settings
+		for _, p := range []struct {
+			pragma string
+			dst    any
+		}{
+			{"journal_mode", &s.JournalMode},
+			{"foreign_keys", &s.ForeignKeys},
+			{"busy_timeout", &s.BusyTimeout},
+			{"synchronous", &s.Synchronous},
+			{"query_only", &s.Only},
+		} {
+			if err := c.QueryRowContext(ctx, "PRAGMA "+p.pragma).Scan(p.dst); err != nil {
+				t.Fatalf("PRAGMA %s: %v", p.pragma, err)
+			}
+		}
+		return s
+	}
+	// Hold several read connections at once so the pool must open new ones.
+	var conns []*sql.Conn
+	for range 4 {
+		c, err := db.read.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns = append(conns, c)
+	}
+	for i, c := range conns {
+		want := settings{JournalMode: "wal", ForeignKeys: 1, BusyTimeout: 5000, Synchronous: 2, Only: 1}
+		if diff := cmp.Diff(want, read(c)); diff != "" {
+			t.Errorf("read connection %d settings mismatch (-want +got):\n%s", i, diff)
+		}
+	}
+	if n := db.read.Stats().OpenConnections; n < 4 {
+		t.Errorf("read pool has %d open connections, want at least 4", n)
+	}
+	w, err := db.write.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	want := settings{JournalMode: "wal", ForeignKeys: 1, BusyTimeout: 5000, Synchronous: 2, Only: 0}
+	if diff := cmp.Diff(want, read(w)); diff != "" {
+		t.Errorf("write connection settings mismatch (-want +got):\n%s", diff)
+	}
+	// Read connections refuse to write.
+	if _, err := conns[0].ExecContext(ctx, "DELETE FROM features"); err == nil {
+		t.Error("DELETE on a read connection = nil, want error")
+	}
+}
+
+func TestBackup(t *testing.T) {
+	ctx := context.Background()
+	db, _ := newDB(t)
+	history(t, db, newFeature("saved"), 3)
+	create(t, db, newFeature("other"))
+	wantFeatures := features(t, db)
+	wantVersions, err := db.Versions(ctx, "saved", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	target := filepath.Join(t.TempDir(), "back up?.db")
+	if err := db.Backup(ctx, target); err != nil {
+		t.Fatalf("Backup(%q) = %v", target, err)
+	}
+	// The source stays usable.
+	create(t, db, newFeature("later"))
+
+	restored := openTest(t, target)
+	if diff := cmp.Diff(wantFeatures, features(t, restored)); diff != "" {
+		t.Errorf("backup Features() mismatch (-want +got):\n%s", diff)
+	}
+	gotVersions, err := restored.Versions(ctx, "saved", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(wantVersions, gotVersions); diff != "" {
+		t.Errorf("backup Versions() mismatch (-want +got):\n%s", diff)
+	}
+
+	err = db.Backup(ctx, target)
+	wantCode(t, "Backup(existing file)", err, rollout.EConflict)
+}
+
+func TestAwkwardPath(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "my dir?x=1&y=%20#frag")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "roll out?.db")
+	db, err := Open(ctx, path)
+	if err != nil {
+		t.Fatalf("Open(%q) = %v", path, err)
+	}
+	create(t, db, newFeature("spaced"))
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("database file: %v", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() != "roll out?.db" {
+			t.Errorf("unexpected file %q beside the database", e.Name())
+		}
+	}
+	db = openTest(t, path)
+	if got := features(t, db); len(got) != 1 || got[0].Key != "spaced" {
+		t.Errorf("Features() after reopen = %v, want feature spaced", got)
+	}
+}
+
+func TestConcurrentUpdates(t *testing.T) {
+	ctx := context.Background()
+	db, path := newDB(t)
+	// A second handle on the same file stands for another process: its
+	// writers meet this one's through SQLite's lock and the busy timeout.
+	other := openTest(t, path)
+	f := newFeature("race")
+	create(t, db, f)
+
+	const n = 32
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			g := next(f, t0.Add(time.Duration(i)*time.Second))
+			g.Description = fmt.Sprintf("writer %d", i)
+			h := db
+			if i%2 == 1 {
+				h = other
+			}
+			errs[i] = h.UpdateFeature(ctx, g, versionOf(f, g))
+		})
+	}
+	wg.Wait()
+
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Errorf("writers %d and %d both won", winner, i)
+		case err == nil:
+			winner = i
+		case rollout.ErrorCode(err) != rollout.EConflict:
+			t.Errorf("writer %d: UpdateFeature() = %v, want nil or %s", i, err, rollout.EConflict)
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no writer won")
+	}
+	got := features(t, db)
+	if want := fmt.Sprintf("writer %d", winner); len(got) != 1 || got[0].Description != want || got[0].Version != 2 {
+		t.Errorf("Features() = %+v, want version 2 by %q", got, want)
+	}
+	if n := count(t, db.read, "SELECT count(*) FROM versions"); n != 2 {
+		t.Errorf("versions rows = %d, want 2", n)
+	}
+}
+
+func TestUnavailable(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "rollout.db")
+	db, err := open(ctx, path, 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+
+	// Another process holds the write lock.
+	raw := rawDB(t, path, true)
+	tx, err := raw.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+
+	f := newFeature("busy")
+	err = db.CreateFeature(ctx, f, versionOf(rollout.Feature{}, f))
+	wantCode(t, "CreateFeature(locked database)", err, rollout.EUnavailable)
+	if se, ok := errors.AsType[sqlite3.Error](err); !ok || se.Code != sqlite3.ErrBusy {
+		t.Errorf("CreateFeature(locked database) = %v, want it to wrap SQLITE_BUSY", err)
+	}
+	// Reads go on under WAL.
+	if _, err := db.Features(ctx); err != nil {
+		t.Errorf("Features() while another writer holds the lock = %v", err)
+	}
+	if err := db.Ping(ctx); err != nil {
+		t.Errorf("Ping() = %v", err)
+	}
+}
+
+func TestWrapErr(t *testing.T) {
+	domain := rollout.Errorf(rollout.ENotFound, "feature %q does not exist", "x")
+	tests := []struct {
+		err  error
+		code string
+	}{
+		{sqlite3.Error{Code: sqlite3.ErrBusy}, rollout.EUnavailable},
+		{sqlite3.Error{Code: sqlite3.ErrLocked}, rollout.EUnavailable},
+		{sqlite3.Error{Code: sqlite3.ErrReadonly}, rollout.EUnavailable},
+		{sqlite3.Error{Code: sqlite3.ErrFull}, rollout.EUnavailable},
+		{sqlite3.Error{Code: sqlite3.ErrIoErr}, rollout.EUnavailable},
+		{sqlite3.Error{Code: sqlite3.ErrCantOpen}, rollout.EUnavailable},
+		{fmt.Errorf("insert: %w", sqlite3.Error{Code: sqlite3.ErrFull}), rollout.EUnavailable},
+		{sqlite3.Error{Code: sqlite3.ErrConstraint, ExtendedCode: sqlite3.ErrConstraintCheck}, rollout.EInternal},
+		{errors.New("boom"), rollout.EInternal},
+		{domain, rollout.ENotFound},
+	}
+	for _, tt := range tests {
+		got := wrapErr(tt.err, "update feature %q", "x")
+		if code := rollout.ErrorCode(got); code != tt.code {
+			t.Errorf("ErrorCode(wrapErr(%v)) = %q, want %q", tt.err, code, tt.code)
+		}
+		if !errors.Is(got, tt.err) {
+			t.Errorf("wrapErr(%v) = %v, want it to wrap the cause", tt.err, got)
+		}
+	}
+}
+
+func TestOpenRefusesMissingDirectory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "missing", "rollout.db")
+	if db, err := Open(context.Background(), path); err == nil {
+		db.Close()
+		t.Fatalf("Open(%q) = nil error, want error", path)
+	}
+}
