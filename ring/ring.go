@@ -49,6 +49,7 @@ type point struct {
 type Ring struct {
 	buckets []Bucket // sorted by name
 	points  []point  // sorted by (position, bucket name)
+	index   index    // where to start searching points; see index.go
 }
 
 // New returns a ring of the given buckets, in any order. It refuses an empty
@@ -70,10 +71,10 @@ func New(buckets ...Bucket) (*Ring, error) {
 		case i > 0 && bs[i-1].Name == b.Name:
 			return nil, fmt.Errorf("%w: %q", ErrDuplicate, b.Name)
 		}
-		total += b.Replicas
-		if total > MaxPoints {
+		if b.Replicas > MaxPoints-total { // not total+b.Replicas, which can overflow
 			return nil, fmt.Errorf("%w: more than %d", ErrTooManyPoints, MaxPoints)
 		}
+		total += b.Replicas
 	}
 
 	points := make([]point, 0, total)
@@ -90,7 +91,7 @@ func New(buckets ...Bucket) (*Ring, error) {
 		}
 		return int(a.bucket) - int(b.bucket)
 	})
-	return &Ring{buckets: bs, points: points}, nil
+	return &Ring{buckets: bs, points: points, index: newIndex(points)}, nil
 }
 
 // With returns a copy of r in which bucket b is added, or replaces the bucket
@@ -120,6 +121,7 @@ func (r *Ring) Without(name string) *Ring {
 		}
 		out.points = append(out.points, p)
 	}
+	out.index = newIndex(out.points)
 	return out
 }
 
@@ -159,7 +161,7 @@ func (r *Ring) LookupPosition(h Position) (bucket string, ok bool) {
 // search returns the index of the first point at or after h, or 0 past the
 // last point.
 func (r *Ring) search(h Position) int {
-	lo, hi := 0, len(r.points)
+	lo, hi := r.index.bounds(h)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
 		if r.points[m].pos.less(h) {

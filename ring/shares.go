@@ -5,8 +5,9 @@ package ring
 // fractions are exact sums of 128-bit arcs converted once, and the underlying
 // integers add up to exactly 2^128. An empty ring returns an empty map.
 func (r *Ring) Shares() map[string]float64 {
-	out := make(map[string]float64, len(r.buckets))
-	for i, s := range r.spans() {
+	spans := r.spans() // accepts a nil r, as the other methods do
+	out := make(map[string]float64, len(spans))
+	for i, s := range spans {
 		out[r.buckets[i].Name] = s.fraction()
 	}
 	return out

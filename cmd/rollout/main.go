@@ -1,0 +1,175 @@
+// Command rollout is the feature-flag rollout service: `rollout serve` (the
+// default) runs the HTTP API on an embedded SQLite database, and
+// `rollout simulate` demonstrates what a ring change does to users.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rollout/rollout/api"
+	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/store"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "rollout:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+const usage = `usage: rollout [serve] [flags]      run the service (the default)
+       rollout simulate [flags]     show what a ring change does to users
+Run 'rollout COMMAND -h' for a command's flags.
+`
+
+// run executes the command in args until ctx is done.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		m, err := parseServe(args, stderr, getenv)
+		if err != nil {
+			return err
+		}
+		return m.Run(ctx)
+	case "simulate":
+		return runSimulate(args, stdout)
+	case "help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", cmd)
+}
+
+// Main is the service: its database, domain and HTTP server. Tests open one
+// on 127.0.0.1:0 with a temporary database.
+type Main struct {
+	Addr   string
+	DBPath string
+	Log    *slog.Logger
+
+	db  *store.DB
+	ln  net.Listener
+	srv *http.Server
+	err chan error
+}
+
+func parseServe(args []string, stderr io.Writer, getenv func(string) string) (*Main, error) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", envOr(getenv, "ROLLOUT_ADDR", "127.0.0.1:8080"), "listen address (env ROLLOUT_ADDR)")
+	db := fs.String("db", envOr(getenv, "ROLLOUT_DB", "rollout.db"), "SQLite database file (env ROLLOUT_DB)")
+	logFormat := fs.String("log-format", envOr(getenv, "ROLLOUT_LOG_FORMAT", "text"), "log format: text or json (env ROLLOUT_LOG_FORMAT)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("serve takes no arguments, got %q", fs.Args())
+	}
+	var h slog.Handler
+	switch *logFormat {
+	case "text":
+		h = slog.NewTextHandler(stderr, nil)
+	case "json":
+		h = slog.NewJSONHandler(stderr, nil)
+	default:
+		return nil, fmt.Errorf("--log-format %q: use text or json", *logFormat)
+	}
+	return &Main{Addr: *addr, DBPath: *db, Log: slog.New(h)}, nil
+}
+
+func envOr(getenv func(string) string, name, def string) string {
+	if v := getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// Open opens the database, loads every feature and starts serving.
+func (m *Main) Open(ctx context.Context) error {
+	if m.Log == nil {
+		m.Log = slog.New(slog.DiscardHandler)
+	}
+	db, err := store.Open(ctx, m.DBPath)
+	if err != nil {
+		return fmt.Errorf("open database %s: %w", m.DBPath, err)
+	}
+	m.db = db
+	svc, err := rollout.NewService(ctx, db, nil)
+	if err != nil {
+		db.Close()
+		return err
+	}
+	ln, err := net.Listen("tcp", m.Addr)
+	if err != nil {
+		db.Close()
+		return err
+	}
+	m.ln = ln
+	m.srv = &http.Server{
+		Handler:           api.New(svc, api.Options{Logger: m.Log}),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+	m.err = make(chan error, 1)
+	go func() { m.err <- m.srv.Serve(ln) }()
+	m.Log.Info("rollout serving", "url", m.URL(), "db", m.DBPath, "features", svc.Snapshot().Len())
+	return nil
+}
+
+// URL returns the base URL the service answers on.
+func (m *Main) URL() string { return "http://" + m.ln.Addr().String() }
+
+// Close stops accepting requests, lets those under way finish for up to
+// ten seconds, and closes the database.
+func (m *Main) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var errs []error
+	if m.srv != nil {
+		errs = append(errs, m.srv.Shutdown(ctx))
+	}
+	if m.db != nil {
+		errs = append(errs, m.db.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Run opens the service and serves until ctx is done, then shuts down.
+func (m *Main) Run(ctx context.Context) error {
+	if err := m.Open(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		m.Log.Info("shutting down")
+	case err := <-m.err:
+		m.Close()
+		return err
+	}
+	return m.Close()
+}

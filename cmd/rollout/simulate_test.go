@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// simulate runs the simulate command and returns what it printed.
+func simulate(t *testing.T, args ...string) string {
+	t.Helper()
+	var out bytes.Buffer
+	if err := runSimulate(args, &out); err != nil {
+		t.Fatalf("runSimulate(%q): %v\n%s", args, err, out.String())
+	}
+	return out.String()
+}
+
+var cellGap = regexp.MustCompile(`\s{2,}`)
+
+// row returns the cells of the table row whose first cell is label.
+func row(t *testing.T, out, label string) []string {
+	t.Helper()
+	for line := range strings.Lines(out) {
+		if cells := cellGap.Split(strings.TrimSpace(line), -1); cells[0] == label {
+			return cells
+		}
+	}
+	t.Fatalf("no row %q in:\n%s", label, out)
+	return nil
+}
+
+// checkRow fails unless the row labelled label holds want after its label.
+func checkRow(t *testing.T, out, label string, want ...string) {
+	t.Helper()
+	got := row(t, out, label)[1:]
+	if strings.Join(got, " | ") != strings.Join(want, " | ") {
+		t.Errorf("row %q = %q, want %q", label, got, want)
+	}
+}
+
+func TestSimulateSeedExample(t *testing.T) {
+	out := simulate(t, "--keys", "20000")
+	for _, want := range []string{
+		"Ring before: A×3, B×3, C×3 (9 points)",
+		"Change:      add D with 3 replicas",
+		"Ring after:  A×3, B×3, C×3, D×3 (12 points)",
+		`Users:       20,000 keys, "user:0" to "user:19999"`,
+		"Naive modulo assignment would move 75.000% of users; consistent hashing moves 22.268%",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	//          users before, counted, exact, users after, counted, exact
+	checkRow(t, out, "A", "1,687", "8.435%", "8.252%", "1,335", "6.675%", "6.400%")
+	checkRow(t, out, "B", "12,939", "64.695%", "64.779%", "10,668", "53.340%", "53.273%")
+	checkRow(t, out, "C", "5,374", "26.870%", "26.970%", "3,609", "18.045%", "18.059%")
+	checkRow(t, out, "D", "0", "0.000%", "0.000%", "4,388", "21.940%", "22.268%")
+	//                   users, counted, exact
+	checkRow(t, out, "B -> D", "2,271", "11.355%", "11.506%")
+	checkRow(t, out, "C -> D", "1,765", "8.825%", "8.910%")
+	checkRow(t, out, "A -> D", "352", "1.760%", "1.851%")
+	checkRow(t, out, "all moves", "4,388", "21.940%", "22.268%")
+	checkRow(t, out, "naive modulo (hash mod N)", "14,988", "74.940%", "75.000%")
+	checkRow(t, out, "saved by consistent hashing", "10,600", "53.000%", "52.732%")
+}
+
+// TestSimulateSeedCounts is the seed demo's million users: the counts must
+// be those of the reference ring.
+func TestSimulateSeedCounts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("counts a million keys")
+	}
+	out := simulate(t)
+	checkRow(t, out, "A", "82,568", "8.257%", "8.252%", "63,958", "6.396%", "6.400%")
+	checkRow(t, out, "B", "647,631", "64.763%", "64.779%", "532,376", "53.238%", "53.273%")
+	checkRow(t, out, "C", "269,801", "26.980%", "26.970%", "180,927", "18.093%", "18.059%")
+	checkRow(t, out, "all moves", "222,739", "22.274%", "22.268%")
+}
+
+func TestSimulateChanges(t *testing.T) {
+	tests := []struct {
+		name   string
+		args   []string
+		change string
+		moves  []string // every move row, largest first
+		total  string   // exact churn
+		modulo string   // the closing comparison, or what replaces it
+	}{
+		{
+			name:   "remove",
+			args:   []string{"--remove", "B"},
+			change: "remove B",
+			moves:  []string{"B -> C", "B -> A"},
+			total:  "64.779%",
+			modulo: "Naive modulo assignment would move 66.667% of users",
+		},
+		{
+			name:   "grow",
+			args:   []string{"--set", "A=10"},
+			change: "set A from 3 to 10 replicas",
+			moves:  []string{"B -> A", "C -> A"},
+			total:  "38.357%",
+			modulo: "so it cannot make this change; consistent hashing makes it by moving 38.357%.",
+		},
+		{
+			name:   "shrink to nothing",
+			args:   []string{"--set", "A=0"},
+			change: "set A from 3 to 0 replicas",
+			moves:  []string{"A -> B", "A -> C"},
+			total:  "8.252%",
+			modulo: "Naive modulo assignment would move 66.667% of users",
+		},
+		{
+			name:   "other buckets and prefix",
+			args:   []string{"--buckets", "red, green", "--replicas", "50", "--add", "blue", "--prefix", "visitor-"},
+			change: "add blue with 50 replicas",
+			moves:  []string{"red -> blue", "green -> blue"},
+			total:  "40.176%",
+			modulo: "Naive modulo assignment would move 66.667% of users",
+		},
+		{
+			name:   "remove the last bucket",
+			args:   []string{"--buckets", "A", "--remove", "A"},
+			change: "remove A",
+			moves:  []string{"A -> (none)"},
+			total:  "100.000%",
+			modulo: "Naive modulo assignment would move 100.000% of users",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out := simulate(t, append([]string{"--keys", "20000"}, tt.args...)...)
+			if want := "Change:      " + tt.change + "\n"; !strings.Contains(out, want) {
+				t.Errorf("output lacks %q:\n%s", want, out)
+			}
+			var moves []string
+			for line := range strings.Lines(out) {
+				if label := cellGap.Split(line, 2)[0]; strings.Contains(label, " -> ") {
+					moves = append(moves, label)
+				}
+			}
+			if strings.Join(moves, ", ") != strings.Join(tt.moves, ", ") {
+				t.Errorf("moves = %q, want %q", moves, tt.moves)
+			}
+			if got := row(t, out, "all moves")[3]; got != tt.total {
+				t.Errorf("exact churn = %s, want %s", got, tt.total)
+			}
+			if !strings.Contains(out, tt.modulo) {
+				t.Errorf("output lacks %q:\n%s", tt.modulo, out)
+			}
+		})
+	}
+}
+
+func TestSimulateRefusesBadFlags(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string // in the error
+	}{
+		{[]string{"--set", "A"}, "want NAME=REPLICAS"},
+		{[]string{"--set", "A=x"}, "want NAME=REPLICAS"},
+		{[]string{"--set", "A=-1"}, "negative replicas"},
+		{[]string{"--set", "Z=3"}, `no bucket "Z"`},
+		{[]string{"--remove", "Z"}, "no such bucket"},
+		{[]string{"--add", "A"}, "has it already"},
+		{[]string{"--add", "X#1"}, "contains '#'"},
+		{[]string{"--add", ""}, "empty bucket name"},
+		{[]string{"--add", "D", "--remove", "B"}, "make one change, not --add and --remove"},
+		{[]string{"--set", "A=4", "--remove", "B"}, "make one change"},
+		{[]string{"--keys", "0"}, "want at least 1"},
+		{[]string{"--keys", "many"}, "invalid value"},
+		{[]string{"--buckets", "A,,B"}, "empty bucket name"},
+		{[]string{"--buckets", "A,B,A"}, "duplicate bucket"},
+		{[]string{"--replicas", "-1"}, "negative replicas"},
+		{[]string{"--bogus"}, "not defined"},
+		{[]string{"extra"}, "takes no arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			err := runSimulate(append([]string{"--keys", "10"}, tt.args...), new(bytes.Buffer))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("runSimulate(%q) error = %v, want one containing %q", tt.args, err, tt.want)
+			}
+		})
+	}
+
+	var out bytes.Buffer
+	if err := runSimulate([]string{"-h"}, &out); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("runSimulate(-h) error = %v, want flag.ErrHelp", err)
+	}
+	if !strings.Contains(out.String(), "usage: rollout simulate") {
+		t.Errorf("runSimulate(-h) printed %q, want the usage", out.String())
+	}
+}
