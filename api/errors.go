@@ -18,12 +18,14 @@ import (
 const (
 	codeBadRequest = "bad_request"
 	codeTooLarge   = "too_large"
+	codeForbidden  = "forbidden"
 )
 
 // statusOf is the one map from error codes to HTTP statuses.
 var statusOf = map[string]int{
 	codeBadRequest:        http.StatusBadRequest,
 	codeTooLarge:          http.StatusRequestEntityTooLarge,
+	codeForbidden:         http.StatusForbidden,
 	rollout.EInvalid:      http.StatusUnprocessableEntity,
 	rollout.ENotFound:     http.StatusNotFound,
 	rollout.EConflict:     http.StatusConflict,

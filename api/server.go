@@ -49,7 +49,7 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	e.POST("/evaluate", s.evaluateMany)
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 
-	g := e.Group("/api")
+	g := e.Group("/api", CrossOrigin())
 	g.GET("/features", s.listFeatures)
 	g.POST("/features", s.createFeature)
 	g.GET("/features/:key", s.getFeature)
@@ -78,6 +78,22 @@ func limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		r.Body = http.MaxBytesReader(c.Response(), r.Body, MaxBodyBytes)
 		return next(c)
+	}
+}
+
+// CrossOrigin refuses state-changing requests that a browser sends from
+// another site (cross-site request forgery), using the Sec-Fetch-Site and
+// Origin headers browsers set. Requests without them, from curl or other
+// programs, pass. Evaluation is left open to browsers: it changes nothing.
+func CrossOrigin() echo.MiddlewareFunc {
+	p := http.NewCrossOriginProtection()
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if err := p.Check(c.Request()); err != nil {
+				return rollout.Errorf(codeForbidden, "cross-origin request refused: changes are accepted only from this server's own pages or from programs such as curl")
+			}
+			return next(c)
+		}
 	}
 }
 

@@ -549,3 +549,23 @@ func TestPathEscapes(t *testing.T) {
 		}
 	}
 }
+
+// TestCrossSiteRequestsRefused: a page on another site cannot change
+// features through the visitor's browser; the same request from curl can.
+func TestCrossSiteRequestsRefused(t *testing.T) {
+	s := startServer(t, "")
+	body := abcFeature("f")
+	for _, h := range [][]string{
+		{"Sec-Fetch-Site", "cross-site"},
+		{"Origin", "https://evil.example"},
+	} {
+		r := s.do("POST", "/api/features", body, h...)
+		if r.status != 403 || r.errorCode() != "forbidden" {
+			t.Errorf("POST with %s: %s = %d %s, want 403 forbidden", h[0], h[1], r.status, r.body)
+		}
+	}
+	s.must(404, "GET", "/api/features/f", nil)
+	s.must(201, "POST", "/api/features", body, "Sec-Fetch-Site", "same-origin")
+	// Reads and evaluation stay open to browsers on other sites.
+	s.must(200, "GET", "/evaluate?feature=f&user=u", nil, "Sec-Fetch-Site", "cross-site")
+}
