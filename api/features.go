@@ -381,3 +381,18 @@ func pathParam(c echo.Context, name string) string {
 }
 
 func etag(version int) string { return `"` + strconv.Itoa(version) + `"` }
+
+// userHistory is GET /api/features/K/users/U: the user's bucket now and at
+// every version, newest first.
+func (s *Server) userHistory(c echo.Context) error {
+	key, user := pathParam(c, "key"), pathParam(c, "user")
+	now, err := s.svc.Evaluate(key, user)
+	if err != nil {
+		return err
+	}
+	history, err := s.svc.UserHistory(c.Request().Context(), key, user)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"feature": key, "user": user, "now": evaluationJSON(now), "versions": history})
+}

@@ -65,6 +65,7 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	g.POST("/features/:key/rollback", s.rollback)
 	g.GET("/features/:key/versions", s.listVersions)
 	g.GET("/features/:key/versions/:version", s.getVersion)
+	g.GET("/features/:key/users/:user", s.userHistory)
 	return e
 }
 

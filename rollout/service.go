@@ -217,3 +217,31 @@ func actor(opts ChangeOptions) string {
 func notFound(key string) error {
 	return Errorf(ENotFound, "feature %q does not exist", key)
 }
+
+// Assignment is what a feature served one user at one version.
+type Assignment struct {
+	Version int       `json:"version"`
+	Time    time.Time `json:"time"`
+	Summary string    `json:"summary"`
+	Bucket  *string   `json:"bucket"` // null: no bucket
+	Reason  string    `json:"reason"`
+}
+
+// UserHistory returns the bucket user had at each version of the feature,
+// newest first, so that "why did this customer's experience change?" has an
+// answer.
+func (s *Service) UserHistory(ctx context.Context, key, user string) ([]Assignment, error) {
+	if err := ValidateUser(user); err != nil {
+		return nil, err
+	}
+	versions, err := s.Versions(ctx, key, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Assignment, len(versions))
+	for i, v := range versions {
+		e := compile(v.Config).evaluate(user)
+		out[i] = Assignment{Version: v.Version, Time: v.Time, Summary: v.Summary, Bucket: nullable(e.Bucket), Reason: e.Reason}
+	}
+	return out, nil
+}

@@ -569,3 +569,25 @@ func TestCrossSiteRequestsRefused(t *testing.T) {
 	// Reads and evaluation stay open to browsers on other sites.
 	s.must(200, "GET", "/evaluate?feature=f&user=u", nil, "Sec-Fetch-Site", "cross-site")
 }
+
+func TestUserHistory(t *testing.T) {
+	s := startServer(t, "")
+	s.must(201, "POST", "/api/features", abcFeature("f"))
+	s.must(200, "PUT", "/api/features/f/overrides/user1", map[string]any{"bucket": "A"})
+	s.must(200, "PATCH", "/api/features/f", map[string]any{"enabled": false})
+	got := s.must(200, "GET", "/api/features/f/users/user1", nil)
+	if now := got["now"].(map[string]any); now["reason"] != "disabled" || now["bucket"] != nil {
+		t.Errorf("now = %v, want disabled with no bucket", now)
+	}
+	var buckets, reasons []any
+	for _, v := range got["versions"].([]any) {
+		buckets = append(buckets, v.(map[string]any)["bucket"])
+		reasons = append(reasons, v.(map[string]any)["reason"])
+	}
+	// Newest first: disabled, overridden to A, and the reference ring's B.
+	if fmt.Sprint(buckets) != "[<nil> A B]" || fmt.Sprint(reasons) != "[disabled override ring]" {
+		t.Errorf("history buckets %v reasons %v, want [<nil> A B] [disabled override ring]", buckets, reasons)
+	}
+	s.must(404, "GET", "/api/features/nope/users/user1", nil)
+	s.must(422, "GET", "/api/features/f/users/"+strings.Repeat("u", 300), nil)
+}
