@@ -6,6 +6,7 @@ package api
 import (
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -43,13 +44,14 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	e.Use(middleware.RequestID())
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisablePrintStack: true}))
 	e.Use(limitBody)
+	e.Use(CrossOrigin())
 	e.Use(logRequests(log))
 
 	e.GET("/evaluate", s.evaluateOne)
 	e.POST("/evaluate", s.evaluateMany)
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 
-	g := e.Group("/api", CrossOrigin())
+	g := e.Group("/api")
 	g.GET("/features", s.listFeatures)
 	g.POST("/features", s.createFeature)
 	g.GET("/features/:key", s.getFeature)
@@ -85,11 +87,16 @@ func limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 // CrossOrigin refuses state-changing requests that a browser sends from
 // another site (cross-site request forgery), using the Sec-Fetch-Site and
 // Origin headers browsers set. Requests without them, from curl or other
-// programs, pass. Evaluation is left open to browsers: it changes nothing.
+// programs, pass. Evaluation (/evaluate, /ofrep/) is left open to browsers on
+// other sites: it changes nothing.
 func CrossOrigin() echo.MiddlewareFunc {
 	p := http.NewCrossOriginProtection()
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
+			path := c.Request().URL.Path
+			if path == "/evaluate" || strings.HasPrefix(path, "/ofrep/") {
+				return next(c)
+			}
 			if err := p.Check(c.Request()); err != nil {
 				return rollout.Errorf(codeForbidden, "cross-origin request refused: changes are accepted only from this server's own pages or from programs such as curl")
 			}

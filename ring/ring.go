@@ -158,6 +158,15 @@ func (r *Ring) LookupPosition(h Position) (bucket string, ok bool) {
 	return r.buckets[r.points[r.search(h)].bucket].Name, true
 }
 
+// LookupIndex is LookupPosition returning the bucket's index in Buckets()
+// instead of its name, for callers that keep per-bucket data in a slice.
+func (r *Ring) LookupIndex(h Position) (i int, ok bool) {
+	if r == nil || len(r.points) == 0 {
+		return 0, false
+	}
+	return int(r.points[r.search(h)].bucket), true
+}
+
 // search returns the index of the first point at or after h, or 0 past the
 // last point.
 func (r *Ring) search(h Position) int {

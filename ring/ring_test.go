@@ -244,3 +244,20 @@ func TestNewRefusesCorruptRings(t *testing.T) {
 		})
 	}
 }
+
+func TestLookupIndexNamesTheSameBucket(t *testing.T) {
+	r := mustNew(t, Bucket{"on", 40}, Bucket{"off", 20}, Bucket{"beta", 7})
+	buckets := r.Buckets()
+	for i := range 2000 {
+		key := fmt.Sprint("u", i)
+		name, _ := r.Lookup(key)
+		idx, ok := r.LookupIndex(Hash(key))
+		if !ok || buckets[idx].Name != name {
+			t.Fatalf("LookupIndex(%q) = %d (%v), want the index of %q in %v", key, idx, ok, name, buckets)
+		}
+	}
+	var empty Ring
+	if _, ok := empty.LookupIndex(Hash("u")); ok {
+		t.Error("LookupIndex on an empty ring: ok = true")
+	}
+}

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"encoding/json"
+	"sync/atomic"
 
 	"github.com/rollout/rollout/ring"
 )
@@ -24,20 +25,34 @@ type Evaluation struct {
 	Reason  string
 }
 
-// compiled is a feature made ready for evaluation: its ring built, its values
-// encoded. It is immutable once built.
+// compiled is a feature at one version made ready for evaluation: its ring
+// built, its values encoded, and a counter of the evaluations served per
+// bucket. Everything but the counters is immutable once built.
 type compiled struct {
 	feature Feature
 	ring    *ring.Ring
-	values  map[string]json.RawMessage
+	names   []string          // bucket names in ring order (sorted)
+	values  []json.RawMessage // by ring order
+	index   map[string]int    // bucket name → ring order
 	shares  map[string]float64
+	// served counts evaluations per bucket in ring order; the last counter
+	// is for "no bucket".
+	served []atomic.Int64
 }
 
 func compile(f Feature) *compiled {
-	c := &compiled{feature: f, ring: f.Ring(), values: make(map[string]json.RawMessage, len(f.Buckets))}
-	for _, b := range f.Buckets {
-		c.values[b.Name] = b.ServedValue()
+	c := &compiled{feature: f, ring: f.Ring()}
+	buckets := c.ring.Buckets()
+	c.names = make([]string, len(buckets))
+	c.values = make([]json.RawMessage, len(buckets))
+	c.index = make(map[string]int, len(buckets))
+	for i, b := range buckets {
+		c.names[i] = b.Name
+		c.index[b.Name] = i
+		fb, _ := f.Bucket(b.Name)
+		c.values[i] = fb.ServedValue()
 	}
+	c.served = make([]atomic.Int64, len(buckets)+1)
 	c.shares = c.ring.Shares()
 	return c
 }
@@ -45,20 +60,26 @@ func compile(f Feature) *compiled {
 func (c *compiled) evaluate(user string) Evaluation {
 	f := &c.feature
 	e := Evaluation{Feature: f.Key, User: user, Version: f.Version}
+	i := -1
 	switch bucket, ok := f.Overrides[user]; {
 	case !f.Enabled:
 		e.Reason = ReasonDisabled
-		e.Bucket = f.Fallback
+		if f.Fallback != "" {
+			i = c.index[f.Fallback]
+		}
 	case ok:
 		e.Reason = ReasonOverride
-		e.Bucket = bucket
+		i = c.index[bucket]
 	default:
 		e.Reason = ReasonRing
-		e.Bucket, _ = c.ring.LookupPosition(userPosition(f.Salt, user))
+		i, _ = c.ring.LookupIndex(userPosition(f.Salt, user))
 	}
-	if e.Bucket != "" {
-		e.Value = c.values[e.Bucket]
+	if i < 0 {
+		c.served[len(c.names)].Add(1)
+		return e
 	}
+	c.served[i].Add(1)
+	e.Bucket, e.Value = c.names[i], c.values[i]
 	return e
 }
 
