@@ -396,3 +396,13 @@ func (s *Server) userHistory(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, map[string]any{"feature": key, "user": user, "now": evaluationJSON(now), "versions": history})
 }
+
+// exposures is GET /api/features/K/exposures: the evaluations served per
+// bucket, observed against exact shares.
+func (s *Server) exposures(c echo.Context) error {
+	rep, err := s.svc.Exposures(c.Request().Context(), pathParam(c, "key"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, rep)
+}

@@ -68,6 +68,7 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	g.GET("/features/:key/versions", s.listVersions)
 	g.GET("/features/:key/versions/:version", s.getVersion)
 	g.GET("/features/:key/users/:user", s.userHistory)
+	g.GET("/features/:key/exposures", s.exposures)
 	return e
 }
 

@@ -18,8 +18,11 @@ type Service struct {
 	store Store
 	now   Clock
 
-	mu   sync.Mutex // serializes writes
-	snap atomic.Pointer[Snapshot]
+	mu      sync.Mutex // serializes writes; guards retired
+	snap    atomic.Pointer[Snapshot]
+	retired []retired
+
+	flushMu sync.Mutex // one exposure flush at a time
 }
 
 // ChangeOptions are the guards and modes of one change.
@@ -98,7 +101,7 @@ func (s *Service) Create(ctx context.Context, f Feature, opts ChangeOptions) (Re
 	if err := s.store.CreateFeature(ctx, f, v); err != nil {
 		return Result{}, err
 	}
-	s.snap.Store(s.Snapshot().with(f.Key, compile(f)))
+	s.swap(f.Key, compile(f))
 	return res, nil
 }
 
@@ -144,7 +147,7 @@ func (s *Service) Delete(ctx context.Context, key string, opts ChangeOptions) er
 	if err := s.store.DeleteFeature(ctx, key, cur.Version); err != nil {
 		return err
 	}
-	s.snap.Store(s.Snapshot().with(key, nil))
+	s.swap(key, nil)
 	return nil
 }
 
@@ -203,8 +206,16 @@ func (s *Service) apply(ctx context.Context, cur Feature, ch Change, opts Change
 	if err := s.store.UpdateFeature(ctx, next, v); err != nil {
 		return Result{}, err
 	}
-	s.snap.Store(s.Snapshot().with(next.Key, compile(next)))
+	s.swap(next.Key, compile(next))
 	return res, nil
+}
+
+// swap installs a snapshot in which c serves key (nil: key is gone). The
+// caller holds s.mu.
+func (s *Service) swap(key string, c *compiled) {
+	old := s.Snapshot()
+	s.retire(old.features[key])
+	s.snap.Store(old.with(key, c))
 }
 
 func actor(opts ChangeOptions) string {

@@ -42,6 +42,22 @@ type Store interface {
 	Versions(ctx context.Context, key string, before, limit int) ([]Version, error)
 	// Version returns one entry of the feature's history.
 	Version(ctx context.Context, key string, version int) (Version, error)
+	// AddExposures adds counts of evaluations to the stored ones; counts of
+	// features that no longer exist are dropped.
+	AddExposures(ctx context.Context, counts []Exposure) error
+	// Exposures returns the stored counts of a feature, newest version
+	// first.
+	Exposures(ctx context.Context, key string) ([]Exposure, error)
+}
+
+// Exposure is a count of evaluations a feature served at one version from
+// one bucket ("" for no bucket).
+type Exposure struct {
+	Feature   string `json:"-"`
+	FeatureID string `json:"-"`
+	Version   int    `json:"version"`
+	Bucket    string `json:"bucket"`
+	Count     int64  `json:"count"`
 }
 
 // Clock tells the time of changes; tests set their own.

@@ -591,3 +591,45 @@ func TestUserHistory(t *testing.T) {
 	s.must(404, "GET", "/api/features/nope/users/user1", nil)
 	s.must(422, "GET", "/api/features/f/users/"+strings.Repeat("u", 300), nil)
 }
+
+// TestExposures counts evaluations per bucket in memory, shows them next to
+// the exact shares, and keeps them across a restart (flushed at shutdown).
+func TestExposures(t *testing.T) {
+	s := startServer(t, "")
+	s.must(201, "POST", "/api/features", abcFeature("f"))
+	for i := range 2000 {
+		s.evaluate("f", fmt.Sprint("user:", i))
+	}
+	s.must(200, "POST", "/evaluate", map[string]any{"user": "u", "features": []string{"f"}})
+
+	check := func(when string) {
+		t.Helper()
+		got := s.must(200, "GET", "/api/features/f/exposures", nil)
+		if got["total"] != 2001.0 || got["version"] != 1.0 {
+			t.Fatalf("%s: exposures = %v, want 2001 evaluations at version 1", when, got)
+		}
+		var sum float64
+		for _, b := range got["buckets"].([]any) {
+			b := b.(map[string]any)
+			sum += b["count"].(float64)
+			if math.Abs(b["observed_share"].(float64)-b["exact_share"].(float64)) > 0.03 {
+				t.Errorf("%s: bucket %v observed %.3f, exact %.3f", when, b["bucket"], b["observed_share"], b["exact_share"])
+			}
+		}
+		if sum != 2001 {
+			t.Errorf("%s: bucket counts add up to %v, want 2001", when, sum)
+		}
+	}
+	check("in memory")
+	s.restart()
+	check("after restart")
+
+	// Counts of a later version are kept apart.
+	s.must(200, "POST", "/api/features/f/buckets", map[string]any{"name": "D", "replicas": 3})
+	s.evaluate("f", "someone")
+	got := s.must(200, "GET", "/api/features/f/exposures", nil)
+	if got["total"] != 1.0 || len(got["versions"].([]any)) < 4 {
+		t.Errorf("after a change: exposures = %v, want 1 evaluation at version 2 and version 1's counts kept", got)
+	}
+	s.must(404, "GET", "/api/features/nope/exposures", nil)
+}

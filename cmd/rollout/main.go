@@ -68,11 +68,17 @@ type Main struct {
 	Addr   string
 	DBPath string
 	Log    *slog.Logger
+	// FlushInterval is how often evaluation counts are written to the
+	// database; 0 means the default, 10 seconds.
+	FlushInterval time.Duration
 
-	db  *store.DB
-	ln  net.Listener
-	srv *http.Server
-	err chan error
+	db      *store.DB
+	svc     *rollout.Service
+	ln      net.Listener
+	srv     *http.Server
+	err     chan error
+	stop    context.CancelFunc // stops the exposure flusher
+	flushed chan struct{}      // closed when the flusher has made its last flush
 }
 
 func parseServe(args []string, stderr io.Writer, getenv func(string) string) (*Main, error) {
@@ -80,6 +86,7 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (*M
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", envOr(getenv, "ROLLOUT_ADDR", "127.0.0.1:8080"), "listen address (env ROLLOUT_ADDR)")
 	db := fs.String("db", envOr(getenv, "ROLLOUT_DB", "rollout.db"), "SQLite database file (env ROLLOUT_DB)")
+	flush := fs.Duration("flush-interval", 10*time.Second, "how often evaluation counts are written to the database")
 	logFormat := fs.String("log-format", envOr(getenv, "ROLLOUT_LOG_FORMAT", "text"), "log format: text or json (env ROLLOUT_LOG_FORMAT)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -96,7 +103,10 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (*M
 	default:
 		return nil, fmt.Errorf("--log-format %q: use text or json", *logFormat)
 	}
-	return &Main{Addr: *addr, DBPath: *db, Log: slog.New(h)}, nil
+	if *flush <= 0 {
+		return nil, fmt.Errorf("--flush-interval %v: give a positive duration such as 10s", *flush)
+	}
+	return &Main{Addr: *addr, DBPath: *db, Log: slog.New(h), FlushInterval: *flush}, nil
 }
 
 func envOr(getenv func(string) string, name, def string) string {
@@ -121,6 +131,7 @@ func (m *Main) Open(ctx context.Context) error {
 		db.Close()
 		return err
 	}
+	m.svc = svc
 	ln, err := net.Listen("tcp", m.Addr)
 	if err != nil {
 		db.Close()
@@ -137,6 +148,19 @@ func (m *Main) Open(ctx context.Context) error {
 	}
 	m.err = make(chan error, 1)
 	go func() { m.err <- m.srv.Serve(ln) }()
+
+	interval := m.FlushInterval
+	if interval <= 0 {
+		interval = 10 * time.Second
+	}
+	flushCtx, stop := context.WithCancel(context.Background())
+	m.stop, m.flushed = stop, make(chan struct{})
+	go func() {
+		defer close(m.flushed)
+		svc.FlushExposuresEvery(flushCtx, interval, func(err error) {
+			m.Log.Error("flush evaluation counts", "err", err)
+		})
+	}()
 	m.Log.Info("rollout serving", "url", m.URL(), "db", m.DBPath, "features", svc.Snapshot().Len())
 	return nil
 }
@@ -152,6 +176,10 @@ func (m *Main) Close() error {
 	var errs []error
 	if m.srv != nil {
 		errs = append(errs, m.srv.Shutdown(ctx))
+	}
+	if m.stop != nil {
+		m.stop() // the flusher flushes once more, after the last request
+		<-m.flushed
 	}
 	if m.db != nil {
 		errs = append(errs, m.db.Close())

@@ -1,0 +1,78 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// AddExposures adds the counts to the stored ones in one transaction.
+// Counts of features that no longer exist are dropped.
+func (db *DB) AddExposures(ctx context.Context, counts []rollout.Exposure) error {
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return wrapErr(err, "add exposures")
+	}
+	defer tx.Rollback()
+	if err := addExposures(ctx, tx, counts); err != nil {
+		return wrapErr(err, "add exposures")
+	}
+	if err := tx.Commit(); err != nil {
+		return wrapErr(err, "add exposures")
+	}
+	return nil
+}
+
+// Exposures returns the stored counts of the feature key, by version and
+// bucket.
+func (db *DB) Exposures(ctx context.Context, key string) ([]rollout.Exposure, error) {
+	tx, err := db.read.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, wrapErr(err, "exposures of %q", key)
+	}
+	defer tx.Rollback()
+	out, err := listExposures(ctx, tx, key)
+	if err != nil {
+		return nil, wrapErr(err, "exposures of %q", key)
+	}
+	return out, tx.Commit()
+}
+
+func addExposures(ctx context.Context, tx *sql.Tx, counts []rollout.Exposure) error {
+	stmt, err := tx.PrepareContext(ctx, `
+		INSERT INTO exposures (feature_id, version, bucket, count)
+		SELECT id, ?, ?, ? FROM features WHERE id = ?
+		ON CONFLICT (feature_id, version, bucket) DO UPDATE SET count = exposures.count + excluded.count`)
+	if err != nil {
+		return err
+	}
+	defer stmt.Close()
+	for _, e := range counts {
+		if _, err := stmt.ExecContext(ctx, e.Version, e.Bucket, e.Count, e.FeatureID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func listExposures(ctx context.Context, tx *sql.Tx, key string) ([]rollout.Exposure, error) {
+	rows, err := tx.QueryContext(ctx, `
+		SELECT f.id, e.version, e.bucket, e.count
+		FROM exposures e JOIN features f ON f.id = e.feature_id
+		WHERE f.key = ?
+		ORDER BY e.version DESC, e.bucket`, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []rollout.Exposure
+	for rows.Next() {
+		e := rollout.Exposure{Feature: key}
+		if err := rows.Scan(&e.FeatureID, &e.Version, &e.Bucket, &e.Count); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
