@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/mattn/go-sqlite3"
 
+	"github.com/rollout/rollout/migrations"
 	"github.com/rollout/rollout/rollout"
 )
 
@@ -630,7 +633,7 @@ func TestReopen(t *testing.T) {
 			versions = append(versions, v)
 		}
 		rows.Close()
-		if diff := cmp.Diff([]int{0, 1}, versions); diff != "" {
+		if diff := cmp.Diff(migrationVersions(t), versions); diff != "" {
 			t.Errorf("reopen %d: goose_db_version mismatch (-want +got):\n%s", i, diff)
 		}
 		db.Close()
@@ -877,5 +880,58 @@ func TestOpenRefusesMissingDirectory(t *testing.T) {
 	if db, err := Open(context.Background(), path); err == nil {
 		db.Close()
 		t.Fatalf("Open(%q) = nil error, want error", path)
+	}
+}
+
+// migrationVersions is what goose's version table holds after the migrations
+// ran once: its initial row 0, then one row per migration file.
+func migrationVersions(t *testing.T) []int {
+	t.Helper()
+	files, err := fs.Glob(migrations.FS, "*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := []int{0}
+	for _, f := range files {
+		n, err := strconv.Atoi(strings.SplitN(f, "_", 2)[0])
+		if err != nil {
+			t.Fatalf("migration %s: %v", f, err)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+func TestExposures(t *testing.T) {
+	db, _ := newDB(t)
+	ctx := context.Background()
+	f := newFeature("f")
+	create(t, db, f)
+	add := []rollout.Exposure{
+		{FeatureID: f.ID, Version: 1, Bucket: "A", Count: 5},
+		{FeatureID: f.ID, Version: 1, Bucket: "", Count: 2},
+		{FeatureID: "gone", Version: 1, Bucket: "A", Count: 7}, // a deleted feature: dropped
+	}
+	for range 2 {
+		if err := db.AddExposures(ctx, add); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := db.Exposures(ctx, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []rollout.Exposure{
+		{Feature: "f", FeatureID: f.ID, Version: 1, Bucket: "", Count: 4},
+		{Feature: "f", FeatureID: f.ID, Version: 1, Bucket: "A", Count: 10},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Exposures mismatch (-want +got):\n%s", diff)
+	}
+	if err := db.DeleteFeature(ctx, "f", 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, db.read, "SELECT count(*) FROM exposures"); n != 0 {
+		t.Errorf("%d exposure rows after deleting the feature, want 0", n)
 	}
 }
