@@ -36,6 +36,10 @@ func main() {
 
 const usage = `usage: rollout [serve] [flags]      run the service (the default)
        rollout simulate [flags]     show what a ring change does to users
+       rollout token create|list|revoke [flags]
+                                    manage API tokens
+       rollout backup [--db PATH] TARGET
+                                    copy the database consistently, online
 Run 'rollout COMMAND -h' for a command's flags.
 `
 
@@ -54,6 +58,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return m.Run(ctx)
 	case "simulate":
 		return runSimulate(args, stdout)
+	case "token":
+		return runToken(ctx, args, stdout, stderr, getenv)
+	case "backup":
+		return runBackup(ctx, args, stderr, getenv)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -1,0 +1,200 @@
+package rollout
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"regexp"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Role is what a token may do.
+type Role string
+
+// The roles, from most to least powerful.
+const (
+	RoleAdmin    Role = "admin"    // everything, tokens included
+	RoleEditor   Role = "editor"   // read and change features
+	RoleViewer   Role = "viewer"   // read features, the dashboard and metrics
+	RoleEvaluate Role = "evaluate" // only evaluation: /evaluate and OFREP
+)
+
+// Permission is what a request needs.
+type Permission int
+
+// The permissions requests need.
+const (
+	PermEvaluate Permission = iota // evaluate features
+	PermRead                       // read features and their history
+	PermWrite                      // change features
+	PermAdmin                      // manage tokens
+)
+
+// Allows reports whether role r grants permission p.
+func (r Role) Allows(p Permission) bool {
+	switch r {
+	case RoleAdmin:
+		return true
+	case RoleEditor:
+		return p <= PermWrite
+	case RoleViewer:
+		return p <= PermRead
+	case RoleEvaluate:
+		return p == PermEvaluate
+	}
+	return false
+}
+
+// Valid reports whether r is one of the roles.
+func (r Role) Valid() bool {
+	switch r {
+	case RoleAdmin, RoleEditor, RoleViewer, RoleEvaluate:
+		return true
+	}
+	return false
+}
+
+// Token is an API token. Only the SHA-256 of its secret is kept.
+type Token struct {
+	ID        string     `json:"id"`
+	Name      string     `json:"name"`
+	Role      Role       `json:"role"`
+	Hash      string     `json:"-"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+}
+
+var tokenNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$`)
+
+// Validate reports what is wrong with t's name or role.
+func (t Token) Validate() error {
+	if !tokenNamePattern.MatchString(t.Name) {
+		return Errorf(EInvalid, "token name %q is invalid: use 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '@', '-'", t.Name)
+	}
+	if !t.Role.Valid() {
+		return Errorf(EInvalid, "role %q is not one of admin, editor, viewer, evaluate", t.Role)
+	}
+	return nil
+}
+
+// NewTokenSecret returns a new random token secret and its hash.
+func NewTokenSecret() (secret, hash string) {
+	b := make([]byte, 32)
+	rand.Read(b)
+	secret = "rlt_" + base64.RawURLEncoding.EncodeToString(b)
+	return secret, HashToken(secret)
+}
+
+// HashToken returns the SHA-256 of a token secret, in hex: what is stored.
+func HashToken(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+// TokenStore keeps API tokens.
+type TokenStore interface {
+	// CreateToken stores t; EConflict if an active token has its name.
+	CreateToken(ctx context.Context, t Token) error
+	// Tokens returns every token, revoked ones included, oldest first.
+	Tokens(ctx context.Context) ([]Token, error)
+	// RevokeToken revokes the active token of that name; ENotFound if none.
+	RevokeToken(ctx context.Context, name string, at time.Time) error
+}
+
+// Tokens authenticates requests from an in-memory copy of the active
+// tokens, refreshed from the store, so that checking a token never reads
+// the database. Safe for concurrent use.
+type Tokens struct {
+	store  TokenStore
+	active atomic.Pointer[map[string]Token] // by hash
+}
+
+// NewTokens returns the tokens of store, loaded.
+func NewTokens(ctx context.Context, store TokenStore) (*Tokens, error) {
+	t := &Tokens{store: store}
+	return t, t.Refresh(ctx)
+}
+
+// Refresh reloads the active tokens from the store.
+func (t *Tokens) Refresh(ctx context.Context) error {
+	all, err := t.store.Tokens(ctx)
+	if err != nil {
+		return err
+	}
+	active := make(map[string]Token, len(all))
+	for _, tok := range all {
+		if tok.RevokedAt == nil {
+			active[tok.Hash] = tok
+		}
+	}
+	t.active.Store(&active)
+	return nil
+}
+
+// RefreshEvery refreshes the tokens every interval until ctx is done, so
+// that tokens created or revoked by another process (the rollout token
+// command) take effect within one interval. Failures go to report.
+func (t *Tokens) RefreshEvery(ctx context.Context, interval time.Duration, report func(error)) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			if err := t.Refresh(ctx); err != nil && ctx.Err() == nil {
+				report(err)
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// Enforced reports whether any token is active: until one is, the API is
+// open (and the server listens only on loopback).
+func (t *Tokens) Enforced() bool { return len(*t.active.Load()) > 0 }
+
+// Authenticate returns the active token whose secret is given.
+func (t *Tokens) Authenticate(secret string) (Token, bool) {
+	tok, ok := (*t.active.Load())[HashToken(secret)]
+	return tok, ok
+}
+
+// Create makes a new token and returns it with its secret, which is shown
+// this once and never stored.
+func (t *Tokens) Create(ctx context.Context, name string, role Role, now time.Time) (Token, string, error) {
+	secret, hash := NewTokenSecret()
+	tok := Token{ID: uuid.NewString(), Name: name, Role: role, Hash: hash, CreatedAt: now.UTC()}
+	if err := tok.Validate(); err != nil {
+		return Token{}, "", err
+	}
+	if err := t.store.CreateToken(ctx, tok); err != nil {
+		return Token{}, "", err
+	}
+	return tok, secret, t.Refresh(ctx)
+}
+
+// Revoke revokes the active token of that name.
+func (t *Tokens) Revoke(ctx context.Context, name string, now time.Time) error {
+	if err := t.store.RevokeToken(ctx, name, now.UTC()); err != nil {
+		return err
+	}
+	return t.Refresh(ctx)
+}
+
+// List returns every token, revoked ones included.
+func (t *Tokens) List(ctx context.Context) ([]Token, error) { return t.store.Tokens(ctx) }
+
+// ByID returns the active token with that ID.
+func (t *Tokens) ByID(id string) (Token, bool) {
+	for _, tok := range *t.active.Load() {
+		if tok.ID == id {
+			return tok, true
+		}
+	}
+	return Token{}, false
+}

@@ -1,0 +1,113 @@
+package rollout_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/store"
+)
+
+func TestRolesAllow(t *testing.T) {
+	perms := []rollout.Permission{rollout.PermEvaluate, rollout.PermRead, rollout.PermWrite, rollout.PermAdmin}
+	want := map[rollout.Role][]bool{
+		rollout.RoleAdmin:    {true, true, true, true},
+		rollout.RoleEditor:   {true, true, true, false},
+		rollout.RoleViewer:   {true, true, false, false},
+		rollout.RoleEvaluate: {true, false, false, false},
+		"root":               {false, false, false, false},
+	}
+	for role, allowed := range want {
+		for i, p := range perms {
+			if got := role.Allows(p); got != allowed[i] {
+				t.Errorf("%s.Allows(%d) = %v, want %v", role, p, got, allowed[i])
+			}
+		}
+	}
+}
+
+func TestTokens(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tokens, err := rollout.NewTokens(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tokens.Enforced() {
+		t.Fatal("Enforced() with no token = true")
+	}
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	tok, secret, err := tokens.Create(ctx, "deploy-bot", rollout.RoleEditor, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(secret, "rlt_") || len(secret) < 40 || tok.Hash != rollout.HashToken(secret) {
+		t.Errorf("secret %q / hash %q: want a long rlt_ secret whose SHA-256 is the hash", secret, tok.Hash)
+	}
+	if !tokens.Enforced() {
+		t.Error("Enforced() after the first token = false")
+	}
+	if got, ok := tokens.Authenticate(secret); !ok || got.Name != "deploy-bot" || got.Role != rollout.RoleEditor {
+		t.Errorf("Authenticate(secret) = %v, %v", got, ok)
+	}
+	if _, ok := tokens.Authenticate(secret + "x"); ok {
+		t.Error("Authenticate(wrong secret) = ok")
+	}
+	// The secret itself is stored nowhere.
+	all, _ := tokens.List(ctx)
+	for _, t2 := range all {
+		if t2.Hash == secret || strings.Contains(t2.Name, secret) {
+			t.Error("the secret is stored")
+		}
+	}
+
+	if _, _, err := tokens.Create(ctx, "deploy-bot", rollout.RoleViewer, now); rollout.ErrorCode(err) != rollout.EConflict {
+		t.Errorf("second active token of the same name: err = %v, want conflict", err)
+	}
+	for _, bad := range []struct {
+		name string
+		role rollout.Role
+	}{{"", rollout.RoleAdmin}, {"a b", rollout.RoleAdmin}, {"ok", "root"}} {
+		if _, _, err := tokens.Create(ctx, bad.name, bad.role, now); rollout.ErrorCode(err) != rollout.EInvalid {
+			t.Errorf("Create(%q, %q): err = %v, want invalid", bad.name, bad.role, err)
+		}
+	}
+
+	if err := tokens.Revoke(ctx, "deploy-bot", now); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tokens.Authenticate(secret); ok {
+		t.Error("a revoked token still authenticates")
+	}
+	if err := tokens.Revoke(ctx, "deploy-bot", now); rollout.ErrorCode(err) != rollout.ENotFound {
+		t.Errorf("revoking twice: err = %v, want not_found", err)
+	}
+	// The name is free again; the revoked token stays listed.
+	if _, _, err := tokens.Create(ctx, "deploy-bot", rollout.RoleViewer, now); err != nil {
+		t.Errorf("re-creating a revoked name: %v", err)
+	}
+	all, _ = tokens.List(ctx)
+	if len(all) != 2 || all[0].RevokedAt == nil || all[1].RevokedAt != nil {
+		t.Errorf("List() = %+v, want the revoked token and the new one", all)
+	}
+
+	// Another process's changes are seen after a refresh.
+	other, _ := rollout.NewTokens(ctx, db)
+	_, s2, _ := other.Create(ctx, "ops", rollout.RoleAdmin, now)
+	if _, ok := tokens.Authenticate(s2); ok {
+		t.Error("a token created elsewhere is known before a refresh")
+	}
+	if err := tokens.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tokens.Authenticate(s2); !ok {
+		t.Error("a token created elsewhere is unknown after a refresh")
+	}
+}
