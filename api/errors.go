@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,9 +17,10 @@ import (
 
 // API-level error codes, beside the domain's.
 const (
-	codeBadRequest = "bad_request"
-	codeTooLarge   = "too_large"
-	codeForbidden  = "forbidden"
+	codeBadRequest   = "bad_request"
+	codeTooLarge     = "too_large"
+	codeForbidden    = "forbidden"
+	codeUnauthorized = "unauthorized"
 )
 
 // statusOf is the one map from error codes to HTTP statuses.
@@ -26,6 +28,7 @@ var statusOf = map[string]int{
 	codeBadRequest:        http.StatusBadRequest,
 	codeTooLarge:          http.StatusRequestEntityTooLarge,
 	codeForbidden:         http.StatusForbidden,
+	codeUnauthorized:      http.StatusUnauthorized,
 	rollout.EInvalid:      http.StatusUnprocessableEntity,
 	rollout.ENotFound:     http.StatusNotFound,
 	rollout.EConflict:     http.StatusConflict,
@@ -95,7 +98,13 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 // decode reads the request body as exactly one JSON value into v, refusing
 // unknown fields, and explains what was wrong and where.
 func decode(c echo.Context, v any) error {
-	dec := json.NewDecoder(c.Request().Body)
+	body := bufio.NewReader(c.Request().Body)
+	if first, err := firstByte(body); err != nil {
+		return decodeError(err)
+	} else if first != '{' {
+		return badRequest("the request body must be a JSON object")
+	}
+	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return decodeError(err)
@@ -108,6 +117,21 @@ func decode(c echo.Context, v any) error {
 		return badRequest("the request body must hold one JSON value and nothing after it")
 	}
 	return nil
+}
+
+// firstByte peeks at the first byte of r that is not JSON white space.
+func firstByte(r *bufio.Reader) (byte, error) {
+	for {
+		b, err := r.ReadByte()
+		if err != nil {
+			return 0, err
+		}
+		switch b {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		return b, r.UnreadByte()
+	}
 }
 
 func decodeError(err error) error {

@@ -17,11 +17,8 @@ type Change struct {
 // Summary returns the change's one-line description.
 func (c Change) Summary() string { return c.summary }
 
-// AddBucket adds bucket b. Its replicas default to DefaultReplicas.
+// AddBucket adds bucket b.
 func AddBucket(b Bucket) Change {
-	if b.Replicas == 0 {
-		b.Replicas = DefaultReplicas
-	}
 	b.Value = compactJSON(b.Value)
 	return Change{
 		summary: fmt.Sprintf("added bucket %s (%d replicas)", b.Name, b.Replicas),
