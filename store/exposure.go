@@ -10,7 +10,7 @@ import (
 // AddExposures adds the counts to the stored ones in one transaction.
 // Counts of features that no longer exist are dropped.
 func (db *DB) AddExposures(ctx context.Context, counts []rollout.Exposure) error {
-	tx, err := db.write.BeginTx(ctx, nil)
+	tx, err := db.beginWrite(ctx)
 	if err != nil {
 		return wrapErr(err, "add exposures")
 	}

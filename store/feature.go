@@ -43,7 +43,7 @@ func (db *DB) CreateFeature(ctx context.Context, f rollout.Feature, v rollout.Ve
 	if f.ID == "" {
 		f.ID = uuid.NewString()
 	}
-	tx, err := db.write.BeginTx(ctx, nil)
+	tx, err := db.beginWrite(ctx)
 	if err != nil {
 		return wrapErr(err, "create feature %q", f.Key)
 	}
@@ -68,7 +68,7 @@ func (db *DB) UpdateFeature(ctx context.Context, f rollout.Feature, v rollout.Ve
 	if v.Version != f.Version {
 		return fmt.Errorf("update feature %q: history entry is version %d, feature is version %d", f.Key, v.Version, f.Version)
 	}
-	tx, err := db.write.BeginTx(ctx, nil)
+	tx, err := db.beginWrite(ctx)
 	if err != nil {
 		return wrapErr(err, "update feature %q", f.Key)
 	}
@@ -90,7 +90,7 @@ func (db *DB) UpdateFeature(ctx context.Context, f rollout.Feature, v rollout.Ve
 // version, with its history. It returns rollout.ENotFound when there is no
 // such feature and rollout.EConflict when it is at another version.
 func (db *DB) DeleteFeature(ctx context.Context, key string, version int) error {
-	tx, err := db.write.BeginTx(ctx, nil)
+	tx, err := db.beginWrite(ctx)
 	if err != nil {
 		return wrapErr(err, "delete feature %q", key)
 	}

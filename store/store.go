@@ -42,6 +42,7 @@ type DB struct {
 	read  *sql.DB
 	path  string        // absolute
 	busy  time.Duration // busy timeout
+	file  os.FileInfo   // the database file as opened, to notice it moved
 }
 
 var _ rollout.Store = (*DB)(nil)
@@ -66,6 +67,11 @@ func open(ctx context.Context, path string, busy time.Duration) (*DB, error) {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
 	if err := db.setUp(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	// setUp wrote to the file, so it exists now.
+	if db.file, err = os.Stat(abs); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
@@ -159,6 +165,9 @@ func (db *DB) Close() error {
 // free within ctx's deadline, for readiness checks. Errors of a busy or
 // failing database carry rollout.EUnavailable.
 func (db *DB) Ping(ctx context.Context) error {
+	if err := db.checkFile(); err != nil {
+		return err
+	}
 	var one int
 	err := db.read.QueryRowContext(ctx, "SELECT 1 FROM features LIMIT 1").Scan(&one)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -263,4 +272,27 @@ func constraint(err error) sqlite3.ErrNoExtended {
 		return se.ExtendedCode
 	}
 	return 0
+}
+
+// checkFile refuses to go on when the database file at db.path is no longer
+// the one opened: moved away or deleted, writes would go to a file nobody
+// will open again, and be lost.
+func (db *DB) checkFile() error {
+	if db.file == nil {
+		return nil
+	}
+	now, err := os.Stat(db.path)
+	if err != nil || !os.SameFile(db.file, now) {
+		return rollout.Errorf(rollout.EUnavailable, "the database file %s is gone (moved or deleted): changes are refused until it is back", db.path)
+	}
+	return nil
+}
+
+// beginWrite starts a write transaction, after checking the database file
+// is still where it was opened.
+func (db *DB) beginWrite(ctx context.Context) (*sql.Tx, error) {
+	if err := db.checkFile(); err != nil {
+		return nil, err
+	}
+	return db.write.BeginTx(ctx, nil)
 }

@@ -935,3 +935,33 @@ func TestExposures(t *testing.T) {
 		t.Errorf("%d exposure rows after deleting the feature, want 0", n)
 	}
 }
+
+// TestFileMovedAway: once the database file is moved away, writes and Ping
+// fail as unavailable instead of going to a file nobody will open again;
+// reads of what is loaded go on, and all is well once the file is back.
+func TestFileMovedAway(t *testing.T) {
+	db, path := newDB(t)
+	ctx := context.Background()
+	f := newFeature("f")
+	create(t, db, f)
+	if err := os.Rename(path, path+".away"); err != nil {
+		t.Fatal(err)
+	}
+	g := next(f, time.Now())
+	wantCode(t, "UpdateFeature with the file gone", db.UpdateFeature(ctx, g, versionOf(f, g)), rollout.EUnavailable)
+	wantCode(t, "Ping with the file gone", db.Ping(ctx), rollout.EUnavailable)
+	if err := os.Rename(path+".away", path); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Ping(ctx); err != nil {
+		t.Fatalf("Ping with the file back: %v", err)
+	}
+	if err := db.UpdateFeature(ctx, g, versionOf(f, g)); err != nil {
+		t.Fatalf("UpdateFeature with the file back: %v", err)
+	}
+	db.Close()
+	db = openTest(t, path)
+	if got := features(t, db); len(got) != 1 || got[0].Version != g.Version {
+		t.Errorf("after reopening: %+v, want f at version %d", got, g.Version)
+	}
+}

@@ -20,6 +20,9 @@ func (db *DB) CreateToken(ctx context.Context, t rollout.Token) error {
 	if t.ID == "" {
 		t.ID = uuid.NewString()
 	}
+	if err := db.checkFile(); err != nil {
+		return err
+	}
 	_, err := db.write.ExecContext(ctx,
 		`INSERT INTO tokens (id, name, role, hash, created_at) VALUES (?, ?, ?, ?, ?)`,
 		t.ID, t.Name, string(t.Role), t.Hash, formatTime(t.CreatedAt))
@@ -71,6 +74,9 @@ func (db *DB) Tokens(ctx context.Context) ([]rollout.Token, error) {
 
 // RevokeToken revokes the active token named name.
 func (db *DB) RevokeToken(ctx context.Context, name string, at time.Time) error {
+	if err := db.checkFile(); err != nil {
+		return err
+	}
 	res, err := db.write.ExecContext(ctx,
 		`UPDATE tokens SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL`, formatTime(at), name)
 	if err != nil {
