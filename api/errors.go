@@ -36,6 +36,11 @@ var statusOf = map[string]int{
 	rollout.EPrecondition: http.StatusPreconditionFailed,
 	rollout.EUnavailable:  http.StatusServiceUnavailable,
 	rollout.EInternal:     http.StatusInternalServerError,
+
+	ofrepParseError:          http.StatusBadRequest,
+	ofrepTargetingKeyMissing: http.StatusBadRequest,
+	ofrepInvalidContext:      http.StatusBadRequest,
+	ofrepFlagNotFound:        http.StatusNotFound,
 }
 
 // errorBody is every error answer: {"error":{"code","message"}}, and the
@@ -54,9 +59,15 @@ func badRequest(format string, args ...any) error {
 
 // errorHandler answers every error as JSON with the status of its code.
 // Internal errors are logged with the request ID and answered generically.
+// OFREP endpoints answer in the protocol's shapes: {"key","errorCode",
+// "errorDetails"} for its own errors, {"errorDetails"} for any other.
 func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
 		if c.Response().Committed {
+			return
+		}
+		if oe, ok := errors.AsType[*ofrepError](err); ok {
+			_ = c.JSON(statusOf[oe.ErrorCode], oe)
 			return
 		}
 		var body errorBody
@@ -87,11 +98,14 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 				body.Error.Message = "internal error: the server logged it with request ID " + c.Response().Header().Get(echo.HeaderXRequestID)
 			}
 		}
-		if c.Request().Method == http.MethodHead {
+		switch {
+		case c.Request().Method == http.MethodHead:
 			_ = c.NoContent(status)
-			return
+		case isOFREP(c):
+			_ = c.JSON(status, ofrepGeneralError{ErrorDetails: body.Error.Message})
+		default:
+			_ = c.JSON(status, body)
 		}
-		_ = c.JSON(status, body)
 	}
 }
 

@@ -46,6 +46,7 @@ func (s *Server) evaluateOne(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.metrics.evaluated(e)
 	return c.JSON(http.StatusOK, evaluationJSON(e))
 }
 
@@ -90,6 +91,7 @@ func (s *Server) evaluateMany(c echo.Context) error {
 			results[key] = evaluateResult{Error: &errorDetail{Code: rollout.ErrorCode(err), Message: err.(*rollout.Error).Message}}
 			continue
 		}
+		s.metrics.evaluated(e)
 		ev := evaluationJSON(e)
 		results[key] = evaluateResult{evaluation: &ev}
 	}

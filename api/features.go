@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
 	"net/url"
@@ -124,6 +125,7 @@ func (s *Server) createFeature(c echo.Context) error {
 	if res.DryRun {
 		status = http.StatusOK
 	}
+	s.appliedResult(c, "created", opts, res)
 	return respond(c, status, res)
 }
 
@@ -148,8 +150,17 @@ func (s *Server) deleteFeature(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.svc.Delete(c.Request().Context(), pathParam(c, "key"), opts); err != nil {
+	key := pathParam(c, "key")
+	before, _ := s.svc.Snapshot().Feature(key)
+	if err := s.svc.Delete(c.Request().Context(), key, opts); err != nil {
 		return err
+	}
+	if !opts.DryRun {
+		churn := 0.0 // everyone moves to no bucket: all of them, unless they had none
+		if before.Enabled || before.Fallback != "" {
+			churn = 1
+		}
+		s.applied(c, key, before.Version, "deleted", churn, opts.Actor)
 	}
 	return c.NoContent(http.StatusNoContent)
 }
@@ -267,6 +278,7 @@ func (s *Server) rollback(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.appliedResult(c, fmt.Sprintf("rolled back to version %d", *req.Version), opts, res)
 	return respond(c, http.StatusOK, res)
 }
 
@@ -308,6 +320,7 @@ func (s *Server) change(c echo.Context, body guards, ch rollout.Change) error {
 	if err != nil {
 		return err
 	}
+	s.appliedResult(c, ch.Summary(), opts, res)
 	return respond(c, http.StatusOK, res)
 }
 

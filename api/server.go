@@ -1,13 +1,16 @@
-// Package api is rollout's HTTP API: evaluation for apps on their hot path,
-// and the JSON API that rollout scripts and the dashboard use to change
-// features. Handlers decode, call the rollout domain, and encode.
+// Package api is rollout's HTTP API: evaluation for apps on their hot path
+// (GET/POST /evaluate, and OpenFeature's OFREP under /ofrep/v1), the JSON API
+// that rollout scripts and the dashboard use to change features, and health,
+// readiness and Prometheus metrics for operators. Handlers decode, call the
+// rollout domain, and encode; every request is logged with its request ID.
 package api
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"strings"
-	"time"
+	"sync/atomic"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -21,12 +24,20 @@ const MaxBodyBytes = 1 << 20
 // Options configure the API.
 type Options struct {
 	Logger *slog.Logger // nil: discard
+	// Metrics are served at GET /metrics; nil: New makes its own.
+	Metrics *Metrics
+	// Ready reports whether the database can be reached, for GET /readyz;
+	// nil: it always can.
+	Ready func(context.Context) error
 }
 
 // Server holds what the handlers need.
 type Server struct {
-	svc *rollout.Service
-	log *slog.Logger
+	svc     *rollout.Service
+	log     *slog.Logger
+	metrics *Metrics
+	ready   func(context.Context) error
+	snap    atomic.Pointer[snapshotState]
 }
 
 // New returns the API's echo router over svc. Other packages (the dashboard)
@@ -36,20 +47,31 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{svc: svc, log: log}
+	metrics := opts.Metrics
+	if metrics == nil {
+		metrics = NewMetrics()
+	}
+	s := &Server{svc: svc, log: log, metrics: metrics, ready: opts.Ready}
+	s.snapshotState()
+	metrics.server.Store(s)
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(log)
-	e.Use(middleware.RequestID())
+	e.Use(requestID)
+	e.Use(s.observe)
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisablePrintStack: true}))
+	e.Use(evaluationCORS())
 	e.Use(limitBody)
 	e.Use(CrossOrigin())
-	e.Use(logRequests(log))
 
 	e.GET("/evaluate", s.evaluateOne)
 	e.POST("/evaluate", s.evaluateMany)
-	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
+	e.POST("/ofrep/v1/evaluate/flags/:key", s.ofrepEvaluate)
+	e.POST("/ofrep/v1/evaluate/flags", s.ofrepEvaluateAll)
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", echo.WrapHandler(metrics.Handler()))
 
 	g := e.Group("/api")
 	g.GET("/features", s.listFeatures)
@@ -102,26 +124,6 @@ func CrossOrigin() echo.MiddlewareFunc {
 				return rollout.Errorf(codeForbidden, "cross-origin request refused: changes are accepted only from this server's own pages or from programs such as curl")
 			}
 			return next(c)
-		}
-	}
-}
-
-// logRequests logs one line per request with its request ID.
-func logRequests(log *slog.Logger) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			start := time.Now()
-			err := next(c)
-			if err != nil {
-				c.Error(err)
-			}
-			r := c.Request()
-			log.Info("request",
-				"request_id", c.Response().Header().Get(echo.HeaderXRequestID),
-				"method", r.Method, "path", r.URL.Path, "route", c.Path(),
-				"status", c.Response().Status, "bytes", c.Response().Size,
-				"duration", time.Since(start))
-			return nil
 		}
 	}
 }

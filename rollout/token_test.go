@@ -90,7 +90,7 @@ func TestTokens(t *testing.T) {
 		t.Errorf("revoking twice: err = %v, want not_found", err)
 	}
 	// The name is free again; the revoked token stays listed.
-	if _, _, err := tokens.Create(ctx, "deploy-bot", rollout.RoleViewer, now); err != nil {
+	if _, _, err := tokens.Create(ctx, "deploy-bot", rollout.RoleViewer, now.Add(time.Second)); err != nil {
 		t.Errorf("re-creating a revoked name: %v", err)
 	}
 	all, _ = tokens.List(ctx)

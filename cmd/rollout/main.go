@@ -21,6 +21,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/web"
 )
 
 func main() {
@@ -134,7 +135,8 @@ func (m *Main) Open(ctx context.Context) error {
 		return fmt.Errorf("open database %s: %w", m.DBPath, err)
 	}
 	m.db = db
-	svc, err := rollout.NewService(ctx, db, nil)
+	metrics := api.NewMetrics()
+	svc, err := rollout.NewService(ctx, metrics.Store(db), nil)
 	if err != nil {
 		db.Close()
 		return err
@@ -146,8 +148,10 @@ func (m *Main) Open(ctx context.Context) error {
 		return err
 	}
 	m.ln = ln
+	e := api.New(svc, api.Options{Logger: m.Log, Metrics: metrics, Ready: db.Ping})
+	web.Register(e, svc, web.Options{Logger: m.Log})
 	m.srv = &http.Server{
-		Handler:           api.New(svc, api.Options{Logger: m.Log}),
+		Handler:           e,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,

@@ -1,0 +1,242 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// Metrics are the service's Prometheus metrics, in a registry of their own,
+// served by the API at GET /metrics. Create them with NewMetrics before the
+// service when the store's errors are to be counted (see Metrics.Store), and
+// give them to New in Options; one Metrics serves one API. Safe for
+// concurrent use.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	evaluations *prometheus.CounterVec   // feature, bucket, reason
+	requests    *prometheus.CounterVec   // method, route, status
+	latency     *prometheus.HistogramVec // method, route
+	changes     *prometheus.CounterVec   // kind
+	storeErrors *prometheus.CounterVec   // op, code
+
+	// The children of the vectors above, by label values: looking a child
+	// up in these maps allocates nothing, unlike WithLabelValues.
+	evalChildren    children[evalLabels, prometheus.Counter]
+	requestChildren children[requestLabels, prometheus.Counter]
+	latencyChildren children[routeLabels, prometheus.Observer]
+
+	server atomic.Pointer[Server] // the API whose snapshot the gauges show
+}
+
+type evalLabels struct{ feature, bucket, reason string }
+
+type requestLabels struct {
+	method, route string
+	status        int
+}
+
+type routeLabels struct{ method, route string }
+
+// latencyBuckets suit an API whose evaluations take microseconds and whose
+// changes write to SQLite in milliseconds.
+var latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
+
+// NewMetrics returns the service's metrics, with the Go runtime's and the
+// process's, in a new registry.
+func NewMetrics() *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	m.evaluations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rollout_evaluations_total",
+		Help: "Evaluations served, by feature, bucket (empty: no bucket) and reason (ring, override, disabled).",
+	}, []string{"feature", "bucket", "reason"})
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rollout_http_requests_total",
+		Help: "HTTP requests answered, by method, route pattern and status.",
+	}, []string{"method", "route", "status"})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "rollout_http_request_duration_seconds",
+		Help:    "Time to answer an HTTP request, by method and route pattern.",
+		Buckets: latencyBuckets,
+	}, []string{"method", "route"})
+	m.changes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rollout_changes_applied_total",
+		Help: "Changes applied to features (dry runs excluded), by kind.",
+	}, []string{"kind"})
+	m.storeErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rollout_store_errors_total",
+		Help: "Failed store operations, by operation and code: unavailable (busy, locked, read-only, full, I/O) or internal.",
+	}, []string{"op", "code"})
+	m.evalChildren.make = func(l evalLabels) prometheus.Counter {
+		return m.evaluations.WithLabelValues(l.feature, l.bucket, l.reason)
+	}
+	m.requestChildren.make = func(l requestLabels) prometheus.Counter {
+		return m.requests.WithLabelValues(l.method, l.route, strconv.Itoa(l.status))
+	}
+	m.latencyChildren.make = func(l routeLabels) prometheus.Observer {
+		return m.latency.WithLabelValues(l.method, l.route)
+	}
+	snapshotFeatures := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "rollout_snapshot_features",
+		Help: "Features in the snapshot that evaluations read.",
+	}, func() float64 { return m.snapshot(func(st *snapshotState) float64 { return float64(st.snap.Len()) }) })
+	snapshotVersion := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "rollout_snapshot_version",
+		Help: "Snapshots this process has served, the one loaded at start included: one more with every applied change.",
+	}, func() float64 { return m.snapshot(func(st *snapshotState) float64 { return float64(st.seq) }) })
+	snapshotAge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "rollout_snapshot_age_seconds",
+		Help: "Seconds since the snapshot that evaluations read was swapped in (or loaded at start).",
+	}, func() float64 {
+		return m.snapshot(func(st *snapshotState) float64 { return time.Since(st.seen).Seconds() })
+	})
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.evaluations, m.requests, m.latency, m.changes, m.storeErrors,
+		snapshotFeatures, snapshotVersion, snapshotAge,
+	)
+	return m
+}
+
+// Handler serves the metrics in the Prometheus exposition formats.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// Registry returns the registry the metrics are in, for other packages to
+// add theirs.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+func (m *Metrics) snapshot(f func(*snapshotState) float64) float64 {
+	s := m.server.Load()
+	if s == nil {
+		return 0
+	}
+	return f(s.snapshotState())
+}
+
+// evaluated counts one evaluation.
+func (m *Metrics) evaluated(e rollout.Evaluation) {
+	m.evalChildren.get(evalLabels{e.Feature, e.Bucket, e.Reason}).Inc()
+}
+
+// answered counts one HTTP request. route is the pattern the request
+// matched ("" when none did: "unmatched"), so that the labels stay few.
+func (m *Metrics) answered(method, route string, status int, d time.Duration) {
+	method = knownMethod(method)
+	if route == "" {
+		route = "unmatched"
+	}
+	m.requestChildren.get(requestLabels{method, route, status}).Inc()
+	m.latencyChildren.get(routeLabels{method, route}).Observe(d.Seconds())
+}
+
+// changed counts one applied change.
+func (m *Metrics) changed(kind string) { m.changes.WithLabelValues(kind).Inc() }
+
+func knownMethod(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions:
+		return method
+	}
+	return "other"
+}
+
+// children maps label values to the metric they name, creating it on first
+// use. Lookups take a read lock and allocate nothing.
+type children[K comparable, V any] struct {
+	mu   sync.RWMutex
+	m    map[K]V
+	make func(K) V
+}
+
+func (c *children[K, V]) get(k K) V {
+	c.mu.RLock()
+	v, ok := c.m[k]
+	c.mu.RUnlock()
+	if ok {
+		return v
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v, ok := c.m[k]; ok {
+		return v
+	}
+	if c.m == nil {
+		c.m = make(map[K]V)
+	}
+	v = c.make(k)
+	c.m[k] = v
+	return v
+}
+
+// Store returns st with its failures counted in rollout_store_errors_total.
+// A failure is an error of the database (rollout.EUnavailable) or an
+// unexpected one (rollout.EInternal); "not found" and "conflict" are answers,
+// not failures, and a cancelled request is the client's doing. Methods of
+// rollout.Store that the wrapper does not know pass through uncounted.
+func (m *Metrics) Store(st rollout.Store) rollout.Store {
+	return &countingStore{Store: st, m: m}
+}
+
+type countingStore struct {
+	rollout.Store
+	m *Metrics
+}
+
+func (s *countingStore) count(op string, err error) {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return
+	}
+	if code := rollout.ErrorCode(err); code == rollout.EUnavailable || code == rollout.EInternal {
+		s.m.storeErrors.WithLabelValues(op, code).Inc()
+	}
+}
+
+func (s *countingStore) Features(ctx context.Context) ([]rollout.Feature, error) {
+	fs, err := s.Store.Features(ctx)
+	s.count("features", err)
+	return fs, err
+}
+
+func (s *countingStore) CreateFeature(ctx context.Context, f rollout.Feature, v rollout.Version) error {
+	err := s.Store.CreateFeature(ctx, f, v)
+	s.count("create_feature", err)
+	return err
+}
+
+func (s *countingStore) UpdateFeature(ctx context.Context, f rollout.Feature, v rollout.Version) error {
+	err := s.Store.UpdateFeature(ctx, f, v)
+	s.count("update_feature", err)
+	return err
+}
+
+func (s *countingStore) DeleteFeature(ctx context.Context, key string, version int) error {
+	err := s.Store.DeleteFeature(ctx, key, version)
+	s.count("delete_feature", err)
+	return err
+}
+
+func (s *countingStore) Versions(ctx context.Context, key string, before, limit int) ([]rollout.Version, error) {
+	vs, err := s.Store.Versions(ctx, key, before, limit)
+	s.count("versions", err)
+	return vs, err
+}
+
+func (s *countingStore) Version(ctx context.Context, key string, version int) (rollout.Version, error) {
+	v, err := s.Store.Version(ctx, key, version)
+	s.count("version", err)
+	return v, err
+}

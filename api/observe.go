@@ -1,0 +1,124 @@
+package api
+
+import (
+	"crypto/rand"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// maxRequestID bounds an X-Request-ID the API honours.
+const maxRequestID = 128
+
+// requestID gives every request an ID, echoed in the X-Request-ID response
+// header and logged with everything the request causes: the request's own
+// X-Request-ID when it is 1 to 128 printable ASCII characters (so a proxy's
+// or an app's ID follows the request), a new random one otherwise.
+func requestID(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id := c.Request().Header.Get(echo.HeaderXRequestID)
+		if !validRequestID(id) {
+			id = rand.Text()
+		}
+		c.Response().Header()[echo.HeaderXRequestID] = []string{id}
+		return next(c)
+	}
+}
+
+func validRequestID(id string) bool {
+	if id == "" || len(id) > maxRequestID {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// observe answers the request's error, if any, then logs one line for the
+// request and counts it in the metrics, by the route pattern it matched.
+func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		if err := next(c); err != nil {
+			c.Error(err)
+		}
+		d := time.Since(start)
+		r, res := c.Request(), c.Response()
+		s.metrics.answered(r.Method, c.Path(), res.Status, d)
+		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+			slog.String("request_id", res.Header().Get(echo.HeaderXRequestID)),
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", c.Path()),
+			slog.Int("status", res.Status), slog.Int64("bytes", res.Size), slog.Duration("duration", d))
+		return nil
+	}
+}
+
+// evaluationCORS lets browser apps on other origins call the evaluation
+// endpoints (/evaluate and /ofrep/…), as OpenFeature's web provider does,
+// and read the ETag of bulk evaluation. They change nothing, and take a
+// token in a header rather than a cookie, so any origin may call them. The
+// rest of the API stays same-origin.
+func evaluationCORS() echo.MiddlewareFunc {
+	return middleware.CORSWithConfig(middleware.CORSConfig{
+		Skipper: func(c echo.Context) bool {
+			path := c.Request().URL.Path
+			return path != "/evaluate" && !strings.HasPrefix(path, "/ofrep/")
+		},
+		AllowOrigins:  []string{"*"},
+		AllowMethods:  []string{http.MethodGet, http.MethodPost},
+		AllowHeaders:  []string{echo.HeaderContentType, "If-None-Match", echo.HeaderAuthorization, "X-API-Key", echo.HeaderXRequestID},
+		ExposeHeaders: []string{"ETag", echo.HeaderXRequestID},
+		MaxAge:        2 * 60 * 60,
+	})
+}
+
+// changeKinds names the kind of change each mutation route applies, for the
+// change log and rollout_changes_applied_total.
+var changeKinds = map[string]string{
+	"POST /api/features":                        "create",
+	"PATCH /api/features/:key":                  "patch",
+	"DELETE /api/features/:key":                 "delete",
+	"POST /api/features/:key/buckets":           "add_bucket",
+	"PUT /api/features/:key/buckets/:name":      "update_bucket",
+	"DELETE /api/features/:key/buckets/:name":   "remove_bucket",
+	"PUT /api/features/:key/overrides/:user":    "set_override",
+	"DELETE /api/features/:key/overrides/:user": "clear_override",
+	"POST /api/features/:key/reshuffle":         "reshuffle",
+	"POST /api/features/:key/rollback":          "rollback",
+}
+
+// applied logs and counts a change the request applied (not a dry run): the
+// feature's new version (for a deletion, the version deleted), its summary,
+// the fraction of users it moved and who made it.
+func (s *Server) applied(c echo.Context, feature string, version int, summary string, churn float64, actor string) {
+	kind, ok := changeKinds[c.Request().Method+" "+c.Path()]
+	if !ok {
+		kind = "other"
+	}
+	if actor == "" {
+		actor = "anonymous"
+	}
+	s.metrics.changed(kind)
+	s.snapshotState() // see the swap now, for the snapshot's age
+	s.log.LogAttrs(c.Request().Context(), slog.LevelInfo, "change",
+		slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)),
+		slog.String("kind", kind), slog.String("feature", feature), slog.Int("version", version),
+		slog.String("summary", summary), slog.Float64("churn", churn), slog.String("actor", actor))
+}
+
+// appliedResult logs and counts the change of a mutation's result, unless it
+// was a dry run.
+func (s *Server) appliedResult(c echo.Context, summary string, opts rollout.ChangeOptions, res rollout.Result) {
+	if !res.DryRun {
+		s.applied(c, res.Feature.Key, res.Feature.Version, summary, res.Report.Churn, opts.Actor)
+	}
+}

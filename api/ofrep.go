@@ -1,0 +1,459 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// The OpenFeature Remote Evaluation Protocol (OFREP v0.3.0, service/openapi.yaml
+// of open-feature/protocol) is what OpenFeature's providers speak, so apps
+// need no client of ours:
+//
+//	POST /ofrep/v1/evaluate/flags/{key}  {"context":{"targetingKey":"U",…}}
+//	  → {"key","value","reason","variant","metadata":{"version":N}}
+//	POST /ofrep/v1/evaluate/flags        {"context":{"targetingKey":"U","flags":[…]}}
+//	  → {"flags":[…],"metadata":{"snapshot":"…"}} with a strong ETag
+//
+// The variant is the bucket and the value its value. The reason is SPLIT for
+// a ring assignment, TARGETING_MATCH for an override and DISABLED when the
+// kill switch is off. A disabled feature with a fallback bucket serves it,
+// as GET /evaluate does: the operator chose that bucket for everyone, and an
+// app must get the same answer from either API. Without a fallback the
+// answer has no value and no variant, which tells the provider to return the
+// app's code default.
+//
+// Only the targeting key (the user ID) and, for bulk evaluation, the
+// optional list context.flags are read from the context; other attributes are
+// accepted and ignored.
+
+// OFREP error codes.
+const (
+	ofrepParseError          = "PARSE_ERROR"
+	ofrepTargetingKeyMissing = "TARGETING_KEY_MISSING"
+	ofrepInvalidContext      = "INVALID_CONTEXT"
+	ofrepFlagNotFound        = "FLAG_NOT_FOUND"
+)
+
+// ofrepError is an OFREP failure, which the error handler answers in the
+// protocol's shape: {"key","errorCode","errorDetails"} for one flag, and
+// without the key for a bulk request.
+type ofrepError struct {
+	Key          string `json:"key,omitempty"`
+	ErrorCode    string `json:"errorCode"`
+	ErrorDetails string `json:"errorDetails"`
+}
+
+func (e *ofrepError) Error() string { return e.ErrorCode + ": " + e.ErrorDetails }
+
+// ofrepGeneralError is the body of any other error of an OFREP endpoint.
+type ofrepGeneralError struct {
+	ErrorDetails string `json:"errorDetails"`
+}
+
+// isOFREP reports whether the request is for an OFREP endpoint.
+func isOFREP(c echo.Context) bool {
+	return strings.HasPrefix(c.Request().URL.Path, "/ofrep/")
+}
+
+func ofrepReason(reason string) string {
+	switch reason {
+	case rollout.ReasonRing:
+		return "SPLIT"
+	case rollout.ReasonOverride:
+		return "TARGETING_MATCH"
+	case rollout.ReasonDisabled:
+		return "DISABLED"
+	}
+	return "UNKNOWN"
+}
+
+// readOFREP reads an OFREP evaluation request: the user ID from
+// context.targetingKey and, for bulk (key ""), the optional context.flags.
+// key is the flag of a single evaluation. An empty body is a request without
+// context.
+func readOFREP(c echo.Context, key string) (user string, flags *[]string, err error) {
+	buf := getBuffer()
+	defer putBuffer(buf)
+	if err := buf.readFrom(c.Request().Body); err != nil {
+		if tooLarge, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return "", nil, rollout.Errorf(codeTooLarge, "the request body is larger than %d bytes", tooLarge.Limit)
+		}
+		return "", nil, &ofrepError{Key: key, ErrorCode: ofrepParseError, ErrorDetails: "the request body could not be read"}
+	}
+	user, flags, oe := parseOFREP(buf.b, key)
+	if oe != nil {
+		return "", nil, oe
+	}
+	return user, flags, nil
+}
+
+// parseOFREP parses the body of an OFREP evaluation request; see readOFREP.
+// Only context.targetingKey and, for bulk, context.flags are decoded, and the
+// rest is only checked to be JSON, which takes no allocation: this is every
+// evaluation's path. Keys match exactly, and the last of duplicates wins, as
+// decoding into a map[string]json.RawMessage does.
+func parseOFREP(body []byte, key string) (string, *[]string, *ofrepError) {
+	fail := func(code, details string) (string, *[]string, *ofrepError) {
+		return "", nil, &ofrepError{Key: key, ErrorCode: code, ErrorDetails: details}
+	}
+	i := skipSpace(body, 0)
+	if i == len(body) {
+		return fail(ofrepTargetingKeyMissing, "give the user's ID as context.targetingKey: every user gets a bucket of their own")
+	}
+	if !json.Valid(body) {
+		var v any
+		return fail(ofrepParseError, "the request body is not JSON: "+json.Unmarshal(body, &v).Error())
+	}
+	if body[i] != '{' {
+		return fail(ofrepParseError, `the request body must be an OFREP evaluation request {"context":{"targetingKey":"…"}}, not a JSON `+jsonType(body[i]))
+	}
+	var ctxJSON, keyJSON, flagsJSON []byte
+	for it := (members{b: body, i: i}); it.next(); {
+		if it.keyIs("context") {
+			ctxJSON = it.value
+		}
+	}
+	if ctxJSON == nil || ctxJSON[0] == 'n' {
+		return fail(ofrepTargetingKeyMissing, "give the user's ID as context.targetingKey: every user gets a bucket of their own")
+	}
+	if ctxJSON[0] != '{' {
+		return fail(ofrepInvalidContext, "context must be an object, not a JSON "+jsonType(ctxJSON[0]))
+	}
+	for it := (members{b: ctxJSON}); it.next(); {
+		switch {
+		case it.keyIs("targetingKey"):
+			keyJSON = it.value
+		case it.keyIs("flags"):
+			flagsJSON = it.value
+		}
+	}
+	if keyJSON == nil || keyJSON[0] == 'n' {
+		return fail(ofrepTargetingKeyMissing, "give the user's ID as context.targetingKey: every user gets a bucket of their own")
+	}
+	if keyJSON[0] != '"' {
+		return fail(ofrepInvalidContext, "context.targetingKey must be a string, not a JSON "+jsonType(keyJSON[0]))
+	}
+	user := jsonString(keyJSON)
+	if user == "" {
+		return fail(ofrepTargetingKeyMissing, "give the user's ID as context.targetingKey: every user gets a bucket of their own")
+	}
+	if err := rollout.ValidateUser(user); err != nil {
+		return fail(ofrepInvalidContext, "context.targetingKey: "+errorMessage(err))
+	}
+	if key != "" || flagsJSON == nil || flagsJSON[0] == 'n' {
+		return user, nil, nil
+	}
+	list := new([]string)
+	if err := json.Unmarshal(flagsJSON, list); err != nil {
+		return fail(ofrepInvalidContext, "context.flags must be a list of flag keys")
+	}
+	if len(*list) > MaxBulkFeatures {
+		return fail(ofrepInvalidContext, "context.flags names "+strconv.Itoa(len(*list))+" flags; at most "+strconv.Itoa(MaxBulkFeatures))
+	}
+	return user, list, nil
+}
+
+// The helpers below read JSON that json.Valid has accepted.
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// valueEnd returns the index just past the JSON value that starts at b[i].
+func valueEnd(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = stringEnd(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return i
+	}
+	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' && b[i] != '\t' && b[i] != '\n' && b[i] != '\r' {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index just past the JSON string that starts at b[i].
+func stringEnd(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return i
+}
+
+// members iterates over the members of the JSON object that starts at b[i].
+type members struct {
+	b          []byte
+	i          int
+	key, value []byte // the current member's, raw
+}
+
+func (m *members) next() bool {
+	if m.key == nil {
+		m.i++ // past '{'
+	}
+	m.i = skipSpace(m.b, m.i)
+	if m.b[m.i] == ',' {
+		m.i = skipSpace(m.b, m.i+1)
+	}
+	if m.b[m.i] == '}' {
+		return false
+	}
+	end := stringEnd(m.b, m.i)
+	m.key = m.b[m.i:end]
+	m.i = skipSpace(m.b, skipSpace(m.b, end)+1) // past ':'
+	end = valueEnd(m.b, m.i)
+	m.value = m.b[m.i:end]
+	m.i = end
+	return true
+}
+
+// keyIs reports whether the current member's key is name.
+func (m *members) keyIs(name string) bool {
+	if inner := m.key[1 : len(m.key)-1]; bytes.IndexByte(inner, '\\') < 0 {
+		return string(inner) == name // no allocation
+	}
+	return jsonString(m.key) == name
+}
+
+// jsonString returns the value of a raw JSON string.
+func jsonString(raw []byte) string {
+	inner := raw[1 : len(raw)-1]
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner)
+	}
+	var s string
+	_ = json.Unmarshal(raw, &s) // invalid UTF-8 becomes U+FFFD, as in any decoded string
+	return s
+}
+
+func jsonType(first byte) string {
+	switch first {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	}
+	return "number"
+}
+
+func errorMessage(err error) string {
+	if e, ok := errors.AsType[*rollout.Error](err); ok {
+		return e.Message
+	}
+	return err.Error()
+}
+
+// ofrepEvaluate is POST /ofrep/v1/evaluate/flags/{key}.
+func (s *Server) ofrepEvaluate(c echo.Context) error {
+	key := pathParam(c, "key")
+	user, _, err := readOFREP(c, key)
+	if err != nil {
+		return err
+	}
+	e, err := s.svc.Evaluate(key, user)
+	if err != nil {
+		if rollout.ErrorCode(err) == rollout.ENotFound {
+			return &ofrepError{Key: key, ErrorCode: ofrepFlagNotFound, ErrorDetails: errorMessage(err)}
+		}
+		return err
+	}
+	s.metrics.evaluated(e)
+	buf := getBuffer()
+	defer putBuffer(buf)
+	buf.b = appendOFREPEvaluation(buf.b, e)
+	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, buf.b)
+}
+
+// ofrepEvaluateAll is POST /ofrep/v1/evaluate/flags: every feature, or those
+// context.flags lists, for one user. Its strong ETag is the snapshot's tag
+// followed by a hash of what of the request the answer depends on (the
+// targeting key and context.flags), so it changes exactly when a feature
+// changes, and a client that changes users cannot be told "not modified".
+// If-None-Match with the current ETag answers 304 without evaluating.
+func (s *Server) ofrepEvaluateAll(c echo.Context) error {
+	user, flags, err := readOFREP(c, "")
+	if err != nil {
+		return err
+	}
+	st := s.snapshotState()
+	etag := bulkETag(st, user, flags)
+	c.Response().Header().Set("ETag", etag)
+	if etagMatches(c.Request().Header.Get("If-None-Match"), etag) {
+		return c.NoContent(http.StatusNotModified)
+	}
+	keys := st.snap.Keys()
+	if flags != nil {
+		keys = *flags
+	}
+	buf := getBuffer()
+	defer putBuffer(buf)
+	b := append(buf.b, `{"flags":[`...)
+	for i, key := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		e, err := st.snap.Evaluate(key, user)
+		if err != nil {
+			b = appendOFREPFailure(b, key, ofrepFlagNotFound, errorMessage(err))
+			continue
+		}
+		s.metrics.evaluated(e)
+		b = appendOFREPEvaluation(b, e)
+	}
+	b = append(b, `],"metadata":{"snapshot":"`...)
+	b = append(b, st.etagTag()...)
+	buf.b = append(b, `"}}`...)
+	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, buf.b)
+}
+
+// bulkETag returns the strong ETag of a bulk evaluation.
+func bulkETag(st *snapshotState, user string, flags *[]string) string {
+	h := fnvString(fnvOffset, user)
+	if flags != nil {
+		h = fnvString(h, "\x00flags")
+		for _, f := range *flags {
+			h = fnvString(h, "\x00")
+			h = fnvString(h, f)
+		}
+	}
+	var b [2 + 16 + 16]byte
+	b[0] = '"'
+	copy(b[1:], st.etagTag())
+	const digits = "0123456789abcdef"
+	for i := range 16 {
+		b[17+i] = digits[(h>>(60-4*i))&0xf]
+	}
+	b[33] = '"'
+	return string(b[:])
+}
+
+// etagMatches reports whether the If-None-Match header value lists etag or
+// is "*". It compares weakly, as RFC 9110 says for If-None-Match.
+func etagMatches(header, etag string) bool {
+	for header != "" {
+		var tag string
+		tag, header, _ = strings.Cut(header, ",")
+		tag = strings.TrimPrefix(strings.TrimSpace(tag), "W/")
+		if tag == etag || tag == "*" {
+			return true
+		}
+	}
+	return false
+}
+
+// appendOFREPEvaluation appends the OFREP success body of e.
+func appendOFREPEvaluation(b []byte, e rollout.Evaluation) []byte {
+	b = append(b, `{"key":`...)
+	b = appendJSONString(b, e.Feature)
+	if e.Bucket != "" {
+		b = append(b, `,"value":`...)
+		b = append(b, e.Value...)
+		b = append(b, `,"variant":`...)
+		b = appendJSONString(b, e.Bucket)
+	}
+	b = append(b, `,"reason":"`...)
+	b = append(b, ofrepReason(e.Reason)...)
+	b = append(b, `","metadata":{"version":`...)
+	b = strconv.AppendInt(b, int64(e.Version), 10)
+	return append(b, "}}"...)
+}
+
+// appendOFREPFailure appends an OFREP failure entry of a bulk answer.
+func appendOFREPFailure(b []byte, key, code, details string) []byte {
+	b = append(b, `{"key":`...)
+	b = appendJSONString(b, key)
+	b = append(b, `,"errorCode":`...)
+	b = appendJSONString(b, code)
+	b = append(b, `,"errorDetails":`...)
+	b = appendJSONString(b, details)
+	return append(b, '}')
+}
+
+// appendJSONString appends s as a JSON string. Feature keys and bucket names
+// need no escaping, and take the fast path.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// buffer is a reusable byte slice for reading request bodies and building
+// answers without allocating on every request.
+type buffer struct{ b []byte }
+
+var buffers = sync.Pool{New: func() any { return &buffer{b: make([]byte, 0, 4<<10)} }}
+
+// maxPooledBuffer keeps the rare large answer's memory out of the pool.
+const maxPooledBuffer = 256 << 10
+
+func getBuffer() *buffer { return buffers.Get().(*buffer) }
+
+func putBuffer(buf *buffer) {
+	if cap(buf.b) > maxPooledBuffer {
+		return
+	}
+	buf.b = buf.b[:0]
+	buffers.Put(buf)
+}
+
+// readFrom appends all of r to the buffer.
+func (buf *buffer) readFrom(r io.Reader) error {
+	for {
+		if len(buf.b) == cap(buf.b) {
+			buf.b = append(buf.b, 0)[:len(buf.b)]
+		}
+		n, err := r.Read(buf.b[len(buf.b):cap(buf.b)])
+		buf.b = buf.b[:len(buf.b)+n]
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}

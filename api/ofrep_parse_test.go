@@ -1,0 +1,119 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"testing"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// referenceParse is parseOFREP done the plain way, by decoding into maps of
+// raw values: the fuzz test holds the fast parser to it.
+func referenceParse(body []byte, key string) (user string, flags *[]string, code string) {
+	trimmed := bytes.Trim(body, " \t\r\n")
+	if len(trimmed) == 0 {
+		return "", nil, ofrepTargetingKeyMissing
+	}
+	var top map[string]json.RawMessage
+	if !json.Valid(body) || trimmed[0] != '{' || json.Unmarshal(body, &top) != nil {
+		return "", nil, ofrepParseError
+	}
+	ctx, ok := top["context"]
+	if !ok || string(ctx) == "null" {
+		return "", nil, ofrepTargetingKeyMissing
+	}
+	var c map[string]json.RawMessage
+	if ctx[0] != '{' || json.Unmarshal(ctx, &c) != nil {
+		return "", nil, ofrepInvalidContext
+	}
+	tk, ok := c["targetingKey"]
+	if !ok || string(tk) == "null" {
+		return "", nil, ofrepTargetingKeyMissing
+	}
+	if json.Unmarshal(tk, &user) != nil {
+		return "", nil, ofrepInvalidContext
+	}
+	if user == "" {
+		return "", nil, ofrepTargetingKeyMissing
+	}
+	if rollout.ValidateUser(user) != nil {
+		return "", nil, ofrepInvalidContext
+	}
+	f, ok := c["flags"]
+	if key != "" || !ok || string(f) == "null" {
+		return user, nil, ""
+	}
+	flags = new([]string)
+	if json.Unmarshal(f, flags) != nil || len(*flags) > MaxBulkFeatures {
+		return "", nil, ofrepInvalidContext
+	}
+	return user, flags, ""
+}
+
+var parseSeeds = []string{
+	``, ` `, `{}`, `[]`, `null`, `"x"`, `1`, `{"context":`, `{"context":null}`, `{"context":1}`,
+	`{"context":{}}`, `{"context":{"targetingKey":"u"}}`, `{"context":{"targetingKey":"u"}} x`,
+	`{"context":{"targetingKey":""}}`, `{"context":{"targetingKey":null}}`, `{"context":{"targetingKey":7}}`,
+	`{"context":{"targetingKey":"a\"b\\c\u00e9\ud83d\ude00"}}`, `{"cont\u0065xt":{"targeting\u004bey":"esc"}}`,
+	`{"Context":{"targetingKey":"u"}}`, `{"context":{"TargetingKey":"u"}}`,
+	`{"context":{"targetingKey":"first"},"context":{"targetingKey":"last"}}`,
+	`{"context":{"targetingKey":"u","targetingKey":"v"}}`,
+	` { "extra" : [1, {"a": "}"}, "]"], "context" : { "email" : "x@y", "nested" : {"targetingKey": 1}, "targetingKey" : "u" } } `,
+	`{"context":{"targetingKey":"u","flags":["a","b"]}}`, `{"context":{"targetingKey":"u","flags":"a"}}`,
+	`{"context":{"targetingKey":"u","flags":[1]}}`, `{"context":{"targetingKey":"u","flags":null}}`,
+	`{"context":{"targetingKey":"u","flags":[]}}`, "{\"context\":{\"targetingKey\":\"\xff\"}}",
+	`{"context":{"targetingKey":true,"flags":{}}}`, `{"context":[]}`, `{"context":"u"}`,
+	"{\"context\":{\"targetingKey\":\"u\"}}\n",
+}
+
+func TestParseOFREP(t *testing.T) {
+	for _, body := range parseSeeds {
+		for _, key := range []string{"", "f"} {
+			checkParse(t, []byte(body), key)
+		}
+	}
+}
+
+func FuzzParseOFREP(f *testing.F) {
+	for _, body := range parseSeeds {
+		f.Add([]byte(body), "")
+		f.Add([]byte(body), "f")
+	}
+	f.Fuzz(checkParse)
+}
+
+func checkParse(t *testing.T, body []byte, key string) {
+	user, flags, err := parseOFREP(body, key)
+	wantUser, wantFlags, wantCode := referenceParse(body, key)
+	code := ""
+	if err != nil {
+		code = err.ErrorCode
+		if err.Key != key || err.ErrorDetails == "" {
+			t.Errorf("parseOFREP(%q, %q) error = %+v, want the key and details", body, key, err)
+		}
+	}
+	if code != wantCode || user != wantUser || (flags == nil) != (wantFlags == nil) ||
+		flags != nil && !slices.Equal(*flags, *wantFlags) {
+		t.Errorf("parseOFREP(%q, %q) = %q, %v, %q; want %q, %v, %q", body, key, user, deref(flags), code, wantUser, deref(wantFlags), wantCode)
+	}
+}
+
+func deref(p *[]string) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// TestParseOFREPAllocs: a plain request costs one allocation, the user ID.
+func TestParseOFREPAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts mean nothing under the race detector")
+	}
+	body := []byte(`{"context":{"targetingKey":"user-1","email":"a@example.com","plan":{"tier":2,"tags":["x","y"]}}}`)
+	if n := testing.AllocsPerRun(100, func() { parseOFREP(body, "checkout") }); n > 1 {
+		t.Errorf("parseOFREP allocates %v times, want 1", n)
+	}
+}

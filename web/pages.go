@@ -1,0 +1,321 @@
+package web
+
+import (
+	"errors"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// Bounds on what one page lists.
+const (
+	historyShown   = 100 // versions on a feature's page
+	overridesShown = 100
+)
+
+// listPage is the data of list.html.
+type listPage struct {
+	Title    string
+	Query    string
+	Features []featureItem
+	Shown    int // features that match Query
+}
+
+// featureItem is one feature on the list.
+type featureItem struct {
+	Key, Description string
+	Enabled          bool
+	Fallback         string
+	Version          int
+	Bar              shareBar
+	Last             *versionView
+	Search           string // what the filter matches: key and description, lower case
+	Hidden           bool   // does not match the filter
+}
+
+// list is the features list, with the create form.
+func (h *handler) list(c echo.Context) error {
+	ctx := c.Request().Context()
+	snap := h.svc.Snapshot()
+	q := strings.TrimSpace(c.QueryParam("q"))
+	p := listPage{Title: "Features", Query: q}
+	for _, key := range snap.Keys() {
+		f, ok := snap.Feature(key)
+		if !ok {
+			continue
+		}
+		shares, _ := snap.Shares(key)
+		item := featureItem{
+			Key: f.Key, Description: f.Description, Enabled: f.Enabled, Fallback: f.Fallback, Version: f.Version,
+			Bar:    newBar(bucketNames(f), shares, colors(f)),
+			Search: strings.ToLower(f.Key + " " + f.Description),
+		}
+		item.Hidden = !strings.Contains(item.Search, strings.ToLower(q))
+		if !item.Hidden {
+			p.Shown++
+		}
+		last, err := h.svc.Versions(ctx, key, 0, 1)
+		switch {
+		case rollout.ErrorCode(err) == rollout.ENotFound:
+			continue // deleted since the snapshot was taken
+		case err != nil:
+			return h.internal(c, err)
+		case len(last) > 0:
+			v := viewVersion(last[0])
+			item.Last = &v
+		}
+		p.Features = append(p.Features, item)
+	}
+	return h.render(c, http.StatusOK, "list", p)
+}
+
+func bucketNames(f rollout.Feature) []string {
+	names := make([]string, len(f.Buckets))
+	for i, b := range f.Buckets {
+		names[i] = b.Name
+	}
+	return names
+}
+
+// featurePage is the data of feature.html.
+type featurePage struct {
+	Title         string
+	Feature       rollout.Feature
+	Bar           shareBar
+	Buckets       []bucketRow
+	SampleSize    int
+	SampleNone    int // sampled users served no bucket
+	Overrides     []overrideRow
+	MoreOverrides int
+	Banner        *versionView // the change just applied
+	BannerError   string
+	Versions      []versionView // newest first
+	OlderVersions int           // not listed
+	Chart         churnChart
+	RollbackTo    []rollbackOption
+	Lookup        lookupView
+	Data          pageData
+}
+
+// bucketRow is one bucket in the buckets table.
+type bucketRow struct {
+	Name         string
+	Replicas     int
+	Value        string // as JSON
+	DefaultValue bool   // the value is the bucket's name
+	Share        float64
+	Sampled      int // users of the sample it serves
+	Color        int
+}
+
+type overrideRow struct{ User, Bucket string }
+
+type rollbackOption struct {
+	Version int
+	Label   string
+}
+
+// lookupView is the answer to "which bucket does this user get, and at
+// every version?"
+type lookupView struct {
+	Asked  bool
+	User   string
+	Error  string
+	Now    string // the bucket now, or "no bucket"
+	Reason string
+	Rows   []lookupRow
+}
+
+type lookupRow struct {
+	Version  int
+	Time     time.Time
+	Summary  string
+	Bucket   string
+	Reason   string
+	Previous string // the bucket at the version before, when it differs
+}
+
+// pageData is what the page's script needs, as JSON.
+type pageData struct {
+	Key      string       `json:"key"`
+	Version  int          `json:"version"`
+	Enabled  bool         `json:"enabled"`
+	Fallback string       `json:"fallback"`
+	Buckets  []dataBucket `json:"buckets"`
+}
+
+type dataBucket struct {
+	Name     string `json:"name"`
+	Replicas int    `json:"replicas"`
+	Value    string `json:"value"`
+}
+
+// feature is one feature's page: its buckets, the forms that change it, a
+// user's look-up and the churn of every change.
+func (h *handler) feature(c echo.Context) error {
+	ctx := c.Request().Context()
+	key := pathParam(c, "key")
+	snap := h.svc.Snapshot()
+	f, ok := snap.Feature(key)
+	if !ok {
+		return h.fail(c, http.StatusNotFound, "Feature not found",
+			"There is no feature "+strconv.Quote(key)+". It may have been deleted, or the link may be mistyped.")
+	}
+	shares, _ := snap.Shares(key)
+	colour := colors(f)
+	p := featurePage{
+		Title: f.Key, Feature: f, SampleSize: h.sample,
+		Bar:  newBar(bucketNames(f), shares, colour),
+		Data: pageData{Key: f.Key, Version: f.Version, Enabled: f.Enabled, Fallback: f.Fallback},
+	}
+
+	counts := sample(snap, key, h.sample)
+	p.SampleNone = counts[""]
+	for _, b := range f.Buckets {
+		p.Buckets = append(p.Buckets, bucketRow{
+			Name: b.Name, Replicas: b.Replicas, Value: string(b.ServedValue()), DefaultValue: len(b.Value) == 0,
+			Share: shares[b.Name], Sampled: counts[b.Name], Color: colour[b.Name],
+		})
+		p.Data.Buckets = append(p.Data.Buckets, dataBucket{Name: b.Name, Replicas: b.Replicas, Value: string(b.Value)})
+	}
+	p.Overrides, p.MoreOverrides = overrideRows(f)
+
+	versions, err := h.svc.Versions(ctx, key, 0, historyShown)
+	switch {
+	case rollout.ErrorCode(err) == rollout.ENotFound:
+		return h.fail(c, http.StatusNotFound, "Feature not found", "Feature "+strconv.Quote(key)+" was deleted a moment ago.")
+	case err != nil:
+		return h.internal(c, err)
+	}
+	summaries := map[int]string{}
+	for _, v := range versions {
+		p.Versions = append(p.Versions, viewVersion(v))
+		summaries[v.Version] = v.Summary
+	}
+	if n := len(versions); n > 0 {
+		p.OlderVersions = versions[n-1].Version - 1
+	}
+	p.Chart = newChart(p.Versions)
+	for n := f.Version - 1; n >= 1; n-- {
+		label := "version " + strconv.Itoa(n)
+		if s, ok := summaries[n]; ok {
+			label += " — " + s
+		}
+		p.RollbackTo = append(p.RollbackTo, rollbackOption{Version: n, Label: label})
+	}
+
+	if changed := c.QueryParam("changed"); changed != "" {
+		if err := h.banner(c, &p, key, changed, versions); err != nil {
+			return h.internal(c, err)
+		}
+	}
+
+	status := http.StatusOK
+	if c.QueryParams().Has("user") {
+		if err := h.lookup(c, &p, key, c.QueryParam("user")); err != nil {
+			var e *rollout.Error
+			if !errors.As(err, &e) || e.Code == rollout.EInternal || e.Code == rollout.EUnavailable {
+				return h.internal(c, err)
+			}
+			p.Lookup.Error = e.Message
+			status = http.StatusUnprocessableEntity
+		}
+	}
+	return h.render(c, status, "feature", p)
+}
+
+// sample counts the users of n synthetic ones ("user:0", "user:1", …) that
+// the feature key serves each bucket, "" for none, evaluated as apps are.
+func sample(snap *rollout.Snapshot, key string, n int) map[string]int {
+	counts := map[string]int{}
+	for i := range n {
+		e, err := snap.Evaluate(key, "user:"+strconv.Itoa(i))
+		if err != nil {
+			break // the snapshot has no such feature
+		}
+		counts[e.Bucket]++
+	}
+	return counts
+}
+
+// overrideRows lists f's overrides by user, at most overridesShown, and
+// says how many more there are.
+func overrideRows(f rollout.Feature) ([]overrideRow, int) {
+	users := slices.Sorted(maps.Keys(f.Overrides))
+	more := 0
+	if len(users) > overridesShown {
+		users, more = users[:overridesShown], len(users)-overridesShown
+	}
+	rows := make([]overrideRow, len(users))
+	for i, u := range users {
+		rows[i] = overrideRow{User: u, Bucket: f.Overrides[u]}
+	}
+	return rows, more
+}
+
+// banner puts the churn of the version just applied at the top of the page.
+func (h *handler) banner(c echo.Context, p *featurePage, key, changed string, versions []rollout.Version) error {
+	n, err := strconv.Atoi(changed)
+	if err != nil || n < 1 {
+		p.BannerError = "The link names version " + strconv.Quote(changed) + ", which is not a version number."
+		return nil
+	}
+	i := slices.IndexFunc(versions, func(v rollout.Version) bool { return v.Version == n })
+	var v rollout.Version
+	if i >= 0 {
+		v = versions[i]
+	} else {
+		v, err = h.svc.Version(c.Request().Context(), key, n)
+		if rollout.ErrorCode(err) == rollout.ENotFound {
+			p.BannerError = "Feature " + key + " has no version " + strconv.Itoa(n) + "."
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	b := viewVersion(v)
+	p.Banner = &b
+	return nil
+}
+
+// lookup fills in the user's bucket now and at every version.
+func (h *handler) lookup(c echo.Context, p *featurePage, key, user string) error {
+	p.Lookup = lookupView{Asked: true, User: user}
+	if err := rollout.ValidateUser(user); err != nil {
+		return err
+	}
+	now, err := h.svc.Evaluate(key, user)
+	if err != nil {
+		return err
+	}
+	history, err := h.svc.UserHistory(c.Request().Context(), key, user)
+	if err != nil {
+		return err
+	}
+	p.Lookup.Now, p.Lookup.Reason = bucketLabel(now.Bucket), now.Reason
+	for i, a := range history {
+		row := lookupRow{Version: a.Version, Time: a.Time, Summary: sentence(a.Summary), Bucket: bucketLabel(deref(a.Bucket)), Reason: a.Reason}
+		if i+1 < len(history) {
+			if prev := bucketLabel(deref(history[i+1].Bucket)); prev != row.Bucket {
+				row.Previous = prev
+			}
+		}
+		p.Lookup.Rows = append(p.Lookup.Rows, row)
+	}
+	return nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,294 @@
+package web
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// palette is the number of bucket colours the stylesheet defines (.c0 …).
+// Colour only repeats what labels say: every bar has a legend with names and
+// percentages.
+const palette = 8
+
+// pct formats a fraction of users as a percentage with two decimals. A share
+// that is not zero never reads as 0.00%, nor one short of everyone as 100.00%.
+func pct(x float64) string {
+	switch {
+	case x > 0 && x < 0.00005:
+		return "<0.01%"
+	case x < 1 && x >= 0.99995:
+		return ">99.99%"
+	}
+	return strconv.FormatFloat(100*x, 'f', 2, 64) + "%"
+}
+
+// num formats a coordinate for an SVG attribute.
+func num(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
+
+// when formats a time for people: minutes, in UTC.
+func when(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
+
+// iso formats a time for a <time datetime> attribute.
+func iso(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// sentence capitalises the first letter of s.
+func sentence(s string) string {
+	r, n := utf8.DecodeRuneInString(s)
+	if n == 0 {
+		return s
+	}
+	return string(unicode.ToUpper(r)) + s[n:]
+}
+
+// thousands formats n with commas: 10,000.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// plural returns "1 user" or "3 users".
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return strconv.Itoa(n) + " " + word + "s"
+}
+
+// reason says why a user got their bucket.
+func reason(r string) string {
+	switch r {
+	case rollout.ReasonRing:
+		return "ring"
+	case rollout.ReasonOverride:
+		return "override"
+	case rollout.ReasonDisabled:
+		return "feature off"
+	}
+	return r
+}
+
+// defaultReplicas proposes the replicas of a new bucket: those of the
+// feature's last bucket, so that it gets a comparable share.
+func defaultReplicas(f rollout.Feature) int {
+	if len(f.Buckets) == 0 {
+		return rollout.DefaultReplicas
+	}
+	return f.Buckets[len(f.Buckets)-1].Replicas
+}
+
+// colors assigns each bucket of f a colour class by its place in the list.
+func colors(f rollout.Feature) map[string]int {
+	out := make(map[string]int, len(f.Buckets))
+	for i, b := range f.Buckets {
+		out[b.Name] = i % palette
+	}
+	return out
+}
+
+// segment is one bucket's part of a share bar, in percent of the bar's width.
+type segment struct {
+	Name  string
+	Share float64
+	X, W  float64
+	Color int
+	Label bool // wide enough to carry its name inside the bar
+}
+
+// shareBar is a horizontal bar of the shares of users each bucket gets, in
+// the order of names.
+type shareBar struct {
+	Segments []segment
+}
+
+// newBar returns the bar of shares over names, coloured by colour.
+func newBar(names []string, shares map[string]float64, colour map[string]int) shareBar {
+	var b shareBar
+	x := 0.0
+	for _, name := range names {
+		s := shares[name]
+		w := 100 * s
+		b.Segments = append(b.Segments, segment{
+			Name: name, Share: s, X: x, W: w, Color: colour[name],
+			Label: w >= labelWidth(name),
+		})
+		x += w
+	}
+	return b
+}
+
+// labelWidth is the width, in percent of a bar, that a segment needs to
+// carry name legibly on a phone-wide bar (about 8px a character at 340px).
+func labelWidth(name string) float64 {
+	return 1.5 + 2.5*float64(utf8.RuneCountInString(name))
+}
+
+// Mid is the middle of the segment, where its label goes.
+func (s segment) Mid() float64 { return s.X + s.W/2 }
+
+// AriaLabel is the bar said in words.
+func (b shareBar) AriaLabel() string {
+	parts := make([]string, len(b.Segments))
+	for i, s := range b.Segments {
+		parts[i] = s.Name + " " + pct(s.Share)
+	}
+	return "Shares of users: " + strings.Join(parts, ", ")
+}
+
+// moveView is one from→to part of a change's churn.
+type moveView struct {
+	From, To string
+	Share    float64
+}
+
+// bucketLabel names a bucket, or its absence.
+func bucketLabel(name string) string {
+	if name == "" {
+		return "no bucket"
+	}
+	return name
+}
+
+func movesOf(r rollout.Report) []moveView {
+	out := make([]moveView, len(r.Moves))
+	for i, m := range r.Moves {
+		out[i] = moveView{From: bucketLabel(m.From), To: bucketLabel(m.To), Share: m.Share}
+	}
+	return out
+}
+
+// direction says where a change's moves go when they share a destination or
+// an origin: "all into D", "all out of B"; "" otherwise.
+func direction(moves []rollout.Move) string {
+	if len(moves) == 0 {
+		return ""
+	}
+	sameTo, sameFrom := true, true
+	for _, m := range moves[1:] {
+		sameTo = sameTo && m.To == moves[0].To
+		sameFrom = sameFrom && m.From == moves[0].From
+	}
+	switch {
+	case sameTo && moves[0].To == "":
+		return "all to no bucket (apps serve their default)"
+	case sameTo:
+		return "all into " + moves[0].To
+	case sameFrom && moves[0].From == "":
+		return "all from no bucket"
+	case sameFrom:
+		return "all out of " + moves[0].From
+	}
+	return ""
+}
+
+// versionView is one entry of a feature's history as the page shows it.
+type versionView struct {
+	Version         int
+	Actor           string
+	Time            time.Time
+	Summary         string
+	Created         bool // the feature's creation: every user got a bucket
+	Exact           bool // exact figures; false: expected after a reshuffle
+	Churn           float64
+	Modulo          float64
+	Direction       string
+	Moves           []moveView
+	MoreMoves       int
+	OverrideChanges int
+	Bar             shareBar // shares after the change
+}
+
+// maxMovesShown bounds the moves listed for one version.
+const maxMovesShown = 8
+
+func viewVersion(v rollout.Version) versionView {
+	r := v.Report
+	vv := versionView{
+		Version: v.Version, Actor: v.Actor, Time: v.Time, Summary: sentence(v.Summary),
+		Created: r.FromVersion == 0, Exact: r.Method != rollout.MethodExpected,
+		Churn: r.Churn, Modulo: r.ModuloChurn, Direction: direction(r.Moves),
+		Moves: movesOf(r), OverrideChanges: len(r.OverrideChanges),
+	}
+	if len(vv.Moves) > maxMovesShown {
+		vv.MoreMoves = len(vv.Moves) - maxMovesShown
+		vv.Moves = vv.Moves[:maxMovesShown]
+	}
+	names := make([]string, 0, len(v.Config.Buckets))
+	for _, b := range v.Config.Buckets {
+		if _, ok := r.SharesAfter[b.Name]; ok {
+			names = append(names, b.Name)
+		}
+	}
+	vv.Bar = newBar(names, r.SharesAfter, colors(v.Config))
+	return vv
+}
+
+// Chart geometry, in percent of the chart's width and in pixels of height:
+// the version labels take the left column, bars are drawn to scale (100% of
+// users = barScale) and their numbers follow them.
+const (
+	chartLabelCol  = 11.0
+	chartBarScale  = 50.0
+	chartRowHeight = 44
+	chartTop       = 26
+	chartMaxRows   = 30
+)
+
+// churnChart is the churn of each change, newest first, beside what naive
+// modulo assignment would have moved.
+type churnChart struct {
+	Rows   []chartRow
+	Ticks  []chartTick
+	Height int
+	Left   float64 // x of the 0% axis
+	Hidden int     // older changes not drawn
+}
+
+type chartRow struct {
+	Version         int
+	Y               int
+	Churn, Modulo   float64
+	ChurnW, ModuloW float64
+	ChurnX, ModuloX float64 // where each number is written
+	Exact           bool
+	Summary         string
+}
+
+type chartTick struct {
+	X     float64
+	Label string
+}
+
+// newChart draws the changes among versions (newest first); the creation has
+// no churn to compare and is left out.
+func newChart(versions []versionView) churnChart {
+	c := churnChart{Left: chartLabelCol}
+	for _, p := range []float64{0, 0.25, 0.5, 0.75, 1} {
+		c.Ticks = append(c.Ticks, chartTick{X: chartLabelCol + chartBarScale*p, Label: fmt.Sprintf("%d%%", int(100*p))})
+	}
+	for _, v := range versions {
+		if v.Created {
+			continue
+		}
+		if len(c.Rows) == chartMaxRows {
+			c.Hidden++
+			continue
+		}
+		y := chartTop + len(c.Rows)*chartRowHeight
+		cw, mw := chartBarScale*v.Churn, chartBarScale*v.Modulo
+		c.Rows = append(c.Rows, chartRow{
+			Version: v.Version, Y: y, Churn: v.Churn, Modulo: v.Modulo, Exact: v.Exact, Summary: v.Summary,
+			ChurnW: cw, ModuloW: mw, ChurnX: chartLabelCol + cw + 1, ModuloX: chartLabelCol + mw + 1,
+		})
+	}
+	c.Height = chartTop + len(c.Rows)*chartRowHeight + 4
+	return c
+}

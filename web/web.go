@@ -1,0 +1,236 @@
+// Package web is rollout's dashboard for product managers: server-rendered
+// pages that show each feature's buckets with their exact shares of users, the
+// churn of every change, and forms that preview a change's churn before
+// applying it.
+//
+// Pages read the rollout.Service directly. Every change goes through the JSON
+// API (/api/...) from the page's script, first as a dry run whose report the
+// page shows, then for real once the user confirms; the API's cross-origin
+// protection covers those requests. The templates, script and stylesheet are
+// embedded in the binary and load nothing from elsewhere.
+package web
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// DefaultSampleUsers is the number of synthetic users ("user:0", "user:1", …)
+// a feature's page evaluates to count the share each bucket serves.
+const DefaultSampleUsers = 10_000
+
+// contentSecurityPolicy lets pages run only the embedded script and style,
+// talk only to this server, and refuses to be framed.
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
+	"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+
+//go:embed templates/*.html
+var templateFiles embed.FS
+
+//go:embed static
+var staticFiles embed.FS
+
+// Options configure the dashboard.
+type Options struct {
+	Logger *slog.Logger // nil: discard
+	// SampleUsers is how many synthetic users a feature's page evaluates to
+	// show the share each bucket serves beside the exact share; 0 means
+	// DefaultSampleUsers.
+	SampleUsers int
+}
+
+// handler serves the dashboard's pages.
+type handler struct {
+	svc    *rollout.Service
+	log    *slog.Logger
+	sample int
+	pages  map[string]*template.Template
+	assets assets
+}
+
+// Register adds the dashboard to e: / redirects to /ui/, the features list,
+// each feature's page under /ui/features/KEY, and the embedded assets under
+// /ui/static/. Every page carries a strict Content-Security-Policy. The pages
+// read svc; their script changes features through the JSON API, which e must
+// serve (api.New). The handlers are safe for concurrent use.
+func Register(e *echo.Echo, svc *rollout.Service, opts Options) {
+	h := &handler{svc: svc, log: opts.Logger, sample: opts.SampleUsers, assets: loadAssets()}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.sample <= 0 {
+		h.sample = DefaultSampleUsers
+	}
+	h.pages = parsePages(h.assets)
+
+	toUI := func(c echo.Context) error { return c.Redirect(http.StatusFound, "/ui/") }
+	e.GET("/", toUI)
+	e.GET("/ui", toUI)
+	g := e.Group("/ui", securityHeaders)
+	g.GET("/", h.list)
+	g.GET("/features/:key", h.feature)
+	g.GET("/static/*", h.static)
+	g.GET("/*", func(c echo.Context) error {
+		return h.fail(c, http.StatusNotFound, "Page not found", "There is no page at "+c.Request().URL.Path+".")
+	})
+}
+
+// securityHeaders sets the headers every dashboard response carries.
+func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Response().Header()
+		h.Set("Content-Security-Policy", contentSecurityPolicy)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("Cache-Control", "no-store")
+		return next(c)
+	}
+}
+
+// assets are the embedded static files, by name, and a version that changes
+// with their content so that their URLs can be cached for good.
+type assets struct {
+	files   map[string][]byte
+	version string
+}
+
+func loadAssets() assets {
+	a := assets{files: map[string][]byte{}}
+	sum := sha256.New()
+	err := fs.WalkDir(staticFiles, "static", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := staticFiles.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		name := strings.TrimPrefix(p, "static/")
+		a.files[name] = data
+		sum.Write([]byte(name))
+		sum.Write(data)
+		return nil
+	})
+	if err != nil {
+		panic("web: read embedded assets: " + err.Error())
+	}
+	a.version = hex.EncodeToString(sum.Sum(nil))[:12]
+	return a
+}
+
+// url returns the URL of the named asset, versioned by content.
+func (a assets) url(name string) (string, error) {
+	if _, ok := a.files[name]; !ok {
+		return "", errors.New("web: no asset " + name)
+	}
+	return "/ui/static/" + name + "?v=" + a.version, nil
+}
+
+// static serves an embedded asset; a URL with the current version is cached
+// for good.
+func (h *handler) static(c echo.Context) error {
+	name := c.Param("*")
+	data, ok := h.assets.files[name]
+	if !ok {
+		return h.fail(c, http.StatusNotFound, "Page not found", "There is no file at "+c.Request().URL.Path+".")
+	}
+	if c.QueryParam("v") == h.assets.version {
+		c.Response().Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+	} else {
+		c.Response().Header().Set("Cache-Control", "no-cache")
+	}
+	typ := mime.TypeByExtension(path.Ext(name))
+	if typ == "" {
+		typ = "application/octet-stream"
+	}
+	return c.Blob(http.StatusOK, typ, data)
+}
+
+// parsePages parses each page's template together with the layout.
+func parsePages(a assets) map[string]*template.Template {
+	funcs := template.FuncMap{
+		"asset":           a.url,
+		"pct":             pct,
+		"num":             num,
+		"when":            when,
+		"iso":             iso,
+		"plural":          plural,
+		"thousands":       thousands,
+		"reason":          reason,
+		"ratio":           func(n, of int) float64 { return float64(n) / float64(of) },
+		"add":             func(a, b int) int { return a + b },
+		"dec":             func(n int) int { return n - 1 },
+		"defaultReplicas": defaultReplicas,
+	}
+	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/parts.html"))
+	pages := map[string]*template.Template{}
+	for _, name := range []string{"list", "feature", "error"} {
+		pages[name] = template.Must(template.Must(base.Clone()).ParseFS(templateFiles, "templates/"+name+".html"))
+	}
+	return pages
+}
+
+// render writes the named page with status. The page is rendered in full
+// before anything is written, so a template failure is a clean 500.
+func (h *handler) render(c echo.Context, status int, name string, data any) error {
+	var buf bytes.Buffer
+	if err := h.pages[name].ExecuteTemplate(&buf, "layout.html", data); err != nil {
+		h.logError(c, "render "+name, err)
+		return c.HTML(http.StatusInternalServerError, "<!doctype html><title>Error</title><p>The page could not be rendered; the server logged why.")
+	}
+	return c.HTMLBlob(status, buf.Bytes())
+}
+
+// errorPage is the data of error.html.
+type errorPage struct {
+	Title     string
+	Message   string
+	RequestID string
+}
+
+// fail answers with an HTML error page.
+func (h *handler) fail(c echo.Context, status int, title, message string) error {
+	return h.render(c, status, "error", errorPage{Title: title, Message: message})
+}
+
+// internal logs err with the request ID and answers with a generic page that
+// shows the ID, never the cause.
+func (h *handler) internal(c echo.Context, err error) error {
+	h.logError(c, "dashboard request failed", err)
+	id := c.Response().Header().Get(echo.HeaderXRequestID)
+	return h.render(c, http.StatusInternalServerError, "error", errorPage{
+		Title:     "Something went wrong",
+		Message:   "The server could not show this page. It logged the cause; give the request ID below to whoever runs it.",
+		RequestID: id,
+	})
+}
+
+func (h *handler) logError(c echo.Context, msg string, err error) {
+	h.log.Error(msg, "request_id", c.Response().Header().Get(echo.HeaderXRequestID),
+		"method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+}
+
+// pathParam returns the unescaped path parameter name.
+func pathParam(c echo.Context, name string) string {
+	v := c.Param(name)
+	if u, err := url.PathUnescape(v); err == nil && c.Request().URL.RawPath != "" {
+		return u
+	}
+	return v
+}

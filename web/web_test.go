@@ -1,0 +1,381 @@
+package web_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rollout/rollout/api"
+	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/web"
+)
+
+// app is the API and the dashboard on one router, over a service on a
+// SQLite database in a temporary directory.
+type app struct {
+	e   *echo.Echo
+	svc *rollout.Service
+	db  *store.DB
+}
+
+func newApp(t *testing.T, sample int) *app {
+	t.Helper()
+	ctx := context.Background()
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	svc, err := rollout.NewService(ctx, db, nil)
+	if err != nil {
+		t.Fatalf("new service: %v", err)
+	}
+	e := api.New(svc, api.Options{})
+	web.Register(e, svc, web.Options{SampleUsers: sample})
+	return &app{e: e, svc: svc, db: db}
+}
+
+// seed creates checkout (A, B, C with 3 replicas each and an empty salt,
+// then D added) and dark-mode.
+func (a *app) seed(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	abc := rollout.Feature{
+		Key: "checkout", Description: "New <b>checkout</b> flow", Enabled: true,
+		Buckets: []rollout.Bucket{{Name: "A", Replicas: 3}, {Name: "B", Replicas: 3}, {Name: "C", Replicas: 3}},
+	}
+	if _, err := a.svc.Create(ctx, abc, rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.svc.Change(ctx, "checkout", rollout.AddBucket(rollout.Bucket{Name: "D", Replicas: 3}), rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dark := rollout.Feature{
+		Key: "dark-mode", Description: "Dark theme", Enabled: true, Salt: "dark-mode",
+		Buckets: []rollout.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 100}},
+	}
+	if _, err := a.svc.Create(ctx, dark, rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// legend is a bucket's entry in the legend of a share bar.
+func legend(bucket, share string) string {
+	return `<span class="name">` + bucket + `</span> <b class="num">` + share + `</b>`
+}
+
+func (a *app) get(t *testing.T, path string, header ...string) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodGet, path, nil)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	rec := httptest.NewRecorder()
+	a.e.ServeHTTP(rec, req)
+	return rec
+}
+
+func TestPages(t *testing.T) {
+	a := newApp(t, 1000)
+	a.seed(t)
+	tests := []struct {
+		name     string
+		path     string
+		status   int
+		location string
+		want     []string // in the body, in this order
+		dontWant []string
+	}{
+		{name: "root redirects", path: "/", status: 302, location: "/ui/"},
+		{name: "ui without slash redirects", path: "/ui", status: 302, location: "/ui/"},
+		{
+			name: "list", path: "/ui/", status: 200,
+			want: []string{
+				`href="/ui/features/checkout"`, "New &lt;b&gt;checkout&lt;/b&gt; flow",
+				"v2 · Added bucket D (3 replicas)", "<strong class=\"churn\">22.27%</strong> of users moved",
+				legend("A", "6.40%"), legend("B", "53.27%"), legend("C", "18.06%"), legend("D", "22.27%"),
+				`href="/ui/features/dark-mode"`, "v1 · Created",
+				`id="create-form"`,
+			},
+			dontWant: []string{"No features yet", "<b>checkout</b>"},
+		},
+		{
+			name: "list filtered", path: "/ui/?q=DARK", status: 200,
+			want:     []string{`value="DARK"`, `data-key="checkout" hidden`, `data-key="dark-mode">`},
+			dontWant: []string{`data-key="dark-mode" hidden`},
+		},
+		{
+			name: "list filtered to nothing", path: "/ui/?q=zzz", status: 200,
+			want: []string{`<p id="no-match" class="notice">No feature matches this filter.</p>`},
+		},
+		{
+			name: "feature", path: "/ui/features/checkout", status: 200,
+			want: []string{
+				`<h1 id="feature-key">checkout</h1>`, `<span class="badge on">On</span>`,
+				`data-share="A">6.40%`, `data-share="B">53.27%`, `data-share="C">18.06%`, `data-share="D">22.27%`,
+				"a sample of 1,000 synthetic users",
+				`<option value="1">version 1 — created</option>`,
+				`<text x="`, `>22.27%</text>`, `>75.00% mod N</text>`,
+				`data-version="2"`, "<strong class=\"churn\">22.27%</strong> of users moved, all into D", "naive mod N: <b class=\"num\">75.00%</b>",
+				`<td>B</td><td aria-hidden="true">→</td><td>D</td><td class="num">11.51%</td>`,
+				`data-version="1"`, "Every user got a bucket.",
+				`<script type="application/json" id="feature-data">{"key":"checkout","version":2,`,
+			},
+			dontWant: []string{`id="banner"`, `id="lookup-result"`},
+		},
+		{
+			name: "feature after a change", path: "/ui/features/checkout?changed=2", status: 200,
+			want: []string{
+				`<main id="main" tabindex="-1">`, `<section id="banner"`, "Applied: version 2 · Added bucket D (3 replicas)",
+				`<span class="big">22.27%</span> of users moved, all into D`, "Naive hash mod N would have moved <b class=\"num\">75.00%</b>.",
+				`<h1 id="feature-key">checkout</h1>`,
+			},
+		},
+		{
+			name: "feature after creation", path: "/ui/features/dark-mode?changed=1", status: 200,
+			want:     []string{`<section id="banner"`, "Every user now gets a bucket", legend("off", "54.97%")},
+			dontWant: []string{"Naive hash mod N"},
+		},
+		{
+			name: "banner for an unknown version", path: "/ui/features/checkout?changed=9", status: 200,
+			want:     []string{"Feature checkout has no version 9."},
+			dontWant: []string{`id="banner"`},
+		},
+		{
+			name: "banner for a malformed version", path: "/ui/features/checkout?changed=two", status: 200,
+			want:     []string{`The link names version &#34;two&#34;, which is not a version number.`},
+			dontWant: []string{`id="banner"`},
+		},
+		{
+			name: "user look-up", path: "/ui/features/checkout?user=user:0", status: 200,
+			want: []string{
+				`value="user:0"`, `<div id="lookup-result" data-user="user:0">`, `gets <b class="now-bucket">`,
+				`<tr data-version="2"`, `<tr data-version="1"`,
+			},
+		},
+		{
+			name: "user look-up without an ID", path: "/ui/features/checkout?user=", status: 422,
+			want: []string{`aria-invalid="true"`, `<p class="error" id="lookup-error" role="alert">user ID must be 1 to 256 bytes of valid UTF-8</p>`},
+		},
+		{
+			name: "user look-up with a long ID", path: "/ui/features/checkout?user=" + strings.Repeat("u", 300), status: 422,
+			want:     []string{`id="lookup-error"`, "user ID must be 1 to 256 bytes"},
+			dontWant: []string{`id="lookup-result"`},
+		},
+		{
+			name: "unknown feature", path: "/ui/features/nope", status: 404,
+			want: []string{"<h1>Feature not found</h1>", "There is no feature &#34;nope&#34;.", `href="/ui/"`},
+		},
+		{
+			name: "unknown feature with markup in its key", path: "/ui/features/%3Cscript%3Ealert(1)%3C%2Fscript%3E", status: 404,
+			want:     []string{"There is no feature &#34;&lt;script&gt;alert(1)&lt;/script&gt;&#34;."},
+			dontWant: []string{"<script>alert"},
+		},
+		{
+			name: "unknown page", path: "/ui/nowhere", status: 404,
+			want: []string{"<h1>Page not found</h1>", "There is no page at /ui/nowhere."},
+		},
+		{name: "asset", path: "/ui/static/app.js", status: 200, want: []string{"'use strict';"}},
+		{name: "unknown asset", path: "/ui/static/nope.js", status: 404, want: []string{"<h1>Page not found</h1>"}},
+		{name: "no directory listing", path: "/ui/static/", status: 404, want: []string{"<h1>Page not found</h1>"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := a.get(t, tt.path)
+			body := rec.Body.String()
+			if rec.Code != tt.status {
+				t.Fatalf("GET %s = %d, want %d\n%.2000s", tt.path, rec.Code, tt.status, body)
+			}
+			if got := rec.Header().Get("Location"); got != tt.location {
+				t.Errorf("GET %s: Location = %q, want %q", tt.path, got, tt.location)
+			}
+			rest := body
+			for _, w := range tt.want {
+				i := strings.Index(rest, w)
+				if i < 0 {
+					if strings.Contains(body, w) {
+						t.Errorf("GET %s: %q is out of order", tt.path, w)
+					} else {
+						t.Errorf("GET %s: body lacks %q", tt.path, w)
+					}
+					continue
+				}
+				rest = rest[i+len(w):]
+			}
+			for _, w := range tt.dontWant {
+				if strings.Contains(body, w) {
+					t.Errorf("GET %s: body has %q", tt.path, w)
+				}
+			}
+		})
+	}
+}
+
+func TestEmptyState(t *testing.T) {
+	a := newApp(t, 100)
+	rec := a.get(t, "/ui/")
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET /ui/ = %d, want 200", rec.Code)
+	}
+	body := rec.Body.String()
+	for _, want := range []string{
+		`<h1 id="empty-h">No features yet — create one</h1>`,
+		`<form id="create-form" class="change create" data-kind="create"`,
+		`<label for="new-key">Key</label>`,
+		`<template id="bucket-row-template">`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("empty list lacks %q", want)
+		}
+	}
+	if strings.Contains(body, `<details class="create-box"`) {
+		t.Errorf("empty list folds the create form away; it should be open")
+	}
+}
+
+func TestDisabledFeature(t *testing.T) {
+	a := newApp(t, 200)
+	a.seed(t)
+	off := false
+	if _, err := a.svc.Change(context.Background(), "checkout", rollout.Patch(nil, &off, nil), rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	body := a.get(t, "/ui/features/checkout?changed=3").Body.String()
+	for _, want := range []string{
+		`<span class="badge off">Off</span> no bucket is served: apps use their default`,
+		`<span class="big">100.00%</span> of users moved, all to no bucket (apps serve their default)`,
+		`<tr class="none"><th scope="row">no bucket</th>`, `<td class="num sampled">100.00%</td>`,
+		`data-share="B">53.27%`, // the ring's shares, for when it is turned on again
+		`Preview turning it on`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("disabled feature's page lacks %q", want)
+		}
+	}
+}
+
+// TestInternalError: when the store fails, the page says so with the
+// request ID, and never shows the cause.
+func TestInternalError(t *testing.T) {
+	a := newApp(t, 100)
+	a.seed(t)
+	a.db.Close()
+	for _, path := range []string{"/ui/", "/ui/features/checkout"} {
+		rec := a.get(t, path)
+		body := rec.Body.String()
+		if rec.Code != http.StatusInternalServerError {
+			t.Errorf("GET %s with a closed database = %d, want 500", path, rec.Code)
+		}
+		if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
+			t.Errorf("GET %s: Content-Type = %q, want HTML", path, ct)
+		}
+		id := rec.Header().Get(echo.HeaderXRequestID)
+		if id == "" || !strings.Contains(body, `<code id="request-id">`+id+`</code>`) {
+			t.Errorf("GET %s: the error page does not show request ID %q:\n%s", path, id, body)
+		}
+		if strings.Contains(body, "closed") || strings.Contains(body, "sql") {
+			t.Errorf("GET %s: the error page shows the cause:\n%s", path, body)
+		}
+	}
+}
+
+func TestSecurityHeaders(t *testing.T) {
+	a := newApp(t, 100)
+	a.seed(t)
+	for _, path := range []string{
+		"/ui/", "/ui/features/checkout", "/ui/features/checkout?changed=2&user=u1",
+		"/ui/features/nope", "/ui/nowhere", "/ui/static/app.js", "/ui/static/style.css",
+	} {
+		h := a.get(t, path).Header()
+		csp := h.Get("Content-Security-Policy")
+		for _, want := range []string{"default-src 'none'", "script-src 'self'", "frame-ancestors 'none'", "connect-src 'self'"} {
+			if !strings.Contains(csp, want) {
+				t.Errorf("GET %s: Content-Security-Policy %q lacks %q", path, csp, want)
+			}
+		}
+		if strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") {
+			t.Errorf("GET %s: Content-Security-Policy %q allows inline code", path, csp)
+		}
+		if got := h.Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("GET %s: X-Content-Type-Options = %q, want nosniff", path, got)
+		}
+	}
+}
+
+// TestNothingInline: the Content-Security-Policy forbids inline scripts,
+// styles and event handlers, so no page may have any.
+func TestNothingInline(t *testing.T) {
+	a := newApp(t, 100)
+	empty := a.get(t, "/ui/").Body.String()
+	a.seed(t)
+	scriptTag := regexp.MustCompile(`<script\b[^>]*>`)
+	inline := regexp.MustCompile(`(?i)\s(style|on[a-z]+)\s*=|<style\b|javascript:`)
+	pages := map[string]string{"empty list": empty}
+	for _, path := range []string{"/ui/", "/ui/features/checkout?changed=2&user=user:1", "/ui/features/checkout?user=", "/ui/features/nope"} {
+		pages[path] = a.get(t, path).Body.String()
+	}
+	for name, body := range pages {
+		for _, tag := range scriptTag.FindAllString(body, -1) {
+			if !strings.Contains(tag, ` src="/ui/static/`) && tag != `<script type="application/json" id="feature-data">` {
+				t.Errorf("%s: inline script %s", name, tag)
+			}
+		}
+		if m := inline.FindString(body); m != "" {
+			t.Errorf("%s: inline style or handler %q", name, m)
+		}
+	}
+}
+
+// TestAssets: every asset a page names is served, with its type, and cached
+// for good only under the current version.
+func TestAssets(t *testing.T) {
+	a := newApp(t, 100)
+	body := a.get(t, "/ui/").Body.String()
+	refs := regexp.MustCompile(`(?:src|href)="(/ui/static/[^"]+)"`).FindAllStringSubmatch(body, -1)
+	if len(refs) != 3 {
+		t.Fatalf("the layout names %d assets, want 3 (icon, stylesheet, script)", len(refs))
+	}
+	types := map[string]string{".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
+	for _, ref := range refs {
+		u := strings.ReplaceAll(ref[1], "&amp;", "&")
+		rec := a.get(t, u)
+		if rec.Code != http.StatusOK {
+			t.Errorf("GET %s = %d, want 200", u, rec.Code)
+			continue
+		}
+		ext := filepath.Ext(strings.Split(u, "?")[0])
+		if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, types[ext]) {
+			t.Errorf("GET %s: Content-Type = %q, want %s", u, ct, types[ext])
+		}
+		if cc := rec.Header().Get("Cache-Control"); !strings.Contains(cc, "immutable") {
+			t.Errorf("GET %s: Cache-Control = %q, want immutable", u, cc)
+		}
+	}
+	if cc := a.get(t, "/ui/static/app.js?v=old").Header().Get("Cache-Control"); cc != "no-cache" {
+		t.Errorf("GET an old version: Cache-Control = %q, want no-cache", cc)
+	}
+}
+
+// TestChangesRefusedCrossSite: the dashboard changes features through the
+// API, which refuses requests another site's page makes.
+func TestChangesRefusedCrossSite(t *testing.T) {
+	a := newApp(t, 100)
+	a.seed(t)
+	req := httptest.NewRequest(http.MethodPost, "/api/features/checkout/buckets", strings.NewReader(`{"name":"E","replicas":3}`))
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	rec := httptest.NewRecorder()
+	a.e.ServeHTTP(rec, req)
+	if rec.Code != http.StatusForbidden {
+		t.Errorf("cross-site POST = %d, want 403", rec.Code)
+	}
+	if f, _ := a.svc.Snapshot().Feature("checkout"); f.Version != 2 {
+		t.Errorf("after a cross-site POST, checkout is at version %d, want 2", f.Version)
+	}
+}
