@@ -52,7 +52,7 @@ func permission(method, path string) (rollout.Permission, bool) {
 	switch {
 	case path == "/healthz" || path == "/readyz":
 		return 0, false
-	case path == "/ui/login" || strings.HasPrefix(path, "/ui/static/"):
+	case path == "/ui/login" || path == "/ui/logout" || strings.HasPrefix(path, "/ui/static/"):
 		return 0, false
 	case path == "/evaluate" || strings.HasPrefix(path, "/ofrep/"):
 		return rollout.PermEvaluate, true
@@ -60,7 +60,7 @@ func permission(method, path string) (rollout.Permission, bool) {
 		return rollout.PermAdmin, true
 	case method == http.MethodGet || method == http.MethodHead || method == http.MethodOptions:
 		return rollout.PermRead, true
-	case strings.HasSuffix(path, "/preview"), path == "/ui/logout":
+	case strings.HasSuffix(path, "/preview"):
 		return rollout.PermRead, true // changes nothing
 	}
 	return rollout.PermWrite, true

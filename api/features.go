@@ -334,7 +334,7 @@ func respond(c echo.Context, status int, res rollout.Result) error {
 // changeOptions reads a mutation's guards from its query, its body and its
 // If-Match header. The body wins over the query.
 func changeOptions(c echo.Context, body guards) (rollout.ChangeOptions, error) {
-	var opts rollout.ChangeOptions
+	opts := rollout.ChangeOptions{Actor: actorOf(c)}
 	if q := c.QueryParam("dry_run"); q != "" {
 		v, err := strconv.ParseBool(q)
 		if err != nil {

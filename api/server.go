@@ -16,6 +16,8 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/rollout/rollout/rollout"
+
+	_ "net/http/pprof" // registers /debug/pprof/ on http.DefaultServeMux, served only with Options.Pprof
 )
 
 // MaxBodyBytes bounds every request body.
@@ -29,6 +31,11 @@ type Options struct {
 	// Ready reports whether the database can be reached, for GET /readyz;
 	// nil: it always can.
 	Ready func(context.Context) error
+	// Auth checks tokens and dashboard sessions; nil: everything is open.
+	Auth *Auth
+	// Pprof serves Go's profiler under /debug/pprof/ (admin tokens only,
+	// once tokens exist).
+	Pprof bool
 }
 
 // Server holds what the handlers need.
@@ -64,6 +71,12 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	e.Use(evaluationCORS())
 	e.Use(limitBody)
 	e.Use(CrossOrigin())
+	if opts.Auth != nil {
+		e.Use(opts.Auth.Middleware)
+	}
+	if opts.Pprof {
+		e.GET("/debug/pprof/*", echo.WrapHandler(http.DefaultServeMux))
+	}
 
 	e.GET("/evaluate", s.evaluateOne)
 	e.POST("/evaluate", s.evaluateMany)

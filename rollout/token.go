@@ -110,8 +110,9 @@ type TokenStore interface {
 // tokens, refreshed from the store, so that checking a token never reads
 // the database. Safe for concurrent use.
 type Tokens struct {
-	store  TokenStore
-	active atomic.Pointer[map[string]Token] // by hash
+	store    TokenStore
+	active   atomic.Pointer[map[string]Token] // by hash
+	enforced atomic.Bool
 }
 
 // NewTokens returns the tokens of store, loaded.
@@ -133,6 +134,7 @@ func (t *Tokens) Refresh(ctx context.Context) error {
 		}
 	}
 	t.active.Store(&active)
+	t.enforced.Store(len(all) > 0)
 	return nil
 }
 
@@ -154,9 +156,10 @@ func (t *Tokens) RefreshEvery(ctx context.Context, interval time.Duration, repor
 	}
 }
 
-// Enforced reports whether any token is active: until one is, the API is
-// open (and the server listens only on loopback).
-func (t *Tokens) Enforced() bool { return len(*t.active.Load()) > 0 }
+// Enforced reports whether tokens are required: once a first token has been
+// created, even if all are revoked since. Until then the API is open (and
+// the server listens only on loopback).
+func (t *Tokens) Enforced() bool { return t.enforced.Load() }
 
 // Authenticate returns the active token whose secret is given.
 func (t *Tokens) Authenticate(secret string) (Token, bool) {

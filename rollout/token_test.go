@@ -86,6 +86,9 @@ func TestTokens(t *testing.T) {
 	if _, ok := tokens.Authenticate(secret); ok {
 		t.Error("a revoked token still authenticates")
 	}
+	if !tokens.Enforced() {
+		t.Error("Enforced() after revoking the only token = false: revoking must never open the API")
+	}
 	if err := tokens.Revoke(ctx, "deploy-bot", now); rollout.ErrorCode(err) != rollout.ENotFound {
 		t.Errorf("revoking twice: err = %v, want not_found", err)
 	}

@@ -52,15 +52,18 @@ type Options struct {
 	// show the share each bucket serves beside the exact share; 0 means
 	// DefaultSampleUsers.
 	SampleUsers int
+	// Sessions signs users in with a token; nil: no sign-in page.
+	Sessions Sessions
 }
 
 // handler serves the dashboard's pages.
 type handler struct {
-	svc    *rollout.Service
-	log    *slog.Logger
-	sample int
-	pages  map[string]*template.Template
-	assets assets
+	svc      *rollout.Service
+	log      *slog.Logger
+	sessions Sessions
+	sample   int
+	pages    map[string]*template.Template
+	assets   assets
 }
 
 // Register adds the dashboard to e: / redirects to /ui/, the features list,
@@ -69,7 +72,7 @@ type handler struct {
 // read svc; their script changes features through the JSON API, which e must
 // serve (api.New). The handlers are safe for concurrent use.
 func Register(e *echo.Echo, svc *rollout.Service, opts Options) {
-	h := &handler{svc: svc, log: opts.Logger, sample: opts.SampleUsers, assets: loadAssets()}
+	h := &handler{svc: svc, log: opts.Logger, sample: opts.SampleUsers, sessions: opts.Sessions, assets: loadAssets()}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -85,6 +88,9 @@ func Register(e *echo.Echo, svc *rollout.Service, opts Options) {
 	g.GET("/", h.list)
 	g.GET("/features/:key", h.feature)
 	g.GET("/static/*", h.static)
+	g.GET("/login", h.loginForm)
+	g.POST("/login", h.login)
+	g.POST("/logout", h.logout)
 	g.GET("/*", func(c echo.Context) error {
 		return h.fail(c, http.StatusNotFound, "Page not found", "There is no page at "+c.Request().URL.Path+".")
 	})
@@ -180,7 +186,7 @@ func parsePages(a assets) map[string]*template.Template {
 	}
 	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/parts.html"))
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"list", "feature", "error"} {
+	for _, name := range []string{"list", "feature", "error", "login"} {
 		pages[name] = template.Must(template.Must(base.Clone()).ParseFS(templateFiles, "templates/"+name+".html"))
 	}
 	return pages

@@ -80,6 +80,10 @@ type Main struct {
 	// FlushInterval is how often evaluation counts are written to the
 	// database; 0 means the default, 10 seconds.
 	FlushInterval time.Duration
+	// Insecure lets the server listen beyond loopback with no token.
+	Insecure bool
+	// Pprof serves Go's profiler under /debug/pprof/ to admin tokens.
+	Pprof bool
 
 	db      *store.DB
 	svc     *rollout.Service
@@ -96,6 +100,8 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (*M
 	addr := fs.String("addr", envOr(getenv, "ROLLOUT_ADDR", "127.0.0.1:8080"), "listen address (env ROLLOUT_ADDR)")
 	db := fs.String("db", envOr(getenv, "ROLLOUT_DB", "rollout.db"), "SQLite database file (env ROLLOUT_DB)")
 	flush := fs.Duration("flush-interval", 10*time.Second, "how often evaluation counts are written to the database")
+	insecure := fs.Bool("insecure", false, "serve without any API token on a non-loopback address (dangerous)")
+	pprof := fs.Bool("pprof", false, "serve Go's profiler at /debug/pprof/ (admin tokens only)")
 	logFormat := fs.String("log-format", envOr(getenv, "ROLLOUT_LOG_FORMAT", "text"), "log format: text or json (env ROLLOUT_LOG_FORMAT)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -115,7 +121,7 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (*M
 	if *flush <= 0 {
 		return nil, fmt.Errorf("--flush-interval %v: give a positive duration such as 10s", *flush)
 	}
-	return &Main{Addr: *addr, DBPath: *db, Log: slog.New(h), FlushInterval: *flush}, nil
+	return &Main{Addr: *addr, DBPath: *db, Log: slog.New(h), FlushInterval: *flush, Insecure: *insecure, Pprof: *pprof}, nil
 }
 
 func envOr(getenv func(string) string, name, def string) string {
@@ -142,14 +148,24 @@ func (m *Main) Open(ctx context.Context) error {
 		return err
 	}
 	m.svc = svc
+	tokens, err := rollout.NewTokens(ctx, db)
+	if err != nil {
+		db.Close()
+		return err
+	}
+	if err := m.checkAccess(tokens); err != nil {
+		db.Close()
+		return err
+	}
 	ln, err := net.Listen("tcp", m.Addr)
 	if err != nil {
 		db.Close()
 		return err
 	}
 	m.ln = ln
-	e := api.New(svc, api.Options{Logger: m.Log, Metrics: metrics, Ready: db.Ping})
-	web.Register(e, svc, web.Options{Logger: m.Log})
+	auth := api.NewAuth(tokens)
+	e := api.New(svc, api.Options{Logger: m.Log, Metrics: metrics, Ready: db.Ping, Auth: auth, Pprof: m.Pprof})
+	web.Register(e, svc, web.Options{Logger: m.Log, Sessions: auth})
 	m.srv = &http.Server{
 		Handler:           e,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -173,8 +189,47 @@ func (m *Main) Open(ctx context.Context) error {
 			m.Log.Error("flush evaluation counts", "err", err)
 		})
 	}()
+	go tokens.RefreshEvery(flushCtx, TokenRefreshInterval, func(err error) {
+		m.Log.Error("refresh API tokens", "err", err)
+	})
 	m.Log.Info("rollout serving", "url", m.URL(), "db", m.DBPath, "features", svc.Snapshot().Len())
 	return nil
+}
+
+// TokenRefreshInterval is how soon a token created or revoked with the
+// rollout token command takes effect in a running server.
+const TokenRefreshInterval = 2 * time.Second
+
+// checkAccess refuses to serve an open API beyond loopback: with no token,
+// anyone who can reach the address could change every feature.
+func (m *Main) checkAccess(tokens *rollout.Tokens) error {
+	switch {
+	case tokens.Enforced():
+		m.Log.Info("API tokens are required")
+	case isLoopback(m.Addr):
+		m.Log.Warn("no API token exists: the API and dashboard are open to anyone on this machine; " +
+			"create one with: rollout token create --name admin --role admin")
+	case m.Insecure:
+		m.Log.Warn("!!! INSECURE: no API token exists and --insecure is set: ANYONE who can reach " + m.Addr +
+			" can change every feature. Create a token: rollout token create --name admin --role admin")
+	default:
+		return fmt.Errorf("refusing to listen on %s with no API token: anyone who can reach it could change every feature. "+
+			"Create one first (rollout token create --name admin --role admin --db %s), listen on 127.0.0.1, or pass --insecure", m.Addr, m.DBPath)
+	}
+	return nil
+}
+
+// isLoopback reports whether addr listens only on a loopback interface.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // URL returns the base URL the service answers on.

@@ -1,0 +1,65 @@
+package web
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// Sessions signs dashboard users in with an API token and out again
+// (api.Auth is the one the binary uses).
+type Sessions interface {
+	// Enforced reports whether the server needs tokens at all.
+	Enforced() bool
+	// SignIn checks the token and, when valid, sets the session cookie.
+	SignIn(c echo.Context, secret string) (rollout.Token, bool)
+	// SignOut clears the session cookie.
+	SignOut(c echo.Context)
+}
+
+// loginPage is the data of login.html.
+type loginPage struct {
+	Title, Next, Error string
+}
+
+func (h *handler) loginForm(c echo.Context) error {
+	if h.sessions == nil || !h.sessions.Enforced() {
+		return c.Redirect(http.StatusSeeOther, "/ui/")
+	}
+	return h.render(c, http.StatusOK, "login", loginPage{Title: "Sign in", Next: safeNext(c.QueryParam("next"))})
+}
+
+// login checks the submitted token; the form is protected against
+// cross-site forgery by the API's cross-origin check, which covers every
+// route.
+func (h *handler) login(c echo.Context) error {
+	next := safeNext(c.FormValue("next"))
+	if h.sessions == nil || !h.sessions.Enforced() {
+		return c.Redirect(http.StatusSeeOther, next)
+	}
+	tok, ok := h.sessions.SignIn(c, c.FormValue("token"))
+	if !ok {
+		return h.render(c, http.StatusUnauthorized, "login", loginPage{Title: "Sign in", Next: next,
+			Error: "That token is not valid: it is unknown or was revoked."})
+	}
+	h.log.Info("dashboard sign-in", "token", tok.Name, "role", tok.Role)
+	return c.Redirect(http.StatusSeeOther, next)
+}
+
+func (h *handler) logout(c echo.Context) error {
+	if h.sessions != nil {
+		h.sessions.SignOut(c)
+	}
+	return c.Redirect(http.StatusSeeOther, "/ui/login")
+}
+
+// safeNext keeps a post-sign-in redirect on this server's dashboard.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/ui/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+		return "/ui/"
+	}
+	return next
+}
