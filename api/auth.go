@@ -75,11 +75,11 @@ func (a *Auth) Middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		if r.Method == http.MethodOptions {
 			return next(c) // CORS preflights carry no credentials
 		}
+		need, guarded := permission(r.Method, r.URL.Path)
 		tok, presented, ok := a.identify(r)
-		if ok {
+		if ok && need != rollout.PermEvaluate { // see TokenOf
 			c.Set(tokenKey, tok)
 		}
-		need, guarded := permission(r.Method, r.URL.Path)
 		if !guarded || !a.Enforced() {
 			return next(c)
 		}
@@ -106,8 +106,9 @@ func (a *Auth) identify(r *http.Request) (rollout.Token, bool, bool) {
 	if a == nil || a.tokens == nil {
 		return rollout.Token{}, false, false
 	}
-	secret := r.Header.Get("X-API-Key")
-	if h := r.Header.Get("Authorization"); h != "" {
+	// The names in canonical form, looked up without Get's canonicalizing.
+	secret := headerValue(r.Header, "X-Api-Key")
+	if h := headerValue(r.Header, "Authorization"); h != "" {
 		scheme, rest, _ := strings.Cut(h, " ")
 		if strings.EqualFold(scheme, "Bearer") {
 			secret = strings.TrimSpace(rest)
@@ -122,6 +123,14 @@ func (a *Auth) identify(r *http.Request) (rollout.Token, bool, bool) {
 		return tok, true, ok
 	}
 	return rollout.Token{}, false, false
+}
+
+// headerValue is h.Get(name) for a name in canonical form.
+func headerValue(h http.Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // SignIn checks secret and, when it is an active token, sets a session
@@ -177,7 +186,9 @@ func (a *Auth) session(value string) (rollout.Token, bool) {
 	return a.tokens.ByID(id)
 }
 
-// TokenOf returns the token that authenticated the request, if any.
+// TokenOf returns the token that authenticated the request, if any. It is
+// not recorded for evaluation requests (/evaluate, /ofrep/), which have no
+// use for it: not recording it spares their hot path an allocation.
 func TokenOf(c echo.Context) (rollout.Token, bool) {
 	tok, ok := c.Get(tokenKey).(rollout.Token)
 	return tok, ok

@@ -1,8 +1,16 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -11,6 +19,12 @@ import (
 
 // MaxBulkFeatures bounds the features of one POST /evaluate.
 const MaxBulkFeatures = 1000
+
+// Evaluation is every app's hot path, so its answers are written by hand
+// into pooled buffers, byte for byte as encoding/json writes the types
+// below (which ?pretty still uses), and its requests are read without
+// decoding into maps; anything out of the ordinary takes the general path,
+// which also words every error.
 
 // evaluation is the JSON of one evaluation. Bucket and value are null when
 // the feature serves no bucket.
@@ -33,9 +47,34 @@ func evaluationJSON(e rollout.Evaluation) evaluation {
 	return out
 }
 
+// appendEvaluation appends the JSON of evaluationJSON(e).
+func appendEvaluation(b []byte, e rollout.Evaluation) []byte {
+	b = append(b, `{"feature":`...)
+	b = appendJSONString(b, e.Feature)
+	b = append(b, `,"user":`...)
+	b = appendJSONString(b, e.User)
+	if e.Bucket == "" {
+		b = append(b, `,"bucket":null,"value":null`...)
+	} else {
+		b = append(b, `,"bucket":`...)
+		b = appendJSONString(b, e.Bucket)
+		b = append(b, `,"value":`...)
+		b = appendRawJSON(b, e.Value)
+	}
+	b = append(b, `,"version":`...)
+	b = strconv.AppendInt(b, int64(e.Version), 10)
+	b = append(b, `,"reason":`...)
+	b = appendJSONString(b, e.Reason)
+	return append(b, '}')
+}
+
+// indented reports whether the answer is to be indented, as echo's
+// Context.JSON indents it: in debug mode, or when the query has "pretty".
+func indented(c echo.Context, pretty bool) bool { return pretty || c.Echo().Debug }
+
 // evaluateOne is GET /evaluate?feature=K&user=U.
 func (s *Server) evaluateOne(c echo.Context) error {
-	key, user := c.QueryParam("feature"), c.QueryParam("user")
+	key, user, pretty := evaluateQuery(c)
 	if key == "" || user == "" {
 		return badRequest("give both query parameters: /evaluate?feature=KEY&user=USER_ID")
 	}
@@ -47,7 +86,72 @@ func (s *Server) evaluateOne(c echo.Context) error {
 		return err
 	}
 	s.metrics.evaluated(e)
-	return c.JSON(http.StatusOK, evaluationJSON(e))
+	if indented(c, pretty) {
+		return c.JSON(http.StatusOK, evaluationJSON(e))
+	}
+	buf := getBuffer()
+	defer putBuffer(buf)
+	buf.b = append(appendEvaluation(buf.b, e), '\n')
+	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, buf.b)
+}
+
+// hasPretty reports whether the query has a parameter pretty.
+func hasPretty(c echo.Context) bool {
+	if c.Request().URL.RawQuery == "" {
+		return false
+	}
+	_, ok := c.QueryParams()["pretty"]
+	return ok
+}
+
+// maxFastQueryParams bounds the query parameters evaluateQuery reads
+// itself; url.ParseQuery reads longer queries, within its own limit.
+const maxFastQueryParams = 64
+
+// evaluateQuery returns the first values of the query parameters feature
+// and user, and whether the query has a parameter pretty, as the request's
+// url.Values would have them, without making them.
+func evaluateQuery(c echo.Context) (feature, user string, pretty bool) {
+	raw := c.Request().URL.RawQuery
+	if strings.IndexByte(raw, ';') >= 0 || strings.Count(raw, "&") >= maxFastQueryParams {
+		q := c.QueryParams()
+		_, pretty = q["pretty"]
+		return q.Get("feature"), q.Get("user"), pretty
+	}
+	var haveFeature, haveUser bool
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		if pair == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		k, ok := queryUnescape(k)
+		if !ok {
+			continue
+		}
+		if v, ok = queryUnescape(v); !ok {
+			continue
+		}
+		switch {
+		case k == "feature" && !haveFeature:
+			feature, haveFeature = v, true
+		case k == "user" && !haveUser:
+			user, haveUser = v, true
+		case k == "pretty":
+			pretty = true
+		}
+	}
+	return feature, user, pretty
+}
+
+// queryUnescape is url.QueryUnescape, which allocates only for escapes.
+func queryUnescape(s string) (string, bool) {
+	if strings.IndexByte(s, '%') < 0 && strings.IndexByte(s, '+') < 0 {
+		return s, true
+	}
+	u, err := url.QueryUnescape(s)
+	return u, err == nil
 }
 
 type evaluateRequest struct {
@@ -69,8 +173,10 @@ type errorDetail struct {
 // that cannot be evaluated is an error entry of its own, never a failed
 // request.
 func (s *Server) evaluateMany(c echo.Context) error {
-	var req evaluateRequest
-	if err := decode(c, &req); err != nil {
+	buf := getBuffer()
+	defer putBuffer(buf)
+	req, err := readEvaluateRequest(c, buf)
+	if err != nil {
 		return err
 	}
 	if err := rollout.ValidateUser(req.User); err != nil {
@@ -78,22 +184,222 @@ func (s *Server) evaluateMany(c echo.Context) error {
 	}
 	snap := s.svc.Snapshot()
 	keys := snap.Keys()
+	sorted := true // and without duplicates
 	if req.Features != nil {
-		keys = *req.Features
+		keys, sorted = *req.Features, false
 	}
 	if len(keys) > MaxBulkFeatures {
 		return rollout.Errorf(rollout.EInvalid, "at most %d features in one request, got %d", MaxBulkFeatures, len(keys))
 	}
-	results := make(map[string]evaluateResult, len(keys))
+	results := getResults()
+	defer putResults(results)
 	for _, key := range keys {
 		e, err := snap.Evaluate(key, req.User)
 		if err != nil {
-			results[key] = evaluateResult{Error: &errorDetail{Code: rollout.ErrorCode(err), Message: err.(*rollout.Error).Message}}
+			results.add(key, e, &errorDetail{Code: rollout.ErrorCode(err), Message: err.(*rollout.Error).Message})
 			continue
 		}
 		s.metrics.evaluated(e)
-		ev := evaluationJSON(e)
-		results[key] = evaluateResult{evaluation: &ev}
+		results.add(key, e, nil)
 	}
-	return c.JSON(http.StatusOK, map[string]any{"user": req.User, "results": results})
+	if !sorted {
+		results.sort()
+	}
+	if indented(c, hasPretty(c)) {
+		return c.JSON(http.StatusOK, map[string]any{"user": req.User, "results": results.json()})
+	}
+	// The request is read: its buffer takes the answer.
+	buf.b = append(results.appendJSON(append(buf.b[:0], `{"results":`...)), `,"user":`...)
+	buf.b = append(appendJSONString(buf.b, req.User), "}\n"...)
+	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, buf.b)
+}
+
+// readEvaluateRequest reads the body of POST /evaluate into buf. A body of
+// the usual shape, {"user":"…","features":["…",…]} in any order, either
+// member absent or features null, is parsed here; any other is decoded by
+// decode, which words what is wrong with it.
+func readEvaluateRequest(c echo.Context, buf *buffer) (evaluateRequest, error) {
+	r := c.Request()
+	readErr := buf.readFrom(r.Body)
+	if readErr == nil {
+		if req, ok := parseEvaluateRequest(buf.b); ok {
+			return req, nil
+		}
+	}
+	// decode reads what was read, then the error that stopped the reading.
+	rest := io.Reader(bytes.NewReader(buf.b))
+	if readErr != nil {
+		rest = io.MultiReader(rest, errReader{readErr})
+	}
+	r.Body = io.NopCloser(rest)
+	var req evaluateRequest
+	return req, decode(c, &req)
+}
+
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }
+
+// parseEvaluateRequest parses a body of the usual shape; see
+// readEvaluateRequest. The user and keys are substrings of one copy of
+// body, or decoded strings when they hold escapes.
+func parseEvaluateRequest(body []byte) (evaluateRequest, bool) {
+	var req evaluateRequest
+	i := skipSpace(body, 0)
+	if i == len(body) || body[i] != '{' || !json.Valid(body) {
+		return req, false
+	}
+	text := string(body)
+	str := func(raw []byte) string { // a JSON string within body
+		inner := raw[1 : len(raw)-1]
+		if bytes.IndexByte(inner, '\\') >= 0 || !utf8.Valid(inner) {
+			return jsonString(raw)
+		}
+		at := cap(body) - cap(inner) // inner is body[at:…]
+		return text[at : at+len(inner)]
+	}
+	for it := (members{b: body, i: i}); it.next(); {
+		switch {
+		case it.keyIs("user") && it.value[0] == '"':
+			req.User = str(it.value)
+		case it.keyIs("features") && it.value[0] == 'n':
+			req.Features = nil
+		case it.keyIs("features") && it.value[0] == '[':
+			// Into the list of an earlier "features", as encoding/json
+			// decodes a duplicate.
+			if req.Features == nil {
+				req.Features = new([]string)
+			}
+			list := (*req.Features)[:0]
+			if list == nil {
+				list = []string{}
+			}
+			for j := skipSpace(it.value, 1); it.value[j] != ']'; {
+				if it.value[j] != '"' {
+					return req, false
+				}
+				end := stringEnd(it.value, j)
+				list = append(list, str(it.value[j:end]))
+				if j = skipSpace(it.value, end); it.value[j] == ',' {
+					j = skipSpace(it.value, j+1)
+				}
+			}
+			*req.Features = list
+		default:
+			return req, false
+		}
+	}
+	return req, true
+}
+
+// results are the entries of a bulk evaluation, in the order of their keys
+// once sorted.
+type results struct{ entries []result }
+
+type result struct {
+	key string
+	e   rollout.Evaluation
+	err *errorDetail
+}
+
+var resultPool = sync.Pool{New: func() any { return new(results) }}
+
+// maxPooledResults keeps the rare huge list out of the pool.
+const maxPooledResults = 1024
+
+func getResults() *results { return resultPool.Get().(*results) }
+
+func putResults(r *results) {
+	if cap(r.entries) > maxPooledResults {
+		return
+	}
+	clear(r.entries)
+	r.entries = r.entries[:0]
+	resultPool.Put(r)
+}
+
+func (r *results) add(key string, e rollout.Evaluation, err *errorDetail) {
+	r.entries = append(r.entries, result{key: key, e: e, err: err})
+}
+
+// sort orders the entries by key and keeps the last of each key, as the
+// map that encoding/json writes would.
+func (r *results) sort() {
+	slices.SortStableFunc(r.entries, func(a, b result) int { return strings.Compare(a.key, b.key) })
+	out := r.entries[:0]
+	for i, en := range r.entries {
+		if i+1 < len(r.entries) && r.entries[i+1].key == en.key {
+			continue
+		}
+		out = append(out, en)
+	}
+	clear(r.entries[len(out):])
+	r.entries = out
+}
+
+// json returns the entries as encoding/json is to write them.
+func (r *results) json() map[string]evaluateResult {
+	out := make(map[string]evaluateResult, len(r.entries))
+	for _, en := range r.entries {
+		if en.err != nil {
+			out[en.key] = evaluateResult{Error: en.err}
+			continue
+		}
+		ev := evaluationJSON(en.e)
+		out[en.key] = evaluateResult{evaluation: &ev}
+	}
+	return out
+}
+
+// appendJSON appends the JSON of r.json().
+func (r *results) appendJSON(b []byte) []byte {
+	b = append(b, '{')
+	for i, en := range r.entries {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(appendJSONString(b, en.key), ':')
+		if en.err != nil {
+			b = append(b, `{"error":{"code":`...)
+			b = appendJSONString(b, en.err.Code)
+			b = append(b, `,"message":`...)
+			b = append(appendJSONString(b, en.err.Message), "}}"...)
+			continue
+		}
+		b = appendEvaluation(b, en.e)
+	}
+	return append(b, '}')
+}
+
+// appendRawJSON appends v as encoding/json writes a json.RawMessage:
+// compacted, with <, > and & escaped. Bucket values are stored compacted,
+// and most need nothing done.
+func appendRawJSON(b []byte, v json.RawMessage) []byte {
+	if len(v) == 0 {
+		return append(b, "null"...)
+	}
+	inString, escaped := false, false
+	for _, c := range v {
+		switch {
+		case c == '<' || c == '>' || c == '&' || c >= 0x80:
+			return appendMarshaled(b, v)
+		case escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case c == '"':
+			inString = !inString
+		case !inString && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			return appendMarshaled(b, v)
+		}
+	}
+	return append(b, v...)
+}
+
+func appendMarshaled(b []byte, v json.RawMessage) []byte {
+	out, err := json.Marshal(v)
+	if err != nil {
+		return append(b, v...) // stored values are valid JSON
+	}
+	return append(b, out...)
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"strconv"
 	"sync"
@@ -31,7 +32,7 @@ type Metrics struct {
 	storeErrors *prometheus.CounterVec   // op, code
 
 	// The children of the vectors above, by label values: looking a child
-	// up in these maps allocates nothing, unlike WithLabelValues.
+	// up allocates nothing and takes no lock, unlike WithLabelValues.
 	evalChildren    children[evalLabels, prometheus.Counter]
 	requestChildren children[requestLabels, prometheus.Counter]
 	latencyChildren children[routeLabels, prometheus.Observer]
@@ -155,30 +156,49 @@ func knownMethod(method string) string {
 }
 
 // children maps label values to the metric they name, creating it on first
-// use. Lookups take a read lock and allocate nothing.
+// use. A child that exists is found in an immutable map read through an
+// atomic pointer: no lock and no write to memory shared between cores, which
+// every evaluation would otherwise contend on. New children go to a locked
+// map, which replaces the read map once lookups have missed as often as it
+// holds children, as in sync.Map, so that copying costs O(1) per child.
 type children[K comparable, V any] struct {
-	mu   sync.RWMutex
-	m    map[K]V
-	make func(K) V
+	read   atomic.Pointer[map[K]V]
+	mu     sync.Mutex
+	dirty  map[K]V // when not nil, every child: read's and the new ones
+	misses int     // lookups that missed read since it was replaced
+	make   func(K) V
 }
 
 func (c *children[K, V]) get(k K) V {
-	c.mu.RLock()
-	v, ok := c.m[k]
-	c.mu.RUnlock()
-	if ok {
-		return v
+	read := c.read.Load()
+	if read != nil {
+		if v, ok := (*read)[k]; ok {
+			return v
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if v, ok := c.m[k]; ok {
-		return v
+	if read = c.read.Load(); read != nil {
+		if v, ok := (*read)[k]; ok {
+			return v
+		}
 	}
-	if c.m == nil {
-		c.m = make(map[K]V)
+	if c.dirty == nil {
+		c.dirty = map[K]V{}
+		if read != nil {
+			maps.Copy(c.dirty, *read)
+		}
 	}
-	v = c.make(k)
-	c.m[k] = v
+	v, ok := c.dirty[k]
+	if !ok {
+		v = c.make(k)
+		c.dirty[k] = v
+	}
+	if c.misses++; c.misses >= len(c.dirty) {
+		all := c.dirty
+		c.read.Store(&all)
+		c.dirty, c.misses = nil, 0
+	}
 	return v
 }
 

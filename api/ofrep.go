@@ -408,11 +408,12 @@ func appendOFREPFailure(b []byte, key, code, details string) []byte {
 	return append(b, '}')
 }
 
-// appendJSONString appends s as a JSON string. Feature keys and bucket names
-// need no escaping, and take the fast path.
+// appendJSONString appends s as a JSON string, as encoding/json writes it
+// (<, > and & escaped too). Feature keys and bucket names need no escaping,
+// and take the fast path.
 func appendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 || c == '<' || c == '>' || c == '&' {
 			q, _ := json.Marshal(s)
 			return append(b, q...)
 		}

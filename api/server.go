@@ -115,7 +115,9 @@ func limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 		if r.ContentLength > MaxBodyBytes {
 			return rollout.Errorf(codeTooLarge, "the request body is larger than %d bytes", MaxBodyBytes)
 		}
-		r.Body = http.MaxBytesReader(c.Response(), r.Body, MaxBodyBytes)
+		if r.Body != http.NoBody { // nothing to bound in a GET's
+			r.Body = http.MaxBytesReader(c.Response(), r.Body, MaxBodyBytes)
+		}
 		return next(c)
 	}
 }

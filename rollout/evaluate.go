@@ -31,17 +31,24 @@ type Evaluation struct {
 type compiled struct {
 	feature Feature
 	ring    *ring.Ring
-	names   []string          // bucket names in ring order (sorted)
-	values  []json.RawMessage // by ring order
-	index   map[string]int    // bucket name → ring order
-	shares  map[string]float64
+	// prefix is what the user ID is hashed after: the salt and ":", or
+	// nothing when the salt is empty.
+	prefix   string
+	fallback int               // ring order of the fallback bucket; -1: none
+	names    []string          // bucket names in ring order (sorted)
+	values   []json.RawMessage // by ring order
+	index    map[string]int    // bucket name → ring order
+	shares   map[string]float64
 	// served counts evaluations per bucket in ring order; the last counter
 	// is for "no bucket".
 	served []atomic.Int64
 }
 
 func compile(f Feature) *compiled {
-	c := &compiled{feature: f, ring: f.Ring()}
+	c := &compiled{feature: f, ring: f.Ring(), fallback: -1}
+	if f.Salt != "" {
+		c.prefix = f.Salt + ":"
+	}
 	buckets := c.ring.Buckets()
 	c.names = make([]string, len(buckets))
 	c.values = make([]json.RawMessage, len(buckets))
@@ -52,44 +59,58 @@ func compile(f Feature) *compiled {
 		fb, _ := f.Bucket(b.Name)
 		c.values[i] = fb.ServedValue()
 	}
+	if f.Fallback != "" {
+		c.fallback = c.index[f.Fallback]
+	}
 	c.served = make([]atomic.Int64, len(buckets)+1)
 	c.shares = c.ring.Shares()
 	return c
 }
 
+// evaluate returns the bucket c serves user and counts it. It does not
+// allocate for user IDs that fit, with the salt, in userPosition's buffer.
 func (c *compiled) evaluate(user string) Evaluation {
-	f := &c.feature
-	e := Evaluation{Feature: f.Key, User: user, Version: f.Version}
-	i := -1
-	switch bucket, ok := f.Overrides[user]; {
-	case !f.Enabled:
-		e.Reason = ReasonDisabled
-		if f.Fallback != "" {
-			i = c.index[f.Fallback]
-		}
-	case ok:
-		e.Reason = ReasonOverride
-		i = c.index[bucket]
-	default:
-		e.Reason = ReasonRing
-		i, _ = c.ring.LookupIndex(userPosition(f.Salt, user))
-	}
-	if i < 0 {
-		c.served[len(c.names)].Add(1)
-		return e
-	}
-	c.served[i].Add(1)
-	e.Bucket, e.Value = c.names[i], c.values[i]
+	var e Evaluation
+	c.evaluateInto(&e, user)
 	return e
 }
 
-// userPosition is the position of user on a ring salted with salt: the hash
-// of salt + ":" + user, or of the bare user ID when the salt is empty, as the
-// reference ring hashes keys. It does not allocate for short IDs.
-func userPosition(salt, user string) ring.Position {
-	if salt == "" {
+// evaluateInto is evaluate writing into e, which saves the hot path a copy.
+func (c *compiled) evaluateInto(e *Evaluation, user string) {
+	i, reason := c.assign(user)
+	e.Feature, e.User, e.Version, e.Reason = c.feature.Key, user, c.feature.Version, reason
+	if i < 0 {
+		c.served[len(c.names)].Add(1)
+		return
+	}
+	c.served[i].Add(1)
+	e.Bucket, e.Value = c.names[i], c.values[i]
+}
+
+// assign returns the ring order of the bucket c serves user, -1 for none,
+// and why.
+func (c *compiled) assign(user string) (int, string) {
+	f := &c.feature
+	if !f.Enabled {
+		return c.fallback, ReasonDisabled
+	}
+	if len(f.Overrides) > 0 {
+		if bucket, ok := f.Overrides[user]; ok {
+			return c.index[bucket], ReasonOverride
+		}
+	}
+	i, _ := c.ring.LookupIndex(userPosition(c.prefix, user))
+	return i, ReasonRing
+}
+
+// userPosition is the position of user on a ring whose salt makes prefix
+// (see compiled.prefix): the hash of salt + ":" + user, or of the bare user
+// ID when the salt is empty, as the reference ring hashes keys. It does not
+// allocate for short IDs.
+func userPosition(prefix, user string) ring.Position {
+	if prefix == "" {
 		return ring.Hash(user)
 	}
 	var buf [192]byte
-	return ring.HashBytes(append(append(append(buf[:0], salt...), ':'), user...))
+	return ring.HashBytes(append(append(buf[:0], prefix...), user...))
 }

@@ -18,15 +18,25 @@ func newSnapshot(features map[string]*compiled) *Snapshot {
 }
 
 // with returns a copy of s in which c replaces the feature of its key, or
-// the key is removed when c is nil.
+// the key is removed when c is nil. The sorted keys are shared with s when
+// they stay the same, and otherwise copied with the one change made, not
+// sorted again.
 func (s *Snapshot) with(key string, c *compiled) *Snapshot {
 	features := maps.Clone(s.features)
-	if c == nil {
+	keys := s.keys
+	_, had := s.features[key]
+	i, _ := slices.BinarySearch(keys, key)
+	switch {
+	case c == nil && had:
 		delete(features, key)
-	} else {
+		keys = slices.Delete(slices.Clone(keys), i, i+1)
+	case c != nil && !had:
+		features[key] = c
+		keys = slices.Insert(slices.Clip(keys), i, key) // a new array: cap is len
+	case c != nil:
 		features[key] = c
 	}
-	return newSnapshot(features)
+	return &Snapshot{features: features, keys: keys}
 }
 
 // Evaluate returns the bucket the feature key serves user, or an ENotFound
@@ -34,9 +44,11 @@ func (s *Snapshot) with(key string, c *compiled) *Snapshot {
 func (s *Snapshot) Evaluate(key, user string) (Evaluation, error) {
 	c, ok := s.features[key]
 	if !ok {
-		return Evaluation{}, Errorf(ENotFound, "feature %q does not exist", key)
+		return Evaluation{}, notFound(key)
 	}
-	return c.evaluate(user), nil
+	var e Evaluation
+	c.evaluateInto(&e, user)
+	return e, nil
 }
 
 // Keys returns the keys of all features, sorted. The slice is shared: do not

@@ -1,0 +1,204 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/labstack/echo/v4"
+
+	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/store"
+)
+
+// encodingJSON is what echo's Context.JSON writes for v.
+func encodingJSON(t *testing.T, v any) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := json.NewEncoder(&b).Encode(v); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+var tricky = []rollout.Evaluation{
+	{Feature: "checkout", User: "user1", Bucket: "B", Value: json.RawMessage(`"B"`), Version: 1, Reason: rollout.ReasonRing},
+	{Feature: "killed", User: "user1", Version: 7, Reason: rollout.ReasonDisabled},
+	{Feature: "banner", User: "<script>&amp;</script>", Bucket: "red", Value: json.RawMessage(`{"color":"red","size":1}`), Version: 2, Reason: rollout.ReasonOverride},
+	{Feature: "spaces", User: "u", Bucket: "A", Value: json.RawMessage(`{ "a" : [1, 2] ,"b":"x y"}`), Version: 3, Reason: rollout.ReasonRing},
+	{Feature: "html", User: "u", Bucket: "A", Value: json.RawMessage(`"<b>&</b>"`), Version: 3, Reason: rollout.ReasonRing},
+	{Feature: "unicode", User: "zoë \u2028 \xff", Bucket: "A", Value: json.RawMessage(`"café \u2028 \" \\"`), Version: 4, Reason: rollout.ReasonRing},
+	{Feature: "escapes", User: "tab\there\n\"q\"\\", Bucket: "A", Value: json.RawMessage(`"a\"b\\"`), Version: 5, Reason: rollout.ReasonRing},
+	{Feature: "nil-value", User: "u", Bucket: "A", Version: 1, Reason: rollout.ReasonRing},
+}
+
+func TestAppendEvaluationIsEncodingJSON(t *testing.T) {
+	for _, e := range tricky {
+		t.Run(e.Feature, func(t *testing.T) {
+			got := string(appendEvaluation(nil, e)) + "\n"
+			if want := encodingJSON(t, evaluationJSON(e)); got != want {
+				t.Errorf("appendEvaluation(%+v) = %s, want %s", e, got, want)
+			}
+		})
+	}
+}
+
+func TestBulkAnswerIsEncodingJSON(t *testing.T) {
+	var r results
+	for _, e := range append(tricky, tricky[0], tricky[2]) { // duplicates
+		r.add(e.Feature, e, nil)
+	}
+	r.add("nope", rollout.Evaluation{}, &errorDetail{Code: rollout.ENotFound, Message: `feature "nope" does not exist`})
+	r.add("<nope>", rollout.Evaluation{}, &errorDetail{Code: rollout.ENotFound, Message: `feature "<nope>" does not exist`})
+	r.sort()
+	got := string(append(appendJSONString(append(r.appendJSON(append([]byte(nil), `{"results":`...)), `,"user":`...), "u<1>"), "}\n"...))
+	want := encodingJSON(t, map[string]any{"user": "u<1>", "results": r.json()})
+	if got != want {
+		t.Errorf("bulk answer = %s, want %s", got, want)
+	}
+}
+
+// referenceEvaluateRequest decodes body as decode does.
+func referenceEvaluateRequest(body []byte) (evaluateRequest, error) {
+	c := echo.New().NewContext(httptest.NewRequest("POST", "/evaluate", bytes.NewReader(body)), httptest.NewRecorder())
+	var req evaluateRequest
+	err := decode(c, &req)
+	return req, err
+}
+
+var evaluateBodies = []string{
+	`{"user":"u","features":["a","b"]}`,
+	` { "features" : [ "a" , "b" ] , "user" : "u" } `,
+	`{"user":"u"}`,
+	`{"user":"u","features":null}`,
+	`{"user":"u","features":[]}`,
+	`{"user":"u","features":["a"],"features":["b","c"]}`,
+	`{"user":"u","features":["a"],"features":null}`,
+	`{"user":"u","user":"v"}`,
+	`{"user":"\u0075\n","features":["\"x\"","é","\ud800"]}`,
+	`{"us\u0065r":"u"}`,
+	`{"User":"u"}`,
+	`{"user":"u","other":1}`,
+	`{"user":1}`,
+	`{"user":null}`,
+	`{"user":"u","features":[1]}`,
+	`{"user":"u","features":"a"}`,
+	`{"user":"u"} {}`,
+	`[]`,
+	``,
+	`{"user":"u"`,
+	"{\"user\":\"\xff\"}",
+}
+
+func FuzzParseEvaluateRequest(f *testing.F) {
+	for _, b := range evaluateBodies {
+		f.Add([]byte(b))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, ok := parseEvaluateRequest(body)
+		want, err := referenceEvaluateRequest(body)
+		if !ok {
+			return // decode reads it
+		}
+		if err != nil {
+			t.Fatalf("parseEvaluateRequest(%q) accepted what decode refuses: %v", body, err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("parseEvaluateRequest(%q) differs from decode (-want +got):\n%s", body, diff)
+		}
+	})
+}
+
+func FuzzEvaluateQuery(f *testing.F) {
+	for _, q := range []string{
+		"feature=f&user=u", "user=u&feature=f&pretty", "feature=a&feature=b&user=%75+x", "user=u%zz&user=v",
+		"%66eature=f&user=a%40b.c", "feature=f;user=u", "&&feature=&user=u&pretty=0", "=x&feature", "",
+	} {
+		f.Add(q)
+	}
+	e := echo.New()
+	f.Fuzz(func(t *testing.T, raw string) {
+		r := httptest.NewRequest("GET", "/evaluate", nil)
+		r.URL.RawQuery = raw
+		feature, user, pretty := evaluateQuery(e.NewContext(r, nil))
+		q, _ := url.ParseQuery(raw)
+		_, wantPretty := q["pretty"]
+		if feature != q.Get("feature") || user != q.Get("user") || pretty != wantPretty {
+			t.Errorf("evaluateQuery(%q) = %q, %q, %v, want %q, %q, %v", raw, feature, user, pretty, q.Get("feature"), q.Get("user"), wantPretty)
+		}
+	})
+}
+
+// TestEvaluateAnswersAreEncodingJSON: through the router, every answer of
+// /evaluate is byte for byte what encoding/json writes, which ?pretty still
+// uses: compacted, the pretty answer is the plain one.
+func TestEvaluateAnswersAreEncodingJSON(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	svc, err := rollout.NewService(ctx, db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := func(v string) json.RawMessage { return json.RawMessage(v) }
+	for _, f := range []rollout.Feature{
+		{Key: "html", Enabled: true, Salt: "html", Overrides: map[string]string{"<vip>": "b"},
+			Buckets: []rollout.Bucket{{Name: "a", Replicas: 50, Value: raw(`"<b>a & b</b>"`)}, {Name: "b", Replicas: 50, Value: raw(`{"text": "x y", "n": [1, 2]}`)}}},
+		{Key: "unicode", Enabled: true, Salt: "", Buckets: []rollout.Bucket{{Name: "a", Replicas: 10, Value: raw(`"café \u2028"`)}, {Name: "b", Replicas: 10}}},
+		{Key: "killed", Enabled: false, Salt: "killed", Buckets: []rollout.Bucket{{Name: "a", Replicas: 10}}},
+		{Key: "paused", Enabled: false, Salt: "paused", Fallback: "a", Buckets: []rollout.Bucket{{Name: "a", Replicas: 10, Value: raw(`true`)}}},
+	} {
+		if _, err := svc.Create(ctx, f, rollout.ChangeOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := New(svc, Options{})
+	serve := func(method, target, body string) string {
+		t.Helper()
+		w := httptest.NewRecorder()
+		e.ServeHTTP(w, httptest.NewRequest(method, target, strings.NewReader(body)))
+		if w.Code != http.StatusOK {
+			t.Fatalf("%s %s %s = %d %s, want 200", method, target, body, w.Code, w.Body)
+		}
+		return w.Body.String()
+	}
+	users := []string{"u1", "<vip>", "a&b", "zoë", "x\u2028y", "tab\tq\"uote"}
+	for _, key := range []string{"html", "unicode", "killed", "paused"} {
+		for _, u := range users {
+			target := "/evaluate?" + url.Values{"feature": {key}, "user": {u}}.Encode()
+			plain, pretty := serve("GET", target, ""), serve("GET", target+"&pretty", "")
+			var compact bytes.Buffer
+			if err := json.Compact(&compact, []byte(pretty)); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := plain, compact.String()+"\n"; got != want {
+				t.Errorf("GET %s = %s, want %s", target, got, want)
+			}
+		}
+	}
+	for _, body := range []string{
+		`{"user":"u1"}`,
+		`{"user":"<vip>","features":["unicode","html","nope","<nope>","html","killed","paused"]}`,
+		`{"features":["html"],"user":"a\u0026b"}`,
+		`{"user":"u1","features":[]}`,
+	} {
+		plain, pretty := serve("POST", "/evaluate", body), serve("POST", "/evaluate?pretty", body)
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, []byte(pretty)); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := plain, compact.String()+"\n"; got != want {
+			t.Errorf("POST /evaluate %s = %s, want %s", body, got, want)
+		}
+	}
+}

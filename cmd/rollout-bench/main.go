@@ -1,0 +1,130 @@
+// Command rollout-bench measures rollout against what this machine can do
+// (issue #7). It starts the rollout service in process, over a temporary
+// SQLite database holding N features and with token authentication on, and a
+// bare net/http server answering a constant JSON body of the same size as
+// rollout's answer, both on 127.0.0.1 and nowhere else. It drives both with
+// the same closed-loop keep-alive client at each concurrency, and prints
+// requests/s, p50/p90/p99 latency and the ratios to the baseline. It also
+// measures the latency of a bucket change, the time and memory to load
+// 10,000 features at start, and evaluation while an admin changes features.
+//
+// Client and servers share the machine's cores: the figures are what one
+// machine does when it is both the load and the server, which is why only
+// ratios to a baseline measured in the same run mean much. Every phase is
+// bounded in time and in count.
+//
+//	go run ./cmd/rollout-bench [--duration 10s] [--connections 16,64] [--features N] [--json]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if db := os.Getenv(probeEnv); db != "" {
+		os.Exit(probeMain(db, os.Stdout, os.Stderr))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "rollout-bench:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+// config is what one run measures.
+type config struct {
+	duration        time.Duration // per side of each comparison
+	connections     []int
+	features        int
+	startupFeatures int
+	writes          int     // bucket changes timed, at most
+	writeRate       float64 // changes/s of the paced admin, beside the unpaced one
+	json            bool
+	cpuProfile      string // file for a CPU profile of the HTTP scenarios
+}
+
+// Bounds on the flags, so that no run is unbounded.
+const (
+	maxDuration    = 10 * time.Minute
+	maxConnections = 1024
+	maxFeatures    = 100_000
+	maxWrites      = 100_000
+)
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	fs := flag.NewFlagSet("rollout-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: rollout-bench [--duration 10s] [--connections 16,64] [--features N] [--json]")
+		fs.PrintDefaults()
+	}
+	var cfg config
+	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "measuring time of each side (rollout, baseline) of each scenario")
+	conns := fs.String("connections", "16,64", "comma-separated concurrencies: keep-alive connections, one closed-loop client each")
+	fs.IntVar(&cfg.features, "features", 100, "features the server holds (4 buckets × 100 replicas each)")
+	fs.IntVar(&cfg.startupFeatures, "startup-features", 10_000, "features of the startup scenario (4 buckets × 100 replicas each)")
+	fs.IntVar(&cfg.writes, "writes", 500, "bucket changes timed by the write scenario, at most (it also stops after --duration)")
+	fs.Float64Var(&cfg.writeRate, "write-rate", 20, "changes per second of the paced admin writer (evaluation is also measured under an unpaced one)")
+	fs.BoolVar(&cfg.json, "json", false, "print the results as JSON")
+	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the HTTP scenarios (client and servers) to this file")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("no arguments expected, got %q", fs.Args())
+	}
+	if cfg.duration <= 0 || cfg.duration > maxDuration {
+		return config{}, fmt.Errorf("--duration %v: give a duration from 1ms to %v", cfg.duration, maxDuration)
+	}
+	if !(cfg.writeRate > 0 && cfg.writeRate <= 10_000) {
+		return config{}, fmt.Errorf("--write-rate %g: give a rate from 0 (excluded) to 10000 changes per second", cfg.writeRate)
+	}
+	for _, s := range strings.Split(*conns, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 || n > maxConnections {
+			return config{}, fmt.Errorf("--connections %q: give numbers from 1 to %d, such as 16,64", *conns, maxConnections)
+		}
+		cfg.connections = append(cfg.connections, n)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+		max  int
+	}{{"--features", cfg.features, maxFeatures}, {"--startup-features", cfg.startupFeatures, maxFeatures}, {"--writes", cfg.writes, maxWrites}} {
+		if f.v < 1 || f.v > f.max {
+			return config{}, fmt.Errorf("%s %d: give a number from 1 to %d", f.name, f.v, f.max)
+		}
+	}
+	return cfg, nil
+}
+
+// run measures every scenario and prints the results to stdout; progress
+// goes to stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	progress := func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
+	rep, err := measure(ctx, cfg, progress)
+	if err != nil {
+		return err
+	}
+	if cfg.json {
+		return writeJSON(stdout, rep)
+	}
+	return writeText(stdout, rep)
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestMain lets the test binary serve as the startup probe, which the
+// startup scenario starts by running its own executable again.
+func TestMain(m *testing.M) {
+	if db := os.Getenv(probeEnv); db != "" {
+		os.Exit(probeMain(db, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// TestRunJSON runs every scenario briefly: each must measure something and
+// fail nothing.
+func TestRunJSON(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs servers under load for seconds")
+	}
+	var stdout, stderr bytes.Buffer
+	args := []string{"--duration", "300ms", "--connections", "2", "--features", "3", "--startup-features", "50", "--writes", "20", "--json"}
+	if err := run(context.Background(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("run(%q) = %v; stderr:\n%s", args, err, &stderr)
+	}
+	var rep Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("output is not a JSON report: %v\n%s", err, &stdout)
+	}
+
+	want := map[string]bool{"GET /evaluate": false, "POST /evaluate ×3": false, "OFREP single": false}
+	for _, l := range rep.HTTP {
+		if _, ok := want[l.Scenario]; !ok {
+			t.Errorf("unexpected scenario %q", l.Scenario)
+		}
+		want[l.Scenario] = true
+		for side, st := range map[string]Stats{"baseline": l.Baseline, "rollout": l.Rollout} {
+			if st.RPS <= 0 || st.Errors != 0 || st.P99 <= 0 {
+				t.Errorf("%s at %d connections, %s: %+v, want positive rps and p99 and no errors", l.Scenario, l.Connections, side, st)
+			}
+		}
+		if l.Connections != 2 || l.BodyBytes <= 0 || l.RPSRatio <= 0 {
+			t.Errorf("%s: %+v, want 2 connections, a body and a ratio", l.Scenario, l)
+		}
+	}
+	for name, seen := range want {
+		if !seen {
+			t.Errorf("scenario %q is missing", name)
+		}
+	}
+	if len(rep.Mixed) != 2 {
+		t.Fatalf("%d evaluation-under-writes scenarios, want 2 (unpaced, paced)", len(rep.Mixed))
+	}
+	for _, m := range rep.Mixed {
+		if m.Idle.RPS <= 0 || m.Writing.RPS <= 0 || m.Writes <= 0 || m.Idle.Errors+m.Writing.Errors != 0 {
+			t.Errorf("evaluation under writes at %g/s: %+v, want positive rps and writes and no errors", m.WriteRate, m)
+		}
+	}
+	if w := rep.Writes; w.Changes <= 0 || w.Changes > 20 || w.P50 <= 0 || w.Buckets != 10 || w.Replicas != 100 {
+		t.Errorf("writes: %+v, want 1 to 20 changes of 10 buckets × 100 replicas", w)
+	}
+	if st := rep.Startup; st.Features != 50 || st.LoadMS <= 0 || st.HeapAllocMB <= 0 || st.PeakRSSMB <= 0 {
+		t.Errorf("startup: %+v, want 50 features loaded and memory measured", st)
+	}
+	if len(rep.Targets) == 0 || rep.Machine.CPUs <= 0 {
+		t.Errorf("report has %d targets and machine %+v", len(rep.Targets), rep.Machine)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	tests := []struct {
+		args    []string
+		wantErr string
+	}{
+		{nil, ""},
+		{[]string{"--duration", "0s"}, "--duration"},
+		{[]string{"--duration", "11m"}, "--duration"},
+		{[]string{"--connections", "16,x"}, "--connections"},
+		{[]string{"--connections", "0"}, "--connections"},
+		{[]string{"--connections", "2000"}, "--connections"},
+		{[]string{"--features", "0"}, "--features"},
+		{[]string{"--startup-features", "1000000"}, "--startup-features"},
+		{[]string{"--write-rate", "0"}, "--write-rate"},
+		{[]string{"extra"}, "no arguments"},
+	}
+	for _, tt := range tests {
+		_, err := parseFlags(tt.args, &bytes.Buffer{})
+		switch {
+		case tt.wantErr == "" && err != nil:
+			t.Errorf("parseFlags(%q) = %v, want no error", tt.args, err)
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+			t.Errorf("parseFlags(%q) = %v, want an error about %s", tt.args, err, tt.wantErr)
+		}
+	}
+}
