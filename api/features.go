@@ -399,7 +399,7 @@ func etag(version int) string { return `"` + strconv.Itoa(version) + `"` }
 // every version, newest first.
 func (s *Server) userHistory(c echo.Context) error {
 	key, user := pathParam(c, "key"), pathParam(c, "user")
-	now, err := s.svc.Evaluate(key, user)
+	now, err := s.svc.Snapshot().Peek(key, user)
 	if err != nil {
 		return err
 	}

@@ -311,3 +311,32 @@ func TestGuards(t *testing.T) {
 		t.Errorf("actor = %q, want ci", v.Actor)
 	}
 }
+
+// TestPeekIsNotCounted: looking at what a user gets (the dashboard's sample
+// and user look-up) serves the same answer as Evaluate but is not counted
+// among the exposures apps are observed to get.
+func TestPeekIsNotCounted(t *testing.T) {
+	svc, _ := newService(t)
+	ctx := context.Background()
+	mustCreate(t, svc, abc("f"))
+	for i := range 100 {
+		u := fmt.Sprint("user:", i)
+		peek, err := svc.Snapshot().Peek("f", u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e, _ := svc.Evaluate("f", u); !cmp.Equal(e, peek) {
+			t.Fatalf("Peek(%s) = %+v, Evaluate = %+v", u, peek, e)
+		}
+	}
+	rep, err := svc.Exposures(ctx, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Total != 100 {
+		t.Errorf("exposures after 100 evaluations and 100 peeks = %d, want 100", rep.Total)
+	}
+	if _, err := svc.Snapshot().Peek("nope", "u"); rollout.ErrorCode(err) != rollout.ENotFound {
+		t.Errorf("Peek(nope) err = %v, want not_found", err)
+	}
+}

@@ -51,6 +51,22 @@ func (s *Snapshot) Evaluate(key, user string) (Evaluation, error) {
 	return e, nil
 }
 
+// Peek is Evaluate for looking, not serving: the evaluation is not counted
+// among the feature's exposures. The dashboard's samples and user look-ups
+// use it, so that they never skew what apps were observed to get.
+func (s *Snapshot) Peek(key, user string) (Evaluation, error) {
+	c, ok := s.features[key]
+	if !ok {
+		return Evaluation{}, notFound(key)
+	}
+	i, reason := c.assign(user)
+	e := Evaluation{Feature: c.feature.Key, User: user, Version: c.feature.Version, Reason: reason}
+	if i >= 0 {
+		e.Bucket, e.Value = c.names[i], c.values[i]
+	}
+	return e, nil
+}
+
 // Keys returns the keys of all features, sorted. The slice is shared: do not
 // modify it.
 func (s *Snapshot) Keys() []string { return s.keys }

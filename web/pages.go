@@ -91,7 +91,9 @@ type featurePage struct {
 	Bar           shareBar
 	Buckets       []bucketRow
 	SampleSize    int
-	SampleNone    int // sampled users served no bucket
+	SampleNone    int   // sampled users served no bucket
+	Observed      int64 // evaluations apps got at this version
+	ObservedNone  int64 // of which no bucket
 	Overrides     []overrideRow
 	MoreOverrides int
 	Banner        *versionView // the change just applied
@@ -111,7 +113,8 @@ type bucketRow struct {
 	Value        string // as JSON
 	DefaultValue bool   // the value is the bucket's name
 	Share        float64
-	Sampled      int // users of the sample it serves
+	Sampled      int   // users of the sample it serves
+	Served       int64 // evaluations apps got from it at this version
 	Color        int
 }
 
@@ -178,10 +181,26 @@ func (h *handler) feature(c echo.Context) error {
 
 	counts := sample(snap, key, h.sample)
 	p.SampleNone = counts[""]
+	served := map[string]int64{}
+	exposures, err := h.svc.Exposures(ctx, key)
+	switch {
+	case rollout.ErrorCode(err) == rollout.ENotFound:
+		return h.fail(c, http.StatusNotFound, "Feature not found", "Feature "+strconv.Quote(key)+" was deleted a moment ago.")
+	case err != nil:
+		return h.internal(c, err)
+	}
+	for _, b := range exposures.Buckets {
+		name := ""
+		if b.Bucket != nil {
+			name = *b.Bucket
+		}
+		served[name] = b.Count
+	}
+	p.Observed, p.ObservedNone = exposures.Total, served[""]
 	for _, b := range f.Buckets {
 		p.Buckets = append(p.Buckets, bucketRow{
 			Name: b.Name, Replicas: b.Replicas, Value: string(b.ServedValue()), DefaultValue: len(b.Value) == 0,
-			Share: shares[b.Name], Sampled: counts[b.Name], Color: colour[b.Name],
+			Share: shares[b.Name], Sampled: counts[b.Name], Served: served[b.Name], Color: colour[b.Name],
 		})
 		p.Data.Buckets = append(p.Data.Buckets, dataBucket{Name: b.Name, Replicas: b.Replicas, Value: string(b.Value)})
 	}
@@ -236,7 +255,7 @@ func (h *handler) feature(c echo.Context) error {
 func sample(snap *rollout.Snapshot, key string, n int) map[string]int {
 	counts := map[string]int{}
 	for i := range n {
-		e, err := snap.Evaluate(key, "user:"+strconv.Itoa(i))
+		e, err := snap.Peek(key, "user:"+strconv.Itoa(i))
 		if err != nil {
 			break // the snapshot has no such feature
 		}
@@ -292,7 +311,7 @@ func (h *handler) lookup(c echo.Context, p *featurePage, key, user string) error
 	if err := rollout.ValidateUser(user); err != nil {
 		return err
 	}
-	now, err := h.svc.Evaluate(key, user)
+	now, err := h.svc.Snapshot().Peek(key, user)
 	if err != nil {
 		return err
 	}

@@ -180,6 +180,8 @@ func parsePages(a assets) map[string]*template.Template {
 		"thousands":       thousands,
 		"reason":          reason,
 		"ratio":           func(n, of int) float64 { return float64(n) / float64(of) },
+		"share":           func(n, of int64) float64 { return float64(n) / float64(of) },
+		"thousands64":     func(n int64) string { return thousands(int(n)) },
 		"add":             func(a, b int) int { return a + b },
 		"dec":             func(n int) int { return n - 1 },
 		"defaultReplicas": defaultReplicas,

@@ -379,3 +379,27 @@ func TestChangesRefusedCrossSite(t *testing.T) {
 		t.Errorf("after a cross-site POST, checkout is at version %d, want 2", f.Version)
 	}
 }
+
+// TestServedToApps: the buckets table shows what apps were served at the
+// current version, and viewing the page (its sample, a user look-up) adds
+// nothing to it.
+func TestServedToApps(t *testing.T) {
+	a := newApp(t, 1000)
+	a.seed(t)
+	if body := a.get(t, "/ui/features/dark-mode").Body.String(); !strings.Contains(body, `data-served="on">—`) {
+		t.Fatalf("before any evaluation the served column should be empty (—):\n%s", body)
+	}
+	for range 3 {
+		a.svc.Evaluate("dark-mode", "vip") // one user, one bucket
+	}
+	e, _ := a.svc.Snapshot().Peek("dark-mode", "vip")
+	a.get(t, "/ui/features/dark-mode?user=vip")
+	body := a.get(t, "/ui/features/dark-mode").Body.String()
+	want := `data-served="` + e.Bucket + `">100.00% <span class="hint">(3)</span>`
+	if !strings.Contains(body, want) {
+		t.Errorf("page lacks %q: the 3 evaluations of vip, and only those, should be served to apps", want)
+	}
+	if rep, _ := a.svc.Exposures(context.Background(), "dark-mode"); rep.Total != 3 {
+		t.Errorf("exposures after viewing the page = %d, want the 3 evaluations", rep.Total)
+	}
+}
