@@ -22,8 +22,14 @@ type featureView struct {
 	Shares map[string]float64 `json:"shares"`
 }
 
-func viewOf(f rollout.Feature) featureView {
-	return featureView{Feature: f, Shares: f.Ring().Shares()}
+// viewOf returns the view of the feature key in snap.
+func viewOf(snap *rollout.Snapshot, key string) (featureView, bool) {
+	f, ok := snap.Feature(key)
+	if !ok {
+		return featureView{}, false
+	}
+	shares, _ := snap.Shares(key)
+	return featureView{Feature: f, Shares: shares}, true
 }
 
 // changeResponse answers every mutation.
@@ -44,20 +50,21 @@ func (s *Server) listFeatures(c echo.Context) error {
 	snap := s.svc.Snapshot()
 	out := make([]featureView, 0, snap.Len())
 	for _, key := range snap.Keys() {
-		f, _ := snap.Feature(key)
-		out = append(out, viewOf(f))
+		if v, ok := viewOf(snap, key); ok {
+			out = append(out, v)
+		}
 	}
 	return c.JSON(http.StatusOK, map[string]any{"features": out})
 }
 
 func (s *Server) getFeature(c echo.Context) error {
 	key := pathParam(c, "key")
-	f, ok := s.svc.Snapshot().Feature(key)
+	v, ok := viewOf(s.svc.Snapshot(), key)
 	if !ok {
 		return rollout.Errorf(rollout.ENotFound, "feature %q does not exist", key)
 	}
-	c.Response().Header().Set("ETag", etag(f.Version))
-	return c.JSON(http.StatusOK, viewOf(f))
+	c.Response().Header().Set("ETag", etag(v.Version))
+	return c.JSON(http.StatusOK, v)
 }
 
 type bucketRequest struct {
@@ -328,7 +335,7 @@ func respond(c echo.Context, status int, res rollout.Result) error {
 	if !res.DryRun {
 		c.Response().Header().Set("ETag", etag(res.Feature.Version))
 	}
-	return c.JSON(status, changeResponse{Feature: viewOf(res.Feature), Report: res.Report, DryRun: res.DryRun})
+	return c.JSON(status, changeResponse{Feature: featureView{Feature: res.Feature, Shares: res.Shares}, Report: res.Report, DryRun: res.DryRun})
 }
 
 // changeOptions reads a mutation's guards from its query, its body and its

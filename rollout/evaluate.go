@@ -87,6 +87,25 @@ func (c *compiled) evaluateInto(e *Evaluation, user string) {
 	e.Bucket, e.Value = c.names[i], c.values[i]
 }
 
+// peek is what c serves user, not counted.
+func (c *compiled) peek(user string) Evaluation {
+	i, reason := c.assign(user)
+	e := Evaluation{Feature: c.feature.Key, User: user, Version: c.feature.Version, Reason: reason}
+	if i >= 0 {
+		e.Bucket, e.Value = c.names[i], c.values[i]
+	}
+	return e
+}
+
+// servedRing is the ring of what c serves: its own when enabled, else see
+// Feature.servedRing.
+func (c *compiled) servedRing() *ring.Ring {
+	if c.feature.Enabled {
+		return c.ring
+	}
+	return c.feature.servedRing()
+}
+
 // assign returns the ring order of the bucket c serves user, -1 for none,
 // and why.
 func (c *compiled) assign(user string) (int, string) {

@@ -90,18 +90,23 @@ type OverrideChange struct {
 // zero before (no key) is the feature's creation: every user moves from no
 // bucket to one.
 func NewReport(before, after Feature) Report {
-	rb, ra := before.servedRing(), after.servedRing()
-	if before.Key == "" {
-		rb = &ring.Ring{}
+	var cb *compiled
+	if before.Key != "" {
+		cb = compile(before)
 	}
-	rep := Report{
-		FromVersion:  before.Version,
-		ToVersion:    after.Version,
-		SharesBefore: rb.Shares(),
-		SharesAfter:  ra.Shares(),
-		Moves:        []Move{},
+	return newReport(cb, compile(after))
+}
+
+// newReport is NewReport over compiled features, whose rings are built
+// already; a nil before is the feature's creation.
+func newReport(before, after *compiled) Report {
+	rb, ra := &ring.Ring{}, after.servedRing()
+	rep := Report{ToVersion: after.feature.Version, Moves: []Move{}}
+	if before != nil {
+		rb, rep.FromVersion = before.servedRing(), before.feature.Version
 	}
-	if before.Key == "" || before.Salt == after.Salt {
+	rep.SharesBefore, rep.SharesAfter = rb.Shares(), ra.Shares()
+	if before == nil || before.feature.Salt == after.feature.Salt {
 		rep.Method = MethodExact
 		c := ring.ChurnBetween(rb, ra)
 		rep.Churn = c.Total
@@ -151,10 +156,14 @@ func uniform(r *ring.Ring) map[string]float64 {
 	return out
 }
 
-func overrideChanges(before, after Feature) []OverrideChange {
-	users := slices.Sorted(maps.Keys(before.Overrides))
-	for u := range after.Overrides {
-		if _, ok := before.Overrides[u]; !ok {
+func overrideChanges(before, after *compiled) []OverrideChange {
+	var prior map[string]string
+	if before != nil {
+		prior = before.feature.Overrides
+	}
+	users := slices.Sorted(maps.Keys(prior))
+	for u := range after.feature.Overrides {
+		if _, ok := prior[u]; !ok {
 			users = append(users, u)
 		}
 	}
@@ -162,12 +171,11 @@ func overrideChanges(before, after Feature) []OverrideChange {
 		return nil
 	}
 	slices.Sort(users)
-	cb, ca := compile(before), compile(after)
 	var out []OverrideChange
 	for _, u := range users {
-		from, to := "", ca.evaluate(u).Bucket
-		if before.Key != "" {
-			from = cb.evaluate(u).Bucket
+		from, to := "", after.peek(u).Bucket
+		if before != nil {
+			from = before.peek(u).Bucket
 		}
 		if from != to {
 			out = append(out, OverrideChange{User: u, From: nullable(from), To: nullable(to)})

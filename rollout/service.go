@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,7 @@ type ChangeOptions struct {
 type Result struct {
 	Feature Feature
 	Report  Report
+	Shares  map[string]float64 // exact share of each bucket of the feature's ring
 	DryRun  bool
 }
 
@@ -92,8 +94,9 @@ func (s *Service) Create(ctx context.Context, f Feature, opts ChangeOptions) (Re
 	if _, ok := s.Snapshot().features[f.Key]; ok {
 		return Result{}, Errorf(EConflict, "feature %q already exists", f.Key)
 	}
-	rep := NewReport(Feature{}, f)
-	res := Result{Feature: f, Report: rep, DryRun: opts.DryRun}
+	cc := compile(f)
+	rep := newReport(nil, cc)
+	res := Result{Feature: f, Report: rep, Shares: maps.Clone(cc.shares), DryRun: opts.DryRun}
 	if opts.DryRun {
 		return res, nil
 	}
@@ -101,7 +104,7 @@ func (s *Service) Create(ctx context.Context, f Feature, opts ChangeOptions) (Re
 	if err := s.store.CreateFeature(ctx, f, v); err != nil {
 		return Result{}, err
 	}
-	s.swap(f.Key, compile(f))
+	s.swap(f.Key, cc)
 	return res, nil
 }
 
@@ -144,7 +147,7 @@ func (s *Service) Delete(ctx context.Context, key string, opts ChangeOptions) er
 	if opts.DryRun {
 		return nil
 	}
-	if err := s.store.DeleteFeature(ctx, key, cur.Version); err != nil {
+	if err := s.store.DeleteFeature(ctx, key, cur.feature.Version); err != nil {
 		return err
 	}
 	s.swap(key, nil)
@@ -168,20 +171,20 @@ func (s *Service) Version(ctx context.Context, key string, n int) (Version, erro
 }
 
 // current returns the feature key as it stands, checking opts.IfMatch.
-func (s *Service) current(key string, opts ChangeOptions) (Feature, error) {
+func (s *Service) current(key string, opts ChangeOptions) (*compiled, error) {
 	c, ok := s.Snapshot().features[key]
 	if !ok {
-		return Feature{}, notFound(key)
+		return nil, notFound(key)
 	}
 	if opts.IfMatch != 0 && opts.IfMatch != c.feature.Version {
-		return Feature{}, Errorf(EPrecondition, "feature %q is at version %d, not %d: reload it and decide again", key, c.feature.Version, opts.IfMatch)
+		return nil, Errorf(EPrecondition, "feature %q is at version %d, not %d: reload it and decide again", key, c.feature.Version, opts.IfMatch)
 	}
-	return c.feature, nil
+	return c, nil
 }
 
 // apply makes ch a new version of cur. The caller holds s.mu.
-func (s *Service) apply(ctx context.Context, cur Feature, ch Change, opts ChangeOptions) (Result, error) {
-	next := cur.Clone()
+func (s *Service) apply(ctx context.Context, cur *compiled, ch Change, opts ChangeOptions) (Result, error) {
+	next := cur.feature.Clone()
 	if err := ch.apply(&next); err != nil {
 		return Result{}, err
 	}
@@ -189,8 +192,9 @@ func (s *Service) apply(ctx context.Context, cur Feature, ch Change, opts Change
 		return Result{}, err
 	}
 	now := s.now().UTC()
-	next.Version, next.UpdatedAt = cur.Version+1, now
-	rep := NewReport(cur, next)
+	next.Version, next.UpdatedAt = cur.feature.Version+1, now
+	cc := compile(next)
+	rep := newReport(cur, cc)
 	if opts.MaxChurn != nil && rep.Churn > *opts.MaxChurn {
 		return Result{}, &Error{
 			Code:    EChurn,
@@ -198,7 +202,7 @@ func (s *Service) apply(ctx context.Context, cur Feature, ch Change, opts Change
 			Report:  &rep,
 		}
 	}
-	res := Result{Feature: next, Report: rep, DryRun: opts.DryRun}
+	res := Result{Feature: next, Report: rep, Shares: maps.Clone(cc.shares), DryRun: opts.DryRun}
 	if opts.DryRun {
 		return res, nil
 	}
@@ -206,7 +210,7 @@ func (s *Service) apply(ctx context.Context, cur Feature, ch Change, opts Change
 	if err := s.store.UpdateFeature(ctx, next, v); err != nil {
 		return Result{}, err
 	}
-	s.swap(next.Key, compile(next))
+	s.swap(next.Key, cc)
 	return res, nil
 }
 
@@ -251,7 +255,7 @@ func (s *Service) UserHistory(ctx context.Context, key, user string) ([]Assignme
 	}
 	out := make([]Assignment, len(versions))
 	for i, v := range versions {
-		e := compile(v.Config).evaluate(user)
+		e := compile(v.Config).peek(user)
 		out[i] = Assignment{Version: v.Version, Time: v.Time, Summary: v.Summary, Bucket: nullable(e.Bucket), Reason: e.Reason}
 	}
 	return out, nil

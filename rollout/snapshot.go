@@ -59,12 +59,7 @@ func (s *Snapshot) Peek(key, user string) (Evaluation, error) {
 	if !ok {
 		return Evaluation{}, notFound(key)
 	}
-	i, reason := c.assign(user)
-	e := Evaluation{Feature: c.feature.Key, User: user, Version: c.feature.Version, Reason: reason}
-	if i >= 0 {
-		e.Bucket, e.Value = c.names[i], c.values[i]
-	}
-	return e, nil
+	return c.peek(user), nil
 }
 
 // Keys returns the keys of all features, sorted. The slice is shared: do not
