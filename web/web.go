@@ -79,7 +79,7 @@ func Register(e *echo.Echo, svc *rollout.Service, opts Options) {
 	if h.sample <= 0 {
 		h.sample = DefaultSampleUsers
 	}
-	h.pages = parsePages(h.assets)
+	h.pages = parsePages(h.assets, h.signInRequired)
 
 	toUI := func(c echo.Context) error { return c.Redirect(http.StatusFound, "/ui/") }
 	e.GET("/", toUI)
@@ -168,9 +168,14 @@ func (h *handler) static(c echo.Context) error {
 	return c.Blob(http.StatusOK, typ, data)
 }
 
+// signInRequired reports whether the server asks for tokens, so pages offer
+// to sign out.
+func (h *handler) signInRequired() bool { return h.sessions != nil && h.sessions.Enforced() }
+
 // parsePages parses each page's template together with the layout.
-func parsePages(a assets) map[string]*template.Template {
+func parsePages(a assets, signInRequired func() bool) map[string]*template.Template {
 	funcs := template.FuncMap{
+		"signInRequired":  signInRequired,
 		"asset":           a.url,
 		"pct":             pct,
 		"num":             num,

@@ -403,3 +403,38 @@ func TestServedToApps(t *testing.T) {
 		t.Errorf("exposures after viewing the page = %d, want the 3 evaluations", rep.Total)
 	}
 }
+
+// fakeSessions is a server that asks for tokens.
+type fakeSessions struct{}
+
+func (fakeSessions) Enforced() bool { return true }
+func (fakeSessions) SignIn(echo.Context, string) (rollout.Token, bool) {
+	return rollout.Token{}, false
+}
+func (fakeSessions) SignOut(echo.Context) {}
+
+// TestSignOutOnlyWithTokens: pages offer to sign out only on a server that
+// asks for tokens.
+func TestSignOutOnlyWithTokens(t *testing.T) {
+	open := newApp(t, 10)
+	if body := open.get(t, "/ui/").Body.String(); strings.Contains(body, `action="/ui/logout"`) {
+		t.Error("an open server's page offers to sign out")
+	}
+	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "rollout.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	svc, err := rollout.NewService(context.Background(), db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := api.New(svc, api.Options{})
+	web.Register(e, svc, web.Options{Sessions: fakeSessions{}})
+	req := httptest.NewRequest(http.MethodGet, "/ui/", nil)
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, req)
+	if !strings.Contains(rec.Body.String(), `action="/ui/logout"`) {
+		t.Error("a page of a server that asks for tokens does not offer to sign out")
+	}
+}
