@@ -192,7 +192,7 @@ func (s *Service) Exposures(ctx context.Context, key string) (ExposureReport, er
 		}
 		return strings.Compare(a.Bucket, b.Bucket)
 	})
-	served := cur.feature.servedRing().Shares()
+	served := cur.servedRing().Shares() // the ring built when cur was compiled
 	for _, name := range append(slices.Clone(cur.names), "") {
 		n := counts[vb{rep.Version, name}]
 		if name == "" && n == 0 {
