@@ -5,10 +5,12 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -34,6 +36,14 @@ const tokenKey = "rollout.token" // echo.Context key of the request's token
 type Auth struct {
 	tokens *rollout.Tokens
 	key    []byte
+
+	// AnyHost accepts requests for any Host while the API is open (no
+	// token exists yet). Without it an open API answers only requests for
+	// loopback host names, so that a web page cannot reach it through a
+	// DNS name rebound to 127.0.0.1. The binary sets it with --insecure.
+	AnyHost bool
+
+	signedOut signedOut
 }
 
 // NewAuth returns the access control over tokens; nil tokens means
@@ -41,30 +51,11 @@ type Auth struct {
 func NewAuth(tokens *rollout.Tokens) *Auth {
 	key := make([]byte, 32)
 	rand.Read(key)
-	return &Auth{tokens: tokens, key: key}
+	return &Auth{tokens: tokens, key: key, signedOut: signedOut{ended: map[string]time.Time{}}}
 }
 
 // Enforced reports whether requests need a token.
 func (a *Auth) Enforced() bool { return a != nil && a.tokens != nil && a.tokens.Enforced() }
-
-// permission returns what a request needs, and false for public paths.
-func permission(method, path string) (rollout.Permission, bool) {
-	switch {
-	case path == "/healthz" || path == "/readyz":
-		return 0, false
-	case path == "/ui/login" || path == "/ui/logout" || strings.HasPrefix(path, "/ui/static/"):
-		return 0, false
-	case path == "/evaluate" || strings.HasPrefix(path, "/ofrep/"):
-		return rollout.PermEvaluate, true
-	case strings.HasPrefix(path, "/api/tokens"), strings.HasPrefix(path, "/debug/"):
-		return rollout.PermAdmin, true
-	case method == http.MethodGet || method == http.MethodHead || method == http.MethodOptions:
-		return rollout.PermRead, true
-	case strings.HasSuffix(path, "/preview"):
-		return rollout.PermRead, true // changes nothing
-	}
-	return rollout.PermWrite, true
-}
 
 // Middleware identifies the request's token and refuses, with 401 or 403,
 // a request its token does not allow. Dashboard pages without a session
@@ -75,15 +66,22 @@ func (a *Auth) Middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		if r.Method == http.MethodOptions {
 			return next(c) // CORS preflights carry no credentials
 		}
-		need, guarded := permission(r.Method, r.URL.Path)
+		route := c.Path() // the pattern echo matched, not the path's text
+		need := accessOf(r.Method, route)
 		tok, presented, ok := a.identify(r)
 		if ok && need != rollout.PermEvaluate { // see TokenOf
 			c.Set(tokenKey, tok)
 		}
-		if !guarded || !a.Enforced() {
+		if !a.Enforced() {
+			if !a.AnyHost && !loopbackHost(r.Host) {
+				return rollout.Errorf(codeForbidden, "host %q refused: until the first API token exists this server answers only requests for 127.0.0.1, [::1] or localhost", r.Host)
+			}
 			return next(c)
 		}
-		ui := r.URL.Path == "/" || strings.HasPrefix(r.URL.Path, "/ui")
+		if need == public {
+			return next(c)
+		}
+		ui := route == "/" || strings.HasPrefix(route, "/ui")
 		switch {
 		case !ok && ui && r.Method == http.MethodGet:
 			return c.Redirect(http.StatusSeeOther, "/ui/login?next="+url.QueryEscape(r.URL.RequestURI()))
@@ -107,11 +105,12 @@ func (a *Auth) identify(r *http.Request) (rollout.Token, bool, bool) {
 		return rollout.Token{}, false, false
 	}
 	// The names in canonical form, looked up without Get's canonicalizing.
+	// A bearer token wins over X-API-Key; an empty one hides nothing.
 	secret := headerValue(r.Header, "X-Api-Key")
 	if h := headerValue(r.Header, "Authorization"); h != "" {
 		scheme, rest, _ := strings.Cut(h, " ")
-		if strings.EqualFold(scheme, "Bearer") {
-			secret = strings.TrimSpace(rest)
+		if bearer := strings.TrimSpace(rest); strings.EqualFold(scheme, "Bearer") && bearer != "" {
+			secret = bearer
 		}
 	}
 	if secret != "" {
@@ -144,7 +143,7 @@ func (a *Auth) SignIn(c echo.Context, secret string) (rollout.Token, bool) {
 		return rollout.Token{}, false
 	}
 	expires := time.Now().Add(SessionLifetime)
-	payload := tok.ID + "|" + strconv.FormatInt(expires.Unix(), 10)
+	payload := tok.ID + "|" + strconv.FormatInt(expires.Unix(), 10) + "|" + rand.Text()
 	c.SetCookie(&http.Cookie{
 		Name:     SessionCookie,
 		Value:    base64.RawURLEncoding.EncodeToString([]byte(payload)) + "." + a.sign(payload),
@@ -157,8 +156,14 @@ func (a *Auth) SignIn(c echo.Context, secret string) (rollout.Token, bool) {
 	return tok, true
 }
 
-// SignOut clears the session cookie.
+// SignOut ends the request's session, so that a copy of its cookie no
+// longer works, and clears the cookie.
 func (a *Auth) SignOut(c echo.Context) {
+	if ck, err := c.Request().Cookie(SessionCookie); err == nil {
+		if payload, ok := a.verify(ck.Value); ok {
+			a.signedOut.add(payload.session, payload.expires)
+		}
+	}
 	c.SetCookie(&http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 }
 
@@ -168,22 +173,95 @@ func (a *Auth) sign(payload string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// session returns the active token of a valid, unexpired session cookie.
-func (a *Auth) session(value string) (rollout.Token, bool) {
+// sessionPayload is what a session cookie carries, signed.
+type sessionPayload struct {
+	token, session string
+	expires        time.Time
+}
+
+// verify checks a session cookie's signature and expiry.
+func (a *Auth) verify(value string) (sessionPayload, bool) {
 	enc, sig, ok := strings.Cut(value, ".")
 	if !ok {
-		return rollout.Token{}, false
+		return sessionPayload{}, false
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(enc)
 	if err != nil || !hmac.Equal([]byte(sig), []byte(a.sign(string(raw)))) {
+		return sessionPayload{}, false
+	}
+	parts := strings.Split(string(raw), "|")
+	if len(parts) != 3 {
+		return sessionPayload{}, false
+	}
+	unix, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil || time.Now().Unix() > unix {
+		return sessionPayload{}, false
+	}
+	return sessionPayload{token: parts[0], session: parts[2], expires: time.Unix(unix, 0)}, true
+}
+
+// session returns the active token of a valid, unexpired session cookie
+// that was not signed out.
+func (a *Auth) session(value string) (rollout.Token, bool) {
+	p, ok := a.verify(value)
+	if !ok || a.signedOut.has(p.session) {
 		return rollout.Token{}, false
 	}
-	id, exp, ok := strings.Cut(string(raw), "|")
-	unix, err := strconv.ParseInt(exp, 10, 64)
-	if !ok || err != nil || time.Now().Unix() > unix {
-		return rollout.Token{}, false
+	return a.tokens.ByID(p.token)
+}
+
+// maxSignedOut bounds the sessions remembered as signed out; past it the
+// ones closest to expiring anyway are forgotten first.
+const maxSignedOut = 100_000
+
+// signedOut remembers sessions that signed out until they would have
+// expired. Safe for concurrent use.
+type signedOut struct {
+	mu    sync.Mutex
+	ended map[string]time.Time // session → its expiry
+}
+
+func (s *signedOut) add(session string, expires time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	for id, exp := range s.ended {
+		if exp.Before(now) {
+			delete(s.ended, id)
+		}
 	}
-	return a.tokens.ByID(id)
+	for len(s.ended) >= maxSignedOut {
+		soonest := ""
+		for id, exp := range s.ended {
+			if soonest == "" || exp.Before(s.ended[soonest]) {
+				soonest = id
+			}
+		}
+		delete(s.ended, soonest)
+	}
+	s.ended[session] = expires
+}
+
+func (s *signedOut) has(session string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.ended[session]
+	return ok
+}
+
+// loopbackHost reports whether a request's Host names this machine's
+// loopback interface: 127.0.0.1 (or any 127/8 address), [::1] or localhost,
+// with or without a port.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // TokenOf returns the token that authenticated the request, if any. It is

@@ -133,6 +133,21 @@ func decode(c echo.Context, v any) error {
 	return nil
 }
 
+// decodeOptional is decode for requests whose body may be absent, such as
+// a DELETE's: an empty body leaves v as it is.
+func decodeOptional(c echo.Context, v any) error {
+	r := c.Request()
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return nil
+	}
+	body := bufio.NewReader(r.Body)
+	if _, err := firstByte(body); errors.Is(err, io.EOF) {
+		return nil
+	}
+	r.Body = io.NopCloser(body)
+	return decode(c, v)
+}
+
 // firstByte peeks at the first byte of r that is not JSON white space.
 func firstByte(r *bufio.Reader) (byte, error) {
 	for {

@@ -63,7 +63,7 @@ func (s *Server) getFeature(c echo.Context) error {
 	if !ok {
 		return rollout.Errorf(rollout.ENotFound, "feature %q does not exist", key)
 	}
-	c.Response().Header().Set("ETag", etag(v.Version))
+	c.Response().Header().Set("ETag", etag(v.Feature))
 	return c.JSON(http.StatusOK, v)
 }
 
@@ -100,7 +100,7 @@ type createRequest struct {
 	Fallback    string            `json:"fallback"`
 	Buckets     []bucketRequest   `json:"buckets"`
 	Overrides   map[string]string `json:"overrides"`
-	DryRun      *bool             `json:"dry_run"`
+	guards
 }
 
 // createFeature is POST /api/features. The feature is enabled unless the
@@ -110,7 +110,7 @@ func (s *Server) createFeature(c echo.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	opts, err := changeOptions(c, guards{DryRun: req.DryRun})
+	opts, err := changeOptions(c, req.guards)
 	if err != nil {
 		return err
 	}
@@ -152,23 +152,26 @@ func (s *Server) patchFeature(c echo.Context) error {
 	return s.change(c, req.guards, rollout.Patch(req.Description, req.Enabled, req.Fallback))
 }
 
+// deleteFeature is DELETE /api/features/K. A dry run answers 200 with the
+// report of the removal; a real one 204.
 func (s *Server) deleteFeature(c echo.Context) error {
-	opts, err := changeOptions(c, guards{})
+	var req guards
+	if err := decodeOptional(c, &req); err != nil {
+		return err
+	}
+	opts, err := changeOptions(c, req)
 	if err != nil {
 		return err
 	}
 	key := pathParam(c, "key")
-	before, _ := s.svc.Snapshot().Feature(key)
-	if err := s.svc.Delete(c.Request().Context(), key, opts); err != nil {
+	res, err := s.svc.Delete(c.Request().Context(), key, opts)
+	if err != nil {
 		return err
 	}
-	if !opts.DryRun {
-		churn := 0.0 // everyone moves to no bucket: all of them, unless they had none
-		if before.Enabled || before.Fallback != "" {
-			churn = 1
-		}
-		s.applied(c, key, before.Version, "deleted", churn, opts.Actor)
+	if res.DryRun {
+		return respond(c, http.StatusOK, res)
 	}
+	s.applied(c, key, res.Feature.Version, "deleted", res.Report.Churn, opts.Actor)
 	return c.NoContent(http.StatusNoContent)
 }
 
@@ -200,7 +203,11 @@ func (s *Server) updateBucket(c echo.Context) error {
 }
 
 func (s *Server) removeBucket(c echo.Context) error {
-	return s.change(c, guards{}, rollout.RemoveBucket(pathParam(c, "name")))
+	var req guards
+	if err := decodeOptional(c, &req); err != nil {
+		return err
+	}
+	return s.change(c, req, rollout.RemoveBucket(pathParam(c, "name")))
 }
 
 type overrideRequest struct {
@@ -217,7 +224,11 @@ func (s *Server) setOverride(c echo.Context) error {
 }
 
 func (s *Server) clearOverride(c echo.Context) error {
-	return s.change(c, guards{}, rollout.ClearOverride(pathParam(c, "user")))
+	var req guards
+	if err := decodeOptional(c, &req); err != nil {
+		return err
+	}
+	return s.change(c, req, rollout.ClearOverride(pathParam(c, "user")))
 }
 
 type previewRequest struct {
@@ -333,46 +344,89 @@ func (s *Server) change(c echo.Context, body guards, ch rollout.Change) error {
 
 func respond(c echo.Context, status int, res rollout.Result) error {
 	if !res.DryRun {
-		c.Response().Header().Set("ETag", etag(res.Feature.Version))
+		c.Response().Header().Set("ETag", etag(res.Feature))
 	}
 	return c.JSON(status, changeResponse{Feature: featureView{Feature: res.Feature, Shares: res.Shares}, Report: res.Report, DryRun: res.DryRun})
 }
 
 // changeOptions reads a mutation's guards from its query, its body and its
-// If-Match header. The body wins over the query.
+// If-Match header. A guard may be given in the query, the body or both;
+// given twice with different values (or repeated in the query) it is a 400,
+// never settled toward the less safe value.
 func changeOptions(c echo.Context, body guards) (rollout.ChangeOptions, error) {
 	opts := rollout.ChangeOptions{Actor: actorOf(c)}
-	if q := c.QueryParam("dry_run"); q != "" {
+	dryRun, err := queryGuard(c, "dry_run", body.DryRun, func(q string) (bool, error) {
 		v, err := strconv.ParseBool(q)
 		if err != nil {
-			return opts, badRequest("dry_run=%q: use true or false", q)
+			return false, badRequest("dry_run=%q: use true or false", q)
 		}
-		opts.DryRun = v
+		return v, nil
+	})
+	if err != nil {
+		return opts, err
 	}
-	if body.DryRun != nil {
-		opts.DryRun = *body.DryRun
+	if dryRun != nil {
+		opts.DryRun = *dryRun
 	}
-	if q := c.QueryParam("max_churn"); q != "" {
+	opts.MaxChurn, err = queryGuard(c, "max_churn", body.MaxChurn, func(q string) (float64, error) {
 		v, err := strconv.ParseFloat(q, 64)
 		if err != nil {
-			return opts, badRequest("max_churn=%q is not a number: give a fraction of users between 0 and 1", q)
+			return 0, badRequest("max_churn=%q is not a number: give a fraction of users between 0 and 1", q)
 		}
-		opts.MaxChurn = &v
-	}
-	if body.MaxChurn != nil {
-		opts.MaxChurn = body.MaxChurn
+		return v, nil
+	})
+	if err != nil {
+		return opts, err
 	}
 	if m := opts.MaxChurn; m != nil && (math.IsNaN(*m) || *m < 0 || *m > 1) {
 		return opts, badRequest("max_churn %v is out of range: give a fraction of users between 0 and 1", *m)
 	}
-	if h := c.Request().Header.Get("If-Match"); h != "" && h != "*" {
-		v, err := strconv.Atoi(strings.Trim(strings.TrimPrefix(h, "W/"), `"`))
-		if err != nil || v < 1 {
-			return opts, badRequest(`If-Match %q is not a feature version: send If-Match: "N"`, h)
-		}
-		opts.IfMatch = v
+	opts.IfMatch, err = ifMatch(c.Request().Header)
+	return opts, err
+}
+
+// queryGuard returns the guard name from the query (parsed by parse) and
+// the body, whichever gave it; nil when neither did.
+func queryGuard[T comparable](c echo.Context, name string, body *T, parse func(string) (T, error)) (*T, error) {
+	qs := c.QueryParams()[name]
+	switch {
+	case len(qs) == 0:
+		return body, nil
+	case len(qs) > 1:
+		return nil, badRequest("%s is given %d times in the query: give it once", name, len(qs))
 	}
-	return opts, nil
+	v, err := parse(qs[0])
+	if err != nil {
+		return nil, err
+	}
+	if body != nil && *body != v {
+		return nil, badRequest("%s is %v in the query but %v in the body: give one value", name, v, *body)
+	}
+	return &v, nil
+}
+
+// ifMatch returns the tag of the If-Match header: "" when there is none,
+// "*" for any. It must be one strong entity tag, quoted; weak or unquoted
+// ones are a 400 (a weak tag could never match). A well-formed tag that is
+// not the feature's ETag ("3", say) fails the precondition: 412.
+func ifMatch(h http.Header) (string, error) {
+	vs := h.Values("If-Match")
+	switch {
+	case len(vs) == 0:
+		return "", nil
+	case len(vs) > 1:
+		return "", badRequest("If-Match is given %d times: send it once, with the feature's ETag", len(vs))
+	case vs[0] == "*":
+		return "*", nil
+	}
+	tag, ok := strings.CutPrefix(vs[0], `"`)
+	if ok {
+		tag, ok = strings.CutSuffix(tag, `"`)
+	}
+	if !ok || tag == "" || strings.ContainsAny(tag, "\" \t,") {
+		return "", badRequest(`If-Match %q is not one strong entity tag: send the ETag the feature was read with, quoted, such as If-Match: "3-1f0c5a7e2b9d"`, vs[0])
+	}
+	return tag, nil
 }
 
 func intQuery(c echo.Context, name string) (int, error) {
@@ -400,7 +454,8 @@ func pathParam(c echo.Context, name string) string {
 	return v
 }
 
-func etag(version int) string { return `"` + strconv.Itoa(version) + `"` }
+// etag is the feature's ETag: its Tag, quoted.
+func etag(f rollout.Feature) string { return `"` + f.Tag() + `"` }
 
 // userHistory is GET /api/features/K/users/U: the user's bucket now and at
 // every version, newest first.

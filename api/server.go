@@ -9,7 +9,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync/atomic"
 
 	"github.com/labstack/echo/v4"
@@ -131,8 +130,7 @@ func CrossOrigin() echo.MiddlewareFunc {
 	p := http.NewCrossOriginProtection()
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			path := c.Request().URL.Path
-			if path == "/evaluate" || strings.HasPrefix(path, "/ofrep/") {
+			if accessOf(c.Request().Method, c.Path()) == rollout.PermEvaluate {
 				return next(c)
 			}
 			if err := p.Check(c.Request()); err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,9 +35,19 @@ type ChangeOptions struct {
 	// MaxChurn, when not nil, refuses with EChurn a change that would move
 	// more than this fraction of users.
 	MaxChurn *float64
-	// IfMatch, when not 0, refuses with EPrecondition a change to a feature
-	// that is no longer at this version.
-	IfMatch int
+	// IfMatch, when not empty, refuses with EPrecondition a change to a
+	// feature whose Tag is not this one (or that does not exist yet): the
+	// change applies only to the configuration its author saw. "*" matches
+	// any existing feature.
+	IfMatch string
+}
+
+// Tag names a feature's configuration at one version, for If-Match: its
+// version and the start of its ID, so that a feature deleted and made again
+// under the same key never matches a tag of the one before.
+func (f Feature) Tag() string {
+	id := strings.ReplaceAll(f.ID, "-", "")
+	return strconv.Itoa(f.Version) + "-" + id[:min(len(id), 12)]
 }
 
 // Result is a feature after a change and the change's churn report.
@@ -94,8 +106,14 @@ func (s *Service) Create(ctx context.Context, f Feature, opts ChangeOptions) (Re
 	if _, ok := s.Snapshot().features[f.Key]; ok {
 		return Result{}, Errorf(EConflict, "feature %q already exists", f.Key)
 	}
+	if opts.IfMatch != "" {
+		return Result{}, Errorf(EPrecondition, "feature %q does not exist yet, so If-Match cannot match: create it without If-Match", f.Key)
+	}
 	cc := compile(f)
 	rep := newReport(nil, cc)
+	if err := checkChurn(rep, opts); err != nil {
+		return Result{}, err
+	}
 	res := Result{Feature: f, Report: rep, Shares: maps.Clone(cc.shares), DryRun: opts.DryRun}
 	if opts.DryRun {
 		return res, nil
@@ -136,22 +154,44 @@ func (s *Service) Rollback(ctx context.Context, key string, n int, opts ChangeOp
 	return s.apply(ctx, cur, rollbackTo(old.Config), opts)
 }
 
-// Delete removes the feature key and its history.
-func (s *Service) Delete(ctx context.Context, key string, opts ChangeOptions) error {
+// Delete removes the feature key and its history. The result holds the
+// feature as it was and the report of its removal: every user who had a
+// bucket has none afterwards.
+func (s *Service) Delete(ctx context.Context, key string, opts ChangeOptions) (Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, err := s.current(key, opts)
 	if err != nil {
-		return err
+		return Result{}, err
 	}
+	gone := cur.feature.Clone()
+	gone.Version, gone.Enabled, gone.Fallback = 0, false, "" // serves no one
+	rep := newReport(cur, compile(gone))
+	if err := checkChurn(rep, opts); err != nil {
+		return Result{}, err
+	}
+	res := Result{Feature: cur.feature, Report: rep, Shares: maps.Clone(cur.shares), DryRun: opts.DryRun}
 	if opts.DryRun {
-		return nil
+		return res, nil
 	}
 	if err := s.store.DeleteFeature(ctx, key, cur.feature.Version); err != nil {
-		return err
+		return Result{}, err
 	}
 	s.swap(key, nil)
-	return nil
+	return res, nil
+}
+
+// checkChurn refuses, with EChurn and the report, a change that moves more
+// users than opts.MaxChurn allows.
+func checkChurn(rep Report, opts ChangeOptions) error {
+	if opts.MaxChurn == nil || rep.Churn <= *opts.MaxChurn {
+		return nil
+	}
+	return &Error{
+		Code:    EChurn,
+		Message: fmt.Sprintf("the change would move %.4f%% of users, more than max_churn %.4f%%: nothing was changed", 100*rep.Churn, 100**opts.MaxChurn),
+		Report:  &rep,
+	}
 }
 
 // Versions returns the feature's history, newest first; see Store.Versions.
@@ -176,10 +216,18 @@ func (s *Service) current(key string, opts ChangeOptions) (*compiled, error) {
 	if !ok {
 		return nil, notFound(key)
 	}
-	if opts.IfMatch != 0 && opts.IfMatch != c.feature.Version {
-		return nil, Errorf(EPrecondition, "feature %q is at version %d, not %d: reload it and decide again", key, c.feature.Version, opts.IfMatch)
+	if opts.IfMatch == "" || opts.IfMatch == "*" || opts.IfMatch == c.feature.Tag() {
+		return c, nil
 	}
-	return c, nil
+	version, id, ok := strings.Cut(opts.IfMatch, "-")
+	_, now, _ := strings.Cut(c.feature.Tag(), "-")
+	switch {
+	case !ok:
+		return nil, Errorf(EPrecondition, "If-Match %q is not an ETag of feature %q, whose ETag is now %q: read the feature, then send its ETag", opts.IfMatch, key, c.feature.Tag())
+	case id != now:
+		return nil, Errorf(EPrecondition, "feature %q was deleted and created again since you read it (it is now a new feature at version %d): reload it and decide again", key, c.feature.Version)
+	}
+	return nil, Errorf(EPrecondition, "feature %q is at version %d, not %s: reload it and decide again", key, c.feature.Version, version)
 }
 
 // apply makes ch a new version of cur. The caller holds s.mu.
@@ -195,12 +243,8 @@ func (s *Service) apply(ctx context.Context, cur *compiled, ch Change, opts Chan
 	next.Version, next.UpdatedAt = cur.feature.Version+1, now
 	cc := compile(next)
 	rep := newReport(cur, cc)
-	if opts.MaxChurn != nil && rep.Churn > *opts.MaxChurn {
-		return Result{}, &Error{
-			Code:    EChurn,
-			Message: fmt.Sprintf("the change would move %.4f%% of users, more than max_churn %.4f%%: nothing was changed", 100*rep.Churn, 100**opts.MaxChurn),
-			Report:  &rep,
-		}
+	if err := checkChurn(rep, opts); err != nil {
+		return Result{}, err
 	}
 	res := Result{Feature: next, Report: rep, Shares: maps.Clone(cc.shares), DryRun: opts.DryRun}
 	if opts.DryRun {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -293,7 +294,10 @@ func TestGuards(t *testing.T) {
 	if !errors.As(err, &e) || e.Code != rollout.EChurn || e.Report == nil || math.Abs(e.Report.Churn-0.2226766) > 1e-7 {
 		t.Fatalf("max_churn 0.2: err = %v, want max_churn_exceeded with the report", err)
 	}
-	if _, err := svc.Change(ctx, "f", addD, rollout.ChangeOptions{IfMatch: 2}); rollout.ErrorCode(err) != rollout.EPrecondition {
+	v1, _ := svc.Snapshot().Feature("f")
+	stale := v1
+	stale.Version = 2
+	if _, err := svc.Change(ctx, "f", addD, rollout.ChangeOptions{IfMatch: stale.Tag()}); rollout.ErrorCode(err) != rollout.EPrecondition {
 		t.Fatalf("If-Match 2 on version 1: err = %v, want precondition_failed", err)
 	}
 	res, err := svc.Change(ctx, "f", addD, rollout.ChangeOptions{DryRun: true})
@@ -303,7 +307,7 @@ func TestGuards(t *testing.T) {
 	if f, _ := svc.Snapshot().Feature("f"); f.Version != 1 {
 		t.Fatalf("after refused and dry-run changes the feature is at version %d, want 1", f.Version)
 	}
-	if _, err := svc.Change(ctx, "f", addD, rollout.ChangeOptions{IfMatch: 1, MaxChurn: ptr(0.25), Actor: "ci"}); err != nil {
+	if _, err := svc.Change(ctx, "f", addD, rollout.ChangeOptions{IfMatch: v1.Tag(), MaxChurn: ptr(0.25), Actor: "ci"}); err != nil {
 		t.Fatal(err)
 	}
 	v, _ := svc.Version(ctx, "f", 2)
@@ -338,5 +342,59 @@ func TestPeekIsNotCounted(t *testing.T) {
 	}
 	if _, err := svc.Snapshot().Peek("nope", "u"); rollout.ErrorCode(err) != rollout.ENotFound {
 		t.Errorf("Peek(nope) err = %v, want not_found", err)
+	}
+}
+
+// TestGuardsOnEveryChange: create and delete honour dry runs, max_churn and
+// If-Match like every other change.
+func TestGuardsOnEveryChange(t *testing.T) {
+	svc, _ := newService(t)
+	ctx := context.Background()
+
+	// Create: the report moves everyone from no bucket into the feature.
+	_, err := svc.Create(ctx, abc("f"), rollout.ChangeOptions{MaxChurn: ptr(0.5)})
+	if rollout.ErrorCode(err) != rollout.EChurn {
+		t.Fatalf("Create with max_churn 0.5: err = %v, want %s", err, rollout.EChurn)
+	}
+	if _, err := svc.Create(ctx, abc("f"), rollout.ChangeOptions{IfMatch: "*"}); rollout.ErrorCode(err) != rollout.EPrecondition {
+		t.Fatalf("Create with If-Match: err = %v, want %s", err, rollout.EPrecondition)
+	}
+	if _, ok := svc.Snapshot().Feature("f"); ok {
+		t.Fatal("a refused create made the feature")
+	}
+	mustCreate(t, svc, abc("f"))
+	before, _ := svc.Snapshot().Feature("f")
+
+	// Delete: a dry run reports that everyone loses their bucket and keeps
+	// the feature; max_churn and a stale tag refuse it.
+	res, err := svc.Delete(ctx, "f", rollout.ChangeOptions{DryRun: true})
+	if err != nil || !res.DryRun || res.Report.Churn != 1 || len(res.Report.SharesAfter) != 0 {
+		t.Fatalf("Delete dry run = %+v, %v; want churn 1 and no shares after", res.Report, err)
+	}
+	if _, err := svc.Delete(ctx, "f", rollout.ChangeOptions{MaxChurn: ptr(0.99)}); rollout.ErrorCode(err) != rollout.EChurn {
+		t.Fatalf("Delete with max_churn 0.99: err = %v, want %s", err, rollout.EChurn)
+	}
+	mustChange(t, svc, "f", rollout.Patch(ptr("described"), nil, nil))
+	if _, err := svc.Delete(ctx, "f", rollout.ChangeOptions{IfMatch: before.Tag()}); rollout.ErrorCode(err) != rollout.EPrecondition {
+		t.Fatalf("Delete with the tag of version 1 at version 2: err = %v, want %s", err, rollout.EPrecondition)
+	}
+	if vs, err := svc.Versions(ctx, "f", 0, 0); err != nil || len(vs) != 2 {
+		t.Fatalf("after refused deletes: %d versions, %v; want 2", len(vs), err)
+	}
+
+	// Deleted and created again, the feature's tags differ even at the
+	// same version, so a tag of the old one never applies to the new.
+	now, _ := svc.Snapshot().Feature("f")
+	if _, err := svc.Delete(ctx, "f", rollout.ChangeOptions{IfMatch: now.Tag()}); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, svc, abc("f"))
+	again, _ := svc.Snapshot().Feature("f")
+	if again.Version != before.Version || again.Tag() == before.Tag() {
+		t.Fatalf("re-created feature: version %d tag %q; the old one's: version %d tag %q", again.Version, again.Tag(), before.Version, before.Tag())
+	}
+	_, err = svc.Change(ctx, "f", rollout.Patch(ptr("x"), nil, nil), rollout.ChangeOptions{IfMatch: before.Tag()})
+	if rollout.ErrorCode(err) != rollout.EPrecondition || !strings.Contains(err.Error(), "deleted and created again") {
+		t.Fatalf("change with the old feature's tag: err = %v, want %s saying it was re-created", err, rollout.EPrecondition)
 	}
 }

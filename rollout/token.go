@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"regexp"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -110,37 +111,57 @@ type TokenStore interface {
 // tokens, refreshed from the store, so that checking a token never reads
 // the database. Safe for concurrent use.
 type Tokens struct {
-	store    TokenStore
-	active   atomic.Pointer[map[string]Token] // by hash
-	enforced atomic.Bool
+	store TokenStore
+	// mu serializes refreshes, each a read of the store and the swap of
+	// state, so that a refresh that read the table before a revoke cannot
+	// be stored after the refresh that followed the revoke.
+	mu    sync.Mutex
+	state atomic.Pointer[tokenState]
+}
+
+// tokenState is one consistent view of the tokens: readers load it once.
+type tokenState struct {
+	byHash   map[string]Token // the active tokens
+	byID     map[string]Token // the same, by ID
+	enforced bool
 }
 
 // NewTokens returns the tokens of store, loaded.
 func NewTokens(ctx context.Context, store TokenStore) (*Tokens, error) {
 	t := &Tokens{store: store}
+	t.state.Store(&tokenState{})
 	return t, t.Refresh(ctx)
 }
 
-// Refresh reloads the active tokens from the store.
+// Refresh reloads the active tokens from the store. Once any token has
+// existed, tokens stay enforced, whatever a later read says.
 func (t *Tokens) Refresh(ctx context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	all, err := t.store.Tokens(ctx)
 	if err != nil {
 		return err
 	}
-	active := make(map[string]Token, len(all))
+	next := &tokenState{
+		byHash:   make(map[string]Token, len(all)),
+		byID:     make(map[string]Token, len(all)),
+		enforced: t.state.Load().enforced || len(all) > 0,
+	}
 	for _, tok := range all {
 		if tok.RevokedAt == nil {
-			active[tok.Hash] = tok
+			next.byHash[tok.Hash] = tok
+			next.byID[tok.ID] = tok
 		}
 	}
-	t.active.Store(&active)
-	t.enforced.Store(len(all) > 0)
+	t.state.Store(next)
 	return nil
 }
 
 // RefreshEvery refreshes the tokens every interval until ctx is done, so
 // that tokens created or revoked by another process (the rollout token
-// command) take effect within one interval. Failures go to report.
+// command, another instance) take effect within one interval. Failures go
+// to report. It returns when ctx is done; callers wait for that before they
+// close the store.
 func (t *Tokens) RefreshEvery(ctx context.Context, interval time.Duration, report func(error)) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -159,11 +180,11 @@ func (t *Tokens) RefreshEvery(ctx context.Context, interval time.Duration, repor
 // Enforced reports whether tokens are required: once a first token has been
 // created, even if all are revoked since. Until then the API is open (and
 // the server listens only on loopback).
-func (t *Tokens) Enforced() bool { return t.enforced.Load() }
+func (t *Tokens) Enforced() bool { return t.state.Load().enforced }
 
 // Authenticate returns the active token whose secret is given.
 func (t *Tokens) Authenticate(secret string) (Token, bool) {
-	tok, ok := (*t.active.Load())[HashToken(secret)]
+	tok, ok := t.state.Load().byHash[HashToken(secret)]
 	return tok, ok
 }
 
@@ -194,10 +215,6 @@ func (t *Tokens) List(ctx context.Context) ([]Token, error) { return t.store.Tok
 
 // ByID returns the active token with that ID.
 func (t *Tokens) ByID(id string) (Token, bool) {
-	for _, tok := range *t.active.Load() {
-		if tok.ID == id {
-			return tok, true
-		}
-	}
-	return Token{}, false
+	tok, ok := t.state.Load().byID[id]
+	return tok, ok
 }

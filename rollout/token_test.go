@@ -2,8 +2,11 @@ package rollout_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,5 +115,151 @@ func TestTokens(t *testing.T) {
 	}
 	if _, ok := tokens.Authenticate(s2); !ok {
 		t.Error("a token created elsewhere is unknown after a refresh")
+	}
+}
+
+// heldTokenStore holds a read of the tokens table, once armed, between
+// the read and its return, so that a test can put a revoke in between.
+type heldTokenStore struct {
+	rollout.TokenStore
+	hold atomic.Pointer[chan struct{}]
+	held chan struct{}
+}
+
+func (s *heldTokenStore) Tokens(ctx context.Context) ([]rollout.Token, error) {
+	all, err := s.TokenStore.Tokens(ctx)
+	if h := s.hold.Swap(nil); h != nil {
+		s.held <- struct{}{}
+		<-*h
+	}
+	return all, err
+}
+
+// TestRefreshCannotResurrectRevoked: a refresh that read the table before a
+// revoke finishes after it; the revoked token must still be refused once
+// Revoke has returned.
+func TestRefreshCannotResurrectRevoked(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	st := &heldTokenStore{TokenStore: db, held: make(chan struct{})}
+	tokens, err := rollout.NewTokens(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, secret, err := tokens.Create(ctx, "ci", rollout.RoleEditor, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	release := make(chan struct{})
+	st.hold.Store(&release)
+	stale := make(chan error)
+	go func() { stale <- tokens.Refresh(ctx) }()
+	<-st.held // that refresh has read the table with the token active
+
+	revoked := make(chan error)
+	go func() { revoked <- tokens.Revoke(ctx, "ci", time.Now()) }()
+	for { // until the revoke is in the database
+		all, err := db.Tokens(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if all[0].RevokedAt != nil {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	if err := <-stale; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-revoked; err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tokens.Authenticate(secret); ok {
+		t.Fatal("a revoked token authenticates after Revoke returned: a stale refresh was stored last")
+	}
+	if !tokens.Enforced() {
+		t.Fatal("tokens are no longer enforced after the only token was revoked")
+	}
+}
+
+// TestTokensHammer creates, revokes and refreshes from many goroutines at
+// once (run with -race): a revoked token never authenticates once Revoke
+// returned, and enforcement, once on, never goes off.
+func TestTokensHammer(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tokens, err := rollout.NewTokens(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tokens.Enforced() {
+		t.Fatal("enforced with no token")
+	}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	var enforcedLost atomic.Bool
+	for range 2 { // refreshers, as the interval refresh does
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sawEnforced := false
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := tokens.Refresh(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+				e := tokens.Enforced()
+				if sawEnforced && !e {
+					enforcedLost.Store(true)
+				}
+				sawEnforced = sawEnforced || e
+			}
+		}()
+	}
+	var writers sync.WaitGroup
+	for w := range 3 {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for i := range 15 {
+				name := fmt.Sprintf("w%d-%d", w, i)
+				_, secret, err := tokens.Create(ctx, name, rollout.RoleViewer, time.Now())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if _, ok := tokens.Authenticate(secret); !ok {
+					t.Errorf("token %s does not authenticate after Create returned", name)
+				}
+				if err := tokens.Revoke(ctx, name, time.Now()); err != nil {
+					t.Error(err)
+					return
+				}
+				if _, ok := tokens.Authenticate(secret); ok {
+					t.Errorf("token %s authenticates after Revoke returned", name)
+				}
+			}
+		}()
+	}
+	writers.Wait()
+	close(stop)
+	wg.Wait()
+	if enforcedLost.Load() || !tokens.Enforced() {
+		t.Error("tokens stopped being enforced after the first one was created")
 	}
 }

@@ -149,6 +149,7 @@ type lookupRow struct {
 type pageData struct {
 	Key      string       `json:"key"`
 	Version  int          `json:"version"`
+	Tag      string       `json:"tag"` // for If-Match
 	Enabled  bool         `json:"enabled"`
 	Fallback string       `json:"fallback"`
 	Buckets  []dataBucket `json:"buckets"`
@@ -176,7 +177,7 @@ func (h *handler) feature(c echo.Context) error {
 	p := featurePage{
 		Title: f.Key, Feature: f, SampleSize: h.sample,
 		Bar:  newBar(bucketNames(f), shares, colour),
-		Data: pageData{Key: f.Key, Version: f.Version, Enabled: f.Enabled, Fallback: f.Fallback},
+		Data: pageData{Key: f.Key, Version: f.Version, Tag: f.Tag(), Enabled: f.Enabled, Fallback: f.Fallback},
 	}
 
 	counts := sample(snap, key, h.sample)

@@ -129,6 +129,16 @@ func (s *server) must(want int, method, path string, body any, header ...string)
 	return r.json(s.t)
 }
 
+// etag returns the ETag of the feature key, as If-Match takes it.
+func (s *server) etag(key string) string {
+	s.t.Helper()
+	r := s.do("GET", "/api/features/"+url.PathEscape(key), nil)
+	if r.status != http.StatusOK || r.header.Get("ETag") == "" {
+		s.t.Fatalf("GET feature %s = %d %s with ETag %q", key, r.status, r.body, r.header.Get("ETag"))
+	}
+	return r.header.Get("ETag")
+}
+
 func (s *server) evaluate(feature, user string) map[string]any {
 	s.t.Helper()
 	return s.must(200, "GET", "/evaluate?feature="+url.QueryEscape(feature)+"&user="+url.QueryEscape(user), nil)
@@ -337,9 +347,13 @@ func TestChangesAndHistory(t *testing.T) {
 		if r.status != 412 || r.errorCode() != "precondition_failed" {
 			t.Fatalf("stale If-Match = %d %s, want 412", r.status, r.body)
 		}
-		res := s.do("POST", "/api/features/checkout/buckets", map[string]any{"name": "D", "replicas": 3, "max_churn": 0.25}, "If-Match", `"1"`)
-		if res.status != 200 || res.header.Get("ETag") != `"2"` {
-			t.Fatalf("add D = %d %s (ETag %s), want 200 with ETag \"2\"", res.status, res.body, res.header.Get("ETag"))
+		tag := s.etag("checkout")
+		if !strings.HasPrefix(tag, `"1-`) {
+			t.Fatalf("ETag of version 1 = %s, want \"1-…\"", tag)
+		}
+		res := s.do("POST", "/api/features/checkout/buckets", map[string]any{"name": "D", "replicas": 3, "max_churn": 0.25}, "If-Match", tag)
+		if res.status != 200 || res.header.Get("ETag") != `"2-`+tag[3:] {
+			t.Fatalf("add D = %d %s (ETag %s), want 200 with ETag \"2-…\"", res.status, res.body, res.header.Get("ETag"))
 		}
 	})
 	for _, u := range users {
@@ -414,7 +428,7 @@ func TestChangesAndHistory(t *testing.T) {
 		t.Errorf("after restart, feature = %v", f)
 	}
 
-	s.must(204, "DELETE", "/api/features/checkout", nil, "If-Match", `"11"`)
+	s.must(204, "DELETE", "/api/features/checkout", nil, "If-Match", s.etag("checkout"))
 	s.must(404, "GET", "/api/features/checkout", nil)
 	s.must(404, "GET", "/evaluate?feature=checkout&user=u", nil)
 	s.restart()

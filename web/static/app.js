@@ -194,7 +194,7 @@
     }
     // The change applies only to the version the page shows, so that what
     // was previewed is what happens.
-    if (feature && !req.create) headers['If-Match'] = '"' + feature.version + '"';
+    if (feature && !req.create) headers['If-Match'] = '"' + feature.tag + '"';
     let res;
     try {
       res = await fetch(req.path + (dryRun ? '?dry_run=true' : ''), init);

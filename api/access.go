@@ -1,0 +1,86 @@
+package api
+
+import (
+	"github.com/rollout/rollout/rollout"
+)
+
+// public marks a route that needs no token.
+const public rollout.Permission = -1
+
+// routeAccess is what each route needs, by method and route pattern: the
+// pattern echo matched, never the request path's text, so that escapes such
+// as %2F, dot segments or doubled slashes cannot make a request look like
+// another route. It lists the API's routes and the dashboard's (web.Register):
+// a route missing from it needs an admin token (see accessOf), and a test
+// checks that every registered route is listed.
+var routeAccess = map[string]rollout.Permission{
+	"GET /healthz": public,
+	"GET /readyz":  public,
+
+	"GET /evaluate":                      rollout.PermEvaluate,
+	"POST /evaluate":                     rollout.PermEvaluate,
+	"POST /ofrep/v1/evaluate/flags/:key": rollout.PermEvaluate,
+	"POST /ofrep/v1/evaluate/flags":      rollout.PermEvaluate,
+
+	"GET /metrics":       rollout.PermRead,
+	"GET /debug/pprof/*": rollout.PermAdmin,
+
+	"GET /api/features":                         rollout.PermRead,
+	"POST /api/features":                        rollout.PermWrite,
+	"GET /api/features/:key":                    rollout.PermRead,
+	"PATCH /api/features/:key":                  rollout.PermWrite,
+	"DELETE /api/features/:key":                 rollout.PermWrite,
+	"POST /api/features/:key/buckets":           rollout.PermWrite,
+	"PUT /api/features/:key/buckets/:name":      rollout.PermWrite,
+	"DELETE /api/features/:key/buckets/:name":   rollout.PermWrite,
+	"PUT /api/features/:key/overrides/:user":    rollout.PermWrite,
+	"DELETE /api/features/:key/overrides/:user": rollout.PermWrite,
+	"POST /api/features/:key/preview":           rollout.PermRead, // changes nothing
+	"POST /api/features/:key/reshuffle":         rollout.PermWrite,
+	"POST /api/features/:key/rollback":          rollout.PermWrite,
+	"GET /api/features/:key/versions":           rollout.PermRead,
+	"GET /api/features/:key/versions/:version":  rollout.PermRead,
+	"GET /api/features/:key/users/:user":        rollout.PermRead,
+	"GET /api/features/:key/exposures":          rollout.PermRead,
+
+	// The dashboard.
+	"GET /":                 rollout.PermRead,
+	"GET /ui":               rollout.PermRead,
+	"GET /ui/":              rollout.PermRead,
+	"GET /ui/features/:key": rollout.PermRead,
+	"GET /ui/*":             rollout.PermRead,
+	"GET /ui/static/*":      public,
+	"GET /ui/login":         public,
+	"POST /ui/login":        public,
+	"POST /ui/logout":       public,
+}
+
+// patterns holds every route pattern of routeAccess, whatever its method.
+var patterns = func() map[string]bool {
+	out := make(map[string]bool, len(routeAccess))
+	for route := range routeAccess {
+		for i := range route {
+			if route[i] == ' ' {
+				out[route[i+1:]] = true
+				break
+			}
+		}
+	}
+	return out
+}()
+
+// accessOf returns what a request needs, given its method and the route
+// pattern echo matched for it ("" when nothing matched). A request whose
+// pattern matched no route, or matched one only for other methods, reaches
+// no handler of ours (echo answers 404 or 405) and needs nothing; a route
+// missing from routeAccess needs an admin token, so that forgetting to list
+// one fails closed.
+func accessOf(method, pattern string) rollout.Permission {
+	if need, ok := routeAccess[method+" "+pattern]; ok {
+		return need
+	}
+	if pattern == "" || patterns[pattern] {
+		return public
+	}
+	return rollout.PermAdmin
+}

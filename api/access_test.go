@@ -1,0 +1,307 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rollout/rollout/api"
+	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/web"
+)
+
+// guardedServer is the API and the dashboard as the binary wires them,
+// with tokens required, over a real SQLite store.
+type guardedServer struct {
+	e       *echo.Echo
+	url     string
+	svc     *rollout.Service
+	tokens  *rollout.Tokens
+	auth    *api.Auth
+	secrets map[string]string // by role
+}
+
+func newGuardedServer(t *testing.T) *guardedServer {
+	t.Helper()
+	ctx := context.Background()
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	tokens, err := rollout.NewTokens(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &guardedServer{tokens: tokens, secrets: map[string]string{}}
+	for _, role := range []rollout.Role{rollout.RoleAdmin, rollout.RoleEditor, rollout.RoleViewer, rollout.RoleEvaluate} {
+		_, secret, err := tokens.Create(ctx, string(role)+"-bot", role, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.secrets[string(role)] = secret
+	}
+	if g.svc, err = rollout.NewService(ctx, db, nil); err != nil {
+		t.Fatal(err)
+	}
+	g.auth = api.NewAuth(tokens)
+	g.e = api.New(g.svc, api.Options{Auth: g.auth, Pprof: true})
+	web.Register(g.e, g.svc, web.Options{Sessions: g.auth})
+	srv := httptest.NewServer(g.e)
+	t.Cleanup(srv.Close)
+	g.url = srv.URL
+	return g
+}
+
+// send makes a request as role ("none": without a token).
+func (g *guardedServer) send(t *testing.T, role, method, path string, body any) (int, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		data, _ := json.Marshal(body)
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, g.url+path, rd)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if role != "none" {
+		req.Header.Set("Authorization", "Bearer "+g.secrets[role])
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	data, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(data)
+}
+
+// routes are the server's routes, "METHOD /pattern".
+func (g *guardedServer) routes() []*echo.Route {
+	var out []*echo.Route
+	for _, r := range g.e.Routes() {
+		if strings.ToUpper(r.Method) == r.Method && !strings.Contains(r.Method, "_") { // not echo's not-found routes
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// TestEveryRouteHasAccess: each route the API and the dashboard register
+// says what it needs; a route added without saying so would need an admin
+// token, and this test names it.
+func TestEveryRouteHasAccess(t *testing.T) {
+	g := newGuardedServer(t)
+	seen := map[string]bool{}
+	for _, r := range g.routes() {
+		route := r.Method + " " + r.Path
+		seen[route] = true
+		if _, ok := api.RouteAccess[route]; !ok {
+			t.Errorf("route %s is not in the access table", route)
+		}
+	}
+	for route := range api.RouteAccess {
+		if !seen[route] {
+			t.Errorf("the access table lists %s, which no route serves", route)
+		}
+	}
+}
+
+// routeBodies are valid bodies for the routes that read one, so that a
+// request let through by mistake would really change something.
+var routeBodies = map[string]any{
+	"POST /evaluate":                         map[string]any{"user": "u"},
+	"POST /ofrep/v1/evaluate/flags/:key":     map[string]any{"context": map[string]any{"targetingKey": "u"}},
+	"POST /ofrep/v1/evaluate/flags":          map[string]any{"context": map[string]any{"targetingKey": "u"}},
+	"POST /api/features":                     map[string]any{"key": "g", "buckets": []any{map[string]any{"name": "A"}}},
+	"PATCH /api/features/:key":               map[string]any{"description": "changed"},
+	"POST /api/features/:key/buckets":        map[string]any{"name": "Z", "replicas": 5},
+	"PUT /api/features/:key/buckets/:name":   map[string]any{"replicas": 7},
+	"PUT /api/features/:key/overrides/:user": map[string]any{"bucket": "B"},
+	"POST /api/features/:key/preview":        map[string]any{"buckets": []any{map[string]any{"name": "A"}}},
+	"POST /api/features/:key/reshuffle":      map[string]any{},
+	"POST /api/features/:key/rollback":       map[string]any{"version": 1},
+}
+
+// paramValues are the existing things each path parameter names.
+var paramValues = map[string]string{"key": "f", "name": "A", "user": "vip", "version": "1", "*": "x"}
+
+// pathVariants turn a parameter's value into paths meant to fool a check
+// that reads the path's text: encoded slashes and dots, dot segments and
+// doubled slashes.
+var pathVariants = []func(string) string{
+	func(v string) string { return v + "%2Fpreview" },
+	func(v string) string { return v + "%2F..%2F..%2Fpreview" },
+	func(v string) string { return v + "%2f%2fpreview" },
+	func(string) string { return "%2E%2E" },
+	func(v string) string { return v + "/../preview" },
+	func(v string) string { return "/" + v },
+	func(v string) string { return v + "//preview" },
+	func(v string) string { return "." },
+}
+
+// fill returns the route's pattern with each parameter set to its value,
+// and the one at index vary (if >= 0) passed through variant.
+func fill(pattern string, vary int, variant func(string) string) string {
+	parts := strings.Split(pattern, "/")
+	n := 0
+	for i, p := range parts {
+		name, isParam := strings.CutPrefix(p, ":")
+		if p == "*" {
+			name, isParam = "*", true
+		}
+		if !isParam {
+			continue
+		}
+		v := paramValues[name]
+		if n == vary {
+			v = variant(v)
+		}
+		parts[i] = v
+		n++
+	}
+	return strings.Join(parts, "/")
+}
+
+func params(pattern string) int {
+	return strings.Count(pattern, "/:") + strings.Count(pattern, "*")
+}
+
+// allowedWithout says which paths may answer 2xx to a role that lacks a
+// route's permission: the public ones, and what the role may do anyway.
+func allowedWithout(role, method, path string) bool {
+	public := strings.HasPrefix(path, "/healthz") || strings.HasPrefix(path, "/readyz") ||
+		strings.HasPrefix(path, "/ui/login") || strings.HasPrefix(path, "/ui/logout") || strings.HasPrefix(path, "/ui/static/")
+	switch role {
+	case "none":
+		return public
+	case "evaluate":
+		return public || strings.HasPrefix(path, "/evaluate") || strings.HasPrefix(path, "/ofrep/")
+	case "viewer":
+		return method == http.MethodGet || strings.HasSuffix(path, "/preview") && method == http.MethodPost || allowedWithout("evaluate", method, path)
+	}
+	return true
+}
+
+// state is everything a write could change, as the API's readers see it.
+func state(t *testing.T, g *guardedServer) string {
+	t.Helper()
+	var b bytes.Buffer
+	for _, key := range g.svc.Snapshot().Keys() {
+		f, _ := g.svc.Snapshot().Feature(key)
+		vs, err := g.svc.Versions(context.Background(), key, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		json.NewEncoder(&b).Encode(map[string]any{"feature": f, "versions": len(vs)})
+	}
+	toks, _ := g.tokens.List(context.Background())
+	json.NewEncoder(&b).Encode(toks)
+	return b.String()
+}
+
+// TestRouteRoleMatrix sends every route, as every role, with every path
+// parameter disguised in every way, and checks that what a role may do is
+// decided by the route the request reached, never by the path's text: a
+// role without the permission gets no 2xx from a route it may not use and
+// changes nothing, and a role with it is let through.
+func TestRouteRoleMatrix(t *testing.T) {
+	g := newGuardedServer(t)
+	ctx := context.Background()
+	f := rollout.Feature{Key: "f", Enabled: true, Salt: "f",
+		Buckets:   []rollout.Bucket{{Name: "A", Replicas: 10}, {Name: "B", Replicas: 10}},
+		Overrides: map[string]string{"vip": "A", "vip/preview": "A"}}
+	if _, err := g.svc.Create(ctx, f, rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.svc.Change(ctx, "f", rollout.Patch(ptr("second version"), nil, nil), rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	before := state(t, g)
+	requests := 0
+	for _, r := range g.routes() {
+		route := r.Method + " " + r.Path
+		need := api.RouteAccess[route]
+		for _, role := range []string{"none", "evaluate", "viewer"} {
+			lacks := role == "none" || !rollout.Role(role).Allows(need)
+			if need < 0 || !lacks {
+				continue // public, or the role may use the route: below
+			}
+			// The plain path: exactly 401 without a token, 403 with one.
+			want := http.StatusForbidden
+			if role == "none" {
+				want = http.StatusUnauthorized
+			}
+			if r.Path == "/" || strings.HasPrefix(r.Path, "/ui") {
+				if role == "none" && r.Method == http.MethodGet {
+					want = http.StatusSeeOther // to the sign-in page
+				}
+			}
+			if got, body := g.send(t, role, r.Method, fill(r.Path, -1, nil), routeBodies[route]); got != want {
+				t.Errorf("%s as %s: %s %s = %d %.120s, want %d", route, role, r.Method, fill(r.Path, -1, nil), got, body, want)
+			}
+			requests++
+			// Disguised paths: whatever route they reach, no 2xx from one
+			// the role may not use.
+			for i := range params(r.Path) {
+				for _, variant := range pathVariants {
+					path := fill(r.Path, i, variant)
+					got, body := g.send(t, role, r.Method, path, routeBodies[route])
+					requests++
+					if got >= 200 && got < 300 && !allowedWithout(role, r.Method, path) {
+						t.Errorf("%s as %s: %s %s = %d %.120s, want a refusal", route, role, r.Method, path, got, body)
+					}
+				}
+			}
+		}
+	}
+	if after := state(t, g); after != before {
+		t.Errorf("requests by roles that may not write changed the store:\nbefore %s\nafter  %s", before, after)
+	}
+
+	// The review's case: a viewer may not set or clear an override whose
+	// user ID ends in /preview.
+	for _, method := range []string{"PUT", "DELETE"} {
+		if got, body := g.send(t, "viewer", method, "/api/features/f/overrides/vip%2Fpreview", map[string]any{"bucket": "B"}); got != http.StatusForbidden {
+			t.Errorf("viewer %s …/overrides/vip%%2Fpreview = %d %s, want 403", method, got, body)
+		}
+	}
+
+	// Roles with the permission are let through (as dry runs, so that
+	// nothing changes between routes).
+	for _, r := range g.routes() {
+		route := r.Method + " " + r.Path
+		need := api.RouteAccess[route]
+		for _, role := range []string{"admin", "editor", "viewer", "evaluate"} {
+			if need < 0 || !rollout.Role(role).Allows(need) {
+				continue // public routes answer whatever their input deserves
+			}
+			path := fill(r.Path, -1, nil)
+			if r.Method != http.MethodGet {
+				path += "?dry_run=true"
+			}
+			if got, body := g.send(t, role, r.Method, path, routeBodies[route]); got == http.StatusUnauthorized || got == http.StatusForbidden {
+				t.Errorf("%s as %s: %s %s = %d %.120s, want it allowed", route, role, r.Method, path, got, body)
+			}
+			requests++
+		}
+	}
+	t.Logf("%d requests", requests)
+}
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,4 @@
+package api
+
+// RouteAccess is routeAccess, for tests of the access table.
+var RouteAccess = routeAccess
