@@ -173,7 +173,7 @@ func FuzzLookup(f *testing.F) {
 		model := newNaiveRing(bs)
 
 		h := naiveHash(key)
-		if got := Hash(key).Big(); got.Cmp(h) != 0 {
+		if got := Hash(key).big(); got.Cmp(h) != 0 {
 			t.Fatalf("Hash(%q) = %x, want %x", key, got, h)
 		}
 		want, wantOK := model.lookup(h)
@@ -186,9 +186,9 @@ func FuzzLookup(f *testing.F) {
 		for _, p := range model[:min(len(model), 8)] {
 			for _, at := range []*big.Int{new(big.Int).Sub(p.pos, one), p.pos, new(big.Int).Add(p.pos, one)} {
 				pos := positionOf(at)
-				want, _ := model.lookup(pos.Big())
+				want, _ := model.lookup(pos.big())
 				if got, _ := r.LookupPosition(pos); got != want {
-					t.Errorf("LookupPosition(%x) = %q, want %q", pos.Big(), got, want)
+					t.Errorf("LookupPosition(%x) = %q, want %q", pos.big(), got, want)
 				}
 			}
 		}

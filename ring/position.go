@@ -3,7 +3,6 @@ package ring
 import (
 	"crypto/md5"
 	"encoding/binary"
-	"math/big"
 )
 
 // Position is a point of the hash space [0, 2^128): an MD5 digest read as one
@@ -41,13 +40,6 @@ func (p Position) Compare(q Position) int {
 		return 1
 	}
 	return 0
-}
-
-// Big returns p as a big.Int.
-func (p Position) Big() *big.Int {
-	b := new(big.Int).SetUint64(p.Hi)
-	b.Lsh(b, 64)
-	return b.Or(b, new(big.Int).SetUint64(p.Lo))
 }
 
 // less reports whether p < q.

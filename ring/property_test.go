@@ -447,7 +447,7 @@ func TestLookupPositionAtTheEdges(t *testing.T) {
 			i := max(0, slices.IndexFunc(r.points, func(p point) bool { return p.pos.Compare(h) >= 0 }))
 			want := r.buckets[r.points[i].bucket].Name
 			if got, _ := r.LookupPosition(h); got != want {
-				t.Errorf("LookupPosition(%x) = %q, want %q", h.Big(), got, want)
+				t.Errorf("LookupPosition(%x) = %q, want %q", h.big(), got, want)
 			}
 		}
 	})

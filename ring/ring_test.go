@@ -48,7 +48,7 @@ func TestReferenceDoctest(t *testing.T) {
 
 func TestHashIsFullMD5(t *testing.T) {
 	// int(hashlib.md5(b"user1").hexdigest(), 16)
-	got := Hash("user1").Big().Text(16)
+	got := Hash("user1").big().Text(16)
 	want := "24c9e15e52afc47c225b757e7bee1f9d"
 	if got != want {
 		t.Errorf("Hash(user1) = %s, want %s", got, want)

@@ -24,7 +24,7 @@ func AddBucket(b Bucket) Change {
 		summary: fmt.Sprintf("added bucket %s (%d replicas)", b.Name, b.Replicas),
 		apply: func(f *Feature) error {
 			if _, ok := f.Bucket(b.Name); ok {
-				return Errorf(EConflict, "bucket %q already exists: change it with PUT instead", b.Name)
+				return Errorf(EConflict, "bucket %q already exists: change its replicas or value instead", b.Name)
 			}
 			f.Buckets = append(f.Buckets, b)
 			return nil

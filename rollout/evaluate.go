@@ -67,15 +67,9 @@ func compile(f Feature) *compiled {
 	return c
 }
 
-// evaluate returns the bucket c serves user and counts it. It does not
-// allocate for user IDs that fit, with the salt, in userPosition's buffer.
-func (c *compiled) evaluate(user string) Evaluation {
-	var e Evaluation
-	c.evaluateInto(&e, user)
-	return e
-}
-
-// evaluateInto is evaluate writing into e, which saves the hot path a copy.
+// evaluateInto writes into e the bucket c serves user, and counts it. It
+// does not allocate for user IDs that fit, with the salt, in
+// userPosition's buffer.
 func (c *compiled) evaluateInto(e *Evaluation, user string) {
 	i, reason := c.assign(user)
 	e.Feature, e.User, e.Version, e.Reason = c.feature.Key, user, c.feature.Version, reason

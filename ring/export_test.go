@@ -1,0 +1,10 @@
+package ring
+
+import "math/big"
+
+// big returns p as a big.Int, for tests against big-integer models.
+func (p Position) big() *big.Int {
+	b := new(big.Int).SetUint64(p.Hi)
+	b.Lsh(b, 64)
+	return b.Or(b, new(big.Int).SetUint64(p.Lo))
+}

@@ -1,0 +1,105 @@
+package rollout_test
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"testing"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// TestChangeRefusals: every change constructor refuses what makes no sense,
+// with the error code the API maps to its status, and stores nothing.
+func TestChangeRefusals(t *testing.T) {
+	svc, _ := newService(t)
+	f := abc("f")
+	f.Fallback = "C"
+	f.Overrides = map[string]string{"vip": "B"}
+	mustCreate(t, svc, f)
+	salt := func() string { cur, _ := svc.Snapshot().Feature("f"); return cur.Salt }()
+
+	tests := []struct {
+		name   string
+		change rollout.Change
+		code   string
+	}{
+		{"add an existing bucket", rollout.AddBucket(rollout.Bucket{Name: "A", Replicas: 3}), rollout.EConflict},
+		{"add a bucket with 0 replicas", rollout.AddBucket(rollout.Bucket{Name: "D", Replicas: 0}), rollout.EInvalid},
+		{"add a bucket with # in its name", rollout.AddBucket(rollout.Bucket{Name: "D#1", Replicas: 3}), rollout.EInvalid},
+		{"add a bucket with 1001 replicas", rollout.AddBucket(rollout.Bucket{Name: "D", Replicas: 1001}), rollout.EInvalid},
+		{"update a missing bucket", rollout.UpdateBucket("Z", ptr(3), nil), rollout.ENotFound},
+		{"update nothing", rollout.UpdateBucket("A", nil, nil), rollout.EInvalid},
+		{"update to 0 replicas", rollout.UpdateBucket("A", ptr(0), nil), rollout.EInvalid},
+		{"remove a missing bucket", rollout.RemoveBucket("Z"), rollout.ENotFound},
+		{"remove the fallback", rollout.RemoveBucket("C"), rollout.EConflict},
+		{"remove an overridden bucket", rollout.RemoveBucket("B"), rollout.EConflict},
+		{"set no buckets", rollout.SetBuckets(nil), rollout.EInvalid},
+		{"set duplicate buckets", rollout.SetBuckets([]rollout.Bucket{{Name: "A", Replicas: 1}, {Name: "A", Replicas: 2}}), rollout.EInvalid},
+		{"patch nothing", rollout.Patch(nil, nil, nil), rollout.EInvalid},
+		{"fallback to a missing bucket", rollout.Patch(nil, nil, ptr("Z")), rollout.EInvalid},
+		{"override to a missing bucket", rollout.SetOverride("u", "Z"), rollout.EInvalid},
+		{"override an empty user", rollout.SetOverride("", "A"), rollout.EInvalid},
+		{"clear a missing override", rollout.ClearOverride("nobody"), rollout.ENotFound},
+		{"reshuffle to the same salt", rollout.Reshuffle(salt), rollout.EInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := svc.Change(context.Background(), "f", tt.change, rollout.ChangeOptions{})
+			if got := rollout.ErrorCode(err); got != tt.code {
+				t.Errorf("Change(%s) error = %v (code %q), want code %q", tt.change.Summary(), err, got, tt.code)
+			}
+			if cur, _ := svc.Snapshot().Feature("f"); cur.Version != 1 {
+				t.Fatalf("a refused change made version %d", cur.Version)
+			}
+		})
+	}
+
+	// The last bucket cannot go: the feature must be deleted instead.
+	mustCreate(t, svc, rollout.Feature{Key: "one", Enabled: true, Buckets: []rollout.Bucket{{Name: "A", Replicas: 3}}})
+	if _, err := svc.Change(context.Background(), "one", rollout.RemoveBucket("A"), rollout.ChangeOptions{}); rollout.ErrorCode(err) != rollout.EConflict {
+		t.Errorf("removing the last bucket: err = %v, want %s", err, rollout.EConflict)
+	}
+}
+
+// TestReshuffleReportIsExpected: a new salt re-hashes everyone
+// independently of where they were, so the report gives the expected churn:
+// the chance a user lands in another bucket, Σ share_before(b) ·
+// (1 − share_after(b)), with a move from every bucket to every other.
+func TestReshuffleReportIsExpected(t *testing.T) {
+	svc, _ := newService(t)
+	mustCreate(t, svc, abc("f"))
+	res, err := svc.Change(context.Background(), "f", rollout.Reshuffle("new-salt"), rollout.ChangeOptions{DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := res.Report
+	if rep.Method != rollout.MethodExpected {
+		t.Fatalf("method = %q, want %q", rep.Method, rollout.MethodExpected)
+	}
+	want := 0.0
+	for b, before := range rep.SharesBefore {
+		want += before * (1 - rep.SharesAfter[b])
+	}
+	if math.Abs(rep.Churn-want) > 1e-12 {
+		t.Errorf("churn = %v, want %v", rep.Churn, want)
+	}
+	if len(rep.Moves) != 6 { // 3 buckets, each to the 2 others
+		data, _ := json.Marshal(rep.Moves)
+		t.Errorf("moves = %s, want the 6 pairs of different buckets", data)
+	}
+	sum := 0.0
+	for _, m := range rep.Moves {
+		if m.From == m.To {
+			t.Errorf("move %v stays in its bucket", m)
+		}
+		sum += m.Share
+	}
+	if math.Abs(sum-rep.Churn) > 1e-12 {
+		t.Errorf("moves add up to %v, churn is %v", sum, rep.Churn)
+	}
+	// Naive mod N would also re-hash everyone: (N−1)/N of them move.
+	if math.Abs(rep.ModuloChurn-2.0/3) > 1e-12 {
+		t.Errorf("modulo churn = %v, want 2/3", rep.ModuloChurn)
+	}
+}
