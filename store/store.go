@@ -125,7 +125,7 @@ func (db *DB) setUp(ctx context.Context) error {
 	if err := checkSettings(ctx, db.write); err != nil {
 		return err
 	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, db.write, migrations.FS)
+	p, err := goose.NewProvider(goose.DialectSQLite3, db.write, migrations.SQLite)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}

@@ -887,7 +887,7 @@ func TestOpenRefusesMissingDirectory(t *testing.T) {
 // ran once: its initial row 0, then one row per migration file.
 func migrationVersions(t *testing.T) []int {
 	t.Helper()
-	files, err := fs.Glob(migrations.FS, "*.sql")
+	files, err := fs.Glob(migrations.SQLite, "*.sql")
 	if err != nil {
 		t.Fatal(err)
 	}
