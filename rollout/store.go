@@ -19,6 +19,12 @@ type Version struct {
 // Store keeps features and their history. Each method is atomic: a change's
 // feature row, version and report are written together or not at all.
 //
+// Every committed change of a feature (create, update, delete) or of a token
+// (create, revoke) also writes a Commit in the same transaction, numbered by
+// a revision that grows by one with each commit, in commit order: a reader
+// that sees revision n committed sees every commit below n too. Refused
+// changes (ENotFound, EConflict) write no commit.
+//
 // Errors: an *Error with ENotFound when the feature or version does not
 // exist, EConflict when CreateFeature meets an existing key or
 // UpdateFeature/DeleteFeature find the stored version is not the expected
@@ -48,6 +54,41 @@ type Store interface {
 	// Exposures returns the stored counts of a feature, newest version
 	// first.
 	Exposures(ctx context.Context, key string) ([]Exposure, error)
+
+	// Feature returns the current configuration of one feature.
+	Feature(ctx context.Context, key string) (Feature, error)
+	// Revision returns the revision of the last commit, 0 when there is
+	// none.
+	Revision(ctx context.Context) (int64, error)
+	// Commits returns the commits with a revision above since, oldest
+	// first, at most limit of them (all when limit <= 0).
+	Commits(ctx context.Context, since int64, limit int) ([]Commit, error)
+	// SessionKey returns the 32-byte key the database keeps for signing
+	// sessions, making it on the first call. Every caller, in any process
+	// sharing the database, gets the same key.
+	SessionKey(ctx context.Context) ([]byte, error)
+	// CheckWrite makes a small real write to check that changes can be
+	// saved, for readiness checks. It answers within about a second, with
+	// EUnavailable when the database cannot be written.
+	CheckWrite(ctx context.Context) error
+}
+
+// CommitKind says what a commit changed.
+type CommitKind string
+
+// The kinds of commits.
+const (
+	CommitFeature CommitKind = "feature" // a feature was created, changed or deleted
+	CommitToken   CommitKind = "token"   // a token was created or revoked
+)
+
+// Commit is one committed change in the store's feed: its revision, what it
+// changed (the feature's key or the token's name) and when.
+type Commit struct {
+	Revision int64      `json:"revision"`
+	Kind     CommitKind `json:"kind"`
+	Key      string     `json:"key"`
+	Time     time.Time  `json:"time"`
 }
 
 // Exposure is a count of evaluations a feature served at one version from

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"fmt"
 
 	"github.com/rollout/rollout/rollout"
 )
@@ -10,33 +11,20 @@ import (
 // AddExposures adds the counts to the stored ones in one transaction.
 // Counts of features that no longer exist are dropped.
 func (db *DB) AddExposures(ctx context.Context, counts []rollout.Exposure) error {
-	tx, err := db.beginWrite(ctx)
-	if err != nil {
-		return wrapErr(err, "add exposures")
-	}
-	defer tx.Rollback()
-	if err := addExposures(ctx, tx, counts); err != nil {
-		return wrapErr(err, "add exposures")
-	}
-	if err := tx.Commit(); err != nil {
-		return wrapErr(err, "add exposures")
-	}
-	return nil
+	return db.writeTx(ctx, "add exposures", func(tx *sql.Tx) error {
+		return addExposures(ctx, tx, counts)
+	})
 }
 
 // Exposures returns the stored counts of the feature key, by version and
 // bucket.
 func (db *DB) Exposures(ctx context.Context, key string) ([]rollout.Exposure, error) {
-	tx, err := db.read.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, wrapErr(err, "exposures of %q", key)
-	}
-	defer tx.Rollback()
-	out, err := listExposures(ctx, tx, key)
-	if err != nil {
-		return nil, wrapErr(err, "exposures of %q", key)
-	}
-	return out, tx.Commit()
+	var out []rollout.Exposure
+	err := db.readTx(ctx, fmt.Sprintf("exposures of %q", key), func(tx *sql.Tx) (err error) {
+		out, err = listExposures(ctx, tx, key)
+		return err
+	})
+	return out, err
 }
 
 func addExposures(ctx context.Context, tx *sql.Tx, counts []rollout.Exposure) error {

@@ -18,19 +18,23 @@ import (
 // Features returns the current configuration of every feature, ordered by
 // key.
 func (db *DB) Features(ctx context.Context) ([]rollout.Feature, error) {
-	tx, err := db.read.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, wrapErr(err, "list features")
-	}
-	defer tx.Rollback()
-	fs, err := listFeatures(ctx, tx)
-	if err != nil {
-		return nil, wrapErr(err, "list features")
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, wrapErr(err, "list features")
-	}
-	return fs, nil
+	var fs []rollout.Feature
+	err := db.readTx(ctx, "list features", func(tx *sql.Tx) (err error) {
+		fs, err = listFeatures(ctx, tx)
+		return err
+	})
+	return fs, err
+}
+
+// Feature returns the current configuration of the feature key. It returns
+// rollout.ENotFound when there is no such feature.
+func (db *DB) Feature(ctx context.Context, key string) (rollout.Feature, error) {
+	var f rollout.Feature
+	err := db.readTx(ctx, fmt.Sprintf("read feature %q", key), func(tx *sql.Tx) (err error) {
+		f, err = findFeature(ctx, tx, key)
+		return err
+	})
+	return f, err
 }
 
 // CreateFeature stores f and its first history entry v. A feature without
@@ -43,21 +47,15 @@ func (db *DB) CreateFeature(ctx context.Context, f rollout.Feature, v rollout.Ve
 	if f.ID == "" {
 		f.ID = uuid.NewString()
 	}
-	tx, err := db.beginWrite(ctx)
-	if err != nil {
-		return wrapErr(err, "create feature %q", f.Key)
-	}
-	defer tx.Rollback()
-	if err := insertFeature(ctx, tx, f); err != nil {
-		return wrapErr(err, "create feature %q", f.Key)
-	}
-	if err := insertVersion(ctx, tx, f.ID, v); err != nil {
-		return wrapErr(err, "create feature %q", f.Key)
-	}
-	if err := tx.Commit(); err != nil {
-		return wrapErr(err, "create feature %q", f.Key)
-	}
-	return nil
+	return db.writeTx(ctx, fmt.Sprintf("create feature %q", f.Key), func(tx *sql.Tx) error {
+		if err := insertFeature(ctx, tx, f); err != nil {
+			return err
+		}
+		if err := insertVersion(ctx, tx, f.ID, v); err != nil {
+			return err
+		}
+		return addCommit(ctx, tx, rollout.CommitFeature, f.Key, db.now())
+	})
 }
 
 // UpdateFeature replaces the feature of f's key, which must be at version
@@ -68,77 +66,51 @@ func (db *DB) UpdateFeature(ctx context.Context, f rollout.Feature, v rollout.Ve
 	if v.Version != f.Version {
 		return fmt.Errorf("update feature %q: history entry is version %d, feature is version %d", f.Key, v.Version, f.Version)
 	}
-	tx, err := db.beginWrite(ctx)
-	if err != nil {
-		return wrapErr(err, "update feature %q", f.Key)
-	}
-	defer tx.Rollback()
-	id, err := updateFeature(ctx, tx, f)
-	if err != nil {
-		return wrapErr(err, "update feature %q", f.Key)
-	}
-	if err := insertVersion(ctx, tx, id, v); err != nil {
-		return wrapErr(err, "update feature %q", f.Key)
-	}
-	if err := tx.Commit(); err != nil {
-		return wrapErr(err, "update feature %q", f.Key)
-	}
-	return nil
+	return db.writeTx(ctx, fmt.Sprintf("update feature %q", f.Key), func(tx *sql.Tx) error {
+		id, err := updateFeature(ctx, tx, f)
+		if err != nil {
+			return err
+		}
+		if err := insertVersion(ctx, tx, id, v); err != nil {
+			return err
+		}
+		return addCommit(ctx, tx, rollout.CommitFeature, f.Key, db.now())
+	})
 }
 
 // DeleteFeature removes the feature key, which must be at the given
 // version, with its history. It returns rollout.ENotFound when there is no
 // such feature and rollout.EConflict when it is at another version.
 func (db *DB) DeleteFeature(ctx context.Context, key string, version int) error {
-	tx, err := db.beginWrite(ctx)
-	if err != nil {
-		return wrapErr(err, "delete feature %q", key)
-	}
-	defer tx.Rollback()
-	if err := deleteFeature(ctx, tx, key, version); err != nil {
-		return wrapErr(err, "delete feature %q", key)
-	}
-	if err := tx.Commit(); err != nil {
-		return wrapErr(err, "delete feature %q", key)
-	}
-	return nil
+	return db.writeTx(ctx, fmt.Sprintf("delete feature %q", key), func(tx *sql.Tx) error {
+		if err := deleteFeature(ctx, tx, key, version); err != nil {
+			return err
+		}
+		return addCommit(ctx, tx, rollout.CommitFeature, key, db.now())
+	})
 }
 
 // Versions returns the history of the feature key newest first: at most
 // limit entries (all when limit <= 0) below version before (all when
 // before <= 0). It returns rollout.ENotFound when there is no such feature.
 func (db *DB) Versions(ctx context.Context, key string, before, limit int) ([]rollout.Version, error) {
-	tx, err := db.read.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, wrapErr(err, "list versions of feature %q", key)
-	}
-	defer tx.Rollback()
-	vs, err := listVersions(ctx, tx, key, before, limit)
-	if err != nil {
-		return nil, wrapErr(err, "list versions of feature %q", key)
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, wrapErr(err, "list versions of feature %q", key)
-	}
-	return vs, nil
+	var vs []rollout.Version
+	err := db.readTx(ctx, fmt.Sprintf("list versions of feature %q", key), func(tx *sql.Tx) (err error) {
+		vs, err = listVersions(ctx, tx, key, before, limit)
+		return err
+	})
+	return vs, err
 }
 
 // Version returns one entry of the history of the feature key. It returns
 // rollout.ENotFound when there is no such feature or version.
 func (db *DB) Version(ctx context.Context, key string, version int) (rollout.Version, error) {
-	tx, err := db.read.BeginTx(ctx, nil)
-	if err != nil {
-		return rollout.Version{}, wrapErr(err, "read version %d of feature %q", version, key)
-	}
-	defer tx.Rollback()
-	v, err := findVersion(ctx, tx, key, version)
-	if err != nil {
-		return rollout.Version{}, wrapErr(err, "read version %d of feature %q", version, key)
-	}
-	if err := tx.Commit(); err != nil {
-		return rollout.Version{}, wrapErr(err, "read version %d of feature %q", version, key)
-	}
-	return v, nil
+	var v rollout.Version
+	err := db.readTx(ctx, fmt.Sprintf("read version %d of feature %q", version, key), func(tx *sql.Tx) (err error) {
+		v, err = findVersion(ctx, tx, key, version)
+		return err
+	})
+	return v, err
 }
 
 func listFeatures(ctx context.Context, tx *sql.Tx) ([]rollout.Feature, error) {
@@ -159,6 +131,24 @@ func listFeatures(ctx context.Context, tx *sql.Tx) ([]rollout.Feature, error) {
 		fs = append(fs, f)
 	}
 	return fs, rows.Err()
+}
+
+func findFeature(ctx context.Context, tx *sql.Tx, key string) (rollout.Feature, error) {
+	rows, err := tx.QueryContext(ctx, `
+		SELECT id, key, version, config, created_at, updated_at
+		FROM features
+		WHERE key = ?`, key)
+	if err != nil {
+		return rollout.Feature{}, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return rollout.Feature{}, err
+		}
+		return rollout.Feature{}, rollout.Errorf(rollout.ENotFound, "feature %q does not exist", key)
+	}
+	return scanFeature(rows)
 }
 
 // scanFeature reads a features row. The columns are authoritative over the

@@ -27,6 +27,13 @@ import (
 // or process holds before it fails with SQLITE_BUSY.
 const busyTimeout = 5 * time.Second
 
+// probeTimeout bounds CheckWrite; its connection waits at most probeBusy
+// for a lock.
+const (
+	probeTimeout = time.Second
+	probeBusy    = 500 * time.Millisecond
+)
+
 // DB is a SQLite database of features and their history.
 //
 // Writes go through a pool of one connection whose transactions begin
@@ -40,6 +47,8 @@ const busyTimeout = 5 * time.Second
 type DB struct {
 	write *sql.DB
 	read  *sql.DB
+	probe *sql.DB // CheckWrite's own connection, with a short busy timeout
+	now   func() time.Time
 	path  string        // absolute
 	busy  time.Duration // busy timeout
 	file  os.FileInfo   // the database file as opened, to notice it moved
@@ -96,7 +105,16 @@ func openPools(path string, busy time.Duration) (*DB, error) {
 	n := max(4, runtime.GOMAXPROCS(0))
 	read.SetMaxOpenConns(n)
 	read.SetMaxIdleConns(n)
-	return &DB{write: write, read: read, path: path, busy: busy}, nil
+
+	probe, err := sql.Open("sqlite3", dsn(path, min(busy, probeBusy), false))
+	if err != nil {
+		read.Close()
+		write.Close()
+		return nil, err
+	}
+	probe.SetMaxOpenConns(1)
+	probe.SetMaxIdleConns(1)
+	return &DB{write: write, read: read, probe: probe, now: time.Now, path: path, busy: busy}, nil
 }
 
 // dsn returns the mattn/go-sqlite3 data source name of the database file at
@@ -125,7 +143,7 @@ func (db *DB) setUp(ctx context.Context) error {
 	if err := checkSettings(ctx, db.write); err != nil {
 		return err
 	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, db.write, migrations.FS)
+	p, err := goose.NewProvider(goose.DialectSQLite3, db.write, migrations.SQLite)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
@@ -158,7 +176,7 @@ func checkSettings(ctx context.Context, pool *sql.DB) error {
 
 // Close closes the database. Calls in progress may fail.
 func (db *DB) Close() error {
-	return errors.Join(db.read.Close(), db.write.Close())
+	return errors.Join(db.read.Close(), db.write.Close(), db.probe.Close())
 }
 
 // Ping reports whether the database can be read and the write connection is
@@ -288,11 +306,33 @@ func (db *DB) checkFile() error {
 	return nil
 }
 
-// beginWrite starts a write transaction, after checking the database file
-// is still where it was opened.
-func (db *DB) beginWrite(ctx context.Context) (*sql.Tx, error) {
+// writeTx runs fn in a write transaction, after checking the database file
+// is still where it was opened, and commits it unless fn fails. Errors are
+// wrapped as wrapErr does, with op.
+func (db *DB) writeTx(ctx context.Context, op string, fn func(*sql.Tx) error) error {
 	if err := db.checkFile(); err != nil {
-		return nil, err
+		return err
 	}
-	return db.write.BeginTx(ctx, nil)
+	return inTx(ctx, db.write, op, fn)
+}
+
+// readTx runs fn in a read transaction of the read pool: one snapshot of
+// the last commit.
+func (db *DB) readTx(ctx context.Context, op string, fn func(*sql.Tx) error) error {
+	return inTx(ctx, db.read, op, fn)
+}
+
+func inTx(ctx context.Context, pool *sql.DB, op string, fn func(*sql.Tx) error) error {
+	tx, err := pool.BeginTx(ctx, nil)
+	if err != nil {
+		return wrapErr(err, "%s", op)
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return wrapErr(err, "%s", op)
+	}
+	if err := tx.Commit(); err != nil {
+		return wrapErr(err, "%s", op)
+	}
+	return nil
 }

@@ -887,7 +887,7 @@ func TestOpenRefusesMissingDirectory(t *testing.T) {
 // ran once: its initial row 0, then one row per migration file.
 func migrationVersions(t *testing.T) []int {
 	t.Helper()
-	files, err := fs.Glob(migrations.FS, "*.sql")
+	files, err := fs.Glob(migrations.SQLite, "*.sql")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -963,5 +963,76 @@ func TestFileMovedAway(t *testing.T) {
 	db = openTest(t, path)
 	if got := features(t, db); len(got) != 1 || got[0].Version != g.Version {
 		t.Errorf("after reopening: %+v, want f at version %d", got, g.Version)
+	}
+}
+
+// TestCheckWrite: with another process holding the write lock, CheckWrite
+// answers unavailable within about a second, not after the 5 s busy
+// timeout, while reads go on; once the lock is released it passes again.
+func TestCheckWrite(t *testing.T) {
+	db, path := newDB(t)
+	ctx := context.Background()
+	if err := db.CheckWrite(ctx); err != nil {
+		t.Fatalf("CheckWrite() = %v", err)
+	}
+	raw := rawDB(t, path, true)
+	tx, err := raw.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(`UPDATE write_probe SET checked_at = 'held'`); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = db.CheckWrite(ctx)
+	took := time.Since(start)
+	wantCode(t, "CheckWrite(locked database)", err, rollout.EUnavailable)
+	if took > 1500*time.Millisecond {
+		t.Errorf("CheckWrite(locked database) took %v, want at most about 1s", took)
+	}
+	if _, err := db.Revision(ctx); err != nil {
+		t.Errorf("Revision() while another writer holds the lock = %v", err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CheckWrite(ctx); err != nil {
+		t.Errorf("CheckWrite() after the lock is released = %v", err)
+	}
+
+	// A gone file is unavailable too.
+	if err := os.Rename(path, path+".away"); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "CheckWrite(file gone)", db.CheckWrite(ctx), rollout.EUnavailable)
+	if err := os.Rename(path+".away", path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTokenConstraints: a token write refused by a constraint
+// rolls back whole, and a unique index violation is a conflict by its
+// SQLite code.
+func TestTokenConstraints(t *testing.T) {
+	db, _ := newDB(t)
+	ctx := context.Background()
+	tok := rollout.Token{ID: "1", Name: "ci", Role: rollout.RoleAdmin, Hash: "h", CreatedAt: t0}
+	if err := db.CreateToken(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	sameHash := rollout.Token{ID: "2", Name: "other", Role: rollout.RoleAdmin, Hash: "h", CreatedAt: t0}
+	wantCode(t, "CreateToken(same hash)", db.CreateToken(ctx, sameHash), rollout.EConflict)
+	sameID := rollout.Token{ID: "1", Name: "third", Role: rollout.RoleAdmin, Hash: "h3", CreatedAt: t0}
+	wantCode(t, "CreateToken(same ID)", db.CreateToken(ctx, sameID), rollout.EConflict)
+	badRole := rollout.Token{ID: "4", Name: "bad", Role: "root", Hash: "h4", CreatedAt: t0}
+	err := db.CreateToken(ctx, badRole)
+	if err == nil || rollout.ErrorCode(err) != rollout.EInternal || constraint(err) != sqlite3.ErrConstraintCheck {
+		t.Errorf("CreateToken(role root) = %v, want an internal error wrapping a CHECK violation", err)
+	}
+	if n := count(t, db.read, "SELECT count(*) FROM tokens"); n != 1 {
+		t.Errorf("%d tokens stored, want 1", n)
+	}
+	if n := count(t, db.read, "SELECT count(*) FROM commits"); n != 1 {
+		t.Errorf("%d commits stored, want 1", n)
 	}
 }

@@ -3,7 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
-	"errors"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -20,28 +20,58 @@ func (db *DB) CreateToken(ctx context.Context, t rollout.Token) error {
 	if t.ID == "" {
 		t.ID = uuid.NewString()
 	}
-	if err := db.checkFile(); err != nil {
-		return err
-	}
-	_, err := db.write.ExecContext(ctx,
-		`INSERT INTO tokens (id, name, role, hash, created_at) VALUES (?, ?, ?, ?, ?)`,
-		t.ID, t.Name, string(t.Role), t.Hash, formatTime(t.CreatedAt))
-	var se sqlite3.Error
-	if errors.As(err, &se) && se.ExtendedCode == sqlite3.ErrConstraintUnique {
-		return rollout.Errorf(rollout.EConflict, "a token named %q already exists: revoke it first or choose another name", t.Name)
-	}
-	if err != nil {
-		return wrapErr(err, "create token %q", t.Name)
-	}
-	return nil
+	return db.writeTx(ctx, fmt.Sprintf("create token %q", t.Name), func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx,
+			`INSERT INTO tokens (id, name, role, hash, created_at) VALUES (?, ?, ?, ?, ?)`,
+			t.ID, t.Name, string(t.Role), t.Hash, formatTime(t.CreatedAt))
+		switch constraint(err) {
+		case sqlite3.ErrConstraintUnique:
+			return rollout.Errorf(rollout.EConflict, "a token named %q already exists: revoke it first or choose another name", t.Name)
+		case sqlite3.ErrConstraintPrimaryKey:
+			return rollout.Errorf(rollout.EConflict, "a token with ID %q already exists", t.ID)
+		}
+		if err != nil {
+			return err
+		}
+		return addCommit(ctx, tx, rollout.CommitToken, t.Name, db.now())
+	})
 }
 
 // Tokens returns every token, revoked ones included, oldest first.
 func (db *DB) Tokens(ctx context.Context) ([]rollout.Token, error) {
-	rows, err := db.read.QueryContext(ctx,
+	var out []rollout.Token
+	err := db.readTx(ctx, "list tokens", func(tx *sql.Tx) (err error) {
+		out, err = listTokens(ctx, tx)
+		return err
+	})
+	return out, err
+}
+
+// RevokeToken revokes the active token named name. It returns
+// rollout.ENotFound when there is none.
+func (db *DB) RevokeToken(ctx context.Context, name string, at time.Time) error {
+	return db.writeTx(ctx, fmt.Sprintf("revoke token %q", name), func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx,
+			`UPDATE tokens SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL`, formatTime(at), name)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return rollout.Errorf(rollout.ENotFound, "no active token is named %q", name)
+		}
+		return addCommit(ctx, tx, rollout.CommitToken, name, db.now())
+	})
+}
+
+func listTokens(ctx context.Context, tx *sql.Tx) ([]rollout.Token, error) {
+	rows, err := tx.QueryContext(ctx,
 		`SELECT id, name, role, hash, created_at, revoked_at FROM tokens ORDER BY created_at, id`)
 	if err != nil {
-		return nil, wrapErr(err, "list tokens")
+		return nil, err
 	}
 	defer rows.Close()
 	var out []rollout.Token
@@ -52,38 +82,19 @@ func (db *DB) Tokens(ctx context.Context) ([]rollout.Token, error) {
 			revoked sql.NullString
 		)
 		if err := rows.Scan(&t.ID, &t.Name, &t.Role, &t.Hash, &created, &revoked); err != nil {
-			return nil, wrapErr(err, "list tokens")
+			return nil, err
 		}
 		if t.CreatedAt, err = parseTime(created); err != nil {
-			return nil, wrapErr(err, "list tokens")
+			return nil, fmt.Errorf("decode token %q: %w", t.Name, err)
 		}
 		if revoked.Valid {
 			at, err := parseTime(revoked.String)
 			if err != nil {
-				return nil, wrapErr(err, "list tokens")
+				return nil, fmt.Errorf("decode token %q: %w", t.Name, err)
 			}
 			t.RevokedAt = &at
 		}
 		out = append(out, t)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, wrapErr(err, "list tokens")
-	}
-	return out, nil
-}
-
-// RevokeToken revokes the active token named name.
-func (db *DB) RevokeToken(ctx context.Context, name string, at time.Time) error {
-	if err := db.checkFile(); err != nil {
-		return err
-	}
-	res, err := db.write.ExecContext(ctx,
-		`UPDATE tokens SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL`, formatTime(at), name)
-	if err != nil {
-		return wrapErr(err, "revoke token %q", name)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return rollout.Errorf(rollout.ENotFound, "no active token is named %q", name)
-	}
-	return nil
+	return out, rows.Err()
 }

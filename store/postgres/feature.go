@@ -1,0 +1,325 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// Features returns the current configuration of every feature, ordered by
+// key.
+func (db *DB) Features(ctx context.Context) ([]rollout.Feature, error) {
+	var fs []rollout.Feature
+	err := db.readTx(ctx, "list features", func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT id, key, version, config FROM features ORDER BY key COLLATE "C"`)
+		if err != nil {
+			return err
+		}
+		fs, err = pgx.CollectRows(rows, scanFeature)
+		return err
+	})
+	if fs == nil && err == nil {
+		fs = []rollout.Feature{}
+	}
+	return fs, err
+}
+
+// Feature returns the current configuration of the feature key. It returns
+// rollout.ENotFound when there is no such feature.
+func (db *DB) Feature(ctx context.Context, key string) (rollout.Feature, error) {
+	var f rollout.Feature
+	err := db.readTx(ctx, fmt.Sprintf("read feature %q", key), func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT id, key, version, config FROM features WHERE key = $1`, key)
+		if err != nil {
+			return err
+		}
+		f, err = pgx.CollectExactlyOneRow(rows, scanFeature)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return rollout.Errorf(rollout.ENotFound, "feature %q does not exist", key)
+		}
+		return err
+	})
+	return f, err
+}
+
+// scanFeature reads a features row. The id, key and version columns are
+// authoritative over the copies in the config; the times are the config's,
+// which keep nanoseconds.
+func scanFeature(row pgx.CollectableRow) (rollout.Feature, error) {
+	var (
+		f       rollout.Feature
+		id, key string
+		version int
+		config  []byte
+	)
+	if err := row.Scan(&id, &key, &version, &config); err != nil {
+		return rollout.Feature{}, err
+	}
+	if err := json.Unmarshal(config, &f); err != nil {
+		return rollout.Feature{}, fmt.Errorf("decode feature %q: %w", key, err)
+	}
+	f.ID, f.Key, f.Version = id, key, version
+	f.CreatedAt, f.UpdatedAt = f.CreatedAt.UTC(), f.UpdatedAt.UTC()
+	return f, nil
+}
+
+// CreateFeature stores f and its first history entry v. A feature without
+// an ID gets a new UUID. It returns rollout.EConflict when the key (or the
+// ID) is taken.
+func (db *DB) CreateFeature(ctx context.Context, f rollout.Feature, v rollout.Version) error {
+	if v.Version != f.Version {
+		return fmt.Errorf("create feature %q: history entry is version %d, feature is version %d", f.Key, v.Version, f.Version)
+	}
+	if f.ID == "" {
+		f.ID = uuid.NewString()
+	}
+	config, err := encodeFeature(f)
+	if err != nil {
+		return fmt.Errorf("create feature %q: %w", f.Key, err)
+	}
+	return db.writeTx(ctx, fmt.Sprintf("create feature %q", f.Key), func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `
+			INSERT INTO features (id, key, version, config, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6)`,
+			f.ID, f.Key, f.Version, config, f.CreatedAt.UTC(), f.UpdatedAt.UTC())
+		if code, constraint := sqlState(err); code == uniqueViolation {
+			if constraint == "features_pkey" {
+				return rollout.Errorf(rollout.EConflict, "a feature with ID %q already exists", f.ID)
+			}
+			return rollout.Errorf(rollout.EConflict, "feature %q already exists", f.Key)
+		}
+		if err != nil {
+			return err
+		}
+		if err := insertVersion(ctx, tx, f.ID, v); err != nil {
+			return err
+		}
+		return addCommit(ctx, tx, rollout.CommitFeature, f.Key, db.now())
+	})
+}
+
+// UpdateFeature replaces the feature of f's key, which must be at version
+// f.Version-1 (and have f's ID, when f has one), with f and appends v. It
+// returns rollout.ENotFound when there is no such feature and
+// rollout.EConflict when the stored feature has moved on.
+func (db *DB) UpdateFeature(ctx context.Context, f rollout.Feature, v rollout.Version) error {
+	if v.Version != f.Version {
+		return fmt.Errorf("update feature %q: history entry is version %d, feature is version %d", f.Key, v.Version, f.Version)
+	}
+	config, err := encodeFeature(f)
+	if err != nil {
+		return fmt.Errorf("update feature %q: %w", f.Key, err)
+	}
+	return db.writeTx(ctx, fmt.Sprintf("update feature %q", f.Key), func(tx pgx.Tx) error {
+		var id string
+		err := tx.QueryRow(ctx, `
+			UPDATE features SET version = $1, config = $2, updated_at = $3
+			WHERE key = $4 AND version = $5 AND ($6 = '' OR id = $6)
+			RETURNING id`,
+			f.Version, config, f.UpdatedAt.UTC(), f.Key, f.Version-1, f.ID).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return whyNotWritten(ctx, tx, f.Key, f.ID, f.Version-1)
+		}
+		if err != nil {
+			return err
+		}
+		if err := insertVersion(ctx, tx, id, v); err != nil {
+			return err
+		}
+		return addCommit(ctx, tx, rollout.CommitFeature, f.Key, db.now())
+	})
+}
+
+// DeleteFeature removes the feature key, which must be at the given
+// version, with its history and exposures. It returns rollout.ENotFound
+// when there is no such feature and rollout.EConflict when it is at another
+// version.
+func (db *DB) DeleteFeature(ctx context.Context, key string, version int) error {
+	return db.writeTx(ctx, fmt.Sprintf("delete feature %q", key), func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM features WHERE key = $1 AND version = $2`, key, version)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return whyNotWritten(ctx, tx, key, "", version)
+		}
+		return addCommit(ctx, tx, rollout.CommitFeature, key, db.now())
+	})
+}
+
+// whyNotWritten explains why no row of the feature key with the given ID
+// (any, when "") at the given version was found: the feature does not exist,
+// is at another version, or was deleted and created again.
+func whyNotWritten(ctx context.Context, tx pgx.Tx, key, id string, version int) error {
+	var storedID string
+	var stored int
+	err := tx.QueryRow(ctx, `SELECT id, version FROM features WHERE key = $1`, key).Scan(&storedID, &stored)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return rollout.Errorf(rollout.ENotFound, "feature %q does not exist", key)
+	case err != nil:
+		return err
+	case id != "" && id != storedID:
+		return rollout.Errorf(rollout.EConflict, "feature %q was deleted and created again since it was read; it is now at version %d: reload it and try again", key, stored)
+	case stored != version:
+		return rollout.Errorf(rollout.EConflict, "feature %q is at version %d, not %d: reload it and try again", key, stored, version)
+	}
+	return fmt.Errorf("feature %q at version %d exists but was not written", key, version)
+}
+
+// insertVersion appends v, with its churn report, to the history of the
+// feature id.
+func insertVersion(ctx context.Context, tx pgx.Tx, id string, v rollout.Version) error {
+	config, err := encodeFeature(v.Config)
+	if err != nil {
+		return err
+	}
+	report, err := encodeJSON(v.Report)
+	if err != nil {
+		return fmt.Errorf("encode report: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `
+		INSERT INTO versions (feature_id, version, actor, created_at, summary, config)
+		VALUES ($1, $2, $3, $4, $5, $6)`,
+		id, v.Version, v.Actor, v.Time.UTC(), v.Summary, config); err != nil {
+		return fmt.Errorf("insert version %d: %w", v.Version, err)
+	}
+	if _, err := tx.Exec(ctx, `
+		INSERT INTO churn_reports (feature_id, version, churn, modulo_churn, report)
+		VALUES ($1, $2, $3, $4, $5)`,
+		id, v.Version, v.Report.Churn, v.Report.ModuloChurn, report); err != nil {
+		return fmt.Errorf("insert report of version %d: %w", v.Version, err)
+	}
+	return nil
+}
+
+// featureID returns the ID of the feature key, or rollout.ENotFound.
+func featureID(ctx context.Context, tx pgx.Tx, key string) (string, error) {
+	var id string
+	err := tx.QueryRow(ctx, `SELECT id FROM features WHERE key = $1`, key).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", rollout.Errorf(rollout.ENotFound, "feature %q does not exist", key)
+	}
+	return id, err
+}
+
+const selectVersions = `
+	SELECT v.version, v.actor, v.created_at, v.summary, v.config, r.report
+	FROM versions v
+	LEFT JOIN churn_reports r ON r.feature_id = v.feature_id AND r.version = v.version
+	WHERE v.feature_id = $1`
+
+// Versions returns the history of the feature key newest first: at most
+// limit entries (all when limit <= 0) below version before (all when
+// before <= 0). It returns rollout.ENotFound when there is no such feature.
+func (db *DB) Versions(ctx context.Context, key string, before, limit int) ([]rollout.Version, error) {
+	var vs []rollout.Version
+	err := db.readTx(ctx, fmt.Sprintf("list versions of feature %q", key), func(tx pgx.Tx) error {
+		id, err := featureID(ctx, tx, key)
+		if err != nil {
+			return err
+		}
+		var q strings.Builder
+		q.WriteString(selectVersions)
+		args := []any{id}
+		if before > 0 {
+			args = append(args, before)
+			fmt.Fprintf(&q, " AND v.version < $%d", len(args))
+		}
+		q.WriteString(" ORDER BY v.version DESC")
+		if limit > 0 {
+			args = append(args, limit)
+			fmt.Fprintf(&q, " LIMIT $%d", len(args))
+		}
+		rows, err := tx.Query(ctx, q.String(), args...)
+		if err != nil {
+			return err
+		}
+		vs, err = pgx.CollectRows(rows, versionScanner(id, key))
+		return err
+	})
+	if vs == nil && err == nil {
+		vs = []rollout.Version{}
+	}
+	return vs, err
+}
+
+// Version returns one entry of the history of the feature key. It returns
+// rollout.ENotFound when there is no such feature or version.
+func (db *DB) Version(ctx context.Context, key string, version int) (rollout.Version, error) {
+	var v rollout.Version
+	err := db.readTx(ctx, fmt.Sprintf("read version %d of feature %q", version, key), func(tx pgx.Tx) error {
+		id, err := featureID(ctx, tx, key)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, selectVersions+" AND v.version = $2", id, version)
+		if err != nil {
+			return err
+		}
+		v, err = pgx.CollectExactlyOneRow(rows, versionScanner(id, key))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return rollout.Errorf(rollout.ENotFound, "feature %q has no version %d", key, version)
+		}
+		return err
+	})
+	return v, err
+}
+
+// versionScanner reads rows of selectVersions of the feature id, key. A
+// version without a report has a zero Report.
+func versionScanner(id, key string) pgx.RowToFunc[rollout.Version] {
+	return func(row pgx.CollectableRow) (rollout.Version, error) {
+		var (
+			v       rollout.Version
+			created time.Time
+			config  []byte
+			report  []byte
+		)
+		if err := row.Scan(&v.Version, &v.Actor, &created, &v.Summary, &config, &report); err != nil {
+			return rollout.Version{}, err
+		}
+		v.Time = created.UTC()
+		if err := json.Unmarshal(config, &v.Config); err != nil {
+			return rollout.Version{}, fmt.Errorf("decode configuration of version %d: %w", v.Version, err)
+		}
+		v.Config.ID, v.Config.Key = id, key
+		v.Config.CreatedAt, v.Config.UpdatedAt = v.Config.CreatedAt.UTC(), v.Config.UpdatedAt.UTC()
+		if report != nil {
+			if err := json.Unmarshal(report, &v.Report); err != nil {
+				return rollout.Version{}, fmt.Errorf("decode report of version %d: %w", v.Version, err)
+			}
+		}
+		return v, nil
+	}
+}
+
+// encodeFeature returns f as JSON with its times in UTC.
+func encodeFeature(f rollout.Feature) (string, error) {
+	f.CreatedAt, f.UpdatedAt = f.CreatedAt.UTC(), f.UpdatedAt.UTC()
+	s, err := encodeJSON(f)
+	if err != nil {
+		return "", fmt.Errorf("encode feature %q: %w", f.Key, err)
+	}
+	return s, nil
+}
+
+// encodeJSON returns v as compact JSON. It does not escape <, > and &, so
+// bucket values are stored as given (compacted).
+func encodeJSON(v any) (string, error) {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(b.String(), "\n"), nil
+}

@@ -1,0 +1,713 @@
+// Package storetest is the contract every store of features must meet: one
+// table of cases that the SQLite store (store) and the PostgreSQL store
+// (store/postgres) both run, so that the two cannot drift. It also gives
+// tests a PostgreSQL database of their own (PostgresDSN).
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// Store is what a store under test implements.
+type Store interface {
+	rollout.Store
+	rollout.TokenStore
+}
+
+// Opened is a new, empty database for one case.
+type Opened struct {
+	// Store is a handle on the database.
+	Store Store
+	// Open opens another handle on the same database, closed when t ends.
+	Open func(t *testing.T) Store
+}
+
+// Run runs every case of the contract against stores open makes. open
+// makes a new, empty database for each case and closes what it opened when
+// t ends.
+func Run(t *testing.T, open func(t *testing.T) Opened) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { c.run(t, open(t)) })
+	}
+}
+
+var cases = []struct {
+	name string
+	run  func(t *testing.T, o Opened)
+}{
+	{"create", testCreate},
+	{"optimistic update", testUpdate},
+	{"conflict", testConflict},
+	{"delete", testDelete},
+	{"versions paging", testVersions},
+	{"version not found", testVersionNotFound},
+	{"exposures add up", testExposures},
+	{"tokens", testTokens},
+	{"revision feed", testFeed},
+	{"revisions from two handles", testFeedConcurrent},
+	{"session key", testSessionKey},
+	{"check write", testCheckWrite},
+}
+
+// t0 has nanoseconds: a feature's times must come back exact from every
+// store, since instances compare what they serve.
+var t0 = time.Date(2025, 3, 14, 15, 9, 26, 535897932, time.UTC)
+
+// newFeature returns a feature at version 1 with every field set.
+func newFeature(key string) rollout.Feature {
+	return rollout.Feature{
+		ID:          "id-" + key,
+		Key:         key,
+		Description: "checkout <b>flow</b> & more",
+		Enabled:     true,
+		Salt:        "s1",
+		Fallback:    "control",
+		Buckets: []rollout.Bucket{
+			{Name: "control", Replicas: 100},
+			{Name: "treatment", Replicas: 50, Value: json.RawMessage(`{"n":[1,2.5,null,1e3],"color":"<red>"}`)},
+			{Name: "off", Replicas: 1, Value: json.RawMessage(`false`)},
+		},
+		Overrides: map[string]string{"alice": "treatment", "bob@example.com": "control"},
+		Version:   1,
+		CreatedAt: t0,
+		UpdatedAt: t0,
+	}
+}
+
+// next returns f changed into its next version, an hour later.
+func next(f rollout.Feature) rollout.Feature {
+	g := f.Clone()
+	g.Version++
+	g.UpdatedAt = f.UpdatedAt.Add(time.Hour)
+	g.Buckets[1].Replicas += 10
+	g.Description = fmt.Sprintf("version %d", g.Version)
+	return g
+}
+
+// versionOf returns the history entry of the change to after. Its time has
+// microseconds only: PostgreSQL keeps no more for history.
+func versionOf(after rollout.Feature) rollout.Version {
+	return rollout.Version{
+		Version: after.Version,
+		Actor:   "ops@example.com",
+		Time:    after.UpdatedAt.Truncate(time.Microsecond),
+		Summary: fmt.Sprintf("change %d", after.Version),
+		Config:  after,
+		Report: rollout.Report{
+			FromVersion:  after.Version - 1,
+			ToVersion:    after.Version,
+			Method:       "ring",
+			Churn:        0.0625,
+			Moves:        []rollout.Move{{From: "control", To: "treatment", Share: 0.0625}, {From: "", To: "off", Share: 0.001}},
+			SharesBefore: map[string]float64{"control": 0.5, "treatment": 0.5},
+			SharesAfter:  map[string]float64{"control": 0.4375, "treatment": 0.5625},
+			ModuloChurn:  0.5,
+		},
+	}
+}
+
+func create(t *testing.T, s Store, f rollout.Feature) rollout.Version {
+	t.Helper()
+	v := versionOf(f)
+	if err := s.CreateFeature(context.Background(), f, v); err != nil {
+		t.Fatalf("CreateFeature(%q) = %v", f.Key, err)
+	}
+	return v
+}
+
+// history creates f and updates it n-1 times; it returns the versions
+// oldest first and the feature as last stored.
+func history(t *testing.T, s Store, f rollout.Feature, n int) ([]rollout.Version, rollout.Feature) {
+	t.Helper()
+	vs := []rollout.Version{create(t, s, f)}
+	for range n - 1 {
+		g := next(f)
+		v := versionOf(g)
+		if err := s.UpdateFeature(context.Background(), g, v); err != nil {
+			t.Fatalf("UpdateFeature(%q to version %d) = %v", g.Key, g.Version, err)
+		}
+		vs = append(vs, v)
+		f = g
+	}
+	return vs, f
+}
+
+func wantCode(t *testing.T, call string, err error, code string) {
+	t.Helper()
+	if got := rollout.ErrorCode(err); err == nil || got != code {
+		t.Errorf("%s = %v (code %q), want code %q", call, err, got, code)
+	}
+}
+
+func wantFeatures(t *testing.T, s Store, want ...rollout.Feature) {
+	t.Helper()
+	got, err := s.Features(context.Background())
+	if err != nil {
+		t.Fatalf("Features() = %v", err)
+	}
+	if want == nil {
+		want = []rollout.Feature{}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Features() mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func wantFeature(t *testing.T, s Store, want rollout.Feature) {
+	t.Helper()
+	got, err := s.Feature(context.Background(), want.Key)
+	if err != nil {
+		t.Fatalf("Feature(%q) = %v", want.Key, err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Feature(%q) mismatch (-want +got):\n%s", want.Key, diff)
+	}
+}
+
+func wantRevision(t *testing.T, s Store, want int64) {
+	t.Helper()
+	got, err := s.Revision(context.Background())
+	if err != nil {
+		t.Fatalf("Revision() = %v", err)
+	}
+	if got != want {
+		t.Errorf("Revision() = %d, want %d", got, want)
+	}
+}
+
+func testCreate(t *testing.T, o Opened) {
+	ctx := context.Background()
+	s := o.Store
+	wantFeatures(t, s)
+	b, a := newFeature("b"), newFeature("a")
+	vb := create(t, s, b)
+	create(t, s, a)
+	wantFeatures(t, s, a, b) // by key
+	wantFeature(t, s, b)
+	if loc := mustFeature(t, s, "b").UpdatedAt.Location(); loc != time.UTC {
+		t.Errorf("Feature(b).UpdatedAt.Location() = %v, want UTC", loc)
+	}
+	got, err := s.Version(ctx, "b", 1)
+	if err != nil {
+		t.Fatalf("Version(b, 1) = %v", err)
+	}
+	if diff := cmp.Diff(vb, got); diff != "" {
+		t.Errorf("Version(b, 1) mismatch (-want +got):\n%s", diff)
+	}
+	_, err = s.Feature(ctx, "missing")
+	wantCode(t, "Feature(missing)", err, rollout.ENotFound)
+
+	// Another handle sees it.
+	wantFeature(t, o.Open(t), b)
+
+	// A feature without an ID gets one; nil overrides stay nil.
+	c := newFeature("c")
+	c.ID, c.Overrides = "", nil
+	if err := s.CreateFeature(ctx, c, versionOf(c)); err != nil {
+		t.Fatalf("CreateFeature(c without ID) = %v", err)
+	}
+	gotC := mustFeature(t, s, "c")
+	if gotC.ID == "" || gotC.Overrides != nil {
+		t.Errorf("Feature(c) = ID %q, overrides %v; want a new ID and nil overrides", gotC.ID, gotC.Overrides)
+	}
+	// Local times come back in UTC, the same instant.
+	d := newFeature("d")
+	d.CreatedAt = t0.In(time.FixedZone("UTC+9", 9*60*60))
+	d.UpdatedAt = d.CreatedAt
+	create(t, s, d)
+	d.CreatedAt, d.UpdatedAt = t0, t0
+	wantFeature(t, s, d)
+}
+
+func mustFeature(t *testing.T, s Store, key string) rollout.Feature {
+	t.Helper()
+	f, err := s.Feature(context.Background(), key)
+	if err != nil {
+		t.Fatalf("Feature(%q) = %v", key, err)
+	}
+	return f
+}
+
+func testUpdate(t *testing.T, o Opened) {
+	ctx := context.Background()
+	s := o.Store
+	f := newFeature("f")
+	v1 := create(t, s, f)
+	g := next(f)
+	v2 := versionOf(g)
+	if err := s.UpdateFeature(ctx, g, v2); err != nil {
+		t.Fatalf("UpdateFeature(to 2) = %v", err)
+	}
+	wantFeature(t, s, g)
+	wantFeatures(t, s, g)
+	vs, err := s.Versions(ctx, "f", 0, 0)
+	if err != nil {
+		t.Fatalf("Versions(f) = %v", err)
+	}
+	if diff := cmp.Diff([]rollout.Version{v2, v1}, vs); diff != "" {
+		t.Errorf("Versions(f) mismatch (-want +got):\n%s", diff)
+	}
+	// The same change again expects version 1, which is gone.
+	wantCode(t, "UpdateFeature(to 2 again)", s.UpdateFeature(ctx, g, v2), rollout.EConflict)
+	// A handle that read version 1 loses to the one that wrote 2.
+	other := o.Open(t)
+	g2 := next(f)
+	g2.Description = "stale"
+	wantCode(t, "UpdateFeature(stale, other handle)", other.UpdateFeature(ctx, g2, versionOf(g2)), rollout.EConflict)
+	wantFeature(t, other, g)
+
+	h := next(newFeature("missing"))
+	wantCode(t, "UpdateFeature(missing)", s.UpdateFeature(ctx, h, versionOf(h)), rollout.ENotFound)
+	bad := next(g)
+	v := versionOf(bad)
+	v.Version++
+	if err := s.UpdateFeature(ctx, bad, v); err == nil {
+		t.Errorf("UpdateFeature(entry version %d, feature version %d) = nil, want an error", v.Version, bad.Version)
+	}
+	wantFeature(t, s, g)
+}
+
+func testConflict(t *testing.T, o Opened) {
+	ctx := context.Background()
+	s := o.Store
+	f := newFeature("f")
+	create(t, s, f)
+	dup := newFeature("f")
+	dup.ID = "another-id"
+	wantCode(t, "CreateFeature(same key)", s.CreateFeature(ctx, dup, versionOf(dup)), rollout.EConflict)
+	sameID := newFeature("g")
+	sameID.ID = f.ID
+	wantCode(t, "CreateFeature(same ID)", s.CreateFeature(ctx, sameID, versionOf(sameID)), rollout.EConflict)
+	wantFeatures(t, s, f)
+
+	// Deleted and created again: a change made from the old one conflicts,
+	// though the versions match.
+	if err := s.DeleteFeature(ctx, "f", 1); err != nil {
+		t.Fatalf("DeleteFeature(f, 1) = %v", err)
+	}
+	again := newFeature("f")
+	again.ID = "id-f-again"
+	create(t, s, again)
+	g := next(f)
+	wantCode(t, "UpdateFeature(from the deleted feature)", s.UpdateFeature(ctx, g, versionOf(g)), rollout.EConflict)
+	wantFeatures(t, s, again)
+	// Without an ID, only the version is checked.
+	h := next(again)
+	h.ID = ""
+	if err := s.UpdateFeature(ctx, h, versionOf(h)); err != nil {
+		t.Errorf("UpdateFeature(no ID) = %v", err)
+	}
+}
+
+func testDelete(t *testing.T, o Opened) {
+	ctx := context.Background()
+	s := o.Store
+	_, f := history(t, s, newFeature("f"), 3)
+	keep := newFeature("keep")
+	create(t, s, keep)
+	if err := s.AddExposures(ctx, []rollout.Exposure{{FeatureID: f.ID, Version: 3, Bucket: "control", Count: 4}}); err != nil {
+		t.Fatalf("AddExposures() = %v", err)
+	}
+	wantCode(t, "DeleteFeature(f, 2)", s.DeleteFeature(ctx, "f", 2), rollout.EConflict)
+	wantFeatures(t, s, f, keep)
+	if err := s.DeleteFeature(ctx, "f", 3); err != nil {
+		t.Fatalf("DeleteFeature(f, 3) = %v", err)
+	}
+	wantFeatures(t, s, keep)
+	_, err := s.Feature(ctx, "f")
+	wantCode(t, "Feature(deleted)", err, rollout.ENotFound)
+	_, err = s.Versions(ctx, "f", 0, 0)
+	wantCode(t, "Versions(deleted)", err, rollout.ENotFound)
+	_, err = s.Version(ctx, "f", 1)
+	wantCode(t, "Version(deleted, 1)", err, rollout.ENotFound)
+	wantCode(t, "DeleteFeature(deleted)", s.DeleteFeature(ctx, "f", 3), rollout.ENotFound)
+	if es, err := s.Exposures(ctx, "f"); err != nil || len(es) != 0 {
+		t.Errorf("Exposures(deleted) = %v, %v; want none", es, err)
+	}
+
+	// Created again, it starts a new history: the old one is gone.
+	again := newFeature("f")
+	again.ID = "id-f-again"
+	v := create(t, s, again)
+	vs, err := s.Versions(ctx, "f", 0, 0)
+	if err != nil {
+		t.Fatalf("Versions(f again) = %v", err)
+	}
+	if diff := cmp.Diff([]rollout.Version{v}, vs); diff != "" {
+		t.Errorf("Versions(f again) mismatch (-want +got):\n%s", diff)
+	}
+	if es, err := s.Exposures(ctx, "f"); err != nil || len(es) != 0 {
+		t.Errorf("Exposures(f again) = %v, %v; want none", es, err)
+	}
+}
+
+func testVersions(t *testing.T, o Opened) {
+	ctx := context.Background()
+	s := o.Store
+	all, _ := history(t, s, newFeature("f"), 5)
+	create(t, s, newFeature("other"))
+	newest := slices.Clone(all)
+	slices.Reverse(newest) // versions 5..1
+	tests := []struct {
+		before, limit int
+		want          []rollout.Version
+	}{
+		{0, 0, newest},
+		{0, -1, newest},
+		{0, 2, newest[:2]},
+		{4, 2, newest[2:4]},
+		{4, 0, newest[2:]},
+		{2, 10, newest[4:]},
+		{1, 0, []rollout.Version{}},
+		{9, 1, newest[:1]},
+	}
+	for _, tt := range tests {
+		got, err := s.Versions(ctx, "f", tt.before, tt.limit)
+		if err != nil {
+			t.Fatalf("Versions(f, %d, %d) = %v", tt.before, tt.limit, err)
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("Versions(f, %d, %d) mismatch (-want +got):\n%s", tt.before, tt.limit, diff)
+		}
+	}
+	_, err := s.Versions(ctx, "missing", 0, 0)
+	wantCode(t, "Versions(missing)", err, rollout.ENotFound)
+}
+
+func testVersionNotFound(t *testing.T, o Opened) {
+	ctx := context.Background()
+	s := o.Store
+	all, _ := history(t, s, newFeature("f"), 2)
+	got, err := s.Version(ctx, "f", 2)
+	if err != nil {
+		t.Fatalf("Version(f, 2) = %v", err)
+	}
+	if diff := cmp.Diff(all[1], got); diff != "" {
+		t.Errorf("Version(f, 2) mismatch (-want +got):\n%s", diff)
+	}
+	for _, tt := range []struct {
+		key     string
+		version int
+	}{{"f", 3}, {"f", 0}, {"missing", 1}} {
+		_, err := s.Version(ctx, tt.key, tt.version)
+		wantCode(t, fmt.Sprintf("Version(%q, %d)", tt.key, tt.version), err, rollout.ENotFound)
+	}
+}
+
+// testExposures: two handles add counts at once, with duplicates within a
+// batch; every count is added exactly once, and counts of features that do
+// not exist are dropped.
+func testExposures(t *testing.T, o Opened) {
+	ctx := context.Background()
+	s := o.Store
+	f, g := newFeature("f"), newFeature("g")
+	create(t, s, f)
+	create(t, s, g)
+	batch := []rollout.Exposure{
+		{FeatureID: g.ID, Version: 1, Bucket: "treatment", Count: 1},
+		{FeatureID: f.ID, Version: 1, Bucket: "control", Count: 3},
+		{FeatureID: f.ID, Version: 1, Bucket: "", Count: 2},
+		{FeatureID: f.ID, Version: 1, Bucket: "control", Count: 1},
+		{FeatureID: "gone", Version: 1, Bucket: "control", Count: 7},
+	}
+	handles := []Store{s, o.Open(t)}
+	const workers, rounds = 4, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, len(handles)*workers*rounds)
+	for _, h := range handles {
+		for range workers {
+			wg.Go(func() {
+				for range rounds {
+					errs <- h.AddExposures(ctx, batch)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("AddExposures() = %v", err)
+		}
+	}
+	n := int64(len(handles) * workers * rounds)
+	got, err := s.Exposures(ctx, "f")
+	if err != nil {
+		t.Fatalf("Exposures(f) = %v", err)
+	}
+	want := []rollout.Exposure{
+		{Feature: "f", FeatureID: f.ID, Version: 1, Bucket: "", Count: 2 * n},
+		{Feature: "f", FeatureID: f.ID, Version: 1, Bucket: "control", Count: 4 * n},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Exposures(f) mismatch (-want +got):\n%s", diff)
+	}
+	// Newest version first.
+	g2 := next(g)
+	if err := s.UpdateFeature(ctx, g2, versionOf(g2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddExposures(ctx, []rollout.Exposure{{FeatureID: g.ID, Version: 2, Bucket: "control", Count: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err = o.Open(t).Exposures(ctx, "g")
+	if err != nil {
+		t.Fatalf("Exposures(g) = %v", err)
+	}
+	want = []rollout.Exposure{
+		{Feature: "g", FeatureID: g.ID, Version: 2, Bucket: "control", Count: 5},
+		{Feature: "g", FeatureID: g.ID, Version: 1, Bucket: "treatment", Count: n},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Exposures(g) mismatch (-want +got):\n%s", diff)
+	}
+	if err := s.AddExposures(ctx, nil); err != nil {
+		t.Errorf("AddExposures(nil) = %v", err)
+	}
+	if got, err := s.Exposures(ctx, "missing"); err != nil || len(got) != 0 {
+		t.Errorf("Exposures(missing) = %v, %v; want none", got, err)
+	}
+}
+
+func testTokens(t *testing.T, o Opened) {
+	ctx := context.Background()
+	s := o.Store
+	if got, err := s.Tokens(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("Tokens() of a new database = %v, %v; want none", got, err)
+	}
+	tok := func(id, name string, role rollout.Role, at time.Time) rollout.Token {
+		return rollout.Token{ID: id, Name: name, Role: role, Hash: "hash-" + id, CreatedAt: at}
+	}
+	at := t0.Truncate(time.Microsecond)
+	ci := tok("1", "ci", rollout.RoleEditor, at)
+	ops := tok("2", "ops", rollout.RoleAdmin, at.Add(time.Second))
+	for _, x := range []rollout.Token{ci, ops} {
+		if err := s.CreateToken(ctx, x); err != nil {
+			t.Fatalf("CreateToken(%q) = %v", x.Name, err)
+		}
+	}
+	wantCode(t, "CreateToken(ci again)", s.CreateToken(ctx, tok("3", "ci", rollout.RoleViewer, at.Add(2*time.Second))), rollout.EConflict)
+	revokedAt := at.Add(time.Minute)
+	if err := o.Open(t).RevokeToken(ctx, "ci", revokedAt); err != nil {
+		t.Fatalf("RevokeToken(ci) = %v", err)
+	}
+	wantCode(t, "RevokeToken(ci again)", s.RevokeToken(ctx, "ci", revokedAt), rollout.ENotFound)
+	wantCode(t, "RevokeToken(unknown)", s.RevokeToken(ctx, "unknown", revokedAt), rollout.ENotFound)
+	ci2 := tok("4", "ci", rollout.RoleViewer, at.Add(time.Hour))
+	if err := s.CreateToken(ctx, ci2); err != nil {
+		t.Fatalf("CreateToken(ci after revoking it) = %v", err)
+	}
+	got, err := o.Open(t).Tokens(ctx)
+	if err != nil {
+		t.Fatalf("Tokens() = %v", err)
+	}
+	ci.RevokedAt = &revokedAt
+	if diff := cmp.Diff([]rollout.Token{ci, ops, ci2}, got); diff != "" {
+		t.Errorf("Tokens() mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// testFeed: each committed change writes one commit, with the next
+// revision; refused changes write none.
+func testFeed(t *testing.T, o Opened) {
+	ctx := context.Background()
+	s := o.Store
+	wantRevision(t, s, 0)
+	if got, err := s.Commits(ctx, 0, 0); err != nil || len(got) != 0 {
+		t.Fatalf("Commits(0, 0) of a new database = %v, %v; want none", got, err)
+	}
+	start := time.Now().Add(-time.Second)
+	f := newFeature("f")
+	g := next(f)
+	stale := next(f)
+	stale.Description = "stale"
+	missing := newFeature("missing")
+	token := rollout.Token{ID: "t1", Name: "ci", Role: rollout.RoleEditor, Hash: "h1", CreatedAt: t0}
+	type want struct {
+		kind rollout.CommitKind
+		key  string
+	}
+	steps := []struct {
+		name   string
+		change func() error
+		commit *want // nil: refused, no commit
+	}{
+		{"create f", func() error { return s.CreateFeature(ctx, f, versionOf(f)) }, &want{rollout.CommitFeature, "f"}},
+		{"create f again", func() error { return s.CreateFeature(ctx, f, versionOf(f)) }, nil},
+		{"update f", func() error { return s.UpdateFeature(ctx, g, versionOf(g)) }, &want{rollout.CommitFeature, "f"}},
+		{"update f from version 1", func() error { return s.UpdateFeature(ctx, stale, versionOf(stale)) }, nil},
+		{"update missing", func() error { return s.UpdateFeature(ctx, next(missing), versionOf(next(missing))) }, nil},
+		{"delete missing", func() error { return s.DeleteFeature(ctx, "missing", 1) }, nil},
+		{"create token", func() error { return s.CreateToken(ctx, token) }, &want{rollout.CommitToken, "ci"}},
+		{"create token again", func() error {
+			again := token
+			again.ID, again.Hash = "t2", "h2"
+			return s.CreateToken(ctx, again)
+		}, nil},
+		{"revoke token", func() error { return s.RevokeToken(ctx, "ci", t0) }, &want{rollout.CommitToken, "ci"}},
+		{"revoke token again", func() error { return s.RevokeToken(ctx, "ci", t0) }, nil},
+		{"delete f at version 1", func() error { return s.DeleteFeature(ctx, "f", 1) }, nil},
+		{"delete f", func() error { return s.DeleteFeature(ctx, "f", 2) }, &want{rollout.CommitFeature, "f"}},
+		{"add exposures", func() error { return s.AddExposures(ctx, []rollout.Exposure{{FeatureID: f.ID, Version: 1, Count: 1}}) }, nil},
+		{"session key", func() error { _, err := s.SessionKey(ctx); return err }, nil},
+		{"check write", func() error { return s.CheckWrite(ctx) }, nil},
+	}
+	var rev int64
+	var wantCommits []want
+	for _, step := range steps {
+		err := step.change()
+		if step.commit == nil {
+			if err != nil && rollout.ErrorCode(err) != rollout.EConflict && rollout.ErrorCode(err) != rollout.ENotFound {
+				t.Fatalf("%s = %v, want nil, a conflict or not found", step.name, err)
+			}
+		} else {
+			if err != nil {
+				t.Fatalf("%s = %v", step.name, err)
+			}
+			rev++
+			wantCommits = append(wantCommits, *step.commit)
+		}
+		wantRevision(t, s, rev)
+		if t.Failed() {
+			t.Fatalf("after %s", step.name)
+		}
+	}
+	end := time.Now().Add(time.Second)
+	wantRevision(t, o.Open(t), rev)
+	if rev != 5 {
+		t.Fatalf("%d commits made, want 5: the steps changed", rev)
+	}
+
+	all, err := s.Commits(ctx, 0, 0)
+	if err != nil {
+		t.Fatalf("Commits(0, 0) = %v", err)
+	}
+	var got []want
+	for i, c := range all {
+		got = append(got, want{c.Kind, c.Key})
+		if c.Revision != int64(i+1) {
+			t.Errorf("Commits(0, 0)[%d].Revision = %d, want %d", i, c.Revision, i+1)
+		}
+		if c.Time.Before(start) || c.Time.After(end) || c.Time.Location() != time.UTC {
+			t.Errorf("Commits(0, 0)[%d].Time = %v, want a UTC time between %v and %v", i, c.Time, start, end)
+		}
+	}
+	if diff := cmp.Diff(wantCommits, got, cmp.AllowUnexported(want{})); diff != "" {
+		t.Errorf("Commits(0, 0) mismatch (-want +got):\n%s", diff)
+	}
+	for _, tt := range []struct {
+		since int64
+		limit int
+		want  []rollout.Commit
+	}{
+		{0, 2, all[:2]},
+		{1, 2, all[1:3]},
+		{2, 0, all[2:]},
+		{3, -1, all[3:]},
+		{4, 1, all[4:]},
+		{5, 1, []rollout.Commit{}},
+		{99, 0, []rollout.Commit{}},
+	} {
+		got, err := s.Commits(ctx, tt.since, tt.limit)
+		if err != nil {
+			t.Fatalf("Commits(%d, %d) = %v", tt.since, tt.limit, err)
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("Commits(%d, %d) mismatch (-want +got):\n%s", tt.since, tt.limit, diff)
+		}
+	}
+}
+
+// testFeedConcurrent: changes from two handles at once get one revision
+// each, without gaps or repeats.
+func testFeedConcurrent(t *testing.T, o Opened) {
+	ctx := context.Background()
+	handles := []Store{o.Store, o.Open(t)}
+	const each = 10
+	var wg sync.WaitGroup
+	errs := make(chan error, len(handles)*each)
+	for i, h := range handles {
+		wg.Go(func() {
+			for j := range each {
+				f := newFeature(fmt.Sprintf("h%d-%d", i, j))
+				errs <- h.CreateFeature(ctx, f, versionOf(f))
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("CreateFeature() = %v", err)
+		}
+	}
+	n := int64(len(handles) * each)
+	wantRevision(t, o.Store, n)
+	all, err := handles[1].Commits(ctx, 0, 0)
+	if err != nil {
+		t.Fatalf("Commits(0, 0) = %v", err)
+	}
+	keys := map[string]bool{}
+	for i, c := range all {
+		if c.Revision != int64(i+1) {
+			t.Errorf("Commits(0, 0)[%d].Revision = %d, want %d", i, c.Revision, i+1)
+		}
+		keys[c.Key] = true
+	}
+	if int64(len(all)) != n || int64(len(keys)) != n {
+		t.Errorf("Commits(0, 0) has %d commits of %d keys, want %d of %d", len(all), len(keys), n, n)
+	}
+}
+
+// testSessionKey: handles asking at once for the first time agree, and the
+// key stays.
+func testSessionKey(t *testing.T, o Opened) {
+	ctx := context.Background()
+	handles := []Store{o.Store, o.Open(t), o.Open(t)}
+	keys := make([][]byte, len(handles))
+	errs := make([]error, len(handles))
+	var wg sync.WaitGroup
+	for i, h := range handles {
+		wg.Go(func() { keys[i], errs[i] = h.SessionKey(ctx) })
+	}
+	wg.Wait()
+	for i := range handles {
+		if errs[i] != nil {
+			t.Fatalf("SessionKey() of handle %d = %v", i, errs[i])
+		}
+		if len(keys[i]) != 32 {
+			t.Errorf("SessionKey() of handle %d has %d bytes, want 32", i, len(keys[i]))
+		}
+		if string(keys[i]) != string(keys[0]) {
+			t.Errorf("SessionKey() of handle %d = %x, handle 0 got %x: want the same", i, keys[i], keys[0])
+		}
+	}
+	if string(keys[0]) == string(make([]byte, 32)) {
+		t.Errorf("SessionKey() = %x, want random bytes", keys[0])
+	}
+	again, err := o.Open(t).SessionKey(ctx)
+	if err != nil || string(again) != string(keys[0]) {
+		t.Errorf("SessionKey() later = %x, %v; want %x", again, err, keys[0])
+	}
+	wantRevision(t, o.Store, 0)
+}
+
+func testCheckWrite(t *testing.T, o Opened) {
+	ctx := context.Background()
+	for range 2 {
+		if err := o.Store.CheckWrite(ctx); err != nil {
+			t.Fatalf("CheckWrite() = %v", err)
+		}
+	}
+	wantRevision(t, o.Store, 0)
+}
