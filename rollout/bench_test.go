@@ -31,7 +31,7 @@ func benchSnapshot(b *testing.B, features int) *Snapshot {
 		}
 		all[f.Key] = compile(f)
 	}
-	return newSnapshot(all)
+	return newSnapshot(all, 0)
 }
 
 func BenchmarkMD5UserID(b *testing.B) {

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"strconv"
@@ -65,6 +66,12 @@ func NewService(ctx context.Context, store Store, clock Clock) (*Service, error)
 		clock = time.Now
 	}
 	s := &Service{store: store, now: clock}
+	// The revision first: commits made while the features load are then
+	// read again by the next Sync, which is harmless.
+	rev, err := store.Revision(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load revision: %w", err)
+	}
 	features, err := store.Features(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load features: %w", err)
@@ -76,7 +83,7 @@ func NewService(ctx context.Context, store Store, clock Clock) (*Service, error)
 		}
 		all[f.Key] = compile(f)
 	}
-	s.snap.Store(newSnapshot(all))
+	s.snap.Store(newSnapshot(all, rev))
 	return s, nil
 }
 
@@ -104,7 +111,12 @@ func (s *Service) Create(ctx context.Context, f Feature, opts ChangeOptions) (Re
 		return Result{}, err
 	}
 	if _, ok := s.Snapshot().features[f.Key]; ok {
-		return Result{}, Errorf(EConflict, "feature %q already exists", f.Key)
+		// Another instance may have deleted it: ask the store.
+		if c, err := s.reload(ctx, f.Key); err != nil {
+			return Result{}, err
+		} else if c != nil {
+			return Result{}, Errorf(EConflict, "feature %q already exists", f.Key)
+		}
 	}
 	if opts.IfMatch != "" {
 		return Result{}, Errorf(EPrecondition, "feature %q does not exist yet, so If-Match cannot match: create it without If-Match", f.Key)
@@ -120,6 +132,9 @@ func (s *Service) Create(ctx context.Context, f Feature, opts ChangeOptions) (Re
 	}
 	v := Version{Version: 1, Actor: actor(opts), Time: now, Summary: "created", Config: f, Report: rep}
 	if err := s.store.CreateFeature(ctx, f, v); err != nil {
+		if ErrorCode(err) == EConflict { // created elsewhere meanwhile
+			s.reload(ctx, f.Key)
+		}
 		return Result{}, err
 	}
 	s.swap(f.Key, cc)
@@ -131,11 +146,7 @@ func (s *Service) Create(ctx context.Context, f Feature, opts ChangeOptions) (Re
 func (s *Service) Change(ctx context.Context, key string, ch Change, opts ChangeOptions) (Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cur, err := s.current(key, opts)
-	if err != nil {
-		return Result{}, err
-	}
-	return s.apply(ctx, cur, ch, opts)
+	return s.applyFresh(ctx, key, ch, opts)
 }
 
 // Rollback restores the configuration of the feature's version n as a new
@@ -143,15 +154,14 @@ func (s *Service) Change(ctx context.Context, key string, ch Change, opts Change
 func (s *Service) Rollback(ctx context.Context, key string, n int, opts ChangeOptions) (Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cur, err := s.current(key, opts)
-	if err != nil {
+	if _, err := s.current(ctx, key, opts); err != nil {
 		return Result{}, err
 	}
 	old, err := s.store.Version(ctx, key, n)
 	if err != nil {
 		return Result{}, err
 	}
-	return s.apply(ctx, cur, rollbackTo(old.Config), opts)
+	return s.applyFresh(ctx, key, rollbackTo(old.Config), opts)
 }
 
 // Delete removes the feature key and its history. The result holds the
@@ -160,7 +170,7 @@ func (s *Service) Rollback(ctx context.Context, key string, n int, opts ChangeOp
 func (s *Service) Delete(ctx context.Context, key string, opts ChangeOptions) (Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cur, err := s.current(key, opts)
+	cur, err := s.current(ctx, key, opts)
 	if err != nil {
 		return Result{}, err
 	}
@@ -175,6 +185,9 @@ func (s *Service) Delete(ctx context.Context, key string, opts ChangeOptions) (R
 		return res, nil
 	}
 	if err := s.store.DeleteFeature(ctx, key, cur.feature.Version); err != nil {
+		if ErrorCode(err) == EConflict { // changed elsewhere: catch up
+			s.reload(ctx, key)
+		}
 		return Result{}, err
 	}
 	s.swap(key, nil)
@@ -210,13 +223,45 @@ func (s *Service) Version(ctx context.Context, key string, n int) (Version, erro
 	return s.store.Version(ctx, key, n)
 }
 
-// current returns the feature key as it stands, checking opts.IfMatch.
-func (s *Service) current(key string, opts ChangeOptions) (*compiled, error) {
+// applyFresh applies ch to the feature key as it stands in the store. The
+// snapshot may lag behind changes made by another instance: when the store
+// refuses the write because the feature moved on, the feature is reloaded
+// and the change computed again on what is there now — once, and only when
+// no If-Match asked for the version the snapshot had. The caller holds s.mu.
+func (s *Service) applyFresh(ctx context.Context, key string, ch Change, opts ChangeOptions) (Result, error) {
+	cur, err := s.current(ctx, key, opts)
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := s.apply(ctx, cur, ch, opts)
+	if ErrorCode(err) != EConflict || errors.As(err, new(*changeError)) {
+		return res, err
+	}
+	if _, err := s.reload(ctx, key); err != nil {
+		return Result{}, err
+	}
+	if cur, err = s.current(ctx, key, opts); err != nil {
+		return Result{}, err
+	}
+	return s.apply(ctx, cur, ch, opts)
+}
+
+// current returns the feature key as it stands, checking opts.IfMatch. When
+// the snapshot lacks the feature or holds another version than If-Match
+// names, it asks the store first: the change may have been made elsewhere.
+// The caller holds s.mu.
+func (s *Service) current(ctx context.Context, key string, opts ChangeOptions) (*compiled, error) {
 	c, ok := s.Snapshot().features[key]
-	if !ok {
+	if !ok || !c.matches(opts.IfMatch) {
+		var err error
+		if c, err = s.reload(ctx, key); err != nil {
+			return nil, err
+		}
+	}
+	if c == nil {
 		return nil, notFound(key)
 	}
-	if opts.IfMatch == "" || opts.IfMatch == "*" || opts.IfMatch == c.feature.Tag() {
+	if c.matches(opts.IfMatch) {
 		return c, nil
 	}
 	version, id, ok := strings.Cut(opts.IfMatch, "-")
@@ -234,7 +279,7 @@ func (s *Service) current(key string, opts ChangeOptions) (*compiled, error) {
 func (s *Service) apply(ctx context.Context, cur *compiled, ch Change, opts ChangeOptions) (Result, error) {
 	next := cur.feature.Clone()
 	if err := ch.apply(&next); err != nil {
-		return Result{}, err
+		return Result{}, &changeError{err}
 	}
 	if err := next.Validate(); err != nil {
 		return Result{}, err
@@ -252,7 +297,7 @@ func (s *Service) apply(ctx context.Context, cur *compiled, ch Change, opts Chan
 	}
 	v := Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: ch.summary, Config: next, Report: rep}
 	if err := s.store.UpdateFeature(ctx, next, v); err != nil {
-		return Result{}, err
+		return Result{}, err // on EConflict applyFresh reloads
 	}
 	s.swap(next.Key, cc)
 	return res, nil

@@ -11,10 +11,23 @@ import (
 type Snapshot struct {
 	features map[string]*compiled
 	keys     []string // sorted
+	// revision is the store revision the snapshot has caught up with:
+	// every commit up to it is in (later ones may be too).
+	revision int64
 }
 
-func newSnapshot(features map[string]*compiled) *Snapshot {
-	return &Snapshot{features: features, keys: slices.Sorted(maps.Keys(features))}
+func newSnapshot(features map[string]*compiled, revision int64) *Snapshot {
+	return &Snapshot{features: features, keys: slices.Sorted(maps.Keys(features)), revision: revision}
+}
+
+// Revision returns the store revision the snapshot has caught up with.
+func (s *Snapshot) Revision() int64 { return s.revision }
+
+// at returns s caught up with revision.
+func (s *Snapshot) at(revision int64) *Snapshot {
+	next := *s
+	next.revision = revision
+	return &next
 }
 
 // with returns a copy of s in which c replaces the feature of its key, or
@@ -36,7 +49,7 @@ func (s *Snapshot) with(key string, c *compiled) *Snapshot {
 	case c != nil:
 		features[key] = c
 	}
-	return &Snapshot{features: features, keys: keys}
+	return &Snapshot{features: features, keys: keys, revision: s.revision}
 }
 
 // Evaluate returns the bucket the feature key serves user, or an ENotFound

@@ -12,7 +12,7 @@ import (
 // sorting them again, and never changes those of the snapshot it copies.
 func TestSnapshotWithKeepsKeysSorted(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
-	snap := newSnapshot(map[string]*compiled{})
+	snap := newSnapshot(map[string]*compiled{}, 0)
 	for i := range 2000 {
 		key := fmt.Sprintf("f%02d", rng.IntN(40))
 		var c *compiled

@@ -1,0 +1,161 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Following the store. Several instances may share one database; each
+// keeps its own snapshot. Every committed change writes a commit to the
+// store's feed, numbered by a revision. Sync reads the commits the snapshot
+// has not seen and reloads only the features they name; Follow runs Sync
+// whenever the store notifies a commit (PostgreSQL's LISTEN) and at every
+// tick of an interval, the fallback for notifications lost while a
+// connection was down.
+
+// syncBatch is how many commits one read of the feed takes.
+const syncBatch = 1000
+
+// DefaultSyncInterval is how often Follow polls the store's feed.
+const DefaultSyncInterval = time.Second
+
+// FollowOptions configure Follow.
+type FollowOptions struct {
+	// Interval between polls of the feed; 0 means DefaultSyncInterval.
+	Interval time.Duration
+	// Notify delivers the revisions the store announces; nil means
+	// polling only.
+	Notify <-chan int64
+	// Committed, when not nil, is called after each Sync that saw new
+	// commits, with them (token commits included: the caller refreshes
+	// its tokens).
+	Committed func([]Commit)
+	// Report receives the failures of Sync; nil drops them.
+	Report func(error)
+}
+
+// Follow keeps the snapshot up to date with the store until ctx is done.
+func (s *Service) Follow(ctx context.Context, opts FollowOptions) {
+	if opts.Interval <= 0 {
+		opts.Interval = DefaultSyncInterval
+	}
+	tick := time.NewTicker(opts.Interval)
+	defer tick.Stop()
+	notify := opts.Notify
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case rev, ok := <-notify:
+			if !ok {
+				notify = nil // the store stopped notifying: poll only
+				continue
+			}
+			if rev <= s.Snapshot().Revision() {
+				continue // seen already
+			}
+		case <-tick.C:
+		}
+		commits, err := s.Sync(ctx)
+		if err != nil && ctx.Err() == nil && opts.Report != nil {
+			opts.Report(err)
+		}
+		if len(commits) > 0 && opts.Committed != nil {
+			opts.Committed(commits)
+		}
+	}
+}
+
+// Sync brings the snapshot up to date with the store: it reads the commits
+// after the snapshot's revision and reloads the features they name. It
+// returns the commits it took in. A feature the store holds in a form that
+// does not validate keeps its last good configuration, and the error says
+// which; the others are taken in all the same.
+func (s *Service) Sync(ctx context.Context) ([]Commit, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var (
+		seen []Commit
+		errs []error
+	)
+	for {
+		commits, err := s.store.Commits(ctx, s.Snapshot().Revision(), syncBatch)
+		if err != nil {
+			return seen, errors.Join(append(errs, fmt.Errorf("read the change feed: %w", err))...)
+		}
+		if len(commits) == 0 {
+			return seen, errors.Join(errs...)
+		}
+		var keys []string
+		for _, c := range commits {
+			if c.Kind == CommitFeature {
+				keys = append(keys, c.Key)
+			}
+		}
+		slices.Sort(keys)
+		for _, key := range slices.Compact(keys) {
+			if _, err := s.reload(ctx, key); err != nil {
+				if ErrorCode(err) == EUnavailable {
+					return seen, errors.Join(append(errs, err)...) // try again later from here
+				}
+				errs = append(errs, err)
+			}
+		}
+		s.snap.Store(s.Snapshot().at(commits[len(commits)-1].Revision))
+		seen = append(seen, commits...)
+		if len(commits) < syncBatch {
+			return seen, errors.Join(errs...)
+		}
+	}
+}
+
+// reload reads the feature key from the store and puts it in the snapshot,
+// or takes it out when the store no longer has it. It returns what the
+// snapshot serves for key afterwards (nil: nothing). A configuration
+// already in the snapshot (the same feature at the same version) is kept,
+// not compiled again. The caller holds s.mu.
+func (s *Service) reload(ctx context.Context, key string) (*compiled, error) {
+	cur := s.Snapshot().features[key]
+	f, err := s.store.Feature(ctx, key)
+	switch {
+	case ErrorCode(err) == ENotFound:
+		if cur != nil {
+			s.swap(key, nil)
+		}
+		return nil, nil
+	case err != nil:
+		return cur, fmt.Errorf("reload feature %q: %w", key, err)
+	case cur != nil && cur.feature.ID == f.ID && cur.feature.Version == f.Version:
+		return cur, nil
+	}
+	if err := f.Validate(); err != nil {
+		return cur, fmt.Errorf("reload feature %q: the stored configuration is invalid, keeping version %d: %w", key, versionOf(cur), err)
+	}
+	c := compile(f)
+	s.swap(key, c)
+	return c, nil
+}
+
+func versionOf(c *compiled) int {
+	if c == nil {
+		return 0
+	}
+	return c.feature.Version
+}
+
+// matches reports whether c is the configuration an If-Match tag names;
+// an empty tag names any.
+func (c *compiled) matches(tag string) bool {
+	return c != nil && (tag == "" || tag == "*" || tag == c.feature.Tag())
+}
+
+// changeError marks a change refused for what it asks (a bucket that
+// exists already, say), as opposed to a store's refusal: those are not
+// retried on a reloaded feature.
+type changeError struct{ err error }
+
+func (e *changeError) Error() string { return e.err.Error() }
+func (e *changeError) Unwrap() error { return e.err }
