@@ -644,8 +644,49 @@ func testFeedConcurrent(t *testing.T, o Opened) {
 			}
 		})
 	}
+	// Meanwhile a reader never sees a revision committed while a lower one
+	// is not: the commits it sees are 1..n without gaps, and the revision
+	// it read before them is among them.
+	done := make(chan struct{})
+	var gaps []string
+	reader := o.Open(t)
+	var rwg sync.WaitGroup
+	rwg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			rev, err := reader.Revision(ctx)
+			if err != nil {
+				gaps = append(gaps, err.Error())
+				return
+			}
+			cs, err := reader.Commits(ctx, 0, 0)
+			if err != nil {
+				gaps = append(gaps, err.Error())
+				return
+			}
+			for i, c := range cs {
+				if c.Revision != int64(i+1) {
+					gaps = append(gaps, fmt.Sprintf("commit %d of %d has revision %d", i+1, len(cs), c.Revision))
+					return
+				}
+			}
+			if int64(len(cs)) < rev {
+				gaps = append(gaps, fmt.Sprintf("Revision() = %d, then only %d commits", rev, len(cs)))
+				return
+			}
+		}
+	})
 	wg.Wait()
+	close(done)
+	rwg.Wait()
 	close(errs)
+	if len(gaps) > 0 {
+		t.Errorf("a reader during the writes saw: %v", gaps)
+	}
 	for err := range errs {
 		if err != nil {
 			t.Fatalf("CreateFeature() = %v", err)
