@@ -38,6 +38,8 @@ type FollowOptions struct {
 }
 
 // Follow keeps the snapshot up to date with the store until ctx is done.
+// It also syncs right after each change this service commits, so that
+// subscribers hear of local changes at once.
 func (s *Service) Follow(ctx context.Context, opts FollowOptions) {
 	if opts.Interval <= 0 {
 		opts.Interval = DefaultSyncInterval
@@ -49,6 +51,7 @@ func (s *Service) Follow(ctx context.Context, opts FollowOptions) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-s.kick:
 		case rev, ok := <-notify:
 			if !ok {
 				notify = nil // the store stopped notifying: poll only
@@ -105,6 +108,7 @@ func (s *Service) Sync(ctx context.Context) ([]Commit, error) {
 			}
 		}
 		s.snap.Store(s.Snapshot().at(commits[len(commits)-1].Revision))
+		s.publish(commits)
 		seen = append(seen, commits...)
 		if len(commits) < syncBatch {
 			return seen, errors.Join(errs...)
@@ -159,3 +163,53 @@ type changeError struct{ err error }
 
 func (e *changeError) Error() string { return e.err.Error() }
 func (e *changeError) Unwrap() error { return e.err }
+
+// subscriberBuffer is how many batches of commits a subscriber may fall
+// behind before it is dropped.
+const subscriberBuffer = 64
+
+// Subscribe returns a channel that receives, in order, the commits each
+// Sync takes in (after the snapshot holds them), and a function that ends
+// the subscription. A subscriber that falls more than a few dozen batches
+// behind has its channel closed: it should start again from a fresh
+// snapshot. Safe for concurrent use.
+func (s *Service) Subscribe() (<-chan []Commit, func()) {
+	ch := make(chan []Commit, subscriberBuffer)
+	s.subMu.Lock()
+	if s.subs == nil {
+		s.subs = map[chan []Commit]bool{}
+	}
+	s.subs[ch] = true
+	s.subMu.Unlock()
+	return ch, func() {
+		s.subMu.Lock()
+		defer s.subMu.Unlock()
+		if s.subs[ch] {
+			delete(s.subs, ch)
+			close(ch)
+		}
+	}
+}
+
+// publish sends commits to every subscriber, dropping those that lag.
+func (s *Service) publish(commits []Commit) {
+	s.subMu.Lock()
+	defer s.subMu.Unlock()
+	for ch := range s.subs {
+		select {
+		case ch <- commits:
+		default:
+			delete(s.subs, ch)
+			close(ch)
+		}
+	}
+}
+
+// committed tells Follow that this service committed a change, so that it
+// syncs now rather than at the next tick. It never blocks.
+func (s *Service) committed() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}

@@ -27,6 +27,10 @@ type Service struct {
 	retired []retired
 
 	flushMu sync.Mutex // one exposure flush at a time
+
+	kick  chan struct{} // a local commit: Follow syncs at once
+	subMu sync.Mutex
+	subs  map[chan []Commit]bool
 }
 
 // ChangeOptions are the guards and modes of one change.
@@ -65,7 +69,7 @@ func NewService(ctx context.Context, store Store, clock Clock) (*Service, error)
 	if clock == nil {
 		clock = time.Now
 	}
-	s := &Service{store: store, now: clock}
+	s := &Service{store: store, now: clock, kick: make(chan struct{}, 1)}
 	// The revision first: commits made while the features load are then
 	// read again by the next Sync, which is harmless.
 	rev, err := store.Revision(ctx)
@@ -138,6 +142,7 @@ func (s *Service) Create(ctx context.Context, f Feature, opts ChangeOptions) (Re
 		return Result{}, err
 	}
 	s.swap(f.Key, cc)
+	s.committed()
 	return res, nil
 }
 
@@ -146,7 +151,9 @@ func (s *Service) Create(ctx context.Context, f Feature, opts ChangeOptions) (Re
 func (s *Service) Change(ctx context.Context, key string, ch Change, opts ChangeOptions) (Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.applyFresh(ctx, key, ch, opts)
+	return s.onFresh(ctx, key, opts, func(cur *compiled) (Result, error) {
+		return s.apply(ctx, cur, ch, opts)
+	})
 }
 
 // Rollback restores the configuration of the feature's version n as a new
@@ -161,7 +168,9 @@ func (s *Service) Rollback(ctx context.Context, key string, n int, opts ChangeOp
 	if err != nil {
 		return Result{}, err
 	}
-	return s.applyFresh(ctx, key, rollbackTo(old.Config), opts)
+	return s.onFresh(ctx, key, opts, func(cur *compiled) (Result, error) {
+		return s.apply(ctx, cur, rollbackTo(old.Config), opts)
+	})
 }
 
 // Delete removes the feature key and its history. The result holds the
@@ -170,28 +179,24 @@ func (s *Service) Rollback(ctx context.Context, key string, n int, opts ChangeOp
 func (s *Service) Delete(ctx context.Context, key string, opts ChangeOptions) (Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cur, err := s.current(ctx, key, opts)
-	if err != nil {
-		return Result{}, err
-	}
-	gone := cur.feature.Clone()
-	gone.Version, gone.Enabled, gone.Fallback = 0, false, "" // serves no one
-	rep := newReport(cur, compile(gone))
-	if err := checkChurn(rep, opts); err != nil {
-		return Result{}, err
-	}
-	res := Result{Feature: cur.feature, Report: rep, Shares: maps.Clone(cur.shares), DryRun: opts.DryRun}
-	if opts.DryRun {
-		return res, nil
-	}
-	if err := s.store.DeleteFeature(ctx, key, cur.feature.Version); err != nil {
-		if ErrorCode(err) == EConflict { // changed elsewhere: catch up
-			s.reload(ctx, key)
+	return s.onFresh(ctx, key, opts, func(cur *compiled) (Result, error) {
+		gone := cur.feature.Clone()
+		gone.Version, gone.Enabled, gone.Fallback = 0, false, "" // serves no one
+		rep := newReport(cur, compile(gone))
+		if err := checkChurn(rep, opts); err != nil {
+			return Result{}, err
 		}
-		return Result{}, err
-	}
-	s.swap(key, nil)
-	return res, nil
+		res := Result{Feature: cur.feature, Report: rep, Shares: maps.Clone(cur.shares), DryRun: opts.DryRun}
+		if opts.DryRun {
+			return res, nil
+		}
+		if err := s.store.DeleteFeature(ctx, key, cur.feature.Version); err != nil {
+			return Result{}, err
+		}
+		s.swap(key, nil)
+		s.committed()
+		return res, nil
+	})
 }
 
 // checkChurn refuses, with EChurn and the report, a change that moves more
@@ -223,27 +228,25 @@ func (s *Service) Version(ctx context.Context, key string, n int) (Version, erro
 	return s.store.Version(ctx, key, n)
 }
 
-// applyFresh applies ch to the feature key as it stands in the store. The
-// snapshot may lag behind changes made by another instance: when the store
-// refuses the write because the feature moved on, the feature is reloaded
-// and the change computed again on what is there now — once, and only when
-// no If-Match asked for the version the snapshot had. The caller holds s.mu.
-func (s *Service) applyFresh(ctx context.Context, key string, ch Change, opts ChangeOptions) (Result, error) {
-	cur, err := s.current(ctx, key, opts)
-	if err != nil {
-		return Result{}, err
+// onFresh runs write on the feature key as it stands. The snapshot may lag
+// behind changes made by another instance: when the store refuses the
+// write because the feature moved on (EConflict), the feature is reloaded
+// and write runs again on what is there now — once, and only if If-Match,
+// when given, still matches. The caller holds s.mu.
+func (s *Service) onFresh(ctx context.Context, key string, opts ChangeOptions, write func(cur *compiled) (Result, error)) (Result, error) {
+	for retried := false; ; retried = true {
+		cur, err := s.current(ctx, key, opts)
+		if err != nil {
+			return Result{}, err
+		}
+		res, err := write(cur)
+		if retried || ErrorCode(err) != EConflict || errors.As(err, new(*changeError)) {
+			return res, err
+		}
+		if _, err := s.reload(ctx, key); err != nil {
+			return Result{}, err
+		}
 	}
-	res, err := s.apply(ctx, cur, ch, opts)
-	if ErrorCode(err) != EConflict || errors.As(err, new(*changeError)) {
-		return res, err
-	}
-	if _, err := s.reload(ctx, key); err != nil {
-		return Result{}, err
-	}
-	if cur, err = s.current(ctx, key, opts); err != nil {
-		return Result{}, err
-	}
-	return s.apply(ctx, cur, ch, opts)
 }
 
 // current returns the feature key as it stands, checking opts.IfMatch. When
@@ -297,9 +300,10 @@ func (s *Service) apply(ctx context.Context, cur *compiled, ch Change, opts Chan
 	}
 	v := Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: ch.summary, Config: next, Report: rep}
 	if err := s.store.UpdateFeature(ctx, next, v); err != nil {
-		return Result{}, err // on EConflict applyFresh reloads
+		return Result{}, err // on EConflict onFresh reloads
 	}
 	s.swap(next.Key, cc)
+	s.committed()
 	return res, nil
 }
 
