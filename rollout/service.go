@@ -59,7 +59,7 @@ func NewService(ctx context.Context, store Store, clock Clock) (*Service, error)
 	}
 	all := make(map[string]*compiled, len(features))
 	for _, f := range features {
-		if err := f.Validate(); err != nil {
+		if err := f.validate(false); err != nil {
 			return nil, fmt.Errorf("load feature %q: %w", f.Key, err)
 		}
 		all[f.Key] = compile(f)
