@@ -277,7 +277,7 @@ func parseEvaluateRequest(body []byte) (evaluateRequest, bool) {
 	for it := (members{b: body, i: i}); it.next(); {
 		switch {
 		case it.keyIs("user") && it.value[0] == '"':
-			req.User = str(it.value)
+			req.User, req.userUnreadable = str(it.value), !readableString(it.value)
 		case it.keyIs("features") && it.value[0] == 'n':
 			req.Features = nil
 		case it.keyIs("features") && it.value[0] == '[':
