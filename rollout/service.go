@@ -24,6 +24,8 @@ type Service struct {
 	retired []retired
 
 	flushMu sync.Mutex // one exposure flush at a time
+
+	history historyReads // reads of history take turns
 }
 
 // ChangeOptions are the guards and modes of one change.
@@ -155,10 +157,16 @@ func (s *Service) Delete(ctx context.Context, key string, opts ChangeOptions) er
 }
 
 // Versions returns the feature's history, newest first; see Store.Versions.
+// Reads of history take turns on at most half the cores: it waits for its
+// turn, or returns EUnavailable if ctx ends first.
 func (s *Service) Versions(ctx context.Context, key string, before, limit int) ([]Version, error) {
 	if _, ok := s.Snapshot().features[key]; !ok {
 		return nil, notFound(key)
 	}
+	if err := s.history.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer s.history.release()
 	return s.store.Versions(ctx, key, before, limit)
 }
 
@@ -231,32 +239,4 @@ func actor(opts ChangeOptions) string {
 
 func notFound(key string) error {
 	return Errorf(ENotFound, "feature %q does not exist", key)
-}
-
-// Assignment is what a feature served one user at one version.
-type Assignment struct {
-	Version int       `json:"version"`
-	Time    time.Time `json:"time"`
-	Summary string    `json:"summary"`
-	Bucket  *string   `json:"bucket"` // null: no bucket
-	Reason  string    `json:"reason"`
-}
-
-// UserHistory returns the bucket user had at each version of the feature,
-// newest first, so that "why did this customer's experience change?" has an
-// answer.
-func (s *Service) UserHistory(ctx context.Context, key, user string) ([]Assignment, error) {
-	if err := ValidateUser(user); err != nil {
-		return nil, err
-	}
-	versions, err := s.Versions(ctx, key, 0, 0)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Assignment, len(versions))
-	for i, v := range versions {
-		e := compile(v.Config).peek(user)
-		out[i] = Assignment{Version: v.Version, Time: v.Time, Summary: v.Summary, Bucket: nullable(e.Bucket), Reason: e.Reason}
-	}
-	return out, nil
 }
