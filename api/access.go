@@ -14,8 +14,10 @@ const public rollout.Permission = -1
 // a route missing from it needs an admin token (see accessOf), and a test
 // checks that every registered route is listed.
 var routeAccess = map[string]rollout.Permission{
-	"GET /healthz": public,
-	"GET /readyz":  public,
+	"GET /healthz":  public,
+	"HEAD /healthz": public,
+	"GET /readyz":   public,
+	"HEAD /readyz":  public,
 
 	"GET /evaluate":                      rollout.PermEvaluate,
 	"POST /evaluate":                     rollout.PermEvaluate,
@@ -55,31 +57,17 @@ var routeAccess = map[string]rollout.Permission{
 	"POST /ui/logout":       public,
 }
 
-// patterns holds every route pattern of routeAccess, whatever its method.
-var patterns = func() map[string]bool {
-	out := make(map[string]bool, len(routeAccess))
-	for route := range routeAccess {
-		for i := range route {
-			if route[i] == ' ' {
-				out[route[i+1:]] = true
-				break
-			}
-		}
-	}
-	return out
-}()
-
 // accessOf returns what a request needs, given its method and the route
-// pattern echo matched for it ("" when nothing matched). A request whose
-// pattern matched no route, or matched one only for other methods, reaches
-// no handler of ours (echo answers 404 or 405) and needs nothing; a route
-// missing from routeAccess needs an admin token, so that forgetting to list
-// one fails closed.
+// pattern echo matched for it ("" when nothing matched: echo answers 404
+// and no handler of ours runs). Anything else missing from routeAccess — a
+// route registered without an entry, or a method the pattern does not
+// serve (echo's 405) — needs an admin token, so that forgetting to list a
+// route fails closed.
 func accessOf(method, pattern string) rollout.Permission {
 	if need, ok := routeAccess[method+" "+pattern]; ok {
 		return need
 	}
-	if pattern == "" || patterns[pattern] {
+	if pattern == "" {
 		return public
 	}
 	return rollout.PermAdmin

@@ -304,4 +304,3 @@ func TestRouteRoleMatrix(t *testing.T) {
 	}
 	t.Logf("%d requests", requests)
 }
-func ptr[T any](v T) *T { return &v }

@@ -17,7 +17,8 @@ import (
 	"github.com/rollout/rollout/rollout"
 )
 
-// MaxBulkFeatures bounds the features of one POST /evaluate.
+// MaxBulkFeatures bounds the features one POST /evaluate or OFREP bulk
+// request may list; without a list, every feature is evaluated.
 const MaxBulkFeatures = 1000
 
 // Evaluation is every app's hot path, so its answers are written by hand
@@ -157,6 +158,9 @@ func queryUnescape(s string) (string, bool) {
 type evaluateRequest struct {
 	User     string    `json:"user"`
 	Features *[]string `json:"features"`
+	// userUnreadable is set when the user's JSON string holds invalid
+	// UTF-8 or a lone surrogate, which decoding replaced.
+	userUnreadable bool
 }
 
 type evaluateResult struct {
@@ -179,17 +183,20 @@ func (s *Server) evaluateMany(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if req.userUnreadable {
+		return errUnreadableUser
+	}
 	if err := rollout.ValidateUser(req.User); err != nil {
 		return err
 	}
 	snap := s.svc.Snapshot()
-	keys := snap.Keys()
-	sorted := true // and without duplicates
+	keys := snap.Keys() // all of them, however many
+	sorted := true      // and without duplicates
 	if req.Features != nil {
 		keys, sorted = *req.Features, false
-	}
-	if len(keys) > MaxBulkFeatures {
-		return rollout.Errorf(rollout.EInvalid, "at most %d features in one request, got %d", MaxBulkFeatures, len(keys))
+		if len(keys) > MaxBulkFeatures {
+			return rollout.Errorf(rollout.EInvalid, "at most %d features in one request, got %d: leave out \"features\" to evaluate all of them", MaxBulkFeatures, len(keys))
+		}
 	}
 	results := getResults()
 	defer putResults(results)
@@ -233,7 +240,16 @@ func readEvaluateRequest(c echo.Context, buf *buffer) (evaluateRequest, error) {
 	}
 	r.Body = io.NopCloser(rest)
 	var req evaluateRequest
-	return req, decode(c, &req)
+	if err := decode(c, &req); err != nil {
+		return req, err
+	}
+	// decode matched the members as encoding/json does (case aside): the
+	// user's raw string is the one it decoded.
+	var raw struct{ User json.RawMessage }
+	if json.Unmarshal(buf.b, &raw) == nil && len(raw.User) > 0 && raw.User[0] == '"' {
+		req.userUnreadable = !readableString(raw.User)
+	}
+	return req, nil
 }
 
 type errReader struct{ err error }
@@ -261,7 +277,7 @@ func parseEvaluateRequest(body []byte) (evaluateRequest, bool) {
 	for it := (members{b: body, i: i}); it.next(); {
 		switch {
 		case it.keyIs("user") && it.value[0] == '"':
-			req.User = str(it.value)
+			req.User, req.userUnreadable = str(it.value), !readableString(it.value)
 		case it.keyIs("features") && it.value[0] == 'n':
 			req.Features = nil
 		case it.keyIs("features") && it.value[0] == '[':

@@ -300,20 +300,55 @@ func (s *Server) rollback(c echo.Context) error {
 	return respond(c, http.StatusOK, res)
 }
 
+// versionsPage answers GET /api/features/K/versions.
+type versionsPage struct {
+	Versions []rollout.Version `json:"versions"`
+	Next     *string           `json:"next"` // the URL of the next page; null on the last
+}
+
+// listVersions is GET /api/features/K/versions[?before=N&limit=M]: the
+// feature's history, newest first, a page at a time.
 func (s *Server) listVersions(c echo.Context) error {
-	before, err := intQuery(c, "before")
+	before, limit, err := historyPage(c)
 	if err != nil {
 		return err
 	}
-	limit, err := intQuery(c, "limit")
+	// One more than the page holds tells whether another follows.
+	vs, err := s.svc.Versions(c.Request().Context(), pathParam(c, "key"), before, limit+1)
 	if err != nil {
 		return err
 	}
-	vs, err := s.svc.Versions(c.Request().Context(), pathParam(c, "key"), before, limit)
-	if err != nil {
-		return err
+	page := versionsPage{Versions: vs}
+	if len(vs) > limit {
+		page.Versions = vs[:limit]
+		page.Next = nextPage(c, vs[limit-1].Version, limit)
 	}
-	return c.JSON(http.StatusOK, map[string]any{"versions": vs})
+	return c.JSON(http.StatusOK, page)
+}
+
+// historyPage reads the page a history read asks for: ?before=N (versions
+// below N; all when absent) and ?limit=M (1 to rollout.MaxHistoryPage;
+// rollout.DefaultHistoryPage when absent).
+func historyPage(c echo.Context) (before, limit int, err error) {
+	if before, err = intQuery(c, "before"); err != nil {
+		return 0, 0, err
+	}
+	limit = rollout.DefaultHistoryPage
+	if q := c.QueryParam("limit"); q != "" {
+		limit, err = strconv.Atoi(q)
+		if err != nil || limit < 1 || limit > rollout.MaxHistoryPage {
+			return 0, 0, badRequest("limit=%q: give a number of versions from 1 to %d (%d when absent), and follow \"next\" for more", q, rollout.MaxHistoryPage, rollout.DefaultHistoryPage)
+		}
+	}
+	return before, limit, nil
+}
+
+// nextPage returns the URL of the page of history after the one that ends
+// at version last, and sets it as the answer's Link header too.
+func nextPage(c echo.Context, last, limit int) *string {
+	next := c.Request().URL.EscapedPath() + "?before=" + strconv.Itoa(last) + "&limit=" + strconv.Itoa(limit)
+	c.Response().Header().Set("Link", "<"+next+`>; rel="next"`)
+	return &next
 }
 
 func (s *Server) getVersion(c echo.Context) error {
@@ -457,19 +492,27 @@ func pathParam(c echo.Context, name string) string {
 // etag is the feature's ETag: its Tag, quoted.
 func etag(f rollout.Feature) string { return `"` + f.Tag() + `"` }
 
-// userHistory is GET /api/features/K/users/U: the user's bucket now and at
-// every version, newest first.
+// userHistory is GET /api/features/K/users/U[?before=N&limit=M]: the user's
+// bucket now and at every version, newest first, a page at a time.
 func (s *Server) userHistory(c echo.Context) error {
 	key, user := pathParam(c, "key"), pathParam(c, "user")
+	before, limit, err := historyPage(c)
+	if err != nil {
+		return err
+	}
 	now, err := s.svc.Snapshot().Peek(key, user)
 	if err != nil {
 		return err
 	}
-	history, err := s.svc.UserHistory(c.Request().Context(), key, user)
+	history, next, err := s.svc.UserHistory(c.Request().Context(), key, user, before, limit)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"feature": key, "user": user, "now": evaluationJSON(now), "versions": history})
+	page := map[string]any{"feature": key, "user": user, "now": evaluationJSON(now), "versions": history, "next": nil}
+	if next != 0 {
+		page["next"] = nextPage(c, next, limit)
+	}
+	return c.JSON(http.StatusOK, page)
 }
 
 // exposures is GET /api/features/K/exposures: the evaluations served per

@@ -11,14 +11,15 @@ import (
 // readyTimeout bounds one readiness check of the database.
 const readyTimeout = 2 * time.Second
 
-// healthz is GET /healthz: the process is up and answering.
+// healthz is GET /healthz: the process is up and answering. HEAD answers
+// the same without the body, as load balancers' checks expect.
 func (s *Server) healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }
 
 // readyz is GET /readyz: ready to serve when the features are loaded and
 // the database can be reached, so that writes and history work too;
-// otherwise 503 with the reason.
+// otherwise 503 with the reason. HEAD answers the same without the body.
 func (s *Server) readyz(c echo.Context) error {
 	snap := s.svc.Snapshot()
 	if snap == nil {

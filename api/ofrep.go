@@ -23,7 +23,7 @@ import (
 //	POST /ofrep/v1/evaluate/flags/{key}  {"context":{"targetingKey":"U",…}}
 //	  → {"key","value","reason","variant","metadata":{"version":N}}
 //	POST /ofrep/v1/evaluate/flags        {"context":{"targetingKey":"U","flags":[…]}}
-//	  → {"flags":[…],"metadata":{"snapshot":"…"}} with a strong ETag
+//	  → {"flags":[…],"metadata":{"snapshot":"T"}} with the strong ETag "T"
 //
 // The variant is the bucket and the value its value. The reason is SPLIT for
 // a ring assignment, TARGETING_MATCH for an override and DISABLED when the
@@ -144,6 +144,9 @@ func parseOFREP(body []byte, key string) (string, *[]string, *ofrepError) {
 	if keyJSON[0] != '"' {
 		return fail(ofrepInvalidContext, "context.targetingKey must be a string, not a JSON "+jsonType(keyJSON[0]))
 	}
+	if !readableString(keyJSON) {
+		return fail(ofrepInvalidContext, "context.targetingKey: "+errUnreadableUser.Message)
+	}
 	user := jsonString(keyJSON)
 	if user == "" {
 		return fail(ofrepTargetingKeyMissing, "give the user's ID as context.targetingKey: every user gets a bucket of their own")
@@ -248,6 +251,22 @@ func (m *members) keyIs(name string) bool {
 	return jsonString(m.key) == name
 }
 
+// readableString reports whether the raw JSON string decodes to exactly
+// the text it holds: valid UTF-8, surrogates escaped only in pairs. Go's
+// decoder replaces anything else with U+FFFD, which would make an invalid
+// user ID a different, valid one.
+func readableString(raw []byte) bool {
+	inner := raw[1 : len(raw)-1]
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return true // no allocation, no second pass
+	}
+	return rollout.ReadableJSON(raw)
+}
+
+// errUnreadableUser refuses a user ID that is not valid UTF-8, as
+// rollout.ValidateUser does once it is decoded.
+var errUnreadableUser = rollout.Errorf(rollout.EInvalid, "user ID must be 1 to %d bytes of valid UTF-8", rollout.MaxUserBytes)
+
 // jsonString returns the value of a raw JSON string.
 func jsonString(raw []byte) string {
 	inner := raw[1 : len(raw)-1]
@@ -308,7 +327,9 @@ func (s *Server) ofrepEvaluate(c echo.Context) error {
 // followed by a hash of what of the request the answer depends on (the
 // targeting key and context.flags), so it changes exactly when a feature
 // changes, and a client that changes users cannot be told "not modified".
-// If-None-Match with the current ETag answers 304 without evaluating.
+// metadata.snapshot is the same tag, unquoted: one value names the answer
+// wherever a client reads it. If-None-Match with the current ETag answers
+// 304 without evaluating.
 func (s *Server) ofrepEvaluateAll(c echo.Context) error {
 	user, flags, err := readOFREP(c, "")
 	if err != nil {
@@ -339,9 +360,9 @@ func (s *Server) ofrepEvaluateAll(c echo.Context) error {
 		s.metrics.evaluated(e)
 		b = appendOFREPEvaluation(b, e)
 	}
-	b = append(b, `],"metadata":{"snapshot":"`...)
-	b = append(b, st.etagTag()...)
-	buf.b = append(b, `"}}`...)
+	b = append(b, `],"metadata":{"snapshot":`...)
+	b = append(b, etag...) // quoted, as a JSON string: 32 hex digits need no escaping
+	buf.b = append(b, `}}`...)
 	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, buf.b)
 }
 

@@ -32,8 +32,8 @@ func referenceParse(body []byte, key string) (user string, flags *[]string, code
 	if !ok || string(tk) == "null" {
 		return "", nil, ofrepTargetingKeyMissing
 	}
-	if json.Unmarshal(tk, &user) != nil {
-		return "", nil, ofrepInvalidContext
+	if json.Unmarshal(tk, &user) != nil || !rollout.ReadableJSON(tk) {
+		return "", nil, ofrepInvalidContext // not a string, or one decoding would change
 	}
 	if user == "" {
 		return "", nil, ofrepTargetingKeyMissing
@@ -65,7 +65,8 @@ var parseSeeds = []string{
 	`{"context":{"targetingKey":"u","flags":[1]}}`, `{"context":{"targetingKey":"u","flags":null}}`,
 	`{"context":{"targetingKey":"u","flags":[]}}`, "{\"context\":{\"targetingKey\":\"\xff\"}}",
 	`{"context":{"targetingKey":true,"flags":{}}}`, `{"context":[]}`, `{"context":"u"}`,
-	"{\"context\":{\"targetingKey\":\"u\"}}\n",
+	"{\"context\":{\"targetingKey\":\"u\"}}\n", `{"context":{"targetingKey":"\ud800"}}`, `{"context":{"targetingKey":"a\udc00"}}`,
+	"{\"context\":{\"targetingKey\":\"\\u00e9\xe9\"}}",
 }
 
 func TestParseOFREP(t *testing.T) {

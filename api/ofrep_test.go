@@ -135,8 +135,8 @@ func TestOFREPBulk(t *testing.T) {
 	if want := []string{"banner", "checkout", "dark-mode", "killed", "limit", "paused"}; !cmp.Equal(keys, want) {
 		t.Errorf("flags %v, want %v", keys, want)
 	}
-	if snap, _ := got.Metadata["snapshot"].(string); len(snap) != 16 || !strings.HasPrefix(r.header.Get("ETag"), `"`+snap) {
-		t.Errorf("metadata = %v, want the snapshot tag the ETag starts with", got.Metadata)
+	if snap, _ := got.Metadata["snapshot"].(string); `"`+snap+`"` != r.header.Get("ETag") {
+		t.Errorf("metadata.snapshot = %q, want the ETag's value %s", got.Metadata["snapshot"], r.header.Get("ETag"))
 	}
 
 	t.Run("context.flags restricts", func(t *testing.T) {

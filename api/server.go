@@ -81,8 +81,8 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	e.POST("/evaluate", s.evaluateMany)
 	e.POST("/ofrep/v1/evaluate/flags/:key", s.ofrepEvaluate)
 	e.POST("/ofrep/v1/evaluate/flags", s.ofrepEvaluateAll)
-	e.GET("/healthz", s.healthz)
-	e.GET("/readyz", s.readyz)
+	e.Match([]string{http.MethodGet, http.MethodHead}, "/healthz", s.healthz)
+	e.Match([]string{http.MethodGet, http.MethodHead}, "/readyz", s.readyz)
 	e.GET("/metrics", echo.WrapHandler(metrics.Handler()))
 
 	g := e.Group("/api")

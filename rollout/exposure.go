@@ -145,9 +145,9 @@ type ExposureReport struct {
 // Exposures returns the evaluation counts of the feature key: those stored
 // and those still in memory.
 func (s *Service) Exposures(ctx context.Context, key string) (ExposureReport, error) {
-	cur, ok := s.Snapshot().features[key]
-	if !ok {
-		return ExposureReport{}, notFound(key)
+	cur, err := s.known(ctx, key)
+	if err != nil {
+		return ExposureReport{}, err
 	}
 	stored, err := s.store.Exposures(ctx, key)
 	if err != nil {

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/rollout/rollout/ring"
@@ -90,7 +93,13 @@ func (f Feature) Bucket(name string) (Bucket, bool) {
 }
 
 // Validate reports the first thing wrong with f as an EInvalid *Error.
-func (f Feature) Validate() error {
+func (f Feature) Validate() error { return f.validate(true) }
+
+// validate is Validate; with strict false it lets through bucket values
+// that strict JSON clients cannot read, which features stored before they
+// were refused may hold: such a database still loads, and the next change
+// to the feature must replace the value.
+func (f Feature) validate(strict bool) error {
 	if !keyPattern.MatchString(f.Key) {
 		return Errorf(EInvalid, "feature key %q is invalid: use 1 to 64 characters of a-z, 0-9, '_', '.', '-', starting with a letter or digit", f.Key)
 	}
@@ -109,7 +118,7 @@ func (f Feature) Validate() error {
 	points := 0
 	seen := make(map[string]bool, len(f.Buckets))
 	for _, b := range f.Buckets {
-		if err := b.Validate(); err != nil {
+		if err := b.validate(strict); err != nil {
 			return err
 		}
 		if seen[b.Name] {
@@ -138,8 +147,12 @@ func (f Feature) Validate() error {
 	return nil
 }
 
-// Validate reports what is wrong with b as an EInvalid *Error.
-func (b Bucket) Validate() error {
+// Validate reports what is wrong with b as an EInvalid *Error. A value must
+// be JSON that strict clients can read: UTF-8, surrogates escaped in pairs,
+// numbers within the range of a float64.
+func (b Bucket) Validate() error { return b.validate(true) }
+
+func (b Bucket) validate(strict bool) error {
 	if !bucketPattern.MatchString(b.Name) {
 		return Errorf(EInvalid, "bucket name %q is invalid: use 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '-'", b.Name)
 	}
@@ -152,7 +165,77 @@ func (b Bucket) Validate() error {
 	if len(b.Value) > 0 && !json.Valid(b.Value) {
 		return Errorf(EInvalid, "the value of bucket %q is not valid JSON", b.Name)
 	}
+	if strict && len(b.Value) > 0 {
+		if err := strictJSON(b.Value); err != "" {
+			return Errorf(EInvalid, "the value of bucket %q %s: strict JSON clients could not read it", b.Name, err)
+		}
+	}
 	return nil
+}
+
+// ReadableJSON reports whether strict JSON clients can read v, which is
+// valid JSON: it is UTF-8, escapes surrogates only in pairs, and holds no
+// number beyond the range of a float64. Go's encoding/json silently turns
+// the bytes and lone surrogates it cannot read into U+FFFD, so callers that
+// decode what others send check the raw text with it first.
+func ReadableJSON(v []byte) bool { return strictJSON(v) == "" }
+
+// strictJSON says what in v, which is valid JSON, a strict client cannot
+// read (Go's encoding/json fails on it, and others garble it), or "": bytes
+// that are not UTF-8, an escaped surrogate without its pair, or a number
+// beyond the range of a float64.
+func strictJSON(v []byte) string {
+	if !utf8.Valid(v) {
+		return "holds bytes that are not UTF-8"
+	}
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == '"':
+			for i++; v[i] != '"'; i++ {
+				if v[i] != '\\' {
+					continue
+				}
+				if i++; v[i] != 'u' {
+					continue
+				}
+				r := hex4(v[i+1:])
+				i += 4
+				if !utf16.IsSurrogate(r) {
+					continue
+				}
+				if r < 0xdc00 && i+6 < len(v) && v[i+1] == '\\' && v[i+2] == 'u' {
+					if low := hex4(v[i+3:]); low >= 0xdc00 && low <= 0xdfff {
+						i += 6
+						continue
+					}
+				}
+				return "holds an escaped surrogate without its pair (\\u" + string(v[i-3:i+1]) + ")"
+			}
+		case c == '-' || c >= '0' && c <= '9':
+			end := i + 1
+			for end < len(v) && strings.IndexByte("+-.eE0123456789", v[end]) >= 0 {
+				end++
+			}
+			if _, err := strconv.ParseFloat(string(v[i:end]), 64); err != nil {
+				return "holds the number " + truncate(string(v[i:end]), 20) + ", beyond the range of a 64-bit float"
+			}
+			i = end - 1
+		}
+	}
+	return ""
+}
+
+// hex4 is the rune of the 4 hex digits that start b.
+func hex4(b []byte) rune {
+	n, _ := strconv.ParseUint(string(b[:4]), 16, 32)
+	return rune(n)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // ValidateUser reports whether u can be a user ID: 1 to 256 bytes of UTF-8.

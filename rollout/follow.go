@@ -143,6 +143,22 @@ func (s *Service) reload(ctx context.Context, key string) (*compiled, error) {
 	return c, nil
 }
 
+// known returns the feature key from the snapshot or, when the snapshot
+// lacks it (made elsewhere, not yet synced), from the store; ENotFound when
+// neither has it.
+func (s *Service) known(ctx context.Context, key string) (*compiled, error) {
+	if c, ok := s.Snapshot().features[key]; ok {
+		return c, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, err := s.reload(ctx, key)
+	if err == nil && c == nil {
+		err = notFound(key)
+	}
+	return c, err
+}
+
 func versionOf(c *compiled) int {
 	if c == nil {
 		return 0

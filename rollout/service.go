@@ -31,6 +31,8 @@ type Service struct {
 	kick  chan struct{} // a local commit: Follow syncs at once
 	subMu sync.Mutex
 	subs  map[chan []Commit]bool
+
+	history historyReads // reads of history take turns
 }
 
 // ChangeOptions are the guards and modes of one change.
@@ -82,7 +84,7 @@ func NewService(ctx context.Context, store Store, clock Clock) (*Service, error)
 	}
 	all := make(map[string]*compiled, len(features))
 	for _, f := range features {
-		if err := f.Validate(); err != nil {
+		if err := f.validate(false); err != nil {
 			return nil, fmt.Errorf("load feature %q: %w", f.Key, err)
 		}
 		all[f.Key] = compile(f)
@@ -213,18 +215,18 @@ func checkChurn(rep Report, opts ChangeOptions) error {
 }
 
 // Versions returns the feature's history, newest first; see Store.Versions.
+// Reads of history take turns on at most half the cores: it waits for its
+// turn, or returns EUnavailable if ctx ends first.
 func (s *Service) Versions(ctx context.Context, key string, before, limit int) ([]Version, error) {
-	if _, ok := s.Snapshot().features[key]; !ok {
-		return nil, notFound(key)
+	if err := s.history.acquire(ctx); err != nil {
+		return nil, err
 	}
+	defer s.history.release()
 	return s.store.Versions(ctx, key, before, limit)
 }
 
 // Version returns version n of the feature's history.
 func (s *Service) Version(ctx context.Context, key string, n int) (Version, error) {
-	if _, ok := s.Snapshot().features[key]; !ok {
-		return Version{}, notFound(key)
-	}
 	return s.store.Version(ctx, key, n)
 }
 
@@ -324,32 +326,4 @@ func actor(opts ChangeOptions) string {
 
 func notFound(key string) error {
 	return Errorf(ENotFound, "feature %q does not exist", key)
-}
-
-// Assignment is what a feature served one user at one version.
-type Assignment struct {
-	Version int       `json:"version"`
-	Time    time.Time `json:"time"`
-	Summary string    `json:"summary"`
-	Bucket  *string   `json:"bucket"` // null: no bucket
-	Reason  string    `json:"reason"`
-}
-
-// UserHistory returns the bucket user had at each version of the feature,
-// newest first, so that "why did this customer's experience change?" has an
-// answer.
-func (s *Service) UserHistory(ctx context.Context, key, user string) ([]Assignment, error) {
-	if err := ValidateUser(user); err != nil {
-		return nil, err
-	}
-	versions, err := s.Versions(ctx, key, 0, 0)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Assignment, len(versions))
-	for i, v := range versions {
-		e := compile(v.Config).peek(user)
-		out[i] = Assignment{Version: v.Version, Time: v.Time, Summary: v.Summary, Bucket: nullable(e.Bucket), Reason: e.Reason}
-	}
-	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -100,6 +101,7 @@ type featurePage struct {
 	BannerError   string
 	Versions      []versionView // newest first
 	OlderVersions int           // not listed
+	OlderURL      string        // the API's page of them
 	Chart         churnChart
 	RollbackTo    []rollbackOption
 	Lookup        lookupView
@@ -134,6 +136,9 @@ type lookupView struct {
 	Now    string // the bucket now, or "no bucket"
 	Reason string
 	Rows   []lookupRow
+	// OlderVersions are not listed; OlderURL is the API's page of them.
+	OlderVersions int
+	OlderURL      string
 }
 
 type lookupRow struct {
@@ -221,6 +226,7 @@ func (h *handler) feature(c echo.Context) error {
 	}
 	if n := len(versions); n > 0 {
 		p.OlderVersions = versions[n-1].Version - 1
+		p.OlderURL = "/api/features/" + url.PathEscape(key) + "/versions?before=" + strconv.Itoa(versions[n-1].Version)
 	}
 	p.Chart = newChart(p.Versions)
 	for n := f.Version - 1; n >= 1; n-- {
@@ -316,9 +322,13 @@ func (h *handler) lookup(c echo.Context, p *featurePage, key, user string) error
 	if err != nil {
 		return err
 	}
-	history, err := h.svc.UserHistory(c.Request().Context(), key, user)
+	history, next, err := h.svc.UserHistory(c.Request().Context(), key, user, 0, historyShown)
 	if err != nil {
 		return err
+	}
+	if next > 0 {
+		p.Lookup.OlderVersions = next - 1
+		p.Lookup.OlderURL = "/api/features/" + url.PathEscape(key) + "/users/" + url.PathEscape(user) + "?before=" + strconv.Itoa(next)
 	}
 	p.Lookup.Now, p.Lookup.Reason = bucketLabel(now.Bucket), now.Reason
 	for i, a := range history {

@@ -55,6 +55,15 @@ var malformedBodies = []string{
 	`{"buckets":[{"name":"A","replicas":1000},{"name":"B","replicas":1000},{"name":"C","replicas":1000},{"name":"D","replicas":1000},{"name":"E","replicas":1000},{"name":"F","replicas":1000},{"name":"G","replicas":1000},{"name":"H","replicas":1000},{"name":"I","replicas":1000},{"name":"J","replicas":1000},{"name":"K","replicas":1000}]}`,
 	`{"max_churn":-0.5,"name":"X"}`,
 	`{"max_churn":2,"name":"X"}`,
+	// Values and user IDs strict JSON clients cannot read (issue 14, item 10 and 12).
+	`{"name":"X","value":1e999999}`,
+	`{"name":"X","value":{"n":[-2e400]}}`,
+	"{\"name\":\"X\",\"value\":\"caf\xe9\"}",
+	`{"name":"X","value":"\ud800"}`,
+	`{"buckets":[{"name":"A","value":1e999999}]}`,
+	`{"user":"\ud800"}`,
+	"{\"user\":\"ok\xc3\"}",
+	`{"USER":"\udc00","features":["f"]}`,
 }
 
 // bodyEndpoints take a JSON body; every malformed body must be refused.
@@ -88,6 +97,11 @@ var hostilePaths = []string{
 	"/api/features/f/versions/99999999999999999999",
 	"/api/features/f/versions?limit=abc",
 	"/api/features/f/versions?before=-5",
+	"/api/features/f/versions?limit=501",
+	"/api/features/f/versions?limit=0",
+	"/api/features/f/users/u1?limit=501",
+	"/api/features/f/users/u1?limit=0",
+	"/api/features/f/users/u1?before=-1",
 	"/api/features/f/users/%ff",
 	"/evaluate?feature=f&user=%ff",
 	"/evaluate?feature=f&user=",
