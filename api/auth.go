@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -42,8 +41,6 @@ type Auth struct {
 	// loopback host names, so that a web page cannot reach it through a
 	// DNS name rebound to 127.0.0.1. The binary sets it with --insecure.
 	AnyHost bool
-
-	signedOut signedOut
 }
 
 // NewAuth returns the access control over tokens; nil tokens means
@@ -51,7 +48,7 @@ type Auth struct {
 func NewAuth(tokens *rollout.Tokens) *Auth {
 	key := make([]byte, 32)
 	rand.Read(key)
-	return &Auth{tokens: tokens, key: key, signedOut: signedOut{ended: map[string]time.Time{}}}
+	return &Auth{tokens: tokens, key: key}
 }
 
 // Enforced reports whether requests need a token.
@@ -156,15 +153,19 @@ func (a *Auth) SignIn(c echo.Context, secret string) (rollout.Token, bool) {
 	return tok, true
 }
 
-// SignOut ends the request's session, so that a copy of its cookie no
-// longer works, and clears the cookie.
-func (a *Auth) SignOut(c echo.Context) {
-	if ck, err := c.Request().Cookie(SessionCookie); err == nil {
-		if payload, ok := a.verify(ck.Value); ok {
-			a.signedOut.add(payload.session, payload.expires)
+// SignOut ends the request's session, on every instance that shares the
+// database, so that a copy of its cookie no longer works, and clears the
+// cookie. It fails, keeping the cookie, when the end cannot be recorded.
+func (a *Auth) SignOut(c echo.Context) error {
+	if ck, err := c.Request().Cookie(SessionCookie); err == nil && a != nil && a.tokens != nil {
+		if p, ok := a.verify(ck.Value); ok {
+			if err := a.tokens.EndSession(c.Request().Context(), p.session, p.expires); err != nil {
+				return err
+			}
 		}
 	}
 	c.SetCookie(&http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	return nil
 }
 
 func (a *Auth) sign(payload string) string {
@@ -204,49 +205,10 @@ func (a *Auth) verify(value string) (sessionPayload, bool) {
 // that was not signed out.
 func (a *Auth) session(value string) (rollout.Token, bool) {
 	p, ok := a.verify(value)
-	if !ok || a.signedOut.has(p.session) {
+	if !ok || a.tokens.SessionEnded(p.session) {
 		return rollout.Token{}, false
 	}
 	return a.tokens.ByID(p.token)
-}
-
-// maxSignedOut bounds the sessions remembered as signed out; past it the
-// ones closest to expiring anyway are forgotten first.
-const maxSignedOut = 100_000
-
-// signedOut remembers sessions that signed out until they would have
-// expired. Safe for concurrent use.
-type signedOut struct {
-	mu    sync.Mutex
-	ended map[string]time.Time // session → its expiry
-}
-
-func (s *signedOut) add(session string, expires time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := time.Now()
-	for id, exp := range s.ended {
-		if exp.Before(now) {
-			delete(s.ended, id)
-		}
-	}
-	for len(s.ended) >= maxSignedOut {
-		soonest := ""
-		for id, exp := range s.ended {
-			if soonest == "" || exp.Before(s.ended[soonest]) {
-				soonest = id
-			}
-		}
-		delete(s.ended, soonest)
-	}
-	s.ended[session] = expires
-}
-
-func (s *signedOut) has(session string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.ended[session]
-	return ok
 }
 
 // loopbackHost reports whether a request's Host names this machine's

@@ -79,7 +79,7 @@ type CommitKind string
 // The kinds of commits.
 const (
 	CommitFeature CommitKind = "feature" // a feature was created, changed or deleted
-	CommitToken   CommitKind = "token"   // a token was created or revoked
+	CommitToken   CommitKind = "token"   // a token was created or revoked, or a session signed out
 )
 
 // Commit is one committed change in the store's feed: its revision, what it

@@ -105,7 +105,16 @@ type TokenStore interface {
 	Tokens(ctx context.Context) ([]Token, error)
 	// RevokeToken revokes the active token of that name; ENotFound if none.
 	RevokeToken(ctx context.Context, name string, at time.Time) error
+	// EndSession records that a dashboard session signed out, until it
+	// expires; its commit is a token commit keyed SessionCommitKey.
+	EndSession(ctx context.Context, id string, expires time.Time) error
+	// EndedSessions returns the sessions that signed out and have not
+	// expired by now.
+	EndedSessions(ctx context.Context, now time.Time) ([]string, error)
 }
+
+// SessionCommitKey is the key of the token commit that EndSession writes.
+const SessionCommitKey = "session"
 
 // Tokens authenticates requests from an in-memory copy of the active
 // tokens, refreshed from the store, so that checking a token never reads
@@ -123,6 +132,7 @@ type Tokens struct {
 type tokenState struct {
 	byHash   map[string]Token // the active tokens
 	byID     map[string]Token // the same, by ID
+	ended    map[string]bool  // dashboard sessions that signed out
 	enforced bool
 }
 
@@ -142,10 +152,18 @@ func (t *Tokens) Refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	ended, err := t.store.EndedSessions(ctx, time.Now())
+	if err != nil {
+		return err
+	}
 	next := &tokenState{
 		byHash:   make(map[string]Token, len(all)),
 		byID:     make(map[string]Token, len(all)),
+		ended:    make(map[string]bool, len(ended)),
 		enforced: t.state.Load().enforced || len(all) > 0,
+	}
+	for _, id := range ended {
+		next.ended[id] = true
 	}
 	for _, tok := range all {
 		if tok.RevokedAt == nil {
@@ -218,3 +236,15 @@ func (t *Tokens) ByID(id string) (Token, bool) {
 	tok, ok := t.state.Load().byID[id]
 	return tok, ok
 }
+
+// EndSession records that the dashboard session id signed out, so that it
+// no longer works here or, once they refresh, on other instances.
+func (t *Tokens) EndSession(ctx context.Context, id string, expires time.Time) error {
+	if err := t.store.EndSession(ctx, id, expires); err != nil {
+		return err
+	}
+	return t.Refresh(ctx)
+}
+
+// SessionEnded reports whether the dashboard session id signed out.
+func (t *Tokens) SessionEnded(id string) bool { return t.state.Load().ended[id] }

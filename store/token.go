@@ -98,3 +98,40 @@ func listTokens(ctx context.Context, tx *sql.Tx) ([]rollout.Token, error) {
 	}
 	return out, rows.Err()
 }
+
+// EndSession records that the dashboard session id signed out, until it
+// expires, and forgets sessions that have expired.
+func (db *DB) EndSession(ctx context.Context, id string, expires time.Time) error {
+	return db.writeTx(ctx, "end session", func(tx *sql.Tx) error {
+		now := db.now()
+		if _, err := tx.ExecContext(ctx, `DELETE FROM ended_sessions WHERE expires_at < ?`, formatTime(now)); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO ended_sessions (id, expires_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`, id, formatTime(expires)); err != nil {
+			return err
+		}
+		return addCommit(ctx, tx, rollout.CommitToken, rollout.SessionCommitKey, now)
+	})
+}
+
+// EndedSessions returns the sessions that signed out and expire after now.
+func (db *DB) EndedSessions(ctx context.Context, now time.Time) ([]string, error) {
+	var out []string
+	err := db.readTx(ctx, "list ended sessions", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM ended_sessions WHERE expires_at >= ? ORDER BY id`, formatTime(now))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			out = append(out, id)
+		}
+		return rows.Err()
+	})
+	return out, err
+}

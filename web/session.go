@@ -16,8 +16,8 @@ type Sessions interface {
 	Enforced() bool
 	// SignIn checks the token and, when valid, sets the session cookie.
 	SignIn(c echo.Context, secret string) (rollout.Token, bool)
-	// SignOut clears the session cookie.
-	SignOut(c echo.Context)
+	// SignOut ends the session and clears its cookie.
+	SignOut(c echo.Context) error
 }
 
 // loginPage is the data of login.html.
@@ -51,7 +51,11 @@ func (h *handler) login(c echo.Context) error {
 
 func (h *handler) logout(c echo.Context) error {
 	if h.sessions != nil {
-		h.sessions.SignOut(c)
+		if err := h.sessions.SignOut(c); err != nil {
+			h.log.Error("sign-out failed", "err", err)
+			return h.fail(c, http.StatusServiceUnavailable, "Not signed out",
+				"Signing out could not be recorded because the database cannot be written just now. Try again in a moment.")
+		}
 	}
 	return c.Redirect(http.StatusSeeOther, "/ui/login")
 }

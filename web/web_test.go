@@ -411,7 +411,7 @@ func (fakeSessions) Enforced() bool { return true }
 func (fakeSessions) SignIn(echo.Context, string) (rollout.Token, bool) {
 	return rollout.Token{}, false
 }
-func (fakeSessions) SignOut(echo.Context) {}
+func (fakeSessions) SignOut(echo.Context) error { return nil }
 
 // TestSignOutOnlyWithTokens: pages offer to sign out only on a server that
 // asks for tokens.

@@ -80,3 +80,33 @@ func (db *DB) RevokeToken(ctx context.Context, name string, at time.Time) error 
 		return addCommit(ctx, tx, rollout.CommitToken, name, db.now())
 	})
 }
+
+// EndSession records that the dashboard session id signed out, until it
+// expires, and forgets sessions that have expired.
+func (db *DB) EndSession(ctx context.Context, id string, expires time.Time) error {
+	return db.writeTx(ctx, "end session", func(tx pgx.Tx) error {
+		now := db.now()
+		if _, err := tx.Exec(ctx, `DELETE FROM ended_sessions WHERE expires_at < $1`, now.UTC()); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx,
+			`INSERT INTO ended_sessions (id, expires_at) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`, id, expires.UTC()); err != nil {
+			return err
+		}
+		return addCommit(ctx, tx, rollout.CommitToken, rollout.SessionCommitKey, now)
+	})
+}
+
+// EndedSessions returns the sessions that signed out and expire after now.
+func (db *DB) EndedSessions(ctx context.Context, now time.Time) ([]string, error) {
+	var out []string
+	err := db.readTx(ctx, "list ended sessions", func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT id FROM ended_sessions WHERE expires_at >= $1 ORDER BY id COLLATE "C"`, now.UTC())
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	return out, err
+}

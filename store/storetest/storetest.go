@@ -56,6 +56,7 @@ var cases = []struct {
 	{"revision feed", testFeed},
 	{"revisions from two handles", testFeedConcurrent},
 	{"session key", testSessionKey},
+	{"ended sessions", testEndedSessions},
 	{"check write", testCheckWrite},
 }
 
@@ -751,4 +752,37 @@ func testCheckWrite(t *testing.T, o Opened) {
 		}
 	}
 	wantRevision(t, o.Store, 0)
+}
+
+// testEndedSessions: a session that signed out is ended for every handle
+// until it expires, with a token commit; ending it twice is harmless.
+func testEndedSessions(t *testing.T, o Opened) {
+	ctx := context.Background()
+	now := time.Now().UTC()
+	other := o.Open(t)
+	if err := o.Store.EndSession(ctx, "s1", now.Add(time.Hour)); err != nil {
+		t.Fatalf("EndSession(s1) = %v", err)
+	}
+	if err := o.Store.EndSession(ctx, "s1", now.Add(time.Hour)); err != nil {
+		t.Fatalf("EndSession(s1) again = %v", err)
+	}
+	if err := other.EndSession(ctx, "old", now.Add(-time.Minute)); err != nil {
+		t.Fatalf("EndSession(old) = %v", err)
+	}
+	got, err := other.EndedSessions(ctx, now)
+	if err != nil || len(got) != 1 || got[0] != "s1" {
+		t.Fatalf("EndedSessions(now) = %q, %v; want [s1] (old has expired)", got, err)
+	}
+	if got, err := o.Store.EndedSessions(ctx, now.Add(2*time.Hour)); err != nil || len(got) != 0 {
+		t.Errorf("EndedSessions(in two hours) = %q, %v; want none", got, err)
+	}
+	commits, err := o.Store.Commits(ctx, 0, 0)
+	if err != nil || len(commits) != 3 {
+		t.Fatalf("Commits() = %+v, %v; want one per EndSession", commits, err)
+	}
+	for _, c := range commits {
+		if c.Kind != rollout.CommitToken || c.Key != rollout.SessionCommitKey {
+			t.Errorf("commit %+v, want kind %q key %q", c, rollout.CommitToken, rollout.SessionCommitKey)
+		}
+	}
 }
