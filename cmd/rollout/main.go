@@ -41,6 +41,9 @@ const usage = `usage: rollout [serve] [flags]      run the service (the default)
                                     manage API tokens
        rollout backup [--db PATH] TARGET
                                     copy the database consistently, online
+       rollout migrate --from SOURCE --to TARGET
+                                    copy everything into a new database
+                                    (SQLite file or postgres:// URL) and verify
 Run 'rollout COMMAND -h' for a command's flags.
 `
 
@@ -63,6 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return runToken(ctx, args, stdout, stderr, getenv)
 	case "backup":
 		return runBackup(ctx, args, stderr, getenv)
+	case "migrate":
+		return runMigrate(ctx, args, stdout, stderr)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return nil

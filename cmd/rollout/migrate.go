@@ -1,0 +1,431 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/postgres"
+)
+
+const migrateUsage = `usage: rollout migrate --from SOURCE --to TARGET
+
+Copies every feature with its whole history, every API token (active and
+revoked) and the evaluation counts from SOURCE into TARGET, which must be
+empty, then checks that both hold the same. SOURCE and TARGET are each a
+SQLite file or a postgres:// (postgresql://) URL. Back SOURCE up and stop
+every instance writing to it first.
+
+`
+
+// migrationStore is what migrate reads from and writes to: either store.
+type migrationStore interface {
+	rollout.Store
+	rollout.TokenStore
+}
+
+// runMigrate copies one database into another, empty one and verifies the
+// copy. It prints a summary to stdout and every mismatch to stderr.
+func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are returned; help goes where it is asked for
+	from := fs.String("from", "", "the database to copy: a SQLite file or a postgres:// URL")
+	to := fs.String("to", "", "the empty database to copy into: a SQLite file (made if missing) or a postgres:// URL")
+	usage := func(w io.Writer) {
+		fmt.Fprint(w, migrateUsage)
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout)
+			return nil
+		}
+		usage(stderr)
+		return fmt.Errorf("migrate: %w", err)
+	}
+	switch {
+	case fs.NArg() > 0:
+		usage(stderr)
+		return fmt.Errorf("migrate takes no arguments, got %q: give --from and --to", fs.Args())
+	case *from == "" || *to == "":
+		usage(stderr)
+		return errors.New("migrate: give both --from SOURCE and --to TARGET")
+	}
+
+	if !isPostgres(*from) {
+		// store.Open would make a new, empty database of a missing file.
+		if _, err := os.Stat(*from); errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("migrate: source %s does not exist", *from)
+		} else if err != nil {
+			return fmt.Errorf("migrate: source %s: %w", *from, err)
+		}
+	}
+	src, closeSrc, err := openStore(ctx, *from)
+	if err != nil {
+		return fmt.Errorf("migrate: open source: %w", err)
+	}
+	defer closeSrc()
+	dst, closeDst, err := openStore(ctx, *to)
+	if err != nil {
+		return fmt.Errorf("migrate: open target: %w", err)
+	}
+	defer closeDst()
+
+	srcName, dstName := redact(*from), redact(*to)
+	if err := checkEmpty(ctx, dst); err != nil {
+		return fmt.Errorf("migrate: refusing to copy into %s: %w; nothing was changed. Migrate into a new, empty database", dstName, err)
+	}
+	sum, err := migrateStores(ctx, src, dst)
+	if err != nil {
+		return fmt.Errorf("migrate %s to %s: %w; %s may be partly written: empty it (or delete the file) before you try again", srcName, dstName, err, dstName)
+	}
+	fmt.Fprintf(stdout, "Copied %s to %s:\n", srcName, dstName)
+	fmt.Fprintf(stdout, "  features   %d (%d versions)\n", sum.features, sum.versions)
+	fmt.Fprintf(stdout, "  tokens     %d (%d revoked)\n", sum.tokens, sum.revoked)
+	fmt.Fprintf(stdout, "  exposures  %d evaluations\n", sum.exposures)
+
+	return verify(ctx, src, dst, srcName, dstName, stdout, stderr)
+}
+
+// verify compares src with its copy dst, prints every mismatch to stderr
+// and fails if there is any.
+func verify(ctx context.Context, src, dst migrationStore, srcName, dstName string, stdout, stderr io.Writer) error {
+	mismatches, err := verifyMigration(ctx, src, dst)
+	if err != nil {
+		return fmt.Errorf("migrate: verify: %w", err)
+	}
+	for _, m := range mismatches {
+		fmt.Fprintln(stderr, "mismatch:", m)
+	}
+	if len(mismatches) > 0 {
+		return fmt.Errorf("migrate: %s and %s differ in %d places (listed above): do not switch to %s", srcName, dstName, len(mismatches), dstName)
+	}
+	fmt.Fprintln(stdout, "Verified: features, versions per feature, tokens, exposure totals and every current configuration are equal.")
+	return nil
+}
+
+// isPostgres reports whether where is a PostgreSQL URL rather than a SQLite
+// file.
+func isPostgres(where string) bool {
+	u, err := url.Parse(where)
+	return err == nil && (strings.EqualFold(u.Scheme, "postgres") || strings.EqualFold(u.Scheme, "postgresql"))
+}
+
+// redact returns where with any password of a URL replaced by xxxxx.
+func redact(where string) string {
+	if !isPostgres(where) {
+		return where
+	}
+	u, _ := url.Parse(where)
+	return u.Redacted()
+}
+
+// openStore opens the PostgreSQL database or SQLite file where names and
+// returns it with a function that closes it.
+func openStore(ctx context.Context, where string) (migrationStore, func(), error) {
+	if isPostgres(where) {
+		db, err := postgres.Open(ctx, where)
+		if err != nil {
+			return nil, nil, err
+		}
+		return db, db.Close, nil
+	}
+	db, err := store.Open(ctx, where)
+	if err != nil {
+		return nil, nil, err
+	}
+	return db, func() { db.Close() }, nil
+}
+
+// checkEmpty returns an error saying what s holds unless it has no feature,
+// no token and no commit.
+func checkEmpty(ctx context.Context, s migrationStore) error {
+	features, err := s.Features(ctx)
+	if err != nil {
+		return err
+	}
+	tokens, err := s.Tokens(ctx)
+	if err != nil {
+		return err
+	}
+	rev, err := s.Revision(ctx)
+	if err != nil {
+		return err
+	}
+	if len(features) > 0 || len(tokens) > 0 || rev > 0 {
+		return fmt.Errorf("it is not empty (%d features, %d tokens, %d commits)", len(features), len(tokens), rev)
+	}
+	return nil
+}
+
+// migration counts what migrateStores copied.
+type migration struct {
+	features, versions int
+	tokens, revoked    int
+	exposures          int64
+}
+
+// migrateStores copies every feature with its history and exposure counts,
+// and every token, from src into the empty dst. History is replayed version
+// by version through CreateFeature and UpdateFeature, so dst holds the same
+// entries; the last write is the feature as src stores it now. It fails if
+// src takes a commit meanwhile.
+func migrateStores(ctx context.Context, src, dst migrationStore) (migration, error) {
+	var sum migration
+	rev, err := src.Revision(ctx)
+	if err != nil {
+		return sum, err
+	}
+	features, err := src.Features(ctx)
+	if err != nil {
+		return sum, err
+	}
+	for _, f := range features {
+		n, err := copyFeature(ctx, src, dst, f)
+		if err != nil {
+			return sum, err
+		}
+		sum.features++
+		sum.versions += n
+		counts, err := src.Exposures(ctx, f.Key)
+		if err != nil {
+			return sum, err
+		}
+		// Feature IDs are kept, and dst has no counts yet: adding them
+		// writes the same rows.
+		if err := dst.AddExposures(ctx, counts); err != nil {
+			return sum, fmt.Errorf("copy exposures of feature %q: %w", f.Key, err)
+		}
+		for _, e := range counts {
+			sum.exposures += e.Count
+		}
+	}
+	tokens, err := src.Tokens(ctx)
+	if err != nil {
+		return sum, err
+	}
+	if err := copyTokens(ctx, dst, tokens); err != nil {
+		return sum, err
+	}
+	sum.tokens = len(tokens)
+	for _, t := range tokens {
+		if t.RevokedAt != nil {
+			sum.revoked++
+		}
+	}
+	after, err := src.Revision(ctx)
+	if err != nil {
+		return sum, err
+	}
+	if after != rev {
+		return sum, fmt.Errorf("the source changed while it was copied (revision %d, now %d): stop every instance writing to it", rev, after)
+	}
+	return sum, nil
+}
+
+// copyFeature writes f's history into dst, oldest first, and returns the
+// number of versions written.
+func copyFeature(ctx context.Context, src, dst migrationStore, f rollout.Feature) (int, error) {
+	vs, err := src.Versions(ctx, f.Key, 0, 0)
+	if err != nil {
+		return 0, err
+	}
+	slices.Reverse(vs)
+	if len(vs) == 0 || vs[len(vs)-1].Version != f.Version {
+		return 0, fmt.Errorf("feature %q is at version %d but its history has %d entries", f.Key, f.Version, len(vs))
+	}
+	for i, v := range vs {
+		next := v.Config
+		if i == len(vs)-1 {
+			next = f
+		}
+		if i == 0 {
+			err = dst.CreateFeature(ctx, next, v)
+		} else {
+			err = dst.UpdateFeature(ctx, next, v)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("copy version %d of feature %q: %w", v.Version, f.Key, err)
+		}
+	}
+	return len(vs), nil
+}
+
+// copyTokens creates tokens, oldest first, in dst, and revokes the revoked
+// ones at their time: each before a later token takes its name, the rest at
+// the end.
+func copyTokens(ctx context.Context, dst migrationStore, tokens []rollout.Token) error {
+	pending := map[string]rollout.Token{} // created in dst, revoked in the source
+	revoke := func(t rollout.Token) error {
+		if err := dst.RevokeToken(ctx, t.Name, *t.RevokedAt); err != nil {
+			return fmt.Errorf("revoke token %q (%s): %w", t.Name, t.ID, err)
+		}
+		delete(pending, t.Name)
+		return nil
+	}
+	for _, t := range tokens {
+		if p, ok := pending[t.Name]; ok {
+			if err := revoke(p); err != nil {
+				return err
+			}
+		}
+		created := t
+		created.RevokedAt = nil
+		if err := dst.CreateToken(ctx, created); err != nil {
+			return fmt.Errorf("copy token %q (%s): %w", t.Name, t.ID, err)
+		}
+		if t.RevokedAt != nil {
+			pending[t.Name] = t
+		}
+	}
+	for _, name := range sortedKeys(pending) {
+		if err := revoke(pending[name]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// verifyMigration compares src and dst: the features, the number of
+// versions of each, each current configuration, the tokens (by ID: name,
+// role, hash, revoked or not) and the exposure total of each feature. It
+// returns one line for each difference.
+func verifyMigration(ctx context.Context, src, dst migrationStore) ([]string, error) {
+	var out []string
+	srcFeatures, err := src.Features(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dstFeatures, err := dst.Features(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(srcFeatures) != len(dstFeatures) {
+		out = append(out, fmt.Sprintf("features: source has %d, target has %d", len(srcFeatures), len(dstFeatures)))
+	}
+	dstByKey := make(map[string]rollout.Feature, len(dstFeatures))
+	for _, f := range dstFeatures {
+		dstByKey[f.Key] = f
+	}
+	for _, f := range srcFeatures {
+		g, ok := dstByKey[f.Key]
+		if !ok {
+			out = append(out, fmt.Sprintf("feature %q: missing from the target", f.Key))
+			continue
+		}
+		delete(dstByKey, f.Key)
+		diffs, err := compareFeature(ctx, src, dst, f, g)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, diffs...)
+	}
+	for _, key := range sortedKeys(dstByKey) {
+		out = append(out, fmt.Sprintf("feature %q: in the target only", key))
+	}
+
+	diffs, err := compareTokens(ctx, src, dst)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, diffs...), nil
+}
+
+// compareFeature compares the feature f of src with g of dst.
+func compareFeature(ctx context.Context, src, dst migrationStore, f, g rollout.Feature) ([]string, error) {
+	var out []string
+	a, err := json.Marshal(f)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(g)
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(a, b) {
+		out = append(out, fmt.Sprintf("feature %q: current configuration differs:\n  source %s\n  target %s", f.Key, a, b))
+	}
+	var n [2]int
+	var total [2]int64
+	for i, s := range []migrationStore{src, dst} {
+		vs, err := s.Versions(ctx, f.Key, 0, 0)
+		if err != nil {
+			return nil, err
+		}
+		n[i] = len(vs)
+		counts, err := s.Exposures(ctx, f.Key)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range counts {
+			total[i] += e.Count
+		}
+	}
+	if n[0] != n[1] {
+		out = append(out, fmt.Sprintf("feature %q: source has %d versions, target has %d", f.Key, n[0], n[1]))
+	}
+	if total[0] != total[1] {
+		out = append(out, fmt.Sprintf("feature %q: source counts %d evaluations, target %d", f.Key, total[0], total[1]))
+	}
+	return out, nil
+}
+
+// compareTokens compares the tokens of src and dst by ID.
+func compareTokens(ctx context.Context, src, dst migrationStore) ([]string, error) {
+	srcTokens, err := src.Tokens(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dstTokens, err := dst.Tokens(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	if len(srcTokens) != len(dstTokens) {
+		out = append(out, fmt.Sprintf("tokens: source has %d, target has %d", len(srcTokens), len(dstTokens)))
+	}
+	type same struct {
+		name, role, hash string
+		revoked          bool
+	}
+	key := func(t rollout.Token) same { return same{t.Name, string(t.Role), t.Hash, t.RevokedAt != nil} }
+	dstByID := make(map[string]rollout.Token, len(dstTokens))
+	for _, t := range dstTokens {
+		dstByID[t.ID] = t
+	}
+	for _, t := range srcTokens {
+		u, ok := dstByID[t.ID]
+		switch {
+		case !ok:
+			out = append(out, fmt.Sprintf("token %q (%s): missing from the target", t.Name, t.ID))
+		case key(t) != key(u):
+			out = append(out, fmt.Sprintf("token %q (%s): name, role, secret or revocation differs", t.Name, t.ID))
+		}
+		delete(dstByID, t.ID)
+	}
+	for _, id := range sortedKeys(dstByID) {
+		out = append(out, fmt.Sprintf("token %q (%s): in the target only", dstByID[id].Name, id))
+	}
+	return out, nil
+}
