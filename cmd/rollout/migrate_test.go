@@ -125,7 +125,7 @@ func contents(t *testing.T, s migrationStore) storeContents {
 			t.Fatal(err)
 		}
 		for _, user := range []string{"user1", "user:7", "user:42"} {
-			as, err := svc.UserHistory(ctx, f.Key, user)
+			as, _, err := svc.UserHistory(ctx, f.Key, user, 0, rollout.MaxHistoryPage)
 			if err != nil {
 				t.Fatal(err)
 			}
