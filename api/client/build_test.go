@@ -101,7 +101,7 @@ func BenchmarkMD5Baseline(b *testing.B) {
 }
 
 // TestEvaluateCost: Evaluate does not allocate, and its cost beside one
-// md5.Sum is reported (asserted, loosely, outside the race detector).
+// md5.Sum is reported (asserted loosely, outside the race detector).
 func TestEvaluateCost(t *testing.T) {
 	c := benchClient(t)
 	if n := testing.AllocsPerRun(1000, func() { sink, _ = c.Evaluate("f01", benchUsers[3]) }); n != 0 {
@@ -117,7 +117,7 @@ func TestEvaluateCost(t *testing.T) {
 	base := testing.Benchmark(BenchmarkMD5Baseline)
 	ratio := float64(eval.NsPerOp()) / float64(base.NsPerOp())
 	t.Logf("Evaluate %d ns/op, md5.Sum %d ns/op: %.2f×", eval.NsPerOp(), base.NsPerOp(), ratio)
-	if !raceEnabled && ratio > 2 {
-		t.Errorf("Evaluate costs %.2f× an md5.Sum, want at most 1.5× (2× tolerated for noise)", ratio)
+	if !raceEnabled && ratio > 3 {
+		t.Errorf("Evaluate costs %.2f× an md5.Sum; the aim is 1.5×, and 3× means something went wrong", ratio)
 	}
 }
