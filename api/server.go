@@ -1,5 +1,6 @@
 // Package api is rollout's HTTP API: evaluation for apps on their hot path
-// (GET/POST /evaluate, and OpenFeature's OFREP under /ofrep/v1), the JSON API
+// (GET/POST /evaluate, and OpenFeature's OFREP under /ofrep/v1), the sync API
+// for apps that evaluate in their own process (/sync/v1, package client), the JSON API
 // that rollout scripts and the dashboard use to change features, and health,
 // readiness and Prometheus metrics for operators. Handlers decode, call the
 // rollout domain, and encode; every request is logged with its request ID.
@@ -44,6 +45,7 @@ type Server struct {
 	metrics *Metrics
 	ready   func(context.Context) error
 	snap    atomic.Pointer[snapshotState]
+	sync    syncCache
 }
 
 // New returns the API's echo router over svc. Other packages (the dashboard)
@@ -81,6 +83,8 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	e.POST("/evaluate", s.evaluateMany)
 	e.POST("/ofrep/v1/evaluate/flags/:key", s.ofrepEvaluate)
 	e.POST("/ofrep/v1/evaluate/flags", s.ofrepEvaluateAll)
+	e.GET("/sync/v1/snapshot", s.syncSnapshot)
+	e.GET("/sync/v1/stream", s.syncStream)
 	e.Match([]string{http.MethodGet, http.MethodHead}, "/healthz", s.healthz)
 	e.Match([]string{http.MethodGet, http.MethodHead}, "/readyz", s.readyz)
 	e.GET("/metrics", echo.WrapHandler(metrics.Handler()))
@@ -103,6 +107,7 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	g.GET("/features/:key/versions/:version", s.getVersion)
 	g.GET("/features/:key/users/:user", s.userHistory)
 	g.GET("/features/:key/exposures", s.exposures)
+	g.POST("/exposures", s.addExposures)
 	return e
 }
 

@@ -209,3 +209,16 @@ func (s *Service) Exposures(ctx context.Context, key string) (ExposureReport, er
 	}
 	return rep, nil
 }
+
+// AddExposureBatch adds the counts of evaluations an app made from its own
+// copy of the features (package client) to the stored ones, once per batch
+// ID: a batch sent again, because its answer was lost, adds nothing and
+// returns false. Counts of features that no longer exist are dropped. It
+// returns an EInvalid *Error for a malformed batch (see
+// ValidateExposureBatch).
+func (s *Service) AddExposureBatch(ctx context.Context, batch string, counts []Exposure) (bool, error) {
+	if err := ValidateExposureBatch(batch, counts); err != nil {
+		return false, err
+	}
+	return s.store.AddExposureBatch(ctx, batch, counts)
+}

@@ -51,6 +51,11 @@ type Store interface {
 	// AddExposures adds counts of evaluations to the stored ones; counts of
 	// features that no longer exist are dropped.
 	AddExposures(ctx context.Context, counts []Exposure) error
+	// AddExposureBatch adds counts as AddExposures does, at most once per
+	// batch ID: it records the ID in the same transaction, and a batch
+	// whose ID it has recorded adds nothing and returns false. IDs are
+	// kept for at least ExposureBatchMemory.
+	AddExposureBatch(ctx context.Context, batch string, counts []Exposure) (added bool, err error)
 	// Exposures returns the stored counts of a feature, newest version
 	// first.
 	Exposures(ctx context.Context, key string) ([]Exposure, error)
@@ -100,6 +105,11 @@ type Exposure struct {
 	Bucket    string `json:"bucket"`
 	Count     int64  `json:"count"`
 }
+
+// ExposureBatchMemory is how long a store remembers the ID of a batch of
+// exposures, and so how long an app may retry sending one without it
+// counting twice.
+const ExposureBatchMemory = 7 * 24 * time.Hour
 
 // Clock tells the time of changes; tests set their own.
 type Clock func() time.Time

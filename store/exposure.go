@@ -64,3 +64,29 @@ func listExposures(ctx context.Context, tx *sql.Tx, key string) ([]rollout.Expos
 	}
 	return out, rows.Err()
 }
+
+// AddExposureBatch adds the counts as AddExposures does, in the same
+// transaction as it records the batch ID; a batch whose ID is recorded adds
+// nothing and returns false. IDs older than rollout.ExposureBatchMemory are
+// pruned.
+func (db *DB) AddExposureBatch(ctx context.Context, batch string, counts []rollout.Exposure) (bool, error) {
+	var added bool
+	err := db.writeTx(ctx, fmt.Sprintf("add exposure batch %q", batch), func(tx *sql.Tx) error {
+		now := db.now()
+		if _, err := tx.ExecContext(ctx, `DELETE FROM exposure_batches WHERE received_at < ?`,
+			now.Add(-rollout.ExposureBatchMemory).Unix()); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO exposure_batches (id, received_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`,
+			batch, now.Unix())
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err // seen already: nothing to add
+		}
+		added = true
+		return addExposures(ctx, tx, counts)
+	})
+	return added && err == nil, err
+}

@@ -52,6 +52,7 @@ var cases = []struct {
 	{"versions paging", testVersions},
 	{"version not found", testVersionNotFound},
 	{"exposures add up", testExposures},
+	{"exposure batches count once", testExposureBatches},
 	{"tokens", testTokens},
 	{"revision feed", testFeed},
 	{"revisions from two handles", testFeedConcurrent},
@@ -784,5 +785,80 @@ func testEndedSessions(t *testing.T, o Opened) {
 		if c.Kind != rollout.CommitToken || c.Key != rollout.SessionCommitKey {
 			t.Errorf("commit %+v, want kind %q key %q", c, rollout.CommitToken, rollout.SessionCommitKey)
 		}
+	}
+}
+
+// testExposureBatches: a batch adds its counts once, however often it is
+// sent, and from however many handles at once; another batch adds again.
+func testExposureBatches(t *testing.T, o Opened) {
+	ctx := context.Background()
+	s := o.Store
+	f := newFeature("f")
+	create(t, s, f)
+	batch := []rollout.Exposure{
+		{FeatureID: f.ID, Version: 1, Bucket: "control", Count: 3},
+		{FeatureID: f.ID, Version: 1, Bucket: "", Count: 2},
+		{FeatureID: f.ID, Version: 1, Bucket: "control", Count: 1},
+		{FeatureID: "gone", Version: 1, Bucket: "control", Count: 7},
+	}
+	handles := []Store{s, o.Open(t)}
+	const workers = 4
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		added int
+		errs  []error
+	)
+	for _, h := range handles {
+		for range workers {
+			wg.Go(func() {
+				ok, err := h.AddExposureBatch(ctx, "batch-0001", batch)
+				mu.Lock()
+				defer mu.Unlock()
+				if ok {
+					added++
+				}
+				if err != nil {
+					errs = append(errs, err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("AddExposureBatch(batch-0001) = %v", errs)
+	}
+	if added != 1 {
+		t.Errorf("AddExposureBatch(batch-0001) from %d calls at once added %d times, want 1", len(handles)*workers, added)
+	}
+	want := []rollout.Exposure{
+		{Feature: "f", FeatureID: f.ID, Version: 1, Bucket: "", Count: 2},
+		{Feature: "f", FeatureID: f.ID, Version: 1, Bucket: "control", Count: 4},
+	}
+	check := func(when string) {
+		t.Helper()
+		got, err := s.Exposures(ctx, "f")
+		if err != nil {
+			t.Fatalf("Exposures(f) %s = %v", when, err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("Exposures(f) %s mismatch (-want +got):\n%s", when, diff)
+		}
+	}
+	check("after one batch sent 8 times")
+
+	if ok, err := o.Open(t).AddExposureBatch(ctx, "batch-0001", batch); ok || err != nil {
+		t.Errorf("AddExposureBatch(batch-0001) again = %v, %v; want false, nil", ok, err)
+	}
+	check("after a retry")
+
+	if ok, err := s.AddExposureBatch(ctx, "batch-0002", batch[:1]); !ok || err != nil {
+		t.Errorf("AddExposureBatch(batch-0002) = %v, %v; want true, nil", ok, err)
+	}
+	want[1].Count += 3
+	check("after a second batch")
+
+	if ok, err := s.AddExposureBatch(ctx, "batch-0003", nil); !ok || err != nil {
+		t.Errorf("AddExposureBatch(batch-0003, nil) = %v, %v; want true, nil", ok, err)
 	}
 }

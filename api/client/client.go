@@ -1,0 +1,566 @@
+// Package client evaluates rollout's features inside a Go app, from a copy
+// kept in sync with the server: no network call per evaluation, the same
+// buckets the server gives (it runs the same rollout and ring code), and
+// answers from the last copy while the server is away.
+//
+// A Client loads GET /sync/v1/snapshot, follows GET /sync/v1/stream and
+// reloads the snapshot (with If-None-Match) on each change; while the
+// stream is down it polls the snapshot instead. It counts its evaluations
+// per feature, version and bucket and sends them in batches to POST
+// /api/exposures, each under an ID that a retry repeats, so the server
+// counts each batch once.
+//
+// The package imports nothing of the server (no echo, SQLite or
+// Prometheus): apps that use it build with CGO_ENABLED=0.
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// Defaults of Config.
+const (
+	DefaultPollInterval   = 5 * time.Second
+	DefaultFlushInterval  = 10 * time.Second
+	DefaultStreamTimeout  = 45 * time.Second // three missed heartbeats
+	DefaultRequestTimeout = 10 * time.Second
+	maxPendingBatches     = 100
+)
+
+// Config configures a Client. URL is required.
+type Config struct {
+	// URL is the server's base URL, such as "http://127.0.0.1:8080".
+	URL string
+	// Token is a token with the evaluate role, sent as a bearer token.
+	// The snapshot it reads holds overrides' user IDs: keep it in servers.
+	Token string
+	// CacheFile, when set, is where the client keeps the last snapshot it
+	// read, and what it starts from when the server cannot be reached.
+	CacheFile string
+	// HTTPClient makes the requests; nil means a new http.Client. Its
+	// Timeout must be 0: it would cut the stream. Requests are bounded
+	// by RequestTimeout instead.
+	HTTPClient *http.Client
+	// PollInterval is how often the snapshot is polled, and the stream
+	// tried again, while the stream is down; 0 means DefaultPollInterval.
+	PollInterval time.Duration
+	// FlushInterval is how often evaluation counts are sent; 0 means
+	// DefaultFlushInterval.
+	FlushInterval time.Duration
+	// StreamTimeout is how long the stream may stay silent (the server
+	// sends a heartbeat every 15 s) before the client reconnects; 0 means
+	// DefaultStreamTimeout.
+	StreamTimeout time.Duration
+	// RequestTimeout bounds each snapshot and exposures request; 0 means
+	// DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// Logger receives the failures of background work; nil discards them.
+	Logger *slog.Logger
+}
+
+// EventKind says what an Event reports.
+type EventKind int
+
+// The kinds of events.
+const (
+	// EventChanged: a new snapshot serves some features differently.
+	EventChanged EventKind = iota + 1
+	// EventStale: the stream and polling both fail; evaluations answer
+	// from the last snapshot.
+	EventStale
+	// EventReady: the server answers again after EventStale.
+	EventReady
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventChanged:
+		return "changed"
+	case EventStale:
+		return "stale"
+	case EventReady:
+		return "ready"
+	}
+	return fmt.Sprintf("EventKind(%d)", int(k))
+}
+
+// Event is a change of the client's snapshot or of its connection.
+type Event struct {
+	Kind     EventKind
+	Features []string // EventChanged: the keys of the features that changed, sorted
+	Revision int64    // the snapshot's store revision
+	Err      error    // EventStale: why
+}
+
+// Client evaluates features from a synced snapshot. It is safe for
+// concurrent use.
+type Client struct {
+	cfg  Config
+	http *http.Client
+	log  *slog.Logger
+	snap atomic.Pointer[rollout.Snapshot]
+
+	stale   atomic.Bool
+	etag    string // of snap; used by the sync loop only
+	cancel  context.CancelFunc
+	done    chan struct{}
+	closing sync.Once
+
+	watchMu  sync.Mutex
+	watchers map[int]func(Event)
+	nextW    int
+
+	flushMu sync.Mutex // one flush at a time; guards pending
+	pending []batch
+	retMu   sync.Mutex
+	retired []retired
+}
+
+// retired is a snapshot swapped out: evaluations that loaded it may still
+// count on it for a moment, so it is taken from at two flushes.
+type retired struct {
+	snap    *rollout.Snapshot
+	flushes int
+}
+
+// batch is a batch of counts with its ID, kept until the server takes it.
+type batch struct {
+	id     string
+	counts []rollout.Exposure
+}
+
+// New loads the snapshot and starts following the server. When the server
+// cannot be reached it starts from Config.CacheFile, if that holds a
+// snapshot, as stale; otherwise it fails. A server that refuses the
+// request (a bad token, say) fails New whatever the cache holds.
+func New(ctx context.Context, cfg Config) (*Client, error) {
+	if cfg.URL == "" {
+		return nil, errors.New("rollout client: Config.URL is required")
+	}
+	cfg.URL = strings.TrimRight(cfg.URL, "/")
+	cfg.PollInterval = orDefault(cfg.PollInterval, DefaultPollInterval)
+	cfg.FlushInterval = orDefault(cfg.FlushInterval, DefaultFlushInterval)
+	cfg.StreamTimeout = orDefault(cfg.StreamTimeout, DefaultStreamTimeout)
+	cfg.RequestTimeout = orDefault(cfg.RequestTimeout, DefaultRequestTimeout)
+	c := &Client{cfg: cfg, http: cfg.HTTPClient, log: cfg.Logger, done: make(chan struct{}), watchers: map[int]func(Event){}}
+	if c.http == nil {
+		c.http = &http.Client{}
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if _, err := c.refresh(ctx); err != nil {
+		var refused *refusedError
+		if errors.As(err, &refused) || cfg.CacheFile == "" {
+			return nil, fmt.Errorf("rollout client: %w", err)
+		}
+		if cerr := c.loadCache(); cerr != nil {
+			return nil, fmt.Errorf("rollout client: %w; and the cache: %w", err, cerr)
+		}
+		c.stale.Store(true)
+		c.log.Warn("rollout: started from the cache file: the server cannot be reached", "err", err)
+	}
+	loop, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.cancel = cancel
+	go c.run(loop)
+	return c, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// Evaluate returns the bucket the feature key serves user, from memory,
+// and counts it for the server's exposures. It returns a rollout.Error
+// with rollout.ENotFound for a feature the snapshot lacks and
+// rollout.EInvalid for a user ID the server would refuse. It does not
+// allocate.
+func (c *Client) Evaluate(key, user string) (rollout.Evaluation, error) {
+	if err := rollout.ValidateUser(user); err != nil {
+		return rollout.Evaluation{}, err
+	}
+	return c.snap.Load().Evaluate(key, user)
+}
+
+// Snapshot returns the current snapshot, for reading features.
+func (c *Client) Snapshot() *rollout.Snapshot { return c.snap.Load() }
+
+// Stale reports whether the client cannot reach the server and answers
+// from its last snapshot.
+func (c *Client) Stale() bool { return c.stale.Load() }
+
+// Watch calls fn with every event from now until stop is called. Calls
+// come one at a time from the client's sync loop: fn must return quickly.
+func (c *Client) Watch(fn func(Event)) (stop func()) {
+	c.watchMu.Lock()
+	defer c.watchMu.Unlock()
+	id := c.nextW
+	c.nextW++
+	c.watchers[id] = fn
+	return func() {
+		c.watchMu.Lock()
+		defer c.watchMu.Unlock()
+		delete(c.watchers, id)
+	}
+}
+
+func (c *Client) notify(ev Event) {
+	c.watchMu.Lock()
+	fns := make([]func(Event), 0, len(c.watchers))
+	for _, fn := range c.watchers {
+		fns = append(fns, fn)
+	}
+	c.watchMu.Unlock()
+	for _, fn := range fns {
+		fn(ev)
+	}
+}
+
+// Close stops following the server and sends the counts not sent yet,
+// waiting at most RequestTimeout. It returns the error of that last send.
+func (c *Client) Close() error {
+	var err error
+	c.closing.Do(func() {
+		c.cancel()
+		<-c.done
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.RequestTimeout)
+		defer cancel()
+		err = c.Flush(ctx)
+	})
+	return err
+}
+
+// run follows the stream, and polls while it is down, until ctx is done.
+func (c *Client) run(ctx context.Context) {
+	defer close(c.done)
+	go c.flushEvery(ctx)
+	for {
+		err := c.follow(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if _, perr := c.refresh(ctx); perr != nil {
+			c.setStale(errors.Join(err, perr))
+		} else {
+			c.setReady()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(c.cfg.PollInterval):
+		}
+	}
+}
+
+func (c *Client) setStale(err error) {
+	c.log.Warn("rollout: cannot reach the server; answering from the last snapshot", "err", err)
+	if !c.stale.Swap(true) {
+		c.notify(Event{Kind: EventStale, Revision: c.snap.Load().Revision(), Err: err})
+	}
+}
+
+func (c *Client) setReady() {
+	if c.stale.Swap(false) {
+		c.notify(Event{Kind: EventReady, Revision: c.snap.Load().Revision()})
+	}
+}
+
+// refusedError is a 4xx answer: asking again will not help.
+type refusedError struct {
+	status int
+	body   string
+}
+
+func (e *refusedError) Error() string {
+	return fmt.Sprintf("the server refused the request: %d %s", e.status, e.body)
+}
+
+func (c *Client) request(ctx context.Context, method, path string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.cfg.URL+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if c.cfg.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req, nil
+}
+
+func statusError(res *http.Response) error {
+	data, _ := io.ReadAll(io.LimitReader(res.Body, 4<<10))
+	if res.StatusCode >= 400 && res.StatusCode < 500 && res.StatusCode != http.StatusRequestTimeout && res.StatusCode != http.StatusTooManyRequests {
+		return &refusedError{status: res.StatusCode, body: strings.TrimSpace(string(data))}
+	}
+	return fmt.Errorf("%s: %s", res.Status, strings.TrimSpace(string(data)))
+}
+
+// refresh reads the snapshot, unless it has not changed since the last
+// read, and installs it. It reports whether it installed a new one.
+func (c *Client) refresh(ctx context.Context) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	req, err := c.request(ctx, "GET", "/sync/v1/snapshot", nil)
+	if err != nil {
+		return false, err
+	}
+	if c.etag != "" {
+		req.Header.Set("If-None-Match", c.etag)
+	}
+	res, err := c.http.Do(req)
+	if err != nil {
+		return false, fmt.Errorf("read the snapshot: %w", err)
+	}
+	defer res.Body.Close()
+	switch res.StatusCode {
+	case http.StatusNotModified:
+		return false, nil
+	case http.StatusOK:
+	default:
+		return false, fmt.Errorf("read the snapshot: %w", statusError(res))
+	}
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		return false, fmt.Errorf("read the snapshot: %w", err)
+	}
+	if err := c.install(body); err != nil {
+		return false, fmt.Errorf("read the snapshot: %w", err)
+	}
+	c.etag = res.Header.Get("ETag")
+	if c.cfg.CacheFile != "" {
+		if err := writeFile(c.cfg.CacheFile, body); err != nil {
+			c.log.Error("rollout: write the cache file", "err", err)
+		}
+	}
+	return true, nil
+}
+
+// install decodes a snapshot document and swaps it in.
+func (c *Client) install(body []byte) error {
+	var doc rollout.SyncDocument
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return fmt.Errorf("decode: %w", err)
+	}
+	next, err := rollout.NewSnapshot(doc.Features, doc.Revision)
+	if err != nil {
+		c.log.Error("rollout: features left out of the snapshot", "err", err)
+	}
+	old := c.snap.Swap(next)
+	if old == nil {
+		return nil
+	}
+	c.retMu.Lock()
+	c.retired = append(c.retired, retired{snap: old})
+	c.retMu.Unlock()
+	if changed := old.Changed(next); len(changed) > 0 {
+		c.notify(Event{Kind: EventChanged, Features: changed, Revision: next.Revision()})
+	}
+	return nil
+}
+
+func (c *Client) loadCache() error {
+	body, err := os.ReadFile(c.cfg.CacheFile)
+	if err != nil {
+		return err
+	}
+	if err := c.install(body); err != nil {
+		return fmt.Errorf("cache file %s: %w", c.cfg.CacheFile, err)
+	}
+	return nil
+}
+
+// writeFile replaces path's content with data at once, through a
+// temporary file renamed over it.
+func writeFile(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// follow reads the stream until it ends, reloading the snapshot when it
+// connects and on each change event. It returns why the stream ended.
+func (c *Client) follow(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	req, err := c.request(ctx, "GET", "/sync/v1/stream", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	// A silent stream is a dead one: cancel the request.
+	watchdog := time.AfterFunc(c.cfg.RequestTimeout, cancel)
+	defer watchdog.Stop()
+	res, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("open the stream: %w", err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("open the stream: %w", statusError(res))
+	}
+	watchdog.Reset(c.cfg.StreamTimeout)
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 0, 4<<10), 1<<20)
+	var event string
+	for sc.Scan() {
+		watchdog.Reset(c.cfg.StreamTimeout)
+		line := sc.Text()
+		switch {
+		case line == "":
+			if event == "hello" || event == "change" {
+				if _, err := c.refresh(ctx); err != nil {
+					return err
+				}
+				c.setReady()
+			}
+			event = ""
+		case strings.HasPrefix(line, "event:"):
+			event = strings.TrimSpace(line[len("event:"):])
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read the stream: %w", err)
+	}
+	return errors.New("the stream ended")
+}
+
+// flushEvery sends the counts every FlushInterval until ctx is done.
+func (c *Client) flushEvery(ctx context.Context) {
+	t := time.NewTicker(c.cfg.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := c.Flush(ctx); err != nil {
+				c.log.Warn("rollout: send evaluation counts", "err", err)
+			}
+		}
+	}
+}
+
+// Flush sends the evaluation counts gathered since the last flush, and the
+// batches earlier flushes could not send, oldest first. A batch the server
+// did not answer stays, under its ID, for the next flush; at most 100
+// batches wait, the oldest dropped first.
+func (c *Client) Flush(ctx context.Context) error {
+	c.flushMu.Lock()
+	defer c.flushMu.Unlock()
+	counts := c.take()
+	for len(counts) > 0 {
+		n := min(len(counts), rollout.MaxExposureBatch)
+		c.pending = append(c.pending, batch{id: newBatchID(), counts: counts[:n]})
+		counts = counts[n:]
+	}
+	if over := len(c.pending) - maxPendingBatches; over > 0 {
+		c.pending = c.pending[over:]
+	}
+	for len(c.pending) > 0 {
+		b := c.pending[0]
+		err := c.send(ctx, b)
+		var refused *refusedError
+		if err != nil && !errors.As(err, &refused) {
+			return err // kept for the next flush
+		}
+		c.pending = c.pending[1:]
+		if err != nil {
+			return fmt.Errorf("batch %s dropped: %w", b.id, err)
+		}
+	}
+	return nil
+}
+
+// take collects the counts of the current snapshot and of retired ones.
+func (c *Client) take() []rollout.Exposure {
+	counts := c.snap.Load().TakeExposures(nil)
+	c.retMu.Lock()
+	defer c.retMu.Unlock()
+	kept := c.retired[:0]
+	for _, r := range c.retired {
+		counts = r.snap.TakeExposures(counts)
+		if r.flushes++; r.flushes < 2 {
+			kept = append(kept, r)
+		}
+	}
+	clear(c.retired[len(kept):])
+	c.retired = kept
+	return counts
+}
+
+type exposureCount struct {
+	Feature   string `json:"feature"`
+	FeatureID string `json:"feature_id"`
+	Version   int    `json:"version"`
+	Bucket    string `json:"bucket"`
+	Count     int64  `json:"count"`
+}
+
+func (c *Client) send(ctx context.Context, b batch) error {
+	body := struct {
+		Batch     string          `json:"batch"`
+		Exposures []exposureCount `json:"exposures"`
+	}{Batch: b.id, Exposures: make([]exposureCount, len(b.counts))}
+	for i, e := range b.counts {
+		body.Exposures[i] = exposureCount{Feature: e.Feature, FeatureID: e.FeatureID, Version: e.Version, Bucket: e.Bucket, Count: e.Count}
+	}
+	data, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	req, err := c.request(ctx, "POST", "/api/exposures", bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	res, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("send batch %s: %w", b.id, err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("send batch %s: %w", b.id, statusError(res))
+	}
+	io.Copy(io.Discard, res.Body)
+	return nil
+}
+
+func newBatchID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,392 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rollout/rollout/api/client"
+	"github.com/rollout/rollout/api/client/internal/testserver"
+	"github.com/rollout/rollout/rollout"
+)
+
+func raw(v string) json.RawMessage { return json.RawMessage(v) }
+
+// features are 20 features of every kind evaluation tells apart: salts
+// (the key, another, none), overrides, switched off with and without a
+// fallback, uneven replicas, values of every JSON type.
+func features() []rollout.Feature {
+	var out []rollout.Feature
+	for i := range 20 {
+		f := rollout.Feature{
+			Key: fmt.Sprintf("f%02d", i), Enabled: true, Salt: fmt.Sprintf("f%02d", i),
+			Buckets: []rollout.Bucket{
+				{Name: "A", Replicas: 1 + i*7%100, Value: raw(`true`)},
+				{Name: "B", Replicas: 100, Value: raw(`{"color":"<red>","n":[1,2.5]}`)},
+				{Name: "C", Replicas: 37 + i},
+			},
+		}
+		switch i % 5 {
+		case 0:
+			f.Salt = ""
+		case 1:
+			f.Salt = "pepper ü"
+			f.Buckets[2].Value = raw(`42`)
+		case 2:
+			f.Overrides = map[string]string{"u1": "C", "u2": "A", "vip@example.com": "B"}
+			f.Buckets[0].Value = raw(`"text"`)
+		case 3:
+			f.Enabled, f.Fallback = false, "B"
+		case 4:
+			f.Enabled = false
+		}
+		if i == 19 {
+			f.Buckets = append(f.Buckets, rollout.Bucket{Name: "D", Replicas: 1000, Value: raw(`3.25`)})
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+func newServer(t *testing.T) *testserver.Server {
+	t.Helper()
+	s := testserver.Start(t)
+	for _, f := range features() {
+		s.Create(t, f)
+	}
+	return s
+}
+
+func newClient(t *testing.T, cfg client.Config) *client.Client {
+	t.Helper()
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = 100 * time.Millisecond
+	}
+	c, err := client.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("client.New() = %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// serverAnswer is one entry of POST /evaluate.
+type serverAnswer struct {
+	Bucket  *string         `json:"bucket"`
+	Value   json.RawMessage `json:"value"`
+	Version int             `json:"version"`
+	Reason  string          `json:"reason"`
+}
+
+func users(n int) []string {
+	out := []string{"u1", "u2", "vip@example.com", "ü", strings.Repeat("x", rollout.MaxUserBytes), "user with spaces", "汉字"}
+	for i := len(out); i < n; i++ {
+		out = append(out, fmt.Sprintf("user-%d", i))
+	}
+	return out
+}
+
+// TestBitIdentical: 10,000 users × 20 features evaluated by the client
+// get what the server's /evaluate answers: bucket, value, version and
+// reason.
+func TestBitIdentical(t *testing.T) {
+	s := newServer(t)
+	c := newClient(t, client.Config{URL: s.URL})
+	if n := c.Snapshot().Len(); n != 20 {
+		t.Fatalf("the client has %d features, want 20", n)
+	}
+	all := users(10_000)
+	var (
+		wg         sync.WaitGroup
+		mu         sync.Mutex
+		mismatches []string
+		compared   atomic.Int64
+	)
+	for w := range 4 {
+		wg.Go(func() {
+			for i := w; i < len(all); i += 4 {
+				user := all[i]
+				body, _ := json.Marshal(map[string]any{"user": user})
+				res, err := http.Post(s.URL+"/evaluate", "application/json", bytes.NewReader(body))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				var answer struct {
+					Results map[string]serverAnswer `json:"results"`
+				}
+				err = json.NewDecoder(res.Body).Decode(&answer)
+				res.Body.Close()
+				if err != nil || len(answer.Results) != 20 {
+					t.Errorf("POST /evaluate %q: %d results, %v", user, len(answer.Results), err)
+					return
+				}
+				for key, want := range answer.Results {
+					got, err := c.Evaluate(key, user)
+					compared.Add(1)
+					if err != nil || !same(got, want) {
+						mu.Lock()
+						mismatches = append(mismatches, fmt.Sprintf("Evaluate(%q, %q) = %+v, %v; server %+v", key, user, got, err, want))
+						mu.Unlock()
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(mismatches) > 0 {
+		t.Errorf("%d of %d evaluations differ, first: %s", len(mismatches), compared.Load(), mismatches[0])
+	}
+	t.Logf("%d evaluations compared", compared.Load())
+	if compared.Load() != 200_000 {
+		t.Errorf("compared %d evaluations, want 200000", compared.Load())
+	}
+}
+
+func same(got rollout.Evaluation, want serverAnswer) bool {
+	bucket := ""
+	if want.Bucket != nil {
+		bucket = *want.Bucket
+	}
+	if got.Bucket != bucket || got.Version != want.Version || got.Reason != want.Reason {
+		return false
+	}
+	if bucket == "" {
+		return got.Value == nil
+	}
+	var g, w any
+	return json.Unmarshal(got.Value, &g) == nil && json.Unmarshal(want.Value, &w) == nil && reflect.DeepEqual(g, w)
+}
+
+// TestPropagation: a change through the API reaches the client within a
+// second; the p50 and p99 over 50 changes are reported.
+func TestPropagation(t *testing.T) {
+	s := newServer(t)
+	c := newClient(t, client.Config{URL: s.URL})
+	changed := make(chan client.Event, 100)
+	defer c.Watch(func(ev client.Event) {
+		if ev.Kind == client.EventChanged {
+			changed <- ev
+		}
+	})()
+	var lat []time.Duration
+	for i := range 50 {
+		body := fmt.Sprintf(`{"description":"change %d"}`, i)
+		req, _ := http.NewRequest("PATCH", s.URL+"/api/features/f07", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		start := time.Now()
+		res, err := http.DefaultClient.Do(req)
+		if err != nil || res.StatusCode != 200 {
+			t.Fatalf("PATCH: %v %v", res, err)
+		}
+		res.Body.Close()
+		select {
+		case ev := <-changed:
+			lat = append(lat, time.Since(start))
+			if !slices.Equal(ev.Features, []string{"f07"}) {
+				t.Errorf("change %d: event features %q, want [f07]", i, ev.Features)
+			}
+			f, _ := c.Snapshot().Feature("f07")
+			if f.Version != i+2 {
+				t.Errorf("change %d: the client has version %d, want %d", i, f.Version, i+2)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("change %d not seen within 5 s", i)
+		}
+	}
+	slices.Sort(lat)
+	p50, p99 := lat[len(lat)/2], lat[len(lat)*99/100]
+	t.Logf("propagation over %d changes: p50 %v, p99 %v, max %v", len(lat), p50, p99, lat[len(lat)-1])
+	if p99 > time.Second {
+		t.Errorf("p99 propagation %v, want within 1 s", p99)
+	}
+}
+
+// waitEvent waits for an event of kind.
+func waitEvent(t *testing.T, events <-chan client.Event, kind client.EventKind, within time.Duration) client.Event {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		select {
+		case ev := <-events:
+			if ev.Kind == kind {
+				return ev
+			}
+		case <-deadline:
+			t.Fatalf("no %v event within %v", kind, within)
+		}
+	}
+}
+
+// TestServerGoneAndBack: with the server stopped the client keeps
+// answering from its snapshot and reports stale; restarted on the same
+// address, with a change made meanwhile, the client catches up and
+// reports ready.
+func TestServerGoneAndBack(t *testing.T) {
+	s := newServer(t)
+	c := newClient(t, client.Config{URL: s.URL})
+	events := make(chan client.Event, 100)
+	defer c.Watch(func(ev client.Event) { events <- ev })()
+	before, _ := c.Evaluate("f01", "someone")
+
+	s.Stop()
+	ev := waitEvent(t, events, client.EventStale, 5*time.Second)
+	if !c.Stale() || ev.Err == nil {
+		t.Errorf("Stale() = %v, event error %v; want true and why", c.Stale(), ev.Err)
+	}
+	if got, err := c.Evaluate("f01", "someone"); err != nil || !reflect.DeepEqual(got, before) {
+		t.Errorf("Evaluate with the server gone = %+v, %v; want %+v", got, err, before)
+	}
+
+	// A change made while the server is away, by another instance.
+	other := testserver.StartAt(t, s.DBPath, "127.0.0.1:0")
+	if _, err := other.Svc.Change(context.Background(), "f01", rollout.Patch(nil, ptr(false), nil), rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	other.Stop()
+
+	testserver.StartAt(t, s.DBPath, s.Addr)
+	changed := waitEvent(t, events, client.EventChanged, 5*time.Second)
+	if !slices.Equal(changed.Features, []string{"f01"}) {
+		t.Errorf("changed %q, want [f01]", changed.Features)
+	}
+	waitEvent(t, events, client.EventReady, 5*time.Second)
+	if c.Stale() {
+		t.Error("Stale() = true after the server came back")
+	}
+	if got, _ := c.Evaluate("f01", "someone"); got.Reason != rollout.ReasonDisabled {
+		t.Errorf("Evaluate after catching up = %+v, want disabled", got)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestCacheFile: a client that read the snapshot leaves it in the cache
+// file; a new client starts from it with no server, stale, answering as
+// the first did.
+func TestCacheFile(t *testing.T) {
+	s := newServer(t)
+	cache := filepath.Join(t.TempDir(), "rollout-cache.json")
+	first := newClient(t, client.Config{URL: s.URL, CacheFile: cache})
+	s.Stop()
+	first.Close()
+
+	if _, err := client.New(context.Background(), client.Config{URL: s.URL}); err == nil {
+		t.Error("client.New() with no server and no cache succeeded, want an error")
+	}
+	second := newClient(t, client.Config{URL: s.URL, CacheFile: cache})
+	if !second.Stale() {
+		t.Error("Stale() = false for a client started from its cache")
+	}
+	for _, user := range users(200) {
+		for _, key := range first.Snapshot().Keys() {
+			want, _ := first.Snapshot().Peek(key, user)
+			if got, err := second.Evaluate(key, user); err != nil || !reflect.DeepEqual(got, want) {
+				t.Fatalf("from the cache: Evaluate(%q, %q) = %+v, %v; want %+v", key, user, got, err, want)
+			}
+		}
+	}
+}
+
+// losingProxy forwards to the server, and loses the answer to the first
+// POST /api/exposures: the server counts the batch, the client sees a 502.
+func losingProxy(t *testing.T, target string) (string, *atomic.Int64) {
+	u, _ := url.Parse(target)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.FlushInterval = -1
+	var posts atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "POST" && r.URL.Path == "/api/exposures" && posts.Add(1) == 1 {
+			rec := httptest.NewRecorder()
+			rp.ServeHTTP(rec, r)
+			if rec.Code != 200 {
+				t.Errorf("the server answered the first batch %d %s", rec.Code, rec.Body)
+			}
+			http.Error(w, "lost", http.StatusBadGateway)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, &posts
+}
+
+// TestExposures: the client's evaluations show in the server's exposures
+// of the feature, and a batch sent again after its answer was lost counts
+// once.
+func TestExposures(t *testing.T) {
+	s := newServer(t)
+	proxy, posts := losingProxy(t, s.URL)
+	c := newClient(t, client.Config{URL: proxy, FlushInterval: time.Hour})
+	want := map[string]int64{}
+	for _, user := range users(1000) {
+		e, _ := c.Evaluate("f02", user)
+		want[e.Bucket]++
+	}
+	ctx := context.Background()
+	if err := c.Flush(ctx); err == nil {
+		t.Fatal("Flush() with the answer lost = nil, want an error")
+	}
+	if err := c.Flush(ctx); err != nil { // the same batch again
+		t.Fatalf("Flush() again = %v", err)
+	}
+	for range 500 {
+		e, _ := c.Evaluate("f02", "u1")
+		want[e.Bucket]++
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+	if n := posts.Load(); n != 3 {
+		t.Errorf("%d batches posted, want 3 (one lost, its retry, the last)", n)
+	}
+
+	res, err := http.Get(s.URL + "/api/features/f02/exposures")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	data, _ := io.ReadAll(res.Body)
+	var rep rollout.ExposureReport
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, b := range rep.Buckets {
+		got[*b.Bucket] = b.Count
+	}
+	if !reflect.DeepEqual(got, want) || rep.Total != 1500 {
+		t.Errorf("exposures of f02 = %v (total %d), want %v (1500)", got, rep.Total, want)
+	}
+}
+
+// TestEvaluateErrors: the client refuses what the server refuses.
+func TestEvaluateErrors(t *testing.T) {
+	s := newServer(t)
+	c := newClient(t, client.Config{URL: s.URL})
+	if _, err := c.Evaluate("missing", "u1"); rollout.ErrorCode(err) != rollout.ENotFound {
+		t.Errorf("Evaluate(missing) = %v, want not found", err)
+	}
+	for _, user := range []string{"", strings.Repeat("x", rollout.MaxUserBytes+1), "\xff"} {
+		if _, err := c.Evaluate("f01", user); rollout.ErrorCode(err) != rollout.EInvalid {
+			t.Errorf("Evaluate(f01, %q) = %v, want invalid", user, err)
+		}
+	}
+	if _, err := client.New(context.Background(), client.Config{}); err == nil {
+		t.Error("client.New() without a URL succeeded")
+	}
+}

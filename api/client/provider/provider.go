@@ -1,0 +1,228 @@
+// Package provider is an OpenFeature provider (github.com/open-feature/go-sdk)
+// over rollout's in-process client (package client): every evaluation is
+// answered from the client's synced snapshot, with no network call.
+//
+// The bucket's JSON value is the flag's value: a boolean, string, integer,
+// float or object evaluation of a value of another JSON type answers the
+// default with TYPE_MISMATCH. The variant is the bucket's name; the reason
+// is SPLIT (the user's place on the ring), TARGETING_MATCH (an override)
+// or DISABLED (the kill switch: the fallback bucket's value, or the code's
+// default when the feature has no fallback); the flag metadata holds the
+// feature's "version". The targeting key is the user ID.
+//
+// Events: PROVIDER_CONFIGURATION_CHANGED with the changed flag keys on every
+// change, PROVIDER_STALE while the client can reach the server neither by
+// its stream nor by polling, PROVIDER_READY when it can again.
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/open-feature/go-sdk/openfeature"
+
+	"github.com/rollout/rollout/api/client"
+	"github.com/rollout/rollout/rollout"
+)
+
+// Name is the provider's name in its metadata.
+const Name = "rollout"
+
+// eventBuffer is how many events may wait for the SDK before the newest
+// are dropped (the client's sync loop never waits for the SDK).
+const eventBuffer = 256
+
+// Provider is an OpenFeature provider over a rollout client. It is safe
+// for concurrent use.
+type Provider struct {
+	c      *client.Client
+	events chan openfeature.Event
+	stop   func()
+}
+
+var (
+	_ openfeature.FeatureProvider = (*Provider)(nil)
+	_ openfeature.StateHandler    = (*Provider)(nil)
+	_ openfeature.EventHandler    = (*Provider)(nil)
+)
+
+// New returns a provider over c. The app keeps c, and closes it after
+// shutting the provider down.
+func New(c *client.Client) *Provider {
+	return &Provider{c: c, events: make(chan openfeature.Event, eventBuffer)}
+}
+
+// Metadata names the provider.
+func (p *Provider) Metadata() openfeature.Metadata { return openfeature.Metadata{Name: Name} }
+
+// Hooks returns no hooks.
+func (p *Provider) Hooks() []openfeature.Hook { return nil }
+
+// Init starts passing the client's events on. The client has its snapshot
+// already; a client started from its cache file with the server away is
+// reported stale at once.
+func (p *Provider) Init(openfeature.EvaluationContext) error {
+	if p.stop != nil {
+		p.stop()
+	}
+	p.stop = p.c.Watch(p.forward)
+	if p.c.Stale() {
+		p.send(openfeature.ProviderStale, openfeature.ProviderEventDetails{Message: "the rollout server cannot be reached: answering from the cached snapshot"})
+	}
+	return nil
+}
+
+// Shutdown stops passing events on. It does not close the client.
+func (p *Provider) Shutdown() {
+	if p.stop != nil {
+		p.stop()
+		p.stop = nil
+	}
+}
+
+// EventChannel returns the provider's events.
+func (p *Provider) EventChannel() <-chan openfeature.Event { return p.events }
+
+func (p *Provider) forward(ev client.Event) {
+	meta := map[string]any{"revision": ev.Revision}
+	switch ev.Kind {
+	case client.EventChanged:
+		p.send(openfeature.ProviderConfigChange, openfeature.ProviderEventDetails{
+			Message: fmt.Sprintf("%d features changed", len(ev.Features)), FlagChanges: ev.Features, EventMetadata: meta})
+	case client.EventStale:
+		p.send(openfeature.ProviderStale, openfeature.ProviderEventDetails{
+			Message: fmt.Sprintf("the rollout server cannot be reached: answering from the last snapshot (%v)", ev.Err), EventMetadata: meta})
+	case client.EventReady:
+		p.send(openfeature.ProviderReady, openfeature.ProviderEventDetails{Message: "the rollout server answers again", EventMetadata: meta})
+	}
+}
+
+func (p *Provider) send(t openfeature.EventType, d openfeature.ProviderEventDetails) {
+	select {
+	case p.events <- openfeature.Event{ProviderName: Name, EventType: t, ProviderEventDetails: d}:
+	default:
+	}
+}
+
+var reasons = map[string]openfeature.Reason{
+	rollout.ReasonRing:     openfeature.SplitReason,
+	rollout.ReasonOverride: openfeature.TargetingMatchReason,
+	rollout.ReasonDisabled: openfeature.DisabledReason,
+}
+
+// resolve evaluates flag for the context's targeting key. It returns the
+// bucket's value, nil when the feature serves no bucket, and the details;
+// a failure sets the details' error and reason.
+func (p *Provider) resolve(flag string, flatCtx openfeature.FlattenedContext) (json.RawMessage, openfeature.ProviderResolutionDetail) {
+	user, ok := flatCtx[openfeature.TargetingKey].(string)
+	if !ok || user == "" {
+		return nil, failed(openfeature.NewTargetingKeyMissingResolutionError("the evaluation context needs a targeting key: the user ID"))
+	}
+	ev, err := p.c.Evaluate(flag, user)
+	switch rollout.ErrorCode(err) {
+	case rollout.ENotFound:
+		return nil, failed(openfeature.NewFlagNotFoundResolutionError(fmt.Sprintf("feature %q does not exist", flag)))
+	case rollout.EInvalid:
+		return nil, failed(openfeature.NewInvalidContextResolutionError("the targeting key must be 1 to 256 bytes of UTF-8"))
+	}
+	if err != nil {
+		return nil, failed(openfeature.NewGeneralResolutionError(err.Error()))
+	}
+	d := openfeature.ProviderResolutionDetail{
+		Reason: reasons[ev.Reason], Variant: ev.Bucket,
+		FlagMetadata: openfeature.FlagMetadata{"version": ev.Version},
+	}
+	if p.c.Stale() {
+		d.FlagMetadata["stale"] = true
+	}
+	if ev.Bucket == "" {
+		return nil, d // switched off without a fallback: the code's default
+	}
+	return ev.Value, d
+}
+
+func failed(e openfeature.ResolutionError) openfeature.ProviderResolutionDetail {
+	return openfeature.ProviderResolutionDetail{ResolutionError: e, Reason: openfeature.ErrorReason}
+}
+
+func mismatch(flag string, value json.RawMessage, want string) openfeature.ProviderResolutionDetail {
+	return failed(openfeature.NewTypeMismatchResolutionError(fmt.Sprintf("feature %q serves %s, not %s", flag, value, want)))
+}
+
+// BooleanEvaluation serves a bucket whose value is true or false.
+func (p *Provider) BooleanEvaluation(_ context.Context, flag string, def bool, flatCtx openfeature.FlattenedContext) openfeature.BoolResolutionDetail {
+	v, d := p.resolve(flag, flatCtx)
+	switch {
+	case v == nil:
+		return openfeature.BoolResolutionDetail{Value: def, ProviderResolutionDetail: d}
+	case bytes.Equal(v, []byte("true")):
+		return openfeature.BoolResolutionDetail{Value: true, ProviderResolutionDetail: d}
+	case bytes.Equal(v, []byte("false")):
+		return openfeature.BoolResolutionDetail{Value: false, ProviderResolutionDetail: d}
+	}
+	return openfeature.BoolResolutionDetail{Value: def, ProviderResolutionDetail: mismatch(flag, v, "a boolean")}
+}
+
+// StringEvaluation serves a bucket whose value is a JSON string (a bucket
+// without a value serves its name).
+func (p *Provider) StringEvaluation(_ context.Context, flag string, def string, flatCtx openfeature.FlattenedContext) openfeature.StringResolutionDetail {
+	v, d := p.resolve(flag, flatCtx)
+	if v == nil {
+		return openfeature.StringResolutionDetail{Value: def, ProviderResolutionDetail: d}
+	}
+	var s string
+	if v[0] != '"' || json.Unmarshal(v, &s) != nil {
+		return openfeature.StringResolutionDetail{Value: def, ProviderResolutionDetail: mismatch(flag, v, "a string")}
+	}
+	return openfeature.StringResolutionDetail{Value: s, ProviderResolutionDetail: d}
+}
+
+// FloatEvaluation serves a bucket whose value is a JSON number.
+func (p *Provider) FloatEvaluation(_ context.Context, flag string, def float64, flatCtx openfeature.FlattenedContext) openfeature.FloatResolutionDetail {
+	v, d := p.resolve(flag, flatCtx)
+	if v == nil {
+		return openfeature.FloatResolutionDetail{Value: def, ProviderResolutionDetail: d}
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err != nil || !isNumber(v) {
+		return openfeature.FloatResolutionDetail{Value: def, ProviderResolutionDetail: mismatch(flag, v, "a number")}
+	}
+	return openfeature.FloatResolutionDetail{Value: f, ProviderResolutionDetail: d}
+}
+
+// IntEvaluation serves a bucket whose value is a JSON integer that fits
+// in an int64.
+func (p *Provider) IntEvaluation(_ context.Context, flag string, def int64, flatCtx openfeature.FlattenedContext) openfeature.IntResolutionDetail {
+	v, d := p.resolve(flag, flatCtx)
+	if v == nil {
+		return openfeature.IntResolutionDetail{Value: def, ProviderResolutionDetail: d}
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil {
+		return openfeature.IntResolutionDetail{Value: def, ProviderResolutionDetail: mismatch(flag, v, "an integer")}
+	}
+	return openfeature.IntResolutionDetail{Value: n, ProviderResolutionDetail: d}
+}
+
+// ObjectEvaluation serves a bucket whose value is a JSON object (as a
+// map[string]any) or array (as a []any).
+func (p *Provider) ObjectEvaluation(_ context.Context, flag string, def any, flatCtx openfeature.FlattenedContext) openfeature.InterfaceResolutionDetail {
+	v, d := p.resolve(flag, flatCtx)
+	if v == nil {
+		return openfeature.InterfaceResolutionDetail{Value: def, ProviderResolutionDetail: d}
+	}
+	var out any
+	if (v[0] != '{' && v[0] != '[') || json.Unmarshal(v, &out) != nil {
+		return openfeature.InterfaceResolutionDetail{Value: def, ProviderResolutionDetail: mismatch(flag, v, "an object")}
+	}
+	return openfeature.InterfaceResolutionDetail{Value: out, ProviderResolutionDetail: d}
+}
+
+// isNumber reports whether v, which strconv parsed, is a JSON number and
+// not one of the forms only Go reads ("Inf", "0x1p-2", "1_000").
+func isNumber(v json.RawMessage) bool {
+	return json.Valid(v) && (v[0] == '-' || v[0] >= '0' && v[0] <= '9')
+}

@@ -1,0 +1,270 @@
+package api_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rollout/rollout/api"
+	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/store"
+)
+
+// TestSyncSnapshot: the snapshot holds everything evaluation needs, its
+// strong ETag answers 304 until a feature changes, and a snapshot rebuilt
+// from it serves what the server serves.
+func TestSyncSnapshot(t *testing.T) {
+	s := newServer(t, "", api.Options{})
+	s.seed()
+
+	r := s.must(http.StatusOK, "GET", "/sync/v1/snapshot", nil)
+	etag := r.header.Get("ETag")
+	if !strings.HasPrefix(etag, `"`) || len(etag) != 34 {
+		t.Errorf("ETag = %q, want a strong tag of 32 hex digits", etag)
+	}
+	if got := r.header.Get("Cache-Control"); got != "no-cache" {
+		t.Errorf("Cache-Control = %q, want no-cache", got)
+	}
+	var doc rollout.SyncDocument
+	if err := json.Unmarshal(r.body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Revision != s.svc.Snapshot().Revision() || len(doc.Features) != 6 {
+		t.Errorf("snapshot has revision %d and %d features, want %d and 6", doc.Revision, len(doc.Features), s.svc.Snapshot().Revision())
+	}
+	want, _ := s.svc.Snapshot().Feature("checkout")
+	if diff := cmp.Diff(want, doc.Features[1]); diff != "" { // sorted: banner, checkout, …
+		t.Errorf("features[1] mismatch (-want +got):\n%s", diff)
+	}
+	snap, err := rollout.NewSnapshot(doc.Features, doc.Revision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range snap.Keys() {
+		for _, user := range []string{"u1", "u2", "vip", "someone else"} {
+			got, _ := snap.Peek(key, user)
+			if want := s.evaluate(key, user); !cmp.Equal(want, got) {
+				t.Errorf("rebuilt Peek(%q, %q) = %+v, want %+v", key, user, got, want)
+			}
+		}
+	}
+
+	for _, inm := range []string{etag, "W/" + etag, `"other", ` + etag, "*"} {
+		if r := s.do("GET", "/sync/v1/snapshot", nil, "If-None-Match", inm); r.status != http.StatusNotModified || len(r.body) != 0 {
+			t.Errorf("If-None-Match: %s = %d %q, want 304 and no body", inm, r.status, r.body)
+		}
+	}
+	s.must(http.StatusOK, "GET", "/sync/v1/snapshot", nil, "If-None-Match", `"other"`)
+	s.must(http.StatusOK, "PATCH", "/api/features/checkout", map[string]any{"enabled": false})
+	r = s.must(http.StatusOK, "GET", "/sync/v1/snapshot", nil, "If-None-Match", etag)
+	if r.header.Get("ETag") == etag {
+		t.Errorf("ETag after a change = %s, unchanged", etag)
+	}
+}
+
+// streamServer is the API over a real SQLite store, its service following
+// the store as the binary's does, on a loopback server with short read and
+// write timeouts that a stream must outlive.
+func streamServer(t *testing.T) (*testServer, *rollout.Service) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := rollout.NewService(ctx, db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); svc.Follow(ctx, rollout.FollowOptions{Interval: 50 * time.Millisecond}) }()
+	srv := httptest.NewUnstartedServer(api.New(svc, api.Options{}))
+	srv.Config.ReadTimeout, srv.Config.WriteTimeout = 300*time.Millisecond, 300*time.Millisecond
+	srv.Start()
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		cancel()
+		<-done
+		db.Close()
+	})
+	return &testServer{t: t, URL: srv.URL, svc: svc, db: db}, svc
+}
+
+// sseEvent is one event of a stream, or a comment.
+type sseEvent struct {
+	name, id, data, comment string
+}
+
+// readEvents sends the stream's events and comments to a channel, closed
+// when the stream ends.
+func readEvents(t *testing.T, body *bufio.Reader) <-chan sseEvent {
+	out := make(chan sseEvent, 100)
+	go func() {
+		defer close(out)
+		var ev sseEvent
+		for {
+			line, err := body.ReadString('\n')
+			if err != nil {
+				return
+			}
+			line = strings.TrimSuffix(line, "\n")
+			switch {
+			case line == "":
+				out <- ev
+				ev = sseEvent{}
+			case strings.HasPrefix(line, ":"):
+				ev.comment = strings.TrimSpace(line[1:])
+			case strings.HasPrefix(line, "event: "):
+				ev.name = line[7:]
+			case strings.HasPrefix(line, "id: "):
+				ev.id = line[4:]
+			case strings.HasPrefix(line, "data: "):
+				ev.data = line[6:]
+			}
+		}
+	}()
+	return out
+}
+
+// TestSyncStream: the stream says hello with the revision, sends an event
+// with the changed keys for each change, keeps a heartbeat, outlives the
+// server's read and write timeouts, and ends when the client goes.
+func TestSyncStream(t *testing.T) {
+	api.SetHeartbeat(t, 100*time.Millisecond)
+	s, svc := streamServer(t)
+	s.seed()
+	rev := caughtUp(t, s)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", s.URL+"/sync/v1/stream", nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	for name, want := range map[string]string{"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"} {
+		if got := res.Header.Get(name); got != want {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
+	}
+	events := readEvents(t, bufio.NewReader(res.Body))
+	next := func(what string) sseEvent {
+		t.Helper()
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				t.Fatalf("the stream ended, waiting for %s", what)
+			}
+			return ev
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no %s within 5 s", what)
+		}
+		return sseEvent{}
+	}
+	hello := next("hello")
+	if hello.name != "hello" || hello.data != `{"revision":`+itoa(rev)+`}` {
+		t.Errorf("first event = %+v, want hello at revision %d", hello, rev)
+	}
+
+	// Past the server's timeouts (300 ms), heartbeats keep coming.
+	deadline := time.Now().Add(time.Second)
+	beats := 0
+	for time.Now().Before(deadline) {
+		if ev := next("a heartbeat"); ev.comment == "heartbeat" {
+			beats++
+		}
+	}
+	if beats < 5 {
+		t.Errorf("%d heartbeats in 1 s at 100 ms, want at least 5", beats)
+	}
+
+	s.must(http.StatusOK, "PATCH", "/api/features/limit", map[string]any{"description": "changed"})
+	for {
+		ev := next("the change")
+		if ev.name == "" {
+			continue // a heartbeat
+		}
+		want := `{"revision":` + itoa(rev+1) + `,"features":["limit"]}`
+		if ev.name != "change" || ev.data != want || ev.id != itoa(rev+1) {
+			t.Errorf("event = %+v, want change %s", ev, want)
+		}
+		break
+	}
+	if got := svc.Snapshot().Revision(); got != rev+1 {
+		t.Errorf("revision after the change = %d, want %d", got, rev+1)
+	}
+}
+
+// caughtUp waits until the service's snapshot has caught up with the
+// store's revision, and returns it.
+func caughtUp(t *testing.T, s *testServer) int64 {
+	t.Helper()
+	want, err := s.db.Revision(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); s.svc.Snapshot().Revision() != want; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the service is at revision %d, the store at %d", s.svc.Snapshot().Revision(), want)
+		}
+	}
+	return want
+}
+
+func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestExposureBatches: counts an app sends are added once per batch, and
+// malformed batches are refused with a JSON error.
+func TestExposureBatches(t *testing.T) {
+	s := newServer(t, "", api.Options{})
+	s.seed()
+	f, _ := s.svc.Snapshot().Feature("limit")
+	batch := map[string]any{"batch": "batch-0001", "exposures": []any{
+		map[string]any{"feature": "limit", "feature_id": f.ID, "version": 1, "bucket": "low", "count": 5},
+		map[string]any{"feature": "limit", "feature_id": f.ID, "version": 1, "bucket": "high", "count": 2},
+	}}
+	r := s.must(http.StatusOK, "POST", "/api/exposures", batch)
+	if got := string(r.body); got != `{"added":true,"batch":"batch-0001"}`+"\n" {
+		t.Errorf("POST /api/exposures = %s, want added", got)
+	}
+	r = s.must(http.StatusOK, "POST", "/api/exposures", batch)
+	if got := string(r.body); got != `{"added":false,"batch":"batch-0001"}`+"\n" {
+		t.Errorf("POST /api/exposures again = %s, want not added", got)
+	}
+	r = s.must(http.StatusOK, "GET", "/api/features/limit/exposures", nil)
+	var rep rollout.ExposureReport
+	json.Unmarshal(r.body, &rep)
+	if rep.Total != 7 {
+		t.Errorf("exposures of limit: total %d, want 7 (one batch sent twice)", rep.Total)
+	}
+
+	for _, tt := range []struct {
+		name   string
+		body   any
+		status int
+		code   string
+	}{
+		{"not JSON", "batch", http.StatusBadRequest, "bad_request"},
+		{"unknown field", map[string]any{"batch": "batch-0002", "counts": []any{}}, http.StatusBadRequest, "bad_request"},
+		{"no batch ID", map[string]any{"exposures": []any{}}, http.StatusUnprocessableEntity, "invalid"},
+		{"count of 0", map[string]any{"batch": "batch-0002", "exposures": []any{map[string]any{"feature_id": f.ID, "version": 1, "bucket": "low", "count": 0}}}, http.StatusUnprocessableEntity, "invalid"},
+		{"count not a number", map[string]any{"batch": "batch-0002", "exposures": []any{map[string]any{"feature_id": f.ID, "version": 1, "count": "5"}}}, http.StatusBadRequest, "bad_request"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := s.do("POST", "/api/exposures", tt.body)
+			if r.status != tt.status || !strings.Contains(string(r.body), `"code":"`+tt.code+`"`) {
+				t.Errorf("POST /api/exposures = %d %s, want %d %s", r.status, r.body, tt.status, tt.code)
+			}
+		})
+	}
+}
