@@ -99,28 +99,39 @@ func TestCrashKeepsAcknowledgedChanges(t *testing.T) {
 // version with its report, and every acknowledged version as acknowledged.
 func checkHistory(t *testing.T, base, key string, acked map[int]int, round int) {
 	t.Helper()
-	res, err := http.Get(base + "/api/features/" + key + "/versions")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var body struct {
-		Versions []struct {
+	type version struct {
+		Version int
+		Config  struct {
 			Version int
-			Config  struct {
-				Version int
-				Buckets []struct {
-					Name     string
-					Replicas int
-				}
-			}
-			Report struct {
-				ToVersion int `json:"to_version"`
+			Buckets []struct {
+				Name     string
+				Replicas int
 			}
 		}
+		Report struct {
+			ToVersion int `json:"to_version"`
+		}
 	}
-	if err := json.NewDecoder(res.Body).Decode(&body); err != nil {
-		t.Fatalf("round %d: %s history: %v", round, key, err)
+	var body struct{ Versions []version }
+	for next := "/api/features/" + key + "/versions?limit=500"; next != ""; { // every page
+		res, err := http.Get(base + next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var page struct {
+			Versions []version
+			Next     *string
+		}
+		err = json.NewDecoder(res.Body).Decode(&page)
+		res.Body.Close()
+		if err != nil {
+			t.Fatalf("round %d: %s history: %v", round, key, err)
+		}
+		body.Versions = append(body.Versions, page.Versions...)
+		next = ""
+		if page.Next != nil {
+			next = *page.Next
+		}
 	}
 	stored := map[int]int{}
 	for i, v := range body.Versions {
