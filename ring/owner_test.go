@@ -17,15 +17,19 @@ func TestOwnerIsLookup(t *testing.T) {
 		for _, p := range r.points[:min(len(r.points), 20)] {
 			positions = append(positions, p.pos, Position{Hi: p.pos.Hi, Lo: p.pos.Lo + 1})
 		}
+		points := make([][]Position, len(bs))
+		for i, b := range bs {
+			points[i] = AppendPoints(nil, b.Name, 0, b.Replicas+rng.IntN(3)) // extra points are not read
+		}
 		for _, h := range positions {
-			got, gotOK := Owner(bs, h)
+			got, gotOK := Owner(bs, points, h)
 			want, wantOK := r.LookupPosition(h)
 			if got != want || gotOK != wantOK {
 				t.Fatalf("Owner(%v, %v) = %q, %v; want %q, %v", bs, h, got, gotOK, want, wantOK)
 			}
 		}
 	})
-	if b, ok := Owner([]Bucket{{Name: "A", Replicas: 0}}, Position{}); ok {
+	if b, ok := Owner([]Bucket{{Name: "A", Replicas: 0}}, [][]Position{AppendPoints(nil, "A", 0, 2)}, Position{}); ok {
 		t.Errorf("Owner on a ring without points = %q, true; want false", b)
 	}
 }

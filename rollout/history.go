@@ -28,7 +28,7 @@ type historyReads struct {
 	once    sync.Once
 	slots   chan struct{}
 	waiting atomic.Int64 // reads waiting for a slot
-	points  atomic.Int64 // ring points hashed by user look-ups, in all
+	points  atomic.Int64 // ring points user look-ups have hashed, in all
 	// held, when not nil, is called by each read while it holds its slot
 	// (tests).
 	held func()
@@ -72,9 +72,10 @@ type Assignment struct {
 // customer's experience change?" has an answer. next is the before of the
 // page that follows, 0 when there is none.
 //
-// Each version costs at most one hash per ring point (MaxPoints), and none
-// when its buckets and salt are those of the version after it; no ring is
-// built. Look-ups take turns with other history reads (see Versions).
+// No ring is built: each ring point is hashed once per call, however many
+// versions of the page have it, and each version then costs one comparison
+// per point (at most MaxPoints), or none when its buckets and salt are
+// those of the version after it. Look-ups take turns with other history reads (see Versions).
 // Errors: EInvalid for a bad user ID or limit, ENotFound, EUnavailable when
 // ctx ends while waiting, and the store's.
 func (s *Service) UserHistory(ctx context.Context, key, user string, before, limit int) (page []Assignment, next int, err error) {
@@ -114,38 +115,59 @@ func (s *Service) UserHistory(ctx context.Context, key, user string, before, lim
 	}
 }
 
-// lookup remembers the ring position a user had at one version, which the
-// next version reuses when its ring and salt are the same.
+// lookup is what one UserHistory call keeps from version to version: the
+// positions of the ring points it has hashed, by bucket name and replica,
+// which later versions with the same buckets reuse (up to maxLookupPoints
+// of them), and the last version's ring, salt and owner, which the next
+// version reuses whole when they are the same.
 type lookup struct {
+	points  map[string][]ring.Position
+	kept    int // positions in points
+	scratch [][]ring.Position
 	buckets []Bucket
 	salt    string
 	owner   string
 	ok      bool
 }
 
+// maxLookupPoints bounds the positions one look-up keeps: 640 KB.
+const maxLookupPoints = 4 * MaxPoints
+
 // assignAt is compiled.assign on configuration f, for one user, without
 // compiling f: what f served user and why.
-func (s *Service) assignAt(last *lookup, f Feature, user string) (bucket, reason string) {
+func (s *Service) assignAt(l *lookup, f Feature, user string) (bucket, reason string) {
 	if !f.Enabled {
 		return f.Fallback, ReasonDisabled
 	}
 	if b, ok := f.Overrides[user]; ok {
 		return b, ReasonOverride
 	}
-	if last.ok && last.salt == f.Salt && slices.EqualFunc(last.buckets, f.Buckets, sameRingBucket) {
-		return last.owner, ReasonRing
+	if l.ok && l.salt == f.Salt && slices.EqualFunc(l.buckets, f.Buckets, sameRingBucket) {
+		return l.owner, ReasonRing
+	}
+	if l.points == nil {
+		l.points = map[string][]ring.Position{}
+	}
+	l.scratch = l.scratch[:0]
+	for _, b := range f.Buckets {
+		ps := l.points[b.Name]
+		if n := b.Replicas - len(ps); n > 0 {
+			s.history.points.Add(int64(n))
+			if l.kept+n <= maxLookupPoints {
+				ps = ring.AppendPoints(ps, b.Name, len(ps), b.Replicas)
+				l.points[b.Name], l.kept = ps, l.kept+n
+			} else { // for this version only
+				ps = ring.AppendPoints(slices.Clip(ps), b.Name, len(ps), b.Replicas)
+			}
+		}
+		l.scratch = append(l.scratch, ps)
 	}
 	prefix := ""
 	if f.Salt != "" {
 		prefix = f.Salt + ":"
 	}
-	owner, _ := ring.Owner(ringBuckets(f.Buckets), userPosition(prefix, user))
-	points := 0
-	for _, b := range f.Buckets {
-		points += b.Replicas
-	}
-	s.history.points.Add(int64(points))
-	*last = lookup{buckets: f.Buckets, salt: f.Salt, owner: owner, ok: true}
+	owner, _ := ring.Owner(ringBuckets(f.Buckets), l.scratch, userPosition(prefix, user))
+	l.buckets, l.salt, l.owner, l.ok = f.Buckets, f.Salt, owner, true
 	return owner, ReasonRing
 }
 

@@ -113,7 +113,7 @@ func checkHistory(t *testing.T, base, key string, acked map[int]int, round int) 
 		}
 	}
 	var body struct{ Versions []version }
-	for next := "/api/features/" + key + "/versions?limit=500"; next != ""; {
+	for next := "/api/features/" + key + "/versions?limit=500"; next != ""; { // every page
 		res, err := http.Get(base + next)
 		if err != nil {
 			t.Fatal(err)
