@@ -14,9 +14,11 @@ import (
 	"github.com/rollout/rollout/cmd/internal/serve"
 )
 
-// createToken makes a token with the rollout token command.
+// createToken makes a token with the rollout token command, in the
+// database at db, which it creates first as serve would if it is missing.
 func createToken(t *testing.T, db, name, role string) string {
 	t.Helper()
+	createDatabase(t, db)
 	secret, stderr, err := runCLI(t, "token", "create", "--name", name, "--role", role, "--db", db)
 	if err != nil {
 		t.Fatalf("token create %s: %v\n%s", name, err, stderr)

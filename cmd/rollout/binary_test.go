@@ -119,7 +119,7 @@ func getJSON(t *testing.T, url string) (int, map[string]any) {
 // through flags.
 func TestBinaryGracefulShutdown(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "my rollout.db")
-	p := startBinary(t, []string{"ROLLOUT_ADDR=127.0.0.1:0", "ROLLOUT_DB=" + db})
+	p := startBinary(t, []string{"ROLLOUT_ADDR=127.0.0.1:0", "ROLLOUT_DB=" + db}, "serve")
 	if res := p.post(t, "/api/features", `{"key":"f","salt":"","buckets":[{"name":"A","replicas":3},{"name":"B","replicas":3}]}`); res.StatusCode != 201 {
 		t.Fatalf("create = %d", res.StatusCode)
 	}

@@ -1,6 +1,7 @@
-// Command rollout is the feature-flag rollout service: `rollout serve` (the
-// default) runs the HTTP API on an embedded SQLite database, and
-// `rollout simulate` demonstrates what a ring change does to users.
+// Command rollout is the feature-flag rollout service: `rollout serve` runs
+// the HTTP API and dashboard on an embedded SQLite database, `rollout
+// simulate` demonstrates what a ring change does to users, and `token`,
+// `backup` and `version` administer it. `rollout help` lists them.
 package main
 
 import (
@@ -12,74 +13,181 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/rollout/rollout/cmd/internal/serve"
+	"github.com/rollout/rollout/rollout"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "rollout:", err)
+		if e, ok := err.(*rollout.Error); ok {
+			err = errors.New(e.Message) // not "invalid: …", "conflict: …"
 		}
+		fmt.Fprintln(os.Stderr, "rollout:", err)
 		os.Exit(1)
 	}
 }
 
-const usage = `usage: rollout [serve] [flags]      run the service (the default)
-       rollout simulate [flags]     show what a ring change does to users
-       rollout token create|list|revoke [flags]
-                                    manage API tokens
-       rollout backup [--db PATH] TARGET
-                                    copy the database consistently, online
-Run 'rollout COMMAND -h' for a command's flags.
+const usage = `rollout: feature-flag rollouts with exact, minimal churn.
+
+Usage:
+  rollout serve [flags]               run the service (creates the database if missing)
+  rollout simulate [flags]            show what one ring change does to users
+  rollout token create --name NAME --role admin|editor|viewer|evaluate [--db PATH]
+                                      create an API token and print its secret, once
+  rollout token list [--db PATH]      list the API tokens
+  rollout token revoke --name NAME [--db PATH]
+                                      revoke an API token
+  rollout backup [--db PATH] TARGET   copy the database consistently while it is in use
+  rollout version                     print the version and VCS revision
+  rollout help [COMMAND]              print this help, or a command's
+
+'rollout COMMAND -h' lists a command's flags. Flags may come before or after
+arguments. Given flags but no command, rollout serves: 'rollout --db P' is
+'rollout serve --db P'. --db defaults to $ROLLOUT_DB, else rollout.db; only
+serve creates a database, the other commands refuse one that does not exist.
 `
 
-// run executes the command in args until ctx is done.
+// run executes the command in args until ctx is done. Help goes to stdout
+// and is not an error.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
-	cmd := "serve"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		cmd, args = args[0], args[1:]
-	}
-	switch cmd {
-	case "serve":
-		m, err := parseServe(args, stderr, getenv)
-		if err != nil {
-			return err
-		}
-		return m.Run(ctx)
-	case "simulate":
-		return runSimulate(args, stdout)
-	case "token":
-		return runToken(ctx, args, stdout, stderr, getenv)
-	case "backup":
-		return runBackup(ctx, args, stderr, getenv)
-	case "help":
+	if len(args) == 0 {
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
-	fmt.Fprint(stderr, usage)
-	return fmt.Errorf("unknown command %q", cmd)
+	cmd := args[0]
+	switch {
+	case cmd == "help" && len(args) > 1: // rollout help token list
+		return run(ctx, append(args[1:len(args):len(args)], "-h"), stdout, stderr, getenv)
+	case cmd == "help" || isHelpFlag(cmd):
+		fmt.Fprint(stdout, usage)
+		return nil
+	case cmd == "-version" || cmd == "--version":
+		cmd = "version"
+		args = args[1:]
+	case strings.HasPrefix(cmd, "-"):
+		cmd = "serve"
+	default:
+		args = args[1:]
+	}
+	var err error
+	switch cmd {
+	case "serve":
+		var s *serve.Server
+		if s, err = parseServe(args, stdout, stderr, getenv); err == nil {
+			err = s.Run(ctx)
+		}
+	case "simulate":
+		err = runSimulate(args, stdout)
+	case "token":
+		err = runToken(ctx, args, stdout, stderr, getenv)
+	case "backup":
+		err = runBackup(ctx, args, stdout, stderr, getenv)
+	case "version":
+		err = runVersion(args, stdout)
+	default:
+		return fmt.Errorf("unknown command %q: 'rollout help' lists the commands", cmd)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // the help is printed
+	}
+	return err
 }
 
-func parseServe(args []string, stderr io.Writer, getenv func(string) string) (*serve.Server, error) {
+func isHelpFlag(arg string) bool {
+	return arg == "-h" || arg == "--h" || arg == "-help" || arg == "--help"
+}
+
+// parseFlags parses args with fs, allowing flags after positional
+// arguments ("backup OUT --db P"), and returns the positional arguments.
+// On -h it prints synopsis and fs's flags to stdout and returns
+// flag.ErrHelp; its other errors name the command and where to find help.
+// A "--" ends the flags.
+func parseFlags(fs *flag.FlagSet, synopsis string, args []string, stdout io.Writer) ([]string, error) {
+	fs.SetOutput(io.Discard) // errors are returned, help printed below
+	fs.Usage = func() {}
+	var positional []string
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, synopsis)
+			if hasFlags(fs) {
+				fmt.Fprintln(stdout, "\nFlags:")
+				fs.SetOutput(stdout)
+				fs.PrintDefaults()
+				fs.SetOutput(io.Discard)
+			}
+			return nil, err
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w ('rollout %s -h' lists its flags)", fs.Name(), err, fs.Name())
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(positional, rest...), nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+}
+
+func hasFlags(fs *flag.FlagSet) bool {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	return n > 0
+}
+
+// dbFlag defines the --db flag of every command.
+func dbFlag(fs *flag.FlagSet, getenv func(string) string) *string {
+	return fs.String("db", envOr(getenv, "ROLLOUT_DB", "rollout.db"), "SQLite database file (env ROLLOUT_DB)")
+}
+
+const serveSynopsis = `usage: rollout serve [flags]
+
+Serves the HTTP API, OFREP and the dashboard on the SQLite database --db,
+creating it if it does not exist and migrating it to this version.
+`
+
+func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) string) (*serve.Server, error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	addr := fs.String("addr", envOr(getenv, "ROLLOUT_ADDR", "127.0.0.1:8080"), "listen address (env ROLLOUT_ADDR)")
-	db := fs.String("db", envOr(getenv, "ROLLOUT_DB", "rollout.db"), "SQLite database file (env ROLLOUT_DB)")
-	flush := fs.Duration("flush-interval", 10*time.Second, "how often evaluation counts are written to the database")
+	db := dbFlag(fs, getenv)
+	flush := fs.Duration("flush-interval", serve.DefaultFlushInterval, "how often evaluation counts are written to the database")
 	insecure := fs.Bool("insecure", false, "serve without any API token on a non-loopback address (dangerous)")
 	pprof := fs.Bool("pprof", false, "serve Go's profiler at /debug/pprof/ (admin tokens only)")
 	logFormat := fs.String("log-format", envOr(getenv, "ROLLOUT_LOG_FORMAT", "text"), "log format: text or json (env ROLLOUT_LOG_FORMAT)")
-	if err := fs.Parse(args); err != nil {
+	maxConns := fs.Int("max-conns", 0, fmt.Sprintf("open client connections at most; at the limit a new one closes the longest idle one.\n"+
+		"0 means %d, or half the open-file limit if lower (env ROLLOUT_MAX_CONNS)", serve.DefaultMaxConns))
+	idle := fs.Duration("idle-timeout", serve.DefaultIdleTimeout, "close keep-alive connections idle this long (env ROLLOUT_IDLE_TIMEOUT)")
+	if env := getenv("ROLLOUT_MAX_CONNS"); env != "" {
+		n, err := strconv.Atoi(env)
+		if err != nil {
+			return nil, fmt.Errorf("ROLLOUT_MAX_CONNS=%q: give a number", env)
+		}
+		*maxConns = n
+	}
+	if env := getenv("ROLLOUT_IDLE_TIMEOUT"); env != "" {
+		d, err := time.ParseDuration(env)
+		if err != nil {
+			return nil, fmt.Errorf("ROLLOUT_IDLE_TIMEOUT=%q: give a duration such as 30s", env)
+		}
+		*idle = d
+	}
+	rest, err := parseFlags(fs, serveSynopsis, args, stdout)
+	if err != nil {
 		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("serve takes no arguments, got %q", fs.Args())
+	if len(rest) > 0 {
+		return nil, fmt.Errorf("serve takes no arguments, got %q", rest)
 	}
 	var h slog.Handler
 	switch *logFormat {
@@ -93,7 +201,14 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (*s
 	if *flush <= 0 {
 		return nil, fmt.Errorf("--flush-interval %v: give a positive duration such as 10s", *flush)
 	}
-	return &serve.Server{Addr: *addr, DBPath: *db, Log: slog.New(h), FlushInterval: *flush, Insecure: *insecure, Pprof: *pprof}, nil
+	if *maxConns < 0 {
+		return nil, fmt.Errorf("--max-conns %d: give a positive number, or 0 for the default", *maxConns)
+	}
+	if *idle <= 0 {
+		return nil, fmt.Errorf("--idle-timeout %v: give a positive duration such as 30s", *idle)
+	}
+	return &serve.Server{Addr: *addr, DBPath: *db, Log: slog.New(h), FlushInterval: *flush, Insecure: *insecure, Pprof: *pprof,
+		MaxConns: *maxConns, IdleTimeout: *idle}, nil
 }
 
 func envOr(getenv func(string) string, name, def string) string {
