@@ -235,18 +235,18 @@ func scenarios(features int) []scenario {
 func compare(ctx context.Context, s *service, sc scenario, conns int, d time.Duration) (HTTPLoad, error) {
 	client := newClient(conns)
 	defer client.CloseIdleConnections()
-	body, err := answer(ctx, client, s.http.url, s.evaluate, sc.reqs)
+	body, err := answer(ctx, client, s.url, s.evaluate, sc.reqs)
 	if err != nil {
 		return HTTPLoad{}, fmt.Errorf("%s: %w", sc.name, err)
 	}
-	base, err := serve(bare(body))
+	base, err := serveBaseline(bare(body))
 	if err != nil {
 		return HTTPLoad{}, err
 	}
 	defer base.close()
 	a, b := abba(d, func(rollout bool, d time.Duration) sample {
 		if rollout {
-			return drive(ctx, client, s.http.url, s.evaluate, sc.reqs, conns, d)
+			return drive(ctx, client, s.url, s.evaluate, sc.reqs, conns, d)
 		}
 		return drive(ctx, client, base.url, s.evaluate, sc.reqs, conns, d)
 	})
@@ -322,7 +322,7 @@ func writer(ctx context.Context, client *http.Client, s *service, stop <-chan st
 		default:
 		}
 		t0 := time.Now()
-		if err := do(ctx, client, s.http.url, s.edit, next(i)); err != nil {
+		if err := do(ctx, client, s.url, s.edit, next(i)); err != nil {
 			return lat, err
 		}
 		lat = append(lat, time.Since(t0))
@@ -364,7 +364,7 @@ func underWrites(ctx context.Context, s *service, cfg config, rate float64) (Mix
 	)
 	idle, writing := abba(cfg.duration, func(write bool, d time.Duration) sample {
 		if !write {
-			return drive(ctx, client, s.http.url, s.evaluate, get.reqs, conns, d)
+			return drive(ctx, client, s.url, s.evaluate, get.reqs, conns, d)
 		}
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
@@ -378,7 +378,7 @@ func underWrites(ctx context.Context, s *service, cfg config, rate float64) (Mix
 				return replicaChange(featureKey(j%cfg.features), "A", j/cfg.features)
 			})
 		})
-		smp := drive(ctx, client, s.http.url, s.evaluate, get.reqs, conns, d)
+		smp := drive(ctx, client, s.url, s.evaluate, get.reqs, conns, d)
 		close(stop)
 		wg.Wait()
 		writes += int64(len(lat))
@@ -410,7 +410,7 @@ func writeLatency(ctx context.Context, s *service, cfg config) (Writes, error) {
 	}
 	create := request{method: http.MethodPost, target: "/api/features",
 		body: []byte(`{"key":"` + key + `","buckets":[` + strings.Join(list, ",") + `]}`)}
-	if err := doStatus(ctx, admin, s.http.url, s.edit, create, http.StatusCreated); err != nil {
+	if err := doStatus(ctx, admin, s.url, s.edit, create, http.StatusCreated); err != nil {
 		return Writes{}, err
 	}
 	stop := make(chan struct{})

@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/rollout/rollout/api"
+	"github.com/rollout/rollout/cmd/internal/serve"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/store"
 )
@@ -26,22 +26,15 @@ type httpServer struct {
 	err chan error
 }
 
-// serve serves h on a new loopback port with the timeouts of rollout's
+// serveBaseline serves h on a new loopback port with the timeouts of rollout's
 // binary.
-func serve(h http.Handler) (*httpServer, error) {
+func serveBaseline(h http.Handler) (*httpServer, error) {
 	ln, err := net.Listen("tcp", loopback)
 	if err != nil {
 		return nil, err
 	}
 	s := &httpServer{
-		srv: &http.Server{
-			Handler:           h,
-			ReadHeaderTimeout: 5 * time.Second,
-			ReadTimeout:       30 * time.Second,
-			WriteTimeout:      30 * time.Second,
-			IdleTimeout:       120 * time.Second,
-			MaxHeaderBytes:    64 << 10,
-		},
+		srv: serve.NewHTTPServer(h),
 		url: "http://" + ln.Addr().String(),
 		err: make(chan error, 1),
 	}
@@ -67,20 +60,18 @@ func bare(body []byte) http.Handler {
 	})
 }
 
-// service is rollout as its binary runs it (see cmd/rollout's Main): the
-// API over a service over SQLite, with tokens required, evaluation counts
-// flushed and tokens refreshed in the background, every request logged.
+// service is rollout as its binary runs it, with the binary's own wiring
+// (package cmd/internal/serve): the API and dashboard over a service over
+// SQLite, with tokens required, evaluation counts flushed and tokens
+// refreshed in the background, every request logged.
 type service struct {
-	db   *store.DB
-	svc  *rollout.Service
-	http *httpServer
+	srv *serve.Server
+	url string
 	// evaluate and edit are tokens of roles evaluate and editor, as
 	// Authorization headers.
 	evaluate, edit http.Header
 
 	logs *os.File
-	stop context.CancelFunc
-	done chan struct{}
 }
 
 // benchBuckets are the buckets of every feature the tool creates: names of
@@ -103,65 +94,60 @@ func createFeatures(ctx context.Context, svc *rollout.Service, n int) error {
 	return nil
 }
 
-// startService starts rollout on a loopback port over a new database in
-// dir holding n features.
+// startService creates a database in dir holding n features and two
+// tokens, then serves it on a loopback port as the binary does.
 func startService(ctx context.Context, dir string, n int) (_ *service, err error) {
-	db, err := store.Open(ctx, filepath.Join(dir, "rollout.db"))
-	if err != nil {
+	path := filepath.Join(dir, "rollout.db")
+	s := &service{}
+	if err := populate(ctx, path, n, s); err != nil {
 		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			db.Close()
-		}
-	}()
-	metrics := api.NewMetrics()
-	svc, err := rollout.NewService(ctx, metrics.Store(db), nil)
-	if err != nil {
-		return nil, err
-	}
-	if err := createFeatures(ctx, svc, n); err != nil {
-		return nil, err
-	}
-	tokens, err := rollout.NewTokens(ctx, db)
-	if err != nil {
-		return nil, err
-	}
-	s := &service{db: db, svc: svc}
-	for _, t := range []struct {
-		role rollout.Role
-		h    *http.Header
-	}{{rollout.RoleEvaluate, &s.evaluate}, {rollout.RoleEditor, &s.edit}} {
-		_, secret, err := tokens.Create(ctx, "bench-"+string(t.role), t.role, time.Now())
-		if err != nil {
-			return nil, err
-		}
-		*t.h = http.Header{"Authorization": {"Bearer " + secret}}
 	}
 	// Every request is logged, as the binary logs it to stderr, with one
 	// write to the null device.
 	if s.logs, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0); err != nil {
 		return nil, err
 	}
-	log := slog.New(slog.NewTextHandler(s.logs, nil))
-	e := api.New(svc, api.Options{Logger: log, Metrics: metrics, Ready: db.Ping, Auth: api.NewAuth(tokens)})
-	if s.http, err = serve(e); err != nil {
+	s.srv = &serve.Server{Addr: loopback, DBPath: path, Log: slog.New(slog.NewTextHandler(s.logs, nil))}
+	if err := s.srv.Open(ctx); err != nil {
 		s.logs.Close()
 		return nil, err
 	}
-	bg, stop := context.WithCancel(context.Background())
-	s.stop, s.done = stop, make(chan struct{})
-	go func() {
-		defer close(s.done)
-		svc.FlushExposuresEvery(bg, 10*time.Second, func(error) {})
-	}()
-	go tokens.RefreshEvery(bg, 2*time.Second, func(error) {})
+	s.url = s.srv.URL()
 	return s, nil
 }
 
+// populate creates the database at path with n features, and tokens of
+// roles evaluate and editor whose headers it sets in s.
+func populate(ctx context.Context, path string, n int, s *service) (err error) {
+	db, err := store.Open(ctx, path)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, db.Close()) }()
+	svc, err := rollout.NewService(ctx, db, nil)
+	if err != nil {
+		return err
+	}
+	if err := createFeatures(ctx, svc, n); err != nil {
+		return err
+	}
+	tokens, err := rollout.NewTokens(ctx, db)
+	if err != nil {
+		return err
+	}
+	for _, t := range []struct {
+		role rollout.Role
+		h    *http.Header
+	}{{rollout.RoleEvaluate, &s.evaluate}, {rollout.RoleEditor, &s.edit}} {
+		_, secret, err := tokens.Create(ctx, "bench-"+string(t.role), t.role, time.Now())
+		if err != nil {
+			return err
+		}
+		*t.h = http.Header{"Authorization": {"Bearer " + secret}}
+	}
+	return nil
+}
+
 func (s *service) close() error {
-	err := s.http.close()
-	s.stop()
-	<-s.done
-	return errors.Join(err, s.logs.Close(), s.db.Close())
+	return errors.Join(s.srv.Close(), s.logs.Close())
 }

@@ -2,9 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"runtime/debug"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -15,6 +20,10 @@ import (
 const tokenUsage = `usage: rollout token create --name NAME --role admin|editor|viewer|evaluate [--db PATH]
        rollout token list [--db PATH]
        rollout token revoke --name NAME [--db PATH]
+
+Manages API tokens directly in the database, which must exist; a running
+server picks a change up within 2 seconds. 'rollout token SUBCOMMAND -h'
+lists a subcommand's flags.
 `
 
 // runToken manages API tokens directly in the database; a running server
@@ -22,21 +31,43 @@ const tokenUsage = `usage: rollout token create --name NAME --role admin|editor|
 func runToken(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, tokenUsage)
-		return fmt.Errorf("token: give a subcommand: create, list or revoke")
+		return errors.New("token: give a subcommand: create, list or revoke")
 	}
 	sub, args := args[0], args[1:]
+	if isHelpFlag(sub) || sub == "help" {
+		fmt.Fprint(stdout, tokenUsage)
+		return nil
+	}
 	fs := flag.NewFlagSet("token "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dbPath := fs.String("db", envOr(getenv, "ROLLOUT_DB", "rollout.db"), "SQLite database file (env ROLLOUT_DB)")
-	name := fs.String("name", "", "the token's name, recorded as the actor of every change it makes")
-	role := fs.String("role", "", "admin, editor, viewer or evaluate")
-	if err := fs.Parse(args); err != nil {
+	dbPath := dbFlag(fs, getenv)
+	var name, role *string
+	var synopsis string
+	switch sub {
+	case "create":
+		synopsis = "usage: rollout token create --name NAME --role admin|editor|viewer|evaluate [--db PATH]\n\n" +
+			"Creates an API token and prints its secret on stdout, this once; only its hash is stored.\n"
+		name = fs.String("name", "", "the token's name, recorded as the actor of every change it makes")
+		role = fs.String("role", "", "admin, editor, viewer or evaluate")
+	case "list":
+		synopsis = "usage: rollout token list [--db PATH]\n\nLists the API tokens: name, role, creation and revocation.\n"
+	case "revoke":
+		synopsis = "usage: rollout token revoke --name NAME [--db PATH]\n\nRevokes an API token; its name stays taken.\n"
+		name = fs.String("name", "", "the name of the token to revoke")
+	default:
+		fmt.Fprint(stderr, tokenUsage)
+		return fmt.Errorf("token: unknown subcommand %q: use create, list or revoke", sub)
+	}
+	rest, err := parseFlags(fs, synopsis, args, stdout)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("token %s takes no arguments, got %q", sub, fs.Args())
+	if len(rest) > 0 {
+		return fmt.Errorf("token %s takes no arguments, got %q", sub, rest)
 	}
-	db, err := store.Open(ctx, *dbPath)
+	if name != nil && *name == "" {
+		return fmt.Errorf("token %s: give the token's --name", sub)
+	}
+	db, err := openExisting(ctx, *dbPath)
 	if err != nil {
 		return err
 	}
@@ -70,42 +101,98 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", t.Name, t.Role, t.CreatedAt.Format(time.RFC3339), revoked)
 		}
 		return w.Flush()
-	case "revoke":
+	default: // revoke
 		if err := tokens.Revoke(ctx, *name, time.Now()); err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "Revoked token %q.\n", *name)
 		return nil
 	}
-	fmt.Fprint(stderr, tokenUsage)
-	return fmt.Errorf("token: unknown subcommand %q", sub)
 }
+
+// openExisting opens the database at path, refusing to create it: only
+// serve creates a database, so that a mistyped --db is an error rather
+// than a new, empty database.
+func openExisting(ctx context.Context, path string) (*store.DB, error) {
+	info, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("database %s does not exist: check --db or ROLLOUT_DB (only 'rollout serve' creates a database)", path)
+	case err != nil:
+		return nil, fmt.Errorf("database %s: %w", path, err)
+	case info.IsDir():
+		return nil, fmt.Errorf("database %s is a directory, not a database file", path)
+	}
+	return store.Open(ctx, path)
+}
+
+const backupSynopsis = `usage: rollout backup [--db PATH] TARGET
+
+Writes a consistent copy of the database to the new file TARGET while the
+server may be running. Restore by serving the copy.
+`
 
 // runBackup writes a consistent copy of the database to a new file while
 // the server may be running.
-func runBackup(ctx context.Context, args []string, stderr io.Writer, getenv func(string) string) error {
+func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("backup", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dbPath := fs.String("db", envOr(getenv, "ROLLOUT_DB", "rollout.db"), "SQLite database file (env ROLLOUT_DB)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: rollout backup [--db PATH] TARGET")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	dbPath := dbFlag(fs, getenv)
+	rest, err := parseFlags(fs, backupSynopsis, args, stdout)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return fmt.Errorf("backup: give one target file")
+	if len(rest) != 1 {
+		return fmt.Errorf("backup: give one target file, got %q ('rollout backup -h' shows how)", rest)
 	}
-	db, err := store.Open(ctx, *dbPath)
+	db, err := openExisting(ctx, *dbPath)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if err := db.Backup(ctx, fs.Arg(0)); err != nil {
+	if err := db.Backup(ctx, rest[0]); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "Backed up %s to %s.\n", *dbPath, fs.Arg(0))
+	fmt.Fprintf(stderr, "Backed up %s to %s.\n", *dbPath, rest[0])
+	return nil
+}
+
+// runVersion prints the module version, the VCS revision and the Go
+// version the binary was built from, as the build recorded them.
+func runVersion(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	rest, err := parseFlags(fs, "usage: rollout version\n\nPrints the module version and the VCS revision of this build.\n", args, stdout)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("version takes no arguments, got %q", rest)
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return errors.New("version: this binary carries no build information")
+	}
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	fmt.Fprintf(stdout, "rollout %s\n", info.Main.Version)
+	fmt.Fprintf(stdout, "module   %s\n", info.Main.Path)
+	if rev := settings["vcs.revision"]; rev != "" {
+		var notes []string
+		if t := settings["vcs.time"]; t != "" {
+			notes = append(notes, t)
+		}
+		if settings["vcs.modified"] == "true" {
+			notes = append(notes, "with uncommitted changes")
+		}
+		fmt.Fprintf(stdout, "revision %s", rev)
+		if len(notes) > 0 {
+			fmt.Fprintf(stdout, " (%s)", strings.Join(notes, ", "))
+		}
+		fmt.Fprintln(stdout)
+	} else {
+		fmt.Fprintln(stdout, "revision unknown (built without VCS information, e.g. by go run or outside a checkout)")
+	}
+	fmt.Fprintf(stdout, "go       %s\n", info.GoVersion)
 	return nil
 }

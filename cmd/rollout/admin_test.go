@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rollout/rollout/store"
 )
 
 // runCLI runs the rollout command in-process, as the binary would.
@@ -44,8 +46,22 @@ func TestBackupAndRestore(t *testing.T) {
 	}
 }
 
+// createDatabase creates the database at path, migrated, if it does not
+// exist, as serve does at start.
+func createDatabase(t *testing.T, path string) {
+	t.Helper()
+	db, err := store.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestTokenCommands(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "rollout.db")
+	createDatabase(t, db)
 	secret, stderr, err := runCLI(t, "token", "create", "--name", "ci", "--role", "editor", "--db", db)
 	if err != nil {
 		t.Fatalf("token create: %v\n%s", err, stderr)

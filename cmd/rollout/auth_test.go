@@ -10,11 +10,15 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rollout/rollout/cmd/internal/serve"
 )
 
-// createToken makes a token with the rollout token command.
+// createToken makes a token with the rollout token command, in the
+// database at db, which it creates first as serve would if it is missing.
 func createToken(t *testing.T, db, name, role string) string {
 	t.Helper()
+	createDatabase(t, db)
 	secret, stderr, err := runCLI(t, "token", "create", "--name", name, "--role", role, "--db", db)
 	if err != nil {
 		t.Fatalf("token create %s: %v\n%s", name, err, stderr)
@@ -49,7 +53,7 @@ func TestRoles(t *testing.T) {
 		tokens[role] = createToken(t, db, role+"-bot", role)
 	}
 	logs := &syncBuffer{}
-	m := &Main{Addr: "127.0.0.1:0", DBPath: db, Log: slog.New(slog.NewTextHandler(logs, nil)), Pprof: true}
+	m := &serve.Server{Addr: "127.0.0.1:0", DBPath: db, Log: slog.New(slog.NewTextHandler(logs, nil)), Pprof: true}
 	if err := m.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -129,14 +133,14 @@ func TestRoles(t *testing.T) {
 // intervals.
 func waitStatus(t *testing.T, s *server, method, path string, header []string, want int) {
 	t.Helper()
-	deadline := time.Now().Add(3 * TokenRefreshInterval)
+	deadline := time.Now().Add(3 * serve.TokenRefreshInterval)
 	for {
 		r := s.do(method, path, nil, header...)
 		if r.status == want {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s %s = %d, want %d within %v", method, path, r.status, want, 3*TokenRefreshInterval)
+			t.Fatalf("%s %s = %d, want %d within %v", method, path, r.status, want, 3*serve.TokenRefreshInterval)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -145,7 +149,7 @@ func waitStatus(t *testing.T, s *server, method, path string, header []string, w
 func TestListenRules(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "rollout.db")
 	open := func(addr string, insecure bool) error {
-		m := &Main{Addr: addr, DBPath: db, Insecure: insecure}
+		m := &serve.Server{Addr: addr, DBPath: db, Insecure: insecure}
 		err := m.Open(context.Background())
 		if err == nil {
 			m.Close()
@@ -248,7 +252,7 @@ func TestDashboardSignIn(t *testing.T) {
 	}
 	// Revoking the token ends its sessions.
 	runCLI(t, "token", "revoke", "--name", "pm", "--db", db)
-	deadline := time.Now().Add(3 * TokenRefreshInterval)
+	deadline := time.Now().Add(3 * serve.TokenRefreshInterval)
 	for get("/ui/", session).StatusCode != 303 {
 		if time.Now().After(deadline) {
 			t.Fatal("a session of a revoked token still works")

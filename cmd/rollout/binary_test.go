@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -119,7 +120,7 @@ func getJSON(t *testing.T, url string) (int, map[string]any) {
 // through flags.
 func TestBinaryGracefulShutdown(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "my rollout.db")
-	p := startBinary(t, []string{"ROLLOUT_ADDR=127.0.0.1:0", "ROLLOUT_DB=" + db})
+	p := startBinary(t, []string{"ROLLOUT_ADDR=127.0.0.1:0", "ROLLOUT_DB=" + db}, "serve")
 	if res := p.post(t, "/api/features", `{"key":"f","salt":"","buckets":[{"name":"A","replicas":3},{"name":"B","replicas":3}]}`); res.StatusCode != 201 {
 		t.Fatalf("create = %d", res.StatusCode)
 	}
@@ -164,4 +165,88 @@ func TestBinaryRefusesBadFlags(t *testing.T) {
 			t.Errorf("rollout %v succeeded, want an error:\n%s", args, out)
 		}
 	}
+}
+
+// TestBinaryConnectionFlood runs the binary with --max-conns 100 and opens
+// 500 keep-alive connections that each make a request and then idle (the
+// issue's flood, scaled down): evaluation still answers on a new connection,
+// and the process's open sockets come down to the limit, counted in
+// /proc/PID/fd.
+func TestBinaryConnectionFlood(t *testing.T) {
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("needs /proc to count the server's sockets")
+	}
+	const limit, flood = 100, 500
+	db := filepath.Join(t.TempDir(), "rollout.db")
+	p := startBinary(t, nil, "serve", "--addr", "127.0.0.1:0", "--db", db, "--max-conns", fmt.Sprint(limit), "--idle-timeout", "1h")
+	if res := p.post(t, "/api/features", `{"key":"f","buckets":[{"name":"A","replicas":3},{"name":"B","replicas":3}]}`); res.StatusCode != 201 {
+		t.Fatalf("create = %d", res.StatusCode)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	addr := strings.TrimPrefix(p.url, "http://")
+	for i := range flood {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		defer c.Close()
+		if _, err := fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || res.StatusCode != 200 {
+			t.Fatalf("connection %d: GET /healthz = %v, %v", i, res, err)
+		}
+		res.Body.Close()
+	}
+	// A new client is answered.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	res, err := client.Get(p.url + "/evaluate?feature=f&user=u1")
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("evaluate under the flood: %v, %v", res, err)
+	}
+	res.Body.Close()
+
+	// Closed connections release their descriptors as the server's
+	// goroutines notice; wait for the count to settle at the bound.
+	pid := p.cmd.Process.Pid
+	var sockets, fds int
+	for range 100 {
+		sockets, fds = countSockets(t, pid)
+		if sockets <= limit+1 { // and the listener
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("after %d idle connections: the server holds %d sockets, %d file descriptors in all", flood, sockets, fds)
+	if sockets > limit+1 {
+		t.Errorf("the server holds %d sockets after %d idle connections, want at most %d (the limit and the listener)", sockets, flood, limit+1)
+	}
+	// The log, read once the process has exited, says what happened.
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := <-p.exited; err != nil {
+		t.Errorf("rollout exited with %v after SIGTERM", err)
+	}
+	for _, want := range []string{"connection limit reached", "closed_to_make_room="} {
+		if !strings.Contains(p.stderr.String(), want) {
+			t.Errorf("the log lacks %q:\n%s", want, p.stderr)
+		}
+	}
+}
+
+// countSockets returns the sockets and all file descriptors process pid
+// holds open.
+func countSockets(t *testing.T, pid int) (sockets, fds int) {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if target, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && strings.HasPrefix(target, "socket:") {
+			sockets++
+		}
+	}
+	return sockets, len(entries)
 }

@@ -13,13 +13,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rollout/rollout/cmd/internal/serve"
 )
 
 // server is a running rollout service on a loopback port with its own
 // database file.
 type server struct {
 	t      *testing.T
-	m      *Main
+	m      *serve.Server
 	dbPath string
 }
 
@@ -28,7 +30,7 @@ func startServer(t *testing.T, dbPath string) *server {
 	if dbPath == "" {
 		dbPath = filepath.Join(t.TempDir(), "rollout.db")
 	}
-	m := &Main{Addr: "127.0.0.1:0", DBPath: dbPath}
+	m := &serve.Server{Addr: "127.0.0.1:0", DBPath: dbPath}
 	if err := m.Open(context.Background()); err != nil {
 		t.Fatalf("open server: %v", err)
 	}

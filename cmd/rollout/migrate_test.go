@@ -222,15 +222,11 @@ func TestMigrateRefuses(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	src := filepath.Join(dir, "source.db")
-	if _, _, err := runCLI(t, "token", "create", "--name", "a", "--role", "admin", "--db", src); err != nil {
-		t.Fatal(err)
-	}
+	createToken(t, src, "a", "admin")
 	// Non-empty targets: a token; only a commit (a feature made and
 	// deleted).
 	withToken := filepath.Join(dir, "token.db")
-	if _, _, err := runCLI(t, "token", "create", "--name", "b", "--role", "viewer", "--db", withToken); err != nil {
-		t.Fatal(err)
-	}
+	createToken(t, withToken, "b", "viewer")
 	withCommit := filepath.Join(dir, "commit.db")
 	db := openSQLite(t, withCommit)
 	f := rollout.Feature{Key: "f", Buckets: []rollout.Bucket{{Name: "A", Replicas: 1}}, Version: 1}

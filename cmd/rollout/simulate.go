@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/rollout/rollout/ring"
+	"github.com/rollout/rollout/rollout"
 )
 
 // runSimulate is `rollout simulate`: it builds a ring, makes one change to it
@@ -25,6 +27,13 @@ func runSimulate(args []string, stdout io.Writer) error {
 		return err
 	}
 	sim.count()
+	// The report compares with modulo only when the change adds or removes a
+	// bucket with replicas.
+	changesN := !slices.Equal(moduloNames(sim.before), moduloNames(sim.after))
+	if saved := sim.moduloMoved - sim.totalMoved; changesN && saved < 0 {
+		return fmt.Errorf("%s: over only %d keys, consistent hashing happened to move %d users and naive modulo %d: "+
+			"give more --keys for a meaningful count", sim.change, sim.keys, sim.totalMoved, sim.moduloMoved)
+	}
 	sim.report(stdout)
 	return nil
 }
@@ -43,16 +52,16 @@ type simulation struct {
 	moduloMoved             int // by naive modulo assignment
 }
 
+var simulateSynopsis = fmt.Sprintf(`usage: rollout simulate [flags]
+
+Shows which users one change to a ring moves: counted over the keys, exactly
+from the ring's arcs, and beside naive modulo assignment. Make one change:
+--add (the default, adding D), --remove or --set. The rings obey a feature's
+limits: 1 to %d replicas a bucket, at most %d buckets and %d points.
+`, rollout.MaxReplicas, rollout.MaxBuckets, rollout.MaxPoints)
+
 func parseSimulate(args []string, stdout io.Writer) (*simulation, error) {
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
-	fs.SetOutput(stdout)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "usage: rollout simulate [flags]\n\n"+
-			"Shows which users one change to a ring moves: counted over the keys, exactly\n"+
-			"from the ring's arcs, and beside naive modulo assignment. Make one change:\n"+
-			"--add (the default, adding D), --remove or --set.\n\n")
-		fs.PrintDefaults()
-	}
 	keys := fs.Int("keys", 1_000_000, "number of users; their keys are the prefix and 0, 1, 2, …")
 	prefix := fs.String("prefix", "user:", "prefix of the user keys")
 	bucketList := fs.String("buckets", "A,B,C", "comma-separated bucket `NAMES` of the ring before the change")
@@ -60,14 +69,18 @@ func parseSimulate(args []string, stdout io.Writer) (*simulation, error) {
 	add := fs.String("add", "D", "add the bucket `NAME`")
 	remove := fs.String("remove", "", "remove the bucket `NAME`")
 	set := fs.String("set", "", "set the replicas of a bucket: `NAME=REPLICAS`")
-	if err := fs.Parse(args); err != nil {
+	rest, err := parseFlags(fs, simulateSynopsis, args, stdout)
+	if err != nil {
 		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("simulate takes no arguments, got %q", fs.Args())
+	if len(rest) > 0 {
+		return nil, fmt.Errorf("simulate takes no arguments, got %q", rest)
 	}
 	if *keys < 1 {
 		return nil, fmt.Errorf("--keys %d: want at least 1", *keys)
+	}
+	if *replicas < 1 || *replicas > rollout.MaxReplicas {
+		return nil, fmt.Errorf("--replicas %d: a bucket has 1 to %d replicas", *replicas, rollout.MaxReplicas)
 	}
 	var changes []string
 	fs.Visit(func(f *flag.Flag) {
@@ -109,6 +122,9 @@ func parseSimulate(args []string, stdout io.Writer) (*simulation, error) {
 		if !ok || err != nil {
 			return nil, fmt.Errorf("--set %q: want NAME=REPLICAS", *set)
 		}
+		if n < 1 || n > rollout.MaxReplicas {
+			return nil, fmt.Errorf("--set %q: a bucket has 1 to %d replicas (--remove takes one out)", *set, rollout.MaxReplicas)
+		}
 		old, ok := replicasOf(before, name)
 		if !ok {
 			return nil, fmt.Errorf("--set %q: no bucket %q in %s (use --add)", *set, name, *bucketList)
@@ -121,7 +137,42 @@ func parseSimulate(args []string, stdout io.Writer) (*simulation, error) {
 			return nil, fmt.Errorf("%s: %w", sim.change, err)
 		}
 	}
+	if err := checkDomain(before, sim.after); err != nil {
+		return nil, fmt.Errorf("%s: %w", sim.change, err)
+	}
+	churn, modulo := ring.ChurnBetween(before, sim.after).Total, ring.ModuloChurn(before, sim.after)
+	if !slices.Equal(moduloNames(before), moduloNames(sim.after)) && modulo < churn {
+		return nil, fmt.Errorf("%s: consistent hashing would move %s of users, more than naive modulo's %s, "+
+			"which would print negative savings: with few replicas the ring's shares are far from even "+
+			"(more --replicas even them out)", sim.change, percent(churn), percent(modulo))
+	}
 	return sim, nil
+}
+
+// checkDomain refuses rings a feature could not have (replicas from 1 to
+// rollout.MaxReplicas, at most rollout.MaxBuckets buckets and
+// rollout.MaxPoints points, valid names), and changes whose report says
+// nothing: both rings need a bucket, and one of them two.
+func checkDomain(before, after *ring.Ring) error {
+	for _, r := range []*ring.Ring{before, after} {
+		f := rollout.Feature{Key: "simulate"}
+		for _, b := range r.Buckets() {
+			f.Buckets = append(f.Buckets, rollout.Bucket{Name: b.Name, Replicas: b.Replicas})
+		}
+		if len(f.Buckets) == 0 {
+			return errors.New("a ring with no bucket serves no one: give at least one bucket before and after the change")
+		}
+		if err := f.Validate(); err != nil {
+			if e, ok := errors.AsType[*rollout.Error](err); ok {
+				return errors.New(e.Message) // not "invalid: …"
+			}
+			return err
+		}
+	}
+	if len(before.Buckets()) < 2 && len(after.Buckets()) < 2 {
+		return errors.New("with one bucket before and after, every user stays in it: give at least two buckets (--buckets A,B)")
+	}
+	return nil
 }
 
 // replicasOf returns the replicas of the named bucket of r.

@@ -108,12 +108,28 @@ func TestSimulateChanges(t *testing.T) {
 			modulo: "so it cannot make this change; consistent hashing makes it by moving 38.357%.",
 		},
 		{
-			name:   "shrink to nothing",
-			args:   []string{"--set", "A=0"},
-			change: "set A from 3 to 0 replicas",
-			moves:  []string{"A -> B", "A -> C"},
-			total:  "8.252%",
-			modulo: "Naive modulo assignment would move 66.667% of users",
+			name:   "shrink to one replica",
+			args:   []string{"--set", "B=1"},
+			change: "set B from 3 to 1 replicas",
+			moves:  []string{"B -> A"},
+			total:  "7.973%",
+			modulo: "so it cannot make this change",
+		},
+		{
+			name:   "from one bucket to two",
+			args:   []string{"--buckets", "A", "--add", "E"},
+			change: "add E with 3 replicas",
+			moves:  []string{"A -> E"},
+			total:  "43.228%",
+			modulo: "Naive modulo assignment would move 50.000% of users",
+		},
+		{
+			name:   "remove down to one bucket",
+			args:   []string{"--buckets", "A,E", "--remove", "E"},
+			change: "remove E",
+			moves:  []string{"E -> A"},
+			total:  "43.228%",
+			modulo: "Naive modulo assignment would move 50.000% of users",
 		},
 		{
 			name:   "other buckets and prefix",
@@ -122,14 +138,6 @@ func TestSimulateChanges(t *testing.T) {
 			moves:  []string{"red -> blue", "green -> blue"},
 			total:  "40.176%",
 			modulo: "Naive modulo assignment would move 66.667% of users",
-		},
-		{
-			name:   "remove the last bucket",
-			args:   []string{"--buckets", "A", "--remove", "A"},
-			change: "remove A",
-			moves:  []string{"A -> (none)"},
-			total:  "100.000%",
-			modulo: "Naive modulo assignment would move 100.000% of users",
 		},
 	}
 	for _, tt := range tests {
@@ -164,7 +172,20 @@ func TestSimulateRefusesBadFlags(t *testing.T) {
 	}{
 		{[]string{"--set", "A"}, "want NAME=REPLICAS"},
 		{[]string{"--set", "A=x"}, "want NAME=REPLICAS"},
-		{[]string{"--set", "A=-1"}, "negative replicas"},
+		{[]string{"--set", "A=-1"}, "a bucket has 1 to 1000 replicas"},
+		{[]string{"--set", "A=0"}, "--remove takes one out"},
+		{[]string{"--set", "A=1001"}, "a bucket has 1 to 1000 replicas"},
+		{[]string{"--replicas", "0"}, "--replicas 0: a bucket has 1 to 1000 replicas"},
+		{[]string{"--replicas", "1001"}, "--replicas 1001: a bucket has 1 to 1000 replicas"},
+		{[]string{"--buckets", "A", "--remove", "A"}, "a ring with no bucket serves no one"},
+		{[]string{"--buckets", "A", "--set", "A=5"}, "give at least two buckets"},
+		{[]string{"--buckets", "A,B,C,E,F,G,H,I,J,K", "--replicas", "1000"}, "at most 10000 ring points"},
+		{[]string{"--add", "D/1"}, "bucket name \"D/1\" is invalid"},
+		// B would take 64.8 % of users, more than modulo's 50 %.
+		{[]string{"--buckets", "A", "--add", "B"}, "which would print negative savings"},
+		{[]string{"--buckets", "A,B", "--remove", "B"}, "which would print negative savings"},
+		// The one user "p17-0" moves to D on the ring but not by modulo.
+		{[]string{"--keys", "1", "--prefix", "p17-"}, "give more --keys"},
 		{[]string{"--set", "Z=3"}, `no bucket "Z"`},
 		{[]string{"--remove", "Z"}, "no such bucket"},
 		{[]string{"--add", "A"}, "has it already"},
@@ -176,15 +197,19 @@ func TestSimulateRefusesBadFlags(t *testing.T) {
 		{[]string{"--keys", "many"}, "invalid value"},
 		{[]string{"--buckets", "A,,B"}, "empty bucket name"},
 		{[]string{"--buckets", "A,B,A"}, "duplicate bucket"},
-		{[]string{"--replicas", "-1"}, "negative replicas"},
+		{[]string{"--replicas", "-1"}, "a bucket has 1 to 1000 replicas"},
 		{[]string{"--bogus"}, "not defined"},
 		{[]string{"extra"}, "takes no arguments"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			err := runSimulate(append([]string{"--keys", "10"}, tt.args...), new(bytes.Buffer))
+			var out bytes.Buffer
+			err := runSimulate(append([]string{"--keys", "10"}, tt.args...), &out)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("runSimulate(%q) error = %v, want one containing %q", tt.args, err, tt.want)
+			}
+			if strings.Contains(out.String(), "saved by") {
+				t.Errorf("runSimulate(%q) printed a report:\n%s", tt.args, &out)
 			}
 		})
 	}

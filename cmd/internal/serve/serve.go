@@ -1,0 +1,260 @@
+// Package serve runs the rollout service as its binaries run it: the SQLite
+// store, the domain service and API tokens, the HTTP API and dashboard, the
+// background flush of evaluation counts and refresh of tokens, and an HTTP
+// server with timeouts and a bound on its connections. cmd/rollout serves
+// with it; cmd/rollout-bench measures it.
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/rollout/rollout/api"
+	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/web"
+)
+
+// Defaults of the Server's zero fields.
+const (
+	DefaultFlushInterval = 10 * time.Second
+	DefaultIdleTimeout   = 30 * time.Second
+	// DefaultMaxConns bounds the connections where the open-file limit
+	// allows; below it, the default is half the limit.
+	DefaultMaxConns = 4096
+)
+
+// reservedFiles are the file descriptors kept for everything but client
+// connections: the listener, the database's files and connections, logs.
+const reservedFiles = 64
+
+// TokenRefreshInterval is how soon a token created or revoked with the
+// rollout token command takes effect in a running server.
+const TokenRefreshInterval = 2 * time.Second
+
+// Server is the service: its database, domain and HTTP server. Set its
+// fields, then Open it (or Run it); tests open one on 127.0.0.1:0 with a
+// temporary database.
+type Server struct {
+	Addr   string
+	DBPath string // created if missing
+	Log    *slog.Logger
+	// FlushInterval is how often evaluation counts are written to the
+	// database; 0 means DefaultFlushInterval.
+	FlushInterval time.Duration
+	// Insecure lets the server listen beyond loopback with no token.
+	Insecure bool
+	// Pprof serves Go's profiler under /debug/pprof/ to admin tokens.
+	Pprof bool
+	// MaxConns bounds the open client connections (see connLimiter); 0
+	// means DefaultMaxConns, or half the open-file limit if that is lower.
+	MaxConns int
+	// IdleTimeout closes keep-alive connections idle this long; 0 means
+	// DefaultIdleTimeout.
+	IdleTimeout time.Duration
+
+	db      *store.DB
+	ln      net.Listener
+	srv     *http.Server
+	conns   *connLimiter
+	err     chan error
+	stop    context.CancelFunc // stops the flusher and the token refresher
+	flushed chan struct{}      // closed when the flusher has made its last flush
+}
+
+// NewHTTPServer returns the http.Server of the service, with its timeouts
+// and header limit, serving h.
+func NewHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       DefaultIdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
+// connLimit returns the connection bound for the open-file limit nofile (0
+// if unknown), or an error if s.MaxConns does not fit in it.
+func (s *Server) connLimit(nofile uint64) (int, error) {
+	if s.MaxConns < 0 {
+		return 0, fmt.Errorf("connection limit %d: give a positive number", s.MaxConns)
+	}
+	if nofile == 0 {
+		return orDefault(s.MaxConns, DefaultMaxConns), nil
+	}
+	if nofile <= 2*reservedFiles {
+		return 0, fmt.Errorf("the open-file limit is %d: raise it (ulimit -n) to serve", nofile)
+	}
+	room := int(min(nofile-reservedFiles, 1<<30))
+	if s.MaxConns == 0 {
+		return min(DefaultMaxConns, int(min(nofile/2, 1<<30))), nil
+	}
+	if s.MaxConns > room {
+		return 0, fmt.Errorf("connection limit %d does not fit in the open-file limit of %d (at most %d, keeping %d for the database): "+
+			"lower --max-conns or raise the limit (ulimit -n)", s.MaxConns, nofile, room, reservedFiles)
+	}
+	return s.MaxConns, nil
+}
+
+// orDefault returns v, or def if v is 0.
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Open opens the database (creating it if missing), loads every feature and
+// starts serving. Its errors name what failed once.
+func (s *Server) Open(ctx context.Context) error {
+	if s.Log == nil {
+		s.Log = slog.New(slog.DiscardHandler)
+	}
+	nofile, err := raiseOpenFileLimit()
+	if err != nil {
+		return fmt.Errorf("read the open-file limit: %w", err)
+	}
+	maxConns, err := s.connLimit(nofile)
+	if err != nil {
+		return err
+	}
+	db, err := store.Open(ctx, s.DBPath)
+	if err != nil {
+		// SQLite's message names the last system call that failed, which
+		// may not be the cause; look for it.
+		if cause := checkWritable(s.DBPath); cause != nil {
+			return fmt.Errorf("open database %s: %w", s.DBPath, cause)
+		}
+		return err // store's errors name the database
+	}
+	s.db = db
+	metrics := api.NewMetrics()
+	svc, err := rollout.NewService(ctx, metrics.Store(db), nil)
+	if err != nil {
+		db.Close()
+		return fmt.Errorf("database %s: %w", s.DBPath, err) // "load features: …"
+	}
+	tokens, err := rollout.NewTokens(ctx, db)
+	if err != nil {
+		db.Close()
+		return fmt.Errorf("database %s: %w", s.DBPath, err) // "list tokens: …"
+	}
+	if err := s.checkAccess(tokens); err != nil {
+		db.Close()
+		return err
+	}
+	ln, err := net.Listen("tcp", s.Addr)
+	if err != nil {
+		db.Close()
+		return err // "listen tcp ADDR: …"
+	}
+	s.ln = ln
+	auth := api.NewAuth(tokens)
+	e := api.New(svc, api.Options{Logger: s.Log, Metrics: metrics, Ready: db.Ping, Auth: auth, Pprof: s.Pprof})
+	web.Register(e, svc, web.Options{Logger: s.Log, Sessions: auth})
+	s.conns = newConnLimiter(maxConns, func() {
+		s.Log.Warn("connection limit reached: closing the longest idle connections to make room for new ones",
+			"max_conns", maxConns)
+	})
+	s.srv = NewHTTPServer(e)
+	s.srv.IdleTimeout = orDefault(s.IdleTimeout, DefaultIdleTimeout)
+	s.srv.ConnState = s.conns.ConnState
+	s.err = make(chan error, 1)
+	go func() { s.err <- s.srv.Serve(ln) }()
+
+	bg, stop := context.WithCancel(context.Background())
+	s.stop, s.flushed = stop, make(chan struct{})
+	go func() {
+		defer close(s.flushed)
+		svc.FlushExposuresEvery(bg, orDefault(s.FlushInterval, DefaultFlushInterval), func(err error) {
+			s.Log.Error("flush evaluation counts", "err", err)
+		})
+	}()
+	go tokens.RefreshEvery(bg, TokenRefreshInterval, func(err error) {
+		s.Log.Error("refresh API tokens", "err", err)
+	})
+	s.Log.Info("rollout serving", "url", s.URL(), "db", s.DBPath, "features", svc.Snapshot().Len(),
+		"max_conns", maxConns, "open_file_limit", nofile)
+	return nil
+}
+
+// checkAccess refuses to serve an open API beyond loopback: with no token,
+// anyone who can reach the address could change every feature.
+func (s *Server) checkAccess(tokens *rollout.Tokens) error {
+	switch {
+	case tokens.Enforced():
+		s.Log.Info("API tokens are required")
+	case isLoopback(s.Addr):
+		s.Log.Warn("no API token exists: the API and dashboard are open to anyone on this machine; " +
+			"create one with: rollout token create --name admin --role admin")
+	case s.Insecure:
+		s.Log.Warn("!!! INSECURE: no API token exists and --insecure is set: ANYONE who can reach " + s.Addr +
+			" can change every feature. Create a token: rollout token create --name admin --role admin")
+	default:
+		return fmt.Errorf("refusing to listen on %s with no API token: anyone who can reach it could change every feature. "+
+			"The database %s is ready: create a token (rollout token create --name admin --role admin --db %s) and start again, "+
+			"listen on 127.0.0.1, or pass --insecure", s.Addr, s.DBPath, s.DBPath)
+	}
+	return nil
+}
+
+// isLoopback reports whether addr listens only on a loopback interface.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// URL returns the base URL the service answers on.
+func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
+
+// Close stops accepting requests, lets those under way finish for up to
+// ten seconds, and closes the database.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var errs []error
+	if s.srv != nil {
+		errs = append(errs, s.srv.Shutdown(ctx))
+		if _, closed, refused := s.conns.counts(); closed+refused > 0 {
+			s.Log.Info("connections closed at the connection limit", "closed_to_make_room", closed, "refused", refused)
+		}
+	}
+	if s.stop != nil {
+		s.stop() // the flusher flushes once more, after the last request
+		<-s.flushed
+	}
+	if s.db != nil {
+		errs = append(errs, s.db.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Run opens the service and serves until ctx is done, then shuts down.
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.Open(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		s.Log.Info("shutting down")
+	case err := <-s.err:
+		s.Close()
+		return err
+	}
+	return s.Close()
+}
