@@ -226,7 +226,11 @@ func TestPlanAgainstBruteForce(t *testing.T) {
 	const maxReplicas = 8
 	rng := rand.New(rand.NewPCG(5, 6))
 	cases, agreed, better, feasible := 0, 0, 0, 0
-	for c := range 150 {
+	n := 150
+	if raceEnabled {
+		n = 15
+	}
+	for c := range n {
 		nb := 2 + rng.IntN(3)
 		var current []rollout.Bucket
 		var names []string
@@ -289,7 +293,11 @@ func TestPlanAgainstBruteForce(t *testing.T) {
 func TestPlanRatios(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	var ratios []float64
-	for c := range 50 {
+	n := 50
+	if raceEnabled {
+		n = 8
+	}
+	for c := range n {
 		var current []rollout.Bucket
 		targets := map[string]float64{}
 		var sum float64
@@ -321,7 +329,7 @@ func TestPlanRatios(t *testing.T) {
 		len(ratios), ratios[0], q(0.25), q(0.5), q(0.75), q(0.9), ratios[len(ratios)-1])
 	// The plain local search moved 1.0 to 1.6 times the bound on
 	// such cases; this one measured 0.99 to 1.614, median 1.30.
-	if worst, median := ratios[len(ratios)-1], q(0.5); worst > 1.62 || median > 1.35 {
+	if worst, median := ratios[len(ratios)-1], q(0.5); worst > 1.62 || median > 1.35 && !raceEnabled {
 		t.Errorf("churn / lower bound: worst %.3f, median %.3f; measured 1.614 and 1.295", worst, median)
 	}
 }
