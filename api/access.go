@@ -38,6 +38,8 @@ var routeAccess = map[string]rollout.Permission{
 	"PATCH /api/features/:key":                  rollout.PermWrite,
 	"DELETE /api/features/:key":                 rollout.PermWrite,
 	"POST /api/features/:key/buckets":           rollout.PermWrite,
+	"PUT /api/features/:key/buckets":            rollout.PermWrite,
+	"POST /api/features/:key/plan":              rollout.PermRead, // changes nothing
 	"PUT /api/features/:key/buckets/:name":      rollout.PermWrite,
 	"DELETE /api/features/:key/buckets/:name":   rollout.PermWrite,
 	"PUT /api/features/:key/overrides/:user":    rollout.PermWrite,

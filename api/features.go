@@ -100,6 +100,10 @@ type createRequest struct {
 	Fallback    string            `json:"fallback"`
 	Buckets     []bucketRequest   `json:"buckets"`
 	Overrides   map[string]string `json:"overrides"`
+	// Targets, instead of the buckets' replicas, asks for shares: the
+	// replicas come from a plan (see plannedBuckets).
+	Targets   map[string]float64 `json:"targets"`
+	Tolerance *float64           `json:"tolerance"`
 	guards
 }
 
@@ -117,6 +121,13 @@ func (s *Server) createFeature(c echo.Context) error {
 	f := rollout.Feature{
 		Key: req.Key, Description: req.Description, Enabled: true, Salt: req.Key,
 		Fallback: req.Fallback, Buckets: buckets(req.Buckets), Overrides: req.Overrides,
+	}
+	if req.Targets != nil {
+		if f.Buckets, err = plannedBuckets(req); err != nil {
+			return err
+		}
+	} else if req.Tolerance != nil {
+		return badRequest("tolerance is for targets: give targets too, or no tolerance")
 	}
 	if req.Enabled != nil {
 		f.Enabled = *req.Enabled

@@ -50,6 +50,7 @@ func TestEveryMutationHonoursGuards(t *testing.T) {
 		{"add bucket", "POST", "/api/features/f/buckets", map[string]any{"name": "E", "replicas": 300}, true},
 		{"update bucket", "PUT", "/api/features/f/buckets/A", map[string]any{"replicas": 300}, true},
 		{"remove bucket", "DELETE", "/api/features/f/buckets/D", nil, true},
+		{"set buckets", "PUT", "/api/features/f/buckets", map[string]any{"buckets": []map[string]any{{"name": "A", "replicas": 30}, {"name": "B", "replicas": 3}}}, true},
 		{"set override", "PUT", "/api/features/f/overrides/vip", map[string]any{"bucket": "B"}, false},
 		{"clear override", "DELETE", "/api/features/f/overrides/vip", nil, false},
 		{"reshuffle", "POST", "/api/features/f/reshuffle", map[string]any{}, true},

@@ -96,6 +96,8 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	g.PATCH("/features/:key", s.patchFeature)
 	g.DELETE("/features/:key", s.deleteFeature)
 	g.POST("/features/:key/buckets", s.addBucket)
+	g.PUT("/features/:key/buckets", s.setBuckets)
+	g.POST("/features/:key/plan", s.plan)
 	g.PUT("/features/:key/buckets/:name", s.updateBucket)
 	g.DELETE("/features/:key/buckets/:name", s.removeBucket)
 	g.PUT("/features/:key/overrides/:user", s.setOverride)

@@ -64,6 +64,14 @@ var malformedBodies = []string{
 	`{"user":"\ud800"}`,
 	"{\"user\":\"ok\xc3\"}",
 	`{"USER":"\udc00","features":["f"]}`,
+	// Target shares (issue 11).
+	`{"targets":{"A":0.5}}`,
+	`{"targets":{"A":-1,"B":1,"C":1}}`,
+	`{"targets":{"A":1e309,"B":0,"C":0}}`,
+	`{"targets":[]}`,
+	`{"targets":{}}`,
+	`{"targets":{"A":1,"B":0,"C":0},"tolerance":-1}`,
+	`{"targets":{"A":1,"B":0,"C":0,"a b":0}}`,
 }
 
 // bodyEndpoints take a JSON body; every malformed body must be refused.
@@ -74,6 +82,8 @@ var bodyEndpoints = []struct{ method, path string }{
 	{"PUT", "/api/features/f/buckets/A"},
 	{"PUT", "/api/features/f/overrides/u1"},
 	{"POST", "/api/features/f/preview"},
+	{"POST", "/api/features/f/plan"},
+	{"PUT", "/api/features/f/buckets"},
 	{"POST", "/api/features/f/reshuffle"},
 	{"POST", "/api/features/f/rollback"},
 	{"POST", "/evaluate"},

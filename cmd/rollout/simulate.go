@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math/bits"
 	"slices"
 	"strconv"
@@ -26,6 +27,10 @@ func runSimulate(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if sim.plan != nil {
+		sim.reportPlan(stdout)
+		return nil
+	}
 	sim.count()
 	// The report compares with modulo only when the change adds or removes a
 	// bucket with replicas.
@@ -44,6 +49,7 @@ type simulation struct {
 	prefix        string
 	change        string // what the change does, in words
 	before, after *ring.Ring
+	plan          *rollout.Plan // --target: the plan, and no counting
 
 	// Counted over the keys:
 	usersBefore, usersAfter map[string]int
@@ -69,6 +75,8 @@ func parseSimulate(args []string, stdout io.Writer) (*simulation, error) {
 	add := fs.String("add", "D", "add the bucket `NAME`")
 	remove := fs.String("remove", "", "remove the bucket `NAME`")
 	set := fs.String("set", "", "set the replicas of a bucket: `NAME=REPLICAS`")
+	target := fs.String("target", "", "plan the replicas for target shares instead: `NAME=SHARE,…` (such as on=0.1,off=0.9; 0 removes a bucket)")
+	tolerance := fs.Float64("tolerance", rollout.DefaultTolerance, "with --target, how far each share may miss its target")
 	rest, err := parseFlags(fs, simulateSynopsis, args, stdout)
 	if err != nil {
 		return nil, err
@@ -84,7 +92,7 @@ func parseSimulate(args []string, stdout io.Writer) (*simulation, error) {
 	}
 	var changes []string
 	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "add" || f.Name == "remove" || f.Name == "set" {
+		if f.Name == "add" || f.Name == "remove" || f.Name == "set" || f.Name == "target" {
 			changes = append(changes, "--"+f.Name)
 		}
 	})
@@ -102,6 +110,22 @@ func parseSimulate(args []string, stdout io.Writer) (*simulation, error) {
 	}
 
 	sim := &simulation{keys: *keys, prefix: *prefix, before: before}
+	if len(changes) == 1 && changes[0] == "--target" {
+		targets, err := parseTargets(*target)
+		if err != nil {
+			return nil, err
+		}
+		var current []rollout.Bucket
+		for _, b := range buckets {
+			current = append(current, rollout.Bucket{Name: b.Name, Replicas: b.Replicas})
+		}
+		p, err := rollout.PlanShares(current, targets, rollout.PlanOptions{Tolerance: *tolerance})
+		if err != nil {
+			return nil, fmt.Errorf("--target %q: %w", *target, err)
+		}
+		sim.plan = &p
+		return sim, nil
+	}
 	var change ring.Bucket
 	switch {
 	case len(changes) == 0 || changes[0] == "--add":
@@ -365,4 +389,60 @@ func (t *textTable) write(w io.Writer) {
 		}
 		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 	}
+}
+
+// parseTargets reads NAME=SHARE,… into target shares.
+func parseTargets(list string) (map[string]float64, error) {
+	targets := map[string]float64{}
+	for part := range strings.SplitSeq(list, ",") {
+		name, value, ok := strings.Cut(strings.TrimSpace(part), "=")
+		share, err := strconv.ParseFloat(value, 64)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("--target %q: want NAME=SHARE,… such as on=0.1,off=0.9", list)
+		}
+		if _, dup := targets[name]; dup {
+			return nil, fmt.Errorf("--target %q: %s is given twice", list, name)
+		}
+		targets[name] = share
+	}
+	return targets, nil
+}
+
+// reportPlan prints the plan for --target: its buckets, each share now,
+// targeted and planned, and the churn beside its lower bound.
+func (s *simulation) reportPlan(w io.Writer) {
+	p := s.plan
+	var parts []string
+	points := 0
+	for _, b := range p.Buckets {
+		parts = append(parts, fmt.Sprintf("%s×%d", b.Name, b.Replicas))
+		points += b.Replicas
+	}
+	fmt.Fprintf(w, "Ring before: %s\n", describeRing(s.before))
+	fmt.Fprintf(w, "Plan:        %s (%d points)\n", strings.Join(parts, ", "), points)
+	fmt.Fprintf(w, "Tolerance:   %s per bucket\n\n", percent(p.Tolerance))
+
+	before := s.before.Shares()
+	t := &textTable{}
+	t.add("bucket", "replicas before", "share before", "target", "replicas after", "share after", "error")
+	for _, name := range slices.Sorted(maps.Keys(p.Targets)) {
+		old, _ := replicasOf(s.before, name)
+		var after int
+		for _, b := range p.Buckets {
+			if b.Name == name {
+				after = b.Replicas
+			}
+		}
+		t.add(name, strconv.Itoa(old), percent(before[name]), percent(p.Targets[name]),
+			strconv.Itoa(after), percent(p.SharesAfter[name]), percent(p.SharesAfter[name]-p.Targets[name]))
+	}
+	t.write(w)
+	fmt.Fprintln(w)
+	within := "yes"
+	if !p.WithinTolerance {
+		within = "no: no replica counts within the limits reach it; this is the closest plan found"
+	}
+	fmt.Fprintf(w, "Within tolerance: %s (max error %s)\n", within, percent(p.MaxError))
+	fmt.Fprintf(w, "Churn:            %s of users move\n", percent(p.Churn))
+	fmt.Fprintf(w, "Lower bound:      %s (half the sum of |share before - target|)\n", percent(p.LowerBound))
 }

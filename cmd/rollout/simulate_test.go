@@ -222,3 +222,40 @@ func TestSimulateRefusesBadFlags(t *testing.T) {
 		t.Errorf("runSimulate(-h) printed %q, want the usage", out.String())
 	}
 }
+
+// TestSimulateTarget plans on/off 100/100 to 10 % / 90 %: the plan, its
+// shares within half a point, churn no more than the 34.6 % and
+// the lower bound of 35.0 %.
+func TestSimulateTarget(t *testing.T) {
+	out := simulate(t, "--buckets", "on,off", "--replicas", "100", "--target", "on=0.1,off=0.9")
+	for _, want := range []string{
+		"Ring before: off×100, on×100 (200 points)",
+		"Plan:        on×17, off×118 (135 points)",
+		"Within tolerance: yes",
+		"Churn:            34.533% of users move",
+		"Lower bound:      35.032%",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	//                    replicas before, share before, target, replicas after, share after, error
+	checkRow(t, out, "on", "100", "45.032%", "10.000%", "17", "10.500%", "0.500%")
+	checkRow(t, out, "off", "100", "54.968%", "90.000%", "118", "89.500%", "-0.500%")
+}
+
+func TestSimulateTargetRefuses(t *testing.T) {
+	for _, args := range [][]string{
+		{"--target", "A=0.5,B=0.4,C=0.2"},
+		{"--target", "A=half"},
+		{"--target", "A=1"},
+		{"--target", "A=1,B=0,C=0,A=0"},
+		{"--target", "A=1,B=0,C=0", "--add", "D"},
+		{"--target", "A=1,B=0,C=0", "--tolerance", "-1"},
+	} {
+		var out bytes.Buffer
+		if err := runSimulate(args, &out); err == nil {
+			t.Errorf("runSimulate(%q) = nil error:\n%s", args, out.String())
+		}
+	}
+}

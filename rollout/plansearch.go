@@ -1,0 +1,455 @@
+package rollout
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+
+	"github.com/rollout/rollout/ring"
+)
+
+// The planner searches replica counts. A bucket with n replicas owns the
+// ring points of its replicas 0 … n-1, so a count is a prefix of the
+// bucket's points, and every ring the search can reach is a subset of one
+// universe: replicas 0 … MaxReplicas-1 of every bucket, sorted once. The
+// hash space is cut at every universe point into segments; a segment is
+// served by the first active point at or after it. Adding replica n_b of
+// bucket b takes the segments from the active point before it up to it from
+// their one owner; removing replica n_b-1 gives them to the owner of the
+// next active point. Nothing else moves, so each step updates two shares,
+// the churn and the tolerance excess exactly (integers) in time
+// proportional to the arc it moves, and can be undone exactly.
+
+// unitBits: the search counts the hash space in units of 2^-58 (so that
+// churn plus weighted excess stays far inside an int64); each segment is
+// the difference of positions truncated to that unit, so the segments add
+// up to exactly the whole. The plan's reported figures are computed
+// afterwards with package ring's exact 128-bit arithmetic.
+const (
+	unitBits  = 58
+	unitWhole = int64(1) << unitBits
+	// excessWeight is the cost of a unit of tolerance excess against a
+	// unit of churn in the first phase of the search: above 1, so that
+	// moving users from a bucket above tolerance to one within it pays.
+	excessWeight = 4
+	// pairWindow is how far pair moves change the first bucket.
+	pairWindow = 3
+	// boxBudget bounds the replica counts that boxSearch tries.
+	boxBudget = 1 << 16
+	// boxMaxPoints: boxSearch runs only on rings of at most this many
+	// points, the small rings whose shares move in lumps.
+	boxMaxPoints = 64
+	// lineReach is how many replicas a line move adds or removes at
+	// least; it tries up to double the count, or half of it, and the
+	// second bucket of a pair move tries this many either way.
+	lineReach = 32
+)
+
+type planSpace struct {
+	target    []int64 // by bucket, in units
+	tol       int64
+	lo, hi    []int // bounds of each bucket's count
+	maxPoints int
+
+	idx  [][]int32 // idx[b][i]: universe index of replica i of bucket b
+	size []int64   // segment k is the arc (point k-1, point k]
+	pb   []int32   // bucket of universe point k
+	pi   []int32   // replica index of universe point k
+	orig []int32   // owner of segment k in the ring planned from; -1 none
+
+	n      []int // current counts
+	total  int
+	active []bool
+	owner  []int32 // owner of segment k with counts n
+	share  []int64
+	churn  int64 // units of segments whose owner differs from orig
+	excess int64 // Σ max(0, |share-target| - tol)
+}
+
+// newPlanSpace returns the search space of the buckets names (sorted),
+// measured against the ring of current (may be nil). Set its counts with
+// setCounts before searching.
+func newPlanSpace(names []string, current map[string]int, targets map[string]float64, tol float64) *planSpace {
+	nb := len(names)
+	sp := &planSpace{
+		target: make([]int64, nb), tol: toUnits(tol),
+		lo: make([]int, nb), hi: make([]int, nb), maxPoints: MaxPoints,
+		idx: make([][]int32, nb), n: make([]int, nb), share: make([]int64, nb),
+	}
+	sumLo := 0
+	for b, name := range names {
+		sp.target[b] = toUnits(targets[name])
+		if targets[name] > 0 {
+			sp.lo[b] = 1
+		}
+		sumLo += sp.lo[b]
+	}
+	type upoint struct {
+		pos  ring.Position
+		b, i int32
+	}
+	var pts []upoint
+	buf := make([]byte, 0, 80)
+	for b, name := range names {
+		if sp.lo[b] > 0 {
+			sp.hi[b] = min(MaxReplicas, sp.maxPoints-(sumLo-sp.lo[b]))
+		}
+		m := max(sp.hi[b], current[name])
+		for i := range m {
+			buf = strconv.AppendInt(append(append(buf[:0], name...), '#'), int64(i), 10)
+			pts = append(pts, upoint{pos: ring.HashBytes(buf), b: int32(b), i: int32(i)})
+		}
+		sp.idx[b] = make([]int32, m)
+	}
+	// Ring order: by position, then bucket name (names are sorted).
+	slices.SortFunc(pts, func(x, y upoint) int {
+		return cmp.Or(x.pos.Compare(y.pos), cmp.Compare(x.b, y.b))
+	})
+	u := len(pts)
+	sp.size, sp.pb, sp.pi = make([]int64, u), make([]int32, u), make([]int32, u)
+	sp.active, sp.owner = make([]bool, u), make([]int32, u)
+	trunc := func(p ring.Position) int64 { return int64(p.Hi >> (64 - unitBits)) }
+	for k, p := range pts {
+		sp.pb[k], sp.pi[k] = p.b, p.i
+		sp.idx[p.b][p.i] = int32(k)
+		if k > 0 {
+			sp.size[k] = trunc(p.pos) - trunc(pts[k-1].pos)
+		}
+	}
+	if u > 0 {
+		sp.size[0] = unitWhole - trunc(pts[u-1].pos) + trunc(pts[0].pos)
+	}
+	ref := make([]int, nb)
+	for b, name := range names {
+		ref[b] = current[name]
+	}
+	sp.orig = sp.owners(ref)
+
+	return sp
+}
+
+// setCounts moves the search to the given counts, clamped to the bounds.
+func (sp *planSpace) setCounts(counts []int) {
+	sp.total = 0
+	for b, c := range counts {
+		sp.n[b] = min(max(c, sp.lo[b]), sp.hi[b])
+		sp.total += sp.n[b]
+	}
+	for sp.total > sp.maxPoints { // e.g. a new bucket's first replica on a full feature
+		big := 0
+		for b := range sp.n {
+			if sp.n[b]-sp.lo[b] > sp.n[big]-sp.lo[big] {
+				big = b
+			}
+		}
+		sp.n[big]--
+		sp.total--
+	}
+	sp.owner = sp.owners(sp.n)
+	for k := range sp.active {
+		sp.active[k] = int(sp.pi[k]) < sp.n[sp.pb[k]]
+	}
+	clear(sp.share)
+	sp.churn, sp.excess = 0, 0
+	for k, o := range sp.owner {
+		if o >= 0 {
+			sp.share[o] += sp.size[k]
+		}
+		if o != sp.orig[k] {
+			sp.churn += sp.size[k]
+		}
+	}
+	for b := range sp.n {
+		sp.excess += sp.excessOf(b)
+	}
+}
+
+// toUnits converts a fraction of the hash space to units.
+func toUnits(f float64) int64 { return int64(f * float64(unitWhole)) }
+
+// owners returns the owner of every segment when bucket b has counts[b]
+// replicas: the bucket of the first active point at or after it.
+func (sp *planSpace) owners(counts []int) []int32 {
+	u := len(sp.pb)
+	out := make([]int32, u)
+	owner := int32(-1)
+	for k := 2*u - 1; k >= 0; k-- {
+		j := k % u
+		if int(sp.pi[j]) < counts[sp.pb[j]] {
+			owner = sp.pb[j]
+		}
+		if k < u {
+			out[j] = owner
+		}
+	}
+	return out
+}
+
+func (sp *planSpace) excessOf(b int) int64 {
+	d := sp.share[b] - sp.target[b]
+	if d < 0 {
+		d = -d
+	}
+	return max(0, d-sp.tol)
+}
+
+// transfer moves amount units of share from bucket from to bucket to.
+func (sp *planSpace) transfer(from, to int32, amount int64) {
+	if from == to {
+		return
+	}
+	for _, b := range [2]int32{from, to} {
+		if b >= 0 {
+			sp.excess -= sp.excessOf(int(b))
+		}
+	}
+	if from >= 0 {
+		sp.share[from] -= amount
+	}
+	if to >= 0 {
+		sp.share[to] += amount
+	}
+	for _, b := range [2]int32{from, to} {
+		if b >= 0 {
+			sp.excess += sp.excessOf(int(b))
+		}
+	}
+}
+
+func (sp *planSpace) prev(k int) int {
+	if k == 0 {
+		return len(sp.pb) - 1
+	}
+	return k - 1
+}
+
+func (sp *planSpace) canAdd(b int) bool    { return sp.n[b] < sp.hi[b] && sp.total < sp.maxPoints }
+func (sp *planSpace) canRemove(b int) bool { return sp.n[b] > sp.lo[b] }
+
+// add activates replica n[b] of bucket b: the arc from the active point
+// before it up to it moves from its owner to b.
+func (sp *planSpace) add(b int) {
+	u := int(sp.idx[b][sp.n[b]])
+	sp.n[b]++
+	sp.total++
+	sp.active[u] = true
+	sp.reassign(u, sp.owner[u], int32(b))
+}
+
+// remove deactivates replica n[b]-1 of bucket b: its arc moves to the owner
+// of the next active point.
+func (sp *planSpace) remove(b int) {
+	sp.n[b]--
+	sp.total--
+	u := int(sp.idx[b][sp.n[b]])
+	sp.active[u] = false
+	next := u + 1
+	if next == len(sp.pb) {
+		next = 0
+	}
+	sp.reassign(u, int32(b), sp.owner[next])
+}
+
+// reassign gives the arc that ends at point u and starts after the active
+// point before it from owner from to owner to.
+func (sp *planSpace) reassign(u int, from, to int32) {
+	var moved, churn int64
+	for k := u; ; {
+		s := sp.size[k]
+		moved += s
+		if o := sp.orig[k]; o != from && o == to {
+			churn -= s
+		} else if o == from && o != to {
+			churn += s
+		}
+		sp.owner[k] = to
+		if k = sp.prev(k); sp.active[k] || k == u {
+			break
+		}
+	}
+	sp.churn += churn
+	sp.transfer(from, to, moved)
+}
+
+// step changes bucket b's count by d, which must be within its bounds.
+func (sp *planSpace) step(b, d int) {
+	for ; d > 0; d-- {
+		sp.add(b)
+	}
+	for ; d < 0; d++ {
+		sp.remove(b)
+	}
+}
+
+// score is what the search minimizes.
+type score struct{ excess, churn int64 }
+
+func (sp *planSpace) score() score { return score{sp.excess, sp.churn} }
+
+// better reports whether s is better than t: in phase 0 by churn plus
+// weighted excess, in phase 1 by excess first, then churn.
+func better(s, t score, phase int) bool {
+	if phase == 0 {
+		return s.churn+excessWeight*s.excess < t.churn+excessWeight*t.excess
+	}
+	return s.excess < t.excess || s.excess == t.excess && s.churn < t.churn
+}
+
+// bestLine returns the change of bucket b's count, within reach, that
+// scores best, and its score; 0 and the current score when none is better.
+func (sp *planSpace) bestLine(b, down, up, phase int) (int, score) {
+	n0 := sp.n[b]
+	best, bestD := sp.score(), 0
+	for sp.n[b]-n0 < up && sp.canAdd(b) {
+		sp.add(b)
+		if s := sp.score(); better(s, best, phase) {
+			best, bestD = s, sp.n[b]-n0
+		}
+	}
+	sp.step(b, n0-sp.n[b])
+	for n0-sp.n[b] < down && sp.canRemove(b) {
+		sp.remove(b)
+		if s := sp.score(); better(s, best, phase) {
+			best, bestD = s, sp.n[b]-n0
+		}
+	}
+	sp.step(b, n0-sp.n[b])
+	return bestD, best
+}
+
+// descend improves the counts until no move scores better: the best line
+// move of one bucket, else the best pair move.
+func (sp *planSpace) descend(phase int) {
+	for {
+		best, bb, bd := sp.score(), -1, 0
+		for b := range sp.n {
+			d, s := sp.bestLine(b, max(lineReach, sp.n[b]/2), max(lineReach, sp.n[b]), phase)
+			if d != 0 && better(s, best, phase) {
+				best, bb, bd = s, b, d
+			}
+		}
+		if bb >= 0 {
+			sp.step(bb, bd)
+			continue
+		}
+		if !sp.pairMove(phase) {
+			return
+		}
+	}
+}
+
+// pairMove makes the best move that changes one bucket by up to pairWindow
+// replicas and another by up to lineReach, if it scores better than now.
+func (sp *planSpace) pairMove(phase int) bool {
+	type move struct{ a, da, b, db int }
+	best, found := sp.score(), move{a: -1}
+	for a := range sp.n {
+		for da := -pairWindow; da <= pairWindow; da++ {
+			if da == 0 || sp.n[a]+da < sp.lo[a] || sp.n[a]+da > sp.hi[a] || sp.total+da > sp.maxPoints {
+				continue
+			}
+			sp.step(a, da)
+			for b := range sp.n {
+				if b == a {
+					continue
+				}
+				if db, s := sp.bestLine(b, lineReach, lineReach, phase); db != 0 && better(s, best, phase) {
+					best, found = s, move{a, da, b, db}
+				}
+			}
+			sp.step(a, -da)
+		}
+	}
+	if found.a < 0 {
+		return false
+	}
+	sp.step(found.a, found.da)
+	sp.step(found.b, found.db)
+	return true
+}
+
+// search runs the two phases from each start in turn — first trading
+// excess against churn, then reaching the tolerance if it can and moving
+// fewer users within it — and leaves the counts at the best result. With
+// stopWithin it stops at the first result within tolerance.
+func (sp *planSpace) search(starts [][]int, stopWithin bool) {
+	var best []int
+	var bestScore score
+	if box := sp.boxSearch(); box != nil {
+		starts = append(starts, box)
+	}
+	for _, start := range starts {
+		sp.setCounts(start)
+		if sp.excess > 0 {
+			// Phase 0 may trade a little excess for less churn; from
+			// within tolerance it could only leave it.
+			sp.descend(0)
+		}
+		sp.descend(1)
+		if best == nil || better(sp.score(), bestScore, 1) {
+			best, bestScore = slices.Clone(sp.n), sp.score()
+		}
+		if stopWithin && bestScore.excess == 0 {
+			break
+		}
+	}
+	sp.setCounts(best)
+}
+
+// boxSearch tries every count from the bucket's least up to m for each
+// bucket, where m is the largest that keeps the number of tries within
+// boxBudget, and returns the best counts by excess, then churn; nil when
+// m would be below 8. On small rings, whose shares move in lumps, this
+// finds combinations the line and pair moves cannot reach one step at a
+// time; the search then descends from them like from any start.
+func (sp *planSpace) boxSearch() []int {
+	free := 0
+	for b := range sp.n {
+		if sp.hi[b] > sp.lo[b] {
+			free++
+		}
+	}
+	m := 1
+	for pow(m+1, free) <= boxBudget {
+		m++
+	}
+	if m < 8 || sp.total > boxMaxPoints {
+		return nil
+	}
+	counts := make([]int, len(sp.n))
+	for b := range counts {
+		counts[b] = min(sp.lo[b], sp.hi[b])
+	}
+	sp.setCounts(counts)
+	var best []int
+	var bestScore score
+	var walk func(b int)
+	walk = func(b int) {
+		if b == len(sp.n) {
+			if best == nil || better(sp.score(), bestScore, 1) {
+				best, bestScore = slices.Clone(sp.n), sp.score()
+			}
+			return
+		}
+		n0 := sp.n[b]
+		walk(b + 1)
+		for sp.n[b] < min(m, sp.hi[b]) && sp.canAdd(b) {
+			sp.add(b)
+			walk(b + 1)
+		}
+		sp.step(b, n0-sp.n[b])
+	}
+	walk(0)
+	return best
+}
+
+func pow(x, n int) int {
+	p := 1
+	for range n {
+		if p > boxBudget {
+			break
+		}
+		p *= x
+	}
+	return p
+}
