@@ -55,7 +55,7 @@ func newGuardedServer(t *testing.T) *guardedServer {
 	if g.svc, err = rollout.NewService(ctx, db, nil); err != nil {
 		t.Fatal(err)
 	}
-	g.auth = api.NewAuth(tokens)
+	g.auth = api.NewAuth(tokens, nil)
 	g.e = api.New(g.svc, api.Options{Auth: g.auth, Pprof: true})
 	web.Register(g.e, g.svc, web.Options{Sessions: g.auth})
 	srv := httptest.NewServer(g.e)

@@ -30,8 +30,8 @@ const SessionLifetime = 12 * time.Hour
 
 const tokenKey = "rollout.token" // echo.Context key of the request's token
 
-// Auth checks tokens and issues dashboard sessions. Sessions are signed with
-// a key made at start, so a restart signs everyone out.
+// Auth checks tokens and issues dashboard sessions, signed with a key that
+// every instance sharing a database shares (see NewAuth).
 type Auth struct {
 	tokens *rollout.Tokens
 	key    []byte
@@ -43,11 +43,16 @@ type Auth struct {
 	AnyHost bool
 }
 
-// NewAuth returns the access control over tokens; nil tokens means
-// everything is open (for tests of other concerns).
-func NewAuth(tokens *rollout.Tokens) *Auth {
-	key := make([]byte, 32)
-	rand.Read(key)
+// NewAuth returns the access control over tokens, signing sessions with
+// key: the store's SessionKey, or one given to every instance, so that a
+// session made on one instance works on all. A nil key means one made now,
+// good for this process only. Nil tokens means everything is open (for
+// tests of other concerns).
+func NewAuth(tokens *rollout.Tokens, key []byte) *Auth {
+	if key == nil {
+		key = make([]byte, 32)
+		rand.Read(key)
+	}
 	return &Auth{tokens: tokens, key: key}
 }
 

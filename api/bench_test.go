@@ -60,7 +60,7 @@ func benchAPI(b *testing.B, withToken bool) (http.Handler, *rollout.Service, str
 		if _, secret, err = tokens.Create(ctx, "bench", rollout.RoleEvaluate, time.Now()); err != nil {
 			b.Fatal(err)
 		}
-		opts.Auth = api.NewAuth(tokens)
+		opts.Auth = api.NewAuth(tokens, nil)
 	}
 	return api.New(svc, opts), svc, secret
 }

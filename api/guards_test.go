@@ -167,7 +167,7 @@ func openServer(t *testing.T, anyHost bool) (*testServer, *rollout.Tokens) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth := api.NewAuth(tokens)
+	auth := api.NewAuth(tokens, nil)
 	auth.AnyHost = anyHost
 	e := api.New(svc, api.Options{Auth: auth})
 	web.Register(e, svc, web.Options{Sessions: auth})

@@ -36,6 +36,9 @@ type Options struct {
 	// Pprof serves Go's profiler under /debug/pprof/ (admin tokens only,
 	// once tokens exist).
 	Pprof bool
+	// Closing, when closed, ends long-lived answers (the sync stream), so
+	// that a graceful shutdown need not wait for them; nil: never.
+	Closing <-chan struct{}
 }
 
 // Server holds what the handlers need.
@@ -44,6 +47,7 @@ type Server struct {
 	log     *slog.Logger
 	metrics *Metrics
 	ready   func(context.Context) error
+	closing <-chan struct{}
 	snap    atomic.Pointer[snapshotState]
 	sync    syncCache
 }
@@ -59,7 +63,7 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	if metrics == nil {
 		metrics = NewMetrics()
 	}
-	s := &Server{svc: svc, log: log, metrics: metrics, ready: opts.Ready}
+	s := &Server{svc: svc, log: log, metrics: metrics, ready: opts.Ready, closing: opts.Closing}
 	s.snapshotState()
 	metrics.server.Store(s)
 

@@ -145,6 +145,8 @@ func (s *Server) syncStream(c echo.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-s.closing:
+			return nil // the server shuts down: the client reconnects elsewhere
 		case batch, ok := <-commits:
 			if !ok {
 				return nil // too slow: the client reconnects

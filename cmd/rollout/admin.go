@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/rollout/rollout/cmd/internal/serve"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/store"
 )
@@ -67,11 +68,11 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	if name != nil && *name == "" {
 		return fmt.Errorf("token %s: give the token's --name", sub)
 	}
-	db, err := openExisting(ctx, *dbPath)
+	db, closeDB, err := openExisting(ctx, *dbPath)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer closeDB()
 	tokens, err := rollout.NewTokens(ctx, db)
 	if err != nil {
 		return err
@@ -110,20 +111,30 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	}
 }
 
-// openExisting opens the database at path, refusing to create it: only
-// serve creates a database, so that a mistyped --db is an error rather
-// than a new, empty database.
-func openExisting(ctx context.Context, path string) (*store.DB, error) {
+// openExisting opens the database at path (a SQLite file or a postgres://
+// URL), refusing to create a SQLite file: only serve creates a database, so
+// that a mistyped --db is an error rather than a new, empty database.
+func openExisting(ctx context.Context, path string) (serve.Store, func() error, error) {
+	if !serve.IsPostgres(path) {
+		if err := checkSQLiteFile(path); err != nil {
+			return nil, nil, err
+		}
+	}
+	return serve.OpenStore(ctx, path)
+}
+
+// checkSQLiteFile refuses a SQLite database file that does not exist.
+func checkSQLiteFile(path string) error {
 	info, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("database %s does not exist: check --db or ROLLOUT_DB (only 'rollout serve' creates a database)", path)
+		return fmt.Errorf("database %s does not exist: check --db or ROLLOUT_DB (only 'rollout serve' creates a database)", path)
 	case err != nil:
-		return nil, fmt.Errorf("database %s: %w", path, err)
+		return fmt.Errorf("database %s: %w", path, err)
 	case info.IsDir():
-		return nil, fmt.Errorf("database %s is a directory, not a database file", path)
+		return fmt.Errorf("database %s is a directory, not a database file", path)
 	}
-	return store.Open(ctx, path)
+	return nil
 }
 
 const backupSynopsis = `usage: rollout backup [--db PATH] TARGET
@@ -144,7 +155,13 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	if len(rest) != 1 {
 		return fmt.Errorf("backup: give one target file, got %q ('rollout backup -h' shows how)", rest)
 	}
-	db, err := openExisting(ctx, *dbPath)
+	if serve.IsPostgres(*dbPath) {
+		return errors.New("backup copies a SQLite database; back up PostgreSQL with its own tools (pg_dump)")
+	}
+	if err := checkSQLiteFile(*dbPath); err != nil {
+		return err
+	}
+	db, err := store.Open(ctx, *dbPath)
 	if err != nil {
 		return err
 	}

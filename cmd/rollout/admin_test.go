@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/rollout/rollout/cmd/internal/serve"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,6 +51,9 @@ func TestBackupAndRestore(t *testing.T) {
 // exist, as serve does at start.
 func createDatabase(t *testing.T, path string) {
 	t.Helper()
+	if serve.IsPostgres(path) {
+		return // a test's PostgreSQL database exists already
+	}
 	db, err := store.Open(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -152,13 +153,14 @@ func hasFlags(fs *flag.FlagSet) bool {
 
 // dbFlag defines the --db flag of every command.
 func dbFlag(fs *flag.FlagSet, getenv func(string) string) *string {
-	return fs.String("db", envOr(getenv, "ROLLOUT_DB", "rollout.db"), "SQLite database file (env ROLLOUT_DB)")
+	return fs.String("db", envOr(getenv, "ROLLOUT_DB", "rollout.db"), "the database: a SQLite file, or a postgres:// URL (env ROLLOUT_DB)")
 }
 
 const serveSynopsis = `usage: rollout serve [flags]
 
-Serves the HTTP API, OFREP and the dashboard on the SQLite database --db,
-creating it if it does not exist and migrating it to this version.
+Serves the HTTP API, OFREP and the dashboard on the database --db: a SQLite
+file, created if it does not exist, or a postgres:// URL, shared by any
+number of instances. The schema is migrated to this version at start.
 `
 
 func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) string) (*serve.Server, error) {
@@ -172,6 +174,18 @@ func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) str
 	maxConns := fs.Int("max-conns", 0, fmt.Sprintf("open client connections at most; at the limit a new one closes the longest idle one.\n"+
 		"0 means %d, or half the open-file limit if lower (env ROLLOUT_MAX_CONNS)", serve.DefaultMaxConns))
 	idle := fs.Duration("idle-timeout", serve.DefaultIdleTimeout, "close keep-alive connections idle this long (env ROLLOUT_IDLE_TIMEOUT)")
+	syncInterval := fs.Duration("sync-interval", rollout.DefaultSyncInterval,
+		"how often to poll the database for changes made by other instances (env ROLLOUT_SYNC_INTERVAL)")
+	notify := fs.Bool("pg-notify", true, "on PostgreSQL, hear of other instances' changes at once by LISTEN/NOTIFY (false: poll only)")
+	sessionKey := fs.String("session-key", getenv("ROLLOUT_SESSION_KEY"),
+		"hex key (32 bytes or more) signing dashboard sessions; default: one kept in the database (env ROLLOUT_SESSION_KEY)")
+	if env := getenv("ROLLOUT_SYNC_INTERVAL"); env != "" {
+		d, err := time.ParseDuration(env)
+		if err != nil {
+			return nil, fmt.Errorf("ROLLOUT_SYNC_INTERVAL=%q: give a duration such as 1s", env)
+		}
+		*syncInterval = d
+	}
 	if env := getenv("ROLLOUT_MAX_CONNS"); env != "" {
 		n, err := strconv.Atoi(env)
 		if err != nil {
@@ -211,8 +225,18 @@ func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) str
 	if *idle <= 0 {
 		return nil, fmt.Errorf("--idle-timeout %v: give a positive duration such as 30s", *idle)
 	}
+	if *syncInterval < 10*time.Millisecond {
+		return nil, fmt.Errorf("--sync-interval %v: give a duration of 10ms or more, such as 1s", *syncInterval)
+	}
+	var key []byte
+	if *sessionKey != "" {
+		var err error
+		if key, err = hex.DecodeString(*sessionKey); err != nil || len(key) < 32 {
+			return nil, errors.New("--session-key: give at least 32 bytes in hex (64 hex digits), such as the output of: openssl rand -hex 32")
+		}
+	}
 	return &serve.Server{Addr: *addr, DBPath: *db, Log: slog.New(h), FlushInterval: *flush, Insecure: *insecure, Pprof: *pprof,
-		MaxConns: *maxConns, IdleTimeout: *idle}, nil
+		MaxConns: *maxConns, IdleTimeout: *idle, SyncInterval: *syncInterval, NoNotify: !*notify, SessionKey: key}, nil
 }
 
 func envOr(getenv func(string) string, name, def string) string {

@@ -1,6 +1,7 @@
-// Package serve runs the rollout service as its binaries run it: the SQLite
-// store, the domain service and API tokens, the HTTP API and dashboard, the
-// background flush of evaluation counts and refresh of tokens, and an HTTP
+// Package serve runs the rollout service as its binaries run it: the store
+// (SQLite, or PostgreSQL for many instances), the domain service and API
+// tokens, the HTTP API and dashboard, the background flush of evaluation
+// counts and the loop that follows the store's change feed, and an HTTP
 // server with timeouts and a bound on its connections. cmd/rollout serves
 // with it; cmd/rollout-bench measures it.
 package serve
@@ -12,11 +13,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/postgres"
 	"github.com/rollout/rollout/web"
 )
 
@@ -33,17 +37,31 @@ const (
 // connections: the listener, the database's files and connections, logs.
 const reservedFiles = 64
 
-// TokenRefreshInterval is how soon a token created or revoked with the
-// rollout token command takes effect in a running server.
-const TokenRefreshInterval = 2 * time.Second
+// TokenRefreshInterval is how soon, at the default sync interval, a token
+// created or revoked with the rollout token command or on another instance
+// takes effect: tokens are reloaded when the change feed shows a token
+// commit.
+const TokenRefreshInterval = rollout.DefaultSyncInterval
 
 // Server is the service: its database, domain and HTTP server. Set its
 // fields, then Open it (or Run it); tests open one on 127.0.0.1:0 with a
 // temporary database.
 type Server struct {
-	Addr   string
-	DBPath string // created if missing
+	Addr string
+	// DBPath is the database: a SQLite file, created if missing, or a
+	// postgres:// (postgresql://) URL of a database that exists.
+	DBPath string
 	Log    *slog.Logger
+	// SyncInterval is how often the service polls the store's change feed
+	// for changes made by other instances or processes; 0 means
+	// rollout.DefaultSyncInterval.
+	SyncInterval time.Duration
+	// NoNotify turns off PostgreSQL's notifications of changes: the
+	// service then relies on polling alone.
+	NoNotify bool
+	// SessionKey signs dashboard sessions; nil means the key kept in the
+	// database, made once, so that every instance shares it.
+	SessionKey []byte
 	// FlushInterval is how often evaluation counts are written to the
 	// database; 0 means DefaultFlushInterval.
 	FlushInterval time.Duration
@@ -58,13 +76,49 @@ type Server struct {
 	// DefaultIdleTimeout.
 	IdleTimeout time.Duration
 
-	db      *store.DB
+	db      Store
+	close   func() error // closes db
 	ln      net.Listener
 	srv     *http.Server
 	conns   *connLimiter
 	err     chan error
-	stop    context.CancelFunc // stops the flusher and the token refresher
+	stop    context.CancelFunc // stops the flusher and the follower
 	flushed chan struct{}      // closed when the flusher has made its last flush
+	stopped chan struct{}      // closed when the follower has returned
+}
+
+// Store is what the service needs of its database.
+type Store interface {
+	rollout.Store
+	rollout.TokenStore
+}
+
+// IsPostgres reports whether db names a PostgreSQL database rather than a
+// SQLite file.
+func IsPostgres(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
+}
+
+// OpenStore opens the database db names (see Server.DBPath), creating a
+// SQLite file if missing, and returns it with its Close.
+func OpenStore(ctx context.Context, db string) (Store, func() error, error) {
+	if IsPostgres(db) {
+		pg, err := postgres.Open(ctx, db)
+		if err != nil {
+			return nil, nil, err
+		}
+		return pg, func() error { pg.Close(); return nil }, nil
+	}
+	sq, err := store.Open(ctx, db)
+	if err != nil {
+		// SQLite's message names the last system call that failed, which
+		// may not be the cause; look for it.
+		if cause := checkWritable(db); cause != nil {
+			return nil, nil, fmt.Errorf("open database %s: %w", db, cause)
+		}
+		return nil, nil, err // store's errors name the database
+	}
+	return sq, sq.Close, nil
 }
 
 // NewHTTPServer returns the http.Server of the service, with its timeouts
@@ -126,39 +180,39 @@ func (s *Server) Open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	db, err := store.Open(ctx, s.DBPath)
+	db, closeDB, err := OpenStore(ctx, s.DBPath)
 	if err != nil {
-		// SQLite's message names the last system call that failed, which
-		// may not be the cause; look for it.
-		if cause := checkWritable(s.DBPath); cause != nil {
-			return fmt.Errorf("open database %s: %w", s.DBPath, cause)
-		}
-		return err // store's errors name the database
+		return err
 	}
-	s.db = db
+	s.db, s.close = db, closeDB
+	fail := func(err error) error { closeDB(); return err }
 	metrics := api.NewMetrics()
 	svc, err := rollout.NewService(ctx, metrics.Store(db), nil)
 	if err != nil {
-		db.Close()
-		return fmt.Errorf("database %s: %w", s.DBPath, err) // "load features: …"
+		return fail(fmt.Errorf("database %s: %w", s.where(), err)) // "load features: …"
 	}
 	tokens, err := rollout.NewTokens(ctx, db)
 	if err != nil {
-		db.Close()
-		return fmt.Errorf("database %s: %w", s.DBPath, err) // "list tokens: …"
+		return fail(fmt.Errorf("database %s: %w", s.where(), err)) // "list tokens: …"
 	}
 	if err := s.checkAccess(tokens); err != nil {
-		db.Close()
-		return err
+		return fail(err)
+	}
+	key := s.SessionKey
+	if key == nil {
+		if key, err = db.SessionKey(ctx); err != nil {
+			return fail(fmt.Errorf("database %s: session key: %w", s.where(), err))
+		}
 	}
 	ln, err := net.Listen("tcp", s.Addr)
 	if err != nil {
-		db.Close()
-		return err // "listen tcp ADDR: …"
+		return fail(err) // "listen tcp ADDR: …"
 	}
 	s.ln = ln
-	auth := api.NewAuth(tokens)
-	e := api.New(svc, api.Options{Logger: s.Log, Metrics: metrics, Ready: db.Ping, Auth: auth, Pprof: s.Pprof})
+	bg, stop := context.WithCancel(context.Background())
+	closing := make(chan struct{})
+	auth := api.NewAuth(tokens, key)
+	e := api.New(svc, api.Options{Logger: s.Log, Metrics: metrics, Ready: db.CheckWrite, Auth: auth, Pprof: s.Pprof, Closing: closing})
 	web.Register(e, svc, web.Options{Logger: s.Log, Sessions: auth})
 	s.conns = newConnLimiter(maxConns, func() {
 		s.Log.Warn("connection limit reached: closing the longest idle connections to make room for new ones",
@@ -167,23 +221,57 @@ func (s *Server) Open(ctx context.Context) error {
 	s.srv = NewHTTPServer(e)
 	s.srv.IdleTimeout = orDefault(s.IdleTimeout, DefaultIdleTimeout)
 	s.srv.ConnState = s.conns.ConnState
+	s.srv.RegisterOnShutdown(func() { close(closing) })
 	s.err = make(chan error, 1)
 	go func() { s.err <- s.srv.Serve(ln) }()
 
-	bg, stop := context.WithCancel(context.Background())
-	s.stop, s.flushed = stop, make(chan struct{})
+	s.stop, s.flushed, s.stopped = stop, make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(s.flushed)
 		svc.FlushExposuresEvery(bg, orDefault(s.FlushInterval, DefaultFlushInterval), func(err error) {
 			s.Log.Error("flush evaluation counts", "err", err)
 		})
 	}()
-	go tokens.RefreshEvery(bg, TokenRefreshInterval, func(err error) {
-		s.Log.Error("refresh API tokens", "err", err)
-	})
-	s.Log.Info("rollout serving", "url", s.URL(), "db", s.DBPath, "features", svc.Snapshot().Len(),
+	follow := rollout.FollowOptions{
+		Interval: orDefault(s.SyncInterval, rollout.DefaultSyncInterval),
+		Committed: func(commits []rollout.Commit) {
+			for _, c := range commits {
+				if c.Kind == rollout.CommitToken {
+					if err := tokens.Refresh(bg); err != nil && bg.Err() == nil {
+						s.Log.Error("refresh API tokens", "err", err)
+					}
+					return
+				}
+			}
+		},
+		Report: func(err error) { s.Log.Error("follow the database's changes", "err", err) },
+	}
+	if pg, ok := db.(*postgres.DB); ok && !s.NoNotify {
+		follow.Notify = pg.Notifications(bg)
+	}
+	go func() {
+		defer close(s.stopped)
+		svc.Follow(bg, follow)
+	}()
+	s.Log.Info("rollout serving", "url", s.URL(), "db", s.where(), "features", svc.Snapshot().Len(),
+		"revision", svc.Snapshot().Revision(), "sync_interval", follow.Interval, "notifications", follow.Notify != nil,
 		"max_conns", maxConns, "open_file_limit", nofile)
 	return nil
+}
+
+// where names the database for logs and messages, without a password.
+func (s *Server) where() string { return redact(s.DBPath) }
+
+// redact hides the password of a database URL.
+func redact(db string) string {
+	if !IsPostgres(db) {
+		return db
+	}
+	u, err := url.Parse(db)
+	if err != nil {
+		return "postgres://…"
+	}
+	return u.Redacted()
 }
 
 // checkAccess refuses to serve an open API beyond loopback: with no token,
@@ -201,7 +289,7 @@ func (s *Server) checkAccess(tokens *rollout.Tokens) error {
 	default:
 		return fmt.Errorf("refusing to listen on %s with no API token: anyone who can reach it could change every feature. "+
 			"The database %s is ready: create a token (rollout token create --name admin --role admin --db %s) and start again, "+
-			"listen on 127.0.0.1, or pass --insecure", s.Addr, s.DBPath, s.DBPath)
+			"listen on 127.0.0.1, or pass --insecure", s.Addr, s.where(), s.where())
 	}
 	return nil
 }
@@ -237,9 +325,10 @@ func (s *Server) Close() error {
 	if s.stop != nil {
 		s.stop() // the flusher flushes once more, after the last request
 		<-s.flushed
+		<-s.stopped
 	}
-	if s.db != nil {
-		errs = append(errs, s.db.Close())
+	if s.close != nil {
+		errs = append(errs, s.close())
 	}
 	return errors.Join(errs...)
 }
