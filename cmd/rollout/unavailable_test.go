@@ -1,6 +1,7 @@
 package main
 
 import (
+	"database/sql"
 	"fmt"
 	"os"
 	"os/exec"
@@ -110,4 +111,33 @@ func TestDiskFull(t *testing.T) {
 	if v := s.must(200, "GET", "/api/features/f", nil)["version"]; v != acknowledged.(float64)+1 {
 		t.Errorf("after freeing space and a restart the feature is at version %v, want %v", v, acknowledged.(float64)+1)
 	}
+}
+
+// TestReadyWhileWritesFail: /readyz says not ready while another process
+// holds SQLite's write lock (every change would fail), and ready again once
+// it lets go.
+func TestReadyWhileWritesFail(t *testing.T) {
+	s := startServer(t, "")
+	s.must(201, "POST", "/api/features", abcFeature("f"))
+	s.must(200, "GET", "/readyz", nil)
+	other, err := sql.Open("sqlite3", "file:"+s.dbPath+"?_txlock=immediate&_busy_timeout=100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	tx, err := other.Begin() // BEGIN IMMEDIATE: the write lock, held
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := s.do("GET", "/readyz", nil)
+	if r.status != 503 || !strings.Contains(string(r.body), "database") {
+		t.Errorf("/readyz while another process holds the write lock = %d %s, want 503 naming the database", r.status, r.body)
+	}
+	if r := s.do("PATCH", "/api/features/f", map[string]any{"description": "x"}); r.status != 503 {
+		t.Errorf("a change while the lock was held = %d %s, want 503", r.status, r.body)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	s.must(200, "GET", "/readyz", nil)
 }
