@@ -7,3 +7,13 @@ func (c *compiled) evaluate(user string) Evaluation {
 	c.evaluateInto(&e, user)
 	return e
 }
+
+// NewReport returns the churn report of the change from before to after; a
+// zero before (no key) is the feature's creation.
+func NewReport(before, after Feature) Report {
+	var cb *compiled
+	if before.Key != "" {
+		cb = compile(before)
+	}
+	return newReport(cb, compile(after))
+}

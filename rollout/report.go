@@ -86,19 +86,9 @@ type OverrideChange struct {
 	To   *string `json:"to"`
 }
 
-// NewReport returns the churn report of the change from before to after. A
-// zero before (no key) is the feature's creation: every user moves from no
-// bucket to one.
-func NewReport(before, after Feature) Report {
-	var cb *compiled
-	if before.Key != "" {
-		cb = compile(before)
-	}
-	return newReport(cb, compile(after))
-}
-
-// newReport is NewReport over compiled features, whose rings are built
-// already; a nil before is the feature's creation.
+// newReport returns the churn report of the change from before (nil: the
+// feature's creation, every user moving from no bucket) to after, over
+// compiled features, whose rings are built already.
 func newReport(before, after *compiled) Report {
 	rb, ra := &ring.Ring{}, after.servedRing()
 	rep := Report{ToVersion: after.feature.Version, Moves: []Move{}}

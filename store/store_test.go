@@ -64,7 +64,12 @@ func versionOf(before, after rollout.Feature) rollout.Version {
 		Time:    after.UpdatedAt,
 		Summary: fmt.Sprintf("change %d", after.Version),
 		Config:  after,
-		Report:  rollout.NewReport(before, after),
+		Report: rollout.Report{
+			FromVersion: before.Version, ToVersion: after.Version, Method: rollout.MethodExact, Churn: 0.125,
+			Moves:        []rollout.Move{{From: "A", To: "B", Share: 0.125}},
+			SharesBefore: map[string]float64{"A": 0.5, "B": 0.5}, SharesAfter: map[string]float64{"A": 0.375, "B": 0.625},
+			OverrideChanges: []rollout.OverrideChange{{User: "alice", From: nil, To: ptr("B")}, {User: "bob", From: ptr("A"), To: nil}},
+		},
 	}
 }
 
@@ -523,8 +528,8 @@ func TestVersion(t *testing.T) {
 	}
 	// The report survives with its moves, shares and override changes.
 	got, _ := db.Version(ctx, "one", 1)
-	if len(got.Report.Moves) == 0 || got.Report.Moves[0].From != "" || len(got.Report.OverrideChanges) != 2 {
-		t.Errorf("Version(one, 1).Report = %+v, want creation moves from no bucket and 2 override changes", got.Report)
+	if len(got.Report.Moves) != 1 || got.Report.Moves[0].To != "B" || len(got.Report.OverrideChanges) != 2 || *got.Report.OverrideChanges[0].To != "B" {
+		t.Errorf("Version(one, 1).Report = %+v, want its move and 2 override changes", got.Report)
 	}
 }
 
@@ -1036,3 +1041,5 @@ func TestTokenConstraints(t *testing.T) {
 		t.Errorf("%d commits stored, want 1", n)
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
