@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rollout/rollout/api"
@@ -221,7 +222,7 @@ func (s *Server) Open(ctx context.Context) error {
 	s.srv = NewHTTPServer(e)
 	s.srv.IdleTimeout = orDefault(s.IdleTimeout, DefaultIdleTimeout)
 	s.srv.ConnState = s.conns.ConnState
-	s.srv.RegisterOnShutdown(func() { close(closing) })
+	s.srv.RegisterOnShutdown(sync.OnceFunc(func() { close(closing) })) // Shutdown may run twice
 	s.err = make(chan error, 1)
 	go func() { s.err <- s.srv.Serve(ln) }()
 
