@@ -57,14 +57,19 @@ type Server struct {
 	// IdleTimeout closes keep-alive connections idle this long; 0 means
 	// DefaultIdleTimeout.
 	IdleTimeout time.Duration
+	// RampInterval is how often the ramp runner (rollout.Service.RunRamps)
+	// looks for due ramp steps; 0 means rollout.DefaultRampInterval. Every
+	// instance runs it; each step applies once whichever does.
+	RampInterval time.Duration
 
 	db      *store.DB
 	ln      net.Listener
 	srv     *http.Server
 	conns   *connLimiter
 	err     chan error
-	stop    context.CancelFunc // stops the flusher and the token refresher
+	stop    context.CancelFunc // stops the flusher, the token refresher and the ramp runner
 	flushed chan struct{}      // closed when the flusher has made its last flush
+	ramped  chan struct{}      // closed when the ramp runner has stopped
 }
 
 // NewHTTPServer returns the http.Server of the service, with its timeouts
@@ -181,6 +186,13 @@ func (s *Server) Open(ctx context.Context) error {
 	go tokens.RefreshEvery(bg, TokenRefreshInterval, func(err error) {
 		s.Log.Error("refresh API tokens", "err", err)
 	})
+	s.ramped = make(chan struct{})
+	go func() {
+		defer close(s.ramped)
+		svc.RunRamps(bg, s.RampInterval, func(err error) {
+			s.Log.Error("apply ramp steps", "err", err)
+		})
+	}()
 	s.Log.Info("rollout serving", "url", s.URL(), "db", s.DBPath, "features", svc.Snapshot().Len(),
 		"max_conns", maxConns, "open_file_limit", nofile)
 	return nil
@@ -237,6 +249,7 @@ func (s *Server) Close() error {
 	if s.stop != nil {
 		s.stop() // the flusher flushes once more, after the last request
 		<-s.flushed
+		<-s.ramped
 	}
 	if s.db != nil {
 		errs = append(errs, s.db.Close())
