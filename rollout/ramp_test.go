@@ -13,6 +13,8 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/postgres"
+	"github.com/rollout/rollout/store/storetest"
 )
 
 // testClock is a clock tests move by hand; safe for concurrent use.
@@ -169,7 +171,32 @@ func TestRampUsersStayIn(t *testing.T) {
 // applies once, and the history holds one version per step.
 func TestRampExactlyOnce(t *testing.T) {
 	clock := newTestClock()
-	svcs := openServices(t, 2, clock.clock())
+	raceSteps(t, clock, openServices(t, 2, clock.clock()))
+}
+
+// TestRampExactlyOncePostgres is TestRampExactlyOnce with two instances
+// over one PostgreSQL database.
+func TestRampExactlyOncePostgres(t *testing.T) {
+	dsn := storetest.PostgresDSN(t)
+	clock := newTestClock()
+	var svcs []*rollout.Service
+	for range 2 {
+		db, err := postgres.Open(context.Background(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(db.Close)
+		svc, err := rollout.NewService(context.Background(), db, clock.clock())
+		if err != nil {
+			t.Fatal(err)
+		}
+		svcs = append(svcs, svc)
+	}
+	raceSteps(t, clock, svcs)
+}
+
+func raceSteps(t *testing.T, clock *testClock, svcs []*rollout.Service) {
+	t.Helper()
 	ctx := context.Background()
 	mustCreate(t, svcs[0], onOff("f", 2, 200))
 	r := mustRamp(t, svcs[1], "f", rollout.RampSpec{Bucket: "on", Shares: fiveSteps, Every: time.Hour})
@@ -394,4 +421,36 @@ func TestCreateRampRefuses(t *testing.T) {
 	mustRamp(t, svc, "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 1}, At: []time.Time{now.Add(time.Hour), now.Add(2 * time.Hour)}})
 	_, err := svc.CreateRamp(context.Background(), "f", rollout.RampSpec{Bucket: "off", Shares: []float64{1}}, "")
 	wantErrorCode(t, "CreateRamp(second live ramp)", err, rollout.EConflict)
+}
+
+// TestRampFeatureDeleted: a feature deleted and made again under the same
+// key is another feature: the old ramp pauses, and changes nothing of the
+// new one; once it is canceled, the new feature may have a ramp.
+func TestRampFeatureDeleted(t *testing.T) {
+	ctx := context.Background()
+	clock := newTestClock()
+	svc := openServices(t, 1, clock.clock())[0]
+	mustCreate(t, svc, onOff("f", 2, 100))
+	r := mustRamp(t, svc, "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.5}, Start: clock.Now().Add(time.Hour)})
+	if _, err := svc.Delete(ctx, "f", rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, svc, onOff("f", 2, 100))
+	clock.Add(time.Hour)
+	if n, err := svc.ApplyDueRamps(ctx); n != 0 || err != nil {
+		t.Fatalf("ApplyDueRamps = %d, %v; want 0, nil", n, err)
+	}
+	if got := rampOf(t, svc, r); got.State != rollout.RampPaused || !strings.Contains(got.Reason, `feature "f" was deleted`) {
+		t.Errorf("ramp %s, reason %q; want paused, the feature deleted", got.State, got.Reason)
+	}
+	if f, _ := svc.Snapshot().Feature("f"); f.Version != 1 {
+		t.Errorf("the new feature is at version %d, want 1", f.Version)
+	}
+	spec := rollout.RampSpec{Bucket: "on", Shares: []float64{0.5}}
+	_, err := svc.CreateRamp(ctx, "f", spec, "")
+	wantErrorCode(t, "CreateRamp(beside the paused one)", err, rollout.EConflict)
+	if _, err := svc.CancelRamp(ctx, "f", r.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	mustRamp(t, svc, "f", spec)
 }
