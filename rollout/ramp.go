@@ -311,6 +311,10 @@ func (s *Service) moveRamp(ctx context.Context, key, id string, move func(*Ramp)
 	}
 }
 
+// maxRampConflicts is how many times one pass of ApplyDueRamps reads a
+// ramp again after losing a race for it before leaving it to the next pass.
+const maxRampConflicts = 3
+
 // DefaultRampInterval is how often RunRamps looks for due steps when given
 // no interval.
 const DefaultRampInterval = 10 * time.Second
@@ -349,11 +353,13 @@ func (s *Service) ApplyDueRamps(ctx context.Context) (int, error) {
 	applied := 0
 	var errs []error
 	for _, r := range ramps {
+		conflicts := 0
 		for r.State == RampActive && r.Next < len(r.Steps) && !r.Steps[r.Next].At.After(s.now()) {
 			next, did, err := s.stepRamp(ctx, r)
-			if code := ErrorCode(err); code == EConflict || code == ENotFound {
+			if code := ErrorCode(err); (code == EConflict || code == ENotFound) && conflicts < maxRampConflicts {
 				// Another instance moved the ramp or the feature on:
 				// read the ramp again and go on from where it stands.
+				conflicts++
 				next, err = s.store.Ramp(ctx, r.ID)
 			}
 			if err != nil {
@@ -418,9 +424,9 @@ func (s *Service) stepRamp(ctx context.Context, r Ramp) (Ramp, bool, error) {
 	if next.Next == len(next.Steps) {
 		next.State = RampDone
 	}
-	if step.Share < 1 && replicas == b.Replicas {
-		// The bucket has the share already (grown by hand): nothing to
-		// change, the step is done.
+	if step.Share < 1 && replicas == b.Replicas || step.Share >= 1 && len(f.Buckets) == 1 {
+		// The bucket has the share already (changed by hand): nothing
+		// to change, the step is done.
 		return next, false, s.store.UpdateRamp(ctx, next)
 	}
 	opts := ChangeOptions{Actor: RampActor, MaxChurn: r.MaxChurn}

@@ -454,3 +454,25 @@ func TestRampFeatureDeleted(t *testing.T) {
 	}
 	mustRamp(t, svc, "f", spec)
 }
+
+// TestRampLastStepDoneByHand: when the other buckets were removed by hand,
+// the last step has nothing to do: the ramp ends without a version.
+func TestRampLastStepDoneByHand(t *testing.T) {
+	ctx := context.Background()
+	clock := newTestClock()
+	svc := openServices(t, 1, clock.clock())[0]
+	mustCreate(t, svc, onOff("f", 2, 100))
+	r := mustRamp(t, svc, "f", rollout.RampSpec{Bucket: "on", Shares: []float64{1}, Start: clock.Now().Add(time.Hour)})
+	mustChange(t, svc, "f", rollout.RemoveBucket("off"))
+	clock.Add(time.Hour)
+	if n, err := svc.ApplyDueRamps(ctx); n != 0 || err != nil {
+		t.Fatalf("ApplyDueRamps = %d, %v; want 0, nil", n, err)
+	}
+	got := rampOf(t, svc, r)
+	if got.State != rollout.RampDone || got.Steps[0].Version != 0 || got.Steps[0].Applied == nil {
+		t.Errorf("ramp %s, step %+v; want done, the step passed without a version", got.State, got.Steps[0])
+	}
+	if f, _ := svc.Snapshot().Feature("f"); f.Version != 2 {
+		t.Errorf("feature at version %d, want 2 (created, removed off)", f.Version)
+	}
+}
