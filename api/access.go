@@ -51,6 +51,13 @@ var routeAccess = map[string]rollout.Permission{
 	"GET /api/features/:key/versions/:version":  rollout.PermRead,
 	"GET /api/features/:key/users/:user":        rollout.PermRead,
 	"GET /api/features/:key/exposures":          rollout.PermRead,
+	"GET /api/ramps":                            rollout.PermRead,
+	"GET /api/features/:key/ramps":              rollout.PermRead,
+	"POST /api/features/:key/ramps":             rollout.PermWrite,
+	"GET /api/features/:key/ramps/:id":          rollout.PermRead,
+	"POST /api/features/:key/ramps/:id/pause":   rollout.PermWrite,
+	"POST /api/features/:key/ramps/:id/resume":  rollout.PermWrite,
+	"POST /api/features/:key/ramps/:id/cancel":  rollout.PermWrite,
 
 	// The dashboard.
 	"GET /":                 rollout.PermRead,

@@ -143,10 +143,11 @@ var routeBodies = map[string]any{
 	"POST /api/features/:key/reshuffle":      map[string]any{},
 	"POST /api/features/:key/rollback":       map[string]any{"version": 1},
 	"POST /api/exposures":                    map[string]any{"batch": "access-matrix", "exposures": []any{}},
+	"POST /api/features/:key/ramps":          map[string]any{"bucket": "A", "steps": []float64{0.9, 1}, "every": "24h"},
 }
 
 // paramValues are the existing things each path parameter names.
-var paramValues = map[string]string{"key": "f", "name": "A", "user": "vip", "version": "1", "*": "x"}
+var paramValues = map[string]string{"key": "f", "name": "A", "user": "vip", "version": "1", "id": "r", "*": "x"}
 
 // pathVariants turn a parameter's value into paths meant to fool a check
 // that reads the path's text: encoded slashes and dots, dot segments and

@@ -243,6 +243,12 @@ func (s *countingStore) UpdateFeature(ctx context.Context, f rollout.Feature, v 
 	return err
 }
 
+func (s *countingStore) ApplyRampStep(ctx context.Context, f rollout.Feature, v rollout.Version, r rollout.Ramp) error {
+	err := s.Store.ApplyRampStep(ctx, f, v, r)
+	s.count("apply_ramp_step", err)
+	return err
+}
+
 func (s *countingStore) DeleteFeature(ctx context.Context, key string, version int) error {
 	err := s.Store.DeleteFeature(ctx, key, version)
 	s.count("delete_feature", err)

@@ -114,6 +114,13 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	g.GET("/features/:key/users/:user", s.userHistory)
 	g.GET("/features/:key/exposures", s.exposures)
 	g.POST("/exposures", s.addExposures)
+	g.GET("/ramps", s.listRamps)
+	g.GET("/features/:key/ramps", s.listRamps)
+	g.POST("/features/:key/ramps", s.createRamp)
+	g.GET("/features/:key/ramps/:id", s.getRamp)
+	g.POST("/features/:key/ramps/:id/pause", s.pauseRamp)
+	g.POST("/features/:key/ramps/:id/resume", s.resumeRamp)
+	g.POST("/features/:key/ramps/:id/cancel", s.cancelRamp)
 	return e
 }
 

@@ -282,6 +282,14 @@ func (s *Service) current(ctx context.Context, key string, opts ChangeOptions) (
 
 // apply makes ch a new version of cur. The caller holds s.mu.
 func (s *Service) apply(ctx context.Context, cur *compiled, ch Change, opts ChangeOptions) (Result, error) {
+	return s.applyWith(ctx, cur, ch, opts, func(f Feature, v Version) error {
+		return s.store.UpdateFeature(ctx, f, v)
+	})
+}
+
+// applyWith is apply, the new version written by save. The caller holds
+// s.mu.
+func (s *Service) applyWith(ctx context.Context, cur *compiled, ch Change, opts ChangeOptions, save func(Feature, Version) error) (Result, error) {
 	next := cur.feature.Clone()
 	if err := ch.apply(&next); err != nil {
 		return Result{}, &changeError{err}
@@ -301,7 +309,7 @@ func (s *Service) apply(ctx context.Context, cur *compiled, ch Change, opts Chan
 		return res, nil
 	}
 	v := Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: ch.summary, Config: next, Report: rep}
-	if err := s.store.UpdateFeature(ctx, next, v); err != nil {
+	if err := save(next, v); err != nil {
 		return Result{}, err // on EConflict onFresh reloads
 	}
 	s.swap(next.Key, cc)

@@ -76,6 +76,8 @@ type Store interface {
 	// saved, for readiness checks. It answers within about a second, with
 	// EUnavailable when the database cannot be written.
 	CheckWrite(ctx context.Context) error
+
+	RampStore
 }
 
 // CommitKind says what a commit changed.

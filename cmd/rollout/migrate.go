@@ -95,6 +95,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fmt.Fprintf(stdout, "  features   %d (%d versions)\n", sum.features, sum.versions)
 	fmt.Fprintf(stdout, "  tokens     %d (%d revoked)\n", sum.tokens, sum.revoked)
 	fmt.Fprintf(stdout, "  exposures  %d evaluations\n", sum.exposures)
+	fmt.Fprintf(stdout, "  ramps      %d\n", sum.ramps)
 
 	return verify(ctx, src, dst, srcName, dstName, stdout, stderr)
 }
@@ -164,6 +165,13 @@ func checkEmpty(ctx context.Context, s migrationStore) error {
 	if err != nil {
 		return err
 	}
+	ramps, err := s.Ramps(ctx, "")
+	if err != nil {
+		return err
+	}
+	if len(ramps) > 0 {
+		return fmt.Errorf("it is not empty (%d ramps)", len(ramps))
+	}
 	if len(features) > 0 || len(tokens) > 0 || rev > 0 {
 		return fmt.Errorf("it is not empty (%d features, %d tokens, %d commits)", len(features), len(tokens), rev)
 	}
@@ -175,10 +183,12 @@ type migration struct {
 	features, versions int
 	tokens, revoked    int
 	exposures          int64
+	ramps              int
 }
 
 // migrateStores copies every feature with its history and exposure counts,
-// and every token, from src into the empty dst. History is replayed version
+// every token and every ramp (as it stands: state, steps, revision), from
+// src into the empty dst. History is replayed version
 // by version through CreateFeature and UpdateFeature, so dst holds the same
 // entries; the last write is the feature as src stores it now. It fails if
 // src takes a commit meanwhile.
@@ -225,6 +235,16 @@ func migrateStores(ctx context.Context, src, dst migrationStore) (migration, err
 			sum.revoked++
 		}
 	}
+	ramps, err := src.Ramps(ctx, "")
+	if err != nil {
+		return sum, err
+	}
+	for _, r := range ramps {
+		if err := dst.CreateRamp(ctx, r); err != nil {
+			return sum, fmt.Errorf("copy ramp %s of feature %q: %w", r.ID, r.Feature, err)
+		}
+	}
+	sum.ramps = len(ramps)
 	after, err := src.Revision(ctx)
 	if err != nil {
 		return sum, err
@@ -349,7 +369,54 @@ func verifyMigration(ctx context.Context, src, dst migrationStore) ([]string, er
 	if err != nil {
 		return nil, err
 	}
+	out = append(out, diffs...)
+	diffs, err = compareRamps(ctx, src, dst)
+	if err != nil {
+		return nil, err
+	}
 	return append(out, diffs...), nil
+}
+
+// compareRamps compares the ramps of src and dst by ID, as their JSON.
+func compareRamps(ctx context.Context, src, dst migrationStore) ([]string, error) {
+	read := func(s migrationStore) (map[string]string, error) {
+		rs, err := s.Ramps(ctx, "")
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[string]string, len(rs))
+		for _, r := range rs {
+			b, err := json.Marshal(r)
+			if err != nil {
+				return nil, err
+			}
+			out[r.ID] = string(b)
+		}
+		return out, nil
+	}
+	srcRamps, err := read(src)
+	if err != nil {
+		return nil, err
+	}
+	dstRamps, err := read(dst)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, id := range sortedKeys(srcRamps) {
+		switch got, ok := dstRamps[id]; {
+		case !ok:
+			out = append(out, fmt.Sprintf("ramp %s: missing from the target", id))
+		case got != srcRamps[id]:
+			out = append(out, fmt.Sprintf("ramp %s: differs", id))
+		}
+	}
+	for _, id := range sortedKeys(dstRamps) {
+		if _, ok := srcRamps[id]; !ok {
+			out = append(out, fmt.Sprintf("ramp %s: in the target only", id))
+		}
+	}
+	return out, nil
 }
 
 // compareFeature compares the feature f of src with g of dst.

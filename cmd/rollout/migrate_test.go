@@ -51,6 +51,10 @@ func serviceDatabase(t *testing.T) (path string, secrets map[string]bool) {
 	evaluate("banner")
 	evaluate("gone")
 	s.must(204, "DELETE", "/api/features/gone", nil)
+	// Ramps: one canceled, one active whose steps are years away.
+	ramp := s.must(201, "POST", "/api/features/search/ramps", map[string]any{"bucket": "A", "steps": []float64{0.5, 1}, "every": "24h", "start": "2099-01-01T00:00:00Z"})
+	s.must(200, "POST", "/api/features/search/ramps/"+ramp["ramp"].(map[string]any)["id"].(string)+"/cancel", nil)
+	s.must(201, "POST", "/api/features/search/ramps", map[string]any{"bucket": "B", "steps": []float64{0.9}, "at": []string{"2099-01-01T00:00:00Z"}, "max_churn": 0.4})
 	s.stop() // flushes the evaluation counts
 
 	secrets = map[string]bool{}
@@ -95,6 +99,7 @@ type storeContents struct {
 	Exposures map[string][]rollout.Exposure
 	Users     map[string][]rollout.Assignment // by feature key and user
 	Tokens    []rollout.Token
+	Ramps     []rollout.Ramp
 }
 
 // contents reads s. Times of history entries and tokens are cut to the
@@ -138,6 +143,9 @@ func contents(t *testing.T, s migrationStore) storeContents {
 	if c.Tokens, err = s.Tokens(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if c.Ramps, err = s.Ramps(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
 	for i, tok := range c.Tokens {
 		c.Tokens[i].CreatedAt = tok.CreatedAt.Truncate(time.Microsecond)
 		if tok.RevokedAt != nil {
@@ -179,14 +187,14 @@ func TestMigrateSQLiteToPostgresAndBack(t *testing.T) {
 	if err != nil {
 		t.Fatalf("rollout migrate: %v\n%s%s", err, stdout, stderr)
 	}
-	for _, want := range []string{"features   3 (9 versions)", "tokens     4 (2 revoked)", "exposures  250 evaluations", "Verified"} {
+	for _, want := range []string{"features   3 (9 versions)", "tokens     4 (2 revoked)", "exposures  250 evaluations", "ramps      2", "Verified"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("rollout migrate printed %q, want it to say %q", stdout, want)
 		}
 	}
 	src, pg := openSQLite(t, path), openPostgres(t, dsn)
 	c := contents(t, src)
-	if len(c.Features) != 3 || len(c.Versions["checkout"]) != 5 || len(c.Tokens) != 4 || c.Features[0].Enabled {
+	if len(c.Features) != 3 || len(c.Versions["checkout"]) != 5 || len(c.Tokens) != 4 || c.Features[0].Enabled || len(c.Ramps) != 2 {
 		t.Fatalf("the source is not what the test made: %d features, %d versions of checkout, %d tokens, banner enabled %v",
 			len(c.Features), len(c.Versions["checkout"]), len(c.Tokens), c.Features[0].Enabled)
 	}

@@ -119,23 +119,29 @@ func (db *DB) UpdateFeature(ctx context.Context, f rollout.Feature, v rollout.Ve
 		return fmt.Errorf("update feature %q: %w", f.Key, err)
 	}
 	return db.writeTx(ctx, fmt.Sprintf("update feature %q", f.Key), func(tx pgx.Tx) error {
-		var id string
-		err := tx.QueryRow(ctx, `
-			UPDATE features SET version = $1, config = $2, updated_at = $3
-			WHERE key = $4 AND version = $5 AND ($6 = '' OR id = $6)
-			RETURNING id`,
-			f.Version, config, f.UpdatedAt.UTC(), f.Key, f.Version-1, f.ID).Scan(&id)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return whyNotWritten(ctx, tx, f.Key, f.ID, f.Version-1)
-		}
-		if err != nil {
-			return err
-		}
-		if err := insertVersion(ctx, tx, id, v); err != nil {
-			return err
-		}
-		return addCommit(ctx, tx, rollout.CommitFeature, f.Key, db.now())
+		return db.updateFeature(ctx, tx, f, config, v)
 	})
+}
+
+// updateFeature writes f (config encoded) over the stored feature of its
+// key if that is at version f.Version-1, appends v and the commit.
+func (db *DB) updateFeature(ctx context.Context, tx pgx.Tx, f rollout.Feature, config string, v rollout.Version) error {
+	var id string
+	err := tx.QueryRow(ctx, `
+		UPDATE features SET version = $1, config = $2, updated_at = $3
+		WHERE key = $4 AND version = $5 AND ($6 = '' OR id = $6)
+		RETURNING id`,
+		f.Version, config, f.UpdatedAt.UTC(), f.Key, f.Version-1, f.ID).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return whyNotWritten(ctx, tx, f.Key, f.ID, f.Version-1)
+	}
+	if err != nil {
+		return err
+	}
+	if err := insertVersion(ctx, tx, id, v); err != nil {
+		return err
+	}
+	return addCommit(ctx, tx, rollout.CommitFeature, f.Key, db.now())
 }
 
 // DeleteFeature removes the feature key, which must be at the given

@@ -59,6 +59,8 @@ var cases = []struct {
 	{"session key", testSessionKey},
 	{"ended sessions", testEndedSessions},
 	{"check write", testCheckWrite},
+	{"ramps", testRamps},
+	{"ramp step applies once", testRampStep},
 }
 
 // t0 has nanoseconds: a feature's times must come back exact from every

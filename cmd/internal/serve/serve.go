@@ -76,6 +76,10 @@ type Server struct {
 	// IdleTimeout closes keep-alive connections idle this long; 0 means
 	// DefaultIdleTimeout.
 	IdleTimeout time.Duration
+	// RampInterval is how often the ramp runner (rollout.Service.RunRamps)
+	// looks for due ramp steps; 0 means rollout.DefaultRampInterval. Every
+	// instance runs it; each step applies once whichever does.
+	RampInterval time.Duration
 
 	db      Store
 	close   func() error // closes db
@@ -83,9 +87,10 @@ type Server struct {
 	srv     *http.Server
 	conns   *connLimiter
 	err     chan error
-	stop    context.CancelFunc // stops the flusher and the follower
+	stop    context.CancelFunc // stops the flusher, the follower and the ramp runner
 	flushed chan struct{}      // closed when the flusher has made its last flush
 	stopped chan struct{}      // closed when the follower has returned
+	ramped  chan struct{}      // closed when the ramp runner has returned
 }
 
 // Store is what the service needs of its database.
@@ -233,6 +238,13 @@ func (s *Server) Open(ctx context.Context) error {
 			s.Log.Error("flush evaluation counts", "err", err)
 		})
 	}()
+	s.ramped = make(chan struct{})
+	go func() {
+		defer close(s.ramped)
+		svc.RunRamps(bg, s.RampInterval, func(err error) {
+			s.Log.Error("apply ramp steps", "err", err)
+		})
+	}()
 	follow := rollout.FollowOptions{
 		Interval: orDefault(s.SyncInterval, rollout.DefaultSyncInterval),
 		Committed: func(commits []rollout.Commit) {
@@ -327,6 +339,7 @@ func (s *Server) Close() error {
 		s.stop() // the flusher flushes once more, after the last request
 		<-s.flushed
 		<-s.stopped
+		<-s.ramped
 	}
 	if s.close != nil {
 		errs = append(errs, s.close())

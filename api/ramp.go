@@ -1,0 +1,140 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// rampRequest is the body of POST /api/features/K/ramps. The steps' times
+// are either every (a Go duration such as "24h") from start (default now),
+// or at, one RFC 3339 time per step.
+type rampRequest struct {
+	Bucket    string    `json:"bucket"`
+	Steps     []float64 `json:"steps"`
+	Every     string    `json:"every"`
+	Start     string    `json:"start"`
+	At        []string  `json:"at"`
+	MaxChurn  *float64  `json:"max_churn"`
+	Tolerance *float64  `json:"tolerance"`
+}
+
+// spec reads the request into a ramp's spec, refusing what is not well
+// formed; the domain judges the rest.
+func (req rampRequest) spec() (rollout.RampSpec, error) {
+	sp := rollout.RampSpec{Bucket: req.Bucket, Shares: req.Steps, MaxChurn: req.MaxChurn}
+	if req.Bucket == "" {
+		return sp, badRequest(`give the bucket to ramp and its shares: {"bucket":"on","steps":[0.05,0.25,1],"every":"24h"}`)
+	}
+	if req.Every != "" {
+		d, err := time.ParseDuration(req.Every)
+		if err != nil {
+			return sp, badRequest("every %q is not a duration: write it as Go does, such as \"24h\" or \"90m\"", req.Every)
+		}
+		if d <= 0 {
+			return sp, badRequest("every %q must be a positive duration, such as \"24h\"", req.Every)
+		}
+		sp.Every = d
+	}
+	parse := func(field, v string) (time.Time, error) {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return t, badRequest("%s %q is not a time: write it in RFC 3339, such as \"2026-03-01T09:00:00Z\"", field, v)
+		}
+		return t, nil
+	}
+	if req.Start != "" {
+		t, err := parse("start", req.Start)
+		if err != nil {
+			return sp, err
+		}
+		sp.Start = t
+	}
+	for _, v := range req.At {
+		t, err := parse("at", v)
+		if err != nil {
+			return sp, err
+		}
+		sp.At = append(sp.At, t)
+	}
+	if req.Tolerance != nil {
+		if *req.Tolerance <= 0 {
+			return sp, badRequest("tolerance %v is out of range: give a fraction of users above 0, such as 0.005 for half a percentage point", *req.Tolerance)
+		}
+		sp.Tolerance = *req.Tolerance
+	}
+	return sp, nil
+}
+
+// createRamp is POST /api/features/K/ramps: a scheduled ramp of one bucket,
+// stored; its steps apply at their times on whichever instance runs the
+// ramp runner first.
+func (s *Server) createRamp(c echo.Context) error {
+	var req rampRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	sp, err := req.spec()
+	if err != nil {
+		return err
+	}
+	r, err := s.svc.CreateRamp(c.Request().Context(), pathParam(c, "key"), sp, actorOf(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, map[string]any{"ramp": r})
+}
+
+// listRamps is GET /api/features/K/ramps and, without a key, GET
+// /api/ramps: the ramps, oldest first, with their state and reasons.
+func (s *Server) listRamps(c echo.Context) error {
+	rs, err := s.svc.Ramps(c.Request().Context(), pathParam(c, "key"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"ramps": rs})
+}
+
+// getRamp is GET /api/features/K/ramps/ID.
+func (s *Server) getRamp(c echo.Context) error {
+	r, err := s.svc.Ramp(c.Request().Context(), pathParam(c, "key"), pathParam(c, "id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"ramp": r})
+}
+
+// pauseRamp, resumeRamp and cancelRamp are POST
+// /api/features/K/ramps/ID/pause, …/resume and …/cancel.
+func (s *Server) pauseRamp(c echo.Context) error {
+	return s.moveRamp(c, func(key, id string) (rollout.Ramp, error) {
+		return s.svc.PauseRamp(c.Request().Context(), key, id, actorOf(c))
+	})
+}
+
+func (s *Server) resumeRamp(c echo.Context) error {
+	return s.moveRamp(c, func(key, id string) (rollout.Ramp, error) {
+		return s.svc.ResumeRamp(c.Request().Context(), key, id)
+	})
+}
+
+func (s *Server) cancelRamp(c echo.Context) error {
+	return s.moveRamp(c, func(key, id string) (rollout.Ramp, error) {
+		return s.svc.CancelRamp(c.Request().Context(), key, id, actorOf(c))
+	})
+}
+
+func (s *Server) moveRamp(c echo.Context, move func(key, id string) (rollout.Ramp, error)) error {
+	var none struct{}
+	if err := decodeOptional(c, &none); err != nil {
+		return err
+	}
+	r, err := move(pathParam(c, "key"), pathParam(c, "id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"ramp": r})
+}

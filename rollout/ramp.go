@@ -1,0 +1,539 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Scheduled ramps. A ramp grows one bucket of a feature to a list of shares,
+// one step at a time at the step's time. Each step is an ordinary change of
+// the feature (actor RampActor, the step named in the summary) that only
+// adds replicas to the bucket, and the last step of share 1 removes the
+// other buckets: adding the next replica of a bucket moves users only into
+// it, so a user who enters the bucket at one step stays in it at every
+// later step.
+//
+// Ramps are stored. The runner (RunRamps, or ApplyDueRamps called by hand)
+// reads the active ramps from the store and applies the steps that are due;
+// a step's feature change and the ramp's advance are written in one store
+// transaction, conditional on the feature's version and on the ramp's
+// revision (ApplyRampStep), so that of several instances racing to apply
+// the same step exactly one succeeds and the others write nothing.
+
+// RampActor is the actor of the versions ramps make.
+const RampActor = "ramp"
+
+// MaxRampSteps is the most steps one ramp may have.
+const MaxRampSteps = 100
+
+// RampState is where a ramp stands.
+type RampState string
+
+// The states of a ramp. Active and paused ramps are live: a feature has at
+// most one live ramp.
+const (
+	RampActive   RampState = "active"   // steps apply at their times
+	RampPaused   RampState = "paused"   // by hand or by a step that could not apply; Reason says why
+	RampCanceled RampState = "canceled" // by hand; no step applies again
+	RampDone     RampState = "done"     // every step applied
+)
+
+// RampStep is one step of a ramp: the bucket's share from At on, and once
+// applied what it did.
+type RampStep struct {
+	Share float64   `json:"share"`
+	At    time.Time `json:"at"`
+	// Applied is when the step was applied; nil until then.
+	Applied *time.Time `json:"applied,omitempty"`
+	// Version is the feature's version the step made; 0 when the bucket
+	// already had the share and nothing needed to change.
+	Version int `json:"version,omitempty"`
+	// Replicas and Reached are the bucket's replicas and exact share after
+	// the step.
+	Replicas int     `json:"replicas,omitempty"`
+	Reached  float64 `json:"reached,omitempty"`
+}
+
+// Ramp is a scheduled ramp of one bucket of a feature.
+type Ramp struct {
+	ID        string     `json:"id"`
+	Feature   string     `json:"feature"`    // the feature's key
+	FeatureID string     `json:"feature_id"` // the feature's ID: a feature made again under the key is another
+	Bucket    string     `json:"bucket"`
+	Steps     []RampStep `json:"steps"`
+	// MaxChurn, when not nil, pauses the ramp instead of applying a step
+	// that would move more than this fraction of users.
+	MaxChurn  *float64  `json:"max_churn"`
+	Tolerance float64   `json:"tolerance"`
+	State     RampState `json:"state"`
+	// Reason says why the ramp is paused (or was, before it resumed).
+	Reason string `json:"reason,omitempty"`
+	// Next is the index of the next step to apply; len(Steps) when done.
+	Next int `json:"next"`
+	// Replicas is the bucket's replica count after the ramp's last step
+	// (at creation, the count then): a feature whose bucket has fewer has
+	// been changed by hand in a way the ramp cannot continue from.
+	Replicas  int       `json:"replicas"`
+	Actor     string    `json:"actor"`
+	Revision  int       `json:"revision"` // grows by one with each update of the ramp
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Live reports whether the ramp may still apply steps (active or paused).
+func (r Ramp) Live() bool { return r.State == RampActive || r.State == RampPaused }
+
+// Clone returns a deep copy of r.
+func (r Ramp) Clone() Ramp {
+	r.Steps = slices.Clone(r.Steps)
+	for i, st := range r.Steps {
+		if st.Applied != nil {
+			at := *st.Applied
+			r.Steps[i].Applied = &at
+		}
+	}
+	if r.MaxChurn != nil {
+		m := *r.MaxChurn
+		r.MaxChurn = &m
+	}
+	return r
+}
+
+// RampSpec is what a new ramp asks for: the bucket, its shares, and their
+// times, either Every apart from Start (the first step at Start) or At,
+// one time per share.
+type RampSpec struct {
+	Bucket    string
+	Shares    []float64
+	Every     time.Duration
+	Start     time.Time // zero: now
+	At        []time.Time
+	MaxChurn  *float64
+	Tolerance float64 // 0: DefaultTolerance
+}
+
+// steps validates the spec and returns its steps, timed from now.
+func (sp RampSpec) steps(now time.Time) ([]RampStep, error) {
+	n := len(sp.Shares)
+	switch {
+	case n == 0:
+		return nil, Errorf(EInvalid, "a ramp needs at least one step: give steps, the bucket's shares in increasing order, e.g. [0.05, 0.25, 1]")
+	case n > MaxRampSteps:
+		return nil, Errorf(EInvalid, "a ramp has at most %d steps, got %d", MaxRampSteps, n)
+	}
+	for i, s := range sp.Shares {
+		if math.IsNaN(s) || s <= 0 || s > 1 {
+			return nil, Errorf(EInvalid, "step %d has share %v: each step's share must be above 0 and at most 1", i+1, s)
+		}
+		if i > 0 && s <= sp.Shares[i-1] {
+			return nil, Errorf(EInvalid, "step %d has share %v, not above step %d's %v: a ramp's shares must increase", i+1, s, i, sp.Shares[i-1])
+		}
+	}
+	if sp.MaxChurn != nil && (math.IsNaN(*sp.MaxChurn) || *sp.MaxChurn < 0 || *sp.MaxChurn > 1) {
+		return nil, Errorf(EInvalid, "max_churn must be a fraction of users from 0 to 1, got %v", *sp.MaxChurn)
+	}
+	if math.IsNaN(sp.Tolerance) || sp.Tolerance < 0 || sp.Tolerance >= 0.5 {
+		return nil, Errorf(EInvalid, "tolerance must be a fraction from 0 to 0.5, got %v", sp.Tolerance)
+	}
+	steps := make([]RampStep, n)
+	switch {
+	case len(sp.At) > 0 && (sp.Every != 0 || !sp.Start.IsZero()):
+		return nil, Errorf(EInvalid, "give either the steps' times (at) or every (with an optional start), not both")
+	case len(sp.At) > 0:
+		if len(sp.At) != n {
+			return nil, Errorf(EInvalid, "%d times (at) for %d steps: give one time per step", len(sp.At), n)
+		}
+		for i, at := range sp.At {
+			if i > 0 && !at.After(sp.At[i-1]) {
+				return nil, Errorf(EInvalid, "step %d's time %s is not after step %d's %s: times must increase", i+1, at.UTC().Format(time.RFC3339), i, sp.At[i-1].UTC().Format(time.RFC3339))
+			}
+			steps[i] = RampStep{Share: sp.Shares[i], At: at.UTC()}
+		}
+	default:
+		if sp.Every <= 0 && n > 1 {
+			return nil, Errorf(EInvalid, "every must be a positive duration such as \"24h\", got %s", sp.Every)
+		}
+		start := sp.Start
+		if start.IsZero() {
+			start = now
+		}
+		for i := range steps {
+			steps[i] = RampStep{Share: sp.Shares[i], At: start.Add(time.Duration(i) * sp.Every).UTC()}
+		}
+	}
+	return steps, nil
+}
+
+// RampStore keeps ramps. Each method is atomic.
+//
+// Errors: an *Error with ENotFound when the ramp (or, for ApplyRampStep,
+// the feature) does not exist, EConflict when CreateRamp finds a live ramp
+// of the same feature, or UpdateRamp/ApplyRampStep find the stored ramp is
+// not at revision r.Revision-1 or the feature is not at version
+// f.Version-1; EUnavailable as for Store.
+type RampStore interface {
+	// CreateRamp stores a new ramp at revision 1.
+	CreateRamp(ctx context.Context, r Ramp) error
+	// Ramp returns one ramp.
+	Ramp(ctx context.Context, id string) (Ramp, error)
+	// Ramps returns the ramps of the feature key (every feature's when key
+	// is ""), oldest first.
+	Ramps(ctx context.Context, key string) ([]Ramp, error)
+	// UpdateRamp replaces the stored ramp, which must be at revision
+	// r.Revision-1, with r.
+	UpdateRamp(ctx context.Context, r Ramp) error
+	// ApplyRampStep does what UpdateFeature(f, v) and UpdateRamp(r) do, in
+	// one transaction: both or neither.
+	ApplyRampStep(ctx context.Context, f Feature, v Version, r Ramp) error
+}
+
+// CreateRamp stores a new active ramp of the feature key. It returns
+// ENotFound for no such feature or bucket, EInvalid for a bad spec or a
+// ramp whose last share the bucket has already, and EConflict when the
+// feature has a live ramp already.
+func (s *Service) CreateRamp(ctx context.Context, key string, spec RampSpec, actorName string) (Ramp, error) {
+	c, err := s.known(ctx, key)
+	if err != nil {
+		return Ramp{}, err
+	}
+	now := s.now().UTC()
+	steps, err := spec.steps(now)
+	if err != nil {
+		return Ramp{}, err
+	}
+	b, ok := c.feature.Bucket(spec.Bucket)
+	if !ok {
+		return Ramp{}, Errorf(ENotFound, "feature %q has no bucket %q: ramp one of its buckets", key, spec.Bucket)
+	}
+	last := steps[len(steps)-1].Share
+	if share := c.feature.Ring().Shares()[b.Name]; share >= last {
+		return Ramp{}, Errorf(EInvalid, "bucket %q already has %s of users, at least the ramp's last step (%s): nothing to ramp", b.Name, percent(share), percent(last))
+	}
+	tol := spec.Tolerance
+	if tol == 0 {
+		tol = DefaultTolerance
+	}
+	r := Ramp{
+		ID: uuid.NewString(), Feature: key, FeatureID: c.feature.ID, Bucket: b.Name,
+		Steps: steps, MaxChurn: spec.MaxChurn, Tolerance: tol, State: RampActive,
+		Replicas: b.Replicas, Actor: actor(ChangeOptions{Actor: actorName}), Revision: 1,
+		CreatedAt: now, UpdatedAt: now,
+	}
+	if err := s.store.CreateRamp(ctx, r); err != nil {
+		return Ramp{}, err
+	}
+	return r, nil
+}
+
+// Ramps returns the ramps of the feature key, or of every feature when key
+// is "", oldest first.
+func (s *Service) Ramps(ctx context.Context, key string) ([]Ramp, error) {
+	if key != "" {
+		if _, err := s.known(ctx, key); err != nil {
+			return nil, err
+		}
+	}
+	return s.store.Ramps(ctx, key)
+}
+
+// Ramp returns the ramp id of the feature key; ENotFound when the feature
+// has no such ramp.
+func (s *Service) Ramp(ctx context.Context, key, id string) (Ramp, error) {
+	r, err := s.store.Ramp(ctx, id)
+	if err == nil && r.Feature != key {
+		err = Errorf(ENotFound, "feature %q has no ramp %q", key, id)
+	}
+	return r, err
+}
+
+// PauseRamp pauses the active ramp id of the feature key. It returns
+// EConflict when the ramp is not active.
+func (s *Service) PauseRamp(ctx context.Context, key, id, actorName string) (Ramp, error) {
+	return s.moveRamp(ctx, key, id, func(r *Ramp) error {
+		if r.State != RampActive {
+			return Errorf(EConflict, "ramp %q is %s, not active: only an active ramp can be paused", id, r.State)
+		}
+		r.State, r.Reason = RampPaused, "paused by "+actor(ChangeOptions{Actor: actorName})
+		return nil
+	})
+}
+
+// ResumeRamp makes the paused ramp id active again; steps whose time has
+// passed apply at the runner's next pass, one after the other. It returns
+// EConflict when the ramp is not paused.
+func (s *Service) ResumeRamp(ctx context.Context, key, id string) (Ramp, error) {
+	return s.moveRamp(ctx, key, id, func(r *Ramp) error {
+		if r.State != RampPaused {
+			return Errorf(EConflict, "ramp %q is %s, not paused: only a paused ramp can be resumed", id, r.State)
+		}
+		r.State, r.Reason = RampActive, ""
+		return nil
+	})
+}
+
+// CancelRamp ends the live ramp id for good; the feature keeps the steps
+// applied so far. It returns EConflict when the ramp is done or canceled.
+func (s *Service) CancelRamp(ctx context.Context, key, id, actorName string) (Ramp, error) {
+	return s.moveRamp(ctx, key, id, func(r *Ramp) error {
+		if !r.Live() {
+			return Errorf(EConflict, "ramp %q is %s already", id, r.State)
+		}
+		r.State, r.Reason = RampCanceled, "canceled by "+actor(ChangeOptions{Actor: actorName})
+		return nil
+	})
+}
+
+// moveRamp applies move to the stored ramp and stores the result, reading
+// the ramp again when a step (or another instance) updated it meanwhile.
+func (s *Service) moveRamp(ctx context.Context, key, id string, move func(*Ramp) error) (Ramp, error) {
+	for attempt := 0; ; attempt++ {
+		r, err := s.Ramp(ctx, key, id)
+		if err != nil {
+			return Ramp{}, err
+		}
+		if err := move(&r); err != nil {
+			return Ramp{}, err
+		}
+		r.Revision++
+		r.UpdatedAt = s.now().UTC()
+		err = s.store.UpdateRamp(ctx, r)
+		if ErrorCode(err) == EConflict && attempt < 3 {
+			continue
+		}
+		return r, err
+	}
+}
+
+// maxRampConflicts is how many times one pass of ApplyDueRamps reads a
+// ramp again after losing a race for it before leaving it to the next pass.
+const maxRampConflicts = 3
+
+// DefaultRampInterval is how often RunRamps looks for due steps when given
+// no interval.
+const DefaultRampInterval = 10 * time.Second
+
+// RunRamps applies the ramps' due steps (ApplyDueRamps) at once and then
+// at every interval (0: DefaultRampInterval) until ctx is done. Every
+// instance may run it: each step applies exactly once whichever instances
+// run it. Failures go to report (nil drops them).
+func (s *Service) RunRamps(ctx context.Context, interval time.Duration, report func(error)) {
+	if interval <= 0 {
+		interval = DefaultRampInterval
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		if _, err := s.ApplyDueRamps(ctx); err != nil && ctx.Err() == nil && report != nil {
+			report(err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// ApplyDueRamps applies, for every active ramp, the steps whose time has
+// come, in order; a step that cannot apply pauses its ramp with the reason.
+// It returns how many steps this call applied. A step another instance
+// applied first is not applied again.
+func (s *Service) ApplyDueRamps(ctx context.Context) (int, error) {
+	ramps, err := s.store.Ramps(ctx, "")
+	if err != nil {
+		return 0, fmt.Errorf("read ramps: %w", err)
+	}
+	applied := 0
+	var errs []error
+	for _, r := range ramps {
+		conflicts := 0
+		for r.State == RampActive && r.Next < len(r.Steps) && !r.Steps[r.Next].At.After(s.now()) {
+			next, did, err := s.stepRamp(ctx, r)
+			if code := ErrorCode(err); (code == EConflict || code == ENotFound) && conflicts < maxRampConflicts {
+				// Another instance moved the ramp or the feature on:
+				// read the ramp again and go on from where it stands.
+				conflicts++
+				next, err = s.store.Ramp(ctx, r.ID)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("ramp %s of feature %q: %w", r.ID, r.Feature, err))
+				break
+			}
+			if did {
+				applied++
+			}
+			r = next
+		}
+	}
+	return applied, errors.Join(errs...)
+}
+
+// stepRamp applies r's next step and returns the ramp as stored after it,
+// and whether it changed the feature. A step that cannot apply pauses r.
+func (s *Service) stepRamp(ctx context.Context, r Ramp) (Ramp, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, err := s.reload(ctx, r.Feature)
+	if err != nil {
+		return r, false, err
+	}
+	i, step := r.Next, r.Steps[r.Next]
+	now := s.now().UTC()
+	pause := func(format string, args ...any) (Ramp, bool, error) {
+		next := r.Clone()
+		next.State, next.Reason = RampPaused, fmt.Sprintf("step %d of %d: ", i+1, len(r.Steps))+fmt.Sprintf(format, args...)
+		next.Revision++
+		next.UpdatedAt = now
+		return next, false, s.store.UpdateRamp(ctx, next)
+	}
+	if cur == nil || cur.feature.ID != r.FeatureID {
+		return pause("feature %q was deleted", r.Feature)
+	}
+	f := cur.feature
+	b, ok := f.Bucket(r.Bucket)
+	if !ok {
+		return pause("bucket %q was removed from the feature by hand", r.Bucket)
+	}
+	if b.Replicas < r.Replicas {
+		return pause("bucket %q has %d replicas, fewer than the %d of the ramp's last step: it was lowered by hand, and growing it again would move users out and back in; cancel this ramp and start a new one", r.Bucket, b.Replicas, r.Replicas)
+	}
+	var ch Change
+	replicas, reached := b.Replicas, 1.0
+	if step.Share >= 1 {
+		ch = rampFinal(r.Bucket, fmt.Sprintf("ramp %s: step %d of %d, %s", r.Bucket, i+1, len(r.Steps), percent(step.Share)))
+	} else {
+		replicas, reached, err = rampReplicas(f, r.Bucket, step.Share, r.Tolerance)
+		if err != nil {
+			return pause("%s", messageOf(err))
+		}
+		ch = rampReplicasChange(r.Bucket, replicas, fmt.Sprintf("ramp %s: step %d of %d, %s", r.Bucket, i+1, len(r.Steps), percent(step.Share)))
+	}
+	next := r.Clone()
+	next.Next++
+	next.Revision++
+	next.UpdatedAt = now
+	next.Replicas = replicas
+	next.Steps[i].Applied, next.Steps[i].Replicas, next.Steps[i].Reached = &now, replicas, reached
+	if next.Next == len(next.Steps) {
+		next.State = RampDone
+	}
+	if step.Share < 1 && replicas == b.Replicas || step.Share >= 1 && len(f.Buckets) == 1 {
+		// The bucket has the share already (changed by hand): nothing
+		// to change, the step is done.
+		return next, false, s.store.UpdateRamp(ctx, next)
+	}
+	opts := ChangeOptions{Actor: RampActor, MaxChurn: r.MaxChurn}
+	_, err = s.applyWith(ctx, cur, ch, opts, func(f Feature, v Version) error {
+		next.Steps[i].Version = f.Version
+		return s.store.ApplyRampStep(ctx, f, v, next)
+	})
+	switch code := ErrorCode(err); {
+	case err == nil:
+		return next, true, nil
+	case code == EChurn || code == EInvalid || isChangeError(err):
+		// Over max_churn, or a change the feature refuses (the last
+		// step removing the fallback, say).
+		return pause("%s", messageOf(err))
+	}
+	return r, false, err
+}
+
+// rampReplicas returns the replicas of bucket whose exact share, the other
+// buckets of f as they are, comes closest to target: the smallest count not
+// below the bucket's current one whose share reaches target, or the count
+// just below it when that one's share falls short of target by less than
+// the other passes it (and either is within tol). It returns EInvalid when
+// no count within the feature's limits comes within tol of target.
+func rampReplicas(f Feature, bucket string, target, tol float64) (int, float64, error) {
+	counts := make(map[string]int, len(f.Buckets))
+	points := 0
+	for _, b := range f.Buckets {
+		counts[b.Name] = b.Replicas
+		points += b.Replicas
+	}
+	lo := counts[bucket]
+	hi := min(MaxReplicas, MaxPoints-(points-lo))
+	share := func(n int) float64 {
+		counts[bucket] = n
+		return mustRing(counts).Shares()[bucket]
+	}
+	if s := share(lo); s >= target-shareSlack {
+		return lo, s, nil
+	}
+	if s := share(hi); s < target-shareSlack {
+		if target-s <= tol+shareSlack {
+			return hi, s, nil
+		}
+		return 0, 0, Errorf(EInvalid, "bucket %q cannot reach %s: with the most replicas the feature's limits allow (%d) it has %s", bucket, percent(target), hi, percent(s))
+	}
+	// The bucket's share grows with its replicas: search for the smallest
+	// count that reaches target.
+	a, z := lo, hi // share(a) < target <= share(z)
+	for z-a > 1 {
+		m := (a + z) / 2
+		if share(m) >= target-shareSlack {
+			z = m
+		} else {
+			a = m
+		}
+	}
+	over, under := share(z), share(a)
+	if over-target <= tol+shareSlack && over-target <= target-under {
+		return z, over, nil
+	}
+	if target-under <= tol+shareSlack || target-under < over-target {
+		return a, under, nil
+	}
+	return z, over, nil
+}
+
+// rampReplicasChange sets the replicas of bucket, as a ramp step.
+func rampReplicasChange(bucket string, replicas int, summary string) Change {
+	ch := UpdateBucket(bucket, &replicas, nil)
+	ch.summary = summary
+	return ch
+}
+
+// rampFinal removes every bucket but bucket, as a ramp's last step.
+func rampFinal(bucket, summary string) Change {
+	return Change{
+		summary: summary,
+		apply: func(f *Feature) error {
+			for _, b := range slices.Clone(f.Buckets) {
+				if b.Name == bucket {
+					continue
+				}
+				if err := RemoveBucket(b.Name).apply(f); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}
+
+func isChangeError(err error) bool {
+	var ce *changeError
+	return errors.As(err, &ce)
+}
+
+// messageOf returns the user-facing message of err.
+func messageOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return err.Error()
+}
+
+// percent formats a fraction as a percentage with up to two decimals.
+func percent(f float64) string {
+	return strconv.FormatFloat(math.Round(f*10000)/100, 'f', -1, 64) + " %"
+}

@@ -1,0 +1,44 @@
+package rollout
+
+import (
+	"math"
+	"testing"
+)
+
+// TestRampReplicasBruteForce: the replicas a step chooses are the smallest
+// count at or above the bucket's whose exact share reaches the target, or
+// the one just below when that is closer and within tolerance; checked
+// against a scan of every count.
+func TestRampReplicasBruteForce(t *testing.T) {
+	for _, tc := range []struct {
+		on, off int
+		target  float64
+	}{{1, 50, 0.05}, {1, 50, 0.3}, {3, 3, 0.7}, {10, 200, 0.1}, {40, 200, 0.25}, {2, 100, 0.5}, {1, 9, 0.9}} {
+		f := Feature{Key: "f", Buckets: []Bucket{{Name: "on", Replicas: tc.on}, {Name: "off", Replicas: tc.off}}}
+		n, share, err := rampReplicas(f, "on", tc.target, DefaultTolerance)
+		if err != nil {
+			t.Errorf("rampReplicas(on %d, off %d, %v) = %v", tc.on, tc.off, tc.target, err)
+			continue
+		}
+		first := 0 // smallest count reaching the target
+		for k := tc.on; k <= MaxReplicas && first == 0; k++ {
+			if mustRing(map[string]int{"on": k, "off": tc.off}).Shares()["on"] >= tc.target {
+				first = k
+			}
+		}
+		want := first
+		over := mustRing(map[string]int{"on": first, "off": tc.off}).Shares()["on"] - tc.target
+		if first > tc.on {
+			under := tc.target - mustRing(map[string]int{"on": first - 1, "off": tc.off}).Shares()["on"]
+			if under < over && (under <= DefaultTolerance || over > DefaultTolerance) {
+				want = first - 1
+			}
+		}
+		if n != want {
+			t.Errorf("rampReplicas(on %d, off %d, %v) = %d (share %.4f), want %d", tc.on, tc.off, tc.target, n, share, want)
+		}
+		if got := mustRing(map[string]int{"on": n, "off": tc.off}).Shares()["on"]; math.Abs(got-share) > 1e-15 {
+			t.Errorf("rampReplicas(...) share %v, the ring says %v", share, got)
+		}
+	}
+}

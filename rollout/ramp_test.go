@@ -1,0 +1,478 @@
+package rollout_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/postgres"
+	"github.com/rollout/rollout/store/storetest"
+)
+
+// testClock is a clock tests move by hand; safe for concurrent use.
+type testClock struct{ ns atomic.Int64 }
+
+func newTestClock() *testClock {
+	c := &testClock{}
+	c.ns.Store(time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+
+func (c *testClock) Now() time.Time       { return time.Unix(0, c.ns.Load()).UTC() }
+func (c *testClock) Add(d time.Duration)  { c.ns.Add(int64(d)) }
+func (c *testClock) clock() rollout.Clock { return c.Now }
+func onOff(key string, on, off int) rollout.Feature {
+	return rollout.Feature{Key: key, Enabled: true, Salt: "salt-" + key, Buckets: []rollout.Bucket{{Name: "on", Replicas: on}, {Name: "off", Replicas: off}}}
+}
+
+// openServices returns n services over one SQLite file, as n instances.
+func openServices(t *testing.T, n int, clock rollout.Clock) []*rollout.Service {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "rollout.db")
+	var svcs []*rollout.Service
+	for range n {
+		db, err := store.Open(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		svc, err := rollout.NewService(context.Background(), db, clock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		svcs = append(svcs, svc)
+	}
+	return svcs
+}
+
+var fiveSteps = []float64{0.05, 0.1, 0.25, 0.5, 1}
+
+func mustRamp(t *testing.T, svc *rollout.Service, key string, spec rollout.RampSpec) rollout.Ramp {
+	t.Helper()
+	r, err := svc.CreateRamp(context.Background(), key, spec, "pm@example.com")
+	if err != nil {
+		t.Fatalf("CreateRamp(%s) = %v", key, err)
+	}
+	return r
+}
+
+func rampOf(t *testing.T, svc *rollout.Service, r rollout.Ramp) rollout.Ramp {
+	t.Helper()
+	got, err := svc.Ramp(context.Background(), r.Feature, r.ID)
+	if err != nil {
+		t.Fatalf("Ramp(%s) = %v", r.ID, err)
+	}
+	return got
+}
+
+// TestRampUsersStayIn: over 100,000 users, evaluated before and after each
+// step, a user in the ramped bucket is in it at every later step; each
+// step reaches its share within the tolerance and is a version by the
+// actor ramp that names the step.
+func TestRampUsersStayIn(t *testing.T) {
+	clock := newTestClock()
+	svc := openServices(t, 1, clock.clock())[0]
+	ctx := context.Background()
+	mustCreate(t, svc, onOff("f", 1, 300))
+	r := mustRamp(t, svc, "f", rollout.RampSpec{Bucket: "on", Shares: fiveSteps, Every: 24 * time.Hour})
+
+	const users = 100_000
+	inside := make([]bool, users)
+	bucketsOf := func() []string {
+		out := make([]string, users)
+		snap := svc.Snapshot()
+		for u := range users {
+			e, err := snap.Peek("f", fmt.Sprintf("user-%d", u))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[u] = e.Bucket
+		}
+		return out
+	}
+	before := bucketsOf()
+	for i, target := range fiveSteps {
+		if i > 0 {
+			// Not due yet: nothing happens a minute early.
+			clock.Add(24*time.Hour - time.Minute)
+			if n, err := svc.ApplyDueRamps(ctx); n != 0 || err != nil {
+				t.Fatalf("step %d a minute early: ApplyDueRamps = %d, %v; want 0, nil", i+1, n, err)
+			}
+			clock.Add(time.Minute)
+		}
+		if n, err := svc.ApplyDueRamps(ctx); n != 1 || err != nil {
+			t.Fatalf("step %d: ApplyDueRamps = %d, %v; want 1, nil", i+1, n, err)
+		}
+		after := bucketsOf()
+		entered, in := 0, 0
+		for u := range users {
+			if inside[u] && after[u] != "on" {
+				t.Fatalf("step %d: user-%d was in on, is now in %q", i+1, u, after[u])
+			}
+			if before[u] != "on" && after[u] == "on" {
+				entered++
+			}
+			if after[u] == "on" {
+				inside[u] = true
+				in++
+			}
+		}
+		shares, _ := svc.Snapshot().Shares("f")
+		if math.Abs(shares["on"]-target) > rollout.DefaultTolerance+1e-12 {
+			t.Errorf("step %d: on's share %.4f, want %.4f within %.3f", i+1, shares["on"], target, rollout.DefaultTolerance)
+		}
+		if got := float64(in) / users; math.Abs(got-shares["on"]) > 0.01 {
+			t.Errorf("step %d: %.4f of the sampled users in on, the ring says %.4f", i+1, got, shares["on"])
+		}
+		if entered == 0 {
+			t.Errorf("step %d: no user entered on", i+1)
+		}
+		before = after
+	}
+	f, _ := svc.Snapshot().Feature("f")
+	if len(f.Buckets) != 1 || f.Buckets[0].Name != "on" {
+		t.Errorf("after the last step the buckets are %v, want on alone", f.Buckets)
+	}
+	vs, err := svc.Versions(ctx, "f", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) != 6 {
+		t.Fatalf("history has %d versions, want 6 (created and 5 steps)", len(vs))
+	}
+	for i, v := range vs[:5] {
+		step := 5 - i
+		want := fmt.Sprintf("ramp on: step %d of 5, %g %%", step, 100*fiveSteps[step-1])
+		if v.Actor != rollout.RampActor || v.Summary != want {
+			t.Errorf("version %d: actor %q, summary %q; want %q, %q", v.Version, v.Actor, v.Summary, rollout.RampActor, want)
+		}
+	}
+	got := rampOf(t, svc, r)
+	if got.State != rollout.RampDone || got.Next != 5 {
+		t.Errorf("ramp is %s at step %d, want done at 5", got.State, got.Next)
+	}
+	for i, st := range got.Steps {
+		if st.Version != i+2 || st.Applied == nil {
+			t.Errorf("step %d: version %d, applied %v; want version %d, a time", i+1, st.Version, st.Applied, i+2)
+		}
+	}
+}
+
+// TestRampExactlyOnce: two services over one database, as two instances,
+// each with two runners applying due steps at the same time: every step
+// applies once, and the history holds one version per step.
+func TestRampExactlyOnce(t *testing.T) {
+	clock := newTestClock()
+	raceSteps(t, clock, openServices(t, 2, clock.clock()))
+}
+
+// TestRampExactlyOncePostgres is TestRampExactlyOnce with two instances
+// over one PostgreSQL database.
+func TestRampExactlyOncePostgres(t *testing.T) {
+	dsn := storetest.PostgresDSN(t)
+	clock := newTestClock()
+	var svcs []*rollout.Service
+	for range 2 {
+		db, err := postgres.Open(context.Background(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(db.Close)
+		svc, err := rollout.NewService(context.Background(), db, clock.clock())
+		if err != nil {
+			t.Fatal(err)
+		}
+		svcs = append(svcs, svc)
+	}
+	raceSteps(t, clock, svcs)
+}
+
+func raceSteps(t *testing.T, clock *testClock, svcs []*rollout.Service) {
+	t.Helper()
+	ctx := context.Background()
+	mustCreate(t, svcs[0], onOff("f", 2, 200))
+	r := mustRamp(t, svcs[1], "f", rollout.RampSpec{Bucket: "on", Shares: fiveSteps, Every: time.Hour})
+	for i := range fiveSteps {
+		if i > 0 {
+			clock.Add(time.Hour)
+		}
+		var (
+			wg      sync.WaitGroup
+			applied atomic.Int64
+		)
+		for k := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				n, err := svcs[k%2].ApplyDueRamps(ctx)
+				if err != nil {
+					t.Errorf("step %d, runner %d: ApplyDueRamps = %v", i+1, k, err)
+				}
+				applied.Add(int64(n))
+			}()
+		}
+		wg.Wait()
+		if n := applied.Load(); n != 1 {
+			t.Errorf("step %d applied %d times, want once", i+1, n)
+		}
+	}
+	checkOneVersionPerStep(t, svcs[0], r)
+}
+
+// TestRunRampsTwoInstances: RunRamps on two instances at once, the clock
+// past every step: the ramp ends done with one version per step.
+func TestRunRampsTwoInstances(t *testing.T) {
+	clock := newTestClock()
+	svcs := openServices(t, 2, clock.clock())
+	mustCreate(t, svcs[0], onOff("f", 2, 200))
+	r := mustRamp(t, svcs[0], "f", rollout.RampSpec{Bucket: "on", Shares: fiveSteps, Every: time.Hour})
+	clock.Add(5 * time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, svc := range svcs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			svc.RunRamps(ctx, 5*time.Millisecond, func(err error) { t.Errorf("RunRamps: %v", err) })
+		}()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for rampOf(t, svcs[1], r).State != rollout.RampDone && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	checkOneVersionPerStep(t, svcs[1], r)
+}
+
+func checkOneVersionPerStep(t *testing.T, svc *rollout.Service, r rollout.Ramp) {
+	t.Helper()
+	vs, err := svc.Versions(context.Background(), r.Feature, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i := len(vs) - 2; i >= 0; i-- {
+		got = append(got, vs[i].Actor+": "+vs[i].Summary)
+	}
+	var want []string
+	for i, s := range r.Steps {
+		want = append(want, fmt.Sprintf("ramp: ramp on: step %d of %d, %g %%", i+1, len(r.Steps), 100*s.Share))
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("history after creation:\n%s\nwant one version per step:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if st := rampOf(t, svc, r); st.State != rollout.RampDone {
+		t.Errorf("ramp is %s (%s), want done", st.State, st.Reason)
+	}
+}
+
+// TestRampPauses: a step over max_churn, or one that meets a feature
+// changed by hand in a way the ramp cannot continue from, pauses the ramp
+// with the reason and changes nothing; resume, pause and cancel move the
+// ramp between states and refuse the moves that make no sense.
+func TestRampPauses(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name   string
+		spec   rollout.RampSpec
+		hand   rollout.Change // made before the first step is due
+		reason string
+	}{
+		{"over max_churn", rollout.RampSpec{Bucket: "on", Shares: []float64{0.5}, MaxChurn: ptr(0.2)}, rollout.Change{}, "more than max_churn"},
+		{"bucket removed", rollout.RampSpec{Bucket: "on", Shares: []float64{0.5}}, rollout.RemoveBucket("on"), `bucket "on" was removed`},
+		{"replicas lowered", rollout.RampSpec{Bucket: "on", Shares: []float64{0.5}}, rollout.UpdateBucket("on", ptr(1), nil), "fewer than the 5 of the ramp's last step"},
+		{"last step removes the fallback", rollout.RampSpec{Bucket: "on", Shares: []float64{1}}, rollout.Patch(nil, nil, ptr("off")), `"off" is the fallback`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := newTestClock()
+			svc := openServices(t, 1, clock.clock())[0]
+			mustCreate(t, svc, onOff("f", 5, 100))
+			tt.spec.Start = clock.Now().Add(time.Hour)
+			r := mustRamp(t, svc, "f", tt.spec)
+			if tt.hand.Summary() != "" {
+				mustChange(t, svc, "f", tt.hand)
+			}
+			before, _ := svc.Snapshot().Feature("f")
+			clock.Add(time.Hour)
+			if n, err := svc.ApplyDueRamps(ctx); n != 0 || err != nil {
+				t.Fatalf("ApplyDueRamps = %d, %v; want 0, nil", n, err)
+			}
+			got := rampOf(t, svc, r)
+			if got.State != rollout.RampPaused || !strings.Contains(got.Reason, tt.reason) || got.Next != 0 {
+				t.Errorf("ramp %s at step %d, reason %q; want paused at 0, the reason containing %q", got.State, got.Next, got.Reason, tt.reason)
+			}
+			if after, _ := svc.Snapshot().Feature("f"); after.Version != before.Version {
+				t.Errorf("the feature moved from version %d to %d, want no change", before.Version, after.Version)
+			}
+			// Resumed, the step meets the same problem and pauses again.
+			if _, err := svc.ResumeRamp(ctx, "f", r.ID); err != nil {
+				t.Fatalf("ResumeRamp = %v", err)
+			}
+			svc.ApplyDueRamps(ctx)
+			if got := rampOf(t, svc, r); got.State != rollout.RampPaused {
+				t.Errorf("resumed and run again: %s, want paused", got.State)
+			}
+			if _, err := svc.CancelRamp(ctx, "f", r.ID, "ops"); err != nil {
+				t.Fatalf("CancelRamp = %v", err)
+			}
+			_, err := svc.ResumeRamp(ctx, "f", r.ID)
+			wantErrorCode(t, "ResumeRamp(canceled)", err, rollout.EConflict)
+		})
+	}
+}
+
+func wantErrorCode(t *testing.T, call string, err error, code string) {
+	t.Helper()
+	if got := rollout.ErrorCode(err); err == nil || got != code {
+		t.Errorf("%s = %v (code %q), want code %q", call, err, got, code)
+	}
+}
+
+// TestRampPauseResume: a paused ramp applies nothing; resumed, its due
+// steps apply one after the other; a step whose share the bucket already
+// has (grown by hand) is passed without a version.
+func TestRampPauseResume(t *testing.T) {
+	ctx := context.Background()
+	clock := newTestClock()
+	svc := openServices(t, 1, clock.clock())[0]
+	mustCreate(t, svc, onOff("f", 2, 200))
+	r := mustRamp(t, svc, "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.1, 0.2, 0.4}, Every: time.Hour})
+	if _, err := svc.ApplyDueRamps(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.PauseRamp(ctx, "f", r.ID, "ops"); err != nil {
+		t.Fatalf("PauseRamp = %v", err)
+	}
+	_, err := svc.PauseRamp(ctx, "f", r.ID, "ops")
+	wantErrorCode(t, "PauseRamp(paused)", err, rollout.EConflict)
+	if got := rampOf(t, svc, r); got.Reason != "paused by ops" {
+		t.Errorf("reason %q, want %q", got.Reason, "paused by ops")
+	}
+	clock.Add(3 * time.Hour)
+	if n, _ := svc.ApplyDueRamps(ctx); n != 0 {
+		t.Errorf("paused: ApplyDueRamps = %d, want 0", n)
+	}
+	// By hand, on grows past step 2's share.
+	plan, _, err := svc.Plan("f", map[string]float64{"on": 0.3, "off": 0.7}, rollout.PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, _ := svc.Snapshot().Feature("f")
+	onNow, _ := cur.Bucket("on")
+	planned := plan.Buckets[0].Replicas
+	if planned <= onNow.Replicas {
+		t.Fatalf("plan gives on %d replicas, not more than %d", planned, onNow.Replicas)
+	}
+	mustChange(t, svc, "f", rollout.UpdateBucket("on", &planned, nil))
+	if _, err := svc.ResumeRamp(ctx, "f", r.ID); err != nil {
+		t.Fatalf("ResumeRamp = %v", err)
+	}
+	if n, err := svc.ApplyDueRamps(ctx); n != 1 || err != nil {
+		t.Fatalf("resumed: ApplyDueRamps = %d, %v; want 1 (step 2 passes without a change), nil", n, err)
+	}
+	got := rampOf(t, svc, r)
+	if got.State != rollout.RampDone || got.Steps[1].Version != 0 || got.Steps[1].Applied == nil || got.Steps[2].Version == 0 {
+		t.Errorf("ramp %s, steps %+v; want done, step 2 passed without a version, step 3 with one", got.State, got.Steps)
+	}
+	_, err = svc.CancelRamp(ctx, "f", r.ID, "ops")
+	wantErrorCode(t, "CancelRamp(done)", err, rollout.EConflict)
+}
+
+// TestCreateRampRefuses: what a new ramp may not ask for.
+func TestCreateRampRefuses(t *testing.T) {
+	clock := newTestClock()
+	svc := openServices(t, 1, clock.clock())[0]
+	mustCreate(t, svc, onOff("f", 100, 100))
+	now := clock.Now()
+	tests := []struct {
+		name, key string
+		spec      rollout.RampSpec
+		code      string
+	}{
+		{"no feature", "nope", rollout.RampSpec{Bucket: "on", Shares: []float64{1}}, rollout.ENotFound},
+		{"no bucket", "f", rollout.RampSpec{Bucket: "blue", Shares: []float64{1}}, rollout.ENotFound},
+		{"no steps", "f", rollout.RampSpec{Bucket: "on"}, rollout.EInvalid},
+		{"not increasing", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 0.6}, Every: time.Hour}, rollout.EInvalid},
+		{"above 1", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 1.5}, Every: time.Hour}, rollout.EInvalid},
+		{"zero", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0, 0.6}, Every: time.Hour}, rollout.EInvalid},
+		{"no every", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 0.7}}, rollout.EInvalid},
+		{"times not increasing", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 0.7}, At: []time.Time{now, now}}, rollout.EInvalid},
+		{"times and every", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 0.7}, At: []time.Time{now, now.Add(1)}, Every: time.Hour}, rollout.EInvalid},
+		{"one time for two steps", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 0.7}, At: []time.Time{now}}, rollout.EInvalid},
+		{"share reached already", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.2, 0.4}, Every: time.Hour}, rollout.EInvalid},
+		{"bad max_churn", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{1}, MaxChurn: ptr(-0.1)}, rollout.EInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := svc.CreateRamp(context.Background(), tt.key, tt.spec, "")
+			wantErrorCode(t, "CreateRamp", err, tt.code)
+		})
+	}
+	mustRamp(t, svc, "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 1}, At: []time.Time{now.Add(time.Hour), now.Add(2 * time.Hour)}})
+	_, err := svc.CreateRamp(context.Background(), "f", rollout.RampSpec{Bucket: "off", Shares: []float64{1}}, "")
+	wantErrorCode(t, "CreateRamp(second live ramp)", err, rollout.EConflict)
+}
+
+// TestRampFeatureDeleted: a feature deleted and made again under the same
+// key is another feature: the old ramp pauses, and changes nothing of the
+// new one; once it is canceled, the new feature may have a ramp.
+func TestRampFeatureDeleted(t *testing.T) {
+	ctx := context.Background()
+	clock := newTestClock()
+	svc := openServices(t, 1, clock.clock())[0]
+	mustCreate(t, svc, onOff("f", 2, 100))
+	r := mustRamp(t, svc, "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.5}, Start: clock.Now().Add(time.Hour)})
+	if _, err := svc.Delete(ctx, "f", rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, svc, onOff("f", 2, 100))
+	clock.Add(time.Hour)
+	if n, err := svc.ApplyDueRamps(ctx); n != 0 || err != nil {
+		t.Fatalf("ApplyDueRamps = %d, %v; want 0, nil", n, err)
+	}
+	if got := rampOf(t, svc, r); got.State != rollout.RampPaused || !strings.Contains(got.Reason, `feature "f" was deleted`) {
+		t.Errorf("ramp %s, reason %q; want paused, the feature deleted", got.State, got.Reason)
+	}
+	if f, _ := svc.Snapshot().Feature("f"); f.Version != 1 {
+		t.Errorf("the new feature is at version %d, want 1", f.Version)
+	}
+	spec := rollout.RampSpec{Bucket: "on", Shares: []float64{0.5}}
+	_, err := svc.CreateRamp(ctx, "f", spec, "")
+	wantErrorCode(t, "CreateRamp(beside the paused one)", err, rollout.EConflict)
+	if _, err := svc.CancelRamp(ctx, "f", r.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	mustRamp(t, svc, "f", spec)
+}
+
+// TestRampLastStepDoneByHand: when the other buckets were removed by hand,
+// the last step has nothing to do: the ramp ends without a version.
+func TestRampLastStepDoneByHand(t *testing.T) {
+	ctx := context.Background()
+	clock := newTestClock()
+	svc := openServices(t, 1, clock.clock())[0]
+	mustCreate(t, svc, onOff("f", 2, 100))
+	r := mustRamp(t, svc, "f", rollout.RampSpec{Bucket: "on", Shares: []float64{1}, Start: clock.Now().Add(time.Hour)})
+	mustChange(t, svc, "f", rollout.RemoveBucket("off"))
+	clock.Add(time.Hour)
+	if n, err := svc.ApplyDueRamps(ctx); n != 0 || err != nil {
+		t.Fatalf("ApplyDueRamps = %d, %v; want 0, nil", n, err)
+	}
+	got := rampOf(t, svc, r)
+	if got.State != rollout.RampDone || got.Steps[0].Version != 0 || got.Steps[0].Applied == nil {
+		t.Errorf("ramp %s, step %+v; want done, the step passed without a version", got.State, got.Steps[0])
+	}
+	if f, _ := svc.Snapshot().Feature("f"); f.Version != 2 {
+		t.Errorf("feature at version %d, want 2 (created, removed off)", f.Version)
+	}
+}
