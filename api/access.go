@@ -51,6 +51,7 @@ var routeAccess = map[string]rollout.Permission{
 	"GET /api/features/:key/versions/:version":  rollout.PermRead,
 	"GET /api/features/:key/users/:user":        rollout.PermRead,
 	"GET /api/features/:key/exposures":          rollout.PermRead,
+	"GET /api/changes":                          rollout.PermRead,
 
 	// The dashboard.
 	"GET /":                 rollout.PermRead,
