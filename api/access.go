@@ -58,6 +58,7 @@ var routeAccess = map[string]rollout.Permission{
 	"GET /ui":               rollout.PermRead,
 	"GET /ui/":              rollout.PermRead,
 	"GET /ui/features/:key": rollout.PermRead,
+	"GET /ui/changes":       rollout.PermRead,
 	"GET /ui/*":             rollout.PermRead,
 	"GET /ui/static/*":      public,
 	"GET /ui/login":         public,

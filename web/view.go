@@ -2,6 +2,7 @@ package web
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +27,12 @@ func pct(x float64) string {
 		return ">99.99%"
 	}
 	return strconv.FormatFloat(100*x, 'f', 2, 64) + "%"
+}
+
+// pctValue formats a fraction of users as a percentage for a number field:
+// at most two decimals, no trailing zeros.
+func pctValue(x float64) string {
+	return strconv.FormatFloat(math.Round(10000*x)/100, 'f', -1, 64)
 }
 
 // num formats a coordinate for an SVG attribute.
@@ -195,10 +202,12 @@ type versionView struct {
 	Actor           string
 	Time            time.Time
 	Summary         string
+	Comment         string
 	Created         bool // the feature's creation: every user got a bucket
 	Exact           bool // exact figures; false: expected after a reshuffle
 	Churn           float64
 	Modulo          float64
+	ModuloShown     bool // the change changed the number of buckets: naive mod N is worth comparing
 	Direction       string
 	Moves           []moveView
 	MoreMoves       int
@@ -212,7 +221,7 @@ const maxMovesShown = 8
 func viewVersion(v rollout.Version) versionView {
 	r := v.Report
 	vv := versionView{
-		Version: v.Version, Actor: v.Actor, Time: v.Time, Summary: sentence(v.Summary),
+		Version: v.Version, Actor: v.Actor, Time: v.Time, Summary: sentence(v.Summary), Comment: v.Comment,
 		Created: r.FromVersion == 0, Exact: r.Method != rollout.MethodExpected,
 		Churn: r.Churn, Modulo: r.ModuloChurn, Direction: direction(r.Moves),
 		Moves: movesOf(r), OverrideChanges: len(r.OverrideChanges),
@@ -250,6 +259,7 @@ type churnChart struct {
 	Height int
 	Left   float64 // x of the 0% axis
 	Hidden int     // older changes not drawn
+	Modulo bool    // some row compares with naive mod N
 }
 
 type chartRow struct {
@@ -259,6 +269,7 @@ type chartRow struct {
 	ChurnW, ModuloW float64
 	ChurnX, ModuloX float64 // where each number is written
 	Exact           bool
+	ModuloShown     bool
 	Summary         string
 }
 
@@ -285,10 +296,31 @@ func newChart(versions []versionView) churnChart {
 		y := chartTop + len(c.Rows)*chartRowHeight
 		cw, mw := chartBarScale*v.Churn, chartBarScale*v.Modulo
 		c.Rows = append(c.Rows, chartRow{
-			Version: v.Version, Y: y, Churn: v.Churn, Modulo: v.Modulo, Exact: v.Exact, Summary: v.Summary,
+			Version: v.Version, Y: y, Churn: v.Churn, Modulo: v.Modulo, Exact: v.Exact, Summary: v.Summary, ModuloShown: v.ModuloShown,
 			ChurnW: cw, ModuloW: mw, ChurnX: chartLabelCol + cw + 1, ModuloX: chartLabelCol + mw + 1,
 		})
 	}
+	for _, r := range c.Rows {
+		c.Modulo = c.Modulo || r.ModuloShown
+	}
 	c.Height = chartTop + len(c.Rows)*chartRowHeight + 4
 	return c
+}
+
+// markModulo shows naive mod N beside the changes among views (newest first,
+// from versions) that changed the number of buckets: for other changes
+// (replicas, overrides, kill switch, reshuffle) it is no useful comparison.
+// A version whose previous one is not among versions is compared with its
+// report's shares.
+func markModulo(views []versionView, versions []rollout.Version) {
+	for i, v := range versions {
+		if views[i].Created {
+			continue
+		}
+		before := len(v.Report.SharesBefore)
+		if i+1 < len(versions) {
+			before = len(versions[i+1].Config.Buckets)
+		}
+		views[i].ModuloShown = before != len(v.Config.Buckets)
+	}
 }

@@ -249,15 +249,37 @@ func TestDisabledFeature(t *testing.T) {
 	}
 	body := a.get(t, "/ui/features/checkout?changed=3").Body.String()
 	for _, want := range []string{
-		`<span class="badge off">Off</span> no bucket is served: apps use their default`,
+		`<span class="badge off">Off</span> — no bucket is served: apps use their default`,
+		`<p class="notice" id="off-now">The feature is off: no user gets a bucket now: apps use their default.</p>`,
 		`<span class="big">100.00%</span> of users moved, all to no bucket (apps serve their default)`,
 		`<tr class="none"><th scope="row">no bucket</th>`, `<td class="num sampled">100.00%</td>`,
 		`data-share="B">53.27%`, // the ring's shares, for when it is turned on again
-		`Preview turning it on`,
+		`Turn on…`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("disabled feature's page lacks %q", want)
 		}
+	}
+	// Naive mod N is no comparison for a kill switch; it is for adding D.
+	banner := body[strings.Index(body, `id="banner"`):]
+	banner = banner[:strings.Index(banner, "</section>")]
+	v3 := body[strings.Index(body, `<li class="version" data-version="3"`):]
+	v3 = v3[:strings.Index(v3, "</li>")]
+	v2 := body[strings.Index(body, `<li class="version" data-version="2"`):]
+	if strings.Contains(banner, "mod N") || strings.Contains(v3, "mod N") || !strings.Contains(v2, "naive mod N") {
+		t.Errorf("naive mod N: in the banner of turning off %v, in its history %v, beside adding D %v; want false, false, true",
+			strings.Contains(banner, "mod N"), strings.Contains(v3, "mod N"), strings.Contains(v2, "naive mod N"))
+	}
+	// The list says what users get now, not the split they would get on.
+	list := a.get(t, "/ui/").Body.String()
+	i := strings.Index(list, `data-key="checkout"`)
+	if i < 0 {
+		t.Fatal("the list lacks checkout")
+	}
+	item := list[i:]
+	item = item[:strings.Index(item, "</li>")]
+	if !strings.Contains(item, "no bucket served: apps use their default") || !strings.Contains(item, `<p class="no-bucket">No bucket served</p>`) || strings.Contains(item, "53.27%") {
+		t.Errorf("the list's item of a feature that is off:\n%s", item)
 	}
 }
 
@@ -404,7 +426,8 @@ func TestServedToApps(t *testing.T) {
 	}
 }
 
-// fakeSessions is a server that asks for tokens.
+// fakeSessions is a server that asks for tokens, where every request is
+// signed in as vera, a viewer.
 type fakeSessions struct{}
 
 func (fakeSessions) Enforced() bool { return true }
@@ -412,9 +435,13 @@ func (fakeSessions) SignIn(echo.Context, string) (rollout.Token, bool) {
 	return rollout.Token{}, false
 }
 func (fakeSessions) SignOut(echo.Context) error { return nil }
+func (fakeSessions) Who(echo.Context) (rollout.Token, bool) {
+	return rollout.Token{Name: "vera", Role: rollout.RoleViewer}, true
+}
 
 // TestSignOutOnlyWithTokens: pages offer to sign out only on a server that
-// asks for tokens.
+// asks for tokens, and say who is signed in; the sign-in page does not
+// offer to sign out.
 func TestSignOutOnlyWithTokens(t *testing.T) {
 	open := newApp(t, 10)
 	if body := open.get(t, "/ui/").Body.String(); strings.Contains(body, `action="/ui/logout"`) {
@@ -436,5 +463,13 @@ func TestSignOutOnlyWithTokens(t *testing.T) {
 	e.ServeHTTP(rec, req)
 	if !strings.Contains(rec.Body.String(), `action="/ui/logout"`) {
 		t.Error("a page of a server that asks for tokens does not offer to sign out")
+	}
+	if !strings.Contains(rec.Body.String(), `Signed in as <b id="who">vera</b>`) {
+		t.Error("a page does not say who is signed in")
+	}
+	rec = httptest.NewRecorder()
+	e.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/ui/login", nil))
+	if body := rec.Body.String(); rec.Code != 200 || strings.Contains(body, `action="/ui/logout"`) || strings.Contains(body, "Signed in as") {
+		t.Errorf("GET /ui/login = %d, offers to sign out or names who is signed in:\n%s", rec.Code, body)
 	}
 }
