@@ -44,6 +44,12 @@ type browser struct {
 // is skipped, unless CI=true: CI must run it.
 func startBrowser(t *testing.T) *browser {
 	t.Helper()
+	return startBrowserOn(t, nil)
+}
+
+// startBrowserOn is startBrowser on the app a; nil: a new one.
+func startBrowserOn(t *testing.T, a *app) *browser {
+	t.Helper()
 	exe, err := exec.LookPath(chromiumPath)
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -51,7 +57,9 @@ func startBrowser(t *testing.T) *browser {
 		}
 		t.Skipf("no Chromium: %v", err)
 	}
-	a := newApp(t, 0)
+	if a == nil {
+		a = newApp(t, 0)
+	}
 	srv := httptest.NewServer(a.e)
 	t.Cleanup(srv.Close)
 
