@@ -107,6 +107,10 @@ func TestBrowserTargets(t *testing.T) {
 			t.Errorf("share of %s after split equally = %v, want a third", n, f.Shares[n])
 		}
 	}
+	// Shares over time: two buckets at versions 1 and 2, three at 3.
+	if n := evaluate[int](b, `document.querySelectorAll('#over-time svg rect:not(.churn-bar)').length`); n != 7 {
+		t.Errorf("shares over time draws %d bands, want 7", n)
+	}
 	b.screenshot("feature-targets-wide", 1280)
 	b.screenshot("feature-targets-narrow", 390)
 	b.checkConsole()

@@ -111,6 +111,7 @@ type featurePage struct {
 	OlderVersions int           // not listed
 	OlderURL      string        // the API's page of them
 	Chart         churnChart
+	OverTime      sharesChart
 	RollbackTo    []rollbackOption
 	Lookup        lookupView
 	Data          pageData
@@ -255,6 +256,7 @@ func (h *handler) feature(c echo.Context) error {
 	}
 	markModulo(p.Versions, versions)
 	p.Chart = newChart(p.Versions)
+	p.OverTime = newSharesChart(f, versions, time.Now())
 	for n := f.Version - 1; n >= 1; n-- {
 		label := "version " + strconv.Itoa(n)
 		if s, ok := summaries[n]; ok {

@@ -185,6 +185,7 @@ func parsePages(a assets) map[string]*template.Template {
 		"share":           func(n, of int64) float64 { return float64(n) / float64(of) },
 		"thousands64":     func(n int64) string { return thousands(int(n)) },
 		"add":             func(a, b int) int { return a + b },
+		"sub":             func(a, b float64) float64 { return a - b },
 		"dec":             func(n int) int { return n - 1 },
 		"defaultReplicas": defaultReplicas,
 	}
