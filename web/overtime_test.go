@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -53,4 +54,22 @@ func abs(x float64) float64 {
 		return -x
 	}
 	return x
+}
+
+// TestTargetValues: the target fields start at the shares now, in
+// hundredths of a percent that add up to exactly 100.
+func TestTargetValues(t *testing.T) {
+	for _, tt := range []struct {
+		shares []float64
+		want   string
+	}{
+		{[]float64{0.33702, 0.33071, 0.33227}, "[33.7 33.07 33.23]"},
+		{[]float64{0.5, 0.5}, "[50 50]"},
+		{[]float64{1.0 / 3, 1.0 / 3, 1.0 / 3}, "[33.34 33.33 33.33]"},
+		{[]float64{0, 0}, "[0 0]"},
+	} {
+		if got := fmt.Sprint(targetValues(tt.shares)); got != tt.want {
+			t.Errorf("targetValues(%v) = %s, want %s", tt.shares, got, tt.want)
+		}
+	}
 }

@@ -127,6 +127,7 @@ type bucketRow struct {
 	Sampled      int   // users of the sample it serves
 	Served       int64 // evaluations apps got from it at this version
 	Color        int
+	Target       string // the target field's first value: its share in percent
 }
 
 type overrideRow struct{ User, Bucket string }
@@ -237,6 +238,13 @@ func (h *handler) feature(c echo.Context) error {
 		p.Data.Buckets = append(p.Data.Buckets, dataBucket{Name: b.Name, Replicas: b.Replicas, Value: string(b.Value)})
 	}
 	p.Overrides, p.MoreOverrides = overrideRows(f)
+	exact := make([]float64, len(p.Buckets))
+	for i, b := range p.Buckets {
+		exact[i] = b.Share
+	}
+	for i, v := range targetValues(exact) {
+		p.Buckets[i].Target = v
+	}
 
 	versions, err := h.svc.Versions(ctx, key, 0, historyShown)
 	switch {

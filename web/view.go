@@ -1,8 +1,10 @@
 package web
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,12 +29,6 @@ func pct(x float64) string {
 		return ">99.99%"
 	}
 	return strconv.FormatFloat(100*x, 'f', 2, 64) + "%"
-}
-
-// pctValue formats a fraction of users as a percentage for a number field:
-// at most two decimals, no trailing zeros.
-func pctValue(x float64) string {
-	return strconv.FormatFloat(math.Round(10000*x)/100, 'f', -1, 64)
 }
 
 // num formats a coordinate for an SVG attribute.
@@ -323,4 +319,39 @@ func markModulo(views []versionView, versions []rollout.Version) {
 		}
 		views[i].ModuloShown = before != len(v.Config.Buckets)
 	}
+}
+
+// targetValues returns shares as percentages with two decimals that add up
+// to exactly 100 (largest remainder first), for the target fields.
+func targetValues(shares []float64) []string {
+	hundredths := make([]int, len(shares))
+	type rest struct {
+		i int
+		r float64
+	}
+	var rests []rest
+	total := 0
+	for i, s := range shares {
+		x := 10000 * s
+		hundredths[i] = int(math.Floor(x))
+		total += hundredths[i]
+		rests = append(rests, rest{i, x - math.Floor(x)})
+	}
+	if total == 0 {
+		out := make([]string, len(shares))
+		for i := range out {
+			out[i] = "0"
+		}
+		return out
+	}
+	slices.SortStableFunc(rests, func(a, b rest) int { return cmp.Compare(b.r, a.r) })
+	for k := 0; total < 10000 && k < len(rests); k++ {
+		hundredths[rests[k].i]++
+		total++
+	}
+	out := make([]string, len(shares))
+	for i, h := range hundredths {
+		out[i] = strconv.FormatFloat(float64(h)/100, 'f', -1, 64)
+	}
+	return out
 }

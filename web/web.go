@@ -174,7 +174,6 @@ func parsePages(a assets) map[string]*template.Template {
 	funcs := template.FuncMap{
 		"asset":           a.url,
 		"pct":             pct,
-		"pctValue":        pctValue,
 		"num":             num,
 		"when":            when,
 		"iso":             iso,
