@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
 	"github.com/rollout/rollout/api"
@@ -113,6 +115,19 @@ func TestBrowserTargets(t *testing.T) {
 	}
 	b.screenshot("feature-targets-wide", 1280)
 	b.screenshot("feature-targets-narrow", 390)
+
+	// The dark theme follows the system's.
+	b.do(func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}},
+		})
+		return chromedp.Void{}, err
+	})
+	if bg := evaluate[string](b, `getComputedStyle(document.body.parentElement).backgroundColor`); bg != "rgb(24, 24, 27)" {
+		t.Errorf("dark theme background = %s, want rgb(24, 24, 27)", bg)
+	}
+	b.screenshot("feature-dark-wide", 1280)
+	b.screenshot("feature-dark-narrow", 390)
 	b.checkConsole()
 }
 

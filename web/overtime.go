@@ -44,6 +44,7 @@ type otBand struct {
 type otChurn struct {
 	X, Y, H float64
 	Label   string // written above bars of at least 5 %
+	Anchor  string // text-anchor of the label: near the right edge it ends at the bar
 	Title   string
 }
 
@@ -105,7 +106,10 @@ func newSharesChart(f rollout.Feature, versions []rollout.Version, now time.Time
 		words = append(words, fmt.Sprintf("version %d, %s: %s", v.Version, when(v.Time), strings.Join(parts, ", ")))
 		if v.Report.FromVersion > 0 {
 			h := otChurnPlot * v.Report.Churn
-			ch := otChurn{X: x0, Y: otChurnTop + otChurnPlot - h, H: h, Title: fmt.Sprintf("v%d moved %s of users", v.Version, pct(v.Report.Churn))}
+			ch := otChurn{X: x0, Y: otChurnTop + otChurnPlot - h, H: h, Anchor: "start", Title: fmt.Sprintf("v%d moved %s of users", v.Version, pct(v.Report.Churn))}
+			if x0 > 90 {
+				ch.Anchor = "end"
+			}
 			if v.Report.Churn >= 0.05 {
 				ch.Label = pct(v.Report.Churn)
 			}
@@ -115,8 +119,11 @@ func newSharesChart(f rollout.Feature, versions []rollout.Version, now time.Time
 	c.Summary = "Shares of users per version over time, oldest first: " + strings.Join(words, "; ")
 
 	layout := "Jan 2 15:04"
-	if end.Sub(start) > 3*24*time.Hour {
+	switch d := end.Sub(start); {
+	case d > 3*24*time.Hour:
 		layout = "Jan 2"
+	case d < 10*time.Minute:
+		layout = "15:04:05"
 	}
 	for i := range otTimeLabels {
 		t := start.Add(time.Duration(float64(i) / float64(otTimeLabels-1) * span))
