@@ -262,3 +262,54 @@ func TestBrowserViewer(t *testing.T) {
 	b.screenshot("viewer-narrow", 390)
 	b.checkConsole()
 }
+
+// TestBrowserHousekeeping: edit the description with a comment, reshuffle
+// behind its warning, refuse a change over its churn limit, and delete only
+// once the key is typed.
+func TestBrowserHousekeeping(t *testing.T) {
+	b := startBrowser(t)
+	b.app.seed(t)
+	b.do(chromedp.Navigate(b.base+"/ui/features/checkout"), waitFor("#feature-key"))
+
+	b.do(fill("#describe-text", "Checkout, second try"), fill("#describe-comment", "clearer name"))
+	if got := b.change("describe", chromedp.Steps(), "No user would change bucket", 3); got != "No user changed bucket" {
+		t.Errorf("description banner = %q", got)
+	}
+	if got := b.text(".feature-head .desc"); got != "Checkout, second try" {
+		t.Errorf("description = %q", got)
+	}
+	if got := b.text(`#history li[data-version="3"] .comment`); got != "Comment: clearer name" {
+		t.Errorf("history's comment = %q", got)
+	}
+
+	// A churn limit below the reshuffle's expected churn refuses it.
+	form := `form[data-kind=reshuffle] `
+	if got := b.text(form + ".warning"); !strings.HasPrefix(got, "Everyone is re-hashed") {
+		t.Errorf("reshuffle warning = %q", got)
+	}
+	b.do(fill("#reshuffle-max-churn", "1"), chromedp.Click(chromedp.CSS(form+"button[type=submit]")), waitFor(form+".error"))
+	if got := b.text(form + ".error"); !strings.Contains(got, "more than your churn limit of 1.0000%") || strings.Contains(got, "409") {
+		t.Errorf("reshuffle over its churn limit = %q", got)
+	}
+	b.do(fill("#reshuffle-max-churn", ""), chromedp.Click(chromedp.CSS(form+"button[type=submit]")), waitFor(form+".preview .apply"))
+	if got := b.text(form + ".preview .outcome"); !strings.Contains(got, "of users expected to move (new salt)") {
+		t.Errorf("reshuffle preview = %q", got)
+	}
+	b.do(chromedp.Click(chromedp.CSS(form+".preview .apply")), waitFor(`#banner[data-version="4"]`))
+
+	// Delete: refused until the key is typed.
+	form = `form[data-kind=delete] `
+	b.do(fill("#delete-confirm", "checkou"), chromedp.Click(chromedp.CSS(form+"button[type=submit]")), waitFor(form+".error"))
+	if got := b.text(form + ".error"); got != "Type the feature's key, checkout, to confirm." {
+		t.Errorf("delete without the key = %q", got)
+	}
+	b.do(fill("#delete-confirm", "checkout"), chromedp.Click(chromedp.CSS(form+"button[type=submit]")), waitFor(form+".preview .apply"))
+	if got := b.text(form + ".preview .apply"); got != "Delete checkout" {
+		t.Errorf("delete button = %q", got)
+	}
+	b.do(chromedp.Click(chromedp.CSS(form+".preview .apply")), waitFor(`li[data-key="dark-mode"]`))
+	if _, ok := b.app.svc.Snapshot().Feature("checkout"); ok {
+		t.Error("checkout still exists after deleting it")
+	}
+	b.checkConsole()
+}

@@ -370,7 +370,7 @@
     if (e.code === 'precondition_failed' || status === 412) {
       return { error: 'Someone changed this feature since the page was loaded, so nothing was changed. Reload to see their change, then decide again.', reload: true };
     }
-    let msg = sentence(e.message || 'The change was refused.');
+    let msg = sentence((e.message || 'The change was refused.').replace('more than max_churn', 'more than your churn limit of'));
     if (status >= 500) msg = 'The server could not make the change just now. Nothing was changed; try again in a moment.';
     return { error: msg };
   }
