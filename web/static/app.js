@@ -454,7 +454,12 @@
       }
       if (req.plan) {
         const p = req.plan;
-        box.append(el('p', { class: 'plan-churn' }, 'Moves ' + pct(p.churn) + ' of users; no plan can move fewer than ' + pct(p.lower_bound) + '.'));
+        // The bound is for plans that hit the targets exactly; one within
+        // max error of them may move a little fewer.
+        const bound = p.churn >= p.lower_bound
+          ? 'no plan can move fewer than ' + pct(p.lower_bound) + '.'
+          : 'no plan that hits the targets exactly can move fewer than ' + pct(p.lower_bound) + '; this one moves a little fewer because its shares land within its max error of them.';
+        box.append(el('p', { class: 'plan-churn' }, 'Moves ' + pct(p.churn) + ' of users; ' + bound));
         box.append(el('p', { class: 'plan-error' }, 'The planned shares are within ' + (100 * p.max_error).toFixed(3) + ' percentage points of the targets (max error).'));
       }
       if (req.toggles) {
