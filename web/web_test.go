@@ -424,6 +424,24 @@ func TestServedToApps(t *testing.T) {
 	if rep, _ := a.svc.Exposures(context.Background(), "dark-mode"); rep.Total != 3 {
 		t.Errorf("exposures after viewing the page = %d, want the 3 evaluations", rep.Total)
 	}
+
+	// After a change, until apps are served the new version, the column
+	// keeps version 1's counts and says so; then it shows version 2's.
+	desc := "darker"
+	if _, err := a.svc.Change(context.Background(), "dark-mode", rollout.Patch(&desc, nil, nil), rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	body = a.get(t, "/ui/features/dark-mode").Body.String()
+	for _, want := range []string{want, `Served to apps <span class="hint">at v1</span>`, "none yet at version 2, so the previous version's counts are shown"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("after a change, the page lacks %q", want)
+		}
+	}
+	a.svc.Evaluate("dark-mode", "vip")
+	body = a.get(t, "/ui/features/dark-mode").Body.String()
+	if want := `data-served="` + e.Bucket + `">100.00% <span class="hint">(1)</span>`; !strings.Contains(body, want) || strings.Contains(body, "at v1") {
+		t.Errorf("once version 2 is served, the page lacks %q or still shows version 1's counts", want)
+	}
 }
 
 // fakeSessions is a server that asks for tokens, where every request is
