@@ -2,6 +2,8 @@ package web_test
 
 import (
 	"context"
+	"fmt"
+	"html"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -489,5 +491,41 @@ func TestSignOutOnlyWithTokens(t *testing.T) {
 	e.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/ui/login", nil))
 	if body := rec.Body.String(); rec.Code != 200 || strings.Contains(body, `action="/ui/logout"`) || strings.Contains(body, "Signed in as") {
 		t.Errorf("GET /ui/login = %d, offers to sign out or names who is signed in:\n%s", rec.Code, body)
+	}
+}
+
+// TestAuditLogPages: the audit log lists 50 changes a page, newest first,
+// with a link to the older ones that keeps the filter; a bad cursor is
+// explained, not a failure.
+func TestAuditLogPages(t *testing.T) {
+	a := newApp(t, 10)
+	a.seed(t) // checkout v1, v2; dark-mode v1
+	ctx := context.Background()
+	for i := range 55 {
+		n := 3 + i%4
+		if _, err := a.svc.Change(ctx, "checkout", rollout.UpdateBucket("A", &n, nil), rollout.ChangeOptions{Actor: "bot", Comment: fmt.Sprintf("step %d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries := regexp.MustCompile(`<li class="version change-entry" data-feature="([^"]+)" data-version="(\d+)" data-actor="([^"]+)">`)
+	older := regexp.MustCompile(`<a href="([^"]+)" id="older-changes">`)
+
+	body := a.get(t, "/ui/changes?actor=bot").Body.String()
+	got := entries.FindAllStringSubmatch(body, -1)
+	if len(got) != 50 || got[0][2] != "57" || got[49][2] != "8" || !strings.Contains(body, "Comment:</span> step 54") {
+		t.Fatalf("first page of bot's changes: %d entries from v%s", len(got), got[0][2])
+	}
+	m := older.FindStringSubmatch(body)
+	if m == nil || !strings.Contains(m[1], "actor=bot") {
+		t.Fatalf("first page's link to older changes = %v, want one that keeps actor=bot", m)
+	}
+	body = a.get(t, html.UnescapeString(m[1])).Body.String()
+	got = entries.FindAllStringSubmatch(body, -1)
+	if len(got) != 5 || got[0][2] != "7" || got[4][2] != "3" || older.MatchString(body) {
+		t.Errorf("second page: %d entries, link %v; want versions 7 to 3 and no link", len(got), older.FindStringSubmatch(body))
+	}
+	body = a.get(t, "/ui/changes?before=x").Body.String()
+	if !strings.Contains(body, "which is not a position in the log") || len(entries.FindAllString(body, -1)) != 50 {
+		t.Error("a bad cursor is not explained, or the newest changes are not shown")
 	}
 }
