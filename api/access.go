@@ -58,12 +58,14 @@ var routeAccess = map[string]rollout.Permission{
 	"POST /api/features/:key/ramps/:id/pause":   rollout.PermWrite,
 	"POST /api/features/:key/ramps/:id/resume":  rollout.PermWrite,
 	"POST /api/features/:key/ramps/:id/cancel":  rollout.PermWrite,
+	"GET /api/changes":                          rollout.PermRead,
 
 	// The dashboard.
 	"GET /":                 rollout.PermRead,
 	"GET /ui":               rollout.PermRead,
 	"GET /ui/":              rollout.PermRead,
 	"GET /ui/features/:key": rollout.PermRead,
+	"GET /ui/changes":       rollout.PermRead,
 	"GET /ui/*":             rollout.PermRead,
 	"GET /ui/static/*":      public,
 	"GET /ui/login":         public,

@@ -239,6 +239,10 @@ func TokenOf(c echo.Context) (rollout.Token, bool) {
 	return tok, ok
 }
 
+// Who returns the token that authenticated the request, if any (see
+// TokenOf): the dashboard shows who is signed in.
+func (a *Auth) Who(c echo.Context) (rollout.Token, bool) { return TokenOf(c) }
+
 // actorOf is who the request acts as: its token's name.
 func actorOf(c echo.Context) string {
 	if tok, ok := TokenOf(c); ok {

@@ -44,6 +44,8 @@ type changeResponse struct {
 type guards struct {
 	DryRun   *bool    `json:"dry_run"`
 	MaxChurn *float64 `json:"max_churn"`
+	// Comment is stored with the change's version (body only).
+	Comment string `json:"comment"`
 }
 
 func (s *Server) listFeatures(c echo.Context) error {
@@ -337,6 +339,50 @@ func (s *Server) listVersions(c echo.Context) error {
 	return c.JSON(http.StatusOK, page)
 }
 
+// changeView is one entry of the audit log: a version and its feature.
+type changeView struct {
+	Feature string `json:"feature"`
+	rollout.Version
+}
+
+type changesPage struct {
+	Changes []changeView `json:"changes"`
+	Next    *string      `json:"next"` // the URL of the next page; null on the last
+}
+
+// listChanges is GET /api/changes?feature=K&actor=A&before=SEQ&limit=N: the
+// audit log, the versions of every feature newest first, with their
+// comments, filtered by feature and by actor, a page at a time.
+func (s *Server) listChanges(c echo.Context) error {
+	before, limit, err := historyPage(c)
+	if err != nil {
+		return err
+	}
+	q := rollout.ChangeQuery{Feature: c.QueryParam("feature"), Actor: c.QueryParam("actor"), Before: int64(before), Limit: limit + 1}
+	vs, err := s.svc.Changes(c.Request().Context(), q)
+	if err != nil {
+		return err
+	}
+	page := changesPage{Changes: make([]changeView, 0, len(vs))}
+	if len(vs) > limit {
+		vs = vs[:limit]
+		next := url.Values{"before": {strconv.FormatInt(vs[limit-1].Seq, 10)}, "limit": {strconv.Itoa(limit)}}
+		if q.Feature != "" {
+			next.Set("feature", q.Feature)
+		}
+		if q.Actor != "" {
+			next.Set("actor", q.Actor)
+		}
+		link := c.Request().URL.EscapedPath() + "?" + next.Encode()
+		c.Response().Header().Set("Link", "<"+link+`>; rel="next"`)
+		page.Next = &link
+	}
+	for _, v := range vs {
+		page.Changes = append(page.Changes, changeView{Feature: v.Config.Key, Version: v})
+	}
+	return c.JSON(http.StatusOK, page)
+}
+
 // historyPage reads the page a history read asks for: ?before=N (versions
 // below N; all when absent) and ?limit=M (1 to rollout.MaxHistoryPage;
 // rollout.DefaultHistoryPage when absent).
@@ -400,7 +446,7 @@ func respond(c echo.Context, status int, res rollout.Result) error {
 // given twice with different values (or repeated in the query) it is a 400,
 // never settled toward the less safe value.
 func changeOptions(c echo.Context, body guards) (rollout.ChangeOptions, error) {
-	opts := rollout.ChangeOptions{Actor: actorOf(c)}
+	opts := rollout.ChangeOptions{Actor: actorOf(c), Comment: body.Comment}
 	dryRun, err := queryGuard(c, "dry_run", body.DryRun, func(q string) (bool, error) {
 		v, err := strconv.ParseBool(q)
 		if err != nil {

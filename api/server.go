@@ -110,6 +110,7 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	g.POST("/features/:key/reshuffle", s.reshuffle)
 	g.POST("/features/:key/rollback", s.rollback)
 	g.GET("/features/:key/versions", s.listVersions)
+	g.GET("/changes", s.listChanges)
 	g.GET("/features/:key/versions/:version", s.getVersion)
 	g.GET("/features/:key/users/:user", s.userHistory)
 	g.GET("/features/:key/exposures", s.exposures)

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
@@ -47,6 +49,25 @@ type ChangeOptions struct {
 	// change applies only to the configuration its author saw. "*" matches
 	// any existing feature.
 	IfMatch string
+	// Comment is stored with the change's version: why it was made. At
+	// most MaxComment bytes of UTF-8 text.
+	Comment string
+}
+
+// MaxComment is the longest comment a change may carry, in bytes.
+const MaxComment = 2000
+
+// validateComment refuses a comment that is too long or not text.
+func validateComment(c string) error {
+	switch {
+	case len(c) > MaxComment:
+		return Errorf(EInvalid, "the comment is %d bytes long: keep it to %d", len(c), MaxComment)
+	case !utf8.ValidString(c):
+		return Errorf(EInvalid, "the comment is not valid UTF-8 text")
+	case strings.ContainsFunc(c, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }):
+		return Errorf(EInvalid, "the comment holds control characters: write plain text")
+	}
+	return nil
 }
 
 // Tag names a feature's configuration at one version, for If-Match: its
@@ -104,6 +125,9 @@ func (s *Service) Evaluate(key, user string) (Evaluation, error) {
 // Create stores f as a new feature at version 1. It sets f's ID, version and
 // times; the caller sets everything else, the salt included.
 func (s *Service) Create(ctx context.Context, f Feature, opts ChangeOptions) (Result, error) {
+	if err := validateComment(opts.Comment); err != nil {
+		return Result{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
@@ -136,7 +160,7 @@ func (s *Service) Create(ctx context.Context, f Feature, opts ChangeOptions) (Re
 	if opts.DryRun {
 		return res, nil
 	}
-	v := Version{Version: 1, Actor: actor(opts), Time: now, Summary: "created", Config: f, Report: rep}
+	v := Version{Version: 1, Actor: actor(opts), Time: now, Summary: "created", Comment: opts.Comment, Config: f, Report: rep}
 	if err := s.store.CreateFeature(ctx, f, v); err != nil {
 		if ErrorCode(err) == EConflict { // created elsewhere meanwhile
 			s.reload(ctx, f.Key)
@@ -151,6 +175,9 @@ func (s *Service) Create(ctx context.Context, f Feature, opts ChangeOptions) (Re
 // Change applies ch to the feature key as a new version, with its churn
 // report, unless a guard in opts refuses it.
 func (s *Service) Change(ctx context.Context, key string, ch Change, opts ChangeOptions) (Result, error) {
+	if err := validateComment(opts.Comment); err != nil {
+		return Result{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.onFresh(ctx, key, opts, func(cur *compiled) (Result, error) {
@@ -161,6 +188,9 @@ func (s *Service) Change(ctx context.Context, key string, ch Change, opts Change
 // Rollback restores the configuration of the feature's version n as a new
 // version, which puts every user back in the bucket they had at n.
 func (s *Service) Rollback(ctx context.Context, key string, n int, opts ChangeOptions) (Result, error) {
+	if err := validateComment(opts.Comment); err != nil {
+		return Result{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, err := s.current(ctx, key, opts); err != nil {
@@ -223,6 +253,24 @@ func (s *Service) Versions(ctx context.Context, key string, before, limit int) (
 	}
 	defer s.history.release()
 	return s.store.Versions(ctx, key, before, limit)
+}
+
+// Changes returns the audit log: versions of every feature that q selects,
+// newest first (see Store.Changes), DefaultHistoryPage of them when q.Limit
+// is 0. It takes turns with other history reads. Errors: EInvalid for a
+// negative limit or cursor, EUnavailable, the store's.
+func (s *Service) Changes(ctx context.Context, q ChangeQuery) ([]Version, error) {
+	if q.Limit == 0 {
+		q.Limit = DefaultHistoryPage
+	}
+	if q.Limit < 0 || q.Before < 0 {
+		return nil, Errorf(EInvalid, "read changes below a seq >= 0, a positive number at a time: got limit %d, before %d", q.Limit, q.Before)
+	}
+	if err := s.history.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer s.history.release()
+	return s.store.Changes(ctx, q)
 }
 
 // Version returns version n of the feature's history.
@@ -308,7 +356,7 @@ func (s *Service) applyWith(ctx context.Context, cur *compiled, ch Change, opts 
 	if opts.DryRun {
 		return res, nil
 	}
-	v := Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: ch.summary, Config: next, Report: rep}
+	v := Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: ch.summary, Comment: opts.Comment, Config: next, Report: rep}
 	if err := save(next, v); err != nil {
 		return Result{}, err // on EConflict onFresh reloads
 	}

@@ -12,8 +12,21 @@ type Version struct {
 	Actor   string    `json:"actor"`
 	Time    time.Time `json:"time"`
 	Summary string    `json:"summary"`
-	Config  Feature   `json:"config"`
-	Report  Report    `json:"report"`
+	// Comment is what the change's author wrote about it; empty: none.
+	Comment string  `json:"comment,omitempty"`
+	Config  Feature `json:"config"`
+	Report  Report  `json:"report"`
+	// Seq orders versions of every feature in the order they were
+	// written. Only Store.Changes sets it: it is the audit log's cursor.
+	Seq int64 `json:"seq,omitempty"`
+}
+
+// ChangeQuery selects entries of the audit log (Store.Changes).
+type ChangeQuery struct {
+	Feature string // only versions of this feature; "" for every feature
+	Actor   string // only versions made by this actor; "" for anyone
+	Before  int64  // only versions with a Seq below this; no bound when <= 0
+	Limit   int    // at most this many; all when <= 0
 }
 
 // Store keeps features and their history. Each method is atomic: a change's
@@ -48,6 +61,11 @@ type Store interface {
 	Versions(ctx context.Context, key string, before, limit int) ([]Version, error)
 	// Version returns one entry of the feature's history.
 	Version(ctx context.Context, key string, version int) (Version, error)
+	// Changes returns the versions of every existing feature that q
+	// selects, newest first (by Seq, which it sets), with their comments:
+	// the audit log. A feature that does not exist selects nothing; it is
+	// not an error.
+	Changes(ctx context.Context, q ChangeQuery) ([]Version, error)
 	// AddExposures adds counts of evaluations to the stored ones; counts of
 	// features that no longer exist are dropped.
 	AddExposures(ctx context.Context, counts []Exposure) error

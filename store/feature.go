@@ -262,9 +262,9 @@ func insertVersion(ctx context.Context, tx *sql.Tx, id string, v rollout.Version
 		return fmt.Errorf("encode report: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `
-		INSERT INTO versions (feature_id, version, actor, created_at, summary, config)
-		VALUES (?, ?, ?, ?, ?, ?)`,
-		id, v.Version, v.Actor, formatTime(v.Time), v.Summary, config); err != nil {
+		INSERT INTO versions (feature_id, version, actor, created_at, summary, comment, config)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		id, v.Version, v.Actor, formatTime(v.Time), v.Summary, v.Comment, config); err != nil {
 		return fmt.Errorf("insert version %d: %w", v.Version, err)
 	}
 	if _, err := tx.ExecContext(ctx, `
@@ -287,10 +287,68 @@ func featureID(ctx context.Context, tx *sql.Tx, key string) (string, error) {
 }
 
 const selectVersions = `
-	SELECT v.version, v.actor, v.created_at, v.summary, v.config, r.report
+	SELECT v.version, v.actor, v.created_at, v.summary, v.comment, v.config, r.report
 	FROM versions v
 	LEFT JOIN churn_reports r ON r.feature_id = v.feature_id AND r.version = v.version
 	WHERE v.feature_id = ?`
+
+// selectChanges reads the versions of every feature, with the feature's
+// key and ID, and the version's rowid as its Seq.
+const selectChanges = `
+	SELECT v.version, v.actor, v.created_at, v.summary, v.comment, v.config, r.report, f.id, f.key, v.rowid
+	FROM versions v
+	JOIN features f ON f.id = v.feature_id
+	LEFT JOIN churn_reports r ON r.feature_id = v.feature_id AND r.version = v.version
+	WHERE 1 = 1`
+
+// Changes returns the versions of every existing feature that q selects,
+// newest first: the audit log. Seq is the version's rowid, which grows with
+// each insert.
+func (db *DB) Changes(ctx context.Context, q rollout.ChangeQuery) ([]rollout.Version, error) {
+	var vs []rollout.Version
+	err := db.readTx(ctx, "list changes", func(tx *sql.Tx) error {
+		var b strings.Builder
+		b.WriteString(selectChanges)
+		var args []any
+		if q.Feature != "" {
+			b.WriteString(" AND f.key = ?")
+			args = append(args, q.Feature)
+		}
+		if q.Actor != "" {
+			b.WriteString(" AND v.actor = ?")
+			args = append(args, q.Actor)
+		}
+		if q.Before > 0 {
+			b.WriteString(" AND v.rowid < ?")
+			args = append(args, q.Before)
+		}
+		b.WriteString(" ORDER BY v.rowid DESC")
+		if q.Limit > 0 {
+			b.WriteString(" LIMIT ?")
+			args = append(args, q.Limit)
+		}
+		rows, err := tx.QueryContext(ctx, b.String(), args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		vs = []rollout.Version{}
+		for rows.Next() {
+			var (
+				id, key string
+				seq     int64
+			)
+			v, err := scanVersionRow(rows, &id, &key, &seq)
+			if err != nil {
+				return err
+			}
+			v.Config.ID, v.Config.Key, v.Seq = id, key, seq
+			vs = append(vs, v)
+		}
+		return rows.Err()
+	})
+	return vs, err
+}
 
 func listVersions(ctx context.Context, tx *sql.Tx, key string, before, limit int) ([]rollout.Version, error) {
 	id, err := featureID(ctx, tx, key)
@@ -347,13 +405,25 @@ func findVersion(ctx context.Context, tx *sql.Tx, key string, version int) (roll
 // scanVersion reads a row of selectVersions of the feature id, key. A
 // version without a report (none is written so) has a zero Report.
 func scanVersion(rows *sql.Rows, id, key string) (rollout.Version, error) {
+	v, err := scanVersionRow(rows)
+	if err != nil {
+		return rollout.Version{}, err
+	}
+	v.Config.ID, v.Config.Key = id, key
+	return v, nil
+}
+
+// scanVersionRow reads the columns of selectVersions, then into extra
+// those that follow them.
+func scanVersionRow(rows *sql.Rows, extra ...any) (rollout.Version, error) {
 	var (
 		v       rollout.Version
 		created string
 		config  string
 		report  sql.NullString
 	)
-	if err := rows.Scan(&v.Version, &v.Actor, &created, &v.Summary, &config, &report); err != nil {
+	dest := append([]any{&v.Version, &v.Actor, &created, &v.Summary, &v.Comment, &config, &report}, extra...)
+	if err := rows.Scan(dest...); err != nil {
 		return rollout.Version{}, err
 	}
 	var err error
@@ -363,7 +433,6 @@ func scanVersion(rows *sql.Rows, id, key string) (rollout.Version, error) {
 	if err := json.Unmarshal([]byte(config), &v.Config); err != nil {
 		return rollout.Version{}, fmt.Errorf("decode configuration of version %d: %w", v.Version, err)
 	}
-	v.Config.ID, v.Config.Key = id, key
 	if report.Valid {
 		if err := json.Unmarshal([]byte(report.String), &v.Report); err != nil {
 			return rollout.Version{}, fmt.Errorf("decode report of version %d: %w", v.Version, err)

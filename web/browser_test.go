@@ -44,6 +44,12 @@ type browser struct {
 // is skipped, unless CI=true: CI must run it.
 func startBrowser(t *testing.T) *browser {
 	t.Helper()
+	return startBrowserOn(t, nil)
+}
+
+// startBrowserOn is startBrowser on the app a; nil: a new one.
+func startBrowserOn(t *testing.T, a *app) *browser {
+	t.Helper()
 	exe, err := exec.LookPath(chromiumPath)
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -51,7 +57,9 @@ func startBrowser(t *testing.T) *browser {
 		}
 		t.Skipf("no Chromium: %v", err)
 	}
-	a := newApp(t, 0)
+	if a == nil {
+		a = newApp(t, 0)
+	}
 	srv := httptest.NewServer(a.e)
 	t.Cleanup(srv.Close)
 
@@ -349,8 +357,13 @@ func TestBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`form[data-kind=add-bucket] button[type=submit]`)),
 		waitFor(`form[data-kind=add-bucket] .error`),
 	)
-	if got := b.text(`form[data-kind=add-bucket] .error`); !strings.Contains(got, `bucket "A" already exists`) || !strings.Contains(got, "409 conflict") {
-		t.Errorf("error next to the add form = %q", got)
+	if got := b.text(`form[data-kind=add-bucket] .error`); !strings.HasPrefix(got, `Bucket "A" already exists`) || strings.Contains(got, "409") || strings.Contains(got, "conflict") || strings.Contains(got, "Not done") {
+		t.Errorf("error next to the add form = %q, want the message in words, without HTTP codes", got)
+	}
+	// Editing the form clears the stale error.
+	b.do(chromedp.SendKeys(chromedp.CSS("#add-name"), "2"))
+	if hidden := evaluate[bool](b, `document.querySelector('form[data-kind=add-bucket] .error').hidden`); !hidden {
+		t.Error("the add form's error stays after the form changed")
 	}
 
 	// A user who moved into D: the look-up shows their bucket per version.
@@ -507,8 +520,17 @@ func TestBrowserChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.do(fill("#add-name", "F"), chromedp.Click(chromedp.CSS(`form[data-kind=add-bucket] button[type=submit]`)), waitFor(`form[data-kind=add-bucket] .error`))
-	if got := b.text(`form[data-kind=add-bucket] .error`); !strings.Contains(got, "is at version 10, not 9") || !strings.Contains(got, "Reload the page") {
+	if got := b.text(`form[data-kind=add-bucket] .error`); !strings.HasPrefix(got, "Someone changed this feature since the page was loaded") || strings.Contains(got, "412") {
 		t.Errorf("stale page's error = %q", got)
+	}
+	// Its Reload button shows the other change.
+	b.do(chromedp.Click(chromedp.CSS(`form[data-kind=add-bucket] .error button.reload`)), waitFor(`#history li[data-version="10"]`))
+	if got := b.text("#feature-version"); got != "10" {
+		t.Errorf("after Reload the page shows version %s, want 10", got)
+	}
+	// The banner of version 9 is not shown again.
+	if n := evaluate[int](b, `document.querySelectorAll('#banner').length`); n != 0 {
+		t.Errorf("after Reload the page shows %d banners, want none", n)
 	}
 	b.checkConsole()
 }

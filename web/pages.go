@@ -23,6 +23,7 @@ const (
 
 // listPage is the data of list.html.
 type listPage struct {
+	frame
 	Title    string
 	Query    string
 	Features []featureItem
@@ -35,7 +36,8 @@ type featureItem struct {
 	Enabled          bool
 	Fallback         string
 	Version          int
-	Bar              shareBar
+	Tag              string   // for If-Match
+	Bar              shareBar // what users get now
 	Last             *versionView
 	Search           string // what the filter matches: key and description, lower case
 	Hidden           bool   // does not match the filter
@@ -54,9 +56,12 @@ func (h *handler) list(c echo.Context) error {
 		}
 		shares, _ := snap.Shares(key)
 		item := featureItem{
-			Key: f.Key, Description: f.Description, Enabled: f.Enabled, Fallback: f.Fallback, Version: f.Version,
+			Key: f.Key, Description: f.Description, Enabled: f.Enabled, Fallback: f.Fallback, Version: f.Version, Tag: f.Tag(),
 			Bar:    newBar(bucketNames(f), shares, colors(f)),
 			Search: strings.ToLower(f.Key + " " + f.Description),
+		}
+		if !f.Enabled && f.Fallback != "" {
+			item.Bar = newBar([]string{f.Fallback}, map[string]float64{f.Fallback: 1}, colors(f))
 		}
 		item.Hidden = !strings.Contains(item.Search, strings.ToLower(q))
 		if !item.Hidden {
@@ -74,7 +79,7 @@ func (h *handler) list(c echo.Context) error {
 		}
 		p.Features = append(p.Features, item)
 	}
-	return h.render(c, http.StatusOK, "list", p)
+	return h.render(c, http.StatusOK, "list", &p)
 }
 
 func bucketNames(f rollout.Feature) []string {
@@ -87,9 +92,12 @@ func bucketNames(f rollout.Feature) []string {
 
 // featurePage is the data of feature.html.
 type featurePage struct {
+	frame
 	Title         string
 	Feature       rollout.Feature
 	Bar           shareBar
+	ServedBar     shareBar // what users get now, when the feature is off
+	ServedVersion int      // the version whose evaluations "served to apps" counts
 	Buckets       []bucketRow
 	SampleSize    int
 	SampleNone    int   // sampled users served no bucket
@@ -103,6 +111,7 @@ type featurePage struct {
 	OlderVersions int           // not listed
 	OlderURL      string        // the API's page of them
 	Chart         churnChart
+	OverTime      sharesChart
 	RollbackTo    []rollbackOption
 	Lookup        lookupView
 	Data          pageData
@@ -118,6 +127,7 @@ type bucketRow struct {
 	Sampled      int   // users of the sample it serves
 	Served       int64 // evaluations apps got from it at this version
 	Color        int
+	Target       string // the target field's first value: its share in percent
 }
 
 type overrideRow struct{ User, Bucket string }
@@ -202,7 +212,24 @@ func (h *handler) feature(c echo.Context) error {
 		}
 		served[name] = b.Count
 	}
+	p.ServedVersion = f.Version
+	if exposures.Total == 0 {
+		// Nothing served yet at this version: keep the last counts in view.
+		for _, e := range exposures.Versions {
+			if e.Version < f.Version && e.Count > 0 && (p.ServedVersion == f.Version || e.Version == p.ServedVersion) {
+				if p.ServedVersion == f.Version {
+					served = map[string]int64{}
+				}
+				p.ServedVersion = e.Version
+				served[e.Bucket] += e.Count
+				exposures.Total += e.Count
+			}
+		}
+	}
 	p.Observed, p.ObservedNone = exposures.Total, served[""]
+	if !f.Enabled && f.Fallback != "" {
+		p.ServedBar = newBar([]string{f.Fallback}, map[string]float64{f.Fallback: 1}, colour)
+	}
 	for _, b := range f.Buckets {
 		p.Buckets = append(p.Buckets, bucketRow{
 			Name: b.Name, Replicas: b.Replicas, Value: string(b.ServedValue()), DefaultValue: len(b.Value) == 0,
@@ -211,6 +238,13 @@ func (h *handler) feature(c echo.Context) error {
 		p.Data.Buckets = append(p.Data.Buckets, dataBucket{Name: b.Name, Replicas: b.Replicas, Value: string(b.Value)})
 	}
 	p.Overrides, p.MoreOverrides = overrideRows(f)
+	exact := make([]float64, len(p.Buckets))
+	for i, b := range p.Buckets {
+		exact[i] = b.Share
+	}
+	for i, v := range targetValues(exact) {
+		p.Buckets[i].Target = v
+	}
 
 	versions, err := h.svc.Versions(ctx, key, 0, historyShown)
 	switch {
@@ -228,7 +262,9 @@ func (h *handler) feature(c echo.Context) error {
 		p.OlderVersions = versions[n-1].Version - 1
 		p.OlderURL = "/api/features/" + url.PathEscape(key) + "/versions?before=" + strconv.Itoa(versions[n-1].Version)
 	}
+	markModulo(p.Versions, versions)
 	p.Chart = newChart(p.Versions)
+	p.OverTime = newSharesChart(f, versions, time.Now())
 	for n := f.Version - 1; n >= 1; n-- {
 		label := "version " + strconv.Itoa(n)
 		if s, ok := summaries[n]; ok {
@@ -254,7 +290,7 @@ func (h *handler) feature(c echo.Context) error {
 			status = http.StatusUnprocessableEntity
 		}
 	}
-	return h.render(c, status, "feature", p)
+	return h.render(c, status, "feature", &p)
 }
 
 // sample counts the users of n synthetic ones ("user:0", "user:1", …) that
@@ -308,6 +344,9 @@ func (h *handler) banner(c echo.Context, p *featurePage, key, changed string, ve
 		}
 	}
 	b := viewVersion(v)
+	if i >= 0 {
+		b.ModuloShown = p.Versions[i].ModuloShown
+	}
 	p.Banner = &b
 	return nil
 }
@@ -348,4 +387,59 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// changesShown is how many changes the audit log lists on one page.
+const changesShown = 50
+
+// changesPage is the data of changes.html: the audit log.
+type changesPage struct {
+	frame
+	Title          string
+	Feature, Actor string   // the filters; "" for any
+	Keys           []string // the features one can filter by
+	Entries        []changeEntry
+	OlderURL       string // the page of older changes; "" when there is none
+	Error          string
+}
+
+// changeEntry is one change of the audit log.
+type changeEntry struct {
+	Key string
+	versionView
+}
+
+// changes is the audit log: every change of every feature, newest first,
+// filtered by feature and by actor, a page at a time.
+func (h *handler) changes(c echo.Context) error {
+	p := changesPage{Title: "Audit log", Feature: strings.TrimSpace(c.QueryParam("feature")), Actor: strings.TrimSpace(c.QueryParam("actor"))}
+	p.Keys = h.svc.Snapshot().Keys()
+	var before int64
+	if q := c.QueryParam("before"); q != "" {
+		n, err := strconv.ParseInt(q, 10, 64)
+		if err != nil || n < 1 {
+			p.Error = "The link asks for changes before " + strconv.Quote(q) + ", which is not a position in the log. Showing the newest changes."
+		} else {
+			before = n
+		}
+	}
+	vs, err := h.svc.Changes(c.Request().Context(), rollout.ChangeQuery{Feature: p.Feature, Actor: p.Actor, Before: before, Limit: changesShown + 1})
+	if err != nil {
+		return h.internal(c, err)
+	}
+	if len(vs) > changesShown {
+		vs = vs[:changesShown]
+		q := url.Values{"before": {strconv.FormatInt(vs[changesShown-1].Seq, 10)}}
+		if p.Feature != "" {
+			q.Set("feature", p.Feature)
+		}
+		if p.Actor != "" {
+			q.Set("actor", p.Actor)
+		}
+		p.OlderURL = "/ui/changes?" + q.Encode()
+	}
+	for _, v := range vs {
+		p.Entries = append(p.Entries, changeEntry{Key: v.Config.Key, versionView: viewVersion(v)})
+	}
+	return h.render(c, http.StatusOK, "changes", &p)
 }

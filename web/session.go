@@ -18,10 +18,40 @@ type Sessions interface {
 	SignIn(c echo.Context, secret string) (rollout.Token, bool)
 	// SignOut ends the session and clears its cookie.
 	SignOut(c echo.Context) error
+	// Who returns the token the request was made with, if any.
+	Who(c echo.Context) (rollout.Token, bool)
+}
+
+// frame is what every page's header and forms need to know about who is
+// looking: their name and whether they may change features.
+type frame struct {
+	Who      string       // the signed-in token's name; "" when none
+	Role     rollout.Role // its role
+	ReadOnly bool         // signed in with a token that cannot change features
+	SignOut  bool         // the header offers to sign out
+}
+
+func (f *frame) frameOf() *frame { return f }
+
+// framed is a page's data that carries a frame.
+type framed interface{ frameOf() *frame }
+
+// fillFrame says who is signed in on the page's data.
+func (h *handler) fillFrame(c echo.Context, f *frame) {
+	if h.sessions == nil || !h.sessions.Enforced() {
+		return
+	}
+	tok, ok := h.sessions.Who(c)
+	if !ok {
+		return
+	}
+	f.Who, f.Role, f.SignOut = tok.Name, tok.Role, true
+	f.ReadOnly = !tok.Role.Allows(rollout.PermWrite)
 }
 
 // loginPage is the data of login.html.
 type loginPage struct {
+	frame
 	Title, Next, Error string
 }
 
@@ -29,7 +59,7 @@ func (h *handler) loginForm(c echo.Context) error {
 	if h.sessions == nil || !h.sessions.Enforced() {
 		return c.Redirect(http.StatusSeeOther, "/ui/")
 	}
-	return h.render(c, http.StatusOK, "login", loginPage{Title: "Sign in", Next: safeNext(c.QueryParam("next"))})
+	return h.render(c, http.StatusOK, "login", &loginPage{Title: "Sign in", Next: safeNext(c.QueryParam("next"))})
 }
 
 // login checks the submitted token; the form is protected against
@@ -42,7 +72,7 @@ func (h *handler) login(c echo.Context) error {
 	}
 	tok, ok := h.sessions.SignIn(c, c.FormValue("token"))
 	if !ok {
-		return h.render(c, http.StatusUnauthorized, "login", loginPage{Title: "Sign in", Next: next,
+		return h.render(c, http.StatusUnauthorized, "login", &loginPage{Title: "Sign in", Next: next,
 			Error: "That token is not valid: it is unknown or was revoked."})
 	}
 	h.log.Info("dashboard sign-in", "token", tok.Name, "role", tok.Role)

@@ -1,7 +1,10 @@
 package web
 
 import (
+	"cmp"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -195,10 +198,12 @@ type versionView struct {
 	Actor           string
 	Time            time.Time
 	Summary         string
+	Comment         string
 	Created         bool // the feature's creation: every user got a bucket
 	Exact           bool // exact figures; false: expected after a reshuffle
 	Churn           float64
 	Modulo          float64
+	ModuloShown     bool // the change changed the number of buckets: naive mod N is worth comparing
 	Direction       string
 	Moves           []moveView
 	MoreMoves       int
@@ -212,7 +217,7 @@ const maxMovesShown = 8
 func viewVersion(v rollout.Version) versionView {
 	r := v.Report
 	vv := versionView{
-		Version: v.Version, Actor: v.Actor, Time: v.Time, Summary: sentence(v.Summary),
+		Version: v.Version, Actor: v.Actor, Time: v.Time, Summary: sentence(v.Summary), Comment: v.Comment,
 		Created: r.FromVersion == 0, Exact: r.Method != rollout.MethodExpected,
 		Churn: r.Churn, Modulo: r.ModuloChurn, Direction: direction(r.Moves),
 		Moves: movesOf(r), OverrideChanges: len(r.OverrideChanges),
@@ -250,6 +255,7 @@ type churnChart struct {
 	Height int
 	Left   float64 // x of the 0% axis
 	Hidden int     // older changes not drawn
+	Modulo bool    // some row compares with naive mod N
 }
 
 type chartRow struct {
@@ -259,6 +265,7 @@ type chartRow struct {
 	ChurnW, ModuloW float64
 	ChurnX, ModuloX float64 // where each number is written
 	Exact           bool
+	ModuloShown     bool
 	Summary         string
 }
 
@@ -285,10 +292,66 @@ func newChart(versions []versionView) churnChart {
 		y := chartTop + len(c.Rows)*chartRowHeight
 		cw, mw := chartBarScale*v.Churn, chartBarScale*v.Modulo
 		c.Rows = append(c.Rows, chartRow{
-			Version: v.Version, Y: y, Churn: v.Churn, Modulo: v.Modulo, Exact: v.Exact, Summary: v.Summary,
+			Version: v.Version, Y: y, Churn: v.Churn, Modulo: v.Modulo, Exact: v.Exact, Summary: v.Summary, ModuloShown: v.ModuloShown,
 			ChurnW: cw, ModuloW: mw, ChurnX: chartLabelCol + cw + 1, ModuloX: chartLabelCol + mw + 1,
 		})
 	}
+	for _, r := range c.Rows {
+		c.Modulo = c.Modulo || r.ModuloShown
+	}
 	c.Height = chartTop + len(c.Rows)*chartRowHeight + 4
 	return c
+}
+
+// markModulo shows naive mod N beside the changes among views (newest first,
+// from versions) that changed the number of buckets: for other changes
+// (replicas, overrides, kill switch, reshuffle) it is no useful comparison.
+// A version whose previous one is not among versions is compared with its
+// report's shares.
+func markModulo(views []versionView, versions []rollout.Version) {
+	for i, v := range versions {
+		if views[i].Created {
+			continue
+		}
+		before := len(v.Report.SharesBefore)
+		if i+1 < len(versions) {
+			before = len(versions[i+1].Config.Buckets)
+		}
+		views[i].ModuloShown = before != len(v.Config.Buckets)
+	}
+}
+
+// targetValues returns shares as percentages with two decimals that add up
+// to exactly 100 (largest remainder first), for the target fields.
+func targetValues(shares []float64) []string {
+	hundredths := make([]int, len(shares))
+	type rest struct {
+		i int
+		r float64
+	}
+	var rests []rest
+	total := 0
+	for i, s := range shares {
+		x := 10000 * s
+		hundredths[i] = int(math.Floor(x))
+		total += hundredths[i]
+		rests = append(rests, rest{i, x - math.Floor(x)})
+	}
+	if total == 0 {
+		out := make([]string, len(shares))
+		for i := range out {
+			out[i] = "0"
+		}
+		return out
+	}
+	slices.SortStableFunc(rests, func(a, b rest) int { return cmp.Compare(b.r, a.r) })
+	for k := 0; total < 10000 && k < len(rests); k++ {
+		hundredths[rests[k].i]++
+		total++
+	}
+	out := make([]string, len(shares))
+	for i, h := range hundredths {
+		out[i] = strconv.FormatFloat(float64(h)/100, 'f', -1, 64)
+	}
+	return out
 }

@@ -79,7 +79,7 @@ func Register(e *echo.Echo, svc *rollout.Service, opts Options) {
 	if h.sample <= 0 {
 		h.sample = DefaultSampleUsers
 	}
-	h.pages = parsePages(h.assets, h.signInRequired)
+	h.pages = parsePages(h.assets)
 
 	toUI := func(c echo.Context) error { return c.Redirect(http.StatusFound, "/ui/") }
 	e.GET("/", toUI)
@@ -87,6 +87,7 @@ func Register(e *echo.Echo, svc *rollout.Service, opts Options) {
 	g := e.Group("/ui", securityHeaders)
 	g.GET("/", h.list)
 	g.GET("/features/:key", h.feature)
+	g.GET("/changes", h.changes)
 	g.GET("/static/*", h.static)
 	g.GET("/login", h.loginForm)
 	g.POST("/login", h.login)
@@ -168,14 +169,9 @@ func (h *handler) static(c echo.Context) error {
 	return c.Blob(http.StatusOK, typ, data)
 }
 
-// signInRequired reports whether the server asks for tokens, so pages offer
-// to sign out.
-func (h *handler) signInRequired() bool { return h.sessions != nil && h.sessions.Enforced() }
-
 // parsePages parses each page's template together with the layout.
-func parsePages(a assets, signInRequired func() bool) map[string]*template.Template {
+func parsePages(a assets) map[string]*template.Template {
 	funcs := template.FuncMap{
-		"signInRequired":  signInRequired,
 		"asset":           a.url,
 		"pct":             pct,
 		"num":             num,
@@ -188,12 +184,13 @@ func parsePages(a assets, signInRequired func() bool) map[string]*template.Templ
 		"share":           func(n, of int64) float64 { return float64(n) / float64(of) },
 		"thousands64":     func(n int64) string { return thousands(int(n)) },
 		"add":             func(a, b int) int { return a + b },
+		"sub":             func(a, b float64) float64 { return a - b },
 		"dec":             func(n int) int { return n - 1 },
 		"defaultReplicas": defaultReplicas,
 	}
 	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/parts.html"))
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"list", "feature", "error", "login"} {
+	for _, name := range []string{"list", "feature", "error", "login", "changes"} {
 		pages[name] = template.Must(template.Must(base.Clone()).ParseFS(templateFiles, "templates/"+name+".html"))
 	}
 	return pages
@@ -202,6 +199,9 @@ func parsePages(a assets, signInRequired func() bool) map[string]*template.Templ
 // render writes the named page with status. The page is rendered in full
 // before anything is written, so a template failure is a clean 500.
 func (h *handler) render(c echo.Context, status int, name string, data any) error {
+	if f, ok := data.(framed); ok && name != "login" {
+		h.fillFrame(c, f.frameOf())
+	}
 	var buf bytes.Buffer
 	if err := h.pages[name].ExecuteTemplate(&buf, "layout.html", data); err != nil {
 		h.logError(c, "render "+name, err)
@@ -212,6 +212,7 @@ func (h *handler) render(c echo.Context, status int, name string, data any) erro
 
 // errorPage is the data of error.html.
 type errorPage struct {
+	frame
 	Title     string
 	Message   string
 	RequestID string
@@ -219,7 +220,7 @@ type errorPage struct {
 
 // fail answers with an HTML error page.
 func (h *handler) fail(c echo.Context, status int, title, message string) error {
-	return h.render(c, status, "error", errorPage{Title: title, Message: message})
+	return h.render(c, status, "error", &errorPage{Title: title, Message: message})
 }
 
 // internal logs err with the request ID and answers with a generic page that
@@ -227,7 +228,7 @@ func (h *handler) fail(c echo.Context, status int, title, message string) error 
 func (h *handler) internal(c echo.Context, err error) error {
 	h.logError(c, "dashboard request failed", err)
 	id := c.Response().Header().Get(echo.HeaderXRequestID)
-	return h.render(c, http.StatusInternalServerError, "error", errorPage{
+	return h.render(c, http.StatusInternalServerError, "error", &errorPage{
 		Title:     "Something went wrong",
 		Message:   "The server could not show this page. It logged the cause; give the request ID below to whoever runs it.",
 		RequestID: id,

@@ -2,6 +2,8 @@ package web_test
 
 import (
 	"context"
+	"fmt"
+	"html"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -249,15 +251,37 @@ func TestDisabledFeature(t *testing.T) {
 	}
 	body := a.get(t, "/ui/features/checkout?changed=3").Body.String()
 	for _, want := range []string{
-		`<span class="badge off">Off</span> no bucket is served: apps use their default`,
+		`<span class="badge off">Off</span> — no bucket is served: apps use their default`,
+		`<p class="notice" id="off-now">The feature is off: no user gets a bucket now: apps use their default.</p>`,
 		`<span class="big">100.00%</span> of users moved, all to no bucket (apps serve their default)`,
 		`<tr class="none"><th scope="row">no bucket</th>`, `<td class="num sampled">100.00%</td>`,
 		`data-share="B">53.27%`, // the ring's shares, for when it is turned on again
-		`Preview turning it on`,
+		`Turn on…`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("disabled feature's page lacks %q", want)
 		}
+	}
+	// Naive mod N is no comparison for a kill switch; it is for adding D.
+	banner := body[strings.Index(body, `id="banner"`):]
+	banner = banner[:strings.Index(banner, "</section>")]
+	v3 := body[strings.Index(body, `<li class="version" data-version="3"`):]
+	v3 = v3[:strings.Index(v3, "</li>")]
+	v2 := body[strings.Index(body, `<li class="version" data-version="2"`):]
+	if strings.Contains(banner, "mod N") || strings.Contains(v3, "mod N") || !strings.Contains(v2, "naive mod N") {
+		t.Errorf("naive mod N: in the banner of turning off %v, in its history %v, beside adding D %v; want false, false, true",
+			strings.Contains(banner, "mod N"), strings.Contains(v3, "mod N"), strings.Contains(v2, "naive mod N"))
+	}
+	// The list says what users get now, not the split they would get on.
+	list := a.get(t, "/ui/").Body.String()
+	i := strings.Index(list, `data-key="checkout"`)
+	if i < 0 {
+		t.Fatal("the list lacks checkout")
+	}
+	item := list[i:]
+	item = item[:strings.Index(item, "</li>")]
+	if !strings.Contains(item, "no bucket served: apps use their default") || !strings.Contains(item, `<p class="no-bucket">No bucket served</p>`) || strings.Contains(item, "53.27%") {
+		t.Errorf("the list's item of a feature that is off:\n%s", item)
 	}
 }
 
@@ -402,9 +426,28 @@ func TestServedToApps(t *testing.T) {
 	if rep, _ := a.svc.Exposures(context.Background(), "dark-mode"); rep.Total != 3 {
 		t.Errorf("exposures after viewing the page = %d, want the 3 evaluations", rep.Total)
 	}
+
+	// After a change, until apps are served the new version, the column
+	// keeps version 1's counts and says so; then it shows version 2's.
+	desc := "darker"
+	if _, err := a.svc.Change(context.Background(), "dark-mode", rollout.Patch(&desc, nil, nil), rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	body = a.get(t, "/ui/features/dark-mode").Body.String()
+	for _, want := range []string{want, `Served to apps <span class="hint">at v1</span>`, "none yet at version 2, so the previous version's counts are shown"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("after a change, the page lacks %q", want)
+		}
+	}
+	a.svc.Evaluate("dark-mode", "vip")
+	body = a.get(t, "/ui/features/dark-mode").Body.String()
+	if want := `data-served="` + e.Bucket + `">100.00% <span class="hint">(1)</span>`; !strings.Contains(body, want) || strings.Contains(body, "at v1") {
+		t.Errorf("once version 2 is served, the page lacks %q or still shows version 1's counts", want)
+	}
 }
 
-// fakeSessions is a server that asks for tokens.
+// fakeSessions is a server that asks for tokens, where every request is
+// signed in as vera, a viewer.
 type fakeSessions struct{}
 
 func (fakeSessions) Enforced() bool { return true }
@@ -412,9 +455,13 @@ func (fakeSessions) SignIn(echo.Context, string) (rollout.Token, bool) {
 	return rollout.Token{}, false
 }
 func (fakeSessions) SignOut(echo.Context) error { return nil }
+func (fakeSessions) Who(echo.Context) (rollout.Token, bool) {
+	return rollout.Token{Name: "vera", Role: rollout.RoleViewer}, true
+}
 
 // TestSignOutOnlyWithTokens: pages offer to sign out only on a server that
-// asks for tokens.
+// asks for tokens, and say who is signed in; the sign-in page does not
+// offer to sign out.
 func TestSignOutOnlyWithTokens(t *testing.T) {
 	open := newApp(t, 10)
 	if body := open.get(t, "/ui/").Body.String(); strings.Contains(body, `action="/ui/logout"`) {
@@ -436,5 +483,49 @@ func TestSignOutOnlyWithTokens(t *testing.T) {
 	e.ServeHTTP(rec, req)
 	if !strings.Contains(rec.Body.String(), `action="/ui/logout"`) {
 		t.Error("a page of a server that asks for tokens does not offer to sign out")
+	}
+	if !strings.Contains(rec.Body.String(), `Signed in as <b id="who">vera</b>`) {
+		t.Error("a page does not say who is signed in")
+	}
+	rec = httptest.NewRecorder()
+	e.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/ui/login", nil))
+	if body := rec.Body.String(); rec.Code != 200 || strings.Contains(body, `action="/ui/logout"`) || strings.Contains(body, "Signed in as") {
+		t.Errorf("GET /ui/login = %d, offers to sign out or names who is signed in:\n%s", rec.Code, body)
+	}
+}
+
+// TestAuditLogPages: the audit log lists 50 changes a page, newest first,
+// with a link to the older ones that keeps the filter; a bad cursor is
+// explained, not a failure.
+func TestAuditLogPages(t *testing.T) {
+	a := newApp(t, 10)
+	a.seed(t) // checkout v1, v2; dark-mode v1
+	ctx := context.Background()
+	for i := range 55 {
+		n := 3 + i%4
+		if _, err := a.svc.Change(ctx, "checkout", rollout.UpdateBucket("A", &n, nil), rollout.ChangeOptions{Actor: "bot", Comment: fmt.Sprintf("step %d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries := regexp.MustCompile(`<li class="version change-entry" data-feature="([^"]+)" data-version="(\d+)" data-actor="([^"]+)">`)
+	older := regexp.MustCompile(`<a href="([^"]+)" id="older-changes">`)
+
+	body := a.get(t, "/ui/changes?actor=bot").Body.String()
+	got := entries.FindAllStringSubmatch(body, -1)
+	if len(got) != 50 || got[0][2] != "57" || got[49][2] != "8" || !strings.Contains(body, "Comment:</span> step 54") {
+		t.Fatalf("first page of bot's changes: %d entries from v%s", len(got), got[0][2])
+	}
+	m := older.FindStringSubmatch(body)
+	if m == nil || !strings.Contains(m[1], "actor=bot") {
+		t.Fatalf("first page's link to older changes = %v, want one that keeps actor=bot", m)
+	}
+	body = a.get(t, html.UnescapeString(m[1])).Body.String()
+	got = entries.FindAllStringSubmatch(body, -1)
+	if len(got) != 5 || got[0][2] != "7" || got[4][2] != "3" || older.MatchString(body) {
+		t.Errorf("second page: %d entries, link %v; want versions 7 to 3 and no link", len(got), older.FindStringSubmatch(body))
+	}
+	body = a.get(t, "/ui/changes?before=x").Body.String()
+	if !strings.Contains(body, "which is not a position in the log") || len(entries.FindAllString(body, -1)) != 50 {
+		t.Error("a bad cursor is not explained, or the newest changes are not shown")
 	}
 }

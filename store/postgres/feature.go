@@ -193,9 +193,9 @@ func insertVersion(ctx context.Context, tx pgx.Tx, id string, v rollout.Version)
 		return fmt.Errorf("encode report: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `
-		INSERT INTO versions (feature_id, version, actor, created_at, summary, config)
-		VALUES ($1, $2, $3, $4, $5, $6)`,
-		id, v.Version, v.Actor, v.Time.UTC(), v.Summary, config); err != nil {
+		INSERT INTO versions (feature_id, version, actor, created_at, summary, comment, config)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		id, v.Version, v.Actor, v.Time.UTC(), v.Summary, v.Comment, config); err != nil {
 		return fmt.Errorf("insert version %d: %w", v.Version, err)
 	}
 	if _, err := tx.Exec(ctx, `
@@ -218,10 +218,69 @@ func featureID(ctx context.Context, tx pgx.Tx, key string) (string, error) {
 }
 
 const selectVersions = `
-	SELECT v.version, v.actor, v.created_at, v.summary, v.config, r.report
+	SELECT v.version, v.actor, v.created_at, v.summary, v.comment, v.config, r.report
 	FROM versions v
 	LEFT JOIN churn_reports r ON r.feature_id = v.feature_id AND r.version = v.version
 	WHERE v.feature_id = $1`
+
+// selectChanges reads the versions of every feature, with the feature's
+// ID and key and the version's seq.
+const selectChanges = `
+	SELECT v.version, v.actor, v.created_at, v.summary, v.comment, v.config, r.report, f.id, f.key, v.seq
+	FROM versions v
+	JOIN features f ON f.id = v.feature_id
+	LEFT JOIN churn_reports r ON r.feature_id = v.feature_id AND r.version = v.version
+	WHERE true`
+
+// Changes returns the versions of every existing feature that q selects,
+// newest first by seq, which a sequence numbers in insertion order: the
+// audit log.
+func (db *DB) Changes(ctx context.Context, q rollout.ChangeQuery) ([]rollout.Version, error) {
+	var vs []rollout.Version
+	err := db.readTx(ctx, "list changes", func(tx pgx.Tx) error {
+		var b strings.Builder
+		b.WriteString(selectChanges)
+		var args []any
+		if q.Feature != "" {
+			args = append(args, q.Feature)
+			fmt.Fprintf(&b, " AND f.key = $%d", len(args))
+		}
+		if q.Actor != "" {
+			args = append(args, q.Actor)
+			fmt.Fprintf(&b, " AND v.actor = $%d", len(args))
+		}
+		if q.Before > 0 {
+			args = append(args, q.Before)
+			fmt.Fprintf(&b, " AND v.seq < $%d", len(args))
+		}
+		b.WriteString(" ORDER BY v.seq DESC")
+		if q.Limit > 0 {
+			args = append(args, q.Limit)
+			fmt.Fprintf(&b, " LIMIT $%d", len(args))
+		}
+		rows, err := tx.Query(ctx, b.String(), args...)
+		if err != nil {
+			return err
+		}
+		vs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (rollout.Version, error) {
+			var (
+				id, key string
+				seq     int64
+			)
+			v, err := scanVersionRow(row, &id, &key, &seq)
+			if err != nil {
+				return v, err
+			}
+			v.Config.ID, v.Config.Key, v.Seq = id, key, seq
+			return v, nil
+		})
+		return err
+	})
+	if vs == nil && err == nil {
+		vs = []rollout.Version{}
+	}
+	return vs, err
+}
 
 // Versions returns the history of the feature key newest first: at most
 // limit entries (all when limit <= 0) below version before (all when
@@ -284,28 +343,39 @@ func (db *DB) Version(ctx context.Context, key string, version int) (rollout.Ver
 // version without a report has a zero Report.
 func versionScanner(id, key string) pgx.RowToFunc[rollout.Version] {
 	return func(row pgx.CollectableRow) (rollout.Version, error) {
-		var (
-			v       rollout.Version
-			created time.Time
-			config  []byte
-			report  []byte
-		)
-		if err := row.Scan(&v.Version, &v.Actor, &created, &v.Summary, &config, &report); err != nil {
+		v, err := scanVersionRow(row)
+		if err != nil {
 			return rollout.Version{}, err
 		}
-		v.Time = created.UTC()
-		if err := json.Unmarshal(config, &v.Config); err != nil {
-			return rollout.Version{}, fmt.Errorf("decode configuration of version %d: %w", v.Version, err)
-		}
 		v.Config.ID, v.Config.Key = id, key
-		v.Config.CreatedAt, v.Config.UpdatedAt = v.Config.CreatedAt.UTC(), v.Config.UpdatedAt.UTC()
-		if report != nil {
-			if err := json.Unmarshal(report, &v.Report); err != nil {
-				return rollout.Version{}, fmt.Errorf("decode report of version %d: %w", v.Version, err)
-			}
-		}
 		return v, nil
 	}
+}
+
+// scanVersionRow reads the columns of selectVersions, then into extra
+// those that follow them.
+func scanVersionRow(row pgx.CollectableRow, extra ...any) (rollout.Version, error) {
+	var (
+		v       rollout.Version
+		created time.Time
+		config  []byte
+		report  []byte
+	)
+	dest := append([]any{&v.Version, &v.Actor, &created, &v.Summary, &v.Comment, &config, &report}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return rollout.Version{}, err
+	}
+	v.Time = created.UTC()
+	if err := json.Unmarshal(config, &v.Config); err != nil {
+		return rollout.Version{}, fmt.Errorf("decode configuration of version %d: %w", v.Version, err)
+	}
+	v.Config.CreatedAt, v.Config.UpdatedAt = v.Config.CreatedAt.UTC(), v.Config.UpdatedAt.UTC()
+	if report != nil {
+		if err := json.Unmarshal(report, &v.Report); err != nil {
+			return rollout.Version{}, fmt.Errorf("decode report of version %d: %w", v.Version, err)
+		}
+	}
+	return v, nil
 }
 
 // encodeFeature returns f as JSON with its times in UTC.

@@ -51,6 +51,7 @@ var cases = []struct {
 	{"delete", testDelete},
 	{"versions paging", testVersions},
 	{"version not found", testVersionNotFound},
+	{"changes across features", testChanges},
 	{"exposures add up", testExposures},
 	{"exposure batches count once", testExposureBatches},
 	{"tokens", testTokens},
@@ -862,5 +863,90 @@ func testExposureBatches(t *testing.T, o Opened) {
 
 	if ok, err := s.AddExposureBatch(ctx, "batch-0003", nil); !ok || err != nil {
 		t.Errorf("AddExposureBatch(batch-0003, nil) = %v, %v; want true, nil", ok, err)
+	}
+}
+
+// testChanges writes versions of two features in turn, with actors and
+// comments, and reads the audit log back filtered and a page at a time.
+func testChanges(t *testing.T, o Opened) {
+	ctx := context.Background()
+	s := o.Store
+	a, b := newFeature("a"), newFeature("b")
+	b.ID = "id-b"
+	write := func(f rollout.Feature, actor, comment string) rollout.Version {
+		t.Helper()
+		v := versionOf(f)
+		v.Actor, v.Comment = actor, comment
+		var err error
+		if f.Version == 1 {
+			err = s.CreateFeature(ctx, f, v)
+		} else {
+			err = s.UpdateFeature(ctx, f, v)
+		}
+		if err != nil {
+			t.Fatalf("write %q version %d = %v", f.Key, f.Version, err)
+		}
+		return v
+	}
+	a1 := write(a, "alice", "first, with a <b>tag</b> & ünïcode\nand a second line")
+	b1 := write(b, "bob", "")
+	a2 := write(next(a), "bob", "why: 10 % more")
+	b2 := write(next(b), "alice", "")
+	a3 := write(next(next(a)), "alice", "")
+	all := []rollout.Version{a3, b2, a2, b1, a1} // newest first
+
+	get := func(q rollout.ChangeQuery) []rollout.Version {
+		t.Helper()
+		got, err := s.Changes(ctx, q)
+		if err != nil {
+			t.Fatalf("Changes(%+v) = %v", q, err)
+		}
+		return got
+	}
+	noSeq := cmp.Transformer("noSeq", func(v rollout.Version) rollout.Version { v.Seq = 0; return v })
+	everything := get(rollout.ChangeQuery{})
+	if diff := cmp.Diff(all, everything, noSeq); diff != "" {
+		t.Fatalf("Changes({}) mismatch (-want +got):\n%s", diff)
+	}
+	for i := 1; i < len(everything); i++ {
+		if everything[i].Seq <= 0 || everything[i].Seq >= everything[i-1].Seq {
+			t.Fatalf("Changes({}) seqs %d then %d: want positive and falling", everything[i-1].Seq, everything[i].Seq)
+		}
+	}
+	tests := []struct {
+		name string
+		q    rollout.ChangeQuery
+		want []rollout.Version
+	}{
+		{"feature", rollout.ChangeQuery{Feature: "a"}, []rollout.Version{a3, a2, a1}},
+		{"actor", rollout.ChangeQuery{Actor: "alice"}, []rollout.Version{a3, b2, a1}},
+		{"feature and actor", rollout.ChangeQuery{Feature: "b", Actor: "alice"}, []rollout.Version{b2}},
+		{"limit", rollout.ChangeQuery{Limit: 2}, []rollout.Version{a3, b2}},
+		{"next page", rollout.ChangeQuery{Before: everything[1].Seq, Limit: 2}, []rollout.Version{a2, b1}},
+		{"last page", rollout.ChangeQuery{Before: everything[3].Seq, Limit: 2}, []rollout.Version{a1}},
+		{"filtered page", rollout.ChangeQuery{Actor: "bob", Before: everything[2].Seq}, []rollout.Version{b1}},
+		{"no such feature", rollout.ChangeQuery{Feature: "missing"}, []rollout.Version{}},
+		{"no such actor", rollout.ChangeQuery{Actor: "carol"}, []rollout.Version{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, get(tt.q), noSeq); diff != "" {
+				t.Errorf("Changes(%+v) mismatch (-want +got):\n%s", tt.q, diff)
+			}
+		})
+	}
+
+	// Versions and Version carry the comment too.
+	v, err := s.Version(ctx, "a", 2)
+	if err != nil || v.Comment != a2.Comment {
+		t.Errorf("Version(a, 2) = comment %q, %v; want %q", v.Comment, err, a2.Comment)
+	}
+
+	// A deleted feature's history leaves the log.
+	if err := s.DeleteFeature(ctx, "b", 2); err != nil {
+		t.Fatalf("DeleteFeature(b) = %v", err)
+	}
+	if diff := cmp.Diff([]rollout.Version{a3, a2, a1}, get(rollout.ChangeQuery{}), noSeq); diff != "" {
+		t.Errorf("Changes({}) after deleting b mismatch (-want +got):\n%s", diff)
 	}
 }

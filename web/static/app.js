@@ -65,8 +65,25 @@
 
   // After a change, the page opens on its churn: move focus there so that
   // keyboard and screen reader users meet it first too.
+  // It shows once: right after this page applied the change (the script
+  // notes it before leaving the form), not on reload or from a shared link.
   const banner = document.getElementById('banner');
-  if (banner) banner.focus();
+  if (banner) {
+    const mark = 'applied:' + window.location.pathname + ':' + banner.dataset.version;
+    let fresh = false;
+    try {
+      fresh = window.sessionStorage.getItem(mark) === '1';
+      window.sessionStorage.removeItem(mark);
+    } catch {
+      // No storage: show it this once anyway.
+      fresh = true;
+    }
+    const url = new URL(window.location.href);
+    url.searchParams.delete('changed');
+    window.history.replaceState(null, '', url.pathname + url.search + url.hash);
+    if (fresh) banner.focus();
+    else banner.remove();
+  }
 
   const dataNode = document.getElementById('feature-data');
   const feature = dataNode ? JSON.parse(dataNode.textContent) : null;
@@ -102,6 +119,57 @@
     sync();
   }
 
+  // The targets form: new bucket rows, "split equally" and the running
+  // total.
+  const targetsForm = document.querySelector('form[data-kind=targets]');
+  if (targetsForm) {
+    const list = targetsForm.querySelector('.new-targets');
+    const template = targetsForm.querySelector('.new-target-template');
+    const sum = targetsForm.querySelector('.target-sum .sum');
+    const inputs = () => [...targetsForm.querySelectorAll('input[name=target], input[name=new-target]')];
+    const total = () => {
+      const t = inputs().reduce((a, i) => a + (Number(i.value) || 0), 0);
+      sum.textContent = (Math.round(100 * t) / 100) + '%';
+      sum.classList.toggle('off-total', Math.abs(t - 100) > 1e-4);
+    };
+    targetsForm.addEventListener('input', total);
+    targetsForm.querySelector('.add-target').addEventListener('click', () => {
+      list.append(template.content.cloneNode(true));
+      list.lastElementChild.querySelector('input').focus();
+      total();
+    });
+    list.addEventListener('click', (ev) => {
+      const button = ev.target.closest('.remove-target');
+      if (!button) return;
+      button.closest('.new-target').remove();
+      targetsForm.querySelector('.add-target').focus();
+      total();
+    });
+    targetsForm.querySelector('.split-equally').addEventListener('click', () => {
+      const all = inputs();
+      // Hundredths that add up to exactly 100.
+      const base = Math.floor(10000 / all.length);
+      let rest = 10000 - base * all.length;
+      for (const i of all) {
+        const n = base + (rest > 0 ? 1 : 0);
+        if (rest > 0) rest--;
+        i.value = String(n / 100);
+      }
+      total();
+      targetsForm.dispatchEvent(new Event('change'));
+    });
+    total();
+  }
+
+  // A folded part that opens puts focus on its first field.
+  for (const d of document.querySelectorAll('details.create-box')) {
+    d.addEventListener('toggle', () => {
+      if (!d.open) return;
+      const first = d.querySelector('input:not([type=hidden]):not([disabled]), select, textarea');
+      if (first) first.focus();
+    });
+  }
+
   // parseValue reads a bucket value: JSON when it parses, otherwise the text
   // as a JSON string.
   function parseValue(text) {
@@ -124,22 +192,95 @@
     return form.elements.namedItem(name).value;
   }
 
+  // parsePercent reads a percentage of users as a fraction.
+  function parsePercent(text, label) {
+    const n = Number(text);
+    if (String(text).trim() === '' || !Number.isFinite(n) || n < 0 || n > 100) {
+      throw new Error(label + ': give a percentage from 0 to 100, e.g. 25.');
+    }
+    return n / 100;
+  }
+
+  // checkSum refuses shares that do not add up to everyone.
+  function checkSum(shares) {
+    const sum = shares.reduce((a, b) => a + b, 0);
+    if (Math.abs(sum - 1) > 1e-6) {
+      throw new Error('The shares add up to ' + (100 * sum).toFixed(2) + '%: make them add up to 100%.');
+    }
+  }
+
+  // withGuards adds the form's comment and churn limit to the request.
+  function withGuards(form, req) {
+    const comment = form.elements.namedItem('comment');
+    const maxChurn = form.elements.namedItem('max_churn');
+    const extra = {};
+    if (comment && comment.value.trim() !== '') extra.comment = comment.value.trim();
+    if (maxChurn && maxChurn.value.trim() !== '') extra.max_churn = parsePercent(maxChurn.value, 'The churn limit');
+    if (Object.keys(extra).length > 0) req.body = Object.assign(req.body || {}, extra);
+    return req;
+  }
+
   // Each kind of form builds its API request: method, path and body.
   const builders = {
     create(form) {
       const buckets = [];
+      const targets = {};
+      let withShares = 0;
+      let rowsUsed = 0;
       form.querySelectorAll('.bucket-row').forEach((row, i) => {
         const name = row.querySelector('[name=bucket-name]').value.trim();
+        const share = row.querySelector('[name=bucket-share]').value.trim();
         const replicas = row.querySelector('[name=bucket-replicas]').value;
         const value = row.querySelector('[name=bucket-value]').value;
-        if (name === '' && value === '') return; // an unused row
-        const b = { name, replicas: parseReplicas(replicas, 'Bucket ' + (i + 1)) };
+        if (name === '' && value === '' && share === '') return; // an unused row
+        rowsUsed++;
+        const b = { name };
+        if (share !== '') {
+          withShares++;
+          targets[name] = parsePercent(share, 'The share of bucket ' + (name || i + 1));
+        } else {
+          b.replicas = parseReplicas(replicas, 'Bucket ' + (i + 1));
+        }
         if (value !== '') b.value = parseValue(value);
         buckets.push(b);
       });
+      if (withShares > 0 && withShares < rowsUsed) throw new Error('Give every bucket a share, or none of them (and replicas instead).');
       const body = { key: field(form, 'key').trim(), description: field(form, 'description'), buckets };
+      if (withShares > 0) {
+        checkSum(Object.values(targets));
+        body.targets = targets;
+      }
       if (!form.elements.namedItem('salt-default').checked) body.salt = field(form, 'salt');
       return { method: 'POST', path: '/api/features', body, create: true, key: body.key };
+    },
+    targets(form) {
+      const targets = {};
+      const values = {};
+      for (const input of form.querySelectorAll('input[name=target]')) {
+        targets[input.dataset.bucket] = parsePercent(input.value, 'The share of ' + input.dataset.bucket);
+      }
+      for (const row of form.querySelectorAll('.new-target')) {
+        const name = row.querySelector('[name=new-name]').value.trim();
+        const share = row.querySelector('[name=new-target]').value;
+        const value = row.querySelector('[name=new-value]').value;
+        if (name === '' && share.trim() === '' && value === '') continue;
+        if (name === '') throw new Error('Give the new bucket a name.');
+        if (name in targets) throw new Error('There is a bucket ' + name + ' already: give the new one another name.');
+        targets[name] = parsePercent(share, 'The share of ' + name);
+        if (value !== '') values[name] = parseValue(value);
+      }
+      checkSum(Object.values(targets));
+      return { plan: { method: 'POST', path: base + '/plan', body: { targets } }, values };
+    },
+    describe(form) {
+      return { method: 'PATCH', path: base, body: { description: field(form, 'description') } };
+    },
+    reshuffle() {
+      return { method: 'POST', path: base + '/reshuffle', body: {} };
+    },
+    delete(form) {
+      if (field(form, 'confirm').trim() !== form.dataset.key) throw new Error('Type the feature\'s key, ' + form.dataset.key + ', to confirm.');
+      return { method: 'DELETE', path: base, body: {}, deletes: true };
     },
     'add-bucket'(form) {
       const body = { name: field(form, 'name').trim(), replicas: parseReplicas(field(form, 'replicas'), 'Replicas') };
@@ -162,11 +303,16 @@
     toggle(form) {
       const enabled = form.dataset.enabled !== 'true';
       const body = { enabled };
-      if (!enabled) {
-        const fallback = field(form, 'fallback');
-        if (fallback !== (feature.fallback || '')) body.fallback = fallback;
+      if (form.dataset.key) { // a feature of the list
+        return { method: 'PATCH', path: '/api/features/' + encodeURIComponent(form.dataset.key), body, tag: form.dataset.tag, key: form.dataset.key, fallback: form.dataset.fallback, toggles: enabled ? 'on' : 'off' };
       }
-      return { method: 'PATCH', path: base, body };
+      let fallback = feature.fallback || '';
+      if (!enabled) {
+        const chosen = field(form, 'fallback');
+        if (chosen !== fallback) body.fallback = chosen;
+        fallback = chosen;
+      }
+      return { method: 'PATCH', path: base, body, fallback, toggles: enabled ? 'on' : 'off' };
     },
     'set-override'(form) {
       const user = field(form, 'user');
@@ -194,30 +340,45 @@
     }
     // The change applies only to the version the page shows, so that what
     // was previewed is what happens.
-    if (feature && !req.create) headers['If-Match'] = '"' + feature.tag + '"';
+    const tag = req.tag || (feature && feature.tag);
+    if (tag && !req.create) headers['If-Match'] = '"' + tag + '"';
     let res;
     try {
       res = await fetch(req.path + (dryRun ? '?dry_run=true' : ''), init);
     } catch (err) {
       return { error: 'Could not reach the server: ' + err.message + '. Nothing was changed.' };
     }
+    if (res.status === 204) return { body: {} };
     let body = null;
     try {
       body = await res.json();
     } catch {
       // Not JSON: explained below.
     }
-    if (!res.ok) return { error: explain(res.status, body) };
-    if (!body) return { error: 'The server answered ' + res.status + ' with no report.' };
+    if (!res.ok) return explain(res.status, body);
+    if (!body) return { error: 'The server gave no report of the change. Nothing was changed; try again.' };
     return { body };
   }
 
+  // explain turns a refusal into words for people, without HTTP codes; a
+  // conflict with someone else's change offers to reload.
   function explain(status, body) {
     const e = body && body.error;
-    if (!e) return 'The server refused the change (HTTP ' + status + ') without saying why. Nothing was changed.';
-    let msg = e.message || e.code;
-    if (e.code === 'precondition_failed') msg += ' Reload the page to see what changed, then try again.';
-    return msg + ' (' + status + ' ' + e.code + ')';
+    if (status === 401) return { error: 'Your session has ended: sign in again. Nothing was changed.' };
+    if (status === 403) return { error: 'Your token may read features but not change them. Nothing was changed.' };
+    if (!e) return { error: 'The server could not make the change and did not say why. Nothing was changed; try again in a moment.' };
+    if (e.code === 'precondition_failed' || status === 412) {
+      return { error: 'Someone changed this feature since the page was loaded, so nothing was changed. Reload to see their change, then decide again.', reload: true };
+    }
+    let msg = sentence((e.message || 'The change was refused.').replace('more than max_churn', 'more than your churn limit of'));
+    if (status >= 500) msg = 'The server could not make the change just now. Nothing was changed; try again in a moment.';
+    return { error: msg };
+  }
+
+  function sentence(s) {
+    s = s.replace(/\b(with|use|using) (PUT|POST|PATCH|DELETE|GET)\b[^:;.]*/g, '').replace(/\s+([:;.])/g, '$1').trim();
+    if (!/[.!?]$/.test(s)) s += '.';
+    return s.charAt(0).toUpperCase() + s.slice(1);
   }
 
   // The colour of each bucket, as the server assigns it: by place in the
@@ -287,9 +448,28 @@
       else outcome = el('p', { class: 'outcome' }, 'No user would change bucket');
       box.append(outcome);
       if (rep.churn > 0 && overrides.length > 0) box.append(el('p', {}, overridden + ' would change bucket too.'));
-      if (rep.churn > 0 || rep.modulo_churn > 0) {
+      const countBefore = feature ? feature.buckets.length : 0;
+      if (feature && !req.toggles && !req.deletes && result.feature.buckets.length !== countBefore && rep.modulo_churn != null) {
         box.append(el('p', { class: 'modulo' }, 'Naive hash mod N would move ', el('b', { class: 'num' }, pct(rep.modulo_churn)), '.'));
       }
+      if (req.plan) {
+        const p = req.plan;
+        // The bound is for plans that hit the targets exactly; one within
+        // max error of them may move a little fewer.
+        const bound = p.churn >= p.lower_bound
+          ? 'no plan can move fewer than ' + pct(p.lower_bound) + '.'
+          : 'no plan that hits the targets exactly can move fewer than ' + pct(p.lower_bound) + '; this one moves a little fewer because its shares land within its max error of them.';
+        box.append(el('p', { class: 'plan-churn' }, 'Moves ' + pct(p.churn) + ' of users; ' + bound));
+        box.append(el('p', { class: 'plan-error' }, 'The planned shares are within ' + (100 * p.max_error).toFixed(3) + ' percentage points of the targets (max error).'));
+      }
+      if (req.toggles) {
+        let what;
+        if (req.toggles === 'on') what = 'Every user gets their bucket on the ring again.';
+        else if (req.fallback) what = 'Every user gets ' + req.fallback + ' at once, until it is turned on again.';
+        else what = 'No user gets a bucket: apps serve their default, until it is turned on again.';
+        box.append(el('p', { class: 'confirm-what' }, el('b', {}, 'After this: '), what));
+      }
+      if (req.deletes) box.append(el('p', { class: 'confirm-what' }, el('b', {}, 'After this: '), 'apps get no bucket for ' + feature.key + ', and its history is gone.'));
       const moves = rep.moves || [];
       if (moves.length > 0) {
         const body = el('tbody');
@@ -307,18 +487,27 @@
     if (Object.keys(after).length > 0) box.append(barOf(shown.filter((n) => n in after), after, colour));
     else box.append(el('p', {}, 'After it, no bucket is served: apps use their default.'));
     const tbody = el('tbody');
+    const planned = {};
+    if (req.plan) for (const b of req.plan.buckets) planned[b.name] = b.replicas;
     for (const n of shown) {
       const row = el('tr', { 'data-bucket': n }, el('th', { scope: 'row' }, el('span', { class: 'swatch ' + colour(n), 'aria-hidden': 'true' }), n));
-      if (!req.create) row.append(el('td', { class: 'num' }, n in before ? pct(before[n]) : '—'));
-      row.append(el('td', { class: 'num after' }, n in after ? pct(after[n]) : '—'));
+      if (!req.create) row.append(el('td', { class: 'num', 'data-label': 'Now' }, n in before ? pct(before[n]) : '—'));
+      if (req.plan) row.append(el('td', { class: 'num target', 'data-label': 'Target' }, n in req.plan.targets ? pct(req.plan.targets[n]) : '—'));
+      row.append(el('td', { class: 'num after', 'data-label': req.create ? 'Share' : 'After' }, n in after ? pct(after[n]) : '—'));
+      if (req.plan) row.append(el('td', { class: 'num replicas', 'data-label': 'Replicas' }, n in planned ? String(planned[n]) : 'removed'));
       tbody.append(row);
     }
     const head = el('tr', {}, el('th', { scope: 'col' }, 'Bucket'));
     if (!req.create) head.append(el('th', { scope: 'col', class: 'num' }, 'Now'));
+    if (req.plan) head.append(el('th', { scope: 'col', class: 'num' }, 'Target'));
     head.append(el('th', { scope: 'col', class: 'num' }, req.create ? 'Share' : 'After'));
+    if (req.plan) head.append(el('th', { scope: 'col', class: 'num' }, 'Replicas'));
     box.append(el('table', { class: 'shares' }, el('thead', {}, head), tbody));
 
-    const apply = el('button', { type: 'button', class: 'apply' }, req.create ? 'Create the feature' : 'Apply this change');
+    let label = req.create ? 'Create the feature' : 'Apply this change';
+    if (req.toggles) label = req.toggles === 'on' ? 'Turn it on' : 'Turn it off';
+    if (req.deletes) label = 'Delete ' + feature.key;
+    const apply = el('button', { type: 'button', class: req.toggles || req.deletes ? 'apply danger' : 'apply' }, label);
     const cancel = el('button', { type: 'button', class: 'cancel secondary' }, 'Cancel');
     box.append(el('div', { class: 'actions' }, apply, cancel));
     box.hidden = false;
@@ -329,11 +518,21 @@
       const res = await send(req, false);
       if (res.error) {
         setBusy(form, false);
-        showError(form, res.error);
+        showError(form, res.error, res.reload);
         return;
       }
-      const key = req.create ? req.key : feature.key;
-      window.location.assign('/ui/features/' + encodeURIComponent(key) + '?changed=' + res.body.feature.version);
+      if (req.deletes) {
+        window.location.assign('/ui/');
+        return;
+      }
+      const key = req.key || feature.key;
+      const path = '/ui/features/' + encodeURIComponent(key);
+      try {
+        window.sessionStorage.setItem('applied:' + path + ':' + res.body.feature.version, '1');
+      } catch {
+        // No storage: the banner shows anyway.
+      }
+      window.location.assign(path + '?changed=' + res.body.feature.version);
     });
     cancel.addEventListener('click', () => {
       clearOutcome(form);
@@ -342,9 +541,14 @@
     });
   }
 
-  function showError(form, message) {
+  function showError(form, message, reload) {
     const p = form.querySelector('.error');
     p.textContent = message;
+    if (reload) {
+      const button = el('button', { type: 'button', class: 'reload secondary' }, 'Reload');
+      button.addEventListener('click', () => window.location.reload());
+      p.append(' ', button);
+    }
     p.hidden = false;
   }
 
@@ -369,23 +573,37 @@
       clearOutcome(form);
       let req;
       try {
-        req = build(form);
+        req = withGuards(form, build(form));
       } catch (err) {
         showError(form, err.message);
         return;
       }
       setBusy(form, true);
+      if (req.plan) {
+        // Targets: plan first, then preview applying the plan's buckets.
+        const planned = await send(req.plan, false);
+        if (planned.error) {
+          setBusy(form, false);
+          showError(form, planned.error, planned.reload);
+          return;
+        }
+        const p = planned.body;
+        const buckets = p.buckets.map((b) => (b.name in req.values ? { name: b.name, replicas: b.replicas, value: req.values[b.name] } : { name: b.name, replicas: b.replicas }));
+        const guards = Object.assign({}, req.body || {});
+        req = { method: 'PUT', path: base + '/buckets', body: Object.assign({ buckets }, guards), plan: p };
+      }
       const res = await send(req, true);
       setBusy(form, false);
       if (res.error) {
-        showError(form, res.error);
+        showError(form, res.error, res.reload);
         return;
       }
       showPreview(form, req, res.body);
     });
-    // A preview is of what the form said then: editing the form drops it.
+    // A preview or an error is of what the form said then: editing the
+    // form drops it.
     const drop = () => {
-      if (!form.querySelector('.preview').hidden) clearOutcome(form);
+      if (!form.querySelector('.preview').hidden || !form.querySelector('.error').hidden) clearOutcome(form);
     };
     form.addEventListener('input', drop);
     form.addEventListener('change', drop);
