@@ -27,6 +27,9 @@ func TestClientAgainstBinary(t *testing.T) {
 			i, []string{"", "s", "f2", "x", "y"}[i], 10+20*i, i, i != 3)
 		mustCall(t, 201, "POST", ps[0].url+"/api/features", body)
 	}
+	for i := range 5 { // the other instance serves them too
+		waitStatusAt(t, fmt.Sprintf("%s/api/features/f%d", ps[1].url, i), nil, 200)
+	}
 	addr := strings.TrimPrefix(ps[0].url, "http://")
 	ctx := context.Background()
 	c, err := client.New(ctx, client.Config{URL: ps[0].url, CacheFile: filepath.Join(t.TempDir(), "cache.json"), PollInterval: 200 * time.Millisecond})
