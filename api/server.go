@@ -3,7 +3,9 @@
 // for apps that evaluate in their own process (/sync/v1, package client), the JSON API
 // that rollout scripts and the dashboard use to change features, and health,
 // readiness and Prometheus metrics for operators. Handlers decode, call the
-// rollout domain, and encode; every request is logged with its request ID.
+// rollout domain, and encode. Every request is counted in the metrics and
+// carries a request ID; which requests are also logged is Options.RequestLog's
+// choice: by default changes, errors and slow requests, not evaluations.
 package api
 
 import (
@@ -11,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -36,6 +39,15 @@ type Options struct {
 	// Pprof serves Go's profiler under /debug/pprof/ (admin tokens only,
 	// once tokens exist).
 	Pprof bool
+	// RequestLog chooses the requests logged one line each; the zero value
+	// is LogChanges.
+	RequestLog RequestLog
+	// SlowRequest is the duration over which a request is logged (unless
+	// RequestLog is LogNone); 0 means DefaultSlowRequest.
+	SlowRequest time.Duration
+	// SampleEvaluations logs about one evaluation request in this many,
+	// beside those RequestLog logs (errors, slow ones); 0 logs none.
+	SampleEvaluations int
 }
 
 // Server holds what the handlers need.
@@ -46,6 +58,7 @@ type Server struct {
 	ready   func(context.Context) error
 	snap    atomic.Pointer[snapshotState]
 	sync    syncCache
+	reqlog  requestLogger
 }
 
 // New returns the API's echo router over svc. Other packages (the dashboard)
@@ -59,7 +72,12 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	if metrics == nil {
 		metrics = NewMetrics()
 	}
-	s := &Server{svc: svc, log: log, metrics: metrics, ready: opts.Ready}
+	slow := opts.SlowRequest
+	if slow <= 0 {
+		slow = DefaultSlowRequest
+	}
+	s := &Server{svc: svc, log: log, metrics: metrics, ready: opts.Ready,
+		reqlog: requestLogger{mode: opts.RequestLog, slow: slow, sample: uint64(max(opts.SampleEvaluations, 0))}}
 	s.snapshotState()
 	metrics.server.Store(s)
 
@@ -121,7 +139,7 @@ func limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 		if r.ContentLength > MaxBodyBytes {
 			return rollout.Errorf(codeTooLarge, "the request body is larger than %d bytes", MaxBodyBytes)
 		}
-		if r.Body != http.NoBody { // nothing to bound in a GET's
+		if r.Body != http.NoBody && r.Body != nil { // nothing to bound in a GET's
 			r.Body = http.MaxBytesReader(c.Response(), r.Body, MaxBodyBytes)
 		}
 		return next(c)
@@ -137,10 +155,11 @@ func CrossOrigin() echo.MiddlewareFunc {
 	p := http.NewCrossOriginProtection()
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if accessOf(c.Request().Method, c.Path()) == rollout.PermEvaluate {
+			r := c.Request()
+			if accessOf(r.Method, c.Path()) == rollout.PermEvaluate {
 				return next(c)
 			}
-			if err := p.Check(c.Request()); err != nil {
+			if err := p.Check(r); err != nil {
 				return rollout.Errorf(codeForbidden, "cross-origin request refused: changes are accepted only from this server's own pages or from programs such as curl")
 			}
 			return next(c)
