@@ -59,6 +59,10 @@ type Server struct {
 	snap    atomic.Pointer[snapshotState]
 	sync    syncCache
 	reqlog  requestLogger
+	// chain is the middleware every request goes through; composed holds
+	// the routes, by method and pattern, that have it composed already.
+	chain    []echo.MiddlewareFunc
+	composed map[string]map[string]bool
 }
 
 // New returns the API's echo router over svc. Other packages (the dashboard)
@@ -84,25 +88,34 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(log)
-	e.Use(requestID)
-	e.Use(s.observe)
-	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisablePrintStack: true}))
-	e.Use(evaluationCORS())
-	e.Use(limitBody)
-	e.Use(CrossOrigin())
-	if opts.Auth != nil {
-		e.Use(opts.Auth.Middleware)
+	// Every request goes through these, first to last. Echo composes the
+	// middleware of e.Use anew for every request, a closure each; the
+	// apps' routes (evaluation, OFREP, sync) have the chain composed once,
+	// when registered, and s.middleware lets them through. Every other
+	// route, the dashboard's included, gets the chain from s.middleware.
+	s.chain = []echo.MiddlewareFunc{
+		requestID,
+		s.observe,
+		middleware.RecoverWithConfig(middleware.RecoverConfig{DisablePrintStack: true}),
+		evaluationCORS(),
+		limitBody,
+		CrossOrigin(),
 	}
+	if opts.Auth != nil {
+		s.chain = append(s.chain, opts.Auth.Middleware)
+	}
+	e.Use(s.middleware)
 	if opts.Pprof {
 		e.GET("/debug/pprof/*", echo.WrapHandler(http.DefaultServeMux))
 	}
 
-	e.GET("/evaluate", s.evaluateOne)
-	e.POST("/evaluate", s.evaluateMany)
-	e.POST("/ofrep/v1/evaluate/flags/:key", s.ofrepEvaluate)
-	e.POST("/ofrep/v1/evaluate/flags", s.ofrepEvaluateAll)
-	e.GET("/sync/v1/snapshot", s.syncSnapshot)
-	e.GET("/sync/v1/stream", s.syncStream)
+	s.composed = map[string]map[string]bool{}
+	s.route(e, http.MethodGet, "/evaluate", s.evaluateOne)
+	s.route(e, http.MethodPost, "/evaluate", s.evaluateMany)
+	s.route(e, http.MethodPost, "/ofrep/v1/evaluate/flags/:key", s.ofrepEvaluate)
+	s.route(e, http.MethodPost, "/ofrep/v1/evaluate/flags", s.ofrepEvaluateAll)
+	s.route(e, http.MethodGet, "/sync/v1/snapshot", s.syncSnapshot)
+	s.route(e, http.MethodGet, "/sync/v1/stream", s.syncStream)
 	e.Match([]string{http.MethodGet, http.MethodHead}, "/healthz", s.healthz)
 	e.Match([]string{http.MethodGet, http.MethodHead}, "/readyz", s.readyz)
 	e.GET("/metrics", echo.WrapHandler(metrics.Handler()))
@@ -127,8 +140,37 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	g.GET("/features/:key/versions/:version", s.getVersion)
 	g.GET("/features/:key/users/:user", s.userHistory)
 	g.GET("/features/:key/exposures", s.exposures)
-	g.POST("/exposures", s.addExposures)
+	s.route(e, http.MethodPost, "/api/exposures", s.addExposures)
 	return e
+}
+
+// route registers h for method and path with s.chain composed around it
+// once, rather than by echo for every request.
+func (s *Server) route(e *echo.Echo, method, path string, h echo.HandlerFunc) {
+	for i := len(s.chain) - 1; i >= 0; i-- {
+		h = s.chain[i](h)
+	}
+	e.Add(method, path, h)
+	if s.composed[method] == nil {
+		s.composed[method] = map[string]bool{}
+	}
+	s.composed[method][path] = true
+}
+
+// middleware runs s.chain around the request's handler, unless route
+// composed it already: a route registered any other way, or none, gets it
+// here.
+func (s *Server) middleware(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if s.composed[c.Request().Method][c.Path()] {
+			return next(c)
+		}
+		h := next
+		for i := len(s.chain) - 1; i >= 0; i-- {
+			h = s.chain[i](h)
+		}
+		return h(c)
+	}
 }
 
 // limitBody bounds the request body; reading past the bound fails with an
