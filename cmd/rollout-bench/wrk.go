@@ -39,6 +39,9 @@ type WrkLoad struct {
 	// medians (p99).
 	RPSRatio float64 `json:"rps_ratio"`
 	P99Ratio float64 `json:"p99_ratio"`
+	// Go is the same comparison with the tool's Go client, right after:
+	// its ratios are the higher, as its client takes CPU from both sides.
+	Go HTTPLoad `json:"go_client"`
 }
 
 // WrkRound is one round: the baseline and rollout, one after the other.
@@ -133,6 +136,11 @@ func runWrk(ctx context.Context, cfg config, stdout io.Writer, progress func(str
 				load.Rounds = append(load.Rounds, r)
 			}
 			load.RPSRatio, load.P99Ratio = wrkRatios(load.Rounds)
+			progress("%s at %d connections: the Go client, %v for each side", sc.name, conns, cfg.duration*time.Duration(cfg.rounds))
+			if load.Go, err = compare(ctx, s, sc, conns, cfg.duration*time.Duration(cfg.rounds)); err != nil {
+				base.close()
+				return err
+			}
 			loads = append(loads, load)
 		}
 		if err := base.close(); err != nil {
@@ -285,10 +293,10 @@ func parseWrk(out string) (WrkStats, error) {
 
 func writeWrkText(w io.Writer, loads []WrkLoad, cfg config) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "wrk -t%d, %d rounds of %v per side, baseline then rollout in each round; ratios: rollout / baseline\n\n",
-		wrkThreads, cfg.rounds, cfg.duration)
+	fmt.Fprintf(bw, "wrk -t%d, %d rounds of %v per side, baseline then rollout in each round; then the Go client (abba) for %v per side;\nratios: rollout / baseline\n\n",
+		wrkThreads, cfg.rounds, cfg.duration, cfg.duration*time.Duration(cfg.rounds))
 	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tconns\tbytes\tbaseline req/s\trollout req/s\trps ratio\tbaseline p99 ms\trollout p99 ms\tp99 ratio\tratio by round\t")
+	fmt.Fprintln(tw, "scenario\tconns\tbytes\tbaseline req/s\trollout req/s\trps ratio\tbaseline p99 ms\trollout p99 ms\tp99 ratio\tratio by round\tGo client rps ratio\tGo p99 ratio\t")
 	for _, l := range loads {
 		var a, b, pa, pb []float64
 		var byRound []string
@@ -297,8 +305,8 @@ func writeWrkText(w io.Writer, loads []WrkLoad, cfg config) error {
 			pa, pb = append(pa, r.Baseline.P99), append(pb, r.Rollout.P99)
 			byRound = append(byRound, fmt.Sprintf("%.2f", ratio(r.Rollout.RPS, r.Baseline.RPS)))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t\n", l.Scenario, l.Connections, l.BodyBytes,
-			mean(a), mean(b), l.RPSRatio, median(pa), median(pb), l.P99Ratio, strings.Join(byRound, " "))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%.2f\t%.2f\t\n", l.Scenario, l.Connections, l.BodyBytes,
+			mean(a), mean(b), l.RPSRatio, median(pa), median(pb), l.P99Ratio, strings.Join(byRound, " "), l.Go.RPSRatio, l.Go.P99Ratio)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
