@@ -1,6 +1,8 @@
 package api
 
 import (
+	"strings"
+
 	"github.com/rollout/rollout/rollout"
 )
 
@@ -80,7 +82,7 @@ var routeAccess = map[string]rollout.Permission{
 // serve (echo's 405) — needs an admin token, so that forgetting to list a
 // route fails closed.
 func accessOf(method, pattern string) rollout.Permission {
-	if need, ok := routeAccess[method+" "+pattern]; ok {
+	if need, ok := accessByMethod[method][pattern]; ok {
 		return need
 	}
 	if pattern == "" {
@@ -88,3 +90,18 @@ func accessOf(method, pattern string) rollout.Permission {
 	}
 	return rollout.PermAdmin
 }
+
+// accessByMethod is routeAccess by method, then pattern: looking a request
+// up in it builds no "METHOD pattern" string, which every request would
+// allocate.
+var accessByMethod = func() map[string]map[string]rollout.Permission {
+	out := map[string]map[string]rollout.Permission{}
+	for route, need := range routeAccess {
+		method, pattern, _ := strings.Cut(route, " ")
+		if out[method] == nil {
+			out[method] = map[string]rollout.Permission{}
+		}
+		out[method][pattern] = need
+	}
+	return out
+}()

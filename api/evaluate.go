@@ -93,7 +93,7 @@ func (s *Server) evaluateOne(c echo.Context) error {
 	buf := getBuffer()
 	defer putBuffer(buf)
 	buf.b = append(appendEvaluation(buf.b, e), '\n')
-	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, buf.b)
+	return blobJSON(c, buf.b)
 }
 
 // hasPretty reports whether the query has a parameter pretty.
@@ -218,7 +218,7 @@ func (s *Server) evaluateMany(c echo.Context) error {
 	// The request is read: its buffer takes the answer.
 	buf.b = append(results.appendJSON(append(buf.b[:0], `{"results":`...)), `,"user":`...)
 	buf.b = append(appendJSONString(buf.b, req.User), "}\n"...)
-	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, buf.b)
+	return blobJSON(c, buf.b)
 }
 
 // readEvaluateRequest reads the body of POST /evaluate into buf. A body of
@@ -419,3 +419,15 @@ func appendMarshaled(b []byte, v json.RawMessage) []byte {
 	}
 	return append(b, out...)
 }
+
+// blobJSON answers 200 with the JSON b, as c.Blob does, setting the
+// Content-Type to a value shared by every answer (see varyOrigin) rather
+// than one allocated for each.
+func blobJSON(c echo.Context, b []byte) error {
+	if h := c.Response().Header(); len(h[echo.HeaderContentType]) == 0 {
+		h[echo.HeaderContentType] = contentTypeJSON
+	}
+	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, b)
+}
+
+var contentTypeJSON = []string{echo.MIMEApplicationJSON}

@@ -34,8 +34,7 @@ type Metrics struct {
 	// The children of the vectors above, by label values: looking a child
 	// up allocates nothing and takes no lock, unlike WithLabelValues.
 	evalChildren    children[evalLabels, prometheus.Counter]
-	requestChildren children[requestLabels, prometheus.Counter]
-	latencyChildren children[routeLabels, prometheus.Observer]
+	requestChildren children[requestLabels, requestMetrics]
 
 	server atomic.Pointer[Server] // the API whose snapshot the gauges show
 }
@@ -47,7 +46,12 @@ type requestLabels struct {
 	status        int
 }
 
-type routeLabels struct{ method, route string }
+// requestMetrics are what one request counts: the request, by status, and
+// its latency, by route, found with one look-up.
+type requestMetrics struct {
+	requests prometheus.Counter
+	latency  prometheus.Observer
+}
 
 // latencyBuckets suit an API whose evaluations take microseconds and whose
 // changes write to SQLite in milliseconds.
@@ -81,11 +85,11 @@ func NewMetrics() *Metrics {
 	m.evalChildren.make = func(l evalLabels) prometheus.Counter {
 		return m.evaluations.WithLabelValues(l.feature, l.bucket, l.reason)
 	}
-	m.requestChildren.make = func(l requestLabels) prometheus.Counter {
-		return m.requests.WithLabelValues(l.method, l.route, strconv.Itoa(l.status))
-	}
-	m.latencyChildren.make = func(l routeLabels) prometheus.Observer {
-		return m.latency.WithLabelValues(l.method, l.route)
+	m.requestChildren.make = func(l requestLabels) requestMetrics {
+		return requestMetrics{
+			requests: m.requests.WithLabelValues(l.method, l.route, strconv.Itoa(l.status)),
+			latency:  m.latency.WithLabelValues(l.method, l.route),
+		}
 	}
 	snapshotFeatures := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "rollout_snapshot_features",
@@ -139,8 +143,18 @@ func (m *Metrics) answered(method, route string, status int, d time.Duration) {
 	if route == "" {
 		route = "unmatched"
 	}
-	m.requestChildren.get(requestLabels{method, route, status}).Inc()
-	m.latencyChildren.get(routeLabels{method, route}).Observe(d.Seconds())
+	rm := m.requestChildren.get(requestLabels{method, route, status})
+	rm.requests.Inc()
+	rm.latency.Observe(d.Seconds())
+}
+
+// CountLogDrops counts the log lines w dropped in
+// rollout_log_lines_dropped_total. Call it once.
+func (m *Metrics) CountLogDrops(w *LogWriter) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "rollout_log_lines_dropped_total",
+		Help: "Log lines dropped because the log's destination could not keep up (its queue was full) or failed.",
+	}, func() float64 { return float64(w.Dropped()) }))
 }
 
 // changed counts one applied change.

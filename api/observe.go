@@ -63,8 +63,11 @@ func validRequestID(id string) bool {
 	return true
 }
 
-// observe answers the request's error, if any, then logs one line for the
-// request and counts it in the metrics, by the route pattern it matched.
+// observe answers the request's error, if any, then counts it in the
+// metrics by the route pattern it matched, and logs one line for it if
+// s.reqlog says so: by default not for evaluations, which are too many.
+// The logger's writer is the one to keep writes off the request's path
+// (see LogWriter).
 func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
@@ -73,10 +76,14 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		d := time.Since(start)
 		r, res := c.Request(), c.Response()
-		s.metrics.answered(r.Method, c.Path(), res.Status, d)
+		route := c.Path()
+		s.metrics.answered(r.Method, route, res.Status, d)
+		if !s.reqlog.logs(r.Method, route, accessOf(r.Method, route), res.Status, d) {
+			return nil
+		}
 		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 			slog.String("request_id", res.Header().Get(echo.HeaderXRequestID)),
-			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", c.Path()),
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", route),
 			slog.Int("status", res.Status), slog.Int64("bytes", res.Size), slog.Duration("duration", d))
 		return nil
 	}
@@ -86,20 +93,43 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 // endpoints (/evaluate and /ofrep/…), as OpenFeature's web provider does,
 // and read the ETag of bulk evaluation. They change nothing, and take a
 // token in a header rather than a cookie, so any origin may call them. The
-// rest of the API stays same-origin.
+// rest of the API stays same-origin. A request without an Origin header
+// that is not a preflight, which is what apps' servers send, only gets
+// "Vary: Origin", as echo's CORS middleware would give it, without the
+// middleware's allocation.
 func evaluationCORS() echo.MiddlewareFunc {
-	return middleware.CORSWithConfig(middleware.CORSConfig{
-		Skipper: func(c echo.Context) bool {
-			path := c.Request().URL.Path
-			return path != "/evaluate" && !strings.HasPrefix(path, "/ofrep/")
-		},
+	cors := middleware.CORSWithConfig(middleware.CORSConfig{
 		AllowOrigins:  []string{"*"},
 		AllowMethods:  []string{http.MethodGet, http.MethodPost},
 		AllowHeaders:  []string{echo.HeaderContentType, "If-None-Match", echo.HeaderAuthorization, "X-API-Key", echo.HeaderXRequestID},
 		ExposeHeaders: []string{"ETag", echo.HeaderXRequestID},
 		MaxAge:        2 * 60 * 60,
 	})
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		withCORS := cors(next)
+		return func(c echo.Context) error {
+			r := c.Request()
+			if path := r.URL.Path; path != "/evaluate" && !strings.HasPrefix(path, "/ofrep/") {
+				return next(c)
+			}
+			if r.Method == http.MethodOptions || headerValue(r.Header, echo.HeaderOrigin) != "" {
+				return withCORS(c)
+			}
+			h := c.Response().Header()
+			if len(h[echo.HeaderVary]) == 0 {
+				h[echo.HeaderVary] = varyOrigin
+			} else {
+				h[echo.HeaderVary] = append(h[echo.HeaderVary], echo.HeaderOrigin)
+			}
+			return next(c)
+		}
+	}
 }
+
+// varyOrigin is the value of "Vary: Origin", shared by every answer that
+// has no other Vary: its length is its capacity, so an append to it copies
+// it, and nothing writes into a header's values.
+var varyOrigin = []string{echo.HeaderOrigin}
 
 // changeKinds names the kind of change each mutation route applies, for the
 // change log and rollout_changes_applied_total.

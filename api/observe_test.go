@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,17 +48,19 @@ func (b *logBuffer) lines(t *testing.T, msg string) []map[string]any {
 	return out
 }
 
-func newLoggedServer(t *testing.T) (*testServer, *logBuffer) {
+func newLoggedServer(t *testing.T, opts api.Options) (*testServer, *logBuffer) {
 	t.Helper()
 	logs := &logBuffer{}
-	s := newServer(t, "", api.Options{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	opts.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	s := newServer(t, "", opts)
 	return s, logs
 }
 
-// TestRequestLog: one line per request, with the request ID the response
-// carries: the client's when it sent a sensible one, a new one otherwise.
+// TestRequestLog: with RequestLog all, one line per request, with the
+// request ID the response carries: the client's when it sent a sensible
+// one, a new one otherwise.
 func TestRequestLog(t *testing.T) {
-	s, logs := newLoggedServer(t)
+	s, logs := newLoggedServer(t, api.Options{RequestLog: api.LogAll})
 	s.seed()
 	tests := []struct {
 		name, sent string
@@ -98,7 +102,7 @@ func TestRequestLog(t *testing.T) {
 // TestChangeLog: one line per applied change, with its churn; none for a
 // dry run or a refused change.
 func TestChangeLog(t *testing.T) {
-	s, logs := newLoggedServer(t)
+	s, logs := newLoggedServer(t, api.Options{})
 	s.seed()
 	s.must(200, "POST", "/api/features/checkout/buckets?dry_run=true", map[string]any{"name": "D", "replicas": 3})
 	s.must(409, "POST", "/api/features/checkout/buckets?max_churn=0.1", map[string]any{"name": "D", "replicas": 3})
@@ -163,5 +167,143 @@ func TestReadyzReason(t *testing.T) {
 	got := s.must(503, "GET", "/readyz", nil).json(t)
 	if want := "the database cannot be reached: the database is busy: try again shortly"; got["reason"] != want {
 		t.Errorf("readyz reason = %q, want %q", got["reason"], want)
+	}
+}
+
+// TestRequestLogModes: which requests each RequestLog logs, through the
+// real router: by default changes and errors, never a served evaluation;
+// a sample of one in one logs every evaluation.
+func TestRequestLogModes(t *testing.T) {
+	type req struct {
+		name, method, path string
+		body               any
+		status             int
+	}
+	reqs := []req{
+		{"GET /evaluate", "GET", "/evaluate?feature=checkout&user=u", nil, 200},
+		{"POST /evaluate", "POST", "/evaluate", map[string]any{"user": "u", "features": []string{"checkout", "banner"}}, 200},
+		{"OFREP single", "POST", "/ofrep/v1/evaluate/flags/checkout", map[string]any{"context": map[string]any{"targetingKey": "u"}}, 200},
+		{"OFREP bulk", "POST", "/ofrep/v1/evaluate/flags", map[string]any{"context": map[string]any{"targetingKey": "u"}}, 200},
+		{"read", "GET", "/api/features/checkout", nil, 200},
+		{"change", "POST", "/api/features", map[string]any{"key": "new", "buckets": []map[string]any{{"name": "A", "replicas": 1}}}, 201},
+		{"failed evaluation", "GET", "/evaluate?feature=missing&user=u", nil, 404},
+		{"unmatched", "GET", "/nowhere", nil, 404},
+	}
+	evaluations := map[string]bool{"GET /evaluate": true, "POST /evaluate": true, "OFREP single": true, "OFREP bulk": true}
+	tests := []struct {
+		name   string
+		opts   api.Options
+		logged func(name string) bool
+	}{
+		{"default", api.Options{}, func(n string) bool { return n == "change" || n == "failed evaluation" || n == "unmatched" }},
+		{"errors", api.Options{RequestLog: api.LogErrors}, func(n string) bool { return n == "failed evaluation" || n == "unmatched" }},
+		{"all", api.Options{RequestLog: api.LogAll}, func(string) bool { return true }},
+		{"none", api.Options{RequestLog: api.LogNone}, func(string) bool { return false }},
+		{"default with every evaluation sampled", api.Options{SampleEvaluations: 1}, func(n string) bool {
+			return evaluations[n] || n == "change" || n == "failed evaluation" || n == "unmatched"
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, logs := newLoggedServer(t, tt.opts)
+			s.seed()
+			for i, r := range reqs {
+				id := fmt.Sprintf("req-%d", i)
+				s.must(r.status, r.method, r.path, r.body, "X-Request-ID", id)
+				n := 0
+				for _, l := range logs.lines(t, "request") {
+					if l["request_id"] == id {
+						n++
+					}
+				}
+				if want := tt.logged(r.name); n != map[bool]int{false: 0, true: 1}[want] {
+					t.Errorf("%s (%d): %d request lines, want logged = %v", r.name, r.status, n, want)
+				}
+			}
+		})
+	}
+}
+
+// countingWriter counts the bytes and lines written to it.
+type countingWriter struct {
+	mu           sync.Mutex
+	bytes, lines int
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.bytes += len(p)
+	w.lines += bytes.Count(p, []byte("\n"))
+	return len(p), nil
+}
+
+// TestEvaluationLogVolume: at the default, evaluations through the real
+// router write no log line at all, so a day of them at full speed writes
+// nothing; with --log-requests all the same requests would fill a disk
+// (the test logs both extrapolations). Errors and changes are still logged.
+func TestEvaluationLogVolume(t *testing.T) {
+	const perKind = 500
+	const rate = 30_000 // evaluations per second, the issue's full speed
+	evaluations := []func(i int) *http.Request{
+		func(i int) *http.Request {
+			return httptest.NewRequest("GET", fmt.Sprintf("/evaluate?feature=f&user=u%d", i), nil)
+		},
+		func(i int) *http.Request {
+			return httptest.NewRequest("POST", "/evaluate", strings.NewReader(fmt.Sprintf(`{"user":"u%d","features":["f"]}`, i)))
+		},
+		func(i int) *http.Request {
+			return httptest.NewRequest("POST", "/ofrep/v1/evaluate/flags/f", strings.NewReader(fmt.Sprintf(`{"context":{"targetingKey":"u%d"}}`, i)))
+		},
+		func(i int) *http.Request {
+			return httptest.NewRequest("POST", "/ofrep/v1/evaluate/flags", strings.NewReader(fmt.Sprintf(`{"context":{"targetingKey":"u%d"}}`, i)))
+		},
+	}
+	perDay := func(bytes, requests int) float64 { return float64(bytes) / float64(requests) * rate * 86400 }
+	volume := map[api.RequestLog]*countingWriter{}
+	for _, mode := range []api.RequestLog{api.LogChanges, api.LogAll} {
+		out := &countingWriter{}
+		volume[mode] = out
+		h, _ := newHandler(t, api.Options{Logger: slog.New(slog.NewTextHandler(out, nil)), RequestLog: mode}, nil)
+		for i := range perKind {
+			for _, req := range evaluations {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req(i))
+				if rec.Code != http.StatusOK {
+					t.Fatalf("%s: evaluation answered %d %s, want 200", mode, rec.Code, rec.Body)
+				}
+			}
+		}
+		t.Logf("--log-requests %s: %d evaluations wrote %d lines, %d bytes: %.3g MB a day at %d evaluations/s",
+			mode, perKind*len(evaluations), out.lines, out.bytes, perDay(out.bytes, perKind*len(evaluations))/1e6, rate)
+		if mode == api.LogChanges {
+			continue
+		}
+		if out.lines != perKind*len(evaluations) {
+			t.Errorf("--log-requests all: %d lines for %d evaluations, want one each", out.lines, perKind*len(evaluations))
+		}
+	}
+	def := volume[api.LogChanges]
+	if def.lines != 0 || def.bytes != 0 {
+		t.Fatalf("default: evaluations wrote %d lines (%d bytes), want none", def.lines, def.bytes)
+	}
+	// Errors and changes are still logged at the default.
+	h, _ := newHandler(t, api.Options{Logger: slog.New(slog.NewTextHandler(def, nil))}, nil)
+	for _, r := range []struct {
+		req  *http.Request
+		want int
+	}{
+		{httptest.NewRequest("GET", "/evaluate?feature=missing&user=u", nil), 404},
+		{httptest.NewRequest("PATCH", "/api/features/f", strings.NewReader(`{"enabled":false}`)), 200},
+	} {
+		r.req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r.req)
+		if rec.Code != r.want {
+			t.Fatalf("%s %s = %d %s, want %d", r.req.Method, r.req.URL, rec.Code, rec.Body, r.want)
+		}
+	}
+	if def.lines != 3 { // the error's request line, the change's request and change lines
+		t.Errorf("default: an error and a change wrote %d lines, want 3", def.lines)
 	}
 }

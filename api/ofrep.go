@@ -319,7 +319,7 @@ func (s *Server) ofrepEvaluate(c echo.Context) error {
 	buf := getBuffer()
 	defer putBuffer(buf)
 	buf.b = appendOFREPEvaluation(buf.b, e)
-	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, buf.b)
+	return blobJSON(c, buf.b)
 }
 
 // ofrepEvaluateAll is POST /ofrep/v1/evaluate/flags: every feature, or those
@@ -363,7 +363,7 @@ func (s *Server) ofrepEvaluateAll(c echo.Context) error {
 	b = append(b, `],"metadata":{"snapshot":`...)
 	b = append(b, etag...) // quoted, as a JSON string: 32 hex digits need no escaping
 	buf.b = append(b, `}}`...)
-	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, buf.b)
+	return blobJSON(c, buf.b)
 }
 
 // bulkETag returns the strong ETag of a bulk evaluation.

@@ -3,7 +3,9 @@
 // for apps that evaluate in their own process (/sync/v1, package client), the JSON API
 // that rollout scripts and the dashboard use to change features, and health,
 // readiness and Prometheus metrics for operators. Handlers decode, call the
-// rollout domain, and encode; every request is logged with its request ID.
+// rollout domain, and encode. Every request is counted in the metrics and
+// carries a request ID; which requests are also logged is Options.RequestLog's
+// choice: by default changes, errors and slow requests, not evaluations.
 package api
 
 import (
@@ -11,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -39,6 +42,15 @@ type Options struct {
 	// Closing, when closed, ends long-lived answers (the sync stream), so
 	// that a graceful shutdown need not wait for them; nil: never.
 	Closing <-chan struct{}
+	// RequestLog chooses the requests logged one line each; the zero value
+	// is LogChanges.
+	RequestLog RequestLog
+	// SlowRequest is the duration over which a request is logged (unless
+	// RequestLog is LogNone); 0 means DefaultSlowRequest.
+	SlowRequest time.Duration
+	// SampleEvaluations logs about one evaluation request in this many,
+	// beside those RequestLog logs (errors, slow ones); 0 logs none.
+	SampleEvaluations int
 }
 
 // Server holds what the handlers need.
@@ -50,6 +62,11 @@ type Server struct {
 	closing <-chan struct{}
 	snap    atomic.Pointer[snapshotState]
 	sync    syncCache
+	reqlog  requestLogger
+	// chain is the middleware every request goes through; composed holds
+	// the routes, by method and pattern, that have it composed already.
+	chain    []echo.MiddlewareFunc
+	composed map[string]map[string]bool
 }
 
 // New returns the API's echo router over svc. Other packages (the dashboard)
@@ -63,32 +80,46 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	if metrics == nil {
 		metrics = NewMetrics()
 	}
-	s := &Server{svc: svc, log: log, metrics: metrics, ready: opts.Ready, closing: opts.Closing}
+	slow := opts.SlowRequest
+	if slow <= 0 {
+		slow = DefaultSlowRequest
+	}
+	s := &Server{svc: svc, log: log, metrics: metrics, ready: opts.Ready, closing: opts.Closing,
+		reqlog: requestLogger{mode: opts.RequestLog, slow: slow, sample: uint64(max(opts.SampleEvaluations, 0))}}
 	s.snapshotState()
 	metrics.server.Store(s)
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(log)
-	e.Use(requestID)
-	e.Use(s.observe)
-	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisablePrintStack: true}))
-	e.Use(evaluationCORS())
-	e.Use(limitBody)
-	e.Use(CrossOrigin())
-	if opts.Auth != nil {
-		e.Use(opts.Auth.Middleware)
+	// Every request goes through these, first to last. Echo composes the
+	// middleware of e.Use anew for every request, a closure each; the
+	// apps' routes (evaluation, OFREP, sync) have the chain composed once,
+	// when registered, and s.middleware lets them through. Every other
+	// route, the dashboard's included, gets the chain from s.middleware.
+	s.chain = []echo.MiddlewareFunc{
+		requestID,
+		s.observe,
+		middleware.RecoverWithConfig(middleware.RecoverConfig{DisablePrintStack: true}),
+		evaluationCORS(),
+		limitBody,
+		CrossOrigin(),
 	}
+	if opts.Auth != nil {
+		s.chain = append(s.chain, opts.Auth.Middleware)
+	}
+	e.Use(s.middleware)
 	if opts.Pprof {
 		e.GET("/debug/pprof/*", echo.WrapHandler(http.DefaultServeMux))
 	}
 
-	e.GET("/evaluate", s.evaluateOne)
-	e.POST("/evaluate", s.evaluateMany)
-	e.POST("/ofrep/v1/evaluate/flags/:key", s.ofrepEvaluate)
-	e.POST("/ofrep/v1/evaluate/flags", s.ofrepEvaluateAll)
-	e.GET("/sync/v1/snapshot", s.syncSnapshot)
-	e.GET("/sync/v1/stream", s.syncStream)
+	s.composed = map[string]map[string]bool{}
+	s.route(e, http.MethodGet, "/evaluate", s.evaluateOne)
+	s.route(e, http.MethodPost, "/evaluate", s.evaluateMany)
+	s.route(e, http.MethodPost, "/ofrep/v1/evaluate/flags/:key", s.ofrepEvaluate)
+	s.route(e, http.MethodPost, "/ofrep/v1/evaluate/flags", s.ofrepEvaluateAll)
+	s.route(e, http.MethodGet, "/sync/v1/snapshot", s.syncSnapshot)
+	s.route(e, http.MethodGet, "/sync/v1/stream", s.syncStream)
 	e.Match([]string{http.MethodGet, http.MethodHead}, "/healthz", s.healthz)
 	e.Match([]string{http.MethodGet, http.MethodHead}, "/readyz", s.readyz)
 	e.GET("/metrics", echo.WrapHandler(metrics.Handler()))
@@ -114,7 +145,7 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	g.GET("/features/:key/versions/:version", s.getVersion)
 	g.GET("/features/:key/users/:user", s.userHistory)
 	g.GET("/features/:key/exposures", s.exposures)
-	g.POST("/exposures", s.addExposures)
+	s.route(e, http.MethodPost, "/api/exposures", s.addExposures)
 	g.GET("/ramps", s.listRamps)
 	g.GET("/features/:key/ramps", s.listRamps)
 	g.POST("/features/:key/ramps", s.createRamp)
@@ -125,6 +156,35 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	return e
 }
 
+// route registers h for method and path with s.chain composed around it
+// once, rather than by echo for every request.
+func (s *Server) route(e *echo.Echo, method, path string, h echo.HandlerFunc) {
+	for i := len(s.chain) - 1; i >= 0; i-- {
+		h = s.chain[i](h)
+	}
+	e.Add(method, path, h)
+	if s.composed[method] == nil {
+		s.composed[method] = map[string]bool{}
+	}
+	s.composed[method][path] = true
+}
+
+// middleware runs s.chain around the request's handler, unless route
+// composed it already: a route registered any other way, or none, gets it
+// here.
+func (s *Server) middleware(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if s.composed[c.Request().Method][c.Path()] {
+			return next(c)
+		}
+		h := next
+		for i := len(s.chain) - 1; i >= 0; i-- {
+			h = s.chain[i](h)
+		}
+		return h(c)
+	}
+}
+
 // limitBody bounds the request body; reading past the bound fails with an
 // error that decode answers with 413.
 func limitBody(next echo.HandlerFunc) echo.HandlerFunc {
@@ -133,7 +193,7 @@ func limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 		if r.ContentLength > MaxBodyBytes {
 			return rollout.Errorf(codeTooLarge, "the request body is larger than %d bytes", MaxBodyBytes)
 		}
-		if r.Body != http.NoBody { // nothing to bound in a GET's
+		if r.Body != http.NoBody && r.Body != nil { // nothing to bound in a GET's
 			r.Body = http.MaxBytesReader(c.Response(), r.Body, MaxBodyBytes)
 		}
 		return next(c)
@@ -149,10 +209,11 @@ func CrossOrigin() echo.MiddlewareFunc {
 	p := http.NewCrossOriginProtection()
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if accessOf(c.Request().Method, c.Path()) == rollout.PermEvaluate {
+			r := c.Request()
+			if accessOf(r.Method, c.Path()) == rollout.PermEvaluate {
 				return next(c)
 			}
-			if err := p.Check(c.Request()); err != nil {
+			if err := p.Check(r); err != nil {
 				return rollout.Errorf(codeForbidden, "cross-origin request refused: changes are accepted only from this server's own pages or from programs such as curl")
 			}
 			return next(c)

@@ -14,6 +14,13 @@
 // bounded in time and in count.
 //
 //	go run ./cmd/rollout-bench [--duration 10s] [--connections 16,64] [--features N] [--json]
+//
+// With --wrk it measures instead, with wrk (a C load generator, installed
+// apart: apt-get install -y wrk), GET /evaluate, OFREP of one flag, POST
+// /evaluate of 20 features and OFREP bulk of 20 flags against the bare
+// baseline, --rounds rounds of --duration per side, baseline then rollout:
+//
+//	go run ./cmd/rollout-bench --wrk [--duration 10s] [--rounds 3] [--connections 16,64]
 package main
 
 import (
@@ -54,6 +61,8 @@ type config struct {
 	writeRate       float64 // changes/s of the paced admin, beside the unpaced one
 	json            bool
 	cpuProfile      string // file for a CPU profile of the HTTP scenarios
+	wrk             bool   // measure issue #15's scenarios with wrk instead
+	rounds          int    // rounds of the wrk measurement
 }
 
 // Bounds on the flags, so that no run is unbounded.
@@ -62,13 +71,14 @@ const (
 	maxConnections = 1024
 	maxFeatures    = 100_000
 	maxWrites      = 100_000
+	maxRounds      = 100
 )
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("rollout-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: rollout-bench [--duration 10s] [--connections 16,64] [--features N] [--json]")
+		fmt.Fprintln(stderr, "usage: rollout-bench [--wrk [--rounds 3]] [--duration 10s] [--connections 16,64] [--features N] [--json]")
 		fs.PrintDefaults()
 	}
 	var cfg config
@@ -80,6 +90,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&cfg.writeRate, "write-rate", 20, "changes per second of the paced admin writer (evaluation is also measured under an unpaced one)")
 	fs.BoolVar(&cfg.json, "json", false, "print the results as JSON")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the HTTP scenarios (client and servers) to this file")
+	fs.BoolVar(&cfg.wrk, "wrk", false, "measure the evaluation endpoints with wrk (installed apart) against the bare baseline, in alternating rounds")
+	fs.IntVar(&cfg.rounds, "rounds", 3, "rounds of the --wrk measurement, each running the baseline then rollout for --duration")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -103,7 +115,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		name string
 		v    int
 		max  int
-	}{{"--features", cfg.features, maxFeatures}, {"--startup-features", cfg.startupFeatures, maxFeatures}, {"--writes", cfg.writes, maxWrites}} {
+	}{{"--features", cfg.features, maxFeatures}, {"--startup-features", cfg.startupFeatures, maxFeatures}, {"--writes", cfg.writes, maxWrites}, {"--rounds", cfg.rounds, maxRounds}} {
 		if f.v < 1 || f.v > f.max {
 			return config{}, fmt.Errorf("%s %d: give a number from 1 to %d", f.name, f.v, f.max)
 		}
@@ -119,6 +131,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	progress := func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
+	if cfg.wrk {
+		return runWrk(ctx, cfg, stdout, progress)
+	}
 	rep, err := measure(ctx, cfg, progress)
 	if err != nil {
 		return err

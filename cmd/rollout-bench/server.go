@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/cmd/internal/serve"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/store"
@@ -63,7 +64,8 @@ func bare(body []byte) http.Handler {
 // service is rollout as its binary runs it, with the binary's own wiring
 // (package cmd/internal/serve): the API and dashboard over a service over
 // SQLite, with tokens required, evaluation counts flushed and tokens
-// refreshed in the background, every request logged.
+// refreshed in the background, and the binary's default logging: changes,
+// errors and slow requests, through the queue of an api.LogWriter.
 type service struct {
 	srv *serve.Server
 	url string
@@ -102,12 +104,12 @@ func startService(ctx context.Context, dir string, n int) (_ *service, err error
 	if err := populate(ctx, path, n, s); err != nil {
 		return nil, err
 	}
-	// Every request is logged, as the binary logs it to stderr, with one
-	// write to the null device.
+	// Logged as the binary logs to stderr, to the null device.
 	if s.logs, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0); err != nil {
 		return nil, err
 	}
-	s.srv = &serve.Server{Addr: loopback, DBPath: path, Log: slog.New(slog.NewTextHandler(s.logs, nil))}
+	lw := api.NewLogWriter(s.logs, api.DefaultLogQueue)
+	s.srv = &serve.Server{Addr: loopback, DBPath: path, Log: slog.New(slog.NewTextHandler(lw, nil)), LogWriter: lw}
 	if err := s.srv.Open(ctx); err != nil {
 		s.logs.Close()
 		return nil, err

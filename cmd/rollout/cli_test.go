@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"net"
 	"os"
@@ -10,6 +11,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/rollout/rollout/api"
 )
 
 // TestHelp: every way of asking for help answers on stdout, exits 0 and
@@ -276,4 +280,50 @@ func readOnlyDir(t *testing.T) string {
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
 	return dir
+}
+
+// TestServeLogFlags: --log-requests, --slow-request and --log-sample and
+// their environment variables reach the server; bad values are refused.
+func TestServeLogFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		mode    api.RequestLog
+		slow    time.Duration
+		sample  int
+		wantErr string
+	}{
+		{name: "defaults", mode: api.LogChanges, slow: api.DefaultSlowRequest},
+		{name: "flags", args: []string{"--log-requests", "all", "--slow-request", "250ms", "--log-sample", "1000"},
+			mode: api.LogAll, slow: 250 * time.Millisecond, sample: 1000},
+		{name: "environment", env: map[string]string{"ROLLOUT_LOG_REQUESTS": "none", "ROLLOUT_SLOW_REQUEST": "2s", "ROLLOUT_LOG_SAMPLE": "10"},
+			mode: api.LogNone, slow: 2 * time.Second, sample: 10},
+		{name: "flag over environment", args: []string{"--log-requests", "errors"}, env: map[string]string{"ROLLOUT_LOG_REQUESTS": "none"},
+			mode: api.LogErrors, slow: api.DefaultSlowRequest},
+		{name: "unknown mode", args: []string{"--log-requests", "verbose"}, wantErr: "--log-requests"},
+		{name: "no slow threshold", args: []string{"--slow-request", "0s"}, wantErr: "--slow-request"},
+		{name: "negative sample", args: []string{"--log-sample", "-1"}, wantErr: "--log-sample"},
+		{name: "bad environment", env: map[string]string{"ROLLOUT_SLOW_REQUEST": "soon"}, wantErr: "ROLLOUT_SLOW_REQUEST"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			s, err := parseServe(tt.args, &stdout, &stderr, func(k string) string { return tt.env[k] })
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("parseServe(%q) error = %v, want one naming %s", tt.args, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.LogWriter.Close(context.Background())
+			if s.RequestLog != tt.mode || s.SlowRequest != tt.slow || s.SampleEvaluations != tt.sample {
+				t.Errorf("parseServe(%q) = log %s, slow %v, sample %d; want %s, %v, %d",
+					tt.args, s.RequestLog, s.SlowRequest, s.SampleEvaluations, tt.mode, tt.slow, tt.sample)
+			}
+		})
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/cmd/internal/serve"
 	"github.com/rollout/rollout/rollout"
 )
@@ -186,6 +187,11 @@ func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) str
 		}
 		*syncInterval = d
 	}
+	logRequests := fs.String("log-requests", envOr(getenv, "ROLLOUT_LOG_REQUESTS", api.LogChanges.String()),
+		"requests logged one line each: changes (state-changing requests, errors and slow requests; evaluations are\n"+
+			"only counted in the metrics), errors (errors and slow requests), all, or none (env ROLLOUT_LOG_REQUESTS)")
+	slow := fs.Duration("slow-request", api.DefaultSlowRequest, "log requests slower than this, unless --log-requests none (env ROLLOUT_SLOW_REQUEST)")
+	sample := fs.Int("log-sample", 0, "also log about one evaluation request in N; 0 logs none (env ROLLOUT_LOG_SAMPLE)")
 	if env := getenv("ROLLOUT_MAX_CONNS"); env != "" {
 		n, err := strconv.Atoi(env)
 		if err != nil {
@@ -200,6 +206,20 @@ func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) str
 		}
 		*idle = d
 	}
+	if env := getenv("ROLLOUT_SLOW_REQUEST"); env != "" {
+		d, err := time.ParseDuration(env)
+		if err != nil {
+			return nil, fmt.Errorf("ROLLOUT_SLOW_REQUEST=%q: give a duration such as 1s", env)
+		}
+		*slow = d
+	}
+	if env := getenv("ROLLOUT_LOG_SAMPLE"); env != "" {
+		n, err := strconv.Atoi(env)
+		if err != nil {
+			return nil, fmt.Errorf("ROLLOUT_LOG_SAMPLE=%q: give a number", env)
+		}
+		*sample = n
+	}
 	rest, err := parseFlags(fs, serveSynopsis, args, stdout)
 	if err != nil {
 		return nil, err
@@ -207,13 +227,17 @@ func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) str
 	if len(rest) > 0 {
 		return nil, fmt.Errorf("serve takes no arguments, got %q", rest)
 	}
-	var h slog.Handler
-	switch *logFormat {
-	case "text":
-		h = slog.NewTextHandler(stderr, nil)
-	case "json":
-		h = slog.NewJSONHandler(stderr, nil)
-	default:
+	requestLog, err := api.ParseRequestLog(*logRequests)
+	if err != nil {
+		return nil, fmt.Errorf("--log-requests %q: use changes, errors, all or none", *logRequests)
+	}
+	if *slow <= 0 {
+		return nil, fmt.Errorf("--slow-request %v: give a positive duration such as 1s", *slow)
+	}
+	if *sample < 0 {
+		return nil, fmt.Errorf("--log-sample %d: give a positive number, or 0 to sample none", *sample)
+	}
+	if *logFormat != "text" && *logFormat != "json" {
 		return nil, fmt.Errorf("--log-format %q: use text or json", *logFormat)
 	}
 	if *flush <= 0 {
@@ -235,8 +259,17 @@ func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) str
 			return nil, errors.New("--session-key: give at least 32 bytes in hex (64 hex digits), such as the output of: openssl rand -hex 32")
 		}
 	}
+	// Log lines are queued and written by one goroutine, so that a slow
+	// stderr never stalls a request; lines that do not fit are dropped
+	// and counted in rollout_log_lines_dropped_total.
+	logs := api.NewLogWriter(stderr, api.DefaultLogQueue)
+	var h slog.Handler = slog.NewTextHandler(logs, nil)
+	if *logFormat == "json" {
+		h = slog.NewJSONHandler(logs, nil)
+	}
 	return &serve.Server{Addr: *addr, DBPath: *db, Log: slog.New(h), FlushInterval: *flush, Insecure: *insecure, Pprof: *pprof,
-		MaxConns: *maxConns, IdleTimeout: *idle, SyncInterval: *syncInterval, NoNotify: !*notify, SessionKey: key}, nil
+		MaxConns: *maxConns, IdleTimeout: *idle, RequestLog: requestLog, SlowRequest: *slow, SampleEvaluations: *sample, LogWriter: logs,
+		SyncInterval: *syncInterval, NoNotify: !*notify, SessionKey: key}, nil
 }
 
 func envOr(getenv func(string) string, name, def string) string {

@@ -80,6 +80,15 @@ type Server struct {
 	// looks for due ramp steps; 0 means rollout.DefaultRampInterval. Every
 	// instance runs it; each step applies once whichever does.
 	RampInterval time.Duration
+	// RequestLog, SlowRequest and SampleEvaluations choose the requests
+	// logged one line each (see api.Options): by default changes, errors
+	// and requests slower than api.DefaultSlowRequest, not evaluations.
+	RequestLog        api.RequestLog
+	SlowRequest       time.Duration
+	SampleEvaluations int
+	// LogWriter, when Log writes through it, has its dropped lines counted
+	// in the metrics, and is flushed and closed by Close.
+	LogWriter *api.LogWriter
 
 	db      Store
 	close   func() error // closes db
@@ -193,6 +202,9 @@ func (s *Server) Open(ctx context.Context) error {
 	s.db, s.close = db, closeDB
 	fail := func(err error) error { closeDB(); return err }
 	metrics := api.NewMetrics()
+	if s.LogWriter != nil {
+		metrics.CountLogDrops(s.LogWriter)
+	}
 	svc, err := rollout.NewService(ctx, metrics.Store(db), nil)
 	if err != nil {
 		return fail(fmt.Errorf("database %s: %w", s.where(), err)) // "load features: …"
@@ -218,7 +230,8 @@ func (s *Server) Open(ctx context.Context) error {
 	bg, stop := context.WithCancel(context.Background())
 	closing := make(chan struct{})
 	auth := api.NewAuth(tokens, key)
-	e := api.New(svc, api.Options{Logger: s.Log, Metrics: metrics, Ready: db.CheckWrite, Auth: auth, Pprof: s.Pprof, Closing: closing})
+	e := api.New(svc, api.Options{Logger: s.Log, Metrics: metrics, Ready: db.CheckWrite, Auth: auth, Pprof: s.Pprof, Closing: closing,
+		RequestLog: s.RequestLog, SlowRequest: s.SlowRequest, SampleEvaluations: s.SampleEvaluations})
 	web.Register(e, svc, web.Options{Logger: s.Log, Sessions: auth})
 	s.conns = newConnLimiter(maxConns, func() {
 		s.Log.Warn("connection limit reached: closing the longest idle connections to make room for new ones",
@@ -324,7 +337,8 @@ func isLoopback(addr string) bool {
 func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
 
 // Close stops accepting requests, lets those under way finish for up to
-// ten seconds, and closes the database.
+// ten seconds, closes the database, and writes the log lines still queued
+// in LogWriter, if any, waiting for them up to the same ten seconds.
 func (s *Server) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -344,12 +358,22 @@ func (s *Server) Close() error {
 	if s.close != nil {
 		errs = append(errs, s.close())
 	}
+	if s.LogWriter != nil {
+		if err := s.LogWriter.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("write the last log lines: %w", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
 // Run opens the service and serves until ctx is done, then shuts down.
 func (s *Server) Run(ctx context.Context) error {
 	if err := s.Open(ctx); err != nil {
+		if s.LogWriter != nil { // the lines logged while opening
+			closing, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			s.LogWriter.Close(closing)
+		}
 		return err
 	}
 	select {

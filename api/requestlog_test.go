@@ -1,0 +1,85 @@
+package api
+
+import (
+	"testing"
+	"time"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// TestRequestLoggerLogs: which requests each mode logs, slow ones included;
+// evaluations only when failed, slow, or sampled.
+func TestRequestLoggerLogs(t *testing.T) {
+	const slow = time.Second
+	type req struct {
+		name          string
+		method, route string
+		status        int
+		d             time.Duration
+	}
+	reqs := []req{
+		{"evaluation", "GET", "/evaluate", 200, time.Millisecond},
+		{"ofrep", "POST", "/ofrep/v1/evaluate/flags/:key", 200, time.Millisecond},
+		{"bulk", "POST", "/evaluate", 200, time.Millisecond},
+		{"slow evaluation", "GET", "/evaluate", 200, slow + time.Nanosecond},
+		{"failed evaluation", "GET", "/evaluate", 400, time.Millisecond},
+		{"server error", "GET", "/api/features", 500, time.Millisecond},
+		{"read", "GET", "/api/features", 200, time.Millisecond},
+		{"preview", "POST", "/api/features/:key/preview", 200, time.Millisecond},
+		{"create", "POST", "/api/features", 201, time.Millisecond},
+		{"delete", "DELETE", "/api/features/:key", 204, time.Millisecond},
+		{"sign-in", "POST", "/ui/login", 303, time.Millisecond},
+		{"unlisted route", "POST", "/api/unlisted", 200, time.Millisecond},
+		{"unmatched", "GET", "", 404, time.Millisecond},
+		{"exactly the threshold", "GET", "/api/features", 200, slow},
+	}
+	// want[mode][request name]; absent means not logged.
+	want := map[RequestLog]map[string]bool{
+		LogChanges: {"slow evaluation": true, "failed evaluation": true, "server error": true, "create": true,
+			"delete": true, "sign-in": true, "unlisted route": true, "unmatched": true},
+		LogErrors: {"slow evaluation": true, "failed evaluation": true, "server error": true, "unmatched": true},
+		LogNone:   {},
+		LogAll:    {},
+	}
+	for _, r := range reqs {
+		want[LogAll][r.name] = true
+	}
+	for mode, logged := range want {
+		l := requestLogger{mode: mode, slow: slow}
+		for _, r := range reqs {
+			if got := l.logs(r.method, r.route, accessOf(r.method, r.route), r.status, r.d); got != logged[r.name] {
+				t.Errorf("%s: logs(%s %q, %d, %v) = %v, want %v", mode, r.method, r.route, r.status, r.d, got, logged[r.name])
+			}
+		}
+	}
+}
+
+// TestRequestLoggerSample: a sample of one in one logs every evaluation,
+// and sampling adds nothing to a mode that logs none.
+func TestRequestLoggerSample(t *testing.T) {
+	every := requestLogger{mode: LogChanges, slow: time.Second, sample: 1}
+	if !every.logs("GET", "/evaluate", rollout.PermEvaluate, 200, 0) {
+		t.Error("sample 1 does not log an evaluation")
+	}
+	if every.logs("GET", "/api/features", rollout.PermRead, 200, 0) {
+		t.Error("sample 1 logs a read, which is not an evaluation")
+	}
+	none := requestLogger{mode: LogNone, slow: time.Second, sample: 1}
+	if none.logs("GET", "/evaluate", rollout.PermEvaluate, 200, 0) {
+		t.Error("mode none logs a sampled evaluation")
+	}
+}
+
+func TestParseRequestLog(t *testing.T) {
+	for _, l := range []RequestLog{LogChanges, LogAll, LogErrors, LogNone} {
+		got, err := ParseRequestLog(l.String())
+		if err != nil || got != l {
+			t.Errorf("ParseRequestLog(%q) = %v, %v, want %v", l.String(), got, err, l)
+		}
+	}
+	for _, bad := range []string{"", "ALL", "verbose"} {
+		if _, err := ParseRequestLog(bad); err == nil {
+			t.Errorf("ParseRequestLog(%q) succeeded, want an error", bad)
+		}
+	}
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const wrkReport = `Running 1s test @ http://127.0.0.1:8080/
+  2 threads and 16 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency   412.00us  200.00us   5.00ms   90.00%
+    Req/Sec    19.50k     1.20k   21.00k    70.00%
+  Latency Distribution
+     50%  380.00us
+     75%  450.00us
+     90%  600.00us
+     99%    1.20ms
+  38900 requests in 1.00s, 6.00MB read
+Requests/sec:  38900.50
+Transfer/sec:      6.00MB
+`
+
+// TestParseWrk: requests/s and the 50th and 99th percentiles, in ms, from
+// wrk --latency's report; a report of failed answers or socket errors, or
+// without the distribution, is an error.
+func TestParseWrk(t *testing.T) {
+	got, err := parseWrk(wrkReport)
+	if want := (WrkStats{RPS: 38900.5, P50: 0.38, P99: 1.2}); err != nil || got != want {
+		t.Errorf("parseWrk = %+v, %v, want %+v", got, err, want)
+	}
+	for name, report := range map[string]string{
+		"non-2xx":         strings.Replace(wrkReport, "Requests/sec", "  Non-2xx or 3xx responses: 12\nRequests/sec", 1),
+		"socket errors":   strings.Replace(wrkReport, "Requests/sec", "  Socket errors: connect 0, read 3, write 0, timeout 0\nRequests/sec", 1),
+		"no distribution": strings.Replace(wrkReport, "     99%    1.20ms\n", "", 1),
+		"no rate":         strings.Replace(wrkReport, "Requests/sec", "Requests", 1),
+	} {
+		if _, err := parseWrk(report); err == nil {
+			t.Errorf("%s: parseWrk succeeded, want an error", name)
+		}
+	}
+}
+
+// TestWrkRatios: requests/s summed over the rounds, p99 by median.
+func TestWrkRatios(t *testing.T) {
+	rounds := []WrkRound{
+		{Baseline: WrkStats{RPS: 100, P99: 1}, Rollout: WrkStats{RPS: 90, P99: 3}},
+		{Baseline: WrkStats{RPS: 300, P99: 2}, Rollout: WrkStats{RPS: 210, P99: 2}},
+		{Baseline: WrkStats{RPS: 100, P99: 9}, Rollout: WrkStats{RPS: 100, P99: 1}},
+	}
+	rps, p99 := wrkRatios(rounds)
+	if rps != 400.0/500 || p99 != 1 {
+		t.Errorf("wrkRatios = %v, %v, want 0.8, 1", rps, p99)
+	}
+}
+
+// TestLuaString: quoted strings survive quotes, backslashes and bytes
+// outside printable ASCII.
+func TestLuaString(t *testing.T) {
+	if got, want := luaString(`a"b\c`+"\n\xff"), `"a\034b\092c\010\255"`; got != want {
+		t.Errorf("luaString = %s, want %s", got, want)
+	}
+}
+
+// TestRunWrk runs the wrk measurement briefly when wrk is installed: every
+// scenario measures something, with wrk and with the Go client.
+func TestRunWrk(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs servers under load for seconds")
+	}
+	if _, err := exec.LookPath("wrk"); err != nil {
+		t.Skip(wrkInstall)
+	}
+	var stdout, stderr bytes.Buffer
+	args := []string{"--wrk", "--duration", "1s", "--rounds", "1", "--connections", "2", "--features", "3", "--json"}
+	if err := run(context.Background(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("run(%q) = %v; stderr:\n%s", args, err, &stderr)
+	}
+	var loads []WrkLoad
+	if err := json.Unmarshal(stdout.Bytes(), &loads); err != nil {
+		t.Fatal(err)
+	}
+	if len(loads) != 4 {
+		t.Fatalf("%d scenarios measured, want 4", len(loads))
+	}
+	for _, l := range loads {
+		if len(l.Rounds) != 1 || l.Rounds[0].Baseline.RPS <= 0 || l.Rounds[0].Rollout.RPS <= 0 || l.RPSRatio <= 0 || l.Go.RPSRatio <= 0 {
+			t.Errorf("%s: %+v, want rates from both servers and both clients", l.Scenario, l)
+		}
+	}
+}
