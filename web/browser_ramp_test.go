@@ -92,6 +92,9 @@ func TestBrowserRamp(t *testing.T) {
 	if got := b.text(`li.ramp .ramp-reason`); !strings.HasPrefix(got, "Why it stopped: paused by ") {
 		t.Errorf("paused reason = %q", got)
 	}
+	if got := b.text(`li.ramp .ramp-next`); !strings.HasPrefix(got, "Next, once resumed: step 2, on to 75.00% at ") {
+		t.Errorf("next while paused = %q", got)
+	}
 	if n := evaluate[int](b, `document.querySelectorAll('li.ramp button[data-ramp-action=pause]').length`); n != 0 {
 		t.Error("a paused ramp offers to pause")
 	}
@@ -100,6 +103,25 @@ func TestBrowserRamp(t *testing.T) {
 	if n := evaluate[int](b, `document.querySelectorAll('li.ramp .ramp-reason').length`); n != 0 {
 		t.Error("a resumed ramp still says why it stopped")
 	}
+	// Someone else pauses it meanwhile: the page's Pause says so in words,
+	// and Reload shows it paused.
+	rs, err := b.app.svc.Ramps(ctx, "dark-mode")
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("ramps = %v, %v", rs, err)
+	}
+	if _, err := b.app.svc.PauseRamp(ctx, "dark-mode", rs[0].ID, "olga"); err != nil {
+		t.Fatal(err)
+	}
+	b.do(chromedp.Click(chromedp.CSS(`li.ramp button[data-ramp-action=pause]`)), waitFor(`li.ramp .ramp-actions .error .reload`))
+	if got, want := b.text(`li.ramp .ramp-actions .error`), "This ramp is paused, not active: only an active ramp can be paused. Reload"; got != want {
+		t.Errorf("pausing a ramp paused meanwhile = %q, want %q", got, want)
+	}
+	b.do(chromedp.Click(chromedp.CSS(`li.ramp .ramp-actions .error .reload`)), waitFor(`li.ramp[data-state=paused]`))
+	if got := b.text(`li.ramp .ramp-reason`); got != "Why it stopped: paused by olga" {
+		t.Errorf("reason after reload = %q", got)
+	}
+	b.do(chromedp.Click(chromedp.CSS(`li.ramp button[data-ramp-action=resume]`)), waitFor(`li.ramp[data-state=active]`))
+
 	// Cancel asks once more in the button itself.
 	cancel := `li.ramp button[data-ramp-action=cancel]`
 	b.do(chromedp.Click(chromedp.CSS(cancel)))

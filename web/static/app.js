@@ -696,7 +696,12 @@
       const res = await rampSend(base + '/ramps/' + encodeURIComponent(box.dataset.rampId) + '/' + action);
       if (res.error) {
         setBusy(box, false);
-        error.textContent = res.error.replace(/Nothing was changed/, 'The ramp was not changed');
+        // Most likely someone moved the ramp on since the page was loaded:
+        // offer to show where it stands.
+        error.textContent = res.error.replace(/^Ramp "[^"]*"/, 'This ramp').replace(/Nothing was changed/, 'The ramp was not changed') + ' ';
+        const reload = el('button', { type: 'button', class: 'reload secondary' }, 'Reload');
+        reload.addEventListener('click', () => reloadAt('ramps'));
+        error.append(reload);
         error.hidden = false;
         return;
       }
