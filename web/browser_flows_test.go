@@ -241,6 +241,9 @@ func TestBrowserViewer(t *testing.T) {
 	web.Register(e, svc, web.Options{Sessions: auth})
 	a := &app{e: e, svc: svc, db: db}
 	a.seed(t)
+	if _, err := svc.CreateRamp(ctx, "checkout", rollout.RampSpec{Bucket: "A", Shares: []float64{0.3, 0.4}, Every: time.Hour}, "ed"); err != nil {
+		t.Fatal(err)
+	}
 	b := startBrowserOn(t, a)
 
 	b.do(chromedp.Navigate(b.base+"/ui/login"), waitFor("#token"))
@@ -260,6 +263,14 @@ func TestBrowserViewer(t *testing.T) {
 	}
 	if got := b.text("#read-only"); !strings.Contains(got, "vera, a viewer: you can read this feature but not change it") {
 		t.Errorf("read-only line = %q", got)
+	}
+	// The ramp's schedule is there to read; starting, pausing or canceling
+	// one is not.
+	if got := b.text(`li.ramp .ramp-state`); got != "Active" {
+		t.Errorf("a viewer sees the ramp as %q", got)
+	}
+	if n := evaluate[int](b, `document.querySelectorAll('form[data-ramp], .ramp-actions, button[data-ramp-action]').length`); n != 0 {
+		t.Errorf("a viewer's feature page has %d ramp forms or buttons", n)
 	}
 	b.screenshot("viewer-wide", 1280)
 	b.screenshot("viewer-narrow", 390)

@@ -114,6 +114,9 @@ type featurePage struct {
 	OverTime      sharesChart
 	RollbackTo    []rollbackOption
 	Lookup        lookupView
+	Ramps         []rampView // newest first
+	LiveRamp      bool       // one is active or paused: no other can start
+	Now           time.Time
 	Data          pageData
 }
 
@@ -271,6 +274,18 @@ func (h *handler) feature(c echo.Context) error {
 			label += " — " + s
 		}
 		p.RollbackTo = append(p.RollbackTo, rollbackOption{Version: n, Label: label})
+	}
+
+	ramps, err := h.svc.Ramps(ctx, key)
+	switch {
+	case rollout.ErrorCode(err) == rollout.ENotFound:
+		return h.fail(c, http.StatusNotFound, "Feature not found", "Feature "+strconv.Quote(key)+" was deleted a moment ago.")
+	case err != nil:
+		return h.internal(c, err)
+	}
+	p.Ramps, p.Now = rampViews(ramps), time.Now()
+	for _, r := range p.Ramps {
+		p.LiveRamp = p.LiveRamp || r.Live
 	}
 
 	if changed := c.QueryParam("changed"); changed != "" {

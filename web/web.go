@@ -187,6 +187,10 @@ func parsePages(a assets) map[string]*template.Template {
 		"sub":             func(a, b float64) float64 { return a - b },
 		"dec":             func(n int) int { return n - 1 },
 		"defaultReplicas": defaultReplicas,
+		"stateLabel":      stateLabel,
+		"until":           until,
+		"sentence":        sentence,
+		"rampReason":      rampReason,
 	}
 	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/parts.html"))
 	pages := map[string]*template.Template{}

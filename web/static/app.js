@@ -608,4 +608,104 @@
     form.addEventListener('input', drop);
     form.addEventListener('change', drop);
   }
+  // Ramps: start one, and pause, resume or cancel it. These go to the
+  // ramps API; a ramp is not a version of the feature, so no If-Match.
+  async function rampSend(path, body) {
+    return send({ method: 'POST', path, body, create: true }, false);
+  }
+
+  // rampSpec reads the ramp form: the steps as fractions and the interval
+  // as a Go duration.
+  function rampSpec(form) {
+    const text = field(form, 'steps').replace(/%/g, ' ').trim();
+    if (text === '') throw new Error('Give the steps: the share of users the bucket gets at each, e.g. 5, 10, 25, 50.');
+    const steps = text.split(/[\s,;]+/).filter((x) => x !== '').map((x, i) => parsePercent(x, 'Step ' + (i + 1)));
+    for (let i = 0; i < steps.length; i++) {
+      if (steps[i] === 0) throw new Error('Step ' + (i + 1) + ': give a share above 0%.');
+      if (i > 0 && steps[i] <= steps[i - 1]) throw new Error('Step ' + (i + 1) + ' is not above step ' + i + ': the steps must increase.');
+    }
+    const n = Number(field(form, 'every'));
+    if (!Number.isInteger(n) || n < 1) throw new Error('Give the time between steps as a whole number, e.g. 1 day.');
+    const unit = field(form, 'unit');
+    const every = unit === 'd' ? 24 * n + 'h' : n + unit;
+    const ms = n * { m: 60e3, h: 3600e3, d: 86400e3 }[unit];
+    const body = { bucket: field(form, 'bucket'), steps, every };
+    const maxChurn = field(form, 'max_churn').trim();
+    if (maxChurn !== '') body.max_churn = parsePercent(maxChurn, 'The churn limit');
+    return { body, ms };
+  }
+
+  function reloadAt(hash) {
+    window.location.hash = hash;
+    window.location.reload();
+  }
+
+  const rampForm = document.querySelector('form[data-ramp=create]');
+  if (rampForm) {
+    const schedule = rampForm.querySelector('.ramp-schedule');
+    const error = rampForm.querySelector('.error');
+    const describe = () => {
+      error.hidden = true;
+      error.textContent = '';
+      try {
+        const { body, ms } = rampSpec(rampForm);
+        const start = Date.now();
+        schedule.textContent = 'Schedule: ' + body.steps.map((s, i) => pct(s) + (i === 0 ? ' now' : ' at ' + new Date(start + i * ms).toISOString().slice(0, 16).replace('T', ' ') + ' UTC')).join(', ') + '.';
+      } catch {
+        schedule.textContent = '';
+      }
+    };
+    rampForm.addEventListener('input', describe);
+    rampForm.addEventListener('change', describe);
+    describe();
+    rampForm.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      let spec;
+      try {
+        spec = rampSpec(rampForm);
+      } catch (err) {
+        showError(rampForm, err.message);
+        return;
+      }
+      setBusy(rampForm, true);
+      const res = await rampSend(base + '/ramps', spec.body);
+      if (res.error) {
+        setBusy(rampForm, false);
+        showError(rampForm, res.error, res.reload);
+        return;
+      }
+      reloadAt('ramps');
+    });
+  }
+
+  for (const box of document.querySelectorAll('.ramp-actions')) {
+    box.addEventListener('click', async (ev) => {
+      const button = ev.target.closest('button[data-ramp-action]');
+      if (!button) return;
+      const action = button.dataset.rampAction;
+      const error = box.querySelector('.error');
+      if (action === 'cancel' && !button.dataset.armed) {
+        // Canceling cannot be undone: ask once more, in the button itself.
+        button.dataset.armed = '1';
+        button.textContent = 'Yes, cancel it: its remaining steps will not apply';
+        button.focus();
+        return;
+      }
+      error.hidden = true;
+      setBusy(box, true);
+      const res = await rampSend(base + '/ramps/' + encodeURIComponent(box.dataset.rampId) + '/' + action);
+      if (res.error) {
+        setBusy(box, false);
+        // Most likely someone moved the ramp on since the page was loaded:
+        // offer to show where it stands.
+        error.textContent = res.error.replace(/^Ramp "[^"]*"/, 'This ramp').replace(/Nothing was changed/, 'The ramp was not changed') + ' ';
+        const reload = el('button', { type: 'button', class: 'reload secondary' }, 'Reload');
+        reload.addEventListener('click', () => reloadAt('ramps'));
+        error.append(reload);
+        error.hidden = false;
+        return;
+      }
+      reloadAt('ramps');
+    });
+  }
 })();
