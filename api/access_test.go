@@ -27,12 +27,21 @@ type guardedServer struct {
 	e       *echo.Echo
 	url     string
 	svc     *rollout.Service
+	db      *store.DB
 	tokens  *rollout.Tokens
 	auth    *api.Auth
 	secrets map[string]string // by role
 }
 
 func newGuardedServer(t *testing.T) *guardedServer {
+	t.Helper()
+	return newAuthServer(t, []rollout.Role{rollout.RoleAdmin, rollout.RoleEditor, rollout.RoleViewer, rollout.RoleEvaluate}, false)
+}
+
+// newAuthServer is the API and dashboard with access control, over a new
+// SQLite store, with a token "<role>-bot" for each of roles (none: the API
+// is open, as on a fresh install) and Auth.AnyHost set to anyHost.
+func newAuthServer(t *testing.T, roles []rollout.Role, anyHost bool) *guardedServer {
 	t.Helper()
 	ctx := context.Background()
 	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
@@ -44,8 +53,8 @@ func newGuardedServer(t *testing.T) *guardedServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &guardedServer{tokens: tokens, secrets: map[string]string{}}
-	for _, role := range []rollout.Role{rollout.RoleAdmin, rollout.RoleEditor, rollout.RoleViewer, rollout.RoleEvaluate} {
+	g := &guardedServer{db: db, tokens: tokens, secrets: map[string]string{}}
+	for _, role := range roles {
 		_, secret, err := tokens.Create(ctx, string(role)+"-bot", role, time.Now())
 		if err != nil {
 			t.Fatal(err)
@@ -56,6 +65,7 @@ func newGuardedServer(t *testing.T) *guardedServer {
 		t.Fatal(err)
 	}
 	g.auth = api.NewAuth(tokens, nil)
+	g.auth.AnyHost = anyHost
 	g.e = api.New(g.svc, api.Options{Auth: g.auth, Pprof: true})
 	web.Register(g.e, g.svc, web.Options{Sessions: g.auth})
 	srv := httptest.NewServer(g.e)

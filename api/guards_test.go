@@ -3,17 +3,13 @@ package api_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
-	"github.com/rollout/rollout/store"
-	"github.com/rollout/rollout/web"
 )
 
 // versions returns how many versions the feature key has (0: it is gone).
@@ -153,27 +149,8 @@ func TestIfMatchTagsTheFeature(t *testing.T) {
 // the API is open, as on a fresh install.
 func openServer(t *testing.T, anyHost bool) (*testServer, *rollout.Tokens) {
 	t.Helper()
-	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	tokens, err := rollout.NewTokens(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := rollout.NewService(ctx, db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	auth := api.NewAuth(tokens, nil)
-	auth.AnyHost = anyHost
-	e := api.New(svc, api.Options{Auth: auth})
-	web.Register(e, svc, web.Options{Sessions: auth})
-	srv := httptest.NewServer(e)
-	t.Cleanup(srv.Close)
-	return &testServer{t: t, URL: srv.URL, svc: svc, db: db}, tokens
+	g := newAuthServer(t, nil, anyHost)
+	return &testServer{t: t, URL: g.url, svc: g.svc, db: g.db}, g.tokens
 }
 
 // TestOpenAPIAnswersOnlyLoopbackHosts: with no token, a page that reached

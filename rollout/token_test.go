@@ -34,15 +34,8 @@ func TestRolesAllow(t *testing.T) {
 
 func TestTokens(t *testing.T) {
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	tokens, err := rollout.NewTokens(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openDB(t)
+	tokens := newTokens(t, db)
 	if tokens.Enforced() {
 		t.Fatal("Enforced() with no token = true")
 	}
@@ -140,16 +133,9 @@ func (s *heldTokenStore) Tokens(ctx context.Context) ([]rollout.Token, error) {
 // Revoke has returned.
 func TestRefreshCannotResurrectRevoked(t *testing.T) {
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openDB(t)
 	st := &heldTokenStore{TokenStore: db, held: make(chan struct{})}
-	tokens, err := rollout.NewTokens(ctx, st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokens := newTokens(t, st)
 	_, secret, err := tokens.Create(ctx, "ci", rollout.RoleEditor, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -193,15 +179,8 @@ func TestRefreshCannotResurrectRevoked(t *testing.T) {
 // returned, and enforcement, once on, never goes off.
 func TestTokensHammer(t *testing.T) {
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	tokens, err := rollout.NewTokens(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openDB(t)
+	tokens := newTokens(t, db)
 	if tokens.Enforced() {
 		t.Fatal("enforced with no token")
 	}
@@ -262,4 +241,26 @@ func TestTokensHammer(t *testing.T) {
 	if enforcedLost.Load() || !tokens.Enforced() {
 		t.Error("tokens stopped being enforced after the first one was created")
 	}
+}
+
+// openDB opens a new SQLite store in a temporary directory, closed when t
+// ends.
+func openDB(t *testing.T) *store.DB {
+	t.Helper()
+	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "rollout.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// newTokens returns the tokens of st, loaded.
+func newTokens(t *testing.T, st rollout.TokenStore) *rollout.Tokens {
+	t.Helper()
+	tokens, err := rollout.NewTokens(context.Background(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tokens
 }
