@@ -67,15 +67,21 @@ func (db *DB) UpdateFeature(ctx context.Context, f rollout.Feature, v rollout.Ve
 		return fmt.Errorf("update feature %q: history entry is version %d, feature is version %d", f.Key, v.Version, f.Version)
 	}
 	return db.writeTx(ctx, fmt.Sprintf("update feature %q", f.Key), func(tx *sql.Tx) error {
-		id, err := updateFeature(ctx, tx, f)
-		if err != nil {
-			return err
-		}
-		if err := insertVersion(ctx, tx, id, v); err != nil {
-			return err
-		}
-		return addCommit(ctx, tx, rollout.CommitFeature, f.Key, db.now())
+		return db.writeVersion(ctx, tx, f, v)
 	})
+}
+
+// writeVersion replaces the stored feature, which must be at version
+// f.Version-1, with f, appends v to its history and records the commit.
+func (db *DB) writeVersion(ctx context.Context, tx *sql.Tx, f rollout.Feature, v rollout.Version) error {
+	id, err := updateFeature(ctx, tx, f)
+	if err != nil {
+		return err
+	}
+	if err := insertVersion(ctx, tx, id, v); err != nil {
+		return err
+	}
+	return addCommit(ctx, tx, rollout.CommitFeature, f.Key, db.now())
 }
 
 // DeleteFeature removes the feature key, which must be at the given

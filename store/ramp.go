@@ -89,14 +89,7 @@ func (db *DB) ApplyRampStep(ctx context.Context, f rollout.Feature, v rollout.Ve
 		if err := updateRamp(ctx, tx, r); err != nil {
 			return err
 		}
-		id, err := updateFeature(ctx, tx, f)
-		if err != nil {
-			return err
-		}
-		if err := insertVersion(ctx, tx, id, v); err != nil {
-			return err
-		}
-		return addCommit(ctx, tx, rollout.CommitFeature, f.Key, db.now())
+		return db.writeVersion(ctx, tx, f, v)
 	})
 }
 
