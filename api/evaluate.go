@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -48,25 +47,14 @@ func evaluationJSON(e rollout.Evaluation) evaluation {
 	return out
 }
 
-// appendEvaluation appends the JSON of evaluationJSON(e).
+// appendEvaluation appends the JSON of evaluationJSON(e). The hot paths
+// append an answer's parts instead (see answer), which make the same bytes.
 func appendEvaluation(b []byte, e rollout.Evaluation) []byte {
 	b = append(b, `{"feature":`...)
 	b = appendJSONString(b, e.Feature)
 	b = append(b, `,"user":`...)
 	b = appendJSONString(b, e.User)
-	if e.Bucket == "" {
-		b = append(b, `,"bucket":null,"value":null`...)
-	} else {
-		b = append(b, `,"bucket":`...)
-		b = appendJSONString(b, e.Bucket)
-		b = append(b, `,"value":`...)
-		b = appendRawJSON(b, e.Value)
-	}
-	b = append(b, `,"version":`...)
-	b = strconv.AppendInt(b, int64(e.Version), 10)
-	b = append(b, `,"reason":`...)
-	b = appendJSONString(b, e.Reason)
-	return append(b, '}')
+	return appendEvaluationTail(b, e)
 }
 
 // indented reports whether the answer is to be indented, as echo's
@@ -82,17 +70,21 @@ func (s *Server) evaluateOne(c echo.Context) error {
 	if err := rollout.ValidateUser(user); err != nil {
 		return err
 	}
-	e, err := s.svc.Evaluate(key, user)
+	st := s.snapshotState()
+	e, err := st.snap.Evaluate(key, user)
 	if err != nil {
 		return err
 	}
-	s.metrics.evaluated(e)
+	a := st.answerOf(s.metrics, e)
+	a.count.Inc()
 	if indented(c, pretty) {
 		return c.JSON(http.StatusOK, evaluationJSON(e))
 	}
 	buf := getBuffer()
 	defer putBuffer(buf)
-	buf.b = append(appendEvaluation(buf.b, e), '\n')
+	b := append(buf.b, a.head...)
+	b = appendJSONString(b, user)
+	buf.b = append(append(b, a.tail...), '\n')
 	return blobJSON(c, buf.b)
 }
 
@@ -189,9 +181,9 @@ func (s *Server) evaluateMany(c echo.Context) error {
 	if err := rollout.ValidateUser(req.User); err != nil {
 		return err
 	}
-	snap := s.svc.Snapshot()
-	keys := snap.Keys() // all of them, however many
-	sorted := true      // and without duplicates
+	st := s.snapshotState()
+	keys := st.snap.Keys() // all of them, however many
+	sorted := true         // and without duplicates
 	if req.Features != nil {
 		keys, sorted = *req.Features, false
 		if len(keys) > MaxBulkFeatures {
@@ -201,13 +193,14 @@ func (s *Server) evaluateMany(c echo.Context) error {
 	results := getResults()
 	defer putResults(results)
 	for _, key := range keys {
-		e, err := snap.Evaluate(key, req.User)
+		e, err := st.snap.Evaluate(key, req.User)
 		if err != nil {
-			results.add(key, e, &errorDetail{Code: rollout.ErrorCode(err), Message: err.(*rollout.Error).Message})
+			results.add(key, e, nil, &errorDetail{Code: rollout.ErrorCode(err), Message: err.(*rollout.Error).Message})
 			continue
 		}
-		s.metrics.evaluated(e)
-		results.add(key, e, nil)
+		a := st.answerOf(s.metrics, e)
+		a.count.Inc()
+		results.add(key, e, a, nil)
 	}
 	if !sorted {
 		results.sort()
@@ -215,10 +208,14 @@ func (s *Server) evaluateMany(c echo.Context) error {
 	if indented(c, hasPretty(c)) {
 		return c.JSON(http.StatusOK, map[string]any{"user": req.User, "results": results.json()})
 	}
-	// The request is read: its buffer takes the answer.
-	buf.b = append(results.appendJSON(append(buf.b[:0], `{"results":`...)), `,"user":`...)
-	buf.b = append(appendJSONString(buf.b, req.User), "}\n"...)
-	return blobJSON(c, buf.b)
+	// The request is read: its buffer takes the answer, and the user's
+	// JSON string, written once, follows it for the entries to copy.
+	b := appendJSONString(buf.b[:0], req.User)
+	n := len(b)
+	b = append(b, `{"results":`...)
+	b = append(results.appendJSON(b, b[:n]), `,"user":`...)
+	buf.b = append(append(b, b[:n]...), "}\n"...)
+	return blobJSON(c, buf.b[n:])
 }
 
 // readEvaluateRequest reads the body of POST /evaluate into buf. A body of
@@ -315,6 +312,7 @@ type results struct{ entries []result }
 type result struct {
 	key string
 	e   rollout.Evaluation
+	a   *answer // e's; nil when err is set
 	err *errorDetail
 }
 
@@ -334,8 +332,8 @@ func putResults(r *results) {
 	resultPool.Put(r)
 }
 
-func (r *results) add(key string, e rollout.Evaluation, err *errorDetail) {
-	r.entries = append(r.entries, result{key: key, e: e, err: err})
+func (r *results) add(key string, e rollout.Evaluation, a *answer, err *errorDetail) {
+	r.entries = append(r.entries, result{key: key, e: e, a: a, err: err})
 }
 
 // sort orders the entries by key and keeps the last of each key, as the
@@ -367,8 +365,9 @@ func (r *results) json() map[string]evaluateResult {
 	return out
 }
 
-// appendJSON appends the JSON of r.json().
-func (r *results) appendJSON(b []byte) []byte {
+// appendJSON appends the JSON of r.json(), for the user whose JSON string
+// is user.
+func (r *results) appendJSON(b, user []byte) []byte {
 	b = append(b, '{')
 	for i, en := range r.entries {
 		if i > 0 {
@@ -382,7 +381,7 @@ func (r *results) appendJSON(b []byte) []byte {
 			b = append(appendJSONString(b, en.err.Message), "}}"...)
 			continue
 		}
-		b = appendEvaluation(b, en.e)
+		b = en.a.appendTo(b, user)
 	}
 	return append(b, '}')
 }

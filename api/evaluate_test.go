@@ -41,26 +41,36 @@ var tricky = []rollout.Evaluation{
 }
 
 func TestAppendEvaluationIsEncodingJSON(t *testing.T) {
+	m := NewMetrics()
 	for _, e := range tricky {
 		t.Run(e.Feature, func(t *testing.T) {
-			got := string(appendEvaluation(nil, e)) + "\n"
-			if want := encodingJSON(t, evaluationJSON(e)); got != want {
+			want := encodingJSON(t, evaluationJSON(e))
+			if got := string(appendEvaluation(nil, e)) + "\n"; got != want {
 				t.Errorf("appendEvaluation(%+v) = %s, want %s", e, got, want)
+			}
+			// The hot path's parts, around the user's JSON string.
+			a := newAnswer(m, e)
+			if got := string(a.appendTo(nil, appendJSONString(nil, e.User))) + "\n"; got != want {
+				t.Errorf("answer of %+v = %s, want %s", e, got, want)
 			}
 		})
 	}
 }
 
 func TestBulkAnswerIsEncodingJSON(t *testing.T) {
+	m := NewMetrics()
+	const user = "u<1>\u2028"
 	var r results
 	for _, e := range append(tricky, tricky[0], tricky[2]) { // duplicates
-		r.add(e.Feature, e, nil)
+		e.User = user // as every entry of one request
+		r.add(e.Feature, e, newAnswer(m, e), nil)
 	}
-	r.add("nope", rollout.Evaluation{}, &errorDetail{Code: rollout.ENotFound, Message: `feature "nope" does not exist`})
-	r.add("<nope>", rollout.Evaluation{}, &errorDetail{Code: rollout.ENotFound, Message: `feature "<nope>" does not exist`})
+	r.add("nope", rollout.Evaluation{}, nil, &errorDetail{Code: rollout.ENotFound, Message: `feature "nope" does not exist`})
+	r.add("<nope>", rollout.Evaluation{}, nil, &errorDetail{Code: rollout.ENotFound, Message: `feature "<nope>" does not exist`})
 	r.sort()
-	got := string(append(appendJSONString(append(r.appendJSON(append([]byte(nil), `{"results":`...)), `,"user":`...), "u<1>"), "}\n"...))
-	want := encodingJSON(t, map[string]any{"user": "u<1>", "results": r.json()})
+	u := appendJSONString(nil, user)
+	got := string(append(append(r.appendJSON(append([]byte(nil), `{"results":`...), u), `,"user":`...), append(u, "}\n"...)...))
+	want := encodingJSON(t, map[string]any{"user": user, "results": r.json()})
 	if got != want {
 		t.Errorf("bulk answer = %s, want %s", got, want)
 	}

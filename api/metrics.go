@@ -131,11 +131,6 @@ func (m *Metrics) snapshot(f func(*snapshotState) float64) float64 {
 	return f(s.snapshotState())
 }
 
-// evaluated counts one evaluation.
-func (m *Metrics) evaluated(e rollout.Evaluation) {
-	m.evalChildren.get(evalLabels{e.Feature, e.Bucket, e.Reason}).Inc()
-}
-
 // answered counts one HTTP request. route is the pattern the request
 // matched ("" when none did: "unmatched"), so that the labels stay few.
 func (m *Metrics) answered(method, route string, status int, d time.Duration) {

@@ -308,18 +308,17 @@ func (s *Server) ofrepEvaluate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	e, err := s.svc.Evaluate(key, user)
+	st := s.snapshotState()
+	e, err := st.snap.Evaluate(key, user)
 	if err != nil {
 		if rollout.ErrorCode(err) == rollout.ENotFound {
 			return &ofrepError{Key: key, ErrorCode: ofrepFlagNotFound, ErrorDetails: errorMessage(err)}
 		}
 		return err
 	}
-	s.metrics.evaluated(e)
-	buf := getBuffer()
-	defer putBuffer(buf)
-	buf.b = appendOFREPEvaluation(buf.b, e)
-	return blobJSON(c, buf.b)
+	a := st.answerOf(s.metrics, e)
+	a.count.Inc()
+	return blobJSON(c, a.ofrep)
 }
 
 // ofrepEvaluateAll is POST /ofrep/v1/evaluate/flags: every feature, or those
@@ -357,8 +356,9 @@ func (s *Server) ofrepEvaluateAll(c echo.Context) error {
 			b = appendOFREPFailure(b, key, ofrepFlagNotFound, errorMessage(err))
 			continue
 		}
-		s.metrics.evaluated(e)
-		b = appendOFREPEvaluation(b, e)
+		a := st.answerOf(s.metrics, e)
+		a.count.Inc()
+		b = append(b, a.ofrep...)
 	}
 	b = append(b, `],"metadata":{"snapshot":`...)
 	b = append(b, etag...) // quoted, as a JSON string: 32 hex digits need no escaping

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -134,6 +135,11 @@ type tokenState struct {
 	byID     map[string]Token            // the same, by ID
 	ended    map[string]bool             // dashboard sessions that signed out
 	enforced bool
+	// matched holds the secrets Authenticate found in bySum, so that a
+	// token used again costs a map look-up rather than a SHA-256 sum:
+	// secret → Token. Only active tokens' secrets get in, so it holds at
+	// most one entry per token, and a refresh starts a new one.
+	matched sync.Map
 }
 
 // NewTokens returns the tokens of store, loaded.
@@ -209,9 +215,16 @@ func (t *Tokens) Enforced() bool { return t.state.Load().enforced }
 
 // Authenticate returns the active token whose secret is given.
 func (t *Tokens) Authenticate(secret string) (Token, bool) {
+	st := t.state.Load()
+	if tok, ok := st.matched.Load(secret); ok {
+		return tok.(Token), true
+	}
 	// HashToken's sum, without its hex string, which every request would
 	// allocate.
-	tok, ok := t.state.Load().bySum[sha256.Sum256([]byte(secret))]
+	tok, ok := st.bySum[sha256.Sum256([]byte(secret))]
+	if ok {
+		st.matched.Store(strings.Clone(secret), tok)
+	}
 	return tok, ok
 }
 

@@ -109,6 +109,17 @@ func TestTokens(t *testing.T) {
 	if _, ok := tokens.Authenticate(s2); !ok {
 		t.Error("a token created elsewhere is unknown after a refresh")
 	}
+	// Authenticate remembers the secrets it matched: one revoked elsewhere
+	// is still refused once a refresh has seen the revoke.
+	if err := other.Revoke(ctx, "ops", now); err != nil {
+		t.Fatal(err)
+	}
+	if err := tokens.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tokens.Authenticate(s2); ok {
+		t.Error("a token revoked elsewhere still authenticates after a refresh")
+	}
 }
 
 // heldTokenStore holds a read of the tokens table, once armed, between
