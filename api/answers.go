@@ -1,8 +1,10 @@
 package api
 
 import (
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -19,34 +21,56 @@ import (
 // answer is the shared part of the answers of one feature, bucket and
 // reason in one snapshot.
 type answer struct {
-	head  []byte // {"feature":K,"user":
-	tail  []byte // ,"bucket":B,"value":V,"version":N,"reason":R}
-	ofrep []byte // the whole OFREP answer, which has no user ID
+	e     rollout.Evaluation // with no user
+	head  []byte             // {"feature":K,"user":
+	tail  []byte             // ,"bucket":B,"value":V,"version":N,"reason":R}
+	ofrep []byte             // the whole OFREP answer, which has no user ID
 	count prometheus.Counter
 }
 
-type answerKey struct{ feature, bucket, reason string }
-
-// answers holds a snapshot's answers, by answerKey. It holds at most one
-// per feature, bucket and reason of the snapshot (a key is stored only for
-// an evaluation that succeeded), and goes with its snapshotState.
+// answers holds a snapshot's answers: feature key → *featureAnswers. It
+// holds at most one answer per feature, bucket and reason of the snapshot
+// (only evaluations that succeeded make one), and goes with its
+// snapshotState.
 type answers struct{ m sync.Map }
 
-// of returns the answer of e, which st.snap evaluated, building it at the
-// first call.
+// featureAnswers are the answers of one feature made so far, replaced
+// whole when one is added: a feature has few buckets.
+type featureAnswers struct{ list atomic.Pointer[[]*answer] }
+
+// answerOf returns the answer of e, which st.snap evaluated, making it at
+// the first call.
 func (st *snapshotState) answerOf(m *Metrics, e rollout.Evaluation) *answer {
-	k := answerKey{e.Feature, e.Bucket, e.Reason}
-	if a, ok := st.answers.m.Load(k); ok {
-		return a.(*answer)
+	v, ok := st.answers.m.Load(e.Feature)
+	if !ok {
+		v, _ = st.answers.m.LoadOrStore(e.Feature, new(featureAnswers))
 	}
-	a, _ := st.answers.m.LoadOrStore(k, newAnswer(m, e))
-	return a.(*answer)
+	fa := v.(*featureAnswers)
+	for {
+		old := fa.list.Load()
+		var list []*answer
+		if old != nil {
+			list = *old
+		}
+		for _, a := range list {
+			if a.e.Bucket == e.Bucket && a.e.Reason == e.Reason {
+				return a
+			}
+		}
+		a := newAnswer(m, e)
+		next := append(slices.Clip(list), a)
+		if fa.list.CompareAndSwap(old, &next) {
+			return a
+		}
+	}
 }
 
 func newAnswer(m *Metrics, e rollout.Evaluation) *answer {
 	head := appendJSONString(append([]byte(nil), `{"feature":`...), e.Feature)
 	head = append(head, `,"user":`...)
+	e.User = ""
 	return &answer{
+		e:     e,
 		head:  head,
 		tail:  appendEvaluationTail(nil, e),
 		ofrep: appendOFREPEvaluation(nil, e),

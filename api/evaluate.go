@@ -195,18 +195,18 @@ func (s *Server) evaluateMany(c echo.Context) error {
 	for _, key := range keys {
 		e, err := st.snap.Evaluate(key, req.User)
 		if err != nil {
-			results.add(key, e, nil, &errorDetail{Code: rollout.ErrorCode(err), Message: err.(*rollout.Error).Message})
+			results.add(key, nil, &errorDetail{Code: rollout.ErrorCode(err), Message: err.(*rollout.Error).Message})
 			continue
 		}
 		a := st.answerOf(s.metrics, e)
 		a.count.Inc()
-		results.add(key, e, a, nil)
+		results.add(key, a, nil)
 	}
 	if !sorted {
 		results.sort()
 	}
 	if indented(c, hasPretty(c)) {
-		return c.JSON(http.StatusOK, map[string]any{"user": req.User, "results": results.json()})
+		return c.JSON(http.StatusOK, map[string]any{"user": req.User, "results": results.json(req.User)})
 	}
 	// The request is read: its buffer takes the answer, and the user's
 	// JSON string, written once, follows it for the entries to copy.
@@ -284,8 +284,8 @@ func parseEvaluateRequest(body []byte) (evaluateRequest, bool) {
 				req.Features = new([]string)
 			}
 			list := (*req.Features)[:0]
-			if list == nil {
-				list = []string{}
+			if list == nil { // room for every key, in one allocation
+				list = make([]string, 0, bytes.Count(it.value, []byte{','})+1)
 			}
 			for j := skipSpace(it.value, 1); it.value[j] != ']'; {
 				if it.value[j] != '"' {
@@ -311,8 +311,7 @@ type results struct{ entries []result }
 
 type result struct {
 	key string
-	e   rollout.Evaluation
-	a   *answer // e's; nil when err is set
+	a   *answer // nil when err is set
 	err *errorDetail
 }
 
@@ -332,8 +331,8 @@ func putResults(r *results) {
 	resultPool.Put(r)
 }
 
-func (r *results) add(key string, e rollout.Evaluation, a *answer, err *errorDetail) {
-	r.entries = append(r.entries, result{key: key, e: e, a: a, err: err})
+func (r *results) add(key string, a *answer, err *errorDetail) {
+	r.entries = append(r.entries, result{key: key, a: a, err: err})
 }
 
 // sort orders the entries by key and keeps the last of each key, as the
@@ -351,15 +350,17 @@ func (r *results) sort() {
 	r.entries = out
 }
 
-// json returns the entries as encoding/json is to write them.
-func (r *results) json() map[string]evaluateResult {
+// json returns the entries, for user, as encoding/json is to write them.
+func (r *results) json(user string) map[string]evaluateResult {
 	out := make(map[string]evaluateResult, len(r.entries))
 	for _, en := range r.entries {
 		if en.err != nil {
 			out[en.key] = evaluateResult{Error: en.err}
 			continue
 		}
-		ev := evaluationJSON(en.e)
+		e := en.a.e
+		e.User = user
+		ev := evaluationJSON(e)
 		out[en.key] = evaluateResult{evaluation: &ev}
 	}
 	return out

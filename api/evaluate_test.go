@@ -62,15 +62,14 @@ func TestBulkAnswerIsEncodingJSON(t *testing.T) {
 	const user = "u<1>\u2028"
 	var r results
 	for _, e := range append(tricky, tricky[0], tricky[2]) { // duplicates
-		e.User = user // as every entry of one request
-		r.add(e.Feature, e, newAnswer(m, e), nil)
+		r.add(e.Feature, newAnswer(m, e), nil)
 	}
-	r.add("nope", rollout.Evaluation{}, nil, &errorDetail{Code: rollout.ENotFound, Message: `feature "nope" does not exist`})
-	r.add("<nope>", rollout.Evaluation{}, nil, &errorDetail{Code: rollout.ENotFound, Message: `feature "<nope>" does not exist`})
+	r.add("nope", nil, &errorDetail{Code: rollout.ENotFound, Message: `feature "nope" does not exist`})
+	r.add("<nope>", nil, &errorDetail{Code: rollout.ENotFound, Message: `feature "<nope>" does not exist`})
 	r.sort()
 	u := appendJSONString(nil, user)
 	got := string(append(append(r.appendJSON(append([]byte(nil), `{"results":`...), u), `,"user":`...), append(u, "}\n"...)...))
-	want := encodingJSON(t, map[string]any{"user": user, "results": r.json()})
+	want := encodingJSON(t, map[string]any{"user": user, "results": r.json(user)})
 	if got != want {
 		t.Errorf("bulk answer = %s, want %s", got, want)
 	}

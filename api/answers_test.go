@@ -1,0 +1,97 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"testing"
+
+	"github.com/rollout/rollout/api"
+	"github.com/rollout/rollout/rollout"
+)
+
+// TestAnswersFollowChanges: the answers the API encodes once per snapshot
+// are those of the feature as it is now, after every kind of change: a new
+// value, the kill switch with and without a fallback, an override, and the
+// feature deleted and made again with other buckets at version 1.
+func TestAnswersFollowChanges(t *testing.T) {
+	s := newServer(t, "", api.Options{})
+	ctx := context.Background()
+	raw := func(v string) json.RawMessage { return json.RawMessage(v) }
+	s.create(rollout.Feature{Key: "f", Enabled: true, Salt: "f",
+		Buckets: []rollout.Bucket{{Name: "a", Replicas: 50, Value: raw(`1`)}, {Name: "b", Replicas: 50, Value: raw(`2`)}}})
+	users := make([]string, 40)
+	for i := range users {
+		users[i] = fmt.Sprintf("user-%d", i)
+	}
+	check := func(step string) {
+		t.Helper()
+		for _, u := range users {
+			want := s.evaluate("f", u)
+			var got struct {
+				Bucket  *string
+				Value   json.RawMessage
+				Version int
+				Reason  string
+			}
+			r := s.must(200, "GET", "/evaluate?"+url.Values{"feature": {"f"}, "user": {u}}.Encode(), nil)
+			if err := json.Unmarshal(r.body, &got); err != nil {
+				t.Fatal(err)
+			}
+			bucket := ""
+			if got.Bucket != nil {
+				bucket = *got.Bucket
+			}
+			value := string(want.Value)
+			if want.Bucket == "" {
+				value = "null"
+			}
+			if bucket != want.Bucket || string(got.Value) != value || got.Version != want.Version || got.Reason != want.Reason {
+				t.Fatalf("%s: GET /evaluate for %s = %s, want %+v", step, u, r.body, want)
+			}
+			var many struct {
+				Results map[string]struct {
+					Bucket  *string
+					Version int
+				}
+			}
+			r = s.must(200, "POST", "/evaluate", map[string]any{"user": u, "features": []string{"f"}})
+			if err := json.Unmarshal(r.body, &many); err != nil {
+				t.Fatal(err)
+			}
+			if res := many.Results["f"]; res.Version != want.Version || (res.Bucket == nil) != (want.Bucket == "") || res.Bucket != nil && *res.Bucket != want.Bucket {
+				t.Fatalf("%s: POST /evaluate for %s = %s, want %+v", step, u, r.body, want)
+			}
+			var of struct {
+				Variant  string
+				Metadata struct{ Version int }
+			}
+			r = s.must(200, "POST", "/ofrep/v1/evaluate/flags/f", ofrepBody(u))
+			if err := json.Unmarshal(r.body, &of); err != nil {
+				t.Fatal(err)
+			}
+			if of.Variant != want.Bucket || of.Metadata.Version != want.Version {
+				t.Fatalf("%s: OFREP for %s = %s, want %+v", step, u, r.body, want)
+			}
+		}
+	}
+	check("created")
+	change := func(step string, c rollout.Change) {
+		t.Helper()
+		if _, err := s.svc.Change(ctx, "f", c, rollout.ChangeOptions{}); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		check(step)
+	}
+	change("new value", rollout.UpdateBucket("a", nil, raw(`"one"`)))
+	change("override", rollout.SetOverride(users[0], "b"))
+	change("switched off with a fallback", rollout.Patch(nil, ptr(false), ptr("b")))
+	change("switched off without one", rollout.Patch(nil, nil, ptr("")))
+	if _, err := s.svc.Delete(ctx, "f", rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.create(rollout.Feature{Key: "f", Enabled: true, Salt: "f",
+		Buckets: []rollout.Bucket{{Name: "a", Replicas: 10, Value: raw(`"again"`)}, {Name: "c", Replicas: 90, Value: raw(`3`)}}})
+	check("deleted and made again")
+}
