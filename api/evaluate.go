@@ -284,8 +284,8 @@ func parseEvaluateRequest(body []byte) (evaluateRequest, bool) {
 				req.Features = new([]string)
 			}
 			list := (*req.Features)[:0]
-			if list == nil { // room for every key, in one allocation
-				list = make([]string, 0, bytes.Count(it.value, []byte{','})+1)
+			if list == nil { // room for every key allowed, in one allocation
+				list = make([]string, 0, min(bytes.Count(it.value, []byte{','})+1, MaxBulkFeatures+1))
 			}
 			for j := skipSpace(it.value, 1); it.value[j] != ']'; {
 				if it.value[j] != '"' {
