@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	segjson "github.com/segmentio/encoding/json"
 
 	"github.com/rollout/rollout/rollout"
 )
@@ -102,3 +103,10 @@ func appendEvaluationTail(b []byte, e rollout.Evaluation) []byte {
 	b = appendJSONString(b, e.Reason)
 	return append(b, '}')
 }
+
+// validJSON reports whether b is one JSON value, as json.Valid does, at a
+// few times its speed: the evaluation paths check every request body before
+// reading it by hand. It never accepts what json.Valid refuses (see
+// FuzzValidJSON); what it refuses goes to the general path, which decodes
+// with encoding/json and words the error.
+func validJSON(b []byte) bool { return segjson.Valid(b) }

@@ -259,7 +259,7 @@ func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 func parseEvaluateRequest(body []byte) (evaluateRequest, bool) {
 	var req evaluateRequest
 	i := skipSpace(body, 0)
-	if i == len(body) || body[i] != '{' || !json.Valid(body) {
+	if i == len(body) || body[i] != '{' || !validJSON(body) {
 		return req, false
 	}
 	text := string(body)

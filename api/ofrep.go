@@ -111,7 +111,7 @@ func parseOFREP(body []byte, key string) (string, *[]string, *ofrepError) {
 	if i == len(body) {
 		return fail(ofrepTargetingKeyMissing, "give the user's ID as context.targetingKey: every user gets a bucket of their own")
 	}
-	if !json.Valid(body) {
+	if !validJSON(body) {
 		var v any
 		return fail(ofrepParseError, "the request body is not JSON: "+json.Unmarshal(body, &v).Error())
 	}
