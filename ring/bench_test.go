@@ -6,15 +6,21 @@ import (
 	"testing"
 )
 
-// benchKeys are hashed in turn by the lookup benchmarks, so that building a
-// key is not part of what they measure. A power of two lets i&mask cycle.
+// benchKeys are hashed in turn by the hash and lookup benchmarks, so that
+// building a key is not part of what they measure. They are user IDs of a
+// usual length, 13 bytes, as api/client's benchmarks use. A power of two
+// lets i&mask cycle.
 var benchKeys = func() []string {
 	keys := make([]string, 1<<12)
 	for i := range keys {
-		keys[i] = fmt.Sprintf("user:%d", i)
+		keys[i] = fmt.Sprintf("user-%08d", i*7919)
 	}
 	return keys
 }()
+
+// benchPrefix is a feature's salt and ":", as evaluation hashes it before
+// the user ID.
+const benchPrefix = "f01:"
 
 const benchMask = 1<<12 - 1
 
@@ -53,12 +59,26 @@ var (
 	sinkRing   *Ring
 )
 
-// BenchmarkMD5Sum is the baseline for BenchmarkLookup: hashing the same keys
-// and nothing else.
+// BenchmarkMD5Sum is the baseline for BenchmarkHash, BenchmarkHashPrefixed
+// and BenchmarkLookup: crypto/md5 on the same keys and nothing else.
 func BenchmarkMD5Sum(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		sinkDigest = md5.Sum([]byte(benchKeys[i&benchMask]))
+	}
+}
+
+func BenchmarkHash(b *testing.B) {
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		sinkPosition = Hash(benchKeys[i&benchMask])
+	}
+}
+
+func BenchmarkHashPrefixed(b *testing.B) {
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		sinkPosition = HashPrefixed(benchPrefix, benchKeys[i&benchMask])
 	}
 }
 

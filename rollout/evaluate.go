@@ -68,8 +68,8 @@ func compile(f Feature) *compiled {
 }
 
 // evaluateInto writes into e the bucket c serves user, and counts it. It
-// does not allocate for user IDs that fit, with the salt, in
-// userPosition's buffer.
+// does not allocate for user IDs that fit, with the salt, in 192 bytes (see
+// userPosition).
 func (c *compiled) evaluateInto(e *Evaluation, user string) {
 	i, reason := c.assign(user)
 	e.Feature, e.User, e.Version, e.Reason = c.feature.Key, user, c.feature.Version, reason
@@ -119,11 +119,7 @@ func (c *compiled) assign(user string) (int, string) {
 // userPosition is the position of user on a ring whose salt makes prefix
 // (see compiled.prefix): the hash of salt + ":" + user, or of the bare user
 // ID when the salt is empty, as the reference ring hashes keys. It does not
-// allocate for short IDs.
+// allocate for IDs that fit, with the prefix, in 192 bytes.
 func userPosition(prefix, user string) ring.Position {
-	if prefix == "" {
-		return ring.Hash(user)
-	}
-	var buf [192]byte
-	return ring.HashBytes(append(append(buf[:0], prefix...), user...))
+	return ring.HashPrefixed(prefix, user)
 }
