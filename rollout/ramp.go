@@ -356,9 +356,15 @@ func (s *Service) ApplyDueRamps(ctx context.Context) (int, error) {
 		conflicts := 0
 		for r.State == RampActive && r.Next < len(r.Steps) && !r.Steps[r.Next].At.After(s.now()) {
 			next, did, err := s.stepRamp(ctx, r)
-			if code := ErrorCode(err); (code == EConflict || code == ENotFound) && conflicts < maxRampConflicts {
+			if code := ErrorCode(err); code == EConflict || code == ENotFound {
 				// Another instance moved the ramp or the feature on:
-				// read the ramp again and go on from where it stands.
+				// read the ramp again and go on from where it stands,
+				// or, after losing several races in a row to instances
+				// that are applying its steps, leave it to the next
+				// pass. Losing a race is no failure to report.
+				if conflicts == maxRampConflicts {
+					break
+				}
 				conflicts++
 				next, err = s.store.Ramp(ctx, r.ID)
 			}
