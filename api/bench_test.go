@@ -186,6 +186,14 @@ func BenchmarkOFREPEvaluate(b *testing.B) {
 	benchEndpoint(b, http.MethodPost, "/ofrep/v1/evaluate/flags/feature-07", `{"context":{"targetingKey":"user-4711@example.com"}}`)
 }
 
+func BenchmarkOFREPBulkTwenty(b *testing.B) {
+	keys := make([]string, benchFeatures)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%q", fmt.Sprintf("feature-%02d", i))
+	}
+	benchEndpoint(b, http.MethodPost, "/ofrep/v1/evaluate/flags", `{"context":{"targetingKey":"user-4711@example.com","flags":[`+strings.Join(keys, ",")+`]}}`)
+}
+
 // BenchmarkBucketChange is one change of a bucket's replicas through the
 // API on a feature of 10 buckets × 100 replicas: the transaction, the churn
 // report and the snapshot swap. Issue #7's target is a p50 under 5 ms.

@@ -158,7 +158,8 @@ func parseOFREP(body []byte, key string) (string, *[]string, *ofrepError) {
 		return user, nil, nil
 	}
 	list := new([]string)
-	if err := json.Unmarshal(flagsJSON, list); err != nil {
+	var ok bool
+	if *list, ok = stringList(flagsJSON); !ok && json.Unmarshal(flagsJSON, list) != nil {
 		return fail(ofrepInvalidContext, "context.flags must be a list of flag keys")
 	}
 	if len(*list) > MaxBulkFeatures {
@@ -168,6 +169,34 @@ func parseOFREP(body []byte, key string) (string, *[]string, *ofrepError) {
 }
 
 // The helpers below read JSON that json.Valid has accepted.
+
+// stringList reads raw, a JSON array of strings, as json.Unmarshal reads it
+// into a []string, without reflection: one copy of raw holds every string
+// that needs no decoding. It stops after MaxBulkFeatures+1 strings, which
+// is enough for a caller to refuse the list. ok is false for any other
+// value, which json.Unmarshal is left to read or refuse.
+func stringList(raw []byte) (list []string, ok bool) {
+	if raw[0] != '[' {
+		return nil, false
+	}
+	text := string(raw)
+	list = make([]string, 0, min(bytes.Count(raw, []byte{','})+1, MaxBulkFeatures+1))
+	for j := skipSpace(raw, 1); raw[j] != ']' && len(list) <= MaxBulkFeatures; {
+		if raw[j] != '"' {
+			return nil, false
+		}
+		end := stringEnd(raw, j)
+		if inner := raw[j+1 : end-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+			list = append(list, text[j+1:end-1])
+		} else {
+			list = append(list, jsonString(raw[j:end]))
+		}
+		if j = skipSpace(raw, end); raw[j] == ',' {
+			j = skipSpace(raw, j+1)
+		}
+	}
+	return list, true
+}
 
 func skipSpace(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {

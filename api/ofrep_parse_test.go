@@ -67,6 +67,9 @@ var parseSeeds = []string{
 	`{"context":{"targetingKey":true,"flags":{}}}`, `{"context":[]}`, `{"context":"u"}`,
 	"{\"context\":{\"targetingKey\":\"u\"}}\n", `{"context":{"targetingKey":"\ud800"}}`, `{"context":{"targetingKey":"a\udc00"}}`,
 	"{\"context\":{\"targetingKey\":\"\\u00e9\xe9\"}}",
+	`{"context":{"targetingKey":"u","flags":["a\u0062", "c" ,"a"]}}`, `{"context":{"targetingKey":"u","flags":["a",null]}}`,
+	"{\"context\":{\"targetingKey\":\"u\",\"flags\":[\"\xff\",\"\\\"\"]}}", `{"context":{"targetingKey":"u","flags":[ ]}}`,
+	`{"context":{"targetingKey":"u","flags":["a",["b"]]}}`, `{"context":{"targetingKey":"u","flags":["a"],"flags":["b"]}}`,
 }
 
 func TestParseOFREP(t *testing.T) {
