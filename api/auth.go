@@ -59,17 +59,17 @@ func NewAuth(tokens *rollout.Tokens, key []byte) *Auth {
 // Enforced reports whether requests need a token.
 func (a *Auth) Enforced() bool { return a != nil && a.tokens != nil && a.tokens.Enforced() }
 
-// Middleware identifies the request's token and refuses, with 401 or 403,
-// a request its token does not allow. Dashboard pages without a session
-// redirect to the sign-in page instead.
-func (a *Auth) Middleware(next echo.HandlerFunc) echo.HandlerFunc {
+// step identifies the request's token and refuses, with 401 or 403, a
+// request its token does not allow on route. Dashboard pages without a
+// session redirect to the sign-in page instead.
+func (a *Auth) step(route routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
+	need := route.need
+	ui := route.pattern == "/" || strings.HasPrefix(route.pattern, "/ui")
 	return func(c echo.Context) error {
 		r := c.Request()
 		if r.Method == http.MethodOptions {
 			return next(c) // CORS preflights carry no credentials
 		}
-		route := c.Path() // the pattern echo matched, not the path's text
-		need := accessOf(r.Method, route)
 		tok, presented, ok := a.identify(r)
 		if ok && need != rollout.PermEvaluate { // see TokenOf
 			c.Set(tokenKey, tok)
@@ -83,7 +83,6 @@ func (a *Auth) Middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		if need == public {
 			return next(c)
 		}
-		ui := route == "/" || strings.HasPrefix(route, "/ui")
 		switch {
 		case !ok && ui && r.Method == http.MethodGet:
 			return c.Redirect(http.StatusSeeOther, "/ui/login?next="+url.QueryEscape(r.URL.RequestURI()))

@@ -20,7 +20,7 @@ const maxRequestID = 128
 // header and logged with everything the request causes: the request's own
 // X-Request-ID when it is 1 to 128 printable ASCII characters (so a proxy's
 // or an app's ID follows the request), a new random one otherwise.
-func requestID(next echo.HandlerFunc) echo.HandlerFunc {
+func requestID(_ routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		var id string
 		// echo.HeaderXRequestID is in canonical form: no need for Get.
@@ -68,7 +68,8 @@ func validRequestID(id string) bool {
 // s.reqlog says so: by default not for evaluations, which are too many.
 // The logger's writer is the one to keep writes off the request's path
 // (see LogWriter).
-func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
+func (s *Server) observe(ri routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
+	route := ri.pattern
 	return func(c echo.Context) error {
 		start := time.Now()
 		if err := next(c); err != nil {
@@ -76,9 +77,8 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		d := time.Since(start)
 		r, res := c.Request(), c.Response()
-		route := c.Path()
 		s.metrics.answered(r.Method, route, res.Status, d)
-		if !s.reqlog.logs(r.Method, route, accessOf(r.Method, route), res.Status, d) {
+		if !s.reqlog.logs(r.Method, route, ri.need, res.Status, d) {
 			return nil
 		}
 		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
@@ -97,7 +97,7 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 // that is not a preflight, which is what apps' servers send, only gets
 // "Vary: Origin", as echo's CORS middleware would give it, without the
 // middleware's allocation.
-func evaluationCORS() echo.MiddlewareFunc {
+func evaluationCORS() step {
 	cors := middleware.CORSWithConfig(middleware.CORSConfig{
 		AllowOrigins:  []string{"*"},
 		AllowMethods:  []string{http.MethodGet, http.MethodPost},
@@ -105,7 +105,7 @@ func evaluationCORS() echo.MiddlewareFunc {
 		ExposeHeaders: []string{"ETag", echo.HeaderXRequestID},
 		MaxAge:        2 * 60 * 60,
 	})
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(_ routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
 		withCORS := cors(next)
 		return func(c echo.Context) error {
 			r := c.Request()

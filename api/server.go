@@ -63,10 +63,32 @@ type Server struct {
 	snap    atomic.Pointer[snapshotState]
 	sync    syncCache
 	reqlog  requestLogger
-	// chain is the middleware every request goes through; composed holds
-	// the routes, by method and pattern, that have it composed already.
-	chain    []echo.MiddlewareFunc
+	// steps are what every request goes through; composed holds the
+	// routes, by method and pattern, that have them composed already.
+	steps    []step
 	composed map[string]map[string]bool
+}
+
+// routeInfo is the route a request matched: its method, the pattern echo
+// matched ("" for none) and the permission it needs.
+type routeInfo struct {
+	method, pattern string
+	need            rollout.Permission
+}
+
+func routeOf(method, pattern string) routeInfo {
+	return routeInfo{method: method, pattern: pattern, need: accessOf(method, pattern)}
+}
+
+// A step is a middleware made for one route.
+type step func(route routeInfo, next echo.HandlerFunc) echo.HandlerFunc
+
+// compose returns h with the steps around it, for route.
+func (s *Server) compose(route routeInfo, h echo.HandlerFunc) echo.HandlerFunc {
+	for i := len(s.steps) - 1; i >= 0; i-- {
+		h = s.steps[i](route, h)
+	}
+	return h
 }
 
 // New returns the API's echo router over svc. Other packages (the dashboard)
@@ -92,21 +114,24 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(log)
-	// Every request goes through these, first to last. Echo composes the
-	// middleware of e.Use anew for every request, a closure each; the
-	// apps' routes (evaluation, OFREP, sync) have the chain composed once,
-	// when registered, and s.middleware lets them through. Every other
-	// route, the dashboard's included, gets the chain from s.middleware.
-	s.chain = []echo.MiddlewareFunc{
+	// Every request goes through these steps, first to last. Each is made
+	// for the route it serves (its method, pattern and permission), so
+	// that no step looks the route's permission up per request. The apps'
+	// routes (evaluation, OFREP, sync) have their steps composed once, when
+	// registered (s.route); every other route, the dashboard's included,
+	// gets them from s.middleware, composed anew for each request as echo
+	// does with e.Use.
+	recoverStep := middleware.RecoverWithConfig(middleware.RecoverConfig{DisablePrintStack: true})
+	s.steps = []step{
 		requestID,
 		s.observe,
-		middleware.RecoverWithConfig(middleware.RecoverConfig{DisablePrintStack: true}),
+		func(_ routeInfo, next echo.HandlerFunc) echo.HandlerFunc { return recoverStep(next) },
 		evaluationCORS(),
 		limitBody,
-		CrossOrigin(),
+		crossOrigin(),
 	}
 	if opts.Auth != nil {
-		s.chain = append(s.chain, opts.Auth.Middleware)
+		s.steps = append(s.steps, opts.Auth.step)
 	}
 	e.Use(s.middleware)
 	if opts.Pprof {
@@ -156,38 +181,32 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	return e
 }
 
-// route registers h for method and path with s.chain composed around it
-// once, rather than by echo for every request.
+// route registers h for method and path with the steps composed around it
+// once, rather than for every request.
 func (s *Server) route(e *echo.Echo, method, path string, h echo.HandlerFunc) {
-	for i := len(s.chain) - 1; i >= 0; i-- {
-		h = s.chain[i](h)
-	}
-	e.Add(method, path, h)
+	e.Add(method, path, s.compose(routeOf(method, path), h))
 	if s.composed[method] == nil {
 		s.composed[method] = map[string]bool{}
 	}
 	s.composed[method][path] = true
 }
 
-// middleware runs s.chain around the request's handler, unless route
-// composed it already: a route registered any other way, or none, gets it
-// here.
+// middleware runs the steps around the request's handler, unless route
+// composed them already: a route registered any other way, or none, gets
+// them here, for the pattern echo matched (never the path's text).
 func (s *Server) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if s.composed[c.Request().Method][c.Path()] {
+		method, pattern := c.Request().Method, c.Path()
+		if s.composed[method][pattern] {
 			return next(c)
 		}
-		h := next
-		for i := len(s.chain) - 1; i >= 0; i-- {
-			h = s.chain[i](h)
-		}
-		return h(c)
+		return s.compose(routeOf(method, pattern), next)(c)
 	}
 }
 
 // limitBody bounds the request body; reading past the bound fails with an
 // error that decode answers with 413.
-func limitBody(next echo.HandlerFunc) echo.HandlerFunc {
+func limitBody(_ routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		if r.ContentLength > MaxBodyBytes {
@@ -200,20 +219,19 @@ func limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// CrossOrigin refuses state-changing requests that a browser sends from
+// crossOrigin refuses state-changing requests that a browser sends from
 // another site (cross-site request forgery), using the Sec-Fetch-Site and
 // Origin headers browsers set. Requests without them, from curl or other
 // programs, pass. Evaluation (/evaluate, /ofrep/) is left open to browsers on
 // other sites: it changes nothing.
-func CrossOrigin() echo.MiddlewareFunc {
+func crossOrigin() step {
 	p := http.NewCrossOriginProtection()
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(route routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
+		if route.need == rollout.PermEvaluate {
+			return next
+		}
 		return func(c echo.Context) error {
-			r := c.Request()
-			if accessOf(r.Method, c.Path()) == rollout.PermEvaluate {
-				return next(c)
-			}
-			if err := p.Check(r); err != nil {
+			if err := p.Check(c.Request()); err != nil {
 				return rollout.Errorf(codeForbidden, "cross-origin request refused: changes are accepted only from this server's own pages or from programs such as curl")
 			}
 			return next(c)
