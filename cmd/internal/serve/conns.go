@@ -1,10 +1,10 @@
 package serve
 
 import (
-	"container/list"
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 )
 
 // connLimiter bounds the open connections of an http.Server through its
@@ -21,6 +21,11 @@ import (
 // as they do after the server's idle timeout (Go's, curl's and browsers'
 // HTTP clients do for idempotent requests).
 //
+// Every request moves its connection from idle to active and back, so those
+// two moves take no lock and allocate nothing: each connection's state is a
+// few atomic words, found through a lock-free map. Choosing whom to close
+// scans the connections, under the lock, only when the limit is reached.
+//
 // Its methods are safe for concurrent use.
 type connLimiter struct {
 	max int
@@ -30,17 +35,24 @@ type connLimiter struct {
 
 	mu    sync.Mutex
 	conns map[net.Conn]*tracked // every open connection counted
-	idle  list.List             // of net.Conn, idle keep-alive connections, longest idle first
-	fresh list.List             // of net.Conn, accepted but no request read yet, oldest first
 	// closed counts the connections closed to make room, refused the
 	// newcomers closed for want of any.
 	closed, refused int
 	warned          bool
+
+	// lookup is conns again, read without mu on every request.
+	lookup sync.Map // net.Conn → *tracked
+	// seq orders arrivals and the moments connections went idle.
+	seq atomic.Int64
 }
 
-// tracked is a connection's place in the idle or fresh list, nil while it
-// serves a request.
-type tracked struct{ elem *list.Element }
+// tracked is the state of one connection: serving a request (busy), idle
+// between requests (idle), or neither, accepted with no request read yet;
+// since is the seq of its arrival or of its last going idle.
+type tracked struct {
+	busy, idle atomic.Bool
+	since      atomic.Int64
+}
 
 func newConnLimiter(max int, full func()) *connLimiter {
 	return &connLimiter{max: max, full: full, conns: map[net.Conn]*tracked{}}
@@ -48,10 +60,10 @@ func newConnLimiter(max int, full func()) *connLimiter {
 
 // ConnState is the http.Server.ConnState hook.
 func (l *connLimiter) ConnState(c net.Conn, state http.ConnState) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	switch state {
 	case http.StateNew:
+		l.mu.Lock()
+		defer l.mu.Unlock()
 		if len(l.conns) >= l.max {
 			if !l.warned {
 				l.warned = true
@@ -65,21 +77,27 @@ func (l *connLimiter) ConnState(c net.Conn, state http.ConnState) {
 				return
 			}
 		}
-		l.conns[c] = &tracked{elem: l.fresh.PushBack(c)}
+		t := new(tracked)
+		t.since.Store(l.seq.Add(1))
+		l.conns[c] = t
+		l.lookup.Store(c, t)
 	case http.StateActive:
-		if t, ok := l.conns[c]; ok {
-			l.unlist(t)
+		if t, ok := l.lookup.Load(c); ok {
+			t := t.(*tracked)
+			t.idle.Store(false)
+			t.busy.Store(true)
 		}
 	case http.StateIdle:
-		if t, ok := l.conns[c]; ok {
-			l.unlist(t)
-			t.elem = l.idle.PushBack(c)
+		if t, ok := l.lookup.Load(c); ok {
+			t := t.(*tracked)
+			t.since.Store(l.seq.Add(1))
+			t.busy.Store(false)
+			t.idle.Store(true)
 		}
 	case http.StateHijacked, http.StateClosed:
-		if t, ok := l.conns[c]; ok {
-			l.unlist(t)
-			delete(l.conns, c)
-		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.forget(c)
 	}
 }
 
@@ -87,30 +105,36 @@ func (l *connLimiter) ConnState(c net.Conn, state http.ConnState) {
 // with no request read yet, and stops counting it. It reports whether it
 // found one.
 func (l *connLimiter) closeOldest() bool {
-	e := l.idle.Front()
-	if e == nil {
-		e = l.fresh.Front()
+	var idle, fresh net.Conn
+	var idleSince, freshSince int64
+	for c, t := range l.conns {
+		switch since := t.since.Load(); {
+		case t.busy.Load():
+		case t.idle.Load():
+			if idle == nil || since < idleSince {
+				idle, idleSince = c, since
+			}
+		case fresh == nil || since < freshSince:
+			fresh, freshSince = c, since
+		}
 	}
-	if e == nil {
+	c := idle
+	if c == nil {
+		c = fresh
+	}
+	if c == nil {
 		return false
 	}
-	c := e.Value.(net.Conn)
-	l.unlist(l.conns[c])
-	delete(l.conns, c)
+	l.forget(c)
 	l.closed++
 	c.Close() // its StateClosed finds it gone from conns
 	return true
 }
 
-// unlist takes t out of the idle or fresh list it is in.
-func (l *connLimiter) unlist(t *tracked) {
-	if t.elem == nil {
-		return
-	}
-	// Remove is a no-op on the list an element is not in.
-	l.idle.Remove(t.elem)
-	l.fresh.Remove(t.elem)
-	t.elem = nil
+// forget stops counting c.
+func (l *connLimiter) forget(c net.Conn) {
+	delete(l.conns, c)
+	l.lookup.Delete(c)
 }
 
 // counts returns the connections open, and those closed to make room and
