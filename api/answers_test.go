@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/rollout/rollout/api"
@@ -94,4 +97,37 @@ func TestAnswersFollowChanges(t *testing.T) {
 	s.create(rollout.Feature{Key: "f", Enabled: true, Salt: "f",
 		Buckets: []rollout.Bucket{{Name: "a", Replicas: 10, Value: raw(`"again"`)}, {Name: "c", Replicas: 90, Value: raw(`3`)}}})
 	check("deleted and made again")
+}
+
+// unsized is a body of unknown length: the client sends it chunked, with no
+// Content-Length for the server to refuse at once.
+type unsized struct{ io.Reader }
+
+// TestChunkedBodyTooLarge: a body over api.MaxBodyBytes sent without a
+// length is refused with 413 by each evaluation route that reads its body
+// itself, and nothing is evaluated.
+func TestChunkedBodyTooLarge(t *testing.T) {
+	s := newServer(t, "", api.Options{})
+	s.create(rollout.Feature{Key: "f", Enabled: true, Salt: "f", Buckets: []rollout.Bucket{{Name: "a", Replicas: 1}}})
+	big := strings.Repeat("u", api.MaxBodyBytes)
+	for _, tt := range []struct{ path, body string }{
+		{"/evaluate", `{"features":["f"],"user":"` + big + `"}`},
+		{"/ofrep/v1/evaluate/flags/f", `{"context":{"targetingKey":"` + big + `"}}`},
+		{"/ofrep/v1/evaluate/flags", `{"context":{"targetingKey":"` + big + `"}}`},
+	} {
+		req, err := http.NewRequest("POST", s.URL+tt.path, unsized{strings.NewReader(tt.body)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Errorf("POST %s of %d bytes, chunked: %d %s, want 413", tt.path, len(tt.body), res.StatusCode, data)
+		}
+	}
 }

@@ -492,13 +492,18 @@ func putBuffer(buf *buffer) {
 	buffers.Put(buf)
 }
 
-// readFrom appends all of r to the buffer.
+// readFrom appends all of r to the buffer, a request body: past
+// MaxBodyBytes it stops with an *http.MaxBytesError, as a body limitBody
+// bounds would (the routes that read their body here need no such bound).
 func (buf *buffer) readFrom(r io.Reader) error {
 	for {
+		if len(buf.b) > MaxBodyBytes {
+			return &http.MaxBytesError{Limit: MaxBodyBytes}
+		}
 		if len(buf.b) == cap(buf.b) {
 			buf.b = append(buf.b, 0)[:len(buf.b)]
 		}
-		n, err := r.Read(buf.b[len(buf.b):cap(buf.b)])
+		n, err := r.Read(buf.b[len(buf.b):min(cap(buf.b), MaxBodyBytes+1)])
 		buf.b = buf.b[:len(buf.b)+n]
 		if errors.Is(err, io.EOF) {
 			return nil

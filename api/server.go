@@ -205,18 +205,29 @@ func (s *Server) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // limitBody bounds the request body; reading past the bound fails with an
-// error that decode answers with 413.
-func limitBody(_ routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
+// error that decode answers with 413. The evaluation routes that read
+// their body through a buffer (readsBounded) are bounded by its reading,
+// without a reader of their own to allocate.
+func limitBody(route routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
+	bounded := readsBounded[route.method+" "+route.pattern]
 	return func(c echo.Context) error {
 		r := c.Request()
 		if r.ContentLength > MaxBodyBytes {
 			return rollout.Errorf(codeTooLarge, "the request body is larger than %d bytes", MaxBodyBytes)
 		}
-		if r.Body != http.NoBody && r.Body != nil { // nothing to bound in a GET's
+		if r.Body != http.NoBody && r.Body != nil && !bounded { // nothing to bound in a GET's
 			r.Body = http.MaxBytesReader(c.Response(), r.Body, MaxBodyBytes)
 		}
 		return next(c)
 	}
+}
+
+// readsBounded are the routes whose handlers read the body with
+// buffer.readFrom, which stops past MaxBodyBytes.
+var readsBounded = map[string]bool{
+	"POST /evaluate":                     true,
+	"POST /ofrep/v1/evaluate/flags/:key": true,
+	"POST /ofrep/v1/evaluate/flags":      true,
 }
 
 // crossOrigin refuses state-changing requests that a browser sends from
