@@ -134,13 +134,32 @@ func (m *Metrics) snapshot(f func(*snapshotState) float64) float64 {
 // answered counts one HTTP request. route is the pattern the request
 // matched ("" when none did: "unmatched"), so that the labels stay few.
 func (m *Metrics) answered(method, route string, status int, d time.Duration) {
+	m.requestMetrics(method, route, status).observe(d)
+}
+
+func (m *Metrics) requestMetrics(method, route string, status int) requestMetrics {
 	method = knownMethod(method)
 	if route == "" {
 		route = "unmatched"
 	}
-	rm := m.requestChildren.get(requestLabels{method, route, status})
+	return m.requestChildren.get(requestLabels{method, route, status})
+}
+
+func (rm requestMetrics) observe(d time.Duration) {
 	rm.requests.Inc()
 	rm.latency.Observe(d.Seconds())
+}
+
+// answeredOK is answered for a 200 answer of a route registered once (see
+// Server.route), whose metrics ok keeps once looked up.
+func (m *Metrics) answeredOK(ok *atomic.Pointer[requestMetrics], method, route string, d time.Duration) {
+	rm := ok.Load()
+	if rm == nil {
+		v := m.requestMetrics(method, route, http.StatusOK)
+		rm = &v
+		ok.Store(rm)
+	}
+	rm.observe(d)
 }
 
 // CountLogDrops counts the log lines w dropped in

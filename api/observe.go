@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -70,6 +71,7 @@ func validRequestID(id string) bool {
 // (see LogWriter).
 func (s *Server) observe(ri routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
 	route := ri.pattern
+	var ok atomic.Pointer[requestMetrics] // of this route's 200 answers
 	return func(c echo.Context) error {
 		start := time.Now()
 		if err := next(c); err != nil {
@@ -77,7 +79,11 @@ func (s *Server) observe(ri routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		d := time.Since(start)
 		r, res := c.Request(), c.Response()
-		s.metrics.answered(r.Method, route, res.Status, d)
+		if ri.composed && res.Status == http.StatusOK && r.Method == ri.method {
+			s.metrics.answeredOK(&ok, r.Method, route, d)
+		} else {
+			s.metrics.answered(r.Method, route, res.Status, d)
+		}
 		if !s.reqlog.logs(r.Method, route, ri.need, res.Status, d) {
 			return nil
 		}

@@ -74,6 +74,10 @@ type Server struct {
 type routeInfo struct {
 	method, pattern string
 	need            rollout.Permission
+	// composed is set for a route whose steps are composed once, when it
+	// is registered, rather than for each request: its steps may keep
+	// what they look up.
+	composed bool
 }
 
 func routeOf(method, pattern string) routeInfo {
@@ -184,7 +188,9 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 // route registers h for method and path with the steps composed around it
 // once, rather than for every request.
 func (s *Server) route(e *echo.Echo, method, path string, h echo.HandlerFunc) {
-	e.Add(method, path, s.compose(routeOf(method, path), h))
+	route := routeOf(method, path)
+	route.composed = true
+	e.Add(method, path, s.compose(route, h))
 	if s.composed[method] == nil {
 		s.composed[method] = map[string]bool{}
 	}
