@@ -202,7 +202,7 @@ func (s *Server) evaluateMany(c echo.Context) error {
 		a.count.Inc()
 		results.add(key, a, nil)
 	}
-	if !sorted {
+	if !sorted && !results.sorted() {
 		results.sort()
 	}
 	if indented(c, hasPretty(c)) {
@@ -333,6 +333,17 @@ func putResults(r *results) {
 
 func (r *results) add(key string, a *answer, err *errorDetail) {
 	r.entries = append(r.entries, result{key: key, a: a, err: err})
+}
+
+// sorted reports whether the entries are in strictly increasing order of
+// key already, as apps often list them: then sort has nothing to do.
+func (r *results) sorted() bool {
+	for i := 1; i < len(r.entries); i++ {
+		if r.entries[i-1].key >= r.entries[i].key {
+			return false
+		}
+	}
+	return true
 }
 
 // sort orders the entries by key and keeps the last of each key, as the

@@ -229,3 +229,23 @@ func FuzzValidJSON(f *testing.F) {
 		}
 	})
 }
+
+// TestResultsSorted: a bulk answer is left as listed only when its keys are
+// strictly increasing; a duplicate or an unsorted key needs sort.
+func TestResultsSorted(t *testing.T) {
+	for _, tt := range []struct {
+		keys []string
+		want bool
+	}{
+		{nil, true}, {[]string{"a"}, true}, {[]string{"a", "b", "c"}, true},
+		{[]string{"a", "a"}, false}, {[]string{"b", "a"}, false}, {[]string{"a", "c", "b"}, false},
+	} {
+		var r results
+		for _, k := range tt.keys {
+			r.add(k, nil, nil)
+		}
+		if got := r.sorted(); got != tt.want {
+			t.Errorf("sorted() of %q = %v, want %v", tt.keys, got, tt.want)
+		}
+	}
+}

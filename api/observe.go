@@ -41,14 +41,13 @@ func requestID(_ routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
 func newRequestID() string {
 	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 	var b [26]byte
-	var x uint64
-	for i := range b {
-		if i%12 == 0 { // 12 characters of 5 bits from each 64
-			x = rand.Uint64()
-		}
-		b[i] = alphabet[x&31]
-		x >>= 5
+	x, y := rand.Uint64(), rand.Uint64()
+	for i := range 12 { // 12 characters of 5 bits from each 64
+		b[i], b[i+12] = alphabet[x&31], alphabet[y&31]
+		x, y = x>>5, y>>5
 	}
+	z := rand.Uint64()
+	b[24], b[25] = alphabet[z&31], alphabet[z>>5&31]
 	return string(b[:])
 }
 

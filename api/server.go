@@ -12,6 +12,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -64,9 +65,9 @@ type Server struct {
 	sync    syncCache
 	reqlog  requestLogger
 	// steps are what every request goes through; composed holds the
-	// routes, by method and pattern, that have them composed already.
+	// routes, by pattern then method, that have them composed already.
 	steps    []step
-	composed map[string]map[string]bool
+	composed map[string][]string
 }
 
 // routeInfo is the route a request matched: its method, the pattern echo
@@ -142,7 +143,7 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 		e.GET("/debug/pprof/*", echo.WrapHandler(http.DefaultServeMux))
 	}
 
-	s.composed = map[string]map[string]bool{}
+	s.composed = map[string][]string{}
 	s.route(e, http.MethodGet, "/evaluate", s.evaluateOne)
 	s.route(e, http.MethodPost, "/evaluate", s.evaluateMany)
 	s.route(e, http.MethodPost, "/ofrep/v1/evaluate/flags/:key", s.ofrepEvaluate)
@@ -191,10 +192,7 @@ func (s *Server) route(e *echo.Echo, method, path string, h echo.HandlerFunc) {
 	route := routeOf(method, path)
 	route.composed = true
 	e.Add(method, path, s.compose(route, h))
-	if s.composed[method] == nil {
-		s.composed[method] = map[string]bool{}
-	}
-	s.composed[method][path] = true
+	s.composed[path] = append(s.composed[path], method)
 }
 
 // middleware runs the steps around the request's handler, unless route
@@ -203,7 +201,7 @@ func (s *Server) route(e *echo.Echo, method, path string, h echo.HandlerFunc) {
 func (s *Server) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		method, pattern := c.Request().Method, c.Path()
-		if s.composed[method][pattern] {
+		if slices.Contains(s.composed[pattern], method) {
 			return next(c)
 		}
 		return s.compose(routeOf(method, pattern), next)(c)
