@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,32 +24,64 @@ const maxRequestID = 128
 // or an app's ID follows the request), a new random one otherwise.
 func requestID(_ routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		var id string
 		// echo.HeaderXRequestID is in canonical form: no need for Get.
 		if sent := c.Request().Header[echo.HeaderXRequestID]; len(sent) > 0 && validRequestID(sent[0]) {
-			id = sent[0]
+			c.Response().Header()[echo.HeaderXRequestID] = []string{sent[0]}
 		} else {
-			id = newRequestID()
+			c.Response().Header()[echo.HeaderXRequestID] = newRequestID()
 		}
-		c.Response().Header()[echo.HeaderXRequestID] = []string{id}
 		return next(c)
 	}
 }
 
-// newRequestID returns 26 random characters of the RFC 4648 base32 alphabet,
-// as crypto/rand.Text does, from math/rand/v2's generator: a request ID need
-// only be unique, not secret, and this one costs no system call.
-func newRequestID() string {
-	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
-	var b [26]byte
-	x, y := rand.Uint64(), rand.Uint64()
-	for i := range 12 { // 12 characters of 5 bits from each 64
-		b[i], b[i+12] = alphabet[x&31], alphabet[y&31]
-		x, y = x>>5, y>>5
+// requestIDLen is the length of the IDs newRequestID makes.
+const requestIDLen = 26
+
+// newRequestID returns a header value of one new request ID: 26 random
+// characters of the RFC 4648 base32 alphabet, as crypto/rand.Text makes,
+// from math/rand/v2's generator: a request ID need only be unique, not
+// secret, and this one costs no system call. IDs are made a batch at a
+// time, so that one costs no allocation of its own: the value is one
+// element of the batch's array, with no room to append into.
+func newRequestID() []string {
+	b := idBatches.Get().(*idBatch)
+	if b.next == len(b.values) {
+		b = newIDBatch()
 	}
-	z := rand.Uint64()
-	b[24], b[25] = alphabet[z&31], alphabet[z>>5&31]
-	return string(b[:])
+	v := b.values[b.next : b.next+1 : b.next+1]
+	b.next++
+	idBatches.Put(b)
+	return v
+}
+
+// idBatch is a batch of request IDs, as header values, and how many of them
+// are handed out.
+type idBatch struct {
+	values [64]string // substrings of one string
+	next   int
+}
+
+var idBatches = sync.Pool{New: func() any { return newIDBatch() }}
+
+func newIDBatch() *idBatch {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+	b := new(idBatch)
+	var chars [len(b.values) * requestIDLen]byte
+	for i := 0; i < len(chars); i += requestIDLen {
+		id := chars[i : i+requestIDLen]
+		x, y := rand.Uint64(), rand.Uint64()
+		for j := range 12 { // 12 characters of 5 bits from each 64
+			id[j], id[j+12] = alphabet[x&31], alphabet[y&31]
+			x, y = x>>5, y>>5
+		}
+		z := rand.Uint64()
+		id[24], id[25] = alphabet[z&31], alphabet[z>>5&31]
+	}
+	all := string(chars[:])
+	for i := range b.values {
+		b.values[i] = all[i*requestIDLen : (i+1)*requestIDLen]
+	}
+	return b
 }
 
 func validRequestID(id string) bool {
