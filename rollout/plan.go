@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -74,7 +75,7 @@ func PlanShares(buckets []Bucket, targets map[string]float64, opts PlanOptions) 
 	for _, b := range buckets {
 		order = append(order, b.Name)
 	}
-	for _, name := range sortedKeys(targets) {
+	for _, name := range slices.Sorted(maps.Keys(targets)) {
 		if _, ok := current[name]; !ok {
 			order = append(order, name)
 		}
@@ -129,7 +130,7 @@ func PlanNew(targets map[string]float64, opts PlanOptions) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
-	names := sortedKeys(targets)
+	names := slices.Sorted(maps.Keys(targets))
 	var starts []map[string]int
 	for k := 1; k*DefaultReplicas*len(names) <= 2*MaxPoints; k *= 2 {
 		start := make(map[string]int, len(names))
@@ -163,7 +164,7 @@ func checkTargets(targets map[string]float64, opts PlanOptions) (float64, error)
 		return 0, Errorf(EInvalid, "the targets name %d buckets; a feature has at most %d", len(targets), MaxBuckets)
 	}
 	var sum float64
-	for _, name := range sortedKeys(targets) {
+	for _, name := range slices.Sorted(maps.Keys(targets)) {
 		t := targets[name]
 		if !bucketPattern.MatchString(name) {
 			return 0, Errorf(EInvalid, "bucket name %q is invalid: use 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '-'", name)
@@ -233,15 +234,6 @@ func mustRing(counts map[string]int) *ring.Ring {
 		panic("rollout: ring of checked buckets: " + err.Error())
 	}
 	return r
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // pointName is the ring's key of replica i of bucket name.

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"slices"
@@ -310,21 +311,12 @@ func copyTokens(ctx context.Context, dst migrationStore, tokens []rollout.Token)
 			pending[t.Name] = t
 		}
 	}
-	for _, name := range sortedKeys(pending) {
+	for _, name := range slices.Sorted(maps.Keys(pending)) {
 		if err := revoke(pending[name]); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // verifyMigration compares src and dst: the features, the number of
@@ -361,7 +353,7 @@ func verifyMigration(ctx context.Context, src, dst migrationStore) ([]string, er
 		}
 		out = append(out, diffs...)
 	}
-	for _, key := range sortedKeys(dstByKey) {
+	for _, key := range slices.Sorted(maps.Keys(dstByKey)) {
 		out = append(out, fmt.Sprintf("feature %q: in the target only", key))
 	}
 
@@ -403,7 +395,7 @@ func compareRamps(ctx context.Context, src, dst migrationStore) ([]string, error
 		return nil, err
 	}
 	var out []string
-	for _, id := range sortedKeys(srcRamps) {
+	for _, id := range slices.Sorted(maps.Keys(srcRamps)) {
 		switch got, ok := dstRamps[id]; {
 		case !ok:
 			out = append(out, fmt.Sprintf("ramp %s: missing from the target", id))
@@ -411,7 +403,7 @@ func compareRamps(ctx context.Context, src, dst migrationStore) ([]string, error
 			out = append(out, fmt.Sprintf("ramp %s: differs", id))
 		}
 	}
-	for _, id := range sortedKeys(dstRamps) {
+	for _, id := range slices.Sorted(maps.Keys(dstRamps)) {
 		if _, ok := srcRamps[id]; !ok {
 			out = append(out, fmt.Sprintf("ramp %s: in the target only", id))
 		}
@@ -491,7 +483,7 @@ func compareTokens(ctx context.Context, src, dst migrationStore) ([]string, erro
 		}
 		delete(dstByID, t.ID)
 	}
-	for _, id := range sortedKeys(dstByID) {
+	for _, id := range slices.Sorted(maps.Keys(dstByID)) {
 		out = append(out, fmt.Sprintf("token %q (%s): in the target only", dstByID[id].Name, id))
 	}
 	return out, nil
