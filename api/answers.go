@@ -87,6 +87,12 @@ func (a *answer) appendTo(b, user []byte) []byte {
 	return append(b, a.tail...)
 }
 
+// appendFor is appendTo for the user ID itself, encoded on the way.
+func (a *answer) appendFor(b []byte, user string) []byte {
+	b = appendJSONString(append(b, a.head...), user)
+	return append(b, a.tail...)
+}
+
 // appendEvaluationTail appends what follows the user ID in the JSON of e.
 func appendEvaluationTail(b []byte, e rollout.Evaluation) []byte {
 	if e.Bucket == "" {

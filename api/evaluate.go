@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -82,9 +81,7 @@ func (s *Server) evaluateOne(c echo.Context) error {
 	}
 	buf := getBuffer()
 	defer putBuffer(buf)
-	b := append(buf.b, a.head...)
-	b = appendJSONString(b, user)
-	buf.b = append(append(b, a.tail...), '\n')
+	buf.b = append(a.appendFor(buf.b, user), '\n')
 	return blobJSON(c, buf.b)
 }
 
@@ -202,7 +199,7 @@ func (s *Server) evaluateMany(c echo.Context) error {
 		a.count.Inc()
 		results.add(key, a, nil)
 	}
-	if !sorted && !results.sorted() {
+	if !sorted {
 		results.sort()
 	}
 	if indented(c, hasPretty(c)) {
@@ -262,15 +259,7 @@ func parseEvaluateRequest(body []byte) (evaluateRequest, bool) {
 	if i == len(body) || body[i] != '{' || !validJSON(body) {
 		return req, false
 	}
-	text := string(body)
-	str := func(raw []byte) string { // a JSON string within body
-		inner := raw[1 : len(raw)-1]
-		if bytes.IndexByte(inner, '\\') >= 0 || !utf8.Valid(inner) {
-			return jsonString(raw)
-		}
-		at := cap(body) - cap(inner) // inner is body[at:…]
-		return text[at : at+len(inner)]
-	}
+	str := jsonStrings(body)
 	for it := (members{b: body, i: i}); it.next(); {
 		switch {
 		case it.keyIs("user") && it.value[0] == '"':
@@ -278,26 +267,13 @@ func parseEvaluateRequest(body []byte) (evaluateRequest, bool) {
 		case it.keyIs("features") && it.value[0] == 'n':
 			req.Features = nil
 		case it.keyIs("features") && it.value[0] == '[':
-			// Into the list of an earlier "features", as encoding/json
-			// decodes a duplicate.
-			if req.Features == nil {
-				req.Features = new([]string)
+			// A later "features" replaces an earlier one, as encoding/json
+			// decodes a duplicate into the same slice.
+			list, ok := stringList(it.value, str)
+			if !ok {
+				return req, false
 			}
-			list := (*req.Features)[:0]
-			if list == nil { // room for every key allowed, in one allocation
-				list = make([]string, 0, min(bytes.Count(it.value, []byte{','})+1, MaxBulkFeatures+1))
-			}
-			for j := skipSpace(it.value, 1); it.value[j] != ']'; {
-				if it.value[j] != '"' {
-					return req, false
-				}
-				end := stringEnd(it.value, j)
-				list = append(list, str(it.value[j:end]))
-				if j = skipSpace(it.value, end); it.value[j] == ',' {
-					j = skipSpace(it.value, j+1)
-				}
-			}
-			*req.Features = list
+			req.Features = &list
 		default:
 			return req, false
 		}
@@ -336,7 +312,7 @@ func (r *results) add(key string, a *answer, err *errorDetail) {
 }
 
 // sorted reports whether the entries are in strictly increasing order of
-// key already, as apps often list them: then sort has nothing to do.
+// key already, as apps often list them.
 func (r *results) sorted() bool {
 	for i := 1; i < len(r.entries); i++ {
 		if r.entries[i-1].key >= r.entries[i].key {
@@ -347,8 +323,12 @@ func (r *results) sorted() bool {
 }
 
 // sort orders the entries by key and keeps the last of each key, as the
-// map that encoding/json writes would.
+// map that encoding/json writes would; entries in order already stay as
+// they are.
 func (r *results) sort() {
+	if r.sorted() {
+		return
+	}
 	slices.SortStableFunc(r.entries, func(a, b result) int { return strings.Compare(a.key, b.key) })
 	out := r.entries[:0]
 	for i, en := range r.entries {

@@ -159,7 +159,7 @@ func parseOFREP(body []byte, key string) (string, *[]string, *ofrepError) {
 	}
 	list := new([]string)
 	var ok bool
-	if *list, ok = stringList(flagsJSON); !ok && json.Unmarshal(flagsJSON, list) != nil {
+	if *list, ok = stringList(flagsJSON, jsonStrings(flagsJSON)); !ok && json.Unmarshal(flagsJSON, list) != nil {
 		return fail(ofrepInvalidContext, "context.flags must be a list of flag keys")
 	}
 	if len(*list) > MaxBulkFeatures {
@@ -170,27 +170,37 @@ func parseOFREP(body []byte, key string) (string, *[]string, *ofrepError) {
 
 // The helpers below read JSON that json.Valid has accepted.
 
+// jsonStrings returns the reader of the JSON strings within b: the value
+// of one is a substring of a single copy of b, or, when it holds escapes or
+// invalid UTF-8, its decoded value.
+func jsonStrings(b []byte) func(raw []byte) string {
+	text := string(b)
+	return func(raw []byte) string {
+		inner := raw[1 : len(raw)-1]
+		if bytes.IndexByte(inner, '\\') >= 0 || !utf8.Valid(inner) {
+			return jsonString(raw)
+		}
+		at := cap(b) - cap(inner) // inner is b[at:…]
+		return text[at : at+len(inner)]
+	}
+}
+
 // stringList reads raw, a JSON array of strings, as json.Unmarshal reads it
-// into a []string, without reflection: one copy of raw holds every string
-// that needs no decoding. It stops after MaxBulkFeatures+1 strings, which
-// is enough for a caller to refuse the list. ok is false for any other
-// value, which json.Unmarshal is left to read or refuse.
-func stringList(raw []byte) (list []string, ok bool) {
+// into a []string, without reflection; str reads each string (see
+// jsonStrings). ok is false for any other value, which the caller leaves to
+// encoding/json.
+func stringList(raw []byte, str func(raw []byte) string) (list []string, ok bool) {
 	if raw[0] != '[' {
 		return nil, false
 	}
-	text := string(raw)
+	// Room for every key allowed, in one allocation.
 	list = make([]string, 0, min(bytes.Count(raw, []byte{','})+1, MaxBulkFeatures+1))
-	for j := skipSpace(raw, 1); raw[j] != ']' && len(list) <= MaxBulkFeatures; {
+	for j := skipSpace(raw, 1); raw[j] != ']'; {
 		if raw[j] != '"' {
 			return nil, false
 		}
 		end := stringEnd(raw, j)
-		if inner := raw[j+1 : end-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
-			list = append(list, text[j+1:end-1])
-		} else {
-			list = append(list, jsonString(raw[j:end]))
-		}
+		list = append(list, str(raw[j:end]))
 		if j = skipSpace(raw, end); raw[j] == ',' {
 			j = skipSpace(raw, j+1)
 		}
