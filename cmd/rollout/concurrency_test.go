@@ -26,19 +26,7 @@ func TestConcurrentWritersIfMatch(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		won := 0
-		for _, st := range statuses {
-			switch st {
-			case 200:
-				won++
-			case 412:
-			default:
-				t.Errorf("round %d: a writer got %d, want 200 or 412", round, st)
-			}
-		}
-		if won != 1 {
-			t.Fatalf("round %d: %d writers won (%v), want exactly 1", round, won, statuses)
-		}
+		checkOneWinner(t, round, statuses)
 	}
 	vs := s.must(200, "GET", "/api/features/f/versions", nil)["versions"].([]any)
 	if len(vs) != rounds+1 {
@@ -48,5 +36,24 @@ func TestConcurrentWritersIfMatch(t *testing.T) {
 		if got := v.(map[string]any)["version"]; got != float64(rounds+1-i) {
 			t.Errorf("versions[%d] = %v, want %d: history must be contiguous", i, got, rounds+1-i)
 		}
+	}
+}
+
+// checkOneWinner fails the test unless exactly one of a round's writers,
+// who all sent the same If-Match, got 200 and every other got 412.
+func checkOneWinner(t *testing.T, round int, statuses []int) {
+	t.Helper()
+	won := 0
+	for _, st := range statuses {
+		switch st {
+		case 200:
+			won++
+		case 412:
+		default:
+			t.Errorf("round %d: a writer got %d, want 200 or 412", round, st)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("round %d: %d writers won (%v), want exactly 1", round, won, statuses)
 	}
 }

@@ -142,19 +142,7 @@ func TestInstancesFollowEachOther(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		won := 0
-		for _, s := range statuses {
-			switch s {
-			case 200:
-				won++
-			case 412:
-			default:
-				t.Errorf("round %d: a writer got %d, want 200 or 412", round, s)
-			}
-		}
-		if won != 1 {
-			t.Fatalf("round %d: %d writers won (%v), want exactly 1", round, won, statuses)
-		}
+		checkOneWinner(t, round, statuses)
 		waitVersion(t, time.Now(), 10*time.Second, "f", 102+round, ps[0].url, ps[1].url, ps[2].url)
 	}
 	_, body := mustCall(t, 200, "GET", ps[2].url+"/api/features/f/versions?limit=500", "")
