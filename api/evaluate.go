@@ -412,8 +412,8 @@ func appendMarshaled(b []byte, v json.RawMessage) []byte {
 }
 
 // blobJSON answers 200 with the JSON b, as c.Blob does, setting the
-// Content-Type to a value shared by every answer (see varyOrigin) rather
-// than one allocated for each.
+// Content-Type to a value shared by every answer rather than one allocated
+// for each.
 func blobJSON(c echo.Context, b []byte) error {
 	if h := c.Response().Header(); len(h[echo.HeaderContentType]) == 0 {
 		h[echo.HeaderContentType] = contentTypeJSON
@@ -421,4 +421,6 @@ func blobJSON(c echo.Context, b []byte) error {
 	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, b)
 }
 
+// contentTypeJSON's length is its capacity, so an append to it copies it,
+// and nothing writes into a header's values.
 var contentTypeJSON = []string{echo.MIMEApplicationJSON}

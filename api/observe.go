@@ -18,19 +18,30 @@ import (
 // maxRequestID bounds an X-Request-ID the API honours.
 const maxRequestID = 128
 
-// requestID gives every request an ID, echoed in the X-Request-ID response
-// header and logged with everything the request causes: the request's own
-// X-Request-ID when it is 1 to 128 printable ASCII characters (so a proxy's
-// or an app's ID follows the request), a new random one otherwise.
-func requestID(_ routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		// echo.HeaderXRequestID is in canonical form: no need for Get.
-		if sent := c.Request().Header[echo.HeaderXRequestID]; len(sent) > 0 && validRequestID(sent[0]) {
-			c.Response().Header()[echo.HeaderXRequestID] = []string{sent[0]}
-		} else {
-			c.Response().Header()[echo.HeaderXRequestID] = newRequestID()
-		}
-		return next(c)
+// Every request has an ID, echoed in the X-Request-ID response header and
+// logged with everything the request causes: the request's own X-Request-ID
+// when it is 1 to 128 printable ASCII characters (so a proxy's or an app's
+// ID follows the request), a new random one otherwise. An app's request
+// (evaluation, OFREP, sync, exposures: the routes of PermEvaluate) that did
+// not send one gets one only when something is to refer to it: an error
+// answer, or a request logged whatever its outcome (--log-requests all, or
+// sampled). The others, tens of thousands a second and logged nowhere,
+// carry none, which spares the hot path a header.
+
+// sentRequestID returns the request's own X-Request-ID as a header value,
+// if it is one to honour.
+func sentRequestID(r *http.Request) ([]string, bool) {
+	// echo.HeaderXRequestID is in canonical form: no need for Get.
+	if sent := r.Header[echo.HeaderXRequestID]; len(sent) > 0 && validRequestID(sent[0]) {
+		return sent[:1:1], true // shared, with no room to append into
+	}
+	return nil, false
+}
+
+// giveRequestID gives the answer an ID if it has none yet.
+func giveRequestID(res *echo.Response) {
+	if h := res.Header(); len(h[echo.HeaderXRequestID]) == 0 {
+		h[echo.HeaderXRequestID] = newRequestID()
 	}
 }
 
@@ -96,29 +107,40 @@ func validRequestID(id string) bool {
 	return true
 }
 
-// observe answers the request's error, if any, then counts it in the
-// metrics by the route pattern it matched, and logs one line for it if
-// s.reqlog says so: by default not for evaluations, which are too many.
-// The logger's writer is the one to keep writes off the request's path
-// (see LogWriter).
+// observe gives the request its ID (see above), answers its error if any,
+// then counts it in the metrics by the route pattern it matched, and logs
+// one line for it if s.reqlog says so: by default not for evaluations,
+// which are too many. The logger's writer is the one to keep writes off the
+// request's path (see LogWriter).
 func (s *Server) observe(ri routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
 	route := ri.pattern
+	app := ri.need == rollout.PermEvaluate
 	var ok atomic.Pointer[requestMetrics] // of this route's 200 answers
 	return func(c echo.Context) error {
 		start := time.Now()
+		r, res := c.Request(), c.Response()
+		sampled := app && s.reqlog.sampled()
+		if id, sent := sentRequestID(r); sent {
+			res.Header()[echo.HeaderXRequestID] = id
+		} else if !app || sampled || s.reqlog.mode == LogAll {
+			res.Header()[echo.HeaderXRequestID] = newRequestID()
+		}
 		if err := next(c); err != nil {
+			giveRequestID(res)
 			c.Error(err)
 		}
 		d := time.Since(start)
-		r, res := c.Request(), c.Response()
 		if ri.composed && res.Status == http.StatusOK && r.Method == ri.method {
 			s.metrics.answeredOK(&ok, r.Method, route, d)
 		} else {
 			s.metrics.answered(r.Method, route, res.Status, d)
 		}
-		if !s.reqlog.logs(r.Method, route, ri.need, res.Status, d) {
+		if !s.reqlog.logs(r.Method, ri.need, res.Status, d, sampled) {
 			return nil
 		}
+		// A slow answer of an app's route has been sent without an ID: the
+		// log line's is its own.
+		giveRequestID(res)
 		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 			slog.String("request_id", res.Header().Get(echo.HeaderXRequestID)),
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", route),
@@ -131,10 +153,12 @@ func (s *Server) observe(ri routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
 // endpoints (/evaluate and /ofrep/…), as OpenFeature's web provider does,
 // and read the ETag of bulk evaluation. They change nothing, and take a
 // token in a header rather than a cookie, so any origin may call them. The
-// rest of the API stays same-origin. A request without an Origin header
-// that is not a preflight, which is what apps' servers send, only gets
-// "Vary: Origin", as echo's CORS middleware would give it, without the
-// middleware's allocation.
+// rest of the API stays same-origin. Only a request with an Origin header,
+// or a preflight, goes through echo's CORS middleware, which answers it
+// with "Vary: Origin". Apps' servers send neither, and their answers get
+// no Vary: no cache reuses them for another request (they carry no
+// freshness nor Last-Modified, and the OFREP bulk answer that has an ETag
+// is a POST's), so Vary would be a header the hot path writes for nothing.
 func evaluationCORS() step {
 	cors := middleware.CORSWithConfig(middleware.CORSConfig{
 		AllowOrigins:  []string{"*"},
@@ -153,21 +177,10 @@ func evaluationCORS() step {
 			if r.Method == http.MethodOptions || headerValue(r.Header, echo.HeaderOrigin) != "" {
 				return withCORS(c)
 			}
-			h := c.Response().Header()
-			if len(h[echo.HeaderVary]) == 0 {
-				h[echo.HeaderVary] = varyOrigin
-			} else {
-				h[echo.HeaderVary] = append(h[echo.HeaderVary], echo.HeaderOrigin)
-			}
 			return next(c)
 		}
 	}
 }
-
-// varyOrigin is the value of "Vary: Origin", shared by every answer that
-// has no other Vary: its length is its capacity, so an append to it copies
-// it, and nothing writes into a header's values.
-var varyOrigin = []string{echo.HeaderOrigin}
 
 // changeKinds names the kind of change each mutation route applies, for the
 // change log and rollout_changes_applied_total.

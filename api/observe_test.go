@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
@@ -97,6 +98,113 @@ func TestRequestLog(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAppRequestIDs: an app's answer carries the ID it sent, and, when it
+// sent none, an ID only when something refers to it: an error answer (and
+// its log line), or a request logged whatever its outcome. A slow answer
+// logged afterwards has an ID in its log line only. The other routes always
+// carry one. An answer to a request without Origin carries no Vary; a
+// cross-origin one is answered by the CORS middleware.
+func TestAppRequestIDs(t *testing.T) {
+	evaluations := []struct {
+		method, path string
+		body         any
+	}{
+		{"GET", "/evaluate?feature=checkout&user=u", nil},
+		{"POST", "/evaluate", map[string]any{"user": "u", "features": []string{"checkout"}}},
+		{"POST", "/ofrep/v1/evaluate/flags/checkout", map[string]any{"context": map[string]any{"targetingKey": "u"}}},
+		{"POST", "/ofrep/v1/evaluate/flags", map[string]any{"context": map[string]any{"targetingKey": "u"}}},
+	}
+	loggedWith := func(t *testing.T, logs *logBuffer, id string) int {
+		n := 0
+		for _, l := range logs.lines(t, "request") {
+			if l["request_id"] == id {
+				n++
+			}
+		}
+		return n
+	}
+	t.Run("default", func(t *testing.T) {
+		s, logs := newLoggedServer(t, api.Options{})
+		s.seed()
+		for _, e := range evaluations {
+			r := s.must(200, e.method, e.path, e.body)
+			if id := r.header.Get("X-Request-ID"); id != "" {
+				t.Errorf("%s %s: X-Request-ID %q on an answer logged nowhere, want none", e.method, e.path, id)
+			}
+			if v := r.header.Values("Vary"); len(v) > 0 {
+				t.Errorf("%s %s without Origin: Vary %q, want none", e.method, e.path, v)
+			}
+			if r := s.must(200, e.method, e.path, e.body, "X-Request-ID", "app-7"); r.header.Get("X-Request-ID") != "app-7" {
+				t.Errorf("%s %s: sent X-Request-ID app-7, answered %q", e.method, e.path, r.header.Get("X-Request-ID"))
+			}
+			r = s.must(200, e.method, e.path, e.body, "Origin", "https://app.example")
+			if r.header.Get("Vary") != "Origin" || r.header.Get("Access-Control-Allow-Origin") != "*" {
+				t.Errorf("%s %s from another origin: Vary %q, Access-Control-Allow-Origin %q", e.method, e.path,
+					r.header.Get("Vary"), r.header.Get("Access-Control-Allow-Origin"))
+			}
+		}
+		if n := len(logs.lines(t, "request")); n != 0 {
+			t.Fatalf("%d request lines for evaluations, want none", n)
+		}
+		for _, failed := range []struct {
+			method, path string
+			body         any
+			status       int
+		}{
+			{"GET", "/evaluate?feature=missing&user=u", nil, 404},
+			{"POST", "/ofrep/v1/evaluate/flags/missing", map[string]any{"context": map[string]any{"targetingKey": "u"}}, 404},
+			{"POST", "/ofrep/v1/evaluate/flags/checkout", map[string]any{"context": map[string]any{}}, 400},
+		} {
+			r := s.must(failed.status, failed.method, failed.path, failed.body)
+			id := r.header.Get("X-Request-ID")
+			if len(id) != 26 {
+				t.Errorf("%s %s = %d: X-Request-ID %q, want a new one", failed.method, failed.path, failed.status, id)
+			}
+			if n := loggedWith(t, logs, id); n != 1 {
+				t.Errorf("%s %s = %d: %d request lines with its ID %q, want 1", failed.method, failed.path, failed.status, n, id)
+			}
+		}
+		if id := s.must(200, "GET", "/api/features", nil).header.Get("X-Request-ID"); len(id) != 26 {
+			t.Errorf("GET /api/features: X-Request-ID %q, want a new one", id)
+		}
+	})
+	for _, tt := range []struct {
+		name string
+		opts api.Options
+	}{
+		{"all", api.Options{RequestLog: api.LogAll}},
+		{"every evaluation sampled", api.Options{SampleEvaluations: 1}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, logs := newLoggedServer(t, tt.opts)
+			s.seed()
+			for _, e := range evaluations {
+				id := s.must(200, e.method, e.path, e.body).header.Get("X-Request-ID")
+				if len(id) != 26 {
+					t.Errorf("%s %s logged: X-Request-ID %q, want a new one", e.method, e.path, id)
+				} else if n := loggedWith(t, logs, id); n != 1 {
+					t.Errorf("%s %s: %d request lines with its ID %q, want 1", e.method, e.path, n, id)
+				}
+			}
+		})
+	}
+	t.Run("slow", func(t *testing.T) {
+		s, logs := newLoggedServer(t, api.Options{SlowRequest: time.Nanosecond})
+		s.seed()
+		r := s.must(200, "GET", "/evaluate?feature=checkout&user=u", nil)
+		if id := r.header.Get("X-Request-ID"); id != "" {
+			t.Errorf("slow evaluation answered with X-Request-ID %q, want none: it was sent before it was known slow", id)
+		}
+		lines := logs.lines(t, "request")
+		if len(lines) != 1 {
+			t.Fatalf("%d request lines for one slow evaluation, want 1", len(lines))
+		}
+		if id, _ := lines[0]["request_id"].(string); len(id) != 26 {
+			t.Errorf("slow evaluation logged with request_id %q, want a new one", id)
+		}
+	})
 }
 
 // TestChangeLog: one line per applied change, with its churn; none for a

@@ -61,9 +61,17 @@ type requestLogger struct {
 	sample uint64
 }
 
-// logs reports whether the request is to be logged: its method, the route
-// it matched, the permission the route needs, its status and duration.
-func (l requestLogger) logs(method, route string, need rollout.Permission, status int, d time.Duration) bool {
+// sampled reports whether an evaluation starting now is one of the sample
+// to log; it is decided when the request starts, so that the request has
+// its ID (see observe) before it is answered.
+func (l requestLogger) sampled() bool {
+	return l.sample > 0 && l.mode != LogNone && rand.Uint64N(l.sample) == 0
+}
+
+// logs reports whether the request is to be logged: its method, the
+// permission its route needs, its status and duration, and whether it is
+// a sampled evaluation.
+func (l requestLogger) logs(method string, need rollout.Permission, status int, d time.Duration, sampled bool) bool {
 	switch l.mode {
 	case LogNone:
 		return false
@@ -74,7 +82,7 @@ func (l requestLogger) logs(method, route string, need rollout.Permission, statu
 		return true
 	}
 	if need == rollout.PermEvaluate {
-		return l.sample > 0 && rand.Uint64N(l.sample) == 0
+		return sampled
 	}
 	return l.mode == LogChanges && isChange(method, need)
 }

@@ -47,26 +47,41 @@ func TestRequestLoggerLogs(t *testing.T) {
 	for mode, logged := range want {
 		l := requestLogger{mode: mode, slow: slow}
 		for _, r := range reqs {
-			if got := l.logs(r.method, r.route, accessOf(r.method, r.route), r.status, r.d); got != logged[r.name] {
+			if got := l.logs(r.method, accessOf(r.method, r.route), r.status, r.d, false); got != logged[r.name] {
 				t.Errorf("%s: logs(%s %q, %d, %v) = %v, want %v", mode, r.method, r.route, r.status, r.d, got, logged[r.name])
 			}
 		}
 	}
 }
 
-// TestRequestLoggerSample: a sample of one in one logs every evaluation,
-// and sampling adds nothing to a mode that logs none.
+// TestRequestLoggerSample: a sample of one in one takes every evaluation,
+// one in four about a quarter, and a sampled evaluation is logged; sampling
+// adds nothing to a mode that logs none, nor to a read.
 func TestRequestLoggerSample(t *testing.T) {
 	every := requestLogger{mode: LogChanges, slow: time.Second, sample: 1}
-	if !every.logs("GET", "/evaluate", rollout.PermEvaluate, 200, 0) {
+	if !every.sampled() || !every.logs("GET", rollout.PermEvaluate, 200, 0, every.sampled()) {
 		t.Error("sample 1 does not log an evaluation")
 	}
-	if every.logs("GET", "/api/features", rollout.PermRead, 200, 0) {
-		t.Error("sample 1 logs a read, which is not an evaluation")
+	if every.logs("GET", rollout.PermRead, 200, 0, true) {
+		t.Error("a sampled read is logged, though reads are not evaluations")
+	}
+	quarter := requestLogger{mode: LogChanges, slow: time.Second, sample: 4}
+	n := 0
+	for range 4000 {
+		if quarter.sampled() {
+			n++
+		}
+	}
+	if n < 800 || n > 1200 {
+		t.Errorf("sample 4 took %d of 4000 evaluations, want about 1000", n)
 	}
 	none := requestLogger{mode: LogNone, slow: time.Second, sample: 1}
-	if none.logs("GET", "/evaluate", rollout.PermEvaluate, 200, 0) {
-		t.Error("mode none logs a sampled evaluation")
+	if none.sampled() || none.logs("GET", rollout.PermEvaluate, 200, 0, true) {
+		t.Error("mode none samples or logs an evaluation")
+	}
+	off := requestLogger{mode: LogChanges, slow: time.Second}
+	if off.sampled() {
+		t.Error("sample 0 samples an evaluation")
 	}
 }
 

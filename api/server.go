@@ -128,7 +128,6 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	// does with e.Use.
 	recoverStep := middleware.RecoverWithConfig(middleware.RecoverConfig{DisablePrintStack: true})
 	s.steps = []step{
-		requestID,
 		s.observe,
 		func(_ routeInfo, next echo.HandlerFunc) echo.HandlerFunc { return recoverStep(next) },
 		evaluationCORS(),
