@@ -11,6 +11,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/rollout"
@@ -405,16 +406,22 @@ func (s *Server) ofrepEvaluateAll(c echo.Context) error {
 	return blobJSON(c, buf.b)
 }
 
-// bulkETag returns the strong ETag of a bulk evaluation.
+// bulkETag returns the strong ETag of a bulk evaluation: the snapshot's
+// tag, then a hash of the user and the flags asked for. The hashes are
+// xxHash's, which are the same in every process (unlike hash/maphash's), so
+// that every instance gives the same answer the same tag.
 func bulkETag(st *snapshotState, user string, flags *[]string) string {
-	h := fnvString(fnvOffset, user)
+	var d xxhash.Digest
+	d.Reset()
+	d.WriteString(user)
 	if flags != nil {
-		h = fnvString(h, "\x00flags")
+		d.WriteString("\x00flags")
 		for _, f := range *flags {
-			h = fnvString(h, "\x00")
-			h = fnvString(h, f)
+			d.WriteString("\x00")
+			d.WriteString(f)
 		}
 	}
+	h := d.Sum64()
 	var b [2 + 16 + 16]byte
 	b[0] = '"'
 	copy(b[1:], st.etagTag())

@@ -1,9 +1,12 @@
 package api
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"sync"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/rollout/rollout/rollout"
 )
@@ -52,37 +55,16 @@ func (s *Server) snapshotState() *snapshotState {
 // restart on the same database. It is computed once per snapshot.
 func (st *snapshotState) etagTag() []byte {
 	st.tagOnce.Do(func() {
-		h := uint64(fnvOffset)
+		d := xxhash.New()
 		var n [8]byte
 		for _, key := range st.snap.Keys() {
 			f, _ := st.snap.Feature(key)
-			h = fnvString(h, key)
-			h = fnvString(h, "\x00"+f.ID+"\x00")
-			for i, v := 0, uint64(f.Version); i < 8; i, v = i+1, v>>8 {
-				n[i] = byte(v)
-			}
-			h = fnvString(h, string(n[:]))
+			d.WriteString(key)
+			d.WriteString("\x00" + f.ID + "\x00")
+			binary.LittleEndian.PutUint64(n[:], uint64(f.Version))
+			d.Write(n[:])
 		}
-		var sum [8]byte
-		for i := range sum {
-			sum[i] = byte(h >> (56 - 8*i))
-		}
-		hex.Encode(st.tag[:], sum[:])
+		hex.Encode(st.tag[:], d.Sum(nil))
 	})
 	return st.tag[:]
-}
-
-// FNV-1a, 64 bits: stable across processes, unlike hash/maphash, and
-// computed in place without allocating.
-const (
-	fnvOffset = 14695981039346656037
-	fnvPrime  = 1099511628211
-)
-
-func fnvString(h uint64, s string) uint64 {
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= fnvPrime
-	}
-	return h
 }
