@@ -1,10 +1,7 @@
 package api
 
 import (
-	"slices"
 	"strconv"
-	"sync"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	segjson "github.com/segmentio/encoding/json"
@@ -12,70 +9,47 @@ import (
 	"github.com/rollout/rollout/rollout"
 )
 
-// Within one snapshot, every evaluation of a feature that serves the same
-// bucket for the same reason has the same answer but for the user ID. The
-// API encodes that answer once per snapshot, the first time it is served,
-// and keeps it with its counter of rollout_evaluations_total, so that the
-// hot path appends a few byte slices and increments a counter it holds,
-// rather than encoding strings and looking labels up.
+// Every evaluation with the same outcome (rollout.Outcome: one feature
+// configuration's bucket and reason) has the same answer but for the user
+// ID. The API encodes that answer once, the first time the outcome is
+// served, and keeps it in the outcome's memo with its counter of
+// rollout_evaluations_total, so that the hot path appends a few byte slices
+// and increments a counter it holds, rather than encoding strings and
+// looking labels up. A change of the feature makes new outcomes, so an
+// answer never outlives what it encodes.
 
-// answer is the shared part of the answers of one feature, bucket and
-// reason in one snapshot.
+// answer is the shared part of the answers of one outcome.
 type answer struct {
-	e     rollout.Evaluation // with no user
-	head  []byte             // {"feature":K,"user":
-	tail  []byte             // ,"bucket":B,"value":V,"version":N,"reason":R}
-	ofrep []byte             // the whole OFREP answer, which has no user ID
-	count prometheus.Counter
+	e       rollout.Evaluation // with no user
+	head    []byte             // {"feature":K,"user":
+	tail    []byte             // ,"bucket":B,"value":V,"version":N,"reason":R}
+	ofrep   []byte             // the whole OFREP answer, which has no user ID
+	count   prometheus.Counter
+	metrics *Metrics // whose count it is
 }
 
-// answers holds a snapshot's answers: feature key → *featureAnswers. It
-// holds at most one answer per feature, bucket and reason of the snapshot
-// (only evaluations that succeeded make one), and goes with its
-// snapshotState.
-type answers struct{ m sync.Map }
-
-// featureAnswers are the answers of one feature made so far, replaced
-// whole when one is added: a feature has few buckets.
-type featureAnswers struct{ list atomic.Pointer[[]*answer] }
-
-// answerOf returns the answer of e, which st.snap evaluated, making it at
-// the first call.
-func (st *snapshotState) answerOf(m *Metrics, e rollout.Evaluation) *answer {
-	v, ok := st.answers.m.Load(e.Feature)
-	if !ok {
-		v, _ = st.answers.m.LoadOrStore(e.Feature, new(featureAnswers))
+// answerOf returns the answer of o, making it at the first call. An
+// outcome keeps the answer of one API (one Metrics); another API sharing
+// the service gets a new answer at each call.
+func answerOf(m *Metrics, o *rollout.Outcome) *answer {
+	if a, ok := o.Memo.Load().(*answer); ok && a.metrics == m {
+		return a
 	}
-	fa := v.(*featureAnswers)
-	for {
-		old := fa.list.Load()
-		var list []*answer
-		if old != nil {
-			list = *old
-		}
-		for _, a := range list {
-			if a.e.Bucket == e.Bucket && a.e.Reason == e.Reason {
-				return a
-			}
-		}
-		a := newAnswer(m, e)
-		next := append(slices.Clip(list), a)
-		if fa.list.CompareAndSwap(old, &next) {
-			return a
-		}
-	}
+	a := newAnswer(m, o.Evaluation(""))
+	o.Memo.CompareAndSwap(nil, a)
+	return a
 }
 
 func newAnswer(m *Metrics, e rollout.Evaluation) *answer {
 	head := appendJSONString(append([]byte(nil), `{"feature":`...), e.Feature)
 	head = append(head, `,"user":`...)
-	e.User = ""
 	return &answer{
-		e:     e,
-		head:  head,
-		tail:  appendEvaluationTail(nil, e),
-		ofrep: appendOFREPEvaluation(nil, e),
-		count: m.evalChildren.get(evalLabels{e.Feature, e.Bucket, e.Reason}),
+		e:       e,
+		head:    head,
+		tail:    appendEvaluationTail(nil, e),
+		ofrep:   appendOFREPEvaluation(nil, e),
+		count:   m.evalChildren.get(evalLabels{e.Feature, e.Bucket, e.Reason}),
+		metrics: m,
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -14,7 +15,7 @@ import (
 	"github.com/rollout/rollout/rollout"
 )
 
-// TestAnswersFollowChanges: the answers the API encodes once per snapshot
+// TestAnswersFollowChanges: the answers the API encodes once per outcome
 // are those of the feature as it is now, after every kind of change: a new
 // value, the kill switch with and without a fallback, an override, and the
 // feature deleted and made again with other buckets at version 1.
@@ -128,6 +129,26 @@ func TestChunkedBodyTooLarge(t *testing.T) {
 		res.Body.Close()
 		if res.StatusCode != http.StatusRequestEntityTooLarge {
 			t.Errorf("POST %s of %d bytes, chunked: %d %s, want 413", tt.path, len(tt.body), res.StatusCode, data)
+		}
+	}
+}
+
+// TestAnswersOfTwoAPIs: two APIs over one service each count their own
+// evaluations, though the answers they encode are kept with the outcomes
+// the service's snapshot shares between them.
+func TestAnswersOfTwoAPIs(t *testing.T) {
+	first := newServer(t, "", api.Options{})
+	first.create(rollout.Feature{Key: "f", Enabled: true, Buckets: []rollout.Bucket{{Name: "only", Replicas: 1}}})
+	srv := httptest.NewServer(api.New(first.svc, api.Options{Metrics: api.NewMetrics()}))
+	t.Cleanup(srv.Close)
+	second := &testServer{t: t, URL: srv.URL, svc: first.svc}
+	for i := range 6 {
+		s := []*testServer{first, second}[i%2]
+		s.must(200, "GET", fmt.Sprintf("/evaluate?feature=f&user=u%d", i), nil)
+	}
+	for name, s := range map[string]*testServer{"first": first, "second": second} {
+		if v, _ := sample(s.scrape(), "rollout_evaluations_total", "feature", "f", "bucket", "only", "reason", "ring"); v != 3 {
+			t.Errorf("%s API counted %v evaluations, want 3", name, v)
 		}
 	}
 }

@@ -69,15 +69,14 @@ func (s *Server) evaluateOne(c echo.Context) error {
 	if err := rollout.ValidateUser(user); err != nil {
 		return err
 	}
-	st := s.snapshotState()
-	e, err := st.snap.Evaluate(key, user)
+	o, err := s.snapshotState().snap.EvaluateOutcome(key, user)
 	if err != nil {
 		return err
 	}
-	a := st.answerOf(s.metrics, e)
+	a := answerOf(s.metrics, o)
 	a.count.Inc()
 	if indented(c, pretty) {
-		return c.JSON(http.StatusOK, evaluationJSON(e))
+		return c.JSON(http.StatusOK, evaluationJSON(o.Evaluation(user)))
 	}
 	buf := getBuffer()
 	defer putBuffer(buf)
@@ -190,12 +189,12 @@ func (s *Server) evaluateMany(c echo.Context) error {
 	results := getResults()
 	defer putResults(results)
 	for _, key := range keys {
-		e, err := st.snap.Evaluate(key, req.User)
+		o, err := st.snap.EvaluateOutcome(key, req.User)
 		if err != nil {
 			results.add(key, nil, &errorDetail{Code: rollout.ErrorCode(err), Message: err.(*rollout.Error).Message})
 			continue
 		}
-		a := st.answerOf(s.metrics, e)
+		a := answerOf(s.metrics, o)
 		a.count.Inc()
 		results.add(key, a, nil)
 	}

@@ -348,15 +348,14 @@ func (s *Server) ofrepEvaluate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	st := s.snapshotState()
-	e, err := st.snap.Evaluate(key, user)
+	o, err := s.snapshotState().snap.EvaluateOutcome(key, user)
 	if err != nil {
 		if rollout.ErrorCode(err) == rollout.ENotFound {
 			return &ofrepError{Key: key, ErrorCode: ofrepFlagNotFound, ErrorDetails: errorMessage(err)}
 		}
 		return err
 	}
-	a := st.answerOf(s.metrics, e)
+	a := answerOf(s.metrics, o)
 	a.count.Inc()
 	return blobJSON(c, a.ofrep)
 }
@@ -391,12 +390,12 @@ func (s *Server) ofrepEvaluateAll(c echo.Context) error {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		e, err := st.snap.Evaluate(key, user)
+		o, err := st.snap.EvaluateOutcome(key, user)
 		if err != nil {
 			b = appendOFREPFailure(b, key, ofrepFlagNotFound, errorMessage(err))
 			continue
 		}
-		a := st.answerOf(s.metrics, e)
+		a := answerOf(s.metrics, o)
 		a.count.Inc()
 		b = append(b, a.ofrep...)
 	}

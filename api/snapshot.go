@@ -22,7 +22,6 @@ type snapshotState struct {
 	tagOnce sync.Once
 	tag     [16]byte // hex
 
-	answers answers
 }
 
 // snapshotState returns the state of the service's current snapshot,

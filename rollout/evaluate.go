@@ -25,6 +25,30 @@ type Evaluation struct {
 	Reason  string
 }
 
+// Outcome is what one configuration of a feature serves a user, but for
+// the user ID: its bucket, value, version and why. A configuration has few
+// outcomes (each bucket by the ring, each by an override, and what it
+// serves when disabled), all made when it is compiled, and every
+// evaluation with the same bucket and reason has the same one.
+type Outcome struct {
+	Feature string
+	Bucket  string // "" when the feature serves no bucket; Value is nil then
+	Value   json.RawMessage
+	Version int
+	Reason  string
+	// Memo is the caller's, to keep what it derives from the outcome (the
+	// API keeps the outcome's encoded answers there). It lasts as long as
+	// the configuration: a change of the feature makes new outcomes.
+	Memo atomic.Value
+
+	bucket int // ring order of Bucket, or the number of buckets for none
+}
+
+// Evaluation returns the evaluation of o for user.
+func (o *Outcome) Evaluation(user string) Evaluation {
+	return Evaluation{Feature: o.Feature, User: user, Bucket: o.Bucket, Value: o.Value, Version: o.Version, Reason: o.Reason}
+}
+
 // compiled is a feature at one version made ready for evaluation: its ring
 // built, its values encoded, and a counter of the evaluations served per
 // bucket. Everything but the counters is immutable once built.
@@ -42,6 +66,10 @@ type compiled struct {
 	// served counts evaluations per bucket in ring order; the last counter
 	// is for "no bucket".
 	served []atomic.Int64
+	// outcomes are the outcomes by the ring in ring order, then by an
+	// override in ring order, then the one served when disabled (see
+	// assign).
+	outcomes []Outcome
 }
 
 func compile(f Feature) *compiled {
@@ -64,6 +92,25 @@ func compile(f Feature) *compiled {
 	}
 	c.served = make([]atomic.Int64, len(buckets)+1)
 	c.shares = c.ring.Shares()
+	n := len(buckets)
+	c.outcomes = make([]Outcome, 2*n+1)
+	for i := range c.outcomes {
+		o := &c.outcomes[i]
+		o.Feature, o.Version = f.Key, f.Version
+		switch {
+		case i < n:
+			o.Reason, o.bucket = ReasonRing, i
+		case i < 2*n:
+			o.Reason, o.bucket = ReasonOverride, i-n
+		case c.fallback >= 0:
+			o.Reason, o.bucket = ReasonDisabled, c.fallback
+		default:
+			o.Reason, o.bucket = ReasonDisabled, n
+		}
+		if o.bucket < n {
+			o.Bucket, o.Value = c.names[o.bucket], c.values[o.bucket]
+		}
+	}
 	return c
 }
 
@@ -71,24 +118,19 @@ func compile(f Feature) *compiled {
 // does not allocate for user IDs that fit, with the salt, in 192 bytes (see
 // userPosition).
 func (c *compiled) evaluateInto(e *Evaluation, user string) {
-	i, reason := c.assign(user)
-	e.Feature, e.User, e.Version, e.Reason = c.feature.Key, user, c.feature.Version, reason
-	if i < 0 {
-		c.served[len(c.names)].Add(1)
-		return
-	}
-	c.served[i].Add(1)
-	e.Bucket, e.Value = c.names[i], c.values[i]
+	*e = c.serve(user).Evaluation(user)
+}
+
+// serve returns the outcome c serves user, and counts it.
+func (c *compiled) serve(user string) *Outcome {
+	o := &c.outcomes[c.assign(user)]
+	c.served[o.bucket].Add(1)
+	return o
 }
 
 // peek is what c serves user, not counted.
 func (c *compiled) peek(user string) Evaluation {
-	i, reason := c.assign(user)
-	e := Evaluation{Feature: c.feature.Key, User: user, Version: c.feature.Version, Reason: reason}
-	if i >= 0 {
-		e.Bucket, e.Value = c.names[i], c.values[i]
-	}
-	return e
+	return c.outcomes[c.assign(user)].Evaluation(user)
 }
 
 // servedRing is the ring of what c serves: its own when enabled, else see
@@ -100,20 +142,20 @@ func (c *compiled) servedRing() *ring.Ring {
 	return c.feature.servedRing()
 }
 
-// assign returns the ring order of the bucket c serves user, -1 for none,
-// and why.
-func (c *compiled) assign(user string) (int, string) {
+// assign returns the index in c.outcomes of what c serves user.
+func (c *compiled) assign(user string) int {
 	f := &c.feature
+	n := len(c.names)
 	if !f.Enabled {
-		return c.fallback, ReasonDisabled
+		return 2 * n
 	}
 	if len(f.Overrides) > 0 {
 		if bucket, ok := f.Overrides[user]; ok {
-			return c.index[bucket], ReasonOverride
+			return n + c.index[bucket]
 		}
 	}
 	i, _ := c.ring.LookupIndex(userPosition(c.prefix, user))
-	return i, ReasonRing
+	return i
 }
 
 // userPosition is the position of user on a ring whose salt makes prefix

@@ -64,6 +64,17 @@ func (s *Snapshot) Evaluate(key, user string) (Evaluation, error) {
 	return e, nil
 }
 
+// EvaluateOutcome is Evaluate for callers that keep what they derive from
+// an evaluation with its outcome (see Outcome.Memo): the outcome the feature
+// key serves user, counted as Evaluate counts it, or an ENotFound error.
+func (s *Snapshot) EvaluateOutcome(key, user string) (*Outcome, error) {
+	c, ok := s.features[key]
+	if !ok {
+		return nil, notFound(key)
+	}
+	return c.serve(user), nil
+}
+
 // Peek is Evaluate for looking, not serving: the evaluation is not counted
 // among the feature's exposures. The dashboard's samples and user look-ups
 // use it, so that they never skew what apps were observed to get.
