@@ -99,28 +99,50 @@ const maxFastQueryParams = 64
 
 // evaluateQuery returns the first values of the query parameters feature
 // and user, and whether the query has a parameter pretty, as the request's
-// url.Values would have them, without making them.
+// url.Values would have them, without making them: one pass over the query
+// finds each pair, and only pairs with escapes are unescaped.
 func evaluateQuery(c echo.Context) (feature, user string, pretty bool) {
 	raw := c.Request().URL.RawQuery
-	if strings.IndexByte(raw, ';') >= 0 || strings.Count(raw, "&") >= maxFastQueryParams {
-		q := c.QueryParams()
-		_, pretty = q["pretty"]
-		return q.Get("feature"), q.Get("user"), pretty
-	}
 	var haveFeature, haveUser bool
-	for raw != "" {
-		var pair string
-		pair, raw, _ = strings.Cut(raw, "&")
-		if pair == "" {
+	start, eq, escaped, pairs := 0, -1, false, 0
+	for i := 0; i <= len(raw); i++ {
+		if i < len(raw) {
+			switch raw[i] {
+			case '&':
+			case '=':
+				if eq < 0 {
+					eq = i
+				}
+				continue
+			case '%', '+':
+				escaped = true
+				continue
+			case ';':
+				return evaluateQueryValues(c)
+			default:
+				continue
+			}
+		}
+		if pairs++; pairs > maxFastQueryParams {
+			return evaluateQueryValues(c)
+		}
+		k, v := raw[start:i], ""
+		if eq >= 0 {
+			k, v = raw[start:eq], raw[eq+1:i]
+		}
+		start, eq = i+1, -1
+		if k == "" && v == "" {
 			continue
 		}
-		k, v, _ := strings.Cut(pair, "=")
-		k, ok := queryUnescape(k)
-		if !ok {
-			continue
-		}
-		if v, ok = queryUnescape(v); !ok {
-			continue
+		if escaped {
+			escaped = false
+			var ok bool
+			if k, ok = queryUnescape(k); !ok {
+				continue
+			}
+			if v, ok = queryUnescape(v); !ok {
+				continue
+			}
 		}
 		switch {
 		case k == "feature" && !haveFeature:
@@ -132,6 +154,14 @@ func evaluateQuery(c echo.Context) (feature, user string, pretty bool) {
 		}
 	}
 	return feature, user, pretty
+}
+
+// evaluateQueryValues is evaluateQuery through the request's url.Values,
+// for queries out of the ordinary: with a semicolon, or long.
+func evaluateQueryValues(c echo.Context) (feature, user string, pretty bool) {
+	q := c.QueryParams()
+	_, pretty = q["pretty"]
+	return q.Get("feature"), q.Get("user"), pretty
 }
 
 // queryUnescape is url.QueryUnescape, which allocates only for escapes.
