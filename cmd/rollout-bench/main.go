@@ -21,6 +21,10 @@
 // baseline, --rounds rounds of --duration per side, baseline then rollout:
 //
 //	go run ./cmd/rollout-bench --wrk [--duration 10s] [--rounds 3] [--connections 16,64]
+//
+// With --separate as well, each server runs in a process of its own (this
+// program started again), as deployments run them, and each one's CPU time
+// per request is read from /proc; the Go client's comparison is left out.
 package main
 
 import (
@@ -40,6 +44,9 @@ import (
 func main() {
 	if db := os.Getenv(probeEnv); db != "" {
 		os.Exit(probeMain(db, os.Stdout, os.Stderr))
+	}
+	if spec := os.Getenv(serverEnv); spec != "" {
+		os.Exit(serverMain(spec, os.Stdin, os.Stdout, os.Stderr))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -63,6 +70,7 @@ type config struct {
 	cpuProfile      string // file for a CPU profile of the HTTP scenarios
 	wrk             bool   // measure issue #15's scenarios with wrk instead
 	rounds          int    // rounds of the wrk measurement
+	separate        bool   // the wrk measurement with each server in a process of its own
 }
 
 // Bounds on the flags, so that no run is unbounded.
@@ -78,7 +86,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("rollout-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: rollout-bench [--wrk [--rounds 3]] [--duration 10s] [--connections 16,64] [--features N] [--json]")
+		fmt.Fprintln(stderr, "usage: rollout-bench [--wrk [--rounds 3] [--separate]] [--duration 10s] [--connections 16,64] [--features N] [--json]")
 		fs.PrintDefaults()
 	}
 	var cfg config
@@ -92,11 +100,15 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the HTTP scenarios (client and servers) to this file")
 	fs.BoolVar(&cfg.wrk, "wrk", false, "measure the evaluation endpoints with wrk (installed apart) against the bare baseline, in alternating rounds")
 	fs.IntVar(&cfg.rounds, "rounds", 3, "rounds of the --wrk measurement, each running the baseline then rollout for --duration")
+	fs.BoolVar(&cfg.separate, "separate", false, "with --wrk: run rollout and the baseline each in a process of its own, as deployments do, and report each one's CPU time per request (Linux)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("no arguments expected, got %q", fs.Args())
+	}
+	if cfg.separate && !cfg.wrk {
+		return config{}, errors.New("--separate goes with --wrk")
 	}
 	if cfg.duration <= 0 || cfg.duration > maxDuration {
 		return config{}, fmt.Errorf("--duration %v: give a duration from 1ms to %v", cfg.duration, maxDuration)

@@ -9,11 +9,15 @@ import (
 	"testing"
 )
 
-// TestMain lets the test binary serve as the startup probe, which the
-// startup scenario starts by running its own executable again.
+// TestMain lets the test binary serve as the startup probe and as the
+// servers of --wrk --separate, which the tool starts by running its own
+// executable again.
 func TestMain(m *testing.M) {
 	if db := os.Getenv(probeEnv); db != "" {
 		os.Exit(probeMain(db, os.Stdout, os.Stderr))
+	}
+	if spec := os.Getenv(serverEnv); spec != "" {
+		os.Exit(serverMain(spec, os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }
@@ -88,6 +92,8 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--startup-features", "1000000"}, "--startup-features"},
 		{[]string{"--write-rate", "0"}, "--write-rate"},
 		{[]string{"extra"}, "no arguments"},
+		{[]string{"--wrk", "--separate"}, ""},
+		{[]string{"--separate"}, "--separate goes with --wrk"},
 	}
 	for _, tt := range tests {
 		_, err := parseFlags(tt.args, &bytes.Buffer{})

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,9 +40,9 @@ type WrkLoad struct {
 	// medians (p99).
 	RPSRatio float64 `json:"rps_ratio"`
 	P99Ratio float64 `json:"p99_ratio"`
-	// Go is the same comparison with the tool's Go client, right after:
-	// its ratios are the higher, as its client takes CPU from both sides.
-	Go HTTPLoad `json:"go_client"`
+	// Go is the same comparison with the tool's Go client, right after
+	// (not with --separate).
+	Go *HTTPLoad `json:"go_client,omitempty"`
 }
 
 // WrkRound is one round: the baseline and rollout, one after the other.
@@ -52,9 +53,13 @@ type WrkRound struct {
 
 // WrkStats is what wrk reported for one run. Latencies are in milliseconds.
 type WrkStats struct {
-	RPS float64 `json:"rps"`
-	P50 float64 `json:"p50_ms"`
-	P99 float64 `json:"p99_ms"`
+	RPS      float64 `json:"rps"`
+	P50      float64 `json:"p50_ms"`
+	P99      float64 `json:"p99_ms"`
+	Requests int64   `json:"requests"`
+	// CPU is the server process's CPU time (user and system) per request,
+	// in microseconds, measured with --separate only.
+	CPU float64 `json:"cpu_us_per_request,omitempty"`
 }
 
 // wrkScenarios are the issue's four: GET /evaluate and OFREP of one flag,
@@ -74,6 +79,58 @@ func wrkScenarios(features int) []scenario {
 	return []scenario{all[0], all[2], all[1], bulk}
 }
 
+// wrkServer is a server wrk measures: in this process, or with
+// --separate in a process of its own, whose CPU time cpu reads.
+type wrkServer struct {
+	url   string
+	cpu   func() (time.Duration, error) // nil in this process
+	close func() error
+}
+
+// startWrkRollout starts rollout over a new database in dir holding n
+// features, and returns it with the Authorization header of an
+// evaluate-role token and, in this process, the service the Go client
+// compares.
+func startWrkRollout(ctx context.Context, dir string, n int, separate bool) (wrkServer, http.Header, *service, error) {
+	if !separate {
+		s, err := startService(ctx, dir, n)
+		if err != nil {
+			return wrkServer{}, nil, nil, err
+		}
+		return wrkServer{url: s.url, close: s.close}, s.evaluate, s, nil
+	}
+	path := filepath.Join(dir, "rollout.db")
+	var tokens service
+	if err := populate(ctx, path, n, &tokens); err != nil {
+		return wrkServer{}, nil, nil, err
+	}
+	c, err := startChild(ctx, "rollout "+path)
+	if err != nil {
+		return wrkServer{}, nil, nil, err
+	}
+	return wrkServer{url: c.url, cpu: c.cpu, close: c.close}, tokens.evaluate, nil, nil
+}
+
+// startWrkBaseline starts the bare baseline answering body.
+func startWrkBaseline(ctx context.Context, dir string, body []byte, separate bool) (wrkServer, error) {
+	if !separate {
+		base, err := serveBaseline(bare(body))
+		if err != nil {
+			return wrkServer{}, err
+		}
+		return wrkServer{url: base.url, close: base.close}, nil
+	}
+	path := filepath.Join(dir, "baseline-body")
+	if err := os.WriteFile(path, body, 0o600); err != nil {
+		return wrkServer{}, err
+	}
+	c, err := startChild(ctx, "bare "+path)
+	if err != nil {
+		return wrkServer{}, err
+	}
+	return wrkServer{url: c.url, cpu: c.cpu, close: c.close}, nil
+}
+
 // runWrk measures the wrk scenarios and prints them.
 func runWrk(ctx context.Context, cfg config, stdout io.Writer, progress func(string, ...any)) error {
 	wrk, err := exec.LookPath("wrk")
@@ -86,11 +143,11 @@ func runWrk(ctx context.Context, cfg config, stdout io.Writer, progress func(str
 	}
 	defer os.RemoveAll(dir)
 	progress("creating %d features", cfg.features)
-	s, err := startService(ctx, dir, cfg.features)
+	ro, auth, svc, err := startWrkRollout(ctx, dir, cfg.features, cfg.separate)
 	if err != nil {
 		return fmt.Errorf("start rollout: %w", err)
 	}
-	defer s.close()
+	defer ro.close()
 	stopProfile := func() error { return nil }
 	if cfg.cpuProfile != "" {
 		if stopProfile, err = startCPUProfile(cfg.cpuProfile); err != nil {
@@ -101,43 +158,22 @@ func runWrk(ctx context.Context, cfg config, stdout io.Writer, progress func(str
 	var loads []WrkLoad
 	for i, sc := range wrkScenarios(cfg.features) {
 		script := filepath.Join(dir, fmt.Sprintf("scenario-%d.lua", i))
-		if err := os.WriteFile(script, []byte(wrkScript(sc, s.evaluate.Get("Authorization"))), 0o600); err != nil {
+		if err := os.WriteFile(script, []byte(wrkScript(sc, auth.Get("Authorization"))), 0o600); err != nil {
 			return err
 		}
 		client := newClient(1)
-		body, err := answer(ctx, client, s.url, s.evaluate, sc.reqs)
+		body, err := answer(ctx, client, ro.url, auth, sc.reqs)
 		client.CloseIdleConnections()
 		if err != nil {
 			return fmt.Errorf("%s: %w", sc.name, err)
 		}
-		base, err := serveBaseline(bare(body))
+		base, err := startWrkBaseline(ctx, dir, body, cfg.separate)
 		if err != nil {
 			return err
 		}
 		for _, conns := range cfg.connections {
-			progress("%s at %d connections: %d rounds of %v for the baseline, then rollout", sc.name, conns, cfg.rounds, cfg.duration)
-			load := WrkLoad{Scenario: sc.name, Connections: conns, BodyBytes: len(body)}
-			// A short warm-up of each, unmeasured.
-			for _, url := range []string{base.url, s.url} {
-				if _, err := runWrkOnce(ctx, wrk, script, url, conns, min(cfg.duration, time.Second)); err != nil {
-					base.close()
-					return err
-				}
-			}
-			for range cfg.rounds {
-				var r WrkRound
-				if r.Baseline, err = runWrkOnce(ctx, wrk, script, base.url, conns, cfg.duration); err == nil {
-					r.Rollout, err = runWrkOnce(ctx, wrk, script, s.url, conns, cfg.duration)
-				}
-				if err != nil {
-					base.close()
-					return fmt.Errorf("%s: %w", sc.name, err)
-				}
-				load.Rounds = append(load.Rounds, r)
-			}
-			load.RPSRatio, load.P99Ratio = wrkRatios(load.Rounds)
-			progress("%s at %d connections: the Go client, %v for each side", sc.name, conns, cfg.duration*time.Duration(cfg.rounds))
-			if load.Go, err = compare(ctx, s, sc, conns, cfg.duration*time.Duration(cfg.rounds)); err != nil {
+			load, err := measureWrk(ctx, cfg, wrk, script, sc, len(body), conns, base, ro, svc, progress)
+			if err != nil {
 				base.close()
 				return err
 			}
@@ -156,6 +192,65 @@ func runWrk(ctx context.Context, cfg config, stdout io.Writer, progress func(str
 		return enc.Encode(loads)
 	}
 	return writeWrkText(stdout, loads, cfg)
+}
+
+// measureWrk compares rollout with the baseline on one scenario at one
+// concurrency: a short warm-up of each, unmeasured, then the rounds, then
+// (in this process) the Go client's comparison.
+func measureWrk(ctx context.Context, cfg config, wrk, script string, sc scenario, size, conns int, base, ro wrkServer, svc *service, progress func(string, ...any)) (WrkLoad, error) {
+	progress("%s at %d connections: %d rounds of %v for the baseline, then rollout", sc.name, conns, cfg.rounds, cfg.duration)
+	load := WrkLoad{Scenario: sc.name, Connections: conns, BodyBytes: size}
+	for _, srv := range []wrkServer{base, ro} {
+		if _, err := runWrkOn(ctx, wrk, script, srv, conns, min(cfg.duration, time.Second)); err != nil {
+			return load, err
+		}
+	}
+	for range cfg.rounds {
+		var r WrkRound
+		var err error
+		if r.Baseline, err = runWrkOn(ctx, wrk, script, base, conns, cfg.duration); err == nil {
+			r.Rollout, err = runWrkOn(ctx, wrk, script, ro, conns, cfg.duration)
+		}
+		if err != nil {
+			return load, fmt.Errorf("%s: %w", sc.name, err)
+		}
+		load.Rounds = append(load.Rounds, r)
+	}
+	load.RPSRatio, load.P99Ratio = wrkRatios(load.Rounds)
+	if svc == nil {
+		return load, nil
+	}
+	progress("%s at %d connections: the Go client, %v for each side", sc.name, conns, cfg.duration*time.Duration(cfg.rounds))
+	g, err := compare(ctx, svc, sc, conns, cfg.duration*time.Duration(cfg.rounds))
+	if err != nil {
+		return load, err
+	}
+	load.Go = &g
+	return load, nil
+}
+
+// runWrkOn is runWrkOnce against srv, with the server's CPU time per
+// request when it runs in a process of its own.
+func runWrkOn(ctx context.Context, wrk, script string, srv wrkServer, conns int, d time.Duration) (WrkStats, error) {
+	if srv.cpu == nil {
+		return runWrkOnce(ctx, wrk, script, srv.url, conns, d)
+	}
+	before, err := srv.cpu()
+	if err != nil {
+		return WrkStats{}, err
+	}
+	st, err := runWrkOnce(ctx, wrk, script, srv.url, conns, d)
+	if err != nil {
+		return st, err
+	}
+	after, err := srv.cpu()
+	if err != nil {
+		return st, err
+	}
+	if st.Requests > 0 {
+		st.CPU = float64(after-before) / float64(time.Microsecond) / float64(st.Requests)
+	}
+	return st, nil
 }
 
 // wrkRatios returns rollout's requests/s over the baseline's, summed over
@@ -248,10 +343,11 @@ func runWrkOnce(ctx context.Context, wrk, script, url string, conns int, d time.
 }
 
 var (
-	wrkRPS     = regexp.MustCompile(`(?m)^Requests/sec:\s+([0-9.]+)`)
-	wrkPct     = regexp.MustCompile(`(?m)^\s+(50|99)%\s+([0-9.]+)(us|ms|s)\s*$`)
-	wrkBad     = regexp.MustCompile(`(?m)^\s+Non-2xx or 3xx responses: (\d+)`)
-	wrkSockets = regexp.MustCompile(`(?m)^\s+Socket errors: (.*)$`)
+	wrkRPS      = regexp.MustCompile(`(?m)^Requests/sec:\s+([0-9.]+)`)
+	wrkRequests = regexp.MustCompile(`(?m)^\s*(\d+) requests in `)
+	wrkPct      = regexp.MustCompile(`(?m)^\s+(50|99)%\s+([0-9.]+)(us|ms|s)\s*$`)
+	wrkBad      = regexp.MustCompile(`(?m)^\s+Non-2xx or 3xx responses: (\d+)`)
+	wrkSockets  = regexp.MustCompile(`(?m)^\s+Socket errors: (.*)$`)
 )
 
 // parseWrk reads the requests/s and the 50th and 99th percentiles of
@@ -269,6 +365,9 @@ func parseWrk(out string) (WrkStats, error) {
 	}
 	var st WrkStats
 	st.RPS, _ = strconv.ParseFloat(m[1], 64)
+	if m := wrkRequests.FindStringSubmatch(out); m != nil {
+		st.Requests, _ = strconv.ParseInt(m[1], 10, 64)
+	}
 	found := 0
 	for _, p := range wrkPct.FindAllStringSubmatch(out, -1) {
 		v, _ := strconv.ParseFloat(p[2], 64)
@@ -293,20 +392,34 @@ func parseWrk(out string) (WrkStats, error) {
 
 func writeWrkText(w io.Writer, loads []WrkLoad, cfg config) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "wrk -t%d, %d rounds of %v per side, baseline then rollout in each round; then the Go client (abba) for %v per side;\nratios: rollout / baseline\n\n",
-		wrkThreads, cfg.rounds, cfg.duration, cfg.duration*time.Duration(cfg.rounds))
+	if cfg.separate {
+		fmt.Fprintf(bw, "wrk -t%d, %d rounds of %v per side, baseline then rollout in each round, each server in a process of its own;\nratios: rollout / baseline; CPU: the server process's user + system time per request\n\n",
+			wrkThreads, cfg.rounds, cfg.duration)
+	} else {
+		fmt.Fprintf(bw, "wrk -t%d, %d rounds of %v per side, baseline then rollout in each round; then the Go client (abba) for %v per side;\nratios: rollout / baseline\n\n",
+			wrkThreads, cfg.rounds, cfg.duration, cfg.duration*time.Duration(cfg.rounds))
+	}
 	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tconns\tbytes\tbaseline req/s\trollout req/s\trps ratio\tbaseline p99 ms\trollout p99 ms\tp99 ratio\tratio by round\tGo client rps ratio\tGo p99 ratio\t")
+	last := "Go client rps ratio\tGo p99 ratio"
+	if cfg.separate {
+		last = "baseline CPU µs/req\trollout CPU µs/req"
+	}
+	fmt.Fprintf(tw, "scenario\tconns\tbytes\tbaseline req/s\trollout req/s\trps ratio\tbaseline p99 ms\trollout p99 ms\tp99 ratio\tratio by round\t%s\t\n", last)
 	for _, l := range loads {
-		var a, b, pa, pb []float64
+		var a, b, pa, pb, ca, cb []float64
 		var byRound []string
 		for _, r := range l.Rounds {
 			a, b = append(a, r.Baseline.RPS), append(b, r.Rollout.RPS)
 			pa, pb = append(pa, r.Baseline.P99), append(pb, r.Rollout.P99)
+			ca, cb = append(ca, r.Baseline.CPU), append(cb, r.Rollout.CPU)
 			byRound = append(byRound, fmt.Sprintf("%.2f", ratio(r.Rollout.RPS, r.Baseline.RPS)))
 		}
+		x, y := mean(ca), mean(cb)
+		if l.Go != nil {
+			x, y = l.Go.RPSRatio, l.Go.P99Ratio
+		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%.2f\t%.2f\t\n", l.Scenario, l.Connections, l.BodyBytes,
-			mean(a), mean(b), l.RPSRatio, median(pa), median(pb), l.P99Ratio, strings.Join(byRound, " "), l.Go.RPSRatio, l.Go.P99Ratio)
+			mean(a), mean(b), l.RPSRatio, median(pa), median(pb), l.P99Ratio, strings.Join(byRound, " "), x, y)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

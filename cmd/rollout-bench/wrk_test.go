@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 const wrkReport = `Running 1s test @ http://127.0.0.1:8080/
@@ -29,7 +31,7 @@ Transfer/sec:      6.00MB
 // without the distribution, is an error.
 func TestParseWrk(t *testing.T) {
 	got, err := parseWrk(wrkReport)
-	if want := (WrkStats{RPS: 38900.5, P50: 0.38, P99: 1.2}); err != nil || got != want {
+	if want := (WrkStats{RPS: 38900.5, P50: 0.38, P99: 1.2, Requests: 38900}); err != nil || got != want {
 		t.Errorf("parseWrk = %+v, %v, want %+v", got, err, want)
 	}
 	for name, report := range map[string]string{
@@ -66,7 +68,9 @@ func TestLuaString(t *testing.T) {
 }
 
 // TestRunWrk runs the wrk measurement briefly when wrk is installed: every
-// scenario measures something, with wrk and with the Go client.
+// scenario measures something, with wrk and with the Go client; with
+// --separate, with wrk and each server's CPU time per request, from servers
+// in processes of their own.
 func TestRunWrk(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs servers under load for seconds")
@@ -74,21 +78,70 @@ func TestRunWrk(t *testing.T) {
 	if _, err := exec.LookPath("wrk"); err != nil {
 		t.Skip(wrkInstall)
 	}
-	var stdout, stderr bytes.Buffer
-	args := []string{"--wrk", "--duration", "1s", "--rounds", "1", "--connections", "2", "--features", "3", "--json"}
-	if err := run(context.Background(), args, &stdout, &stderr); err != nil {
-		t.Fatalf("run(%q) = %v; stderr:\n%s", args, err, &stderr)
-	}
-	var loads []WrkLoad
-	if err := json.Unmarshal(stdout.Bytes(), &loads); err != nil {
-		t.Fatal(err)
-	}
-	if len(loads) != 4 {
-		t.Fatalf("%d scenarios measured, want 4", len(loads))
-	}
-	for _, l := range loads {
-		if len(l.Rounds) != 1 || l.Rounds[0].Baseline.RPS <= 0 || l.Rounds[0].Rollout.RPS <= 0 || l.RPSRatio <= 0 || l.Go.RPSRatio <= 0 {
-			t.Errorf("%s: %+v, want rates from both servers and both clients", l.Scenario, l)
+	for _, separate := range []bool{false, true} {
+		var stdout, stderr bytes.Buffer
+		args := []string{"--wrk", "--duration", "1s", "--rounds", "1", "--connections", "2", "--features", "3", "--json"}
+		if separate {
+			args = append(args, "--separate")
+		}
+		if err := run(context.Background(), args, &stdout, &stderr); err != nil {
+			t.Fatalf("run(%q) = %v; stderr:\n%s", args, err, &stderr)
+		}
+		var loads []WrkLoad
+		if err := json.Unmarshal(stdout.Bytes(), &loads); err != nil {
+			t.Fatal(err)
+		}
+		if len(loads) != 4 {
+			t.Fatalf("%q: %d scenarios measured, want 4", args, len(loads))
+		}
+		for _, l := range loads {
+			if len(l.Rounds) != 1 || l.RPSRatio <= 0 {
+				t.Fatalf("%q: %s: %+v, want one round and a ratio", args, l.Scenario, l)
+			}
+			r := l.Rounds[0]
+			if r.Baseline.RPS <= 0 || r.Rollout.RPS <= 0 || r.Baseline.Requests <= 0 || r.Rollout.Requests <= 0 {
+				t.Errorf("%q: %s: %+v, want rates and requests from both servers", args, l.Scenario, r)
+			}
+			switch {
+			case !separate && (l.Go == nil || l.Go.RPSRatio <= 0):
+				t.Errorf("%q: %s: Go client %+v, want a ratio", args, l.Scenario, l.Go)
+			case separate && l.Go != nil:
+				t.Errorf("%q: %s: Go client %+v, want none with --separate", args, l.Scenario, l.Go)
+			case separate && (r.Baseline.CPU <= 0 || r.Rollout.CPU <= 0):
+				t.Errorf("%q: %s: CPU per request %v and %v µs, want both measured", args, l.Scenario, r.Baseline.CPU, r.Rollout.CPU)
+			case !separate && (r.Baseline.CPU != 0 || r.Rollout.CPU != 0):
+				t.Errorf("%q: %s: CPU per request measured in one process", args, l.Scenario)
+			}
 		}
 	}
+}
+
+// TestProcessCPU: the CPU time /proc gives for this process grows as it
+// works, and is no more than the time it has run times its CPUs.
+func TestProcessCPU(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc here")
+	}
+	start := time.Now()
+	before, err := processCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink uint64
+	for time.Since(start) < 300*time.Millisecond {
+		for i := range 100_000 {
+			sink += uint64(i) * sink
+		}
+	}
+	after, err := processCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after-before < 100*time.Millisecond {
+		t.Errorf("300 ms of work: CPU time grew by %v, want at least 100 ms", after-before)
+	}
+	if _, err := processCPU(-1); err == nil {
+		t.Error("processCPU(-1) succeeded, want an error")
+	}
+	_ = sink
 }
