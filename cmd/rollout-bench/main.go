@@ -110,6 +110,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if cfg.separate && !cfg.wrk {
 		return config{}, errors.New("--separate goes with --wrk")
 	}
+	if cfg.separate && cfg.cpuProfile != "" {
+		return config{}, errors.New("--cpuprofile profiles this process, which with --separate serves nothing")
+	}
 	if cfg.duration <= 0 || cfg.duration > maxDuration {
 		return config{}, fmt.Errorf("--duration %v: give a duration from 1ms to %v", cfg.duration, maxDuration)
 	}

@@ -94,6 +94,7 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"extra"}, "no arguments"},
 		{[]string{"--wrk", "--separate"}, ""},
 		{[]string{"--separate"}, "--separate goes with --wrk"},
+		{[]string{"--wrk", "--separate", "--cpuprofile", "cpu.out"}, "--cpuprofile"},
 	}
 	for _, tt := range tests {
 		_, err := parseFlags(tt.args, &bytes.Buffer{})
