@@ -4,8 +4,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/rollout/rollout/ring"
 )
@@ -234,15 +232,6 @@ func mustRing(counts map[string]int) *ring.Ring {
 		panic("rollout: ring of checked buckets: " + err.Error())
 	}
 	return r
-}
-
-// pointName is the ring's key of replica i of bucket name.
-func pointName(name string, i int) string {
-	var b strings.Builder
-	b.WriteString(name)
-	b.WriteByte('#')
-	b.WriteString(strconv.Itoa(i))
-	return b.String()
 }
 
 // Plan returns the plan that brings the feature key's buckets to the target
