@@ -376,7 +376,7 @@ func (s *Server) ofrepEvaluateAll(c echo.Context) error {
 	st := s.snapshotState()
 	etag := bulkETag(st, user, flags)
 	c.Response().Header().Set("ETag", etag)
-	if etagMatches(c.Request().Header.Get("If-None-Match"), etag) {
+	if etagMatches(headerValue(c.Request().Header, "If-None-Match"), etag) {
 		return c.NoContent(http.StatusNotModified)
 	}
 	keys := st.snap.Keys()
