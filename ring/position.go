@@ -18,33 +18,18 @@ func Hash(s string) Position {
 	return HashPrefixed("", s)
 }
 
-// oneBlock is the longest message MD5 pads into a single 64-byte block: the
-// message, the 0x80 marker, and its bit length in the last 8 bytes.
-const oneBlock = 64 - 1 - 8
+// stackKey is the longest key HashPrefixed assembles on the stack; longer
+// ones take an allocation.
+const stackKey = 192
 
 // HashPrefixed returns the position of prefix+s, Hash(prefix+s), without
-// building the string. It does not allocate when prefix and s together are
-// up to 192 bytes long, and it is quickest up to 55 bytes, for which it runs
-// MD5's compression once on a block it pads itself.
+// building the string: it assembles the key in a stack buffer and hashes it
+// with crypto/md5, so it does not allocate when prefix and s together are up
+// to 192 bytes long.
 func HashPrefixed(prefix, s string) Position {
 	n := len(prefix) + len(s)
-	if n > oneBlock {
-		return hashLong(prefix, s)
-	}
-	var block [64]byte
-	copy(block[copy(block[:], prefix):], s)
-	block[n] = 0x80
-	binary.LittleEndian.PutUint64(block[56:], uint64(n)*8)
-	return hashBlock(&block)
-}
-
-// hashLong is HashPrefixed for keys of more than one block, through
-// crypto/md5. It is a function of its own so that the one-block path keeps
-// a small frame.
-func hashLong(prefix, s string) Position {
-	n := len(prefix) + len(s)
-	if n <= 192 {
-		var buf [192]byte
+	if n <= stackKey {
+		var buf [stackKey]byte
 		copy(buf[copy(buf[:], prefix):], s)
 		return fromDigest(md5.Sum(buf[:n]))
 	}

@@ -7,7 +7,7 @@ import (
 
 // The tests of HashPrefixed hold it to naiveHash, crypto/md5 of the
 // concatenation read as a big integer, on every length that decides how MD5
-// pads: up to 55 bytes fit one block (the fast path), 56 to 63 need a second
+// pads: up to 55 bytes fit one block, 56 to 63 need a second
 // block for the length, 64 fills a block exactly, and so on to 192, past
 // which HashPrefixed allocates.
 

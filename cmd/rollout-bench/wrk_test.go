@@ -122,23 +122,31 @@ func TestProcessCPU(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("no /proc here")
 	}
-	start := time.Now()
 	before, err := processCPU(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Work until the reading moves: the kernel counts CPU time in ticks,
+	// so a busy loop sees it grow; how soon depends on the machine's
+	// load, so only a hang is bounded.
 	var sink uint64
-	for time.Since(start) < 300*time.Millisecond {
+	for start := time.Now(); ; {
 		for i := range 100_000 {
 			sink += uint64(i) * sink
 		}
-	}
-	after, err := processCPU(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if after-before < 100*time.Millisecond {
-		t.Errorf("300 ms of work: CPU time grew by %v, want at least 100 ms", after-before)
+		after, err := processCPU(os.Getpid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after < before {
+			t.Fatalf("CPU time went back from %v to %v", before, after)
+		}
+		if after > before {
+			break
+		}
+		if time.Since(start) > time.Minute {
+			t.Fatalf("a minute of work: CPU time stayed at %v", before)
+		}
 	}
 	if _, err := processCPU(-1); err == nil {
 		t.Error("processCPU(-1) succeeded, want an error")
