@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -16,13 +17,14 @@ import (
 	"github.com/rollout/rollout/rollout"
 )
 
-// TestBuildsWithoutCgo: an app that uses the client imports nothing of the
-// server, and builds with CGO_ENABLED=0.
+// TestBuildsWithoutCgo: the client and its OpenFeature provider import
+// nothing of the server (no echo, SQLite, pgx or Prometheus), and an app
+// that uses them builds with CGO_ENABLED=0.
 func TestBuildsWithoutCgo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a program")
 	}
-	list := exec.Command("go", "list", "-deps", "./example")
+	list := exec.Command("go", "list", "-deps", "./example", ".", "./provider")
 	list.Env = append(os.Environ(), "CGO_ENABLED=0")
 	out, err := list.CombinedOutput()
 	if err != nil {
@@ -31,7 +33,7 @@ func TestBuildsWithoutCgo(t *testing.T) {
 	for _, dep := range strings.Fields(string(out)) {
 		for _, banned := range []string{"github.com/rollout/rollout/api", "github.com/rollout/rollout/store", "github.com/labstack/", "github.com/mattn/go-sqlite3", "github.com/prometheus/", "github.com/jackc/", "github.com/pressly/"} {
 			if dep == banned || strings.HasPrefix(dep, banned) && !strings.HasPrefix(dep, "github.com/rollout/rollout/api/client") {
-				t.Errorf("the example depends on %s", dep)
+				t.Errorf("the client, its provider or the example depends on %s", dep)
 			}
 		}
 	}
@@ -40,6 +42,81 @@ func TestBuildsWithoutCgo(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("CGO_ENABLED=0 go build ./example: %v\n%s", err, out)
 	}
+}
+
+// TestAppOnOldestGo: an app whose go.mod declares the oldest Go that
+// rollout's module declares builds against the client and the provider,
+// and go mod tidy leaves its go line alone: importing the client never
+// raises an app's go line.
+func TestAppOnOldestGo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a program")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	goLine := regexp.MustCompile(`(?m)^go (\S+)$`)
+	m := goLine.FindSubmatch(mod)
+	if m == nil {
+		t.Fatal("rollout's go.mod has no go line")
+	}
+	oldest := string(m[1])
+	if strings.Count(oldest, ".") != 2 || !strings.HasSuffix(oldest, ".0") {
+		t.Errorf("rollout's go.mod says go %s, want the oldest patch release its dependencies allow (1.N.0)", oldest)
+	}
+
+	app := t.TempDir()
+	write := func(name, data string) {
+		if err := os.WriteFile(filepath.Join(app, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("go.mod", "module example.com/app\n\ngo "+oldest+"\n\nrequire github.com/rollout/rollout v0.0.0\n\nreplace github.com/rollout/rollout => "+root+"\n")
+	write("main.go", `package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/open-feature/go-sdk/openfeature"
+
+	"github.com/rollout/rollout/api/client"
+	"github.com/rollout/rollout/api/client/provider"
+)
+
+func main() {
+	c, err := client.New(context.Background(), client.Config{URL: "http://127.0.0.1:8080"})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	openfeature.SetProvider(provider.New(c))
+	fmt.Println(c.Evaluate("checkout", "user1"))
+}
+`)
+	goCmd := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("go", args...)
+		cmd.Dir = app
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	goCmd("mod", "tidy")
+	tidied, err := os.ReadFile(filepath.Join(app, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := goLine.FindSubmatch(tidied); m == nil || string(m[1]) != oldest {
+		t.Errorf("go mod tidy changed the app's go line to %q, want go %s:\n%s", m, oldest, tidied)
+	}
+	goCmd("build", "-o", filepath.Join(app, "app"), ".")
 }
 
 // benchClient is a client over a snapshot of the 20 test features, built
