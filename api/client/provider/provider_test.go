@@ -239,23 +239,23 @@ func TestProviderEvents(t *testing.T) {
 	}
 }
 
-// TestReadmeExample: the README's Go example builds.
+// TestReadmeExample: the OpenFeature example of docs/client.md builds.
 func TestReadmeExample(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a program")
 	}
-	readme, err := os.ReadFile("../../../README.md")
+	doc, err := os.ReadFile("../../../docs/client.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	const marker = "<!-- kept compiling by TestReadmeExample in api/client/provider -->\n```go\n"
-	_, rest, ok := strings.Cut(string(readme), marker)
+	_, rest, ok := strings.Cut(string(doc), marker)
 	if !ok {
-		t.Fatalf("README.md has no %q", marker)
+		t.Fatalf("docs/client.md has no %q", marker)
 	}
 	code, _, ok := strings.Cut(rest, "```")
 	if !ok {
-		t.Fatal("the README's example does not end")
+		t.Fatal("the example of docs/client.md does not end")
 	}
 	dir := t.TempDir()
 	main := filepath.Join(dir, "main.go")
@@ -265,7 +265,7 @@ func TestReadmeExample(t *testing.T) {
 	build := exec.Command("go", "build", "-o", filepath.Join(dir, "example"), main)
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build of the README's example: %v\n%s\n%s", err, out, code)
+		t.Fatalf("go build of the example of docs/client.md: %v\n%s\n%s", err, out, code)
 	}
 }
 
