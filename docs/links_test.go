@@ -1,5 +1,6 @@
-// Package docs holds rollout's documentation; its test checks that the
-// relative links of the README and of every page here lead somewhere.
+// Package docs holds rollout's documentation. Its tests check that the
+// relative links of the README and of every page here lead somewhere, and
+// that the curl recipes answer as written.
 package docs
 
 import (
