@@ -83,7 +83,9 @@ func TestExposureRefusals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := s.do("POST", "/api/exposures", tt.body)
-			var e struct{ Error struct{ Code, Message string } }
+			var e struct {
+				Error struct{ Code, Message string }
+			}
 			json.Unmarshal(r.body, &e)
 			if r.status != http.StatusUnprocessableEntity || e.Error.Code != "invalid" || !strings.Contains(e.Error.Message, tt.message) {
 				t.Errorf("POST /api/exposures = %d %s, want 422 invalid %q", r.status, r.body, tt.message)
