@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -19,7 +20,7 @@ const (
 )
 
 // exposureLimit bounds the batches of exposures each token (or, while the
-// API is open, each client address) sends this instance: rate a second,
+// API is open, each client IP address) sends this instance: rate a second,
 // burst at once; a batch over it is answered 429 with Retry-After, and the
 // in-app client keeps it for its next flush.
 func exposureLimit(rate float64, burst int, next echo.HandlerFunc) echo.HandlerFunc {
@@ -38,7 +39,13 @@ func exposureLimit(rate float64, burst int, next echo.HandlerFunc) echo.HandlerF
 			if tok, ok := TokenOf(c); ok {
 				return "token " + tok.ID, nil
 			}
-			return "address " + c.RealIP(), nil
+			// The connection's address, not RealIP's headers, which
+			// any client could vary to escape the limit.
+			host, _, err := net.SplitHostPort(c.Request().RemoteAddr)
+			if err != nil {
+				host = c.Request().RemoteAddr
+			}
+			return "address " + host, nil
 		},
 		DenyHandler: func(c echo.Context, _ string, _ error) error {
 			c.Response().Header().Set("Retry-After", retry)
