@@ -187,10 +187,12 @@ func TestExposureTotalsSaturate(t *testing.T) {
 	s := newServer(t, "", api.Options{})
 	s.seed()
 	f, _ := s.svc.Snapshot().Feature("limit")
-	h := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	// This hour's totals, which the flush below adds to, and an earlier
+	// hour's.
+	h := time.Now()
 	if err := s.db.AddExposures(context.Background(), []rollout.Exposure{
 		{FeatureID: f.ID, Version: 1, Bucket: "low", Hour: h, Count: math.MaxInt64},
-		{FeatureID: f.ID, Version: 1, Bucket: "low", Hour: h.Add(time.Hour), Count: math.MaxInt64},
+		{FeatureID: f.ID, Version: 1, Bucket: "low", Hour: h.Add(-time.Hour), Count: math.MaxInt64},
 		{FeatureID: f.ID, Version: 1, Bucket: "high", Hour: h, Count: math.MaxInt64},
 	}); err != nil {
 		t.Fatal(err)
@@ -207,6 +209,9 @@ func TestExposureTotalsSaturate(t *testing.T) {
 	}
 	if err := s.svc.FlushExposures(context.Background()); err != nil {
 		t.Errorf("FlushExposures() onto saturated totals = %v", err)
+	}
+	if rep := s.exposureTotal("limit"); rep.Total != math.MaxInt64 {
+		t.Errorf("total after the flush = %d, want %d", rep.Total, int64(math.MaxInt64))
 	}
 }
 
