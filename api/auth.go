@@ -65,13 +65,14 @@ func (a *Auth) Enforced() bool { return a != nil && a.tokens != nil && a.tokens.
 func (a *Auth) step(route routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
 	need := route.need
 	ui := route.pattern == "/" || strings.HasPrefix(route.pattern, "/ui")
+	record := need != rollout.PermEvaluate || route.pattern == "/api/exposures" // rate-limited per token
 	return func(c echo.Context) error {
 		r := c.Request()
 		if r.Method == http.MethodOptions {
 			return next(c) // CORS preflights carry no credentials
 		}
 		tok, presented, ok := a.identify(r)
-		if ok && need != rollout.PermEvaluate { // see TokenOf
+		if ok && record { // see TokenOf
 			c.Set(tokenKey, tok)
 		}
 		if !a.Enforced() {

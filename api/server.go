@@ -52,6 +52,11 @@ type Options struct {
 	// SampleEvaluations logs about one evaluation request in this many,
 	// beside those RequestLog logs (errors, slow ones); 0 logs none.
 	SampleEvaluations int
+	// ExposureBatchRate and ExposureBatchBurst bound the batches of
+	// POST /api/exposures each token sends this instance, a second and at
+	// once; 0 means DefaultExposureBatchRate and DefaultExposureBatchBurst.
+	ExposureBatchRate  float64
+	ExposureBatchBurst int
 }
 
 // Server holds what the handlers need.
@@ -174,7 +179,7 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	g.GET("/features/:key/versions/:version", s.getVersion)
 	g.GET("/features/:key/users/:user", s.userHistory)
 	g.GET("/features/:key/exposures", s.exposures)
-	s.route(e, http.MethodPost, "/api/exposures", s.addExposures)
+	s.route(e, http.MethodPost, "/api/exposures", exposureLimit(opts.ExposureBatchRate, opts.ExposureBatchBurst, s.addExposures))
 	g.GET("/ramps", s.listRamps)
 	g.GET("/features/:key/ramps", s.listRamps)
 	g.POST("/features/:key/ramps", s.createRamp)
@@ -236,12 +241,13 @@ var readsBounded = map[string]bool{
 // crossOrigin refuses state-changing requests that a browser sends from
 // another site (cross-site request forgery), using the Sec-Fetch-Site and
 // Origin headers browsers set. Requests without them, from curl or other
-// programs, pass. Evaluation (/evaluate, /ofrep/) is left open to browsers on
-// other sites: it changes nothing.
+// programs, pass. Evaluation (/evaluate, /ofrep/) and sync are left open to
+// browsers on other sites: they change nothing. POST /api/exposures is not:
+// it adds counts, and only programs (package client) send it.
 func crossOrigin() step {
 	p := http.NewCrossOriginProtection()
 	return func(route routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
-		if route.need == rollout.PermEvaluate {
+		if route.need == rollout.PermEvaluate && route.pattern != "/api/exposures" {
 			return next
 		}
 		return func(c echo.Context) error {

@@ -190,27 +190,47 @@ type exposureBatchRequest struct {
 }
 
 type exposureCount struct {
-	Feature   string `json:"feature"` // the key, for people reading logs
+	Feature   string `json:"feature"` // the key: if given, it must be the feature's
 	FeatureID string `json:"feature_id"`
 	Version   int    `json:"version"`
 	Bucket    string `json:"bucket"` // "": no bucket
 	Count     int64  `json:"count"`
 }
 
-// addExposures is POST /api/exposures. It answers {"batch","added"}: added
-// is false for a batch the server had counted already.
+// exposureBatchAnswer is the answer to POST /api/exposures.
+type exposureBatchAnswer struct {
+	Batch string `json:"batch"`
+	// Added is false for a batch the server had counted already, or
+	// whose every count was skipped.
+	Added   bool                      `json:"added"`
+	Counted int                       `json:"counted"`
+	Skipped []rollout.SkippedExposure `json:"skipped"`
+}
+
+// addExposures is POST /api/exposures. A batch with a count the server
+// cannot take (see rollout.Service.AddExposureBatch) is refused whole,
+// 422 naming the count's index; counts of deleted features are skipped and
+// listed in the answer. The route's rate limit (exposureLimit) answers 429
+// with Retry-After.
 func (s *Server) addExposures(c echo.Context) error {
 	var req exposureBatchRequest
 	if err := decode(c, &req); err != nil {
 		return err
 	}
+	if len(req.Exposures) > rollout.MaxExposureBatch { // before copying them
+		return rollout.Errorf(rollout.EInvalid, "a batch holds at most %d counts, got %d: split it", rollout.MaxExposureBatch, len(req.Exposures))
+	}
 	counts := make([]rollout.Exposure, len(req.Exposures))
 	for i, e := range req.Exposures {
 		counts[i] = rollout.Exposure{Feature: e.Feature, FeatureID: e.FeatureID, Version: e.Version, Bucket: e.Bucket, Count: e.Count}
 	}
-	added, err := s.svc.AddExposureBatch(c.Request().Context(), req.Batch, counts)
+	res, err := s.svc.AddExposureBatch(c.Request().Context(), req.Batch, counts)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"batch": req.Batch, "added": added})
+	ans := exposureBatchAnswer{Batch: req.Batch, Added: res.Added, Counted: res.Counted, Skipped: res.Skipped}
+	if ans.Skipped == nil {
+		ans.Skipped = []rollout.SkippedExposure{}
+	}
+	return c.JSON(http.StatusOK, ans)
 }

@@ -234,11 +234,11 @@ func TestExposureBatches(t *testing.T) {
 		map[string]any{"feature": "limit", "feature_id": f.ID, "version": 1, "bucket": "high", "count": 2},
 	}}
 	r := s.must(http.StatusOK, "POST", "/api/exposures", batch)
-	if got := string(r.body); got != `{"added":true,"batch":"batch-0001"}`+"\n" {
+	if got := string(r.body); got != `{"batch":"batch-0001","added":true,"counted":2,"skipped":[]}`+"\n" {
 		t.Errorf("POST /api/exposures = %s, want added", got)
 	}
 	r = s.must(http.StatusOK, "POST", "/api/exposures", batch)
-	if got := string(r.body); got != `{"added":false,"batch":"batch-0001"}`+"\n" {
+	if got := string(r.body); got != `{"batch":"batch-0001","added":false,"counted":0,"skipped":[]}`+"\n" {
 		t.Errorf("POST /api/exposures again = %s, want not added", got)
 	}
 	r = s.must(http.StatusOK, "GET", "/api/features/limit/exposures", nil)

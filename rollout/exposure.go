@@ -2,9 +2,14 @@ package rollout
 
 import (
 	"context"
+	"fmt"
 	"maps"
+	"math"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -71,10 +76,11 @@ func (s *Service) FlushExposures(ctx context.Context) error {
 		taken = c.take(taken)
 	}
 	if len(taken) > 0 {
+		hour := s.now().UTC()
 		counts := make([]Exposure, len(taken))
 		for i, p := range taken {
 			f := &p.c.feature
-			counts[i] = Exposure{Feature: f.Key, FeatureID: f.ID, Version: f.Version, Bucket: p.c.bucketName(p.bucket), Count: p.n}
+			counts[i] = Exposure{Feature: f.Key, FeatureID: f.ID, Version: f.Version, Bucket: p.c.bucketName(p.bucket), Hour: hour, Count: p.n}
 		}
 		if err := s.store.AddExposures(ctx, counts); err != nil {
 			for _, p := range taken {
@@ -143,7 +149,8 @@ type ExposureReport struct {
 }
 
 // Exposures returns the evaluation counts of the feature key: those stored
-// and those still in memory.
+// (every hour's, added up) and those still in memory. Totals saturate at
+// math.MaxInt64; none is ever negative.
 func (s *Service) Exposures(ctx context.Context, key string) (ExposureReport, error) {
 	cur, err := s.known(ctx, key)
 	if err != nil {
@@ -160,7 +167,8 @@ func (s *Service) Exposures(ctx context.Context, key string) (ExposureReport, er
 	counts := map[vb]int64{}
 	for _, e := range stored {
 		if e.FeatureID == cur.feature.ID {
-			counts[vb{e.Version, e.Bucket}] += e.Count
+			k := vb{e.Version, e.Bucket}
+			counts[k] = AddCounts(counts[k], e.Count)
 		}
 	}
 	s.mu.Lock()
@@ -174,7 +182,8 @@ func (s *Service) Exposures(ctx context.Context, key string) (ExposureReport, er
 	for _, c := range inMemory {
 		for i := range c.served {
 			if n := c.served[i].Load(); n > 0 {
-				counts[vb{c.feature.Version, c.bucketName(i)}] += n
+				k := vb{c.feature.Version, c.bucketName(i)}
+				counts[k] = AddCounts(counts[k], n)
 			}
 		}
 	}
@@ -183,7 +192,7 @@ func (s *Service) Exposures(ctx context.Context, key string) (ExposureReport, er
 	for k, n := range counts {
 		rep.Versions = append(rep.Versions, Exposure{Version: k.version, Bucket: k.bucket, Count: n})
 		if k.version == rep.Version {
-			rep.Total += n
+			rep.Total = AddCounts(rep.Total, n)
 		}
 	}
 	slices.SortFunc(rep.Versions, func(a, b Exposure) int {
@@ -210,15 +219,291 @@ func (s *Service) Exposures(ctx context.Context, key string) (ExposureReport, er
 	return rep, nil
 }
 
-// AddExposureBatch adds the counts of evaluations an app made from its own
-// copy of the features (package client) to the stored ones, once per batch
-// ID: a batch sent again, because its answer was lost, adds nothing and
-// returns false. Counts of features that no longer exist are dropped. It
-// returns an EInvalid *Error for a malformed batch (see
-// ValidateExposureBatch).
-func (s *Service) AddExposureBatch(ctx context.Context, batch string, counts []Exposure) (bool, error) {
-	if err := ValidateExposureBatch(batch, counts); err != nil {
-		return false, err
+// Limits on the counts apps send (POST /api/exposures).
+const (
+	// MaxExposureBatch is how many counts one batch holds at most.
+	MaxExposureBatch = 1_000
+	// MaxExposureCount bounds one count of a batch: more evaluations than
+	// any process makes between two flushes.
+	MaxExposureCount = 1_000_000_000
+	maxFeatureID     = 64
+	// maxVersion is the highest version a store keeps (PostgreSQL's
+	// integer): a count of a version above it is refused, never
+	// truncated into another version.
+	maxVersion = math.MaxInt32
+	// maxReloads bounds how many features one batch reads again from the
+	// store (counts of features this instance may not have caught up
+	// with), and maxVersionLookups how many old versions it reads from
+	// their history; see AddExposureBatch.
+	maxReloads        = 16
+	maxVersionLookups = 32
+	// versionBucketsKept bounds the bucket names of old versions kept in
+	// memory.
+	versionBucketsKept = 4096
+)
+
+var batchPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{8,64}$`)
+
+// ValidateExposureBatch reports, as an EInvalid *Error naming the first
+// count at fault by its index, what is wrong with the form of a batch of
+// evaluation counts sent by an app: its ID must be 8 to 64 characters of
+// A-Z, a-z, 0-9, '_' and '-'; it holds 1 to MaxExposureBatch counts; each
+// names a feature ID, the feature's key or nothing, a version from 1, a
+// bucket name ("" for none) and a count from 1 to MaxExposureCount. Whether
+// the feature, version and bucket exist is AddExposureBatch's to check.
+func ValidateExposureBatch(batch string, counts []Exposure) error {
+	if !batchPattern.MatchString(batch) {
+		return Errorf(EInvalid, "batch ID %q is invalid: use 8 to 64 characters of A-Z, a-z, 0-9, '_', '-' (a random ID per batch, the same on a retry)", batch)
 	}
-	return s.store.AddExposureBatch(ctx, batch, counts)
+	switch {
+	case len(counts) == 0:
+		return Errorf(EInvalid, "the batch holds no counts: send a batch only when there are evaluations to count")
+	case len(counts) > MaxExposureBatch:
+		return Errorf(EInvalid, "a batch holds at most %d counts, got %d: split it", MaxExposureBatch, len(counts))
+	}
+	for i, e := range counts {
+		switch {
+		case e.FeatureID == "" || len(e.FeatureID) > maxFeatureID:
+			return Errorf(EInvalid, "exposure %d: feature_id must be the feature's ID, 1 to %d bytes", i, maxFeatureID)
+		case e.Feature != "" && !keyPattern.MatchString(e.Feature):
+			return Errorf(EInvalid, "exposure %d: feature %q is not a feature key (or leave it out)", i, e.Feature)
+		case e.Version < 1 || e.Version > maxVersion:
+			return Errorf(EInvalid, "exposure %d: version must be from 1 to the feature's current version, got %d", i, e.Version)
+		case e.Bucket != "" && !bucketPattern.MatchString(e.Bucket):
+			return Errorf(EInvalid, "exposure %d: bucket %q is not a bucket name (\"\" counts evaluations that served no bucket)", i, e.Bucket)
+		case e.Count < 1 || e.Count > MaxExposureCount:
+			return Errorf(EInvalid, "exposure %d: count must be from 1 to %d, got %d", i, MaxExposureCount, e.Count)
+		}
+	}
+	return nil
+}
+
+// AddCounts returns a + b for counts (never negative), saturating at
+// math.MaxInt64 instead of overflowing.
+func AddCounts(a, b int64) int64 {
+	a, b = max(a, 0), max(b, 0)
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// ExposureBatchResult is what AddExposureBatch did with a batch.
+type ExposureBatchResult struct {
+	// Added is false when the batch added nothing: its ID had been
+	// counted already, or every count was skipped.
+	Added bool
+	// Counted is how many of the batch's counts were added.
+	Counted int
+	// Skipped are the counts left out, by index.
+	Skipped []SkippedExposure
+}
+
+// SkippedExposure is a count of a batch that was left out, and why: its
+// feature no longer exists (deleted since the app's copy was made), or
+// its version is missing from the feature's history. These are not
+// errors: an app may well have counted a feature that was deleted since,
+// and its batch must not be refused for it, again and again.
+type SkippedExposure struct {
+	Index     int    `json:"index"`
+	FeatureID string `json:"feature_id"`
+	Reason    string `json:"reason"`
+}
+
+// exposureChecks is what AddExposureBatch keeps between batches: the
+// features of a snapshot by ID, and the bucket names of old versions
+// (versions never change).
+type exposureChecks struct {
+	byID atomic.Pointer[featureIndex]
+
+	mu      sync.Mutex
+	buckets map[featureVersion][]string
+}
+
+type featureIndex struct {
+	snap *Snapshot
+	byID map[string]*compiled
+}
+
+type featureVersion struct {
+	id      string
+	version int
+}
+
+// featuresByID returns the snapshot's features by ID.
+func (s *Service) featuresByID() map[string]*compiled {
+	snap := s.Snapshot()
+	if idx := s.exposures.byID.Load(); idx != nil && idx.snap == snap {
+		return idx.byID
+	}
+	idx := &featureIndex{snap: snap, byID: make(map[string]*compiled, len(snap.features))}
+	for _, c := range snap.features {
+		idx.byID[c.feature.ID] = c
+	}
+	s.exposures.byID.Store(idx)
+	return idx.byID
+}
+
+// AddExposureBatch adds the counts of evaluations an app made from its own
+// copy of the features (package client) to the stored ones, in the hour
+// they arrive, once per batch ID: a batch sent again, because its answer
+// was lost, adds nothing (Added is false).
+//
+// Each count must name an existing feature (its key, if given, must be
+// the feature's), a version from 1 to the feature's current one, and a
+// bucket the feature had at that version ("" for none). A batch with a
+// count that does not is refused whole with an EInvalid *Error naming the
+// count's index, and nothing is added; so is a malformed batch (see
+// ValidateExposureBatch). Counts of features that no longer exist are
+// skipped and reported, not refused.
+//
+// This instance may lag behind another that the app read its copy from:
+// counts of a feature it does not know, or at a version it has not seen,
+// make it read that feature again from the store first (for at most
+// maxReloads features per batch). Checking buckets of old versions reads
+// their history; a batch that needs more than maxVersionLookups such
+// reads at once gets EUnavailable after them, and succeeds when sent
+// again.
+func (s *Service) AddExposureBatch(ctx context.Context, batch string, counts []Exposure) (ExposureBatchResult, error) {
+	if err := ValidateExposureBatch(batch, counts); err != nil {
+		return ExposureBatchResult{}, err
+	}
+	if err := s.catchUpWith(ctx, counts); err != nil {
+		return ExposureBatchResult{}, err
+	}
+	byID := s.featuresByID()
+	now := s.now().UTC()
+	var res ExposureBatchResult
+	kept := make([]Exposure, 0, len(counts))
+	lookups := maxVersionLookups
+	for i, e := range counts {
+		c := byID[e.FeatureID]
+		if c == nil {
+			res.Skipped = append(res.Skipped, SkippedExposure{Index: i, FeatureID: e.FeatureID,
+				Reason: "no feature has this ID: it was deleted, or never existed"})
+			continue
+		}
+		f := &c.feature
+		switch {
+		case e.Feature != "" && e.Feature != f.Key:
+			return ExposureBatchResult{}, Errorf(EInvalid, "exposure %d: feature_id %q is the ID of feature %q, not %q", i, e.FeatureID, f.Key, e.Feature)
+		case e.Version > f.Version:
+			return ExposureBatchResult{}, Errorf(EInvalid, "exposure %d: feature %q is at version %d: version %d does not exist", i, f.Key, f.Version, e.Version)
+		}
+		if e.Bucket != "" {
+			names, err := s.bucketsAt(ctx, c, e.Version, &lookups)
+			switch {
+			case ErrorCode(err) == ENotFound:
+				res.Skipped = append(res.Skipped, SkippedExposure{Index: i, FeatureID: e.FeatureID,
+					Reason: fmt.Sprintf("version %d of feature %q is not in its history", e.Version, f.Key)})
+				continue
+			case err != nil:
+				return ExposureBatchResult{}, err
+			case !slices.Contains(names, e.Bucket):
+				return ExposureBatchResult{}, Errorf(EInvalid, "exposure %d: feature %q had no bucket %q at version %d (it had %s)", i, f.Key, e.Bucket, e.Version, strings.Join(names, ", "))
+			}
+		}
+		e.Feature, e.Hour = f.Key, now
+		kept = append(kept, e)
+	}
+	if len(kept) == 0 {
+		return res, nil
+	}
+	added, err := s.store.AddExposureBatch(ctx, batch, now, kept)
+	if err != nil {
+		return ExposureBatchResult{}, err
+	}
+	if added {
+		res.Added, res.Counted = true, len(kept)
+	}
+	return res, nil
+}
+
+// catchUpWith reads again from the store the features of counts that this
+// instance's snapshot does not know, or knows at an older version than
+// the count's, at most maxReloads of them: another instance may have
+// created or changed them a moment ago.
+func (s *Service) catchUpWith(ctx context.Context, counts []Exposure) error {
+	byID := s.featuresByID()
+	var keys []string
+	for _, e := range counts {
+		key := e.Feature
+		if c := byID[e.FeatureID]; c != nil {
+			if e.Version <= c.feature.Version {
+				continue
+			}
+			key = c.feature.Key
+		}
+		if key != "" && !slices.Contains(keys, key) {
+			if keys = append(keys, key); len(keys) == maxReloads {
+				break
+			}
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, key := range keys {
+		if _, err := s.reload(ctx, key); err != nil && ErrorCode(err) == EUnavailable {
+			return err
+		}
+	}
+	return nil
+}
+
+// bucketsAt returns the bucket names feature c had at version (at most its
+// current one): from memory for the current version, versions this
+// instance served recently and old versions looked up before, and
+// otherwise from the feature's history, counting the lookup against
+// *lookups. It returns ENotFound when the history lacks the version, and
+// EUnavailable when *lookups is spent.
+func (s *Service) bucketsAt(ctx context.Context, c *compiled, version int, lookups *int) ([]string, error) {
+	if version == c.feature.Version {
+		return bucketNames(c.feature), nil
+	}
+	key := featureVersion{c.feature.ID, version}
+	s.mu.Lock()
+	for _, r := range s.retired {
+		if r.c.feature.ID == key.id && r.c.feature.Version == version {
+			s.mu.Unlock()
+			return bucketNames(r.c.feature), nil
+		}
+	}
+	s.mu.Unlock()
+	x := &s.exposures
+	x.mu.Lock()
+	names, ok := x.buckets[key]
+	x.mu.Unlock()
+	if ok {
+		return names, nil
+	}
+	if *lookups <= 0 {
+		return nil, Errorf(EUnavailable, "the batch counts more old versions than one request checks (%d): send it again", maxVersionLookups)
+	}
+	*lookups--
+	v, err := s.store.Version(ctx, c.feature.Key, version)
+	if err != nil {
+		return nil, err
+	}
+	if v.Config.ID != "" && v.Config.ID != key.id {
+		return nil, notFound(c.feature.Key) // the key's history is another feature's
+	}
+	names = bucketNames(v.Config)
+	x.mu.Lock()
+	if x.buckets == nil || len(x.buckets) >= versionBucketsKept {
+		x.buckets = map[featureVersion][]string{}
+	}
+	x.buckets[key] = names
+	x.mu.Unlock()
+	return names, nil
+}
+
+func bucketNames(f Feature) []string {
+	names := make([]string, len(f.Buckets))
+	for i, b := range f.Buckets {
+		names[i] = b.Name
+	}
+	return names
 }

@@ -28,7 +28,8 @@ type Service struct {
 	snap    atomic.Pointer[Snapshot]
 	retired []retired
 
-	flushMu sync.Mutex // one exposure flush at a time
+	flushMu   sync.Mutex // one exposure flush at a time
+	exposures exposureChecks
 
 	kick  chan struct{} // a local commit: Follow syncs at once
 	subMu sync.Mutex

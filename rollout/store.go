@@ -66,16 +66,20 @@ type Store interface {
 	// the audit log. A feature that does not exist selects nothing; it is
 	// not an error.
 	Changes(ctx context.Context, q ChangeQuery) ([]Version, error)
-	// AddExposures adds counts of evaluations to the stored ones; counts of
-	// features that no longer exist are dropped.
+	// AddExposures adds counts of evaluations to the stored ones of their
+	// feature, version, bucket and hour (Exposure.Hour, truncated to the
+	// hour), saturating at math.MaxInt64; counts of features that no
+	// longer exist are dropped.
 	AddExposures(ctx context.Context, counts []Exposure) error
 	// AddExposureBatch adds counts as AddExposures does, at most once per
-	// batch ID: it records the ID in the same transaction, and a batch
-	// whose ID it has recorded adds nothing and returns false. IDs are
-	// kept for at least ExposureBatchMemory.
-	AddExposureBatch(ctx context.Context, batch string, counts []Exposure) (added bool, err error)
-	// Exposures returns the stored counts of a feature, newest version
-	// first.
+	// batch ID: it records the ID, received at time at, in the same
+	// transaction, and a batch whose ID it has recorded adds nothing and
+	// returns false. IDs are kept for ExposureBatchMemory after at, and
+	// those older are removed.
+	AddExposureBatch(ctx context.Context, batch string, at time.Time, counts []Exposure) (added bool, err error)
+	// Exposures returns the stored counts of a feature, one per version,
+	// bucket and hour: newest version first, then by bucket, then oldest
+	// hour first. A count is never negative, whatever the database holds.
 	Exposures(ctx context.Context, key string) ([]Exposure, error)
 
 	// Feature returns the current configuration of one feature.
@@ -123,13 +127,17 @@ type Exposure struct {
 	FeatureID string `json:"-"`
 	Version   int    `json:"version"`
 	Bucket    string `json:"bucket"`
-	Count     int64  `json:"count"`
+	// Hour is the start of the UTC hour in which the counts were stored;
+	// zero for counts stored before hours were kept. Stores keep one
+	// total per feature, version, bucket and hour.
+	Hour  time.Time `json:"-"`
+	Count int64     `json:"count"`
 }
 
 // ExposureBatchMemory is how long a store remembers the ID of a batch of
 // exposures, and so how long an app may retry sending one without it
 // counting twice.
-const ExposureBatchMemory = 7 * 24 * time.Hour
+const ExposureBatchMemory = 24 * time.Hour
 
 // Clock tells the time of changes; tests set their own.
 type Clock func() time.Time

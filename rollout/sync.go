@@ -3,7 +3,6 @@ package rollout
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 )
 
@@ -84,38 +83,4 @@ func (s *Snapshot) TakeExposures(out []Exposure) []Exposure {
 		}
 	}
 	return out
-}
-
-// Limits on one batch of exposures.
-const (
-	MaxExposureBatch = 10_000 // counts in one batch
-	maxFeatureID     = 64
-)
-
-var batchPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{8,64}$`)
-
-// ValidateExposureBatch reports, as an EInvalid *Error, what is wrong with a
-// batch of evaluation counts sent by an app: its ID must be 8 to 64
-// characters of A-Z, a-z, 0-9, '_' and '-', and each count must name a
-// feature ID, a version, a bucket ("" for none) and a positive count.
-func ValidateExposureBatch(batch string, counts []Exposure) error {
-	if !batchPattern.MatchString(batch) {
-		return Errorf(EInvalid, "batch ID %q is invalid: use 8 to 64 characters of A-Z, a-z, 0-9, '_', '-' (a random ID per batch, the same on a retry)", batch)
-	}
-	if len(counts) > MaxExposureBatch {
-		return Errorf(EInvalid, "a batch holds at most %d counts, got %d", MaxExposureBatch, len(counts))
-	}
-	for i, e := range counts {
-		switch {
-		case e.FeatureID == "" || len(e.FeatureID) > maxFeatureID:
-			return Errorf(EInvalid, "count %d: feature_id must be the feature's ID, 1 to %d bytes", i, maxFeatureID)
-		case e.Version < 1:
-			return Errorf(EInvalid, "count %d: version must be at least 1, got %d", i, e.Version)
-		case e.Bucket != "" && !bucketPattern.MatchString(e.Bucket):
-			return Errorf(EInvalid, "count %d: bucket %q is not a bucket name (\"\" counts evaluations that served no bucket)", i, e.Bucket)
-		case e.Count < 1:
-			return Errorf(EInvalid, "count %d: count must be positive, got %d", i, e.Count)
-		}
-	}
-	return nil
 }

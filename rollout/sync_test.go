@@ -124,7 +124,7 @@ func TestValidateExposureBatch(t *testing.T) {
 		{"no feature id", "batch-01", []rollout.Exposure{{Version: 1, Bucket: "A", Count: 1}}, "feature_id"},
 		{"version 0", "batch-01", []rollout.Exposure{{FeatureID: "id", Bucket: "A", Count: 1}}, "version"},
 		{"bad bucket", "batch-01", []rollout.Exposure{{FeatureID: "id", Version: 1, Bucket: "a b", Count: 1}}, "bucket"},
-		{"zero count", "batch-01", []rollout.Exposure{{FeatureID: "id", Version: 1, Bucket: "A"}}, "positive"},
+		{"zero count", "batch-01", []rollout.Exposure{{FeatureID: "id", Version: 1, Bucket: "A"}}, "count must be from 1"},
 		{"too many", "batch-01", make([]rollout.Exposure, rollout.MaxExposureBatch+1), "at most"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

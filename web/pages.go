@@ -224,8 +224,8 @@ func (h *handler) feature(c echo.Context) error {
 					served = map[string]int64{}
 				}
 				p.ServedVersion = e.Version
-				served[e.Bucket] += e.Count
-				exposures.Total += e.Count
+				served[e.Bucket] = rollout.AddCounts(served[e.Bucket], e.Count)
+				exposures.Total = rollout.AddCounts(exposures.Total, e.Count)
 			}
 		}
 	}

@@ -220,7 +220,7 @@ func migrateStores(ctx context.Context, src, dst migrationStore) (migration, err
 			return sum, fmt.Errorf("copy exposures of feature %q: %w", f.Key, err)
 		}
 		for _, e := range counts {
-			sum.exposures += e.Count
+			sum.exposures = rollout.AddCounts(sum.exposures, e.Count)
 		}
 	}
 	tokens, err := src.Tokens(ctx)
@@ -438,7 +438,7 @@ func compareFeature(ctx context.Context, src, dst migrationStore, f, g rollout.F
 			return nil, err
 		}
 		for _, e := range counts {
-			total[i] += e.Count
+			total[i] = rollout.AddCounts(total[i], e.Count)
 		}
 	}
 	if n[0] != n[1] {

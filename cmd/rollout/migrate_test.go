@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -379,5 +380,54 @@ func TestMigrateVerifyFindsDifferences(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMigrateExposureTotals: migrate copies exposures hour by hour, totals
+// that saturated at the largest int64 and totals kept before hours were
+// (hour 0) included, and reports their sum saturated rather than
+// overflowed.
+func TestMigrateExposureTotals(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "rollout.db")
+	src := openSQLite(t, path)
+	svc, err := rollout.NewService(ctx, src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Create(ctx, rollout.Feature{Key: "f", Enabled: true, Buckets: []rollout.Bucket{{Name: "A", Replicas: 3}, {Name: "B", Replicas: 3}}}, rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := svc.Snapshot().Feature("f")
+	h := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	if err := src.AddExposures(ctx, []rollout.Exposure{
+		{FeatureID: f.ID, Version: 1, Bucket: "A", Count: 7},
+		{FeatureID: f.ID, Version: 1, Bucket: "A", Hour: h, Count: math.MaxInt64},
+		{FeatureID: f.ID, Version: 1, Bucket: "A", Hour: h, Count: 5}, // saturates
+		{FeatureID: f.ID, Version: 1, Bucket: "B", Hour: h.Add(time.Hour), Count: 3},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	dsn := storetest.PostgresDSN(t)
+	stdout, stderr, err := runCLI(t, "migrate", "--from", path, "--to", dsn)
+	if err != nil {
+		t.Fatalf("rollout migrate: %v\n%s%s", err, stdout, stderr)
+	}
+	if want := fmt.Sprintf("exposures  %d evaluations", int64(math.MaxInt64)); !strings.Contains(stdout, want) || !strings.Contains(stdout, "Verified") {
+		t.Errorf("rollout migrate printed %q, want it to say %q and Verified", stdout, want)
+	}
+	want, err := src.Exposures(ctx, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := openPostgres(t, dsn).Exposures(ctx, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want) != 3 {
+		t.Errorf("source exposures = %+v, want 3 totals", want)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("exposures in PostgreSQL differ (-source +target):\n%s", diff)
 	}
 }

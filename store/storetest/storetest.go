@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -54,6 +55,9 @@ var cases = []struct {
 	{"changes across features", testChanges},
 	{"exposures add up", testExposures},
 	{"exposure batches count once", testExposureBatches},
+	{"exposure batch IDs expire", testExposureBatchExpiry},
+	{"exposures by hour", testExposureHours},
+	{"exposure totals saturate", testExposureSaturation},
 	{"tokens", testTokens},
 	{"revision feed", testFeed},
 	{"revisions from two handles", testFeedConcurrent},
@@ -815,7 +819,7 @@ func testExposureBatches(t *testing.T, o Opened) {
 	for _, h := range handles {
 		for range workers {
 			wg.Go(func() {
-				ok, err := h.AddExposureBatch(ctx, "batch-0001", batch)
+				ok, err := h.AddExposureBatch(ctx, "batch-0001", t0, batch)
 				mu.Lock()
 				defer mu.Unlock()
 				if ok {
@@ -850,19 +854,126 @@ func testExposureBatches(t *testing.T, o Opened) {
 	}
 	check("after one batch sent 8 times")
 
-	if ok, err := o.Open(t).AddExposureBatch(ctx, "batch-0001", batch); ok || err != nil {
+	if ok, err := o.Open(t).AddExposureBatch(ctx, "batch-0001", t0, batch); ok || err != nil {
 		t.Errorf("AddExposureBatch(batch-0001) again = %v, %v; want false, nil", ok, err)
 	}
 	check("after a retry")
 
-	if ok, err := s.AddExposureBatch(ctx, "batch-0002", batch[:1]); !ok || err != nil {
+	if ok, err := s.AddExposureBatch(ctx, "batch-0002", t0, batch[:1]); !ok || err != nil {
 		t.Errorf("AddExposureBatch(batch-0002) = %v, %v; want true, nil", ok, err)
 	}
 	want[1].Count += 3
 	check("after a second batch")
 
-	if ok, err := s.AddExposureBatch(ctx, "batch-0003", nil); !ok || err != nil {
+	if ok, err := s.AddExposureBatch(ctx, "batch-0003", t0, nil); !ok || err != nil {
 		t.Errorf("AddExposureBatch(batch-0003, nil) = %v, %v; want true, nil", ok, err)
+	}
+}
+
+// testExposureBatchExpiry: a batch ID is remembered for
+// rollout.ExposureBatchMemory after it was received, by the caller's clock,
+// and then forgotten: the same ID counts again.
+func testExposureBatchExpiry(t *testing.T, o Opened) {
+	ctx := context.Background()
+	s := o.Store
+	f := newFeature("f")
+	create(t, s, f)
+	batch := []rollout.Exposure{{FeatureID: f.ID, Version: 1, Bucket: "control", Hour: t0, Count: 1}}
+	for _, tt := range []struct {
+		at   time.Time
+		want bool
+	}{
+		{t0, true},
+		{t0.Add(time.Hour), false},
+		{t0.Add(rollout.ExposureBatchMemory - time.Second), false},
+		{t0.Add(rollout.ExposureBatchMemory + time.Second), true}, // expired, removed, counted again
+		{t0.Add(rollout.ExposureBatchMemory + time.Minute), false},
+	} {
+		if added, err := s.AddExposureBatch(ctx, "batch-exp1", tt.at, batch); added != tt.want || err != nil {
+			t.Errorf("AddExposureBatch(batch-exp1) at %v = %v, %v; want %v, nil", tt.at.Sub(t0), added, err, tt.want)
+		}
+	}
+	if got, err := s.Exposures(ctx, "f"); err != nil || len(got) != 1 || got[0].Count != 2 {
+		t.Errorf("Exposures(f) = %+v, %v; want one total of 2", got, err)
+	}
+}
+
+// testExposureHours: counts are kept as one total per feature, version,
+// bucket and hour, however many batches bring them; a count without an
+// hour is kept apart (the totals from before hours were kept).
+func testExposureHours(t *testing.T, o Opened) {
+	ctx := context.Background()
+	s := o.Store
+	f := newFeature("f")
+	create(t, s, f)
+	h1 := t0.Truncate(time.Hour)
+	h2 := h1.Add(time.Hour)
+	for i := range 50 {
+		at := h1.Add(time.Duration(i) * time.Minute) // 50 batches in hour h1
+		e := rollout.Exposure{FeatureID: f.ID, Version: 1, Bucket: "control", Hour: at, Count: 2}
+		if added, err := s.AddExposureBatch(ctx, fmt.Sprintf("batch-hour-%02d", i), at, []rollout.Exposure{e}); !added || err != nil {
+			t.Fatalf("AddExposureBatch(%d) = %v, %v", i, added, err)
+		}
+	}
+	if err := s.AddExposures(ctx, []rollout.Exposure{
+		{FeatureID: f.ID, Version: 1, Bucket: "control", Hour: h2.Add(59 * time.Minute), Count: 7},
+		{FeatureID: f.ID, Version: 1, Bucket: "control", Count: 5},
+	}); err != nil {
+		t.Fatalf("AddExposures() = %v", err)
+	}
+	got, err := o.Open(t).Exposures(ctx, "f")
+	if err != nil {
+		t.Fatalf("Exposures(f) = %v", err)
+	}
+	want := []rollout.Exposure{
+		{Feature: "f", FeatureID: f.ID, Version: 1, Bucket: "control", Count: 5},
+		{Feature: "f", FeatureID: f.ID, Version: 1, Bucket: "control", Hour: h1, Count: 2 * 50},
+		{Feature: "f", FeatureID: f.ID, Version: 1, Bucket: "control", Hour: h2, Count: 7},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Exposures(f) mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// testExposureSaturation: a total that would pass the largest int64 stays
+// at it, whether counts come in one call or many, and later counts still
+// add (to it) without an error; a version no integer column holds, or a
+// negative count, is refused and nothing is stored.
+func testExposureSaturation(t *testing.T, o Opened) {
+	ctx := context.Background()
+	s := o.Store
+	f := newFeature("f")
+	create(t, s, f)
+	const most = math.MaxInt64
+	e := func(n int64) rollout.Exposure {
+		return rollout.Exposure{FeatureID: f.ID, Version: 1, Bucket: "control", Hour: t0, Count: n}
+	}
+	if err := s.AddExposures(ctx, []rollout.Exposure{e(most - 1), e(most), e(3)}); err != nil {
+		t.Fatalf("AddExposures(near the largest int64) = %v", err)
+	}
+	if err := s.AddExposures(ctx, []rollout.Exposure{e(most)}); err != nil {
+		t.Fatalf("AddExposures(to a saturated total) = %v", err)
+	}
+	if added, err := s.AddExposureBatch(ctx, "batch-most", t0, []rollout.Exposure{e(most)}); !added || err != nil {
+		t.Fatalf("AddExposureBatch(to a saturated total) = %v, %v", added, err)
+	}
+	for _, bad := range []rollout.Exposure{
+		{FeatureID: f.ID, Version: 1<<32 + 1, Bucket: "control", Hour: t0, Count: 1},
+		{FeatureID: f.ID, Version: 0, Bucket: "control", Hour: t0, Count: 1},
+		{FeatureID: f.ID, Version: 1, Bucket: "off", Hour: t0, Count: -1},
+	} {
+		err := s.AddExposures(ctx, []rollout.Exposure{bad})
+		wantCode(t, fmt.Sprintf("AddExposures(version %d, count %d)", bad.Version, bad.Count), err, rollout.EInvalid)
+		_, err = s.AddExposureBatch(ctx, "batch-bad-1", t0, []rollout.Exposure{e(1), bad})
+		wantCode(t, fmt.Sprintf("AddExposureBatch(version %d, count %d)", bad.Version, bad.Count), err, rollout.EInvalid)
+	}
+	got, err := s.Exposures(ctx, "f")
+	if err != nil {
+		t.Fatalf("Exposures(f) = %v", err)
+	}
+	want := []rollout.Exposure{{Feature: "f", FeatureID: f.ID, Version: 1, Bucket: "control", Hour: t0.Truncate(time.Hour), Count: most}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Exposures(f) mismatch (-want +got):\n%s", diff)
 	}
 }
 

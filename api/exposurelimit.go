@@ -1,0 +1,57 @@
+package api
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	xrate "golang.org/x/time/rate"
+)
+
+// Default rate limit of POST /api/exposures, per token and instance.
+const (
+	DefaultExposureBatchRate  = 20  // batches a second
+	DefaultExposureBatchBurst = 100 // batches at once: a client's backlog after an outage
+)
+
+// exposureLimit bounds the batches of exposures each token (or, while the
+// API is open, each client IP address) sends this instance: rate a second,
+// burst at once; a batch over it is answered 429 with Retry-After, and the
+// in-app client keeps it for its next flush.
+func exposureLimit(rate float64, burst int, next echo.HandlerFunc) echo.HandlerFunc {
+	if rate <= 0 {
+		rate = DefaultExposureBatchRate
+	}
+	if burst <= 0 {
+		burst = DefaultExposureBatchBurst
+	}
+	retry := strconv.Itoa(int(math.Ceil(1 / rate)))
+	limit := middleware.RateLimiterWithConfig(middleware.RateLimiterConfig{
+		Store: middleware.NewRateLimiterMemoryStoreWithConfig(middleware.RateLimiterMemoryStoreConfig{
+			Rate: xrate.Limit(rate), Burst: burst, ExpiresIn: 3 * time.Minute,
+		}),
+		IdentifierExtractor: func(c echo.Context) (string, error) {
+			if tok, ok := TokenOf(c); ok {
+				return "token " + tok.ID, nil
+			}
+			// The connection's address, not RealIP's headers, which
+			// any client could vary to escape the limit.
+			host, _, err := net.SplitHostPort(c.Request().RemoteAddr)
+			if err != nil {
+				host = c.Request().RemoteAddr
+			}
+			return "address " + host, nil
+		},
+		DenyHandler: func(c echo.Context, _ string, _ error) error {
+			c.Response().Header().Set("Retry-After", retry)
+			return echo.NewHTTPError(http.StatusTooManyRequests,
+				fmt.Sprintf("too many batches of exposures from this token: at most %g a second (%d at once); send again after %s s", rate, burst, retry))
+		},
+	})
+	return limit(next)
+}
