@@ -244,15 +244,16 @@ func checkChurn(rep Report, opts ChangeOptions) error {
 	}
 }
 
-// Versions returns the feature's history, newest first; see Store.Versions.
-// Reads of history take turns on at most half the cores: it waits for its
-// turn, or returns EUnavailable if ctx ends first.
+// Versions returns the feature's history, newest first, without the
+// versions' overrides; see Store.VersionSummaries. Version reads one
+// version whole. Reads of history take turns on at most half the cores: it
+// waits for its turn, or returns EUnavailable if ctx ends first.
 func (s *Service) Versions(ctx context.Context, key string, before, limit int) ([]Version, error) {
 	if err := s.history.acquire(ctx); err != nil {
 		return nil, err
 	}
 	defer s.history.release()
-	return s.store.Versions(ctx, key, before, limit)
+	return s.store.VersionSummaries(ctx, key, before, limit)
 }
 
 // Changes returns the audit log: versions of every feature that q selects,
@@ -273,7 +274,8 @@ func (s *Service) Changes(ctx context.Context, q ChangeQuery) ([]Version, error)
 	return s.store.Changes(ctx, q)
 }
 
-// Version returns version n of the feature's history.
+// Version returns version n of the feature's history, with its whole
+// configuration.
 func (s *Service) Version(ctx context.Context, key string, n int) (Version, error) {
 	return s.store.Version(ctx, key, n)
 }
