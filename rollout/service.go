@@ -160,7 +160,7 @@ func (s *Service) Create(ctx context.Context, f Feature, opts ChangeOptions) (Re
 	if opts.DryRun {
 		return res, nil
 	}
-	v := Version{Version: 1, Actor: actor(opts), Time: now, Summary: "created", Comment: opts.Comment, Config: f, Report: rep}
+	v := Version{Version: 1, Actor: actor(opts), Time: now, Summary: "created", Comment: opts.Comment, Config: f, OverrideCount: len(f.Overrides), Report: rep}
 	if err := s.store.CreateFeature(ctx, f, v); err != nil {
 		if ErrorCode(err) == EConflict { // created elsewhere meanwhile
 			s.reload(ctx, f.Key)
@@ -358,7 +358,7 @@ func (s *Service) applyWith(ctx context.Context, cur *compiled, ch Change, opts 
 	if opts.DryRun {
 		return res, nil
 	}
-	v := Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: ch.summary, Comment: opts.Comment, Config: next, Report: rep}
+	v := Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: ch.summary, Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: rep}
 	if err := save(next, v); err != nil {
 		return Result{}, err // on EConflict onFresh reloads
 	}

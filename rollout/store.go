@@ -68,6 +68,10 @@ type Store interface {
 	// overrides, which can be many in every version: each entry's
 	// Config.Overrides is nil and its OverrideCount says how many it had.
 	VersionSummaries(ctx context.Context, key string, before, limit int) ([]Version, error)
+	// UserVersions returns what VersionSummaries returns, with in each
+	// entry's Config.Overrides the override of user alone (nil when it had
+	// none): what a look-up of one user's history needs.
+	UserVersions(ctx context.Context, key, user string, before, limit int) ([]Version, error)
 	// Version returns one entry of the feature's history, with its whole
 	// configuration.
 	Version(ctx context.Context, key string, version int) (Version, error)

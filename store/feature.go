@@ -104,7 +104,7 @@ func (db *DB) DeleteFeature(ctx context.Context, key string, version int) error 
 func (db *DB) Versions(ctx context.Context, key string, before, limit int) ([]rollout.Version, error) {
 	var vs []rollout.Version
 	err := db.readTx(ctx, fmt.Sprintf("list versions of feature %q", key), func(tx *sql.Tx) (err error) {
-		vs, err = readVersions(ctx, tx, key, before, limit)
+		vs, err = readVersions(ctx, tx, key, before, limit, "")
 		return err
 	})
 	return vs, err
@@ -455,6 +455,18 @@ func (db *DB) VersionSummaries(ctx context.Context, key string, before, limit in
 	return vs, err
 }
 
+// UserVersions returns what VersionSummaries returns, with in each entry's
+// Config.Overrides the override of user alone (nil when it had none): what
+// a look-up of one user's history needs.
+func (db *DB) UserVersions(ctx context.Context, key, user string, before, limit int) ([]rollout.Version, error) {
+	var vs []rollout.Version
+	err := db.readTx(ctx, fmt.Sprintf("list versions of feature %q for a user", key), func(tx *sql.Tx) (err error) {
+		vs, err = readVersions(ctx, tx, key, before, limit, user)
+		return err
+	})
+	return vs, err
+}
+
 // listVersions reads a page of the history of the feature key, as stored:
 // the configurations' overrides are left empty. It returns the feature's ID.
 func listVersions(ctx context.Context, tx *sql.Tx, key string, before, limit int) (string, []rollout.Version, error) {
@@ -490,18 +502,27 @@ func listVersions(ctx context.Context, tx *sql.Tx, key string, before, limit int
 	return id, vs, rows.Err()
 }
 
-// readVersions is listVersions with each version's overrides: the spans
-// that overlap the page, each added to the versions it covers.
-func readVersions(ctx context.Context, tx *sql.Tx, key string, before, limit int) ([]rollout.Version, error) {
+// readVersions is listVersions with each version's overrides, those of
+// user alone when user is not "" (nil when it had none): the spans that
+// overlap the page, each added to the versions it covers.
+func readVersions(ctx context.Context, tx *sql.Tx, key string, before, limit int, user string) ([]rollout.Version, error) {
 	id, vs, err := listVersions(ctx, tx, key, before, limit)
 	if err != nil || len(vs) == 0 {
 		return vs, err
 	}
 	oldest, newest := vs[len(vs)-1].Version, vs[0].Version
-	rows, err := tx.QueryContext(ctx, `
+	q := `
 		SELECT user_id, bucket, since, until FROM override_spans
-		WHERE feature_id = ? AND since <= ? AND (until IS NULL OR until > ?)`,
-		id, newest, oldest)
+		WHERE feature_id = ? AND since <= ? AND (until IS NULL OR until > ?)`
+	args := []any{id, newest, oldest}
+	if user != "" {
+		for i := range vs {
+			vs[i].Config.Overrides = nil
+		}
+		q += " AND user_id = ?"
+		args = append(args, user)
+	}
+	rows, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -527,8 +548,7 @@ func readVersions(ctx context.Context, tx *sql.Tx, key string, before, limit int
 
 // spanAdder returns a function that adds an override, held from version
 // since up to until (0: the newest), to each of vs (newest first) it
-// covers. A version stored with no overrides (nil) gets a map when one
-// covers it, which cannot happen in a history the store wrote.
+// covers, making the map of a version whose Overrides is nil.
 func spanAdder(vs []rollout.Version) func(user, bucket string, since, until int) {
 	return func(user, bucket string, since, until int) {
 		// vs is newest first: the first version below until, then down to since.
@@ -548,7 +568,7 @@ func spanAdder(vs []rollout.Version) func(user, bucket string, since, until int)
 }
 
 func findVersion(ctx context.Context, tx *sql.Tx, key string, version int) (rollout.Version, error) {
-	vs, err := readVersions(ctx, tx, key, version+1, 1)
+	vs, err := readVersions(ctx, tx, key, version+1, 1, "")
 	if err != nil {
 		return rollout.Version{}, err
 	}

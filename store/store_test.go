@@ -62,8 +62,9 @@ func versionOf(before, after rollout.Feature) rollout.Version {
 		Version: after.Version,
 		Actor:   "ops@example.com",
 		Time:    after.UpdatedAt,
-		Summary: fmt.Sprintf("change %d", after.Version),
-		Config:  after,
+		Summary:       fmt.Sprintf("change %d", after.Version),
+		Config:        after,
+		OverrideCount: len(after.Overrides),
 		Report: rollout.Report{
 			FromVersion: before.Version, ToVersion: after.Version, Method: rollout.MethodExact, Churn: 0.125,
 			Moves:        []rollout.Move{{From: "A", To: "B", Share: 0.125}},

@@ -364,7 +364,7 @@ func (db *DB) Changes(ctx context.Context, q rollout.ChangeQuery) ([]rollout.Ver
 func (db *DB) Versions(ctx context.Context, key string, before, limit int) ([]rollout.Version, error) {
 	var vs []rollout.Version
 	err := db.readTx(ctx, fmt.Sprintf("list versions of feature %q", key), func(tx pgx.Tx) (err error) {
-		vs, err = readVersions(ctx, tx, key, before, limit)
+		vs, err = readVersions(ctx, tx, key, before, limit, "")
 		return err
 	})
 	return vs, err
@@ -391,7 +391,7 @@ func (db *DB) VersionSummaries(ctx context.Context, key string, before, limit in
 func (db *DB) Version(ctx context.Context, key string, version int) (rollout.Version, error) {
 	var v rollout.Version
 	err := db.readTx(ctx, fmt.Sprintf("read version %d of feature %q", version, key), func(tx pgx.Tx) error {
-		vs, err := readVersions(ctx, tx, key, version+1, 1)
+		vs, err := readVersions(ctx, tx, key, version+1, 1, "")
 		if err != nil {
 			return err
 		}
@@ -402,6 +402,18 @@ func (db *DB) Version(ctx context.Context, key string, version int) (rollout.Ver
 		return nil
 	})
 	return v, err
+}
+
+// UserVersions returns what VersionSummaries returns, with in each entry's
+// Config.Overrides the override of user alone (nil when it had none): what
+// a look-up of one user's history needs.
+func (db *DB) UserVersions(ctx context.Context, key, user string, before, limit int) ([]rollout.Version, error) {
+	var vs []rollout.Version
+	err := db.readTx(ctx, fmt.Sprintf("list versions of feature %q for a user", key), func(tx pgx.Tx) (err error) {
+		vs, err = readVersions(ctx, tx, key, before, limit, user)
+		return err
+	})
+	return vs, err
 }
 
 // listVersions reads a page of the history of the feature key, as stored:
@@ -434,28 +446,37 @@ func listVersions(ctx context.Context, tx pgx.Tx, key string, before, limit int)
 	return id, vs, err
 }
 
-// readVersions is listVersions with each version's overrides: the spans
-// that overlap the page, each added to the versions it covers.
-func readVersions(ctx context.Context, tx pgx.Tx, key string, before, limit int) ([]rollout.Version, error) {
+// readVersions is listVersions with each version's overrides, those of
+// user alone when user is not "" (nil when it had none): the spans that
+// overlap the page, each added to the versions it covers.
+func readVersions(ctx context.Context, tx pgx.Tx, key string, before, limit int, user string) ([]rollout.Version, error) {
 	id, vs, err := listVersions(ctx, tx, key, before, limit)
 	if err != nil || len(vs) == 0 {
 		return vs, err
 	}
 	oldest, newest := vs[len(vs)-1].Version, vs[0].Version
-	rows, err := tx.Query(ctx, `
+	q := `
 		SELECT user_id, bucket, since, COALESCE(until, 0) FROM override_spans
-		WHERE feature_id = $1 AND since <= $2 AND (until IS NULL OR until > $3)`,
-		id, newest, oldest)
+		WHERE feature_id = $1 AND since <= $2 AND (until IS NULL OR until > $3)`
+	args := []any{id, newest, oldest}
+	if user != "" {
+		for i := range vs {
+			vs[i].Config.Overrides = nil
+		}
+		q += " AND user_id = $4"
+		args = append(args, user)
+	}
+	rows, err := tx.Query(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
 	add := spanAdder(vs)
 	var (
-		user, bucket string
+		u, bucket    string
 		since, until int
 	)
-	_, err = pgx.ForEachRow(rows, []any{&user, &bucket, &since, &until}, func() error {
-		add(user, bucket, since, until)
+	_, err = pgx.ForEachRow(rows, []any{&u, &bucket, &since, &until}, func() error {
+		add(u, bucket, since, until)
 		return nil
 	})
 	return vs, err
@@ -463,8 +484,7 @@ func readVersions(ctx context.Context, tx pgx.Tx, key string, before, limit int)
 
 // spanAdder returns a function that adds an override, held from version
 // since up to until (0: the newest), to each of vs (newest first) it
-// covers. A version stored with no overrides (nil) gets a map when one
-// covers it, which cannot happen in a history the store wrote.
+// covers, making the map of a version whose Overrides is nil.
 func spanAdder(vs []rollout.Version) func(user, bucket string, since, until int) {
 	return func(user, bucket string, since, until int) {
 		// vs is newest first: the first version below until, then down to since.

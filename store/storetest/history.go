@@ -73,6 +73,29 @@ func wantHistory(t *testing.T, s Store, key string, written []rollout.Version) {
 		if diff := cmp.Diff(wantSums, sums); diff != "" {
 			t.Errorf("VersionSummaries(%q, %d, %d) mismatch (-want +got):\n%s", key, page.before, page.limit, diff)
 		}
+		users := map[string]bool{"stranger": true}
+		for _, v := range written {
+			for u := range v.Config.Overrides {
+				users[u] = true
+			}
+		}
+		for user := range users {
+			wantUser := []rollout.Version{}
+			for _, v := range want {
+				w := summary(v)
+				if b, ok := v.Config.Overrides[user]; ok {
+					w.Config.Overrides = map[string]string{user: b}
+				}
+				wantUser = append(wantUser, w)
+			}
+			got, err := s.UserVersions(ctx, key, user, page.before, page.limit)
+			if err != nil {
+				t.Fatalf("UserVersions(%q, %q, %d, %d) = %v", key, user, page.before, page.limit, err)
+			}
+			if diff := cmp.Diff(wantUser, got); diff != "" {
+				t.Errorf("UserVersions(%q, %q, %d, %d) mismatch (-want +got):\n%s", key, user, page.before, page.limit, diff)
+			}
+		}
 	}
 }
 
