@@ -59,9 +59,9 @@ func next(f rollout.Feature, at time.Time) rollout.Feature {
 // versionOf returns the history entry of the change from before to after.
 func versionOf(before, after rollout.Feature) rollout.Version {
 	return rollout.Version{
-		Version: after.Version,
-		Actor:   "ops@example.com",
-		Time:    after.UpdatedAt,
+		Version:       after.Version,
+		Actor:         "ops@example.com",
+		Time:          after.UpdatedAt,
 		Summary:       fmt.Sprintf("change %d", after.Version),
 		Config:        after,
 		OverrideCount: len(after.Overrides),
