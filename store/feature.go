@@ -320,28 +320,30 @@ func writeOverrides(ctx context.Context, tx *sql.Tx, id string, version int, ove
 		return err
 	}
 	ended, started := overrideDiff(held, overrides)
+	// Statements with bound parameters, not json_each, so that a user ID
+	// is kept byte for byte whatever it holds.
 	if len(ended) > 0 {
-		users, err := encodeJSON(ended)
+		stmt, err := tx.PrepareContext(ctx, `UPDATE override_spans SET until = ? WHERE feature_id = ? AND user_id = ? AND until IS NULL`)
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `
-			UPDATE override_spans SET until = ?
-			WHERE feature_id = ? AND until IS NULL AND user_id IN (SELECT value FROM json_each(?))`,
-			version, id, users); err != nil {
-			return err
+		defer stmt.Close()
+		for _, user := range ended {
+			if _, err := stmt.ExecContext(ctx, version, id, user); err != nil {
+				return err
+			}
 		}
 	}
 	if len(started) > 0 {
-		spans, err := encodeJSON(started)
+		stmt, err := tx.PrepareContext(ctx, `INSERT INTO override_spans (feature_id, user_id, bucket, since) VALUES (?, ?, ?, ?)`)
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `
-			INSERT INTO override_spans (feature_id, user_id, bucket, since)
-			SELECT ?, key, value, ? FROM json_each(?)`,
-			id, version, spans); err != nil {
-			return err
+		defer stmt.Close()
+		for user, bucket := range started {
+			if _, err := stmt.ExecContext(ctx, id, user, bucket, version); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
