@@ -12,3 +12,7 @@ func SetHeartbeat(t interface{ Cleanup(func()) }, d time.Duration) {
 	heartbeatInterval = d
 	t.Cleanup(func() { heartbeatInterval = old })
 }
+
+// MaxHistoryBytes is maxHistoryBytes, the bytes of entries past the first
+// that one history answer may hold.
+const MaxHistoryBytes = maxHistoryBytes

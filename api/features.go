@@ -313,74 +313,161 @@ func (s *Server) rollback(c echo.Context) error {
 	return respond(c, http.StatusOK, res)
 }
 
+// History answers are bounded by bytes as well as by count: a page ends
+// early, with "next", once its entries take maxHistoryBytes (it lists one
+// entry at least, which the feature limits bound). Versions are read from
+// the service historyChunk at a time.
+const (
+	maxHistoryBytes = 1 << 20
+	historyChunk    = 100
+)
+
+// versionSummary is an entry of a history list: a version without the
+// overrides of its configuration (override_count says how many it had) and
+// with its report's count of override changes (override_change_count) in
+// place of their list. GET /api/features/K/versions/N has both.
+type versionSummary struct {
+	rollout.Version
+	Config configSummary `json:"config"`
+	Report reportSummary `json:"report"`
+}
+
+type configSummary struct {
+	rollout.Feature
+	// Overrides hides the feature's own, which it never holds: nil, it is
+	// left out.
+	Overrides *struct{} `json:"overrides,omitempty"`
+}
+
+type reportSummary struct {
+	rollout.Report
+	OverrideChangeCount int `json:"override_change_count"`
+}
+
+func summarize(v rollout.Version) versionSummary {
+	r := reportSummary{Report: v.Report, OverrideChangeCount: len(v.Report.OverrideChanges)}
+	r.OverrideChanges = nil
+	return versionSummary{Version: v, Config: configSummary{Feature: v.Config}, Report: r}
+}
+
+// historyList gathers the encoded entries of one history answer: at most
+// limit of them and, past the first, at most maxHistoryBytes.
+type historyList struct {
+	entries []json.RawMessage
+	bytes   int
+	limit   int
+	full    bool // an entry was left out: another page follows
+}
+
+// add appends entry, encoded, unless the list is full; it reports whether
+// it did. Once it returns false, it always does.
+func (l *historyList) add(entry any) (bool, error) {
+	if l.full || len(l.entries) == l.limit {
+		l.full = true
+		return false, nil
+	}
+	b, err := json.Marshal(entry)
+	if err != nil {
+		return false, err
+	}
+	if len(l.entries) > 0 && l.bytes+len(b) > maxHistoryBytes {
+		l.full = true
+		return false, nil
+	}
+	l.entries, l.bytes = append(l.entries, b), l.bytes+len(b)+1
+	return true, nil
+}
+
 // versionsPage answers GET /api/features/K/versions.
 type versionsPage struct {
-	Versions []rollout.Version `json:"versions"`
-	Next     *string           `json:"next"` // the URL of the next page; null on the last
+	Versions []json.RawMessage `json:"versions"` // versionSummary
+	Next     *string           `json:"next"`     // the URL of the next page; null on the last
 }
 
 // listVersions is GET /api/features/K/versions[?before=N&limit=M]: the
-// feature's history, newest first, a page at a time.
+// feature's history, newest first, a page at a time, each version as a
+// summary (versionSummary).
 func (s *Server) listVersions(c echo.Context) error {
 	before, limit, err := historyPage(c)
 	if err != nil {
 		return err
 	}
-	// One more than the page holds tells whether another follows.
-	vs, err := s.svc.Versions(c.Request().Context(), pathParam(c, "key"), before, limit+1)
-	if err != nil {
-		return err
+	l := historyList{entries: []json.RawMessage{}, limit: limit}
+	for {
+		// One more than the page still holds tells whether another follows.
+		want := min(historyChunk, limit-len(l.entries)+1)
+		vs, err := s.svc.Versions(c.Request().Context(), pathParam(c, "key"), before, want)
+		if err != nil {
+			return err
+		}
+		for _, v := range vs {
+			added, err := l.add(summarize(v))
+			if err != nil {
+				return err
+			}
+			if !added {
+				return c.JSON(http.StatusOK, versionsPage{Versions: l.entries, Next: nextPage(c, before, limit)})
+			}
+			before = v.Version
+		}
+		if len(vs) < want {
+			return c.JSON(http.StatusOK, versionsPage{Versions: l.entries})
+		}
 	}
-	page := versionsPage{Versions: vs}
-	if len(vs) > limit {
-		page.Versions = vs[:limit]
-		page.Next = nextPage(c, vs[limit-1].Version, limit)
-	}
-	return c.JSON(http.StatusOK, page)
 }
 
-// changeView is one entry of the audit log: a version and its feature.
+// changeView is one entry of the audit log: a version, as a summary, and
+// its feature.
 type changeView struct {
 	Feature string `json:"feature"`
-	rollout.Version
+	versionSummary
 }
 
 type changesPage struct {
-	Changes []changeView `json:"changes"`
-	Next    *string      `json:"next"` // the URL of the next page; null on the last
+	Changes []json.RawMessage `json:"changes"` // changeView
+	Next    *string           `json:"next"`    // the URL of the next page; null on the last
 }
 
 // listChanges is GET /api/changes?feature=K&actor=A&before=SEQ&limit=N: the
 // audit log, the versions of every feature newest first, with their
-// comments, filtered by feature and by actor, a page at a time.
+// comments, as summaries, filtered by feature and by actor, a page at a
+// time.
 func (s *Server) listChanges(c echo.Context) error {
 	before, limit, err := historyPage(c)
 	if err != nil {
 		return err
 	}
-	q := rollout.ChangeQuery{Feature: c.QueryParam("feature"), Actor: c.QueryParam("actor"), Before: int64(before), Limit: limit + 1}
-	vs, err := s.svc.Changes(c.Request().Context(), q)
-	if err != nil {
-		return err
-	}
-	page := changesPage{Changes: make([]changeView, 0, len(vs))}
-	if len(vs) > limit {
-		vs = vs[:limit]
-		next := url.Values{"before": {strconv.FormatInt(vs[limit-1].Seq, 10)}, "limit": {strconv.Itoa(limit)}}
-		if q.Feature != "" {
-			next.Set("feature", q.Feature)
+	q := rollout.ChangeQuery{Feature: c.QueryParam("feature"), Actor: c.QueryParam("actor"), Before: int64(before)}
+	l := historyList{entries: []json.RawMessage{}, limit: limit}
+	for {
+		q.Limit = min(historyChunk, limit-len(l.entries)+1)
+		vs, err := s.svc.Changes(c.Request().Context(), q)
+		if err != nil {
+			return err
 		}
-		if q.Actor != "" {
-			next.Set("actor", q.Actor)
+		for _, v := range vs {
+			added, err := l.add(changeView{Feature: v.Config.Key, versionSummary: summarize(v)})
+			if err != nil {
+				return err
+			}
+			if !added {
+				next := url.Values{"before": {strconv.FormatInt(q.Before, 10)}, "limit": {strconv.Itoa(limit)}}
+				if q.Feature != "" {
+					next.Set("feature", q.Feature)
+				}
+				if q.Actor != "" {
+					next.Set("actor", q.Actor)
+				}
+				link := c.Request().URL.EscapedPath() + "?" + next.Encode()
+				c.Response().Header().Set("Link", "<"+link+`>; rel="next"`)
+				return c.JSON(http.StatusOK, changesPage{Changes: l.entries, Next: &link})
+			}
+			q.Before = v.Seq
 		}
-		link := c.Request().URL.EscapedPath() + "?" + next.Encode()
-		c.Response().Header().Set("Link", "<"+link+`>; rel="next"`)
-		page.Next = &link
+		if len(vs) < q.Limit {
+			return c.JSON(http.StatusOK, changesPage{Changes: l.entries})
+		}
 	}
-	for _, v := range vs {
-		page.Changes = append(page.Changes, changeView{Feature: v.Config.Key, Version: v})
-	}
-	return c.JSON(http.StatusOK, page)
 }
 
 // historyPage reads the page a history read asks for: ?before=N (versions

@@ -289,6 +289,18 @@ func (s *countingStore) Versions(ctx context.Context, key string, before, limit 
 	return vs, err
 }
 
+func (s *countingStore) VersionSummaries(ctx context.Context, key string, before, limit int) ([]rollout.Version, error) {
+	vs, err := s.Store.VersionSummaries(ctx, key, before, limit)
+	s.count("version_summaries", err)
+	return vs, err
+}
+
+func (s *countingStore) UserVersions(ctx context.Context, key, user string, before, limit int) ([]rollout.Version, error) {
+	vs, err := s.Store.UserVersions(ctx, key, user, before, limit)
+	s.count("user_versions", err)
+	return vs, err
+}
+
 func (s *countingStore) Version(ctx context.Context, key string, version int) (rollout.Version, error) {
 	v, err := s.Store.Version(ctx, key, version)
 	s.count("version", err)

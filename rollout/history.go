@@ -97,7 +97,7 @@ func (s *Service) UserHistory(ctx context.Context, key, user string, before, lim
 	for {
 		// One more than the page still holds tells whether another follows.
 		want := min(historyChunk, limit-len(page)+1)
-		versions, err := s.store.Versions(ctx, key, before, want)
+		versions, err := s.store.UserVersions(ctx, key, user, before, want)
 		if err != nil {
 			return nil, 0, err
 		}

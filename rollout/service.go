@@ -161,7 +161,7 @@ func (s *Service) Create(ctx context.Context, f Feature, opts ChangeOptions) (Re
 	if opts.DryRun {
 		return res, nil
 	}
-	v := Version{Version: 1, Actor: actor(opts), Time: now, Summary: "created", Comment: opts.Comment, Config: f, Report: rep}
+	v := Version{Version: 1, Actor: actor(opts), Time: now, Summary: "created", Comment: opts.Comment, Config: f, OverrideCount: len(f.Overrides), Report: rep}
 	if err := s.store.CreateFeature(ctx, f, v); err != nil {
 		if ErrorCode(err) == EConflict { // created elsewhere meanwhile
 			s.reload(ctx, f.Key)
@@ -245,15 +245,16 @@ func checkChurn(rep Report, opts ChangeOptions) error {
 	}
 }
 
-// Versions returns the feature's history, newest first; see Store.Versions.
-// Reads of history take turns on at most half the cores: it waits for its
-// turn, or returns EUnavailable if ctx ends first.
+// Versions returns the feature's history, newest first, without the
+// versions' overrides; see Store.VersionSummaries. Version reads one
+// version whole. Reads of history take turns on at most half the cores: it
+// waits for its turn, or returns EUnavailable if ctx ends first.
 func (s *Service) Versions(ctx context.Context, key string, before, limit int) ([]Version, error) {
 	if err := s.history.acquire(ctx); err != nil {
 		return nil, err
 	}
 	defer s.history.release()
-	return s.store.Versions(ctx, key, before, limit)
+	return s.store.VersionSummaries(ctx, key, before, limit)
 }
 
 // Changes returns the audit log: versions of every feature that q selects,
@@ -274,7 +275,8 @@ func (s *Service) Changes(ctx context.Context, q ChangeQuery) ([]Version, error)
 	return s.store.Changes(ctx, q)
 }
 
-// Version returns version n of the feature's history.
+// Version returns version n of the feature's history, with its whole
+// configuration.
 func (s *Service) Version(ctx context.Context, key string, n int) (Version, error) {
 	return s.store.Version(ctx, key, n)
 }
@@ -357,7 +359,7 @@ func (s *Service) applyWith(ctx context.Context, cur *compiled, ch Change, opts 
 	if opts.DryRun {
 		return res, nil
 	}
-	v := Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: ch.summary, Comment: opts.Comment, Config: next, Report: rep}
+	v := Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: ch.summary, Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: rep}
 	if err := save(next, v); err != nil {
 		return Result{}, err // on EConflict onFresh reloads
 	}

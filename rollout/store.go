@@ -15,7 +15,11 @@ type Version struct {
 	// Comment is what the change's author wrote about it; empty: none.
 	Comment string  `json:"comment,omitempty"`
 	Config  Feature `json:"config"`
-	Report  Report  `json:"report"`
+	// OverrideCount is how many overrides the version had: len of
+	// Config.Overrides, also where a store leaves them out of Config
+	// (Store.VersionSummaries, Store.Changes).
+	OverrideCount int    `json:"override_count"`
+	Report        Report `json:"report"`
 	// Seq orders versions of every feature in the order they were
 	// written. Only Store.Changes sets it: it is the audit log's cursor.
 	Seq int64 `json:"seq,omitempty"`
@@ -57,14 +61,24 @@ type Store interface {
 	DeleteFeature(ctx context.Context, key string, version int) error
 	// Versions returns the feature's history, newest first, at most limit
 	// entries (all when limit <= 0) with a version below before (no bound
-	// when before <= 0).
+	// when before <= 0), each with its whole configuration, overrides
+	// included.
 	Versions(ctx context.Context, key string, before, limit int) ([]Version, error)
-	// Version returns one entry of the feature's history.
+	// VersionSummaries returns what Versions returns without the
+	// overrides, which can be many in every version: each entry's
+	// Config.Overrides is nil and its OverrideCount says how many it had.
+	VersionSummaries(ctx context.Context, key string, before, limit int) ([]Version, error)
+	// UserVersions returns what VersionSummaries returns, with in each
+	// entry's Config.Overrides the override of user alone (nil when it had
+	// none): what a look-up of one user's history needs.
+	UserVersions(ctx context.Context, key, user string, before, limit int) ([]Version, error)
+	// Version returns one entry of the feature's history, with its whole
+	// configuration.
 	Version(ctx context.Context, key string, version int) (Version, error)
 	// Changes returns the versions of every existing feature that q
-	// selects, newest first (by Seq, which it sets), with their comments:
-	// the audit log. A feature that does not exist selects nothing; it is
-	// not an error.
+	// selects, newest first (by Seq, which it sets), with their comments
+	// and without their overrides (as VersionSummaries): the audit log. A
+	// feature that does not exist selects nothing; it is not an error.
 	Changes(ctx context.Context, q ChangeQuery) ([]Version, error)
 	// AddExposures adds counts of evaluations to the stored ones of their
 	// feature, version, bucket and hour (Exposure.Hour, truncated to the

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"testing"
 
@@ -21,6 +22,24 @@ func TestContract(t *testing.T) {
 			t.Cleanup(func() { db.Close() })
 			return db
 		}
-		return storetest.Opened{Store: open(t), Open: open}
+		return storetest.Opened{Store: open(t), Open: open, HistoryBytes: func(t *testing.T) int64 { return pagesInUse(t, path) }}
 	})
+}
+
+// pagesInUse returns the bytes of the pages the SQLite database at path
+// uses (its free pages left out), as of its last commit, WAL included.
+func pagesInUse(t *testing.T, path string) int64 {
+	t.Helper()
+	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var pages, free, size int64
+	for pragma, n := range map[string]*int64{"page_count": &pages, "freelist_count": &free, "page_size": &size} {
+		if err := db.QueryRow("PRAGMA " + pragma).Scan(n); err != nil {
+			t.Fatalf("PRAGMA %s: %v", pragma, err)
+		}
+	}
+	return (pages - free) * size
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -98,11 +99,12 @@ func (db *DB) DeleteFeature(ctx context.Context, key string, version int) error 
 
 // Versions returns the history of the feature key newest first: at most
 // limit entries (all when limit <= 0) below version before (all when
-// before <= 0). It returns rollout.ENotFound when there is no such feature.
+// before <= 0), each with its whole configuration. It returns
+// rollout.ENotFound when there is no such feature.
 func (db *DB) Versions(ctx context.Context, key string, before, limit int) ([]rollout.Version, error) {
 	var vs []rollout.Version
 	err := db.readTx(ctx, fmt.Sprintf("list versions of feature %q", key), func(tx *sql.Tx) (err error) {
-		vs, err = listVersions(ctx, tx, key, before, limit)
+		vs, err = readVersions(ctx, tx, key, before, limit, "")
 		return err
 	})
 	return vs, err
@@ -257,9 +259,10 @@ func whyNotWritten(ctx context.Context, tx *sql.Tx, key, id string, version int)
 }
 
 // insertVersion appends v, with its churn report, to the history of the
-// feature id.
+// feature id. The version row keeps the configuration without its
+// overrides; writeOverrides records what v changed in them.
 func insertVersion(ctx context.Context, tx *sql.Tx, id string, v rollout.Version) error {
-	config, err := encodeFeature(v.Config)
+	config, err := encodeFeature(withoutOverrides(v.Config))
 	if err != nil {
 		return err
 	}
@@ -268,10 +271,13 @@ func insertVersion(ctx context.Context, tx *sql.Tx, id string, v rollout.Version
 		return fmt.Errorf("encode report: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `
-		INSERT INTO versions (feature_id, version, actor, created_at, summary, comment, config)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		id, v.Version, v.Actor, formatTime(v.Time), v.Summary, v.Comment, config); err != nil {
+		INSERT INTO versions (feature_id, version, actor, created_at, summary, comment, config, override_count)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		id, v.Version, v.Actor, formatTime(v.Time), v.Summary, v.Comment, config, len(v.Config.Overrides)); err != nil {
 		return fmt.Errorf("insert version %d: %w", v.Version, err)
+	}
+	if err := writeOverrides(ctx, tx, id, v.Version, v.Config.Overrides); err != nil {
+		return fmt.Errorf("write overrides of version %d: %w", v.Version, err)
 	}
 	if _, err := tx.ExecContext(ctx, `
 		INSERT INTO churn_reports (feature_id, version, churn, modulo_churn, report)
@@ -280,6 +286,85 @@ func insertVersion(ctx context.Context, tx *sql.Tx, id string, v rollout.Version
 		return fmt.Errorf("insert report of version %d: %w", v.Version, err)
 	}
 	return nil
+}
+
+// withoutOverrides returns f with an empty map of overrides in place of
+// its own, nil when it has none: what a version row keeps.
+func withoutOverrides(f rollout.Feature) rollout.Feature {
+	if f.Overrides != nil {
+		f.Overrides = map[string]string{}
+	}
+	return f
+}
+
+// writeOverrides makes overrides those of the feature id from version on:
+// it ends the spans of the overrides that version drops or changes, and
+// starts one for each that it adds or changes. Overrides that stay as they
+// were cost nothing.
+func writeOverrides(ctx context.Context, tx *sql.Tx, id string, version int, overrides map[string]string) error {
+	rows, err := tx.QueryContext(ctx, `SELECT user_id, bucket FROM override_spans WHERE feature_id = ? AND until IS NULL`, id)
+	if err != nil {
+		return err
+	}
+	held := map[string]string{}
+	for rows.Next() {
+		var user, bucket string
+		if err := rows.Scan(&user, &bucket); err != nil {
+			rows.Close()
+			return err
+		}
+		held[user] = bucket
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	ended, started := overrideDiff(held, overrides)
+	// Statements with bound parameters, not json_each, so that a user ID
+	// is kept byte for byte whatever it holds.
+	if len(ended) > 0 {
+		stmt, err := tx.PrepareContext(ctx, `UPDATE override_spans SET until = ? WHERE feature_id = ? AND user_id = ? AND until IS NULL`)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		for _, user := range ended {
+			if _, err := stmt.ExecContext(ctx, version, id, user); err != nil {
+				return err
+			}
+		}
+	}
+	if len(started) > 0 {
+		stmt, err := tx.PrepareContext(ctx, `INSERT INTO override_spans (feature_id, user_id, bucket, since) VALUES (?, ?, ?, ?)`)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		for user, bucket := range started {
+			if _, err := stmt.ExecContext(ctx, id, user, bucket, version); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// overrideDiff returns the users whose override in held ends in next
+// (dropped or changed) and the overrides of next that start (added or
+// changed).
+func overrideDiff(held, next map[string]string) (ended []string, started map[string]string) {
+	for user, bucket := range held {
+		if b, ok := next[user]; !ok || b != bucket {
+			ended = append(ended, user)
+		}
+	}
+	started = map[string]string{}
+	for user, bucket := range next {
+		if b, ok := held[user]; !ok || b != bucket {
+			started[user] = bucket
+		}
+	}
+	return ended, started
 }
 
 // featureID returns the ID of the feature key, or rollout.ENotFound.
@@ -293,7 +378,7 @@ func featureID(ctx context.Context, tx *sql.Tx, key string) (string, error) {
 }
 
 const selectVersions = `
-	SELECT v.version, v.actor, v.created_at, v.summary, v.comment, v.config, r.report
+	SELECT v.version, v.actor, v.created_at, v.summary, v.comment, v.config, v.override_count, r.report
 	FROM versions v
 	LEFT JOIN churn_reports r ON r.feature_id = v.feature_id AND r.version = v.version
 	WHERE v.feature_id = ?`
@@ -301,15 +386,15 @@ const selectVersions = `
 // selectChanges reads the versions of every feature, with the feature's
 // key and ID, and the version's rowid as its Seq.
 const selectChanges = `
-	SELECT v.version, v.actor, v.created_at, v.summary, v.comment, v.config, r.report, f.id, f.key, v.rowid
+	SELECT v.version, v.actor, v.created_at, v.summary, v.comment, v.config, v.override_count, r.report, f.id, f.key, v.rowid
 	FROM versions v
 	JOIN features f ON f.id = v.feature_id
 	LEFT JOIN churn_reports r ON r.feature_id = v.feature_id AND r.version = v.version
 	WHERE 1 = 1`
 
 // Changes returns the versions of every existing feature that q selects,
-// newest first: the audit log. Seq is the version's rowid, which grows with
-// each insert.
+// newest first, without their overrides (see VersionSummaries): the audit
+// log. Seq is the version's rowid, which grows with each insert.
 func (db *DB) Changes(ctx context.Context, q rollout.ChangeQuery) ([]rollout.Version, error) {
 	var vs []rollout.Version
 	err := db.readTx(ctx, "list changes", func(tx *sql.Tx) error {
@@ -349,6 +434,7 @@ func (db *DB) Changes(ctx context.Context, q rollout.ChangeQuery) ([]rollout.Ver
 				return err
 			}
 			v.Config.ID, v.Config.Key, v.Seq = id, key, seq
+			v.Config.Overrides = nil
 			vs = append(vs, v)
 		}
 		return rows.Err()
@@ -356,10 +442,39 @@ func (db *DB) Changes(ctx context.Context, q rollout.ChangeQuery) ([]rollout.Ver
 	return vs, err
 }
 
-func listVersions(ctx context.Context, tx *sql.Tx, key string, before, limit int) ([]rollout.Version, error) {
+// VersionSummaries returns what Versions returns without the overrides:
+// each entry's Config.Overrides is nil, its OverrideCount says how many it
+// had. It reads no override.
+func (db *DB) VersionSummaries(ctx context.Context, key string, before, limit int) ([]rollout.Version, error) {
+	var vs []rollout.Version
+	err := db.readTx(ctx, fmt.Sprintf("list versions of feature %q", key), func(tx *sql.Tx) (err error) {
+		_, vs, err = listVersions(ctx, tx, key, before, limit)
+		for i := range vs {
+			vs[i].Config.Overrides = nil
+		}
+		return err
+	})
+	return vs, err
+}
+
+// UserVersions returns what VersionSummaries returns, with in each entry's
+// Config.Overrides the override of user alone (nil when it had none): what
+// a look-up of one user's history needs.
+func (db *DB) UserVersions(ctx context.Context, key, user string, before, limit int) ([]rollout.Version, error) {
+	var vs []rollout.Version
+	err := db.readTx(ctx, fmt.Sprintf("list versions of feature %q for a user", key), func(tx *sql.Tx) (err error) {
+		vs, err = readVersions(ctx, tx, key, before, limit, user)
+		return err
+	})
+	return vs, err
+}
+
+// listVersions reads a page of the history of the feature key, as stored:
+// the configurations' overrides are left empty. It returns the feature's ID.
+func listVersions(ctx context.Context, tx *sql.Tx, key string, before, limit int) (string, []rollout.Version, error) {
 	id, err := featureID(ctx, tx, key)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	var q strings.Builder
 	q.WriteString(selectVersions)
@@ -375,37 +490,94 @@ func listVersions(ctx context.Context, tx *sql.Tx, key string, before, limit int
 	}
 	rows, err := tx.QueryContext(ctx, q.String(), args...)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	defer rows.Close()
 	vs := []rollout.Version{}
 	for rows.Next() {
 		v, err := scanVersion(rows, id, key)
 		if err != nil {
-			return nil, err
+			return "", nil, err
 		}
 		vs = append(vs, v)
+	}
+	return id, vs, rows.Err()
+}
+
+// readVersions is listVersions with each version's overrides, those of
+// user alone when user is not "" (nil when it had none): the spans that
+// overlap the page, each added to the versions it covers.
+func readVersions(ctx context.Context, tx *sql.Tx, key string, before, limit int, user string) ([]rollout.Version, error) {
+	id, vs, err := listVersions(ctx, tx, key, before, limit)
+	if err != nil || len(vs) == 0 {
+		return vs, err
+	}
+	oldest, newest := vs[len(vs)-1].Version, vs[0].Version
+	q := `
+		SELECT user_id, bucket, since, until FROM override_spans
+		WHERE feature_id = ? AND since <= ? AND (until IS NULL OR until > ?)`
+	args := []any{id, newest, oldest}
+	if user != "" {
+		for i := range vs {
+			vs[i].Config.Overrides = nil
+		}
+		q += " AND user_id = ?"
+		args = append(args, user)
+	}
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	add := spanAdder(vs)
+	for rows.Next() {
+		var (
+			user, bucket string
+			since        int
+			until        sql.NullInt64
+		)
+		if err := rows.Scan(&user, &bucket, &since, &until); err != nil {
+			return nil, err
+		}
+		end := 0
+		if until.Valid {
+			end = int(until.Int64)
+		}
+		add(user, bucket, since, end)
 	}
 	return vs, rows.Err()
 }
 
-func findVersion(ctx context.Context, tx *sql.Tx, key string, version int) (rollout.Version, error) {
-	id, err := featureID(ctx, tx, key)
-	if err != nil {
-		return rollout.Version{}, err
-	}
-	rows, err := tx.QueryContext(ctx, selectVersions+" AND v.version = ?", id, version)
-	if err != nil {
-		return rollout.Version{}, err
-	}
-	defer rows.Close()
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return rollout.Version{}, err
+// spanAdder returns a function that adds an override, held from version
+// since up to until (0: the newest), to each of vs (newest first) it
+// covers, making the map of a version whose Overrides is nil.
+func spanAdder(vs []rollout.Version) func(user, bucket string, since, until int) {
+	return func(user, bucket string, since, until int) {
+		// vs is newest first: the first version below until, then down to since.
+		i, _ := slices.BinarySearchFunc(vs, until, func(v rollout.Version, until int) int {
+			if until == 0 || v.Version < until {
+				return 1
+			}
+			return -1
+		})
+		for ; i < len(vs) && vs[i].Version >= since; i++ {
+			if vs[i].Config.Overrides == nil {
+				vs[i].Config.Overrides = map[string]string{}
+			}
+			vs[i].Config.Overrides[user] = bucket
 		}
+	}
+}
+
+func findVersion(ctx context.Context, tx *sql.Tx, key string, version int) (rollout.Version, error) {
+	vs, err := readVersions(ctx, tx, key, version+1, 1, "")
+	if err != nil {
+		return rollout.Version{}, err
+	}
+	if len(vs) == 0 || vs[0].Version != version {
 		return rollout.Version{}, rollout.Errorf(rollout.ENotFound, "feature %q has no version %d", key, version)
 	}
-	return scanVersion(rows, id, key)
+	return vs[0], nil
 }
 
 // scanVersion reads a row of selectVersions of the feature id, key. A
@@ -428,7 +600,7 @@ func scanVersionRow(rows *sql.Rows, extra ...any) (rollout.Version, error) {
 		config  string
 		report  sql.NullString
 	)
-	dest := append([]any{&v.Version, &v.Actor, &created, &v.Summary, &v.Comment, &config, &report}, extra...)
+	dest := append([]any{&v.Version, &v.Actor, &created, &v.Summary, &v.Comment, &config, &v.OverrideCount, &report}, extra...)
 	if err := rows.Scan(dest...); err != nil {
 		return rollout.Version{}, err
 	}

@@ -59,11 +59,12 @@ func next(f rollout.Feature, at time.Time) rollout.Feature {
 // versionOf returns the history entry of the change from before to after.
 func versionOf(before, after rollout.Feature) rollout.Version {
 	return rollout.Version{
-		Version: after.Version,
-		Actor:   "ops@example.com",
-		Time:    after.UpdatedAt,
-		Summary: fmt.Sprintf("change %d", after.Version),
-		Config:  after,
+		Version:       after.Version,
+		Actor:         "ops@example.com",
+		Time:          after.UpdatedAt,
+		Summary:       fmt.Sprintf("change %d", after.Version),
+		Config:        after,
+		OverrideCount: len(after.Overrides),
 		Report: rollout.Report{
 			FromVersion: before.Version, ToVersion: after.Version, Method: rollout.MethodExact, Churn: 0.125,
 			Moves:        []rollout.Move{{From: "A", To: "B", Share: 0.125}},

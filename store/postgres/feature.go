@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -182,9 +183,10 @@ func whyNotWritten(ctx context.Context, tx pgx.Tx, key, id string, version int) 
 }
 
 // insertVersion appends v, with its churn report, to the history of the
-// feature id.
+// feature id. The version row keeps the configuration without its
+// overrides; writeOverrides records what v changed in them.
 func insertVersion(ctx context.Context, tx pgx.Tx, id string, v rollout.Version) error {
-	config, err := encodeFeature(v.Config)
+	config, err := encodeFeature(withoutOverrides(v.Config))
 	if err != nil {
 		return err
 	}
@@ -193,10 +195,13 @@ func insertVersion(ctx context.Context, tx pgx.Tx, id string, v rollout.Version)
 		return fmt.Errorf("encode report: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `
-		INSERT INTO versions (feature_id, version, actor, created_at, summary, comment, config)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		id, v.Version, v.Actor, v.Time.UTC(), v.Summary, v.Comment, config); err != nil {
+		INSERT INTO versions (feature_id, version, actor, created_at, summary, comment, config, override_count)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		id, v.Version, v.Actor, v.Time.UTC(), v.Summary, v.Comment, config, len(v.Config.Overrides)); err != nil {
 		return fmt.Errorf("insert version %d: %w", v.Version, err)
+	}
+	if err := writeOverrides(ctx, tx, id, v.Version, v.Config.Overrides); err != nil {
+		return fmt.Errorf("write overrides of version %d: %w", v.Version, err)
 	}
 	if _, err := tx.Exec(ctx, `
 		INSERT INTO churn_reports (feature_id, version, churn, modulo_churn, report)
@@ -205,6 +210,75 @@ func insertVersion(ctx context.Context, tx pgx.Tx, id string, v rollout.Version)
 		return fmt.Errorf("insert report of version %d: %w", v.Version, err)
 	}
 	return nil
+}
+
+// withoutOverrides returns f with an empty map of overrides in place of
+// its own, nil when it has none: what a version row keeps.
+func withoutOverrides(f rollout.Feature) rollout.Feature {
+	if f.Overrides != nil {
+		f.Overrides = map[string]string{}
+	}
+	return f
+}
+
+// writeOverrides makes overrides those of the feature id from version on:
+// it ends the spans of the overrides that version drops or changes, and
+// starts one for each that it adds or changes. Overrides that stay as they
+// were cost nothing.
+func writeOverrides(ctx context.Context, tx pgx.Tx, id string, version int, overrides map[string]string) error {
+	rows, err := tx.Query(ctx, `SELECT user_id, bucket FROM override_spans WHERE feature_id = $1 AND until IS NULL`, id)
+	if err != nil {
+		return err
+	}
+	held := map[string]string{}
+	var user, bucket string
+	if _, err := pgx.ForEachRow(rows, []any{&user, &bucket}, func() error {
+		held[user] = bucket
+		return nil
+	}); err != nil {
+		return err
+	}
+	ended, started := overrideDiff(held, overrides)
+	if len(ended) > 0 {
+		if _, err := tx.Exec(ctx, `
+			UPDATE override_spans SET until = $1
+			WHERE feature_id = $2 AND until IS NULL AND user_id = ANY($3)`,
+			version, id, ended); err != nil {
+			return err
+		}
+	}
+	if len(started) > 0 {
+		users := make([]string, 0, len(started))
+		buckets := make([]string, 0, len(started))
+		for u, b := range started {
+			users, buckets = append(users, u), append(buckets, b)
+		}
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO override_spans (feature_id, user_id, bucket, since)
+			SELECT $1, u, b, $2 FROM unnest($3::text[], $4::text[]) AS o (u, b)`,
+			id, version, users, buckets); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// overrideDiff returns the users whose override in held ends in next
+// (dropped or changed) and the overrides of next that start (added or
+// changed).
+func overrideDiff(held, next map[string]string) (ended []string, started map[string]string) {
+	for user, bucket := range held {
+		if b, ok := next[user]; !ok || b != bucket {
+			ended = append(ended, user)
+		}
+	}
+	started = map[string]string{}
+	for user, bucket := range next {
+		if b, ok := held[user]; !ok || b != bucket {
+			started[user] = bucket
+		}
+	}
+	return ended, started
 }
 
 // featureID returns the ID of the feature key, or rollout.ENotFound.
@@ -218,7 +292,7 @@ func featureID(ctx context.Context, tx pgx.Tx, key string) (string, error) {
 }
 
 const selectVersions = `
-	SELECT v.version, v.actor, v.created_at, v.summary, v.comment, v.config, r.report
+	SELECT v.version, v.actor, v.created_at, v.summary, v.comment, v.config, v.override_count, r.report
 	FROM versions v
 	LEFT JOIN churn_reports r ON r.feature_id = v.feature_id AND r.version = v.version
 	WHERE v.feature_id = $1`
@@ -226,15 +300,15 @@ const selectVersions = `
 // selectChanges reads the versions of every feature, with the feature's
 // ID and key and the version's seq.
 const selectChanges = `
-	SELECT v.version, v.actor, v.created_at, v.summary, v.comment, v.config, r.report, f.id, f.key, v.seq
+	SELECT v.version, v.actor, v.created_at, v.summary, v.comment, v.config, v.override_count, r.report, f.id, f.key, v.seq
 	FROM versions v
 	JOIN features f ON f.id = v.feature_id
 	LEFT JOIN churn_reports r ON r.feature_id = v.feature_id AND r.version = v.version
 	WHERE true`
 
 // Changes returns the versions of every existing feature that q selects,
-// newest first by seq, which a sequence numbers in insertion order: the
-// audit log.
+// newest first by seq, which a sequence numbers in insertion order,
+// without their overrides (see VersionSummaries): the audit log.
 func (db *DB) Changes(ctx context.Context, q rollout.ChangeQuery) ([]rollout.Version, error) {
 	var vs []rollout.Version
 	err := db.readTx(ctx, "list changes", func(tx pgx.Tx) error {
@@ -272,6 +346,7 @@ func (db *DB) Changes(ctx context.Context, q rollout.ChangeQuery) ([]rollout.Ver
 				return v, err
 			}
 			v.Config.ID, v.Config.Key, v.Seq = id, key, seq
+			v.Config.Overrides = nil
 			return v, nil
 		})
 		return err
@@ -284,59 +359,148 @@ func (db *DB) Changes(ctx context.Context, q rollout.ChangeQuery) ([]rollout.Ver
 
 // Versions returns the history of the feature key newest first: at most
 // limit entries (all when limit <= 0) below version before (all when
-// before <= 0). It returns rollout.ENotFound when there is no such feature.
+// before <= 0), each with its whole configuration. It returns
+// rollout.ENotFound when there is no such feature.
 func (db *DB) Versions(ctx context.Context, key string, before, limit int) ([]rollout.Version, error) {
 	var vs []rollout.Version
-	err := db.readTx(ctx, fmt.Sprintf("list versions of feature %q", key), func(tx pgx.Tx) error {
-		id, err := featureID(ctx, tx, key)
-		if err != nil {
-			return err
-		}
-		var q strings.Builder
-		q.WriteString(selectVersions)
-		args := []any{id}
-		if before > 0 {
-			args = append(args, before)
-			fmt.Fprintf(&q, " AND v.version < $%d", len(args))
-		}
-		q.WriteString(" ORDER BY v.version DESC")
-		if limit > 0 {
-			args = append(args, limit)
-			fmt.Fprintf(&q, " LIMIT $%d", len(args))
-		}
-		rows, err := tx.Query(ctx, q.String(), args...)
-		if err != nil {
-			return err
-		}
-		vs, err = pgx.CollectRows(rows, versionScanner(id, key))
+	err := db.readTx(ctx, fmt.Sprintf("list versions of feature %q", key), func(tx pgx.Tx) (err error) {
+		vs, err = readVersions(ctx, tx, key, before, limit, "")
 		return err
 	})
-	if vs == nil && err == nil {
-		vs = []rollout.Version{}
-	}
 	return vs, err
 }
 
-// Version returns one entry of the history of the feature key. It returns
-// rollout.ENotFound when there is no such feature or version.
-func (db *DB) Version(ctx context.Context, key string, version int) (rollout.Version, error) {
-	var v rollout.Version
-	err := db.readTx(ctx, fmt.Sprintf("read version %d of feature %q", version, key), func(tx pgx.Tx) error {
-		id, err := featureID(ctx, tx, key)
-		if err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, selectVersions+" AND v.version = $2", id, version)
-		if err != nil {
-			return err
-		}
-		v, err = pgx.CollectExactlyOneRow(rows, versionScanner(id, key))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return rollout.Errorf(rollout.ENotFound, "feature %q has no version %d", key, version)
+// VersionSummaries returns what Versions returns without the overrides:
+// each entry's Config.Overrides is nil, its OverrideCount says how many it
+// had. It reads no override.
+func (db *DB) VersionSummaries(ctx context.Context, key string, before, limit int) ([]rollout.Version, error) {
+	var vs []rollout.Version
+	err := db.readTx(ctx, fmt.Sprintf("list versions of feature %q", key), func(tx pgx.Tx) (err error) {
+		_, vs, err = listVersions(ctx, tx, key, before, limit)
+		for i := range vs {
+			vs[i].Config.Overrides = nil
 		}
 		return err
 	})
+	return vs, err
+}
+
+// Version returns one entry of the history of the feature key, with its
+// whole configuration. It returns rollout.ENotFound when there is no such
+// feature or version.
+func (db *DB) Version(ctx context.Context, key string, version int) (rollout.Version, error) {
+	var v rollout.Version
+	err := db.readTx(ctx, fmt.Sprintf("read version %d of feature %q", version, key), func(tx pgx.Tx) error {
+		vs, err := readVersions(ctx, tx, key, version+1, 1, "")
+		if err != nil {
+			return err
+		}
+		if len(vs) == 0 || vs[0].Version != version {
+			return rollout.Errorf(rollout.ENotFound, "feature %q has no version %d", key, version)
+		}
+		v = vs[0]
+		return nil
+	})
 	return v, err
+}
+
+// UserVersions returns what VersionSummaries returns, with in each entry's
+// Config.Overrides the override of user alone (nil when it had none): what
+// a look-up of one user's history needs.
+func (db *DB) UserVersions(ctx context.Context, key, user string, before, limit int) ([]rollout.Version, error) {
+	var vs []rollout.Version
+	err := db.readTx(ctx, fmt.Sprintf("list versions of feature %q for a user", key), func(tx pgx.Tx) (err error) {
+		vs, err = readVersions(ctx, tx, key, before, limit, user)
+		return err
+	})
+	return vs, err
+}
+
+// listVersions reads a page of the history of the feature key, as stored:
+// the configurations' overrides are left empty. It returns the feature's ID.
+func listVersions(ctx context.Context, tx pgx.Tx, key string, before, limit int) (string, []rollout.Version, error) {
+	id, err := featureID(ctx, tx, key)
+	if err != nil {
+		return "", nil, err
+	}
+	var q strings.Builder
+	q.WriteString(selectVersions)
+	args := []any{id}
+	if before > 0 {
+		args = append(args, before)
+		fmt.Fprintf(&q, " AND v.version < $%d", len(args))
+	}
+	q.WriteString(" ORDER BY v.version DESC")
+	if limit > 0 {
+		args = append(args, limit)
+		fmt.Fprintf(&q, " LIMIT $%d", len(args))
+	}
+	rows, err := tx.Query(ctx, q.String(), args...)
+	if err != nil {
+		return "", nil, err
+	}
+	vs, err := pgx.CollectRows(rows, versionScanner(id, key))
+	if vs == nil {
+		vs = []rollout.Version{}
+	}
+	return id, vs, err
+}
+
+// readVersions is listVersions with each version's overrides, those of
+// user alone when user is not "" (nil when it had none): the spans that
+// overlap the page, each added to the versions it covers.
+func readVersions(ctx context.Context, tx pgx.Tx, key string, before, limit int, user string) ([]rollout.Version, error) {
+	id, vs, err := listVersions(ctx, tx, key, before, limit)
+	if err != nil || len(vs) == 0 {
+		return vs, err
+	}
+	oldest, newest := vs[len(vs)-1].Version, vs[0].Version
+	q := `
+		SELECT user_id, bucket, since, COALESCE(until, 0) FROM override_spans
+		WHERE feature_id = $1 AND since <= $2 AND (until IS NULL OR until > $3)`
+	args := []any{id, newest, oldest}
+	if user != "" {
+		for i := range vs {
+			vs[i].Config.Overrides = nil
+		}
+		q += " AND user_id = $4"
+		args = append(args, user)
+	}
+	rows, err := tx.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	add := spanAdder(vs)
+	var (
+		u, bucket    string
+		since, until int
+	)
+	_, err = pgx.ForEachRow(rows, []any{&u, &bucket, &since, &until}, func() error {
+		add(u, bucket, since, until)
+		return nil
+	})
+	return vs, err
+}
+
+// spanAdder returns a function that adds an override, held from version
+// since up to until (0: the newest), to each of vs (newest first) it
+// covers, making the map of a version whose Overrides is nil.
+func spanAdder(vs []rollout.Version) func(user, bucket string, since, until int) {
+	return func(user, bucket string, since, until int) {
+		// vs is newest first: the first version below until, then down to since.
+		i, _ := slices.BinarySearchFunc(vs, until, func(v rollout.Version, until int) int {
+			if until == 0 || v.Version < until {
+				return 1
+			}
+			return -1
+		})
+		for ; i < len(vs) && vs[i].Version >= since; i++ {
+			if vs[i].Config.Overrides == nil {
+				vs[i].Config.Overrides = map[string]string{}
+			}
+			vs[i].Config.Overrides[user] = bucket
+		}
+	}
 }
 
 // versionScanner reads rows of selectVersions of the feature id, key. A
@@ -361,7 +525,7 @@ func scanVersionRow(row pgx.CollectableRow, extra ...any) (rollout.Version, erro
 		config  []byte
 		report  []byte
 	)
-	dest := append([]any{&v.Version, &v.Actor, &created, &v.Summary, &v.Comment, &config, &report}, extra...)
+	dest := append([]any{&v.Version, &v.Actor, &created, &v.Summary, &v.Comment, &config, &v.OverrideCount, &report}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return rollout.Version{}, err
 	}

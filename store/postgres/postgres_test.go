@@ -31,8 +31,28 @@ func TestContract(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Opened {
 		dsn := storetest.PostgresDSN(t)
 		openAnother := func(t *testing.T) storetest.Store { return open(t, dsn) }
-		return storetest.Opened{Store: open(t, dsn), Open: openAnother}
+		return storetest.Opened{Store: open(t, dsn), Open: openAnother, HistoryBytes: func(t *testing.T) int64 { return historyBytes(t, dsn) }}
 	})
+}
+
+// historyBytes returns the bytes PostgreSQL uses for the tables of
+// features' history, their indexes and TOAST included. The features table
+// is left out: each change replaces its row, and the old row's space
+// waits for VACUUM.
+func historyBytes(t *testing.T, dsn string) int64 {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int64
+	if err := conn.QueryRow(context.Background(), `
+		SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c
+		WHERE c.relname IN ('versions', 'churn_reports', 'override_spans', 'commits') AND c.relkind = 'r'`).Scan(&n); err != nil {
+		t.Fatalf("history size: %v", err)
+	}
+	return n
 }
 
 // TestOpenConcurrently: instances starting at once on a new database

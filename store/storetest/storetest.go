@@ -31,6 +31,10 @@ type Opened struct {
 	Store Store
 	// Open opens another handle on the same database, closed when t ends.
 	Open func(t *testing.T) Store
+	// HistoryBytes, when not nil, returns how many bytes the database
+	// uses for what it keeps: it may count more than features' history,
+	// but must grow with it.
+	HistoryBytes func(t *testing.T) int64
 }
 
 // Run runs every case of the contract against stores open makes. open
@@ -51,6 +55,8 @@ var cases = []struct {
 	{"conflict", testConflict},
 	{"delete", testDelete},
 	{"versions paging", testVersions},
+	{"overrides across versions", testOverrideHistory},
+	{"history grows with changes, not overrides", testHistoryGrowth},
 	{"version not found", testVersionNotFound},
 	{"changes across features", testChanges},
 	{"exposures add up", testExposures},
@@ -107,11 +113,12 @@ func next(f rollout.Feature) rollout.Feature {
 // microseconds only: PostgreSQL keeps no more for history.
 func versionOf(after rollout.Feature) rollout.Version {
 	return rollout.Version{
-		Version: after.Version,
-		Actor:   "ops@example.com",
-		Time:    after.UpdatedAt.Truncate(time.Microsecond),
-		Summary: fmt.Sprintf("change %d", after.Version),
-		Config:  after,
+		Version:       after.Version,
+		Actor:         "ops@example.com",
+		Time:          after.UpdatedAt.Truncate(time.Microsecond),
+		Summary:       fmt.Sprintf("change %d", after.Version),
+		Config:        after,
+		OverrideCount: len(after.Overrides),
 		Report: rollout.Report{
 			FromVersion:  after.Version - 1,
 			ToVersion:    after.Version,
@@ -1004,6 +1011,8 @@ func testChanges(t *testing.T, o Opened) {
 	a2 := write(next(a), "bob", "why: 10 % more")
 	b2 := write(next(b), "alice", "")
 	a3 := write(next(next(a)), "alice", "")
+	// The audit log leaves out the overrides, as VersionSummaries does.
+	a1, b1, a2, b2, a3 = summary(a1), summary(b1), summary(a2), summary(b2), summary(a3)
 	all := []rollout.Version{a3, b2, a2, b1, a1} // newest first
 
 	get := func(q rollout.ChangeQuery) []rollout.Version {
@@ -1047,7 +1056,7 @@ func testChanges(t *testing.T, o Opened) {
 		})
 	}
 
-	// Versions and Version carry the comment too.
+	// VersionSummaries and Version carry the comment too.
 	v, err := s.Version(ctx, "a", 2)
 	if err != nil || v.Comment != a2.Comment {
 		t.Errorf("Version(a, 2) = comment %q, %v; want %q", v.Comment, err, a2.Comment)
@@ -1060,4 +1069,11 @@ func testChanges(t *testing.T, o Opened) {
 	if diff := cmp.Diff([]rollout.Version{a3, a2, a1}, get(rollout.ChangeQuery{}), noSeq); diff != "" {
 		t.Errorf("Changes({}) after deleting b mismatch (-want +got):\n%s", diff)
 	}
+}
+
+// summary returns v as VersionSummaries returns it: without the overrides,
+// with their number.
+func summary(v rollout.Version) rollout.Version {
+	v.OverrideCount, v.Config.Overrides = len(v.Config.Overrides), nil
+	return v
 }
