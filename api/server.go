@@ -52,6 +52,10 @@ type Options struct {
 	// SampleEvaluations logs about one evaluation request in this many,
 	// beside those RequestLog logs (errors, slow ones); 0 logs none.
 	SampleEvaluations int
+	// MaxStreams bounds the open streams (GET /sync/v1/stream), and
+	// MaxStreamsPerToken those of one token (see streams.go); 0 means
+	// DefaultMaxStreams, and half of MaxStreams.
+	MaxStreams, MaxStreamsPerToken int
 }
 
 // Server holds what the handlers need.
@@ -63,6 +67,7 @@ type Server struct {
 	closing <-chan struct{}
 	snap    atomic.Pointer[snapshotState]
 	sync    syncCache
+	streams *streams
 	reqlog  requestLogger
 	// steps are what every request goes through; composed holds the
 	// routes, by pattern then method, that have them composed already.
@@ -115,6 +120,7 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 		reqlog: requestLogger{mode: opts.RequestLog, slow: slow, sample: uint64(max(opts.SampleEvaluations, 0))}}
 	s.snapshotState()
 	metrics.server.Store(s)
+	s.streams = newStreams(opts, metrics)
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -131,12 +137,14 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 		s.observe,
 		func(_ routeInfo, next echo.HandlerFunc) echo.HandlerFunc { return recoverStep(next) },
 		evaluationCORS(),
+		bodies,
 		limitBody,
 		crossOrigin(),
 	}
 	if opts.Auth != nil {
 		s.steps = append(s.steps, opts.Auth.step)
 	}
+	s.steps = append(s.steps, s.streams.step)
 	e.Use(s.middleware)
 	if opts.Pprof {
 		e.GET("/debug/pprof/*", echo.WrapHandler(http.DefaultServeMux))

@@ -1,20 +1,27 @@
 package serve
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
+
+	"github.com/rollout/rollout/api"
 )
 
 // connLimiter bounds the open connections of an http.Server through its
-// ConnState hook. When a connection arrives with the limit reached, it
-// closes the connection that has been idle the longest to make room; with
-// none idle, the oldest that has not yet sent a request; and only when
-// every connection is serving a request does it close the newcomer. A flood
-// of idle keep-alive connections therefore cannot hold the process's file
-// descriptors and lock out new clients: their connections push the flood's
-// out.
+// ConnState and ConnContext hooks. When a connection arrives with the limit
+// reached, it closes the connection that has been idle the longest to make
+// room; with none idle, the oldest that has not yet sent a whole request:
+// first one still sending its headers, then one whose request waits for its
+// body (the API says so through api.ConnWatcher); and only when every
+// connection is serving a request it has read does it close the newcomer. A
+// flood of idle keep-alive connections, or of slow headers or slow bodies,
+// therefore cannot hold the process's file descriptors and lock out new
+// clients: their connections push the flood's out. Streams, which serve one
+// request for as long as they last, are bounded by the API (api.Options.
+// MaxStreams) well below the limit.
 //
 // A connection closed while idle may have just been sent a request the
 // server has not read yet; clients retry such a request on a new connection
@@ -48,14 +55,27 @@ type connLimiter struct {
 
 // tracked is the state of one connection: serving a request (busy), idle
 // between requests (idle), or neither, accepted with no request read yet;
-// since is the seq of its arrival or of its last going idle.
+// body is set while a request it serves waits for its body; since is the
+// seq of its arrival or of its last going idle.
 type tracked struct {
-	busy, idle atomic.Bool
-	since      atomic.Int64
+	busy, idle, body atomic.Bool
+	since            atomic.Int64
 }
+
+// WaitingForBody is api.ConnWatcher's.
+func (t *tracked) WaitingForBody(waiting bool) { t.body.Store(waiting) }
 
 func newConnLimiter(max int, full func()) *connLimiter {
 	return &connLimiter{max: max, full: full, conns: map[net.Conn]*tracked{}}
+}
+
+// ConnContext is the http.Server.ConnContext hook, called before a new
+// connection's ConnState: it makes the connection's state, which the API
+// tells when the connection waits for a request body.
+func (l *connLimiter) ConnContext(ctx context.Context, c net.Conn) context.Context {
+	t := new(tracked)
+	l.lookup.Store(c, t) // counted by ConnState
+	return api.WithConnWatcher(ctx, t)
 }
 
 // ConnState is the http.Server.ConnState hook.
@@ -73,11 +93,15 @@ func (l *connLimiter) ConnState(c net.Conn, state http.ConnState) {
 			}
 			if !l.closeOldest() {
 				l.refused++
+				l.lookup.Delete(c)
 				c.Close()
 				return
 			}
 		}
 		t := new(tracked)
+		if made, ok := l.lookup.Load(c); ok {
+			t = made.(*tracked)
+		}
 		t.since.Store(l.seq.Add(1))
 		l.conns[c] = t
 		l.lookup.Store(c, t)
@@ -102,14 +126,17 @@ func (l *connLimiter) ConnState(c net.Conn, state http.ConnState) {
 }
 
 // closeOldest closes the longest idle connection, or else the oldest one
-// with no request read yet, and stops counting it. It reports whether it
-// found one.
+// with no request read yet, or else the oldest whose request waits for its
+// body, and stops counting it. It reports whether it found one.
 func (l *connLimiter) closeOldest() bool {
-	var idle, fresh net.Conn
-	var idleSince, freshSince int64
+	var idle, fresh, body net.Conn
+	var idleSince, freshSince, bodySince int64
 	for c, t := range l.conns {
 		switch since := t.since.Load(); {
 		case t.busy.Load():
+			if t.body.Load() && (body == nil || since < bodySince) {
+				body, bodySince = c, since
+			}
 		case t.idle.Load():
 			if idle == nil || since < idleSince {
 				idle, idleSince = c, since
@@ -118,11 +145,15 @@ func (l *connLimiter) closeOldest() bool {
 			fresh, freshSince = c, since
 		}
 	}
-	c := idle
-	if c == nil {
+	var c net.Conn
+	switch {
+	case idle != nil:
+		c = idle
+	case fresh != nil:
 		c = fresh
-	}
-	if c == nil {
+	case body != nil:
+		c = body
+	default:
 		return false
 	}
 	l.forget(c)
