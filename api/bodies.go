@@ -80,11 +80,15 @@ func bodies(route routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
 		if r.ContentLength == 0 {
 			return next(c) // no body
 		}
+		srv, _ := r.Context().Value(http.ServerContextKey).(*http.Server)
+		if srv == nil {
+			return next(c) // not read from a connection (ServeHTTP called directly)
+		}
 		now := time.Now()
 		deadline := now.Add(window)
 		b := bodyReaders.Get().(*bodyReader)
 		*b = bodyReader{body: r.Body, w: c.Response()}
-		if srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server); ok && srv.ReadTimeout > 0 {
+		if srv.ReadTimeout > 0 {
 			// The server's whole-request deadline, after the body.
 			b.after = now.Add(srv.ReadTimeout)
 			if b.after.Before(deadline) {
