@@ -13,10 +13,11 @@ import (
 // connLimiter bounds the open connections of an http.Server through its
 // ConnState and ConnContext hooks. When a connection arrives with the limit
 // reached, it closes the connection that has been idle the longest to make
-// room; with none idle, the oldest that has not yet sent a whole request:
-// first one still sending its headers, then one whose request waits for its
-// body (the API says so through api.ConnWatcher); and only when every
-// connection is serving a request it has read does it close the newcomer. A
+// room; with none idle, the oldest that has not yet sent a whole request,
+// still sending its headers or its body (the API says which wait for their
+// body through api.ConnWatcher), so that a newcomer, younger than any
+// flood's, keeps its place; and only when every connection is serving a
+// request it has read does it close the newcomer. A
 // flood of idle keep-alive connections, or of slow headers or slow bodies,
 // therefore cannot hold the process's file descriptors and lock out new
 // clients: their connections push the flood's out. Streams, which serve one
@@ -126,34 +127,27 @@ func (l *connLimiter) ConnState(c net.Conn, state http.ConnState) {
 }
 
 // closeOldest closes the longest idle connection, or else the oldest one
-// with no request read yet, or else the oldest whose request waits for its
-// body, and stops counting it. It reports whether it found one.
+// that has not sent a whole request (none read yet, or one whose body is
+// awaited), and stops counting it. It reports whether it found one.
 func (l *connLimiter) closeOldest() bool {
-	var idle, fresh, body net.Conn
-	var idleSince, freshSince, bodySince int64
+	var idle, unread net.Conn
+	var idleSince, unreadSince int64
 	for c, t := range l.conns {
 		switch since := t.since.Load(); {
-		case t.busy.Load():
-			if t.body.Load() && (body == nil || since < bodySince) {
-				body, bodySince = c, since
-			}
+		case t.busy.Load() && !t.body.Load():
 		case t.idle.Load():
 			if idle == nil || since < idleSince {
 				idle, idleSince = c, since
 			}
-		case fresh == nil || since < freshSince:
-			fresh, freshSince = c, since
+		case unread == nil || since < unreadSince:
+			unread, unreadSince = c, since
 		}
 	}
-	var c net.Conn
-	switch {
-	case idle != nil:
-		c = idle
-	case fresh != nil:
-		c = fresh
-	case body != nil:
-		c = body
-	default:
+	c := idle
+	if c == nil {
+		c = unread
+	}
+	if c == nil {
 		return false
 	}
 	l.forget(c)

@@ -30,9 +30,9 @@ const (
 )
 
 // TestConnLimiterPolicy: at the limit, a newcomer closes the longest idle
-// connection, else the oldest with no request yet, else the oldest whose
-// request waits for its body, and is refused only when every connection is
-// serving a request it has read.
+// connection, else the oldest that has not sent a whole request (headers
+// or body), and is refused only when every connection is serving a request
+// it has read.
 func TestConnLimiterPolicy(t *testing.T) {
 	type step struct {
 		conn  string
@@ -91,11 +91,18 @@ func TestConnLimiterPolicy(t *testing.T) {
 			{"c", waitingForBody}, {"b", waitingForBody},
 			{"d", http.StateNew},
 		}, "b", 3, 0},
-		{"fresh before waiting for a body", []step{
+		{"the oldest of those sending their headers or their body", []step{
 			{"a", http.StateNew}, {"b", http.StateNew}, {"c", http.StateNew},
 			{"a", http.StateActive}, {"a", waitingForBody}, {"b", http.StateActive},
+			{"d", http.StateNew}, // closes a, the oldest
+			{"d", http.StateActive}, {"b", waitingForBody},
+			{"e", http.StateNew}, // closes b, older than c
+		}, "a b", 3, 0},
+		{"idle before waiting for a body", []step{
+			{"a", http.StateNew}, {"b", http.StateNew}, {"c", http.StateNew},
+			{"a", http.StateActive}, {"a", waitingForBody}, {"b", http.StateActive}, {"b", http.StateIdle},
 			{"d", http.StateNew},
-		}, "c", 3, 0},
+		}, "b", 3, 0},
 		{"a body read in full is served", []step{
 			{"a", http.StateNew}, {"b", http.StateNew}, {"c", http.StateNew},
 			{"a", http.StateActive}, {"b", http.StateActive}, {"c", http.StateActive},
