@@ -149,3 +149,22 @@ func TestBodyWindow(t *testing.T) {
 		time.Sleep(250 * time.Millisecond) // past the window: the next request's is its own
 	}
 }
+
+// TestBodyNotWaitedForWhenRefused: a request refused before its body is
+// read (no token here) is answered at once, and its connection closed,
+// however slowly the body comes.
+func TestBodyNotWaitedForWhenRefused(t *testing.T) {
+	e := newStreamEnv(t, api.Options{}, nil, nil)
+	for _, path := range []string{"/api/features", "/evaluate", "/ofrep/v1/evaluate/flags", "/api/exposures"} {
+		t.Run(path, func(t *testing.T) {
+			c := dialRaw(t, e.url)
+			fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{", path)
+			if res, body := c.answer(t, "POST"); res.StatusCode != http.StatusUnauthorized {
+				t.Errorf("POST %s without a token = %d %s, want 401", path, res.StatusCode, body)
+			}
+			if !c.closed() {
+				t.Errorf("POST %s without a token: the connection stays open", path)
+			}
+		})
+	}
+}

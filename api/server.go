@@ -120,7 +120,7 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 		reqlog: requestLogger{mode: opts.RequestLog, slow: slow, sample: uint64(max(opts.SampleEvaluations, 0))}}
 	s.snapshotState()
 	metrics.server.Store(s)
-	s.streams = newStreams(opts, metrics)
+	s.streams = newStreams(opts, log, metrics)
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

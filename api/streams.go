@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"sync"
@@ -62,18 +63,20 @@ var errStreamEnded = errors.New("the stream ended")
 // allows them. Safe for concurrent use.
 type streams struct {
 	auth          *Auth // nil: everything is open
+	log           *slog.Logger
 	max, perToken int
 
 	mu      sync.Mutex
 	open    int
 	byToken map[string]int // open streams by token ID ("": no token)
+	warned  bool           // that the budget was reached
 
 	refused *prometheus.CounterVec // reason: budget, token
 	ended   *prometheus.CounterVec // reason: revoked, slow
 }
 
-func newStreams(opts Options, m *Metrics) *streams {
-	st := &streams{auth: opts.Auth, max: opts.MaxStreams, perToken: opts.MaxStreamsPerToken, byToken: map[string]int{}}
+func newStreams(opts Options, log *slog.Logger, m *Metrics) *streams {
+	st := &streams{auth: opts.Auth, log: log, max: opts.MaxStreams, perToken: opts.MaxStreamsPerToken, byToken: map[string]int{}}
 	if st.max <= 0 {
 		st.max = DefaultMaxStreams
 	}
@@ -159,6 +162,11 @@ func (st *streams) admit(key string) error {
 	switch {
 	case st.open >= st.max:
 		st.refused.WithLabelValues("budget").Inc()
+		if !st.warned {
+			st.warned = true
+			st.log.Warn("stream budget reached: new streams are refused until some end (see rollout_streams_refused_total)",
+				"max_streams", st.max)
+		}
 		return rollout.Errorf(rollout.EUnavailable, "this server has %d streams open, its most: read the snapshot meanwhile, "+
 			"and open the stream again later", st.max)
 	case st.byToken[key] >= st.perToken:
