@@ -65,8 +65,8 @@ func bodies(route routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
 			if r.ContentLength == 0 {
 				return next(c)
 			}
-			// Whatever of the body is not read yet is not waited for:
-			// the connection closes after the answer.
+			// What of the body has not arrived is not waited for: the
+			// connection closes after the answer (unless it all had).
 			_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now())
 			return rollout.Errorf(codeTooLarge, "%s %s takes no request body", r.Method, r.URL.Path)
 		}
@@ -103,15 +103,16 @@ func bodies(route routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
 		r.Body = b
 		err := next(c)
 		if !b.read {
-			// The body was not read to its end: what is left is not
-			// waited for, and the connection closes after the answer.
+			// The body was not read to its end: what of it has not
+			// arrived is not waited for, and the connection closes
+			// after the answer (unless it all had).
 			_ = http.NewResponseController(b.w).SetReadDeadline(now)
 			if b.watcher != nil {
 				b.watcher.WaitingForBody(false)
 			}
 			if b.timedOut && !c.Response().Committed {
 				err = echo.NewHTTPError(http.StatusRequestTimeout,
-					fmt.Sprintf("the request body did not arrive within %v", window))
+					fmt.Sprintf("the request body did not arrive within %v", deadline.Sub(now)))
 			}
 		}
 		r.Body = b.body
