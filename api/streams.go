@@ -239,8 +239,10 @@ type streamWriter struct {
 // writer starts the writer of the stream answering c. Its caller sends
 // events with send until ended is closed, and calls stop before it
 // returns.
-func (st *streams) writer(c echo.Context) *streamWriter {
-	sw := &streamWriter{st: st, w: c.Response(), wake: make(chan struct{}, 1),
+func (st *streams) writer(c echo.Context) *streamWriter { return st.newWriter(c.Response()) }
+
+func (st *streams) newWriter(w http.ResponseWriter) *streamWriter {
+	sw := &streamWriter{st: st, w: w, wake: make(chan struct{}, 1),
 		stopped: make(chan struct{}), done: make(chan struct{})}
 	sw.wg.Go(sw.run)
 	return sw
