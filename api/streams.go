@@ -94,7 +94,7 @@ func newStreams(opts Options, log *slog.Logger, m *Metrics) *streams {
 	register(m, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "rollout_streams_open",
 		Help: "Streams open (GET /sync/v1/stream).",
-	}, func() float64 { open, _ := st.counts(""); return float64(open) }))
+	}, func() float64 { return float64(st.openCount()) }))
 	return st
 }
 
@@ -112,11 +112,11 @@ func register[C prometheus.Collector](m *Metrics, c C) C {
 	return c
 }
 
-// counts returns the open streams, in all and of token ID key.
-func (st *streams) counts(key string) (open, ofToken int) {
+// openCount returns the open streams.
+func (st *streams) openCount() int {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.open, st.byToken[key]
+	return st.open
 }
 
 // step admits a stream within the budgets and ends it, by cancelling its
