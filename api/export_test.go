@@ -16,3 +16,22 @@ func SetHeartbeat(t interface{ Cleanup(func()) }, d time.Duration) {
 // MaxHistoryBytes is maxHistoryBytes, the bytes of entries past the first
 // that one history answer may hold.
 const MaxHistoryBytes = maxHistoryBytes
+
+// SetStreamWriteWindow sets the window of each write of a stream until the
+// test ends.
+func SetStreamWriteWindow(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := streamWriteWindow
+	streamWriteWindow = d
+	t.Cleanup(func() { streamWriteWindow = old })
+}
+
+// SetBodyWindows sets how long routes wait for a request body, evaluation's
+// and the others', until the test ends.
+func SetBodyWindows(t interface{ Cleanup(func()) }, app, other time.Duration) {
+	oldApp, oldOther := appBodyWindow, bodyWindow
+	appBodyWindow, bodyWindow = app, other
+	t.Cleanup(func() { appBodyWindow, bodyWindow = oldApp, oldOther })
+}
+
+// StreamQueue is how many events may wait behind a stream's write.
+const StreamQueue = streamQueue

@@ -57,6 +57,11 @@ type Options struct {
 	// once; 0 means DefaultExposureBatchRate and DefaultExposureBatchBurst.
 	ExposureBatchRate  float64
 	ExposureBatchBurst int
+
+	// MaxStreams bounds the open streams (GET /sync/v1/stream), and
+	// MaxStreamsPerToken those of one token (see streams.go); 0 means
+	// DefaultMaxStreams, and half of MaxStreams.
+	MaxStreams, MaxStreamsPerToken int
 }
 
 // Server holds what the handlers need.
@@ -68,6 +73,7 @@ type Server struct {
 	closing <-chan struct{}
 	snap    atomic.Pointer[snapshotState]
 	sync    syncCache
+	streams *streams
 	reqlog  requestLogger
 	// steps are what every request goes through; composed holds the
 	// routes, by pattern then method, that have them composed already.
@@ -120,6 +126,7 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 		reqlog: requestLogger{mode: opts.RequestLog, slow: slow, sample: uint64(max(opts.SampleEvaluations, 0))}}
 	s.snapshotState()
 	metrics.server.Store(s)
+	s.streams = newStreams(opts, log, metrics)
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -136,12 +143,14 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 		s.observe,
 		func(_ routeInfo, next echo.HandlerFunc) echo.HandlerFunc { return recoverStep(next) },
 		evaluationCORS(),
+		bodies,
 		limitBody,
 		crossOrigin(),
 	}
 	if opts.Auth != nil {
 		s.steps = append(s.steps, opts.Auth.step)
 	}
+	s.steps = append(s.steps, s.streams.step)
 	e.Use(s.middleware)
 	if opts.Pprof {
 		e.GET("/debug/pprof/*", echo.WrapHandler(http.DefaultServeMux))

@@ -28,15 +28,9 @@ import (
 // Stream timing. heartbeatInterval is a variable for tests.
 var heartbeatInterval = 15 * time.Second
 
-const (
-	// streamWriteWindow bounds each write of a stream: the server's
-	// WriteTimeout is for whole answers, and a stream's deadline is
-	// pushed back before every write instead.
-	streamWriteWindow = 10 * time.Second
-	// streamRetry is the reconnection delay the stream suggests to
-	// EventSource clients, in milliseconds.
-	streamRetry = 1000
-)
+// streamRetry is the reconnection delay the stream suggests to EventSource
+// clients, in milliseconds.
+const streamRetry = 1000
 
 // syncBody is the encoded snapshot document of one service snapshot.
 type syncBody struct {
@@ -121,17 +115,14 @@ func (s *Server) syncStream(c echo.Context) error {
 		return fmt.Errorf("stream: clear the read deadline: %w", err)
 	}
 	w.WriteHeader(http.StatusOK)
+	out := s.streams.writer(c) // writes what send queues; drops a client that does not read (streams.go)
+	defer out.stop()
 
 	var buf bytes.Buffer
 	send := func() error {
-		if err := rc.SetWriteDeadline(time.Now().Add(streamWriteWindow)); err != nil {
-			return err
-		}
-		if _, err := w.Write(buf.Bytes()); err != nil {
-			return err
-		}
+		err := out.send(buf.Bytes())
 		buf.Reset()
-		return rc.Flush()
+		return err
 	}
 	rev := s.svc.Snapshot().Revision()
 	fmt.Fprintf(&buf, "retry: %d\nid: %d\nevent: hello\ndata: {\"revision\":%d}\n\n", streamRetry, rev, rev)
@@ -147,6 +138,8 @@ func (s *Server) syncStream(c echo.Context) error {
 			return nil
 		case <-s.closing:
 			return nil // the server shuts down: the client reconnects elsewhere
+		case <-out.ended():
+			return nil // dropped, or gone: the client reconnects
 		case batch, ok := <-commits:
 			if !ok {
 				return nil // too slow: the client reconnects

@@ -135,6 +135,8 @@ type tokenState struct {
 	byID     map[string]Token            // the same, by ID
 	ended    map[string]bool             // dashboard sessions that signed out
 	enforced bool
+	// changed is closed when a refresh replaces this state (see Changed).
+	changed chan struct{}
 	// matched holds the secrets Authenticate found in bySum, so that a
 	// token used again costs a map look-up rather than a SHA-256 sum:
 	// secret → Token. Only active tokens' secrets get in, so it holds at
@@ -145,7 +147,7 @@ type tokenState struct {
 // NewTokens returns the tokens of store, loaded.
 func NewTokens(ctx context.Context, store TokenStore) (*Tokens, error) {
 	t := &Tokens{store: store}
-	t.state.Store(&tokenState{})
+	t.state.Store(&tokenState{changed: make(chan struct{})})
 	return t, t.Refresh(ctx)
 }
 
@@ -167,6 +169,7 @@ func (t *Tokens) Refresh(ctx context.Context) error {
 		byID:     make(map[string]Token, len(all)),
 		ended:    make(map[string]bool, len(ended)),
 		enforced: t.state.Load().enforced || len(all) > 0,
+		changed:  make(chan struct{}),
 	}
 	for _, id := range ended {
 		next.ended[id] = true
@@ -184,9 +187,15 @@ func (t *Tokens) Refresh(ctx context.Context) error {
 			}
 		}
 	}
-	t.state.Store(next)
+	close(t.state.Swap(next).changed)
 	return nil
 }
+
+// Changed returns a channel closed at the next reload of the tokens
+// (Refresh, and Create, Revoke and EndSession, which refresh), whatever it
+// changes: holders of a long-lived request, such as a stream, check then
+// that its token still allows it.
+func (t *Tokens) Changed() <-chan struct{} { return t.state.Load().changed }
 
 // RefreshEvery refreshes the tokens every interval until ctx is done, so
 // that tokens created or revoked by another process (the rollout token

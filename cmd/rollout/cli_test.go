@@ -29,7 +29,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"-h"}, everyCommand, nil},
 		{[]string{"--help"}, everyCommand, nil},
 		{[]string{"help"}, everyCommand, nil},
-		{[]string{"serve", "-h"}, []string{"usage: rollout serve", "-addr", "-db", "-max-conns", "-idle-timeout", "-log-format"}, nil},
+		{[]string{"serve", "-h"}, []string{"usage: rollout serve", "-addr", "-db", "-max-conns", "-max-streams", "-max-streams-per-token", "-idle-timeout", "-log-format"}, nil},
 		{[]string{"--db", "x.db", "-h"}, []string{"usage: rollout serve"}, nil},
 		{[]string{"simulate", "-h"}, []string{"usage: rollout simulate", "-replicas", "1 to 1000 replicas"}, []string{"-db"}},
 		{[]string{"token", "-h"}, []string{"rollout token create", "rollout token list", "rollout token revoke"}, nil},
@@ -220,6 +220,9 @@ func TestStartupErrors(t *testing.T) {
 		{"bad log format", []string{"--log-format", "xml"}, `--log-format "xml"`},
 		{"bad max-conns", []string{"--max-conns", "-1"}, "--max-conns -1"},
 		{"max-conns beyond the file limit", []string{"--db", filepath.Join(dir, "r.db"), "--addr", "127.0.0.1:0", "--max-conns", "100000000"}, "does not fit in the open-file limit"},
+		{"bad max-streams", []string{"--max-streams", "-1"}, "--max-streams -1"},
+		{"streams beyond their share", []string{"--db", filepath.Join(dir, "r.db"), "--addr", "127.0.0.1:0", "--max-conns", "100", "--max-streams", "90"},
+			"stream limit 90 does not leave a quarter of the connection limit 100"},
 	}
 	if ro := readOnlyDir(t); ro != "" {
 		tests = append(tests, struct {

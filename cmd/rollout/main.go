@@ -175,6 +175,9 @@ func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) str
 	maxConns := fs.Int("max-conns", 0, fmt.Sprintf("open client connections at most; at the limit a new one closes the longest idle one.\n"+
 		"0 means %d, or half the open-file limit if lower (env ROLLOUT_MAX_CONNS)", serve.DefaultMaxConns))
 	idle := fs.Duration("idle-timeout", serve.DefaultIdleTimeout, "close keep-alive connections idle this long (env ROLLOUT_IDLE_TIMEOUT)")
+	maxStreams := fs.Int("max-streams", 0, "open streams (GET /sync/v1/stream) at most, beyond which a new one is refused with 503;\n"+
+		"0 means half the connection limit, and at most three quarters of it (env ROLLOUT_MAX_STREAMS)")
+	streamsPerToken := fs.Int("max-streams-per-token", 0, "open streams of one token at most, beyond which a new one is refused with 429; 0 means half of --max-streams")
 	syncInterval := fs.Duration("sync-interval", rollout.DefaultSyncInterval,
 		"how often to poll the database for changes made by other instances (env ROLLOUT_SYNC_INTERVAL)")
 	notify := fs.Bool("pg-notify", true, "on PostgreSQL, hear of other instances' changes at once by LISTEN/NOTIFY (false: poll only)")
@@ -198,6 +201,13 @@ func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) str
 			return nil, fmt.Errorf("ROLLOUT_MAX_CONNS=%q: give a number", env)
 		}
 		*maxConns = n
+	}
+	if env := getenv("ROLLOUT_MAX_STREAMS"); env != "" {
+		n, err := strconv.Atoi(env)
+		if err != nil {
+			return nil, fmt.Errorf("ROLLOUT_MAX_STREAMS=%q: give a number", env)
+		}
+		*maxStreams = n
 	}
 	if env := getenv("ROLLOUT_IDLE_TIMEOUT"); env != "" {
 		d, err := time.ParseDuration(env)
@@ -246,6 +256,9 @@ func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) str
 	if *maxConns < 0 {
 		return nil, fmt.Errorf("--max-conns %d: give a positive number, or 0 for the default", *maxConns)
 	}
+	if *maxStreams < 0 || *streamsPerToken < 0 {
+		return nil, fmt.Errorf("--max-streams %d, --max-streams-per-token %d: give positive numbers, or 0 for the defaults", *maxStreams, *streamsPerToken)
+	}
 	if *idle <= 0 {
 		return nil, fmt.Errorf("--idle-timeout %v: give a positive duration such as 30s", *idle)
 	}
@@ -268,7 +281,7 @@ func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) str
 		h = slog.NewJSONHandler(logs, nil)
 	}
 	return &serve.Server{Addr: *addr, DBPath: *db, Log: slog.New(h), FlushInterval: *flush, Insecure: *insecure, Pprof: *pprof,
-		MaxConns: *maxConns, IdleTimeout: *idle, RequestLog: requestLog, SlowRequest: *slow, SampleEvaluations: *sample, LogWriter: logs,
+		MaxConns: *maxConns, MaxStreams: *maxStreams, MaxStreamsPerToken: *streamsPerToken, IdleTimeout: *idle, RequestLog: requestLog, SlowRequest: *slow, SampleEvaluations: *sample, LogWriter: logs,
 		SyncInterval: *syncInterval, NoNotify: !*notify, SessionKey: key}, nil
 }
 

@@ -1,20 +1,28 @@
 package serve
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
+
+	"github.com/rollout/rollout/api"
 )
 
 // connLimiter bounds the open connections of an http.Server through its
-// ConnState hook. When a connection arrives with the limit reached, it
-// closes the connection that has been idle the longest to make room; with
-// none idle, the oldest that has not yet sent a request; and only when
-// every connection is serving a request does it close the newcomer. A flood
-// of idle keep-alive connections therefore cannot hold the process's file
-// descriptors and lock out new clients: their connections push the flood's
-// out.
+// ConnState and ConnContext hooks. When a connection arrives with the limit
+// reached, it closes the connection that has been idle the longest to make
+// room; with none idle, the oldest that has not yet sent a whole request,
+// still sending its headers or its body (the API says which wait for their
+// body through api.ConnWatcher), so that a newcomer, younger than any
+// flood's, keeps its place; and only when every connection is serving a
+// request it has read does it close the newcomer. A
+// flood of idle keep-alive connections, or of slow headers or slow bodies,
+// therefore cannot hold the process's file descriptors and lock out new
+// clients: their connections push the flood's out. Streams, which serve one
+// request for as long as they last, are bounded by the API (api.Options.
+// MaxStreams) well below the limit.
 //
 // A connection closed while idle may have just been sent a request the
 // server has not read yet; clients retry such a request on a new connection
@@ -48,14 +56,27 @@ type connLimiter struct {
 
 // tracked is the state of one connection: serving a request (busy), idle
 // between requests (idle), or neither, accepted with no request read yet;
-// since is the seq of its arrival or of its last going idle.
+// body is set while a request it serves waits for its body; since is the
+// seq of its arrival or of its last going idle.
 type tracked struct {
-	busy, idle atomic.Bool
-	since      atomic.Int64
+	busy, idle, body atomic.Bool
+	since            atomic.Int64
 }
+
+// WaitingForBody is api.ConnWatcher's.
+func (t *tracked) WaitingForBody(waiting bool) { t.body.Store(waiting) }
 
 func newConnLimiter(max int, full func()) *connLimiter {
 	return &connLimiter{max: max, full: full, conns: map[net.Conn]*tracked{}}
+}
+
+// ConnContext is the http.Server.ConnContext hook, called before a new
+// connection's ConnState: it makes the connection's state, which the API
+// tells when the connection waits for a request body.
+func (l *connLimiter) ConnContext(ctx context.Context, c net.Conn) context.Context {
+	t := new(tracked)
+	l.lookup.Store(c, t) // counted by ConnState
+	return api.WithConnWatcher(ctx, t)
 }
 
 // ConnState is the http.Server.ConnState hook.
@@ -73,11 +94,15 @@ func (l *connLimiter) ConnState(c net.Conn, state http.ConnState) {
 			}
 			if !l.closeOldest() {
 				l.refused++
+				l.lookup.Delete(c)
 				c.Close()
 				return
 			}
 		}
 		t := new(tracked)
+		if made, ok := l.lookup.Load(c); ok {
+			t = made.(*tracked)
+		}
 		t.since.Store(l.seq.Add(1))
 		l.conns[c] = t
 		l.lookup.Store(c, t)
@@ -102,25 +127,25 @@ func (l *connLimiter) ConnState(c net.Conn, state http.ConnState) {
 }
 
 // closeOldest closes the longest idle connection, or else the oldest one
-// with no request read yet, and stops counting it. It reports whether it
-// found one.
+// that has not sent a whole request (none read yet, or one whose body is
+// awaited), and stops counting it. It reports whether it found one.
 func (l *connLimiter) closeOldest() bool {
-	var idle, fresh net.Conn
-	var idleSince, freshSince int64
+	var idle, unread net.Conn
+	var idleSince, unreadSince int64
 	for c, t := range l.conns {
 		switch since := t.since.Load(); {
-		case t.busy.Load():
+		case t.busy.Load() && !t.body.Load():
 		case t.idle.Load():
 			if idle == nil || since < idleSince {
 				idle, idleSince = c, since
 			}
-		case fresh == nil || since < freshSince:
-			fresh, freshSince = c, since
+		case unread == nil || since < unreadSince:
+			unread, unreadSince = c, since
 		}
 	}
 	c := idle
 	if c == nil {
-		c = fresh
+		c = unread
 	}
 	if c == nil {
 		return false

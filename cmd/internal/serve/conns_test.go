@@ -22,9 +22,17 @@ type fakeConn struct {
 
 func (c *fakeConn) Close() error { c.closed = true; return nil }
 
+// Steps of TestConnLimiterPolicy beside the ConnStates: the API tells the
+// connection's ConnWatcher that it waits for a request body, or read it.
+const (
+	waitingForBody http.ConnState = 100 + iota
+	bodyRead
+)
+
 // TestConnLimiterPolicy: at the limit, a newcomer closes the longest idle
-// connection, else the oldest with no request yet, and is refused only when
-// every connection is serving a request.
+// connection, else the oldest that has not sent a whole request (headers
+// or body), and is refused only when every connection is serving a request
+// it has read.
 func TestConnLimiterPolicy(t *testing.T) {
 	type step struct {
 		conn  string
@@ -71,6 +79,36 @@ func TestConnLimiterPolicy(t *testing.T) {
 			{"a", http.StateClosed}, {"b", http.StateHijacked},
 			{"d", http.StateNew}, {"e", http.StateNew},
 		}, "", 3, 0},
+		{"a connection waiting for its request body goes when none is idle or fresh", []step{
+			{"a", http.StateNew}, {"b", http.StateNew}, {"c", http.StateNew},
+			{"a", http.StateActive}, {"b", http.StateActive}, {"c", http.StateActive},
+			{"b", waitingForBody},
+			{"d", http.StateNew},
+		}, "b", 3, 0},
+		{"the oldest of those waiting for their bodies", []step{
+			{"a", http.StateNew}, {"b", http.StateNew}, {"c", http.StateNew},
+			{"a", http.StateActive}, {"b", http.StateActive}, {"c", http.StateActive},
+			{"c", waitingForBody}, {"b", waitingForBody},
+			{"d", http.StateNew},
+		}, "b", 3, 0},
+		{"the oldest of those sending their headers or their body", []step{
+			{"a", http.StateNew}, {"b", http.StateNew}, {"c", http.StateNew},
+			{"a", http.StateActive}, {"a", waitingForBody}, {"b", http.StateActive},
+			{"d", http.StateNew}, // closes a, the oldest
+			{"d", http.StateActive}, {"b", waitingForBody},
+			{"e", http.StateNew}, // closes b, older than c
+		}, "a b", 3, 0},
+		{"idle before waiting for a body", []step{
+			{"a", http.StateNew}, {"b", http.StateNew}, {"c", http.StateNew},
+			{"a", http.StateActive}, {"a", waitingForBody}, {"b", http.StateActive}, {"b", http.StateIdle},
+			{"d", http.StateNew},
+		}, "b", 3, 0},
+		{"a body read in full is served", []step{
+			{"a", http.StateNew}, {"b", http.StateNew}, {"c", http.StateNew},
+			{"a", http.StateActive}, {"b", http.StateActive}, {"c", http.StateActive},
+			{"a", waitingForBody}, {"a", bodyRead},
+			{"d", http.StateNew},
+		}, "d", 3, 1},
 		{"a closed connection's late states are ignored", []step{
 			{"a", http.StateNew}, {"b", http.StateNew}, {"c", http.StateNew},
 			{"a", http.StateActive}, {"a", http.StateIdle},
@@ -88,7 +126,14 @@ func TestConnLimiterPolicy(t *testing.T) {
 					c = &fakeConn{name: s.conn}
 					conns[s.conn] = c
 				}
-				l.ConnState(c, s.state)
+				switch s.state {
+				case waitingForBody, bodyRead:
+					if t, ok := l.lookup.Load(c); ok {
+						t.(*tracked).WaitingForBody(s.state == waitingForBody)
+					}
+				default:
+					l.ConnState(c, s.state)
+				}
 			}
 			var closed []string
 			for _, name := range []string{"a", "b", "c", "d", "e"} {

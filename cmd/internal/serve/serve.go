@@ -73,6 +73,12 @@ type Server struct {
 	// MaxConns bounds the open client connections (see connLimiter); 0
 	// means DefaultMaxConns, or half the open-file limit if that is lower.
 	MaxConns int
+	// MaxStreams bounds the open streams (GET /sync/v1/stream), which the
+	// connection limit never closes, so that they leave connections to
+	// evaluation: 0 means half the connection limit; at most three
+	// quarters of it. MaxStreamsPerToken bounds those of one token; 0
+	// means half of MaxStreams.
+	MaxStreams, MaxStreamsPerToken int
 	// IdleTimeout closes keep-alive connections idle this long; 0 means
 	// DefaultIdleTimeout.
 	IdleTimeout time.Duration
@@ -172,6 +178,22 @@ func (s *Server) connLimit(nofile uint64) (int, error) {
 	return s.MaxConns, nil
 }
 
+// streamLimits returns the stream budgets within the connection limit
+// maxConns, or an error if s's do not fit in it.
+func (s *Server) streamLimits(maxConns int) (streams, perToken int, err error) {
+	most := maxConns * 3 / 4
+	switch {
+	case s.MaxStreams < 0 || s.MaxStreamsPerToken < 0:
+		return 0, 0, fmt.Errorf("stream limits %d and %d per token: give positive numbers", s.MaxStreams, s.MaxStreamsPerToken)
+	case s.MaxStreams > most:
+		return 0, 0, fmt.Errorf("stream limit %d does not leave a quarter of the connection limit %d to other requests (at most %d): "+
+			"lower --max-streams or raise --max-conns", s.MaxStreams, maxConns, most)
+	}
+	streams = orDefault(s.MaxStreams, max(maxConns/2, 1))
+	perToken = orDefault(s.MaxStreamsPerToken, max(streams/2, 1))
+	return streams, min(perToken, streams), nil
+}
+
 // orDefault returns v, or def if v is 0.
 func orDefault[T comparable](v, def T) T {
 	var zero T
@@ -192,6 +214,10 @@ func (s *Server) Open(ctx context.Context) error {
 		return fmt.Errorf("read the open-file limit: %w", err)
 	}
 	maxConns, err := s.connLimit(nofile)
+	if err != nil {
+		return err
+	}
+	maxStreams, streamsPerToken, err := s.streamLimits(maxConns)
 	if err != nil {
 		return err
 	}
@@ -231,7 +257,8 @@ func (s *Server) Open(ctx context.Context) error {
 	closing := make(chan struct{})
 	auth := api.NewAuth(tokens, key)
 	e := api.New(svc, api.Options{Logger: s.Log, Metrics: metrics, Ready: db.CheckWrite, Auth: auth, Pprof: s.Pprof, Closing: closing,
-		RequestLog: s.RequestLog, SlowRequest: s.SlowRequest, SampleEvaluations: s.SampleEvaluations})
+		RequestLog: s.RequestLog, SlowRequest: s.SlowRequest, SampleEvaluations: s.SampleEvaluations,
+		MaxStreams: maxStreams, MaxStreamsPerToken: streamsPerToken})
 	web.Register(e, svc, web.Options{Logger: s.Log, Sessions: auth})
 	s.conns = newConnLimiter(maxConns, func() {
 		s.Log.Warn("connection limit reached: closing the longest idle connections to make room for new ones",
@@ -240,6 +267,7 @@ func (s *Server) Open(ctx context.Context) error {
 	s.srv = NewHTTPServer(e)
 	s.srv.IdleTimeout = orDefault(s.IdleTimeout, DefaultIdleTimeout)
 	s.srv.ConnState = s.conns.ConnState
+	s.srv.ConnContext = s.conns.ConnContext
 	s.srv.RegisterOnShutdown(sync.OnceFunc(func() { close(closing) })) // Shutdown may run twice
 	s.err = make(chan error, 1)
 	go func() { s.err <- s.srv.Serve(ln) }()
@@ -281,7 +309,7 @@ func (s *Server) Open(ctx context.Context) error {
 	}()
 	s.Log.Info("rollout serving", "url", s.URL(), "db", s.where(), "features", svc.Snapshot().Len(),
 		"revision", svc.Snapshot().Revision(), "sync_interval", follow.Interval, "notifications", follow.Notify != nil,
-		"max_conns", maxConns, "open_file_limit", nofile)
+		"max_conns", maxConns, "max_streams", maxStreams, "open_file_limit", nofile)
 	return nil
 }
 
