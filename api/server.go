@@ -52,6 +52,8 @@ type Options struct {
 	// SampleEvaluations logs about one evaluation request in this many,
 	// beside those RequestLog logs (errors, slow ones); 0 logs none.
 	SampleEvaluations int
+	// Plans bound the planner's work; the zero value is the defaults.
+	Plans PlanLimits
 }
 
 // Server holds what the handlers need.
@@ -64,6 +66,7 @@ type Server struct {
 	snap    atomic.Pointer[snapshotState]
 	sync    syncCache
 	reqlog  requestLogger
+	planner *planner
 	// steps are what every request goes through; composed holds the
 	// routes, by pattern then method, that have them composed already.
 	steps    []step
@@ -113,6 +116,7 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	}
 	s := &Server{svc: svc, log: log, metrics: metrics, ready: opts.Ready, closing: opts.Closing,
 		reqlog: requestLogger{mode: opts.RequestLog, slow: slow, sample: uint64(max(opts.SampleEvaluations, 0))}}
+	s.planner = newPlanner(opts.Plans)
 	s.snapshotState()
 	metrics.server.Store(s)
 
