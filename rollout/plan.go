@@ -25,11 +25,17 @@ const (
 
 // DefaultPlanBudget is the number of search steps a plan takes at most when
 // PlanOptions gives no budget. A step adds or removes one replica and
-// updates the plan's figures; it costs about a tenth of a microsecond to a
-// microsecond, so a plan stops within a second or so on one core. Every
-// plan of up to 10 buckets at the default tolerance measured takes fewer
-// than a tenth of it.
+// updates the plan's figures; it costs about a tenth of a microsecond, so
+// a plan stops within a second or so on one core. Every plan of up to 10
+// buckets at the default tolerance measured took fewer than 2,000,000
+// steps, within the four fifths of the budget that the search spends
+// before it improves what it found with the rest.
 const DefaultPlanBudget = 5_000_000
+
+// reserveShare: a plan's search keeps back this fraction (1/reserveShare)
+// of its budget to improve, toward the tolerance first, the best plan it
+// found when the rest runs out.
+const reserveShare = 5
 
 // targetSumSlack is how far from 1 the targets of a plan may sum.
 const targetSumSlack = 1e-9
@@ -256,7 +262,7 @@ func checkTargets(targets map[string]float64, opts PlanOptions) (float64, error)
 func planFrom(ctx context.Context, order []string, current map[string]int, targets map[string]float64, tol float64, budget int64, starts []map[string]int, stopWithin bool) Plan {
 	names := slices.Sorted(slices.Values(order))
 	sp := newPlanSpace(names, current, targets, tol)
-	sp.ctx, sp.budget = ctx, budget
+	sp.ctx, sp.budget, sp.reserve = ctx, budget-budget/reserveShare, budget/reserveShare
 	counts := make([][]int, len(starts))
 	for i, start := range starts {
 		counts[i] = make([]int, len(names))

@@ -69,9 +69,11 @@ type planSpace struct {
 	excess int64 // Σ max(0, |share-target| - tol)
 
 	// The search's bounds: it stops once it has taken budget steps (a
-	// replica added or removed) or ctx is done, and cut says why.
+	// replica added or removed) or ctx is done, and cut says why. Stopped
+	// by its budget, it takes reserve steps more to improve what it found.
 	ctx       context.Context
 	budget    int64
+	reserve   int64
 	steps     int64
 	nextCheck int64 // steps at which ctx is next looked at
 	cut       string
@@ -360,21 +362,27 @@ func (sp *planSpace) bestLine(b, down, up, phase int) (int, score) {
 // move it found, if any, and returns.
 func (sp *planSpace) descend(phase int) {
 	for !sp.stopped() {
-		best, bb, bd := sp.score(), -1, 0
-		for b := range sp.n {
-			d, s := sp.bestLine(b, max(lineReach, sp.n[b]/2), max(lineReach, sp.n[b]), phase)
-			if d != 0 && better(s, best, phase) {
-				best, bb, bd = s, b, d
-			}
-		}
-		if bb >= 0 {
-			sp.step(bb, bd)
-			continue
-		}
-		if !sp.pairMove(phase) {
+		if !sp.lineMove(phase) && !sp.pairMove(phase) {
 			return
 		}
 	}
+}
+
+// lineMove makes the best line move of one bucket, if it scores better
+// than now. Stopped, it makes the best of the moves it tried.
+func (sp *planSpace) lineMove(phase int) bool {
+	best, bb, bd := sp.score(), -1, 0
+	for b := range sp.n {
+		d, s := sp.bestLine(b, max(lineReach, sp.n[b]/2), max(lineReach, sp.n[b]), phase)
+		if d != 0 && better(s, best, phase) {
+			best, bb, bd = s, b, d
+		}
+	}
+	if bb < 0 {
+		return false
+	}
+	sp.step(bb, bd)
+	return true
 }
 
 // pairMove makes the best move that changes one bucket by up to pairWindow
@@ -413,7 +421,8 @@ func (sp *planSpace) pairMove(phase int) bool {
 // fewer users within it — and leaves the counts at the best result. With
 // stopWithin it stops at the first result within tolerance. Stopped, it
 // leaves them at the best it reached: the starts it has not descended
-// from still count as they are.
+// from still count as they are; stopped by its budget, it then spends its
+// reserve on line moves from the best.
 func (sp *planSpace) search(starts [][]int, stopWithin bool) {
 	var best []int
 	var bestScore score
@@ -436,6 +445,18 @@ func (sp *planSpace) search(starts [][]int, stopWithin bool) {
 		if stopWithin && bestScore.excess == 0 {
 			break
 		}
+	}
+	if sp.cut == CutBudget && sp.reserve > 0 {
+		// Cut short, perhaps far from the tolerance after trading excess
+		// for churn: spend the reserve on line moves from the best counts,
+		// toward the tolerance first.
+		sp.setCounts(best)
+		sp.cut, sp.budget, sp.reserve = "", sp.steps+sp.reserve, 0
+		sp.descend(1)
+		if better(sp.score(), bestScore, 1) {
+			best = slices.Clone(sp.n)
+		}
+		sp.cut = CutBudget
 	}
 	sp.setCounts(best)
 }
