@@ -75,7 +75,7 @@ func (p *planner) run(c echo.Context, opts rollout.PlanOptions, plan func(contex
 	case p.slots <- struct{}{}:
 	default:
 		c.Response().Header().Set("Retry-After", strconv.Itoa(planRetryAfter))
-		return rollout.Errorf(codeTooManyPlans, "this server runs at most %d plans at once, and they are all running: try again in a second", cap(p.slots))
+		return rollout.Errorf(codeTooManyPlans, "as many plans are running as this server runs at once (%d): try again in a second", cap(p.slots))
 	}
 	var freed func()
 	defer func() {

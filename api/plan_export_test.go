@@ -9,6 +9,3 @@ func SetPlanHook(t interface{ Cleanup(func()) }, start func(context.Context) fun
 	planHook.Store(&start)
 	t.Cleanup(func() { planHook.Store(nil) })
 }
-
-// PlanRaceEnabled is raceEnabled, for the plan tests of package api_test.
-const PlanRaceEnabled = raceEnabled

@@ -183,10 +183,7 @@ func TestPlanDeadline(t *testing.T) {
 // TestPlanBudgetAnswer: the plan of a hundred buckets, at the
 // finest tolerance, answers 200 with a valid plan cut short by its budget.
 func TestPlanBudgetAnswer(t *testing.T) {
-	budget := int64(0) // the default
-	if api.PlanRaceEnabled || testing.Short() {
-		budget = 200_000
-	}
+	const budget = 200_000 // rollout's tests plan it with the default budget
 	s := newServer(t, "", api.Options{Plans: api.PlanLimits{Budget: budget}})
 	var buckets []map[string]any
 	targets := map[string]float64{}
@@ -198,9 +195,6 @@ func TestPlanBudgetAnswer(t *testing.T) {
 	s.must(201, "POST", "/api/features", map[string]any{"key": "wide", "buckets": buckets})
 	r := s.must(200, "POST", "/api/features/wide/plan", map[string]any{"targets": targets, "tolerance": rollout.MinTolerance})
 	a := decodeCut(t, r.body)
-	if budget == 0 {
-		budget = rollout.DefaultPlanBudget
-	}
 	if !a.CutShort || a.CutReason != rollout.CutBudget || a.Steps < budget/2 || a.Steps > budget+4*rollout.MaxReplicas {
 		t.Errorf("plan of 100 buckets: cut short %v (%q) after %d steps, want cut by its budget of %d", a.CutShort, a.CutReason, a.Steps, budget)
 	}
