@@ -15,9 +15,11 @@ import (
 )
 
 // DefaultPlanTimeout is how long a plan searches at most when PlanLimits
-// give no timeout: its budget of steps ends it sooner on an idle core, and
-// its answer comes well within the server's write timeout on a busy one.
-const DefaultPlanTimeout = 2 * time.Second
+// give no timeout. Its budget of steps ends it sooner, in one to five
+// seconds; the deadline holds on a machine so busy that the plan gets
+// little of a core, and its answer still comes well within the server's
+// 30 s write timeout.
+const DefaultPlanTimeout = 10 * time.Second
 
 // planRetryAfter is the Retry-After, in seconds, of a plan refused because
 // as many are running as the server runs at once: about a plan's length.

@@ -184,7 +184,7 @@ func TestPlanDeadline(t *testing.T) {
 // finest tolerance, answers 200 with a valid plan cut short by its budget.
 func TestPlanBudgetAnswer(t *testing.T) {
 	const budget = 200_000 // rollout's tests plan it with the default budget
-	s := newServer(t, "", api.Options{Plans: api.PlanLimits{Budget: budget}})
+	s := newServer(t, "", api.Options{Plans: api.PlanLimits{Budget: budget, Timeout: time.Hour}})
 	var buckets []map[string]any
 	targets := map[string]float64{}
 	for i := range 100 {
