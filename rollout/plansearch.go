@@ -104,7 +104,8 @@ func (sp *planSpace) stopped() bool {
 
 // newPlanSpace returns the search space of the buckets names (sorted),
 // measured against the ring of current (may be nil), with no bound on its
-// search (see bound). Set its counts with setCounts before searching.
+// search until its ctx, budget and reserve are set. Set its counts with
+// setCounts before searching.
 func newPlanSpace(names []string, current map[string]int, targets map[string]float64, tol float64) *planSpace {
 	nb := len(names)
 	sp := &planSpace{
@@ -422,7 +423,7 @@ func (sp *planSpace) pairMove(phase int) bool {
 // stopWithin it stops at the first result within tolerance. Stopped, it
 // leaves them at the best it reached: the starts it has not descended
 // from still count as they are; stopped by its budget, it then spends its
-// reserve on line moves from the best.
+// reserve descending from the best in phase 1.
 func (sp *planSpace) search(starts [][]int, stopWithin bool) {
 	var best []int
 	var bestScore score
@@ -448,7 +449,7 @@ func (sp *planSpace) search(starts [][]int, stopWithin bool) {
 	}
 	if sp.cut == CutBudget && sp.reserve > 0 {
 		// Cut short, perhaps far from the tolerance after trading excess
-		// for churn: spend the reserve on line moves from the best counts,
+		// for churn: spend the reserve descending from the best counts,
 		// toward the tolerance first.
 		sp.setCounts(best)
 		sp.cut, sp.budget, sp.reserve = "", sp.steps+sp.reserve, 0
