@@ -29,6 +29,7 @@ var statusOf = map[string]int{
 	codeTooLarge:          http.StatusRequestEntityTooLarge,
 	codeForbidden:         http.StatusForbidden,
 	codeUnauthorized:      http.StatusUnauthorized,
+	codeTooManyPlans:      http.StatusTooManyRequests,
 	rollout.EInvalid:      http.StatusUnprocessableEntity,
 	rollout.ENotFound:     http.StatusNotFound,
 	rollout.EConflict:     http.StatusConflict,

@@ -125,7 +125,7 @@ func (s *Server) createFeature(c echo.Context) error {
 		Fallback: req.Fallback, Buckets: buckets(req.Buckets), Overrides: req.Overrides,
 	}
 	if req.Targets != nil {
-		if f.Buckets, err = plannedBuckets(req); err != nil {
+		if f.Buckets, err = s.plannedBuckets(c, req); err != nil {
 			return err
 		}
 	} else if req.Tolerance != nil {

@@ -1,14 +1,99 @@
 package api
 
 import (
-	"math"
+	"context"
 	"net/http"
+	"runtime"
 	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/rollout"
 )
+
+// DefaultPlanTimeout is how long a plan searches at most when PlanLimits
+// give no timeout. Its budget of steps ends it sooner, in one to five
+// seconds; the deadline holds on a machine so busy that the plan gets
+// little of a core, and its answer still comes well within the server's
+// 30 s write timeout.
+const DefaultPlanTimeout = 10 * time.Second
+
+// planRetryAfter is the Retry-After, in seconds, of a plan refused because
+// as many are running as the server runs at once: about a plan's length.
+const planRetryAfter = 1
+
+// codeTooManyPlans answers a plan refused because as many are running as
+// the server runs at once.
+const codeTooManyPlans = "too_many_plans"
+
+// PlanLimits bound the planner's work on a server: POST
+// /api/features/K/plan and features created with targets. The zero value
+// is the defaults.
+type PlanLimits struct {
+	// Running is how many plans run at once; beyond it a plan is refused
+	// at once with 429 and a Retry-After. 0 means half of GOMAXPROCS, at
+	// least 1, so that plans leave cores to evaluation.
+	Running int
+	// Timeout ends a plan's search; the answer is the best plan found,
+	// cut short. 0 means DefaultPlanTimeout.
+	Timeout time.Duration
+	// Budget is the number of search steps a plan takes at most (see
+	// rollout.PlanOptions); 0 means rollout.DefaultPlanBudget.
+	Budget int64
+}
+
+// planner runs plans within PlanLimits.
+type planner struct {
+	slots   chan struct{} // one per running plan
+	timeout time.Duration
+	budget  int64
+}
+
+func newPlanner(l PlanLimits) *planner {
+	running := l.Running
+	if running <= 0 {
+		running = max(1, runtime.GOMAXPROCS(0)/2)
+	}
+	timeout := l.Timeout
+	if timeout <= 0 {
+		timeout = DefaultPlanTimeout
+	}
+	return &planner{slots: make(chan struct{}, running), timeout: timeout, budget: l.Budget}
+}
+
+// planHook, when set (by tests), is called in a plan's slot before its
+// search, with the search's context; the func it returns, if not nil, is
+// called once the slot is free again.
+var planHook atomic.Pointer[func(context.Context) func()]
+
+// run calls plan in a slot, with a context that ends at the plan's timeout
+// or when the client goes, and opts's budget set; with every slot taken,
+// it refuses at once with codeTooManyPlans and a Retry-After.
+func (p *planner) run(c echo.Context, opts rollout.PlanOptions, plan func(context.Context, rollout.PlanOptions) error) error {
+	select {
+	case p.slots <- struct{}{}:
+	default:
+		c.Response().Header().Set("Retry-After", strconv.Itoa(planRetryAfter))
+		return rollout.Errorf(codeTooManyPlans, "as many plans are running as this server runs at once (%d): try again in a second", cap(p.slots))
+	}
+	var freed func()
+	defer func() {
+		<-p.slots
+		if freed != nil {
+			freed()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(c.Request().Context(), p.timeout)
+	defer cancel()
+	if h := planHook.Load(); h != nil {
+		freed = (*h)(ctx)
+	}
+	opts.Budget = p.budget
+	return plan(ctx, opts)
+}
 
 type planRequest struct {
 	Targets   map[string]float64 `json:"targets"`
@@ -29,8 +114,8 @@ func planOptions(targets map[string]float64, tolerance *float64) (rollout.PlanOp
 	}
 	var opts rollout.PlanOptions
 	if tolerance != nil {
-		if t := *tolerance; math.IsNaN(t) || t <= 0 || t > 1 {
-			return opts, badRequest("tolerance %v is out of range: give a fraction of users above 0 and at most 1, such as 0.005 for half a percentage point", t)
+		if t := *tolerance; !rollout.ValidTolerance(t) {
+			return opts, badRequest("%s", rollout.ToleranceRange(t))
 		}
 		opts.Tolerance = *tolerance
 	}
@@ -40,7 +125,9 @@ func planOptions(targets map[string]float64, tolerance *float64) (rollout.PlanOp
 // plan is POST /api/features/K/plan: the replicas that bring the feature's
 // buckets to target shares while moving the fewest users the planner finds,
 // with the exact churn beside its lower bound. Nothing is stored; apply the
-// plan's buckets with PUT /api/features/K/buckets.
+// plan's buckets with PUT /api/features/K/buckets. The search is bounded
+// (see PlanLimits): cut short, the answer is the best plan it found, with
+// cut_short and cut_reason.
 func (s *Server) plan(c echo.Context) error {
 	var req planRequest
 	if err := decode(c, &req); err != nil {
@@ -50,11 +137,15 @@ func (s *Server) plan(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p, rep, err := s.svc.Plan(pathParam(c, "key"), req.Targets, opts)
+	var res planResponse
+	err = s.planner.run(c, opts, func(ctx context.Context, opts rollout.PlanOptions) (err error) {
+		res.Plan, res.Report, err = s.svc.PlanContext(ctx, pathParam(c, "key"), req.Targets, opts)
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, planResponse{Plan: p, Report: rep})
+	return c.JSON(http.StatusOK, res)
 }
 
 type setBucketsRequest struct {
@@ -84,8 +175,9 @@ func (s *Server) setBuckets(c echo.Context) error {
 // plannedBuckets returns the buckets of a new feature created with target
 // shares: replicas from rollout.PlanNew, values from the request's buckets,
 // which must give no replicas and name only buckets of the targets. The
-// request's buckets come first, in their order.
-func plannedBuckets(req createRequest) ([]rollout.Bucket, error) {
+// request's buckets come first, in their order. The plan runs within the
+// server's PlanLimits.
+func (s *Server) plannedBuckets(c echo.Context, req createRequest) ([]rollout.Bucket, error) {
 	opts, err := planOptions(req.Targets, req.Tolerance)
 	if err != nil {
 		return nil, err
@@ -98,11 +190,17 @@ func plannedBuckets(req createRequest) ([]rollout.Bucket, error) {
 			return nil, badRequest("bucket %q has no target: give every bucket its share in targets", b.Name)
 		}
 	}
-	p, err := rollout.PlanNew(req.Targets, opts)
-	if err != nil {
+	var p rollout.Plan
+	err = s.planner.run(c, opts, func(ctx context.Context, opts rollout.PlanOptions) (err error) {
+		p, err = rollout.PlanNewContext(ctx, req.Targets, opts)
+		return err
+	})
+	switch {
+	case err != nil:
 		return nil, err
-	}
-	if !p.WithinTolerance {
+	case !p.WithinTolerance && p.CutShort:
+		return nil, rollout.Errorf(rollout.EInvalid, "the planner stopped (%s) before it came within tolerance %v of the targets (closest: max error %v): give a larger tolerance", p.CutReason, p.Tolerance, p.MaxError)
+	case !p.WithinTolerance:
 		return nil, rollout.Errorf(rollout.EInvalid, "no replica counts within the limits come within tolerance %v of the targets (closest: max error %v): give a larger tolerance", p.Tolerance, p.MaxError)
 	}
 	out := buckets(req.Buckets)

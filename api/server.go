@@ -62,6 +62,9 @@ type Options struct {
 	// MaxStreamsPerToken those of one token (see streams.go); 0 means
 	// DefaultMaxStreams, and half of MaxStreams.
 	MaxStreams, MaxStreamsPerToken int
+
+	// Plans bound the planner's work; the zero value is the defaults.
+	Plans PlanLimits
 }
 
 // Server holds what the handlers need.
@@ -75,6 +78,7 @@ type Server struct {
 	sync    syncCache
 	streams *streams
 	reqlog  requestLogger
+	planner *planner
 	// steps are what every request goes through; composed holds the
 	// routes, by pattern then method, that have them composed already.
 	steps    []step
@@ -124,6 +128,7 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	}
 	s := &Server{svc: svc, log: log, metrics: metrics, ready: opts.Ready, closing: opts.Closing,
 		reqlog: requestLogger{mode: opts.RequestLog, slow: slow, sample: uint64(max(opts.SampleEvaluations, 0))}}
+	s.planner = newPlanner(opts.Plans)
 	s.snapshotState()
 	metrics.server.Store(s)
 	s.streams = newStreams(opts, log, metrics)

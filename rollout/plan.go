@@ -1,6 +1,8 @@
 package rollout
 
 import (
+	"context"
+	"fmt"
 	"maps"
 	"math"
 	"slices"
@@ -13,15 +15,50 @@ import (
 // percentage point.
 const DefaultTolerance = 0.005
 
+// MinTolerance and MaxTolerance bound a plan's tolerance: finer than one
+// user in a million is no rollout's need and only makes the search longer;
+// a tolerance of 1 or more is no bound at all.
+const (
+	MinTolerance = 1e-6
+	MaxTolerance = 1 // excluded
+)
+
+// DefaultPlanBudget is the number of search steps a plan takes at most when
+// PlanOptions gives no budget. A step adds or removes one replica and
+// updates the plan's figures; it costs 35 to 250 nanoseconds (measured on
+// an idle and a loaded machine), so a plan stops within one to five
+// seconds on one core. Every plan of up to 10 buckets at the default
+// tolerance measured took fewer than 2,000,000 steps; 40 buckets take 20 to
+// 80 million, of which this budget is enough to come within tolerance in
+// the cases measured.
+const DefaultPlanBudget = 20_000_000
+
+// reserveShare: a plan's search keeps back this fraction (1/reserveShare)
+// of its budget to improve, toward the tolerance first, the best plan it
+// found when the rest runs out.
+const reserveShare = 5
+
 // targetSumSlack is how far from 1 the targets of a plan may sum.
 const targetSumSlack = 1e-9
 
 // PlanOptions tune a plan.
 type PlanOptions struct {
 	// Tolerance is the largest difference allowed between a bucket's share
-	// and its target; 0 means DefaultTolerance.
+	// and its target, from MinTolerance up to (not including)
+	// MaxTolerance; 0 means DefaultTolerance.
 	Tolerance float64
+	// Budget bounds the search: the plan stops after this many steps
+	// (replicas added or removed while trying counts) and is the best
+	// found so far, cut short. 0 means DefaultPlanBudget.
+	Budget int64
 }
+
+// Why a plan was cut short (Plan.CutReason).
+const (
+	CutBudget   = "budget"   // its PlanOptions.Budget was spent
+	CutDeadline = "deadline" // its context's deadline passed
+	CutCanceled = "canceled" // its context was canceled: no one waits for it
+)
 
 // Plan is a list of buckets whose exact shares come within a tolerance of
 // target shares, chosen to move as few users as possible from the buckets
@@ -47,6 +84,15 @@ type Plan struct {
 	// targets exactly moves fewer users. A plan within tolerance may move
 	// a little fewer, by at most half the tolerance per bucket.
 	LowerBound float64 `json:"lower_bound"`
+	// CutShort reports that the search stopped before it had finished,
+	// for CutReason (CutBudget, CutDeadline or CutCanceled). The plan is
+	// the best it had found: its figures are exact and its buckets keep
+	// the limits, but a longer search might have moved fewer users or come
+	// closer to the targets.
+	CutShort  bool   `json:"cut_short"`
+	CutReason string `json:"cut_reason,omitempty"`
+	// Steps is the number of steps the search took (see PlanOptions.Budget).
+	Steps int64 `json:"steps"`
 }
 
 // PlanShares plans the replicas that bring buckets to the target shares
@@ -56,8 +102,16 @@ type Plan struct {
 // feature limits (replicas 1 to MaxReplicas per bucket, at most MaxPoints in
 // all, at most MaxBuckets) and, among the replica counts it searches, moves
 // the fewest users it finds; see planSearch. It is deterministic, and
-// returns an EInvalid *Error for bad targets or tolerance.
+// returns an EInvalid *Error for bad targets or tolerance. Its work is
+// bounded by opts.Budget (see PlanSharesContext).
 func PlanShares(buckets []Bucket, targets map[string]float64, opts PlanOptions) (Plan, error) {
+	return PlanSharesContext(context.Background(), buckets, targets, opts)
+}
+
+// PlanSharesContext is PlanShares, stopping when ctx is done as well as
+// when its budget is spent: it then returns the best plan it has found,
+// CutShort, and no error. Cut by its budget alone, it is deterministic.
+func PlanSharesContext(ctx context.Context, buckets []Bucket, targets map[string]float64, opts PlanOptions) (Plan, error) {
 	tol, err := checkTargets(targets, opts)
 	if err != nil {
 		return Plan{}, err
@@ -78,7 +132,14 @@ func PlanShares(buckets []Bucket, targets map[string]float64, opts PlanOptions) 
 			order = append(order, name)
 		}
 	}
-	return planFrom(order, current, targets, tol, sharesStarts(order, current, targets), false), nil
+	return planFrom(ctx, order, current, targets, tol, opts.budget(), sharesStarts(order, current, targets), false), nil
+}
+
+func (o PlanOptions) budget() int64 {
+	if o.Budget <= 0 {
+		return DefaultPlanBudget
+	}
+	return o.Budget
 }
 
 // sharesStarts returns where the search for PlanShares starts: the current
@@ -122,8 +183,14 @@ func sharesStarts(order []string, current map[string]int, targets map[string]flo
 // targets, adjusted until every share is within tolerance. Targets are as
 // for PlanShares; a target of 0 is refused, since a new feature has no
 // bucket to remove. Its Churn is 1 and its LowerBound 1: every user gets a
-// bucket.
+// bucket. Its work is bounded as PlanShares's.
 func PlanNew(targets map[string]float64, opts PlanOptions) (Plan, error) {
+	return PlanNewContext(context.Background(), targets, opts)
+}
+
+// PlanNewContext is PlanNew, stopping when ctx is done as well (see
+// PlanSharesContext).
+func PlanNewContext(ctx context.Context, targets map[string]float64, opts PlanOptions) (Plan, error) {
 	tol, err := checkTargets(targets, opts)
 	if err != nil {
 		return Plan{}, err
@@ -142,7 +209,18 @@ func PlanNew(targets map[string]float64, opts PlanOptions) (Plan, error) {
 		}
 		starts = append(starts, start)
 	}
-	return planFrom(names, nil, targets, tol, starts, true), nil
+	return planFrom(ctx, names, nil, targets, tol, opts.budget(), starts, true), nil
+}
+
+// ValidTolerance reports whether tol is a tolerance a plan accepts: from
+// MinTolerance up to, not including, MaxTolerance.
+func ValidTolerance(tol float64) bool {
+	return tol >= MinTolerance && tol < MaxTolerance // false for NaN
+}
+
+// ToleranceRange says why tol is not a valid tolerance and what is.
+func ToleranceRange(tol float64) string {
+	return fmt.Sprintf("tolerance %v is out of range: give a fraction of users from %v to below %v, such as 0.005 for half a percentage point", tol, MinTolerance, MaxTolerance)
 }
 
 // checkTargets reports what is wrong with targets and the tolerance, and
@@ -152,8 +230,8 @@ func checkTargets(targets map[string]float64, opts PlanOptions) (float64, error)
 	switch {
 	case tol == 0:
 		tol = DefaultTolerance
-	case math.IsNaN(tol) || tol < 0 || tol > 1:
-		return 0, Errorf(EInvalid, "tolerance %v is out of range: give a fraction of users above 0 and at most 1, such as 0.005 for half a percentage point", tol)
+	case !ValidTolerance(tol):
+		return 0, Errorf(EInvalid, "%s", ToleranceRange(tol))
 	}
 	if len(targets) == 0 {
 		return 0, Errorf(EInvalid, `give the target share of each bucket, such as {"A":0.75,"B":0.25}`)
@@ -179,11 +257,13 @@ func checkTargets(targets map[string]float64, opts PlanOptions) (float64, error)
 }
 
 // planFrom searches replica counts for the buckets order names from each
-// of starts (see planSpace.search) and returns the plan with its exact
-// figures measured against the ring of current (nil: no ring).
-func planFrom(order []string, current map[string]int, targets map[string]float64, tol float64, starts []map[string]int, stopWithin bool) Plan {
+// of starts (see planSpace.search), within budget steps and while ctx is
+// not done, and returns the plan with its exact figures measured against
+// the ring of current (nil: no ring).
+func planFrom(ctx context.Context, order []string, current map[string]int, targets map[string]float64, tol float64, budget int64, starts []map[string]int, stopWithin bool) Plan {
 	names := slices.Sorted(slices.Values(order))
 	sp := newPlanSpace(names, current, targets, tol)
+	sp.ctx, sp.budget, sp.reserve = ctx, budget-budget/reserveShare, budget/reserveShare
 	counts := make([][]int, len(starts))
 	for i, start := range starts {
 		counts[i] = make([]int, len(names))
@@ -193,7 +273,7 @@ func planFrom(order []string, current map[string]int, targets map[string]float64
 	}
 	sp.search(counts, stopWithin)
 
-	p := Plan{Targets: targets, Tolerance: tol, Buckets: []Bucket{}}
+	p := Plan{Targets: targets, Tolerance: tol, Buckets: []Bucket{}, Steps: sp.steps, CutShort: sp.cut != "", CutReason: sp.cut}
 	for _, name := range order {
 		b := slices.Index(names, name)
 		if sp.n[b] > 0 {
@@ -239,13 +319,19 @@ func mustRing(counts map[string]int) *ring.Ring {
 // SetBuckets. Nothing is stored. It returns ENotFound for no such feature,
 // EInvalid for bad targets, and the error the change would meet when the
 // planned buckets cannot replace the current ones (removing the fallback or
-// a bucket that overrides name).
+// a bucket that overrides name). Its work is bounded as PlanShares's.
 func (s *Service) Plan(key string, targets map[string]float64, opts PlanOptions) (Plan, Report, error) {
+	return s.PlanContext(context.Background(), key, targets, opts)
+}
+
+// PlanContext is Plan, stopping when ctx is done as well (see
+// PlanSharesContext).
+func (s *Service) PlanContext(ctx context.Context, key string, targets map[string]float64, opts PlanOptions) (Plan, Report, error) {
 	cur, ok := s.Snapshot().features[key]
 	if !ok {
 		return Plan{}, Report{}, notFound(key)
 	}
-	p, err := PlanShares(cur.feature.Buckets, targets, opts)
+	p, err := PlanSharesContext(ctx, cur.feature.Buckets, targets, opts)
 	if err != nil {
 		return Plan{}, Report{}, err
 	}

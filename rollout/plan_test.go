@@ -227,7 +227,7 @@ func TestPlanAgainstBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	cases, agreed, better, feasible := 0, 0, 0, 0
 	n := 150
-	if raceEnabled {
+	if raceEnabled || testing.Short() {
 		n = 15
 	}
 	for c := range n {

@@ -2,6 +2,9 @@ package rollout
 
 import (
 	"cmp"
+	"context"
+	"errors"
+	"math"
 	"slices"
 	"strconv"
 
@@ -64,10 +67,44 @@ type planSpace struct {
 	share  []int64
 	churn  int64 // units of segments whose owner differs from orig
 	excess int64 // Σ max(0, |share-target| - tol)
+
+	// The search's bounds: it stops once it has taken budget steps (a
+	// replica added or removed) or ctx is done, and cut says why. Stopped
+	// by its budget, it takes reserve steps more to improve what it found.
+	ctx       context.Context
+	budget    int64
+	reserve   int64
+	steps     int64
+	nextCheck int64 // steps at which ctx is next looked at
+	cut       string
+}
+
+// ctxCheckEvery is how many steps the search takes between looks at its
+// context: a step costs well under a microsecond, a look a lock.
+const ctxCheckEvery = 1024
+
+// stopped reports whether the search must stop: its budget spent or its
+// context done. Once it has said so, it keeps saying so.
+func (sp *planSpace) stopped() bool {
+	switch {
+	case sp.cut != "":
+		return true
+	case sp.steps >= sp.budget:
+		sp.cut = CutBudget
+	case sp.steps >= sp.nextCheck:
+		sp.nextCheck = sp.steps + ctxCheckEvery
+		if err := sp.ctx.Err(); errors.Is(err, context.DeadlineExceeded) {
+			sp.cut = CutDeadline
+		} else if err != nil {
+			sp.cut = CutCanceled
+		}
+	}
+	return sp.cut != ""
 }
 
 // newPlanSpace returns the search space of the buckets names (sorted),
-// measured against the ring of current (may be nil). Set its counts with
+// measured against the ring of current (may be nil), with no bound on its
+// search until its ctx, budget and reserve are set. Set its counts with
 // setCounts before searching.
 func newPlanSpace(names []string, current map[string]int, targets map[string]float64, tol float64) *planSpace {
 	nb := len(names)
@@ -75,6 +112,7 @@ func newPlanSpace(names []string, current map[string]int, targets map[string]flo
 		target: make([]int64, nb), tol: toUnits(tol),
 		lo: make([]int, nb), hi: make([]int, nb), maxPoints: MaxPoints,
 		idx: make([][]int32, nb), n: make([]int, nb), share: make([]int64, nb),
+		ctx: context.Background(), budget: math.MaxInt64,
 	}
 	sumLo := 0
 	for b, name := range names {
@@ -229,6 +267,7 @@ func (sp *planSpace) canRemove(b int) bool { return sp.n[b] > sp.lo[b] }
 // add activates replica n[b] of bucket b: the arc from the active point
 // before it up to it moves from its owner to b.
 func (sp *planSpace) add(b int) {
+	sp.steps++
 	u := int(sp.idx[b][sp.n[b]])
 	sp.n[b]++
 	sp.total++
@@ -239,6 +278,7 @@ func (sp *planSpace) add(b int) {
 // remove deactivates replica n[b]-1 of bucket b: its arc moves to the owner
 // of the next active point.
 func (sp *planSpace) remove(b int) {
+	sp.steps++
 	sp.n[b]--
 	sp.total--
 	u := int(sp.idx[b][sp.n[b]])
@@ -297,17 +337,18 @@ func better(s, t score, phase int) bool {
 
 // bestLine returns the change of bucket b's count, within reach, that
 // scores best, and its score; 0 and the current score when none is better.
+// Stopped, it returns the best of the changes it tried.
 func (sp *planSpace) bestLine(b, down, up, phase int) (int, score) {
 	n0 := sp.n[b]
 	best, bestD := sp.score(), 0
-	for sp.n[b]-n0 < up && sp.canAdd(b) {
+	for sp.n[b]-n0 < up && sp.canAdd(b) && !sp.stopped() {
 		sp.add(b)
 		if s := sp.score(); better(s, best, phase) {
 			best, bestD = s, sp.n[b]-n0
 		}
 	}
 	sp.step(b, n0-sp.n[b])
-	for n0-sp.n[b] < down && sp.canRemove(b) {
+	for n0-sp.n[b] < down && sp.canRemove(b) && !sp.stopped() {
 		sp.remove(b)
 		if s := sp.score(); better(s, best, phase) {
 			best, bestD = s, sp.n[b]-n0
@@ -318,33 +359,41 @@ func (sp *planSpace) bestLine(b, down, up, phase int) (int, score) {
 }
 
 // descend improves the counts until no move scores better: the best line
-// move of one bucket, else the best pair move.
+// move of one bucket, else the best pair move. Stopped, it makes the best
+// move it found, if any, and returns.
 func (sp *planSpace) descend(phase int) {
-	for {
-		best, bb, bd := sp.score(), -1, 0
-		for b := range sp.n {
-			d, s := sp.bestLine(b, max(lineReach, sp.n[b]/2), max(lineReach, sp.n[b]), phase)
-			if d != 0 && better(s, best, phase) {
-				best, bb, bd = s, b, d
-			}
-		}
-		if bb >= 0 {
-			sp.step(bb, bd)
-			continue
-		}
-		if !sp.pairMove(phase) {
+	for !sp.stopped() {
+		if !sp.lineMove(phase) && !sp.pairMove(phase) {
 			return
 		}
 	}
 }
 
+// lineMove makes the best line move of one bucket, if it scores better
+// than now. Stopped, it makes the best of the moves it tried.
+func (sp *planSpace) lineMove(phase int) bool {
+	best, bb, bd := sp.score(), -1, 0
+	for b := range sp.n {
+		d, s := sp.bestLine(b, max(lineReach, sp.n[b]/2), max(lineReach, sp.n[b]), phase)
+		if d != 0 && better(s, best, phase) {
+			best, bb, bd = s, b, d
+		}
+	}
+	if bb < 0 {
+		return false
+	}
+	sp.step(bb, bd)
+	return true
+}
+
 // pairMove makes the best move that changes one bucket by up to pairWindow
 // replicas and another by up to lineReach, if it scores better than now.
+// Stopped, it makes the best of the moves it tried.
 func (sp *planSpace) pairMove(phase int) bool {
 	type move struct{ a, da, b, db int }
 	best, found := sp.score(), move{a: -1}
 	for a := range sp.n {
-		for da := -pairWindow; da <= pairWindow; da++ {
+		for da := -pairWindow; da <= pairWindow && !sp.stopped(); da++ {
 			if da == 0 || sp.n[a]+da < sp.lo[a] || sp.n[a]+da > sp.hi[a] || sp.total+da > sp.maxPoints {
 				continue
 			}
@@ -371,7 +420,10 @@ func (sp *planSpace) pairMove(phase int) bool {
 // search runs the two phases from each start in turn — first trading
 // excess against churn, then reaching the tolerance if it can and moving
 // fewer users within it — and leaves the counts at the best result. With
-// stopWithin it stops at the first result within tolerance.
+// stopWithin it stops at the first result within tolerance. Stopped, it
+// leaves them at the best it reached: the starts it has not descended
+// from still count as they are; stopped by its budget, it then spends its
+// reserve descending from the best in phase 1.
 func (sp *planSpace) search(starts [][]int, stopWithin bool) {
 	var best []int
 	var bestScore score
@@ -380,18 +432,32 @@ func (sp *planSpace) search(starts [][]int, stopWithin bool) {
 	}
 	for _, start := range starts {
 		sp.setCounts(start)
-		if sp.excess > 0 {
+		if sp.excess > 0 && !sp.stopped() {
 			// Phase 0 may trade a little excess for less churn; from
 			// within tolerance it could only leave it.
 			sp.descend(0)
 		}
-		sp.descend(1)
+		if !sp.stopped() {
+			sp.descend(1)
+		}
 		if best == nil || better(sp.score(), bestScore, 1) {
 			best, bestScore = slices.Clone(sp.n), sp.score()
 		}
 		if stopWithin && bestScore.excess == 0 {
 			break
 		}
+	}
+	if sp.cut == CutBudget && sp.reserve > 0 {
+		// Cut short, perhaps far from the tolerance after trading excess
+		// for churn: spend the reserve descending from the best counts,
+		// toward the tolerance first.
+		sp.setCounts(best)
+		sp.cut, sp.budget, sp.reserve = "", sp.steps+sp.reserve, 0
+		sp.descend(1)
+		if better(sp.score(), bestScore, 1) {
+			best = slices.Clone(sp.n)
+		}
+		sp.cut = CutBudget
 	}
 	sp.setCounts(best)
 }
@@ -433,7 +499,7 @@ func (sp *planSpace) boxSearch() []int {
 		}
 		n0 := sp.n[b]
 		walk(b + 1)
-		for sp.n[b] < min(m, sp.hi[b]) && sp.canAdd(b) {
+		for sp.n[b] < min(m, sp.hi[b]) && sp.canAdd(b) && !sp.stopped() {
 			sp.add(b)
 			walk(b + 1)
 		}

@@ -77,6 +77,7 @@ func parseSimulate(args []string, stdout io.Writer) (*simulation, error) {
 	set := fs.String("set", "", "set the replicas of a bucket: `NAME=REPLICAS`")
 	target := fs.String("target", "", "plan the replicas for target shares instead: `NAME=SHARE,…` (such as on=0.1,off=0.9; 0 removes a bucket)")
 	tolerance := fs.Float64("tolerance", rollout.DefaultTolerance, "with --target, how far each share may miss its target")
+	budget := fs.Int64("budget", rollout.DefaultPlanBudget, "with --target, the most search `STEPS` the plan takes (a replica added or removed each) before it answers the best found so far")
 	rest, err := parseFlags(fs, simulateSynopsis, args, stdout)
 	if err != nil {
 		return nil, err
@@ -86,6 +87,9 @@ func parseSimulate(args []string, stdout io.Writer) (*simulation, error) {
 	}
 	if *keys < 1 {
 		return nil, fmt.Errorf("--keys %d: want at least 1", *keys)
+	}
+	if *budget < 1 {
+		return nil, fmt.Errorf("--budget %d: want at least 1 step", *budget)
 	}
 	if *replicas < 1 || *replicas > rollout.MaxReplicas {
 		return nil, fmt.Errorf("--replicas %d: a bucket has 1 to %d replicas", *replicas, rollout.MaxReplicas)
@@ -119,7 +123,7 @@ func parseSimulate(args []string, stdout io.Writer) (*simulation, error) {
 		for _, b := range buckets {
 			current = append(current, rollout.Bucket{Name: b.Name, Replicas: b.Replicas})
 		}
-		p, err := rollout.PlanShares(current, targets, rollout.PlanOptions{Tolerance: *tolerance})
+		p, err := rollout.PlanShares(current, targets, rollout.PlanOptions{Tolerance: *tolerance, Budget: *budget})
 		if err != nil {
 			return nil, fmt.Errorf("--target %q: %w", *target, err)
 		}
@@ -439,10 +443,16 @@ func (s *simulation) reportPlan(w io.Writer) {
 	t.write(w)
 	fmt.Fprintln(w)
 	within := "yes"
-	if !p.WithinTolerance {
+	switch {
+	case !p.WithinTolerance && p.CutShort:
+		within = "no: the search was cut short before it reached it; this is the closest plan found"
+	case !p.WithinTolerance:
 		within = "no: no replica counts within the limits reach it; this is the closest plan found"
 	}
 	fmt.Fprintf(w, "Within tolerance: %s (max error %s)\n", within, percent(p.MaxError))
+	if p.CutShort {
+		fmt.Fprintf(w, "Cut short:        yes, after %d search steps (%s): the best plan found so far; a larger --budget searches further\n", p.Steps, p.CutReason)
+	}
 	fmt.Fprintf(w, "Churn:            %s of users move\n", percent(p.Churn))
 	fmt.Fprintf(w, "Lower bound:      %s (half the sum of |share before - target|)\n", percent(p.LowerBound))
 }

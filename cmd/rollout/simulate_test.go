@@ -252,10 +252,31 @@ func TestSimulateTargetRefuses(t *testing.T) {
 		{"--target", "A=1,B=0,C=0,A=0"},
 		{"--target", "A=1,B=0,C=0", "--add", "D"},
 		{"--target", "A=1,B=0,C=0", "--tolerance", "-1"},
+		{"--target", "A=1,B=0,C=0", "--tolerance", "1e-9"},
+		{"--target", "A=1,B=0,C=0", "--tolerance", "1"},
+		{"--target", "A=1,B=0,C=0", "--budget", "0"},
 	} {
 		var out bytes.Buffer
 		if err := runSimulate(args, &out); err == nil {
 			t.Errorf("runSimulate(%q) = nil error:\n%s", args, out.String())
 		}
+	}
+}
+
+// TestSimulateTargetBudget: a plan whose search its --budget cuts short
+// says so, with the best plan found.
+func TestSimulateTargetBudget(t *testing.T) {
+	out := simulate(t, "--buckets", "A,B,C,D", "--replicas", "100", "--target", "A=0.1,B=0.2,C=0.3,D=0.4", "--tolerance", "0.000001", "--budget", "1000")
+	for _, want := range []string{
+		"Within tolerance: no: the search was cut short before it reached it",
+		"Cut short:        yes, after 1",
+		"(budget): the best plan found so far; a larger --budget searches further",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if out := simulate(t, "--buckets", "on,off", "--replicas", "100", "--target", "on=0.1,off=0.9"); strings.Contains(out, "Cut short") {
+		t.Errorf("a whole plan says it was cut short:\n%s", out)
 	}
 }

@@ -461,6 +461,10 @@
           : 'no plan that hits the targets exactly can move fewer than ' + pct(p.lower_bound) + '; this one moves a little fewer because its shares land within its max error of them.';
         box.append(el('p', { class: 'plan-churn' }, 'Moves ' + pct(p.churn) + ' of users; ' + bound));
         box.append(el('p', { class: 'plan-error' }, 'The planned shares are within ' + (100 * p.max_error).toFixed(3) + ' percentage points of the targets (max error).'));
+        if (p.cut_short) {
+          const why = p.cut_reason === 'deadline' ? 'it ran out of time' : 'it used up its budget of steps';
+          box.append(el('p', { class: 'plan-cut' }, 'The planner stopped early (' + why + '): this is the best plan it found, and a longer search might move fewer users or come closer to the targets.'));
+        }
       }
       if (req.toggles) {
         let what;
