@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
@@ -62,4 +63,62 @@ func TestBucketValueDepth(t *testing.T) {
 		}
 	}
 	s.must(201, "POST", "/api/features", `{"key":"deep","buckets":[{"name":"A","value":`+limit+`}]}`)
+}
+
+// TestRepeatedKeysRefused: a request body whose object repeats a key, or
+// (in the request's own fields) names one field twice in different case,
+// is refused with 400 on every route that reads a body, nested objects
+// included, and changes nothing; keys that are data (overrides' user IDs,
+// bucket values) may differ in case.
+func TestRepeatedKeysRefused(t *testing.T) {
+	s := newServer(t, "", api.Options{})
+	s.seed()
+	versions := func() map[string]int {
+		out := map[string]int{}
+		for _, k := range []string{"checkout", "dark-mode", "banner", "g"} {
+			out[k] = s.versions(k)
+		}
+		return out
+	}
+	before := versions()
+	for _, tt := range []struct{ method, path, body string }{
+		{"DELETE", "/api/features/checkout", `{"dry_run":true,"Dry_Run":false}`},
+		{"DELETE", "/api/features/checkout", `{"dry_run":true,"dry_run":false}`},
+		{"PUT", "/api/features/checkout/overrides/vip", `{"bucket":"B","max_churn":0,"max_churn":1}`},
+		{"PUT", "/api/features/checkout/overrides/vip", `{"bucket":"B","max_churn":0,"MAX_CHURN":1}`},
+		{"PATCH", "/api/features/checkout", `{"enabled":false,"Enabled":true}`},
+		{"PATCH", "/api/features/checkout", `{"descr\u0069ption":"a","description":"b"}`},
+		{"POST", "/api/features/checkout/buckets", `{"name":"D","replicas":3,"Replicas":300}`},
+		{"PUT", "/api/features/checkout/buckets/A", `{"replicas":3,"replicas":300}`},
+		{"PUT", "/api/features/checkout/buckets", `{"buckets":[{"name":"A","replicas":3},{"name":"B","replicas":3,"NAME":"C"}]}`},
+		{"POST", "/api/features/checkout/reshuffle", `{"dry_run":true,"DRY_RUN":false}`},
+		{"POST", "/api/features/checkout/rollback", `{"version":1,"version":1}`},
+		{"POST", "/api/features/checkout/preview", `{"buckets":[{"name":"A","name":"B"}]}`},
+		{"POST", "/api/features", `{"key":"g","Key":"h","buckets":[{"name":"A"}]}`},
+		{"POST", "/api/features", `{"key":"g","buckets":[{"name":"A"}],"overrides":{"u":"A","u":"A"}}`},
+		{"POST", "/api/features", `{"key":"g","buckets":[{"name":"A","value":{"a":1,"a":2}}]}`},
+		{"POST", "/api/features", `{"key":"g","buckets":[{"name":"A","value":[{"x":{"a":1,"a":2}}]}]}`},
+		{"POST", "/api/features/dark-mode/ramps", `{"bucket":"on","steps":[1],"max_churn":0,"max_churn":1}`},
+		{"POST", "/api/features/dark-mode/plan", `{"targets":{"on":0.5,"on":0.6}}`},
+		{"POST", "/evaluate", `{"user":"u","user":"v"}`},
+		{"POST", "/evaluate", `{"user":"u","User":"v"}`},
+		{"POST", "/evaluate", `{"features":["checkout"],"user":"u","features":["banner"]}`},
+		{"POST", "/ofrep/v1/evaluate/flags/checkout", `{"context":{"targetingKey":"u","targetingKey":"v"}}`},
+		{"POST", "/ofrep/v1/evaluate/flags", `{"context":{"targetingKey":"u"},"context":{"targetingKey":"v"}}`},
+		{"POST", "/ofrep/v1/evaluate/flags", `{"context":{"targetingKey":"u","plan":{"tier":1,"tier":2}}}`},
+	} {
+		r := s.do(tt.method, tt.path, tt.body)
+		if r.status != 400 || !strings.Contains(string(r.body), "twice") && !strings.Contains(string(r.body), "only in case") {
+			t.Errorf("%s %s %s = %d %s, want 400 naming the repeated key", tt.method, tt.path, tt.body, r.status, r.body)
+		}
+	}
+	if got := versions(); !maps.Equal(got, before) {
+		t.Errorf("versions after the refusals = %v, want %v", got, before)
+	}
+	if rs := s.must(200, "GET", "/api/ramps", nil); strings.Contains(string(rs.body), `"id"`) {
+		t.Errorf("a refused ramp was stored: %s", rs.body)
+	}
+	// Data may differ in case: two users, and a value's own keys.
+	s.must(201, "POST", "/api/features", `{"key":"g","buckets":[{"name":"A","value":{"a":1,"A":2}}],"overrides":{"Alice":"A","alice":"A"}}`)
+	s.must(200, "POST", "/ofrep/v1/evaluate/flags/g", `{"context":{"targetingKey":"u","TargetingKey":"v","plan":{"a":1,"A":2}}}`)
 }
