@@ -153,8 +153,13 @@ func hasFlags(fs *flag.FlagSet) bool {
 }
 
 // dbFlag defines the --db flag of every command.
+// Its default, which may come from the environment, is shown without a
+// password.
 func dbFlag(fs *flag.FlagSet, getenv func(string) string) *string {
-	return fs.String("db", envOr(getenv, "ROLLOUT_DB", "rollout.db"), "the database: a SQLite file, or a postgres:// URL (env ROLLOUT_DB)")
+	db := fs.String("db", envOr(getenv, "ROLLOUT_DB", "rollout.db"),
+		"the database: a SQLite file, or PostgreSQL's postgres:// URL or key=value settings (env ROLLOUT_DB)")
+	fs.Lookup("db").DefValue = serve.RedactDSN(*db)
+	return db
 }
 
 const serveSynopsis = `usage: rollout serve [flags]

@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -108,19 +107,17 @@ type Store interface {
 	rollout.TokenStore
 }
 
-// IsPostgres reports whether db names a PostgreSQL database rather than a
-// SQLite file.
-func IsPostgres(db string) bool {
-	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
-}
-
 // OpenStore opens the database db names (see Server.DBPath), creating a
 // SQLite file if missing, and returns it with its Close.
 func OpenStore(ctx context.Context, db string) (Store, func() error, error) {
 	if IsPostgres(db) {
+		if isPostgresURL(db) { // pgx knows the scheme in lower case only
+			scheme, rest, _ := strings.Cut(db, "://")
+			db = strings.ToLower(scheme) + "://" + rest
+		}
 		pg, err := postgres.Open(ctx, db)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, redactErr(err, db)
 		}
 		return pg, func() error { pg.Close(); return nil }, nil
 	}
@@ -286,18 +283,24 @@ func (s *Server) Open(ctx context.Context) error {
 }
 
 // where names the database for logs and messages, without a password.
-func (s *Server) where() string { return redact(s.DBPath) }
+func (s *Server) where() string { return RedactDSN(s.DBPath) }
 
-// redact hides the password of a database URL.
-func redact(db string) string {
-	if !IsPostgres(db) {
-		return db
+// createTokenCommand is the command that makes a first token in this
+// server's database, the password of its DSN, if any, left as xxxxx.
+func (s *Server) createTokenCommand() string {
+	cmd := "rollout token create --name admin --role admin --db " + shellQuote(s.where())
+	if s.where() != s.DBPath && IsPostgres(s.DBPath) {
+		cmd += " (put the password in place of " + mask + ")"
 	}
-	u, err := url.Parse(db)
-	if err != nil {
-		return "postgres://…"
+	return cmd
+}
+
+// shellQuote quotes s for a POSIX shell unless it needs no quotes.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:@%+,=") == "" {
+		return s
 	}
-	return u.Redacted()
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // checkAccess refuses to serve an open API beyond loopback: with no token,
@@ -308,14 +311,14 @@ func (s *Server) checkAccess(tokens *rollout.Tokens) error {
 		s.Log.Info("API tokens are required")
 	case isLoopback(s.Addr):
 		s.Log.Warn("no API token exists: the API and dashboard are open to anyone on this machine; " +
-			"create one with: rollout token create --name admin --role admin")
+			"create one with: " + s.createTokenCommand())
 	case s.Insecure:
 		s.Log.Warn("!!! INSECURE: no API token exists and --insecure is set: ANYONE who can reach " + s.Addr +
-			" can change every feature. Create a token: rollout token create --name admin --role admin")
+			" can change every feature. Create a token: " + s.createTokenCommand())
 	default:
 		return fmt.Errorf("refusing to listen on %s with no API token: anyone who can reach it could change every feature. "+
-			"The database %s is ready: create a token (rollout token create --name admin --role admin --db %s) and start again, "+
-			"listen on 127.0.0.1, or pass --insecure", s.Addr, s.where(), s.where())
+			"The database %s is ready: create a token (%s) and start again, "+
+			"listen on 127.0.0.1, or pass --insecure", s.Addr, s.where(), s.createTokenCommand())
 	}
 	return nil
 }
