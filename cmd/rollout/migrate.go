@@ -12,8 +12,8 @@ import (
 	"os"
 	"slices"
 
-	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/cmd/internal/serve"
+	"github.com/rollout/rollout/rollout"
 )
 
 const migrateUsage = `usage: rollout migrate --from SOURCE --to TARGET

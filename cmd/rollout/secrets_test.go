@@ -64,7 +64,9 @@ func serveUntilReady(t *testing.T, args ...string) string {
 	defer cancel()
 	logs := &syncBuffer{}
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, append([]string{"serve"}, args...), &bytes.Buffer{}, logs, func(string) string { return "" }) }()
+	go func() {
+		done <- run(ctx, append([]string{"serve"}, args...), &bytes.Buffer{}, logs, func(string) string { return "" })
+	}()
 	deadline := time.After(time.Minute)
 	for !strings.Contains(logs.String(), "rollout serving") {
 		select {
