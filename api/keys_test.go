@@ -103,3 +103,30 @@ func TestRepeatedKeyAllocs(t *testing.T) {
 		t.Errorf("repeatedKey allocates %v times, want 0", n)
 	}
 }
+
+// BenchmarkRepeatedKey: what looking for repeated keys adds to an OFREP
+// body's parse, beside the check of its JSON that the parse made before.
+func BenchmarkRepeatedKey(b *testing.B) {
+	body := []byte(`{"context":{"targetingKey":"user-4711@example.com","email":"a@example.com","plan":{"tier":2,"tags":["x","y"]}}}`)
+	b.Run("validJSON", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			validJSON(body)
+		}
+	})
+	b.Run("repeatedKey", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			repeatedKey(body)
+		}
+	})
+	b.Run("parseOFREP", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			parseOFREP(body, "f")
+		}
+	})
+}
