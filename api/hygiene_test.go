@@ -1,11 +1,13 @@
 package api_test
 
 import (
+	"context"
 	"maps"
 	"strings"
 	"testing"
 
 	"github.com/rollout/rollout/api"
+	"github.com/rollout/rollout/rollout"
 )
 
 // TestNULUserRefused: a user ID holding a NUL byte, which PostgreSQL cannot
@@ -121,4 +123,53 @@ func TestRepeatedKeysRefused(t *testing.T) {
 	// Data may differ in case: two users, and a value's own keys.
 	s.must(201, "POST", "/api/features", `{"key":"g","buckets":[{"name":"A","value":{"a":1,"A":2}}],"overrides":{"Alice":"A","alice":"A"}}`)
 	s.must(200, "POST", "/ofrep/v1/evaluate/flags/g", `{"context":{"targetingKey":"u","TargetingKey":"v","plan":{"a":1,"A":2}}}`)
+}
+
+// TestMetricsForgetDeletedFeatures: the evaluation series of a deleted
+// feature leave the metrics, whether it was deleted through this API or
+// elsewhere (here, the service, as another instance's change arrives), and
+// a feature made again under the same key counts from zero.
+func TestMetricsForgetDeletedFeatures(t *testing.T) {
+	s := newServer(t, "", api.Options{})
+	s.seed()
+	evaluations := func(feature string) (total float64, series int) {
+		fam := s.scrape()["rollout_evaluations_total"]
+		if fam == nil {
+			return 0, 0
+		}
+		for _, m := range fam.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "feature" && l.GetValue() == feature {
+					total += m.GetCounter().GetValue()
+					series++
+				}
+			}
+		}
+		return total, series
+	}
+	for _, key := range []string{"checkout", "banner", "dark-mode"} {
+		for _, u := range []string{"u1", "u2", "vip"} {
+			s.must(200, "GET", "/evaluate?feature="+key+"&user="+u, nil)
+		}
+		if total, _ := evaluations(key); total != 3 {
+			t.Fatalf("%s: %v evaluations counted, want 3", key, total)
+		}
+	}
+	s.must(204, "DELETE", "/api/features/checkout", nil)
+	if _, err := s.svc.Delete(context.Background(), "banner", rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"checkout", "banner"} {
+		if total, series := evaluations(key); series != 0 {
+			t.Errorf("deleted %s still has %d series (%v evaluations)", key, series, total)
+		}
+	}
+	if total, _ := evaluations("dark-mode"); total != 3 {
+		t.Errorf("dark-mode: %v evaluations counted after other features' deletion, want 3", total)
+	}
+	s.must(201, "POST", "/api/features", `{"key":"checkout","buckets":[{"name":"A"}]}`)
+	s.must(200, "GET", "/evaluate?feature=checkout&user=u1", nil)
+	if total, series := evaluations("checkout"); total != 1 || series != 1 {
+		t.Errorf("checkout made again: %v evaluations in %d series, want 1 in 1", total, series)
+	}
 }
