@@ -59,9 +59,12 @@ type Server struct {
 	// NoNotify turns off PostgreSQL's notifications of changes: the
 	// service then relies on polling alone.
 	NoNotify bool
-	// SessionKey signs dashboard sessions; nil means the key kept in the
-	// database, made once, so that every instance shares it.
-	SessionKey []byte
+	// SessionKeys sign dashboard sessions: the first signs, any verifies
+	// (see api.NewAuth), so that a key can be rotated. None means the key
+	// kept in the database, made once, so that every instance shares it;
+	// but then anyone with the database or a backup of it can sign a
+	// session, so production gives them (see ReadSessionKeys).
+	SessionKeys [][]byte
 	// FlushInterval is how often evaluation counts are written to the
 	// database; 0 means DefaultFlushInterval.
 	FlushInterval time.Duration
@@ -79,6 +82,9 @@ type Server struct {
 	// looks for due ramp steps; 0 means rollout.DefaultRampInterval. Every
 	// instance runs it; each step applies once whichever does.
 	RampInterval time.Duration
+	// SessionSweep is how often the ended dashboard sessions that have
+	// expired are deleted; 0 means rollout.DefaultSessionSweep.
+	SessionSweep time.Duration
 	// RequestLog, SlowRequest and SampleEvaluations choose the requests
 	// logged one line each (see api.Options): by default changes, errors
 	// and requests slower than api.DefaultSlowRequest, not evaluations.
@@ -99,6 +105,7 @@ type Server struct {
 	flushed chan struct{}      // closed when the flusher has made its last flush
 	stopped chan struct{}      // closed when the follower has returned
 	ramped  chan struct{}      // closed when the ramp runner has returned
+	swept   chan struct{}      // closed when the session sweeper has returned
 }
 
 // Store is what the service needs of its database.
@@ -213,10 +220,16 @@ func (s *Server) Open(ctx context.Context) error {
 	if err := s.checkAccess(tokens); err != nil {
 		return fail(err)
 	}
-	key := s.SessionKey
-	if key == nil {
-		if key, err = db.SessionKey(ctx); err != nil {
+	keys := s.SessionKeys
+	if len(keys) == 0 {
+		key, err := db.SessionKey(ctx)
+		if err != nil {
 			return fail(fmt.Errorf("database %s: session key: %w", s.where(), err))
+		}
+		keys = [][]byte{key}
+		if tokens.Enforced() {
+			s.Log.Warn("dashboard sessions are signed with the key kept in the database: anyone with the database or a backup " +
+				"of it can sign a session for any active token. Give the key from a file (--session-key-file) or the environment (ROLLOUT_SESSION_KEY)")
 		}
 	}
 	ln, err := net.Listen("tcp", s.Addr)
@@ -226,7 +239,7 @@ func (s *Server) Open(ctx context.Context) error {
 	s.ln = ln
 	bg, stop := context.WithCancel(context.Background())
 	closing := make(chan struct{})
-	auth := api.NewAuth(tokens, key)
+	auth := api.NewAuth(tokens, keys...)
 	e := api.New(svc, api.Options{Logger: s.Log, Metrics: metrics, Ready: db.CheckWrite, Auth: auth, Pprof: s.Pprof, Closing: closing,
 		RequestLog: s.RequestLog, SlowRequest: s.SlowRequest, SampleEvaluations: s.SampleEvaluations})
 	web.Register(e, svc, web.Options{Logger: s.Log, Sessions: auth})
@@ -253,6 +266,13 @@ func (s *Server) Open(ctx context.Context) error {
 		defer close(s.ramped)
 		svc.RunRamps(bg, s.RampInterval, func(err error) {
 			s.Log.Error("apply ramp steps", "err", err)
+		})
+	}()
+	s.swept = make(chan struct{})
+	go func() {
+		defer close(s.swept)
+		tokens.SweepSessionsEvery(bg, s.SessionSweep, func(err error) {
+			s.Log.Error("delete expired dashboard sign-outs", "err", err)
 		})
 	}()
 	follow := rollout.FollowOptions{
@@ -357,6 +377,7 @@ func (s *Server) Close() error {
 		<-s.flushed
 		<-s.stopped
 		<-s.ramped
+		<-s.swept
 	}
 	if s.close != nil {
 		errs = append(errs, s.close())
