@@ -101,7 +101,7 @@ type Server struct {
 	srv     *http.Server
 	conns   *connLimiter
 	err     chan error
-	stop    context.CancelFunc // stops the flusher, the follower and the ramp runner
+	stop    context.CancelFunc // stops the flusher, the follower, the ramp runner and the session sweeper
 	flushed chan struct{}      // closed when the flusher has made its last flush
 	stopped chan struct{}      // closed when the follower has returned
 	ramped  chan struct{}      // closed when the ramp runner has returned
@@ -309,7 +309,7 @@ func (s *Server) where() string { return RedactDSN(s.DBPath) }
 // server's database, the password of its DSN, if any, left as xxxxx.
 func (s *Server) createTokenCommand() string {
 	cmd := "rollout token create --name admin --role admin --db " + shellQuote(s.where())
-	if s.where() != s.DBPath && IsPostgres(s.DBPath) {
+	if strings.Contains(s.where(), mask) && !strings.Contains(s.DBPath, mask) {
 		cmd += " (put the password in place of " + mask + ")"
 	}
 	return cmd
