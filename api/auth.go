@@ -34,7 +34,7 @@ const tokenKey = "rollout.token" // echo.Context key of the request's token
 // every instance sharing a database shares (see NewAuth).
 type Auth struct {
 	tokens *rollout.Tokens
-	key    []byte
+	keys   [][]byte // the first signs; any verifies
 
 	// AnyHost accepts requests for any Host while the API is open (no
 	// token exists yet). Without it an open API answers only requests for
@@ -44,16 +44,26 @@ type Auth struct {
 }
 
 // NewAuth returns the access control over tokens, signing sessions with
-// key: the store's SessionKey, or one given to every instance, so that a
-// session made on one instance works on all. A nil key means one made now,
-// good for this process only. Nil tokens means everything is open (for
+// the first of keys and accepting sessions signed with any of them, so that
+// a key is rotated by putting the new one first and dropping the old one
+// once its sessions have expired (SessionLifetime). The keys are given to
+// every instance, or are the store's SessionKey, so that a session made on
+// one instance works on all. No key (or only empty ones) means one made
+// now, good for this process only. Nil tokens means everything is open (for
 // tests of other concerns).
-func NewAuth(tokens *rollout.Tokens, key []byte) *Auth {
-	if key == nil {
-		key = make([]byte, 32)
-		rand.Read(key)
+func NewAuth(tokens *rollout.Tokens, keys ...[]byte) *Auth {
+	a := &Auth{tokens: tokens}
+	for _, k := range keys {
+		if len(k) > 0 {
+			a.keys = append(a.keys, k)
+		}
 	}
-	return &Auth{tokens: tokens, key: key}
+	if len(a.keys) == 0 {
+		key := make([]byte, 32)
+		rand.Read(key)
+		a.keys = [][]byte{key}
+	}
+	return a
 }
 
 // Enforced reports whether requests need a token.
@@ -160,12 +170,18 @@ func (a *Auth) SignIn(c echo.Context, secret string) (rollout.Token, bool) {
 
 // SignOut ends the request's session, on every instance that shares the
 // database, so that a copy of its cookie no longer works, and clears the
-// cookie. It fails, keeping the cookie, when the end cannot be recorded.
+// cookie. Only a live session is ended, once: a cookie that is not one
+// (forged, expired, signed out already, or of a revoked token) writes
+// nothing, so that sign-outs cannot flood the database and every instance
+// with reloads. It fails, keeping the cookie, when the end cannot be
+// recorded.
 func (a *Auth) SignOut(c echo.Context) error {
 	if ck, err := c.Request().Cookie(SessionCookie); err == nil && a != nil && a.tokens != nil {
-		if p, ok := a.verify(ck.Value); ok {
-			if err := a.tokens.EndSession(c.Request().Context(), p.session, p.expires); err != nil {
-				return err
+		if p, ok := a.verify(ck.Value); ok && !a.tokens.SessionEnded(p.session) {
+			if _, active := a.tokens.ByID(p.token); active {
+				if err := a.tokens.EndSession(c.Request().Context(), p.session, p.expires); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -173,10 +189,23 @@ func (a *Auth) SignOut(c echo.Context) error {
 	return nil
 }
 
-func (a *Auth) sign(payload string) string {
-	m := hmac.New(sha256.New, a.key)
+// sign signs payload with the first key.
+func (a *Auth) sign(payload string) string { return signWith(a.keys[0], payload) }
+
+func signWith(key []byte, payload string) string {
+	m := hmac.New(sha256.New, key)
 	m.Write([]byte(payload))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// signed reports whether sig is payload's signature by any of the keys.
+func (a *Auth) signed(payload, sig string) bool {
+	for _, k := range a.keys {
+		if hmac.Equal([]byte(sig), []byte(signWith(k, payload))) {
+			return true
+		}
+	}
+	return false
 }
 
 // sessionPayload is what a session cookie carries, signed.
@@ -192,7 +221,7 @@ func (a *Auth) verify(value string) (sessionPayload, bool) {
 		return sessionPayload{}, false
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(enc)
-	if err != nil || !hmac.Equal([]byte(sig), []byte(a.sign(string(raw)))) {
+	if err != nil || !a.signed(string(raw), sig) {
 		return sessionPayload{}, false
 	}
 	parts := strings.Split(string(raw), "|")

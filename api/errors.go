@@ -2,12 +2,14 @@ package api
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -111,7 +113,8 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 }
 
 // decode reads the request body as exactly one JSON value into v, refusing
-// unknown fields, and explains what was wrong and where.
+// unknown fields and repeated keys (see repeatedField), and explains what
+// was wrong and where.
 func decode(c echo.Context, v any) error {
 	body := bufio.NewReader(c.Request().Body)
 	if first, err := firstByte(body); err != nil {
@@ -119,17 +122,23 @@ func decode(c echo.Context, v any) error {
 	} else if first != '{' {
 		return badRequest("the request body must be a JSON object")
 	}
-	dec := json.NewDecoder(body)
+	data, err := io.ReadAll(body) // bounded by the route's body limit
+	if err != nil {
+		return decodeError(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return decodeError(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return decodeError(err)
-		}
 		return badRequest("the request body must hold one JSON value and nothing after it")
+	}
+	if first, again, ok := repeatedField(data, reflect.TypeOf(v)); ok {
+		if first == again {
+			return badRequest("key %q appears twice in one object: send each key once", first)
+		}
+		return badRequest("keys %q and %q differ only in case, and name the same field: send it once", first, again)
 	}
 	return nil
 }

@@ -289,20 +289,21 @@ func parseEvaluateRequest(body []byte) (evaluateRequest, bool) {
 		return req, false
 	}
 	str := jsonStrings(body)
+	// A repeated member goes to decode, which refuses it.
+	var user, features bool
 	for it := (members{b: body, i: i}); it.next(); {
 		switch {
-		case it.keyIs("user") && it.value[0] == '"':
+		case it.keyIs("user") && it.value[0] == '"' && !user:
 			req.User, req.userUnreadable = str(it.value), !readableString(it.value)
-		case it.keyIs("features") && it.value[0] == 'n':
-			req.Features = nil
-		case it.keyIs("features") && it.value[0] == '[':
-			// A later "features" replaces an earlier one, as encoding/json
-			// decodes a duplicate into the same slice.
+			user = true
+		case it.keyIs("features") && it.value[0] == 'n' && !features:
+			req.Features, features = nil, true
+		case it.keyIs("features") && it.value[0] == '[' && !features:
 			list, ok := stringList(it.value, str)
 			if !ok {
 				return req, false
 			}
-			req.Features = &list
+			req.Features, features = &list, true
 		default:
 			return req, false
 		}

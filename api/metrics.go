@@ -115,8 +115,34 @@ func NewMetrics() *Metrics {
 }
 
 // Handler serves the metrics in the Prometheus exposition formats.
+// A scrape first takes in the newest snapshot, so that the series of
+// features deleted by then are gone from it.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s := m.server.Load(); s != nil {
+			s.snapshotState()
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// forgetFeatures deletes the evaluation series of the features keys, which
+// were deleted, so that a service whose features come and go does not keep
+// their series for ever. An evaluation still under way on an older snapshot
+// may count once more, in a series of its own.
+func (m *Metrics) forgetFeatures(keys []string) {
+	if len(keys) == 0 {
+		return
+	}
+	gone := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		gone[k] = true
+	}
+	m.evalChildren.deleteIf(func(l evalLabels) bool { return gone[l.feature] })
+	for _, k := range keys {
+		m.evaluations.DeletePartialMatch(prometheus.Labels{"feature": k})
+	}
 }
 
 // Registry returns the registry the metrics are in, for other packages to
@@ -228,6 +254,23 @@ func (c *children[K, V]) get(k K) V {
 		c.dirty, c.misses = nil, 0
 	}
 	return v
+}
+
+// deleteIf forgets the children whose labels del picks, so that the next
+// look-up of those labels makes a new child.
+func (c *children[K, V]) deleteIf(del func(K) bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	all := c.dirty
+	if all == nil {
+		all = map[K]V{}
+		if read := c.read.Load(); read != nil {
+			maps.Copy(all, *read)
+		}
+	}
+	maps.DeleteFunc(all, func(k K, _ V) bool { return del(k) })
+	c.read.Store(&all)
+	c.dirty, c.misses = nil, 0
 }
 
 // Store returns st with its failures counted in rollout_store_errors_total.

@@ -102,8 +102,9 @@ func readOFREP(c echo.Context, key string) (user string, flags *[]string, err er
 // parseOFREP parses the body of an OFREP evaluation request; see readOFREP.
 // Only context.targetingKey and, for bulk, context.flags are decoded, and the
 // rest is only checked to be JSON, which takes no allocation: this is every
-// evaluation's path. Keys match exactly, and the last of duplicates wins, as
-// decoding into a map[string]json.RawMessage does.
+// evaluation's path. Keys match exactly, as decoding into a
+// map[string]json.RawMessage does, and an object that repeats a key, at any
+// depth, is refused (see repeatedKey).
 func parseOFREP(body []byte, key string) (string, *[]string, *ofrepError) {
 	fail := func(code, details string) (string, *[]string, *ofrepError) {
 		return "", nil, &ofrepError{Key: key, ErrorCode: code, ErrorDetails: details}
@@ -118,6 +119,9 @@ func parseOFREP(body []byte, key string) (string, *[]string, *ofrepError) {
 	}
 	if body[i] != '{' {
 		return fail(ofrepParseError, `the request body must be an OFREP evaluation request {"context":{"targetingKey":"…"}}, not a JSON `+jsonType(body[i]))
+	}
+	if key, ok := repeatedKey(body); ok {
+		return fail(ofrepParseError, "key "+strconv.Quote(key)+" appears twice in one object: send each key once")
 	}
 	var ctxJSON, keyJSON, flagsJSON []byte
 	for it := (members{b: body, i: i}); it.next(); {

@@ -17,7 +17,7 @@ func referenceParse(body []byte, key string) (user string, flags *[]string, code
 		return "", nil, ofrepTargetingKeyMissing
 	}
 	var top map[string]json.RawMessage
-	if !json.Valid(body) || trimmed[0] != '{' || json.Unmarshal(body, &top) != nil {
+	if !json.Valid(body) || trimmed[0] != '{' || json.Unmarshal(body, &top) != nil || referenceRepeats(body) {
 		return "", nil, ofrepParseError
 	}
 	ctx, ok := top["context"]
@@ -70,6 +70,8 @@ var parseSeeds = []string{
 	`{"context":{"targetingKey":"u","flags":["a\u0062", "c" ,"a"]}}`, `{"context":{"targetingKey":"u","flags":["a",null]}}`,
 	"{\"context\":{\"targetingKey\":\"u\",\"flags\":[\"\xff\",\"\\\"\"]}}", `{"context":{"targetingKey":"u","flags":[ ]}}`,
 	`{"context":{"targetingKey":"u","flags":["a",["b"]]}}`, `{"context":{"targetingKey":"u","flags":["a"],"flags":["b"]}}`,
+	`{"context":{"targetingKey":"u","plan":{"tier":1,"t\u0069er":2}}}`, `{"context":{"targetingKey":"u","TargetingKey":"v"}}`,
+	`{"context":{"targetingKey":"u","list":[{"a":1},{"a":1}]}}`, `{"context":{"targetingKey":"u"},"x":{"context":1},"context":{}}`,
 }
 
 func TestParseOFREP(t *testing.T) {

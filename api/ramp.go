@@ -22,6 +22,9 @@ type rampRequest struct {
 	Tolerance *float64  `json:"tolerance"`
 }
 
+// horizonYears is rollout.MaxRampHorizon in years.
+const horizonYears = rollout.MaxRampHorizon / (365 * 24 * time.Hour)
+
 // spec reads the request into a ramp's spec, refusing what is not well
 // formed; the domain judges the rest.
 func (req rampRequest) spec() (rollout.RampSpec, error) {
@@ -37,12 +40,18 @@ func (req rampRequest) spec() (rollout.RampSpec, error) {
 		if d <= 0 {
 			return sp, badRequest("every %q must be a positive duration, such as \"24h\"", req.Every)
 		}
+		if d > rollout.MaxRampHorizon {
+			return sp, badRequest("every %q is longer than %d years: give a duration such as \"24h\"", req.Every, horizonYears)
+		}
 		sp.Every = d
 	}
 	parse := func(field, v string) (time.Time, error) {
 		t, err := time.Parse(time.RFC3339, v)
 		if err != nil {
 			return t, badRequest("%s %q is not a time: write it in RFC 3339, such as \"2026-03-01T09:00:00Z\"", field, v)
+		}
+		if d := time.Until(t); d > rollout.MaxRampHorizon || d < -rollout.MaxRampHorizon {
+			return t, badRequest("%s %q is more than %d years from now", field, v, horizonYears)
 		}
 		return t, nil
 	}

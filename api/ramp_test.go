@@ -57,6 +57,11 @@ func TestRampRefusals(t *testing.T) {
 		{"unknown field", "/api/features/f/ramps", map[string]any{"bucket": "on", "steps": []float64{0.5}, "evry": "1h"}, 400, "bad_request", "evry"},
 		{"share reached", "/api/features/f/ramps", map[string]any{"bucket": "off", "steps": []float64{0.5}}, 422, "invalid", "nothing to ramp"},
 		{"unknown ramp", "/api/features/f/ramps/nope/pause", nil, 404, "not_found", `ramp "nope" does not exist`},
+		{"every overflows", "/api/features/f/ramps", map[string]any{"bucket": "on", "steps": []float64{0.1, 0.5, 1}, "every": "2562047h"}, 400, "bad_request", "longer than 100 years"},
+		{"steps beyond 100 years", "/api/features/f/ramps", map[string]any{"bucket": "on", "steps": []float64{0.1, 0.5, 1}, "every": "500000h"}, 422, "invalid", "more than 100 years"},
+		{"start in 9999", "/api/features/f/ramps", map[string]any{"bucket": "on", "steps": []float64{0.1, 0.5}, "every": "24h", "start": "9999-12-31T00:00:00Z"}, 400, "bad_request", "more than 100 years from now"},
+		{"at in 9999", "/api/features/f/ramps", map[string]any{"bucket": "on", "steps": []float64{0.5}, "at": []string{"9999-12-31T23:00:00Z"}}, 400, "bad_request", "more than 100 years from now"},
+		{"start in year 0", "/api/features/f/ramps", map[string]any{"bucket": "on", "steps": []float64{0.5}, "start": "0000-01-01T00:00:00+01:00"}, 400, "bad_request", "more than 100 years from now"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -43,6 +43,9 @@ func (s *Server) snapshotState() *snapshotState {
 			next.seq = cur.seq + 1
 		}
 		if s.snap.CompareAndSwap(cur, next) {
+			if cur != nil {
+				s.metrics.forgetFeatures(removedKeys(cur.snap.Keys(), snap.Keys()))
+			}
 			return next
 		}
 	}
@@ -66,4 +69,23 @@ func (st *snapshotState) etagTag() []byte {
 		hex.Encode(st.tag[:], d.Sum(nil))
 	})
 	return st.tag[:]
+}
+
+// removedKeys returns the keys of before, sorted, that after, sorted, does
+// not have.
+func removedKeys(before, after []string) []string {
+	if len(before) == len(after) && (len(before) == 0 || &before[0] == &after[0]) {
+		return nil // the same keys, shared
+	}
+	var out []string
+	j := 0
+	for _, k := range before {
+		for j < len(after) && after[j] < k {
+			j++
+		}
+		if j == len(after) || after[j] != k {
+			out = append(out, k)
+		}
+	}
+	return out
 }

@@ -22,6 +22,7 @@ const (
 	MaxOverrides      = 10_000
 	MaxDescription    = 1024
 	MaxValueBytes     = 8 << 10
+	MaxValueDepth     = 64 // arrays and objects nested in a bucket value
 	MaxUserBytes      = 256
 	MaxSaltBytes      = 128
 	DefaultReplicas   = 100
@@ -137,7 +138,7 @@ func (f Feature) validate(strict bool) error {
 		return Errorf(EInvalid, "a feature has at most %d overrides", MaxOverrides)
 	}
 	for user, bucket := range f.Overrides {
-		if err := ValidateUser(user); err != nil {
+		if err := validateUser(user, strict); err != nil {
 			return err
 		}
 		if !seen[bucket] {
@@ -168,6 +169,9 @@ func (b Bucket) validate(strict bool) error {
 	if strict && len(b.Value) > 0 {
 		if err := strictJSON(b.Value); err != "" {
 			return Errorf(EInvalid, "the value of bucket %q %s: strict JSON clients could not read it", b.Name, err)
+		}
+		if d := jsonDepth(b.Value); d > MaxValueDepth {
+			return Errorf(EInvalid, "the value of bucket %q nests arrays and objects %d deep; at most %d", b.Name, d, MaxValueDepth)
 		}
 	}
 	return nil
@@ -238,10 +242,42 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// ValidateUser reports whether u can be a user ID: 1 to 256 bytes of UTF-8.
-func ValidateUser(u string) error {
+// jsonDepth returns how deep arrays and objects nest in v, valid JSON.
+func jsonDepth(v []byte) int {
+	depth, deepest := 0, 0
+	for i := 0; i < len(v); i++ {
+		switch v[i] {
+		case '"':
+			for i++; v[i] != '"'; i++ {
+				if v[i] == '\\' {
+					i++
+				}
+			}
+		case '{', '[':
+			if depth++; depth > deepest {
+				deepest = depth
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return deepest
+}
+
+// ValidateUser reports whether u can be a user ID: 1 to 256 bytes of UTF-8
+// without NUL, which PostgreSQL cannot store in text.
+func ValidateUser(u string) error { return validateUser(u, true) }
+
+// validateUser is ValidateUser; with strict false it lets through the NUL
+// bytes that SQLite databases stored before they were refused may hold in
+// overrides: such a database still loads, and clearing the override, or a
+// change that leaves it out, cleans it up.
+func validateUser(u string, strict bool) error {
 	if len(u) < minUserBytes || len(u) > MaxUserBytes || !utf8.ValidString(u) {
 		return Errorf(EInvalid, "user ID must be 1 to %d bytes of valid UTF-8", MaxUserBytes)
+	}
+	if strict && strings.IndexByte(u, 0) >= 0 {
+		return Errorf(EInvalid, "user ID must not hold a NUL byte (\\u0000)")
 	}
 	return nil
 }

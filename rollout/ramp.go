@@ -33,6 +33,11 @@ const RampActor = "ramp"
 // MaxRampSteps is the most steps one ramp may have.
 const MaxRampSteps = 100
 
+// MaxRampHorizon is how far from now a ramp's steps may be, ahead or
+// behind: times beyond it are mistakes, and its bound keeps the steps'
+// times within what every store and JSON can hold.
+const MaxRampHorizon = 100 * 365 * 24 * time.Hour
+
 // RampState is where a ramp stands.
 type RampState string
 
@@ -151,6 +156,9 @@ func (sp RampSpec) steps(now time.Time) ([]RampStep, error) {
 			return nil, Errorf(EInvalid, "%d times (at) for %d steps: give one time per step", len(sp.At), n)
 		}
 		for i, at := range sp.At {
+			if err := checkRampTime(fmt.Sprintf("step %d's time", i+1), at, now); err != nil {
+				return nil, err
+			}
 			if i > 0 && !at.After(sp.At[i-1]) {
 				return nil, Errorf(EInvalid, "step %d's time %s is not after step %d's %s: times must increase", i+1, at.UTC().Format(time.RFC3339), i, sp.At[i-1].UTC().Format(time.RFC3339))
 			}
@@ -160,15 +168,34 @@ func (sp RampSpec) steps(now time.Time) ([]RampStep, error) {
 		if sp.Every <= 0 && n > 1 {
 			return nil, Errorf(EInvalid, "every must be a positive duration such as \"24h\", got %s", sp.Every)
 		}
+		// (n-1)·every within the horizon cannot overflow a Duration.
+		if n > 1 && sp.Every > MaxRampHorizon/time.Duration(n-1) {
+			return nil, Errorf(EInvalid, "every %s is too long: %d steps that far apart would take more than %d years", sp.Every, n, MaxRampHorizon/(365*24*time.Hour))
+		}
 		start := sp.Start
 		if start.IsZero() {
 			start = now
+		}
+		if err := checkRampTime("start", start, now); err != nil {
+			return nil, err
+		}
+		if last := start.Add(time.Duration(n-1) * sp.Every); last.Sub(now) > MaxRampHorizon {
+			return nil, Errorf(EInvalid, "the last step would be at %s, more than %d years from now: start earlier or step more often", last.UTC().Format(time.RFC3339), MaxRampHorizon/(365*24*time.Hour))
 		}
 		for i := range steps {
 			steps[i] = RampStep{Share: sp.Shares[i], At: start.Add(time.Duration(i) * sp.Every).UTC()}
 		}
 	}
 	return steps, nil
+}
+
+// checkRampTime refuses a step time (what names it) further than
+// MaxRampHorizon from now.
+func checkRampTime(what string, at, now time.Time) error {
+	if d := at.Sub(now); d > MaxRampHorizon || d < -MaxRampHorizon {
+		return Errorf(EInvalid, "%s %s is more than %d years from now", what, at.UTC().Format(time.RFC3339), MaxRampHorizon/(365*24*time.Hour))
+	}
+	return nil
 }
 
 // RampStore keeps ramps. Each method is atomic.

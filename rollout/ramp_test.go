@@ -411,6 +411,11 @@ func TestCreateRampRefuses(t *testing.T) {
 		{"one time for two steps", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 0.7}, At: []time.Time{now}}, rollout.EInvalid},
 		{"share reached already", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.2, 0.4}, Every: time.Hour}, rollout.EInvalid},
 		{"bad max_churn", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{1}, MaxChurn: ptr(-0.1)}, rollout.EInvalid},
+		{"every overflows", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 0.8, 1}, Every: math.MaxInt64 / 2}, rollout.EInvalid},
+		{"last step beyond the horizon", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 1}, Every: rollout.MaxRampHorizon, Start: now.Add(time.Hour)}, rollout.EInvalid},
+		{"start in 9999", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 1}, Every: time.Hour, Start: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)}, rollout.EInvalid},
+		{"at in 9999", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{1}, At: []time.Time{time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)}}, rollout.EInvalid},
+		{"start before year 1", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{1}, Start: time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)}, rollout.EInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

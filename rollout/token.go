@@ -107,11 +107,15 @@ type TokenStore interface {
 	// RevokeToken revokes the active token of that name; ENotFound if none.
 	RevokeToken(ctx context.Context, name string, at time.Time) error
 	// EndSession records that a dashboard session signed out, until it
-	// expires; its commit is a token commit keyed SessionCommitKey.
+	// expires; its commit is a token commit keyed SessionCommitKey, written
+	// only when the session was not ended already.
 	EndSession(ctx context.Context, id string, expires time.Time) error
 	// EndedSessions returns the sessions that signed out and have not
 	// expired by now.
 	EndedSessions(ctx context.Context, now time.Time) ([]string, error)
+	// SweepEndedSessions deletes the ended sessions that expired before
+	// now, and returns how many.
+	SweepEndedSessions(ctx context.Context, now time.Time) (int, error)
 }
 
 // SessionCommitKey is the key of the token commit that EndSession writes.
@@ -275,6 +279,31 @@ func (t *Tokens) EndSession(ctx context.Context, id string, expires time.Time) e
 		return err
 	}
 	return t.Refresh(ctx)
+}
+
+// DefaultSessionSweep is how often SweepSessionsEvery deletes the ended
+// sessions that have expired.
+const DefaultSessionSweep = time.Hour
+
+// SweepSessionsEvery deletes the ended dashboard sessions that have
+// expired, every interval (0: DefaultSessionSweep) until ctx is done, so
+// that their rows do not wait for the next sign-out. Failures go to report.
+func (t *Tokens) SweepSessionsEvery(ctx context.Context, interval time.Duration, report func(error)) {
+	if interval <= 0 {
+		interval = DefaultSessionSweep
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			if _, err := t.store.SweepEndedSessions(ctx, time.Now()); err != nil && ctx.Err() == nil {
+				report(err)
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // SessionEnded reports whether the dashboard session id signed out.

@@ -100,19 +100,39 @@ func listTokens(ctx context.Context, tx *sql.Tx) ([]rollout.Token, error) {
 }
 
 // EndSession records that the dashboard session id signed out, until it
-// expires, and forgets sessions that have expired.
+// expires, and forgets sessions that have expired. A session ended already
+// writes no commit.
 func (db *DB) EndSession(ctx context.Context, id string, expires time.Time) error {
 	return db.writeTx(ctx, "end session", func(tx *sql.Tx) error {
 		now := db.now()
 		if _, err := tx.ExecContext(ctx, `DELETE FROM ended_sessions WHERE expires_at < ?`, formatTime(now)); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx,
-			`INSERT INTO ended_sessions (id, expires_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`, id, formatTime(expires)); err != nil {
+		res, err := tx.ExecContext(ctx,
+			`INSERT INTO ended_sessions (id, expires_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`, id, formatTime(expires))
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			return err
 		}
 		return addCommit(ctx, tx, rollout.CommitToken, rollout.SessionCommitKey, now)
 	})
+}
+
+// SweepEndedSessions deletes the ended sessions that expired before now and
+// returns how many.
+func (db *DB) SweepEndedSessions(ctx context.Context, now time.Time) (int, error) {
+	var n int64
+	err := db.writeTx(ctx, "sweep ended sessions", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM ended_sessions WHERE expires_at < ?`, formatTime(now))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
 }
 
 // EndedSessions returns the sessions that signed out and expire after now.

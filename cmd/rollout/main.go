@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -153,8 +152,13 @@ func hasFlags(fs *flag.FlagSet) bool {
 }
 
 // dbFlag defines the --db flag of every command.
+// Its default, which may come from the environment, is shown without a
+// password.
 func dbFlag(fs *flag.FlagSet, getenv func(string) string) *string {
-	return fs.String("db", envOr(getenv, "ROLLOUT_DB", "rollout.db"), "the database: a SQLite file, or a postgres:// URL (env ROLLOUT_DB)")
+	db := fs.String("db", envOr(getenv, "ROLLOUT_DB", "rollout.db"),
+		"the database: a SQLite file, or PostgreSQL's postgres:// URL or key=value settings (env ROLLOUT_DB)")
+	fs.Lookup("db").DefValue = serve.RedactDSN(*db)
+	return db
 }
 
 const serveSynopsis = `usage: rollout serve [flags]
@@ -182,7 +186,11 @@ func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) str
 		"how often to poll the database for changes made by other instances (env ROLLOUT_SYNC_INTERVAL)")
 	notify := fs.Bool("pg-notify", true, "on PostgreSQL, hear of other instances' changes at once by LISTEN/NOTIFY (false: poll only)")
 	sessionKey := fs.String("session-key", getenv("ROLLOUT_SESSION_KEY"),
-		"hex key (32 bytes or more) signing dashboard sessions; default: one kept in the database (env ROLLOUT_SESSION_KEY)")
+		"hex keys (32 bytes or more each, comma-separated; the first signs, any is accepted) signing dashboard sessions;\n"+
+			"default: one kept in the database, which anyone with the database can use (env ROLLOUT_SESSION_KEY)")
+	fs.Lookup("session-key").DefValue = "" // never print a key from the environment
+	sessionKeyFile := fs.String("session-key-file", getenv("ROLLOUT_SESSION_KEY_FILE"),
+		"file of hex session keys, one per line, the first signing (see --session-key); readable by its owner only (env ROLLOUT_SESSION_KEY_FILE)")
 	if env := getenv("ROLLOUT_SYNC_INTERVAL"); env != "" {
 		d, err := time.ParseDuration(env)
 		if err != nil {
@@ -265,11 +273,17 @@ func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) str
 	if *syncInterval < 10*time.Millisecond {
 		return nil, fmt.Errorf("--sync-interval %v: give a duration of 10ms or more, such as 1s", *syncInterval)
 	}
-	var key []byte
-	if *sessionKey != "" {
-		var err error
-		if key, err = hex.DecodeString(*sessionKey); err != nil || len(key) < 32 {
-			return nil, errors.New("--session-key: give at least 32 bytes in hex (64 hex digits), such as the output of: openssl rand -hex 32")
+	var keys [][]byte
+	switch {
+	case *sessionKey != "" && *sessionKeyFile != "":
+		return nil, errors.New("give the session keys once: --session-key (ROLLOUT_SESSION_KEY) or --session-key-file (ROLLOUT_SESSION_KEY_FILE), not both")
+	case *sessionKey != "":
+		if keys, err = serve.ParseSessionKeys(*sessionKey); err != nil {
+			return nil, fmt.Errorf("--session-key: %w", err)
+		}
+	case *sessionKeyFile != "":
+		if keys, err = serve.ReadSessionKeys(*sessionKeyFile); err != nil {
+			return nil, err
 		}
 	}
 	// Log lines are queued and written by one goroutine, so that a slow
@@ -282,7 +296,7 @@ func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) str
 	}
 	return &serve.Server{Addr: *addr, DBPath: *db, Log: slog.New(h), FlushInterval: *flush, Insecure: *insecure, Pprof: *pprof,
 		MaxConns: *maxConns, MaxStreams: *maxStreams, MaxStreamsPerToken: *streamsPerToken, IdleTimeout: *idle, RequestLog: requestLog, SlowRequest: *slow, SampleEvaluations: *sample, LogWriter: logs,
-		SyncInterval: *syncInterval, NoNotify: !*notify, SessionKey: key}, nil
+		SyncInterval: *syncInterval, NoNotify: !*notify, SessionKeys: keys}, nil
 }
 
 func envOr(getenv func(string) string, name, def string) string {

@@ -9,14 +9,11 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/url"
 	"os"
 	"slices"
-	"strings"
 
+	"github.com/rollout/rollout/cmd/internal/serve"
 	"github.com/rollout/rollout/rollout"
-	"github.com/rollout/rollout/store"
-	"github.com/rollout/rollout/store/postgres"
 )
 
 const migrateUsage = `usage: rollout migrate --from SOURCE --to TARGET
@@ -65,7 +62,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return errors.New("migrate: give both --from SOURCE and --to TARGET")
 	}
 
-	if !isPostgres(*from) {
+	if !serve.IsPostgres(*from) {
 		// store.Open would make a new, empty database of a missing file.
 		if _, err := os.Stat(*from); errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("migrate: source %s does not exist", *from)
@@ -84,7 +81,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	defer closeDst()
 
-	srcName, dstName := redact(*from), redact(*to)
+	srcName, dstName := serve.RedactDSN(*from), serve.RedactDSN(*to)
 	if err := checkEmpty(ctx, dst); err != nil {
 		return fmt.Errorf("migrate: refusing to copy into %s: %w; nothing was changed. Migrate into a new, empty database", dstName, err)
 	}
@@ -118,37 +115,14 @@ func verify(ctx context.Context, src, dst migrationStore, srcName, dstName strin
 	return nil
 }
 
-// isPostgres reports whether where is a PostgreSQL URL rather than a SQLite
-// file.
-func isPostgres(where string) bool {
-	u, err := url.Parse(where)
-	return err == nil && (strings.EqualFold(u.Scheme, "postgres") || strings.EqualFold(u.Scheme, "postgresql"))
-}
-
-// redact returns where with any password of a URL replaced by xxxxx.
-func redact(where string) string {
-	if !isPostgres(where) {
-		return where
-	}
-	u, _ := url.Parse(where)
-	return u.Redacted()
-}
-
 // openStore opens the PostgreSQL database or SQLite file where names and
 // returns it with a function that closes it.
 func openStore(ctx context.Context, where string) (migrationStore, func(), error) {
-	if isPostgres(where) {
-		db, err := postgres.Open(ctx, where)
-		if err != nil {
-			return nil, nil, err
-		}
-		return db, db.Close, nil
-	}
-	db, err := store.Open(ctx, where)
+	db, closeDB, err := serve.OpenStore(ctx, where)
 	if err != nil {
 		return nil, nil, err
 	}
-	return db, func() { db.Close() }, nil
+	return db, func() { closeDB() }, nil
 }
 
 // checkEmpty returns an error saying what s holds unless it has no feature,

@@ -82,19 +82,33 @@ func (db *DB) RevokeToken(ctx context.Context, name string, at time.Time) error 
 }
 
 // EndSession records that the dashboard session id signed out, until it
-// expires, and forgets sessions that have expired.
+// expires, and forgets sessions that have expired. A session ended already
+// writes no commit.
 func (db *DB) EndSession(ctx context.Context, id string, expires time.Time) error {
 	return db.writeTx(ctx, "end session", func(tx pgx.Tx) error {
 		now := db.now()
 		if _, err := tx.Exec(ctx, `DELETE FROM ended_sessions WHERE expires_at < $1`, now.UTC()); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx,
-			`INSERT INTO ended_sessions (id, expires_at) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`, id, expires.UTC()); err != nil {
+		tag, err := tx.Exec(ctx,
+			`INSERT INTO ended_sessions (id, expires_at) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`, id, expires.UTC())
+		if err != nil || tag.RowsAffected() == 0 {
 			return err
 		}
 		return addCommit(ctx, tx, rollout.CommitToken, rollout.SessionCommitKey, now)
 	})
+}
+
+// SweepEndedSessions deletes the ended sessions that expired before now and
+// returns how many.
+func (db *DB) SweepEndedSessions(ctx context.Context, now time.Time) (int, error) {
+	var n int64
+	err := db.writeTx(ctx, "sweep ended sessions", func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM ended_sessions WHERE expires_at < $1`, now.UTC())
+		n = tag.RowsAffected()
+		return err
+	})
+	return int(n), err
 }
 
 // EndedSessions returns the sessions that signed out and expire after now.

@@ -770,7 +770,8 @@ func testCheckWrite(t *testing.T, o Opened) {
 }
 
 // testEndedSessions: a session that signed out is ended for every handle
-// until it expires, with a token commit; ending it twice is harmless.
+// until it expires, with a token commit; ending it twice is harmless and
+// writes no second commit; expired ones are swept.
 func testEndedSessions(t *testing.T, o Opened) {
 	ctx := context.Background()
 	now := time.Now().UTC()
@@ -792,13 +793,25 @@ func testEndedSessions(t *testing.T, o Opened) {
 		t.Errorf("EndedSessions(in two hours) = %q, %v; want none", got, err)
 	}
 	commits, err := o.Store.Commits(ctx, 0, 0)
-	if err != nil || len(commits) != 3 {
-		t.Fatalf("Commits() = %+v, %v; want one per EndSession", commits, err)
+	if err != nil || len(commits) != 2 {
+		t.Fatalf("Commits() = %+v, %v; want one per session ended", commits, err)
 	}
 	for _, c := range commits {
 		if c.Kind != rollout.CommitToken || c.Key != rollout.SessionCommitKey {
 			t.Errorf("commit %+v, want kind %q key %q", c, rollout.CommitToken, rollout.SessionCommitKey)
 		}
+	}
+	if n, err := other.SweepEndedSessions(ctx, now); err != nil || n != 1 {
+		t.Errorf("SweepEndedSessions(now) = %d, %v; want 1 (old)", n, err)
+	}
+	if got, err := o.Store.EndedSessions(ctx, now); err != nil || len(got) != 1 || got[0] != "s1" {
+		t.Errorf("EndedSessions(now) after a sweep = %q, %v; want [s1]", got, err)
+	}
+	if n, err := o.Store.SweepEndedSessions(ctx, now.Add(2*time.Hour)); err != nil || n != 1 {
+		t.Errorf("SweepEndedSessions(in two hours) = %d, %v; want 1 (s1)", n, err)
+	}
+	if n, err := o.Store.SweepEndedSessions(ctx, now.Add(2*time.Hour)); err != nil || n != 0 {
+		t.Errorf("SweepEndedSessions again = %d, %v; want 0", n, err)
 	}
 }
 

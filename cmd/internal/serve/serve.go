@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -60,9 +59,12 @@ type Server struct {
 	// NoNotify turns off PostgreSQL's notifications of changes: the
 	// service then relies on polling alone.
 	NoNotify bool
-	// SessionKey signs dashboard sessions; nil means the key kept in the
-	// database, made once, so that every instance shares it.
-	SessionKey []byte
+	// SessionKeys sign dashboard sessions: the first signs, any verifies
+	// (see api.NewAuth), so that a key can be rotated. None means the key
+	// kept in the database, made once, so that every instance shares it;
+	// but then anyone with the database or a backup of it can sign a
+	// session, so production gives them (see ReadSessionKeys).
+	SessionKeys [][]byte
 	// FlushInterval is how often evaluation counts are written to the
 	// database; 0 means DefaultFlushInterval.
 	FlushInterval time.Duration
@@ -86,6 +88,9 @@ type Server struct {
 	// looks for due ramp steps; 0 means rollout.DefaultRampInterval. Every
 	// instance runs it; each step applies once whichever does.
 	RampInterval time.Duration
+	// SessionSweep is how often the ended dashboard sessions that have
+	// expired are deleted; 0 means rollout.DefaultSessionSweep.
+	SessionSweep time.Duration
 	// RequestLog, SlowRequest and SampleEvaluations choose the requests
 	// logged one line each (see api.Options): by default changes, errors
 	// and requests slower than api.DefaultSlowRequest, not evaluations.
@@ -102,10 +107,11 @@ type Server struct {
 	srv     *http.Server
 	conns   *connLimiter
 	err     chan error
-	stop    context.CancelFunc // stops the flusher, the follower and the ramp runner
+	stop    context.CancelFunc // stops the flusher, the follower, the ramp runner and the session sweeper
 	flushed chan struct{}      // closed when the flusher has made its last flush
 	stopped chan struct{}      // closed when the follower has returned
 	ramped  chan struct{}      // closed when the ramp runner has returned
+	swept   chan struct{}      // closed when the session sweeper has returned
 }
 
 // Store is what the service needs of its database.
@@ -114,19 +120,17 @@ type Store interface {
 	rollout.TokenStore
 }
 
-// IsPostgres reports whether db names a PostgreSQL database rather than a
-// SQLite file.
-func IsPostgres(db string) bool {
-	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
-}
-
 // OpenStore opens the database db names (see Server.DBPath), creating a
 // SQLite file if missing, and returns it with its Close.
 func OpenStore(ctx context.Context, db string) (Store, func() error, error) {
 	if IsPostgres(db) {
+		if isPostgresURL(db) { // pgx knows the scheme in lower case only
+			scheme, rest, _ := strings.Cut(db, "://")
+			db = strings.ToLower(scheme) + "://" + rest
+		}
 		pg, err := postgres.Open(ctx, db)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, redactErr(err, db)
 		}
 		return pg, func() error { pg.Close(); return nil }, nil
 	}
@@ -242,10 +246,16 @@ func (s *Server) Open(ctx context.Context) error {
 	if err := s.checkAccess(tokens); err != nil {
 		return fail(err)
 	}
-	key := s.SessionKey
-	if key == nil {
-		if key, err = db.SessionKey(ctx); err != nil {
+	keys := s.SessionKeys
+	if len(keys) == 0 {
+		key, err := db.SessionKey(ctx)
+		if err != nil {
 			return fail(fmt.Errorf("database %s: session key: %w", s.where(), err))
+		}
+		keys = [][]byte{key}
+		if tokens.Enforced() {
+			s.Log.Warn("dashboard sessions are signed with the key kept in the database: anyone with the database or a backup " +
+				"of it can sign a session for any active token. Give the key from a file (--session-key-file) or the environment (ROLLOUT_SESSION_KEY)")
 		}
 	}
 	ln, err := net.Listen("tcp", s.Addr)
@@ -255,7 +265,7 @@ func (s *Server) Open(ctx context.Context) error {
 	s.ln = ln
 	bg, stop := context.WithCancel(context.Background())
 	closing := make(chan struct{})
-	auth := api.NewAuth(tokens, key)
+	auth := api.NewAuth(tokens, keys...)
 	e := api.New(svc, api.Options{Logger: s.Log, Metrics: metrics, Ready: db.CheckWrite, Auth: auth, Pprof: s.Pprof, Closing: closing,
 		RequestLog: s.RequestLog, SlowRequest: s.SlowRequest, SampleEvaluations: s.SampleEvaluations,
 		MaxStreams: maxStreams, MaxStreamsPerToken: streamsPerToken})
@@ -286,6 +296,13 @@ func (s *Server) Open(ctx context.Context) error {
 			s.Log.Error("apply ramp steps", "err", err)
 		})
 	}()
+	s.swept = make(chan struct{})
+	go func() {
+		defer close(s.swept)
+		tokens.SweepSessionsEvery(bg, s.SessionSweep, func(err error) {
+			s.Log.Error("delete expired dashboard sign-outs", "err", err)
+		})
+	}()
 	follow := rollout.FollowOptions{
 		Interval: orDefault(s.SyncInterval, rollout.DefaultSyncInterval),
 		Committed: func(commits []rollout.Commit) {
@@ -314,18 +331,24 @@ func (s *Server) Open(ctx context.Context) error {
 }
 
 // where names the database for logs and messages, without a password.
-func (s *Server) where() string { return redact(s.DBPath) }
+func (s *Server) where() string { return RedactDSN(s.DBPath) }
 
-// redact hides the password of a database URL.
-func redact(db string) string {
-	if !IsPostgres(db) {
-		return db
+// createTokenCommand is the command that makes a first token in this
+// server's database, the password of its DSN, if any, left as xxxxx.
+func (s *Server) createTokenCommand() string {
+	cmd := "rollout token create --name admin --role admin --db " + shellQuote(s.where())
+	if strings.Contains(s.where(), mask) && !strings.Contains(s.DBPath, mask) {
+		cmd += " (put the password in place of " + mask + ")"
 	}
-	u, err := url.Parse(db)
-	if err != nil {
-		return "postgres://…"
+	return cmd
+}
+
+// shellQuote quotes s for a POSIX shell unless it needs no quotes.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:@%+,=") == "" {
+		return s
 	}
-	return u.Redacted()
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // checkAccess refuses to serve an open API beyond loopback: with no token,
@@ -336,14 +359,14 @@ func (s *Server) checkAccess(tokens *rollout.Tokens) error {
 		s.Log.Info("API tokens are required")
 	case isLoopback(s.Addr):
 		s.Log.Warn("no API token exists: the API and dashboard are open to anyone on this machine; " +
-			"create one with: rollout token create --name admin --role admin")
+			"create one with: " + s.createTokenCommand())
 	case s.Insecure:
 		s.Log.Warn("!!! INSECURE: no API token exists and --insecure is set: ANYONE who can reach " + s.Addr +
-			" can change every feature. Create a token: rollout token create --name admin --role admin")
+			" can change every feature. Create a token: " + s.createTokenCommand())
 	default:
 		return fmt.Errorf("refusing to listen on %s with no API token: anyone who can reach it could change every feature. "+
-			"The database %s is ready: create a token (rollout token create --name admin --role admin --db %s) and start again, "+
-			"listen on 127.0.0.1, or pass --insecure", s.Addr, s.where(), s.where())
+			"The database %s is ready: create a token (%s) and start again, "+
+			"listen on 127.0.0.1, or pass --insecure", s.Addr, s.where(), s.createTokenCommand())
 	}
 	return nil
 }
@@ -382,6 +405,7 @@ func (s *Server) Close() error {
 		<-s.flushed
 		<-s.stopped
 		<-s.ramped
+		<-s.swept
 	}
 	if s.close != nil {
 		errs = append(errs, s.close())
