@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,7 +25,7 @@ type Service struct {
 	store Store
 	now   Clock
 
-	mu      sync.Mutex // serializes writes; guards retired
+	mu      writeLock // serializes writes; guards retired
 	snap    atomic.Pointer[Snapshot]
 	retired []retired
 
@@ -128,7 +129,9 @@ func (s *Service) Create(ctx context.Context, f Feature, opts ChangeOptions) (Re
 	if err := validateComment(opts.Comment); err != nil {
 		return Result{}, err
 	}
-	s.mu.Lock()
+	if err := s.mu.lock(ctx); err != nil {
+		return Result{}, err
+	}
 	defer s.mu.Unlock()
 
 	now := s.now().UTC()
@@ -161,6 +164,7 @@ func (s *Service) Create(ctx context.Context, f Feature, opts ChangeOptions) (Re
 		return res, nil
 	}
 	v := Version{Version: 1, Actor: actor(opts), Time: now, Summary: "created", Comment: opts.Comment, Config: f, Report: rep}
+	settle(ctx, res, now)
 	if err := s.store.CreateFeature(ctx, f, v); err != nil {
 		if ErrorCode(err) == EConflict { // created elsewhere meanwhile
 			s.reload(ctx, f.Key)
@@ -178,7 +182,9 @@ func (s *Service) Change(ctx context.Context, key string, ch Change, opts Change
 	if err := validateComment(opts.Comment); err != nil {
 		return Result{}, err
 	}
-	s.mu.Lock()
+	if err := s.mu.lock(ctx); err != nil {
+		return Result{}, err
+	}
 	defer s.mu.Unlock()
 	return s.onFresh(ctx, key, opts, func(cur *compiled) (Result, error) {
 		return s.apply(ctx, cur, ch, opts)
@@ -191,7 +197,9 @@ func (s *Service) Rollback(ctx context.Context, key string, n int, opts ChangeOp
 	if err := validateComment(opts.Comment); err != nil {
 		return Result{}, err
 	}
-	s.mu.Lock()
+	if err := s.mu.lock(ctx); err != nil {
+		return Result{}, err
+	}
 	defer s.mu.Unlock()
 	if _, err := s.current(ctx, key, opts); err != nil {
 		return Result{}, err
@@ -209,7 +217,9 @@ func (s *Service) Rollback(ctx context.Context, key string, n int, opts ChangeOp
 // feature as it was and the report of its removal: every user who had a
 // bucket has none afterwards.
 func (s *Service) Delete(ctx context.Context, key string, opts ChangeOptions) (Result, error) {
-	s.mu.Lock()
+	if err := s.mu.lock(ctx); err != nil {
+		return Result{}, err
+	}
 	defer s.mu.Unlock()
 	return s.onFresh(ctx, key, opts, func(cur *compiled) (Result, error) {
 		gone := cur.feature.Clone()
@@ -222,6 +232,7 @@ func (s *Service) Delete(ctx context.Context, key string, opts ChangeOptions) (R
 		if opts.DryRun {
 			return res, nil
 		}
+		settle(ctx, res, s.now())
 		if err := s.store.DeleteFeature(ctx, key, cur.feature.Version); err != nil {
 			return Result{}, err
 		}
@@ -281,21 +292,53 @@ func (s *Service) Version(ctx context.Context, key string, n int) (Version, erro
 // onFresh runs write on the feature key as it stands. The snapshot may lag
 // behind changes made by another instance: when the store refuses the
 // write because the feature moved on (EConflict), the feature is reloaded
-// and write runs again on what is there now — once, and only if If-Match,
-// when given, still matches. The caller holds s.mu.
+// and write runs again on what is there now. With If-Match, that is done
+// once, and only if If-Match still matches (else EPrecondition). Without
+// it the change is meant for whatever the feature is now, so it is
+// applied again to the newest version up to maxWriteAttempts times, with
+// a short random pause between attempts, rather than failing for a write
+// it did not conflict with. The caller holds s.mu.
 func (s *Service) onFresh(ctx context.Context, key string, opts ChangeOptions, write func(cur *compiled) (Result, error)) (Result, error) {
-	for retried := false; ; retried = true {
+	attempts := maxWriteAttempts
+	if opts.IfMatch != "" {
+		attempts = 2
+	}
+	for attempt := 1; ; attempt++ {
 		cur, err := s.current(ctx, key, opts)
 		if err != nil {
 			return Result{}, err
 		}
 		res, err := write(cur)
-		if retried || ErrorCode(err) != EConflict || errors.As(err, new(*changeError)) {
+		if attempt >= attempts || ErrorCode(err) != EConflict || errors.As(err, new(*changeError)) {
 			return res, err
+		}
+		if attempt > 1 {
+			if err := pause(ctx, attempt); err != nil {
+				return Result{}, err
+			}
 		}
 		if _, err := s.reload(ctx, key); err != nil {
 			return Result{}, err
 		}
+	}
+}
+
+// maxWriteAttempts bounds how many times a change without If-Match is
+// applied to a feature that other instances keep moving on.
+const maxWriteAttempts = 10
+
+// pause waits a random while that grows with attempt (up to about 50ms),
+// so that instances racing for one feature fall out of step; it returns
+// EUnavailable if ctx ends first.
+func pause(ctx context.Context, attempt int) error {
+	d := time.Duration(rand.Int64N(int64(min(time.Millisecond<<attempt, 50*time.Millisecond)))) + time.Millisecond
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return Errorf(EUnavailable, "the change could not be saved before the request ended: other instances kept changing the feature; try again")
 	}
 }
 
@@ -357,6 +400,7 @@ func (s *Service) applyWith(ctx context.Context, cur *compiled, ch Change, opts 
 		return res, nil
 	}
 	v := Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: ch.summary, Comment: opts.Comment, Config: next, Report: rep}
+	settle(ctx, res, now)
 	if err := save(next, v); err != nil {
 		return Result{}, err // on EConflict onFresh reloads
 	}

@@ -96,6 +96,7 @@ type Store interface {
 	CheckWrite(ctx context.Context) error
 
 	RampStore
+	IdempotencyStore
 }
 
 // CommitKind says what a commit changed.
