@@ -137,6 +137,7 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	if opts.Auth != nil {
 		s.steps = append(s.steps, opts.Auth.step)
 	}
+	s.steps = append(s.steps, s.idempotency)
 	e.Use(s.middleware)
 	if opts.Pprof {
 		e.GET("/debug/pprof/*", echo.WrapHandler(http.DefaultServeMux))

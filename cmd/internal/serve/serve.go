@@ -100,6 +100,7 @@ type Server struct {
 	flushed chan struct{}      // closed when the flusher has made its last flush
 	stopped chan struct{}      // closed when the follower has returned
 	ramped  chan struct{}      // closed when the ramp runner has returned
+	swept   chan struct{}      // closed when the idempotency keys' sweeper has returned
 }
 
 // Store is what the service needs of its database.
@@ -258,6 +259,13 @@ func (s *Server) Open(ctx context.Context) error {
 			s.Log.Error("apply ramp steps", "err", err)
 		})
 	}()
+	s.swept = make(chan struct{})
+	go func() {
+		defer close(s.swept)
+		svc.ExpireIdempotencyEvery(bg, 0, func(err error) {
+			s.Log.Error("expire idempotency keys", "err", err)
+		})
+	}()
 	follow := rollout.FollowOptions{
 		Interval: orDefault(s.SyncInterval, rollout.DefaultSyncInterval),
 		Committed: func(commits []rollout.Commit) {
@@ -354,6 +362,7 @@ func (s *Server) Close() error {
 		<-s.flushed
 		<-s.stopped
 		<-s.ramped
+		<-s.swept
 	}
 	if s.close != nil {
 		errs = append(errs, s.close())
