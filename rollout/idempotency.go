@@ -84,7 +84,7 @@ type IdempotencyStore interface {
 // in the context of its change (WithClaim). The store's transaction that
 // commits the change also commits the key as done with the answer Encode
 // makes of the value the change commits (its Result, or its Ramp), when
-// the service has settled it (see Answer). A Claim belongs to one request
+// the service has settled it (Settle). A Claim belongs to one request
 // and is not safe for concurrent use.
 type Claim struct {
 	Scope, Key, Attempt string
@@ -93,7 +93,7 @@ type Claim struct {
 	// without the key, and the caller completes it after.
 	Encode func(v any) ([]byte, error)
 
-	value     any
+	value     any // what the change commits (Settle)
 	settled   bool
 	expires   time.Time
 	committed bool
@@ -112,9 +112,11 @@ func ClaimFrom(ctx context.Context) *Claim {
 	return c
 }
 
-// settle records v as what the write about to be made commits. The
-// service calls it just before each store write of a change.
-func settle(ctx context.Context, v any, now time.Time) {
+// Settle records v as what the store write about to be made with ctx
+// commits, if ctx carries a claim not committed yet; its answer is to
+// expire IdempotencyMemory after now. The service calls it just before
+// each store write of a change.
+func Settle(ctx context.Context, v any, now time.Time) {
 	if c := ClaimFrom(ctx); c != nil && !c.committed {
 		c.value, c.settled, c.expires = v, true, now.Add(IdempotencyMemory)
 	}

@@ -164,7 +164,7 @@ func (s *Service) Create(ctx context.Context, f Feature, opts ChangeOptions) (Re
 		return res, nil
 	}
 	v := Version{Version: 1, Actor: actor(opts), Time: now, Summary: "created", Comment: opts.Comment, Config: f, Report: rep}
-	settle(ctx, res, now)
+	Settle(ctx, res, now)
 	if err := s.store.CreateFeature(ctx, f, v); err != nil {
 		if ErrorCode(err) == EConflict { // created elsewhere meanwhile
 			s.reload(ctx, f.Key)
@@ -232,7 +232,7 @@ func (s *Service) Delete(ctx context.Context, key string, opts ChangeOptions) (R
 		if opts.DryRun {
 			return res, nil
 		}
-		settle(ctx, res, s.now())
+		Settle(ctx, res, s.now())
 		if err := s.store.DeleteFeature(ctx, key, cur.feature.Version); err != nil {
 			return Result{}, err
 		}
@@ -400,7 +400,7 @@ func (s *Service) applyWith(ctx context.Context, cur *compiled, ch Change, opts 
 		return res, nil
 	}
 	v := Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: ch.summary, Comment: opts.Comment, Config: next, Report: rep}
-	settle(ctx, res, now)
+	Settle(ctx, res, now)
 	if err := save(next, v); err != nil {
 		return Result{}, err // on EConflict onFresh reloads
 	}

@@ -62,6 +62,8 @@ var cases = []struct {
 	{"check write", testCheckWrite},
 	{"ramps", testRamps},
 	{"ramp step applies once", testRampStep},
+	{"idempotency keys", testIdempotency},
+	{"idempotency key committed with its change", testIdempotentWrite},
 }
 
 // t0 has nanoseconds: a feature's times must come back exact from every
