@@ -135,19 +135,22 @@ func redact(where string) string {
 }
 
 // openStore opens the PostgreSQL database or SQLite file where names and
-// returns it with a function that closes it.
+// returns it with a function that closes it. Its operations have no
+// timeout: migrate runs alone, and reads whole histories at once.
 func openStore(ctx context.Context, where string) (migrationStore, func(), error) {
 	if isPostgres(where) {
 		db, err := postgres.Open(ctx, where)
 		if err != nil {
 			return nil, nil, err
 		}
+		db.SetTimeout(0) // a copy reads whole histories at once
 		return db, db.Close, nil
 	}
 	db, err := store.Open(ctx, where)
 	if err != nil {
 		return nil, nil, err
 	}
+	db.SetTimeout(0)
 	return db, func() { db.Close() }, nil
 }
 

@@ -38,10 +38,9 @@ const channel = "rollout_changes"
 // DefaultTimeout bounds each operation of the store (see DB.SetTimeout): a
 // server or network that stops answering makes an operation fail with
 // rollout.EUnavailable after it, rather than hold its caller forever. The
-// server is also told to give up statements and lock waits after it, and
-// to end sessions idle in a transaction for twice as long (unless the DSN
-// sets statement_timeout, lock_timeout or
-// idle_in_transaction_session_timeout), so that an instance cut off
+// server is also told to give up lock waits after it, and to end sessions
+// idle in a transaction for twice as long (unless the DSN sets lock_timeout
+// or idle_in_transaction_session_timeout), so that an instance cut off
 // mid-transaction does not hold its locks from the others.
 const DefaultTimeout = 5 * time.Second
 
@@ -83,7 +82,6 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 	}
 	params := cfg.ConnConfig.RuntimeParams
 	for name, d := range map[string]time.Duration{
-		"statement_timeout":                   DefaultTimeout,
 		"lock_timeout":                        DefaultTimeout,
 		"idle_in_transaction_session_timeout": 2 * DefaultTimeout,
 	} {
