@@ -17,18 +17,19 @@ import (
 )
 
 // Idempotency keys, as Stripe's API has them: a change request (POST, PUT,
-// PATCH or DELETE under /api/, the read-only plan and preview excepted) may
-// carry an Idempotency-Key header of up to rollout.MaxIdempotencyKey
-// printable ASCII bytes. The first request with a key runs; its answer, if
-// a success, is kept for rollout.IdempotencyMemory in the database — in
-// the same transaction as the change it answers, so that a change committed
-// after its client gave up has its answer kept too — and every retry with
-// the key, on any instance, gets that answer again, with
-// Idempotent-Replayed: true, and changes nothing. Keys are the token's own.
-// A retry must be the same request (method, route, path, query, If-Match and
-// body): another one with the key is refused with 422. A retry while the
-// first request still runs is refused with 409. A request that fails (any
-// error answer) keeps nothing: it may be sent again with the same key.
+// PATCH or DELETE under /api/ that needs a write token: not the read-only
+// plan and preview, nor apps' exposures) may carry an Idempotency-Key
+// header of up to rollout.MaxIdempotencyKey printable ASCII bytes. The
+// first request with a key runs; its answer, if a success, is kept for
+// rollout.IdempotencyMemory in the database — in the same transaction as
+// the change it answers, so that a change committed after its client gave
+// up has its answer kept too — and every retry with the key, on any
+// instance, gets that answer again, with Idempotent-Replayed: true, and
+// changes nothing. Keys are the token's own. A retry must be the same
+// request (method, route, path, query, If-Match and body): another one
+// with the key is refused with 422. A retry while the first request still
+// runs is refused with 409. A request that fails (any error answer) keeps
+// nothing: it may be sent again with the same key.
 const (
 	idempotencyHeader = "Idempotency-Key"
 	replayedHeader    = "Idempotent-Replayed"
@@ -39,14 +40,17 @@ const (
 const maxKeptBody = 1 << 20
 
 // idempotentRoute reports whether route takes an Idempotency-Key: the API's
-// routes that change something.
+// routes that change something, and need a write (or admin) token for it.
+// POST /api/exposures, which apps send with their evaluation token, takes
+// none: its batches carry their own ID, which makes a resent batch count
+// once, and a token that browsers may hold must not fill a table of keys.
 func idempotentRoute(route routeInfo) bool {
 	switch route.method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 	default:
 		return false
 	}
-	return strings.HasPrefix(route.pattern, "/api/") && route.need != rollout.PermRead
+	return strings.HasPrefix(route.pattern, "/api/") && (route.need == rollout.PermWrite || route.need == rollout.PermAdmin)
 }
 
 // keptAnswer is a change's answer as kept for its Idempotency-Key: status, the

@@ -3,7 +3,10 @@ package api_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -356,5 +359,65 @@ func TestChangeWithoutIfMatchRaced(t *testing.T) {
 	f, err := b.db.Feature(context.Background(), "k")
 	if err != nil || len(f.Overrides) != 5 {
 		t.Errorf("Feature() = %d overrides, %v; want 5: the other instance's 4 and this one", len(f.Overrides), err)
+	}
+}
+
+// sendKeyed makes a request as role with an Idempotency-Key and returns
+// its status and whether it was replayed.
+func (g *guardedServer) sendKeyed(t *testing.T, role, method, path string, body any, key string) (int, bool) {
+	t.Helper()
+	data, _ := json.Marshal(body)
+	req, err := http.NewRequest(method, g.url+path, bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+g.secrets[role])
+	req.Header.Set(keyHeader, key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	io.Copy(io.Discard, res.Body)
+	return res.StatusCode, res.Header.Get("Idempotent-Replayed") == "true"
+}
+
+// TestIdempotencyKeyPerToken: a key is its token's own: another token's
+// request with the same key runs as a new one (and never sees the first
+// answer); a request refused for its role claims nothing; apps' exposures
+// take no key.
+func TestIdempotencyKeyPerToken(t *testing.T) {
+	g := newAuthServer(t, []rollout.Role{rollout.RoleAdmin, rollout.RoleEditor, rollout.RoleViewer, rollout.RoleEvaluate}, false)
+	if _, err := g.svc.Create(context.Background(), rollout.Feature{Key: "k", Enabled: true, Buckets: []rollout.Bucket{{Name: "on", Replicas: 1}}}, rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		role             string
+		body             string
+		status           int
+		replayed         bool
+		versionsAfterAll int
+	}{
+		{"viewer", "v", 403, false, 1},
+		{"editor", "e", 200, false, 2},
+		{"editor", "e", 200, true, 2},
+		{"admin", "e", 200, false, 3},
+		{"admin", "other", 422, false, 3},
+		{"admin", "e", 200, true, 3},
+	} {
+		status, replayed := g.sendKeyed(t, tt.role, "PATCH", "/api/features/k", map[string]any{"description": tt.body}, "shared-key")
+		if status != tt.status || replayed != tt.replayed {
+			t.Errorf("%s PATCH %q with the shared key = %d (replayed %v), want %d (replayed %v)", tt.role, tt.body, status, replayed, tt.status, tt.replayed)
+		}
+		if vs, _ := g.svc.Versions(context.Background(), "k", 0, 0); len(vs) != tt.versionsAfterAll {
+			t.Errorf("after %s's PATCH: %d versions, want %d", tt.role, len(vs), tt.versionsAfterAll)
+		}
+	}
+	exposures := map[string]any{"batch": "b-1", "exposures": []any{}}
+	for range 2 {
+		if status, replayed := g.sendKeyed(t, "evaluate", "POST", "/api/exposures", exposures, "exp-1"); replayed || status >= 500 {
+			t.Errorf("POST /api/exposures with a key = %d (replayed %v), want it answered anew", status, replayed)
+		}
 	}
 }
