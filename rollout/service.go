@@ -48,7 +48,8 @@ type ChangeOptions struct {
 	// IfMatch, when not empty, refuses with EPrecondition a change to a
 	// feature whose Tag is not this one (or that does not exist yet): the
 	// change applies only to the configuration its author saw. "*" matches
-	// any existing feature.
+	// any existing feature. Without it, a change is applied to the newest
+	// version, even one another instance made meanwhile.
 	IfMatch string
 	// Comment is stored with the change's version: why it was made. At
 	// most MaxComment bytes of UTF-8 text.
