@@ -286,13 +286,21 @@ func TestIdempotencyKeyExpiry(t *testing.T) {
 // change is still refused with 412.
 func TestChangesWithoutIfMatchAcrossInstances(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rollout.db")
-	a, b, c := newServer(t, path, api.Options{}), newServer(t, path, api.Options{}), newServer(t, path, api.Options{})
+	unrelatedChanges(t, 50, newServer(t, path, api.Options{}), newServer(t, path, api.Options{}), newServer(t, path, api.Options{}))
+}
+
+// unrelatedChanges creates a feature through the first instance, then
+// sets perInstance overrides, each of another user, through each instance
+// at once, and checks that every change applied.
+func unrelatedChanges(t *testing.T, perInstance int, instances ...*testServer) {
+	t.Helper()
+	a := instances[0]
 	a.create(rollout.Feature{Key: "k", Enabled: true, Buckets: []rollout.Bucket{{Name: "on", Replicas: 1}, {Name: "off", Replicas: 1}}})
-	const instances, perInstance = 3, 50
+	total := len(instances) * perInstance
 	var wg sync.WaitGroup
-	statuses := make(chan string, instances*perInstance)
+	statuses := make(chan string, total)
 	for i := range perInstance {
-		for j, s := range []*testServer{a, b, c} {
+		for j, s := range instances {
 			wg.Go(func() {
 				r := s.do("PUT", fmt.Sprintf("/api/features/k/overrides/user-%d-%d", j, i), map[string]any{"bucket": "off"})
 				if r.status != 200 {
@@ -310,38 +318,49 @@ func TestChangesWithoutIfMatchAcrossInstances(t *testing.T) {
 		}
 	}
 	if failed > 0 {
-		t.Errorf("%d of %d unrelated changes without If-Match failed", failed, instances*perInstance)
+		t.Errorf("%d of %d unrelated changes without If-Match failed", failed, total)
 	}
-	f, err := b.db.Feature(context.Background(), "k")
+	vs, err := a.svc.Versions(context.Background(), "k", 0, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f.Overrides) != instances*perInstance-failed || f.Version != 1+instances*perInstance-failed {
-		t.Errorf("feature has %d overrides at version %d, want %d at version %d: every change applied once", len(f.Overrides), f.Version, instances*perInstance-failed, 1+instances*perInstance-failed)
+	f := vs[0].Config
+	if len(f.Overrides) != total-failed || f.Version != 1+total-failed {
+		t.Errorf("feature has %d overrides at version %d, want %d at version %d: every change applied once", len(f.Overrides), f.Version, total-failed, 1+total-failed)
 	}
 	a.must(412, "PATCH", "/api/features/k", map[string]any{"description": "stale"}, "If-Match", `"1-`+strings.ReplaceAll(f.ID, "-", "")[:12]+`"`)
 }
 
-// racedStore lets another instance change the feature just before each of
-// the first n updates it is asked for, as a busy instance beside it would.
+// racedStore lets another instance change the feature just before each
+// write of it it is asked for, as a busy instance beside it would.
 type racedStore struct {
 	rollout.Store
 	n     *atomic.Int32
 	other func(i int32) error
 }
 
+func (r racedStore) race() error {
+	return r.other(r.n.Add(1))
+}
+
 func (r racedStore) UpdateFeature(ctx context.Context, f rollout.Feature, v rollout.Version) error {
-	if i := r.n.Add(-1); i >= 0 {
-		if err := r.other(i); err != nil {
-			return err
-		}
+	if err := r.race(); err != nil {
+		return err
 	}
 	return r.Store.UpdateFeature(ctx, f, v)
 }
 
+func (r racedStore) UpdateFeatureWith(ctx context.Context, key string, next func(rollout.Feature) (rollout.Feature, rollout.Version, error)) error {
+	if err := r.race(); err != nil {
+		return err
+	}
+	return r.Store.UpdateFeatureWith(ctx, key, next)
+}
+
 // TestChangeWithoutIfMatchRaced: a change without If-Match whose feature
-// another instance changes before each of its first attempts, four times
-// over, is applied to the newest version all the same.
+// another instance changes before each of its attempts is applied to the
+// newest version all the same: after losing the race it holds the feature
+// in the store from read to write, which no other write can come between.
 func TestChangeWithoutIfMatchRaced(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rollout.db")
 	b := newServer(t, path, api.Options{})
@@ -351,14 +370,17 @@ func TestChangeWithoutIfMatchRaced(t *testing.T) {
 	}}
 	a := newServerOver(t, path, api.Options{}, func(st rollout.Store) rollout.Store { raced.Store = st; return raced })
 	a.create(rollout.Feature{Key: "k", Enabled: true, Buckets: []rollout.Bucket{{Name: "on", Replicas: 1}, {Name: "off", Replicas: 1}}})
-	raced.n.Store(4)
 	r := a.must(200, "PUT", "/api/features/k/overrides/a-0", map[string]any{"bucket": "off"})
-	if v := r.json(t)["feature"].(map[string]any)["version"]; v != 6.0 {
-		t.Errorf("the change made version %v, want 6: after the other instance's 4", v)
+	races := int(raced.n.Load())
+	if races < 2 {
+		t.Errorf("the other instance raced %d times, want at least 2", races)
+	}
+	if v := r.json(t)["feature"].(map[string]any)["version"]; v != float64(races+2) {
+		t.Errorf("the change made version %v, want %d: after the other instance's %d", v, races+2, races)
 	}
 	f, err := b.db.Feature(context.Background(), "k")
-	if err != nil || len(f.Overrides) != 5 {
-		t.Errorf("Feature() = %d overrides, %v; want 5: the other instance's 4 and this one", len(f.Overrides), err)
+	if err != nil || len(f.Overrides) != races+1 || f.Overrides["a-0"] != "off" {
+		t.Errorf("Feature() = overrides %v, %v; want the other instance's %d and a-0", f.Overrides, err, races)
 	}
 }
 

@@ -140,3 +140,11 @@ func TestHungDatabase(t *testing.T) {
 		t.Errorf("%d versions, want 2: the changes refused while hung applied nothing", n)
 	}
 }
+
+// TestChangesWithoutIfMatchPostgres: two instances over one PostgreSQL
+// database, 160 unrelated changes each at once without If-Match, as in the
+// issue (73 of 320 answered 409): every one applies.
+func TestChangesWithoutIfMatchPostgres(t *testing.T) {
+	dsn := storetest.PostgresDSN(t)
+	unrelatedChanges(t, 160, newPostgresServer(t, dsn, 0), newPostgresServer(t, dsn, 0))
+}

@@ -70,7 +70,7 @@ type IdempotencyStore interface {
 	// CompleteIdempotency marks the pending key r.Scope, r.Key held by
 	// r.Attempt done with r.Answer, to expire at r.Expires, for a request
 	// that committed no change (a dry run) or whose change did not carry
-	// the claim. It returns EConflict when the key is not so held.
+	// the claim. It returns EKeyInUse when the key is not so held.
 	CompleteIdempotency(ctx context.Context, r IdempotencyRecord) error
 	// ReleaseIdempotency deletes the key scope, key if it is still pending
 	// and held by attempt: the request failed and may be sent again.

@@ -189,6 +189,8 @@ func (s *Service) Change(ctx context.Context, key string, ch Change, opts Change
 	defer s.mu.Unlock()
 	return s.onFresh(ctx, key, opts, func(cur *compiled) (Result, error) {
 		return s.apply(ctx, cur, ch, opts)
+	}, func() (Result, error) {
+		return s.applyHeld(ctx, key, ch, opts)
 	})
 }
 
@@ -209,8 +211,11 @@ func (s *Service) Rollback(ctx context.Context, key string, n int, opts ChangeOp
 	if err != nil {
 		return Result{}, err
 	}
+	back := rollbackTo(old.Config)
 	return s.onFresh(ctx, key, opts, func(cur *compiled) (Result, error) {
-		return s.apply(ctx, cur, rollbackTo(old.Config), opts)
+		return s.apply(ctx, cur, back, opts)
+	}, func() (Result, error) {
+		return s.applyHeld(ctx, key, back, opts)
 	})
 }
 
@@ -240,7 +245,7 @@ func (s *Service) Delete(ctx context.Context, key string, opts ChangeOptions) (R
 		s.swap(key, nil)
 		s.committed()
 		return res, nil
-	})
+	}, nil)
 }
 
 // checkChurn refuses, with EChurn and the report, a change that moves more
@@ -295,16 +300,20 @@ func (s *Service) Version(ctx context.Context, key string, n int) (Version, erro
 // write because the feature moved on (EConflict), the feature is reloaded
 // and write runs again on what is there now. With If-Match, that is done
 // once, and only if If-Match still matches (else EPrecondition). Without
-// it the change is meant for whatever the feature is now, so it is
-// applied again to the newest version up to maxWriteAttempts times, with
-// a short random pause between attempts, rather than failing for a write
-// it did not conflict with. The caller holds s.mu.
-func (s *Service) onFresh(ctx context.Context, key string, opts ChangeOptions, write func(cur *compiled) (Result, error)) (Result, error) {
+// it the change is meant for whatever the feature is now: after
+// optimisticAttempts lost races it is made by held, which holds the
+// feature in the store from read to write and so cannot lose; without a
+// held (a delete), write is tried up to maxWriteAttempts times, with a
+// short random pause between attempts. The caller holds s.mu.
+func (s *Service) onFresh(ctx context.Context, key string, opts ChangeOptions, write func(cur *compiled) (Result, error), held func() (Result, error)) (Result, error) {
 	attempts := maxWriteAttempts
 	if opts.IfMatch != "" {
 		attempts = 2
 	}
 	for attempt := 1; ; attempt++ {
+		if opts.IfMatch == "" && !opts.DryRun && held != nil && attempt > optimisticAttempts {
+			return held()
+		}
 		cur, err := s.current(ctx, key, opts)
 		if err != nil {
 			return Result{}, err
@@ -323,6 +332,12 @@ func (s *Service) onFresh(ctx context.Context, key string, opts ChangeOptions, w
 		}
 	}
 }
+
+// optimisticAttempts is how many times a change without If-Match is tried
+// on the snapshot's version (reloaded after a lost race) before it holds
+// the feature in the store instead: holding costs a read inside the write,
+// so the common case, no race, does without.
+const optimisticAttempts = 2
 
 // maxWriteAttempts bounds how many times a change without If-Match is
 // applied to a feature that other instances keep moving on.
@@ -382,32 +397,72 @@ func (s *Service) apply(ctx context.Context, cur *compiled, ch Change, opts Chan
 // applyWith is apply, the new version written by save. The caller holds
 // s.mu.
 func (s *Service) applyWith(ctx context.Context, cur *compiled, ch Change, opts ChangeOptions, save func(Feature, Version) error) (Result, error) {
+	res, v, cc, err := s.prepare(cur, ch, opts)
+	if err != nil || opts.DryRun {
+		return res, err
+	}
+	Settle(ctx, res, v.Time)
+	if err := save(res.Feature, v); err != nil {
+		return Result{}, err // on EConflict onFresh reloads
+	}
+	s.swap(res.Feature.Key, cc)
+	s.committed()
+	return res, nil
+}
+
+// applyHeld makes ch a new version of the feature key as the store holds
+// it (Store.UpdateFeatureWith): no other write of the feature can come
+// between its read and its write. The caller holds s.mu.
+func (s *Service) applyHeld(ctx context.Context, key string, ch Change, opts ChangeOptions) (Result, error) {
+	var (
+		res Result
+		cc  *compiled
+	)
+	err := s.store.UpdateFeatureWith(ctx, key, func(f Feature) (Feature, Version, error) {
+		cur := s.Snapshot().features[key]
+		if cur == nil || cur.feature.ID != f.ID || cur.feature.Version != f.Version {
+			if err := f.Validate(); err != nil {
+				return Feature{}, Version{}, fmt.Errorf("the stored configuration of feature %q is invalid: %w", key, err)
+			}
+			cur = compile(f)
+		}
+		var v Version
+		var err error
+		if res, v, cc, err = s.prepare(cur, ch, opts); err != nil {
+			return Feature{}, Version{}, err
+		}
+		Settle(ctx, res, v.Time)
+		return res.Feature, v, nil
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	s.swap(key, cc)
+	s.committed()
+	return res, nil
+}
+
+// prepare computes ch applied to cur: the result, its version and the
+// compiled feature, refusing what a guard in opts refuses. It stores
+// nothing.
+func (s *Service) prepare(cur *compiled, ch Change, opts ChangeOptions) (Result, Version, *compiled, error) {
 	next := cur.feature.Clone()
 	if err := ch.apply(&next); err != nil {
-		return Result{}, &changeError{err}
+		return Result{}, Version{}, nil, &changeError{err}
 	}
 	if err := next.Validate(); err != nil {
-		return Result{}, err
+		return Result{}, Version{}, nil, err
 	}
 	now := s.now().UTC()
 	next.Version, next.UpdatedAt = cur.feature.Version+1, now
 	cc := compile(next)
 	rep := newReport(cur, cc)
 	if err := checkChurn(rep, opts); err != nil {
-		return Result{}, err
+		return Result{}, Version{}, nil, err
 	}
 	res := Result{Feature: next, Report: rep, Shares: maps.Clone(cc.shares), DryRun: opts.DryRun}
-	if opts.DryRun {
-		return res, nil
-	}
 	v := Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: ch.summary, Comment: opts.Comment, Config: next, Report: rep}
-	Settle(ctx, res, now)
-	if err := save(next, v); err != nil {
-		return Result{}, err // on EConflict onFresh reloads
-	}
-	s.swap(next.Key, cc)
-	s.committed()
-	return res, nil
+	return res, v, cc, nil
 }
 
 // swap installs a snapshot in which c serves key (nil: key is gone). The

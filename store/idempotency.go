@@ -56,7 +56,7 @@ func findIdempotency(ctx context.Context, tx *sql.Tx, scope, key string) (rollou
 }
 
 // finishIdempotency marks the pending key of r held by r.Attempt done with
-// r.Answer, or returns rollout.EConflict when it is not so held.
+// r.Answer, or returns rollout.EKeyInUse when it is not so held.
 func finishIdempotency(ctx context.Context, tx *sql.Tx, r rollout.IdempotencyRecord) error {
 	res, err := tx.ExecContext(ctx, `
 		UPDATE idempotency_keys SET done = 1, answer = ?, expires_at = ?
@@ -74,7 +74,7 @@ func finishIdempotency(ctx context.Context, tx *sql.Tx, r rollout.IdempotencyRec
 }
 
 func idempotencyLost(key string) error {
-	return rollout.Errorf(rollout.EConflict, "the request with Idempotency-Key %q no longer holds the key (a retry took it over, or it expired): nothing was changed; send the request again to get its answer", key)
+	return rollout.Errorf(rollout.EKeyInUse, "the request with Idempotency-Key %q no longer holds the key (a retry took it over, or it expired): nothing was changed; send the request again to get its answer", key)
 }
 
 // CompleteIdempotency marks r's pending key done with its answer; see

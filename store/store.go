@@ -334,26 +334,30 @@ func (db *DB) checkFile() error {
 // writeTx runs fn in a write transaction, after checking the database file
 // is still where it was opened, and commits it unless fn fails, all within
 // the DB's timeout. When ctx carries an idempotency claim with a settled
-// answer (rollout.Claim.Answer), the transaction also marks the claim's
-// key done with that answer, and fails with rollout.EConflict, committing
-// nothing, if the key is no longer the claim's. Errors are wrapped as
+// answer (rollout.Claim.Answer) once fn has run, the transaction also
+// marks the claim's key done with that answer, and fails with
+// rollout.EKeyInUse, committing nothing, if the key is no longer the
+// claim's. Errors are wrapped as
 // wrapErr does, with op.
 func (db *DB) writeTx(ctx context.Context, op string, fn func(*sql.Tx) error) error {
 	claim := rollout.ClaimFrom(ctx)
-	done, keep, err := claim.Answer()
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	if !keep {
+	if claim == nil {
 		return db.plainWriteTx(ctx, op, fn)
 	}
-	err = db.plainWriteTx(ctx, op, func(tx *sql.Tx) error {
-		if err := finishIdempotency(ctx, tx, done); err != nil {
+	kept := false
+	err := db.plainWriteTx(ctx, op, func(tx *sql.Tx) error {
+		if err := fn(tx); err != nil {
 			return err
 		}
-		return fn(tx)
+		// fn may settle the claim itself (UpdateFeatureWith).
+		done, keep, err := claim.Answer()
+		if err != nil || !keep {
+			return err
+		}
+		kept = true
+		return finishIdempotency(ctx, tx, done)
 	})
-	if err == nil {
+	if err == nil && kept {
 		claim.Committed()
 	}
 	return err

@@ -69,7 +69,7 @@ func (db *DB) ClaimIdempotency(ctx context.Context, r rollout.IdempotencyRecord,
 }
 
 // finishIdempotency marks the pending key of r held by r.Attempt done with
-// r.Answer, or returns rollout.EConflict when it is not so held. The row
+// r.Answer, or returns rollout.EKeyInUse when it is not so held. The row
 // stays locked until the transaction ends.
 func finishIdempotency(ctx context.Context, tx pgx.Tx, r rollout.IdempotencyRecord) error {
 	tag, err := tx.Exec(ctx, `
@@ -80,7 +80,7 @@ func finishIdempotency(ctx context.Context, tx pgx.Tx, r rollout.IdempotencyReco
 		return fmt.Errorf("finish Idempotency-Key %q: %w", r.Key, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return rollout.Errorf(rollout.EConflict, "the request with Idempotency-Key %q no longer holds the key (a retry took it over, or it expired): nothing was changed; send the request again to get its answer", r.Key)
+		return rollout.Errorf(rollout.EKeyInUse, "the request with Idempotency-Key %q no longer holds the key (a retry took it over, or it expired): nothing was changed; send the request again to get its answer", r.Key)
 	}
 	return nil
 }

@@ -145,26 +145,29 @@ func (db *DB) bound(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // writeTx runs fn in a read-write transaction and commits it unless fn
 // fails, within the DB's timeout. When ctx carries an idempotency claim
-// with a settled answer (rollout.Claim.Answer), the transaction first
-// marks the claim's key done with that answer, and fails with
-// rollout.EConflict, committing nothing, if the key is no longer the
+// with a settled answer (rollout.Claim.Answer) once fn has run, the
+// transaction also marks the claim's key done with that answer, and fails
+// with rollout.EKeyInUse, committing nothing, if the key is no longer the
 // claim's. Errors are wrapped as wrapErr does, with op.
 func (db *DB) writeTx(ctx context.Context, op string, fn func(pgx.Tx) error) error {
 	claim := rollout.ClaimFrom(ctx)
-	done, keep, err := claim.Answer()
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	if !keep {
+	if claim == nil {
 		return db.inTx(ctx, op, pgx.TxOptions{}, fn)
 	}
-	err = db.inTx(ctx, op, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		if err := finishIdempotency(ctx, tx, done); err != nil {
+	kept := false
+	err := db.inTx(ctx, op, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if err := fn(tx); err != nil {
 			return err
 		}
-		return fn(tx)
+		// fn may settle the claim itself (UpdateFeatureWith).
+		done, keep, err := claim.Answer()
+		if err != nil || !keep {
+			return err
+		}
+		kept = true
+		return finishIdempotency(ctx, tx, done)
 	})
-	if err == nil {
+	if err == nil && kept {
 		claim.Committed()
 	}
 	return err

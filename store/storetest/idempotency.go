@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,7 +59,7 @@ func testIdempotency(t *testing.T, o Opened) {
 	}
 	answer := []byte(`{"status":201,"body":"e30K"}`)
 	lost := rollout.IdempotencyRecord{Scope: "tok-1", Key: "k1", Attempt: "a1", Done: true, Answer: []byte("late"), Expires: later.Add(rollout.IdempotencyMemory)}
-	wantCode(t, "CompleteIdempotency(attempt taken over)", s.CompleteIdempotency(ctx, lost), rollout.EConflict)
+	wantCode(t, "CompleteIdempotency(attempt taken over)", s.CompleteIdempotency(ctx, lost), rollout.EKeyInUse)
 	if err := s.ReleaseIdempotency(ctx, "tok-1", "k1", "a1"); err != nil {
 		t.Fatalf("ReleaseIdempotency(attempt taken over) = %v", err)
 	}
@@ -69,7 +70,7 @@ func testIdempotency(t *testing.T, o Opened) {
 	if err := s.CompleteIdempotency(ctx, done); err != nil {
 		t.Fatalf("CompleteIdempotency(a3) = %v", err)
 	}
-	wantCode(t, "CompleteIdempotency(done already)", s.CompleteIdempotency(ctx, done), rollout.EConflict)
+	wantCode(t, "CompleteIdempotency(done already)", s.CompleteIdempotency(ctx, done), rollout.EKeyInUse)
 	almost := later.Add(rollout.IdempotencyMemory - time.Second)
 	got = claimKey(t, other, idemRecord("tok-1", "k1", "fp", "a5", almost), almost, false)
 	if !got.Done || !bytes.Equal(got.Answer, answer) {
@@ -150,7 +151,7 @@ func testIdempotentWrite(t *testing.T, o Opened) {
 	ctx, claim = withClaim("lost", "l1")
 	h := next(g)
 	rollout.Settle(ctx, h, t0)
-	wantCode(t, "UpdateFeature(claim taken over)", s.UpdateFeature(ctx, h, versionOf(h)), rollout.EConflict)
+	wantCode(t, "UpdateFeature(claim taken over)", s.UpdateFeature(ctx, h, versionOf(h)), rollout.EKeyInUse)
 	if claim.IsCommitted() {
 		t.Error("a claim taken over is committed")
 	}
@@ -189,4 +190,54 @@ func revisionOf(t *testing.T, s Store) int64 {
 		t.Fatalf("Revision() = %v", err)
 	}
 	return rev
+}
+
+// testUpdateHeld: UpdateFeatureWith from two handles at once, each change
+// made on the version it read, never conflicts, and every change lands; a
+// missing feature is ENotFound; next's error is returned and nothing is
+// written.
+func testUpdateHeld(t *testing.T, o Opened) {
+	ctx := context.Background()
+	s, other := o.Store, o.Open(t)
+	f := newFeature("held")
+	create(t, s, f)
+	const each = 10
+	errs := make(chan error, 2*each)
+	var wg sync.WaitGroup
+	for i := range each {
+		for j, h := range []Store{s, other} {
+			wg.Go(func() {
+				errs <- h.UpdateFeatureWith(ctx, "held", func(cur rollout.Feature) (rollout.Feature, rollout.Version, error) {
+					g := next(cur)
+					g.Overrides[fmt.Sprintf("user-%d-%d", j, i)] = "control"
+					return g, versionOf(g), nil
+				})
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("UpdateFeatureWith() at once = %v, want nil", err)
+		}
+	}
+	got := mustFeature(t, other, "held")
+	if got.Version != 1+2*each || len(got.Overrides) != len(f.Overrides)+2*each {
+		t.Errorf("after %d held updates: version %d with %d overrides, want version %d with %d", 2*each, got.Version, len(got.Overrides), 1+2*each, len(f.Overrides)+2*each)
+	}
+	rev := revisionOf(t, s)
+	refused := rollout.Errorf(rollout.EInvalid, "refused")
+	err := s.UpdateFeatureWith(ctx, "held", func(cur rollout.Feature) (rollout.Feature, rollout.Version, error) {
+		return rollout.Feature{}, rollout.Version{}, refused
+	})
+	if err != refused {
+		t.Errorf("UpdateFeatureWith(next fails) = %v, want next's error as is", err)
+	}
+	wantRevision(t, s, rev)
+	err = s.UpdateFeatureWith(ctx, "missing", func(cur rollout.Feature) (rollout.Feature, rollout.Version, error) {
+		t.Error("next called for a missing feature")
+		return cur, rollout.Version{}, nil
+	})
+	wantCode(t, "UpdateFeatureWith(missing)", err, rollout.ENotFound)
 }

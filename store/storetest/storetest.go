@@ -62,6 +62,7 @@ var cases = []struct {
 	{"check write", testCheckWrite},
 	{"ramps", testRamps},
 	{"ramp step applies once", testRampStep},
+	{"update with the feature held", testUpdateHeld},
 	{"idempotency keys", testIdempotency},
 	{"idempotency key committed with its change", testIdempotentWrite},
 }
