@@ -38,6 +38,8 @@ var statusOf = map[string]int{
 	rollout.EChurn:        http.StatusConflict,
 	rollout.EPrecondition: http.StatusPreconditionFailed,
 	rollout.EUnavailable:  http.StatusServiceUnavailable,
+	rollout.EKeyReused:    http.StatusUnprocessableEntity,
+	rollout.EKeyInUse:     http.StatusConflict,
 	rollout.EInternal:     http.StatusInternalServerError,
 
 	ofrepParseError:          http.StatusBadRequest,

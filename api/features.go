@@ -137,7 +137,8 @@ func (s *Server) createFeature(c echo.Context) error {
 	if req.Salt != nil {
 		f.Salt = *req.Salt
 	}
-	res, err := s.svc.Create(c.Request().Context(), f, opts)
+	ctx := keepAs(c, func(res rollout.Result) (keptAnswer, error) { return resultAnswer(http.StatusCreated, res) })
+	res, err := s.svc.Create(ctx, f, opts)
 	if err != nil {
 		return err
 	}
@@ -177,7 +178,8 @@ func (s *Server) deleteFeature(c echo.Context) error {
 		return err
 	}
 	key := pathParam(c, "key")
-	res, err := s.svc.Delete(c.Request().Context(), key, opts)
+	ctx := keepAs(c, func(rollout.Result) (keptAnswer, error) { return keptAnswer{Status: http.StatusNoContent}, nil })
+	res, err := s.svc.Delete(ctx, key, opts)
 	if err != nil {
 		return err
 	}
@@ -305,7 +307,8 @@ func (s *Server) rollback(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.svc.Rollback(c.Request().Context(), pathParam(c, "key"), *req.Version, opts)
+	ctx := keepAs(c, func(res rollout.Result) (keptAnswer, error) { return resultAnswer(http.StatusOK, res) })
+	res, err := s.svc.Rollback(ctx, pathParam(c, "key"), *req.Version, opts)
 	if err != nil {
 		return err
 	}
@@ -513,7 +516,8 @@ func (s *Server) change(c echo.Context, body guards, ch rollout.Change) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.svc.Change(c.Request().Context(), pathParam(c, "key"), ch, opts)
+	ctx := keepAs(c, func(res rollout.Result) (keptAnswer, error) { return resultAnswer(http.StatusOK, res) })
+	res, err := s.svc.Change(ctx, pathParam(c, "key"), ch, opts)
 	if err != nil {
 		return err
 	}
@@ -521,11 +525,13 @@ func (s *Server) change(c echo.Context, body guards, ch rollout.Change) error {
 	return respond(c, http.StatusOK, res)
 }
 
+// respond answers a change with its result (resultAnswer).
 func respond(c echo.Context, status int, res rollout.Result) error {
-	if !res.DryRun {
-		c.Response().Header().Set("ETag", etag(res.Feature))
+	a, err := resultAnswer(status, res)
+	if err != nil {
+		return err
 	}
-	return c.JSON(status, changeResponse{Feature: featureView{Feature: res.Feature, Shares: res.Shares}, Report: res.Report, DryRun: res.DryRun})
+	return a.send(c)
 }
 
 // changeOptions reads a mutation's guards from its query, its body and its

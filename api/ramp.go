@@ -90,11 +90,15 @@ func (s *Server) createRamp(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := s.svc.CreateRamp(c.Request().Context(), pathParam(c, "key"), sp, actorOf(c))
+	r, err := s.svc.CreateRamp(keepAs(c, rampAnswer(http.StatusCreated)), pathParam(c, "key"), sp, actorOf(c))
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, map[string]any{"ramp": r})
+	a, err := rampAnswer(http.StatusCreated)(r)
+	if err != nil {
+		return err
+	}
+	return a.send(c)
 }
 
 // listRamps is GET /api/features/K/ramps and, without a key, GET
@@ -120,19 +124,19 @@ func (s *Server) getRamp(c echo.Context) error {
 // /api/features/K/ramps/ID/pause, …/resume and …/cancel.
 func (s *Server) pauseRamp(c echo.Context) error {
 	return s.moveRamp(c, func(key, id string) (rollout.Ramp, error) {
-		return s.svc.PauseRamp(c.Request().Context(), key, id, actorOf(c))
+		return s.svc.PauseRamp(keepAs(c, rampAnswer(http.StatusOK)), key, id, actorOf(c))
 	})
 }
 
 func (s *Server) resumeRamp(c echo.Context) error {
 	return s.moveRamp(c, func(key, id string) (rollout.Ramp, error) {
-		return s.svc.ResumeRamp(c.Request().Context(), key, id)
+		return s.svc.ResumeRamp(keepAs(c, rampAnswer(http.StatusOK)), key, id)
 	})
 }
 
 func (s *Server) cancelRamp(c echo.Context) error {
 	return s.moveRamp(c, func(key, id string) (rollout.Ramp, error) {
-		return s.svc.CancelRamp(c.Request().Context(), key, id, actorOf(c))
+		return s.svc.CancelRamp(keepAs(c, rampAnswer(http.StatusOK)), key, id, actorOf(c))
 	})
 }
 
@@ -145,5 +149,9 @@ func (s *Server) moveRamp(c echo.Context, move func(key, id string) (rollout.Ram
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"ramp": r})
+	a, err := rampAnswer(http.StatusOK)(r)
+	if err != nil {
+		return err
+	}
+	return a.send(c)
 }

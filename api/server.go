@@ -156,6 +156,7 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 		s.steps = append(s.steps, opts.Auth.step)
 	}
 	s.steps = append(s.steps, s.streams.step)
+	s.steps = append(s.steps, s.idempotency)
 	e.Use(s.middleware)
 	if opts.Pprof {
 		e.GET("/debug/pprof/*", echo.WrapHandler(http.DefaultServeMux))

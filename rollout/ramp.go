@@ -253,6 +253,7 @@ func (s *Service) CreateRamp(ctx context.Context, key string, spec RampSpec, act
 		Replicas: b.Replicas, Actor: actor(ChangeOptions{Actor: actorName}), Revision: 1,
 		CreatedAt: now, UpdatedAt: now,
 	}
+	Settle(ctx, r, now)
 	if err := s.store.CreateRamp(ctx, r); err != nil {
 		return Ramp{}, err
 	}
@@ -330,6 +331,7 @@ func (s *Service) moveRamp(ctx context.Context, key, id string, move func(*Ramp)
 		}
 		r.Revision++
 		r.UpdatedAt = s.now().UTC()
+		Settle(ctx, r, r.UpdatedAt)
 		err = s.store.UpdateRamp(ctx, r)
 		if ErrorCode(err) == EConflict && attempt < 3 {
 			continue

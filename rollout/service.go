@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,7 +25,7 @@ type Service struct {
 	store Store
 	now   Clock
 
-	mu      sync.Mutex // serializes writes; guards retired
+	mu      writeLock // serializes writes; guards retired
 	snap    atomic.Pointer[Snapshot]
 	retired []retired
 
@@ -48,7 +49,8 @@ type ChangeOptions struct {
 	// IfMatch, when not empty, refuses with EPrecondition a change to a
 	// feature whose Tag is not this one (or that does not exist yet): the
 	// change applies only to the configuration its author saw. "*" matches
-	// any existing feature.
+	// any existing feature. Without it, a change is applied to the newest
+	// version, even one another instance made meanwhile.
 	IfMatch string
 	// Comment is stored with the change's version: why it was made. At
 	// most MaxComment bytes of UTF-8 text.
@@ -129,7 +131,9 @@ func (s *Service) Create(ctx context.Context, f Feature, opts ChangeOptions) (Re
 	if err := validateComment(opts.Comment); err != nil {
 		return Result{}, err
 	}
-	s.mu.Lock()
+	if err := s.mu.lock(ctx); err != nil {
+		return Result{}, err
+	}
 	defer s.mu.Unlock()
 
 	now := s.now().UTC()
@@ -162,6 +166,7 @@ func (s *Service) Create(ctx context.Context, f Feature, opts ChangeOptions) (Re
 		return res, nil
 	}
 	v := Version{Version: 1, Actor: actor(opts), Time: now, Summary: "created", Comment: opts.Comment, Config: f, OverrideCount: len(f.Overrides), Report: rep}
+	Settle(ctx, res, now)
 	if err := s.store.CreateFeature(ctx, f, v); err != nil {
 		if ErrorCode(err) == EConflict { // created elsewhere meanwhile
 			s.reload(ctx, f.Key)
@@ -179,10 +184,14 @@ func (s *Service) Change(ctx context.Context, key string, ch Change, opts Change
 	if err := validateComment(opts.Comment); err != nil {
 		return Result{}, err
 	}
-	s.mu.Lock()
+	if err := s.mu.lock(ctx); err != nil {
+		return Result{}, err
+	}
 	defer s.mu.Unlock()
 	return s.onFresh(ctx, key, opts, func(cur *compiled) (Result, error) {
 		return s.apply(ctx, cur, ch, opts)
+	}, func() (Result, error) {
+		return s.applyHeld(ctx, key, ch, opts)
 	})
 }
 
@@ -192,7 +201,9 @@ func (s *Service) Rollback(ctx context.Context, key string, n int, opts ChangeOp
 	if err := validateComment(opts.Comment); err != nil {
 		return Result{}, err
 	}
-	s.mu.Lock()
+	if err := s.mu.lock(ctx); err != nil {
+		return Result{}, err
+	}
 	defer s.mu.Unlock()
 	if _, err := s.current(ctx, key, opts); err != nil {
 		return Result{}, err
@@ -201,8 +212,11 @@ func (s *Service) Rollback(ctx context.Context, key string, n int, opts ChangeOp
 	if err != nil {
 		return Result{}, err
 	}
+	back := rollbackTo(old.Config)
 	return s.onFresh(ctx, key, opts, func(cur *compiled) (Result, error) {
-		return s.apply(ctx, cur, rollbackTo(old.Config), opts)
+		return s.apply(ctx, cur, back, opts)
+	}, func() (Result, error) {
+		return s.applyHeld(ctx, key, back, opts)
 	})
 }
 
@@ -210,7 +224,9 @@ func (s *Service) Rollback(ctx context.Context, key string, n int, opts ChangeOp
 // feature as it was and the report of its removal: every user who had a
 // bucket has none afterwards.
 func (s *Service) Delete(ctx context.Context, key string, opts ChangeOptions) (Result, error) {
-	s.mu.Lock()
+	if err := s.mu.lock(ctx); err != nil {
+		return Result{}, err
+	}
 	defer s.mu.Unlock()
 	return s.onFresh(ctx, key, opts, func(cur *compiled) (Result, error) {
 		gone := cur.feature.Clone()
@@ -223,13 +239,14 @@ func (s *Service) Delete(ctx context.Context, key string, opts ChangeOptions) (R
 		if opts.DryRun {
 			return res, nil
 		}
+		Settle(ctx, res, s.now())
 		if err := s.store.DeleteFeature(ctx, key, cur.feature.Version); err != nil {
 			return Result{}, err
 		}
 		s.swap(key, nil)
 		s.committed()
 		return res, nil
-	})
+	}, nil)
 }
 
 // checkChurn refuses, with EChurn and the report, a change that moves more
@@ -284,21 +301,63 @@ func (s *Service) Version(ctx context.Context, key string, n int) (Version, erro
 // onFresh runs write on the feature key as it stands. The snapshot may lag
 // behind changes made by another instance: when the store refuses the
 // write because the feature moved on (EConflict), the feature is reloaded
-// and write runs again on what is there now — once, and only if If-Match,
-// when given, still matches. The caller holds s.mu.
-func (s *Service) onFresh(ctx context.Context, key string, opts ChangeOptions, write func(cur *compiled) (Result, error)) (Result, error) {
-	for retried := false; ; retried = true {
+// and write runs again on what is there now. With If-Match, that is done
+// once, and only if If-Match still matches (else EPrecondition). Without
+// it the change is meant for whatever the feature is now: after
+// optimisticAttempts lost races it is made by held, which holds the
+// feature in the store from read to write and so cannot lose; without a
+// held (a delete), write is tried up to maxWriteAttempts times, with a
+// short random pause between attempts. The caller holds s.mu.
+func (s *Service) onFresh(ctx context.Context, key string, opts ChangeOptions, write func(cur *compiled) (Result, error), held func() (Result, error)) (Result, error) {
+	attempts := maxWriteAttempts
+	if opts.IfMatch != "" {
+		attempts = 2
+	}
+	for attempt := 1; ; attempt++ {
+		if opts.IfMatch == "" && !opts.DryRun && held != nil && attempt > optimisticAttempts {
+			return held()
+		}
 		cur, err := s.current(ctx, key, opts)
 		if err != nil {
 			return Result{}, err
 		}
 		res, err := write(cur)
-		if retried || ErrorCode(err) != EConflict || errors.As(err, new(*changeError)) {
+		if attempt >= attempts || ErrorCode(err) != EConflict || errors.As(err, new(*changeError)) {
 			return res, err
+		}
+		if attempt > 1 {
+			if err := pause(ctx, attempt); err != nil {
+				return Result{}, err
+			}
 		}
 		if _, err := s.reload(ctx, key); err != nil {
 			return Result{}, err
 		}
+	}
+}
+
+// optimisticAttempts is how many times a change without If-Match is tried
+// on the snapshot's version (reloaded after a lost race) before it holds
+// the feature in the store instead: holding costs a read inside the write,
+// so the common case, no race, does without.
+const optimisticAttempts = 2
+
+// maxWriteAttempts bounds how many times a change without If-Match is
+// applied to a feature that other instances keep moving on.
+const maxWriteAttempts = 10
+
+// pause waits a random while that grows with attempt (up to about 50ms),
+// so that instances racing for one feature fall out of step; it returns
+// EUnavailable if ctx ends first.
+func pause(ctx context.Context, attempt int) error {
+	d := time.Duration(rand.Int64N(int64(min(time.Millisecond<<attempt, 50*time.Millisecond)))) + time.Millisecond
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return Errorf(EUnavailable, "the change could not be saved before the request ended: other instances kept changing the feature; try again")
 	}
 }
 
@@ -341,31 +400,72 @@ func (s *Service) apply(ctx context.Context, cur *compiled, ch Change, opts Chan
 // applyWith is apply, the new version written by save. The caller holds
 // s.mu.
 func (s *Service) applyWith(ctx context.Context, cur *compiled, ch Change, opts ChangeOptions, save func(Feature, Version) error) (Result, error) {
+	res, v, cc, err := s.prepare(cur, ch, opts)
+	if err != nil || opts.DryRun {
+		return res, err
+	}
+	Settle(ctx, res, v.Time)
+	if err := save(res.Feature, v); err != nil {
+		return Result{}, err // on EConflict onFresh reloads
+	}
+	s.swap(res.Feature.Key, cc)
+	s.committed()
+	return res, nil
+}
+
+// applyHeld makes ch a new version of the feature key as the store holds
+// it (Store.UpdateFeatureWith): no other write of the feature can come
+// between its read and its write. The caller holds s.mu.
+func (s *Service) applyHeld(ctx context.Context, key string, ch Change, opts ChangeOptions) (Result, error) {
+	var (
+		res Result
+		cc  *compiled
+	)
+	err := s.store.UpdateFeatureWith(ctx, key, func(f Feature) (Feature, Version, error) {
+		cur := s.Snapshot().features[key]
+		if cur == nil || cur.feature.ID != f.ID || cur.feature.Version != f.Version {
+			if err := f.Validate(); err != nil {
+				return Feature{}, Version{}, fmt.Errorf("the stored configuration of feature %q is invalid: %w", key, err)
+			}
+			cur = compile(f)
+		}
+		var v Version
+		var err error
+		if res, v, cc, err = s.prepare(cur, ch, opts); err != nil {
+			return Feature{}, Version{}, err
+		}
+		Settle(ctx, res, v.Time)
+		return res.Feature, v, nil
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	s.swap(key, cc)
+	s.committed()
+	return res, nil
+}
+
+// prepare computes ch applied to cur: the result, its version and the
+// compiled feature, refusing what a guard in opts refuses. It stores
+// nothing.
+func (s *Service) prepare(cur *compiled, ch Change, opts ChangeOptions) (Result, Version, *compiled, error) {
 	next := cur.feature.Clone()
 	if err := ch.apply(&next); err != nil {
-		return Result{}, &changeError{err}
+		return Result{}, Version{}, nil, &changeError{err}
 	}
 	if err := next.Validate(); err != nil {
-		return Result{}, err
+		return Result{}, Version{}, nil, err
 	}
 	now := s.now().UTC()
 	next.Version, next.UpdatedAt = cur.feature.Version+1, now
 	cc := compile(next)
 	rep := newReport(cur, cc)
 	if err := checkChurn(rep, opts); err != nil {
-		return Result{}, err
+		return Result{}, Version{}, nil, err
 	}
 	res := Result{Feature: next, Report: rep, Shares: maps.Clone(cc.shares), DryRun: opts.DryRun}
-	if opts.DryRun {
-		return res, nil
-	}
 	v := Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: ch.summary, Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: rep}
-	if err := save(next, v); err != nil {
-		return Result{}, err // on EConflict onFresh reloads
-	}
-	s.swap(next.Key, cc)
-	s.committed()
-	return res, nil
+	return res, v, cc, nil
 }
 
 // swap installs a snapshot in which c serves key (nil: key is gone). The

@@ -56,6 +56,12 @@ type Store interface {
 	// UpdateFeature replaces the stored feature, which must be at version
 	// f.Version-1, with f and appends v (v.Version == f.Version).
 	UpdateFeature(ctx context.Context, f Feature, v Version) error
+	// UpdateFeatureWith reads the feature key and writes the version next
+	// makes of it, as UpdateFeature does, holding the feature from the
+	// read to the write so that no other write of it, by any process, comes
+	// between: it never fails with EConflict for a version that moved on.
+	// next's error is returned as is, and nothing is written then.
+	UpdateFeatureWith(ctx context.Context, key string, next func(cur Feature) (Feature, Version, error)) error
 	// DeleteFeature removes the feature at the given version and its
 	// history.
 	DeleteFeature(ctx context.Context, key string, version int) error
@@ -114,6 +120,7 @@ type Store interface {
 	CheckWrite(ctx context.Context) error
 
 	RampStore
+	IdempotencyStore
 }
 
 // CommitKind says what a commit changed.

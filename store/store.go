@@ -27,6 +27,11 @@ import (
 // or process holds before it fails with SQLITE_BUSY.
 const busyTimeout = 5 * time.Second
 
+// DefaultTimeout bounds each transaction of the store (see DB.SetTimeout):
+// a database that stops answering makes an operation fail with
+// rollout.EUnavailable after it, rather than hold its caller forever.
+const DefaultTimeout = 5 * time.Second
+
 // probeTimeout bounds CheckWrite; its connection waits at most probeBusy
 // for a lock.
 const (
@@ -52,6 +57,8 @@ type DB struct {
 	path  string        // absolute
 	busy  time.Duration // busy timeout
 	file  os.FileInfo   // the database file as opened, to notice it moved
+	// timeout bounds each transaction (DefaultTimeout); <= 0: none.
+	timeout time.Duration
 }
 
 var _ rollout.Store = (*DB)(nil)
@@ -114,7 +121,7 @@ func openPools(path string, busy time.Duration) (*DB, error) {
 	}
 	probe.SetMaxOpenConns(1)
 	probe.SetMaxIdleConns(1)
-	return &DB{write: write, read: read, probe: probe, now: time.Now, path: path, busy: busy}, nil
+	return &DB{write: write, read: read, probe: probe, now: time.Now, path: path, busy: busy, timeout: DefaultTimeout}, nil
 }
 
 // dsn returns the mattn/go-sqlite3 data source name of the database file at
@@ -172,6 +179,19 @@ func checkSettings(ctx context.Context, pool *sql.DB) error {
 		return errors.New("foreign keys are not enforced")
 	}
 	return nil
+}
+
+// SetTimeout sets how long each transaction may take before it is given up
+// with rollout.EUnavailable (DefaultTimeout unless set; <= 0: no bound).
+// Call it before the DB is in use.
+func (db *DB) SetTimeout(d time.Duration) { db.timeout = d }
+
+// bound returns ctx with the DB's timeout.
+func (db *DB) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if db.timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, db.timeout)
 }
 
 // Close closes the database. Calls in progress may fail.
@@ -265,11 +285,16 @@ func wrapErr(err error, format string, args ...any) error {
 // unavailable returns the user-facing message for an error of the database
 // rather than of the request, or "".
 func unavailable(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "the database did not answer in time: try again shortly"
+	}
 	se, ok := errors.AsType[sqlite3.Error](err)
 	if !ok {
 		return ""
 	}
 	switch se.Code {
+	case sqlite3.ErrInterrupt:
+		return "the database did not answer in time: try again shortly"
 	case sqlite3.ErrBusy, sqlite3.ErrLocked:
 		return "the database is busy: try again shortly"
 	case sqlite3.ErrReadonly:
@@ -307,18 +332,52 @@ func (db *DB) checkFile() error {
 }
 
 // writeTx runs fn in a write transaction, after checking the database file
-// is still where it was opened, and commits it unless fn fails. Errors are
-// wrapped as wrapErr does, with op.
+// is still where it was opened, and commits it unless fn fails, all within
+// the DB's timeout. When ctx carries an idempotency claim with a settled
+// answer (rollout.Claim.Answer) once fn has run, the transaction also
+// marks the claim's key done with that answer, and fails with
+// rollout.EKeyInUse, committing nothing, if the key is no longer the
+// claim's. Errors are wrapped as
+// wrapErr does, with op.
 func (db *DB) writeTx(ctx context.Context, op string, fn func(*sql.Tx) error) error {
+	claim := rollout.ClaimFrom(ctx)
+	if claim == nil {
+		return db.plainWriteTx(ctx, op, fn)
+	}
+	kept := false
+	err := db.plainWriteTx(ctx, op, func(tx *sql.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		// fn may settle the claim itself (UpdateFeatureWith).
+		done, keep, err := claim.Answer()
+		if err != nil || !keep {
+			return err
+		}
+		kept = true
+		return finishIdempotency(ctx, tx, done)
+	})
+	if err == nil && kept {
+		claim.Committed()
+	}
+	return err
+}
+
+// plainWriteTx is writeTx without the idempotency claim ctx may carry.
+func (db *DB) plainWriteTx(ctx context.Context, op string, fn func(*sql.Tx) error) error {
 	if err := db.checkFile(); err != nil {
 		return err
 	}
+	ctx, cancel := db.bound(ctx)
+	defer cancel()
 	return inTx(ctx, db.write, op, fn)
 }
 
-// readTx runs fn in a read transaction of the read pool: one snapshot of
-// the last commit.
+// readTx runs fn in a read transaction of the read pool, within the DB's
+// timeout: one snapshot of the last commit.
 func (db *DB) readTx(ctx context.Context, op string, fn func(*sql.Tx) error) error {
+	ctx, cancel := db.bound(ctx)
+	defer cancel()
 	return inTx(ctx, db.read, op, fn)
 }
 

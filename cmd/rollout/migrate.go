@@ -116,12 +116,14 @@ func verify(ctx context.Context, src, dst migrationStore, srcName, dstName strin
 }
 
 // openStore opens the PostgreSQL database or SQLite file where names and
-// returns it with a function that closes it.
+// returns it with a function that closes it. Its operations have no
+// timeout: migrate runs alone, and reads whole histories at once.
 func openStore(ctx context.Context, where string) (migrationStore, func(), error) {
 	db, closeDB, err := serve.OpenStore(ctx, where)
 	if err != nil {
 		return nil, nil, err
 	}
+	db.SetTimeout(0) // a copy reads whole histories at once
 	return db, func() { closeDB() }, nil
 }
 

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"testing"
@@ -26,7 +27,9 @@ func TestWrapErrCodes(t *testing.T) {
 		{&pgconn.PgError{Code: "53100"}, rollout.EUnavailable}, // disk full
 		{&pgconn.PgError{Code: "53300"}, rollout.EUnavailable}, // too many connections
 		{&pgconn.PgError{Code: "25006"}, rollout.EUnavailable}, // read-only transaction
-		{&pgconn.PgError{Code: "57014"}, rollout.EInternal},    // query canceled
+		{&pgconn.PgError{Code: "57014"}, rollout.EUnavailable}, // statement timeout (query canceled)
+		{&pgconn.PgError{Code: "55P03"}, rollout.EUnavailable}, // lock timeout
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), rollout.EUnavailable},
 		{&pgconn.PgError{Code: "23505", Message: "connection failure"}, rollout.EInternal},
 		{&pgconn.PgError{Code: "42P01"}, rollout.EInternal},
 		{fmt.Errorf("read: %w", io.ErrUnexpectedEOF), rollout.EUnavailable},

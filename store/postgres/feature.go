@@ -37,17 +37,23 @@ func (db *DB) Features(ctx context.Context) ([]rollout.Feature, error) {
 // rollout.ENotFound when there is no such feature.
 func (db *DB) Feature(ctx context.Context, key string) (rollout.Feature, error) {
 	var f rollout.Feature
-	err := db.readTx(ctx, fmt.Sprintf("read feature %q", key), func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT id, key, version, config FROM features WHERE key = $1`, key)
-		if err != nil {
-			return err
-		}
-		f, err = pgx.CollectExactlyOneRow(rows, scanFeature)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return rollout.Errorf(rollout.ENotFound, "feature %q does not exist", key)
-		}
+	err := db.readTx(ctx, fmt.Sprintf("read feature %q", key), func(tx pgx.Tx) (err error) {
+		f, err = findFeature(ctx, tx, key)
 		return err
 	})
+	return f, err
+}
+
+// findFeature reads the feature key in tx, or returns rollout.ENotFound.
+func findFeature(ctx context.Context, tx pgx.Tx, key string) (rollout.Feature, error) {
+	rows, err := tx.Query(ctx, `SELECT id, key, version, config FROM features WHERE key = $1`, key)
+	if err != nil {
+		return rollout.Feature{}, err
+	}
+	f, err := pgx.CollectExactlyOneRow(rows, scanFeature)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return rollout.Feature{}, rollout.Errorf(rollout.ENotFound, "feature %q does not exist", key)
+	}
 	return f, err
 }
 

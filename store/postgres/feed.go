@@ -39,6 +39,8 @@ func addCommit(ctx context.Context, tx pgx.Tx, kind rollout.CommitKind, key stri
 // Revision returns the revision of the last commit, 0 when there is none.
 func (db *DB) Revision(ctx context.Context) (int64, error) {
 	var rev int64
+	ctx, cancel := db.bound(ctx)
+	defer cancel()
 	if err := db.pool.QueryRow(ctx, `SELECT revision FROM revision WHERE id = 1`).Scan(&rev); err != nil {
 		return 0, wrapErr(err, "read revision")
 	}
@@ -52,6 +54,8 @@ func (db *DB) Commits(ctx context.Context, since int64, limit int) ([]rollout.Co
 	if limit > 0 {
 		n = &limit
 	}
+	ctx, cancel := db.bound(ctx)
+	defer cancel()
 	rows, err := db.pool.Query(ctx, `
 		SELECT revision, kind, key, created_at FROM commits
 		WHERE revision > $1 ORDER BY revision LIMIT $2`, since, n)
@@ -80,7 +84,9 @@ func (db *DB) Commits(ctx context.Context, since int64, limit int) ([]rollout.Co
 func (db *DB) SessionKey(ctx context.Context) ([]byte, error) {
 	const op = "read session key"
 	var key []byte
-	err := db.pool.QueryRow(ctx, `SELECT value FROM settings WHERE name = 'session_key'`).Scan(&key)
+	bounded, cancel := db.bound(ctx)
+	defer cancel()
+	err := db.pool.QueryRow(bounded, `SELECT value FROM settings WHERE name = 'session_key'`).Scan(&key)
 	if errors.Is(err, pgx.ErrNoRows) {
 		fresh := make([]byte, sessionKeySize)
 		rand.Read(fresh)

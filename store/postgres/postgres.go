@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -34,6 +35,15 @@ import (
 // announces its revision.
 const channel = "rollout_changes"
 
+// DefaultTimeout bounds each operation of the store (see DB.SetTimeout): a
+// server or network that stops answering makes an operation fail with
+// rollout.EUnavailable after it, rather than hold its caller forever. The
+// server is also told to give up lock waits after it, and to end sessions
+// idle in a transaction for twice as long (unless the DSN sets lock_timeout
+// or idle_in_transaction_session_timeout), so that an instance cut off
+// mid-transaction does not hold its locks from the others.
+const DefaultTimeout = 5 * time.Second
+
 // probeTimeout bounds CheckWrite.
 const probeTimeout = time.Second
 
@@ -44,6 +54,7 @@ type DB struct {
 	pool         *pgxpool.Pool
 	listenConfig *pgx.ConnConfig // of Notifications' own connections
 	now          func() time.Time
+	timeout      time.Duration // bounds each operation; <= 0: none
 }
 
 var (
@@ -66,6 +77,18 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 	if err := migrate(ctx, cfg.ConnConfig); err != nil {
 		return nil, wrapErr(err, "%s: migrate", op)
 	}
+	if cfg.ConnConfig.RuntimeParams == nil {
+		cfg.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	params := cfg.ConnConfig.RuntimeParams
+	for name, d := range map[string]time.Duration{
+		"lock_timeout":                        DefaultTimeout,
+		"idle_in_transaction_session_timeout": 2 * DefaultTimeout,
+	} {
+		if _, ok := params[name]; !ok {
+			params[name] = strconv.FormatInt(d.Milliseconds(), 10)
+		}
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, wrapErr(err, "%s", op)
@@ -79,7 +102,7 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		listen.RuntimeParams = map[string]string{}
 	}
 	listen.RuntimeParams["application_name"] = ListenerName
-	return &DB{pool: pool, listenConfig: listen, now: time.Now}, nil
+	return &DB{pool: pool, listenConfig: listen, now: time.Now, timeout: DefaultTimeout}, nil
 }
 
 // ListenerName is the application_name of the connections Notifications
@@ -107,22 +130,126 @@ func migrate(ctx context.Context, cc *pgx.ConnConfig) error {
 // Close closes the pool, waiting for connections in use to be returned.
 func (db *DB) Close() { db.pool.Close() }
 
+// SetTimeout sets how long each operation may take before it is given up
+// with rollout.EUnavailable (DefaultTimeout unless set; <= 0: no bound).
+// Call it before the DB is in use.
+func (db *DB) SetTimeout(d time.Duration) { db.timeout = d }
+
+// bound returns ctx with the DB's timeout.
+func (db *DB) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if db.timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, db.timeout)
+}
+
 // writeTx runs fn in a read-write transaction and commits it unless fn
-// fails. Errors are wrapped as wrapErr does, with op.
+// fails, within the DB's timeout. When ctx carries an idempotency claim
+// with a settled answer (rollout.Claim.Answer) once fn has run, the
+// transaction also marks the claim's key done with that answer, and fails
+// with rollout.EKeyInUse, committing nothing, if the key is no longer the
+// claim's. Errors are wrapped as wrapErr does, with op.
 func (db *DB) writeTx(ctx context.Context, op string, fn func(pgx.Tx) error) error {
-	if err := pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{}, fn); err != nil {
+	claim := rollout.ClaimFrom(ctx)
+	if claim == nil {
+		return db.inTx(ctx, op, pgx.TxOptions{}, fn)
+	}
+	kept := false
+	err := db.inTx(ctx, op, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		// fn may settle the claim itself (UpdateFeatureWith).
+		done, keep, err := claim.Answer()
+		if err != nil || !keep {
+			return err
+		}
+		kept = true
+		return finishIdempotency(ctx, tx, done)
+	})
+	if err == nil && kept {
+		claim.Committed()
+	}
+	return err
+}
+
+// plainWriteTx is writeTx without the idempotency claim ctx may carry.
+func (db *DB) plainWriteTx(ctx context.Context, op string, fn func(pgx.Tx) error) error {
+	return db.inTx(ctx, op, pgx.TxOptions{}, fn)
+}
+
+// readTx runs fn in a read-only transaction that sees one snapshot, within
+// the DB's timeout.
+func (db *DB) readTx(ctx context.Context, op string, fn func(pgx.Tx) error) error {
+	return db.inTx(ctx, op, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
+}
+
+// inTx runs fn in a transaction of opts and commits it unless fn fails.
+// Every statement fn runs, whatever context it is given, ends by the DB's
+// timeout from now, as do the transaction's begin and commit.
+func (db *DB) inTx(ctx context.Context, op string, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
+	bounded, cancel := db.bound(ctx)
+	defer cancel()
+	tx := &boundTx{bound: bounded}
+	defer tx.cancel()
+	err := pgx.BeginTxFunc(bounded, db.pool, opts, func(t pgx.Tx) error {
+		tx.Tx = t
+		return fn(tx)
+	})
+	if err != nil {
 		return wrapErr(err, "%s", op)
 	}
 	return nil
 }
 
-// readTx runs fn in a read-only transaction that sees one snapshot.
-func (db *DB) readTx(ctx context.Context, op string, fn func(pgx.Tx) error) error {
-	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
-	if err := pgx.BeginTxFunc(ctx, db.pool, opts, fn); err != nil {
-		return wrapErr(err, "%s", op)
+// boundTx is a transaction whose statements end when bound does, as well
+// as when their own context does.
+type boundTx struct {
+	pgx.Tx
+	bound   context.Context
+	cancels []context.CancelFunc
+}
+
+// ctx returns the context of a statement given ctx: bounded by t.bound's
+// deadline as well. The statement's rows may be read after it returns, so
+// the context is cancelled only when the transaction ends.
+func (t *boundTx) ctx(ctx context.Context) context.Context {
+	if ctx == t.bound {
+		return ctx
 	}
-	return nil
+	d, ok := t.bound.Deadline()
+	if !ok {
+		return ctx
+	}
+	c, cancel := context.WithDeadline(ctx, d)
+	t.cancels = append(t.cancels, cancel)
+	return c
+}
+
+func (t *boundTx) cancel() {
+	for _, c := range t.cancels {
+		c()
+	}
+}
+
+func (t *boundTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return t.Tx.Exec(t.ctx(ctx), sql, args...)
+}
+
+func (t *boundTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return t.Tx.Query(t.ctx(ctx), sql, args...)
+}
+
+func (t *boundTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return t.Tx.QueryRow(t.ctx(ctx), sql, args...)
+}
+
+func (t *boundTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return t.Tx.SendBatch(t.ctx(ctx), b)
+}
+
+func (t *boundTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
+	return t.Tx.CopyFrom(t.ctx(ctx), table, columns, src)
 }
 
 // wrapErr returns err as is when it is a *rollout.Error, and otherwise wraps
@@ -154,8 +281,13 @@ func unavailable(err error) string {
 			return "the database server is out of resources (disk, memory or connections): changes cannot be saved"
 		case pe.Code == "25006": // read-only SQL transaction: a standby
 			return "the database is read-only: changes cannot be saved"
+		case pe.Code == "57014", pe.Code == "55P03", pe.Code == "25P03": // statement timeout (or cancelled), lock timeout, idle in transaction timeout
+			return "the database did not answer in time: try again shortly"
 		}
 		return ""
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "the database did not answer in time: try again shortly"
 	}
 	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
 		return "the database server cannot be reached"

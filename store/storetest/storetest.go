@@ -72,6 +72,9 @@ var cases = []struct {
 	{"check write", testCheckWrite},
 	{"ramps", testRamps},
 	{"ramp step applies once", testRampStep},
+	{"update with the feature held", testUpdateHeld},
+	{"idempotency keys", testIdempotency},
+	{"idempotency key committed with its change", testIdempotentWrite},
 }
 
 // t0 has nanoseconds: a feature's times must come back exact from every

@@ -111,13 +111,15 @@ type Server struct {
 	flushed chan struct{}      // closed when the flusher has made its last flush
 	stopped chan struct{}      // closed when the follower has returned
 	ramped  chan struct{}      // closed when the ramp runner has returned
-	swept   chan struct{}      // closed when the session sweeper has returned
+	swept   chan struct{}      // closed when the sweepers (sign-outs, idempotency keys) have returned
 }
 
 // Store is what the service needs of its database.
 type Store interface {
 	rollout.Store
 	rollout.TokenStore
+	// SetTimeout bounds each of the store's operations; 0: no bound.
+	SetTimeout(time.Duration)
 }
 
 // OpenStore opens the database db names (see Server.DBPath), creating a
@@ -299,9 +301,18 @@ func (s *Server) Open(ctx context.Context) error {
 	s.swept = make(chan struct{})
 	go func() {
 		defer close(s.swept)
-		tokens.SweepSessionsEvery(bg, s.SessionSweep, func(err error) {
-			s.Log.Error("delete expired dashboard sign-outs", "err", err)
+		var sweepers sync.WaitGroup
+		sweepers.Go(func() {
+			tokens.SweepSessionsEvery(bg, s.SessionSweep, func(err error) {
+				s.Log.Error("delete expired dashboard sign-outs", "err", err)
+			})
 		})
+		sweepers.Go(func() {
+			svc.ExpireIdempotencyEvery(bg, 0, func(err error) {
+				s.Log.Error("expire idempotency keys", "err", err)
+			})
+		})
+		sweepers.Wait()
 	}()
 	follow := rollout.FollowOptions{
 		Interval: orDefault(s.SyncInterval, rollout.DefaultSyncInterval),

@@ -1,0 +1,264 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// Idempotency keys, as Stripe's API has them: a change request (POST, PUT,
+// PATCH or DELETE under /api/ that needs a write token: not the read-only
+// plan and preview, nor apps' exposures) may carry an Idempotency-Key
+// header of up to rollout.MaxIdempotencyKey printable ASCII bytes. The
+// first request with a key runs; its answer, if a success, is kept for
+// rollout.IdempotencyMemory in the database — in the same transaction as
+// the change it answers, so that a change committed after its client gave
+// up has its answer kept too — and every retry with the key, on any
+// instance, gets that answer again, with Idempotent-Replayed: true, and
+// changes nothing. Keys are the token's own. A retry must be the same
+// request (method, route, path, query, If-Match and body): another one
+// with the key is refused with 422. A retry while the first request still
+// runs is refused with 409. A request that fails (any error answer) keeps
+// nothing: it may be sent again with the same key.
+const (
+	idempotencyHeader = "Idempotency-Key"
+	replayedHeader    = "Idempotent-Replayed"
+)
+
+// maxKeptBody bounds the body of a kept answer: a larger one (a feature
+// with very many overrides) is kept without its body, replaced by a note.
+const maxKeptBody = 1 << 20
+
+// idempotentRoute reports whether route takes an Idempotency-Key: the API's
+// routes that change something, and need a write (or admin) token for it.
+// POST /api/exposures, which apps send with their evaluation token, takes
+// none: its batches carry their own ID, which makes a resent batch count
+// once, and a token that browsers may hold must not fill a table of keys.
+func idempotentRoute(route routeInfo) bool {
+	switch route.method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+	default:
+		return false
+	}
+	return strings.HasPrefix(route.pattern, "/api/") && (route.need == rollout.PermWrite || route.need == rollout.PermAdmin)
+}
+
+// keptAnswer is a change's answer as kept for its Idempotency-Key: status, the
+// headers a client reads (ETag), and the JSON body.
+type keptAnswer struct {
+	Status int               `json:"status"`
+	Header map[string]string `json:"header,omitempty"`
+	Body   []byte            `json:"body,omitempty"`
+}
+
+// jsonAnswer is the answer of status with v as its body, encoded as echo's
+// c.JSON encodes it.
+func jsonAnswer(status int, v any) (keptAnswer, error) {
+	var b bytes.Buffer
+	if err := json.NewEncoder(&b).Encode(v); err != nil {
+		return keptAnswer{}, err
+	}
+	return keptAnswer{Status: status, Body: b.Bytes()}, nil
+}
+
+// resultAnswer is the answer of a change with its result: the feature, the
+// report and, unless a dry run, the feature's ETag.
+func resultAnswer(status int, res rollout.Result) (keptAnswer, error) {
+	a, err := jsonAnswer(status, changeResponse{Feature: featureView{Feature: res.Feature, Shares: res.Shares}, Report: res.Report, DryRun: res.DryRun})
+	if err == nil && !res.DryRun {
+		a.Header = map[string]string{"ETag": etag(res.Feature)}
+	}
+	return a, err
+}
+
+// rampAnswer is the answer of a change of a ramp.
+func rampAnswer(status int) func(rollout.Ramp) (keptAnswer, error) {
+	return func(r rollout.Ramp) (keptAnswer, error) { return jsonAnswer(status, map[string]any{"ramp": r}) }
+}
+
+// send writes a.
+func (a keptAnswer) send(c echo.Context) error {
+	for name, v := range a.Header {
+		c.Response().Header().Set(name, v)
+	}
+	if len(a.Body) == 0 {
+		return c.NoContent(a.Status)
+	}
+	return c.Blob(a.Status, echo.MIMEApplicationJSON, a.Body)
+}
+
+// encode returns a as kept in the database, its body replaced by a note
+// when larger than maxKeptBody.
+func (a keptAnswer) encode() ([]byte, error) {
+	if len(a.Body) > maxKeptBody {
+		note, err := jsonAnswer(a.Status, map[string]any{"replayed_without_body": true,
+			"message": fmt.Sprintf("the first answer to this request succeeded, but its body (%d bytes) was too large to keep: read the current state instead", len(a.Body))})
+		if err != nil {
+			return nil, err
+		}
+		a.Body = note.Body
+	}
+	return json.Marshal(a)
+}
+
+// keepAs makes the answer kept for the request's Idempotency-Key, if it has
+// one, the answer f gives for what its change commits (see rollout.Claim),
+// and returns the request's context, to make the change with.
+func keepAs[T any](c echo.Context, f func(T) (keptAnswer, error)) context.Context {
+	ctx := c.Request().Context()
+	if claim := rollout.ClaimFrom(ctx); claim != nil {
+		claim.Encode = func(v any) ([]byte, error) {
+			t, ok := v.(T)
+			if !ok {
+				return nil, fmt.Errorf("the change committed a %T, not a %T", v, t)
+			}
+			a, err := f(t)
+			if err != nil {
+				return nil, err
+			}
+			return a.encode()
+		}
+	}
+	return ctx
+}
+
+// idempotency is the step that gives change routes their Idempotency-Key:
+// it claims the key (or answers with the key's first answer, 422 or 409),
+// runs the request with the claim in its context, then keeps the answer
+// of a request whose change did not keep it (a dry run), or gives the key
+// up if the request failed.
+func (s *Server) idempotency(route routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
+	if !idempotentRoute(route) {
+		return next
+	}
+	return func(c echo.Context) error {
+		r := c.Request()
+		keys := r.Header.Values(idempotencyHeader)
+		switch {
+		case len(keys) == 0:
+			return next(c)
+		case len(keys) > 1:
+			return badRequest("%s is given %d times: send it once", idempotencyHeader, len(keys))
+		}
+		key := keys[0]
+		if err := validIdempotencyKey(key); err != nil {
+			return err
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return decodeError(err)
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		scope := ""
+		if tok, ok := TokenOf(c); ok {
+			scope = tok.ID
+		}
+		claim, first, err := s.svc.ClaimIdempotency(r.Context(), scope, key, fingerprint(c, route, body))
+		if err != nil {
+			return err
+		}
+		if claim == nil {
+			var a keptAnswer
+			if err := json.Unmarshal(first, &a); err != nil {
+				return fmt.Errorf("decode the answer kept for Idempotency-Key %q: %w", key, err)
+			}
+			c.Response().Header().Set(replayedHeader, "true")
+			return a.send(c)
+		}
+		c.SetRequest(r.WithContext(rollout.WithClaim(r.Context(), claim)))
+		rec := &recorder{ResponseWriter: c.Response().Writer}
+		c.Response().Writer = rec
+		err = next(c)
+		c.Response().Writer = rec.ResponseWriter
+		// The request may have ended (its client gone): keep or release the
+		// key all the same, within the store's own timeout.
+		ctx := context.WithoutCancel(r.Context())
+		status := c.Response().Status
+		switch {
+		case claim.IsCommitted():
+		case err == nil && status >= 200 && status < 300:
+			a := keptAnswer{Status: status, Body: rec.body.Bytes()}
+			if tag := c.Response().Header().Get("ETag"); tag != "" {
+				a.Header = map[string]string{"ETag": tag}
+			}
+			if rec.over {
+				a.Body = make([]byte, maxKeptBody+1) // encode replaces it with its note
+			}
+			kept, encErr := a.encode()
+			if encErr == nil {
+				encErr = s.svc.CompleteIdempotency(ctx, claim, kept)
+			}
+			if encErr != nil {
+				s.log.Warn("keep the answer of an Idempotency-Key", "request_id", c.Response().Header().Get(echo.HeaderXRequestID), "err", encErr)
+			}
+		default:
+			if relErr := s.svc.ReleaseIdempotency(ctx, claim); relErr != nil {
+				s.log.Warn("release an Idempotency-Key", "request_id", c.Response().Header().Get(echo.HeaderXRequestID), "err", relErr)
+			}
+		}
+		return err
+	}
+}
+
+// validIdempotencyKey refuses a key that is empty, too long or not
+// printable ASCII.
+func validIdempotencyKey(key string) error {
+	if key == "" || len(key) > rollout.MaxIdempotencyKey {
+		return badRequest("%s must be 1 to %d characters long, got %d: use a random value such as a UUID", idempotencyHeader, rollout.MaxIdempotencyKey, len(key))
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return badRequest("%s must be printable ASCII: use a random value such as a UUID", idempotencyHeader)
+		}
+	}
+	return nil
+}
+
+// fingerprint hashes what makes a request the same request: its method,
+// route, path parameters, query, If-Match and body.
+func fingerprint(c echo.Context, route routeInfo, body []byte) string {
+	h := sha256.New()
+	field := func(s string) { fmt.Fprintf(h, "%d:%s", len(s), s) }
+	field(route.method)
+	field(route.pattern)
+	for _, name := range c.ParamNames() {
+		field(name)
+		field(pathParam(c, name))
+	}
+	field(c.Request().URL.RawQuery)
+	field(strings.Join(c.Request().Header.Values("If-Match"), ","))
+	h.Write(body)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// recorder keeps a copy of the body written through it, up to
+// maxKeptBody bytes.
+type recorder struct {
+	http.ResponseWriter
+	body bytes.Buffer
+	over bool
+}
+
+func (w *recorder) Write(b []byte) (int, error) {
+	if !w.over {
+		if w.body.Len()+len(b) > maxKeptBody {
+			w.over = true
+			w.body = bytes.Buffer{}
+		} else {
+			w.body.Write(b)
+		}
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
