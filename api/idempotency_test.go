@@ -320,11 +320,15 @@ func unrelatedChanges(t *testing.T, perInstance int, instances ...*testServer) {
 	if failed > 0 {
 		t.Errorf("%d of %d unrelated changes without If-Match failed", failed, total)
 	}
-	vs, err := a.svc.Versions(context.Background(), "k", 0, 1)
+	vs, err := a.svc.Versions(context.Background(), "k", 0, 1) // summaries: the newest version's number
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := vs[0].Config
+	v, err := a.svc.Version(context.Background(), "k", vs[0].Version) // whole, overrides included
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := v.Config
 	if len(f.Overrides) != total-failed || f.Version != 1+total-failed {
 		t.Errorf("feature has %d overrides at version %d, want %d at version %d: every change applied once", len(f.Overrides), f.Version, total-failed, 1+total-failed)
 	}
