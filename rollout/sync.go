@@ -1,32 +1,248 @@
 package rollout
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
+
+	"github.com/rollout/rollout/ring"
 )
 
 // Syncing a copy of the features into another process. The sync API serves
-// a SyncDocument; a client decodes it and builds a Snapshot with
-// NewSnapshot, so that it evaluates with the same code as the server, and
+// a sync document (AppendSync): every feature's sync form, which holds what
+// evaluation needs and nothing else — no descriptions, and overrides keyed
+// by a salted hash of their user, never the user ID. A client decodes it
+// with DecodeSync into a Snapshot, so that it evaluates with the same code
+// as the server, applies the changes the stream sends with ApplySync, and
 // counts its evaluations in the snapshot for TakeExposures to collect.
 
-// SyncDocument is everything a process needs to evaluate every feature:
-// their configurations (sorted by key) and the store revision the server's
-// snapshot had caught up with.
-type SyncDocument struct {
-	Revision int64     `json:"revision"`
-	Features []Feature `json:"features"`
+// SyncFormat is the format of the sync documents AppendSync writes. A
+// document without a format is the first one, which carried features
+// whole; DecodeSync reads both.
+const SyncFormat = 2
+
+// SyncFeature is a feature's sync form: its configuration but for its
+// description, timestamps and the user IDs of its overrides.
+type SyncFeature struct {
+	ID       string   `json:"id"`
+	Key      string   `json:"key"`
+	Enabled  bool     `json:"enabled"`
+	Salt     string   `json:"salt"`
+	Fallback string   `json:"fallback,omitempty"`
+	Buckets  []Bucket `json:"buckets"`
+	// Overrides are the overridden users by bucket name: each user's
+	// OverrideHash, sorted.
+	Overrides map[string][]string `json:"overrides,omitempty"`
+	Version   int                 `json:"version"`
 }
 
-// Document returns s as a SyncDocument. The features are copies.
-func (s *Snapshot) Document() SyncDocument {
-	out := SyncDocument{Revision: s.revision, Features: make([]Feature, 0, len(s.keys))}
-	for _, key := range s.keys {
-		out.Features = append(out.Features, s.features[key].feature.Clone())
+// SyncDocument is a sync document as AppendSync writes it: the store
+// revision the snapshot had caught up with and the sync form of every
+// feature (a SyncFeature each, sorted by key).
+type SyncDocument struct {
+	Format   int               `json:"format"`
+	Revision int64             `json:"revision"`
+	Features []json.RawMessage `json:"features"`
+}
+
+// syncSumSize is the size of the digests that make a SyncTag.
+const syncSumSize = 16
+
+// syncForm returns c's sync form encoded, and its digest. It is encoded
+// once, on first use, and shared by every snapshot and stream event that
+// holds c.
+func (c *compiled) syncForm() ([]byte, [syncSumSize]byte) {
+	c.sync.Do(func() {
+		if c.syncJSON != nil { // received encoded (see compileSync)
+			return
+		}
+		c.syncJSON, _ = json.Marshal(c.syncFeature()) // plain data: cannot fail
+		c.syncSum = syncSum(c.syncJSON)
+	})
+	return c.syncJSON, c.syncSum
+}
+
+func syncSum(data []byte) [syncSumSize]byte {
+	sum := sha256.Sum256(data)
+	return [syncSumSize]byte(sum[:syncSumSize])
+}
+
+func (c *compiled) syncFeature() SyncFeature {
+	f := &c.feature
+	out := SyncFeature{ID: f.ID, Key: f.Key, Enabled: f.Enabled, Salt: f.Salt, Fallback: f.Fallback, Buckets: f.Buckets, Version: f.Version}
+	if len(c.overrides) > 0 {
+		out.Overrides = make(map[string][]string)
+		for h, b := range c.overrides {
+			out.Overrides[c.names[b]] = append(out.Overrides[c.names[b]], positionHex(h))
+		}
+		for _, hs := range out.Overrides {
+			slices.Sort(hs)
+		}
 	}
 	return out
+}
+
+func positionHex(p ring.Position) string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], p.Hi)
+	binary.BigEndian.PutUint64(b[8:], p.Lo)
+	return hex.EncodeToString(b[:])
+}
+
+// SyncFeature returns the sync form of the feature key, encoded, as
+// AppendSync writes it. The slice is shared: do not modify it.
+func (s *Snapshot) SyncFeature(key string) (json.RawMessage, bool) {
+	c, ok := s.features[key]
+	if !ok {
+		return nil, false
+	}
+	data, _ := c.syncForm()
+	return data, true
+}
+
+// AppendSync appends s's sync document to dst, a SyncDocument of format
+// SyncFormat followed by a newline. Its bytes are a function of the
+// revision and the features' sync forms, which SyncTag names.
+func (s *Snapshot) AppendSync(dst []byte) []byte {
+	dst = fmt.Appendf(dst, `{"format":%d,"revision":%d,"features":[`, SyncFormat, s.revision)
+	for i, key := range s.keys {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		data, _ := s.features[key].syncForm()
+		dst = append(dst, data...)
+	}
+	return append(dst, "]}\n"...)
+}
+
+// SyncTag returns a strong entity tag of s's sync document (a quoted
+// digest): two snapshots have the same tag exactly when AppendSync writes
+// the same bytes for them. A client that applied the stream's changes
+// computes the tag of the document the server would serve it.
+func (s *Snapshot) SyncTag() string {
+	h := sha256.New()
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(s.revision))
+	h.Write([]byte("rollout sync 2\n"))
+	h.Write(b[:])
+	for _, key := range s.keys {
+		_, sum := s.features[key].syncForm()
+		h.Write(sum[:])
+	}
+	return `"` + hex.EncodeToString(h.Sum(nil)[:syncSumSize]) + `"`
+}
+
+// DecodeSync builds a snapshot from a sync document: of format SyncFormat,
+// or of the first format (features whole, see NewSnapshot), which caches
+// written by older clients hold. A feature that does not validate, or
+// whose key came before, is left out and named in the returned error, as
+// NewSnapshot does; a document that cannot be read is an EInvalid error
+// and a nil snapshot.
+func DecodeSync(data []byte) (*Snapshot, error) {
+	var doc struct {
+		Format   int             `json:"format"`
+		Revision int64           `json:"revision"`
+		Features json.RawMessage `json:"features"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, Errorf(EInvalid, "decode the sync document: %v", err)
+	}
+	switch doc.Format {
+	case 0:
+		var features []Feature
+		if err := json.Unmarshal(doc.Features, &features); err != nil {
+			return nil, Errorf(EInvalid, "decode the sync document's features: %v", err)
+		}
+		return NewSnapshot(features, doc.Revision)
+	case SyncFormat:
+		var features []json.RawMessage
+		if err := json.Unmarshal(doc.Features, &features); err != nil {
+			return nil, Errorf(EInvalid, "decode the sync document's features: %v", err)
+		}
+		return (&Snapshot{}).ApplySync(doc.Revision, features, nil)
+	}
+	return nil, Errorf(EInvalid, "the sync document has format %d; this code reads formats 1 and %d", doc.Format, SyncFormat)
+}
+
+// ApplySync returns a copy of s at revision in which each feature of set (a
+// SyncFeature each, encoded) replaces the feature of its key, and the keys
+// of deleted are gone: a change the stream sent. A feature that does not
+// validate, or repeats a key of set, is left out and named in the returned
+// error, and s's feature of that key is kept. s is not changed.
+func (s *Snapshot) ApplySync(revision int64, set []json.RawMessage, deleted []string) (*Snapshot, error) {
+	features := make(map[string]*compiled, len(s.features)+len(set))
+	maps.Copy(features, s.features)
+	for _, key := range deleted {
+		delete(features, key)
+	}
+	var errs []error
+	seen := make(map[string]bool, len(set))
+	for i, data := range set {
+		c, err := compileSync(data)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("feature %d left out: %w", i, err))
+		case seen[c.feature.Key]:
+			errs = append(errs, fmt.Errorf("feature %q left out: the key appears twice", c.feature.Key))
+		default:
+			seen[c.feature.Key] = true
+			features[c.feature.Key] = c
+		}
+	}
+	return newSnapshot(features, revision), errors.Join(errs...)
+}
+
+// compileSync compiles an encoded SyncFeature, keeping its bytes as its
+// sync form.
+func compileSync(data json.RawMessage) (*compiled, error) {
+	var sf SyncFeature
+	if err := json.Unmarshal(data, &sf); err != nil {
+		return nil, Errorf(EInvalid, "decode: %v", err)
+	}
+	f := Feature{ID: sf.ID, Key: sf.Key, Enabled: sf.Enabled, Salt: sf.Salt, Fallback: sf.Fallback, Buckets: sf.Buckets, Version: sf.Version}
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("feature %q: %w", f.Key, err)
+	}
+	c := compileRing(f)
+	n := 0
+	for _, hs := range sf.Overrides {
+		n += len(hs)
+	}
+	if n > MaxOverrides {
+		return nil, Errorf(EInvalid, "feature %q: a feature has at most %d overrides", f.Key, MaxOverrides)
+	}
+	if n > 0 {
+		c.overrides = make(map[ring.Position]int, n)
+	}
+	for bucket, hs := range sf.Overrides {
+		b, ok := c.index[bucket]
+		if !ok {
+			return nil, Errorf(EInvalid, "feature %q: overrides name bucket %q, which the feature does not have", f.Key, bucket)
+		}
+		for _, h := range hs {
+			var raw [16]byte
+			if len(h) != 2*len(raw) {
+				return nil, Errorf(EInvalid, "feature %q: override hash %q is not 32 hex digits", f.Key, h)
+			}
+			if _, err := hex.Decode(raw[:], []byte(h)); err != nil {
+				return nil, Errorf(EInvalid, "feature %q: override hash %q is not 32 hex digits", f.Key, h)
+			}
+			p := ring.Position{Hi: binary.BigEndian.Uint64(raw[:8]), Lo: binary.BigEndian.Uint64(raw[8:])}
+			if _, dup := c.overrides[p]; dup {
+				return nil, Errorf(EInvalid, "feature %q: override hash %s appears twice", f.Key, h)
+			}
+			c.overrides[p] = b
+		}
+	}
+	c.syncJSON = slices.Clone(data)
+	c.syncSum = syncSum(c.syncJSON)
+	return c, nil
 }
 
 // NewSnapshot builds a snapshot of features at a store revision. A feature
