@@ -12,3 +12,14 @@ func SetHeartbeat(t interface{ Cleanup(func()) }, d time.Duration) {
 	heartbeatInterval = d
 	t.Cleanup(func() { heartbeatInterval = old })
 }
+
+// SyncEncodings returns how many sync documents the package has encoded.
+func SyncEncodings() int64 { return syncEncodings.Load() }
+
+// SetMaxChangeEvent sets the bound of a change event's sync forms until
+// the test ends.
+func SetMaxChangeEvent(t interface{ Cleanup(func()) }, n int) {
+	old := maxChangeEvent
+	maxChangeEvent = n
+	t.Cleanup(func() { maxChangeEvent = old })
+}

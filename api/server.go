@@ -63,6 +63,7 @@ type Server struct {
 	closing <-chan struct{}
 	snap    atomic.Pointer[snapshotState]
 	sync    syncCache
+	events  changeEvents
 	reqlog  requestLogger
 	// steps are what every request goes through; composed holds the
 	// routes, by pattern then method, that have them composed already.
