@@ -67,11 +67,11 @@ type compiled struct {
 	// OverrideHash): bucket ring order. Built from the feature's
 	// overrides on a server; a client gets the hashes only.
 	overrides map[ring.Position]int
-	fallback int               // ring order of the fallback bucket; -1: none
-	names    []string          // bucket names in ring order (sorted)
-	values   []json.RawMessage // by ring order
-	index    map[string]int    // bucket name → ring order
-	shares   map[string]float64
+	fallback  int               // ring order of the fallback bucket; -1: none
+	names     []string          // bucket names in ring order (sorted)
+	values    []json.RawMessage // by ring order
+	index     map[string]int    // bucket name → ring order
+	shares    map[string]float64
 	// served counts evaluations per bucket in ring order; the last counter
 	// is for "no bucket".
 	served []atomic.Int64
