@@ -220,13 +220,15 @@ func (ce *changeEvents) encode(batch []rollout.Commit, snap func() *rollout.Snap
 	}
 	var data []byte
 	if ev := changeEventOf(batch, snap()); len(ev.Features) > 0 {
-		body, _ := json.Marshal(ev) // plain data: cannot fail
-		data = make([]byte, 0, len(body)+64)
-		data = append(data, "id: "...)
-		data = strconv.AppendInt(data, ev.Revision, 10)
-		data = append(data, "\nevent: change\ndata: "...)
-		data = append(data, body...)
-		data = append(data, "\n\n"...)
+		var buf bytes.Buffer
+		buf.WriteString("id: " + strconv.FormatInt(ev.Revision, 10) + "\nevent: change\ndata: ")
+		enc := json.NewEncoder(&buf)
+		// The sync forms as they are, byte for byte: clients hash them
+		// (see rollout.Snapshot.SyncTag).
+		enc.SetEscapeHTML(false)
+		enc.Encode(ev) // plain data: cannot fail; ends the line
+		buf.WriteString("\n")
+		data = buf.Bytes()
 	}
 	ce.last.Store(&lastEvent{first: &batch[0], data: data})
 	return data

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -62,7 +63,13 @@ func (c *compiled) syncForm() ([]byte, [syncSumSize]byte) {
 		if c.syncJSON != nil { // received encoded (see compileSync)
 			return
 		}
-		c.syncJSON, _ = json.Marshal(c.syncFeature()) // plain data: cannot fail
+		// Values as they are, not HTML-escaped: the client serves the
+		// server's bytes.
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		enc.Encode(c.syncFeature()) // plain data: cannot fail
+		c.syncJSON = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 		c.syncSum = syncSum(c.syncJSON)
 	})
 	return c.syncJSON, c.syncSum
