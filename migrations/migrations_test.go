@@ -123,31 +123,29 @@ func list(t *testing.T, db *sql.DB, query string) []string {
 // client and sdk roles in; going back, sdk tokens become evaluate tokens
 // and client tokens, which no older role fits, are revoked.
 func TestTokenRoles(t *testing.T) {
-	lite, err := sql.Open("sqlite3", "file:"+filepath.Join(t.TempDir(), "m.db")+"?_foreign_keys=on")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lite.Close()
-	pg, err := sql.Open("pgx", storetest.PostgresDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close()
 	for _, tt := range []struct {
 		name    string
 		dialect goose.Dialect
-		db      *sql.DB
+		open    func(t *testing.T) (driver, dsn string)
 		fsys    fs.FS
 		insert  string
 	}{
-		{"sqlite", goose.DialectSQLite3, lite, migrations.SQLite,
+		{"sqlite", goose.DialectSQLite3, func(t *testing.T) (string, string) {
+			return "sqlite3", "file:" + filepath.Join(t.TempDir(), "m.db") + "?_foreign_keys=on"
+		}, migrations.SQLite,
 			`INSERT INTO tokens (id, name, role, hash, created_at) VALUES ($1, $2, $3, $4, '2026-01-01T00:00:00Z')`},
-		{"postgres", goose.DialectPostgres, pg, migrations.Postgres,
+		{"postgres", goose.DialectPostgres, func(t *testing.T) (string, string) { return "pgx", storetest.PostgresDSN(t) },
+			migrations.Postgres,
 			`INSERT INTO tokens (id, name, role, hash, created_at) VALUES ($1, $2, $3, $4, now())`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			db, err := sql.Open(tt.open(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
 			ctx := context.Background()
-			p, err := goose.NewProvider(tt.dialect, tt.db, tt.fsys)
+			p, err := goose.NewProvider(tt.dialect, db, tt.fsys)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -155,7 +153,7 @@ func TestTokenRoles(t *testing.T) {
 				t.Fatal(err)
 			}
 			insert := func(id, role string) error {
-				_, err := tt.db.ExecContext(ctx, tt.insert, id, "tok-"+id, role, "hash-"+id)
+				_, err := db.ExecContext(ctx, tt.insert, id, "tok-"+id, role, "hash-"+id)
 				return err
 			}
 			if err := insert("1", "evaluate"); err != nil {
@@ -176,7 +174,7 @@ func TestTokenRoles(t *testing.T) {
 				t.Error("a root token went in")
 			}
 			roles := func() map[string]string {
-				rows, err := tt.db.QueryContext(ctx, `SELECT id, role, revoked_at IS NOT NULL FROM tokens ORDER BY id`)
+				rows, err := db.QueryContext(ctx, `SELECT id, role, revoked_at IS NOT NULL FROM tokens ORDER BY id`)
 				if err != nil {
 					t.Fatal(err)
 				}
