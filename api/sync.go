@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -51,30 +52,35 @@ var maxChangeEvent = 2 << 20
 // syncEncodings counts the sync documents encoded, for tests.
 var syncEncodings atomic.Int64
 
-// syncBody is the encoded sync document of one service snapshot.
+// syncBody is the encoded sync document of one service snapshot, in the
+// parts rollout.Snapshot.SyncParts gives: the features' own encodings,
+// written one after the other rather than copied into one body.
 type syncBody struct {
-	snap *rollout.Snapshot
-	body []byte
-	etag string // strong, quoted
+	snap  *rollout.Snapshot
+	parts [][]byte
+	size  int
+	etag  string // strong, quoted
 
 	gzipOnce sync.Once
-	gz       []byte // body gzipped, made by the first request that accepts it
+	gz       []byte // the document gzipped, made by the first request that accepts it
 	gzipErr  error
 }
 
 // gzipTag is the ETag of the gzipped representation of a body tagged etag.
 func gzipTag(etag string) string { return strings.TrimSuffix(etag, `"`) + `-gzip"` }
 
-// gzipped returns b's body gzipped, compressing it on the first call only:
-// concurrent callers wait for that one.
+// gzipped returns b's document gzipped, compressing it on the first call
+// only: concurrent callers wait for that one.
 func (b *syncBody) gzipped() ([]byte, error) {
 	b.gzipOnce.Do(func() {
 		var buf bytes.Buffer
-		buf.Grow(len(b.body) / 4)
+		buf.Grow(b.size / 2)
 		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed) // a valid level: no error
-		if _, err := zw.Write(b.body); err != nil {
-			b.gzipErr = fmt.Errorf("gzip the snapshot: %w", err)
-			return
+		for _, p := range b.parts {
+			if _, err := zw.Write(p); err != nil {
+				b.gzipErr = fmt.Errorf("gzip the snapshot: %w", err)
+				return
+			}
 		}
 		if err := zw.Close(); err != nil {
 			b.gzipErr = fmt.Errorf("gzip the snapshot: %w", err)
@@ -107,7 +113,10 @@ func (sc *syncCache) get(current func() *rollout.Snapshot) *syncBody {
 		return cur
 	}
 	syncEncodings.Add(1)
-	next := &syncBody{snap: snap, body: snap.AppendSync(nil), etag: snap.SyncTag()}
+	next := &syncBody{snap: snap, parts: snap.SyncParts(), etag: snap.SyncTag()}
+	for _, p := range next.parts {
+		next.size += len(p)
+	}
 	sc.cur.Store(next)
 	return next
 }
@@ -121,7 +130,7 @@ func (s *Server) syncSnapshot(c echo.Context) error {
 	h := c.Response().Header()
 	h.Set("Vary", "Accept-Encoding")
 	h.Set("Cache-Control", "no-cache")
-	body, etag := b.body, b.etag
+	etag := b.etag
 	gz := acceptsGzip(r.Header.Values("Accept-Encoding"))
 	if gz {
 		etag = gzipTag(b.etag)
@@ -130,14 +139,45 @@ func (s *Server) syncSnapshot(c echo.Context) error {
 	if inm := r.Header.Get("If-None-Match"); inm != "" && (noneMatch(inm, b.etag) || noneMatch(inm, gzipTag(b.etag))) {
 		return c.NoContent(http.StatusNotModified)
 	}
+	parts, size := b.parts, b.size
 	if gz {
-		var err error
-		if body, err = b.gzipped(); err != nil {
+		body, err := b.gzipped()
+		if err != nil {
 			return err
 		}
 		h.Set("Content-Encoding", "gzip")
+		parts, size = [][]byte{body}, len(body)
 	}
-	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, body)
+	h.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	h.Set(echo.HeaderContentLength, strconv.Itoa(size))
+	w := c.Response()
+	w.WriteHeader(http.StatusOK)
+	writeParts(w, parts)
+	return nil
+}
+
+// snapshotChunk is how much of a snapshot is written under one write
+// deadline.
+const snapshotChunk = 1 << 20
+
+// writeParts writes parts to w a chunk at a time, each with streamWriteWindow
+// to go: a large snapshot takes as long as the client needs to read it, as
+// long as it keeps reading, rather than being cut at the server's
+// WriteTimeout. It stops when the client goes.
+func writeParts(w http.ResponseWriter, parts [][]byte) {
+	rc := http.NewResponseController(w)
+	for _, p := range parts {
+		for len(p) > 0 {
+			n := min(len(p), snapshotChunk)
+			if err := rc.SetWriteDeadline(time.Now().Add(streamWriteWindow)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+				return
+			}
+			if _, err := w.Write(p[:n]); err != nil {
+				return // the client is gone, or read nothing for streamWriteWindow
+			}
+			p = p[n:]
+		}
+	}
 }
 
 // acceptsGzip reports whether Accept-Encoding headers accept gzip: they name

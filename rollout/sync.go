@@ -69,7 +69,7 @@ func (c *compiled) syncForm() ([]byte, [syncSumSize]byte) {
 		enc := json.NewEncoder(&buf)
 		enc.SetEscapeHTML(false)
 		enc.Encode(c.syncFeature()) // plain data: cannot fail
-		c.syncJSON = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+		c.syncJSON = bytes.Clone(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))) // kept: no spare capacity
 		c.syncSum = syncSum(c.syncJSON)
 	})
 	return c.syncJSON, c.syncSum
@@ -114,18 +114,43 @@ func (s *Snapshot) SyncFeature(key string) (json.RawMessage, bool) {
 }
 
 // AppendSync appends s's sync document to dst, a SyncDocument of format
-// SyncFormat followed by a newline. Its bytes are a function of the
-// revision and the features' sync forms, which SyncTag names.
+// SyncFormat followed by a newline: the concatenation of SyncParts. Its
+// bytes are a function of the revision and the features' sync forms, which
+// SyncTag names.
 func (s *Snapshot) AppendSync(dst []byte) []byte {
-	dst = fmt.Appendf(dst, `{"format":%d,"revision":%d,"features":[`, SyncFormat, s.revision)
+	parts := s.SyncParts()
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	dst = slices.Grow(dst, n)
+	for _, p := range parts {
+		dst = append(dst, p...)
+	}
+	return dst
+}
+
+var (
+	syncComma = []byte(",")
+	syncEnd   = []byte("]}\n")
+)
+
+// SyncParts returns s's sync document in parts to be written one after the
+// other: a head, the features' sync forms between commas, and a tail.
+// Written that way, the document costs no copy of its own: the sync forms
+// are the ones each feature keeps. The parts are shared: do not modify
+// them.
+func (s *Snapshot) SyncParts() [][]byte {
+	parts := make([][]byte, 0, 2*len(s.keys)+1)
+	parts = append(parts, fmt.Appendf(nil, `{"format":%d,"revision":%d,"features":[`, SyncFormat, s.revision))
 	for i, key := range s.keys {
 		if i > 0 {
-			dst = append(dst, ',')
+			parts = append(parts, syncComma)
 		}
 		data, _ := s.features[key].syncForm()
-		dst = append(dst, data...)
+		parts = append(parts, data)
 	}
-	return append(dst, "]}\n"...)
+	return append(parts, syncEnd)
 }
 
 // SyncTag returns a strong entity tag of s's sync document (a quoted
