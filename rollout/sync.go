@@ -68,7 +68,7 @@ func (c *compiled) syncForm() ([]byte, [syncSumSize]byte) {
 		var buf bytes.Buffer
 		enc := json.NewEncoder(&buf)
 		enc.SetEscapeHTML(false)
-		enc.Encode(c.syncFeature()) // plain data: cannot fail
+		enc.Encode(c.syncFeature())                                           // plain data: cannot fail
 		c.syncJSON = bytes.Clone(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))) // kept: no spare capacity
 		c.syncSum = syncSum(c.syncJSON)
 	})
