@@ -68,8 +68,9 @@ func (c *compiled) syncForm() ([]byte, [syncSumSize]byte) {
 		var buf bytes.Buffer
 		enc := json.NewEncoder(&buf)
 		enc.SetEscapeHTML(false)
-		enc.Encode(c.syncFeature())                                           // plain data: cannot fail
-		c.syncJSON = bytes.Clone(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))) // kept: no spare capacity
+		enc.Encode(c.syncFeature()) // plain data: cannot fail
+		// Cloned, so that what is kept has no spare capacity.
+		c.syncJSON = bytes.Clone(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 		c.syncSum = syncSum(c.syncJSON)
 	})
 	return c.syncJSON, c.syncSum
