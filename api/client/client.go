@@ -36,6 +36,7 @@ import (
 	"io"
 	"log/slog"
 	mathrand "math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -416,8 +417,13 @@ func (c *Client) refresh(ctx context.Context) (bool, error) {
 	if err := c.install(body); err != nil {
 		return false, fmt.Errorf("read the snapshot: %w", err)
 	}
+	if etag := res.Header.Get("ETag"); etag != "" {
+		// The server's own tag: the same as the one computed for a
+		// server of this version, and what an older one matches.
+		c.etag = etag
+	}
 	if c.cfg.CacheFile != "" {
-		if err := writeFile(c.cfg.CacheFile, body); err != nil {
+		if err := writeFile(c.cfg.CacheFile, [][]byte{body}); err != nil {
 			c.log.Error("rollout: write the cache file", "err", err)
 		}
 	}
@@ -485,7 +491,7 @@ func (c *Client) apply(data []byte) (refetch bool) {
 	}
 	c.swap(next)
 	if c.cfg.CacheFile != "" {
-		if err := writeFile(c.cfg.CacheFile, next.AppendSync(nil)); err != nil {
+		if err := writeFile(c.cfg.CacheFile, next.SyncParts()); err != nil {
 			c.log.Error("rollout: write the cache file", "err", err)
 		}
 	}
@@ -503,15 +509,16 @@ func (c *Client) loadCache() error {
 	return nil
 }
 
-// writeFile replaces path's content with data at once, through a
-// temporary file renamed over it.
-func writeFile(path string, data []byte) error {
+// writeFile replaces path's content with the concatenation of parts at
+// once, through a temporary file renamed over it.
+func writeFile(path string, parts [][]byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
+	bufs := net.Buffers(parts)
+	if _, err := bufs.WriteTo(tmp); err != nil {
 		tmp.Close()
 		return err
 	}
