@@ -1,6 +1,7 @@
 package rollout_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -31,6 +32,7 @@ func syncService(t *testing.T) *rollout.Service {
 	a := abc("a")
 	a.Salt, a.Description = "pepper", "secret plans"
 	a.Overrides = map[string]string{"vip@example.com": "C", "u7": "A", "u11": "B"}
+	a.Buckets[1].Value = json.RawMessage("{\n  \"html\": \"<b>&\",\n  \"n\": [1, 2.5]\n}")
 	mustCreate(t, svc, a)
 	b := abc("b")
 	b.Salt, b.Overrides = "", map[string]string{"u7": "C", "vip@example.com": "A"}
@@ -42,9 +44,18 @@ func syncService(t *testing.T) *rollout.Service {
 	return svc
 }
 
+// sameJSON reports whether a and b are the same JSON value, or both empty.
+func sameJSON(a, b json.RawMessage) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && cmp.Equal(x, y)
+}
+
 // sameAnswers checks that got serves every user of syncUsers what want
-// serves, feature by feature.
-func sameAnswers(t *testing.T, want, got *rollout.Snapshot) {
+// serves, feature by feature, values byte for byte.
+func sameAnswers(t *testing.T, want, got *rollout.Snapshot, opts ...cmp.Option) {
 	t.Helper()
 	if diff := cmp.Diff(want.Keys(), got.Keys()); diff != "" {
 		t.Fatalf("Keys() mismatch (-want +got):\n%s", diff)
@@ -54,7 +65,7 @@ func sameAnswers(t *testing.T, want, got *rollout.Snapshot) {
 		for _, user := range syncUsers() {
 			w, _ := want.Peek(key, user)
 			g, err := got.Peek(key, user)
-			if err != nil || !cmp.Equal(w, g) {
+			if err != nil || !cmp.Equal(w, g, opts...) {
 				t.Fatalf("Peek(%q, %q) = %+v, %v; want %+v", key, user, g, err, w)
 			}
 			if w.Reason == rollout.ReasonOverride {
@@ -84,6 +95,34 @@ func TestSyncDocument(t *testing.T) {
 	}
 	if want := rollout.OverrideHash("b", "", "u7"); !strings.Contains(string(data), want) {
 		t.Errorf("the sync document lacks the hash %s of b's override:\n%s", want, data)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, data); err != nil || compact.String() != strings.TrimSuffix(string(data), "\n") {
+		t.Errorf("the sync document is not compact JSON on one line (%v):\n%s", err, data)
+	}
+	for _, key := range svc.Snapshot().Keys() {
+		form, _ := svc.Snapshot().SyncFeature(key)
+		var got rollout.SyncFeature
+		if err := json.Unmarshal(form, &got); err != nil {
+			t.Fatal(err)
+		}
+		f, _ := svc.Snapshot().Feature(key)
+		want := rollout.SyncFeature{ID: f.ID, Key: f.Key, Enabled: f.Enabled, Salt: f.Salt, Fallback: f.Fallback, Buckets: f.Buckets, Version: f.Version}
+		for user, bucket := range f.Overrides {
+			if want.Overrides == nil {
+				want.Overrides = map[string][]string{}
+			}
+			want.Overrides[bucket] = append(want.Overrides[bucket], rollout.OverrideHash(f.Key, f.Salt, user))
+		}
+		for _, hs := range want.Overrides {
+			slices.Sort(hs)
+		}
+		if diff := cmp.Diff(want, got, cmp.Comparer(sameJSON)); diff != "" {
+			t.Errorf("sync form of %s mismatch (-want +got):\n%s", key, diff)
+		}
+	}
+	if !strings.Contains(string(data), `"<b>&"`) {
+		t.Errorf("the sync document escapes the values' HTML characters: clients would serve other bytes:\n%s", data)
 	}
 	snap, err := rollout.DecodeSync(data)
 	if err != nil {
@@ -226,10 +265,10 @@ func TestDecodeSyncFirstFormat(t *testing.T) {
 	if err != nil {
 		t.Fatalf("DecodeSync(first format) = %v", err)
 	}
-	sameAnswers(t, svc.Snapshot(), snap)
-	if got, want := snap.SyncTag(), svc.Snapshot().SyncTag(); got != want {
-		t.Errorf("SyncTag() = %s, want the server's %s", got, want)
-	}
+	// That format's values went through json.Marshal, which escapes < > &.
+	sameAnswers(t, svc.Snapshot(), snap, cmp.Comparer(sameJSON))
+	// Its SyncTag may differ from the server's (those escapes): the client
+	// fetches the snapshot in full once, then follows the tags.
 }
 
 func TestSnapshotChanged(t *testing.T) {
