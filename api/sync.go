@@ -87,6 +87,11 @@ func (b *syncBody) gzipped() ([]byte, error) {
 			return
 		}
 		b.gz = buf.Bytes()
+		if cap(b.gz) > len(b.gz)+len(b.gz)/4 {
+			// The buffer grew by doubling: keep only what it holds, for
+			// as long as the snapshot is served.
+			b.gz = bytes.Clone(b.gz)
+		}
 	})
 	return b.gz, b.gzipErr
 }
