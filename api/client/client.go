@@ -324,7 +324,7 @@ func (c *Client) sleep(ctx context.Context, d time.Duration) bool {
 // struggling.
 func retryDelay(failures int, base, ceiling time.Duration, random func() float64) time.Duration {
 	d := ceiling
-	if failures < 30 && base<<failures < ceiling {
+	if failures < 63 && base <= ceiling>>failures { // base<<failures ≤ ceiling: no overflow
 		d = base << failures
 	}
 	return d/2 + time.Duration(random()*float64(d/2))

@@ -594,6 +594,12 @@ func TestRetryDelay(t *testing.T) {
 	if got := client.RetryDelay(0, base, ceiling, func() float64 { return 0.5 }); got != 75*time.Millisecond {
 		t.Errorf("RetryDelay(0) at 0.5 = %v, want 75ms", got)
 	}
+	// A base so long that doubling it overflows stays at the cap.
+	for failures := range 70 {
+		if got := client.RetryDelay(failures, 1000*time.Hour, 2000*time.Hour, high); got < 500*time.Hour || got > 2000*time.Hour {
+			t.Errorf("RetryDelay(%d) with a base of 1000 h = %v, want within [500 h, 2000 h]", failures, got)
+		}
+	}
 }
 
 // TestCacheFileFirstFormat: a cache file an older client wrote (features
