@@ -23,3 +23,16 @@ func SetMaxChangeEvent(t interface{ Cleanup(func()) }, n int) {
 	maxChangeEvent = n
 	t.Cleanup(func() { maxChangeEvent = old })
 }
+
+// HoldSyncEncoding makes each encoding of a sync document wait, for up to
+// 10 s, until n requests have found the document stale, until the test
+// ends: without a single flight, n requests that arrive together would
+// each encode it.
+func HoldSyncEncoding(t interface{ Cleanup(func()) }, n int64) {
+	syncEncodeHook = func(stale func() int64) {
+		for deadline := time.Now().Add(10 * time.Second); stale() < n && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	t.Cleanup(func() { syncEncodeHook = nil })
+}

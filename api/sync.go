@@ -52,6 +52,10 @@ var maxChangeEvent = 2 << 20
 // syncEncodings counts the sync documents encoded, for tests.
 var syncEncodings atomic.Int64
 
+// syncEncodeHook, set by tests, runs before each encoding with a function
+// returning how many requests have found the document stale so far.
+var syncEncodeHook func(stale func() int64)
+
 // syncBody is the encoded sync document of one service snapshot, in the
 // parts rollout.Snapshot.SyncParts gives: the features' own encodings,
 // written one after the other rather than copied into one body.
@@ -101,8 +105,9 @@ func (b *syncBody) gzipped() ([]byte, error) {
 // that find it stale wait for one of them to encode the new one (a single
 // flight) rather than each encoding its own copy.
 type syncCache struct {
-	mu  sync.Mutex // held while encoding
-	cur atomic.Pointer[syncBody]
+	mu    sync.Mutex // held while encoding
+	cur   atomic.Pointer[syncBody]
+	stale atomic.Int64 // requests that found cur stale, for syncEncodeHook
 }
 
 // get returns the encoded document of the snapshot current returns,
@@ -111,11 +116,15 @@ func (sc *syncCache) get(current func() *rollout.Snapshot) *syncBody {
 	if cur := sc.cur.Load(); cur != nil && cur.snap == current() {
 		return cur
 	}
+	sc.stale.Add(1)
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	snap := current() // the newest, which whoever held the lock may have encoded
 	if cur := sc.cur.Load(); cur != nil && cur.snap == snap {
 		return cur
+	}
+	if syncEncodeHook != nil {
+		syncEncodeHook(sc.stale.Load)
 	}
 	syncEncodings.Add(1)
 	next := &syncBody{snap: snap, parts: snap.SyncParts(), etag: snap.SyncTag()}

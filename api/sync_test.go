@@ -140,6 +140,9 @@ func TestSyncSnapshotEncodedOnce(t *testing.T) {
 	// which takes long enough for the requests to pile up.
 	s.must(http.StatusOK, "PUT", "/api/features/big/overrides/one-more", map[string]any{"bucket": "A"})
 
+	// The first request to encode waits until all 100 are in: without a
+	// single flight each would encode its own copy.
+	api.HoldSyncEncoding(t, 100)
 	before := api.SyncEncodings()
 	var (
 		wg     sync.WaitGroup
