@@ -26,10 +26,11 @@ var routeAccess = map[string]rollout.Permission{
 	"POST /ofrep/v1/evaluate/flags/:key": rollout.PermEvaluate,
 	"POST /ofrep/v1/evaluate/flags":      rollout.PermEvaluate,
 	// The sync API and the counts of apps that evaluate in process
-	// (package client). The snapshot holds overrides' user IDs.
-	"GET /sync/v1/snapshot": rollout.PermEvaluate,
-	"GET /sync/v1/stream":   rollout.PermEvaluate,
-	"POST /api/exposures":   rollout.PermEvaluate,
+	// (package client): tokens of the sdk role, not the client role of
+	// browsers. The snapshot holds every feature's configuration.
+	"GET /sync/v1/snapshot": rollout.PermSync,
+	"GET /sync/v1/stream":   rollout.PermSync,
+	"POST /api/exposures":   rollout.PermSync,
 
 	"GET /metrics":       rollout.PermRead,
 	"GET /debug/pprof/*": rollout.PermAdmin,

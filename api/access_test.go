@@ -35,7 +35,7 @@ type guardedServer struct {
 
 func newGuardedServer(t *testing.T) *guardedServer {
 	t.Helper()
-	return newAuthServer(t, []rollout.Role{rollout.RoleAdmin, rollout.RoleEditor, rollout.RoleViewer, rollout.RoleEvaluate}, false)
+	return newAuthServer(t, rollout.Roles, false)
 }
 
 // newAuthServer is the API and dashboard with access control, over a new
@@ -208,8 +208,10 @@ func allowedWithout(role, method, path string) bool {
 	switch role {
 	case "none":
 		return public
-	case "evaluate":
-		return public || strings.HasPrefix(path, "/evaluate") || strings.HasPrefix(path, "/ofrep/") ||
+	case "client":
+		return public || strings.HasPrefix(path, "/evaluate") || strings.HasPrefix(path, "/ofrep/")
+	case "sdk", "evaluate":
+		return allowedWithout("client", method, path) ||
 			strings.HasPrefix(path, "/sync/v1/") || path == "/api/exposures" && method == http.MethodPost
 	case "viewer":
 		return method == http.MethodGet || strings.HasSuffix(path, "/preview") && method == http.MethodPost || allowedWithout("evaluate", method, path)
@@ -257,7 +259,7 @@ func TestRouteRoleMatrix(t *testing.T) {
 	for _, r := range g.routes() {
 		route := r.Method + " " + r.Path
 		need := api.RouteAccess[route]
-		for _, role := range []string{"none", "evaluate", "viewer"} {
+		for _, role := range []string{"none", "client", "sdk", "evaluate", "viewer"} {
 			lacks := role == "none" || !rollout.Role(role).Allows(need)
 			if need < 0 || !lacks {
 				continue // public, or the role may use the route: below
@@ -307,7 +309,7 @@ func TestRouteRoleMatrix(t *testing.T) {
 	for _, r := range g.routes() {
 		route := r.Method + " " + r.Path
 		need := api.RouteAccess[route]
-		for _, role := range []string{"admin", "editor", "viewer", "evaluate"} {
+		for _, role := range []string{"admin", "editor", "viewer", "sdk", "evaluate", "client"} {
 			if need < 0 || !rollout.Role(role).Allows(need) {
 				continue // public routes answer whatever their input deserves
 			}
@@ -322,4 +324,43 @@ func TestRouteRoleMatrix(t *testing.T) {
 		}
 	}
 	t.Logf("%d requests", requests)
+}
+
+// TestAppRoles pins what the app roles may do: client (browsers) only
+// evaluates; sdk (servers running package client) also reads the sync API
+// and sends exposures; evaluate, the role they split, keeps what it had,
+// which is what sdk has.
+func TestAppRoles(t *testing.T) {
+	g := newGuardedServer(t)
+	if _, err := g.svc.Create(context.Background(), rollout.Feature{Key: "f", Enabled: true,
+		Buckets: []rollout.Bucket{{Name: "A", Replicas: 1}}, Overrides: map[string]string{"vip@example.com": "A"}}, rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	exposures := map[string]any{"batch": "app-roles-1", "exposures": []any{}}
+	for _, tt := range []struct {
+		method, path string
+		body         any
+		want         map[string]int // by role
+	}{
+		{"GET", "/evaluate?feature=f&user=u", nil, map[string]int{"client": 200, "sdk": 200, "evaluate": 200, "viewer": 200}},
+		{"POST", "/evaluate", map[string]any{"user": "u"}, map[string]int{"client": 200, "sdk": 200, "evaluate": 200}},
+		{"POST", "/ofrep/v1/evaluate/flags/f", map[string]any{"context": map[string]any{"targetingKey": "u"}}, map[string]int{"client": 200, "sdk": 200, "evaluate": 200}},
+		{"POST", "/ofrep/v1/evaluate/flags", map[string]any{"context": map[string]any{"targetingKey": "u"}}, map[string]int{"client": 200, "sdk": 200, "evaluate": 200}},
+		{"GET", "/sync/v1/snapshot", nil, map[string]int{"client": 403, "sdk": 200, "evaluate": 200, "viewer": 200}},
+		{"GET", "/sync/v1/stream", nil, map[string]int{"client": 403, "sdk": 200, "evaluate": 200}},
+		{"POST", "/api/exposures", exposures, map[string]int{"client": 403, "sdk": 200, "evaluate": 200}},
+		{"GET", "/api/features/f", nil, map[string]int{"client": 403, "sdk": 403, "evaluate": 403, "viewer": 200}},
+		{"GET", "/metrics", nil, map[string]int{"client": 403, "sdk": 403, "evaluate": 403}},
+		{"GET", "/ui/", nil, map[string]int{"client": 403, "sdk": 403, "evaluate": 403}},
+	} {
+		for role, want := range tt.want {
+			got, body := g.send(t, role, tt.method, tt.path, tt.body)
+			if got != want {
+				t.Errorf("%s %s as %s = %d %.120s, want %d", tt.method, tt.path, role, got, body, want)
+			}
+			if role == "client" && want == 403 && !strings.Contains(body, "role client") {
+				t.Errorf("%s %s as client: %s, want the role named", tt.method, tt.path, body)
+			}
+		}
+	}
 }

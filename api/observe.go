@@ -22,7 +22,7 @@ const maxRequestID = 128
 // logged with everything the request causes: the request's own X-Request-ID
 // when it is 1 to 128 printable ASCII characters (so a proxy's or an app's
 // ID follows the request), a new random one otherwise. An app's request
-// (evaluation, OFREP, sync, exposures: the routes of PermEvaluate) that did
+// (evaluation, OFREP, sync, exposures: the routes ForApps) that did
 // not send one gets one only when something is to refer to it: an error
 // answer, or a request logged whatever its outcome (--log-requests all, or
 // sampled). The others, tens of thousands a second and logged nowhere,
@@ -114,7 +114,7 @@ func validRequestID(id string) bool {
 // request's path (see LogWriter).
 func (s *Server) observe(ri routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
 	route := ri.pattern
-	app := ri.need == rollout.PermEvaluate
+	app := ri.need.ForApps()
 	var ok atomic.Pointer[requestMetrics] // of this route's 200 answers
 	return func(c echo.Context) error {
 		start := time.Now()

@@ -81,7 +81,7 @@ func (l requestLogger) logs(method string, need rollout.Permission, status int, 
 	if status >= 400 || d > l.slow {
 		return true
 	}
-	if need == rollout.PermEvaluate {
+	if need.ForApps() {
 		return sampled
 	}
 	return l.mode == LogChanges && isChange(method, need)
@@ -95,5 +95,5 @@ func isChange(method string, need rollout.Permission) bool {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 		return false
 	}
-	return need != rollout.PermEvaluate && need != rollout.PermRead
+	return !need.ForApps() && need != rollout.PermRead
 }

@@ -77,6 +77,8 @@ type Server struct {
 	snap    atomic.Pointer[snapshotState]
 	sync    syncCache
 	streams *streams
+
+	events  changeEvents
 	reqlog  requestLogger
 	planner *planner
 	// steps are what every request goes through; composed holds the

@@ -2,14 +2,15 @@ package api
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
+	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,11 +20,14 @@ import (
 )
 
 // The sync API lets apps evaluate in their own process (package client):
-// GET /sync/v1/snapshot is every feature's configuration and the store
-// revision, as a rollout.SyncDocument with a strong ETag; GET
-// /sync/v1/stream is a stream of Server-Sent Events, one per batch of
-// commits the service takes in, after which a client fetches the snapshot
-// again with If-None-Match.
+// GET /sync/v1/snapshot is the snapshot's sync document (see
+// rollout.Snapshot.AppendSync: every feature's sync form, overrides keyed
+// by a hash of their user, and the store revision), encoded once per
+// snapshot and gzipped once for the clients that accept it, under a strong
+// ETag per representation; GET /sync/v1/stream is a stream of Server-Sent
+// Events, one per batch of commits the service takes in, holding the sync
+// forms of the features the batch changed, so that a connected client
+// applies them without fetching the snapshot again.
 
 // Stream timing. heartbeatInterval is a variable for tests.
 var heartbeatInterval = 15 * time.Second
@@ -32,46 +36,180 @@ var heartbeatInterval = 15 * time.Second
 // clients, in milliseconds.
 const streamRetry = 1000
 
-// syncBody is the encoded snapshot document of one service snapshot.
+// maxChangeEvent bounds the sync forms a change event carries, in bytes:
+// a batch that changed more sends only the keys, and clients fetch the
+// snapshot instead. It holds one feature of the largest size (10,000
+// overrides, 100 buckets of 8 KB values: about 1.2 MB). A variable for
+// tests.
+var maxChangeEvent = 2 << 20
+
+// syncEncodings counts the sync documents encoded, for tests.
+var syncEncodings atomic.Int64
+
+// syncEncodeHook, set by tests, runs before each encoding with a function
+// returning how many requests have found the document stale so far.
+var syncEncodeHook func(stale func() int64)
+
+// syncBody is the encoded sync document of one service snapshot, in the
+// parts rollout.Snapshot.SyncParts gives: the features' own encodings,
+// written one after the other rather than copied into one body.
 type syncBody struct {
-	snap *rollout.Snapshot
-	body []byte
-	etag string // strong, quoted
+	snap  *rollout.Snapshot
+	parts [][]byte
+	size  int
+	etag  string // strong, quoted
+
+	gzipOnce sync.Once
+	gz       []byte // the document gzipped, made by the first request that accepts it
+	gzipErr  error
 }
 
-// syncCache holds the last encoded document, so that the many apps that
-// poll one snapshot cost one encoding.
-type syncCache struct{ cur atomic.Pointer[syncBody] }
+// gzipTag is the ETag of the gzipped representation of a body tagged etag.
+func gzipTag(etag string) string { return strings.TrimSuffix(etag, `"`) + `-gzip"` }
 
-func (sc *syncCache) get(snap *rollout.Snapshot) (*syncBody, error) {
+// gzipped returns b's document gzipped, compressing it on the first call
+// only: concurrent callers wait for that one.
+func (b *syncBody) gzipped() ([]byte, error) {
+	b.gzipOnce.Do(func() {
+		var buf bytes.Buffer
+		buf.Grow(b.size / 2)
+		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed) // a valid level: no error
+		for _, p := range b.parts {
+			if _, err := zw.Write(p); err != nil {
+				b.gzipErr = fmt.Errorf("gzip the snapshot: %w", err)
+				return
+			}
+		}
+		if err := zw.Close(); err != nil {
+			b.gzipErr = fmt.Errorf("gzip the snapshot: %w", err)
+			return
+		}
+		b.gz = buf.Bytes()
+		if cap(b.gz) > len(b.gz)+len(b.gz)/4 {
+			// The buffer grew by doubling: keep only what it holds, for
+			// as long as the snapshot is served.
+			b.gz = bytes.Clone(b.gz)
+		}
+	})
+	return b.gz, b.gzipErr
+}
+
+// syncCache holds the encoded document of the service's latest snapshot,
+// so that the many apps that fetch one snapshot cost one encoding. Requests
+// that find it stale wait for one of them to encode the new one (a single
+// flight) rather than each encoding its own copy.
+type syncCache struct {
+	mu    sync.Mutex // held while encoding
+	cur   atomic.Pointer[syncBody]
+	stale atomic.Int64 // requests that found cur stale, for syncEncodeHook
+}
+
+// get returns the encoded document of the snapshot current returns,
+// encoding it if no request did before.
+func (sc *syncCache) get(current func() *rollout.Snapshot) *syncBody {
+	if cur := sc.cur.Load(); cur != nil && cur.snap == current() {
+		return cur
+	}
+	sc.stale.Add(1)
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	snap := current() // the newest, which whoever held the lock may have encoded
 	if cur := sc.cur.Load(); cur != nil && cur.snap == snap {
-		return cur, nil
+		return cur
 	}
-	body, err := json.Marshal(snap.Document())
-	if err != nil {
-		return nil, fmt.Errorf("encode the snapshot: %w", err)
+	if syncEncodeHook != nil {
+		syncEncodeHook(sc.stale.Load)
 	}
-	body = append(body, '\n')
-	sum := sha256.Sum256(body)
-	next := &syncBody{snap: snap, body: body, etag: `"` + hex.EncodeToString(sum[:16]) + `"`}
+	syncEncodings.Add(1)
+	next := &syncBody{snap: snap, parts: snap.SyncParts(), etag: snap.SyncTag()}
+	for _, p := range next.parts {
+		next.size += len(p)
+	}
 	sc.cur.Store(next)
-	return next, nil
+	return next
 }
 
-// syncSnapshot is GET /sync/v1/snapshot. Its ETag is a hash of the body:
-// equal tags, equal bytes.
+// syncSnapshot is GET /sync/v1/snapshot. Its ETag names the bytes of the
+// representation served: the document's tag, with "-gzip" for the gzipped
+// one. If-None-Match may name either, since both are the same document.
 func (s *Server) syncSnapshot(c echo.Context) error {
-	b, err := s.sync.get(s.svc.Snapshot())
-	if err != nil {
-		return err
-	}
+	b := s.sync.get(s.svc.Snapshot)
+	r := c.Request()
 	h := c.Response().Header()
-	h.Set("ETag", b.etag)
+	h.Set("Vary", "Accept-Encoding")
 	h.Set("Cache-Control", "no-cache")
-	if noneMatch(c.Request().Header.Get("If-None-Match"), b.etag) {
+	etag := b.etag
+	gz := acceptsGzip(r.Header.Values("Accept-Encoding"))
+	if gz {
+		etag = gzipTag(b.etag)
+	}
+	h.Set("ETag", etag)
+	if inm := r.Header.Get("If-None-Match"); inm != "" && (noneMatch(inm, b.etag) || noneMatch(inm, gzipTag(b.etag))) {
 		return c.NoContent(http.StatusNotModified)
 	}
-	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, b.body)
+	parts, size := b.parts, b.size
+	if gz {
+		body, err := b.gzipped()
+		if err != nil {
+			return err
+		}
+		h.Set("Content-Encoding", "gzip")
+		parts, size = [][]byte{body}, len(body)
+	}
+	h.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	h.Set(echo.HeaderContentLength, strconv.Itoa(size))
+	w := c.Response()
+	w.WriteHeader(http.StatusOK)
+	writeParts(w, parts)
+	return nil
+}
+
+// snapshotChunk is how much of a snapshot is written under one write
+// deadline.
+const snapshotChunk = 1 << 20
+
+// writeParts writes parts to w a chunk at a time, each with streamWriteWindow
+// to go: a large snapshot takes as long as the client needs to read it, as
+// long as it keeps reading, rather than being cut at the server's
+// WriteTimeout. It stops when the client goes.
+func writeParts(w http.ResponseWriter, parts [][]byte) {
+	rc := http.NewResponseController(w)
+	for _, p := range parts {
+		for len(p) > 0 {
+			n := min(len(p), snapshotChunk)
+			if err := rc.SetWriteDeadline(time.Now().Add(streamWriteWindow)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+				return
+			}
+			if _, err := w.Write(p[:n]); err != nil {
+				return // the client is gone, or read nothing for streamWriteWindow
+			}
+			p = p[n:]
+		}
+	}
+}
+
+// acceptsGzip reports whether Accept-Encoding headers accept gzip: they name
+// it, or "*", with a q-value other than 0.
+func acceptsGzip(headers []string) bool {
+	for _, header := range headers {
+		for item := range strings.SplitSeq(header, ",") {
+			name, params, _ := strings.Cut(item, ";")
+			name = strings.ToLower(strings.TrimSpace(name))
+			if name != "gzip" && name != "x-gzip" && name != "*" {
+				continue
+			}
+			q := 1.0
+			for p := range strings.SplitSeq(params, ";") {
+				if k, v, ok := strings.Cut(strings.TrimSpace(p), "="); ok && strings.EqualFold(k, "q") {
+					if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+						q = f
+					}
+				}
+			}
+			return q > 0
+		}
+	}
+	return false
 }
 
 // noneMatch reports whether an If-None-Match header names etag, by the weak
@@ -87,10 +225,61 @@ func noneMatch(header, etag string) bool {
 }
 
 // changeEvent is the data of a stream's "change" event: the revision the
-// server's snapshot caught up with and the features those commits changed.
+// server's snapshot caught up with, the keys of the features those commits
+// changed, and, unless the event would be too large (Refetch), the sync
+// form of each of them still served (Set) and the keys of the deleted ones
+// (Deleted). The sync forms are those of the snapshot when the event was
+// made, at that revision or later.
 type changeEvent struct {
-	Revision int64    `json:"revision"`
-	Features []string `json:"features"`
+	Revision int64             `json:"revision"`
+	Features []string          `json:"features"`
+	Set      []json.RawMessage `json:"set,omitempty"`
+	Deleted  []string          `json:"deleted,omitempty"`
+	Refetch  bool              `json:"refetch,omitempty"`
+}
+
+// lastEvent is the last change event encoded, shared by every stream that
+// sends the same batch.
+type lastEvent struct {
+	first *rollout.Commit // the batch's first commit, which identifies it
+	data  []byte
+}
+
+// changeEvents encodes each batch's change event once for all the streams.
+type changeEvents struct {
+	mu   sync.Mutex
+	last atomic.Pointer[lastEvent]
+}
+
+// encode returns the "change" event of batch, complete with its id, event
+// and data lines, or nil when the batch changed no feature. Every
+// subscriber receives the same batch slice, so its first element names it.
+func (ce *changeEvents) encode(batch []rollout.Commit, snap func() *rollout.Snapshot) []byte {
+	if len(batch) == 0 {
+		return nil
+	}
+	if last := ce.last.Load(); last != nil && last.first == &batch[0] {
+		return last.data
+	}
+	ce.mu.Lock()
+	defer ce.mu.Unlock()
+	if last := ce.last.Load(); last != nil && last.first == &batch[0] {
+		return last.data
+	}
+	var data []byte
+	if ev := changeEventOf(batch, snap()); len(ev.Features) > 0 {
+		var buf bytes.Buffer
+		buf.WriteString("id: " + strconv.FormatInt(ev.Revision, 10) + "\nevent: change\ndata: ")
+		enc := json.NewEncoder(&buf)
+		// The sync forms as they are, byte for byte: clients hash them
+		// (see rollout.Snapshot.SyncTag).
+		enc.SetEscapeHTML(false)
+		enc.Encode(ev) // plain data: cannot fail; ends the line
+		buf.WriteString("\n")
+		data = buf.Bytes()
+	}
+	ce.last.Store(&lastEvent{first: &batch[0], data: data})
+	return data
 }
 
 // syncStream is GET /sync/v1/stream: first a "hello" event with the
@@ -144,14 +333,11 @@ func (s *Server) syncStream(c echo.Context) error {
 			if !ok {
 				return nil // too slow: the client reconnects
 			}
-			ev := changeEventOf(batch)
-			if len(ev.Features) == 0 {
+			ev := s.events.encode(batch, s.svc.Snapshot)
+			if ev == nil {
 				continue // tokens only
 			}
-			data, _ := json.Marshal(ev)
-			buf.WriteString("id: " + strconv.FormatInt(ev.Revision, 10) + "\nevent: change\ndata: ")
-			buf.Write(data)
-			buf.WriteString("\n\n")
+			buf.Write(ev)
 		case <-heartbeat.C:
 			buf.WriteString(": heartbeat\n\n")
 		}
@@ -161,7 +347,9 @@ func (s *Server) syncStream(c echo.Context) error {
 	}
 }
 
-func changeEventOf(batch []rollout.Commit) changeEvent {
+// changeEventOf is the change event of batch, with the features' sync
+// forms as snap serves them.
+func changeEventOf(batch []rollout.Commit, snap *rollout.Snapshot) changeEvent {
 	ev := changeEvent{Features: []string{}}
 	for _, cm := range batch {
 		ev.Revision = max(ev.Revision, cm.Revision)
@@ -171,6 +359,20 @@ func changeEventOf(batch []rollout.Commit) changeEvent {
 	}
 	slices.Sort(ev.Features)
 	ev.Features = slices.Compact(ev.Features)
+	size := 0
+	for _, key := range ev.Features {
+		data, ok := snap.SyncFeature(key)
+		if !ok {
+			ev.Deleted = append(ev.Deleted, key)
+			size += len(key)
+			continue
+		}
+		ev.Set = append(ev.Set, data)
+		size += len(data)
+	}
+	if size > maxChangeEvent {
+		ev.Set, ev.Deleted, ev.Refetch = nil, nil, true
+	}
 	return ev
 }
 

@@ -2,12 +2,17 @@ package api_test
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,41 +23,51 @@ import (
 	"github.com/rollout/rollout/store"
 )
 
-// TestSyncSnapshot: the snapshot holds everything evaluation needs, its
-// strong ETag answers 304 until a feature changes, and a snapshot rebuilt
-// from it serves what the server serves.
+// TestSyncSnapshot: the snapshot holds everything evaluation needs and no
+// user ID or description, its strong ETag answers 304 until a feature
+// changes, and a snapshot decoded from it serves what the server serves,
+// overridden users included.
 func TestSyncSnapshot(t *testing.T) {
 	s := newServer(t, "", api.Options{})
 	s.seed()
+	s.must(http.StatusOK, "PATCH", "/api/features/checkout", map[string]any{"description": "private notes"})
+	s.must(http.StatusOK, "PUT", "/api/features/dark-mode/overrides/someone@example.com", map[string]any{"bucket": "off"})
 
-	r := s.must(http.StatusOK, "GET", "/sync/v1/snapshot", nil)
+	identity := []string{"Accept-Encoding", "identity"}
+	r := s.must(http.StatusOK, "GET", "/sync/v1/snapshot", nil, identity...)
 	etag := r.header.Get("ETag")
 	if !strings.HasPrefix(etag, `"`) || len(etag) != 34 {
 		t.Errorf("ETag = %q, want a strong tag of 32 hex digits", etag)
 	}
-	if got := r.header.Get("Cache-Control"); got != "no-cache" {
-		t.Errorf("Cache-Control = %q, want no-cache", got)
+	for name, want := range map[string]string{"Cache-Control": "no-cache", "Vary": "Accept-Encoding", "Content-Encoding": ""} {
+		if got := r.header.Get(name); got != want {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
+	}
+	for _, secret := range []string{`"vip"`, "someone@example.com", "private notes", "description"} {
+		if strings.Contains(string(r.body), secret) {
+			t.Errorf("the snapshot holds %s:\n%s", secret, r.body)
+		}
 	}
 	var doc rollout.SyncDocument
 	if err := json.Unmarshal(r.body, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if doc.Revision != s.svc.Snapshot().Revision() || len(doc.Features) != 6 {
-		t.Errorf("snapshot has revision %d and %d features, want %d and 6", doc.Revision, len(doc.Features), s.svc.Snapshot().Revision())
+	if doc.Format != rollout.SyncFormat || doc.Revision != s.svc.Snapshot().Revision() || len(doc.Features) != 6 {
+		t.Errorf("snapshot has format %d, revision %d and %d features, want %d, %d and 6", doc.Format, doc.Revision, len(doc.Features), rollout.SyncFormat, s.svc.Snapshot().Revision())
 	}
-	want, _ := s.svc.Snapshot().Feature("checkout")
-	if diff := cmp.Diff(want, doc.Features[1]); diff != "" { // sorted: banner, checkout, …
-		t.Errorf("features[1] mismatch (-want +got):\n%s", diff)
-	}
-	snap, err := rollout.NewSnapshot(doc.Features, doc.Revision)
+	snap, err := rollout.DecodeSync(r.body)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got := snap.SyncTag(); got != etag {
+		t.Errorf("SyncTag() of the decoded snapshot = %s, want the ETag %s", got, etag)
+	}
 	for _, key := range snap.Keys() {
-		for _, user := range []string{"u1", "u2", "vip", "someone else"} {
+		for _, user := range []string{"u1", "u2", "vip", "someone@example.com", "someone else"} {
 			got, _ := snap.Peek(key, user)
 			if want := s.evaluate(key, user); !cmp.Equal(want, got) {
-				t.Errorf("rebuilt Peek(%q, %q) = %+v, want %+v", key, user, got, want)
+				t.Errorf("decoded Peek(%q, %q) = %+v, want %+v", key, user, got, want)
 			}
 		}
 	}
@@ -67,6 +82,112 @@ func TestSyncSnapshot(t *testing.T) {
 	r = s.must(http.StatusOK, "GET", "/sync/v1/snapshot", nil, "If-None-Match", etag)
 	if r.header.Get("ETag") == etag {
 		t.Errorf("ETag after a change = %s, unchanged", etag)
+	}
+}
+
+// TestSyncSnapshotGzip: a client that accepts gzip gets the same document
+// gzipped, under its own strong ETag; either tag answers 304; a client that
+// refuses gzip (q=0) gets it plain.
+func TestSyncSnapshotGzip(t *testing.T) {
+	s := newServer(t, "", api.Options{})
+	s.seed()
+	plain := s.must(http.StatusOK, "GET", "/sync/v1/snapshot", nil, "Accept-Encoding", "identity")
+	for _, ae := range []string{"gzip", "br;q=1.0, gzip;q=0.5", "*", "GZIP"} {
+		r := s.must(http.StatusOK, "GET", "/sync/v1/snapshot", nil, "Accept-Encoding", ae)
+		if got := r.header.Get("Content-Encoding"); got != "gzip" {
+			t.Fatalf("Accept-Encoding: %s: Content-Encoding = %q, want gzip", ae, got)
+		}
+		want := strings.TrimSuffix(plain.header.Get("ETag"), `"`) + `-gzip"`
+		if got := r.header.Get("ETag"); got != want {
+			t.Errorf("Accept-Encoding: %s: ETag = %s, want %s", ae, got, want)
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(r.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(zr)
+		if err != nil || !bytes.Equal(body, plain.body) {
+			t.Errorf("Accept-Encoding: %s: the body gunzipped differs from the plain one (%v)", ae, err)
+		}
+		for _, inm := range []string{plain.header.Get("ETag"), r.header.Get("ETag")} {
+			if r := s.do("GET", "/sync/v1/snapshot", nil, "Accept-Encoding", ae, "If-None-Match", inm); r.status != http.StatusNotModified {
+				t.Errorf("Accept-Encoding: %s, If-None-Match: %s = %d, want 304", ae, inm, r.status)
+			}
+		}
+	}
+	for _, ae := range []string{"gzip;q=0", "deflate", "identity"} {
+		r := s.must(http.StatusOK, "GET", "/sync/v1/snapshot", nil, "Accept-Encoding", ae)
+		if got := r.header.Get("Content-Encoding"); got != "" || !bytes.Equal(r.body, plain.body) {
+			t.Errorf("Accept-Encoding: %s: Content-Encoding = %q, want the plain document", ae, got)
+		}
+	}
+}
+
+// TestSyncSnapshotEncodedOnce: 100 requests that arrive together right
+// after a change, half of them asking for gzip, cost one encoding of the
+// document, and get the same bytes.
+func TestSyncSnapshotEncodedOnce(t *testing.T) {
+	s := newServer(t, "", api.Options{})
+	s.seed()
+	big := rollout.Feature{Key: "big", Enabled: true, Salt: "big", Overrides: map[string]string{},
+		Buckets: []rollout.Bucket{{Name: "A", Replicas: 100}, {Name: "B", Replicas: 100}}}
+	for i := range rollout.MaxOverrides - 1 {
+		big.Overrides[fmt.Sprintf("user-%d@example.com", i)] = "B"
+	}
+	s.create(big)
+	s.must(http.StatusOK, "GET", "/sync/v1/snapshot", nil)
+	// The change is to the big feature: its sync form is encoded again,
+	// which takes long enough for the requests to pile up.
+	s.must(http.StatusOK, "PUT", "/api/features/big/overrides/one-more", map[string]any{"bucket": "A"})
+
+	// The first request to encode waits until all 100 are in: without a
+	// single flight each would encode its own copy.
+	api.HoldSyncEncoding(t, 100)
+	before := api.SyncEncodings()
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		bodies = map[string]int{}
+	)
+	start := make(chan struct{})
+	for i := range 100 {
+		wg.Go(func() {
+			<-start
+			req, _ := http.NewRequest("GET", s.URL+"/sync/v1/snapshot", nil)
+			if i%2 == 0 {
+				req.Header.Set("Accept-Encoding", "gzip")
+			} else {
+				req.Header.Set("Accept-Encoding", "identity")
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer res.Body.Close()
+			body, err := io.ReadAll(res.Body)
+			if err != nil || res.StatusCode != http.StatusOK {
+				t.Errorf("GET /sync/v1/snapshot = %d, %v", res.StatusCode, err)
+				return
+			}
+			if res.Header.Get("Content-Encoding") == "gzip" {
+				zr, _ := gzip.NewReader(bytes.NewReader(body))
+				if body, err = io.ReadAll(zr); err != nil {
+					t.Error(err)
+				}
+			}
+			mu.Lock()
+			bodies[string(body)]++
+			mu.Unlock()
+		})
+	}
+	close(start)
+	wg.Wait()
+	if n := api.SyncEncodings() - before; n != 1 {
+		t.Errorf("100 requests after a change encoded the document %d times, want 1", n)
+	}
+	if len(bodies) != 1 {
+		t.Errorf("100 requests got %d different documents, want 1", len(bodies))
 	}
 }
 
@@ -194,7 +315,8 @@ func TestSyncStream(t *testing.T) {
 		if ev.name == "" {
 			continue // a heartbeat
 		}
-		want := `{"revision":` + itoa(rev+1) + `,"features":["limit"]}`
+		form, _ := svc.Snapshot().SyncFeature("limit")
+		want := `{"revision":` + itoa(rev+1) + `,"features":["limit"],"set":[` + string(form) + `]}`
 		if ev.name != "change" || ev.data != want || ev.id != itoa(rev+1) {
 			t.Errorf("event = %+v, want change %s", ev, want)
 		}
@@ -202,6 +324,81 @@ func TestSyncStream(t *testing.T) {
 	}
 	if got := svc.Snapshot().Revision(); got != rev+1 {
 		t.Errorf("revision after the change = %d, want %d", got, rev+1)
+	}
+
+	// A deletion names the feature deleted.
+	s.must(http.StatusNoContent, "DELETE", "/api/features/killed", nil)
+	if ev := nextChange(t, next); ev.data != `{"revision":`+itoa(rev+2)+`,"features":["killed"],"deleted":["killed"]}` {
+		t.Errorf("event of a deletion = %+v", ev)
+	}
+}
+
+// nextChange returns the next change event of a stream, skipping
+// heartbeats.
+func nextChange(t *testing.T, next func(string) sseEvent) sseEvent {
+	t.Helper()
+	for {
+		if ev := next("a change"); ev.name != "" {
+			if ev.name != "change" {
+				t.Fatalf("event %+v, want a change", ev)
+			}
+			return ev
+		}
+	}
+}
+
+// TestSyncStreamLargeChange: a batch whose features' sync forms exceed the
+// bound of an event sends only the keys, flagged refetch; every stream
+// gets the same event.
+func TestSyncStreamLargeChange(t *testing.T) {
+	api.SetMaxChangeEvent(t, 100<<10)
+	s, svc := streamServer(t)
+	s.seed()
+	caughtUp(t, s)
+	var streams []func(string) sseEvent
+	for range 3 {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		req, _ := http.NewRequestWithContext(ctx, "GET", s.URL+"/sync/v1/stream", nil)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { res.Body.Close() })
+		events := readEvents(t, bufio.NewReader(res.Body))
+		streams = append(streams, func(what string) sseEvent {
+			t.Helper()
+			select {
+			case ev, ok := <-events:
+				if !ok {
+					t.Fatalf("the stream ended, waiting for %s", what)
+				}
+				return ev
+			case <-time.After(5 * time.Second):
+				t.Fatalf("no %s within 5 s", what)
+			}
+			return sseEvent{}
+		})
+		streams[len(streams)-1]("hello")
+	}
+	big := rollout.Feature{Key: "big", Enabled: true, Salt: "big", Overrides: map[string]string{},
+		Buckets: []rollout.Bucket{{Name: "A", Replicas: 100, Value: json.RawMessage(`"` + strings.Repeat("x", 8000) + `"`)}, {Name: "B", Replicas: 100}}}
+	for i := range rollout.MaxOverrides {
+		big.Overrides[fmt.Sprintf("user-%d", i)] = "B"
+	}
+	s.create(big)
+	for i, next := range streams {
+		ev := nextChange(t, next)
+		var data map[string]any
+		if err := json.Unmarshal([]byte(ev.data), &data); err != nil {
+			t.Fatal(err)
+		}
+		if data["refetch"] != true || data["set"] != nil || len(ev.data) > 1000 {
+			t.Errorf("stream %d: event of a large change = %.200s, want the keys and refetch", i, ev.data)
+		}
+	}
+	if _, ok := svc.Snapshot().SyncFeature("big"); !ok {
+		t.Fatal("big is not served")
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"io/fs"
+	"maps"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -116,4 +117,91 @@ func list(t *testing.T, db *sql.DB, query string) []string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestTokenRoles: migration 12 keeps the tokens it finds and lets the
+// client and sdk roles in; going back, sdk tokens become evaluate tokens
+// and client tokens, which no older role fits, are revoked.
+func TestTokenRoles(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		dialect goose.Dialect
+		open    func(t *testing.T) (driver, dsn string)
+		fsys    fs.FS
+		insert  string
+	}{
+		{"sqlite", goose.DialectSQLite3, func(t *testing.T) (string, string) {
+			return "sqlite3", "file:" + filepath.Join(t.TempDir(), "m.db") + "?_foreign_keys=on"
+		}, migrations.SQLite,
+			`INSERT INTO tokens (id, name, role, hash, created_at) VALUES ($1, $2, $3, $4, '2026-01-01T00:00:00Z')`},
+		{"postgres", goose.DialectPostgres, func(t *testing.T) (string, string) { return "pgx", storetest.PostgresDSN(t) },
+			migrations.Postgres,
+			`INSERT INTO tokens (id, name, role, hash, created_at) VALUES ($1, $2, $3, $4, now())`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			db, err := sql.Open(tt.open(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			ctx := context.Background()
+			p, err := goose.NewProvider(tt.dialect, db, tt.fsys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.UpTo(ctx, 11); err != nil {
+				t.Fatal(err)
+			}
+			insert := func(id, role string) error {
+				_, err := db.ExecContext(ctx, tt.insert, id, "tok-"+id, role, "hash-"+id)
+				return err
+			}
+			if err := insert("1", "evaluate"); err != nil {
+				t.Fatal(err)
+			}
+			if err := insert("2", "client"); err == nil {
+				t.Fatal("a client token went in before migration 12")
+			}
+			if _, err := p.Up(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for id, role := range map[string]string{"3": "client", "4": "sdk"} {
+				if err := insert(id, role); err != nil {
+					t.Fatalf("insert a %s token: %v", role, err)
+				}
+			}
+			if err := insert("5", "root"); err == nil {
+				t.Error("a root token went in")
+			}
+			roles := func() map[string]string {
+				rows, err := db.QueryContext(ctx, `SELECT id, role, revoked_at IS NOT NULL FROM tokens ORDER BY id`)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer rows.Close()
+				out := map[string]string{}
+				for rows.Next() {
+					var id, role string
+					var revoked bool
+					if err := rows.Scan(&id, &role, &revoked); err != nil {
+						t.Fatal(err)
+					}
+					if revoked {
+						role += " revoked"
+					}
+					out[id] = role
+				}
+				return out
+			}
+			if got, want := roles(), map[string]string{"1": "evaluate", "3": "client", "4": "sdk"}; !maps.Equal(got, want) {
+				t.Errorf("tokens after migration 12 = %v, want %v", got, want)
+			}
+			if _, err := p.DownTo(ctx, 11); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := roles(), map[string]string{"1": "evaluate", "3": "evaluate revoked", "4": "evaluate"}; !maps.Equal(got, want) {
+				t.Errorf("tokens after reverting migration 12 = %v, want %v", got, want)
+			}
+		})
+	}
 }

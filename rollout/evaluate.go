@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"encoding/json"
+	"sync"
 	"sync/atomic"
 
 	"github.com/rollout/rollout/ring"
@@ -57,12 +58,20 @@ type compiled struct {
 	ring    *ring.Ring
 	// prefix is what the user ID is hashed after: the salt and ":", or
 	// nothing when the salt is empty.
-	prefix   string
-	fallback int               // ring order of the fallback bucket; -1: none
-	names    []string          // bucket names in ring order (sorted)
-	values   []json.RawMessage // by ring order
-	index    map[string]int    // bucket name → ring order
-	shares   map[string]float64
+	prefix string
+	// overridePrefix is what the user ID is hashed after to find its
+	// override: prefix, or the key and ":" when the salt is empty, so that
+	// an override's hash is salted even then (see OverrideHash).
+	overridePrefix string
+	// overrides are the per-user overrides by the hash of the user (see
+	// OverrideHash): bucket ring order. Built from the feature's
+	// overrides on a server; a client gets the hashes only.
+	overrides map[ring.Position]int
+	fallback  int               // ring order of the fallback bucket; -1: none
+	names     []string          // bucket names in ring order (sorted)
+	values    []json.RawMessage // by ring order
+	index     map[string]int    // bucket name → ring order
+	shares    map[string]float64
 	// served counts evaluations per bucket in ring order; the last counter
 	// is for "no bucket".
 	served []atomic.Int64
@@ -70,13 +79,33 @@ type compiled struct {
 	// override in ring order, then the one served when disabled (see
 	// assign).
 	outcomes []Outcome
+
+	// sync is the feature's sync form, encoded once (see syncForm).
+	sync     sync.Once
+	syncJSON []byte
+	syncSum  [syncSumSize]byte
 }
 
+// compile makes f ready for evaluation, its overrides keyed by the hash of
+// their user.
 func compile(f Feature) *compiled {
+	c := compileRing(f)
+	if len(f.Overrides) > 0 {
+		c.overrides = make(map[ring.Position]int, len(f.Overrides))
+		for user, bucket := range f.Overrides {
+			c.overrides[userPosition(c.overridePrefix, user)] = c.index[bucket]
+		}
+	}
+	return c
+}
+
+// compileRing is compile without the overrides.
+func compileRing(f Feature) *compiled {
 	c := &compiled{feature: f, ring: f.Ring(), fallback: -1}
 	if f.Salt != "" {
 		c.prefix = f.Salt + ":"
 	}
+	c.overridePrefix = overridePrefix(f.Key, f.Salt)
 	buckets := c.ring.Buckets()
 	c.names = make([]string, len(buckets))
 	c.values = make([]json.RawMessage, len(buckets))
@@ -142,20 +171,44 @@ func (c *compiled) servedRing() *ring.Ring {
 	return c.feature.servedRing()
 }
 
-// assign returns the index in c.outcomes of what c serves user.
+// assign returns the index in c.outcomes of what c serves user. An
+// override is found by the hash of the user, which is the user's position
+// on the ring when the feature has a salt: then a look-up hashes once,
+// overridden or not.
 func (c *compiled) assign(user string) int {
-	f := &c.feature
 	n := len(c.names)
-	if !f.Enabled {
+	if !c.feature.Enabled {
 		return 2 * n
 	}
-	if len(f.Overrides) > 0 {
-		if bucket, ok := f.Overrides[user]; ok {
-			return n + c.index[bucket]
+	pos := userPosition(c.prefix, user)
+	if c.overrides != nil {
+		h := pos
+		if len(c.overridePrefix) != len(c.prefix) { // no salt: the key salts the hash
+			h = userPosition(c.overridePrefix, user)
+		}
+		if b, ok := c.overrides[h]; ok {
+			return n + b
 		}
 	}
-	i, _ := c.ring.LookupIndex(userPosition(c.prefix, user))
+	i, _ := c.ring.LookupIndex(pos)
 	return i
+}
+
+// overridePrefix is what a feature's overrides hash the user ID after: the
+// salt and ":", or, for a feature without a salt, its key and ":".
+func overridePrefix(key, salt string) string {
+	if salt == "" {
+		return key + ":"
+	}
+	return salt + ":"
+}
+
+// OverrideHash returns the hash under which the sync API keys an override
+// of user on a feature with that key and salt: the MD5 of the salt, ":"
+// and the user ID (the user's position on the feature's ring), or, when
+// the salt is empty, of the key, ":" and the user ID, as 32 hex digits.
+func OverrideHash(key, salt, user string) string {
+	return positionHex(userPosition(overridePrefix(key, salt), user))
 }
 
 // userPosition is the position of user on a ring whose salt makes prefix

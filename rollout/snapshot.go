@@ -93,7 +93,10 @@ func (s *Snapshot) Keys() []string { return s.keys }
 // Len returns the number of features.
 func (s *Snapshot) Len() int { return len(s.keys) }
 
-// Feature returns the current configuration of the feature key.
+// Feature returns the current configuration of the feature key. In a
+// snapshot decoded from a sync document (DecodeSync, ApplySync) it has no
+// description, timestamps or overrides: the sync form carries overrides by
+// the hash of their user only.
 func (s *Snapshot) Feature(key string) (Feature, bool) {
 	c, ok := s.features[key]
 	if !ok {

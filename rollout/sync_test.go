@@ -1,8 +1,11 @@
 package rollout_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,57 +14,261 @@ import (
 	"github.com/rollout/rollout/rollout"
 )
 
-// TestNewSnapshotFromDocument: a snapshot rebuilt from the service's sync
-// document serves every user what the service serves, and a feature that
-// does not validate, or repeats a key, is left out and named while the
-// others are served.
-func TestNewSnapshotFromDocument(t *testing.T) {
+// syncUsers are users to compare evaluations for: the overridden ones of
+// syncFeatures and many others.
+func syncUsers() []string {
+	out := []string{"u7", "vip@example.com", "ü", "u7 "}
+	for i := range 2000 {
+		out = append(out, fmt.Sprintf("u%d", i))
+	}
+	return out
+}
+
+// syncService is a service with features of every kind the sync form
+// tells apart: salted or not, with overrides, disabled with a fallback.
+func syncService(t *testing.T) *rollout.Service {
+	t.Helper()
 	svc, _ := newService(t)
-	mustCreate(t, svc, abc("a"))
+	a := abc("a")
+	a.Salt, a.Description = "pepper", "secret plans"
+	a.Overrides = map[string]string{"vip@example.com": "C", "u7": "A", "u11": "B"}
+	a.Buckets[1].Value = json.RawMessage("{\n  \"html\": \"<b>&\",\n  \"n\": [1, 2.5]\n}")
+	mustCreate(t, svc, a)
 	b := abc("b")
-	b.Salt, b.Overrides = "", map[string]string{"u7": "C"}
+	b.Salt, b.Overrides = "", map[string]string{"u7": "C", "vip@example.com": "A"}
 	mustCreate(t, svc, b)
 	c := abc("c")
 	c.Enabled, c.Fallback = false, "B"
+	c.Overrides = map[string]string{"u7": "C"}
 	mustCreate(t, svc, c)
+	return svc
+}
 
-	doc := svc.Snapshot().Document()
-	data, err := json.Marshal(doc)
-	if err != nil {
-		t.Fatal(err)
+// sameJSON reports whether a and b are the same JSON value, or both empty.
+func sameJSON(a, b json.RawMessage) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
 	}
-	var back rollout.SyncDocument
-	if err := json.Unmarshal(data, &back); err != nil {
-		t.Fatal(err)
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && cmp.Equal(x, y)
+}
+
+// sameAnswers checks that got serves every user of syncUsers what want
+// serves, feature by feature, values byte for byte.
+func sameAnswers(t *testing.T, want, got *rollout.Snapshot, opts ...cmp.Option) {
+	t.Helper()
+	if diff := cmp.Diff(want.Keys(), got.Keys()); diff != "" {
+		t.Fatalf("Keys() mismatch (-want +got):\n%s", diff)
 	}
-	snap, err := rollout.NewSnapshot(back.Features, back.Revision)
-	if err != nil {
-		t.Fatalf("NewSnapshot() = %v", err)
-	}
-	if snap.Revision() != doc.Revision {
-		t.Errorf("Revision() = %d, want %d", snap.Revision(), doc.Revision)
-	}
-	for _, key := range []string{"a", "b", "c"} {
-		for i := range 500 {
-			user := fmt.Sprintf("u%d", i)
-			want, _ := svc.Snapshot().Peek(key, user)
-			got, err := snap.Peek(key, user)
-			if err != nil || !cmp.Equal(want, got) {
-				t.Fatalf("Peek(%q, %q) = %+v, %v; want %+v", key, user, got, err, want)
+	overridden := 0
+	for _, key := range want.Keys() {
+		for _, user := range syncUsers() {
+			w, _ := want.Peek(key, user)
+			g, err := got.Peek(key, user)
+			if err != nil || !cmp.Equal(w, g, opts...) {
+				t.Fatalf("Peek(%q, %q) = %+v, %v; want %+v", key, user, g, err, w)
+			}
+			if w.Reason == rollout.ReasonOverride {
+				overridden++
 			}
 		}
 	}
+	if overridden == 0 {
+		t.Fatal("no user compared is overridden")
+	}
+}
 
-	bad := back.Features[0].Clone()
-	bad.Buckets[0].Replicas = 0
-	dup := back.Features[2].Clone()
-	snap, err = rollout.NewSnapshot(append([]rollout.Feature{bad}, append(back.Features[1:], dup)...), 9)
-	if err == nil || !strings.Contains(err.Error(), `feature "a" left out`) || !strings.Contains(err.Error(), `feature "c" left out: the key appears twice`) {
-		t.Errorf("NewSnapshot(bad a, duplicate c) error = %v, want a and c named", err)
+// TestSyncDocument: a snapshot decoded from the service's sync document
+// serves every user, overridden or not, what the service serves; the
+// document holds no user ID and no description, and the decoded snapshot
+// has the server's SyncTag.
+func TestSyncDocument(t *testing.T) {
+	svc := syncService(t)
+	data := svc.Snapshot().AppendSync(nil)
+	for _, secret := range []string{"vip@example.com", `"u7"`, "u11", "secret plans", "description", "created_at"} {
+		if strings.Contains(string(data), secret) {
+			t.Errorf("the sync document holds %q:\n%s", secret, data)
+		}
 	}
-	if diff := cmp.Diff([]string{"b", "c"}, snap.Keys()); diff != "" {
-		t.Errorf("Keys() mismatch (-want +got):\n%s", diff)
+	if want := rollout.OverrideHash("a", "pepper", "vip@example.com"); !strings.Contains(string(data), want) {
+		t.Errorf("the sync document lacks the hash %s of a's override:\n%s", want, data)
 	}
+	if want := rollout.OverrideHash("b", "", "u7"); !strings.Contains(string(data), want) {
+		t.Errorf("the sync document lacks the hash %s of b's override:\n%s", want, data)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, data); err != nil || compact.String() != strings.TrimSuffix(string(data), "\n") {
+		t.Errorf("the sync document is not compact JSON on one line (%v):\n%s", err, data)
+	}
+	for _, key := range svc.Snapshot().Keys() {
+		form, _ := svc.Snapshot().SyncFeature(key)
+		var got rollout.SyncFeature
+		if err := json.Unmarshal(form, &got); err != nil {
+			t.Fatal(err)
+		}
+		f, _ := svc.Snapshot().Feature(key)
+		want := rollout.SyncFeature{ID: f.ID, Key: f.Key, Enabled: f.Enabled, Salt: f.Salt, Fallback: f.Fallback, Buckets: f.Buckets, Version: f.Version}
+		for user, bucket := range f.Overrides {
+			if want.Overrides == nil {
+				want.Overrides = map[string][]string{}
+			}
+			want.Overrides[bucket] = append(want.Overrides[bucket], rollout.OverrideHash(f.Key, f.Salt, user))
+		}
+		for _, hs := range want.Overrides {
+			slices.Sort(hs)
+		}
+		if diff := cmp.Diff(want, got, cmp.Comparer(sameJSON)); diff != "" {
+			t.Errorf("sync form of %s mismatch (-want +got):\n%s", key, diff)
+		}
+	}
+	if !strings.Contains(string(data), `"<b>&"`) {
+		t.Errorf("the sync document escapes the values' HTML characters: clients would serve other bytes:\n%s", data)
+	}
+	snap, err := rollout.DecodeSync(data)
+	if err != nil {
+		t.Fatalf("DecodeSync() = %v", err)
+	}
+	if snap.Revision() != svc.Snapshot().Revision() {
+		t.Errorf("Revision() = %d, want %d", snap.Revision(), svc.Snapshot().Revision())
+	}
+	sameAnswers(t, svc.Snapshot(), snap)
+	if got, want := snap.SyncTag(), svc.Snapshot().SyncTag(); got != want {
+		t.Errorf("SyncTag() of the decoded snapshot = %s, want the server's %s", got, want)
+	}
+	if again := snap.AppendSync(nil); string(again) != string(data) {
+		t.Errorf("the decoded snapshot's document differs:\n%s\nwant\n%s", again, data)
+	}
+}
+
+// TestSyncTagFollowsContent: the tag changes with the revision and with any
+// feature's sync form, and not with a description.
+func TestSyncTagFollowsContent(t *testing.T) {
+	svc := syncService(t)
+	caught := func() *rollout.Snapshot {
+		if _, err := svc.Sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return svc.Snapshot()
+	}
+	before := caught()
+	mustChange(t, svc, "a", rollout.SetOverride("new@example.com", "B"))
+	after := caught()
+	if before.SyncTag() == after.SyncTag() {
+		t.Error("SyncTag() unchanged by a new override")
+	}
+	tags := map[string]bool{before.SyncTag(): true, after.SyncTag(): true}
+	if _, err := rollout.NewSnapshot(nil, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, rev := range []int64{1, 2} {
+		s, _ := rollout.NewSnapshot(nil, rev)
+		if tags[s.SyncTag()] {
+			t.Errorf("SyncTag() of an empty snapshot at %d repeats another", rev)
+		}
+		tags[s.SyncTag()] = true
+	}
+}
+
+// TestApplySync: a client snapshot that applies the changed features' sync
+// forms (and deletions) equals, answers and tag, the server's snapshot
+// after the change.
+func TestApplySync(t *testing.T) {
+	svc := syncService(t)
+	ctx := context.Background()
+	client, err := rollout.DecodeSync(svc.Snapshot().AppendSync(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustChange(t, svc, "a", rollout.SetOverride("u5", "C"))
+	mustChange(t, svc, "b", rollout.Patch(nil, ptr(false), nil))
+	if _, err := svc.Delete(ctx, "c", rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d := abc("d")
+	d.Overrides = map[string]string{"u9": "B"}
+	mustCreate(t, svc, d)
+	if _, err := svc.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	server := svc.Snapshot()
+	var set []json.RawMessage
+	for _, key := range []string{"a", "b", "d"} {
+		data, ok := server.SyncFeature(key)
+		if !ok {
+			t.Fatalf("SyncFeature(%q) missing", key)
+		}
+		set = append(set, data)
+	}
+	next, err := client.ApplySync(server.Revision(), set, []string{"c"})
+	if err != nil {
+		t.Fatalf("ApplySync() = %v", err)
+	}
+	sameAnswers(t, server, next)
+	if got, want := next.SyncTag(), server.SyncTag(); got != want {
+		t.Errorf("SyncTag() after ApplySync = %s, want the server's %s", got, want)
+	}
+	if e, _ := next.Peek("a", "u5"); e.Bucket != "C" || e.Reason != rollout.ReasonOverride {
+		t.Errorf("Peek(a, u5) after the change = %+v, want C by override", e)
+	}
+	if _, err := client.Peek("c", "u1"); err != nil {
+		t.Errorf("ApplySync changed the snapshot it was called on: c is gone from it")
+	}
+}
+
+// TestDecodeSyncRefuses: documents and features that cannot be read are
+// refused, a feature at a time.
+func TestDecodeSyncRefuses(t *testing.T) {
+	good := `{"id":"1","key":"g","enabled":true,"salt":"s","buckets":[{"name":"A","replicas":1}],"version":1}`
+	tooMany := map[string][]string{"A": {}}
+	for i := range rollout.MaxOverrides + 1 {
+		tooMany["A"] = append(tooMany["A"], fmt.Sprintf("%032x", i))
+	}
+	many, _ := json.Marshal(map[string]any{"id": "1", "key": "m", "enabled": true, "buckets": []any{map[string]any{"name": "A", "replicas": 1}}, "overrides": tooMany, "version": 1})
+	for _, tt := range []struct{ name, feature, want string }{
+		{"bad hash", `{"id":"1","key":"x","enabled":true,"buckets":[{"name":"A","replicas":1}],"overrides":{"A":["zz"]},"version":1}`, "32 hex"},
+		{"non-hex hash", `{"id":"1","key":"x","enabled":true,"buckets":[{"name":"A","replicas":1}],"overrides":{"A":["` + strings.Repeat("g", 32) + `"]},"version":1}`, "32 hex"},
+		{"unknown bucket", `{"id":"1","key":"x","enabled":true,"buckets":[{"name":"A","replicas":1}],"overrides":{"Z":["` + strings.Repeat("0", 32) + `"]},"version":1}`, "bucket \"Z\""},
+		{"hash twice", `{"id":"1","key":"x","enabled":true,"buckets":[{"name":"A","replicas":1},{"name":"B","replicas":1}],"overrides":{"A":["` + strings.Repeat("0", 32) + `"],"B":["` + strings.Repeat("0", 32) + `"]},"version":1}`, "twice"},
+		{"invalid feature", `{"id":"1","key":"X X","enabled":true,"buckets":[{"name":"A","replicas":1}],"version":1}`, "invalid"},
+		{"too many overrides", string(many), "at most"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			doc := `{"format":2,"revision":3,"features":[` + good + `,` + tt.feature + `]}`
+			snap, err := rollout.DecodeSync([]byte(doc))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("DecodeSync() error = %v, want one about %q", err, tt.want)
+			}
+			if snap == nil || !slices.Equal(snap.Keys(), []string{"g"}) {
+				t.Errorf("DecodeSync() kept %v, want [g]", snap)
+			}
+		})
+	}
+	for _, doc := range []string{`{`, `{"format":3,"revision":1,"features":[]}`, `{"format":2,"features":{}}`, `{"features":[1]}`} {
+		if snap, err := rollout.DecodeSync([]byte(doc)); err == nil || snap != nil || rollout.ErrorCode(err) != rollout.EInvalid {
+			t.Errorf("DecodeSync(%s) = %v, %v; want nil and an invalid error", doc, snap, err)
+		}
+	}
+}
+
+// TestDecodeSyncFirstFormat: a document of the first format (features
+// whole, as older clients cached them) still decodes, answering as the
+// server does.
+func TestDecodeSyncFirstFormat(t *testing.T) {
+	svc := syncService(t)
+	var features []rollout.Feature
+	for _, key := range svc.Snapshot().Keys() {
+		f, _ := svc.Snapshot().Feature(key)
+		features = append(features, f)
+	}
+	old, _ := json.Marshal(map[string]any{"revision": svc.Snapshot().Revision(), "features": features})
+	snap, err := rollout.DecodeSync(old)
+	if err != nil {
+		t.Fatalf("DecodeSync(first format) = %v", err)
+	}
+	// That format's values went through json.Marshal, which escapes < > &.
+	sameAnswers(t, svc.Snapshot(), snap, cmp.Comparer(sameJSON))
+	// Its SyncTag may differ from the server's (those escapes): the client
+	// fetches the snapshot in full once, then follows the tags.
 }
 
 func TestSnapshotChanged(t *testing.T) {

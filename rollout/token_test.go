@@ -15,20 +15,28 @@ import (
 )
 
 func TestRolesAllow(t *testing.T) {
-	perms := []rollout.Permission{rollout.PermEvaluate, rollout.PermRead, rollout.PermWrite, rollout.PermAdmin}
+	perms := []rollout.Permission{rollout.PermEvaluate, rollout.PermSync, rollout.PermRead, rollout.PermWrite, rollout.PermAdmin}
 	want := map[rollout.Role][]bool{
-		rollout.RoleAdmin:    {true, true, true, true},
-		rollout.RoleEditor:   {true, true, true, false},
-		rollout.RoleViewer:   {true, true, false, false},
-		rollout.RoleEvaluate: {true, false, false, false},
-		"root":               {false, false, false, false},
+		rollout.RoleAdmin:    {true, true, true, true, true},
+		rollout.RoleEditor:   {true, true, true, true, false},
+		rollout.RoleViewer:   {true, true, true, false, false},
+		rollout.RoleSDK:      {true, true, false, false, false},
+		rollout.RoleEvaluate: {true, true, false, false, false},
+		rollout.RoleClient:   {true, false, false, false, false},
+		"root":               {false, false, false, false, false},
 	}
 	for role, allowed := range want {
+		if role.Valid() != (role != "root") {
+			t.Errorf("%s.Valid() = %v", role, role.Valid())
+		}
 		for i, p := range perms {
 			if got := role.Allows(p); got != allowed[i] {
 				t.Errorf("%s.Allows(%d) = %v, want %v", role, p, got, allowed[i])
 			}
 		}
+	}
+	if len(rollout.Roles) != len(want)-1 {
+		t.Errorf("Roles = %v, want the %d roles of this test", rollout.Roles, len(want)-1)
 	}
 }
 

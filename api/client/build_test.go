@@ -3,7 +3,6 @@ package client_test
 import (
 	"context"
 	"crypto/md5"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -131,7 +130,7 @@ func benchClient(tb testing.TB) *client.Client {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	data, _ := json.Marshal(snap.Document())
+	data := snap.AppendSync(nil)
 	cache := filepath.Join(tb.TempDir(), "cache.json")
 	os.WriteFile(cache, data, 0o600)
 	c, err := client.New(context.Background(), client.Config{URL: "http://127.0.0.1:1", CacheFile: cache, PollInterval: time.Hour})
@@ -161,6 +160,28 @@ func BenchmarkEvaluate(b *testing.B) {
 	for b.Loop() {
 		sink, _ = c.Evaluate("f01", benchUsers[i&1023])
 		i++
+	}
+}
+
+// BenchmarkEvaluateOverrides: one evaluation of a salted feature that has
+// overrides, for users it does not override (the look-up of the user's
+// hash costs no second hash: it is the ring position).
+func BenchmarkEvaluateOverrides(b *testing.B) {
+	c := benchClient(b)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		sink, _ = c.Evaluate("f02", benchUsers[i&1023])
+		i++
+	}
+}
+
+// BenchmarkEvaluateOverridden: one evaluation of an overridden user.
+func BenchmarkEvaluateOverridden(b *testing.B) {
+	c := benchClient(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		sink, _ = c.Evaluate("f02", "vip@example.com")
 	}
 }
 

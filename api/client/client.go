@@ -3,12 +3,21 @@
 // buckets the server gives (it runs the same rollout and ring code), and
 // answers from the last copy while the server is away.
 //
-// A Client loads GET /sync/v1/snapshot, follows GET /sync/v1/stream and
-// reloads the snapshot (with If-None-Match) on each change; while the
-// stream is down it polls the snapshot instead. It counts its evaluations
-// per feature, version and bucket and sends them in batches to POST
-// /api/exposures, each under an ID that a retry repeats, so the server
-// counts each batch once.
+// A Client loads GET /sync/v1/snapshot (gzipped), follows GET
+// /sync/v1/stream and applies the changed features each change event
+// carries, without loading the snapshot again; it reloads the snapshot
+// (with If-None-Match, so an unchanged one costs a 304) only when it may
+// have missed events: each time the stream connects, and after an event
+// too large to carry its features. While the stream is down it polls the
+// snapshot instead, and it spreads its reconnections with exponential
+// backoff and jitter, so that many apps do not come back at once. It
+// counts its evaluations per feature, version and bucket and sends them in
+// batches to POST /api/exposures, each under an ID that a retry repeats, so
+// the server counts each batch once.
+//
+// The snapshot holds no user IDs: overrides come keyed by a salted hash of
+// their user (see rollout.OverrideHash), which the client computes as it
+// evaluates.
 //
 // The package imports nothing of the server (no echo, SQLite or
 // Prometheus): apps that use it build with CGO_ENABLED=0.
@@ -17,6 +26,7 @@ package client
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -25,6 +35,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	mathrand "math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -42,15 +54,22 @@ const (
 	DefaultFlushInterval  = 10 * time.Second
 	DefaultStreamTimeout  = 45 * time.Second // three missed heartbeats
 	DefaultRequestTimeout = 10 * time.Second
+	DefaultMaxRetry       = time.Minute
 	maxPendingBatches     = 100
+	// maxEventBytes bounds one line of the stream: a change event carries
+	// at most 2 MB of features (the server sends larger ones as keys
+	// only).
+	maxEventBytes = 8 << 20
 )
 
 // Config configures a Client. URL is required.
 type Config struct {
 	// URL is the server's base URL, such as "http://127.0.0.1:8080".
 	URL string
-	// Token is a token with the evaluate role, sent as a bearer token.
-	// The snapshot it reads holds overrides' user IDs: keep it in servers.
+	// Token is a token with the sdk role (or the older evaluate role),
+	// sent as a bearer token. It reads every feature's configuration:
+	// keep it in servers, never in a browser app (those use a token with
+	// the client role, which may only evaluate).
 	Token string
 	// CacheFile, when set, is where the client keeps the last snapshot it
 	// read, and what it starts from when the server cannot be reached.
@@ -59,9 +78,15 @@ type Config struct {
 	// Timeout must be 0: it would cut the stream. Requests are bounded
 	// by RequestTimeout instead.
 	HTTPClient *http.Client
-	// PollInterval is how often the snapshot is polled, and the stream
-	// tried again, while the stream is down; 0 means DefaultPollInterval.
+	// PollInterval is about how long the client waits, after the stream
+	// ends, before it polls the snapshot and tries the stream again: a
+	// random delay between half of it and all of it. Each failure in a
+	// row doubles it, up to MaxRetryInterval. 0 means
+	// DefaultPollInterval.
 	PollInterval time.Duration
+	// MaxRetryInterval caps the delay between tries while the server
+	// cannot be reached; 0 means DefaultMaxRetry.
+	MaxRetryInterval time.Duration
 	// FlushInterval is how often evaluation counts are sent; 0 means
 	// DefaultFlushInterval.
 	FlushInterval time.Duration
@@ -119,7 +144,8 @@ type Client struct {
 	snap atomic.Pointer[rollout.Snapshot]
 
 	stale   atomic.Bool
-	etag    string // of snap; used by the sync loop only
+	etag    string         // of snap; used by the sync loop only
+	random  func() float64 // in [0, 1): the jitter of retries
 	cancel  context.CancelFunc
 	done    chan struct{}
 	closing sync.Once
@@ -160,7 +186,8 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	cfg.FlushInterval = orDefault(cfg.FlushInterval, DefaultFlushInterval)
 	cfg.StreamTimeout = orDefault(cfg.StreamTimeout, DefaultStreamTimeout)
 	cfg.RequestTimeout = orDefault(cfg.RequestTimeout, DefaultRequestTimeout)
-	c := &Client{cfg: cfg, http: cfg.HTTPClient, log: cfg.Logger, done: make(chan struct{}), watchers: map[int]func(Event){}}
+	cfg.MaxRetryInterval = max(orDefault(cfg.MaxRetryInterval, DefaultMaxRetry), cfg.PollInterval)
+	c := &Client{cfg: cfg, http: cfg.HTTPClient, log: cfg.Logger, done: make(chan struct{}), watchers: map[int]func(Event){}, random: mathrand.Float64}
 	if c.http == nil {
 		c.http = &http.Client{}
 	}
@@ -252,25 +279,55 @@ func (c *Client) Close() error {
 }
 
 // run follows the stream, and polls while it is down, until ctx is done.
+// After the stream ends it waits a random delay (see retryDelay) before it
+// polls and tries again, longer after each failure in a row.
 func (c *Client) run(ctx context.Context) {
 	defer close(c.done)
 	go c.flushEvery(ctx)
+	failures := 0
 	for {
-		err := c.follow(ctx)
+		connected, err := c.follow(ctx)
 		if ctx.Err() != nil {
 			return
 		}
+		if connected {
+			failures = 0
+		}
+		if !c.sleep(ctx, retryDelay(failures, c.cfg.PollInterval, c.cfg.MaxRetryInterval, c.random)) {
+			return
+		}
+		failures++
 		if _, perr := c.refresh(ctx); perr != nil {
 			c.setStale(errors.Join(err, perr))
 		} else {
 			c.setReady()
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(c.cfg.PollInterval):
-		}
 	}
+}
+
+// sleep waits d, or until ctx is done: it reports whether it waited d.
+func (c *Client) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// retryDelay is the delay before a try that follows failures failed ones
+// in a row: a random point (random returns [0, 1)) of the upper half of
+// base doubled failures times, capped at ceiling. The halves spread the
+// apps a restart disconnected; the doubling eases a server that is
+// struggling.
+func retryDelay(failures int, base, ceiling time.Duration, random func() float64) time.Duration {
+	d := ceiling
+	if failures < 63 && base <= ceiling>>failures { // base<<failures ≤ ceiling: no overflow
+		d = base << failures
+	}
+	return d/2 + time.Duration(random()*float64(d/2))
 }
 
 func (c *Client) setStale(err error) {
@@ -330,6 +387,9 @@ func (c *Client) refresh(ctx context.Context) (bool, error) {
 	if c.etag != "" {
 		req.Header.Set("If-None-Match", c.etag)
 	}
+	// Asked for explicitly, the body comes gzipped whatever transport
+	// HTTPClient has, and is gunzipped here.
+	req.Header.Set("Accept-Encoding", "gzip")
 	res, err := c.http.Do(req)
 	if err != nil {
 		return false, fmt.Errorf("read the snapshot: %w", err)
@@ -342,35 +402,54 @@ func (c *Client) refresh(ctx context.Context) (bool, error) {
 	default:
 		return false, fmt.Errorf("read the snapshot: %w", statusError(res))
 	}
-	body, err := io.ReadAll(res.Body)
+	var r io.Reader = res.Body
+	if strings.EqualFold(res.Header.Get("Content-Encoding"), "gzip") {
+		zr, err := gzip.NewReader(res.Body)
+		if err != nil {
+			return false, fmt.Errorf("read the snapshot: %w", err)
+		}
+		r = zr
+	}
+	body, err := io.ReadAll(r)
 	if err != nil {
 		return false, fmt.Errorf("read the snapshot: %w", err)
 	}
 	if err := c.install(body); err != nil {
 		return false, fmt.Errorf("read the snapshot: %w", err)
 	}
-	c.etag = res.Header.Get("ETag")
+	if etag := res.Header.Get("ETag"); etag != "" {
+		// The server's own tag: the same as the one computed for a
+		// server of this version, and what an older one matches.
+		c.etag = etag
+	}
 	if c.cfg.CacheFile != "" {
-		if err := writeFile(c.cfg.CacheFile, body); err != nil {
+		if err := writeFile(c.cfg.CacheFile, [][]byte{body}); err != nil {
 			c.log.Error("rollout: write the cache file", "err", err)
 		}
 	}
 	return true, nil
 }
 
-// install decodes a snapshot document and swaps it in.
+// install decodes a sync document and swaps it in.
 func (c *Client) install(body []byte) error {
-	var doc rollout.SyncDocument
-	if err := json.Unmarshal(body, &doc); err != nil {
-		return fmt.Errorf("decode: %w", err)
+	next, err := rollout.DecodeSync(body)
+	if next == nil {
+		return err
 	}
-	next, err := rollout.NewSnapshot(doc.Features, doc.Revision)
 	if err != nil {
 		c.log.Error("rollout: features left out of the snapshot", "err", err)
 	}
+	c.swap(next)
+	return nil
+}
+
+// swap makes next the snapshot evaluations read, and tells the watchers
+// what changed.
+func (c *Client) swap(next *rollout.Snapshot) {
+	c.etag = next.SyncTag()
 	old := c.snap.Swap(next)
 	if old == nil {
-		return nil
+		return
 	}
 	c.retMu.Lock()
 	c.retired = append(c.retired, retired{snap: old})
@@ -378,7 +457,45 @@ func (c *Client) install(body []byte) error {
 	if changed := old.Changed(next); len(changed) > 0 {
 		c.notify(Event{Kind: EventChanged, Features: changed, Revision: next.Revision()})
 	}
-	return nil
+}
+
+// changeEvent is the data of the stream's change events.
+type changeEvent struct {
+	Revision int64             `json:"revision"`
+	Set      []json.RawMessage `json:"set"`
+	Deleted  []string          `json:"deleted"`
+	Refetch  bool              `json:"refetch"`
+}
+
+// apply applies a change event, which carries the changed features unless
+// it says to refetch; an event the snapshot is past already is skipped.
+// It reports whether the snapshot must be fetched instead: the event
+// carried no features, or some would not decode.
+func (c *Client) apply(data []byte) (refetch bool) {
+	var ev changeEvent
+	if err := json.Unmarshal(data, &ev); err != nil {
+		c.log.Warn("rollout: a change event that does not decode; fetching the snapshot", "err", err)
+		return true
+	}
+	if ev.Refetch || ev.Set == nil && ev.Deleted == nil {
+		return true
+	}
+	cur := c.snap.Load()
+	if ev.Revision <= cur.Revision() {
+		return false // the snapshot fetched on connecting holds it
+	}
+	next, err := cur.ApplySync(ev.Revision, ev.Set, ev.Deleted)
+	if err != nil {
+		c.log.Warn("rollout: a change event that does not apply; fetching the snapshot", "err", err)
+		return true
+	}
+	c.swap(next)
+	if c.cfg.CacheFile != "" {
+		if err := writeFile(c.cfg.CacheFile, next.SyncParts()); err != nil {
+			c.log.Error("rollout: write the cache file", "err", err)
+		}
+	}
+	return false
 }
 
 func (c *Client) loadCache() error {
@@ -392,15 +509,16 @@ func (c *Client) loadCache() error {
 	return nil
 }
 
-// writeFile replaces path's content with data at once, through a
-// temporary file renamed over it.
-func writeFile(path string, data []byte) error {
+// writeFile replaces path's content with the concatenation of parts at
+// once, through a temporary file renamed over it.
+func writeFile(path string, parts [][]byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
+	bufs := net.Buffers(parts)
+	if _, err := bufs.WriteTo(tmp); err != nil {
 		tmp.Close()
 		return err
 	}
@@ -411,13 +529,14 @@ func writeFile(path string, data []byte) error {
 }
 
 // follow reads the stream until it ends, reloading the snapshot when it
-// connects and on each change event. It returns why the stream ended.
-func (c *Client) follow(ctx context.Context) error {
+// connects and applying each change event. It returns whether it
+// connected (the server said hello) and why the stream ended.
+func (c *Client) follow(ctx context.Context) (connected bool, _ error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	req, err := c.request(ctx, "GET", "/sync/v1/stream", nil)
 	if err != nil {
-		return err
+		return false, err
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	// A silent stream is a dead one: cancel the request.
@@ -425,36 +544,57 @@ func (c *Client) follow(ctx context.Context) error {
 	defer watchdog.Stop()
 	res, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("open the stream: %w", err)
+		return false, fmt.Errorf("open the stream: %w", err)
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("open the stream: %w", statusError(res))
+		return false, fmt.Errorf("open the stream: %w", statusError(res))
 	}
 	watchdog.Reset(c.cfg.StreamTimeout)
 	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(make([]byte, 0, 4<<10), 1<<20)
-	var event string
+	sc.Buffer(make([]byte, 0, 4<<10), maxEventBytes)
+	var (
+		event string
+		data  []byte
+	)
 	for sc.Scan() {
 		watchdog.Reset(c.cfg.StreamTimeout)
-		line := sc.Text()
+		line := sc.Bytes()
 		switch {
-		case line == "":
-			if event == "hello" || event == "change" {
-				if _, err := c.refresh(ctx); err != nil {
-					return err
+		case len(line) == 0:
+			refetch := false
+			switch event {
+			case "hello": // events may have been missed: catch up
+				connected, refetch = true, true
+			case "change":
+				// An event too large to carry its features reaches
+				// every app at once: their fetches are spread.
+				if refetch = c.apply(data); refetch && !c.sleep(ctx, time.Duration(c.random()*float64(c.cfg.PollInterval/2))) {
+					return connected, ctx.Err()
 				}
+			}
+			if refetch {
+				if _, err := c.refresh(ctx); err != nil {
+					return connected, err
+				}
+			}
+			if event != "" {
 				c.setReady()
 			}
-			event = ""
-		case strings.HasPrefix(line, "event:"):
-			event = strings.TrimSpace(line[len("event:"):])
+			event, data = "", data[:0]
+		case bytes.HasPrefix(line, []byte("event:")):
+			event = strings.TrimSpace(string(line[len("event:"):]))
+		case bytes.HasPrefix(line, []byte("data:")):
+			if len(data) > 0 {
+				data = append(data, '\n')
+			}
+			data = append(data, bytes.TrimPrefix(line[len("data:"):], []byte(" "))...)
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return fmt.Errorf("read the stream: %w", err)
+		return connected, fmt.Errorf("read the stream: %w", err)
 	}
-	return errors.New("the stream ended")
+	return connected, errors.New("the stream ended")
 }
 
 // flushEvery sends the counts every FlushInterval until ctx is done.

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -43,6 +44,9 @@ func features() []rollout.Feature {
 		switch i % 5 {
 		case 0:
 			f.Salt = ""
+			if i == 10 { // overrides without a salt: their hashes are salted by the key
+				f.Overrides = map[string]string{"u1": "B", "vip@example.com": "C"}
+			}
 		case 1:
 			f.Salt = "pepper ü"
 			f.Buckets[2].Value = raw(`42`)
@@ -388,5 +392,248 @@ func TestEvaluateErrors(t *testing.T) {
 	}
 	if _, err := client.New(context.Background(), client.Config{}); err == nil {
 		t.Error("client.New() without a URL succeeded")
+	}
+}
+
+// snapshotCounts are what a countingProxy saw of GET /sync/v1/snapshot.
+type snapshotCounts struct {
+	mu                    sync.Mutex
+	full, notModified     int // answers 200 and 304
+	gzipAsked, gzipServed int
+}
+
+func (n *snapshotCounts) get() (full, notModified int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.full, n.notModified
+}
+
+// countingProxy forwards to the server and counts the snapshot requests
+// and how they were answered.
+func countingProxy(t *testing.T, target string) (*httptest.Server, *snapshotCounts) {
+	u, _ := url.Parse(target)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.FlushInterval = -1
+	counts := &snapshotCounts{}
+	rp.ModifyResponse = func(res *http.Response) error {
+		if res.Request.URL.Path != "/sync/v1/snapshot" {
+			return nil
+		}
+		counts.mu.Lock()
+		defer counts.mu.Unlock()
+		switch res.StatusCode {
+		case http.StatusOK:
+			counts.full++
+		case http.StatusNotModified:
+			counts.notModified++
+		}
+		if res.Header.Get("Content-Encoding") == "gzip" {
+			counts.gzipServed++
+		}
+		return nil
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/sync/v1/snapshot" && strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			counts.mu.Lock()
+			counts.gzipAsked++
+			counts.mu.Unlock()
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, counts
+}
+
+// waitFor polls cond for up to 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 5 s", what)
+		}
+	}
+}
+
+// agrees checks that the client answers every feature for users what the
+// server's /evaluate answers.
+func agrees(t *testing.T, s *testserver.Server, c *client.Client, users []string) {
+	t.Helper()
+	for _, user := range users {
+		body, _ := json.Marshal(map[string]any{"user": user})
+		res, err := http.Post(s.URL+"/evaluate", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var answer struct {
+			Results map[string]serverAnswer `json:"results"`
+		}
+		err = json.NewDecoder(res.Body).Decode(&answer)
+		res.Body.Close()
+		if err != nil || len(answer.Results) != c.Snapshot().Len() {
+			t.Fatalf("POST /evaluate %q: %d results (the client has %d), %v", user, len(answer.Results), c.Snapshot().Len(), err)
+		}
+		for key, want := range answer.Results {
+			if got, err := c.Evaluate(key, user); err != nil || !same(got, want) {
+				t.Fatalf("Evaluate(%q, %q) = %+v, %v; server %+v", key, user, got, err, want)
+			}
+		}
+	}
+}
+
+// TestChangesWithoutRefetch: a connected client applies the features each
+// change event carries, new overrides and deletions included, and fetches
+// the snapshot no more; it asked for it gzipped. When its stream is cut,
+// it reconnects and asks again with the tag of what it built from the
+// events, which the server answers 304.
+func TestChangesWithoutRefetch(t *testing.T) {
+	s := newServer(t)
+	ctx := context.Background()
+	if _, err := s.Svc.Sync(ctx); err != nil { // the revision of the features created
+		t.Fatal(err)
+	}
+	proxy, counts := countingProxy(t, s.URL)
+	c := newClient(t, client.Config{URL: proxy.URL})
+	changed := make(chan client.Event, 100)
+	defer c.Watch(func(ev client.Event) {
+		if ev.Kind == client.EventChanged {
+			changed <- ev
+		}
+	})()
+	// The snapshot at start, and again (304) when the stream says hello.
+	waitFor(t, "the fetch on connecting", func() bool { full, nm := counts.get(); return full+nm == 2 })
+	if full, nm := counts.get(); full != 1 || nm != 1 {
+		t.Fatalf("on connecting: %d full answers and %d not modified, want 1 and 1", full, nm)
+	}
+	counts.mu.Lock()
+	if counts.gzipAsked != 2 || counts.gzipServed != 1 {
+		t.Errorf("gzip asked %d times and served %d, want 2 and 1", counts.gzipAsked, counts.gzipServed)
+	}
+	counts.mu.Unlock()
+
+	changes := []func() error{
+		func() error {
+			_, err := s.Svc.Change(ctx, "f02", rollout.SetOverride("new@example.com", "A"), rollout.ChangeOptions{})
+			return err
+		},
+		func() error {
+			_, err := s.Svc.Change(ctx, "f10", rollout.SetOverride("someone", "A"), rollout.ChangeOptions{})
+			return err
+		},
+		func() error {
+			_, err := s.Svc.Change(ctx, "f03", rollout.Patch(nil, ptr(true), nil), rollout.ChangeOptions{})
+			return err
+		},
+		func() error {
+			_, err := s.Svc.Delete(ctx, "f04", rollout.ChangeOptions{})
+			return err
+		},
+		func() error {
+			f := features()[2]
+			f.Key = "fresh"
+			_, err := s.Svc.Create(ctx, f, rollout.ChangeOptions{})
+			return err
+		},
+	}
+	for i := range 15 {
+		changes = append(changes, func() error {
+			_, err := s.Svc.Change(ctx, "f07", rollout.Patch(ptr(fmt.Sprintf("change %d", i)), nil, nil), rollout.ChangeOptions{})
+			return err
+		})
+	}
+	for i, change := range changes {
+		if err := change(); err != nil {
+			t.Fatalf("change %d: %v", i, err)
+		}
+		select {
+		case <-changed:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("change %d not seen within 5 s", i)
+		}
+	}
+	if full, nm := counts.get(); full != 1 || nm != 1 {
+		t.Errorf("after %d changes the snapshot was fetched %d times in all (%d not modified), want once (and once not modified)", len(changes), full, nm)
+	}
+	agrees(t, s, c, append(users(300), "new@example.com", "someone"))
+	if got, _ := c.Evaluate("f02", "new@example.com"); got.Reason != rollout.ReasonOverride || got.Bucket != "A" {
+		t.Errorf("Evaluate(f02, new@example.com) = %+v, want A by override", got)
+	}
+	if _, err := c.Evaluate("f04", "u1"); rollout.ErrorCode(err) != rollout.ENotFound {
+		t.Errorf("Evaluate(f04) after its deletion = %v, want not found", err)
+	}
+
+	proxy.CloseClientConnections() // the stream is cut
+	// A poll after the stream ended, and the fetch on connecting again.
+	waitFor(t, "the fetches after reconnecting", func() bool { full, nm := counts.get(); return full+nm >= 4 })
+	if full, _ := counts.get(); full != 1 {
+		t.Errorf("after reconnecting the snapshot was fetched in full %d times in all, want once: the client's tag should match", full)
+	}
+}
+
+// TestRetryDelay: the delay before a retry lies in the upper half of the
+// base doubled per failure in a row, capped, and is spread by the random
+// source across that half.
+func TestRetryDelay(t *testing.T) {
+	const base, ceiling = 100 * time.Millisecond, 30 * time.Second
+	low := func() float64 { return 0 }
+	high := func() float64 { return 0.9999999 }
+	prev := time.Duration(0)
+	for failures := range 100 {
+		window := ceiling
+		if failures < 20 && base<<failures < ceiling {
+			window = base << failures
+		}
+		lo, hi := client.RetryDelay(failures, base, ceiling, low), client.RetryDelay(failures, base, ceiling, high)
+		if lo != window/2 || hi < window*99/100 || hi > window {
+			t.Errorf("RetryDelay(%d) spans [%v, %v], want [%v, %v]", failures, lo, hi, window/2, window)
+		}
+		if lo < prev {
+			t.Errorf("RetryDelay(%d) = %v, less than after fewer failures (%v)", failures, lo, prev)
+		}
+		prev = lo
+	}
+	if got := client.RetryDelay(0, base, ceiling, func() float64 { return 0.5 }); got != 75*time.Millisecond {
+		t.Errorf("RetryDelay(0) at 0.5 = %v, want 75ms", got)
+	}
+	// A base so long that doubling it overflows stays at the cap.
+	for failures := range 70 {
+		if got := client.RetryDelay(failures, 1000*time.Hour, 2000*time.Hour, high); got < 500*time.Hour || got > 2000*time.Hour {
+			t.Errorf("RetryDelay(%d) with a base of 1000 h = %v, want within [500 h, 2000 h]", failures, got)
+		}
+	}
+}
+
+// TestCacheFileFirstFormat: a cache file an older client wrote (features
+// whole, user IDs in the overrides) is read: a client started from it with
+// no server answers as the server did.
+func TestCacheFileFirstFormat(t *testing.T) {
+	s := newServer(t)
+	var fs []rollout.Feature
+	snap := s.Svc.Snapshot()
+	for _, key := range snap.Keys() {
+		f, _ := snap.Feature(key)
+		fs = append(fs, f)
+	}
+	old, _ := json.Marshal(map[string]any{"revision": snap.Revision(), "features": fs})
+	cache := filepath.Join(t.TempDir(), "rollout-cache.json")
+	if err := os.WriteFile(cache, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.Stop()
+	c := newClient(t, client.Config{URL: s.URL, CacheFile: cache})
+	if !c.Stale() || c.Snapshot().Len() != 20 {
+		t.Fatalf("from an old cache file: Stale() = %v, %d features; want true, 20", c.Stale(), c.Snapshot().Len())
+	}
+	for _, user := range users(500) {
+		for _, key := range snap.Keys() {
+			want, _ := snap.Peek(key, user)
+			got, err := c.Evaluate(key, user)
+			var g, w any
+			json.Unmarshal(got.Value, &g)
+			json.Unmarshal(want.Value, &w)
+			got.Value, want.Value = nil, nil // JSON alike, escaped differently
+			if err != nil || !reflect.DeepEqual(got, want) || !reflect.DeepEqual(g, w) {
+				t.Fatalf("from an old cache: Evaluate(%q, %q) = %+v %s, %v; want %+v %s", key, user, got, g, err, want, w)
+			}
+		}
 	}
 }

@@ -25,6 +25,12 @@
 // With --separate as well, each server runs in a process of its own (this
 // program started again), as deployments run them, and each one's CPU time
 // per request is read from /proc; the Go client's comparison is left out.
+//
+// With --fanout N it measures instead how long a change takes to reach N
+// clients following GET /sync/v1/stream on one instance, over --rounds
+// changes:
+//
+//	go run ./cmd/rollout-bench --fanout 1000 [--rounds 3]
 package main
 
 import (
@@ -71,6 +77,7 @@ type config struct {
 	wrk             bool   // measure issue #15's scenarios with wrk instead
 	rounds          int    // rounds of the wrk measurement
 	separate        bool   // the wrk measurement with each server in a process of its own
+	fanout          int    // streams of the fan-out measurement; 0: none
 }
 
 // Bounds on the flags, so that no run is unbounded.
@@ -80,13 +87,14 @@ const (
 	maxFeatures    = 100_000
 	maxWrites      = 100_000
 	maxRounds      = 100
+	maxFanout      = 10_000
 )
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("rollout-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: rollout-bench [--wrk [--rounds 3] [--separate]] [--duration 10s] [--connections 16,64] [--features N] [--json]")
+		fmt.Fprintln(stderr, "usage: rollout-bench [--wrk [--rounds 3] [--separate] | --fanout N [--rounds 3]] [--duration 10s] [--connections 16,64] [--features N] [--json]")
 		fs.PrintDefaults()
 	}
 	var cfg config
@@ -100,12 +108,19 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the HTTP scenarios (client and servers) to this file")
 	fs.BoolVar(&cfg.wrk, "wrk", false, "measure the evaluation endpoints with wrk (installed apart) against the bare baseline, in alternating rounds")
 	fs.IntVar(&cfg.rounds, "rounds", 3, "rounds of the --wrk measurement, each running the baseline then rollout for --duration")
+	fs.IntVar(&cfg.fanout, "fanout", 0, "measure instead how long a change takes to reach this many stream clients (GET /sync/v1/stream) on one instance, over --rounds changes")
 	fs.BoolVar(&cfg.separate, "separate", false, "with --wrk: run rollout and the baseline each in a process of its own, as deployments do, and report each one's CPU time per request (Linux)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("no arguments expected, got %q", fs.Args())
+	}
+	if cfg.fanout < 0 || cfg.fanout > maxFanout {
+		return config{}, fmt.Errorf("--fanout %d: give a number from 1 to %d streams", cfg.fanout, maxFanout)
+	}
+	if cfg.fanout > 0 && cfg.wrk {
+		return config{}, errors.New("--fanout and --wrk are separate measurements: give one")
 	}
 	if cfg.separate && !cfg.wrk {
 		return config{}, errors.New("--separate goes with --wrk")
@@ -148,6 +163,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	progress := func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
 	if cfg.wrk {
 		return runWrk(ctx, cfg, stdout, progress)
+	}
+	if cfg.fanout > 0 {
+		return runFanout(ctx, cfg, stdout, progress)
 	}
 	rep, err := measure(ctx, cfg, progress)
 	if err != nil {

@@ -94,6 +94,10 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"extra"}, "no arguments"},
 		{[]string{"--wrk", "--separate"}, ""},
 		{[]string{"--separate"}, "--separate goes with --wrk"},
+		{[]string{"--fanout", "100"}, ""},
+		{[]string{"--fanout", "-1"}, "--fanout"},
+		{[]string{"--fanout", "20000"}, "--fanout"},
+		{[]string{"--fanout", "10", "--wrk"}, "--fanout"},
 		{[]string{"--wrk", "--separate", "--cpuprofile", "cpu.out"}, "--cpuprofile"},
 	}
 	for _, tt := range tests {
@@ -104,5 +108,25 @@ func TestParseFlags(t *testing.T) {
 		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
 			t.Errorf("parseFlags(%q) = %v, want an error about %s", tt.args, err, tt.wantErr)
 		}
+	}
+}
+
+// TestFanout: a change reaches every stream, and the latencies are
+// reported.
+func TestFanout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens streams and makes changes")
+	}
+	var stdout, stderr bytes.Buffer
+	args := []string{"--fanout", "20", "--rounds", "2", "--features", "2", "--json"}
+	if err := run(context.Background(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("run(%q) = %v; stderr:\n%s", args, err, &stderr)
+	}
+	var rep Fanout
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("output is not a JSON report: %v\n%s", err, &stdout)
+	}
+	if rep.Streams != 20 || rep.Rounds != 2 || rep.Missed != 0 || rep.P99MS <= 0 || rep.EventBytes <= 0 {
+		t.Errorf("fanout report %+v, want 20 streams, 2 rounds, none missed, a p99 and an event size", rep)
 	}
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/rollout/rollout/store"
 )
 
-const tokenUsage = `usage: rollout token create --name NAME --role admin|editor|viewer|evaluate [--db PATH]
+const tokenUsage = `usage: rollout token create --name NAME --role admin|editor|viewer|sdk|client|evaluate [--db PATH]
        rollout token list [--db PATH]
        rollout token revoke --name NAME [--db PATH]
 
@@ -45,10 +45,10 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	var synopsis string
 	switch sub {
 	case "create":
-		synopsis = "usage: rollout token create --name NAME --role admin|editor|viewer|evaluate [--db PATH]\n\n" +
+		synopsis = "usage: rollout token create --name NAME --role admin|editor|viewer|sdk|client|evaluate [--db PATH]\n\n" +
 			"Creates an API token and prints its secret on stdout, this once; only its hash is stored.\n"
 		name = fs.String("name", "", "the token's name, recorded as the actor of every change it makes")
-		role = fs.String("role", "", "admin, editor, viewer or evaluate")
+		role = fs.String("role", "", "admin, editor, viewer, sdk (servers using the Go client: evaluation and the sync API), client (browsers: evaluation only) or evaluate (the older app role, as sdk)")
 	case "list":
 		synopsis = "usage: rollout token list [--db PATH]\n\nLists the API tokens: name, role, creation and revocation.\n"
 	case "revoke":

@@ -49,7 +49,7 @@ func bearer(secret string) []string { return []string{"Authorization", "Bearer "
 func TestRoles(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "rollout.db")
 	tokens := map[string]string{}
-	for _, role := range []string{"admin", "editor", "viewer", "evaluate"} {
+	for _, role := range []string{"admin", "editor", "viewer", "evaluate", "sdk", "client"} {
 		tokens[role] = createToken(t, db, role+"-bot", role)
 	}
 	logs := &syncBuffer{}
@@ -59,7 +59,8 @@ func TestRoles(t *testing.T) {
 	}
 	s := &server{t: t, m: m, dbPath: db}
 	t.Cleanup(s.stop)
-	s.must(201, "POST", "/api/features", abcFeature("f"), bearer(tokens["editor"])...)
+	created := s.must(201, "POST", "/api/features", abcFeature("f"), bearer(tokens["editor"])...)
+	exposure := map[string]any{"feature": "f", "feature_id": created["feature"].(map[string]any)["id"], "version": 1, "bucket": "A", "count": 1}
 
 	tests := []struct {
 		name, method, path string
@@ -67,21 +68,25 @@ func TestRoles(t *testing.T) {
 		want               map[string]int // by role; "none" is no token
 	}{
 		{"evaluate", "GET", "/evaluate?feature=f&user=u", nil,
-			map[string]int{"admin": 200, "editor": 200, "viewer": 200, "evaluate": 200, "none": 401}},
+			map[string]int{"admin": 200, "editor": 200, "viewer": 200, "evaluate": 200, "sdk": 200, "client": 200, "none": 401}},
 		{"ofrep", "POST", "/ofrep/v1/evaluate/flags/f", map[string]any{"context": map[string]any{"targetingKey": "u"}},
-			map[string]int{"admin": 200, "editor": 200, "viewer": 200, "evaluate": 200, "none": 401}},
+			map[string]int{"admin": 200, "editor": 200, "viewer": 200, "evaluate": 200, "sdk": 200, "client": 200, "none": 401}},
 		{"read", "GET", "/api/features/f", nil,
-			map[string]int{"admin": 200, "editor": 200, "viewer": 200, "evaluate": 403, "none": 401}},
+			map[string]int{"admin": 200, "editor": 200, "viewer": 200, "evaluate": 403, "sdk": 403, "client": 403, "none": 401}},
 		{"preview", "POST", "/api/features/f/preview", map[string]any{"buckets": []any{map[string]any{"name": "A"}}},
-			map[string]int{"admin": 200, "editor": 200, "viewer": 200, "evaluate": 403, "none": 401}},
+			map[string]int{"admin": 200, "editor": 200, "viewer": 200, "evaluate": 403, "sdk": 403, "client": 403, "none": 401}},
 		{"change", "PATCH", "/api/features/f?dry_run=true", map[string]any{"description": "x"},
-			map[string]int{"admin": 200, "editor": 200, "viewer": 403, "evaluate": 403, "none": 401}},
+			map[string]int{"admin": 200, "editor": 200, "viewer": 403, "evaluate": 403, "sdk": 403, "client": 403, "none": 401}},
 		{"metrics", "GET", "/metrics", nil,
-			map[string]int{"admin": 200, "editor": 200, "viewer": 200, "evaluate": 403, "none": 401}},
+			map[string]int{"admin": 200, "editor": 200, "viewer": 200, "evaluate": 403, "sdk": 403, "client": 403, "none": 401}},
 		{"pprof", "GET", "/debug/pprof/", nil,
-			map[string]int{"admin": 200, "editor": 403, "viewer": 403, "evaluate": 403, "none": 401}},
+			map[string]int{"admin": 200, "editor": 403, "viewer": 403, "evaluate": 403, "sdk": 403, "client": 403, "none": 401}},
+		{"snapshot", "GET", "/sync/v1/snapshot", nil,
+			map[string]int{"admin": 200, "editor": 200, "viewer": 200, "evaluate": 200, "sdk": 200, "client": 403, "none": 401}},
+		{"exposures", "POST", "/api/exposures", map[string]any{"batch": "roles-batch-1", "exposures": []any{exposure}},
+			map[string]int{"admin": 200, "editor": 200, "viewer": 200, "evaluate": 200, "sdk": 200, "client": 403, "none": 401}},
 		{"health", "GET", "/healthz", nil,
-			map[string]int{"admin": 200, "editor": 200, "viewer": 200, "evaluate": 200, "none": 200}},
+			map[string]int{"admin": 200, "editor": 200, "viewer": 200, "evaluate": 200, "sdk": 200, "client": 200, "none": 200}},
 	}
 	for _, tt := range tests {
 		for role, want := range tt.want {

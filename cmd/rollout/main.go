@@ -40,7 +40,7 @@ const usage = `rollout: feature-flag rollouts with exact, minimal churn.
 Usage:
   rollout [serve] [flags]             run the service, the default (creates the database if missing)
   rollout simulate [flags]            show what one ring change does to users
-  rollout token create --name NAME --role admin|editor|viewer|evaluate [--db PATH]
+  rollout token create --name NAME --role admin|editor|viewer|sdk|client|evaluate [--db PATH]
                                       create an API token and print its secret, once
   rollout token list [--db PATH]      list the API tokens
   rollout token revoke --name NAME [--db PATH]

@@ -534,6 +534,23 @@ func testTokens(t *testing.T, o Opened) {
 	if diff := cmp.Diff([]rollout.Token{ci, ops, ci2}, got); diff != "" {
 		t.Errorf("Tokens() mismatch (-want +got):\n%s", diff)
 	}
+
+	// Every role is stored, the app roles that split evaluate included.
+	want := got
+	for i, role := range rollout.Roles {
+		x := tok(fmt.Sprintf("role-%d", i), "role-"+string(role), role, at.Add(2*time.Hour+time.Duration(i)*time.Second))
+		if err := s.CreateToken(ctx, x); err != nil {
+			t.Fatalf("CreateToken(role %s) = %v", role, err)
+		}
+		want = append(want, x)
+	}
+	got, err = o.Open(t).Tokens(ctx)
+	if err != nil {
+		t.Fatalf("Tokens() = %v", err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Tokens() with every role mismatch (-want +got):\n%s", diff)
+	}
 }
 
 // testFeed: each committed change writes one commit, with the next
