@@ -332,11 +332,13 @@ func TestRouteRoleMatrix(t *testing.T) {
 // which is what sdk has.
 func TestAppRoles(t *testing.T) {
 	g := newGuardedServer(t)
-	if _, err := g.svc.Create(context.Background(), rollout.Feature{Key: "f", Enabled: true,
-		Buckets: []rollout.Bucket{{Name: "A", Replicas: 1}}, Overrides: map[string]string{"vip@example.com": "A"}}, rollout.ChangeOptions{}); err != nil {
+	created, err := g.svc.Create(context.Background(), rollout.Feature{Key: "f", Enabled: true,
+		Buckets: []rollout.Bucket{{Name: "A", Replicas: 1}}, Overrides: map[string]string{"vip@example.com": "A"}}, rollout.ChangeOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	exposures := map[string]any{"batch": "app-roles-1", "exposures": []any{}}
+	exposures := map[string]any{"batch": "app-roles-1", "exposures": []any{
+		map[string]any{"feature": "f", "feature_id": created.Feature.ID, "version": 1, "bucket": "A", "count": 1}}}
 	for _, tt := range []struct {
 		method, path string
 		body         any
