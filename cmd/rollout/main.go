@@ -164,8 +164,10 @@ func dbFlag(fs *flag.FlagSet, getenv func(string) string) *string {
 const serveSynopsis = `usage: rollout serve [flags]
 
 Serves the HTTP API, OFREP and the dashboard on the database --db: a SQLite
-file, created if it does not exist, or a postgres:// URL, shared by any
-number of instances. The schema is migrated to this version at start.
+file, created if it does not exist, or a PostgreSQL database, as a
+postgres:// URL or key=value settings ('host=db user=rollout dbname=rollout'),
+shared by any number of instances. The schema is migrated to this version at
+start.
 `
 
 func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) string) (*serve.Server, error) {
