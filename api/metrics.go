@@ -188,9 +188,9 @@ func (m *Metrics) answeredOK(ok *atomic.Pointer[requestMetrics], method, route s
 	rm.observe(d)
 }
 
-// CountLogDrops counts the log lines w dropped in
-// rollout_log_lines_dropped_total. Call it once.
-func (m *Metrics) CountLogDrops(w *LogWriter) {
+// CountLogDrops counts the log lines w dropped (a *logwriter.Writer, say)
+// in rollout_log_lines_dropped_total. Call it once.
+func (m *Metrics) CountLogDrops(w interface{ Dropped() uint64 }) {
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "rollout_log_lines_dropped_total",
 		Help: "Log lines dropped because the log's destination could not keep up (its queue was full) or failed.",

@@ -20,6 +20,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/cmd/internal/serve"
+	"github.com/rollout/rollout/internal/logwriter"
 	"github.com/rollout/rollout/rollout"
 )
 
@@ -289,7 +290,7 @@ func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) str
 	// Log lines are queued and written by one goroutine, so that a slow
 	// stderr never stalls a request; lines that do not fit are dropped
 	// and counted in rollout_log_lines_dropped_total.
-	logs := api.NewLogWriter(stderr, api.DefaultLogQueue)
+	logs := logwriter.New(stderr, logwriter.DefaultQueue)
 	var h slog.Handler = slog.NewTextHandler(logs, nil)
 	if *logFormat == "json" {
 		h = slog.NewJSONHandler(logs, nil)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/api"
+	"github.com/rollout/rollout/internal/logwriter"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/postgres"
@@ -99,7 +100,7 @@ type Server struct {
 	SampleEvaluations int
 	// LogWriter, when Log writes through it, has its dropped lines counted
 	// in the metrics, and is flushed and closed by Close.
-	LogWriter *api.LogWriter
+	LogWriter *logwriter.Writer
 
 	db      Store
 	close   func() error // closes db
