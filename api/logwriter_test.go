@@ -14,6 +14,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/internal/logwriter"
+	"github.com/rollout/rollout/internal/storemetrics"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/store"
 )
@@ -100,7 +101,7 @@ func newHandler(t *testing.T, opts api.Options, w *logwriter.Writer) (http.Handl
 	if w != nil {
 		opts.Metrics.CountLogDrops(w)
 	}
-	svc, err := rollout.NewService(ctx, opts.Metrics.Store(db), nil)
+	svc, err := rollout.NewService(ctx, storemetrics.New(opts.Metrics.Registry(), db), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/internal/logwriter"
+	"github.com/rollout/rollout/internal/storemetrics"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/postgres"
@@ -238,7 +239,7 @@ func (s *Server) Open(ctx context.Context) error {
 	if s.LogWriter != nil {
 		metrics.CountLogDrops(s.LogWriter)
 	}
-	svc, err := rollout.NewService(ctx, metrics.Store(db), nil)
+	svc, err := rollout.NewService(ctx, storemetrics.New(metrics.Registry(), db), nil)
 	if err != nil {
 		return fail(fmt.Errorf("database %s: %w", s.where(), err)) // "load features: …"
 	}
