@@ -446,7 +446,7 @@ func (s *Service) stepRamp(ctx context.Context, r Ramp) (Ramp, bool, error) {
 	} else {
 		replicas, reached, err = rampReplicas(f, r.Bucket, step.Share, r.Tolerance)
 		if err != nil {
-			return pause("%s", messageOf(err))
+			return pause("%s", ErrorMessage(err))
 		}
 		ch = rampReplicasChange(r.Bucket, replicas, fmt.Sprintf("ramp %s: step %d of %d, %s", r.Bucket, i+1, len(r.Steps), percent(step.Share)))
 	}
@@ -475,7 +475,7 @@ func (s *Service) stepRamp(ctx context.Context, r Ramp) (Ramp, bool, error) {
 	case code == EChurn || code == EInvalid || isChangeError(err):
 		// Over max_churn, or a change the feature refuses (the last
 		// step removing the fallback, say).
-		return pause("%s", messageOf(err))
+		return pause("%s", ErrorMessage(err))
 	}
 	return r, false, err
 }
@@ -557,15 +557,6 @@ func rampFinal(bucket, summary string) Change {
 func isChangeError(err error) bool {
 	var ce *changeError
 	return errors.As(err, &ce)
-}
-
-// messageOf returns the user-facing message of err.
-func messageOf(err error) string {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Message
-	}
-	return err.Error()
 }
 
 // percent formats a fraction as a percentage with up to two decimals.

@@ -28,12 +28,23 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv); err != nil {
-		if e, ok := err.(*rollout.Error); ok {
-			err = errors.New(e.Message) // not "invalid: …", "conflict: …"
-		}
-		fmt.Fprintln(os.Stderr, "rollout:", err)
+		fmt.Fprintln(os.Stderr, "rollout:", errorText(err))
 		os.Exit(1)
 	}
+}
+
+// errorText returns err's text for the command line: without the code of
+// the domain error it is or wraps ("invalid: …", "conflict: …"), keeping the
+// context wrapped around it, such as a migration's advice on what to do.
+func errorText(err error) string {
+	e, ok := errors.AsType[*rollout.Error](err)
+	if !ok {
+		return err.Error()
+	}
+	if text := err.Error(); strings.Contains(text, e.Error()) {
+		return strings.Replace(text, e.Error(), e.Message, 1)
+	}
+	return rollout.ErrorMessage(err)
 }
 
 const usage = `rollout: feature-flag rollouts with exact, minimal churn.

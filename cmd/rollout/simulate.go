@@ -191,10 +191,7 @@ func checkDomain(before, after *ring.Ring) error {
 			return errors.New("a ring with no bucket serves no one: give at least one bucket before and after the change")
 		}
 		if err := f.Validate(); err != nil {
-			if e, ok := errors.AsType[*rollout.Error](err); ok {
-				return errors.New(e.Message) // not "invalid: …"
-			}
-			return err
+			return errors.New(rollout.ErrorMessage(err)) // not "invalid: …"
 		}
 	}
 	if len(before.Buckets()) < 2 && len(after.Buckets()) < 2 {
