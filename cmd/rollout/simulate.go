@@ -119,6 +119,9 @@ func parseSimulate(args []string, stdout io.Writer) (*simulation, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := rollout.CheckTolerance(*tolerance); err != nil {
+			return nil, fmt.Errorf("--tolerance: %w", err) // 0 too: the default is given
+		}
 		var current []rollout.Bucket
 		for _, b := range buckets {
 			current = append(current, rollout.Bucket{Name: b.Name, Replicas: b.Replicas})
