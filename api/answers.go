@@ -48,7 +48,7 @@ func newAnswer(m *Metrics, e rollout.Evaluation) *answer {
 		head:    head,
 		tail:    appendEvaluationTail(nil, e),
 		ofrep:   appendOFREPEvaluation(nil, e),
-		count:   m.evalChildren.get(evalLabels{e.Feature, e.Bucket, e.Reason}),
+		count:   m.evalChildren.Get(evalLabels{e.Feature, e.Bucket, e.Reason}),
 		metrics: m,
 	}
 }

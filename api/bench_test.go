@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/api"
+	"github.com/rollout/rollout/internal/storemetrics"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/store"
 )
@@ -39,7 +40,7 @@ func benchAPI(b *testing.B, withToken bool) (http.Handler, *rollout.Service, str
 	}
 	b.Cleanup(func() { db.Close() })
 	metrics := api.NewMetrics()
-	svc, err := rollout.NewService(ctx, metrics.Store(db), nil)
+	svc, err := rollout.NewService(ctx, storemetrics.New(metrics.Registry(), db), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

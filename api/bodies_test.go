@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -49,7 +50,7 @@ func (c *rawConn) answer(t *testing.T, method string) (*http.Response, string) {
 // left to read).
 func (c *rawConn) closed() bool {
 	_, err := io.Copy(io.Discard, c.r)
-	ne, ok := err.(net.Error)
+	ne, ok := errors.AsType[net.Error](err)
 	return !ok || !ne.Timeout()
 }
 

@@ -221,7 +221,7 @@ func (s *Server) evaluateMany(c echo.Context) error {
 	for _, key := range keys {
 		o, err := st.snap.EvaluateOutcome(key, req.User)
 		if err != nil {
-			results.add(key, nil, &errorDetail{Code: rollout.ErrorCode(err), Message: err.(*rollout.Error).Message})
+			results.add(key, nil, &errorDetail{Code: rollout.ErrorCode(err), Message: rollout.ErrorMessage(err)})
 			continue
 		}
 		a := answerOf(s.metrics, o)

@@ -3,7 +3,6 @@ package api_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/api"
+	"github.com/rollout/rollout/internal/logwriter"
+	"github.com/rollout/rollout/internal/storemetrics"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/store"
 )
@@ -39,36 +40,6 @@ func (w *blockingWriter) String() string {
 	return w.buf.String()
 }
 
-// TestLogWriterKeepsLines: lines reach the destination whole and in order
-// once the writer is closed; a line written after Close is dropped and
-// counted.
-func TestLogWriterKeepsLines(t *testing.T) {
-	dst := &blockingWriter{release: make(chan struct{})}
-	close(dst.release)
-	w := api.NewLogWriter(dst, 1000)
-	var want strings.Builder
-	for i := range 1000 {
-		line := fmt.Sprintf("line %d %s\n", i, strings.Repeat("x", i%100))
-		want.WriteString(line)
-		if n, err := w.Write([]byte(line)); n != len(line) || err != nil {
-			t.Fatalf("Write = %d, %v, want %d, nil", n, err, len(line))
-		}
-	}
-	if err := w.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if got := dst.String(); got != want.String() {
-		t.Errorf("destination holds %d bytes, want the %d bytes written, in order", len(got), want.Len())
-	}
-	if got := w.Dropped(); got != 0 {
-		t.Errorf("Dropped() = %d, want 0", got)
-	}
-	w.Write([]byte("late\n"))
-	if got := w.Dropped(); got != 1 {
-		t.Errorf("Dropped() after a write past Close = %d, want 1", got)
-	}
-}
-
 // TestBlockedLogNeverStallsRequests: with every request logged to a
 // destination that blocks, requests are all answered (a blocking log
 // would hang the first one past the queue), the lines that do not fit are
@@ -77,7 +48,7 @@ func TestLogWriterKeepsLines(t *testing.T) {
 func TestBlockedLogNeverStallsRequests(t *testing.T) {
 	dst := &blockingWriter{release: make(chan struct{})}
 	const queue, requests = 8, 200
-	w := api.NewLogWriter(dst, queue)
+	w := logwriter.New(dst, queue)
 	h, _ := newHandler(t, api.Options{Logger: slog.New(slog.NewTextHandler(w, nil)), RequestLog: api.LogAll}, w)
 	for i := range requests {
 		rec := httptest.NewRecorder()
@@ -116,7 +87,7 @@ func TestBlockedLogNeverStallsRequests(t *testing.T) {
 
 // newHandler returns the API's router over a new database holding feature
 // f (3 buckets), with opts; its metrics count w's drops when w is not nil.
-func newHandler(t *testing.T, opts api.Options, w *api.LogWriter) (http.Handler, *rollout.Service) {
+func newHandler(t *testing.T, opts api.Options, w *logwriter.Writer) (http.Handler, *rollout.Service) {
 	t.Helper()
 	ctx := context.Background()
 	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
@@ -130,7 +101,7 @@ func newHandler(t *testing.T, opts api.Options, w *api.LogWriter) (http.Handler,
 	if w != nil {
 		opts.Metrics.CountLogDrops(w)
 	}
-	svc, err := rollout.NewService(ctx, opts.Metrics.Store(db), nil)
+	svc, err := rollout.NewService(ctx, storemetrics.New(opts.Metrics.Registry(), db), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,8 @@
 package api
 
 import (
-	"context"
-	"errors"
-	"maps"
 	"net/http"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,14 +10,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/api/internal/readmostly"
 )
 
 // Metrics are the service's Prometheus metrics, in a registry of their own,
 // served by the API at GET /metrics. Create them with NewMetrics before the
-// service when the store's errors are to be counted (see Metrics.Store), and
-// give them to New in Options; one Metrics serves one API. Safe for
-// concurrent use.
+// service when the store's errors are to be counted in their Registry (see
+// package internal/storemetrics), and give them to New in Options; one
+// Metrics serves one API. Safe for concurrent use.
 type Metrics struct {
 	reg *prometheus.Registry
 
@@ -29,12 +25,11 @@ type Metrics struct {
 	requests    *prometheus.CounterVec   // method, route, status
 	latency     *prometheus.HistogramVec // method, route
 	changes     *prometheus.CounterVec   // kind
-	storeErrors *prometheus.CounterVec   // op, code
 
 	// The children of the vectors above, by label values: looking a child
 	// up allocates nothing and takes no lock, unlike WithLabelValues.
-	evalChildren    children[evalLabels, prometheus.Counter]
-	requestChildren children[requestLabels, requestMetrics]
+	evalChildren    *readmostly.Map[evalLabels, prometheus.Counter]
+	requestChildren *readmostly.Map[requestLabels, requestMetrics]
 
 	server atomic.Pointer[Server] // the API whose snapshot the gauges show
 }
@@ -78,19 +73,15 @@ func NewMetrics() *Metrics {
 		Name: "rollout_changes_applied_total",
 		Help: "Changes applied to features (dry runs excluded), by kind.",
 	}, []string{"kind"})
-	m.storeErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "rollout_store_errors_total",
-		Help: "Failed store operations, by operation and code: unavailable (busy, locked, read-only, full, I/O) or internal.",
-	}, []string{"op", "code"})
-	m.evalChildren.make = func(l evalLabels) prometheus.Counter {
+	m.evalChildren = readmostly.New(func(l evalLabels) prometheus.Counter {
 		return m.evaluations.WithLabelValues(l.feature, l.bucket, l.reason)
-	}
-	m.requestChildren.make = func(l requestLabels) requestMetrics {
+	})
+	m.requestChildren = readmostly.New(func(l requestLabels) requestMetrics {
 		return requestMetrics{
 			requests: m.requests.WithLabelValues(l.method, l.route, strconv.Itoa(l.status)),
 			latency:  m.latency.WithLabelValues(l.method, l.route),
 		}
-	}
+	})
 	snapshotFeatures := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "rollout_snapshot_features",
 		Help: "Features in the snapshot that evaluations read.",
@@ -108,7 +99,7 @@ func NewMetrics() *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.evaluations, m.requests, m.latency, m.changes, m.storeErrors,
+		m.evaluations, m.requests, m.latency, m.changes,
 		snapshotFeatures, snapshotVersion, snapshotAge,
 	)
 	return m
@@ -139,7 +130,7 @@ func (m *Metrics) forgetFeatures(keys []string) {
 	for _, k := range keys {
 		gone[k] = true
 	}
-	m.evalChildren.deleteIf(func(l evalLabels) bool { return gone[l.feature] })
+	m.evalChildren.DeleteIf(func(l evalLabels) bool { return gone[l.feature] })
 	for _, k := range keys {
 		m.evaluations.DeletePartialMatch(prometheus.Labels{"feature": k})
 	}
@@ -168,7 +159,7 @@ func (m *Metrics) requestMetrics(method, route string, status int) requestMetric
 	if route == "" {
 		route = "unmatched"
 	}
-	return m.requestChildren.get(requestLabels{method, route, status})
+	return m.requestChildren.Get(requestLabels{method, route, status})
 }
 
 func (rm requestMetrics) observe(d time.Duration) {
@@ -188,9 +179,9 @@ func (m *Metrics) answeredOK(ok *atomic.Pointer[requestMetrics], method, route s
 	rm.observe(d)
 }
 
-// CountLogDrops counts the log lines w dropped in
-// rollout_log_lines_dropped_total. Call it once.
-func (m *Metrics) CountLogDrops(w *LogWriter) {
+// CountLogDrops counts the log lines w dropped (a *logwriter.Writer, say)
+// in rollout_log_lines_dropped_total. Call it once.
+func (m *Metrics) CountLogDrops(w interface{ Dropped() uint64 }) {
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "rollout_log_lines_dropped_total",
 		Help: "Log lines dropped because the log's destination could not keep up (its queue was full) or failed.",
@@ -207,145 +198,4 @@ func knownMethod(method string) string {
 		return method
 	}
 	return "other"
-}
-
-// children maps label values to the metric they name, creating it on first
-// use. A child that exists is found in an immutable map read through an
-// atomic pointer: no lock and no write to memory shared between cores, which
-// every evaluation would otherwise contend on. New children go to a locked
-// map, which replaces the read map once lookups have missed as often as it
-// holds children, as in sync.Map, so that copying costs O(1) per child.
-type children[K comparable, V any] struct {
-	read   atomic.Pointer[map[K]V]
-	mu     sync.Mutex
-	dirty  map[K]V // when not nil, every child: read's and the new ones
-	misses int     // lookups that missed read since it was replaced
-	make   func(K) V
-}
-
-func (c *children[K, V]) get(k K) V {
-	read := c.read.Load()
-	if read != nil {
-		if v, ok := (*read)[k]; ok {
-			return v
-		}
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if read = c.read.Load(); read != nil {
-		if v, ok := (*read)[k]; ok {
-			return v
-		}
-	}
-	if c.dirty == nil {
-		c.dirty = map[K]V{}
-		if read != nil {
-			maps.Copy(c.dirty, *read)
-		}
-	}
-	v, ok := c.dirty[k]
-	if !ok {
-		v = c.make(k)
-		c.dirty[k] = v
-	}
-	if c.misses++; c.misses >= len(c.dirty) {
-		all := c.dirty
-		c.read.Store(&all)
-		c.dirty, c.misses = nil, 0
-	}
-	return v
-}
-
-// deleteIf forgets the children whose labels del picks, so that the next
-// look-up of those labels makes a new child.
-func (c *children[K, V]) deleteIf(del func(K) bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	all := c.dirty
-	if all == nil {
-		all = map[K]V{}
-		if read := c.read.Load(); read != nil {
-			maps.Copy(all, *read)
-		}
-	}
-	maps.DeleteFunc(all, func(k K, _ V) bool { return del(k) })
-	c.read.Store(&all)
-	c.dirty, c.misses = nil, 0
-}
-
-// Store returns st with its failures counted in rollout_store_errors_total.
-// A failure is an error of the database (rollout.EUnavailable) or an
-// unexpected one (rollout.EInternal); "not found" and "conflict" are answers,
-// not failures, and a cancelled request is the client's doing. Methods of
-// rollout.Store that the wrapper does not know pass through uncounted.
-func (m *Metrics) Store(st rollout.Store) rollout.Store {
-	return &countingStore{Store: st, m: m}
-}
-
-type countingStore struct {
-	rollout.Store
-	m *Metrics
-}
-
-func (s *countingStore) count(op string, err error) {
-	if err == nil || errors.Is(err, context.Canceled) {
-		return
-	}
-	if code := rollout.ErrorCode(err); code == rollout.EUnavailable || code == rollout.EInternal {
-		s.m.storeErrors.WithLabelValues(op, code).Inc()
-	}
-}
-
-func (s *countingStore) Features(ctx context.Context) ([]rollout.Feature, error) {
-	fs, err := s.Store.Features(ctx)
-	s.count("features", err)
-	return fs, err
-}
-
-func (s *countingStore) CreateFeature(ctx context.Context, f rollout.Feature, v rollout.Version) error {
-	err := s.Store.CreateFeature(ctx, f, v)
-	s.count("create_feature", err)
-	return err
-}
-
-func (s *countingStore) UpdateFeature(ctx context.Context, f rollout.Feature, v rollout.Version) error {
-	err := s.Store.UpdateFeature(ctx, f, v)
-	s.count("update_feature", err)
-	return err
-}
-
-func (s *countingStore) ApplyRampStep(ctx context.Context, f rollout.Feature, v rollout.Version, r rollout.Ramp) error {
-	err := s.Store.ApplyRampStep(ctx, f, v, r)
-	s.count("apply_ramp_step", err)
-	return err
-}
-
-func (s *countingStore) DeleteFeature(ctx context.Context, key string, version int) error {
-	err := s.Store.DeleteFeature(ctx, key, version)
-	s.count("delete_feature", err)
-	return err
-}
-
-func (s *countingStore) Versions(ctx context.Context, key string, before, limit int) ([]rollout.Version, error) {
-	vs, err := s.Store.Versions(ctx, key, before, limit)
-	s.count("versions", err)
-	return vs, err
-}
-
-func (s *countingStore) VersionSummaries(ctx context.Context, key string, before, limit int) ([]rollout.Version, error) {
-	vs, err := s.Store.VersionSummaries(ctx, key, before, limit)
-	s.count("version_summaries", err)
-	return vs, err
-}
-
-func (s *countingStore) UserVersions(ctx context.Context, key, user string, before, limit int) ([]rollout.Version, error) {
-	vs, err := s.Store.UserVersions(ctx, key, user, before, limit)
-	s.count("user_versions", err)
-	return vs, err
-}
-
-func (s *countingStore) Version(ctx context.Context, key string, version int) (rollout.Version, error) {
-	v, err := s.Store.Version(ctx, key, version)
-	s.count("version", err)
-	return v, err
 }

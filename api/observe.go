@@ -111,7 +111,7 @@ func validRequestID(id string) bool {
 // then counts it in the metrics by the route pattern it matched, and logs
 // one line for it if s.reqlog says so: by default not for evaluations,
 // which are too many. The logger's writer is the one to keep writes off the
-// request's path (see LogWriter).
+// request's path (see package internal/logwriter).
 func (s *Server) observe(ri routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
 	route := ri.pattern
 	app := ri.need.ForApps()

@@ -157,7 +157,7 @@ func parseOFREP(body []byte, key string) (string, *[]string, *ofrepError) {
 		return fail(ofrepTargetingKeyMissing, "give the user's ID as context.targetingKey: every user gets a bucket of their own")
 	}
 	if err := rollout.ValidateUser(user); err != nil {
-		return fail(ofrepInvalidContext, "context.targetingKey: "+errorMessage(err))
+		return fail(ofrepInvalidContext, "context.targetingKey: "+rollout.ErrorMessage(err))
 	}
 	if key != "" || flagsJSON == nil || flagsJSON[0] == 'n' {
 		return user, nil, nil
@@ -338,13 +338,6 @@ func jsonType(first byte) string {
 	return "number"
 }
 
-func errorMessage(err error) string {
-	if e, ok := errors.AsType[*rollout.Error](err); ok {
-		return e.Message
-	}
-	return err.Error()
-}
-
 // ofrepEvaluate is POST /ofrep/v1/evaluate/flags/{key}.
 func (s *Server) ofrepEvaluate(c echo.Context) error {
 	key := pathParam(c, "key")
@@ -355,7 +348,7 @@ func (s *Server) ofrepEvaluate(c echo.Context) error {
 	o, err := s.snapshotState().snap.EvaluateOutcome(key, user)
 	if err != nil {
 		if rollout.ErrorCode(err) == rollout.ENotFound {
-			return &ofrepError{Key: key, ErrorCode: ofrepFlagNotFound, ErrorDetails: errorMessage(err)}
+			return &ofrepError{Key: key, ErrorCode: ofrepFlagNotFound, ErrorDetails: rollout.ErrorMessage(err)}
 		}
 		return err
 	}
@@ -396,7 +389,7 @@ func (s *Server) ofrepEvaluateAll(c echo.Context) error {
 		}
 		o, err := st.snap.EvaluateOutcome(key, user)
 		if err != nil {
-			b = appendOFREPFailure(b, key, ofrepFlagNotFound, errorMessage(err))
+			b = appendOFREPFailure(b, key, ofrepFlagNotFound, rollout.ErrorMessage(err))
 			continue
 		}
 		a := answerOf(s.metrics, o)

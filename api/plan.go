@@ -114,8 +114,8 @@ func planOptions(targets map[string]float64, tolerance *float64) (rollout.PlanOp
 	}
 	var opts rollout.PlanOptions
 	if tolerance != nil {
-		if t := *tolerance; !rollout.ValidTolerance(t) {
-			return opts, badRequest("%s", rollout.ToleranceRange(t))
+		if err := rollout.CheckTolerance(*tolerance); err != nil {
+			return opts, badRequest("%s", rollout.ErrorMessage(err))
 		}
 		opts.Tolerance = *tolerance
 	}

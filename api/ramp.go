@@ -70,8 +70,8 @@ func (req rampRequest) spec() (rollout.RampSpec, error) {
 		sp.At = append(sp.At, t)
 	}
 	if req.Tolerance != nil {
-		if *req.Tolerance <= 0 {
-			return sp, badRequest("tolerance %v is out of range: give a fraction of users above 0, such as 0.005 for half a percentage point", *req.Tolerance)
+		if err := rollout.CheckTolerance(*req.Tolerance); err != nil {
+			return sp, badRequest("%s", rollout.ErrorMessage(err))
 		}
 		sp.Tolerance = *req.Tolerance
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/api"
+	"github.com/rollout/rollout/internal/storemetrics"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/store"
 )
@@ -54,7 +55,7 @@ func newServerOver(t testing.TB, dbPath string, opts api.Options, wrap func(roll
 	if wrap != nil {
 		st = wrap(st)
 	}
-	svc, err := rollout.NewService(context.Background(), opts.Metrics.Store(st), nil)
+	svc, err := rollout.NewService(context.Background(), storemetrics.New(opts.Metrics.Registry(), st), nil)
 	if err != nil {
 		db.Close()
 		t.Fatalf("new service: %v", err)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -369,7 +370,7 @@ func TestStreamDropsClientThatDoesNotRead(t *testing.T) {
 	// Its connection is closed: reading what was sent comes to an end.
 	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 	n, err := io.Copy(io.Discard, r)
-	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
 		t.Errorf("the dropped client's connection is still open (read %d bytes)", n)
 	}
 	// The reading client had every change.

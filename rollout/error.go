@@ -32,12 +32,28 @@ func Errorf(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// ErrorCode returns the code of err if it is, or wraps, an *Error, and
-// EInternal otherwise.
+// ErrorCode returns the code of err if it is, or wraps, an *Error;
+// EInternal for any other error, and "" for nil.
 func ErrorCode(err error) string {
-	var e *Error
-	if errors.As(err, &e) {
+	if err == nil {
+		return ""
+	}
+	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Code
 	}
 	return EInternal
+}
+
+// ErrorMessage returns the message of err for its user: the Message of the
+// *Error err is or wraps, without its code and without the context or
+// cause wrapped around it (a store's driver error, say), which are for the
+// logs; the text of any other error; "" for nil.
+func ErrorMessage(err error) string {
+	if err == nil {
+		return ""
+	}
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e.Message
+	}
+	return err.Error()
 }

@@ -2,41 +2,30 @@ package rollout
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"math"
 	"slices"
 
-	"github.com/rollout/rollout/ring"
+	"github.com/rollout/rollout/rollout/plan"
 )
 
 // DefaultTolerance is how far, as a fraction of users, a planned bucket's
-// share may miss its target when PlanOptions gives no tolerance: half a
-// percentage point.
-const DefaultTolerance = 0.005
+// share may miss its target, or a ramp's step its share, when no tolerance
+// is given: half a percentage point.
+const DefaultTolerance = plan.DefaultTolerance
 
-// MinTolerance and MaxTolerance bound a plan's tolerance: finer than one
-// user in a million is no rollout's need and only makes the search longer;
-// a tolerance of 1 or more is no bound at all.
+// MinTolerance and MaxTolerance bound a tolerance, of a plan or a ramp:
+// finer than one user in a million is no rollout's need and only makes the
+// search longer; a tolerance of 1 or more is no bound at all.
 const (
 	MinTolerance = 1e-6
 	MaxTolerance = 1 // excluded
 )
 
 // DefaultPlanBudget is the number of search steps a plan takes at most when
-// PlanOptions gives no budget. A step adds or removes one replica and
-// updates the plan's figures; it costs 35 to 250 nanoseconds (measured on
-// an idle and a loaded machine), so a plan stops within one to five
-// seconds on one core. Every plan of up to 10 buckets at the default
-// tolerance measured took fewer than 2,000,000 steps; 40 buckets take 20 to
-// 80 million, of which this budget is enough to come within tolerance in
-// the cases measured.
-const DefaultPlanBudget = 20_000_000
-
-// reserveShare: a plan's search keeps back this fraction (1/reserveShare)
-// of its budget to improve, toward the tolerance first, the best plan it
-// found when the rest runs out.
-const reserveShare = 5
+// PlanOptions gives no budget (see plan.DefaultBudget): a plan stops within
+// one to five seconds on one core.
+const DefaultPlanBudget = plan.DefaultBudget
 
 // targetSumSlack is how far from 1 the targets of a plan may sum.
 const targetSumSlack = 1e-9
@@ -55,9 +44,9 @@ type PlanOptions struct {
 
 // Why a plan was cut short (Plan.CutReason).
 const (
-	CutBudget   = "budget"   // its PlanOptions.Budget was spent
-	CutDeadline = "deadline" // its context's deadline passed
-	CutCanceled = "canceled" // its context was canceled: no one waits for it
+	CutBudget   = plan.CutBudget   // its PlanOptions.Budget was spent
+	CutDeadline = plan.CutDeadline // its context's deadline passed
+	CutCanceled = plan.CutCanceled // its context was canceled: no one waits for it
 )
 
 // Plan is a list of buckets whose exact shares come within a tolerance of
@@ -95,13 +84,16 @@ type Plan struct {
 	Steps int64 `json:"steps"`
 }
 
+// planLimits are a feature's limits, as the planner takes them.
+var planLimits = plan.Limits{MaxReplicas: MaxReplicas, MaxPoints: MaxPoints}
+
 // PlanShares plans the replicas that bring buckets to the target shares
 // (bucket name → fraction of users). A target names every current bucket,
 // 0 removing it; a name that is not a current bucket adds one. Targets are
 // fractions from 0 to 1 that sum to 1 within 1e-9. The plan keeps the
 // feature limits (replicas 1 to MaxReplicas per bucket, at most MaxPoints in
 // all, at most MaxBuckets) and, among the replica counts it searches, moves
-// the fewest users it finds; see planSearch. It is deterministic, and
+// the fewest users it finds; see package plan. It is deterministic, and
 // returns an EInvalid *Error for bad targets or tolerance. Its work is
 // bounded by opts.Budget (see PlanSharesContext).
 func PlanShares(buckets []Bucket, targets map[string]float64, opts PlanOptions) (Plan, error) {
@@ -116,66 +108,13 @@ func PlanSharesContext(ctx context.Context, buckets []Bucket, targets map[string
 	if err != nil {
 		return Plan{}, err
 	}
-	current := make(map[string]int, len(buckets))
 	for _, b := range buckets {
 		if _, ok := targets[b.Name]; !ok {
 			return Plan{}, Errorf(EInvalid, "the targets do not name bucket %q: give every bucket its share (0 removes it)", b.Name)
 		}
-		current[b.Name] = b.Replicas
 	}
-	order := make([]string, 0, len(targets))
-	for _, b := range buckets {
-		order = append(order, b.Name)
-	}
-	for _, name := range slices.Sorted(maps.Keys(targets)) {
-		if _, ok := current[name]; !ok {
-			order = append(order, name)
-		}
-	}
-	return planFrom(ctx, order, current, targets, tol, opts.budget(), sharesStarts(order, current, targets), false), nil
-}
-
-func (o PlanOptions) budget() int64 {
-	if o.Budget <= 0 {
-		return DefaultPlanBudget
-	}
-	return o.Budget
-}
-
-// sharesStarts returns where the search for PlanShares starts: the current
-// counts (a new bucket with 1 replica), then counts that would give each
-// bucket its target if its points kept their current density, at 1, 2, 4, …
-// times the current number of points while they fit the limits. The later
-// starts matter on small rings, whose shares are too lumpy to reach a
-// target near the current counts.
-func sharesStarts(order []string, current map[string]int, targets map[string]float64) []map[string]int {
-	now := mustRing(current)
-	shares := now.Shares()
-	first := make(map[string]int, len(order))
-	for _, name := range order {
-		first[name] = current[name]
-	}
-	starts := []map[string]int{first}
-	for k := 1; k*now.Len() <= MaxPoints; k *= 2 {
-		start, fits := make(map[string]int, len(order)), true
-		for _, name := range order {
-			want := targets[name] * float64(k*now.Len()) // a new bucket: its part of the points
-			if s := shares[name]; s > 0 {
-				want = float64(k*current[name]) * targets[name] / s
-			}
-			n := int(math.Round(want))
-			if targets[name] > 0 {
-				n = max(n, 1)
-			}
-			fits = fits && n <= MaxReplicas
-			start[name] = n
-		}
-		if !fits {
-			break
-		}
-		starts = append(starts, start)
-	}
-	return starts
+	r := plan.Shares(ctx, ringBuckets(buckets), targets, opts.planOptions(tol))
+	return planOf(r, targets), nil
 }
 
 // PlanNew plans the replicas of a new feature whose buckets get the target
@@ -195,43 +134,64 @@ func PlanNewContext(ctx context.Context, targets map[string]float64, opts PlanOp
 	if err != nil {
 		return Plan{}, err
 	}
-	names := slices.Sorted(maps.Keys(targets))
-	var starts []map[string]int
-	for k := 1; k*DefaultReplicas*len(names) <= 2*MaxPoints; k *= 2 {
-		start := make(map[string]int, len(names))
-		total := float64(k * DefaultReplicas * len(names))
-		for _, name := range names {
-			t := targets[name]
-			if t == 0 {
-				return Plan{}, Errorf(EInvalid, "target of bucket %q is 0: a new feature's buckets need a share above 0", name)
-			}
-			start[name] = min(max(1, int(math.Round(t*total))), MaxReplicas)
+	for _, name := range slices.Sorted(maps.Keys(targets)) {
+		if targets[name] == 0 {
+			return Plan{}, Errorf(EInvalid, "target of bucket %q is 0: a new feature's buckets need a share above 0", name)
 		}
-		starts = append(starts, start)
 	}
-	return planFrom(ctx, names, nil, targets, tol, opts.budget(), starts, true), nil
+	r := plan.Initial(ctx, targets, DefaultReplicas, opts.planOptions(tol))
+	return planOf(r, targets), nil
 }
 
-// ValidTolerance reports whether tol is a tolerance a plan accepts: from
-// MinTolerance up to, not including, MaxTolerance.
+func (o PlanOptions) planOptions(tol float64) plan.Options {
+	return plan.Options{Tolerance: tol, Budget: o.Budget, Limits: planLimits}
+}
+
+// planOf returns the planner's result r for targets as a Plan.
+func planOf(r plan.Result, targets map[string]float64) Plan {
+	p := Plan{
+		Buckets: make([]Bucket, len(r.Buckets)), SharesAfter: r.SharesAfter, Targets: targets,
+		Tolerance: r.Tolerance, MaxError: r.MaxError, WithinTolerance: r.WithinTolerance,
+		Churn: r.Churn, LowerBound: r.LowerBound,
+		CutShort: r.CutShort, CutReason: r.CutReason, Steps: r.Steps,
+	}
+	for i, b := range r.Buckets {
+		p.Buckets[i] = Bucket{Name: b.Name, Replicas: b.Replicas}
+	}
+	return p
+}
+
+// ValidTolerance reports whether tol is a tolerance plans and ramps accept:
+// from MinTolerance up to, not including, MaxTolerance.
 func ValidTolerance(tol float64) bool {
 	return tol >= MinTolerance && tol < MaxTolerance // false for NaN
 }
 
-// ToleranceRange says why tol is not a valid tolerance and what is.
-func ToleranceRange(tol float64) string {
-	return fmt.Sprintf("tolerance %v is out of range: give a fraction of users from %v to below %v, such as 0.005 for half a percentage point", tol, MinTolerance, MaxTolerance)
+// CheckTolerance is the one rule for a tolerance given by a user, to a plan
+// or a ramp, through the API or the command line: it returns an EInvalid
+// *Error that says what is accepted unless ValidTolerance(tol).
+func CheckTolerance(tol float64) error {
+	if ValidTolerance(tol) {
+		return nil
+	}
+	return Errorf(EInvalid, "tolerance %v is out of range: give a fraction of users from %v to below %v, such as 0.005 for half a percentage point", tol, MinTolerance, MaxTolerance)
+}
+
+// tolerance returns the tolerance of options that leave it 0 when none was
+// given: DefaultTolerance then, else tol if CheckTolerance accepts it.
+func tolerance(tol float64) (float64, error) {
+	if tol == 0 {
+		return DefaultTolerance, nil
+	}
+	return tol, CheckTolerance(tol)
 }
 
 // checkTargets reports what is wrong with targets and the tolerance, and
 // returns the tolerance to use.
 func checkTargets(targets map[string]float64, opts PlanOptions) (float64, error) {
-	tol := opts.Tolerance
-	switch {
-	case tol == 0:
-		tol = DefaultTolerance
-	case !ValidTolerance(tol):
-		return 0, Errorf(EInvalid, "%s", ToleranceRange(tol))
+	tol, err := tolerance(opts.Tolerance)
+	if err != nil {
+		return 0, err
 	}
 	if len(targets) == 0 {
 		return 0, Errorf(EInvalid, `give the target share of each bucket, such as {"A":0.75,"B":0.25}`)
@@ -254,64 +214,6 @@ func checkTargets(targets map[string]float64, opts PlanOptions) (float64, error)
 		return 0, Errorf(EInvalid, "the targets sum to %v, not 1: give fractions of users that add up to 1, such as 0.25 for 25 %%", sum)
 	}
 	return tol, nil
-}
-
-// planFrom searches replica counts for the buckets order names from each
-// of starts (see planSpace.search), within budget steps and while ctx is
-// not done, and returns the plan with its exact figures measured against
-// the ring of current (nil: no ring).
-func planFrom(ctx context.Context, order []string, current map[string]int, targets map[string]float64, tol float64, budget int64, starts []map[string]int, stopWithin bool) Plan {
-	names := slices.Sorted(slices.Values(order))
-	sp := newPlanSpace(names, current, targets, tol)
-	sp.ctx, sp.budget, sp.reserve = ctx, budget-budget/reserveShare, budget/reserveShare
-	counts := make([][]int, len(starts))
-	for i, start := range starts {
-		counts[i] = make([]int, len(names))
-		for b, name := range names {
-			counts[i][b] = start[name]
-		}
-	}
-	sp.search(counts, stopWithin)
-
-	p := Plan{Targets: targets, Tolerance: tol, Buckets: []Bucket{}, Steps: sp.steps, CutShort: sp.cut != "", CutReason: sp.cut}
-	for _, name := range order {
-		b := slices.Index(names, name)
-		if sp.n[b] > 0 {
-			p.Buckets = append(p.Buckets, Bucket{Name: name, Replicas: sp.n[b]})
-		}
-	}
-	before := mustRing(current)
-	after, _ := ring.New(ringBuckets(p.Buckets)...)
-	sharesBefore := before.Shares()
-	p.SharesAfter = after.Shares()
-	p.Churn = ring.ChurnBetween(before, after).Total
-	var bound float64
-	for _, name := range names {
-		bound += math.Abs(sharesBefore[name] - targets[name])
-		p.MaxError = max(p.MaxError, math.Abs(p.SharesAfter[name]-targets[name]))
-	}
-	if before.Len() == 0 {
-		bound = 2 // everyone moves from no bucket
-	}
-	p.LowerBound = bound / 2
-	p.WithinTolerance = p.MaxError <= tol+shareSlack
-	return p
-}
-
-// shareSlack absorbs the rounding of shares to float64 when they are
-// compared with a target and a tolerance.
-const shareSlack = 1e-12
-
-func mustRing(counts map[string]int) *ring.Ring {
-	bs := make([]ring.Bucket, 0, len(counts))
-	for name, n := range counts {
-		bs = append(bs, ring.Bucket{Name: name, Replicas: n})
-	}
-	r, err := ring.New(bs...)
-	if err != nil {
-		panic("rollout: ring of checked buckets: " + err.Error())
-	}
-	return r
 }
 
 // Plan returns the plan that brings the feature key's buckets to the target

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/rollout/rollout/ring"
+	"github.com/rollout/rollout/rollout/plan"
 )
 
 // Scheduled ramps. A ramp grows one bucket of a feature to a list of shares,
@@ -121,7 +124,7 @@ type RampSpec struct {
 	Start     time.Time // zero: now
 	At        []time.Time
 	MaxChurn  *float64
-	Tolerance float64 // 0: DefaultTolerance
+	Tolerance float64 // 0: DefaultTolerance; else as CheckTolerance accepts
 }
 
 // steps validates the spec and returns its steps, timed from now.
@@ -144,8 +147,8 @@ func (sp RampSpec) steps(now time.Time) ([]RampStep, error) {
 	if sp.MaxChurn != nil && (math.IsNaN(*sp.MaxChurn) || *sp.MaxChurn < 0 || *sp.MaxChurn > 1) {
 		return nil, Errorf(EInvalid, "max_churn must be a fraction of users from 0 to 1, got %v", *sp.MaxChurn)
 	}
-	if math.IsNaN(sp.Tolerance) || sp.Tolerance < 0 || sp.Tolerance >= 0.5 {
-		return nil, Errorf(EInvalid, "tolerance must be a fraction from 0 to 0.5, got %v", sp.Tolerance)
+	if _, err := tolerance(sp.Tolerance); err != nil {
+		return nil, err
 	}
 	steps := make([]RampStep, n)
 	switch {
@@ -243,9 +246,9 @@ func (s *Service) CreateRamp(ctx context.Context, key string, spec RampSpec, act
 	if share := c.feature.Ring().Shares()[b.Name]; share >= last {
 		return Ramp{}, Errorf(EInvalid, "bucket %q already has %s of users, at least the ramp's last step (%s): nothing to ramp", b.Name, percent(share), percent(last))
 	}
-	tol := spec.Tolerance
-	if tol == 0 {
-		tol = DefaultTolerance
+	tol, err := tolerance(spec.Tolerance)
+	if err != nil {
+		return Ramp{}, err
 	}
 	r := Ramp{
 		ID: uuid.NewString(), Feature: key, FeatureID: c.feature.ID, Bucket: b.Name,
@@ -446,7 +449,7 @@ func (s *Service) stepRamp(ctx context.Context, r Ramp) (Ramp, bool, error) {
 	} else {
 		replicas, reached, err = rampReplicas(f, r.Bucket, step.Share, r.Tolerance)
 		if err != nil {
-			return pause("%s", messageOf(err))
+			return pause("%s", ErrorMessage(err))
 		}
 		ch = rampReplicasChange(r.Bucket, replicas, fmt.Sprintf("ramp %s: step %d of %d, %s", r.Bucket, i+1, len(r.Steps), percent(step.Share)))
 	}
@@ -475,7 +478,7 @@ func (s *Service) stepRamp(ctx context.Context, r Ramp) (Ramp, bool, error) {
 	case code == EChurn || code == EInvalid || isChangeError(err):
 		// Over max_churn, or a change the feature refuses (the last
 		// step removing the fallback, say).
-		return pause("%s", messageOf(err))
+		return pause("%s", ErrorMessage(err))
 	}
 	return r, false, err
 }
@@ -529,6 +532,23 @@ func rampReplicas(f Feature, bucket string, target, tol float64) (int, float64, 
 	return z, over, nil
 }
 
+// shareSlack absorbs the rounding of shares to float64 when they are
+// compared with a target and a tolerance.
+const shareSlack = plan.ShareSlack
+
+// mustRing returns the ring of checked replica counts.
+func mustRing(counts map[string]int) *ring.Ring {
+	bs := make([]ring.Bucket, 0, len(counts))
+	for name, n := range counts {
+		bs = append(bs, ring.Bucket{Name: name, Replicas: n})
+	}
+	r, err := ring.New(bs...)
+	if err != nil {
+		panic("rollout: ring of checked buckets: " + err.Error())
+	}
+	return r
+}
+
 // rampReplicasChange sets the replicas of bucket, as a ramp step.
 func rampReplicasChange(bucket string, replicas int, summary string) Change {
 	ch := UpdateBucket(bucket, &replicas, nil)
@@ -557,15 +577,6 @@ func rampFinal(bucket, summary string) Change {
 func isChangeError(err error) bool {
 	var ce *changeError
 	return errors.As(err, &ce)
-}
-
-// messageOf returns the user-facing message of err.
-func messageOf(err error) string {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Message
-	}
-	return err.Error()
 }
 
 // percent formats a fraction as a percentage with up to two decimals.

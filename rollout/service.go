@@ -168,8 +168,10 @@ func (s *Service) Create(ctx context.Context, f Feature, opts ChangeOptions) (Re
 	v := Version{Version: 1, Actor: actor(opts), Time: now, Summary: "created", Comment: opts.Comment, Config: f, OverrideCount: len(f.Overrides), Report: rep}
 	Settle(ctx, res, now)
 	if err := s.store.CreateFeature(ctx, f, v); err != nil {
-		if ErrorCode(err) == EConflict { // created elsewhere meanwhile
-			s.reload(ctx, f.Key)
+		if ErrorCode(err) == EConflict { // created elsewhere meanwhile: serve it
+			if _, rerr := s.reload(ctx, f.Key); rerr != nil {
+				return Result{}, errors.Join(err, rerr) // still a conflict, and why the snapshot lacks the feature
+			}
 		}
 		return Result{}, err
 	}

@@ -398,3 +398,44 @@ func TestGuardsOnEveryChange(t *testing.T) {
 		t.Fatalf("change with the old feature's tag: err = %v, want %s saying it was re-created", err, rollout.EPrecondition)
 	}
 }
+
+// raceLostStore is the real store, whose CreateFeature meets a feature
+// created elsewhere meanwhile, and whose reads of one feature then fail.
+type raceLostStore struct {
+	*store.DB
+	readErr error
+}
+
+func (s *raceLostStore) CreateFeature(context.Context, rollout.Feature, rollout.Version) error {
+	return rollout.Errorf(rollout.EConflict, "feature exists (test)")
+}
+
+func (s *raceLostStore) Feature(context.Context, string) (rollout.Feature, error) {
+	return rollout.Feature{}, s.readErr
+}
+
+// TestCreateConflictReloadFails: a create that loses the race to another
+// instance is still a conflict, and when reading the winner's feature into
+// the snapshot fails too, the error says so rather than dropping it.
+func TestCreateConflictReloadFails(t *testing.T) {
+	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "rollout.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	readErr := rollout.Errorf(rollout.EUnavailable, "the database is busy (test)")
+	svc, err := rollout.NewService(context.Background(), &raceLostStore{DB: db, readErr: readErr}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = svc.Create(context.Background(), abc("f"), rollout.ChangeOptions{})
+	if code := rollout.ErrorCode(err); code != rollout.EConflict {
+		t.Errorf("Create that lost the race = %v (code %q), want %q", err, code, rollout.EConflict)
+	}
+	if got, want := rollout.ErrorMessage(err), "feature exists (test)"; got != want {
+		t.Errorf("ErrorMessage(Create's error) = %q, want %q", got, want)
+	}
+	if !errors.Is(err, readErr) {
+		t.Errorf("Create's error %q does not report the failed reload (%v)", err, readErr)
+	}
+}

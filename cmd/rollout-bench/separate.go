@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/cmd/internal/serve"
+	"github.com/rollout/rollout/internal/logwriter"
 )
 
 // With --separate, the --wrk measurement runs each server in a process of
@@ -152,7 +152,7 @@ func serverMain(spec string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return 1
 		}
 		defer logs.Close()
-		lw := api.NewLogWriter(logs, api.DefaultLogQueue)
+		lw := logwriter.New(logs, logwriter.DefaultQueue)
 		srv := &serve.Server{Addr: loopback, DBPath: path, Log: slog.New(slog.NewTextHandler(lw, nil)), LogWriter: lw}
 		if err := srv.Open(context.Background()); err != nil {
 			fmt.Fprintln(stderr, err)

@@ -11,8 +11,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/cmd/internal/serve"
+	"github.com/rollout/rollout/internal/logwriter"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/store"
 )
@@ -65,7 +65,7 @@ func bare(body []byte) http.Handler {
 // (package cmd/internal/serve): the API and dashboard over a service over
 // SQLite, with tokens required, evaluation counts flushed and tokens
 // refreshed in the background, and the binary's default logging: changes,
-// errors and slow requests, through the queue of an api.LogWriter.
+// errors and slow requests, through the queue of a logwriter.Writer.
 type service struct {
 	srv *serve.Server
 	url string
@@ -108,7 +108,7 @@ func startService(ctx context.Context, dir string, n int) (_ *service, err error
 	if s.logs, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0); err != nil {
 		return nil, err
 	}
-	lw := api.NewLogWriter(s.logs, api.DefaultLogQueue)
+	lw := logwriter.New(s.logs, logwriter.DefaultQueue)
 	s.srv = &serve.Server{Addr: loopback, DBPath: path, Log: slog.New(slog.NewTextHandler(lw, nil)), LogWriter: lw}
 	if err := s.srv.Open(ctx); err != nil {
 		s.logs.Close()

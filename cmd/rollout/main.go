@@ -20,6 +20,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/cmd/internal/serve"
+	"github.com/rollout/rollout/internal/logwriter"
 	"github.com/rollout/rollout/rollout"
 )
 
@@ -27,12 +28,23 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv); err != nil {
-		if e, ok := err.(*rollout.Error); ok {
-			err = errors.New(e.Message) // not "invalid: …", "conflict: …"
-		}
-		fmt.Fprintln(os.Stderr, "rollout:", err)
+		fmt.Fprintln(os.Stderr, "rollout:", errorText(err))
 		os.Exit(1)
 	}
+}
+
+// errorText returns err's text for the command line: without the code of
+// the domain error it is or wraps ("invalid: …", "conflict: …"), keeping the
+// context wrapped around it, such as a migration's advice on what to do.
+func errorText(err error) string {
+	e, ok := errors.AsType[*rollout.Error](err)
+	if !ok {
+		return err.Error()
+	}
+	if text := err.Error(); strings.Contains(text, e.Error()) {
+		return strings.Replace(text, e.Error(), e.Message, 1)
+	}
+	return rollout.ErrorMessage(err)
 }
 
 const usage = `rollout: feature-flag rollouts with exact, minimal churn.
@@ -291,7 +303,7 @@ func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) str
 	// Log lines are queued and written by one goroutine, so that a slow
 	// stderr never stalls a request; lines that do not fit are dropped
 	// and counted in rollout_log_lines_dropped_total.
-	logs := api.NewLogWriter(stderr, api.DefaultLogQueue)
+	logs := logwriter.New(stderr, logwriter.DefaultQueue)
 	var h slog.Handler = slog.NewTextHandler(logs, nil)
 	if *logFormat == "json" {
 		h = slog.NewJSONHandler(logs, nil)

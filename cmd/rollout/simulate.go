@@ -119,6 +119,9 @@ func parseSimulate(args []string, stdout io.Writer) (*simulation, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := rollout.CheckTolerance(*tolerance); err != nil {
+			return nil, fmt.Errorf("--tolerance: %w", err) // 0 too: the default is given
+		}
 		var current []rollout.Bucket
 		for _, b := range buckets {
 			current = append(current, rollout.Bucket{Name: b.Name, Replicas: b.Replicas})
@@ -191,10 +194,7 @@ func checkDomain(before, after *ring.Ring) error {
 			return errors.New("a ring with no bucket serves no one: give at least one bucket before and after the change")
 		}
 		if err := f.Validate(); err != nil {
-			if e, ok := errors.AsType[*rollout.Error](err); ok {
-				return errors.New(e.Message) // not "invalid: …"
-			}
-			return err
+			return errors.New(rollout.ErrorMessage(err)) // not "invalid: …"
 		}
 	}
 	if len(before.Buckets()) < 2 && len(after.Buckets()) < 2 {

@@ -254,6 +254,7 @@ func TestSimulateTargetRefuses(t *testing.T) {
 		{"--target", "A=1,B=0,C=0", "--tolerance", "-1"},
 		{"--target", "A=1,B=0,C=0", "--tolerance", "1e-9"},
 		{"--target", "A=1,B=0,C=0", "--tolerance", "1"},
+		{"--target", "A=1,B=0,C=0", "--tolerance", "0"},
 		{"--target", "A=1,B=0,C=0", "--budget", "0"},
 	} {
 		var out bytes.Buffer

@@ -3,6 +3,7 @@ package serve
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -304,7 +305,7 @@ func TestStreamEndsWhenRevokedElsewhere(t *testing.T) {
 	// test.
 	c.SetReadDeadline(time.Now().Add(20 * time.Second))
 	_, err = io.Copy(io.Discard, r)
-	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
 		t.Errorf("the revoked token's stream goes on")
 	}
 }

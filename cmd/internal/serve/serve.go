@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/api"
+	"github.com/rollout/rollout/internal/logwriter"
+	"github.com/rollout/rollout/internal/storemetrics"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/postgres"
@@ -99,7 +101,7 @@ type Server struct {
 	SampleEvaluations int
 	// LogWriter, when Log writes through it, has its dropped lines counted
 	// in the metrics, and is flushed and closed by Close.
-	LogWriter *api.LogWriter
+	LogWriter *logwriter.Writer
 
 	db      Store
 	close   func() error // closes db
@@ -237,7 +239,7 @@ func (s *Server) Open(ctx context.Context) error {
 	if s.LogWriter != nil {
 		metrics.CountLogDrops(s.LogWriter)
 	}
-	svc, err := rollout.NewService(ctx, metrics.Store(db), nil)
+	svc, err := rollout.NewService(ctx, storemetrics.New(metrics.Registry(), db), nil)
 	if err != nil {
 		return fail(fmt.Errorf("database %s: %w", s.where(), err)) // "load features: …"
 	}

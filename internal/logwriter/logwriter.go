@@ -1,4 +1,7 @@
-package api
+// Package logwriter is an io.Writer for logs that never blocks its caller:
+// lines go into a bounded queue that one goroutine writes out, and lines
+// that do not fit are dropped and counted.
+package logwriter
 
 import (
 	"context"
@@ -7,20 +10,20 @@ import (
 	"sync/atomic"
 )
 
-// DefaultLogQueue is how many log lines a LogWriter holds before it drops.
-const DefaultLogQueue = 4096
+// DefaultQueue is how many log lines a Writer holds before it drops.
+const DefaultQueue = 4096
 
-// maxLogBatch bounds the bytes LogWriter gives its destination in one Write.
-const maxLogBatch = 64 << 10
+// maxBatch bounds the bytes a Writer gives its destination in one Write.
+const maxBatch = 64 << 10
 
-// LogWriter is an io.Writer for logs written on a request's path: Write
+// Writer is an io.Writer for logs written on a request's path: Write
 // copies the line into a bounded queue and returns at once, and one
 // goroutine writes the queue to the destination, several lines per write.
 // When the queue is full, because the destination is slow or blocked, the
-// line is dropped and counted (see Dropped and Metrics.CountLogDrops):
-// logging never stalls a request. slog's handlers write each record with
+// line is dropped and counted (see Dropped, which api.Metrics.CountLogDrops
+// exports): logging never stalls a request. slog's handlers write each record with
 // one Write, so lines are never split. Safe for concurrent use.
-type LogWriter struct {
+type Writer struct {
 	dst     io.Writer
 	lines   chan []byte
 	stop    chan struct{}
@@ -30,20 +33,20 @@ type LogWriter struct {
 	once    sync.Once
 }
 
-// NewLogWriter returns a LogWriter to dst holding at most queue lines (0:
-// DefaultLogQueue) and starts its goroutine; Close stops it.
-func NewLogWriter(dst io.Writer, queue int) *LogWriter {
+// New returns a Writer to dst holding at most queue lines (0: DefaultQueue)
+// and starts its goroutine; Close stops it.
+func New(dst io.Writer, queue int) *Writer {
 	if queue <= 0 {
-		queue = DefaultLogQueue
+		queue = DefaultQueue
 	}
-	w := &LogWriter{dst: dst, lines: make(chan []byte, queue), stop: make(chan struct{}), done: make(chan struct{})}
+	w := &Writer{dst: dst, lines: make(chan []byte, queue), stop: make(chan struct{}), done: make(chan struct{})}
 	go w.run()
 	return w
 }
 
 // Write queues a copy of p, or drops it if the queue is full or the writer
 // is closed. It never blocks, and always reports p written.
-func (w *LogWriter) Write(p []byte) (int, error) {
+func (w *Writer) Write(p []byte) (int, error) {
 	if w.stopped.Load() {
 		w.dropped.Add(1)
 		return len(p), nil
@@ -58,11 +61,11 @@ func (w *LogWriter) Write(p []byte) (int, error) {
 
 // Dropped returns how many lines were dropped: the queue was full, the
 // writer closed, or the destination failed.
-func (w *LogWriter) Dropped() uint64 { return w.dropped.Load() }
+func (w *Writer) Dropped() uint64 { return w.dropped.Load() }
 
-func (w *LogWriter) run() {
+func (w *Writer) run() {
 	defer close(w.done)
-	batch := make([]byte, 0, maxLogBatch)
+	batch := make([]byte, 0, maxBatch)
 	for {
 		select {
 		case line := <-w.lines:
@@ -81,9 +84,9 @@ func (w *LogWriter) run() {
 }
 
 // flush writes batch, holding n lines, with whatever lines are queued
-// after it, up to maxLogBatch bytes.
-func (w *LogWriter) flush(batch []byte, n int) {
-	for len(batch) < maxLogBatch {
+// after it, up to maxBatch bytes.
+func (w *Writer) flush(batch []byte, n int) {
+	for len(batch) < maxBatch {
 		select {
 		case line := <-w.lines:
 			batch, n = append(batch, line...), n+1
@@ -100,7 +103,7 @@ func (w *LogWriter) flush(batch []byte, n int) {
 // Close stops taking lines and writes those queued, waiting until they are
 // written or ctx is done: a blocked destination cannot hold up a shutdown
 // longer than ctx allows. Lines written after Close are dropped.
-func (w *LogWriter) Close(ctx context.Context) error {
+func (w *Writer) Close(ctx context.Context) error {
 	w.once.Do(func() {
 		w.stopped.Store(true)
 		close(w.stop)

@@ -1,4 +1,4 @@
-package rollout
+package plan
 
 import (
 	"cmp"
@@ -14,7 +14,7 @@ import (
 // The planner searches replica counts. A bucket with n replicas owns the
 // ring points of its replicas 0 … n-1, so a count is a prefix of the
 // bucket's points, and every ring the search can reach is a subset of one
-// universe: replicas 0 … MaxReplicas-1 of every bucket, sorted once. The
+// universe: replicas 0 … Limits.MaxReplicas-1 of every bucket, sorted once. The
 // hash space is cut at every universe point into segments; a segment is
 // served by the first active point at or after it. Adding replica n_b of
 // bucket b takes the segments from the active point before it up to it from
@@ -103,14 +103,14 @@ func (sp *planSpace) stopped() bool {
 }
 
 // newPlanSpace returns the search space of the buckets names (sorted),
-// measured against the ring of current (may be nil), with no bound on its
-// search until its ctx, budget and reserve are set. Set its counts with
-// setCounts before searching.
-func newPlanSpace(names []string, current map[string]int, targets map[string]float64, tol float64) *planSpace {
+// measured against the ring of current (may be nil), within lim, with no
+// bound on its search until its ctx, budget and reserve are set. Set its
+// counts with setCounts before searching.
+func newPlanSpace(names []string, current map[string]int, targets map[string]float64, tol float64, lim Limits) *planSpace {
 	nb := len(names)
 	sp := &planSpace{
 		target: make([]int64, nb), tol: toUnits(tol),
-		lo: make([]int, nb), hi: make([]int, nb), maxPoints: MaxPoints,
+		lo: make([]int, nb), hi: make([]int, nb), maxPoints: lim.MaxPoints,
 		idx: make([][]int32, nb), n: make([]int, nb), share: make([]int64, nb),
 		ctx: context.Background(), budget: math.MaxInt64,
 	}
@@ -130,7 +130,7 @@ func newPlanSpace(names []string, current map[string]int, targets map[string]flo
 	buf := make([]byte, 0, 80)
 	for b, name := range names {
 		if sp.lo[b] > 0 {
-			sp.hi[b] = min(MaxReplicas, sp.maxPoints-(sumLo-sp.lo[b]))
+			sp.hi[b] = min(lim.MaxReplicas, sp.maxPoints-(sumLo-sp.lo[b]))
 		}
 		m := max(sp.hi[b], current[name])
 		for i := range m {

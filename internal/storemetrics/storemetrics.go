@@ -1,0 +1,106 @@
+// Package storemetrics counts the failures of a rollout.Store in Prometheus
+// metrics. It wraps the store the service is given, so that neither the
+// domain nor the stores know of Prometheus.
+package storemetrics
+
+import (
+	"context"
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// New returns st with its failures counted in rollout_store_errors_total,
+// by operation and code, a counter it registers in reg (or finds there,
+// registered by an earlier call). A failure is an error of the database
+// (rollout.EUnavailable) or an unexpected one (rollout.EInternal); "not
+// found" and "conflict" are answers, not failures, and a cancelled request
+// is the client's doing. Methods of rollout.Store that the wrapper does not
+// know pass through uncounted. It panics if reg holds another metric of
+// that name.
+func New(reg prometheus.Registerer, st rollout.Store) rollout.Store {
+	errs := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rollout_store_errors_total",
+		Help: "Failed store operations, by operation and code: unavailable (busy, locked, read-only, full, I/O) or internal.",
+	}, []string{"op", "code"})
+	if err := reg.Register(errs); err != nil {
+		are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err)
+		if !ok {
+			panic("storemetrics: " + err.Error())
+		}
+		if errs, ok = are.ExistingCollector.(*prometheus.CounterVec); !ok {
+			panic("storemetrics: rollout_store_errors_total is registered, but not as a counter vector")
+		}
+	}
+	return &countingStore{Store: st, failures: errs}
+}
+
+type countingStore struct {
+	rollout.Store
+	failures *prometheus.CounterVec // op, code
+}
+
+func (s *countingStore) count(op string, err error) {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return
+	}
+	if code := rollout.ErrorCode(err); code == rollout.EUnavailable || code == rollout.EInternal {
+		s.failures.WithLabelValues(op, code).Inc()
+	}
+}
+
+func (s *countingStore) Features(ctx context.Context) ([]rollout.Feature, error) {
+	fs, err := s.Store.Features(ctx)
+	s.count("features", err)
+	return fs, err
+}
+
+func (s *countingStore) CreateFeature(ctx context.Context, f rollout.Feature, v rollout.Version) error {
+	err := s.Store.CreateFeature(ctx, f, v)
+	s.count("create_feature", err)
+	return err
+}
+
+func (s *countingStore) UpdateFeature(ctx context.Context, f rollout.Feature, v rollout.Version) error {
+	err := s.Store.UpdateFeature(ctx, f, v)
+	s.count("update_feature", err)
+	return err
+}
+
+func (s *countingStore) ApplyRampStep(ctx context.Context, f rollout.Feature, v rollout.Version, r rollout.Ramp) error {
+	err := s.Store.ApplyRampStep(ctx, f, v, r)
+	s.count("apply_ramp_step", err)
+	return err
+}
+
+func (s *countingStore) DeleteFeature(ctx context.Context, key string, version int) error {
+	err := s.Store.DeleteFeature(ctx, key, version)
+	s.count("delete_feature", err)
+	return err
+}
+
+func (s *countingStore) Versions(ctx context.Context, key string, before, limit int) ([]rollout.Version, error) {
+	vs, err := s.Store.Versions(ctx, key, before, limit)
+	s.count("versions", err)
+	return vs, err
+}
+
+func (s *countingStore) VersionSummaries(ctx context.Context, key string, before, limit int) ([]rollout.Version, error) {
+	vs, err := s.Store.VersionSummaries(ctx, key, before, limit)
+	s.count("version_summaries", err)
+	return vs, err
+}
+
+func (s *countingStore) UserVersions(ctx context.Context, key, user string, before, limit int) ([]rollout.Version, error) {
+	vs, err := s.Store.UserVersions(ctx, key, user, before, limit)
+	s.count("user_versions", err)
+	return vs, err
+}
+
+func (s *countingStore) Version(ctx context.Context, key string, version int) (rollout.Version, error) {
+	v, err := s.Store.Version(ctx, key, version)
+	s.count("version", err)
+	return v, err
+}

@@ -1,0 +1,82 @@
+// Package rollout is the domain of rollout: feature flags whose users are
+// spread over buckets by a consistent-hash ring, changed with an exact
+// account of which users each change moves. It imports no HTTP, SQL or
+// HTML: package api serves it over HTTP, package store keeps it in SQLite
+// or PostgreSQL, package web shows it, and cmd wires them together.
+//
+// # A map of the package
+//
+// Features and buckets (feature.go). A Feature holds its Buckets, each a
+// node of the feature's ring (package ring) with a number of replicas and a
+// JSON value; a salt that keys its users; a kill switch (Enabled), a
+// Fallback bucket and per-user Overrides. Validate checks a configuration
+// against the limits (MaxReplicas, MaxPoints, MaxBuckets, …); ValidateUser
+// checks a user ID.
+//
+// Evaluation (evaluate.go, snapshot.go). A feature is compiled once per
+// version into what evaluation needs; a Snapshot holds every compiled
+// feature at one store revision and answers Evaluate, Peek and Shares from
+// memory, without locks. Evaluation counts exposures in the snapshot as it
+// serves them.
+//
+// Changes and churn reports (change.go, report.go, service.go). A Change
+// is one edit (AddBucket, UpdateBucket, RemoveBucket, SetBuckets, Patch,
+// SetOverride, ClearOverride, Reshuffle). The Service applies changes one at
+// a time (writelock.go: a write waits at most MaxWriteWait), each against
+// the feature's current version (ChangeOptions.IfMatch, retried on a lost
+// race), refused over ChangeOptions.MaxChurn; each applied change writes a
+// Version with its Report, the exact fraction of users it moves, from which
+// bucket to which, and swaps in a new Snapshot.
+//
+// Versions and history (store.go, history.go). Every change is a Version of
+// its feature: Service.Versions and Service.Changes (the audit log) read
+// them, Service.Rollback makes an old one current again, and
+// Service.UserHistory replays what one user was served, version by version.
+//
+// Plans (plan.go). PlanShares, PlanNew and Service.Plan find the replica
+// counts that bring a feature's buckets to target shares within a
+// tolerance (CheckTolerance is the one rule for a tolerance, of plans and
+// ramps alike), moving as few users as they can; the search itself is
+// package rollout/plan.
+//
+// Ramps (ramp.go). A Ramp grows one bucket to a list of shares at set
+// times, each step an ordinary change that only adds replicas to it, so
+// that a user who enters the bucket stays in it; ApplyDueRamps applies the
+// steps that are due, on whichever instance gets to them first, and
+// RunRamps does so at an interval.
+//
+// Tokens and sessions (token.go). API tokens have a Role (admin, editor,
+// viewer, evaluate) that Allows a Permission; Tokens authenticates their
+// secrets from memory and follows their changes; the dashboard's sessions
+// that signed out are kept until they expire (TokenStore).
+//
+// Exposures (exposure.go). What evaluations served, counted by feature,
+// version and bucket, are flushed to the store (FlushExposures) and read
+// back as an ExposureReport; in-app clients send theirs in batches
+// (AddExposureBatch), each taken once.
+//
+// Following the store and syncing (follow.go, sync.go). Several instances
+// may share one database: every committed change writes a Commit to the
+// store's feed, and Service.Sync and Service.Follow read the commits an
+// instance has not seen and reload the features they name; Subscribe
+// passes them on (the API's change streams). A SyncDocument is every
+// feature at one revision, from which another process builds a Snapshot
+// (NewSnapshot) and evaluates with this same code.
+//
+// Idempotency (idempotency.go). A request with an Idempotency-Key holds a
+// Claim on it while it runs (IdempotencyStore); its answer is settled in
+// the transaction of the change it made, so that a retry gets the same
+// answer and makes no second change.
+//
+// The store (store.go). Store is the storage the Service needs: features,
+// versions, the commit feed, exposures, ramps (RampStore) and idempotency
+// keys (IdempotencyStore), each method atomic, with the errors it may
+// return; Tokens need a TokenStore. They are declared here, where they are
+// used; package store implements them.
+//
+// Errors (error.go). Every error meant for a user is an *Error with a code
+// (EInvalid, ENotFound, EConflict, EPrecondition, EChurn, EUnavailable,
+// EInternal) and a message that says what was wrong and how to fix it;
+// ErrorCode and ErrorMessage read them through any wrapping. The API maps
+// each code to one HTTP status.
+package rollout

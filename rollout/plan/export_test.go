@@ -1,0 +1,9 @@
+package plan
+
+// CtxCheckEvery is how many steps a plan takes at most between looks at its
+// context.
+const CtxCheckEvery = ctxCheckEvery
+
+// FeatureLimits are a feature's limits (rollout.MaxReplicas and
+// rollout.MaxPoints), which the tests plan within.
+var FeatureLimits = Limits{MaxReplicas: 1000, MaxPoints: 10_000}
