@@ -55,13 +55,18 @@
 // back as an ExposureReport; in-app clients send theirs in batches
 // (AddExposureBatch), each taken once.
 //
-// Following the store and syncing (follow.go, sync.go). Several instances
-// may share one database: every committed change writes a Commit to the
-// store's feed, and Service.Sync and Service.Follow read the commits an
-// instance has not seen and reload the features they name; Subscribe
-// passes them on (the API's change streams). A SyncDocument is every
-// feature at one revision, from which another process builds a Snapshot
-// (NewSnapshot) and evaluates with this same code.
+// The change feed (feed.go). Several instances may share one database:
+// every committed change writes a Commit to the store's feed, and
+// Service.Sync and Service.Follow read the commits an instance has not
+// seen and reload the features they name; Subscribe passes them on (the
+// API's change streams).
+//
+// Sync forms (syncform.go). Apps that evaluate in their own process get
+// each feature's sync form: its configuration without descriptions or
+// actors, overrides keyed by a salted hash of the user ID, encoded once per
+// version. A SyncDocument is every feature's at one revision; DecodeSync
+// builds a Snapshot from it and ApplySync the next one from the changed
+// features a stream carries, so that the app evaluates with this same code.
 //
 // Idempotency (idempotency.go). A request with an Idempotency-Key holds a
 // Claim on it while it runs (IdempotencyStore); its answer is settled in
