@@ -15,7 +15,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
-	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/sqlite"
 )
 
 // TestSyncSnapshot: the snapshot holds everything evaluation needs, its
@@ -76,7 +76,7 @@ func TestSyncSnapshot(t *testing.T) {
 func streamServer(t *testing.T) (*testServer, *rollout.Service) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,17 +13,18 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/postgres"
 	"github.com/rollout/rollout/store/storetest"
 )
 
-func open(t *testing.T, dsn string) *postgres.DB {
+func open(t *testing.T, dsn string) *store.DB {
 	t.Helper()
 	db, err := postgres.Open(context.Background(), dsn)
 	if err != nil {
 		t.Fatalf("Open() = %v", err)
 	}
-	t.Cleanup(db.Close)
+	t.Cleanup(func() { db.Close() })
 	return db
 }
 

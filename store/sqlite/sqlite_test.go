@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 
 	"github.com/rollout/rollout/migrations"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/store"
 )
 
 var t0 = time.Date(2025, 3, 14, 15, 9, 26, 535897932, time.UTC)
@@ -74,14 +75,43 @@ func versionOf(before, after rollout.Feature) rollout.Version {
 	}
 }
 
+// DB is a store with the pools of its file, to look inside.
+type DB struct {
+	*store.DB
+	*file
+}
+
 func openTest(t *testing.T, path string) *DB {
 	t.Helper()
-	db, err := Open(context.Background(), path)
+	db, f, err := open(context.Background(), path, busyTimeout)
 	if err != nil {
 		t.Fatalf("Open(%q) = %v", path, err)
 	}
 	t.Cleanup(func() { db.Close() })
-	return db
+	return &DB{db, f}
+}
+
+// openDB is Open with the pools.
+func openDB(ctx context.Context, path string) (*DB, error) {
+	db, f, err := open(ctx, path, busyTimeout)
+	if err != nil {
+		return nil, err
+	}
+	return &DB{db, f}, nil
+}
+
+// extended returns the extended code of a constraint violation, or 0.
+func extended(err error) sqlite3.ErrNoExtended {
+	if se, ok := errors.AsType[sqlite3.Error](err); ok && se.Code == sqlite3.ErrConstraint {
+		return se.ExtendedCode
+	}
+	return 0
+}
+
+// wrapErr wraps err as the store does with this package's dialect.
+func wrapErr(err error, format string, args ...any) error {
+	d := store.Dialect{Unavailable: unavailable, Constraint: constraint}
+	return d.WrapErr(err, format, args...)
 }
 
 func newDB(t *testing.T) (*DB, string) {
@@ -563,7 +593,7 @@ func TestAtomicity(t *testing.T) {
 			t.Fatal(err)
 		}
 		err := db.UpdateFeature(ctx, g, versionOf(f, g))
-		if constraint(err) != sqlite3.ErrConstraintPrimaryKey {
+		if extended(err) != sqlite3.ErrConstraintPrimaryKey {
 			t.Fatalf("UpdateFeature() with version 2 in history = %v, want a primary key violation", err)
 		}
 		if diff := cmp.Diff([]rollout.Feature{f}, features(t, db)); diff != "" {
@@ -584,7 +614,7 @@ func TestAtomicity(t *testing.T) {
 			t.Fatal(err)
 		}
 		err := db.CreateFeature(ctx, f, versionOf(rollout.Feature{}, f))
-		if constraint(err) != sqlite3.ErrConstraintPrimaryKey {
+		if extended(err) != sqlite3.ErrConstraintPrimaryKey {
 			t.Fatalf("CreateFeature() with a report in the way = %v, want a primary key violation", err)
 		}
 		if got := features(t, db); len(got) != 0 {
@@ -599,7 +629,7 @@ func TestAtomicity(t *testing.T) {
 func TestReopen(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "rollout.db")
-	db, err := Open(ctx, path)
+	db, err := openDB(ctx, path)
 	if err != nil {
 		t.Fatalf("Open() = %v", err)
 	}
@@ -747,7 +777,7 @@ func TestAwkwardPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "roll out?.db")
-	db, err := Open(ctx, path)
+	db, err := openDB(ctx, path)
 	if err != nil {
 		t.Fatalf("Open(%q) = %v", path, err)
 	}
@@ -824,7 +854,7 @@ func TestConcurrentUpdates(t *testing.T) {
 func TestUnavailable(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "rollout.db")
-	db, err := open(ctx, path, 50*time.Millisecond)
+	db, _, err := open(ctx, path, 50*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1032,7 +1062,7 @@ func TestTokenConstraints(t *testing.T) {
 	wantCode(t, "CreateToken(same ID)", db.CreateToken(ctx, sameID), rollout.EConflict)
 	badRole := rollout.Token{ID: "4", Name: "bad", Role: "root", Hash: "h4", CreatedAt: t0}
 	err := db.CreateToken(ctx, badRole)
-	if err == nil || rollout.ErrorCode(err) != rollout.EInternal || constraint(err) != sqlite3.ErrConstraintCheck {
+	if err == nil || rollout.ErrorCode(err) != rollout.EInternal || extended(err) != sqlite3.ErrConstraintCheck {
 		t.Errorf("CreateToken(role root) = %v, want an internal error wrapping a CHECK violation", err)
 	}
 	if n := count(t, db.read, "SELECT count(*) FROM tokens"); n != 1 {
