@@ -57,8 +57,6 @@ func Open(ctx context.Context, dsn string) (*store.DB, error) {
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = map[string]string{}
 	}
-	listen := cfg.Copy()
-	listen.RuntimeParams["application_name"] = ListenerName
 	for name, d := range map[string]time.Duration{
 		"lock_timeout":                        store.DefaultTimeout,
 		"idle_in_transaction_session_timeout": 2 * store.DefaultTimeout,
@@ -67,6 +65,8 @@ func Open(ctx context.Context, dsn string) (*store.DB, error) {
 			cfg.RuntimeParams[name] = strconv.FormatInt(d.Milliseconds(), 10)
 		}
 	}
+	listen := cfg.Copy()
+	listen.RuntimeParams["application_name"] = ListenerName
 	pool := stdlib.OpenDB(*cfg)
 	n := max(4, runtime.NumCPU())
 	pool.SetMaxOpenConns(n)

@@ -242,41 +242,6 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
-func TestFeaturesSortedAndEmpty(t *testing.T) {
-	db, _ := newDB(t)
-	if got := features(t, db); got == nil || len(got) != 0 {
-		t.Fatalf("Features() of an empty database = %#v, want empty non-nil", got)
-	}
-	for _, k := range []string{"zeta", "alpha", "mid"} {
-		create(t, db, newFeature(k))
-	}
-	var keys []string
-	for _, f := range features(t, db) {
-		keys = append(keys, f.Key)
-	}
-	if diff := cmp.Diff([]string{"alpha", "mid", "zeta"}, keys); diff != "" {
-		t.Errorf("Features() keys mismatch (-want +got):\n%s", diff)
-	}
-}
-
-func TestCreateAssignsID(t *testing.T) {
-	db, _ := newDB(t)
-	f := newFeature("noid")
-	f.ID = ""
-	create(t, db, f)
-	got := features(t, db)[0]
-	if len(got.ID) != 36 {
-		t.Errorf("Features()[0].ID = %q, want a UUID", got.ID)
-	}
-	v, err := db.Version(context.Background(), "noid", 1)
-	if err != nil {
-		t.Fatalf("Version(noid, 1) = %v", err)
-	}
-	if v.Config.ID != got.ID {
-		t.Errorf("Version(noid, 1).Config.ID = %q, want %q", v.Config.ID, got.ID)
-	}
-}
-
 func TestCreateConflict(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -444,82 +409,6 @@ func TestDeleteFeature(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestDeleteAndCreateAgain(t *testing.T) {
-	ctx := context.Background()
-	db, _ := newDB(t)
-	old := newFeature("again")
-	create(t, db, old)
-	if err := db.DeleteFeature(ctx, "again", 1); err != nil {
-		t.Fatalf("DeleteFeature() = %v", err)
-	}
-	fresh := newFeature("again")
-	fresh.ID = "fresh-id"
-	create(t, db, fresh)
-	// A change made to the deleted feature at version 1 must not land on the
-	// new one, also at version 1.
-	g := next(old, t0)
-	err := db.UpdateFeature(ctx, g, versionOf(old, g))
-	wantCode(t, "UpdateFeature(deleted incarnation)", err, rollout.EConflict)
-}
-
-func TestVersions(t *testing.T) {
-	ctx := context.Background()
-	db, _ := newDB(t)
-	all := history(t, db, newFeature("hist"), 7)
-	for i := range all {
-		all[i].Config.ID = newFeature("hist").ID
-	}
-	newest := func(nums ...int) []rollout.Version {
-		out := []rollout.Version{}
-		for _, n := range nums {
-			out = append(out, all[n-1])
-		}
-		return out
-	}
-	tests := []struct {
-		before, limit int
-		want          []rollout.Version
-	}{
-		{0, 0, newest(7, 6, 5, 4, 3, 2, 1)},
-		{0, 3, newest(7, 6, 5)},
-		{5, 3, newest(4, 3, 2)},
-		{2, 3, newest(1)},
-		{1, 3, newest()},
-		{100, 2, newest(7, 6)},
-		{-1, -1, newest(7, 6, 5, 4, 3, 2, 1)},
-		{4, 0, newest(3, 2, 1)},
-	}
-	for _, tt := range tests {
-		got, err := db.Versions(ctx, "hist", tt.before, tt.limit)
-		if err != nil {
-			t.Fatalf("Versions(hist, %d, %d) = %v", tt.before, tt.limit, err)
-		}
-		if diff := cmp.Diff(tt.want, got); diff != "" {
-			t.Errorf("Versions(hist, %d, %d) mismatch (-want +got):\n%s", tt.before, tt.limit, diff)
-		}
-	}
-
-	// Paging through with before = last version seen gives every entry once.
-	var paged []rollout.Version
-	for before := 0; ; {
-		page, err := db.Versions(ctx, "hist", before, 2)
-		if err != nil {
-			t.Fatalf("Versions(hist, %d, 2) = %v", before, err)
-		}
-		if len(page) == 0 {
-			break
-		}
-		paged = append(paged, page...)
-		before = page[len(page)-1].Version
-	}
-	if diff := cmp.Diff(newest(7, 6, 5, 4, 3, 2, 1), paged); diff != "" {
-		t.Errorf("paged Versions mismatch (-want +got):\n%s", diff)
-	}
-
-	_, err := db.Versions(ctx, "nope", 0, 0)
-	wantCode(t, "Versions(nope)", err, rollout.ENotFound)
 }
 
 func TestVersion(t *testing.T) {

@@ -51,6 +51,10 @@ var cases = []struct {
 	run  func(t *testing.T, o Opened)
 }{
 	{"create", testCreate},
+	{"features sorted, none is empty", testFeaturesSortedAndEmpty},
+	{"create assigns an ID", testCreateAssignsID},
+	{"deleted and created again", testDeleteAndCreateAgain},
+	{"versions paged", testVersionsPaged},
 	{"optimistic update", testUpdate},
 	{"conflict", testConflict},
 	{"delete", testDelete},
