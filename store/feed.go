@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/rollout/rollout/rollout"
@@ -16,14 +15,20 @@ import (
 const sessionKeySize = 32
 
 // addCommit takes the next revision, records the change of kind to key at
-// time at as its commit, and announces the revision when the dialect does
-// (on commit). The UPDATE holds the one revision row until the transaction
+// time at as its commit (announced on commit where the dialect's Commit
+// statement does so). The UPDATE holds the one revision row until the transaction
 // ends (SQLite: the write lock, held from BEGIN IMMEDIATE, already does),
 // so writers take revisions one after the other, each after the previous
 // one has committed or rolled back: no reader sees revision n+1 committed
 // while n is not. It should be the transaction's last write.
 func (tx *tx) addCommit(kind rollout.CommitKind, key string, at time.Time) error {
 	var rev int64
+	if tx.db.d.Commit != "" {
+		if err := tx.queryRow(tx.db.d.Commit, string(kind), key, tx.db.d.Time(at)).Scan(&rev); err != nil {
+			return fmt.Errorf("record commit: %w", err)
+		}
+		return nil
+	}
 	if err := tx.queryRow(`UPDATE revision SET revision = revision + 1 WHERE id = 1 RETURNING revision`).Scan(&rev); err != nil {
 		return fmt.Errorf("take next revision: %w", err)
 	}
@@ -31,18 +36,13 @@ func (tx *tx) addCommit(kind rollout.CommitKind, key string, at time.Time) error
 		rev, string(kind), key, tx.db.d.Time(at)); err != nil {
 		return fmt.Errorf("record commit %d: %w", rev, err)
 	}
-	if tx.db.d.Notify != "" {
-		if _, err := tx.exec(tx.db.d.Notify, strconv.FormatInt(rev, 10)); err != nil {
-			return fmt.Errorf("announce commit %d: %w", rev, err)
-		}
-	}
 	return nil
 }
 
 // Revision returns the revision of the last commit, 0 when there is none.
 func (db *DB) Revision(ctx context.Context) (int64, error) {
 	var rev int64
-	err := db.readTx(ctx, "read revision", func(tx *tx) error {
+	err := db.read(ctx, "read revision", func(tx *tx) error {
 		return tx.queryRow(`SELECT revision FROM revision WHERE id = 1`).Scan(&rev)
 	})
 	return rev, err
@@ -56,7 +56,7 @@ func (db *DB) Commits(ctx context.Context, since int64, limit int) ([]rollout.Co
 		q, args = q+` LIMIT ?`, append(args, limit)
 	}
 	var out []rollout.Commit
-	err := db.readTx(ctx, fmt.Sprintf("list commits since revision %d", since), func(tx *tx) error {
+	err := db.read(ctx, fmt.Sprintf("list commits since revision %d", since), func(tx *tx) error {
 		rows, err := tx.query(q, args...)
 		out, err = collect(rows, err, func(rows *sql.Rows) (rollout.Commit, error) {
 			var (
@@ -80,7 +80,7 @@ func (db *DB) Commits(ctx context.Context, since int64, limit int) ([]rollout.Co
 func (db *DB) SessionKey(ctx context.Context) ([]byte, error) {
 	const op = "read session key"
 	var key []byte
-	err := db.readTx(ctx, op, func(tx *tx) error {
+	err := db.read(ctx, op, func(tx *tx) error {
 		return tx.queryRow(`SELECT value FROM settings WHERE name = 'session_key'`).Scan(&key)
 	})
 	if errors.Is(err, sql.ErrNoRows) {

@@ -15,7 +15,6 @@ import (
 	"io/fs"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/pressly/goose/v3"
@@ -70,9 +69,10 @@ type Dialect struct {
 	Unavailable func(error) string
 	// Constraint returns the kind of constraint err violated, if any.
 	Constraint func(error) Constraint
-	// Notify, when not "", is run with the revision (as text) after each
-	// commit is recorded, to announce it.
-	Notify string
+	// Commit, when not "", records a commit of (kind, key, time) under
+	// the next revision, which it returns, in one statement (and may
+	// announce it); otherwise two statements do.
+	Commit string
 	// Check, when not nil, is called before each write and by Ping: it
 	// refuses with rollout.EUnavailable to use a database that is gone.
 	Check func() error
@@ -91,7 +91,6 @@ type DB struct {
 	d       Dialect
 	now     func() time.Time
 	timeout time.Duration // bounds each transaction; <= 0: none
-	queries sync.Map      // query as written -> in the dialect
 	marks   *strings.Replacer
 }
 
@@ -270,6 +269,17 @@ func (db *DB) readTx(ctx context.Context, op string, fn func(*tx) error) error {
 	return db.inTx(ctx, db.d.Read, db.d.ReadTx, op, fn)
 }
 
+// read runs fn, whose statements read from the read pool outside of a
+// transaction, within the DB's timeout: for single statements.
+func (db *DB) read(ctx context.Context, op string, fn func(*tx) error) error {
+	ctx, cancel := db.bound(ctx)
+	defer cancel()
+	if err := fn(&tx{q: db.d.Read, ctx: ctx, db: db}); err != nil {
+		return db.d.WrapErr(err, "%s", op)
+	}
+	return nil
+}
+
 // bound returns ctx with the DB's timeout.
 func (db *DB) bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	if db.timeout <= 0 {
@@ -287,7 +297,7 @@ func (db *DB) inTx(ctx context.Context, pool *sql.DB, opts *sql.TxOptions, op st
 		return db.d.WrapErr(db.cause(ctx, err), "%s", op)
 	}
 	defer t.Rollback()
-	if err := fn(&tx{Tx: t, ctx: ctx, db: db}); err != nil {
+	if err := fn(&tx{q: t, ctx: ctx, db: db}); err != nil {
 		return db.d.WrapErr(db.cause(ctx, err), "%s", op)
 	}
 	if err := t.Commit(); err != nil {
@@ -307,40 +317,41 @@ func (db *DB) cause(ctx context.Context, err error) error {
 }
 
 // q returns query in the DB's dialect: its placeholders, collation, and
-// column names.
+// column names. (None of the store's queries has a ? in a literal.)
 func (db *DB) q(query string) string {
-	if s, ok := db.queries.Load(query); ok {
-		return s.(string)
-	}
 	s := db.marks.Replace(query)
-	if db.d.Dollar {
-		var b strings.Builder
-		n := 0
-		for _, r := range s {
-			if r == '?' {
-				n++
-				b.WriteByte('$')
-				b.WriteString(strconv.Itoa(n))
-				continue
-			}
-			b.WriteRune(r)
-		}
-		s = b.String()
+	if !db.d.Dollar {
+		return s
 	}
-	db.queries.Store(query, s)
-	return s
+	var b strings.Builder
+	b.Grow(len(s) + len(s)/8)
+	n := 0
+	for _, r := range s {
+		if r != '?' {
+			b.WriteRune(r)
+			continue
+		}
+		n++
+		b.WriteByte('$')
+		b.WriteString(strconv.Itoa(n))
+	}
+	return b.String()
 }
 
-// tx is a transaction whose statements end with its context, written with
-// ? placeholders and the marks of DB.q.
+// tx is a transaction (or a pool, see DB.read) whose statements end with
+// its context, written with ? placeholders and the marks of DB.q.
 type tx struct {
-	*sql.Tx
+	q interface {
+		ExecContext(context.Context, string, ...any) (sql.Result, error)
+		QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+		QueryRowContext(context.Context, string, ...any) *sql.Row
+	}
 	ctx context.Context
 	db  *DB
 }
 
 func (t *tx) exec(query string, args ...any) (sql.Result, error) {
-	return t.ExecContext(t.ctx, t.db.q(query), args...)
+	return t.q.ExecContext(t.ctx, t.db.q(query), args...)
 }
 
 // affected runs query and returns how many rows it changed.
@@ -353,11 +364,11 @@ func (t *tx) affected(query string, args ...any) (int64, error) {
 }
 
 func (t *tx) query(query string, args ...any) (*sql.Rows, error) {
-	return t.QueryContext(t.ctx, t.db.q(query), args...)
+	return t.q.QueryContext(t.ctx, t.db.q(query), args...)
 }
 
 func (t *tx) queryRow(query string, args ...any) *sql.Row {
-	return t.QueryRowContext(t.ctx, t.db.q(query), args...)
+	return t.q.QueryRowContext(t.ctx, t.db.q(query), args...)
 }
 
 func (t *tx) constraint(err error) Constraint {

@@ -71,6 +71,8 @@ func Open(ctx context.Context, dsn string) (*store.DB, error) {
 	n := max(4, runtime.NumCPU())
 	pool.SetMaxOpenConns(n)
 	pool.SetMaxIdleConns(n)
+	pool.SetConnMaxLifetime(time.Hour) // as pgxpool did
+	pool.SetConnMaxIdleTime(30 * time.Minute)
 	l := &listener{config: listen}
 	d := store.Dialect{
 		Write: pool, Read: pool, Probe: pool,
@@ -84,9 +86,13 @@ func Open(ctx context.Context, dsn string) (*store.DB, error) {
 		Seconds:     utc,
 		Unavailable: unavailable,
 		Constraint:  constraint,
-		Notify:      `SELECT pg_notify('` + channel + `', ?)`,
-		Listen:      l.notifications,
-		Close:       pool.Close,
+		// One statement, which announces the revision on commit.
+		Commit: `
+			WITH r AS (UPDATE revision SET revision = revision + 1 WHERE id = 1 RETURNING revision),
+			     c AS (INSERT INTO commits (revision, kind, key, created_at) SELECT revision, ?, ?, ? FROM r)
+			SELECT revision FROM r, pg_notify('` + channel + `', revision::text)`,
+		Listen: l.notifications,
+		Close:  pool.Close,
 	}
 	if err := migrate(ctx, pool); err != nil {
 		pool.Close()

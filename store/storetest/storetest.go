@@ -1,6 +1,6 @@
 // Package storetest is the contract every store of features must meet: one
-// table of cases that the SQLite store (store) and the PostgreSQL store
-// (store/postgres) both run, so that the two cannot drift. It also gives
+// table of cases that the store on each dialect (store/sqlite,
+// store/postgres) runs, so that the two cannot drift. It also gives
 // tests a PostgreSQL database of their own (PostgresDSN).
 package storetest
 
