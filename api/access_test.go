@@ -18,6 +18,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
 )
 
@@ -44,7 +45,7 @@ func newGuardedServer(t *testing.T) *guardedServer {
 func newAuthServer(t *testing.T, roles []rollout.Role, anyHost bool) *guardedServer {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

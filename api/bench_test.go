@@ -14,7 +14,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/internal/storemetrics"
 	"github.com/rollout/rollout/rollout"
-	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/sqlite"
 )
 
 // The evaluation endpoints are measured through the real echo router, its
@@ -34,7 +34,7 @@ const benchFeatures = 20
 func benchAPI(b *testing.B, withToken bool) (http.Handler, *rollout.Service, string) {
 	b.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(b.TempDir(), "rollout.db"))
+	db, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "rollout.db"))
 	if err != nil {
 		b.Fatal(err)
 	}

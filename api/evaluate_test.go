@@ -16,7 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/rollout"
-	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/sqlite"
 )
 
 // encodingJSON is what echo's Context.JSON writes for v.
@@ -151,7 +151,7 @@ func FuzzEvaluateQuery(f *testing.F) {
 // uses: compacted, the pretty answer is the plain one.
 func TestEvaluateAnswersAreEncodingJSON(t *testing.T) {
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
-	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/sqlite"
 )
 
 // exposure is one count of a POST /api/exposures body.
@@ -220,7 +220,7 @@ func TestExposureTotalsSaturate(t *testing.T) {
 // stores nothing, while another token is not held back.
 func TestExposureRateLimit(t *testing.T) {
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

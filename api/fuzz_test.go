@@ -12,7 +12,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
-	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/sqlite"
 )
 
 // FuzzRequests sends arbitrary requests through the real router over a real
@@ -40,7 +40,7 @@ func FuzzRequests(f *testing.F) {
 		f.Add(s.method, s.path, []byte(s.body), s.ifMatch)
 	}
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(f.TempDir(), "rollout.db"))
+	db, err := sqlite.Open(ctx, filepath.Join(f.TempDir(), "rollout.db"))
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
-	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/sqlite"
 )
 
 const keyHeader = "Idempotency-Key"
@@ -245,7 +245,7 @@ func TestIdempotencyKeyExpiry(t *testing.T) {
 	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	now.Store(start.UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "rollout.db"))
+	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "rollout.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

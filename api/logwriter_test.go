@@ -16,7 +16,7 @@ import (
 	"github.com/rollout/rollout/internal/logwriter"
 	"github.com/rollout/rollout/internal/storemetrics"
 	"github.com/rollout/rollout/rollout"
-	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/sqlite"
 )
 
 // blockingWriter blocks every Write until release is closed, then keeps
@@ -90,7 +90,7 @@ func TestBlockedLogNeverStallsRequests(t *testing.T) {
 func newHandler(t *testing.T, opts api.Options, w *logwriter.Writer) (http.Handler, *rollout.Service) {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

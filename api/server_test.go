@@ -15,6 +15,7 @@ import (
 	"github.com/rollout/rollout/internal/storemetrics"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/sqlite"
 )
 
 // testServer is the API over a real SQLite store in a temporary directory,
@@ -41,7 +42,7 @@ func newServerOver(t testing.TB, dbPath string, opts api.Options, wrap func(roll
 	if dbPath == "" {
 		dbPath = filepath.Join(t.TempDir(), "rollout.db")
 	}
-	db, err := store.Open(context.Background(), dbPath)
+	db, err := sqlite.Open(context.Background(), dbPath)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

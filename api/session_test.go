@@ -13,6 +13,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
 )
 
@@ -29,7 +30,7 @@ type sessionBench struct {
 func newSessionBench(t *testing.T) *sessionBench {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

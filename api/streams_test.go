@@ -22,6 +22,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/sqlite"
 )
 
 // streamEnv is the API with tokens required, over a real SQLite store that
@@ -56,7 +57,7 @@ func (s *roleStore) Tokens(ctx context.Context) ([]rollout.Token, error) {
 func newStreamEnv(t *testing.T, opts api.Options, rs *roleStore, connContext func(context.Context, net.Conn) context.Context) *streamEnv {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
-	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/sqlite"
 )
 
 // TestSyncSnapshot: the snapshot holds everything evaluation needs and no
@@ -197,7 +197,7 @@ func TestSyncSnapshotEncodedOnce(t *testing.T) {
 func streamServer(t *testing.T) (*testServer, *rollout.Service) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
-	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/sqlite"
 )
 
 func TestAddCounts(t *testing.T) {
@@ -68,7 +68,7 @@ func contains(err error, s string) bool { return err != nil && strings.Contains(
 // then forgotten.
 func TestExposureBatchClock(t *testing.T) {
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestExposureBatchClock(t *testing.T) {
 func TestExposureVersionLookups(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "rollout.db")
-	db, err := store.Open(ctx, path)
+	db, err := sqlite.Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
-	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/sqlite"
 )
 
 // unreadableValues are bucket values that are valid JSON to json.Valid but
@@ -55,7 +55,7 @@ func TestBucketValueMustBeReadable(t *testing.T) {
 // replaces the value is accepted.
 func TestUnreadableValueOnEveryPath(t *testing.T) {
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

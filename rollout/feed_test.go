@@ -8,6 +8,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/sqlite"
 )
 
 // twoInstances returns two services over one SQLite file, each with its
@@ -19,7 +20,7 @@ func twoInstances(t *testing.T) (one, two *rollout.Service, db2 *store.DB) {
 	var svcs [2]*rollout.Service
 	var dbs [2]*store.DB
 	for i := range svcs {
-		db, err := store.Open(ctx, path)
+		db, err := sqlite.Open(ctx, path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
-	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/postgres"
+	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/store/storetest"
 )
 
@@ -39,7 +39,7 @@ func openServices(t *testing.T, n int, clock rollout.Clock) []*rollout.Service {
 	path := filepath.Join(t.TempDir(), "rollout.db")
 	var svcs []*rollout.Service
 	for range n {
-		db, err := store.Open(context.Background(), path)
+		db, err := sqlite.Open(context.Background(), path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -185,7 +185,7 @@ func TestRampExactlyOncePostgres(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(db.Close)
+		t.Cleanup(func() { db.Close() })
 		svc, err := rollout.NewService(context.Background(), db, clock.clock())
 		if err != nil {
 			t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/sqlite"
 )
 
 // failingStore is the real store, with writes of counts that fail on demand.
@@ -34,7 +35,7 @@ func (s *failingStore) AddExposures(ctx context.Context, counts []rollout.Exposu
 
 func newService(t *testing.T) (*rollout.Service, *failingStore) {
 	t.Helper()
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "rollout.db"))
+	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "rollout.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
-	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/sqlite"
 )
 
 // sweepCounter is a token store that records its sweeps instead of
@@ -30,7 +30,7 @@ func (s *sweepCounter) SweepEndedSessions(_ context.Context, now time.Time) (int
 // TestSweepSessionsEvery: the ended sessions are swept once per interval,
 // without a sign-out to trigger it, until the context ends.
 func TestSweepSessionsEvery(t *testing.T) {
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "rollout.db"))
+	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "rollout.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,13 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/rollout/rollout/rollout"
@@ -12,26 +15,153 @@ import (
 
 // Exposures are kept as one total per feature, version, bucket and hour
 // (Unix seconds of the hour's start; 0 for totals from before hours were
-// kept). Totals saturate at math.MaxInt64: SQLite would otherwise turn an
-// overflowing sum into a float, which the table's CHECK refuses.
+// kept). Totals saturate at math.MaxInt64, so that a flush never fails on
+// a total that would overflow (SQLite would turn it into a float, which
+// the table's CHECK refuses).
 
-// AddExposures adds the counts to the stored ones in one transaction.
+// AddExposures adds the counts to the stored ones in one transaction, as
+// increments, so that the counts of any number of instances add up.
 // Counts of features that no longer exist are dropped.
 func (db *DB) AddExposures(ctx context.Context, counts []rollout.Exposure) error {
-	return db.writeTx(ctx, "add exposures", func(tx *sql.Tx) error {
-		return addExposures(ctx, tx, counts)
+	rows, err := exposureRows(counts)
+	if err != nil || len(rows) == 0 {
+		return err
+	}
+	return db.retryDeleted(func() error {
+		return db.writeTx(ctx, "add exposures", func(tx *tx) error { return tx.addExposures(rows) })
 	})
 }
 
-// Exposures returns the stored counts of the feature key, by version,
-// bucket and hour.
+// AddExposureBatch adds the counts as AddExposures does, in the same
+// transaction as it records the batch ID, received at at; a batch whose ID
+// is recorded adds nothing and returns false. Two handles sending one
+// batch at once: the second waits for the first and then finds it. IDs
+// received rollout.ExposureBatchMemory before at are removed.
+func (db *DB) AddExposureBatch(ctx context.Context, batch string, at time.Time, counts []rollout.Exposure) (bool, error) {
+	rows, err := exposureRows(counts)
+	if err != nil {
+		return false, err
+	}
+	var added bool
+	err = db.retryDeleted(func() error {
+		return db.writeTx(ctx, fmt.Sprintf("add exposure batch %q", batch), func(tx *tx) error {
+			added = false
+			if _, err := tx.exec(`DELETE FROM exposure_batches WHERE received_at < ?`,
+				db.d.Seconds(at.Add(-rollout.ExposureBatchMemory))); err != nil {
+				return err
+			}
+			n, err := tx.affected(`INSERT INTO exposure_batches (id, received_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`,
+				batch, db.d.Seconds(at))
+			if err != nil || n == 0 {
+				return err // seen already: nothing to add
+			}
+			added = true
+			return tx.addExposures(rows)
+		})
+	})
+	return added && err == nil, err
+}
+
+// retryDeleted runs write up to three times while it fails on a foreign
+// key: a feature deleted by another transaction after the check that it
+// exists. The next try leaves that feature out.
+func (db *DB) retryDeleted(write func() error) error {
+	var err error
+	for range 3 {
+		if err = write(); err == nil || db.d.Constraint(err) != ForeignKey {
+			break
+		}
+	}
+	return err
+}
+
+// Exposures returns the stored counts of the feature key, newest version
+// first, then by bucket and hour. A count that is not a whole number from
+// 0 to math.MaxInt64 (a float that an overflowing sum left in SQLite before
+// totals saturated) reads as the nearest one.
 func (db *DB) Exposures(ctx context.Context, key string) ([]rollout.Exposure, error) {
 	var out []rollout.Exposure
-	err := db.readTx(ctx, fmt.Sprintf("exposures of %q", key), func(tx *sql.Tx) (err error) {
-		out, err = listExposures(ctx, tx, key)
+	err := db.readTx(ctx, fmt.Sprintf("exposures of %q", key), func(tx *tx) error {
+		rows, err := tx.query(`
+			SELECT f.id, e.version, e.bucket, e.hour,
+				CASE WHEN e.count >= 9223372036854775807 THEN 9223372036854775807
+				WHEN e.count <= 0 THEN 0
+				ELSE CAST(e.count AS BIGINT) END
+			FROM exposures e JOIN features f ON f.id = e.feature_id
+			WHERE f.key = ?
+			ORDER BY e.version DESC, e.bucket{C}, e.hour`, key)
+		out, err = collect(rows, err, func(rows *sql.Rows) (rollout.Exposure, error) {
+			e := rollout.Exposure{Feature: key}
+			var hour int64
+			err := rows.Scan(&e.FeatureID, &e.Version, &e.Bucket, &hour, &e.Count)
+			e.Hour = timeOfHour(hour)
+			return e, err
+		})
 		return err
 	})
+	if len(out) == 0 {
+		out = nil
+	}
 	return out, err
+}
+
+// exposureRow is one total to add.
+type exposureRow struct {
+	id, bucket  string
+	version     int32
+	hour, count int64
+}
+
+// exposureRows returns counts summed per feature, version, bucket and hour
+// (saturating), in that order (buckets by bytes), leaving out zero counts:
+// concurrent writers then lock rows in the same order and cannot deadlock,
+// and one statement never touches a row twice. A version that an integer
+// cannot hold, or a negative count, is refused (EInvalid) rather than
+// truncated.
+func exposureRows(counts []rollout.Exposure) ([]exposureRow, error) {
+	var rows []exposureRow
+	for _, e := range counts {
+		if e.Version < 1 || e.Version > math.MaxInt32 || e.Count < 0 {
+			return nil, rollout.Errorf(rollout.EInvalid, "exposures of feature %q: version %d or count %d out of range", e.FeatureID, e.Version, e.Count)
+		}
+		if e.Count > 0 {
+			rows = append(rows, exposureRow{e.FeatureID, e.Bucket, int32(e.Version), hourOf(e.Hour), e.Count})
+		}
+	}
+	slices.SortFunc(rows, func(a, b exposureRow) int {
+		return cmp.Or(strings.Compare(a.id, b.id), cmp.Compare(a.version, b.version), strings.Compare(a.bucket, b.bucket), cmp.Compare(a.hour, b.hour))
+	})
+	out := rows[:0]
+	for _, r := range rows {
+		if n := len(out); n > 0 && out[n-1].id == r.id && out[n-1].version == r.version && out[n-1].bucket == r.bucket && out[n-1].hour == r.hour {
+			out[n-1].count = min(out[n-1].count, math.MaxInt64-r.count) + r.count
+			continue
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (tx *tx) addExposures(rows []exposureRow) error {
+	for part := range slices.Chunk(rows, chunk) {
+		args := make([]any, 0, 5*len(part))
+		for _, r := range part {
+			args = append(args, r.id, r.version, r.bucket, r.hour, r.count)
+		}
+		const row = "(CAST(? AS TEXT), CAST(? AS INTEGER), CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT))"
+		if _, err := tx.exec(`
+			INSERT INTO exposures (feature_id, version, bucket, hour, count)
+			SELECT v.column1, v.column2, v.column3, v.column4, v.column5
+			FROM (VALUES `+row+strings.Repeat(", "+row, len(part)-1)+`) AS v
+			WHERE EXISTS (SELECT 1 FROM features f WHERE f.id = v.column1)
+			ORDER BY v.column1, v.column2, v.column3{C}, v.column4
+			ON CONFLICT (feature_id, version, bucket, hour) DO UPDATE SET count =
+				CASE WHEN exposures.count > 9223372036854775807 - excluded.count THEN 9223372036854775807
+				ELSE exposures.count + excluded.count END`, args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // hourOf returns the Unix seconds of the start of t's hour; 0 for the zero
@@ -49,84 +179,4 @@ func timeOfHour(h int64) time.Time {
 		return time.Time{}
 	}
 	return time.Unix(h, 0).UTC()
-}
-
-func addExposures(ctx context.Context, tx *sql.Tx, counts []rollout.Exposure) error {
-	stmt, err := tx.PrepareContext(ctx, `
-		INSERT INTO exposures (feature_id, version, bucket, hour, count)
-		SELECT id, ?, ?, ?, ? FROM features WHERE id = ?
-		ON CONFLICT (feature_id, version, bucket, hour) DO UPDATE SET count =
-			CASE WHEN exposures.count > 9223372036854775807 - excluded.count THEN 9223372036854775807
-			ELSE exposures.count + excluded.count END`)
-	if err != nil {
-		return err
-	}
-	defer stmt.Close()
-	for _, e := range counts {
-		if e.Version < 1 || e.Version > math.MaxInt32 || e.Count < 0 {
-			return rollout.Errorf(rollout.EInvalid, "exposures of feature %q: version %d or count %d out of range", e.FeatureID, e.Version, e.Count)
-		}
-		if e.Count == 0 {
-			continue
-		}
-		if _, err := stmt.ExecContext(ctx, e.Version, e.Bucket, hourOf(e.Hour), e.Count, e.FeatureID); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// listExposures reads the counts of feature key. A count that is not a
-// whole number from 0 to math.MaxInt64 (a float that an overflowing sum
-// left before totals saturated) reads as the nearest one.
-func listExposures(ctx context.Context, tx *sql.Tx, key string) ([]rollout.Exposure, error) {
-	rows, err := tx.QueryContext(ctx, `
-		SELECT f.id, e.version, e.bucket, e.hour,
-			CASE WHEN e.count >= 9223372036854775807 THEN 9223372036854775807
-			WHEN e.count <= 0 THEN 0
-			ELSE CAST(e.count AS INTEGER) END
-		FROM exposures e JOIN features f ON f.id = e.feature_id
-		WHERE f.key = ?
-		ORDER BY e.version DESC, e.bucket, e.hour`, key)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []rollout.Exposure
-	for rows.Next() {
-		e := rollout.Exposure{Feature: key}
-		var hour int64
-		if err := rows.Scan(&e.FeatureID, &e.Version, &e.Bucket, &hour, &e.Count); err != nil {
-			return nil, err
-		}
-		e.Hour = timeOfHour(hour)
-		out = append(out, e)
-	}
-	return out, rows.Err()
-}
-
-// AddExposureBatch adds the counts as AddExposures does, in the same
-// transaction as it records the batch ID, received at at; a batch whose ID
-// is recorded adds nothing and returns false. IDs received
-// rollout.ExposureBatchMemory before at are removed.
-func (db *DB) AddExposureBatch(ctx context.Context, batch string, at time.Time, counts []rollout.Exposure) (bool, error) {
-	var added bool
-	err := db.writeTx(ctx, fmt.Sprintf("add exposure batch %q", batch), func(tx *sql.Tx) error {
-		added = false
-		if _, err := tx.ExecContext(ctx, `DELETE FROM exposure_batches WHERE received_at < ?`,
-			at.Add(-rollout.ExposureBatchMemory).Unix()); err != nil {
-			return err
-		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO exposure_batches (id, received_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`,
-			batch, at.Unix())
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			return err // seen already: nothing to add
-		}
-		added = true
-		return addExposures(ctx, tx, counts)
-	})
-	return added && err == nil, err
 }

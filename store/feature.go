@@ -6,12 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
-	"github.com/mattn/go-sqlite3"
 
 	"github.com/rollout/rollout/rollout"
 )
@@ -20,8 +19,8 @@ import (
 // key.
 func (db *DB) Features(ctx context.Context) ([]rollout.Feature, error) {
 	var fs []rollout.Feature
-	err := db.readTx(ctx, "list features", func(tx *sql.Tx) (err error) {
-		fs, err = listFeatures(ctx, tx)
+	err := db.readTx(ctx, "list features", func(tx *tx) (err error) {
+		fs, err = tx.listFeatures()
 		return err
 	})
 	return fs, err
@@ -31,8 +30,8 @@ func (db *DB) Features(ctx context.Context) ([]rollout.Feature, error) {
 // rollout.ENotFound when there is no such feature.
 func (db *DB) Feature(ctx context.Context, key string) (rollout.Feature, error) {
 	var f rollout.Feature
-	err := db.readTx(ctx, fmt.Sprintf("read feature %q", key), func(tx *sql.Tx) (err error) {
-		f, err = findFeature(ctx, tx, key)
+	err := db.readTx(ctx, fmt.Sprintf("read feature %q", key), func(tx *tx) (err error) {
+		f, err = tx.findFeature(key)
 		return err
 	})
 	return f, err
@@ -48,14 +47,14 @@ func (db *DB) CreateFeature(ctx context.Context, f rollout.Feature, v rollout.Ve
 	if f.ID == "" {
 		f.ID = uuid.NewString()
 	}
-	return db.writeTx(ctx, fmt.Sprintf("create feature %q", f.Key), func(tx *sql.Tx) error {
-		if err := insertFeature(ctx, tx, f); err != nil {
+	return db.writeTx(ctx, fmt.Sprintf("create feature %q", f.Key), func(tx *tx) error {
+		if err := tx.insertFeature(f); err != nil {
 			return err
 		}
-		if err := insertVersion(ctx, tx, f.ID, v); err != nil {
+		if err := tx.insertVersion(f.ID, v); err != nil {
 			return err
 		}
-		return addCommit(ctx, tx, rollout.CommitFeature, f.Key, db.now())
+		return tx.addCommit(rollout.CommitFeature, f.Key, db.now())
 	})
 }
 
@@ -67,33 +66,33 @@ func (db *DB) UpdateFeature(ctx context.Context, f rollout.Feature, v rollout.Ve
 	if v.Version != f.Version {
 		return fmt.Errorf("update feature %q: history entry is version %d, feature is version %d", f.Key, v.Version, f.Version)
 	}
-	return db.writeTx(ctx, fmt.Sprintf("update feature %q", f.Key), func(tx *sql.Tx) error {
-		return db.writeVersion(ctx, tx, f, v)
+	return db.writeTx(ctx, fmt.Sprintf("update feature %q", f.Key), func(tx *tx) error {
+		return tx.writeVersion(f, v)
 	})
 }
 
 // writeVersion replaces the stored feature, which must be at version
 // f.Version-1, with f, appends v to its history and records the commit.
-func (db *DB) writeVersion(ctx context.Context, tx *sql.Tx, f rollout.Feature, v rollout.Version) error {
-	id, err := updateFeature(ctx, tx, f)
+func (tx *tx) writeVersion(f rollout.Feature, v rollout.Version) error {
+	id, err := tx.updateFeature(f)
 	if err != nil {
 		return err
 	}
-	if err := insertVersion(ctx, tx, id, v); err != nil {
+	if err := tx.insertVersion(id, v); err != nil {
 		return err
 	}
-	return addCommit(ctx, tx, rollout.CommitFeature, f.Key, db.now())
+	return tx.addCommit(rollout.CommitFeature, f.Key, tx.db.now())
 }
 
 // DeleteFeature removes the feature key, which must be at the given
 // version, with its history. It returns rollout.ENotFound when there is no
 // such feature and rollout.EConflict when it is at another version.
 func (db *DB) DeleteFeature(ctx context.Context, key string, version int) error {
-	return db.writeTx(ctx, fmt.Sprintf("delete feature %q", key), func(tx *sql.Tx) error {
-		if err := deleteFeature(ctx, tx, key, version); err != nil {
+	return db.writeTx(ctx, fmt.Sprintf("delete feature %q", key), func(tx *tx) error {
+		if err := tx.deleteFeature(key, version); err != nil {
 			return err
 		}
-		return addCommit(ctx, tx, rollout.CommitFeature, key, db.now())
+		return tx.addCommit(rollout.CommitFeature, key, db.now())
 	})
 }
 
@@ -103,8 +102,8 @@ func (db *DB) DeleteFeature(ctx context.Context, key string, version int) error 
 // rollout.ENotFound when there is no such feature.
 func (db *DB) Versions(ctx context.Context, key string, before, limit int) ([]rollout.Version, error) {
 	var vs []rollout.Version
-	err := db.readTx(ctx, fmt.Sprintf("list versions of feature %q", key), func(tx *sql.Tx) (err error) {
-		vs, err = readVersions(ctx, tx, key, before, limit, "")
+	err := db.readTx(ctx, fmt.Sprintf("list versions of feature %q", key), func(tx *tx) (err error) {
+		vs, err = tx.readVersions(key, before, limit, "")
 		return err
 	})
 	return vs, err
@@ -114,90 +113,57 @@ func (db *DB) Versions(ctx context.Context, key string, before, limit int) ([]ro
 // rollout.ENotFound when there is no such feature or version.
 func (db *DB) Version(ctx context.Context, key string, version int) (rollout.Version, error) {
 	var v rollout.Version
-	err := db.readTx(ctx, fmt.Sprintf("read version %d of feature %q", version, key), func(tx *sql.Tx) (err error) {
-		v, err = findVersion(ctx, tx, key, version)
+	err := db.readTx(ctx, fmt.Sprintf("read version %d of feature %q", version, key), func(tx *tx) (err error) {
+		v, err = tx.findVersion(key, version)
 		return err
 	})
 	return v, err
 }
 
-func listFeatures(ctx context.Context, tx *sql.Tx) ([]rollout.Feature, error) {
-	rows, err := tx.QueryContext(ctx, `
-		SELECT id, key, version, config, created_at, updated_at
-		FROM features
-		ORDER BY key`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	fs := []rollout.Feature{}
-	for rows.Next() {
-		f, err := scanFeature(rows)
-		if err != nil {
-			return nil, err
-		}
-		fs = append(fs, f)
-	}
-	return fs, rows.Err()
+func (tx *tx) listFeatures() ([]rollout.Feature, error) {
+	rows, err := tx.query(`SELECT id, key, version, config FROM features ORDER BY key{C}`)
+	return collect(rows, err, scanFeature)
 }
 
-func findFeature(ctx context.Context, tx *sql.Tx, key string) (rollout.Feature, error) {
-	rows, err := tx.QueryContext(ctx, `
-		SELECT id, key, version, config, created_at, updated_at
-		FROM features
-		WHERE key = ?`, key)
-	if err != nil {
-		return rollout.Feature{}, err
-	}
-	defer rows.Close()
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return rollout.Feature{}, err
-		}
-		return rollout.Feature{}, rollout.Errorf(rollout.ENotFound, "feature %q does not exist", key)
-	}
-	return scanFeature(rows)
+func (tx *tx) findFeature(key string) (rollout.Feature, error) {
+	rows, err := tx.query(`SELECT id, key, version, config FROM features WHERE key = ?`, key)
+	return first(rows, err, scanFeature, rollout.Errorf(rollout.ENotFound, "feature %q does not exist", key))
 }
 
-// scanFeature reads a features row. The columns are authoritative over the
-// copies of the same fields in the config JSON.
+// scanFeature reads a features row. The id, key and version columns are
+// authoritative over the copies in the config; the times are the config's,
+// which keep nanoseconds wherever the columns do not.
 func scanFeature(rows *sql.Rows) (rollout.Feature, error) {
 	var (
-		f                    rollout.Feature
-		id, key, config      string
-		version              int
-		createdAt, updatedAt string
+		f       rollout.Feature
+		id, key string
+		version int
+		config  []byte
 	)
-	if err := rows.Scan(&id, &key, &version, &config, &createdAt, &updatedAt); err != nil {
+	if err := rows.Scan(&id, &key, &version, &config); err != nil {
 		return rollout.Feature{}, err
 	}
-	if err := json.Unmarshal([]byte(config), &f); err != nil {
+	if err := json.Unmarshal(config, &f); err != nil {
 		return rollout.Feature{}, fmt.Errorf("decode feature %q: %w", key, err)
 	}
 	f.ID, f.Key, f.Version = id, key, version
-	var err error
-	if f.CreatedAt, err = parseTime(createdAt); err != nil {
-		return rollout.Feature{}, fmt.Errorf("decode feature %q: %w", key, err)
-	}
-	if f.UpdatedAt, err = parseTime(updatedAt); err != nil {
-		return rollout.Feature{}, fmt.Errorf("decode feature %q: %w", key, err)
-	}
+	f.CreatedAt, f.UpdatedAt = f.CreatedAt.UTC(), f.UpdatedAt.UTC()
 	return f, nil
 }
 
-func insertFeature(ctx context.Context, tx *sql.Tx, f rollout.Feature) error {
+func (tx *tx) insertFeature(f rollout.Feature) error {
 	config, err := encodeFeature(f)
 	if err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, `
+	_, err = tx.exec(`
 		INSERT INTO features (id, key, version, config, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?)`,
-		f.ID, f.Key, f.Version, config, formatTime(f.CreatedAt), formatTime(f.UpdatedAt))
-	switch constraint(err) {
-	case sqlite3.ErrConstraintUnique:
+		f.ID, f.Key, f.Version, config, tx.db.d.Time(f.CreatedAt), tx.db.d.Time(f.UpdatedAt))
+	switch tx.constraint(err) {
+	case Unique:
 		return rollout.Errorf(rollout.EConflict, "feature %q already exists", f.Key)
-	case sqlite3.ErrConstraintPrimaryKey:
+	case PrimaryKey:
 		return rollout.Errorf(rollout.EConflict, "a feature with ID %q already exists", f.ID)
 	}
 	return err
@@ -205,26 +171,26 @@ func insertFeature(ctx context.Context, tx *sql.Tx, f rollout.Feature) error {
 
 // updateFeature writes f over the stored feature of its key if that is at
 // version f.Version-1, and returns the feature's ID.
-func updateFeature(ctx context.Context, tx *sql.Tx, f rollout.Feature) (string, error) {
+func (tx *tx) updateFeature(f rollout.Feature) (string, error) {
 	config, err := encodeFeature(f)
 	if err != nil {
 		return "", err
 	}
 	var id string
-	err = tx.QueryRowContext(ctx, `
+	err = tx.queryRow(`
 		UPDATE features SET version = ?, config = ?, updated_at = ?
-		WHERE key = ? AND version = ? AND (? = '' OR id = ?)
+		WHERE key = ? AND version = ? AND (CAST(? AS TEXT) = '' OR id = ?)
 		RETURNING id`,
-		f.Version, config, formatTime(f.UpdatedAt),
+		f.Version, config, tx.db.d.Time(f.UpdatedAt),
 		f.Key, f.Version-1, f.ID, f.ID).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
-		return "", whyNotWritten(ctx, tx, f.Key, f.ID, f.Version-1)
+		return "", tx.whyNotWritten(f.Key, f.ID, f.Version-1)
 	}
 	return id, err
 }
 
-func deleteFeature(ctx context.Context, tx *sql.Tx, key string, version int) error {
-	res, err := tx.ExecContext(ctx, `DELETE FROM features WHERE key = ? AND version = ?`, key, version)
+func (tx *tx) deleteFeature(key string, version int) error {
+	res, err := tx.exec(`DELETE FROM features WHERE key = ? AND version = ?`, key, version)
 	if err != nil {
 		return err
 	}
@@ -233,7 +199,7 @@ func deleteFeature(ctx context.Context, tx *sql.Tx, key string, version int) err
 		return err
 	}
 	if n == 0 {
-		return whyNotWritten(ctx, tx, key, "", version)
+		return tx.whyNotWritten(key, "", version)
 	}
 	return nil
 }
@@ -241,10 +207,10 @@ func deleteFeature(ctx context.Context, tx *sql.Tx, key string, version int) err
 // whyNotWritten explains why no row of the feature key with the given ID
 // (any, when "") at the given version was found: the feature does not exist,
 // is at another version, or was deleted and created again.
-func whyNotWritten(ctx context.Context, tx *sql.Tx, key, id string, version int) error {
+func (tx *tx) whyNotWritten(key, id string, version int) error {
 	var storedID string
 	var stored int
-	err := tx.QueryRowContext(ctx, `SELECT id, version FROM features WHERE key = ?`, key).Scan(&storedID, &stored)
+	err := tx.queryRow(`SELECT id, version FROM features WHERE key = ?`, key).Scan(&storedID, &stored)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return rollout.Errorf(rollout.ENotFound, "feature %q does not exist", key)
@@ -261,7 +227,7 @@ func whyNotWritten(ctx context.Context, tx *sql.Tx, key, id string, version int)
 // insertVersion appends v, with its churn report, to the history of the
 // feature id. The version row keeps the configuration without its
 // overrides; writeOverrides records what v changed in them.
-func insertVersion(ctx context.Context, tx *sql.Tx, id string, v rollout.Version) error {
+func (tx *tx) insertVersion(id string, v rollout.Version) error {
 	config, err := encodeFeature(withoutOverrides(v.Config))
 	if err != nil {
 		return err
@@ -270,16 +236,16 @@ func insertVersion(ctx context.Context, tx *sql.Tx, id string, v rollout.Version
 	if err != nil {
 		return fmt.Errorf("encode report: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, `
+	if _, err := tx.exec(`
 		INSERT INTO versions (feature_id, version, actor, created_at, summary, comment, config, override_count)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		id, v.Version, v.Actor, formatTime(v.Time), v.Summary, v.Comment, config, len(v.Config.Overrides)); err != nil {
+		id, v.Version, v.Actor, tx.db.d.Time(v.Time), v.Summary, v.Comment, config, len(v.Config.Overrides)); err != nil {
 		return fmt.Errorf("insert version %d: %w", v.Version, err)
 	}
-	if err := writeOverrides(ctx, tx, id, v.Version, v.Config.Overrides); err != nil {
+	if err := tx.writeOverrides(id, v.Version, v.Config.Overrides); err != nil {
 		return fmt.Errorf("write overrides of version %d: %w", v.Version, err)
 	}
-	if _, err := tx.ExecContext(ctx, `
+	if _, err := tx.exec(`
 		INSERT INTO churn_reports (feature_id, version, churn, modulo_churn, report)
 		VALUES (?, ?, ?, ?, ?)`,
 		id, v.Version, v.Report.Churn, v.Report.ModuloChurn, report); err != nil {
@@ -301,53 +267,45 @@ func withoutOverrides(f rollout.Feature) rollout.Feature {
 // it ends the spans of the overrides that version drops or changes, and
 // starts one for each that it adds or changes. Overrides that stay as they
 // were cost nothing.
-func writeOverrides(ctx context.Context, tx *sql.Tx, id string, version int, overrides map[string]string) error {
-	rows, err := tx.QueryContext(ctx, `SELECT user_id, bucket FROM override_spans WHERE feature_id = ? AND until IS NULL`, id)
+func (tx *tx) writeOverrides(id string, version int, overrides map[string]string) error {
+	rows, err := tx.query(`SELECT user_id, bucket, since, 0 FROM override_spans WHERE feature_id = ? AND until IS NULL`, id)
+	spans, err := collect(rows, err, scanSpan)
 	if err != nil {
 		return err
 	}
 	held := map[string]string{}
-	for rows.Next() {
-		var user, bucket string
-		if err := rows.Scan(&user, &bucket); err != nil {
-			rows.Close()
-			return err
-		}
-		held[user] = bucket
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
+	for _, s := range spans {
+		held[s.user] = s.bucket
 	}
 	ended, started := overrideDiff(held, overrides)
-	// Statements with bound parameters, not json_each, so that a user ID
-	// is kept byte for byte whatever it holds.
-	if len(ended) > 0 {
-		stmt, err := tx.PrepareContext(ctx, `UPDATE override_spans SET until = ? WHERE feature_id = ? AND user_id = ? AND until IS NULL`)
-		if err != nil {
-			return err
+	// Statements with bound parameters, not JSON, so that a user ID is
+	// kept byte for byte whatever it holds; many rows to a statement.
+	for part := range slices.Chunk(ended, chunk) {
+		args := []any{version, id}
+		for _, user := range part {
+			args = append(args, user)
 		}
-		defer stmt.Close()
-		for _, user := range ended {
-			if _, err := stmt.ExecContext(ctx, version, id, user); err != nil {
-				return err
-			}
+		if _, err := tx.exec(`UPDATE override_spans SET until = ? WHERE feature_id = ? AND until IS NULL AND user_id IN (?`+
+			strings.Repeat(", ?", len(part)-1)+`)`, args...); err != nil {
+			return err
 		}
 	}
-	if len(started) > 0 {
-		stmt, err := tx.PrepareContext(ctx, `INSERT INTO override_spans (feature_id, user_id, bucket, since) VALUES (?, ?, ?, ?)`)
-		if err != nil {
-			return err
+	users := slices.Sorted(maps.Keys(started))
+	for part := range slices.Chunk(users, chunk) {
+		var args []any
+		for _, user := range part {
+			args = append(args, id, user, started[user], version)
 		}
-		defer stmt.Close()
-		for user, bucket := range started {
-			if _, err := stmt.ExecContext(ctx, id, user, bucket, version); err != nil {
-				return err
-			}
+		if _, err := tx.exec(`INSERT INTO override_spans (feature_id, user_id, bucket, since) VALUES (?, ?, ?, ?)`+
+			strings.Repeat(", (?, ?, ?, ?)", len(part)-1), args...); err != nil {
+			return err
 		}
 	}
 	return nil
 }
+
+// chunk is how many rows one statement writes at most.
+const chunk = 500
 
 // overrideDiff returns the users whose override in held ends in next
 // (dropped or changed) and the overrides of next that start (added or
@@ -368,9 +326,9 @@ func overrideDiff(held, next map[string]string) (ended []string, started map[str
 }
 
 // featureID returns the ID of the feature key, or rollout.ENotFound.
-func featureID(ctx context.Context, tx *sql.Tx, key string) (string, error) {
+func (tx *tx) featureID(key string) (string, error) {
 	var id string
-	err := tx.QueryRowContext(ctx, `SELECT id FROM features WHERE key = ?`, key).Scan(&id)
+	err := tx.queryRow(`SELECT id FROM features WHERE key = ?`, key).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", rollout.Errorf(rollout.ENotFound, "feature %q does not exist", key)
 	}
@@ -384,9 +342,9 @@ const selectVersions = `
 	WHERE v.feature_id = ?`
 
 // selectChanges reads the versions of every feature, with the feature's
-// key and ID, and the version's rowid as its Seq.
+// ID and key and the version's Seq.
 const selectChanges = `
-	SELECT v.version, v.actor, v.created_at, v.summary, v.comment, v.config, v.override_count, r.report, f.id, f.key, v.rowid
+	SELECT v.version, v.actor, v.created_at, v.summary, v.comment, v.config, v.override_count, r.report, f.id, f.key, v.{seq}
 	FROM versions v
 	JOIN features f ON f.id = v.feature_id
 	LEFT JOIN churn_reports r ON r.feature_id = v.feature_id AND r.version = v.version
@@ -394,10 +352,10 @@ const selectChanges = `
 
 // Changes returns the versions of every existing feature that q selects,
 // newest first, without their overrides (see VersionSummaries): the audit
-// log. Seq is the version's rowid, which grows with each insert.
+// log. Seq numbers versions in insertion order.
 func (db *DB) Changes(ctx context.Context, q rollout.ChangeQuery) ([]rollout.Version, error) {
 	var vs []rollout.Version
-	err := db.readTx(ctx, "list changes", func(tx *sql.Tx) error {
+	err := db.readTx(ctx, "list changes", func(tx *tx) error {
 		var b strings.Builder
 		b.WriteString(selectChanges)
 		var args []any
@@ -410,34 +368,23 @@ func (db *DB) Changes(ctx context.Context, q rollout.ChangeQuery) ([]rollout.Ver
 			args = append(args, q.Actor)
 		}
 		if q.Before > 0 {
-			b.WriteString(" AND v.rowid < ?")
+			b.WriteString(" AND v.{seq} < ?")
 			args = append(args, q.Before)
 		}
-		b.WriteString(" ORDER BY v.rowid DESC")
+		b.WriteString(" ORDER BY v.{seq} DESC")
 		if q.Limit > 0 {
 			b.WriteString(" LIMIT ?")
 			args = append(args, q.Limit)
 		}
-		rows, err := tx.QueryContext(ctx, b.String(), args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		vs = []rollout.Version{}
-		for rows.Next() {
-			var (
-				id, key string
-				seq     int64
-			)
+		rows, err := tx.query(b.String(), args...)
+		vs, err = collect(rows, err, func(rows *sql.Rows) (rollout.Version, error) {
+			var id, key string
+			var seq int64
 			v, err := scanVersionRow(rows, &id, &key, &seq)
-			if err != nil {
-				return err
-			}
-			v.Config.ID, v.Config.Key, v.Seq = id, key, seq
-			v.Config.Overrides = nil
-			vs = append(vs, v)
-		}
-		return rows.Err()
+			v.Config.ID, v.Config.Key, v.Seq, v.Config.Overrides = id, key, seq, nil
+			return v, err
+		})
+		return err
 	})
 	return vs, err
 }
@@ -447,8 +394,8 @@ func (db *DB) Changes(ctx context.Context, q rollout.ChangeQuery) ([]rollout.Ver
 // had. It reads no override.
 func (db *DB) VersionSummaries(ctx context.Context, key string, before, limit int) ([]rollout.Version, error) {
 	var vs []rollout.Version
-	err := db.readTx(ctx, fmt.Sprintf("list versions of feature %q", key), func(tx *sql.Tx) (err error) {
-		_, vs, err = listVersions(ctx, tx, key, before, limit)
+	err := db.readTx(ctx, fmt.Sprintf("list versions of feature %q", key), func(tx *tx) (err error) {
+		_, vs, err = tx.listVersions(key, before, limit)
 		for i := range vs {
 			vs[i].Config.Overrides = nil
 		}
@@ -462,8 +409,8 @@ func (db *DB) VersionSummaries(ctx context.Context, key string, before, limit in
 // a look-up of one user's history needs.
 func (db *DB) UserVersions(ctx context.Context, key, user string, before, limit int) ([]rollout.Version, error) {
 	var vs []rollout.Version
-	err := db.readTx(ctx, fmt.Sprintf("list versions of feature %q for a user", key), func(tx *sql.Tx) (err error) {
-		vs, err = readVersions(ctx, tx, key, before, limit, user)
+	err := db.readTx(ctx, fmt.Sprintf("list versions of feature %q for a user", key), func(tx *tx) (err error) {
+		vs, err = tx.readVersions(key, before, limit, user)
 		return err
 	})
 	return vs, err
@@ -471,8 +418,8 @@ func (db *DB) UserVersions(ctx context.Context, key, user string, before, limit 
 
 // listVersions reads a page of the history of the feature key, as stored:
 // the configurations' overrides are left empty. It returns the feature's ID.
-func listVersions(ctx context.Context, tx *sql.Tx, key string, before, limit int) (string, []rollout.Version, error) {
-	id, err := featureID(ctx, tx, key)
+func (tx *tx) listVersions(key string, before, limit int) (string, []rollout.Version, error) {
+	id, err := tx.featureID(key)
 	if err != nil {
 		return "", nil, err
 	}
@@ -488,33 +435,26 @@ func listVersions(ctx context.Context, tx *sql.Tx, key string, before, limit int
 		q.WriteString(" LIMIT ?")
 		args = append(args, limit)
 	}
-	rows, err := tx.QueryContext(ctx, q.String(), args...)
-	if err != nil {
-		return "", nil, err
-	}
-	defer rows.Close()
-	vs := []rollout.Version{}
-	for rows.Next() {
-		v, err := scanVersion(rows, id, key)
-		if err != nil {
-			return "", nil, err
-		}
-		vs = append(vs, v)
-	}
-	return id, vs, rows.Err()
+	rows, err := tx.query(q.String(), args...)
+	vs, err := collect(rows, err, func(rows *sql.Rows) (rollout.Version, error) {
+		v, err := scanVersionRow(rows)
+		v.Config.ID, v.Config.Key = id, key
+		return v, err
+	})
+	return id, vs, err
 }
 
 // readVersions is listVersions with each version's overrides, those of
 // user alone when user is not "" (nil when it had none): the spans that
 // overlap the page, each added to the versions it covers.
-func readVersions(ctx context.Context, tx *sql.Tx, key string, before, limit int, user string) ([]rollout.Version, error) {
-	id, vs, err := listVersions(ctx, tx, key, before, limit)
+func (tx *tx) readVersions(key string, before, limit int, user string) ([]rollout.Version, error) {
+	id, vs, err := tx.listVersions(key, before, limit)
 	if err != nil || len(vs) == 0 {
 		return vs, err
 	}
 	oldest, newest := vs[len(vs)-1].Version, vs[0].Version
 	q := `
-		SELECT user_id, bucket, since, until FROM override_spans
+		SELECT user_id, bucket, since, COALESCE(until, 0) FROM override_spans
 		WHERE feature_id = ? AND since <= ? AND (until IS NULL OR until > ?)`
 	args := []any{id, newest, oldest}
 	if user != "" {
@@ -524,28 +464,26 @@ func readVersions(ctx context.Context, tx *sql.Tx, key string, before, limit int
 		q += " AND user_id = ?"
 		args = append(args, user)
 	}
-	rows, err := tx.QueryContext(ctx, q, args...)
+	rows, err := tx.query(q, args...)
+	spans, err := collect(rows, err, scanSpan)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	add := spanAdder(vs)
-	for rows.Next() {
-		var (
-			user, bucket string
-			since        int
-			until        sql.NullInt64
-		)
-		if err := rows.Scan(&user, &bucket, &since, &until); err != nil {
-			return nil, err
-		}
-		end := 0
-		if until.Valid {
-			end = int(until.Int64)
-		}
-		add(user, bucket, since, end)
+	for _, s := range spans {
+		add(s.user, s.bucket, s.since, s.until)
 	}
-	return vs, rows.Err()
+	return vs, nil
+}
+
+// span is an override held from version since up to until (0: the newest).
+type span struct {
+	user, bucket string
+	since, until int
+}
+
+func scanSpan(rows *sql.Rows) (s span, err error) {
+	return s, rows.Scan(&s.user, &s.bucket, &s.since, &s.until)
 }
 
 // spanAdder returns a function that adds an override, held from version
@@ -569,8 +507,8 @@ func spanAdder(vs []rollout.Version) func(user, bucket string, since, until int)
 	}
 }
 
-func findVersion(ctx context.Context, tx *sql.Tx, key string, version int) (rollout.Version, error) {
-	vs, err := readVersions(ctx, tx, key, version+1, 1, "")
+func (tx *tx) findVersion(key string, version int) (rollout.Version, error) {
+	vs, err := tx.readVersions(key, version+1, 1, "")
 	if err != nil {
 		return rollout.Version{}, err
 	}
@@ -580,39 +518,26 @@ func findVersion(ctx context.Context, tx *sql.Tx, key string, version int) (roll
 	return vs[0], nil
 }
 
-// scanVersion reads a row of selectVersions of the feature id, key. A
-// version without a report (none is written so) has a zero Report.
-func scanVersion(rows *sql.Rows, id, key string) (rollout.Version, error) {
-	v, err := scanVersionRow(rows)
-	if err != nil {
-		return rollout.Version{}, err
-	}
-	v.Config.ID, v.Config.Key = id, key
-	return v, nil
-}
-
 // scanVersionRow reads the columns of selectVersions, then into extra
 // those that follow them.
 func scanVersionRow(rows *sql.Rows, extra ...any) (rollout.Version, error) {
 	var (
 		v       rollout.Version
-		created string
-		config  string
-		report  sql.NullString
+		created timestamp
+		config  []byte
+		report  []byte
 	)
 	dest := append([]any{&v.Version, &v.Actor, &created, &v.Summary, &v.Comment, &config, &v.OverrideCount, &report}, extra...)
 	if err := rows.Scan(dest...); err != nil {
 		return rollout.Version{}, err
 	}
-	var err error
-	if v.Time, err = parseTime(created); err != nil {
-		return rollout.Version{}, fmt.Errorf("decode version %d: %w", v.Version, err)
-	}
-	if err := json.Unmarshal([]byte(config), &v.Config); err != nil {
+	v.Time = created.T
+	if err := json.Unmarshal(config, &v.Config); err != nil {
 		return rollout.Version{}, fmt.Errorf("decode configuration of version %d: %w", v.Version, err)
 	}
-	if report.Valid {
-		if err := json.Unmarshal([]byte(report.String), &v.Report); err != nil {
+	v.Config.CreatedAt, v.Config.UpdatedAt = v.Config.CreatedAt.UTC(), v.Config.UpdatedAt.UTC()
+	if report != nil {
+		if err := json.Unmarshal(report, &v.Report); err != nil {
 			return rollout.Version{}, fmt.Errorf("decode report of version %d: %w", v.Version, err)
 		}
 	}
@@ -641,10 +566,31 @@ func encodeJSON(v any) (string, error) {
 	return strings.TrimSuffix(b.String(), "\n"), nil
 }
 
-// timeLayout is RFC 3339 with a fixed nine-digit fraction, so stored times
-// sort as text; time.RFC3339Nano parses it.
-const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
-
-func formatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
-
-func parseTime(s string) (time.Time, error) { return time.Parse(time.RFC3339Nano, s) }
+// UpdateFeatureWith reads the feature key and writes the version next makes
+// of it, in one write transaction that holds the feature from before the
+// read to the commit: SQLite's write lock (write transactions begin
+// IMMEDIATE), PostgreSQL's row lock (SELECT … FOR UPDATE). A write of the
+// feature by any other process waits for it, and none comes between. The
+// read (findFeature, as Feature reads) sees the last commit. It returns
+// rollout.ENotFound when there is no such feature, and next's error as is.
+func (db *DB) UpdateFeatureWith(ctx context.Context, key string, next func(cur rollout.Feature) (rollout.Feature, rollout.Version, error)) error {
+	return db.writeTx(ctx, fmt.Sprintf("update feature %q", key), func(tx *tx) error {
+		if db.d.ForUpdate != "" {
+			if _, err := tx.exec(`SELECT 1 FROM features WHERE key = ? {forUpdate}`, key); err != nil {
+				return err
+			}
+		}
+		cur, err := tx.findFeature(key)
+		if err != nil {
+			return err
+		}
+		f, v, err := next(cur)
+		if err != nil {
+			return err
+		}
+		if v.Version != f.Version {
+			return fmt.Errorf("history entry is version %d, feature is version %d", v.Version, f.Version)
+		}
+		return tx.writeVersion(f, v)
+	})
+}

@@ -14,17 +14,26 @@ import (
 // sessionKeySize is the length of the session key in bytes.
 const sessionKeySize = 32
 
-// addCommit takes the next revision and records the change of kind to key
-// at time at as its commit. SQLite's write lock, which every write
-// transaction holds from its start (BEGIN IMMEDIATE) to its commit,
-// serializes the writers of every process, so revisions follow commit order.
-func addCommit(ctx context.Context, tx *sql.Tx, kind rollout.CommitKind, key string, at time.Time) error {
+// addCommit takes the next revision, records the change of kind to key at
+// time at as its commit (announced on commit where the dialect's Commit
+// statement does so). The UPDATE holds the one revision row until the transaction
+// ends (SQLite: the write lock, held from BEGIN IMMEDIATE, already does),
+// so writers take revisions one after the other, each after the previous
+// one has committed or rolled back: no reader sees revision n+1 committed
+// while n is not. It should be the transaction's last write.
+func (tx *tx) addCommit(kind rollout.CommitKind, key string, at time.Time) error {
 	var rev int64
-	if err := tx.QueryRowContext(ctx, `UPDATE revision SET revision = revision + 1 WHERE id = 1 RETURNING revision`).Scan(&rev); err != nil {
+	if tx.db.d.Commit != "" {
+		if err := tx.queryRow(tx.db.d.Commit, string(kind), key, tx.db.d.Time(at)).Scan(&rev); err != nil {
+			return fmt.Errorf("record commit: %w", err)
+		}
+		return nil
+	}
+	if err := tx.queryRow(`UPDATE revision SET revision = revision + 1 WHERE id = 1 RETURNING revision`).Scan(&rev); err != nil {
 		return fmt.Errorf("take next revision: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO commits (revision, kind, key, created_at) VALUES (?, ?, ?, ?)`,
-		rev, string(kind), key, formatTime(at)); err != nil {
+	if _, err := tx.exec(`INSERT INTO commits (revision, kind, key, created_at) VALUES (?, ?, ?, ?)`,
+		rev, string(kind), key, tx.db.d.Time(at)); err != nil {
 		return fmt.Errorf("record commit %d: %w", rev, err)
 	}
 	return nil
@@ -33,8 +42,8 @@ func addCommit(ctx context.Context, tx *sql.Tx, kind rollout.CommitKind, key str
 // Revision returns the revision of the last commit, 0 when there is none.
 func (db *DB) Revision(ctx context.Context) (int64, error) {
 	var rev int64
-	err := db.readTx(ctx, "read revision", func(tx *sql.Tx) error {
-		return tx.QueryRowContext(ctx, `SELECT revision FROM revision WHERE id = 1`).Scan(&rev)
+	err := db.read(ctx, "read revision", func(tx *tx) error {
+		return tx.queryRow(`SELECT revision FROM revision WHERE id = 1`).Scan(&rev)
 	})
 	return rev, err
 }
@@ -42,56 +51,48 @@ func (db *DB) Revision(ctx context.Context) (int64, error) {
 // Commits returns the commits with a revision above since, oldest first, at
 // most limit of them (all when limit <= 0).
 func (db *DB) Commits(ctx context.Context, since int64, limit int) ([]rollout.Commit, error) {
-	if limit <= 0 {
-		limit = -1 // SQLite: no limit
+	q, args := `SELECT revision, kind, key, created_at FROM commits WHERE revision > ? ORDER BY revision`, []any{since}
+	if limit > 0 {
+		q, args = q+` LIMIT ?`, append(args, limit)
 	}
 	var out []rollout.Commit
-	err := db.readTx(ctx, fmt.Sprintf("list commits since revision %d", since), func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `
-			SELECT revision, kind, key, created_at FROM commits
-			WHERE revision > ? ORDER BY revision LIMIT ?`, since, limit)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		out = []rollout.Commit{}
-		for rows.Next() {
+	err := db.read(ctx, fmt.Sprintf("list commits since revision %d", since), func(tx *tx) error {
+		rows, err := tx.query(q, args...)
+		out, err = collect(rows, err, func(rows *sql.Rows) (rollout.Commit, error) {
 			var (
-				c  rollout.Commit
-				at string
+				c    rollout.Commit
+				kind string
+				at   timestamp
 			)
-			if err := rows.Scan(&c.Revision, &c.Kind, &c.Key, &at); err != nil {
-				return err
-			}
-			if c.Time, err = parseTime(at); err != nil {
-				return fmt.Errorf("decode commit %d: %w", c.Revision, err)
-			}
-			out = append(out, c)
-		}
-		return rows.Err()
+			err := rows.Scan(&c.Revision, &kind, &c.Key, &at)
+			c.Kind, c.Time = rollout.CommitKind(kind), at.T
+			return c, err
+		})
+		return err
 	})
 	return out, err
 }
 
 // SessionKey returns the 32-byte session key kept in the database, making
-// it on the first call. Processes calling it at once for the first time
-// all get the key the first of them stored.
+// it on the first call. Processes calling it at once for the first time all
+// get the key the first of them stored: the insert of the others waits for
+// that one to commit, does nothing, and they read its key.
 func (db *DB) SessionKey(ctx context.Context) ([]byte, error) {
 	const op = "read session key"
 	var key []byte
-	err := db.readTx(ctx, op, func(tx *sql.Tx) error {
-		return tx.QueryRowContext(ctx, `SELECT value FROM settings WHERE name = 'session_key'`).Scan(&key)
+	err := db.read(ctx, op, func(tx *tx) error {
+		return tx.queryRow(`SELECT value FROM settings WHERE name = 'session_key'`).Scan(&key)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		fresh := make([]byte, sessionKeySize)
 		rand.Read(fresh)
-		err = db.writeTx(ctx, op, func(tx *sql.Tx) error {
-			if _, err := tx.ExecContext(ctx, `
+		err = db.writeTx(ctx, op, func(tx *tx) error {
+			if _, err := tx.exec(`
 				INSERT INTO settings (name, value) VALUES ('session_key', ?)
 				ON CONFLICT (name) DO NOTHING`, fresh); err != nil {
 				return err
 			}
-			return tx.QueryRowContext(ctx, `SELECT value FROM settings WHERE name = 'session_key'`).Scan(&key)
+			return tx.queryRow(`SELECT value FROM settings WHERE name = 'session_key'`).Scan(&key)
 		})
 	}
 	if err != nil {
@@ -101,26 +102,4 @@ func (db *DB) SessionKey(ctx context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("%s: stored key has %d bytes, want %d", op, len(key), sessionKeySize)
 	}
 	return key, nil
-}
-
-// CheckWrite writes the one row of the write_probe table in a transaction
-// of its own connection, which waits at most half a second for a lock, so
-// that it answers within about a second. It returns rollout.EUnavailable
-// when the write fails: another process holds the write lock, the disk is
-// full, the file is read-only or gone.
-func (db *DB) CheckWrite(ctx context.Context) error {
-	const op = "check writes"
-	if err := db.checkFile(); err != nil {
-		return err
-	}
-	probeCtx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	err := inTx(probeCtx, db.probe, op, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(probeCtx, `UPDATE write_probe SET checked_at = ? WHERE id = 1`, formatTime(db.now()))
-		return err
-	})
-	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%s: %w: %w", op, rollout.Errorf(rollout.EUnavailable, "the database did not take a write within %v", probeTimeout), err)
-	}
-	return err
 }

@@ -11,84 +11,93 @@ import (
 )
 
 // ClaimIdempotency claims r.Key of r.Scope for r.Attempt; see
-// rollout.IdempotencyStore. The methods of idempotency keys ignore the
-// claim their context may carry. Writes in SQLite take turns, so a key that a
-// change is finishing is never seen half-way.
+// rollout.IdempotencyStore. Of handles claiming a new key at once, one
+// inserts it and the others find it. A key that another transaction is
+// finishing (a change committing its answer) is held by that transaction
+// (SQLite's write lock, PostgreSQL's row lock): the claim waits for it,
+// then sees the key done. The methods of idempotency keys ignore the claim
+// their context may carry.
 func (db *DB) ClaimIdempotency(ctx context.Context, r rollout.IdempotencyRecord, now time.Time) (rollout.IdempotencyRecord, bool, error) {
 	var got rollout.IdempotencyRecord
 	var claimed bool
-	err := db.plainWriteTx(ctx, fmt.Sprintf("claim Idempotency-Key %q", r.Key), func(tx *sql.Tx) error {
-		var err error
-		got, err = findIdempotency(ctx, tx, r.Scope, r.Key)
-		switch {
-		case errors.Is(err, sql.ErrNoRows), err == nil && !got.Expires.After(now):
-			_, err = tx.ExecContext(ctx, `
-				INSERT OR REPLACE INTO idempotency_keys (scope, key, fingerprint, attempt, done, answer, lease_until, expires_at)
-				VALUES (?, ?, ?, ?, 0, NULL, ?, ?)`,
-				r.Scope, r.Key, r.Fingerprint, r.Attempt, r.LeaseUntil.UnixNano(), r.Expires.UnixNano())
-			got, claimed = r, err == nil
+	err := db.plainWriteTx(ctx, fmt.Sprintf("claim Idempotency-Key %q", r.Key), func(tx *tx) error {
+		n, err := tx.affected(`
+			INSERT INTO idempotency_keys (scope, key, fingerprint, attempt, done, answer, lease_until, expires_at)
+			VALUES (?, ?, ?, ?, false, NULL, ?, ?)
+			ON CONFLICT (scope, key) DO NOTHING`,
+			r.Scope, r.Key, r.Fingerprint, r.Attempt, db.d.Nanos(r.LeaseUntil), db.d.Nanos(r.Expires))
+		if err != nil {
 			return err
-		case err != nil:
+		}
+		if n == 1 {
+			got, claimed = r, true
+			return nil
+		}
+		got = rollout.IdempotencyRecord{Scope: r.Scope, Key: r.Key}
+		var lease, expires timestamp
+		err = tx.queryRow(`
+			SELECT fingerprint, attempt, done, answer, lease_until, expires_at
+			FROM idempotency_keys WHERE scope = ? AND key = ? {forUpdate}`, r.Scope, r.Key).
+			Scan(&got.Fingerprint, &got.Attempt, &got.Done, &got.Answer, &lease, &expires)
+		if errors.Is(err, sql.ErrNoRows) {
+			// Released or expired between the insert and the select.
+			return rollout.Errorf(rollout.EKeyInUse, "a request with Idempotency-Key %q has just ended: send it again", r.Key)
+		}
+		if err != nil {
+			return err
+		}
+		got.LeaseUntil, got.Expires = lease.T, expires.T
+		switch {
+		case !got.Expires.After(now):
+			_, err = tx.exec(`
+				UPDATE idempotency_keys SET fingerprint = ?, attempt = ?, done = false, answer = NULL, lease_until = ?, expires_at = ?
+				WHERE scope = ? AND key = ?`,
+				r.Fingerprint, r.Attempt, db.d.Nanos(r.LeaseUntil), db.d.Nanos(r.Expires), r.Scope, r.Key)
+			got, claimed = r, err == nil
 			return err
 		case got.Fingerprint != r.Fingerprint || got.Done || got.LeaseUntil.After(now):
 			return nil
 		}
 		// Pending, and its lease is over: take it over.
-		_, err = tx.ExecContext(ctx, `
+		_, err = tx.exec(`
 			UPDATE idempotency_keys SET attempt = ?, lease_until = ?
-			WHERE scope = ? AND key = ? AND NOT done`,
-			r.Attempt, r.LeaseUntil.UnixNano(), r.Scope, r.Key)
+			WHERE scope = ? AND key = ?`,
+			r.Attempt, db.d.Nanos(r.LeaseUntil), r.Scope, r.Key)
 		got.Attempt, got.LeaseUntil, claimed = r.Attempt, r.LeaseUntil, err == nil
 		return err
 	})
 	return got, claimed, err
 }
 
-func findIdempotency(ctx context.Context, tx *sql.Tx, scope, key string) (rollout.IdempotencyRecord, error) {
-	r := rollout.IdempotencyRecord{Scope: scope, Key: key}
-	var lease, expires int64
-	err := tx.QueryRowContext(ctx, `
-		SELECT fingerprint, attempt, done, answer, lease_until, expires_at
-		FROM idempotency_keys WHERE scope = ? AND key = ?`, scope, key).
-		Scan(&r.Fingerprint, &r.Attempt, &r.Done, &r.Answer, &lease, &expires)
-	r.LeaseUntil, r.Expires = time.Unix(0, lease).UTC(), time.Unix(0, expires).UTC()
-	return r, err
-}
-
 // finishIdempotency marks the pending key of r held by r.Attempt done with
-// r.Answer, or returns rollout.EKeyInUse when it is not so held.
-func finishIdempotency(ctx context.Context, tx *sql.Tx, r rollout.IdempotencyRecord) error {
-	res, err := tx.ExecContext(ctx, `
-		UPDATE idempotency_keys SET done = 1, answer = ?, expires_at = ?
+// r.Answer, or returns rollout.EKeyInUse when it is not so held. The row
+// stays held until the transaction ends.
+func (tx *tx) finishIdempotency(r rollout.IdempotencyRecord) error {
+	n, err := tx.affected(`
+		UPDATE idempotency_keys SET done = true, answer = ?, expires_at = ?
 		WHERE scope = ? AND key = ? AND attempt = ? AND NOT done`,
-		r.Answer, r.Expires.UnixNano(), r.Scope, r.Key, r.Attempt)
+		r.Answer, tx.db.d.Nanos(r.Expires), r.Scope, r.Key, r.Attempt)
 	if err != nil {
 		return fmt.Errorf("finish Idempotency-Key %q: %w", r.Key, err)
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return err
-	} else if n == 0 {
-		return idempotencyLost(r.Key)
+	if n == 0 {
+		return rollout.Errorf(rollout.EKeyInUse, "the request with Idempotency-Key %q no longer holds the key (a retry took it over, or it expired): nothing was changed; send the request again to get its answer", r.Key)
 	}
 	return nil
-}
-
-func idempotencyLost(key string) error {
-	return rollout.Errorf(rollout.EKeyInUse, "the request with Idempotency-Key %q no longer holds the key (a retry took it over, or it expired): nothing was changed; send the request again to get its answer", key)
 }
 
 // CompleteIdempotency marks r's pending key done with its answer; see
 // rollout.IdempotencyStore.
 func (db *DB) CompleteIdempotency(ctx context.Context, r rollout.IdempotencyRecord) error {
-	return db.plainWriteTx(ctx, fmt.Sprintf("complete Idempotency-Key %q", r.Key), func(tx *sql.Tx) error {
-		return finishIdempotency(ctx, tx, r)
+	return db.plainWriteTx(ctx, fmt.Sprintf("complete Idempotency-Key %q", r.Key), func(tx *tx) error {
+		return tx.finishIdempotency(r)
 	})
 }
 
 // ReleaseIdempotency deletes the key if attempt still holds it, pending.
 func (db *DB) ReleaseIdempotency(ctx context.Context, scope, key, attempt string) error {
-	return db.plainWriteTx(ctx, fmt.Sprintf("release Idempotency-Key %q", key), func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE scope = ? AND key = ? AND attempt = ? AND NOT done`, scope, key, attempt)
+	return db.plainWriteTx(ctx, fmt.Sprintf("release Idempotency-Key %q", key), func(tx *tx) error {
+		_, err := tx.exec(`DELETE FROM idempotency_keys WHERE scope = ? AND key = ? AND attempt = ? AND NOT done`, scope, key, attempt)
 		return err
 	})
 }
@@ -96,12 +105,8 @@ func (db *DB) ReleaseIdempotency(ctx context.Context, scope, key, attempt string
 // ExpireIdempotency deletes the keys that expired at now.
 func (db *DB) ExpireIdempotency(ctx context.Context, now time.Time) (int64, error) {
 	var n int64
-	err := db.plainWriteTx(ctx, "expire idempotency keys", func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE expires_at <= ?`, now.UnixNano())
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
+	err := db.plainWriteTx(ctx, "expire idempotency keys", func(tx *tx) (err error) {
+		n, err = tx.affected(`DELETE FROM idempotency_keys WHERE expires_at <= ?`, db.d.Nanos(now))
 		return err
 	})
 	return n, err

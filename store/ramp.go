@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/mattn/go-sqlite3"
-
 	"github.com/rollout/rollout/rollout"
 )
 
@@ -19,15 +17,15 @@ func (db *DB) CreateRamp(ctx context.Context, r rollout.Ramp) error {
 	if err != nil {
 		return fmt.Errorf("create ramp of feature %q: %w", r.Feature, err)
 	}
-	return db.writeTx(ctx, fmt.Sprintf("create ramp of feature %q", r.Feature), func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `
+	return db.writeTx(ctx, fmt.Sprintf("create ramp of feature %q", r.Feature), func(tx *tx) error {
+		_, err := tx.exec(`
 			INSERT INTO ramps (id, feature_key, state, revision, body, created_at)
 			VALUES (?, ?, ?, ?, ?, ?)`,
-			r.ID, r.Feature, string(r.State), r.Revision, body, formatTime(r.CreatedAt))
-		switch constraint(err) {
-		case sqlite3.ErrConstraintUnique:
+			r.ID, r.Feature, string(r.State), r.Revision, body, db.d.Time(r.CreatedAt))
+		switch tx.constraint(err) {
+		case Unique:
 			return rollout.Errorf(rollout.EConflict, "feature %q has a live ramp already: cancel it first", r.Feature)
-		case sqlite3.ErrConstraintPrimaryKey:
+		case PrimaryKey:
 			return rollout.Errorf(rollout.EConflict, "a ramp with ID %q already exists", r.ID)
 		}
 		return err
@@ -37,8 +35,8 @@ func (db *DB) CreateRamp(ctx context.Context, r rollout.Ramp) error {
 // Ramp returns the ramp id; rollout.ENotFound when there is none.
 func (db *DB) Ramp(ctx context.Context, id string) (rollout.Ramp, error) {
 	var r rollout.Ramp
-	err := db.readTx(ctx, fmt.Sprintf("read ramp %q", id), func(tx *sql.Tx) (err error) {
-		r, err = findRamp(ctx, tx, id)
+	err := db.readTx(ctx, fmt.Sprintf("read ramp %q", id), func(tx *tx) (err error) {
+		r, err = tx.findRamp(id)
 		return err
 	})
 	return r, err
@@ -47,24 +45,14 @@ func (db *DB) Ramp(ctx context.Context, id string) (rollout.Ramp, error) {
 // Ramps returns the ramps of the feature key, every feature's when key is
 // "", oldest first.
 func (db *DB) Ramps(ctx context.Context, key string) ([]rollout.Ramp, error) {
-	rs := []rollout.Ramp{}
-	err := db.readTx(ctx, "list ramps", func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `
+	var rs []rollout.Ramp
+	err := db.readTx(ctx, "list ramps", func(tx *tx) error {
+		rows, err := tx.query(`
 			SELECT body, revision FROM ramps
-			WHERE ? = '' OR feature_key = ?
-			ORDER BY created_at, id`, key, key)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			r, err := scanRamp(rows)
-			if err != nil {
-				return err
-			}
-			rs = append(rs, r)
-		}
-		return rows.Err()
+			WHERE CAST(? AS TEXT) = '' OR feature_key = ?
+			ORDER BY created_at, id{C}`, key, key)
+		rs, err = collect(rows, err, scanRamp)
+		return err
 	})
 	return rs, err
 }
@@ -73,8 +61,8 @@ func (db *DB) Ramps(ctx context.Context, key string) ([]rollout.Ramp, error) {
 // r.Revision-1, with r. It returns rollout.ENotFound when there is no such
 // ramp and rollout.EConflict when it has moved on.
 func (db *DB) UpdateRamp(ctx context.Context, r rollout.Ramp) error {
-	return db.writeTx(ctx, fmt.Sprintf("update ramp %q", r.ID), func(tx *sql.Tx) error {
-		return updateRamp(ctx, tx, r)
+	return db.writeTx(ctx, fmt.Sprintf("update ramp %q", r.ID), func(tx *tx) error {
+		return tx.updateRamp(r)
 	})
 }
 
@@ -85,27 +73,19 @@ func (db *DB) ApplyRampStep(ctx context.Context, f rollout.Feature, v rollout.Ve
 	if v.Version != f.Version {
 		return fmt.Errorf("apply ramp step to feature %q: history entry is version %d, feature is version %d", f.Key, v.Version, f.Version)
 	}
-	return db.writeTx(ctx, fmt.Sprintf("apply ramp %q to feature %q", r.ID, f.Key), func(tx *sql.Tx) error {
-		if err := updateRamp(ctx, tx, r); err != nil {
+	return db.writeTx(ctx, fmt.Sprintf("apply ramp %q to feature %q", r.ID, f.Key), func(tx *tx) error {
+		// The ramp's row first: of two transactions racing for one step,
+		// the second waits on it and then finds the revision moved on.
+		if err := tx.updateRamp(r); err != nil {
 			return err
 		}
-		return db.writeVersion(ctx, tx, f, v)
+		return tx.writeVersion(f, v)
 	})
 }
 
-func findRamp(ctx context.Context, tx *sql.Tx, id string) (rollout.Ramp, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT body, revision FROM ramps WHERE id = ?`, id)
-	if err != nil {
-		return rollout.Ramp{}, err
-	}
-	defer rows.Close()
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return rollout.Ramp{}, err
-		}
-		return rollout.Ramp{}, rollout.Errorf(rollout.ENotFound, "ramp %q does not exist", id)
-	}
-	return scanRamp(rows)
+func (tx *tx) findRamp(id string) (rollout.Ramp, error) {
+	rows, err := tx.query(`SELECT body, revision FROM ramps WHERE id = ?`, id)
+	return first(rows, err, scanRamp, rollout.Errorf(rollout.ENotFound, "ramp %q does not exist", id))
 }
 
 func scanRamp(rows *sql.Rows) (rollout.Ramp, error) {
@@ -124,16 +104,16 @@ func scanRamp(rows *sql.Rows) (rollout.Ramp, error) {
 	return r, nil
 }
 
-func updateRamp(ctx context.Context, tx *sql.Tx, r rollout.Ramp) error {
+func (tx *tx) updateRamp(r rollout.Ramp) error {
 	body, err := encodeJSON(r)
 	if err != nil {
 		return err
 	}
-	res, err := tx.ExecContext(ctx, `
+	res, err := tx.exec(`
 		UPDATE ramps SET state = ?, revision = ?, body = ?
 		WHERE id = ? AND revision = ?`,
 		string(r.State), r.Revision, body, r.ID, r.Revision-1)
-	if constraint(err) == sqlite3.ErrConstraintUnique {
+	if tx.constraint(err) == Unique {
 		return rollout.Errorf(rollout.EConflict, "feature %q has another live ramp: cancel it first", r.Feature)
 	}
 	if err != nil {
@@ -143,7 +123,7 @@ func updateRamp(ctx context.Context, tx *sql.Tx, r rollout.Ramp) error {
 		return err
 	}
 	var stored int
-	err = tx.QueryRowContext(ctx, `SELECT revision FROM ramps WHERE id = ?`, r.ID).Scan(&stored)
+	err = tx.queryRow(`SELECT revision FROM ramps WHERE id = ?`, r.ID).Scan(&stored)
 	if errors.Is(err, sql.ErrNoRows) {
 		return rollout.Errorf(rollout.ENotFound, "ramp %q does not exist", r.ID)
 	}

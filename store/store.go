@@ -1,5 +1,10 @@
-// Package store keeps features and their history in a SQLite database. Its
-// DB implements rollout.Store.
+// Package store keeps features, their history, tokens, exposures, ramps and
+// the change feed in a SQL database through database/sql. Its DB
+// implements rollout.Store and rollout.TokenStore once for every database;
+// what differs between them (placeholders, error codes, time encoding,
+// collation, notifications, backup, connection setup) is a Dialect, which
+// the packages store/sqlite and store/postgres provide. Both pass the
+// contract of package storetest.
 package store
 
 import (
@@ -8,175 +13,109 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/url"
-	"os"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/mattn/go-sqlite3"
 	"github.com/pressly/goose/v3"
 
-	"github.com/rollout/rollout/migrations"
 	"github.com/rollout/rollout/rollout"
 )
-
-// busyTimeout is how long a statement waits for a lock another connection
-// or process holds before it fails with SQLITE_BUSY.
-const busyTimeout = 5 * time.Second
 
 // DefaultTimeout bounds each transaction of the store (see DB.SetTimeout):
 // a database that stops answering makes an operation fail with
 // rollout.EUnavailable after it, rather than hold its caller forever.
 const DefaultTimeout = 5 * time.Second
 
-// probeTimeout bounds CheckWrite; its connection waits at most probeBusy
-// for a lock.
+// probeTimeout bounds CheckWrite.
+const probeTimeout = time.Second
+
+// Constraint is the kind of constraint a statement violated.
+type Constraint int
+
+// The constraints a Dialect tells apart.
 const (
-	probeTimeout = time.Second
-	probeBusy    = 500 * time.Millisecond
+	NoConstraint Constraint = iota
+	Unique                  // a unique index other than the primary key
+	PrimaryKey
+	ForeignKey
 )
 
-// DB is a SQLite database of features and their history.
-//
-// Writes go through a pool of one connection whose transactions begin
-// IMMEDIATE, so writers in this process queue in database/sql instead of
-// meeting SQLITE_BUSY, and writers in other processes wait up to the busy
-// timeout. Reads use a separate pool of read-only (query_only) connections
-// whose transactions begin DEFERRED: in WAL mode they see the last commit and
-// neither wait for nor block the writer.
-//
-// A DB is safe for concurrent use.
+// Dialect is what a database needs of its own. Its functions must be safe
+// for concurrent use.
+type Dialect struct {
+	// Write runs write transactions; Read runs read transactions and
+	// single reads; Probe runs CheckWrite's transaction. Read and Probe
+	// may be Write.
+	Write, Read, Probe *sql.DB
+	// ReadTx are the options of read transactions: one snapshot.
+	ReadTx *sql.TxOptions
+	// Dollar: placeholders are $1, $2, … rather than ?.
+	Dollar bool
+	// Collate follows text columns that results are ordered by, so that
+	// they sort by bytes.
+	Collate string
+	// Seq is the column of versions that numbers them in insertion order.
+	Seq string
+	// ForUpdate, when not "", follows a SELECT to lock the rows it reads
+	// until the transaction ends: a database whose write transactions do
+	// not take turns needs it.
+	ForUpdate string
+	// Time, Nanos and Seconds encode a time for a timestamp column, an
+	// idempotency key's times and an exposure batch's time.
+	Time, Nanos, Seconds func(time.Time) any
+	// Unavailable returns the user-facing message of an error of the
+	// database rather than of the request, or "".
+	Unavailable func(error) string
+	// Constraint returns the kind of constraint err violated, if any.
+	Constraint func(error) Constraint
+	// Commit, when not "", records a commit of (kind, key, time) under
+	// the next revision, which it returns, in one statement (and may
+	// announce it); otherwise two statements do.
+	Commit string
+	// Check, when not nil, is called before each write and by Ping: it
+	// refuses with rollout.EUnavailable to use a database that is gone.
+	Check func() error
+	// Listen, when not nil, is what DB.Notifications returns.
+	Listen func(ctx context.Context) <-chan int64
+	// Backup, when not nil, writes a consistent copy of the database to a
+	// new file.
+	Backup func(ctx context.Context, path string) error
+	// Close closes the pools.
+	Close func() error
+}
+
+// DB is a database of features and their history. A DB is safe for
+// concurrent use.
 type DB struct {
-	write *sql.DB
-	read  *sql.DB
-	probe *sql.DB // CheckWrite's own connection, with a short busy timeout
-	now   func() time.Time
-	path  string        // absolute
-	busy  time.Duration // busy timeout
-	file  os.FileInfo   // the database file as opened, to notice it moved
-	// timeout bounds each transaction (DefaultTimeout); <= 0: none.
-	timeout time.Duration
+	d       Dialect
+	now     func() time.Time
+	timeout time.Duration // bounds each transaction; <= 0: none
+	marks   *strings.Replacer
 }
 
-var _ rollout.Store = (*DB)(nil)
+var (
+	_ rollout.Store      = (*DB)(nil)
+	_ rollout.TokenStore = (*DB)(nil)
+)
 
-// Open opens the SQLite database at path, creating the file if needed,
-// checks that it is in WAL mode with foreign keys enforced, and applies the
-// migrations it lacks.
-func Open(ctx context.Context, path string) (*DB, error) {
-	return open(ctx, path, busyTimeout)
+// New returns a DB on the database of d, whose migrations have been
+// applied.
+func New(d Dialect) *DB {
+	return &DB{
+		d: d, now: time.Now, timeout: DefaultTimeout,
+		marks: strings.NewReplacer("{C}", d.Collate, "{seq}", d.Seq, "{forUpdate}", d.ForUpdate),
+	}
 }
 
-func open(ctx context.Context, path string, busy time.Duration) (*DB, error) {
-	if path == "" {
-		return nil, errors.New("open database: no path")
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, fmt.Errorf("open database %s: %w", path, err)
-	}
-	db, err := openPools(abs, busy)
-	if err != nil {
-		return nil, fmt.Errorf("open database %s: %w", path, err)
-	}
-	if err := db.setUp(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open database %s: %w", path, err)
-	}
-	// setUp wrote to the file, so it exists now.
-	if db.file, err = os.Stat(abs); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open database %s: %w", path, err)
-	}
-	return db, nil
-}
-
-func openPools(path string, busy time.Duration) (*DB, error) {
-	write, err := sql.Open("sqlite3", dsn(path, busy, false))
-	if err != nil {
-		return nil, err
-	}
-	write.SetMaxOpenConns(1)
-	write.SetMaxIdleConns(1)
-	write.SetConnMaxLifetime(0)
-	write.SetConnMaxIdleTime(0)
-
-	read, err := sql.Open("sqlite3", dsn(path, busy, true))
-	if err != nil {
-		write.Close()
-		return nil, err
-	}
-	n := max(4, runtime.GOMAXPROCS(0))
-	read.SetMaxOpenConns(n)
-	read.SetMaxIdleConns(n)
-
-	probe, err := sql.Open("sqlite3", dsn(path, min(busy, probeBusy), false))
-	if err != nil {
-		read.Close()
-		write.Close()
-		return nil, err
-	}
-	probe.SetMaxOpenConns(1)
-	probe.SetMaxIdleConns(1)
-	return &DB{write: write, read: read, probe: probe, now: time.Now, path: path, busy: busy, timeout: DefaultTimeout}, nil
-}
-
-// dsn returns the mattn/go-sqlite3 data source name of the database file at
-// the absolute path. The settings are in the DSN so that every connection a
-// pool opens gets them. The path is URL-escaped: SQLite decodes it, and the
-// driver splits its own parameters at the first '?'.
-func dsn(path string, busy time.Duration, readOnly bool) string {
-	q := url.Values{}
-	q.Set("_journal_mode", "WAL")
-	q.Set("_busy_timeout", strconv.FormatInt(busy.Milliseconds(), 10))
-	q.Set("_foreign_keys", "on")
-	q.Set("_synchronous", "FULL")
-	if readOnly {
-		q.Set("_txlock", "deferred")
-		q.Set("_query_only", "on")
-	} else {
-		q.Set("_txlock", "immediate")
-	}
-	u := url.URL{Scheme: "file", Path: filepath.ToSlash(path), RawQuery: q.Encode()}
-	return u.String()
-}
-
-// setUp checks the connection settings of both pools and migrates the
-// database.
-func (db *DB) setUp(ctx context.Context) error {
-	if err := checkSettings(ctx, db.write); err != nil {
-		return err
-	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, db.write, migrations.SQLite)
+// Migrate applies the migrations of fsys that db lacks with goose.
+func Migrate(ctx context.Context, db *sql.DB, dialect goose.Dialect, fsys fs.FS, opts ...goose.ProviderOption) error {
+	p, err := goose.NewProvider(dialect, db, fsys, opts...)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	if _, err := p.Up(ctx); err != nil {
 		return fmt.Errorf("migrate: %w", err)
-	}
-	return checkSettings(ctx, db.read)
-}
-
-// checkSettings reports whether a connection of pool has taken the DSN's
-// settings: SQLite falls back silently to another journal mode when WAL is
-// not possible, and has no foreign keys when built without them.
-func checkSettings(ctx context.Context, pool *sql.DB) error {
-	var mode string
-	if err := pool.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
-		return fmt.Errorf("read journal mode: %w", err)
-	}
-	if !strings.EqualFold(mode, "wal") {
-		return fmt.Errorf("journal mode is %q, not wal: the file system may not support WAL", mode)
-	}
-	var fk int
-	if err := pool.QueryRowContext(ctx, "PRAGMA foreign_keys").Scan(&fk); err != nil {
-		return fmt.Errorf("read foreign_keys: %w", err)
-	}
-	if fk != 1 {
-		return errors.New("foreign keys are not enforced")
 	}
 	return nil
 }
@@ -186,166 +125,115 @@ func checkSettings(ctx context.Context, pool *sql.DB) error {
 // Call it before the DB is in use.
 func (db *DB) SetTimeout(d time.Duration) { db.timeout = d }
 
-// bound returns ctx with the DB's timeout.
-func (db *DB) bound(ctx context.Context) (context.Context, context.CancelFunc) {
-	if db.timeout <= 0 {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, db.timeout)
-}
+// Close closes the database, waiting for connections in use to be
+// returned.
+func (db *DB) Close() error { return db.d.Close() }
 
-// Close closes the database. Calls in progress may fail.
-func (db *DB) Close() error {
-	return errors.Join(db.read.Close(), db.write.Close(), db.probe.Close())
-}
-
-// Ping reports whether the database can be read and the write connection is
-// free within ctx's deadline, for readiness checks. Errors of a busy or
-// failing database carry rollout.EUnavailable.
-func (db *DB) Ping(ctx context.Context) error {
-	if err := db.checkFile(); err != nil {
-		return err
+// Notifications returns the revisions writers announce, when the database
+// announces them (see postgres.Open), and nil otherwise.
+func (db *DB) Notifications(ctx context.Context) <-chan int64 {
+	if db.d.Listen == nil {
+		return nil
 	}
-	var one int
-	err := db.read.QueryRowContext(ctx, "SELECT 1 FROM features LIMIT 1").Scan(&one)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return wrapErr(err, "ping database")
-	}
-	if err := db.write.PingContext(ctx); err != nil {
-		return wrapErr(err, "ping database")
-	}
-	return nil
+	return db.d.Listen(ctx)
 }
 
 // Backup writes a consistent copy of the database to a new file at path
-// while the database stays in use, and syncs it to disk. It refuses, with
-// rollout.EConflict, to overwrite an existing file.
+// while the database stays in use. It refuses, with rollout.EConflict, to
+// overwrite an existing file.
 func (db *DB) Backup(ctx context.Context, path string) error {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return fmt.Errorf("back up database to %s: %w", path, err)
+	if db.d.Backup == nil {
+		return errors.New("back up database: this database is backed up with its own tools")
 	}
-	switch _, err := os.Lstat(abs); {
-	case err == nil:
-		return rollout.Errorf(rollout.EConflict, "backup target %s already exists: choose a new file name", path)
-	case !errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("back up database to %s: %w", path, err)
+	return db.d.Backup(ctx, path)
+}
+
+// Ping reports whether the database can be read and a write connection is
+// free within ctx's deadline, for readiness checks. Errors of a busy or
+// failing database carry rollout.EUnavailable.
+func (db *DB) Ping(ctx context.Context) error {
+	if err := db.check(); err != nil {
+		return err
 	}
-	// VACUUM INTO reads in one read transaction, so the copy is a snapshot
-	// of the last commit and writers go on meanwhile. It fails itself if
-	// the file appears in the meantime. abs starts with '/', so SQLite does
-	// not take it for a URI. It needs a connection that may write files,
-	// which the read pool's are not, and must not hold up the writer.
-	conn, err := sql.Open("sqlite3", dsn(db.path, db.busy, false))
-	if err != nil {
-		return fmt.Errorf("back up database to %s: %w", path, err)
+	var one int
+	err := db.d.Read.QueryRowContext(ctx, "SELECT 1 FROM features LIMIT 1").Scan(&one)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return db.d.WrapErr(err, "ping database")
 	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "VACUUM INTO ?", abs); err != nil {
-		return wrapErr(err, "back up database to %s", path)
-	}
-	// SQLite does not sync the file VACUUM INTO writes.
-	if err := syncFile(abs); err != nil {
-		return fmt.Errorf("back up database to %s: %w", path, err)
-	}
-	if err := syncFile(filepath.Dir(abs)); err != nil {
-		return fmt.Errorf("back up database to %s: %w", path, err)
+	if err := db.d.Write.PingContext(ctx); err != nil {
+		return db.d.WrapErr(err, "ping database")
 	}
 	return nil
 }
 
-func syncFile(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
+// CheckWrite writes the one row of the write_probe table in a transaction
+// of the probe pool, giving up after a second. It returns
+// rollout.EUnavailable when the write fails: another process holds the
+// write lock, the disk is full, the database is read-only, gone or cannot
+// be reached.
+func (db *DB) CheckWrite(ctx context.Context) error {
+	const op = "check writes"
+	if err := db.check(); err != nil {
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
+	probeCtx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	err := db.inTx(probeCtx, db.d.Probe, nil, op, func(tx *tx) error {
+		_, err := tx.exec(`UPDATE write_probe SET checked_at = ? WHERE id = 1`, db.d.Time(db.now()))
 		return err
+	})
+	if err != nil && ctx.Err() == nil && probeCtx.Err() != nil {
+		return fmt.Errorf("%s: %w: %w", op, rollout.Errorf(rollout.EUnavailable, "the database did not take a write within %v", probeTimeout), err)
 	}
-	return f.Close()
+	return err
 }
 
-// wrapErr returns err as is when it is a *rollout.Error, and otherwise wraps
+func (db *DB) check() error {
+	if db.d.Check == nil {
+		return nil
+	}
+	return db.d.Check()
+}
+
+// WrapErr returns err as is when it is a *rollout.Error, and otherwise wraps
 // it with the operation the format names. Errors of a database that cannot
-// be used right now (busy, locked, read-only, full, failing I/O, cannot be
-// opened) also wrap a rollout.EUnavailable *Error, whose message says so
-// without the driver's details.
-func wrapErr(err error, format string, args ...any) error {
+// be used right now (no answer in time, and what d.Unavailable tells) also
+// wrap a rollout.EUnavailable *Error, whose message says so without the
+// driver's details.
+func (d *Dialect) WrapErr(err error, format string, args ...any) error {
 	if _, ok := errors.AsType[*rollout.Error](err); ok {
 		return err
 	}
 	op := fmt.Sprintf(format, args...)
-	if msg := unavailable(err); msg != "" {
+	if msg := d.unavailable(err); msg != "" {
 		return fmt.Errorf("%s: %w: %w", op, rollout.Errorf(rollout.EUnavailable, "%s", msg), err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }
 
-// unavailable returns the user-facing message for an error of the database
-// rather than of the request, or "".
-func unavailable(err error) string {
+func (d *Dialect) unavailable(err error) string {
+	if msg := d.Unavailable(err); msg != "" {
+		return msg
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return "the database did not answer in time: try again shortly"
-	}
-	se, ok := errors.AsType[sqlite3.Error](err)
-	if !ok {
-		return ""
-	}
-	switch se.Code {
-	case sqlite3.ErrInterrupt:
-		return "the database did not answer in time: try again shortly"
-	case sqlite3.ErrBusy, sqlite3.ErrLocked:
-		return "the database is busy: try again shortly"
-	case sqlite3.ErrReadonly:
-		return "the database is read-only: changes cannot be saved"
-	case sqlite3.ErrFull:
-		return "the disk holding the database is full: changes cannot be saved"
-	case sqlite3.ErrIoErr:
-		return "the database could not be read or written"
-	case sqlite3.ErrCantOpen:
-		return "the database file cannot be opened"
 	}
 	return ""
 }
 
-// constraint returns the extended code of a constraint violation, or 0.
-func constraint(err error) sqlite3.ErrNoExtended {
-	if se, ok := errors.AsType[sqlite3.Error](err); ok && se.Code == sqlite3.ErrConstraint {
-		return se.ExtendedCode
-	}
-	return 0
-}
-
-// checkFile refuses to go on when the database file at db.path is no longer
-// the one opened: moved away or deleted, writes would go to a file nobody
-// will open again, and be lost.
-func (db *DB) checkFile() error {
-	if db.file == nil {
-		return nil
-	}
-	now, err := os.Stat(db.path)
-	if err != nil || !os.SameFile(db.file, now) {
-		return rollout.Errorf(rollout.EUnavailable, "the database file %s is gone (moved or deleted): changes are refused until it is back", db.path)
-	}
-	return nil
-}
-
-// writeTx runs fn in a write transaction, after checking the database file
-// is still where it was opened, and commits it unless fn fails, all within
-// the DB's timeout. When ctx carries an idempotency claim with a settled
-// answer (rollout.Claim.Answer) once fn has run, the transaction also
-// marks the claim's key done with that answer, and fails with
-// rollout.EKeyInUse, committing nothing, if the key is no longer the
-// claim's. Errors are wrapped as
-// wrapErr does, with op.
-func (db *DB) writeTx(ctx context.Context, op string, fn func(*sql.Tx) error) error {
+// writeTx runs fn in a write transaction, after the dialect's Check, and
+// commits it unless fn fails, all within the DB's timeout. When ctx carries
+// an idempotency claim with a settled answer (rollout.Claim.Answer) once
+// fn has run, the transaction also marks the claim's key done with that
+// answer, and fails with rollout.EKeyInUse, committing nothing, if the key
+// is no longer the claim's. Errors are wrapped as WrapErr does, with op.
+func (db *DB) writeTx(ctx context.Context, op string, fn func(*tx) error) error {
 	claim := rollout.ClaimFrom(ctx)
 	if claim == nil {
 		return db.plainWriteTx(ctx, op, fn)
 	}
 	kept := false
-	err := db.plainWriteTx(ctx, op, func(tx *sql.Tx) error {
+	err := db.plainWriteTx(ctx, op, func(tx *tx) error {
 		if err := fn(tx); err != nil {
 			return err
 		}
@@ -355,7 +243,7 @@ func (db *DB) writeTx(ctx context.Context, op string, fn func(*sql.Tx) error) er
 			return err
 		}
 		kept = true
-		return finishIdempotency(ctx, tx, done)
+		return tx.finishIdempotency(done)
 	})
 	if err == nil && kept {
 		claim.Committed()
@@ -364,34 +252,191 @@ func (db *DB) writeTx(ctx context.Context, op string, fn func(*sql.Tx) error) er
 }
 
 // plainWriteTx is writeTx without the idempotency claim ctx may carry.
-func (db *DB) plainWriteTx(ctx context.Context, op string, fn func(*sql.Tx) error) error {
-	if err := db.checkFile(); err != nil {
+func (db *DB) plainWriteTx(ctx context.Context, op string, fn func(*tx) error) error {
+	if err := db.check(); err != nil {
 		return err
 	}
 	ctx, cancel := db.bound(ctx)
 	defer cancel()
-	return inTx(ctx, db.write, op, fn)
+	return db.inTx(ctx, db.d.Write, nil, op, fn)
 }
 
 // readTx runs fn in a read transaction of the read pool, within the DB's
 // timeout: one snapshot of the last commit.
-func (db *DB) readTx(ctx context.Context, op string, fn func(*sql.Tx) error) error {
+func (db *DB) readTx(ctx context.Context, op string, fn func(*tx) error) error {
 	ctx, cancel := db.bound(ctx)
 	defer cancel()
-	return inTx(ctx, db.read, op, fn)
+	return db.inTx(ctx, db.d.Read, db.d.ReadTx, op, fn)
 }
 
-func inTx(ctx context.Context, pool *sql.DB, op string, fn func(*sql.Tx) error) error {
-	tx, err := pool.BeginTx(ctx, nil)
-	if err != nil {
-		return wrapErr(err, "%s", op)
-	}
-	defer tx.Rollback()
-	if err := fn(tx); err != nil {
-		return wrapErr(err, "%s", op)
-	}
-	if err := tx.Commit(); err != nil {
-		return wrapErr(err, "%s", op)
+// read runs fn, whose statements read from the read pool outside of a
+// transaction, within the DB's timeout: for single statements.
+func (db *DB) read(ctx context.Context, op string, fn func(*tx) error) error {
+	ctx, cancel := db.bound(ctx)
+	defer cancel()
+	if err := fn(&tx{q: db.d.Read, ctx: ctx, db: db}); err != nil {
+		return db.d.WrapErr(err, "%s", op)
 	}
 	return nil
 }
+
+// bound returns ctx with the DB's timeout.
+func (db *DB) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if db.timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, db.timeout)
+}
+
+// inTx runs fn in a transaction of pool and commits it unless fn fails.
+// Every statement fn runs ends when ctx does, as do the transaction's begin
+// and commit.
+func (db *DB) inTx(ctx context.Context, pool *sql.DB, opts *sql.TxOptions, op string, fn func(*tx) error) error {
+	t, err := pool.BeginTx(ctx, opts)
+	if err != nil {
+		return db.d.WrapErr(db.cause(ctx, err), "%s", op)
+	}
+	defer t.Rollback()
+	if err := fn(&tx{q: t, ctx: ctx, db: db}); err != nil {
+		return db.d.WrapErr(db.cause(ctx, err), "%s", op)
+	}
+	if err := t.Commit(); err != nil {
+		return db.d.WrapErr(db.cause(ctx, err), "%s", op)
+	}
+	return nil
+}
+
+// cause adds ctx's error to err when ctx ended and err does not say so:
+// database/sql answers sql.ErrTxDone for a transaction it rolled back
+// because its context ended.
+func (db *DB) cause(ctx context.Context, err error) error {
+	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) && errors.Is(err, sql.ErrTxDone) {
+		return fmt.Errorf("%w: %w", err, ctx.Err())
+	}
+	return err
+}
+
+// q returns query in the DB's dialect: its placeholders, collation, and
+// column names. (None of the store's queries has a ? in a literal.)
+func (db *DB) q(query string) string {
+	s := db.marks.Replace(query)
+	if !db.d.Dollar {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + len(s)/8)
+	n := 0
+	for _, r := range s {
+		if r != '?' {
+			b.WriteRune(r)
+			continue
+		}
+		n++
+		b.WriteByte('$')
+		b.WriteString(strconv.Itoa(n))
+	}
+	return b.String()
+}
+
+// tx is a transaction (or a pool, see DB.read) whose statements end with
+// its context, written with ? placeholders and the marks of DB.q.
+type tx struct {
+	q interface {
+		ExecContext(context.Context, string, ...any) (sql.Result, error)
+		QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+		QueryRowContext(context.Context, string, ...any) *sql.Row
+	}
+	ctx context.Context
+	db  *DB
+}
+
+func (t *tx) exec(query string, args ...any) (sql.Result, error) {
+	return t.q.ExecContext(t.ctx, t.db.q(query), args...)
+}
+
+// affected runs query and returns how many rows it changed.
+func (t *tx) affected(query string, args ...any) (int64, error) {
+	res, err := t.exec(query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (t *tx) query(query string, args ...any) (*sql.Rows, error) {
+	return t.q.QueryContext(t.ctx, t.db.q(query), args...)
+}
+
+func (t *tx) queryRow(query string, args ...any) *sql.Row {
+	return t.q.QueryRowContext(t.ctx, t.db.q(query), args...)
+}
+
+func (t *tx) constraint(err error) Constraint {
+	if err == nil {
+		return NoConstraint
+	}
+	return t.db.d.Constraint(err)
+}
+
+// collect reads every row of rows with scan.
+func collect[T any](rows *sql.Rows, err error, scan func(*sql.Rows) (T, error)) ([]T, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []T{}
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// first reads the first row of rows with scan, or returns notFound when
+// there is none.
+func first[T any](rows *sql.Rows, err error, scan func(*sql.Rows) (T, error), notFound error) (T, error) {
+	vs, err := collect(rows, err, scan)
+	if err == nil && len(vs) == 0 {
+		err = notFound
+	}
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return vs[0], nil
+}
+
+// timestamp scans a time kept as RFC 3339 text, a timestamp or Unix
+// nanoseconds, in UTC; Valid is false for NULL.
+type timestamp struct {
+	T     time.Time
+	Valid bool
+}
+
+func (s *timestamp) Scan(v any) error {
+	var err error
+	switch v := v.(type) {
+	case nil:
+		*s = timestamp{}
+		return nil
+	case time.Time:
+		s.T = v.UTC()
+	case string:
+		s.T, err = time.Parse(time.RFC3339Nano, v)
+	case []byte:
+		s.T, err = time.Parse(time.RFC3339Nano, string(v))
+	case int64:
+		s.T = time.Unix(0, v).UTC()
+	default:
+		return fmt.Errorf("a time cannot be %T", v)
+	}
+	s.Valid = err == nil
+	return err
+}
+
+// TimeLayout is RFC 3339 with a fixed nine-digit fraction, so that times
+// kept as text sort as text; time.RFC3339Nano parses it.
+const TimeLayout = "2006-01-02T15:04:05.000000000Z07:00"

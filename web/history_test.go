@@ -13,7 +13,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
-	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
 )
 
@@ -61,7 +61,7 @@ func (s *historyReads) Changes(ctx context.Context, q rollout.ChangeQuery) ([]ro
 func bigHistory(tb testing.TB, edits int) (*echo.Echo, *historyReads) {
 	tb.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(tb.TempDir(), "rollout.db"))
+	db, err := sqlite.Open(ctx, filepath.Join(tb.TempDir(), "rollout.db"))
 	if err != nil {
 		tb.Fatal(err)
 	}

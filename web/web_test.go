@@ -16,6 +16,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
 )
 
@@ -30,7 +31,7 @@ type app struct {
 func newApp(t *testing.T, sample int) *app {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
@@ -467,7 +468,7 @@ func TestSignOutOnlyWithTokens(t *testing.T) {
 	if body := open.get(t, "/ui/").Body.String(); strings.Contains(body, `action="/ui/logout"`) {
 		t.Error("an open server's page offers to sign out")
 	}
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "rollout.db"))
+	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "rollout.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

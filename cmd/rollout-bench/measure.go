@@ -75,7 +75,7 @@ type Writes struct {
 type Startup struct {
 	Features     int     `json:"features"`
 	CreateSecs   float64 `json:"create_s"` // to create them, before: not a target
-	OpenMS       float64 `json:"open_ms"`  // store.Open: connect, check, migrate
+	OpenMS       float64 `json:"open_ms"`  // sqlite.Open: connect, check, migrate
 	LoadMS       float64 `json:"load_ms"`  // rollout.NewService: read and compile
 	HeapAllocMB  float64 `json:"heap_alloc_mb"`
 	RSSMB        float64 `json:"rss_mb"`

@@ -14,7 +14,7 @@ import (
 	"github.com/rollout/rollout/cmd/internal/serve"
 	"github.com/rollout/rollout/internal/logwriter"
 	"github.com/rollout/rollout/rollout"
-	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/sqlite"
 )
 
 // loopback is the only address the tool listens on.
@@ -121,7 +121,7 @@ func startService(ctx context.Context, dir string, n int) (_ *service, err error
 // populate creates the database at path with n features, and tokens of
 // roles evaluate and editor whose headers it sets in s.
 func populate(ctx context.Context, path string, n int, s *service) (err error) {
-	db, err := store.Open(ctx, path)
+	db, err := sqlite.Open(ctx, path)
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
-	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/sqlite"
 )
 
 // The startup scenario runs in a process of its own, this program started
@@ -32,7 +32,7 @@ const probeTimeout = 2 * time.Minute
 func startup(ctx context.Context, dir string, n int) (Startup, error) {
 	path := filepath.Join(dir, "startup.db")
 	t0 := time.Now()
-	db, err := store.Open(ctx, path)
+	db, err := sqlite.Open(ctx, path)
 	if err != nil {
 		return Startup{}, err
 	}
@@ -78,7 +78,7 @@ func startup(ctx context.Context, dir string, n int) (Startup, error) {
 func probeMain(path string, stdout, stderr io.Writer) int {
 	ctx := context.Background()
 	t0 := time.Now()
-	db, err := store.Open(ctx, path)
+	db, err := sqlite.Open(ctx, path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1

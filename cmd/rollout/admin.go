@@ -15,7 +15,7 @@ import (
 
 	"github.com/rollout/rollout/cmd/internal/serve"
 	"github.com/rollout/rollout/rollout"
-	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/sqlite"
 )
 
 const tokenUsage = `usage: rollout token create --name NAME --role admin|editor|viewer|sdk|client|evaluate [--db PATH]
@@ -161,7 +161,7 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	if err := checkSQLiteFile(*dbPath); err != nil {
 		return err
 	}
-	db, err := store.Open(ctx, *dbPath)
+	db, err := sqlite.Open(ctx, *dbPath)
 	if err != nil {
 		return err
 	}

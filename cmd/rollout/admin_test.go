@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/sqlite"
 )
 
 // runCLI runs the rollout command in-process, as the binary would.
@@ -54,7 +54,7 @@ func createDatabase(t *testing.T, path string) {
 	if serve.IsPostgres(path) {
 		return // a test's PostgreSQL database exists already
 	}
-	db, err := store.Open(context.Background(), path)
+	db, err := sqlite.Open(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,7 +63,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 
 	if !serve.IsPostgres(*from) {
-		// store.Open would make a new, empty database of a missing file.
+		// sqlite.Open would make a new, empty database of a missing file.
 		if _, err := os.Stat(*from); errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("migrate: source %s does not exist", *from)
 		} else if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/postgres"
+	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/store/storetest"
 )
 
@@ -74,21 +75,21 @@ func serviceDatabase(t *testing.T) (path string, secrets map[string]bool) {
 
 func openSQLite(t *testing.T, path string) *store.DB {
 	t.Helper()
-	db, err := store.Open(context.Background(), path)
+	db, err := sqlite.Open(context.Background(), path)
 	if err != nil {
-		t.Fatalf("store.Open(%q) = %v", path, err)
+		t.Fatalf("sqlite.Open(%q) = %v", path, err)
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
 }
 
-func openPostgres(t *testing.T, dsn string) *postgres.DB {
+func openPostgres(t *testing.T, dsn string) *store.DB {
 	t.Helper()
 	db, err := postgres.Open(context.Background(), dsn)
 	if err != nil {
 		t.Fatalf("postgres.Open = %v", err)
 	}
-	t.Cleanup(db.Close)
+	t.Cleanup(func() { db.Close() })
 	return db
 }
 

@@ -13,7 +13,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/cmd/internal/serve"
 	"github.com/rollout/rollout/rollout"
-	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
 )
 
@@ -99,7 +99,7 @@ func TestSessionKeyFromFile(t *testing.T) {
 	}
 
 	// Someone with the database signs a session with its key.
-	st, err := store.Open(context.Background(), db)
+	st, err := sqlite.Open(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
 	}

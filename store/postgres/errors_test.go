@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/store"
 )
 
 // TestWrapErrCodes pins the translation of server errors by SQLSTATE and
@@ -42,4 +43,10 @@ func TestWrapErrCodes(t *testing.T) {
 			t.Errorf("ErrorCode(wrapErr(%v)) = %q, want %q", tt.err, got, tt.want)
 		}
 	}
+}
+
+// wrapErr wraps err as the store does with this package's dialect.
+func wrapErr(err error, op string) error {
+	d := store.Dialect{Unavailable: unavailable, Constraint: constraint}
+	return d.WrapErr(err, "%s", op)
 }

@@ -1,8 +1,7 @@
-// Package postgres keeps features, their history, tokens and the change
-// feed in a PostgreSQL database, for running many instances on one
-// database. Its DB implements rollout.Store and rollout.TokenStore with the
-// same semantics as the SQLite store (package store); both pass the
-// contract of package storetest.
+// Package postgres opens a store (package store) on a PostgreSQL database,
+// for running many instances on one database, with pgx v5: its
+// database/sql driver for the store, and a connection of its own for the
+// notifications of each commit (LISTEN).
 //
 // Times of history entries, tokens and commits are kept to the microsecond
 // (timestamptz); a feature's own times keep their nanoseconds, in its
@@ -11,10 +10,12 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,249 +23,98 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 
 	"github.com/rollout/rollout/migrations"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/store"
 )
 
 // channel is the LISTEN/NOTIFY channel on which every writing transaction
 // announces its revision.
 const channel = "rollout_changes"
 
-// DefaultTimeout bounds each operation of the store (see DB.SetTimeout): a
-// server or network that stops answering makes an operation fail with
-// rollout.EUnavailable after it, rather than hold its caller forever. The
-// server is also told to give up lock waits after it, and to end sessions
-// idle in a transaction for twice as long (unless the DSN sets lock_timeout
-// or idle_in_transaction_session_timeout), so that an instance cut off
-// mid-transaction does not hold its locks from the others.
-const DefaultTimeout = 5 * time.Second
-
-// probeTimeout bounds CheckWrite.
-const probeTimeout = time.Second
-
-// DB is a PostgreSQL database of features and their history, used through
-// a pool of connections. A DB is safe for concurrent use, and any number of
-// DBs, in any number of processes, may share one database.
-type DB struct {
-	pool         *pgxpool.Pool
-	listenConfig *pgx.ConnConfig // of Notifications' own connections
-	now          func() time.Time
-	timeout      time.Duration // bounds each operation; <= 0: none
-}
-
-var (
-	_ rollout.Store      = (*DB)(nil)
-	_ rollout.TokenStore = (*DB)(nil)
-)
-
 // Open connects to the PostgreSQL database dsn (a postgres:// URL or
-// key=value string) and applies the migrations it lacks, holding a session
-// advisory lock meanwhile, so that instances starting at once migrate one
-// after the other. Errors of a server that cannot be reached carry
-// rollout.EUnavailable.
-func Open(ctx context.Context, dsn string) (*DB, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
+// key=value string) through pgx's database/sql driver and applies the
+// migrations it lacks, holding a session advisory lock meanwhile, so that
+// instances starting at once migrate one after the other. The server is
+// told to give up lock waits after store.DefaultTimeout, and to end
+// sessions idle in a transaction for twice as long (unless the DSN sets
+// lock_timeout or idle_in_transaction_session_timeout), so that an instance
+// cut off mid-transaction does not hold its locks from the others. Errors
+// of a server that cannot be reached carry rollout.EUnavailable.
+//
+// The DB's Notifications listens on a pgx connection of its own. Any
+// number of DBs, in any number of processes, may share one database.
+func Open(ctx context.Context, dsn string) (*store.DB, error) {
+	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		// The error does not repeat the DSN, which may hold a password.
 		return nil, fmt.Errorf("open database: %w", err)
 	}
-	op := fmt.Sprintf("open database %s on %s", cfg.ConnConfig.Database, cfg.ConnConfig.Host)
-	if err := migrate(ctx, cfg.ConnConfig); err != nil {
-		return nil, wrapErr(err, "%s: migrate", op)
+	op := fmt.Sprintf("open database %s on %s", cfg.Database, cfg.Host)
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
 	}
-	if cfg.ConnConfig.RuntimeParams == nil {
-		cfg.ConnConfig.RuntimeParams = map[string]string{}
-	}
-	params := cfg.ConnConfig.RuntimeParams
 	for name, d := range map[string]time.Duration{
-		"lock_timeout":                        DefaultTimeout,
-		"idle_in_transaction_session_timeout": 2 * DefaultTimeout,
+		"lock_timeout":                        store.DefaultTimeout,
+		"idle_in_transaction_session_timeout": 2 * store.DefaultTimeout,
 	} {
-		if _, ok := params[name]; !ok {
-			params[name] = strconv.FormatInt(d.Milliseconds(), 10)
+		if _, ok := cfg.RuntimeParams[name]; !ok {
+			cfg.RuntimeParams[name] = strconv.FormatInt(d.Milliseconds(), 10)
 		}
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, wrapErr(err, "%s", op)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, wrapErr(err, "%s", op)
-	}
-	listen := cfg.ConnConfig.Copy()
-	if listen.RuntimeParams == nil {
-		listen.RuntimeParams = map[string]string{}
-	}
+	listen := cfg.Copy()
 	listen.RuntimeParams["application_name"] = ListenerName
-	return &DB{pool: pool, listenConfig: listen, now: time.Now, timeout: DefaultTimeout}, nil
+	pool := stdlib.OpenDB(*cfg)
+	n := max(4, runtime.NumCPU())
+	pool.SetMaxOpenConns(n)
+	pool.SetMaxIdleConns(n)
+	pool.SetConnMaxLifetime(time.Hour) // as pgxpool did
+	pool.SetConnMaxIdleTime(30 * time.Minute)
+	l := &listener{config: listen}
+	d := store.Dialect{
+		Write: pool, Read: pool, Probe: pool,
+		ReadTx:      &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
+		Dollar:      true,
+		Collate:     ` COLLATE "C"`,
+		Seq:         "seq",
+		ForUpdate:   "FOR UPDATE",
+		Time:        utc,
+		Nanos:       utc,
+		Seconds:     utc,
+		Unavailable: unavailable,
+		Constraint:  constraint,
+		// One statement, which announces the revision on commit.
+		Commit: `
+			WITH r AS (UPDATE revision SET revision = revision + 1 WHERE id = 1 RETURNING revision),
+			     c AS (INSERT INTO commits (revision, kind, key, created_at) SELECT revision, ?, ?, ? FROM r)
+			SELECT revision FROM r, pg_notify('` + channel + `', revision::text)`,
+		Listen: l.notifications,
+		Close:  pool.Close,
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, d.WrapErr(err, "%s: migrate", op)
+	}
+	return store.New(d), nil
 }
+
+func utc(t time.Time) any { return t.UTC() }
 
 // ListenerName is the application_name of the connections Notifications
 // listens on.
 const ListenerName = "rollout-listen"
 
-// migrate applies the PostgreSQL migrations through database/sql, which
-// goose needs, under goose's session advisory lock, tried every second for
-// up to five minutes.
-func migrate(ctx context.Context, cc *pgx.ConnConfig) error {
-	sqlDB := stdlib.OpenDB(*cc)
-	defer sqlDB.Close()
+// migrate applies the PostgreSQL migrations under goose's session advisory
+// lock, tried every second for up to five minutes.
+func migrate(ctx context.Context, db *sql.DB) error {
 	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))
 	if err != nil {
 		return err
 	}
-	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.Postgres, goose.WithSessionLocker(locker))
-	if err != nil {
-		return err
-	}
-	_, err = p.Up(ctx)
-	return err
-}
-
-// Close closes the pool, waiting for connections in use to be returned.
-func (db *DB) Close() { db.pool.Close() }
-
-// SetTimeout sets how long each operation may take before it is given up
-// with rollout.EUnavailable (DefaultTimeout unless set; <= 0: no bound).
-// Call it before the DB is in use.
-func (db *DB) SetTimeout(d time.Duration) { db.timeout = d }
-
-// bound returns ctx with the DB's timeout.
-func (db *DB) bound(ctx context.Context) (context.Context, context.CancelFunc) {
-	if db.timeout <= 0 {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, db.timeout)
-}
-
-// writeTx runs fn in a read-write transaction and commits it unless fn
-// fails, within the DB's timeout. When ctx carries an idempotency claim
-// with a settled answer (rollout.Claim.Answer) once fn has run, the
-// transaction also marks the claim's key done with that answer, and fails
-// with rollout.EKeyInUse, committing nothing, if the key is no longer the
-// claim's. Errors are wrapped as wrapErr does, with op.
-func (db *DB) writeTx(ctx context.Context, op string, fn func(pgx.Tx) error) error {
-	claim := rollout.ClaimFrom(ctx)
-	if claim == nil {
-		return db.inTx(ctx, op, pgx.TxOptions{}, fn)
-	}
-	kept := false
-	err := db.inTx(ctx, op, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		if err := fn(tx); err != nil {
-			return err
-		}
-		// fn may settle the claim itself (UpdateFeatureWith).
-		done, keep, err := claim.Answer()
-		if err != nil || !keep {
-			return err
-		}
-		kept = true
-		return finishIdempotency(ctx, tx, done)
-	})
-	if err == nil && kept {
-		claim.Committed()
-	}
-	return err
-}
-
-// plainWriteTx is writeTx without the idempotency claim ctx may carry.
-func (db *DB) plainWriteTx(ctx context.Context, op string, fn func(pgx.Tx) error) error {
-	return db.inTx(ctx, op, pgx.TxOptions{}, fn)
-}
-
-// readTx runs fn in a read-only transaction that sees one snapshot, within
-// the DB's timeout.
-func (db *DB) readTx(ctx context.Context, op string, fn func(pgx.Tx) error) error {
-	return db.inTx(ctx, op, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
-}
-
-// inTx runs fn in a transaction of opts and commits it unless fn fails.
-// Every statement fn runs, whatever context it is given, ends by the DB's
-// timeout from now, as do the transaction's begin and commit.
-func (db *DB) inTx(ctx context.Context, op string, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
-	bounded, cancel := db.bound(ctx)
-	defer cancel()
-	tx := &boundTx{bound: bounded}
-	defer tx.cancel()
-	err := pgx.BeginTxFunc(bounded, db.pool, opts, func(t pgx.Tx) error {
-		tx.Tx = t
-		return fn(tx)
-	})
-	if err != nil {
-		return wrapErr(err, "%s", op)
-	}
-	return nil
-}
-
-// boundTx is a transaction whose statements end when bound does, as well
-// as when their own context does.
-type boundTx struct {
-	pgx.Tx
-	bound   context.Context
-	cancels []context.CancelFunc
-}
-
-// ctx returns the context of a statement given ctx: bounded by t.bound's
-// deadline as well. The statement's rows may be read after it returns, so
-// the context is cancelled only when the transaction ends.
-func (t *boundTx) ctx(ctx context.Context) context.Context {
-	if ctx == t.bound {
-		return ctx
-	}
-	d, ok := t.bound.Deadline()
-	if !ok {
-		return ctx
-	}
-	c, cancel := context.WithDeadline(ctx, d)
-	t.cancels = append(t.cancels, cancel)
-	return c
-}
-
-func (t *boundTx) cancel() {
-	for _, c := range t.cancels {
-		c()
-	}
-}
-
-func (t *boundTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	return t.Tx.Exec(t.ctx(ctx), sql, args...)
-}
-
-func (t *boundTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	return t.Tx.Query(t.ctx(ctx), sql, args...)
-}
-
-func (t *boundTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return t.Tx.QueryRow(t.ctx(ctx), sql, args...)
-}
-
-func (t *boundTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	return t.Tx.SendBatch(t.ctx(ctx), b)
-}
-
-func (t *boundTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
-	return t.Tx.CopyFrom(t.ctx(ctx), table, columns, src)
-}
-
-// wrapErr returns err as is when it is a *rollout.Error, and otherwise wraps
-// it with the operation the format names. Errors of a server that cannot
-// be used right now also wrap a rollout.EUnavailable *Error, whose message
-// says so without the driver's details.
-func wrapErr(err error, format string, args ...any) error {
-	if _, ok := errors.AsType[*rollout.Error](err); ok {
-		return err
-	}
-	op := fmt.Sprintf(format, args...)
-	if msg := unavailable(err); msg != "" {
-		return fmt.Errorf("%s: %w: %w", op, rollout.Errorf(rollout.EUnavailable, "%s", msg), err)
-	}
-	return fmt.Errorf("%s: %w", op, err)
+	return store.Migrate(ctx, db, goose.DialectPostgres, migrations.Postgres, goose.WithSessionLocker(locker))
 }
 
 // unavailable returns the user-facing message for an error of the server
@@ -286,9 +136,6 @@ func unavailable(err error) string {
 		}
 		return ""
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return "the database did not answer in time: try again shortly"
-	}
 	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
 		return "the database server cannot be reached"
 	}
@@ -303,15 +150,20 @@ func unavailable(err error) string {
 	return ""
 }
 
-// sqlState returns the SQLSTATE of a server error, or "".
-func sqlState(err error) (code, constraint string) {
-	if pe, ok := errors.AsType[*pgconn.PgError](err); ok {
-		return pe.Code, pe.ConstraintName
+// constraint tells the constraint a statement violated by its SQLSTATE
+// and, for unique violations, the name of the index: a table's primary key
+// is its "_pkey".
+func constraint(err error) store.Constraint {
+	pe, ok := errors.AsType[*pgconn.PgError](err)
+	switch {
+	case !ok:
+		return store.NoConstraint
+	case pe.Code == "23505" && strings.HasSuffix(pe.ConstraintName, "_pkey"):
+		return store.PrimaryKey
+	case pe.Code == "23505":
+		return store.Unique
+	case pe.Code == "23503":
+		return store.ForeignKey
 	}
-	return "", ""
+	return store.NoConstraint
 }
-
-const (
-	uniqueViolation     = "23505"
-	foreignKeyViolation = "23503"
-)

@@ -13,17 +13,18 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/postgres"
 	"github.com/rollout/rollout/store/storetest"
 )
 
-func open(t *testing.T, dsn string) *postgres.DB {
+func open(t *testing.T, dsn string) *store.DB {
 	t.Helper()
 	db, err := postgres.Open(context.Background(), dsn)
 	if err != nil {
 		t.Fatalf("Open() = %v", err)
 	}
-	t.Cleanup(db.Close)
+	t.Cleanup(func() { db.Close() })
 	return db
 }
 
@@ -258,4 +259,40 @@ func TestUnavailable(t *testing.T) {
 		t.Errorf("CheckWrite(row locked) = %v (code %q), want %q", err, code, rollout.EUnavailable)
 	}
 	t.Logf("CheckWrite(row locked) gave up after %v (its lock timeout is about 1s)", time.Since(start))
+}
+
+// TestLockTimeout: every connection of the store gives up waiting for a
+// lock after the lock_timeout Open sets (store.DefaultTimeout), as
+// unavailable, even with no timeout of its own; without the setting the
+// write would wait for the lock as long as it is held.
+func TestLockTimeout(t *testing.T) {
+	dsn := storetest.PostgresDSN(t)
+	db := open(t, dsn)
+	db.SetTimeout(0)
+	ctx := context.Background()
+	f, v := feature("a")
+	if err := db.CreateFeature(ctx, f, v); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	tx, err := admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM features WHERE key = 'a' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	err = within(t, time.Minute, "DeleteFeature of a locked row", func() error { return db.DeleteFeature(ctx, "a", 1) })
+	if code := rollout.ErrorCode(err); code != rollout.EUnavailable {
+		t.Errorf("DeleteFeature(row locked) = %v (code %q), want %q", err, code, rollout.EUnavailable)
+	}
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "55P03" {
+		t.Errorf("DeleteFeature(row locked) = %v, want SQLSTATE 55P03 (lock_timeout)", err)
+	}
 }

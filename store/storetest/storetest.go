@@ -1,6 +1,6 @@
 // Package storetest is the contract every store of features must meet: one
-// table of cases that the SQLite store (store) and the PostgreSQL store
-// (store/postgres) both run, so that the two cannot drift. It also gives
+// table of cases that the store on each dialect (store/sqlite,
+// store/postgres) runs, so that the two cannot drift. It also gives
 // tests a PostgreSQL database of their own (PostgresDSN).
 package storetest
 
@@ -51,6 +51,10 @@ var cases = []struct {
 	run  func(t *testing.T, o Opened)
 }{
 	{"create", testCreate},
+	{"features sorted, none is empty", testFeaturesSortedAndEmpty},
+	{"create assigns an ID", testCreateAssignsID},
+	{"deleted and created again", testDeleteAndCreateAgain},
+	{"versions paged", testVersionsPaged},
 	{"optimistic update", testUpdate},
 	{"conflict", testConflict},
 	{"delete", testDelete},

@@ -21,8 +21,8 @@ import (
 	"github.com/rollout/rollout/internal/logwriter"
 	"github.com/rollout/rollout/internal/storemetrics"
 	"github.com/rollout/rollout/rollout"
-	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/postgres"
+	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
 )
 
@@ -136,9 +136,9 @@ func OpenStore(ctx context.Context, db string) (Store, func() error, error) {
 		if err != nil {
 			return nil, nil, redactErr(err, db)
 		}
-		return pg, func() error { pg.Close(); return nil }, nil
+		return pg, pg.Close, nil
 	}
-	sq, err := store.Open(ctx, db)
+	sq, err := sqlite.Open(ctx, db)
 	if err != nil {
 		// SQLite's message names the last system call that failed, which
 		// may not be the cause; look for it.
@@ -330,8 +330,10 @@ func (s *Server) Open(ctx context.Context) error {
 		},
 		Report: func(err error) { s.Log.Error("follow the database's changes", "err", err) },
 	}
-	if pg, ok := db.(*postgres.DB); ok && !s.NoNotify {
-		follow.Notify = pg.Notifications(bg)
+	if n, ok := db.(interface {
+		Notifications(context.Context) <-chan int64
+	}); ok && !s.NoNotify {
+		follow.Notify = n.Notifications(bg) // nil but for PostgreSQL
 	}
 	go func() {
 		defer close(s.stopped)

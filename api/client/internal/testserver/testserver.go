@@ -15,6 +15,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/sqlite"
 )
 
 // Server is a running API server.
@@ -42,7 +43,7 @@ func Start(t testing.TB) *Server {
 func StartAt(t testing.TB, dbPath, addr string) *Server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	db, err := store.Open(ctx, dbPath)
+	db, err := sqlite.Open(ctx, dbPath)
 	if err != nil {
 		t.Fatal(err)
 	}

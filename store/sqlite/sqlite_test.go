@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 
 	"github.com/rollout/rollout/migrations"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/store"
 )
 
 var t0 = time.Date(2025, 3, 14, 15, 9, 26, 535897932, time.UTC)
@@ -74,14 +75,43 @@ func versionOf(before, after rollout.Feature) rollout.Version {
 	}
 }
 
+// DB is a store with the pools of its file, to look inside.
+type DB struct {
+	*store.DB
+	*file
+}
+
 func openTest(t *testing.T, path string) *DB {
 	t.Helper()
-	db, err := Open(context.Background(), path)
+	db, f, err := open(context.Background(), path, busyTimeout)
 	if err != nil {
 		t.Fatalf("Open(%q) = %v", path, err)
 	}
 	t.Cleanup(func() { db.Close() })
-	return db
+	return &DB{db, f}
+}
+
+// openDB is Open with the pools.
+func openDB(ctx context.Context, path string) (*DB, error) {
+	db, f, err := open(ctx, path, busyTimeout)
+	if err != nil {
+		return nil, err
+	}
+	return &DB{db, f}, nil
+}
+
+// extended returns the extended code of a constraint violation, or 0.
+func extended(err error) sqlite3.ErrNoExtended {
+	if se, ok := errors.AsType[sqlite3.Error](err); ok && se.Code == sqlite3.ErrConstraint {
+		return se.ExtendedCode
+	}
+	return 0
+}
+
+// wrapErr wraps err as the store does with this package's dialect.
+func wrapErr(err error, format string, args ...any) error {
+	d := store.Dialect{Unavailable: unavailable, Constraint: constraint}
+	return d.WrapErr(err, format, args...)
 }
 
 func newDB(t *testing.T) (*DB, string) {
@@ -209,41 +239,6 @@ func TestRoundTrip(t *testing.T) {
 				t.Errorf("Versions(%q) mismatch (-want +got):\n%s", tt.f.Key, diff)
 			}
 		})
-	}
-}
-
-func TestFeaturesSortedAndEmpty(t *testing.T) {
-	db, _ := newDB(t)
-	if got := features(t, db); got == nil || len(got) != 0 {
-		t.Fatalf("Features() of an empty database = %#v, want empty non-nil", got)
-	}
-	for _, k := range []string{"zeta", "alpha", "mid"} {
-		create(t, db, newFeature(k))
-	}
-	var keys []string
-	for _, f := range features(t, db) {
-		keys = append(keys, f.Key)
-	}
-	if diff := cmp.Diff([]string{"alpha", "mid", "zeta"}, keys); diff != "" {
-		t.Errorf("Features() keys mismatch (-want +got):\n%s", diff)
-	}
-}
-
-func TestCreateAssignsID(t *testing.T) {
-	db, _ := newDB(t)
-	f := newFeature("noid")
-	f.ID = ""
-	create(t, db, f)
-	got := features(t, db)[0]
-	if len(got.ID) != 36 {
-		t.Errorf("Features()[0].ID = %q, want a UUID", got.ID)
-	}
-	v, err := db.Version(context.Background(), "noid", 1)
-	if err != nil {
-		t.Fatalf("Version(noid, 1) = %v", err)
-	}
-	if v.Config.ID != got.ID {
-		t.Errorf("Version(noid, 1).Config.ID = %q, want %q", v.Config.ID, got.ID)
 	}
 }
 
@@ -416,82 +411,6 @@ func TestDeleteFeature(t *testing.T) {
 	}
 }
 
-func TestDeleteAndCreateAgain(t *testing.T) {
-	ctx := context.Background()
-	db, _ := newDB(t)
-	old := newFeature("again")
-	create(t, db, old)
-	if err := db.DeleteFeature(ctx, "again", 1); err != nil {
-		t.Fatalf("DeleteFeature() = %v", err)
-	}
-	fresh := newFeature("again")
-	fresh.ID = "fresh-id"
-	create(t, db, fresh)
-	// A change made to the deleted feature at version 1 must not land on the
-	// new one, also at version 1.
-	g := next(old, t0)
-	err := db.UpdateFeature(ctx, g, versionOf(old, g))
-	wantCode(t, "UpdateFeature(deleted incarnation)", err, rollout.EConflict)
-}
-
-func TestVersions(t *testing.T) {
-	ctx := context.Background()
-	db, _ := newDB(t)
-	all := history(t, db, newFeature("hist"), 7)
-	for i := range all {
-		all[i].Config.ID = newFeature("hist").ID
-	}
-	newest := func(nums ...int) []rollout.Version {
-		out := []rollout.Version{}
-		for _, n := range nums {
-			out = append(out, all[n-1])
-		}
-		return out
-	}
-	tests := []struct {
-		before, limit int
-		want          []rollout.Version
-	}{
-		{0, 0, newest(7, 6, 5, 4, 3, 2, 1)},
-		{0, 3, newest(7, 6, 5)},
-		{5, 3, newest(4, 3, 2)},
-		{2, 3, newest(1)},
-		{1, 3, newest()},
-		{100, 2, newest(7, 6)},
-		{-1, -1, newest(7, 6, 5, 4, 3, 2, 1)},
-		{4, 0, newest(3, 2, 1)},
-	}
-	for _, tt := range tests {
-		got, err := db.Versions(ctx, "hist", tt.before, tt.limit)
-		if err != nil {
-			t.Fatalf("Versions(hist, %d, %d) = %v", tt.before, tt.limit, err)
-		}
-		if diff := cmp.Diff(tt.want, got); diff != "" {
-			t.Errorf("Versions(hist, %d, %d) mismatch (-want +got):\n%s", tt.before, tt.limit, diff)
-		}
-	}
-
-	// Paging through with before = last version seen gives every entry once.
-	var paged []rollout.Version
-	for before := 0; ; {
-		page, err := db.Versions(ctx, "hist", before, 2)
-		if err != nil {
-			t.Fatalf("Versions(hist, %d, 2) = %v", before, err)
-		}
-		if len(page) == 0 {
-			break
-		}
-		paged = append(paged, page...)
-		before = page[len(page)-1].Version
-	}
-	if diff := cmp.Diff(newest(7, 6, 5, 4, 3, 2, 1), paged); diff != "" {
-		t.Errorf("paged Versions mismatch (-want +got):\n%s", diff)
-	}
-
-	_, err := db.Versions(ctx, "nope", 0, 0)
-	wantCode(t, "Versions(nope)", err, rollout.ENotFound)
-}
-
 func TestVersion(t *testing.T) {
 	ctx := context.Background()
 	db, _ := newDB(t)
@@ -563,7 +482,7 @@ func TestAtomicity(t *testing.T) {
 			t.Fatal(err)
 		}
 		err := db.UpdateFeature(ctx, g, versionOf(f, g))
-		if constraint(err) != sqlite3.ErrConstraintPrimaryKey {
+		if extended(err) != sqlite3.ErrConstraintPrimaryKey {
 			t.Fatalf("UpdateFeature() with version 2 in history = %v, want a primary key violation", err)
 		}
 		if diff := cmp.Diff([]rollout.Feature{f}, features(t, db)); diff != "" {
@@ -584,7 +503,7 @@ func TestAtomicity(t *testing.T) {
 			t.Fatal(err)
 		}
 		err := db.CreateFeature(ctx, f, versionOf(rollout.Feature{}, f))
-		if constraint(err) != sqlite3.ErrConstraintPrimaryKey {
+		if extended(err) != sqlite3.ErrConstraintPrimaryKey {
 			t.Fatalf("CreateFeature() with a report in the way = %v, want a primary key violation", err)
 		}
 		if got := features(t, db); len(got) != 0 {
@@ -599,7 +518,7 @@ func TestAtomicity(t *testing.T) {
 func TestReopen(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "rollout.db")
-	db, err := Open(ctx, path)
+	db, err := openDB(ctx, path)
 	if err != nil {
 		t.Fatalf("Open() = %v", err)
 	}
@@ -747,7 +666,7 @@ func TestAwkwardPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "roll out?.db")
-	db, err := Open(ctx, path)
+	db, err := openDB(ctx, path)
 	if err != nil {
 		t.Fatalf("Open(%q) = %v", path, err)
 	}
@@ -824,7 +743,7 @@ func TestConcurrentUpdates(t *testing.T) {
 func TestUnavailable(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "rollout.db")
-	db, err := open(ctx, path, 50*time.Millisecond)
+	db, _, err := open(ctx, path, 50*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1032,7 +951,7 @@ func TestTokenConstraints(t *testing.T) {
 	wantCode(t, "CreateToken(same ID)", db.CreateToken(ctx, sameID), rollout.EConflict)
 	badRole := rollout.Token{ID: "4", Name: "bad", Role: "root", Hash: "h4", CreatedAt: t0}
 	err := db.CreateToken(ctx, badRole)
-	if err == nil || rollout.ErrorCode(err) != rollout.EInternal || constraint(err) != sqlite3.ErrConstraintCheck {
+	if err == nil || rollout.ErrorCode(err) != rollout.EInternal || extended(err) != sqlite3.ErrConstraintCheck {
 		t.Errorf("CreateToken(role root) = %v, want an internal error wrapping a CHECK violation", err)
 	}
 	if n := count(t, db.read, "SELECT count(*) FROM tokens"); n != 1 {

@@ -1,4 +1,4 @@
-package store_test
+package sqlite_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/rollout/rollout/migrations"
-	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/store/storetest"
 )
 
@@ -51,7 +51,7 @@ func TestMigrationKeepsHistory(t *testing.T) {
 	if err := raw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err := store.Open(ctx, path)
+	db, err := sqlite.Open(ctx, path)
 	if err != nil {
 		t.Fatalf("Open(database at 00008) = %v", err)
 	}

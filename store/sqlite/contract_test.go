@@ -1,4 +1,4 @@
-package store_test
+package sqlite_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/store/storetest"
 )
 
@@ -15,7 +15,7 @@ func TestContract(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "rollout.db")
 		open := func(t *testing.T) storetest.Store {
 			t.Helper()
-			db, err := store.Open(context.Background(), path)
+			db, err := sqlite.Open(context.Background(), path)
 			if err != nil {
 				t.Fatalf("Open(%q) = %v", path, err)
 			}
