@@ -419,7 +419,7 @@ func (s *raceLostStore) Feature(context.Context, string) (rollout.Feature, error
 // instance is still a conflict, and when reading the winner's feature into
 // the snapshot fails too, the error says so rather than dropping it.
 func TestCreateConflictReloadFails(t *testing.T) {
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "rollout.db"))
+	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "rollout.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
-	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/sqlite"
 )
 
 // bigSnapshotDB creates, at path, the large configuration: 20
@@ -30,7 +30,7 @@ import (
 func bigSnapshotDB(t *testing.T, path string) {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, path)
+	db, err := sqlite.Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
