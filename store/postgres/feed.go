@@ -138,10 +138,16 @@ func (db *DB) CheckWrite(ctx context.Context) error {
 // 5 s), it also sends the current revision, so that the reader checks for
 // changes it was not told of. Once that first value is received, every
 // later commit is announced.
+//
+// The listener also stops when the DB is closed, and Close waits for it:
+// call Notifications before Close.
 func (db *DB) Notifications(ctx context.Context) <-chan int64 {
 	ch := make(chan int64, 1)
-	go func() {
+	db.listeners.Go(func() {
 		defer close(ch)
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(db.life, cancel)()
 		const minPause, maxPause = 50 * time.Millisecond, 5 * time.Second
 		pause := minPause
 		for ctx.Err() == nil {
@@ -155,7 +161,7 @@ func (db *DB) Notifications(ctx context.Context) <-chan int64 {
 			}
 			pause = min(2*pause, maxPause)
 		}
-	}()
+	})
 	return ch
 }
 

@@ -17,6 +17,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -55,6 +56,12 @@ type DB struct {
 	listenConfig *pgx.ConnConfig // of Notifications' own connections
 	now          func() time.Time
 	timeout      time.Duration // bounds each operation; <= 0: none
+
+	// life ends at Close, and with it every Notifications listener;
+	// Close waits for them.
+	life      context.Context
+	end       context.CancelFunc
+	listeners sync.WaitGroup
 }
 
 var (
@@ -102,7 +109,8 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		listen.RuntimeParams = map[string]string{}
 	}
 	listen.RuntimeParams["application_name"] = ListenerName
-	return &DB{pool: pool, listenConfig: listen, now: time.Now, timeout: DefaultTimeout}, nil
+	life, end := context.WithCancel(context.Background())
+	return &DB{pool: pool, listenConfig: listen, now: time.Now, timeout: DefaultTimeout, life: life, end: end}, nil
 }
 
 // ListenerName is the application_name of the connections Notifications
@@ -127,8 +135,13 @@ func migrate(ctx context.Context, cc *pgx.ConnConfig) error {
 	return err
 }
 
-// Close closes the pool, waiting for connections in use to be returned.
-func (db *DB) Close() { db.pool.Close() }
+// Close stops the listeners of Notifications and waits for them, then
+// closes the pool, waiting for connections in use to be returned.
+func (db *DB) Close() {
+	db.end()
+	db.listeners.Wait()
+	db.pool.Close()
+}
 
 // SetTimeout sets how long each operation may take before it is given up
 // with rollout.EUnavailable (DefaultTimeout unless set; <= 0: no bound).
