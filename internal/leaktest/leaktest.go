@@ -17,27 +17,45 @@ const module = "github.com/rollout/rollout/"
 // Check notes the goroutines running now and returns a function, to defer,
 // that fails t if goroutines started since are still running:
 //
-//   - at once, with no retry, any that runs this module's code or was
-//     started by it: its owner's Close should have waited for it;
-//   - after goleak's retries, any other (a library's goroutine that ends
-//     soon after its owner is closed is given that time), except those
-//     opts ignore.
-func Check(t testing.TB, opts ...goleak.Option) func() {
+//   - at once, with no retry, any that runs the code of one of the packages
+//     owners names (import paths; none means every package of this
+//     module), or was started by it: its owner's Close should have waited
+//     for it;
+//   - after goleak's retries, any other: a library's goroutine that ends
+//     soon after its owner is closed is given that time.
+func Check(t testing.TB, owners ...string) func() {
 	t.Helper()
 	before := map[string]bool{}
 	for _, g := range stacks() {
 		before[id(g)] = true
 	}
-	opts = append(opts, goleak.IgnoreCurrent())
+	if len(owners) == 0 {
+		owners = []string{module}
+	}
+	ignore := goleak.IgnoreCurrent()
 	return func() {
 		t.Helper()
 		for _, g := range stacks() {
-			if !before[id(g)] && strings.Contains(g, module) && !strings.Contains(g, "leaktest.stacks") {
-				t.Errorf("a goroutine of this module is still running after Close:\n%s", g)
+			if !before[id(g)] && !strings.Contains(g, "leaktest.stacks") && runs(g, owners) {
+				t.Errorf("a goroutine is still running after Close:\n%s", g)
 			}
 		}
-		goleak.VerifyNone(t, opts...)
+		goleak.VerifyNone(t, ignore)
 	}
+}
+
+// runs reports whether the stack g holds a frame of one of the packages
+// (or, ending in "/", the trees) owners names, its creator's included.
+func runs(g string, owners []string) bool {
+	for _, o := range owners {
+		if !strings.HasSuffix(o, "/") {
+			o += "."
+		}
+		if strings.Contains(g, o) {
+			return true
+		}
+	}
+	return false
 }
 
 // stacks returns the stack of every goroutine, one string each.
