@@ -32,7 +32,7 @@ func TestShutdownLeavesNoGoroutine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	tokens, err := rollout.NewTokens(ctx, db)
+	tokens, err := rollout.NewTokens(ctx, db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -265,7 +265,7 @@ func TestStreamEndsWhenRevokedElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeDB()
-	tokens, err := rollout.NewTokens(ctx, db) // as the rollout token command does
+	tokens, err := rollout.NewTokens(ctx, db, nil) // as the rollout token command does
 	if err != nil {
 		t.Fatal(err)
 	}

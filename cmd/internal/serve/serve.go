@@ -100,6 +100,9 @@ type Server struct {
 	// LogWriter, when Log writes through it, has its dropped lines counted
 	// in the metrics, and is flushed and closed by Close.
 	LogWriter *api.LogWriter
+	// Clock is the time of the domain (changes, ramp steps, dashboard
+	// sessions); nil means time.Now. Tests move it instead of waiting.
+	Clock rollout.Clock
 
 	db    Store
 	close func() error // closes db
@@ -238,11 +241,11 @@ func (s *Server) Open(ctx context.Context) error {
 	if s.LogWriter != nil {
 		metrics.CountLogDrops(s.LogWriter)
 	}
-	svc, err := rollout.NewService(ctx, metrics.Store(db), nil)
+	svc, err := rollout.NewService(ctx, metrics.Store(db), s.Clock)
 	if err != nil {
 		return fail(fmt.Errorf("database %s: %w", s.where(), err)) // "load features: …"
 	}
-	tokens, err := rollout.NewTokens(ctx, db)
+	tokens, err := rollout.NewTokens(ctx, db, s.Clock)
 	if err != nil {
 		return fail(fmt.Errorf("database %s: %w", s.where(), err)) // "list tokens: …"
 	}
