@@ -17,6 +17,7 @@ require (
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.74.0
 	github.com/segmentio/encoding v0.5.4
+	go.uber.org/goleak v1.3.0
 	golang.org/x/time v0.15.0
 )
 

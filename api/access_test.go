@@ -50,7 +50,7 @@ func newAuthServer(t *testing.T, roles []rollout.Role, anyHost bool) *guardedSer
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	tokens, err := rollout.NewTokens(ctx, db)
+	tokens, err := rollout.NewTokens(ctx, db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -154,7 +154,7 @@ func (a *Auth) SignIn(c echo.Context, secret string) (rollout.Token, bool) {
 	if !ok {
 		return rollout.Token{}, false
 	}
-	expires := time.Now().Add(SessionLifetime)
+	expires := a.tokens.Now().Add(SessionLifetime)
 	payload := tok.ID + "|" + strconv.FormatInt(expires.Unix(), 10) + "|" + rand.Text()
 	c.SetCookie(&http.Cookie{
 		Name:     SessionCookie,
@@ -208,6 +208,14 @@ func (a *Auth) signed(payload, sig string) bool {
 	return false
 }
 
+// now is the time of the tokens' clock, which sessions expire by.
+func (a *Auth) now() time.Time {
+	if a.tokens == nil {
+		return time.Now()
+	}
+	return a.tokens.Now()
+}
+
 // sessionPayload is what a session cookie carries, signed.
 type sessionPayload struct {
 	token, session string
@@ -229,7 +237,7 @@ func (a *Auth) verify(value string) (sessionPayload, bool) {
 		return sessionPayload{}, false
 	}
 	unix, err := strconv.ParseInt(parts[1], 10, 64)
-	if err != nil || time.Now().Unix() > unix {
+	if err != nil || a.now().Unix() > unix {
 		return sessionPayload{}, false
 	}
 	return sessionPayload{token: parts[0], session: parts[2], expires: time.Unix(unix, 0)}, true

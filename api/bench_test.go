@@ -54,7 +54,7 @@ func benchAPI(b *testing.B, withToken bool) (http.Handler, *rollout.Service, str
 	opts := api.Options{Metrics: metrics, Ready: db.Ping}
 	var secret string
 	if withToken {
-		tokens, err := rollout.NewTokens(ctx, db)
+		tokens, err := rollout.NewTokens(ctx, db, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

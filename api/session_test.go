@@ -36,7 +36,7 @@ func newSessionBench(t *testing.T) *sessionBench {
 	}
 	t.Cleanup(func() { db.Close() })
 	b := &sessionBench{t: t, db: db, secrets: map[string]string{}}
-	if b.tokens, err = rollout.NewTokens(ctx, db); err != nil {
+	if b.tokens, err = rollout.NewTokens(ctx, db, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, role := range []rollout.Role{rollout.RoleViewer, rollout.RoleAdmin} {

@@ -65,7 +65,7 @@ func newStreamEnv(t *testing.T, opts api.Options, rs *roleStore, connContext fun
 		rs = &roleStore{}
 	}
 	rs.DB = db
-	tokens, err := rollout.NewTokens(ctx, rs)
+	tokens, err := rollout.NewTokens(ctx, rs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -104,7 +104,7 @@ func TestSyncFollowsAnotherInstance(t *testing.T) {
 	}
 
 	// Token changes come through the feed too.
-	tokens, err := rollout.NewTokens(ctx, db2)
+	tokens, err := rollout.NewTokens(ctx, db2, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func TestSweepSessionsEvery(t *testing.T) {
 	t.Cleanup(func() { db.Close() })
 	synctest.Test(t, func(t *testing.T) {
 		st := &sweepCounter{TokenStore: db}
-		tokens, err := rollout.NewTokens(context.Background(), st)
+		tokens, err := rollout.NewTokens(context.Background(), st, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -141,6 +141,7 @@ const SessionCommitKey = "session"
 // the database. Safe for concurrent use.
 type Tokens struct {
 	store TokenStore
+	now   Clock
 	// mu serializes refreshes, each a read of the store and the swap of
 	// state, so that a refresh that read the table before a revoke cannot
 	// be stored after the refresh that followed the revoke.
@@ -163,9 +164,13 @@ type tokenState struct {
 	matched sync.Map
 }
 
-// NewTokens returns the tokens of store, loaded.
-func NewTokens(ctx context.Context, store TokenStore) (*Tokens, error) {
-	t := &Tokens{store: store}
+// NewTokens returns the tokens of store, loaded. clock tells when
+// dashboard sessions expire (see Now); a nil clock means time.Now.
+func NewTokens(ctx context.Context, store TokenStore, clock Clock) (*Tokens, error) {
+	if clock == nil {
+		clock = time.Now
+	}
+	t := &Tokens{store: store, now: clock}
 	t.state.Store(&tokenState{changed: make(chan struct{})})
 	return t, t.Refresh(ctx)
 }
@@ -179,7 +184,7 @@ func (t *Tokens) Refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ended, err := t.store.EndedSessions(ctx, time.Now())
+	ended, err := t.store.EndedSessions(ctx, t.now())
 	if err != nil {
 		return err
 	}
@@ -312,7 +317,7 @@ func (t *Tokens) SweepSessionsEvery(ctx context.Context, interval time.Duration,
 	for {
 		select {
 		case <-tick.C:
-			if _, err := t.store.SweepEndedSessions(ctx, time.Now()); err != nil && ctx.Err() == nil {
+			if _, err := t.store.SweepEndedSessions(ctx, t.now()); err != nil && ctx.Err() == nil {
 				report(err)
 			}
 		case <-ctx.Done():
@@ -320,6 +325,10 @@ func (t *Tokens) SweepSessionsEvery(ctx context.Context, interval time.Duration,
 		}
 	}
 }
+
+// Now returns the time of the tokens' clock, which dashboard sessions are
+// signed and checked by.
+func (t *Tokens) Now() time.Time { return t.now() }
 
 // SessionEnded reports whether the dashboard session id signed out.
 func (t *Tokens) SessionEnded(id string) bool { return t.state.Load().ended[id] }

@@ -107,7 +107,7 @@ func TestTokens(t *testing.T) {
 	}
 
 	// Another process's changes are seen after a refresh.
-	other, _ := rollout.NewTokens(ctx, db)
+	other, _ := rollout.NewTokens(ctx, db, nil)
 	_, s2, _ := other.Create(ctx, "ops", rollout.RoleAdmin, now)
 	if _, ok := tokens.Authenticate(s2); ok {
 		t.Error("a token created elsewhere is known before a refresh")
@@ -278,7 +278,7 @@ func openDB(t *testing.T) *store.DB {
 // newTokens returns the tokens of st, loaded.
 func newTokens(t *testing.T, st rollout.TokenStore) *rollout.Tokens {
 	t.Helper()
-	tokens, err := rollout.NewTokens(context.Background(), st)
+	tokens, err := rollout.NewTokens(context.Background(), st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -224,7 +224,7 @@ func TestBrowserViewer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	tokens, err := rollout.NewTokens(ctx, db)
+	tokens, err := rollout.NewTokens(ctx, db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,6 +50,9 @@ func startBrowser(t *testing.T) *browser {
 // startBrowserOn is startBrowser on the app a; nil: a new one.
 func startBrowserOn(t *testing.T, a *app) *browser {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: a browser test takes seconds")
+	}
 	exe, err := exec.LookPath(chromiumPath)
 	if err != nil {
 		if os.Getenv("CI") == "true" {

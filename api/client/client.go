@@ -147,8 +147,11 @@ type Client struct {
 	etag    string         // of snap; used by the sync loop only
 	random  func() float64 // in [0, 1): the jitter of retries
 	cancel  context.CancelFunc
-	done    chan struct{}
+	loops   sync.WaitGroup // the sync loop and the flusher
 	closing sync.Once
+	// ownHTTP: the client made http, and closes its idle connections
+	// on Close.
+	ownHTTP bool
 
 	watchMu  sync.Mutex
 	watchers map[int]func(Event)
@@ -187,9 +190,11 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	cfg.StreamTimeout = orDefault(cfg.StreamTimeout, DefaultStreamTimeout)
 	cfg.RequestTimeout = orDefault(cfg.RequestTimeout, DefaultRequestTimeout)
 	cfg.MaxRetryInterval = max(orDefault(cfg.MaxRetryInterval, DefaultMaxRetry), cfg.PollInterval)
-	c := &Client{cfg: cfg, http: cfg.HTTPClient, log: cfg.Logger, done: make(chan struct{}), watchers: map[int]func(Event){}, random: mathrand.Float64}
+	c := &Client{cfg: cfg, http: cfg.HTTPClient, log: cfg.Logger, watchers: map[int]func(Event){}, random: mathrand.Float64}
 	if c.http == nil {
-		c.http = &http.Client{}
+		// A transport of its own, like http.DefaultTransport, whose idle
+		// connections Close can close without touching the app's.
+		c.http, c.ownHTTP = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}, true
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -197,9 +202,11 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if _, err := c.refresh(ctx); err != nil {
 		var refused *refusedError
 		if errors.As(err, &refused) || cfg.CacheFile == "" {
+			c.closeIdle()
 			return nil, fmt.Errorf("rollout client: %w", err)
 		}
 		if cerr := c.loadCache(); cerr != nil {
+			c.closeIdle()
 			return nil, fmt.Errorf("rollout client: %w; and the cache: %w", err, cerr)
 		}
 		c.stale.Store(true)
@@ -207,7 +214,8 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	loop, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.cancel = cancel
-	go c.run(loop)
+	c.loops.Go(func() { c.run(loop) })
+	c.loops.Go(func() { c.flushEvery(loop) })
 	return c, nil
 }
 
@@ -264,26 +272,36 @@ func (c *Client) notify(ev Event) {
 	}
 }
 
-// Close stops following the server and sends the counts not sent yet,
-// waiting at most RequestTimeout. It returns the error of that last send.
+// Close stops following the server, waiting for the client's goroutines
+// to return, and sends the counts not sent yet, waiting at most
+// RequestTimeout. It returns the error of that last send. Unless
+// Config.HTTPClient was given, it then closes the client's idle
+// connections.
 func (c *Client) Close() error {
 	var err error
 	c.closing.Do(func() {
 		c.cancel()
-		<-c.done
+		c.loops.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.RequestTimeout)
 		defer cancel()
 		err = c.Flush(ctx)
+		c.closeIdle()
 	})
 	return err
+}
+
+// closeIdle closes the idle connections of the http.Client the client
+// made, if it made it.
+func (c *Client) closeIdle() {
+	if c.ownHTTP {
+		c.http.CloseIdleConnections()
+	}
 }
 
 // run follows the stream, and polls while it is down, until ctx is done.
 // After the stream ends it waits a random delay (see retryDelay) before it
 // polls and tries again, longer after each failure in a row.
 func (c *Client) run(ctx context.Context) {
-	defer close(c.done)
-	go c.flushEvery(ctx)
 	failures := 0
 	for {
 		connected, err := c.follow(ctx)

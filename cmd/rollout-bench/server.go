@@ -133,7 +133,7 @@ func populate(ctx context.Context, path string, n int, s *service) (err error) {
 	if err := createFeatures(ctx, svc, n); err != nil {
 		return err
 	}
-	tokens, err := rollout.NewTokens(ctx, db)
+	tokens, err := rollout.NewTokens(ctx, db, nil)
 	if err != nil {
 		return err
 	}

@@ -73,7 +73,7 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		return err
 	}
 	defer closeDB()
-	tokens, err := rollout.NewTokens(ctx, db)
+	tokens, err := rollout.NewTokens(ctx, db, nil)
 	if err != nil {
 		return err
 	}

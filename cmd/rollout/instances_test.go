@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -185,13 +186,18 @@ func TestInstancesFollowEachOther(t *testing.T) {
 }
 
 // TestInstancesPollingOnly: with notifications off, the sync interval
-// alone brings every change to the other instance.
+// alone brings every change (20, 3 with -short: each waits for a poll) to
+// the other instance.
 func TestInstancesPollingOnly(t *testing.T) {
 	dsn := storetest.PostgresDSN(t)
 	ps := startInstances(t, 2, dsn, "--pg-notify=false", "--sync-interval", "1s")
 	mustCall(t, 201, "POST", ps[0].url+"/api/features", featureAB)
+	changes := 20
+	if testing.Short() {
+		changes = 3
+	}
 	var delays []time.Duration
-	for i := range 20 {
+	for i := range changes {
 		start := time.Now()
 		mustCall(t, 200, "PUT", ps[0].url+"/api/features/f/buckets/A", fmt.Sprintf(`{"replicas":%d}`, 11+i))
 		delays = append(delays, waitVersion(t, start, 15*time.Second, "f", i+2, ps[1].url))
@@ -205,7 +211,8 @@ func TestInstanceKilledMidWrites(t *testing.T) {
 	dsn := storetest.PostgresDSN(t)
 	ps := startInstances(t, 2, dsn)
 	mustCall(t, 201, "POST", ps[1].url+"/api/features", featureAB)
-	acked := map[int]int{} // version → replicas of A
+	acked := map[int]int{}   // version → replicas of A
+	var changes atomic.Int64 // acknowledged
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -221,10 +228,16 @@ func TestInstanceKilledMidWrites(t *testing.T) {
 			res.Body.Close()
 			if res.StatusCode == 200 {
 				acked[body.Feature.Version] = 11 + i%900
+				changes.Add(1)
 			}
 		}
 	}()
-	time.Sleep(500 * time.Millisecond)
+	// Killed with changes under way, after some were acknowledged.
+	for deadline := time.Now().Add(20 * time.Second); changes.Load() < 20; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) { // a hang guard
+			break // the test fails below if none was acknowledged
+		}
+	}
 	ps[1].cmd.Process.Kill()
 	<-done
 	if len(acked) == 0 {

@@ -165,7 +165,7 @@ func wantSame(t *testing.T, want, got migrationStore, secrets map[string]bool) {
 	if diff := cmp.Diff(contents(t, want), contents(t, got)); diff != "" {
 		t.Errorf("target differs from source (-source +target):\n%s", diff)
 	}
-	tokens, err := rollout.NewTokens(context.Background(), got)
+	tokens, err := rollout.NewTokens(context.Background(), got, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

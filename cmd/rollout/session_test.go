@@ -107,7 +107,7 @@ func TestSessionKeyFromFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens, err := rollout.NewTokens(context.Background(), st)
+	tokens, err := rollout.NewTokens(context.Background(), st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

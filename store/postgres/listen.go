@@ -3,19 +3,37 @@ package postgres
 import (
 	"context"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
-// listener makes the connections Notifications listens on.
+// listener makes the connections Notifications listens on. Its listeners
+// also end when the DB closes: close ends them and waits for them.
 type listener struct {
 	config *pgx.ConnConfig
+
+	life      context.Context // done at close
+	end       context.CancelFunc
+	listeners sync.WaitGroup
+}
+
+func newListener(config *pgx.ConnConfig) *listener {
+	l := &listener{config: config}
+	l.life, l.end = context.WithCancel(context.Background())
+	return l
+}
+
+// close ends every listener and waits until each has closed its channel.
+func (l *listener) close() {
+	l.end()
+	l.listeners.Wait()
 }
 
 // notifications listens on a connection of its own for the revisions
 // writers announce, and sends each on the returned channel until ctx is
-// done, when it closes the channel. Sends never block: when the reader is
+// done or the DB closes, when it closes the channel. Sends never block: when the reader is
 // behind, the channel holds only the highest revision not yet received.
 //
 // Each time the listener is in place, on the first connection and again
@@ -25,7 +43,11 @@ type listener struct {
 // later commit is announced.
 func (l *listener) notifications(ctx context.Context) <-chan int64 {
 	ch := make(chan int64, 1)
-	go func() {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(l.life, cancel)
+	l.listeners.Go(func() {
+		defer cancel()
+		defer stop()
 		defer close(ch)
 		const minPause, maxPause = 50 * time.Millisecond, 5 * time.Second
 		pause := minPause
@@ -40,7 +62,7 @@ func (l *listener) notifications(ctx context.Context) <-chan int64 {
 			}
 			pause = min(2*pause, maxPause)
 		}
-	}()
+	})
 	return ch
 }
 

@@ -73,7 +73,7 @@ func Open(ctx context.Context, dsn string) (*store.DB, error) {
 	pool.SetMaxIdleConns(n)
 	pool.SetConnMaxLifetime(time.Hour) // as pgxpool did
 	pool.SetConnMaxIdleTime(30 * time.Minute)
-	l := &listener{config: listen}
+	l := newListener(listen)
 	d := store.Dialect{
 		Write: pool, Read: pool, Probe: pool,
 		ReadTx:      &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
@@ -92,10 +92,13 @@ func Open(ctx context.Context, dsn string) (*store.DB, error) {
 			     c AS (INSERT INTO commits (revision, kind, key, created_at) SELECT revision, ?, ?, ? FROM r)
 			SELECT revision FROM r, pg_notify('` + channel + `', revision::text)`,
 		Listen: l.notifications,
-		Close:  pool.Close,
+		Close: func() error {
+			l.close() // the listeners first: they end, then the pool
+			return pool.Close()
+		},
 	}
 	if err := migrate(ctx, pool); err != nil {
-		pool.Close()
+		d.Close()
 		return nil, d.WrapErr(err, "%s: migrate", op)
 	}
 	return store.New(d), nil

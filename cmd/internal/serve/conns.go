@@ -38,8 +38,9 @@ import (
 type connLimiter struct {
 	max int
 	// full is called once, the first time a connection arrives with the
-	// limit reached.
-	full func()
+	// limit reached, from a goroutine of its own that wait waits for.
+	full      func()
+	callbacks sync.WaitGroup
 
 	mu    sync.Mutex
 	conns map[net.Conn]*tracked // every open connection counted
@@ -70,6 +71,9 @@ func newConnLimiter(max int, full func()) *connLimiter {
 	return &connLimiter{max: max, full: full, conns: map[net.Conn]*tracked{}}
 }
 
+// wait waits for the call of full, if one was made.
+func (l *connLimiter) wait() { l.callbacks.Wait() }
+
 // ConnContext is the http.Server.ConnContext hook, called before a new
 // connection's ConnState: it makes the connection's state, which the API
 // tells when the connection waits for a request body.
@@ -89,7 +93,7 @@ func (l *connLimiter) ConnState(c net.Conn, state http.ConnState) {
 			if !l.warned {
 				l.warned = true
 				if l.full != nil {
-					go l.full() // not under the lock
+					l.callbacks.Go(l.full) // not under the lock
 				}
 			}
 			if !l.closeOldest() {

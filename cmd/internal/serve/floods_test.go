@@ -212,7 +212,15 @@ func TestSlowClientFloodLeavesEvaluation(t *testing.T) {
 			attack(2, "POST /evaluate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", " ")
 		})
 	}
-	time.Sleep(500 * time.Millisecond) // the flood fills the limit
+	// The flood fills the limit: it has had to close connections.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, closed, _ := s.conns.counts(); closed > 0 {
+			break
+		}
+		if time.Now().After(deadline) { // a hang guard
+			t.Fatal("the flood has not reached the connection limit after 20 s")
+		}
+	}
 	probes(t, addr, 30, 50*time.Millisecond)
 	close(stop)
 	wg.Wait()
@@ -266,7 +274,7 @@ func TestStreamEndsWhenRevokedElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeDB()
-	tokens, err := rollout.NewTokens(ctx, db) // as the rollout token command does
+	tokens, err := rollout.NewTokens(ctx, db, nil) // as the rollout token command does
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,18 +102,22 @@ type Server struct {
 	// LogWriter, when Log writes through it, has its dropped lines counted
 	// in the metrics, and is flushed and closed by Close.
 	LogWriter *logwriter.Writer
+	// Clock is the time of the domain (changes, ramp steps, dashboard
+	// sessions); nil means time.Now. Tests move it instead of waiting.
+	Clock rollout.Clock
 
-	db      Store
-	close   func() error // closes db
-	ln      net.Listener
-	srv     *http.Server
-	conns   *connLimiter
-	err     chan error
-	stop    context.CancelFunc // stops the flusher, the follower, the ramp runner and the session sweeper
-	flushed chan struct{}      // closed when the flusher has made its last flush
-	stopped chan struct{}      // closed when the follower has returned
-	ramped  chan struct{}      // closed when the ramp runner has returned
-	swept   chan struct{}      // closed when the sweepers (sign-outs, idempotency keys) have returned
+	db    Store
+	close func() error // closes db
+	ln    net.Listener
+	srv   *http.Server
+	conns *connLimiter
+	err   chan error
+	stop  context.CancelFunc // stops the flusher, the follower, the ramp runner and the sweepers
+
+	// serving is the HTTP server's Serve; background, the flusher, the
+	// follower, the ramp runner and the sweepers (sign-outs, idempotency
+	// keys). Close waits for both.
+	serving, background sync.WaitGroup
 }
 
 // Store is what the service needs of its database.
@@ -239,11 +243,11 @@ func (s *Server) Open(ctx context.Context) error {
 	if s.LogWriter != nil {
 		metrics.CountLogDrops(s.LogWriter)
 	}
-	svc, err := rollout.NewService(ctx, storemetrics.New(metrics.Registry(), db), nil)
+	svc, err := rollout.NewService(ctx, storemetrics.New(metrics.Registry(), db), s.Clock)
 	if err != nil {
 		return fail(fmt.Errorf("database %s: %w", s.where(), err)) // "load features: …"
 	}
-	tokens, err := rollout.NewTokens(ctx, db)
+	tokens, err := rollout.NewTokens(ctx, db, s.Clock)
 	if err != nil {
 		return fail(fmt.Errorf("database %s: %w", s.where(), err)) // "list tokens: …"
 	}
@@ -284,38 +288,29 @@ func (s *Server) Open(ctx context.Context) error {
 	s.srv.ConnContext = s.conns.ConnContext
 	s.srv.RegisterOnShutdown(sync.OnceFunc(func() { close(closing) })) // Shutdown may run twice
 	s.err = make(chan error, 1)
-	go func() { s.err <- s.srv.Serve(ln) }()
+	s.serving.Go(func() { s.err <- s.srv.Serve(ln) })
 
-	s.stop, s.flushed, s.stopped = stop, make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(s.flushed)
+	s.stop = stop
+	s.background.Go(func() {
 		svc.FlushExposuresEvery(bg, orDefault(s.FlushInterval, DefaultFlushInterval), func(err error) {
 			s.Log.Error("flush evaluation counts", "err", err)
 		})
-	}()
-	s.ramped = make(chan struct{})
-	go func() {
-		defer close(s.ramped)
+	})
+	s.background.Go(func() {
 		svc.RunRamps(bg, s.RampInterval, func(err error) {
 			s.Log.Error("apply ramp steps", "err", err)
 		})
-	}()
-	s.swept = make(chan struct{})
-	go func() {
-		defer close(s.swept)
-		var sweepers sync.WaitGroup
-		sweepers.Go(func() {
-			tokens.SweepSessionsEvery(bg, s.SessionSweep, func(err error) {
-				s.Log.Error("delete expired dashboard sign-outs", "err", err)
-			})
+	})
+	s.background.Go(func() {
+		tokens.SweepSessionsEvery(bg, s.SessionSweep, func(err error) {
+			s.Log.Error("delete expired dashboard sign-outs", "err", err)
 		})
-		sweepers.Go(func() {
-			svc.ExpireIdempotencyEvery(bg, 0, func(err error) {
-				s.Log.Error("expire idempotency keys", "err", err)
-			})
+	})
+	s.background.Go(func() {
+		svc.ExpireIdempotencyEvery(bg, 0, func(err error) {
+			s.Log.Error("expire idempotency keys", "err", err)
 		})
-		sweepers.Wait()
-	}()
+	})
 	follow := rollout.FollowOptions{
 		Interval: orDefault(s.SyncInterval, rollout.DefaultSyncInterval),
 		Committed: func(commits []rollout.Commit) {
@@ -335,10 +330,7 @@ func (s *Server) Open(ctx context.Context) error {
 	}); ok && !s.NoNotify {
 		follow.Notify = n.Notifications(bg) // nil but for PostgreSQL
 	}
-	go func() {
-		defer close(s.stopped)
-		svc.Follow(bg, follow)
-	}()
+	s.background.Go(func() { svc.Follow(bg, follow) })
 	s.Log.Info("rollout serving", "url", s.URL(), "db", s.where(), "features", svc.Snapshot().Len(),
 		"revision", svc.Snapshot().Revision(), "sync_interval", follow.Interval, "notifications", follow.Notify != nil,
 		"max_conns", maxConns, "max_streams", maxStreams, "open_file_limit", nofile)
@@ -411,16 +403,15 @@ func (s *Server) Close() error {
 	var errs []error
 	if s.srv != nil {
 		errs = append(errs, s.srv.Shutdown(ctx))
+		s.serving.Wait()
+		s.conns.wait()
 		if _, closed, refused := s.conns.counts(); closed+refused > 0 {
 			s.Log.Info("connections closed at the connection limit", "closed_to_make_room", closed, "refused", refused)
 		}
 	}
 	if s.stop != nil {
 		s.stop() // the flusher flushes once more, after the last request
-		<-s.flushed
-		<-s.stopped
-		<-s.ramped
-		<-s.swept
+		s.background.Wait()
 	}
 	if s.close != nil {
 		errs = append(errs, s.close())

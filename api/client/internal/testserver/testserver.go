@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,7 +29,7 @@ type Server struct {
 
 	srv    *http.Server
 	cancel context.CancelFunc
-	done   chan struct{}
+	wg     sync.WaitGroup // the follower and Serve
 }
 
 // Start starts a server over a new database in t's temporary directory.
@@ -65,17 +66,14 @@ func StartAt(t testing.TB, dbPath, addr string) *Server {
 		// As cmd/rollout sets them.
 		srv: &http.Server{Handler: api.New(svc, api.Options{}), ReadHeaderTimeout: 5 * time.Second,
 			ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second},
-		cancel: cancel, done: make(chan struct{}),
+		cancel: cancel,
 	}
-	go func() {
-		defer close(s.done)
-		svc.Follow(ctx, rollout.FollowOptions{})
-	}()
-	go func() {
+	s.wg.Go(func() { svc.Follow(ctx, rollout.FollowOptions{}) })
+	s.wg.Go(func() {
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			t.Errorf("serve: %v", err)
 		}
-	}()
+	})
 	t.Cleanup(s.Stop)
 	return s
 }
@@ -88,7 +86,7 @@ func (s *Server) Stop() {
 	}
 	s.srv.Close()
 	s.cancel()
-	<-s.done
+	s.wg.Wait()
 	s.DB.Close()
 	s.cancel = nil
 }
