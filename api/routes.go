@@ -15,6 +15,11 @@ import (
 // the middleware each needs, made from this declaration: access, body
 // window and bound, change log, streams' budget, and the metrics and log
 // line every request gets.
+//
+// A Method of echo.RouteNotFound declares the answer to the methods Path
+// does not serve (404 rather than echo's 405), as echo's groups do; such a
+// request is served as an undeclared route (see Server.unlisted), with
+// only the route's own Middleware added.
 type Route struct {
 	Method, Path string // Path is an echo route pattern
 	// Access is what a token needs to use the route (Public: nothing).
