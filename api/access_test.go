@@ -26,6 +26,7 @@ import (
 // with tokens required, over a real SQLite store.
 type guardedServer struct {
 	e       *echo.Echo
+	opts    api.Options // those e was made with
 	url     string
 	svc     *rollout.Service
 	db      *store.DB
@@ -67,8 +68,8 @@ func newAuthServer(t *testing.T, roles []rollout.Role, anyHost bool) *guardedSer
 	}
 	g.auth = api.NewAuth(tokens, nil)
 	g.auth.AnyHost = anyHost
-	g.e = api.New(g.svc, api.Options{Auth: g.auth, Pprof: true})
-	web.Register(g.e, g.svc, web.Options{Sessions: g.auth})
+	g.opts = api.Options{Auth: g.auth, Pprof: true, Routes: web.Routes(g.svc, web.Options{Sessions: g.auth})}
+	g.e = api.New(g.svc, g.opts)
 	srv := httptest.NewServer(g.e)
 	t.Cleanup(srv.Close)
 	g.url = srv.URL
@@ -120,19 +121,20 @@ func (g *guardedServer) routes() []*echo.Route {
 }
 
 // TestEveryRouteHasAccess: each route the API and the dashboard register
-// says what it needs; a route added without saying so would need an admin
-// token, and this test names it.
+// is declared, saying what it needs; a route added without a declaration
+// would need an admin token, and this test names it.
 func TestEveryRouteHasAccess(t *testing.T) {
 	g := newGuardedServer(t)
+	access := api.RouteAccess(g.opts)
 	seen := map[string]bool{}
 	for _, r := range g.routes() {
 		route := r.Method + " " + r.Path
 		seen[route] = true
-		if _, ok := api.RouteAccess[route]; !ok {
+		if _, ok := access[route]; !ok {
 			t.Errorf("route %s is not in the access table", route)
 		}
 	}
-	for route := range api.RouteAccess {
+	for route := range access {
 		if !seen[route] {
 			t.Errorf("the access table lists %s, which no route serves", route)
 		}
@@ -255,11 +257,12 @@ func TestRouteRoleMatrix(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	access := api.RouteAccess(g.opts)
 	before := state(t, g)
 	requests := 0
 	for _, r := range g.routes() {
 		route := r.Method + " " + r.Path
-		need := api.RouteAccess[route]
+		need := access[route]
 		for _, role := range []string{"none", "client", "sdk", "evaluate", "viewer"} {
 			lacks := role == "none" || !rollout.Role(role).Allows(need)
 			if need < 0 || !lacks {
@@ -309,7 +312,7 @@ func TestRouteRoleMatrix(t *testing.T) {
 	// nothing changes between routes).
 	for _, r := range g.routes() {
 		route := r.Method + " " + r.Path
-		need := api.RouteAccess[route]
+		need := access[route]
 		for _, role := range []string{"admin", "editor", "viewer", "sdk", "evaluate", "client"} {
 			if need < 0 || !rollout.Role(role).Allows(need) {
 				continue // public routes answer whatever their input deserves

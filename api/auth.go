@@ -69,13 +69,17 @@ func NewAuth(tokens *rollout.Tokens, keys ...[]byte) *Auth {
 // Enforced reports whether requests need a token.
 func (a *Auth) Enforced() bool { return a != nil && a.tokens != nil && a.tokens.Enforced() }
 
-// step identifies the request's token and refuses, with 401 or 403, a
-// request its token does not allow on route. Dashboard pages without a
-// session redirect to the sign-in page instead.
-func (a *Auth) step(route routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
-	need := route.need
-	ui := route.pattern == "/" || strings.HasPrefix(route.pattern, "/ui")
-	record := need != rollout.PermEvaluate || route.pattern == "/api/exposures" // rate-limited per token
+// middleware identifies the request's token and refuses, with 401 or 403,
+// a request its token does not allow on route. Dashboard pages
+// (Route.SignIn) without a session redirect to the sign-in page instead.
+func (a *Auth) middleware(route Route) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc { return a.check(route, next) }
+}
+
+func (a *Auth) check(route Route, next echo.HandlerFunc) echo.HandlerFunc {
+	need := route.Access
+	ui := route.SignIn
+	record := need != rollout.PermEvaluate // see TokenOf
 	return func(c echo.Context) error {
 		r := c.Request()
 		if r.Method == http.MethodOptions {
@@ -91,7 +95,7 @@ func (a *Auth) step(route routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
 			}
 			return next(c)
 		}
-		if need == public {
+		if need == Public {
 			return next(c)
 		}
 		switch {

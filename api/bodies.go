@@ -57,9 +57,14 @@ func takesBody(method string) bool {
 	return false
 }
 
-// bodies is the step that bounds the wait for request bodies (see above).
-func bodies(route routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
-	if !takesBody(route.method) {
+// bodies is the middleware that bounds the wait for request bodies (see
+// above).
+func bodies(route Route) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc { return waitForBody(route, next) }
+}
+
+func waitForBody(route Route, next echo.HandlerFunc) echo.HandlerFunc {
+	if !takesBody(route.Method) {
 		return func(c echo.Context) error {
 			r := c.Request()
 			if r.ContentLength == 0 {
@@ -72,7 +77,7 @@ func bodies(route routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
 		}
 	}
 	window := bodyWindow
-	if readsBounded[route.method+" "+route.pattern] || route.pattern == "/api/exposures" {
+	if route.AppBody {
 		window = appBodyWindow
 	}
 	return func(c echo.Context) error {

@@ -1,9 +1,25 @@
 package api
 
-import "time"
+import (
+	"time"
 
-// RouteAccess is routeAccess, for tests of the access table.
-var RouteAccess = routeAccess
+	"github.com/labstack/echo/v4"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// RouteAccess returns what each route that New declares with opts needs,
+// opts.Routes included, by "METHOD pattern".
+func RouteAccess(opts Options) map[string]rollout.Permission {
+	s := &Server{metrics: NewMetrics()}
+	out := map[string]rollout.Permission{}
+	for _, r := range append(s.routes(opts), opts.Routes...) {
+		if r.Method != echo.RouteNotFound {
+			out[r.Method+" "+r.Path] = r.Access
+		}
+	}
+	return out
+}
 
 // SetHeartbeat sets the interval of the sync stream's heartbeats until the
 // test ends.

@@ -23,7 +23,7 @@ const (
 // API is open, each client IP address) sends this instance: rate a second,
 // burst at once; a batch over it is answered 429 with Retry-After, and the
 // in-app client keeps it for its next flush.
-func exposureLimit(rate float64, burst int, next echo.HandlerFunc) echo.HandlerFunc {
+func exposureLimit(rate float64, burst int) echo.MiddlewareFunc {
 	if rate <= 0 {
 		rate = DefaultExposureBatchRate
 	}
@@ -53,5 +53,5 @@ func exposureLimit(rate float64, burst int, next echo.HandlerFunc) echo.HandlerF
 				fmt.Sprintf("too many batches of exposures from this token: at most %g a second (%d at once); send again after %s s", rate, burst, retry))
 		},
 	})
-	return limit(next)
+	return limit
 }

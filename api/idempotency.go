@@ -44,13 +44,13 @@ const maxKeptBody = 1 << 20
 // POST /api/exposures, which apps send with their evaluation token, takes
 // none: its batches carry their own ID, which makes a resent batch count
 // once, and a token that browsers may hold must not fill a table of keys.
-func idempotentRoute(route routeInfo) bool {
-	switch route.method {
+func idempotentRoute(route Route) bool {
+	switch route.Method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 	default:
 		return false
 	}
-	return strings.HasPrefix(route.pattern, "/api/") && (route.need == rollout.PermWrite || route.need == rollout.PermAdmin)
+	return strings.HasPrefix(route.Path, "/api/") && (route.Access == rollout.PermWrite || route.Access == rollout.PermAdmin)
 }
 
 // keptAnswer is a change's answer as kept for its Idempotency-Key: status, the
@@ -132,15 +132,16 @@ func keepAs[T any](c echo.Context, f func(T) (keptAnswer, error)) context.Contex
 	return ctx
 }
 
-// idempotency is the step that gives change routes their Idempotency-Key:
-// it claims the key (or answers with the key's first answer, 422 or 409),
-// runs the request with the claim in its context, then keeps the answer
-// of a request whose change did not keep it (a dry run), or gives the key
-// up if the request failed.
-func (s *Server) idempotency(route routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
-	if !idempotentRoute(route) {
-		return next
-	}
+// idempotency is the middleware that gives change routes (idempotentRoute)
+// their Idempotency-Key: it claims the key (or answers with the key's
+// first answer, 422 or 409), runs the request with the claim in its
+// context, then keeps the answer of a request whose change did not keep it
+// (a dry run), or gives the key up if the request failed.
+func (s *Server) idempotency(route Route) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc { return s.idempotent(route, next) }
+}
+
+func (s *Server) idempotent(route Route, next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		keys := r.Header.Values(idempotencyHeader)
@@ -226,11 +227,11 @@ func validIdempotencyKey(key string) error {
 
 // fingerprint hashes what makes a request the same request: its method,
 // route, path parameters, query, If-Match and body.
-func fingerprint(c echo.Context, route routeInfo, body []byte) string {
+func fingerprint(c echo.Context, route Route, body []byte) string {
 	h := sha256.New()
 	field := func(s string) { fmt.Fprintf(h, "%d:%s", len(s), s) }
-	field(route.method)
-	field(route.pattern)
+	field(route.Method)
+	field(route.Path)
 	for _, name := range c.ParamNames() {
 		field(name)
 		field(pathParam(c, name))

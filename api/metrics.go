@@ -167,8 +167,8 @@ func (rm requestMetrics) observe(d time.Duration) {
 	rm.latency.Observe(d.Seconds())
 }
 
-// answeredOK is answered for a 200 answer of a route registered once (see
-// Server.route), whose metrics ok keeps once looked up.
+// answeredOK is answered for a 200 answer of a declared route (see
+// Server.register), whose metrics ok keeps once looked up.
 func (m *Metrics) answeredOK(ok *atomic.Pointer[requestMetrics], method, route string, d time.Duration) {
 	rm := ok.Load()
 	if rm == nil {

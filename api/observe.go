@@ -22,11 +22,11 @@ const maxRequestID = 128
 // logged with everything the request causes: the request's own X-Request-ID
 // when it is 1 to 128 printable ASCII characters (so a proxy's or an app's
 // ID follows the request), a new random one otherwise. An app's request
-// (evaluation, OFREP, sync, exposures: the routes ForApps) that did
-// not send one gets one only when something is to refer to it: an error
-// answer, or a request logged whatever its outcome (--log-requests all, or
-// sampled). The others, tens of thousands a second and logged nowhere,
-// carry none, which spares the hot path a header.
+// (evaluation, OFREP, sync, exposures: the routes whose Access is ForApps)
+// that did not send one gets one only when something is to refer to it: an
+// error answer, or a request logged whatever its outcome (--log-requests
+// all, or sampled). The others, tens of thousands a second and logged
+// nowhere, carry none, which spares the hot path a header.
 
 // sentRequestID returns the request's own X-Request-ID as a header value,
 // if it is one to honour.
@@ -111,11 +111,18 @@ func validRequestID(id string) bool {
 // then counts it in the metrics by the route pattern it matched, and logs
 // one line for it if s.reqlog says so: by default not for evaluations,
 // which are too many. The logger's writer is the one to keep writes off the
-// request's path (see package internal/logwriter).
-func (s *Server) observe(ri routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
-	route := ri.pattern
-	app := ri.need.ForApps()
-	var ok atomic.Pointer[requestMetrics] // of this route's 200 answers
+// request's path (see package internal/logwriter). The middleware of a
+// declared route keeps the metrics of its 200 answers once looked up.
+func (s *Server) observe(ri Route, declared bool) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		var ok atomic.Pointer[requestMetrics] // of this route's 200 answers
+		return s.observed(ri, declared, &ok, next)
+	}
+}
+
+func (s *Server) observed(ri Route, declared bool, ok *atomic.Pointer[requestMetrics], next echo.HandlerFunc) echo.HandlerFunc {
+	route := ri.Path
+	app := ri.Access.ForApps()
 	return func(c echo.Context) error {
 		start := time.Now()
 		r, res := c.Request(), c.Response()
@@ -130,12 +137,12 @@ func (s *Server) observe(ri routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
 			c.Error(err)
 		}
 		d := time.Since(start)
-		if ri.composed && res.Status == http.StatusOK && r.Method == ri.method {
-			s.metrics.answeredOK(&ok, r.Method, route, d)
+		if declared && res.Status == http.StatusOK && r.Method == ri.Method {
+			s.metrics.answeredOK(ok, r.Method, route, d)
 		} else {
 			s.metrics.answered(r.Method, route, res.Status, d)
 		}
-		if !s.reqlog.logs(r.Method, ri.need, res.Status, d, sampled) {
+		if !s.reqlog.logs(r.Method, ri.Access, res.Status, d, sampled) {
 			return nil
 		}
 		// A slow answer of an app's route has been sent without an ID: the
@@ -159,7 +166,7 @@ func (s *Server) observe(ri routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
 // no Vary: no cache reuses them for another request (they carry no
 // freshness nor Last-Modified, and the OFREP bulk answer that has an ETag
 // is a POST's), so Vary would be a header the hot path writes for nothing.
-func evaluationCORS() step {
+func evaluationCORS() echo.MiddlewareFunc {
 	cors := middleware.CORSWithConfig(middleware.CORSConfig{
 		AllowOrigins:  []string{"*"},
 		AllowMethods:  []string{http.MethodGet, http.MethodPost},
@@ -167,7 +174,7 @@ func evaluationCORS() step {
 		ExposeHeaders: []string{"ETag", echo.HeaderXRequestID},
 		MaxAge:        2 * 60 * 60,
 	})
-	return func(_ routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		withCORS := cors(next)
 		return func(c echo.Context) error {
 			r := c.Request()
@@ -182,26 +189,24 @@ func evaluationCORS() step {
 	}
 }
 
-// changeKinds names the kind of change each mutation route applies, for the
-// change log and rollout_changes_applied_total.
-var changeKinds = map[string]string{
-	"POST /api/features":                        "create",
-	"PATCH /api/features/:key":                  "patch",
-	"DELETE /api/features/:key":                 "delete",
-	"POST /api/features/:key/buckets":           "add_bucket",
-	"PUT /api/features/:key/buckets/:name":      "update_bucket",
-	"DELETE /api/features/:key/buckets/:name":   "remove_bucket",
-	"PUT /api/features/:key/overrides/:user":    "set_override",
-	"DELETE /api/features/:key/overrides/:user": "clear_override",
-	"POST /api/features/:key/reshuffle":         "reshuffle",
-	"POST /api/features/:key/rollback":          "rollback",
+const changeKindKey = "rollout.change" // echo.Context key of the route's Change
+
+// changeKind is the middleware that tells applied the kind of change its
+// route applies (Route.Change).
+func changeKind(kind string) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			c.Set(changeKindKey, kind)
+			return next(c)
+		}
+	}
 }
 
 // applied logs and counts a change the request applied (not a dry run): the
 // feature's new version (for a deletion, the version deleted), its summary,
 // the fraction of users it moved and who made it.
 func (s *Server) applied(c echo.Context, feature string, version int, summary string, churn float64, actor string) {
-	kind, ok := changeKinds[c.Request().Method+" "+c.Path()]
+	kind, ok := c.Get(changeKindKey).(string)
 	if !ok {
 		kind = "other"
 	}

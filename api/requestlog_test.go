@@ -54,6 +54,17 @@ func TestRequestLoggerLogs(t *testing.T) {
 	}
 }
 
+// accessOf returns what a request of method to the route pattern needs, as
+// the server decides it: the API's routes, the dashboard's sign-in, and
+// undeclared routes.
+func accessOf(method, pattern string) rollout.Permission {
+	access := RouteAccess(Options{Routes: []Route{{Method: "POST", Path: "/ui/login", Access: Public}}})
+	if need, ok := access[method+" "+pattern]; ok {
+		return need
+	}
+	return undeclared(method, pattern).Access
+}
+
 // TestRequestLoggerSample: a sample of one in one takes every evaluation,
 // one in four about a quarter, and a sampled evaluation is logged; sampling
 // adds nothing to a mode that logs none, nor to a read.

@@ -12,12 +12,10 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/rollout/rollout/rollout"
 
@@ -65,6 +63,10 @@ type Options struct {
 
 	// Plans bound the planner's work; the zero value is the defaults.
 	Plans PlanLimits
+
+	// Routes are served beside the API's own, with the same access
+	// control, metrics and logs: the dashboard's (web.Routes).
+	Routes []Route
 }
 
 // Server holds what the handlers need.
@@ -81,40 +83,16 @@ type Server struct {
 	events  changeEvents
 	reqlog  requestLogger
 	planner *planner
-	// steps are what every request goes through; composed holds the
-	// routes, by pattern then method, that have them composed already.
-	steps    []step
-	composed map[string][]string
+	auth    *Auth               // nil: everything is open
+	cors    echo.MiddlewareFunc // evaluationCORS
+	csrf    *http.CrossOriginProtection
+	// declared holds the declared routes, by method then pattern (see
+	// unlisted).
+	declared map[string]map[string]bool
 }
 
-// routeInfo is the route a request matched: its method, the pattern echo
-// matched ("" for none) and the permission it needs.
-type routeInfo struct {
-	method, pattern string
-	need            rollout.Permission
-	// composed is set for a route whose steps are composed once, when it
-	// is registered, rather than for each request: its steps may keep
-	// what they look up.
-	composed bool
-}
-
-func routeOf(method, pattern string) routeInfo {
-	return routeInfo{method: method, pattern: pattern, need: accessOf(method, pattern)}
-}
-
-// A step is a middleware made for one route.
-type step func(route routeInfo, next echo.HandlerFunc) echo.HandlerFunc
-
-// compose returns h with the steps around it, for route.
-func (s *Server) compose(route routeInfo, h echo.HandlerFunc) echo.HandlerFunc {
-	for i := len(s.steps) - 1; i >= 0; i-- {
-		h = s.steps[i](route, h)
-	}
-	return h
-}
-
-// New returns the API's echo router over svc. Other packages (the dashboard)
-// may add their routes to it.
+// New returns the API's echo router over svc, serving the API's routes and
+// opts.Routes (the dashboard's).
 func New(svc *rollout.Service, opts Options) *echo.Echo {
 	log := opts.Logger
 	if log == nil {
@@ -128,8 +106,10 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	if slow <= 0 {
 		slow = DefaultSlowRequest
 	}
-	s := &Server{svc: svc, log: log, metrics: metrics, ready: opts.Ready, closing: opts.Closing,
-		reqlog: requestLogger{mode: opts.RequestLog, slow: slow, sample: uint64(max(opts.SampleEvaluations, 0))}}
+	s := &Server{svc: svc, log: log, metrics: metrics, ready: opts.Ready, closing: opts.Closing, auth: opts.Auth,
+		reqlog: requestLogger{mode: opts.RequestLog, slow: slow, sample: uint64(max(opts.SampleEvaluations, 0))},
+		cors:   evaluationCORS(), csrf: http.NewCrossOriginProtection(),
+		declared: map[string]map[string]bool{}}
 	s.planner = newPlanner(opts.Plans)
 	s.snapshotState()
 	metrics.server.Store(s)
@@ -138,137 +118,45 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(log)
-	// Every request goes through these steps, first to last. Each is made
-	// for the route it serves (its method, pattern and permission), so
-	// that no step looks the route's permission up per request. The apps'
-	// routes (evaluation, OFREP, sync) have their steps composed once, when
-	// registered (s.route); every other route, the dashboard's included,
-	// gets them from s.middleware, composed anew for each request as echo
-	// does with e.Use.
-	recoverStep := middleware.RecoverWithConfig(middleware.RecoverConfig{DisablePrintStack: true})
-	s.steps = []step{
-		s.observe,
-		func(_ routeInfo, next echo.HandlerFunc) echo.HandlerFunc { return recoverStep(next) },
-		evaluationCORS(),
-		bodies,
-		limitBody,
-		crossOrigin(),
-	}
-	if opts.Auth != nil {
-		s.steps = append(s.steps, opts.Auth.step)
-	}
-	s.steps = append(s.steps, s.streams.step)
-	s.steps = append(s.steps, s.idempotency)
-	e.Use(s.middleware)
-	if opts.Pprof {
-		e.GET("/debug/pprof/*", echo.WrapHandler(http.DefaultServeMux))
-	}
-
-	s.composed = map[string][]string{}
-	s.route(e, http.MethodGet, "/evaluate", s.evaluateOne)
-	s.route(e, http.MethodPost, "/evaluate", s.evaluateMany)
-	s.route(e, http.MethodPost, "/ofrep/v1/evaluate/flags/:key", s.ofrepEvaluate)
-	s.route(e, http.MethodPost, "/ofrep/v1/evaluate/flags", s.ofrepEvaluateAll)
-	s.route(e, http.MethodGet, "/sync/v1/snapshot", s.syncSnapshot)
-	s.route(e, http.MethodGet, "/sync/v1/stream", s.syncStream)
-	e.Match([]string{http.MethodGet, http.MethodHead}, "/healthz", s.healthz)
-	e.Match([]string{http.MethodGet, http.MethodHead}, "/readyz", s.readyz)
-	e.GET("/metrics", echo.WrapHandler(metrics.Handler()))
-
-	g := e.Group("/api")
-	g.GET("/features", s.listFeatures)
-	g.POST("/features", s.createFeature)
-	g.GET("/features/:key", s.getFeature)
-	g.PATCH("/features/:key", s.patchFeature)
-	g.DELETE("/features/:key", s.deleteFeature)
-	g.POST("/features/:key/buckets", s.addBucket)
-	g.PUT("/features/:key/buckets", s.setBuckets)
-	g.POST("/features/:key/plan", s.plan)
-	g.PUT("/features/:key/buckets/:name", s.updateBucket)
-	g.DELETE("/features/:key/buckets/:name", s.removeBucket)
-	g.PUT("/features/:key/overrides/:user", s.setOverride)
-	g.DELETE("/features/:key/overrides/:user", s.clearOverride)
-	g.POST("/features/:key/preview", s.preview)
-	g.POST("/features/:key/reshuffle", s.reshuffle)
-	g.POST("/features/:key/rollback", s.rollback)
-	g.GET("/features/:key/versions", s.listVersions)
-	g.GET("/changes", s.listChanges)
-	g.GET("/features/:key/versions/:version", s.getVersion)
-	g.GET("/features/:key/users/:user", s.userHistory)
-	g.GET("/features/:key/exposures", s.exposures)
-	s.route(e, http.MethodPost, "/api/exposures", exposureLimit(opts.ExposureBatchRate, opts.ExposureBatchBurst, s.addExposures))
-	g.GET("/ramps", s.listRamps)
-	g.GET("/features/:key/ramps", s.listRamps)
-	g.POST("/features/:key/ramps", s.createRamp)
-	g.GET("/features/:key/ramps/:id", s.getRamp)
-	g.POST("/features/:key/ramps/:id/pause", s.pauseRamp)
-	g.POST("/features/:key/ramps/:id/resume", s.resumeRamp)
-	g.POST("/features/:key/ramps/:id/cancel", s.cancelRamp)
+	e.Use(s.unlisted)
+	s.register(e, s.routes(opts))
+	s.register(e, opts.Routes)
 	return e
-}
-
-// route registers h for method and path with the steps composed around it
-// once, rather than for every request.
-func (s *Server) route(e *echo.Echo, method, path string, h echo.HandlerFunc) {
-	route := routeOf(method, path)
-	route.composed = true
-	e.Add(method, path, s.compose(route, h))
-	s.composed[path] = append(s.composed[path], method)
-}
-
-// middleware runs the steps around the request's handler, unless route
-// composed them already: a route registered any other way, or none, gets
-// them here, for the pattern echo matched (never the path's text).
-func (s *Server) middleware(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		method, pattern := c.Request().Method, c.Path()
-		if slices.Contains(s.composed[pattern], method) {
-			return next(c)
-		}
-		return s.compose(routeOf(method, pattern), next)(c)
-	}
 }
 
 // limitBody bounds the request body; reading past the bound fails with an
 // error that decode answers with 413. The evaluation routes that read
-// their body through a buffer (readsBounded) are bounded by its reading,
-// without a reader of their own to allocate.
-func limitBody(route routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
-	bounded := readsBounded[route.method+" "+route.pattern]
-	return func(c echo.Context) error {
-		r := c.Request()
-		if r.ContentLength > MaxBodyBytes {
-			return rollout.Errorf(codeTooLarge, "the request body is larger than %d bytes", MaxBodyBytes)
+// their body through a buffer (Route.BoundedRead) are bounded by its
+// reading, without a reader of their own to allocate.
+func limitBody(route Route) echo.MiddlewareFunc {
+	bounded := route.BoundedRead
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			r := c.Request()
+			if r.ContentLength > MaxBodyBytes {
+				return rollout.Errorf(codeTooLarge, "the request body is larger than %d bytes", MaxBodyBytes)
+			}
+			if r.Body != http.NoBody && r.Body != nil && !bounded { // nothing to bound in a GET's
+				r.Body = http.MaxBytesReader(c.Response(), r.Body, MaxBodyBytes)
+			}
+			return next(c)
 		}
-		if r.Body != http.NoBody && r.Body != nil && !bounded { // nothing to bound in a GET's
-			r.Body = http.MaxBytesReader(c.Response(), r.Body, MaxBodyBytes)
-		}
-		return next(c)
 	}
-}
-
-// readsBounded are the routes whose handlers read the body with
-// buffer.readFrom, which stops past MaxBodyBytes.
-var readsBounded = map[string]bool{
-	"POST /evaluate":                     true,
-	"POST /ofrep/v1/evaluate/flags/:key": true,
-	"POST /ofrep/v1/evaluate/flags":      true,
 }
 
 // crossOrigin refuses state-changing requests that a browser sends from
 // another site (cross-site request forgery), using the Sec-Fetch-Site and
 // Origin headers browsers set. Requests without them, from curl or other
-// programs, pass. Evaluation (/evaluate, /ofrep/) and sync are left open to
-// browsers on other sites: they change nothing. POST /api/exposures is not:
-// it adds counts, and only programs (package client) send it.
-func crossOrigin() step {
-	p := http.NewCrossOriginProtection()
-	return func(route routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
-		if route.need == rollout.PermEvaluate && route.pattern != "/api/exposures" {
+// programs, pass. Evaluation (/evaluate, /ofrep/) is left open to browsers
+// on other sites: it changes nothing. POST /api/exposures is not: it adds
+// counts, and only programs (package client) send it.
+func (s *Server) crossOrigin(route Route) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		if route.Access == rollout.PermEvaluate {
 			return next
 		}
 		return func(c echo.Context) error {
-			if err := p.Check(c.Request()); err != nil {
+			if err := s.csrf.Check(c.Request()); err != nil {
 				return rollout.Errorf(codeForbidden, "cross-origin request refused: changes are accepted only from this server's own pages or from programs such as curl")
 			}
 			return next(c)

@@ -55,8 +55,7 @@ func newSessionBench(t *testing.T) *sessionBench {
 // start serves the API and dashboard with sessions signed by keys.
 func (b *sessionBench) start(keys ...[]byte) string {
 	auth := api.NewAuth(b.tokens, keys...)
-	e := api.New(b.svc, api.Options{Auth: auth})
-	web.Register(e, b.svc, web.Options{Sessions: auth})
+	e := api.New(b.svc, api.Options{Auth: auth, Routes: web.Routes(b.svc, web.Options{Sessions: auth})})
 	srv := httptest.NewServer(e)
 	b.t.Cleanup(srv.Close)
 	return srv.URL

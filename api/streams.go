@@ -53,9 +53,6 @@ const (
 // tests.
 var streamWriteWindow = 5 * time.Second
 
-// streamRoutes are the routes whose answers are streams, "METHOD pattern".
-var streamRoutes = map[string]bool{"GET /sync/v1/stream": true}
-
 // errStreamEnded is send's error once the stream's writer has stopped.
 var errStreamEnded = errors.New("the stream ended")
 
@@ -119,14 +116,15 @@ func (st *streams) openCount() int {
 	return st.open
 }
 
-// step admits a stream within the budgets and ends it, by cancelling its
-// request's context, when its token no longer allows the route. It runs
-// after the access check, so that only allowed streams count.
-func (st *streams) step(route routeInfo, next echo.HandlerFunc) echo.HandlerFunc {
-	if !streamRoutes[route.method+" "+route.pattern] {
-		return next
-	}
-	need := route.need
+// middleware admits a stream (a Route.Stream) within the budgets and ends
+// it, by cancelling its request's context, when its token no longer allows
+// the route. It runs after the access check, so that only allowed streams
+// count.
+func (st *streams) middleware(route Route) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc { return st.admitted(route.Access, next) }
+}
+
+func (st *streams) admitted(need rollout.Permission, next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		// The credentials alone, read again at every reload of the
@@ -208,9 +206,9 @@ func (st *streams) watch(ctx context.Context, cancel context.CancelFunc, creds *
 }
 
 // allows reports whether the credentials of r allow need now, as the
-// access check (Auth.step) would decide for a request with them.
+// access check (Auth.middleware) would decide for a request with them.
 func (a *Auth) allows(r *http.Request, need rollout.Permission) bool {
-	if !a.Enforced() || need == public {
+	if !a.Enforced() || need == Public {
 		return true
 	}
 	tok, _, ok := a.identify(r)

@@ -84,8 +84,7 @@ func bigHistory(tb testing.TB, edits int) (*echo.Echo, *historyReads) {
 			tb.Fatal(err)
 		}
 	}
-	e := api.New(svc, api.Options{})
-	web.Register(e, svc, web.Options{SampleUsers: 1000})
+	e := api.New(svc, api.Options{Routes: web.Routes(svc, web.Options{SampleUsers: 1000})})
 	return e, reads
 }
 

@@ -27,6 +27,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
 )
 
@@ -66,12 +67,15 @@ type handler struct {
 	assets   assets
 }
 
-// Register adds the dashboard to e: / redirects to /ui/, the features list,
-// each feature's page under /ui/features/KEY, and the embedded assets under
-// /ui/static/. Every page carries a strict Content-Security-Policy. The pages
-// read svc; their script changes features through the JSON API, which e must
-// serve (api.New). The handlers are safe for concurrent use.
-func Register(e *echo.Echo, svc *rollout.Service, opts Options) {
+// Routes returns the dashboard's routes, for the API to serve beside its own
+// (api.Options.Routes): / redirects to /ui/, the features list, each
+// feature's page under /ui/features/KEY, the changes, the sign-in page, and
+// the embedded assets under /ui/static/. Pages need a token that may read;
+// the sign-in page and the assets need none. Everything under /ui carries
+// a strict Content-Security-Policy. The pages read svc; their script changes
+// features through the JSON API, which the same server serves. The handlers
+// are safe for concurrent use.
+func Routes(svc *rollout.Service, opts Options) []api.Route {
 	h := &handler{svc: svc, log: opts.Logger, sample: opts.SampleUsers, sessions: opts.Sessions, assets: loadAssets()}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -82,19 +86,27 @@ func Register(e *echo.Echo, svc *rollout.Service, opts Options) {
 	h.pages = parsePages(h.assets)
 
 	toUI := func(c echo.Context) error { return c.Redirect(http.StatusFound, "/ui/") }
-	e.GET("/", toUI)
-	e.GET("/ui", toUI)
-	g := e.Group("/ui", securityHeaders)
-	g.GET("/", h.list)
-	g.GET("/features/:key", h.feature)
-	g.GET("/changes", h.changes)
-	g.GET("/static/*", h.static)
-	g.GET("/login", h.loginForm)
-	g.POST("/login", h.login)
-	g.POST("/logout", h.logout)
-	g.GET("/*", func(c echo.Context) error {
+	notFound := func(c echo.Context) error {
 		return h.fail(c, http.StatusNotFound, "Page not found", "There is no page at "+c.Request().URL.Path+".")
-	})
+	}
+	ui := []echo.MiddlewareFunc{securityHeaders}
+	const get, post = http.MethodGet, http.MethodPost
+	return []api.Route{
+		{Method: get, Path: "/", Access: rollout.PermRead, SignIn: true, Handler: toUI},
+		{Method: get, Path: "/ui", Access: rollout.PermRead, SignIn: true, Handler: toUI},
+		{Method: get, Path: "/ui/", Access: rollout.PermRead, SignIn: true, Handler: h.list, Middleware: ui},
+		{Method: get, Path: "/ui/features/:key", Access: rollout.PermRead, SignIn: true, Handler: h.feature, Middleware: ui},
+		{Method: get, Path: "/ui/changes", Access: rollout.PermRead, SignIn: true, Handler: h.changes, Middleware: ui},
+		{Method: get, Path: "/ui/static/*", Access: api.Public, Handler: h.static, Middleware: ui},
+		{Method: get, Path: "/ui/login", Access: api.Public, Handler: h.loginForm, Middleware: ui},
+		{Method: post, Path: "/ui/login", Access: api.Public, Handler: h.login, Middleware: ui},
+		{Method: post, Path: "/ui/logout", Access: api.Public, Handler: h.logout, Middleware: ui},
+		{Method: get, Path: "/ui/*", Access: rollout.PermRead, SignIn: true, Handler: notFound, Middleware: ui},
+		// Other methods under /ui: 404, with the headers of every page,
+		// as echo's groups answer them.
+		{Method: echo.RouteNotFound, Path: "/ui", Handler: echo.NotFoundHandler, Middleware: ui},
+		{Method: echo.RouteNotFound, Path: "/ui/*", Handler: echo.NotFoundHandler, Middleware: ui},
+	}
 }
 
 // securityHeaders sets the headers every dashboard response carries.

@@ -40,8 +40,7 @@ func newApp(t *testing.T, sample int) *app {
 	if err != nil {
 		t.Fatalf("new service: %v", err)
 	}
-	e := api.New(svc, api.Options{})
-	web.Register(e, svc, web.Options{SampleUsers: sample})
+	e := api.New(svc, api.Options{Routes: web.Routes(svc, web.Options{SampleUsers: sample})})
 	return &app{e: e, svc: svc, db: db}
 }
 
@@ -477,8 +476,7 @@ func TestSignOutOnlyWithTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := api.New(svc, api.Options{})
-	web.Register(e, svc, web.Options{Sessions: fakeSessions{}})
+	e := api.New(svc, api.Options{Routes: web.Routes(svc, web.Options{Sessions: fakeSessions{}})})
 	req := httptest.NewRequest(http.MethodGet, "/ui/", nil)
 	rec := httptest.NewRecorder()
 	e.ServeHTTP(rec, req)

@@ -116,8 +116,7 @@ func TestSessionKeyFromFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	auth := api.NewAuth(tokens, dbKey)
-	e := api.New(svc, api.Options{Auth: auth})
-	web.Register(e, svc, web.Options{Sessions: auth})
+	e := api.New(svc, api.Options{Auth: auth, Routes: web.Routes(svc, web.Options{Sessions: auth})})
 	forger := httptest.NewServer(e)
 	forged := signInTo(t, forger.URL, secret)
 	forger.Close()

@@ -276,8 +276,8 @@ func (s *Server) Open(ctx context.Context) error {
 	auth := api.NewAuth(tokens, keys...)
 	e := api.New(svc, api.Options{Logger: s.Log, Metrics: metrics, Ready: db.CheckWrite, Auth: auth, Pprof: s.Pprof, Closing: closing,
 		RequestLog: s.RequestLog, SlowRequest: s.SlowRequest, SampleEvaluations: s.SampleEvaluations,
-		MaxStreams: maxStreams, MaxStreamsPerToken: streamsPerToken})
-	web.Register(e, svc, web.Options{Logger: s.Log, Sessions: auth})
+		MaxStreams: maxStreams, MaxStreamsPerToken: streamsPerToken,
+		Routes: web.Routes(svc, web.Options{Logger: s.Log, Sessions: auth})})
 	s.conns = newConnLimiter(maxConns, func() {
 		s.Log.Warn("connection limit reached: closing the longest idle connections to make room for new ones",
 			"max_conns", maxConns)

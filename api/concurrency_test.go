@@ -1,4 +1,4 @@
-package main
+package api_test
 
 import (
 	"sync"
@@ -9,7 +9,7 @@ import (
 // the feature with If-Match N: exactly one wins each round, the others get
 // 412, and the history stays contiguous.
 func TestConcurrentWritersIfMatch(t *testing.T) {
-	s := startServer(t, "")
+	s := startServer(t)
 	s.must(201, "POST", "/api/features", abcFeature("f"))
 	const rounds, writers = 5, 8
 	for round := range rounds {

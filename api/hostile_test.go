@@ -1,4 +1,4 @@
-package main
+package api_test
 
 import (
 	"bufio"
@@ -125,7 +125,7 @@ var hostilePaths = []string{
 // to every endpoint and checks each gets a JSON 4xx, the server stays up,
 // and nothing in the database changes.
 func TestHostileInput(t *testing.T) {
-	s := startServer(t, "")
+	s := startServer(t)
 	s.must(201, "POST", "/api/features", abcFeature("f"))
 	s.must(200, "PUT", "/api/features/f/overrides/vip", map[string]any{"bucket": "A"})
 	before := dump(t, s)
@@ -176,9 +176,9 @@ func TestHostileInput(t *testing.T) {
 	t.Logf("sent %d hostile requests", sent)
 
 	// Header abuse at the connection level: the server answers and lives on.
-	rawRequest(t, s.m.URL(), "GET /evaluate?feature=f&user=u HTTP/1.1\r\nHost: x\r\nX-Big: "+strings.Repeat("a", 100<<10)+"\r\n\r\n")
-	rawRequest(t, s.m.URL(), "POST /api/features HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999\r\n\r\n{")
-	rawRequest(t, s.m.URL(), "GARBAGE\r\n\r\n")
+	rawRequest(t, s.ts.URL, "GET /evaluate?feature=f&user=u HTTP/1.1\r\nHost: x\r\nX-Big: "+strings.Repeat("a", 100<<10)+"\r\n\r\n")
+	rawRequest(t, s.ts.URL, "POST /api/features HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999\r\n\r\n{")
+	rawRequest(t, s.ts.URL, "GARBAGE\r\n\r\n")
 
 	s.must(200, "GET", "/healthz", nil)
 	if after := dump(t, s); after != before {
@@ -191,7 +191,7 @@ func TestHostileInput(t *testing.T) {
 }
 
 // dump is every feature and its history as the API shows them.
-func dump(t *testing.T, s *server) string {
+func dump(t *testing.T, s *apiServer) string {
 	t.Helper()
 	var b bytes.Buffer
 	fs := s.must(200, "GET", "/api/features", nil)

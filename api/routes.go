@@ -1,0 +1,203 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// Route is one route of the server, declared once: what it serves, what it
+// needs and how it treats its request. New registers the API's routes and
+// those given in Options.Routes (the dashboard's, from package web) with
+// the middleware each needs, made from this declaration: access, body
+// window and bound, change log, streams' budget, and the metrics and log
+// line every request gets.
+//
+// A Method of echo.RouteNotFound declares the answer to the methods Path
+// does not serve (404 rather than echo's 405), as echo's groups do; such a
+// request is served as an undeclared route (see Server.unlisted), with
+// only the route's own Middleware added.
+type Route struct {
+	Method, Path string // Path is an echo route pattern
+	// Access is what a token needs to use the route (Public: nothing).
+	// It is decided by the pattern echo matched, never the request path's
+	// text, so that escapes such as %2F, dot segments or doubled slashes
+	// cannot make a request look like another route.
+	Access rollout.Permission
+	// Change names the kind of change the route applies, for the change
+	// log and rollout_changes_applied_total ("": none, or "other").
+	Change string
+	// AppBody marks a route taking an app's small body: it is waited for
+	// only a short window (see bodies.go). Routes of GET, HEAD and
+	// OPTIONS take no body; the others wait longer for theirs.
+	AppBody bool
+	// BoundedRead marks a handler that reads its body with
+	// buffer.readFrom, which stops past MaxBodyBytes: the route needs no
+	// reader of its own to bound the body.
+	BoundedRead bool
+	// Stream marks a route whose answer is a stream, with a budget of its
+	// own (see streams.go).
+	Stream bool
+	// SignIn marks a dashboard page: a GET without credentials is
+	// redirected to the sign-in page rather than answered 401.
+	SignIn bool
+	// Handler answers the route's requests, inside Middleware, which runs
+	// after the API's own (access included).
+	Handler    echo.HandlerFunc
+	Middleware []echo.MiddlewareFunc
+}
+
+// routes declares the API's routes.
+func (s *Server) routes(opts Options) []Route {
+	exposures := exposureLimit(opts.ExposureBatchRate, opts.ExposureBatchBurst)
+	routes := []Route{
+		{Method: http.MethodGet, Path: "/healthz", Access: Public, Handler: s.healthz},
+		{Method: http.MethodHead, Path: "/healthz", Access: Public, Handler: s.healthz},
+		{Method: http.MethodGet, Path: "/readyz", Access: Public, Handler: s.readyz},
+		{Method: http.MethodHead, Path: "/readyz", Access: Public, Handler: s.readyz},
+
+		// Apps' evaluation.
+		{Method: http.MethodGet, Path: "/evaluate", Access: rollout.PermEvaluate, Handler: s.evaluateOne},
+		{Method: http.MethodPost, Path: "/evaluate", Access: rollout.PermEvaluate, AppBody: true, BoundedRead: true, Handler: s.evaluateMany},
+		{Method: http.MethodPost, Path: "/ofrep/v1/evaluate/flags/:key", Access: rollout.PermEvaluate, AppBody: true, BoundedRead: true, Handler: s.ofrepEvaluate},
+		{Method: http.MethodPost, Path: "/ofrep/v1/evaluate/flags", Access: rollout.PermEvaluate, AppBody: true, BoundedRead: true, Handler: s.ofrepEvaluateAll},
+		// The sync API and the counts of apps that evaluate in process
+		// (package client): tokens of the sdk role, not the client role of
+		// browsers. The snapshot holds every feature's configuration.
+		{Method: http.MethodGet, Path: "/sync/v1/snapshot", Access: rollout.PermSync, Handler: s.syncSnapshot},
+		{Method: http.MethodGet, Path: "/sync/v1/stream", Access: rollout.PermSync, Stream: true, Handler: s.syncStream},
+		{Method: http.MethodPost, Path: "/api/exposures", Access: rollout.PermSync, AppBody: true, Handler: s.addExposures,
+			Middleware: []echo.MiddlewareFunc{exposures}},
+
+		{Method: http.MethodGet, Path: "/metrics", Access: rollout.PermRead, Handler: echo.WrapHandler(s.metrics.Handler())},
+
+		// Features, their history and ramps.
+		{Method: http.MethodGet, Path: "/api/features", Access: rollout.PermRead, Handler: s.listFeatures},
+		{Method: http.MethodPost, Path: "/api/features", Access: rollout.PermWrite, Change: "create", Handler: s.createFeature},
+		{Method: http.MethodGet, Path: "/api/features/:key", Access: rollout.PermRead, Handler: s.getFeature},
+		{Method: http.MethodPatch, Path: "/api/features/:key", Access: rollout.PermWrite, Change: "patch", Handler: s.patchFeature},
+		{Method: http.MethodDelete, Path: "/api/features/:key", Access: rollout.PermWrite, Change: "delete", Handler: s.deleteFeature},
+		{Method: http.MethodPost, Path: "/api/features/:key/buckets", Access: rollout.PermWrite, Change: "add_bucket", Handler: s.addBucket},
+		{Method: http.MethodPut, Path: "/api/features/:key/buckets", Access: rollout.PermWrite, Handler: s.setBuckets},
+		{Method: http.MethodPost, Path: "/api/features/:key/plan", Access: rollout.PermRead, Handler: s.plan}, // changes nothing
+		{Method: http.MethodPut, Path: "/api/features/:key/buckets/:name", Access: rollout.PermWrite, Change: "update_bucket", Handler: s.updateBucket},
+		{Method: http.MethodDelete, Path: "/api/features/:key/buckets/:name", Access: rollout.PermWrite, Change: "remove_bucket", Handler: s.removeBucket},
+		{Method: http.MethodPut, Path: "/api/features/:key/overrides/:user", Access: rollout.PermWrite, Change: "set_override", Handler: s.setOverride},
+		{Method: http.MethodDelete, Path: "/api/features/:key/overrides/:user", Access: rollout.PermWrite, Change: "clear_override", Handler: s.clearOverride},
+		{Method: http.MethodPost, Path: "/api/features/:key/preview", Access: rollout.PermRead, Handler: s.preview}, // changes nothing
+		{Method: http.MethodPost, Path: "/api/features/:key/reshuffle", Access: rollout.PermWrite, Change: "reshuffle", Handler: s.reshuffle},
+		{Method: http.MethodPost, Path: "/api/features/:key/rollback", Access: rollout.PermWrite, Change: "rollback", Handler: s.rollback},
+		{Method: http.MethodGet, Path: "/api/features/:key/versions", Access: rollout.PermRead, Handler: s.listVersions},
+		{Method: http.MethodGet, Path: "/api/changes", Access: rollout.PermRead, Handler: s.listChanges},
+		{Method: http.MethodGet, Path: "/api/features/:key/versions/:version", Access: rollout.PermRead, Handler: s.getVersion},
+		{Method: http.MethodGet, Path: "/api/features/:key/users/:user", Access: rollout.PermRead, Handler: s.userHistory},
+		{Method: http.MethodGet, Path: "/api/features/:key/exposures", Access: rollout.PermRead, Handler: s.exposures},
+		{Method: http.MethodGet, Path: "/api/ramps", Access: rollout.PermRead, Handler: s.listRamps},
+		{Method: http.MethodGet, Path: "/api/features/:key/ramps", Access: rollout.PermRead, Handler: s.listRamps},
+		{Method: http.MethodPost, Path: "/api/features/:key/ramps", Access: rollout.PermWrite, Handler: s.createRamp},
+		{Method: http.MethodGet, Path: "/api/features/:key/ramps/:id", Access: rollout.PermRead, Handler: s.getRamp},
+		{Method: http.MethodPost, Path: "/api/features/:key/ramps/:id/pause", Access: rollout.PermWrite, Handler: s.pauseRamp},
+		{Method: http.MethodPost, Path: "/api/features/:key/ramps/:id/resume", Access: rollout.PermWrite, Handler: s.resumeRamp},
+		{Method: http.MethodPost, Path: "/api/features/:key/ramps/:id/cancel", Access: rollout.PermWrite, Handler: s.cancelRamp},
+	}
+	if opts.Pprof {
+		routes = append(routes, Route{Method: http.MethodGet, Path: "/debug/pprof/*", Access: rollout.PermAdmin,
+			Handler: echo.WrapHandler(http.DefaultServeMux)})
+	}
+	return routes
+}
+
+// register adds routes to e, each with the middleware its declaration
+// calls for. The middleware is applied here, once: e.Add's route-level
+// middleware would be applied anew for every request, which costs an
+// allocation per middleware per request on the apps' hot path.
+func (s *Server) register(e *echo.Echo, routes []Route) {
+	for _, r := range routes {
+		if r.Method == echo.RouteNotFound {
+			// Reached by requests of other methods, which s.unlisted
+			// serves as routes nobody declared.
+			e.Add(r.Method, r.Path, apply(r.Handler, r.Middleware))
+			continue
+		}
+		byPath := s.declared[r.Method]
+		if byPath == nil {
+			byPath = map[string]bool{}
+			s.declared[r.Method] = byPath
+		}
+		if byPath[r.Path] {
+			panic("api: route " + r.Method + " " + r.Path + " is declared twice")
+		}
+		byPath[r.Path] = true
+		e.Add(r.Method, r.Path, apply(r.Handler, s.middleware(r, true)))
+	}
+}
+
+// unlisted serves a request whose route nobody declared: none matched
+// (echo's 404, which needs nothing), a method the pattern does not serve
+// (echo's 405), or a route added to the echo router by other means. It
+// gives such requests the middleware of a route needing an admin token,
+// so that a route registered without a declaration fails closed. The
+// middleware is made for each request, as echo's own is.
+func (s *Server) unlisted(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		method, pattern := c.Request().Method, c.Path()
+		if s.declared[method][pattern] {
+			return next(c)
+		}
+		return apply(next, s.middleware(undeclared(method, pattern), false))(c)
+	}
+}
+
+// undeclared returns the declaration that unlisted gives a request of
+// method whose route pattern is pattern ("" for none).
+func undeclared(method, pattern string) Route {
+	r := Route{Method: method, Path: pattern, Access: rollout.PermAdmin}
+	if pattern == "" {
+		r.Access = Public
+	}
+	return r
+}
+
+// middleware returns what requests of route r go through, first to last,
+// each made for r (its method, pattern and declaration) so that none
+// looks the route up per request. declared is whether r was declared
+// (the middleware then lives as long as the route and may keep what it
+// looks up).
+func (s *Server) middleware(r Route, declared bool) []echo.MiddlewareFunc {
+	mw := []echo.MiddlewareFunc{
+		s.observe(r, declared),
+		recoverMiddleware,
+		s.cors,
+		bodies(r),
+		limitBody(r),
+		s.crossOrigin(r),
+	}
+	if s.auth != nil {
+		mw = append(mw, s.auth.middleware(r))
+	}
+	if r.Stream {
+		mw = append(mw, s.streams.middleware(r))
+	}
+	if idempotentRoute(r) {
+		mw = append(mw, s.idempotency(r))
+	}
+	if r.Change != "" {
+		mw = append(mw, changeKind(r.Change))
+	}
+	return append(mw, r.Middleware...)
+}
+
+// apply returns h inside mw, the first outermost, as echo applies
+// middleware.
+func apply(h echo.HandlerFunc, mw []echo.MiddlewareFunc) echo.HandlerFunc {
+	for i := len(mw) - 1; i >= 0; i-- {
+		h = mw[i](h)
+	}
+	return h
+}
+
+// recoverMiddleware answers a handler's panic as an internal error.
+var recoverMiddleware = middleware.RecoverWithConfig(middleware.RecoverConfig{DisablePrintStack: true})
