@@ -20,8 +20,8 @@ import (
 // spares, for as long as the server waits for the body. So a route that
 // takes no body (GET, HEAD, OPTIONS) refuses one at once, with 413, and
 // reads none of it; a route that takes one waits for it only so long (its
-// body window), and a body left unread when the answer is ready is not
-// waited for: its connection closes after the answer. While a connection
+// body window), and a body left unread when the answer is ready is waited
+// for only briefly (unreadGrace): its connection closes after the answer. While a connection
 // waits for a body it tells its ConnWatcher, so that a connection limit
 // may close it, as one that has not sent a whole request, to make room.
 
@@ -31,6 +31,11 @@ var (
 	appBodyWindow = 5 * time.Second
 	bodyWindow    = 10 * time.Second
 )
+
+// unreadGrace is how long a body the handler left unread may still take to
+// arrive: net/http reads the rest of a small one before answering, which
+// spares a client that is still sending it a connection reset.
+const unreadGrace = 250 * time.Millisecond
 
 // ConnWatcher is told when its connection starts and stops waiting for a
 // request body. Implementations must be safe for concurrent use and cheap:
@@ -108,10 +113,16 @@ func waitForBody(route Route, next echo.HandlerFunc) echo.HandlerFunc {
 		r.Body = b
 		err := next(c)
 		if !b.read {
-			// The body was not read to its end: what of it has not
-			// arrived is not waited for, and the connection closes
-			// after the answer (unless it all had).
-			_ = http.NewResponseController(b.w).SetReadDeadline(now)
+			// The body was not read to its end: net/http reads what is
+			// left (up to 256 KB) before answering, so that a client
+			// still sending it is not reset, but only for unreadGrace:
+			// a body that has not arrived by then is not waited for,
+			// and the connection closes after the answer.
+			grace := time.Now().Add(unreadGrace)
+			if deadline.Before(grace) {
+				grace = deadline
+			}
+			_ = http.NewResponseController(b.w).SetReadDeadline(grace)
 			if b.watcher != nil {
 				b.watcher.WaitingForBody(false)
 			}
