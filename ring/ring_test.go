@@ -79,7 +79,7 @@ type vectorBucket struct {
 func toBuckets(vs []vectorBucket) []Bucket {
 	out := make([]Bucket, len(vs))
 	for i, v := range vs {
-		out[i] = Bucket{v.Name, v.Replicas}
+		out[i] = Bucket(v)
 	}
 	return out
 }

@@ -120,7 +120,7 @@ func TestDatabasePasswordsNeverPrinted(t *testing.T) {
 			if err != nil {
 				t.Fatalf("token create: %v\n%s", err, stderr)
 			}
-			wantNoPassword(t, "token create", stderr)
+			wantNoPassword(t, "token create", stdout, stderr)
 			stdout, stderr, err = runCLI(t, "migrate", "--from", target, "--to", dsn)
 			if err == nil {
 				t.Fatalf("migrate into a database that is not empty succeeded")

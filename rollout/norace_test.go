@@ -1,5 +1,0 @@
-//go:build !race
-
-package rollout_test
-
-const raceEnabled = false
