@@ -110,22 +110,11 @@ func (s *Service) FlushExposures(ctx context.Context) error {
 // then once more. Failures go to report, and their counts wait for the next
 // flush.
 func (s *Service) FlushExposuresEvery(ctx context.Context, interval time.Duration, report func(error)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-			if err := s.FlushExposures(ctx); err != nil {
-				report(err)
-			}
-		case <-ctx.Done():
-			final, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if err := s.FlushExposures(final); err != nil {
-				report(err)
-			}
-			return
-		}
+	every(ctx, interval, false, s.FlushExposures, report)
+	final, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := s.FlushExposures(final); err != nil && report != nil {
+		report(err)
 	}
 }
 

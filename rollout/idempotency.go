@@ -200,16 +200,10 @@ func (s *Service) ExpireIdempotencyEvery(ctx context.Context, interval time.Dura
 	if interval <= 0 {
 		interval = DefaultIdempotencySweep
 	}
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		if _, err := s.ExpireIdempotency(ctx); err != nil && ctx.Err() == nil && report != nil {
-			report(fmt.Errorf("expire idempotency keys: %w", err))
+	every(ctx, interval, true, func(ctx context.Context) error {
+		if _, err := s.ExpireIdempotency(ctx); err != nil {
+			return fmt.Errorf("expire idempotency keys: %w", err)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
+		return nil
+	}, report)
 }

@@ -359,18 +359,10 @@ func (s *Service) RunRamps(ctx context.Context, interval time.Duration, report f
 	if interval <= 0 {
 		interval = DefaultRampInterval
 	}
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		if _, err := s.ApplyDueRamps(ctx); err != nil && ctx.Err() == nil && report != nil {
-			report(err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
+	every(ctx, interval, true, func(ctx context.Context) error {
+		_, err := s.ApplyDueRamps(ctx)
+		return err
+	}, report)
 }
 
 // ApplyDueRamps applies, for every active ramp, the steps whose time has

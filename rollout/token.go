@@ -227,18 +227,7 @@ func (t *Tokens) Changed() <-chan struct{} { return t.state.Load().changed }
 // to report. It returns when ctx is done; callers wait for that before they
 // close the store.
 func (t *Tokens) RefreshEvery(ctx context.Context, interval time.Duration, report func(error)) {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-tick.C:
-			if err := t.Refresh(ctx); err != nil && ctx.Err() == nil {
-				report(err)
-			}
-		case <-ctx.Done():
-			return
-		}
-	}
+	every(ctx, interval, false, t.Refresh, report)
 }
 
 // Enforced reports whether tokens are required: once a first token has been
@@ -312,18 +301,10 @@ func (t *Tokens) SweepSessionsEvery(ctx context.Context, interval time.Duration,
 	if interval <= 0 {
 		interval = DefaultSessionSweep
 	}
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-tick.C:
-			if _, err := t.store.SweepEndedSessions(ctx, t.now()); err != nil && ctx.Err() == nil {
-				report(err)
-			}
-		case <-ctx.Done():
-			return
-		}
-	}
+	every(ctx, interval, false, func(ctx context.Context) error {
+		_, err := t.store.SweepEndedSessions(ctx, t.now())
+		return err
+	}, report)
 }
 
 // Now returns the time of the tokens' clock, which dashboard sessions are
