@@ -4,6 +4,8 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/rollout/rollout/rollout"
@@ -98,4 +100,28 @@ func TestZeroShares(t *testing.T) {
 
 func sameBuckets(a, b []rollout.Bucket) bool {
 	return slices.EqualFunc(a, b, func(x, y rollout.Bucket) bool { return x.Name == y.Name && x.Replicas == y.Replicas })
+}
+
+// TestZeroSharesSync: a bucket with 0 replicas reaches an in-app client
+// through the sync form, which evaluates as the server does, and a fine
+// feature's sync form carries replica counts, not points.
+func TestZeroSharesSync(t *testing.T) {
+	svc, _ := newService(t)
+	mustCreate(t, svc, rollout.Feature{Key: "z", Enabled: true, Salt: "z", Buckets: []rollout.Bucket{{Name: "off", Replicas: 2000}, {Name: "on"}, {Name: "beta", Replicas: 17}}})
+	data := svc.Snapshot().AppendSync(nil)
+	client, err := rollout.DecodeSync(data)
+	if err != nil {
+		t.Fatalf("DecodeSync = %v", err)
+	}
+	if !strings.Contains(string(data), `"name":"on","replicas":0`) || len(data) > 1024 {
+		t.Errorf("sync form %s, want on with 0 replicas, replica counts only", data)
+	}
+	for u := range 2000 {
+		user := "u" + strconv.Itoa(u)
+		want, _ := svc.Snapshot().Peek("z", user)
+		got, _ := client.Peek("z", user)
+		if got.Bucket != want.Bucket || got.Bucket == "on" {
+			t.Fatalf("client Peek(z, %s) = %q, server %q; want equal, never on", user, got.Bucket, want.Bucket)
+		}
+	}
 }
