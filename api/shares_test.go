@@ -47,9 +47,8 @@ func TestPlanModesAPI(t *testing.T) {
 	if p.Mode != "nested" || !slices.Equal(p.Varied, []string{"on"}) || p.Tolerance != 0.0005 || !p.WithinTolerance {
 		t.Errorf("plan = mode %q varied %v tolerance %v within %v; want nested, on, 0.0005", p.Mode, p.Varied, p.Tolerance, p.WithinTolerance)
 	}
-	nested, exact := p.Options["nested"], p.Options["exact"]
-	if nested.Churn != p.Churn || exact.Churn <= 0 || len(exact.Buckets) != 2 {
-		t.Errorf("options %+v, want nested (churn %v) and exact", p.Options, p.Churn)
+	if nested, ok := p.Options["nested"]; !ok || nested.Churn != p.Churn || len(p.Options) != 1 {
+		t.Errorf("options %+v, want nested alone (churn %v)", p.Options, p.Churn)
 	}
 	for _, m := range p.Report.Moves {
 		if m.From != "on" || m.To != "off" {
@@ -64,6 +63,20 @@ func TestPlanModesAPI(t *testing.T) {
 	}
 	if len(back.Buckets) != 2 || back.Buckets[0].Replicas != first[0].Replicas || back.Buckets[1].Replicas != first[1].Replicas || back.Options != nil {
 		t.Errorf("50 → 10 → 50 = %v (options %v), want %v, no options", back.Buckets, back.Options, first)
+	}
+
+	// Several buckets at once: both options, the exact one answered.
+	s.must(201, "POST", "/api/features", map[string]any{"key": "abcd",
+		"targets": map[string]float64{"A": 0.25, "B": 0.25, "C": 0.25, "D": 0.25}})
+	r = s.must(200, "POST", "/api/features/abcd/plan", map[string]any{"targets": map[string]float64{"A": 0.4, "B": 0.1, "C": 0.3, "D": 0.2}})
+	var several map[string]any
+	if err := json.Unmarshal(r.body, &several); err != nil {
+		t.Fatal(err)
+	}
+	options, _ := several["options"].(map[string]any)
+	exact, _ := options["exact"].(map[string]any)
+	if several["mode"] != "exact" || len(options) != 2 || exact["cross_churn"] == nil || several["cross_moves"] == nil || several["report"].(map[string]any)["range_churn"] == nil {
+		t.Errorf("plan of several buckets = %s, want exact answered, both options, cross-moves, range churn", r.body)
 	}
 
 	r = s.must(200, "POST", "/api/features/exp/plan", map[string]any{"targets": map[string]float64{"off": 0.5, "on": 0.5}, "tolerance": 0.005})

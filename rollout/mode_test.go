@@ -31,8 +31,8 @@ func TestPlanModes(t *testing.T) {
 	if p.Mode != rollout.ModeNested || !slices.Equal(p.Varied, []string{"on"}) || p.Buckets[0].Replicas != created.Buckets[0].Replicas || !p.WithinTolerance {
 		t.Errorf("PlanShares(50 → 10, auto) = mode %q varied %v buckets %v within %v; want nested, only on", p.Mode, p.Varied, p.Buckets, p.WithinTolerance)
 	}
-	if _, ok := p.Options[rollout.ModeExact]; !ok || len(p.Options) != 2 {
-		t.Errorf("options %v, want nested and exact", p.Options)
+	if _, ok := p.Options[rollout.ModeNested]; !ok || len(p.Options) != 1 {
+		t.Errorf("options %v, want nested alone", p.Options)
 	}
 	back, err := rollout.PlanShares(p.Buckets, half, auto)
 	if err != nil || !sameBuckets(back.Buckets, created.Buckets) {
@@ -49,7 +49,7 @@ func TestPlanModes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.Mode != rollout.ModeExact || !e.WithinTolerance || len(e.CrossMoves) == 0 || e.CrossChurn <= 0 || e.Options[rollout.ModeNested].Churn <= 0 {
+	if e.Mode != rollout.ModeExact || !e.WithinTolerance || len(e.CrossMoves) == 0 || e.CrossChurn <= 0 || e.Options[rollout.ModeNested].Churn <= 0 || e.Options[rollout.ModeExact].Churn != e.Churn {
 		t.Errorf("PlanShares(several, auto) = mode %q within %v cross %v (%v) options %v; want exact, cross-moves listed", e.Mode, e.WithinTolerance, e.CrossMoves, e.CrossChurn, e.Options)
 	}
 	if _, err := rollout.PlanShares(start.Buckets, to, rollout.PlanOptions{Mode: "closest"}); rollout.ErrorCode(err) != rollout.EInvalid {

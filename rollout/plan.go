@@ -46,9 +46,9 @@ const (
 	// between existing buckets a nested plan would not make are its
 	// CrossMoves.
 	ModeExact = "exact"
-	// ModeAuto plans both and answers the nested plan when it changes
-	// one bucket (every change of two buckets does), else the exact plan;
-	// Options holds both.
+	// ModeAuto answers the nested plan when it changes one bucket (every
+	// change of two buckets does) and reaches its target; else it plans
+	// both and answers the exact plan. Options holds the plans made.
 	ModeAuto = "auto"
 )
 
@@ -151,7 +151,8 @@ type Plan struct {
 	// users once (see plan.Nested).
 	Varied    []string `json:"varied,omitempty"`
 	Replanned bool     `json:"replanned,omitempty"`
-	// Options are the plans ModeAuto chose from, by mode.
+	// Options are the plans ModeAuto made, by mode: the nested one alone
+	// when it answers it, else both.
 	Options map[string]PlanOption `json:"options,omitempty"`
 }
 
@@ -195,17 +196,18 @@ func PlanSharesContext(ctx context.Context, buckets []Bucket, targets map[string
 		return modePlan(plan.Shares(ctx, current, targets, po), targets, ModeExact), nil
 	}
 	nested := modePlan(plan.Nested(ctx, current, targets, po), targets, ModeNested)
-	exact := modePlan(plan.Shares(ctx, current, targets, po), targets, ModeExact)
-	chosen := exact
 	if len(nested.Varied) <= 1 && nested.variedWithin() {
 		// One bucket grows at the others' expense or shrinks in their
 		// favour: the others drift from their scaled shares by what the
-		// arcs it takes or gives hold, which nesting is worth.
-		chosen = nested
+		// arcs it takes or gives hold, which nesting is worth. No exact
+		// search (the long one) is needed.
+		nested.Options = map[string]PlanOption{ModeNested: nested.option()}
+		return nested, nil
 	}
-	chosen.Steps = nested.Steps + exact.Steps
-	chosen.Options = map[string]PlanOption{ModeNested: nested.option(), ModeExact: exact.option()}
-	return chosen, nil
+	exact := modePlan(plan.Shares(ctx, current, targets, po), targets, ModeExact)
+	exact.Steps += nested.Steps
+	exact.Options = map[string]PlanOption{ModeNested: nested.option(), ModeExact: exact.option()}
+	return exact, nil
 }
 
 // checkMode reports an unknown mode.
