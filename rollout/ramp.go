@@ -18,10 +18,15 @@ import (
 // Scheduled ramps. A ramp grows one bucket of a feature to a list of shares,
 // one step at a time at the step's time. Each step is an ordinary change of
 // the feature (actor RampActor, the step named in the summary) that only
-// adds replicas to the bucket, and the last step of share 1 removes the
-// other buckets: adding the next replica of a bucket moves users only into
-// it, so a user who enters the bucket at one step stays in it at every
-// later step.
+// adds replicas to the bucket, and the last step of share 1 sets the other
+// buckets to 0 replicas (they stay, serving no one, so that the kill
+// switch can still serve the fallback and a later ramp can give them users
+// again): adding the next replica of a bucket moves users only into it, so
+// a user who enters the bucket at one step stays in it at every later
+// step. A bucket may start at 0 replicas. A ramp down (decreasing shares,
+// down to 0) only removes replicas of its bucket, so users move only out
+// of it; a bucket that serves everyone cannot ramp down (the others have
+// no replicas to take its users): ramp another bucket up instead.
 //
 // Ramps are stored. The runner (RunRamps, or ApplyDueRamps called by hand)
 // reads the active ramps from the store and applies the steps that are due;

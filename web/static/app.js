@@ -624,9 +624,12 @@
     const text = field(form, 'steps').replace(/%/g, ' ').trim();
     if (text === '') throw new Error('Give the steps: the share of users the bucket gets at each, e.g. 5, 10, 25, 50.');
     const steps = text.split(/[\s,;]+/).filter((x) => x !== '').map((x, i) => parsePercent(x, 'Step ' + (i + 1)));
+    // A ramp up (increasing steps above 0%) or down (decreasing, to 0% at the least).
+    const down = steps.length > 1 && steps[1] < steps[0];
     for (let i = 0; i < steps.length; i++) {
-      if (steps[i] === 0) throw new Error('Step ' + (i + 1) + ': give a share above 0%.');
-      if (i > 0 && steps[i] <= steps[i - 1]) throw new Error('Step ' + (i + 1) + ' is not above step ' + i + ': the steps must increase.');
+      if (steps[i] === 0 && !down) throw new Error('Step ' + (i + 1) + ': give a share above 0% (0% ends a ramp down only).');
+      if (i > 0 && !down && steps[i] <= steps[i - 1]) throw new Error('Step ' + (i + 1) + ' is not above step ' + i + ': the steps must increase (or all decrease, for a ramp down).');
+      if (i > 0 && down && steps[i] >= steps[i - 1]) throw new Error('Step ' + (i + 1) + ' is not below step ' + i + ': the steps of a ramp down must all decrease.');
     }
     const n = Number(field(form, 'every'));
     if (!Number.isInteger(n) || n < 1) throw new Error('Give the time between steps as a whole number, e.g. 1 day.');
