@@ -14,7 +14,7 @@ import (
 // in the preview, beside the plan it found, which can still be applied.
 func TestBrowserPlanCutShort(t *testing.T) {
 	a := newApp(t, 0)
-	a.e = api.New(a.svc, api.Options{Plans: api.PlanLimits{Budget: 1000}})
+	a.e = api.New(a.svc, api.Options{Plans: api.PlanLimits{Budget: 10}}) // fine plans take few steps
 	web.Register(a.e, a.svc, web.Options{})
 	a.seed(t)
 	b := startBrowserOn(t, a)

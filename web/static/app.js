@@ -452,6 +452,10 @@
       if (feature && !req.toggles && !req.deletes && result.feature.buckets.length !== countBefore && rep.modulo_churn != null) {
         box.append(el('p', { class: 'modulo' }, 'Naive hash mod N would move ', el('b', { class: 'num' }, pct(rep.modulo_churn)), '.'));
       }
+      if (feature && !req.toggles && !req.deletes && rep.churn > 0 && rep.method === 'exact' && rep.range_churn != null) {
+        // The baseline product managers know: contiguous ranges of a 0–100 % hash.
+        box.append(el('p', { class: 'range' }, 'Range bucketing (how LaunchDarkly, Unleash, GrowthBook, Flipt and flagd split users) would move ', el('b', { class: 'num' }, pct(rep.range_churn)), '.'));
+      }
       if (req.plan) {
         const p = req.plan;
         // The bound is for plans that hit the targets exactly; one within
@@ -461,6 +465,22 @@
           : 'no plan that hits the targets exactly can move fewer than ' + pct(p.lower_bound) + '; this one moves a little fewer because its shares land within its max error of them.';
         box.append(el('p', { class: 'plan-churn' }, 'Moves ' + pct(p.churn) + ' of users; ' + bound));
         box.append(el('p', { class: 'plan-error' }, 'The planned shares are within ' + (100 * p.max_error).toFixed(3) + ' percentage points of the targets (max error).'));
+        // Asked vs achieved, each bucket: "You asked 1.00%: 1.00% (exact: 0.99881%)".
+        const asked = el('ul', { class: 'plan-asked' });
+        for (const n of Object.keys(p.targets).sort()) {
+          const got = p.shares_after[n] || 0;
+          asked.append(el('li', { 'data-bucket': n }, n + ': you asked ' + pct(p.targets[n]) + ': ' + pct(got) + ' (exact: ' + (100 * got).toFixed(5) + '%)'));
+        }
+        box.append(asked);
+        if (p.replanned) box.append(el('p', { class: 'plan-replanned' }, 'This feature had too few ring points for shares exact to 0.05 points: this first change gives it more, and moves users once; later changes move users only into or out of the buckets that change.'));
+        if (p.mode === 'nested' && p.varied && p.varied.length > 0) box.append(el('p', { class: 'plan-nested' }, 'Only the replicas of ' + p.varied.join(', ') + ' change: users move only into or out of ' + (p.varied.length === 1 ? 'it' : 'them') + ', and changing the share back returns the same users.'));
+        if (p.cross_churn > 0 && p.cross_moves) {
+          box.append(el('p', { class: 'plan-cross' }, pct(p.cross_churn) + ' switch between existing variants ' + p.cross_moves.map((m) => m.from + '→' + m.to).join(', ') + ': this affects a running experiment.'));
+        }
+        if (p.mode === 'exact' && p.options && p.options.nested) {
+          const n = p.options.nested;
+          box.append(el('p', { class: 'plan-option' }, 'Moving users only into or out of the buckets that change (' + (n.varied || []).join(', ') + ') would move ' + pct(n.churn) + ' and leave the shares within ' + (100 * n.max_error).toFixed(3) + ' percentage points of the targets.'));
+        }
         if (p.cut_short) {
           const why = p.cut_reason === 'deadline' ? 'it ran out of time' : 'it used up its budget of steps';
           box.append(el('p', { class: 'plan-cut' }, 'The planner stopped early (' + why + '): this is the best plan it found, and a longer search might move fewer users or come closer to the targets.'));
@@ -498,7 +518,7 @@
       if (!req.create) row.append(el('td', { class: 'num', 'data-label': 'Now' }, n in before ? pct(before[n]) : '—'));
       if (req.plan) row.append(el('td', { class: 'num target', 'data-label': 'Target' }, n in req.plan.targets ? pct(req.plan.targets[n]) : '—'));
       row.append(el('td', { class: 'num after', 'data-label': req.create ? 'Share' : 'After' }, n in after ? pct(after[n]) : '—'));
-      if (req.plan) row.append(el('td', { class: 'num replicas', 'data-label': 'Replicas' }, n in planned ? String(planned[n]) : 'removed'));
+      if (req.plan) row.append(el('td', { class: 'num replicas', 'data-label': 'Replicas' }, n in planned ? String(planned[n]) + (planned[n] === 0 ? ' (0%, kept)' : '') : 'removed'));
       tbody.append(row);
     }
     const head = el('tr', {}, el('th', { scope: 'col' }, 'Bucket'));
