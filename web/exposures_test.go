@@ -70,7 +70,7 @@ func TestServedSRM(t *testing.T) {
 		t.Errorf("the page has no passing sample-ratio check:\n%s", body)
 	}
 	add(5_000, 5_000) // as many more on as off: still close
-	add(20_000, 0)            // 2 % more on than the shares say
+	add(20_000, 0)    // 2 % more on than the shares say
 	body = a.get(t, "/ui/features/dark-mode").Body.String()
 	if !strings.Contains(body, `class="srm error" data-mismatch="true"`) || !strings.Contains(body, "Sample-ratio mismatch (p &lt; 0.001)") {
 		t.Errorf("the page does not warn of a sample-ratio mismatch:\n%s", body)
