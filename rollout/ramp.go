@@ -147,10 +147,10 @@ func (sp RampSpec) steps(now time.Time) ([]RampStep, error) {
 			return nil, Errorf(EInvalid, "step %d has share %v: each step's share must be above 0 and at most 1 (or 0, the last step of a ramp down)", i+1, s)
 		}
 		if i > 0 && !down && s <= sp.Shares[i-1] {
-			return nil, Errorf(EInvalid, "step %d has share %v, not above step %d's %v: a ramp's shares must all increase, or all decrease", i+1, s, i, sp.Shares[i-1])
+			return nil, Errorf(EInvalid, "step %d has share %v, not above step %d's %v: a ramp's shares must increase (or all decrease, for a ramp down)", i+1, s, i, sp.Shares[i-1])
 		}
 		if i > 0 && down && s >= sp.Shares[i-1] {
-			return nil, Errorf(EInvalid, "step %d has share %v, not below step %d's %v: a ramp's shares must all increase, or all decrease", i+1, s, i, sp.Shares[i-1])
+			return nil, Errorf(EInvalid, "step %d has share %v, not below step %d's %v: the shares of a ramp down must all decrease", i+1, s, i, sp.Shares[i-1])
 		}
 	}
 	if sp.MaxChurn != nil && (math.IsNaN(*sp.MaxChurn) || *sp.MaxChurn < 0 || *sp.MaxChurn > 1) {
