@@ -125,3 +125,25 @@ func TestZeroSharesSync(t *testing.T) {
 		}
 	}
 }
+
+// TestRoundedTargets: in a mode, 3 × 33.33 % is equal thirds (targets
+// rescaled to sum to 1); without a mode, and beyond two decimals' rounding,
+// targets must sum to 1.
+func TestRoundedTargets(t *testing.T) {
+	thirds := map[string]float64{"A": 0.3333, "B": 0.3333, "C": 0.3333}
+	p, err := rollout.PlanNew(thirds, rollout.PlanOptions{Mode: rollout.ModeAuto})
+	if err != nil || !p.WithinTolerance || p.Targets["A"] != 0.3333/0.9999 {
+		t.Fatalf("PlanNew(3 × 33.33 %%) = %+v, %v; want thirds within tolerance", p, err)
+	}
+	for _, name := range []string{"A", "B", "C"} {
+		if math.Abs(p.SharesAfter[name]-1.0/3) > rollout.FineTolerance {
+			t.Errorf("share of %s = %v, want a third within 0.05 points", name, p.SharesAfter[name])
+		}
+	}
+	if _, err := rollout.PlanNew(thirds, rollout.PlanOptions{}); rollout.ErrorCode(err) != rollout.EInvalid {
+		t.Errorf("PlanNew(3 × 33.33 %%, no mode) = %v, want EInvalid", err)
+	}
+	if _, err := rollout.PlanNew(map[string]float64{"A": 0.333, "B": 0.333, "C": 0.333}, rollout.PlanOptions{Mode: rollout.ModeAuto}); rollout.ErrorCode(err) != rollout.EInvalid {
+		t.Errorf("PlanNew(3 × 33.3 %%) = %v, want EInvalid", err)
+	}
+}

@@ -180,6 +180,7 @@ func PlanSharesContext(ctx context.Context, buckets []Bucket, targets map[string
 	if err != nil {
 		return Plan{}, err
 	}
+	targets = rescaled(targets, opts)
 	for _, b := range buckets {
 		if _, ok := targets[b.Name]; !ok {
 			return Plan{}, Errorf(EInvalid, "the targets do not name bucket %q: give every bucket its share (0 removes it)", b.Name)
@@ -265,6 +266,7 @@ func PlanNewContext(ctx context.Context, targets map[string]float64, opts PlanOp
 	if err != nil {
 		return Plan{}, err
 	}
+	targets = rescaled(targets, opts)
 	if opts.Mode != "" {
 		order := slices.Clone(opts.Order)
 		for _, name := range slices.Sorted(maps.Keys(targets)) {
@@ -381,10 +383,32 @@ func checkTargets(targets map[string]float64, opts PlanOptions) (float64, error)
 		}
 		sum += t
 	}
-	if math.Abs(sum-1) > targetSumSlack {
+	if math.Abs(sum-1) > targetSumSlack && (opts.Mode == "" || math.Abs(sum-1) > roundedSumSlack*float64(len(targets))) {
 		return 0, Errorf(EInvalid, "the targets sum to %v, not 1: give fractions of users that add up to 1, such as 0.25 for 25 %%", sum)
 	}
 	return tol, nil
+}
+
+// roundedSumSlack is how far from 1, per bucket, targets in a mode may sum:
+// percentages rounded to two decimals (3 × 33.33 % for thirds). Such
+// targets are rescaled to sum to 1 (see rescaled).
+const roundedSumSlack = 0.00005
+
+// rescaled returns targets divided by their sum, when in a mode they sum
+// to 1 only within roundedSumSlack (3 × 0.3333: thirds); else targets.
+func rescaled(targets map[string]float64, opts PlanOptions) map[string]float64 {
+	var sum float64
+	for _, name := range slices.Sorted(maps.Keys(targets)) {
+		sum += targets[name]
+	}
+	if opts.Mode == "" || math.Abs(sum-1) <= targetSumSlack {
+		return targets
+	}
+	out := make(map[string]float64, len(targets))
+	for name, t := range targets {
+		out[name] = t / sum
+	}
+	return out
 }
 
 // Plan returns the plan that brings the feature key's buckets to the target

@@ -201,10 +201,12 @@
     return n / 100;
   }
 
-  // checkSum refuses shares that do not add up to everyone.
+  // checkSum refuses shares that do not add up to everyone, but for
+  // percentages rounded to two decimals (3 × 33.33% is thirds: the server
+  // rescales them, as rollout's roundedSumSlack allows).
   function checkSum(shares) {
     const sum = shares.reduce((a, b) => a + b, 0);
-    if (Math.abs(sum - 1) > 1e-6) {
+    if (Math.abs(sum - 1) > 0.00005 * shares.length) {
       throw new Error('The shares add up to ' + (100 * sum).toFixed(2) + '%: make them add up to 100%.');
     }
   }
