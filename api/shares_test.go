@@ -65,6 +65,22 @@ func TestPlanModesAPI(t *testing.T) {
 		t.Errorf("50 → 10 → 50 = %v (options %v), want %v, no options", back.Buckets, back.Options, first)
 	}
 
+	// 3 × 33.33 % is equal thirds.
+	var thirds struct {
+		Feature struct {
+			Shares map[string]float64 `json:"shares"`
+		} `json:"feature"`
+	}
+	r = s.must(201, "POST", "/api/features", map[string]any{"key": "thirds", "targets": map[string]float64{"A": 0.3333, "B": 0.3333, "C": 0.3333}})
+	if err := json.Unmarshal(r.body, &thirds); err != nil {
+		t.Fatal(err)
+	}
+	for name, share := range thirds.Feature.Shares {
+		if math.Abs(share-1.0/3) > 0.0005 {
+			t.Errorf("3 × 33.33 %%: share of %s = %v, want a third within 0.05 points", name, share)
+		}
+	}
+
 	// Several buckets at once: both options, the exact one answered.
 	s.must(201, "POST", "/api/features", map[string]any{"key": "abcd",
 		"targets": map[string]float64{"A": 0.25, "B": 0.25, "C": 0.25, "D": 0.25}})
