@@ -5,7 +5,9 @@
 // shares and limits, which the caller has checked, and its result is
 // replica counts with their exact figures. Package rollout validates a
 // request, calls it and answers with rollout.Plan (rollout.PlanShares,
-// rollout.PlanNew, rollout.Service.Plan).
+// rollout.PlanNew, rollout.Service.Plan). Shares and Initial search every
+// bucket's count; Nested and Fine (nested.go) plan fine rings whose
+// changes move users only into or out of the buckets that change.
 package plan
 
 import (
