@@ -106,6 +106,7 @@ type createRequest struct {
 	// replicas come from a plan (see plannedBuckets).
 	Targets   map[string]float64 `json:"targets"`
 	Tolerance *float64           `json:"tolerance"`
+	Mode      string             `json:"mode"` // as a plan's; any mode plans a fine ring
 	guards
 }
 
@@ -128,8 +129,8 @@ func (s *Server) createFeature(c echo.Context) error {
 		if f.Buckets, err = s.plannedBuckets(c, req); err != nil {
 			return err
 		}
-	} else if req.Tolerance != nil {
-		return badRequest("tolerance is for targets: give targets too, or no tolerance")
+	} else if req.Tolerance != nil || req.Mode != "" {
+		return badRequest("tolerance is for targets, and so is mode: give targets too, or neither")
 	}
 	if req.Enabled != nil {
 		f.Enabled = *req.Enabled

@@ -98,6 +98,10 @@ func (p *planner) run(c echo.Context, opts rollout.PlanOptions, plan func(contex
 type planRequest struct {
 	Targets   map[string]float64 `json:"targets"`
 	Tolerance *float64           `json:"tolerance"`
+	// Mode is rollout.ModeNested, ModeExact or ModeAuto; none is
+	// ModeAuto, unless a tolerance is given: then the plan is the one of
+	// no mode, as before modes were.
+	Mode string `json:"mode"`
 }
 
 // planResponse answers POST /api/features/K/plan: the plan and the churn
@@ -107,12 +111,16 @@ type planResponse struct {
 	Report rollout.Report `json:"report"`
 }
 
-// planOptions reads the targets and tolerance of a request that plans.
-func planOptions(targets map[string]float64, tolerance *float64) (rollout.PlanOptions, error) {
+// planOptions reads the targets, tolerance and mode of a request that
+// plans: with neither a tolerance nor a mode, the mode is ModeAuto.
+func planOptions(targets map[string]float64, tolerance *float64, mode string) (rollout.PlanOptions, error) {
 	if targets == nil {
 		return rollout.PlanOptions{}, badRequest(`give the target share of each bucket: {"targets":{"A":0.75,"B":0.25}}`)
 	}
-	var opts rollout.PlanOptions
+	opts := rollout.PlanOptions{Mode: mode}
+	if mode == "" && tolerance == nil {
+		opts.Mode = rollout.ModeAuto
+	}
 	if tolerance != nil {
 		if err := rollout.CheckTolerance(*tolerance); err != nil {
 			return opts, badRequest("%s", rollout.ErrorMessage(err))
@@ -133,7 +141,7 @@ func (s *Server) plan(c echo.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	opts, err := planOptions(req.Targets, req.Tolerance)
+	opts, err := planOptions(req.Targets, req.Tolerance, req.Mode)
 	if err != nil {
 		return err
 	}
@@ -178,9 +186,12 @@ func (s *Server) setBuckets(c echo.Context) error {
 // request's buckets come first, in their order. The plan runs within the
 // server's PlanLimits.
 func (s *Server) plannedBuckets(c echo.Context, req createRequest) ([]rollout.Bucket, error) {
-	opts, err := planOptions(req.Targets, req.Tolerance)
+	opts, err := planOptions(req.Targets, req.Tolerance, req.Mode)
 	if err != nil {
 		return nil, err
+	}
+	for _, b := range req.Buckets {
+		opts.Order = append(opts.Order, b.Name)
 	}
 	for _, b := range req.Buckets {
 		if b.Replicas != nil {

@@ -58,7 +58,7 @@ func TestRampRefusals(t *testing.T) {
 		{"tolerance finer than a user in a million", "/api/features/f/ramps", map[string]any{"bucket": "on", "steps": []float64{0.5}, "tolerance": 1e-9}, 400, "bad_request", "tolerance 1e-09 is out of range"},
 		{"tolerance 1", "/api/features/f/ramps", map[string]any{"bucket": "on", "steps": []float64{0.5}, "tolerance": 1}, 400, "bad_request", "tolerance 1 is out of range"},
 		{"unknown field", "/api/features/f/ramps", map[string]any{"bucket": "on", "steps": []float64{0.5}, "evry": "1h"}, 400, "bad_request", "evry"},
-		{"share reached", "/api/features/f/ramps", map[string]any{"bucket": "off", "steps": []float64{0.5}}, 422, "invalid", "nothing to ramp"},
+		{"share reached", "/api/features/f/ramps", map[string]any{"bucket": "off", "steps": []float64{0.2, 0.5}, "every": "24h"}, 422, "invalid", "nothing to ramp"},
 		{"unknown ramp", "/api/features/f/ramps/nope/pause", nil, 404, "not_found", `ramp "nope" does not exist`},
 		{"every overflows", "/api/features/f/ramps", map[string]any{"bucket": "on", "steps": []float64{0.1, 0.5, 1}, "every": "2562047h"}, 400, "bad_request", "longer than 100 years"},
 		{"steps beyond 100 years", "/api/features/f/ramps", map[string]any{"bucket": "on", "steps": []float64{0.1, 0.5, 1}, "every": "500000h"}, 422, "invalid", "more than 100 years"},

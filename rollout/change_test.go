@@ -25,12 +25,13 @@ func TestChangeRefusals(t *testing.T) {
 		code   string
 	}{
 		{"add an existing bucket", rollout.AddBucket(rollout.Bucket{Name: "A", Replicas: 3}), rollout.EConflict},
-		{"add a bucket with 0 replicas", rollout.AddBucket(rollout.Bucket{Name: "D", Replicas: 0}), rollout.EInvalid},
+		{"add a bucket with -1 replicas", rollout.AddBucket(rollout.Bucket{Name: "D", Replicas: -1}), rollout.EInvalid},
 		{"add a bucket with # in its name", rollout.AddBucket(rollout.Bucket{Name: "D#1", Replicas: 3}), rollout.EInvalid},
-		{"add a bucket with 1001 replicas", rollout.AddBucket(rollout.Bucket{Name: "D", Replicas: 1001}), rollout.EInvalid},
+		{"add a bucket with too many replicas", rollout.AddBucket(rollout.Bucket{Name: "D", Replicas: rollout.MaxReplicas + 1}), rollout.EInvalid},
 		{"update a missing bucket", rollout.UpdateBucket("Z", ptr(3), nil), rollout.ENotFound},
 		{"update nothing", rollout.UpdateBucket("A", nil, nil), rollout.EInvalid},
-		{"update to 0 replicas", rollout.UpdateBucket("A", ptr(0), nil), rollout.EInvalid},
+		{"update to -1 replicas", rollout.UpdateBucket("A", ptr(-1), nil), rollout.EInvalid},
+		{"set every bucket to 0 replicas", rollout.SetBuckets([]rollout.Bucket{{Name: "A"}, {Name: "B"}, {Name: "C"}}), rollout.EInvalid},
 		{"remove a missing bucket", rollout.RemoveBucket("Z"), rollout.ENotFound},
 		{"remove the fallback", rollout.RemoveBucket("C"), rollout.EConflict},
 		{"remove an overridden bucket", rollout.RemoveBucket("B"), rollout.EConflict},

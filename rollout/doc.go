@@ -26,7 +26,8 @@
 // the feature's current version (ChangeOptions.IfMatch, retried on a lost
 // race), refused over ChangeOptions.MaxChurn; each applied change writes a
 // Version with its Report, the exact fraction of users it moves, from which
-// bucket to which, and swaps in a new Snapshot.
+// bucket to which, beside what modulo and range bucketing (RangeChurn)
+// would move, and swaps in a new Snapshot.
 //
 // Versions and history (store.go, history.go). Every change is a Version of
 // its feature: Service.Versions and Service.Changes (the audit log) read
@@ -37,11 +38,16 @@
 // counts that bring a feature's buckets to target shares within a
 // tolerance (CheckTolerance is the one rule for a tolerance, of plans and
 // ramps alike), moving as few users as they can; the search itself is
-// package rollout/plan.
+// package rollout/plan. In a mode (PlanOptions.Mode) plans are fine, to
+// FineTolerance: ModeNested changes only the buckets that change (users
+// move only into or out of them), ModeExact rebalances every bucket and
+// lists its CrossMoves, ModeAuto offers both.
 //
 // Ramps (ramp.go). A Ramp grows one bucket to a list of shares at set
-// times, each step an ordinary change that only adds replicas to it, so
-// that a user who enters the bucket stays in it; ApplyDueRamps applies the
+// times (or shrinks it: a ramp down), each step an ordinary change that
+// only adds replicas to it (removes them), so that a user who enters the
+// bucket stays in it; its step of 100 % leaves the other buckets at 0
+// replicas; ApplyDueRamps applies the
 // steps that are due, on whichever instance gets to them first, and
 // RunRamps does so at an interval.
 //
@@ -52,8 +58,9 @@
 //
 // Exposures (exposure.go). What evaluations served, counted by feature,
 // version and bucket, are flushed to the store (FlushExposures) and read
-// back as an ExposureReport; in-app clients send theirs in batches
-// (AddExposureBatch), each taken once.
+// back as an ExposureReport, with a sample-ratio check of each version's
+// counts against its exact shares (srm.go: CheckSRM, ChiSquareSF); in-app
+// clients send theirs in batches (AddExposureBatch), each taken once.
 //
 // The change feed (feed.go). Several instances may share one database:
 // every committed change writes a Commit to the store's feed, and

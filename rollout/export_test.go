@@ -17,3 +17,7 @@ func NewReport(before, after Feature) Report {
 	}
 	return newReport(cb, compile(after))
 }
+
+// CoarseLimits are the limits plans of no mode keep on features that fit
+// them.
+var CoarseLimits = coarseLimits

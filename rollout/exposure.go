@@ -135,6 +135,11 @@ type ExposureReport struct {
 	Total    int64            `json:"total"`
 	Buckets  []BucketExposure `json:"buckets"`
 	Versions []Exposure       `json:"versions"`
+	// SRM is the sample-ratio check of the current version's counts
+	// (null: nothing to test), VersionSRM those of every version with
+	// counts, newest first (see versionSRM).
+	SRM        *SRM  `json:"srm"`
+	VersionSRM []SRM `json:"version_srm"`
 }
 
 // Exposures returns the evaluation counts of the feature key: those stored
@@ -204,6 +209,22 @@ func (s *Service) Exposures(ctx context.Context, key string) (ExposureReport, er
 			b.Observed = float64(n) / float64(rep.Total)
 		}
 		rep.Buckets = append(rep.Buckets, b)
+	}
+	byVersion := map[int]map[string]int64{}
+	for k, n := range counts {
+		if byVersion[k.version] == nil {
+			byVersion[k.version] = map[string]int64{}
+		}
+		byVersion[k.version][k.bucket] = n
+	}
+	if rep.VersionSRM, err = s.versionSRM(ctx, cur, byVersion); err != nil {
+		return ExposureReport{}, err
+	}
+	if rep.VersionSRM == nil {
+		rep.VersionSRM = []SRM{}
+	}
+	if len(rep.VersionSRM) > 0 && rep.VersionSRM[0].Version == rep.Version {
+		rep.SRM = &rep.VersionSRM[0]
 	}
 	return rep, nil
 }

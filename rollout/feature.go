@@ -16,8 +16,8 @@ import (
 
 // Limits on what one feature may hold.
 const (
-	MaxReplicas       = 1000
-	MaxPoints         = 10_000 // ring points per feature
+	MaxReplicas       = 20_000
+	MaxPoints         = 20_000 // ring points per feature
 	MaxBuckets        = 100
 	MaxOverrides      = 10_000
 	MaxDescription    = 1024
@@ -131,6 +131,11 @@ func (f Feature) validate(strict bool) error {
 	if points > MaxPoints {
 		return Errorf(EInvalid, "the buckets have %d replicas in all; a feature has at most %d ring points", points, MaxPoints)
 	}
+	if points == 0 {
+		// A bucket with 0 replicas serves no one but stays (a ramp's or
+		// a dormant variant's); a ring with no point would serve no one.
+		return Errorf(EInvalid, "every bucket has 0 replicas: give at least one bucket replicas, so that the feature serves its users")
+	}
 	if f.Fallback != "" && !seen[f.Fallback] {
 		return Errorf(EInvalid, "fallback %q is not a bucket of the feature", f.Fallback)
 	}
@@ -157,8 +162,8 @@ func (b Bucket) validate(strict bool) error {
 	if !bucketPattern.MatchString(b.Name) {
 		return Errorf(EInvalid, "bucket name %q is invalid: use 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '-'", b.Name)
 	}
-	if b.Replicas < 1 || b.Replicas > MaxReplicas {
-		return Errorf(EInvalid, "bucket %q has %d replicas: replicas must be between 1 and %d", b.Name, b.Replicas, MaxReplicas)
+	if b.Replicas < 0 || b.Replicas > MaxReplicas {
+		return Errorf(EInvalid, "bucket %q has %d replicas: replicas must be between 0 and %d", b.Name, b.Replicas, MaxReplicas)
 	}
 	if len(b.Value) > MaxValueBytes {
 		return Errorf(EInvalid, "the value of bucket %q is %d bytes; at most %d", b.Name, len(b.Value), MaxValueBytes)

@@ -130,7 +130,8 @@ type lookup struct {
 	ok      bool
 }
 
-// maxLookupPoints bounds the positions one look-up keeps: 640 KB.
+// maxLookupPoints bounds the positions one look-up keeps: 1.3 MB (16 bytes
+// a position, 80,000 of them).
 const maxLookupPoints = 4 * MaxPoints
 
 // assignAt is compiled.assign on configuration f, for one user, without

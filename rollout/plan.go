@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/rollout/rollout/ring"
 	"github.com/rollout/rollout/rollout/plan"
 )
 
@@ -27,6 +28,35 @@ const (
 // one to five seconds on one core.
 const DefaultPlanBudget = plan.DefaultBudget
 
+// FineTolerance is the tolerance of plans in a mode (PlanOptions.Mode) that
+// give none: 0.05 percentage points.
+const FineTolerance = plan.FineTolerance
+
+// Plan modes (PlanOptions.Mode).
+const (
+	// ModeNested changes only the replicas of the buckets that change, so
+	// users move only into or out of them (see plan.Nested): one bucket
+	// growing at the others' expense, or shrinking in their favour, as in
+	// every change of two buckets, is nested exactly and changing it back
+	// returns the same ring; when several change at once the others'
+	// shares drift. A target of 0 keeps its bucket with 0 replicas.
+	ModeNested = "nested"
+	// ModeExact searches every bucket's replicas to bring every share
+	// within tolerance, moving the fewest users it finds; the moves
+	// between existing buckets a nested plan would not make are its
+	// CrossMoves.
+	ModeExact = "exact"
+	// ModeAuto answers the nested plan when it changes one bucket (every
+	// change of two buckets does) and reaches its target; else it plans
+	// both and answers the exact plan. Options holds the plans made.
+	ModeAuto = "auto"
+)
+
+// coarseLimits are the limits plans of no mode keep on features that fit
+// them: those of features before fine plans (1,000 replicas per bucket,
+// 10,000 points), so that they answer exactly as they did.
+var coarseLimits = plan.Limits{MaxReplicas: 1000, MaxPoints: 10_000}
+
 // targetSumSlack is how far from 1 the targets of a plan may sum.
 const targetSumSlack = 1e-9
 
@@ -40,6 +70,30 @@ type PlanOptions struct {
 	// (replicas added or removed while trying counts) and is the best
 	// found so far, cut short. 0 means DefaultPlanBudget.
 	Budget int64
+	// Mode is ModeNested, ModeExact or ModeAuto: fine plans, within the
+	// feature limits and FineTolerance unless Tolerance is given. ""
+	// plans as before fine plans did: the exact search, within 1,000
+	// replicas per bucket and 10,000 points on features that fit them,
+	// and DefaultTolerance.
+	Mode string
+	// Order is the order of a new feature's buckets (PlanNew in a mode):
+	// the first with a target above 0 anchors its ring (see plan.Fine).
+	// Buckets it leaves out follow by name.
+	Order []string
+}
+
+// PlanOption is one of the plans of a change ModeAuto offers: its buckets
+// and figures, as in Plan.
+type PlanOption struct {
+	Buckets         []Bucket           `json:"buckets"`
+	SharesAfter     map[string]float64 `json:"shares_after"`
+	MaxError        float64            `json:"max_error"`
+	WithinTolerance bool               `json:"within_tolerance"`
+	Churn           float64            `json:"churn"`
+	CrossChurn      float64            `json:"cross_churn"`
+	CrossMoves      []Move             `json:"cross_moves"`
+	Varied          []string           `json:"varied,omitempty"`
+	Replanned       bool               `json:"replanned,omitempty"`
 }
 
 // Why a plan was cut short (Plan.CutReason).
@@ -82,6 +136,24 @@ type Plan struct {
 	CutReason string `json:"cut_reason,omitempty"`
 	// Steps is the number of steps the search took (see PlanOptions.Budget).
 	Steps int64 `json:"steps"`
+	// Mode is the mode of the plan (ModeNested or ModeExact), "" for a
+	// plan of no mode.
+	Mode string `json:"mode,omitempty"`
+	// CrossMoves are the moves of users between two buckets that had
+	// users which a nested change would not make (into a bucket not
+	// growing or out of one not shrinking, beyond tolerance): they switch
+	// users between existing variants of a running experiment.
+	// CrossChurn is their total.
+	CrossMoves []Move  `json:"cross_moves,omitempty"`
+	CrossChurn float64 `json:"cross_churn,omitempty"`
+	// Varied are the buckets a nested plan changes; Replanned reports that
+	// it first scaled a ring too coarse for its tolerance, which moves
+	// users once (see plan.Nested).
+	Varied    []string `json:"varied,omitempty"`
+	Replanned bool     `json:"replanned,omitempty"`
+	// Options are the plans ModeAuto made, by mode: the nested one alone
+	// when it answers it, else both.
+	Options map[string]PlanOption `json:"options,omitempty"`
 }
 
 // planLimits are a feature's limits, as the planner takes them.
@@ -108,13 +180,73 @@ func PlanSharesContext(ctx context.Context, buckets []Bucket, targets map[string
 	if err != nil {
 		return Plan{}, err
 	}
+	targets = rescaled(targets, opts)
 	for _, b := range buckets {
 		if _, ok := targets[b.Name]; !ok {
 			return Plan{}, Errorf(EInvalid, "the targets do not name bucket %q: give every bucket its share (0 removes it)", b.Name)
 		}
 	}
-	r := plan.Shares(ctx, ringBuckets(buckets), targets, opts.planOptions(tol))
-	return planOf(r, targets), nil
+	current := ringBuckets(buckets)
+	po := opts.planOptions(tol, current)
+	switch opts.Mode {
+	case "":
+		return planOf(plan.Shares(ctx, current, targets, po), targets), nil
+	case ModeNested:
+		return modePlan(plan.Nested(ctx, current, targets, po), targets, ModeNested), nil
+	case ModeExact:
+		return modePlan(plan.Shares(ctx, current, targets, po), targets, ModeExact), nil
+	}
+	nested := modePlan(plan.Nested(ctx, current, targets, po), targets, ModeNested)
+	if len(nested.Varied) <= 1 && nested.variedWithin() {
+		// One bucket grows at the others' expense or shrinks in their
+		// favour: the others drift from their scaled shares by what the
+		// arcs it takes or gives hold, which nesting is worth. No exact
+		// search (the long one) is needed.
+		nested.Options = map[string]PlanOption{ModeNested: nested.option()}
+		return nested, nil
+	}
+	exact := modePlan(plan.Shares(ctx, current, targets, po), targets, ModeExact)
+	exact.Steps += nested.Steps
+	exact.Options = map[string]PlanOption{ModeNested: nested.option(), ModeExact: exact.option()}
+	return exact, nil
+}
+
+// checkMode reports an unknown mode.
+func checkMode(mode string) error {
+	switch mode {
+	case "", ModeNested, ModeExact, ModeAuto:
+		return nil
+	}
+	return Errorf(EInvalid, "mode %q is unknown: give %q (move users only into or out of the buckets that change), %q (rebalance every bucket exactly) or %q (both, answering the nested plan when one bucket changes)", mode, ModeNested, ModeExact, ModeAuto)
+}
+
+func modePlan(r plan.Result, targets map[string]float64, mode string) Plan {
+	p := planOf(r, targets)
+	p.Mode = mode
+	p.CrossMoves = make([]Move, len(r.CrossMoves))
+	for i, m := range r.CrossMoves {
+		p.CrossMoves[i] = Move(m)
+	}
+	p.CrossChurn, p.Varied, p.Replanned = r.CrossChurn, r.Varied, r.Replanned
+	return p
+}
+
+// variedWithin reports whether the buckets a nested plan changes are
+// within its tolerance of their targets.
+func (p Plan) variedWithin() bool {
+	for _, name := range p.Varied {
+		if math.Abs(p.SharesAfter[name]-p.Targets[name]) > p.Tolerance+plan.ShareSlack {
+			return false
+		}
+	}
+	return true
+}
+
+func (p Plan) option() PlanOption {
+	return PlanOption{
+		Buckets: p.Buckets, SharesAfter: p.SharesAfter, MaxError: p.MaxError, WithinTolerance: p.WithinTolerance,
+		Churn: p.Churn, CrossChurn: p.CrossChurn, CrossMoves: p.CrossMoves, Varied: p.Varied, Replanned: p.Replanned,
+	}
 }
 
 // PlanNew plans the replicas of a new feature whose buckets get the target
@@ -134,17 +266,46 @@ func PlanNewContext(ctx context.Context, targets map[string]float64, opts PlanOp
 	if err != nil {
 		return Plan{}, err
 	}
+	targets = rescaled(targets, opts)
+	if opts.Mode != "" {
+		order := slices.Clone(opts.Order)
+		for _, name := range slices.Sorted(maps.Keys(targets)) {
+			if !slices.Contains(order, name) {
+				order = append(order, name)
+			}
+		}
+		order = slices.DeleteFunc(order, func(name string) bool { _, ok := targets[name]; return !ok })
+		p := planOf(plan.Fine(ctx, order, targets, opts.planOptions(tol, nil)), targets)
+		p.Mode = ModeNested
+		return p, nil
+	}
 	for _, name := range slices.Sorted(maps.Keys(targets)) {
 		if targets[name] == 0 {
 			return Plan{}, Errorf(EInvalid, "target of bucket %q is 0: a new feature's buckets need a share above 0", name)
 		}
 	}
-	r := plan.Initial(ctx, targets, DefaultReplicas, opts.planOptions(tol))
+	r := plan.Initial(ctx, targets, DefaultReplicas, opts.planOptions(tol, nil))
 	return planOf(r, targets), nil
 }
 
-func (o PlanOptions) planOptions(tol float64) plan.Options {
-	return plan.Options{Tolerance: tol, Budget: o.Budget, Limits: planLimits}
+// planOptions are the planner's options: a plan of no mode keeps the
+// coarse limits on buckets that fit them.
+func (o PlanOptions) planOptions(tol float64, current []ring.Bucket) plan.Options {
+	lim := planLimits
+	if o.Mode == "" {
+		lim = coarseLimits
+		points := 0
+		for _, b := range current {
+			points += b.Replicas
+			if b.Replicas > coarseLimits.MaxReplicas {
+				lim = planLimits
+			}
+		}
+		if points > coarseLimits.MaxPoints {
+			lim = planLimits
+		}
+	}
+	return plan.Options{Tolerance: tol, Budget: o.Budget, Limits: lim}
 }
 
 // planOf returns the planner's result r for targets as a Plan.
@@ -186,10 +347,22 @@ func tolerance(tol float64) (float64, error) {
 	return tol, CheckTolerance(tol)
 }
 
+// planTolerance is tolerance for a plan: FineTolerance by default in a
+// mode.
+func planTolerance(opts PlanOptions) (float64, error) {
+	if err := checkMode(opts.Mode); err != nil {
+		return 0, err
+	}
+	if opts.Tolerance == 0 && opts.Mode != "" {
+		return FineTolerance, nil
+	}
+	return tolerance(opts.Tolerance)
+}
+
 // checkTargets reports what is wrong with targets and the tolerance, and
 // returns the tolerance to use.
 func checkTargets(targets map[string]float64, opts PlanOptions) (float64, error) {
-	tol, err := tolerance(opts.Tolerance)
+	tol, err := planTolerance(opts)
 	if err != nil {
 		return 0, err
 	}
@@ -210,10 +383,32 @@ func checkTargets(targets map[string]float64, opts PlanOptions) (float64, error)
 		}
 		sum += t
 	}
-	if math.Abs(sum-1) > targetSumSlack {
+	if math.Abs(sum-1) > targetSumSlack && (opts.Mode == "" || math.Abs(sum-1) > roundedSumSlack*float64(len(targets))) {
 		return 0, Errorf(EInvalid, "the targets sum to %v, not 1: give fractions of users that add up to 1, such as 0.25 for 25 %%", sum)
 	}
 	return tol, nil
+}
+
+// roundedSumSlack is how far from 1, per bucket, targets in a mode may sum:
+// percentages rounded to two decimals (3 × 33.33 % for thirds). Such
+// targets are rescaled to sum to 1 (see rescaled).
+const roundedSumSlack = 0.00005
+
+// rescaled returns targets divided by their sum, when in a mode they sum
+// to 1 only within roundedSumSlack (3 × 0.3333: thirds); else targets.
+func rescaled(targets map[string]float64, opts PlanOptions) map[string]float64 {
+	var sum float64
+	for _, name := range slices.Sorted(maps.Keys(targets)) {
+		sum += targets[name]
+	}
+	if opts.Mode == "" || math.Abs(sum-1) <= targetSumSlack {
+		return targets
+	}
+	out := make(map[string]float64, len(targets))
+	for name, t := range targets {
+		out[name] = t / sum
+	}
+	return out
 }
 
 // Plan returns the plan that brings the feature key's buckets to the target

@@ -52,7 +52,7 @@ func TestPlanSharesIsThePlanners(t *testing.T) {
 	current := []rollout.Bucket{{Name: "A", Replicas: 80}, {Name: "B", Replicas: 120}, {Name: "C", Replicas: 60}}
 	ringCurrent := []ring.Bucket{{Name: "A", Replicas: 80}, {Name: "B", Replicas: 120}, {Name: "C", Replicas: 60}}
 	targets := map[string]float64{"A": 0.2, "B": 0, "C": 0.55, "D": 0.25}
-	limits := plan.Limits{MaxReplicas: rollout.MaxReplicas, MaxPoints: rollout.MaxPoints}
+	limits := rollout.CoarseLimits
 	for _, budget := range []int64{0, 500} {
 		got, err := rollout.PlanShares(current, targets, rollout.PlanOptions{Budget: budget})
 		if err != nil {

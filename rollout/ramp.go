@@ -18,10 +18,15 @@ import (
 // Scheduled ramps. A ramp grows one bucket of a feature to a list of shares,
 // one step at a time at the step's time. Each step is an ordinary change of
 // the feature (actor RampActor, the step named in the summary) that only
-// adds replicas to the bucket, and the last step of share 1 removes the
-// other buckets: adding the next replica of a bucket moves users only into
-// it, so a user who enters the bucket at one step stays in it at every
-// later step.
+// adds replicas to the bucket, and the last step of share 1 sets the other
+// buckets to 0 replicas (they stay, serving no one, so that the kill
+// switch can still serve the fallback and a later ramp can give them users
+// again): adding the next replica of a bucket moves users only into it, so
+// a user who enters the bucket at one step stays in it at every later
+// step. A bucket may start at 0 replicas. A ramp down (decreasing shares,
+// down to 0) only removes replicas of its bucket, so users move only out
+// of it; a bucket that serves everyone cannot ramp down (the others have
+// no replicas to take its users): ramp another bucket up instead.
 //
 // Ramps are stored. The runner (RunRamps, or ApplyDueRamps called by hand)
 // reads the active ramps from the store and applies the steps that are due;
@@ -132,16 +137,20 @@ func (sp RampSpec) steps(now time.Time) ([]RampStep, error) {
 	n := len(sp.Shares)
 	switch {
 	case n == 0:
-		return nil, Errorf(EInvalid, "a ramp needs at least one step: give steps, the bucket's shares in increasing order, e.g. [0.05, 0.25, 1]")
+		return nil, Errorf(EInvalid, "a ramp needs at least one step: give steps, the bucket's shares in increasing (or decreasing) order, e.g. [0.05, 0.25, 1]")
 	case n > MaxRampSteps:
 		return nil, Errorf(EInvalid, "a ramp has at most %d steps, got %d", MaxRampSteps, n)
 	}
+	down := n > 1 && sp.Shares[1] < sp.Shares[0]
 	for i, s := range sp.Shares {
-		if math.IsNaN(s) || s <= 0 || s > 1 {
-			return nil, Errorf(EInvalid, "step %d has share %v: each step's share must be above 0 and at most 1", i+1, s)
+		if math.IsNaN(s) || s < 0 || s > 1 || s == 0 && !down {
+			return nil, Errorf(EInvalid, "step %d has share %v: each step's share must be above 0 and at most 1 (or 0, the last step of a ramp down)", i+1, s)
 		}
-		if i > 0 && s <= sp.Shares[i-1] {
-			return nil, Errorf(EInvalid, "step %d has share %v, not above step %d's %v: a ramp's shares must increase", i+1, s, i, sp.Shares[i-1])
+		if i > 0 && !down && s <= sp.Shares[i-1] {
+			return nil, Errorf(EInvalid, "step %d has share %v, not above step %d's %v: a ramp's shares must increase (or all decrease, for a ramp down)", i+1, s, i, sp.Shares[i-1])
+		}
+		if i > 0 && down && s >= sp.Shares[i-1] {
+			return nil, Errorf(EInvalid, "step %d has share %v, not below step %d's %v: the shares of a ramp down must all decrease", i+1, s, i, sp.Shares[i-1])
 		}
 	}
 	if sp.MaxChurn != nil && (math.IsNaN(*sp.MaxChurn) || *sp.MaxChurn < 0 || *sp.MaxChurn > 1) {
@@ -243,7 +252,17 @@ func (s *Service) CreateRamp(ctx context.Context, key string, spec RampSpec, act
 		return Ramp{}, Errorf(ENotFound, "feature %q has no bucket %q: ramp one of its buckets", key, spec.Bucket)
 	}
 	last := steps[len(steps)-1].Share
-	if share := c.feature.Ring().Shares()[b.Name]; share >= last {
+	share := c.feature.Ring().Shares()[b.Name]
+	switch {
+	case len(steps) == 1 && share > last || len(steps) > 1 && steps[1].Share < steps[0].Share:
+		// A ramp down: it only removes replicas of its bucket.
+		if share <= last {
+			return Ramp{}, Errorf(EInvalid, "bucket %q already has %s of users, at most the ramp's last step (%s): nothing to ramp down", b.Name, percent(share), percent(last))
+		}
+		if share >= 1 {
+			return Ramp{}, Errorf(EInvalid, "bucket %q serves every user and the other buckets have no replicas: removing its replicas cannot give them users; ramp another bucket up from 0 %% instead, which moves users out of %q only", b.Name, b.Name)
+		}
+	case share >= last:
 		return Ramp{}, Errorf(EInvalid, "bucket %q already has %s of users, at least the ramp's last step (%s): nothing to ramp", b.Name, percent(share), percent(last))
 	}
 	tol, err := tolerance(spec.Tolerance)
@@ -431,15 +450,20 @@ func (s *Service) stepRamp(ctx context.Context, r Ramp) (Ramp, bool, error) {
 	if !ok {
 		return pause("bucket %q was removed from the feature by hand", r.Bucket)
 	}
-	if b.Replicas < r.Replicas {
+	down := r.Down(f.Ring().Shares()[r.Bucket])
+	if !down && b.Replicas < r.Replicas {
 		return pause("bucket %q has %d replicas, fewer than the %d of the ramp's last step: it was lowered by hand, and growing it again would move users out and back in; cancel this ramp and start a new one", r.Bucket, b.Replicas, r.Replicas)
+	}
+	if down && b.Replicas > r.Replicas {
+		return pause("bucket %q has %d replicas, more than the %d of the ramp's last step: it was raised by hand, and lowering it again would move users in and back out; cancel this ramp and start a new one", r.Bucket, b.Replicas, r.Replicas)
 	}
 	var ch Change
 	replicas, reached := b.Replicas, 1.0
 	if step.Share >= 1 {
-		ch = rampFinal(r.Bucket, fmt.Sprintf("ramp %s: step %d of %d, %s", r.Bucket, i+1, len(r.Steps), percent(step.Share)))
+		replicas = max(b.Replicas, 1)
+		ch = rampFinal(r.Bucket, replicas, fmt.Sprintf("ramp %s: step %d of %d, %s", r.Bucket, i+1, len(r.Steps), percent(step.Share)))
 	} else {
-		replicas, reached, err = rampReplicas(f, r.Bucket, step.Share, r.Tolerance)
+		replicas, reached, err = rampReplicas(f, r.Bucket, step.Share, r.Tolerance, down)
 		if err != nil {
 			return pause("%s", ErrorMessage(err))
 		}
@@ -454,7 +478,7 @@ func (s *Service) stepRamp(ctx context.Context, r Ramp) (Ramp, bool, error) {
 	if next.Next == len(next.Steps) {
 		next.State = RampDone
 	}
-	if step.Share < 1 && replicas == b.Replicas || step.Share >= 1 && len(f.Buckets) == 1 {
+	if step.Share < 1 && replicas == b.Replicas || step.Share >= 1 && replicas == b.Replicas && othersEmpty(f, r.Bucket) {
 		// The bucket has the share already (changed by hand): nothing
 		// to change, the step is done.
 		return next, false, s.store.UpdateRamp(ctx, next)
@@ -475,13 +499,33 @@ func (s *Service) stepRamp(ctx context.Context, r Ramp) (Ramp, bool, error) {
 	return r, false, err
 }
 
+// Down reports whether r ramps its bucket down, when the bucket has share
+// now: its steps decrease, or its one step is below share.
+func (r Ramp) Down(share float64) bool {
+	if len(r.Steps) > 1 {
+		return r.Steps[1].Share < r.Steps[0].Share
+	}
+	return len(r.Steps) == 1 && r.Steps[0].Share < share
+}
+
+// othersEmpty reports whether every bucket of f but bucket has 0 replicas.
+func othersEmpty(f Feature, bucket string) bool {
+	for _, b := range f.Buckets {
+		if b.Name != bucket && b.Replicas > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // rampReplicas returns the replicas of bucket whose exact share, the other
 // buckets of f as they are, comes closest to target: the smallest count not
-// below the bucket's current one whose share reaches target, or the count
-// just below it when that one's share falls short of target by less than
-// the other passes it (and either is within tol). It returns EInvalid when
-// no count within the feature's limits comes within tol of target.
-func rampReplicas(f Feature, bucket string, target, tol float64) (int, float64, error) {
+// below the bucket's current one (not above it, down) whose share reaches
+// target, or the count just below it when that one's share falls short of
+// target by less than the other passes it (and either is within tol). It
+// returns EInvalid when no count within the feature's limits comes within
+// tol of target.
+func rampReplicas(f Feature, bucket string, target, tol float64, down bool) (int, float64, error) {
 	counts := make(map[string]int, len(f.Buckets))
 	points := 0
 	for _, b := range f.Buckets {
@@ -490,6 +534,9 @@ func rampReplicas(f Feature, bucket string, target, tol float64) (int, float64, 
 	}
 	lo := counts[bucket]
 	hi := min(MaxReplicas, MaxPoints-(points-lo))
+	if down {
+		lo, hi = 0, lo
+	}
 	share := func(n int) float64 {
 		counts[bucket] = n
 		return mustRing(counts).Shares()[bucket]
@@ -548,17 +595,18 @@ func rampReplicasChange(bucket string, replicas int, summary string) Change {
 	return ch
 }
 
-// rampFinal removes every bucket but bucket, as a ramp's last step.
-func rampFinal(bucket, summary string) Change {
+// rampFinal sets every bucket but bucket to 0 replicas, and bucket to
+// replicas, as a ramp's last step of share 1: the other buckets stay, at 0
+// %, so that the kill switch can still serve its fallback and a later ramp
+// can give them users again.
+func rampFinal(bucket string, replicas int, summary string) Change {
 	return Change{
 		summary: summary,
 		apply: func(f *Feature) error {
-			for _, b := range slices.Clone(f.Buckets) {
-				if b.Name == bucket {
-					continue
-				}
-				if err := RemoveBucket(b.Name).apply(f); err != nil {
-					return err
+			for i := range f.Buckets {
+				f.Buckets[i].Replicas = 0
+				if f.Buckets[i].Name == bucket {
+					f.Buckets[i].Replicas = replicas
 				}
 			}
 			return nil

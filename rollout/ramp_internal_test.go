@@ -15,7 +15,7 @@ func TestRampReplicasBruteForce(t *testing.T) {
 		target  float64
 	}{{1, 50, 0.05}, {1, 50, 0.3}, {3, 3, 0.7}, {10, 200, 0.1}, {40, 200, 0.25}, {2, 100, 0.5}, {1, 9, 0.9}} {
 		f := Feature{Key: "f", Buckets: []Bucket{{Name: "on", Replicas: tc.on}, {Name: "off", Replicas: tc.off}}}
-		n, share, err := rampReplicas(f, "on", tc.target, DefaultTolerance)
+		n, share, err := rampReplicas(f, "on", tc.target, DefaultTolerance, false)
 		if err != nil {
 			t.Errorf("rampReplicas(on %d, off %d, %v) = %v", tc.on, tc.off, tc.target, err)
 			continue

@@ -138,8 +138,8 @@ func TestRampUsersStayIn(t *testing.T) {
 		before = after
 	}
 	f, _ := svc.Snapshot().Feature("f")
-	if len(f.Buckets) != 1 || f.Buckets[0].Name != "on" {
-		t.Errorf("after the last step the buckets are %v, want on alone", f.Buckets)
+	if len(f.Buckets) != 2 || f.Buckets[0].Name != "on" || f.Buckets[0].Replicas == 0 || f.Buckets[1].Replicas != 0 {
+		t.Errorf("after the last step the buckets are %v, want on, and off kept at 0 replicas", f.Buckets)
 	}
 	vs, err := svc.Versions(ctx, "f", 0, 0)
 	if err != nil {
@@ -290,7 +290,7 @@ func TestRampPauses(t *testing.T) {
 		{"over max_churn", rollout.RampSpec{Bucket: "on", Shares: []float64{0.5}, MaxChurn: ptr(0.2)}, rollout.Change{}, "more than max_churn"},
 		{"bucket removed", rollout.RampSpec{Bucket: "on", Shares: []float64{0.5}}, rollout.RemoveBucket("on"), `bucket "on" was removed`},
 		{"replicas lowered", rollout.RampSpec{Bucket: "on", Shares: []float64{0.5}}, rollout.UpdateBucket("on", ptr(1), nil), "fewer than the 5 of the ramp's last step"},
-		{"last step removes the fallback", rollout.RampSpec{Bucket: "on", Shares: []float64{1}}, rollout.Patch(nil, nil, ptr("off")), `"off" is the fallback`},
+		{"replicas raised in a ramp down", rollout.RampSpec{Bucket: "on", Shares: []float64{0.01}}, rollout.UpdateBucket("on", ptr(50), nil), "more than the 5 of the ramp's last step"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -480,4 +480,66 @@ func TestRampLastStepDoneByHand(t *testing.T) {
 	if f, _ := svc.Snapshot().Feature("f"); f.Version != 2 {
 		t.Errorf("feature at version %d, want 2 (created, removed off)", f.Version)
 	}
+}
+
+// TestRampZeroAndDown: a ramp starts from a bucket at 0 replicas, its 100 %
+// step keeps the other bucket at 0 replicas (the fallback stays), a ramp of
+// that bucket from 0 % gives it users again, and a ramp down only removes
+// replicas of its bucket (users move only out of it) down to 0 %. A ramp
+// down of a bucket that serves everyone is refused.
+func TestRampZeroAndDown(t *testing.T) {
+	ctx := context.Background()
+	clock := newTestClock()
+	svc := openServices(t, 1, clock.clock())[0]
+	f := onOff("f", 0, 2000)
+	f.Fallback = "off"
+	mustCreate(t, svc, f)
+	run := func(spec rollout.RampSpec) {
+		t.Helper()
+		spec.Every, spec.Start = time.Hour, clock.Now()
+		r := mustRamp(t, svc, "f", spec)
+		for range spec.Shares {
+			svc.ApplyDueRamps(ctx)
+			clock.Add(time.Hour)
+		}
+		if got := rampOf(t, svc, r); got.State != rollout.RampDone {
+			t.Fatalf("ramp %v: %s (%s), want done", spec.Shares, got.State, got.Reason)
+		}
+	}
+	run(rollout.RampSpec{Bucket: "on", Shares: []float64{0.1, 0.5, 1}})
+	full, _ := svc.Snapshot().Feature("f")
+	if b, _ := full.Bucket("off"); b.Replicas != 0 || full.Fallback != "off" {
+		t.Fatalf("at 100 %%: %v fallback %q, want off kept at 0 replicas and the fallback", full.Buckets, full.Fallback)
+	}
+	_, err := svc.CreateRamp(ctx, "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.5}}, "")
+	wantErrorCode(t, "CreateRamp(down from 100 %)", err, rollout.EInvalid)
+
+	run(rollout.RampSpec{Bucket: "off", Shares: []float64{0.3, 0.5}})
+	half, _ := svc.Snapshot().Feature("f")
+	if on, _ := half.Bucket("on"); on.Replicas != mustBucket(t, full, "on").Replicas {
+		t.Errorf("ramping off up changed on: %v", half.Buckets)
+	}
+	run(rollout.RampSpec{Bucket: "off", Shares: []float64{0.2, 0}})
+	end, _ := svc.Snapshot().Feature("f")
+	if off, _ := end.Bucket("off"); off.Replicas != 0 {
+		t.Errorf("after ramping off down to 0: %v", end.Buckets)
+	}
+	rep := rollout.NewReport(half, end)
+	for _, m := range rep.Moves {
+		if m.From != "off" || m.To != "on" {
+			t.Errorf("ramping off down moves %+v, want only off → on", m)
+		}
+	}
+	if math.Abs(rep.Churn-rep.SharesBefore["off"]) > 1e-12 {
+		t.Errorf("ramping off down moved %v, want its whole share %v", rep.Churn, rep.SharesBefore["off"])
+	}
+}
+
+func mustBucket(t *testing.T, f rollout.Feature, name string) rollout.Bucket {
+	t.Helper()
+	b, ok := f.Bucket(name)
+	if !ok {
+		t.Fatalf("feature %s has no bucket %s", f.Key, name)
+	}
+	return b
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"maps"
+	"math/big"
 	"slices"
 
 	"github.com/rollout/rollout/ring"
@@ -25,15 +26,94 @@ const (
 // are of the users the feature serves; no bucket (a disabled feature without
 // fallback) has no share.
 type Report struct {
-	FromVersion     int                `json:"from_version"`
-	ToVersion       int                `json:"to_version"`
-	Method          string             `json:"method"`
-	Churn           float64            `json:"churn"`
-	Moves           []Move             `json:"moves"`
-	SharesBefore    map[string]float64 `json:"shares_before"`
-	SharesAfter     map[string]float64 `json:"shares_after"`
-	ModuloChurn     float64            `json:"modulo_churn"`
-	OverrideChanges []OverrideChange   `json:"override_changes,omitempty"`
+	FromVersion  int                `json:"from_version"`
+	ToVersion    int                `json:"to_version"`
+	Method       string             `json:"method"`
+	Churn        float64            `json:"churn"`
+	Moves        []Move             `json:"moves"`
+	SharesBefore map[string]float64 `json:"shares_before"`
+	SharesAfter  map[string]float64 `json:"shares_after"`
+	ModuloChurn  float64            `json:"modulo_churn"`
+	// RangeChurn is what range bucketing would move for the same change
+	// of shares (see RangeChurn): the baseline of LaunchDarkly, Unleash,
+	// GrowthBook, Flipt and flagd, which split a 0–100 % hash into
+	// contiguous ranges.
+	RangeChurn      float64          `json:"range_churn"`
+	OverrideChanges []OverrideChange `json:"override_changes,omitempty"`
+}
+
+// BucketShare is a bucket's share of users, in a list that keeps the
+// buckets' order.
+type BucketShare struct {
+	Bucket string
+	Share  float64
+}
+
+// RangeChurn returns the fraction of users that range bucketing moves when
+// the shares change from before to after: each list's buckets, in their
+// order, take contiguous ranges of the hash space from 0 (the first bucket
+// [0, s1), the next [s1, s1+s2), …), and a user at position h stays when
+// the same bucket's ranges hold h before and after. It depends on the
+// share lists alone, and is computed exactly from them (rational
+// arithmetic on the float64 shares, converted once). A list with no
+// bucket serves no one: from or to it everyone moves (0 when both are
+// empty). Thirds to quarters (A/B/C → A/B/C/D) moves 1/2.
+func RangeChurn(before, after []BucketShare) float64 {
+	switch {
+	case len(before) == 0 && len(after) == 0:
+		return 0
+	case len(before) == 0 || len(after) == 0:
+		return 1
+	}
+	type span struct{ lo, hi *big.Rat }
+	ranges := func(list []BucketShare) (map[string]span, *big.Rat) {
+		out := make(map[string]span, len(list))
+		at := new(big.Rat)
+		for _, b := range list {
+			lo := new(big.Rat).Set(at)
+			at.Add(at, new(big.Rat).SetFloat64(b.Share))
+			out[b.Bucket] = span{lo, new(big.Rat).Set(at)}
+		}
+		return out, at
+	}
+	rb, totalB := ranges(before)
+	ra, totalA := ranges(after)
+	stay := new(big.Rat)
+	for name, a := range ra {
+		b, ok := rb[name]
+		if !ok {
+			continue
+		}
+		lo, hi := a.lo, a.hi
+		if b.lo.Cmp(lo) > 0 {
+			lo = b.lo
+		}
+		if b.hi.Cmp(hi) < 0 {
+			hi = b.hi
+		}
+		if hi.Cmp(lo) > 0 {
+			stay.Add(stay, new(big.Rat).Sub(hi, lo))
+		}
+	}
+	// The shares sum to 1 up to rounding: measure against the larger sum.
+	whole := totalB
+	if totalA.Cmp(whole) > 0 {
+		whole = totalA
+	}
+	moved, _ := new(big.Rat).Quo(new(big.Rat).Sub(whole, stay), whole).Float64()
+	return max(0, moved)
+}
+
+// orderedShares returns the shares of f's buckets in f's order, as a
+// version serves them: shares holds them by name (the served ring's).
+func orderedShares(f Feature, shares map[string]float64) []BucketShare {
+	out := make([]BucketShare, 0, len(shares))
+	for _, b := range f.Buckets {
+		if s, ok := shares[b.Name]; ok {
+			out = append(out, BucketShare{Bucket: b.Name, Share: s})
+		}
+	}
+	return out
 }
 
 // Move is a fraction of users that change bucket. From or To is "" for no
@@ -104,10 +184,16 @@ func newReport(before, after *compiled) Report {
 			rep.Moves = append(rep.Moves, Move(m))
 		}
 		rep.ModuloChurn = ring.ModuloChurn(rb, ra)
+		var sharesBefore []BucketShare
+		if before != nil {
+			sharesBefore = orderedShares(before.feature, rep.SharesBefore)
+		}
+		rep.RangeChurn = RangeChurn(sharesBefore, orderedShares(after.feature, rep.SharesAfter))
 	} else {
 		rep.Method = MethodExpected
 		rep.Churn, rep.Moves = independentChurn(rep.SharesBefore, rep.SharesAfter)
 		rep.ModuloChurn, _ = independentChurn(uniform(rb), uniform(ra))
+		rep.RangeChurn = rep.Churn // a new salt hashes every user anew, ranges or not
 	}
 	rep.OverrideChanges = overrideChanges(before, after)
 	return rep

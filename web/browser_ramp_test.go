@@ -30,10 +30,10 @@ func TestBrowserRamp(t *testing.T) {
 	}
 
 	form := `form[data-ramp=create] `
-	b.do(chromedp.SetValue(chromedp.CSS("#ramp-bucket"), "on"), fill("#ramp-steps", "60, 50"),
+	b.do(chromedp.SetValue(chromedp.CSS("#ramp-bucket"), "on"), fill("#ramp-steps", "60, 50, 55"),
 		chromedp.Click(chromedp.CSS(form+`button[type=submit]`)), waitFor(form+".error"))
-	if got, want := b.text(form+".error"), "Step 2 is not above step 1: the steps must increase."; got != want {
-		t.Errorf("decreasing steps = %q, want %q", got, want)
+	if got, want := b.text(form+".error"), "Step 3 is not below step 2: the steps of a ramp down must all decrease."; got != want {
+		t.Errorf("steps down then up = %q, want %q", got, want)
 	}
 	b.do(fill("#ramp-steps", "60, 75, 90"), fill("#ramp-every", "1"), chromedp.SetValue(chromedp.CSS("#ramp-unit"), "h"))
 	if hidden := evaluate[bool](b, `document.querySelector('form[data-ramp=create] .error').hidden`); !hidden {

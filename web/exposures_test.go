@@ -43,3 +43,36 @@ func TestServedSaturated(t *testing.T) {
 		t.Errorf("the page shows a negative count:\n%s", body)
 	}
 }
+
+// TestServedSRM: the feature's page gives the sample-ratio check of the
+// counts it shows, and warns when they do not match the shares served.
+func TestServedSRM(t *testing.T) {
+	a := newApp(t, 100)
+	a.seed(t)
+	ctx := context.Background()
+	f, _ := a.svc.Snapshot().Feature("dark-mode")
+	shares, _ := a.svc.Snapshot().Shares("dark-mode")
+	h := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	add := func(on, off int64) {
+		t.Helper()
+		if err := a.db.AddExposures(ctx, []rollout.Exposure{
+			{FeatureID: f.ID, Version: f.Version, Bucket: "on", Hour: h, Count: on},
+			{FeatureID: f.ID, Version: f.Version, Bucket: "off", Hour: h, Count: off},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := int64(1_000_000)
+	on := int64(math.Round(shares["on"] * float64(n)))
+	add(on, n-on)
+	body := a.get(t, "/ui/features/dark-mode").Body.String()
+	if !strings.Contains(body, `data-mismatch="false">Sample-ratio check of the 1,000,000 evaluations at version 1`) || !strings.Contains(body, "the counts match the shares") {
+		t.Errorf("the page has no passing sample-ratio check:\n%s", body)
+	}
+	add(5_000, 5_000) // as many more on as off: still close
+	add(20_000, 0)    // 2 % more on than the shares say
+	body = a.get(t, "/ui/features/dark-mode").Body.String()
+	if !strings.Contains(body, `class="srm error" data-mismatch="true"`) || !strings.Contains(body, "Sample-ratio mismatch (p &lt; 0.001)") {
+		t.Errorf("the page does not warn of a sample-ratio mismatch:\n%s", body)
+	}
+}

@@ -100,9 +100,10 @@ type featurePage struct {
 	ServedVersion int      // the version whose evaluations "served to apps" counts
 	Buckets       []bucketRow
 	SampleSize    int
-	SampleNone    int   // sampled users served no bucket
-	Observed      int64 // evaluations apps got at this version
-	ObservedNone  int64 // of which no bucket
+	SampleNone    int          // sampled users served no bucket
+	Observed      int64        // evaluations apps got at this version
+	ObservedNone  int64        // of which no bucket
+	SRM           *rollout.SRM // the sample-ratio check of ServedVersion's counts, if any
 	Overrides     []overrideRow
 	MoreOverrides int
 	Banner        *versionView // the change just applied
@@ -230,6 +231,11 @@ func (h *handler) feature(c echo.Context) error {
 		}
 	}
 	p.Observed, p.ObservedNone = exposures.Total, served[""]
+	for i, r := range exposures.VersionSRM {
+		if r.Version == p.ServedVersion {
+			p.SRM = &exposures.VersionSRM[i]
+		}
+	}
 	if !f.Enabled && f.Fallback != "" {
 		p.ServedBar = newBar([]string{f.Fallback}, map[string]float64{f.Fallback: 1}, colour)
 	}

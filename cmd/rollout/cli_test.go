@@ -31,7 +31,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"help"}, everyCommand, nil},
 		{[]string{"serve", "-h"}, []string{"usage: rollout serve", "-addr", "-db", "-max-conns", "-max-streams", "-max-streams-per-token", "-idle-timeout", "-log-format"}, nil},
 		{[]string{"--db", "x.db", "-h"}, []string{"usage: rollout serve"}, nil},
-		{[]string{"simulate", "-h"}, []string{"usage: rollout simulate", "-replicas", "1 to 1000 replicas"}, []string{"-db"}},
+		{[]string{"simulate", "-h"}, []string{"usage: rollout simulate", "-replicas", "1 to 20000 replicas"}, []string{"-db"}},
 		{[]string{"token", "-h"}, []string{"rollout token create", "rollout token list", "rollout token revoke"}, nil},
 		{[]string{"token", "--help"}, []string{"rollout token create"}, nil},
 		{[]string{"help", "token"}, []string{"rollout token create"}, nil},

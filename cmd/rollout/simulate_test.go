@@ -172,14 +172,14 @@ func TestSimulateRefusesBadFlags(t *testing.T) {
 	}{
 		{[]string{"--set", "A"}, "want NAME=REPLICAS"},
 		{[]string{"--set", "A=x"}, "want NAME=REPLICAS"},
-		{[]string{"--set", "A=-1"}, "a bucket has 1 to 1000 replicas"},
+		{[]string{"--set", "A=-1"}, "a bucket has 1 to 20000 replicas"},
 		{[]string{"--set", "A=0"}, "--remove takes one out"},
-		{[]string{"--set", "A=1001"}, "a bucket has 1 to 1000 replicas"},
-		{[]string{"--replicas", "0"}, "--replicas 0: a bucket has 1 to 1000 replicas"},
-		{[]string{"--replicas", "1001"}, "--replicas 1001: a bucket has 1 to 1000 replicas"},
+		{[]string{"--set", "A=20001"}, "a bucket has 1 to 20000 replicas"},
+		{[]string{"--replicas", "0"}, "--replicas 0: a bucket has 1 to 20000 replicas"},
+		{[]string{"--replicas", "20001"}, "--replicas 20001: a bucket has 1 to 20000 replicas"},
 		{[]string{"--buckets", "A", "--remove", "A"}, "a ring with no bucket serves no one"},
 		{[]string{"--buckets", "A", "--set", "A=5"}, "give at least two buckets"},
-		{[]string{"--buckets", "A,B,C,E,F,G,H,I,J,K", "--replicas", "1000"}, "at most 10000 ring points"},
+		{[]string{"--buckets", "A,B,C,E,F,G,H,I,J,K", "--replicas", "2001"}, "at most 20000 ring points"},
 		{[]string{"--add", "D/1"}, "bucket name \"D/1\" is invalid"},
 		// B would take 64.8 % of users, more than modulo's 50 %.
 		{[]string{"--buckets", "A", "--add", "B"}, "which would print negative savings"},
@@ -197,7 +197,7 @@ func TestSimulateRefusesBadFlags(t *testing.T) {
 		{[]string{"--keys", "many"}, "invalid value"},
 		{[]string{"--buckets", "A,,B"}, "empty bucket name"},
 		{[]string{"--buckets", "A,B,A"}, "duplicate bucket"},
-		{[]string{"--replicas", "-1"}, "a bucket has 1 to 1000 replicas"},
+		{[]string{"--replicas", "-1"}, "a bucket has 1 to 20000 replicas"},
 		{[]string{"--bogus"}, "not defined"},
 		{[]string{"extra"}, "takes no arguments"},
 	}

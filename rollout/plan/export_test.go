@@ -7,3 +7,6 @@ const CtxCheckEvery = ctxCheckEvery
 // FeatureLimits are a feature's limits (rollout.MaxReplicas and
 // rollout.MaxPoints), which the tests plan within.
 var FeatureLimits = Limits{MaxReplicas: 1000, MaxPoints: 10_000}
+
+// FineLimits are a feature's limits for fine plans.
+var FineLimits = Limits{MaxReplicas: 20_000, MaxPoints: 20_000}

@@ -5,7 +5,9 @@
 // shares and limits, which the caller has checked, and its result is
 // replica counts with their exact figures. Package rollout validates a
 // request, calls it and answers with rollout.Plan (rollout.PlanShares,
-// rollout.PlanNew, rollout.Service.Plan).
+// rollout.PlanNew, rollout.Service.Plan). Shares and Initial search every
+// bucket's count; Nested and Fine (nested.go) plan fine rings whose
+// changes move users only into or out of the buckets that change.
 package plan
 
 import (
@@ -109,6 +111,17 @@ type Result struct {
 	CutReason string
 	// Steps is the number of steps the search took (see Options.Budget).
 	Steps int64
+	// CrossMoves are the moves of users between two buckets that had
+	// users before which a nested change would not make: into a bucket
+	// whose target is not above its share before, or out of one whose
+	// target is not below it; CrossChurn is their total.
+	CrossMoves []ring.Move
+	CrossChurn float64
+	// Varied are the buckets whose replicas a nested plan changes, in
+	// order; Replanned reports that it first scaled a ring too coarse for
+	// its tolerance (see Nested).
+	Varied    []string
+	Replanned bool
 }
 
 // Shares plans the replicas that bring the ring of current to the target
@@ -207,29 +220,7 @@ func planFrom(ctx context.Context, order []string, current map[string]int, targe
 	}
 	sp.search(counts, stopWithin)
 
-	p := Result{Tolerance: tol, Buckets: []ring.Bucket{}, Steps: sp.steps, CutShort: sp.cut != "", CutReason: sp.cut}
-	for _, name := range order {
-		b := slices.Index(names, name)
-		if sp.n[b] > 0 {
-			p.Buckets = append(p.Buckets, ring.Bucket{Name: name, Replicas: sp.n[b]})
-		}
-	}
-	before := mustRing(current)
-	after, _ := ring.New(p.Buckets...)
-	sharesBefore := before.Shares()
-	p.SharesAfter = after.Shares()
-	p.Churn = ring.ChurnBetween(before, after).Total
-	var bound float64
-	for _, name := range names {
-		bound += math.Abs(sharesBefore[name] - targets[name])
-		p.MaxError = max(p.MaxError, math.Abs(p.SharesAfter[name]-targets[name]))
-	}
-	if before.Len() == 0 {
-		bound = 2 // everyone moves from no bucket
-	}
-	p.LowerBound = bound / 2
-	p.WithinTolerance = p.MaxError <= tol+ShareSlack
-	return p
+	return sp.result(order, names, current, targets, tol, false)
 }
 
 func mustRing(counts map[string]int) *ring.Ring {

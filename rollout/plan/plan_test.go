@@ -69,16 +69,20 @@ func checkPlan(t *testing.T, current []ring.Bucket, targets map[string]float64, 
 	if p.WithinTolerance != (maxErr <= p.Tolerance+1e-12) {
 		t.Errorf("WithinTolerance = %v with max error %v, tolerance %v", p.WithinTolerance, maxErr, p.Tolerance)
 	}
+	lim := plan.FeatureLimits
+	if p.Tolerance == plan.FineTolerance {
+		lim = plan.FineLimits
+	}
 	for _, b := range p.Buckets {
 		points += b.Replicas
-		if b.Replicas < 1 || b.Replicas > plan.FeatureLimits.MaxReplicas {
+		if b.Replicas < 1 && targets[b.Name] > 0 || b.Replicas < 0 || b.Replicas > lim.MaxReplicas {
 			t.Errorf("bucket %s has %d replicas", b.Name, b.Replicas)
 		}
-		if targets[b.Name] == 0 {
-			t.Errorf("bucket %s with target 0 is kept", b.Name)
+		if targets[b.Name] == 0 && (b.Replicas > 0 || p.Varied == nil && p.Tolerance != plan.FineTolerance) {
+			t.Errorf("bucket %s with target 0 is kept with %d replicas", b.Name, b.Replicas)
 		}
 	}
-	if points > plan.FeatureLimits.MaxPoints {
+	if points > lim.MaxPoints {
 		t.Errorf("plan has %d points", points)
 	}
 }

@@ -122,6 +122,19 @@ func newPlanSpace(names []string, current map[string]int, targets map[string]flo
 		}
 		sumLo += sp.lo[b]
 	}
+	for b := range names {
+		if sp.lo[b] > 0 {
+			sp.hi[b] = min(lim.MaxReplicas, sp.maxPoints-(sumLo-sp.lo[b]))
+		}
+	}
+	sp.build(names, current)
+	return sp
+}
+
+// build hashes the universe of the buckets names (sorted): replicas 0 to
+// max(hi, current) - 1 of each, and the owners of the ring of current.
+func (sp *planSpace) build(names []string, current map[string]int) {
+	nb := len(names)
 	type upoint struct {
 		pos  ring.Position
 		b, i int32
@@ -129,9 +142,6 @@ func newPlanSpace(names []string, current map[string]int, targets map[string]flo
 	var pts []upoint
 	buf := make([]byte, 0, 80)
 	for b, name := range names {
-		if sp.lo[b] > 0 {
-			sp.hi[b] = min(lim.MaxReplicas, sp.maxPoints-(sumLo-sp.lo[b]))
-		}
 		m := max(sp.hi[b], current[name])
 		for i := range m {
 			buf = strconv.AppendInt(append(append(buf[:0], name...), '#'), int64(i), 10)
@@ -162,8 +172,6 @@ func newPlanSpace(names []string, current map[string]int, targets map[string]flo
 		ref[b] = current[name]
 	}
 	sp.orig = sp.owners(ref)
-
-	return sp
 }
 
 // setCounts moves the search to the given counts, clamped to the bounds.

@@ -201,10 +201,12 @@
     return n / 100;
   }
 
-  // checkSum refuses shares that do not add up to everyone.
+  // checkSum refuses shares that do not add up to everyone, but for
+  // percentages rounded to two decimals (3 × 33.33% is thirds: the server
+  // rescales them, as rollout's roundedSumSlack allows).
   function checkSum(shares) {
     const sum = shares.reduce((a, b) => a + b, 0);
-    if (Math.abs(sum - 1) > 1e-6) {
+    if (Math.abs(sum - 1) > 0.00005 * shares.length) {
       throw new Error('The shares add up to ' + (100 * sum).toFixed(2) + '%: make them add up to 100%.');
     }
   }
@@ -452,6 +454,10 @@
       if (feature && !req.toggles && !req.deletes && result.feature.buckets.length !== countBefore && rep.modulo_churn != null) {
         box.append(el('p', { class: 'modulo' }, 'Naive hash mod N would move ', el('b', { class: 'num' }, pct(rep.modulo_churn)), '.'));
       }
+      if (feature && !req.toggles && !req.deletes && rep.churn > 0 && rep.method === 'exact' && rep.range_churn != null) {
+        // The baseline product managers know: contiguous ranges of a 0–100 % hash.
+        box.append(el('p', { class: 'range' }, 'Range bucketing (how LaunchDarkly, Unleash, GrowthBook, Flipt and flagd split users) would move ', el('b', { class: 'num' }, pct(rep.range_churn)), '.'));
+      }
       if (req.plan) {
         const p = req.plan;
         // The bound is for plans that hit the targets exactly; one within
@@ -461,6 +467,22 @@
           : 'no plan that hits the targets exactly can move fewer than ' + pct(p.lower_bound) + '; this one moves a little fewer because its shares land within its max error of them.';
         box.append(el('p', { class: 'plan-churn' }, 'Moves ' + pct(p.churn) + ' of users; ' + bound));
         box.append(el('p', { class: 'plan-error' }, 'The planned shares are within ' + (100 * p.max_error).toFixed(3) + ' percentage points of the targets (max error).'));
+        // Asked vs achieved, each bucket: "You asked 1.00%: 1.00% (exact: 0.99881%)".
+        const asked = el('ul', { class: 'plan-asked' });
+        for (const n of Object.keys(p.targets).sort()) {
+          const got = p.shares_after[n] || 0;
+          asked.append(el('li', { 'data-bucket': n }, n + ': you asked ' + pct(p.targets[n]) + ': ' + pct(got) + ' (exact: ' + (100 * got).toFixed(5) + '%)'));
+        }
+        box.append(asked);
+        if (p.replanned) box.append(el('p', { class: 'plan-replanned' }, 'This feature had too few ring points for shares exact to 0.05 points: this first change gives it more, and moves users once; later changes move users only into or out of the buckets that change.'));
+        if (p.mode === 'nested' && p.varied && p.varied.length > 0) box.append(el('p', { class: 'plan-nested' }, 'Only the replicas of ' + p.varied.join(', ') + ' change: users move only into or out of ' + (p.varied.length === 1 ? 'it' : 'them') + ', and changing the share back returns the same users.'));
+        if (p.cross_churn > 0 && p.cross_moves) {
+          box.append(el('p', { class: 'plan-cross' }, pct(p.cross_churn) + ' switch between existing variants ' + p.cross_moves.map((m) => m.from + '→' + m.to).join(', ') + ': this affects a running experiment.'));
+        }
+        if (p.mode === 'exact' && p.options && p.options.nested) {
+          const n = p.options.nested;
+          box.append(el('p', { class: 'plan-option' }, 'Moving users only into or out of the buckets that change (' + (n.varied || []).join(', ') + ') would move ' + pct(n.churn) + ' and leave the shares within ' + (100 * n.max_error).toFixed(3) + ' percentage points of the targets.'));
+        }
         if (p.cut_short) {
           const why = p.cut_reason === 'deadline' ? 'it ran out of time' : 'it used up its budget of steps';
           box.append(el('p', { class: 'plan-cut' }, 'The planner stopped early (' + why + '): this is the best plan it found, and a longer search might move fewer users or come closer to the targets.'));
@@ -498,7 +520,7 @@
       if (!req.create) row.append(el('td', { class: 'num', 'data-label': 'Now' }, n in before ? pct(before[n]) : '—'));
       if (req.plan) row.append(el('td', { class: 'num target', 'data-label': 'Target' }, n in req.plan.targets ? pct(req.plan.targets[n]) : '—'));
       row.append(el('td', { class: 'num after', 'data-label': req.create ? 'Share' : 'After' }, n in after ? pct(after[n]) : '—'));
-      if (req.plan) row.append(el('td', { class: 'num replicas', 'data-label': 'Replicas' }, n in planned ? String(planned[n]) : 'removed'));
+      if (req.plan) row.append(el('td', { class: 'num replicas', 'data-label': 'Replicas' }, n in planned ? String(planned[n]) + (planned[n] === 0 ? ' (0%, kept)' : '') : 'removed'));
       tbody.append(row);
     }
     const head = el('tr', {}, el('th', { scope: 'col' }, 'Bucket'));
@@ -624,9 +646,12 @@
     const text = field(form, 'steps').replace(/%/g, ' ').trim();
     if (text === '') throw new Error('Give the steps: the share of users the bucket gets at each, e.g. 5, 10, 25, 50.');
     const steps = text.split(/[\s,;]+/).filter((x) => x !== '').map((x, i) => parsePercent(x, 'Step ' + (i + 1)));
+    // A ramp up (increasing steps above 0%) or down (decreasing, to 0% at the least).
+    const down = steps.length > 1 && steps[1] < steps[0];
     for (let i = 0; i < steps.length; i++) {
-      if (steps[i] === 0) throw new Error('Step ' + (i + 1) + ': give a share above 0%.');
-      if (i > 0 && steps[i] <= steps[i - 1]) throw new Error('Step ' + (i + 1) + ' is not above step ' + i + ': the steps must increase.');
+      if (steps[i] === 0 && !down) throw new Error('Step ' + (i + 1) + ': give a share above 0% (0% ends a ramp down only).');
+      if (i > 0 && !down && steps[i] <= steps[i - 1]) throw new Error('Step ' + (i + 1) + ' is not above step ' + i + ': the steps must increase (or all decrease, for a ramp down).');
+      if (i > 0 && down && steps[i] >= steps[i - 1]) throw new Error('Step ' + (i + 1) + ' is not below step ' + i + ': the steps of a ramp down must all decrease.');
     }
     const n = Number(field(form, 'every'));
     if (!Number.isInteger(n) || n < 1) throw new Error('Give the time between steps as a whole number, e.g. 1 day.');

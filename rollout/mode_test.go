@@ -1,0 +1,149 @@
+package rollout_test
+
+import (
+	"context"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// TestPlanModes: a feature created by percentages in a mode is fine
+// (every share within 0.05 points); ModeAuto answers a two-bucket change
+// with the nested plan, which changes one bucket, offers the exact plan
+// beside it, and changing back returns the same buckets; a change of
+// several buckets at once is answered exactly, its cross-moves listed.
+func TestPlanModes(t *testing.T) {
+	auto := rollout.PlanOptions{Mode: rollout.ModeAuto, Order: []string{"off", "on"}}
+	half := map[string]float64{"off": 0.5, "on": 0.5}
+	created, err := rollout.PlanNew(half, auto)
+	if err != nil || !created.WithinTolerance || created.Tolerance != 0.0005 || created.Buckets[0].Name != "off" {
+		t.Fatalf("PlanNew(50/50, auto) = %+v, %v; want off first, within 0.0005", created, err)
+	}
+	ten := map[string]float64{"off": 0.9, "on": 0.1}
+	p, err := rollout.PlanShares(created.Buckets, ten, auto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Mode != rollout.ModeNested || !slices.Equal(p.Varied, []string{"on"}) || p.Buckets[0].Replicas != created.Buckets[0].Replicas || !p.WithinTolerance {
+		t.Errorf("PlanShares(50 → 10, auto) = mode %q varied %v buckets %v within %v; want nested, only on", p.Mode, p.Varied, p.Buckets, p.WithinTolerance)
+	}
+	if _, ok := p.Options[rollout.ModeNested]; !ok || len(p.Options) != 1 {
+		t.Errorf("options %v, want nested alone", p.Options)
+	}
+	back, err := rollout.PlanShares(p.Buckets, half, auto)
+	if err != nil || !sameBuckets(back.Buckets, created.Buckets) {
+		t.Errorf("50 → 10 → 50 = %v, %v; want %v", back.Buckets, err, created.Buckets)
+	}
+
+	four := rollout.PlanOptions{Mode: rollout.ModeAuto, Order: []string{"A", "B", "C", "D"}}
+	start, err := rollout.PlanNew(map[string]float64{"A": 0.25, "B": 0.25, "C": 0.25, "D": 0.25}, four)
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := map[string]float64{"A": 0.4, "B": 0.1, "C": 0.3, "D": 0.2}
+	e, err := rollout.PlanShares(start.Buckets, to, four)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Mode != rollout.ModeExact || !e.WithinTolerance || len(e.CrossMoves) == 0 || e.CrossChurn <= 0 || e.Options[rollout.ModeNested].Churn <= 0 || e.Options[rollout.ModeExact].Churn != e.Churn {
+		t.Errorf("PlanShares(several, auto) = mode %q within %v cross %v (%v) options %v; want exact, cross-moves listed", e.Mode, e.WithinTolerance, e.CrossMoves, e.CrossChurn, e.Options)
+	}
+	if _, err := rollout.PlanShares(start.Buckets, to, rollout.PlanOptions{Mode: "closest"}); rollout.ErrorCode(err) != rollout.EInvalid {
+		t.Errorf("unknown mode = %v, want EInvalid", err)
+	}
+}
+
+// TestZeroShares: a feature can be created with on at 0 % (0 replicas,
+// valid, serving no one), ramped from it by a nested plan, taken to 100 %
+// keeping off at 0 replicas, and back down to where it was.
+func TestZeroShares(t *testing.T) {
+	svc, _ := newService(t)
+	auto := rollout.PlanOptions{Mode: rollout.ModeAuto, Order: []string{"off", "on"}}
+	p, err := rollout.PlanNew(map[string]float64{"off": 1, "on": 0}, auto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := rollout.Feature{Key: "z", Enabled: true, Salt: "z", Buckets: p.Buckets}
+	if len(f.Buckets) != 2 || f.Buckets[1].Name != "on" || f.Buckets[1].Replicas != 0 {
+		t.Fatalf("PlanNew(on 0 %%) = %v, want on with 0 replicas", f.Buckets)
+	}
+	mustCreate(t, svc, f)
+	for _, u := range []string{"a", "b", "c", "d", "e"} {
+		if e, _ := svc.Snapshot().Evaluate("z", u); e.Bucket != "off" {
+			t.Errorf("Evaluate(z, %s) = %q at 0 %%, want off", u, e.Bucket)
+		}
+	}
+	var rings [][]rollout.Bucket
+	for _, share := range []float64{0.01, 0.5, 1, 0.5, 0.01, 0} {
+		cur, _ := svc.Snapshot().Feature("z")
+		p, _, err := svc.Plan("z", map[string]float64{"off": 1 - share, "on": share}, auto)
+		if err != nil {
+			t.Fatalf("Plan(on %v) = %v", share, err)
+		}
+		if len(p.Varied) != 1 || len(p.Buckets) != 2 || math.Abs(p.SharesAfter["on"]-share) > rollout.FineTolerance {
+			t.Errorf("Plan(on %v) = %v varied %v shares %v", share, p.Buckets, p.Varied, p.SharesAfter)
+		}
+		if _, err := svc.Change(context.Background(), "z", rollout.SetBuckets(p.Buckets), rollout.ChangeOptions{}); err != nil {
+			t.Fatalf("Change(on %v) = %v", share, err)
+		}
+		rings = append(rings, p.Buckets)
+		_ = cur
+	}
+	if rings[0][1].Replicas == 0 || rings[2][0].Replicas != 0 || !sameBuckets(rings[1], rings[3]) || !sameBuckets(rings[0], rings[4]) || rings[5][1].Replicas != 0 {
+		t.Errorf("0 → 1 → 50 → 100 → 50 → 1 → 0 %%: %v; want off kept at 0 replicas at 100 %%, the same rings down as up", rings)
+	}
+}
+
+func sameBuckets(a, b []rollout.Bucket) bool {
+	return slices.EqualFunc(a, b, func(x, y rollout.Bucket) bool { return x.Name == y.Name && x.Replicas == y.Replicas })
+}
+
+// TestZeroSharesSync: a bucket with 0 replicas reaches an in-app client
+// through the sync form, which evaluates as the server does, and a fine
+// feature's sync form carries replica counts, not points.
+func TestZeroSharesSync(t *testing.T) {
+	svc, _ := newService(t)
+	mustCreate(t, svc, rollout.Feature{Key: "z", Enabled: true, Salt: "z", Buckets: []rollout.Bucket{{Name: "off", Replicas: 2000}, {Name: "on"}, {Name: "beta", Replicas: 17}}})
+	data := svc.Snapshot().AppendSync(nil)
+	client, err := rollout.DecodeSync(data)
+	if err != nil {
+		t.Fatalf("DecodeSync = %v", err)
+	}
+	if !strings.Contains(string(data), `"name":"on","replicas":0`) || len(data) > 1024 {
+		t.Errorf("sync form %s, want on with 0 replicas, replica counts only", data)
+	}
+	for u := range 2000 {
+		user := "u" + strconv.Itoa(u)
+		want, _ := svc.Snapshot().Peek("z", user)
+		got, _ := client.Peek("z", user)
+		if got.Bucket != want.Bucket || got.Bucket == "on" {
+			t.Fatalf("client Peek(z, %s) = %q, server %q; want equal, never on", user, got.Bucket, want.Bucket)
+		}
+	}
+}
+
+// TestRoundedTargets: in a mode, 3 × 33.33 % is equal thirds (targets
+// rescaled to sum to 1); without a mode, and beyond two decimals' rounding,
+// targets must sum to 1.
+func TestRoundedTargets(t *testing.T) {
+	thirds := map[string]float64{"A": 0.3333, "B": 0.3333, "C": 0.3333}
+	p, err := rollout.PlanNew(thirds, rollout.PlanOptions{Mode: rollout.ModeAuto})
+	if err != nil || !p.WithinTolerance || p.Targets["A"] != 0.3333/0.9999 {
+		t.Fatalf("PlanNew(3 × 33.33 %%) = %+v, %v; want thirds within tolerance", p, err)
+	}
+	for _, name := range []string{"A", "B", "C"} {
+		if math.Abs(p.SharesAfter[name]-1.0/3) > rollout.FineTolerance {
+			t.Errorf("share of %s = %v, want a third within 0.05 points", name, p.SharesAfter[name])
+		}
+	}
+	if _, err := rollout.PlanNew(thirds, rollout.PlanOptions{}); rollout.ErrorCode(err) != rollout.EInvalid {
+		t.Errorf("PlanNew(3 × 33.33 %%, no mode) = %v, want EInvalid", err)
+	}
+	if _, err := rollout.PlanNew(map[string]float64{"A": 0.333, "B": 0.333, "C": 0.333}, rollout.PlanOptions{Mode: rollout.ModeAuto}); rollout.ErrorCode(err) != rollout.EInvalid {
+		t.Errorf("PlanNew(3 × 33.3 %%) = %v, want EInvalid", err)
+	}
+}

@@ -1,0 +1,213 @@
+package plan_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/rollout/rollout/ring"
+	"github.com/rollout/rollout/rollout/plan"
+)
+
+var fine = plan.Options{Tolerance: plan.FineTolerance, Limits: plan.FineLimits}
+
+// randomTargets returns n targets of at least 0.1 % each, summing to 1.
+func randomTargets(rng *rand.Rand, n int) ([]string, map[string]float64) {
+	names := make([]string, n)
+	raw := make([]float64, n)
+	var sum float64
+	for i := range n {
+		names[i] = fmt.Sprintf("v%d", i)
+		raw[i] = rng.Float64()
+		sum += raw[i]
+	}
+	targets := map[string]float64{}
+	rest := 1 - 0.001*float64(n)
+	for i, name := range names {
+		targets[name] = 0.001 + rest*raw[i]/sum
+	}
+	return names, targets
+}
+
+// TestFineRandomTargets: new rings planned by Fine for random targets of 2
+// to 6 buckets, each at least 0.1 %, come within 0.05 points of every
+// target; so does the exact plan (Shares on fine limits) of a change to
+// other random targets.
+func TestFineRandomTargets(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 1))
+	cases, exact := 12, 3 // exact plans of fine rings take a second each
+	if testing.Short() || raceEnabled {
+		cases, exact = 5, 1
+	}
+	for i := range cases {
+		order, targets := randomTargets(rng, 2+i%5)
+		p := plan.Fine(context.Background(), order, targets, fine)
+		checkPlan(t, nil, targets, p)
+		if !p.WithinTolerance || p.MaxError > plan.FineTolerance {
+			t.Errorf("Fine(%v) = %v: max error %v, want within %v", targets, p.Buckets, p.MaxError, plan.FineTolerance)
+		}
+		_, next := randomTargets(rng, len(order))
+		if i >= exact {
+			continue
+		}
+		e := plan.Shares(context.Background(), p.Buckets, next, fine)
+		checkPlan(t, p.Buckets, next, e)
+		if !e.WithinTolerance {
+			t.Errorf("Shares(%v → %v) = %v: max error %v, want within %v", p.Buckets, next, e.Buckets, e.MaxError, plan.FineTolerance)
+		}
+	}
+}
+
+// servedBy returns the users of 0 … n-1 that r serves with bucket.
+func servedBy(r *ring.Ring, bucket string, n int) []bool {
+	out := make([]bool, n)
+	for u := range n {
+		b, _ := r.Lookup("user-" + strconv.Itoa(u))
+		out[u] = b == bucket
+	}
+	return out
+}
+
+// TestNestedTwoBuckets: 50 → 10 → 50 % changes only on's replicas, moves
+// users only out of on and back, every user on at 10 % is on at 50 %, and
+// the round trip returns exactly the ring it started from.
+func TestNestedTwoBuckets(t *testing.T) {
+	users := 1_000_000
+	if testing.Short() {
+		users = 100_000
+	}
+	half := map[string]float64{"off": 0.5, "on": 0.5}
+	start := plan.Fine(context.Background(), []string{"off", "on"}, half, fine)
+	if !start.WithinTolerance {
+		t.Fatalf("Fine(50/50) = %v, max error %v", start.Buckets, start.MaxError)
+	}
+	ten := plan.Nested(context.Background(), start.Buckets, map[string]float64{"off": 0.9, "on": 0.1}, fine)
+	checkPlan(t, start.Buckets, map[string]float64{"off": 0.9, "on": 0.1}, ten)
+	if !slices.Equal(ten.Varied, []string{"on"}) || ten.Buckets[0] != start.Buckets[0] || !ten.WithinTolerance {
+		t.Fatalf("Nested(50 → 10) = %v varied %v, max error %v; want only on changed, within tolerance", ten.Buckets, ten.Varied, ten.MaxError)
+	}
+	for _, m := range mustChurn(t, start.Buckets, ten.Buckets).Moves {
+		if m.From != "on" || m.To != "off" {
+			t.Errorf("50 → 10 moves %v, want only on → off", m)
+		}
+	}
+	back := plan.Nested(context.Background(), ten.Buckets, half, fine)
+	if !slices.Equal(back.Buckets, start.Buckets) {
+		t.Errorf("50 → 10 → 50 = %v, want the ring it started from, %v", back.Buckets, start.Buckets)
+	}
+	onTen := servedBy(mustRing(t, ten.Buckets...), "on", users)
+	onHalf := servedBy(mustRing(t, start.Buckets...), "on", users)
+	count := 0
+	for u := range users {
+		if onTen[u] {
+			count++
+			if !onHalf[u] {
+				t.Fatalf("user-%d is on at 10 %% and off at 50 %%", u)
+			}
+		}
+	}
+	if got := float64(count) / float64(users); got < 0.095 || got > 0.105 {
+		t.Errorf("%d of %d users on at 10 %%", count, users)
+	}
+}
+
+func mustChurn(t *testing.T, a, b []ring.Bucket) ring.Churn {
+	t.Helper()
+	return ring.ChurnBetween(mustRing(t, a...), mustRing(t, b...))
+}
+
+// TestNestedOneGrows: thirds to quarters with a new bucket D changes only
+// D, which takes users from the others and nothing else moves; random
+// two-bucket changes of fine rings are nested and within tolerance.
+func TestNestedOneGrows(t *testing.T) {
+	third := 1.0 / 3
+	thirds := map[string]float64{"A": third, "B": third, "C": third}
+	start := plan.Fine(context.Background(), []string{"A", "B", "C"}, thirds, fine)
+	quarters := map[string]float64{"A": 0.25, "B": 0.25, "C": 0.25, "D": 0.25}
+	p := plan.Nested(context.Background(), start.Buckets, quarters, fine)
+	checkPlan(t, start.Buckets, quarters, p)
+	if !slices.Equal(p.Varied, []string{"D"}) || len(p.CrossMoves) != 0 {
+		t.Errorf("Nested(thirds → quarters) varied %v cross moves %v, want only D, none", p.Varied, p.CrossMoves)
+	}
+	for _, m := range mustChurn(t, start.Buckets, p.Buckets).Moves {
+		if m.To != "D" {
+			t.Errorf("thirds → quarters moves %v, want only into D", m)
+		}
+	}
+	if e := p.SharesAfter["D"] - 0.25; e > plan.FineTolerance || -e > plan.FineTolerance {
+		t.Errorf("D's share %v, want 0.25 within %v", p.SharesAfter["D"], plan.FineTolerance)
+	}
+
+	rng := rand.New(rand.NewPCG(21, 2))
+	for range 8 {
+		a := 0.001 + 0.998*rng.Float64()
+		from := plan.Fine(context.Background(), []string{"off", "on"}, map[string]float64{"off": 1 - a, "on": a}, fine)
+		b := 0.001 + 0.998*rng.Float64()
+		to := map[string]float64{"off": 1 - b, "on": b}
+		p := plan.Nested(context.Background(), from.Buckets, to, fine)
+		if !p.WithinTolerance || len(p.Varied) != 1 {
+			t.Errorf("Nested(%v → %v) = %v varied %v, max error %v", from.Buckets, to, p.Buckets, p.Varied, p.MaxError)
+		}
+		grow, shrink := "on", "off"
+		if b < a {
+			grow, shrink = "off", "on"
+		}
+		for _, m := range mustChurn(t, from.Buckets, p.Buckets).Moves {
+			if m.From != shrink || m.To != grow {
+				t.Errorf("%v → %v moves %v, want only %s → %s", a, b, m, shrink, grow)
+			}
+		}
+	}
+}
+
+// TestNestedSeveral: a change of several buckets at once in nested mode
+// changes only the buckets that change; the exact plan reaches every
+// target and lists the moves between existing buckets it makes.
+func TestNestedSeveral(t *testing.T) {
+	order := []string{"A", "B", "C", "D"}
+	start := plan.Fine(context.Background(), order, map[string]float64{"A": 0.25, "B": 0.25, "C": 0.25, "D": 0.25}, fine)
+	to := map[string]float64{"A": 0.4, "B": 0.1, "C": 0.25, "D": 0.25}
+	n := plan.Nested(context.Background(), start.Buckets, to, fine)
+	checkPlan(t, start.Buckets, to, n)
+	if !slices.Equal(n.Varied, []string{"A", "B"}) {
+		t.Errorf("Nested varied %v, want A and B", n.Varied)
+	}
+	for i, b := range n.Buckets {
+		if (b.Name == "C" || b.Name == "D") && b != start.Buckets[i] {
+			t.Errorf("Nested changed %v, want C and D as they were", b)
+		}
+	}
+	e := plan.Shares(context.Background(), start.Buckets, to, fine)
+	checkPlan(t, start.Buckets, to, e)
+	if !e.WithinTolerance {
+		t.Errorf("exact plan max error %v, want within %v", e.MaxError, plan.FineTolerance)
+	}
+	var cross float64
+	for _, m := range mustChurn(t, start.Buckets, e.Buckets).Moves {
+		if m.From != "B" || m.To != "A" { // B shrinks, A grows: every other move crosses
+			cross += m.Share
+		}
+	}
+	if d := cross - e.CrossChurn; d > 1e-12 || d < -1e-12 {
+		t.Errorf("exact plan cross churn %v, want %v (moves %v)", e.CrossChurn, cross, e.CrossMoves)
+	}
+	t.Logf("nested: churn %.5f max error %.5f cross %.5f; exact: churn %.5f max error %.5f cross %.5f", n.Churn, n.MaxError, n.CrossChurn, e.Churn, e.MaxError, e.CrossChurn)
+}
+
+// TestNestedCoarse: a ring too coarse for the tolerance is scaled once
+// (Replanned), after which changes are nested.
+func TestNestedCoarse(t *testing.T) {
+	coarse := []ring.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 100}}
+	to := map[string]float64{"off": 0.9, "on": 0.1}
+	p := plan.Nested(context.Background(), coarse, to, fine)
+	if !p.Replanned || !p.WithinTolerance || p.Buckets[0].Replicas <= 100 {
+		t.Fatalf("Nested(coarse) = %v replanned %v max error %v", p.Buckets, p.Replanned, p.MaxError)
+	}
+	q := plan.Nested(context.Background(), p.Buckets, map[string]float64{"off": 0.8, "on": 0.2}, fine)
+	if q.Replanned || !slices.Equal(q.Varied, []string{"on"}) || q.Buckets[0] != p.Buckets[0] {
+		t.Errorf("Nested after the replan = %v replanned %v varied %v", q.Buckets, q.Replanned, q.Varied)
+	}
+}
