@@ -457,8 +457,11 @@ func (s *Service) stepRamp(ctx context.Context, r Ramp) (Ramp, bool, error) {
 	if down && b.Replicas > r.Replicas {
 		return pause("bucket %q has %d replicas, more than the %d of the ramp's last step: it was raised by hand, and lowering it again would move users in and back out; cancel this ramp and start a new one", r.Bucket, b.Replicas, r.Replicas)
 	}
-	var ch Change
-	replicas, reached := b.Replicas, 1.0
+	var (
+		ch       Change
+		replicas int
+		reached  = 1.0
+	)
 	if step.Share >= 1 {
 		replicas = max(b.Replicas, 1)
 		ch = rampFinal(r.Bucket, replicas, fmt.Sprintf("ramp %s: step %d of %d, %s", r.Bucket, i+1, len(r.Steps), percent(step.Share)))
