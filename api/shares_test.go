@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
@@ -16,7 +17,9 @@ import (
 // churn, and applying 50 → 10 → 50 % returns the ring it started from; a
 // plan with a tolerance answers as before modes, without them.
 func TestPlanModesAPI(t *testing.T) {
-	s := newServer(t, "", api.Options{})
+	// Plans end by their step budget alone, never by the clock, however
+	// loaded the machine.
+	s := newServer(t, "", api.Options{Plans: api.PlanLimits{Timeout: time.Hour}})
 	var created struct {
 		Feature struct {
 			rollout.Feature

@@ -275,7 +275,7 @@ func TestBrowserViewer(t *testing.T) {
 		t.Fatal(err)
 	}
 	auth := api.NewAuth(tokens, nil)
-	e := api.New(svc, api.Options{Auth: auth, Routes: web.Routes(svc, web.Options{Sessions: auth})})
+	e := api.New(svc, api.Options{Auth: auth, Plans: testPlanLimits, Routes: web.Routes(svc, web.Options{Sessions: auth})})
 	a := &app{e: e, svc: svc, db: db}
 	a.seed(t)
 	if _, err := svc.CreateRamp(ctx, "checkout", rollout.RampSpec{Bucket: "A", Shares: []float64{0.3, 0.4}, Every: time.Hour}, "ed"); err != nil {

@@ -3,6 +3,7 @@ package web_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -14,7 +15,7 @@ import (
 // in the preview, beside the plan it found, which can still be applied.
 func TestBrowserPlanCutShort(t *testing.T) {
 	a := newApp(t, 0)
-	a.e = api.New(a.svc, api.Options{Plans: api.PlanLimits{Budget: 10}, Routes: web.Routes(a.svc, web.Options{})}) // fine plans take few steps
+	a.e = api.New(a.svc, api.Options{Plans: api.PlanLimits{Budget: 10, Timeout: time.Hour}, Routes: web.Routes(a.svc, web.Options{})}) // fine plans take few steps
 	a.seed(t)
 	b := startBrowserOn(t, a)
 	b.do(chromedp.Navigate(b.base+"/ui/features/dark-mode"), waitFor("#feature-key"))

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -28,6 +29,9 @@ type app struct {
 	db  *store.DB
 }
 
+// testPlanLimits: plans cut only by their (deterministic) step budget.
+var testPlanLimits = api.PlanLimits{Timeout: time.Hour}
+
 func newApp(t *testing.T, sample int) *app {
 	t.Helper()
 	ctx := context.Background()
@@ -40,7 +44,9 @@ func newApp(t *testing.T, sample int) *app {
 	if err != nil {
 		t.Fatalf("new service: %v", err)
 	}
-	e := api.New(svc, api.Options{Routes: web.Routes(svc, web.Options{SampleUsers: sample})})
+	// Plans end by their budget alone, never by the clock, so that a page's
+	// plan is the one the test computes, however loaded the machine.
+	e := api.New(svc, api.Options{Plans: testPlanLimits, Routes: web.Routes(svc, web.Options{SampleUsers: sample})})
 	return &app{e: e, svc: svc, db: db}
 }
 
