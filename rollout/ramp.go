@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/rollout/rollout/ring"
 	"github.com/rollout/rollout/rollout/plan"
 )
 
@@ -542,7 +541,7 @@ func rampReplicas(f Feature, bucket string, target, tol float64, down bool) (int
 	}
 	share := func(n int) float64 {
 		counts[bucket] = n
-		return mustRing(counts).Shares()[bucket]
+		return plan.RingShares(counts)[bucket]
 	}
 	if s := share(lo); s >= target-shareSlack {
 		return lo, s, nil
@@ -577,19 +576,6 @@ func rampReplicas(f Feature, bucket string, target, tol float64, down bool) (int
 // shareSlack absorbs the rounding of shares to float64 when they are
 // compared with a target and a tolerance.
 const shareSlack = plan.ShareSlack
-
-// mustRing returns the ring of checked replica counts.
-func mustRing(counts map[string]int) *ring.Ring {
-	bs := make([]ring.Bucket, 0, len(counts))
-	for name, n := range counts {
-		bs = append(bs, ring.Bucket{Name: name, Replicas: n})
-	}
-	r, err := ring.New(bs...)
-	if err != nil {
-		panic("rollout: ring of checked buckets: " + err.Error())
-	}
-	return r
-}
 
 // rampReplicasChange sets the replicas of bucket, as a ramp step.
 func rampReplicasChange(bucket string, replicas int, summary string) Change {

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"github.com/rollout/rollout/rollout/plan"
 	"math"
 	"testing"
 )
@@ -22,14 +23,14 @@ func TestRampReplicasBruteForce(t *testing.T) {
 		}
 		first := 0 // smallest count reaching the target
 		for k := tc.on; k <= MaxReplicas && first == 0; k++ {
-			if mustRing(map[string]int{"on": k, "off": tc.off}).Shares()["on"] >= tc.target {
+			if plan.RingShares(map[string]int{"on": k, "off": tc.off})["on"] >= tc.target {
 				first = k
 			}
 		}
 		want := first
-		over := mustRing(map[string]int{"on": first, "off": tc.off}).Shares()["on"] - tc.target
+		over := plan.RingShares(map[string]int{"on": first, "off": tc.off})["on"] - tc.target
 		if first > tc.on {
-			under := tc.target - mustRing(map[string]int{"on": first - 1, "off": tc.off}).Shares()["on"]
+			under := tc.target - plan.RingShares(map[string]int{"on": first - 1, "off": tc.off})["on"]
 			if under < over && (under <= DefaultTolerance || over > DefaultTolerance) {
 				want = first - 1
 			}
@@ -37,7 +38,7 @@ func TestRampReplicasBruteForce(t *testing.T) {
 		if n != want {
 			t.Errorf("rampReplicas(on %d, off %d, %v) = %d (share %.4f), want %d", tc.on, tc.off, tc.target, n, share, want)
 		}
-		if got := mustRing(map[string]int{"on": n, "off": tc.off}).Shares()["on"]; math.Abs(got-share) > 1e-15 {
+		if got := plan.RingShares(map[string]int{"on": n, "off": tc.off})["on"]; math.Abs(got-share) > 1e-15 {
 			t.Errorf("rampReplicas(...) share %v, the ring says %v", share, got)
 		}
 	}

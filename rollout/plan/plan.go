@@ -223,6 +223,14 @@ func planFrom(ctx context.Context, order []string, current map[string]int, targe
 	return sp.result(order, names, current, targets, tol, false)
 }
 
+// RingShares returns the exact share of users of each bucket of the ring of
+// counts (replicas by bucket name), which must be a valid ring: a planner's
+// figures, or checked ones. It panics on an invalid ring.
+func RingShares(counts map[string]int) map[string]float64 {
+	return mustRing(counts).Shares()
+}
+
+// mustRing returns the ring of checked replica counts.
 func mustRing(counts map[string]int) *ring.Ring {
 	bs := make([]ring.Bucket, 0, len(counts))
 	for name, n := range counts {
