@@ -1,9 +1,10 @@
 package rollout
 
 import (
-	"github.com/rollout/rollout/rollout/plan"
 	"math"
 	"testing"
+
+	"github.com/rollout/rollout/rollout/plan"
 )
 
 // TestRampReplicasBruteForce: the replicas a step chooses are the smallest
