@@ -65,9 +65,17 @@ type Feature struct {
 	Fallback    string            `json:"fallback,omitempty"`
 	Buckets     []Bucket          `json:"buckets"`
 	Overrides   map[string]string `json:"overrides"`
-	Version     int               `json:"version"`
-	CreatedAt   time.Time         `json:"created_at"`
-	UpdatedAt   time.Time         `json:"updated_at"`
+	// Rules are the feature's targeting rules, in order (see rules.go);
+	// BucketBy is the context attribute its ring hashes instead of the
+	// user ID ("": the user ID).
+	Rules    []Rule `json:"rules,omitempty"`
+	BucketBy string `json:"bucket_by,omitempty"`
+	// Tags and Owner help people find and look after features.
+	Tags      []string  `json:"tags,omitempty"`
+	Owner     string    `json:"owner,omitempty"`
+	Version   int       `json:"version"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Clone returns a deep copy of f.
@@ -81,6 +89,18 @@ func (f Feature) Clone() Feature {
 		overrides[u] = b
 	}
 	f.Overrides = overrides
+	if f.Rules != nil {
+		rules := make([]Rule, len(f.Rules))
+		for i, r := range f.Rules {
+			r.Conditions = slices.Clone(r.Conditions)
+			for j := range r.Conditions {
+				r.Conditions[j].Value = slices.Clone(r.Conditions[j].Value)
+			}
+			rules[i] = r
+		}
+		f.Rules = rules
+	}
+	f.Tags = slices.Clone(f.Tags)
 	return f
 }
 
