@@ -276,12 +276,18 @@ func TestBrowser(t *testing.T) {
 	}
 	b.screenshot("list-empty-narrow", 375)
 
-	// Create checkout with A, B, C (3 replicas each) and an empty salt.
+	// Create checkout with A, B, C (3 replicas each) and an empty salt,
+	// both under Advanced: the form takes percentages otherwise.
+	if n := evaluate[int](b, `[...document.querySelectorAll('#create-form input[name=bucket-replicas], #new-salt-default')].filter(e => e.checkVisibility()).length`); n != 0 {
+		t.Errorf("%d replica or salt fields show before Advanced is opened", n)
+	}
 	b.do(
 		fill("#new-key", "checkout"),
 		fill("#new-description", "New checkout flow"),
+		chromedp.Click(chromedp.CSS("#create-advanced summary")),
 		chromedp.Click(chromedp.CSS("#new-salt-default")),
 		waitFor("#new-salt"),
+		chromedp.Click(chromedp.CSS("#new-by-replicas")),
 		chromedp.Click(chromedp.CSS("#add-row")),
 	)
 	for i, name := range []string{"A", "B", "C"} {

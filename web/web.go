@@ -203,6 +203,8 @@ func parsePages(a assets) map[string]*template.Template {
 		"until":           until,
 		"sentence":        sentence,
 		"rampReason":      rampReason,
+		"pvalue":          pvalue,
+		"exact":           exactPct,
 	}
 	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/parts.html"))
 	pages := map[string]*template.Template{}
