@@ -594,7 +594,11 @@
         box.append(el('p', { class: 'plan-error' }, 'The planned shares are within ' + (100 * p.max_error).toFixed(3) + ' percentage points of the targets (max error).'));
         box.append(askedList(req.asked, p.targets, p.shares_after, p.tolerance, p.varied));
         if (p.replanned) box.append(el('p', { class: 'plan-replanned' }, 'This feature had too few ring points for shares exact to 0.05 points: this first change gives it more, and moves users once; later changes move users only into or out of the buckets that change.'));
-        if (p.mode === 'nested' && p.varied && p.varied.length > 0) box.append(el('p', { class: 'plan-nested' }, 'Only the replicas of ' + p.varied.join(', ') + ' change: users move only into or out of ' + (p.varied.length === 1 ? 'it' : 'them') + ', and changing the share back returns the same users.'));
+        if (p.mode === 'nested' && p.varied && p.varied.length === 1) box.append(el('p', { class: 'plan-nested' }, 'Only the replicas of ' + p.varied[0] + ' change: users move only into or out of it, and changing the share back returns the same users.'));
+        if (p.mode === 'nested' && p.varied && p.varied.length > 1) {
+          const kept = Object.keys(p.targets).sort().filter((n) => !p.varied.includes(n));
+          box.append(el('p', { class: 'plan-nested' }, 'Only the replicas of ' + p.varied.join(', ') + ' change' + (kept.length > 0 ? '; ' + kept.join(', ') + ' keep theirs, so their shares drift' : '') + '. Users move only into or out of the changed buckets, or between them.'));
+        }
         if (p.cross_churn > 0 && p.cross_moves && p.cross_moves.length > 0) box.append(crossLine(p, 'plan-cross'));
         if (p.cut_short) {
           const why = p.cut_reason === 'deadline' ? 'it ran out of time' : 'it used up its budget of steps';
