@@ -260,7 +260,7 @@ func viewVersion(v rollout.Version) versionView {
 const (
 	chartLabelCol  = 11.0
 	chartBarScale  = 50.0
-	chartRowHeight = 44
+	chartRowHeight = 58
 	chartTop       = 26
 	chartMaxRows   = 30
 )
@@ -274,6 +274,7 @@ type churnChart struct {
 	Left   float64 // x of the 0% axis
 	Hidden int     // older changes not drawn
 	Modulo bool    // some row compares with naive mod N
+	Range  bool    // some row compares with range bucketing
 }
 
 type chartRow struct {
@@ -284,6 +285,9 @@ type chartRow struct {
 	ChurnX, ModuloX float64 // where each number is written
 	Exact           bool
 	ModuloShown     bool
+	Range, RangeW   float64 // what range bucketing would have moved
+	RangeX          float64
+	RangeShown      bool
 	Summary         string
 }
 
@@ -312,10 +316,12 @@ func newChart(versions []versionView) churnChart {
 		c.Rows = append(c.Rows, chartRow{
 			Version: v.Version, Y: y, Churn: v.Churn, Modulo: v.Modulo, Exact: v.Exact, Summary: v.Summary, ModuloShown: v.ModuloShown,
 			ChurnW: cw, ModuloW: mw, ChurnX: chartLabelCol + cw + 1, ModuloX: chartLabelCol + mw + 1,
+			Range: v.Range, RangeShown: v.RangeShown, RangeW: chartBarScale * v.Range, RangeX: chartLabelCol + chartBarScale*v.Range + 1,
 		})
 	}
 	for _, r := range c.Rows {
 		c.Modulo = c.Modulo || r.ModuloShown
+		c.Range = c.Range || r.RangeShown
 	}
 	c.Height = chartTop + len(c.Rows)*chartRowHeight + 4
 	return c
