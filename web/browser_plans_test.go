@@ -175,6 +175,43 @@ func TestBrowserPlanChoice(t *testing.T) {
 	}
 	b.screenshot("plan-applied-wide", 1280)
 	b.screenshot("plan-applied-narrow", 390)
+
+	// 3 × 33.33 % (and D at 0 %) is equal thirds: the total says the
+	// rounding is taken as 100 %, and the plan's targets are thirds.
+	for n, v := range map[string]string{"A": "33.33", "B": "33.33", "C": "33.33", "D": "0"} {
+		b.do(fill(form+fmt.Sprintf(`input[name=target][data-bucket=%q]`, n), v))
+	}
+	if got := b.text(form + ".target-sum"); got != "Total: 99.99% — rounded, taken as 100%" {
+		t.Errorf("total of 3 × 33.33 = %q", got)
+	}
+	b.do(chromedp.Click(chromedp.CSS(form+`button[type=submit]`)), waitFor(form+".preview .apply"))
+	third := 1.0 / 3
+	thirds, _, err := b.app.svc.Plan("exp", map[string]float64{"A": third, "B": third, "C": third, "D": 0}, rollout.PlanOptions{Mode: rollout.ModeAuto})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"A", "B", "C"} {
+		s := thirds.SharesAfter[n]
+		if want := fmt.Sprintf("%s: you asked 33.33%% (1/3): %.2f%% (exact: %.5f%%)", n, 100*s, 100*s); b.text(form+fmt.Sprintf(`.preview .plan-asked li[data-bucket=%q]`, n)) != want {
+			t.Errorf("thirds: %q, want %q", b.text(form+fmt.Sprintf(`.preview .plan-asked li[data-bucket=%q]`, n)), want)
+		}
+		if math.Abs(s-third) > rollout.FineTolerance {
+			t.Errorf("the plan of thirds gives %s %v", n, s)
+		}
+	}
+	wantD := "removed"
+	for _, bk := range thirds.Buckets {
+		if bk.Name == "D" {
+			wantD = fmt.Sprintf("%d", bk.Replicas)
+			if bk.Replicas == 0 {
+				wantD = "0 (0%, kept)"
+			}
+		}
+	}
+	t.Logf("thirds and D at 0 %%: mode %s, options %d, D %s", thirds.Mode, len(thirds.Options), wantD)
+	if got := b.text(form + `.preview tr[data-bucket="D"] td.replicas`); got != wantD {
+		t.Errorf("D at 0 %% = %q, want the plan's %q", got, wantD)
+	}
 	b.checkConsole()
 }
 

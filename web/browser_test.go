@@ -294,6 +294,11 @@ func TestBrowser(t *testing.T) {
 		row := fmt.Sprintf("#bucket-rows .bucket-row:nth-of-type(%d) ", i+1)
 		b.do(fill(row+"[name=bucket-name]", name), fill(row+"[name=bucket-replicas]", "3"))
 	}
+	if n := evaluate[int](b, `[...document.querySelectorAll('#create-form input[name=bucket-share]')].filter(e => e.checkVisibility()).length`); n != 0 {
+		t.Errorf("%d share fields show beside replica counts", n)
+	}
+	b.screenshot("create-advanced-wide", 1280)
+	b.screenshot("create-advanced-narrow", 390)
 	b.do(chromedp.Click(chromedp.CSS("#create-form button[type=submit]")), waitFor("#create-form .preview .apply"))
 	preview := b.text("#create-form .preview")
 	for _, want := range []string{"Every user will get a bucket", "8.25%", "64.78%", "26.97%"} {

@@ -136,9 +136,13 @@
     const sum = targetsForm.querySelector('.target-sum .sum');
     const inputs = () => [...targetsForm.querySelectorAll('input[name=target], input[name=new-target]')];
     const total = () => {
-      const t = inputs().reduce((a, i) => a + (Number(i.value) || 0), 0);
-      sum.textContent = (Math.round(100 * t) / 100) + '%';
-      sum.classList.toggle('off-total', Math.abs(t - 100) > 1e-4);
+      const all = inputs();
+      const t = all.reduce((a, i) => a + (Number(i.value) || 0), 0);
+      // Percentages rounded to two decimals may add up to 99.99 or 100.01:
+      // the form takes them as meant (see exactTargets).
+      const rounded = Math.abs(t - 100) > 1e-4 && Math.abs(t - 100) <= 0.005 * all.length + 1e-9;
+      sum.textContent = (Math.round(100 * t) / 100) + '%' + (rounded ? ' — rounded, taken as 100%' : '');
+      sum.classList.toggle('off-total', Math.abs(t - 100) > 1e-4 && !rounded);
     };
     targetsForm.addEventListener('input', total);
     targetsForm.querySelector('.add-target').addEventListener('click', () => {
