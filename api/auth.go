@@ -77,13 +77,16 @@ func (a *Auth) middleware(route Route) echo.MiddlewareFunc {
 }
 
 func (a *Auth) check(route Route, next echo.HandlerFunc) echo.HandlerFunc {
-	need := route.Access
 	ui := route.SignIn
-	record := need != rollout.PermEvaluate // see TokenOf
+	record := route.Access != rollout.PermEvaluate // see TokenOf
 	return func(c echo.Context) error {
 		r := c.Request()
 		if r.Method == http.MethodOptions {
 			return next(c) // CORS preflights carry no credentials
+		}
+		need := route.Access
+		if route.QueryAccess.on(r) {
+			need = route.QueryAccess.Access
 		}
 		tok, presented, ok := a.identify(r)
 		if ok && record { // see TokenOf

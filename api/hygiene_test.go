@@ -156,7 +156,7 @@ func TestMetricsForgetDeletedFeatures(t *testing.T) {
 		}
 	}
 	s.must(204, "DELETE", "/api/features/checkout", nil)
-	if _, err := s.svc.Delete(context.Background(), "banner", rollout.ChangeOptions{}); err != nil {
+	if _, err := s.svc.Archive(context.Background(), "banner", rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, key := range []string{"checkout", "banner"} {

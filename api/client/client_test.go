@@ -527,7 +527,7 @@ func TestChangesWithoutRefetch(t *testing.T) {
 			return err
 		},
 		func() error {
-			_, err := s.Svc.Delete(ctx, "f04", rollout.ChangeOptions{})
+			_, err := s.Svc.Archive(ctx, "f04", rollout.ChangeOptions{})
 			return err
 		},
 		func() error {

@@ -266,7 +266,7 @@ func copyFeature(ctx context.Context, src, dst migrationStore, f rollout.Feature
 func copyTokens(ctx context.Context, dst migrationStore, tokens []rollout.Token) error {
 	pending := map[string]rollout.Token{} // created in dst, revoked in the source
 	revoke := func(t rollout.Token) error {
-		if err := dst.RevokeToken(ctx, t.Name, *t.RevokedAt); err != nil {
+		if err := dst.RevokeToken(ctx, t.Name, *t.RevokedAt, "rollout migrate"); err != nil {
 			return fmt.Errorf("revoke token %q (%s): %w", t.Name, t.ID, err)
 		}
 		delete(pending, t.Name)

@@ -243,7 +243,10 @@ func TestMigrateRefuses(t *testing.T) {
 	if err := db.CreateFeature(ctx, f, rollout.Version{Version: 1, Config: f}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.DeleteFeature(ctx, "f", 1); err != nil {
+	if err := db.ArchiveFeature(ctx, "f", 1, rollout.AuditEvent{Actor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.PurgeFeature(ctx, "f", rollout.AuditEvent{Actor: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
@@ -256,7 +259,7 @@ func TestMigrateRefuses(t *testing.T) {
 	}{
 		{"missing source", []string{"--from", missing, "--to", filepath.Join(dir, "new.db")}, "does not exist"},
 		{"target with a token", []string{"--from", src, "--to", withToken}, "not empty (0 features, 1 tokens, 1 commits)"},
-		{"target with a commit", []string{"--from", src, "--to", withCommit}, "not empty (0 features, 0 tokens, 2 commits)"},
+		{"target with a commit", []string{"--from", src, "--to", withCommit}, "not empty (0 features, 0 tokens, 3 commits)"},
 		{"no target", []string{"--from", src}, "give both"},
 		{"no source", []string{"--to", src}, "give both"},
 		{"an argument", []string{"--from", src, "--to", withToken, "extra"}, "takes no arguments"},
@@ -331,8 +334,8 @@ func TestMigrateVerifyFindsDifferences(t *testing.T) {
 			f.Description = "changed"
 			return dst.UpdateFeature(ctx, f, rollout.Version{Version: f.Version, Config: f})
 		}, []string{`feature "search": current configuration differs`, `feature "search": source has 2 versions, target has 3`}},
-		{"a feature deleted", func(t *testing.T, dst migrationStore) error {
-			return dst.DeleteFeature(ctx, "banner", 2)
+		{"a feature archived", func(t *testing.T, dst migrationStore) error {
+			return dst.ArchiveFeature(ctx, "banner", 2, rollout.AuditEvent{Actor: "test"})
 		}, []string{"features: source has 3, target has 2", `feature "banner": missing from the target`}},
 		{"a feature added", func(t *testing.T, dst migrationStore) error {
 			f := rollout.Feature{Key: "extra", Buckets: []rollout.Bucket{{Name: "A", Replicas: 1}}, Version: 1}
@@ -346,7 +349,7 @@ func TestMigrateVerifyFindsDifferences(t *testing.T) {
 			return dst.AddExposures(ctx, []rollout.Exposure{{FeatureID: f.ID, Version: 1, Bucket: "A", Count: 1}})
 		}, []string{fmt.Sprintf(`feature "checkout": source counts %d evaluations, target %d`, sum("checkout", src), sum("checkout", src)+1)}},
 		{"a token revoked", func(t *testing.T, dst migrationStore) error {
-			return dst.RevokeToken(ctx, "admin", time.Now())
+			return dst.RevokeToken(ctx, "admin", time.Now(), "test")
 		}, []string{`token "admin" (`}},
 		{"a token added", func(t *testing.T, dst migrationStore) error {
 			return dst.CreateToken(ctx, rollout.Token{Name: "new", Role: rollout.Role("viewer"), Hash: "h", CreatedAt: time.Now()})
