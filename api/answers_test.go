@@ -95,6 +95,9 @@ func TestAnswersFollowChanges(t *testing.T) {
 	if _, err := s.svc.Archive(ctx, "f", rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.svc.Purge(ctx, "f", rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	s.create(rollout.Feature{Key: "f", Enabled: true, Salt: "f",
 		Buckets: []rollout.Bucket{{Name: "a", Replicas: 10, Value: raw(`"again"`)}, {Name: "c", Replicas: 90, Value: raw(`3`)}}})
 	check("deleted and made again")

@@ -30,6 +30,9 @@ const (
 	tokenCreateBurst = 20
 )
 
+// maxActiveTokens is MaxActiveTokens; tests lower it.
+var maxActiveTokens = MaxActiveTokens
+
 // tokenCreateLimit bounds the tokens each admin token (or, while the API is
 // open, each client address) creates on this instance; over it, 429.
 func tokenCreateLimit() echo.MiddlewareFunc {
@@ -134,7 +137,7 @@ func (s *Server) createToken(c echo.Context) error {
 			n++
 		}
 	}
-	if n >= MaxActiveTokens {
+	if n >= maxActiveTokens {
 		return rollout.Errorf(rollout.EConflict, "there are %d active tokens, the most there may be: revoke tokens no longer used first", n)
 	}
 	tok, secret, err := tokens.CreateBy(ctx, req.Name, req.Role, tokens.Now(), actorOf(c))

@@ -228,7 +228,7 @@ func bucketName(b string) string {
 // RampActorFor is the actor of what a ramp does on its own (its steps, a
 // pause by a step that could not apply): "ramp, started by alice".
 func RampActorFor(r Ramp) string {
-	if r.Actor == "" || r.Actor == RampActor {
+	if r.Actor == "" || r.Actor == "anonymous" || r.Actor == RampActor {
 		return RampActor
 	}
 	return RampActor + ", started by " + r.Actor
