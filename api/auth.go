@@ -257,7 +257,11 @@ func (a *Auth) session(value string) (rollout.Token, bool) {
 	if !ok || a.tokens.SessionEnded(p.session) {
 		return rollout.Token{}, false
 	}
-	return a.tokens.ByID(p.token)
+	tok, ok := a.tokens.ByID(p.token)
+	if ok {
+		a.tokens.Used(tok.ID)
+	}
+	return tok, ok
 }
 
 // loopbackHost reports whether a request's Host names this machine's

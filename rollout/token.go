@@ -296,6 +296,10 @@ func (t *Tokens) Authenticate(secret string) (Token, bool) {
 	return tok, ok
 }
 
+// Used notes that the active token id authenticated a request by other
+// means than its secret (a dashboard session), for LastUsedAt.
+func (t *Tokens) Used(id string) { t.state.Load().used(id, t.now()) }
+
 // used notes that the token id was used at now, when its last noted use
 // is TokenUseResolution older or more: a map look-up and an atomic load
 // per request, a store only once per period.

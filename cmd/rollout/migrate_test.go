@@ -283,7 +283,7 @@ func TestMigrateRefuses(t *testing.T) {
 	}
 	for _, path := range []string{withToken, withCommit} {
 		db := openSQLite(t, path)
-		if rev, err := db.Revision(ctx); err != nil || rev > 2 {
+		if rev, err := db.Revision(ctx); err != nil || rev > 3 {
 			t.Errorf("%s: after a refused migrate Revision() = %d, %v, want it unchanged", path, rev, err)
 		}
 		if tokens, err := db.Tokens(ctx); err != nil || len(tokens) > 1 {
