@@ -284,6 +284,7 @@ func (s *Server) purgeFeature(c echo.Context) error {
 	if err := s.svc.Purge(ctx, key, opts); err != nil {
 		return err
 	}
+	c.Set(changeKindKey, "purge") // the route's Change is its archive's
 	s.applied(c, key, 0, "purged", 0, opts.Actor)
 	return c.NoContent(http.StatusNoContent)
 }

@@ -167,9 +167,26 @@ type Tokens struct {
 	uses  map[string]*tokenUse // by token ID; guarded by mu
 }
 
-// tokenUse is when a token was last used, in Unix seconds: seen by
-// Authenticate, saved to the store by Refresh.
-type tokenUse struct{ seen, saved atomic.Int64 }
+// tokenUse says whether a token was used since its last use was saved
+// (set by Authenticate, an atomic load on its path once set) and when that
+// save was, in Unix seconds (by Refresh).
+type tokenUse struct {
+	dirty atomic.Bool
+	saved atomic.Int64
+}
+
+// mark notes a use.
+func (u *tokenUse) mark() {
+	if u != nil && !u.dirty.Load() {
+		u.dirty.Store(true)
+	}
+}
+
+// matchedToken is an entry of tokenState.matched.
+type matchedToken struct {
+	tok Token
+	use *tokenUse
+}
 
 // tokenState is one consistent view of the tokens: readers load it once.
 type tokenState struct {
@@ -238,7 +255,6 @@ func (t *Tokens) Refresh(ctx context.Context) error {
 		if u == nil {
 			u = &tokenUse{}
 			if tok.LastUsedAt != nil {
-				u.seen.Store(tok.LastUsedAt.Unix())
 				u.saved.Store(tok.LastUsedAt.Unix())
 			}
 			t.uses[tok.ID] = u
@@ -282,48 +298,37 @@ func (t *Tokens) Enforced() bool { return t.state.Load().enforced }
 // Authenticate returns the active token whose secret is given.
 func (t *Tokens) Authenticate(secret string) (Token, bool) {
 	st := t.state.Load()
-	if tok, ok := st.matched.Load(secret); ok {
-		st.used(tok.(Token).ID, t.now())
-		return tok.(Token), true
+	if m, ok := st.matched.Load(secret); ok {
+		m := m.(*matchedToken)
+		m.use.mark()
+		return m.tok, true
 	}
 	// HashToken's sum, without its hex string, which every request would
 	// allocate.
 	tok, ok := st.bySum[sha256.Sum256([]byte(secret))]
 	if ok {
-		st.matched.Store(strings.Clone(secret), tok)
-		st.used(tok.ID, t.now())
+		u := st.uses[tok.ID]
+		st.matched.Store(strings.Clone(secret), &matchedToken{tok: tok, use: u})
+		u.mark()
 	}
 	return tok, ok
 }
 
 // Used notes that the active token id authenticated a request by other
 // means than its secret (a dashboard session), for LastUsedAt.
-func (t *Tokens) Used(id string) { t.state.Load().used(id, t.now()) }
-
-// used notes that the token id was used at now, when its last noted use
-// is TokenUseResolution older or more: a map look-up and an atomic load
-// per request, a store only once per period.
-func (st *tokenState) used(id string, now time.Time) {
-	u := st.uses[id]
-	if u == nil {
-		return
-	}
-	sec := now.Unix()
-	if last := u.seen.Load(); sec-last >= int64(TokenUseResolution/time.Second) {
-		u.seen.CompareAndSwap(last, sec)
-	}
-}
+func (t *Tokens) Used(id string) { t.state.Load().uses[id].mark() }
 
 // saveUses writes the uses noted since the last save to the store. The
 // caller holds t.mu.
 func (t *Tokens) saveUses(ctx context.Context) error {
 	var used map[string]time.Time
+	now := t.now().UTC().Truncate(time.Second)
 	for id, u := range t.uses {
-		if seen := u.seen.Load(); seen > u.saved.Load() {
+		if u.dirty.Load() && now.Unix()-u.saved.Load() >= int64(TokenUseResolution/time.Second) {
 			if used == nil {
 				used = map[string]time.Time{}
 			}
-			used[id] = time.Unix(seen, 0).UTC()
+			used[id] = now
 		}
 	}
 	if len(used) == 0 {
@@ -333,6 +338,8 @@ func (t *Tokens) saveUses(ctx context.Context) error {
 		return err
 	}
 	for id, at := range used {
+		// A use noted since the check above is one before now: covered.
+		t.uses[id].dirty.Store(false)
 		t.uses[id].saved.Store(at.Unix())
 	}
 	return nil
