@@ -131,7 +131,11 @@ func auditQuery(c echo.Context, ndjson bool) (rollout.AuditQuery, error) {
 		}
 	}
 	if q.Kind != "" && !q.Kind.Valid() {
-		return q, badRequest("kind=%q is not a kind of audit event: give one of create, change, rollback, override, archive, restore, purge, ramp_create, ramp_step, ramp_pause, ramp_resume, ramp_cancel, token_create, token_revoke, settings", q.Kind)
+		kinds := make([]string, len(rollout.AuditKinds))
+		for i, k := range rollout.AuditKinds {
+			kinds[i] = string(k)
+		}
+		return q, badRequest("kind=%q is not a kind of audit event: give one of %s", q.Kind, strings.Join(kinds, ", "))
 	}
 	if v := c.QueryParam("since"); v != "" {
 		t, err := time.Parse(time.RFC3339Nano, v)
