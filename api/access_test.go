@@ -148,6 +148,7 @@ var routeBodies = map[string]any{
 	"POST /ofrep/v1/evaluate/flags/:key":     map[string]any{"context": map[string]any{"targetingKey": "u"}},
 	"POST /ofrep/v1/evaluate/flags":          map[string]any{"context": map[string]any{"targetingKey": "u"}},
 	"POST /api/features":                     map[string]any{"key": "g", "buckets": []any{map[string]any{"name": "A"}}},
+	"POST /api/tokens":                       map[string]any{"name": "matrix", "role": "admin"},
 	"PATCH /api/features/:key":               map[string]any{"description": "changed"},
 	"POST /api/features/:key/buckets":        map[string]any{"name": "Z", "replicas": 5},
 	"PUT /api/features/:key/buckets/:name":   map[string]any{"replicas": 7},
@@ -157,7 +158,6 @@ var routeBodies = map[string]any{
 	"POST /api/features/:key/rollback":       map[string]any{"version": 1},
 	"POST /api/exposures":                    map[string]any{"batch": "access-matrix", "exposures": []any{}},
 	"POST /api/features/:key/ramps":          map[string]any{"bucket": "A", "steps": []float64{0.9, 1}, "every": "24h"},
-	"POST /api/tokens":                       map[string]any{"name": "matrix", "role": "admin"},
 }
 
 // paramValues are the existing things each path parameter names.

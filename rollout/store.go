@@ -125,10 +125,10 @@ type Store interface {
 	// EUnavailable when the database cannot be written.
 	CheckWrite(ctx context.Context) error
 
-	RampStore
-	IdempotencyStore
 	ArchiveStore
 	AuditStore
+	RampStore
+	IdempotencyStore
 }
 
 // CommitKind says what a commit changed.

@@ -61,6 +61,9 @@ var cases = []struct {
 	{"optimistic update", testUpdate},
 	{"conflict", testConflict},
 	{"delete", testDelete},
+	{"archive, restore, purge", testArchive},
+	{"audit trail", testAuditTrail},
+	{"audit events are append-only", testAuditAppendOnly},
 	{"versions paging", testVersions},
 	{"overrides across versions", testOverrideHistory},
 	{"history grows with changes, not overrides", testHistoryGrowth},
@@ -82,9 +85,6 @@ var cases = []struct {
 	{"update with the feature held", testUpdateHeld},
 	{"idempotency keys", testIdempotency},
 	{"idempotency key committed with its change", testIdempotentWrite},
-	{"archive, restore, purge", testArchive},
-	{"audit trail", testAuditTrail},
-	{"audit events are append-only", testAuditAppendOnly},
 }
 
 // t0 has nanoseconds: a feature's times must come back exact from every
