@@ -81,7 +81,9 @@ func TestArchiveRestorePurge(t *testing.T) {
 
 	g.must(t, 204, "editor", "DELETE", "/api/features/f", map[string]any{"comment": "experiment over"})
 	g.must(t, 404, "sdk", "GET", "/evaluate?feature=f&user=u1", nil)
-	g.must(t, 404, "viewer", "GET", "/api/features/f", nil)
+	if body := g.must(t, 404, "viewer", "GET", "/api/features/f", nil); !strings.Contains(body, "is archived") {
+		t.Errorf("GET of an archived feature = %s, want a 404 saying it is archived", body)
+	}
 	if body := g.must(t, 200, "viewer", "GET", "/api/features", nil); strings.Contains(body, `"key":"f"`) {
 		t.Errorf("GET /api/features lists the archived feature: %s", body)
 	}

@@ -88,6 +88,9 @@ func (s *Server) getFeature(c echo.Context) error {
 	key := pathParam(c, "key")
 	v, ok := viewOf(s.svc.Snapshot(), key)
 	if !ok {
+		if _, err := s.svc.ArchivedFeature(c.Request().Context(), key); err == nil {
+			return rollout.Errorf(rollout.ENotFound, "feature %q is archived: restore it (POST /api/features/%s/restore) to serve it again; GET /api/features?archived=true lists the archived features", key, key)
+		}
 		return rollout.Errorf(rollout.ENotFound, "feature %q does not exist", key)
 	}
 	c.Response().Header().Set("ETag", etag(v.Feature))

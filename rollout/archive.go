@@ -80,6 +80,12 @@ func (s *Service) ArchivedFeatures(ctx context.Context) ([]Feature, error) {
 	return s.store.ArchivedFeatures(ctx)
 }
 
+// ArchivedFeature returns the archived feature key: ENotFound when there is
+// no feature key, EConflict when it is served.
+func (s *Service) ArchivedFeature(ctx context.Context, key string) (Feature, error) {
+	return s.store.ArchivedFeature(ctx, key)
+}
+
 // Restore serves the archived feature key again with the configuration it
 // had when archived, as a new version whose report moves users from no
 // bucket back into theirs. If-Match names the archived version. Errors:
