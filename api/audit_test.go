@@ -398,3 +398,37 @@ func TestAuditQuery(t *testing.T) {
 	g.must(t, 401, "none", "GET", "/api/audit", nil)
 	g.must(t, 403, "sdk", "GET", "/api/audit", nil)
 }
+
+// TestArchiveIdempotent: archive, restore and purge keep their answer for
+// an Idempotency-Key, so that a retry neither fails nor acts twice.
+func TestArchiveIdempotent(t *testing.T) {
+	s := newServer(t, "", api.Options{})
+	s.must(201, "POST", "/api/features", twoBuckets)
+	for _, step := range []struct {
+		method, path string
+		status       int
+	}{
+		{"DELETE", "/api/features/f", 204},
+		{"POST", "/api/features/f/restore", 200},
+		{"POST", "/api/features/f/archive", 200},
+		{"DELETE", "/api/features/f?purge=true", 204},
+	} {
+		key := "k-" + step.method + step.path
+		first := s.must(step.status, step.method, step.path, nil, "Idempotency-Key", key)
+		again := s.must(step.status, step.method, step.path, nil, "Idempotency-Key", key)
+		if string(first.body) != string(again.body) {
+			t.Errorf("%s %s retried: %s, first %s", step.method, step.path, again.body, first.body)
+		}
+	}
+	events, err := s.svc.AuditEvents(context.Background(), rollout.AuditQuery{Feature: "f", Ascending: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range events {
+		kinds = append(kinds, string(e.Kind))
+	}
+	if got := strings.Join(kinds, " "); got != "create archive restore archive purge" {
+		t.Errorf("audit kinds = %s, want each action once", got)
+	}
+}
