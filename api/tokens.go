@@ -140,7 +140,7 @@ func (s *Server) createToken(c echo.Context) error {
 	if n >= maxActiveTokens {
 		return rollout.Errorf(rollout.EConflict, "there are %d active tokens, the most there may be: revoke tokens no longer used first", n)
 	}
-	tok, secret, err := tokens.CreateBy(ctx, req.Name, req.Role, tokens.Now(), actorOf(c))
+	tok, secret, err := tokens.CreateBy(ctx, req.Name, req.Role, tokens.Now(), httpActor(c))
 	if err != nil {
 		return err
 	}
@@ -167,8 +167,17 @@ func (s *Server) revokeToken(c echo.Context) error {
 	if !ok {
 		return rollout.Errorf(rollout.ENotFound, "no active token has ID %q: list them with GET /api/tokens", id)
 	}
-	if err := tokens.RevokeBy(c.Request().Context(), tok.Name, tokens.Now(), actorOf(c)); err != nil {
+	if err := tokens.RevokeBy(c.Request().Context(), tok.Name, tokens.Now(), httpActor(c)); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
+}
+
+// httpActor is who a token route acts as: the request's token, or
+// "anonymous" while the API is open (no token exists yet).
+func httpActor(c echo.Context) string {
+	if a := actorOf(c); a != "" {
+		return a
+	}
+	return "anonymous"
 }

@@ -151,3 +151,21 @@ func TestTokensAbuse(t *testing.T) {
 		t.Error("40 token creations in a row were all accepted, want 429 after a burst")
 	}
 }
+
+// TestFirstTokenOverHTTP: while no token exists the API is open (on
+// loopback), and POST /api/tokens makes the first one; from then on
+// requests need a token.
+func TestFirstTokenOverHTTP(t *testing.T) {
+	g := newAuthServer(t, nil, false)
+	var created tokenAnswer
+	json.Unmarshal([]byte(g.must(t, 201, "none", "POST", "/api/tokens", map[string]any{"name": "first", "role": "admin"})), &created)
+	if created.Secret == "" || created.CreatedBy != "anonymous" {
+		t.Fatalf("first token = %+v, want a secret, made by anonymous", created)
+	}
+	g.must(t, 401, "none", "GET", "/api/features", nil)
+	g.secrets["admin"] = created.Secret
+	g.must(t, 200, "admin", "GET", "/api/features", nil)
+	if es := g.audit(t, "admin", "/api/audit?kind=token_create").Events; len(es) != 1 || es[0].Actor != "anonymous" {
+		t.Errorf("token_create events = %+v, want one by anonymous", es)
+	}
+}
