@@ -79,6 +79,8 @@ func TestArchiveRestorePurge(t *testing.T) {
 	g.must(t, 200, "editor", "PUT", "/api/features/f/buckets/treatment", map[string]any{"replicas": 10})
 	g.must(t, 200, "sdk", "GET", "/evaluate?feature=f&user=u1", nil)
 
+	g.must(t, 422, "editor", "DELETE", "/api/features/f", map[string]any{"comment": strings.Repeat("c", rollout.MaxComment+1)})
+	g.must(t, 400, "editor", "DELETE", "/api/features/f", `{"comment":`)
 	g.must(t, 204, "editor", "DELETE", "/api/features/f", map[string]any{"comment": "experiment over"})
 	g.must(t, 404, "sdk", "GET", "/evaluate?feature=f&user=u1", nil)
 	if body := g.must(t, 404, "viewer", "GET", "/api/features/f", nil); !strings.Contains(body, "is archived") {
@@ -111,6 +113,8 @@ func TestArchiveRestorePurge(t *testing.T) {
 		t.Errorf("creating an archived key = %s, want a message saying to restore or purge it", body)
 	}
 	g.must(t, 404, "editor", "PATCH", "/api/features/f", map[string]any{"description": "x"})
+	g.must(t, 422, "editor", "POST", "/api/features/f/restore", map[string]any{"comment": strings.Repeat("c", rollout.MaxComment+1)})
+	g.must(t, 400, "editor", "POST", "/api/features/f/restore", map[string]any{"unknown": true})
 
 	// Purge: admin only (403 for an editor, decided by the route's
 	// declaration), and only of an archived feature.
