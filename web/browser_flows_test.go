@@ -347,7 +347,7 @@ func TestBrowserHousekeeping(t *testing.T) {
 		t.Errorf("delete without the key = %q", got)
 	}
 	b.do(fill("#delete-confirm", "checkout"), chromedp.Click(chromedp.CSS(form+"button[type=submit]")), waitFor(form+".preview .apply"))
-	if got := b.text(form + ".preview .apply"); got != "Delete checkout" {
+	if got := b.text(form + ".preview .apply"); got != "Archive checkout" {
 		t.Errorf("delete button = %q", got)
 	}
 	b.do(chromedp.Click(chromedp.CSS(form+".preview .apply")), waitFor(`li[data-key="dark-mode"]`))

@@ -616,7 +616,7 @@
         else what = 'No user gets a bucket: apps serve their default, until it is turned on again.';
         box.append(el('p', { class: 'confirm-what' }, el('b', {}, 'After this: '), what));
       }
-      if (req.deletes) box.append(el('p', { class: 'confirm-what' }, el('b', {}, 'After this: '), 'apps get no bucket for ' + feature.key + ', and its history is gone.'));
+      if (req.deletes) box.append(el('p', { class: 'confirm-what' }, el('b', {}, 'After this: '), 'apps get no bucket for ' + feature.key + '; it is archived with its history and can be restored.'));
       const moves = rep.moves || [];
       if (moves.length > 0) {
         const body = el('tbody');
@@ -656,7 +656,7 @@
     let label = req.create ? 'Create the feature' : 'Apply this change';
     if (req.answered && req.answered.options && req.answered.options.exact) label = req.plan.mode === 'nested' ? 'Apply: only move users into or out of the changed buckets' : 'Apply: rebalance exactly';
     if (req.toggles) label = req.toggles === 'on' ? 'Turn it on' : 'Turn it off';
-    if (req.deletes) label = 'Delete ' + feature.key;
+    if (req.deletes) label = 'Archive ' + feature.key;
     const apply = el('button', { type: 'button', class: req.toggles || req.deletes ? 'apply danger' : 'apply' }, label);
     const cancel = el('button', { type: 'button', class: 'cancel secondary' }, 'Cancel');
     box.append(el('div', { class: 'actions' }, apply, cancel));
