@@ -92,6 +92,8 @@ func (s *Server) routes(opts Options) []Route {
 		{Method: http.MethodPost, Path: "/api/features/:key/rollback", Access: rollout.PermWrite, Change: "rollback", Handler: s.rollback},
 		{Method: http.MethodGet, Path: "/api/features/:key/versions", Access: rollout.PermRead, Handler: s.listVersions},
 		{Method: http.MethodGet, Path: "/api/changes", Access: rollout.PermRead, Handler: s.listChanges},
+		// The dashboard's stream of changes (events.go): sessions and read tokens.
+		{Method: http.MethodGet, Path: "/api/events", Access: rollout.PermRead, Stream: true, Handler: s.dashboardStream},
 		{Method: http.MethodGet, Path: "/api/features/:key/versions/:version", Access: rollout.PermRead, Handler: s.getVersion},
 		{Method: http.MethodGet, Path: "/api/features/:key/users/:user", Access: rollout.PermRead, Handler: s.userHistory},
 		{Method: http.MethodGet, Path: "/api/features/:key/exposures", Access: rollout.PermRead, Handler: s.exposures},
