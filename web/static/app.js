@@ -34,19 +34,55 @@
     return e;
   }
 
-  // The features list: filter as the user types.
-  const filter = document.getElementById('filter');
-  if (filter) {
-    const items = document.querySelectorAll('li[data-search]');
+  // The features list: filter as the user types or picks, and sort, in
+  // the page, keeping the URL in step so that it can be shared.
+  const listForm = document.getElementById('list-filter');
+  if (listForm) {
+    listForm.classList.add('live');
+    const body = document.querySelector('#features tbody');
+    const rows = [...body.querySelectorAll('tr.feature-row')];
     const none = document.getElementById('no-match');
-    filter.addEventListener('input', () => {
-      const q = filter.value.trim().toLowerCase();
+    const count = document.getElementById('shown-count');
+    const q = document.getElementById('filter');
+    const status = document.getElementById('filter-status');
+    const tag = document.getElementById('filter-tag');
+    const owner = document.getElementById('filter-owner');
+    const sort = document.getElementById('sort');
+    const apply = () => {
+      const text = q.value.trim().toLowerCase();
       let shown = 0;
-      for (const item of items) {
-        item.hidden = !item.dataset.search.includes(q);
-        if (!item.hidden) shown++;
+      for (const row of rows) {
+        const d = row.dataset;
+        const match = d.search.includes(text) &&
+          (tag.value === '' || d.tags.includes(' ' + tag.value + ' ')) &&
+          (owner.value === '' || d.owner === owner.value) &&
+          (status.value === '' || (status.value === 'stale' ? 'stale' in d : d.status === status.value));
+        row.hidden = !match;
+        if (match) shown++;
       }
-      if (none) none.hidden = shown > 0;
+      none.hidden = shown > 0;
+      count.textContent = String(shown);
+      const byName = sort.value === 'name';
+      rows.sort((a, b) => byName ? a.dataset.key.localeCompare(b.dataset.key)
+        : (Number(b.dataset.changed) - Number(a.dataset.changed)) || a.dataset.key.localeCompare(b.dataset.key));
+      body.append(...rows);
+      const params = new URLSearchParams();
+      for (const f of [q, status, tag, owner]) if (f.value.trim() !== '') params.set(f.name, f.value.trim());
+      if (byName) params.set('sort', 'name');
+      const search = params.toString();
+      history.replaceState(null, '', location.pathname + (search ? '?' + search : '') + location.hash);
+    };
+    q.addEventListener('input', apply);
+    for (const f of [status, tag, owner, sort]) f.addEventListener('change', apply);
+    listForm.addEventListener('submit', (e) => { e.preventDefault(); apply(); });
+    // A tag in a row filters by it.
+    body.addEventListener('click', (e) => {
+      const a = e.target.closest('a.tag');
+      if (!a || e.ctrlKey || e.metaKey || e.shiftKey) return;
+      e.preventDefault();
+      tag.value = a.dataset.tag;
+      apply();
+      tag.focus();
     });
   }
 
