@@ -329,3 +329,18 @@ func statusName(s string) string {
 	}
 	return s
 }
+
+// ago says how long before now t was, roughly: "just now", "5 min ago",
+// "3 h ago", "40 days ago".
+func ago(t, now time.Time) string {
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return "just now"
+	case d < time.Hour:
+		return strconv.Itoa(int(d/time.Minute)) + " min ago"
+	case d < 24*time.Hour:
+		return strconv.Itoa(int(d/time.Hour)) + " h ago"
+	}
+	return days(d) + " ago"
+}
