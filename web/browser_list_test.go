@@ -297,3 +297,55 @@ func TestBrowserUserView(t *testing.T) {
 	}
 	b.checkConsole()
 }
+
+// TestBrowserTagsAndOwner: a feature created with tags and an owner from the
+// list's form shows them on its page; the description form changes them
+// (and only them), and the list filters by the new tag.
+func TestBrowserTagsAndOwner(t *testing.T) {
+	b := startBrowser(t)
+	b.app.seed(t)
+	b.do(chromedp.Navigate(b.base+"/ui/#create"), waitFor("#new-key"))
+	b.do(
+		fill("#new-key", "banner"),
+		fill("#new-tags", "Growth, q4 growth"),
+		fill("#new-owner", "alice@example.com"),
+		fill("#bucket-rows .bucket-row:nth-of-type(1) [name=bucket-name]", "off"),
+		fill("#bucket-rows .bucket-row:nth-of-type(1) [name=bucket-share]", "90"),
+		fill("#bucket-rows .bucket-row:nth-of-type(2) [name=bucket-name]", "on"),
+		fill("#bucket-rows .bucket-row:nth-of-type(2) [name=bucket-share]", "10"),
+	)
+	b.screenshots("create-tags")
+	b.do(chromedp.Click(chromedp.CSS("#create-form button[type=submit]")), waitFor("#create-form .preview .apply"))
+	b.do(chromedp.Click(chromedp.CSS("#create-form .preview .apply")), waitFor(`#banner[data-version="1"]`))
+	if got := b.text("#feature-labels"); got != "growth q4 alice@example.com" {
+		t.Errorf("the feature's labels = %q, want growth q4 alice@example.com", got)
+	}
+
+	b.do(fill("#describe-tags", "growth, checkout"), fill("#describe-owner", "team-growth"))
+	if got := b.change("describe", chromedp.Steps(), "No user would change bucket", 2); got != "No user changed bucket" {
+		t.Errorf("banner = %q", got)
+	}
+	var f struct {
+		Tags        []string `json:"tags"`
+		Owner       string   `json:"owner"`
+		Description string   `json:"description"`
+	}
+	b.api("/api/features/banner", &f)
+	if !slices.Equal(f.Tags, []string{"checkout", "growth"}) || f.Owner != "team-growth" {
+		t.Errorf("after the edit: tags %q, owner %q", f.Tags, f.Owner)
+	}
+	if got := b.text(`#banner .kicker`); !strings.Contains(got, "Tags set to checkout, growth, owner set to team-growth") || strings.Contains(got, "description") {
+		t.Errorf("the banner's summary = %q: want the tags and owner, not the description", got)
+	}
+	// Bad tags are refused with the server's reason.
+	b.do(fill("#describe-tags", "no/slash"), chromedp.Click(chromedp.CSS(`form[data-kind=describe] button[type=submit]`)), waitFor(`form[data-kind=describe] .error`))
+	if got := b.text(`form[data-kind=describe] .error`); !strings.Contains(got, `Tag "no/slash" is invalid`) {
+		t.Errorf("the refusal of a bad tag = %q", got)
+	}
+
+	b.do(chromedp.Navigate(b.base+"/ui/?tag=checkout"), waitFor("#features"))
+	if rows := b.visibleRows(); !slices.Equal(rows, []string{"banner"}) {
+		t.Errorf("tag checkout on the list: %v, want banner", rows)
+	}
+	b.checkConsole()
+}

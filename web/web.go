@@ -215,6 +215,7 @@ func parsePages(a assets) map[string]*template.Template {
 		"exact":      exactPct,
 		"list":       func(v ...string) []string { return v },
 		"ago":        ago,
+		"join":       strings.Join,
 		"statusName": statusName,
 	}
 	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/parts.html"))

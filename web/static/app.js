@@ -374,6 +374,13 @@
   }
 
   // parsePercent reads a percentage of users as a fraction.
+  // parseTags reads tags separated by commas or spaces, lower case and
+  // sorted, as the server keeps them.
+  function parseTags(text) {
+    const tags = [...new Set(text.toLowerCase().split(/[\s,]+/).filter((t) => t !== ''))];
+    return tags.sort();
+  }
+
   function parsePercent(text, label) {
     const n = Number(text);
     if (String(text).trim() === '' || !Number.isFinite(n) || n < 0 || n > 100) {
@@ -449,6 +456,10 @@
         asked = t.asked;
       }
       if (!form.elements.namedItem('salt-default').checked) body.salt = field(form, 'salt');
+      const tags = parseTags(field(form, 'tags'));
+      if (tags.length > 0) body.tags = tags;
+      const owner = field(form, 'owner').trim();
+      if (owner !== '') body.owner = owner;
       return { method: 'POST', path: '/api/features', body, create: true, key: body.key, asked };
     },
     targets(form) {
@@ -474,7 +485,17 @@
       return { plan: { method: 'POST', path: base + '/plan', body: { targets } }, values, asked };
     },
     describe(form) {
-      return { method: 'PATCH', path: base, body: { description: field(form, 'description') } };
+      // Only what differs from the page's version, so that the summary
+      // says what changed.
+      const body = {};
+      const description = field(form, 'description');
+      if (description !== form.dataset.description) body.description = description;
+      const tags = parseTags(field(form, 'tags'));
+      if (tags.join(', ') !== parseTags(form.dataset.tags).join(', ')) body.tags = tags;
+      const owner = field(form, 'owner').trim();
+      if (owner !== form.dataset.owner) body.owner = owner;
+      if (Object.keys(body).length === 0) throw new Error('Nothing changed: edit the description, the tags or the owner first.');
+      return { method: 'PATCH', path: base, body };
     },
     reshuffle() {
       return { method: 'POST', path: base + '/reshuffle', body: {} };
