@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/rollout/rollout/api"
+	"github.com/rollout/rollout/rollout"
 )
 
 // TestDashboardStream: GET /api/events says hello, then one change event
@@ -77,5 +80,43 @@ func TestDashboardStream(t *testing.T) {
 	ev = next("the deletion")
 	if err := json.Unmarshal([]byte(ev.data), &data); err != nil || len(data.Features) != 1 || !data.Features[0].Deleted {
 		t.Errorf("event after the deletion = %s (%v), want checkout deleted", ev.data, err)
+	}
+}
+
+// TestDashboardStreamBudget: the dashboard's streams count in the budget of
+// every stream: a viewer's token beyond its share is refused with 429, any
+// beyond the server's with 503, and an sdk-only token may not open one.
+func TestDashboardStreamBudget(t *testing.T) {
+	e := newStreamEnv(t, api.Options{MaxStreams: 2, MaxStreamsPerToken: 1}, nil, nil)
+	viewer, other := e.token("pm", rollout.RoleViewer), e.token("pm-2", rollout.RoleViewer)
+	sdk := e.token("app", rollout.RoleSDK)
+	open := func(secret string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", e.url+"/api/events", nil)
+		req.Header.Set("Authorization", "Bearer "+secret)
+		res, err := (&http.Client{Transport: &http.Transport{}}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StatusCode == http.StatusOK {
+			t.Cleanup(func() { res.Body.Close() })
+		} else {
+			res.Body.Close()
+		}
+		return res.StatusCode
+	}
+	for i, tt := range []struct {
+		secret string
+		want   int
+	}{
+		{sdk, http.StatusForbidden},
+		{viewer, http.StatusOK},
+		{viewer, http.StatusTooManyRequests},
+		{other, http.StatusOK},
+		{e.admin, http.StatusServiceUnavailable},
+	} {
+		if got := open(tt.secret); got != tt.want {
+			t.Errorf("stream %d = %d, want %d", i, got, tt.want)
+		}
 	}
 }
