@@ -2,11 +2,13 @@ package web
 
 import (
 	"cmp"
+	"context"
 	"math"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -30,6 +32,56 @@ const (
 	statusSplit    = "split"
 	statusArchived = "archived"
 )
+
+// evaluatedFor is how long the list trusts a feature's last evaluation
+// hour: reading it reads every stored count of the feature, and staleness
+// is counted in days.
+const evaluatedFor = 10 * time.Minute
+
+// lastEvaluations keeps the features' last evaluation hours for the list,
+// by feature ID, for evaluatedFor of the server's clock. Safe for
+// concurrent use.
+type lastEvaluations struct {
+	mu    sync.Mutex
+	byKey map[string]lastEvaluation
+}
+
+type lastEvaluation struct {
+	id       string // the feature's ID: a feature deleted and created again is read anew
+	last, at time.Time
+}
+
+// get returns the last evaluation of f, read again once evaluatedFor old.
+func (l *lastEvaluations) get(ctx context.Context, svc *rollout.Service, f rollout.Feature, now time.Time) (time.Time, error) {
+	l.mu.Lock()
+	e, ok := l.byKey[f.Key]
+	l.mu.Unlock()
+	if ok && e.id == f.ID && now.Sub(e.at) < evaluatedFor && !now.Before(e.at) {
+		return e.last, nil
+	}
+	last, err := svc.LastEvaluated(ctx, f.Key)
+	if err != nil {
+		return time.Time{}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byKey == nil {
+		l.byKey = map[string]lastEvaluation{}
+	}
+	l.byKey[f.Key] = lastEvaluation{id: f.ID, last: last, at: now}
+	return last, nil
+}
+
+// keep forgets the features that are not among keys.
+func (l *lastEvaluations) keep(keys []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k := range l.byKey {
+		if _, found := slices.BinarySearch(keys, k); !found {
+			delete(l.byKey, k)
+		}
+	}
+}
 
 // listPage is the data of list.html.
 type listPage struct {
@@ -119,7 +171,7 @@ func (h *handler) list(c echo.Context) error {
 			v := viewVersion(last[0])
 			item.Last = &v
 		}
-		evaluated, err := h.svc.LastEvaluated(ctx, key)
+		evaluated, err := h.evaluated.get(ctx, h.svc, f, now)
 		switch {
 		case rollout.ErrorCode(err) == rollout.ENotFound:
 			continue
@@ -139,6 +191,7 @@ func (h *handler) list(c echo.Context) error {
 		}
 		p.Features = append(p.Features, item)
 	}
+	h.evaluated.keep(snap.Keys())
 	// Archived features (GET /api/features?archived=true) join the list
 	// here, with Archived set, once the service keeps them.
 	for i := range p.Features {

@@ -65,6 +65,8 @@ type handler struct {
 	sample   int
 	pages    map[string]*template.Template
 	assets   assets
+	// evaluated keeps the list's last evaluation hours a while.
+	evaluated lastEvaluations
 }
 
 // Routes returns the dashboard's routes, for the API to serve beside its own
