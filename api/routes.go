@@ -125,6 +125,8 @@ func (s *Server) routes(opts Options) []Route {
 		{Method: http.MethodPost, Path: "/api/tokens", Access: rollout.PermAdmin, Handler: s.createToken,
 			Middleware: []echo.MiddlewareFunc{tokenCreateLimit()}},
 		{Method: http.MethodDelete, Path: "/api/tokens/:id", Access: rollout.PermAdmin, Handler: s.revokeToken},
+		// The dashboard's stream of changes (events.go): sessions and read tokens.
+		{Method: http.MethodGet, Path: "/api/events", Access: rollout.PermRead, Stream: true, Handler: s.dashboardStream},
 		{Method: http.MethodGet, Path: "/api/features/:key/versions/:version", Access: rollout.PermRead, Handler: s.getVersion},
 		{Method: http.MethodGet, Path: "/api/features/:key/users/:user", Access: rollout.PermRead, Handler: s.userHistory},
 		{Method: http.MethodGet, Path: "/api/features/:key/exposures", Access: rollout.PermRead, Handler: s.exposures},
