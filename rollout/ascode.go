@@ -65,7 +65,7 @@ type Document struct {
 	Features []DocFeature `json:"features"`
 	// Segments are targeting's named sets of conditions; this server
 	// takes none yet.
-	Segments []DocSegment `json:"segments,omitempty"`
+	Segments []DocSegment `json:"segments"`
 }
 
 // DocSegment is a segment of a document.
