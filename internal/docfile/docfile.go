@@ -66,15 +66,26 @@ func Parse(name string, data []byte) (rollout.Document, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return d, &Error{File: name, Message: `the file is empty: a document is "features: [...]"`}
 	}
-	err := yaml.UnmarshalWithOptions(data, &d, yaml.Strict(), yaml.DisallowUnknownField(),
-		yaml.CustomUnmarshaler[json.RawMessage](rawJSON))
-	if err != nil {
-		return rollout.Document{}, fileError(name, err)
+	if err := Unmarshal(name, data, &d); err != nil {
+		return rollout.Document{}, err
 	}
 	if err := d.Validate(); err != nil {
 		return rollout.Document{}, atPath(name, data, err)
 	}
 	return d, nil
+}
+
+// Unmarshal reads data, YAML or JSON, into v, refusing unknown fields,
+// duplicate keys and values of the wrong type, each as an *Error with its
+// line in the file name. JSON values (json.RawMessage) may be written as
+// YAML.
+func Unmarshal(name string, data []byte, v any) error {
+	err := yaml.UnmarshalWithOptions(data, v, yaml.Strict(), yaml.DisallowUnknownField(),
+		yaml.CustomUnmarshaler[json.RawMessage](rawJSON))
+	if err != nil {
+		return fileError(name, err)
+	}
+	return nil
 }
 
 // rawJSON reads a JSON value of the document (a bucket's value, a
