@@ -61,7 +61,7 @@ type yamlError interface {
 func Parse(name string, data []byte) (rollout.Document, error) {
 	var d rollout.Document
 	if len(data) > rollout.MaxDocumentBytes {
-		return d, &Error{File: name, Message: fmt.Sprintf("the file is %d bytes, more than a document may have (%d bytes, %d MB): split it into several files", len(data), rollout.MaxDocumentBytes, rollout.MaxDocumentBytes>>20)}
+		return d, TooLarge(name, int64(len(data)))
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return d, &Error{File: name, Message: `the file is empty: a document is "features: [...]"`}
@@ -86,6 +86,12 @@ func Unmarshal(name string, data []byte, v any) error {
 		return fileError(name, err)
 	}
 	return nil
+}
+
+// TooLarge is the error of a file of size bytes, more than
+// rollout.MaxDocumentBytes.
+func TooLarge(name string, size int64) error {
+	return &Error{File: name, Message: fmt.Sprintf("the file is %d bytes, more than a document may have (%d bytes, %d MB): split it into several files", size, rollout.MaxDocumentBytes, rollout.MaxDocumentBytes>>20)}
 }
 
 // rawJSON reads a JSON value of the document (a bucket's value, a
