@@ -84,8 +84,12 @@ type DocFeature struct {
 	Fallback string `json:"fallback,omitempty"`
 	// Salt keys the feature's users: left out, a feature keeps its own,
 	// and a new one gets its key (as POST /api/features gives it).
-	Salt      string            `json:"salt,omitempty"`
-	Buckets   []DocBucket       `json:"buckets"`
+	Salt    string      `json:"salt,omitempty"`
+	Buckets []DocBucket `json:"buckets"`
+	// Tolerance is how far a planned bucket's share may miss the share
+	// the document gives it (see PlanOptions.Tolerance); 0: the plan
+	// endpoint's default.
+	Tolerance float64           `json:"tolerance,omitempty"`
 	Overrides map[string]string `json:"overrides,omitempty"`
 	Rules     []Rule            `json:"rules,omitempty"`
 	BucketBy  string            `json:"bucket_by,omitempty"`
@@ -151,6 +155,9 @@ func (d Document) Validate() error {
 func (f DocFeature) validate(path string) error {
 	if !keyPattern.MatchString(f.Key) {
 		return docErrorf(path+".key", "feature key %q is invalid: use 1 to 64 characters of a-z, 0-9, '_', '.', '-', starting with a letter or digit", f.Key)
+	}
+	if f.Tolerance != 0 && !ValidTolerance(f.Tolerance) {
+		return docErrorf(path+".tolerance", "tolerance %v is out of range: give a fraction of users from %v to below %v, such as 0.005 for half a percentage point", f.Tolerance, MinTolerance, MaxTolerance)
 	}
 	if len(f.Rules) > 0 {
 		return docErrorf(path+".rules", "rules are not supported yet by this server: give \"rules: []\"")
@@ -482,6 +489,9 @@ func docBuckets(ctx context.Context, cur *compiled, df DocFeature, opts PlanOpti
 	if opts.Mode == "" {
 		opts.Mode = ModeAuto
 	}
+	if df.Tolerance != 0 {
+		opts.Tolerance = df.Tolerance
+	}
 	var p Plan
 	var err error
 	if cur == nil {
@@ -501,9 +511,9 @@ func docBuckets(ctx context.Context, cur *compiled, df DocFeature, opts PlanOpti
 	case err != nil:
 		return nil, nil, err
 	case !p.WithinTolerance && p.CutShort:
-		return nil, nil, Errorf(EInvalid, "the planner stopped (%s) before it came within tolerance %v of the shares (closest: max error %v): give replicas, or plan fewer features at once", p.CutReason, p.Tolerance, p.MaxError)
+		return nil, nil, Errorf(EInvalid, "the planner stopped (%s) before it came within tolerance %v of the shares (closest: max error %v): give the feature a larger tolerance, or replicas, or plan fewer features at once", p.CutReason, p.Tolerance, p.MaxError)
 	case !p.WithinTolerance:
-		return nil, nil, Errorf(EInvalid, "no replica counts within the limits come within tolerance %v of the shares (closest: max error %v): give replicas", p.Tolerance, p.MaxError)
+		return nil, nil, Errorf(EInvalid, "no replica counts within the limits come within tolerance %v of the shares (closest: max error %v): give the feature a larger tolerance (such as 0.01), or replicas", p.Tolerance, p.MaxError)
 	}
 	bp := &DocBucketPlan{Mode: p.Mode, Tolerance: p.Tolerance, MaxError: p.MaxError, WithinTolerance: p.WithinTolerance, CutShort: p.CutShort, CutReason: p.CutReason}
 	planned := withValues(p.Buckets)
