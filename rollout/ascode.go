@@ -341,6 +341,9 @@ type DocBucketPlan struct {
 	WithinTolerance bool    `json:"within_tolerance"`
 	CutShort        bool    `json:"cut_short"`
 	CutReason       string  `json:"cut_reason,omitempty"`
+	// Replanned reports that the plan first made a ring too coarse for
+	// its tolerance finer, which moves users once (see Plan.Replanned).
+	Replanned bool `json:"replanned,omitempty"`
 }
 
 // PlanDocument returns what applying d would change, against the features
@@ -515,7 +518,7 @@ func docBuckets(ctx context.Context, cur *compiled, df DocFeature, opts PlanOpti
 	case !p.WithinTolerance:
 		return nil, nil, Errorf(EInvalid, "no replica counts within the limits come within tolerance %v of the shares (closest: max error %v): give the feature a larger tolerance (such as 0.01), or replicas", p.Tolerance, p.MaxError)
 	}
-	bp := &DocBucketPlan{Mode: p.Mode, Tolerance: p.Tolerance, MaxError: p.MaxError, WithinTolerance: p.WithinTolerance, CutShort: p.CutShort, CutReason: p.CutReason}
+	bp := &DocBucketPlan{Mode: p.Mode, Tolerance: p.Tolerance, MaxError: p.MaxError, WithinTolerance: p.WithinTolerance, CutShort: p.CutShort, CutReason: p.CutReason, Replanned: p.Replanned}
 	planned := withValues(p.Buckets)
 	// A bucket the document lists with share 0 that the plan left out
 	// is kept with 0 replicas, so that the document plans to no change

@@ -277,6 +277,9 @@ func printPlan(w io.Writer, p rollout.DocumentPlan) error {
 				fmt.Fprintf(&b, "      cross-moves between running buckets: %s\n", pct(ch.CrossChurn))
 			}
 		}
+		if ch.Plan != nil && ch.Plan.Replanned {
+			fmt.Fprintf(&b, "      the planner first made the ring finer, for tolerance %v, which moves users once: a larger tolerance may move fewer\n", ch.Plan.Tolerance)
+		}
 		if ch.Plan != nil && ch.Plan.CutShort {
 			fmt.Fprintf(&b, "      the planner stopped early (%s): a longer search might move fewer users\n", ch.Plan.CutReason)
 		}
