@@ -1,11 +1,13 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
@@ -264,4 +266,62 @@ func TestDocumentLimits(t *testing.T) {
 func mustJSON(v any) string {
 	b, _ := json.MarshalIndent(v, "", "  ")
 	return string(b)
+}
+
+// TestDocumentPlanDeadline: a document whose plans outlast the planner's
+// deadline is refused with 422, saying so, and its apply stores nothing.
+func TestDocumentPlanDeadline(t *testing.T) {
+	s := newServer(t, "", api.Options{Plans: api.PlanLimits{Timeout: time.Millisecond}})
+	s.seed()
+	api.SetPlanHook(t, func(ctx context.Context) func() {
+		<-ctx.Done() // the plan's deadline
+		return nil
+	})
+	d := map[string]any{"features": []any{map[string]any{"key": "dark-mode", "buckets": []any{
+		map[string]any{"name": "on", "share": 0.1}, map[string]any{"name": "off", "share": 0.9}}}}}
+	for _, tc := range []struct {
+		path string
+		body any
+	}{{"/api/plan", d}, {"/api/apply", map[string]any{"document": d}}} {
+		r := s.do("POST", tc.path, tc.body)
+		if r.status != http.StatusUnprocessableEntity || !strings.Contains(string(r.body), "the planner stopped (deadline)") {
+			t.Errorf("POST %s past the planner's deadline = %d %s, want 422 saying the planner stopped", tc.path, r.status, r.body)
+		}
+	}
+	if n := versionCount(t, s, "dark-mode"); n != 1 {
+		t.Errorf("dark-mode has %d versions, want 1", n)
+	}
+}
+
+// TestDocumentPlansAtOnce: with every plan slot taken, a document's plan
+// and apply are refused at once with 429 and a Retry-After.
+func TestDocumentPlansAtOnce(t *testing.T) {
+	s := newServer(t, "", api.Options{Plans: api.PlanLimits{Running: 1}})
+	s.seed()
+	started, release := make(chan struct{}), make(chan struct{})
+	api.SetPlanHook(t, func(context.Context) func() {
+		select {
+		case started <- struct{}{}:
+			<-release
+		default:
+		}
+		return nil
+	})
+	done := make(chan response)
+	d := map[string]any{"features": []any{}}
+	go func() { done <- s.do("POST", "/api/plan", d) }()
+	<-started
+	for _, tc := range []struct {
+		path string
+		body any
+	}{{"/api/plan", d}, {"/api/apply", map[string]any{"document": d}}} {
+		r := s.do("POST", tc.path, tc.body)
+		if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" {
+			t.Errorf("POST %s with every slot taken = %d %s (Retry-After %q), want 429 with a Retry-After", tc.path, r.status, r.body, r.header.Get("Retry-After"))
+		}
+	}
+	close(release)
+	if r := <-done; r.status != http.StatusOK {
+		t.Errorf("the plan that held the slot = %d %s, want 200", r.status, r.body)
+	}
 }
