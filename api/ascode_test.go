@@ -54,7 +54,9 @@ func versionCount(t *testing.T, s *testServer, key string) int {
 // plans each change with the churn the preview endpoint reports for the
 // same buckets, exactly, applies as one batch, and then plans to no change.
 func TestDocumentRoundTrip(t *testing.T) {
-	s := newServer(t, "", api.Options{})
+	// Plans end by their budget alone, never by the clock, which a loaded
+	// machine may reach: the document's plan and the feature's are the same.
+	s := newServer(t, "", api.Options{Plans: api.PlanLimits{Timeout: time.Hour}})
 	s.seed()
 	d := exported(t, s)
 	p := docPlan(t, s.must(http.StatusOK, "POST", "/api/plan", d))
@@ -67,15 +69,15 @@ func TestDocumentRoundTrip(t *testing.T) {
 		}
 	}
 
-	// Thirds to 50/25/25, a value, a new feature, a description.
-	checkout := docFeature(t, d, "checkout")
-	checkout["buckets"] = []any{
-		map[string]any{"name": "A", "share": 0.5},
-		map[string]any{"name": "B", "share": 0.25, "value": map[string]any{"layout": "v2"}},
-		map[string]any{"name": "C", "share": 0.25},
+	// Shares and a value, a new feature, a description.
+	dark := docFeature(t, d, "dark-mode")
+	dark["tolerance"] = 0.005
+	dark["buckets"] = []any{
+		map[string]any{"name": "on", "share": 0.25, "value": map[string]any{"layout": "v2"}},
+		map[string]any{"name": "off", "share": 0.75, "value": false},
 	}
 	docFeature(t, d, "banner")["description"] = "the banner"
-	d["features"] = append(d["features"].([]any), map[string]any{"key": "new-flow", "buckets": []any{
+	d["features"] = append(d["features"].([]any), map[string]any{"key": "new-flow", "tolerance": 0.005, "buckets": []any{
 		map[string]any{"name": "off", "share": 0.9}, map[string]any{"name": "on", "share": 0.1}}})
 	p = docPlan(t, s.must(http.StatusOK, "POST", "/api/plan", d))
 	if p.Changed != 3 {
@@ -84,9 +86,9 @@ func TestDocumentRoundTrip(t *testing.T) {
 	var total float64
 	for _, ch := range p.Changes {
 		switch ch.Feature {
-		case "checkout":
+		case "dark-mode":
 			if ch.Action != rollout.ActionUpdate || ch.Plan == nil || !ch.Plan.WithinTolerance {
-				t.Errorf("checkout: %s, plan %+v; want an update planned within tolerance", ch.Action, ch.Plan)
+				t.Errorf("dark-mode: %s, plan %+v; want an update planned within tolerance", ch.Action, ch.Plan)
 			}
 			// The preview of the planned buckets reports the same churn,
 			// exactly, and so does the feature's own plan endpoint.
@@ -95,18 +97,18 @@ func TestDocumentRoundTrip(t *testing.T) {
 				buckets = append(buckets, map[string]any{"name": b.Name, "replicas": b.Replicas})
 			}
 			var preview rollout.Report
-			if err := json.Unmarshal(s.must(http.StatusOK, "POST", "/api/features/checkout/preview", map[string]any{"buckets": buckets}).body, &preview); err != nil {
+			if err := json.Unmarshal(s.must(http.StatusOK, "POST", "/api/features/dark-mode/preview", map[string]any{"buckets": buckets}).body, &preview); err != nil {
 				t.Fatal(err)
 			}
 			if ch.Churn != preview.Churn || ch.RangeChurn != preview.RangeChurn || len(ch.Moves) != len(preview.Moves) {
-				t.Errorf("checkout: plan churn %v (range %v, %d moves), preview %v (range %v, %d moves): want them equal", ch.Churn, ch.RangeChurn, len(ch.Moves), preview.Churn, preview.RangeChurn, len(preview.Moves))
+				t.Errorf("dark-mode: plan churn %v (range %v, %d moves), preview %v (range %v, %d moves): want them equal", ch.Churn, ch.RangeChurn, len(ch.Moves), preview.Churn, preview.RangeChurn, len(preview.Moves))
 			}
-			own := s.must(http.StatusOK, "POST", "/api/features/checkout/plan", map[string]any{"targets": map[string]float64{"A": 0.5, "B": 0.25, "C": 0.25}}).json(t)
+			own := s.must(http.StatusOK, "POST", "/api/features/dark-mode/plan", map[string]any{"targets": map[string]float64{"on": 0.25, "off": 0.75}, "mode": "auto", "tolerance": 0.005}).json(t)
 			if got := own["report"].(map[string]any)["churn"].(float64); got != ch.Churn {
-				t.Errorf("checkout: document plan churn %v, feature plan churn %v: want them equal", ch.Churn, got)
+				t.Errorf("dark-mode: document plan churn %v, feature plan churn %v: want them equal", ch.Churn, got)
 			}
 			if !strings.Contains(strings.Join(ch.Fields, ","), "values") {
-				t.Errorf("checkout: fields %v, want values among them", ch.Fields)
+				t.Errorf("dark-mode: fields %v, want values among them", ch.Fields)
 			}
 		case "banner":
 			if ch.Action != rollout.ActionUpdate || ch.Churn != 0 || strings.Join(ch.Fields, ",") != "description" {
@@ -133,9 +135,9 @@ func TestDocumentRoundTrip(t *testing.T) {
 	if !applied.Applied || applied.Changed != 3 || applied.TotalChurn != p.TotalChurn {
 		t.Errorf("apply: applied %v, changed %d, total %v; want the plan's 3 changes, total %v", applied.Applied, applied.Changed, applied.TotalChurn, p.TotalChurn)
 	}
-	v := s.must(http.StatusOK, "GET", "/api/features/checkout/versions/2", nil).json(t)
-	if v["comment"] != "from git" || v["report"].(map[string]any)["churn"].(float64) != p.Changes[1].Churn {
-		t.Errorf("checkout version 2: comment %v, churn %v; want the comment and the plan's churn", v["comment"], v["report"].(map[string]any)["churn"])
+	v := s.must(http.StatusOK, "GET", "/api/features/dark-mode/versions/2", nil).json(t)
+	if v["comment"] != "from git" || v["report"].(map[string]any)["churn"].(float64) != p.Changes[2].Churn {
+		t.Errorf("dark-mode version 2: comment %v, churn %v; want the comment and the plan's churn", v["comment"], v["report"].(map[string]any)["churn"])
 	}
 	// Again: no change, and so is the new export.
 	again := docPlan(t, s.must(http.StatusOK, "POST", "/api/plan", d))
@@ -185,9 +187,11 @@ func TestDocumentApplyConflict(t *testing.T) {
 // document, storing nothing; an Idempotency-Key makes a retried apply
 // apply nothing twice.
 func TestDocumentGuards(t *testing.T) {
-	s := newServer(t, "", api.Options{})
+	s := newServer(t, "", api.Options{Plans: api.PlanLimits{Timeout: time.Hour}})
 	s.seed()
 	d := exported(t, s)
+	docFeature(t, d, "dark-mode")["tolerance"] = 0.005
+	docFeature(t, d, "limit")["tolerance"] = 0.005
 	docFeature(t, d, "dark-mode")["buckets"] = []any{map[string]any{"name": "on", "share": 0.75}, map[string]any{"name": "off", "share": 0.25}}
 	docFeature(t, d, "limit")["buckets"] = []any{map[string]any{"name": "low", "share": 0.75}, map[string]any{"name": "high", "share": 0.25}}
 	for _, tc := range []struct {

@@ -104,13 +104,15 @@ func testAsCode(t *testing.T, db string) {
 		t.Fatalf("plan of the export = %v\n%s\nwant no change, exit 0", err, out)
 	}
 
-	// Edit: checkout from thirds to 50/25/25, banner described, a new
+	// Edit: banner to 75/25, checkout described, a new
 	// feature. The plan exits 2.
 	editDocument(t, file, func(d *rollout.Document) {
-		c := docFeatureOf(t, d, "checkout")
-		c.Buckets[0].Share, c.Buckets[1].Share, c.Buckets[2].Share = share(0.5), share(0.25), share(0.25)
-		docFeatureOf(t, d, "banner").Description = "the home page banner"
-		d.Features = append(d.Features, rollout.DocFeature{Key: "new-flow", Buckets: []rollout.DocBucket{
+		// Half a point of tolerance: plans quick even on a loaded machine.
+		c := docFeatureOf(t, d, "banner")
+		c.Tolerance = 0.005
+		c.Buckets[0].Share, c.Buckets[1].Share = share(0.75), share(0.25)
+		docFeatureOf(t, d, "checkout").Description = "the new checkout"
+		d.Features = append(d.Features, rollout.DocFeature{Key: "new-flow", Tolerance: 0.005, Buckets: []rollout.DocBucket{
 			{Name: "off", Share: share(0.9)}, {Name: "on", Share: share(0.1), Value: json.RawMessage(`{"v":2}`)}}})
 	})
 	planFile := filepath.Join(dir, "plan.json")
@@ -126,7 +128,7 @@ func testAsCode(t *testing.T, db string) {
 		t.Errorf("plan: changed %d, versions %v; want 3 changes, checkout from 1, new-flow from 0", p.Changed, p.Versions)
 	}
 	for _, ch := range p.Changes {
-		if ch.Feature != "checkout" {
+		if ch.Feature != "banner" {
 			continue
 		}
 		// The preview endpoint reports the same churn for the planned
@@ -135,30 +137,30 @@ func testAsCode(t *testing.T, db string) {
 		for _, b := range ch.Buckets {
 			buckets = append(buckets, map[string]any{"name": b.Name, "replicas": b.Replicas})
 		}
-		preview := s.must(200, "POST", "/api/features/checkout/preview", map[string]any{"buckets": buckets}, auth...)
+		preview := s.must(200, "POST", "/api/features/banner/preview", map[string]any{"buckets": buckets}, auth...)
 		if got := preview["churn"].(float64); got != ch.Churn || ch.Churn == 0 {
-			t.Errorf("checkout: plan churn %v, preview churn %v; want them equal, above 0", ch.Churn, got)
+			t.Errorf("banner: plan churn %v, preview churn %v; want them equal, above 0", ch.Churn, got)
 		}
 		if got := preview["range_churn"].(float64); got != ch.RangeChurn {
-			t.Errorf("checkout: plan range churn %v, preview %v; want them equal", ch.RangeChurn, got)
+			t.Errorf("banner: plan range churn %v, preview %v; want them equal", ch.RangeChurn, got)
 		}
 	}
 
 	// Apply the saved plan: one batch, each version with the comment and
 	// the token's name.
-	out, err = runWith(t, url, editor, "apply", planFile, "--comment", "PR #42: checkout to 50 %", "--max-churn", "1", "--max-total-churn", "3")
+	out, err = runWith(t, url, editor, "apply", planFile, "--comment", "PR #42: banner to 75 %", "--max-churn", "1", "--max-total-churn", "3")
 	if err != nil || !strings.Contains(out, "Applied 3 change(s)") {
 		t.Fatalf("apply = %v\n%s", err, out)
 	}
 	for key, version := range map[string]int{"checkout": 2, "banner": 2, "new-flow": 1} {
 		versions := s.must(200, "GET", "/api/features/"+key+"/versions", nil, auth...)["versions"].([]any)
 		v := versions[0].(map[string]any)
-		if len(versions) != version || v["comment"] != "PR #42: checkout to 50 %" || v["actor"] != "ci-bot" {
+		if len(versions) != version || v["comment"] != "PR #42: banner to 75 %" || v["actor"] != "ci-bot" {
 			t.Errorf("%s: %d versions, newest by %v with comment %v; want %d, by ci-bot with the comment", key, len(versions), v["actor"], v["comment"], version)
 		}
 	}
 	// A retry of the same apply applies nothing twice.
-	if _, err = runWith(t, url, editor, "apply", planFile, "--comment", "PR #42: checkout to 50 %", "--max-churn", "1", "--max-total-churn", "3"); err != nil {
+	if _, err = runWith(t, url, editor, "apply", planFile, "--comment", "PR #42: banner to 75 %", "--max-churn", "1", "--max-total-churn", "3"); err != nil {
 		t.Errorf("retried apply = %v, want the first answer again", err)
 	}
 	if n := len(s.must(200, "GET", "/api/features/checkout/versions", nil, auth...)["versions"].([]any)); n != 2 {
@@ -200,7 +202,8 @@ func testAsCode(t *testing.T, db string) {
 	}
 	editDocument(t, file, func(d *rollout.Document) {
 		c := docFeatureOf(t, d, "banner")
-		c.Buckets[0].Share, c.Buckets[1].Share = share(0.8), share(0.2)
+		c.Tolerance = 0.005
+		c.Buckets[0].Share, c.Buckets[1].Share = share(0.3), share(0.7)
 	})
 	before = dumpWith(t, s, auth)
 	_, err = runWith(t, url, editor, "apply", "-f", file, "--max-churn", "0.01")
