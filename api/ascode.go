@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"mime"
@@ -45,20 +46,86 @@ func isYAML(c echo.Context) bool {
 	return false
 }
 
-// decodeDocument reads the request body into v: JSON as decode reads it,
-// or YAML (isYAML), whose errors say their line.
-func decodeDocument(c echo.Context, v any) error {
+// readDocumentBody reads the request body, which a document route bounds
+// to rollout.MaxDocumentBytes; a YAML body, costlier to read, to
+// MaxBodyBytes.
+func readDocumentBody(c echo.Context) ([]byte, error) {
+	data, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		return nil, decodeError(err)
+	}
+	if isYAML(c) && len(data) > MaxBodyBytes {
+		return nil, rollout.Errorf(codeTooLarge, "the YAML body is larger than %d bytes: send the document as JSON (up to %d bytes), as rollout plan and apply do", MaxBodyBytes, rollout.MaxDocumentBytes)
+	}
+	return data, nil
+}
+
+// decodeDocument decodes the body data into v as JSON (as decode does),
+// or, for a YAML body (isYAML), into yamlV, whose errors say their line.
+// Documents are decoded in a plan's slot (see planner.run), so that only
+// so many are decoded at once.
+func decodeDocument(c echo.Context, data []byte, v, yamlV any) error {
 	if !isYAML(c) {
+		c.Request().Body = io.NopCloser(bytes.NewReader(data))
 		return decode(c, v)
 	}
-	data, err := io.ReadAll(c.Request().Body) // bounded by the route's body limit
-	if err != nil {
-		return decodeError(err)
-	}
-	if err := docfile.Unmarshal("the request body", data, v); err != nil {
+	if err := docfile.Unmarshal("the request body", data, yamlV); err != nil {
 		return badRequest("%s", err.Error())
 	}
 	return nil
+}
+
+// yamlApply is applyRequest as YAML.
+type yamlApply struct {
+	Document      *docfile.File  `yaml:"document"`
+	Versions      map[string]int `yaml:"versions"`
+	MaxChurn      *float64       `yaml:"max_churn"`
+	MaxTotalChurn *float64       `yaml:"max_total_churn"`
+	Comment       string         `yaml:"comment"`
+}
+
+// parseDocument reads a document body.
+func parseDocument(c echo.Context, data []byte) (rollout.Document, error) {
+	var d rollout.Document
+	var f docfile.File
+	if err := decodeDocument(c, data, &d, &f); err != nil {
+		return d, err
+	}
+	if isYAML(c) {
+		var err error
+		if d, err = f.Document("the request body"); err != nil {
+			return d, badRequest("%s", err.Error())
+		}
+	}
+	return d, d.Validate()
+}
+
+// parseApply reads the body of POST /api/apply.
+func parseApply(c echo.Context, data []byte) (applyRequest, error) {
+	var req applyRequest
+	var y yamlApply
+	if err := decodeDocument(c, data, &req, &y); err != nil {
+		return req, err
+	}
+	if isYAML(c) {
+		req = applyRequest{Versions: y.Versions, MaxChurn: y.MaxChurn, MaxTotalChurn: y.MaxTotalChurn, Comment: y.Comment}
+		if y.Document != nil {
+			d, err := y.Document.Document("the request body")
+			if err != nil {
+				return req, badRequest("%s", err.Error())
+			}
+			req.Document = &d
+		}
+	}
+	if req.Document == nil {
+		return req, badRequest(`give the document to apply: {"document":{"features":[…]},"versions":{…}}`)
+	}
+	for name, g := range map[string]*float64{"max_churn": req.MaxChurn, "max_total_churn": req.MaxTotalChurn} {
+		if g != nil && (*g != *g || *g < 0) {
+			return req, badRequest("%s %v is out of range: give a fraction of users, 0 or more", name, *g)
+		}
+	}
+	return req, req.Document.Validate()
 }
 
 // exportDocument is GET /api/export[?format=yaml|json]: every feature as a
@@ -84,15 +151,16 @@ func (s *Server) exportDocument(c echo.Context) error {
 // planDocument is POST /api/plan: the body is a document; the answer, its
 // plan (rollout.DocumentPlan). Nothing is stored.
 func (s *Server) planDocument(c echo.Context) error {
-	var d rollout.Document
-	if err := decodeDocument(c, &d); err != nil {
-		return err
-	}
-	if err := d.Validate(); err != nil {
+	data, err := readDocumentBody(c)
+	if err != nil {
 		return err
 	}
 	var p rollout.DocumentPlan
-	err := s.planner.run(c, rollout.PlanOptions{}, func(ctx context.Context, opts rollout.PlanOptions) (err error) {
+	err = s.planner.run(c, rollout.PlanOptions{}, func(ctx context.Context, opts rollout.PlanOptions) error {
+		d, err := parseDocument(c, data)
+		if err != nil {
+			return err
+		}
 		p, err = s.svc.PlanDocument(ctx, d, opts)
 		return err
 	})
@@ -107,30 +175,22 @@ func (s *Server) planDocument(c echo.Context) error {
 // and the body's comment; the answer is the plan applied. It takes an
 // Idempotency-Key.
 func (s *Server) applyDocument(c echo.Context) error {
-	var req applyRequest
-	if err := decodeDocument(c, &req); err != nil {
+	data, err := readDocumentBody(c)
+	if err != nil {
 		return err
-	}
-	if req.Document == nil {
-		return badRequest(`give the document to apply: {"document":{"features":[…]},"versions":{…}}`)
-	}
-	for name, g := range map[string]*float64{"max_churn": req.MaxChurn, "max_total_churn": req.MaxTotalChurn} {
-		if g != nil && (*g != *g || *g < 0) {
-			return badRequest("%s %v is out of range: give a fraction of users, 0 or more", name, *g)
-		}
-	}
-	if err := req.Document.Validate(); err != nil {
-		return err
-	}
-	opts := rollout.ApplyOptions{
-		Actor: actorOf(c), Comment: req.Comment, Versions: req.Versions,
-		MaxChurn: req.MaxChurn, MaxTotalChurn: req.MaxTotalChurn,
 	}
 	keepAs(c, func(p rollout.DocumentPlan) (keptAnswer, error) { return jsonAnswer(http.StatusOK, p) })
 	var p rollout.DocumentPlan
-	err := s.planner.run(c, rollout.PlanOptions{}, func(ctx context.Context, po rollout.PlanOptions) (err error) {
-		opts.Plan = po
-		p, err = s.svc.ApplyDocument(ctx, *req.Document, opts)
+	actor := actorOf(c)
+	err = s.planner.run(c, rollout.PlanOptions{}, func(ctx context.Context, po rollout.PlanOptions) error {
+		req, err := parseApply(c, data)
+		if err != nil {
+			return err
+		}
+		p, err = s.svc.ApplyDocument(ctx, *req.Document, rollout.ApplyOptions{
+			Actor: actor, Comment: req.Comment, Versions: req.Versions,
+			MaxChurn: req.MaxChurn, MaxTotalChurn: req.MaxTotalChurn, Plan: po,
+		})
 		return err
 	})
 	if err != nil {
@@ -138,7 +198,7 @@ func (s *Server) applyDocument(c echo.Context) error {
 	}
 	for _, ch := range p.Changes {
 		if ch.Action != rollout.ActionNone && p.Applied {
-			s.applied(c, ch.Feature, ch.ToVersion, "applied from a document: "+ch.Action, ch.Churn, opts.Actor)
+			s.applied(c, ch.Feature, ch.ToVersion, "applied from a document: "+ch.Action, ch.Churn, actor)
 		}
 	}
 	return c.JSON(http.StatusOK, p)

@@ -63,7 +63,7 @@ func TestParse(t *testing.T) {
 		}},
 		Segments: []rollout.DocSegment{},
 	}
-	if diff := cmp.Diff(want, d); diff != "" {
+	if diff := cmp.Diff(want, d, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("Parse() mismatch (-want +got):\n%s", diff)
 	}
 	// The same document as JSON reads the same.
@@ -113,6 +113,10 @@ func TestParseErrors(t *testing.T) {
 		{"segments", "features: []\nsegments:\n  - key: beta\n", 3, "segments are not supported yet"},
 		{"rules", "features:\n  - key: a\n    buckets: [{name: A, share: 1}]\n    rules:\n      - name: r\n        serve: {bucket: A}\n", 5, "rules are not supported yet"},
 		{"syntax", "features:\n  - key: a\n   buckets: [\n", 3, ""},
+		{"alias", "features:\n  - key: a\n    buckets: [{name: A, share: 1, value: &v [1, 2]}]\n", 3, "anchors (&) and aliases (*) are not taken"},
+		{"tag", "features:\n  - key: a\n    buckets: [{name: A, share: 1, value: !!binary aGk=}]\n", 3, "tags (!) are not taken"},
+		{"flow nesting", "features:\n  - key: a\n    buckets: [{name: A, share: 1, value: " + strings.Repeat("[", 1000) + strings.Repeat("]", 1000) + "}]\n", 3, "collections nest more than 80 deep"},
+		{"block nesting", "features:\n  - key: a\n    buckets: [{name: A, share: 1}]\n    value:\n      " + strings.Repeat("- ", 1000) + "x\n", 5, "blocks nest too deep"},
 		{"JSON unknown field", "{\n  \"features\": [\n    {\"key\": \"a\", \"buckets\": [{\"name\": \"A\", \"share\": 1}], \"x\": 1}\n  ]\n}\n", 3, `unknown field "x"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -128,6 +132,18 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("Parse() = %q, want it to start with the file's name", err)
 			}
 		})
+	}
+}
+
+// TestParseValues: a value written in YAML is the JSON it means, its
+// mappings in their order; a number as JSON writes it is a number.
+func TestParseValues(t *testing.T) {
+	d, err := docfile.Parse("f.yaml", []byte("features:\n  - key: a\n    buckets:\n      - name: A\n        share: 1\n        value:\n          z: 1e3\n          a: [x, \"1e3\", true, null, 2.50]\n          m:\n            k: |\n              line\n"))
+	if err != nil {
+		t.Fatalf("Parse() = %v", err)
+	}
+	if got, want := string(d.Features[0].Buckets[0].Value), `{"z":1e3,"a":["x","1e3",true,null,2.50],"m":{"k":"line\n"}}`; got != want {
+		t.Errorf("value = %s, want %s", got, want)
 	}
 }
 
