@@ -37,11 +37,6 @@ const (
 	MaxDocumentBytes = 5 << 20
 	// MaxDocumentFeatures bounds how many features one document lists.
 	MaxDocumentFeatures = 1000
-	// MaxTags and MaxTagBytes bound a feature's tags; MaxOwnerBytes its
-	// owner.
-	MaxTags       = 32
-	MaxTagBytes   = 64
-	MaxOwnerBytes = 256
 )
 
 // shareSumSlack is how far from 1, per bucket, a feature's shares may sum
@@ -165,19 +160,12 @@ func (f DocFeature) validate(path string) error {
 	if f.BucketBy != "" {
 		return docErrorf(path+".bucket_by", "bucket_by is not supported yet by this server: leave it out")
 	}
-	if len(f.Tags) > MaxTags {
-		return docErrorf(path+".tags", "a feature has at most %d tags, got %d", MaxTags, len(f.Tags))
-	}
-	for i, t := range f.Tags {
-		if t == "" || len(t) > MaxTagBytes || !utf8.ValidString(t) || strings.ContainsFunc(t, isControl) {
-			return docErrorf(fmt.Sprintf("%s.tags[%d]", path, i), "tag %q is invalid: use 1 to %d bytes of text", t, MaxTagBytes)
+	if err := validateLabels(f.Tags, f.Owner); err != nil {
+		field := ".tags"
+		if strings.HasPrefix(err.(*Error).Message, "owner") {
+			field = ".owner"
 		}
-		if slices.Index(f.Tags, t) < i {
-			return docErrorf(fmt.Sprintf("%s.tags[%d]", path, i), "tag %q is given twice", t)
-		}
-	}
-	if len(f.Owner) > MaxOwnerBytes || !utf8.ValidString(f.Owner) || strings.ContainsFunc(f.Owner, isControl) {
-		return docErrorf(path+".owner", "owner must be at most %d bytes of text", MaxOwnerBytes)
+		return docErrorf(path+field, "%s", err.(*Error).Message)
 	}
 	if len(f.Buckets) == 0 {
 		return docErrorf(path+".buckets", "feature %q has no buckets: give at least one", f.Key)

@@ -39,10 +39,9 @@ func (db *DB) ApplyBatch(ctx context.Context, ws []rollout.BatchWrite) error {
 // writeBatched writes one write of a batch.
 func (tx *tx) writeBatched(w rollout.BatchWrite) error {
 	if !w.Create {
-		if err := tx.writeVersion(w.Feature, w.Version); err != nil {
-			return err
-		}
-		return tx.auditBatchWrite(w)
+		// writeVersion, as insertVersion below, records the version's
+		// audit event in the batch's transaction.
+		return tx.writeVersion(w.Feature, w.Version)
 	}
 	f := w.Feature
 	if f.ID == "" {
@@ -54,19 +53,8 @@ func (tx *tx) writeBatched(w rollout.BatchWrite) error {
 		}
 		return err
 	}
-	if err := tx.insertVersion(f.ID, w.Version); err != nil {
+	if err := tx.insertVersion(f.ID, f.Key, w.Version); err != nil {
 		return err
 	}
-	if err := tx.addCommit(rollout.CommitFeature, f.Key, tx.db.now()); err != nil {
-		return err
-	}
-	return tx.auditBatchWrite(w)
-}
-
-// auditBatchWrite is called in the batch's transaction after each write of
-// it is stored: the one place where the audit log records the versions a
-// batch writes, in the same transaction (for now it records nothing).
-func (tx *tx) auditBatchWrite(w rollout.BatchWrite) error {
-	_ = w
-	return nil
+	return tx.addCommit(rollout.CommitFeature, f.Key, tx.db.now())
 }
