@@ -209,6 +209,7 @@ func newSpace(names []string, current map[string]int, targets map[string]float64
 		target: make([]int64, nb), tol: toUnits(tol),
 		lo: make([]int, nb), hi: make([]int, nb), maxPoints: lim.MaxPoints,
 		idx: make([][]int32, nb), n: make([]int, nb), share: make([]int64, nb),
+		kept: make([]int64, nb), origSh: make([]int64, nb),
 		ctx: context.Background(), budget: math.MaxInt64,
 	}
 	for b, name := range names {

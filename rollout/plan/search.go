@@ -39,9 +39,14 @@ const (
 	pairWindow = 3
 	// boxBudget bounds the replica counts that boxSearch tries.
 	boxBudget = 1 << 16
-	// boxMaxPoints: boxSearch runs only on rings of at most this many
-	// points, the small rings whose shares move in lumps.
-	boxMaxPoints = 64
+	// boxMaxUniverse: boxSearch runs only on universes of at most this
+	// many points: those of coarse limits (1,000 replicas per bucket, at
+	// most five buckets free), where it costs milliseconds. On a fine
+	// universe (20,000 replicas per bucket) each of its tries sweeps arcs
+	// of thousands of segments, a second in all, and its small rings are
+	// far from a fine tolerance: the descents from the ring planned from
+	// and its scalings reach it.
+	boxMaxUniverse = 10_000
 	// lineReach is how many replicas a line move adds or removes at
 	// least; it tries up to double the count, or half of it, and the
 	// second bucket of a pair move tries this many either way.
@@ -65,8 +70,10 @@ type planSpace struct {
 	active []bool
 	owner  []int32 // owner of segment k with counts n
 	share  []int64
-	churn  int64 // units of segments whose owner differs from orig
-	excess int64 // Σ max(0, |share-target| - tol)
+	kept   []int64 // units bucket b owns that it owned in the ring planned from
+	origSh []int64 // units bucket b owned in the ring planned from
+	churn  int64   // units of segments whose owner differs from orig
+	excess int64   // Σ max(0, |share-target| - tol)
 
 	// The search's bounds: it stops once it has taken budget steps (a
 	// replica added or removed) or ctx is done, and cut says why. Stopped
@@ -112,6 +119,7 @@ func newPlanSpace(names []string, current map[string]int, targets map[string]flo
 		target: make([]int64, nb), tol: toUnits(tol),
 		lo: make([]int, nb), hi: make([]int, nb), maxPoints: lim.MaxPoints,
 		idx: make([][]int32, nb), n: make([]int, nb), share: make([]int64, nb),
+		kept: make([]int64, nb), origSh: make([]int64, nb),
 		ctx: context.Background(), budget: math.MaxInt64,
 	}
 	sumLo := 0
@@ -172,6 +180,11 @@ func (sp *planSpace) build(names []string, current map[string]int) {
 		ref[b] = current[name]
 	}
 	sp.orig = sp.owners(ref)
+	for k, o := range sp.orig {
+		if o >= 0 {
+			sp.origSh[o] += sp.size[k]
+		}
+	}
 }
 
 // setCounts moves the search to the given counts, clamped to the bounds.
@@ -196,6 +209,7 @@ func (sp *planSpace) setCounts(counts []int) {
 		sp.active[k] = int(sp.pi[k]) < sp.n[sp.pb[k]]
 	}
 	clear(sp.share)
+	clear(sp.kept)
 	sp.churn, sp.excess = 0, 0
 	for k, o := range sp.owner {
 		if o >= 0 {
@@ -203,6 +217,8 @@ func (sp *planSpace) setCounts(counts []int) {
 		}
 		if o != sp.orig[k] {
 			sp.churn += sp.size[k]
+		} else if o >= 0 {
+			sp.kept[o] += sp.size[k]
 		}
 	}
 	for b := range sp.n {
@@ -301,21 +317,29 @@ func (sp *planSpace) remove(b int) {
 // reassign gives the arc that ends at point u and starts after the active
 // point before it from owner from to owner to.
 func (sp *planSpace) reassign(u int, from, to int32) {
-	var moved, churn int64
+	var moved, back, away int64 // back: to its owner before; away: from it
 	for k := u; ; {
 		s := sp.size[k]
 		moved += s
-		if o := sp.orig[k]; o != from && o == to {
-			churn -= s
-		} else if o == from && o != to {
-			churn += s
+		if o := sp.orig[k]; o == to {
+			back += s
+		} else if o == from {
+			away += s
 		}
 		sp.owner[k] = to
 		if k = sp.prev(k); sp.active[k] || k == u {
 			break
 		}
 	}
-	sp.churn += churn
+	if from != to {
+		sp.churn += away - back
+		if from >= 0 {
+			sp.kept[from] -= away
+		}
+		if to >= 0 {
+			sp.kept[to] += back
+		}
+	}
 	sp.transfer(from, to, moved)
 }
 
@@ -345,18 +369,22 @@ func better(s, t score, phase int) bool {
 
 // bestLine returns the change of bucket b's count, within reach, that
 // scores best, and its score; 0 and the current score when none is better.
-// Stopped, it returns the best of the changes it tried.
-func (sp *planSpace) bestLine(b, down, up, phase int) (int, score) {
+// Stopped, it returns the best of the changes it tried. It walks each way
+// only while a count further on could score better than both the best it
+// has found and bar (see hopeless), so its answer is the one of the whole
+// walk whenever that answer scores better than bar; when it does not, the
+// caller, which keeps only moves better than bar, has no use for it.
+func (sp *planSpace) bestLine(b, down, up, phase int, bar score) (int, score) {
 	n0 := sp.n[b]
 	best, bestD := sp.score(), 0
-	for sp.n[b]-n0 < up && sp.canAdd(b) && !sp.stopped() {
+	for sp.n[b]-n0 < up && sp.canAdd(b) && !sp.hopeless(b, 1, best, bar, phase) && !sp.stopped() {
 		sp.add(b)
 		if s := sp.score(); better(s, best, phase) {
 			best, bestD = s, sp.n[b]-n0
 		}
 	}
 	sp.step(b, n0-sp.n[b])
-	for n0-sp.n[b] < down && sp.canRemove(b) && !sp.stopped() {
+	for n0-sp.n[b] < down && sp.canRemove(b) && !sp.hopeless(b, -1, best, bar, phase) && !sp.stopped() {
 		sp.remove(b)
 		if s := sp.score(); better(s, best, phase) {
 			best, bestD = s, sp.n[b]-n0
@@ -364,6 +392,32 @@ func (sp *planSpace) bestLine(b, down, up, phase int) (int, score) {
 	}
 	sp.step(b, n0-sp.n[b])
 	return bestD, best
+}
+
+// hopeless reports whether no count reached by going on changing bucket b's
+// count in direction dir (+1 adding replicas, -1 removing them) can score
+// better than best or bar. Adding replicas of b only moves users into b,
+// removing them only out of it, so along the way b's share only grows (or
+// only shrinks) and every other share only shrinks (grows): a bucket's
+// excess, once its share is past its target in the direction it moves, can
+// only grow. Churn can only fall by the users that go back to the bucket
+// they had in the ring planned from: into b those it had and lost, out of b
+// those it holds that were another's. These bounds are exact integers, so
+// skipping what they rule out changes no answer the caller keeps.
+func (sp *planSpace) hopeless(b, dir int, best, bar score, phase int) bool {
+	var excess int64
+	for o := range sp.n {
+		grows := (o == b) == (dir > 0)
+		if d := sp.share[o] - sp.target[o]; grows && d >= 0 || !grows && d <= 0 {
+			excess += sp.excessOf(o)
+		}
+	}
+	churn := sp.churn - (sp.origSh[b] - sp.kept[b])
+	if dir < 0 {
+		churn = sp.churn - (sp.share[b] - sp.kept[b])
+	}
+	bound := score{excess, churn}
+	return !better(bound, best, phase) && !better(bound, bar, phase)
 }
 
 // descend improves the counts until no move scores better: the best line
@@ -382,7 +436,7 @@ func (sp *planSpace) descend(phase int) {
 func (sp *planSpace) lineMove(phase int) bool {
 	best, bb, bd := sp.score(), -1, 0
 	for b := range sp.n {
-		d, s := sp.bestLine(b, max(lineReach, sp.n[b]/2), max(lineReach, sp.n[b]), phase)
+		d, s := sp.bestLine(b, max(lineReach, sp.n[b]/2), max(lineReach, sp.n[b]), phase, best)
 		if d != 0 && better(s, best, phase) {
 			best, bb, bd = s, b, d
 		}
@@ -410,7 +464,7 @@ func (sp *planSpace) pairMove(phase int) bool {
 				if b == a {
 					continue
 				}
-				if db, s := sp.bestLine(b, lineReach, lineReach, phase); db != 0 && better(s, best, phase) {
+				if db, s := sp.bestLine(b, lineReach, lineReach, phase, best); db != 0 && better(s, best, phase) {
 					best, found = s, move{a, da, b, db}
 				}
 			}
@@ -473,7 +527,7 @@ func (sp *planSpace) search(starts [][]int, stopWithin bool) {
 // boxSearch tries every count from the bucket's least up to m for each
 // bucket, where m is the largest that keeps the number of tries within
 // boxBudget, and returns the best counts by excess, then churn; nil when
-// m would be below 8. On small rings, whose shares move in lumps, this
+// m would be below 8 or the universe has more than boxMaxUniverse points. On small rings, whose shares move in lumps, this
 // finds combinations the line and pair moves cannot reach one step at a
 // time; the search then descends from them like from any start.
 func (sp *planSpace) boxSearch() []int {
@@ -487,7 +541,7 @@ func (sp *planSpace) boxSearch() []int {
 	for pow(m+1, free) <= boxBudget {
 		m++
 	}
-	if m < 8 || sp.total > boxMaxPoints {
+	if m < 8 || len(sp.pb) > boxMaxUniverse {
 		return nil
 	}
 	counts := make([]int, len(sp.n))
