@@ -65,7 +65,8 @@ func Nested(ctx context.Context, current []ring.Bucket, targets map[string]float
 			order = append(order, name)
 		}
 	}
-	shares := mustRing(counts).Shares()
+	before := mustRing(counts)
+	shares := before.Shares()
 	anchor := ""
 	for _, name := range order {
 		if counts[name] > 0 && targets[name] > 0 {
@@ -114,7 +115,7 @@ func Nested(ctx context.Context, current []ring.Bucket, targets map[string]float
 		}
 		return 0, opts.Limits.MaxReplicas
 	})
-	sp.ctx, sp.budget = ctx, opts.budget()
+	sp.ctx, sp.budget, sp.before = ctx, opts.budget(), before
 	sp.setCounts(countsOf(names, start))
 	vary := make([]int, len(varied))
 	for i, name := range varied {
@@ -284,7 +285,10 @@ func (sp *planSpace) result(order, names []string, current map[string]int, targe
 			p.Buckets = append(p.Buckets, ring.Bucket{Name: name, Replicas: sp.n[b]})
 		}
 	}
-	before := mustRing(current)
+	before := sp.before
+	if before == nil {
+		before = mustRing(current)
+	}
 	after, _ := ring.New(p.Buckets...)
 	sharesBefore := before.Shares()
 	p.SharesAfter = after.Shares()

@@ -144,7 +144,8 @@ func Shares(ctx context.Context, current []ring.Bucket, targets map[string]float
 			order = append(order, name)
 		}
 	}
-	return planFrom(ctx, order, counts, targets, opts, sharesStarts(order, counts, targets, opts.Limits), false)
+	before := mustRing(counts)
+	return planFrom(ctx, order, counts, before, targets, opts, sharesStarts(order, counts, before, targets, opts.Limits), false)
 }
 
 // sharesStarts returns where the search for Shares starts: the current
@@ -153,8 +154,7 @@ func Shares(ctx context.Context, current []ring.Bucket, targets map[string]float
 // times the current number of points while they fit the limits. The later
 // starts matter on small rings, whose shares are too lumpy to reach a
 // target near the current counts.
-func sharesStarts(order []string, current map[string]int, targets map[string]float64, lim Limits) []map[string]int {
-	now := mustRing(current)
+func sharesStarts(order []string, current map[string]int, now *ring.Ring, targets map[string]float64, lim Limits) []map[string]int {
 	shares := now.Shares()
 	first := make(map[string]int, len(order))
 	for _, name := range order {
@@ -199,18 +199,18 @@ func Initial(ctx context.Context, targets map[string]float64, perBucket int, opt
 		}
 		starts = append(starts, start)
 	}
-	return planFrom(ctx, names, nil, targets, opts, starts, true)
+	return planFrom(ctx, names, nil, nil, targets, opts, starts, true)
 }
 
 // planFrom searches replica counts for the buckets order names from each
 // of starts (see planSpace.search), within opts' budget and while ctx is
 // not done, and returns the plan with its exact figures measured against
-// the ring of current (nil: no ring).
-func planFrom(ctx context.Context, order []string, current map[string]int, targets map[string]float64, opts Options, starts []map[string]int, stopWithin bool) Result {
+// the ring of current (nil: no ring), which is before when that is not nil.
+func planFrom(ctx context.Context, order []string, current map[string]int, before *ring.Ring, targets map[string]float64, opts Options, starts []map[string]int, stopWithin bool) Result {
 	tol, budget := opts.tolerance(), opts.budget()
 	names := slices.Sorted(slices.Values(order))
 	sp := newPlanSpace(names, current, targets, tol, opts.Limits)
-	sp.ctx, sp.budget, sp.reserve = ctx, budget-budget/reserveShare, budget/reserveShare
+	sp.ctx, sp.budget, sp.reserve, sp.before = ctx, budget-budget/reserveShare, budget/reserveShare, before
 	counts := make([][]int, len(starts))
 	for i, start := range starts {
 		counts[i] = make([]int, len(names))

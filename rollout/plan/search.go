@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 
@@ -70,10 +71,11 @@ type planSpace struct {
 	active []bool
 	owner  []int32 // owner of segment k with counts n
 	share  []int64
-	kept   []int64 // units bucket b owns that it owned in the ring planned from
-	origSh []int64 // units bucket b owned in the ring planned from
-	churn  int64   // units of segments whose owner differs from orig
-	excess int64   // Σ max(0, |share-target| - tol)
+	kept   []int64    // units bucket b owns that it owned in the ring planned from
+	origSh []int64    // units bucket b owned in the ring planned from
+	before *ring.Ring // the ring planned from, when its caller has built it
+	churn  int64      // units of segments whose owner differs from orig
+	excess int64      // Σ max(0, |share-target| - tol)
 
 	// The search's bounds: it stops once it has taken budget steps (a
 	// replica added or removed) or ctx is done, and cut says why. Stopped
@@ -143,10 +145,6 @@ func newPlanSpace(names []string, current map[string]int, targets map[string]flo
 // max(hi, current) - 1 of each, and the owners of the ring of current.
 func (sp *planSpace) build(names []string, current map[string]int) {
 	nb := len(names)
-	type upoint struct {
-		pos  ring.Position
-		b, i int32
-	}
 	var pts []upoint
 	buf := make([]byte, 0, 80)
 	for b, name := range names {
@@ -157,10 +155,7 @@ func (sp *planSpace) build(names []string, current map[string]int) {
 		}
 		sp.idx[b] = make([]int32, m)
 	}
-	// Ring order: by position, then bucket name (names are sorted).
-	slices.SortFunc(pts, func(x, y upoint) int {
-		return cmp.Or(x.pos.Compare(y.pos), cmp.Compare(x.b, y.b))
-	})
+	pts = sortUniverse(pts)
 	u := len(pts)
 	sp.size, sp.pb, sp.pi = make([]int64, u), make([]int32, u), make([]int32, u)
 	sp.active, sp.owner = make([]bool, u), make([]int32, u)
@@ -185,6 +180,51 @@ func (sp *planSpace) build(names []string, current map[string]int) {
 			sp.origSh[o] += sp.size[k]
 		}
 	}
+}
+
+type upoint struct {
+	pos  ring.Position
+	b, i int32
+}
+
+// sortUniverse returns pts in ring order: by position, then bucket (names
+// are sorted). MD5 positions are uniform, so it deals them into about as
+// many bins as points by their leading bits, in one pass, and sorts each
+// bin, of one or two points on average, by insertion: linear time, where a
+// comparison sort of the 120,000 points of six fine buckets took tens of
+// milliseconds.
+func sortUniverse(pts []upoint) []upoint {
+	if len(pts) < 2 {
+		return pts
+	}
+	k := uint(bits.Len(uint(len(pts))))
+	shift := 64 - k
+	start := make([]int32, 1<<k+1)
+	for _, p := range pts {
+		start[p.pos.Hi>>shift+1]++
+	}
+	for j := 1; j < len(start); j++ {
+		start[j] += start[j-1]
+	}
+	out := make([]upoint, len(pts))
+	next := slices.Clone(start[:len(start)-1])
+	for _, p := range pts {
+		j := p.pos.Hi >> shift
+		out[next[j]] = p
+		next[j]++
+	}
+	less := func(x, y upoint) bool {
+		return cmp.Or(x.pos.Compare(y.pos), cmp.Compare(x.b, y.b)) < 0
+	}
+	for j := range len(start) - 1 {
+		bin := out[start[j]:start[j+1]]
+		for a := 1; a < len(bin); a++ {
+			for c := a; c > 0 && less(bin[c], bin[c-1]); c-- {
+				bin[c], bin[c-1] = bin[c-1], bin[c]
+			}
+		}
+	}
+	return out
 }
 
 // setCounts moves the search to the given counts, clamped to the bounds.
