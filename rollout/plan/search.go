@@ -74,8 +74,18 @@ type planSpace struct {
 	kept   []int64    // units bucket b owns that it owned in the ring planned from
 	origSh []int64    // units bucket b owned in the ring planned from
 	before *ring.Ring // the ring planned from, when its caller has built it
-	churn  int64      // units of segments whose owner differs from orig
-	excess int64      // Σ max(0, |share-target| - tol)
+
+	// The universe: names, each bucket's positions hashed so far (replicas
+	// 0 to len-1), the counts of the ring planned from, each bucket's limit
+	// (the most replicas the universe can hold) and their sum.
+	names    []string
+	pos      [][]ring.Position
+	ref      []int
+	limit    []int
+	universe int
+	counted  bool  // setCounts has set the counts
+	churn    int64 // units of segments whose owner differs from orig
+	excess   int64 // Σ max(0, |share-target| - tol)
 
 	// The search's bounds: it stops once it has taken budget steps (a
 	// replica added or removed) or ctx is done, and cut says why. Stopped
@@ -141,22 +151,75 @@ func newPlanSpace(names []string, current map[string]int, targets map[string]flo
 	return sp
 }
 
-// build hashes the universe of the buckets names (sorted): replicas 0 to
-// max(hi, current) - 1 of each, and the owners of the ring of current.
+// build sets up the universe of the buckets names (sorted): replicas 0 to
+// max(hi, current) - 1 of each, and the owners of the ring of current. A
+// universe of more than boxMaxUniverse points (fine limits: 20,000
+// replicas a bucket) is hashed lazily: at first only the replicas of
+// current, and more as the search reaches them (see reach). Its figures do
+// not depend on how much of it is hashed: a segment's size is a difference
+// of truncated positions, so the arcs between the points a ring has add up
+// to the same units however many other points cut them.
 func (sp *planSpace) build(names []string, current map[string]int) {
 	nb := len(names)
-	var pts []upoint
-	buf := make([]byte, 0, 80)
+	sp.names, sp.pos, sp.ref, sp.limit = names, make([][]ring.Position, nb), make([]int, nb), make([]int, nb)
+	sp.universe = 0
 	for b, name := range names {
-		m := max(sp.hi[b], current[name])
-		for i := range m {
-			buf = strconv.AppendInt(append(append(buf[:0], name...), '#'), int64(i), 10)
-			pts = append(pts, upoint{pos: ring.HashBytes(buf), b: int32(b), i: int32(i)})
+		sp.ref[b] = current[name]
+		sp.limit[b] = max(sp.hi[b], current[name])
+		sp.universe += sp.limit[b]
+	}
+	want := sp.limit
+	if sp.universe > boxMaxUniverse {
+		want = sp.ref
+	}
+	sp.hash(want)
+}
+
+// reach makes sure the universe holds replicas 0 to counts[b] - 1 of every
+// bucket b: when it does not, it hashes half as many again as counts asks,
+// at least lazyMargin more, within the bucket's limit, and rebuilds the
+// universe's segments; the search's counts and figures then stay as they
+// were. It returns whether it rebuilt.
+func (sp *planSpace) reach(counts []int) bool {
+	grow := false
+	want := make([]int, len(counts))
+	for b, c := range counts {
+		want[b] = len(sp.pos[b])
+		if c > want[b] {
+			want[b], grow = min(sp.limit[b], c+c/2+lazyMargin), true
 		}
-		sp.idx[b] = make([]int32, m)
+	}
+	if grow {
+		sp.hash(want)
+	}
+	return grow
+}
+
+// lazyMargin is how many replicas more than the search asks for a lazy
+// universe hashes at least when it grows.
+const lazyMargin = 256
+
+// hash extends the universe to replicas 0 to want[b] - 1 of each bucket b
+// and rebuilds its segments, the owners of the ring planned from and, when
+// the search has counts, its figures at them.
+func (sp *planSpace) hash(want []int) {
+	buf := make([]byte, 0, 80)
+	u := 0
+	for b, name := range sp.names {
+		for i := len(sp.pos[b]); i < want[b]; i++ {
+			buf = strconv.AppendInt(append(append(buf[:0], name...), '#'), int64(i), 10)
+			sp.pos[b] = append(sp.pos[b], ring.HashBytes(buf))
+		}
+		u += len(sp.pos[b])
+	}
+	pts := make([]upoint, 0, u)
+	for b, ps := range sp.pos {
+		for i, p := range ps {
+			pts = append(pts, upoint{pos: p, b: int32(b), i: int32(i)})
+		}
+		sp.idx[b] = make([]int32, len(ps))
 	}
 	pts = sortUniverse(pts)
-	u := len(pts)
 	sp.size, sp.pb, sp.pi = make([]int64, u), make([]int32, u), make([]int32, u)
 	sp.active, sp.owner = make([]bool, u), make([]int32, u)
 	trunc := func(p ring.Position) int64 { return int64(p.Hi >> (64 - unitBits)) }
@@ -170,15 +233,15 @@ func (sp *planSpace) build(names []string, current map[string]int) {
 	if u > 0 {
 		sp.size[0] = unitWhole - trunc(pts[u-1].pos) + trunc(pts[0].pos)
 	}
-	ref := make([]int, nb)
-	for b, name := range names {
-		ref[b] = current[name]
-	}
-	sp.orig = sp.owners(ref)
+	sp.orig = sp.owners(sp.ref)
+	clear(sp.origSh)
 	for k, o := range sp.orig {
 		if o >= 0 {
 			sp.origSh[o] += sp.size[k]
 		}
+	}
+	if sp.counted {
+		sp.figures()
 	}
 }
 
@@ -244,6 +307,15 @@ func (sp *planSpace) setCounts(counts []int) {
 		sp.n[big]--
 		sp.total--
 	}
+	sp.counted = true
+	if !sp.reach(sp.n) {
+		sp.figures()
+	}
+}
+
+// figures computes the owners, shares, churn and excess of the counts
+// afresh.
+func (sp *planSpace) figures() {
 	sp.owner = sp.owners(sp.n)
 	for k := range sp.active {
 		sp.active[k] = int(sp.pi[k]) < sp.n[sp.pb[k]]
@@ -332,6 +404,11 @@ func (sp *planSpace) canRemove(b int) bool { return sp.n[b] > sp.lo[b] }
 // before it up to it moves from its owner to b.
 func (sp *planSpace) add(b int) {
 	sp.steps++
+	if sp.n[b] == len(sp.idx[b]) {
+		want := slices.Clone(sp.n)
+		want[b]++
+		sp.reach(want)
+	}
 	u := int(sp.idx[b][sp.n[b]])
 	sp.n[b]++
 	sp.total++
@@ -581,7 +658,7 @@ func (sp *planSpace) boxSearch() []int {
 	for pow(m+1, free) <= boxBudget {
 		m++
 	}
-	if m < 8 || len(sp.pb) > boxMaxUniverse {
+	if m < 8 || sp.universe > boxMaxUniverse {
 		return nil
 	}
 	counts := make([]int, len(sp.n))
