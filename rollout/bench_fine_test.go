@@ -51,6 +51,7 @@ func benchPlanFine(b *testing.B, current []Bucket, targets map[string]float64, m
 	}
 	b.ReportMetric(float64(p.Steps), "steps")
 	b.ReportMetric(p.MaxError*100, "max-error-points")
+	b.ReportMetric(p.Churn*100, "churn-%")
 }
 
 func BenchmarkPlanFineNested(b *testing.B) {
@@ -68,6 +69,30 @@ func BenchmarkPlanFineAuto(b *testing.B) {
 func BenchmarkPlanFineExactFour(b *testing.B) {
 	four := []Bucket{{Name: "A", Replicas: 5000}, {Name: "B", Replicas: 5000}, {Name: "C", Replicas: 5000}, {Name: "D", Replicas: 5000}}
 	benchPlanFine(b, four, map[string]float64{"A": 0.4, "B": 0.1, "C": 0.3, "D": 0.2}, ModeExact)
+}
+
+// BenchmarkPlanFineChange plans, through PlanSharesContext, changes of 2,
+// 4 and 6 buckets sharing 20,000 points equally, or 300 (a coarse
+// feature's first re-plan), to targets in proportion to n-i for bucket i
+// (the first grows, the others shrink), in each mode.
+//
+//	go test -run '^$' -bench PlanFineChange -benchmem ./rollout
+func BenchmarkPlanFineChange(b *testing.B) {
+	for _, points := range []int{20_000, 300} {
+		for _, n := range []int{2, 4, 6} {
+			current := make([]Bucket, n)
+			targets := make(map[string]float64, n)
+			for i := range current {
+				current[i] = Bucket{Name: fmt.Sprintf("v%d", i), Replicas: points / n}
+				targets[current[i].Name] = float64(n-i) / float64(n*(n+1)/2)
+			}
+			for _, mode := range []string{ModeNested, ModeExact, ModeAuto} {
+				b.Run(fmt.Sprintf("from=%d/buckets=%d/%s", points, n, mode), func(b *testing.B) {
+					benchPlanFine(b, current, targets, mode)
+				})
+			}
+		}
+	}
 }
 
 func BenchmarkPlanNewFine(b *testing.B) {
