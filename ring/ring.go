@@ -44,12 +44,56 @@ type point struct {
 	bucket int32 // index into Ring.buckets, which are sorted by name
 }
 
+// pointSet holds a ring's points compactly, as columns: the two words of
+// each position and its bucket's index, in one byte when the ring has at
+// most 256 buckets. A fine feature's ring of 4,000 points takes 17 bytes a
+// point instead of the 24 of a []point, padding included.
+type pointSet struct {
+	hi, lo []uint64
+	b8     []uint8 // bucket indexes, when there are at most 256 buckets
+	b32    []int32 // else
+}
+
+func newPointSet(points []point, buckets int) pointSet {
+	s := pointSet{hi: make([]uint64, len(points)), lo: make([]uint64, len(points))}
+	if buckets <= 256 {
+		s.b8 = make([]uint8, len(points))
+	} else {
+		s.b32 = make([]int32, len(points))
+	}
+	for i, p := range points {
+		s.hi[i], s.lo[i] = p.pos.Hi, p.pos.Lo
+		if s.b8 != nil {
+			s.b8[i] = uint8(p.bucket)
+		} else {
+			s.b32[i] = p.bucket
+		}
+	}
+	return s
+}
+
+func (s *pointSet) len() int { return len(s.hi) }
+
+func (s *pointSet) pos(i int) Position { return Position{Hi: s.hi[i], Lo: s.lo[i]} }
+
+func (s *pointSet) bucket(i int) int32 {
+	if s.b32 != nil {
+		return s.b32[i]
+	}
+	return int32(s.b8[i])
+}
+
+// less reports whether point i is before position h.
+func (s *pointSet) less(i int, h Position) bool {
+	return s.hi[i] < h.Hi || (s.hi[i] == h.Hi && s.lo[i] < h.Lo)
+}
+
 // Ring is an immutable consistent-hash ring. Methods that change it return a
 // new Ring and leave the receiver as it was, so a *Ring is safe for any number
 // of concurrent readers with no locking. The zero value is an empty ring.
 type Ring struct {
 	buckets []Bucket // sorted by name
-	points  []point  // sorted by (position, bucket name)
+	pts     pointSet // sorted by (position, bucket name)
 	index   index    // where to start searching points; see index.go
 }
 
@@ -87,7 +131,7 @@ func New(buckets ...Bucket) (*Ring, error) {
 		}
 	}
 	points = sortPoints(points)
-	return &Ring{buckets: bs, points: points, index: newIndex(points)}, nil
+	return &Ring{buckets: bs, pts: newPointSet(points, len(bs)), index: newIndex(points)}, nil
 }
 
 // sortPoints returns points sorted by (position, bucket). MD5 positions are
@@ -147,21 +191,19 @@ func (r *Ring) Without(name string) *Ring {
 	if !ok {
 		return r
 	}
-	out := &Ring{
-		buckets: slices.Delete(slices.Clone(r.buckets), gone, gone+1),
-		points:  make([]point, 0, len(r.points)-r.buckets[gone].Replicas),
-	}
-	for _, p := range r.points {
+	buckets := slices.Delete(slices.Clone(r.buckets), gone, gone+1)
+	points := make([]point, 0, r.pts.len()-r.buckets[gone].Replicas)
+	for i := range r.pts.len() {
+		p := point{pos: r.pts.pos(i), bucket: r.pts.bucket(i)}
 		switch {
 		case int(p.bucket) == gone:
 			continue
 		case int(p.bucket) > gone:
 			p.bucket--
 		}
-		out.points = append(out.points, p)
+		points = append(points, p)
 	}
-	out.index = newIndex(out.points)
-	return out
+	return &Ring{buckets: buckets, pts: newPointSet(points, len(buckets)), index: newIndex(points)}
 }
 
 // Buckets returns the ring's buckets sorted by name. The slice is the
@@ -178,7 +220,7 @@ func (r *Ring) Len() int {
 	if r == nil {
 		return 0
 	}
-	return len(r.points)
+	return r.pts.len()
 }
 
 // Lookup returns the bucket that serves key. On a ring with no points it
@@ -191,19 +233,19 @@ func (r *Ring) Lookup(key string) (bucket string, ok bool) {
 // owner of the first point at or after h, wrapping round. It does not
 // allocate.
 func (r *Ring) LookupPosition(h Position) (bucket string, ok bool) {
-	if r == nil || len(r.points) == 0 {
+	if r == nil || r.pts.len() == 0 {
 		return "", false
 	}
-	return r.buckets[r.points[r.search(h)].bucket].Name, true
+	return r.buckets[r.pts.bucket(r.search(h))].Name, true
 }
 
 // LookupIndex is LookupPosition returning the bucket's index in Buckets()
 // instead of its name, for callers that keep per-bucket data in a slice.
 func (r *Ring) LookupIndex(h Position) (i int, ok bool) {
-	if r == nil || len(r.points) == 0 {
+	if r == nil || r.pts.len() == 0 {
 		return 0, false
 	}
-	return int(r.points[r.search(h)].bucket), true
+	return int(r.pts.bucket(r.search(h))), true
 }
 
 // search returns the index of the first point at or after h, or 0 past the
@@ -212,13 +254,13 @@ func (r *Ring) search(h Position) int {
 	lo, hi := r.index.bounds(h)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if r.points[m].pos.less(h) {
+		if r.pts.less(m, h) {
 			lo = m + 1
 		} else {
 			hi = m
 		}
 	}
-	if lo == len(r.points) {
+	if lo == r.pts.len() {
 		return 0
 	}
 	return lo

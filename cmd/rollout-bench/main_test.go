@@ -19,6 +19,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(serverEnv); spec != "" {
 		os.Exit(serverMain(spec, os.Stdin, os.Stdout, os.Stderr))
 	}
+	if spec := os.Getenv(clientEnv); spec != "" {
+		os.Exit(clientMain(spec, os.Stdin, os.Stdout, os.Stderr))
+	}
 	os.Exit(m.Run())
 }
 
