@@ -54,22 +54,45 @@ type pointSet struct {
 	b32    []int32 // else
 }
 
-func newPointSet(points []point, buckets int) pointSet {
-	s := pointSet{hi: make([]uint64, len(points)), lo: make([]uint64, len(points))}
+// newPointSet returns a set of n points, all zero, for a ring of the
+// given number of buckets.
+func newPointSet(n, buckets int) pointSet {
+	s := pointSet{hi: make([]uint64, n), lo: make([]uint64, n)}
 	if buckets <= 256 {
-		s.b8 = make([]uint8, len(points))
+		s.b8 = make([]uint8, n)
 	} else {
-		s.b32 = make([]int32, len(points))
-	}
-	for i, p := range points {
-		s.hi[i], s.lo[i] = p.pos.Hi, p.pos.Lo
-		if s.b8 != nil {
-			s.b8[i] = uint8(p.bucket)
-		} else {
-			s.b32[i] = p.bucket
-		}
+		s.b32 = make([]int32, n)
 	}
 	return s
+}
+
+// set sets point i to p.
+func (s *pointSet) set(i int, p point) {
+	s.hi[i], s.lo[i] = p.pos.Hi, p.pos.Lo
+	if s.b8 != nil {
+		s.b8[i] = uint8(p.bucket)
+	} else {
+		s.b32[i] = p.bucket
+	}
+}
+
+// before reports whether point i is before point j: by position, then
+// bucket.
+func (s *pointSet) before(i, j int) bool {
+	if c := s.pos(i).Compare(s.pos(j)); c != 0 {
+		return c < 0
+	}
+	return s.bucket(i) < s.bucket(j)
+}
+
+func (s *pointSet) swap(i, j int) {
+	s.hi[i], s.hi[j] = s.hi[j], s.hi[i]
+	s.lo[i], s.lo[j] = s.lo[j], s.lo[i]
+	if s.b8 != nil {
+		s.b8[i], s.b8[j] = s.b8[j], s.b8[i]
+	} else {
+		s.b32[i], s.b32[j] = s.b32[j], s.b32[i]
+	}
 }
 
 func (s *pointSet) len() int { return len(s.hi) }
@@ -130,19 +153,22 @@ func New(buckets ...Bucket) (*Ring, error) {
 			points = append(points, point{pos: HashBytes(buf), bucket: int32(i)})
 		}
 	}
-	points = sortPoints(points)
-	return &Ring{buckets: bs, pts: newPointSet(points, len(bs)), index: newIndex(points)}, nil
+	pts := sortPoints(points, len(bs))
+	return &Ring{buckets: bs, pts: pts, index: newIndex(pts.hi)}, nil
 }
 
-// sortPoints returns points sorted by (position, bucket). MD5 positions are
-// uniform, so it deals them into about as many bins as points by their
-// leading bits, in one pass, and sorts each bin, of one or two points on
-// average, by insertion: linear time instead of a comparison sort's
-// n·log n, for rings of tens of thousands of points. The order is the one
-// a comparison sort gives: points are distinct by (position, bucket).
-func sortPoints(points []point) []point {
-	if len(points) < 2 {
-		return points
+// sortPoints returns points sorted by (position, bucket), as a pointSet
+// for a ring of the given number of buckets. MD5 positions are uniform, so
+// it deals them into about as many bins as points by their leading bits,
+// in one pass, straight into the set's columns, and sorts each bin, of one
+// or two points on average, by insertion: linear time instead of a
+// comparison sort's n·log n, and no copy of the points but the set. The
+// order is the one a comparison sort gives: points are distinct by
+// (position, bucket).
+func sortPoints(points []point, buckets int) pointSet {
+	s := newPointSet(len(points), buckets)
+	if len(points) == 0 {
+		return s
 	}
 	k := uint(bits.Len(uint(len(points))))
 	shift := 64 - k
@@ -153,28 +179,20 @@ func sortPoints(points []point) []point {
 	for j := 1; j < len(start); j++ {
 		start[j] += start[j-1]
 	}
-	out := make([]point, len(points))
 	next := slices.Clone(start[:len(start)-1])
 	for _, p := range points {
 		j := p.pos.Hi >> shift
-		out[next[j]] = p
+		s.set(int(next[j]), p)
 		next[j]++
 	}
-	less := func(a, b point) bool {
-		if c := a.pos.Compare(b.pos); c != 0 {
-			return c < 0
-		}
-		return a.bucket < b.bucket
-	}
 	for j := range len(start) - 1 {
-		bin := out[start[j]:start[j+1]]
-		for a := 1; a < len(bin); a++ {
-			for c := a; c > 0 && less(bin[c], bin[c-1]); c-- {
-				bin[c], bin[c-1] = bin[c-1], bin[c]
+		for a := int(start[j]) + 1; a < int(start[j+1]); a++ {
+			for c := a; c > int(start[j]) && s.before(c, c-1); c-- {
+				s.swap(c, c-1)
 			}
 		}
 	}
-	return out
+	return s
 }
 
 // With returns a copy of r in which bucket b is added, or replaces the bucket
@@ -192,7 +210,8 @@ func (r *Ring) Without(name string) *Ring {
 		return r
 	}
 	buckets := slices.Delete(slices.Clone(r.buckets), gone, gone+1)
-	points := make([]point, 0, r.pts.len()-r.buckets[gone].Replicas)
+	pts := newPointSet(r.pts.len()-r.buckets[gone].Replicas, len(buckets))
+	n := 0
 	for i := range r.pts.len() {
 		p := point{pos: r.pts.pos(i), bucket: r.pts.bucket(i)}
 		switch {
@@ -201,9 +220,10 @@ func (r *Ring) Without(name string) *Ring {
 		case int(p.bucket) > gone:
 			p.bucket--
 		}
-		points = append(points, p)
+		pts.set(n, p)
+		n++
 	}
-	return &Ring{buckets: buckets, pts: newPointSet(points, len(buckets)), index: newIndex(points)}
+	return &Ring{buckets: buckets, pts: pts, index: newIndex(pts.hi)}
 }
 
 // Buckets returns the ring's buckets sorted by name. The slice is the

@@ -7,7 +7,8 @@ import (
 )
 
 // TestSortPoints: the bin sort of New orders points as a comparison sort
-// by (position, bucket) does, ties of position and crowded bins included.
+// by (position, bucket) does, ties of position and crowded bins included,
+// with bucket indexes kept in a byte or in an int32.
 func TestSortPoints(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, n := range []int{0, 1, 2, 3, 17, 1000, 20_000} {
@@ -28,8 +29,11 @@ func TestSortPoints(t *testing.T) {
 			}
 			return int(a.bucket) - int(b.bucket)
 		})
-		if got := sortPoints(slices.Clone(points)); !slices.Equal(got, want) {
-			t.Errorf("%d points: the bin sort differs from the comparison sort", n)
+		for _, buckets := range []int{8, 300} { // bucket indexes in a byte, or not
+			r := &Ring{pts: sortPoints(points, buckets)}
+			if !slices.Equal(r.points(), want) {
+				t.Errorf("%d points of %d buckets: the bin sort differs from the comparison sort", n, buckets)
+			}
 		}
 	}
 }
