@@ -2,8 +2,10 @@ package rollout
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"runtime"
+	"slices"
 	"testing"
 )
 
@@ -138,4 +140,48 @@ func BenchmarkFineFeaturesMemory(b *testing.B) {
 	}
 	b.ReportMetric(float64(held)/n, "bytes/feature")
 	b.ReportMetric(float64(held)/(1<<20), "MB/1000")
+}
+
+// TestFineSyncFormCarriesReplicas: the sync form of a fine feature (50/50
+// within 0.05 points, some 4,000 ring points) carries its buckets' replica
+// counts, not its points, so it stays a few hundred bytes; a client that
+// decodes it evaluates every user as the server does.
+func TestFineSyncFormCarriesReplicas(t *testing.T) {
+	p, err := PlanNew(map[string]float64{"off": 0.5, "on": 0.5}, PlanOptions{Mode: ModeAuto, Order: []string{"off", "on"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	points := 0
+	for _, b := range p.Buckets {
+		points += b.Replicas
+	}
+	if points < 2000 || !p.WithinTolerance {
+		t.Fatalf("the fine plan has %d points, within tolerance %v: want a fine ring", points, p.WithinTolerance)
+	}
+	snap, err := NewSnapshot([]Feature{{ID: "1", Key: "fine", Enabled: true, Salt: "s", Version: 1, Buckets: p.Buckets}}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	form, _ := snap.SyncFeature("fine")
+	if len(form) > 256 {
+		t.Errorf("the sync form of a feature of %d points is %d bytes, want at most 256:\n%s", points, len(form), form)
+	}
+	var got SyncFeature
+	if err := json.Unmarshal(form, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.EqualFunc(got.Buckets, p.Buckets, func(a, b Bucket) bool { return a.Name == b.Name && a.Replicas == b.Replicas && len(a.Value) == 0 }) {
+		t.Errorf("the sync form carries buckets %v, want the replica counts %v", got.Buckets, p.Buckets)
+	}
+	client, err := DecodeSync(snap.AppendSync(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10_000 {
+		user := fmt.Sprintf("user-%d", i)
+		want, _ := snap.Evaluate("fine", user)
+		if got, err := client.Evaluate("fine", user); err != nil || got.Bucket != want.Bucket {
+			t.Fatalf("the client gives %s %q (%v), the server %q", user, got.Bucket, err, want.Bucket)
+		}
+	}
 }
