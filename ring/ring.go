@@ -125,8 +125,43 @@ type Ring struct {
 // than MaxPoints points in all. A bucket with 0 replicas is kept but owns no
 // point.
 func New(buckets ...Bucket) (*Ring, error) {
-	bs := slices.Clone(buckets)
-	slices.SortFunc(bs, func(a, b Bucket) int { return strings.Compare(a.Name, b.Name) })
+	return newRing(buckets, nil)
+}
+
+// ErrPositions is returned by NewHashed for positions that do not match
+// the buckets.
+var ErrPositions = errors.New("ring: fewer positions than replicas")
+
+// NewHashed is New for buckets whose points' positions the caller has
+// hashed: positions[i] holds those of buckets[i], Hash(name+"#"+r) for
+// replica r, at least buckets[i].Replicas of them (see AppendPoints); only
+// those are read. It returns the ring New would, without hashing again, for
+// callers that hold the positions already, such as a planner that builds
+// several rings of the same buckets.
+func NewHashed(buckets []Bucket, positions [][]Position) (*Ring, error) {
+	if len(positions) != len(buckets) {
+		return nil, fmt.Errorf("%w: %d lists for %d buckets", ErrPositions, len(positions), len(buckets))
+	}
+	for i, b := range buckets {
+		if b.Replicas > len(positions[i]) {
+			return nil, fmt.Errorf("%w: %q has %d replicas and %d positions", ErrPositions, b.Name, b.Replicas, len(positions[i]))
+		}
+	}
+	return newRing(buckets, positions)
+}
+
+// newRing is New, reading the positions of buckets[i]'s points from
+// positions[i] when positions is not nil.
+func newRing(buckets []Bucket, positions [][]Position) (*Ring, error) {
+	order := make([]int, len(buckets)) // bs[k] is buckets[order[k]]
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(buckets[a].Name, buckets[b].Name) })
+	bs := make([]Bucket, len(buckets))
+	for k, i := range order {
+		bs[k] = buckets[i]
+	}
 	total := 0
 	for i, b := range bs {
 		switch {
@@ -148,6 +183,12 @@ func New(buckets ...Bucket) (*Ring, error) {
 	points := make([]point, 0, total)
 	buf := make([]byte, 0, 64)
 	for i, b := range bs {
+		if positions != nil {
+			for _, pos := range positions[order[i]][:b.Replicas] {
+				points = append(points, point{pos: pos, bucket: int32(i)})
+			}
+			continue
+		}
 		for r := range b.Replicas {
 			buf = append(append(append(buf[:0], b.Name...), '#'), strconv.Itoa(r)...)
 			points = append(points, point{pos: HashBytes(buf), bucket: int32(i)})

@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -36,4 +37,30 @@ func TestSortPoints(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestNewHashedIsNew: a ring built from positions hashed by AppendPoints,
+// extra positions included, is the ring New builds; too few positions are
+// refused.
+func TestNewHashedIsNew(t *testing.T) {
+	forRandomRings(t, func(t *testing.T, rng *rand.Rand, bs []Bucket, r *Ring) {
+		positions := make([][]Position, len(bs))
+		for i, b := range bs {
+			positions[i] = AppendPoints(nil, b.Name, 0, b.Replicas+rng.IntN(3)) // extra ones are not read
+		}
+		got, err := NewHashed(bs, positions)
+		if err != nil || !sameRing(got, r) {
+			t.Fatalf("NewHashed(%v) = %v, %v; want New's ring", bs, got.Buckets(), err)
+		}
+		for i, b := range bs {
+			if b.Replicas > 0 {
+				short := slices.Clone(positions)
+				short[i] = short[i][:b.Replicas-1]
+				if _, err := NewHashed(bs, short); !errors.Is(err, ErrPositions) {
+					t.Errorf("NewHashed with %d positions for %d replicas: %v, want ErrPositions", b.Replicas-1, b.Replicas, err)
+				}
+				break
+			}
+		}
+	})
 }

@@ -65,7 +65,8 @@ func Nested(ctx context.Context, current []ring.Bucket, targets map[string]float
 			order = append(order, name)
 		}
 	}
-	before := mustRing(counts)
+	h := hashes{}
+	before := h.ring(counts)
 	shares := before.Shares()
 	anchor := ""
 	for _, name := range order {
@@ -106,7 +107,7 @@ func Nested(ctx context.Context, current []ring.Bucket, targets map[string]float
 	}
 
 	names := slices.Sorted(slices.Values(order))
-	sp := newSpace(names, counts, targets, tol, opts.Limits, func(name string) (int, int) {
+	sp := newSpace(names, counts, h, targets, tol, opts.Limits, func(name string) (int, int) {
 		if !slices.Contains(varied, name) {
 			return start[name], start[name]
 		}
@@ -181,7 +182,7 @@ func Fine(ctx context.Context, order []string, targets map[string]float64, opts 
 				vary = append(vary, j)
 			}
 		}
-		sp := newSpace(names, nil, targets, tol, opts.Limits, func(name string) (int, int) {
+		sp := newSpace(names, nil, nil, targets, tol, opts.Limits, func(name string) (int, int) {
 			if name == order[anchor] || targets[name] == 0 {
 				return start[name], start[name]
 			}
@@ -204,7 +205,7 @@ func Fine(ctx context.Context, order []string, targets map[string]float64, opts 
 
 // newSpace is newPlanSpace with the bounds of each bucket's count given by
 // bounds (lo, hi), and no bound on points beyond lim.MaxPoints.
-func newSpace(names []string, current map[string]int, targets map[string]float64, tol float64, lim Limits, bounds func(string) (int, int)) *planSpace {
+func newSpace(names []string, current map[string]int, h hashes, targets map[string]float64, tol float64, lim Limits, bounds func(string) (int, int)) *planSpace {
 	nb := len(names)
 	sp := &planSpace{
 		target: make([]int64, nb), tol: toUnits(tol),
@@ -217,7 +218,7 @@ func newSpace(names []string, current map[string]int, targets map[string]float64
 		sp.target[b] = toUnits(targets[name])
 		sp.lo[b], sp.hi[b] = bounds(name)
 	}
-	sp.build(names, current)
+	sp.build(names, current, h)
 	return sp
 }
 
@@ -289,7 +290,15 @@ func (sp *planSpace) result(order, names []string, current map[string]int, targe
 	if before == nil {
 		before = mustRing(current)
 	}
-	after, _ := ring.New(p.Buckets...)
+	ps := make([][]ring.Position, len(p.Buckets))
+	for i, bk := range p.Buckets {
+		b, _ := slices.BinarySearch(names, bk.Name)
+		ps[i] = sp.pos[b] // the universe holds every count the search reached
+	}
+	after, err := ring.NewHashed(p.Buckets, ps)
+	if err != nil {
+		panic("plan: the ring of a plan: " + err.Error())
+	}
 	sharesBefore := before.Shares()
 	p.SharesAfter = after.Shares()
 	for _, b := range p.Buckets {

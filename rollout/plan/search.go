@@ -125,7 +125,7 @@ func (sp *planSpace) stopped() bool {
 // measured against the ring of current (may be nil), within lim, with no
 // bound on its search until its ctx, budget and reserve are set. Set its
 // counts with setCounts before searching.
-func newPlanSpace(names []string, current map[string]int, targets map[string]float64, tol float64, lim Limits) *planSpace {
+func newPlanSpace(names []string, current map[string]int, targets map[string]float64, tol float64, lim Limits, h hashes) *planSpace {
 	nb := len(names)
 	sp := &planSpace{
 		target: make([]int64, nb), tol: toUnits(tol),
@@ -147,23 +147,25 @@ func newPlanSpace(names []string, current map[string]int, targets map[string]flo
 			sp.hi[b] = min(lim.MaxReplicas, sp.maxPoints-(sumLo-sp.lo[b]))
 		}
 	}
-	sp.build(names, current)
+	sp.build(names, current, h)
 	return sp
 }
 
 // build sets up the universe of the buckets names (sorted): replicas 0 to
-// max(hi, current) - 1 of each, and the owners of the ring of current. A
+// max(hi, current) - 1 of each, and the owners of the ring of current,
+// hashing only the points h (may be nil) does not hold. A
 // universe of more than boxMaxUniverse points (fine limits: 20,000
 // replicas a bucket) is hashed lazily: at first only the replicas of
 // current, and more as the search reaches them (see reach). Its figures do
 // not depend on how much of it is hashed: a segment's size is a difference
 // of truncated positions, so the arcs between the points a ring has add up
 // to the same units however many other points cut them.
-func (sp *planSpace) build(names []string, current map[string]int) {
+func (sp *planSpace) build(names []string, current map[string]int, h hashes) {
 	nb := len(names)
 	sp.names, sp.pos, sp.ref, sp.limit = names, make([][]ring.Position, nb), make([]int, nb), make([]int, nb)
 	sp.universe = 0
 	for b, name := range names {
+		sp.pos[b] = slices.Clip(h[name]) // appending copies: h stays as it is
 		sp.ref[b] = current[name]
 		sp.limit[b] = max(sp.hi[b], current[name])
 		sp.universe += sp.limit[b]

@@ -13,8 +13,8 @@ func TestPlanSpaceSteps(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	names := []string{"A", "B", "C", "D"}
 	targets := map[string]float64{"A": 0.4, "B": 0.3, "C": 0, "D": 0.3}
-	sp := newPlanSpace(names, map[string]int{"A": 5, "B": 40, "C": 7}, targets, 0.005, FeatureLimits)
-	fresh := newPlanSpace(names, map[string]int{"A": 5, "B": 40, "C": 7}, targets, 0.005, FeatureLimits)
+	sp := newPlanSpace(names, map[string]int{"A": 5, "B": 40, "C": 7}, targets, 0.005, FeatureLimits, nil)
+	fresh := newPlanSpace(names, map[string]int{"A": 5, "B": 40, "C": 7}, targets, 0.005, FeatureLimits, hashes{})
 	sp.setCounts([]int{5, 40, 0, 1})
 	start := sp.score()
 	var steps []int
