@@ -178,8 +178,9 @@ func (sp *planSpace) build(names []string, current map[string]int, h hashes) {
 }
 
 // reach makes sure the universe holds replicas 0 to counts[b] - 1 of every
-// bucket b: when it does not, it hashes half as many again as counts asks,
-// at least lazyMargin more, within the bucket's limit, and rebuilds the
+// bucket b: when it does not, it hashes twice as many as counts asks and
+// lazyMargin more, within the bucket's limit (a line move reaches up to
+// twice a count: one growth serves it), and rebuilds the
 // universe's segments; the search's counts and figures then stay as they
 // were. It returns whether it rebuilt.
 func (sp *planSpace) reach(counts []int) bool {
@@ -188,7 +189,7 @@ func (sp *planSpace) reach(counts []int) bool {
 	for b, c := range counts {
 		want[b] = len(sp.pos[b])
 		if c > want[b] {
-			want[b], grow = min(sp.limit[b], c+c/2+lazyMargin), true
+			want[b], grow = min(sp.limit[b], 2*c+lazyMargin), true
 		}
 	}
 	if grow {
