@@ -83,9 +83,9 @@ func runFootprint(ctx context.Context, cfg config, stdout io.Writer, progress fu
 	if bin == "" {
 		bin = filepath.Join(dir, "rollout")
 		progress("building the rollout binary")
-		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/rollout")
+		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/rollout/rollout/cmd/rollout")
 		if out, err := build.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build ./cmd/rollout (run the tool from the repository's root, or give --rollout-binary): %w: %s", err, out)
+			return fmt.Errorf("go build of cmd/rollout (run the tool inside the repository, or give --rollout-binary): %w: %s", err, out)
 		}
 	}
 

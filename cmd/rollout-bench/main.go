@@ -125,7 +125,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.fanout, "fanout", 0, "measure instead how long a change takes to reach this many stream clients (GET /sync/v1/stream) on one instance, over --rounds changes")
 	fs.BoolVar(&cfg.fine, "fine", false, "with --wrk or --footprint: features of two buckets planned 50/50 within 0.05 percentage points (about 4,000 ring points each), instead of 4 buckets × 100 replicas")
 	fs.BoolVar(&cfg.footprint, "footprint", false, "measure instead the start time and memory (VmRSS, VmHWM) of the real binary (rollout serve) on a SQLite file of --features features, and of an in-app client (api/client) of it")
-	fs.StringVar(&cfg.rolloutBinary, "rollout-binary", "", "with --footprint: the rollout binary to start; empty builds ./cmd/rollout (run from the repository's root)")
+	fs.StringVar(&cfg.rolloutBinary, "rollout-binary", "", "with --footprint: the rollout binary to start; empty builds cmd/rollout (run the tool inside the repository)")
 	fs.BoolVar(&cfg.separate, "separate", false, "with --wrk: run rollout and the baseline each in a process of its own, as deployments do, and report each one's CPU time per request (Linux)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
