@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Bucket is a node of the ring: a name and how many points it owns.
@@ -180,7 +181,8 @@ func newRing(buckets []Bucket, positions [][]Position) (*Ring, error) {
 		total += b.Replicas
 	}
 
-	points := make([]point, 0, total)
+	sc := scratchFor(total)
+	points := sc.points[:0]
 	buf := make([]byte, 0, 64)
 	for i, b := range bs {
 		if positions != nil {
@@ -190,12 +192,51 @@ func newRing(buckets []Bucket, positions [][]Position) (*Ring, error) {
 			continue
 		}
 		for r := range b.Replicas {
-			buf = append(append(append(buf[:0], b.Name...), '#'), strconv.Itoa(r)...)
+			buf = strconv.AppendInt(append(append(buf[:0], b.Name...), '#'), int64(r), 10)
 			points = append(points, point{pos: HashBytes(buf), bucket: int32(i)})
 		}
 	}
-	pts := sortPoints(points, len(bs))
+	pts := sc.sortPoints(points, len(bs))
+	if total <= maxScratch {
+		sc.points = points[:0]
+		scratchPool.Put(sc)
+	}
 	return &Ring{buckets: bs, pts: pts, index: newIndex(pts.hi)}, nil
+}
+
+// scratch holds the buffers New builds a ring in, kept for the next ring
+// (see scratchPool): a server or client that compiles a thousand rings of
+// thousands of points then leaves no garbage of them but the rings.
+type scratch struct {
+	points      []point
+	start, next []int32
+}
+
+// scratchPool keeps scratch buffers between rings. Buffers of rings above
+// maxScratch points are not kept.
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+const maxScratch = 1 << 16
+
+// scratchFor returns scratch buffers for a ring of n points: from the pool
+// when n is at most maxScratch, else new ones that the pool will not keep.
+func scratchFor(n int) *scratch {
+	if n > maxScratch {
+		return &scratch{points: make([]point, 0, n)}
+	}
+	sc := scratchPool.Get().(*scratch)
+	if cap(sc.points) < n {
+		sc.points = make([]point, 0, n)
+	}
+	return sc
+}
+
+// grow returns (*buf)[:n], reallocating *buf when it is too short.
+func grow(buf *[]int32, n int) []int32 {
+	if cap(*buf) < n {
+		*buf = make([]int32, n)
+	}
+	return (*buf)[:n]
 }
 
 // sortPoints returns points sorted by (position, bucket), as a pointSet
@@ -206,21 +247,23 @@ func newRing(buckets []Bucket, positions [][]Position) (*Ring, error) {
 // comparison sort's n·log n, and no copy of the points but the set. The
 // order is the one a comparison sort gives: points are distinct by
 // (position, bucket).
-func sortPoints(points []point, buckets int) pointSet {
+func (sc *scratch) sortPoints(points []point, buckets int) pointSet {
 	s := newPointSet(len(points), buckets)
 	if len(points) == 0 {
 		return s
 	}
 	k := uint(bits.Len(uint(len(points))))
 	shift := 64 - k
-	start := make([]int32, 1<<k+1)
+	start := grow(&sc.start, 1<<k+1)
+	clear(start)
 	for _, p := range points {
 		start[p.pos.Hi>>shift+1]++
 	}
 	for j := 1; j < len(start); j++ {
 		start[j] += start[j-1]
 	}
-	next := slices.Clone(start[:len(start)-1])
+	next := grow(&sc.next, len(start)-1)
+	copy(next, start)
 	for _, p := range points {
 		j := p.pos.Hi >> shift
 		s.set(int(next[j]), p)

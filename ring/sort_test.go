@@ -31,7 +31,7 @@ func TestSortPoints(t *testing.T) {
 			return int(a.bucket) - int(b.bucket)
 		})
 		for _, buckets := range []int{8, 300} { // bucket indexes in a byte, or not
-			r := &Ring{pts: sortPoints(points, buckets)}
+			r := &Ring{pts: new(scratch).sortPoints(points, buckets)}
 			if !slices.Equal(r.points(), want) {
 				t.Errorf("%d points of %d buckets: the bin sort differs from the comparison sort", n, buckets)
 			}
