@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 )
 
@@ -63,4 +64,34 @@ func TestNewHashedIsNew(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestNewConcurrent: rings built at once by several goroutines, sharing
+// New's pooled buffers, are the rings built one after another.
+func TestNewConcurrent(t *testing.T) {
+	var want []*Ring
+	var bss [][]Bucket
+	for i := range 8 {
+		bs := []Bucket{{Name: "a", Replicas: 100 + 37*i}, {Name: "b", Replicas: 2000 - 90*i}}
+		r, err := New(bs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, bss = append(want, r), append(bss, bs)
+	}
+	var wg sync.WaitGroup
+	got := make([]*Ring, len(bss))
+	for i, bs := range bss {
+		wg.Go(func() {
+			for range 20 {
+				got[i], _ = New(bs...)
+			}
+		})
+	}
+	wg.Wait()
+	for i := range want {
+		if !sameRing(got[i], want[i]) {
+			t.Errorf("ring %d built concurrently differs from the one built alone", i)
+		}
+	}
 }
