@@ -85,6 +85,9 @@ var cases = []struct {
 	{"update with the feature held", testUpdateHeld},
 	{"idempotency keys", testIdempotency},
 	{"idempotency key committed with its change", testIdempotentWrite},
+	{"settings", testSettings},
+	{"change requests", testRequests},
+	{"open change requests per author are capped", testRequestCap},
 }
 
 // t0 has nanoseconds: a feature's times must come back exact from every
