@@ -185,11 +185,12 @@ func (s *Service) submit(ctx context.Context, na *needsApproval, opts ChangeOpti
 		CreatedAt: now, Comment: opts.Comment, Change: na.spec, Summary: joinSummary(na.summary, ShareSummary(na.res.Report)),
 		IfMatch: na.ifMatch, BaseVersion: f.Version - 1, Report: na.res.Report,
 	}
+	res := na.res
+	res.Request = &r
+	Settle(ctx, res, now) // an Idempotency-Key is kept with the request
 	if err := s.store.CreateRequest(ctx, r); err != nil {
 		return Result{}, err
 	}
-	res := na.res
-	res.Request = &r
 	return res, nil
 }
 

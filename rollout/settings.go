@@ -195,11 +195,15 @@ func (g *gate) check(cur *compiled, ch Change, res Result) error {
 		return &needsApproval{res: res, ifMatch: cur.feature.Tag(), spec: ch.spec, summary: ch.summary}
 	}
 	rep := res.Report
+	what := "a reshuffle (a new salt)"
+	if ch.spec.Kind != SpecReshuffle {
+		what = "this change sets another salt (it goes back across a reshuffle), which"
+	}
 	switch {
 	case ch.spec.Kind == SpecReshuffle || cur.feature.Salt != res.Feature.Salt:
 		return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
-			"a reshuffle (a new salt) moves about %s of users of feature %q at random: editors may not make one; it needs an admin, or approvals on for the feature (an admin sets them in the settings) to submit it as a change request; nothing was changed",
-			percent(rep.Churn), key)}
+			"%s moves about %s of users of feature %q at random: editors may not make one; it needs an admin, or approvals on for the feature (an admin sets them in the settings) to submit it as a change request; nothing was changed",
+			what, percent(rep.Churn), key)}
 	case rep.Churn > g.settings.MaxChurn:
 		return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
 			"the change would move %s of users of feature %q, more than the editors' limit of %s: it needs an admin, or approvals on for the feature (an admin sets them in the settings) to submit it as a change request; nothing was changed",
