@@ -215,7 +215,7 @@ func parsePages(a assets) map[string]*template.Template {
 	}
 	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/parts.html"))
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"list", "feature", "error", "login", "changes"} {
+	for _, name := range []string{"list", "feature", "error", "login", "changes", "requests", "settings"} {
 		pages[name] = template.Must(template.Must(base.Clone()).ParseFS(templateFiles, "templates/"+name+".html"))
 	}
 	return pages

@@ -397,6 +397,7 @@
   function explain(status, body) {
     const e = body && body.error;
     if (status === 401) return { error: 'Your session has ended: sign in again. Nothing was changed.' };
+    if (status === 403 && body && body.error && body.error.report) return { error: sentence(body.error.message) }; // above the editors' limit
     if (status === 403) return { error: 'Your token may read features but not change them. Nothing was changed.' };
     if (!e) return { error: 'The server could not make the change and did not say why. Nothing was changed; try again in a moment.' };
     if (e.code === 'precondition_failed' || status === 412) {
@@ -670,6 +671,11 @@
       if (res.error) {
         setBusy(form, false);
         showError(form, res.error, res.reload);
+        return;
+      }
+      if (res.body.request) {
+        // Approvals are required: the change waits as a request.
+        window.location.assign('/ui/requests#request-' + res.body.request.id);
         return;
       }
       if (req.deletes) {
