@@ -97,6 +97,8 @@ func Routes(svc *rollout.Service, opts Options) []api.Route {
 		{Method: get, Path: "/ui/", Access: rollout.PermRead, SignIn: true, Handler: h.list, Middleware: ui},
 		{Method: get, Path: "/ui/features/:key", Access: rollout.PermRead, SignIn: true, Handler: h.feature, Middleware: ui},
 		{Method: get, Path: "/ui/changes", Access: rollout.PermRead, SignIn: true, Handler: h.changes, Middleware: ui},
+		{Method: get, Path: "/ui/requests", Access: rollout.PermRead, SignIn: true, Handler: h.requests, Middleware: ui},
+		{Method: get, Path: "/ui/settings", Access: rollout.PermRead, SignIn: true, Handler: h.settings, Middleware: ui},
 		{Method: get, Path: "/ui/static/*", Access: api.Public, Handler: h.static, Middleware: ui},
 		{Method: get, Path: "/ui/login", Access: api.Public, Handler: h.loginForm, Middleware: ui},
 		{Method: post, Path: "/ui/login", Access: api.Public, Handler: h.login, Middleware: ui},
