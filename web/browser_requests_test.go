@@ -91,6 +91,26 @@ func TestBrowserRequests(t *testing.T) {
 	b.screenshot("requests-author-wide", 1280)
 	b.screenshot("requests-author-narrow", 390)
 
+	// A change the editor makes on the feature page becomes a request and
+	// opens the requests page; its author cancels it there.
+	override := `form[data-kind="set-override"] `
+	b.do(chromedp.Navigate(b.base+"/ui/features/checkout"), waitFor("#feature-key"), unfold("set-override"),
+		fill("#override-user", "user:7"), chromedp.Click(chromedp.CSS(override+"button[type=submit]")),
+		waitFor(override+".preview .apply"), chromedp.Click(chromedp.CSS(override+".preview .apply")))
+	var pinned rollout.Request
+	b.until("the override's request on the requests page", func() bool {
+		open, err := svc.Requests(ctx, rollout.RequestQuery{State: rollout.RequestOpen})
+		if err != nil || len(open) != 3 || open[0].Change.Kind != rollout.SpecSetOverride {
+			return false
+		}
+		pinned = open[0]
+		return evaluate[bool](b, `location.pathname === '/ui/requests' && !!document.querySelector('#request-`+pinned.ID+` button[value=cancel]')`)
+	})
+	b.do(chromedp.Click(chromedp.CSS("#request-"+pinned.ID+" button[value=cancel]")), waitFor("ol.decided #request-"+pinned.ID))
+	if got := b.text("ol.decided #request-" + pinned.ID); !strings.Contains(got, "canceled by ed") {
+		t.Errorf("canceled request reads %q", got)
+	}
+
 	// Another editor approves the small one and rejects the big one.
 	signIn("carol")
 	b.do(chromedp.Navigate(b.base+"/ui/requests"), waitFor("#request-"+small.Request.ID+" button.approve"))
@@ -138,23 +158,9 @@ func TestBrowserRequests(t *testing.T) {
 	}
 	b.do(fill("#max-churn", "10"), chromedp.Click(chromedp.CSS("#approvals-all")), fill("#settings-comment", "tighter"),
 		chromedp.Click(chromedp.CSS("#settings-form button[type=submit]")))
-	b.do(waitFor("#settings-form p.meta"))
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		st, err := svc.Settings(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Version == 2 {
-			if st.MaxChurn != 0.1 || !st.RequireApproval.All {
-				t.Errorf("saved settings = %+v, want 10 %% and every feature", st)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("settings not saved: %+v", st)
-		}
-		time.Sleep(50 * time.Millisecond)
+	b.until("the settings saved", func() bool { st, err := svc.Settings(ctx); return err == nil && st.Version == 2 })
+	if st, _ := svc.Settings(ctx); st.MaxChurn != 0.1 || !st.RequireApproval.All {
+		t.Errorf("saved settings = %+v, want 10 %% and every feature", st)
 	}
 	b.do(chromedp.Navigate(b.base+"/ui/settings"), waitFor("#settings-form p.meta"))
 	if got := b.text("#settings-form p.meta"); !strings.Contains(got, "Version 2, saved by ada") {
@@ -170,4 +176,17 @@ func TestBrowserRequests(t *testing.T) {
 	b.screenshot("requests-dark-wide", 1280)
 	b.screenshot("requests-dark-narrow", 390)
 	b.checkConsole()
+}
+
+// until waits for ok to hold, checking it every 50ms while the test's
+// browser context lasts (it fails the test when that ends first).
+func (b *browser) until(what string, ok func() bool) {
+	b.t.Helper()
+	for !ok() {
+		select {
+		case <-b.ctx.Done():
+			b.t.Fatalf("waiting for %s: %v", what, b.ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
