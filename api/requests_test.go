@@ -117,7 +117,7 @@ func TestChangeRequests(t *testing.T) {
 	body := g.must(t, 202, "editor", "PUT", "/api/features/f/buckets/treatment", map[string]any{"replicas": 10, "comment": "less"})
 	r := decodeJSON[requestBody](t, body).Request
 	if r.State != rollout.RequestOpen || r.Author != "editor-bot" || r.BaseVersion != 1 || r.IfMatch == "" || r.Report.Churn <= 0 || r.Comment != "less" ||
-		!strings.Contains(r.Summary, "% of users moved") {
+		!strings.Contains(r.Summary, "% of users would move") {
 		t.Fatalf("request = %+v", r)
 	}
 	if v := decodeJSON[struct{ Version int }](t, g.must(t, 200, "viewer", "GET", "/api/features/f", nil)).Version; v != 1 {

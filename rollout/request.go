@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -182,7 +183,7 @@ func (s *Service) submit(ctx context.Context, na *needsApproval, opts ChangeOpti
 	f := na.res.Feature
 	r := Request{
 		ID: uuid.NewString(), Feature: f.Key, FeatureID: f.ID, State: RequestOpen, Author: actor(opts),
-		CreatedAt: now, Comment: opts.Comment, Change: na.spec, Summary: joinSummary(na.summary, ShareSummary(na.res.Report)),
+		CreatedAt: now, Comment: opts.Comment, Change: na.spec, Summary: joinSummary(na.summary, previewSummary(na.res.Report)),
 		IfMatch: na.ifMatch, BaseVersion: f.Version - 1, Report: na.res.Report,
 	}
 	res := na.res
@@ -266,7 +267,7 @@ func (s *Service) repreview(ctx context.Context, r Request, ch Change) error {
 	}
 	was := r.BaseVersion
 	r.IfMatch, r.BaseVersion, r.Report, r.Repreviewed = cur.feature.Tag(), cur.feature.Version, res.Report, r.Repreviewed+1
-	r.Summary = joinSummary(ch.summary, ShareSummary(res.Report))
+	r.Summary = joinSummary(ch.summary, previewSummary(res.Report))
 	if err := s.store.RepreviewRequest(ctx, r); err != nil {
 		return err
 	}
@@ -345,4 +346,10 @@ func (s *Service) asRequest(ctx context.Context, res Result, err error, opts Cha
 		return res, err
 	}
 	return s.submit(ctx, na, opts)
+}
+
+// previewSummary is ShareSummary of a change not made yet: "24.47 % of
+// users would move, all into A".
+func previewSummary(r Report) string {
+	return strings.ReplaceAll(ShareSummary(r), " moved", " would move")
 }
