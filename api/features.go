@@ -48,6 +48,9 @@ type changeResponse struct {
 	// approvals are required (status 202): nothing was applied, Feature
 	// and Report are its preview.
 	Request *rollout.Request `json:"request,omitempty"`
+	// Needs, in an editor's dry run, is what the change would need:
+	// "approval" or "admin"; absent when it would apply.
+	Needs string `json:"needs,omitempty"`
 }
 
 // guards are the options every mutation takes in its body as well as in its

@@ -60,8 +60,13 @@ func TestEditorChurnLimit(t *testing.T) {
 	if status != http.StatusForbidden || !strings.Contains(body, "more than the editors' limit of 25 %") || !strings.Contains(body, "needs an admin") || !strings.Contains(body, `"report"`) {
 		t.Fatalf("editor's big change = %d %s, want 403 naming the limit and an admin, with the report", status, body)
 	}
-	// A dry run shows the editor what it would do.
-	g.must(t, 200, "editor", "PUT", "/api/features/f/buckets/treatment?dry_run=true", big)
+	// A dry run shows the editor what it would do, and what it needs.
+	if dry := decodeJSON[struct{ Needs string }](t, g.must(t, 200, "editor", "PUT", "/api/features/f/buckets/treatment?dry_run=true", big)); dry.Needs != "admin" {
+		t.Errorf("editor's dry run needs %q, want admin", dry.Needs)
+	}
+	if dry := decodeJSON[struct{ Needs string }](t, g.must(t, 200, "editor", "PUT", "/api/features/f/buckets/treatment?dry_run=true", map[string]any{"replicas": 41})); dry.Needs != "" {
+		t.Errorf("editor's small dry run needs %q, want nothing", dry.Needs)
+	}
 	status, body = g.send(t, "editor", "POST", "/api/features/f/reshuffle", map[string]any{})
 	if status != http.StatusForbidden || !strings.Contains(body, "reshuffle") {
 		t.Fatalf("editor's reshuffle = %d %s, want 403", status, body)
@@ -114,6 +119,9 @@ func TestChangeRequests(t *testing.T) {
 	g.must(t, 201, "editor", "POST", "/api/features", twoBuckets)
 	g.must(t, 200, "admin", "PUT", "/api/settings", map[string]any{"require_approval": map[string]any{"features": []string{"f"}}})
 
+	if dry := decodeJSON[struct{ Needs string }](t, g.must(t, 200, "editor", "PUT", "/api/features/f/buckets/treatment?dry_run=true", map[string]any{"replicas": 49})); dry.Needs != "approval" {
+		t.Errorf("editor's dry run under approvals needs %q, want approval", dry.Needs)
+	}
 	body := g.must(t, 202, "editor", "PUT", "/api/features/f/buckets/treatment", map[string]any{"replicas": 10, "comment": "less"})
 	r := decodeJSON[requestBody](t, body).Request
 	if r.State != rollout.RequestOpen || r.Author != "editor-bot" || r.BaseVersion != 1 || r.IfMatch == "" || r.Report.Churn <= 0 || r.Comment != "less" ||

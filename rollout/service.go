@@ -97,6 +97,11 @@ type Result struct {
 	// Request, when not nil, is the change request the change became:
 	// approvals cover the feature, and nothing was applied.
 	Request *Request
+	// Needs, in an editor's dry run, says what the change would need:
+	// "approval" (it would become a request), "admin" (it would be
+	// refused: above the churn limit, or a reshuffle), or "" (it would
+	// apply).
+	Needs string
 }
 
 // NewService returns a service over store, its snapshot loaded from it.
@@ -458,8 +463,14 @@ func (s *Service) prepare(cur *compiled, ch Change, opts ChangeOptions) (Result,
 		return Result{}, Version{}, nil, err
 	}
 	res := Result{Feature: next, Report: rep, Shares: maps.Clone(cc.shares), DryRun: opts.DryRun}
-	if opts.gate != nil && !opts.DryRun {
-		if err := opts.gate.check(cur, ch, res); err != nil {
+	if opts.gate != nil {
+		err := opts.gate.check(cur, ch, res)
+		switch _, approval := err.(*needsApproval); {
+		case opts.DryRun && approval:
+			res.Needs = "approval"
+		case opts.DryRun && err != nil:
+			res.Needs = "admin"
+		case err != nil:
 			return Result{}, Version{}, nil, err
 		}
 	}

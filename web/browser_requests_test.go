@@ -96,7 +96,15 @@ func TestBrowserRequests(t *testing.T) {
 	override := `form[data-kind="set-override"] `
 	b.do(chromedp.Navigate(b.base+"/ui/features/checkout"), waitFor("#feature-key"), unfold("set-override"),
 		fill("#override-user", "user:7"), chromedp.Click(chromedp.CSS(override+"button[type=submit]")),
-		waitFor(override+".preview .apply"), chromedp.Click(chromedp.CSS(override+".preview .apply")))
+		waitFor(override+".preview .apply"))
+	if got := b.text(override + ".preview .apply"); got != "Submit for approval" {
+		t.Errorf("an editor's apply button under approvals reads %q", got)
+	}
+	if got := b.text(override + ".preview .needs"); !strings.Contains(got, "will wait as a request") {
+		t.Errorf("the preview says %q", got)
+	}
+	b.screenshot("feature-submit-for-approval-narrow", 390)
+	b.do(chromedp.Click(chromedp.CSS(override + ".preview .apply")))
 	var pinned rollout.Request
 	b.until("the override's request on the requests page", func() bool {
 		open, err := svc.Requests(ctx, rollout.RequestQuery{State: rollout.RequestOpen})

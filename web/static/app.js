@@ -658,6 +658,8 @@
     if (req.answered && req.answered.options && req.answered.options.exact) label = req.plan.mode === 'nested' ? 'Apply: only move users into or out of the changed buckets' : 'Apply: rebalance exactly';
     if (req.toggles) label = req.toggles === 'on' ? 'Turn it on' : 'Turn it off';
     if (req.deletes) label = 'Archive ' + feature.key;
+    if (result.needs === 'approval') label = 'Submit for approval';
+    if (result.needs) box.append(el('p', { class: 'needs notice' }, result.needs === 'approval' ? 'Approvals are required for this feature: the change will wait as a request until another editor or an admin approves it.' : 'This change is more than editors may make alone (above the churn limit, or a reshuffle): it needs an admin, or approvals on for this feature.'));
     const apply = el('button', { type: 'button', class: req.toggles || req.deletes ? 'apply danger' : 'apply' }, label);
     const cancel = el('button', { type: 'button', class: 'cancel secondary' }, 'Cancel');
     box.append(el('div', { class: 'actions' }, apply, cancel));
