@@ -48,6 +48,9 @@ type ChangeSpec struct {
 	Version     int             `json:"version,omitempty"`
 }
 
+// Words names the kind of change for people: "update bucket".
+func (sp ChangeSpec) Words() string { return strings.ReplaceAll(sp.Kind, "_", " ") }
+
 // change makes the Change sp describes; a rollback is made by the service
 // (it reads the old version).
 func (sp ChangeSpec) change() (Change, error) {

@@ -88,7 +88,7 @@ func (h *handler) viewRequest(f frame, r rollout.Request) requestView {
 	}
 	v.BarBefore = newBar(order, r.Report.SharesBefore, colour)
 	v.Bar = newBar(order, r.Report.SharesAfter, colour)
-	v.ChangeText = strings.ReplaceAll(r.Change.Kind, "_", " ")
+	v.ChangeText = r.Change.Words()
 	if r.DecidedAt != nil {
 		v.Decided = *r.DecidedAt
 	}
