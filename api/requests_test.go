@@ -272,3 +272,30 @@ func (g *guardedServer) sendRaw(t *testing.T, role, method, path, body string) (
 	data, _ := io.ReadAll(res.Body)
 	return res.StatusCode, string(data)
 }
+
+// TestEditorDocuments: an editor's document is held to the editors' churn
+// limit and may not touch a feature approvals cover (it cannot become a
+// request); creating features from it is not held; an admin's applies.
+func TestEditorDocuments(t *testing.T) {
+	g := newGuardedServer(t)
+	g.must(t, 201, "editor", "POST", "/api/features", twoBuckets)
+	// Replicas, as twoBuckets has them (50 each): 50/40 moves about 5 %,
+	// 50/5 about 40 %.
+	doc := func(key string, control, treatment int) map[string]any {
+		return map[string]any{"document": map[string]any{"features": []any{map[string]any{"key": key, "buckets": []any{
+			map[string]any{"name": "control", "replicas": control}, map[string]any{"name": "treatment", "replicas": treatment}}}}}}
+	}
+	if status, body := g.send(t, "editor", "POST", "/api/apply", doc("f", 50, 5)); status != http.StatusForbidden || !strings.Contains(body, "more than the editors' limit of 25 %") {
+		t.Fatalf("editor's big document = %d %s, want 403", status, body)
+	}
+	g.must(t, 200, "editor", "POST", "/api/apply", doc("f", 50, 40))
+	g.must(t, 200, "editor", "POST", "/api/apply", doc("new", 1, 1)) // a create
+	g.must(t, 200, "admin", "PUT", "/api/settings", map[string]any{"require_approval": map[string]any{"features": []string{"f"}}})
+	if status, body := g.send(t, "editor", "POST", "/api/apply", doc("f", 50, 41)); status != http.StatusForbidden || !strings.Contains(body, "needs approvals") {
+		t.Fatalf("editor's document of a feature under approvals = %d %s, want 403", status, body)
+	}
+	g.must(t, 200, "admin", "POST", "/api/apply", doc("f", 50, 5))
+	if v := decodeJSON[struct{ Version int }](t, g.must(t, 200, "viewer", "GET", "/api/features/f", nil)).Version; v != 3 {
+		t.Fatalf("f at version %d, want 3 (the editor's small document, then the admin's)", v)
+	}
+}

@@ -227,3 +227,33 @@ func (s *Service) CheckRamp(ctx context.Context, key string, role Role) error {
 	}
 	return nil
 }
+
+// checkDocument decides an editor's document plan p: each feature it
+// updates must be one approvals do not cover (a document cannot be
+// submitted as a request), keep its salt and move at most the editors'
+// churn limit; features it creates are not held to it (as a create is
+// not). A nil gate passes anything. Errors: EForbidden, naming the
+// feature, with its report.
+func (g *gate) checkDocument(p DocumentPlan) error {
+	if g == nil {
+		return nil
+	}
+	for _, ch := range p.Changes {
+		if ch.Action != ActionUpdate {
+			continue
+		}
+		rep := ch.Report
+		switch {
+		case g.settings.RequireApproval.Covers(ch.Feature):
+			return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
+				"feature %q needs approvals, and a document cannot be submitted as a change request: change it through its routes (which make requests), or ask an admin to apply the document; nothing was changed", ch.Feature)}
+		case ch.cur != nil && ch.target != nil && ch.cur.feature.Salt != ch.target.feature.Salt:
+			return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
+				"the document gives feature %q another salt, which moves about %s of its users at random: editors may not; it needs an admin; nothing was changed", ch.Feature, percent(ch.Churn))}
+		case ch.Churn > g.settings.MaxChurn:
+			return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
+				"the document would move %s of the users of feature %q, more than the editors' limit of %s: it needs an admin; nothing was changed", percent(ch.Churn), ch.Feature, percent(g.settings.MaxChurn))}
+		}
+	}
+	return nil
+}

@@ -136,6 +136,7 @@ type Store interface {
 	RequestStore
 	RampStore
 	IdempotencyStore
+	BatchStore
 }
 
 // CommitKind says what a commit changed.

@@ -88,6 +88,8 @@ var cases = []struct {
 	{"settings", testSettings},
 	{"change requests", testRequests},
 	{"open change requests per author are capped", testRequestCap},
+	{"batch of versions", testBatch},
+	{"batch of versions is all or nothing", testBatchAllOrNothing},
 }
 
 // t0 has nanoseconds: a feature's times must come back exact from every
