@@ -16,8 +16,9 @@ import (
 // through the service; approving, rejecting, canceling and saving go to
 // the API from requests.js.
 
-// requestsShown is how many requests the page lists at most, of each
-// group (open, and recently decided).
+// requestsShown is how many decided requests the page lists at most (and
+// the feature page's notice counts of open ones); every open one is listed,
+// up to rollout.MaxRequestPage.
 const requestsShown = 100
 
 // requestsPage is the data of requests.html.
@@ -49,16 +50,20 @@ func (h *handler) requests(c echo.Context) error {
 		return h.internal(c, err)
 	}
 	p.Settings = st
-	all, err := h.svc.Requests(ctx, rollout.RequestQuery{Limit: 2 * requestsShown})
+	open, err := h.svc.Requests(ctx, rollout.RequestQuery{State: rollout.RequestOpen})
 	if err != nil {
 		return h.internal(c, err)
 	}
-	for _, r := range all {
-		v := h.viewRequest(p.frame, r)
-		if r.State == rollout.RequestOpen {
-			p.Open = append(p.Open, v)
-		} else if len(p.Decided) < requestsShown {
-			p.Decided = append(p.Decided, v)
+	for _, r := range open {
+		p.Open = append(p.Open, h.viewRequest(p.frame, r))
+	}
+	recent, err := h.svc.Requests(ctx, rollout.RequestQuery{Limit: len(open) + requestsShown})
+	if err != nil {
+		return h.internal(c, err)
+	}
+	for _, r := range recent {
+		if r.State != rollout.RequestOpen && len(p.Decided) < requestsShown {
+			p.Decided = append(p.Decided, h.viewRequest(p.frame, r))
 		}
 	}
 	return h.render(c, http.StatusOK, "requests", &p)
