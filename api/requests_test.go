@@ -255,12 +255,16 @@ func TestChangeRequestAbuse(t *testing.T) {
 	g.must(t, 200, "carol", "POST", "/api/requests/"+ids[1]+"/approve", nil)
 }
 
-// sendRaw makes a request as role with body as it is.
-func (g *guardedServer) sendRaw(t *testing.T, role, method, path, body string) (int, string) {
+// sendRaw makes a request as role with body as it is, and headers given
+// as name, value pairs.
+func (g *guardedServer) sendRaw(t *testing.T, role, method, path, body string, headers ...string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, g.url+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+g.secrets[role])
@@ -297,5 +301,31 @@ func TestEditorDocuments(t *testing.T) {
 	g.must(t, 200, "admin", "POST", "/api/apply", doc("f", 50, 5))
 	if v := decodeJSON[struct{ Version int }](t, g.must(t, 200, "viewer", "GET", "/api/features/f", nil)).Version; v != 3 {
 		t.Fatalf("f at version %d, want 3 (the editor's small document, then the admin's)", v)
+	}
+}
+
+// TestChangeRequestIdempotent: an editor's change that becomes a request,
+// retried with its Idempotency-Key, answers the same 202 and makes one
+// request.
+func TestChangeRequestIdempotent(t *testing.T) {
+	g := newGuardedServer(t)
+	g.must(t, 201, "editor", "POST", "/api/features", twoBuckets)
+	g.must(t, 200, "admin", "PUT", "/api/settings", map[string]any{"require_approval": map[string]any{"all": true}})
+	var answers []string
+	for range 2 {
+		status, body := g.sendRaw(t, "editor", "PATCH", "/api/features/f", `{"description":"once"}`, "Idempotency-Key", "req-1")
+		if status != http.StatusAccepted {
+			t.Fatalf("PATCH with Idempotency-Key = %d %s, want 202", status, body)
+		}
+		answers = append(answers, body)
+	}
+	if answers[0] != answers[1] {
+		t.Errorf("retry answered %s, first %s", answers[1], answers[0])
+	}
+	if n := len(decodeJSON[struct{ Requests []rollout.Request }](t, g.must(t, 200, "viewer", "GET", "/api/requests", nil)).Requests); n != 1 {
+		t.Errorf("%d requests after a retried change, want 1", n)
+	}
+	if n := len(g.audit(t, "viewer", "/api/audit?kind=request_create").Events); n != 1 {
+		t.Errorf("%d request_create events, want 1", n)
 	}
 }
