@@ -158,6 +158,10 @@ var routeBodies = map[string]any{
 	"POST /api/features/:key/rollback":       map[string]any{"version": 1},
 	"POST /api/exposures":                    map[string]any{"batch": "access-matrix", "exposures": []any{}},
 	"POST /api/features/:key/ramps":          map[string]any{"bucket": "A", "steps": []float64{0.9, 1}, "every": "24h"},
+	"PUT /api/settings":                      map[string]any{"max_churn": 0.3},
+	"POST /api/requests/:id/approve":         map[string]any{"comment": "ok"},
+	"POST /api/requests/:id/reject":          map[string]any{"comment": "no"},
+	"POST /api/requests/:id/cancel":          map[string]any{},
 	"POST /api/plan":                         docBody,
 	"POST /api/apply":                        map[string]any{"document": docBody},
 }

@@ -182,13 +182,17 @@ func (s *Server) applyDocument(c echo.Context) error {
 	keepAs(c, func(p rollout.DocumentPlan) (keptAnswer, error) { return jsonAnswer(http.StatusOK, p) })
 	var p rollout.DocumentPlan
 	actor := actorOf(c)
+	var role rollout.Role
+	if tok, ok := TokenOf(c); ok {
+		role = tok.Role
+	}
 	err = s.planner.run(c, rollout.PlanOptions{}, func(ctx context.Context, po rollout.PlanOptions) error {
 		req, err := parseApply(c, data)
 		if err != nil {
 			return err
 		}
 		p, err = s.svc.ApplyDocument(ctx, *req.Document, rollout.ApplyOptions{
-			Actor: actor, Comment: req.Comment, Versions: req.Versions,
+			Actor: actor, Role: role, Comment: req.Comment, Versions: req.Versions,
 			MaxChurn: req.MaxChurn, MaxTotalChurn: req.MaxTotalChurn, Plan: po,
 		})
 		return err

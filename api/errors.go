@@ -21,7 +21,7 @@ import (
 const (
 	codeBadRequest   = "bad_request"
 	codeTooLarge     = "too_large"
-	codeForbidden    = "forbidden"
+	codeForbidden    = rollout.EForbidden
 	codeUnauthorized = "unauthorized"
 )
 

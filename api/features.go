@@ -45,6 +45,13 @@ type changeResponse struct {
 	Feature featureView    `json:"feature"`
 	Report  rollout.Report `json:"report"`
 	DryRun  bool           `json:"dry_run"`
+	// Request is the change request an editor's change became where
+	// approvals are required (status 202): nothing was applied, Feature
+	// and Report are its preview.
+	Request *rollout.Request `json:"request,omitempty"`
+	// Needs, in an editor's dry run, is what the change would need:
+	// "approval" or "admin"; absent when it would apply.
+	Needs string `json:"needs,omitempty"`
 }
 
 // guards are the options every mutation takes in its body as well as in its
@@ -667,6 +674,9 @@ func respond(c echo.Context, status int, res rollout.Result) error {
 // never settled toward the less safe value.
 func changeOptions(c echo.Context, body guards) (rollout.ChangeOptions, error) {
 	opts := rollout.ChangeOptions{Actor: actorOf(c), Comment: body.Comment}
+	if tok, ok := TokenOf(c); ok {
+		opts.Role = tok.Role
+	}
 	dryRun, err := queryGuard(c, "dry_run", body.DryRun, func(q string) (bool, error) {
 		v, err := strconv.ParseBool(q)
 		if err != nil {

@@ -79,8 +79,11 @@ func jsonAnswer(status int, v any) (keptAnswer, error) {
 // resultAnswer is the answer of a change with its result: the feature, the
 // report and, unless a dry run, the feature's ETag.
 func resultAnswer(status int, res rollout.Result) (keptAnswer, error) {
-	a, err := jsonAnswer(status, changeResponse{Feature: featureView{Feature: res.Feature, Shares: res.Shares}, Report: res.Report, DryRun: res.DryRun})
-	if err == nil && !res.DryRun {
+	if res.Request != nil { // not applied: stored as a change request
+		status = http.StatusAccepted
+	}
+	a, err := jsonAnswer(status, changeResponse{Feature: featureView{Feature: res.Feature, Shares: res.Shares}, Report: res.Report, DryRun: res.DryRun, Request: res.Request, Needs: res.Needs})
+	if err == nil && !res.DryRun && res.Request == nil {
 		a.Header = map[string]string{"ETag": etag(res.Feature)}
 	}
 	return a, err

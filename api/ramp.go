@@ -90,6 +90,11 @@ func (s *Server) createRamp(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if tok, ok := TokenOf(c); ok {
+		if err := s.svc.CheckRamp(c.Request().Context(), pathParam(c, "key"), tok.Role); err != nil {
+			return err
+		}
+	}
 	r, err := s.svc.CreateRamp(keepAs(c, rampAnswer(http.StatusCreated)), pathParam(c, "key"), sp, actorOf(c))
 	if err != nil {
 		return err

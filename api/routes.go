@@ -128,6 +128,16 @@ func (s *Server) routes(opts Options) []Route {
 		{Method: http.MethodPost, Path: "/api/tokens", Access: rollout.PermAdmin, Handler: s.createToken,
 			Middleware: []echo.MiddlewareFunc{tokenCreateLimit()}},
 		{Method: http.MethodDelete, Path: "/api/tokens/:id", Access: rollout.PermAdmin, Handler: s.revokeToken},
+		// Organisation settings: everyone who reads features reads them,
+		// admins change them.
+		{Method: http.MethodGet, Path: "/api/settings", Access: rollout.PermRead, Handler: s.getSettings},
+		{Method: http.MethodPut, Path: "/api/settings", Access: rollout.PermAdmin, Handler: s.putSettings},
+		// Change requests: editors' changes where approvals are required.
+		{Method: http.MethodGet, Path: "/api/requests", Access: rollout.PermRead, Handler: s.listRequests},
+		{Method: http.MethodGet, Path: "/api/requests/:id", Access: rollout.PermRead, Handler: s.getRequest},
+		{Method: http.MethodPost, Path: "/api/requests/:id/approve", Access: rollout.PermWrite, Change: "approve", Handler: s.approveRequest},
+		{Method: http.MethodPost, Path: "/api/requests/:id/reject", Access: rollout.PermWrite, Handler: s.rejectRequest},
+		{Method: http.MethodPost, Path: "/api/requests/:id/cancel", Access: rollout.PermWrite, Handler: s.cancelRequest},
 		// The dashboard's stream of changes (events.go): sessions and read tokens.
 		{Method: http.MethodGet, Path: "/api/events", Access: rollout.PermRead, Stream: true, Handler: s.dashboardStream},
 		{Method: http.MethodGet, Path: "/api/features/:key/versions/:version", Access: rollout.PermRead, Handler: s.getVersion},

@@ -656,6 +656,9 @@ type BatchStore interface {
 type ApplyOptions struct {
 	Actor   string
 	Comment string
+	// Role is the role of the token applying: an editor's document is
+	// bound by the Settings (see checkDocument); "" and admins are not.
+	Role Role
 	// Versions, when not nil, are the versions the document's plan read
 	// (DocumentPlan.Versions): a feature of the document at another
 	// version now (0: it must not exist) refuses the whole apply with
@@ -690,12 +693,16 @@ func (s *Service) ApplyDocument(ctx context.Context, d Document, opts ApplyOptio
 			}
 		}
 	}
+	g, err := s.gateFor(ctx, ChangeOptions{Role: opts.Role})
+	if err != nil {
+		return DocumentPlan{}, err
+	}
 	if err := s.mu.lock(ctx); err != nil {
 		return DocumentPlan{}, err
 	}
 	defer s.mu.Unlock()
 	for attempt := 1; ; attempt++ {
-		p, err := s.applyDocument(ctx, d, opts)
+		p, err := s.applyDocument(ctx, d, opts, g)
 		if attempt >= 2 || ErrorCode(err) != EConflict {
 			return p, err
 		}
@@ -710,7 +717,7 @@ func (s *Service) ApplyDocument(ctx context.Context, d Document, opts ApplyOptio
 }
 
 // applyDocument is one attempt of ApplyDocument. The caller holds s.mu.
-func (s *Service) applyDocument(ctx context.Context, d Document, opts ApplyOptions) (DocumentPlan, error) {
+func (s *Service) applyDocument(ctx context.Context, d Document, opts ApplyOptions, g *gate) (DocumentPlan, error) {
 	for _, f := range d.Features {
 		want, ok := opts.Versions[f.Key]
 		if !ok {
@@ -748,6 +755,9 @@ func (s *Service) applyDocument(ctx context.Context, d Document, opts ApplyOptio
 			return DocumentPlan{}, &Error{Code: EChurn, Report: &rep, Message: fmt.Sprintf(
 				"feature %q would move %.4f%% of its users, more than max_churn %.4f%%: nothing was changed", ch.Feature, 100*ch.Churn, 100**opts.MaxChurn)}
 		}
+	}
+	if err := g.checkDocument(p); err != nil {
+		return DocumentPlan{}, err
 	}
 	if opts.MaxTotalChurn != nil && p.TotalChurn > *opts.MaxTotalChurn {
 		return DocumentPlan{}, Errorf(EChurn, "the document would move %.4f%% of users in all (the sum over its features), more than max_total_churn %.4f%%: nothing was changed", 100*p.TotalChurn, 100**opts.MaxTotalChurn)

@@ -21,21 +21,25 @@ type AuditKind string
 
 // The kinds of audited actions.
 const (
-	AuditCreate      AuditKind = "create"       // a feature was created
-	AuditChange      AuditKind = "change"       // a feature's configuration changed
-	AuditRollback    AuditKind = "rollback"     // a feature went back to an older version's configuration
-	AuditOverride    AuditKind = "override"     // a user's override was set or cleared
-	AuditArchive     AuditKind = "archive"      // a feature stopped being served, its history kept
-	AuditRestore     AuditKind = "restore"      // an archived feature is served again
-	AuditPurge       AuditKind = "purge"        // an archived feature and its history were removed
-	AuditRampCreate  AuditKind = "ramp_create"  // a ramp was started
-	AuditRampStep    AuditKind = "ramp_step"    // a ramp's step applied
-	AuditRampPause   AuditKind = "ramp_pause"   // a ramp was paused, by hand or by a step that could not apply
-	AuditRampResume  AuditKind = "ramp_resume"  // a paused ramp was resumed
-	AuditRampCancel  AuditKind = "ramp_cancel"  // a ramp was canceled
-	AuditTokenCreate AuditKind = "token_create" // an API token was created
-	AuditTokenRevoke AuditKind = "token_revoke" // an API token was revoked
-	AuditSettings    AuditKind = "settings"     // an organisation-wide setting changed
+	AuditCreate         AuditKind = "create"          // a feature was created
+	AuditChange         AuditKind = "change"          // a feature's configuration changed
+	AuditRollback       AuditKind = "rollback"        // a feature went back to an older version's configuration
+	AuditOverride       AuditKind = "override"        // a user's override was set or cleared
+	AuditArchive        AuditKind = "archive"         // a feature stopped being served, its history kept
+	AuditRestore        AuditKind = "restore"         // an archived feature is served again
+	AuditPurge          AuditKind = "purge"           // an archived feature and its history were removed
+	AuditRampCreate     AuditKind = "ramp_create"     // a ramp was started
+	AuditRampStep       AuditKind = "ramp_step"       // a ramp's step applied
+	AuditRampPause      AuditKind = "ramp_pause"      // a ramp was paused, by hand or by a step that could not apply
+	AuditRampResume     AuditKind = "ramp_resume"     // a paused ramp was resumed
+	AuditRampCancel     AuditKind = "ramp_cancel"     // a ramp was canceled
+	AuditTokenCreate    AuditKind = "token_create"    // an API token was created
+	AuditTokenRevoke    AuditKind = "token_revoke"    // an API token was revoked
+	AuditSettings       AuditKind = "settings"        // an organisation-wide setting changed
+	AuditRequestCreate  AuditKind = "request_create"  // an editor's change was stored as a change request
+	AuditRequestApprove AuditKind = "request_approve" // a change request was approved and applied
+	AuditRequestReject  AuditKind = "request_reject"  // a change request was rejected
+	AuditRequestCancel  AuditKind = "request_cancel"  // a change request was canceled by its author
 )
 
 // AuditKinds are the kinds of audited actions.
@@ -43,6 +47,7 @@ var AuditKinds = []AuditKind{
 	AuditCreate, AuditChange, AuditRollback, AuditOverride, AuditArchive, AuditRestore, AuditPurge,
 	AuditRampCreate, AuditRampStep, AuditRampPause, AuditRampResume, AuditRampCancel,
 	AuditTokenCreate, AuditTokenRevoke, AuditSettings,
+	AuditRequestCreate, AuditRequestApprove, AuditRequestReject, AuditRequestCancel,
 }
 
 // Valid reports whether k is one of AuditKinds.

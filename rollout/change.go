@@ -13,7 +13,14 @@ type Change struct {
 	summary string
 	kind    AuditKind // "": AuditChange
 	apply   func(f *Feature) error
+	// spec is the change as data, for a change request to store and
+	// apply later (see ChangeSpec); its Kind is "" for changes that
+	// cannot be requested (a ramp's steps).
+	spec ChangeSpec
 }
+
+// Spec returns the change as data: what a change request stores.
+func (c Change) Spec() ChangeSpec { return c.spec }
 
 // Summary returns the change's one-line description.
 func (c Change) Summary() string { return c.summary }
@@ -22,6 +29,7 @@ func (c Change) Summary() string { return c.summary }
 func AddBucket(b Bucket) Change {
 	b.Value = compactJSON(b.Value)
 	return Change{
+		spec:    ChangeSpec{Kind: SpecAddBucket, Bucket: &b},
 		summary: fmt.Sprintf("added bucket %s (%d replicas)", b.Name, b.Replicas),
 		apply: func(f *Feature) error {
 			if _, ok := f.Bucket(b.Name); ok {
@@ -44,6 +52,7 @@ func UpdateBucket(name string, replicas *int, value json.RawMessage) Change {
 		parts = append(parts, "value to "+abbreviate(string(compactJSON(value))))
 	}
 	return Change{
+		spec:    ChangeSpec{Kind: SpecUpdateBucket, Name: name, Replicas: replicas, Value: compactJSON(value)},
 		summary: fmt.Sprintf("changed bucket %s: %s", name, strings.Join(parts, ", ")),
 		apply: func(f *Feature) error {
 			i := slices.IndexFunc(f.Buckets, func(b Bucket) bool { return b.Name == name })
@@ -68,6 +77,7 @@ func UpdateBucket(name string, replicas *int, value json.RawMessage) Change {
 // bucket, the fallback, or a bucket that overrides name.
 func RemoveBucket(name string) Change {
 	return Change{
+		spec:    ChangeSpec{Kind: SpecRemoveBucket, Name: name},
 		summary: "removed bucket " + name,
 		apply: func(f *Feature) error {
 			i := slices.IndexFunc(f.Buckets, func(b Bucket) bool { return b.Name == name })
@@ -102,6 +112,7 @@ func SetBuckets(buckets []Bucket) Change {
 		names[i] = fmt.Sprintf("%s×%d", b.Name, b.Replicas)
 	}
 	return Change{
+		spec:    ChangeSpec{Kind: SpecSetBuckets, Buckets: slices.Clone(buckets)},
 		summary: "set buckets to " + strings.Join(names, ", "),
 		apply: func(f *Feature) error {
 			next := slices.Clone(buckets)
@@ -137,6 +148,7 @@ func Patch(description *string, enabled *bool, fallback *string) Change {
 		parts = append(parts, "description changed")
 	}
 	return Change{
+		spec:    ChangeSpec{Kind: SpecPatch, Description: description, Enabled: enabled, Fallback: fallback},
 		summary: strings.Join(parts, ", "),
 		apply: func(f *Feature) error {
 			if description == nil && enabled == nil && fallback == nil {
@@ -159,6 +171,7 @@ func Patch(description *string, enabled *bool, fallback *string) Change {
 // SetOverride serves bucket to user whatever the ring says.
 func SetOverride(user, bucket string) Change {
 	return Change{
+		spec:    ChangeSpec{Kind: SpecSetOverride, User: user, Name: bucket},
 		summary: fmt.Sprintf("override: user %s → %s", abbreviate(user), bucket),
 		kind:    AuditOverride,
 		apply: func(f *Feature) error {
@@ -180,6 +193,7 @@ func SetOverride(user, bucket string) Change {
 // ClearOverride returns user to the ring.
 func ClearOverride(user string) Change {
 	return Change{
+		spec:    ChangeSpec{Kind: SpecClearOverride, User: user},
 		summary: fmt.Sprintf("override cleared: user %s", abbreviate(user)),
 		kind:    AuditOverride,
 		apply: func(f *Feature) error {
@@ -196,6 +210,7 @@ func ClearOverride(user string) Change {
 // were new. It is the only change of the salt after creation.
 func Reshuffle(salt string) Change {
 	return Change{
+		spec:    ChangeSpec{Kind: SpecReshuffle, Salt: salt},
 		summary: "reshuffled users (new salt)",
 		apply: func(f *Feature) error {
 			if salt == f.Salt {

@@ -13,6 +13,7 @@ const (
 	EPrecondition = "precondition_failed" // If-Match named a version the feature has moved on from
 	EChurn        = "max_churn_exceeded"  // the change would move more users than allowed
 	EUnavailable  = "unavailable"         // the store cannot take writes right now
+	EForbidden    = "forbidden"           // the actor's role may not make this change (see Settings)
 	EInternal     = "internal"
 )
 

@@ -55,6 +55,13 @@ type ChangeOptions struct {
 	// Comment is stored with the change's version: why it was made. At
 	// most MaxComment bytes of UTF-8 text.
 	Comment string
+	// Role is the role of the token making the change: an editor's
+	// changes are bound by the Settings (the churn limit, approvals);
+	// "" (the command line, an open API) and admins are not.
+	Role Role
+
+	gate    *gate            // the editor's settings, set by the service
+	request *RequestDecision // an approval being applied
 }
 
 // MaxComment is the longest comment a change may carry, in bytes.
@@ -87,6 +94,14 @@ type Result struct {
 	Report  Report
 	Shares  map[string]float64 // exact share of each bucket of the feature's ring
 	DryRun  bool
+	// Request, when not nil, is the change request the change became:
+	// approvals cover the feature, and nothing was applied.
+	Request *Request
+	// Needs, in an editor's dry run, says what the change would need:
+	// "approval" (it would become a request), "admin" (it would be
+	// refused: above the churn limit, or a reshuffle), or "" (it would
+	// apply).
+	Needs string
 }
 
 // NewService returns a service over store, its snapshot loaded from it.
@@ -186,21 +201,30 @@ func (s *Service) Change(ctx context.Context, key string, ch Change, opts Change
 	if err := validateComment(opts.Comment); err != nil {
 		return Result{}, err
 	}
+	var err error
+	if opts.gate, err = s.gateFor(ctx, opts); err != nil {
+		return Result{}, err
+	}
 	if err := s.mu.lock(ctx); err != nil {
 		return Result{}, err
 	}
 	defer s.mu.Unlock()
-	return s.onFresh(ctx, key, opts, func(cur *compiled) (Result, error) {
+	res, err := s.onFresh(ctx, key, opts, func(cur *compiled) (Result, error) {
 		return s.apply(ctx, cur, ch, opts)
 	}, func() (Result, error) {
 		return s.applyHeld(ctx, key, ch, opts)
 	})
+	return s.asRequest(ctx, res, err, opts)
 }
 
 // Rollback restores the configuration of the feature's version n as a new
 // version, which puts every user back in the bucket they had at n.
 func (s *Service) Rollback(ctx context.Context, key string, n int, opts ChangeOptions) (Result, error) {
 	if err := validateComment(opts.Comment); err != nil {
+		return Result{}, err
+	}
+	var err error
+	if opts.gate, err = s.gateFor(ctx, opts); err != nil {
 		return Result{}, err
 	}
 	if err := s.mu.lock(ctx); err != nil {
@@ -215,11 +239,13 @@ func (s *Service) Rollback(ctx context.Context, key string, n int, opts ChangeOp
 		return Result{}, err
 	}
 	back := rollbackTo(old.Config)
-	return s.onFresh(ctx, key, opts, func(cur *compiled) (Result, error) {
+	back.spec = ChangeSpec{Kind: SpecRollback, Version: n}
+	res, err := s.onFresh(ctx, key, opts, func(cur *compiled) (Result, error) {
 		return s.apply(ctx, cur, back, opts)
 	}, func() (Result, error) {
 		return s.applyHeld(ctx, key, back, opts)
 	})
+	return s.asRequest(ctx, res, err, opts)
 }
 
 // checkChurn refuses, with EChurn and the report, a change that moves more
@@ -437,7 +463,18 @@ func (s *Service) prepare(cur *compiled, ch Change, opts ChangeOptions) (Result,
 		return Result{}, Version{}, nil, err
 	}
 	res := Result{Feature: next, Report: rep, Shares: maps.Clone(cc.shares), DryRun: opts.DryRun}
-	v := Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: ch.summary, Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: rep, Kind: ch.kind}
+	if opts.gate != nil {
+		err := opts.gate.check(cur, ch, res)
+		switch _, approval := err.(*needsApproval); {
+		case opts.DryRun && approval:
+			res.Needs = "approval"
+		case opts.DryRun && err != nil:
+			res.Needs = "admin"
+		case err != nil:
+			return Result{}, Version{}, nil, err
+		}
+	}
+	v := Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: ch.summary, Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: rep, Kind: ch.kind, Request: opts.request}
 	return res, v, cc, nil
 }
 

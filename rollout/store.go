@@ -27,6 +27,11 @@ type Version struct {
 	// VersionEvent); "" for a change (a create at version 1). Stores do
 	// not keep it in the version: its audit event holds it.
 	Kind AuditKind `json:"-"`
+	// Request, when not nil, is the approval that applies the version:
+	// the store marks the request applied in the version's transaction,
+	// or refuses the version with EConflict when the request is no
+	// longer open, and records request_approve.
+	Request *RequestDecision `json:"-"`
 }
 
 // ChangeQuery selects entries of the audit log (Store.Changes).
@@ -127,6 +132,8 @@ type Store interface {
 
 	ArchiveStore
 	AuditStore
+	SettingsStore
+	RequestStore
 	RampStore
 	IdempotencyStore
 	BatchStore

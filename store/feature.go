@@ -238,7 +238,13 @@ func (tx *tx) insertVersion(id, key string, v rollout.Version) error {
 		id, v.Version, v.Report.Churn, v.Report.ModuloChurn, report); err != nil {
 		return fmt.Errorf("insert report of version %d: %w", v.Version, err)
 	}
-	return tx.appendAudit(rollout.VersionEvent(key, id, v))
+	if err := tx.appendAudit(rollout.VersionEvent(key, id, v)); err != nil {
+		return err
+	}
+	if v.Request != nil {
+		return tx.applyRequest(key, v)
+	}
+	return nil
 }
 
 // withoutOverrides returns f with an empty map of overrides in place of

@@ -60,6 +60,9 @@ type featurePage struct {
 	LiveRamp      bool       // one is active or paused: no other can start
 	Now           time.Time
 	Data          pageData
+	// OpenRequests are the feature's change requests waiting for a
+	// decision (see requests.go).
+	OpenRequests []rollout.Request
 }
 
 // bucketRow is one bucket in the buckets table.
@@ -139,6 +142,12 @@ func (h *handler) feature(c echo.Context) error {
 		Bar:  newBar(bucketNames(f), shares, colour),
 		Data: pageData{Key: f.Key, Version: f.Version, Tag: f.Tag(), Enabled: f.Enabled, Fallback: f.Fallback},
 	}
+
+	open, err := h.svc.Requests(ctx, rollout.RequestQuery{State: rollout.RequestOpen, Feature: key, Limit: requestsShown})
+	if err != nil {
+		return h.internal(c, err)
+	}
+	p.OpenRequests = open
 
 	counts := sample(snap, key, h.sample)
 	p.SampleNone = counts[""]

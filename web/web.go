@@ -99,6 +99,8 @@ func Routes(svc *rollout.Service, opts Options) []api.Route {
 		{Method: get, Path: "/ui/", Access: rollout.PermRead, SignIn: true, Handler: h.list, Middleware: ui},
 		{Method: get, Path: "/ui/features/:key", Access: rollout.PermRead, SignIn: true, Handler: h.feature, Middleware: ui},
 		{Method: get, Path: "/ui/changes", Access: rollout.PermRead, SignIn: true, Handler: h.changes, Middleware: ui},
+		{Method: get, Path: "/ui/requests", Access: rollout.PermRead, SignIn: true, Handler: h.requests, Middleware: ui},
+		{Method: get, Path: "/ui/settings", Access: rollout.PermRead, SignIn: true, Handler: h.settings, Middleware: ui},
 		{Method: get, Path: "/ui/user", Access: rollout.PermRead, SignIn: true, Handler: h.user, Middleware: ui},
 		{Method: get, Path: "/ui/static/*", Access: api.Public, Handler: h.static, Middleware: ui},
 		{Method: get, Path: "/ui/login", Access: api.Public, Handler: h.loginForm, Middleware: ui},
@@ -222,7 +224,7 @@ func parsePages(a assets) map[string]*template.Template {
 	}
 	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/parts.html"))
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"list", "feature", "error", "login", "changes", "user"} {
+	for _, name := range []string{"list", "feature", "error", "login", "changes", "user", "requests", "settings"} {
 		pages[name] = template.Must(template.Must(base.Clone()).ParseFS(templateFiles, "templates/"+name+".html"))
 	}
 	return pages

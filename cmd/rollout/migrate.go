@@ -10,6 +10,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"reflect"
 	"slices"
 
 	"github.com/rollout/rollout/cmd/internal/serve"
@@ -254,6 +255,9 @@ func migrateStores(ctx context.Context, src, dst migrationStore) (migration, err
 		}
 	}
 	sum.ramps = len(ramps)
+	if err := copyGovernance(ctx, src, dst); err != nil {
+		return sum, err
+	}
 	after, err := src.Revision(ctx)
 	if err != nil {
 		return sum, err
@@ -379,7 +383,84 @@ func verifyMigration(ctx context.Context, src, dst migrationStore) ([]string, er
 	if err != nil {
 		return nil, err
 	}
+	out = append(out, diffs...)
+	diffs, err = compareGovernance(ctx, src, dst)
+	if err != nil {
+		return nil, err
+	}
 	return append(out, diffs...), nil
+}
+
+// copyGovernance copies the settings (saved once in dst, by "rollout
+// migrate", when src ever saved them) and every change request, open or
+// decided, oldest first (each with a request_create event in dst's audit
+// trail).
+func copyGovernance(ctx context.Context, src, dst migrationStore) error {
+	st, err := src.Settings(ctx)
+	if err != nil {
+		return err
+	}
+	if st.Version > 0 {
+		st.Version = 1
+		e := rollout.AuditEvent{Actor: "rollout migrate", Kind: rollout.AuditSettings,
+			Summary: rollout.SettingsSummary(rollout.DefaultSettings(), st) + ", as they were in the database copied from"}
+		if err := dst.SaveSettings(ctx, st, e); err != nil {
+			return fmt.Errorf("copy settings: %w", err)
+		}
+	}
+	rs, err := src.Requests(ctx, rollout.RequestQuery{})
+	if err != nil {
+		return err
+	}
+	slices.Reverse(rs)
+	for _, r := range rs {
+		if err := dst.CreateRequest(ctx, r); err != nil {
+			return fmt.Errorf("copy change request %s: %w", r.ID, err)
+		}
+	}
+	return nil
+}
+
+// compareGovernance compares the settings (but their version and save)
+// and the change requests of src and dst.
+func compareGovernance(ctx context.Context, src, dst migrationStore) ([]string, error) {
+	var out []string
+	a, err := src.Settings(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b, err := dst.Settings(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if a.MaxChurn != b.MaxChurn || !reflect.DeepEqual(a.RequireApproval, b.RequireApproval) {
+		out = append(out, fmt.Sprintf("settings: source %+v, target %+v", a, b))
+	}
+	ra, err := src.Requests(ctx, rollout.RequestQuery{})
+	if err != nil {
+		return nil, err
+	}
+	rb, err := dst.Requests(ctx, rollout.RequestQuery{})
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[string]rollout.Request, len(rb))
+	for _, r := range rb {
+		byID[r.ID] = r
+	}
+	for _, r := range ra {
+		got, ok := byID[r.ID]
+		switch {
+		case !ok:
+			out = append(out, fmt.Sprintf("change request %s: missing from the target", r.ID))
+		case got.State != r.State || got.Feature != r.Feature || got.Author != r.Author:
+			out = append(out, fmt.Sprintf("change request %s: source %s %s by %s, target %s %s by %s", r.ID, r.State, r.Feature, r.Author, got.State, got.Feature, got.Author))
+		}
+	}
+	if len(ra) != len(rb) {
+		out = append(out, fmt.Sprintf("change requests: source has %d, target has %d", len(ra), len(rb)))
+	}
+	return out, nil
 }
 
 // compareArchived compares the archived features of src and dst as

@@ -59,6 +59,34 @@ func serviceDatabase(t *testing.T) (path string, secrets map[string]bool) {
 	s.must(201, "POST", "/api/features/search/ramps", map[string]any{"bucket": "B", "steps": []float64{0.9}, "at": []string{"2099-01-01T00:00:00Z"}, "max_churn": 0.4})
 	s.stop() // flushes the evaluation counts
 
+	// Settings, and change requests: one open, one rejected.
+	{
+		ctx := context.Background()
+		db, err := sqlite.Open(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc, err := rollout.NewService(ctx, db, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.UpdateSettings(ctx, rollout.Settings{MaxChurn: 0.1, RequireApproval: rollout.ApprovalPolicy{Features: []string{"checkout"}}}, 0, "ada", ""); err != nil {
+			t.Fatal(err)
+		}
+		for _, desc := range []string{"open", "rejected"} {
+			res, err := svc.Change(ctx, "checkout", rollout.Patch(&desc, nil, nil), rollout.ChangeOptions{Actor: "ed", Role: rollout.RoleEditor})
+			if err != nil || res.Request == nil {
+				t.Fatalf("editor's change = %+v, %v; want a request", res, err)
+			}
+			if desc == "rejected" {
+				if _, err := svc.RejectRequest(ctx, res.Request.ID, "ada", "no"); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		db.Close()
+	}
+
 	secrets = map[string]bool{}
 	secrets[createToken(t, path, "admin", "admin")] = true
 	secrets[createToken(t, path, "ci", "editor")] = false
@@ -103,6 +131,11 @@ type storeContents struct {
 	Users     map[string][]rollout.Assignment // by feature key and user
 	Tokens    []rollout.Token
 	Ramps     []rollout.Ramp
+	// The settings but for their version, time and author (the target's
+	// are saved once, by rollout migrate), and every change request.
+	MaxChurn        float64
+	RequireApproval rollout.ApprovalPolicy
+	Requests        []rollout.Request
 }
 
 // contents reads s. Times of history entries and tokens are cut to the
@@ -165,6 +198,14 @@ func contents(t *testing.T, s migrationStore) storeContents {
 	if c.Ramps, err = s.Ramps(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
+	st, err := s.Settings(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.MaxChurn, c.RequireApproval = st.MaxChurn, st.RequireApproval
+	if c.Requests, err = s.Requests(ctx, rollout.RequestQuery{}); err != nil {
+		t.Fatal(err)
+	}
 	for i, tok := range c.Tokens {
 		c.Tokens[i].CreatedAt = tok.CreatedAt.Truncate(time.Microsecond)
 		if tok.RevokedAt != nil {
@@ -214,7 +255,7 @@ func TestMigrateSQLiteToPostgresAndBack(t *testing.T) {
 	src, pg := openSQLite(t, path), openPostgres(t, dsn)
 	c := contents(t, src)
 	if len(c.Features) != 3 || len(c.Versions["checkout"]) != 5 || len(c.Tokens) != 4 || c.Features[0].Enabled || len(c.Ramps) != 2 ||
-		len(c.Archived) != 1 || c.Archived[0].Key != "gone" || len(c.Exposures["archived gone"]) == 0 {
+		len(c.Archived) != 1 || c.Archived[0].Key != "gone" || len(c.Exposures["archived gone"]) == 0 || len(c.Requests) != 2 || c.MaxChurn != 0.1 {
 		t.Fatalf("the source is not what the test made: %d features, %d versions of checkout, %d tokens, banner enabled %v",
 			len(c.Features), len(c.Versions["checkout"]), len(c.Tokens), c.Features[0].Enabled)
 	}

@@ -85,6 +85,9 @@ var cases = []struct {
 	{"update with the feature held", testUpdateHeld},
 	{"idempotency keys", testIdempotency},
 	{"idempotency key committed with its change", testIdempotentWrite},
+	{"settings", testSettings},
+	{"change requests", testRequests},
+	{"open change requests per author are capped", testRequestCap},
 	{"batch of versions", testBatch},
 	{"batch of versions is all or nothing", testBatchAllOrNothing},
 }

@@ -589,6 +589,7 @@
   function explain(status, body) {
     const e = body && body.error;
     if (status === 401) return { error: 'Your session has ended: sign in again. Nothing was changed.' };
+    if (status === 403 && body && body.error && body.error.report) return { error: sentence(body.error.message) }; // above the editors' limit
     if (status === 403) return { error: 'Your token may read features but not change them. Nothing was changed.' };
     if (!e) return { error: 'The server could not make the change and did not say why. Nothing was changed; try again in a moment.' };
     if (e.code === 'precondition_failed' || status === 412) {
@@ -849,6 +850,8 @@
     if (req.answered && req.answered.options && req.answered.options.exact) label = req.plan.mode === 'nested' ? 'Apply: only move users into or out of the changed buckets' : 'Apply: rebalance exactly';
     if (req.toggles) label = req.toggles === 'on' ? 'Turn it on' : 'Turn it off';
     if (req.deletes) label = 'Archive ' + feature.key;
+    if (result.needs === 'approval') label = 'Submit for approval';
+    if (result.needs) box.append(el('p', { class: 'needs notice' }, result.needs === 'approval' ? 'Approvals are required for this feature: the change will wait as a request until another editor or an admin approves it.' : 'This change is more than editors may make alone (above the churn limit, or a reshuffle): it needs an admin, or approvals on for this feature.'));
     const apply = el('button', { type: 'button', class: req.toggles || req.deletes ? 'apply danger' : 'apply' }, label);
     const cancel = el('button', { type: 'button', class: 'cancel secondary' }, 'Cancel');
     box.append(el('div', { class: 'actions' }, apply, cancel));
@@ -862,6 +865,11 @@
       if (res.error) {
         setBusy(form, false);
         showError(form, res.error, res.reload);
+        return;
+      }
+      if (res.body.request) {
+        // Approvals are required: the change waits as a request.
+        window.location.assign('/ui/requests#request-' + res.body.request.id);
         return;
       }
       if (req.deletes) {

@@ -1,0 +1,358 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Change requests. Where the settings require approvals for a feature, an
+// editor's change is not applied: it is stored as a Request with its
+// preview (the churn report) and the feature's tag it was previewed at.
+// Another person, an editor or an admin, approves it, which applies it
+// with that tag as If-Match, or rejects it; its author may cancel it.
+
+// The kinds of requested changes: the routes that make them.
+const (
+	SpecPatch         = "patch"
+	SpecAddBucket     = "add_bucket"
+	SpecUpdateBucket  = "update_bucket"
+	SpecRemoveBucket  = "remove_bucket"
+	SpecSetBuckets    = "set_buckets"
+	SpecSetOverride   = "set_override"
+	SpecClearOverride = "clear_override"
+	SpecReshuffle     = "reshuffle"
+	SpecRollback      = "rollback"
+)
+
+// ChangeSpec is a change as data: its kind and the arguments of the
+// function that makes it (Name is the bucket of update_bucket,
+// remove_bucket and set_override).
+type ChangeSpec struct {
+	Kind        string          `json:"kind"`
+	Name        string          `json:"name,omitempty"`
+	Bucket      *Bucket         `json:"bucket,omitempty"`
+	Replicas    *int            `json:"replicas,omitempty"`
+	Value       json.RawMessage `json:"value,omitempty"`
+	Buckets     []Bucket        `json:"buckets,omitempty"`
+	Description *string         `json:"description,omitempty"`
+	Enabled     *bool           `json:"enabled,omitempty"`
+	Fallback    *string         `json:"fallback,omitempty"`
+	User        string          `json:"user,omitempty"`
+	Salt        string          `json:"salt,omitempty"`
+	Version     int             `json:"version,omitempty"`
+}
+
+// Words names the kind of change for people: "update bucket".
+func (sp ChangeSpec) Words() string { return strings.ReplaceAll(sp.Kind, "_", " ") }
+
+// change makes the Change sp describes; a rollback is made by the service
+// (it reads the old version).
+func (sp ChangeSpec) change() (Change, error) {
+	switch sp.Kind {
+	case SpecPatch:
+		return Patch(sp.Description, sp.Enabled, sp.Fallback), nil
+	case SpecAddBucket:
+		if sp.Bucket == nil {
+			return Change{}, Errorf(EInvalid, "the requested add_bucket names no bucket")
+		}
+		return AddBucket(*sp.Bucket), nil
+	case SpecUpdateBucket:
+		return UpdateBucket(sp.Name, sp.Replicas, sp.Value), nil
+	case SpecRemoveBucket:
+		return RemoveBucket(sp.Name), nil
+	case SpecSetBuckets:
+		return SetBuckets(sp.Buckets), nil
+	case SpecSetOverride:
+		return SetOverride(sp.User, sp.Name), nil
+	case SpecClearOverride:
+		return ClearOverride(sp.User), nil
+	case SpecReshuffle:
+		return Reshuffle(sp.Salt), nil
+	}
+	return Change{}, Errorf(EInvalid, "change kind %q cannot be requested", sp.Kind)
+}
+
+// RequestState is where a change request stands.
+type RequestState string
+
+// The states of a request: open until approved (and applied), rejected or
+// canceled, each final.
+const (
+	RequestOpen     RequestState = "open"
+	RequestApplied  RequestState = "applied"
+	RequestRejected RequestState = "rejected"
+	RequestCanceled RequestState = "canceled"
+)
+
+// RequestStates are the states of requests.
+var RequestStates = []RequestState{RequestOpen, RequestApplied, RequestRejected, RequestCanceled}
+
+// Request is a change request.
+type Request struct {
+	ID        string       `json:"id"`
+	Feature   string       `json:"feature"`
+	FeatureID string       `json:"feature_id"`
+	State     RequestState `json:"state"`
+	Author    string       `json:"author"`
+	CreatedAt time.Time    `json:"created_at"`
+	Comment   string       `json:"comment"`
+	Change    ChangeSpec   `json:"change"`
+	// Summary says what the change does, in words and percentages.
+	Summary string `json:"summary"`
+	// IfMatch is the feature's tag the preview was made at, and
+	// BaseVersion its version: the approval applies the change only to
+	// that configuration. Both move when the approval finds the feature
+	// moved on and previews the change again.
+	IfMatch     string `json:"if_match"`
+	BaseVersion int    `json:"base_version"`
+	// Report is the preview: what the change does to users at
+	// BaseVersion.
+	Report Report `json:"report"`
+	// Repreviewed counts the previews made again because the feature
+	// moved on.
+	Repreviewed int `json:"repreviewed"`
+	// DecidedBy, DecidedAt and Decision are the approval, rejection or
+	// cancellation; AppliedVersion is the version an approval made.
+	DecidedBy      string     `json:"decided_by,omitempty"`
+	DecidedAt      *time.Time `json:"decided_at,omitempty"`
+	Decision       string     `json:"decision_comment,omitempty"`
+	AppliedVersion int        `json:"applied_version,omitempty"`
+}
+
+// RequestQuery selects requests (RequestStore.Requests).
+type RequestQuery struct {
+	State   RequestState // "" for any
+	Feature string       // "" for any
+	Limit   int          // at most this many; all when <= 0
+}
+
+// Limits of requests.
+const (
+	// MaxOpenRequests is how many open requests one author may have.
+	MaxOpenRequests = 20
+	// MaxRequestPage is how many requests a list returns at most.
+	MaxRequestPage = 500
+)
+
+// RequestDecision is an approval being applied: a version carrying one
+// makes the store mark the request applied in the version's transaction
+// (EConflict when it is no longer open), and record request_approve.
+type RequestDecision struct {
+	ID      string
+	By      string
+	Comment string
+}
+
+// RequestStore keeps change requests.
+type RequestStore interface {
+	// CreateRequest stores r (state open) and records request_create, in
+	// one transaction; EConflict when r's author has MaxOpenRequests open
+	// ones already.
+	CreateRequest(ctx context.Context, r Request) error
+	// Requests returns the requests q selects, newest first.
+	Requests(ctx context.Context, q RequestQuery) ([]Request, error)
+	// Request returns one request; ENotFound if none has that ID.
+	Request(ctx context.Context, id string) (Request, error)
+	// CloseRequest marks the open request id rejected or canceled by by,
+	// with comment, and records its event (request_reject,
+	// request_cancel); EConflict when it is not open.
+	CloseRequest(ctx context.Context, id string, state RequestState, by, comment string, at time.Time) error
+	// RepreviewRequest replaces the preview of the open request r.ID with
+	// r's IfMatch, BaseVersion, Report, Summary and Repreviewed;
+	// EConflict when it is not open.
+	RepreviewRequest(ctx context.Context, r Request) error
+}
+
+// AuditEvent returns the event that records the request's creation or
+// decision (kind), by actor.
+func (r Request) AuditEvent(kind AuditKind, actorName, comment string, at time.Time) AuditEvent {
+	churn := r.Report.Churn
+	return AuditEvent{
+		Time: at, Actor: actorName, Kind: kind, Feature: r.Feature, FeatureID: r.FeatureID,
+		Subject: r.ID, Summary: fmt.Sprintf("request by %s: %s", r.Author, r.Summary), Comment: comment, Churn: &churn,
+	}
+}
+
+// submit stores the change that needsApproval describes as a request by
+// opts.Actor.
+func (s *Service) submit(ctx context.Context, na *needsApproval, opts ChangeOptions) (Result, error) {
+	now := s.now().UTC()
+	f := na.res.Feature
+	r := Request{
+		ID: uuid.NewString(), Feature: f.Key, FeatureID: f.ID, State: RequestOpen, Author: actor(opts),
+		CreatedAt: now, Comment: opts.Comment, Change: na.spec, Summary: joinSummary(na.summary, previewSummary(na.res.Report)),
+		IfMatch: na.ifMatch, BaseVersion: f.Version - 1, Report: na.res.Report,
+	}
+	res := na.res
+	res.Request = &r
+	Settle(ctx, res, now) // an Idempotency-Key is kept with the request
+	if err := s.store.CreateRequest(ctx, r); err != nil {
+		return Result{}, err
+	}
+	return res, nil
+}
+
+// Requests returns the requests q selects, newest first, at most
+// MaxRequestPage (the default).
+func (s *Service) Requests(ctx context.Context, q RequestQuery) ([]Request, error) {
+	if q.Limit <= 0 || q.Limit > MaxRequestPage {
+		q.Limit = MaxRequestPage
+	}
+	return s.store.Requests(ctx, q)
+}
+
+// Request returns the request id.
+func (s *Service) Request(ctx context.Context, id string) (Request, error) {
+	return s.store.Request(ctx, id)
+}
+
+// ApproveRequest applies the open request id, approved by approver, as a
+// new version of its feature whose actor names both ("alice, approved by
+// bob"), with the preview's If-Match. If the feature moved on, the change
+// is previewed again at its current version, the request keeps open with
+// the new preview, and EPrecondition (with the new report) says to approve
+// again. Errors: ENotFound, EConflict (not open any more), EForbidden (the
+// approver wrote it), the change's.
+func (s *Service) ApproveRequest(ctx context.Context, id, approver, comment string) (Result, Request, error) {
+	if err := validateComment(comment); err != nil {
+		return Result{}, Request{}, err
+	}
+	if err := s.mu.lock(ctx); err != nil {
+		return Result{}, Request{}, err
+	}
+	defer s.mu.Unlock()
+	r, err := s.openRequest(ctx, id)
+	if err != nil {
+		return Result{}, r, err
+	}
+	approver = actor(ChangeOptions{Actor: approver})
+	if approver == r.Author {
+		return Result{}, r, Errorf(EForbidden, "you (%s) submitted request %s: another editor or an admin approves it", approver, id)
+	}
+	opts := ChangeOptions{
+		Actor: r.Author + ", approved by " + approver, IfMatch: r.IfMatch, Comment: r.Comment,
+		request: &RequestDecision{ID: r.ID, By: approver, Comment: comment},
+	}
+	ch, err := s.requested(ctx, r)
+	if err != nil {
+		return Result{}, r, err
+	}
+	res, err := s.onFresh(ctx, r.Feature, opts, func(cur *compiled) (Result, error) {
+		return s.apply(ctx, cur, ch, opts)
+	}, nil)
+	if ErrorCode(err) == EPrecondition {
+		return Result{}, r, s.repreview(ctx, r, ch)
+	}
+	if err != nil {
+		return Result{}, r, err
+	}
+	now := s.now().UTC()
+	r.State, r.DecidedBy, r.DecidedAt, r.Decision, r.AppliedVersion = RequestApplied, approver, &now, comment, res.Feature.Version
+	return res, r, nil
+}
+
+// repreview previews the request r's change on its feature as it stands
+// now, saves the new preview, and returns the EPrecondition that says so.
+func (s *Service) repreview(ctx context.Context, r Request, ch Change) error {
+	cur, err := s.current(ctx, r.Feature, ChangeOptions{})
+	if err != nil {
+		return err
+	}
+	res, _, _, err := s.prepare(cur, ch, ChangeOptions{DryRun: true})
+	if err != nil {
+		return fmt.Errorf("the feature moved on since request %s was previewed, and the change no longer applies: reject it: %w", r.ID, err)
+	}
+	was := r.BaseVersion
+	r.IfMatch, r.BaseVersion, r.Report, r.Repreviewed = cur.feature.Tag(), cur.feature.Version, res.Report, r.Repreviewed+1
+	r.Summary = joinSummary(ch.summary, previewSummary(res.Report))
+	if err := s.store.RepreviewRequest(ctx, r); err != nil {
+		return err
+	}
+	rep := res.Report
+	return &Error{Code: EPrecondition, Report: &rep, Message: fmt.Sprintf(
+		"feature %q moved on from version %d, where request %s was previewed, to version %d: the change now moves %s of users; nothing was applied; the request stays open with this new preview: approve it again to apply it",
+		r.Feature, was, r.ID, cur.feature.Version, percent(rep.Churn))}
+}
+
+// requested makes the change request r asks for.
+func (s *Service) requested(ctx context.Context, r Request) (Change, error) {
+	if r.Change.Kind != SpecRollback {
+		return r.Change.change()
+	}
+	old, err := s.store.Version(ctx, r.Feature, r.Change.Version)
+	if err != nil {
+		return Change{}, err
+	}
+	ch := rollbackTo(old.Config)
+	ch.spec = r.Change
+	return ch, nil
+}
+
+// RejectRequest closes the open request id as rejected by actorName, who
+// may not be its author (the author cancels). CancelRequest closes it as
+// canceled by its author, the only one who may.
+func (s *Service) RejectRequest(ctx context.Context, id, actorName, comment string) (Request, error) {
+	return s.closeRequest(ctx, id, RequestRejected, actorName, comment)
+}
+
+// CancelRequest: see RejectRequest.
+func (s *Service) CancelRequest(ctx context.Context, id, actorName, comment string) (Request, error) {
+	return s.closeRequest(ctx, id, RequestCanceled, actorName, comment)
+}
+
+func (s *Service) closeRequest(ctx context.Context, id string, state RequestState, by, comment string) (Request, error) {
+	if err := validateComment(comment); err != nil {
+		return Request{}, err
+	}
+	r, err := s.openRequest(ctx, id)
+	if err != nil {
+		return r, err
+	}
+	by = actor(ChangeOptions{Actor: by})
+	switch {
+	case state == RequestRejected && by == r.Author:
+		return r, Errorf(EForbidden, "you (%s) submitted request %s: cancel it (POST /api/requests/%s/cancel) rather than reject it", by, id, id)
+	case state == RequestCanceled && by != r.Author:
+		return r, Errorf(EForbidden, "only its author, %s, cancels request %s: reject it instead", r.Author, id)
+	}
+	now := s.now().UTC()
+	if err := s.store.CloseRequest(ctx, id, state, by, comment, now); err != nil {
+		return r, err
+	}
+	r.State, r.DecidedBy, r.DecidedAt, r.Decision = state, by, &now, comment
+	return r, nil
+}
+
+// openRequest reads request id, EConflict when it is not open.
+func (s *Service) openRequest(ctx context.Context, id string) (Request, error) {
+	r, err := s.store.Request(ctx, id)
+	if err != nil {
+		return r, err
+	}
+	if r.State != RequestOpen {
+		return r, Errorf(EConflict, "request %s is %s already (by %s): nothing was done", id, r.State, r.DecidedBy)
+	}
+	return r, nil
+}
+
+// asRequest turns a change refused by the gate for approval into a
+// request; other results pass.
+func (s *Service) asRequest(ctx context.Context, res Result, err error, opts ChangeOptions) (Result, error) {
+	na, ok := errors.AsType[*needsApproval](err)
+	if !ok {
+		return res, err
+	}
+	return s.submit(ctx, na, opts)
+}
+
+// previewSummary is ShareSummary of a change not made yet: "24.47 % of
+// users would move, all into A".
+func previewSummary(r Report) string {
+	return strings.ReplaceAll(ShareSummary(r), " moved", " would move")
+}

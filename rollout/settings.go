@@ -1,0 +1,259 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Settings are the organisation-wide rules of who may change what: the
+// churn limit of editors and the approvals policy. Admins set them (PUT
+// /api/settings); each saved change is a new Version and an audit event of
+// kind settings.
+type Settings struct {
+	// MaxChurn is the largest fraction of users an editor's change may
+	// move. A change above it, or any reshuffle, needs an admin, or an
+	// approval where RequireApproval covers the feature.
+	MaxChurn float64 `json:"max_churn"`
+	// RequireApproval names the features whose editors' changes are
+	// stored as change requests, to be approved by another person.
+	RequireApproval ApprovalPolicy `json:"require_approval"`
+	// Version counts saved changes of the settings: 0 for the defaults,
+	// never saved.
+	Version   int        `json:"version"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+	UpdatedBy string     `json:"updated_by,omitempty"`
+}
+
+// ApprovalPolicy says which features need approvals: all of them, or those
+// listed.
+type ApprovalPolicy struct {
+	All      bool     `json:"all"`
+	Features []string `json:"features"`
+}
+
+// DefaultMaxChurn is the editors' churn limit until an admin sets one.
+const DefaultMaxChurn = 0.25
+
+// MaxApprovalFeatures bounds the list of features that need approvals.
+const MaxApprovalFeatures = 1000
+
+// DefaultSettings are the settings before any is saved: a churn limit of
+// 25 %, no approvals.
+func DefaultSettings() Settings {
+	return Settings{MaxChurn: DefaultMaxChurn, RequireApproval: ApprovalPolicy{Features: []string{}}}
+}
+
+// Covers reports whether the policy requires approvals for feature key.
+func (p ApprovalPolicy) Covers(key string) bool {
+	return p.All || slices.Contains(p.Features, key)
+}
+
+// Validate reports what is wrong with s: a churn limit outside 0..1, too
+// many features, a feature key that is not one, a key listed twice.
+func (s Settings) Validate() error {
+	if s.MaxChurn != s.MaxChurn || s.MaxChurn < 0 || s.MaxChurn > 1 {
+		return Errorf(EInvalid, "max_churn %v is out of range: give a fraction of users between 0 and 1 (0.25 is 25 %%)", s.MaxChurn)
+	}
+	fs := s.RequireApproval.Features
+	if len(fs) > MaxApprovalFeatures {
+		return Errorf(EInvalid, "require_approval lists %d features: list at most %d, or set \"all\": true", len(fs), MaxApprovalFeatures)
+	}
+	seen := make(map[string]bool, len(fs))
+	for _, k := range fs {
+		if !keyPattern.MatchString(k) {
+			return Errorf(EInvalid, "require_approval.features: %q is not a feature key (1 to 64 of a-z, 0-9, '_', '.', '-')", k)
+		}
+		if seen[k] {
+			return Errorf(EInvalid, "require_approval.features lists %q twice: list it once", k)
+		}
+		seen[k] = true
+	}
+	return nil
+}
+
+// SettingsSummary says what changed from prev to next, in words:
+// "editors' churn limit 25 % → 10 %; approvals: none → checkout".
+func SettingsSummary(prev, next Settings) string {
+	var parts []string
+	if prev.MaxChurn != next.MaxChurn {
+		parts = append(parts, fmt.Sprintf("editors' churn limit %s → %s", percent(prev.MaxChurn), percent(next.MaxChurn)))
+	}
+	if a, b := prev.RequireApproval.describe(), next.RequireApproval.describe(); a != b {
+		parts = append(parts, fmt.Sprintf("approvals required for %s → %s", a, b))
+	}
+	if len(parts) == 0 {
+		return "settings saved unchanged"
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (p ApprovalPolicy) describe() string {
+	switch {
+	case p.All:
+		return "every feature"
+	case len(p.Features) == 0:
+		return "no feature"
+	}
+	fs := slices.Sorted(slices.Values(p.Features))
+	if len(fs) > 5 {
+		return fmt.Sprintf("%s and %d more", strings.Join(fs[:5], ", "), len(fs)-5)
+	}
+	return strings.Join(fs, ", ")
+}
+
+// SettingsStore keeps the settings.
+type SettingsStore interface {
+	// Settings returns the saved settings, DefaultSettings when none
+	// were ever saved.
+	Settings(ctx context.Context) (Settings, error)
+	// SaveSettings stores s, whose Version must be one more than the
+	// stored one (EPrecondition otherwise: they were changed meanwhile),
+	// and records e (kind settings) in the same transaction.
+	SaveSettings(ctx context.Context, s Settings, e AuditEvent) error
+}
+
+// Settings returns the organisation's settings.
+func (s *Service) Settings(ctx context.Context) (Settings, error) {
+	return s.store.Settings(ctx)
+}
+
+// UpdateSettings saves next as the settings, made by actor with comment.
+// ifVersion, when > 0, must be the version the admin read (EPrecondition
+// otherwise). It returns the saved settings. Errors: EInvalid, EPrecondition,
+// the store's.
+func (s *Service) UpdateSettings(ctx context.Context, next Settings, ifVersion int, actorName, comment string) (Settings, error) {
+	if err := validateComment(comment); err != nil {
+		return Settings{}, err
+	}
+	if next.RequireApproval.Features == nil {
+		next.RequireApproval.Features = []string{}
+	}
+	if err := next.Validate(); err != nil {
+		return Settings{}, err
+	}
+	prev, err := s.store.Settings(ctx)
+	if err != nil {
+		return Settings{}, err
+	}
+	if ifVersion > 0 && ifVersion != prev.Version {
+		return Settings{}, Errorf(EPrecondition, "the settings are at version %d, not %d: reload them and decide again", prev.Version, ifVersion)
+	}
+	now := s.now().UTC()
+	name := actor(ChangeOptions{Actor: actorName})
+	next.Version, next.UpdatedAt, next.UpdatedBy = prev.Version+1, &now, name
+	e := AuditEvent{Time: now, Actor: name, Kind: AuditSettings, Summary: SettingsSummary(prev, next), Comment: comment}
+	if err := s.store.SaveSettings(ctx, next, e); err != nil {
+		return Settings{}, err
+	}
+	return next, nil
+}
+
+// gate is what an editor's change must pass: the settings as they were
+// when the change began.
+type gate struct {
+	settings Settings
+}
+
+// gateFor returns the gate of a change made with opts: nil for those not
+// bound by the settings (admins, the command line, an open API, applied
+// approvals).
+func (s *Service) gateFor(ctx context.Context, opts ChangeOptions) (*gate, error) {
+	if opts.Role != RoleEditor || opts.request != nil {
+		return nil, nil
+	}
+	st, err := s.store.Settings(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read settings: %w", err)
+	}
+	return &gate{settings: st}, nil
+}
+
+// needsApproval is returned by check when the change is to become a
+// change request rather than apply.
+type needsApproval struct {
+	res     Result
+	ifMatch string
+	spec    ChangeSpec
+	summary string
+}
+
+func (*needsApproval) Error() string { return "the change needs an approval" }
+
+// check decides an editor's change of cur with report rep: nil lets it
+// apply; a *needsApproval makes it a request (approvals cover the
+// feature); EForbidden refuses it (above the churn limit or a reshuffle,
+// without approvals).
+func (g *gate) check(cur *compiled, ch Change, res Result) error {
+	key := cur.feature.Key
+	if g.settings.RequireApproval.Covers(key) {
+		if ch.spec.Kind == "" {
+			return Errorf(EForbidden, "feature %q needs approvals, and this change cannot be submitted as a request: ask an admin to make it", key)
+		}
+		return &needsApproval{res: res, ifMatch: cur.feature.Tag(), spec: ch.spec, summary: ch.summary}
+	}
+	rep := res.Report
+	what := "a reshuffle (a new salt)"
+	if ch.spec.Kind != SpecReshuffle {
+		what = "this change sets another salt (it goes back across a reshuffle), which"
+	}
+	switch {
+	case ch.spec.Kind == SpecReshuffle || cur.feature.Salt != res.Feature.Salt:
+		return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
+			"%s moves about %s of users of feature %q at random: editors may not make one; it needs an admin, or approvals on for the feature (an admin sets them in the settings) to submit it as a change request; nothing was changed",
+			what, percent(rep.Churn), key)}
+	case rep.Churn > g.settings.MaxChurn:
+		return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
+			"the change would move %s of users of feature %q, more than the editors' limit of %s: it needs an admin, or approvals on for the feature (an admin sets them in the settings) to submit it as a change request; nothing was changed",
+			percent(rep.Churn), key, percent(g.settings.MaxChurn))}
+	}
+	return nil
+}
+
+// CheckRamp decides whether a token of role may start a ramp of feature
+// key: editors may not where approvals cover the feature (a ramp's steps
+// apply later without one). A ramp started is approved as a whole: its
+// steps are not checked against the editors' churn limit (each has the
+// ramp's own max_churn). Errors: EForbidden, the store's.
+func (s *Service) CheckRamp(ctx context.Context, key string, role Role) error {
+	g, err := s.gateFor(ctx, ChangeOptions{Role: role})
+	if err != nil || g == nil {
+		return err
+	}
+	if g.settings.RequireApproval.Covers(key) {
+		return Errorf(EForbidden, "feature %q needs approvals, and a ramp's steps would apply without one: ask an admin to start the ramp, or submit each change as a request", key)
+	}
+	return nil
+}
+
+// checkDocument decides an editor's document plan p: each feature it
+// updates must be one approvals do not cover (a document cannot be
+// submitted as a request), keep its salt and move at most the editors'
+// churn limit; features it creates are not held to it (as a create is
+// not). A nil gate passes anything. Errors: EForbidden, naming the
+// feature, with its report.
+func (g *gate) checkDocument(p DocumentPlan) error {
+	if g == nil {
+		return nil
+	}
+	for _, ch := range p.Changes {
+		if ch.Action != ActionUpdate {
+			continue
+		}
+		rep := ch.Report
+		switch {
+		case g.settings.RequireApproval.Covers(ch.Feature):
+			return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
+				"feature %q needs approvals, and a document cannot be submitted as a change request: change it through its routes (which make requests), or ask an admin to apply the document; nothing was changed", ch.Feature)}
+		case ch.cur != nil && ch.target != nil && ch.cur.feature.Salt != ch.target.feature.Salt:
+			return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
+				"the document gives feature %q another salt, which moves about %s of its users at random: editors may not; it needs an admin; nothing was changed", ch.Feature, percent(ch.Churn))}
+		case ch.Churn > g.settings.MaxChurn:
+			return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
+				"the document would move %s of the users of feature %q, more than the editors' limit of %s: it needs an admin; nothing was changed", percent(ch.Churn), ch.Feature, percent(g.settings.MaxChurn))}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,127 @@
+package web
+
+import (
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// The change requests page and the admin's settings page. Both read
+// through the service; approving, rejecting, canceling and saving go to
+// the API from requests.js.
+
+// requestsShown is how many decided requests the page lists at most (and
+// the feature page's notice counts of open ones); every open one is listed,
+// up to rollout.MaxRequestPage.
+const requestsShown = 100
+
+// requestsPage is the data of requests.html.
+type requestsPage struct {
+	frame
+	Title    string
+	Open     []requestView
+	Decided  []requestView
+	Settings rollout.Settings
+}
+
+// requestView is a request with what the page shows of it.
+type requestView struct {
+	rollout.Request
+	Mine       bool // the signed-in person wrote it: they cancel, others decide
+	CanDecide  bool
+	Bar        shareBar // the shares after the change, as previewed
+	BarBefore  shareBar
+	ChangeText string
+	Decided    time.Time // when it was decided; zero while open
+}
+
+func (h *handler) requests(c echo.Context) error {
+	ctx := c.Request().Context()
+	p := requestsPage{Title: "Change requests"}
+	h.fillFrame(c, &p.frame)
+	st, err := h.svc.Settings(ctx)
+	if err != nil {
+		return h.internal(c, err)
+	}
+	p.Settings = st
+	open, err := h.svc.Requests(ctx, rollout.RequestQuery{State: rollout.RequestOpen})
+	if err != nil {
+		return h.internal(c, err)
+	}
+	for _, r := range open {
+		p.Open = append(p.Open, h.viewRequest(p.frame, r))
+	}
+	recent, err := h.svc.Requests(ctx, rollout.RequestQuery{Limit: len(open) + requestsShown})
+	if err != nil {
+		return h.internal(c, err)
+	}
+	for _, r := range recent {
+		if r.State != rollout.RequestOpen && len(p.Decided) < requestsShown {
+			p.Decided = append(p.Decided, h.viewRequest(p.frame, r))
+		}
+	}
+	return h.render(c, http.StatusOK, "requests", &p)
+}
+
+func (h *handler) viewRequest(f frame, r rollout.Request) requestView {
+	v := requestView{Request: r}
+	v.Mine = f.Who != "" && f.Who == r.Author
+	v.CanDecide = !f.ReadOnly && !v.Mine
+	names := map[string]bool{}
+	for n := range r.Report.SharesBefore {
+		names[n] = true
+	}
+	for n := range r.Report.SharesAfter {
+		names[n] = true
+	}
+	order := slices.Sorted(func(yield func(string) bool) {
+		for n := range names {
+			if !yield(n) {
+				return
+			}
+		}
+	})
+	colour := map[string]int{}
+	for i, n := range order {
+		colour[n] = i % palette
+	}
+	v.BarBefore = newBar(order, r.Report.SharesBefore, colour)
+	v.Bar = newBar(order, r.Report.SharesAfter, colour)
+	v.ChangeText = r.Change.Words()
+	if r.DecidedAt != nil {
+		v.Decided = *r.DecidedAt
+	}
+	return v
+}
+
+// settingsPage is the data of settings.html.
+type settingsPage struct {
+	frame
+	Title    string
+	Settings rollout.Settings
+	Features string // the policy's features, one a line
+	Percent  string // the churn limit in percent
+	Updated  time.Time
+	Admin    bool
+}
+
+func (h *handler) settings(c echo.Context) error {
+	st, err := h.svc.Settings(c.Request().Context())
+	if err != nil {
+		return h.internal(c, err)
+	}
+	p := settingsPage{Title: "Settings", Settings: st, Features: strings.Join(st.RequireApproval.Features, "\n"),
+		Percent: strconv.FormatFloat(100*st.MaxChurn, 'f', -1, 64)}
+	if st.UpdatedAt != nil {
+		p.Updated = *st.UpdatedAt
+	}
+	h.fillFrame(c, &p.frame)
+	p.Admin = p.Role == rollout.RoleAdmin || p.Who == "" // an open API: anyone on this host
+	return h.render(c, http.StatusOK, "settings", &p)
+}
