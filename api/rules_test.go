@@ -241,7 +241,8 @@ func TestEvaluationPathsAgree(t *testing.T) {
 			get["reason"] != e.Reason || post["reason"] != e.Reason || rule(get["rule"]) != e.Rule || rule(post["rule"]) != e.Rule || rule(meta["rule"]) != e.Rule {
 			t.Fatalf("case %d, user %s, context %v: domain %s by %s %s; GET %v; POST %v; OFREP %v", i, user, ctx, e.Bucket, e.Reason, e.Rule, get, post, ofrep)
 		}
-		// Numbers typed as numbers agree with their text.
+		// Numbers typed as numbers agree with their text, through POST
+		// and OFREP too.
 		if n, ok := ctx["seats"]; ok {
 			var typed float64
 			fmt.Sscan(n, &typed)
@@ -249,6 +250,20 @@ func TestEvaluationPathsAgree(t *testing.T) {
 			e2, _ := s.svc.Snapshot().PeekContext("checkout", user, want)
 			if e2.Bucket != e.Bucket || e2.Rule != e.Rule {
 				t.Fatalf("seats %s as a number: %s by %s, as text %s by %s", n, e2.Bucket, e2.Rule, e.Bucket, e.Rule)
+			}
+			typedCtx := map[string]any{"seats": typed}
+			for k, v := range ctx {
+				if k != "seats" {
+					typedCtx[k] = v
+				}
+			}
+			body, _ := json.Marshal(map[string]any{"user": user, "context": typedCtx, "features": []string{"checkout"}})
+			post := s.must(http.StatusOK, "POST", "/evaluate", string(body)).json(t)["results"].(map[string]any)["checkout"].(map[string]any)
+			typedCtx["targetingKey"] = user
+			body, _ = json.Marshal(map[string]any{"context": typedCtx})
+			ofrep := s.must(http.StatusOK, "POST", "/ofrep/v1/evaluate/flags/checkout", string(body)).json(t)
+			if bucket(post["bucket"]) != e.Bucket || bucket(ofrep["variant"]) != e.Bucket || rule(post["rule"]) != e.Rule {
+				t.Fatalf("case %d, seats as a number %v: POST %v, OFREP %v; want %s by %s", i, typed, post, ofrep, e.Bucket, e.Rule)
 			}
 		}
 	}

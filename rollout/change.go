@@ -139,7 +139,7 @@ func Patch(description *string, enabled *bool, fallback *string) Change {
 		summary: strings.Join(parts, ", "),
 		apply: func(f *Feature) error {
 			if description == nil && enabled == nil && fallback == nil {
-				return Errorf(EInvalid, "nothing to change: give description, enabled or fallback")
+				return Errorf(EInvalid, "nothing to change: give description, enabled, fallback or bucket_by")
 			}
 			if description != nil {
 				f.Description = *description
