@@ -144,6 +144,9 @@ func (s *Server) createFeature(c echo.Context) error {
 	if len(f.Rules) == 0 {
 		f.Rules = nil
 	}
+	if err := f.ValidateTargeting(); err != nil {
+		return asBadRequest(err)
+	}
 	if req.Targets != nil {
 		if f.Buckets, err = s.plannedBuckets(c, req); err != nil {
 			return err
