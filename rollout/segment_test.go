@@ -76,3 +76,45 @@ func TestSegmentChangeCatchesUp(t *testing.T) {
 		t.Errorf("deleting a segment in use = %v, want EConflict", err)
 	}
 }
+
+// TestRestoreWithSegments: a restored feature's rules use the segments as
+// they are now; while one of its segments is gone, it is not restored.
+func TestRestoreWithSegments(t *testing.T) {
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	svc, err := rollout.NewService(ctx, db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	staff := rollout.Segment{Key: "staff", Conditions: []rollout.Condition{{Attribute: "email", Op: rollout.OpEndsWith, Value: json.RawMessage(`"@example.com"`)}}}
+	if _, err := svc.CreateSegment(ctx, staff, rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f := rollout.Feature{Key: "checkout", Enabled: true, Salt: "s", Buckets: []rollout.Bucket{{Name: "off", Replicas: 10}, {Name: "on", Replicas: 10}},
+		Rules: []rollout.Rule{{Name: "staff", Conditions: []rollout.Condition{{Op: rollout.OpInSegment, Value: json.RawMessage(`"staff"`)}}, Serve: rollout.Serve{Bucket: "on"}}}}
+	if _, err := svc.Create(ctx, f, rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Archive(ctx, "checkout", rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.DeleteSegment(ctx, "staff", rollout.ChangeOptions{}); err != nil {
+		t.Fatalf("deleting a segment only an archived feature uses = %v", err)
+	}
+	if _, err := svc.Restore(ctx, "checkout", rollout.ChangeOptions{}); rollout.ErrorCode(err) != rollout.EInvalid {
+		t.Errorf("restoring a feature whose segment is gone = %v, want EInvalid", err)
+	}
+	if _, err := svc.CreateSegment(ctx, staff, rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Restore(ctx, "checkout", rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := svc.Snapshot().PeekContext("checkout", "u", rollout.Context{"email": "a@example.com"}); e.Rule != "staff" {
+		t.Errorf("the restored feature serves %+v, want rule staff", e)
+	}
+}
