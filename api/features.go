@@ -190,6 +190,9 @@ func (s *Server) createFeature(c echo.Context) error {
 	}
 	ctx := keepAs(c, func(res rollout.Result) (keptAnswer, error) { return resultAnswer(http.StatusCreated, res) })
 	res, err := s.svc.Create(ctx, f, opts)
+	if rollout.IsUnknownSegment(err) {
+		return asBadRequest(err)
+	}
 	if err != nil {
 		return err
 	}

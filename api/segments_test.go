@@ -163,3 +163,18 @@ func TestSegmentIdempotency(t *testing.T) {
 	s.must(http.StatusNoContent, "DELETE", "/api/segments/staff", nil, "Idempotency-Key", "seg-3")
 	s.must(http.StatusNoContent, "DELETE", "/api/segments/staff", nil, "Idempotency-Key", "seg-3")
 }
+
+// TestCreateWithUnknownSegment: a feature created with rules that use no
+// segment is refused with 400, and not created.
+func TestCreateWithUnknownSegment(t *testing.T) {
+	s := newRulesServer(t)
+	r := s.do("POST", "/api/features", `{"key":"x","buckets":[{"name":"on"}],"rules":[{"name":"r","conditions":[{"op":"in_segment","value":"ghost"}],"serve":{"bucket":"on"}}]}`)
+	if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "ghost") {
+		t.Errorf("create with an unknown segment = %d %s, want 400 naming it", r.status, r.body)
+	}
+	s.must(http.StatusNotFound, "GET", "/api/features/x", nil)
+	s.must(http.StatusCreated, "POST", "/api/features", `{"key":"x","bucket_by":"org","buckets":[{"name":"on"}],"rules":[{"name":"r","conditions":[{"attribute":"plan","op":"eq","value":"pro"}],"serve":{"ring":true}}]}`)
+	if f := s.must(http.StatusOK, "GET", "/api/features/x", nil).json(t); f["bucket_by"] != "org" || len(f["rules"].([]any)) != 1 {
+		t.Errorf("created with rules: %v", f)
+	}
+}

@@ -143,10 +143,14 @@ func (s *Service) checkSegments(ctx context.Context, f Feature) error {
 		}
 	}
 	if len(missing) > 0 {
-		return Errorf(EInvalid, "in_segment names segment(s) %s, which do(es) not exist: create them first (POST /api/segments)", strings.Join(missing, ", "))
+		return &unknownSegment{err: Errorf(EInvalid, "in_segment names segment(s) %s, which do(es) not exist: create them first (POST /api/segments)", strings.Join(missing, ", "))}
 	}
 	return nil
 }
+
+// IsUnknownSegment reports whether err refuses rules that use a segment
+// that does not exist (an EInvalid error).
+func IsUnknownSegment(err error) bool { return errors.As(err, new(*unknownSegment)) }
 
 // compileFeature compiles f with the snapshot's segments.
 func (s *Service) compileFeature(f Feature) *compiled {
