@@ -26,6 +26,10 @@ import (
 //	POST /ofrep/v1/evaluate/flags        {"context":{"targetingKey":"U","flags":[…]}}
 //	  → {"flags":[…],"metadata":{"snapshot":"T"}} with the strong ETag "T"
 //
+// A flag whose answer cannot depend on the user or context (reason STATIC,
+// or DISABLED) is answered without a targeting key too, as OpenFeature's
+// evaluation suite expects; bulk requests still need one.
+//
 // The variant is the bucket and the value its value. The reason is SPLIT for
 // a ring assignment, TARGETING_MATCH for an override and DISABLED when the
 // kill switch is off. A disabled feature with a fallback bucket serves it,
@@ -361,6 +365,11 @@ func (s *Server) ofrepEvaluate(c echo.Context) error {
 	key := pathParam(c, "key")
 	snap := s.snapshotState().snap
 	user, _, ctx, err := readOFREP(c, key, func() bool { return snap.UsesContext(key) })
+	if oe, ok := err.(*ofrepError); ok && oe.ErrorCode == ofrepTargetingKeyMissing && snap.Static(key) {
+		// Its answer cannot depend on the user: OpenFeature evaluates
+		// such a flag without a targeting key.
+		user, err = "", nil
+	}
 	if err != nil {
 		return err
 	}

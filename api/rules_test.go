@@ -268,3 +268,32 @@ func TestEvaluationPathsAgree(t *testing.T) {
 		}
 	}
 }
+
+// TestOFREPStaticWithoutTargetingKey: a flag whose answer cannot depend
+// on the user answers STATIC (or DISABLED) without a targeting key; the
+// others still need one.
+func TestOFREPStaticWithoutTargetingKey(t *testing.T) {
+	s := newRulesServer(t)
+	s.create(rollout.Feature{Key: "one", Enabled: true, Salt: "one", Buckets: []rollout.Bucket{{Name: "on", Replicas: 10}, {Name: "off", Replicas: 0}}})
+	s.create(rollout.Feature{Key: "off", Enabled: false, Salt: "off", Fallback: "b", Buckets: []rollout.Bucket{{Name: "a", Replicas: 1}, {Name: "b", Replicas: 1}}})
+	for _, body := range []string{``, `{}`, `{"context":{}}`, `{"context":{"plan":"pro"}}`} {
+		o := s.must(http.StatusOK, "POST", "/ofrep/v1/evaluate/flags/one", body).json(t)
+		if o["variant"] != "on" || o["reason"] != "STATIC" {
+			t.Errorf("one with %q: %v, want on, STATIC", body, o)
+		}
+		if o := s.must(http.StatusOK, "POST", "/ofrep/v1/evaluate/flags/off", body).json(t); o["variant"] != "b" || o["reason"] != "DISABLED" {
+			t.Errorf("off with %q: %v, want b, DISABLED", body, o)
+		}
+		if r := s.do("POST", "/ofrep/v1/evaluate/flags/checkout", body); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "TARGETING_KEY_MISSING") {
+			t.Errorf("checkout with %q = %d %s, want 400 TARGETING_KEY_MISSING", body, r.status, r.body)
+		}
+	}
+	if o := s.must(http.StatusOK, "POST", "/ofrep/v1/evaluate/flags/one", `{"context":{"targetingKey":"u"}}`).json(t); o["reason"] != "STATIC" {
+		t.Errorf("one with a key: %v", o)
+	}
+	// A rule makes it depend on the context.
+	s.must(http.StatusOK, "PUT", "/api/features/one/rules", `{"rules":[{"name":"r","conditions":[{"attribute":"plan","op":"eq","value":"x"}],"serve":{"bucket":"off"}}]}`)
+	if r := s.do("POST", "/ofrep/v1/evaluate/flags/one", `{}`); r.status != http.StatusBadRequest {
+		t.Errorf("one with a rule, without a key = %d %s, want 400", r.status, r.body)
+	}
+}

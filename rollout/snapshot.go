@@ -46,6 +46,13 @@ func (s *Snapshot) UsesContext(key string) bool {
 	return ok && c.targeting != nil
 }
 
+// Static reports whether the feature key serves every user and context
+// the same outcome (Outcome.Static): it can be evaluated without a user.
+func (s *Snapshot) Static(key string) bool {
+	c, ok := s.features[key]
+	return ok && c.static
+}
+
 // AnyUsesContext reports whether any feature's evaluation reads the
 // context's attributes.
 func (s *Snapshot) AnyUsesContext() bool { return s.targeted > 0 }
