@@ -286,6 +286,9 @@ func (c *compiledCond) holds(ctx Context) bool {
 		return false
 	}
 	neg := c.op == opNeq || c.op == opNotIn
+	if s, ok := v.(string); ok { // the common case, without positive's switch
+		return c.holdsString(s) != neg
+	}
 	return c.positive(v) != neg
 }
 
@@ -357,6 +360,9 @@ func (c *compiledCond) holdsString(s string) bool {
 			return err == nil && n == c.num
 		}
 	case opIn, opNotIn:
+		if len(c.list) <= 8 {
+			return slices.Contains(c.list, s)
+		}
 		_, found := slices.BinarySearch(c.list, s)
 		return found
 	case opStartsWith:
