@@ -182,14 +182,24 @@ func (c *compiled) evaluateInto(e *Evaluation, user string) {
 
 // serve returns the outcome c serves user, and counts it.
 func (c *compiled) serve(user string) *Outcome {
-	o := &c.outcomes[c.assignContext(user, nil)]
+	var o *Outcome
+	if c.targeting == nil { // today's path, untouched by targeting
+		o = &c.outcomes[c.assign(user)]
+	} else {
+		o = &c.outcomes[c.assignContext(user, nil)]
+	}
 	c.served[o.bucket].Add(1)
 	return o
 }
 
 // serveContext is serve with the attributes of a context.
 func (c *compiled) serveContext(user string, ctx Context) *Outcome {
-	o := &c.outcomes[c.assignContext(user, ctx)]
+	var o *Outcome
+	if c.targeting == nil {
+		o = &c.outcomes[c.assign(user)]
+	} else {
+		o = &c.outcomes[c.assignContext(user, ctx)]
+	}
 	c.served[o.bucket].Add(1)
 	return o
 }
