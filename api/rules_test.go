@@ -3,10 +3,13 @@ package api_test
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rollout/rollout/api"
@@ -297,3 +300,47 @@ func TestOFREPStaticWithoutTargetingKey(t *testing.T) {
 		t.Errorf("one with a rule, without a key = %d %s, want 400", r.status, r.body)
 	}
 }
+
+// TestContextNeverLogged: with every request logged, and evaluations that
+// fail, a context's attributes appear in no log line, and nothing of them
+// is stored.
+func TestContextNeverLogged(t *testing.T) {
+	var logs strings.Builder
+	var mu sync.Mutex
+	s := newServer(t, "", api.Options{RequestLog: api.LogAll, SampleEvaluations: 1,
+		Logger: slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return logs.Write(p)
+		}), nil))})
+	s.create(rollout.Feature{Key: "checkout", Enabled: true, Salt: "checkout",
+		Buckets: []rollout.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 100}},
+		Rules:   []rollout.Rule{{Name: "r", Conditions: []rollout.Condition{{Attribute: "email", Op: "ends_with", Value: json.RawMessage(`"@example.com"`)}}, Serve: rollout.Serve{Bucket: "on"}}}})
+	const secret = "s3cret-attribute-value"
+	s.must(http.StatusOK, "GET", "/evaluate?feature=checkout&user=u1&ctx.email="+secret, nil)
+	s.must(http.StatusOK, "POST", "/evaluate", `{"user":"u1","context":{"email":"`+secret+`"}}`)
+	s.must(http.StatusOK, "POST", "/ofrep/v1/evaluate/flags/checkout", `{"context":{"targetingKey":"u1","email":"`+secret+`"}}`)
+	s.do("GET", "/evaluate?feature=nope&user=u1&ctx.email="+secret, nil)
+	s.do("POST", "/evaluate", `{"user":"u1","context":{"email":"`+secret+strings.Repeat("x", rollout.MaxContextValueLen)+`"}}`)
+	s.do("POST", "/ofrep/v1/evaluate/flags/checkout", `{"context":{"targetingKey":"u1","email":"`+secret+strings.Repeat("x", rollout.MaxContextValueLen)+`"}}`)
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logs.String(), "/evaluate") {
+		t.Fatalf("nothing was logged: %q", logs.String())
+	}
+	if strings.Contains(logs.String(), secret) {
+		t.Errorf("a context attribute was logged:\n%s", logs.String())
+	}
+	data, err := os.ReadFile(s.dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wal, _ := os.ReadFile(s.dbPath + "-wal")
+	if strings.Contains(string(data)+string(wal), secret) {
+		t.Errorf("a context attribute was stored in the database")
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
