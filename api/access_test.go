@@ -164,6 +164,10 @@ var routeBodies = map[string]any{
 	"POST /api/requests/:id/cancel":          map[string]any{},
 	"POST /api/plan":                         docBody,
 	"POST /api/apply":                        map[string]any{"document": docBody},
+	"POST /api/segments":                     map[string]any{"key": "g", "conditions": []any{map[string]any{"attribute": "plan", "op": "eq", "value": "pro"}}},
+	"PUT /api/segments/:key":                 map[string]any{"conditions": []any{map[string]any{"attribute": "plan", "op": "eq", "value": "team"}}},
+	"PUT /api/features/:key/rules": map[string]any{"rules": []any{map[string]any{"name": "staff",
+		"conditions": []any{map[string]any{"attribute": "email", "op": "ends_with", "value": "@example.com"}}, "serve": map[string]any{"bucket": "A"}}}},
 }
 
 // docBody is a document that changes feature f.
@@ -247,6 +251,7 @@ func state(t *testing.T, g *guardedServer) string {
 	}
 	toks, _ := g.tokens.List(context.Background())
 	json.NewEncoder(&b).Encode(toks)
+	json.NewEncoder(&b).Encode(g.svc.Snapshot().Segments())
 	return b.String()
 }
 
@@ -265,6 +270,10 @@ func TestRouteRoleMatrix(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := g.svc.Change(ctx, "f", rollout.Patch(ptr("second version"), nil, nil), rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	seg := rollout.Segment{Key: "f", Conditions: []rollout.Condition{{Attribute: "plan", Op: rollout.OpEq, Value: json.RawMessage(`"pro"`)}}}
+	if _, err := g.svc.CreateSegment(ctx, seg, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -200,6 +200,11 @@ func writeRoutes(rampID, tokenID func() string) []struct {
 	return []step{
 		{"POST /api/features", "editor", "POST", "/api/features", twoBuckets, "create"},
 		{"PATCH /api/features/:key", "editor", "PATCH", "/api/features/f", map[string]any{"description": "d"}, "change"},
+		{"PUT /api/features/:key/rules", "editor", "PUT", "/api/features/f/rules", map[string]any{"rules": []any{map[string]any{"name": "pro",
+			"conditions": []any{map[string]any{"attribute": "plan", "op": "eq", "value": "pro"}}, "serve": map[string]any{"bucket": "treatment"}}}}, "change"},
+		{"POST /api/segments", "editor", "POST", "/api/segments", map[string]any{"key": "staff", "conditions": []any{}}, "segment_create"},
+		{"PUT /api/segments/:key", "editor", "PUT", "/api/segments/staff", map[string]any{"conditions": []any{map[string]any{"attribute": "plan", "op": "eq", "value": "pro"}}}, "segment_change"},
+		{"DELETE /api/segments/:key", "editor", "DELETE", "/api/segments/staff", nil, "segment_delete"},
 		{"POST /api/features/:key/buckets", "editor", "POST", "/api/features/f/buckets", map[string]any{"name": "third", "replicas": 5}, "change"},
 		{"PUT /api/features/:key/buckets/:name", "editor", "PUT", "/api/features/f/buckets/third", map[string]any{"replicas": 6}, "change"},
 		{"DELETE /api/features/:key/buckets/:name", "editor", "DELETE", "/api/features/f/buckets/third", nil, "change"},

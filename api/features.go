@@ -20,7 +20,20 @@ import (
 // exact share of users each bucket of its ring gets.
 type featureView struct {
 	rollout.Feature
-	Shares map[string]float64 `json:"shares"`
+	// Rules and BucketBy are always there (rules as [] when none), unlike
+	// in the feature's own JSON: see newView.
+	Rules    []rollout.Rule     `json:"rules"`
+	BucketBy string             `json:"bucket_by"`
+	Shares   map[string]float64 `json:"shares"`
+}
+
+// newView is the view of f with those shares.
+func newView(f rollout.Feature, shares map[string]float64) featureView {
+	rules := f.Rules
+	if rules == nil {
+		rules = []rollout.Rule{}
+	}
+	return featureView{Feature: f, Rules: rules, BucketBy: f.BucketBy, Shares: shares}
 }
 
 // viewOf returns the view of the feature key in snap.
@@ -30,7 +43,7 @@ func viewOf(snap *rollout.Snapshot, key string) (featureView, bool) {
 		return featureView{}, false
 	}
 	shares, _ := snap.Shares(key)
-	return featureView{Feature: f, Shares: shares}, true
+	return newView(f, shares), true
 }
 
 // archivedView is an archived feature as GET /api/features?archived=true
@@ -138,6 +151,8 @@ type createRequest struct {
 	Fallback    string            `json:"fallback"`
 	Buckets     []bucketRequest   `json:"buckets"`
 	Overrides   map[string]string `json:"overrides"`
+	Rules       []rollout.Rule    `json:"rules"`
+	BucketBy    string            `json:"bucket_by"`
 	// Targets, instead of the buckets' replicas, asks for shares: the
 	// replicas come from a plan (see plannedBuckets).
 	Targets   map[string]float64 `json:"targets"`
@@ -163,6 +178,13 @@ func (s *Server) createFeature(c echo.Context) error {
 		Key: req.Key, Description: req.Description, Enabled: true, Salt: req.Key,
 		Fallback: req.Fallback, Buckets: buckets(req.Buckets), Overrides: req.Overrides,
 		Tags: slices.Sorted(slices.Values(req.Tags)), Owner: req.Owner,
+		Rules: req.Rules, BucketBy: req.BucketBy,
+	}
+	if len(f.Rules) == 0 {
+		f.Rules = nil
+	}
+	if err := f.ValidateTargeting(); err != nil {
+		return asBadRequest(err)
 	}
 	if req.Targets != nil {
 		if f.Buckets, err = s.plannedBuckets(c, req); err != nil {
@@ -179,6 +201,9 @@ func (s *Server) createFeature(c echo.Context) error {
 	}
 	ctx := keepAs(c, func(res rollout.Result) (keptAnswer, error) { return resultAnswer(http.StatusCreated, res) })
 	res, err := s.svc.Create(ctx, f, opts)
+	if rollout.IsUnknownSegment(err) {
+		return asBadRequest(err)
+	}
 	if err != nil {
 		return err
 	}
@@ -194,6 +219,7 @@ type patchRequest struct {
 	Description *string `json:"description"`
 	Enabled     *bool   `json:"enabled"`
 	Fallback    *string `json:"fallback"`
+	BucketBy    *string `json:"bucket_by"`
 	labelsRequest
 	guards
 }
@@ -213,7 +239,7 @@ func (l labelsRequest) withLabels(ch rollout.Change, others bool) rollout.Change
 	case !others:
 		return rollout.SetLabels(l.Tags, l.Owner)
 	}
-	return ch.And(rollout.SetLabels(l.Tags, l.Owner))
+	return rollout.Combine(ch, rollout.SetLabels(l.Tags, l.Owner))
 }
 
 // patchFeature is PATCH /api/features/K: description, kill switch,
@@ -223,8 +249,12 @@ func (s *Server) patchFeature(c echo.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	others := req.Description != nil || req.Enabled != nil || req.Fallback != nil
-	return s.change(c, req.guards, req.withLabels(rollout.Patch(req.Description, req.Enabled, req.Fallback), others))
+	others := req.Description != nil || req.Enabled != nil || req.Fallback != nil || req.BucketBy != nil
+	ch := req.withLabels(patchChange(req), others)
+	if req.BucketBy != nil {
+		return asBadRequest(s.change(c, req.guards, ch))
+	}
+	return s.change(c, req.guards, ch)
 }
 
 // deleteFeature is DELETE /api/features/K: it archives the feature (see
@@ -382,6 +412,7 @@ func (s *Server) clearOverride(c echo.Context) error {
 
 type previewRequest struct {
 	Buckets []bucketRequest `json:"buckets"`
+	Rules   *[]rollout.Rule `json:"rules"`
 }
 
 // preview is POST /api/features/K/preview: the churn report of replacing
@@ -391,8 +422,13 @@ func (s *Server) preview(c echo.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	if req.Buckets == nil {
-		return badRequest(`give the proposed buckets: {"buckets":[{"name":"A","replicas":100},…]}`)
+	switch {
+	case req.Rules != nil && req.Buckets != nil:
+		return badRequest(`preview the buckets or the rules, one at a time`)
+	case req.Rules != nil:
+		return s.previewRules(c, *req.Rules)
+	case req.Buckets == nil:
+		return badRequest(`give the proposed buckets: {"buckets":[{"name":"A","replicas":100},…]}, or rules: {"rules":[…]}`)
 	}
 	opts, err := changeOptions(c, guards{})
 	if err != nil {

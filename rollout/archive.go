@@ -108,10 +108,13 @@ func (s *Service) Restore(ctx context.Context, key string, opts ChangeOptions) (
 	if err := old.Validate(); err != nil {
 		return Result{}, Errorf(EInvalid, "the archived configuration of feature %q is not valid any more (%s): purge it and create it again", key, ErrorMessage(err))
 	}
+	if err := s.checkSegments(ctx, old); err != nil {
+		return Result{}, Errorf(EInvalid, "the rules of archived feature %q use a segment that is gone (%s): create it again first", key, ErrorMessage(err))
+	}
 	now := s.now().UTC()
 	next := old.Clone()
 	next.Version, next.UpdatedAt = old.Version+1, now
-	cc := compile(next)
+	cc := s.compileFeature(next)
 	rep := newReport(nil, cc)
 	rep.FromVersion = old.Version
 	if err := checkChurn(rep, opts); err != nil {

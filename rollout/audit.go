@@ -48,6 +48,7 @@ var AuditKinds = []AuditKind{
 	AuditRampCreate, AuditRampStep, AuditRampPause, AuditRampResume, AuditRampCancel,
 	AuditTokenCreate, AuditTokenRevoke, AuditSettings,
 	AuditRequestCreate, AuditRequestApprove, AuditRequestReject, AuditRequestCancel,
+	AuditSegmentCreate, AuditSegmentChange, AuditSegmentDelete,
 }
 
 // Valid reports whether k is one of AuditKinds.

@@ -152,7 +152,7 @@ func Patch(description *string, enabled *bool, fallback *string) Change {
 		summary: strings.Join(parts, ", "),
 		apply: func(f *Feature) error {
 			if description == nil && enabled == nil && fallback == nil {
-				return Errorf(EInvalid, "nothing to change: give description, enabled or fallback")
+				return Errorf(EInvalid, "nothing to change: give description, enabled, fallback or bucket_by")
 			}
 			if description != nil {
 				f.Description = *description
@@ -234,6 +234,7 @@ func rollbackTo(old Feature) Change {
 			f.Fallback = old.Fallback
 			f.Buckets = old.Clone().Buckets
 			f.Overrides = old.Clone().Overrides
+			f.Rules, f.BucketBy = old.Clone().Rules, old.BucketBy
 			return nil
 		},
 	}

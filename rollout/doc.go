@@ -19,6 +19,16 @@
 // memory, without locks. Evaluation counts exposures in the snapshot as it
 // serves them.
 //
+// Targeting (rules.go, target.go, targetchange.go, segment.go). A
+// feature's Rules test the attributes of an evaluation's Context
+// (Snapshot.EvaluateContext): overrides by user ID first, then the first
+// rule whose Conditions all hold (serving a bucket or the ring), then the
+// ring, which hashes the feature's BucketBy attribute when set. Conditions
+// are parsed and compiled once per version; a Segment is a named set of
+// conditions that rules use (in_segment), versioned, and a change of one
+// is a new version of every feature using it. SetRules, SetBucketBy and
+// RuleChanges (the populations a change of rules moves) are its changes.
+//
 // Changes and churn reports (change.go, report.go, service.go). A Change
 // is one edit (AddBucket, UpdateBucket, RemoveBucket, SetBuckets, Patch,
 // SetOverride, ClearOverride, Reshuffle). The Service applies changes one at

@@ -93,26 +93,6 @@ func SetLabels(tags *[]string, owner *string) Change {
 	}
 }
 
-// And returns the change that applies c, then next, with both summaries.
-func (c Change) And(next Change) Change {
-	summary := c.summary
-	if next.summary != "" {
-		if summary != "" {
-			summary += ", "
-		}
-		summary += next.summary
-	}
-	return Change{
-		summary: summary,
-		apply: func(f *Feature) error {
-			if err := c.apply(f); err != nil {
-				return err
-			}
-			return next.apply(f)
-		},
-	}
-}
-
 // Now returns the time by the service's clock (NewService's clock).
 func (s *Service) Now() time.Time { return s.now() }
 

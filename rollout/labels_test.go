@@ -81,12 +81,12 @@ func TestSetLabels(t *testing.T) {
 		t.Errorf("SetLabels sorted its caller's slice: %q", tags)
 	}
 	desc := "d"
-	res, err = svc.Change(ctx, "f", rollout.Patch(&desc, nil, nil).And(rollout.SetLabels(nil, &none)), rollout.ChangeOptions{})
+	res, err = svc.Change(ctx, "f", rollout.Combine(rollout.Patch(&desc, nil, nil), rollout.SetLabels(nil, &none)), rollout.ChangeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if f := res.Feature; f.Description != "d" || f.Owner != "" || !slices.Equal(f.Tags, []string{"checkout", "web"}) {
-		t.Errorf("after Patch.And(SetLabels(nil, \"\")): %+v", f)
+		t.Errorf("after Combine(Patch, SetLabels(nil, \"\")): %+v", f)
 	}
 	vs, err := svc.Versions(ctx, "f", 0, 1)
 	if err != nil {

@@ -14,11 +14,48 @@ type Snapshot struct {
 	// revision is the store revision the snapshot has caught up with:
 	// every commit up to it is in (later ones may be too).
 	revision int64
+	// targeted counts the features whose evaluation reads the context.
+	targeted int
+	// segments are every segment, by key, compiled; features compiled
+	// with the snapshot use them.
+	segments map[string]*compiledSegment
+}
+
+// withSegments returns a copy of s with segments (features unchanged).
+func (s *Snapshot) withSegments(segments map[string]*compiledSegment) *Snapshot {
+	next := *s
+	next.segments = segments
+	return &next
 }
 
 func newSnapshot(features map[string]*compiled, revision int64) *Snapshot {
-	return &Snapshot{features: features, keys: slices.Sorted(maps.Keys(features)), revision: revision}
+	n := 0
+	for _, c := range features {
+		if c.targeting != nil {
+			n++
+		}
+	}
+	return &Snapshot{features: features, keys: slices.Sorted(maps.Keys(features)), revision: revision, targeted: n}
 }
+
+// UsesContext reports whether evaluating the feature key reads the
+// context's attributes (it has rules or a bucket_by): callers may skip
+// reading a context that nothing would read.
+func (s *Snapshot) UsesContext(key string) bool {
+	c, ok := s.features[key]
+	return ok && c.targeting != nil
+}
+
+// Static reports whether the feature key serves every user and context
+// the same outcome (Outcome.Static): it can be evaluated without a user.
+func (s *Snapshot) Static(key string) bool {
+	c, ok := s.features[key]
+	return ok && c.static
+}
+
+// AnyUsesContext reports whether any feature's evaluation reads the
+// context's attributes.
+func (s *Snapshot) AnyUsesContext() bool { return s.targeted > 0 }
 
 // Revision returns the store revision the snapshot has caught up with.
 func (s *Snapshot) Revision() int64 { return s.revision }
@@ -37,7 +74,14 @@ func (s *Snapshot) at(revision int64) *Snapshot {
 func (s *Snapshot) with(key string, c *compiled) *Snapshot {
 	features := maps.Clone(s.features)
 	keys := s.keys
-	_, had := s.features[key]
+	old, had := s.features[key]
+	targeted := s.targeted
+	if had && old.targeting != nil {
+		targeted--
+	}
+	if c != nil && c.targeting != nil {
+		targeted++
+	}
 	i, _ := slices.BinarySearch(keys, key)
 	switch {
 	case c == nil && had:
@@ -49,7 +93,7 @@ func (s *Snapshot) with(key string, c *compiled) *Snapshot {
 	case c != nil:
 		features[key] = c
 	}
-	return &Snapshot{features: features, keys: keys, revision: s.revision}
+	return &Snapshot{features: features, keys: keys, revision: s.revision, targeted: targeted, segments: s.segments}
 }
 
 // Evaluate returns the bucket the feature key serves user, or an ENotFound
@@ -62,6 +106,38 @@ func (s *Snapshot) Evaluate(key, user string) (Evaluation, error) {
 	var e Evaluation
 	c.evaluateInto(&e, user)
 	return e, nil
+}
+
+// EvaluateContext is Evaluate with the attributes of an evaluation's
+// context, which the feature's rules and bucket_by read: overrides by user
+// ID, then the first rule whose conditions hold, then the ring. A feature
+// without rules or bucket_by ignores ctx and costs what Evaluate costs.
+// ctx is only read, never kept.
+func (s *Snapshot) EvaluateContext(key, user string, ctx Context) (Evaluation, error) {
+	c, ok := s.features[key]
+	if !ok {
+		return Evaluation{}, notFound(key)
+	}
+	return c.serveContext(user, ctx).Evaluation(user), nil
+}
+
+// EvaluateOutcomeContext is EvaluateOutcome with the attributes of a
+// context (see EvaluateContext).
+func (s *Snapshot) EvaluateOutcomeContext(key, user string, ctx Context) (*Outcome, error) {
+	c, ok := s.features[key]
+	if !ok {
+		return nil, notFound(key)
+	}
+	return c.serveContext(user, ctx), nil
+}
+
+// PeekContext is Peek with the attributes of a context.
+func (s *Snapshot) PeekContext(key, user string, ctx Context) (Evaluation, error) {
+	c, ok := s.features[key]
+	if !ok {
+		return Evaluation{}, notFound(key)
+	}
+	return c.peekContext(user, ctx), nil
 }
 
 // EvaluateOutcome is Evaluate for callers that keep what they derive from

@@ -137,6 +137,7 @@ type Store interface {
 	RampStore
 	IdempotencyStore
 	BatchStore
+	SegmentStore
 }
 
 // CommitKind says what a commit changed.

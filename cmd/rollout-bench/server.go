@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -100,6 +101,34 @@ func fineBuckets() ([]rollout.Bucket, error) {
 
 func featureKey(i int) string { return fmt.Sprintf("feature-%05d", i) }
 
+// rulesKey is the feature of benchBuckets with the 5 rules of benchRules
+// (issue #22's scenario), which populate creates beside the n features.
+const rulesKey = "rules-00000"
+
+// benchRules are 5 rules of 2 conditions each that the scenario's
+// context (rulesContext) matches none of: every rule is tried, and the
+// ring serves, so that every answer has one size.
+func benchRules() []rollout.Rule {
+	c := func(attr, op, v string) rollout.Condition {
+		cond := rollout.Condition{Attribute: attr, Op: op}
+		if v != "" {
+			cond.Value = json.RawMessage(v)
+		}
+		return cond
+	}
+	return []rollout.Rule{
+		{Name: "staff", Conditions: []rollout.Condition{c("email", "ends_with", `"@staff.example"`), c("beta", "eq", "true")}, Serve: rollout.Serve{Bucket: "A"}},
+		{Name: "enterprise", Conditions: []rollout.Condition{c("plan", "eq", `"enterprise"`), c("seats", "gte", "100")}, Serve: rollout.Serve{Bucket: "B"}},
+		{Name: "dach", Conditions: []rollout.Condition{c("country", "in", `["DE","AT","CH"]`), c("plan", "neq", `"free"`)}, Serve: rollout.Serve{Ring: true}},
+		{Name: "new-app", Conditions: []rollout.Condition{c("app_version", "semver_gte", `"5.0.0"`), c("email", "present", "")}, Serve: rollout.Serve{Bucket: "C"}},
+		{Name: "old", Conditions: []rollout.Condition{c("created", "before", `"2020-01-01T00:00:00Z"`), c("plan", "starts_with", `"legacy"`)}, Serve: rollout.Serve{Bucket: "D"}},
+	}
+}
+
+// rulesContext is the 6 attributes besides the targeting key of the
+// rules scenario's OFREP requests.
+const rulesContext = `"email":"someone@example.com","plan":"pro","country":"FR","seats":12,"beta":false,"app_version":"4.2.1"`
+
 // createFeatures creates n features of featureBuckets, salted by their keys.
 func createFeatures(ctx context.Context, svc *rollout.Service, n int) error {
 	for i := range n {
@@ -150,6 +179,10 @@ func populate(ctx context.Context, path string, n int, s *service) (err error) {
 	}
 	if err := createFeatures(ctx, svc, n); err != nil {
 		return err
+	}
+	f := rollout.Feature{Key: rulesKey, Enabled: true, Salt: rulesKey, Buckets: benchBuckets, Rules: benchRules()}
+	if _, err := svc.Create(ctx, f, rollout.ChangeOptions{Actor: "rollout-bench"}); err != nil {
+		return fmt.Errorf("create feature %s: %w", rulesKey, err)
 	}
 	tokens, err := rollout.NewTokens(ctx, db, nil)
 	if err != nil {

@@ -62,8 +62,9 @@ type WrkStats struct {
 	CPU float64 `json:"cpu_us_per_request,omitempty"`
 }
 
-// wrkScenarios are the issue's four: GET /evaluate and OFREP of one flag,
-// POST /evaluate and OFREP bulk of bulkFeatures flags.
+// wrkScenarios are issue #15's four: GET /evaluate and OFREP of one flag,
+// POST /evaluate and OFREP bulk of bulkFeatures flags; and issue #22's
+// OFREP of one flag with 5 rules and a 6-attribute context.
 func wrkScenarios(features int) []scenario {
 	all := scenarios(features) // GET, POST bulk, OFREP single
 	n := min(features, bulkFeatures)
@@ -76,7 +77,12 @@ func wrkScenarios(features int) []scenario {
 		bulk.reqs = append(bulk.reqs, request{method: "POST", target: "/ofrep/v1/evaluate/flags",
 			body: []byte(`{"context":{"targetingKey":"` + userID(i) + `","flags":[` + strings.Join(keys, ",") + `]}}`)})
 	}
-	return []scenario{all[0], all[2], all[1], bulk}
+	rules := scenario{name: "OFREP single, 5 rules, 6-attribute context"}
+	for i := range scenarioUsers {
+		rules.reqs = append(rules.reqs, request{method: "POST", target: "/ofrep/v1/evaluate/flags/" + rulesKey,
+			body: []byte(`{"context":{"targetingKey":"` + userID(i) + `",` + rulesContext + `}}`)})
+	}
+	return []scenario{all[0], all[2], all[1], bulk, rules}
 }
 
 // wrkServer is a server wrk measures: in this process, or with

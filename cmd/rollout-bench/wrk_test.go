@@ -91,8 +91,8 @@ func TestRunWrk(t *testing.T) {
 		if err := json.Unmarshal(stdout.Bytes(), &loads); err != nil {
 			t.Fatal(err)
 		}
-		if len(loads) != 4 {
-			t.Fatalf("%q: %d scenarios measured, want 4", args, len(loads))
+		if len(loads) != 5 {
+			t.Fatalf("%q: %d scenarios measured, want 5", args, len(loads))
 		}
 		for _, l := range loads {
 			if len(l.Rounds) != 1 || l.RPSRatio <= 0 {

@@ -200,11 +200,12 @@ func testRequestCap(t *testing.T, o Opened) {
 		})
 	}
 	wg.Wait()
-	ok, refused := 0, 0
-	for _, err := range errs {
+	ok, refused, made := 0, 0, ""
+	for i, err := range errs {
 		switch rollout.ErrorCode(err) {
 		case "":
 			ok++
+			made = fmt.Sprintf("r%02d", i) // which ones are made is the race's
 		case rollout.EConflict:
 			refused++
 		default:
@@ -217,7 +218,7 @@ func testRequestCap(t *testing.T, o Opened) {
 	if err := o.Store.CreateRequest(ctx, newRequest("bob1", "checkout", "bob", t0)); err != nil {
 		t.Fatalf("another author's request = %v", err)
 	}
-	if err := o.Store.CloseRequest(ctx, "r00", rollout.RequestCanceled, "alice", "", t0); err != nil {
+	if err := o.Store.CloseRequest(ctx, made, rollout.RequestCanceled, "alice", "", t0); err != nil {
 		t.Fatal(err)
 	}
 	if err := o.Store.CreateRequest(ctx, newRequest("again", "checkout", "alice", t0)); err != nil {

@@ -90,6 +90,7 @@ var cases = []struct {
 	{"open change requests per author are capped", testRequestCap},
 	{"batch of versions", testBatch},
 	{"batch of versions is all or nothing", testBatchAllOrNothing},
+	{"segments", testSegments},
 }
 
 // t0 has nanoseconds: a feature's times must come back exact from every

@@ -1,0 +1,169 @@
+package api
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// The context of an evaluation: the attributes besides the user ID that a
+// feature's rules and bucket_by read (see docs/targeting.md). They are
+// read only when a feature to evaluate uses them, kept for the request
+// alone, and never logged or stored.
+
+// ctxPrefix starts the query parameters of GET /evaluate that are context
+// attributes: ?ctx.plan=pro.
+const ctxPrefix = "ctx."
+
+// queryContext returns the attributes of the query's ctx.NAME parameters:
+// each a string, or a list of strings when NAME is repeated. A numeric
+// operator reads a number from the string ("12" > 10 holds).
+func queryContext(c echo.Context) (rollout.Context, error) {
+	var ctx rollout.Context
+	for k, vs := range c.QueryParams() {
+		name, ok := strings.CutPrefix(k, ctxPrefix)
+		if !ok {
+			continue
+		}
+		if ctx == nil {
+			ctx = rollout.Context{}
+		}
+		if len(vs) == 1 {
+			ctx[name] = vs[0]
+		} else {
+			ctx[name] = vs
+		}
+	}
+	if err := rollout.ValidateContext(ctx); err != nil {
+		return nil, asBadRequest(err)
+	}
+	return ctx, nil
+}
+
+// hasQueryContext reports whether the raw query may hold a ctx. parameter.
+func hasQueryContext(raw string) bool {
+	return strings.Contains(raw, ctxPrefix) || strings.Contains(raw, "ctx%2") || strings.Contains(raw, "ctx%2E")
+}
+
+// ofrepContext reads the attributes of an OFREP request's context, body
+// being valid JSON that parseOFREP accepted: every member but targetingKey
+// (the user ID) and, for bulk requests, flags. Strings, numbers, booleans
+// and lists of strings are kept; other values are left out, as no rule
+// can test them. It checks what ValidateContext checks as it reads. The
+// context comes from a pool: the caller gives it back (putContext) once
+// evaluated, and keeps nothing of it.
+func ofrepContext(body []byte, bulk bool, key string) (rollout.Context, error) {
+	i := skipSpace(body, 0)
+	var ctxJSON []byte
+	for it := (members{b: body, i: i}); it.next(); {
+		if it.keyIs("context") {
+			ctxJSON = it.value
+		}
+	}
+	if len(ctxJSON) == 0 || ctxJSON[0] != '{' {
+		return nil, nil
+	}
+	invalid := func(details string) error {
+		return &ofrepError{Key: key, ErrorCode: ofrepInvalidContext, ErrorDetails: details}
+	}
+	ctx := getContext()
+	str := jsonStrings(ctxJSON)
+	for it := (members{b: ctxJSON}); it.next(); {
+		if it.keyIs("targetingKey") || bulk && it.keyIs("flags") {
+			continue
+		}
+		if len(ctx) >= rollout.MaxContextAttrs {
+			putContext(ctx)
+			return nil, invalid("the context has more than " + strconv.Itoa(rollout.MaxContextAttrs) + " attributes")
+		}
+		if len(it.key) > 4*rollout.MaxAttributeBytes+2 {
+			putContext(ctx)
+			return nil, invalid("a context attribute's name is at most " + strconv.Itoa(4*rollout.MaxAttributeBytes) + " bytes")
+		}
+		name := str(it.key) // a substring of one copy, as the values
+		switch v := it.value; v[0] {
+		case '"':
+			if !readableString(v) {
+				putContext(ctx)
+				return nil, invalid("context." + name + " is not valid UTF-8")
+			}
+			s := str(v)
+			if len(s) > rollout.MaxContextValueLen {
+				putContext(ctx)
+				return nil, invalid("context." + name + " is " + strconv.Itoa(len(s)) + " bytes; at most " + strconv.Itoa(rollout.MaxContextValueLen))
+			}
+			ctx[name] = s
+		case 't', 'f':
+			ctx[name] = v[0] == 't'
+		case '[':
+			list, ok := stringList(v, str)
+			if !ok {
+				continue
+			}
+			if len(list) > rollout.MaxContextList {
+				putContext(ctx)
+				return nil, invalid("context." + name + " is a list of " + strconv.Itoa(len(list)) + "; at most " + strconv.Itoa(rollout.MaxContextList))
+			}
+			for _, s := range list {
+				if len(s) > rollout.MaxContextValueLen {
+					putContext(ctx)
+					return nil, invalid("an entry of context." + name + " is " + strconv.Itoa(len(s)) + " bytes; at most " + strconv.Itoa(rollout.MaxContextValueLen))
+				}
+			}
+			ctx[name] = list
+		case '{', 'n':
+		default:
+			if n, err := strconv.ParseFloat(string(v), 64); err == nil {
+				ctx[name] = n
+			}
+		}
+	}
+	return ctx, nil
+}
+
+// contexts are the maps of OFREP's contexts, reused.
+var contexts = sync.Pool{New: func() any { return make(rollout.Context, 8) }}
+
+func getContext() rollout.Context { return contexts.Get().(rollout.Context) }
+
+// putContext gives ctx back to the pool, emptied; a large one is dropped.
+func putContext(ctx rollout.Context) {
+	if ctx == nil || len(ctx) > 16 {
+		return
+	}
+	clear(ctx)
+	contexts.Put(ctx)
+}
+
+// hashContext adds ctx to d, in the order of its sorted names, so that a
+// bulk answer's ETag changes with the attributes it depends on.
+func hashContext(d interface{ WriteString(string) (int, error) }, ctx rollout.Context) {
+	names := make([]string, 0, len(ctx))
+	for k := range ctx {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		d.WriteString("\x00ctx\x00")
+		d.WriteString(k)
+		d.WriteString("\x00")
+		switch v := ctx[k].(type) {
+		case string:
+			d.WriteString("s" + v)
+		case bool:
+			d.WriteString("b" + strconv.FormatBool(v))
+		case float64:
+			d.WriteString("n" + strconv.FormatFloat(v, 'g', -1, 64))
+		case []string:
+			d.WriteString("l")
+			for _, s := range v {
+				d.WriteString("\x00" + s)
+			}
+		}
+	}
+}
