@@ -78,8 +78,11 @@ func Nested(ctx context.Context, current []ring.Bucket, targets map[string]float
 	changed := func(name string) bool {
 		return math.Abs(shares[name]-targets[name]) > tol+ShareSlack || targets[name] == 0 && counts[name] > 0
 	}
-	varied := singleChange(order, anchor, shares, targets, tol, changed)
-	if varied == nil {
+	candidates := singleChange(order, anchor, shares, targets, tol, changed)
+	var varied []string
+	if len(candidates) > 0 {
+		varied = candidates[:1]
+	} else {
 		keepsUsers := false
 		for _, name := range order {
 			if changed(name) {
@@ -107,30 +110,56 @@ func Nested(ctx context.Context, current []ring.Bucket, targets map[string]float
 	}
 
 	names := slices.Sorted(slices.Values(order))
-	sp := newSpace(names, counts, h, targets, tol, opts.Limits, func(name string) (int, int) {
-		if !slices.Contains(varied, name) {
-			return start[name], start[name]
+	var steps int64
+	plan := func(varied []string) Result {
+		sp := newSpace(names, counts, h, targets, tol, opts.Limits, func(name string) (int, int) {
+			if !slices.Contains(varied, name) {
+				return start[name], start[name]
+			}
+			if targets[name] == 0 {
+				return 0, 0
+			}
+			return 0, opts.Limits.MaxReplicas
+		})
+		sp.ctx, sp.budget, sp.before = ctx, opts.budget()-steps, before
+		sp.setCounts(countsOf(names, start))
+		vary := make([]int, len(varied))
+		for i, name := range varied {
+			vary[i], _ = slices.BinarySearch(names, name)
 		}
-		if targets[name] == 0 {
-			return 0, 0
-		}
-		return 0, opts.Limits.MaxReplicas
-	})
-	sp.ctx, sp.budget, sp.before = ctx, opts.budget(), before
-	sp.setCounts(countsOf(names, start))
-	vary := make([]int, len(varied))
-	for i, name := range varied {
-		vary[i], _ = slices.BinarySearch(names, name)
+		sp.closestAll(vary)
+		r := sp.result(order, names, counts, targets, tol, true)
+		steps += r.Steps
+		r.Steps = steps
+		r.Varied, r.Replanned = varied, replanned
+		return r
 	}
-	sp.closestAll(vary)
-	r := sp.result(order, names, counts, targets, tol, true)
-	r.Varied, r.Replanned = varied, replanned
+	r := plan(varied)
+	if replanned {
+		return r
+	}
+	// The bucket preferred cannot reach its target within the limits
+	// (a full ring cannot grow it): another bucket whose change alone
+	// brings the others to their targets, such as the one shrinking,
+	// whose replicas it removes, may.
+	for _, b := range candidates[min(1, len(candidates)):] {
+		if r.WithinTolerance || r.CutShort {
+			break
+		}
+		if q := plan([]string{b}); q.MaxError < r.MaxError {
+			r = q
+		} else {
+			r.Steps = q.Steps
+		}
+	}
 	return r
 }
 
-// singleChange returns the one bucket whose change alone brings the others
-// to their targets, scaled (see Nested), or nil.
+// singleChange returns the buckets whose change alone brings the others to
+// their targets, scaled (see Nested), in the order Nested prefers them: by
+// order, the anchor last.
 func singleChange(order []string, anchor string, shares, targets map[string]float64, tol float64, changed func(string) bool) []string {
+	var out []string
 	prefer := slices.DeleteFunc(slices.Clone(order), func(n string) bool { return n == anchor })
 	if anchor != "" {
 		prefer = append(prefer, anchor)
@@ -148,10 +177,10 @@ func singleChange(order []string, anchor string, shares, targets map[string]floa
 			}
 		}
 		if ok {
-			return []string{b}
+			out = append(out, b)
 		}
 	}
-	return nil
+	return out
 }
 
 // Fine plans the replicas of a new ring whose buckets, in order, get the
