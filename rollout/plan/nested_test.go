@@ -312,3 +312,28 @@ func TestNestedFullRandom(t *testing.T) {
 		onlyMoves(t, from, p.Buckets, shrink, grow)
 	}
 }
+
+// TestNestedStaysFine: from a fine ring whose anchor (off) has a small
+// share, 50/50 by shrinking on would leave a ring too coarse for the
+// tolerance (the next change would re-plan, moving users across): the
+// nested plan grows off instead, within tolerance on a fine ring, and the
+// change back is nested too, with no re-plan.
+func TestNestedStaysFine(t *testing.T) {
+	half := map[string]float64{"off": 0.5, "on": 0.5}
+	for _, a := range []float64{0.01, 0.1, 0.2} {
+		from := map[string]float64{"off": a, "on": 1 - a}
+		start := plan.Fine(context.Background(), []string{"off", "on"}, from, fine)
+		p := plan.Nested(context.Background(), start.Buckets, half, fine)
+		checkPlan(t, start.Buckets, half, p)
+		if points := p.Buckets[0].Replicas + p.Buckets[1].Replicas; !p.WithinTolerance || points < 2000 || p.Replanned {
+			t.Errorf("Nested(%v → 50/50) = %v varied %v max error %v; want within tolerance on at least 2,000 points", start.Buckets, p.Buckets, p.Varied, p.MaxError)
+		}
+		onlyMoves(t, start.Buckets, p.Buckets, "on", "off")
+		back := plan.Nested(context.Background(), p.Buckets, from, fine)
+		checkPlan(t, p.Buckets, from, back)
+		if !back.WithinTolerance || back.Replanned || len(back.Varied) != 1 {
+			t.Errorf("Nested(%v → back) = %v varied %v replanned %v max error %v", p.Buckets, back.Buckets, back.Varied, back.Replanned, back.MaxError)
+		}
+		onlyMoves(t, p.Buckets, back.Buckets, "off", "on")
+	}
+}
