@@ -38,7 +38,9 @@ const (
 	// users move only into or out of them (see plan.Nested): one bucket
 	// growing at the others' expense, or shrinking in their favour, as in
 	// every change of two buckets, is nested exactly and changing it back
-	// returns the same ring; when several change at once the others'
+	// returns the same ring (unless the preferred bucket could not make
+	// the change within the limits or on a fine ring and the other one
+	// did: see plan.Nested); when several change at once the others'
 	// shares drift. A target of 0 keeps its bucket with 0 replicas.
 	ModeNested = "nested"
 	// ModeExact searches every bucket's replicas to bring every share
