@@ -147,3 +147,66 @@ func TestRoundedTargets(t *testing.T) {
 		t.Errorf("PlanNew(3 × 33.3 %%) = %v, want EInvalid", err)
 	}
 }
+
+// TestZeroTargetKept: a change of several buckets with one target at 0 %
+// keeps that bucket with 0 replicas in every mode (issue #21: present,
+// serving nobody), through PlanShares and Service.Plan, whose plan applies;
+// a plan of no mode removes it, as it always did.
+func TestZeroTargetKept(t *testing.T) {
+	svc, _ := newService(t)
+	order := []string{"A", "B", "C"}
+	third := 1.0 / 3
+	start, err := rollout.PlanNew(map[string]float64{"A": third, "B": third, "C": third}, rollout.PlanOptions{Mode: rollout.ModeAuto, Order: order})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, svc, rollout.Feature{Key: "z", Enabled: true, Salt: "z", Buckets: start.Buckets})
+	to := map[string]float64{"A": 0.7, "B": 0.3, "C": 0}
+	for _, mode := range []string{rollout.ModeNested, rollout.ModeExact, rollout.ModeAuto} {
+		opts := rollout.PlanOptions{Mode: mode}
+		p, err := rollout.PlanShares(start.Buckets, to, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, _, err := svc.Plan("z", to, opts)
+		if err != nil {
+			t.Fatalf("Plan(%s) = %v", mode, err)
+		}
+		for _, q := range []rollout.Plan{p, s} {
+			names := make([]string, len(q.Buckets))
+			for i, b := range q.Buckets {
+				names[i] = b.Name
+			}
+			if !slices.Equal(names, order) || q.Buckets[2].Replicas != 0 || q.SharesAfter["C"] != 0 {
+				t.Errorf("mode %s: plan %v shares %v; want A, B, C with C at 0 replicas", mode, q.Buckets, q.SharesAfter)
+			}
+			for name, o := range q.Options {
+				if len(o.Buckets) != 3 || o.Buckets[2].Name != "C" || o.Buckets[2].Replicas != 0 {
+					t.Errorf("mode %s: its %s option %v; want C at 0 replicas", mode, name, o.Buckets)
+				}
+			}
+		}
+		if mode == rollout.ModeExact && !p.WithinTolerance {
+			t.Errorf("exact plan max error %v, want within %v", p.MaxError, p.Tolerance)
+		}
+		if mode == rollout.ModeAuto && len(p.Options) != 2 {
+			t.Errorf("auto plan options %v, want nested and exact (two buckets change)", p.Options)
+		}
+	}
+	exact, _, _ := svc.Plan("z", to, rollout.PlanOptions{Mode: rollout.ModeExact})
+	if _, err := svc.Change(context.Background(), "z", rollout.SetBuckets(exact.Buckets), rollout.ChangeOptions{}); err != nil {
+		t.Fatalf("Change(exact plan) = %v", err)
+	}
+	if f, _ := svc.Snapshot().Feature("z"); len(f.Buckets) != 3 || f.Buckets[2].Replicas != 0 {
+		t.Fatalf("after the exact plan: %v; want C kept at 0 replicas", f.Buckets)
+	}
+	for u := range 1000 {
+		if e, _ := svc.Snapshot().Evaluate("z", "u"+strconv.Itoa(u)); e.Bucket == "C" {
+			t.Fatalf("user u%d gets C at 0 %%", u)
+		}
+	}
+	none, err := rollout.PlanShares(start.Buckets, to, rollout.PlanOptions{})
+	if err != nil || len(none.Buckets) != 2 {
+		t.Errorf("PlanShares(no mode) = %v, %v; want C removed", none.Buckets, err)
+	}
+}

@@ -38,7 +38,9 @@ const (
 	// users move only into or out of them (see plan.Nested): one bucket
 	// growing at the others' expense, or shrinking in their favour, as in
 	// every change of two buckets, is nested exactly and changing it back
-	// returns the same ring; when several change at once the others'
+	// returns the same ring (unless the preferred bucket could not make
+	// the change within the limits or on a fine ring and the other one
+	// did: see plan.Nested); when several change at once the others'
 	// shares drift. A target of 0 keeps its bucket with 0 replicas.
 	ModeNested = "nested"
 	// ModeExact searches every bucket's replicas to bring every share
@@ -108,8 +110,9 @@ const (
 // it was planned from.
 type Plan struct {
 	// Buckets are the planned buckets, name and replicas only: the
-	// current buckets in their order, less those whose target is 0, then
-	// new buckets by name. Applied with SetBuckets, each keeps its value.
+	// current buckets in their order, less those whose target is 0 in a
+	// plan of no mode (in a mode they stay, with 0 replicas), then new
+	// buckets by name. Applied with SetBuckets, each keeps its value.
 	Buckets     []Bucket           `json:"buckets"`
 	SharesAfter map[string]float64 `json:"shares_after"` // exact share of each planned bucket
 	Targets     map[string]float64 `json:"targets"`
@@ -161,7 +164,8 @@ var planLimits = plan.Limits{MaxReplicas: MaxReplicas, MaxPoints: MaxPoints}
 
 // PlanShares plans the replicas that bring buckets to the target shares
 // (bucket name → fraction of users). A target names every current bucket,
-// 0 removing it; a name that is not a current bucket adds one. Targets are
+// 0 removing it in a plan of no mode and keeping it with 0 replicas
+// (present, serving nobody) in every mode; a name that is not a current bucket adds one. Targets are
 // fractions from 0 to 1 that sum to 1 within 1e-9. The plan keeps the
 // feature limits (replicas 1 to MaxReplicas per bucket, at most MaxPoints in
 // all, at most MaxBuckets) and, among the replica counts it searches, moves
@@ -183,7 +187,7 @@ func PlanSharesContext(ctx context.Context, buckets []Bucket, targets map[string
 	targets = rescaled(targets, opts)
 	for _, b := range buckets {
 		if _, ok := targets[b.Name]; !ok {
-			return Plan{}, Errorf(EInvalid, "the targets do not name bucket %q: give every bucket its share (0 removes it)", b.Name)
+			return Plan{}, Errorf(EInvalid, "the targets do not name bucket %q: give every bucket its share (0 for no users)", b.Name)
 		}
 	}
 	current := ringBuckets(buckets)
@@ -305,7 +309,9 @@ func (o PlanOptions) planOptions(tol float64, current []ring.Bucket) plan.Option
 			lim = planLimits
 		}
 	}
-	return plan.Options{Tolerance: tol, Budget: o.Budget, Limits: lim}
+	// In a mode a bucket whose target is 0 stays, with 0 replicas (issue
+	// #21: a ramp's 100 % step keeps the others for the kill switch).
+	return plan.Options{Tolerance: tol, Budget: o.Budget, Limits: lim, KeepEmpty: o.Mode != ""}
 }
 
 // planOf returns the planner's result r for targets as a Plan.

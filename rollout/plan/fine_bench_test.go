@@ -59,3 +59,26 @@ func BenchmarkPlanFineChange(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPlanFineFull: a nested change of a feature at the 20,000-point
+// limit that would grow its last bucket (10,000 + 10,000 replicas, 50/50 to
+// 33/67): it cannot, so the plan removes replicas of the first instead,
+// after trying the last.
+//
+//	go test -run '^$' -bench PlanFineFull -benchmem ./rollout/plan
+func BenchmarkPlanFineFull(b *testing.B) {
+	current := evenBuckets(2, 20_000)
+	targets := map[string]float64{"v0": 0.33, "v1": 0.67}
+	opts := plan.Options{Tolerance: plan.FineTolerance, Limits: plan.FineLimits}
+	b.ReportAllocs()
+	var r plan.Result
+	for b.Loop() {
+		r = plan.Nested(context.Background(), current, targets, opts)
+	}
+	if !r.WithinTolerance || r.Varied[0] != "v0" {
+		b.Fatalf("Nested(full 50/50 → 33/67) = %v varied %v, max error %v", r.Buckets, r.Varied, r.MaxError)
+	}
+	b.ReportMetric(float64(r.Steps), "steps")
+	b.ReportMetric(r.MaxError*100, "max-error-points")
+	b.ReportMetric(r.Churn*100, "churn-%")
+}

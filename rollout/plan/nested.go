@@ -17,7 +17,14 @@ import (
 // share it serves at every larger share. The count is a function of the
 // other buckets' counts and the target alone (the crossing of a monotone
 // share, ties to the smaller count), so changing a bucket's share and back
-// returns exactly the same ring.
+// returns exactly the same ring when the same bucket makes both changes.
+// Which bucket changes is a choice: for two buckets either (one grows as
+// the other shrinks), and Nested prefers the one after the anchor, as Fine
+// plans it; when that one cannot reach its target within the limits (a
+// full 20,000-point ring cannot grow it) or only on a ring too coarse for
+// the tolerance, the other one changes: its replicas are removed (or
+// added), which is as nested, but the change back is then made by the
+// preferred bucket and returns other users than those it started from.
 
 // FineTolerance is the tolerance of fine plans (Nested, Fine and Shares on
 // fine limits) when none is given: 0.05 percentage points.
@@ -40,7 +47,11 @@ func fineTotal(tol float64, lim Limits) int {
 //     at the others' expense or shrinks in their favour, as in every change
 //     of two buckets. Of several such, the first in order that is not the
 //     anchor (the first bucket with replicas and a target above 0), which
-//     stays as it is;
+//     stays as it is; but when its plan misses the tolerance, or meets it
+//     only on a ring of fewer than half the points a fine ring starts
+//     from, the next of them whose plan does (within tolerance on enough
+//     points, else within tolerance, else the closest): for two buckets
+//     the other one, the anchor;
 //   - else every bucket whose share misses its target by more than the
 //     tolerance, less the anchor when no other bucket with users is left
 //     as it is. The others keep their replicas; their shares drift, and
@@ -78,8 +89,11 @@ func Nested(ctx context.Context, current []ring.Bucket, targets map[string]float
 	changed := func(name string) bool {
 		return math.Abs(shares[name]-targets[name]) > tol+ShareSlack || targets[name] == 0 && counts[name] > 0
 	}
-	varied := singleChange(order, anchor, shares, targets, tol, changed)
-	if varied == nil {
+	candidates := singleChange(order, anchor, shares, targets, tol, changed)
+	var varied []string
+	if len(candidates) > 0 {
+		varied = candidates[:1]
+	} else {
 		keepsUsers := false
 		for _, name := range order {
 			if changed(name) {
@@ -107,30 +121,66 @@ func Nested(ctx context.Context, current []ring.Bucket, targets map[string]float
 	}
 
 	names := slices.Sorted(slices.Values(order))
-	sp := newSpace(names, counts, h, targets, tol, opts.Limits, func(name string) (int, int) {
-		if !slices.Contains(varied, name) {
-			return start[name], start[name]
+	var steps int64
+	plan := func(varied []string) Result {
+		sp := newSpace(names, counts, h, targets, tol, opts.Limits, func(name string) (int, int) {
+			if !slices.Contains(varied, name) {
+				return start[name], start[name]
+			}
+			if targets[name] == 0 {
+				return 0, 0
+			}
+			return 0, opts.Limits.MaxReplicas
+		})
+		sp.ctx, sp.budget, sp.before = ctx, opts.budget()-steps, before
+		sp.setCounts(countsOf(names, start))
+		vary := make([]int, len(varied))
+		for i, name := range varied {
+			vary[i], _ = slices.BinarySearch(names, name)
 		}
-		if targets[name] == 0 {
-			return 0, 0
-		}
-		return 0, opts.Limits.MaxReplicas
-	})
-	sp.ctx, sp.budget, sp.before = ctx, opts.budget(), before
-	sp.setCounts(countsOf(names, start))
-	vary := make([]int, len(varied))
-	for i, name := range varied {
-		vary[i], _ = slices.BinarySearch(names, name)
+		sp.closestAll(vary)
+		r := sp.result(order, names, counts, targets, tol, true)
+		steps += r.Steps
+		r.Steps = steps
+		r.Varied, r.Replanned = varied, replanned
+		return r
 	}
-	sp.closestAll(vary)
-	r := sp.result(order, names, counts, targets, tol, true)
-	r.Varied, r.Replanned = varied, replanned
+	r := plan(varied)
+	if replanned {
+		return r
+	}
+	// The bucket preferred cannot reach its target within the limits (a
+	// full ring cannot grow it), or only on a ring too coarse for the
+	// tolerance: another bucket whose change alone brings the others to
+	// their targets, such as the one shrinking, whose replicas it removes,
+	// may. The first within tolerance on a fine ring wins, else the first
+	// within tolerance, else the closest.
+	want := fineTotal(tol, opts.Limits)
+	fine := func(r Result) bool {
+		n := 0
+		for _, b := range r.Buckets {
+			n += b.Replicas
+		}
+		return r.WithinTolerance && n >= want/2
+	}
+	for _, b := range candidates[min(1, len(candidates)):] {
+		if fine(r) || r.CutShort {
+			break
+		}
+		if q := plan([]string{b}); fine(q) || !r.WithinTolerance && q.MaxError < r.MaxError {
+			r = q
+		} else {
+			r.Steps = q.Steps
+		}
+	}
 	return r
 }
 
-// singleChange returns the one bucket whose change alone brings the others
-// to their targets, scaled (see Nested), or nil.
+// singleChange returns the buckets whose change alone brings the others to
+// their targets, scaled (see Nested), in the order Nested prefers them: by
+// order, the anchor last.
 func singleChange(order []string, anchor string, shares, targets map[string]float64, tol float64, changed func(string) bool) []string {
+	var out []string
 	prefer := slices.DeleteFunc(slices.Clone(order), func(n string) bool { return n == anchor })
 	if anchor != "" {
 		prefer = append(prefer, anchor)
@@ -148,10 +198,10 @@ func singleChange(order []string, anchor string, shares, targets map[string]floa
 			}
 		}
 		if ok {
-			return []string{b}
+			out = append(out, b)
 		}
 	}
-	return nil
+	return out
 }
 
 // Fine plans the replicas of a new ring whose buckets, in order, get the

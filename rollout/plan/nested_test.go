@@ -211,3 +211,129 @@ func TestNestedCoarse(t *testing.T) {
 		t.Errorf("Nested after the replan = %v replanned %v varied %v", q.Buckets, q.Replanned, q.Varied)
 	}
 }
+
+// onlyMoves reports the moves of the change from a to b that are not from
+// the bucket from to the bucket to (exact arithmetic: ring.ChurnBetween).
+func onlyMoves(t *testing.T, a, b []ring.Bucket, from, to string) {
+	t.Helper()
+	for _, m := range mustChurn(t, a, b).Moves {
+		if m.From != from || m.To != to {
+			t.Errorf("%v → %v moves %v, want only %s → %s", a, b, m, from, to)
+		}
+	}
+}
+
+// nestedUsers checks over users 0 … n-1 that every user on serves at the
+// ring of small it serves at the ring of large: the users of the smaller
+// share are a subset of those of the larger.
+func nestedUsers(t *testing.T, small, large []ring.Bucket, on string, n int) {
+	t.Helper()
+	inSmall := servedBy(mustRing(t, small...), on, n)
+	inLarge := servedBy(mustRing(t, large...), on, n)
+	for u := range n {
+		if inSmall[u] && !inLarge[u] {
+			t.Fatalf("user-%d gets %s from %v and not from %v", u, on, small, large)
+		}
+	}
+}
+
+// TestNestedAtLimit: a feature at the 20,000-point limit, 10,000 + 10,000
+// replicas, cannot grow a bucket: a nested change then removes replicas of
+// the one shrinking, which moves users only out of it (checked exactly and
+// over 1,000,000 users), within the fine tolerance both ways; going back
+// is nested too.
+func TestNestedAtLimit(t *testing.T) {
+	users := 1_000_000
+	if testing.Short() || raceEnabled {
+		users = 100_000
+	}
+	full := []ring.Bucket{{Name: "off", Replicas: 10_000}, {Name: "on", Replicas: 10_000}}
+	to := map[string]float64{"off": 0.33, "on": 0.67}
+	p := plan.Nested(context.Background(), full, to, fine)
+	checkPlan(t, full, to, p)
+	if !p.WithinTolerance || !slices.Equal(p.Varied, []string{"off"}) || p.Buckets[1] != full[1] || p.Buckets[0].Replicas >= 10_000 {
+		t.Fatalf("Nested(full 50/50 → 33/67) = %v varied %v max error %v; want off's replicas removed, within tolerance", p.Buckets, p.Varied, p.MaxError)
+	}
+	onlyMoves(t, full, p.Buckets, "off", "on")
+	nestedUsers(t, full, p.Buckets, "on", users)
+
+	half := map[string]float64{"off": 0.5, "on": 0.5}
+	back := plan.Nested(context.Background(), p.Buckets, half, fine)
+	checkPlan(t, p.Buckets, half, back)
+	if !back.WithinTolerance || len(back.Varied) != 1 {
+		t.Fatalf("Nested(33/67 → 50/50) = %v varied %v max error %v", back.Buckets, back.Varied, back.MaxError)
+	}
+	onlyMoves(t, p.Buckets, back.Buckets, "on", "off")
+	nestedUsers(t, back.Buckets, p.Buckets, "on", users)
+
+	// The other way: on shrinks, removing its replicas as before.
+	q := plan.Nested(context.Background(), full, map[string]float64{"off": 0.67, "on": 0.33}, fine)
+	if !q.WithinTolerance || !slices.Equal(q.Varied, []string{"on"}) || q.Buckets[0] != full[0] {
+		t.Errorf("Nested(full 50/50 → 67/33) = %v varied %v max error %v; want on's replicas removed", q.Buckets, q.Varied, q.MaxError)
+	}
+	onlyMoves(t, full, q.Buckets, "on", "off")
+
+	// A third bucket at 0 %: off is still the only one shrinking.
+	zero := append(slices.Clone(full), ring.Bucket{Name: "beta"})
+	to3 := map[string]float64{"off": 0.33, "on": 0.67, "beta": 0}
+	r := plan.Nested(context.Background(), zero, to3, fine)
+	checkPlan(t, zero, to3, r)
+	if !r.WithinTolerance || !slices.Equal(r.Varied, []string{"off"}) || len(r.Buckets) != 3 || r.Buckets[2].Replicas != 0 {
+		t.Errorf("Nested(full, beta at 0 → 33/67/0) = %v varied %v max error %v", r.Buckets, r.Varied, r.MaxError)
+	}
+	onlyMoves(t, zero, r.Buckets, "off", "on")
+}
+
+// TestNestedFullRandom: random two-bucket changes of features at the
+// 20,000-point limit (each bucket at least 5,000 replicas), to targets of
+// 0.1 % to 99.9 %, are nested (users move only from the bucket shrinking
+// to the one growing, exact arithmetic) and within the fine tolerance.
+func TestNestedFullRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 3))
+	cases := 24
+	if testing.Short() || raceEnabled {
+		cases = 6
+	}
+	for range cases {
+		k := 5_000 + rng.IntN(10_001)
+		from := []ring.Bucket{{Name: "off", Replicas: k}, {Name: "on", Replicas: 20_000 - k}}
+		b := 0.001 + 0.998*rng.Float64()
+		to := map[string]float64{"off": 1 - b, "on": b}
+		p := plan.Nested(context.Background(), from, to, fine)
+		checkPlan(t, from, to, p)
+		if !p.WithinTolerance || len(p.Varied) != 1 {
+			t.Errorf("Nested(%v → %v) = %v varied %v, max error %v", from, to, p.Buckets, p.Varied, p.MaxError)
+			continue
+		}
+		grow, shrink := "on", "off"
+		if p.SharesAfter["on"] < plan.RingShares(map[string]int{"off": k, "on": 20_000 - k})["on"] {
+			grow, shrink = "off", "on"
+		}
+		onlyMoves(t, from, p.Buckets, shrink, grow)
+	}
+}
+
+// TestNestedStaysFine: from a fine ring whose anchor (off) has a small
+// share, 50/50 by shrinking on would leave a ring too coarse for the
+// tolerance (the next change would re-plan, moving users across): the
+// nested plan grows off instead, within tolerance on a fine ring, and the
+// change back is nested too, with no re-plan.
+func TestNestedStaysFine(t *testing.T) {
+	half := map[string]float64{"off": 0.5, "on": 0.5}
+	for _, a := range []float64{0.01, 0.1, 0.2} {
+		from := map[string]float64{"off": a, "on": 1 - a}
+		start := plan.Fine(context.Background(), []string{"off", "on"}, from, fine)
+		p := plan.Nested(context.Background(), start.Buckets, half, fine)
+		checkPlan(t, start.Buckets, half, p)
+		if points := p.Buckets[0].Replicas + p.Buckets[1].Replicas; !p.WithinTolerance || points < 2000 || p.Replanned {
+			t.Errorf("Nested(%v → 50/50) = %v varied %v max error %v; want within tolerance on at least 2,000 points", start.Buckets, p.Buckets, p.Varied, p.MaxError)
+		}
+		onlyMoves(t, start.Buckets, p.Buckets, "on", "off")
+		back := plan.Nested(context.Background(), p.Buckets, from, fine)
+		checkPlan(t, p.Buckets, from, back)
+		if !back.WithinTolerance || back.Replanned || len(back.Varied) != 1 {
+			t.Errorf("Nested(%v → back) = %v varied %v replanned %v max error %v", p.Buckets, back.Buckets, back.Varied, back.Replanned, back.MaxError)
+		}
+		onlyMoves(t, p.Buckets, back.Buckets, "off", "on")
+	}
+}

@@ -68,6 +68,10 @@ type Options struct {
 	Budget int64
 	// Limits must be given.
 	Limits Limits
+	// KeepEmpty keeps the buckets whose target is 0 in the plans of
+	// Shares and Initial, with 0 replicas (present, serving nobody),
+	// where else they are left out. Nested and Fine always keep them.
+	KeepEmpty bool
 }
 
 func (o Options) tolerance() float64 {
@@ -87,7 +91,8 @@ func (o Options) budget() int64 {
 // Result is a plan: replica counts and their exact figures.
 type Result struct {
 	// Buckets are the planned buckets: the current ones in their order,
-	// less those whose target is 0, then new ones by name.
+	// less those whose target is 0 (kept with 0 replicas by Nested and
+	// Fine, and with Options.KeepEmpty), then new ones by name.
 	Buckets     []ring.Bucket
 	SharesAfter map[string]float64 // exact share of each planned bucket
 	Tolerance   float64            // the tolerance planned to
@@ -128,7 +133,8 @@ type Result struct {
 // shares (bucket name → fraction of users) and, among the replica counts
 // it searches, moves the fewest users it finds. The caller has checked the
 // input: current's buckets are a valid ring within opts.Limits, targets
-// name every one of them (0 removes it) and maybe new ones, with valid
+// name every one of them (0 removes it, or keeps it with 0 replicas with
+// opts.KeepEmpty) and maybe new ones, with valid
 // names and fractions from 0 to 1 that sum to 1. It stops when its budget
 // is spent or ctx is done, at the best plan it has found, cut short. Cut by
 // its budget alone, or not cut, it is deterministic.
@@ -222,7 +228,7 @@ func planFrom(ctx context.Context, order []string, current map[string]int, befor
 	}
 	sp.search(counts, stopWithin)
 
-	return sp.result(order, names, current, targets, tol, false)
+	return sp.result(order, names, current, targets, tol, opts.KeepEmpty)
 }
 
 // RingShares returns the exact share of users of each bucket of the ring of
