@@ -20,7 +20,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
+	"strings"
 
 	"github.com/open-feature/go-sdk/openfeature"
 
@@ -193,15 +195,17 @@ func (p *Provider) FloatEvaluation(_ context.Context, flag string, def float64, 
 	return openfeature.FloatResolutionDetail{Value: f, ProviderResolutionDetail: d}
 }
 
-// IntEvaluation serves a bucket whose value is a JSON integer that fits
-// in an int64.
+// IntEvaluation serves a bucket whose value is a JSON number of an integer
+// value that fits in an int64, however it is written: 10, 10.0, 1e1 and
+// 100e-1 are all 10, as the OFREP and JavaScript providers read them; 10.5
+// is a TYPE_MISMATCH.
 func (p *Provider) IntEvaluation(_ context.Context, flag string, def int64, flatCtx openfeature.FlattenedContext) openfeature.IntResolutionDetail {
 	v, d := p.resolve(flag, flatCtx)
 	if v == nil {
 		return openfeature.IntResolutionDetail{Value: def, ProviderResolutionDetail: d}
 	}
-	n, err := strconv.ParseInt(string(v), 10, 64)
-	if err != nil {
+	n, ok := jsonInt(v)
+	if !ok {
 		return openfeature.IntResolutionDetail{Value: def, ProviderResolutionDetail: mismatch(flag, v, "an integer")}
 	}
 	return openfeature.IntResolutionDetail{Value: n, ProviderResolutionDetail: d}
@@ -225,4 +229,61 @@ func (p *Provider) ObjectEvaluation(_ context.Context, flag string, def any, fla
 // not one of the forms only Go reads ("Inf", "0x1p-2", "1_000").
 func isNumber(v json.RawMessage) bool {
 	return json.Valid(v) && (v[0] == '-' || v[0] >= '0' && v[0] <= '9')
+}
+
+// jsonInt returns the value of v, a JSON number, when it is an integer
+// that fits in an int64, whatever its notation ("10", "10.0", "1e1",
+// "-0.5e1"). It computes exactly, from the digits, without a float's
+// rounding (9007199254740993.0 is 9007199254740993) and without the
+// unbounded work of a big number's exponent (1e1000000000 is refused at
+// once).
+func jsonInt(v json.RawMessage) (int64, bool) {
+	if n, err := strconv.ParseInt(string(v), 10, 64); err == nil && v[0] != '+' {
+		return n, true // the common form, at once
+	}
+	if !isNumber(v) {
+		return 0, false
+	}
+	s := string(v)
+	neg := s[0] == '-'
+	if neg {
+		s = s[1:]
+	}
+	mant, exp := s, 0
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		mant = s[:i]
+		e, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+"))
+		if err != nil {
+			e = math.MaxInt32 // an exponent too long to read: far out of range
+			if s[i+1] == '-' {
+				e = math.MinInt32
+			}
+		}
+		exp = max(min(e, math.MaxInt32), math.MinInt32)
+	}
+	digits := mant
+	if i := strings.IndexByte(mant, '.'); i >= 0 {
+		digits = mant[:i] + mant[i+1:]
+		exp -= len(mant) - i - 1
+	}
+	digits = strings.TrimLeft(digits, "0")
+	for len(digits) > 0 && digits[len(digits)-1] == '0' {
+		digits = digits[:len(digits)-1]
+		exp++
+	}
+	if digits == "" {
+		return 0, true // zero, however written
+	}
+	if exp < 0 || len(digits)+exp > 19 {
+		return 0, false // a fraction, or beyond an int64
+	}
+	text := digits + strings.Repeat("0", exp)
+	if neg {
+		text = "-" + text
+	}
+	n, err := strconv.ParseInt(text, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return n, true
 }

@@ -1,0 +1,4 @@
+package provider
+
+// JSONInt is jsonInt, for its table test.
+var JSONInt = jsonInt
