@@ -37,6 +37,12 @@ import (
 // Only the targeting key (the user ID) and, for bulk evaluation, the
 // optional list context.flags are read from the context; other attributes are
 // accepted and ignored.
+//
+// A single evaluation without a targeting key answers for a feature whose
+// answer cannot depend on it (switched off; or one bucket with all of the
+// ring, no overrides and no rules), as OpenFeature's evaluation suite
+// expects; any other is TARGETING_KEY_MISSING, and so is a bulk evaluation
+// without one.
 
 // OFREP error codes.
 const (
@@ -341,11 +347,15 @@ func jsonType(first byte) string {
 // ofrepEvaluate is POST /ofrep/v1/evaluate/flags/{key}.
 func (s *Server) ofrepEvaluate(c echo.Context) error {
 	key := pathParam(c, "key")
+	snap := s.snapshotState().snap
 	user, _, err := readOFREP(c, key)
+	if oe, ok := err.(*ofrepError); ok && oe.ErrorCode == ofrepTargetingKeyMissing && ofrepKeyFree(snap, key) {
+		user, err = "", nil // no override matches "", and one bucket has all the ring
+	}
 	if err != nil {
 		return err
 	}
-	o, err := s.snapshotState().snap.EvaluateOutcome(key, user)
+	o, err := snap.EvaluateOutcome(key, user)
 	if err != nil {
 		if rollout.ErrorCode(err) == rollout.ENotFound {
 			return &ofrepError{Key: key, ErrorCode: ofrepFlagNotFound, ErrorDetails: rollout.ErrorMessage(err)}
@@ -355,6 +365,26 @@ func (s *Server) ofrepEvaluate(c echo.Context) error {
 	a := answerOf(s.metrics, o)
 	a.count.Inc()
 	return blobJSON(c, a.ofrep)
+}
+
+// ofrepKeyFree reports whether the feature key of snap answers without a
+// user ID: switched off, or one bucket with all of the ring and neither
+// overrides nor rules. It runs only for requests without a targeting key.
+func ofrepKeyFree(snap *rollout.Snapshot, key string) bool {
+	f, ok := snap.Feature(key)
+	if !ok {
+		return false
+	}
+	if !f.Enabled {
+		return true
+	}
+	serving := 0
+	for _, b := range f.Buckets {
+		if b.Replicas > 0 {
+			serving++
+		}
+	}
+	return serving == 1 && len(f.Overrides) == 0 && len(f.Rules) == 0
 }
 
 // ofrepEvaluateAll is POST /ofrep/v1/evaluate/flags: every feature, or those

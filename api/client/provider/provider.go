@@ -4,11 +4,15 @@
 //
 // The bucket's JSON value is the flag's value: a boolean, string, integer,
 // float or object evaluation of a value of another JSON type answers the
-// default with TYPE_MISMATCH. The variant is the bucket's name; the reason
-// is SPLIT (the user's place on the ring), TARGETING_MATCH (an override)
-// or DISABLED (the kill switch: the fallback bucket's value, or the code's
-// default when the feature has no fallback); the flag metadata holds the
-// feature's "version". The targeting key is the user ID.
+// default with TYPE_MISMATCH (an integer may be written 10, 10.0 or 1e1).
+// The variant is the bucket's name; the reason is STATIC (a feature whose
+// answer cannot depend on the context: enabled, one bucket with all of the
+// ring, no rules, no overrides), SPLIT (the user's place on the ring),
+// TARGETING_MATCH (an override) or DISABLED (the kill switch: the fallback
+// bucket's value, or the code's default when the feature has no fallback);
+// the flag metadata holds the feature's "version". The targeting key is
+// the user ID: a static or switched-off feature answers without one, any
+// other answers TARGETING_KEY_MISSING.
 //
 // Events: PROVIDER_CONFIGURATION_CHANGED with the changed flag keys on every
 // change, PROVIDER_STALE while the client can reach the server neither by
@@ -23,6 +27,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/open-feature/go-sdk/openfeature"
 
@@ -43,6 +49,7 @@ type Provider struct {
 	c      *client.Client
 	events chan openfeature.Event
 	stop   func()
+	shapes shapes
 }
 
 var (
@@ -117,13 +124,33 @@ var reasons = map[string]openfeature.Reason{
 
 // resolve evaluates flag for the context's targeting key. It returns the
 // bucket's value, nil when the feature serves no bucket, and the details;
-// a failure sets the details' error and reason.
+// a failure sets the details' error and reason. Without a targeting key
+// only a feature that does not need one answers (see shapeOf).
 func (p *Provider) resolve(flag string, flatCtx openfeature.FlattenedContext) (json.RawMessage, openfeature.ProviderResolutionDetail) {
-	user, ok := flatCtx[openfeature.TargetingKey].(string)
-	if !ok || user == "" {
-		return nil, failed(openfeature.NewTargetingKeyMissingResolutionError("the evaluation context needs a targeting key: the user ID"))
+	snap := p.c.Snapshot()
+	user, hasUser := flatCtx[openfeature.TargetingKey].(string)
+	hasUser = hasUser && user != ""
+	var (
+		ev  rollout.Evaluation
+		err error
+	)
+	if hasUser {
+		if err = rollout.ValidateUser(user); err == nil {
+			ev, err = snap.Evaluate(flag, user) // what p.c.Evaluate does, on snap
+		}
+	} else {
+		sh, ok := p.shapes.of(snap, flag)
+		switch {
+		case !ok:
+			err = rollout.Errorf(rollout.ENotFound, "feature %q does not exist", flag)
+		case !sh.keyFree:
+			return nil, failed(openfeature.NewTargetingKeyMissingResolutionError("the evaluation context needs a targeting key: the user ID (this feature serves users different buckets)"))
+		default:
+			// No override matches the empty ID, and one bucket serves
+			// every position of the ring.
+			ev, err = snap.Evaluate(flag, "")
+		}
 	}
-	ev, err := p.c.Evaluate(flag, user)
 	switch rollout.ErrorCode(err) {
 	case rollout.ENotFound:
 		return nil, failed(openfeature.NewFlagNotFoundResolutionError(fmt.Sprintf("feature %q does not exist", flag)))
@@ -133,8 +160,14 @@ func (p *Provider) resolve(flag string, flatCtx openfeature.FlattenedContext) (j
 	if err != nil {
 		return nil, failed(openfeature.NewGeneralResolutionError(err.Error()))
 	}
+	reason := reasons[ev.Reason]
+	if ev.Reason == rollout.ReasonRing {
+		if sh, _ := p.shapes.of(snap, flag); sh.static {
+			reason = openfeature.StaticReason
+		}
+	}
 	d := openfeature.ProviderResolutionDetail{
-		Reason: reasons[ev.Reason], Variant: ev.Bucket,
+		Reason: reason, Variant: ev.Bucket,
 		FlagMetadata: openfeature.FlagMetadata{"version": ev.Version},
 	}
 	if p.c.Stale() {
@@ -286,4 +319,79 @@ func jsonInt(v json.RawMessage) (int64, bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+// shape is what the provider needs to know of a feature besides what an
+// evaluation says.
+type shape struct {
+	// static: its answer cannot depend on the context: it is enabled, one
+	// bucket has all of its ring, and it has no rules and no overrides.
+	static bool
+	// keyFree: it answers without a targeting key: static, or switched
+	// off.
+	keyFree bool
+}
+
+// shapes keeps the shapes of the features of one snapshot, each read
+// once, on first use, from its sync form; a new snapshot starts afresh.
+type shapes struct {
+	cur atomic.Pointer[shapesOf]
+}
+
+type shapesOf struct {
+	snap *rollout.Snapshot
+	mu   sync.RWMutex
+	m    map[string]shape
+}
+
+// of returns the shape of the feature key in snap; ok is false when snap
+// has no such feature.
+func (s *shapes) of(snap *rollout.Snapshot, key string) (shape, bool) {
+	cur := s.cur.Load()
+	if cur == nil || cur.snap != snap {
+		next := &shapesOf{snap: snap, m: map[string]shape{}}
+		if !s.cur.CompareAndSwap(cur, next) {
+			next = s.cur.Load()
+		}
+		cur = next
+	}
+	cur.mu.RLock()
+	sh, ok := cur.m[key]
+	cur.mu.RUnlock()
+	if ok && cur.snap == snap {
+		return sh, true
+	}
+	raw, ok := snap.SyncFeature(key)
+	if !ok {
+		return shape{}, false
+	}
+	var f struct {
+		Enabled bool `json:"enabled"`
+		Buckets []struct {
+			Replicas int `json:"replicas"`
+		} `json:"buckets"`
+		Overrides json.RawMessage `json:"overrides"`
+		Rules     json.RawMessage `json:"rules"`
+	}
+	if json.Unmarshal(raw, &f) != nil {
+		return shape{}, true // needs a key: the safe answer
+	}
+	serving := 0
+	for _, b := range f.Buckets {
+		if b.Replicas > 0 {
+			serving++
+		}
+	}
+	empty := func(raw json.RawMessage) bool {
+		t := string(bytes.TrimSpace(raw))
+		return t == "" || t == "null" || t == "{}" || t == "[]"
+	}
+	sh = shape{static: f.Enabled && serving == 1 && empty(f.Overrides) && empty(f.Rules)}
+	sh.keyFree = sh.static || !f.Enabled
+	if cur.snap == snap {
+		cur.mu.Lock()
+		cur.m[key] = sh
+		cur.mu.Unlock()
+	}
+	return sh, true
 }

@@ -1,0 +1,45 @@
+package api_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/rollout/rollout/api"
+	"github.com/rollout/rollout/rollout"
+)
+
+// TestOFREPWithoutTargetingKey: a single evaluation without a targeting key
+// answers for a feature that cannot need one (switched off; one bucket with
+// all the ring, no overrides), with the same answer a user gets; any other
+// feature, and a bulk request, is still TARGETING_KEY_MISSING.
+func TestOFREPWithoutTargetingKey(t *testing.T) {
+	s := newServer(t, "", api.Options{})
+	s.seed()
+	raw := func(v string) json.RawMessage { return json.RawMessage(v) }
+	s.create(rollout.Feature{Key: "one", Enabled: true, Salt: "one",
+		Buckets: []rollout.Bucket{{Name: "on", Replicas: 100, Value: raw("true")}, {Name: "off", Value: raw("false")}}})
+	s.create(rollout.Feature{Key: "one-vip", Enabled: true, Salt: "one-vip",
+		Buckets:   []rollout.Bucket{{Name: "on", Replicas: 100, Value: raw("true")}, {Name: "off", Value: raw("false")}},
+		Overrides: map[string]string{"vip": "off"}})
+	for _, body := range []string{`{"context":{}}`, `{"context":{"plan":"pro"}}`, `{}`, ``, `{"context":{"targetingKey":""}}`} {
+		for key, want := range map[string]string{
+			"one":    `{"key":"one","value":true,"variant":"on","reason":"SPLIT","metadata":{"version":1}}`,
+			"killed": `{"key":"killed","reason":"DISABLED","metadata":{"version":1}}`,
+			"paused": `{"key":"paused","value":"old-flow","variant":"old","reason":"DISABLED","metadata":{"version":1}}`,
+		} {
+			r := s.do("POST", "/ofrep/v1/evaluate/flags/"+key, body)
+			if r.status != 200 || string(r.body) != want+"\n" && string(r.body) != want {
+				t.Errorf("%s with %s = %d %s, want 200 %s", key, body, r.status, r.body, want)
+			}
+		}
+		for _, key := range []string{"checkout", "one-vip", "dark-mode", "nope"} {
+			r := s.do("POST", "/ofrep/v1/evaluate/flags/"+key, body)
+			if r.status != 400 || r.json(t)["errorCode"] != "TARGETING_KEY_MISSING" {
+				t.Errorf("%s with %s = %d %s, want 400 TARGETING_KEY_MISSING", key, body, r.status, r.body)
+			}
+		}
+		if r := s.do("POST", "/ofrep/v1/evaluate/flags", body); r.status != 400 || r.json(t)["errorCode"] != "TARGETING_KEY_MISSING" {
+			t.Errorf("bulk with %s = %d %s, want 400 TARGETING_KEY_MISSING", body, r.status, r.body)
+		}
+	}
+}
