@@ -153,7 +153,7 @@ func (p *Provider) resolve(flag string, flatCtx openfeature.FlattenedContext) (j
 	}
 	switch rollout.ErrorCode(err) {
 	case rollout.ENotFound:
-		return nil, failed(openfeature.NewFlagNotFoundResolutionError(fmt.Sprintf("feature %q does not exist", flag)))
+		return nil, failed(openfeature.NewFlagNotFoundResolutionError(fmt.Sprintf("flag %s not found: rollout has no feature %q", flag, flag)))
 	case rollout.EInvalid:
 		return nil, failed(openfeature.NewInvalidContextResolutionError("the targeting key must be 1 to 256 bytes of UTF-8"))
 	}
