@@ -46,7 +46,7 @@ var needsDouble = map[string]string{
 // step that shows it, and why. They run, and must fail at that step: one
 // that passes is an error, so that the list stays true.
 var cannotPass = map[string]string{
-	`the reason should be "CACHED"`: "rollout's provider evaluates every call from its synced copy: it has no cache of answers, so no reason CACHED",
+	`the reason should be "CACHED"`:        "rollout's provider evaluates every call from its synced copy: it has no cache of answers, so no reason CACHED",
 	`the resolved metadata should contain`: "rollout's features carry no flag metadata of their own (string, integer, float, boolean entries): the provider's metadata is the feature's version",
 }
 
@@ -72,7 +72,7 @@ func cond(attr, op string, value any) rollout.Condition {
 }
 
 // evaluatorRules translates each contextEvaluator of test-flags.json, an
-// expression that picks a variant ('' for none: the default), to rules.
+// expression that picks a variant (” for none: the default), to rules.
 var evaluatorRules = map[string][]rollout.Rule{
 	"email == 'ballmer@macrosoft.com' ? 'zero' : ''": {{
 		Name:       "ballmer",
