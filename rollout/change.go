@@ -215,6 +215,7 @@ func rollbackTo(old Feature) Change {
 			f.Fallback = old.Fallback
 			f.Buckets = old.Clone().Buckets
 			f.Overrides = old.Clone().Overrides
+			f.Rules, f.BucketBy = old.Clone().Rules, old.BucketBy
 			return nil
 		},
 	}

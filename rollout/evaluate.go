@@ -24,6 +24,11 @@ type Evaluation struct {
 	Value   json.RawMessage
 	Version int
 	Reason  string
+	// Rule names the rule that served (Reason ReasonTargetingMatch).
+	Rule string
+	// Static: the feature's answer cannot depend on the user or context
+	// (one bucket and no rules or overrides, or disabled).
+	Static bool
 }
 
 // Outcome is what one configuration of a feature serves a user, but for
@@ -37,6 +42,10 @@ type Outcome struct {
 	Value   json.RawMessage
 	Version int
 	Reason  string
+	Rule    string // the rule that served, for ReasonTargetingMatch
+	// Static: every user and context gets this outcome of the
+	// configuration (OFREP's STATIC; see Evaluation.Static).
+	Static bool
 	// Memo is the caller's, to keep what it derives from the outcome (the
 	// API keeps the outcome's encoded answers there). It lasts as long as
 	// the configuration: a change of the feature makes new outcomes.
@@ -47,7 +56,7 @@ type Outcome struct {
 
 // Evaluation returns the evaluation of o for user.
 func (o *Outcome) Evaluation(user string) Evaluation {
-	return Evaluation{Feature: o.Feature, User: user, Bucket: o.Bucket, Value: o.Value, Version: o.Version, Reason: o.Reason}
+	return Evaluation{Feature: o.Feature, User: user, Bucket: o.Bucket, Value: o.Value, Version: o.Version, Reason: o.Reason, Rule: o.Rule, Static: o.Static}
 }
 
 // compiled is a feature at one version made ready for evaluation: its ring
@@ -79,6 +88,11 @@ type compiled struct {
 	// override in ring order, then the one served when disabled (see
 	// assign).
 	outcomes []Outcome
+	// targeting is the compiled rules and bucket_by; nil for a feature
+	// without either, which evaluates by the user ID alone (assign).
+	targeting *targeting
+	// static: every evaluation gets the same outcome (Outcome.Static).
+	static bool
 
 	// sync is the feature's sync form, encoded once (see syncForm).
 	sync     sync.Once
@@ -88,7 +102,11 @@ type compiled struct {
 
 // compile makes f ready for evaluation, its overrides keyed by the hash of
 // their user.
-func compile(f Feature) *compiled {
+func compile(f Feature) *compiled { return compileWith(f, nil) }
+
+// compileWith is compile, the segments of in_segment conditions looked up
+// in segments (a segment not there never holds).
+func compileWith(f Feature, segments map[string]*compiledSegment) *compiled {
 	c := compileRing(f)
 	if len(f.Overrides) > 0 {
 		c.overrides = make(map[ring.Position]int, len(f.Overrides))
@@ -96,7 +114,19 @@ func compile(f Feature) *compiled {
 			c.overrides[userPosition(c.overridePrefix, user)] = c.index[bucket]
 		}
 	}
+	c.finish(segments)
 	return c
+}
+
+// finish compiles c's targeting, once its ring and overrides are made, and
+// marks its outcomes static when they are.
+func (c *compiled) finish(segments map[string]*compiledSegment) {
+	c.compileTargeting(segments)
+	if c.static {
+		for i := range c.outcomes {
+			c.outcomes[i].Static = true
+		}
+	}
 }
 
 // compileRing is compile without the overrides.
@@ -152,14 +182,26 @@ func (c *compiled) evaluateInto(e *Evaluation, user string) {
 
 // serve returns the outcome c serves user, and counts it.
 func (c *compiled) serve(user string) *Outcome {
-	o := &c.outcomes[c.assign(user)]
+	o := &c.outcomes[c.assignContext(user, nil)]
+	c.served[o.bucket].Add(1)
+	return o
+}
+
+// serveContext is serve with the attributes of a context.
+func (c *compiled) serveContext(user string, ctx Context) *Outcome {
+	o := &c.outcomes[c.assignContext(user, ctx)]
 	c.served[o.bucket].Add(1)
 	return o
 }
 
 // peek is what c serves user, not counted.
 func (c *compiled) peek(user string) Evaluation {
-	return c.outcomes[c.assign(user)].Evaluation(user)
+	return c.outcomes[c.assignContext(user, nil)].Evaluation(user)
+}
+
+// peekContext is peek with the attributes of a context.
+func (c *compiled) peekContext(user string, ctx Context) Evaluation {
+	return c.outcomes[c.assignContext(user, ctx)].Evaluation(user)
 }
 
 // servedRing is the ring of what c serves: its own when enabled, else see

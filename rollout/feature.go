@@ -159,6 +159,9 @@ func (f Feature) validate(strict bool) error {
 	if f.Fallback != "" && !seen[f.Fallback] {
 		return Errorf(EInvalid, "fallback %q is not a bucket of the feature", f.Fallback)
 	}
+	if err := validateTargeting(&f, seen); err != nil {
+		return err
+	}
 	if len(f.Overrides) > MaxOverrides {
 		return Errorf(EInvalid, "a feature has at most %d overrides", MaxOverrides)
 	}

@@ -40,6 +40,10 @@ type Report struct {
 	// contiguous ranges.
 	RangeChurn      float64          `json:"range_churn"`
 	OverrideChanges []OverrideChange `json:"override_changes,omitempty"`
+	// Rules are the populations a change of the rules moves between
+	// buckets, in words (see RuleChanges); the figures above are of the
+	// ring alone.
+	Rules []PopulationChange `json:"rules,omitempty"`
 }
 
 // BucketShare is a bucket's share of users, in a list that keeps the
@@ -196,6 +200,7 @@ func newReport(before, after *compiled) Report {
 		rep.RangeChurn = rep.Churn // a new salt hashes every user anew, ranges or not
 	}
 	rep.OverrideChanges = overrideChanges(before, after)
+	targetingReport(&rep, before, after)
 	return rep
 }
 

@@ -64,6 +64,38 @@ func (s *Snapshot) Evaluate(key, user string) (Evaluation, error) {
 	return e, nil
 }
 
+// EvaluateContext is Evaluate with the attributes of an evaluation's
+// context, which the feature's rules and bucket_by read: overrides by user
+// ID, then the first rule whose conditions hold, then the ring. A feature
+// without rules or bucket_by ignores ctx and costs what Evaluate costs.
+// ctx is only read, never kept.
+func (s *Snapshot) EvaluateContext(key, user string, ctx Context) (Evaluation, error) {
+	c, ok := s.features[key]
+	if !ok {
+		return Evaluation{}, notFound(key)
+	}
+	return c.serveContext(user, ctx).Evaluation(user), nil
+}
+
+// EvaluateOutcomeContext is EvaluateOutcome with the attributes of a
+// context (see EvaluateContext).
+func (s *Snapshot) EvaluateOutcomeContext(key, user string, ctx Context) (*Outcome, error) {
+	c, ok := s.features[key]
+	if !ok {
+		return nil, notFound(key)
+	}
+	return c.serveContext(user, ctx), nil
+}
+
+// PeekContext is Peek with the attributes of a context.
+func (s *Snapshot) PeekContext(key, user string, ctx Context) (Evaluation, error) {
+	c, ok := s.features[key]
+	if !ok {
+		return Evaluation{}, notFound(key)
+	}
+	return c.peekContext(user, ctx), nil
+}
+
 // EvaluateOutcome is Evaluate for callers that keep what they derive from
 // an evaluation with its outcome (see Outcome.Memo): the outcome the feature
 // key serves user, counted as Evaluate counts it, or an ENotFound error.

@@ -334,6 +334,7 @@ func compileSync(data json.RawMessage) (*compiled, error) {
 			c.overrides[p] = b
 		}
 	}
+	c.finish(nil)
 	c.syncJSON = slices.Clone(data)
 	c.syncSum = syncSum(c.syncJSON)
 	return c, nil

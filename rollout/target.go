@@ -1,0 +1,921 @@
+package rollout
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rollout/rollout/ring"
+)
+
+// Reasons of evaluations that targeting adds.
+const (
+	// ReasonTargetingMatch: a rule's conditions all held; the evaluation's
+	// Rule names it.
+	ReasonTargetingMatch = "targeting_match"
+	// ReasonDefault: the feature (or no rule) buckets by an attribute the
+	// context lacks, so the ring cannot place the user: the fallback, or
+	// no bucket.
+	ReasonDefault = "default"
+)
+
+// MaxContextList bounds the entries of a list value of a context attribute.
+const MaxContextList = 100
+
+// ruleOp numbers the operators for evaluation.
+type ruleOp uint8
+
+const (
+	opEq ruleOp = iota + 1
+	opNeq
+	opIn
+	opNotIn
+	opStartsWith
+	opEndsWith
+	opContains
+	opMatches
+	opLt
+	opLte
+	opGt
+	opGte
+	opSemverLt
+	opSemverLte
+	opSemverEq
+	opSemverGte
+	opSemverGt
+	opBefore
+	opAfter
+	opPresent
+	opAbsent
+	opInSegment
+)
+
+var opCodes = map[string]ruleOp{
+	OpEq: opEq, OpNeq: opNeq, OpIn: opIn, OpNotIn: opNotIn, OpStartsWith: opStartsWith,
+	OpEndsWith: opEndsWith, OpContains: opContains, OpMatches: opMatches, OpLt: opLt, OpLte: opLte,
+	OpGt: opGt, OpGte: opGte, OpSemverLt: opSemverLt, OpSemverLte: opSemverLte, OpSemverEq: opSemverEq,
+	OpSemverGte: opSemverGte, OpSemverGt: opSemverGt, OpBefore: opBefore, OpAfter: opAfter,
+	OpPresent: opPresent, OpAbsent: opAbsent, OpInSegment: opInSegment,
+}
+
+// valueKind is the JSON type of an eq/neq condition's value.
+type valueKind uint8
+
+const (
+	kindString valueKind = iota
+	kindNumber
+	kindBool
+)
+
+// compiledCond is a Condition made ready for evaluation: its value parsed,
+// its regular expression compiled, its list sorted, once per version.
+type compiledCond struct {
+	attr  string
+	op    ruleOp
+	kind  valueKind
+	str   string
+	num   float64 // the number of a number value, or of a string value that is one
+	isNum bool    // num holds a number
+	b     bool
+	list  []string  // sorted
+	nums  []float64 // the entries of list that are numbers, sorted
+	re    *regexp.Regexp
+	ver   semver
+	t     time.Time
+	// seg is the segment of in_segment; segKey its key (seg is nil in a
+	// feature compiled without its segments: the condition never holds).
+	segKey string
+	seg    *compiledSegment
+}
+
+// compiledRule is a Rule made ready for evaluation.
+type compiledRule struct {
+	name     string
+	conds    []compiledCond
+	bucket   int    // ring order of the bucket served; -1: the ring
+	bucketBy string // the attribute the ring hashes; "": the user ID
+	base     int    // index in compiled.outcomes of its first outcome
+}
+
+// compiledSegment is a Segment made ready for evaluation.
+type compiledSegment struct {
+	segment Segment
+	conds   []compiledCond
+}
+
+// holds reports whether every condition of s holds in ctx.
+func (s *compiledSegment) holds(ctx Context) bool {
+	for i := range s.conds {
+		if !s.conds[i].holds(ctx) {
+			return false
+		}
+	}
+	return true
+}
+
+// compileSegment makes s ready for evaluation; s is valid.
+func compileSegment(s Segment) *compiledSegment {
+	cs := &compiledSegment{segment: s, conds: make([]compiledCond, len(s.Conditions))}
+	for i, c := range s.Conditions {
+		cc, err := compileCondition(c, true)
+		if err != nil {
+			panic("rollout: compile a validated segment: " + err.Error())
+		}
+		cs.conds[i] = cc
+	}
+	return cs
+}
+
+// compileCondition parses c. inSegment says c belongs to a segment, which
+// cannot use in_segment (so that segments never loop).
+func compileCondition(c Condition, inSegment bool) (compiledCond, error) {
+	op, ok := opCodes[c.Op]
+	if !ok {
+		return compiledCond{}, Errorf(EInvalid, "unknown operator %q: use one of %s", abbreviate(c.Op), strings.Join(Operators, ", "))
+	}
+	cc := compiledCond{attr: c.Attribute, op: op}
+	if op == opInSegment {
+		if inSegment {
+			return cc, Errorf(EInvalid, "a segment cannot use in_segment: segments do not refer to segments, so that none can loop")
+		}
+		if c.Attribute != "" {
+			return cc, Errorf(EInvalid, "in_segment takes no attribute: its value is the segment's key")
+		}
+	} else if !validAttribute(c.Attribute) {
+		return cc, Errorf(EInvalid, "condition attribute %q is invalid: use 1 to %d characters of A-Z, a-z, 0-9, '_', '.', ':', '-', starting with a letter or '_'", abbreviate(c.Attribute), MaxAttributeBytes)
+	}
+	raw := c.Value
+	if op == opPresent || op == opAbsent {
+		if len(raw) > 0 && string(raw) != "null" {
+			return cc, Errorf(EInvalid, "operator %s takes no value", c.Op)
+		}
+		return cc, nil
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return cc, Errorf(EInvalid, "operator %s needs a value on attribute %q", c.Op, c.Attribute)
+	}
+	if !json.Valid(raw) {
+		return cc, Errorf(EInvalid, "the value of a %s condition is not valid JSON", c.Op)
+	}
+	str := func() (string, error) {
+		var s string
+		if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+			return "", Errorf(EInvalid, "operator %s on attribute %q takes a string value", c.Op, c.Attribute)
+		}
+		if len(s) > MaxConditionString || !utf8.ValidString(s) {
+			return "", Errorf(EInvalid, "a string of a condition is at most %d bytes of UTF-8", MaxConditionString)
+		}
+		return s, nil
+	}
+	var err error
+	switch op {
+	case opEq, opNeq:
+		switch {
+		case raw[0] == '"':
+			cc.kind = kindString
+			if cc.str, err = str(); err != nil {
+				return cc, err
+			}
+			if n, err := strconv.ParseFloat(cc.str, 64); err == nil && !math.IsNaN(n) {
+				cc.num, cc.isNum = n, true
+			}
+		case string(raw) == "true" || string(raw) == "false":
+			cc.kind, cc.b = kindBool, string(raw) == "true"
+			cc.str = string(raw)
+		default:
+			n, err := strconv.ParseFloat(string(raw), 64)
+			if err != nil {
+				return cc, Errorf(EInvalid, "operator %s on attribute %q takes a string, a number or a boolean", c.Op, c.Attribute)
+			}
+			cc.kind, cc.num, cc.isNum = kindNumber, n, true
+			cc.str = strconv.FormatFloat(n, 'g', -1, 64)
+		}
+	case opIn, opNotIn:
+		if raw[0] != '[' {
+			return cc, Errorf(EInvalid, "operator %s on attribute %q takes a list of strings", c.Op, c.Attribute)
+		}
+		var list []string
+		if err := json.Unmarshal(raw, &list); err != nil {
+			return cc, Errorf(EInvalid, "operator %s on attribute %q takes a list of strings", c.Op, c.Attribute)
+		}
+		if len(list) > MaxListValues {
+			return cc, Errorf(EInvalid, "the list of a %s condition has %d entries; at most %d (use a segment per group, or a shorter list)", c.Op, len(list), MaxListValues)
+		}
+		for _, s := range list {
+			if len(s) > MaxConditionString || !utf8.ValidString(s) {
+				return cc, Errorf(EInvalid, "a string of a condition is at most %d bytes of UTF-8", MaxConditionString)
+			}
+			if n, err := strconv.ParseFloat(s, 64); err == nil && !math.IsNaN(n) {
+				cc.nums = append(cc.nums, n)
+			}
+		}
+		slices.Sort(list)
+		cc.list = slices.Compact(list)
+		slices.Sort(cc.nums)
+	case opStartsWith, opEndsWith, opContains:
+		if cc.str, err = str(); err != nil {
+			return cc, err
+		}
+	case opMatches:
+		if cc.str, err = str(); err != nil {
+			return cc, err
+		}
+		if len(cc.str) > MaxPatternBytes {
+			return cc, Errorf(EInvalid, "a matches pattern is at most %d bytes", MaxPatternBytes)
+		}
+		if cc.re, err = regexp.Compile(cc.str); err != nil {
+			return cc, Errorf(EInvalid, "the pattern of a matches condition on attribute %q is not a valid RE2 regular expression: %v", c.Attribute, err)
+		}
+	case opLt, opLte, opGt, opGte:
+		n, err := strconv.ParseFloat(string(raw), 64)
+		if err != nil || raw[0] == '"' {
+			return cc, Errorf(EInvalid, "operator %s on attribute %q takes a number", c.Op, c.Attribute)
+		}
+		cc.num, cc.isNum = n, true
+	case opSemverLt, opSemverLte, opSemverEq, opSemverGte, opSemverGt:
+		if cc.str, err = str(); err != nil {
+			return cc, err
+		}
+		var ok bool
+		if cc.ver, ok = parseSemver(cc.str); !ok {
+			return cc, Errorf(EInvalid, "%q is not a semantic version (MAJOR[.MINOR[.PATCH]][-PRERELEASE][+BUILD])", cc.str)
+		}
+		cc.ver.pre = strings.Clone(cc.ver.pre)
+	case opBefore, opAfter:
+		if cc.str, err = str(); err != nil {
+			return cc, err
+		}
+		if cc.t, err = time.Parse(time.RFC3339, cc.str); err != nil {
+			return cc, Errorf(EInvalid, "%q is not an RFC 3339 time (like 2026-12-01T00:00:00Z)", cc.str)
+		}
+	case opInSegment:
+		if cc.segKey, err = str(); err != nil {
+			return cc, err
+		}
+		if !keyPattern.MatchString(cc.segKey) {
+			return cc, Errorf(EInvalid, "segment key %q is invalid", cc.segKey)
+		}
+	}
+	return cc, nil
+}
+
+// holds reports whether c holds in ctx. An attribute the context lacks (or
+// holds as null) makes every condition but absent false, neq and not_in
+// included; present is its opposite.
+func (c *compiledCond) holds(ctx Context) bool {
+	if c.op == opInSegment {
+		return c.seg != nil && c.seg.holds(ctx)
+	}
+	v, ok := ctx[c.attr]
+	if ok && v == nil {
+		ok = false
+	}
+	switch c.op {
+	case opPresent:
+		return ok
+	case opAbsent:
+		return !ok
+	}
+	if !ok {
+		return false
+	}
+	neg := c.op == opNeq || c.op == opNotIn
+	return c.positive(v) != neg
+}
+
+// positive is whether v satisfies c, the negations (neq, not_in) taken
+// as their positive (eq, in). A list satisfies c when one entry does.
+func (c *compiledCond) positive(v any) bool {
+	switch x := v.(type) {
+	case string:
+		return c.holdsString(x)
+	case bool:
+		return c.holdsBool(x)
+	case []string:
+		for _, s := range x {
+			if c.holdsString(s) {
+				return true
+			}
+		}
+		return false
+	case []any:
+		for _, e := range x {
+			if s, ok := e.(string); ok && c.holdsString(s) {
+				return true
+			}
+		}
+		return false
+	}
+	if n, ok := number(v); ok {
+		return c.holdsNumber(n)
+	}
+	return false
+}
+
+// number returns v as a float64 when it is a Go number.
+func number(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return x, true
+	case float32:
+		return float64(x), true
+	case int:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	case int32:
+		return float64(x), true
+	case uint:
+		return float64(x), true
+	case uint64:
+		return float64(x), true
+	case uint32:
+		return float64(x), true
+	case json.Number:
+		n, err := x.Float64()
+		return n, err == nil
+	}
+	return 0, false
+}
+
+func (c *compiledCond) holdsString(s string) bool {
+	switch c.op {
+	case opEq, opNeq:
+		switch c.kind {
+		case kindString:
+			return s == c.str
+		case kindBool:
+			return s == c.str
+		default:
+			n, err := strconv.ParseFloat(s, 64)
+			return err == nil && n == c.num
+		}
+	case opIn, opNotIn:
+		_, found := slices.BinarySearch(c.list, s)
+		return found
+	case opStartsWith:
+		return strings.HasPrefix(s, c.str)
+	case opEndsWith:
+		return strings.HasSuffix(s, c.str)
+	case opContains:
+		return strings.Contains(s, c.str)
+	case opMatches:
+		return c.re.MatchString(s)
+	case opLt, opLte, opGt, opGte:
+		n, err := strconv.ParseFloat(s, 64)
+		return err == nil && c.compareNumber(n)
+	case opSemverLt, opSemverLte, opSemverEq, opSemverGte, opSemverGt:
+		v, ok := parseSemver(s)
+		if !ok {
+			return false
+		}
+		d := v.compare(c.ver)
+		switch c.op {
+		case opSemverLt:
+			return d < 0
+		case opSemverLte:
+			return d <= 0
+		case opSemverEq:
+			return d == 0
+		case opSemverGte:
+			return d >= 0
+		}
+		return d > 0
+	case opBefore, opAfter:
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			return false
+		}
+		if c.op == opBefore {
+			return t.Before(c.t)
+		}
+		return t.After(c.t)
+	}
+	return false
+}
+
+func (c *compiledCond) holdsNumber(n float64) bool {
+	switch c.op {
+	case opEq, opNeq:
+		return c.isNum && n == c.num
+	case opIn, opNotIn:
+		_, found := slices.BinarySearch(c.nums, n)
+		return found
+	case opLt, opLte, opGt, opGte:
+		return c.compareNumber(n)
+	case opBefore, opAfter: // a number is seconds since 1970 (Unix time)
+		t := c.t.Unix()
+		if c.op == opBefore {
+			return n < float64(t)
+		}
+		return n > float64(t)
+	}
+	return false
+}
+
+func (c *compiledCond) holdsBool(b bool) bool {
+	if c.op != opEq && c.op != opNeq {
+		return false
+	}
+	switch c.kind {
+	case kindBool:
+		return b == c.b
+	case kindString:
+		return c.str == strconv.FormatBool(b)
+	}
+	return false
+}
+
+func (c *compiledCond) compareNumber(n float64) bool {
+	switch c.op {
+	case opLt:
+		return n < c.num
+	case opLte:
+		return n <= c.num
+	case opGt:
+		return n > c.num
+	}
+	return n >= c.num && (c.op == opGte)
+}
+
+// semver is a parsed semantic version; build metadata is ignored.
+type semver struct {
+	major, minor, patch uint64
+	pre                 string // the pre-release, "" for none
+}
+
+// parseSemver parses MAJOR[.MINOR[.PATCH]][-PRERELEASE][+BUILD], with an
+// optional leading "v"; missing parts are 0. It does not allocate.
+func parseSemver(s string) (semver, bool) {
+	var v semver
+	s = strings.TrimPrefix(s, "v")
+	if i := strings.IndexByte(s, '+'); i >= 0 {
+		s = s[:i]
+	}
+	if i := strings.IndexByte(s, '-'); i >= 0 {
+		s, v.pre = s[:i], s[i+1:]
+		if v.pre == "" {
+			return v, false
+		}
+	}
+	parts := [3]*uint64{&v.major, &v.minor, &v.patch}
+	for i := 0; i < 3; i++ {
+		j := strings.IndexByte(s, '.')
+		part := s
+		if j >= 0 {
+			part, s = s[:j], s[j+1:]
+		}
+		if part == "" || len(part) > 19 {
+			return v, false
+		}
+		n, err := strconv.ParseUint(part, 10, 64)
+		if err != nil {
+			return v, false
+		}
+		*parts[i] = n
+		if j < 0 {
+			return v, true
+		}
+	}
+	return v, false // a fourth part
+}
+
+// compare orders v and w as semantic versioning does: a pre-release comes
+// before its release; pre-release identifiers compare numerically when
+// both are numbers, else as text, numbers first.
+func (v semver) compare(w semver) int {
+	for _, d := range [3][2]uint64{{v.major, w.major}, {v.minor, w.minor}, {v.patch, w.patch}} {
+		if d[0] != d[1] {
+			if d[0] < d[1] {
+				return -1
+			}
+			return 1
+		}
+	}
+	switch {
+	case v.pre == w.pre:
+		return 0
+	case v.pre == "":
+		return 1
+	case w.pre == "":
+		return -1
+	}
+	a, b := v.pre, w.pre
+	for a != "" && b != "" {
+		var x, y string
+		x, a, _ = strings.Cut(a, ".")
+		y, b, _ = strings.Cut(b, ".")
+		if x == y {
+			continue
+		}
+		nx, ex := strconv.ParseUint(x, 10, 64)
+		ny, ey := strconv.ParseUint(y, 10, 64)
+		switch {
+		case ex == nil && ey == nil:
+			if nx < ny {
+				return -1
+			}
+			return 1
+		case ex == nil:
+			return -1
+		case ey == nil:
+			return 1
+		case x < y:
+			return -1
+		default:
+			return 1
+		}
+	}
+	switch {
+	case a == "" && b == "":
+		return 0
+	case a == "":
+		return -1
+	}
+	return 1
+}
+
+// validateTargeting reports what is wrong with f's rules and bucket_by.
+// buckets are the names of f's buckets.
+func validateTargeting(f *Feature, buckets map[string]bool) error {
+	if f.BucketBy != "" && !validAttribute(f.BucketBy) {
+		return Errorf(EInvalid, "bucket_by %q is not a valid attribute name: use 1 to %d characters of A-Z, a-z, 0-9, '_', '.', ':', '-', starting with a letter or '_'", abbreviate(f.BucketBy), MaxAttributeBytes)
+	}
+	if len(f.Rules) == 0 {
+		return nil
+	}
+	if len(f.Rules) > MaxRules {
+		return Errorf(EInvalid, "a feature has at most %d rules, got %d", MaxRules, len(f.Rules))
+	}
+	for _, r := range f.Rules {
+		if len(r.Conditions) > MaxConditions {
+			return Errorf(EInvalid, "rule %q has %d conditions; at most %d", abbreviate(r.Name), len(r.Conditions), MaxConditions)
+		}
+	}
+	if b, err := json.Marshal(f.Rules); err != nil || len(b) > MaxTargetingBytes {
+		return Errorf(EInvalid, "the rules are %d bytes as JSON; at most %d (use segments for long lists)", len(b), MaxTargetingBytes)
+	}
+	names := make(map[string]bool, len(f.Rules))
+	for i, r := range f.Rules {
+		if err := validateRule(r, i, buckets); err != nil {
+			return err
+		}
+		if names[r.Name] {
+			return Errorf(EInvalid, "rule name %q appears twice: rule names must be unique", r.Name)
+		}
+		names[r.Name] = true
+	}
+	return nil
+}
+
+func validateRule(r Rule, i int, buckets map[string]bool) error {
+	if !validRuleName(r.Name) {
+		return Errorf(EInvalid, "rule %d: name %q is invalid: use 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '-'", i+1, abbreviate(r.Name))
+	}
+	if len(r.Conditions) > MaxConditions {
+		return Errorf(EInvalid, "rule %q has %d conditions; at most %d", r.Name, len(r.Conditions), MaxConditions)
+	}
+	for _, c := range r.Conditions {
+		if _, err := compileCondition(c, false); err != nil {
+			return Errorf(EInvalid, "rule %q: %s", r.Name, err.(*Error).Message)
+		}
+	}
+	switch s := r.Serve; {
+	case s.Ring && s.Bucket != "":
+		return Errorf(EInvalid, "rule %q serves both a bucket and the ring: give one", r.Name)
+	case !s.Ring && s.Bucket == "":
+		return Errorf(EInvalid, "rule %q serves nothing: give serve.bucket or serve.ring", r.Name)
+	case s.Bucket != "" && !buckets[s.Bucket]:
+		return Errorf(EInvalid, "rule %q serves bucket %q, which the feature does not have", r.Name, s.Bucket)
+	case s.BucketBy != "" && !s.Ring:
+		return Errorf(EInvalid, "rule %q: bucket_by applies only to a rule that serves the ring", r.Name)
+	case s.BucketBy != "" && !validAttribute(s.BucketBy):
+		return Errorf(EInvalid, "rule %q: bucket_by %q is not a valid attribute name", r.Name, abbreviate(s.BucketBy))
+	}
+	return nil
+}
+
+// ValidateSegment reports the first thing wrong with s as an EInvalid
+// *Error.
+func (s Segment) Validate() error {
+	if !keyPattern.MatchString(s.Key) {
+		return Errorf(EInvalid, "segment key %q is invalid: use 1 to 64 characters of a-z, 0-9, '_', '.', '-', starting with a letter or digit", abbreviate(s.Key))
+	}
+	if len(s.Description) > MaxDescription || !utf8.ValidString(s.Description) {
+		return Errorf(EInvalid, "description must be valid UTF-8 of at most %d bytes", MaxDescription)
+	}
+	if len(s.Conditions) > MaxConditions {
+		return Errorf(EInvalid, "segment %q has %d conditions; at most %d", s.Key, len(s.Conditions), MaxConditions)
+	}
+	if b, err := json.Marshal(s.Conditions); err != nil || len(b) > MaxTargetingBytes {
+		return Errorf(EInvalid, "the conditions are %d bytes as JSON; at most %d", len(b), MaxTargetingBytes)
+	}
+	for _, c := range s.Conditions {
+		if _, err := compileCondition(c, true); err != nil {
+			return Errorf(EInvalid, "segment %q: %s", s.Key, err.(*Error).Message)
+		}
+	}
+	return nil
+}
+
+// Segments returns the keys of the segments f's rules use, sorted, once
+// each.
+func (f Feature) Segments() []string {
+	var out []string
+	for _, r := range f.Rules {
+		for _, c := range r.Conditions {
+			if c.Op == OpInSegment {
+				var key string
+				if json.Unmarshal(c.Value, &key) == nil {
+					out = append(out, key)
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// targeting is the compiled form of a feature's rules and bucket_by.
+type targeting struct {
+	rules    []compiledRule
+	bucketBy string
+	// defaultOutcome is the index in compiled.outcomes of what the
+	// feature serves when the ring cannot place the user.
+	defaultOutcome int
+}
+
+// compileTargeting compiles f's rules into c, after c's ring and outcomes
+// (compileRing): it appends the outcomes of the rules. segments resolves
+// in_segment (nil: no segment is known, and in_segment never holds).
+func (c *compiled) compileTargeting(segments map[string]*compiledSegment) {
+	f := &c.feature
+	if len(f.Rules) == 0 && f.BucketBy == "" {
+		served := 0
+		for _, share := range c.shares {
+			if share > 0 {
+				served++
+			}
+		}
+		c.static = !f.Enabled || (len(c.overrides) == 0 && served == 1)
+		return
+	}
+	n := len(c.names)
+	t := &targeting{bucketBy: f.BucketBy, defaultOutcome: len(c.outcomes)}
+	def := Outcome{Feature: f.Key, Version: f.Version, Reason: ReasonDefault, bucket: n}
+	if c.fallback >= 0 {
+		def.bucket, def.Bucket, def.Value = c.fallback, c.names[c.fallback], c.values[c.fallback]
+	}
+	outcomes := []Outcome{def}
+	for _, r := range f.Rules {
+		cr := compiledRule{name: r.Name, bucket: -1, bucketBy: r.Serve.BucketBy, base: t.defaultOutcome + len(outcomes)}
+		if cr.bucketBy == "" {
+			cr.bucketBy = f.BucketBy
+		}
+		for _, cond := range r.Conditions {
+			cc, err := compileCondition(cond, false)
+			if err != nil {
+				panic("rollout: compile a validated rule: " + err.Error())
+			}
+			if cc.op == opInSegment {
+				cc.seg = segments[cc.segKey]
+			}
+			cr.conds = append(cr.conds, cc)
+		}
+		add := func(b int) {
+			outcomes = append(outcomes, Outcome{Feature: f.Key, Version: f.Version, Reason: ReasonTargetingMatch, Rule: r.Name, bucket: b, Bucket: c.names[b], Value: c.values[b]})
+		}
+		if r.Serve.Bucket != "" {
+			cr.bucket = c.index[r.Serve.Bucket]
+			add(cr.bucket)
+		} else {
+			for b := range n {
+				add(b)
+			}
+		}
+		t.rules = append(t.rules, cr)
+	}
+	// The outcomes move: copy them into a new slice (Outcome holds an
+	// atomic.Value, which must not be copied once used; none is yet).
+	all := make([]Outcome, len(c.outcomes)+len(outcomes))
+	for i := range c.outcomes {
+		copyOutcome(&all[i], &c.outcomes[i])
+	}
+	for i := range outcomes {
+		copyOutcome(&all[len(c.outcomes)+i], &outcomes[i])
+	}
+	c.outcomes = all
+	c.targeting = t
+	c.static = !f.Enabled
+}
+
+func copyOutcome(dst, src *Outcome) {
+	dst.Feature, dst.Bucket, dst.Value, dst.Version, dst.Reason, dst.Rule, dst.Static, dst.bucket =
+		src.Feature, src.Bucket, src.Value, src.Version, src.Reason, src.Rule, src.Static, src.bucket
+}
+
+// assignContext is assign for a feature with targeting: overrides by user
+// ID, then the first rule whose conditions hold, then the ring, hashing
+// the bucket_by attribute when one is set. A rule that serves the ring by
+// an attribute the context lacks does not match; the ring by such an
+// attribute serves the default outcome.
+func (c *compiled) assignContext(user string, ctx Context) int {
+	t := c.targeting
+	if t == nil || !c.feature.Enabled {
+		return c.assign(user)
+	}
+	n := len(c.names)
+	if c.overrides != nil {
+		if b, ok := c.overrides[userPosition(c.overridePrefix, user)]; ok {
+			return n + b
+		}
+	}
+rules:
+	for i := range t.rules {
+		r := &t.rules[i]
+		for j := range r.conds {
+			if !r.conds[j].holds(ctx) {
+				continue rules
+			}
+		}
+		if r.bucket >= 0 {
+			return r.base
+		}
+		pos, ok := c.position(user, ctx, r.bucketBy)
+		if !ok {
+			continue
+		}
+		b, _ := c.ring.LookupIndex(pos)
+		return r.base + b
+	}
+	pos, ok := c.position(user, ctx, t.bucketBy)
+	if !ok {
+		return t.defaultOutcome
+	}
+	b, _ := c.ring.LookupIndex(pos)
+	return b
+}
+
+// position is where the ring places user, or, when attr is set, the value
+// of the context's attribute attr: a string, a number (its shortest
+// decimal form) or a boolean ("true", "false"). Without such a value,
+// false.
+func (c *compiled) position(user string, ctx Context, attr string) (ring.Position, bool) {
+	if attr == "" {
+		return userPosition(c.prefix, user), true
+	}
+	switch v := ctx[attr].(type) {
+	case string:
+		if v == "" {
+			return ring.Position{}, false
+		}
+		return userPosition(c.prefix, v), true
+	case bool:
+		return userPosition(c.prefix, strconv.FormatBool(v)), true
+	case nil:
+		return ring.Position{}, false
+	default:
+		n, ok := number(v)
+		if !ok {
+			return ring.Position{}, false
+		}
+		var buf [192]byte
+		b := append(buf[:0], c.prefix...)
+		b = strconv.AppendFloat(b, n, 'g', -1, 64)
+		return ring.HashBytes(b), true
+	}
+}
+
+// ValidateContext refuses a context that is too big to evaluate: more than
+// MaxContextAttrs attributes, a name longer than MaxAttributeBytes×4, a
+// string longer than MaxContextValueLen, a list longer than MaxContextList
+// or a value of another type than string, number, bool or list of strings.
+func ValidateContext(ctx Context) error {
+	if len(ctx) > MaxContextAttrs {
+		return Errorf(EInvalid, "the context has %d attributes; at most %d", len(ctx), MaxContextAttrs)
+	}
+	for k, v := range ctx {
+		if len(k) > 4*MaxAttributeBytes {
+			return Errorf(EInvalid, "a context attribute's name is at most %d bytes", 4*MaxAttributeBytes)
+		}
+		switch x := v.(type) {
+		case string:
+			if len(x) > MaxContextValueLen {
+				return Errorf(EInvalid, "context attribute %q is %d bytes; at most %d", abbreviate(k), len(x), MaxContextValueLen)
+			}
+		case []string:
+			if len(x) > MaxContextList {
+				return Errorf(EInvalid, "context attribute %q is a list of %d; at most %d", abbreviate(k), len(x), MaxContextList)
+			}
+			for _, s := range x {
+				if len(s) > MaxContextValueLen {
+					return Errorf(EInvalid, "an entry of context attribute %q is %d bytes; at most %d", abbreviate(k), len(s), MaxContextValueLen)
+				}
+			}
+		case bool, nil:
+		default:
+			if _, ok := number(v); !ok {
+				return Errorf(EInvalid, "context attribute %q is a %T: use a string, a number, a boolean or a list of strings", abbreviate(k), v)
+			}
+		}
+	}
+	return nil
+}
+
+// ContextFromJSON converts attributes decoded from JSON (encoding/json's
+// any: string, float64, bool, []any, map, nil) into a Context: lists of
+// strings become []string; objects, null and lists holding anything but
+// strings are left out (no rule can test them). It refuses what
+// ValidateContext refuses.
+func ContextFromJSON(m map[string]any) (Context, error) {
+	if len(m) > MaxContextAttrs {
+		return nil, Errorf(EInvalid, "the context has %d attributes; at most %d", len(m), MaxContextAttrs)
+	}
+	ctx := make(Context, len(m))
+	for k, v := range m {
+		switch x := v.(type) {
+		case string, float64, bool:
+			ctx[k] = x
+		case []any:
+			if len(x) > MaxContextList {
+				return nil, Errorf(EInvalid, "context attribute %q is a list of %d; at most %d", abbreviate(k), len(x), MaxContextList)
+			}
+			list := make([]string, 0, len(x))
+			for _, e := range x {
+				s, ok := e.(string)
+				if !ok {
+					list = nil
+					break
+				}
+				list = append(list, s)
+			}
+			if list != nil {
+				ctx[k] = list
+			}
+		}
+	}
+	return ctx, ValidateContext(ctx)
+}
+
+// describeCondition says c in words: "email ends with "@example.com"".
+func describeCondition(c Condition) string {
+	v := abbreviate(string(compactJSON(c.Value)))
+	words := map[string]string{
+		OpEq: "=", OpNeq: "≠", OpIn: "is one of", OpNotIn: "is none of", OpStartsWith: "starts with",
+		OpEndsWith: "ends with", OpContains: "contains", OpMatches: "matches", OpLt: "<", OpLte: "≤",
+		OpGt: ">", OpGte: "≥", OpSemverLt: "< version", OpSemverLte: "≤ version", OpSemverEq: "= version",
+		OpSemverGte: "≥ version", OpSemverGt: "> version", OpBefore: "is before", OpAfter: "is after",
+	}
+	switch c.Op {
+	case OpPresent:
+		return c.Attribute + " is present"
+	case OpAbsent:
+		return c.Attribute + " is absent"
+	case OpInSegment:
+		return "in segment " + strings.Trim(v, `"`)
+	}
+	w, ok := words[c.Op]
+	if !ok {
+		w = c.Op
+	}
+	if c.Op == OpEq || c.Op == OpNeq || c.Op == OpIn || c.Op == OpNotIn {
+		v = strings.ReplaceAll(v, `"`, "")
+	}
+	return fmt.Sprintf("%s %s %s", c.Attribute, w, v)
+}
+
+// describeConditions says a rule's conditions in words, joined by "and";
+// "everyone" when there are none.
+func describeConditions(cs []Condition) string {
+	if len(cs) == 0 {
+		return "everyone"
+	}
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = describeCondition(c)
+	}
+	return strings.Join(parts, " and ")
+}
+
+// describeServe says what s serves: "on", or "ring" ("ring by org").
+func describeServe(s Serve) string {
+	switch {
+	case s.Bucket != "":
+		return s.Bucket
+	case s.BucketBy != "":
+		return "ring by " + s.BucketBy
+	}
+	return "ring"
+}
+
+// DescribeRule says r in words: "staff: if email ends with @example.com →
+// serve on".
+func DescribeRule(r Rule) string {
+	return fmt.Sprintf("%s: if %s → serve %s", r.Name, describeConditions(r.Conditions), describeServe(r.Serve))
+}

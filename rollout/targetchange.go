@@ -1,0 +1,172 @@
+package rollout
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// SetRules replaces the feature's rules with rules, as one version (an
+// empty list removes them all).
+func SetRules(rules []Rule) Change {
+	rules = cloneRules(rules)
+	var summary string
+	if len(rules) == 0 {
+		summary = "removed the rules"
+	} else {
+		parts := make([]string, len(rules))
+		for i, r := range rules {
+			parts[i] = DescribeRule(r)
+		}
+		summary = abbreviateSummary("set rules: " + strings.Join(parts, "; "))
+	}
+	return Change{
+		summary: summary,
+		apply: func(f *Feature) error {
+			f.Rules = cloneRules(rules)
+			if len(f.Rules) == 0 {
+				f.Rules = nil
+			}
+			return nil
+		},
+	}
+}
+
+// SetBucketBy makes the feature's ring hash the context attribute attr
+// instead of the user ID ("": the user ID again). Every user is placed
+// anew, as by a reshuffle.
+func SetBucketBy(attr string) Change {
+	summary := "bucket by " + attr
+	if attr == "" {
+		summary = "bucket by the user ID"
+	}
+	return Change{
+		summary: summary,
+		apply: func(f *Feature) error {
+			if attr == f.BucketBy {
+				return Errorf(EInvalid, "the feature already buckets by %q", attr)
+			}
+			f.BucketBy = attr
+			return nil
+		},
+	}
+}
+
+// maxSummary bounds the summary of a rules change.
+const maxSummary = 1000
+
+func abbreviateSummary(s string) string {
+	if len(s) <= maxSummary {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxSummary], "") + "…"
+}
+
+func cloneRules(rules []Rule) []Rule {
+	if rules == nil {
+		return nil
+	}
+	out := make([]Rule, len(rules))
+	for i, r := range rules {
+		r.Conditions = slices.Clone(r.Conditions)
+		for j := range r.Conditions {
+			r.Conditions[j].Value = compactJSON(slices.Clone(r.Conditions[j].Value))
+		}
+		if r.Conditions == nil {
+			r.Conditions = []Condition{}
+		}
+		out[i] = r
+	}
+	return out
+}
+
+// PopulationChange is one population of users whose bucket a change of
+// rules can change: those matching When (and no earlier rule), served
+// From before and To after. It is a description, not a count: which users
+// match depends on the contexts apps send.
+type PopulationChange struct {
+	When string `json:"when"`
+	From string `json:"from"`
+	To   string `json:"to"`
+	Text string `json:"text"`
+}
+
+// RuleChanges says which populations change bucket when a feature's rules
+// go from before to after: a rule added, removed, changed, or moved
+// before another. Rules that stay the same behind an unchanged prefix
+// change nobody. An empty list: the rules change nobody's bucket.
+func RuleChanges(before, after []Rule) []PopulationChange {
+	out := []PopulationChange{}
+	old := make(map[string]Rule, len(before))
+	for _, r := range before {
+		old[r.Name] = r
+	}
+	kept := make(map[string]bool, len(after))
+	same := true // the rules so far are the same, in the same order
+	for i, r := range after {
+		kept[r.Name] = true
+		o, had := old[r.Name]
+		if same && i < len(before) && sameRule(before[i], r) {
+			continue
+		}
+		same = false
+		from := "the ring"
+		switch {
+		case had && sameConditions(o.Conditions, r.Conditions):
+			from = describeServe(o.Serve)
+			if sameServe(o.Serve, r.Serve) {
+				if i < len(before) && before[i].Name == r.Name {
+					continue // the same rule, after changed rules: see those
+				}
+				// Moved: users it matches that an earlier rule now takes,
+				// or took before, change; said by those rules.
+				continue
+			}
+		case len(before) > 0:
+			from = "what the rules before the change served them (or the ring)"
+		}
+		to := describeServe(r.Serve)
+		when := describeConditions(r.Conditions)
+		out = append(out, PopulationChange{When: when, From: from, To: to, Text: fmt.Sprintf("users matching %s: %s → %s", when, from, to)})
+	}
+	for _, r := range before {
+		if kept[r.Name] {
+			continue
+		}
+		when := describeConditions(r.Conditions)
+		from, to := describeServe(r.Serve), "the next matching rule, or the ring"
+		out = append(out, PopulationChange{When: when, From: from, To: to, Text: fmt.Sprintf("users matching %s: %s → %s", when, from, to)})
+	}
+	return out
+}
+
+func sameRule(a, b Rule) bool {
+	return a.Name == b.Name && sameServe(a.Serve, b.Serve) && sameConditions(a.Conditions, b.Conditions)
+}
+
+func sameServe(a, b Serve) bool { return a == b }
+
+func sameConditions(a, b []Condition) bool {
+	return slices.EqualFunc(a, b, func(x, y Condition) bool {
+		return x.Attribute == y.Attribute && x.Op == y.Op && string(compactJSON(x.Value)) == string(compactJSON(y.Value))
+	})
+}
+
+// targetingReport completes rep with what a change of rules or bucket_by
+// does: the populations whose bucket changes, and, when bucket_by
+// changes, the figures of a reshuffle (every user placed anew).
+func targetingReport(rep *Report, before, after *compiled) {
+	if before == nil {
+		return
+	}
+	rc := RuleChanges(before.feature.Rules, after.feature.Rules)
+	if len(rc) > 0 {
+		rep.Rules = rc
+	}
+	if before.feature.BucketBy != after.feature.BucketBy && rep.Method == MethodExact {
+		rep.Method = MethodExpected
+		rep.Churn, rep.Moves = independentChurn(rep.SharesBefore, rep.SharesAfter)
+		rep.ModuloChurn, _ = independentChurn(uniform(before.servedRing()), uniform(after.servedRing()))
+		rep.RangeChurn = rep.Churn
+	}
+}
