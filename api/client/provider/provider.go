@@ -5,14 +5,26 @@
 // The bucket's JSON value is the flag's value: a boolean, string, integer,
 // float or object evaluation of a value of another JSON type answers the
 // default with TYPE_MISMATCH (an integer may be written 10, 10.0 or 1e1).
-// The variant is the bucket's name; the reason is STATIC (a feature whose
-// answer cannot depend on the context: enabled, one bucket with all of the
-// ring, no rules, no overrides), SPLIT (the user's place on the ring),
-// TARGETING_MATCH (an override) or DISABLED (the kill switch: the fallback
-// bucket's value, or the code's default when the feature has no fallback);
-// the flag metadata holds the feature's "version". The targeting key is
-// the user ID: a static or switched-off feature answers without one, any
-// other answers TARGETING_KEY_MISSING.
+// The targeting key is the user ID, and every attribute of the evaluation
+// context (the targeting key among them) is passed to the feature's rules
+// and bucket_by (see client.Client.EvaluateContext). The variant is the
+// bucket's name; the reason is
+//
+//   - STATIC: the feature's answer cannot depend on the context (enabled,
+//     one bucket with all of the ring, no rules, no overrides);
+//   - TARGETING_MATCH: a rule served (its name is the flag metadata's
+//     "rule"), or an override;
+//   - SPLIT: the user's place on a ring of several buckets;
+//   - DEFAULT: the ring's one bucket, behind rules or overrides that did not
+//     apply (OpenFeature's default variant), or what a feature serves when
+//     its bucket_by attribute is missing;
+//   - DISABLED: the kill switch: the fallback bucket's value, or the code's
+//     default when the feature has no fallback.
+//
+// The flag metadata holds the feature's "version". Without a targeting key
+// a feature answers when no user ID can change its answer (switched off;
+// or no overrides and a ring of one bucket or bucketed by an attribute);
+// any other answers TARGETING_KEY_MISSING.
 //
 // Events: PROVIDER_CONFIGURATION_CHANGED with the changed flag keys on every
 // change, PROVIDER_STALE while the client can reach the server neither by
@@ -29,6 +41,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/open-feature/go-sdk/openfeature"
 
@@ -116,59 +129,74 @@ func (p *Provider) send(t openfeature.EventType, d openfeature.ProviderEventDeta
 	}
 }
 
-var reasons = map[string]openfeature.Reason{
-	rollout.ReasonRing:     openfeature.SplitReason,
-	rollout.ReasonOverride: openfeature.TargetingMatchReason,
-	rollout.ReasonDisabled: openfeature.DisabledReason,
+// reason is the OpenFeature reason of ev: TARGETING_MATCH for a rule (or
+// an override), DISABLED for the kill switch, DEFAULT when the ring could
+// not place the user (bucket_by names an attribute the context lacks) or
+// when it has one bucket only, behind rules or overrides (OpenFeature's
+// "default variant"); STATIC for a feature whose answer cannot depend on the
+// context, SPLIT for a place on a ring of several buckets.
+func reason(ev rollout.Evaluation, sh shape) openfeature.Reason {
+	switch ev.Reason {
+	case rollout.ReasonTargetingMatch, rollout.ReasonOverride:
+		return openfeature.TargetingMatchReason
+	case rollout.ReasonDisabled:
+		return openfeature.DisabledReason
+	case rollout.ReasonDefault:
+		return openfeature.DefaultReason
+	case rollout.ReasonRing:
+		switch {
+		case ev.Static:
+			return openfeature.StaticReason
+		case sh.single:
+			return openfeature.DefaultReason
+		}
+		return openfeature.SplitReason
+	}
+	return openfeature.UnknownReason
 }
 
-// resolve evaluates flag for the context's targeting key. It returns the
-// bucket's value, nil when the feature serves no bucket, and the details;
-// a failure sets the details' error and reason. Without a targeting key
-// only a feature that does not need one answers (see shapeOf).
+// resolve evaluates flag for the context's targeting key and attributes.
+// It returns the bucket's value, nil when the feature serves no bucket,
+// and the details; a failure sets the details' error and reason. Without a
+// targeting key only a feature that does not need one answers (see
+// shape.keyFree).
 func (p *Provider) resolve(flag string, flatCtx openfeature.FlattenedContext) (json.RawMessage, openfeature.ProviderResolutionDetail) {
 	snap := p.c.Snapshot()
-	user, hasUser := flatCtx[openfeature.TargetingKey].(string)
-	hasUser = hasUser && user != ""
-	var (
-		ev  rollout.Evaluation
-		err error
-	)
-	if hasUser {
-		if err = rollout.ValidateUser(user); err == nil {
-			ev, err = snap.Evaluate(flag, user) // what p.c.Evaluate does, on snap
-		}
-	} else {
-		sh, ok := p.shapes.of(snap, flag)
-		switch {
-		case !ok:
-			err = rollout.Errorf(rollout.ENotFound, "feature %q does not exist", flag)
-		case !sh.keyFree:
-			return nil, failed(openfeature.NewTargetingKeyMissingResolutionError("the evaluation context needs a targeting key: the user ID (this feature serves users different buckets)"))
-		default:
-			// No override matches the empty ID, and one bucket serves
-			// every position of the ring.
-			ev, err = snap.Evaluate(flag, "")
-		}
-	}
-	switch rollout.ErrorCode(err) {
-	case rollout.ENotFound:
+	sh, ok := p.shapes.of(snap, flag)
+	if !ok {
 		return nil, failed(openfeature.NewFlagNotFoundResolutionError(fmt.Sprintf("flag %s not found: rollout has no feature %q", flag, flag)))
-	case rollout.EInvalid:
-		return nil, failed(openfeature.NewInvalidContextResolutionError("the targeting key must be 1 to 256 bytes of UTF-8"))
+	}
+	attrs, err := contextOf(flatCtx)
+	if err != nil {
+		return nil, failed(openfeature.NewInvalidContextResolutionError(rollout.ErrorMessage(err)))
+	}
+	user, _ := flatCtx[openfeature.TargetingKey].(string)
+	var ev rollout.Evaluation
+	switch {
+	case user != "":
+		if err = rollout.ValidateUser(user); err != nil {
+			return nil, failed(openfeature.NewInvalidContextResolutionError("the targeting key must be 1 to 256 bytes of UTF-8"))
+		}
+		ev, err = snap.EvaluateContext(flag, user, attrs) // what p.c.EvaluateContext does, on snap
+	case sh.keyFree:
+		// No override matches the empty ID, and one bucket has all of
+		// the ring: the user ID cannot change the answer.
+		ev, err = snap.EvaluateContext(flag, "", attrs)
+	default:
+		return nil, failed(openfeature.NewTargetingKeyMissingResolutionError("the evaluation context needs a targeting key: the user ID (this feature serves users different buckets)"))
 	}
 	if err != nil {
+		if rollout.ErrorCode(err) == rollout.ENotFound {
+			return nil, failed(openfeature.NewFlagNotFoundResolutionError(fmt.Sprintf("flag %s not found: rollout has no feature %q", flag, flag)))
+		}
 		return nil, failed(openfeature.NewGeneralResolutionError(err.Error()))
 	}
-	reason := reasons[ev.Reason]
-	if ev.Reason == rollout.ReasonRing {
-		if sh, _ := p.shapes.of(snap, flag); sh.static {
-			reason = openfeature.StaticReason
-		}
-	}
 	d := openfeature.ProviderResolutionDetail{
-		Reason: reason, Variant: ev.Bucket,
+		Reason: reason(ev, sh), Variant: ev.Bucket,
 		FlagMetadata: openfeature.FlagMetadata{"version": ev.Version},
+	}
+	if ev.Rule != "" {
+		d.FlagMetadata["rule"] = ev.Rule
 	}
 	if p.c.Stale() {
 		d.FlagMetadata["stale"] = true
@@ -177,6 +205,61 @@ func (p *Provider) resolve(flag string, flatCtx openfeature.FlattenedContext) (j
 		return nil, d // switched off without a fallback: the code's default
 	}
 	return ev.Value, d
+}
+
+// contextOf returns the attributes of an OpenFeature context as rollout
+// reads them: the flattened context itself when its values are all of the
+// types rollout reads (strings, Go numbers, bools, []string), which costs
+// nothing; otherwise a copy with lists of strings as []string, times as RFC
+// 3339 strings, and nulls, objects and other lists left out (no condition
+// can test them). The targeting key is an attribute too. It refuses, as
+// the server does, more than rollout.MaxContextAttrs attributes or a string
+// longer than rollout.MaxContextValueLen.
+func contextOf(flat openfeature.FlattenedContext) (rollout.Context, error) {
+	ctx := rollout.Context(flat)
+	for _, v := range flat {
+		if !readable(v) {
+			ctx = convert(flat)
+			break
+		}
+	}
+	return ctx, rollout.ValidateContext(ctx)
+}
+
+func readable(v any) bool {
+	switch v.(type) {
+	case string, bool, float64, float32, int, int64, int32, int16, int8, uint, uint64, uint32, uint16, uint8, []string:
+		return true
+	}
+	return false
+}
+
+func convert(flat openfeature.FlattenedContext) rollout.Context {
+	ctx := make(rollout.Context, len(flat))
+	for k, v := range flat {
+		switch x := v.(type) {
+		case time.Time:
+			ctx[k] = x.UTC().Format(time.RFC3339Nano)
+		case []any:
+			list := make([]string, 0, len(x))
+			for _, e := range x {
+				s, ok := e.(string)
+				if !ok {
+					list = nil
+					break
+				}
+				list = append(list, s)
+			}
+			if list != nil {
+				ctx[k] = list
+			}
+		default:
+			if readable(v) {
+				ctx[k] = v
+			}
+		}
+	}
+	return ctx
 }
 
 func failed(e openfeature.ResolutionError) openfeature.ProviderResolutionDetail {
@@ -324,11 +407,13 @@ func jsonInt(v json.RawMessage) (int64, bool) {
 // shape is what the provider needs to know of a feature besides what an
 // evaluation says.
 type shape struct {
-	// static: its answer cannot depend on the context: it is enabled, one
-	// bucket has all of its ring, and it has no rules and no overrides.
-	static bool
-	// keyFree: it answers without a targeting key: static, or switched
-	// off.
+	// single: one bucket has all of its ring.
+	single bool
+	// keyFree: it answers without a targeting key: switched off; or no
+	// overrides and a ring that does not hash the user ID, because one
+	// bucket has all of it or the feature buckets by an attribute (rules
+	// read the context's other attributes, and serve a bucket or that
+	// ring).
 	keyFree bool
 }
 
@@ -371,7 +456,7 @@ func (s *shapes) of(snap *rollout.Snapshot, key string) (shape, bool) {
 			Replicas int `json:"replicas"`
 		} `json:"buckets"`
 		Overrides json.RawMessage `json:"overrides"`
-		Rules     json.RawMessage `json:"rules"`
+		BucketBy  string          `json:"bucket_by"`
 	}
 	if json.Unmarshal(raw, &f) != nil {
 		return shape{}, true // needs a key: the safe answer
@@ -386,8 +471,8 @@ func (s *shapes) of(snap *rollout.Snapshot, key string) (shape, bool) {
 		t := string(bytes.TrimSpace(raw))
 		return t == "" || t == "null" || t == "{}" || t == "[]"
 	}
-	sh = shape{static: f.Enabled && serving == 1 && empty(f.Overrides) && empty(f.Rules)}
-	sh.keyFree = sh.static || !f.Enabled
+	sh = shape{single: serving == 1}
+	sh.keyFree = !f.Enabled || empty(f.Overrides) && (serving == 1 || f.BucketBy != "")
 	if cur.snap == snap {
 		cur.mu.Lock()
 		cur.m[key] = sh

@@ -46,7 +46,8 @@ func TestStaticWithoutTargetingKey(t *testing.T) {
 		{"one", withKey, "only", openfeature.StaticReason, ""},
 		{"off", noKey, "default", openfeature.DisabledReason, ""},
 		{"off-fallback", noKey, "b", openfeature.DisabledReason, ""},
-		{"overridden", withKey, "ring", openfeature.SplitReason, ""},
+		// One bucket behind overrides: OpenFeature's default variant.
+		{"overridden", withKey, "ring", openfeature.DefaultReason, ""},
 		{"overridden", openfeature.NewEvaluationContext("vip-user", nil), "vip", openfeature.TargetingMatchReason, ""},
 		{"overridden", noKey, "default", openfeature.ErrorReason, openfeature.TargetingKeyMissingCode},
 		{"split", noKey, "default", openfeature.ErrorReason, openfeature.TargetingKeyMissingCode},
