@@ -5,9 +5,9 @@
 // The bucket's JSON value is the flag's value: a boolean, string, integer,
 // float or object evaluation of a value of another JSON type answers the
 // default with TYPE_MISMATCH (an integer may be written 10, 10.0 or 1e1).
-// The targeting key is the user ID, and every attribute of the evaluation
-// context (the targeting key among them) is passed to the feature's rules
-// and bucket_by (see client.Client.EvaluateContext). The variant is the
+// The targeting key is the user ID, and every other attribute of the
+// evaluation context is passed to the feature's rules and bucket_by (see
+// client.Client.EvaluateContext), as OFREP's server reads them. The variant is the
 // bucket's name; the reason is
 //
 //   - STATIC: the feature's answer cannot depend on the context (enabled,
@@ -208,19 +208,24 @@ func (p *Provider) resolve(flag string, flatCtx openfeature.FlattenedContext) (j
 }
 
 // contextOf returns the attributes of an OpenFeature context as rollout
-// reads them: the flattened context itself when its values are all of the
-// types rollout reads (strings, Go numbers, bools, []string), which costs
-// nothing; otherwise a copy with lists of strings as []string, times as RFC
-// 3339 strings, and nulls, objects and other lists left out (no condition
-// can test them). The targeting key is an attribute too. It refuses, as
-// the server does, more than rollout.MaxContextAttrs attributes or a string
-// longer than rollout.MaxContextValueLen.
+// reads them, as OFREP's server reads the same context: every attribute but
+// the targeting key (the user ID); strings, Go numbers, bools and []string
+// as they are, lists of strings as []string, times as RFC 3339 strings;
+// nulls, objects and other lists left out (no condition can test them). A
+// context of attributes only, of those types, is passed on as it is, at no
+// cost. It refuses, as the server does, more than rollout.MaxContextAttrs
+// attributes, a string longer than rollout.MaxContextValueLen or a list
+// longer than rollout.MaxContextList.
 func contextOf(flat openfeature.FlattenedContext) (rollout.Context, error) {
 	ctx := rollout.Context(flat)
-	for _, v := range flat {
-		if !readable(v) {
-			ctx = convert(flat)
-			break
+	if _, ok := flat[openfeature.TargetingKey]; ok {
+		ctx = convert(flat)
+	} else {
+		for _, v := range flat {
+			if !readable(v) {
+				ctx = convert(flat)
+				break
+			}
 		}
 	}
 	return ctx, rollout.ValidateContext(ctx)
@@ -237,6 +242,9 @@ func readable(v any) bool {
 func convert(flat openfeature.FlattenedContext) rollout.Context {
 	ctx := make(rollout.Context, len(flat))
 	for k, v := range flat {
+		if k == openfeature.TargetingKey {
+			continue
+		}
 		switch x := v.(type) {
 		case time.Time:
 			ctx[k] = x.UTC().Format(time.RFC3339Nano)
