@@ -154,9 +154,11 @@ var routeBodies = map[string]any{
 	"PUT /api/features/:key/overrides/:user": map[string]any{"bucket": "B"},
 	"POST /api/features/:key/preview":        map[string]any{"buckets": []any{map[string]any{"name": "A"}}},
 	"POST /api/features/:key/reshuffle":      map[string]any{},
-	"POST /api/features/:key/rollback":       map[string]any{"version": 1},
-	"POST /api/exposures":                    map[string]any{"batch": "access-matrix", "exposures": []any{}},
-	"POST /api/features/:key/ramps":          map[string]any{"bucket": "A", "steps": []float64{0.9, 1}, "every": "24h"},
+	"PUT /api/features/:key/rules": map[string]any{"rules": []any{map[string]any{"name": "staff",
+		"conditions": []any{map[string]any{"attribute": "email", "op": "ends_with", "value": "@example.com"}}, "serve": map[string]any{"bucket": "A"}}}},
+	"POST /api/features/:key/rollback": map[string]any{"version": 1},
+	"POST /api/exposures":              map[string]any{"batch": "access-matrix", "exposures": []any{}},
+	"POST /api/features/:key/ramps":    map[string]any{"bucket": "A", "steps": []float64{0.9, 1}, "every": "24h"},
 }
 
 // paramValues are the existing things each path parameter names.

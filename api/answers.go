@@ -81,6 +81,10 @@ func appendEvaluationTail(b []byte, e rollout.Evaluation) []byte {
 	b = strconv.AppendInt(b, int64(e.Version), 10)
 	b = append(b, `,"reason":`...)
 	b = appendJSONString(b, e.Reason)
+	if e.Rule != "" {
+		b = append(b, `,"rule":`...)
+		b = appendJSONString(b, e.Rule)
+	}
 	return append(b, '}')
 }
 

@@ -34,10 +34,11 @@ type evaluation struct {
 	Value   json.RawMessage `json:"value"`
 	Version int             `json:"version"`
 	Reason  string          `json:"reason"`
+	Rule    string          `json:"rule,omitempty"` // the rule that served (reason targeting_match)
 }
 
 func evaluationJSON(e rollout.Evaluation) evaluation {
-	out := evaluation{Feature: e.Feature, User: e.User, Value: e.Value, Version: e.Version, Reason: e.Reason}
+	out := evaluation{Feature: e.Feature, User: e.User, Value: e.Value, Version: e.Version, Reason: e.Reason, Rule: e.Rule}
 	if e.Bucket != "" {
 		out.Bucket = &e.Bucket
 	} else {
@@ -60,7 +61,8 @@ func appendEvaluation(b []byte, e rollout.Evaluation) []byte {
 // Context.JSON indents it: in debug mode, or when the query has "pretty".
 func indented(c echo.Context, pretty bool) bool { return pretty || c.Echo().Debug }
 
-// evaluateOne is GET /evaluate?feature=K&user=U.
+// evaluateOne is GET /evaluate?feature=K&user=U, with the context's
+// attributes as ctx.NAME=VALUE parameters.
 func (s *Server) evaluateOne(c echo.Context) error {
 	key, user, pretty := evaluateQuery(c)
 	if key == "" || user == "" {
@@ -69,7 +71,14 @@ func (s *Server) evaluateOne(c echo.Context) error {
 	if err := rollout.ValidateUser(user); err != nil {
 		return err
 	}
-	o, err := s.snapshotState().snap.EvaluateOutcome(key, user)
+	var ctx rollout.Context
+	if hasQueryContext(c.Request().URL.RawQuery) {
+		var err error
+		if ctx, err = queryContext(c); err != nil {
+			return err
+		}
+	}
+	o, err := s.snapshotState().snap.EvaluateOutcomeContext(key, user, ctx)
 	if err != nil {
 		return err
 	}
@@ -176,6 +185,8 @@ func queryUnescape(s string) (string, bool) {
 type evaluateRequest struct {
 	User     string    `json:"user"`
 	Features *[]string `json:"features"`
+	// Context is the attributes besides the user ID (see context.go).
+	Context map[string]any `json:"context"`
 	// userUnreadable is set when the user's JSON string holds invalid
 	// UTF-8 or a lone surrogate, which decoding replaced.
 	userUnreadable bool
@@ -207,6 +218,12 @@ func (s *Server) evaluateMany(c echo.Context) error {
 	if err := rollout.ValidateUser(req.User); err != nil {
 		return err
 	}
+	var ctx rollout.Context
+	if req.Context != nil {
+		if ctx, err = rollout.ContextFromJSON(req.Context); err != nil {
+			return err
+		}
+	}
 	st := s.snapshotState()
 	keys := st.snap.Keys() // all of them, however many
 	sorted := true         // and without duplicates
@@ -219,7 +236,7 @@ func (s *Server) evaluateMany(c echo.Context) error {
 	results := getResults()
 	defer putResults(results)
 	for _, key := range keys {
-		o, err := st.snap.EvaluateOutcome(key, req.User)
+		o, err := st.snap.EvaluateOutcomeContext(key, req.User, ctx)
 		if err != nil {
 			results.add(key, nil, &errorDetail{Code: rollout.ErrorCode(err), Message: rollout.ErrorMessage(err)})
 			continue

@@ -19,7 +19,20 @@ import (
 // exact share of users each bucket of its ring gets.
 type featureView struct {
 	rollout.Feature
-	Shares map[string]float64 `json:"shares"`
+	// Rules and BucketBy are always there (rules as [] when none), unlike
+	// in the feature's own JSON: see newView.
+	Rules    []rollout.Rule     `json:"rules"`
+	BucketBy string             `json:"bucket_by"`
+	Shares   map[string]float64 `json:"shares"`
+}
+
+// newView is the view of f with those shares.
+func newView(f rollout.Feature, shares map[string]float64) featureView {
+	rules := f.Rules
+	if rules == nil {
+		rules = []rollout.Rule{}
+	}
+	return featureView{Feature: f, Rules: rules, BucketBy: f.BucketBy, Shares: shares}
 }
 
 // viewOf returns the view of the feature key in snap.
@@ -29,7 +42,7 @@ func viewOf(snap *rollout.Snapshot, key string) (featureView, bool) {
 		return featureView{}, false
 	}
 	shares, _ := snap.Shares(key)
-	return featureView{Feature: f, Shares: shares}, true
+	return newView(f, shares), true
 }
 
 // changeResponse answers every mutation.
@@ -102,6 +115,8 @@ type createRequest struct {
 	Fallback    string            `json:"fallback"`
 	Buckets     []bucketRequest   `json:"buckets"`
 	Overrides   map[string]string `json:"overrides"`
+	Rules       []rollout.Rule    `json:"rules"`
+	BucketBy    string            `json:"bucket_by"`
 	// Targets, instead of the buckets' replicas, asks for shares: the
 	// replicas come from a plan (see plannedBuckets).
 	Targets   map[string]float64 `json:"targets"`
@@ -124,6 +139,10 @@ func (s *Server) createFeature(c echo.Context) error {
 	f := rollout.Feature{
 		Key: req.Key, Description: req.Description, Enabled: true, Salt: req.Key,
 		Fallback: req.Fallback, Buckets: buckets(req.Buckets), Overrides: req.Overrides,
+		Rules: req.Rules, BucketBy: req.BucketBy,
+	}
+	if len(f.Rules) == 0 {
+		f.Rules = nil
 	}
 	if req.Targets != nil {
 		if f.Buckets, err = s.plannedBuckets(c, req); err != nil {
@@ -155,6 +174,7 @@ type patchRequest struct {
 	Description *string `json:"description"`
 	Enabled     *bool   `json:"enabled"`
 	Fallback    *string `json:"fallback"`
+	BucketBy    *string `json:"bucket_by"`
 	guards
 }
 
@@ -164,7 +184,7 @@ func (s *Server) patchFeature(c echo.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	return s.change(c, req.guards, rollout.Patch(req.Description, req.Enabled, req.Fallback))
+	return s.change(c, req.guards, patchChange(req))
 }
 
 // deleteFeature is DELETE /api/features/K. A dry run answers 200 with the
@@ -249,6 +269,7 @@ func (s *Server) clearOverride(c echo.Context) error {
 
 type previewRequest struct {
 	Buckets []bucketRequest `json:"buckets"`
+	Rules   *[]rollout.Rule `json:"rules"`
 }
 
 // preview is POST /api/features/K/preview: the churn report of replacing
@@ -258,8 +279,13 @@ func (s *Server) preview(c echo.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	if req.Buckets == nil {
-		return badRequest(`give the proposed buckets: {"buckets":[{"name":"A","replicas":100},…]}`)
+	switch {
+	case req.Rules != nil && req.Buckets != nil:
+		return badRequest(`preview the buckets or the rules, one at a time`)
+	case req.Rules != nil:
+		return s.previewRules(c, *req.Rules)
+	case req.Buckets == nil:
+		return badRequest(`give the proposed buckets: {"buckets":[{"name":"A","replicas":100},…]}, or rules: {"rules":[…]}`)
 	}
 	opts, err := changeOptions(c, guards{})
 	if err != nil {

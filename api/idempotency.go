@@ -74,7 +74,7 @@ func jsonAnswer(status int, v any) (keptAnswer, error) {
 // resultAnswer is the answer of a change with its result: the feature, the
 // report and, unless a dry run, the feature's ETag.
 func resultAnswer(status int, res rollout.Result) (keptAnswer, error) {
-	a, err := jsonAnswer(status, changeResponse{Feature: featureView{Feature: res.Feature, Shares: res.Shares}, Report: res.Report, DryRun: res.DryRun})
+	a, err := jsonAnswer(status, changeResponse{Feature: newView(res.Feature, res.Shares), Report: res.Report, DryRun: res.DryRun})
 	if err == nil && !res.DryRun {
 		a.Header = map[string]string{"ETag": etag(res.Feature)}
 	}

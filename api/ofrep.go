@@ -34,13 +34,13 @@ import (
 // answer has no value and no variant, which tells the provider to return the
 // app's code default.
 //
-// Only the targeting key (the user ID) and, for bulk evaluation, the
-// optional list context.flags are read from the context; other attributes are
-// accepted and ignored.
+// The targeting key is the user ID; for bulk evaluation, the optional list
+// context.flags names the flags; every other attribute of the context is
+// read when a feature's rules or bucket_by use it (see context.go).
 //
 // A single evaluation without a targeting key answers for a feature whose
-// answer cannot depend on it (switched off; or one bucket with all of the
-// ring, no overrides and no rules), as OpenFeature's evaluation suite
+// answer no user ID can change (switched off; or no overrides and a ring of
+// one bucket or bucketed by an attribute), as OpenFeature's evaluation suite
 // expects; any other is TARGETING_KEY_MISSING, and so is a bulk evaluation
 // without one.
 
@@ -73,12 +73,22 @@ func isOFREP(c echo.Context) bool {
 	return strings.HasPrefix(c.Request().URL.Path, "/ofrep/")
 }
 
-func ofrepReason(reason string) string {
-	switch reason {
+// ofrepReason is the OFREP reason of e: STATIC when no user or context
+// could get another answer (one bucket, no rules or overrides), else
+// SPLIT for the ring, TARGETING_MATCH for an override or a rule, DEFAULT
+// when the ring could not place the user (bucket_by names an attribute
+// the context lacks), DISABLED when the kill switch is off.
+func ofrepReason(e rollout.Evaluation) string {
+	switch e.Reason {
 	case rollout.ReasonRing:
+		if e.Static {
+			return "STATIC"
+		}
 		return "SPLIT"
-	case rollout.ReasonOverride:
+	case rollout.ReasonOverride, rollout.ReasonTargetingMatch:
 		return "TARGETING_MATCH"
+	case rollout.ReasonDefault:
+		return "DEFAULT"
 	case rollout.ReasonDisabled:
 		return "DISABLED"
 	}
@@ -89,20 +99,29 @@ func ofrepReason(reason string) string {
 // context.targetingKey and, for bulk (key ""), the optional context.flags.
 // key is the flag of a single evaluation. An empty body is a request without
 // context.
-func readOFREP(c echo.Context, key string) (user string, flags *[]string, err error) {
+//
+// The context's other attributes are read only when wants says a feature
+// to evaluate uses them (nil otherwise). Without a targeting key the user
+// is "" when keyless (nil for bulk) says the feature needs none.
+func readOFREP(c echo.Context, key string, wants, keyless func() bool) (user string, flags *[]string, ctx rollout.Context, err error) {
 	buf := getBuffer()
 	defer putBuffer(buf)
 	if err := buf.readFrom(c.Request().Body); err != nil {
 		if tooLarge, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return "", nil, rollout.Errorf(codeTooLarge, "the request body is larger than %d bytes", tooLarge.Limit)
+			return "", nil, nil, rollout.Errorf(codeTooLarge, "the request body is larger than %d bytes", tooLarge.Limit)
 		}
-		return "", nil, &ofrepError{Key: key, ErrorCode: ofrepParseError, ErrorDetails: "the request body could not be read"}
+		return "", nil, nil, &ofrepError{Key: key, ErrorCode: ofrepParseError, ErrorDetails: "the request body could not be read"}
 	}
 	user, flags, oe := parseOFREP(buf.b, key)
-	if oe != nil {
-		return "", nil, oe
+	if oe != nil && (oe.ErrorCode != ofrepTargetingKeyMissing || keyless == nil || !keyless()) {
+		return "", nil, nil, oe
 	}
-	return user, flags, nil
+	if skipSpace(buf.b, 0) < len(buf.b) && wants() { // an empty body has no context
+		if ctx, err = ofrepContext(buf.b, key == "", key); err != nil {
+			return "", nil, nil, err
+		}
+	}
+	return user, flags, ctx, nil
 }
 
 // parseOFREP parses the body of an OFREP evaluation request; see readOFREP.
@@ -348,14 +367,11 @@ func jsonType(first byte) string {
 func (s *Server) ofrepEvaluate(c echo.Context) error {
 	key := pathParam(c, "key")
 	snap := s.snapshotState().snap
-	user, _, err := readOFREP(c, key)
-	if oe, ok := err.(*ofrepError); ok && oe.ErrorCode == ofrepTargetingKeyMissing && ofrepKeyFree(snap, key) {
-		user, err = "", nil // no override matches "", and one bucket has all the ring
-	}
+	user, _, ctx, err := readOFREP(c, key, func() bool { return snap.UsesContext(key) }, func() bool { return ofrepKeyFree(snap, key) })
 	if err != nil {
 		return err
 	}
-	o, err := snap.EvaluateOutcome(key, user)
+	o, err := snap.EvaluateOutcomeContext(key, user, ctx)
 	if err != nil {
 		if rollout.ErrorCode(err) == rollout.ENotFound {
 			return &ofrepError{Key: key, ErrorCode: ofrepFlagNotFound, ErrorDetails: rollout.ErrorMessage(err)}
@@ -368,8 +384,9 @@ func (s *Server) ofrepEvaluate(c echo.Context) error {
 }
 
 // ofrepKeyFree reports whether the feature key of snap answers without a
-// user ID: switched off, or one bucket with all of the ring and neither
-// overrides nor rules. It runs only for requests without a targeting key.
+// user ID: switched off; or no overrides and a ring that hashes no user ID,
+// of one bucket or bucketed by an attribute (rules read the context's
+// other attributes). It runs only for requests without a targeting key.
 func ofrepKeyFree(snap *rollout.Snapshot, key string) bool {
 	f, ok := snap.Feature(key)
 	if !ok {
@@ -384,7 +401,7 @@ func ofrepKeyFree(snap *rollout.Snapshot, key string) bool {
 			serving++
 		}
 	}
-	return serving == 1 && len(f.Overrides) == 0 && len(f.Rules) == 0
+	return len(f.Overrides) == 0 && (serving == 1 || f.BucketBy != "")
 }
 
 // ofrepEvaluateAll is POST /ofrep/v1/evaluate/flags: every feature, or those
@@ -396,12 +413,12 @@ func ofrepKeyFree(snap *rollout.Snapshot, key string) bool {
 // wherever a client reads it. If-None-Match with the current ETag answers
 // 304 without evaluating.
 func (s *Server) ofrepEvaluateAll(c echo.Context) error {
-	user, flags, err := readOFREP(c, "")
+	st := s.snapshotState()
+	user, flags, ctx, err := readOFREP(c, "", st.snap.AnyUsesContext, nil)
 	if err != nil {
 		return err
 	}
-	st := s.snapshotState()
-	etag := bulkETag(st, user, flags)
+	etag := bulkETag(st, user, flags, ctx)
 	c.Response().Header().Set("ETag", etag)
 	if etagMatches(headerValue(c.Request().Header, "If-None-Match"), etag) {
 		return c.NoContent(http.StatusNotModified)
@@ -417,7 +434,7 @@ func (s *Server) ofrepEvaluateAll(c echo.Context) error {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		o, err := st.snap.EvaluateOutcome(key, user)
+		o, err := st.snap.EvaluateOutcomeContext(key, user, ctx)
 		if err != nil {
 			b = appendOFREPFailure(b, key, ofrepFlagNotFound, rollout.ErrorMessage(err))
 			continue
@@ -436,7 +453,7 @@ func (s *Server) ofrepEvaluateAll(c echo.Context) error {
 // tag, then a hash of the user and the flags asked for. The hashes are
 // xxHash's, which are the same in every process (unlike hash/maphash's), so
 // that every instance gives the same answer the same tag.
-func bulkETag(st *snapshotState, user string, flags *[]string) string {
+func bulkETag(st *snapshotState, user string, flags *[]string, ctx rollout.Context) string {
 	var d xxhash.Digest
 	d.Reset()
 	d.WriteString(user)
@@ -446,6 +463,9 @@ func bulkETag(st *snapshotState, user string, flags *[]string) string {
 			d.WriteString("\x00")
 			d.WriteString(f)
 		}
+	}
+	if len(ctx) > 0 {
+		hashContext(&d, ctx)
 	}
 	h := d.Sum64()
 	var b [2 + 16 + 16]byte
@@ -484,9 +504,13 @@ func appendOFREPEvaluation(b []byte, e rollout.Evaluation) []byte {
 		b = appendJSONString(b, e.Bucket)
 	}
 	b = append(b, `,"reason":"`...)
-	b = append(b, ofrepReason(e.Reason)...)
+	b = append(b, ofrepReason(e)...)
 	b = append(b, `","metadata":{"version":`...)
 	b = strconv.AppendInt(b, int64(e.Version), 10)
+	if e.Rule != "" {
+		b = append(b, `,"rule":`...)
+		b = appendJSONString(b, e.Rule)
+	}
 	return append(b, "}}"...)
 }
 

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/rollout/rollout/api"
@@ -21,9 +22,24 @@ func TestOFREPWithoutTargetingKey(t *testing.T) {
 	s.create(rollout.Feature{Key: "one-vip", Enabled: true, Salt: "one-vip",
 		Buckets:   []rollout.Bucket{{Name: "on", Replicas: 100, Value: raw("true")}, {Name: "off", Value: raw("false")}},
 		Overrides: map[string]string{"vip": "off"}})
+	s.create(rollout.Feature{Key: "targeted", Enabled: true, Salt: "targeted",
+		Buckets: []rollout.Bucket{{Name: "zero", Replicas: 100, Value: raw("0")}, {Name: "non-zero", Value: raw("1")}},
+		Rules: []rollout.Rule{{Name: "ballmer", Conditions: []rollout.Condition{{Attribute: "email", Op: rollout.OpEq, Value: raw(`"ballmer@macrosoft.com"`)}},
+			Serve: rollout.Serve{Bucket: "non-zero"}}}})
+	// Rules read the context without a targeting key.
+	for body, want := range map[string]string{
+		`{"context":{"email":"ballmer@macrosoft.com"}}`: `"value":1,"variant":"non-zero","reason":"TARGETING_MATCH"`,
+		`{"context":{"email":"ballmer@none.com"}}`:      `"value":0,"variant":"zero"`,
+		`{"context":{}}`:                                `"value":0,"variant":"zero"`,
+	} {
+		r := s.do("POST", "/ofrep/v1/evaluate/flags/targeted", body)
+		if r.status != 200 || !strings.Contains(string(r.body), want) {
+			t.Errorf("targeted with %s = %d %s, want 200 with %s", body, r.status, r.body, want)
+		}
+	}
 	for _, body := range []string{`{"context":{}}`, `{"context":{"plan":"pro"}}`, `{}`, ``, `{"context":{"targetingKey":""}}`} {
 		for key, want := range map[string]string{
-			"one":    `{"key":"one","value":true,"variant":"on","reason":"SPLIT","metadata":{"version":1}}`,
+			"one":    `{"key":"one","value":true,"variant":"on","reason":"STATIC","metadata":{"version":1}}`,
 			"killed": `{"key":"killed","reason":"DISABLED","metadata":{"version":1}}`,
 			"paused": `{"key":"paused","value":"old-flow","variant":"old","reason":"DISABLED","metadata":{"version":1}}`,
 		} {

@@ -87,6 +87,7 @@ func (s *Server) routes(opts Options) []Route {
 		{Method: http.MethodDelete, Path: "/api/features/:key/buckets/:name", Access: rollout.PermWrite, Change: "remove_bucket", Handler: s.removeBucket},
 		{Method: http.MethodPut, Path: "/api/features/:key/overrides/:user", Access: rollout.PermWrite, Change: "set_override", Handler: s.setOverride},
 		{Method: http.MethodDelete, Path: "/api/features/:key/overrides/:user", Access: rollout.PermWrite, Change: "clear_override", Handler: s.clearOverride},
+		{Method: http.MethodPut, Path: "/api/features/:key/rules", Access: rollout.PermWrite, Change: "set_rules", Handler: s.setRules},
 		{Method: http.MethodPost, Path: "/api/features/:key/preview", Access: rollout.PermRead, Handler: s.preview}, // changes nothing
 		{Method: http.MethodPost, Path: "/api/features/:key/reshuffle", Access: rollout.PermWrite, Change: "reshuffle", Handler: s.reshuffle},
 		{Method: http.MethodPost, Path: "/api/features/:key/rollback", Access: rollout.PermWrite, Change: "rollback", Handler: s.rollback},

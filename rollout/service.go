@@ -142,6 +142,7 @@ func (s *Service) Create(ctx context.Context, f Feature, opts ChangeOptions) (Re
 	for i := range f.Buckets {
 		f.Buckets[i].Value = compactJSON(f.Buckets[i].Value)
 	}
+	f.Rules = cloneRules(f.Rules)
 	if err := f.Validate(); err != nil {
 		return Result{}, err
 	}

@@ -14,11 +14,31 @@ type Snapshot struct {
 	// revision is the store revision the snapshot has caught up with:
 	// every commit up to it is in (later ones may be too).
 	revision int64
+	// targeted counts the features whose evaluation reads the context.
+	targeted int
 }
 
 func newSnapshot(features map[string]*compiled, revision int64) *Snapshot {
-	return &Snapshot{features: features, keys: slices.Sorted(maps.Keys(features)), revision: revision}
+	n := 0
+	for _, c := range features {
+		if c.targeting != nil {
+			n++
+		}
+	}
+	return &Snapshot{features: features, keys: slices.Sorted(maps.Keys(features)), revision: revision, targeted: n}
 }
+
+// UsesContext reports whether evaluating the feature key reads the
+// context's attributes (it has rules or a bucket_by): callers may skip
+// reading a context that nothing would read.
+func (s *Snapshot) UsesContext(key string) bool {
+	c, ok := s.features[key]
+	return ok && c.targeting != nil
+}
+
+// AnyUsesContext reports whether any feature's evaluation reads the
+// context's attributes.
+func (s *Snapshot) AnyUsesContext() bool { return s.targeted > 0 }
 
 // Revision returns the store revision the snapshot has caught up with.
 func (s *Snapshot) Revision() int64 { return s.revision }
@@ -37,7 +57,14 @@ func (s *Snapshot) at(revision int64) *Snapshot {
 func (s *Snapshot) with(key string, c *compiled) *Snapshot {
 	features := maps.Clone(s.features)
 	keys := s.keys
-	_, had := s.features[key]
+	old, had := s.features[key]
+	targeted := s.targeted
+	if had && old.targeting != nil {
+		targeted--
+	}
+	if c != nil && c.targeting != nil {
+		targeted++
+	}
 	i, _ := slices.BinarySearch(keys, key)
 	switch {
 	case c == nil && had:
@@ -49,7 +76,7 @@ func (s *Snapshot) with(key string, c *compiled) *Snapshot {
 	case c != nil:
 		features[key] = c
 	}
-	return &Snapshot{features: features, keys: keys, revision: s.revision}
+	return &Snapshot{features: features, keys: keys, revision: s.revision, targeted: targeted}
 }
 
 // Evaluate returns the bucket the feature key serves user, or an ENotFound

@@ -170,3 +170,24 @@ func targetingReport(rep *Report, before, after *compiled) {
 		rep.RangeChurn = rep.Churn
 	}
 }
+
+// Combine makes one change of several, applied in order, as one version.
+func Combine(changes ...Change) Change {
+	parts := make([]string, 0, len(changes))
+	for _, ch := range changes {
+		if ch.summary != "" {
+			parts = append(parts, ch.summary)
+		}
+	}
+	return Change{
+		summary: strings.Join(parts, ", "),
+		apply: func(f *Feature) error {
+			for _, ch := range changes {
+				if err := ch.apply(f); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,64 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// Targeting: a feature's rules (PUT /api/features/K/rules), its bucket_by
+// (PATCH /api/features/K {"bucket_by":"org"}) and the preview of a change
+// of rules (POST /api/features/K/preview {"rules":[…]}). See
+// docs/targeting.md.
+
+type rulesRequest struct {
+	Rules *[]rollout.Rule `json:"rules"`
+	guards
+}
+
+// setRules is PUT /api/features/K/rules: the feature's rules replaced by
+// the given list, as one version.
+func (s *Server) setRules(c echo.Context) error {
+	var req rulesRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	if req.Rules == nil {
+		return badRequest(`give the rules: {"rules":[{"name":"staff","conditions":[{"attribute":"email","op":"ends_with","value":"@example.com"}],"serve":{"bucket":"on"}}]} ({"rules":[]} removes them)`)
+	}
+	return s.change(c, req.guards, rollout.SetRules(*req.Rules))
+}
+
+// previewRules answers POST /api/features/K/preview with {"rules":[…]}:
+// the report of replacing the feature's rules, whose "rules" entry says
+// which populations change bucket. Nothing is stored.
+func (s *Server) previewRules(c echo.Context, rules []rollout.Rule) error {
+	opts, err := changeOptions(c, guards{})
+	if err != nil {
+		return err
+	}
+	opts.DryRun, opts.MaxChurn = true, nil
+	res, err := s.svc.Change(c.Request().Context(), pathParam(c, "key"), rollout.SetRules(rules), opts)
+	if err != nil {
+		return err
+	}
+	if res.Report.Rules == nil {
+		res.Report.Rules = []rollout.PopulationChange{}
+	}
+	return c.JSON(http.StatusOK, res.Report)
+}
+
+// patchChange is the change of a PATCH: description, kill switch,
+// fallback and bucket_by, each when given.
+func patchChange(req patchRequest) rollout.Change {
+	if req.BucketBy == nil {
+		return rollout.Patch(req.Description, req.Enabled, req.Fallback)
+	}
+	by := rollout.SetBucketBy(*req.BucketBy)
+	if req.Description == nil && req.Enabled == nil && req.Fallback == nil {
+		return by
+	}
+	return rollout.Combine(rollout.Patch(req.Description, req.Enabled, req.Fallback), by)
+}
