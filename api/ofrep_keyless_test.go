@@ -30,7 +30,7 @@ func TestOFREPWithoutTargetingKey(t *testing.T) {
 	for body, want := range map[string]string{
 		`{"context":{"email":"ballmer@macrosoft.com"}}`: `"value":1,"variant":"non-zero","reason":"TARGETING_MATCH"`,
 		`{"context":{"email":"ballmer@none.com"}}`:      `"value":0,"variant":"zero"`,
-		`{"context":{}}`:                                `"value":0,"variant":"zero"`,
+		`{"context":{}}`: `"value":0,"variant":"zero"`,
 	} {
 		r := s.do("POST", "/ofrep/v1/evaluate/flags/targeted", body)
 		if r.status != 200 || !strings.Contains(string(r.body), want) {
