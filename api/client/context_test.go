@@ -174,19 +174,25 @@ func randomFeature(r *rand.Rand, key string) rollout.Feature {
 	conds := []func() rollout.Condition{
 		func() rollout.Condition { return condition("plan", rollout.OpEq, pick(r, plans)) },
 		func() rollout.Condition { return condition("plan", rollout.OpNeq, pick(r, plans)) },
-		func() rollout.Condition { return condition("country", rollout.OpIn, []string{pick(r, countries), pick(r, countries)}) },
+		func() rollout.Condition {
+			return condition("country", rollout.OpIn, []string{pick(r, countries), pick(r, countries)})
+		},
 		func() rollout.Condition { return condition("country", rollout.OpNotIn, []string{pick(r, countries)}) },
 		func() rollout.Condition { return condition("email", rollout.OpEndsWith, "@example.com") },
 		func() rollout.Condition { return condition("email", rollout.OpStartsWith, "vip") },
 		func() rollout.Condition { return condition("email", rollout.OpContains, "x") },
 		func() rollout.Condition { return condition("email", rollout.OpMatches, `^[a-m]`) },
-		func() rollout.Condition { return condition("age", pick(r, []string{rollout.OpLt, rollout.OpLte, rollout.OpGt, rollout.OpGte}), r.IntN(60)) },
+		func() rollout.Condition {
+			return condition("age", pick(r, []string{rollout.OpLt, rollout.OpLte, rollout.OpGt, rollout.OpGte}), r.IntN(60))
+		},
 		func() rollout.Condition {
 			return condition("version", pick(r, []string{rollout.OpSemverLt, rollout.OpSemverLte, rollout.OpSemverEq, rollout.OpSemverGte, rollout.OpSemverGt}), pick(r, versions))
 		},
 		func() rollout.Condition { return condition("beta", rollout.OpEq, r.IntN(2) == 0) },
 		func() rollout.Condition { return condition("groups", rollout.OpContains, pick(r, groups)) },
-		func() rollout.Condition { return condition("seen", pick(r, []string{rollout.OpBefore, rollout.OpAfter}), "2026-06-01T00:00:00Z") },
+		func() rollout.Condition {
+			return condition("seen", pick(r, []string{rollout.OpBefore, rollout.OpAfter}), "2026-06-01T00:00:00Z")
+		},
 		func() rollout.Condition { return condition(pick(r, attributes), rollout.OpPresent, nil) },
 		func() rollout.Condition { return condition(pick(r, attributes), rollout.OpAbsent, nil) },
 	}
@@ -435,4 +441,3 @@ func TestContextAgreement(t *testing.T) {
 		t.Errorf("%d mismatches over %d contexts × %d features", mismatches, nContexts, len(keys))
 	}
 }
-
