@@ -39,7 +39,7 @@ func queryContext(c echo.Context) (rollout.Context, error) {
 		}
 	}
 	if err := rollout.ValidateContext(ctx); err != nil {
-		return nil, err
+		return nil, asBadRequest(err)
 	}
 	return ctx, nil
 }

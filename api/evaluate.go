@@ -221,7 +221,7 @@ func (s *Server) evaluateMany(c echo.Context) error {
 	var ctx rollout.Context
 	if req.Context != nil {
 		if ctx, err = rollout.ContextFromJSON(req.Context); err != nil {
-			return err
+			return asBadRequest(err)
 		}
 	}
 	st := s.snapshotState()

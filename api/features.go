@@ -184,6 +184,9 @@ func (s *Server) patchFeature(c echo.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
+	if req.BucketBy != nil {
+		return asBadRequest(s.change(c, req.guards, patchChange(req)))
+	}
 	return s.change(c, req.guards, patchChange(req))
 }
 

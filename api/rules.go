@@ -28,7 +28,17 @@ func (s *Server) setRules(c echo.Context) error {
 	if req.Rules == nil {
 		return badRequest(`give the rules: {"rules":[{"name":"staff","conditions":[{"attribute":"email","op":"ends_with","value":"@example.com"}],"serve":{"bucket":"on"}}]} ({"rules":[]} removes them)`)
 	}
-	return s.change(c, req.guards, rollout.SetRules(*req.Rules))
+	return asBadRequest(s.change(c, req.guards, rollout.SetRules(*req.Rules)))
+}
+
+// asBadRequest answers what the domain refuses of targeting (rules,
+// conditions, segments, bucket_by, contexts: EInvalid) with 400, as issue
+// #22's contract asks, rather than the 422 of other refused values.
+func asBadRequest(err error) error {
+	if rollout.ErrorCode(err) == rollout.EInvalid {
+		return badRequest("%s", rollout.ErrorMessage(err))
+	}
+	return err
 }
 
 // previewRules answers POST /api/features/K/preview with {"rules":[…]}:
@@ -42,7 +52,7 @@ func (s *Server) previewRules(c echo.Context, rules []rollout.Rule) error {
 	opts.DryRun, opts.MaxChurn = true, nil
 	res, err := s.svc.Change(c.Request().Context(), pathParam(c, "key"), rollout.SetRules(rules), opts)
 	if err != nil {
-		return err
+		return asBadRequest(err)
 	}
 	if res.Report.Rules == nil {
 		res.Report.Rules = []rollout.PopulationChange{}

@@ -80,6 +80,11 @@ func (s *Service) Follow(ctx context.Context, opts FollowOptions) {
 func (s *Service) Sync(ctx context.Context) ([]Commit, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.syncLocked(ctx)
+}
+
+// syncLocked is Sync; the caller holds s.mu.
+func (s *Service) syncLocked(ctx context.Context) ([]Commit, error) {
 	var (
 		seen []Commit
 		errs []error
@@ -93,9 +98,18 @@ func (s *Service) Sync(ctx context.Context) ([]Commit, error) {
 			return seen, errors.Join(errs...)
 		}
 		var keys []string
+		segments := false
 		for _, c := range commits {
-			if c.Kind == CommitFeature {
+			switch c.Kind {
+			case CommitFeature:
 				keys = append(keys, c.Key)
+			case CommitSegment:
+				segments = true
+			}
+		}
+		if segments { // first: the features of the batch compile with them
+			if err := s.reloadSegments(ctx); err != nil {
+				return seen, errors.Join(append(errs, err)...) // try again later from here
 			}
 		}
 		slices.Sort(keys)
@@ -138,7 +152,7 @@ func (s *Service) reload(ctx context.Context, key string) (*compiled, error) {
 	if err := f.Validate(); err != nil {
 		return cur, fmt.Errorf("reload feature %q: the stored configuration is invalid, keeping version %d: %w", key, versionOf(cur), err)
 	}
-	c := compile(f)
+	c := s.compileFeature(f)
 	s.swap(key, c)
 	return c, nil
 }

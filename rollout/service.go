@@ -102,6 +102,17 @@ func NewService(ctx context.Context, store Store, clock Clock) (*Service, error)
 	if err != nil {
 		return nil, fmt.Errorf("load revision: %w", err)
 	}
+	segs, err := store.Segments(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load segments: %w", err)
+	}
+	segments := make(map[string]*compiledSegment, len(segs))
+	for _, seg := range segs {
+		if err := seg.Validate(); err != nil {
+			return nil, fmt.Errorf("load segment %q: %w", seg.Key, err)
+		}
+		segments[seg.Key] = compileSegment(seg)
+	}
 	features, err := store.Features(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load features: %w", err)
@@ -111,9 +122,11 @@ func NewService(ctx context.Context, store Store, clock Clock) (*Service, error)
 		if err := f.validate(false); err != nil {
 			return nil, fmt.Errorf("load feature %q: %w", f.Key, err)
 		}
-		all[f.Key] = compile(f)
+		all[f.Key] = compileWith(f, segments)
 	}
-	s.snap.Store(newSnapshot(all, rev))
+	snap := newSnapshot(all, rev)
+	snap.segments = segments
+	s.snap.Store(snap)
 	return s, nil
 }
 
@@ -146,6 +159,9 @@ func (s *Service) Create(ctx context.Context, f Feature, opts ChangeOptions) (Re
 	if err := f.Validate(); err != nil {
 		return Result{}, err
 	}
+	if err := s.checkSegments(ctx, f); err != nil {
+		return Result{}, err
+	}
 	if _, ok := s.Snapshot().features[f.Key]; ok {
 		// Another instance may have deleted it: ask the store.
 		if c, err := s.reload(ctx, f.Key); err != nil {
@@ -157,7 +173,7 @@ func (s *Service) Create(ctx context.Context, f Feature, opts ChangeOptions) (Re
 	if opts.IfMatch != "" {
 		return Result{}, Errorf(EPrecondition, "feature %q does not exist yet, so If-Match cannot match: create it without If-Match", f.Key)
 	}
-	cc := compile(f)
+	cc := s.compileFeature(f)
 	rep := newReport(nil, cc)
 	if err := checkChurn(rep, opts); err != nil {
 		return Result{}, err
@@ -404,6 +420,13 @@ func (s *Service) apply(ctx context.Context, cur *compiled, ch Change, opts Chan
 // s.mu.
 func (s *Service) applyWith(ctx context.Context, cur *compiled, ch Change, opts ChangeOptions, save func(Feature, Version) error) (Result, error) {
 	res, v, cc, err := s.prepare(cur, ch, opts)
+	if errors.As(err, new(*unknownSegment)) {
+		// Made by another instance, not yet synced? Read them, try again.
+		if rerr := s.reloadSegments(ctx); rerr != nil {
+			return Result{}, rerr
+		}
+		res, v, cc, err = s.prepare(cur, ch, opts)
+	}
 	if err != nil || opts.DryRun {
 		return res, err
 	}
@@ -430,7 +453,7 @@ func (s *Service) applyHeld(ctx context.Context, key string, ch Change, opts Cha
 			if err := f.Validate(); err != nil {
 				return Feature{}, Version{}, fmt.Errorf("the stored configuration of feature %q is invalid: %w", key, err)
 			}
-			cur = compile(f)
+			cur = s.compileFeature(f)
 		}
 		var v Version
 		var err error
@@ -459,9 +482,12 @@ func (s *Service) prepare(cur *compiled, ch Change, opts ChangeOptions) (Result,
 	if err := next.Validate(); err != nil {
 		return Result{}, Version{}, nil, err
 	}
+	if err := s.knownSegments(next); err != nil {
+		return Result{}, Version{}, nil, err
+	}
 	now := s.now().UTC()
 	next.Version, next.UpdatedAt = cur.feature.Version+1, now
-	cc := compile(next)
+	cc := s.compileFeature(next)
 	rep := newReport(cur, cc)
 	if err := checkChurn(rep, opts); err != nil {
 		return Result{}, Version{}, nil, err

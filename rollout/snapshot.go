@@ -16,6 +16,16 @@ type Snapshot struct {
 	revision int64
 	// targeted counts the features whose evaluation reads the context.
 	targeted int
+	// segments are every segment, by key, compiled; features compiled
+	// with the snapshot use them.
+	segments map[string]*compiledSegment
+}
+
+// withSegments returns a copy of s with segments (features unchanged).
+func (s *Snapshot) withSegments(segments map[string]*compiledSegment) *Snapshot {
+	next := *s
+	next.segments = segments
+	return &next
 }
 
 func newSnapshot(features map[string]*compiled, revision int64) *Snapshot {
@@ -76,7 +86,7 @@ func (s *Snapshot) with(key string, c *compiled) *Snapshot {
 	case c != nil:
 		features[key] = c
 	}
-	return &Snapshot{features: features, keys: keys, revision: s.revision, targeted: targeted}
+	return &Snapshot{features: features, keys: keys, revision: s.revision, targeted: targeted, segments: s.segments}
 }
 
 // Evaluate returns the bucket the feature key serves user, or an ENotFound

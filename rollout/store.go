@@ -121,6 +121,7 @@ type Store interface {
 
 	RampStore
 	IdempotencyStore
+	SegmentStore
 }
 
 // CommitKind says what a commit changed.

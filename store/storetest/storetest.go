@@ -79,6 +79,7 @@ var cases = []struct {
 	{"update with the feature held", testUpdateHeld},
 	{"idempotency keys", testIdempotency},
 	{"idempotency key committed with its change", testIdempotentWrite},
+	{"segments", testSegments},
 }
 
 // t0 has nanoseconds: a feature's times must come back exact from every

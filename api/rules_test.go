@@ -1,0 +1,255 @@
+package api_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/rollout/rollout/api"
+	"github.com/rollout/rollout/rollout"
+)
+
+// contractRules is the body of the issue's contract, verbatim.
+const contractRules = `{"rules":[{"name":"staff","conditions":[{"attribute":"email","op":"ends_with",
+  "value":"@example.com"}],"serve":{"bucket":"on"}}, {"name":"rest-de","conditions":[{"attribute":"country",
+  "op":"in","value":["DE","AT"]}],"serve":{"ring":true}}]}`
+
+func newRulesServer(t *testing.T) *testServer {
+	s := newServer(t, "", api.Options{})
+	s.create(rollout.Feature{Key: "checkout", Enabled: true, Salt: "checkout",
+		Buckets: []rollout.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 100}}})
+	return s
+}
+
+func TestRulesAPI(t *testing.T) {
+	s := newRulesServer(t)
+	got := s.must(http.StatusOK, "GET", "/api/features/checkout", nil)
+	if !strings.Contains(string(got.body), `"rules":[]`) || !strings.Contains(string(got.body), `"bucket_by":""`) {
+		t.Errorf("a feature without rules: %s, want rules [] and bucket_by \"\"", got.body)
+	}
+	etag := got.header.Get("ETag")
+
+	// A dry run changes nothing.
+	s.must(http.StatusOK, "PUT", "/api/features/checkout/rules?dry_run=true", contractRules)
+	if f, _ := s.svc.Snapshot().Feature("checkout"); f.Version != 1 || len(f.Rules) != 0 {
+		t.Fatalf("after a dry run: version %d, %d rules", f.Version, len(f.Rules))
+	}
+	res := s.must(http.StatusOK, "PUT", "/api/features/checkout/rules", contractRules, "If-Match", etag).json(t)
+	feature := res["feature"].(map[string]any)
+	if rules := feature["rules"].([]any); len(rules) != 2 || feature["version"].(float64) != 2 {
+		t.Fatalf("after PUT: %v", feature)
+	}
+	// The old ETag no longer matches.
+	if r := s.do("PUT", "/api/features/checkout/rules", `{"rules":[]}`, "If-Match", etag); r.status != http.StatusPreconditionFailed {
+		t.Errorf("PUT with a stale If-Match = %d %s, want 412", r.status, r.body)
+	}
+	vs := s.must(http.StatusOK, "GET", "/api/features/checkout/versions", nil).json(t)
+	summary := vs["versions"].([]any)[0].(map[string]any)["summary"].(string)
+	if want := "set rules: staff: if email ends with \"@example.com\" → serve on; rest-de: if country is one of [DE,AT] → serve ring"; summary != want {
+		t.Errorf("summary %q, want %q", summary, want)
+	}
+
+	// The evaluation paths see the rules.
+	e := s.must(http.StatusOK, "GET", "/evaluate?feature=checkout&user=u1&ctx.email=ann@example.com", nil).json(t)
+	if e["bucket"] != "on" || e["reason"] != rollout.ReasonTargetingMatch || e["rule"] != "staff" {
+		t.Errorf("GET with ctx.email: %v", e)
+	}
+	e = s.must(http.StatusOK, "POST", "/evaluate", `{"user":"u1","context":{"email":"ann@example.com"}}`).json(t)
+	if r := e["results"].(map[string]any)["checkout"].(map[string]any); r["bucket"] != "on" || r["rule"] != "staff" {
+		t.Errorf("POST with context: %v", e)
+	}
+	o := s.must(http.StatusOK, "POST", "/ofrep/v1/evaluate/flags/checkout", `{"context":{"targetingKey":"u1","email":"ann@example.com"}}`).json(t)
+	if o["variant"] != "on" || o["reason"] != "TARGETING_MATCH" || o["metadata"].(map[string]any)["rule"] != "staff" {
+		t.Errorf("OFREP with context: %v", o)
+	}
+
+	// bucket_by.
+	if f := s.must(http.StatusOK, "PATCH", "/api/features/checkout", `{"bucket_by":"org"}`).json(t)["feature"].(map[string]any); f["bucket_by"] != "org" {
+		t.Errorf("PATCH bucket_by: %v", f)
+	}
+	o = s.must(http.StatusOK, "POST", "/ofrep/v1/evaluate/flags/checkout", `{"context":{"targetingKey":"u1"}}`).json(t)
+	if o["reason"] != "DEFAULT" || o["variant"] != nil {
+		t.Errorf("OFREP without org: %v, want DEFAULT without a variant", o)
+	}
+	first := s.must(http.StatusOK, "GET", "/evaluate?feature=checkout&user=u0&ctx.org=acme", nil).json(t)["bucket"]
+	for i := range 20 {
+		b := s.must(http.StatusOK, "GET", fmt.Sprintf("/evaluate?feature=checkout&user=u%d&ctx.org=acme", i), nil).json(t)["bucket"]
+		if b != first {
+			t.Fatalf("org acme: user u%d in %v, u0 in %v", i, b, first)
+		}
+	}
+	s.must(http.StatusOK, "PATCH", "/api/features/checkout", `{"bucket_by":"","description":"by user again"}`)
+
+	// The preview of a rule change says who moves, and stores nothing.
+	p := s.must(http.StatusOK, "POST", "/api/features/checkout/preview",
+		`{"rules":[{"name":"ent","conditions":[{"attribute":"plan","op":"eq","value":"enterprise"}],"serve":{"bucket":"on"}}]}`).json(t)
+	texts := []string{}
+	for _, r := range p["rules"].([]any) {
+		texts = append(texts, r.(map[string]any)["text"].(string))
+	}
+	want := []string{"users matching plan = enterprise: what the rules before the change served them (or the ring) → on",
+		`users matching email ends with "@example.com": on → the next matching rule, or the ring`,
+		"users matching country is one of [DE,AT]: ring → the next matching rule, or the ring"}
+	if strings.Join(texts, "\n") != strings.Join(want, "\n") {
+		t.Errorf("preview:\n%s\nwant\n%s", strings.Join(texts, "\n"), strings.Join(want, "\n"))
+	}
+	if f, _ := s.svc.Snapshot().Feature("checkout"); len(f.Rules) != 2 {
+		t.Errorf("the preview changed the rules: %v", f.Rules)
+	}
+	// {"rules":[]} removes them.
+	s.must(http.StatusOK, "PUT", "/api/features/checkout/rules", `{"rules":[]}`)
+	if got := s.must(http.StatusOK, "GET", "/api/features/checkout", nil); !strings.Contains(string(got.body), `"rules":[]`) {
+		t.Errorf("after removing the rules: %s", got.body)
+	}
+}
+
+func TestRulesAbuse(t *testing.T) {
+	s := newRulesServer(t)
+	rule := func(conds string) string {
+		return `{"rules":[{"name":"r","conditions":[` + conds + `],"serve":{"bucket":"on"}}]}`
+	}
+	many := strings.Repeat(`{"attribute":"a","op":"eq","value":"x"},`, 10_000)
+	many = many[:len(many)-1]
+	list := make([]string, 0, 100_000)
+	for i, n := 0, 0; n < 900_000; i++ {
+		list = append(list, fmt.Sprintf("user-%07d", i))
+		n += len(list[i]) + 3
+	}
+	bigList := `{"attribute":"user","op":"in","value":["` + strings.Join(list, `","`) + `"]}`
+	deep := strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000)
+	cases := map[string]struct {
+		body string
+		want int
+	}{
+		"unknown operator":  {rule(`{"attribute":"a","op":"like","value":"x"}`), 400},
+		"invalid regexp":    {rule(`{"attribute":"a","op":"matches","value":"(a"}`), 400},
+		"long regexp":       {rule(`{"attribute":"a","op":"matches","value":"` + strings.Repeat("a*", 200) + `"}`), 400},
+		"10,000 conditions": {rule(many), 400},
+		"a list of 900 KB":  {rule(bigList), 400},
+		"deep JSON":         {rule(`{"attribute":"a","op":"eq","value":` + deep + `}`), 400},
+		"deep in a rule":    {`{"rules":` + deep + `}`, 400},
+		"over 1 MB":         {rule(strings.Replace(bigList, `"]}`, strings.Repeat("x", 200_000)+`"]}`, 1)), 413},
+		"not a list":        {`{"rules":{"name":"r"}}`, 400},
+		"no rules":          {`{}`, 400},
+		"unknown field":     {`{"rules":[],"extra":1}`, 400},
+		"unknown bucket":    {`{"rules":[{"name":"r","conditions":[],"serve":{"bucket":"maybe"}}]}`, 400},
+		"bad semver":        {rule(`{"attribute":"v","op":"semver_gt","value":"four"}`), 400},
+		"bad date":          {rule(`{"attribute":"d","op":"after","value":"tomorrow"}`), 400},
+		"unknown segment":   {rule(`{"op":"in_segment","value":"nobody"}`), 400},
+	}
+	for name, tc := range cases {
+		r := s.do("PUT", "/api/features/checkout/rules", tc.body)
+		if r.status != tc.want || !strings.HasPrefix(string(r.body), "{") {
+			t.Errorf("%s: %d %.200s, want %d with a JSON error", name, r.status, r.body, tc.want)
+		}
+		if r := s.do("POST", "/api/features/checkout/preview", tc.body); r.status != tc.want {
+			t.Errorf("preview %s: %d %.200s, want %d", name, r.status, r.body, tc.want)
+		}
+	}
+	if f, _ := s.svc.Snapshot().Feature("checkout"); f.Version != 1 || len(f.Rules) != 0 {
+		t.Errorf("after refused changes: version %d, rules %v", f.Version, f.Rules)
+	}
+	for _, bad := range []string{`{"bucket_by":"not valid!"}`, `{"bucket_by":7}`} {
+		if r := s.do("PATCH", "/api/features/checkout", bad); r.status != http.StatusBadRequest {
+			t.Errorf("PATCH %s = %d %s, want 400", bad, r.status, r.body)
+		}
+	}
+	// Contexts beyond the limits.
+	q := url.Values{"feature": {"checkout"}, "user": {"u"}}
+	for i := range rollout.MaxContextAttrs + 1 {
+		q.Set(fmt.Sprint("ctx.a", i), "x")
+	}
+	if r := s.do("GET", "/evaluate?"+q.Encode(), nil); r.status != http.StatusBadRequest {
+		t.Errorf("GET with %d attributes = %d %s, want 400", rollout.MaxContextAttrs+1, r.status, r.body)
+	}
+	long := strings.Repeat("x", rollout.MaxContextValueLen+1)
+	if r := s.do("POST", "/evaluate", `{"user":"u","context":{"a":"`+long+`"}}`); r.status != http.StatusBadRequest {
+		t.Errorf("POST with a long attribute = %d %s, want 400", r.status, r.body)
+	}
+	// OFREP reads the context only for features that use it: give the
+	// feature a rule.
+	s.must(http.StatusOK, "PUT", "/api/features/checkout/rules", rule(`{"attribute":"a","op":"eq","value":"x"}`))
+	if r := s.do("POST", "/ofrep/v1/evaluate/flags/checkout", `{"context":{"targetingKey":"u","a":"`+long+`"}}`); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "INVALID_CONTEXT") {
+		t.Errorf("OFREP with a long attribute = %d %s, want 400 INVALID_CONTEXT", r.status, r.body)
+	}
+	if r := s.do("POST", "/evaluate", `{"user":"u","context":{"a":`+deep+`}}`); r.status != http.StatusBadRequest {
+		t.Errorf("POST with a deep context = %d %.200s, want 400", r.status, r.body)
+	}
+}
+
+// TestEvaluationPathsAgree evaluates random contexts through GET
+// /evaluate, POST /evaluate and OFREP, and compares each with the
+// service's own evaluation.
+func TestEvaluationPathsAgree(t *testing.T) {
+	s := newRulesServer(t)
+	s.must(http.StatusOK, "POST", "/api/features/checkout/buckets", `{"name":"beta","replicas":50}`)
+	s.must(http.StatusOK, "PUT", "/api/features/checkout/rules", `{"rules":[
+	  {"name":"staff","conditions":[{"attribute":"email","op":"ends_with","value":"@example.com"},{"attribute":"plan","op":"neq","value":"free"}],"serve":{"bucket":"beta"}},
+	  {"name":"big","conditions":[{"attribute":"seats","op":"gte","value":50}],"serve":{"bucket":"on"}},
+	  {"name":"new-app","conditions":[{"attribute":"version","op":"semver_gte","value":"4.2.0"}],"serve":{"ring":true,"bucket_by":"org"}},
+	  {"name":"de","conditions":[{"attribute":"country","op":"in","value":["DE","AT"]},{"attribute":"email","op":"matches","value":"^[a-m]"}],"serve":{"bucket":"off"}},
+	  {"name":"old","conditions":[{"attribute":"signup","op":"before","value":"2020-01-01T00:00:00Z"}],"serve":{"bucket":"on"}}]}`)
+	rng := rand.New(rand.NewPCG(1, 22))
+	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
+	for i := range 300 {
+		user := fmt.Sprintf("user-%d", rng.IntN(1000))
+		ctx := map[string]string{}
+		maybe := func(name string, v string) {
+			if rng.IntN(3) > 0 {
+				ctx[name] = v
+			}
+		}
+		maybe("email", pick("ann@example.com", "bob@example.org", "zoe@example.com", "kim@x.de"))
+		maybe("plan", pick("free", "pro", "enterprise"))
+		maybe("seats", fmt.Sprint(rng.IntN(100)))
+		maybe("version", pick("4.1.9", "4.2.0", "4.10.1", "5.0.0-rc.1", "garbage"))
+		maybe("org", pick("acme", "globex", "initech"))
+		maybe("country", pick("DE", "AT", "FR"))
+		maybe("signup", pick("2019-05-01T00:00:00Z", "2023-05-01T00:00:00Z", "not a date"))
+
+		// The domain, with the attributes as strings, as a query gives them.
+		want := rollout.Context{}
+		for k, v := range ctx {
+			want[k] = v
+		}
+		e, err := s.svc.Snapshot().PeekContext("checkout", user, want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := url.Values{"feature": {"checkout"}, "user": {user}}
+		for k, v := range ctx {
+			q.Set("ctx."+k, v)
+		}
+		get := s.must(http.StatusOK, "GET", "/evaluate?"+q.Encode(), nil).json(t)
+		body, _ := json.Marshal(map[string]any{"user": user, "context": ctx, "features": []string{"checkout"}})
+		post := s.must(http.StatusOK, "POST", "/evaluate", string(body)).json(t)["results"].(map[string]any)["checkout"].(map[string]any)
+		octx := map[string]any{"targetingKey": user}
+		for k, v := range ctx {
+			octx[k] = v
+		}
+		body, _ = json.Marshal(map[string]any{"context": octx})
+		ofrep := s.must(http.StatusOK, "POST", "/ofrep/v1/evaluate/flags/checkout", string(body)).json(t)
+		bucket := func(v any) string { s, _ := v.(string); return s }
+		rule := func(v any) string { s, _ := v.(string); return s }
+		var meta map[string]any
+		meta, _ = ofrep["metadata"].(map[string]any)
+		if bucket(get["bucket"]) != e.Bucket || bucket(post["bucket"]) != e.Bucket || bucket(ofrep["variant"]) != e.Bucket ||
+			get["reason"] != e.Reason || post["reason"] != e.Reason || rule(get["rule"]) != e.Rule || rule(post["rule"]) != e.Rule || rule(meta["rule"]) != e.Rule {
+			t.Fatalf("case %d, user %s, context %v: domain %s by %s %s; GET %v; POST %v; OFREP %v", i, user, ctx, e.Bucket, e.Reason, e.Rule, get, post, ofrep)
+		}
+		// Numbers typed as numbers agree with their text.
+		if n, ok := ctx["seats"]; ok {
+			var typed float64
+			fmt.Sscan(n, &typed)
+			want["seats"] = typed
+			e2, _ := s.svc.Snapshot().PeekContext("checkout", user, want)
+			if e2.Bucket != e.Bucket || e2.Rule != e.Rule {
+				t.Fatalf("seats %s as a number: %s by %s, as text %s by %s", n, e2.Bucket, e2.Rule, e.Bucket, e.Rule)
+			}
+		}
+	}
+}

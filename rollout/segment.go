@@ -1,0 +1,376 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Segments are named sets of conditions that rules of any feature use
+// (in_segment). A change of a segment is a change of every feature that
+// uses it: the segment's new version and a new version of each such
+// feature (summary "segment S changed: …") are written in one
+// transaction, so that the audit log, the change feed and the in-app
+// clients (whose sync form carries the segments a feature uses) follow it
+// as they follow any change of a feature. A segment in use cannot be
+// deleted. Segments cannot use in_segment, so they never loop.
+
+// CommitSegment is the kind of the commit of a segment created, changed
+// or deleted.
+const CommitSegment CommitKind = "segment"
+
+// SegmentStore keeps segments and their history.
+//
+// Errors as Store's: ENotFound, EConflict (the key is taken, the stored
+// version moved on, or, for DeleteSegment, a feature uses the segment:
+// the message names them), EUnavailable.
+type SegmentStore interface {
+	// Segments returns every segment, ordered by key.
+	Segments(ctx context.Context) ([]Segment, error)
+	// CreateSegment stores a new segment at version 1 with its first
+	// history entry, and a CommitSegment.
+	CreateSegment(ctx context.Context, seg Segment, v SegmentVersion) error
+	// UpdateSegment replaces the stored segment, which must be at version
+	// seg.Version-1, with seg and appends v; and, in the same
+	// transaction, writes each of features as UpdateFeature does (each
+	// Version's Config at its Version, the stored one below it).
+	UpdateSegment(ctx context.Context, seg Segment, v SegmentVersion, features []Version) error
+	// DeleteSegment removes the segment, which must be at version, with
+	// its history; EConflict when a stored feature's rules use it.
+	DeleteSegment(ctx context.Context, key string, version int) error
+	// SegmentVersions returns the segment's history, newest first, at
+	// most limit entries (all when limit <= 0) below version before (no
+	// bound when before <= 0).
+	SegmentVersions(ctx context.Context, key string, before, limit int) ([]SegmentVersion, error)
+}
+
+// SegmentResult is a segment after a change, with the features the
+// change also changed (their keys, sorted).
+type SegmentResult struct {
+	Segment  Segment  `json:"segment"`
+	Features []string `json:"features"`
+	DryRun   bool     `json:"dry_run"`
+}
+
+// Tag names a segment's configuration at one version, for If-Match.
+func (s Segment) Tag() string { return "segment-" + strconv.Itoa(s.Version) }
+
+func segmentNotFound(key string) error {
+	return Errorf(ENotFound, "segment %q does not exist", key)
+}
+
+// Segments returns every segment of the snapshot, ordered by key.
+func (s *Snapshot) Segments() []Segment {
+	out := make([]Segment, 0, len(s.segments))
+	for _, key := range slices.Sorted(maps.Keys(s.segments)) {
+		out = append(out, cloneSegment(s.segments[key].segment))
+	}
+	return out
+}
+
+// Segment returns the segment key.
+func (s *Snapshot) Segment(key string) (Segment, bool) {
+	c, ok := s.segments[key]
+	if !ok {
+		return Segment{}, false
+	}
+	return cloneSegment(c.segment), true
+}
+
+// SegmentUsers returns the keys of the features whose rules use the
+// segment key, sorted.
+func (s *Snapshot) SegmentUsers(key string) []string {
+	var out []string
+	for _, k := range s.keys {
+		if slices.Contains(s.features[k].feature.Segments(), key) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func cloneSegment(s Segment) Segment {
+	s.Conditions = slices.Clone(s.Conditions)
+	for i := range s.Conditions {
+		s.Conditions[i].Value = slices.Clone(s.Conditions[i].Value)
+	}
+	if s.Conditions == nil {
+		s.Conditions = []Condition{}
+	}
+	return s
+}
+
+// checkSegments refuses f when its rules use a segment that does not
+// exist. The caller holds s.mu.
+func (s *Service) checkSegments(ctx context.Context, f Feature) error {
+	keys := f.Segments()
+	if len(keys) == 0 {
+		return nil
+	}
+	segs := s.Snapshot().segments
+	for _, key := range keys {
+		if _, ok := segs[key]; !ok {
+			if err := s.reloadSegments(ctx); err != nil { // made elsewhere?
+				return err
+			}
+			segs = s.Snapshot().segments
+			break
+		}
+	}
+	var missing []string
+	for _, key := range keys {
+		if _, ok := segs[key]; !ok {
+			missing = append(missing, key)
+		}
+	}
+	if len(missing) > 0 {
+		return Errorf(EInvalid, "in_segment names segment(s) %s, which do(es) not exist: create them first (POST /api/segments)", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// compileFeature compiles f with the snapshot's segments.
+func (s *Service) compileFeature(f Feature) *compiled {
+	return compileWith(f, s.Snapshot().segments)
+}
+
+// reloadSegments reads every segment from the store into the snapshot and
+// recompiles the features whose segments changed. The caller holds s.mu.
+func (s *Service) reloadSegments(ctx context.Context) error {
+	segs, err := s.store.Segments(ctx)
+	if err != nil {
+		return fmt.Errorf("reload segments: %w", err)
+	}
+	next := make(map[string]*compiledSegment, len(segs))
+	cur := s.Snapshot().segments
+	for _, seg := range segs {
+		if c, ok := cur[seg.Key]; ok && c.segment.Version == seg.Version && c.segment.CreatedAt.Equal(seg.CreatedAt) {
+			next[seg.Key] = c
+			continue
+		}
+		if err := seg.Validate(); err != nil {
+			return fmt.Errorf("reload segment %q: the stored configuration is invalid: %w", seg.Key, err)
+		}
+		next[seg.Key] = compileSegment(seg)
+	}
+	s.installSegments(next)
+	return nil
+}
+
+// installSegments swaps in a snapshot with segments, every feature that
+// uses a segment whose compiled form changed compiled anew. The caller
+// holds s.mu.
+func (s *Service) installSegments(segments map[string]*compiledSegment) {
+	snap := s.Snapshot()
+	changed := func(key string) bool { return snap.segments[key] != segments[key] }
+	next := snap.withSegments(segments)
+	for _, key := range snap.keys {
+		c := snap.features[key]
+		if slices.ContainsFunc(c.feature.Segments(), changed) {
+			s.retire(c)
+			next = next.with(key, compileWith(c.feature, segments))
+		}
+	}
+	s.snap.Store(next)
+}
+
+// CreateSegment stores seg as a new segment at version 1.
+func (s *Service) CreateSegment(ctx context.Context, seg Segment, opts ChangeOptions) (SegmentResult, error) {
+	if err := validateComment(opts.Comment); err != nil {
+		return SegmentResult{}, err
+	}
+	if err := s.mu.lock(ctx); err != nil {
+		return SegmentResult{}, err
+	}
+	defer s.mu.Unlock()
+	now := s.now().UTC()
+	seg = cloneSegment(seg)
+	for i := range seg.Conditions {
+		seg.Conditions[i].Value = compactJSON(seg.Conditions[i].Value)
+	}
+	seg.Version, seg.CreatedAt, seg.UpdatedAt = 1, now, now
+	if err := seg.Validate(); err != nil {
+		return SegmentResult{}, err
+	}
+	if opts.IfMatch != "" {
+		return SegmentResult{}, Errorf(EPrecondition, "segment %q does not exist yet, so If-Match cannot match: create it without If-Match", seg.Key)
+	}
+	if len(s.Snapshot().segments) >= MaxSegments {
+		return SegmentResult{}, Errorf(EInvalid, "there are %d segments already, the most there may be", MaxSegments)
+	}
+	res := SegmentResult{Segment: seg, Features: []string{}, DryRun: opts.DryRun}
+	if _, ok := s.Snapshot().segments[seg.Key]; ok {
+		return res, Errorf(EConflict, "segment %q already exists", seg.Key)
+	}
+	if opts.DryRun {
+		return res, nil
+	}
+	v := SegmentVersion{Version: 1, Actor: actor(opts), Time: now, Summary: "created: " + abbreviateSummary(describeConditions(seg.Conditions)), Comment: opts.Comment, Config: seg}
+	if err := s.store.CreateSegment(ctx, seg, v); err != nil {
+		if ErrorCode(err) == EConflict {
+			_ = s.reloadSegments(ctx)
+		}
+		return SegmentResult{}, err
+	}
+	segs := maps.Clone(s.Snapshot().segments)
+	segs[seg.Key] = compileSegment(seg)
+	s.installSegments(segs)
+	s.committed()
+	return res, nil
+}
+
+// UpdateSegment replaces the description and the conditions of the
+// segment key, as its next version, and makes a new version of every
+// feature that uses it.
+func (s *Service) UpdateSegment(ctx context.Context, key, description string, conditions []Condition, opts ChangeOptions) (SegmentResult, error) {
+	if err := validateComment(opts.Comment); err != nil {
+		return SegmentResult{}, err
+	}
+	if err := s.mu.lock(ctx); err != nil {
+		return SegmentResult{}, err
+	}
+	defer s.mu.Unlock()
+	for attempt := 1; ; attempt++ {
+		res, err := s.updateSegment(ctx, key, description, conditions, opts)
+		if ErrorCode(err) != EConflict || attempt == 3 || errors.As(err, new(*changeError)) {
+			return res, err
+		}
+		// Another instance moved the segment or a feature on: catch up.
+		if _, serr := s.syncLocked(ctx); serr != nil {
+			return SegmentResult{}, serr
+		}
+	}
+}
+
+func (s *Service) updateSegment(ctx context.Context, key, description string, conditions []Condition, opts ChangeOptions) (SegmentResult, error) {
+	snap := s.Snapshot()
+	cur, ok := snap.segments[key]
+	if !ok {
+		if err := s.reloadSegments(ctx); err != nil {
+			return SegmentResult{}, err
+		}
+		snap = s.Snapshot()
+		if cur, ok = snap.segments[key]; !ok {
+			return SegmentResult{}, segmentNotFound(key)
+		}
+	}
+	if opts.IfMatch != "" && opts.IfMatch != "*" && opts.IfMatch != cur.segment.Tag() {
+		return SegmentResult{}, &changeError{Errorf(EPrecondition, "segment %q is at version %d (ETag %q), not %s: reload it and decide again", key, cur.segment.Version, cur.segment.Tag(), opts.IfMatch)}
+	}
+	now := s.now().UTC()
+	seg := cloneSegment(cur.segment)
+	seg.Description, seg.Conditions = description, cloneSegment(Segment{Conditions: conditions}).Conditions
+	for i := range seg.Conditions {
+		seg.Conditions[i].Value = compactJSON(seg.Conditions[i].Value)
+	}
+	seg.Version, seg.UpdatedAt = cur.segment.Version+1, now
+	if err := seg.Validate(); err != nil {
+		return SegmentResult{}, &changeError{err}
+	}
+	summary := "changed: " + describeConditions(seg.Conditions)
+	if sameConditions(cur.segment.Conditions, seg.Conditions) {
+		summary = "description changed"
+	}
+	summary = abbreviateSummary(summary)
+	segs := maps.Clone(snap.segments)
+	segs[key] = compileSegment(seg)
+	users := snap.SegmentUsers(key)
+	res := SegmentResult{Segment: seg, Features: users, DryRun: opts.DryRun}
+	if res.Features == nil {
+		res.Features = []string{}
+	}
+	if opts.DryRun {
+		return res, nil
+	}
+	var versions []Version
+	for _, fk := range users {
+		c := snap.features[fk]
+		next := c.feature.Clone()
+		next.Version, next.UpdatedAt = c.feature.Version+1, now
+		cc := compileWith(next, segs)
+		rep := newReport(c, cc)
+		rep.Rules = []PopulationChange{{When: "in segment " + key, From: "segment version " + strconv.Itoa(cur.segment.Version), To: "segment version " + strconv.Itoa(seg.Version),
+			Text: fmt.Sprintf("users matching in segment %s: as segment version %d said → as version %d says (%s)", key, cur.segment.Version, seg.Version, abbreviate(describeConditions(seg.Conditions)))}}
+		versions = append(versions, Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: abbreviateSummary(fmt.Sprintf("segment %s %s", key, summary)),
+			Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: rep})
+	}
+	v := SegmentVersion{Version: seg.Version, Actor: actor(opts), Time: now, Summary: summary, Comment: opts.Comment, Config: seg}
+	if err := s.store.UpdateSegment(ctx, seg, v, versions); err != nil {
+		return SegmentResult{}, err
+	}
+	s.installSegments(segs)
+	s.committed()
+	return res, nil
+}
+
+// DeleteSegment removes the segment key and its history. A segment that
+// a feature's rules use is refused (EConflict, naming the features).
+func (s *Service) DeleteSegment(ctx context.Context, key string, opts ChangeOptions) (SegmentResult, error) {
+	if err := s.mu.lock(ctx); err != nil {
+		return SegmentResult{}, err
+	}
+	defer s.mu.Unlock()
+	cur, ok := s.Snapshot().segments[key]
+	if !ok {
+		if err := s.reloadSegments(ctx); err != nil {
+			return SegmentResult{}, err
+		}
+		if cur, ok = s.Snapshot().segments[key]; !ok {
+			return SegmentResult{}, segmentNotFound(key)
+		}
+	}
+	if opts.IfMatch != "" && opts.IfMatch != "*" && opts.IfMatch != cur.segment.Tag() {
+		return SegmentResult{}, Errorf(EPrecondition, "segment %q is at version %d (ETag %q), not %s: reload it and decide again", key, cur.segment.Version, cur.segment.Tag(), opts.IfMatch)
+	}
+	if users := s.Snapshot().SegmentUsers(key); len(users) > 0 {
+		return SegmentResult{}, Errorf(EConflict, "segment %q is in use by feature(s) %s: remove it from their rules first", key, strings.Join(users, ", "))
+	}
+	res := SegmentResult{Segment: cur.segment, Features: []string{}, DryRun: opts.DryRun}
+	if opts.DryRun {
+		return res, nil
+	}
+	if err := s.store.DeleteSegment(ctx, key, cur.segment.Version); err != nil {
+		return SegmentResult{}, err
+	}
+	segs := maps.Clone(s.Snapshot().segments)
+	delete(segs, key)
+	s.installSegments(segs)
+	s.committed()
+	return res, nil
+}
+
+// SegmentVersions returns the segment's history, newest first; see
+// SegmentStore.SegmentVersions. It takes turns with other history reads.
+func (s *Service) SegmentVersions(ctx context.Context, key string, before, limit int) ([]SegmentVersion, error) {
+	if err := s.history.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer s.history.release()
+	return s.store.SegmentVersions(ctx, key, before, limit)
+}
+
+// unknownSegment refuses a feature whose rules use a segment the snapshot
+// lacks.
+type unknownSegment struct{ err *Error }
+
+func (e *unknownSegment) Error() string { return e.err.Error() }
+func (e *unknownSegment) Unwrap() error { return e.err }
+
+// knownSegments refuses f when its rules use a segment the snapshot
+// lacks (see checkSegments, which asks the store too).
+func (s *Service) knownSegments(f Feature) error {
+	var missing []string
+	for _, key := range f.Segments() {
+		if _, ok := s.Snapshot().segments[key]; !ok {
+			missing = append(missing, key)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return &unknownSegment{err: &Error{Code: EInvalid, Message: fmt.Sprintf("in_segment names segment(s) %s, which do(es) not exist: create them first (POST /api/segments)", strings.Join(missing, ", "))}}
+}

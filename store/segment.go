@@ -1,0 +1,218 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// Segments returns every segment, ordered by key.
+func (db *DB) Segments(ctx context.Context) ([]rollout.Segment, error) {
+	var out []rollout.Segment
+	err := db.readTx(ctx, "list segments", func(tx *tx) error {
+		rows, err := tx.query(`SELECT key, version, config FROM segments ORDER BY key{C}`)
+		out, err = collect(rows, err, scanSegment)
+		return err
+	})
+	return out, err
+}
+
+func scanSegment(rows *sql.Rows) (rollout.Segment, error) {
+	var (
+		s       rollout.Segment
+		key     string
+		version int
+		config  []byte
+	)
+	if err := rows.Scan(&key, &version, &config); err != nil {
+		return s, err
+	}
+	if err := json.Unmarshal(config, &s); err != nil {
+		return s, fmt.Errorf("decode segment %q: %w", key, err)
+	}
+	s.Key, s.Version = key, version
+	s.CreatedAt, s.UpdatedAt = s.CreatedAt.UTC(), s.UpdatedAt.UTC()
+	return s, nil
+}
+
+func encodeSegment(s rollout.Segment) (string, error) {
+	s.CreatedAt, s.UpdatedAt = s.CreatedAt.UTC(), s.UpdatedAt.UTC()
+	out, err := encodeJSON(s)
+	if err != nil {
+		return "", fmt.Errorf("encode segment %q: %w", s.Key, err)
+	}
+	return out, nil
+}
+
+// CreateSegment stores a new segment with its first history entry; it
+// returns rollout.EConflict when the key is taken.
+func (db *DB) CreateSegment(ctx context.Context, s rollout.Segment, v rollout.SegmentVersion) error {
+	if v.Version != s.Version {
+		return fmt.Errorf("create segment %q: history entry is version %d, segment is version %d", s.Key, v.Version, s.Version)
+	}
+	config, err := encodeSegment(s)
+	if err != nil {
+		return err
+	}
+	return db.writeTx(ctx, fmt.Sprintf("create segment %q", s.Key), func(tx *tx) error {
+		_, err := tx.exec(`INSERT INTO segments (key, version, config, created_at, updated_at) VALUES (?, ?, ?, ?, ?)`,
+			s.Key, s.Version, config, tx.db.d.Time(s.CreatedAt), tx.db.d.Time(s.UpdatedAt))
+		switch tx.constraint(err) {
+		case Unique, PrimaryKey:
+			return rollout.Errorf(rollout.EConflict, "segment %q already exists", s.Key)
+		}
+		if err != nil {
+			return err
+		}
+		if err := tx.insertSegmentVersion(v); err != nil {
+			return err
+		}
+		return tx.addCommit(rollout.CommitSegment, s.Key, db.now())
+	})
+}
+
+func (tx *tx) insertSegmentVersion(v rollout.SegmentVersion) error {
+	config, err := encodeSegment(v.Config)
+	if err != nil {
+		return err
+	}
+	_, err = tx.exec(`
+		INSERT INTO segment_versions (segment_key, version, actor, created_at, summary, comment, config)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		v.Config.Key, v.Version, v.Actor, tx.db.d.Time(v.Time), v.Summary, v.Comment, config)
+	if err != nil {
+		return fmt.Errorf("insert version %d of segment %q: %w", v.Version, v.Config.Key, err)
+	}
+	return nil
+}
+
+// UpdateSegment replaces the segment, stored at s.Version-1, with s,
+// appends v, and writes the new version of each feature of features, all
+// in one transaction.
+func (db *DB) UpdateSegment(ctx context.Context, s rollout.Segment, v rollout.SegmentVersion, features []rollout.Version) error {
+	if v.Version != s.Version {
+		return fmt.Errorf("update segment %q: history entry is version %d, segment is version %d", s.Key, v.Version, s.Version)
+	}
+	config, err := encodeSegment(s)
+	if err != nil {
+		return err
+	}
+	return db.writeTx(ctx, fmt.Sprintf("update segment %q", s.Key), func(tx *tx) error {
+		n, err := tx.affected(`UPDATE segments SET version = ?, config = ?, updated_at = ? WHERE key = ? AND version = ?`,
+			s.Version, config, tx.db.d.Time(s.UpdatedAt), s.Key, s.Version-1)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return tx.whySegmentNotWritten(s.Key, s.Version-1)
+		}
+		if err := tx.insertSegmentVersion(v); err != nil {
+			return err
+		}
+		for _, fv := range features {
+			if fv.Version != fv.Config.Version {
+				return fmt.Errorf("update segment %q: feature %q's history entry is version %d, the feature version %d", s.Key, fv.Config.Key, fv.Version, fv.Config.Version)
+			}
+			if err := tx.writeVersion(fv.Config, fv); err != nil {
+				return err
+			}
+		}
+		return tx.addCommit(rollout.CommitSegment, s.Key, db.now())
+	})
+}
+
+func (tx *tx) whySegmentNotWritten(key string, version int) error {
+	var stored int
+	err := tx.queryRow(`SELECT version FROM segments WHERE key = ?`, key).Scan(&stored)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return rollout.Errorf(rollout.ENotFound, "segment %q does not exist", key)
+	case err != nil:
+		return err
+	case stored != version:
+		return rollout.Errorf(rollout.EConflict, "segment %q is at version %d, not %d: reload it and try again", key, stored, version)
+	}
+	return fmt.Errorf("segment %q at version %d exists but was not written", key, version)
+}
+
+// DeleteSegment removes the segment at version with its history. It
+// refuses, with rollout.EConflict naming them, when stored features' rules
+// use the segment.
+func (db *DB) DeleteSegment(ctx context.Context, key string, version int) error {
+	return db.writeTx(ctx, fmt.Sprintf("delete segment %q", key), func(tx *tx) error {
+		features, err := tx.listFeatures()
+		if err != nil {
+			return err
+		}
+		var users []string
+		for _, f := range features {
+			if slices.Contains(f.Segments(), key) {
+				users = append(users, f.Key)
+			}
+		}
+		if len(users) > 0 {
+			return rollout.Errorf(rollout.EConflict, "segment %q is in use by feature(s) %s: remove it from their rules first", key, strings.Join(users, ", "))
+		}
+		if _, err := tx.exec(`DELETE FROM segment_versions WHERE segment_key = ?`, key); err != nil {
+			return err
+		}
+		n, err := tx.affected(`DELETE FROM segments WHERE key = ? AND version = ?`, key, version)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return tx.whySegmentNotWritten(key, version)
+		}
+		return tx.addCommit(rollout.CommitSegment, key, db.now())
+	})
+}
+
+// SegmentVersions returns the history of the segment key, newest first:
+// at most limit entries (all when limit <= 0) below version before (all
+// when before <= 0). It returns rollout.ENotFound when there is no such
+// segment.
+func (db *DB) SegmentVersions(ctx context.Context, key string, before, limit int) ([]rollout.SegmentVersion, error) {
+	var out []rollout.SegmentVersion
+	err := db.readTx(ctx, fmt.Sprintf("list versions of segment %q", key), func(tx *tx) error {
+		var n int
+		if err := tx.queryRow(`SELECT COUNT(*) FROM segments WHERE key = ?`, key).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return rollout.Errorf(rollout.ENotFound, "segment %q does not exist", key)
+		}
+		q, args := `SELECT version, actor, created_at, summary, comment, config FROM segment_versions WHERE segment_key = ?`, []any{key}
+		if before > 0 {
+			q, args = q+` AND version < ?`, append(args, before)
+		}
+		q += ` ORDER BY version DESC`
+		if limit > 0 {
+			q, args = q+` LIMIT ?`, append(args, limit)
+		}
+		rows, err := tx.query(q, args...)
+		out, err = collect(rows, err, func(rows *sql.Rows) (rollout.SegmentVersion, error) {
+			var (
+				v      rollout.SegmentVersion
+				at     timestamp
+				config []byte
+			)
+			if err := rows.Scan(&v.Version, &v.Actor, &at, &v.Summary, &v.Comment, &config); err != nil {
+				return v, err
+			}
+			v.Time = at.T
+			if err := json.Unmarshal(config, &v.Config); err != nil {
+				return v, fmt.Errorf("decode version %d of segment %q: %w", v.Version, key, err)
+			}
+			v.Config.CreatedAt, v.Config.UpdatedAt = v.Config.CreatedAt.UTC(), v.Config.UpdatedAt.UTC()
+			return v, nil
+		})
+		return err
+	})
+	return out, err
+}
