@@ -26,6 +26,18 @@ func TestOFREPWithoutTargetingKey(t *testing.T) {
 		Buckets: []rollout.Bucket{{Name: "zero", Replicas: 100, Value: raw("0")}, {Name: "non-zero", Value: raw("1")}},
 		Rules: []rollout.Rule{{Name: "ballmer", Conditions: []rollout.Condition{{Attribute: "email", Op: rollout.OpEq, Value: raw(`"ballmer@macrosoft.com"`)}},
 			Serve: rollout.Serve{Bucket: "non-zero"}}}})
+	s.create(rollout.Feature{Key: "by-org", Enabled: true, Salt: "by-org", BucketBy: "org",
+		Buckets: []rollout.Bucket{{Name: "a", Replicas: 100, Value: raw(`"a"`)}, {Name: "b", Replicas: 100, Value: raw(`"b"`)}}})
+	// A tenant's bucket needs no user ID; without the attribute, DEFAULT
+	// (no fallback: no value).
+	org := s.do("POST", "/ofrep/v1/evaluate/flags/by-org", `{"context":{"org":"acme"}}`)
+	withUser := s.do("POST", "/ofrep/v1/evaluate/flags/by-org", `{"context":{"targetingKey":"someone","org":"acme"}}`)
+	if org.status != 200 || string(org.body) != string(withUser.body) || !strings.Contains(string(org.body), `"reason":"SPLIT"`) {
+		t.Errorf("by-org for org acme without a key = %d %s; with a key %d %s", org.status, org.body, withUser.status, withUser.body)
+	}
+	if r := s.do("POST", "/ofrep/v1/evaluate/flags/by-org", `{"context":{}}`); r.status != 200 || !strings.Contains(string(r.body), `"reason":"DEFAULT"`) {
+		t.Errorf("by-org without org or key = %d %s, want 200 DEFAULT", r.status, r.body)
+	}
 	// Rules read the context without a targeting key.
 	for body, want := range map[string]string{
 		`{"context":{"email":"ballmer@macrosoft.com"}}`: `"value":1,"variant":"non-zero","reason":"TARGETING_MATCH"`,
