@@ -154,6 +154,8 @@ var routeBodies = map[string]any{
 	"PUT /api/features/:key/overrides/:user": map[string]any{"bucket": "B"},
 	"POST /api/features/:key/preview":        map[string]any{"buckets": []any{map[string]any{"name": "A"}}},
 	"POST /api/features/:key/reshuffle":      map[string]any{},
+	"POST /api/segments":                     map[string]any{"key": "g", "conditions": []any{map[string]any{"attribute": "plan", "op": "eq", "value": "pro"}}},
+	"PUT /api/segments/:key":                 map[string]any{"conditions": []any{map[string]any{"attribute": "plan", "op": "eq", "value": "team"}}},
 	"PUT /api/features/:key/rules": map[string]any{"rules": []any{map[string]any{"name": "staff",
 		"conditions": []any{map[string]any{"attribute": "email", "op": "ends_with", "value": "@example.com"}}, "serve": map[string]any{"bucket": "A"}}}},
 	"POST /api/features/:key/rollback": map[string]any{"version": 1},
@@ -238,6 +240,7 @@ func state(t *testing.T, g *guardedServer) string {
 	}
 	toks, _ := g.tokens.List(context.Background())
 	json.NewEncoder(&b).Encode(toks)
+	json.NewEncoder(&b).Encode(g.svc.Snapshot().Segments())
 	return b.String()
 }
 
@@ -256,6 +259,10 @@ func TestRouteRoleMatrix(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := g.svc.Change(ctx, "f", rollout.Patch(ptr("second version"), nil, nil), rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	seg := rollout.Segment{Key: "f", Conditions: []rollout.Condition{{Attribute: "plan", Op: rollout.OpEq, Value: json.RawMessage(`"pro"`)}}}
+	if _, err := g.svc.CreateSegment(ctx, seg, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 

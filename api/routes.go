@@ -96,6 +96,13 @@ func (s *Server) routes(opts Options) []Route {
 		{Method: http.MethodGet, Path: "/api/features/:key/versions/:version", Access: rollout.PermRead, Handler: s.getVersion},
 		{Method: http.MethodGet, Path: "/api/features/:key/users/:user", Access: rollout.PermRead, Handler: s.userHistory},
 		{Method: http.MethodGet, Path: "/api/features/:key/exposures", Access: rollout.PermRead, Handler: s.exposures},
+		// Segments of targeting rules (segments.go).
+		{Method: http.MethodGet, Path: "/api/segments", Access: rollout.PermRead, Handler: s.listSegments},
+		{Method: http.MethodPost, Path: "/api/segments", Access: rollout.PermWrite, Change: "segment", Handler: s.createSegment},
+		{Method: http.MethodGet, Path: "/api/segments/:key", Access: rollout.PermRead, Handler: s.getSegment},
+		{Method: http.MethodPut, Path: "/api/segments/:key", Access: rollout.PermWrite, Change: "segment", Handler: s.updateSegment},
+		{Method: http.MethodDelete, Path: "/api/segments/:key", Access: rollout.PermWrite, Change: "segment", Handler: s.deleteSegment},
+		{Method: http.MethodGet, Path: "/api/segments/:key/versions", Access: rollout.PermRead, Handler: s.listSegmentVersions},
 		{Method: http.MethodGet, Path: "/api/ramps", Access: rollout.PermRead, Handler: s.listRamps},
 		{Method: http.MethodGet, Path: "/api/features/:key/ramps", Access: rollout.PermRead, Handler: s.listRamps},
 		{Method: http.MethodPost, Path: "/api/features/:key/ramps", Access: rollout.PermWrite, Handler: s.createRamp},

@@ -210,6 +210,7 @@ func (s *Service) CreateSegment(ctx context.Context, seg Segment, opts ChangeOpt
 		return res, nil
 	}
 	v := SegmentVersion{Version: 1, Actor: actor(opts), Time: now, Summary: "created: " + abbreviateSummary(describeConditions(seg.Conditions)), Comment: opts.Comment, Config: seg}
+	Settle(ctx, res, now)
 	if err := s.store.CreateSegment(ctx, seg, v); err != nil {
 		if ErrorCode(err) == EConflict {
 			_ = s.reloadSegments(ctx)
@@ -287,11 +288,13 @@ func (s *Service) updateSegment(ctx context.Context, key, description string, co
 		return res, nil
 	}
 	var versions []Version
+	nexts := map[string]*compiled{}
 	for _, fk := range users {
 		c := snap.features[fk]
 		next := c.feature.Clone()
 		next.Version, next.UpdatedAt = c.feature.Version+1, now
 		cc := compileWith(next, segs)
+		nexts[fk] = cc
 		rep := newReport(c, cc)
 		rep.Rules = []PopulationChange{{When: "in segment " + key, From: "segment version " + strconv.Itoa(cur.segment.Version), To: "segment version " + strconv.Itoa(seg.Version),
 			Text: fmt.Sprintf("users matching in segment %s: as segment version %d said → as version %d says (%s)", key, cur.segment.Version, seg.Version, abbreviate(describeConditions(seg.Conditions)))}}
@@ -299,10 +302,16 @@ func (s *Service) updateSegment(ctx context.Context, key, description string, co
 			Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: rep})
 	}
 	v := SegmentVersion{Version: seg.Version, Actor: actor(opts), Time: now, Summary: summary, Comment: opts.Comment, Config: seg}
+	Settle(ctx, res, now)
 	if err := s.store.UpdateSegment(ctx, seg, v, versions); err != nil {
 		return SegmentResult{}, err
 	}
-	s.installSegments(segs)
+	next := s.Snapshot().withSegments(segs)
+	for _, fk := range users {
+		s.retire(next.features[fk])
+		next = next.with(fk, nexts[fk])
+	}
+	s.snap.Store(next)
 	s.committed()
 	return res, nil
 }
@@ -333,6 +342,7 @@ func (s *Service) DeleteSegment(ctx context.Context, key string, opts ChangeOpti
 	if opts.DryRun {
 		return res, nil
 	}
+	Settle(ctx, res, s.now())
 	if err := s.store.DeleteSegment(ctx, key, cur.segment.Version); err != nil {
 		return SegmentResult{}, err
 	}

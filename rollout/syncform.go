@@ -41,7 +41,23 @@ type SyncFeature struct {
 	// Overrides are the overridden users by bucket name: each user's
 	// OverrideHash, sorted.
 	Overrides map[string][]string `json:"overrides,omitempty"`
-	Version   int                 `json:"version"`
+	// Rules and BucketBy are the feature's targeting, as the feature has
+	// them; Segments are the segments its rules use (in_segment), sorted
+	// by key, so that a client evaluates exactly as the server does.
+	// Absent for a feature without targeting (a client that does not
+	// know them ignores them, and serves such a feature by its ring).
+	Rules    []Rule        `json:"rules,omitempty"`
+	BucketBy string        `json:"bucket_by,omitempty"`
+	Segments []SyncSegment `json:"segments,omitempty"`
+	Version  int           `json:"version"`
+}
+
+// SyncSegment is a segment as a feature's sync form carries it: what
+// evaluation needs.
+type SyncSegment struct {
+	Key        string      `json:"key"`
+	Version    int         `json:"version"`
+	Conditions []Condition `json:"conditions"`
 }
 
 // SyncDocument is a sync document as AppendSync writes it: the store
@@ -153,8 +169,47 @@ func (c *compiled) appendSyncForm() []byte {
 		}
 		buf.WriteByte('}')
 	}
+	c.appendSyncTargeting(&buf)
 	buf.WriteString(`,"version":` + strconv.Itoa(f.Version) + "}")
 	return buf.Bytes()
+}
+
+// appendSyncTargeting appends the rules, bucket_by and segments members of
+// c's sync form, when it has them.
+func (c *compiled) appendSyncTargeting(buf *bytes.Buffer) {
+	f := &c.feature
+	if len(f.Rules) > 0 {
+		data, _ := json.Marshal(f.Rules) // validated: cannot fail
+		buf.WriteString(`,"rules":`)
+		buf.Write(data)
+	}
+	if f.BucketBy != "" {
+		data, _ := json.Marshal(f.BucketBy)
+		buf.WriteString(`,"bucket_by":`)
+		buf.Write(data)
+	}
+	if c.targeting == nil {
+		return
+	}
+	segs := map[string]*compiledSegment{}
+	for _, r := range c.targeting.rules {
+		for _, cc := range r.conds {
+			if cc.seg != nil {
+				segs[cc.segKey] = cc.seg
+			}
+		}
+	}
+	if len(segs) == 0 {
+		return
+	}
+	out := make([]SyncSegment, 0, len(segs))
+	for _, key := range slices.Sorted(maps.Keys(segs)) {
+		seg := segs[key].segment
+		out = append(out, SyncSegment{Key: key, Version: seg.Version, Conditions: cloneSegment(seg).Conditions})
+	}
+	data, _ := json.Marshal(out)
+	buf.WriteString(`,"segments":`)
+	buf.Write(data)
 }
 
 func positionHex(p ring.Position) string {
@@ -299,9 +354,14 @@ func compileSync(data json.RawMessage) (*compiled, error) {
 	if err := json.Unmarshal(data, &sf); err != nil {
 		return nil, Errorf(EInvalid, "decode: %v", err)
 	}
-	f := Feature{ID: sf.ID, Key: sf.Key, Enabled: sf.Enabled, Salt: sf.Salt, Fallback: sf.Fallback, Buckets: sf.Buckets, Version: sf.Version}
+	f := Feature{ID: sf.ID, Key: sf.Key, Enabled: sf.Enabled, Salt: sf.Salt, Fallback: sf.Fallback, Buckets: sf.Buckets, Version: sf.Version,
+		Rules: sf.Rules, BucketBy: sf.BucketBy}
 	if err := f.Validate(); err != nil {
 		return nil, fmt.Errorf("feature %q: %w", f.Key, err)
+	}
+	segments, err := syncSegments(f, sf.Segments)
+	if err != nil {
+		return nil, err
 	}
 	c := compileRing(f)
 	n := 0
@@ -334,10 +394,35 @@ func compileSync(data json.RawMessage) (*compiled, error) {
 			c.overrides[p] = b
 		}
 	}
-	c.finish(nil)
+	c.finish(segments)
 	c.syncJSON = slices.Clone(data)
 	c.syncSum = syncSum(c.syncJSON)
 	return c, nil
+}
+
+// syncSegments compiles the segments of a feature's sync form, which must
+// hold every segment the feature's rules use, each once and valid.
+func syncSegments(f Feature, list []SyncSegment) (map[string]*compiledSegment, error) {
+	if len(list) > MaxSegments {
+		return nil, Errorf(EInvalid, "feature %q: %d segments; at most %d", f.Key, len(list), MaxSegments)
+	}
+	out := make(map[string]*compiledSegment, len(list))
+	for _, ss := range list {
+		seg := Segment{Key: ss.Key, Version: ss.Version, Conditions: ss.Conditions}
+		if err := seg.Validate(); err != nil {
+			return nil, fmt.Errorf("feature %q: %w", f.Key, err)
+		}
+		if _, dup := out[ss.Key]; dup {
+			return nil, Errorf(EInvalid, "feature %q: segment %q appears twice", f.Key, ss.Key)
+		}
+		out[ss.Key] = compileSegment(seg)
+	}
+	for _, key := range f.Segments() {
+		if _, ok := out[key]; !ok {
+			return nil, Errorf(EInvalid, "feature %q: its rules use segment %q, which its sync form lacks", f.Key, key)
+		}
+	}
+	return out, nil
 }
 
 // NewSnapshot builds a snapshot of features at a store revision. A feature

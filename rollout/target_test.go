@@ -338,3 +338,66 @@ func BenchmarkEvaluateContextNoRules(b *testing.B) {
 		}
 	}
 }
+
+// TestSyncFormCarriesTargeting: a snapshot decoded from the sync document
+// evaluates every context as the server's does, segments included, and
+// the sync form holds no more than the rules and segments say.
+func TestSyncFormCarriesTargeting(t *testing.T) {
+	staff := Segment{Key: "staff", Version: 3, Description: "secret words", Conditions: []Condition{cond("email", OpEndsWith, "@example.com")}}
+	segs := map[string]*compiledSegment{"staff": compileSegment(staff), "unused": compileSegment(Segment{Key: "unused", Version: 1})}
+	f := targetFeature()
+	f.Buckets = append(f.Buckets, Bucket{Name: "beta", Replicas: 30})
+	f.Overrides = map[string]string{"vip": "beta"}
+	f.BucketBy = "org"
+	f.Rules = []Rule{
+		{Name: "staff", Conditions: []Condition{cond("", OpInSegment, "staff"), cond("plan", OpNeq, "free")}, Serve: Serve{Bucket: "beta"}},
+		{Name: "v5", Conditions: []Condition{cond("version", OpSemverGte, "5.0.0")}, Serve: Serve{Ring: true}},
+		{Name: "by-user", Conditions: []Condition{cond("seats", OpGt, 10)}, Serve: Serve{Ring: true, BucketBy: "team"}},
+	}
+	plain := targetFeature()
+	plain.Key = "plain"
+	if err := f.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	server := newSnapshot(map[string]*compiled{f.Key: compileWith(f, segs), plain.Key: compileWith(plain, segs)}, 7)
+	server.segments = segs
+	doc := server.AppendSync(nil)
+	if strings.Contains(string(doc), "secret words") || strings.Contains(string(doc), "unused") || strings.Contains(string(doc), "vip") {
+		t.Errorf("the sync document holds more than evaluation needs: %s", doc)
+	}
+	client, err := DecodeSync(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if client.SyncTag() != server.SyncTag() {
+		t.Errorf("client tag %s, server tag %s", client.SyncTag(), server.SyncTag())
+	}
+	pick := func(i int, xs ...string) string { return xs[i%len(xs)] }
+	for i := range 2000 {
+		ctx := Context{}
+		if i%3 > 0 {
+			ctx["email"] = pick(i/3, "a@example.com", "b@example.org")
+		}
+		if i%5 > 0 {
+			ctx["plan"] = pick(i/5, "free", "pro")
+		}
+		if i%7 > 0 {
+			ctx["version"] = pick(i/7, "4.9", "5.0.0", "5.1.0-beta")
+		}
+		if i%2 > 0 {
+			ctx["org"] = pick(i/2, "acme", "globex", "initech")
+		}
+		if i%11 > 0 {
+			ctx["seats"] = float64(i % 20)
+			ctx["team"] = pick(i/11, "red", "blue")
+		}
+		user := pick(i, "vip", "u1", "u2", "u3", "u4")
+		for _, key := range []string{"checkout", "plain"} {
+			want, _ := server.PeekContext(key, user, ctx)
+			got, _ := client.PeekContext(key, user, ctx)
+			if got.Bucket != want.Bucket || got.Reason != want.Reason || got.Rule != want.Rule || got.Static != want.Static || got.Version != want.Version {
+				t.Fatalf("%s for %s %v: client %+v, server %+v", key, user, ctx, got, want)
+			}
+		}
+	}
+}

@@ -1,0 +1,202 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// Segments: named sets of conditions that features' rules use with
+// in_segment (see docs/targeting.md).
+//
+//	GET    /api/segments                 every segment
+//	POST   /api/segments                 {"key","description","conditions":[…]}
+//	GET    /api/segments/KEY             one, with the features that use it
+//	PUT    /api/segments/KEY             {"description","conditions":[…]}: its next version,
+//	                                     and the next version of every feature using it
+//	DELETE /api/segments/KEY             refused (409) while a feature uses it
+//	GET    /api/segments/KEY/versions    its history, newest first
+
+// segmentView is a segment as the API shows it: with the features whose
+// rules use it.
+type segmentView struct {
+	rollout.Segment
+	Features []string `json:"features"`
+}
+
+func viewOfSegment(snap *rollout.Snapshot, seg rollout.Segment) segmentView {
+	users := snap.SegmentUsers(seg.Key)
+	if users == nil {
+		users = []string{}
+	}
+	return segmentView{Segment: seg, Features: users}
+}
+
+// segmentETag is the strong ETag of a segment's configuration.
+func segmentETag(seg rollout.Segment) string { return `"` + seg.Tag() + `"` }
+
+func (s *Server) listSegments(c echo.Context) error {
+	snap := s.svc.Snapshot()
+	segs := snap.Segments()
+	out := make([]segmentView, len(segs))
+	for i, seg := range segs {
+		out[i] = viewOfSegment(snap, seg)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"segments": out})
+}
+
+func (s *Server) getSegment(c echo.Context) error {
+	key := pathParam(c, "key")
+	snap := s.svc.Snapshot()
+	seg, ok := snap.Segment(key)
+	if !ok {
+		return rollout.Errorf(rollout.ENotFound, "segment %q does not exist", key)
+	}
+	c.Response().Header().Set("ETag", segmentETag(seg))
+	return c.JSON(http.StatusOK, viewOfSegment(snap, seg))
+}
+
+type segmentRequest struct {
+	Key         string               `json:"key"`
+	Description string               `json:"description"`
+	Conditions  *[]rollout.Condition `json:"conditions"`
+	guards
+}
+
+// segmentAnswer is the answer of a change of a segment.
+func segmentAnswer(status int) func(rollout.SegmentResult) (keptAnswer, error) {
+	return func(res rollout.SegmentResult) (keptAnswer, error) {
+		a, err := jsonAnswer(status, res)
+		if err == nil && !res.DryRun {
+			a.Header = map[string]string{"ETag": segmentETag(res.Segment)}
+		}
+		return a, err
+	}
+}
+
+// segmentOptions are a segment change's options: the guards but
+// max_churn, which a segment's change has no ring figure for.
+func segmentOptions(c echo.Context, body guards) (rollout.ChangeOptions, error) {
+	opts, err := changeOptions(c, body)
+	if err == nil && opts.MaxChurn != nil {
+		err = badRequest("max_churn does not apply to segments: preview the features that use it instead")
+	}
+	return opts, err
+}
+
+func (s *Server) createSegment(c echo.Context) error {
+	var req segmentRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	if req.Conditions == nil {
+		return badRequest(`give the segment's conditions: {"key":"staff","conditions":[{"attribute":"email","op":"ends_with","value":"@example.com"}]}`)
+	}
+	opts, err := segmentOptions(c, req.guards)
+	if err != nil {
+		return err
+	}
+	status := http.StatusCreated
+	if opts.DryRun {
+		status = http.StatusOK
+	}
+	ctx := keepAs(c, segmentAnswer(status))
+	res, err := s.svc.CreateSegment(ctx, rollout.Segment{Key: req.Key, Description: req.Description, Conditions: *req.Conditions}, opts)
+	if err != nil {
+		return asBadRequest(err)
+	}
+	s.appliedSegment(c, res, "created", opts)
+	a, err := segmentAnswer(status)(res)
+	if err != nil {
+		return err
+	}
+	return a.send(c)
+}
+
+func (s *Server) updateSegment(c echo.Context) error {
+	var req segmentRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	key := pathParam(c, "key")
+	if req.Key != "" && req.Key != key {
+		return badRequest("the body names segment %q, the path %q: a segment's key cannot change", req.Key, key)
+	}
+	if req.Conditions == nil {
+		return badRequest(`give the segment's conditions, all of them: {"description":"…","conditions":[…]}`)
+	}
+	opts, err := segmentOptions(c, req.guards)
+	if err != nil {
+		return err
+	}
+	ctx := keepAs(c, segmentAnswer(http.StatusOK))
+	res, err := s.svc.UpdateSegment(ctx, key, req.Description, *req.Conditions, opts)
+	if err != nil {
+		return asBadRequest(err)
+	}
+	s.appliedSegment(c, res, "changed", opts)
+	a, err := segmentAnswer(http.StatusOK)(res)
+	if err != nil {
+		return err
+	}
+	return a.send(c)
+}
+
+func (s *Server) deleteSegment(c echo.Context) error {
+	var req guards
+	if err := decodeOptional(c, &req); err != nil {
+		return err
+	}
+	opts, err := segmentOptions(c, req)
+	if err != nil {
+		return err
+	}
+	ctx := keepAs(c, func(rollout.SegmentResult) (keptAnswer, error) { return keptAnswer{Status: http.StatusNoContent}, nil })
+	res, err := s.svc.DeleteSegment(ctx, pathParam(c, "key"), opts)
+	if err != nil {
+		return err
+	}
+	if res.DryRun {
+		return c.JSON(http.StatusOK, res)
+	}
+	s.appliedSegment(c, res, "deleted", opts)
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (s *Server) listSegmentVersions(c echo.Context) error {
+	before, limit, err := historyPage(c)
+	if err != nil {
+		return err
+	}
+	key := pathParam(c, "key")
+	vs, err := s.svc.SegmentVersions(c.Request().Context(), key, before, limit)
+	if err != nil {
+		return err
+	}
+	if vs == nil {
+		vs = []rollout.SegmentVersion{}
+	}
+	out := map[string]any{"key": key, "versions": vs}
+	if len(vs) == limit {
+		out["next"] = nextPage(c, vs[len(vs)-1].Version, limit)
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// appliedSegment counts and logs a segment's change (not a dry run): the
+// segment's, and each feature's it changed too.
+func (s *Server) appliedSegment(c echo.Context, res rollout.SegmentResult, what string, opts rollout.ChangeOptions) {
+	if res.DryRun {
+		return
+	}
+	if len(res.Features) == 0 {
+		s.metrics.changed("segment")
+	}
+	for _, key := range res.Features {
+		if f, ok := s.svc.Snapshot().Feature(key); ok {
+			s.applied(c, key, f.Version, "segment "+res.Segment.Key+" "+what, 0, opts.Actor)
+		}
+	}
+}
