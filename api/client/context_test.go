@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rollout/rollout/api/client"
 	"github.com/rollout/rollout/api/client/internal/testserver"
@@ -193,6 +195,9 @@ func randomFeature(r *rand.Rand, key string) rollout.Feature {
 		func() rollout.Condition {
 			return condition("seen", pick(r, []string{rollout.OpBefore, rollout.OpAfter}), "2026-06-01T00:00:00Z")
 		},
+		func() rollout.Condition {
+			return rollout.Condition{Op: rollout.OpInSegment, Value: raw(strconv.Quote(pick(r, segmentKeys)))}
+		},
 		func() rollout.Condition { return condition(pick(r, attributes), rollout.OpPresent, nil) },
 		func() rollout.Condition { return condition(pick(r, attributes), rollout.OpAbsent, nil) },
 	}
@@ -215,12 +220,13 @@ func randomFeature(r *rand.Rand, key string) rollout.Feature {
 }
 
 var (
-	plans      = []string{"free", "pro", "enterprise"}
-	countries  = []string{"DE", "AT", "FR", "US"}
-	versions   = []string{"4.1.9", "4.2.0", "4.10.0", "5.0.0-beta.1"}
-	groups     = []string{"admins", "beta", "staff"}
-	emails     = []string{"vip@example.com", "ann@example.com", "zed@elsewhere.org", "max@x.io"}
-	attributes = []string{"plan", "country", "email", "age", "version", "beta", "groups", "org", "seen"}
+	segmentKeys = []string{"staff", "paying"}
+	plans       = []string{"free", "pro", "enterprise"}
+	countries   = []string{"DE", "AT", "FR", "US"}
+	versions    = []string{"4.1.9", "4.2.0", "4.10.0", "5.0.0-beta.1"}
+	groups      = []string{"admins", "beta", "staff"}
+	emails      = []string{"vip@example.com", "ann@example.com", "zed@elsewhere.org", "max@x.io"}
+	attributes  = []string{"plan", "country", "email", "age", "version", "beta", "groups", "org", "seen"}
 )
 
 func pick[T any](r *rand.Rand, from []T) T { return from[r.IntN(len(from))] }
@@ -340,8 +346,9 @@ func postJSON(t *testing.T, u string, body any) []byte {
 }
 
 // TestContextAgreement: over random features (rules of every operator,
-// rules serving a bucket or the ring by the user or an attribute,
-// bucket_by, overrides, the kill switch) and random contexts, the in-app
+// in_segment among them, rules serving a bucket or the ring by the user or
+// an attribute, bucket_by, overrides, the kill switch) and random
+// contexts, before and after a segment's change, the in-app
 // client answers what the server answers, bit for bit, on each path: POST
 // /evaluate with a context, GET /evaluate with ctx. parameters (whose
 // values are strings) and OFREP.
@@ -353,6 +360,15 @@ func TestContextAgreement(t *testing.T) {
 	nFeatures, nContexts := 30, 100
 	if testing.Short() {
 		nFeatures, nContexts = 10, 30
+	}
+	bg := context.Background()
+	for _, seg := range []rollout.Segment{
+		{Key: "staff", Conditions: []rollout.Condition{condition("email", rollout.OpEndsWith, "@example.com")}},
+		{Key: "paying", Conditions: []rollout.Condition{condition("plan", rollout.OpIn, []string{"pro", "enterprise"}), condition("beta", rollout.OpNeq, true)}},
+	} {
+		if _, err := s.Svc.CreateSegment(bg, seg, rollout.ChangeOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var keys []string
 	ruled := ""
@@ -372,71 +388,95 @@ func TestContextAgreement(t *testing.T) {
 			t.Errorf(format, args...)
 		}
 	}
-	for i := range nContexts {
-		ctx := randomContext(r)
-		user := fmt.Sprintf("u%d", r.IntN(10))
-		if i%10 == 9 {
-			user = "u7" // overridden in some features
-		}
-		// POST /evaluate: every feature for this user and context.
-		var many struct {
-			Results map[string]wire `json:"results"`
-		}
-		if err := json.Unmarshal(postJSON(t, s.URL+"/evaluate", map[string]any{"user": user, "context": ctx}), &many); err != nil {
-			t.Fatal(err)
-		}
-		q, qctx := queryForm(ctx)
-		for _, key := range keys {
-			e, err := c.EvaluateContext(key, user, ctx)
-			if err != nil {
-				t.Fatalf("EvaluateContext(%s, %s, %v): %v", key, user, ctx, err)
+	round := func() {
+		for i := range nContexts {
+			ctx := randomContext(r)
+			user := fmt.Sprintf("u%d", r.IntN(10))
+			if i%10 == 9 {
+				user = "u7" // overridden in some features
 			}
-			if got := many.Results[key]; !sameWire(got, wireOf(e)) {
-				report("POST /evaluate %s for %s %v = %v; the client %v", key, user, ctx, got, wireOf(e))
+			// POST /evaluate: every feature for this user and context.
+			var many struct {
+				Results map[string]wire `json:"results"`
 			}
-			// GET /evaluate with ctx. parameters: strings.
-			q.Set("feature", key)
-			q.Set("user", user)
-			res, err := http.Get(s.URL + "/evaluate?" + q.Encode())
-			if err != nil {
+			if err := json.Unmarshal(postJSON(t, s.URL+"/evaluate", map[string]any{"user": user, "context": ctx}), &many); err != nil {
 				t.Fatal(err)
 			}
-			var one wire
-			json.NewDecoder(res.Body).Decode(&one)
-			res.Body.Close()
-			qe, _ := c.EvaluateContext(key, user, qctx)
-			if !sameWire(one, wireOf(qe)) {
-				report("GET /evaluate %s for %s ?%s = %v; the client %v", key, user, q.Encode(), one, wireOf(qe))
-			}
-			// OFREP, with the context's attributes beside the targeting key.
-			body := map[string]any{"targetingKey": user}
-			for k, v := range ctx {
-				body[k] = v
-			}
-			var of struct {
-				Value    json.RawMessage `json:"value"`
-				Variant  string          `json:"variant"`
-				Reason   string          `json:"reason"`
-				Metadata struct {
-					Version int    `json:"version"`
-					Rule    string `json:"rule"`
-				} `json:"metadata"`
-			}
-			if err := json.Unmarshal(postJSON(t, s.URL+"/ofrep/v1/evaluate/flags/"+key, map[string]any{"context": body}), &of); err != nil {
-				t.Fatal(err)
-			}
-			want := wireOf(e)
-			got := wire{Value: of.Value, Version: of.Metadata.Version, Reason: e.Reason, Rule: of.Metadata.Rule}
-			if of.Variant != "" {
-				got.Bucket = &of.Variant
-			} else {
-				got.Value = raw("null")
-			}
-			if !sameWire(got, want) || of.Reason != ofrepReasonOf(e) {
-				report("OFREP %s for %s %v = %+v; the client %v (%s)", key, user, ctx, of, want, ofrepReasonOf(e))
+			q, qctx := queryForm(ctx)
+			for _, key := range keys {
+				e, err := c.EvaluateContext(key, user, ctx)
+				if err != nil {
+					t.Fatalf("EvaluateContext(%s, %s, %v): %v", key, user, ctx, err)
+				}
+				if got := many.Results[key]; !sameWire(got, wireOf(e)) {
+					report("POST /evaluate %s for %s %v = %v; the client %v", key, user, ctx, got, wireOf(e))
+				}
+				// GET /evaluate with ctx. parameters: strings.
+				q.Set("feature", key)
+				q.Set("user", user)
+				res, err := http.Get(s.URL + "/evaluate?" + q.Encode())
+				if err != nil {
+					t.Fatal(err)
+				}
+				var one wire
+				json.NewDecoder(res.Body).Decode(&one)
+				res.Body.Close()
+				qe, _ := c.EvaluateContext(key, user, qctx)
+				if !sameWire(one, wireOf(qe)) {
+					report("GET /evaluate %s for %s ?%s = %v; the client %v", key, user, q.Encode(), one, wireOf(qe))
+				}
+				// OFREP, with the context's attributes beside the targeting key.
+				body := map[string]any{"targetingKey": user}
+				for k, v := range ctx {
+					body[k] = v
+				}
+				var of struct {
+					Value    json.RawMessage `json:"value"`
+					Variant  string          `json:"variant"`
+					Reason   string          `json:"reason"`
+					Metadata struct {
+						Version int    `json:"version"`
+						Rule    string `json:"rule"`
+					} `json:"metadata"`
+				}
+				if err := json.Unmarshal(postJSON(t, s.URL+"/ofrep/v1/evaluate/flags/"+key, map[string]any{"context": body}), &of); err != nil {
+					t.Fatal(err)
+				}
+				want := wireOf(e)
+				got := wire{Value: of.Value, Version: of.Metadata.Version, Reason: e.Reason, Rule: of.Metadata.Rule}
+				if of.Variant != "" {
+					got.Bucket = &of.Variant
+				} else {
+					got.Value = raw("null")
+				}
+				if !sameWire(got, want) || of.Reason != ofrepReasonOf(e) {
+					report("OFREP %s for %s %v = %+v; the client %v (%s)", key, user, ctx, of, want, ofrepReasonOf(e))
+				}
 			}
 		}
 	}
+	round()
+	// A segment's change is a change of every feature using it: the client
+	// follows it, and agrees again.
+	if _, err := s.Svc.UpdateSegment(bg, "staff", "", []rollout.Condition{condition("email", rollout.OpStartsWith, "vip")}, rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The server's snapshot holds the features' new versions at once (its
+	// revision follows later): wait until the client has them all.
+	deadline := time.Now().Add(10 * time.Second)
+	for behind := true; behind; {
+		behind = false
+		for _, key := range keys {
+			sf, _ := s.Svc.Snapshot().Feature(key)
+			cf, _ := c.Snapshot().Feature(key)
+			behind = behind || cf.Version != sf.Version
+		}
+		if behind && time.Now().After(deadline) {
+			t.Fatal("the client lacks new versions 10 s after the segment's change")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	round()
 	if mismatches > 0 {
 		t.Errorf("%d mismatches over %d contexts × %d features", mismatches, nContexts, len(keys))
 	}
