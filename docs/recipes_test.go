@@ -48,6 +48,7 @@ func TestRecipes(t *testing.T) {
 	}{
 		{"../README.md", nil, 5},
 		{"recipes.md", nil, 5},
+		{"targeting.md", nil, 4},
 		// client.md's answers are those for the feature the README's first
 		// recipe creates.
 		{"client.md", readme[:2], 2},

@@ -454,7 +454,9 @@ type semver struct {
 // optional leading "v"; missing parts are 0. It does not allocate.
 func parseSemver(s string) (semver, bool) {
 	var v semver
-	s = strings.TrimPrefix(s, "v")
+	if len(s) > 0 && s[0] == 'v' {
+		s = s[1:]
+	}
 	if i := strings.IndexByte(s, '+'); i >= 0 {
 		s = s[:i]
 	}
@@ -464,26 +466,32 @@ func parseSemver(s string) (semver, bool) {
 			return v, false
 		}
 	}
-	parts := [3]*uint64{&v.major, &v.minor, &v.patch}
-	for i := 0; i < 3; i++ {
-		j := strings.IndexByte(s, '.')
-		part := s
-		if j >= 0 {
-			part, s = s[:j], s[j+1:]
+	part, digits := 0, 0
+	var n uint64
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == '.' {
+			if digits == 0 || part > 2 {
+				return v, false
+			}
+			switch part {
+			case 0:
+				v.major = n
+			case 1:
+				v.minor = n
+			default:
+				v.patch = n
+			}
+			part, digits, n = part+1, 0, 0
+			continue
 		}
-		if part == "" || len(part) > 19 {
+		c := s[i]
+		if c < '0' || c > '9' || digits == 19 {
 			return v, false
 		}
-		n, err := strconv.ParseUint(part, 10, 64)
-		if err != nil {
-			return v, false
-		}
-		*parts[i] = n
-		if j < 0 {
-			return v, true
-		}
+		n = n*10 + uint64(c-'0')
+		digits++
 	}
-	return v, false // a fourth part
+	return v, true
 }
 
 // compare orders v and w as semantic versioning does: a pre-release comes

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 func cond(attr, op string, value any) Condition {
@@ -400,4 +401,41 @@ func TestSyncFormCarriesTargeting(t *testing.T) {
 			}
 		}
 	}
+}
+
+// BenchmarkRulesRatio measures, in one run, the cost of evaluating a
+// feature with 5 rules of 2 conditions and a 6-attribute context against
+// today's evaluation of a feature without rules (BenchmarkEvaluateOne's),
+// alternating batches of each so that both see the same load; it reports
+// their ratio as rules/plain. Issue #22's target is at most 2.
+func BenchmarkRulesRatio(b *testing.B) {
+	plain := benchSnapshot(b, 1)
+	f := Feature{
+		Key: "feature-00", Enabled: true, Salt: "feature-00", Version: 1,
+		Buckets: []Bucket{{Name: "control", Replicas: 100}, {Name: "A", Replicas: 100}, {Name: "B", Replicas: 100}, {Name: "C", Replicas: 100}},
+		Rules:   benchRules(),
+	}
+	if err := f.Validate(); err != nil {
+		b.Fatal(err)
+	}
+	ruled := newSnapshot(map[string]*compiled{f.Key: compile(f)}, 0)
+	ctxs := benchContexts()
+	const batch = 256
+	var tPlain, tRules time.Duration
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		start := time.Now()
+		for j := range batch {
+			plain.Evaluate("feature-00", benchUsers[(i*batch+j)%len(benchUsers)])
+		}
+		mid := time.Now()
+		for j := range batch {
+			ruled.EvaluateContext("feature-00", benchUsers[(i*batch+j)%len(benchUsers)], ctxs[j%len(ctxs)])
+		}
+		tPlain += mid.Sub(start)
+		tRules += time.Since(mid)
+	}
+	b.ReportMetric(float64(tRules)/float64(tPlain), "rules/plain")
+	b.ReportMetric(float64(tPlain)/float64(b.N*batch), "plain-ns/eval")
+	b.ReportMetric(float64(tRules)/float64(b.N*batch), "rules-ns/eval")
 }
