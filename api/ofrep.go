@@ -41,6 +41,12 @@ import (
 // The targeting key is the user ID; for bulk evaluation, the optional list
 // context.flags names the flags; every other attribute of the context is
 // read when a feature's rules or bucket_by use it (see context.go).
+//
+// A single evaluation without a targeting key answers for a feature whose
+// answer no user ID can change (switched off; or no overrides and a ring of
+// one bucket or bucketed by an attribute), as OpenFeature's evaluation suite
+// expects; any other is TARGETING_KEY_MISSING, and so is a bulk evaluation
+// without one.
 
 // OFREP error codes.
 const (
@@ -73,14 +79,18 @@ func isOFREP(c echo.Context) bool {
 
 // ofrepReason is the OFREP reason of e: STATIC when no user or context
 // could get another answer (one bucket, no rules or overrides), else
-// SPLIT for the ring, TARGETING_MATCH for an override or a rule, DEFAULT
+// DEFAULT for a ring of one serving bucket (the answer of those no rule
+// or override serves), SPLIT for the ring, TARGETING_MATCH for an override or a rule, DEFAULT
 // when the ring could not place the user (bucket_by names an attribute
 // the context lacks), DISABLED when the kill switch is off.
 func ofrepReason(e rollout.Evaluation) string {
 	switch e.Reason {
 	case rollout.ReasonRing:
-		if e.Static {
+		switch {
+		case e.Static:
 			return "STATIC"
+		case e.Single:
+			return "DEFAULT"
 		}
 		return "SPLIT"
 	case rollout.ReasonOverride, rollout.ReasonTargetingMatch:
@@ -99,8 +109,9 @@ func ofrepReason(e rollout.Evaluation) string {
 // context.
 //
 // The context's other attributes are read only when wants says a feature
-// to evaluate uses them (nil otherwise).
-func readOFREP(c echo.Context, key string, wants func() bool) (user string, flags *[]string, ctx rollout.Context, err error) {
+// to evaluate uses them (nil otherwise). Without a targeting key the user
+// is "" when keyless (nil for bulk) says the feature needs none.
+func readOFREP(c echo.Context, key string, wants, keyless func() bool) (user string, flags *[]string, ctx rollout.Context, err error) {
 	buf := getBuffer()
 	defer putBuffer(buf)
 	if err := buf.readFrom(c.Request().Body); err != nil {
@@ -110,10 +121,10 @@ func readOFREP(c echo.Context, key string, wants func() bool) (user string, flag
 		return "", nil, nil, &ofrepError{Key: key, ErrorCode: ofrepParseError, ErrorDetails: "the request body could not be read"}
 	}
 	user, flags, oe := parseOFREP(buf.b, key)
-	if oe != nil {
+	if oe != nil && (oe.ErrorCode != ofrepTargetingKeyMissing || keyless == nil || !keyless()) {
 		return "", nil, nil, oe
 	}
-	if wants() {
+	if skipSpace(buf.b, 0) < len(buf.b) && wants() { // an empty body has no context
 		if ctx, err = ofrepContext(buf.b, key == "", key); err != nil {
 			return "", nil, nil, err
 		}
@@ -364,12 +375,7 @@ func jsonType(first byte) string {
 func (s *Server) ofrepEvaluate(c echo.Context) error {
 	key := pathParam(c, "key")
 	snap := s.snapshotState().snap
-	user, _, ctx, err := readOFREP(c, key, func() bool { return snap.UsesContext(key) })
-	if oe, ok := err.(*ofrepError); ok && oe.ErrorCode == ofrepTargetingKeyMissing && snap.Static(key) {
-		// Its answer cannot depend on the user: OpenFeature evaluates
-		// such a flag without a targeting key.
-		user, err = "", nil
-	}
+	user, _, ctx, err := readOFREP(c, key, func() bool { return snap.UsesContext(key) }, func() bool { return ofrepKeyFree(snap, key) })
 	if err != nil {
 		return err
 	}
@@ -386,6 +392,27 @@ func (s *Server) ofrepEvaluate(c echo.Context) error {
 	return blobJSON(c, a.ofrep)
 }
 
+// ofrepKeyFree reports whether the feature key of snap answers without a
+// user ID: switched off; or no overrides and a ring that hashes no user ID,
+// of one bucket or bucketed by an attribute (rules read the context's
+// other attributes). It runs only for requests without a targeting key.
+func ofrepKeyFree(snap *rollout.Snapshot, key string) bool {
+	f, ok := snap.Feature(key)
+	if !ok {
+		return false
+	}
+	if !f.Enabled {
+		return true
+	}
+	serving := 0
+	for _, b := range f.Buckets {
+		if b.Replicas > 0 {
+			serving++
+		}
+	}
+	return len(f.Overrides) == 0 && (serving == 1 || f.BucketBy != "")
+}
+
 // ofrepEvaluateAll is POST /ofrep/v1/evaluate/flags: every feature, or those
 // context.flags lists, for one user. Its strong ETag is the snapshot's tag
 // followed by a hash of what of the request the answer depends on (the
@@ -396,7 +423,7 @@ func (s *Server) ofrepEvaluate(c echo.Context) error {
 // 304 without evaluating.
 func (s *Server) ofrepEvaluateAll(c echo.Context) error {
 	st := s.snapshotState()
-	user, flags, ctx, err := readOFREP(c, "", st.snap.AnyUsesContext)
+	user, flags, ctx, err := readOFREP(c, "", st.snap.AnyUsesContext, nil)
 	if err != nil {
 		return err
 	}

@@ -294,10 +294,18 @@ func TestOFREPStaticWithoutTargetingKey(t *testing.T) {
 	if o := s.must(http.StatusOK, "POST", "/ofrep/v1/evaluate/flags/one", `{"context":{"targetingKey":"u"}}`).json(t); o["reason"] != "STATIC" {
 		t.Errorf("one with a key: %v", o)
 	}
-	// A rule makes it depend on the context.
+	// A rule makes it depend on the context, not on the user: it still
+	// answers without a key, as OpenFeature's evaluation suite expects,
+	// with the ring's one bucket as its DEFAULT and the rule's otherwise.
 	s.must(http.StatusOK, "PUT", "/api/features/one/rules", `{"rules":[{"name":"r","conditions":[{"attribute":"plan","op":"eq","value":"x"}],"serve":{"bucket":"off"}}]}`)
-	if r := s.do("POST", "/ofrep/v1/evaluate/flags/one", `{}`); r.status != http.StatusBadRequest {
-		t.Errorf("one with a rule, without a key = %d %s, want 400", r.status, r.body)
+	if o := s.must(http.StatusOK, "POST", "/ofrep/v1/evaluate/flags/one", `{}`).json(t); o["variant"] != "on" || o["reason"] != "DEFAULT" {
+		t.Errorf("one with a rule, without a key: %v, want on, DEFAULT", o)
+	}
+	if o := s.must(http.StatusOK, "POST", "/ofrep/v1/evaluate/flags/one", `{"context":{"plan":"x"}}`).json(t); o["variant"] != "off" || o["reason"] != "TARGETING_MATCH" {
+		t.Errorf("one with a rule, without a key, matching it: %v, want off, TARGETING_MATCH", o)
+	}
+	if o := s.must(http.StatusOK, "POST", "/ofrep/v1/evaluate/flags/one", `{"context":{"targetingKey":"u"}}`).json(t); o["variant"] != "on" || o["reason"] != "DEFAULT" {
+		t.Errorf("one with a rule and a key: %v, want on, DEFAULT", o)
 	}
 }
 

@@ -29,6 +29,10 @@ type Evaluation struct {
 	// Static: the feature's answer cannot depend on the user or context
 	// (one bucket and no rules or overrides, or disabled).
 	Static bool
+	// Single: served by a ring of one serving bucket, in a feature whose
+	// rules or overrides serve others what it does not: the feature's
+	// default answer (OFREP's DEFAULT, as flagd's default variant).
+	Single bool
 }
 
 // Outcome is what one configuration of a feature serves a user, but for
@@ -46,6 +50,7 @@ type Outcome struct {
 	// Static: every user and context gets this outcome of the
 	// configuration (OFREP's STATIC; see Evaluation.Static).
 	Static bool
+	Single bool // see Evaluation.Single
 	// Memo is the caller's, to keep what it derives from the outcome (the
 	// API keeps the outcome's encoded answers there). It lasts as long as
 	// the configuration: a change of the feature makes new outcomes.
@@ -56,7 +61,7 @@ type Outcome struct {
 
 // Evaluation returns the evaluation of o for user.
 func (o *Outcome) Evaluation(user string) Evaluation {
-	return Evaluation{Feature: o.Feature, User: user, Bucket: o.Bucket, Value: o.Value, Version: o.Version, Reason: o.Reason, Rule: o.Rule, Static: o.Static}
+	return Evaluation{Feature: o.Feature, User: user, Bucket: o.Bucket, Value: o.Value, Version: o.Version, Reason: o.Reason, Rule: o.Rule, Static: o.Static, Single: o.Single}
 }
 
 // compiled is a feature at one version made ready for evaluation: its ring
@@ -125,6 +130,18 @@ func (c *compiled) finish(segments map[string]*compiledSegment) {
 	if c.static {
 		for i := range c.outcomes {
 			c.outcomes[i].Static = true
+		}
+		return
+	}
+	served := 0
+	for _, share := range c.shares {
+		if share > 0 {
+			served++
+		}
+	}
+	if served == 1 {
+		for i := range c.names { // the ring's outcomes come first
+			c.outcomes[i].Single = true
 		}
 	}
 }

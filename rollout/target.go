@@ -730,8 +730,8 @@ func (c *compiled) compileTargeting(segments map[string]*compiledSegment) {
 }
 
 func copyOutcome(dst, src *Outcome) {
-	dst.Feature, dst.Bucket, dst.Value, dst.Version, dst.Reason, dst.Rule, dst.Static, dst.bucket =
-		src.Feature, src.Bucket, src.Value, src.Version, src.Reason, src.Rule, src.Static, src.bucket
+	dst.Feature, dst.Bucket, dst.Value, dst.Version, dst.Reason, dst.Rule, dst.Static, dst.Single, dst.bucket =
+		src.Feature, src.Bucket, src.Value, src.Version, src.Reason, src.Rule, src.Static, src.Single, src.bucket
 }
 
 // assignContext is assign for a feature with targeting: overrides by user

@@ -238,6 +238,28 @@ func (c *Client) Evaluate(key, user string) (rollout.Evaluation, error) {
 	return c.snap.Load().Evaluate(key, user)
 }
 
+// EvaluateContext is Evaluate with the attributes of an evaluation's
+// context, which the feature's rules and bucket_by read: overrides by user
+// ID first, then the first rule whose conditions all hold, then the ring
+// (see rollout.Snapshot.EvaluateContext). attrs may be a rollout.Context or
+// a map[string]any: each value a string, a number, a bool or a []string
+// (others hold no condition); nil is a context without attributes. It
+// answers what the server's GET /evaluate with ctx. parameters, POST
+// /evaluate with a context and OFREP answer for the same attributes, and
+// refuses (rollout.EInvalid) what they refuse: more than
+// rollout.MaxContextAttrs attributes, a string longer than
+// rollout.MaxContextValueLen, a value of another type. It reads attrs and
+// does not keep it, and does not allocate.
+func (c *Client) EvaluateContext(key, user string, attrs rollout.Context) (rollout.Evaluation, error) {
+	if err := rollout.ValidateUser(user); err != nil {
+		return rollout.Evaluation{}, err
+	}
+	if err := rollout.ValidateContext(attrs); err != nil {
+		return rollout.Evaluation{}, err
+	}
+	return c.snap.Load().EvaluateContext(key, user, attrs)
+}
+
 // Snapshot returns the current snapshot, for reading features.
 func (c *Client) Snapshot() *rollout.Snapshot { return c.snap.Load() }
 

@@ -4,11 +4,27 @@
 //
 // The bucket's JSON value is the flag's value: a boolean, string, integer,
 // float or object evaluation of a value of another JSON type answers the
-// default with TYPE_MISMATCH. The variant is the bucket's name; the reason
-// is SPLIT (the user's place on the ring), TARGETING_MATCH (an override)
-// or DISABLED (the kill switch: the fallback bucket's value, or the code's
-// default when the feature has no fallback); the flag metadata holds the
-// feature's "version". The targeting key is the user ID.
+// default with TYPE_MISMATCH (an integer may be written 10, 10.0 or 1e1).
+// The targeting key is the user ID, and every other attribute of the
+// evaluation context is passed to the feature's rules and bucket_by (see
+// client.Client.EvaluateContext), as OFREP's server reads them. The variant is the
+// bucket's name; the reason is
+//
+//   - STATIC: the feature's answer cannot depend on the context (enabled,
+//     one bucket with all of the ring, no rules, no overrides);
+//   - TARGETING_MATCH: a rule served (its name is the flag metadata's
+//     "rule"), or an override;
+//   - SPLIT: the user's place on a ring of several buckets;
+//   - DEFAULT: the ring's one bucket, behind rules or overrides that did not
+//     apply (OpenFeature's default variant), or what a feature serves when
+//     its bucket_by attribute is missing;
+//   - DISABLED: the kill switch: the fallback bucket's value, or the code's
+//     default when the feature has no fallback.
+//
+// The flag metadata holds the feature's "version". Without a targeting key
+// a feature answers when no user ID can change its answer (switched off;
+// or no overrides and a ring of one bucket or bucketed by an attribute);
+// any other answers TARGETING_KEY_MISSING.
 //
 // Events: PROVIDER_CONFIGURATION_CHANGED with the changed flag keys on every
 // change, PROVIDER_STALE while the client can reach the server neither by
@@ -20,7 +36,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/open-feature/go-sdk/openfeature"
 
@@ -41,6 +62,7 @@ type Provider struct {
 	c      *client.Client
 	events chan openfeature.Event
 	stop   func()
+	shapes shapes
 }
 
 var (
@@ -107,33 +129,74 @@ func (p *Provider) send(t openfeature.EventType, d openfeature.ProviderEventDeta
 	}
 }
 
-var reasons = map[string]openfeature.Reason{
-	rollout.ReasonRing:     openfeature.SplitReason,
-	rollout.ReasonOverride: openfeature.TargetingMatchReason,
-	rollout.ReasonDisabled: openfeature.DisabledReason,
+// reason is the OpenFeature reason of ev: TARGETING_MATCH for a rule (or
+// an override), DISABLED for the kill switch, DEFAULT when the ring could
+// not place the user (bucket_by names an attribute the context lacks) or
+// when it has one bucket only, behind rules or overrides (OpenFeature's
+// "default variant"); STATIC for a feature whose answer cannot depend on the
+// context, SPLIT for a place on a ring of several buckets.
+func reason(ev rollout.Evaluation, sh shape) openfeature.Reason {
+	switch ev.Reason {
+	case rollout.ReasonTargetingMatch, rollout.ReasonOverride:
+		return openfeature.TargetingMatchReason
+	case rollout.ReasonDisabled:
+		return openfeature.DisabledReason
+	case rollout.ReasonDefault:
+		return openfeature.DefaultReason
+	case rollout.ReasonRing:
+		switch {
+		case ev.Static:
+			return openfeature.StaticReason
+		case sh.single:
+			return openfeature.DefaultReason
+		}
+		return openfeature.SplitReason
+	}
+	return openfeature.UnknownReason
 }
 
-// resolve evaluates flag for the context's targeting key. It returns the
-// bucket's value, nil when the feature serves no bucket, and the details;
-// a failure sets the details' error and reason.
+// resolve evaluates flag for the context's targeting key and attributes.
+// It returns the bucket's value, nil when the feature serves no bucket,
+// and the details; a failure sets the details' error and reason. Without a
+// targeting key only a feature that does not need one answers (see
+// shape.keyFree).
 func (p *Provider) resolve(flag string, flatCtx openfeature.FlattenedContext) (json.RawMessage, openfeature.ProviderResolutionDetail) {
-	user, ok := flatCtx[openfeature.TargetingKey].(string)
-	if !ok || user == "" {
-		return nil, failed(openfeature.NewTargetingKeyMissingResolutionError("the evaluation context needs a targeting key: the user ID"))
+	snap := p.c.Snapshot()
+	sh, ok := p.shapes.of(snap, flag)
+	if !ok {
+		return nil, failed(openfeature.NewFlagNotFoundResolutionError(fmt.Sprintf("flag %s not found: rollout has no feature %q", flag, flag)))
 	}
-	ev, err := p.c.Evaluate(flag, user)
-	switch rollout.ErrorCode(err) {
-	case rollout.ENotFound:
-		return nil, failed(openfeature.NewFlagNotFoundResolutionError(fmt.Sprintf("feature %q does not exist", flag)))
-	case rollout.EInvalid:
-		return nil, failed(openfeature.NewInvalidContextResolutionError("the targeting key must be 1 to 256 bytes of UTF-8"))
+	attrs, err := contextOf(flatCtx)
+	if err != nil {
+		return nil, failed(openfeature.NewInvalidContextResolutionError(rollout.ErrorMessage(err)))
+	}
+	user, _ := flatCtx[openfeature.TargetingKey].(string)
+	var ev rollout.Evaluation
+	switch {
+	case user != "":
+		if err = rollout.ValidateUser(user); err != nil {
+			return nil, failed(openfeature.NewInvalidContextResolutionError("the targeting key must be 1 to 256 bytes of UTF-8"))
+		}
+		ev, err = snap.EvaluateContext(flag, user, attrs) // what p.c.EvaluateContext does, on snap
+	case sh.keyFree:
+		// No override matches the empty ID, and one bucket has all of
+		// the ring: the user ID cannot change the answer.
+		ev, err = snap.EvaluateContext(flag, "", attrs)
+	default:
+		return nil, failed(openfeature.NewTargetingKeyMissingResolutionError("the evaluation context needs a targeting key: the user ID (this feature serves users different buckets)"))
 	}
 	if err != nil {
+		if rollout.ErrorCode(err) == rollout.ENotFound {
+			return nil, failed(openfeature.NewFlagNotFoundResolutionError(fmt.Sprintf("flag %s not found: rollout has no feature %q", flag, flag)))
+		}
 		return nil, failed(openfeature.NewGeneralResolutionError(err.Error()))
 	}
 	d := openfeature.ProviderResolutionDetail{
-		Reason: reasons[ev.Reason], Variant: ev.Bucket,
+		Reason: reason(ev, sh), Variant: ev.Bucket,
 		FlagMetadata: openfeature.FlagMetadata{"version": ev.Version},
+	}
+	if ev.Rule != "" {
+		d.FlagMetadata["rule"] = ev.Rule
 	}
 	if p.c.Stale() {
 		d.FlagMetadata["stale"] = true
@@ -142,6 +205,69 @@ func (p *Provider) resolve(flag string, flatCtx openfeature.FlattenedContext) (j
 		return nil, d // switched off without a fallback: the code's default
 	}
 	return ev.Value, d
+}
+
+// contextOf returns the attributes of an OpenFeature context as rollout
+// reads them, as OFREP's server reads the same context: every attribute but
+// the targeting key (the user ID); strings, Go numbers, bools and []string
+// as they are, lists of strings as []string, times as RFC 3339 strings;
+// nulls, objects and other lists left out (no condition can test them). A
+// context of attributes only, of those types, is passed on as it is, at no
+// cost. It refuses, as the server does, more than rollout.MaxContextAttrs
+// attributes, a string longer than rollout.MaxContextValueLen or a list
+// longer than rollout.MaxContextList.
+func contextOf(flat openfeature.FlattenedContext) (rollout.Context, error) {
+	ctx := rollout.Context(flat)
+	if _, ok := flat[openfeature.TargetingKey]; ok {
+		ctx = convert(flat)
+	} else {
+		for _, v := range flat {
+			if !readable(v) {
+				ctx = convert(flat)
+				break
+			}
+		}
+	}
+	return ctx, rollout.ValidateContext(ctx)
+}
+
+func readable(v any) bool {
+	switch v.(type) {
+	case string, bool, float64, float32, int, int64, int32, int16, int8, uint, uint64, uint32, uint16, uint8, []string:
+		return true
+	}
+	return false
+}
+
+func convert(flat openfeature.FlattenedContext) rollout.Context {
+	ctx := make(rollout.Context, len(flat))
+	for k, v := range flat {
+		if k == openfeature.TargetingKey {
+			continue
+		}
+		switch x := v.(type) {
+		case time.Time:
+			ctx[k] = x.UTC().Format(time.RFC3339Nano)
+		case []any:
+			list := make([]string, 0, len(x))
+			for _, e := range x {
+				s, ok := e.(string)
+				if !ok {
+					list = nil
+					break
+				}
+				list = append(list, s)
+			}
+			if list != nil {
+				ctx[k] = list
+			}
+		default:
+			if readable(v) {
+				ctx[k] = v
+			}
+		}
+	}
+	return ctx
 }
 
 func failed(e openfeature.ResolutionError) openfeature.ProviderResolutionDetail {
@@ -193,15 +319,17 @@ func (p *Provider) FloatEvaluation(_ context.Context, flag string, def float64, 
 	return openfeature.FloatResolutionDetail{Value: f, ProviderResolutionDetail: d}
 }
 
-// IntEvaluation serves a bucket whose value is a JSON integer that fits
-// in an int64.
+// IntEvaluation serves a bucket whose value is a JSON number of an integer
+// value that fits in an int64, however it is written: 10, 10.0, 1e1 and
+// 100e-1 are all 10, as the OFREP and JavaScript providers read them; 10.5
+// is a TYPE_MISMATCH.
 func (p *Provider) IntEvaluation(_ context.Context, flag string, def int64, flatCtx openfeature.FlattenedContext) openfeature.IntResolutionDetail {
 	v, d := p.resolve(flag, flatCtx)
 	if v == nil {
 		return openfeature.IntResolutionDetail{Value: def, ProviderResolutionDetail: d}
 	}
-	n, err := strconv.ParseInt(string(v), 10, 64)
-	if err != nil {
+	n, ok := jsonInt(v)
+	if !ok {
 		return openfeature.IntResolutionDetail{Value: def, ProviderResolutionDetail: mismatch(flag, v, "an integer")}
 	}
 	return openfeature.IntResolutionDetail{Value: n, ProviderResolutionDetail: d}
@@ -225,4 +353,138 @@ func (p *Provider) ObjectEvaluation(_ context.Context, flag string, def any, fla
 // not one of the forms only Go reads ("Inf", "0x1p-2", "1_000").
 func isNumber(v json.RawMessage) bool {
 	return json.Valid(v) && (v[0] == '-' || v[0] >= '0' && v[0] <= '9')
+}
+
+// jsonInt returns the value of v, a JSON number, when it is an integer
+// that fits in an int64, whatever its notation ("10", "10.0", "1e1",
+// "-0.5e1"). It computes exactly, from the digits, without a float's
+// rounding (9007199254740993.0 is 9007199254740993) and without the
+// unbounded work of a big number's exponent (1e1000000000 is refused at
+// once).
+func jsonInt(v json.RawMessage) (int64, bool) {
+	if n, err := strconv.ParseInt(string(v), 10, 64); err == nil && v[0] != '+' {
+		return n, true // the common form, at once
+	}
+	if !isNumber(v) {
+		return 0, false
+	}
+	s := string(v)
+	neg := s[0] == '-'
+	if neg {
+		s = s[1:]
+	}
+	mant, exp := s, 0
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		mant = s[:i]
+		e, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+"))
+		if err != nil {
+			e = math.MaxInt32 // an exponent too long to read: far out of range
+			if s[i+1] == '-' {
+				e = math.MinInt32
+			}
+		}
+		exp = max(min(e, math.MaxInt32), math.MinInt32)
+	}
+	digits := mant
+	if i := strings.IndexByte(mant, '.'); i >= 0 {
+		digits = mant[:i] + mant[i+1:]
+		exp -= len(mant) - i - 1
+	}
+	digits = strings.TrimLeft(digits, "0")
+	for len(digits) > 0 && digits[len(digits)-1] == '0' {
+		digits = digits[:len(digits)-1]
+		exp++
+	}
+	if digits == "" {
+		return 0, true // zero, however written
+	}
+	if exp < 0 || len(digits)+exp > 19 {
+		return 0, false // a fraction, or beyond an int64
+	}
+	text := digits + strings.Repeat("0", exp)
+	if neg {
+		text = "-" + text
+	}
+	n, err := strconv.ParseInt(text, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return n, true
+}
+
+// shape is what the provider needs to know of a feature besides what an
+// evaluation says.
+type shape struct {
+	// single: one bucket has all of its ring.
+	single bool
+	// keyFree: it answers without a targeting key: switched off; or no
+	// overrides and a ring that does not hash the user ID, because one
+	// bucket has all of it or the feature buckets by an attribute (rules
+	// read the context's other attributes, and serve a bucket or that
+	// ring).
+	keyFree bool
+}
+
+// shapes keeps the shapes of the features of one snapshot, each read
+// once, on first use, from its sync form; a new snapshot starts afresh.
+type shapes struct {
+	cur atomic.Pointer[shapesOf]
+}
+
+type shapesOf struct {
+	snap *rollout.Snapshot
+	mu   sync.RWMutex
+	m    map[string]shape
+}
+
+// of returns the shape of the feature key in snap; ok is false when snap
+// has no such feature.
+func (s *shapes) of(snap *rollout.Snapshot, key string) (shape, bool) {
+	cur := s.cur.Load()
+	if cur == nil || cur.snap != snap {
+		next := &shapesOf{snap: snap, m: map[string]shape{}}
+		if !s.cur.CompareAndSwap(cur, next) {
+			next = s.cur.Load()
+		}
+		cur = next
+	}
+	cur.mu.RLock()
+	sh, ok := cur.m[key]
+	cur.mu.RUnlock()
+	if ok && cur.snap == snap {
+		return sh, true
+	}
+	raw, ok := snap.SyncFeature(key)
+	if !ok {
+		return shape{}, false
+	}
+	var f struct {
+		Enabled bool `json:"enabled"`
+		Buckets []struct {
+			Replicas int `json:"replicas"`
+		} `json:"buckets"`
+		Overrides json.RawMessage `json:"overrides"`
+		BucketBy  string          `json:"bucket_by"`
+	}
+	if json.Unmarshal(raw, &f) != nil {
+		return shape{}, true // needs a key: the safe answer
+	}
+	serving := 0
+	for _, b := range f.Buckets {
+		if b.Replicas > 0 {
+			serving++
+		}
+	}
+	empty := func(raw json.RawMessage) bool {
+		t := string(bytes.TrimSpace(raw))
+		return t == "" || t == "null" || t == "{}" || t == "[]"
+	}
+	sh = shape{single: serving == 1}
+	sh.keyFree = !f.Enabled || empty(f.Overrides) && (serving == 1 || f.BucketBy != "")
+	if cur.snap == snap {
+		cur.mu.Lock()
+		cur.m[key] = sh
+		cur.mu.Unlock()
+	}
+	return sh, true
 }

@@ -290,4 +290,13 @@ func BenchmarkProvider(b *testing.B) {
 			sinkB, _ = of.BooleanValue(ctx, "flag-bool", false, ec)
 		}
 	})
+	// With 6 attributes, which the provider passes on to the rules.
+	ec6 := openfeature.NewEvaluationContext("user-00001234", map[string]any{
+		"email": "someone@elsewhere.org", "beta": false, "plan": "pro", "country": "FR", "version": "4.1.9", "age": 17})
+	b.Run("openfeature-6-attributes", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			sinkB, _ = of.BooleanValue(ctx, "flag-bool", false, ec6)
+		}
+	})
 }

@@ -1,0 +1,7 @@
+package provider
+
+// JSONInt is jsonInt, for its table test.
+var JSONInt = jsonInt
+
+// ContextOf is contextOf, for its table test.
+var ContextOf = contextOf

@@ -1,0 +1,73 @@
+package api_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/rollout/rollout/api"
+	"github.com/rollout/rollout/rollout"
+)
+
+// TestOFREPWithoutTargetingKey: a single evaluation without a targeting key
+// answers for a feature that cannot need one (switched off; one bucket with
+// all the ring, no overrides), with the same answer a user gets; any other
+// feature, and a bulk request, is still TARGETING_KEY_MISSING.
+func TestOFREPWithoutTargetingKey(t *testing.T) {
+	s := newServer(t, "", api.Options{})
+	s.seed()
+	raw := func(v string) json.RawMessage { return json.RawMessage(v) }
+	s.create(rollout.Feature{Key: "one", Enabled: true, Salt: "one",
+		Buckets: []rollout.Bucket{{Name: "on", Replicas: 100, Value: raw("true")}, {Name: "off", Value: raw("false")}}})
+	s.create(rollout.Feature{Key: "one-vip", Enabled: true, Salt: "one-vip",
+		Buckets:   []rollout.Bucket{{Name: "on", Replicas: 100, Value: raw("true")}, {Name: "off", Value: raw("false")}},
+		Overrides: map[string]string{"vip": "off"}})
+	s.create(rollout.Feature{Key: "targeted", Enabled: true, Salt: "targeted",
+		Buckets: []rollout.Bucket{{Name: "zero", Replicas: 100, Value: raw("0")}, {Name: "non-zero", Value: raw("1")}},
+		Rules: []rollout.Rule{{Name: "ballmer", Conditions: []rollout.Condition{{Attribute: "email", Op: rollout.OpEq, Value: raw(`"ballmer@macrosoft.com"`)}},
+			Serve: rollout.Serve{Bucket: "non-zero"}}}})
+	s.create(rollout.Feature{Key: "by-org", Enabled: true, Salt: "by-org", BucketBy: "org",
+		Buckets: []rollout.Bucket{{Name: "a", Replicas: 100, Value: raw(`"a"`)}, {Name: "b", Replicas: 100, Value: raw(`"b"`)}}})
+	// A tenant's bucket needs no user ID; without the attribute, DEFAULT
+	// (no fallback: no value).
+	org := s.do("POST", "/ofrep/v1/evaluate/flags/by-org", `{"context":{"org":"acme"}}`)
+	withUser := s.do("POST", "/ofrep/v1/evaluate/flags/by-org", `{"context":{"targetingKey":"someone","org":"acme"}}`)
+	if org.status != 200 || string(org.body) != string(withUser.body) || !strings.Contains(string(org.body), `"reason":"SPLIT"`) {
+		t.Errorf("by-org for org acme without a key = %d %s; with a key %d %s", org.status, org.body, withUser.status, withUser.body)
+	}
+	if r := s.do("POST", "/ofrep/v1/evaluate/flags/by-org", `{"context":{}}`); r.status != 200 || !strings.Contains(string(r.body), `"reason":"DEFAULT"`) {
+		t.Errorf("by-org without org or key = %d %s, want 200 DEFAULT", r.status, r.body)
+	}
+	// Rules read the context without a targeting key.
+	for body, want := range map[string]string{
+		`{"context":{"email":"ballmer@macrosoft.com"}}`: `"value":1,"variant":"non-zero","reason":"TARGETING_MATCH"`,
+		`{"context":{"email":"ballmer@none.com"}}`:      `"value":0,"variant":"zero"`,
+		`{"context":{}}`: `"value":0,"variant":"zero"`,
+	} {
+		r := s.do("POST", "/ofrep/v1/evaluate/flags/targeted", body)
+		if r.status != 200 || !strings.Contains(string(r.body), want) {
+			t.Errorf("targeted with %s = %d %s, want 200 with %s", body, r.status, r.body, want)
+		}
+	}
+	for _, body := range []string{`{"context":{}}`, `{"context":{"plan":"pro"}}`, `{}`, ``, `{"context":{"targetingKey":""}}`} {
+		for key, want := range map[string]string{
+			"one":    `{"key":"one","value":true,"variant":"on","reason":"STATIC","metadata":{"version":1}}`,
+			"killed": `{"key":"killed","reason":"DISABLED","metadata":{"version":1}}`,
+			"paused": `{"key":"paused","value":"old-flow","variant":"old","reason":"DISABLED","metadata":{"version":1}}`,
+		} {
+			r := s.do("POST", "/ofrep/v1/evaluate/flags/"+key, body)
+			if r.status != 200 || string(r.body) != want+"\n" && string(r.body) != want {
+				t.Errorf("%s with %s = %d %s, want 200 %s", key, body, r.status, r.body, want)
+			}
+		}
+		for _, key := range []string{"checkout", "one-vip", "dark-mode", "nope"} {
+			r := s.do("POST", "/ofrep/v1/evaluate/flags/"+key, body)
+			if r.status != 400 || r.json(t)["errorCode"] != "TARGETING_KEY_MISSING" {
+				t.Errorf("%s with %s = %d %s, want 400 TARGETING_KEY_MISSING", key, body, r.status, r.body)
+			}
+		}
+		if r := s.do("POST", "/ofrep/v1/evaluate/flags", body); r.status != 400 || r.json(t)["errorCode"] != "TARGETING_KEY_MISSING" {
+			t.Errorf("bulk with %s = %d %s, want 400 TARGETING_KEY_MISSING", body, r.status, r.body)
+		}
+	}
+}
