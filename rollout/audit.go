@@ -36,6 +36,11 @@ const (
 	AuditTokenCreate AuditKind = "token_create" // an API token was created
 	AuditTokenRevoke AuditKind = "token_revoke" // an API token was revoked
 	AuditSettings    AuditKind = "settings"     // an organisation-wide setting changed
+
+	AuditWebhookCreate AuditKind = "webhook_create" // a webhook was registered
+	AuditWebhookDelete AuditKind = "webhook_delete" // a webhook was removed
+	AuditWebhookResume AuditKind = "webhook_resume" // a paused webhook was resumed
+	AuditWebhookPaused AuditKind = "webhook_paused" // a webhook was paused after repeated failures
 )
 
 // AuditKinds are the kinds of audited actions.
@@ -43,6 +48,7 @@ var AuditKinds = []AuditKind{
 	AuditCreate, AuditChange, AuditRollback, AuditOverride, AuditArchive, AuditRestore, AuditPurge,
 	AuditRampCreate, AuditRampStep, AuditRampPause, AuditRampResume, AuditRampCancel,
 	AuditTokenCreate, AuditTokenRevoke, AuditSettings,
+	AuditWebhookCreate, AuditWebhookDelete, AuditWebhookResume, AuditWebhookPaused,
 }
 
 // Valid reports whether k is one of AuditKinds.
