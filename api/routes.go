@@ -125,6 +125,13 @@ func (s *Server) routes(opts Options) []Route {
 		{Method: http.MethodPost, Path: "/api/tokens", Access: rollout.PermAdmin, Handler: s.createToken,
 			Middleware: []echo.MiddlewareFunc{tokenCreateLimit()}},
 		{Method: http.MethodDelete, Path: "/api/tokens/:id", Access: rollout.PermAdmin, Handler: s.revokeToken},
+		// Webhooks: only admins see or change them (their URLs reach
+		// wherever the server can connect).
+		{Method: http.MethodGet, Path: "/api/webhooks", Access: rollout.PermAdmin, Handler: s.listWebhooks},
+		{Method: http.MethodPost, Path: "/api/webhooks", Access: rollout.PermAdmin, Handler: s.createWebhook},
+		{Method: http.MethodGet, Path: "/api/webhooks/:id", Access: rollout.PermAdmin, Handler: s.getWebhook},
+		{Method: http.MethodDelete, Path: "/api/webhooks/:id", Access: rollout.PermAdmin, Handler: s.deleteWebhook},
+		{Method: http.MethodPost, Path: "/api/webhooks/:id/resume", Access: rollout.PermAdmin, Handler: s.resumeWebhook},
 		{Method: http.MethodGet, Path: "/api/features/:key/versions/:version", Access: rollout.PermRead, Handler: s.getVersion},
 		{Method: http.MethodGet, Path: "/api/features/:key/users/:user", Access: rollout.PermRead, Handler: s.userHistory},
 		{Method: http.MethodGet, Path: "/api/features/:key/exposures", Access: rollout.PermRead, Handler: s.exposures},

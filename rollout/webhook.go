@@ -304,3 +304,67 @@ func WebhookSignature(secret string, body []byte) string {
 	m.Write(body)
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
+
+// Webhooks is what admins do with webhooks, over a store, at the time of
+// a clock: what the API and the dashboard call. It is safe for concurrent
+// use.
+type Webhooks struct {
+	store WebhookStore
+	now   Clock
+}
+
+// NewWebhooks returns the webhooks of store; a nil clock is time.Now.
+func NewWebhooks(store WebhookStore, now Clock) *Webhooks {
+	if now == nil {
+		now = time.Now
+	}
+	return &Webhooks{store: store, now: now}
+}
+
+// maxWebhookID bounds the IDs looked up: longer ones name no webhook.
+const maxWebhookID = 64
+
+// Create registers a webhook for rawURL (see NewWebhook) by actor and
+// returns it with its secret, shown this once. Errors: EInvalid, EConflict
+// when MaxWebhooks exist, the store's.
+func (w *Webhooks) Create(ctx context.Context, rawURL, secret string, events []string, actor string) (Webhook, error) {
+	h, err := NewWebhook(rawURL, secret, events, actor, w.now())
+	if err != nil {
+		return Webhook{}, err
+	}
+	return w.store.CreateWebhook(ctx, h)
+}
+
+// List returns every webhook, oldest first.
+func (w *Webhooks) List(ctx context.Context) ([]Webhook, error) { return w.store.Webhooks(ctx) }
+
+// Get returns webhook id and its latest attempts, newest first, at most
+// WebhookDeliveryKept. ENotFound when there is none.
+func (w *Webhooks) Get(ctx context.Context, id string) (Webhook, []WebhookDelivery, error) {
+	if len(id) > maxWebhookID {
+		return Webhook{}, nil, Errorf(ENotFound, "no webhook has ID %q", truncate(id, 40))
+	}
+	h, err := w.store.Webhook(ctx, id)
+	if err != nil {
+		return Webhook{}, nil, err
+	}
+	log, err := w.store.WebhookDeliveries(ctx, id, WebhookDeliveryKept)
+	return h, log, err
+}
+
+// Delete removes webhook id, by actor. ENotFound when there is none.
+func (w *Webhooks) Delete(ctx context.Context, id, actor string) error {
+	if len(id) > maxWebhookID {
+		return Errorf(ENotFound, "no webhook has ID %q", truncate(id, 40))
+	}
+	return w.store.DeleteWebhook(ctx, id, actor, w.now())
+}
+
+// Resume makes paused webhook id active again, by actor: delivery goes on
+// from the event it stopped at. ENotFound, EConflict when it is not paused.
+func (w *Webhooks) Resume(ctx context.Context, id, actor string) error {
+	if len(id) > maxWebhookID {
+		return Errorf(ENotFound, "no webhook has ID %q", truncate(id, 40))
+	}
+	return w.store.ResumeWebhook(ctx, id, actor, w.now())
+}
