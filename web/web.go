@@ -55,6 +55,9 @@ type Options struct {
 	SampleUsers int
 	// Sessions signs users in with a token; nil: no sign-in page.
 	Sessions Sessions
+	// Webhooks, when not nil, let admins' pages say when a webhook is
+	// paused.
+	Webhooks *rollout.Webhooks
 }
 
 // handler serves the dashboard's pages.
@@ -62,6 +65,7 @@ type handler struct {
 	svc      *rollout.Service
 	log      *slog.Logger
 	sessions Sessions
+	hooks    *rollout.Webhooks
 	sample   int
 	pages    map[string]*template.Template
 	assets   assets
@@ -76,7 +80,7 @@ type handler struct {
 // features through the JSON API, which the same server serves. The handlers
 // are safe for concurrent use.
 func Routes(svc *rollout.Service, opts Options) []api.Route {
-	h := &handler{svc: svc, log: opts.Logger, sample: opts.SampleUsers, sessions: opts.Sessions, assets: loadAssets()}
+	h := &handler{svc: svc, log: opts.Logger, sample: opts.SampleUsers, sessions: opts.Sessions, hooks: opts.Webhooks, assets: loadAssets()}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -91,7 +95,7 @@ func Routes(svc *rollout.Service, opts Options) []api.Route {
 	}
 	ui := []echo.MiddlewareFunc{securityHeaders}
 	const get, post = http.MethodGet, http.MethodPost
-	return []api.Route{
+	return append(h.adminRoutes(ui), []api.Route{
 		{Method: get, Path: "/", Access: rollout.PermRead, SignIn: true, Handler: toUI},
 		{Method: get, Path: "/ui", Access: rollout.PermRead, SignIn: true, Handler: toUI},
 		{Method: get, Path: "/ui/", Access: rollout.PermRead, SignIn: true, Handler: h.list, Middleware: ui},
@@ -106,7 +110,7 @@ func Routes(svc *rollout.Service, opts Options) []api.Route {
 		// as echo's groups answer them.
 		{Method: echo.RouteNotFound, Path: "/ui", Handler: echo.NotFoundHandler, Middleware: ui},
 		{Method: echo.RouteNotFound, Path: "/ui/*", Handler: echo.NotFoundHandler, Middleware: ui},
-	}
+	}...)
 }
 
 // securityHeaders sets the headers every dashboard response carries.
@@ -215,7 +219,7 @@ func parsePages(a assets) map[string]*template.Template {
 	}
 	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/parts.html"))
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"list", "feature", "error", "login", "changes"} {
+	for _, name := range []string{"list", "feature", "error", "login", "changes", "tokens", "webhooks", "archived"} {
 		pages[name] = template.Must(template.Must(base.Clone()).ParseFS(templateFiles, "templates/"+name+".html"))
 	}
 	return pages
