@@ -54,7 +54,7 @@
   function ago(iso) {
     if (!iso) return 'never';
     const s = Math.max(0, (Date.now() - new Date(iso).getTime()) / 1000);
-    if (s < 90) return 'within the last minute or two';
+    if (s < 120) return 'in the last 2 minutes';
     if (s < 3600 * 1.5) return Math.round(s / 60) + ' minutes ago';
     if (s < 86400 * 1.5) return Math.round(s / 3600) + ' hours ago';
     return Math.round(s / 86400) + ' days ago';
@@ -189,10 +189,10 @@
       el('thead', {}, el('tr', {}, ...['Time', 'Event', 'Attempt', 'Answer', 'Error'].map((t) => el('th', { scope: 'col', text: t })))),
       el('tbody', {}, ...ds.map((d) => el('tr', { class: d.error ? 'failed' : 'ok' },
         el('td', {}, when(d.time)),
-        el('td', { text: d.event_kind + ' #' + d.event_id }),
+        el('td', { class: 'log-event', text: d.event_kind + ' #' + d.event_id }),
         el('td', { text: String(d.attempt) }),
         el('td', { class: 'status', text: d.status ? String(d.status) : '—' }),
-        el('td', { class: 'error', text: d.error || 'delivered' })))))));
+        el('td', { class: 'log-error', text: d.error || 'delivered' })))))));
   }
 
   function webhooksPage() {

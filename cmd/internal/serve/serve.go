@@ -23,8 +23,8 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/store/postgres"
 	"github.com/rollout/rollout/store/sqlite"
-	"github.com/rollout/rollout/webhook"
 	"github.com/rollout/rollout/web"
+	"github.com/rollout/rollout/webhook"
 )
 
 // Defaults of the Server's zero fields.
@@ -281,7 +281,7 @@ func (s *Server) Open(ctx context.Context) error {
 	auth := api.NewAuth(tokens, keys...)
 	hooks := rollout.NewWebhooks(db, s.Clock)
 	e := api.New(svc, api.Options{Logger: s.Log, Metrics: metrics, Ready: db.CheckWrite, Auth: auth, Pprof: s.Pprof, Closing: closing,
-		Webhooks: hooks,
+		Webhooks:   hooks,
 		RequestLog: s.RequestLog, SlowRequest: s.SlowRequest, SampleEvaluations: s.SampleEvaluations,
 		MaxStreams: maxStreams, MaxStreamsPerToken: streamsPerToken,
 		Routes: web.Routes(svc, web.Options{Logger: s.Log, Sessions: auth})})
