@@ -63,8 +63,8 @@ func TestWebhooksAPI(t *testing.T) {
 		g.must(t, 403, role, "POST", "/api/webhooks", map[string]any{"url": "http://127.0.0.1:9/x"})
 	}
 	es := g.audit(t, "viewer", "/api/audit?actor=admin-bot").Events
-	if len(es) != 3 || es[0].Kind != "webhook_delete" || es[2].Kind != "webhook_create" || !strings.Contains(es[2].Summary, "https://hooks.example.com/rollout") {
-		t.Errorf("audit events of the admin: %+v", es)
+	if len(es) != 3 || es[0].Kind != "webhook_delete" || es[2].Kind != "webhook_create" || !strings.Contains(es[2].Summary, "https://hooks.example.com/…") || strings.Contains(es[2].Summary, "/rollout") {
+		t.Errorf("audit events of the admin: %+v, want the webhook named by its site alone (its path may be a secret)", es)
 	}
 }
 

@@ -191,11 +191,26 @@ func (h Webhook) Outcome(e AuditEvent, d WebhookDelivery, now time.Time) Webhook
 	return o
 }
 
+// WebhookSite is the scheme and host of a webhook's URL, for the audit
+// trail, which viewers read: "https://hooks.slack.com/…". A URL's path and
+// query may be its secret (chat services' incoming webhooks are).
+func WebhookSite(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(a webhook)"
+	}
+	site := u.Scheme + "://" + u.Host
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		site += "/…"
+	}
+	return site
+}
+
 // WebhookPausedEvent is the audit event that tells the admin that webhook
 // h was paused for reason.
 func WebhookPausedEvent(h Webhook, reason string, at time.Time) AuditEvent {
 	return AuditEvent{Time: at, Actor: "webhook delivery", Kind: AuditWebhookPaused, Subject: h.ID,
-		Summary: fmt.Sprintf("paused webhook %s: %s; resume it once the endpoint works (POST /api/webhooks/%s/resume)", h.URL, reason, h.ID)}
+		Summary: fmt.Sprintf("paused webhook %s: %s; resume it once the endpoint works (POST /api/webhooks/%s/resume)", WebhookSite(h.URL), reason, h.ID)}
 }
 
 // NewWebhook validates a webhook an admin registers and returns it, with

@@ -70,7 +70,7 @@ func (db *DB) CreateWebhook(ctx context.Context, h rollout.Webhook) (rollout.Web
 			return err
 		}
 		return tx.appendAudit(rollout.AuditEvent{Time: h.CreatedAt, Actor: h.CreatedBy, Kind: rollout.AuditWebhookCreate, Subject: h.ID,
-			Summary: fmt.Sprintf("registered webhook %s for %s events", h.URL, strings.Join(h.Events, ", "))})
+			Summary: fmt.Sprintf("registered webhook %s for %s events", rollout.WebhookSite(h.URL), strings.Join(h.Events, ", "))})
 	})
 	return h, err
 }
@@ -134,7 +134,7 @@ func (db *DB) DeleteWebhook(ctx context.Context, id, actor string, at time.Time)
 			return err
 		}
 		return tx.appendAudit(rollout.AuditEvent{Time: at, Actor: actor, Kind: rollout.AuditWebhookDelete, Subject: id,
-			Summary: "removed webhook " + u})
+			Summary: "removed webhook " + rollout.WebhookSite(u)})
 	})
 }
 
@@ -158,7 +158,7 @@ func (db *DB) ResumeWebhook(ctx context.Context, id, actor string, at time.Time)
 			return err
 		}
 		return tx.appendAudit(rollout.AuditEvent{Time: at, Actor: actor, Kind: rollout.AuditWebhookResume, Subject: id,
-			Summary: "resumed webhook " + u + ": delivery goes on from the event it stopped at"})
+			Summary: "resumed webhook " + rollout.WebhookSite(u) + ": delivery goes on from the event it stopped at"})
 	})
 }
 

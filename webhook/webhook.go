@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -203,6 +204,11 @@ func (w *Worker) deliver(ctx context.Context, h rollout.Webhook, e rollout.Audit
 		if errors.Is(err, context.DeadlineExceeded) {
 			d.Error = fmt.Sprintf("no answer within %v (timeout)", w.timeout)
 		} else {
+			// Without the URL, which may hold a secret: the error
+			// reaches the audit trail when it pauses the webhook.
+			if ue, ok := errors.AsType[*url.Error](err); ok {
+				err = ue.Err
+			}
 			d.Error = "the endpoint could not be reached: " + err.Error()
 		}
 		return d

@@ -377,3 +377,27 @@ func TestTwoWorkersOneDatabase(t *testing.T) {
 		}
 	}
 }
+
+// TestUnreachableKeepsURLSecret: an endpoint that cannot be reached is
+// logged without its URL, whose path may be a secret (the reason reaches
+// the audit trail, which viewers read, when it pauses the webhook).
+func TestUnreachableKeepsURLSecret(t *testing.T) {
+	c := newClock()
+	db := openSQLite(t)
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	h := register(t, db, closed.URL+"/services/T0/B0/very-secret", c)
+	if n := runOnce(t, webhook.New(db, webhook.Options{Clock: c.Now})); n != 1 {
+		t.Fatalf("RunOnce = %d", n)
+	}
+	log, err := db.WebhookDeliveries(context.Background(), h.ID, 0)
+	if err != nil || len(log) != 1 || !strings.Contains(log[0].Error, "could not be reached") || strings.Contains(log[0].Error, "very-secret") {
+		t.Fatalf("log %+v, %v", log, err)
+	}
+	if got, want := rollout.WebhookSite(h.URL), closed.URL+"/…"; got != want {
+		t.Errorf("WebhookSite(%q) = %q, want %q", h.URL, got, want)
+	}
+	if got := rollout.WebhookSite("https://example.com"); got != "https://example.com" {
+		t.Errorf("WebhookSite(no path) = %q", got)
+	}
+}
