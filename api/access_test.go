@@ -159,7 +159,13 @@ var routeBodies = map[string]any{
 	"POST /api/features/:key/rollback":       map[string]any{"version": 1},
 	"POST /api/exposures":                    map[string]any{"batch": "access-matrix", "exposures": []any{}},
 	"POST /api/features/:key/ramps":          map[string]any{"bucket": "A", "steps": []float64{0.9, 1}, "every": "24h"},
+	"POST /api/plan":                         docBody,
+	"POST /api/apply":                        map[string]any{"document": docBody},
 }
+
+// docBody is a document that changes feature f.
+var docBody = map[string]any{"features": []any{map[string]any{"key": "f", "buckets": []any{
+	map[string]any{"name": "A", "replicas": 11}, map[string]any{"name": "B", "replicas": 10}}}}}
 
 // paramValues are the existing things each path parameter names.
 var paramValues = map[string]string{"key": "f", "name": "A", "user": "vip", "version": "1", "id": "r", "*": "x"}
@@ -219,7 +225,7 @@ func allowedWithout(role, method, path string) bool {
 		return allowedWithout("client", method, path) ||
 			strings.HasPrefix(path, "/sync/v1/") || path == "/api/exposures" && method == http.MethodPost
 	case "viewer":
-		return method == http.MethodGet || strings.HasSuffix(path, "/preview") && method == http.MethodPost || allowedWithout("evaluate", method, path)
+		return method == http.MethodGet || (strings.HasSuffix(path, "/preview") || path == "/api/plan") && method == http.MethodPost || allowedWithout("evaluate", method, path)
 	}
 	return true
 }

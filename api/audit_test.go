@@ -220,6 +220,8 @@ func writeRoutes(rampID, tokenID func() string) []struct {
 		{"POST /api/tokens", "admin", "POST", "/api/tokens", map[string]any{"name": "ci", "role": "viewer"}, "token_create"},
 		{"DELETE /api/tokens/:id", "admin", "DELETE", "/api/tokens/{token}", nil, "token_revoke"},
 		{"DELETE /api/tokens/:id", "admin", "DELETE", "/api/tokens/{token}", nil, ""}, // revoked already: 404
+		{"POST /api/apply", "editor", "POST", "/api/apply", map[string]any{"document": map[string]any{"features": []any{
+			map[string]any{"key": "g", "buckets": []any{map[string]any{"name": "A", "share": 1}}}}}}, "create"},
 		{"POST /api/webhooks", "admin", "POST", "/api/webhooks", map[string]any{"url": "http://127.0.0.1:9/audit"}, "webhook_create"},
 		{"POST /api/webhooks/:id/resume", "admin", "POST", "/api/webhooks/{hook}/resume", nil, ""}, // not paused: 409
 		{"DELETE /api/webhooks/:id", "admin", "DELETE", "/api/webhooks/{hook}", nil, "webhook_delete"},
@@ -232,6 +234,7 @@ func writeRoutes(rampID, tokenID func() string) []struct {
 var readOnlyWrites = []string{
 	"POST /evaluate", "POST /ofrep/v1/evaluate/flags/:key", "POST /ofrep/v1/evaluate/flags",
 	"POST /api/exposures", "POST /api/features/:key/plan", "POST /api/features/:key/preview",
+	"POST /api/plan",
 }
 
 // TestNoRouteLosesAudit goes through every route of the API that writes:

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -135,6 +136,8 @@ type createRequest struct {
 	Targets   map[string]float64 `json:"targets"`
 	Tolerance *float64           `json:"tolerance"`
 	Mode      string             `json:"mode"` // as a plan's; any mode plans a fine ring
+	Tags      []string           `json:"tags"`
+	Owner     string             `json:"owner"`
 	guards
 }
 
@@ -152,6 +155,7 @@ func (s *Server) createFeature(c echo.Context) error {
 	f := rollout.Feature{
 		Key: req.Key, Description: req.Description, Enabled: true, Salt: req.Key,
 		Fallback: req.Fallback, Buckets: buckets(req.Buckets), Overrides: req.Overrides,
+		Tags: slices.Sorted(slices.Values(req.Tags)), Owner: req.Owner,
 	}
 	if req.Targets != nil {
 		if f.Buckets, err = s.plannedBuckets(c, req); err != nil {
@@ -183,16 +187,37 @@ type patchRequest struct {
 	Description *string `json:"description"`
 	Enabled     *bool   `json:"enabled"`
 	Fallback    *string `json:"fallback"`
+	labelsRequest
 	guards
 }
 
-// patchFeature is PATCH /api/features/K: description, kill switch, fallback.
+// labelsRequest is the part of a PATCH that sets a feature's tags and owner.
+type labelsRequest struct {
+	Tags  *[]string `json:"tags"`
+	Owner *string   `json:"owner"`
+}
+
+// withLabels returns ch and then the change of the request's tags and owner,
+// if it names any; ch alone changes nothing when only labels are given.
+func (l labelsRequest) withLabels(ch rollout.Change, others bool) rollout.Change {
+	switch {
+	case l.Tags == nil && l.Owner == nil:
+		return ch
+	case !others:
+		return rollout.SetLabels(l.Tags, l.Owner)
+	}
+	return ch.And(rollout.SetLabels(l.Tags, l.Owner))
+}
+
+// patchFeature is PATCH /api/features/K: description, kill switch,
+// fallback, tags and owner.
 func (s *Server) patchFeature(c echo.Context) error {
 	var req patchRequest
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	return s.change(c, req.guards, rollout.Patch(req.Description, req.Enabled, req.Fallback))
+	others := req.Description != nil || req.Enabled != nil || req.Fallback != nil
+	return s.change(c, req.guards, req.withLabels(rollout.Patch(req.Description, req.Enabled, req.Fallback), others))
 }
 
 // deleteFeature is DELETE /api/features/K: it archives the feature (see

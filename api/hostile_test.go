@@ -87,6 +87,8 @@ var bodyEndpoints = []struct{ method, path string }{
 	{"POST", "/api/features/f/reshuffle"},
 	{"POST", "/api/features/f/rollback"},
 	{"POST", "/evaluate"},
+	{"POST", "/api/plan"},
+	{"POST", "/api/apply"},
 }
 
 // hostilePaths are paths with keys and names that do not exist or cannot.

@@ -42,6 +42,9 @@ type Route struct {
 	// buffer.readFrom, which stops past MaxBodyBytes: the route needs no
 	// reader of its own to bound the body.
 	BoundedRead bool
+	// MaxBody bounds the route's request body, in bytes; 0 means
+	// MaxBodyBytes.
+	MaxBody int64
 	// Stream marks a route whose answer is a stream, with a budget of its
 	// own (see streams.go).
 	Stream bool
@@ -132,6 +135,8 @@ func (s *Server) routes(opts Options) []Route {
 		{Method: http.MethodGet, Path: "/api/webhooks/:id", Access: rollout.PermAdmin, Handler: s.getWebhook},
 		{Method: http.MethodDelete, Path: "/api/webhooks/:id", Access: rollout.PermAdmin, Handler: s.deleteWebhook},
 		{Method: http.MethodPost, Path: "/api/webhooks/:id/resume", Access: rollout.PermAdmin, Handler: s.resumeWebhook},
+		// The dashboard's stream of changes (events.go): sessions and read tokens.
+		{Method: http.MethodGet, Path: "/api/events", Access: rollout.PermRead, Stream: true, Handler: s.dashboardStream},
 		{Method: http.MethodGet, Path: "/api/features/:key/versions/:version", Access: rollout.PermRead, Handler: s.getVersion},
 		{Method: http.MethodGet, Path: "/api/features/:key/users/:user", Access: rollout.PermRead, Handler: s.userHistory},
 		{Method: http.MethodGet, Path: "/api/features/:key/exposures", Access: rollout.PermRead, Handler: s.exposures},
@@ -142,6 +147,12 @@ func (s *Server) routes(opts Options) []Route {
 		{Method: http.MethodPost, Path: "/api/features/:key/ramps/:id/pause", Access: rollout.PermWrite, Handler: s.pauseRamp},
 		{Method: http.MethodPost, Path: "/api/features/:key/ramps/:id/resume", Access: rollout.PermWrite, Handler: s.resumeRamp},
 		{Method: http.MethodPost, Path: "/api/features/:key/ramps/:id/cancel", Access: rollout.PermWrite, Handler: s.cancelRamp},
+
+		// Rollouts as code (ascode.go): a document of features exported,
+		// planned against the server, applied as one batch.
+		{Method: http.MethodGet, Path: "/api/export", Access: rollout.PermRead, Handler: s.exportDocument},
+		{Method: http.MethodPost, Path: "/api/plan", Access: rollout.PermRead, MaxBody: rollout.MaxDocumentBytes, Handler: s.planDocument}, // changes nothing
+		{Method: http.MethodPost, Path: "/api/apply", Access: rollout.PermWrite, Change: "apply", MaxBody: rollout.MaxDocumentBytes, Handler: s.applyDocument},
 	}
 	if opts.Pprof {
 		routes = append(routes, Route{Method: http.MethodGet, Path: "/debug/pprof/*", Access: rollout.PermAdmin,

@@ -135,14 +135,18 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 // reading, without a reader of their own to allocate.
 func limitBody(route Route) echo.MiddlewareFunc {
 	bounded := route.BoundedRead
+	limit := int64(MaxBodyBytes)
+	if route.MaxBody > 0 {
+		limit = route.MaxBody
+	}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			r := c.Request()
-			if r.ContentLength > MaxBodyBytes {
-				return rollout.Errorf(codeTooLarge, "the request body is larger than %d bytes", MaxBodyBytes)
+			if r.ContentLength > limit {
+				return rollout.Errorf(codeTooLarge, "the request body is larger than %d bytes", limit)
 			}
 			if r.Body != http.NoBody && r.Body != nil && !bounded { // nothing to bound in a GET's
-				r.Body = http.MaxBytesReader(c.Response(), r.Body, MaxBodyBytes)
+				r.Body = http.MaxBytesReader(c.Response(), r.Body, limit)
 			}
 			return next(c)
 		}

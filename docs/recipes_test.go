@@ -51,6 +51,8 @@ func TestRecipes(t *testing.T) {
 		// client.md's answers are those for the feature the README's first
 		// recipe creates.
 		{"client.md", readme[:2], 2},
+		// Rollouts as code with curl: export, plan, apply.
+		{"ascode.md", nil, 4},
 	} {
 		t.Run(filepath.Base(page.path), func(t *testing.T) {
 			blocks := recipeBlocks(t, page.path)

@@ -66,15 +66,15 @@ func segments(a, b *Ring) func(yield func(segment) bool) {
 		for i < na || j < nb {
 			var p Position
 			switch {
-			case j == nb || (i < na && a.points[i].pos.less(b.points[j].pos)):
-				p = a.points[i].pos
+			case j == nb || (i < na && a.pts.pos(i).less(b.pts.pos(j))):
+				p = a.pts.pos(i)
 			default:
-				p = b.points[j].pos
+				p = b.pts.pos(j)
 			}
-			for i < na && a.points[i].pos == p {
+			for i < na && a.pts.pos(i) == p {
 				i++
 			}
-			for j < nb && b.points[j].pos == p {
+			for j < nb && b.pts.pos(j) == p {
 				j++
 			}
 			cuts = append(cuts, p)
@@ -82,10 +82,10 @@ func segments(a, b *Ring) func(yield func(segment) bool) {
 
 		i, j = 0, 0
 		for k, p := range cuts {
-			for i < na && a.points[i].pos.less(p) {
+			for i < na && a.pts.less(i, p) {
 				i++
 			}
-			for j < nb && b.points[j].pos.less(p) {
+			for j < nb && b.pts.less(j, p) {
 				j++
 			}
 			var size span
@@ -111,5 +111,5 @@ func (r *Ring) ownerAt(i int) string {
 	if i == n {
 		i = 0
 	}
-	return r.buckets[r.points[i].bucket].Name
+	return r.buckets[r.pts.bucket(i)].Name
 }

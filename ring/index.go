@@ -4,9 +4,9 @@ import "math/bits"
 
 // index narrows a lookup to the few points that share the key's leading bits,
 // so that Lookup costs little more than hashing the key however large the
-// ring. MD5 positions are uniform and there are more slots than points, so a
-// slot holds at most one point on average; a slot crowded by chosen bucket
-// names still costs only a binary search within it.
+// ring. MD5 positions are uniform, so a slot holds a few points on average
+// (see newIndex); a slot crowded by chosen bucket names still costs only a
+// binary search within it.
 type index struct {
 	// first[j] is the index of the first point whose top bits, read as an
 	// integer, are at least j; its last entry is the number of points.
@@ -14,17 +14,21 @@ type index struct {
 	shift uint // 64 minus the number of top bits read
 }
 
-// newIndex returns the index of points, which are sorted by position.
-func newIndex(points []point) index {
-	if len(points) == 0 {
+// newIndex returns the index of points whose positions' high words, in
+// order, are hi.
+func newIndex(hi []uint64) index {
+	if len(hi) == 0 {
 		return index{}
 	}
-	// Between n and 2n slots for n points: 2^k with 2^(k-1) <= n < 2^k.
-	k := uint(bits.Len(uint(len(points))))
+	// Between n/4 and n/2 slots for n points: 2^k with 2^(k+1) <= n <
+	// 2^(k+2), at least 2. A slot then holds two to four points on
+	// average, searched in two comparisons, and the index takes a byte a
+	// point instead of four to eight.
+	k := uint(max(1, bits.Len(uint(len(hi)))-2))
 	x := index{first: make([]int32, 1<<k+1), shift: 64 - k}
 	i := 0
 	for j := range x.first {
-		for i < len(points) && points[i].pos.Hi>>x.shift < uint64(j) {
+		for i < len(hi) && hi[i]>>x.shift < uint64(j) {
 			i++
 		}
 		x.first[j] = int32(i)

@@ -14,7 +14,7 @@ func TestOwnerIsLookup(t *testing.T) {
 		for range 200 {
 			positions = append(positions, Position{Hi: rng.Uint64(), Lo: rng.Uint64()})
 		}
-		for _, p := range r.points[:min(len(r.points), 20)] {
+		for _, p := range r.points()[:min(len(r.points()), 20)] {
 			positions = append(positions, p.pos, Position{Hi: p.pos.Hi, Lo: p.pos.Lo + 1})
 		}
 		points := make([][]Position, len(bs))

@@ -190,7 +190,7 @@ func TestInsertionOrderDoesNotMatter(t *testing.T) {
 // sameRing reports whether two rings hold the same state, unexported
 // included: cmp.Diff over thousands of points is too slow here.
 func sameRing(a, b *Ring) bool {
-	return slices.Equal(a.buckets, b.buckets) && slices.Equal(a.points, b.points) &&
+	return slices.Equal(a.buckets, b.buckets) && slices.Equal(a.points(), b.points()) &&
 		slices.Equal(a.index.first, b.index.first) && a.index.shift == b.index.shift
 }
 
@@ -436,7 +436,7 @@ func TestNewRefusesReplicasThatOverflow(t *testing.T) {
 func TestLookupPositionAtTheEdges(t *testing.T) {
 	forRandomRings(t, func(t *testing.T, _ *rand.Rand, _ []Bucket, r *Ring) {
 		at := []Position{{}, {Hi: math.MaxUint64, Lo: math.MaxUint64}, {Hi: 1 << 63}}
-		for _, p := range r.points {
+		for _, p := range r.points() {
 			lo, borrow := bits.Sub64(p.pos.Lo, 1, 0)
 			below := Position{Hi: p.pos.Hi - borrow, Lo: lo}
 			lo, carry := bits.Add64(p.pos.Lo, 1, 0)
@@ -444,8 +444,8 @@ func TestLookupPositionAtTheEdges(t *testing.T) {
 			at = append(at, below, p.pos, above)
 		}
 		for _, h := range at {
-			i := max(0, slices.IndexFunc(r.points, func(p point) bool { return p.pos.Compare(h) >= 0 }))
-			want := r.buckets[r.points[i].bucket].Name
+			i := max(0, slices.IndexFunc(r.points(), func(p point) bool { return p.pos.Compare(h) >= 0 }))
+			want := r.buckets[r.points()[i].bucket].Name
 			if got, _ := r.LookupPosition(h); got != want {
 				t.Errorf("LookupPosition(%x) = %q, want %q", h.big(), got, want)
 			}

@@ -19,17 +19,16 @@ func (r *Ring) spans() []span {
 		return nil
 	}
 	spans := make([]span, len(r.buckets))
-	n := len(r.points)
+	n := r.pts.len()
 	if n == 0 {
 		return spans
 	}
 	// Point i serves (points[i-1], points[i]]; the first point also serves
 	// the arc that wraps past the last point.
-	first := r.points[0]
-	spans[first.bucket] = wrapDistance(r.points[n-1].pos, first.pos)
+	spans[r.pts.bucket(0)] = wrapDistance(r.pts.pos(n-1), r.pts.pos(0))
 	for i := 1; i < n; i++ {
-		p := r.points[i]
-		spans[p.bucket] = spans[p.bucket].add(distance(r.points[i-1].pos, p.pos))
+		b := r.pts.bucket(i)
+		spans[b] = spans[b].add(distance(r.pts.pos(i-1), r.pts.pos(i)))
 	}
 	return spans
 }

@@ -130,6 +130,9 @@ func (f Feature) validate(strict bool) error {
 	if len(f.Salt) > MaxSaltBytes || !utf8.ValidString(f.Salt) {
 		return Errorf(EInvalid, "salt must be valid UTF-8 of at most %d bytes", MaxSaltBytes)
 	}
+	if err := validateLabels(f.Tags, f.Owner); err != nil {
+		return err
+	}
 	if len(f.Buckets) == 0 {
 		return Errorf(EInvalid, "a feature needs at least one bucket")
 	}

@@ -129,6 +129,7 @@ type Store interface {
 	AuditStore
 	RampStore
 	IdempotencyStore
+	BatchStore
 }
 
 // CommitKind says what a commit changed.

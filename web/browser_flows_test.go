@@ -238,7 +238,7 @@ func TestBrowserAuditLog(t *testing.T) {
 	if e, _ := b.app.svc.Evaluate("dark-mode", "user:1"); e.Bucket != "" {
 		t.Errorf("after the kill switch, user:1 gets %q, want no bucket", e.Bucket)
 	}
-	b.do(chromedp.Navigate(b.base+"/ui/"), waitFor(`li[data-key="dark-mode"] .no-bucket`))
+	b.do(chromedp.Navigate(b.base+"/ui/"), waitFor(`tr[data-key="dark-mode"] .no-bucket`))
 	b.screenshot("list-off-wide", 1280)
 	b.screenshot("list-off-narrow", 390)
 	b.checkConsole()
@@ -350,7 +350,7 @@ func TestBrowserHousekeeping(t *testing.T) {
 	if got := b.text(form + ".preview .apply"); got != "Archive checkout" {
 		t.Errorf("delete button = %q", got)
 	}
-	b.do(chromedp.Click(chromedp.CSS(form+".preview .apply")), waitFor(`li[data-key="dark-mode"]`))
+	b.do(chromedp.Click(chromedp.CSS(form+".preview .apply")), waitFor(`tr[data-key="dark-mode"]`))
 	if _, ok := b.app.svc.Snapshot().Feature("checkout"); ok {
 		t.Error("checkout still exists after deleting it")
 	}

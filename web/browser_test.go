@@ -424,9 +424,12 @@ func TestBrowser(t *testing.T) {
 	}
 
 	// The list shows the feature, its shares and its last change.
-	b.do(chromedp.Navigate(b.base+"/ui/"), waitFor(`li[data-key="checkout"]`))
-	if got := b.text(`li[data-key="checkout"] .last`); !strings.Contains(got, "v3 · Rolled back to version 1 · 22.27% of users moved") {
+	b.do(chromedp.Navigate(b.base+"/ui/"), waitFor(`tr[data-key="checkout"]`))
+	if got := b.text(`tr[data-key="checkout"] .last-cell`); !strings.HasSuffix(got, " ago 22.27% moved") && got != "just now 22.27% moved" {
 		t.Errorf("last change on the list = %q", got)
+	}
+	if got := evaluate[string](b, `document.querySelector('tr[data-key="checkout"] .last-cell time').title`); !strings.HasSuffix(got, "v3: Rolled back to version 1") {
+		t.Errorf("the last change's title on the list = %q", got)
 	}
 	b.screenshot("list-wide", 1280)
 	b.screenshot("list-narrow", 375)

@@ -21,67 +21,6 @@ const (
 	overridesShown = 100
 )
 
-// listPage is the data of list.html.
-type listPage struct {
-	frame
-	Title    string
-	Query    string
-	Features []featureItem
-	Shown    int // features that match Query
-}
-
-// featureItem is one feature on the list.
-type featureItem struct {
-	Key, Description string
-	Enabled          bool
-	Fallback         string
-	Version          int
-	Tag              string   // for If-Match
-	Bar              shareBar // what users get now
-	Last             *versionView
-	Search           string // what the filter matches: key and description, lower case
-	Hidden           bool   // does not match the filter
-}
-
-// list is the features list, with the create form.
-func (h *handler) list(c echo.Context) error {
-	ctx := c.Request().Context()
-	snap := h.svc.Snapshot()
-	q := strings.TrimSpace(c.QueryParam("q"))
-	p := listPage{Title: "Features", Query: q}
-	for _, key := range snap.Keys() {
-		f, ok := snap.Feature(key)
-		if !ok {
-			continue
-		}
-		shares, _ := snap.Shares(key)
-		item := featureItem{
-			Key: f.Key, Description: f.Description, Enabled: f.Enabled, Fallback: f.Fallback, Version: f.Version, Tag: f.Tag(),
-			Bar:    newBar(bucketNames(f), shares, colors(f)),
-			Search: strings.ToLower(f.Key + " " + f.Description),
-		}
-		if !f.Enabled && f.Fallback != "" {
-			item.Bar = newBar([]string{f.Fallback}, map[string]float64{f.Fallback: 1}, colors(f))
-		}
-		item.Hidden = !strings.Contains(item.Search, strings.ToLower(q))
-		if !item.Hidden {
-			p.Shown++
-		}
-		last, err := h.svc.Versions(ctx, key, 0, 1)
-		switch {
-		case rollout.ErrorCode(err) == rollout.ENotFound:
-			continue // deleted since the snapshot was taken
-		case err != nil:
-			return h.internal(c, err)
-		case len(last) > 0:
-			v := viewVersion(last[0])
-			item.Last = &v
-		}
-		p.Features = append(p.Features, item)
-	}
-	return h.render(c, http.StatusOK, "list", &p)
-}
-
 func bucketNames(f rollout.Feature) []string {
 	names := make([]string, len(f.Buckets))
 	for i, b := range f.Buckets {

@@ -69,6 +69,8 @@ type handler struct {
 	sample   int
 	pages    map[string]*template.Template
 	assets   assets
+	// evaluated keeps the list's last evaluation hours a while.
+	evaluated lastEvaluations
 }
 
 // Routes returns the dashboard's routes, for the API to serve beside its own
@@ -101,6 +103,7 @@ func Routes(svc *rollout.Service, opts Options) []api.Route {
 		{Method: get, Path: "/ui/", Access: rollout.PermRead, SignIn: true, Handler: h.list, Middleware: ui},
 		{Method: get, Path: "/ui/features/:key", Access: rollout.PermRead, SignIn: true, Handler: h.feature, Middleware: ui},
 		{Method: get, Path: "/ui/changes", Access: rollout.PermRead, SignIn: true, Handler: h.changes, Middleware: ui},
+		{Method: get, Path: "/ui/user", Access: rollout.PermRead, SignIn: true, Handler: h.user, Middleware: ui},
 		{Method: get, Path: "/ui/static/*", Access: api.Public, Handler: h.static, Middleware: ui},
 		{Method: get, Path: "/ui/login", Access: api.Public, Handler: h.loginForm, Middleware: ui},
 		{Method: post, Path: "/ui/login", Access: api.Public, Handler: h.login, Middleware: ui},
@@ -215,11 +218,15 @@ func parsePages(a assets) map[string]*template.Template {
 			}
 			return "p = " + v
 		},
-		"exact": exactPct,
+		"exact":      exactPct,
+		"list":       func(v ...string) []string { return v },
+		"ago":        ago,
+		"join":       strings.Join,
+		"statusName": statusName,
 	}
 	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/parts.html"))
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"list", "feature", "error", "login", "changes", "tokens", "webhooks", "archived"} {
+	for _, name := range []string{"list", "feature", "error", "login", "changes", "user", "tokens", "webhooks", "archived"} {
 		pages[name] = template.Must(template.Must(base.Clone()).ParseFS(templateFiles, "templates/"+name+".html"))
 	}
 	return pages

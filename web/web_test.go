@@ -74,6 +74,11 @@ func (a *app) seed(t *testing.T) {
 	}
 }
 
+// minilegend is a bucket's entry in the legend of a list's share bar.
+func minilegend(bucket, share string) string {
+	return `</span>` + bucket + ` ` + share + `</span>`
+}
+
 // legend is a bucket's entry in the legend of a share bar.
 func legend(bucket, share string) string {
 	return `<span class="name">` + bucket + `</span> <b class="num">` + share + `</b>`
@@ -104,24 +109,25 @@ func TestPages(t *testing.T) {
 		{name: "root redirects", path: "/", status: 302, location: "/ui/"},
 		{name: "ui without slash redirects", path: "/ui", status: 302, location: "/ui/"},
 		{
-			name: "list", path: "/ui/", status: 200,
+			name: "list", path: "/ui/?sort=name", status: 200,
 			want: []string{
 				`href="/ui/features/checkout"`, "New &lt;b&gt;checkout&lt;/b&gt; flow",
-				"v2 · Added bucket D (3 replicas)", "<strong class=\"churn\">22.27%</strong> of users moved",
-				legend("A", "6.40%"), legend("B", "53.27%"), legend("C", "18.06%"), legend("D", "22.27%"),
-				`href="/ui/features/dark-mode"`, "v1 · Created",
+				`<span class="chip split" title="Users are split between buckets.">Split</span>`,
+				minilegend("A", "6.40%"), minilegend("B", "53.27%"), minilegend("C", "18.06%"), minilegend("D", "22.27%"),
+				"v2: Added bucket D (3 replicas)", `<b class="churn">22.27%</b> moved`,
+				`href="/ui/features/dark-mode"`, "v1: Created", "created</span>",
 				`id="create-form"`,
 			},
 			dontWant: []string{"No features yet", "<b>checkout</b>"},
 		},
 		{
 			name: "list filtered", path: "/ui/?q=DARK", status: 200,
-			want:     []string{`value="DARK"`, `data-key="checkout" hidden`, `data-key="dark-mode">`},
-			dontWant: []string{`data-key="dark-mode" hidden`},
+			want:     []string{`value="DARK"`, `data-key="dark-mode"`, `data-changed=`, `data-key="checkout"`, `hidden>`},
+			dontWant: []string{`id="no-match" class="notice" role="status"`},
 		},
 		{
 			name: "list filtered to nothing", path: "/ui/?q=zzz", status: 200,
-			want: []string{`<p id="no-match" class="notice">No feature matches this filter.</p>`},
+			want: []string{`<p id="no-match" class="notice" role="status">No feature matches these filters.</p>`, `<span id="shown-count">0</span>`},
 		},
 		{
 			name: "feature", path: "/ui/features/checkout", status: 200,
@@ -285,8 +291,8 @@ func TestDisabledFeature(t *testing.T) {
 		t.Fatal("the list lacks checkout")
 	}
 	item := list[i:]
-	item = item[:strings.Index(item, "</li>")]
-	if !strings.Contains(item, "no bucket served: apps use their default") || !strings.Contains(item, `<p class="no-bucket">No bucket served</p>`) || strings.Contains(item, "53.27%") {
+	item = item[:strings.Index(item, "</tr>")]
+	if !strings.Contains(item, "no bucket is served; apps use their default") || !strings.Contains(item, `<span class="no-bucket">No bucket served</span>`) || strings.Contains(item, "53.27%") {
 		t.Errorf("the list's item of a feature that is off:\n%s", item)
 	}
 }

@@ -31,6 +31,14 @@
 // changes:
 //
 //	go run ./cmd/rollout-bench --fanout 1000 [--rounds 3]
+//
+// With --footprint it measures instead the start time and memory of the
+// real binary (rollout serve) on a SQLite file of --features features, and
+// of an in-app client of it (issue #21); with --fine, with --footprint or
+// --wrk, the features are of two buckets planned 50/50 within 0.05
+// percentage points:
+//
+//	go run ./cmd/rollout-bench --footprint --features 1000 --fine
 package main
 
 import (
@@ -53,6 +61,9 @@ func main() {
 	}
 	if spec := os.Getenv(serverEnv); spec != "" {
 		os.Exit(serverMain(spec, os.Stdin, os.Stdout, os.Stderr))
+	}
+	if spec := os.Getenv(clientEnv); spec != "" {
+		os.Exit(clientMain(spec, os.Stdin, os.Stdout, os.Stderr))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -78,6 +89,9 @@ type config struct {
 	rounds          int    // rounds of the wrk measurement
 	separate        bool   // the wrk measurement with each server in a process of its own
 	fanout          int    // streams of the fan-out measurement; 0: none
+	fine            bool   // features planned 50/50 at the fine tolerance
+	footprint       bool   // measure start time and memory of a server and a client
+	rolloutBinary   string // the binary --footprint starts; "": built
 }
 
 // Bounds on the flags, so that no run is unbounded.
@@ -109,6 +123,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.wrk, "wrk", false, "measure the evaluation endpoints with wrk (installed apart) against the bare baseline, in alternating rounds")
 	fs.IntVar(&cfg.rounds, "rounds", 3, "rounds of the --wrk measurement, each running the baseline then rollout for --duration")
 	fs.IntVar(&cfg.fanout, "fanout", 0, "measure instead how long a change takes to reach this many stream clients (GET /sync/v1/stream) on one instance, over --rounds changes")
+	fs.BoolVar(&cfg.fine, "fine", false, "with --wrk or --footprint: features of two buckets planned 50/50 within 0.05 percentage points (about 4,000 ring points each), instead of 4 buckets × 100 replicas")
+	fs.BoolVar(&cfg.footprint, "footprint", false, "measure instead the start time and memory (VmRSS, VmHWM) of the real binary (rollout serve) on a SQLite file of --features features, and of an in-app client (api/client) of it")
+	fs.StringVar(&cfg.rolloutBinary, "rollout-binary", "", "with --footprint: the rollout binary to start; empty builds cmd/rollout (run the tool inside the repository)")
 	fs.BoolVar(&cfg.separate, "separate", false, "with --wrk: run rollout and the baseline each in a process of its own, as deployments do, and report each one's CPU time per request (Linux)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -121,6 +138,15 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if cfg.fanout > 0 && cfg.wrk {
 		return config{}, errors.New("--fanout and --wrk are separate measurements: give one")
+	}
+	if cfg.footprint && (cfg.wrk || cfg.fanout > 0) {
+		return config{}, errors.New("--footprint, --wrk and --fanout are separate measurements: give one")
+	}
+	if cfg.fine && !cfg.wrk && !cfg.footprint {
+		return config{}, errors.New("--fine goes with --wrk or --footprint")
+	}
+	if cfg.rolloutBinary != "" && !cfg.footprint {
+		return config{}, errors.New("--rollout-binary goes with --footprint")
 	}
 	if cfg.separate && !cfg.wrk {
 		return config{}, errors.New("--separate goes with --wrk")
@@ -161,6 +187,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	progress := func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
+	featureBuckets = benchBuckets
+	if cfg.fine {
+		if featureBuckets, err = fineBuckets(); err != nil {
+			return err
+		}
+	}
+	if cfg.footprint {
+		return runFootprint(ctx, cfg, stdout, progress)
+	}
 	if cfg.wrk {
 		return runWrk(ctx, cfg, stdout, progress)
 	}

@@ -19,6 +19,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(serverEnv); spec != "" {
 		os.Exit(serverMain(spec, os.Stdin, os.Stdout, os.Stderr))
 	}
+	if spec := os.Getenv(clientEnv); spec != "" {
+		os.Exit(clientMain(spec, os.Stdin, os.Stdout, os.Stderr))
+	}
 	os.Exit(m.Run())
 }
 
@@ -99,6 +102,12 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--fanout", "20000"}, "--fanout"},
 		{[]string{"--fanout", "10", "--wrk"}, "--fanout"},
 		{[]string{"--wrk", "--separate", "--cpuprofile", "cpu.out"}, "--cpuprofile"},
+		{[]string{"--footprint", "--fine", "--features", "1000"}, ""},
+		{[]string{"--wrk", "--fine"}, ""},
+		{[]string{"--fine"}, "--fine goes with"},
+		{[]string{"--footprint", "--wrk"}, "separate measurements"},
+		{[]string{"--footprint", "--fanout", "10"}, "separate measurements"},
+		{[]string{"--rollout-binary", "/bin/true"}, "--rollout-binary goes with --footprint"},
 	}
 	for _, tt := range tests {
 		_, err := parseFlags(tt.args, &bytes.Buffer{})
@@ -128,5 +137,30 @@ func TestFanout(t *testing.T) {
 	}
 	if rep.Streams != 20 || rep.Rounds != 2 || rep.Missed != 0 || rep.P99MS <= 0 || rep.EventBytes <= 0 {
 		t.Errorf("fanout report %+v, want 20 streams, 2 rounds, none missed, a p99 and an event size", rep)
+	}
+}
+
+// TestFootprint: the real binary and a client process start on a database
+// of fine features, and their times and memory are reported.
+func TestFootprint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the binary")
+	}
+	var stdout, stderr bytes.Buffer
+	args := []string{"--footprint", "--features", "3", "--fine", "--json"}
+	if err := run(context.Background(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("run(%q) = %v; stderr:\n%s", args, err, &stderr)
+	}
+	var fp Footprint
+	if err := json.Unmarshal(stdout.Bytes(), &fp); err != nil {
+		t.Fatalf("output is not a JSON report: %v\n%s", err, &stdout)
+	}
+	if fp.Features != 3 || !fp.Fine || fp.Points < 2000 || fp.MaxErrorPoints > 0.05 || len(fp.Processes) != 3 {
+		t.Fatalf("footprint %+v: want 3 fine features (within 0.05 points) and 3 processes measured", fp)
+	}
+	for i, p := range fp.Processes {
+		if p.RSSMB <= 0 || p.PeakRSSMB < p.RSSMB || (i < 2) != (p.ReadyMS > 0) || p.CPUMS < 0 || i == 2 && p.CPUMS != 0 || p.Features != 3 {
+			t.Errorf("process %+v: want its memory, its time to ready (but for the last reading; CPU time in 10 ms ticks may read 0) and 3 features", p)
+		}
 	}
 }

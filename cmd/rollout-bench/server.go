@@ -80,15 +80,33 @@ type service struct {
 // one length, so that every answer of a scenario has the same size.
 var benchBuckets = []rollout.Bucket{{Name: "A", Replicas: 100}, {Name: "B", Replicas: 100}, {Name: "C", Replicas: 100}, {Name: "D", Replicas: 100}}
 
+// featureBuckets are the buckets of the features the tool creates:
+// benchBuckets, or with --fine those of fineBuckets.
+var featureBuckets = benchBuckets
+
+// fineBuckets returns the buckets of a new feature planned 50/50 at the
+// fine tolerance (0.05 percentage points), as the dashboard plans a new
+// feature: two buckets, A and B, of names as long as benchBuckets'.
+func fineBuckets() ([]rollout.Bucket, error) {
+	p, err := rollout.PlanNew(map[string]float64{"A": 0.5, "B": 0.5}, rollout.PlanOptions{Mode: rollout.ModeAuto, Order: []string{"A", "B"}})
+	if err != nil {
+		return nil, err
+	}
+	if !p.WithinTolerance {
+		return nil, fmt.Errorf("the fine plan of 50/50 misses by %v", p.MaxError)
+	}
+	return p.Buckets, nil
+}
+
 func featureKey(i int) string { return fmt.Sprintf("feature-%05d", i) }
 
-// createFeatures creates n features of benchBuckets, salted by their keys.
+// createFeatures creates n features of featureBuckets, salted by their keys.
 func createFeatures(ctx context.Context, svc *rollout.Service, n int) error {
 	for i := range n {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		f := rollout.Feature{Key: featureKey(i), Enabled: true, Salt: featureKey(i), Buckets: benchBuckets}
+		f := rollout.Feature{Key: featureKey(i), Enabled: true, Salt: featureKey(i), Buckets: featureBuckets}
 		if _, err := svc.Create(ctx, f, rollout.ChangeOptions{Actor: "rollout-bench"}); err != nil {
 			return fmt.Errorf("create feature %d: %w", i, err)
 		}

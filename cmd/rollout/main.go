@@ -28,6 +28,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv); err != nil {
+		if code, ok := errors.AsType[exitCode](err); ok {
+			os.Exit(int(code))
+		}
 		fmt.Fprintln(os.Stderr, "rollout:", errorText(err))
 		os.Exit(1)
 	}
@@ -61,6 +64,13 @@ Usage:
   rollout migrate --from SOURCE --to TARGET
                                       copy everything into a new, empty database (a SQLite
                                       file or a postgres:// URL) and verify the copy
+  rollout export --server URL [--format yaml|json]
+                                      write the server's features as a document
+  rollout plan -f FILE --server URL [--format json] [--out PLAN]
+                                      print what the document would change, with its exact
+                                      churn; exit 0: no change, 2: changes, 1: an error
+  rollout apply -f FILE | PLAN --server URL [--max-churn F] [--max-total-churn F] [--comment C]
+                                      apply the document (or a saved plan) as one batch
   rollout version                     print the version and VCS revision
   rollout help [COMMAND]              print this help, or a command's
 
@@ -108,6 +118,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		err = runMigrate(ctx, args, stdout, stderr)
 	case "version":
 		err = runVersion(args, stdout)
+	case "export":
+		err = runExport(ctx, args, stdout, getenv)
+	case "plan":
+		err = runPlan(ctx, args, stdout, getenv)
+	case "apply":
+		err = runApply(ctx, args, stdout, getenv)
 	default:
 		return fmt.Errorf("unknown command %q: 'rollout help' lists the commands", cmd)
 	}

@@ -65,7 +65,9 @@ func Nested(ctx context.Context, current []ring.Bucket, targets map[string]float
 			order = append(order, name)
 		}
 	}
-	shares := mustRing(counts).Shares()
+	h := hashes{}
+	before := h.ring(counts)
+	shares := before.Shares()
 	anchor := ""
 	for _, name := range order {
 		if counts[name] > 0 && targets[name] > 0 {
@@ -105,7 +107,7 @@ func Nested(ctx context.Context, current []ring.Bucket, targets map[string]float
 	}
 
 	names := slices.Sorted(slices.Values(order))
-	sp := newSpace(names, counts, targets, tol, opts.Limits, func(name string) (int, int) {
+	sp := newSpace(names, counts, h, targets, tol, opts.Limits, func(name string) (int, int) {
 		if !slices.Contains(varied, name) {
 			return start[name], start[name]
 		}
@@ -114,7 +116,7 @@ func Nested(ctx context.Context, current []ring.Bucket, targets map[string]float
 		}
 		return 0, opts.Limits.MaxReplicas
 	})
-	sp.ctx, sp.budget = ctx, opts.budget()
+	sp.ctx, sp.budget, sp.before = ctx, opts.budget(), before
 	sp.setCounts(countsOf(names, start))
 	vary := make([]int, len(varied))
 	for i, name := range varied {
@@ -180,7 +182,7 @@ func Fine(ctx context.Context, order []string, targets map[string]float64, opts 
 				vary = append(vary, j)
 			}
 		}
-		sp := newSpace(names, nil, targets, tol, opts.Limits, func(name string) (int, int) {
+		sp := newSpace(names, nil, nil, targets, tol, opts.Limits, func(name string) (int, int) {
 			if name == order[anchor] || targets[name] == 0 {
 				return start[name], start[name]
 			}
@@ -203,19 +205,20 @@ func Fine(ctx context.Context, order []string, targets map[string]float64, opts 
 
 // newSpace is newPlanSpace with the bounds of each bucket's count given by
 // bounds (lo, hi), and no bound on points beyond lim.MaxPoints.
-func newSpace(names []string, current map[string]int, targets map[string]float64, tol float64, lim Limits, bounds func(string) (int, int)) *planSpace {
+func newSpace(names []string, current map[string]int, h hashes, targets map[string]float64, tol float64, lim Limits, bounds func(string) (int, int)) *planSpace {
 	nb := len(names)
 	sp := &planSpace{
 		target: make([]int64, nb), tol: toUnits(tol),
 		lo: make([]int, nb), hi: make([]int, nb), maxPoints: lim.MaxPoints,
 		idx: make([][]int32, nb), n: make([]int, nb), share: make([]int64, nb),
+		kept: make([]int64, nb), origSh: make([]int64, nb),
 		ctx: context.Background(), budget: math.MaxInt64,
 	}
 	for b, name := range names {
 		sp.target[b] = toUnits(targets[name])
 		sp.lo[b], sp.hi[b] = bounds(name)
 	}
-	sp.build(names, current)
+	sp.build(names, current, h)
 	return sp
 }
 
@@ -283,8 +286,19 @@ func (sp *planSpace) result(order, names []string, current map[string]int, targe
 			p.Buckets = append(p.Buckets, ring.Bucket{Name: name, Replicas: sp.n[b]})
 		}
 	}
-	before := mustRing(current)
-	after, _ := ring.New(p.Buckets...)
+	before := sp.before
+	if before == nil {
+		before = mustRing(current)
+	}
+	ps := make([][]ring.Position, len(p.Buckets))
+	for i, bk := range p.Buckets {
+		b, _ := slices.BinarySearch(names, bk.Name)
+		ps[i] = sp.pos[b] // the universe holds every count the search reached
+	}
+	after, err := ring.NewHashed(p.Buckets, ps)
+	if err != nil {
+		panic("plan: the ring of a plan: " + err.Error())
+	}
 	sharesBefore := before.Shares()
 	p.SharesAfter = after.Shares()
 	for _, b := range p.Buckets {

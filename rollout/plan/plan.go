@@ -144,7 +144,9 @@ func Shares(ctx context.Context, current []ring.Bucket, targets map[string]float
 			order = append(order, name)
 		}
 	}
-	return planFrom(ctx, order, counts, targets, opts, sharesStarts(order, counts, targets, opts.Limits), false)
+	h := hashes{}
+	before := h.ring(counts)
+	return planFrom(ctx, order, counts, before, h, targets, opts, sharesStarts(order, counts, before, targets, opts.Limits), false)
 }
 
 // sharesStarts returns where the search for Shares starts: the current
@@ -153,8 +155,7 @@ func Shares(ctx context.Context, current []ring.Bucket, targets map[string]float
 // times the current number of points while they fit the limits. The later
 // starts matter on small rings, whose shares are too lumpy to reach a
 // target near the current counts.
-func sharesStarts(order []string, current map[string]int, targets map[string]float64, lim Limits) []map[string]int {
-	now := mustRing(current)
+func sharesStarts(order []string, current map[string]int, now *ring.Ring, targets map[string]float64, lim Limits) []map[string]int {
 	shares := now.Shares()
 	first := make(map[string]int, len(order))
 	for _, name := range order {
@@ -199,18 +200,19 @@ func Initial(ctx context.Context, targets map[string]float64, perBucket int, opt
 		}
 		starts = append(starts, start)
 	}
-	return planFrom(ctx, names, nil, targets, opts, starts, true)
+	return planFrom(ctx, names, nil, nil, nil, targets, opts, starts, true)
 }
 
 // planFrom searches replica counts for the buckets order names from each
 // of starts (see planSpace.search), within opts' budget and while ctx is
 // not done, and returns the plan with its exact figures measured against
-// the ring of current (nil: no ring).
-func planFrom(ctx context.Context, order []string, current map[string]int, targets map[string]float64, opts Options, starts []map[string]int, stopWithin bool) Result {
+// the ring of current (nil: no ring), which is before when that is not nil.
+// The positions h holds (may be nil) are not hashed again.
+func planFrom(ctx context.Context, order []string, current map[string]int, before *ring.Ring, h hashes, targets map[string]float64, opts Options, starts []map[string]int, stopWithin bool) Result {
 	tol, budget := opts.tolerance(), opts.budget()
 	names := slices.Sorted(slices.Values(order))
-	sp := newPlanSpace(names, current, targets, tol, opts.Limits)
-	sp.ctx, sp.budget, sp.reserve = ctx, budget-budget/reserveShare, budget/reserveShare
+	sp := newPlanSpace(names, current, targets, tol, opts.Limits, h)
+	sp.ctx, sp.budget, sp.reserve, sp.before = ctx, budget-budget/reserveShare, budget/reserveShare, before
 	counts := make([][]int, len(starts))
 	for i, start := range starts {
 		counts[i] = make([]int, len(names))
@@ -228,6 +230,29 @@ func planFrom(ctx context.Context, order []string, current map[string]int, targe
 // figures, or checked ones. It panics on an invalid ring.
 func RingShares(counts map[string]int) map[string]float64 {
 	return mustRing(counts).Shares()
+}
+
+// hashes are the positions of buckets' points a plan has hashed, by bucket
+// name: replicas 0, 1, … of each, as ring.AppendPoints gives them.
+type hashes map[string][]ring.Position
+
+// ring returns the ring of checked replica counts, as mustRing, hashing
+// only the points h does not hold yet, and keeps them in h.
+func (h hashes) ring(counts map[string]int) *ring.Ring {
+	bs := make([]ring.Bucket, 0, len(counts))
+	ps := make([][]ring.Position, 0, len(counts))
+	for name, n := range counts {
+		if have := len(h[name]); n > have {
+			h[name] = ring.AppendPoints(h[name], name, have, n)
+		}
+		bs = append(bs, ring.Bucket{Name: name, Replicas: n})
+		ps = append(ps, h[name])
+	}
+	r, err := ring.NewHashed(bs, ps)
+	if err != nil {
+		panic("plan: ring of checked buckets: " + err.Error())
+	}
+	return r
 }
 
 // mustRing returns the ring of checked replica counts.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 
@@ -39,9 +40,14 @@ const (
 	pairWindow = 3
 	// boxBudget bounds the replica counts that boxSearch tries.
 	boxBudget = 1 << 16
-	// boxMaxPoints: boxSearch runs only on rings of at most this many
-	// points, the small rings whose shares move in lumps.
-	boxMaxPoints = 64
+	// boxMaxUniverse: boxSearch runs only on universes of at most this
+	// many points: those of coarse limits (1,000 replicas per bucket, at
+	// most five buckets free), where it costs milliseconds. On a fine
+	// universe (20,000 replicas per bucket) each of its tries sweeps arcs
+	// of thousands of segments, a second in all, and its small rings are
+	// far from a fine tolerance: the descents from the ring planned from
+	// and its scalings reach it.
+	boxMaxUniverse = 10_000
 	// lineReach is how many replicas a line move adds or removes at
 	// least; it tries up to double the count, or half of it, and the
 	// second bucket of a pair move tries this many either way.
@@ -65,8 +71,21 @@ type planSpace struct {
 	active []bool
 	owner  []int32 // owner of segment k with counts n
 	share  []int64
-	churn  int64 // units of segments whose owner differs from orig
-	excess int64 // Σ max(0, |share-target| - tol)
+	kept   []int64    // units bucket b owns that it owned in the ring planned from
+	origSh []int64    // units bucket b owned in the ring planned from
+	before *ring.Ring // the ring planned from, when its caller has built it
+
+	// The universe: names, each bucket's positions hashed so far (replicas
+	// 0 to len-1), the counts of the ring planned from, each bucket's limit
+	// (the most replicas the universe can hold) and their sum.
+	names    []string
+	pos      [][]ring.Position
+	ref      []int
+	limit    []int
+	universe int
+	counted  bool  // setCounts has set the counts
+	churn    int64 // units of segments whose owner differs from orig
+	excess   int64 // Σ max(0, |share-target| - tol)
 
 	// The search's bounds: it stops once it has taken budget steps (a
 	// replica added or removed) or ctx is done, and cut says why. Stopped
@@ -106,12 +125,13 @@ func (sp *planSpace) stopped() bool {
 // measured against the ring of current (may be nil), within lim, with no
 // bound on its search until its ctx, budget and reserve are set. Set its
 // counts with setCounts before searching.
-func newPlanSpace(names []string, current map[string]int, targets map[string]float64, tol float64, lim Limits) *planSpace {
+func newPlanSpace(names []string, current map[string]int, targets map[string]float64, tol float64, lim Limits, h hashes) *planSpace {
 	nb := len(names)
 	sp := &planSpace{
 		target: make([]int64, nb), tol: toUnits(tol),
 		lo: make([]int, nb), hi: make([]int, nb), maxPoints: lim.MaxPoints,
 		idx: make([][]int32, nb), n: make([]int, nb), share: make([]int64, nb),
+		kept: make([]int64, nb), origSh: make([]int64, nb),
 		ctx: context.Background(), budget: math.MaxInt64,
 	}
 	sumLo := 0
@@ -127,33 +147,82 @@ func newPlanSpace(names []string, current map[string]int, targets map[string]flo
 			sp.hi[b] = min(lim.MaxReplicas, sp.maxPoints-(sumLo-sp.lo[b]))
 		}
 	}
-	sp.build(names, current)
+	sp.build(names, current, h)
 	return sp
 }
 
-// build hashes the universe of the buckets names (sorted): replicas 0 to
-// max(hi, current) - 1 of each, and the owners of the ring of current.
-func (sp *planSpace) build(names []string, current map[string]int) {
+// build sets up the universe of the buckets names (sorted): replicas 0 to
+// max(hi, current) - 1 of each, and the owners of the ring of current,
+// hashing only the points h (may be nil) does not hold. A
+// universe of more than boxMaxUniverse points (fine limits: 20,000
+// replicas a bucket) is hashed lazily: at first only the replicas of
+// current, and more as the search reaches them (see reach). Its figures do
+// not depend on how much of it is hashed: a segment's size is a difference
+// of truncated positions, so the arcs between the points a ring has add up
+// to the same units however many other points cut them.
+func (sp *planSpace) build(names []string, current map[string]int, h hashes) {
 	nb := len(names)
-	type upoint struct {
-		pos  ring.Position
-		b, i int32
-	}
-	var pts []upoint
-	buf := make([]byte, 0, 80)
+	sp.names, sp.pos, sp.ref, sp.limit = names, make([][]ring.Position, nb), make([]int, nb), make([]int, nb)
+	sp.universe = 0
 	for b, name := range names {
-		m := max(sp.hi[b], current[name])
-		for i := range m {
-			buf = strconv.AppendInt(append(append(buf[:0], name...), '#'), int64(i), 10)
-			pts = append(pts, upoint{pos: ring.HashBytes(buf), b: int32(b), i: int32(i)})
-		}
-		sp.idx[b] = make([]int32, m)
+		sp.pos[b] = slices.Clip(h[name]) // appending copies: h stays as it is
+		sp.ref[b] = current[name]
+		sp.limit[b] = max(sp.hi[b], current[name])
+		sp.universe += sp.limit[b]
 	}
-	// Ring order: by position, then bucket name (names are sorted).
-	slices.SortFunc(pts, func(x, y upoint) int {
-		return cmp.Or(x.pos.Compare(y.pos), cmp.Compare(x.b, y.b))
-	})
-	u := len(pts)
+	want := sp.limit
+	if sp.universe > boxMaxUniverse {
+		want = sp.ref
+	}
+	sp.hash(want)
+}
+
+// reach makes sure the universe holds replicas 0 to counts[b] - 1 of every
+// bucket b: when it does not, it hashes twice as many as counts asks and
+// lazyMargin more, within the bucket's limit (a line move reaches up to
+// twice a count: one growth serves it), and rebuilds the
+// universe's segments; the search's counts and figures then stay as they
+// were. It returns whether it rebuilt.
+func (sp *planSpace) reach(counts []int) bool {
+	grow := false
+	want := make([]int, len(counts))
+	for b, c := range counts {
+		want[b] = len(sp.pos[b])
+		if c > want[b] {
+			want[b], grow = min(sp.limit[b], 2*c+lazyMargin), true
+		}
+	}
+	if grow {
+		sp.hash(want)
+	}
+	return grow
+}
+
+// lazyMargin is how many replicas more than the search asks for a lazy
+// universe hashes at least when it grows.
+const lazyMargin = 256
+
+// hash extends the universe to replicas 0 to want[b] - 1 of each bucket b
+// and rebuilds its segments, the owners of the ring planned from and, when
+// the search has counts, its figures at them.
+func (sp *planSpace) hash(want []int) {
+	buf := make([]byte, 0, 80)
+	u := 0
+	for b, name := range sp.names {
+		for i := len(sp.pos[b]); i < want[b]; i++ {
+			buf = strconv.AppendInt(append(append(buf[:0], name...), '#'), int64(i), 10)
+			sp.pos[b] = append(sp.pos[b], ring.HashBytes(buf))
+		}
+		u += len(sp.pos[b])
+	}
+	pts := make([]upoint, 0, u)
+	for b, ps := range sp.pos {
+		for i, p := range ps {
+			pts = append(pts, upoint{pos: p, b: int32(b), i: int32(i)})
+		}
+		sp.idx[b] = make([]int32, len(ps))
+	}
+	pts = sortUniverse(pts)
 	sp.size, sp.pb, sp.pi = make([]int64, u), make([]int32, u), make([]int32, u)
 	sp.active, sp.owner = make([]bool, u), make([]int32, u)
 	trunc := func(p ring.Position) int64 { return int64(p.Hi >> (64 - unitBits)) }
@@ -167,11 +236,61 @@ func (sp *planSpace) build(names []string, current map[string]int) {
 	if u > 0 {
 		sp.size[0] = unitWhole - trunc(pts[u-1].pos) + trunc(pts[0].pos)
 	}
-	ref := make([]int, nb)
-	for b, name := range names {
-		ref[b] = current[name]
+	sp.orig = sp.owners(sp.ref)
+	clear(sp.origSh)
+	for k, o := range sp.orig {
+		if o >= 0 {
+			sp.origSh[o] += sp.size[k]
+		}
 	}
-	sp.orig = sp.owners(ref)
+	if sp.counted {
+		sp.figures()
+	}
+}
+
+type upoint struct {
+	pos  ring.Position
+	b, i int32
+}
+
+// sortUniverse returns pts in ring order: by position, then bucket (names
+// are sorted). MD5 positions are uniform, so it deals them into about as
+// many bins as points by their leading bits, in one pass, and sorts each
+// bin, of one or two points on average, by insertion: linear time, where a
+// comparison sort of the 120,000 points of six fine buckets took tens of
+// milliseconds.
+func sortUniverse(pts []upoint) []upoint {
+	if len(pts) < 2 {
+		return pts
+	}
+	k := uint(bits.Len(uint(len(pts))))
+	shift := 64 - k
+	start := make([]int32, 1<<k+1)
+	for _, p := range pts {
+		start[p.pos.Hi>>shift+1]++
+	}
+	for j := 1; j < len(start); j++ {
+		start[j] += start[j-1]
+	}
+	out := make([]upoint, len(pts))
+	next := slices.Clone(start[:len(start)-1])
+	for _, p := range pts {
+		j := p.pos.Hi >> shift
+		out[next[j]] = p
+		next[j]++
+	}
+	less := func(x, y upoint) bool {
+		return cmp.Or(x.pos.Compare(y.pos), cmp.Compare(x.b, y.b)) < 0
+	}
+	for j := range len(start) - 1 {
+		bin := out[start[j]:start[j+1]]
+		for a := 1; a < len(bin); a++ {
+			for c := a; c > 0 && less(bin[c], bin[c-1]); c-- {
+				bin[c], bin[c-1] = bin[c-1], bin[c]
+			}
+		}
+	}
+	return out
 }
 
 // setCounts moves the search to the given counts, clamped to the bounds.
@@ -191,11 +310,21 @@ func (sp *planSpace) setCounts(counts []int) {
 		sp.n[big]--
 		sp.total--
 	}
+	sp.counted = true
+	if !sp.reach(sp.n) {
+		sp.figures()
+	}
+}
+
+// figures computes the owners, shares, churn and excess of the counts
+// afresh.
+func (sp *planSpace) figures() {
 	sp.owner = sp.owners(sp.n)
 	for k := range sp.active {
 		sp.active[k] = int(sp.pi[k]) < sp.n[sp.pb[k]]
 	}
 	clear(sp.share)
+	clear(sp.kept)
 	sp.churn, sp.excess = 0, 0
 	for k, o := range sp.owner {
 		if o >= 0 {
@@ -203,6 +332,8 @@ func (sp *planSpace) setCounts(counts []int) {
 		}
 		if o != sp.orig[k] {
 			sp.churn += sp.size[k]
+		} else if o >= 0 {
+			sp.kept[o] += sp.size[k]
 		}
 	}
 	for b := range sp.n {
@@ -276,6 +407,11 @@ func (sp *planSpace) canRemove(b int) bool { return sp.n[b] > sp.lo[b] }
 // before it up to it moves from its owner to b.
 func (sp *planSpace) add(b int) {
 	sp.steps++
+	if sp.n[b] == len(sp.idx[b]) {
+		want := slices.Clone(sp.n)
+		want[b]++
+		sp.reach(want)
+	}
 	u := int(sp.idx[b][sp.n[b]])
 	sp.n[b]++
 	sp.total++
@@ -301,21 +437,29 @@ func (sp *planSpace) remove(b int) {
 // reassign gives the arc that ends at point u and starts after the active
 // point before it from owner from to owner to.
 func (sp *planSpace) reassign(u int, from, to int32) {
-	var moved, churn int64
+	var moved, back, away int64 // back: to its owner before; away: from it
 	for k := u; ; {
 		s := sp.size[k]
 		moved += s
-		if o := sp.orig[k]; o != from && o == to {
-			churn -= s
-		} else if o == from && o != to {
-			churn += s
+		if o := sp.orig[k]; o == to {
+			back += s
+		} else if o == from {
+			away += s
 		}
 		sp.owner[k] = to
 		if k = sp.prev(k); sp.active[k] || k == u {
 			break
 		}
 	}
-	sp.churn += churn
+	if from != to {
+		sp.churn += away - back
+		if from >= 0 {
+			sp.kept[from] -= away
+		}
+		if to >= 0 {
+			sp.kept[to] += back
+		}
+	}
 	sp.transfer(from, to, moved)
 }
 
@@ -345,18 +489,22 @@ func better(s, t score, phase int) bool {
 
 // bestLine returns the change of bucket b's count, within reach, that
 // scores best, and its score; 0 and the current score when none is better.
-// Stopped, it returns the best of the changes it tried.
-func (sp *planSpace) bestLine(b, down, up, phase int) (int, score) {
+// Stopped, it returns the best of the changes it tried. It walks each way
+// only while a count further on could score better than both the best it
+// has found and bar (see hopeless), so its answer is the one of the whole
+// walk whenever that answer scores better than bar; when it does not, the
+// caller, which keeps only moves better than bar, has no use for it.
+func (sp *planSpace) bestLine(b, down, up, phase int, bar score) (int, score) {
 	n0 := sp.n[b]
 	best, bestD := sp.score(), 0
-	for sp.n[b]-n0 < up && sp.canAdd(b) && !sp.stopped() {
+	for sp.n[b]-n0 < up && sp.canAdd(b) && !sp.hopeless(b, 1, best, bar, phase) && !sp.stopped() {
 		sp.add(b)
 		if s := sp.score(); better(s, best, phase) {
 			best, bestD = s, sp.n[b]-n0
 		}
 	}
 	sp.step(b, n0-sp.n[b])
-	for n0-sp.n[b] < down && sp.canRemove(b) && !sp.stopped() {
+	for n0-sp.n[b] < down && sp.canRemove(b) && !sp.hopeless(b, -1, best, bar, phase) && !sp.stopped() {
 		sp.remove(b)
 		if s := sp.score(); better(s, best, phase) {
 			best, bestD = s, sp.n[b]-n0
@@ -364,6 +512,32 @@ func (sp *planSpace) bestLine(b, down, up, phase int) (int, score) {
 	}
 	sp.step(b, n0-sp.n[b])
 	return bestD, best
+}
+
+// hopeless reports whether no count reached by going on changing bucket b's
+// count in direction dir (+1 adding replicas, -1 removing them) can score
+// better than best or bar. Adding replicas of b only moves users into b,
+// removing them only out of it, so along the way b's share only grows (or
+// only shrinks) and every other share only shrinks (grows): a bucket's
+// excess, once its share is past its target in the direction it moves, can
+// only grow. Churn can only fall by the users that go back to the bucket
+// they had in the ring planned from: into b those it had and lost, out of b
+// those it holds that were another's. These bounds are exact integers, so
+// skipping what they rule out changes no answer the caller keeps.
+func (sp *planSpace) hopeless(b, dir int, best, bar score, phase int) bool {
+	var excess int64
+	for o := range sp.n {
+		grows := (o == b) == (dir > 0)
+		if d := sp.share[o] - sp.target[o]; grows && d >= 0 || !grows && d <= 0 {
+			excess += sp.excessOf(o)
+		}
+	}
+	churn := sp.churn - (sp.origSh[b] - sp.kept[b])
+	if dir < 0 {
+		churn = sp.churn - (sp.share[b] - sp.kept[b])
+	}
+	bound := score{excess, churn}
+	return !better(bound, best, phase) && !better(bound, bar, phase)
 }
 
 // descend improves the counts until no move scores better: the best line
@@ -382,7 +556,7 @@ func (sp *planSpace) descend(phase int) {
 func (sp *planSpace) lineMove(phase int) bool {
 	best, bb, bd := sp.score(), -1, 0
 	for b := range sp.n {
-		d, s := sp.bestLine(b, max(lineReach, sp.n[b]/2), max(lineReach, sp.n[b]), phase)
+		d, s := sp.bestLine(b, max(lineReach, sp.n[b]/2), max(lineReach, sp.n[b]), phase, best)
 		if d != 0 && better(s, best, phase) {
 			best, bb, bd = s, b, d
 		}
@@ -410,7 +584,7 @@ func (sp *planSpace) pairMove(phase int) bool {
 				if b == a {
 					continue
 				}
-				if db, s := sp.bestLine(b, lineReach, lineReach, phase); db != 0 && better(s, best, phase) {
+				if db, s := sp.bestLine(b, lineReach, lineReach, phase, best); db != 0 && better(s, best, phase) {
 					best, found = s, move{a, da, b, db}
 				}
 			}
@@ -473,7 +647,7 @@ func (sp *planSpace) search(starts [][]int, stopWithin bool) {
 // boxSearch tries every count from the bucket's least up to m for each
 // bucket, where m is the largest that keeps the number of tries within
 // boxBudget, and returns the best counts by excess, then churn; nil when
-// m would be below 8. On small rings, whose shares move in lumps, this
+// m would be below 8 or the universe has more than boxMaxUniverse points. On small rings, whose shares move in lumps, this
 // finds combinations the line and pair moves cannot reach one step at a
 // time; the search then descends from them like from any start.
 func (sp *planSpace) boxSearch() []int {
@@ -487,7 +661,7 @@ func (sp *planSpace) boxSearch() []int {
 	for pow(m+1, free) <= boxBudget {
 		m++
 	}
-	if m < 8 || sp.total > boxMaxPoints {
+	if m < 8 || sp.universe > boxMaxUniverse {
 		return nil
 	}
 	counts := make([]int, len(sp.n))

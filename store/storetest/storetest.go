@@ -89,6 +89,8 @@ var cases = []struct {
 	{"update with the feature held", testUpdateHeld},
 	{"idempotency keys", testIdempotency},
 	{"idempotency key committed with its change", testIdempotentWrite},
+	{"batch of versions", testBatch},
+	{"batch of versions is all or nothing", testBatchAllOrNothing},
 }
 
 // t0 has nanoseconds: a feature's times must come back exact from every

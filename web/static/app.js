@@ -34,19 +34,56 @@
     return e;
   }
 
-  // The features list: filter as the user types.
-  const filter = document.getElementById('filter');
-  if (filter) {
-    const items = document.querySelectorAll('li[data-search]');
+  // The features list: filter as the user types or picks, and sort, in
+  // the page, keeping the URL in step so that it can be shared.
+  const listForm = document.getElementById('list-filter');
+  if (listForm) {
+    listForm.classList.add('live');
+    const body = document.querySelector('#features tbody');
+    const rows = [...body.querySelectorAll('tr.feature-row')];
     const none = document.getElementById('no-match');
-    filter.addEventListener('input', () => {
-      const q = filter.value.trim().toLowerCase();
+    const count = document.getElementById('shown-count');
+    const q = document.getElementById('filter');
+    const status = document.getElementById('filter-status');
+    const tag = document.getElementById('filter-tag');
+    const owner = document.getElementById('filter-owner');
+    const sort = document.getElementById('sort');
+    const apply = () => {
+      const text = q.value.trim().toLowerCase();
       let shown = 0;
-      for (const item of items) {
-        item.hidden = !item.dataset.search.includes(q);
-        if (!item.hidden) shown++;
+      for (const row of rows) {
+        const d = row.dataset;
+        const match = d.search.includes(text) &&
+          (tag.value === '' || d.tags.includes(' ' + tag.value + ' ')) &&
+          (owner.value === '' || d.owner === owner.value) &&
+          ((status.value === 'archived') === (d.status === 'archived')) &&
+          (status.value === '' || (status.value === 'stale' ? 'stale' in d : d.status === status.value));
+        row.hidden = !match;
+        if (match) shown++;
       }
-      if (none) none.hidden = shown > 0;
+      none.hidden = shown > 0;
+      count.textContent = String(shown);
+      const byName = sort.value === 'name';
+      rows.sort((a, b) => byName ? a.dataset.key.localeCompare(b.dataset.key)
+        : (Number(b.dataset.changed) - Number(a.dataset.changed)) || a.dataset.key.localeCompare(b.dataset.key));
+      body.append(...rows);
+      const params = new URLSearchParams();
+      for (const f of [q, status, tag, owner]) if (f.value.trim() !== '') params.set(f.name, f.value.trim());
+      if (byName) params.set('sort', 'name');
+      const search = params.toString();
+      history.replaceState(null, '', location.pathname + (search ? '?' + search : '') + location.hash);
+    };
+    q.addEventListener('input', apply);
+    for (const f of [status, tag, owner, sort]) f.addEventListener('change', apply);
+    listForm.addEventListener('submit', (e) => { e.preventDefault(); apply(); });
+    // A tag in a row filters by it.
+    body.addEventListener('click', (e) => {
+      const a = e.target.closest('a.tag');
+      if (!a || e.ctrlKey || e.metaKey || e.shiftKey) return;
+      e.preventDefault();
+      tag.value = a.dataset.tag;
+      apply();
+      tag.focus();
     });
   }
 
@@ -88,6 +125,139 @@
   const dataNode = document.getElementById('feature-data');
   const feature = dataNode ? JSON.parse(dataNode.textContent) : null;
   const base = feature ? '/api/features/' + encodeURIComponent(feature.key) : '';
+
+  // Pages that stay true: the dashboard's stream of changes (GET
+  // /api/events). A feature's page says when its feature changed elsewhere
+  // (another tab, a script, a ramp's step), with who changed what and the
+  // churn, updates its shares, and offers to reload for the rest; the list
+  // marks the rows of changed features. Changes this page applies reload
+  // it anyway.
+  let ownChange = false;
+  const listTable = document.getElementById('features');
+  if ((feature || listTable) && 'EventSource' in window) {
+    const events = new EventSource('/api/events');
+    events.addEventListener('open', () => { document.body.dataset.live = 'open'; });
+    events.addEventListener('error', () => { document.body.dataset.live = 'reconnecting'; });
+    window.addEventListener('pagehide', () => events.close());
+    let shownVersion = feature ? feature.version : 0;
+    events.addEventListener('change', (e) => {
+      let data;
+      try {
+        data = JSON.parse(e.data);
+      } catch {
+        return;
+      }
+      if (feature) {
+        if (data.many) {
+          liveBanner([el('p', { class: 'live-what' }, 'Many features changed at once, this one perhaps among them.')], true);
+          return;
+        }
+        const mine = (data.features || []).find((f) => f.key === feature.key);
+        if (!mine || ownChange) return;
+        if (mine.deleted) {
+          liveBanner([el('p', { class: 'live-what' }, 'This feature was deleted elsewhere: apps get not-found for it.')], false);
+          return;
+        }
+        if (mine.version > shownVersion) {
+          const from = shownVersion;
+          shownVersion = mine.version;
+          showChanged(from, mine.version);
+        }
+        return;
+      }
+      markRows(data);
+    });
+
+    async function showChanged(from, to) {
+      let versions = [];
+      let current = null;
+      try {
+        const [vr, fr] = await Promise.all([
+          fetch(base + '/versions?limit=' + Math.min(to - from, 20), { headers: { Accept: 'application/json' } }),
+          fetch(base, { headers: { Accept: 'application/json' } }),
+        ]);
+        if (vr.ok) versions = (await vr.json()).versions || [];
+        if (fr.ok) current = await fr.json();
+      } catch {
+        // Said below without the details.
+      }
+      if (to < shownVersion) return; // a later event is being shown
+      const lines = [];
+      for (const v of versions.filter((v) => v.version > from)) {
+        const r = v.report || {};
+        const churn = r.from_version === 0 ? 'created' : pct(r.churn || 0) + ' of users moved';
+        const when = new Date(v.time);
+        lines.push(el('li', { 'data-version': String(v.version) },
+          el('b', {}, 'Version ' + v.version), ' by ', el('b', { class: 'live-actor' }, v.actor || 'someone'),
+          ' at ', el('time', { datetime: v.time }, when.toLocaleTimeString()), ': ', sentence(v.summary || 'changed'), ' · ',
+          el('strong', { class: 'churn' }, churn)));
+      }
+      const parts = [el('p', { class: 'live-what' }, 'This feature changed elsewhere: it is now at version ' + to + '.')];
+      if (lines.length) parts.push(el('ul', { class: 'live-versions' }, ...lines));
+      if (current) {
+        updateFigures(current);
+        parts.push(el('p', { class: 'hint' }, 'The shares below are updated. The forms, charts and history still show version ' +
+          feature.version + ', and a change made from them would be refused: reload to act on version ' + to + '.'));
+      }
+      liveBanner(parts, true);
+    }
+
+    function updateFigures(f) {
+      const version = document.getElementById('feature-version');
+      if (version) {
+        version.textContent = String(f.version);
+        version.classList.add('live-updated');
+      }
+      for (const td of document.querySelectorAll('td[data-share]')) {
+        const share = (f.shares || {})[td.dataset.share];
+        const text = share === undefined ? '—' : pct(share);
+        if (td.textContent.trim() !== text) {
+          td.textContent = text;
+          td.classList.add('live-updated');
+        }
+      }
+      const head = document.querySelector('.feature-head .status .badge');
+      if (head && f.enabled !== feature.enabled) {
+        head.textContent = f.enabled ? 'On' : 'Off';
+        head.className = 'badge ' + (f.enabled ? 'on' : 'off') + ' live-updated';
+      }
+    }
+
+    function liveBanner(parts, reload) {
+      let box = document.getElementById('live-banner');
+      if (!box) {
+        box = el('section', { id: 'live-banner', class: 'live-banner', role: 'status', 'aria-live': 'polite' });
+        const head = document.querySelector('.feature-head') || document.querySelector('.list-head');
+        head.parentNode.insertBefore(box, head);
+      }
+      box.replaceChildren(...parts);
+      if (reload) {
+        const button = el('button', { type: 'button', class: 'live-reload' }, 'Reload the page');
+        button.addEventListener('click', () => window.location.reload());
+        box.append(button);
+      } else {
+        box.append(el('a', { href: '/ui/' }, '← All features'));
+      }
+    }
+
+    function markRows(data) {
+      const changed = [];
+      for (const f of data.features || []) {
+        const row = listTable.querySelector('tr[data-key="' + CSS.escape(f.key) + '"]');
+        if (row) {
+          row.classList.add('live-changed');
+          row.dataset.liveVersion = f.deleted ? 'deleted' : String(f.version);
+        }
+        changed.push(f.key);
+      }
+      const marked = listTable.querySelectorAll('tr.live-changed').length;
+      if (marked === 0 && !data.many && changed.length === 0) return;
+      const text = data.many ? 'Many features changed since this page was loaded.'
+        : (marked === 1 ? '1 feature' : marked + ' features') + ' changed since this page was loaded (marked below)' +
+          (changed.some((k) => !listTable.querySelector('tr[data-key="' + CSS.escape(k) + '"]')) ? ', and new ones were created.' : '.');
+      liveBanner([el('p', { class: 'live-what' }, text)], true);
+    }
+  }
 
   // The create form: bucket rows and the salt.
   const rows = document.getElementById('bucket-rows');
@@ -205,6 +375,13 @@
   }
 
   // parsePercent reads a percentage of users as a fraction.
+  // parseTags reads tags separated by commas or spaces, lower case and
+  // sorted, as the server keeps them.
+  function parseTags(text) {
+    const tags = [...new Set(text.toLowerCase().split(/[\s,]+/).filter((t) => t !== ''))];
+    return tags.sort();
+  }
+
   function parsePercent(text, label) {
     const n = Number(text);
     if (String(text).trim() === '' || !Number.isFinite(n) || n < 0 || n > 100) {
@@ -280,6 +457,10 @@
         asked = t.asked;
       }
       if (!form.elements.namedItem('salt-default').checked) body.salt = field(form, 'salt');
+      const tags = parseTags(field(form, 'tags'));
+      if (tags.length > 0) body.tags = tags;
+      const owner = field(form, 'owner').trim();
+      if (owner !== '') body.owner = owner;
       return { method: 'POST', path: '/api/features', body, create: true, key: body.key, asked };
     },
     targets(form) {
@@ -305,7 +486,17 @@
       return { plan: { method: 'POST', path: base + '/plan', body: { targets } }, values, asked };
     },
     describe(form) {
-      return { method: 'PATCH', path: base, body: { description: field(form, 'description') } };
+      // Only what differs from the page's version, so that the summary
+      // says what changed.
+      const body = {};
+      const description = field(form, 'description');
+      if (description !== form.dataset.description) body.description = description;
+      const tags = parseTags(field(form, 'tags'));
+      if (tags.join(', ') !== parseTags(form.dataset.tags).join(', ')) body.tags = tags;
+      const owner = field(form, 'owner').trim();
+      if (owner !== form.dataset.owner) body.owner = owner;
+      if (Object.keys(body).length === 0) throw new Error('Nothing changed: edit the description, the tags or the owner first.');
+      return { method: 'PATCH', path: base, body };
     },
     reshuffle() {
       return { method: 'POST', path: base + '/reshuffle', body: {} };
@@ -374,6 +565,7 @@
     // was previewed is what happens.
     const tag = req.tag || (feature && feature.tag);
     if (tag && !req.create) headers['If-Match'] = '"' + tag + '"';
+    if (!dryRun) ownChange = true; // the page reloads after it: not "elsewhere"
     let res;
     try {
       res = await fetch(req.path + (dryRun ? '?dry_run=true' : ''), init);

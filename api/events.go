@@ -1,0 +1,135 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// GET /api/events is the dashboard's stream of changes: Server-Sent Events
+// for people's sessions and read tokens, where GET /sync/v1/stream is for
+// apps' sdk tokens and carries whole configurations. Each batch of commits
+// the service takes in that touches features is one "change" event naming
+// them, with the version and ETag each has now (or that it is gone), so
+// that an open page learns that its feature changed elsewhere (another
+// tab, a script, a ramp's step) and fetches what it shows. An event holds
+// at most maxDashboardEventFeatures features; a batch that changed more
+// says only "many", and pages reload. The stream has the budget of every
+// stream (streams.go): it is counted in the server's and the token's (a
+// session's) share, ends with the session, and drops a client that does
+// not read.
+
+// maxDashboardEventFeatures bounds the features one change event lists.
+const maxDashboardEventFeatures = 200
+
+// dashboardEvent is the data of a change event.
+type dashboardEvent struct {
+	Revision int64              `json:"revision"`
+	Features []dashboardFeature `json:"features"`
+	// Many is set, and Features empty, when the batch changed more
+	// features than an event lists.
+	Many bool `json:"many,omitempty"`
+}
+
+// dashboardFeature is one changed feature: its version and ETag now, or
+// Deleted.
+type dashboardFeature struct {
+	Key     string `json:"key"`
+	Version int    `json:"version,omitempty"`
+	Tag     string `json:"tag,omitempty"`
+	Deleted bool   `json:"deleted,omitempty"`
+}
+
+// dashboardEventOf returns the change event of batch as snap serves it, or
+// nil when the batch changed no feature.
+func dashboardEventOf(batch []rollout.Commit, snap *rollout.Snapshot) []byte {
+	var keys []string
+	var rev int64
+	for _, cm := range batch {
+		rev = max(rev, cm.Revision)
+		if cm.Kind == rollout.CommitFeature {
+			keys = append(keys, cm.Key)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	ev := dashboardEvent{Revision: max(rev, snap.Revision()), Features: []dashboardFeature{}}
+	if len(keys) > maxDashboardEventFeatures {
+		ev.Many = true
+	} else {
+		for _, key := range keys {
+			f, ok := snap.Feature(key)
+			if !ok {
+				ev.Features = append(ev.Features, dashboardFeature{Key: key, Deleted: true})
+				continue
+			}
+			ev.Features = append(ev.Features, dashboardFeature{Key: key, Version: f.Version, Tag: f.Tag()})
+		}
+	}
+	data, err := json.Marshal(ev)
+	if err != nil {
+		panic("api: encode a dashboard event: " + err.Error()) // plain strings and numbers
+	}
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, "id: %d\nevent: change\ndata: %s\n\n", ev.Revision, data)
+	return buf.Bytes()
+}
+
+// dashboardStream is GET /api/events.
+func (s *Server) dashboardStream(c echo.Context) error {
+	commits, stop := s.svc.Subscribe()
+	defer stop()
+
+	w := c.Response()
+	h := w.Header()
+	h.Set(echo.HeaderContentType, "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	if err := http.NewResponseController(w).SetReadDeadline(time.Time{}); err != nil {
+		return fmt.Errorf("dashboard stream: clear the read deadline: %w", err)
+	}
+	w.WriteHeader(http.StatusOK)
+	out := s.streams.writer(c)
+	defer out.stop()
+
+	rev := s.svc.Snapshot().Revision()
+	if out.send(fmt.Appendf(nil, "retry: %d\nid: %d\nevent: hello\ndata: {\"revision\":%d}\n\n", streamRetry, rev, rev)) != nil {
+		return nil
+	}
+	heartbeat := time.NewTicker(heartbeatInterval)
+	defer heartbeat.Stop()
+	ctx := c.Request().Context()
+	for {
+		var ev []byte
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.closing:
+			return nil
+		case <-out.ended():
+			return nil
+		case batch, ok := <-commits:
+			if !ok {
+				return nil // too slow: the page reconnects
+			}
+			if ev = dashboardEventOf(batch, s.svc.Snapshot()); ev == nil {
+				continue
+			}
+		case <-heartbeat.C:
+			ev = []byte(": heartbeat\n\n")
+		}
+		if out.send(ev) != nil {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,307 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rollout/rollout/cmd/internal/serve"
+	"github.com/rollout/rollout/internal/docfile"
+	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/store/storetest"
+)
+
+// runWith runs the command line with ROLLOUT_SERVER and ROLLOUT_TOKEN set.
+func runWith(t *testing.T, server, token string, args ...string) (string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	env := map[string]string{"ROLLOUT_SERVER": server, "ROLLOUT_TOKEN": token}
+	err := run(context.Background(), args, &out, &errb, func(k string) string { return env[k] })
+	return out.String(), err
+}
+
+// editDocument reads the document file, lets edit change it and writes it
+// back as YAML.
+func editDocument(t *testing.T, file string, edit func(d *rollout.Document)) {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := docfile.Parse(file, data)
+	if err != nil {
+		t.Fatalf("the exported file does not parse: %v\n%s", err, data)
+	}
+	edit(&d)
+	if data, err = docfile.Marshal(d, docfile.YAML); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func docFeatureOf(t *testing.T, d *rollout.Document, key string) *rollout.DocFeature {
+	t.Helper()
+	for i := range d.Features {
+		if d.Features[i].Key == key {
+			return &d.Features[i]
+		}
+	}
+	t.Fatalf("the document has no feature %q", key)
+	return nil
+}
+
+func share(f float64) *float64 { return &f }
+
+// TestAsCode: export → edit → plan → apply → plan again against a server
+// on SQLite and one on PostgreSQL, through the command line's run: the
+// plan's churn is the preview endpoint's, exactly; each applied version
+// carries the comment and the token's name; a change made between plan
+// and apply makes the apply refuse with 412 and store nothing; guards
+// refuse the whole apply.
+func TestAsCode(t *testing.T) {
+	for _, dialect := range []string{"sqlite", "postgres"} {
+		t.Run(dialect, func(t *testing.T) {
+			db := filepath.Join(t.TempDir(), "rollout.db")
+			if dialect == "postgres" {
+				db = storetest.PostgresDSN(t)
+			}
+			testAsCode(t, db)
+		})
+	}
+}
+
+func testAsCode(t *testing.T, db string) {
+	editor := createToken(t, db, "ci-bot", "editor")
+	viewer := createToken(t, db, "pr-bot", "viewer")
+	m := &serve.Server{Addr: "127.0.0.1:0", DBPath: db}
+	if err := m.Open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s := &server{t: t, m: m, dbPath: db}
+	t.Cleanup(s.stop)
+	auth := bearer(editor)
+	s.must(201, "POST", "/api/features", abcFeature("checkout"), auth...)
+	s.must(201, "POST", "/api/features", map[string]any{"key": "banner", "buckets": []any{
+		map[string]any{"name": "off", "replicas": 100, "value": false}, map[string]any{"name": "on", "replicas": 100, "value": true}}}, auth...)
+	url := m.URL()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "rollout.yaml")
+
+	// Export, then plan: no change, exit 0.
+	if _, err := runWith(t, url, viewer, "export", "--out", file); err != nil {
+		t.Fatalf("export: %v", err)
+	}
+	out, err := runWith(t, url, viewer, "plan", "-f", file)
+	if err != nil || !strings.Contains(out, "= checkout: no change (version 1)") {
+		t.Fatalf("plan of the export = %v\n%s\nwant no change, exit 0", err, out)
+	}
+
+	// Edit: banner to 75/25, checkout described, a new
+	// feature. The plan exits 2.
+	editDocument(t, file, func(d *rollout.Document) {
+		// Half a point of tolerance: plans quick even on a loaded machine.
+		c := docFeatureOf(t, d, "banner")
+		c.Tolerance = 0.005
+		c.Buckets[0].Share, c.Buckets[1].Share = share(0.75), share(0.25)
+		docFeatureOf(t, d, "checkout").Description = "the new checkout"
+		d.Features = append(d.Features, rollout.DocFeature{Key: "new-flow", Tolerance: 0.005, Buckets: []rollout.DocBucket{
+			{Name: "off", Share: share(0.9)}, {Name: "on", Share: share(0.1), Value: json.RawMessage(`{"v":2}`)}}})
+	})
+	planFile := filepath.Join(dir, "plan.json")
+	out, err = runWith(t, url, viewer, "plan", "-f", file, "--format", "json", "--out", planFile)
+	if code, ok := errors.AsType[exitCode](err); !ok || code != exitChanges {
+		t.Fatalf("plan of the edit = %v, want exit status 2\n%s", err, out)
+	}
+	var p rollout.DocumentPlan
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatalf("plan --format json is not a plan: %v\n%s", err, out)
+	}
+	if p.Changed != 3 || p.Versions["checkout"] != 1 || p.Versions["new-flow"] != 0 {
+		t.Errorf("plan: changed %d, versions %v; want 3 changes, checkout from 1, new-flow from 0", p.Changed, p.Versions)
+	}
+	for _, ch := range p.Changes {
+		if ch.Feature != "banner" {
+			continue
+		}
+		// The preview endpoint reports the same churn for the planned
+		// buckets, exactly.
+		var buckets []map[string]any
+		for _, b := range ch.Buckets {
+			buckets = append(buckets, map[string]any{"name": b.Name, "replicas": b.Replicas})
+		}
+		preview := s.must(200, "POST", "/api/features/banner/preview", map[string]any{"buckets": buckets}, auth...)
+		if got := preview["churn"].(float64); got != ch.Churn || ch.Churn == 0 {
+			t.Errorf("banner: plan churn %v, preview churn %v; want them equal, above 0", ch.Churn, got)
+		}
+		if got := preview["range_churn"].(float64); got != ch.RangeChurn {
+			t.Errorf("banner: plan range churn %v, preview %v; want them equal", ch.RangeChurn, got)
+		}
+	}
+
+	// Apply the saved plan: one batch, each version with the comment and
+	// the token's name.
+	out, err = runWith(t, url, editor, "apply", planFile, "--comment", "PR #42: banner to 75 %", "--max-churn", "1", "--max-total-churn", "3")
+	if err != nil || !strings.Contains(out, "Applied 3 change(s)") {
+		t.Fatalf("apply = %v\n%s", err, out)
+	}
+	for key, version := range map[string]int{"checkout": 2, "banner": 2, "new-flow": 1} {
+		versions := s.must(200, "GET", "/api/features/"+key+"/versions", nil, auth...)["versions"].([]any)
+		v := versions[0].(map[string]any)
+		if len(versions) != version || v["comment"] != "PR #42: banner to 75 %" || v["actor"] != "ci-bot" {
+			t.Errorf("%s: %d versions, newest by %v with comment %v; want %d, by ci-bot with the comment", key, len(versions), v["actor"], v["comment"], version)
+		}
+	}
+	// A retry of the same apply applies nothing twice.
+	if _, err = runWith(t, url, editor, "apply", planFile, "--comment", "PR #42: banner to 75 %", "--max-churn", "1", "--max-total-churn", "3"); err != nil {
+		t.Errorf("retried apply = %v, want the first answer again", err)
+	}
+	if n := len(s.must(200, "GET", "/api/features/checkout/versions", nil, auth...)["versions"].([]any)); n != 2 {
+		t.Errorf("checkout has %d versions after a retried apply, want 2", n)
+	}
+	// Plan again: no change, exit 0; so does a new export.
+	if out, err = runWith(t, url, viewer, "plan", "-f", file); err != nil {
+		t.Errorf("plan after apply = %v, want exit 0\n%s", err, out)
+	}
+	if _, err := runWith(t, url, viewer, "export", "--out", file); err != nil {
+		t.Fatal(err)
+	}
+	if out, err = runWith(t, url, viewer, "plan", "-f", file); err != nil {
+		t.Errorf("plan of the new export = %v, want exit 0\n%s", err, out)
+	}
+
+	// A change made between plan and apply: the apply refuses with 412
+	// and stores nothing of the document.
+	editDocument(t, file, func(d *rollout.Document) {
+		docFeatureOf(t, d, "banner").Owner = "team-web"
+		docFeatureOf(t, d, "checkout").Tags = []string{"payments"}
+	})
+	if _, err = runWith(t, url, viewer, "plan", "-f", file, "--out", planFile); !errors.Is(err, exitChanges) {
+		t.Fatalf("plan = %v, want exit status 2", err)
+	}
+	s.must(200, "PATCH", "/api/features/checkout", map[string]any{"description": "changed meanwhile"}, auth...)
+	before := dumpWith(t, s, auth)
+	_, err = runWith(t, url, editor, "apply", planFile)
+	if ae, ok := errors.AsType[*apiError](err); !ok || ae.Status != 412 || !strings.Contains(ae.Message, `feature "checkout" is at version 3, not 2`) {
+		t.Errorf("apply after a change = %v, want 412 naming checkout", err)
+	}
+	if after := dumpWith(t, s, auth); after != before {
+		t.Errorf("a refused apply changed the server:\nbefore %s\nafter  %s", before, after)
+	}
+	// Guards refuse the whole apply; a viewer may not apply.
+	_, err = runWith(t, url, editor, "apply", "-f", file, "--max-total-churn", "0.5")
+	if err != nil {
+		t.Errorf("apply of tags and owner (no churn) under --max-total-churn 0.5 = %v", err)
+	}
+	editDocument(t, file, func(d *rollout.Document) {
+		c := docFeatureOf(t, d, "banner")
+		c.Tolerance = 0.005
+		c.Buckets[0].Share, c.Buckets[1].Share = share(0.3), share(0.7)
+	})
+	before = dumpWith(t, s, auth)
+	_, err = runWith(t, url, editor, "apply", "-f", file, "--max-churn", "0.01")
+	if ae, ok := errors.AsType[*apiError](err); !ok || ae.Code != rollout.EChurn {
+		t.Errorf("apply over --max-churn = %v, want %s", err, rollout.EChurn)
+	}
+	_, err = runWith(t, url, viewer, "apply", "-f", file)
+	if ae, ok := errors.AsType[*apiError](err); !ok || ae.Status != 403 {
+		t.Errorf("apply with a viewer token = %v, want 403", err)
+	}
+	if after := dumpWith(t, s, auth); after != before {
+		t.Errorf("refused applies changed the server:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// TestAsCodeMalformedFiles: every malformed file is refused before any
+// request, with its file and line.
+func TestAsCodeMalformedFiles(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, file, want string
+	}{
+		{"unknown field", "features:\n  - key: a\n    colour: red\n    buckets: [{name: A, share: 1}]\n", `:3:5: unknown field "colour"`},
+		{"wrong type", "features:\n  - key: a\n    buckets:\n      - {name: A, share: \"all\"}\n", ":4:26: wrong type: string where a number is expected"},
+		{"duplicate key", "features:\n  - key: a\n    buckets: [{name: A, share: 1}]\n    buckets: [{name: B, share: 1}]\n", `:4:5: mapping key "buckets" already defined at [3:5]`},
+		{"not 100 %", "features:\n  - key: a\n    buckets:\n      - {name: A, share: 0.6}\n      - {name: B, share: 0.6}\n", ":4:7: features[0].buckets: the shares of feature \"a\" sum to 120 %, not 100 %"},
+		{"JSON duplicate key", "{\"features\": [\n  {\"key\": \"a\",\n   \"key\": \"b\"}]}\n", `:3:4: mapping key "key" already defined`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".yaml")
+			if err := os.WriteFile(file, []byte(tc.file), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, cmd := range [][]string{{"plan", "-f", file}, {"apply", "-f", file}} {
+				_, err := runWith(t, "http://127.0.0.1:1", "", cmd...)
+				if err == nil || !strings.Contains(err.Error(), file+tc.want) {
+					t.Errorf("%s = %v, want an error with %q", cmd[0], err, file+tc.want)
+				}
+			}
+		})
+	}
+	big := filepath.Join(dir, "big.yaml")
+	if err := os.WriteFile(big, bytes.Repeat([]byte("# 10 MB of comments\n"), 10<<20/20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := runWith(t, "http://127.0.0.1:1", "", "plan", "-f", big)
+	if err == nil || !strings.Contains(err.Error(), big+": the file is 10485760 bytes, more than a document may have") {
+		t.Errorf("plan of a 10 MB file = %v, want an error on its size", err)
+	}
+}
+
+// TestBinaryPlanExitCodes: the binary exits 0 when the document changes
+// nothing, 2 when it changes something, 1 on an error.
+func TestBinaryPlanExitCodes(t *testing.T) {
+	s := startServer(t, "")
+	s.must(201, "POST", "/api/features", abcFeature("checkout"))
+	dir := t.TempDir()
+	file := filepath.Join(dir, "rollout.yaml")
+	binary := buildBinary(t)
+	env := append(os.Environ(), "ROLLOUT_SERVER="+s.m.URL())
+	cmd := exec.Command(binary, "export", "--out", file)
+	cmd.Env = env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("rollout export: %v\n%s", err, out)
+	}
+	exit := func(args ...string) int {
+		cmd := exec.Command(binary, args...)
+		cmd.Env = env
+		err := cmd.Run()
+		if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	}
+	if got := exit("plan", "-f", file); got != 0 {
+		t.Errorf("rollout plan (no change) exited %d, want 0", got)
+	}
+	editDocument(t, file, func(d *rollout.Document) { d.Features[0].Description = "changed" })
+	if got := exit("plan", "-f", file); got != 2 {
+		t.Errorf("rollout plan (a change) exited %d, want 2", got)
+	}
+	if got := exit("plan", "-f", filepath.Join(dir, "missing.yaml")); got != 1 {
+		t.Errorf("rollout plan (no such file) exited %d, want 1", got)
+	}
+}
+
+// dumpWith is dump with a token.
+func dumpWith(t *testing.T, s *server, auth []string) string {
+	t.Helper()
+	var b bytes.Buffer
+	fs := s.must(200, "GET", "/api/features", nil, auth...)
+	json.NewEncoder(&b).Encode(fs)
+	for _, f := range fs["features"].([]any) {
+		key := f.(map[string]any)["key"].(string)
+		json.NewEncoder(&b).Encode(s.must(200, "GET", "/api/features/"+key+"/versions", nil, auth...))
+	}
+	return b.String()
+}

@@ -1,0 +1,156 @@
+package docfile_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/rollout/rollout/internal/docfile"
+	"github.com/rollout/rollout/rollout"
+)
+
+const good = `features:
+  - key: checkout
+    description: New checkout
+    enabled: true            # fallback: control (optional)
+    buckets:
+      - {name: control, share: 0.5}
+      - {name: treatment, share: 0.5, value: {"layout": "v2", "n": 1e3}}
+    overrides: {"vip@example.com": treatment}
+    rules: []
+    tags: [payments]
+    owner: team-checkout
+  - key: banner
+    enabled: false
+    fallback: "off"
+    buckets:
+      - name: "off"
+        replicas: 100
+        value: false
+      - name: "on"
+        replicas: 0
+        value:
+          text: Hello
+segments: []
+`
+
+func TestParse(t *testing.T) {
+	d, err := docfile.Parse("rollout.yaml", []byte(good))
+	if err != nil {
+		t.Fatalf("Parse() = %v", err)
+	}
+	half, yes, no, hundred, zero := 0.5, true, false, 100, 0
+	want := rollout.Document{
+		Features: []rollout.DocFeature{{
+			Key: "checkout", Description: "New checkout", Enabled: &yes,
+			Buckets: []rollout.DocBucket{
+				{Name: "control", Share: &half},
+				{Name: "treatment", Share: &half, Value: json.RawMessage(`{"layout":"v2","n":1e3}`)},
+			},
+			Overrides: map[string]string{"vip@example.com": "treatment"}, Rules: []rollout.Rule{},
+			Tags: []string{"payments"}, Owner: "team-checkout",
+		}, {
+			Key: "banner", Enabled: &no, Fallback: "off",
+			Buckets: []rollout.DocBucket{
+				{Name: "off", Replicas: &hundred, Value: json.RawMessage(`false`)},
+				{Name: "on", Replicas: &zero, Value: json.RawMessage(`{"text":"Hello"}`)},
+			},
+		}},
+		Segments: []rollout.DocSegment{},
+	}
+	if diff := cmp.Diff(want, d, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("Parse() mismatch (-want +got):\n%s", diff)
+	}
+	// The same document as JSON reads the same.
+	j, err := docfile.Marshal(d, docfile.JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromJSON, err := docfile.Parse("rollout.json", j)
+	if err != nil {
+		t.Fatalf("Parse(JSON) = %v\n%s", err, j)
+	}
+	if diff := cmp.Diff(d, fromJSON, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("Parse(Marshal(JSON)) mismatch (-want +got):\n%s", diff)
+	}
+	y, err := docfile.Marshal(d, docfile.YAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromYAML, err := docfile.Parse("rollout.yaml", y)
+	if err != nil {
+		t.Fatalf("Parse(YAML) = %v\n%s", err, y)
+	}
+	if diff := cmp.Diff(d, fromYAML, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("Parse(Marshal(YAML)) mismatch (-want +got):\n%s\n%s", diff, y)
+	}
+}
+
+// TestParseErrors: every malformed file is an error that says its line.
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, file string
+		line       int
+		want       string
+	}{
+		{"unknown field", "features:\n  - key: a\n    colour: red\n    buckets: [{name: A, share: 1}]\n", 3, `unknown field "colour"`},
+		{"duplicate key", "features:\n  - key: a\n    key: b\n    buckets: [{name: A, share: 1}]\n", 3, `"key" already defined`},
+		{"wrong type", "features:\n  - key: a\n    enabled: maybe\n    buckets: [{name: A, share: 1}]\n", 3, "wrong type: string where true or false is expected"},
+		{"share not a number", "features:\n  - key: a\n    buckets:\n      - {name: A, share: half}\n", 4, "wrong type: string where a number is expected"},
+		{"shares not 100 %", "features:\n  - key: a\n    buckets:\n      - {name: A, share: 0.5}\n      - {name: B, share: 0.4}\n", 4, "sum to 90 %, not 100 %"},
+		{"share out of range", "features:\n  - key: a\n    buckets:\n      - {name: A, share: 1.5}\n", 4, "share 1.5 is out of range"},
+		{"share and replicas", "features:\n  - key: a\n    buckets:\n      - {name: A, share: 1, replicas: 3}\n", 4, "both share and replicas"},
+		{"mixed", "features:\n  - key: a\n    buckets:\n      - {name: A, share: 1}\n      - {name: B, replicas: 3}\n", 4, "mixes shares and replicas"},
+		{"bad key", "features:\n  - key: a\n    buckets: [{name: A, share: 1}]\n  - key: Bad Key\n    buckets: [{name: A, share: 1}]\n", 4, `feature key "Bad Key" is invalid`},
+		{"listed twice", "features:\n  - key: a\n    buckets: [{name: A, share: 1}]\n  - key: a\n    buckets: [{name: A, share: 1}]\n", 4, `listed twice`},
+		{"override of no bucket", "features:\n  - key: a\n    buckets: [{name: A, share: 1}]\n    overrides:\n      bob: B\n", 5, `names bucket "B"`},
+		{"no buckets", "features:\n  - key: a\n    description: x\n", 2, "has no buckets"},
+		{"segments", "features: []\nsegments:\n  - key: beta\n", 3, "segments are not supported yet"},
+		{"rules", "features:\n  - key: a\n    buckets: [{name: A, share: 1}]\n    rules:\n      - name: r\n        serve: {bucket: A}\n", 5, "rules are not supported yet"},
+		{"syntax", "features:\n  - key: a\n   buckets: [\n", 3, ""},
+		{"alias", "features:\n  - key: a\n    buckets: [{name: A, share: 1, value: &v [1, 2]}]\n", 3, "anchors (&) and aliases (*) are not taken"},
+		{"tag", "features:\n  - key: a\n    buckets: [{name: A, share: 1, value: !!binary aGk=}]\n", 3, "tags (!) are not taken"},
+		{"flow nesting", "features:\n  - key: a\n    buckets: [{name: A, share: 1, value: " + strings.Repeat("[", 1000) + strings.Repeat("]", 1000) + "}]\n", 3, "collections nest more than 80 deep"},
+		{"block nesting", "features:\n  - key: a\n    buckets: [{name: A, share: 1}]\n    value:\n      " + strings.Repeat("- ", 1000) + "x\n", 5, "blocks nest too deep"},
+		{"JSON unknown field", "{\n  \"features\": [\n    {\"key\": \"a\", \"buckets\": [{\"name\": \"A\", \"share\": 1}], \"x\": 1}\n  ]\n}\n", 3, `unknown field "x"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := docfile.Parse("f.yaml", []byte(tc.file))
+			var fe *docfile.Error
+			if !errors.As(err, &fe) {
+				t.Fatalf("Parse() = %v, want a *docfile.Error", err)
+			}
+			if fe.Line != tc.line || !strings.Contains(fe.Message, tc.want) {
+				t.Errorf("Parse() = line %d, %q; want line %d, a message with %q\n%v", fe.Line, fe.Message, tc.line, tc.want, err)
+			}
+			if !strings.HasPrefix(err.Error(), "f.yaml:") {
+				t.Errorf("Parse() = %q, want it to start with the file's name", err)
+			}
+		})
+	}
+}
+
+// TestParseValues: a value written in YAML is the JSON it means, its
+// mappings in their order; a number as JSON writes it is a number.
+func TestParseValues(t *testing.T) {
+	d, err := docfile.Parse("f.yaml", []byte("features:\n  - key: a\n    buckets:\n      - name: A\n        share: 1\n        value:\n          z: 1e3\n          a: [x, \"1e3\", true, null, 2.50]\n          m:\n            k: |\n              line\n"))
+	if err != nil {
+		t.Fatalf("Parse() = %v", err)
+	}
+	if got, want := string(d.Features[0].Buckets[0].Value), `{"z":1e3,"a":["x","1e3",true,null,2.50],"m":{"k":"line\n"}}`; got != want {
+		t.Errorf("value = %s, want %s", got, want)
+	}
+}
+
+func TestParseTooLarge(t *testing.T) {
+	data := bytes.Repeat([]byte("# padding\n"), 1<<20) // 10 MB
+	_, err := docfile.Parse("big.yaml", data)
+	if err == nil || !strings.Contains(err.Error(), "more than a document may have") {
+		t.Errorf("Parse(10 MB) = %v, want an error on its size", err)
+	}
+}

@@ -1,0 +1,795 @@
+package rollout
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"math/big"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// Rollouts as code. A Document is the features of a server written down as
+// a file (YAML or JSON, one schema): each feature's buckets with their
+// shares (or replicas), values, overrides, kill switch, fallback,
+// description, tags and owner. Service.PlanDocument compares a document
+// with what the server holds and tells, feature by feature, what would
+// change and its exact churn; Service.ApplyDocument makes every change of
+// the document as one batch of versions (Store.ApplyBatch), each checked
+// against the version its plan read, or none of them. ExportDocument
+// writes a snapshot as a document, which plans to no change.
+//
+// A document is declarative about the features it lists: a field it leaves
+// out takes its default (no description, no overrides, enabled), except
+// the salt, which a listed feature keeps. Features of the server that it
+// does not list are left alone (the plan names them as Unlisted).
+
+// Limits of a document.
+const (
+	// MaxDocumentBytes bounds a document's encoding, as a file and as a
+	// request body.
+	MaxDocumentBytes = 5 << 20
+	// MaxDocumentFeatures bounds how many features one document lists.
+	MaxDocumentFeatures = 1000
+)
+
+// shareSumSlack is how far from 1, per bucket, a feature's shares may sum
+// (as targets in a plan's mode may: 3 × 0.3333 for thirds).
+const shareSumSlack = roundedSumSlack
+
+// keepSlack is how close a document's share must be to the bucket's exact
+// share for the bucket to keep its replicas: an exported share is the
+// exact one, which float64 text round-trips.
+const keepSlack = 1e-12
+
+// Plan actions of a feature (FeatureChange.Action).
+const (
+	ActionCreate = "create"
+	ActionUpdate = "update"
+	ActionNone   = "none"
+)
+
+// Document is a features file.
+type Document struct {
+	Features []DocFeature `json:"features"`
+	// Segments are targeting's named sets of conditions; this server
+	// takes none yet.
+	Segments []DocSegment `json:"segments"`
+}
+
+// DocSegment is a segment of a document.
+type DocSegment struct {
+	Key         string      `json:"key"`
+	Description string      `json:"description,omitempty"`
+	Conditions  []Condition `json:"conditions,omitempty"`
+}
+
+// DocFeature is one feature of a document.
+type DocFeature struct {
+	Key         string `json:"key"`
+	Description string `json:"description,omitempty"`
+	// Enabled is the kill switch: true when left out.
+	Enabled  *bool  `json:"enabled,omitempty"`
+	Fallback string `json:"fallback,omitempty"`
+	// Salt keys the feature's users: left out, a feature keeps its own,
+	// and a new one gets its key (as POST /api/features gives it).
+	Salt    string      `json:"salt,omitempty"`
+	Buckets []DocBucket `json:"buckets"`
+	// Tolerance is how far a planned bucket's share may miss the share
+	// the document gives it (see PlanOptions.Tolerance); 0: the plan
+	// endpoint's default.
+	Tolerance float64           `json:"tolerance,omitempty"`
+	Overrides map[string]string `json:"overrides,omitempty"`
+	Rules     []Rule            `json:"rules,omitempty"`
+	BucketBy  string            `json:"bucket_by,omitempty"`
+	Tags      []string          `json:"tags,omitempty"`
+	Owner     string            `json:"owner,omitempty"`
+}
+
+// DocBucket is a bucket of a document's feature: its share of users (0 to
+// 1) or its replicas, and its value (any JSON; none: the bucket's name).
+type DocBucket struct {
+	Name     string          `json:"name"`
+	Share    *float64        `json:"share,omitempty"`
+	Replicas *int            `json:"replicas,omitempty"`
+	Value    json.RawMessage `json:"value,omitempty"`
+}
+
+// DocumentError is what is wrong with a document, at a place in it: Path
+// is a YAML path such as $.features[2].buckets[0].share, which the command
+// line turns into a line of the file. It wraps an EInvalid *Error whose
+// message starts with the path.
+type DocumentError struct {
+	Path string
+	Err  *Error
+}
+
+func (e *DocumentError) Error() string { return e.Err.Error() }
+func (e *DocumentError) Unwrap() error { return e.Err }
+
+// docErrorf returns a *DocumentError at path.
+func docErrorf(path, format string, args ...any) *DocumentError {
+	msg := fmt.Sprintf(format, args...)
+	return &DocumentError{Path: path, Err: Errorf(EInvalid, "%s: %s", strings.TrimPrefix(path, "$."), msg)}
+}
+
+// Validate reports the first thing wrong with d that needs no server to
+// see, as a *DocumentError: keys, bucket names, shares (from 0 to 1,
+// summing to 100 %) or replicas, values, tags, owner, and what this server
+// does not take yet (rules, bucket_by, segments).
+func (d Document) Validate() error {
+	if d.Features == nil {
+		return docErrorf("$.features", `the document lists no features: give "features: []" for none`)
+	}
+	if len(d.Features) > MaxDocumentFeatures {
+		return docErrorf("$.features", "the document lists %d features; at most %d: split it", len(d.Features), MaxDocumentFeatures)
+	}
+	if len(d.Segments) > 0 {
+		return docErrorf("$.segments", "segments are not supported yet by this server: give \"segments: []\"")
+	}
+	seen := make(map[string]int, len(d.Features))
+	for i, f := range d.Features {
+		path := fmt.Sprintf("$.features[%d]", i)
+		if j, ok := seen[f.Key]; ok {
+			return docErrorf(path+".key", "feature %q is listed twice (features[%d] too): list each feature once", f.Key, j)
+		}
+		seen[f.Key] = i
+		if err := f.validate(path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f DocFeature) validate(path string) error {
+	if !keyPattern.MatchString(f.Key) {
+		return docErrorf(path+".key", "feature key %q is invalid: use 1 to 64 characters of a-z, 0-9, '_', '.', '-', starting with a letter or digit", f.Key)
+	}
+	if f.Tolerance != 0 && !ValidTolerance(f.Tolerance) {
+		return docErrorf(path+".tolerance", "tolerance %v is out of range: give a fraction of users from %v to below %v, such as 0.005 for half a percentage point", f.Tolerance, MinTolerance, MaxTolerance)
+	}
+	if len(f.Rules) > 0 {
+		return docErrorf(path+".rules", "rules are not supported yet by this server: give \"rules: []\"")
+	}
+	if f.BucketBy != "" {
+		return docErrorf(path+".bucket_by", "bucket_by is not supported yet by this server: leave it out")
+	}
+	if err := validateLabels(f.Tags, f.Owner); err != nil {
+		field := ".tags"
+		if strings.HasPrefix(err.(*Error).Message, "owner") {
+			field = ".owner"
+		}
+		return docErrorf(path+field, "%s", err.(*Error).Message)
+	}
+	if len(f.Buckets) == 0 {
+		return docErrorf(path+".buckets", "feature %q has no buckets: give at least one", f.Key)
+	}
+	if len(f.Buckets) > MaxBuckets {
+		return docErrorf(path+".buckets", "feature %q has %d buckets; at most %d", f.Key, len(f.Buckets), MaxBuckets)
+	}
+	shares, replicas := 0, 0
+	var sum float64
+	names := make(map[string]bool, len(f.Buckets))
+	for i, b := range f.Buckets {
+		bpath := fmt.Sprintf("%s.buckets[%d]", path, i)
+		if !bucketPattern.MatchString(b.Name) {
+			return docErrorf(bpath+".name", "bucket name %q is invalid: use 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '-'", b.Name)
+		}
+		if names[b.Name] {
+			return docErrorf(bpath+".name", "bucket %q appears twice: bucket names must be unique", b.Name)
+		}
+		names[b.Name] = true
+		switch {
+		case b.Share != nil && b.Replicas != nil:
+			return docErrorf(bpath, "bucket %q gives both share and replicas: give one", b.Name)
+		case b.Share != nil:
+			if s := *b.Share; math.IsNaN(s) || s < 0 || s > 1 {
+				return docErrorf(bpath+".share", "share %v is out of range: give a fraction of users from 0 to 1, such as 0.25 for 25 %%", s)
+			}
+			shares++
+			sum += *b.Share
+		case b.Replicas != nil:
+			if r := *b.Replicas; r < 0 || r > MaxReplicas {
+				return docErrorf(bpath+".replicas", "%d replicas is out of range: give 0 to %d", r, MaxReplicas)
+			}
+			replicas++
+		default:
+			return docErrorf(bpath, "bucket %q gives neither share nor replicas: give its share of users (0 to 1)", b.Name)
+		}
+		if len(b.Value) > 0 {
+			vb := Bucket{Name: b.Name, Value: b.Value}
+			if err := vb.Validate(); err != nil {
+				return docErrorf(bpath+".value", "%s", ErrorMessage(err))
+			}
+		}
+	}
+	switch {
+	case shares > 0 && replicas > 0:
+		return docErrorf(path+".buckets", "feature %q mixes shares and replicas: give every bucket a share, or every bucket replicas", f.Key)
+	case shares > 0 && math.Abs(sum-1) > shareSumSlack*float64(shares):
+		return docErrorf(path+".buckets", "the shares of feature %q sum to %.6g %%, not 100 %%: give fractions of users that add up to 1", f.Key, 100*sum)
+	}
+	if f.Fallback != "" && !names[f.Fallback] {
+		return docErrorf(path+".fallback", "fallback %q is not a bucket of feature %q", f.Fallback, f.Key)
+	}
+	if len(f.Overrides) > MaxOverrides {
+		return docErrorf(path+".overrides", "a feature has at most %d overrides", MaxOverrides)
+	}
+	for _, user := range slices.Sorted(maps.Keys(f.Overrides)) {
+		if err := ValidateUser(user); err != nil {
+			return docErrorf(path+".overrides", "%s (user %q)", ErrorMessage(err), user)
+		}
+		if !names[f.Overrides[user]] {
+			return docErrorf(path+".overrides", "the override of user %q names bucket %q, which feature %q does not have", user, f.Overrides[user], f.Key)
+		}
+	}
+	if len(f.Description) > MaxDescription || !utf8.ValidString(f.Description) {
+		return docErrorf(path+".description", "description must be valid UTF-8 of at most %d bytes", MaxDescription)
+	}
+	if len(f.Salt) > MaxSaltBytes || !utf8.ValidString(f.Salt) {
+		return docErrorf(path+".salt", "salt must be valid UTF-8 of at most %d bytes", MaxSaltBytes)
+	}
+	return nil
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+// ExportDocument returns the features of snap as a document: each bucket
+// with its exact share of users, so that the document plans to no change.
+func ExportDocument(snap *Snapshot) Document {
+	d := Document{Features: make([]DocFeature, 0, snap.Len()), Segments: []DocSegment{}}
+	for _, key := range snap.Keys() {
+		c := snap.features[key]
+		f := c.feature
+		enabled := f.Enabled
+		df := DocFeature{
+			Key: f.Key, Description: f.Description, Enabled: &enabled, Fallback: f.Fallback,
+			Overrides: maps.Clone(f.Overrides), Rules: f.Rules, BucketBy: f.BucketBy,
+			Tags: slices.Clone(f.Tags), Owner: f.Owner,
+		}
+		if f.Salt != f.Key {
+			df.Salt = f.Salt
+		}
+		for _, b := range f.Buckets {
+			share := c.shares[b.Name]
+			df.Buckets = append(df.Buckets, DocBucket{Name: b.Name, Share: &share, Value: slices.Clone(b.Value)})
+		}
+		d.Features = append(d.Features, df)
+	}
+	return d
+}
+
+// DocumentPlan is what a document would change: a FeatureChange for every
+// feature it lists, in its order.
+type DocumentPlan struct {
+	Changes []FeatureChange `json:"changes"`
+	// TotalChurn is the sum of the features' churns, each a fraction of
+	// that feature's users (a new feature's is 1).
+	TotalChurn float64 `json:"total_churn"`
+	// Changed counts the features that change (create or update).
+	Changed int `json:"changed"`
+	// Revision is the revision of the snapshot the plan read.
+	Revision int64 `json:"revision"`
+	// Versions are the versions the plan read, by feature (0: the
+	// feature does not exist): what POST /api/apply checks.
+	Versions map[string]int `json:"versions"`
+	// Unlisted are the server's features the document does not list,
+	// which it leaves alone.
+	Unlisted []string `json:"unlisted"`
+	// Document is the document with every bucket's replicas as planned:
+	// applying it makes exactly this plan's changes.
+	Document Document `json:"document"`
+	// Applied reports that the changes were stored (ApplyDocument).
+	Applied bool `json:"applied"`
+}
+
+// FeatureChange is what a document changes in one feature.
+type FeatureChange struct {
+	Feature     string `json:"feature"`
+	Action      string `json:"action"` // ActionCreate, ActionUpdate or ActionNone
+	FromVersion int    `json:"from_version"`
+	ToVersion   int    `json:"to_version"`
+	// Fields are the fields that change: buckets, values, description,
+	// enabled, fallback, overrides, salt, tags, owner.
+	Fields []string `json:"fields"`
+	// Churn and Moves are the report's: the exact fraction of users that
+	// change bucket, from which to which.
+	Churn float64 `json:"churn"`
+	Moves []Move  `json:"moves"`
+	// CrossMoves are the moves between buckets that had users before and
+	// still have after, out of one that does not shrink or into one that
+	// does not grow: they switch users between running variants. A change
+	// without any is nested (users move only into growing buckets, out of
+	// shrinking ones).
+	CrossMoves []Move   `json:"cross_moves"`
+	CrossChurn float64  `json:"cross_churn"`
+	Nested     bool     `json:"nested"`
+	RangeChurn float64  `json:"range_churn"`
+	Buckets    []Bucket `json:"buckets"`
+	// Plan summarizes the planner's search when the document gave shares
+	// that the feature's replicas did not already serve.
+	Plan   *DocBucketPlan `json:"plan,omitempty"`
+	Report Report         `json:"report"`
+
+	target *compiled // the feature after the change
+	cur    *compiled // before (nil: created)
+}
+
+// DocBucketPlan is the planner's search for a feature's shares.
+type DocBucketPlan struct {
+	Mode            string  `json:"mode"`
+	Tolerance       float64 `json:"tolerance"`
+	MaxError        float64 `json:"max_error"`
+	WithinTolerance bool    `json:"within_tolerance"`
+	CutShort        bool    `json:"cut_short"`
+	CutReason       string  `json:"cut_reason,omitempty"`
+	// Replanned reports that the plan first made a ring too coarse for
+	// its tolerance finer, which moves users once (see Plan.Replanned).
+	Replanned bool `json:"replanned,omitempty"`
+}
+
+// PlanDocument returns what applying d would change, against the features
+// as this service holds them now. Shares that a feature's replicas do not
+// already serve are planned as POST /api/features/K/plan plans them
+// (ModeAuto, opts's budget, stopping when ctx ends); a plan that cannot
+// come within its tolerance is an EInvalid error. Nothing is stored.
+func (s *Service) PlanDocument(ctx context.Context, d Document, opts PlanOptions) (DocumentPlan, error) {
+	if err := d.Validate(); err != nil {
+		return DocumentPlan{}, err
+	}
+	return planDocument(ctx, s.Snapshot(), d, opts)
+}
+
+func planDocument(ctx context.Context, snap *Snapshot, d Document, opts PlanOptions) (DocumentPlan, error) {
+	p := DocumentPlan{Changes: make([]FeatureChange, 0, len(d.Features)), Revision: snap.revision,
+		Versions: make(map[string]int, len(d.Features)), Unlisted: []string{},
+		Document: Document{Features: make([]DocFeature, 0, len(d.Features)), Segments: []DocSegment{}}}
+	listed := make(map[string]bool, len(d.Features))
+	for i, df := range d.Features {
+		listed[df.Key] = true
+		ch, err := planFeature(ctx, snap.features[df.Key], df, opts)
+		if err != nil {
+			return DocumentPlan{}, fmt.Errorf("features[%d] (%s): %w", i, df.Key, err)
+		}
+		p.Versions[df.Key] = ch.FromVersion
+		if ch.Action != ActionNone {
+			p.Changed++
+			p.TotalChurn += ch.Churn
+		}
+		resolved := df
+		resolved.Buckets = make([]DocBucket, len(ch.Buckets))
+		for j, b := range ch.Buckets {
+			r := b.Replicas
+			resolved.Buckets[j] = DocBucket{Name: b.Name, Replicas: &r, Value: b.Value}
+		}
+		resolved.Salt = ch.target.feature.Salt
+		p.Document.Features = append(p.Document.Features, resolved)
+		p.Changes = append(p.Changes, ch)
+	}
+	for _, key := range snap.keys {
+		if !listed[key] {
+			p.Unlisted = append(p.Unlisted, key)
+		}
+	}
+	return p, nil
+}
+
+// planFeature plans df against cur (nil: no such feature yet).
+func planFeature(ctx context.Context, cur *compiled, df DocFeature, opts PlanOptions) (FeatureChange, error) {
+	ch := FeatureChange{Feature: df.Key, Action: ActionNone, Fields: []string{}, Moves: []Move{}, CrossMoves: []Move{}, cur: cur}
+	var next Feature
+	if cur != nil {
+		next = cur.feature.Clone()
+		ch.FromVersion = cur.feature.Version
+	} else {
+		next = Feature{Key: df.Key, Salt: df.Key}
+	}
+	buckets, bp, err := docBuckets(ctx, cur, df, opts)
+	if err != nil {
+		return FeatureChange{}, err
+	}
+	ch.Plan = bp
+	next.Buckets = buckets
+	next.Description, next.Fallback = df.Description, df.Fallback
+	next.Enabled = df.Enabled == nil || *df.Enabled
+	if df.Salt != "" {
+		next.Salt = df.Salt
+	}
+	next.Overrides = maps.Clone(df.Overrides)
+	if next.Overrides == nil {
+		next.Overrides = map[string]string{}
+	}
+	next.Rules, next.BucketBy = nil, ""
+	if len(df.Rules) > 0 {
+		next.Rules = slices.Clone(df.Rules)
+	}
+	next.Tags, next.Owner = nil, df.Owner
+	if len(df.Tags) > 0 {
+		next.Tags = slices.Clone(df.Tags)
+	}
+	if cur != nil {
+		ch.Fields = changedFields(cur.feature, next)
+		if len(ch.Fields) == 0 {
+			ch.ToVersion, ch.Buckets, ch.target = cur.feature.Version, cur.feature.Buckets, cur
+			ch.Report = Report{FromVersion: cur.feature.Version, ToVersion: cur.feature.Version, Method: MethodExact,
+				Moves: []Move{}, SharesBefore: maps.Clone(cur.shares), SharesAfter: maps.Clone(cur.shares)}
+			ch.Nested = true
+			return ch, nil
+		}
+		ch.Action = ActionUpdate
+	} else {
+		ch.Action, ch.Fields = ActionCreate, []string{"created"}
+	}
+	if err := next.Validate(); err != nil {
+		return FeatureChange{}, err
+	}
+	next.Version = ch.FromVersion + 1
+	ch.ToVersion = next.Version
+	ch.target = compile(next)
+	rep := newReport(cur, ch.target)
+	ch.Report, ch.Churn, ch.Moves, ch.RangeChurn, ch.Buckets = rep, rep.Churn, rep.Moves, rep.RangeChurn, next.Buckets
+	ch.CrossMoves, ch.CrossChurn = crossMoves(rep)
+	ch.Nested = len(ch.CrossMoves) == 0
+	return ch, nil
+}
+
+// docBuckets returns the buckets df asks for: its replicas as given; or
+// the current replicas when its shares are the feature's exact shares; or
+// else the planner's replicas for its shares. Values are df's, but a value
+// equal as JSON to the current one keeps the current text.
+func docBuckets(ctx context.Context, cur *compiled, df DocFeature, opts PlanOptions) ([]Bucket, *DocBucketPlan, error) {
+	values := make(map[string]json.RawMessage, len(df.Buckets))
+	for _, b := range df.Buckets {
+		v := compactJSON(b.Value)
+		if cur != nil {
+			if cb, ok := cur.feature.Bucket(b.Name); ok && sameJSON(cb.Value, v) {
+				v = cb.Value
+			}
+		}
+		values[b.Name] = v
+	}
+	withValues := func(bs []Bucket) []Bucket {
+		out := make([]Bucket, 0, len(bs))
+		for _, b := range bs {
+			if v, ok := values[b.Name]; ok {
+				out = append(out, Bucket{Name: b.Name, Replicas: b.Replicas, Value: v})
+			}
+		}
+		return out
+	}
+	if df.Buckets[0].Replicas != nil {
+		out := make([]Bucket, len(df.Buckets))
+		for i, b := range df.Buckets {
+			out[i] = Bucket{Name: b.Name, Replicas: *b.Replicas}
+		}
+		return withValues(out), nil, nil
+	}
+	targets := make(map[string]float64, len(df.Buckets))
+	for _, b := range df.Buckets {
+		targets[b.Name] = *b.Share
+	}
+	if cur != nil && keepsShares(cur, targets) {
+		return withValues(cur.feature.Buckets), nil, nil
+	}
+	if opts.Mode == "" {
+		opts.Mode = ModeAuto
+	}
+	if df.Tolerance != 0 {
+		opts.Tolerance = df.Tolerance
+	}
+	var p Plan
+	var err error
+	if cur == nil {
+		for _, b := range df.Buckets {
+			opts.Order = append(opts.Order, b.Name)
+		}
+		p, err = PlanNewContext(ctx, targets, opts)
+	} else {
+		for _, b := range cur.feature.Buckets {
+			if _, ok := targets[b.Name]; !ok {
+				targets[b.Name] = 0 // left out of the document: removed
+			}
+		}
+		p, err = PlanSharesContext(ctx, cur.feature.Buckets, targets, opts)
+	}
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case !p.WithinTolerance && p.CutShort:
+		return nil, nil, Errorf(EInvalid, "the planner stopped (%s) before it came within tolerance %v of the shares (closest: max error %v): give the feature a larger tolerance, or replicas, or plan fewer features at once", p.CutReason, p.Tolerance, p.MaxError)
+	case !p.WithinTolerance:
+		return nil, nil, Errorf(EInvalid, "no replica counts within the limits come within tolerance %v of the shares (closest: max error %v): give the feature a larger tolerance (such as 0.01), or replicas", p.Tolerance, p.MaxError)
+	}
+	bp := &DocBucketPlan{Mode: p.Mode, Tolerance: p.Tolerance, MaxError: p.MaxError, WithinTolerance: p.WithinTolerance, CutShort: p.CutShort, CutReason: p.CutReason, Replanned: p.Replanned}
+	planned := withValues(p.Buckets)
+	// A bucket the document lists with share 0 that the plan left out
+	// is kept with 0 replicas, so that the document plans to no change
+	// once applied.
+	for _, b := range df.Buckets {
+		if !slices.ContainsFunc(planned, func(pb Bucket) bool { return pb.Name == b.Name }) {
+			planned = append(planned, Bucket{Name: b.Name, Value: values[b.Name]})
+		}
+	}
+	return planned, bp, nil
+}
+
+// keepsShares reports whether targets are cur's exact shares, bucket for
+// bucket (a bucket missing on either side has share 0).
+func keepsShares(cur *compiled, targets map[string]float64) bool {
+	for _, b := range cur.feature.Buckets {
+		if _, ok := targets[b.Name]; !ok {
+			return false
+		}
+	}
+	for name, t := range targets {
+		if _, ok := cur.feature.Bucket(name); !ok {
+			return false
+		}
+		if math.Abs(cur.shares[name]-t) > keepSlack {
+			return false
+		}
+	}
+	return true
+}
+
+// changedFields lists what differs between a and b.
+func changedFields(a, b Feature) []string {
+	out := []string{}
+	add := func(changed bool, name string) {
+		if changed {
+			out = append(out, name)
+		}
+	}
+	add(!slices.EqualFunc(a.Buckets, b.Buckets, func(x, y Bucket) bool { return x.Name == y.Name && x.Replicas == y.Replicas }), "buckets")
+	add(!slices.EqualFunc(a.Buckets, b.Buckets, func(x, y Bucket) bool { return bytes.Equal(x.Value, y.Value) }) && len(a.Buckets) == len(b.Buckets), "values")
+	add(a.Description != b.Description, "description")
+	add(a.Enabled != b.Enabled, "enabled")
+	add(a.Fallback != b.Fallback, "fallback")
+	add(a.Salt != b.Salt, "salt")
+	add(!maps.Equal(a.Overrides, b.Overrides), "overrides")
+	ra, _ := json.Marshal(a.Rules)
+	rb, _ := json.Marshal(b.Rules)
+	add(!bytes.Equal(ra, rb) || a.BucketBy != b.BucketBy, "rules")
+	add(!slices.Equal(a.Tags, b.Tags), "tags")
+	add(a.Owner != b.Owner, "owner")
+	if len(a.Buckets) != len(b.Buckets) && !slices.Contains(out, "buckets") {
+		out = append(out, "buckets")
+	}
+	return out
+}
+
+// crossMoves returns the moves of rep between buckets that had users
+// before and have users after, out of a bucket that does not shrink or
+// into one that does not grow, and their total.
+func crossMoves(rep Report) ([]Move, float64) {
+	out := []Move{}
+	var total float64
+	for _, m := range rep.Moves {
+		fb, fa := rep.SharesBefore[m.From], rep.SharesAfter[m.From]
+		tb, ta := rep.SharesBefore[m.To], rep.SharesAfter[m.To]
+		if m.From == "" || m.To == "" || fb == 0 || ta == 0 || tb == 0 && fa == 0 {
+			continue
+		}
+		if fa >= fb || ta <= tb {
+			out = append(out, m)
+			total += m.Share
+		}
+	}
+	return out, total
+}
+
+// sameJSON reports whether a and b are the same JSON value: objects equal
+// whatever the order of their members, numbers equal by value. Empty is
+// no value, equal only to empty.
+func sameJSON(a, b json.RawMessage) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	if bytes.Equal(a, b) {
+		return true
+	}
+	var x, y any
+	da, db := json.NewDecoder(bytes.NewReader(a)), json.NewDecoder(bytes.NewReader(b))
+	da.UseNumber()
+	db.UseNumber()
+	if da.Decode(&x) != nil || db.Decode(&y) != nil {
+		return false
+	}
+	return sameValue(x, y)
+}
+
+func sameValue(x, y any) bool {
+	switch x := x.(type) {
+	case map[string]any:
+		y, ok := y.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			w, ok := y[k]
+			if !ok || !sameValue(v, w) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := y.([]any)
+		return ok && slices.EqualFunc(x, y, sameValue)
+	case json.Number:
+		y, ok := y.(json.Number)
+		if !ok {
+			return false
+		}
+		fx, _, ex := big.ParseFloat(string(x), 10, 256, big.ToNearestEven)
+		fy, _, ey := big.ParseFloat(string(y), 10, 256, big.ToNearestEven)
+		return ex == nil && ey == nil && fx.Cmp(fy) == 0
+	}
+	return x == y
+}
+
+// BatchWrite is one feature's new version in a batch (Store.ApplyBatch):
+// Feature at Version, which replaces the stored feature at Version.Version-1
+// of Feature's ID, or, with Create, is a new feature at version 1.
+type BatchWrite struct {
+	Feature Feature
+	Version Version
+	Create  bool
+}
+
+// BatchStore writes versions of several features at once.
+type BatchStore interface {
+	// ApplyBatch writes every write of ws in one transaction, with a
+	// commit each, or none of them: a feature that is not at the version
+	// its write expects (or, for a Create, exists) fails the batch with an
+	// EConflict *Error that names it, an update of a feature that does not
+	// exist with ENotFound.
+	ApplyBatch(ctx context.Context, ws []BatchWrite) error
+}
+
+// ApplyOptions are the guards and author of ApplyDocument.
+type ApplyOptions struct {
+	Actor   string
+	Comment string
+	// Versions, when not nil, are the versions the document's plan read
+	// (DocumentPlan.Versions): a feature of the document at another
+	// version now (0: it must not exist) refuses the whole apply with
+	// EPrecondition, storing nothing. Every feature the document lists
+	// must have one.
+	Versions map[string]int
+	// MaxChurn refuses, with EChurn, a document that would move more than
+	// this fraction of one feature's users; MaxTotalChurn one whose
+	// TotalChurn is above it.
+	MaxChurn      *float64
+	MaxTotalChurn *float64
+	Plan          PlanOptions
+}
+
+// ApplyDocument makes every change d plans (see PlanDocument) as one batch
+// of versions, each with opts's actor and comment, or none of them. It
+// returns the plan it applied, Applied when it stored anything. Errors:
+// EInvalid for a bad document, EPrecondition when a feature is not at the
+// version opts.Versions names, EChurn when a guard refuses, naming the
+// feature; the store's.
+func (s *Service) ApplyDocument(ctx context.Context, d Document, opts ApplyOptions) (DocumentPlan, error) {
+	if err := d.Validate(); err != nil {
+		return DocumentPlan{}, err
+	}
+	if err := validateComment(opts.Comment); err != nil {
+		return DocumentPlan{}, err
+	}
+	if opts.Versions != nil {
+		for _, f := range d.Features {
+			if _, ok := opts.Versions[f.Key]; !ok {
+				return DocumentPlan{}, Errorf(EInvalid, "the versions do not name feature %q: give the versions of the document's plan for every feature it lists", f.Key)
+			}
+		}
+	}
+	if err := s.mu.lock(ctx); err != nil {
+		return DocumentPlan{}, err
+	}
+	defer s.mu.Unlock()
+	for attempt := 1; ; attempt++ {
+		p, err := s.applyDocument(ctx, d, opts)
+		if attempt >= 2 || ErrorCode(err) != EConflict {
+			return p, err
+		}
+		// The snapshot lagged behind another instance: read the
+		// document's features again, then check and plan anew.
+		for _, f := range d.Features {
+			if _, rerr := s.reload(ctx, f.Key); rerr != nil {
+				return DocumentPlan{}, rerr
+			}
+		}
+	}
+}
+
+// applyDocument is one attempt of ApplyDocument. The caller holds s.mu.
+func (s *Service) applyDocument(ctx context.Context, d Document, opts ApplyOptions) (DocumentPlan, error) {
+	for _, f := range d.Features {
+		want, ok := opts.Versions[f.Key]
+		if !ok {
+			continue
+		}
+		c := s.Snapshot().features[f.Key]
+		if c == nil && want != 0 || c != nil && c.feature.Version != want {
+			// The snapshot may lag behind another instance: ask the store.
+			var err error
+			if c, err = s.reload(ctx, f.Key); err != nil {
+				return DocumentPlan{}, err
+			}
+		}
+		have := 0
+		if c != nil {
+			have = c.feature.Version
+		}
+		switch {
+		case have == want:
+		case want == 0:
+			return DocumentPlan{}, Errorf(EPrecondition, "feature %q was created (it is at version %d) since the plan, which would have created it: plan again; nothing was changed", f.Key, have)
+		case have == 0:
+			return DocumentPlan{}, Errorf(EPrecondition, "feature %q was deleted since the plan read its version %d: plan again; nothing was changed", f.Key, want)
+		default:
+			return DocumentPlan{}, Errorf(EPrecondition, "feature %q is at version %d, not %d as the plan read: plan again; nothing was changed", f.Key, have, want)
+		}
+	}
+	p, err := planDocument(ctx, s.Snapshot(), d, opts.Plan)
+	if err != nil {
+		return DocumentPlan{}, err
+	}
+	for _, ch := range p.Changes {
+		if ch.Action != ActionNone && opts.MaxChurn != nil && ch.Churn > *opts.MaxChurn {
+			rep := ch.Report
+			return DocumentPlan{}, &Error{Code: EChurn, Report: &rep, Message: fmt.Sprintf(
+				"feature %q would move %.4f%% of its users, more than max_churn %.4f%%: nothing was changed", ch.Feature, 100*ch.Churn, 100**opts.MaxChurn)}
+		}
+	}
+	if opts.MaxTotalChurn != nil && p.TotalChurn > *opts.MaxTotalChurn {
+		return DocumentPlan{}, Errorf(EChurn, "the document would move %.4f%% of users in all (the sum over its features), more than max_total_churn %.4f%%: nothing was changed", 100*p.TotalChurn, 100**opts.MaxTotalChurn)
+	}
+	if p.Changed == 0 {
+		return p, nil
+	}
+	now := s.now().UTC()
+	ws := make([]BatchWrite, 0, p.Changed)
+	for i, ch := range p.Changes {
+		if ch.Action == ActionNone {
+			continue
+		}
+		f := ch.target.feature
+		f.UpdatedAt = now
+		if ch.cur == nil {
+			f.ID, f.CreatedAt = uuid.NewString(), now
+		}
+		summary := "applied from a document: " + strings.Join(ch.Fields, ", ")
+		if ch.cur == nil {
+			summary = "created from a document"
+		}
+		ch.target = compile(f)
+		p.Changes[i] = ch
+		ws = append(ws, BatchWrite{Feature: f, Create: ch.cur == nil, Version: Version{
+			Version: f.Version, Actor: actor(ChangeOptions{Actor: opts.Actor}), Time: now, Summary: summary, Comment: opts.Comment,
+			Config: f, OverrideCount: len(f.Overrides), Report: ch.Report,
+		}})
+	}
+	p.Applied = true
+	Settle(ctx, p, now)
+	if err := s.store.ApplyBatch(ctx, ws); err != nil {
+		if ErrorCode(err) == EConflict && opts.Versions != nil {
+			return DocumentPlan{}, Errorf(EPrecondition, "%s; nothing was changed", ErrorMessage(err))
+		}
+		return DocumentPlan{}, err
+	}
+	for _, ch := range p.Changes {
+		if ch.Action != ActionNone {
+			s.swap(ch.Feature, ch.target)
+		}
+	}
+	s.committed()
+	return p, nil
+}

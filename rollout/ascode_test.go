@@ -1,0 +1,126 @@
+package rollout_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+func sharePtr(f float64) *float64 { return &f }
+
+// TestDocumentExportPlansNoChange: the export of features of every kind
+// (disabled with a fallback, a salt not their key, values, overrides,
+// tags, a bucket of 0 replicas) plans to no change, and so does a document
+// whose values are the same JSON written otherwise.
+func TestDocumentExportPlansNoChange(t *testing.T) {
+	ctx := context.Background()
+	svc := openServices(t, 1, nil)[0]
+	for _, f := range []rollout.Feature{
+		{Key: "a", Enabled: true, Salt: "a", Buckets: []rollout.Bucket{{Name: "x", Replicas: 7, Value: json.RawMessage(`{"n":1,"m":[1,2]}`)}, {Name: "y", Replicas: 13}}},
+		{Key: "b", Enabled: false, Fallback: "off", Salt: "other", Description: "dark", Buckets: []rollout.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 0}},
+			Overrides: map[string]string{"vip": "on"}, Tags: []string{"t1", "t2"}, Owner: "me"},
+	} {
+		if _, err := svc.Create(ctx, f, rollout.ChangeOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := rollout.ExportDocument(svc.Snapshot())
+	p, err := svc.PlanDocument(ctx, d, rollout.PlanOptions{})
+	if err != nil {
+		t.Fatalf("PlanDocument(export) = %v", err)
+	}
+	if p.Changed != 0 || len(p.Changes) != 2 {
+		t.Errorf("PlanDocument(export) changed %d of %d, want 0 of 2: %+v", p.Changed, len(p.Changes), p.Changes)
+	}
+	d.Features[0].Buckets[0].Value = json.RawMessage(`{"m":[1,2.0],"n":1e0}`)
+	if p, err := svc.PlanDocument(ctx, d, rollout.PlanOptions{}); err != nil || p.Changed != 0 {
+		t.Errorf("PlanDocument(the same value written otherwise) = changed %d, %v; want no change", p.Changed, err)
+	}
+	d.Features[0].Buckets[0].Value = json.RawMessage(`{"m":[1,2.5],"n":1}`)
+	if p, err := svc.PlanDocument(ctx, d, rollout.PlanOptions{}); err != nil || p.Changed != 1 || strings.Join(p.Changes[0].Fields, ",") != "values" || p.Changes[0].Churn != 0 {
+		t.Errorf("PlanDocument(another value) = %+v, %v; want a change of values moving no one", p.Changes, err)
+	}
+}
+
+// TestDocumentBuckets: a bucket left out of the document is removed; one
+// given share 0 stays with 0 replicas, and the document then plans to no
+// change.
+func TestDocumentBuckets(t *testing.T) {
+	ctx := context.Background()
+	svc := openServices(t, 1, nil)[0]
+	if _, err := svc.Create(ctx, rollout.Feature{Key: "f", Enabled: true, Salt: "f", Buckets: []rollout.Bucket{
+		{Name: "A", Replicas: 100}, {Name: "B", Replicas: 100}, {Name: "C", Replicas: 100}}}, rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d := rollout.Document{Features: []rollout.DocFeature{{Key: "f", Tolerance: 0.005, Buckets: []rollout.DocBucket{
+		{Name: "A", Share: sharePtr(0.5)}, {Name: "B", Share: sharePtr(0.5)}, {Name: "D", Share: sharePtr(0)}}}}}
+	p, err := svc.ApplyDocument(ctx, d, rollout.ApplyOptions{Actor: "ci", Comment: "drop C"})
+	if err != nil {
+		t.Fatalf("ApplyDocument() = %v", err)
+	}
+	f, _ := svc.Snapshot().Feature("f")
+	var names []string
+	for _, b := range f.Buckets {
+		names = append(names, b.Name)
+		if b.Name == "D" && b.Replicas != 0 {
+			t.Errorf("bucket D has %d replicas, want 0", b.Replicas)
+		}
+	}
+	if slices.Contains(names, "C") || !slices.Contains(names, "D") || !p.Applied {
+		t.Errorf("buckets after the apply: %v (applied %v), want C removed and D kept", names, p.Applied)
+	}
+	if again, err := svc.PlanDocument(ctx, d, rollout.PlanOptions{}); err != nil || again.Changed != 0 {
+		t.Errorf("PlanDocument(after its apply) = changed %d, %v; want no change", again.Changed, err)
+	}
+}
+
+// TestDocumentInstances: instances sharing a database. An instance whose
+// snapshot lags applies a plan another made, reading the store; a plan
+// applied where the store has moved on past it is refused with
+// EPrecondition, naming the feature, and stores nothing; without the
+// plan's versions the document applies to what is there now.
+func TestDocumentInstances(t *testing.T) {
+	ctx := context.Background()
+	svcs := openServices(t, 2, nil)
+	a, b := svcs[0], svcs[1]
+	if _, err := a.Create(ctx, onOff("f", 100, 100), rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	doc := func(desc string) rollout.Document {
+		return rollout.Document{Features: []rollout.DocFeature{{Key: "f", Salt: "salt-f", Description: desc, Buckets: []rollout.DocBucket{
+			{Name: "on", Replicas: new(100)}, {Name: "off", Replicas: new(100)}}}}}
+	}
+	p, err := a.PlanDocument(ctx, doc("one"), rollout.PlanOptions{})
+	if err != nil || p.Versions["f"] != 1 {
+		t.Fatalf("PlanDocument() = versions %v, %v; want f at 1", p.Versions, err)
+	}
+	if _, ok := b.Snapshot().Feature("f"); ok {
+		t.Fatal("b's snapshot has f already: the test needs it to lag")
+	}
+	if _, err := b.ApplyDocument(ctx, doc("one"), rollout.ApplyOptions{Versions: p.Versions}); err != nil {
+		t.Fatalf("ApplyDocument(on the lagging instance) = %v", err)
+	}
+	// a still serves version 1; its plan of version 1 is stale.
+	stale, err := a.PlanDocument(ctx, doc("two"), rollout.PlanOptions{})
+	if err != nil || stale.Versions["f"] != 1 {
+		t.Fatalf("PlanDocument(on a) = versions %v, %v; want f at 1, a's snapshot lagging", stale.Versions, err)
+	}
+	_, err = a.ApplyDocument(ctx, doc("two"), rollout.ApplyOptions{Versions: stale.Versions})
+	if rollout.ErrorCode(err) != rollout.EPrecondition || !strings.Contains(rollout.ErrorMessage(err), `"f"`) {
+		t.Errorf("ApplyDocument(a stale plan) = %v, want %s naming f", err, rollout.EPrecondition)
+	}
+	vs, err := a.Versions(ctx, "f", 0, 0)
+	if err != nil || len(vs) != 2 {
+		t.Fatalf("Versions(f) = %d, %v; want 2: the stale apply stored nothing", len(vs), err)
+	}
+	if _, err := a.ApplyDocument(ctx, doc("three"), rollout.ApplyOptions{}); err != nil {
+		t.Fatalf("ApplyDocument(no versions) = %v, want it applied to what is there", err)
+	}
+	if f, _ := a.Snapshot().Feature("f"); f.Version != 3 || f.Description != "three" {
+		t.Errorf("f is at version %d (%q), want 3 (three)", f.Version, f.Description)
+	}
+}
