@@ -68,7 +68,7 @@ func newAuthServer(t *testing.T, roles []rollout.Role, anyHost bool) *guardedSer
 	}
 	g.auth = api.NewAuth(tokens, nil)
 	g.auth.AnyHost = anyHost
-	g.opts = api.Options{Auth: g.auth, Pprof: true, Routes: web.Routes(g.svc, web.Options{Sessions: g.auth})}
+	g.opts = api.Options{Auth: g.auth, Pprof: true, Webhooks: rollout.NewWebhooks(db, nil), Routes: web.Routes(g.svc, web.Options{Sessions: g.auth})}
 	g.e = api.New(g.svc, g.opts)
 	srv := httptest.NewServer(g.e)
 	t.Cleanup(srv.Close)
@@ -149,6 +149,7 @@ var routeBodies = map[string]any{
 	"POST /ofrep/v1/evaluate/flags":          map[string]any{"context": map[string]any{"targetingKey": "u"}},
 	"POST /api/features":                     map[string]any{"key": "g", "buckets": []any{map[string]any{"name": "A"}}},
 	"POST /api/tokens":                       map[string]any{"name": "matrix", "role": "admin"},
+	"POST /api/webhooks":                     map[string]any{"url": "http://127.0.0.1:9/matrix"},
 	"PATCH /api/features/:key":               map[string]any{"description": "changed"},
 	"POST /api/features/:key/buckets":        map[string]any{"name": "Z", "replicas": 5},
 	"PUT /api/features/:key/buckets/:name":   map[string]any{"replicas": 7},
@@ -252,6 +253,11 @@ func state(t *testing.T, g *guardedServer) string {
 	toks, _ := g.tokens.List(context.Background())
 	json.NewEncoder(&b).Encode(toks)
 	json.NewEncoder(&b).Encode(g.svc.Snapshot().Segments())
+	hooks, err := g.db.Webhooks(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.NewEncoder(&b).Encode(hooks)
 	return b.String()
 }
 
@@ -274,6 +280,15 @@ func TestRouteRoleMatrix(t *testing.T) {
 	}
 	seg := rollout.Segment{Key: "f", Conditions: []rollout.Condition{{Attribute: "plan", Op: rollout.OpEq, Value: json.RawMessage(`"pro"`)}}}
 	if _, err := g.svc.CreateSegment(ctx, seg, rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	hook, err := rollout.NewWebhook("http://127.0.0.1:9/hook", "", nil, "admin", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook.ID = paramValues["id"] // DELETE /api/webhooks/:id would remove it
+	if _, err := g.db.CreateWebhook(ctx, hook); err != nil {
 		t.Fatal(err)
 	}
 

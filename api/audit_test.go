@@ -238,6 +238,10 @@ func writeRoutes(rampID, tokenID func() string) []struct {
 		{"DELETE /api/tokens/:id", "admin", "DELETE", "/api/tokens/{token}", nil, ""}, // revoked already: 404
 		{"POST /api/apply", "editor", "POST", "/api/apply", map[string]any{"document": map[string]any{"features": []any{
 			map[string]any{"key": "g", "buckets": []any{map[string]any{"name": "A", "share": 1}}}}}}, "create"},
+		{"POST /api/webhooks", "admin", "POST", "/api/webhooks", map[string]any{"url": "http://127.0.0.1:9/audit"}, "webhook_create"},
+		{"POST /api/webhooks/:id/resume", "admin", "POST", "/api/webhooks/{hook}/resume", nil, ""}, // not paused: 409
+		{"DELETE /api/webhooks/:id", "admin", "DELETE", "/api/webhooks/{hook}", nil, "webhook_delete"},
+		{"DELETE /api/webhooks/:id", "admin", "DELETE", "/api/webhooks/{hook}", nil, ""}, // deleted already: 404
 	}
 }
 
@@ -255,12 +259,12 @@ var readOnlyWrites = []string{
 // event before it. A new write route not listed here fails the test.
 func TestNoRouteLosesAudit(t *testing.T) {
 	g := newGuardedServer(t)
-	var rampID, tokenID, requestID string
+	var rampID, tokenID, requestID, hookID string
 	covered := map[string]bool{}
 	before := g.allEvents(t)
 	for _, step := range writeRoutes(func() string { return rampID }, func() string { return tokenID }) {
 		covered[step.route] = true
-		path := strings.NewReplacer("{ramp}", rampID, "{token}", tokenID, "{request}", requestID).Replace(step.path)
+		path := strings.NewReplacer("{ramp}", rampID, "{token}", tokenID, "{request}", requestID, "{hook}", hookID).Replace(step.path)
 		status, body := g.send(t, step.role, step.method, path, step.body)
 		if step.kind != "" && status/100 != 2 {
 			t.Fatalf("%s %s = %d %s, want 2xx", step.method, path, status, body)
@@ -286,6 +290,11 @@ func TestNoRouteLosesAudit(t *testing.T) {
 			var tok struct{ ID string }
 			json.Unmarshal([]byte(body), &tok)
 			tokenID = tok.ID
+		}
+		if step.path == "/api/webhooks" {
+			var hook struct{ ID string }
+			json.Unmarshal([]byte(body), &hook)
+			hookID = hook.ID
 		}
 		after := g.allEvents(t)
 		if len(after) < len(before) || !cmp.Equal(before, after[:len(before)]) {

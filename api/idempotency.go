@@ -51,8 +51,9 @@ func idempotentRoute(route Route) bool {
 		return false
 	}
 	// A new token's answer holds its secret, which is shown once and
-	// never stored: its route keeps no answer.
-	if route.Path == "/api/tokens" {
+	// never stored: its route keeps no answer; nor do webhooks' (a new
+	// webhook's answer holds its secret).
+	if route.Path == "/api/tokens" || strings.HasPrefix(route.Path, "/api/webhooks") {
 		return false
 	}
 	return strings.HasPrefix(route.Path, "/api/") && (route.Access == rollout.PermWrite || route.Access == rollout.PermAdmin)

@@ -139,6 +139,13 @@ func (s *Server) routes(opts Options) []Route {
 		{Method: http.MethodPost, Path: "/api/requests/:id/approve", Access: rollout.PermWrite, Change: "approve", Handler: s.approveRequest},
 		{Method: http.MethodPost, Path: "/api/requests/:id/reject", Access: rollout.PermWrite, Handler: s.rejectRequest},
 		{Method: http.MethodPost, Path: "/api/requests/:id/cancel", Access: rollout.PermWrite, Handler: s.cancelRequest},
+		// Webhooks: only admins see or change them (their URLs reach
+		// wherever the server can connect).
+		{Method: http.MethodGet, Path: "/api/webhooks", Access: rollout.PermAdmin, Handler: s.listWebhooks},
+		{Method: http.MethodPost, Path: "/api/webhooks", Access: rollout.PermAdmin, Handler: s.createWebhook},
+		{Method: http.MethodGet, Path: "/api/webhooks/:id", Access: rollout.PermAdmin, Handler: s.getWebhook},
+		{Method: http.MethodDelete, Path: "/api/webhooks/:id", Access: rollout.PermAdmin, Handler: s.deleteWebhook},
+		{Method: http.MethodPost, Path: "/api/webhooks/:id/resume", Access: rollout.PermAdmin, Handler: s.resumeWebhook},
 		// The dashboard's stream of changes (events.go): sessions and read tokens.
 		{Method: http.MethodGet, Path: "/api/events", Access: rollout.PermRead, Stream: true, Handler: s.dashboardStream},
 		{Method: http.MethodGet, Path: "/api/features/:key/versions/:version", Access: rollout.PermRead, Handler: s.getVersion},

@@ -64,6 +64,10 @@ type Options struct {
 	// Plans bound the planner's work; the zero value is the defaults.
 	Plans PlanLimits
 
+	// Webhooks are what /api/webhooks manages; nil: those routes answer
+	// 404.
+	Webhooks *rollout.Webhooks
+
 	// Routes are served beside the API's own, with the same access
 	// control, metrics and logs: the dashboard's (web.Routes).
 	Routes []Route
@@ -84,6 +88,7 @@ type Server struct {
 	reqlog  requestLogger
 	planner *planner
 	auth    *Auth               // nil: everything is open
+	hooks   *rollout.Webhooks   // nil: no webhooks
 	cors    echo.MiddlewareFunc // evaluationCORS
 	csrf    *http.CrossOriginProtection
 	// declared holds the declared routes, by method then pattern (see
@@ -106,7 +111,7 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	if slow <= 0 {
 		slow = DefaultSlowRequest
 	}
-	s := &Server{svc: svc, log: log, metrics: metrics, ready: opts.Ready, closing: opts.Closing, auth: opts.Auth,
+	s := &Server{svc: svc, log: log, metrics: metrics, ready: opts.Ready, closing: opts.Closing, auth: opts.Auth, hooks: opts.Webhooks,
 		reqlog: requestLogger{mode: opts.RequestLog, slow: slow, sample: uint64(max(opts.SampleEvaluations, 0))},
 		cors:   evaluationCORS(), csrf: http.NewCrossOriginProtection(),
 		declared: map[string]map[string]bool{}}

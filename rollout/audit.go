@@ -40,6 +40,11 @@ const (
 	AuditRequestApprove AuditKind = "request_approve" // a change request was approved and applied
 	AuditRequestReject  AuditKind = "request_reject"  // a change request was rejected
 	AuditRequestCancel  AuditKind = "request_cancel"  // a change request was canceled by its author
+
+	AuditWebhookCreate AuditKind = "webhook_create" // a webhook was registered
+	AuditWebhookDelete AuditKind = "webhook_delete" // a webhook was removed
+	AuditWebhookResume AuditKind = "webhook_resume" // a paused webhook was resumed
+	AuditWebhookPaused AuditKind = "webhook_paused" // a webhook was paused after repeated failures
 )
 
 // AuditKinds are the kinds of audited actions.
@@ -49,6 +54,7 @@ var AuditKinds = []AuditKind{
 	AuditTokenCreate, AuditTokenRevoke, AuditSettings,
 	AuditRequestCreate, AuditRequestApprove, AuditRequestReject, AuditRequestCancel,
 	AuditSegmentCreate, AuditSegmentChange, AuditSegmentDelete,
+	AuditWebhookCreate, AuditWebhookDelete, AuditWebhookResume, AuditWebhookPaused,
 }
 
 // Valid reports whether k is one of AuditKinds.

@@ -69,6 +69,13 @@
 // Kind), ramps' (RampEvent), tokens'; ShareSummary words a report in
 // percentages.
 //
+// Webhooks (webhook.go). Admins register URLs (NewWebhook, Webhooks) that
+// receive every audit event after it commits, signed (WebhookSignature)
+// with a Slack-compatible text (WebhookBody); each webhook keeps a cursor
+// in the audit trail, and a delivery worker (package webhook) claims it
+// with a lease (WebhookStore), backs off after a failure (Outcome,
+// WebhookBackoff) and pauses it after WebhookMaxFailures in a row.
+//
 // Tokens and sessions (token.go). API tokens have a Role (admin, editor,
 // viewer, evaluate) that Allows a Permission; Tokens authenticates their
 // secrets from memory and follows their changes, noting when each was last

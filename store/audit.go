@@ -47,6 +47,16 @@ func (tx *tx) appendAudit(e rollout.AuditEvent) error {
 // AuditEvents returns the events of the audit trail that q selects, by
 // ID: oldest first when q.Ascending, else newest first.
 func (db *DB) AuditEvents(ctx context.Context, q rollout.AuditQuery) ([]rollout.AuditEvent, error) {
+	var out []rollout.AuditEvent
+	err := db.read(ctx, "list audit events", func(tx *tx) (err error) {
+		out, err = db.auditEvents(tx, q)
+		return err
+	})
+	return out, err
+}
+
+// auditEvents is AuditEvents in tx.
+func (db *DB) auditEvents(tx *tx, q rollout.AuditQuery) ([]rollout.AuditEvent, error) {
 	var b strings.Builder
 	b.WriteString(`
 		SELECT id, created_at, actor, kind, feature_key, feature_id, version, subject, summary, comment, churn
@@ -85,24 +95,19 @@ func (db *DB) AuditEvents(ctx context.Context, q rollout.AuditQuery) ([]rollout.
 		b.WriteString(" LIMIT ?")
 		args = append(args, q.Limit)
 	}
-	var out []rollout.AuditEvent
-	err := db.read(ctx, "list audit events", func(tx *tx) error {
-		rows, err := tx.query(b.String(), args...)
-		out, err = collect(rows, err, func(rows *sql.Rows) (rollout.AuditEvent, error) {
-			var (
-				e     rollout.AuditEvent
-				at    timestamp
-				kind  string
-				churn sql.NullFloat64
-			)
-			err := rows.Scan(&e.ID, &at, &e.Actor, &kind, &e.Feature, &e.FeatureID, &e.Version, &e.Subject, &e.Summary, &e.Comment, &churn)
-			e.Time, e.Kind = at.T, rollout.AuditKind(kind)
-			if churn.Valid {
-				e.Churn = &churn.Float64
-			}
-			return e, err
-		})
-		return err
+	rows, err := tx.query(b.String(), args...)
+	return collect(rows, err, func(rows *sql.Rows) (rollout.AuditEvent, error) {
+		var (
+			e     rollout.AuditEvent
+			at    timestamp
+			kind  string
+			churn sql.NullFloat64
+		)
+		err := rows.Scan(&e.ID, &at, &e.Actor, &kind, &e.Feature, &e.FeatureID, &e.Version, &e.Subject, &e.Summary, &e.Comment, &churn)
+		e.Time, e.Kind = at.T, rollout.AuditKind(kind)
+		if churn.Valid {
+			e.Churn = &churn.Float64
+		}
+		return e, err
 	})
-	return out, err
 }

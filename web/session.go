@@ -29,6 +29,10 @@ type frame struct {
 	Role     rollout.Role // its role
 	ReadOnly bool         // signed in with a token that cannot change features
 	SignOut  bool         // the header offers to sign out
+	// Admin: the token may manage tokens and webhooks (anyone while the
+	// API is open); PausedHooks counts the paused webhooks, for admins.
+	Admin       bool
+	PausedHooks int
 }
 
 func (f *frame) frameOf() *frame { return f }
@@ -38,7 +42,13 @@ type framed interface{ frameOf() *frame }
 
 // fillFrame says who is signed in on the page's data.
 func (h *handler) fillFrame(c echo.Context, f *frame) {
+	defer func() {
+		if f.Admin {
+			f.PausedHooks = h.pausedHooks(c)
+		}
+	}()
 	if h.sessions == nil || !h.sessions.Enforced() {
+		f.Admin = true
 		return
 	}
 	tok, ok := h.sessions.Who(c)
@@ -47,6 +57,7 @@ func (h *handler) fillFrame(c echo.Context, f *frame) {
 	}
 	f.Who, f.Role, f.SignOut = tok.Name, tok.Role, true
 	f.ReadOnly = !tok.Role.Allows(rollout.PermWrite)
+	f.Admin = tok.Role.Allows(rollout.PermAdmin)
 }
 
 // loginPage is the data of login.html.

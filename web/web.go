@@ -55,6 +55,9 @@ type Options struct {
 	SampleUsers int
 	// Sessions signs users in with a token; nil: no sign-in page.
 	Sessions Sessions
+	// Webhooks, when not nil, let admins' pages say when a webhook is
+	// paused.
+	Webhooks *rollout.Webhooks
 }
 
 // handler serves the dashboard's pages.
@@ -62,6 +65,7 @@ type handler struct {
 	svc      *rollout.Service
 	log      *slog.Logger
 	sessions Sessions
+	hooks    *rollout.Webhooks
 	sample   int
 	pages    map[string]*template.Template
 	assets   assets
@@ -78,7 +82,7 @@ type handler struct {
 // features through the JSON API, which the same server serves. The handlers
 // are safe for concurrent use.
 func Routes(svc *rollout.Service, opts Options) []api.Route {
-	h := &handler{svc: svc, log: opts.Logger, sample: opts.SampleUsers, sessions: opts.Sessions, assets: loadAssets()}
+	h := &handler{svc: svc, log: opts.Logger, sample: opts.SampleUsers, sessions: opts.Sessions, hooks: opts.Webhooks, assets: loadAssets()}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -93,7 +97,7 @@ func Routes(svc *rollout.Service, opts Options) []api.Route {
 	}
 	ui := []echo.MiddlewareFunc{securityHeaders}
 	const get, post = http.MethodGet, http.MethodPost
-	return []api.Route{
+	return append(h.adminRoutes(ui), []api.Route{
 		{Method: get, Path: "/", Access: rollout.PermRead, SignIn: true, Handler: toUI},
 		{Method: get, Path: "/ui", Access: rollout.PermRead, SignIn: true, Handler: toUI},
 		{Method: get, Path: "/ui/", Access: rollout.PermRead, SignIn: true, Handler: h.list, Middleware: ui},
@@ -111,7 +115,7 @@ func Routes(svc *rollout.Service, opts Options) []api.Route {
 		// as echo's groups answer them.
 		{Method: echo.RouteNotFound, Path: "/ui", Handler: echo.NotFoundHandler, Middleware: ui},
 		{Method: echo.RouteNotFound, Path: "/ui/*", Handler: echo.NotFoundHandler, Middleware: ui},
-	}
+	}...)
 }
 
 // securityHeaders sets the headers every dashboard response carries.
@@ -224,7 +228,7 @@ func parsePages(a assets) map[string]*template.Template {
 	}
 	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/parts.html"))
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"list", "feature", "error", "login", "changes", "user", "requests", "settings"} {
+	for _, name := range []string{"list", "feature", "error", "login", "changes", "user", "requests", "settings", "tokens", "webhooks", "archived"} {
 		pages[name] = template.Must(template.Must(base.Clone()).ParseFS(templateFiles, "templates/"+name+".html"))
 	}
 	return pages

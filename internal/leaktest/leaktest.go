@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -38,10 +39,24 @@ func Check(t testing.TB, owners ...string) func() {
 	ignore := goleak.IgnoreCurrent()
 	return func() {
 		t.Helper()
-		for _, g := range stacks() {
-			if !before[id(g)] && !strings.Contains(g, "leaktest.stacks") && runs(g, owners) {
-				t.Errorf("a goroutine is still running after Close:\n%s", g)
+		// A goroutine that is ending may still be listed for a moment
+		// (net/http runs Shutdown's hooks in goroutines of their own):
+		// look again, a little later each time, for about a second.
+		var left []string
+		for wait := time.Millisecond; ; wait *= 2 {
+			left = left[:0]
+			for _, g := range stacks() {
+				if !before[id(g)] && !strings.Contains(g, "leaktest.stacks") && runs(g, owners) {
+					left = append(left, g)
+				}
 			}
+			if len(left) == 0 || wait > time.Second {
+				break
+			}
+			time.Sleep(wait)
+		}
+		for _, g := range left {
+			t.Errorf("a goroutine is still running after Close:\n%s", g)
 		}
 		goleak.VerifyNone(t, ignore)
 	}

@@ -23,6 +23,7 @@ import (
 type Store interface {
 	rollout.Store
 	rollout.TokenStore
+	rollout.WebhookStore
 }
 
 // Opened is a new, empty database for one case.
@@ -64,6 +65,9 @@ var cases = []struct {
 	{"archive, restore, purge", testArchive},
 	{"audit trail", testAuditTrail},
 	{"audit events are append-only", testAuditAppendOnly},
+	{"webhooks", testWebhooks},
+	{"webhook limits", testWebhookLimits},
+	{"webhook claims race", testWebhookClaimsRace},
 	{"versions paging", testVersions},
 	{"overrides across versions", testOverrideHistory},
 	{"history grows with changes, not overrides", testHistoryGrowth},

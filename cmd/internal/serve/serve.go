@@ -24,6 +24,7 @@ import (
 	"github.com/rollout/rollout/store/postgres"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
+	"github.com/rollout/rollout/webhook"
 )
 
 // Defaults of the Server's zero fields.
@@ -90,6 +91,9 @@ type Server struct {
 	// looks for due ramp steps; 0 means rollout.DefaultRampInterval. Every
 	// instance runs it; each step applies once whichever does.
 	RampInterval time.Duration
+	// WebhookInterval is how often the webhook worker looks for events
+	// to deliver when it has none; 0 means webhook.DefaultInterval.
+	WebhookInterval time.Duration
 	// SessionSweep is how often the ended dashboard sessions that have
 	// expired are deleted; 0 means rollout.DefaultSessionSweep.
 	SessionSweep time.Duration
@@ -124,6 +128,7 @@ type Server struct {
 type Store interface {
 	rollout.Store
 	rollout.TokenStore
+	rollout.WebhookStore
 	// SetTimeout bounds each of the store's operations; 0: no bound.
 	SetTimeout(time.Duration)
 }
@@ -274,10 +279,12 @@ func (s *Server) Open(ctx context.Context) error {
 	bg, stop := context.WithCancel(context.Background())
 	closing := make(chan struct{})
 	auth := api.NewAuth(tokens, keys...)
+	hooks := rollout.NewWebhooks(db, s.Clock)
 	e := api.New(svc, api.Options{Logger: s.Log, Metrics: metrics, Ready: db.CheckWrite, Auth: auth, Pprof: s.Pprof, Closing: closing,
+		Webhooks:   hooks,
 		RequestLog: s.RequestLog, SlowRequest: s.SlowRequest, SampleEvaluations: s.SampleEvaluations,
 		MaxStreams: maxStreams, MaxStreamsPerToken: streamsPerToken,
-		Routes: web.Routes(svc, web.Options{Logger: s.Log, Sessions: auth})})
+		Routes: web.Routes(svc, web.Options{Logger: s.Log, Sessions: auth, Webhooks: hooks})})
 	s.conns = newConnLimiter(maxConns, func() {
 		s.Log.Warn("connection limit reached: closing the longest idle connections to make room for new ones",
 			"max_conns", maxConns)
@@ -299,6 +306,13 @@ func (s *Server) Open(ctx context.Context) error {
 	s.background.Go(func() {
 		svc.RunRamps(bg, s.RampInterval, func(err error) {
 			s.Log.Error("apply ramp steps", "err", err)
+		})
+	})
+	s.background.Go(func() {
+		// Every instance delivers; each webhook is leased to one at a
+		// time (package webhook).
+		webhook.New(db, webhook.Options{Clock: s.Clock}).Run(bg, s.WebhookInterval, func(err error) {
+			s.Log.Error("deliver webhooks", "err", err)
 		})
 	})
 	s.background.Go(func() {

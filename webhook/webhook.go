@@ -1,0 +1,226 @@
+// Package webhook delivers the audit trail to the webhooks admins register
+// (rollout.Webhook): a worker that claims due webhooks from the store with
+// a lease, POSTs each one's next event signed with its secret, and records
+// the attempt, moving the webhook's cursor on success, backing off on
+// failure and pausing it after rollout.WebhookMaxFailures failures in a
+// row. It reads events after they commit, so a change never waits for a
+// delivery and nothing is sent of a change that did not commit.
+//
+// Delivery is at least once: a worker that sends an event but cannot
+// record it before its lease runs out (a crash, a database that stops
+// answering) lets another worker send it again. Receivers tell repeats by
+// the event's "id".
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// Defaults of Options.
+const (
+	DefaultTimeout     = 10 * time.Second
+	DefaultConcurrency = 4
+	DefaultInterval    = time.Second
+	// MaxResponseBytes is how much of an endpoint's answer is read (and
+	// kept, in an error, for a failure).
+	MaxResponseBytes = 4 << 10
+)
+
+// Options configure a Worker.
+type Options struct {
+	// Client sends the deliveries; nil: one that follows no redirects.
+	// Its Timeout is not used: Timeout bounds each delivery.
+	Client *http.Client
+	// Timeout bounds each delivery, connection to answer; 0 means
+	// DefaultTimeout.
+	Timeout time.Duration
+	// Concurrency is how many webhooks this worker delivers to at once;
+	// 0 means DefaultConcurrency.
+	Concurrency int
+	// Lease is how long a claimed webhook is this worker's; 0 means
+	// three timeouts. It must outlast a delivery.
+	Lease time.Duration
+	// Owner names this worker in the store's leases; "": a random name.
+	Owner string
+	// Clock is the time of claims, backoff and the log; nil: time.Now.
+	Clock rollout.Clock
+}
+
+// Worker delivers events to webhooks. It is safe for concurrent use, but
+// one per process is what is meant.
+type Worker struct {
+	store   rollout.WebhookStore
+	client  *http.Client
+	timeout time.Duration
+	conc    int
+	lease   time.Duration
+	owner   string
+	now     rollout.Clock
+}
+
+// New returns a worker on store.
+func New(store rollout.WebhookStore, opts Options) *Worker {
+	w := &Worker{store: store, client: opts.Client, timeout: opts.Timeout, conc: opts.Concurrency, lease: opts.Lease,
+		owner: opts.Owner, now: opts.Clock}
+	if w.client == nil {
+		w.client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	if w.timeout <= 0 {
+		w.timeout = DefaultTimeout
+	}
+	if w.conc <= 0 {
+		w.conc = DefaultConcurrency
+	}
+	if w.lease <= 0 {
+		w.lease = 3 * w.timeout
+	}
+	if w.owner == "" {
+		b := make([]byte, 8)
+		rand.Read(b)
+		w.owner = "worker-" + hex.EncodeToString(b)
+	}
+	if w.now == nil {
+		w.now = time.Now
+	}
+	return w
+}
+
+// RunOnce claims the webhooks that are due, at most Concurrency, delivers
+// each its next event at once, records the attempts, and returns how many
+// it made. Errors are the store's; a failed delivery is no error (it is in
+// the log).
+func (w *Worker) RunOnce(ctx context.Context) (int, error) {
+	claims, err := w.store.ClaimWebhooks(ctx, w.owner, w.now(), w.lease, w.conc)
+	if err != nil || len(claims) == 0 {
+		return 0, err
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for _, c := range claims {
+		wg.Go(func() {
+			if err := w.handle(ctx, c); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return len(claims), errors.Join(errs...)
+}
+
+// handle delivers a claim and records the attempt.
+func (w *Worker) handle(ctx context.Context, c rollout.WebhookClaim) error {
+	d := w.deliver(ctx, c.Hook, c.Event)
+	if ctx.Err() != nil {
+		return nil // shutting down: the lease runs out and another worker (or the next start) sends it
+	}
+	_, err := w.store.FinishWebhook(ctx, w.owner, c.Hook.ID, c.Hook.Outcome(c.Event, d, w.now()))
+	return err
+}
+
+// Run delivers until ctx ends: it keeps up to Concurrency deliveries in
+// flight, claiming more as soon as one ends and otherwise every interval
+// (0: DefaultInterval), so that a webhook that hangs holds one slot and
+// delays no other. report gets the store's errors. Run returns once every
+// delivery it started has ended.
+func (w *Worker) Run(ctx context.Context, interval time.Duration, report func(error)) {
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	inflight := map[string]bool{} // webhook IDs being delivered, touched by this goroutine only
+	ended := make(chan string, w.conc)
+	fail := func(err error) {
+		if err != nil && ctx.Err() == nil && report != nil {
+			report(fmt.Errorf("deliver webhooks: %w", err))
+		}
+	}
+	for {
+		if free := w.conc - len(inflight); free > 0 {
+			claims, err := w.store.ClaimWebhooks(ctx, w.owner, w.now(), w.lease, free)
+			fail(err)
+			for _, c := range claims {
+				if inflight[c.Hook.ID] { // cannot be: leased to us until it ends
+					continue
+				}
+				inflight[c.Hook.ID] = true
+				wg.Go(func() {
+					fail(w.handle(ctx, c))
+					ended <- c.Hook.ID
+				})
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case id := <-ended:
+			delete(inflight, id)
+		case <-t.C:
+		}
+	}
+}
+
+// deliver POSTs e to h and says how it went.
+func (w *Worker) deliver(ctx context.Context, h rollout.Webhook, e rollout.AuditEvent) rollout.WebhookDelivery {
+	start := w.now()
+	d := rollout.WebhookDelivery{Time: start}
+	body := rollout.WebhookBody(e)
+	ctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(body))
+	if err != nil {
+		d.Error = "the request could not be made: " + err.Error()
+		return d
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "rollout-webhook/1")
+	req.Header.Set("X-Rollout-Signature", rollout.WebhookSignature(h.Secret, body))
+	req.Header.Set("X-Rollout-Event", string(e.Kind))
+	req.Header.Set("X-Rollout-Event-Id", strconv.FormatInt(e.ID, 10))
+	req.Header.Set("X-Rollout-Webhook", h.ID)
+	resp, err := w.client.Do(req)
+	d.Duration = w.now().Sub(start).Milliseconds()
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			d.Error = fmt.Sprintf("no answer within %v (timeout)", w.timeout)
+		} else {
+			// Without the URL, which may hold a secret: the error
+			// reaches the audit trail when it pauses the webhook.
+			if ue, ok := errors.AsType[*url.Error](err); ok {
+				err = ue.Err
+			}
+			d.Error = "the endpoint could not be reached: " + err.Error()
+		}
+		return d
+	}
+	defer resp.Body.Close()
+	d.Status = resp.StatusCode
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		d.Error = fmt.Sprintf("the endpoint answered %s", resp.Status)
+		if len(answer) > 0 {
+			d.Error += ": " + string(bytes.ToValidUTF8(answer[:min(len(answer), 200)], []byte("?")))
+		}
+	}
+	return d
+}
