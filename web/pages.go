@@ -119,6 +119,7 @@ type featurePage struct {
 	LiveRamp      bool       // one is active or paused: no other can start
 	Now           time.Time
 	Data          pageData
+	Targeting     targetingView // rules and bucket_by (targeting.go)
 }
 
 // bucketRow is one bucket in the buckets table.
@@ -198,6 +199,7 @@ func (h *handler) feature(c echo.Context) error {
 		Bar:  newBar(bucketNames(f), shares, colour),
 		Data: pageData{Key: f.Key, Version: f.Version, Tag: f.Tag(), Enabled: f.Enabled, Fallback: f.Fallback},
 	}
+	p.Targeting = targeting(snap, f)
 
 	counts := sample(snap, key, h.sample)
 	p.SampleNone = counts[""]
