@@ -71,6 +71,12 @@ func conditionSentence(c rollout.Condition) string {
 	if c.Op == rollout.OpPresent || c.Op == rollout.OpAbsent {
 		return c.Attribute + " " + words
 	}
+	if sym, ok := strings.CutSuffix(words, " (semver)"); ok {
+		return c.Attribute + " " + sym + " " + valueWords(c.Value) + " (semver)"
+	}
+	if sym, ok := strings.CutSuffix(words, " (number)"); ok {
+		return c.Attribute + " " + sym + " " + valueWords(c.Value)
+	}
 	return c.Attribute + " " + words + " " + valueWords(c.Value)
 }
 
@@ -220,23 +226,19 @@ func (h *handler) testContext(c echo.Context) error {
 
 // testWords says why an evaluation served what it did.
 func testWords(e rollout.Evaluation) string {
-	got := "no bucket (apps use their default)"
-	if e.Bucket != "" {
-		got = e.Bucket
-	}
 	switch e.Reason {
 	case rollout.ReasonTargetingMatch:
-		return "rule " + e.Rule + " matched: serves " + got
+		return "rule " + e.Rule + " matched"
 	case rollout.ReasonOverride:
-		return "the user's override: serves " + got
+		return "the user's override"
 	case rollout.ReasonDisabled:
-		return "the feature is off: serves " + got
+		return "the feature is off"
 	case rollout.ReasonDefault:
-		return "the ring cannot place this context (it lacks the attribute to bucket by): serves " + got
+		return "the context lacks the attribute the ring buckets by"
 	case rollout.ReasonRing:
-		return "no rule matched; the ring serves " + got
+		return "no rule matched: the ring"
 	}
-	return e.Reason + ": " + got
+	return e.Reason
 }
 
 func jsonError(c echo.Context, status int, code, msg string) error {

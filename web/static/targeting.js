@@ -42,6 +42,8 @@
     const words = labels[c.op] || c.op;
     if (c.op === 'in_segment') return words + ' ' + valueText(c.value);
     if (NO_VALUE.includes(c.op)) return c.attribute + ' ' + words;
+    if (words.endsWith(' (semver)')) return c.attribute + ' ' + words.slice(0, -9) + ' ' + valueText(c.value) + ' (semver)';
+    if (words.endsWith(' (number)')) return c.attribute + ' ' + words.slice(0, -9) + ' ' + valueText(c.value);
     return c.attribute + ' ' + words + ' ' + valueText(c.value);
   }
 
@@ -475,7 +477,7 @@
       const a = res.body;
       const bucket = a.bucket === null ? 'no bucket' : a.bucket;
       const answer = el('p', { class: 'test-answer', 'data-bucket': a.bucket === null ? '' : a.bucket, 'data-reason': a.reason, 'data-rule': a.rule || '' },
-        'User ', el('code', {}, a.user), ' gets ', el('b', {}, bucket), ' — ' + a.text + '.');
+        'User ', el('code', {}, a.user), ' gets ', el('b', {}, bucket), ': ' + a.text + '.');
       const detail = el('p', { class: 'hint' }, 'Value ', el('code', { class: 'test-value' }, JSON.stringify(a.value)), ' · version ' + a.version + ' · reason ', el('code', {}, a.reason));
       result.replaceChildren(answer, detail);
       result.hidden = false;
@@ -517,7 +519,7 @@
         const res = await send(req, true);
         setBusy(form, false);
         if (res.error) {
-          showError(form, res.error, res.reload);
+          showError(form, res.error.replace('this feature', 'this segment'), res.reload);
           return;
         }
         const when = body.conditions.length === 0 ? 'everyone' : body.conditions.map(conditionWords).join(' and ');
@@ -530,7 +532,9 @@
         previewBox(form, parts, creating ? 'Create the segment' : 'Apply this change', async () => {
           const r = await send(req, false);
           if (r.error) return r;
-          window.location.assign('/ui/segments?saved=' + encodeURIComponent(key) + '#segment-' + encodeURIComponent(key));
+          // A new query each time: the same URL with a fragment would not reload.
+          const v = r.body.segment ? r.body.segment.version : 0;
+          window.location.assign('/ui/segments?saved=' + encodeURIComponent(key) + '&v=' + v + '#segment-' + encodeURIComponent(key));
           return null;
         });
       });
@@ -553,6 +557,7 @@
         const res = await send({ method: 'DELETE', path: '/api/segments/' + encodeURIComponent(form.dataset.key), tag: form.dataset.tag }, false);
         setBusy(form, false);
         if (res.error) {
+          res.error = res.error.replace('this feature', 'this segment');
           delete button.dataset.armed;
           button.textContent = 'Delete…';
           showError(form, res.error);
