@@ -161,6 +161,7 @@ var routeBodies = map[string]any{
 	"POST /api/features/:key/rollback": map[string]any{"version": 1},
 	"POST /api/exposures":              map[string]any{"batch": "access-matrix", "exposures": []any{}},
 	"POST /api/features/:key/ramps":    map[string]any{"bucket": "A", "steps": []float64{0.9, 1}, "every": "24h"},
+	"POST /ui/features/:key/test":      map[string]any{"user": "u", "context": map[string]any{"plan": "pro"}},
 }
 
 // paramValues are the existing things each path parameter names.
