@@ -11,12 +11,16 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
+	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/store/sqlite"
+	"github.com/rollout/rollout/web"
 )
 
 // elementShot saves the element sel at width, light or dark, as a PNG
@@ -398,6 +402,61 @@ func TestBrowserSegments(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusNotFound {
 		t.Errorf("GET beta after deleting = %d", res.StatusCode)
+	}
+	b.checkConsole()
+}
+
+// TestBrowserTargetingViewer: signed in as a viewer, the feature page says
+// the rules and tests contexts, with no editor; the segments page lists the
+// segments with no form.
+func TestBrowserTargetingViewer(t *testing.T) {
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	tokens, err := rollout.NewTokens(ctx, db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := rollout.NewService(ctx, db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, secret, err := tokens.Create(ctx, "vera", rollout.RoleViewer, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := api.NewAuth(tokens, nil)
+	e := api.New(svc, api.Options{Auth: auth, Plans: testPlanLimits, Routes: web.Routes(svc, web.Options{Sessions: auth})})
+	a := &app{e: e, svc: svc, db: db}
+	a.seed(t)
+	staff := rollout.Segment{Key: "staff", Conditions: []rollout.Condition{{Attribute: "email", Op: rollout.OpEndsWith, Value: json.RawMessage(`"@example.com"`)}}}
+	if _, err := svc.CreateSegment(ctx, staff, rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rules := []rollout.Rule{{Name: "staff", Conditions: []rollout.Condition{{Op: rollout.OpInSegment, Value: json.RawMessage(`"staff"`)}}, Serve: rollout.Serve{Bucket: "on"}}}
+	if _, err := svc.Change(ctx, "dark-mode", rollout.SetRules(rules), rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b := startBrowserOn(t, a)
+	b.do(chromedp.Navigate(b.base+"/ui/login"), waitFor("#token"), fill("#token", secret), chromedp.Submit(chromedp.CSS("#token")), waitFor("#who"))
+	b.do(chromedp.Navigate(b.base+"/ui/features/dark-mode#targeting"), waitFor(`.rules-now li[data-rule=staff]`))
+	if n := evaluate[int](b, `document.querySelectorAll('form[data-targeting=rules], form[data-targeting=bucket-by]').length`); n != 0 {
+		t.Errorf("a viewer's page has %d targeting editors", n)
+	}
+	b.do(fill("#test-user", "u1"), fill("form[data-targeting=test] [name=attr-key]", "email"), fill("form[data-targeting=test] [name=attr-value]", "bo@example.com"),
+		chromedp.Click(chromedp.CSS("form[data-targeting=test] button[type=submit]")), waitFor(".test-answer"))
+	if got := b.text(".test-answer"); got != "User u1 gets on: rule staff matched." {
+		t.Errorf("a viewer's test says %q", got)
+	}
+	b.do(chromedp.Navigate(b.base+"/ui/segments"), waitFor(`li.segment[data-segment=staff]`))
+	if n := evaluate[int](b, `document.querySelectorAll('form').length`); n != 1 { // sign out
+		t.Errorf("a viewer's segments page has %d forms, want only the sign-out one", n)
+	}
+	if got := b.text("#read-only"); !strings.Contains(got, "you can read segments but not change them") {
+		t.Errorf("read-only line %q", got)
 	}
 	b.checkConsole()
 }
