@@ -169,6 +169,12 @@ func TestBrowserRules(t *testing.T) {
 		}
 	}
 	b.shots("targeting-preview", "#targeting")
+	// At 390 px nothing sticks out of its rule card or form.
+	b.do(chromedp.EmulateViewport(390, 900))
+	if out := evaluate[[]string](b, `[...document.querySelectorAll('#targeting input, #targeting select, #targeting button, #targeting p')].filter(e => e.offsetParent).filter(e => { const box = e.closest('li.rule, form, section').getBoundingClientRect(); const r = e.getBoundingClientRect(); return r.right > box.right + 0.5 || r.left < box.left - 0.5 }).map(e => e.outerHTML.slice(0, 80))`); len(out) > 0 {
+		t.Errorf("at 390 px these stick out of their card: %q", out)
+	}
+	b.do(chromedp.EmulateViewport(1280, 900))
 	var f apiRules
 	if b.api("/api/features/dark-mode", &f); f.Version != 1 || len(f.Rules) != 0 {
 		t.Fatalf("after the preview: version %d, rules %v; a preview must change nothing", f.Version, f.Rules)
