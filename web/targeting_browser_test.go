@@ -180,6 +180,16 @@ func TestBrowserRules(t *testing.T) {
 		t.Fatalf("after the preview: version %d, rules %v; a preview must change nothing", f.Version, f.Rules)
 	}
 	b.do(chromedp.Click(chromedp.CSS(form+".preview .apply")), waitFor(`#banner[data-version="2"]`))
+	if got := b.text("#banner h2"); got != "2 populations changed bucket" {
+		t.Errorf("banner after the rules %q", got)
+	}
+	if got := b.text("#banner .populations"); !strings.Contains(got, "users matching in segment staff: the ring → on") {
+		t.Errorf("banner's populations %q", got)
+	}
+	if got := b.text(`#history li[data-version="2"] .populations`); !strings.Contains(got, "users matching in segment staff: the ring → on") {
+		t.Errorf("history's populations %q", got)
+	}
+	b.elementShot("targeting-banner-wide", "#banner", 1280, false)
 	b.api("/api/features/dark-mode", &f)
 	want := `[{"name":"staff","conditions":[{"op":"in_segment","value":"staff"}],"serve":{"bucket":"on"}},` +
 		`{"name":"dach","conditions":[{"attribute":"country","op":"in","value":["DE","AT"]},{"attribute":"app_version","op":"semver_gte","value":"4.2"}],"serve":{"ring":true,"bucket_by":"organization_id"}}]`
