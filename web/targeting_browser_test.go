@@ -303,6 +303,24 @@ func TestBrowserRules(t *testing.T) {
 	if got := b.text("#bucket-by-now"); got != "organization_id" {
 		t.Errorf("the page says bucket by %q", got)
 	}
+
+	// A rule the server refuses: its words next to the form, nothing changed.
+	r3 := ".rule-list li.rule:nth-child(3) "
+	b.do(chromedp.Click(chromedp.CSS("form[data-targeting=rules] .add-rule")), waitFor(r3+"[name=rule-name]"),
+		fill(r3+".cond [name=attribute]", "email"))
+	setSelect(b, r3+".cond [name=op]", "matches")
+	b.do(fill(r3+".cond [name=value]", "(unclosed"), chromedp.Click(chromedp.CSS(form+"button[type=submit]")), waitFor(form+".error:not([hidden])"))
+	if got := b.text(form + ".error"); !strings.Contains(got, "(unclosed") {
+		t.Errorf("refused rule says %q", got)
+	}
+	// And one the page refuses before asking: a condition without its attribute.
+	b.do(fill(r3+".cond [name=attribute]", " "), chromedp.Click(chromedp.CSS(form+"button[type=submit]")), waitFor(form+".error:not([hidden])"))
+	if got := b.text(form + ".error"); got != "Rule 3, condition 1: give the attribute, e.g. country." {
+		t.Errorf("rule without attribute says %q", got)
+	}
+	if b.api("/api/features/dark-mode", &f); f.Version != 4 {
+		t.Errorf("refused rules changed the feature to version %d", f.Version)
+	}
 	b.checkConsole()
 }
 
