@@ -148,6 +148,7 @@ var routeBodies = map[string]any{
 	"POST /ofrep/v1/evaluate/flags/:key":     map[string]any{"context": map[string]any{"targetingKey": "u"}},
 	"POST /ofrep/v1/evaluate/flags":          map[string]any{"context": map[string]any{"targetingKey": "u"}},
 	"POST /api/features":                     map[string]any{"key": "g", "buckets": []any{map[string]any{"name": "A"}}},
+	"POST /api/tokens":                       map[string]any{"name": "matrix", "role": "admin"},
 	"PATCH /api/features/:key":               map[string]any{"description": "changed"},
 	"POST /api/features/:key/buckets":        map[string]any{"name": "Z", "replicas": 5},
 	"PUT /api/features/:key/buckets/:name":   map[string]any{"replicas": 7},
@@ -273,7 +274,7 @@ func TestRouteRoleMatrix(t *testing.T) {
 	for _, r := range g.routes() {
 		route := r.Method + " " + r.Path
 		need := access[route]
-		for _, role := range []string{"none", "client", "sdk", "evaluate", "viewer"} {
+		for _, role := range []string{"none", "client", "sdk", "evaluate", "viewer", "editor"} {
 			lacks := role == "none" || !rollout.Role(role).Allows(need)
 			if need < 0 || !lacks {
 				continue // public, or the role may use the route: below
@@ -308,6 +309,17 @@ func TestRouteRoleMatrix(t *testing.T) {
 	}
 	if after := state(t, g); after != before {
 		t.Errorf("requests by roles that may not write changed the store:\nbefore %s\nafter  %s", before, after)
+	}
+
+	// A purge needs an admin, though the route (an archive) needs an
+	// editor: the route's QueryAccess decides, whatever else the query
+	// holds.
+	for _, role := range []string{"editor", "viewer", "sdk", "client"} {
+		for _, q := range []string{"purge=true", "purge=1", "dry_run=true&purge=true", "purge=true&purge=false", "PURGE=true&purge=yes"} {
+			if got, body := g.send(t, role, "DELETE", "/api/features/f?"+q, nil); got != http.StatusForbidden {
+				t.Errorf("%s DELETE /api/features/f?%s = %d %.120s, want 403", role, q, got, body)
+			}
+		}
 	}
 
 	// The review's case: a viewer may not set or clear an override whose

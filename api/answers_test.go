@@ -92,7 +92,10 @@ func TestAnswersFollowChanges(t *testing.T) {
 	change("override", rollout.SetOverride(users[0], "b"))
 	change("switched off with a fallback", rollout.Patch(nil, ptr(false), ptr("b")))
 	change("switched off without one", rollout.Patch(nil, nil, ptr("")))
-	if _, err := s.svc.Delete(ctx, "f", rollout.ChangeOptions{}); err != nil {
+	if _, err := s.svc.Archive(ctx, "f", rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.svc.Purge(ctx, "f", rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	s.create(rollout.Feature{Key: "f", Enabled: true, Salt: "f",

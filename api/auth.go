@@ -77,13 +77,16 @@ func (a *Auth) middleware(route Route) echo.MiddlewareFunc {
 }
 
 func (a *Auth) check(route Route, next echo.HandlerFunc) echo.HandlerFunc {
-	need := route.Access
 	ui := route.SignIn
-	record := need != rollout.PermEvaluate // see TokenOf
+	record := route.Access != rollout.PermEvaluate // see TokenOf
 	return func(c echo.Context) error {
 		r := c.Request()
 		if r.Method == http.MethodOptions {
 			return next(c) // CORS preflights carry no credentials
+		}
+		need := route.Access
+		if route.QueryAccess.on(r) {
+			need = route.QueryAccess.Access
 		}
 		tok, presented, ok := a.identify(r)
 		if ok && record { // see TokenOf
@@ -254,7 +257,11 @@ func (a *Auth) session(value string) (rollout.Token, bool) {
 	if !ok || a.tokens.SessionEnded(p.session) {
 		return rollout.Token{}, false
 	}
-	return a.tokens.ByID(p.token)
+	tok, ok := a.tokens.ByID(p.token)
+	if ok {
+		a.tokens.Used(tok.ID)
+	}
+	return tok, ok
 }
 
 // loopbackHost reports whether a request's Host names this machine's

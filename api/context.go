@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/labstack/echo/v4"
 
@@ -53,7 +54,9 @@ func hasQueryContext(raw string) bool {
 // being valid JSON that parseOFREP accepted: every member but targetingKey
 // (the user ID) and, for bulk requests, flags. Strings, numbers, booleans
 // and lists of strings are kept; other values are left out, as no rule
-// can test them.
+// can test them. It checks what ValidateContext checks as it reads. The
+// context comes from a pool: the caller gives it back (putContext) once
+// evaluated, and keeps nothing of it.
 func ofrepContext(body []byte, bulk bool, key string) (rollout.Context, error) {
 	i := skipSpace(body, 0)
 	var ctxJSON []byte
@@ -65,28 +68,54 @@ func ofrepContext(body []byte, bulk bool, key string) (rollout.Context, error) {
 	if len(ctxJSON) == 0 || ctxJSON[0] != '{' {
 		return nil, nil
 	}
-	ctx := rollout.Context{}
+	invalid := func(details string) error {
+		return &ofrepError{Key: key, ErrorCode: ofrepInvalidContext, ErrorDetails: details}
+	}
+	ctx := getContext()
 	str := jsonStrings(ctxJSON)
 	for it := (members{b: ctxJSON}); it.next(); {
 		if it.keyIs("targetingKey") || bulk && it.keyIs("flags") {
 			continue
 		}
 		if len(ctx) >= rollout.MaxContextAttrs {
-			return nil, &ofrepError{Key: key, ErrorCode: ofrepInvalidContext, ErrorDetails: "the context has more than " + strconv.Itoa(rollout.MaxContextAttrs) + " attributes"}
+			putContext(ctx)
+			return nil, invalid("the context has more than " + strconv.Itoa(rollout.MaxContextAttrs) + " attributes")
 		}
-		name := jsonString(it.key)
+		if len(it.key) > 4*rollout.MaxAttributeBytes+2 {
+			putContext(ctx)
+			return nil, invalid("a context attribute's name is at most " + strconv.Itoa(4*rollout.MaxAttributeBytes) + " bytes")
+		}
+		name := str(it.key) // a substring of one copy, as the values
 		switch v := it.value; v[0] {
 		case '"':
 			if !readableString(v) {
-				return nil, &ofrepError{Key: key, ErrorCode: ofrepInvalidContext, ErrorDetails: "context." + name + " is not valid UTF-8"}
+				putContext(ctx)
+				return nil, invalid("context." + name + " is not valid UTF-8")
 			}
-			ctx[name] = str(v)
+			s := str(v)
+			if len(s) > rollout.MaxContextValueLen {
+				putContext(ctx)
+				return nil, invalid("context." + name + " is " + strconv.Itoa(len(s)) + " bytes; at most " + strconv.Itoa(rollout.MaxContextValueLen))
+			}
+			ctx[name] = s
 		case 't', 'f':
 			ctx[name] = v[0] == 't'
 		case '[':
-			if list, ok := stringList(v, str); ok {
-				ctx[name] = list
+			list, ok := stringList(v, str)
+			if !ok {
+				continue
 			}
+			if len(list) > rollout.MaxContextList {
+				putContext(ctx)
+				return nil, invalid("context." + name + " is a list of " + strconv.Itoa(len(list)) + "; at most " + strconv.Itoa(rollout.MaxContextList))
+			}
+			for _, s := range list {
+				if len(s) > rollout.MaxContextValueLen {
+					putContext(ctx)
+					return nil, invalid("an entry of context." + name + " is " + strconv.Itoa(len(s)) + " bytes; at most " + strconv.Itoa(rollout.MaxContextValueLen))
+				}
+			}
+			ctx[name] = list
 		case '{', 'n':
 		default:
 			if n, err := strconv.ParseFloat(string(v), 64); err == nil {
@@ -94,10 +123,21 @@ func ofrepContext(body []byte, bulk bool, key string) (rollout.Context, error) {
 			}
 		}
 	}
-	if err := rollout.ValidateContext(ctx); err != nil {
-		return nil, &ofrepError{Key: key, ErrorCode: ofrepInvalidContext, ErrorDetails: rollout.ErrorMessage(err)}
-	}
 	return ctx, nil
+}
+
+// contexts are the maps of OFREP's contexts, reused.
+var contexts = sync.Pool{New: func() any { return make(rollout.Context, 8) }}
+
+func getContext() rollout.Context { return contexts.Get().(rollout.Context) }
+
+// putContext gives ctx back to the pool, emptied; a large one is dropped.
+func putContext(ctx rollout.Context) {
+	if ctx == nil || len(ctx) > 16 {
+		return
+	}
+	clear(ctx)
+	contexts.Put(ctx)
 }
 
 // hashContext adds ctx to d, in the order of its sorted names, so that a

@@ -75,3 +75,11 @@ func HoldSyncEncoding(t interface{ Cleanup(func()) }, n int64) {
 	}
 	t.Cleanup(func() { syncEncodeHook = nil })
 }
+
+// SetMaxActiveTokens sets how many active tokens POST /api/tokens allows
+// until the test ends.
+func SetMaxActiveTokens(t interface{ Cleanup(func()) }, n int) {
+	old := maxActiveTokens
+	maxActiveTokens = n
+	t.Cleanup(func() { maxActiveTokens = old })
+}

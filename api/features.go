@@ -45,6 +45,13 @@ func viewOf(snap *rollout.Snapshot, key string) (featureView, bool) {
 	return newView(f, shares), true
 }
 
+// archivedView is an archived feature as GET /api/features?archived=true
+// lists it.
+type archivedView struct {
+	featureView
+	Archived bool `json:"archived"`
+}
+
 // changeResponse answers every mutation.
 type changeResponse struct {
 	Feature featureView    `json:"feature"`
@@ -61,7 +68,25 @@ type guards struct {
 	Comment string `json:"comment"`
 }
 
+// listFeatures is GET /api/features: the served features; with
+// ?archived=true, the archived ones instead (each with the shares it would
+// serve if restored, and "archived": true).
 func (s *Server) listFeatures(c echo.Context) error {
+	switch a := c.QueryParam("archived"); a {
+	case "", "false":
+	case "true":
+		fs, err := s.svc.ArchivedFeatures(c.Request().Context())
+		if err != nil {
+			return err
+		}
+		out := make([]archivedView, len(fs))
+		for i, f := range fs {
+			out[i] = archivedView{featureView: featureView{Feature: f, Shares: f.Ring().Shares()}, Archived: true}
+		}
+		return c.JSON(http.StatusOK, map[string]any{"features": out})
+	default:
+		return badRequest("archived=%q: give archived=true to list the archived features, or leave it out", a)
+	}
 	snap := s.svc.Snapshot()
 	out := make([]featureView, 0, snap.Len())
 	for _, key := range snap.Keys() {
@@ -76,6 +101,9 @@ func (s *Server) getFeature(c echo.Context) error {
 	key := pathParam(c, "key")
 	v, ok := viewOf(s.svc.Snapshot(), key)
 	if !ok {
+		if _, err := s.svc.ArchivedFeature(c.Request().Context(), key); err == nil {
+			return rollout.Errorf(rollout.ENotFound, "feature %q is archived: restore it (POST /api/features/%s/restore) to serve it again; GET /api/features?archived=true lists the archived features", key, key)
+		}
 		return rollout.Errorf(rollout.ENotFound, "feature %q does not exist", key)
 	}
 	c.Response().Header().Set("ETag", etag(v.Feature))
@@ -144,6 +172,9 @@ func (s *Server) createFeature(c echo.Context) error {
 	if len(f.Rules) == 0 {
 		f.Rules = nil
 	}
+	if err := f.ValidateTargeting(); err != nil {
+		return asBadRequest(err)
+	}
 	if req.Targets != nil {
 		if f.Buckets, err = s.plannedBuckets(c, req); err != nil {
 			return err
@@ -190,9 +221,28 @@ func (s *Server) patchFeature(c echo.Context) error {
 	return s.change(c, req.guards, patchChange(req))
 }
 
-// deleteFeature is DELETE /api/features/K. A dry run answers 200 with the
-// report of the removal; a real one 204.
+// deleteFeature is DELETE /api/features/K: it archives the feature (see
+// archive), answering 204 (a dry run 200 with the report). With
+// ?purge=true, which needs an admin (the route's QueryAccess), it purges
+// an archived feature instead (see purgeFeature).
 func (s *Server) deleteFeature(c echo.Context) error {
+	if purge := c.QueryParam("purge"); purge != "" && purge != "false" {
+		if purge != "true" {
+			return badRequest("purge=%q: give purge=true to purge an archived feature, or leave it out to archive", purge)
+		}
+		return s.purgeFeature(c)
+	}
+	return s.archive(c, http.StatusNoContent)
+}
+
+// archiveFeature is POST /api/features/K/archive: it archives the feature,
+// answering 200 with the feature as it was and the report of its
+// archiving.
+func (s *Server) archiveFeature(c echo.Context) error { return s.archive(c, http.StatusOK) }
+
+// archive stops serving the feature K, keeping it and its history to be
+// restored, and answers status (204: no body).
+func (s *Server) archive(c echo.Context, status int) error {
 	var req guards
 	if err := decodeOptional(c, &req); err != nil {
 		return err
@@ -202,15 +252,69 @@ func (s *Server) deleteFeature(c echo.Context) error {
 		return err
 	}
 	key := pathParam(c, "key")
-	ctx := keepAs(c, func(rollout.Result) (keptAnswer, error) { return keptAnswer{Status: http.StatusNoContent}, nil })
-	res, err := s.svc.Delete(ctx, key, opts)
+	ctx := keepAs(c, func(res rollout.Result) (keptAnswer, error) {
+		if status == http.StatusNoContent {
+			return keptAnswer{Status: status}, nil
+		}
+		return resultAnswer(status, res)
+	})
+	res, err := s.svc.Archive(ctx, key, opts)
 	if err != nil {
 		return err
 	}
 	if res.DryRun {
 		return respond(c, http.StatusOK, res)
 	}
-	s.applied(c, key, res.Feature.Version, "deleted", res.Report.Churn, opts.Actor)
+	s.applied(c, key, res.Feature.Version, "archived", res.Report.Churn, opts.Actor)
+	if status == http.StatusNoContent {
+		return c.NoContent(status)
+	}
+	return respond(c, status, res)
+}
+
+// restoreFeature is POST /api/features/K/restore: the archived feature is
+// served again with its configuration, as a new version; 200 with the
+// feature and the report (users move from no bucket back to theirs).
+func (s *Server) restoreFeature(c echo.Context) error {
+	var req guards
+	if err := decodeOptional(c, &req); err != nil {
+		return err
+	}
+	opts, err := changeOptions(c, req)
+	if err != nil {
+		return err
+	}
+	ctx := keepAs(c, func(res rollout.Result) (keptAnswer, error) { return resultAnswer(http.StatusOK, res) })
+	res, err := s.svc.Restore(ctx, pathParam(c, "key"), opts)
+	if err != nil {
+		return err
+	}
+	s.appliedResult(c, "restored", opts, res)
+	return respond(c, http.StatusOK, res)
+}
+
+// purgeFeature is DELETE /api/features/K?purge=true: the archived feature,
+// its history, exposures and ramps are removed (its audit events stay);
+// 204. A feature that is served is not purged: 409.
+func (s *Server) purgeFeature(c echo.Context) error {
+	var req guards
+	if err := decodeOptional(c, &req); err != nil {
+		return err
+	}
+	opts, err := changeOptions(c, req)
+	if err != nil {
+		return err
+	}
+	if opts.DryRun {
+		return badRequest("a purge has no dry run: list the archived features with GET /api/features?archived=true")
+	}
+	key := pathParam(c, "key")
+	ctx := keepAs(c, func(struct{}) (keptAnswer, error) { return keptAnswer{Status: http.StatusNoContent}, nil })
+	if err := s.svc.Purge(ctx, key, opts); err != nil {
+		return err
+	}
+	c.Set(changeKindKey, "purge") // the route's Change is its archive's
+	s.applied(c, key, 0, "purged", 0, opts.Actor)
 	return c.NoContent(http.StatusNoContent)
 }
 

@@ -111,8 +111,8 @@ func TestEveryMutationHonoursGuards(t *testing.T) {
 	s.must(200, "PATCH", "/api/features/f", map[string]any{"description": "x"}, "If-Match", tag)
 	s.must(200, "PUT", "/api/features/f/overrides/vip", map[string]any{"bucket": "B", "max_churn": 0}, "If-Match", `"2-`+tag[3:])
 	s.must(204, "DELETE", "/api/features/f", nil, "If-Match", s.must(200, "GET", "/api/features/f", nil).header.Get("ETag"))
-	if n := s.versions("f"); n != 0 {
-		t.Fatalf("after delete: %d versions", n)
+	if n := s.versions("f"); n != 3 {
+		t.Fatalf("after an archive: %d versions, want the 3 kept", n)
 	}
 
 	// Create: max_churn counts everyone moving into the new feature's
@@ -134,6 +134,7 @@ func TestIfMatchTagsTheFeature(t *testing.T) {
 	create := map[string]any{"key": "f", "buckets": []any{map[string]any{"name": "A"}, map[string]any{"name": "B"}}}
 	old := s.must(201, "POST", "/api/features", create).header.Get("ETag")
 	s.must(204, "DELETE", "/api/features/f", nil, "If-Match", old)
+	s.must(204, "DELETE", "/api/features/f?purge=true", nil)
 	now := s.must(201, "POST", "/api/features", create).header.Get("ETag")
 	if !strings.HasPrefix(old, `"1-`) || !strings.HasPrefix(now, `"1-`) || old == now {
 		t.Fatalf("ETags of two features f at version 1: %s and %s, want two different \"1-…\" tags", old, now)

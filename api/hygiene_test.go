@@ -156,7 +156,7 @@ func TestMetricsForgetDeletedFeatures(t *testing.T) {
 		}
 	}
 	s.must(204, "DELETE", "/api/features/checkout", nil)
-	if _, err := s.svc.Delete(context.Background(), "banner", rollout.ChangeOptions{}); err != nil {
+	if _, err := s.svc.Archive(context.Background(), "banner", rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, key := range []string{"checkout", "banner"} {
@@ -167,6 +167,7 @@ func TestMetricsForgetDeletedFeatures(t *testing.T) {
 	if total, _ := evaluations("dark-mode"); total != 3 {
 		t.Errorf("dark-mode: %v evaluations counted after other features' deletion, want 3", total)
 	}
+	s.must(204, "DELETE", "/api/features/checkout?purge=true", nil)
 	s.must(201, "POST", "/api/features", `{"key":"checkout","buckets":[{"name":"A"}]}`)
 	s.must(200, "GET", "/evaluate?feature=checkout&user=u1", nil)
 	if total, series := evaluations("checkout"); total != 1 || series != 1 {

@@ -122,7 +122,7 @@ func TestMetrics(t *testing.T) {
 
 		{"rollout_changes_applied_total", []string{"kind", "patch"}, 1}, // the dry run is not counted
 		{"rollout_changes_applied_total", []string{"kind", "add_bucket"}, 1},
-		{"rollout_changes_applied_total", []string{"kind", "delete"}, 1},
+		{"rollout_changes_applied_total", []string{"kind", "archive"}, 1},
 
 		{"rollout_snapshot_features", nil, 5},
 		{"rollout_snapshot_version", nil, version0 + 3},

@@ -231,8 +231,8 @@ func TestChangeLog(t *testing.T) {
 		t.Errorf("change line = %v, want add_bucket of checkout to version 2 with churn 0.2226766", add)
 	}
 	del := changes[1]
-	if del["kind"] != "delete" || del["feature"] != "killed" || del["version"] != 1.0 || del["summary"] != "deleted" || del["churn"] != 0.0 {
-		t.Errorf("delete line = %v, want killed at version 1 with churn 0 (it served no one)", del)
+	if del["kind"] != "archive" || del["feature"] != "killed" || del["version"] != 1.0 || del["summary"] != "archived" || del["churn"] != 0.0 {
+		t.Errorf("archive line = %v, want killed at version 1 with churn 0 (it served no one)", del)
 	}
 }
 

@@ -364,6 +364,7 @@ func (s *Server) ofrepEvaluate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	defer putContext(ctx)
 	o, err := snap.EvaluateOutcomeContext(key, user, ctx)
 	if err != nil {
 		if rollout.ErrorCode(err) == rollout.ENotFound {
@@ -390,6 +391,7 @@ func (s *Server) ofrepEvaluateAll(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	defer putContext(ctx)
 	etag := bulkETag(st, user, flags, ctx)
 	c.Response().Header().Set("ETag", etag)
 	if etagMatches(headerValue(c.Request().Header, "If-None-Match"), etag) {

@@ -229,6 +229,7 @@ func TestOFREPBulkETag(t *testing.T) {
 
 	// A feature deleted and created again the same is a new feature.
 	s.must(204, "DELETE", "/api/features/limit", nil)
+	s.must(204, "DELETE", "/api/features/limit?purge=true", nil)
 	etag4 := bulk("user-1").header.Get("ETag")
 	s.must(201, "POST", "/api/features", map[string]any{"key": "limit", "buckets": []any{
 		map[string]any{"name": "low", "value": 10}, map[string]any{"name": "high", "value": 20}}})

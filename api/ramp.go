@@ -130,7 +130,7 @@ func (s *Server) pauseRamp(c echo.Context) error {
 
 func (s *Server) resumeRamp(c echo.Context) error {
 	return s.moveRamp(c, func(key, id string) (rollout.Ramp, error) {
-		return s.svc.ResumeRamp(keepAs(c, rampAnswer(http.StatusOK)), key, id)
+		return s.svc.ResumeRamp(keepAs(c, rampAnswer(http.StatusOK)), key, id, actorOf(c))
 	})
 }
 

@@ -27,6 +27,10 @@ type Route struct {
 	// text, so that escapes such as %2F, dot segments or doubled slashes
 	// cannot make a request look like another route.
 	Access rollout.Permission
+	// QueryAccess, when not nil, is what a token needs instead of Access
+	// when the request's query turns its parameter on (any value but ""
+	// and "false"): DELETE /api/features/K?purge=true needs an admin.
+	QueryAccess *QueryAccess
 	// Change names the kind of change the route applies, for the change
 	// log and rollout_changes_applied_total ("": none, or "other").
 	Change string
@@ -48,6 +52,22 @@ type Route struct {
 	// after the API's own (access included).
 	Handler    echo.HandlerFunc
 	Middleware []echo.MiddlewareFunc
+}
+
+// QueryAccess is a permission a query parameter calls for (see
+// Route.QueryAccess).
+type QueryAccess struct {
+	Param  string
+	Access rollout.Permission
+}
+
+// on reports whether the request's query turns q's parameter on.
+func (q *QueryAccess) on(r *http.Request) bool {
+	if q == nil {
+		return false
+	}
+	v := r.URL.Query().Get(q.Param)
+	return v != "" && v != "false"
 }
 
 // routes declares the API's routes.
@@ -75,11 +95,16 @@ func (s *Server) routes(opts Options) []Route {
 		{Method: http.MethodGet, Path: "/metrics", Access: rollout.PermRead, Handler: echo.WrapHandler(s.metrics.Handler())},
 
 		// Features, their history and ramps.
-		{Method: http.MethodGet, Path: "/api/features", Access: rollout.PermRead, Handler: s.listFeatures},
+		{Method: http.MethodGet, Path: "/api/features", Access: rollout.PermRead, Handler: s.listFeatures}, // ?archived=true: the archived ones
 		{Method: http.MethodPost, Path: "/api/features", Access: rollout.PermWrite, Change: "create", Handler: s.createFeature},
 		{Method: http.MethodGet, Path: "/api/features/:key", Access: rollout.PermRead, Handler: s.getFeature},
 		{Method: http.MethodPatch, Path: "/api/features/:key", Access: rollout.PermWrite, Change: "patch", Handler: s.patchFeature},
-		{Method: http.MethodDelete, Path: "/api/features/:key", Access: rollout.PermWrite, Change: "delete", Handler: s.deleteFeature},
+		// DELETE archives (as POST …/archive does); with ?purge=true it
+		// purges an archived feature, which only an admin may.
+		{Method: http.MethodDelete, Path: "/api/features/:key", Access: rollout.PermWrite, Change: "archive", Handler: s.deleteFeature,
+			QueryAccess: &QueryAccess{Param: "purge", Access: rollout.PermAdmin}},
+		{Method: http.MethodPost, Path: "/api/features/:key/archive", Access: rollout.PermWrite, Change: "archive", Handler: s.archiveFeature},
+		{Method: http.MethodPost, Path: "/api/features/:key/restore", Access: rollout.PermWrite, Change: "restore", Handler: s.restoreFeature},
 		{Method: http.MethodPost, Path: "/api/features/:key/buckets", Access: rollout.PermWrite, Change: "add_bucket", Handler: s.addBucket},
 		{Method: http.MethodPut, Path: "/api/features/:key/buckets", Access: rollout.PermWrite, Handler: s.setBuckets},
 		{Method: http.MethodPost, Path: "/api/features/:key/plan", Access: rollout.PermRead, Handler: s.plan}, // changes nothing
@@ -93,6 +118,14 @@ func (s *Server) routes(opts Options) []Route {
 		{Method: http.MethodPost, Path: "/api/features/:key/rollback", Access: rollout.PermWrite, Change: "rollback", Handler: s.rollback},
 		{Method: http.MethodGet, Path: "/api/features/:key/versions", Access: rollout.PermRead, Handler: s.listVersions},
 		{Method: http.MethodGet, Path: "/api/changes", Access: rollout.PermRead, Handler: s.listChanges},
+		// The audit trail: pages of JSON, or JSON lines (Accept:
+		// application/x-ndjson), at most maxAuditExport a request.
+		{Method: http.MethodGet, Path: "/api/audit", Access: rollout.PermRead, Handler: s.listAudit},
+		// API tokens: only admins see or change them.
+		{Method: http.MethodGet, Path: "/api/tokens", Access: rollout.PermAdmin, Handler: s.listTokens},
+		{Method: http.MethodPost, Path: "/api/tokens", Access: rollout.PermAdmin, Handler: s.createToken,
+			Middleware: []echo.MiddlewareFunc{tokenCreateLimit()}},
+		{Method: http.MethodDelete, Path: "/api/tokens/:id", Access: rollout.PermAdmin, Handler: s.revokeToken},
 		{Method: http.MethodGet, Path: "/api/features/:key/versions/:version", Access: rollout.PermRead, Handler: s.getVersion},
 		{Method: http.MethodGet, Path: "/api/features/:key/users/:user", Access: rollout.PermRead, Handler: s.userHistory},
 		{Method: http.MethodGet, Path: "/api/features/:key/exposures", Access: rollout.PermRead, Handler: s.exposures},

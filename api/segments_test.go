@@ -143,3 +143,23 @@ func TestSegmentFollowed(t *testing.T) {
 	}
 	_ = api.Options{}
 }
+
+// TestSegmentIdempotency: a change of a segment retried with its
+// Idempotency-Key is answered as the first time, not made twice.
+func TestSegmentIdempotency(t *testing.T) {
+	s := newRulesServer(t)
+	body := `{"key":"staff","conditions":[{"attribute":"email","op":"ends_with","value":"@example.com"}]}`
+	first := s.must(http.StatusCreated, "POST", "/api/segments", body, "Idempotency-Key", "seg-1")
+	again := s.must(http.StatusCreated, "POST", "/api/segments", body, "Idempotency-Key", "seg-1")
+	if string(first.body) != string(again.body) || again.header.Get("ETag") != `"segment-1"` {
+		t.Errorf("retried create: %s %v, first %s", again.body, again.header, first.body)
+	}
+	put := `{"conditions":[{"attribute":"email","op":"ends_with","value":"@example.org"}]}`
+	s.must(http.StatusOK, "PUT", "/api/segments/staff", put, "Idempotency-Key", "seg-2")
+	s.must(http.StatusOK, "PUT", "/api/segments/staff", put, "Idempotency-Key", "seg-2")
+	if seg, _ := s.svc.Snapshot().Segment("staff"); seg.Version != 2 {
+		t.Errorf("after a retried change the segment is at version %d, want 2", seg.Version)
+	}
+	s.must(http.StatusNoContent, "DELETE", "/api/segments/staff", nil, "Idempotency-Key", "seg-3")
+	s.must(http.StatusNoContent, "DELETE", "/api/segments/staff", nil, "Idempotency-Key", "seg-3")
+}

@@ -11,6 +11,7 @@ import (
 // its version carries. Build one with the functions below.
 type Change struct {
 	summary string
+	kind    AuditKind // "": AuditChange
 	apply   func(f *Feature) error
 }
 
@@ -159,6 +160,7 @@ func Patch(description *string, enabled *bool, fallback *string) Change {
 func SetOverride(user, bucket string) Change {
 	return Change{
 		summary: fmt.Sprintf("override: user %s → %s", abbreviate(user), bucket),
+		kind:    AuditOverride,
 		apply: func(f *Feature) error {
 			if err := ValidateUser(user); err != nil {
 				return err
@@ -179,6 +181,7 @@ func SetOverride(user, bucket string) Change {
 func ClearOverride(user string) Change {
 	return Change{
 		summary: fmt.Sprintf("override cleared: user %s", abbreviate(user)),
+		kind:    AuditOverride,
 		apply: func(f *Feature) error {
 			if _, ok := f.Overrides[user]; !ok {
 				return Errorf(ENotFound, "feature %q has no override for user %q", f.Key, user)
@@ -208,6 +211,7 @@ func Reshuffle(salt string) Change {
 func rollbackTo(old Feature) Change {
 	return Change{
 		summary: fmt.Sprintf("rolled back to version %d", old.Version),
+		kind:    AuditRollback,
 		apply: func(f *Feature) error {
 			f.Description = old.Description
 			f.Enabled = old.Enabled

@@ -61,9 +61,18 @@
 // steps that are due, on whichever instance gets to them first, and
 // RunRamps does so at an interval.
 //
+// Archive and audit (archive.go, audit.go). Archive stops serving a
+// feature but keeps it and its history; Restore serves it again as a new
+// version; Purge removes an archived one (ArchiveStore). Every action is an
+// AuditEvent that the store writes in the action's own transaction and
+// never edits or deletes (AuditStore): each version's (VersionEvent, its
+// Kind), ramps' (RampEvent), tokens'; ShareSummary words a report in
+// percentages.
+//
 // Tokens and sessions (token.go). API tokens have a Role (admin, editor,
 // viewer, evaluate) that Allows a Permission; Tokens authenticates their
-// secrets from memory and follows their changes; the dashboard's sessions
+// secrets from memory and follows their changes, noting when each was last
+// used; the dashboard's sessions
 // that signed out are kept until they expire (TokenStore).
 //
 // Exposures (exposure.go). What evaluations served, counted by feature,

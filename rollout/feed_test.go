@@ -89,8 +89,12 @@ func TestSyncFollowsAnotherInstance(t *testing.T) {
 		t.Fatalf("change with an old tag: err = %v, want %s", err, rollout.EPrecondition)
 	}
 
-	// Deleted on two, the key is free on one although its snapshot has it.
-	if _, err := two.Delete(ctx, "f", rollout.ChangeOptions{}); err != nil {
+	// Archived and purged on two, the key is free on one although its
+	// snapshot has it.
+	if _, err := two.Archive(ctx, "f", rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := two.Purge(ctx, "f", rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	mustCreate(t, one, abc("f"))

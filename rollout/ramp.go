@@ -97,6 +97,10 @@ type Ramp struct {
 	Revision  int       `json:"revision"` // grows by one with each update of the ramp
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// UpdatedBy is who made the last update by hand (pause, resume,
+	// cancel); "" when the ramp made it itself (a step). The store's
+	// audit event of the update names them.
+	UpdatedBy string `json:"updated_by,omitempty"`
 }
 
 // Live reports whether the ramp may still apply steps (active or paused).
@@ -305,7 +309,7 @@ func (s *Service) Ramp(ctx context.Context, key, id string) (Ramp, error) {
 // PauseRamp pauses the active ramp id of the feature key. It returns
 // EConflict when the ramp is not active.
 func (s *Service) PauseRamp(ctx context.Context, key, id, actorName string) (Ramp, error) {
-	return s.moveRamp(ctx, key, id, func(r *Ramp) error {
+	return s.moveRamp(ctx, key, id, actorName, func(r *Ramp) error {
 		if r.State != RampActive {
 			return Errorf(EConflict, "ramp %q is %s, not active: only an active ramp can be paused", id, r.State)
 		}
@@ -317,8 +321,8 @@ func (s *Service) PauseRamp(ctx context.Context, key, id, actorName string) (Ram
 // ResumeRamp makes the paused ramp id active again; steps whose time has
 // passed apply at the runner's next pass, one after the other. It returns
 // EConflict when the ramp is not paused.
-func (s *Service) ResumeRamp(ctx context.Context, key, id string) (Ramp, error) {
-	return s.moveRamp(ctx, key, id, func(r *Ramp) error {
+func (s *Service) ResumeRamp(ctx context.Context, key, id, actorName string) (Ramp, error) {
+	return s.moveRamp(ctx, key, id, actorName, func(r *Ramp) error {
 		if r.State != RampPaused {
 			return Errorf(EConflict, "ramp %q is %s, not paused: only a paused ramp can be resumed", id, r.State)
 		}
@@ -330,7 +334,7 @@ func (s *Service) ResumeRamp(ctx context.Context, key, id string) (Ramp, error) 
 // CancelRamp ends the live ramp id for good; the feature keeps the steps
 // applied so far. It returns EConflict when the ramp is done or canceled.
 func (s *Service) CancelRamp(ctx context.Context, key, id, actorName string) (Ramp, error) {
-	return s.moveRamp(ctx, key, id, func(r *Ramp) error {
+	return s.moveRamp(ctx, key, id, actorName, func(r *Ramp) error {
 		if !r.Live() {
 			return Errorf(EConflict, "ramp %q is %s already", id, r.State)
 		}
@@ -341,7 +345,8 @@ func (s *Service) CancelRamp(ctx context.Context, key, id, actorName string) (Ra
 
 // moveRamp applies move to the stored ramp and stores the result, reading
 // the ramp again when a step (or another instance) updated it meanwhile.
-func (s *Service) moveRamp(ctx context.Context, key, id string, move func(*Ramp) error) (Ramp, error) {
+// actorName is who moves it, for the audit trail.
+func (s *Service) moveRamp(ctx context.Context, key, id, actorName string, move func(*Ramp) error) (Ramp, error) {
 	for attempt := 0; ; attempt++ {
 		r, err := s.Ramp(ctx, key, id)
 		if err != nil {
@@ -352,6 +357,7 @@ func (s *Service) moveRamp(ctx context.Context, key, id string, move func(*Ramp)
 		}
 		r.Revision++
 		r.UpdatedAt = s.now().UTC()
+		r.UpdatedBy = actor(ChangeOptions{Actor: actorName})
 		Settle(ctx, r, r.UpdatedAt)
 		err = s.store.UpdateRamp(ctx, r)
 		if ErrorCode(err) == EConflict && attempt < 3 {
@@ -436,13 +442,14 @@ func (s *Service) stepRamp(ctx context.Context, r Ramp) (Ramp, bool, error) {
 	now := s.now().UTC()
 	pause := func(format string, args ...any) (Ramp, bool, error) {
 		next := r.Clone()
+		next.UpdatedBy = ""
 		next.State, next.Reason = RampPaused, fmt.Sprintf("step %d of %d: ", i+1, len(r.Steps))+fmt.Sprintf(format, args...)
 		next.Revision++
 		next.UpdatedAt = now
 		return next, false, s.store.UpdateRamp(ctx, next)
 	}
 	if cur == nil || cur.feature.ID != r.FeatureID {
-		return pause("feature %q was deleted", r.Feature)
+		return pause("feature %q was archived (or purged): restore it, then resume the ramp", r.Feature)
 	}
 	f := cur.feature
 	b, ok := f.Bucket(r.Bucket)
@@ -472,6 +479,7 @@ func (s *Service) stepRamp(ctx context.Context, r Ramp) (Ramp, bool, error) {
 		ch = rampReplicasChange(r.Bucket, replicas, fmt.Sprintf("ramp %s: step %d of %d, %s", r.Bucket, i+1, len(r.Steps), percent(step.Share)))
 	}
 	next := r.Clone()
+	next.UpdatedBy = ""
 	next.Next++
 	next.Revision++
 	next.UpdatedAt = now
@@ -485,7 +493,7 @@ func (s *Service) stepRamp(ctx context.Context, r Ramp) (Ramp, bool, error) {
 		// to change, the step is done.
 		return next, false, s.store.UpdateRamp(ctx, next)
 	}
-	opts := ChangeOptions{Actor: RampActor, MaxChurn: r.MaxChurn}
+	opts := ChangeOptions{Actor: RampActorFor(r), MaxChurn: r.MaxChurn}
 	_, err = s.applyWith(ctx, cur, ch, opts, func(f Feature, v Version) error {
 		next.Steps[i].Version = f.Version
 		return s.store.ApplyRampStep(ctx, f, v, next)
@@ -580,7 +588,7 @@ const shareSlack = plan.ShareSlack
 // rampReplicasChange sets the replicas of bucket, as a ramp step.
 func rampReplicasChange(bucket string, replicas int, summary string) Change {
 	ch := UpdateBucket(bucket, &replicas, nil)
-	ch.summary = summary
+	ch.summary, ch.kind = summary, AuditRampStep
 	return ch
 }
 
@@ -591,6 +599,7 @@ func rampReplicasChange(bucket string, replicas int, summary string) Change {
 func rampFinal(bucket string, replicas int, summary string) Change {
 	return Change{
 		summary: summary,
+		kind:    AuditRampStep,
 		apply: func(f *Feature) error {
 			for i := range f.Buckets {
 				f.Buckets[i].Replicas = 0

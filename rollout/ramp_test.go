@@ -151,8 +151,8 @@ func TestRampUsersStayIn(t *testing.T) {
 	for i, v := range vs[:5] {
 		step := 5 - i
 		want := fmt.Sprintf("ramp on: step %d of 5, %g %%", step, 100*fiveSteps[step-1])
-		if v.Actor != rollout.RampActor || v.Summary != want {
-			t.Errorf("version %d: actor %q, summary %q; want %q, %q", v.Version, v.Actor, v.Summary, rollout.RampActor, want)
+		if v.Actor != rollout.RampActorFor(r) || v.Summary != want {
+			t.Errorf("version %d: actor %q, summary %q; want %q, %q", v.Version, v.Actor, v.Summary, rollout.RampActorFor(r), want)
 		}
 	}
 	got := rampOf(t, svc, r)
@@ -265,7 +265,7 @@ func checkOneVersionPerStep(t *testing.T, svc *rollout.Service, r rollout.Ramp) 
 	}
 	var want []string
 	for i, s := range r.Steps {
-		want = append(want, fmt.Sprintf("ramp: ramp on: step %d of %d, %g %%", i+1, len(r.Steps), 100*s.Share))
+		want = append(want, fmt.Sprintf("%s: ramp on: step %d of %d, %g %%", rollout.RampActorFor(r), i+1, len(r.Steps), 100*s.Share))
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("history after creation:\n%s\nwant one version per step:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -315,7 +315,7 @@ func TestRampPauses(t *testing.T) {
 				t.Errorf("the feature moved from version %d to %d, want no change", before.Version, after.Version)
 			}
 			// Resumed, the step meets the same problem and pauses again.
-			if _, err := svc.ResumeRamp(ctx, "f", r.ID); err != nil {
+			if _, err := svc.ResumeRamp(ctx, "f", r.ID, "bob"); err != nil {
 				t.Fatalf("ResumeRamp = %v", err)
 			}
 			svc.ApplyDueRamps(ctx)
@@ -325,7 +325,7 @@ func TestRampPauses(t *testing.T) {
 			if _, err := svc.CancelRamp(ctx, "f", r.ID, "ops"); err != nil {
 				t.Fatalf("CancelRamp = %v", err)
 			}
-			_, err := svc.ResumeRamp(ctx, "f", r.ID)
+			_, err := svc.ResumeRamp(ctx, "f", r.ID, "bob")
 			wantErrorCode(t, "ResumeRamp(canceled)", err, rollout.EConflict)
 		})
 	}
@@ -374,7 +374,7 @@ func TestRampPauseResume(t *testing.T) {
 		t.Fatalf("plan gives on %d replicas, not more than %d", planned, onNow.Replicas)
 	}
 	mustChange(t, svc, "f", rollout.UpdateBucket("on", &planned, nil))
-	if _, err := svc.ResumeRamp(ctx, "f", r.ID); err != nil {
+	if _, err := svc.ResumeRamp(ctx, "f", r.ID, "bob"); err != nil {
 		t.Fatalf("ResumeRamp = %v", err)
 	}
 	if n, err := svc.ApplyDueRamps(ctx); n != 1 || err != nil {
@@ -428,28 +428,27 @@ func TestCreateRampRefuses(t *testing.T) {
 	wantErrorCode(t, "CreateRamp(second live ramp)", err, rollout.EConflict)
 }
 
-// TestRampFeatureDeleted: a feature deleted and made again under the same
-// key is another feature: the old ramp pauses, and changes nothing of the
-// new one; once it is canceled, the new feature may have a ramp.
-func TestRampFeatureDeleted(t *testing.T) {
+// TestRampFeatureArchived: the ramp of an archived feature pauses; once
+// the feature is restored, the paused ramp may be canceled for a new one;
+// a purge removes the feature's ramps, so the key may ramp again.
+func TestRampFeatureArchived(t *testing.T) {
 	ctx := context.Background()
 	clock := newTestClock()
 	svc := openServices(t, 1, clock.clock())[0]
 	mustCreate(t, svc, onOff("f", 2, 100))
 	r := mustRamp(t, svc, "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.5}, Start: clock.Now().Add(time.Hour)})
-	if _, err := svc.Delete(ctx, "f", rollout.ChangeOptions{}); err != nil {
+	if _, err := svc.Archive(ctx, "f", rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	mustCreate(t, svc, onOff("f", 2, 100))
 	clock.Add(time.Hour)
 	if n, err := svc.ApplyDueRamps(ctx); n != 0 || err != nil {
 		t.Fatalf("ApplyDueRamps = %d, %v; want 0, nil", n, err)
 	}
-	if got := rampOf(t, svc, r); got.State != rollout.RampPaused || !strings.Contains(got.Reason, `feature "f" was deleted`) {
-		t.Errorf("ramp %s, reason %q; want paused, the feature deleted", got.State, got.Reason)
+	if got := rampOf(t, svc, r); got.State != rollout.RampPaused || !strings.Contains(got.Reason, `feature "f" was archived`) {
+		t.Errorf("ramp %s, reason %q; want paused, the feature archived", got.State, got.Reason)
 	}
-	if f, _ := svc.Snapshot().Feature("f"); f.Version != 1 {
-		t.Errorf("the new feature is at version %d, want 1", f.Version)
+	if _, err := svc.Restore(ctx, "f", rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	spec := rollout.RampSpec{Bucket: "on", Shares: []float64{0.5}}
 	_, err := svc.CreateRamp(ctx, "f", spec, "")
@@ -457,6 +456,18 @@ func TestRampFeatureDeleted(t *testing.T) {
 	if _, err := svc.CancelRamp(ctx, "f", r.ID, ""); err != nil {
 		t.Fatal(err)
 	}
+	mustRamp(t, svc, "f", spec)
+
+	if _, err := svc.Archive(ctx, "f", rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Purge(ctx, "f", rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if rs, err := svc.Ramps(ctx, ""); err != nil || len(rs) != 0 {
+		t.Errorf("Ramps() after the purge = %v, %v; want none", rs, err)
+	}
+	mustCreate(t, svc, onOff("f", 2, 100))
 	mustRamp(t, svc, "f", spec)
 }
 

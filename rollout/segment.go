@@ -19,6 +19,20 @@ import (
 // as they follow any change of a feature. A segment in use cannot be
 // deleted. Segments cannot use in_segment, so they never loop.
 
+// The audit kinds of segments' changes. A change of a segment also
+// records a change of each feature that uses it (their new versions).
+const (
+	AuditSegmentCreate AuditKind = "segment_create" // a segment was created
+	AuditSegmentChange AuditKind = "segment_change" // a segment's conditions or description changed
+	AuditSegmentDelete AuditKind = "segment_delete" // a segment was deleted
+)
+
+// SegmentEvent returns the audit event of a segment's version v, of kind.
+func SegmentEvent(kind AuditKind, v SegmentVersion) AuditEvent {
+	return AuditEvent{Time: v.Time, Actor: v.Actor, Kind: kind, Subject: v.Config.Key,
+		Summary: "segment " + v.Config.Key + " " + v.Summary, Comment: v.Comment, Version: v.Version}
+}
+
 // CommitSegment is the kind of the commit of a segment created, changed
 // or deleted.
 const CommitSegment CommitKind = "segment"
@@ -32,16 +46,17 @@ type SegmentStore interface {
 	// Segments returns every segment, ordered by key.
 	Segments(ctx context.Context) ([]Segment, error)
 	// CreateSegment stores a new segment at version 1 with its first
-	// history entry, and a CommitSegment.
+	// history entry, its audit event (SegmentEvent) and a CommitSegment.
 	CreateSegment(ctx context.Context, seg Segment, v SegmentVersion) error
 	// UpdateSegment replaces the stored segment, which must be at version
-	// seg.Version-1, with seg and appends v; and, in the same
+	// seg.Version-1, with seg and appends v (with its audit event); and, in the same
 	// transaction, writes each of features as UpdateFeature does (each
 	// Version's Config at its Version, the stored one below it).
 	UpdateSegment(ctx context.Context, seg Segment, v SegmentVersion, features []Version) error
 	// DeleteSegment removes the segment, which must be at version, with
-	// its history; EConflict when a stored feature's rules use it.
-	DeleteSegment(ctx context.Context, key string, version int) error
+	// its history, recording e (SegmentEvent of AuditSegmentDelete) in the
+	// audit trail; EConflict when a stored feature's rules use it.
+	DeleteSegment(ctx context.Context, key string, version int, e AuditEvent) error
 	// SegmentVersions returns the segment's history, newest first, at
 	// most limit entries (all when limit <= 0) below version before (no
 	// bound when before <= 0).
@@ -319,6 +334,9 @@ func (s *Service) updateSegment(ctx context.Context, key, description string, co
 // DeleteSegment removes the segment key and its history. A segment that
 // a feature's rules use is refused (EConflict, naming the features).
 func (s *Service) DeleteSegment(ctx context.Context, key string, opts ChangeOptions) (SegmentResult, error) {
+	if err := validateComment(opts.Comment); err != nil {
+		return SegmentResult{}, err
+	}
 	if err := s.mu.lock(ctx); err != nil {
 		return SegmentResult{}, err
 	}
@@ -342,8 +360,10 @@ func (s *Service) DeleteSegment(ctx context.Context, key string, opts ChangeOpti
 	if opts.DryRun {
 		return res, nil
 	}
-	Settle(ctx, res, s.now())
-	if err := s.store.DeleteSegment(ctx, key, cur.segment.Version); err != nil {
+	now := s.now().UTC()
+	Settle(ctx, res, now)
+	gone := SegmentVersion{Version: cur.segment.Version, Actor: actor(opts), Time: now, Summary: "deleted", Comment: opts.Comment, Config: cur.segment}
+	if err := s.store.DeleteSegment(ctx, key, cur.segment.Version, SegmentEvent(AuditSegmentDelete, gone)); err != nil {
 		return SegmentResult{}, err
 	}
 	segs := maps.Clone(s.Snapshot().segments)

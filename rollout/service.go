@@ -182,7 +182,7 @@ func (s *Service) Create(ctx context.Context, f Feature, opts ChangeOptions) (Re
 	if opts.DryRun {
 		return res, nil
 	}
-	v := Version{Version: 1, Actor: actor(opts), Time: now, Summary: "created", Comment: opts.Comment, Config: f, OverrideCount: len(f.Overrides), Report: rep}
+	v := Version{Version: 1, Actor: actor(opts), Time: now, Summary: "created", Comment: opts.Comment, Config: f, OverrideCount: len(f.Overrides), Report: rep, Kind: AuditCreate}
 	Settle(ctx, res, now)
 	if err := s.store.CreateFeature(ctx, f, v); err != nil {
 		if ErrorCode(err) == EConflict { // created elsewhere meanwhile: serve it
@@ -237,35 +237,6 @@ func (s *Service) Rollback(ctx context.Context, key string, n int, opts ChangeOp
 	}, func() (Result, error) {
 		return s.applyHeld(ctx, key, back, opts)
 	})
-}
-
-// Delete removes the feature key and its history. The result holds the
-// feature as it was and the report of its removal: every user who had a
-// bucket has none afterwards.
-func (s *Service) Delete(ctx context.Context, key string, opts ChangeOptions) (Result, error) {
-	if err := s.mu.lock(ctx); err != nil {
-		return Result{}, err
-	}
-	defer s.mu.Unlock()
-	return s.onFresh(ctx, key, opts, func(cur *compiled) (Result, error) {
-		gone := cur.feature.Clone()
-		gone.Version, gone.Enabled, gone.Fallback = 0, false, "" // serves no one
-		rep := newReport(cur, compile(gone))
-		if err := checkChurn(rep, opts); err != nil {
-			return Result{}, err
-		}
-		res := Result{Feature: cur.feature, Report: rep, Shares: maps.Clone(cur.shares), DryRun: opts.DryRun}
-		if opts.DryRun {
-			return res, nil
-		}
-		Settle(ctx, res, s.now())
-		if err := s.store.DeleteFeature(ctx, key, cur.feature.Version); err != nil {
-			return Result{}, err
-		}
-		s.swap(key, nil)
-		s.committed()
-		return res, nil
-	}, nil)
 }
 
 // checkChurn refuses, with EChurn and the report, a change that moves more
@@ -493,7 +464,7 @@ func (s *Service) prepare(cur *compiled, ch Change, opts ChangeOptions) (Result,
 		return Result{}, Version{}, nil, err
 	}
 	res := Result{Feature: next, Report: rep, Shares: maps.Clone(cc.shares), DryRun: opts.DryRun}
-	v := Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: ch.summary, Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: rep}
+	v := Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: ch.summary, Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: rep, Kind: ch.kind}
 	return res, v, cc, nil
 }
 

@@ -368,15 +368,15 @@ func TestGuardsOnEveryChange(t *testing.T) {
 
 	// Delete: a dry run reports that everyone loses their bucket and keeps
 	// the feature; max_churn and a stale tag refuse it.
-	res, err := svc.Delete(ctx, "f", rollout.ChangeOptions{DryRun: true})
+	res, err := svc.Archive(ctx, "f", rollout.ChangeOptions{DryRun: true})
 	if err != nil || !res.DryRun || res.Report.Churn != 1 || len(res.Report.SharesAfter) != 0 {
 		t.Fatalf("Delete dry run = %+v, %v; want churn 1 and no shares after", res.Report, err)
 	}
-	if _, err := svc.Delete(ctx, "f", rollout.ChangeOptions{MaxChurn: ptr(0.99)}); rollout.ErrorCode(err) != rollout.EChurn {
+	if _, err := svc.Archive(ctx, "f", rollout.ChangeOptions{MaxChurn: ptr(0.99)}); rollout.ErrorCode(err) != rollout.EChurn {
 		t.Fatalf("Delete with max_churn 0.99: err = %v, want %s", err, rollout.EChurn)
 	}
 	mustChange(t, svc, "f", rollout.Patch(ptr("described"), nil, nil))
-	if _, err := svc.Delete(ctx, "f", rollout.ChangeOptions{IfMatch: before.Tag()}); rollout.ErrorCode(err) != rollout.EPrecondition {
+	if _, err := svc.Archive(ctx, "f", rollout.ChangeOptions{IfMatch: before.Tag()}); rollout.ErrorCode(err) != rollout.EPrecondition {
 		t.Fatalf("Delete with the tag of version 1 at version 2: err = %v, want %s", err, rollout.EPrecondition)
 	}
 	if vs, err := svc.Versions(ctx, "f", 0, 0); err != nil || len(vs) != 2 {
@@ -386,7 +386,10 @@ func TestGuardsOnEveryChange(t *testing.T) {
 	// Deleted and created again, the feature's tags differ even at the
 	// same version, so a tag of the old one never applies to the new.
 	now, _ := svc.Snapshot().Feature("f")
-	if _, err := svc.Delete(ctx, "f", rollout.ChangeOptions{IfMatch: now.Tag()}); err != nil {
+	if _, err := svc.Archive(ctx, "f", rollout.ChangeOptions{IfMatch: now.Tag()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Purge(ctx, "f", rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	mustCreate(t, svc, abc("f"))

@@ -23,6 +23,10 @@ type Version struct {
 	// Seq orders versions of every feature in the order they were
 	// written. Only Store.Changes sets it: it is the audit log's cursor.
 	Seq int64 `json:"seq,omitempty"`
+	// Kind is the kind of audit event that records the version (see
+	// VersionEvent); "" for a change (a create at version 1). Stores do
+	// not keep it in the version: its audit event holds it.
+	Kind AuditKind `json:"-"`
 }
 
 // ChangeQuery selects entries of the audit log (Store.Changes).
@@ -36,7 +40,8 @@ type ChangeQuery struct {
 // Store keeps features and their history. Each method is atomic: a change's
 // feature row, version and report are written together or not at all.
 //
-// Every committed change of a feature (create, update, delete) or of a token
+// Every committed change of a feature (create, update, archive, restore,
+// purge) or of a token
 // (create, revoke) also writes a Commit in the same transaction, numbered by
 // a revision that grows by one with each commit, in commit order: a reader
 // that sees revision n committed sees every commit below n too. Refused
@@ -48,7 +53,11 @@ type ChangeQuery struct {
 // one, EUnavailable when the database cannot be reached or written (busy,
 // locked, full, read-only); anything else is a failure of the store.
 type Store interface {
-	// Features returns the current configuration of every feature.
+	// Features returns the current configuration of every served feature:
+	// archived ones are left out, and Feature, UpdateFeature and
+	// UpdateFeatureWith answer ENotFound for them (see ArchiveStore).
+	// Every write that appends a version also records its audit event
+	// (VersionEvent) in the same transaction.
 	Features(ctx context.Context) ([]Feature, error)
 	// CreateFeature stores a new feature at version 1 with its first
 	// history entry.
@@ -62,9 +71,6 @@ type Store interface {
 	// between: it never fails with EConflict for a version that moved on.
 	// next's error is returned as is, and nothing is written then.
 	UpdateFeatureWith(ctx context.Context, key string, next func(cur Feature) (Feature, Version, error)) error
-	// DeleteFeature removes the feature at the given version and its
-	// history.
-	DeleteFeature(ctx context.Context, key string, version int) error
 	// Versions returns the feature's history, newest first, at most limit
 	// entries (all when limit <= 0) with a version below before (no bound
 	// when before <= 0), each with its whole configuration, overrides
@@ -119,6 +125,8 @@ type Store interface {
 	// EUnavailable when the database cannot be written.
 	CheckWrite(ctx context.Context) error
 
+	ArchiveStore
+	AuditStore
 	RampStore
 	IdempotencyStore
 	SegmentStore

@@ -181,7 +181,7 @@ func TestApplySync(t *testing.T) {
 	}
 	mustChange(t, svc, "a", rollout.SetOverride("u5", "C"))
 	mustChange(t, svc, "b", rollout.Patch(nil, ptr(false), nil))
-	if _, err := svc.Delete(ctx, "c", rollout.ChangeOptions{}); err != nil {
+	if _, err := svc.Archive(ctx, "c", rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	d := abc("d")

@@ -927,3 +927,14 @@ func describeServe(s Serve) string {
 func DescribeRule(r Rule) string {
 	return fmt.Sprintf("%s: if %s → serve %s", r.Name, describeConditions(r.Conditions), describeServe(r.Serve))
 }
+
+// ValidateTargeting reports what is wrong with f's rules and bucket_by
+// alone (Validate checks them too, among the rest): callers that answer
+// targeting's mistakes apart use it first.
+func (f Feature) ValidateTargeting() error {
+	buckets := make(map[string]bool, len(f.Buckets))
+	for _, b := range f.Buckets {
+		buckets[b.Name] = true
+	}
+	return validateTargeting(&f, buckets)
+}

@@ -439,3 +439,30 @@ func BenchmarkRulesRatio(b *testing.B) {
 	b.ReportMetric(float64(tPlain)/float64(b.N*batch), "plain-ns/eval")
 	b.ReportMetric(float64(tRules)/float64(b.N*batch), "rules-ns/eval")
 }
+
+// FuzzCondition: any operator and value either compiles or is refused
+// with EInvalid, and a compiled condition tests any context value without
+// panicking.
+func FuzzCondition(f *testing.F) {
+	for _, op := range Operators {
+		f.Add(op, `"x"`, "x", 1.5)
+	}
+	f.Add(OpIn, `["a","b"]`, "a", 0.0)
+	f.Add(OpMatches, `"(a+)+$"`, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!", 0.0)
+	f.Add(OpSemverGt, `"1.0.0-rc.1"`, "1.0.0-rc.1.2", 0.0)
+	f.Add(OpLt, `1e400`, "1e400", 0.0)
+	f.Add(OpEq, `{"a":[1]}`, "", 0.0)
+	f.Fuzz(func(t *testing.T, op, value, s string, n float64) {
+		cc, err := compileCondition(Condition{Attribute: "a", Op: op, Value: json.RawMessage(value)}, false)
+		if err != nil {
+			if ErrorCode(err) != EInvalid {
+				t.Fatalf("%s %s: %v, want EInvalid", op, value, err)
+			}
+			return
+		}
+		for _, v := range []any{s, n, true, []string{s, "x"}, []any{s, 1.0}, nil, map[string]any{"k": s}} {
+			cc.holds(Context{"a": v})
+		}
+		cc.holds(nil)
+	})
+}

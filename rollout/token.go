@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -84,7 +85,17 @@ type Token struct {
 	Hash      string     `json:"-"`
 	CreatedAt time.Time  `json:"created_at"`
 	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	// CreatedBy is who created the token ("" before it was recorded).
+	CreatedBy string `json:"created_by,omitempty"`
+	// LastUsedAt is about when the token last authenticated a request
+	// (recorded at most once per TokenUseResolution); nil: not since it
+	// is recorded.
+	LastUsedAt *time.Time `json:"last_used_at"`
 }
+
+// TokenUseResolution is how finely a token's last use is recorded: a
+// token used all the time costs one write of the store per this period.
+const TokenUseResolution = time.Minute
 
 var tokenNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$`)
 
@@ -115,12 +126,18 @@ func HashToken(secret string) string {
 
 // TokenStore keeps API tokens.
 type TokenStore interface {
-	// CreateToken stores t; EConflict if an active token has its name.
+	// CreateToken stores t and records its audit event (token_create, by
+	// t.CreatedBy); EConflict if an active token has its name.
 	CreateToken(ctx context.Context, t Token) error
 	// Tokens returns every token, revoked ones included, oldest first.
 	Tokens(ctx context.Context) ([]Token, error)
-	// RevokeToken revokes the active token of that name; ENotFound if none.
-	RevokeToken(ctx context.Context, name string, at time.Time) error
+	// RevokeToken revokes the active token of that name and records its
+	// audit event (token_revoke, by actor); ENotFound if none.
+	RevokeToken(ctx context.Context, name string, at time.Time, actor string) error
+	// TouchTokens records when tokens were last used, by ID: each
+	// token's last_used_at becomes the later of the stored one and the
+	// given one. It is no change: no commit, no audit event.
+	TouchTokens(ctx context.Context, used map[string]time.Time) error
 	// EndSession records that a dashboard session signed out, until it
 	// expires; its commit is a token commit keyed SessionCommitKey, written
 	// only when the session was not ended already.
@@ -147,6 +164,28 @@ type Tokens struct {
 	// be stored after the refresh that followed the revoke.
 	mu    sync.Mutex
 	state atomic.Pointer[tokenState]
+	uses  map[string]*tokenUse // by token ID; guarded by mu
+}
+
+// tokenUse says whether a token was used since its last use was saved
+// (set by Authenticate, an atomic load on its path once set) and when that
+// save was, in Unix seconds (by Refresh).
+type tokenUse struct {
+	dirty atomic.Bool
+	saved atomic.Int64
+}
+
+// mark notes a use.
+func (u *tokenUse) mark() {
+	if u != nil && !u.dirty.Load() {
+		u.dirty.Store(true)
+	}
+}
+
+// matchedToken is an entry of tokenState.matched.
+type matchedToken struct {
+	tok Token
+	use *tokenUse
 }
 
 // tokenState is one consistent view of the tokens: readers load it once.
@@ -155,6 +194,8 @@ type tokenState struct {
 	byID     map[string]Token            // the same, by ID
 	ended    map[string]bool             // dashboard sessions that signed out
 	enforced bool
+	// uses are the active tokens' uses, by ID (shared between states).
+	uses map[string]*tokenUse
 	// changed is closed when a refresh replaces this state (see Changed).
 	changed chan struct{}
 	// matched holds the secrets Authenticate found in bySum, so that a
@@ -180,6 +221,9 @@ func NewTokens(ctx context.Context, store TokenStore, clock Clock) (*Tokens, err
 func (t *Tokens) Refresh(ctx context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	// A failed save of the uses does not keep the tokens from being
+	// refreshed: they are saved at the next refresh.
+	saveErr := t.saveUses(ctx)
 	all, err := t.store.Tokens(ctx)
 	if err != nil {
 		return err
@@ -191,6 +235,7 @@ func (t *Tokens) Refresh(ctx context.Context) error {
 	next := &tokenState{
 		bySum:    make(map[[sha256.Size]byte]Token, len(all)),
 		byID:     make(map[string]Token, len(all)),
+		uses:     make(map[string]*tokenUse, len(all)),
 		ended:    make(map[string]bool, len(ended)),
 		enforced: t.state.Load().enforced || len(all) > 0,
 		changed:  make(chan struct{}),
@@ -203,6 +248,18 @@ func (t *Tokens) Refresh(ctx context.Context) error {
 			continue
 		}
 		next.byID[tok.ID] = tok
+		if t.uses == nil {
+			t.uses = map[string]*tokenUse{}
+		}
+		u := t.uses[tok.ID]
+		if u == nil {
+			u = &tokenUse{}
+			if tok.LastUsedAt != nil {
+				u.saved.Store(tok.LastUsedAt.Unix())
+			}
+			t.uses[tok.ID] = u
+		}
+		next.uses[tok.ID] = u
 		// A hash that is not the hex of a SHA-256 sum matches no secret.
 		var sum [sha256.Size]byte
 		if len(tok.Hash) == hex.EncodedLen(len(sum)) {
@@ -212,6 +269,9 @@ func (t *Tokens) Refresh(ctx context.Context) error {
 		}
 	}
 	close(t.state.Swap(next).changed)
+	if saveErr != nil {
+		return fmt.Errorf("record when tokens were last used: %w", saveErr)
+	}
 	return nil
 }
 
@@ -238,23 +298,67 @@ func (t *Tokens) Enforced() bool { return t.state.Load().enforced }
 // Authenticate returns the active token whose secret is given.
 func (t *Tokens) Authenticate(secret string) (Token, bool) {
 	st := t.state.Load()
-	if tok, ok := st.matched.Load(secret); ok {
-		return tok.(Token), true
+	if m, ok := st.matched.Load(secret); ok {
+		m := m.(*matchedToken)
+		m.use.mark()
+		return m.tok, true
 	}
 	// HashToken's sum, without its hex string, which every request would
 	// allocate.
 	tok, ok := st.bySum[sha256.Sum256([]byte(secret))]
 	if ok {
-		st.matched.Store(strings.Clone(secret), tok)
+		u := st.uses[tok.ID]
+		st.matched.Store(strings.Clone(secret), &matchedToken{tok: tok, use: u})
+		u.mark()
 	}
 	return tok, ok
+}
+
+// Used notes that the active token id authenticated a request by other
+// means than its secret (a dashboard session), for LastUsedAt.
+func (t *Tokens) Used(id string) { t.state.Load().uses[id].mark() }
+
+// saveUses writes the uses noted since the last save to the store. The
+// caller holds t.mu.
+func (t *Tokens) saveUses(ctx context.Context) error {
+	var used map[string]time.Time
+	now := t.now().UTC().Truncate(time.Second)
+	for id, u := range t.uses {
+		if u.dirty.Load() && now.Unix()-u.saved.Load() >= int64(TokenUseResolution/time.Second) {
+			if used == nil {
+				used = map[string]time.Time{}
+			}
+			used[id] = now
+		}
+	}
+	if len(used) == 0 {
+		return nil
+	}
+	if err := t.store.TouchTokens(ctx, used); err != nil {
+		return err
+	}
+	for id, at := range used {
+		// A use noted since the check above is one before now: covered.
+		t.uses[id].dirty.Store(false)
+		t.uses[id].saved.Store(at.Unix())
+	}
+	return nil
 }
 
 // Create makes a new token and returns it with its secret, which is shown
 // this once and never stored.
 func (t *Tokens) Create(ctx context.Context, name string, role Role, now time.Time) (Token, string, error) {
+	return t.CreateBy(ctx, name, role, now, "")
+}
+
+// CreateBy is Create, recording actor as the token's creator in the token
+// and its audit event ("": "command line").
+func (t *Tokens) CreateBy(ctx context.Context, name string, role Role, now time.Time, actor string) (Token, string, error) {
+	if actor == "" {
+		actor = CommandLineActor
+	}
 	secret, hash := NewTokenSecret()
-	tok := Token{ID: uuid.NewString(), Name: name, Role: role, Hash: hash, CreatedAt: now.UTC()}
+	tok := Token{ID: uuid.NewString(), Name: name, Role: role, Hash: hash, CreatedAt: now.UTC(), CreatedBy: actor}
 	if err := tok.Validate(); err != nil {
 		return Token{}, "", err
 	}
@@ -266,7 +370,20 @@ func (t *Tokens) Create(ctx context.Context, name string, role Role, now time.Ti
 
 // Revoke revokes the active token of that name.
 func (t *Tokens) Revoke(ctx context.Context, name string, now time.Time) error {
-	if err := t.store.RevokeToken(ctx, name, now.UTC()); err != nil {
+	return t.RevokeBy(ctx, name, now, "")
+}
+
+// CommandLineActor is the actor of token changes made without one: the
+// rollout token command.
+const CommandLineActor = "command line"
+
+// RevokeBy is Revoke, recording actor in its audit event ("": "command
+// line").
+func (t *Tokens) RevokeBy(ctx context.Context, name string, now time.Time, actor string) error {
+	if actor == "" {
+		actor = CommandLineActor
+	}
+	if err := t.store.RevokeToken(ctx, name, now.UTC(), actor); err != nil {
 		return err
 	}
 	return t.Refresh(ctx)

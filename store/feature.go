@@ -51,7 +51,7 @@ func (db *DB) CreateFeature(ctx context.Context, f rollout.Feature, v rollout.Ve
 		if err := tx.insertFeature(f); err != nil {
 			return err
 		}
-		if err := tx.insertVersion(f.ID, v); err != nil {
+		if err := tx.insertVersion(f.ID, f.Key, v); err != nil {
 			return err
 		}
 		return tx.addCommit(rollout.CommitFeature, f.Key, db.now())
@@ -78,22 +78,10 @@ func (tx *tx) writeVersion(f rollout.Feature, v rollout.Version) error {
 	if err != nil {
 		return err
 	}
-	if err := tx.insertVersion(id, v); err != nil {
+	if err := tx.insertVersion(id, f.Key, v); err != nil {
 		return err
 	}
 	return tx.addCommit(rollout.CommitFeature, f.Key, tx.db.now())
-}
-
-// DeleteFeature removes the feature key, which must be at the given
-// version, with its history. It returns rollout.ENotFound when there is no
-// such feature and rollout.EConflict when it is at another version.
-func (db *DB) DeleteFeature(ctx context.Context, key string, version int) error {
-	return db.writeTx(ctx, fmt.Sprintf("delete feature %q", key), func(tx *tx) error {
-		if err := tx.deleteFeature(key, version); err != nil {
-			return err
-		}
-		return tx.addCommit(rollout.CommitFeature, key, db.now())
-	})
 }
 
 // Versions returns the history of the feature key newest first: at most
@@ -121,12 +109,12 @@ func (db *DB) Version(ctx context.Context, key string, version int) (rollout.Ver
 }
 
 func (tx *tx) listFeatures() ([]rollout.Feature, error) {
-	rows, err := tx.query(`SELECT id, key, version, config FROM features ORDER BY key{C}`)
+	rows, err := tx.query(`SELECT id, key, version, config FROM features WHERE archived_at IS NULL ORDER BY key{C}`)
 	return collect(rows, err, scanFeature)
 }
 
 func (tx *tx) findFeature(key string) (rollout.Feature, error) {
-	rows, err := tx.query(`SELECT id, key, version, config FROM features WHERE key = ?`, key)
+	rows, err := tx.query(`SELECT id, key, version, config FROM features WHERE key = ? AND archived_at IS NULL`, key)
 	return first(rows, err, scanFeature, rollout.Errorf(rollout.ENotFound, "feature %q does not exist", key))
 }
 
@@ -156,6 +144,16 @@ func (tx *tx) insertFeature(f rollout.Feature) error {
 	if err != nil {
 		return err
 	}
+	// An archived feature keeps its key: say so, and how to free it.
+	// (Asked first: PostgreSQL reads nothing more in a transaction after
+	// a failed insert.)
+	var archived bool
+	switch err := tx.queryRow(`SELECT archived_at IS NOT NULL FROM features WHERE key = ?`, f.Key).Scan(&archived); {
+	case err == nil && archived:
+		return rollout.Errorf(rollout.EConflict, "feature %q is archived, and its key stays taken until it is purged: restore it (POST /api/features/%s/restore) or, as an admin, purge it (DELETE /api/features/%s?purge=true) first", f.Key, f.Key, f.Key)
+	case err != nil && !errors.Is(err, sql.ErrNoRows):
+		return err
+	}
 	_, err = tx.exec(`
 		INSERT INTO features (id, key, version, config, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?)`,
@@ -179,7 +177,7 @@ func (tx *tx) updateFeature(f rollout.Feature) (string, error) {
 	var id string
 	err = tx.queryRow(`
 		UPDATE features SET version = ?, config = ?, updated_at = ?
-		WHERE key = ? AND version = ? AND (CAST(? AS TEXT) = '' OR id = ?)
+		WHERE key = ? AND version = ? AND (CAST(? AS TEXT) = '' OR id = ?) AND archived_at IS NULL
 		RETURNING id`,
 		f.Version, config, tx.db.d.Time(f.UpdatedAt),
 		f.Key, f.Version-1, f.ID, f.ID).Scan(&id)
@@ -189,33 +187,21 @@ func (tx *tx) updateFeature(f rollout.Feature) (string, error) {
 	return id, err
 }
 
-func (tx *tx) deleteFeature(key string, version int) error {
-	res, err := tx.exec(`DELETE FROM features WHERE key = ? AND version = ?`, key, version)
-	if err != nil {
-		return err
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return err
-	}
-	if n == 0 {
-		return tx.whyNotWritten(key, "", version)
-	}
-	return nil
-}
-
 // whyNotWritten explains why no row of the feature key with the given ID
 // (any, when "") at the given version was found: the feature does not exist,
 // is at another version, or was deleted and created again.
 func (tx *tx) whyNotWritten(key, id string, version int) error {
 	var storedID string
 	var stored int
-	err := tx.queryRow(`SELECT id, version FROM features WHERE key = ?`, key).Scan(&storedID, &stored)
+	var archived bool
+	err := tx.queryRow(`SELECT id, version, archived_at IS NOT NULL FROM features WHERE key = ?`, key).Scan(&storedID, &stored, &archived)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return rollout.Errorf(rollout.ENotFound, "feature %q does not exist", key)
 	case err != nil:
 		return err
+	case archived:
+		return rollout.Errorf(rollout.ENotFound, "feature %q is archived: restore it first (POST /api/features/%s/restore)", key, key)
 	case id != "" && id != storedID:
 		return rollout.Errorf(rollout.EConflict, "feature %q was deleted and created again since it was read; it is now at version %d: reload it and try again", key, stored)
 	case stored != version:
@@ -225,9 +211,10 @@ func (tx *tx) whyNotWritten(key, id string, version int) error {
 }
 
 // insertVersion appends v, with its churn report, to the history of the
-// feature id. The version row keeps the configuration without its
-// overrides; writeOverrides records what v changed in them.
-func (tx *tx) insertVersion(id string, v rollout.Version) error {
+// feature id, whose key is key, and records its audit event
+// (rollout.VersionEvent). The version row keeps the configuration without
+// its overrides; writeOverrides records what v changed in them.
+func (tx *tx) insertVersion(id, key string, v rollout.Version) error {
 	config, err := encodeFeature(withoutOverrides(v.Config))
 	if err != nil {
 		return err
@@ -251,7 +238,7 @@ func (tx *tx) insertVersion(id string, v rollout.Version) error {
 		id, v.Version, v.Report.Churn, v.Report.ModuloChurn, report); err != nil {
 		return fmt.Errorf("insert report of version %d: %w", v.Version, err)
 	}
-	return nil
+	return tx.appendAudit(rollout.VersionEvent(key, id, v))
 }
 
 // withoutOverrides returns f with an empty map of overrides in place of

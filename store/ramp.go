@@ -28,7 +28,10 @@ func (db *DB) CreateRamp(ctx context.Context, r rollout.Ramp) error {
 		case PrimaryKey:
 			return rollout.Errorf(rollout.EConflict, "a ramp with ID %q already exists", r.ID)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return tx.appendAudit(rollout.RampCreateEvent(r))
 	})
 }
 
@@ -62,7 +65,7 @@ func (db *DB) Ramps(ctx context.Context, key string) ([]rollout.Ramp, error) {
 // ramp and rollout.EConflict when it has moved on.
 func (db *DB) UpdateRamp(ctx context.Context, r rollout.Ramp) error {
 	return db.writeTx(ctx, fmt.Sprintf("update ramp %q", r.ID), func(tx *tx) error {
-		return tx.updateRamp(r)
+		return tx.updateRamp(r, true)
 	})
 }
 
@@ -76,10 +79,10 @@ func (db *DB) ApplyRampStep(ctx context.Context, f rollout.Feature, v rollout.Ve
 	return db.writeTx(ctx, fmt.Sprintf("apply ramp %q to feature %q", r.ID, f.Key), func(tx *tx) error {
 		// The ramp's row first: of two transactions racing for one step,
 		// the second waits on it and then finds the revision moved on.
-		if err := tx.updateRamp(r); err != nil {
+		if err := tx.updateRamp(r, false); err != nil {
 			return err
 		}
-		return tx.writeVersion(f, v)
+		return tx.writeVersion(f, v) // its version's audit event records the step
 	})
 }
 
@@ -104,10 +107,19 @@ func scanRamp(rows *sql.Rows) (rollout.Ramp, error) {
 	return r, nil
 }
 
-func (tx *tx) updateRamp(r rollout.Ramp) error {
+// updateRamp writes r over the stored ramp at revision r.Revision-1 and,
+// when audit is set, records the update's audit event (rollout.RampEvent:
+// a pause, resume, cancel or step, by r.UpdatedBy or the ramp itself).
+func (tx *tx) updateRamp(r rollout.Ramp, audit bool) error {
 	body, err := encodeJSON(r)
 	if err != nil {
 		return err
+	}
+	var prev rollout.Ramp
+	if audit {
+		if prev, err = tx.findRamp(r.ID); err != nil && rollout.ErrorCode(err) != rollout.ENotFound {
+			return err
+		}
 	}
 	res, err := tx.exec(`
 		UPDATE ramps SET state = ?, revision = ?, body = ?
@@ -120,7 +132,13 @@ func (tx *tx) updateRamp(r rollout.Ramp) error {
 		return err
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 1 {
-		return err
+		if err != nil || !audit {
+			return err
+		}
+		if e, ok := rollout.RampEvent(prev, r, r.UpdatedBy, r.UpdatedAt); ok {
+			return tx.appendAudit(e)
+		}
+		return nil
 	}
 	var stored int
 	err = tx.queryRow(`SELECT revision FROM ramps WHERE id = ?`, r.ID).Scan(&stored)

@@ -73,6 +73,9 @@ func (db *DB) CreateSegment(ctx context.Context, s rollout.Segment, v rollout.Se
 		if err := tx.insertSegmentVersion(v); err != nil {
 			return err
 		}
+		if err := tx.appendAudit(rollout.SegmentEvent(rollout.AuditSegmentCreate, v)); err != nil {
+			return err
+		}
 		return tx.addCommit(rollout.CommitSegment, s.Key, db.now())
 	})
 }
@@ -115,6 +118,9 @@ func (db *DB) UpdateSegment(ctx context.Context, s rollout.Segment, v rollout.Se
 		if err := tx.insertSegmentVersion(v); err != nil {
 			return err
 		}
+		if err := tx.appendAudit(rollout.SegmentEvent(rollout.AuditSegmentChange, v)); err != nil {
+			return err
+		}
 		for _, fv := range features {
 			if fv.Version != fv.Config.Version {
 				return fmt.Errorf("update segment %q: feature %q's history entry is version %d, the feature version %d", s.Key, fv.Config.Key, fv.Version, fv.Config.Version)
@@ -141,10 +147,11 @@ func (tx *tx) whySegmentNotWritten(key string, version int) error {
 	return fmt.Errorf("segment %q at version %d exists but was not written", key, version)
 }
 
-// DeleteSegment removes the segment at version with its history. It
+// DeleteSegment removes the segment at version with its history, and
+// records e in the audit trail. It
 // refuses, with rollout.EConflict naming them, when stored features' rules
 // use the segment.
-func (db *DB) DeleteSegment(ctx context.Context, key string, version int) error {
+func (db *DB) DeleteSegment(ctx context.Context, key string, version int, e rollout.AuditEvent) error {
 	return db.writeTx(ctx, fmt.Sprintf("delete segment %q", key), func(tx *tx) error {
 		features, err := tx.listFeatures()
 		if err != nil {
@@ -168,6 +175,9 @@ func (db *DB) DeleteSegment(ctx context.Context, key string, version int) error 
 		}
 		if n == 0 {
 			return tx.whySegmentNotWritten(key, version)
+		}
+		if err := tx.appendAudit(e); err != nil {
+			return err
 		}
 		return tx.addCommit(rollout.CommitSegment, key, db.now())
 	})

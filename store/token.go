@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -18,8 +19,8 @@ func (db *DB) CreateToken(ctx context.Context, t rollout.Token) error {
 		t.ID = uuid.NewString()
 	}
 	return db.writeTx(ctx, fmt.Sprintf("create token %q", t.Name), func(tx *tx) error {
-		_, err := tx.exec(`INSERT INTO tokens (id, name, role, hash, created_at) VALUES (?, ?, ?, ?, ?)`,
-			t.ID, t.Name, string(t.Role), t.Hash, db.d.Time(t.CreatedAt))
+		_, err := tx.exec(`INSERT INTO tokens (id, name, role, hash, created_at, created_by) VALUES (?, ?, ?, ?, ?, ?)`,
+			t.ID, t.Name, string(t.Role), t.Hash, db.d.Time(t.CreatedAt), t.CreatedBy)
 		switch tx.constraint(err) {
 		case Unique:
 			return rollout.Errorf(rollout.EConflict, "a token named %q already exists: revoke it first or choose another name", t.Name)
@@ -27,6 +28,12 @@ func (db *DB) CreateToken(ctx context.Context, t rollout.Token) error {
 			return rollout.Errorf(rollout.EConflict, "a token with ID %q already exists", t.ID)
 		}
 		if err != nil {
+			return err
+		}
+		if err := tx.appendAudit(rollout.AuditEvent{
+			Time: t.CreatedAt, Actor: t.CreatedBy, Kind: rollout.AuditTokenCreate, Subject: t.Name,
+			Summary: fmt.Sprintf("created %s token %q", t.Role, t.Name),
+		}); err != nil {
 			return err
 		}
 		return tx.addCommit(rollout.CommitToken, t.Name, db.now())
@@ -37,19 +44,23 @@ func (db *DB) CreateToken(ctx context.Context, t rollout.Token) error {
 func (db *DB) Tokens(ctx context.Context) ([]rollout.Token, error) {
 	var out []rollout.Token
 	err := db.readTx(ctx, "list tokens", func(tx *tx) error {
-		rows, err := tx.query(`SELECT id, name, role, hash, created_at, revoked_at FROM tokens ORDER BY created_at, id{C}`)
+		rows, err := tx.query(`SELECT id, name, role, hash, created_at, revoked_at, created_by, last_used_at FROM tokens ORDER BY created_at, id{C}`)
 		out, err = collect(rows, err, func(rows *sql.Rows) (rollout.Token, error) {
 			var (
 				t                rollout.Token
 				role             string
 				created, revoked timestamp
+				used             timestamp
 			)
-			if err := rows.Scan(&t.ID, &t.Name, &role, &t.Hash, &created, &revoked); err != nil {
+			if err := rows.Scan(&t.ID, &t.Name, &role, &t.Hash, &created, &revoked, &t.CreatedBy, &used); err != nil {
 				return rollout.Token{}, err
 			}
 			t.Role, t.CreatedAt = rollout.Role(role), created.T
 			if revoked.Valid {
 				t.RevokedAt = &revoked.T
+			}
+			if used.Valid {
+				t.LastUsedAt = &used.T
 			}
 			return t, nil
 		})
@@ -61,16 +72,24 @@ func (db *DB) Tokens(ctx context.Context) ([]rollout.Token, error) {
 	return out, err
 }
 
-// RevokeToken revokes the active token named name. It returns
-// rollout.ENotFound when there is none.
-func (db *DB) RevokeToken(ctx context.Context, name string, at time.Time) error {
+// RevokeToken revokes the active token named name, recording the audit
+// event of actor's revocation. It returns rollout.ENotFound when there is
+// none.
+func (db *DB) RevokeToken(ctx context.Context, name string, at time.Time, actor string) error {
 	return db.writeTx(ctx, fmt.Sprintf("revoke token %q", name), func(tx *tx) error {
-		n, err := tx.affected(`UPDATE tokens SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL`, db.d.Time(at), name)
+		var role string
+		err := tx.queryRow(`UPDATE tokens SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL RETURNING role`, db.d.Time(at), name).Scan(&role)
+		if errors.Is(err, sql.ErrNoRows) {
+			return rollout.Errorf(rollout.ENotFound, "no active token is named %q", name)
+		}
 		if err != nil {
 			return err
 		}
-		if n == 0 {
-			return rollout.Errorf(rollout.ENotFound, "no active token is named %q", name)
+		if err := tx.appendAudit(rollout.AuditEvent{
+			Time: at, Actor: actor, Kind: rollout.AuditTokenRevoke, Subject: name,
+			Summary: fmt.Sprintf("revoked %s token %q", role, name),
+		}); err != nil {
+			return err
 		}
 		return tx.addCommit(rollout.CommitToken, name, db.now())
 	})
@@ -118,4 +137,19 @@ func (db *DB) EndedSessions(ctx context.Context, now time.Time) ([]string, error
 		out = nil
 	}
 	return out, err
+}
+
+// TouchTokens records when the tokens of used (by ID) were last used: each
+// stored last_used_at becomes the later of itself and the given time.
+// Unknown IDs are ignored. It writes no commit and no audit event.
+func (db *DB) TouchTokens(ctx context.Context, used map[string]time.Time) error {
+	return db.plainWriteTx(ctx, "record token use", func(tx *tx) error {
+		for id, at := range used {
+			if _, err := tx.exec(`UPDATE tokens SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)`,
+				db.d.Time(at), id, db.d.Time(at)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }

@@ -276,18 +276,29 @@ func TestBrowser(t *testing.T) {
 	}
 	b.screenshot("list-empty-narrow", 375)
 
-	// Create checkout with A, B, C (3 replicas each) and an empty salt.
+	// Create checkout with A, B, C (3 replicas each) and an empty salt,
+	// both under Advanced: the form takes percentages otherwise.
+	if n := evaluate[int](b, `[...document.querySelectorAll('#create-form input[name=bucket-replicas], #new-salt-default')].filter(e => e.checkVisibility()).length`); n != 0 {
+		t.Errorf("%d replica or salt fields show before Advanced is opened", n)
+	}
 	b.do(
 		fill("#new-key", "checkout"),
 		fill("#new-description", "New checkout flow"),
+		chromedp.Click(chromedp.CSS("#create-advanced summary")),
 		chromedp.Click(chromedp.CSS("#new-salt-default")),
 		waitFor("#new-salt"),
+		chromedp.Click(chromedp.CSS("#new-by-replicas")),
 		chromedp.Click(chromedp.CSS("#add-row")),
 	)
 	for i, name := range []string{"A", "B", "C"} {
 		row := fmt.Sprintf("#bucket-rows .bucket-row:nth-of-type(%d) ", i+1)
 		b.do(fill(row+"[name=bucket-name]", name), fill(row+"[name=bucket-replicas]", "3"))
 	}
+	if n := evaluate[int](b, `[...document.querySelectorAll('#create-form input[name=bucket-share]')].filter(e => e.checkVisibility()).length`); n != 0 {
+		t.Errorf("%d share fields show beside replica counts", n)
+	}
+	b.screenshot("create-advanced-wide", 1280)
+	b.screenshot("create-advanced-narrow", 390)
 	b.do(chromedp.Click(chromedp.CSS("#create-form button[type=submit]")), waitFor("#create-form .preview .apply"))
 	preview := b.text("#create-form .preview")
 	for _, want := range []string{"Every user will get a bucket", "8.25%", "64.78%", "26.97%"} {
@@ -310,7 +321,12 @@ func TestBrowser(t *testing.T) {
 	}
 
 	// Add D: the preview shows the churn, and nothing changes until applied.
+	// Replica counts are under Advanced, folded.
+	if open := evaluate[bool](b, `document.getElementById('replica-forms').open`); open {
+		t.Error("the replica forms are not folded under Advanced")
+	}
 	b.do(
+		unfold("add-bucket"),
 		fill("#add-name", "D"),
 		fill("#add-replicas", "3"),
 		chromedp.Click(chromedp.CSS(`form[data-kind=add-bucket] button[type=submit]`)),
@@ -356,6 +372,7 @@ func TestBrowser(t *testing.T) {
 
 	// An API refusal appears next to the form that caused it.
 	b.do(
+		unfold("add-bucket"),
 		fill("#add-name", "A"),
 		chromedp.Click(chromedp.CSS(`form[data-kind=add-bucket] button[type=submit]`)),
 		waitFor(`form[data-kind=add-bucket] .error`),
@@ -418,12 +435,23 @@ func TestBrowser(t *testing.T) {
 	b.checkConsole()
 }
 
+// unfold opens the folded part of the page (Advanced) that holds the
+// change form of kind, as a user would: by clicking its summary.
+func unfold(kind string) chromedp.Action[chromedp.Void] {
+	q, _ := json.Marshal(fmt.Sprintf("form[data-kind=%q]", kind))
+	open := chromedp.Evaluate[bool](`(d => { if (d && !d.open) d.querySelector('summary').click(); return true })(document.querySelector(` + string(q) + `).closest('details'))`)
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		_, err := open(ctx, t)
+		return chromedp.Void{}, err
+	}
+}
+
 // change fills a change form's preview, checks what it says, applies it and
 // returns the banner's headline on the page that follows.
 func (b *browser) change(kind string, fillForm chromedp.Action[chromedp.Void], wantPreview string, version int) string {
 	b.t.Helper()
 	form := fmt.Sprintf("form[data-kind=%q] ", kind)
-	b.do(fillForm, chromedp.Click(chromedp.CSS(form+"button[type=submit]")), waitFor(form+".preview .apply"))
+	b.do(unfold(kind), fillForm, chromedp.Click(chromedp.CSS(form+"button[type=submit]")), waitFor(form+".preview .apply"))
 	if got := b.text(form + ".preview .outcome"); got != wantPreview {
 		b.t.Errorf("%s preview = %q, want %q", kind, got, wantPreview)
 	}
@@ -440,7 +468,7 @@ func TestBrowserChanges(t *testing.T) {
 	b.do(chromedp.Navigate(b.base+"/ui/features/checkout"), waitFor("#feature-key"))
 
 	// Nothing to change: the form says so, and nothing is sent.
-	b.do(chromedp.Click(chromedp.CSS(`form[data-kind=update-bucket] button[type=submit]`)), waitFor(`form[data-kind=update-bucket] .error`))
+	b.do(unfold("update-bucket"), chromedp.Click(chromedp.CSS(`form[data-kind=update-bucket] button[type=submit]`)), waitFor(`form[data-kind=update-bucket] .error`))
 	if got := b.text(`form[data-kind=update-bucket] .error`); got != "Give new replicas, a new value, or both." {
 		t.Errorf("empty change = %q", got)
 	}
@@ -522,7 +550,7 @@ func TestBrowserChanges(t *testing.T) {
 	if _, err := b.app.svc.Change(context.Background(), "checkout", rollout.AddBucket(rollout.Bucket{Name: "E", Replicas: 3}), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	b.do(fill("#add-name", "F"), chromedp.Click(chromedp.CSS(`form[data-kind=add-bucket] button[type=submit]`)), waitFor(`form[data-kind=add-bucket] .error`))
+	b.do(unfold("add-bucket"), fill("#add-name", "F"), chromedp.Click(chromedp.CSS(`form[data-kind=add-bucket] button[type=submit]`)), waitFor(`form[data-kind=add-bucket] .error`))
 	if got := b.text(`form[data-kind=add-bucket] .error`); !strings.HasPrefix(got, "Someone changed this feature since the page was loaded") || strings.Contains(got, "412") {
 		t.Errorf("stale page's error = %q", got)
 	}

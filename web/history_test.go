@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -139,5 +140,43 @@ func BenchmarkBigHistoryPage(b *testing.B) {
 		if rec.Code != http.StatusOK {
 			b.Fatalf("page = %d", rec.Code)
 		}
+	}
+}
+
+// TestRangeBaseline: beside each change that moved users, the history, the
+// banner and the churn chart say what range bucketing (LaunchDarkly,
+// Unleash, GrowthBook, Flipt, flagd) would have moved, from the version's
+// report; the creation and a change that moved no one get no baseline.
+func TestRangeBaseline(t *testing.T) {
+	a := newApp(t, 100)
+	a.seed(t)
+	v, err := a.svc.Version(context.Background(), "checkout", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Report.RangeChurn <= 0 || v.Report.Churn <= 0 {
+		t.Fatalf("adding D: churn %v, range churn %v; want both above 0", v.Report.Churn, v.Report.RangeChurn)
+	}
+	line := fmt.Sprintf("Range bucketing, as LaunchDarkly, Unleash, GrowthBook, Flipt and flagd split users, would have moved <b class=\"num\">%.2f%%</b>; rollout moved <b class=\"num\">%.2f%%</b>.", 100*v.Report.RangeChurn, 100*v.Report.Churn)
+	body := a.get(t, "/ui/features/checkout?changed=2").Body.String()
+	for _, want := range []string{
+		`<p class="range">` + line,      // the banner
+		`<p class="range-line">` + line, // the history
+		fmt.Sprintf(`class="val-range">%.2f%% range bucketing</text>`, 100*v.Report.RangeChurn),
+		"what range bucketing would have moved",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if n := strings.Count(body, `<p class="range-line">`); n != 1 {
+		t.Errorf("%d range baselines in the history of a creation and one change, want 1", n)
+	}
+	desc := "same users"
+	if _, err := a.svc.Change(context.Background(), "checkout", rollout.Patch(&desc, nil, nil), rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(a.get(t, "/ui/features/checkout").Body.String(), `<p class="range-line">`); n != 1 {
+		t.Errorf("%d range baselines after a change that moved no one, want still 1", n)
 	}
 }

@@ -100,10 +100,12 @@ type featurePage struct {
 	ServedVersion int      // the version whose evaluations "served to apps" counts
 	Buckets       []bucketRow
 	SampleSize    int
-	SampleNone    int          // sampled users served no bucket
-	Observed      int64        // evaluations apps got at this version
-	ObservedNone  int64        // of which no bucket
-	SRM           *rollout.SRM // the sample-ratio check of ServedVersion's counts, if any
+	SampleNone    int           // sampled users served no bucket
+	Observed      int64         // evaluations apps got at this version
+	ObservedNone  int64         // of which no bucket
+	SRM           *rollout.SRM  // the sample-ratio check of ServedVersion's counts, if any
+	VersionSRM    []rollout.SRM // the checks of every version with counts, newest first
+	Mismatches    int           // of which mismatched
 	Overrides     []overrideRow
 	MoreOverrides int
 	Banner        *versionView // the change just applied
@@ -233,11 +235,17 @@ func (h *handler) feature(c echo.Context) error {
 		}
 	}
 	p.Observed, p.ObservedNone = exposures.Total, served[""]
+	srmOf := map[int]*rollout.SRM{}
 	for i, r := range exposures.VersionSRM {
+		srmOf[r.Version] = &exposures.VersionSRM[i]
 		if r.Version == p.ServedVersion {
 			p.SRM = &exposures.VersionSRM[i]
 		}
+		if r.Mismatch {
+			p.Mismatches++
+		}
 	}
+	p.VersionSRM = exposures.VersionSRM
 	if !f.Enabled && f.Fallback != "" {
 		p.ServedBar = newBar([]string{f.Fallback}, map[string]float64{f.Fallback: 1}, colour)
 	}
@@ -266,7 +274,9 @@ func (h *handler) feature(c echo.Context) error {
 	}
 	summaries := map[int]string{}
 	for _, v := range versions {
-		p.Versions = append(p.Versions, viewVersion(v))
+		vv := viewVersion(v)
+		vv.SRM = srmOf[v.Version]
+		p.Versions = append(p.Versions, vv)
 		summaries[v.Version] = v.Summary
 	}
 	if n := len(versions); n > 0 {

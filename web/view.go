@@ -31,6 +31,19 @@ func pct(x float64) string {
 	return strconv.FormatFloat(100*x, 'f', 2, 64) + "%"
 }
 
+// exactPct formats a fraction of users as a percentage with five
+// decimals: what a share is exactly, beside what was asked.
+func exactPct(x float64) string { return strconv.FormatFloat(100*x, 'f', 5, 64) + "%" }
+
+// pvalue formats a p-value for people: four decimals, and "< 0.0001"
+// below them.
+func pvalue(p float64) string {
+	if p < 0.0001 {
+		return "< 0.0001"
+	}
+	return strconv.FormatFloat(p, 'f', 4, 64)
+}
+
 // num formats a coordinate for an SVG attribute.
 func num(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
 
@@ -203,7 +216,10 @@ type versionView struct {
 	Exact           bool // exact figures; false: expected after a reshuffle
 	Churn           float64
 	Modulo          float64
-	ModuloShown     bool // the change changed the number of buckets: naive mod N is worth comparing
+	ModuloShown     bool         // the change changed the number of buckets: naive mod N is worth comparing
+	Range           float64      // what range bucketing would have moved
+	RangeShown      bool         // a change of shares that moved users: the range baseline is worth comparing
+	SRM             *rollout.SRM // the sample-ratio check of the exposures counted at this version, if any
 	Direction       string
 	Moves           []moveView
 	MoreMoves       int
@@ -222,12 +238,14 @@ func viewVersion(v rollout.Version) versionView {
 	vv := versionView{
 		Version: v.Version, Actor: v.Actor, Time: v.Time, Summary: sentence(v.Summary), Comment: v.Comment,
 		Created: r.FromVersion == 0, Exact: r.Method != rollout.MethodExpected,
-		Churn: r.Churn, Modulo: r.ModuloChurn, Direction: direction(r.Moves),
+		Churn: r.Churn, Modulo: r.ModuloChurn, Range: r.RangeChurn, Direction: direction(r.Moves),
 		Moves: movesOf(r), OverrideChanges: len(r.OverrideChanges),
 	}
 	for _, p := range r.Rules {
 		vv.Populations = append(vv.Populations, p.Text)
 	}
+	// Reports stored before range churn was counted have none: no baseline.
+	vv.RangeShown = !vv.Created && vv.Exact && r.Churn > 0 && r.RangeChurn > 0
 	if len(vv.Moves) > maxMovesShown {
 		vv.MoreMoves = len(vv.Moves) - maxMovesShown
 		vv.Moves = vv.Moves[:maxMovesShown]
@@ -248,7 +266,7 @@ func viewVersion(v rollout.Version) versionView {
 const (
 	chartLabelCol  = 11.0
 	chartBarScale  = 50.0
-	chartRowHeight = 44
+	chartRowHeight = 58
 	chartTop       = 26
 	chartMaxRows   = 30
 )
@@ -262,6 +280,7 @@ type churnChart struct {
 	Left   float64 // x of the 0% axis
 	Hidden int     // older changes not drawn
 	Modulo bool    // some row compares with naive mod N
+	Range  bool    // some row compares with range bucketing
 }
 
 type chartRow struct {
@@ -272,6 +291,9 @@ type chartRow struct {
 	ChurnX, ModuloX float64 // where each number is written
 	Exact           bool
 	ModuloShown     bool
+	Range, RangeW   float64 // what range bucketing would have moved
+	RangeX          float64
+	RangeShown      bool
 	Summary         string
 }
 
@@ -300,10 +322,12 @@ func newChart(versions []versionView) churnChart {
 		c.Rows = append(c.Rows, chartRow{
 			Version: v.Version, Y: y, Churn: v.Churn, Modulo: v.Modulo, Exact: v.Exact, Summary: v.Summary, ModuloShown: v.ModuloShown,
 			ChurnW: cw, ModuloW: mw, ChurnX: chartLabelCol + cw + 1, ModuloX: chartLabelCol + mw + 1,
+			Range: v.Range, RangeShown: v.RangeShown, RangeW: chartBarScale * v.Range, RangeX: chartLabelCol + chartBarScale*v.Range + 1,
 		})
 	}
 	for _, r := range c.Rows {
 		c.Modulo = c.Modulo || r.ModuloShown
+		c.Range = c.Range || r.RangeShown
 	}
 	c.Height = chartTop + len(c.Rows)*chartRowHeight + 4
 	return c

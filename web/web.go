@@ -205,7 +205,15 @@ func parsePages(a assets) map[string]*template.Template {
 		"until":           until,
 		"sentence":        sentence,
 		"rampReason":      rampReason,
-		"condition":       conditionSentence,
+		"pvalue":          pvalue,
+		"pis": func(p float64) string {
+			v := pvalue(p)
+			if v[0] == '<' {
+				return "p " + v
+			}
+			return "p = " + v
+		},
+		"exact": exactPct,
 	}
 	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/parts.html"))
 	pages := map[string]*template.Template{}

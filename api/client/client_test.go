@@ -527,7 +527,15 @@ func TestChangesWithoutRefetch(t *testing.T) {
 			return err
 		},
 		func() error {
-			_, err := s.Svc.Delete(ctx, "f04", rollout.ChangeOptions{})
+			_, err := s.Svc.Archive(ctx, "f04", rollout.ChangeOptions{})
+			return err
+		},
+		func() error {
+			_, err := s.Svc.Archive(ctx, "f05", rollout.ChangeOptions{})
+			return err
+		},
+		func() error { // served again, as a new version
+			_, err := s.Svc.Restore(ctx, "f05", rollout.ChangeOptions{})
 			return err
 		},
 		func() error {
@@ -561,7 +569,10 @@ func TestChangesWithoutRefetch(t *testing.T) {
 		t.Errorf("Evaluate(f02, new@example.com) = %+v, want A by override", got)
 	}
 	if _, err := c.Evaluate("f04", "u1"); rollout.ErrorCode(err) != rollout.ENotFound {
-		t.Errorf("Evaluate(f04) after its deletion = %v, want not found", err)
+		t.Errorf("Evaluate(f04) after its archiving = %v, want not found", err)
+	}
+	if e, err := c.Evaluate("f05", "u1"); err != nil || e.Version != 2 {
+		t.Errorf("Evaluate(f05) after its archiving and restoring = %+v, %v; want version 2", e, err)
 	}
 
 	proxy.CloseClientConnections() // the stream is cut

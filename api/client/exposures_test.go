@@ -20,7 +20,7 @@ func TestExposuresOfADeletedFeature(t *testing.T) {
 		c.Evaluate("f03", user)
 	}
 	ctx := context.Background()
-	if _, err := s.Svc.Delete(ctx, "f03", rollout.ChangeOptions{}); err != nil {
+	if _, err := s.Svc.Archive(ctx, "f03", rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Flush(ctx); err != nil {

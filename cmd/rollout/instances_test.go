@@ -461,10 +461,16 @@ func TestSQLiteTwoProcesses(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for servedVersion(t, two.url, "f") != 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("the deleted feature is still served by the other process")
+			t.Fatal("the archived feature is still served by the other process")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	// Created again on the other process: "already exists" nowhere.
+	// Restored on the other process, served again on the first; archived
+	// and purged there, created again on the other: "already exists"
+	// nowhere.
+	mustCall(t, 200, "POST", two.url+"/api/features/f/restore", "")
+	waitVersion(t, time.Now(), 10*time.Second, "f", 3, one.url)
+	mustCall(t, 204, "DELETE", one.url+"/api/features/f", "")
+	mustCall(t, 204, "DELETE", one.url+"/api/features/f?purge=true", "")
 	mustCall(t, 201, "POST", two.url+"/api/features", featureAB)
 }

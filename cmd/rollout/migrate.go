@@ -91,6 +91,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	fmt.Fprintf(stdout, "Copied %s to %s:\n", srcName, dstName)
 	fmt.Fprintf(stdout, "  features   %d (%d versions)\n", sum.features, sum.versions)
+	fmt.Fprintf(stdout, "  archived   %d features (their versions counted above)\n", sum.archived)
 	fmt.Fprintf(stdout, "  tokens     %d (%d revoked)\n", sum.tokens, sum.revoked)
 	fmt.Fprintf(stdout, "  exposures  %d evaluations\n", sum.exposures)
 	fmt.Fprintf(stdout, "  ramps      %d\n", sum.ramps)
@@ -158,6 +159,7 @@ func checkEmpty(ctx context.Context, s migrationStore) error {
 // migration counts what migrateStores copied.
 type migration struct {
 	features, versions int
+	archived           int // features, their versions counted in versions
 	tokens, revoked    int
 	exposures          int64
 	ramps              int
@@ -197,6 +199,36 @@ func migrateStores(ctx context.Context, src, dst migrationStore) (migration, err
 		}
 		for _, e := range counts {
 			sum.exposures = rollout.AddCounts(sum.exposures, e.Count)
+		}
+	}
+	// Archived features: their history, counts and ramps as the served
+	// ones', then archived in dst too (an event of rollout migrate in its
+	// audit trail).
+	archived, err := src.ArchivedFeatures(ctx)
+	if err != nil {
+		return sum, err
+	}
+	for _, f := range archived {
+		n, err := copyFeature(ctx, src, dst, f)
+		if err != nil {
+			return sum, err
+		}
+		sum.archived++
+		sum.versions += n
+		counts, err := src.Exposures(ctx, f.Key)
+		if err != nil {
+			return sum, err
+		}
+		if err := dst.AddExposures(ctx, counts); err != nil {
+			return sum, fmt.Errorf("copy exposures of archived feature %q: %w", f.Key, err)
+		}
+		for _, e := range counts {
+			sum.exposures = rollout.AddCounts(sum.exposures, e.Count)
+		}
+		if err := dst.ArchiveFeature(ctx, f.Key, f.Version, rollout.AuditEvent{
+			Actor: "rollout migrate", Kind: rollout.AuditArchive, Summary: "archived, as it was in the database it was copied from",
+		}); err != nil {
+			return sum, fmt.Errorf("archive feature %q: %w", f.Key, err)
 		}
 	}
 	tokens, err := src.Tokens(ctx)
@@ -266,7 +298,7 @@ func copyFeature(ctx context.Context, src, dst migrationStore, f rollout.Feature
 func copyTokens(ctx context.Context, dst migrationStore, tokens []rollout.Token) error {
 	pending := map[string]rollout.Token{} // created in dst, revoked in the source
 	revoke := func(t rollout.Token) error {
-		if err := dst.RevokeToken(ctx, t.Name, *t.RevokedAt); err != nil {
+		if err := dst.RevokeToken(ctx, t.Name, *t.RevokedAt, "rollout migrate"); err != nil {
 			return fmt.Errorf("revoke token %q (%s): %w", t.Name, t.ID, err)
 		}
 		delete(pending, t.Name)
@@ -333,7 +365,12 @@ func verifyMigration(ctx context.Context, src, dst migrationStore) ([]string, er
 		out = append(out, fmt.Sprintf("feature %q: in the target only", key))
 	}
 
-	diffs, err := compareTokens(ctx, src, dst)
+	diffs, err := compareArchived(ctx, src, dst)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, diffs...)
+	diffs, err = compareTokens(ctx, src, dst)
 	if err != nil {
 		return nil, err
 	}
@@ -343,6 +380,41 @@ func verifyMigration(ctx context.Context, src, dst migrationStore) ([]string, er
 		return nil, err
 	}
 	return append(out, diffs...), nil
+}
+
+// compareArchived compares the archived features of src and dst as
+// compareFeature compares served ones.
+func compareArchived(ctx context.Context, src, dst migrationStore) ([]string, error) {
+	srcA, err := src.ArchivedFeatures(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dstA, err := dst.ArchivedFeatures(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dstByKey := make(map[string]rollout.Feature, len(dstA))
+	for _, f := range dstA {
+		dstByKey[f.Key] = f
+	}
+	var out []string
+	for _, f := range srcA {
+		g, ok := dstByKey[f.Key]
+		if !ok {
+			out = append(out, fmt.Sprintf("archived feature %q: missing from the target", f.Key))
+			continue
+		}
+		delete(dstByKey, f.Key)
+		diffs, err := compareFeature(ctx, src, dst, f, g)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, diffs...)
+	}
+	for _, key := range slices.Sorted(maps.Keys(dstByKey)) {
+		out = append(out, fmt.Sprintf("archived feature %q: in the target only", key))
+	}
+	return out, nil
 }
 
 // compareRamps compares the ramps of src and dst by ID, as their JSON.

@@ -97,6 +97,7 @@ func openPostgres(t *testing.T, dsn string) *store.DB {
 // interfaces, with the user look-ups the service answers from it.
 type storeContents struct {
 	Features  []rollout.Feature
+	Archived  []rollout.Feature
 	Versions  map[string][]rollout.Version
 	Exposures map[string][]rollout.Exposure
 	Users     map[string][]rollout.Assignment // by feature key and user
@@ -118,6 +119,22 @@ func contents(t *testing.T, s migrationStore) storeContents {
 	svc, err := rollout.NewService(ctx, s, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c.Archived, err = s.ArchivedFeatures(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range c.Archived {
+		vs, err := s.Versions(ctx, f.Key, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range vs {
+			vs[i].Time = vs[i].Time.Truncate(time.Microsecond)
+		}
+		c.Versions["archived "+f.Key] = vs
+		if c.Exposures["archived "+f.Key], err = s.Exposures(ctx, f.Key); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, f := range c.Features {
 		vs, err := s.Versions(ctx, f.Key, 0, 0)
@@ -189,14 +206,15 @@ func TestMigrateSQLiteToPostgresAndBack(t *testing.T) {
 	if err != nil {
 		t.Fatalf("rollout migrate: %v\n%s%s", err, stdout, stderr)
 	}
-	for _, want := range []string{"features   3 (9 versions)", "tokens     4 (2 revoked)", "exposures  250 evaluations", "ramps      2", "Verified"} {
+	for _, want := range []string{"features   3 (10 versions)", "archived   1 features", "tokens     4 (2 revoked)", "exposures  300 evaluations", "ramps      2", "Verified"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("rollout migrate printed %q, want it to say %q", stdout, want)
 		}
 	}
 	src, pg := openSQLite(t, path), openPostgres(t, dsn)
 	c := contents(t, src)
-	if len(c.Features) != 3 || len(c.Versions["checkout"]) != 5 || len(c.Tokens) != 4 || c.Features[0].Enabled || len(c.Ramps) != 2 {
+	if len(c.Features) != 3 || len(c.Versions["checkout"]) != 5 || len(c.Tokens) != 4 || c.Features[0].Enabled || len(c.Ramps) != 2 ||
+		len(c.Archived) != 1 || c.Archived[0].Key != "gone" || len(c.Exposures["archived gone"]) == 0 {
 		t.Fatalf("the source is not what the test made: %d features, %d versions of checkout, %d tokens, banner enabled %v",
 			len(c.Features), len(c.Versions["checkout"]), len(c.Tokens), c.Features[0].Enabled)
 	}
@@ -243,7 +261,10 @@ func TestMigrateRefuses(t *testing.T) {
 	if err := db.CreateFeature(ctx, f, rollout.Version{Version: 1, Config: f}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.DeleteFeature(ctx, "f", 1); err != nil {
+	if err := db.ArchiveFeature(ctx, "f", 1, rollout.AuditEvent{Actor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.PurgeFeature(ctx, "f", rollout.AuditEvent{Actor: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
@@ -256,7 +277,7 @@ func TestMigrateRefuses(t *testing.T) {
 	}{
 		{"missing source", []string{"--from", missing, "--to", filepath.Join(dir, "new.db")}, "does not exist"},
 		{"target with a token", []string{"--from", src, "--to", withToken}, "not empty (0 features, 1 tokens, 1 commits)"},
-		{"target with a commit", []string{"--from", src, "--to", withCommit}, "not empty (0 features, 0 tokens, 2 commits)"},
+		{"target with a commit", []string{"--from", src, "--to", withCommit}, "not empty (0 features, 0 tokens, 3 commits)"},
 		{"no target", []string{"--from", src}, "give both"},
 		{"no source", []string{"--to", src}, "give both"},
 		{"an argument", []string{"--from", src, "--to", withToken, "extra"}, "takes no arguments"},
@@ -280,7 +301,7 @@ func TestMigrateRefuses(t *testing.T) {
 	}
 	for _, path := range []string{withToken, withCommit} {
 		db := openSQLite(t, path)
-		if rev, err := db.Revision(ctx); err != nil || rev > 2 {
+		if rev, err := db.Revision(ctx); err != nil || rev > 3 {
 			t.Errorf("%s: after a refused migrate Revision() = %d, %v, want it unchanged", path, rev, err)
 		}
 		if tokens, err := db.Tokens(ctx); err != nil || len(tokens) > 1 {
@@ -331,9 +352,9 @@ func TestMigrateVerifyFindsDifferences(t *testing.T) {
 			f.Description = "changed"
 			return dst.UpdateFeature(ctx, f, rollout.Version{Version: f.Version, Config: f})
 		}, []string{`feature "search": current configuration differs`, `feature "search": source has 2 versions, target has 3`}},
-		{"a feature deleted", func(t *testing.T, dst migrationStore) error {
-			return dst.DeleteFeature(ctx, "banner", 2)
-		}, []string{"features: source has 3, target has 2", `feature "banner": missing from the target`}},
+		{"a feature archived", func(t *testing.T, dst migrationStore) error {
+			return dst.ArchiveFeature(ctx, "banner", 2, rollout.AuditEvent{Actor: "test"})
+		}, []string{"features: source has 3, target has 2", `feature "banner": missing from the target`, `archived feature "banner": in the target only`}},
 		{"a feature added", func(t *testing.T, dst migrationStore) error {
 			f := rollout.Feature{Key: "extra", Buckets: []rollout.Bucket{{Name: "A", Replicas: 1}}, Version: 1}
 			return dst.CreateFeature(ctx, f, rollout.Version{Version: 1, Config: f})
@@ -346,7 +367,7 @@ func TestMigrateVerifyFindsDifferences(t *testing.T) {
 			return dst.AddExposures(ctx, []rollout.Exposure{{FeatureID: f.ID, Version: 1, Bucket: "A", Count: 1}})
 		}, []string{fmt.Sprintf(`feature "checkout": source counts %d evaluations, target %d`, sum("checkout", src), sum("checkout", src)+1)}},
 		{"a token revoked", func(t *testing.T, dst migrationStore) error {
-			return dst.RevokeToken(ctx, "admin", time.Now())
+			return dst.RevokeToken(ctx, "admin", time.Now(), "test")
 		}, []string{`token "admin" (`}},
 		{"a token added", func(t *testing.T, dst migrationStore) error {
 			return dst.CreateToken(ctx, rollout.Token{Name: "new", Role: rollout.Role("viewer"), Hash: "h", CreatedAt: time.Now()})

@@ -75,9 +75,21 @@ func (s *countingStore) ApplyRampStep(ctx context.Context, f rollout.Feature, v 
 	return err
 }
 
-func (s *countingStore) DeleteFeature(ctx context.Context, key string, version int) error {
-	err := s.Store.DeleteFeature(ctx, key, version)
-	s.count("delete_feature", err)
+func (s *countingStore) ArchiveFeature(ctx context.Context, key string, version int, e rollout.AuditEvent) error {
+	err := s.Store.ArchiveFeature(ctx, key, version, e)
+	s.count("archive_feature", err)
+	return err
+}
+
+func (s *countingStore) RestoreFeature(ctx context.Context, f rollout.Feature, v rollout.Version) error {
+	err := s.Store.RestoreFeature(ctx, f, v)
+	s.count("restore_feature", err)
+	return err
+}
+
+func (s *countingStore) PurgeFeature(ctx context.Context, key string, e rollout.AuditEvent) error {
+	err := s.Store.PurgeFeature(ctx, key, e)
+	s.count("purge_feature", err)
 	return err
 }
 

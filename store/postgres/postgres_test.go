@@ -32,7 +32,16 @@ func TestContract(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Opened {
 		dsn := storetest.PostgresDSN(t)
 		openAnother := func(t *testing.T) storetest.Store { return open(t, dsn) }
-		return storetest.Opened{Store: open(t, dsn), Open: openAnother, HistoryBytes: func(t *testing.T) int64 { return historyBytes(t, dsn) }}
+		exec := func(t *testing.T, stmt string) error {
+			conn, err := pgx.Connect(context.Background(), dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(context.Background())
+			_, err = conn.Exec(context.Background(), stmt)
+			return err
+		}
+		return storetest.Opened{Store: open(t, dsn), Open: openAnother, HistoryBytes: func(t *testing.T) int64 { return historyBytes(t, dsn) }, Exec: exec}
 	})
 }
 
@@ -175,7 +184,7 @@ func TestNotifications(t *testing.T) {
 	if rev := receive(t, ch, "after a create on the new connection"); rev != 7 {
 		t.Errorf("after a create on the new connection: %d, want 7", rev)
 	}
-	if err := writer.DeleteFeature(ctx, "c", 1); err != nil {
+	if err := writer.ArchiveFeature(ctx, "c", 1, rollout.AuditEvent{Actor: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	if rev := receive(t, ch, "after a delete"); rev != 8 {
@@ -287,7 +296,7 @@ func TestLockTimeout(t *testing.T) {
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM features WHERE key = 'a' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	err = within(t, time.Minute, "DeleteFeature of a locked row", func() error { return db.DeleteFeature(ctx, "a", 1) })
+	err = within(t, time.Minute, "DeleteFeature of a locked row", func() error { return db.ArchiveFeature(ctx, "a", 1, rollout.AuditEvent{Actor: "test"}) })
 	if code := rollout.ErrorCode(err); code != rollout.EUnavailable {
 		t.Errorf("DeleteFeature(row locked) = %v (code %q), want %q", err, code, rollout.EUnavailable)
 	}

@@ -22,7 +22,16 @@ func TestContract(t *testing.T) {
 			t.Cleanup(func() { db.Close() })
 			return db
 		}
-		return storetest.Opened{Store: open(t), Open: open, HistoryBytes: func(t *testing.T) int64 { return pagesInUse(t, path) }}
+		exec := func(t *testing.T, stmt string) error {
+			db, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			_, err = db.Exec(stmt)
+			return err
+		}
+		return storetest.Opened{Store: open(t), Open: open, HistoryBytes: func(t *testing.T) int64 { return pagesInUse(t, path) }, Exec: exec}
 	})
 }
 

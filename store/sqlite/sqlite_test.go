@@ -354,6 +354,14 @@ func TestUpdateFeature(t *testing.T) {
 	}
 }
 
+// archiveAndPurge archives the feature key at version, then purges it.
+func archiveAndPurge(ctx context.Context, db *store.DB, key string, version int) error {
+	if err := db.ArchiveFeature(ctx, key, version, rollout.AuditEvent{Actor: "test"}); err != nil {
+		return err
+	}
+	return db.PurgeFeature(ctx, key, rollout.AuditEvent{Actor: "test"})
+}
+
 func TestDeleteFeature(t *testing.T) {
 	ctx := context.Background()
 	tests := []struct {
@@ -377,7 +385,7 @@ func TestDeleteFeature(t *testing.T) {
 			keep.ID = "keep-id"
 			history(t, db, keep, 2)
 
-			err := db.DeleteFeature(ctx, tt.key, tt.version)
+			err := archiveAndPurge(ctx, db.DB, tt.key, tt.version)
 			wantFeatures, wantVersions := 2, 5
 			if tt.code != "" {
 				wantCode(t, "DeleteFeature()", err, tt.code)
@@ -396,6 +404,10 @@ func TestDeleteFeature(t *testing.T) {
 				}
 				if n := count(t, db.read, "SELECT count(*) FROM churn_reports WHERE feature_id = ?", f.ID); n != 0 {
 					t.Errorf("churn_reports rows of deleted feature = %d, want 0", n)
+				}
+				// 3 versions, the archive and the purge.
+				if n := count(t, db.read, "SELECT count(*) FROM audit_events WHERE feature_id = ?", f.ID); n != 5 {
+					t.Errorf("audit_events of the purged feature = %d, want 5: they are kept", n)
 				}
 			}
 			if n := count(t, db.read, "SELECT count(*) FROM features"); n != wantFeatures {
@@ -853,7 +865,7 @@ func TestExposures(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Exposures mismatch (-want +got):\n%s", diff)
 	}
-	if err := db.DeleteFeature(ctx, "f", 1); err != nil {
+	if err := archiveAndPurge(ctx, db.DB, "f", 1); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(t, db.read, "SELECT count(*) FROM exposures"); n != 0 {

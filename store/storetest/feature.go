@@ -57,8 +57,8 @@ func testDeleteAndCreateAgain(t *testing.T, o Opened) {
 	s := o.Store
 	old := newFeature("again")
 	create(t, s, old)
-	if err := s.DeleteFeature(ctx, "again", 1); err != nil {
-		t.Fatalf("DeleteFeature() = %v", err)
+	if err := deleteFeature(ctx, s, "again", 1); err != nil {
+		t.Fatalf("deleteFeature() = %v", err)
 	}
 	fresh := newFeature("again")
 	fresh.ID = "fresh-id"

@@ -139,8 +139,8 @@ func testOverrideHistory(t *testing.T, o Opened) {
 
 	// Deleted and created again with the same ID: none of the old history
 	// shows through.
-	if err := s.DeleteFeature(ctx, "f", f.Version); err != nil {
-		t.Fatalf("DeleteFeature(f) = %v", err)
+	if err := deleteFeature(ctx, s, "f", f.Version); err != nil {
+		t.Fatalf("deleteFeature(f) = %v", err)
 	}
 	again := newFeature("f")
 	again.Overrides = map[string]string{"erin": "off"}

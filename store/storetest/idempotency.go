@@ -175,8 +175,8 @@ func testIdempotentWrite(t *testing.T, o Opened) {
 		t.Error("a claim not settled was committed with a write")
 	}
 	rollout.Settle(ctx, g, t0)
-	if err := s.DeleteFeature(ctx, g.Key, g.Version); err != nil {
-		t.Fatalf("DeleteFeature(with a claim) = %v", err)
+	if err := s.ArchiveFeature(ctx, g.Key, g.Version, rollout.AuditEvent{Actor: "test"}); err != nil {
+		t.Fatalf("ArchiveFeature(with a claim) = %v", err)
 	}
 	if got := claimKey(t, other, idemRecord("tok", "del", "fp", "d2", t0), t0, false); !got.Done || !claim.IsCommitted() {
 		t.Errorf("after a delete with a claim the key is %+v (committed %v), want done", got, claim.IsCommitted())

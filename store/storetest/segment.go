@@ -117,22 +117,26 @@ func testSegments(t *testing.T, o Opened) {
 	}
 
 	// In use: not deleted.
-	err = s.DeleteSegment(ctx, "staff", 2)
+	err = s.DeleteSegment(ctx, "staff", 2, rollout.AuditEvent{Actor: "alice", Kind: rollout.AuditSegmentDelete, Subject: "staff", Summary: "segment staff deleted"})
 	if rollout.ErrorCode(err) != rollout.EConflict || !strings.Contains(err.Error(), "checkout") {
 		t.Errorf("DeleteSegment in use = %v, want EConflict naming checkout", err)
 	}
-	if err := s.DeleteSegment(ctx, "beta", 7); rollout.ErrorCode(err) != rollout.EConflict {
+	if err := s.DeleteSegment(ctx, "beta", 7, rollout.AuditEvent{Actor: "alice", Kind: rollout.AuditSegmentDelete, Subject: "beta", Summary: "segment beta deleted"}); rollout.ErrorCode(err) != rollout.EConflict {
 		t.Errorf("DeleteSegment at another version = %v, want EConflict", err)
 	}
-	if err := s.DeleteSegment(ctx, "beta", 1); err != nil {
+	if err := s.DeleteSegment(ctx, "beta", 1, rollout.AuditEvent{Actor: "alice", Kind: rollout.AuditSegmentDelete, Subject: "beta", Summary: "segment beta deleted"}); err != nil {
 		t.Errorf("DeleteSegment = %v", err)
 	}
-	if err := s.DeleteSegment(ctx, "beta", 1); rollout.ErrorCode(err) != rollout.ENotFound {
+	if err := s.DeleteSegment(ctx, "beta", 1, rollout.AuditEvent{Actor: "alice", Kind: rollout.AuditSegmentDelete, Subject: "beta", Summary: "segment beta deleted"}); rollout.ErrorCode(err) != rollout.ENotFound {
 		t.Errorf("DeleteSegment again = %v, want ENotFound", err)
 	}
 	if got, _ := s.Segments(ctx); len(got) != 1 || got[0].Key != "staff" {
 		t.Errorf("after deleting beta: %v", got)
 	}
+	// Each change of a segment is in the audit trail, with the versions
+	// of the features it changed; refused ones are not.
+	wantKinds(t, s, rollout.AuditQuery{Ascending: true},
+		"segment_create staff", "segment_create beta", "create checkout", "segment_change staff", "change checkout", "segment_delete beta")
 	// Made again, it starts a new history.
 	if err := s.CreateSegment(ctx, beta, segmentVersionOf(beta)); err != nil {
 		t.Fatal(err)

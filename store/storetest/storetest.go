@@ -35,6 +35,9 @@ type Opened struct {
 	// uses for what it keeps: it may count more than features' history,
 	// but must grow with it.
 	HistoryBytes func(t *testing.T) int64
+	// Exec, when not nil, runs a statement on the database itself,
+	// bypassing the store: what an operator with a SQL shell could do.
+	Exec func(t *testing.T, stmt string) error
 }
 
 // Run runs every case of the contract against stores open makes. open
@@ -58,6 +61,9 @@ var cases = []struct {
 	{"optimistic update", testUpdate},
 	{"conflict", testConflict},
 	{"delete", testDelete},
+	{"archive, restore, purge", testArchive},
+	{"audit trail", testAuditTrail},
+	{"audit events are append-only", testAuditAppendOnly},
 	{"versions paging", testVersions},
 	{"overrides across versions", testOverrideHistory},
 	{"history grows with changes, not overrides", testHistoryGrowth},
@@ -316,8 +322,8 @@ func testConflict(t *testing.T, o Opened) {
 
 	// Deleted and created again: a change made from the old one conflicts,
 	// though the versions match.
-	if err := s.DeleteFeature(ctx, "f", 1); err != nil {
-		t.Fatalf("DeleteFeature(f, 1) = %v", err)
+	if err := deleteFeature(ctx, s, "f", 1); err != nil {
+		t.Fatalf("deleteFeature(f, 1) = %v", err)
 	}
 	again := newFeature("f")
 	again.ID = "id-f-again"
@@ -342,10 +348,10 @@ func testDelete(t *testing.T, o Opened) {
 	if err := s.AddExposures(ctx, []rollout.Exposure{{FeatureID: f.ID, Version: 3, Bucket: "control", Count: 4}}); err != nil {
 		t.Fatalf("AddExposures() = %v", err)
 	}
-	wantCode(t, "DeleteFeature(f, 2)", s.DeleteFeature(ctx, "f", 2), rollout.EConflict)
+	wantCode(t, "deleteFeature(f, 2)", deleteFeature(ctx, s, "f", 2), rollout.EConflict)
 	wantFeatures(t, s, f, keep)
-	if err := s.DeleteFeature(ctx, "f", 3); err != nil {
-		t.Fatalf("DeleteFeature(f, 3) = %v", err)
+	if err := deleteFeature(ctx, s, "f", 3); err != nil {
+		t.Fatalf("deleteFeature(f, 3) = %v", err)
 	}
 	wantFeatures(t, s, keep)
 	_, err := s.Feature(ctx, "f")
@@ -354,7 +360,7 @@ func testDelete(t *testing.T, o Opened) {
 	wantCode(t, "Versions(deleted)", err, rollout.ENotFound)
 	_, err = s.Version(ctx, "f", 1)
 	wantCode(t, "Version(deleted, 1)", err, rollout.ENotFound)
-	wantCode(t, "DeleteFeature(deleted)", s.DeleteFeature(ctx, "f", 3), rollout.ENotFound)
+	wantCode(t, "deleteFeature(deleted)", deleteFeature(ctx, s, "f", 3), rollout.ENotFound)
 	if es, err := s.Exposures(ctx, "f"); err != nil || len(es) != 0 {
 		t.Errorf("Exposures(deleted) = %v, %v; want none", es, err)
 	}
@@ -522,11 +528,11 @@ func testTokens(t *testing.T, o Opened) {
 	}
 	wantCode(t, "CreateToken(ci again)", s.CreateToken(ctx, tok("3", "ci", rollout.RoleViewer, at.Add(2*time.Second))), rollout.EConflict)
 	revokedAt := at.Add(time.Minute)
-	if err := o.Open(t).RevokeToken(ctx, "ci", revokedAt); err != nil {
+	if err := o.Open(t).RevokeToken(ctx, "ci", revokedAt, "alice"); err != nil {
 		t.Fatalf("RevokeToken(ci) = %v", err)
 	}
-	wantCode(t, "RevokeToken(ci again)", s.RevokeToken(ctx, "ci", revokedAt), rollout.ENotFound)
-	wantCode(t, "RevokeToken(unknown)", s.RevokeToken(ctx, "unknown", revokedAt), rollout.ENotFound)
+	wantCode(t, "RevokeToken(ci again)", s.RevokeToken(ctx, "ci", revokedAt, "alice"), rollout.ENotFound)
+	wantCode(t, "RevokeToken(unknown)", s.RevokeToken(ctx, "unknown", revokedAt, "alice"), rollout.ENotFound)
 	ci2 := tok("4", "ci", rollout.RoleViewer, at.Add(time.Hour))
 	if err := s.CreateToken(ctx, ci2); err != nil {
 		t.Fatalf("CreateToken(ci after revoking it) = %v", err)
@@ -588,17 +594,20 @@ func testFeed(t *testing.T, o Opened) {
 		{"update f", func() error { return s.UpdateFeature(ctx, g, versionOf(g)) }, &want{rollout.CommitFeature, "f"}},
 		{"update f from version 1", func() error { return s.UpdateFeature(ctx, stale, versionOf(stale)) }, nil},
 		{"update missing", func() error { return s.UpdateFeature(ctx, next(missing), versionOf(next(missing))) }, nil},
-		{"delete missing", func() error { return s.DeleteFeature(ctx, "missing", 1) }, nil},
+		{"archive missing", func() error { return s.ArchiveFeature(ctx, "missing", 1, rollout.AuditEvent{}) }, nil},
 		{"create token", func() error { return s.CreateToken(ctx, token) }, &want{rollout.CommitToken, "ci"}},
 		{"create token again", func() error {
 			again := token
 			again.ID, again.Hash = "t2", "h2"
 			return s.CreateToken(ctx, again)
 		}, nil},
-		{"revoke token", func() error { return s.RevokeToken(ctx, "ci", t0) }, &want{rollout.CommitToken, "ci"}},
-		{"revoke token again", func() error { return s.RevokeToken(ctx, "ci", t0) }, nil},
-		{"delete f at version 1", func() error { return s.DeleteFeature(ctx, "f", 1) }, nil},
-		{"delete f", func() error { return s.DeleteFeature(ctx, "f", 2) }, &want{rollout.CommitFeature, "f"}},
+		{"revoke token", func() error { return s.RevokeToken(ctx, "ci", t0, "alice") }, &want{rollout.CommitToken, "ci"}},
+		{"revoke token again", func() error { return s.RevokeToken(ctx, "ci", t0, "alice") }, nil},
+		{"purge f while served", func() error { return s.PurgeFeature(ctx, "f", rollout.AuditEvent{}) }, nil},
+		{"archive f at version 1", func() error { return s.ArchiveFeature(ctx, "f", 1, rollout.AuditEvent{}) }, nil},
+		{"archive f", func() error { return s.ArchiveFeature(ctx, "f", 2, rollout.AuditEvent{}) }, &want{rollout.CommitFeature, "f"}},
+		{"archive f again", func() error { return s.ArchiveFeature(ctx, "f", 2, rollout.AuditEvent{}) }, nil},
+		{"purge f", func() error { return s.PurgeFeature(ctx, "f", rollout.AuditEvent{}) }, &want{rollout.CommitFeature, "f"}},
 		{"add exposures", func() error { return s.AddExposures(ctx, []rollout.Exposure{{FeatureID: f.ID, Version: 1, Count: 1}}) }, nil},
 		{"session key", func() error { _, err := s.SessionKey(ctx); return err }, nil},
 		{"check write", func() error { return s.CheckWrite(ctx) }, nil},
@@ -625,8 +634,8 @@ func testFeed(t *testing.T, o Opened) {
 	}
 	end := time.Now().Add(time.Second)
 	wantRevision(t, o.Open(t), rev)
-	if rev != 5 {
-		t.Fatalf("%d commits made, want 5: the steps changed", rev)
+	if rev != 6 {
+		t.Fatalf("%d commits made, want 6: the steps changed", rev)
 	}
 
 	all, err := s.Commits(ctx, 0, 0)
@@ -655,8 +664,9 @@ func testFeed(t *testing.T, o Opened) {
 		{1, 2, all[1:3]},
 		{2, 0, all[2:]},
 		{3, -1, all[3:]},
-		{4, 1, all[4:]},
-		{5, 1, []rollout.Commit{}},
+		{4, 1, all[4:5]},
+		{5, 1, all[5:]},
+		{6, 1, []rollout.Commit{}},
 		{99, 0, []rollout.Commit{}},
 	} {
 		got, err := s.Commits(ctx, tt.since, tt.limit)
@@ -1101,8 +1111,8 @@ func testChanges(t *testing.T, o Opened) {
 	}
 
 	// A deleted feature's history leaves the log.
-	if err := s.DeleteFeature(ctx, "b", 2); err != nil {
-		t.Fatalf("DeleteFeature(b) = %v", err)
+	if err := deleteFeature(ctx, s, "b", 2); err != nil {
+		t.Fatalf("deleteFeature(b) = %v", err)
 	}
 	if diff := cmp.Diff([]rollout.Version{a3, a2, a1}, get(rollout.ChangeQuery{}), noSeq); diff != "" {
 		t.Errorf("Changes({}) after deleting b mismatch (-want +got):\n%s", diff)
@@ -1114,4 +1124,13 @@ func testChanges(t *testing.T, o Opened) {
 func summary(v rollout.Version) rollout.Version {
 	v.OverrideCount, v.Config.Overrides = len(v.Config.Overrides), nil
 	return v
+}
+
+// deleteFeature archives the feature key at version and purges it: what
+// removed a feature before features were archived.
+func deleteFeature(ctx context.Context, s Store, key string, version int) error {
+	if err := s.ArchiveFeature(ctx, key, version, rollout.AuditEvent{Actor: "test", Summary: "archived"}); err != nil {
+		return err
+	}
+	return s.PurgeFeature(ctx, key, rollout.AuditEvent{Actor: "test", Summary: "purged"})
 }

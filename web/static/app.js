@@ -118,6 +118,14 @@
     saltDefault.addEventListener('change', sync);
     sync();
   }
+  // Advanced: replica counts instead of percentages, for every bucket.
+  const byReplicas = document.getElementById('new-by-replicas');
+  if (byReplicas) {
+    const form = byReplicas.form;
+    const sync = () => form.classList.toggle('by-replicas', byReplicas.checked);
+    byReplicas.addEventListener('change', sync);
+    sync();
+  }
 
   // The targets form: new bucket rows, "split equally" and the running
   // total.
@@ -128,9 +136,13 @@
     const sum = targetsForm.querySelector('.target-sum .sum');
     const inputs = () => [...targetsForm.querySelectorAll('input[name=target], input[name=new-target]')];
     const total = () => {
-      const t = inputs().reduce((a, i) => a + (Number(i.value) || 0), 0);
-      sum.textContent = (Math.round(100 * t) / 100) + '%';
-      sum.classList.toggle('off-total', Math.abs(t - 100) > 1e-4);
+      const all = inputs();
+      const t = all.reduce((a, i) => a + (Number(i.value) || 0), 0);
+      // Percentages rounded to two decimals may add up to 99.99 or 100.01:
+      // the form takes them as meant (see exactTargets).
+      const rounded = Math.abs(t - 100) > 1e-4 && Math.abs(t - 100) <= 0.005 * all.length + 1e-9;
+      sum.textContent = (Math.round(100 * t) / 100) + '%' + (rounded ? ' — rounded, taken as 100%' : '');
+      sum.classList.toggle('off-total', Math.abs(t - 100) > 1e-4 && !rounded);
     };
     targetsForm.addEventListener('input', total);
     targetsForm.querySelector('.add-target').addEventListener('click', () => {
@@ -201,14 +213,30 @@
     return n / 100;
   }
 
-  // checkSum refuses shares that do not add up to everyone, but for
-  // percentages rounded to two decimals (3 × 33.33% is thirds: the server
-  // rescales them, as rollout's roundedSumSlack allows).
-  function checkSum(shares) {
-    const sum = shares.reduce((a, b) => a + b, 0);
-    if (Math.abs(sum - 1) > 0.00005 * shares.length) {
+  // exactTargets reads percentages typed for buckets ({name, text, label}
+  // each) as fractions of users that add up to exactly 1, and keeps what
+  // was typed. Percentages rounded to two decimals pass: 3 × 33.33 % (or
+  // 33.34 + 33.33 + 33.33, as "split equally" gives) are equal thirds,
+  // exactly, and other rounded shares are scaled to add up to 100 %, as
+  // the API does in a mode.
+  function exactTargets(entries) {
+    const targets = {};
+    const asked = {};
+    const values = entries.map((e) => parsePercent(e.text, e.label));
+    const sum = values.reduce((a, b) => a + b, 0);
+    if (Math.abs(sum - 1) > 0.00005 * values.length) {
       throw new Error('The shares add up to ' + (100 * sum).toFixed(2) + '%: make them add up to 100%.');
     }
+    const served = values.filter((v) => v > 0);
+    const equal = served.length > 1 && served.every((v) => Math.abs(v - 1 / served.length) <= 0.0001 + 1e-12); // hundredths of a percent apart
+    entries.forEach((e, i) => {
+      let t = values[i];
+      if (equal && t > 0) t = 1 / served.length;
+      else if (Math.abs(sum - 1) > 1e-9) t = values[i] / sum;
+      targets[e.name] = t;
+      asked[e.name] = String(Number(e.text)) + '%' + (equal && t > 0 ? ' (1/' + served.length + ')' : '');
+    });
+    return { targets, asked };
   }
 
   // withGuards adds the form's comment and churn limit to the request.
@@ -225,41 +253,42 @@
   // Each kind of form builds its API request: method, path and body.
   const builders = {
     create(form) {
+      const byReplicas = form.elements.namedItem('by-replicas').checked;
       const buckets = [];
-      const targets = {};
-      let withShares = 0;
-      let rowsUsed = 0;
+      const entries = [];
       form.querySelectorAll('.bucket-row').forEach((row, i) => {
         const name = row.querySelector('[name=bucket-name]').value.trim();
         const share = row.querySelector('[name=bucket-share]').value.trim();
         const replicas = row.querySelector('[name=bucket-replicas]').value;
         const value = row.querySelector('[name=bucket-value]').value;
-        if (name === '' && value === '' && share === '') return; // an unused row
-        rowsUsed++;
+        if (name === '' && value === '' && (byReplicas || share === '')) return; // an unused row
         const b = { name };
-        if (share !== '') {
-          withShares++;
-          targets[name] = parsePercent(share, 'The share of bucket ' + (name || i + 1));
+        if (byReplicas) {
+          b.replicas = parseReplicas(replicas, 'Bucket ' + (name || i + 1));
         } else {
-          b.replicas = parseReplicas(replicas, 'Bucket ' + (i + 1));
+          if (share === '') throw new Error('Give bucket ' + (name || i + 1) + ' its share of users in %, e.g. 50.');
+          entries.push({ name, text: share, label: 'The share of bucket ' + (name || i + 1) });
         }
         if (value !== '') b.value = parseValue(value);
         buckets.push(b);
       });
-      if (withShares > 0 && withShares < rowsUsed) throw new Error('Give every bucket a share, or none of them (and replicas instead).');
       const body = { key: field(form, 'key').trim(), description: field(form, 'description'), buckets };
-      if (withShares > 0) {
-        checkSum(Object.values(targets));
-        body.targets = targets;
+      let asked;
+      if (!byReplicas && entries.length > 0) {
+        const t = exactTargets(entries);
+        body.targets = t.targets;
+        asked = t.asked;
       }
       if (!form.elements.namedItem('salt-default').checked) body.salt = field(form, 'salt');
-      return { method: 'POST', path: '/api/features', body, create: true, key: body.key };
+      return { method: 'POST', path: '/api/features', body, create: true, key: body.key, asked };
     },
     targets(form) {
-      const targets = {};
+      const entries = [];
       const values = {};
+      const names = new Set();
       for (const input of form.querySelectorAll('input[name=target]')) {
-        targets[input.dataset.bucket] = parsePercent(input.value, 'The share of ' + input.dataset.bucket);
+        entries.push({ name: input.dataset.bucket, text: input.value, label: 'The share of ' + input.dataset.bucket });
+        names.add(input.dataset.bucket);
       }
       for (const row of form.querySelectorAll('.new-target')) {
         const name = row.querySelector('[name=new-name]').value.trim();
@@ -267,12 +296,13 @@
         const value = row.querySelector('[name=new-value]').value;
         if (name === '' && share.trim() === '' && value === '') continue;
         if (name === '') throw new Error('Give the new bucket a name.');
-        if (name in targets) throw new Error('There is a bucket ' + name + ' already: give the new one another name.');
-        targets[name] = parsePercent(share, 'The share of ' + name);
+        if (names.has(name)) throw new Error('There is a bucket ' + name + ' already: give the new one another name.');
+        names.add(name);
+        entries.push({ name, text: share, label: 'The share of ' + name });
         if (value !== '') values[name] = parseValue(value);
       }
-      checkSum(Object.values(targets));
-      return { plan: { method: 'POST', path: base + '/plan', body: { targets } }, values };
+      const { targets, asked } = exactTargets(entries);
+      return { plan: { method: 'POST', path: base + '/plan', body: { targets } }, values, asked };
     },
     describe(form) {
       return { method: 'PATCH', path: base, body: { description: field(form, 'description') } };
@@ -422,6 +452,100 @@
     return el('div', { class: 'bar' }, svg);
   }
 
+  // The two plans a change of several buckets offers, in the user's words.
+  const planTitles = {
+    nested: 'Only move users into or out of the changed buckets',
+    exact: 'Rebalance exactly',
+  };
+
+  // planIn is the plan p answered, as its option of mode: that plan's
+  // buckets and figures, with p's targets, tolerance and bound.
+  function planIn(p, mode) {
+    const o = p.options && p.options[mode];
+    if (!o) return p;
+    return Object.assign({}, p, o, { mode, varied: o.varied || [], replanned: !!o.replanned, cross_moves: o.cross_moves || [], cross_churn: o.cross_churn || 0 });
+  }
+
+  // previewPlan previews applying the plan of mode among those p offers:
+  // a dry run of its buckets, which the Apply button then sends as they
+  // are, on the version the page shows (If-Match), so that the plan
+  // applied is the plan previewed.
+  async function previewPlan(form, asked, p, mode, focusChoice) {
+    const plan = planIn(p, mode);
+    const buckets = plan.buckets.map((b) => (b.name in asked.values ? { name: b.name, replicas: b.replicas, value: asked.values[b.name] } : { name: b.name, replicas: b.replicas }));
+    const req = { method: 'PUT', path: base + '/buckets', body: Object.assign({ buckets }, asked.body || {}), plan, answered: p, asked: asked.asked, from: asked, focusChoice };
+    setBusy(form, true);
+    const res = await send(req, true);
+    setBusy(form, false);
+    if (res.error) {
+      clearOutcome(form);
+      showError(form, res.error, res.reload);
+      return;
+    }
+    showPreview(form, req, res.body);
+  }
+
+  // drifts lists the buckets whose share after misses its target by more
+  // than the tolerance.
+  function drifts(p) {
+    return Object.keys(p.targets).sort().filter((n) => Math.abs((p.shares_after[n] || 0) - p.targets[n]) > p.tolerance + 1e-12);
+  }
+
+  // crossLine says, in red, which users switch between existing variants.
+  function crossLine(p, cls) {
+    return el('p', { class: cls }, pct(p.cross_churn) + ' switch between existing variants ' + p.cross_moves.map((m) => moveLabel(m.from) + '→' + moveLabel(m.to)).join(', ') + ': this affects a running experiment.');
+  }
+
+  // planChoice offers the two plans of a change of several buckets; picking
+  // one previews it instead.
+  function planChoice(form, req) {
+    const p = req.answered;
+    const box = el('fieldset', { class: 'plan-choice' }, el('legend', {}, 'Several buckets change: pick a plan'));
+    for (const mode of ['nested', 'exact']) {
+      const o = planIn(p, mode);
+      const id = form.dataset.kind + '-plan-' + mode;
+      const input = el('input', { type: 'radio', name: 'plan-mode', value: mode, id });
+      input.checked = req.plan.mode === mode;
+      const about = el('span', { class: 'option-about' });
+      about.append(el('b', { class: 'num' }, pct(o.churn)), ' of users move. ');
+      if (mode === 'nested') {
+        const d = drifts(o);
+        about.append(d.length === 0
+          ? 'Every bucket lands within ' + (100 * o.tolerance).toFixed(2) + ' points of its target.'
+          : el('span', { class: 'drift' }, 'The other buckets\' shares drift: ' + d.map((n) => n + ' ' + pct(o.shares_after[n] || 0) + ' (asked ' + pct(o.targets[n]) + ')').join(', ') + '.'));
+      } else {
+        about.append('Every bucket within ' + (100 * o.max_error).toFixed(3) + ' points of its target.');
+      }
+      const option = el('div', { class: 'plan-option' + (input.checked ? ' chosen' : ''), 'data-mode': mode },
+        input, el('label', { for: id }, planTitles[mode]), about);
+      if (o.cross_churn > 0 && o.cross_moves.length > 0) option.append(crossLine(o, 'option-cross'));
+      box.append(option);
+      input.addEventListener('change', () => {
+        if (input.checked) previewPlan(form, req.from, p, mode, true);
+      });
+    }
+    return box;
+  }
+
+  // askedList says, for each bucket, the share asked and the share
+  // achieved, exactly: "on: you asked 1%: 1.00% (exact: 0.99881%)".
+  // Buckets off their target by more than the tolerance say so.
+  function askedList(asked, targets, after, tolerance, varied) {
+    const list = el('ul', { class: 'plan-asked' });
+    for (const n of Object.keys(targets).sort()) {
+      const got = after[n] || 0;
+      const typed = asked && n in asked ? asked[n] : pct(targets[n]);
+      const li = el('li', { 'data-bucket': n }, n + ': you asked ' + typed + ': ' + pct(got) + ' (exact: ' + (100 * got).toFixed(5) + '%)');
+      const off = got - targets[n];
+      if (Math.abs(off) > tolerance + 1e-12) {
+        li.classList.add('drift');
+        li.append(el('span', { class: 'drift-note' }, ' — ' + (off > 0 ? '+' : '−') + (100 * Math.abs(off)).toFixed(2) + ' points' + (varied && varied.length > 0 && !varied.includes(n) ? ': drifts, as its replicas stay' : '')));
+      }
+      list.append(li);
+    }
+    return list;
+  }
+
   // showPreview fills the form's preview with the dry run's report, and the
   // buttons that apply or drop it.
   function showPreview(form, req, result) {
@@ -437,8 +561,11 @@
 
     const heading = el('h4', { tabindex: '-1' }, 'Preview — nothing is changed yet');
     box.append(heading);
+    if (req.plan) box.dataset.mode = req.plan.mode || '';
+    if (req.answered && req.answered.options && req.answered.options.nested && req.answered.options.exact) box.append(planChoice(form, req));
     if (req.create) {
       box.append(el('p', { class: 'outcome' }, 'Every user will get a bucket, in these exact shares:'));
+      if (req.asked) box.append(askedList(req.asked, req.body.targets, after, 0.0005, null));
     } else {
       const moved = rep.method === 'expected' ? ' of users expected to move (new salt)' : ' of users would move';
       const dir = direction(rep.moves || []);
@@ -455,8 +582,10 @@
         box.append(el('p', { class: 'modulo' }, 'Naive hash mod N would move ', el('b', { class: 'num' }, pct(rep.modulo_churn)), '.'));
       }
       if (feature && !req.toggles && !req.deletes && rep.churn > 0 && rep.method === 'exact' && rep.range_churn != null) {
-        // The baseline product managers know: contiguous ranges of a 0–100 % hash.
-        box.append(el('p', { class: 'range' }, 'Range bucketing (how LaunchDarkly, Unleash, GrowthBook, Flipt and flagd split users) would move ', el('b', { class: 'num' }, pct(rep.range_churn)), '.'));
+        // The baseline product managers know, as the headline comparison:
+        // contiguous ranges of a 0–100 % hash.
+        box.append(el('p', { class: 'range' }, 'Range bucketing, as LaunchDarkly, Unleash, GrowthBook, Flipt and flagd split users, would move ',
+          el('b', { class: 'num range-churn' }, pct(rep.range_churn)), '; rollout moves ', el('b', { class: 'num' }, pct(rep.churn)), '.'));
       }
       if (req.plan) {
         const p = req.plan;
@@ -467,22 +596,14 @@
           : 'no plan that hits the targets exactly can move fewer than ' + pct(p.lower_bound) + '; this one moves a little fewer because its shares land within its max error of them.';
         box.append(el('p', { class: 'plan-churn' }, 'Moves ' + pct(p.churn) + ' of users; ' + bound));
         box.append(el('p', { class: 'plan-error' }, 'The planned shares are within ' + (100 * p.max_error).toFixed(3) + ' percentage points of the targets (max error).'));
-        // Asked vs achieved, each bucket: "You asked 1.00%: 1.00% (exact: 0.99881%)".
-        const asked = el('ul', { class: 'plan-asked' });
-        for (const n of Object.keys(p.targets).sort()) {
-          const got = p.shares_after[n] || 0;
-          asked.append(el('li', { 'data-bucket': n }, n + ': you asked ' + pct(p.targets[n]) + ': ' + pct(got) + ' (exact: ' + (100 * got).toFixed(5) + '%)'));
-        }
-        box.append(asked);
+        box.append(askedList(req.asked, p.targets, p.shares_after, p.tolerance, p.varied));
         if (p.replanned) box.append(el('p', { class: 'plan-replanned' }, 'This feature had too few ring points for shares exact to 0.05 points: this first change gives it more, and moves users once; later changes move users only into or out of the buckets that change.'));
-        if (p.mode === 'nested' && p.varied && p.varied.length > 0) box.append(el('p', { class: 'plan-nested' }, 'Only the replicas of ' + p.varied.join(', ') + ' change: users move only into or out of ' + (p.varied.length === 1 ? 'it' : 'them') + ', and changing the share back returns the same users.'));
-        if (p.cross_churn > 0 && p.cross_moves) {
-          box.append(el('p', { class: 'plan-cross' }, pct(p.cross_churn) + ' switch between existing variants ' + p.cross_moves.map((m) => m.from + '→' + m.to).join(', ') + ': this affects a running experiment.'));
+        if (p.mode === 'nested' && p.varied && p.varied.length === 1) box.append(el('p', { class: 'plan-nested' }, 'Only the replicas of ' + p.varied[0] + ' change: users move only into or out of it, and changing the share back returns the same users.'));
+        if (p.mode === 'nested' && p.varied && p.varied.length > 1) {
+          const kept = Object.keys(p.targets).sort().filter((n) => !p.varied.includes(n));
+          box.append(el('p', { class: 'plan-nested' }, 'Only the replicas of ' + p.varied.join(', ') + ' change' + (kept.length > 0 ? '; ' + kept.join(', ') + ' keep theirs, so their shares drift' : '') + '. Users move only into or out of the changed buckets, or between them.'));
         }
-        if (p.mode === 'exact' && p.options && p.options.nested) {
-          const n = p.options.nested;
-          box.append(el('p', { class: 'plan-option' }, 'Moving users only into or out of the buckets that change (' + (n.varied || []).join(', ') + ') would move ' + pct(n.churn) + ' and leave the shares within ' + (100 * n.max_error).toFixed(3) + ' percentage points of the targets.'));
-        }
+        if (p.cross_churn > 0 && p.cross_moves && p.cross_moves.length > 0) box.append(crossLine(p, 'plan-cross'));
         if (p.cut_short) {
           const why = p.cut_reason === 'deadline' ? 'it ran out of time' : 'it used up its budget of steps';
           box.append(el('p', { class: 'plan-cut' }, 'The planner stopped early (' + why + '): this is the best plan it found, and a longer search might move fewer users or come closer to the targets.'));
@@ -495,12 +616,14 @@
         else what = 'No user gets a bucket: apps serve their default, until it is turned on again.';
         box.append(el('p', { class: 'confirm-what' }, el('b', {}, 'After this: '), what));
       }
-      if (req.deletes) box.append(el('p', { class: 'confirm-what' }, el('b', {}, 'After this: '), 'apps get no bucket for ' + feature.key + ', and its history is gone.'));
+      if (req.deletes) box.append(el('p', { class: 'confirm-what' }, el('b', {}, 'After this: '), 'apps get no bucket for ' + feature.key + '; it is archived with its history and can be restored.'));
       const moves = rep.moves || [];
       if (moves.length > 0) {
         const body = el('tbody');
+        const cross = new Set(((req.plan && req.plan.cross_moves) || []).map((m) => m.from + '\u0000' + m.to));
         for (const m of moves.slice(0, MAX_MOVES)) {
-          body.append(el('tr', {}, el('td', {}, moveLabel(m.from)), el('td', { 'aria-hidden': 'true' }, '→'), el('td', {}, moveLabel(m.to)), el('td', { class: 'num' }, pct(m.share))));
+          const switched = cross.has(m.from + '\u0000' + m.to);
+          body.append(el('tr', switched ? { class: 'cross', title: 'switches users between existing variants' } : {}, el('td', {}, moveLabel(m.from)), el('td', { 'aria-hidden': 'true' }, '→'), el('td', {}, moveLabel(m.to)), el('td', { class: 'num' }, pct(m.share))));
         }
         if (moves.length > MAX_MOVES) body.append(el('tr', {}, el('td', { colspan: '4' }, 'and ' + (moves.length - MAX_MOVES) + ' smaller moves')));
         box.append(el('table', { class: 'moves' },
@@ -531,13 +654,15 @@
     box.append(el('table', { class: 'shares' }, el('thead', {}, head), tbody));
 
     let label = req.create ? 'Create the feature' : 'Apply this change';
+    if (req.answered && req.answered.options && req.answered.options.exact) label = req.plan.mode === 'nested' ? 'Apply: only move users into or out of the changed buckets' : 'Apply: rebalance exactly';
     if (req.toggles) label = req.toggles === 'on' ? 'Turn it on' : 'Turn it off';
-    if (req.deletes) label = 'Delete ' + feature.key;
+    if (req.deletes) label = 'Archive ' + feature.key;
     const apply = el('button', { type: 'button', class: req.toggles || req.deletes ? 'apply danger' : 'apply' }, label);
     const cancel = el('button', { type: 'button', class: 'cancel secondary' }, 'Cancel');
     box.append(el('div', { class: 'actions' }, apply, cancel));
     box.hidden = false;
-    heading.focus();
+    const chosen = req.focusChoice && box.querySelector('input[name=plan-mode]:checked');
+    (chosen || heading).focus();
 
     apply.addEventListener('click', async () => {
       setBusy(form, true);
@@ -613,10 +738,8 @@
           showError(form, planned.error, planned.reload);
           return;
         }
-        const p = planned.body;
-        const buckets = p.buckets.map((b) => (b.name in req.values ? { name: b.name, replicas: b.replicas, value: req.values[b.name] } : { name: b.name, replicas: b.replicas }));
-        const guards = Object.assign({}, req.body || {});
-        req = { method: 'PUT', path: base + '/buckets', body: Object.assign({ buckets }, guards), plan: p };
+        await previewPlan(form, req, planned.body, planned.body.mode);
+        return;
       }
       const res = await send(req, true);
       setBusy(form, false);
@@ -628,7 +751,8 @@
     });
     // A preview or an error is of what the form said then: editing the
     // form drops it.
-    const drop = () => {
+    const drop = (ev) => {
+      if (ev.target.closest('.preview')) return; // the preview's own choice
       if (!form.querySelector('.preview').hidden || !form.querySelector('.error').hidden) clearOutcome(form);
     };
     form.addEventListener('input', drop);

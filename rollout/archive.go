@@ -1,0 +1,165 @@
+package rollout
+
+import (
+	"context"
+	"maps"
+)
+
+// Archive, restore, purge. A feature is never deleted in one step: archiving
+// stops serving it (apps get not-found, in-app clients drop it) and takes
+// it out of the list, but keeps it, its history, exposures and audit
+// events; Restore serves its configuration again as a new version; only
+// an archived feature can be purged, which removes its rows but never its
+// audit events. Its key can be used again only after the purge.
+
+// ArchiveStore is the storage of archived features.
+type ArchiveStore interface {
+	// ArchiveFeature archives the served feature key, which must be at
+	// the given version, and records e (its FeatureID and Version set by
+	// the store). ENotFound when no feature key is served, EConflict when
+	// it is at another version.
+	ArchiveFeature(ctx context.Context, key string, version int, e AuditEvent) error
+	// ArchivedFeatures returns the archived features, ordered by key.
+	ArchivedFeatures(ctx context.Context) ([]Feature, error)
+	// ArchivedFeature returns the archived feature key: ENotFound when
+	// there is none, EConflict when the feature is served (not archived).
+	ArchivedFeature(ctx context.Context, key string) (Feature, error)
+	// RestoreFeature serves the archived feature of f's key again as f,
+	// a new version appended as UpdateFeature does (the stored one must
+	// be at f.Version-1). ENotFound when no feature key is archived,
+	// EConflict when it moved on.
+	RestoreFeature(ctx context.Context, f Feature, v Version) error
+	// PurgeFeature removes the archived feature key with its history,
+	// exposures and ramps, keeping its audit events, and records e.
+	// ENotFound when there is no feature key, EConflict when it is
+	// served (archive it first).
+	PurgeFeature(ctx context.Context, key string, e AuditEvent) error
+}
+
+// Archive stops serving the feature key, keeping it and its history to be
+// restored. The result holds the feature as it was and the report of its
+// archiving: every user who had a bucket has none afterwards. DryRun and
+// MaxChurn apply as to any change; If-Match names the version archived.
+func (s *Service) Archive(ctx context.Context, key string, opts ChangeOptions) (Result, error) {
+	if err := validateComment(opts.Comment); err != nil {
+		return Result{}, err
+	}
+	if err := s.mu.lock(ctx); err != nil {
+		return Result{}, err
+	}
+	defer s.mu.Unlock()
+	return s.onFresh(ctx, key, opts, func(cur *compiled) (Result, error) {
+		gone := cur.feature.Clone()
+		gone.Version, gone.Enabled, gone.Fallback = 0, false, "" // serves no one
+		rep := newReport(cur, compile(gone))
+		if err := checkChurn(rep, opts); err != nil {
+			return Result{}, err
+		}
+		res := Result{Feature: cur.feature, Report: rep, Shares: maps.Clone(cur.shares), DryRun: opts.DryRun}
+		if opts.DryRun {
+			return res, nil
+		}
+		now := s.now().UTC()
+		Settle(ctx, res, now)
+		churn := rep.Churn
+		e := AuditEvent{
+			Time: now, Actor: actor(opts), Kind: AuditArchive, Feature: key, Version: cur.feature.Version,
+			Summary: joinSummary("archived: apps get not-found", ShareSummary(rep)), Comment: opts.Comment, Churn: &churn,
+		}
+		if err := s.store.ArchiveFeature(ctx, key, cur.feature.Version, e); err != nil {
+			return Result{}, err
+		}
+		s.swap(key, nil)
+		s.committed()
+		return res, nil
+	}, nil)
+}
+
+// ArchivedFeatures returns the archived features, ordered by key.
+func (s *Service) ArchivedFeatures(ctx context.Context) ([]Feature, error) {
+	return s.store.ArchivedFeatures(ctx)
+}
+
+// ArchivedFeature returns the archived feature key: ENotFound when there is
+// no feature key, EConflict when it is served.
+func (s *Service) ArchivedFeature(ctx context.Context, key string) (Feature, error) {
+	return s.store.ArchivedFeature(ctx, key)
+}
+
+// Restore serves the archived feature key again with the configuration it
+// had when archived, as a new version whose report moves users from no
+// bucket back into theirs. If-Match names the archived version. Errors:
+// ENotFound when no feature key exists, EConflict when it is not archived.
+func (s *Service) Restore(ctx context.Context, key string, opts ChangeOptions) (Result, error) {
+	if err := validateComment(opts.Comment); err != nil {
+		return Result{}, err
+	}
+	if err := s.mu.lock(ctx); err != nil {
+		return Result{}, err
+	}
+	defer s.mu.Unlock()
+	old, err := s.store.ArchivedFeature(ctx, key)
+	if err != nil {
+		return Result{}, err
+	}
+	if opts.IfMatch != "" && opts.IfMatch != "*" && opts.IfMatch != old.Tag() {
+		return Result{}, Errorf(EPrecondition, "archived feature %q is %q, not %q: reload it and decide again", key, old.Tag(), opts.IfMatch)
+	}
+	if err := old.Validate(); err != nil {
+		return Result{}, Errorf(EInvalid, "the archived configuration of feature %q is not valid any more (%s): purge it and create it again", key, ErrorMessage(err))
+	}
+	if err := s.checkSegments(ctx, old); err != nil {
+		return Result{}, Errorf(EInvalid, "the rules of archived feature %q use a segment that is gone (%s): create it again first", key, ErrorMessage(err))
+	}
+	now := s.now().UTC()
+	next := old.Clone()
+	next.Version, next.UpdatedAt = old.Version+1, now
+	cc := s.compileFeature(next)
+	rep := newReport(nil, cc)
+	rep.FromVersion = old.Version
+	if err := checkChurn(rep, opts); err != nil {
+		return Result{}, err
+	}
+	res := Result{Feature: next, Report: rep, Shares: maps.Clone(cc.shares), DryRun: opts.DryRun}
+	if opts.DryRun {
+		return res, nil
+	}
+	v := Version{
+		Version: next.Version, Actor: actor(opts), Time: now, Summary: "restored from the archive",
+		Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: rep, Kind: AuditRestore,
+	}
+	Settle(ctx, res, now)
+	if err := s.store.RestoreFeature(ctx, next, v); err != nil {
+		return Result{}, err
+	}
+	s.swap(key, cc)
+	s.committed()
+	return res, nil
+}
+
+// Purge removes the archived feature key with its history, exposures and
+// ramps; its audit events stay, and the purge's own is added. Its key can
+// then be used for a new feature. Errors: ENotFound when there is no
+// feature key, EConflict when it is served (archive it first).
+func (s *Service) Purge(ctx context.Context, key string, opts ChangeOptions) error {
+	if err := validateComment(opts.Comment); err != nil {
+		return err
+	}
+	if err := s.mu.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	now := s.now().UTC()
+	e := AuditEvent{
+		Time: now, Actor: actor(opts), Kind: AuditPurge, Feature: key,
+		Summary: "purged: its configuration, history, exposures and ramps were removed; its audit events are kept",
+		Comment: opts.Comment,
+	}
+	Settle(ctx, struct{}{}, now)
+	if err := s.store.PurgeFeature(ctx, key, e); err != nil {
+		return err
+	}
+	s.swap(key, nil)
+	s.committed()
+	return nil
+}

@@ -1,0 +1,52 @@
+package rollout_test
+
+import (
+	"testing"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+func TestShareSummary(t *testing.T) {
+	tests := []struct {
+		name string
+		r    rollout.Report
+		want string
+	}{
+		{"the issue's example", rollout.Report{
+			Method: rollout.MethodExact, Churn: 0.3995,
+			SharesBefore: map[string]float64{"control": 0.5, "treatment": 0.5},
+			SharesAfter:  map[string]float64{"control": 0.9, "treatment": 0.1},
+			Moves:        []rollout.Move{{From: "treatment", To: "control", Share: 0.3995}},
+		}, "control 50 % → 90 %, treatment 50 % → 10 %; 39.95 % of users moved, all into control"},
+		{"nobody moves", rollout.Report{
+			SharesBefore: map[string]float64{"a": 1}, SharesAfter: map[string]float64{"a": 1}, Moves: []rollout.Move{},
+		}, "no user moved"},
+		{"to several buckets, and to none", rollout.Report{
+			Method: rollout.MethodExact, Churn: 0.6,
+			SharesBefore:    map[string]float64{"a": 1},
+			SharesAfter:     map[string]float64{"a": 0.4, "b": 0.2},
+			Moves:           []rollout.Move{{From: "a", To: "b", Share: 0.2}, {From: "a", To: "", Share: 0.4}},
+			OverrideChanges: []rollout.OverrideChange{{User: "u1"}, {User: "u2"}},
+		}, "a 100 % → 40 %, b 0 % → 20 %; 60 % of users moved: 40 % into no bucket, 20 % into b; 2 overridden users moved"},
+		{"a new salt", rollout.Report{
+			Method: rollout.MethodExpected, Churn: 0.5,
+			SharesBefore: map[string]float64{"a": 0.5, "b": 0.5}, SharesAfter: map[string]float64{"a": 0.5, "b": 0.5},
+			Moves: []rollout.Move{{From: "a", To: "b", Share: 0.25}, {From: "b", To: "a", Share: 0.25}},
+		}, "about 50 % of users moved: 25 % into a, 25 % into b"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := rollout.ShareSummary(tt.r); got != tt.want {
+				t.Errorf("ShareSummary() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRampActorFor(t *testing.T) {
+	for actor, want := range map[string]string{"alice": "ramp, started by alice", "": "ramp", "anonymous": "ramp", "ramp": "ramp"} {
+		if got := rollout.RampActorFor(rollout.Ramp{Actor: actor}); got != want {
+			t.Errorf("RampActorFor(started by %q) = %q, want %q", actor, got, want)
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// ArchiveFeature archives the served feature key, which must be at the
+// given version: it stays, with its history, exposures and audit events,
+// but Features and Feature leave it out. It records e (with the feature's
+// ID and version) and a commit of the feature, so that other instances
+// drop it. It returns rollout.ENotFound when no feature key is served and
+// rollout.EConflict when it is at another version.
+func (db *DB) ArchiveFeature(ctx context.Context, key string, version int, e rollout.AuditEvent) error {
+	return db.writeTx(ctx, fmt.Sprintf("archive feature %q", key), func(tx *tx) error {
+		now := db.now()
+		if e.Time.IsZero() {
+			e.Time = now
+		}
+		var id string
+		err := tx.queryRow(`
+			UPDATE features SET archived_at = ?
+			WHERE key = ? AND version = ? AND archived_at IS NULL
+			RETURNING id`, db.d.Time(e.Time), key, version).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return tx.whyNotWritten(key, "", version)
+		}
+		if err != nil {
+			return err
+		}
+		e.Feature, e.FeatureID, e.Version = key, id, version
+		if e.Kind == "" {
+			e.Kind = rollout.AuditArchive
+		}
+		if err := tx.appendAudit(e); err != nil {
+			return err
+		}
+		return tx.addCommit(rollout.CommitFeature, key, now)
+	})
+}
+
+// ArchivedFeatures returns the archived features, ordered by key.
+func (db *DB) ArchivedFeatures(ctx context.Context) ([]rollout.Feature, error) {
+	var fs []rollout.Feature
+	err := db.readTx(ctx, "list archived features", func(tx *tx) error {
+		rows, err := tx.query(`SELECT id, key, version, config FROM features WHERE archived_at IS NOT NULL ORDER BY key{C}`)
+		fs, err = collect(rows, err, scanFeature)
+		return err
+	})
+	return fs, err
+}
+
+// ArchivedFeature returns the archived feature key. It returns
+// rollout.ENotFound when there is no feature key and rollout.EConflict
+// when it is served.
+func (db *DB) ArchivedFeature(ctx context.Context, key string) (rollout.Feature, error) {
+	var f rollout.Feature
+	err := db.readTx(ctx, fmt.Sprintf("read archived feature %q", key), func(tx *tx) (err error) {
+		f, err = tx.findArchived(key)
+		return err
+	})
+	return f, err
+}
+
+func (tx *tx) findArchived(key string) (rollout.Feature, error) {
+	var archived bool
+	err := tx.queryRow(`SELECT archived_at IS NOT NULL FROM features WHERE key = ?`, key).Scan(&archived)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return rollout.Feature{}, rollout.Errorf(rollout.ENotFound, "feature %q does not exist, archived or not", key)
+	case err != nil:
+		return rollout.Feature{}, err
+	case !archived:
+		return rollout.Feature{}, rollout.Errorf(rollout.EConflict, "feature %q is not archived: it is served", key)
+	}
+	rows, err := tx.query(`SELECT id, key, version, config FROM features WHERE key = ?`, key)
+	return first(rows, err, scanFeature, rollout.Errorf(rollout.ENotFound, "feature %q does not exist", key))
+}
+
+// RestoreFeature serves the archived feature of f's key again as f, which
+// must follow the stored version (f.Version-1) and keep its ID, appending
+// v (whose audit event, of v.Kind, it records) and a commit. It returns
+// rollout.ENotFound when there is no feature key and rollout.EConflict
+// when it is served or moved on.
+func (db *DB) RestoreFeature(ctx context.Context, f rollout.Feature, v rollout.Version) error {
+	if v.Version != f.Version {
+		return fmt.Errorf("restore feature %q: history entry is version %d, feature is version %d", f.Key, v.Version, f.Version)
+	}
+	return db.writeTx(ctx, fmt.Sprintf("restore feature %q", f.Key), func(tx *tx) error {
+		cur, err := tx.findArchived(f.Key)
+		if err != nil {
+			return err
+		}
+		if cur.ID != f.ID || cur.Version != f.Version-1 {
+			return rollout.Errorf(rollout.EConflict, "archived feature %q is at version %d, not %d: reload it and try again", f.Key, cur.Version, f.Version-1)
+		}
+		if _, err := tx.exec(`UPDATE features SET archived_at = NULL WHERE id = ?`, f.ID); err != nil {
+			return err
+		}
+		return tx.writeVersion(f, v)
+	})
+}
+
+// PurgeFeature removes the archived feature key: its row, history,
+// overrides, exposures (by the foreign keys' cascades) and ramps. Its audit
+// events stay; e is added (with the feature's ID), and a commit of the
+// feature. It returns rollout.ENotFound when there is no feature key and
+// rollout.EConflict when it is served.
+func (db *DB) PurgeFeature(ctx context.Context, key string, e rollout.AuditEvent) error {
+	return db.writeTx(ctx, fmt.Sprintf("purge feature %q", key), func(tx *tx) error {
+		if db.d.ForUpdate != "" {
+			if _, err := tx.exec(`SELECT 1 FROM features WHERE key = ? {forUpdate}`, key); err != nil {
+				return err
+			}
+		}
+		f, err := tx.findArchived(key)
+		if rollout.ErrorCode(err) == rollout.EConflict {
+			return rollout.Errorf(rollout.EConflict, "feature %q is not archived: archive it first (DELETE /api/features/%s), then purge it", key, key)
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.exec(`DELETE FROM ramps WHERE feature_key = ?`, key); err != nil {
+			return fmt.Errorf("delete ramps: %w", err)
+		}
+		if _, err := tx.exec(`DELETE FROM features WHERE id = ?`, f.ID); err != nil {
+			return err
+		}
+		e.Feature, e.FeatureID, e.Version = key, f.ID, f.Version
+		if e.Kind == "" {
+			e.Kind = rollout.AuditPurge
+		}
+		if err := tx.appendAudit(e); err != nil {
+			return err
+		}
+		return tx.addCommit(rollout.CommitFeature, key, db.now())
+	})
+}

@@ -1,0 +1,108 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// AppendAudit records e in the audit trail inside tx, the transaction of
+// the change it records, so that both commit or neither does. It is what
+// every writing method of the store calls (insertVersion for each version,
+// so that a store method that appends versions records them without more);
+// a method that changes something without a version calls it itself. The
+// event's ID is the table's; its time is e.Time, or the store's clock when
+// zero. On PostgreSQL it first takes the revision row's lock, which every
+// writing transaction takes before it commits (addCommit), so that events
+// get their IDs in commit order: a reader that has seen event n committed
+// never sees an event below n appear later.
+func (tx *tx) appendAudit(e rollout.AuditEvent) error {
+	if e.Time.IsZero() {
+		e.Time = tx.db.now()
+	}
+	if e.Actor == "" {
+		e.Actor = "anonymous"
+	}
+	if tx.db.d.ForUpdate != "" {
+		if _, err := tx.exec(`SELECT revision FROM revision WHERE id = 1 {forUpdate}`); err != nil {
+			return fmt.Errorf("record audit event: %w", err)
+		}
+	}
+	var churn any
+	if e.Churn != nil {
+		churn = *e.Churn
+	}
+	if _, err := tx.exec(`
+		INSERT INTO audit_events (created_at, actor, kind, feature_key, feature_id, version, subject, summary, comment, churn)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		tx.db.d.Time(e.Time), e.Actor, string(e.Kind), e.Feature, e.FeatureID, e.Version, e.Subject, e.Summary, e.Comment, churn); err != nil {
+		return fmt.Errorf("record audit event: %w", err)
+	}
+	return nil
+}
+
+// AuditEvents returns the events of the audit trail that q selects, by
+// ID: oldest first when q.Ascending, else newest first.
+func (db *DB) AuditEvents(ctx context.Context, q rollout.AuditQuery) ([]rollout.AuditEvent, error) {
+	var b strings.Builder
+	b.WriteString(`
+		SELECT id, created_at, actor, kind, feature_key, feature_id, version, subject, summary, comment, churn
+		FROM audit_events WHERE 1 = 1`)
+	var args []any
+	if q.Feature != "" {
+		b.WriteString(" AND feature_key = ?")
+		args = append(args, q.Feature)
+	}
+	if q.Actor != "" {
+		b.WriteString(" AND actor = ?")
+		args = append(args, q.Actor)
+	}
+	if q.Kind != "" {
+		b.WriteString(" AND kind = ?")
+		args = append(args, string(q.Kind))
+	}
+	if !q.Since.IsZero() {
+		b.WriteString(" AND created_at >= ?")
+		args = append(args, db.d.Time(q.Since))
+	}
+	if q.Before > 0 {
+		b.WriteString(" AND id < ?")
+		args = append(args, q.Before)
+	}
+	if q.After > 0 {
+		b.WriteString(" AND id > ?")
+		args = append(args, q.After)
+	}
+	if q.Ascending {
+		b.WriteString(" ORDER BY id")
+	} else {
+		b.WriteString(" ORDER BY id DESC")
+	}
+	if q.Limit > 0 {
+		b.WriteString(" LIMIT ?")
+		args = append(args, q.Limit)
+	}
+	var out []rollout.AuditEvent
+	err := db.read(ctx, "list audit events", func(tx *tx) error {
+		rows, err := tx.query(b.String(), args...)
+		out, err = collect(rows, err, func(rows *sql.Rows) (rollout.AuditEvent, error) {
+			var (
+				e     rollout.AuditEvent
+				at    timestamp
+				kind  string
+				churn sql.NullFloat64
+			)
+			err := rows.Scan(&e.ID, &at, &e.Actor, &kind, &e.Feature, &e.FeatureID, &e.Version, &e.Subject, &e.Summary, &e.Comment, &churn)
+			e.Time, e.Kind = at.T, rollout.AuditKind(kind)
+			if churn.Valid {
+				e.Churn = &churn.Float64
+			}
+			return e, err
+		})
+		return err
+	})
+	return out, err
+}
