@@ -161,3 +161,23 @@ func manyAttrs(n int) string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// TestStylesheetBalanced: every block of the stylesheet is closed, so that
+// no section (after a merge, say) ends up inside another's @media.
+func TestStylesheetBalanced(t *testing.T) {
+	a := newApp(t, 10)
+	css := a.get(t, "/ui/static/style.css").Body.String()
+	depth := 0
+	for i, line := range strings.Split(css, "\n") {
+		depth += strings.Count(line, "{") - strings.Count(line, "}")
+		if depth < 0 {
+			t.Fatalf("line %d closes a block that is not open", i+1)
+		}
+		if strings.HasPrefix(line, "/* ") && depth != 0 {
+			t.Errorf("line %d: the section %q starts inside a block", i+1, line)
+		}
+	}
+	if depth != 0 {
+		t.Errorf("the stylesheet ends with %d blocks open", depth)
+	}
+}
