@@ -218,6 +218,37 @@ func TestBrowserRules(t *testing.T) {
 		t.Errorf("after the reorder the API has %v", f.Rules)
 	}
 
+	// Drag staff back above dach, by its handle, and back again: the same
+	// order as the arrows make.
+	drag := func(from, to int, below bool) {
+		t.Helper()
+		evaluate[bool](b, fmt.Sprintf(`(() => {
+			const cards = document.querySelectorAll('.rule-list li.rule');
+			const src = cards[%d], dst = cards[%d];
+			src.querySelector('.drag-handle').dispatchEvent(new PointerEvent('pointerdown', {bubbles: true}));
+			const dt = new DataTransfer();
+			src.dispatchEvent(new DragEvent('dragstart', {bubbles: true, dataTransfer: dt}));
+			const box = dst.getBoundingClientRect();
+			dst.dispatchEvent(new DragEvent('dragover', {bubbles: true, cancelable: true, dataTransfer: dt, clientY: %s}));
+			dst.dispatchEvent(new DragEvent('drop', {bubbles: true, cancelable: true, dataTransfer: dt}));
+			src.dispatchEvent(new DragEvent('dragend', {bubbles: true, dataTransfer: dt}));
+			return true })()`, from, to, map[bool]string{true: "box.bottom - 2", false: "box.top + 2"}[below]))
+	}
+	names := func() []string {
+		return evaluate[[]string](b, `[...document.querySelectorAll('.rule-list [name=rule-name]')].map(i => i.value)`)
+	}
+	drag(1, 0, false)
+	if got := names(); !reflect.DeepEqual(got, []string{"staff", "dach"}) {
+		t.Errorf("after dragging staff above dach: %v", got)
+	}
+	if got := b.text(".rule-list li.rule:nth-child(1) .rule-n"); got != "Rule 1" {
+		t.Errorf("the dragged card is numbered %q", got)
+	}
+	drag(0, 1, true)
+	if got := names(); !reflect.DeepEqual(got, []string{"dach", "staff"}) {
+		t.Errorf("after dragging staff below dach: %v", got)
+	}
+
 	// Test a context: the box answers as POST /evaluate does.
 	type attr struct{ key, value, typ string }
 	cases := []struct {

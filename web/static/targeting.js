@@ -239,6 +239,7 @@
       const name = el('input', { id: nameId, name: 'rule-name', autocomplete: 'off', spellcheck: 'false', class: 'rule-name-input' });
       name.value = r.name || '';
       const head = el('div', { class: 'rule-head' },
+        el('span', { class: 'drag-handle', title: 'Drag to reorder', 'aria-hidden': 'true' }, '⠿'),
         el('span', { class: 'rule-n' }, 'Rule'),
         el('label', { for: nameId }, 'Name'), name,
         el('span', { class: 'rule-moves' },
@@ -320,6 +321,41 @@
       clearOutcome(rulesForm);
     });
     list.addEventListener('input', renumber);
+
+    // Drag a card by its handle to reorder (the arrows do the same from
+    // the keyboard).
+    let dragged = null;
+    list.addEventListener('pointerdown', (ev) => {
+      const handle = ev.target.closest('.drag-handle');
+      if (handle) handle.closest('li.rule').draggable = true;
+    });
+    list.addEventListener('dragstart', (ev) => {
+      dragged = ev.target.closest && ev.target.closest('li.rule');
+      if (!dragged) return;
+      dragged.classList.add('dragging');
+      ev.dataTransfer.effectAllowed = 'move';
+      ev.dataTransfer.setData('text/plain', dragged.querySelector('[name=rule-name]').value);
+    });
+    list.addEventListener('dragover', (ev) => {
+      if (!dragged) return;
+      ev.preventDefault();
+      const over = ev.target.closest('li.rule');
+      if (!over || over === dragged) return;
+      const box = over.getBoundingClientRect();
+      if (ev.clientY > box.top + box.height / 2) over.after(dragged);
+      else over.before(dragged);
+    });
+    list.addEventListener('drop', (ev) => {
+      if (dragged) ev.preventDefault();
+    });
+    list.addEventListener('dragend', () => {
+      if (!dragged) return;
+      dragged.classList.remove('dragging');
+      dragged.draggable = false;
+      dragged = null;
+      renumber();
+      clearOutcome(rulesForm);
+    });
 
     rulesForm.addEventListener('submit', async (ev) => {
       ev.preventDefault();
