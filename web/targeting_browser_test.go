@@ -426,6 +426,11 @@ func TestBrowserSegments(t *testing.T) {
 		}
 	}
 	b.shots("segments-edit", "main")
+	b.do(chromedp.EmulateViewport(390, 900))
+	if out := evaluate[[]string](b, `[...document.querySelectorAll('main input, main select, main button, main p')].filter(e => e.offsetParent).filter(e => { const box = e.closest('form, li.segment, main').getBoundingClientRect(); const r = e.getBoundingClientRect(); return r.right > box.right + 0.5 || r.left < box.left - 0.5 }).map(e => e.outerHTML.slice(0, 80))`); len(out) > 0 {
+		t.Errorf("at 390 px these stick out of the segments page's forms: %q", out)
+	}
+	b.do(chromedp.EmulateViewport(1280, 900))
 	b.do(chromedp.Click(chromedp.CSS(edit + ".preview .apply")))
 	b.do(chromedp.WaitReady(chromedp.CSS(`li.segment[data-segment=staff] .seg-history li[data-version="2"]`)))
 	b.api("/api/segments/staff", &seg)
