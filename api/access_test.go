@@ -169,6 +169,7 @@ var routeBodies = map[string]any{
 	"PUT /api/segments/:key":                 map[string]any{"conditions": []any{map[string]any{"attribute": "plan", "op": "eq", "value": "team"}}},
 	"PUT /api/features/:key/rules": map[string]any{"rules": []any{map[string]any{"name": "staff",
 		"conditions": []any{map[string]any{"attribute": "email", "op": "ends_with", "value": "@example.com"}}, "serve": map[string]any{"bucket": "A"}}}},
+	"POST /ui/features/:key/test": map[string]any{"user": "u", "context": map[string]any{"plan": "pro"}},
 }
 
 // docBody is a document that changes feature f.

@@ -63,6 +63,7 @@ type featurePage struct {
 	// OpenRequests are the feature's change requests waiting for a
 	// decision (see requests.go).
 	OpenRequests []rollout.Request
+	Targeting    targetingView // rules and bucket_by (targeting.go)
 }
 
 // bucketRow is one bucket in the buckets table.
@@ -142,6 +143,7 @@ func (h *handler) feature(c echo.Context) error {
 		Bar:  newBar(bucketNames(f), shares, colour),
 		Data: pageData{Key: f.Key, Version: f.Version, Tag: f.Tag(), Enabled: f.Enabled, Fallback: f.Fallback},
 	}
+	p.Targeting = targeting(snap, f)
 
 	open, err := h.svc.Requests(ctx, rollout.RequestQuery{State: rollout.RequestOpen, Feature: key, Limit: requestsShown})
 	if err != nil {

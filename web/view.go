@@ -225,6 +225,9 @@ type versionView struct {
 	MoreMoves       int
 	OverrideChanges int
 	Bar             shareBar // shares after the change
+	// Populations are those a change of rules (or of a segment they use)
+	// moved, in the server's words: "users matching plan = pro: the ring → on".
+	Populations []string
 }
 
 // maxMovesShown bounds the moves listed for one version.
@@ -237,6 +240,9 @@ func viewVersion(v rollout.Version) versionView {
 		Created: r.FromVersion == 0, Exact: r.Method != rollout.MethodExpected,
 		Churn: r.Churn, Modulo: r.ModuloChurn, Range: r.RangeChurn, Direction: direction(r.Moves),
 		Moves: movesOf(r), OverrideChanges: len(r.OverrideChanges),
+	}
+	for _, p := range r.Rules {
+		vv.Populations = append(vv.Populations, p.Text)
 	}
 	// Reports stored before range churn was counted have none: no baseline.
 	vv.RangeShown = !vv.Created && vv.Exact && r.Churn > 0 && r.RangeChurn > 0

@@ -106,6 +106,8 @@ func Routes(svc *rollout.Service, opts Options) []api.Route {
 		{Method: get, Path: "/ui/requests", Access: rollout.PermRead, SignIn: true, Handler: h.requests, Middleware: ui},
 		{Method: get, Path: "/ui/settings", Access: rollout.PermRead, SignIn: true, Handler: h.settings, Middleware: ui},
 		{Method: get, Path: "/ui/user", Access: rollout.PermRead, SignIn: true, Handler: h.user, Middleware: ui},
+		{Method: get, Path: "/ui/segments", Access: rollout.PermRead, SignIn: true, Handler: h.segments, Middleware: ui},
+		{Method: post, Path: "/ui/features/:key/test", Access: rollout.PermRead, Handler: h.testContext, Middleware: ui},
 		{Method: get, Path: "/ui/static/*", Access: api.Public, Handler: h.static, Middleware: ui},
 		{Method: get, Path: "/ui/login", Access: api.Public, Handler: h.loginForm, Middleware: ui},
 		{Method: post, Path: "/ui/login", Access: api.Public, Handler: h.login, Middleware: ui},
@@ -228,8 +230,12 @@ func parsePages(a assets) map[string]*template.Template {
 	}
 	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/parts.html"))
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"list", "feature", "error", "login", "changes", "user", "requests", "settings", "tokens", "webhooks", "archived"} {
-		pages[name] = template.Must(template.Must(base.Clone()).ParseFS(templateFiles, "templates/"+name+".html"))
+	for _, name := range []string{"list", "feature", "error", "login", "changes", "user", "requests", "settings", "tokens", "webhooks", "archived", "segments"} {
+		files := []string{"templates/" + name + ".html"}
+		if name == "feature" || name == "segments" {
+			files = append(files, "templates/targeting.html")
+		}
+		pages[name] = template.Must(template.Must(base.Clone()).ParseFS(templateFiles, files...))
 	}
 	return pages
 }

@@ -352,14 +352,15 @@ func TestNothingInline(t *testing.T) {
 	empty := a.get(t, "/ui/").Body.String()
 	a.seed(t)
 	scriptTag := regexp.MustCompile(`<script\b[^>]*>`)
+	dataScript := regexp.MustCompile(`^<script type="application/json" id="(feature|targeting|segments)-data">$`)
 	inline := regexp.MustCompile(`(?i)\s(style|on[a-z]+)\s*=|<style\b|javascript:`)
 	pages := map[string]string{"empty list": empty}
-	for _, path := range []string{"/ui/", "/ui/features/checkout?changed=2&user=user:1", "/ui/features/checkout?user=", "/ui/features/nope"} {
+	for _, path := range []string{"/ui/", "/ui/features/checkout?changed=2&user=user:1", "/ui/features/checkout?user=", "/ui/features/nope", "/ui/segments"} {
 		pages[path] = a.get(t, path).Body.String()
 	}
 	for name, body := range pages {
 		for _, tag := range scriptTag.FindAllString(body, -1) {
-			if !strings.Contains(tag, ` src="/ui/static/`) && tag != `<script type="application/json" id="feature-data">` {
+			if !strings.Contains(tag, ` src="/ui/static/`) && !dataScript.MatchString(tag) {
 				t.Errorf("%s: inline script %s", name, tag)
 			}
 		}
@@ -375,8 +376,8 @@ func TestAssets(t *testing.T) {
 	a := newApp(t, 100)
 	body := a.get(t, "/ui/").Body.String()
 	refs := regexp.MustCompile(`(?:src|href)="(/ui/static/[^"]+)"`).FindAllStringSubmatch(body, -1)
-	if len(refs) != 3 {
-		t.Fatalf("the layout names %d assets, want 3 (icon, stylesheet, script)", len(refs))
+	if len(refs) != 4 {
+		t.Fatalf("the layout names %d assets, want 4 (icon, stylesheet, two scripts)", len(refs))
 	}
 	types := map[string]string{".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
 	for _, ref := range refs {

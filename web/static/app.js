@@ -1061,4 +1061,7 @@
       reloadAt('ramps');
     });
   }
+  // What targeting.js shares of this script: the requests, their
+  // refusals in words, and the forms' outcome.
+  window.rolloutUI = Object.freeze({ send, el, pct, showError, clearOutcome, setBusy });
 })();

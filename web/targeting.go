@@ -1,0 +1,305 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rollout/rollout/rollout"
+)
+
+// Targeting on the dashboard (issue #22): a feature's rules and bucket_by,
+// edited as sentences and previewed before they apply; a "test a context"
+// box; and the segments page. The pages render what is stored, in words;
+// the script (targeting.js) edits it and changes it through the JSON API.
+
+// Bounds of the dashboard's targeting.
+const (
+	// testBodyBytes bounds the body of a "test a context" request: a
+	// context of MaxContextAttrs attributes of MaxContextValueLen bytes
+	// fits, with room for lists.
+	testBodyBytes = 256 << 10
+	// segmentVersionsShown is how many versions of each segment its page
+	// lists.
+	segmentVersionsShown = 20
+)
+
+// opWords are the operators as the dashboard says them, in the contract's
+// order (rollout.Operators).
+var opWords = map[string]string{
+	rollout.OpEq: "equals", rollout.OpNeq: "does not equal",
+	rollout.OpIn: "is one of", rollout.OpNotIn: "is not one of",
+	rollout.OpStartsWith: "starts with", rollout.OpEndsWith: "ends with", rollout.OpContains: "contains",
+	rollout.OpMatches: "matches the pattern",
+	rollout.OpLt:      "< (number)", rollout.OpLte: "≤ (number)", rollout.OpGt: "> (number)", rollout.OpGte: "≥ (number)",
+	rollout.OpSemverLt: "< (semver)", rollout.OpSemverLte: "≤ (semver)", rollout.OpSemverEq: "= (semver)",
+	rollout.OpSemverGte: "≥ (semver)", rollout.OpSemverGt: "> (semver)",
+	rollout.OpBefore: "is before (time)", rollout.OpAfter: "is after (time)",
+	rollout.OpPresent: "is present", rollout.OpAbsent: "is absent",
+	rollout.OpInSegment: "in segment",
+}
+
+// opOption is one operator of the editor's menus.
+type opOption struct {
+	Op    string `json:"op"`
+	Label string `json:"label"`
+}
+
+func opOptions() []opOption {
+	out := make([]opOption, 0, len(rollout.Operators))
+	for _, op := range rollout.Operators {
+		out = append(out, opOption{Op: op, Label: opWords[op]})
+	}
+	return out
+}
+
+// conditionSentence says a condition in the dashboard's words:
+// `country is one of DE, AT`, `in segment staff`, `email is present`.
+func conditionSentence(c rollout.Condition) string {
+	words := opWords[c.Op]
+	if words == "" {
+		words = c.Op
+	}
+	if c.Op == rollout.OpInSegment {
+		return words + " " + valueWords(c.Value)
+	}
+	if c.Op == rollout.OpPresent || c.Op == rollout.OpAbsent {
+		return c.Attribute + " " + words
+	}
+	if sym, ok := strings.CutSuffix(words, " (semver)"); ok {
+		return c.Attribute + " " + sym + " " + valueWords(c.Value) + " (semver)"
+	}
+	if sym, ok := strings.CutSuffix(words, " (number)"); ok {
+		return c.Attribute + " " + sym + " " + valueWords(c.Value)
+	}
+	return c.Attribute + " " + words + " " + valueWords(c.Value)
+}
+
+// valueWords is a condition's value for reading: a string bare, a list
+// joined by commas, anything else as its JSON.
+func valueWords(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var list []string
+	if json.Unmarshal(raw, &list) == nil {
+		return strings.Join(list, ", ")
+	}
+	return string(raw)
+}
+
+// conditionsSentence says conditions joined by "and"; none: everyone.
+func conditionsSentence(cs []rollout.Condition) string {
+	if len(cs) == 0 {
+		return "everyone"
+	}
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = conditionSentence(c)
+	}
+	return strings.Join(parts, " and ")
+}
+
+// ruleView is one rule of a feature as its page says it.
+type ruleView struct {
+	Name, When, Serve string
+}
+
+func ruleSentence(r rollout.Rule) ruleView {
+	v := ruleView{Name: r.Name, When: conditionsSentence(r.Conditions)}
+	switch {
+	case r.Serve.Ring && r.Serve.BucketBy != "":
+		v.Serve = "the ring, bucketed by " + r.Serve.BucketBy
+	case r.Serve.Ring:
+		v.Serve = "the ring"
+	default:
+		v.Serve = r.Serve.Bucket
+	}
+	return v
+}
+
+// targetingView is the feature page's targeting section.
+type targetingView struct {
+	Rules    []ruleView
+	BucketBy string
+	Data     targetingData
+}
+
+// targetingData is what the page's script needs to edit the rules.
+type targetingData struct {
+	Rules     []rollout.Rule `json:"rules"`
+	BucketBy  string         `json:"bucket_by"`
+	Buckets   []string       `json:"buckets"`
+	Segments  []string       `json:"segments"`
+	Operators []opOption     `json:"operators"`
+}
+
+// targeting fills the feature page's targeting section.
+func targeting(snap *rollout.Snapshot, f rollout.Feature) targetingView {
+	v := targetingView{BucketBy: f.BucketBy, Data: targetingData{
+		Rules: f.Rules, BucketBy: f.BucketBy, Buckets: bucketNames(f), Operators: opOptions(), Segments: []string{},
+	}}
+	if v.Data.Rules == nil {
+		v.Data.Rules = []rollout.Rule{}
+	}
+	for _, r := range f.Rules {
+		v.Rules = append(v.Rules, ruleSentence(r))
+	}
+	for _, s := range snap.Segments() {
+		v.Data.Segments = append(v.Data.Segments, s.Key)
+	}
+	return v
+}
+
+// testRequest is the body of POST /ui/features/KEY/test.
+type testRequest struct {
+	User    string         `json:"user"`
+	Context map[string]any `json:"context"`
+}
+
+// testAnswer says what the feature serves a user with a context, as
+// evaluation does.
+type testAnswer struct {
+	Feature string          `json:"feature"`
+	User    string          `json:"user"`
+	Bucket  *string         `json:"bucket"`
+	Value   json.RawMessage `json:"value"`
+	Version int             `json:"version"`
+	Reason  string          `json:"reason"`
+	Rule    string          `json:"rule,omitempty"`
+	Text    string          `json:"text"` // the answer in words
+}
+
+// testContext answers the page's "test a context" box: what the feature
+// serves the user with the context, evaluated on the service's snapshot as
+// POST /evaluate does, but not counted as an app's evaluation (the page's
+// "served to apps" counts only apps). Errors are JSON, as the API's.
+func (h *handler) testContext(c echo.Context) error {
+	key := pathParam(c, "key")
+	body, err := io.ReadAll(io.LimitReader(c.Request().Body, testBodyBytes+1))
+	if err != nil {
+		return jsonError(c, http.StatusBadRequest, "invalid_request", "the request's body could not be read")
+	}
+	if len(body) > testBodyBytes {
+		return jsonError(c, http.StatusRequestEntityTooLarge, "too_large", "the request is larger than "+strconv.Itoa(testBodyBytes>>10)+" KiB")
+	}
+	var req testRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return jsonError(c, http.StatusBadRequest, "invalid_request", `give {"user":"u1","context":{"plan":"pro"}}: the body is not that JSON`)
+	}
+	if err := rollout.ValidateUser(req.User); err != nil {
+		return jsonError(c, http.StatusBadRequest, "invalid_request", rollout.ErrorMessage(err))
+	}
+	var ctx rollout.Context
+	if req.Context != nil {
+		if ctx, err = rollout.ContextFromJSON(req.Context); err != nil {
+			return jsonError(c, http.StatusBadRequest, "invalid_request", rollout.ErrorMessage(err))
+		}
+	}
+	e, err := h.svc.Snapshot().PeekContext(key, req.User, ctx)
+	var re *rollout.Error
+	switch {
+	case rollout.ErrorCode(err) == rollout.ENotFound:
+		return jsonError(c, http.StatusNotFound, "not_found", "there is no feature "+strconv.Quote(key))
+	case errors.As(err, &re):
+		return jsonError(c, http.StatusBadRequest, "invalid_request", re.Message)
+	case err != nil:
+		h.logError(c, "test a context", err)
+		return jsonError(c, http.StatusInternalServerError, "internal", "the server could not evaluate the context")
+	}
+	a := testAnswer{Feature: key, User: req.User, Version: e.Version, Reason: e.Reason, Rule: e.Rule, Value: e.Value}
+	if e.Bucket != "" {
+		a.Bucket = &e.Bucket
+	}
+	if a.Value == nil {
+		a.Value = json.RawMessage("null")
+	}
+	a.Text = testWords(e)
+	return c.JSON(http.StatusOK, a)
+}
+
+// testWords says why an evaluation served what it did.
+func testWords(e rollout.Evaluation) string {
+	switch e.Reason {
+	case rollout.ReasonTargetingMatch:
+		return "rule " + e.Rule + " matched"
+	case rollout.ReasonOverride:
+		return "the user's override"
+	case rollout.ReasonDisabled:
+		return "the feature is off"
+	case rollout.ReasonDefault:
+		return "the context lacks the attribute the ring buckets by"
+	case rollout.ReasonRing:
+		return "no rule matched: the ring"
+	}
+	return e.Reason
+}
+
+func jsonError(c echo.Context, status int, code, msg string) error {
+	return c.JSON(status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
+}
+
+// segmentsPage is the data of segments.html.
+type segmentsPage struct {
+	frame
+	Title    string
+	Segments []segmentItem
+	Data     segmentsData
+}
+
+// segmentItem is one segment on its page.
+type segmentItem struct {
+	rollout.Segment
+	When     string // its conditions in words
+	Features []string
+	Versions []segmentVersionView
+	More     bool // older versions are not listed
+}
+
+type segmentVersionView struct {
+	rollout.SegmentVersion
+	When string
+}
+
+// segmentsData is what the segments page's script needs.
+type segmentsData struct {
+	Segments  []rollout.Segment `json:"segments"`
+	Operators []opOption        `json:"operators"`
+}
+
+// segments is the segments page: each segment in words, the features that
+// use it, its history, and the forms that create, change and delete them.
+func (h *handler) segments(c echo.Context) error {
+	snap := h.svc.Snapshot()
+	p := segmentsPage{Title: "Segments", Data: segmentsData{Segments: []rollout.Segment{}}}
+	for _, op := range opOptions() {
+		if op.Op != rollout.OpInSegment { // segments cannot refer to segments
+			p.Data.Operators = append(p.Data.Operators, op)
+		}
+	}
+	for _, s := range snap.Segments() {
+		item := segmentItem{Segment: s, When: conditionsSentence(s.Conditions), Features: snap.SegmentUsers(s.Key)}
+		vs, err := h.svc.SegmentVersions(c.Request().Context(), s.Key, 0, segmentVersionsShown+1)
+		switch {
+		case rollout.ErrorCode(err) == rollout.ENotFound:
+			continue // deleted since the snapshot was taken
+		case err != nil:
+			return h.internal(c, err)
+		}
+		if len(vs) > segmentVersionsShown {
+			vs, item.More = vs[:segmentVersionsShown], true
+		}
+		for _, v := range vs {
+			item.Versions = append(item.Versions, segmentVersionView{SegmentVersion: v, When: conditionsSentence(v.Config.Conditions)})
+		}
+		p.Segments = append(p.Segments, item)
+		p.Data.Segments = append(p.Data.Segments, s)
+	}
+	return h.render(c, http.StatusOK, "segments", &p)
+}
