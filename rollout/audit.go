@@ -275,5 +275,6 @@ func RampCreateEvent(r Ramp) AuditEvent {
 	return AuditEvent{
 		Time: r.CreatedAt, Actor: r.Actor, Kind: AuditRampCreate, Feature: r.Feature, FeatureID: r.FeatureID, Subject: r.ID,
 		Summary: fmt.Sprintf("started a ramp of %s: %s, first step at %s", r.Bucket, strings.Join(shares, " → "), r.Steps[0].At.UTC().Format(time.RFC3339)),
+		Comment: r.Comment,
 	}
 }
