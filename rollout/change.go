@@ -207,10 +207,15 @@ func Reshuffle(salt string) Change {
 	}
 }
 
-// rollbackTo restores the configuration of an earlier version.
-func rollbackTo(old Feature) Change {
+// rollbackTo restores the configuration of an earlier version; with keep,
+// the current overrides whose bucket it has stay instead of its own.
+func rollbackTo(old Feature, keep bool) Change {
+	summary := fmt.Sprintf("rolled back to version %d", old.Version)
+	if keep {
+		summary += ", keeping the pinned users"
+	}
 	return Change{
-		summary: fmt.Sprintf("rolled back to version %d", old.Version),
+		summary: summary,
 		kind:    AuditRollback,
 		apply: func(f *Feature) error {
 			f.Description = old.Description
@@ -218,7 +223,15 @@ func rollbackTo(old Feature) Change {
 			f.Salt = old.Salt
 			f.Fallback = old.Fallback
 			f.Buckets = old.Clone().Buckets
-			f.Overrides = old.Clone().Overrides
+			if !keep {
+				f.Overrides = old.Clone().Overrides
+				return nil
+			}
+			for user, b := range f.Overrides {
+				if _, ok := old.Bucket(b); !ok {
+					delete(f.Overrides, user)
+				}
+			}
 			return nil
 		},
 	}

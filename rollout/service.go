@@ -200,6 +200,20 @@ func (s *Service) Change(ctx context.Context, key string, ch Change, opts Change
 // Rollback restores the configuration of the feature's version n as a new
 // version, which puts every user back in the bucket they had at n.
 func (s *Service) Rollback(ctx context.Context, key string, n int, opts ChangeOptions) (Result, error) {
+	return s.RollbackWith(ctx, key, n, RollbackOptions{}, opts)
+}
+
+// RollbackOptions are the choices of a rollback.
+type RollbackOptions struct {
+	// KeepOverrides keeps the feature's current overrides instead of the
+	// old version's: those whose bucket the old version has stay, the old
+	// version's other overrides are not restored. Without it a rollback
+	// restores the old version's overrides, dropping the ones made since.
+	KeepOverrides bool
+}
+
+// RollbackWith is Rollback with its options.
+func (s *Service) RollbackWith(ctx context.Context, key string, n int, ro RollbackOptions, opts ChangeOptions) (Result, error) {
 	if err := validateComment(opts.Comment); err != nil {
 		return Result{}, err
 	}
@@ -214,7 +228,7 @@ func (s *Service) Rollback(ctx context.Context, key string, n int, opts ChangeOp
 	if err != nil {
 		return Result{}, err
 	}
-	back := rollbackTo(old.Config)
+	back := rollbackTo(old.Config, ro.KeepOverrides)
 	return s.onFresh(ctx, key, opts, func(cur *compiled) (Result, error) {
 		return s.apply(ctx, cur, back, opts)
 	}, func() (Result, error) {
