@@ -16,7 +16,7 @@ import (
 // The preview's feature shows the overrides the rollback would keep.
 func TestRollbackKeepOverrides(t *testing.T) {
 	s := newServer(t, "", api.Options{})
-	s.seed() // checkout v1: A, B, C; vip → C
+	s.seed()                                                                                          // checkout v1: A, B, C; vip → C
 	s.must(200, "PUT", "/api/features/checkout/overrides/alice", map[string]any{"bucket": "B"})       // v2
 	s.must(200, "POST", "/api/features/checkout/buckets", map[string]any{"name": "D", "replicas": 3}) // v3
 	s.must(200, "PUT", "/api/features/checkout/overrides/bob", map[string]any{"bucket": "D"})         // v4
@@ -54,12 +54,7 @@ func TestRampDryRun(t *testing.T) {
 	s := newServer(t, "", api.Options{})
 	s.seed()
 	body := map[string]any{"bucket": "on", "steps": []float64{0.6, 0.8, 1}, "every": "24h", "start": "2099-01-01T09:00:00Z", "comment": "slowly", "dry_run": true}
-	var pre struct {
-		DryRun bool                      `json:"dry_run"`
-		Ramp   rollout.Ramp              `json:"ramp"`
-		Steps  []rollout.RampStepPreview `json:"steps"`
-	}
-	pre = decodeAs[struct {
+	pre := decodeAs[struct {
 		DryRun bool                      `json:"dry_run"`
 		Ramp   rollout.Ramp              `json:"ramp"`
 		Steps  []rollout.RampStepPreview `json:"steps"`
