@@ -144,9 +144,15 @@ func VersionEvent(key, id string, v Version) AuditEvent {
 		}
 	}
 	churn := v.Report.Churn
+	summary := v.Summary
+	if s := ShareSummary(v.Report); !strings.HasSuffix(summary, s) {
+		// Versions say it themselves since their summaries speak
+		// percentages; older ones did not.
+		summary = joinSummary(summary, s)
+	}
 	return AuditEvent{
 		Time: v.Time, Actor: v.Actor, Kind: kind, Feature: key, FeatureID: id, Version: v.Version,
-		Summary: joinSummary(v.Summary, ShareSummary(v.Report)), Comment: v.Comment, Churn: &churn,
+		Summary: summary, Comment: v.Comment, Churn: &churn,
 	}
 }
 
@@ -188,7 +194,7 @@ func ShareSummary(r Report) string {
 	}
 	switch {
 	case r.Churn <= 0:
-		parts = append(parts, "no user moved")
+		parts = append(parts, noUserMoved)
 	default:
 		into := map[string]float64{}
 		for _, m := range r.Moves {
@@ -217,6 +223,8 @@ func ShareSummary(r Report) string {
 	}
 	return strings.Join(parts, "; ")
 }
+
+const noUserMoved = "no user moved"
 
 func bucketName(b string) string {
 	if b == "" {

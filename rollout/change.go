@@ -22,7 +22,7 @@ func (c Change) Summary() string { return c.summary }
 func AddBucket(b Bucket) Change {
 	b.Value = compactJSON(b.Value)
 	return Change{
-		summary: fmt.Sprintf("added bucket %s (%d replicas)", b.Name, b.Replicas),
+		summary: "added bucket " + b.Name,
 		apply: func(f *Feature) error {
 			if _, ok := f.Bucket(b.Name); ok {
 				return Errorf(EConflict, "bucket %q already exists: change its replicas or value instead", b.Name)
@@ -36,15 +36,17 @@ func AddBucket(b Bucket) Change {
 // UpdateBucket changes the replicas of the named bucket when replicas is
 // not nil, and its value when value is not nil.
 func UpdateBucket(name string, replicas *int, value json.RawMessage) Change {
-	var parts []string
-	if replicas != nil {
-		parts = append(parts, fmt.Sprintf("replicas to %d", *replicas))
-	}
+	// Its version's summary says what a change of replicas does in
+	// percentages (ShareSummary): the replicas themselves go unsaid.
+	summary := "changed the share of " + name
 	if value != nil {
-		parts = append(parts, "value to "+abbreviate(string(compactJSON(value))))
+		summary = fmt.Sprintf("changed the value of %s to %s", name, abbreviate(string(compactJSON(value))))
+		if replicas != nil {
+			summary = fmt.Sprintf("changed the share and the value of %s (to %s)", name, abbreviate(string(compactJSON(value))))
+		}
 	}
 	return Change{
-		summary: fmt.Sprintf("changed bucket %s: %s", name, strings.Join(parts, ", ")),
+		summary: summary,
 		apply: func(f *Feature) error {
 			i := slices.IndexFunc(f.Buckets, func(b Bucket) bool { return b.Name == name })
 			if i < 0 {
@@ -99,10 +101,10 @@ func RemoveBucket(name string) Change {
 func SetBuckets(buckets []Bucket) Change {
 	names := make([]string, len(buckets))
 	for i, b := range buckets {
-		names[i] = fmt.Sprintf("%s×%d", b.Name, b.Replicas)
+		names[i] = b.Name
 	}
 	return Change{
-		summary: "set buckets to " + strings.Join(names, ", "),
+		summary: "set the buckets " + strings.Join(names, ", "),
 		apply: func(f *Feature) error {
 			next := slices.Clone(buckets)
 			for i, b := range next {

@@ -150,8 +150,8 @@ func TestRampUsersStayIn(t *testing.T) {
 	}
 	for i, v := range vs[:5] {
 		step := 5 - i
-		want := fmt.Sprintf("ramp on: step %d of 5, %g %%", step, 100*fiveSteps[step-1])
-		if v.Actor != rollout.RampActorFor(r) || v.Summary != want {
+		want := fmt.Sprintf("ramp on: step %d of 5, %g %%; ", step, 100*fiveSteps[step-1])
+		if v.Actor != rollout.RampActorFor(r) || !strings.HasPrefix(v.Summary, want) || !strings.Contains(v.Summary, "of users moved, all into on") {
 			t.Errorf("version %d: actor %q, summary %q; want %q, %q", v.Version, v.Actor, v.Summary, rollout.RampActorFor(r), want)
 		}
 	}
@@ -261,7 +261,9 @@ func checkOneVersionPerStep(t *testing.T, svc *rollout.Service, r rollout.Ramp) 
 	}
 	var got []string
 	for i := len(vs) - 2; i >= 0; i-- {
-		got = append(got, vs[i].Actor+": "+vs[i].Summary)
+		// The summary names the step, then what it did in percentages.
+		step, _, _ := strings.Cut(vs[i].Summary, "; ")
+		got = append(got, vs[i].Actor+": "+step)
 	}
 	var want []string
 	for i, s := range r.Steps {

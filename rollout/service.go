@@ -451,8 +451,18 @@ func (s *Service) prepare(cur *compiled, ch Change, opts ChangeOptions) (Result,
 		return Result{}, Version{}, nil, err
 	}
 	res := Result{Feature: next, Report: rep, Shares: maps.Clone(cc.shares), DryRun: opts.DryRun}
-	v := Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: ch.summary, Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: rep, Kind: ch.kind}
+	v := Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: versionSummary(ch.summary, rep), Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: rep, Kind: ch.kind}
 	return res, v, cc, nil
+}
+
+// versionSummary is the summary of a version that ch (whose summary is
+// what) made: what, then what it did to users in percentages
+// (ShareSummary), unless it moved no one and changed no share.
+func versionSummary(what string, rep Report) string {
+	if s := ShareSummary(rep); s != noUserMoved {
+		return joinSummary(what, s)
+	}
+	return what
 }
 
 // swap installs a snapshot in which c serves key (nil: key is gone). The

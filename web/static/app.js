@@ -189,8 +189,9 @@
         const when = new Date(v.time);
         lines.push(el('li', { 'data-version': String(v.version) },
           el('b', {}, 'Version ' + v.version), ' by ', el('b', { class: 'live-actor' }, v.actor || 'someone'),
-          ' at ', el('time', { datetime: v.time }, when.toLocaleTimeString()), ': ', sentence(v.summary || 'changed'), ' · ',
-          el('strong', { class: 'churn' }, churn)));
+          ' at ', el('time', { datetime: v.time, title: when.toISOString().replace('.000Z', 'Z').replace('T', ' ') + ' UTC' }, when.toLocaleTimeString()), ': ', sentence(v.summary || 'changed'),
+          // Summaries say in percentages whom the change moved; older ones did not.
+          ...(/of users moved|no user moved/.test(v.summary || '') ? [] : [' · ', el('strong', { class: 'churn' }, churn)])));
       }
       const parts = [el('p', { class: 'live-what' }, 'This feature changed elsewhere: it is now at version ' + to + '.')];
       if (lines.length) parts.push(el('ul', { class: 'live-versions' }, ...lines));
