@@ -114,7 +114,7 @@ func TestPages(t *testing.T) {
 				`href="/ui/features/checkout"`, "New &lt;b&gt;checkout&lt;/b&gt; flow",
 				`<span class="chip split" title="Users are split between buckets.">Split</span>`,
 				minilegend("A", "6.40%"), minilegend("B", "53.27%"), minilegend("C", "18.06%"), minilegend("D", "22.27%"),
-				"v2: Added bucket D (3 replicas)", `<b class="churn">22.27%</b> moved`,
+				"v2: Added bucket D; A 33.33 % → 6.4 %", `<b class="churn">22.27%</b> moved`,
 				`href="/ui/features/dark-mode"`, "v1: Created", "created</span>",
 				`id="create-form"`,
 			},
@@ -142,12 +142,14 @@ func TestPages(t *testing.T) {
 				`data-version="1"`, "Every user got a bucket.",
 				`<script type="application/json" id="feature-data">{"key":"checkout","version":2,`,
 			},
-			dontWant: []string{`id="banner"`, `id="lookup-result"`},
+			// The ring's replicas and salt are under Details, not in the
+			// header nor the buckets table.
+			dontWant: []string{`id="banner"`, `id="lookup-result"`, "· salt", `<th scope="col" class="num">Replicas</th><th scope="col">Value</th>`},
 		},
 		{
 			name: "feature after a change", path: "/ui/features/checkout?changed=2", status: 200,
 			want: []string{
-				`<main id="main" tabindex="-1">`, `<section id="banner"`, "Applied: version 2 · Added bucket D (3 replicas)",
+				`<main id="main" tabindex="-1">`, `<section id="banner"`, "Applied: version 2 · Added bucket D; ",
 				`<span class="big">22.27%</span> of users moved, all into D`, "Naive hash mod N would have moved <b class=\"num\">75.00%</b>.",
 				`<h1 id="feature-key">checkout</h1>`,
 			},
