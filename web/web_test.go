@@ -114,7 +114,7 @@ func TestPages(t *testing.T) {
 				`href="/ui/features/checkout"`, "New &lt;b&gt;checkout&lt;/b&gt; flow",
 				`<span class="chip split" title="Users are split between buckets.">Split</span>`,
 				minilegend("A", "6.40%"), minilegend("B", "53.27%"), minilegend("C", "18.06%"), minilegend("D", "22.27%"),
-				"v2: Added bucket D; A 33.33 % → 6.4 %", `<b class="churn">22.27%</b> moved`,
+				"v2: Added bucket D; A 8.25 % → 6.4 %", `<b class="churn">22.27%</b> moved`,
 				`href="/ui/features/dark-mode"`, "v1: Created", "created</span>",
 				`id="create-form"`,
 			},
