@@ -458,6 +458,7 @@ func (b *browser) change(kind string, fillForm chromedp.Action[chromedp.Void], w
 	if got := b.text(form + ".preview .outcome"); got != wantPreview {
 		b.t.Errorf("%s preview = %q, want %q", kind, got, wantPreview)
 	}
+	b.confirmBig(form)
 	b.do(chromedp.Click(chromedp.CSS(form+".preview .apply")), waitFor(fmt.Sprintf(`#banner[data-version="%d"]`, version)))
 	return b.text("#banner h2")
 }
