@@ -3,6 +3,8 @@ package web_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -98,6 +100,7 @@ func TestBrowserPMLanguage(t *testing.T) {
 		t.Errorf("users moved a day = %q", got)
 	}
 	b.screenshots("pm-rollback")
+	b.shotsOf("pm-rollback-form", `form[data-kind=rollback]`)
 	b.do(fill(form+".preview .escalate input", "dark-mod"))
 	if !evaluate[bool](b, `document.querySelector('form[data-kind=rollback] .preview .apply').disabled`) {
 		t.Error("Apply is enabled with the key mistyped")
@@ -132,13 +135,14 @@ func TestBrowserPMLanguage(t *testing.T) {
 	start := time.Now().Add(24 * time.Hour).Format("2006-01-02T15:04")
 	b.do(fill("#ramp-steps", "60, 75"), chromedp.SetValue(chromedp.CSS("#ramp-start"), start),
 		fill("#ramp-comment", "slow and steady"), chromedp.Click(chromedp.CSS(rf+"button[type=submit]")), waitFor(rf+".preview .apply"))
-	if got := evaluate[[]string](b, `[...document.querySelectorAll('table.ramp-preview td.reached')].map(td => td.textContent)`); len(got) != 2 || !strings.HasPrefix(got[0], "60.") && !strings.HasPrefix(got[0], "59.") {
+	if got := evaluate[[]string](b, `[...document.querySelectorAll('table.ramp-preview .reached')].map(td => td.textContent)`); len(got) != 2 || !strings.HasPrefix(got[0], "60.") && !strings.HasPrefix(got[0], "59.") {
 		t.Errorf("ramp preview reaches %q", got)
 	}
 	if got := b.text(rf + "table.ramp-preview tr[data-step='1'] td.moved"); !regexp.MustCompile(`^[0-9.]+% \(≈ [0-9,]+ users a day\)$`).MatchString(got) {
 		t.Errorf("ramp preview step 1 moves %q", got)
 	}
 	b.screenshots("pm-ramp-preview")
+	b.shotsOf("pm-ramp-form", `form[data-ramp=create]`)
 	b.do(chromedp.Click(chromedp.CSS(rf+".preview .apply")), waitFor(`li.ramp[data-state=active]`), waitFor("#ramp-chip"))
 	if got := b.text("#ramp-chip"); !strings.HasPrefix(got, "Ramping → 60 % in ") {
 		t.Errorf("ramp chip = %q", got)
@@ -149,9 +153,36 @@ func TestBrowserPMLanguage(t *testing.T) {
 	}
 	b.do(chromedp.Navigate(b.base+"/ui/features/dark-mode"), waitFor("#ramp-chip"))
 	b.screenshots("pm-header")
+	b.do(chromedp.Click(chromedp.CSS("#ring-details summary")))
+	b.shotsOf("pm-head", `.feature-head`)
 }
 
 func mustBucketReplicas(f rollout.Feature, name string) int {
 	b, _ := f.Bucket(name)
 	return b.Replicas
+}
+
+// shotsOf saves the element sel (its box, the page around it not) at 1280
+// and 390 px, light and dark: what a look at one change needs.
+func (b *browser) shotsOf(name, sel string) {
+	b.t.Helper()
+	for _, dark := range []bool{false, true} {
+		for _, width := range []int64{1280, 390} {
+			suffix := map[int64]string{1280: "-wide", 390: "-narrow"}[width]
+			if dark {
+				suffix += "-dark"
+			}
+			b.do(darkMode(dark), chromedp.EmulateViewport(width, 900))
+			png, err := chromedp.Run(b.ctx, chromedp.Screenshot(chromedp.CSS(sel)))
+			if err != nil {
+				b.t.Fatalf("screenshot of %s: %v", sel, err)
+			}
+			path := filepath.Join(b.artifacts, name+suffix+".png")
+			if err := os.WriteFile(path, png, 0o644); err != nil {
+				b.t.Fatal(err)
+			}
+			b.t.Logf("screenshot: %s", path)
+		}
+	}
+	b.do(darkMode(false), chromedp.EmulateViewport(1280, 900))
 }

@@ -47,7 +47,7 @@ func TestBrowserRamp(t *testing.T) {
 	// Preview first (a dry run: each step's share and users moved), then
 	// start.
 	b.do(chromedp.Click(chromedp.CSS(form+`button[type=submit]`)), waitFor(form+`.preview .apply`))
-	if got := evaluate[[]string](b, `[...document.querySelectorAll('table.ramp-preview td.reached')].map(td => td.textContent)`); len(got) != 3 {
+	if got := evaluate[[]string](b, `[...document.querySelectorAll('table.ramp-preview .reached')].map(td => td.textContent)`); len(got) != 3 {
 		t.Errorf("the ramp's preview reaches %q, want 3 steps", got)
 	}
 	b.do(chromedp.Click(chromedp.CSS(form+`.preview .apply`)), waitFor(`li.ramp[data-state=active]`))

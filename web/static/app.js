@@ -1078,20 +1078,19 @@
     let stops = '';
     for (const [i, st] of (answer.steps || []).entries()) {
       const when = new Date(st.at);
-      const moved = st.error ? el('span', { class: 'error-text' }, 'would pause here: ' + st.error)
-        : [pct(st.churn) + (feature && feature.last_day > 0 && st.churn > 0 ? ' (≈ ' + roughly(st.churn * feature.last_day) + ' users a day)' : '')];
+      const daily = feature && feature.last_day > 0 && st.churn > 0 ? [el('br'), el('span', { class: 'hint' }, ' (≈ ' + roughly(st.churn * feature.last_day) + ' users a day)')] : [];
+      const moved = st.error ? [el('span', { class: 'error-text' }, 'would pause here: ' + st.error)] : [pct(st.churn), ...daily];
       if (st.error) stops = st.error;
       else total += st.churn;
       tbody.append(el('tr', { 'data-step': String(i + 1) },
         el('td', { class: 'num', 'data-label': 'Step' }, String(i + 1)),
-        el('td', { 'data-label': 'When' }, el('time', { datetime: st.at, title: when.toISOString().slice(0, 16).replace('T', ' ') + ' UTC' }, localWhen(when))),
-        el('td', { class: 'num', 'data-label': 'Asked' }, pct(st.share)),
-        el('td', { class: 'num reached', 'data-label': 'Reaches' }, st.error ? '—' : pct(st.reached)),
-        el('td', { class: 'num moved', 'data-label': 'Users moved' }, ...[].concat(moved))));
+        el('td', { class: 'when', 'data-label': 'When' }, el('time', { datetime: st.at, title: when.toISOString().slice(0, 16).replace('T', ' ') + ' UTC' }, localWhen(when))),
+        el('td', { class: 'num', 'data-label': 'Share' }, pct(st.share), ' → ', el('b', { class: 'reached' }, st.error ? '—' : pct(st.reached))),
+        el('td', { class: 'num moved', 'data-label': 'Users moved' }, ...moved)));
     }
     box.append(el('div', { class: 'table-wrap' }, el('table', { class: 'ramp-preview' },
       el('caption', { class: 'visually-hidden' }, 'What each step of the ramp would do'),
-      el('thead', {}, el('tr', {}, el('th', { scope: 'col', class: 'num' }, 'Step'), el('th', { scope: 'col' }, 'When'), el('th', { scope: 'col', class: 'num' }, 'Asked'), el('th', { scope: 'col', class: 'num' }, 'Reaches'), el('th', { scope: 'col', class: 'num' }, 'Users moved'))),
+      el('thead', {}, el('tr', {}, el('th', { scope: 'col', class: 'num' }, 'Step'), el('th', { scope: 'col' }, 'When'), el('th', { scope: 'col', class: 'num' }, 'Asked → reached'), el('th', { scope: 'col', class: 'num' }, 'Users moved'))),
       tbody)));
     const r = answer.ramp || {};
     box.append(el('p', { class: 'ramp-total' }, 'In all ' + pct(total) + ' of users move, only ' + (spec.body.steps.length > 1 && spec.body.steps[1] < spec.body.steps[0] ? 'out of ' : 'into ') + spec.body.bucket +
