@@ -377,8 +377,8 @@ func TestAssets(t *testing.T) {
 	a := newApp(t, 100)
 	body := a.get(t, "/ui/").Body.String()
 	refs := regexp.MustCompile(`(?:src|href)="(/ui/static/[^"]+)"`).FindAllStringSubmatch(body, -1)
-	if len(refs) != 3 {
-		t.Fatalf("the layout names %d assets, want 3 (icon, stylesheet, script)", len(refs))
+	if len(refs) != 4 {
+		t.Fatalf("the layout names %d assets, want 4 (icon, two stylesheets, script)", len(refs))
 	}
 	types := map[string]string{".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
 	for _, ref := range refs {

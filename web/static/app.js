@@ -35,13 +35,16 @@
   }
 
   // Times are rendered in UTC by the server; each reads in the browser's
-  // own time zone, the UTC time in its title.
+  // own time zone, the UTC time in its title (unless it has one).
   function localTimes(root) {
     for (const t of root.querySelectorAll('time[datetime]:not([data-local])')) {
+      // Only the times written as the server writes them ("2026-03-01
+      // 09:00 UTC"); "3 h ago" and its title stay as they are.
+      if (!/^\d{4}-\d\d-\d\d \d\d:\d\d UTC$/.test(t.textContent.trim())) continue;
       const d = new Date(t.getAttribute('datetime'));
-      if (Number.isNaN(d.getTime()) || t.dateTime.length < 11) continue;
+      if (Number.isNaN(d.getTime())) continue;
       t.dataset.local = '1';
-      t.title = d.toISOString().slice(0, 16).replace('T', ' ') + ' UTC';
+      if (!t.title) t.title = t.textContent.trim();
       t.textContent = d.toLocaleString([], { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
     }
   }
