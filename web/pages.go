@@ -219,7 +219,7 @@ func (h *handler) feature(c echo.Context) error {
 		vv := viewVersion(v)
 		vv.SRM = srmOf[v.Version]
 		p.Versions = append(p.Versions, vv)
-		summaries[v.Version] = v.Summary
+		summaries[v.Version] = rollbackLabel(v)
 	}
 	if n := len(versions); n > 0 {
 		p.OlderVersions = versions[n-1].Version - 1
@@ -231,7 +231,7 @@ func (h *handler) feature(c echo.Context) error {
 	for n := f.Version - 1; n >= 1; n-- {
 		label := "version " + strconv.Itoa(n)
 		if s, ok := summaries[n]; ok {
-			label += " — " + s
+			label += ": " + s
 		}
 		p.RollbackTo = append(p.RollbackTo, rollbackOption{Version: n, Label: label})
 	}

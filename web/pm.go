@@ -4,6 +4,7 @@ import (
 	"math"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rollout/rollout/rollout"
@@ -93,4 +94,24 @@ func rampBucket(f rollout.Feature) string {
 		return f.Buckets[0].Name
 	}
 	return best
+}
+
+// rollbackLabel says what rolling back to version v gives, in percentages:
+// its shares, then what it changed ("off 93.07 %, on 6.93 % — changed the
+// share of on").
+func rollbackLabel(v rollout.Version) string {
+	what, _, _ := strings.Cut(v.Summary, "; ")
+	var shares []string
+	for _, b := range v.Config.Buckets {
+		if s, ok := v.Report.SharesAfter[b.Name]; ok {
+			shares = append(shares, b.Name+" "+strings.TrimSuffix(pct(s), "%")+" %")
+		}
+	}
+	if len(shares) == 0 {
+		return what
+	}
+	if len(shares) > 6 {
+		shares = append(shares[:6], "…")
+	}
+	return strings.Join(shares, ", ") + " — " + what
 }

@@ -135,7 +135,7 @@ func TestPages(t *testing.T) {
 				`<h1 id="feature-key">checkout</h1>`, `<span class="badge on">On</span>`,
 				`data-share="A">6.40%`, `data-share="B">53.27%`, `data-share="C">18.06%`, `data-share="D">22.27%`,
 				"a sample of 1,000 synthetic users",
-				`<option value="1">version 1 — created</option>`,
+				`<option value="1">version 1: A 8.25 %, B 64.78 %, C 26.97 % — created</option>`,
 				`<text x="`, `>22.27%</text>`, `>75.00% mod N</text>`,
 				`data-version="2"`, "<strong class=\"churn\">22.27%</strong> of users moved, all into D", "naive mod N: <b class=\"num\">75.00%</b>",
 				`<td>B</td><td aria-hidden="true">→</td><td>D</td><td class="num">11.51%</td>`,
