@@ -155,6 +155,7 @@ func TestBrowserPMLanguage(t *testing.T) {
 	b.screenshots("pm-header")
 	b.do(chromedp.Click(chromedp.CSS("#ring-details summary")))
 	b.shotsOf("pm-head", `.feature-head`)
+	b.shotsOf("pm-buckets", `#buckets`)
 }
 
 func mustBucketReplicas(f rollout.Feature, name string) int {
