@@ -179,7 +179,7 @@ func TestShareSummary(t *testing.T) {
 	}
 	// 50 replicas each (about half the users each), then treatment 10.
 	s := es[0].Summary
-	if !regexp.MustCompile(`^changed bucket treatment: replicas to 10; control [0-9.]+ % → [0-9.]+ %, treatment [0-9.]+ % → [0-9.]+ %; [0-9.]+ % of users moved, all into control$`).MatchString(s) {
+	if !regexp.MustCompile(`^changed the share of treatment; control [0-9.]+ % → [0-9.]+ %, treatment [0-9.]+ % → [0-9.]+ %; [0-9.]+ % of users moved, all into control$`).MatchString(s) {
 		t.Errorf("summary %q, want the buckets' shares before and after, in percentages, and where users moved", s)
 	}
 }

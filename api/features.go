@@ -462,6 +462,9 @@ func (s *Server) reshuffle(c echo.Context) error {
 
 type rollbackRequest struct {
 	Version *int `json:"version"`
+	// KeepOverrides keeps the feature's current overrides (whose bucket
+	// the old version has) instead of the old version's.
+	KeepOverrides bool `json:"keep_overrides"`
 	guards
 }
 
@@ -478,7 +481,7 @@ func (s *Server) rollback(c echo.Context) error {
 		return err
 	}
 	ctx := keepAs(c, func(res rollout.Result) (keptAnswer, error) { return resultAnswer(http.StatusOK, res) })
-	res, err := s.svc.Rollback(ctx, pathParam(c, "key"), *req.Version, opts)
+	res, err := s.svc.RollbackWith(ctx, pathParam(c, "key"), *req.Version, rollout.RollbackOptions{KeepOverrides: req.KeepOverrides}, opts)
 	if err != nil {
 		return err
 	}

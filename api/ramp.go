@@ -20,6 +20,9 @@ type rampRequest struct {
 	At        []string  `json:"at"`
 	MaxChurn  *float64  `json:"max_churn"`
 	Tolerance *float64  `json:"tolerance"`
+	Comment   string    `json:"comment"`
+	// DryRun previews the ramp step by step and stores nothing.
+	DryRun bool `json:"dry_run"`
 }
 
 // horizonYears is rollout.MaxRampHorizon in years.
@@ -28,7 +31,7 @@ const horizonYears = rollout.MaxRampHorizon / (365 * 24 * time.Hour)
 // spec reads the request into a ramp's spec, refusing what is not well
 // formed; the domain judges the rest.
 func (req rampRequest) spec() (rollout.RampSpec, error) {
-	sp := rollout.RampSpec{Bucket: req.Bucket, Shares: req.Steps, MaxChurn: req.MaxChurn}
+	sp := rollout.RampSpec{Bucket: req.Bucket, Shares: req.Steps, MaxChurn: req.MaxChurn, Comment: req.Comment}
 	if req.Bucket == "" {
 		return sp, badRequest(`give the bucket to ramp and its shares: {"bucket":"on","steps":[0.05,0.25,1],"every":"24h"}`)
 	}
@@ -80,7 +83,9 @@ func (req rampRequest) spec() (rollout.RampSpec, error) {
 
 // createRamp is POST /api/features/K/ramps: a scheduled ramp of one bucket,
 // stored; its steps apply at their times on whichever instance runs the
-// ramp runner first.
+// ramp runner first. With "dry_run": true it answers 200 with the ramp it
+// would make and each step's preview (share reached, users moved, or the
+// reason the ramp would pause there), storing nothing.
 func (s *Server) createRamp(c echo.Context) error {
 	var req rampRequest
 	if err := decode(c, &req); err != nil {
@@ -94,6 +99,13 @@ func (s *Server) createRamp(c echo.Context) error {
 		if err := s.svc.CheckRamp(c.Request().Context(), pathParam(c, "key"), tok.Role); err != nil {
 			return err
 		}
+	}
+	if req.DryRun {
+		p, err := s.svc.PreviewRamp(c.Request().Context(), pathParam(c, "key"), sp, actorOf(c))
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, map[string]any{"dry_run": true, "ramp": p.Ramp, "steps": p.Steps})
 	}
 	r, err := s.svc.CreateRamp(keepAs(c, rampAnswer(http.StatusCreated)), pathParam(c, "key"), sp, actorOf(c))
 	if err != nil {

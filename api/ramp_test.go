@@ -117,8 +117,8 @@ func TestRampLifecycle(t *testing.T) {
 		t.Errorf("after the first step: next %d, step version %d; want 1, 2", got.Next, got.Steps[0].Version)
 	}
 	v := s.must(200, "GET", "/api/features/dark-mode/versions/2", nil).json(t)
-	if v["actor"] != "ramp" || v["summary"] != "ramp on: step 1 of 3, 55 %" {
-		t.Errorf("version 2 by %v: %v; want ramp: ramp on: step 1 of 3, 55 %%", v["actor"], v["summary"])
+	if v["actor"] != "ramp" || !strings.HasPrefix(v["summary"].(string), "ramp on: step 1 of 3, 55 %; off 54.97 % → 4") || !strings.HasSuffix(v["summary"].(string), "of users moved, all into on") {
+		t.Errorf("version 2 by %v: %v; want ramp: ramp on: step 1 of 3, 55 %%; off 54.97 %% → 45…, on …; … of users moved, all into on", v["actor"], v["summary"])
 	}
 
 	base := "/api/features/dark-mode/ramps/" + ramp.ID

@@ -156,9 +156,15 @@ func VersionEvent(key, id string, v Version) AuditEvent {
 		}
 	}
 	churn := v.Report.Churn
+	summary := v.Summary
+	if s := ShareSummary(v.Report); !strings.HasSuffix(summary, s) {
+		// Versions say it themselves since their summaries speak
+		// percentages; older ones did not.
+		summary = joinSummary(summary, s)
+	}
 	return AuditEvent{
 		Time: v.Time, Actor: v.Actor, Kind: kind, Feature: key, FeatureID: id, Version: v.Version,
-		Summary: joinSummary(v.Summary, ShareSummary(v.Report)), Comment: v.Comment, Churn: &churn,
+		Summary: summary, Comment: v.Comment, Churn: &churn,
 	}
 }
 
@@ -200,7 +206,7 @@ func ShareSummary(r Report) string {
 	}
 	switch {
 	case r.Churn <= 0:
-		parts = append(parts, "no user moved")
+		parts = append(parts, noUserMoved)
 	default:
 		into := map[string]float64{}
 		for _, m := range r.Moves {
@@ -229,6 +235,8 @@ func ShareSummary(r Report) string {
 	}
 	return strings.Join(parts, "; ")
 }
+
+const noUserMoved = "no user moved"
 
 func bucketName(b string) string {
 	if b == "" {
@@ -287,5 +295,6 @@ func RampCreateEvent(r Ramp) AuditEvent {
 	return AuditEvent{
 		Time: r.CreatedAt, Actor: r.Actor, Kind: AuditRampCreate, Feature: r.Feature, FeatureID: r.FeatureID, Subject: r.ID,
 		Summary: fmt.Sprintf("started a ramp of %s: %s, first step at %s", r.Bucket, strings.Join(shares, " → "), r.Steps[0].At.UTC().Format(time.RFC3339)),
+		Comment: r.Comment,
 	}
 }

@@ -30,7 +30,7 @@ func AddBucket(b Bucket) Change {
 	b.Value = compactJSON(b.Value)
 	return Change{
 		spec:    ChangeSpec{Kind: SpecAddBucket, Bucket: &b},
-		summary: fmt.Sprintf("added bucket %s (%d replicas)", b.Name, b.Replicas),
+		summary: "added bucket " + b.Name,
 		apply: func(f *Feature) error {
 			if _, ok := f.Bucket(b.Name); ok {
 				return Errorf(EConflict, "bucket %q already exists: change its replicas or value instead", b.Name)
@@ -44,16 +44,18 @@ func AddBucket(b Bucket) Change {
 // UpdateBucket changes the replicas of the named bucket when replicas is
 // not nil, and its value when value is not nil.
 func UpdateBucket(name string, replicas *int, value json.RawMessage) Change {
-	var parts []string
-	if replicas != nil {
-		parts = append(parts, fmt.Sprintf("replicas to %d", *replicas))
-	}
+	// Its version's summary says what a change of replicas does in
+	// percentages (ShareSummary): the replicas themselves go unsaid.
+	summary := "changed the share of " + name
 	if value != nil {
-		parts = append(parts, "value to "+abbreviate(string(compactJSON(value))))
+		summary = fmt.Sprintf("changed the value of %s to %s", name, abbreviate(string(compactJSON(value))))
+		if replicas != nil {
+			summary = fmt.Sprintf("changed the share and the value of %s (to %s)", name, abbreviate(string(compactJSON(value))))
+		}
 	}
 	return Change{
 		spec:    ChangeSpec{Kind: SpecUpdateBucket, Name: name, Replicas: replicas, Value: compactJSON(value)},
-		summary: fmt.Sprintf("changed bucket %s: %s", name, strings.Join(parts, ", ")),
+		summary: summary,
 		apply: func(f *Feature) error {
 			i := slices.IndexFunc(f.Buckets, func(b Bucket) bool { return b.Name == name })
 			if i < 0 {
@@ -109,11 +111,11 @@ func RemoveBucket(name string) Change {
 func SetBuckets(buckets []Bucket) Change {
 	names := make([]string, len(buckets))
 	for i, b := range buckets {
-		names[i] = fmt.Sprintf("%s×%d", b.Name, b.Replicas)
+		names[i] = b.Name
 	}
 	return Change{
 		spec:    ChangeSpec{Kind: SpecSetBuckets, Buckets: slices.Clone(buckets)},
-		summary: "set buckets to " + strings.Join(names, ", "),
+		summary: "set the buckets " + strings.Join(names, ", "),
 		apply: func(f *Feature) error {
 			next := slices.Clone(buckets)
 			for i, b := range next {
@@ -222,10 +224,15 @@ func Reshuffle(salt string) Change {
 	}
 }
 
-// rollbackTo restores the configuration of an earlier version.
-func rollbackTo(old Feature) Change {
+// rollbackTo restores the configuration of an earlier version; with keep,
+// the current overrides whose bucket it has stay instead of its own.
+func rollbackTo(old Feature, keep bool) Change {
+	summary := fmt.Sprintf("rolled back to version %d", old.Version)
+	if keep {
+		summary += ", keeping the pinned users"
+	}
 	return Change{
-		summary: fmt.Sprintf("rolled back to version %d", old.Version),
+		summary: summary,
 		kind:    AuditRollback,
 		apply: func(f *Feature) error {
 			f.Description = old.Description
@@ -233,8 +240,16 @@ func rollbackTo(old Feature) Change {
 			f.Salt = old.Salt
 			f.Fallback = old.Fallback
 			f.Buckets = old.Clone().Buckets
-			f.Overrides = old.Clone().Overrides
 			f.Rules, f.BucketBy = old.Clone().Rules, old.BucketBy
+			if !keep {
+				f.Overrides = old.Clone().Overrides
+				return nil
+			}
+			for user, b := range f.Overrides {
+				if _, ok := old.Bucket(b); !ok {
+					delete(f.Overrides, user)
+				}
+			}
 			return nil
 		},
 	}

@@ -140,6 +140,10 @@ type ExposureReport struct {
 	// counts, newest first (see versionSRM).
 	SRM        *SRM  `json:"srm"`
 	VersionSRM []SRM `json:"version_srm"`
+	// LastDay is the evaluations of the last 24 hours, of every version:
+	// the counts stored for the hours that began in them, and those still
+	// in memory. It is how the dashboard estimates users a day.
+	LastDay int64 `json:"last_day"`
 }
 
 // Exposures returns the evaluation counts of the feature key: those stored
@@ -159,10 +163,15 @@ func (s *Service) Exposures(ctx context.Context, key string) (ExposureReport, er
 		bucket  string
 	}
 	counts := map[vb]int64{}
+	dayAgo := s.now().UTC().Add(-24 * time.Hour)
+	var lastDay int64
 	for _, e := range stored {
 		if e.FeatureID == cur.feature.ID {
 			k := vb{e.Version, e.Bucket}
 			counts[k] = AddCounts(counts[k], e.Count)
+			if e.Hour.After(dayAgo) {
+				lastDay = AddCounts(lastDay, e.Count)
+			}
 		}
 	}
 	s.mu.Lock()
@@ -178,11 +187,12 @@ func (s *Service) Exposures(ctx context.Context, key string) (ExposureReport, er
 			if n := c.served[i].Load(); n > 0 {
 				k := vb{c.feature.Version, c.bucketName(i)}
 				counts[k] = AddCounts(counts[k], n)
+				lastDay = AddCounts(lastDay, n)
 			}
 		}
 	}
 
-	rep := ExposureReport{Feature: key, Version: cur.feature.Version, Versions: []Exposure{}}
+	rep := ExposureReport{Feature: key, Version: cur.feature.Version, Versions: []Exposure{}, LastDay: lastDay}
 	for k, n := range counts {
 		rep.Versions = append(rep.Versions, Exposure{Version: k.version, Bucket: k.bucket, Count: n})
 		if k.version == rep.Version {

@@ -82,9 +82,16 @@ type Ramp struct {
 	Steps     []RampStep `json:"steps"`
 	// MaxChurn, when not nil, pauses the ramp instead of applying a step
 	// that would move more than this fraction of users.
-	MaxChurn  *float64  `json:"max_churn"`
-	Tolerance float64   `json:"tolerance"`
-	State     RampState `json:"state"`
+	MaxChurn  *float64 `json:"max_churn"`
+	Tolerance float64  `json:"tolerance"`
+	// FineDefault says the tolerance is the default of a fine ring
+	// (FineTolerance, chosen because none was given): a step that cannot
+	// come within it comes within DefaultTolerance instead of pausing.
+	FineDefault bool      `json:"fine_default,omitempty"`
+	State       RampState `json:"state"`
+	// Comment is what its author said of the ramp (at most MaxComment
+	// bytes); its steps' versions carry it.
+	Comment string `json:"comment,omitempty"`
 	// Reason says why the ramp is paused (or was, before it resumed).
 	Reason string `json:"reason,omitempty"`
 	// Next is the index of the next step to apply; len(Steps) when done.
@@ -132,7 +139,33 @@ type RampSpec struct {
 	Start     time.Time // zero: now
 	At        []time.Time
 	MaxChurn  *float64
-	Tolerance float64 // 0: DefaultTolerance; else as CheckTolerance accepts
+	Tolerance float64 // 0: the default (RampTolerance); else as CheckTolerance accepts
+	Comment   string
+}
+
+// FineRampPoints is the size of ring (its points) from which a ramp given
+// no tolerance defaults to FineTolerance (0.05 points) rather than
+// DefaultTolerance (0.5 points): the points a fine plan gives a ring, where
+// one replica moves about 0.025 points of users, so that the replica count
+// nearest each step's share is within 0.05 points of it. Coarser rings keep
+// the coarse default, which few replicas can meet.
+const FineRampPoints = 4000
+
+// RampTolerance is the tolerance of a ramp of feature f given tol (0: none
+// given), and whether it is the fine default: FineTolerance when f has at
+// least FineRampPoints points, else DefaultTolerance.
+func RampTolerance(f Feature, tol float64) (float64, bool, error) {
+	if tol != 0 {
+		return tol, false, CheckTolerance(tol)
+	}
+	points := 0
+	for _, b := range f.Buckets {
+		points += b.Replicas
+	}
+	if points >= FineRampPoints {
+		return FineTolerance, true, nil
+	}
+	return DefaultTolerance, false, nil
 }
 
 // steps validates the spec and returns its steps, timed from now.
@@ -160,6 +193,9 @@ func (sp RampSpec) steps(now time.Time) ([]RampStep, error) {
 		return nil, Errorf(EInvalid, "max_churn must be a fraction of users from 0 to 1, got %v", *sp.MaxChurn)
 	}
 	if _, err := tolerance(sp.Tolerance); err != nil {
+		return nil, err
+	}
+	if err := validateComment(sp.Comment); err != nil {
 		return nil, err
 	}
 	steps := make([]RampStep, n)
@@ -241,18 +277,32 @@ type RampStore interface {
 // ramp whose last share the bucket has already, and EConflict when the
 // feature has a live ramp already.
 func (s *Service) CreateRamp(ctx context.Context, key string, spec RampSpec, actorName string) (Ramp, error) {
-	c, err := s.known(ctx, key)
+	r, _, err := s.newRamp(ctx, key, spec, actorName)
 	if err != nil {
 		return Ramp{}, err
+	}
+	Settle(ctx, r, r.CreatedAt)
+	if err := s.store.CreateRamp(ctx, r); err != nil {
+		return Ramp{}, err
+	}
+	return r, nil
+}
+
+// newRamp checks spec against the feature key as it is and returns the
+// ramp it makes, not stored, and the feature.
+func (s *Service) newRamp(ctx context.Context, key string, spec RampSpec, actorName string) (Ramp, Feature, error) {
+	c, err := s.known(ctx, key)
+	if err != nil {
+		return Ramp{}, Feature{}, err
 	}
 	now := s.now().UTC()
 	steps, err := spec.steps(now)
 	if err != nil {
-		return Ramp{}, err
+		return Ramp{}, Feature{}, err
 	}
 	b, ok := c.feature.Bucket(spec.Bucket)
 	if !ok {
-		return Ramp{}, Errorf(ENotFound, "feature %q has no bucket %q: ramp one of its buckets", key, spec.Bucket)
+		return Ramp{}, Feature{}, Errorf(ENotFound, "feature %q has no bucket %q: ramp one of its buckets", key, spec.Bucket)
 	}
 	last := steps[len(steps)-1].Share
 	share := c.feature.Ring().Shares()[b.Name]
@@ -260,29 +310,108 @@ func (s *Service) CreateRamp(ctx context.Context, key string, spec RampSpec, act
 	case len(steps) == 1 && share > last || len(steps) > 1 && steps[1].Share < steps[0].Share:
 		// A ramp down: it only removes replicas of its bucket.
 		if share <= last {
-			return Ramp{}, Errorf(EInvalid, "bucket %q already has %s of users, at most the ramp's last step (%s): nothing to ramp down", b.Name, percent(share), percent(last))
+			return Ramp{}, Feature{}, Errorf(EInvalid, "bucket %q already has %s of users, at most the ramp's last step (%s): nothing to ramp down", b.Name, percent(share), percent(last))
 		}
 		if share >= 1 {
-			return Ramp{}, Errorf(EInvalid, "bucket %q serves every user and the other buckets have no replicas: removing its replicas cannot give them users; ramp another bucket up from 0 %% instead, which moves users out of %q only", b.Name, b.Name)
+			return Ramp{}, Feature{}, Errorf(EInvalid, "bucket %q serves every user and the other buckets have no replicas: removing its replicas cannot give them users; ramp another bucket up from 0 %% instead, which moves users out of %q only", b.Name, b.Name)
 		}
 	case share >= last:
-		return Ramp{}, Errorf(EInvalid, "bucket %q already has %s of users, at least the ramp's last step (%s): nothing to ramp", b.Name, percent(share), percent(last))
+		return Ramp{}, Feature{}, Errorf(EInvalid, "bucket %q already has %s of users, at least the ramp's last step (%s): nothing to ramp", b.Name, percent(share), percent(last))
 	}
-	tol, err := tolerance(spec.Tolerance)
+	tol, fine, err := RampTolerance(c.feature, spec.Tolerance)
 	if err != nil {
-		return Ramp{}, err
+		return Ramp{}, Feature{}, err
 	}
 	r := Ramp{
 		ID: uuid.NewString(), Feature: key, FeatureID: c.feature.ID, Bucket: b.Name,
-		Steps: steps, MaxChurn: spec.MaxChurn, Tolerance: tol, State: RampActive,
+		Steps: steps, MaxChurn: spec.MaxChurn, Tolerance: tol, FineDefault: fine, State: RampActive,
+		Comment:  spec.Comment,
 		Replicas: b.Replicas, Actor: actor(ChangeOptions{Actor: actorName}), Revision: 1,
 		CreatedAt: now, UpdatedAt: now,
 	}
-	Settle(ctx, r, now)
-	if err := s.store.CreateRamp(ctx, r); err != nil {
-		return Ramp{}, err
+	return r, c.feature, nil
+}
+
+// RampPreview is what a ramp would do, step by step, if the feature did
+// not change meanwhile: a dry run of CreateRamp.
+type RampPreview struct {
+	Ramp  Ramp              `json:"ramp"`
+	Steps []RampStepPreview `json:"steps"`
+}
+
+// RampStepPreview is one step of a RampPreview: the share the bucket would
+// reach (exactly) and the fraction of all users the step would move, with
+// its report; Error says why the step could not apply (the ramp would
+// pause there), and no later step is previewed.
+type RampStepPreview struct {
+	Share    float64   `json:"share"`
+	At       time.Time `json:"at"`
+	Replicas int       `json:"replicas"`
+	Reached  float64   `json:"reached"`
+	Churn    float64   `json:"churn"`
+	Summary  string    `json:"summary"`
+	Error    string    `json:"error,omitempty"`
+}
+
+// PreviewRamp checks spec as CreateRamp does and returns what each step
+// would do to the feature as it is now, storing nothing.
+func (s *Service) PreviewRamp(ctx context.Context, key string, spec RampSpec, actorName string) (RampPreview, error) {
+	r, f, err := s.newRamp(ctx, key, spec, actorName)
+	if err != nil {
+		return RampPreview{}, err
 	}
-	return r, nil
+	p := RampPreview{Ramp: r}
+	cur := compile(f)
+	down := r.Down(f.Ring().Shares()[r.Bucket])
+	for _, step := range r.Steps {
+		sp := RampStepPreview{Share: step.Share, At: step.At}
+		b, _ := cur.feature.Bucket(r.Bucket)
+		var ch Change
+		if step.Share >= 1 {
+			sp.Replicas, sp.Reached = max(b.Replicas, 1), 1
+			ch = rampFinal(r.Bucket, sp.Replicas, "")
+		} else {
+			sp.Replicas, sp.Reached, err = r.replicasFor(cur.feature, step.Share, down)
+			if err != nil {
+				sp.Error = ErrorMessage(err)
+				p.Steps = append(p.Steps, sp)
+				break
+			}
+			ch = rampReplicasChange(r.Bucket, sp.Replicas, "")
+		}
+		next := cur.feature.Clone()
+		if err := ch.apply(&next); err != nil {
+			sp.Error = ErrorMessage(err)
+			p.Steps = append(p.Steps, sp)
+			break
+		}
+		if err := next.Validate(); err != nil {
+			sp.Error = ErrorMessage(err)
+			p.Steps = append(p.Steps, sp)
+			break
+		}
+		nc := compile(next)
+		rep := newReport(cur, nc)
+		sp.Churn, sp.Summary = rep.Churn, ShareSummary(rep)
+		if r.MaxChurn != nil && rep.Churn > *r.MaxChurn {
+			sp.Error = fmt.Sprintf("the step would move %s of users, more than max_churn %s: the ramp would pause here", percent(rep.Churn), percent(*r.MaxChurn))
+			p.Steps = append(p.Steps, sp)
+			break
+		}
+		p.Steps = append(p.Steps, sp)
+		cur = nc
+	}
+	return p, nil
+}
+
+// replicasFor is rampReplicas at r's tolerance; a ramp at the fine
+// default that cannot come within it comes within DefaultTolerance.
+func (r Ramp) replicasFor(f Feature, share float64, down bool) (int, float64, error) {
+	n, reached, err := rampReplicas(f, r.Bucket, share, r.Tolerance, down)
+	if err != nil && r.FineDefault {
+		return rampReplicas(f, r.Bucket, share, DefaultTolerance, down)
+	}
+	return n, reached, err
 }
 
 // Ramps returns the ramps of the feature key, or of every feature when key
@@ -472,7 +601,7 @@ func (s *Service) stepRamp(ctx context.Context, r Ramp) (Ramp, bool, error) {
 		replicas = max(b.Replicas, 1)
 		ch = rampFinal(r.Bucket, replicas, fmt.Sprintf("ramp %s: step %d of %d, %s", r.Bucket, i+1, len(r.Steps), percent(step.Share)))
 	} else {
-		replicas, reached, err = rampReplicas(f, r.Bucket, step.Share, r.Tolerance, down)
+		replicas, reached, err = r.replicasFor(f, step.Share, down)
 		if err != nil {
 			return pause("%s", ErrorMessage(err))
 		}
@@ -493,7 +622,7 @@ func (s *Service) stepRamp(ctx context.Context, r Ramp) (Ramp, bool, error) {
 		// to change, the step is done.
 		return next, false, s.store.UpdateRamp(ctx, next)
 	}
-	opts := ChangeOptions{Actor: RampActorFor(r), MaxChurn: r.MaxChurn}
+	opts := ChangeOptions{Actor: RampActorFor(r), MaxChurn: r.MaxChurn, Comment: r.Comment}
 	_, err = s.applyWith(ctx, cur, ch, opts, func(f Feature, v Version) error {
 		next.Steps[i].Version = f.Version
 		return s.store.ApplyRampStep(ctx, f, v, next)

@@ -150,8 +150,8 @@ func TestRampUsersStayIn(t *testing.T) {
 	}
 	for i, v := range vs[:5] {
 		step := 5 - i
-		want := fmt.Sprintf("ramp on: step %d of 5, %g %%", step, 100*fiveSteps[step-1])
-		if v.Actor != rollout.RampActorFor(r) || v.Summary != want {
+		want := fmt.Sprintf("ramp on: step %d of 5, %g %%; ", step, 100*fiveSteps[step-1])
+		if v.Actor != rollout.RampActorFor(r) || !strings.HasPrefix(v.Summary, want) || !strings.Contains(v.Summary, "of users moved, all into on") {
 			t.Errorf("version %d: actor %q, summary %q; want %q, %q", v.Version, v.Actor, v.Summary, rollout.RampActorFor(r), want)
 		}
 	}
@@ -261,7 +261,9 @@ func checkOneVersionPerStep(t *testing.T, svc *rollout.Service, r rollout.Ramp) 
 	}
 	var got []string
 	for i := len(vs) - 2; i >= 0; i-- {
-		got = append(got, vs[i].Actor+": "+vs[i].Summary)
+		// The summary names the step, then what it did in percentages.
+		step, _, _ := strings.Cut(vs[i].Summary, "; ")
+		got = append(got, vs[i].Actor+": "+step)
 	}
 	var want []string
 	for i, s := range r.Steps {
@@ -553,4 +555,57 @@ func mustBucket(t *testing.T, f rollout.Feature, name string) rollout.Bucket {
 		t.Fatalf("feature %s has no bucket %s", f.Key, name)
 	}
 	return b
+}
+
+// TestRampFineDefault: a ramp given no tolerance on a fine ring (at least
+// FineRampPoints points) reaches each step within 0.05 points, up and then
+// down, and its preview (a dry run) foresees exactly what the steps do; on
+// a coarse ring the default stays 0.5 points.
+func TestRampFineDefault(t *testing.T) {
+	ctx := context.Background()
+	clock := newTestClock()
+	svc := openServices(t, 1, clock.clock())[0]
+	mustCreate(t, svc, onOff("fine", 0, rollout.FineRampPoints))
+	mustCreate(t, svc, onOff("coarse", 1, 300))
+	if r := mustRamp(t, svc, "coarse", rollout.RampSpec{Bucket: "on", Shares: fiveSteps, Every: time.Hour}); r.Tolerance != rollout.DefaultTolerance || r.FineDefault {
+		t.Errorf("coarse ramp tolerance %v (fine default %v), want %v", r.Tolerance, r.FineDefault, rollout.DefaultTolerance)
+	} else if _, err := svc.CancelRamp(ctx, "coarse", r.ID, "pm"); err != nil {
+		t.Fatal(err)
+	}
+	run := func(shares []float64) {
+		t.Helper()
+		spec := rollout.RampSpec{Bucket: "on", Shares: shares, Every: time.Hour, Start: clock.Now(), Comment: "fine steps"}
+		pre, err := svc.PreviewRamp(ctx, "fine", spec, "pm")
+		if err != nil || len(pre.Steps) != len(shares) {
+			t.Fatalf("PreviewRamp(%v) = %+v, %v", shares, pre, err)
+		}
+		if rs, _ := svc.Ramps(ctx, "fine"); len(rs) > 0 && rs[len(rs)-1].Live() {
+			t.Fatalf("the preview stored a ramp: %+v", rs[len(rs)-1])
+		}
+		r := mustRamp(t, svc, "fine", spec)
+		if r.Tolerance != rollout.FineTolerance || !r.FineDefault || r.Comment != "fine steps" {
+			t.Fatalf("fine ramp tolerance %v (fine default %v, comment %q), want %v", r.Tolerance, r.FineDefault, r.Comment, rollout.FineTolerance)
+		}
+		for i, want := range shares {
+			before, _ := svc.Snapshot().Feature("fine")
+			if n, err := svc.ApplyDueRamps(ctx); n != 1 || err != nil {
+				t.Fatalf("step %d: ApplyDueRamps = %d, %v (%s)", i+1, n, err, rampOf(t, svc, r).Reason)
+			}
+			clock.Add(time.Hour)
+			shares, _ := svc.Snapshot().Shares("fine")
+			if math.Abs(shares["on"]-want) > rollout.FineTolerance+1e-12 {
+				t.Errorf("step %d: on's share %.5f, want %.5f within 0.05 points", i+1, shares["on"], want)
+			}
+			after, _ := svc.Snapshot().Feature("fine")
+			p := pre.Steps[i]
+			if p.Error != "" || math.Abs(p.Reached-shares["on"]) > 1e-12 || math.Abs(p.Churn-rollout.NewReport(before, after).Churn) > 1e-12 {
+				t.Errorf("step %d preview %+v; the step reached %v, moved %v", i+1, p, shares["on"], rollout.NewReport(before, after).Churn)
+			}
+		}
+		if got := rampOf(t, svc, r); got.State != rollout.RampDone {
+			t.Fatalf("ramp %v: %s (%s), want done", shares, got.State, got.Reason)
+		}
+	}
+	run([]float64{0.0123, 0.1, 0.3333, 0.5})
+	run([]float64{0.25, 0.0777, 0.001})
 }

@@ -46,6 +46,9 @@ type ChangeSpec struct {
 	User        string          `json:"user,omitempty"`
 	Salt        string          `json:"salt,omitempty"`
 	Version     int             `json:"version,omitempty"`
+	// KeepOverrides: a rollback keeps the current overrides (see
+	// RollbackOptions).
+	KeepOverrides bool `json:"keep_overrides,omitempty"`
 }
 
 // Words names the kind of change for people: "update bucket".
@@ -289,7 +292,7 @@ func (s *Service) requested(ctx context.Context, r Request) (Change, error) {
 	if err != nil {
 		return Change{}, err
 	}
-	ch := rollbackTo(old.Config)
+	ch := rollbackTo(old.Config, r.Change.KeepOverrides)
 	ch.spec = r.Change
 	return ch, nil
 }

@@ -237,6 +237,20 @@ func (s *Service) Change(ctx context.Context, key string, ch Change, opts Change
 // Rollback restores the configuration of the feature's version n as a new
 // version, which puts every user back in the bucket they had at n.
 func (s *Service) Rollback(ctx context.Context, key string, n int, opts ChangeOptions) (Result, error) {
+	return s.RollbackWith(ctx, key, n, RollbackOptions{}, opts)
+}
+
+// RollbackOptions are the choices of a rollback.
+type RollbackOptions struct {
+	// KeepOverrides keeps the feature's current overrides instead of the
+	// old version's: those whose bucket the old version has stay, the old
+	// version's other overrides are not restored. Without it a rollback
+	// restores the old version's overrides, dropping the ones made since.
+	KeepOverrides bool
+}
+
+// RollbackWith is Rollback with its options.
+func (s *Service) RollbackWith(ctx context.Context, key string, n int, ro RollbackOptions, opts ChangeOptions) (Result, error) {
 	if err := validateComment(opts.Comment); err != nil {
 		return Result{}, err
 	}
@@ -255,8 +269,8 @@ func (s *Service) Rollback(ctx context.Context, key string, n int, opts ChangeOp
 	if err != nil {
 		return Result{}, err
 	}
-	back := rollbackTo(old.Config)
-	back.spec = ChangeSpec{Kind: SpecRollback, Version: n}
+	back := rollbackTo(old.Config, ro.KeepOverrides)
+	back.spec = ChangeSpec{Kind: SpecRollback, Version: n, KeepOverrides: ro.KeepOverrides}
 	res, err := s.onFresh(ctx, key, opts, func(cur *compiled) (Result, error) {
 		return s.apply(ctx, cur, back, opts)
 	}, func() (Result, error) {
@@ -501,8 +515,18 @@ func (s *Service) prepare(cur *compiled, ch Change, opts ChangeOptions) (Result,
 			return Result{}, Version{}, nil, err
 		}
 	}
-	v := Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: ch.summary, Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: rep, Kind: ch.kind, Request: opts.request}
+	v := Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: versionSummary(ch.summary, rep), Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: rep, Kind: ch.kind, Request: opts.request}
 	return res, v, cc, nil
+}
+
+// versionSummary is the summary of a version that ch (whose summary is
+// what) made: what, then what it did to users in percentages
+// (ShareSummary), unless it moved no one and changed no share.
+func versionSummary(what string, rep Report) string {
+	if s := ShareSummary(rep); s != noUserMoved {
+		return joinSummary(what, s)
+	}
+	return what
 }
 
 // swap installs a snapshot in which c serves key (nil: key is gone). The

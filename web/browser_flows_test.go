@@ -88,6 +88,7 @@ func TestBrowserTargets(t *testing.T) {
 	}
 	b.screenshot("targets-preview-wide", 1280)
 	b.screenshot("targets-preview-narrow", 390)
+	b.confirmBig(form)
 	b.do(chromedp.Click(chromedp.CSS(form+".preview .apply")), waitFor(`#banner[data-version="2"]`))
 
 	var f apiFeature
@@ -135,6 +136,7 @@ func TestBrowserTargets(t *testing.T) {
 	}
 	b.screenshot("targets-several-wide", 1280)
 	b.screenshot("targets-several-narrow", 390)
+	b.confirmBig(form)
 	b.do(chromedp.Click(chromedp.CSS(form+".preview .apply")), waitFor(`#banner[data-version="3"]`))
 	b.api("/api/features/dark-mode", &f)
 	for _, n := range []string{"off", "on", "beta"} {
@@ -338,6 +340,7 @@ func TestBrowserHousekeeping(t *testing.T) {
 	if got := b.text(form + ".preview .outcome"); !strings.Contains(got, "of users expected to move (new salt)") {
 		t.Errorf("reshuffle preview = %q", got)
 	}
+	b.confirmBig(form)
 	b.do(chromedp.Click(chromedp.CSS(form+".preview .apply")), waitFor(`#banner[data-version="4"]`))
 
 	// Delete: refused until the key is typed.

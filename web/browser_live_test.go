@@ -51,7 +51,7 @@ func TestBrowserLivePages(t *testing.T) {
 	b.do(waitFor(`#live-banner li[data-version="3"]`))
 	var f apiFeature
 	b.api("/api/features/checkout", &f)
-	if got := b.text(`#live-banner li[data-version="3"]`); !strings.Contains(got, "Changed bucket A: replicas to 30") || !strings.Contains(got, "of users moved") {
+	if got := b.text(`#live-banner li[data-version="3"]`); !strings.Contains(got, "Changed the share of A; A 6.4 % → ") || !strings.Contains(got, "of users moved, all into A.") || strings.Contains(got, "·") {
 		t.Errorf("the banner's version 3 = %q", got)
 	}
 	if got := b.text("#feature-version"); got != "3" {

@@ -44,7 +44,13 @@ func TestBrowserRamp(t *testing.T) {
 	}
 	b.screenshot("ramp-form-wide", 1280)
 	b.screenshot("ramp-form-narrow", 390)
-	b.do(chromedp.Click(chromedp.CSS(form+`button[type=submit]`)), waitFor(`li.ramp[data-state=active]`))
+	// Preview first (a dry run: each step's share and users moved), then
+	// start.
+	b.do(chromedp.Click(chromedp.CSS(form+`button[type=submit]`)), waitFor(form+`.preview .apply`))
+	if got := evaluate[[]string](b, `[...document.querySelectorAll('table.ramp-preview .reached')].map(td => td.textContent)`); len(got) != 3 {
+		t.Errorf("the ramp's preview reaches %q, want 3 steps", got)
+	}
+	b.do(chromedp.Click(chromedp.CSS(form+`.preview .apply`)), waitFor(`li.ramp[data-state=active]`))
 
 	if got := b.text(`li.ramp .ramp-state`); got != "Active" {
 		t.Errorf("state = %q", got)
@@ -142,7 +148,12 @@ func TestBrowserRamp(t *testing.T) {
 	// A churn limit the next step would break: the runner pauses the ramp,
 	// and the page says why.
 	b.do(chromedp.SetValue(chromedp.CSS("#ramp-bucket"), "on"), fill("#ramp-steps", "80"), fill("#ramp-max-churn", "1"),
-		chromedp.Click(chromedp.CSS(form+`button[type=submit]`)), waitFor(`li.ramp[data-state=active]`))
+		chromedp.Click(chromedp.CSS(form+`button[type=submit]`)), waitFor(form+`.preview table.ramp-preview .error-text`))
+	// The preview foresees it.
+	if got := b.text(form + `.preview table.ramp-preview .error-text`); !strings.HasPrefix(got, "would pause here: the step would move ") {
+		t.Errorf("preview of a step over the churn limit = %q", got)
+	}
+	b.do(chromedp.Click(chromedp.CSS(form+`.preview .apply`)), waitFor(`li.ramp[data-state=active]`))
 	if _, err := b.app.svc.ApplyDueRamps(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -58,6 +58,7 @@ type featurePage struct {
 	Lookup        lookupView
 	Ramps         []rampView // newest first
 	LiveRamp      bool       // one is active or paused: no other can start
+	PM            pmView     // the header's words for a product manager (pm.go)
 	Now           time.Time
 	Data          pageData
 	// OpenRequests are the feature's change requests waiting for a
@@ -117,6 +118,10 @@ type pageData struct {
 	Enabled  bool         `json:"enabled"`
 	Fallback string       `json:"fallback"`
 	Buckets  []dataBucket `json:"buckets"`
+	// LastDay is the evaluations of the last 24 hours, which the script
+	// says in users a day; ChurnLimit is where it escalates a change.
+	LastDay    int64   `json:"last_day"`
+	ChurnLimit float64 `json:"churn_limit"`
 }
 
 type dataBucket struct {
@@ -225,7 +230,7 @@ func (h *handler) feature(c echo.Context) error {
 		vv := viewVersion(v)
 		vv.SRM = srmOf[v.Version]
 		p.Versions = append(p.Versions, vv)
-		summaries[v.Version] = v.Summary
+		summaries[v.Version] = rollbackLabel(v)
 	}
 	if n := len(versions); n > 0 {
 		p.OlderVersions = versions[n-1].Version - 1
@@ -237,7 +242,7 @@ func (h *handler) feature(c echo.Context) error {
 	for n := f.Version - 1; n >= 1; n-- {
 		label := "version " + strconv.Itoa(n)
 		if s, ok := summaries[n]; ok {
-			label += " — " + s
+			label += ": " + s
 		}
 		p.RollbackTo = append(p.RollbackTo, rollbackOption{Version: n, Label: label})
 	}
@@ -250,6 +255,8 @@ func (h *handler) feature(c echo.Context) error {
 		return h.internal(c, err)
 	}
 	p.Ramps, p.Now = rampViews(ramps), time.Now()
+	p.PM = newPMView(f, ramps, exposures.LastDay, p.Now)
+	p.Data.LastDay, p.Data.ChurnLimit = exposures.LastDay, churnLimit
 	for _, r := range p.Ramps {
 		p.LiveRamp = p.LiveRamp || r.Live
 	}

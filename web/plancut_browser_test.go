@@ -26,6 +26,7 @@ func TestBrowserPlanCutShort(t *testing.T) {
 	if got := b.text(form + ".preview .plan-cut"); !strings.Contains(got, "The planner stopped early (it used up its budget of steps): this is the best plan it found") {
 		t.Errorf("cut plan's preview = %q, want it to say the planner stopped early", got)
 	}
+	b.confirmBig(form)
 	b.do(chromedp.Click(chromedp.CSS(form+".preview .apply")), waitFor(`#banner[data-version="2"]`))
 	b.checkConsole()
 }

@@ -228,7 +228,7 @@ func parsePages(a assets) map[string]*template.Template {
 		"join":       strings.Join,
 		"statusName": statusName,
 	}
-	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/parts.html"))
+	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/parts.html", "templates/pm.html"))
 	pages := map[string]*template.Template{}
 	for _, name := range []string{"list", "feature", "error", "login", "changes", "user", "requests", "settings", "tokens", "webhooks", "archived", "segments"} {
 		files := []string{"templates/" + name + ".html"}

@@ -114,7 +114,7 @@ func TestPages(t *testing.T) {
 				`href="/ui/features/checkout"`, "New &lt;b&gt;checkout&lt;/b&gt; flow",
 				`<span class="chip split" title="Users are split between buckets.">Split</span>`,
 				minilegend("A", "6.40%"), minilegend("B", "53.27%"), minilegend("C", "18.06%"), minilegend("D", "22.27%"),
-				"v2: Added bucket D (3 replicas)", `<b class="churn">22.27%</b> moved`,
+				"v2: Added bucket D; A 8.25 % → 6.4 %", `<b class="churn">22.27%</b> moved`,
 				`href="/ui/features/dark-mode"`, "v1: Created", "created</span>",
 				`id="create-form"`,
 			},
@@ -135,19 +135,21 @@ func TestPages(t *testing.T) {
 				`<h1 id="feature-key">checkout</h1>`, `<span class="badge on">On</span>`,
 				`data-share="A">6.40%`, `data-share="B">53.27%`, `data-share="C">18.06%`, `data-share="D">22.27%`,
 				"a sample of 1,000 synthetic users",
-				`<option value="1">version 1 — created</option>`,
+				`<option value="1">version 1: A 8.25 %, B 64.78 %, C 26.97 % — created</option>`,
 				`<text x="`, `>22.27%</text>`, `>75.00% mod N</text>`,
 				`data-version="2"`, "<strong class=\"churn\">22.27%</strong> of users moved, all into D", "naive mod N: <b class=\"num\">75.00%</b>",
 				`<td>B</td><td aria-hidden="true">→</td><td>D</td><td class="num">11.51%</td>`,
 				`data-version="1"`, "Every user got a bucket.",
 				`<script type="application/json" id="feature-data">{"key":"checkout","version":2,`,
 			},
-			dontWant: []string{`id="banner"`, `id="lookup-result"`},
+			// The ring's replicas and salt are under Details, not in the
+			// header nor the buckets table.
+			dontWant: []string{`id="banner"`, `id="lookup-result"`, "· salt", `<th scope="col" class="num">Replicas</th><th scope="col">Value</th>`},
 		},
 		{
 			name: "feature after a change", path: "/ui/features/checkout?changed=2", status: 200,
 			want: []string{
-				`<main id="main" tabindex="-1">`, `<section id="banner"`, "Applied: version 2 · Added bucket D (3 replicas)",
+				`<main id="main" tabindex="-1">`, `<section id="banner"`, "Applied: version 2 · Added bucket D; ",
 				`<span class="big">22.27%</span> of users moved, all into D`, "Naive hash mod N would have moved <b class=\"num\">75.00%</b>.",
 				`<h1 id="feature-key">checkout</h1>`,
 			},
@@ -376,8 +378,8 @@ func TestAssets(t *testing.T) {
 	a := newApp(t, 100)
 	body := a.get(t, "/ui/").Body.String()
 	refs := regexp.MustCompile(`(?:src|href)="(/ui/static/[^"]+)"`).FindAllStringSubmatch(body, -1)
-	if len(refs) != 4 {
-		t.Fatalf("the layout names %d assets, want 4 (icon, stylesheet, two scripts)", len(refs))
+	if len(refs) != 5 {
+		t.Fatalf("the layout names %d assets, want 5 (icon, two stylesheets, two scripts)", len(refs))
 	}
 	types := map[string]string{".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
 	for _, ref := range refs {

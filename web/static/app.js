@@ -34,6 +34,27 @@
     return e;
   }
 
+  // Times are rendered in UTC by the server; each reads in the browser's
+  // own time zone, the UTC time in its title (unless it has one).
+  function localTimes(root) {
+    for (const t of root.querySelectorAll('time[datetime]:not([data-local])')) {
+      // Only the times written as the server writes them ("2026-03-01
+      // 09:00 UTC"); "3 h ago" and its title stay as they are.
+      if (!/^\d{4}-\d\d-\d\d \d\d:\d\d UTC$/.test(t.textContent.trim())) continue;
+      const d = new Date(t.getAttribute('datetime'));
+      if (Number.isNaN(d.getTime())) continue;
+      t.dataset.local = '1';
+      if (!t.title) t.title = t.textContent.trim();
+      t.textContent = d.toLocaleString([], { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
+    }
+  }
+  localTimes(document);
+
+  // roughly says a count to three significant figures: 12,431 → 12,400.
+  function roughly(n) {
+    return Number(n.toPrecision(Math.min(3, Math.max(1, String(Math.round(n)).length)))).toLocaleString('en-US', { maximumFractionDigits: 0 });
+  }
+
   // The features list: filter as the user types or picks, and sort, in
   // the page, keeping the URL in step so that it can be shared.
   const listForm = document.getElementById('list-filter');
@@ -189,8 +210,9 @@
         const when = new Date(v.time);
         lines.push(el('li', { 'data-version': String(v.version) },
           el('b', {}, 'Version ' + v.version), ' by ', el('b', { class: 'live-actor' }, v.actor || 'someone'),
-          ' at ', el('time', { datetime: v.time }, when.toLocaleTimeString()), ': ', sentence(v.summary || 'changed'), ' · ',
-          el('strong', { class: 'churn' }, churn)));
+          ' at ', el('time', { datetime: v.time, title: when.toISOString().replace('.000Z', 'Z').replace('T', ' ') + ' UTC' }, when.toLocaleTimeString()), ': ', sentence(v.summary || 'changed'),
+          // Summaries say in percentages whom the change moved; older ones did not.
+          ...(/of users moved|no user moved/.test(v.summary || '') ? [] : [' · ', el('strong', { class: 'churn' }, churn)])));
       }
       const parts = [el('p', { class: 'live-what' }, 'This feature changed elsewhere: it is now at version ' + to + '.')];
       if (lines.length) parts.push(el('ul', { class: 'live-versions' }, ...lines));
@@ -548,7 +570,10 @@
       return { method: 'DELETE', path: base + '/overrides/' + encodeURIComponent(user) };
     },
     rollback(form) {
-      return { method: 'POST', path: base + '/rollback', body: { version: Number(field(form, 'version')) } };
+      const body = { version: Number(field(form, 'version')) };
+      const keep = form.elements.namedItem('keep_overrides');
+      if (keep && keep.checked) body.keep_overrides = true;
+      return { method: 'POST', path: base + '/rollback', body, rollback: true };
     },
   };
 
@@ -770,6 +795,7 @@
       else outcome = el('p', { class: 'outcome' }, 'No user would change bucket');
       box.append(outcome);
       if (rep.churn > 0 && overrides.length > 0) box.append(el('p', {}, overridden + ' would change bucket too.'));
+      if (rep.churn > 0 && feature && feature.last_day > 0) box.append(el('p', { class: 'daily-moved' }, '≈ ' + roughly(rep.churn * feature.last_day) + ' of ≈ ' + roughly(feature.last_day) + ' users a day (from the last 24 h of evaluations).'));
       const countBefore = feature ? feature.buckets.length : 0;
       if (feature && !req.toggles && !req.deletes && result.feature.buckets.length !== countBefore && rep.modulo_churn != null) {
         box.append(el('p', { class: 'modulo' }, 'Naive hash mod N would move ', el('b', { class: 'num' }, pct(rep.modulo_churn)), '.'));
@@ -846,15 +872,18 @@
     if (req.plan) head.append(el('th', { scope: 'col', class: 'num' }, 'Replicas'));
     box.append(el('table', { class: 'shares' }, el('thead', {}, head), tbody));
 
+    if (req.rollback) pinsNote(box, result.feature);
+    const escalated = escalate(form, box, req, rep);
     let label = req.create ? 'Create the feature' : 'Apply this change';
     if (req.answered && req.answered.options && req.answered.options.exact) label = req.plan.mode === 'nested' ? 'Apply: only move users into or out of the changed buckets' : 'Apply: rebalance exactly';
     if (req.toggles) label = req.toggles === 'on' ? 'Turn it on' : 'Turn it off';
     if (req.deletes) label = 'Archive ' + feature.key;
     if (result.needs === 'approval') label = 'Submit for approval';
     if (result.needs) box.append(el('p', { class: 'needs notice' }, result.needs === 'approval' ? 'Approvals are required for this feature: the change will wait as a request until another editor or an admin approves it.' : 'This change is more than editors may make alone (above the churn limit, or a reshuffle): it needs an admin, or approvals on for this feature.'));
-    const apply = el('button', { type: 'button', class: req.toggles || req.deletes ? 'apply danger' : 'apply' }, label);
+    const apply = el('button', { type: 'button', class: req.toggles || req.deletes || escalated.red ? 'apply danger' : 'apply' }, label);
     const cancel = el('button', { type: 'button', class: 'cancel secondary' }, 'Cancel');
     box.append(el('div', { class: 'actions' }, apply, cancel));
+    if (escalated.confirm) escalated.confirm(apply);
     box.hidden = false;
     const chosen = req.focusChoice && box.querySelector('input[name=plan-mode]:checked');
     (chosen || heading).focus();
@@ -890,6 +919,50 @@
       const first = form.querySelector('input:not([type=hidden]):not([disabled]), select, button');
       if (first) first.focus();
     });
+  }
+
+  // escalate marks a big change: above the churn limit (the organisation's
+  // default, 25 %) the preview turns amber and Apply waits for the
+  // feature's key typed; a reshuffle's Apply is red.
+  function escalate(form, box, req, rep) {
+    const out = { red: form.dataset.kind === 'reshuffle' };
+    const limit = (feature && feature.churn_limit) || 0.25;
+    if (!feature || req.create || req.toggles || req.deletes || !(rep.churn > limit)) return out;
+    box.classList.add('escalated');
+    const id = form.dataset.kind + '-escalate';
+    const input = el('input', { id, name: 'escalate-key', autocomplete: 'off', spellcheck: 'false' });
+    box.append(el('div', { class: 'escalate', role: 'alert' },
+      el('p', {}, el('b', {}, 'A big change: '), pct(rep.churn) + ' of users would move, above the churn limit of ' + pct(limit) + '.'),
+      el('div', { class: 'field' }, el('label', { for: id }, 'Type ', el('b', {}, feature.key), ' to apply it'), input)));
+    out.confirm = (apply) => {
+      apply.disabled = true;
+      input.addEventListener('input', () => { apply.disabled = input.value.trim() !== feature.key; });
+    };
+    return out;
+  }
+
+  // pinsNote names the pinned users a rollback would release: those pinned
+  // now whom the version it restores does not pin to the same bucket.
+  async function pinsNote(box, after) {
+    const note = el('p', { class: 'pins-note', 'aria-live': 'polite' });
+    box.append(note);
+    let now = {};
+    try {
+      const res = await fetch(base, { headers: { Accept: 'application/json' }, credentials: 'same-origin' });
+      if (res.ok) now = (await res.json()).overrides || {};
+    } catch {
+      return;
+    }
+    note.dataset.done = '1';
+    const kept = after.overrides || {};
+    const dropped = Object.keys(now).sort().filter((u) => kept[u] !== now[u]);
+    if (dropped.length === 0) {
+      note.textContent = Object.keys(now).length > 0 ? 'Every pinned user stays pinned.' : '';
+      return;
+    }
+    const shown = dropped.slice(0, 10).map((u) => u + ' (' + now[u] + ')').join(', ');
+    note.append(el('b', {}, 'Releases ' + dropped.length + (dropped.length === 1 ? ' pinned user: ' : ' pinned users: ')), shown + (dropped.length > 10 ? ' and ' + (dropped.length - 10) + ' more' : '') + '.');
+    if (box.closest('form').elements.namedItem('keep_overrides')) note.append(' Tick "Keep today\'s pinned users" to keep them.');
   }
 
   function showError(form, message, reload) {
@@ -985,7 +1058,70 @@
     const body = { bucket: field(form, 'bucket'), steps, every };
     const maxChurn = field(form, 'max_churn').trim();
     if (maxChurn !== '') body.max_churn = parsePercent(maxChurn, 'The churn limit');
-    return { body, ms };
+    // The start is typed in local time; the API takes it in UTC.
+    const startText = form.elements.namedItem('start') ? field(form, 'start') : '';
+    let start = null;
+    if (startText !== '') {
+      start = new Date(startText);
+      if (Number.isNaN(start.getTime())) throw new Error('Give the start as a date and a time, or leave it empty to start now.');
+      body.start = start.toISOString().replace(/\.\d{3}Z$/, 'Z');
+    }
+    const comment = form.elements.namedItem('comment') ? field(form, 'comment').trim() : '';
+    if (comment !== '') body.comment = comment;
+    return { body, ms, start };
+  }
+
+  // localWhen says a time in the browser's time zone.
+  function localWhen(d) {
+    return d.toLocaleString([], { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
+  }
+
+  // showRampPreview shows the dry run of a ramp: each step's time, the share
+  // it reaches and the users it moves, or where the ramp would pause; and
+  // the button that starts it.
+  function showRampPreview(form, spec, answer) {
+    const box = form.querySelector('.preview');
+    box.replaceChildren();
+    const heading = el('h4', { tabindex: '-1' }, 'Preview — nothing is started yet');
+    box.append(heading);
+    const tbody = el('tbody');
+    let total = 0;
+    let stops = '';
+    for (const [i, st] of (answer.steps || []).entries()) {
+      const when = new Date(st.at);
+      const daily = feature && feature.last_day > 0 && st.churn > 0 ? [el('br'), el('span', { class: 'hint' }, ' (≈ ' + roughly(st.churn * feature.last_day) + ' users a day)')] : [];
+      const moved = st.error ? [el('span', { class: 'error-text' }, 'would pause here: ' + st.error)] : [pct(st.churn), ...daily];
+      if (st.error) stops = st.error;
+      else total += st.churn;
+      tbody.append(el('tr', { 'data-step': String(i + 1) },
+        el('td', { class: 'num', 'data-label': 'Step' }, String(i + 1)),
+        el('td', { class: 'when', 'data-label': 'When' }, el('time', { datetime: st.at, title: when.toISOString().slice(0, 16).replace('T', ' ') + ' UTC' }, localWhen(when))),
+        el('td', { class: 'num', 'data-label': 'Share' }, pct(st.share), ' → ', el('b', { class: 'reached' }, st.error ? '—' : pct(st.reached))),
+        el('td', { class: 'num moved', 'data-label': 'Users moved' }, ...moved)));
+    }
+    box.append(el('div', { class: 'table-wrap' }, el('table', { class: 'ramp-preview' },
+      el('caption', { class: 'visually-hidden' }, 'What each step of the ramp would do'),
+      el('thead', {}, el('tr', {}, el('th', { scope: 'col', class: 'num' }, 'Step'), el('th', { scope: 'col' }, 'When'), el('th', { scope: 'col', class: 'num' }, 'Asked → reached'), el('th', { scope: 'col', class: 'num' }, 'Users moved'))),
+      tbody)));
+    const r = answer.ramp || {};
+    box.append(el('p', { class: 'ramp-total' }, 'In all ' + pct(total) + ' of users move, only ' + (spec.body.steps.length > 1 && spec.body.steps[1] < spec.body.steps[0] ? 'out of ' : 'into ') + spec.body.bucket +
+      '. Each step lands within ' + (100 * (r.tolerance || 0.005)).toFixed(2) + ' points of its share' + (stops ? '; the ramp would pause where a step cannot apply.' : '.')));
+    const start = el('button', { type: 'button', class: 'apply' }, 'Start the ramp');
+    const cancel = el('button', { type: 'button', class: 'cancel secondary' }, 'Cancel');
+    box.append(el('div', { class: 'actions' }, start, cancel));
+    box.hidden = false;
+    heading.focus();
+    start.addEventListener('click', async () => {
+      setBusy(form, true);
+      const res = await rampSend(base + '/ramps', spec.body);
+      if (res.error) {
+        setBusy(form, false);
+        showError(form, res.error, res.reload);
+        return;
+      }
+      reloadAt('ramps');
+    });
+    cancel.addEventListener('click', () => clearOutcome(form));
   }
 
   function reloadAt(hash) {
@@ -1001,13 +1137,17 @@
       error.hidden = true;
       error.textContent = '';
       try {
-        const { body, ms } = rampSpec(rampForm);
-        const start = Date.now();
-        schedule.textContent = 'Schedule: ' + body.steps.map((s, i) => pct(s) + (i === 0 ? ' now' : ' at ' + new Date(start + i * ms).toISOString().slice(0, 16).replace('T', ' ') + ' UTC')).join(', ') + '.';
+        const { body, ms, start } = rampSpec(rampForm);
+        const from = start ? start.getTime() : Date.now();
+        schedule.textContent = 'Schedule: ' + body.steps.map((s, i) => pct(s) + (i === 0 && !start ? ' now' : ' at ' + localWhen(new Date(from + i * ms)))).join(', ') + ' (your local time).';
       } catch {
         schedule.textContent = '';
       }
     };
+    // A preview is of what the form said then: editing the form drops it.
+    rampForm.addEventListener('input', (ev) => {
+      if (!ev.target.closest('.preview') && !rampForm.querySelector('.preview').hidden) clearOutcome(rampForm);
+    });
     rampForm.addEventListener('input', describe);
     rampForm.addEventListener('change', describe);
     describe();
@@ -1020,14 +1160,15 @@
         showError(rampForm, err.message);
         return;
       }
+      clearOutcome(rampForm);
       setBusy(rampForm, true);
-      const res = await rampSend(base + '/ramps', spec.body);
+      const res = await rampSend(base + '/ramps', Object.assign({ dry_run: true }, spec.body));
+      setBusy(rampForm, false);
       if (res.error) {
-        setBusy(rampForm, false);
         showError(rampForm, res.error, res.reload);
         return;
       }
-      reloadAt('ramps');
+      showRampPreview(rampForm, spec, res.body);
     });
   }
 
