@@ -238,8 +238,6 @@ func (f DocFeature) validate(path string) error {
 	return nil
 }
 
-func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
-
 // ExportDocument returns the features of snap as a document: each bucket
 // with its exact share of users, so that the document plans to no change.
 func ExportDocument(snap *Snapshot) Document {

@@ -180,3 +180,25 @@ func TestRangeBaseline(t *testing.T) {
 		t.Errorf("%d range baselines after a change that moved no one, want still 1", n)
 	}
 }
+
+// TestEscalationFollowsSettings: the feature page escalates changes above
+// the organisation's churn limit for editors, 25 % until an admin sets
+// another.
+func TestEscalationFollowsSettings(t *testing.T) {
+	a := newApp(t, 100)
+	a.seed(t)
+	if body := a.get(t, "/ui/features/checkout").Body.String(); !strings.Contains(body, `"churn_limit":0.25`) {
+		t.Errorf("the page's data has no churn_limit 0.25 before the setting is changed")
+	}
+	s, err := a.svc.Settings(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.MaxChurn = 0.1
+	if _, err := a.svc.UpdateSettings(context.Background(), s, 0, "admin", ""); err != nil {
+		t.Fatal(err)
+	}
+	if body := a.get(t, "/ui/features/checkout").Body.String(); !strings.Contains(body, `"churn_limit":0.1`) {
+		t.Errorf("the page's data has no churn_limit 0.1 after the setting is 10 %%")
+	}
+}

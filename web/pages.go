@@ -256,7 +256,7 @@ func (h *handler) feature(c echo.Context) error {
 	}
 	p.Ramps, p.Now = rampViews(ramps), time.Now()
 	p.PM = newPMView(f, ramps, exposures.LastDay, p.Now)
-	p.Data.LastDay, p.Data.ChurnLimit = exposures.LastDay, churnLimit
+	p.Data.LastDay, p.Data.ChurnLimit = exposures.LastDay, h.churnLimit(ctx)
 	for _, r := range p.Ramps {
 		p.LiveRamp = p.LiveRamp || r.Live
 	}

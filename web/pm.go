@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"math"
 	"regexp"
 	"strconv"
@@ -12,10 +13,15 @@ import (
 
 // churnLimit is the share of users above which the dashboard escalates a
 // change: the preview turns amber and applying it takes the feature's key
-// typed. It is the organisation's default churn limit (25 %); until the
-// limit is a setting the dashboard reads, it is this constant (app.js
-// holds the same figure).
-const churnLimit = 0.25
+// typed. It is the organisation's churn limit for editors (the setting
+// max_churn), or its default when the settings cannot be read.
+func (h *handler) churnLimit(ctx context.Context) float64 {
+	s, err := h.svc.Settings(ctx)
+	if err != nil || s.MaxChurn <= 0 {
+		return rollout.DefaultMaxChurn
+	}
+	return s.MaxChurn
+}
 
 // pmView is what the feature's header says in a product manager's words:
 // its ramp, how many users it reaches a day, and the ring's details that
