@@ -34,8 +34,29 @@ func TestEditorTargeting(t *testing.T) {
 	g.must(t, 200, "editor", "PUT", "/api/features/f/rules", rules("staff", "treatment"))
 	g.must(t, 200, "editor", "PUT", "/api/features/other/rules", rules("beta", "on"))
 
+	// A rule without conditions matches everyone no earlier rule matches
+	// (every evaluation without a context): serving them one bucket
+	// instead of the ring moves the ring's other share of them, which the
+	// limit counts; serving them the ring moves nobody.
+	everyone := func(serve map[string]any) map[string]any {
+		return map[string]any{"rules": []any{rules("staff", "treatment")["rules"].([]any)[0],
+			map[string]any{"name": "all", "conditions": []any{}, "serve": serve}}}
+	}
+	status, body := g.send(t, "editor", "PUT", "/api/features/f/rules", everyone(map[string]any{"bucket": "treatment"}))
+	if status != http.StatusForbidden || !strings.Contains(body, "whom no rule with conditions matches") || !strings.Contains(body, "more than the editors' limit of 25 %") {
+		t.Fatalf("editor's catch-all rule = %d %s, want 403 counting the users it moves", status, body)
+	}
+	if dry := decodeJSON[struct{ Needs string }](t, g.must(t, 200, "editor", "PUT", "/api/features/f/rules?dry_run=true", everyone(map[string]any{"bucket": "treatment"}))); dry.Needs != "admin" {
+		t.Errorf("editor's dry run of a catch-all rule needs %q, want admin", dry.Needs)
+	}
+	g.must(t, 200, "editor", "PUT", "/api/features/f/rules", everyone(map[string]any{"ring": true}))
+	g.must(t, 200, "admin", "PUT", "/api/features/f/rules", everyone(map[string]any{"bucket": "treatment"}))
+	// Back to the ring: the treatment's share of the ring stays, the rest moves.
+	g.must(t, 403, "editor", "PUT", "/api/features/f/rules", rules("staff", "treatment"))
+	g.must(t, 200, "admin", "PUT", "/api/features/f/rules", rules("staff", "treatment"))
+
 	// bucket_by: a reshuffle for editors.
-	status, body := g.send(t, "editor", "PATCH", "/api/features/f", map[string]any{"bucket_by": "org"})
+	status, body = g.send(t, "editor", "PATCH", "/api/features/f", map[string]any{"bucket_by": "org"})
 	if status != http.StatusForbidden || !strings.Contains(body, "bucket_by (the user ID → attribute org)") || !strings.Contains(body, "needs an admin") || !strings.Contains(body, `"report"`) {
 		t.Fatalf("editor's bucket_by change = %d %s, want 403 naming bucket_by and an admin, with the report", status, body)
 	}

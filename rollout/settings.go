@@ -213,7 +213,69 @@ func (g *gate) check(cur *compiled, ch Change, res Result) error {
 			"the change would move %s of users of feature %q, more than the editors' limit of %s: it needs an admin, or approvals on for the feature (an admin sets them in the settings) to submit it as a change request; nothing was changed",
 			percent(rep.Churn), key, percent(g.settings.MaxChurn))}
 	}
+	if c := unmatchedChurn(cur.feature, res.Feature, rep); c > g.settings.MaxChurn {
+		return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
+			"the change of rules would move %s of the users of feature %q whom no rule with conditions matches (those evaluated without a context, at least), more than the editors' limit of %s: it needs an admin, or approvals on for the feature (an admin sets them in the settings) to submit it as a change request; nothing was changed",
+			percent(c), key, percent(g.settings.MaxChurn))}
+	}
 	return nil
+}
+
+// serving is what a feature serves the users whom no rule with
+// conditions matches: the bucket of its first rule without conditions, or
+// a ring hashing an attribute (by; "" the user ID).
+type serving struct {
+	bucket string
+	by     string
+}
+
+// fallthroughServing is what f serves users whom no rule with conditions
+// matches: its first rule without conditions (which matches everyone), or
+// its ring.
+func fallthroughServing(f Feature) serving {
+	for _, r := range f.Rules {
+		if len(r.Conditions) > 0 {
+			continue
+		}
+		if r.Serve.Ring {
+			by := r.Serve.BucketBy
+			if by == "" {
+				by = f.BucketBy
+			}
+			return serving{by: by}
+		}
+		return serving{bucket: r.Serve.Bucket}
+	}
+	return serving{by: f.BucketBy}
+}
+
+// unmatchedChurn is the share of the users whom no rule with conditions
+// matches (every user evaluated without a context, among others) that a
+// change from before to after (report rep) moves, beyond what the ring's
+// churn counts: a rule without conditions serving one bucket instead of
+// the ring (1 - the bucket's share of the ring), the ring instead of such
+// a rule, another bucket, or the ring hashing another attribute (users
+// placed anew). The users that rules with conditions match are not
+// counted: how many they are depends on the contexts apps send. 0 when
+// the feature is disabled before or after (rules then serve nobody) or
+// nothing of this changes.
+func unmatchedChurn(before, after Feature, rep Report) float64 {
+	if !before.Enabled || !after.Enabled {
+		return 0
+	}
+	b, a := fallthroughServing(before), fallthroughServing(after)
+	switch {
+	case b == a:
+		return 0 // the ring's churn, if any, is rep.Churn
+	case b.bucket != "" && a.bucket != "":
+		return 1
+	case b.bucket != "":
+		return 1 - rep.SharesAfter[b.bucket]
+	case a.bucket != "":
+		return 1 - rep.SharesBefore[a.bucket]
+	}
+	c, _ := independentChurn(rep.SharesBefore, rep.SharesAfter) // two rings, two attributes
+	return c
 }
 
 // CheckRamp decides whether a token of role may start a ramp of feature
