@@ -1,11 +1,14 @@
 package api_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/store/postgres"
+	"github.com/rollout/rollout/store/storetest"
 )
 
 // TestEditorTargeting: targeting's changes pass the same gate as other
@@ -18,7 +21,18 @@ import (
 // changes under approvals are requests, applied when approved. Admins are
 // not held to any of it.
 func TestEditorTargeting(t *testing.T) {
-	g := newGuardedServer(t)
+	t.Run("sqlite", func(t *testing.T) { testEditorTargeting(t, newGuardedServer(t)) })
+	t.Run("postgres", func(t *testing.T) {
+		db, err := postgres.Open(context.Background(), storetest.PostgresDSN(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		testEditorTargeting(t, newAuthServerOn(t, db, rollout.Roles, false))
+	})
+}
+
+func testEditorTargeting(t *testing.T, g *guardedServer) {
 	g.addEditor(t, "carol")
 	g.must(t, 201, "editor", "POST", "/api/features", twoBuckets)
 	g.must(t, 201, "editor", "POST", "/api/features", map[string]any{"key": "other", "buckets": []any{
