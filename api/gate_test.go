@@ -158,3 +158,23 @@ func testEditorTargeting(t *testing.T, g *guardedServer) {
 	g.must(t, 200, "admin", "PUT", "/api/features/f/rules", rules("staff", "treatment"))
 	g.must(t, 200, "admin", "PATCH", "/api/features/f", map[string]any{"bucket_by": "org"})
 }
+
+// TestEditorDocumentTargeting: an editor's document may not give a
+// feature another bucket_by (leaving it out goes back to the user ID):
+// it places every user anew, as a reshuffle does.
+func TestEditorDocumentTargeting(t *testing.T) {
+	g := newGuardedServer(t)
+	g.must(t, 201, "editor", "POST", "/api/features", twoBuckets)
+	doc := map[string]any{"document": map[string]any{"features": []any{map[string]any{"key": "f", "description": "d", "buckets": []any{
+		map[string]any{"name": "control", "replicas": 50}, map[string]any{"name": "treatment", "replicas": 50}}}}}}
+	g.must(t, 200, "editor", "POST", "/api/apply", doc)
+	g.must(t, 200, "admin", "PATCH", "/api/features/f", map[string]any{"bucket_by": "org"})
+	status, body := g.send(t, "editor", "POST", "/api/apply", doc)
+	if status != http.StatusForbidden || !strings.Contains(body, "another bucket_by (attribute org → the user ID)") {
+		t.Fatalf("editor's document dropping bucket_by = %d %s, want 403", status, body)
+	}
+	if f := decodeJSON[rollout.Feature](t, g.must(t, 200, "viewer", "GET", "/api/features/f", nil)); f.BucketBy != "org" {
+		t.Fatalf("bucket_by after the refused document = %q, want org", f.BucketBy)
+	}
+	g.must(t, 200, "admin", "POST", "/api/apply", doc)
+}

@@ -323,6 +323,10 @@ func (g *gate) checkDocument(p DocumentPlan) error {
 		case ch.Churn > g.settings.MaxChurn:
 			return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
 				"the document would move %s of the users of feature %q, more than the editors' limit of %s: it needs an admin; nothing was changed", percent(ch.Churn), ch.Feature, percent(g.settings.MaxChurn))}
+		case ch.cur != nil && ch.target != nil && unmatchedChurn(ch.cur.feature, ch.target.feature, rep) > g.settings.MaxChurn:
+			return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
+				"the document's rules would move %s of the users of feature %q whom no rule with conditions matches (those evaluated without a context, at least), more than the editors' limit of %s: it needs an admin; nothing was changed",
+				percent(unmatchedChurn(ch.cur.feature, ch.target.feature, rep)), ch.Feature, percent(g.settings.MaxChurn))}
 		}
 	}
 	return nil
