@@ -51,6 +51,13 @@ func newAuthServer(t *testing.T, roles []rollout.Role, anyHost bool) *guardedSer
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	return newAuthServerOn(t, db, roles, anyHost)
+}
+
+// newAuthServerOn is newAuthServer over the store db.
+func newAuthServerOn(t *testing.T, db *store.DB, roles []rollout.Role, anyHost bool) *guardedServer {
+	t.Helper()
+	ctx := context.Background()
 	tokens, err := rollout.NewTokens(ctx, db, nil)
 	if err != nil {
 		t.Fatal(err)

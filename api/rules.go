@@ -66,9 +66,5 @@ func patchChange(req patchRequest) rollout.Change {
 	if req.BucketBy == nil {
 		return rollout.Patch(req.Description, req.Enabled, req.Fallback)
 	}
-	by := rollout.SetBucketBy(*req.BucketBy)
-	if req.Description == nil && req.Enabled == nil && req.Fallback == nil {
-		return by
-	}
-	return rollout.Combine(rollout.Patch(req.Description, req.Enabled, req.Fallback), by)
+	return rollout.PatchBucketBy(req.Description, req.Enabled, req.Fallback, *req.BucketBy)
 }

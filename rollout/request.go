@@ -28,6 +28,7 @@ const (
 	SpecClearOverride = "clear_override"
 	SpecReshuffle     = "reshuffle"
 	SpecRollback      = "rollback"
+	SpecSetRules      = "set_rules"
 )
 
 // ChangeSpec is a change as data: its kind and the arguments of the
@@ -49,6 +50,10 @@ type ChangeSpec struct {
 	// KeepOverrides: a rollback keeps the current overrides (see
 	// RollbackOptions).
 	KeepOverrides bool `json:"keep_overrides,omitempty"`
+	// BucketBy is a patch's new bucket_by ("": the user ID).
+	BucketBy *string `json:"bucket_by,omitempty"`
+	// Rules are set_rules' rules (empty: none).
+	Rules []Rule `json:"rules,omitempty"`
 }
 
 // Words names the kind of change for people: "update bucket".
@@ -59,7 +64,12 @@ func (sp ChangeSpec) Words() string { return strings.ReplaceAll(sp.Kind, "_", " 
 func (sp ChangeSpec) change() (Change, error) {
 	switch sp.Kind {
 	case SpecPatch:
+		if sp.BucketBy != nil {
+			return PatchBucketBy(sp.Description, sp.Enabled, sp.Fallback, *sp.BucketBy), nil
+		}
 		return Patch(sp.Description, sp.Enabled, sp.Fallback), nil
+	case SpecSetRules:
+		return SetRules(sp.Rules), nil
 	case SpecAddBucket:
 		if sp.Bucket == nil {
 			return Change{}, Errorf(EInvalid, "the requested add_bucket names no bucket")

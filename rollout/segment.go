@@ -69,6 +69,9 @@ type SegmentResult struct {
 	Segment  Segment  `json:"segment"`
 	Features []string `json:"features"`
 	DryRun   bool     `json:"dry_run"`
+	// Needs, in an editor's dry run, is "admin" when the change would be
+	// refused (approvals cover a feature that uses the segment).
+	Needs string `json:"needs,omitempty"`
 }
 
 // Tag names a segment's configuration at one version, for If-Match.
@@ -302,6 +305,16 @@ func (s *Service) updateSegment(ctx context.Context, key, description string, co
 	res := SegmentResult{Segment: seg, Features: users, DryRun: opts.DryRun}
 	if res.Features == nil {
 		res.Features = []string{}
+	}
+	g, err := s.gateFor(ctx, opts)
+	if err != nil {
+		return SegmentResult{}, err
+	}
+	if err := g.checkSegment(key, users); err != nil {
+		if !opts.DryRun {
+			return SegmentResult{}, &changeError{err}
+		}
+		res.Needs = "admin"
 	}
 	if opts.DryRun {
 		return res, nil

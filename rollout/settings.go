@@ -196,11 +196,15 @@ func (g *gate) check(cur *compiled, ch Change, res Result) error {
 	}
 	rep := res.Report
 	what := "a reshuffle (a new salt)"
-	if ch.spec.Kind != SpecReshuffle {
+	switch {
+	case ch.spec.Kind == SpecReshuffle:
+	case cur.feature.Salt != res.Feature.Salt:
 		what = "this change sets another salt (it goes back across a reshuffle), which"
+	case cur.feature.BucketBy != res.Feature.BucketBy:
+		what = fmt.Sprintf("this change of bucket_by (%s → %s) hashes another attribute, which", bucketByWords(cur.feature.BucketBy), bucketByWords(res.Feature.BucketBy))
 	}
 	switch {
-	case ch.spec.Kind == SpecReshuffle || cur.feature.Salt != res.Feature.Salt:
+	case ch.spec.Kind == SpecReshuffle || cur.feature.Salt != res.Feature.Salt || cur.feature.BucketBy != res.Feature.BucketBy:
 		return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
 			"%s moves about %s of users of feature %q at random: editors may not make one; it needs an admin, or approvals on for the feature (an admin sets them in the settings) to submit it as a change request; nothing was changed",
 			what, percent(rep.Churn), key)}
@@ -209,7 +213,69 @@ func (g *gate) check(cur *compiled, ch Change, res Result) error {
 			"the change would move %s of users of feature %q, more than the editors' limit of %s: it needs an admin, or approvals on for the feature (an admin sets them in the settings) to submit it as a change request; nothing was changed",
 			percent(rep.Churn), key, percent(g.settings.MaxChurn))}
 	}
+	if c := unmatchedChurn(cur.feature, res.Feature, rep); c > g.settings.MaxChurn {
+		return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
+			"the change of rules would move %s of the users of feature %q whom no rule with conditions matches (those evaluated without a context, at least), more than the editors' limit of %s: it needs an admin, or approvals on for the feature (an admin sets them in the settings) to submit it as a change request; nothing was changed",
+			percent(c), key, percent(g.settings.MaxChurn))}
+	}
 	return nil
+}
+
+// serving is what a feature serves the users whom no rule with
+// conditions matches: the bucket of its first rule without conditions, or
+// a ring hashing an attribute (by; "" the user ID).
+type serving struct {
+	bucket string
+	by     string
+}
+
+// fallthroughServing is what f serves users whom no rule with conditions
+// matches: its first rule without conditions (which matches everyone), or
+// its ring.
+func fallthroughServing(f Feature) serving {
+	for _, r := range f.Rules {
+		if len(r.Conditions) > 0 {
+			continue
+		}
+		if r.Serve.Ring {
+			by := r.Serve.BucketBy
+			if by == "" {
+				by = f.BucketBy
+			}
+			return serving{by: by}
+		}
+		return serving{bucket: r.Serve.Bucket}
+	}
+	return serving{by: f.BucketBy}
+}
+
+// unmatchedChurn is the share of the users whom no rule with conditions
+// matches (every user evaluated without a context, among others) that a
+// change from before to after (report rep) moves, beyond what the ring's
+// churn counts: a rule without conditions serving one bucket instead of
+// the ring (1 - the bucket's share of the ring), the ring instead of such
+// a rule, another bucket, or the ring hashing another attribute (users
+// placed anew). The users that rules with conditions match are not
+// counted: how many they are depends on the contexts apps send. 0 when
+// the feature is disabled before or after (rules then serve nobody) or
+// nothing of this changes.
+func unmatchedChurn(before, after Feature, rep Report) float64 {
+	if !before.Enabled || !after.Enabled {
+		return 0
+	}
+	b, a := fallthroughServing(before), fallthroughServing(after)
+	switch {
+	case b == a:
+		return 0 // the ring's churn, if any, is rep.Churn
+	case b.bucket != "" && a.bucket != "":
+		return 1
+	case b.bucket != "":
+		return 1 - rep.SharesAfter[b.bucket]
+	case a.bucket != "":
+		return 1 - rep.SharesBefore[a.bucket]
+	}
+	c, _ := independentChurn(rep.SharesBefore, rep.SharesAfter) // two rings, two attributes
+	return c
 }
 
 // CheckRamp decides whether a token of role may start a ramp of feature
@@ -250,10 +316,51 @@ func (g *gate) checkDocument(p DocumentPlan) error {
 		case ch.cur != nil && ch.target != nil && ch.cur.feature.Salt != ch.target.feature.Salt:
 			return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
 				"the document gives feature %q another salt, which moves about %s of its users at random: editors may not; it needs an admin; nothing was changed", ch.Feature, percent(ch.Churn))}
+		case ch.cur != nil && ch.target != nil && ch.cur.feature.BucketBy != ch.target.feature.BucketBy:
+			return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
+				"the document gives feature %q another bucket_by (%s → %s), which moves about %s of its users at random, as a reshuffle does: editors may not; it needs an admin; nothing was changed",
+				ch.Feature, bucketByWords(ch.cur.feature.BucketBy), bucketByWords(ch.target.feature.BucketBy), percent(ch.Churn))}
 		case ch.Churn > g.settings.MaxChurn:
 			return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
 				"the document would move %s of the users of feature %q, more than the editors' limit of %s: it needs an admin; nothing was changed", percent(ch.Churn), ch.Feature, percent(g.settings.MaxChurn))}
+		case ch.cur != nil && ch.target != nil && unmatchedChurn(ch.cur.feature, ch.target.feature, rep) > g.settings.MaxChurn:
+			return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
+				"the document's rules would move %s of the users of feature %q whom no rule with conditions matches (those evaluated without a context, at least), more than the editors' limit of %s: it needs an admin; nothing was changed",
+				percent(unmatchedChurn(ch.cur.feature, ch.target.feature, rep)), ch.Feature, percent(g.settings.MaxChurn))}
 		}
 	}
 	return nil
+}
+
+// bucketByWords names what a ring hashes: "the user ID" or "attribute org".
+func bucketByWords(attr string) string {
+	if attr == "" {
+		return "the user ID"
+	}
+	return "attribute " + attr
+}
+
+// checkSegment decides an editor's change of segment key, which makes a
+// new version of each of features (those whose rules use it): it is
+// refused when approvals cover any of them, as a segment's change cannot
+// be submitted as a change request (it changes several features at once).
+// The churn limit does not apply: a segment's change leaves every ring as
+// it is (the reports' churn is 0) and moves the users who start or stop
+// matching it, whom no count of the hash space measures. A nil gate
+// passes anything. Errors: EForbidden, naming the features.
+func (g *gate) checkSegment(key string, features []string) error {
+	if g == nil {
+		return nil
+	}
+	var covered []string
+	for _, fk := range features {
+		if g.settings.RequireApproval.Covers(fk) {
+			covered = append(covered, fk)
+		}
+	}
+	if len(covered) == 0 {
+		return nil
+	}
+	return Errorf(EForbidden, "changing segment %q makes a new version of feature(s) %s, which need approvals, and a segment's change cannot be submitted as a change request: ask an admin to make it (or an admin turns approvals off for those features); nothing was changed",
+		key, strings.Join(covered, ", "))
 }

@@ -10,6 +10,10 @@ import (
 // empty list removes them all).
 func SetRules(rules []Rule) Change {
 	rules = cloneRules(rules)
+	spec := ChangeSpec{Kind: SpecSetRules, Rules: cloneRules(rules)}
+	if spec.Rules == nil {
+		spec.Rules = []Rule{}
+	}
 	var summary string
 	if len(rules) == 0 {
 		summary = "removed the rules"
@@ -21,6 +25,7 @@ func SetRules(rules []Rule) Change {
 		summary = abbreviateSummary("set rules: " + strings.Join(parts, "; "))
 	}
 	return Change{
+		spec:    spec,
 		summary: summary,
 		apply: func(f *Feature) error {
 			f.Rules = cloneRules(rules)
@@ -41,6 +46,7 @@ func SetBucketBy(attr string) Change {
 		summary = "bucket by the user ID"
 	}
 	return Change{
+		spec:    ChangeSpec{Kind: SpecPatch, BucketBy: &attr},
 		summary: summary,
 		apply: func(f *Feature) error {
 			if attr == f.BucketBy {
@@ -50,6 +56,18 @@ func SetBucketBy(attr string) Change {
 			return nil
 		},
 	}
+}
+
+// PatchBucketBy is Patch and SetBucketBy as one version (see Patch for
+// the fields left nil); a change request can store it.
+func PatchBucketBy(description *string, enabled *bool, fallback *string, bucketBy string) Change {
+	by := SetBucketBy(bucketBy)
+	if description == nil && enabled == nil && fallback == nil {
+		return by
+	}
+	ch := Combine(Patch(description, enabled, fallback), by)
+	ch.spec = ChangeSpec{Kind: SpecPatch, Description: description, Enabled: enabled, Fallback: fallback, BucketBy: &bucketBy}
+	return ch
 }
 
 // maxSummary bounds the summary of a rules change.

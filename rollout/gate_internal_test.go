@@ -1,0 +1,37 @@
+package rollout
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+)
+
+// TestUnmatchedChurn: the share of the users no rule with conditions
+// matches that a change of rules moves, beyond the ring's churn.
+func TestUnmatchedChurn(t *testing.T) {
+	shares := map[string]float64{"A": 0.3, "B": 0.7}
+	rep := Report{SharesBefore: shares, SharesAfter: shares}
+	cond := []Condition{{Attribute: "plan", Op: OpEq, Value: json.RawMessage(`"pro"`)}}
+	staff := Rule{Name: "staff", Conditions: cond, Serve: Serve{Bucket: "A"}}
+	all := func(s Serve) Rule { return Rule{Name: "all", Conditions: []Condition{}, Serve: s} }
+	f := func(by string, rules ...Rule) Feature { return Feature{Enabled: true, BucketBy: by, Rules: rules} }
+	for _, c := range []struct {
+		name          string
+		before, after Feature
+		want          float64
+	}{
+		{"no rules", f(""), f(""), 0},
+		{"a rule with conditions", f(""), f("", staff), 0},
+		{"the ring to one bucket", f("", staff), f("", staff, all(Serve{Bucket: "A"})), 0.7},
+		{"one bucket to the ring", f("", all(Serve{Bucket: "B"})), f(""), 0.3},
+		{"one bucket to another", f("", all(Serve{Bucket: "A"})), f("", all(Serve{Bucket: "B"})), 1},
+		{"the same bucket", f("", all(Serve{Bucket: "A"}), staff), f("", all(Serve{Bucket: "A"})), 0},
+		{"the ring, explicitly", f(""), f("", all(Serve{Ring: true})), 0},
+		{"the ring by another attribute", f(""), f("", all(Serve{Ring: true, BucketBy: "org"})), 1 - 0.09 - 0.49},
+		{"disabled before", Feature{Rules: []Rule{all(Serve{Bucket: "A"})}}, f(""), 0},
+	} {
+		if got := unmatchedChurn(c.before, c.after, rep); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("%s: unmatchedChurn = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
