@@ -97,7 +97,7 @@ func runFootprint(ctx context.Context, cfg config, stdout io.Writer, progress fu
 	path := filepath.Join(dir, "rollout.db")
 	var tokens service
 	t0 := time.Now()
-	if err := populate(ctx, path, cfg.features, &tokens); err != nil {
+	if err := populate(ctx, path, cfg.features, false, &tokens); err != nil {
 		return err
 	}
 	fp.SeedSecs = time.Since(t0).Seconds()

@@ -148,7 +148,7 @@ func createFeatures(ctx context.Context, svc *rollout.Service, n int) error {
 func startService(ctx context.Context, dir string, n int) (_ *service, err error) {
 	path := filepath.Join(dir, "rollout.db")
 	s := &service{}
-	if err := populate(ctx, path, n, s); err != nil {
+	if err := populate(ctx, path, n, true, s); err != nil {
 		return nil, err
 	}
 	// Logged as the binary logs to stderr, to the null device.
@@ -165,9 +165,10 @@ func startService(ctx context.Context, dir string, n int) (_ *service, err error
 	return s, nil
 }
 
-// populate creates the database at path with n features, and tokens of
-// roles evaluate and editor whose headers it sets in s.
-func populate(ctx context.Context, path string, n int, s *service) (err error) {
+// populate creates the database at path with n features (and, with
+// rules, the feature rulesKey of the rules scenario beside them), and
+// tokens of roles evaluate and editor whose headers it sets in s.
+func populate(ctx context.Context, path string, n int, rules bool, s *service) (err error) {
 	db, err := sqlite.Open(ctx, path)
 	if err != nil {
 		return err
@@ -180,9 +181,11 @@ func populate(ctx context.Context, path string, n int, s *service) (err error) {
 	if err := createFeatures(ctx, svc, n); err != nil {
 		return err
 	}
-	f := rollout.Feature{Key: rulesKey, Enabled: true, Salt: rulesKey, Buckets: benchBuckets, Rules: benchRules()}
-	if _, err := svc.Create(ctx, f, rollout.ChangeOptions{Actor: "rollout-bench"}); err != nil {
-		return fmt.Errorf("create feature %s: %w", rulesKey, err)
+	if rules {
+		f := rollout.Feature{Key: rulesKey, Enabled: true, Salt: rulesKey, Buckets: benchBuckets, Rules: benchRules()}
+		if _, err := svc.Create(ctx, f, rollout.ChangeOptions{Actor: "rollout-bench"}); err != nil {
+			return fmt.Errorf("create feature %s: %w", rulesKey, err)
+		}
 	}
 	tokens, err := rollout.NewTokens(ctx, db, nil)
 	if err != nil {

@@ -107,7 +107,7 @@ func startWrkRollout(ctx context.Context, dir string, n int, separate bool) (wrk
 	}
 	path := filepath.Join(dir, "rollout.db")
 	var tokens service
-	if err := populate(ctx, path, n, &tokens); err != nil {
+	if err := populate(ctx, path, n, true, &tokens); err != nil {
 		return wrkServer{}, nil, nil, err
 	}
 	c, err := startChild(ctx, "rollout "+path)
