@@ -256,7 +256,8 @@ func TestDocumentLimits(t *testing.T) {
 		{"no document", "/api/apply", map[string]any{"versions": map[string]int{}}, nil, http.StatusBadRequest, "give the document"},
 		{"versions leave a feature out", "/api/apply", map[string]any{"document": map[string]any{"features": []any{map[string]any{"key": "limit", "buckets": []any{map[string]any{"name": "low", "share": 1}}}}}, "versions": map[string]int{}}, nil, http.StatusUnprocessableEntity, "do not name feature"},
 		{"negative guard", "/api/apply", map[string]any{"document": map[string]any{"features": []any{}}, "max_total_churn": -1}, nil, http.StatusBadRequest, "out of range"},
-		{"rules", "/api/plan", map[string]any{"features": []any{map[string]any{"key": "a", "rules": []any{map[string]any{"name": "r"}}, "buckets": []any{map[string]any{"name": "A", "share": 1}}}}}, nil, http.StatusUnprocessableEntity, "not supported yet"},
+		{"rule serving nothing", "/api/plan", map[string]any{"features": []any{map[string]any{"key": "a", "rules": []any{map[string]any{"name": "r"}}, "buckets": []any{map[string]any{"name": "A", "share": 1}}}}}, nil, http.StatusUnprocessableEntity, `features[0].rules[0]: rule \"r\" serves nothing`},
+		{"in_segment of no segment", "/api/plan", map[string]any{"features": []any{map[string]any{"key": "a", "rules": []any{map[string]any{"name": "r", "conditions": []any{map[string]any{"op": "in_segment", "value": "nope"}}, "serve": map[string]any{"bucket": "A"}}}, "buckets": []any{map[string]any{"name": "A", "share": 1}}}}}, nil, http.StatusUnprocessableEntity, `in_segment names segment \"nope\", which neither`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := s.do("POST", tc.path, tc.body, tc.header...)
