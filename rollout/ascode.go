@@ -1044,6 +1044,11 @@ func (s *Service) checkSegmentVersions(ctx context.Context, d Document, want map
 
 // applyDocument is one attempt of ApplyDocument. The caller holds s.mu.
 func (s *Service) applyDocument(ctx context.Context, d Document, opts ApplyOptions, g *gate) (DocumentPlan, error) {
+	// Segments first: a segment changed meanwhile moved on the features
+	// that use it too, and is what to name.
+	if err := s.checkSegmentVersions(ctx, d, opts.SegmentVersions); err != nil {
+		return DocumentPlan{}, err
+	}
 	for _, f := range d.Features {
 		want, ok := opts.Versions[f.Key]
 		if !ok {
@@ -1070,9 +1075,6 @@ func (s *Service) applyDocument(ctx context.Context, d Document, opts ApplyOptio
 		default:
 			return DocumentPlan{}, Errorf(EPrecondition, "feature %q is at version %d, not %d as the plan read: plan again; nothing was changed", f.Key, have, want)
 		}
-	}
-	if err := s.checkSegmentVersions(ctx, d, opts.SegmentVersions); err != nil {
-		return DocumentPlan{}, err
 	}
 	if err := d.checkSegmentsKnown(s.Snapshot().segments); err != nil {
 		// Made by another instance? Ask the store before refusing.
