@@ -192,6 +192,15 @@ func runPlan(ctx context.Context, args []string, stdout io.Writer, getenv func(s
 		return err
 	}
 	p, raw, err := c.plan(ctx, doc)
+	if ae, ok := errors.AsType[*apiError](err); ok && ae.Status == http.StatusUnprocessableEntity {
+		// What only the server sees (an in_segment naming a segment
+		// neither the file nor the server has): at its line too.
+		if data, rerr := os.ReadFile(*file); rerr == nil {
+			if le := docfile.ServerError(*file, data, ae.Message); le != nil {
+				return le
+			}
+		}
+	}
 	if err != nil {
 		return err
 	}

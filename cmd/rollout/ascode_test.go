@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -290,6 +291,39 @@ func TestBinaryPlanExitCodes(t *testing.T) {
 	}
 	if got := exit("plan", "-f", filepath.Join(dir, "missing.yaml")); got != 1 {
 		t.Errorf("rollout plan (no such file) exited %d, want 1", got)
+	}
+	// Segments and rules: the export with them plans to no change; an
+	// edit of a segment exits 2; an in_segment naming a segment neither
+	// the file nor the server has exits 1 with its line.
+	s.must(201, "POST", "/api/segments", map[string]any{"key": "staff", "conditions": []any{map[string]any{"attribute": "email", "op": "ends_with", "value": "@example.com"}}})
+	s.must(200, "PUT", "/api/features/checkout/rules", map[string]any{"rules": []any{
+		map[string]any{"name": "staff", "conditions": []any{map[string]any{"op": "in_segment", "value": "staff"}}, "serve": map[string]any{"bucket": "A"}}}})
+	cmd = exec.Command(binary, "export", "--out", file)
+	cmd.Env = env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("rollout export: %v\n%s", err, out)
+	}
+	if got := exit("plan", "-f", file); got != 0 {
+		t.Errorf("rollout plan (the export with rules and a segment) exited %d, want 0", got)
+	}
+	editDocument(t, file, func(d *rollout.Document) { d.Segments[0].Description = "our people" })
+	if got := exit("plan", "-f", file); got != 2 {
+		t.Errorf("rollout plan (a segment changed) exited %d, want 2", got)
+	}
+	editDocument(t, file, func(d *rollout.Document) { d.Features[0].Rules[0].Conditions[0].Value = json.RawMessage(`"nobody"`) })
+	cmd = exec.Command(binary, "plan", "-f", file)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	ee, ok := errors.AsType[*exec.ExitError](err)
+	data, _ := os.ReadFile(file)
+	line := 0
+	for i, l := range strings.Split(string(data), "\n") {
+		if strings.Contains(l, "op: in_segment") {
+			line = i + 1 // the condition starts on its first field's line
+		}
+	}
+	if !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), fmt.Sprintf("%s:%d:", file, line)) || !strings.Contains(string(out), `in_segment names segment "nobody"`) {
+		t.Errorf("rollout plan (in_segment of no segment) = %v\n%s\nwant exit 1, the file's line and the segment", err, out)
 	}
 }
 
