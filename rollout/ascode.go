@@ -123,8 +123,9 @@ func docErrorf(path, format string, args ...any) *DocumentError {
 
 // Validate reports the first thing wrong with d that needs no server to
 // see, as a *DocumentError: keys, bucket names, shares (from 0 to 1,
-// summing to 100 %) or replicas, values, tags, owner, and what this server
-// does not take yet (rules, bucket_by, segments).
+// summing to 100 %) or replicas, values, tags, owner, rules and bucket_by,
+// segments (whether an in_segment names a segment that exists needs the
+// server: see planDocument).
 func (d Document) Validate() error {
 	if d.Features == nil {
 		return docErrorf("$.features", `the document lists no features: give "features: []" for none`)
