@@ -27,10 +27,13 @@ type applyRequest struct {
 	// Versions are the plan's (DocumentPlan.Versions): each feature of the
 	// document must still be at its version, or nothing is applied (412).
 	// Without them the document is applied to whatever is there now.
-	Versions      map[string]int `json:"versions"`
-	MaxChurn      *float64       `json:"max_churn"`
-	MaxTotalChurn *float64       `json:"max_total_churn"`
-	Comment       string         `json:"comment"`
+	Versions map[string]int `json:"versions"`
+	// SegmentVersions are the plan's DocumentPlan.SegmentVersions, for
+	// the document's segments (needed with versions when it lists any).
+	SegmentVersions map[string]int `json:"segment_versions"`
+	MaxChurn        *float64       `json:"max_churn"`
+	MaxTotalChurn   *float64       `json:"max_total_churn"`
+	Comment         string         `json:"comment"`
 }
 
 // isYAML reports whether the request's body is YAML.
@@ -77,11 +80,12 @@ func decodeDocument(c echo.Context, data []byte, v, yamlV any) error {
 
 // yamlApply is applyRequest as YAML.
 type yamlApply struct {
-	Document      *docfile.File  `yaml:"document"`
-	Versions      map[string]int `yaml:"versions"`
-	MaxChurn      *float64       `yaml:"max_churn"`
-	MaxTotalChurn *float64       `yaml:"max_total_churn"`
-	Comment       string         `yaml:"comment"`
+	Document        *docfile.File  `yaml:"document"`
+	Versions        map[string]int `yaml:"versions"`
+	SegmentVersions map[string]int `yaml:"segment_versions"`
+	MaxChurn        *float64       `yaml:"max_churn"`
+	MaxTotalChurn   *float64       `yaml:"max_total_churn"`
+	Comment         string         `yaml:"comment"`
 }
 
 // parseDocument reads a document body.
@@ -108,7 +112,7 @@ func parseApply(c echo.Context, data []byte) (applyRequest, error) {
 		return req, err
 	}
 	if isYAML(c) {
-		req = applyRequest{Versions: y.Versions, MaxChurn: y.MaxChurn, MaxTotalChurn: y.MaxTotalChurn, Comment: y.Comment}
+		req = applyRequest{Versions: y.Versions, SegmentVersions: y.SegmentVersions, MaxChurn: y.MaxChurn, MaxTotalChurn: y.MaxTotalChurn, Comment: y.Comment}
 		if y.Document != nil {
 			d, err := y.Document.Document("the request body")
 			if err != nil {
@@ -192,7 +196,7 @@ func (s *Server) applyDocument(c echo.Context) error {
 			return err
 		}
 		p, err = s.svc.ApplyDocument(ctx, *req.Document, rollout.ApplyOptions{
-			Actor: actor, Role: role, Comment: req.Comment, Versions: req.Versions,
+			Actor: actor, Role: role, Comment: req.Comment, Versions: req.Versions, SegmentVersions: req.SegmentVersions,
 			MaxChurn: req.MaxChurn, MaxTotalChurn: req.MaxTotalChurn, Plan: po,
 		})
 		return err

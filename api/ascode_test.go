@@ -235,6 +235,17 @@ func TestDocumentLimits(t *testing.T) {
 		many[i] = map[string]any{"key": fmt.Sprintf("f%d", i), "buckets": []any{map[string]any{"name": "A", "replicas": 1}}}
 	}
 	huge := `{"features":[{"key":"a","description":"` + strings.Repeat("x", rollout.MaxDocumentBytes) + `","buckets":[]}]}`
+	manySegments := make([]any, rollout.MaxSegments+1)
+	for i := range manySegments {
+		manySegments[i] = map[string]any{"key": fmt.Sprintf("s%d", i)}
+	}
+	segment := func(conds ...any) map[string]any {
+		return map[string]any{"features": []any{}, "segments": []any{map[string]any{"key": "s", "conditions": conds}}}
+	}
+	manyConds := make([]any, rollout.MaxConditions+1)
+	for i := range manyConds {
+		manyConds[i] = map[string]any{"attribute": "a", "op": "present"}
+	}
 	for _, tc := range []struct {
 		name, path string
 		body       any
@@ -256,7 +267,13 @@ func TestDocumentLimits(t *testing.T) {
 		{"no document", "/api/apply", map[string]any{"versions": map[string]int{}}, nil, http.StatusBadRequest, "give the document"},
 		{"versions leave a feature out", "/api/apply", map[string]any{"document": map[string]any{"features": []any{map[string]any{"key": "limit", "buckets": []any{map[string]any{"name": "low", "share": 1}}}}}, "versions": map[string]int{}}, nil, http.StatusUnprocessableEntity, "do not name feature"},
 		{"negative guard", "/api/apply", map[string]any{"document": map[string]any{"features": []any{}}, "max_total_churn": -1}, nil, http.StatusBadRequest, "out of range"},
-		{"rules", "/api/plan", map[string]any{"features": []any{map[string]any{"key": "a", "rules": []any{map[string]any{"name": "r"}}, "buckets": []any{map[string]any{"name": "A", "share": 1}}}}}, nil, http.StatusUnprocessableEntity, "not supported yet"},
+		{"rule serving nothing", "/api/plan", map[string]any{"features": []any{map[string]any{"key": "a", "rules": []any{map[string]any{"name": "r"}}, "buckets": []any{map[string]any{"name": "A", "share": 1}}}}}, nil, http.StatusUnprocessableEntity, `features[0].rules[0]: rule \"r\" serves nothing`},
+		{"too many segments", "/api/plan", map[string]any{"features": []any{}, "segments": manySegments}, nil, http.StatusUnprocessableEntity, "at most 1000"},
+		{"segment regexp too long", "/api/plan", segment(map[string]any{"attribute": "email", "op": "matches", "value": strings.Repeat("a", 10_000)}), nil, http.StatusUnprocessableEntity, "segments[0].conditions[0]"},
+		{"segment bad regexp", "/api/plan", segment(map[string]any{"attribute": "email", "op": "matches", "value": "(a"}), nil, http.StatusUnprocessableEntity, "segments[0].conditions[0]"},
+		{"segment too many conditions", "/api/plan", segment(manyConds...), nil, http.StatusUnprocessableEntity, "segments[0].conditions: segment \\\"s\\\" has 21 conditions"},
+		{"segment versions leave a segment out", "/api/apply", map[string]any{"document": segment(), "versions": map[string]int{}}, nil, http.StatusUnprocessableEntity, "do not name segment"},
+		{"in_segment of no segment", "/api/plan", map[string]any{"features": []any{map[string]any{"key": "a", "rules": []any{map[string]any{"name": "r", "conditions": []any{map[string]any{"op": "in_segment", "value": "nope"}}, "serve": map[string]any{"bucket": "A"}}}, "buckets": []any{map[string]any{"name": "A", "share": 1}}}}}, nil, http.StatusUnprocessableEntity, `in_segment names segment \"nope\", which neither`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := s.do("POST", tc.path, tc.body, tc.header...)

@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/big"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -58,8 +59,9 @@ const (
 // Document is a features file.
 type Document struct {
 	Features []DocFeature `json:"features"`
-	// Segments are targeting's named sets of conditions; this server
-	// takes none yet.
+	// Segments are targeting's named sets of conditions (see Segment):
+	// the document's are created or updated; the server's that it does
+	// not list are left alone.
 	Segments []DocSegment `json:"segments"`
 }
 
@@ -121,8 +123,9 @@ func docErrorf(path, format string, args ...any) *DocumentError {
 
 // Validate reports the first thing wrong with d that needs no server to
 // see, as a *DocumentError: keys, bucket names, shares (from 0 to 1,
-// summing to 100 %) or replicas, values, tags, owner, and what this server
-// does not take yet (rules, bucket_by, segments).
+// summing to 100 %) or replicas, values, tags, owner, rules and bucket_by,
+// segments (whether an in_segment names a segment that exists needs the
+// server: see planDocument).
 func (d Document) Validate() error {
 	if d.Features == nil {
 		return docErrorf("$.features", `the document lists no features: give "features: []" for none`)
@@ -130,8 +133,19 @@ func (d Document) Validate() error {
 	if len(d.Features) > MaxDocumentFeatures {
 		return docErrorf("$.features", "the document lists %d features; at most %d: split it", len(d.Features), MaxDocumentFeatures)
 	}
-	if len(d.Segments) > 0 {
-		return docErrorf("$.segments", "segments are not supported yet by this server: give \"segments: []\"")
+	if len(d.Segments) > MaxSegments {
+		return docErrorf("$.segments", "the document lists %d segments; at most %d", len(d.Segments), MaxSegments)
+	}
+	segs := make(map[string]int, len(d.Segments))
+	for i, sg := range d.Segments {
+		path := fmt.Sprintf("$.segments[%d]", i)
+		if j, ok := segs[sg.Key]; ok {
+			return docErrorf(path+".key", "segment %q is listed twice (segments[%d] too): list each segment once", sg.Key, j)
+		}
+		segs[sg.Key] = i
+		if err := sg.validate(path); err != nil {
+			return err
+		}
 	}
 	seen := make(map[string]int, len(d.Features))
 	for i, f := range d.Features {
@@ -153,12 +167,6 @@ func (f DocFeature) validate(path string) error {
 	}
 	if f.Tolerance != 0 && !ValidTolerance(f.Tolerance) {
 		return docErrorf(path+".tolerance", "tolerance %v is out of range: give a fraction of users from %v to below %v, such as 0.005 for half a percentage point", f.Tolerance, MinTolerance, MaxTolerance)
-	}
-	if len(f.Rules) > 0 {
-		return docErrorf(path+".rules", "rules are not supported yet by this server: give \"rules: []\"")
-	}
-	if f.BucketBy != "" {
-		return docErrorf(path+".bucket_by", "bucket_by is not supported yet by this server: leave it out")
 	}
 	if err := validateLabels(f.Tags, f.Owner); err != nil {
 		field := ".tags"
@@ -235,6 +243,99 @@ func (f DocFeature) validate(path string) error {
 	if len(f.Salt) > MaxSaltBytes || !utf8.ValidString(f.Salt) {
 		return docErrorf(path+".salt", "salt must be valid UTF-8 of at most %d bytes", MaxSaltBytes)
 	}
+	return f.validateTargeting(path, names)
+}
+
+// validateTargeting checks f's rules and bucket_by as Feature.Validate
+// does, at the place of the first thing wrong: a rule, a condition.
+func (f DocFeature) validateTargeting(path string, names map[string]bool) error {
+	if f.BucketBy != "" && !validAttribute(f.BucketBy) {
+		return docErrorf(path+".bucket_by", "bucket_by %q is not a valid attribute name: use 1 to %d characters of A-Z, a-z, 0-9, '_', '.', ':', '-', starting with a letter or '_'", abbreviate(f.BucketBy), MaxAttributeBytes)
+	}
+	if len(f.Rules) > MaxRules {
+		return docErrorf(path+".rules", "a feature has at most %d rules, got %d", MaxRules, len(f.Rules))
+	}
+	seen := make(map[string]int, len(f.Rules))
+	for i, r := range f.Rules {
+		rpath := fmt.Sprintf("%s.rules[%d]", path, i)
+		for j, c := range r.Conditions {
+			if j >= MaxConditions {
+				break
+			}
+			if _, err := compileCondition(c, false); err != nil {
+				return docErrorf(fmt.Sprintf("%s.conditions[%d]", rpath, j), "rule %q: %s", abbreviate(r.Name), ErrorMessage(err))
+			}
+		}
+		if err := validateRule(r, i, names); err != nil {
+			return docErrorf(rpath, "%s", ErrorMessage(err))
+		}
+		if j, ok := seen[r.Name]; ok {
+			return docErrorf(rpath+".name", "rule name %q appears twice (rules[%d] too): rule names must be unique", r.Name, j)
+		}
+		seen[r.Name] = i
+	}
+	ff := Feature{Key: f.Key, Rules: f.Rules, BucketBy: f.BucketBy}
+	if err := validateTargeting(&ff, names); err != nil {
+		return docErrorf(path+".rules", "%s", ErrorMessage(err))
+	}
+	return nil
+}
+
+func (sg DocSegment) validate(path string) error {
+	if !keyPattern.MatchString(sg.Key) {
+		return docErrorf(path+".key", "segment key %q is invalid: use 1 to 64 characters of a-z, 0-9, '_', '.', '-', starting with a letter or digit", abbreviate(sg.Key))
+	}
+	for j, c := range sg.Conditions {
+		if j >= MaxConditions {
+			break
+		}
+		if _, err := compileCondition(c, true); err != nil {
+			return docErrorf(fmt.Sprintf("%s.conditions[%d]", path, j), "segment %q: %s", sg.Key, ErrorMessage(err))
+		}
+	}
+	if err := sg.segment().Validate(); err != nil {
+		field := ".conditions"
+		if strings.HasPrefix(ErrorMessage(err), "description") {
+			field = ".description"
+		}
+		return docErrorf(path+field, "%s", ErrorMessage(err))
+	}
+	return nil
+}
+
+// segment is sg as a Segment (no version, no times), its values compact.
+func (sg DocSegment) segment() Segment {
+	seg := cloneSegment(Segment{Key: sg.Key, Description: sg.Description, Conditions: sg.Conditions})
+	for i := range seg.Conditions {
+		seg.Conditions[i].Value = compactJSON(seg.Conditions[i].Value)
+	}
+	return seg
+}
+
+// checkSegmentsKnown refuses a document whose rules use a segment that
+// neither it nor the server (segs) has, at the condition that names it.
+func (d Document) checkSegmentsKnown(segs map[string]*compiledSegment) error {
+	listed := make(map[string]bool, len(d.Segments))
+	for _, sg := range d.Segments {
+		listed[sg.Key] = true
+	}
+	for i, f := range d.Features {
+		for j, r := range f.Rules {
+			for k, c := range r.Conditions {
+				if c.Op != OpInSegment {
+					continue
+				}
+				var key string
+				if json.Unmarshal(c.Value, &key) != nil {
+					continue
+				}
+				if _, ok := segs[key]; !ok && !listed[key] {
+					return docErrorf(fmt.Sprintf("$.features[%d].rules[%d].conditions[%d]", i, j, k),
+						"in_segment names segment %q, which neither the document nor the server has: add it to the document's segments", key)
+				}
+			}
+		}
+	}
 	return nil
 }
 
@@ -242,13 +343,16 @@ func (f DocFeature) validate(path string) error {
 // with its exact share of users, so that the document plans to no change.
 func ExportDocument(snap *Snapshot) Document {
 	d := Document{Features: make([]DocFeature, 0, snap.Len()), Segments: []DocSegment{}}
+	for _, seg := range snap.Segments() {
+		d.Segments = append(d.Segments, DocSegment{Key: seg.Key, Description: seg.Description, Conditions: seg.Conditions})
+	}
 	for _, key := range snap.Keys() {
 		c := snap.features[key]
 		f := c.feature
 		enabled := f.Enabled
 		df := DocFeature{
 			Key: f.Key, Description: f.Description, Enabled: &enabled, Fallback: f.Fallback,
-			Overrides: maps.Clone(f.Overrides), Rules: f.Rules, BucketBy: f.BucketBy,
+			Overrides: maps.Clone(f.Overrides), Rules: cloneRules(f.Rules), BucketBy: f.BucketBy,
 			Tags: slices.Clone(f.Tags), Owner: f.Owner,
 		}
 		if f.Salt != f.Key {
@@ -270,7 +374,8 @@ type DocumentPlan struct {
 	// TotalChurn is the sum of the features' churns, each a fraction of
 	// that feature's users (a new feature's is 1).
 	TotalChurn float64 `json:"total_churn"`
-	// Changed counts the features that change (create or update).
+	// Changed counts the features and segments that change (create or
+	// update).
 	Changed int `json:"changed"`
 	// Revision is the revision of the snapshot the plan read.
 	Revision int64 `json:"revision"`
@@ -285,6 +390,32 @@ type DocumentPlan struct {
 	Document Document `json:"document"`
 	// Applied reports that the changes were stored (ApplyDocument).
 	Applied bool `json:"applied"`
+	// Segments are what the document changes in each segment it lists,
+	// in its order.
+	Segments []SegmentChange `json:"segments"`
+	// SegmentVersions are the versions of the document's segments the
+	// plan read (0: the segment does not exist): what POST /api/apply
+	// checks, as Versions for features.
+	SegmentVersions map[string]int `json:"segment_versions"`
+}
+
+// SegmentChange is what a document changes in one segment.
+type SegmentChange struct {
+	Segment     string `json:"segment"`
+	Action      string `json:"action"` // ActionCreate, ActionUpdate or ActionNone
+	FromVersion int    `json:"from_version"`
+	ToVersion   int    `json:"to_version"`
+	// Fields are what changes: description, conditions.
+	Fields []string `json:"fields"`
+	// Conditions are the segment's conditions after the change, in words.
+	Conditions string `json:"conditions"`
+	// Features are the keys of the features that use the segment after
+	// the change (sorted): a change of the segment makes a new version
+	// of each (they are among the plan's changes).
+	Features []string `json:"features"`
+
+	target Segment
+	cur    *compiledSegment
 }
 
 // FeatureChange is what a document changes in one feature.
@@ -310,6 +441,10 @@ type FeatureChange struct {
 	Nested     bool     `json:"nested"`
 	RangeChurn float64  `json:"range_churn"`
 	Buckets    []Bucket `json:"buckets"`
+	// Rules are the populations whose bucket a change of rules (or of a
+	// segment the rules use) changes, in words: the report's Rules, as
+	// POST /api/features/K/preview gives them.
+	Rules []PopulationChange `json:"rules"`
 	// Plan summarizes the planner's search when the document gave shares
 	// that the feature's replicas did not already serve.
 	Plan   *DocBucketPlan `json:"plan,omitempty"`
@@ -344,16 +479,107 @@ func (s *Service) PlanDocument(ctx context.Context, d Document, opts PlanOptions
 	return planDocument(ctx, s.Snapshot(), d, opts)
 }
 
+// planSegments returns the changes of d's segments against snap's, and
+// the segments after them.
+func planSegments(snap *Snapshot, d Document) ([]SegmentChange, map[string]*compiledSegment, error) {
+	out := make([]SegmentChange, 0, len(d.Segments))
+	segs, cloned := snap.segments, false
+	added := 0
+	for i, sg := range d.Segments {
+		next := sg.segment()
+		ch := SegmentChange{Segment: sg.Key, Action: ActionNone, Fields: []string{}, Conditions: describeConditions(next.Conditions), Features: []string{}}
+		cur, ok := snap.segments[sg.Key]
+		switch {
+		case !ok:
+			ch.Action, ch.Fields, ch.ToVersion = ActionCreate, []string{"created"}, 1
+			next.Version = 1
+			added++
+		default:
+			ch.cur, ch.FromVersion, ch.ToVersion = cur, cur.segment.Version, cur.segment.Version
+			next.Version, next.CreatedAt, next.UpdatedAt = cur.segment.Version, cur.segment.CreatedAt, cur.segment.UpdatedAt
+			if cur.segment.Description != next.Description {
+				ch.Fields = append(ch.Fields, "description")
+			}
+			if !sameConditions(cur.segment.Conditions, next.Conditions) {
+				ch.Fields = append(ch.Fields, "conditions")
+			}
+			if len(ch.Fields) > 0 {
+				ch.Action, ch.ToVersion = ActionUpdate, cur.segment.Version+1
+				next.Version = ch.ToVersion
+			} else {
+				next = cloneSegment(cur.segment)
+			}
+		}
+		if err := next.Validate(); err != nil {
+			return nil, nil, docErrorf(fmt.Sprintf("$.segments[%d]", i), "%s", ErrorMessage(err))
+		}
+		ch.target = next
+		if ch.Action != ActionNone {
+			if !cloned {
+				segs, cloned = maps.Clone(snap.segments), true
+			}
+			segs[sg.Key] = compileSegment(next)
+		}
+		out = append(out, ch)
+	}
+	if added > 0 && len(segs) > MaxSegments {
+		return nil, nil, docErrorf("$.segments", "there would be %d segments; at most %d", len(segs), MaxSegments)
+	}
+	return out, segs, nil
+}
+
+// segmentPopulation is the population a change of segment sc changes in a
+// feature that uses it, as UpdateSegment words it.
+func segmentPopulation(sc SegmentChange) PopulationChange {
+	return PopulationChange{When: "in segment " + sc.Segment, From: "segment version " + strconv.Itoa(sc.FromVersion), To: "segment version " + strconv.Itoa(sc.ToVersion),
+		Text: fmt.Sprintf("users matching in segment %s: as segment version %d said → as version %d says (%s)", sc.Segment, sc.FromVersion, sc.ToVersion, abbreviate(sc.Conditions))}
+}
+
 func planDocument(ctx context.Context, snap *Snapshot, d Document, opts PlanOptions) (DocumentPlan, error) {
 	p := DocumentPlan{Changes: make([]FeatureChange, 0, len(d.Features)), Revision: snap.revision,
 		Versions: make(map[string]int, len(d.Features)), Unlisted: []string{},
 		Document: Document{Features: make([]DocFeature, 0, len(d.Features)), Segments: []DocSegment{}}}
+	if err := d.checkSegmentsKnown(snap.segments); err != nil {
+		return DocumentPlan{}, err
+	}
+	sch, segs, err := planSegments(snap, d)
+	if err != nil {
+		return DocumentPlan{}, err
+	}
+	p.Segments, p.SegmentVersions = sch, make(map[string]int, len(sch))
+	changedSegs := map[string]SegmentChange{}
+	for _, sc := range sch {
+		p.SegmentVersions[sc.Segment] = sc.FromVersion
+		p.Document.Segments = append(p.Document.Segments, DocSegment{Key: sc.Segment, Description: sc.target.Description, Conditions: sc.target.Conditions})
+		if sc.Action == ActionUpdate {
+			changedSegs[sc.Segment] = sc
+		}
+	}
+	// usesChanged lists the changed segments f uses.
+	usesChanged := func(f Feature) []SegmentChange {
+		var out []SegmentChange
+		for _, key := range f.Segments() {
+			if sc, ok := changedSegs[key]; ok {
+				out = append(out, sc)
+			}
+		}
+		return out
+	}
 	listed := make(map[string]bool, len(d.Features))
 	for i, df := range d.Features {
 		listed[df.Key] = true
-		ch, err := planFeature(ctx, snap.features[df.Key], df, opts)
+		ch, err := planFeature(ctx, snap.features[df.Key], df, opts, segs)
 		if err != nil {
 			return DocumentPlan{}, fmt.Errorf("features[%d] (%s): %w", i, df.Key, err)
+		}
+		if used := usesChanged(ch.target.feature); len(used) > 0 && ch.cur != nil {
+			if ch.Action == ActionNone {
+				ch = segmentBump(ch, segs)
+			}
+			for _, sc := range used {
+				ch.Rules = append(ch.Rules, segmentPopulation(sc))
+				ch.Report.Rules = ch.Rules
+			}
 		}
 		p.Versions[df.Key] = ch.FromVersion
 		if ch.Action != ActionNone {
@@ -373,14 +599,55 @@ func planDocument(ctx context.Context, snap *Snapshot, d Document, opts PlanOpti
 	for _, key := range snap.keys {
 		if !listed[key] {
 			p.Unlisted = append(p.Unlisted, key)
+			// A feature the document leaves alone still gets a new
+			// version when a segment its rules use changes.
+			cur := snap.features[key]
+			if used := usesChanged(cur.feature); len(used) > 0 {
+				ch := FeatureChange{Feature: key, Action: ActionNone, Fields: []string{}, FromVersion: cur.feature.Version, cur: cur, target: cur}
+				ch = segmentBump(ch, segs)
+				for _, sc := range used {
+					ch.Rules = append(ch.Rules, segmentPopulation(sc))
+				}
+				ch.Report.Rules = ch.Rules
+				p.Versions[key] = ch.FromVersion
+				p.Changed++
+				p.TotalChurn += ch.Churn
+				p.Changes = append(p.Changes, ch)
+			}
+		}
+	}
+	for i, sc := range p.Segments {
+		for _, ch := range p.Changes {
+			if slices.Contains(ch.target.feature.Segments(), sc.Segment) {
+				p.Segments[i].Features = append(p.Segments[i].Features, ch.Feature)
+			}
+		}
+		slices.Sort(p.Segments[i].Features)
+		if sc.Action != ActionNone {
+			p.Changed++
 		}
 	}
 	return p, nil
 }
 
+// segmentBump makes ch, a feature the document leaves as it is, a new
+// version because a segment its rules use changes.
+func segmentBump(ch FeatureChange, segs map[string]*compiledSegment) FeatureChange {
+	next := ch.cur.feature.Clone()
+	next.Version = ch.cur.feature.Version + 1
+	ch.Action, ch.Fields, ch.ToVersion = ActionUpdate, []string{"segments"}, next.Version
+	ch.target = compileWith(next, segs)
+	rep := newReport(ch.cur, ch.target)
+	ch.Report, ch.Churn, ch.Moves, ch.RangeChurn, ch.Buckets = rep, rep.Churn, rep.Moves, rep.RangeChurn, next.Buckets
+	ch.CrossMoves, ch.CrossChurn = crossMoves(rep)
+	ch.Nested = len(ch.CrossMoves) == 0
+	ch.Rules = []PopulationChange{}
+	return ch
+}
+
 // planFeature plans df against cur (nil: no such feature yet).
-func planFeature(ctx context.Context, cur *compiled, df DocFeature, opts PlanOptions) (FeatureChange, error) {
-	ch := FeatureChange{Feature: df.Key, Action: ActionNone, Fields: []string{}, Moves: []Move{}, CrossMoves: []Move{}, cur: cur}
+func planFeature(ctx context.Context, cur *compiled, df DocFeature, opts PlanOptions, segs map[string]*compiledSegment) (FeatureChange, error) {
+	ch := FeatureChange{Feature: df.Key, Action: ActionNone, Fields: []string{}, Moves: []Move{}, CrossMoves: []Move{}, Rules: []PopulationChange{}, cur: cur}
 	var next Feature
 	if cur != nil {
 		next = cur.feature.Clone()
@@ -403,9 +670,9 @@ func planFeature(ctx context.Context, cur *compiled, df DocFeature, opts PlanOpt
 	if next.Overrides == nil {
 		next.Overrides = map[string]string{}
 	}
-	next.Rules, next.BucketBy = nil, ""
+	next.Rules, next.BucketBy = nil, df.BucketBy
 	if len(df.Rules) > 0 {
-		next.Rules = slices.Clone(df.Rules)
+		next.Rules = cloneRules(df.Rules)
 	}
 	next.Tags, next.Owner = nil, df.Owner
 	if len(df.Tags) > 0 {
@@ -429,9 +696,12 @@ func planFeature(ctx context.Context, cur *compiled, df DocFeature, opts PlanOpt
 	}
 	next.Version = ch.FromVersion + 1
 	ch.ToVersion = next.Version
-	ch.target = compile(next)
+	ch.target = compileWith(next, segs)
 	rep := newReport(cur, ch.target)
 	ch.Report, ch.Churn, ch.Moves, ch.RangeChurn, ch.Buckets = rep, rep.Churn, rep.Moves, rep.RangeChurn, next.Buckets
+	if len(rep.Rules) > 0 {
+		ch.Rules = slices.Clone(rep.Rules)
+	}
 	ch.CrossMoves, ch.CrossChurn = crossMoves(rep)
 	ch.Nested = len(ch.CrossMoves) == 0
 	return ch, nil
@@ -551,9 +821,8 @@ func changedFields(a, b Feature) []string {
 	add(a.Fallback != b.Fallback, "fallback")
 	add(a.Salt != b.Salt, "salt")
 	add(!maps.Equal(a.Overrides, b.Overrides), "overrides")
-	ra, _ := json.Marshal(a.Rules)
-	rb, _ := json.Marshal(b.Rules)
-	add(!bytes.Equal(ra, rb) || a.BucketBy != b.BucketBy, "rules")
+	add(!slices.EqualFunc(a.Rules, b.Rules, sameRule), "rules")
+	add(a.BucketBy != b.BucketBy, "bucket_by")
 	add(!slices.Equal(a.Tags, b.Tags), "tags")
 	add(a.Owner != b.Owner, "owner")
 	if len(a.Buckets) != len(b.Buckets) && !slices.Contains(out, "buckets") {
@@ -640,14 +909,23 @@ type BatchWrite struct {
 	Create  bool
 }
 
-// BatchStore writes versions of several features at once.
+// SegmentWrite is one segment's new version in a batch: Segment at
+// Version.Version, which replaces the stored segment at the version below,
+// or, with Create, is a new segment at version 1.
+type SegmentWrite struct {
+	Segment Segment
+	Version SegmentVersion
+	Create  bool
+}
+
+// BatchStore writes versions of several features and segments at once.
 type BatchStore interface {
-	// ApplyBatch writes every write of ws in one transaction, with a
-	// commit each, or none of them: a feature that is not at the version
-	// its write expects (or, for a Create, exists) fails the batch with an
-	// EConflict *Error that names it, an update of a feature that does not
-	// exist with ENotFound.
-	ApplyBatch(ctx context.Context, ws []BatchWrite) error
+	// ApplyBatch writes every write of ws and of segs in one transaction,
+	// with a commit and an audit event each, or none of them: a feature
+	// or segment that is not at the version its write expects (or, for a
+	// Create, exists) fails the batch with an EConflict *Error that names
+	// it, an update of one that does not exist with ENotFound.
+	ApplyBatch(ctx context.Context, ws []BatchWrite, segs ...SegmentWrite) error
 }
 
 // ApplyOptions are the guards and author of ApplyDocument.
@@ -663,6 +941,10 @@ type ApplyOptions struct {
 	// EPrecondition, storing nothing. Every feature the document lists
 	// must have one.
 	Versions map[string]int
+	// SegmentVersions are, likewise, the versions of the document's
+	// segments its plan read (DocumentPlan.SegmentVersions): needed with
+	// Versions when the document lists segments.
+	SegmentVersions map[string]int
 	// MaxChurn refuses, with EChurn, a document that would move more than
 	// this fraction of one feature's users; MaxTotalChurn one whose
 	// TotalChurn is above it.
@@ -690,6 +972,11 @@ func (s *Service) ApplyDocument(ctx context.Context, d Document, opts ApplyOptio
 				return DocumentPlan{}, Errorf(EInvalid, "the versions do not name feature %q: give the versions of the document's plan for every feature it lists", f.Key)
 			}
 		}
+		for _, sg := range d.Segments {
+			if _, ok := opts.SegmentVersions[sg.Key]; !ok {
+				return DocumentPlan{}, Errorf(EInvalid, "the segment_versions do not name segment %q: give the segment versions of the document's plan for every segment it lists", sg.Key)
+			}
+		}
 	}
 	g, err := s.gateFor(ctx, ChangeOptions{Role: opts.Role})
 	if err != nil {
@@ -706,16 +993,61 @@ func (s *Service) ApplyDocument(ctx context.Context, d Document, opts ApplyOptio
 		}
 		// The snapshot lagged behind another instance: read the
 		// document's features again, then check and plan anew.
-		for _, f := range d.Features {
-			if _, rerr := s.reload(ctx, f.Key); rerr != nil {
-				return DocumentPlan{}, rerr
-			}
+		if _, rerr := s.syncLocked(ctx); rerr != nil {
+			return DocumentPlan{}, rerr
 		}
 	}
 }
 
+// checkSegmentVersions refuses, with EPrecondition, a document whose
+// segments are not at the versions want names (nil: no check). The
+// caller holds s.mu.
+func (s *Service) checkSegmentVersions(ctx context.Context, d Document, want map[string]int) error {
+	if want == nil || len(d.Segments) == 0 {
+		return nil
+	}
+	have := func() map[string]int {
+		out := map[string]int{}
+		for _, sg := range d.Segments {
+			if c, ok := s.Snapshot().segments[sg.Key]; ok {
+				out[sg.Key] = c.segment.Version
+			}
+		}
+		return out
+	}
+	got := have()
+	for _, sg := range d.Segments {
+		if got[sg.Key] != want[sg.Key] {
+			// The snapshot may lag behind another instance.
+			if err := s.reloadSegments(ctx); err != nil {
+				return err
+			}
+			got = have()
+			break
+		}
+	}
+	for _, sg := range d.Segments {
+		h, w := got[sg.Key], want[sg.Key]
+		switch {
+		case h == w:
+		case w == 0:
+			return Errorf(EPrecondition, "segment %q was created (it is at version %d) since the plan, which would have created it: plan again; nothing was changed", sg.Key, h)
+		case h == 0:
+			return Errorf(EPrecondition, "segment %q was deleted since the plan read its version %d: plan again; nothing was changed", sg.Key, w)
+		default:
+			return Errorf(EPrecondition, "segment %q is at version %d, not %d as the plan read: plan again; nothing was changed", sg.Key, h, w)
+		}
+	}
+	return nil
+}
+
 // applyDocument is one attempt of ApplyDocument. The caller holds s.mu.
 func (s *Service) applyDocument(ctx context.Context, d Document, opts ApplyOptions, g *gate) (DocumentPlan, error) {
+	// Segments first: a segment changed meanwhile moved on the features
+	// that use it too, and is what to name.
+	if err := s.checkSegmentVersions(ctx, d, opts.SegmentVersions); err != nil {
+		return DocumentPlan{}, err
+	}
 	for _, f := range d.Features {
 		want, ok := opts.Versions[f.Key]
 		if !ok {
@@ -743,6 +1075,12 @@ func (s *Service) applyDocument(ctx context.Context, d Document, opts ApplyOptio
 			return DocumentPlan{}, Errorf(EPrecondition, "feature %q is at version %d, not %d as the plan read: plan again; nothing was changed", f.Key, have, want)
 		}
 	}
+	if err := d.checkSegmentsKnown(s.Snapshot().segments); err != nil {
+		// Made by another instance? Ask the store before refusing.
+		if rerr := s.reloadSegments(ctx); rerr != nil {
+			return DocumentPlan{}, rerr
+		}
+	}
 	p, err := planDocument(ctx, s.Snapshot(), d, opts.Plan)
 	if err != nil {
 		return DocumentPlan{}, err
@@ -764,6 +1102,30 @@ func (s *Service) applyDocument(ctx context.Context, d Document, opts ApplyOptio
 		return p, nil
 	}
 	now := s.now().UTC()
+	segs := s.Snapshot().segments
+	var sws []SegmentWrite
+	for i, sc := range p.Segments {
+		if sc.Action == ActionNone {
+			continue
+		}
+		if sws == nil {
+			segs = maps.Clone(segs)
+		}
+		seg := cloneSegment(sc.target)
+		seg.UpdatedAt = now
+		summary := "changed: " + describeConditions(seg.Conditions)
+		if sc.Action == ActionCreate {
+			seg.CreatedAt = now
+			summary = "created: " + describeConditions(seg.Conditions)
+		} else if !slices.Contains(sc.Fields, "conditions") {
+			summary = "description changed"
+		}
+		p.Segments[i].target = seg
+		segs[seg.Key] = compileSegment(seg)
+		sws = append(sws, SegmentWrite{Segment: seg, Create: sc.Action == ActionCreate, Version: SegmentVersion{
+			Version: seg.Version, Actor: actor(ChangeOptions{Actor: opts.Actor}), Time: now, Summary: abbreviateSummary(summary), Comment: opts.Comment, Config: seg,
+		}})
+	}
 	ws := make([]BatchWrite, 0, p.Changed)
 	for i, ch := range p.Changes {
 		if ch.Action == ActionNone {
@@ -778,7 +1140,7 @@ func (s *Service) applyDocument(ctx context.Context, d Document, opts ApplyOptio
 		if ch.cur == nil {
 			summary = "created from a document"
 		}
-		ch.target = compile(f)
+		ch.target = compileWith(f, segs)
 		p.Changes[i] = ch
 		ws = append(ws, BatchWrite{Feature: f, Create: ch.cur == nil, Version: Version{
 			Version: f.Version, Actor: actor(ChangeOptions{Actor: opts.Actor}), Time: now, Summary: summary, Comment: opts.Comment,
@@ -787,17 +1149,23 @@ func (s *Service) applyDocument(ctx context.Context, d Document, opts ApplyOptio
 	}
 	p.Applied = true
 	Settle(ctx, p, now)
-	if err := s.store.ApplyBatch(ctx, ws); err != nil {
+	if err := s.store.ApplyBatch(ctx, ws, sws...); err != nil {
 		if ErrorCode(err) == EConflict && opts.Versions != nil {
 			return DocumentPlan{}, Errorf(EPrecondition, "%s; nothing was changed", ErrorMessage(err))
 		}
 		return DocumentPlan{}, err
 	}
+	next := s.Snapshot()
+	if len(sws) > 0 {
+		next = next.withSegments(segs)
+	}
 	for _, ch := range p.Changes {
 		if ch.Action != ActionNone {
-			s.swap(ch.Feature, ch.target)
+			s.retire(next.features[ch.Feature])
+			next = next.with(ch.Feature, ch.target)
 		}
 	}
+	s.snap.Store(next)
 	s.committed()
 	return p, nil
 }

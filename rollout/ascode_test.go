@@ -3,6 +3,7 @@ package rollout_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -122,5 +123,74 @@ func TestDocumentInstances(t *testing.T) {
 	}
 	if f, _ := a.Snapshot().Feature("f"); f.Version != 3 || f.Description != "three" {
 		t.Errorf("f is at version %d (%q), want 3 (three)", f.Version, f.Description)
+	}
+}
+
+// TestDocumentSegments: a document's change of a segment makes a new
+// version of every feature that uses it, listed in the document or not,
+// checked against the versions the plan read; after the apply the
+// features evaluate with the new conditions, and the document plans to no
+// change.
+func TestDocumentSegments(t *testing.T) {
+	ctx := context.Background()
+	svc := openServices(t, 1, nil)[0]
+	staff := rollout.Segment{Key: "staff", Conditions: []rollout.Condition{{Attribute: "email", Op: rollout.OpEndsWith, Value: json.RawMessage(`"@example.com"`)}}}
+	if _, err := svc.CreateSegment(ctx, staff, rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rules := []rollout.Rule{{Name: "staff", Conditions: []rollout.Condition{{Op: rollout.OpInSegment, Value: json.RawMessage(`"staff"`)}}, Serve: rollout.Serve{Bucket: "on"}}}
+	for _, key := range []string{"listed", "unlisted", "other"} {
+		f := rollout.Feature{Key: key, Enabled: true, Salt: key, Buckets: []rollout.Bucket{{Name: "off", Replicas: 10}, {Name: "on", Replicas: 0}}}
+		if key != "other" {
+			f.Rules = rules
+		}
+		if _, err := svc.Create(ctx, f, rollout.ChangeOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := rollout.ExportDocument(svc.Snapshot())
+	d.Features = slices.DeleteFunc(d.Features, func(f rollout.DocFeature) bool { return f.Key == "unlisted" })
+	d.Segments[0].Conditions[0].Value = json.RawMessage(`"@example.org"`)
+	p, err := svc.PlanDocument(ctx, d, rollout.PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, ch := range p.Changes {
+		got[ch.Feature] = ch.Action + " " + strings.Join(ch.Fields, ",")
+	}
+	want := map[string]string{"listed": "update segments", "unlisted": "update segments", "other": "none "}
+	if !maps.Equal(got, want) || p.Changed != 3 || p.Versions["unlisted"] != 1 || p.SegmentVersions["staff"] != 1 {
+		t.Errorf("plan: %v, changed %d, versions %v %v; want %v, 3 changes, unlisted and staff from 1", got, p.Changed, p.Versions, p.SegmentVersions, want)
+	}
+	if sc := p.Segments[0]; sc.Action != rollout.ActionUpdate || strings.Join(sc.Features, ",") != "listed,unlisted" {
+		t.Errorf("plan of staff: %+v, want an update making versions of listed and unlisted", sc)
+	}
+	applied, err := svc.ApplyDocument(ctx, p.Document, rollout.ApplyOptions{Versions: p.Versions, SegmentVersions: p.SegmentVersions})
+	if err != nil || !applied.Applied {
+		t.Fatalf("ApplyDocument = %v, %v", applied.Applied, err)
+	}
+	for _, key := range []string{"listed", "unlisted"} {
+		for email, bucket := range map[string]string{"a@example.org": "on", "a@example.com": "off"} {
+			e, err := svc.Snapshot().EvaluateContext(key, "u1", rollout.Context{"email": email})
+			if err != nil || e.Bucket != bucket || e.Version != 2 {
+				t.Errorf("%s for %s after the apply = %s at version %d, %v; want %s at version 2", key, email, e.Bucket, e.Version, err, bucket)
+			}
+		}
+	}
+	if seg, _ := svc.Snapshot().Segment("staff"); seg.Version != 2 {
+		t.Errorf("staff is at version %d after the apply, want 2", seg.Version)
+	}
+	if p, err := svc.PlanDocument(ctx, d, rollout.PlanOptions{}); err != nil || p.Changed != 0 {
+		t.Errorf("plan after the apply: changed %d, %v; want none", p.Changed, err)
+	}
+	// The plan's segment versions are checked: staff moved on.
+	d.Segments[0].Description = "moved"
+	p, _ = svc.PlanDocument(ctx, d, rollout.PlanOptions{})
+	if _, err := svc.UpdateSegment(ctx, "staff", "by hand", d.Segments[0].Conditions, rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.ApplyDocument(ctx, p.Document, rollout.ApplyOptions{Versions: p.Versions, SegmentVersions: p.SegmentVersions}); rollout.ErrorCode(err) != rollout.EPrecondition || !strings.Contains(err.Error(), `segment "staff" is at version 3, not 2`) {
+		t.Errorf("ApplyDocument after staff moved on = %v, want %s naming staff", err, rollout.EPrecondition)
 	}
 }

@@ -17,7 +17,17 @@ import (
 // there, fails the whole batch with rollout.EConflict naming it; an update
 // of a feature that does not exist with rollout.ENotFound. Nothing is
 // stored then.
-func (db *DB) ApplyBatch(ctx context.Context, ws []rollout.BatchWrite) error {
+//
+// Each segment write of segs, written before the features, replaces its
+// segment (stored at the version below) or creates it, appends its history
+// entry and its audit event (rollout.SegmentEvent) and records its commit,
+// as UpdateSegment and CreateSegment do.
+func (db *DB) ApplyBatch(ctx context.Context, ws []rollout.BatchWrite, segs ...rollout.SegmentWrite) error {
+	for _, w := range segs {
+		if w.Version.Version != w.Segment.Version || w.Create && w.Segment.Version != 1 {
+			return fmt.Errorf("apply batch: segment %q is at version %d, its history entry %d (create: %v)", w.Segment.Key, w.Segment.Version, w.Version.Version, w.Create)
+		}
+	}
 	for _, w := range ws {
 		if w.Version.Version != w.Feature.Version {
 			return fmt.Errorf("apply batch: history entry of feature %q is version %d, feature is version %d", w.Feature.Key, w.Version.Version, w.Feature.Version)
@@ -26,7 +36,12 @@ func (db *DB) ApplyBatch(ctx context.Context, ws []rollout.BatchWrite) error {
 			return fmt.Errorf("apply batch: new feature %q is at version %d, not 1", w.Feature.Key, w.Feature.Version)
 		}
 	}
-	return db.writeTx(ctx, fmt.Sprintf("apply a batch of %d feature versions", len(ws)), func(tx *tx) error {
+	return db.writeTx(ctx, fmt.Sprintf("apply a batch of %d feature and %d segment versions", len(ws), len(segs)), func(tx *tx) error {
+		for _, w := range segs {
+			if err := tx.writeBatchedSegment(w); err != nil {
+				return err
+			}
+		}
 		for _, w := range ws {
 			if err := tx.writeBatched(w); err != nil {
 				return err
@@ -57,4 +72,42 @@ func (tx *tx) writeBatched(w rollout.BatchWrite) error {
 		return err
 	}
 	return tx.addCommit(rollout.CommitFeature, f.Key, tx.db.now())
+}
+
+// writeBatchedSegment writes one segment write of a batch.
+func (tx *tx) writeBatchedSegment(w rollout.SegmentWrite) error {
+	s := w.Segment
+	config, err := encodeSegment(s)
+	if err != nil {
+		return err
+	}
+	kind := rollout.AuditSegmentChange
+	if w.Create {
+		kind = rollout.AuditSegmentCreate
+		_, err := tx.exec(`INSERT INTO segments (key, version, config, created_at, updated_at) VALUES (?, ?, ?, ?, ?)`,
+			s.Key, s.Version, config, tx.db.d.Time(s.CreatedAt), tx.db.d.Time(s.UpdatedAt))
+		switch tx.constraint(err) {
+		case Unique, PrimaryKey:
+			return rollout.Errorf(rollout.EConflict, "segment %q was created meanwhile: it exists already", s.Key)
+		}
+		if err != nil {
+			return err
+		}
+	} else {
+		n, err := tx.affected(`UPDATE segments SET version = ?, config = ?, updated_at = ? WHERE key = ? AND version = ?`,
+			s.Version, config, tx.db.d.Time(s.UpdatedAt), s.Key, s.Version-1)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return tx.whySegmentNotWritten(s.Key, s.Version-1)
+		}
+	}
+	if err := tx.insertSegmentVersion(w.Version); err != nil {
+		return err
+	}
+	if err := tx.appendAudit(rollout.SegmentEvent(kind, w.Version)); err != nil {
+		return err
+	}
+	return tx.addCommit(rollout.CommitSegment, s.Key, tx.db.now())
 }

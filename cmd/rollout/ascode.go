@@ -192,6 +192,15 @@ func runPlan(ctx context.Context, args []string, stdout io.Writer, getenv func(s
 		return err
 	}
 	p, raw, err := c.plan(ctx, doc)
+	if ae, ok := errors.AsType[*apiError](err); ok && ae.Status == http.StatusUnprocessableEntity {
+		// What only the server sees (an in_segment naming a segment
+		// neither the file nor the server has): at its line too.
+		if data, rerr := os.ReadFile(*file); rerr == nil {
+			if le := docfile.ServerError(*file, data, ae.Message); le != nil {
+				return le
+			}
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -286,8 +295,25 @@ func printPlan(w io.Writer, p rollout.DocumentPlan) error {
 		if n := len(ch.Report.OverrideChanges); n > 0 {
 			fmt.Fprintf(&b, "      %d overridden user(s) change bucket\n", n)
 		}
+		for _, r := range ch.Rules {
+			fmt.Fprintf(&b, "      rules: %s\n", r.Text)
+		}
 	}
-	fmt.Fprintf(&b, "Total churn: %s over %d changed feature(s) (the sum of each feature's churn).\n", pct(p.TotalChurn), p.Changed)
+	for _, sc := range p.Segments {
+		switch sc.Action {
+		case rollout.ActionNone:
+			fmt.Fprintf(&b, "  = segment %s: no change (version %d)\n", sc.Segment, sc.FromVersion)
+			continue
+		case rollout.ActionCreate:
+			fmt.Fprintf(&b, "  + segment %s: create (version 1): %s\n", sc.Segment, sc.Conditions)
+		default:
+			fmt.Fprintf(&b, "  ~ segment %s: update %s, version %d → %d: %s\n", sc.Segment, strings.Join(sc.Fields, ", "), sc.FromVersion, sc.ToVersion, sc.Conditions)
+		}
+		if len(sc.Features) > 0 && sc.Action == rollout.ActionUpdate {
+			fmt.Fprintf(&b, "      new versions of the features that use it: %s\n", strings.Join(sc.Features, ", "))
+		}
+	}
+	fmt.Fprintf(&b, "Total churn: %s over %d change(s) (the sum of each feature's churn).\n", pct(p.TotalChurn), p.Changed)
 	if len(p.Unlisted) > 0 {
 		fmt.Fprintf(&b, "Left alone (not in the document): %s\n", strings.Join(p.Unlisted, ", "))
 	}
@@ -367,7 +393,7 @@ func runApply(ctx context.Context, args []string, stdout io.Writer, getenv func(
 		fmt.Fprintln(stdout, "Nothing to apply.")
 		return nil
 	}
-	req := map[string]any{"document": p.Document, "versions": p.Versions, "comment": *comment}
+	req := map[string]any{"document": p.Document, "versions": p.Versions, "segment_versions": p.SegmentVersions, "comment": *comment}
 	if *maxChurn >= 0 {
 		req["max_churn"] = *maxChurn
 	}

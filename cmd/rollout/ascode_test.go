@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -291,6 +292,39 @@ func TestBinaryPlanExitCodes(t *testing.T) {
 	if got := exit("plan", "-f", filepath.Join(dir, "missing.yaml")); got != 1 {
 		t.Errorf("rollout plan (no such file) exited %d, want 1", got)
 	}
+	// Segments and rules: the export with them plans to no change; an
+	// edit of a segment exits 2; an in_segment naming a segment neither
+	// the file nor the server has exits 1 with its line.
+	s.must(201, "POST", "/api/segments", map[string]any{"key": "staff", "conditions": []any{map[string]any{"attribute": "email", "op": "ends_with", "value": "@example.com"}}})
+	s.must(200, "PUT", "/api/features/checkout/rules", map[string]any{"rules": []any{
+		map[string]any{"name": "staff", "conditions": []any{map[string]any{"op": "in_segment", "value": "staff"}}, "serve": map[string]any{"bucket": "A"}}}})
+	cmd = exec.Command(binary, "export", "--out", file)
+	cmd.Env = env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("rollout export: %v\n%s", err, out)
+	}
+	if got := exit("plan", "-f", file); got != 0 {
+		t.Errorf("rollout plan (the export with rules and a segment) exited %d, want 0", got)
+	}
+	editDocument(t, file, func(d *rollout.Document) { d.Segments[0].Description = "our people" })
+	if got := exit("plan", "-f", file); got != 2 {
+		t.Errorf("rollout plan (a segment changed) exited %d, want 2", got)
+	}
+	editDocument(t, file, func(d *rollout.Document) { d.Features[0].Rules[0].Conditions[0].Value = json.RawMessage(`"nobody"`) })
+	cmd = exec.Command(binary, "plan", "-f", file)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	ee, ok := errors.AsType[*exec.ExitError](err)
+	data, _ := os.ReadFile(file)
+	line := 0
+	for i, l := range strings.Split(string(data), "\n") {
+		if strings.Contains(l, "op: in_segment") {
+			line = i + 1 // the condition starts on its first field's line
+		}
+	}
+	if !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), fmt.Sprintf("%s:%d:", file, line)) || !strings.Contains(string(out), `in_segment names segment "nobody"`) {
+		t.Errorf("rollout plan (in_segment of no segment) = %v\n%s\nwant exit 1, the file's line and the segment", err, out)
+	}
 }
 
 // dumpWith is dump with a token.
@@ -304,4 +338,180 @@ func dumpWith(t *testing.T, s *server, auth []string) string {
 		json.NewEncoder(&b).Encode(s.must(200, "GET", "/api/features/"+key+"/versions", nil, auth...))
 	}
 	return b.String()
+}
+
+// TestAsCodeTargeting: rules, bucket_by and segments round-trip through
+// export and plan on SQLite and PostgreSQL; an edit of rules and of a
+// segment plans with the preview endpoint's populations (and the features
+// the segment change makes new versions of), applies as one batch, and
+// plans again to no change; a segment changed between plan and apply
+// makes the apply refuse with 412 and store nothing.
+func TestAsCodeTargeting(t *testing.T) {
+	for _, dialect := range []string{"sqlite", "postgres"} {
+		t.Run(dialect, func(t *testing.T) {
+			db := filepath.Join(t.TempDir(), "rollout.db")
+			if dialect == "postgres" {
+				db = storetest.PostgresDSN(t)
+			}
+			testAsCodeTargeting(t, db)
+		})
+	}
+}
+
+func cond(attr, op, value string) rollout.Condition {
+	return rollout.Condition{Attribute: attr, Op: op, Value: json.RawMessage(value)}
+}
+
+func testAsCodeTargeting(t *testing.T, db string) {
+	// An admin: a change of bucket_by moves about half the users, over
+	// the editors' limit.
+	editor := createToken(t, db, "ci-bot", "admin")
+	viewer := createToken(t, db, "pr-bot", "viewer")
+	m := &serve.Server{Addr: "127.0.0.1:0", DBPath: db}
+	if err := m.Open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s := &server{t: t, m: m, dbPath: db}
+	t.Cleanup(s.stop)
+	auth := bearer(editor)
+	s.must(201, "POST", "/api/segments", map[string]any{"key": "staff", "description": "our people",
+		"conditions": []any{map[string]any{"attribute": "email", "op": "ends_with", "value": "@example.com"}}}, auth...)
+	s.must(201, "POST", "/api/features", abcFeature("checkout"), auth...)
+	s.must(200, "PUT", "/api/features/checkout/rules", map[string]any{"rules": []any{
+		map[string]any{"name": "staff-first", "conditions": []any{map[string]any{"op": "in_segment", "value": "staff"}}, "serve": map[string]any{"bucket": "A"}},
+		map[string]any{"name": "eu", "conditions": []any{map[string]any{"attribute": "country", "op": "in", "value": []any{"FR", "DE"}}}, "serve": map[string]any{"ring": true, "bucket_by": "account"}},
+	}}, auth...)
+	s.must(200, "PATCH", "/api/features/checkout", map[string]any{"bucket_by": "org"}, auth...)
+	s.must(201, "POST", "/api/features", map[string]any{"key": "banner", "buckets": []any{
+		map[string]any{"name": "off", "replicas": 100}, map[string]any{"name": "on", "replicas": 100}}}, auth...)
+	url := m.URL()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "rollout.yaml")
+
+	// The export carries rules, bucket_by and segments, and plans to no
+	// change.
+	if _, err := runWith(t, url, viewer, "export", "--out", file); err != nil {
+		t.Fatalf("export: %v", err)
+	}
+	data, _ := os.ReadFile(file)
+	for _, want := range []string{"segments:", "key: staff", "in_segment", "bucket_by: org", "bucket_by: account", "name: staff-first"} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("the export lacks %q:\n%s", want, data)
+		}
+	}
+	if out, err := runWith(t, url, viewer, "plan", "-f", file); err != nil || !strings.Contains(out, "= segment staff: no change (version 1)") {
+		t.Fatalf("plan of the export = %v\n%s\nwant no change, exit 0", err, out)
+	}
+
+	// Edit: staff's conditions, a new segment beta, rules on banner that
+	// use beta, checkout's bucket_by back to the user ID.
+	bannerRules := []rollout.Rule{
+		{Name: "beta-on", Conditions: []rollout.Condition{cond("", rollout.OpInSegment, `"beta"`)}, Serve: rollout.Serve{Bucket: "on"}},
+		{Name: "old-app", Conditions: []rollout.Condition{cond("app_version", rollout.OpSemverLt, `"2.0.0"`)}, Serve: rollout.Serve{Bucket: "off"}},
+	}
+	editDocument(t, file, func(d *rollout.Document) {
+		d.Segments[0].Conditions = []rollout.Condition{cond("email", rollout.OpMatches, `"@(example\\.com|example\\.org)$"`)}
+		d.Segments = append(d.Segments, rollout.DocSegment{Key: "beta", Description: "beta testers", Conditions: []rollout.Condition{cond("beta", rollout.OpEq, "true")}})
+		docFeatureOf(t, d, "banner").Rules = bannerRules
+		docFeatureOf(t, d, "checkout").BucketBy = ""
+	})
+	planFile := filepath.Join(dir, "plan.json")
+	out, err := runWith(t, url, viewer, "plan", "-f", file, "--format", "json", "--out", planFile)
+	if code, ok := errors.AsType[exitCode](err); !ok || code != exitChanges {
+		t.Fatalf("plan of the edit = %v, want exit status 2\n%s", err, out)
+	}
+	var p rollout.DocumentPlan
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatalf("plan --format json is not a plan: %v\n%s", err, out)
+	}
+	if p.Changed != 4 || p.SegmentVersions["staff"] != 1 || p.SegmentVersions["beta"] != 0 {
+		t.Errorf("plan: changed %d, segment versions %v; want 4 changes, staff from 1, beta from 0\n%s", p.Changed, p.SegmentVersions, out)
+	}
+	for _, sc := range p.Segments {
+		switch {
+		case sc.Segment == "staff" && (sc.Action != rollout.ActionUpdate || strings.Join(sc.Features, ",") != "checkout" || strings.Join(sc.Fields, ",") != "conditions"):
+			t.Errorf("staff: %+v; want an update of its conditions making a new version of checkout", sc)
+		case sc.Segment == "beta" && (sc.Action != rollout.ActionCreate || strings.Join(sc.Features, ",") != "banner"):
+			t.Errorf("beta: %+v; want a create, used by banner", sc)
+		}
+	}
+	for _, ch := range p.Changes {
+		switch ch.Feature {
+		case "banner":
+			// The populations are those the rules preview gives (its
+			// domain function: the preview endpoint itself refuses rules
+			// naming beta, which does not exist yet).
+			want, _ := json.Marshal(rollout.RuleChanges(nil, bannerRules))
+			got, _ := json.Marshal(ch.Rules)
+			if string(got) != string(want) || len(ch.Rules) != 2 || strings.Join(ch.Fields, ",") != "rules" {
+				t.Errorf("banner: fields %v, rules %s; want rules, the preview's %s", ch.Fields, got, want)
+			}
+		case "checkout":
+			if strings.Join(ch.Fields, ",") != "bucket_by" || len(ch.Rules) != 1 || !strings.Contains(ch.Rules[0].Text, "in segment staff") {
+				t.Errorf("checkout: fields %v, rules %+v; want bucket_by, and staff's change as a population", ch.Fields, ch.Rules)
+			}
+		}
+	}
+	text, err := runWith(t, url, viewer, "plan", "-f", file)
+	for _, want := range []string{"~ segment staff: update conditions, version 1 → 2", "+ segment beta: create", "new versions of the features that use it: checkout", "rules: users matching"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("plan text lacks %q (%v):\n%s", want, err, text)
+		}
+	}
+
+	// Apply the saved plan; then the file and a new export plan to no
+	// change.
+	out, err = runWith(t, url, editor, "apply", planFile, "--comment", "PR #7: beta")
+	if err != nil || !strings.Contains(out, "Applied 4 change(s)") {
+		t.Fatalf("apply = %v\n%s", err, out)
+	}
+	staff := s.must(200, "GET", "/api/segments/staff", nil, auth...)
+	if staff["version"].(float64) != 2 || !strings.Contains(string(mustMarshal(t, staff)), "example\\\\.org") {
+		t.Errorf("staff after apply = %v, want version 2 with the file's conditions", staff)
+	}
+	sv := s.must(200, "GET", "/api/segments/staff/versions", nil, auth...)
+	if vs, _ := sv["versions"].([]any); len(vs) != 2 || vs[0].(map[string]any)["comment"] != "PR #7: beta" || vs[0].(map[string]any)["actor"] != "ci-bot" {
+		t.Errorf("staff versions = %v, want 2, the newest by ci-bot with the comment", sv)
+	}
+	if out, err = runWith(t, url, viewer, "plan", "-f", file); err != nil {
+		t.Errorf("plan after apply = %v, want exit 0\n%s", err, out)
+	}
+	if _, err := runWith(t, url, viewer, "export", "--out", file); err != nil {
+		t.Fatal(err)
+	}
+	if out, err = runWith(t, url, viewer, "plan", "-f", file); err != nil {
+		t.Errorf("plan of the new export = %v, want exit 0\n%s", err, out)
+	}
+
+	// A segment changed between plan and apply: 412, nothing stored.
+	editDocument(t, file, func(d *rollout.Document) {
+		for i := range d.Segments {
+			if d.Segments[i].Key == "beta" {
+				d.Segments[i].Description = "from the file"
+			}
+		}
+		docFeatureOf(t, d, "banner").Description = "from the file"
+	})
+	if _, err = runWith(t, url, viewer, "plan", "-f", file, "--out", planFile); !errors.Is(err, exitChanges) {
+		t.Fatalf("plan = %v, want exit status 2", err)
+	}
+	s.must(200, "PUT", "/api/segments/beta", map[string]any{"description": "meanwhile",
+		"conditions": []any{map[string]any{"attribute": "beta", "op": "eq", "value": true}}}, auth...)
+	before := dumpWith(t, s, auth) + string(mustMarshal(t, s.must(200, "GET", "/api/segments", nil, auth...)))
+	_, err = runWith(t, url, editor, "apply", planFile)
+	if ae, ok := errors.AsType[*apiError](err); !ok || ae.Status != 412 || !strings.Contains(ae.Message, `segment "beta" is at version 2, not 1`) {
+		t.Errorf("apply after a segment change = %v, want 412 naming beta", err)
+	}
+	if after := dumpWith(t, s, auth) + string(mustMarshal(t, s.must(200, "GET", "/api/segments", nil, auth...))); after != before {
+		t.Errorf("a refused apply changed the server:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

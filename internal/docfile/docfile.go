@@ -465,3 +465,15 @@ func Marshal(d rollout.Document, format string) ([]byte, error) {
 	}
 	return nil, fmt.Errorf("format %q is unknown: give %s or %s", format, YAML, JSON)
 }
+
+// ServerError places an error the server gave for the document in data
+// (such as "features[0].rules[1].conditions[0]: in_segment names …", which
+// only the server can see) at its line in the file name. It returns nil
+// when message does not start with a place in the document.
+func ServerError(name string, data []byte, message string) error {
+	path, _, ok := strings.Cut(message, ": ")
+	if !ok || !(strings.HasPrefix(path, "features[") || strings.HasPrefix(path, "segments[")) || strings.ContainsAny(path, " \n") {
+		return nil
+	}
+	return atPath(name, data, &rollout.DocumentError{Path: "$." + path, Err: &rollout.Error{Code: rollout.EInvalid, Message: message}})
+}

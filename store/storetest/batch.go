@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -98,4 +99,83 @@ func mustRevision(t *testing.T, s Store) int64 {
 		t.Fatalf("Revision() = %v", err)
 	}
 	return rev
+}
+
+// testBatchSegments: ApplyBatch writes segments (updates and creates) with
+// the features of the batch in one transaction, each with its history
+// entry, its audit event and its commit; a segment that moved on, or that
+// a create finds there, fails the whole batch, naming it, and nothing is
+// stored, audited or committed.
+func testBatchSegments(t *testing.T, o Opened) {
+	ctx := context.Background()
+	s := o.Store
+	staff := newSegment("staff")
+	if err := s.CreateSegment(ctx, staff, segmentVersionOf(staff)); err != nil {
+		t.Fatalf("CreateSegment = %v", err)
+	}
+	a := newFeature("a")
+	create(t, s, a)
+	rev := mustRevision(t, s)
+	nEvents := len(events(t, s, rollout.AuditQuery{}))
+	staff2 := staff
+	staff2.Version, staff2.Description = 2, "staff, from the file"
+	staff2.Conditions = []rollout.Condition{{Attribute: "email", Op: rollout.OpEndsWith, Value: json.RawMessage(`"@example.org"`)}}
+	beta := newSegment("beta")
+	a2 := next(a)
+	segs := []rollout.SegmentWrite{{Segment: staff2, Version: segmentVersionOf(staff2)}, {Segment: beta, Version: segmentVersionOf(beta), Create: true}}
+	if err := s.ApplyBatch(ctx, []rollout.BatchWrite{{Feature: a2, Version: versionOf(a2)}}, segs...); err != nil {
+		t.Fatalf("ApplyBatch(update staff, create beta, update a) = %v", err)
+	}
+	wantFeatures(t, s, a2)
+	wantRevision(t, s, rev+3)
+	got, err := s.Segments(ctx)
+	if err != nil {
+		t.Fatalf("Segments() = %v", err)
+	}
+	if diff := cmp.Diff([]rollout.Segment{beta, staff2}, got); diff != "" {
+		t.Errorf("Segments() after the batch mismatch (-want +got):\n%s", diff)
+	}
+	hist, err := s.SegmentVersions(ctx, "staff", 0, 0)
+	if err != nil || len(hist) != 2 || hist[0].Version != 2 || hist[0].Config.Description != staff2.Description {
+		t.Errorf("SegmentVersions(staff) = %+v, %v; want versions 2 (the batch's) and 1", hist, err)
+	}
+	es := events(t, s, rollout.AuditQuery{Ascending: true})
+	if len(es) != nEvents+3 {
+		t.Fatalf("%d audit events after the batch, want %d: %v", len(es), nEvents+3, kinds(es))
+	}
+	k := kinds(es[nEvents:])
+	if diff := cmp.Diff([]string{string(rollout.AuditSegmentChange) + " staff", string(rollout.AuditSegmentCreate) + " beta"}, k[:2]); diff != "" || !strings.HasSuffix(k[2], " a") {
+		t.Errorf("audit events of the batch = %v; want segment_change staff, segment_create beta, then a's version", k)
+	}
+
+	// A segment that moved on, one created meanwhile: nothing of the
+	// batch is stored.
+	rev = mustRevision(t, s)
+	a3 := next(a2)
+	staffOld := staff2 // expects version 1: staff is at 2
+	staffOld.Description = "written from version 1"
+	for _, tc := range []struct {
+		name string
+		seg  rollout.SegmentWrite
+		key  string
+	}{
+		{"a segment moved on", rollout.SegmentWrite{Segment: staffOld, Version: segmentVersionOf(staffOld)}, `"staff"`},
+		{"a created segment exists", rollout.SegmentWrite{Segment: beta, Version: segmentVersionOf(beta), Create: true}, `"beta"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := s.ApplyBatch(ctx, []rollout.BatchWrite{{Feature: a3, Version: versionOf(a3)}}, tc.seg)
+			wantCode(t, "ApplyBatch()", err, rollout.EConflict)
+			if err != nil && !strings.Contains(rollout.ErrorMessage(err), tc.key) {
+				t.Errorf("ApplyBatch() = %q, want the message to name segment %s", rollout.ErrorMessage(err), tc.key)
+			}
+			wantFeatures(t, s, a2)
+			wantRevision(t, s, rev)
+			if n := len(events(t, s, rollout.AuditQuery{})); n != nEvents+3 {
+				t.Errorf("%d audit events after a refused batch, want %d", n, nEvents+3)
+			}
+			if got, _ := s.Segments(ctx); !cmp.Equal([]rollout.Segment{beta, staff2}, got) {
+				t.Errorf("Segments() after a refused batch = %+v", got)
+			}
+		})
+	}
 }

@@ -94,6 +94,7 @@ var cases = []struct {
 	{"open change requests per author are capped", testRequestCap},
 	{"batch of versions", testBatch},
 	{"batch of versions is all or nothing", testBatchAllOrNothing},
+	{"batch of segments and versions", testBatchSegments},
 	{"segments", testSegments},
 }
 
