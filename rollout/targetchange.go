@@ -129,7 +129,7 @@ func RuleChanges(before, after []Rule) []PopulationChange {
 		old[r.Name] = r
 	}
 	kept := make(map[string]bool, len(after))
-	same := true // the rules so far are the same, in the same order
+	same := true         // the rules so far are the same, in the same order
 	var changed []string // what the rules from the first change on served
 	for i, r := range after {
 		kept[r.Name] = true
