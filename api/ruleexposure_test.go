@@ -87,6 +87,13 @@ func TestRulePreviewEstimates(t *testing.T) {
 		}
 	}
 
+	// A rule whose bucket changes: its own evaluations.
+	staffOff := `{"rules":[{"name":"staff","conditions":[{"attribute":"email","op":"ends_with","value":"@example.com"}],"serve":{"bucket":"off"}},` +
+		`{"name":"rest-de","conditions":[{"attribute":"country","op":"in","value":["DE","AT"]}],"serve":{"ring":true}}]}`
+	if got := estimates(t, s, staffOff); got[`users matching email ends with "@example.com": on → off`] != staff+4 || len(got) != 1 {
+		t.Errorf("estimates of staff serving off = %v, want up to %d", got, staff+4)
+	}
+
 	// A rule inserted first may take users from every rule and the ring.
 	ent := `{"rules":[{"name":"ent","conditions":[{"attribute":"plan","op":"eq","value":"enterprise"}],"serve":{"bucket":"on"}}]}`
 	p := s.must(http.StatusOK, "POST", "/api/features/checkout/preview", ent).json(t)

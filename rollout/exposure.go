@@ -508,7 +508,7 @@ func (s *Service) catchUpWith(ctx context.Context, counts []Exposure) error {
 	return nil
 }
 
-// bucketsAt returns the bucket names feature c had at version (at most its
+// bucketsAt returns the bucket and rule names feature c had at version (at most its
 // current one): from memory for the current version, versions this
 // instance served recently and old versions looked up before, and
 // otherwise from the feature's history, counting the lookup against
