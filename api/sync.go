@@ -390,6 +390,9 @@ type exposureCount struct {
 	Version   int    `json:"version"`
 	Bucket    string `json:"bucket"` // "": no bucket
 	Count     int64  `json:"count"`
+	// Rule is the rule that served ("" the ring, an override or the
+	// default); clients from before rules' counts leave it out.
+	Rule *string `json:"rule,omitempty"`
 }
 
 // exposureBatchAnswer is the answer to POST /api/exposures.
@@ -417,7 +420,7 @@ func (s *Server) addExposures(c echo.Context) error {
 	}
 	counts := make([]rollout.Exposure, len(req.Exposures))
 	for i, e := range req.Exposures {
-		counts[i] = rollout.Exposure{Feature: e.Feature, FeatureID: e.FeatureID, Version: e.Version, Bucket: e.Bucket, Count: e.Count}
+		counts[i] = rollout.Exposure{Feature: e.Feature, FeatureID: e.FeatureID, Version: e.Version, Bucket: e.Bucket, Count: e.Count, Rule: e.Rule}
 	}
 	res, err := s.svc.AddExposureBatch(c.Request().Context(), req.Batch, counts)
 	if err != nil {

@@ -86,8 +86,10 @@ type compiled struct {
 	values    []json.RawMessage // by ring order
 	index     map[string]int    // bucket name → ring order
 	shares    map[string]float64
-	// served counts evaluations per bucket in ring order; the last counter
-	// is for "no bucket".
+	// served counts evaluations per outcome, by their index in outcomes:
+	// each outcome has one bucket and one rule ("" for the ring, an
+	// override or the default), so the counts per bucket and per rule are
+	// sums of these (see take).
 	served []atomic.Int64
 	// outcomes are the outcomes by the ring in ring order, then by an
 	// override in ring order, then the one served when disabled (see
@@ -127,6 +129,7 @@ func compileWith(f Feature, segments map[string]*compiledSegment) *compiled {
 // marks its outcomes static when they are.
 func (c *compiled) finish(segments map[string]*compiledSegment) {
 	c.compileTargeting(segments)
+	c.served = make([]atomic.Int64, len(c.outcomes))
 	if c.static {
 		for i := range c.outcomes {
 			c.outcomes[i].Static = true
@@ -166,7 +169,6 @@ func compileRing(f Feature) *compiled {
 	if f.Fallback != "" {
 		c.fallback = c.index[f.Fallback]
 	}
-	c.served = make([]atomic.Int64, len(buckets)+1)
 	c.shares = c.ring.Shares()
 	n := len(buckets)
 	c.outcomes = make([]Outcome, 2*n+1)
@@ -199,26 +201,26 @@ func (c *compiled) evaluateInto(e *Evaluation, user string) {
 
 // serve returns the outcome c serves user, and counts it.
 func (c *compiled) serve(user string) *Outcome {
-	var o *Outcome
+	var i int
 	if c.targeting == nil { // today's path, untouched by targeting
-		o = &c.outcomes[c.assign(user)]
+		i = c.assign(user)
 	} else {
-		o = &c.outcomes[c.assignContext(user, nil)]
+		i = c.assignContext(user, nil)
 	}
-	c.served[o.bucket].Add(1)
-	return o
+	c.served[i].Add(1)
+	return &c.outcomes[i]
 }
 
 // serveContext is serve with the attributes of a context.
 func (c *compiled) serveContext(user string, ctx Context) *Outcome {
-	var o *Outcome
+	var i int
 	if c.targeting == nil {
-		o = &c.outcomes[c.assign(user)]
+		i = c.assign(user)
 	} else {
-		o = &c.outcomes[c.assignContext(user, ctx)]
+		i = c.assignContext(user, ctx)
 	}
-	c.served[o.bucket].Add(1)
-	return o
+	c.served[i].Add(1)
+	return &c.outcomes[i]
 }
 
 // peek is what c serves user, not counted.

@@ -33,11 +33,13 @@ func (s *Service) retire(c *compiled) {
 	}
 }
 
-// pending is one counter's value taken for a flush.
+// pending is the count of one bucket and rule of a compiled feature taken
+// for a flush: the sum of the counters of its outcomes; on a failed flush
+// it goes back to the counter of outcome.
 type pending struct {
-	c      *compiled
-	bucket int
-	n      int64
+	c       *compiled
+	outcome int
+	n       int64
 }
 
 func (c *compiled) bucketName(i int) string {
@@ -47,14 +49,32 @@ func (c *compiled) bucketName(i int) string {
 	return c.names[i]
 }
 
-// take resets c's counters and returns what they held.
+// take resets c's counters and returns what they held, one pending per
+// bucket and rule served.
 func (c *compiled) take(out []pending) []pending {
+	start := len(out)
+next:
 	for i := range c.served {
-		if n := c.served[i].Swap(0); n > 0 {
-			out = append(out, pending{c: c, bucket: i, n: n})
+		n := c.served[i].Swap(0)
+		if n == 0 {
+			continue
 		}
+		o := &c.outcomes[i]
+		for j := start; j < len(out); j++ {
+			if p := &out[j]; c.outcomes[p.outcome].bucket == o.bucket && c.outcomes[p.outcome].Rule == o.Rule {
+				p.n = AddCounts(p.n, n)
+				continue next
+			}
+		}
+		out = append(out, pending{c: c, outcome: i, n: n})
 	}
 	return out
+}
+
+// exposure is p as a count, in no hour yet.
+func (p pending) exposure() Exposure {
+	f, o := &p.c.feature, &p.c.outcomes[p.outcome]
+	return Exposure{Feature: f.Key, FeatureID: f.ID, Version: f.Version, Bucket: p.c.bucketName(o.bucket), Rule: &o.Rule, Count: p.n}
 }
 
 // FlushExposures writes the evaluation counts gathered since the last flush
@@ -79,12 +99,12 @@ func (s *Service) FlushExposures(ctx context.Context) error {
 		hour := s.now().UTC()
 		counts := make([]Exposure, len(taken))
 		for i, p := range taken {
-			f := &p.c.feature
-			counts[i] = Exposure{Feature: f.Key, FeatureID: f.ID, Version: f.Version, Bucket: p.c.bucketName(p.bucket), Hour: hour, Count: p.n}
+			counts[i] = p.exposure()
+			counts[i].Hour = hour
 		}
 		if err := s.store.AddExposures(ctx, counts); err != nil {
 			for _, p := range taken {
-				p.c.served[p.bucket].Add(p.n)
+				p.c.served[p.outcome].Add(p.n)
 			}
 			return err
 		}
@@ -174,18 +194,10 @@ func (s *Service) Exposures(ctx context.Context, key string) (ExposureReport, er
 			}
 		}
 	}
-	s.mu.Lock()
-	inMemory := []*compiled{cur}
-	for _, r := range s.retired {
-		if r.c.feature.ID == cur.feature.ID {
-			inMemory = append(inMemory, r.c)
-		}
-	}
-	s.mu.Unlock()
-	for _, c := range inMemory {
+	for _, c := range s.inMemory(cur) {
 		for i := range c.served {
 			if n := c.served[i].Load(); n > 0 {
-				k := vb{c.feature.Version, c.bucketName(i)}
+				k := vb{c.feature.Version, c.bucketName(c.outcomes[i].bucket)}
 				counts[k] = AddCounts(counts[k], n)
 				lastDay = AddCounts(lastDay, n)
 			}
@@ -237,6 +249,20 @@ func (s *Service) Exposures(ctx context.Context, key string) (ExposureReport, er
 		rep.SRM = &rep.VersionSRM[0]
 	}
 	return rep, nil
+}
+
+// inMemory returns cur and the retired versions of its feature, whose
+// counters may hold counts not yet stored.
+func (s *Service) inMemory(cur *compiled) []*compiled {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []*compiled{cur}
+	for _, r := range s.retired {
+		if r.c.feature.ID == cur.feature.ID {
+			out = append(out, r.c)
+		}
+	}
+	return out
 }
 
 // Limits on the counts apps send (POST /api/exposures).
@@ -291,6 +317,8 @@ func ValidateExposureBatch(batch string, counts []Exposure) error {
 			return Errorf(EInvalid, "exposure %d: version must be from 1 to the feature's current version, got %d", i, e.Version)
 		case e.Bucket != "" && !bucketPattern.MatchString(e.Bucket):
 			return Errorf(EInvalid, "exposure %d: bucket %q is not a bucket name (\"\" counts evaluations that served no bucket)", i, e.Bucket)
+		case e.Rule != nil && *e.Rule != "" && !validRuleName(*e.Rule):
+			return Errorf(EInvalid, "exposure %d: rule %q is not a rule name (\"\" counts evaluations the ring, an override or the default served; leave it out when unknown)", i, abbreviate(*e.Rule))
 		case e.Count < 1 || e.Count > MaxExposureCount:
 			return Errorf(EInvalid, "exposure %d: count must be from 1 to %d, got %d", i, MaxExposureCount, e.Count)
 		}
@@ -337,7 +365,12 @@ type exposureChecks struct {
 	byID atomic.Pointer[featureIndex]
 
 	mu      sync.Mutex
-	buckets map[featureVersion][]string
+	buckets map[featureVersion]versionNames
+}
+
+// versionNames are the bucket and rule names of a feature at a version.
+type versionNames struct {
+	buckets, rules []string
 }
 
 type featureIndex struct {
@@ -410,7 +443,7 @@ func (s *Service) AddExposureBatch(ctx context.Context, batch string, counts []E
 		case e.Version > f.Version:
 			return ExposureBatchResult{}, Errorf(EInvalid, "exposure %d: feature %q is at version %d: version %d does not exist", i, f.Key, f.Version, e.Version)
 		}
-		if e.Bucket != "" {
+		if e.Bucket != "" || e.Rule != nil && *e.Rule != "" {
 			names, err := s.bucketsAt(ctx, c, e.Version, &lookups)
 			switch {
 			case ErrorCode(err) == ENotFound:
@@ -419,8 +452,10 @@ func (s *Service) AddExposureBatch(ctx context.Context, batch string, counts []E
 				continue
 			case err != nil:
 				return ExposureBatchResult{}, err
-			case !slices.Contains(names, e.Bucket):
-				return ExposureBatchResult{}, Errorf(EInvalid, "exposure %d: feature %q had no bucket %q at version %d (it had %s)", i, f.Key, e.Bucket, e.Version, strings.Join(names, ", "))
+			case e.Bucket != "" && !slices.Contains(names.buckets, e.Bucket):
+				return ExposureBatchResult{}, Errorf(EInvalid, "exposure %d: feature %q had no bucket %q at version %d (it had %s)", i, f.Key, e.Bucket, e.Version, strings.Join(names.buckets, ", "))
+			case e.Rule != nil && *e.Rule != "" && !slices.Contains(names.rules, *e.Rule):
+				return ExposureBatchResult{}, Errorf(EInvalid, "exposure %d: feature %q had no rule %q at version %d", i, f.Key, *e.Rule, e.Version)
 			}
 		}
 		e.Feature, e.Hour = f.Key, now
@@ -473,13 +508,13 @@ func (s *Service) catchUpWith(ctx context.Context, counts []Exposure) error {
 	return nil
 }
 
-// bucketsAt returns the bucket names feature c had at version (at most its
+// bucketsAt returns the bucket and rule names feature c had at version (at most its
 // current one): from memory for the current version, versions this
 // instance served recently and old versions looked up before, and
 // otherwise from the feature's history, counting the lookup against
 // *lookups. It returns ENotFound when the history lacks the version, and
 // EUnavailable when *lookups is spent.
-func (s *Service) bucketsAt(ctx context.Context, c *compiled, version int, lookups *int) ([]string, error) {
+func (s *Service) bucketsAt(ctx context.Context, c *compiled, version int, lookups *int) (versionNames, error) {
 	if version == c.feature.Version {
 		return bucketNames(c.feature), nil
 	}
@@ -500,30 +535,33 @@ func (s *Service) bucketsAt(ctx context.Context, c *compiled, version int, looku
 		return names, nil
 	}
 	if *lookups <= 0 {
-		return nil, Errorf(EUnavailable, "the batch counts more old versions than one request checks (%d): send it again", maxVersionLookups)
+		return versionNames{}, Errorf(EUnavailable, "the batch counts more old versions than one request checks (%d): send it again", maxVersionLookups)
 	}
 	*lookups--
 	v, err := s.store.Version(ctx, c.feature.Key, version)
 	if err != nil {
-		return nil, err
+		return versionNames{}, err
 	}
 	if v.Config.ID != "" && v.Config.ID != key.id {
-		return nil, notFound(c.feature.Key) // the key's history is another feature's
+		return versionNames{}, notFound(c.feature.Key) // the key's history is another feature's
 	}
 	names = bucketNames(v.Config)
 	x.mu.Lock()
 	if x.buckets == nil || len(x.buckets) >= versionBucketsKept {
-		x.buckets = map[featureVersion][]string{}
+		x.buckets = map[featureVersion]versionNames{}
 	}
 	x.buckets[key] = names
 	x.mu.Unlock()
 	return names, nil
 }
 
-func bucketNames(f Feature) []string {
-	names := make([]string, len(f.Buckets))
+func bucketNames(f Feature) versionNames {
+	names := versionNames{buckets: make([]string, len(f.Buckets)), rules: make([]string, len(f.Rules))}
 	for i, b := range f.Buckets {
-		names[i] = b.Name
+		names.buckets[i] = b.Name
+	}
+	for i, r := range f.Rules {
+		names.rules[i] = r.Name
 	}
 	return names
 }

@@ -214,7 +214,20 @@ func (s *Service) Create(ctx context.Context, f Feature, opts ChangeOptions) (Re
 
 // Change applies ch to the feature key as a new version, with its churn
 // report, unless a guard in opts refuses it.
+//
+// A dry run's report estimates, per population its rules move, how many
+// evaluations a day that is (PopulationChange.Estimate).
 func (s *Service) Change(ctx context.Context, key string, ch Change, opts ChangeOptions) (Result, error) {
+	res, err := s.change(ctx, key, ch, opts)
+	if err == nil && opts.DryRun && len(res.Report.Rules) > 0 {
+		if err := s.estimateRules(ctx, key, &res.Report); err != nil {
+			return Result{}, err
+		}
+	}
+	return res, err
+}
+
+func (s *Service) change(ctx context.Context, key string, ch Change, opts ChangeOptions) (Result, error) {
 	if err := validateComment(opts.Comment); err != nil {
 		return Result{}, err
 	}

@@ -112,6 +112,10 @@ type Store interface {
 	// bucket and hour: newest version first, then by bucket, then oldest
 	// hour first. A count is never negative, whatever the database holds.
 	Exposures(ctx context.Context, key string) ([]Exposure, error)
+	// RuleExposures returns the stored counts of the feature key per
+	// version, rule and hour, for the hours that start at since or later
+	// (Exposure.Bucket is "" and Rule set).
+	RuleExposures(ctx context.Context, key string, since time.Time) ([]Exposure, error)
 
 	// Feature returns the current configuration of one feature.
 	Feature(ctx context.Context, key string) (Feature, error)
@@ -170,6 +174,12 @@ type Exposure struct {
 	// total per feature, version, bucket and hour.
 	Hour  time.Time `json:"-"`
 	Count int64     `json:"count"`
+	// Rule is the outcome that served these evaluations: the name of the
+	// rule, or "" for the ring, an override or the default. nil: not known
+	// (the batch of an app whose client predates rules' counts); such a
+	// count adds to its bucket's only. Stores keep one total per feature,
+	// version, rule and hour as well (see Store.RuleExposures).
+	Rule *string `json:"rule,omitempty"`
 }
 
 // ExposureBatchMemory is how long a store remembers the ID of a batch of

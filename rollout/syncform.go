@@ -475,8 +475,7 @@ func (s *Snapshot) TakeExposures(out []Exposure) []Exposure {
 	for _, key := range s.keys {
 		taken = s.features[key].take(taken[:0])
 		for _, p := range taken {
-			f := &p.c.feature
-			out = append(out, Exposure{Feature: f.Key, FeatureID: f.ID, Version: f.Version, Bucket: p.c.bucketName(p.bucket), Count: p.n})
+			out = append(out, p.exposure())
 		}
 	}
 	return out

@@ -299,17 +299,35 @@ func TestSnapshotTakeExposures(t *testing.T) {
 	b := abc("b")
 	b.ID, b.Version = "id-b", 2
 	b.Overrides = map[string]string{"u": "C"}
-	snap, _ := rollout.NewSnapshot([]rollout.Feature{a, b}, 1)
+	// c: a rule serves B to plan = pro; the ring serves everyone else.
+	c := abc("c")
+	c.ID, c.Version = "id-c", 1
+	c.Rules = []rollout.Rule{{Name: "pro", Conditions: []rollout.Condition{{Attribute: "plan", Op: "eq", Value: json.RawMessage(`"pro"`)}}, Serve: rollout.Serve{Bucket: "B"}}}
+	snap, _ := rollout.NewSnapshot([]rollout.Feature{a, b, c}, 1)
 	for range 3 {
 		snap.Evaluate("a", "u")
 		snap.Evaluate("b", "u")
+		snap.EvaluateContext("c", "u", rollout.Context{"plan": "pro"})
 	}
+	snap.EvaluateContext("c", "u", rollout.Context{"plan": "free"})
+	ring, _ := snap.Peek("c", "u")
 	snap.Peek("b", "u") // not counted
+	none, pro := "", "pro"
 	want := []rollout.Exposure{
-		{Feature: "a", FeatureID: "id-a", Version: 4, Bucket: "", Count: 3},
-		{Feature: "b", FeatureID: "id-b", Version: 2, Bucket: "C", Count: 3},
+		{Feature: "a", FeatureID: "id-a", Version: 4, Bucket: "", Count: 3, Rule: &none},
+		{Feature: "b", FeatureID: "id-b", Version: 2, Bucket: "C", Count: 3, Rule: &none},
+		{Feature: "c", FeatureID: "id-c", Version: 1, Bucket: "B", Count: 3, Rule: &pro},
+		{Feature: "c", FeatureID: "id-c", Version: 1, Bucket: ring.Bucket, Count: 1, Rule: &none},
 	}
-	if diff := cmp.Diff(want, snap.TakeExposures(nil)); diff != "" {
+	got := snap.TakeExposures(nil)
+	sortExposures := func(es []rollout.Exposure) {
+		slices.SortFunc(es, func(x, y rollout.Exposure) int {
+			return strings.Compare(x.Feature+"/"+*x.Rule, y.Feature+"/"+*y.Rule)
+		})
+	}
+	sortExposures(want)
+	sortExposures(got)
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("TakeExposures() mismatch (-want +got):\n%s", diff)
 	}
 	if got := snap.TakeExposures(nil); len(got) != 0 {

@@ -1,9 +1,12 @@
 package rollout
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // SetRules replaces the feature's rules with rules, as one version (an
@@ -107,6 +110,30 @@ type PopulationChange struct {
 	From string `json:"from"`
 	To   string `json:"to"`
 	Text string `json:"text"`
+	// Estimate bounds how many evaluations a day this population gets
+	// (previews only; see PopulationEstimate).
+	Estimate *PopulationEstimate `json:"estimate,omitempty"`
+
+	// sources are the outcomes of the rules before the change that served
+	// this population: rule names, "" for the ring (and overrides and the
+	// default).
+	sources []string
+}
+
+// PopulationEstimate is an upper bound on the evaluations a day of a
+// population that a change of rules moves: the evaluations of the last 24
+// hours that the outcomes the population came from served (the removed
+// rule's own, the ring's, the rules' that it may take users from). Those
+// outcomes served other users too, so the population gets at most that
+// many; it counts evaluations, not distinct users.
+type PopulationEstimate struct {
+	// UpTo is the bound: evaluations in the last 24 hours.
+	UpTo int64 `json:"up_to"`
+	// From names what was counted: rule names, "" for the ring (with
+	// overrides and the default).
+	From []string `json:"from"`
+	// Text says it in words: "up to 12,400 evaluations a day".
+	Text string `json:"text"`
 }
 
 // RuleChanges says which populations change bucket when a feature's rules
@@ -120,18 +147,25 @@ func RuleChanges(before, after []Rule) []PopulationChange {
 		old[r.Name] = r
 	}
 	kept := make(map[string]bool, len(after))
-	same := true // the rules so far are the same, in the same order
+	same := true         // the rules so far are the same, in the same order
+	var changed []string // what the rules from the first change on served
 	for i, r := range after {
 		kept[r.Name] = true
 		o, had := old[r.Name]
 		if same && i < len(before) && sameRule(before[i], r) {
 			continue
 		}
+		if same {
+			for _, b := range before[min(i, len(before)):] {
+				changed = append(changed, b.Name)
+			}
+			changed = append(changed, "")
+		}
 		same = false
-		from := "the ring"
+		from, sources := "the ring", []string{""}
 		switch {
 		case had && sameConditions(o.Conditions, r.Conditions):
-			from = describeServe(o.Serve)
+			from, sources = describeServe(o.Serve), []string{o.Name}
 			if sameServe(o.Serve, r.Serve) {
 				if i < len(before) && before[i].Name == r.Name {
 					continue // the same rule, after changed rules: see those
@@ -141,11 +175,11 @@ func RuleChanges(before, after []Rule) []PopulationChange {
 				continue
 			}
 		case len(before) > 0:
-			from = "what the rules before the change served them (or the ring)"
+			from, sources = "what the rules before the change served them (or the ring)", changed
 		}
 		to := describeServe(r.Serve)
 		when := describeConditions(r.Conditions)
-		out = append(out, PopulationChange{When: when, From: from, To: to, Text: fmt.Sprintf("users matching %s: %s → %s", when, from, to)})
+		out = append(out, PopulationChange{When: when, From: from, To: to, Text: fmt.Sprintf("users matching %s: %s → %s", when, from, to), sources: sources})
 	}
 	for _, r := range before {
 		if kept[r.Name] {
@@ -153,7 +187,7 @@ func RuleChanges(before, after []Rule) []PopulationChange {
 		}
 		when := describeConditions(r.Conditions)
 		from, to := describeServe(r.Serve), "the next matching rule, or the ring"
-		out = append(out, PopulationChange{When: when, From: from, To: to, Text: fmt.Sprintf("users matching %s: %s → %s", when, from, to)})
+		out = append(out, PopulationChange{When: when, From: from, To: to, Text: fmt.Sprintf("users matching %s: %s → %s", when, from, to), sources: []string{r.Name}})
 	}
 	return out
 }
@@ -208,4 +242,58 @@ func Combine(changes ...Change) Change {
 			return nil
 		},
 	}
+}
+
+// estimateRules sets the Estimate of each population of rep.Rules, from the
+// evaluations of feature cur in the last 24 hours per rule: those stored
+// for the hours that began in them (of every version) and those still in
+// memory.
+func (s *Service) estimateRules(ctx context.Context, key string, rep *Report) error {
+	if len(rep.Rules) == 0 {
+		return nil
+	}
+	cur, err := s.known(ctx, key)
+	if err != nil {
+		return err
+	}
+	stored, err := s.store.RuleExposures(ctx, cur.feature.Key, s.now().UTC().Add(-24*time.Hour).Truncate(time.Hour).Add(time.Hour))
+	if err != nil {
+		return err
+	}
+	byRule := map[string]int64{}
+	for _, e := range stored {
+		if e.FeatureID == cur.feature.ID && e.Rule != nil {
+			byRule[*e.Rule] = AddCounts(byRule[*e.Rule], e.Count)
+		}
+	}
+	for _, c := range s.inMemory(cur) {
+		for i := range c.served {
+			if n := c.served[i].Load(); n > 0 {
+				r := c.outcomes[i].Rule
+				byRule[r] = AddCounts(byRule[r], n)
+			}
+		}
+	}
+	for i := range rep.Rules {
+		p := &rep.Rules[i]
+		var n int64
+		for _, r := range p.sources {
+			n = AddCounts(n, byRule[r])
+		}
+		p.Estimate = &PopulationEstimate{UpTo: n, From: slices.Clone(p.sources), Text: fmt.Sprintf("up to %s evaluations a day", thousands(n))}
+	}
+	return nil
+}
+
+// thousands writes n with commas between groups of three digits.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	var b strings.Builder
+	for i, d := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(d)
+	}
+	return b.String()
 }

@@ -27,8 +27,14 @@ func (db *DB) AddExposures(ctx context.Context, counts []rollout.Exposure) error
 	if err != nil || len(rows) == 0 {
 		return err
 	}
+	rules := ruleExposureRows(counts)
 	return db.retryDeleted(func() error {
-		return db.writeTx(ctx, "add exposures", func(tx *tx) error { return tx.addExposures(rows) })
+		return db.writeTx(ctx, "add exposures", func(tx *tx) error {
+			if err := tx.addExposures(rows); err != nil {
+				return err
+			}
+			return tx.addRuleExposures(rules)
+		})
 	})
 }
 
@@ -42,6 +48,7 @@ func (db *DB) AddExposureBatch(ctx context.Context, batch string, at time.Time, 
 	if err != nil {
 		return false, err
 	}
+	rules := ruleExposureRows(counts)
 	var added bool
 	err = db.retryDeleted(func() error {
 		return db.writeTx(ctx, fmt.Sprintf("add exposure batch %q", batch), func(tx *tx) error {
@@ -56,7 +63,10 @@ func (db *DB) AddExposureBatch(ctx context.Context, batch string, at time.Time, 
 				return err // seen already: nothing to add
 			}
 			added = true
-			return tx.addExposures(rows)
+			if err := tx.addExposures(rows); err != nil {
+				return err
+			}
+			return tx.addRuleExposures(rules)
 		})
 	})
 	return added && err == nil, err
@@ -105,6 +115,33 @@ func (db *DB) Exposures(ctx context.Context, key string) ([]rollout.Exposure, er
 	return out, err
 }
 
+// RuleExposures returns the stored counts of the feature key per version,
+// rule and hour, for the hours from since's on, newest version first, then
+// by rule and hour.
+func (db *DB) RuleExposures(ctx context.Context, key string, since time.Time) ([]rollout.Exposure, error) {
+	var out []rollout.Exposure
+	err := db.readTx(ctx, fmt.Sprintf("exposures per rule of %q", key), func(tx *tx) error {
+		rows, err := tx.query(`
+			SELECT f.id, e.version, e.rule, e.hour, e.count
+			FROM rule_exposures e JOIN features f ON f.id = e.feature_id
+			WHERE f.key = ? AND e.hour >= ?
+			ORDER BY e.version DESC, e.rule{C}, e.hour`, key, hourOf(since))
+		out, err = collect(rows, err, func(rows *sql.Rows) (rollout.Exposure, error) {
+			e := rollout.Exposure{Feature: key}
+			var hour int64
+			var rule string
+			err := rows.Scan(&e.FeatureID, &e.Version, &rule, &hour, &e.Count)
+			e.Hour, e.Rule = timeOfHour(hour), &rule
+			return e, err
+		})
+		return err
+	})
+	if len(out) == 0 {
+		out = nil
+	}
+	return out, err
+}
+
 // exposureRow is one total to add.
 type exposureRow struct {
 	id, bucket  string
@@ -128,6 +165,24 @@ func exposureRows(counts []rollout.Exposure) ([]exposureRow, error) {
 			rows = append(rows, exposureRow{e.FeatureID, e.Bucket, int32(e.Version), hourOf(e.Hour), e.Count})
 		}
 	}
+	return sumRows(rows), nil
+}
+
+// ruleExposureRows is exposureRows per rule (in exposureRow.bucket) for the
+// counts whose rule is known, after exposureRows has checked them.
+func ruleExposureRows(counts []rollout.Exposure) []exposureRow {
+	var rows []exposureRow
+	for _, e := range counts {
+		if e.Rule != nil && e.Count > 0 {
+			rows = append(rows, exposureRow{e.FeatureID, *e.Rule, int32(e.Version), hourOf(e.Hour), e.Count})
+		}
+	}
+	return sumRows(rows)
+}
+
+// sumRows sorts rows and sums those of one feature, version, bucket and
+// hour.
+func sumRows(rows []exposureRow) []exposureRow {
 	slices.SortFunc(rows, func(a, b exposureRow) int {
 		return cmp.Or(strings.Compare(a.id, b.id), cmp.Compare(a.version, b.version), strings.Compare(a.bucket, b.bucket), cmp.Compare(a.hour, b.hour))
 	})
@@ -139,10 +194,21 @@ func exposureRows(counts []rollout.Exposure) ([]exposureRow, error) {
 		}
 		out = append(out, r)
 	}
-	return out, nil
+	return out
 }
 
 func (tx *tx) addExposures(rows []exposureRow) error {
+	return tx.addTotals("exposures", "bucket", rows)
+}
+
+// addRuleExposures adds rows (their bucket the rule) to rule_exposures.
+func (tx *tx) addRuleExposures(rows []exposureRow) error {
+	return tx.addTotals("rule_exposures", "rule", rows)
+}
+
+// addTotals adds rows to table, whose totals are per feature, version,
+// key column (bucket or rule) and hour.
+func (tx *tx) addTotals(table, key string, rows []exposureRow) error {
 	for part := range slices.Chunk(rows, chunk) {
 		args := make([]any, 0, 5*len(part))
 		for _, r := range part {
@@ -150,14 +216,14 @@ func (tx *tx) addExposures(rows []exposureRow) error {
 		}
 		const row = "(CAST(? AS TEXT), CAST(? AS INTEGER), CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT))"
 		if _, err := tx.exec(`
-			INSERT INTO exposures (feature_id, version, bucket, hour, count)
+			INSERT INTO `+table+` (feature_id, version, `+key+`, hour, count)
 			SELECT v.column1, v.column2, v.column3, v.column4, v.column5
 			FROM (VALUES `+row+strings.Repeat(", "+row, len(part)-1)+`) AS v
 			WHERE EXISTS (SELECT 1 FROM features f WHERE f.id = v.column1)
 			ORDER BY v.column1, v.column2, v.column3{C}, v.column4
-			ON CONFLICT (feature_id, version, bucket, hour) DO UPDATE SET count =
-				CASE WHEN exposures.count > 9223372036854775807 - excluded.count THEN 9223372036854775807
-				ELSE exposures.count + excluded.count END`, args...); err != nil {
+			ON CONFLICT (feature_id, version, `+key+`, hour) DO UPDATE SET count =
+				CASE WHEN `+table+`.count > 9223372036854775807 - excluded.count THEN 9223372036854775807
+				ELSE `+table+`.count + excluded.count END`, args...); err != nil {
 			return err
 		}
 	}

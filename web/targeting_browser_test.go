@@ -157,12 +157,25 @@ func TestBrowserRules(t *testing.T) {
 		t.Fatalf("%d rules after removing the third, want 2", n)
 	}
 
-	// The preview says which populations change bucket; nothing changes yet.
+	// The preview says which populations change bucket, each with an
+	// estimate from the ring's evaluations of the last 24 hours (those
+	// made here, and any the seed stored); nothing changes yet.
+	before, err := b.app.svc.Exposures(ctx, "dark-mode")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 12400 {
+		if _, err := b.app.svc.Snapshot().Evaluate("dark-mode", fmt.Sprintf("estimate-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	form := "form[data-targeting=rules] "
 	b.do(chromedp.Click(chromedp.CSS(form+"button[type=submit]")), waitFor(form+".preview .apply"))
 	preview := b.text(form + ".preview")
+	estimate := "≈ up to " + commas(before.LastDay+12400) + " evaluations a day"
 	for _, want := range []string{"2 populations would change bucket",
-		"users matching in segment staff: the ring → on",
+		"users matching in segment staff: the ring → on " + estimate,
+		"Each estimate is an upper bound",
 		"The ring does not change"} {
 		if !strings.Contains(preview, want) {
 			t.Errorf("rules preview %q lacks %q", preview, want)
@@ -529,4 +542,13 @@ func TestBrowserTargetingViewer(t *testing.T) {
 		t.Errorf("read-only line %q", got)
 	}
 	b.checkConsole()
+}
+
+// commas writes n with commas between groups of three digits.
+func commas(n int64) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

@@ -702,11 +702,12 @@ func (c *Client) take() []rollout.Exposure {
 }
 
 type exposureCount struct {
-	Feature   string `json:"feature"`
-	FeatureID string `json:"feature_id"`
-	Version   int    `json:"version"`
-	Bucket    string `json:"bucket"`
-	Count     int64  `json:"count"`
+	Feature   string  `json:"feature"`
+	FeatureID string  `json:"feature_id"`
+	Version   int     `json:"version"`
+	Bucket    string  `json:"bucket"`
+	Count     int64   `json:"count"`
+	Rule      *string `json:"rule,omitempty"` // the rule that served; "": the ring, an override or the default
 }
 
 func (c *Client) send(ctx context.Context, b batch) error {
@@ -715,7 +716,7 @@ func (c *Client) send(ctx context.Context, b batch) error {
 		Exposures []exposureCount `json:"exposures"`
 	}{Batch: b.id, Exposures: make([]exposureCount, len(b.counts))}
 	for i, e := range b.counts {
-		body.Exposures[i] = exposureCount{Feature: e.Feature, FeatureID: e.FeatureID, Version: e.Version, Bucket: e.Bucket, Count: e.Count}
+		body.Exposures[i] = exposureCount{Feature: e.Feature, FeatureID: e.FeatureID, Version: e.Version, Bucket: e.Bucket, Count: e.Count, Rule: e.Rule}
 	}
 	data, err := json.Marshal(body)
 	if err != nil {

@@ -77,6 +77,7 @@ var cases = []struct {
 	{"exposure batches count once", testExposureBatches},
 	{"exposure batch IDs expire", testExposureBatchExpiry},
 	{"exposures by hour", testExposureHours},
+	{"exposures per rule", testRuleExposures},
 	{"exposure totals saturate", testExposureSaturation},
 	{"tokens", testTokens},
 	{"revision feed", testFeed},
@@ -997,6 +998,70 @@ func testExposureHours(t *testing.T, o Opened) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Exposures(f) mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// testRuleExposures: counts with a rule add up per feature, version, rule
+// and hour, from AddExposures and batches (a batch sent again adds
+// nothing), without changing the totals per bucket; counts without one
+// (old clients) add to their bucket only; RuleExposures leaves out the hours
+// before since, and other features' counts; a deleted feature's go with it.
+func testRuleExposures(t *testing.T, o Opened) {
+	ctx := context.Background()
+	s := o.Store
+	f := newFeature("f")
+	create(t, s, f)
+	g := newFeature("g")
+	create(t, s, g)
+	h1 := t0.Truncate(time.Hour)
+	h2 := h1.Add(time.Hour)
+	ring, ent := "", "ent"
+	if err := s.AddExposures(ctx, []rollout.Exposure{
+		{FeatureID: f.ID, Version: 1, Bucket: "control", Hour: h1, Count: 3, Rule: &ent},
+		{FeatureID: f.ID, Version: 1, Bucket: "control", Hour: h1.Add(time.Minute), Count: 4, Rule: &ent},
+		{FeatureID: f.ID, Version: 1, Bucket: "control", Hour: h2, Count: 5, Rule: &ring},
+		{FeatureID: f.ID, Version: 1, Bucket: "control", Hour: h2, Count: 6}, // an old client's: no rule
+		{FeatureID: g.ID, Version: 1, Bucket: "control", Hour: h2, Count: 8, Rule: &ent},
+	}); err != nil {
+		t.Fatalf("AddExposures() = %v", err)
+	}
+	batch := []rollout.Exposure{{FeatureID: f.ID, Version: 1, Bucket: "control", Hour: h2, Count: 10, Rule: &ent}}
+	for range 2 {
+		if _, err := s.AddExposureBatch(ctx, "batch-rules", h2, batch); err != nil {
+			t.Fatalf("AddExposureBatch() = %v", err)
+		}
+	}
+	got, err := o.Open(t).RuleExposures(ctx, "f", time.Time{})
+	if err != nil {
+		t.Fatalf("RuleExposures(f) = %v", err)
+	}
+	want := []rollout.Exposure{
+		{Feature: "f", FeatureID: f.ID, Version: 1, Hour: h2, Count: 5, Rule: &ring},
+		{Feature: "f", FeatureID: f.ID, Version: 1, Hour: h1, Count: 7, Rule: &ent},
+		{Feature: "f", FeatureID: f.ID, Version: 1, Hour: h2, Count: 10, Rule: &ent},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("RuleExposures(f) mismatch (-want +got):\n%s", diff)
+	}
+	if got, err := s.RuleExposures(ctx, "f", h2.Add(30*time.Minute)); err != nil || len(got) != 2 {
+		t.Errorf("RuleExposures(f, since h2) = %v, %v; want the 2 totals of h2", got, err)
+	}
+	buckets, err := s.Exposures(ctx, "f")
+	if err != nil {
+		t.Fatalf("Exposures(f) = %v", err)
+	}
+	wantBuckets := []rollout.Exposure{
+		{Feature: "f", FeatureID: f.ID, Version: 1, Bucket: "control", Hour: h1, Count: 7},
+		{Feature: "f", FeatureID: f.ID, Version: 1, Bucket: "control", Hour: h2, Count: 5 + 6 + 10},
+	}
+	if diff := cmp.Diff(wantBuckets, buckets); diff != "" {
+		t.Errorf("Exposures(f) mismatch (-want +got):\n%s", diff)
+	}
+	if err := deleteFeature(ctx, s, "g", 1); err != nil {
+		t.Fatalf("deleteFeature(g, 1) = %v", err)
+	}
+	if got, err := s.RuleExposures(ctx, "g", time.Time{}); err != nil || len(got) != 0 {
+		t.Errorf("RuleExposures(deleted g) = %v, %v; want none", got, err)
 	}
 }
 

@@ -169,6 +169,11 @@
     window.location.assign(path + '?changed=' + version + '#targeting');
   }
 
+  // estimateFrom says what an estimate counted: rules by name, "" the ring.
+  function estimateFrom(from) {
+    return (from || []).map((r) => (r === '' ? 'the ring' : 'rule ' + r)).join(', ');
+  }
+
   // previewBox fills the form's preview with paragraphs and the buttons
   // that apply or drop it.
   function previewBox(form, parts, applyLabel, apply) {
@@ -381,8 +386,9 @@
         parts.push(el('p', { class: 'outcome' }, 'No user would change bucket: these rules serve everyone what the current ones do.'));
       } else {
         parts.push(el('p', { class: 'outcome' }, changes.length === 1 ? 'One population would change bucket:' : changes.length + ' populations would change bucket:'));
-        parts.push(el('ul', { class: 'populations' }, ...changes.map((c) => el('li', {}, c.text))));
-        parts.push(el('p', { class: 'hint' }, 'How many users that is depends on the contexts apps send, which rollout does not keep.'));
+        parts.push(el('ul', { class: 'populations' }, ...changes.map((c) => el('li', {}, c.text,
+          ...(c.estimate ? [' ', el('span', { class: 'estimate', title: 'evaluations in the last 24 hours served by ' + estimateFrom(c.estimate.from) }, '≈ ' + c.estimate.text)] : [])))));
+        parts.push(el('p', { class: 'hint' }, 'Each estimate is an upper bound: the evaluations of the last 24 hours served by the rules or ring the population comes from, which served other users too. Which users match depends on the contexts apps send, which rollout does not keep.'));
       }
       if (rep.churn > 0) parts.push(el('p', {}, 'The ring moves ', el('b', { class: 'num' }, pct(rep.churn)), ' of users too.'));
       else parts.push(el('p', { class: 'ring-same' }, 'The ring does not change: users no rule matches keep their buckets.'));
