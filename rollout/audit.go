@@ -205,6 +205,10 @@ func ShareSummary(r Report) string {
 		approx = "about "
 	}
 	switch {
+	case r.Churn <= 0 && len(r.Rules) > 0:
+		// The ring moved no one, but the populations of the rules that
+		// changed (which the change's own words name) may have.
+		parts = append(parts, ringMovedNoUser)
 	case r.Churn <= 0:
 		parts = append(parts, noUserMoved)
 	default:
@@ -236,7 +240,10 @@ func ShareSummary(r Report) string {
 	return strings.Join(parts, "; ")
 }
 
-const noUserMoved = "no user moved"
+const (
+	noUserMoved     = "no user moved"
+	ringMovedNoUser = "the ring moved no user; users matching changed rules may have changed bucket"
+)
 
 func bucketName(b string) string {
 	if b == "" {

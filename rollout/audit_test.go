@@ -28,6 +28,10 @@ func TestShareSummary(t *testing.T) {
 			Moves:           []rollout.Move{{From: "a", To: "b", Share: 0.2}, {From: "a", To: "", Share: 0.4}},
 			OverrideChanges: []rollout.OverrideChange{{User: "u1"}, {User: "u2"}},
 		}, "a 100 % → 40 %, b 0 % → 20 %; 60 % of users moved: 40 % into no bucket, 20 % into b; 2 overridden users moved"},
+		{"a rule's population, the ring unchanged", rollout.Report{
+			SharesBefore: map[string]float64{"on": 0.1, "off": 0.9}, SharesAfter: map[string]float64{"on": 0.1, "off": 0.9}, Moves: []rollout.Move{},
+			Rules: []rollout.PopulationChange{{Text: `users matching email ends with "@example.com": the ring → on`}},
+		}, "the ring moved no user; users matching changed rules may have changed bucket"},
 		{"a new salt", rollout.Report{
 			Method: rollout.MethodExpected, Churn: 0.5,
 			SharesBefore: map[string]float64{"a": 0.5, "b": 0.5}, SharesAfter: map[string]float64{"a": 0.5, "b": 0.5},

@@ -536,7 +536,7 @@ func (s *Service) prepare(cur *compiled, ch Change, opts ChangeOptions) (Result,
 // what) made: what, then what it did to users in percentages
 // (ShareSummary), unless it moved no one and changed no share.
 func versionSummary(what string, rep Report) string {
-	if s := ShareSummary(rep); s != noUserMoved {
+	if s := ShareSummary(rep); s != noUserMoved && s != ringMovedNoUser {
 		return joinSummary(what, s)
 	}
 	return what

@@ -170,7 +170,9 @@ func TestBrowserRequests(t *testing.T) {
 	if st, _ := svc.Settings(ctx); st.MaxChurn != 0.1 || !st.RequireApproval.All {
 		t.Errorf("saved settings = %+v, want 10 %% and every feature", st)
 	}
-	b.do(chromedp.Navigate(b.base+"/ui/settings"), waitFor("#settings-form p.meta"))
+	// The page reloads itself once saved: wait for that rather than
+	// navigate, which the reload would abort.
+	b.do(waitFor(`#settings-form[data-version="2"] p.meta`))
 	if got := b.text("#settings-form p.meta"); !strings.Contains(got, "Version 2, saved by ada") {
 		t.Errorf("settings meta = %q", got)
 	}
