@@ -166,6 +166,29 @@ type migration struct {
 	ramps              int
 }
 
+// copyFeature copies feature f with its history (copyFeature) and its
+// exposure counts from src to dst, adding what it copied to sum.
+func (sum *migration) copyFeature(ctx context.Context, src, dst migrationStore, f rollout.Feature) error {
+	n, err := copyFeature(ctx, src, dst, f)
+	if err != nil {
+		return err
+	}
+	sum.versions += n
+	counts, err := src.Exposures(ctx, f.Key)
+	if err != nil {
+		return err
+	}
+	// Feature IDs are kept, and dst has no counts yet: adding them writes
+	// the same rows.
+	if err := dst.AddExposures(ctx, counts); err != nil {
+		return fmt.Errorf("copy exposures of feature %q: %w", f.Key, err)
+	}
+	for _, e := range counts {
+		sum.exposures = rollout.AddCounts(sum.exposures, e.Count)
+	}
+	return nil
+}
+
 // migrateStores copies every feature with its history and exposure counts,
 // every token and every ramp (as it stands: state, steps, revision), from
 // src into the empty dst. History is replayed version
@@ -183,24 +206,10 @@ func migrateStores(ctx context.Context, src, dst migrationStore) (migration, err
 		return sum, err
 	}
 	for _, f := range features {
-		n, err := copyFeature(ctx, src, dst, f)
-		if err != nil {
+		if err := sum.copyFeature(ctx, src, dst, f); err != nil {
 			return sum, err
 		}
 		sum.features++
-		sum.versions += n
-		counts, err := src.Exposures(ctx, f.Key)
-		if err != nil {
-			return sum, err
-		}
-		// Feature IDs are kept, and dst has no counts yet: adding them
-		// writes the same rows.
-		if err := dst.AddExposures(ctx, counts); err != nil {
-			return sum, fmt.Errorf("copy exposures of feature %q: %w", f.Key, err)
-		}
-		for _, e := range counts {
-			sum.exposures = rollout.AddCounts(sum.exposures, e.Count)
-		}
 	}
 	// Archived features: their history, counts and ramps as the served
 	// ones', then archived in dst too (an event of rollout migrate in its
@@ -210,22 +219,10 @@ func migrateStores(ctx context.Context, src, dst migrationStore) (migration, err
 		return sum, err
 	}
 	for _, f := range archived {
-		n, err := copyFeature(ctx, src, dst, f)
-		if err != nil {
+		if err := sum.copyFeature(ctx, src, dst, f); err != nil {
 			return sum, err
 		}
 		sum.archived++
-		sum.versions += n
-		counts, err := src.Exposures(ctx, f.Key)
-		if err != nil {
-			return sum, err
-		}
-		if err := dst.AddExposures(ctx, counts); err != nil {
-			return sum, fmt.Errorf("copy exposures of archived feature %q: %w", f.Key, err)
-		}
-		for _, e := range counts {
-			sum.exposures = rollout.AddCounts(sum.exposures, e.Count)
-		}
 		if err := dst.ArchiveFeature(ctx, f.Key, f.Version, rollout.AuditEvent{
 			Actor: "rollout migrate", Kind: rollout.AuditArchive, Summary: "archived, as it was in the database it was copied from",
 		}); err != nil {
