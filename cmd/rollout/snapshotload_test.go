@@ -233,8 +233,20 @@ func TestBinarySnapshotLoad(t *testing.T) {
 		t.Errorf("%d of 100 fetches failed, first: %s", len(fetchErrs), fetchErrs[0])
 	}
 	plain := snapshotSize(t, p.url) // what the fetches should have got
-	if len(sizes) != 2 || sizes[" "+strconv.Itoa(plain)] != 50 {
-		t.Errorf("the fetches got, by encoding and size, %v; want 50 plain of %d bytes and 50 gzipped of one size", sizes, plain)
+	// The gzipped document is made once per snapshot (api's tests count
+	// the encodings); should the server take in a commit during the
+	// fetches (its feed catching up moves the snapshot's revision), the
+	// gzipped bytes of the next snapshot may differ by a byte: at most two
+	// sizes, then.
+	gzipped, gzipSizes := 0, 0
+	for k, n := range sizes {
+		if strings.HasPrefix(k, "gzip ") {
+			gzipped += n
+			gzipSizes++
+		}
+	}
+	if sizes[" "+strconv.Itoa(plain)] != 50 || gzipped != 50 || gzipSizes > 2 || len(sizes) != 1+gzipSizes {
+		t.Errorf("the fetches got, by encoding and size, %v; want 50 plain of %d bytes and 50 gzipped of one size (two, if a commit came in)", sizes, plain)
 	}
 	t.Logf("100 fetches of a %.1f MB document (50 gzipped) in %v: %v", float64(plain)/(1<<20), fetchTime.Round(time.Millisecond), sizes)
 	if plain < 16<<20 {
