@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -323,15 +324,17 @@ func TestDocumentPlansAtOnce(t *testing.T) {
 	s := newServer(t, "", api.Options{Plans: api.PlanLimits{Running: 1}})
 	s.seed()
 	started, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
 	api.SetPlanHook(t, func(context.Context) func() {
-		select {
-		case started <- struct{}{}:
+		// The first plan holds its slot until released; the others, if
+		// any got one, go on.
+		if first.CompareAndSwap(false, true) {
+			started <- struct{}{}
 			<-release
-		default:
 		}
 		return nil
 	})
-	done := make(chan response)
+	done := make(chan response, 1)
 	d := map[string]any{"features": []any{}}
 	go func() { done <- s.do("POST", "/api/plan", d) }()
 	<-started
