@@ -345,28 +345,13 @@ func verifyMigration(ctx context.Context, src, dst migrationStore) ([]string, er
 	if len(srcFeatures) != len(dstFeatures) {
 		out = append(out, fmt.Sprintf("features: source has %d, target has %d", len(srcFeatures), len(dstFeatures)))
 	}
-	dstByKey := make(map[string]rollout.Feature, len(dstFeatures))
-	for _, f := range dstFeatures {
-		dstByKey[f.Key] = f
+	diffs, err := compareFeatures(ctx, src, dst, "feature", srcFeatures, dstFeatures)
+	if err != nil {
+		return nil, err
 	}
-	for _, f := range srcFeatures {
-		g, ok := dstByKey[f.Key]
-		if !ok {
-			out = append(out, fmt.Sprintf("feature %q: missing from the target", f.Key))
-			continue
-		}
-		delete(dstByKey, f.Key)
-		diffs, err := compareFeature(ctx, src, dst, f, g)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, diffs...)
-	}
-	for _, key := range slices.Sorted(maps.Keys(dstByKey)) {
-		out = append(out, fmt.Sprintf("feature %q: in the target only", key))
-	}
+	out = append(out, diffs...)
 
-	diffs, err := compareArchived(ctx, src, dst)
+	diffs, err = compareArchived(ctx, src, dst)
 	if err != nil {
 		return nil, err
 	}
@@ -471,15 +456,21 @@ func compareArchived(ctx context.Context, src, dst migrationStore) ([]string, er
 	if err != nil {
 		return nil, err
 	}
-	dstByKey := make(map[string]rollout.Feature, len(dstA))
-	for _, f := range dstA {
+	return compareFeatures(ctx, src, dst, "archived feature", srcA, dstA)
+}
+
+// compareFeatures compares the features of src with those of dst by key
+// (compareFeature), naming them as what ("feature", "archived feature").
+func compareFeatures(ctx context.Context, src, dst migrationStore, what string, srcFs, dstFs []rollout.Feature) ([]string, error) {
+	dstByKey := make(map[string]rollout.Feature, len(dstFs))
+	for _, f := range dstFs {
 		dstByKey[f.Key] = f
 	}
 	var out []string
-	for _, f := range srcA {
+	for _, f := range srcFs {
 		g, ok := dstByKey[f.Key]
 		if !ok {
-			out = append(out, fmt.Sprintf("archived feature %q: missing from the target", f.Key))
+			out = append(out, fmt.Sprintf("%s %q: missing from the target", what, f.Key))
 			continue
 		}
 		delete(dstByKey, f.Key)
@@ -490,7 +481,7 @@ func compareArchived(ctx context.Context, src, dst migrationStore) ([]string, er
 		out = append(out, diffs...)
 	}
 	for _, key := range slices.Sorted(maps.Keys(dstByKey)) {
-		out = append(out, fmt.Sprintf("archived feature %q: in the target only", key))
+		out = append(out, fmt.Sprintf("%s %q: in the target only", what, key))
 	}
 	return out, nil
 }
