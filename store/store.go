@@ -83,6 +83,8 @@ type Dialect struct {
 	Backup func(ctx context.Context, path string) error
 	// Close closes the pools.
 	Close func() error
+	// Catalog reads the schema and the sequences, for Copy and Compare.
+	Catalog Catalog
 }
 
 // DB is a database of features and their history. A DB is safe for
@@ -341,11 +343,7 @@ func (db *DB) q(query string) string {
 // tx is a transaction (or a pool, see DB.read) whose statements end with
 // its context, written with ? placeholders and the marks of DB.q.
 type tx struct {
-	q interface {
-		ExecContext(context.Context, string, ...any) (sql.Result, error)
-		QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-		QueryRowContext(context.Context, string, ...any) *sql.Row
-	}
+	q   Querier
 	ctx context.Context
 	db  *DB
 }
