@@ -4,7 +4,9 @@
 // what differs between them (placeholders, error codes, time encoding,
 // collation, notifications, backup, connection setup) is a Dialect, which
 // the packages store/sqlite and store/postgres provide. Both pass the
-// contract of package storetest.
+// contract of package storetest. Copy and Compare (copy.go) move a whole
+// database into another of either dialect, every table of the schema but
+// those SkippedTables names, and compare the two.
 package store
 
 import (

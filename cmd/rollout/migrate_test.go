@@ -130,7 +130,6 @@ func openPostgres(t *testing.T, dsn string) *store.DB {
 	return db
 }
 
-
 // fillTargeting adds to the database of svc what serviceDatabase's
 // service calls leave empty: segments (one changed once), a feature with
 // rules using them, overrides and bucket_by, evaluations counted per rule,
@@ -219,7 +218,7 @@ func ptr[T any](v T) *T { return &v }
 func targetedFeature(key string) rollout.Feature {
 	return rollout.Feature{
 		Key: key, Enabled: true, Fallback: "off", BucketBy: "account",
-		Buckets: []rollout.Bucket{{Name: "off", Replicas: 40}, {Name: "on", Replicas: 10}, {Name: "beta", Replicas: 20}},
+		Buckets:   []rollout.Bucket{{Name: "off", Replicas: 40}, {Name: "on", Replicas: 10}, {Name: "beta", Replicas: 20}},
 		Overrides: map[string]string{"user:3": "beta", "vip": "on"},
 		Rules: []rollout.Rule{
 			{Name: "staff", Conditions: []rollout.Condition{{Op: rollout.OpInSegment, Value: json.RawMessage(`"staff"`)}}, Serve: rollout.Serve{Bucket: "on"}},
