@@ -211,7 +211,7 @@ func Copy(ctx context.Context, src, dst *DB) ([]TableCount, error) {
 				return err
 			}
 			if now != rev {
-				return rollout.Errorf(rollout.EConflict, "the source took commits while it was copied (revision %d, now %d): stop every instance writing to it; nothing was written", rev, now)
+				return fmt.Errorf("the source took commits while it was copied (revision %d, now %d): stop every instance writing to it", rev, now)
 			}
 			return nil
 		})
