@@ -4,7 +4,9 @@
 // what differs between them (placeholders, error codes, time encoding,
 // collation, notifications, backup, connection setup) is a Dialect, which
 // the packages store/sqlite and store/postgres provide. Both pass the
-// contract of package storetest.
+// contract of package storetest. Copy and Compare (copy.go) move a whole
+// database into another of either dialect, every table of the schema but
+// those SkippedTables names, and compare the two.
 package store
 
 import (
@@ -83,6 +85,8 @@ type Dialect struct {
 	Backup func(ctx context.Context, path string) error
 	// Close closes the pools.
 	Close func() error
+	// Catalog reads the schema and the sequences, for Copy and Compare.
+	Catalog Catalog
 }
 
 // DB is a database of features and their history. A DB is safe for
@@ -341,11 +345,7 @@ func (db *DB) q(query string) string {
 // tx is a transaction (or a pool, see DB.read) whose statements end with
 // its context, written with ? placeholders and the marks of DB.q.
 type tx struct {
-	q interface {
-		ExecContext(context.Context, string, ...any) (sql.Result, error)
-		QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-		QueryRowContext(context.Context, string, ...any) *sql.Row
-	}
+	q   Querier
 	ctx context.Context
 	db  *DB
 }

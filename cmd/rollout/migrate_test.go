@@ -3,17 +3,25 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/rollout/rollout/cmd/internal/serve"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/postgres"
@@ -84,6 +92,7 @@ func serviceDatabase(t *testing.T) (path string, secrets map[string]bool) {
 				}
 			}
 		}
+		fillTargeting(t, svc, db)
 		db.Close()
 	}
 
@@ -121,106 +130,212 @@ func openPostgres(t *testing.T, dsn string) *store.DB {
 	return db
 }
 
-// storeContents is everything migrate copies, read through the Store
-// interfaces, with the user look-ups the service answers from it.
-type storeContents struct {
-	Features  []rollout.Feature
-	Archived  []rollout.Feature
-	Versions  map[string][]rollout.Version
-	Exposures map[string][]rollout.Exposure
-	Users     map[string][]rollout.Assignment // by feature key and user
-	Tokens    []rollout.Token
-	Ramps     []rollout.Ramp
-	// The settings but for their version, time and author (the target's
-	// are saved once, by rollout migrate), and every change request.
-	MaxChurn        float64
-	RequireApproval rollout.ApprovalPolicy
-	Requests        []rollout.Request
-}
-
-// contents reads s. Times of history entries and tokens are cut to the
-// microsecond, all PostgreSQL keeps of them; a feature's own times are
-// compared exactly.
-func contents(t *testing.T, s migrationStore) storeContents {
+// fillTargeting adds to the database of svc what serviceDatabase's
+// service calls leave empty: segments (one changed once), a feature with
+// rules using them, overrides and bucket_by, evaluations counted per rule,
+// a webhook with a secret and a delivery, a session signed out, a batch of
+// exposures and an idempotency key.
+func fillTargeting(t *testing.T, svc *rollout.Service, db *store.DB) {
 	t.Helper()
 	ctx := context.Background()
-	c := storeContents{Versions: map[string][]rollout.Version{}, Exposures: map[string][]rollout.Exposure{}, Users: map[string][]rollout.Assignment{}}
-	var err error
-	if c.Features, err = s.Features(ctx); err != nil {
+	cond := func(attr, op string, v any) rollout.Condition {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rollout.Condition{Attribute: attr, Op: op, Value: b}
+	}
+	if _, err := svc.CreateSegment(ctx, rollout.Segment{Key: "staff", Conditions: []rollout.Condition{cond("email", rollout.OpEndsWith, "@example.com")}}, rollout.ChangeOptions{Actor: "ada"}); err != nil {
 		t.Fatal(err)
 	}
-	svc, err := rollout.NewService(ctx, s, nil)
+	if _, err := svc.CreateSegment(ctx, rollout.Segment{Key: "pro", Conditions: []rollout.Condition{cond("plan", rollout.OpIn, []string{"pro"})}}, rollout.ChangeOptions{Actor: "ada"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Create(ctx, targetedFeature("gated"), rollout.ChangeOptions{Actor: "ada"}); err != nil {
+		t.Fatal(err)
+	}
+	// A change of a segment is a new version of the feature using it.
+	if _, err := svc.UpdateSegment(ctx, "pro", "paying", []rollout.Condition{cond("plan", rollout.OpIn, []string{"pro", "enterprise"})}, rollout.ChangeOptions{Actor: "ada"}); err != nil {
+		t.Fatal(err)
+	}
+	snap := svc.Snapshot()
+	for i := range 40 {
+		c := rollout.Context{"email": fmt.Sprintf("u%d@example.com", i), "account": fmt.Sprint("acct", i%7)}
+		if i%2 == 1 {
+			c = rollout.Context{"email": fmt.Sprintf("u%d@else.org", i), "plan": "pro", "account": fmt.Sprint("acct", i%5)}
+		}
+		if _, err := snap.EvaluateContext("gated", fmt.Sprint("user:", i), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := svc.FlushExposures(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	h, err := rollout.NewWebhook("https://hooks.example.com/services/T1/B1/SECRETPATH", "whsec-0123456789-sekrit", []string{"*"}, "ada", now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Archived, err = s.ArchivedFeatures(ctx); err != nil {
+	if h, err = db.CreateWebhook(ctx, h); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range c.Archived {
-		vs, err := s.Versions(ctx, f.Key, 0, 0)
+	// The webhook's cursor is at the last event: one more to deliver.
+	if _, err := svc.Change(ctx, "gated", rollout.Patch(ptr("after the webhook"), nil, nil), rollout.ChangeOptions{Actor: "ada"}); err != nil {
+		t.Fatal(err)
+	}
+	claims, err := db.ClaimWebhooks(ctx, "worker", now.Add(time.Second), time.Minute, 10)
+	if err != nil || len(claims) != 1 {
+		t.Fatalf("ClaimWebhooks = %+v, %v; want the webhook with an event", claims, err)
+	}
+	e := claims[0].Event
+	if ok, err := db.FinishWebhook(ctx, "worker", h.ID, rollout.WebhookOutcome{
+		Delivery: rollout.WebhookDelivery{Webhook: h.ID, EventID: e.ID, EventKind: e.Kind, Attempt: 1, Time: now, Status: 500, Error: "the endpoint answered 500"},
+		Cursor:   claims[0].Hook.Cursor, Failures: 1, FirstFailure: &now, NextAttempt: now.Add(time.Minute),
+	}); err != nil || !ok {
+		t.Fatalf("FinishWebhook = %v, %v", ok, err)
+	}
+	if err := db.EndSession(ctx, "session-signed-out", now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SessionKey(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := snap.Feature("gated")
+	if _, err := db.AddExposureBatch(ctx, "batch-1", now, []rollout.Exposure{{FeatureID: f.ID, Version: f.Version, Bucket: "on", Count: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.ClaimIdempotency(ctx, rollout.IdempotencyRecord{Scope: "tok", Key: "k1", Fingerprint: "fp", Attempt: "a1",
+		LeaseUntil: now.Add(time.Minute), Expires: now.Add(24 * time.Hour)}, now); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// targetedFeature is a feature with every kind of targeting: overrides,
+// rules (in_segment, an attribute's condition, the ring by another
+// attribute) and bucket_by.
+func targetedFeature(key string) rollout.Feature {
+	return rollout.Feature{
+		Key: key, Enabled: true, Fallback: "off", BucketBy: "account",
+		Buckets:   []rollout.Bucket{{Name: "off", Replicas: 40}, {Name: "on", Replicas: 10}, {Name: "beta", Replicas: 20}},
+		Overrides: map[string]string{"user:3": "beta", "vip": "on"},
+		Rules: []rollout.Rule{
+			{Name: "staff", Conditions: []rollout.Condition{{Op: rollout.OpInSegment, Value: json.RawMessage(`"staff"`)}}, Serve: rollout.Serve{Bucket: "on"}},
+			{Name: "paying", Conditions: []rollout.Condition{{Op: rollout.OpInSegment, Value: json.RawMessage(`"pro"`)}, {Attribute: "country", Op: rollout.OpIn, Value: json.RawMessage(`["de","fr"]`)}},
+				Serve: rollout.Serve{Ring: true, BucketBy: "org"}},
+		},
+	}
+}
+
+// µs compares times to the microsecond, all PostgreSQL keeps of history,
+// token, audit and webhook times (a feature's own times, in its JSON, are
+// kept exactly).
+// A report's populations keep in memory what they were computed from,
+// which the store does not keep.
+var µs = cmp.Options{
+	cmp.Comparer(func(a, b time.Time) bool { return a.Truncate(time.Microsecond).Equal(b.Truncate(time.Microsecond)) }),
+	cmpopts.IgnoreUnexported(rollout.PopulationChange{}),
+}
+
+// storeContents is what the service reads of a database, through the
+// store's methods: a check of the copy that does not go through
+// store.Compare.
+type storeContents struct {
+	Features, Archived []rollout.Feature
+	Versions           map[string][]rollout.Version
+	Exposures          map[string][]rollout.Exposure
+	RuleExposures      map[string][]rollout.Exposure
+	Users              map[string][]rollout.Assignment
+	Segments           []rollout.Segment
+	SegmentVersions    map[string][]rollout.SegmentVersion
+	Changes            []rollout.Version
+	Tokens             []rollout.Token
+	Ramps              []rollout.Ramp
+	Settings           rollout.Settings
+	Requests           []rollout.Request
+	Audit              []rollout.AuditEvent
+	Webhooks           []rollout.Webhook
+	Deliveries         map[string][]rollout.WebhookDelivery
+	Revision           int64
+	Commits            []rollout.Commit
+	SessionKey         []byte
+	EndedSessions      []string
+}
+
+func contents(t *testing.T, s *store.DB) storeContents {
+	t.Helper()
+	ctx := context.Background()
+	must := func(err error) {
+		t.Helper()
 		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range vs {
-			vs[i].Time = vs[i].Time.Truncate(time.Microsecond)
-		}
-		c.Versions["archived "+f.Key] = vs
-		if c.Exposures["archived "+f.Key], err = s.Exposures(ctx, f.Key); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, f := range c.Features {
-		vs, err := s.Versions(ctx, f.Key, 0, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range vs {
-			vs[i].Time = vs[i].Time.Truncate(time.Microsecond)
-		}
-		c.Versions[f.Key] = vs
-		if c.Exposures[f.Key], err = s.Exposures(ctx, f.Key); err != nil {
-			t.Fatal(err)
+	c := storeContents{Versions: map[string][]rollout.Version{}, Exposures: map[string][]rollout.Exposure{}, RuleExposures: map[string][]rollout.Exposure{},
+		Users: map[string][]rollout.Assignment{}, SegmentVersions: map[string][]rollout.SegmentVersion{}, Deliveries: map[string][]rollout.WebhookDelivery{}}
+	var err error
+	c.Features, err = s.Features(ctx)
+	must(err)
+	c.Archived, err = s.ArchivedFeatures(ctx)
+	must(err)
+	svc, err := rollout.NewService(ctx, s, nil)
+	must(err)
+	for i, f := range append(slices.Clone(c.Features), c.Archived...) {
+		c.Versions[f.Key], err = s.Versions(ctx, f.Key, 0, 0)
+		must(err)
+		c.Exposures[f.Key], err = s.Exposures(ctx, f.Key)
+		must(err)
+		c.RuleExposures[f.Key], err = s.RuleExposures(ctx, f.Key, time.Time{})
+		must(err)
+		if i >= len(c.Features) { // archived: not served
+			continue
 		}
 		for _, user := range []string{"user1", "user:7", "user:42"} {
-			as, _, err := svc.UserHistory(ctx, f.Key, user, 0, rollout.MaxHistoryPage)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range as {
-				as[i].Time = as[i].Time.Truncate(time.Microsecond)
-			}
-			c.Users[f.Key+" "+user] = as
+			c.Users[f.Key+" "+user], _, err = svc.UserHistory(ctx, f.Key, user, 0, rollout.MaxHistoryPage)
+			must(err)
 		}
 	}
-	if c.Tokens, err = s.Tokens(ctx); err != nil {
-		t.Fatal(err)
+	c.Segments, err = s.Segments(ctx)
+	must(err)
+	for _, seg := range c.Segments {
+		c.SegmentVersions[seg.Key], err = s.SegmentVersions(ctx, seg.Key, 0, 0)
+		must(err)
 	}
-	if c.Ramps, err = s.Ramps(ctx, ""); err != nil {
-		t.Fatal(err)
+	c.Changes, err = s.Changes(ctx, rollout.ChangeQuery{})
+	must(err)
+	c.Tokens, err = s.Tokens(ctx)
+	must(err)
+	c.Ramps, err = s.Ramps(ctx, "")
+	must(err)
+	c.Settings, err = s.Settings(ctx)
+	must(err)
+	c.Requests, err = s.Requests(ctx, rollout.RequestQuery{})
+	must(err)
+	c.Audit, err = s.AuditEvents(ctx, rollout.AuditQuery{Ascending: true})
+	must(err)
+	c.Webhooks, err = s.Webhooks(ctx)
+	must(err)
+	for _, h := range c.Webhooks {
+		c.Deliveries[h.ID], err = s.WebhookDeliveries(ctx, h.ID, 0)
+		must(err)
 	}
-	st, err := s.Settings(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.MaxChurn, c.RequireApproval = st.MaxChurn, st.RequireApproval
-	if c.Requests, err = s.Requests(ctx, rollout.RequestQuery{}); err != nil {
-		t.Fatal(err)
-	}
-	for i, tok := range c.Tokens {
-		c.Tokens[i].CreatedAt = tok.CreatedAt.Truncate(time.Microsecond)
-		if tok.RevokedAt != nil {
-			at := tok.RevokedAt.Truncate(time.Microsecond)
-			c.Tokens[i].RevokedAt = &at
-		}
-	}
+	c.Revision, err = s.Revision(ctx)
+	must(err)
+	c.Commits, err = s.Commits(ctx, 0, 0)
+	must(err)
+	c.SessionKey, err = s.SessionKey(ctx)
+	must(err)
+	c.EndedSessions, err = s.EndedSessions(ctx, time.Now())
+	must(err)
 	return c
 }
 
 // wantSame fails t unless got holds what want holds, and each secret
 // authenticates against got exactly when it should.
-func wantSame(t *testing.T, want, got migrationStore, secrets map[string]bool) {
+func wantSame(t *testing.T, want, got *store.DB, secrets map[string]bool) {
 	t.Helper()
-	if diff := cmp.Diff(contents(t, want), contents(t, got)); diff != "" {
+	if diff := cmp.Diff(contents(t, want), contents(t, got), µs); diff != "" {
 		t.Errorf("target differs from source (-source +target):\n%s", diff)
 	}
 	tokens, err := rollout.NewTokens(context.Background(), got, nil)
@@ -234,9 +349,26 @@ func wantSame(t *testing.T, want, got migrationStore, secrets map[string]bool) {
 	}
 }
 
+// copiedRows reads the rows per table that rollout migrate printed.
+func copiedRows(t *testing.T, stdout string) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	for _, table := range store.CopiedTables() {
+		m := regexp.MustCompile(`(?m)^  ` + table + ` +(\d+)$`).FindStringSubmatch(stdout)
+		if m == nil {
+			t.Errorf("rollout migrate printed %q, without the rows of table %s", stdout, table)
+			continue
+		}
+		n, _ := strconv.ParseInt(m[1], 10, 64)
+		out[table] = n
+	}
+	return out
+}
+
 // TestMigrateSQLiteToPostgresAndBack migrates a database made by the
-// service into PostgreSQL, checks everything arrived, refuses a second
-// migration into it, and migrates it back into a new SQLite file.
+// service, with a row in every table, into PostgreSQL, checks everything
+// arrived and that the target goes on where the source stood, refuses a
+// second migration into it, and migrates it back into a new SQLite file.
 func TestMigrateSQLiteToPostgresAndBack(t *testing.T) {
 	ctx := context.Background()
 	path, secrets := serviceDatabase(t)
@@ -247,35 +379,54 @@ func TestMigrateSQLiteToPostgresAndBack(t *testing.T) {
 	if err != nil {
 		t.Fatalf("rollout migrate: %v\n%s%s", err, stdout, stderr)
 	}
-	for _, want := range []string{"features   3 (10 versions)", "archived   1 features", "tokens     4 (2 revoked)", "exposures  300 evaluations", "ramps      2", "Verified"} {
-		if !strings.Contains(stdout, want) {
-			t.Errorf("rollout migrate printed %q, want it to say %q", stdout, want)
+	for table, n := range copiedRows(t, stdout) {
+		if n == 0 {
+			t.Errorf("table %s: 0 rows copied; the source is meant to have some in every table", table)
 		}
+	}
+	if !strings.Contains(stdout, "Verified") || !strings.Contains(stdout, "write_probe") {
+		t.Errorf("rollout migrate printed %q, want Verified and the tables not copied", stdout)
 	}
 	src, pg := openSQLite(t, path), openPostgres(t, dsn)
 	c := contents(t, src)
-	if len(c.Features) != 3 || len(c.Versions["checkout"]) != 5 || len(c.Tokens) != 4 || c.Features[0].Enabled || len(c.Ramps) != 2 ||
-		len(c.Archived) != 1 || c.Archived[0].Key != "gone" || len(c.Exposures["archived gone"]) == 0 || len(c.Requests) != 2 || c.MaxChurn != 0.1 {
-		t.Fatalf("the source is not what the test made: %d features, %d versions of checkout, %d tokens, banner enabled %v",
-			len(c.Features), len(c.Versions["checkout"]), len(c.Tokens), c.Features[0].Enabled)
+	if len(c.Features) != 4 || len(c.Versions["checkout"]) != 5 || len(c.Tokens) != 4 || len(c.Ramps) != 2 || len(c.Segments) != 2 ||
+		len(c.Archived) != 1 || len(c.Requests) != 2 || c.Settings.MaxChurn != 0.1 || len(c.Webhooks) != 1 || len(c.Deliveries[c.Webhooks[0].ID]) != 1 ||
+		len(c.RuleExposures["gated"]) == 0 || len(c.EndedSessions) != 1 {
+		t.Fatalf("the source is not what the test made: %+v", c)
 	}
 	wantSame(t, src, pg, secrets)
+	if hs, err := pg.Webhooks(ctx); err != nil || len(hs) != 1 || hs[0].Secret != "whsec-0123456789-sekrit" {
+		t.Errorf("target's webhooks = %+v, %v; want the one with its secret", hs, err)
+	}
 
-	// A second migration into the now non-empty target is refused and
-	// changes nothing.
+	// The target goes on where the source stood: the next change takes
+	// the next revision, version sequence and audit event ID.
 	before := contents(t, pg)
-	rev, err := pg.Revision(ctx)
+	svc, err := rollout.NewService(ctx, pg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := svc.Change(ctx, "search", rollout.Patch(ptr("after the move"), nil, nil), rollout.ChangeOptions{Actor: "ada"}); err != nil {
+		t.Fatalf("a change after the move = %v", err)
+	}
+	after := contents(t, pg)
+	if after.Revision != before.Revision+1 {
+		t.Errorf("revision after a change = %d, want %d", after.Revision, before.Revision+1)
+	}
+	if got, prev := after.Changes[0].Seq, before.Changes[0].Seq; got <= prev {
+		t.Errorf("the new version's Seq = %d, want it above the copied %d", got, prev)
+	}
+	if got, prev := after.Audit[len(after.Audit)-1].ID, before.Audit[len(before.Audit)-1].ID; got <= prev {
+		t.Errorf("the new audit event's ID = %d, want it above the copied %d", got, prev)
+	}
+
+	// A second migration into the now non-empty target is refused and
+	// changes nothing.
 	if _, _, err := runCLI(t, "migrate", "--from", path, "--to", dsn); err == nil || !strings.Contains(err.Error(), "not empty") {
 		t.Errorf("second migrate = %v, want a refusal of the non-empty target", err)
 	}
-	if diff := cmp.Diff(before, contents(t, pg)); diff != "" {
+	if diff := cmp.Diff(after, contents(t, pg), µs); diff != "" {
 		t.Errorf("a refused migrate changed the target (-before +after):\n%s", diff)
-	}
-	if after, err := pg.Revision(ctx); err != nil || after != rev {
-		t.Errorf("after a refused migrate Revision() = %d, %v, want %d", after, err, rev)
 	}
 
 	// PostgreSQL → SQLite gives the same data back.
@@ -283,7 +434,7 @@ func TestMigrateSQLiteToPostgresAndBack(t *testing.T) {
 	if stdout, stderr, err := runCLI(t, "migrate", "--from", dsn, "--to", back); err != nil {
 		t.Fatalf("rollout migrate back: %v\n%s%s", err, stdout, stderr)
 	}
-	wantSame(t, src, openSQLite(t, back), secrets)
+	wantSame(t, pg, openSQLite(t, back), secrets)
 }
 
 // TestMigrateRefuses checks the command's refusals: each changes nothing.
@@ -293,7 +444,7 @@ func TestMigrateRefuses(t *testing.T) {
 	src := filepath.Join(dir, "source.db")
 	createToken(t, src, "a", "admin")
 	// Non-empty targets: a token; only a commit (a feature made and
-	// deleted).
+	// purged).
 	withToken := filepath.Join(dir, "token.db")
 	createToken(t, withToken, "b", "viewer")
 	withCommit := filepath.Join(dir, "commit.db")
@@ -317,8 +468,8 @@ func TestMigrateRefuses(t *testing.T) {
 		want string
 	}{
 		{"missing source", []string{"--from", missing, "--to", filepath.Join(dir, "new.db")}, "does not exist"},
-		{"target with a token", []string{"--from", src, "--to", withToken}, "not empty (0 features, 1 tokens, 1 commits)"},
-		{"target with a commit", []string{"--from", src, "--to", withCommit}, "not empty (0 features, 0 tokens, 3 commits)"},
+		{"target with a token", []string{"--from", src, "--to", withToken}, "not empty (rows: tokens 1, commits 1, audit_events 1)"},
+		{"target with a commit", []string{"--from", src, "--to", withCommit}, "not empty (rows: commits 3, audit_events 3)"},
 		{"no target", []string{"--from", src}, "give both"},
 		{"no source", []string{"--to", src}, "give both"},
 		{"an argument", []string{"--from", src, "--to", withToken, "extra"}, "takes no arguments"},
@@ -357,80 +508,65 @@ func TestMigrateRefuses(t *testing.T) {
 }
 
 // TestMigrateVerifyFindsDifferences copies a database, changes the copy in
-// one way at a time and checks that verification reports it.
+// one way at a time and checks that verification reports it, and does not
+// say the databases are equal.
 func TestMigrateVerifyFindsDifferences(t *testing.T) {
 	ctx := context.Background()
 	path, _ := serviceDatabase(t)
 	src := openSQLite(t, path)
-	sum := func(key string, s migrationStore) int64 {
-		t.Helper()
-		es, err := s.Exposures(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var n int64
-		for _, e := range es {
-			n += e.Count
-		}
-		return n
-	}
-	if sum("checkout", src) == 0 {
-		t.Fatal("the source has no evaluation counts of checkout: the service did not flush them")
-	}
 
 	for _, tc := range []struct {
 		name   string
-		change func(t *testing.T, dst migrationStore) error
+		change func(t *testing.T, dst *store.DB, raw *sql.DB) error
 		want   []string
 	}{
-		{"nothing", func(*testing.T, migrationStore) error { return nil }, nil},
-		{"a feature changed", func(t *testing.T, dst migrationStore) error {
-			f, err := dst.Feature(ctx, "search")
-			if err != nil {
-				return err
-			}
-			f.Version++
-			f.Description = "changed"
-			return dst.UpdateFeature(ctx, f, rollout.Version{Version: f.Version, Config: f})
-		}, []string{`feature "search": current configuration differs`, `feature "search": source has 2 versions, target has 3`}},
-		{"a feature archived", func(t *testing.T, dst migrationStore) error {
-			return dst.ArchiveFeature(ctx, "banner", 2, rollout.AuditEvent{Actor: "test"})
-		}, []string{"features: source has 3, target has 2", `feature "banner": missing from the target`, `archived feature "banner": in the target only`}},
-		{"a feature added", func(t *testing.T, dst migrationStore) error {
-			f := rollout.Feature{Key: "extra", Buckets: []rollout.Bucket{{Name: "A", Replicas: 1}}, Version: 1}
-			return dst.CreateFeature(ctx, f, rollout.Version{Version: 1, Config: f})
-		}, []string{"features: source has 3, target has 4", `feature "extra": in the target only`}},
-		{"evaluations counted", func(t *testing.T, dst migrationStore) error {
+		{"nothing", func(*testing.T, *store.DB, *sql.DB) error { return nil }, nil},
+		{"a segment deleted", func(t *testing.T, dst *store.DB, raw *sql.DB) error {
+			// What rollout migrate did before it copied segments.
+			_, err := raw.ExecContext(ctx, `DELETE FROM segments WHERE key = 'staff'`)
+			return err
+		}, []string{`table segments: row (key="staff") is missing from the target`, `table segment_versions: row (segment_key="staff", version=1) is missing from the target`}},
+		{"a webhook's secret changed", func(t *testing.T, dst *store.DB, raw *sql.DB) error {
+			_, err := raw.ExecContext(ctx, `UPDATE webhooks SET secret = 'other'`)
+			return err
+		}, []string{`table webhooks: row (id=`}},
+		{"evaluations counted", func(t *testing.T, dst *store.DB, raw *sql.DB) error {
 			f, err := dst.Feature(ctx, "checkout")
 			if err != nil {
 				return err
 			}
 			return dst.AddExposures(ctx, []rollout.Exposure{{FeatureID: f.ID, Version: 1, Bucket: "A", Count: 1}})
-		}, []string{fmt.Sprintf(`feature "checkout": source counts %d evaluations, target %d`, sum("checkout", src), sum("checkout", src)+1)}},
-		{"a token revoked", func(t *testing.T, dst migrationStore) error {
+		}, []string{`table exposures: row (feature_id=`}},
+		{"a token revoked", func(t *testing.T, dst *store.DB, raw *sql.DB) error {
 			return dst.RevokeToken(ctx, "admin", time.Now(), "test")
-		}, []string{`token "admin" (`}},
-		{"a token added", func(t *testing.T, dst migrationStore) error {
-			return dst.CreateToken(ctx, rollout.Token{Name: "new", Role: rollout.Role("viewer"), Hash: "h", CreatedAt: time.Now()})
-		}, []string{"tokens: source has 4, target has 5", `token "new" (`}},
+		}, []string{`table tokens: row (id=`, "table revision: row (id=1) differs: revision: source", "table commits: row (revision=", "table audit_events: row (id="}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dst := openSQLite(t, filepath.Join(t.TempDir(), "copy.db"))
-			if _, err := migrateStores(ctx, src, dst); err != nil {
-				t.Fatalf("migrateStores = %v", err)
+			dstPath := filepath.Join(t.TempDir(), "copy.db")
+			dst := openSQLite(t, dstPath)
+			if _, err := store.Copy(ctx, src, dst); err != nil {
+				t.Fatalf("Copy = %v", err)
 			}
-			if err := tc.change(t, dst); err != nil {
+			// The store's own connections, for changes no method makes.
+			raw, err := sql.Open("sqlite3", "file:"+dstPath+"?_foreign_keys=on&_busy_timeout=5000")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer raw.Close()
+			if err := tc.change(t, dst, raw); err != nil {
 				t.Fatal(err)
 			}
 			var stdout, stderr bytes.Buffer
-			err := verify(ctx, src, dst, "source", "target", &stdout, &stderr)
+			err = verify(ctx, src, dst, "source", "target", len(store.CopiedTables()), &stdout, &stderr)
 			switch {
 			case len(tc.want) == 0 && (err != nil || !strings.Contains(stdout.String(), "Verified")):
 				t.Errorf("verify = %v, printed %q %q, want no mismatch", err, stdout.String(), stderr.String())
 			case len(tc.want) > 0 && (err == nil || !strings.Contains(err.Error(), fmt.Sprintf("differ in %d places", len(tc.want)))):
-				t.Errorf("verify = %v, want an error counting %d mismatches", err, len(tc.want))
+				t.Errorf("verify = %v, printed %q, want an error counting %d mismatches", err, stderr.String(), len(tc.want))
+			case len(tc.want) > 0 && strings.Contains(stdout.String(), "Verified"):
+				t.Errorf("verify printed %q despite differences", stdout.String())
 			}
-			got := strings.Split(strings.TrimSpace(stderr.String()), "\nmismatch: ")
+			got := strings.Split(strings.TrimSpace(stderr.String()), "\n")
 			if len(tc.want) == 0 {
 				got = nil
 			}
@@ -448,8 +584,7 @@ func TestMigrateVerifyFindsDifferences(t *testing.T) {
 
 // TestMigrateExposureTotals: migrate copies exposures hour by hour, totals
 // that saturated at the largest int64 and totals kept before hours were
-// (hour 0) included, and reports their sum saturated rather than
-// overflowed.
+// (hour 0) included.
 func TestMigrateExposureTotals(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "rollout.db")
@@ -476,8 +611,8 @@ func TestMigrateExposureTotals(t *testing.T) {
 	if err != nil {
 		t.Fatalf("rollout migrate: %v\n%s%s", err, stdout, stderr)
 	}
-	if want := fmt.Sprintf("exposures  %d evaluations", int64(math.MaxInt64)); !strings.Contains(stdout, want) || !strings.Contains(stdout, "Verified") {
-		t.Errorf("rollout migrate printed %q, want it to say %q and Verified", stdout, want)
+	if rows := copiedRows(t, stdout); rows["exposures"] != 3 || !strings.Contains(stdout, "Verified") {
+		t.Errorf("rollout migrate printed %q, want 3 rows of exposures and Verified", stdout)
 	}
 	want, err := src.Exposures(ctx, "f")
 	if err != nil {
@@ -492,5 +627,120 @@ func TestMigrateExposureTotals(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("exposures in PostgreSQL differ (-source +target):\n%s", diff)
+	}
+}
+
+// TestMigrateKeepsSegmentRules is a user served "on" by a rule using a
+// segment before a move, over HTTP, and served the same after the move to
+// PostgreSQL and back.
+func TestMigrateKeepsSegmentRules(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rollout.db")
+	s := startServer(t, path)
+	s.must(201, "POST", "/api/segments", map[string]any{"key": "staff", "conditions": []any{map[string]any{"attribute": "email", "op": "ends_with", "value": "@example.com"}}})
+	s.must(201, "POST", "/api/features", map[string]any{"key": "gated", "buckets": []any{map[string]any{"name": "off", "replicas": 1}, map[string]any{"name": "on", "replicas": 0}}})
+	s.must(200, "PUT", "/api/features/gated/rules", map[string]any{"rules": []any{map[string]any{"name": "staff",
+		"conditions": []any{map[string]any{"op": "in_segment", "value": "staff"}}, "serve": map[string]any{"bucket": "on"}}}})
+	ask := map[string]any{"user": "ada", "features": []string{"gated"}, "context": map[string]any{"email": "ada@example.com"}}
+	served := func(s *server) string {
+		t.Helper()
+		r := s.must(200, "POST", "/evaluate", ask)["results"].(map[string]any)["gated"].(map[string]any)
+		return fmt.Sprint(r["bucket"], " ", r["reason"])
+	}
+	before := served(s)
+	if before != "on targeting_match" {
+		t.Fatalf("before the move ada gets %q, want on by the rule", before)
+	}
+	s.stop()
+	dsn := storetest.PostgresDSN(t)
+	if stdout, stderr, err := runCLI(t, "migrate", "--from", path, "--to", dsn); err != nil {
+		t.Fatalf("rollout migrate: %v\n%s%s", err, stdout, stderr)
+	}
+	back := filepath.Join(t.TempDir(), "back.db")
+	if stdout, stderr, err := runCLI(t, "migrate", "--from", dsn, "--to", back); err != nil {
+		t.Fatalf("rollout migrate back: %v\n%s%s", err, stdout, stderr)
+	}
+	for _, db := range []string{dsn, back} {
+		s := startServer(t, db)
+		if got := served(s); got != before {
+			t.Errorf("after the move to %s ada gets %q, want %q", serve.RedactDSN(db), got, before)
+		}
+		s.stop()
+	}
+}
+
+// TestMigrateEvaluatesAlike evaluates 10,000 users with random contexts on
+// features with overrides, rules using segments and attributes, and
+// bucket_by, before and after a move to PostgreSQL and back: every answer
+// is the same.
+func TestMigrateEvaluatesAlike(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "rollout.db")
+	src := openSQLite(t, path)
+	svc, err := rollout.NewService(ctx, src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillTargeting(t, svc, src)
+	plain := targetedFeature("plain")
+	plain.BucketBy, plain.Rules = "", plain.Rules[:1]
+	if _, err := svc.Create(ctx, plain, rollout.ChangeOptions{Actor: "ada"}); err != nil {
+		t.Fatal(err)
+	}
+	dsn := storetest.PostgresDSN(t)
+	if stdout, stderr, err := runCLI(t, "migrate", "--from", path, "--to", dsn); err != nil {
+		t.Fatalf("rollout migrate: %v\n%s%s", err, stdout, stderr)
+	}
+	back := filepath.Join(t.TempDir(), "back.db")
+	if stdout, stderr, err := runCLI(t, "migrate", "--from", dsn, "--to", back); err != nil {
+		t.Fatalf("rollout migrate back: %v\n%s%s", err, stdout, stderr)
+	}
+	snaps := map[string]*rollout.Snapshot{}
+	for name, db := range map[string]*store.DB{"postgres": openPostgres(t, dsn), "back": openSQLite(t, back)} {
+		s, err := rollout.NewService(ctx, db, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snaps[name] = s.Snapshot()
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
+	reasons := map[string]int{}
+	for i := range 10_000 {
+		user := fmt.Sprint("user:", i)
+		if i%1000 == 3 {
+			user = pick("vip", "user:3")
+		}
+		c := rollout.Context{
+			"email":   pick(fmt.Sprintf("u%d@example.com", i), fmt.Sprintf("u%d@else.org", i)),
+			"plan":    pick("free", "pro", "enterprise"),
+			"country": pick("de", "fr", "us"),
+			"account": fmt.Sprint("acct", rng.IntN(500)),
+			"org":     fmt.Sprint("org", rng.IntN(50)),
+		}
+		if rng.IntN(10) == 0 {
+			delete(c, "account") // bucket_by's attribute missing: the default
+		}
+		for _, key := range []string{"gated", "plain"} {
+			want, err := svc.Snapshot().PeekContext(key, user, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reasons[key+" "+want.Reason]++
+			for name, snap := range snaps {
+				got, err := snap.PeekContext(key, user, c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.Bucket != want.Bucket || got.Reason != want.Reason || got.Rule != want.Rule || got.Version != want.Version {
+					t.Fatalf("%s: %s with %v gets %s (%s %s) in %s, %s (%s %s) before the move", key, user, c, got.Bucket, got.Reason, got.Rule, name, want.Bucket, want.Reason, want.Rule)
+				}
+			}
+		}
+	}
+	t.Logf("answers compared, by feature and reason: %v", reasons)
+	for _, want := range []string{"gated " + rollout.ReasonTargetingMatch, "gated " + rollout.ReasonOverride, "plain " + rollout.ReasonTargetingMatch} {
+		if reasons[want] == 0 {
+			t.Errorf("no answer of %q among %v: the test does not exercise it", want, reasons)
+		}
 	}
 }

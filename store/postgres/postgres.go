@@ -91,7 +91,8 @@ func Open(ctx context.Context, dsn string) (*store.DB, error) {
 			WITH r AS (UPDATE revision SET revision = revision + 1 WHERE id = 1 RETURNING revision),
 			     c AS (INSERT INTO commits (revision, kind, key, created_at) SELECT revision, ?, ?, ? FROM r)
 			SELECT revision FROM r, pg_notify('` + channel + `', revision::text)`,
-		Listen: l.notifications,
+		Listen:  l.notifications,
+		Catalog: catalog,
 		Close: func() error {
 			l.close() // the listeners first: they end, then the pool
 			return pool.Close()
@@ -169,4 +170,52 @@ func constraint(err error) store.Constraint {
 		return store.ForeignKey
 	}
 	return store.NoConstraint
+}
+
+// catalog reads PostgreSQL's schema (information_schema, the current
+// schema's tables) and the sequences of serial columns.
+var catalog = store.Catalog{
+	Tables: func(ctx context.Context, q store.Querier) ([]store.Table, error) {
+		rows, err := q.QueryContext(ctx, `
+			SELECT c.table_name, c.column_name, c.data_type, COALESCE(k.ordinal_position, 0),
+			       c.is_identity = 'YES' OR COALESCE(c.column_default LIKE 'nextval(%', false)
+			FROM information_schema.columns c
+			JOIN information_schema.tables t
+			  ON t.table_schema = c.table_schema AND t.table_name = c.table_name AND t.table_type = 'BASE TABLE'
+			LEFT JOIN (information_schema.table_constraints tc
+			           JOIN information_schema.key_column_usage k
+			             ON k.constraint_schema = tc.constraint_schema AND k.constraint_name = tc.constraint_name)
+			  ON tc.constraint_type = 'PRIMARY KEY' AND tc.table_schema = c.table_schema AND tc.table_name = c.table_name
+			     AND k.column_name = c.column_name
+			WHERE c.table_schema = current_schema()
+			ORDER BY c.table_name, c.ordinal_position`)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var out []store.Table
+		for rows.Next() {
+			var table string
+			var c store.Column
+			if err := rows.Scan(&table, &c.Name, &c.Type, &c.Key, &c.Serial); err != nil {
+				return nil, err
+			}
+			if len(out) == 0 || out[len(out)-1].Name != table {
+				out = append(out, store.Table{Name: table})
+			}
+			t := &out[len(out)-1]
+			t.Columns = append(t.Columns, c)
+		}
+		return out, rows.Err()
+	},
+	LastSerial: func(ctx context.Context, q store.Querier, table, column string) (int64, error) {
+		var last int64
+		err := q.QueryRowContext(ctx, `SELECT COALESCE(pg_sequence_last_value(pg_get_serial_sequence($1, $2)::regclass), 0)`, table, column).Scan(&last)
+		return last, err
+	},
+	SetSerial: func(ctx context.Context, q store.Querier, table, column string, last int64) error {
+		_, err := q.ExecContext(ctx, `SELECT setval(pg_get_serial_sequence($1, $2), $3, true)`, table, column, last)
+		return err
+	},
+	Overriding: " OVERRIDING SYSTEM VALUE",
 }

@@ -125,6 +125,7 @@ func (f *file) dialect() store.Dialect {
 		Check:       f.check,
 		Backup:      f.backup,
 		Close:       f.close,
+		Catalog:     catalog,
 	}
 }
 
@@ -282,4 +283,56 @@ func (f *file) check() error {
 		return rollout.Errorf(rollout.EUnavailable, "the database file %s is gone (moved or deleted): changes are refused until it is back", f.path)
 	}
 	return nil
+}
+
+// catalog reads SQLite's schema (sqlite_master) and its AUTOINCREMENT
+// counters (sqlite_sequence).
+var catalog = store.Catalog{
+	Tables: func(ctx context.Context, q store.Querier) ([]store.Table, error) {
+		rows, err := q.QueryContext(ctx, `
+			SELECT m.name, p.name, lower(p.type), p.pk, m.sql LIKE '%AUTOINCREMENT%'
+			FROM sqlite_master m, pragma_table_info(m.name) p
+			WHERE m.type = 'table'
+			ORDER BY m.name, p.cid`)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var out []store.Table
+		for rows.Next() {
+			var table string
+			var c store.Column
+			var auto bool
+			if err := rows.Scan(&table, &c.Name, &c.Type, &c.Key, &auto); err != nil {
+				return nil, err
+			}
+			// Only an INTEGER PRIMARY KEY can be AUTOINCREMENT.
+			c.Serial = auto && c.Key == 1 && c.Type == "integer"
+			if len(out) == 0 || out[len(out)-1].Name != table {
+				out = append(out, store.Table{Name: table})
+			}
+			t := &out[len(out)-1]
+			t.Columns = append(t.Columns, c)
+		}
+		return out, rows.Err()
+	},
+	LastSerial: func(ctx context.Context, q store.Querier, table, _ string) (int64, error) {
+		var last int64
+		err := q.QueryRowContext(ctx, `SELECT seq FROM sqlite_sequence WHERE name = ?`, table).Scan(&last)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, nil
+		}
+		return last, err
+	},
+	SetSerial: func(ctx context.Context, q store.Querier, table, _ string, last int64) error {
+		res, err := q.ExecContext(ctx, `UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = ?`, last, table)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n > 0 {
+			return err
+		}
+		_, err = q.ExecContext(ctx, `INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)`, table, last)
+		return err
+	},
 }
