@@ -110,11 +110,11 @@ func contextAwareRule(fl flagdFlag) (rollout.Rule, error) {
 	rule := rollout.Rule{Name: "context-aware", Serve: rollout.Serve{Bucket: then}}
 	for _, c := range and.And {
 		var v struct{ Var []string }
-		if eq := c["=="]; len(c) != 1 || len(eq) != 2 || json.Unmarshal(eq[0], &v) != nil || len(v.Var) != 1 {
+		eq := c["=="]
+		if len(c) != 1 || len(eq) != 2 || json.Unmarshal(eq[0], &v) != nil || len(v.Var) != 1 {
 			return rollout.Rule{}, fmt.Errorf("targeting: only == of a var under and")
-		} else {
-			rule.Conditions = append(rule.Conditions, rollout.Condition{Attribute: v.Var[0], Op: rollout.OpEq, Value: eq[1]})
 		}
+		rule.Conditions = append(rule.Conditions, rollout.Condition{Attribute: v.Var[0], Op: rollout.OpEq, Value: eq[1]})
 	}
 	return rule, nil
 }
