@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,7 +47,8 @@ import (
 // answer no user ID can change (switched off; or no overrides and a ring of
 // one bucket or bucketed by an attribute), as OpenFeature's evaluation suite
 // expects; any other is TARGETING_KEY_MISSING, and so is a bulk evaluation
-// without one.
+// without one. A single flag that does not exist is FLAG_NOT_FOUND whatever
+// the request holds: it is looked up before the body is read.
 
 // OFREP error codes.
 const (
@@ -371,10 +373,16 @@ func jsonType(first byte) string {
 	return "number"
 }
 
-// ofrepEvaluate is POST /ofrep/v1/evaluate/flags/{key}.
+// ofrepEvaluate is POST /ofrep/v1/evaluate/flags/{key}. A flag that does
+// not exist is FLAG_NOT_FOUND (404) whatever the request's context holds:
+// the flag is looked up before the context is read.
 func (s *Server) ofrepEvaluate(c echo.Context) error {
 	key := pathParam(c, "key")
 	snap := s.snapshotState().snap
+	if _, found := slices.BinarySearch(snap.Keys(), key); !found {
+		_, err := snap.Peek(key, "") // the snapshot's not-found error, which says what to do
+		return &ofrepError{Key: key, ErrorCode: ofrepFlagNotFound, ErrorDetails: rollout.ErrorMessage(err)}
+	}
 	user, _, ctx, err := readOFREP(c, key, func() bool { return snap.UsesContext(key) }, func() bool { return ofrepKeyFree(snap, key) })
 	if err != nil {
 		return err
@@ -382,9 +390,6 @@ func (s *Server) ofrepEvaluate(c echo.Context) error {
 	defer putContext(ctx)
 	o, err := snap.EvaluateOutcomeContext(key, user, ctx)
 	if err != nil {
-		if rollout.ErrorCode(err) == rollout.ENotFound {
-			return &ofrepError{Key: key, ErrorCode: ofrepFlagNotFound, ErrorDetails: rollout.ErrorMessage(err)}
-		}
 		return err
 	}
 	a := answerOf(s.metrics, o)

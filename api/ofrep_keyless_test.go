@@ -49,6 +49,13 @@ func TestOFREPWithoutTargetingKey(t *testing.T) {
 			t.Errorf("targeted with %s = %d %s, want 200 with %s", body, r.status, r.body, want)
 		}
 	}
+	// Bodies an existing flag refuses (no key; a context that is not an
+	// object; not JSON) name no flag that exists: still not found.
+	for _, body := range []string{`{"context":[]}`, `{"context":{"targetingKey":5}}`, `not json`} {
+		if r := s.do("POST", "/ofrep/v1/evaluate/flags/nope", body); r.status != 404 || r.json(t)["errorCode"] != "FLAG_NOT_FOUND" {
+			t.Errorf("nope with %s = %d %s, want 404 FLAG_NOT_FOUND", body, r.status, r.body)
+		}
+	}
 	for _, body := range []string{`{"context":{}}`, `{"context":{"plan":"pro"}}`, `{}`, ``, `{"context":{"targetingKey":""}}`} {
 		for key, want := range map[string]string{
 			"one":    `{"key":"one","value":true,"variant":"on","reason":"STATIC","metadata":{"version":1}}`,
@@ -60,11 +67,15 @@ func TestOFREPWithoutTargetingKey(t *testing.T) {
 				t.Errorf("%s with %s = %d %s, want 200 %s", key, body, r.status, r.body, want)
 			}
 		}
-		for _, key := range []string{"checkout", "one-vip", "dark-mode", "nope"} {
+		for _, key := range []string{"checkout", "one-vip", "dark-mode"} {
 			r := s.do("POST", "/ofrep/v1/evaluate/flags/"+key, body)
 			if r.status != 400 || r.json(t)["errorCode"] != "TARGETING_KEY_MISSING" {
 				t.Errorf("%s with %s = %d %s, want 400 TARGETING_KEY_MISSING", key, body, r.status, r.body)
 			}
+		}
+		// A flag that does not exist is not found, whatever the context.
+		if r := s.do("POST", "/ofrep/v1/evaluate/flags/nope", body); r.status != 404 || r.json(t)["errorCode"] != "FLAG_NOT_FOUND" || r.json(t)["key"] != "nope" {
+			t.Errorf("nope with %s = %d %s, want 404 FLAG_NOT_FOUND", body, r.status, r.body)
 		}
 		if r := s.do("POST", "/ofrep/v1/evaluate/flags", body); r.status != 400 || r.json(t)["errorCode"] != "TARGETING_KEY_MISSING" {
 			t.Errorf("bulk with %s = %d %s, want 400 TARGETING_KEY_MISSING", body, r.status, r.body)

@@ -76,7 +76,8 @@ func TestOFREPEvaluate(t *testing.T) {
 		{"targeting key not a string", "checkout", `{"context":{"targetingKey":42}}`, 400, failure("checkout", "INVALID_CONTEXT")},
 		{"targeting key too long", "checkout", ofrepBody(strings.Repeat("u", 300)), 400, failure("checkout", "INVALID_CONTEXT")},
 		{"unknown flag", "nope", ofrepBody("user-1"), 404, failure("nope", "FLAG_NOT_FOUND")},
-		{"unknown flag, bad request first", "nope", `{}`, 400, failure("nope", "TARGETING_KEY_MISSING")},
+		{"unknown flag, no targeting key", "nope", `{}`, 404, failure("nope", "FLAG_NOT_FOUND")},
+		{"unknown flag, a context that is not an object", "nope", `{"context":5}`, 404, failure("nope", "FLAG_NOT_FOUND")},
 		{"body too large", "checkout", ofrepBody(strings.Repeat("u", tooLargeUser)), 413, map[string]any{"errorDetails": "…"}},
 	}
 	for _, tt := range tests {

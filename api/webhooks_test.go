@@ -151,3 +151,81 @@ func TestWebhookNeverSlowsAChange(t *testing.T) {
 		}
 	}
 }
+
+// TestWebhookPausedKeepsTheAnswerFromViewers: an endpoint that answers 404
+// with its URL's secret path in the body is paused after its failures;
+// the webhook_paused event, which viewers read and the other webhooks
+// receive, says "HTTP 404" and holds nothing the endpoint answered, which
+// only the admins' delivery log shows.
+func TestWebhookPausedKeepsTheAnswerFromViewers(t *testing.T) {
+	const secret = "SECRETPATH-7c1e"
+	g := newGuardedServer(t)
+	leaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "Cannot POST "+r.URL.Path, http.StatusNotFound)
+	}))
+	defer leaky.Close()
+	got := make(chan []byte, 100)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got <- body
+	}))
+	defer other.Close()
+	g.must(t, 201, "admin", "POST", "/api/webhooks", map[string]any{"url": other.URL, "events": []string{"webhook_paused"}})
+	var made webhookAnswer
+	json.Unmarshal([]byte(g.must(t, 201, "admin", "POST", "/api/webhooks", map[string]any{"url": leaky.URL + "/services/T1/B1/" + secret})), &made)
+
+	now := time.Now()
+	w := webhook.New(g.db, webhook.Options{Clock: func() time.Time { return now }})
+	for i := 1; i <= rollout.WebhookMaxFailures; i++ {
+		for {
+			n, err := w.RunOnce(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				break
+			}
+		}
+		now = now.Add(rollout.WebhookBackoff(i))
+	}
+	if _, err := w.RunOnce(context.Background()); err != nil { // the other webhook gets the pause
+		t.Fatal(err)
+	}
+
+	leaked := func(where, text string) {
+		t.Helper()
+		for _, part := range []string{secret, "Cannot POST", "/services/T1"} {
+			if strings.Contains(text, part) {
+				t.Errorf("%s holds %q of the endpoint's answer: %s", where, part, text)
+			}
+		}
+	}
+	status, audit := g.send(t, "viewer", "GET", "/api/audit?kind=webhook_paused", nil)
+	if status != 200 || !strings.Contains(audit, "webhook_paused") || !strings.Contains(audit, "HTTP 404") {
+		t.Errorf("GET /api/audit as a viewer = %d %s, want the webhook_paused event saying HTTP 404", status, audit)
+	}
+	leaked("the audit trail", audit)
+	select {
+	case body := <-got:
+		if !strings.Contains(string(body), `"kind":"webhook_paused"`) || !strings.Contains(string(body), "HTTP 404") {
+			t.Errorf("the other webhook got %s, want the webhook_paused event saying HTTP 404", body)
+		}
+		leaked("the other webhook's delivery", string(body))
+	default:
+		t.Error("the other webhook got no webhook_paused event")
+	}
+
+	// The admins' delivery log keeps the answer.
+	var detail webhookAnswer
+	json.Unmarshal([]byte(g.must(t, 200, "admin", "GET", "/api/webhooks/"+made.ID, nil)), &detail)
+	if detail.State != rollout.WebhookPaused || len(detail.Deliveries) != rollout.WebhookMaxFailures {
+		t.Fatalf("GET /api/webhooks/ID = %+v, want paused after %d attempts", detail, rollout.WebhookMaxFailures)
+	}
+	leaked("the paused reason", detail.PausedReason)
+	if d := detail.Deliveries[0]; d.Error != "HTTP 404" || d.Status != 404 || !strings.Contains(d.Detail, "Cannot POST /services/T1/B1/"+secret) {
+		t.Errorf("latest delivery %+v, want HTTP 404 with the endpoint's answer as its detail", d)
+	}
+	for _, role := range []string{"editor", "viewer"} {
+		g.must(t, 403, role, "GET", "/api/webhooks/"+made.ID, nil)
+	}
+}

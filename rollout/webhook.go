@@ -95,8 +95,16 @@ type WebhookDelivery struct {
 	Time      time.Time `json:"time"`
 	// Status is the HTTP status the endpoint answered (0: none).
 	Status int `json:"status"`
-	// Error says why the attempt failed ("": it succeeded).
-	Error    string `json:"error,omitempty"`
+	// Error says why the attempt failed ("": it succeeded), in words of
+	// the server's own that hold nothing the endpoint sent: "HTTP 404",
+	// "timeout", "connection refused". It is what a pause reports, in the
+	// audit trail, which viewers and the other webhooks read.
+	Error string `json:"error,omitempty"`
+	// Detail is what the endpoint answered to a failed attempt (the first
+	// 200 bytes of its body), or the connection's error, without the URL.
+	// Endpoints may echo their URL's secret path in it, so it is kept only
+	// in the delivery log, which only admins read.
+	Detail   string `json:"detail,omitempty"`
 	Duration int64  `json:"duration_ms"`
 }
 
@@ -186,6 +194,7 @@ func (h Webhook) Outcome(e AuditEvent, d WebhookDelivery, now time.Time) Webhook
 	}
 	o.NextAttempt = now.Add(WebhookBackoff(o.Failures))
 	if o.Failures >= WebhookMaxFailures {
+		// d.Error, never d.Detail: the pause reaches the audit trail.
 		o.Pause = fmt.Sprintf("%d failed attempts in a row since %s, the last: %s", o.Failures, o.FirstFailure.UTC().Format(time.RFC3339), d.Error)
 	}
 	return o

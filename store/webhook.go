@@ -115,6 +115,7 @@ func (db *DB) WebhookDeliveries(ctx context.Context, id string, limit int) ([]ro
 			)
 			err := rows.Scan(&d.ID, &d.Webhook, &d.EventID, &kind, &d.Attempt, &at, &d.Status, &d.Error, &d.Duration)
 			d.EventKind, d.Time = rollout.AuditKind(kind), at.T
+			d.Error, d.Detail, _ = strings.Cut(d.Error, "\n")
 			return d, err
 		})
 		return err
@@ -262,9 +263,15 @@ func (db *DB) FinishWebhook(ctx context.Context, owner, id string, o rollout.Web
 			return err
 		}
 		d := o.Delivery
+		// The error column holds the reason, then the detail after a
+		// newline (reasons have none).
+		stored := d.Error
+		if d.Detail != "" {
+			stored += "\n" + d.Detail
+		}
 		if _, err := tx.exec(`INSERT INTO webhook_deliveries (webhook_id, event_id, event_kind, attempt, at, status, error, duration_ms)
 			SELECT id, ?, ?, ?, ?, ?, ?, ? FROM webhooks WHERE id = ?`,
-			d.EventID, string(d.EventKind), d.Attempt, db.d.Time(d.Time), d.Status, d.Error, d.Duration, id); err != nil {
+			d.EventID, string(d.EventKind), d.Attempt, db.d.Time(d.Time), d.Status, stored, d.Duration, id); err != nil {
 			return err
 		}
 		if _, err := tx.exec(`DELETE FROM webhook_deliveries WHERE webhook_id = ? AND id <= (

@@ -16,14 +16,18 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/rollout/rollout/rollout"
@@ -34,8 +38,8 @@ const (
 	DefaultTimeout     = 10 * time.Second
 	DefaultConcurrency = 4
 	DefaultInterval    = time.Second
-	// MaxResponseBytes is how much of an endpoint's answer is read (and
-	// kept, in an error, for a failure).
+	// MaxResponseBytes is how much of an endpoint's answer is read; the
+	// delivery log keeps the first 200 bytes of a failure's.
 	MaxResponseBytes = 4 << 10
 )
 
@@ -180,7 +184,11 @@ func (w *Worker) Run(ctx context.Context, interval time.Duration, report func(er
 	}
 }
 
-// deliver POSTs e to h and says how it went.
+// deliver POSTs e to h and says how it went: for a failure, a reason in
+// words of our own (rollout.WebhookDelivery.Error), which reaches the
+// audit trail when it pauses the webhook, and what the endpoint answered
+// or the connection's error (Detail), which only the admins' delivery log
+// shows.
 func (w *Worker) deliver(ctx context.Context, h rollout.Webhook, e rollout.AuditEvent) rollout.WebhookDelivery {
 	start := w.now()
 	d := rollout.WebhookDelivery{Time: start}
@@ -189,7 +197,8 @@ func (w *Worker) deliver(ctx context.Context, h rollout.Webhook, e rollout.Audit
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(body))
 	if err != nil {
-		d.Error = "the request could not be made: " + err.Error()
+		// Without the URL, which may hold a secret.
+		d.Error, d.Detail = "invalid URL", "the request could not be made"
 		return d
 	}
 	req.Header.Set("Content-Type", "application/json")
@@ -201,15 +210,15 @@ func (w *Worker) deliver(ctx context.Context, h rollout.Webhook, e rollout.Audit
 	resp, err := w.client.Do(req)
 	d.Duration = w.now().Sub(start).Milliseconds()
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			d.Error = fmt.Sprintf("no answer within %v (timeout)", w.timeout)
+		// Without the URL, which may hold a secret.
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			err = ue.Err
+		}
+		d.Error = failureReason(err)
+		if d.Error == reasonTimeout {
+			d.Detail = fmt.Sprintf("no answer within %v", w.timeout)
 		} else {
-			// Without the URL, which may hold a secret: the error
-			// reaches the audit trail when it pauses the webhook.
-			if ue, ok := errors.AsType[*url.Error](err); ok {
-				err = ue.Err
-			}
-			d.Error = "the endpoint could not be reached: " + err.Error()
+			d.Detail = excerpt([]byte(err.Error()))
 		}
 		return d
 	}
@@ -217,10 +226,55 @@ func (w *Worker) deliver(ctx context.Context, h rollout.Webhook, e rollout.Audit
 	d.Status = resp.StatusCode
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		d.Error = fmt.Sprintf("the endpoint answered %s", resp.Status)
-		if len(answer) > 0 {
-			d.Error += ": " + string(bytes.ToValidUTF8(answer[:min(len(answer), 200)], []byte("?")))
-		}
+		// The status code alone: the reason phrase, like the body, is
+		// the endpoint's to choose, and may echo its URL.
+		d.Error = "HTTP " + strconv.Itoa(resp.StatusCode)
+		d.Detail = excerpt(answer)
 	}
 	return d
+}
+
+// maxDetail is how much of an endpoint's answer, or of a connection's
+// error, the delivery log keeps.
+const maxDetail = 200
+
+// excerpt is the first maxDetail bytes of b, as valid UTF-8.
+func excerpt(b []byte) string {
+	return string(bytes.ToValidUTF8(b[:min(len(b), maxDetail)], []byte("?")))
+}
+
+const reasonTimeout = "timeout"
+
+// failureReason says why a request got no answer, in words of our own:
+// a connection's error may carry what the endpoint sent (a malformed
+// answer, a certificate's names), which must not reach the audit trail.
+func failureReason(err error) string {
+	var (
+		dns      *net.DNSError
+		certErr  *tls.CertificateVerificationError
+		alert    tls.AlertError
+		header   tls.RecordHeaderError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		netErr   net.Error
+	)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		return reasonTimeout
+	case errors.As(err, &dns):
+		return "DNS lookup failed"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return "connection reset"
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "host unreachable"
+	case errors.As(err, &certErr), errors.As(err, &alert), errors.As(err, &header),
+		errors.As(err, &unknown), errors.As(err, &hostname), errors.As(err, &invalid):
+		return "TLS handshake failed"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection closed without an answer"
+	}
+	return "no valid answer"
 }

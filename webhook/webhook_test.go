@@ -1,9 +1,11 @@
 package webhook_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -391,7 +393,7 @@ func TestUnreachableKeepsURLSecret(t *testing.T) {
 		t.Fatalf("RunOnce = %d", n)
 	}
 	log, err := db.WebhookDeliveries(context.Background(), h.ID, 0)
-	if err != nil || len(log) != 1 || !strings.Contains(log[0].Error, "could not be reached") || strings.Contains(log[0].Error, "very-secret") {
+	if err != nil || len(log) != 1 || log[0].Error != "connection refused" || strings.Contains(log[0].Detail, "very-secret") {
 		t.Fatalf("log %+v, %v", log, err)
 	}
 	if got, want := rollout.WebhookSite(h.URL), closed.URL+"/…"; got != want {
@@ -399,5 +401,85 @@ func TestUnreachableKeepsURLSecret(t *testing.T) {
 	}
 	if got := rollout.WebhookSite("https://example.com"); got != "https://example.com" {
 		t.Errorf("WebhookSite(no path) = %q", got)
+	}
+}
+
+// rawEndpoint is an endpoint on loopback that reads a request and writes
+// answer as it is, bytes the test chooses (a status line of its own, or
+// no HTTP at all), then closes the connection.
+func rawEndpoint(t *testing.T, answer string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				io.Copy(io.Discard, req.Body)
+				io.WriteString(c, answer)
+			})
+		}
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// TestFailureReasonsHoldNothingTheEndpointSent: whatever an endpoint
+// answers (a body or a status line echoing its URL's secret path, bytes
+// that are not HTTP, nothing), a failed delivery's reason is in the
+// server's own words, which the audit trail may show; what the endpoint
+// sent is in the log's detail only.
+func TestFailureReasonsHoldNothingTheEndpointSent(t *testing.T) {
+	const secret = "SECRETPATH-9f3a"
+	for _, tt := range []struct {
+		name, answer string
+		reason       string
+		status       int
+		detail       string // contained in the log's detail
+	}{
+		{"404 with the path in its body", "HTTP/1.1 404 Not Found\r\nContent-Length: 45\r\n\r\nCannot POST /services/T1/B1/" + secret + "-----", "HTTP 404", 404, "Cannot POST /services/T1/B1/" + secret},
+		{"a reason phrase of its own", "HTTP/1.1 410 Gone to /services/" + secret + "\r\nContent-Length: 0\r\n\r\n", "HTTP 410", 410, ""},
+		{"a redirect", "HTTP/1.1 302 Found\r\nLocation: /services/" + secret + "\r\nContent-Length: 0\r\n\r\n", "HTTP 302", 302, ""},
+		{"not HTTP", secret + " is not a status line\r\n\r\n", "no valid answer", 0, "malformed HTTP"},
+		{"nothing", "", "connection closed without an answer", 0, "EOF"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newClock()
+			db := openSQLite(t)
+			h := register(t, db, rawEndpoint(t, tt.answer)+"/services/T1/B1/"+secret, c)
+			if n := runOnce(t, webhook.New(db, webhook.Options{Clock: c.Now})); n != 1 {
+				t.Fatalf("RunOnce = %d", n)
+			}
+			log, err := db.WebhookDeliveries(context.Background(), h.ID, 0)
+			if err != nil || len(log) != 1 {
+				t.Fatalf("log %+v, %v", log, err)
+			}
+			d := log[0]
+			if d.Error != tt.reason || d.Status != tt.status || strings.Contains(d.Error, "SECRET") {
+				t.Errorf("delivery error %q, status %d; want %q, %d", d.Error, d.Status, tt.reason, tt.status)
+			}
+			if !strings.Contains(d.Detail, tt.detail) || len(d.Detail) > 200 {
+				t.Errorf("delivery detail %q, want at most 200 bytes holding %q", d.Detail, tt.detail)
+			}
+			out := h.Outcome(rollout.AuditEvent{ID: 1}, d, c.Now())
+			for range rollout.WebhookMaxFailures - 1 {
+				h.Failures++
+				out = h.Outcome(rollout.AuditEvent{ID: 1}, d, c.Now())
+			}
+			if paused := rollout.WebhookPausedEvent(h, out.Pause, c.Now()); !strings.Contains(paused.Summary, tt.reason) || strings.Contains(paused.Summary, "SECRET") {
+				t.Errorf("paused event %q, want the reason %q and nothing the endpoint sent", paused.Summary, tt.reason)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -48,6 +49,9 @@ func claimed(cs []rollout.WebhookClaim) []string {
 // an outcome moves its cursor, or counts a failure and backs off, or
 // pauses it with an audit event; resume and delete are audited; the log
 // keeps the latest attempts.
+// answer500 is what a failing endpoint answered: lines of its own words.
+const answer500 = "internal error\nat /services/T1/B1/x"
+
 func testWebhooks(t *testing.T, o Opened) {
 	ctx := context.Background()
 	s := o.Store
@@ -104,7 +108,7 @@ func testWebhooks(t *testing.T, o Opened) {
 		if len(cs) != 1 || cs[0].Event.Feature != "after" || cs[0].Hook.Failures != i-1 {
 			t.Fatalf("attempt %d: claims %v (failures %v)", i, claimed(cs), cs)
 		}
-		if !finish(t, s, "a", cs[0], rollout.WebhookDelivery{Status: 500, Error: "the endpoint answered 500"}, at) {
+		if !finish(t, s, "a", cs[0], rollout.WebhookDelivery{Status: 500, Error: "HTTP 500", Detail: answer500}, at) {
 			t.Fatalf("attempt %d not recorded", i)
 		}
 		at = at.Add(rollout.WebhookBackoff(i))
@@ -126,6 +130,14 @@ func testWebhooks(t *testing.T, o Opened) {
 	}
 	if log[0].Attempt != rollout.WebhookMaxFailures || log[0].Status != 500 || log[0].EventKind != rollout.AuditCreate || log[0].OK() {
 		t.Errorf("latest delivery = %+v", log[0])
+	}
+	// The log keeps the endpoint's answer apart from the reason; the
+	// pause, which viewers and other webhooks read, says the reason alone.
+	if log[0].Error != "HTTP 500" || log[0].Detail != answer500 {
+		t.Errorf("latest delivery's error %q and detail %q, want %q and %q", log[0].Error, log[0].Detail, "HTTP 500", answer500)
+	}
+	if !strings.Contains(paused[0].Summary, "HTTP 500") || strings.Contains(paused[0].Summary, "internal") || strings.Contains(got.PausedReason, "internal") {
+		t.Errorf("paused event %q, reason %q: want the reason HTTP 500 without the endpoint's answer", paused[0].Summary, got.PausedReason)
 	}
 
 	wantCode(t, "ResumeWebhook(active)", s.ResumeWebhook(ctx, "nope", "admin", at), rollout.ENotFound)

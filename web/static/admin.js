@@ -192,7 +192,7 @@
         el('td', { class: 'log-event', text: d.event_kind + ' #' + d.event_id }),
         el('td', { text: String(d.attempt) }),
         el('td', { class: 'status', text: d.status ? String(d.status) : '—' }),
-        el('td', { class: 'log-error', text: d.error || 'delivered' })))))));
+        el('td', { class: 'log-error', text: d.error ? d.error + (d.detail ? ': ' + d.detail : '') : 'delivered' })))))));
   }
 
   function webhooksPage() {
