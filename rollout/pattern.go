@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"regexp/syntax"
+	"sync/atomic"
 )
 
 // The cost of matches patterns. Go's regular expressions run in time
@@ -23,11 +24,11 @@ const (
 	MaxPatternRepeat = 256
 	// MaxSegmentPatternInsts bounds the instructions of a segment's
 	// patterns together.
-	MaxSegmentPatternInsts = 2000
+	MaxSegmentPatternInsts = 1000
 	// MaxFeaturePatternInsts bounds the instructions of a feature's
 	// patterns together, a segment's counted at every in_segment that uses
 	// it (an evaluation may run them at each).
-	MaxFeaturePatternInsts = 4000
+	MaxFeaturePatternInsts = 1000
 	// MaxMatchBytes bounds what a matches condition scans of an
 	// attribute: a longer string does not match; of a list, only the
 	// entries within its first MaxMatchBytes bytes are tried.
@@ -76,6 +77,10 @@ func repeats(re *syntax.Regexp) int {
 	}
 	return inner
 }
+
+// matchHook, when set (by tests), is told the length of every string a
+// pattern scans.
+var matchHook atomic.Pointer[func(n int)]
 
 // patternExcess names the condition of a feature's rules at which the
 // instructions of its patterns pass MaxFeaturePatternInsts.

@@ -413,7 +413,13 @@ func (c *compiledCond) holdsString(s string) bool {
 	case opContains:
 		return strings.Contains(s, c.str)
 	case opMatches:
-		return len(s) <= MaxMatchBytes && c.re != nil && c.re.MatchString(s)
+		if len(s) > MaxMatchBytes || c.re == nil {
+			return false
+		}
+		if hook := matchHook.Load(); hook != nil {
+			(*hook)(len(s))
+		}
+		return c.re.MatchString(s)
 	case opLt, opLte, opGt, opGte:
 		n, err := strconv.ParseFloat(s, 64)
 		return err == nil && c.compareNumber(n)
