@@ -83,8 +83,8 @@ type compiledCond struct {
 	num   float64 // the number of a number value, or of a string value that is one
 	isNum bool    // num holds a number
 	b     bool
-	list  []string  // sorted
-	nums  []float64 // the entries of list that are numbers, sorted
+	list  []string       // sorted
+	nums  []float64      // the entries of list that are numbers, sorted
 	re    *regexp.Regexp // nil for a costly pattern: the condition never holds
 	insts int            // the instructions of re's program
 	// costly: the pattern is valid RE2 but over MaxPatternInsts or
@@ -93,7 +93,7 @@ type compiledCond struct {
 	// those limits still loads, the condition never holding.
 	costly bool
 	ver    semver
-	t     time.Time
+	t      time.Time
 	// seg is the segment of in_segment; segKey its key (seg is nil in a
 	// feature compiled without its segments: the condition never holds).
 	segKey string
