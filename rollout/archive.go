@@ -115,6 +115,9 @@ func (s *Service) Restore(ctx context.Context, key string, opts ChangeOptions) (
 	next := old.Clone()
 	next.Version, next.UpdatedAt = old.Version+1, now
 	cc := s.compileFeature(next)
+	if err := cc.checkPatterns(); err != nil {
+		return Result{}, Errorf(EInvalid, "the rules of archived feature %q would pass the limits of patterns with the segments as they are now (%s): purge it and create it again", key, ErrorMessage(err))
+	}
 	rep := newReport(nil, cc)
 	rep.FromVersion = old.Version
 	if err := checkChurn(rep, opts); err != nil {

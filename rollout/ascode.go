@@ -256,17 +256,23 @@ func (f DocFeature) validateTargeting(path string, names map[string]bool) error 
 		return docErrorf(path+".rules", "a feature has at most %d rules, got %d", MaxRules, len(f.Rules))
 	}
 	seen := make(map[string]int, len(f.Rules))
+	insts, ruleInsts := 0, 0
 	for i, r := range f.Rules {
 		rpath := fmt.Sprintf("%s.rules[%d]", path, i)
 		for j, c := range r.Conditions {
 			if j >= MaxConditions {
 				break
 			}
-			if _, err := compileCondition(c, false); err != nil {
+			cc, err := compileCondition(c, false)
+			if err != nil {
 				return docErrorf(fmt.Sprintf("%s.conditions[%d]", rpath, j), "rule %q: %s", abbreviate(r.Name), ErrorMessage(err))
 			}
+			if insts += cc.insts; insts > MaxFeaturePatternInsts {
+				x := patternExcess{rule: i, cond: j, insts: insts}
+				return docErrorf(fmt.Sprintf("%s.conditions[%d]", rpath, j), "rule %q: %s", abbreviate(r.Name), x.message())
+			}
 		}
-		if err := validateRule(r, i, names); err != nil {
+		if err := validateRule(r, i, names, false, &ruleInsts); err != nil {
 			return docErrorf(rpath, "%s", ErrorMessage(err))
 		}
 		if j, ok := seen[r.Name]; ok {
@@ -275,7 +281,7 @@ func (f DocFeature) validateTargeting(path string, names map[string]bool) error 
 		seen[r.Name] = i
 	}
 	ff := Feature{Key: f.Key, Rules: f.Rules, BucketBy: f.BucketBy}
-	if err := validateTargeting(&ff, names); err != nil {
+	if err := validateTargeting(&ff, names, false); err != nil {
 		return docErrorf(path+".rules", "%s", ErrorMessage(err))
 	}
 	return nil
@@ -285,12 +291,17 @@ func (sg DocSegment) validate(path string) error {
 	if !keyPattern.MatchString(sg.Key) {
 		return docErrorf(path+".key", "segment key %q is invalid: use 1 to 64 characters of a-z, 0-9, '_', '.', '-', starting with a letter or digit", abbreviate(sg.Key))
 	}
+	insts := 0
 	for j, c := range sg.Conditions {
 		if j >= MaxConditions {
 			break
 		}
-		if _, err := compileCondition(c, true); err != nil {
+		cc, err := compileCondition(c, true)
+		if err != nil {
 			return docErrorf(fmt.Sprintf("%s.conditions[%d]", path, j), "segment %q: %s", sg.Key, ErrorMessage(err))
+		}
+		if insts += cc.insts; insts > MaxSegmentPatternInsts {
+			return docErrorf(fmt.Sprintf("%s.conditions[%d]", path, j), "segment %q: %s", sg.Key, segmentExcess(insts))
 		}
 	}
 	if err := sg.segment().Validate(); err != nil {
@@ -586,6 +597,10 @@ func planDocument(ctx context.Context, snap *Snapshot, d Document, opts PlanOpti
 			p.Changed++
 			p.TotalChurn += ch.Churn
 		}
+		if x := ch.target.targeting; x != nil && x.excess != nil && ch.Action != ActionNone {
+			r := ch.target.feature.Rules[x.excess.rule]
+			return DocumentPlan{}, docErrorf(fmt.Sprintf("$.features[%d].rules[%d].conditions[%d]", i, x.excess.rule, x.excess.cond), "rule %q: %s", abbreviate(r.Name), x.excess.message())
+		}
 		resolved := df
 		resolved.Buckets = make([]DocBucket, len(ch.Buckets))
 		for j, b := range ch.Buckets {
@@ -605,6 +620,9 @@ func planDocument(ctx context.Context, snap *Snapshot, d Document, opts PlanOpti
 			if used := usesChanged(cur.feature); len(used) > 0 {
 				ch := FeatureChange{Feature: key, Action: ActionNone, Fields: []string{}, FromVersion: cur.feature.Version, cur: cur, target: cur}
 				ch = segmentBump(ch, segs)
+				if err := ch.target.checkPatterns(); err != nil {
+					return DocumentPlan{}, docErrorf("$.segments", "feature %q, which the document leaves as it is, uses segment(s) it changes and would pass the limit of its patterns: %s", key, ErrorMessage(err))
+				}
 				for _, sc := range used {
 					ch.Rules = append(ch.Rules, segmentPopulation(sc))
 				}

@@ -19,7 +19,8 @@
 // memory, without locks. Evaluation counts exposures in the snapshot as it
 // serves them.
 //
-// Targeting (rules.go, target.go, targetchange.go, segment.go). A
+// Targeting (rules.go, target.go, targetchange.go, segment.go,
+// pattern.go). A
 // feature's Rules test the attributes of an evaluation's Context
 // (Snapshot.EvaluateContext): overrides by user ID first, then the first
 // rule whose Conditions all hold (serving a bucket or the ring), then the
@@ -28,6 +29,10 @@
 // conditions that rules use (in_segment), versioned, and a change of one
 // is a new version of every feature using it. SetRules, SetBucketBy and
 // RuleChanges (the populations a change of rules moves) are its changes.
+// The cost of matches patterns is bounded by their compiled programs, per
+// pattern, segment and feature, and by the bytes one condition reads
+// (pattern.go); patterns stored before those limits load as conditions
+// that never hold.
 //
 // Changes and churn reports (change.go, report.go, service.go). A Change
 // is one edit (AddBucket, UpdateBucket, RemoveBucket, SetBuckets, Patch,

@@ -1,5 +1,7 @@
 package rollout
 
+import "sync/atomic"
+
 // evaluate returns the bucket c serves user and counts it, as the
 // snapshot's Evaluate does.
 func (c *compiled) evaluate(user string) Evaluation {
@@ -21,3 +23,14 @@ func NewReport(before, after Feature) Report {
 // CoarseLimits are the limits plans of no mode keep on features that fit
 // them.
 var CoarseLimits = coarseLimits
+
+// CountMatchedBytes counts the bytes that patterns scan until t ends: the
+// returned function reads the count. Tests that use it do not run in
+// parallel.
+func CountMatchedBytes(t interface{ Cleanup(func()) }) func() int64 {
+	var n atomic.Int64
+	hook := func(b int) { n.Add(int64(b)) }
+	matchHook.Store(&hook)
+	t.Cleanup(func() { matchHook.Store(nil) })
+	return n.Load
+}

@@ -114,13 +114,14 @@ func (f Feature) Bucket(name string) (Bucket, bool) {
 }
 
 // Validate reports the first thing wrong with f as an EInvalid *Error.
-func (f Feature) Validate() error { return f.validate(true) }
+func (f Feature) Validate() error { return f.validate(true, false) }
 
 // validate is Validate; with strict false it lets through bucket values
-// that strict JSON clients cannot read, which features stored before they
-// were refused may hold: such a database still loads, and the next change
-// to the feature must replace the value.
-func (f Feature) validate(strict bool) error {
+// that strict JSON clients cannot read, and with stored matches patterns
+// over their limits (which compile as conditions that never hold), which
+// features stored before they were refused may hold: such a database
+// still loads, and the next change to the feature must replace them.
+func (f Feature) validate(strict, stored bool) error {
 	if !keyPattern.MatchString(f.Key) {
 		return Errorf(EInvalid, "feature key %q is invalid: use 1 to 64 characters of a-z, 0-9, '_', '.', '-', starting with a letter or digit", f.Key)
 	}
@@ -162,7 +163,7 @@ func (f Feature) validate(strict bool) error {
 	if f.Fallback != "" && !seen[f.Fallback] {
 		return Errorf(EInvalid, "fallback %q is not a bucket of the feature", f.Fallback)
 	}
-	if err := validateTargeting(&f, seen); err != nil {
+	if err := validateTargeting(&f, seen, stored); err != nil {
 		return err
 	}
 	if len(f.Overrides) > MaxOverrides {

@@ -149,7 +149,7 @@ func (s *Service) reload(ctx context.Context, key string) (*compiled, error) {
 	case cur != nil && cur.feature.ID == f.ID && cur.feature.Version == f.Version:
 		return cur, nil
 	}
-	if err := f.Validate(); err != nil {
+	if err := f.validate(true, true); err != nil {
 		return cur, fmt.Errorf("reload feature %q: the stored configuration is invalid, keeping version %d: %w", key, versionOf(cur), err)
 	}
 	c := s.compileFeature(f)

@@ -23,7 +23,7 @@ const (
 	OpStartsWith = "starts_with"
 	OpEndsWith   = "ends_with"
 	OpContains   = "contains"
-	OpMatches    = "matches" // RE2, at most MaxPatternBytes
+	OpMatches    = "matches" // RE2, at most MaxPatternBytes and MaxPatternInsts (pattern.go)
 	OpLt         = "lt"      // numbers
 	OpLte        = "lte"
 	OpGt         = "gt"

@@ -174,7 +174,7 @@ func (s *Service) reloadSegments(ctx context.Context) error {
 			next[seg.Key] = c
 			continue
 		}
-		if err := seg.Validate(); err != nil {
+		if err := seg.validate(true); err != nil {
 			return fmt.Errorf("reload segment %q: the stored configuration is invalid: %w", seg.Key, err)
 		}
 		next[seg.Key] = compileSegment(seg)
@@ -302,6 +302,11 @@ func (s *Service) updateSegment(ctx context.Context, key, description string, co
 	segs := maps.Clone(snap.segments)
 	segs[key] = compileSegment(seg)
 	users := snap.SegmentUsers(key)
+	for _, fk := range users {
+		if err := compileWith(snap.features[fk].feature, segs).checkPatterns(); err != nil {
+			return SegmentResult{}, &changeError{Errorf(EInvalid, "segment %q: feature %q, which uses it, would pass the limit of its patterns: %s", key, fk, ErrorMessage(err))}
+		}
+	}
 	res := SegmentResult{Segment: seg, Features: users, DryRun: opts.DryRun}
 	if res.Features == nil {
 		res.Features = []string{}

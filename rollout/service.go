@@ -123,7 +123,7 @@ func NewService(ctx context.Context, store Store, clock Clock) (*Service, error)
 	}
 	segments := make(map[string]*compiledSegment, len(segs))
 	for _, seg := range segs {
-		if err := seg.Validate(); err != nil {
+		if err := seg.validate(true); err != nil {
 			return nil, fmt.Errorf("load segment %q: %w", seg.Key, err)
 		}
 		segments[seg.Key] = compileSegment(seg)
@@ -134,7 +134,7 @@ func NewService(ctx context.Context, store Store, clock Clock) (*Service, error)
 	}
 	all := make(map[string]*compiled, len(features))
 	for _, f := range features {
-		if err := f.validate(false); err != nil {
+		if err := f.validate(false, true); err != nil {
 			return nil, fmt.Errorf("load feature %q: %w", f.Key, err)
 		}
 		all[f.Key] = compileWith(f, segments)
@@ -189,6 +189,9 @@ func (s *Service) Create(ctx context.Context, f Feature, opts ChangeOptions) (Re
 		return Result{}, Errorf(EPrecondition, "feature %q does not exist yet, so If-Match cannot match: create it without If-Match", f.Key)
 	}
 	cc := s.compileFeature(f)
+	if err := cc.checkPatterns(); err != nil {
+		return Result{}, err
+	}
 	rep := newReport(nil, cc)
 	if err := checkChurn(rep, opts); err != nil {
 		return Result{}, err
@@ -512,6 +515,9 @@ func (s *Service) prepare(cur *compiled, ch Change, opts ChangeOptions) (Result,
 	now := s.now().UTC()
 	next.Version, next.UpdatedAt = cur.feature.Version+1, now
 	cc := s.compileFeature(next)
+	if err := cc.checkPatterns(); err != nil {
+		return Result{}, Version{}, nil, &changeError{err}
+	}
 	rep := newReport(cur, cc)
 	if err := checkChurn(rep, opts); err != nil {
 		return Result{}, Version{}, nil, err

@@ -356,7 +356,9 @@ func compileSync(data json.RawMessage) (*compiled, error) {
 	}
 	f := Feature{ID: sf.ID, Key: sf.Key, Enabled: sf.Enabled, Salt: sf.Salt, Fallback: sf.Fallback, Buckets: sf.Buckets, Version: sf.Version,
 		Rules: sf.Rules, BucketBy: sf.BucketBy}
-	if err := f.Validate(); err != nil {
+	// Patterns over their limits, which a server may hold from before
+	// them, compile as it compiles them: conditions that never hold.
+	if err := f.validate(true, true); err != nil {
 		return nil, fmt.Errorf("feature %q: %w", f.Key, err)
 	}
 	segments, err := syncSegments(f, sf.Segments)
@@ -409,7 +411,7 @@ func syncSegments(f Feature, list []SyncSegment) (map[string]*compiledSegment, e
 	out := make(map[string]*compiledSegment, len(list))
 	for _, ss := range list {
 		seg := Segment{Key: ss.Key, Version: ss.Version, Conditions: ss.Conditions}
-		if err := seg.Validate(); err != nil {
+		if err := seg.validate(true); err != nil {
 			return nil, fmt.Errorf("feature %q: %w", f.Key, err)
 		}
 		if _, dup := out[ss.Key]; dup {

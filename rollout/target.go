@@ -83,11 +83,17 @@ type compiledCond struct {
 	num   float64 // the number of a number value, or of a string value that is one
 	isNum bool    // num holds a number
 	b     bool
-	list  []string  // sorted
-	nums  []float64 // the entries of list that are numbers, sorted
-	re    *regexp.Regexp
-	ver   semver
-	t     time.Time
+	list  []string       // sorted
+	nums  []float64      // the entries of list that are numbers, sorted
+	re    *regexp.Regexp // nil for a costly pattern: the condition never holds
+	insts int            // the instructions of re's program
+	// costly: the pattern is valid RE2 but over MaxPatternInsts or
+	// MaxPatternRepeat (compileCondition refuses it), or, in a compiled
+	// feature or segment, past its total: a configuration stored before
+	// those limits still loads, the condition never holding.
+	costly bool
+	ver    semver
+	t      time.Time
 	// seg is the segment of in_segment; segKey its key (seg is nil in a
 	// feature compiled without its segments: the condition never holds).
 	segKey string
@@ -107,6 +113,7 @@ type compiledRule struct {
 type compiledSegment struct {
 	segment Segment
 	conds   []compiledCond
+	insts   int // the instructions of its patterns, at most MaxSegmentPatternInsts
 }
 
 // holds reports whether every condition of s holds in ctx.
@@ -119,14 +126,20 @@ func (s *compiledSegment) holds(ctx Context) bool {
 	return true
 }
 
-// compileSegment makes s ready for evaluation; s is valid.
+// compileSegment makes s ready for evaluation; s is valid, or valid but
+// for costly patterns (Segment.validate with stored set): a pattern over
+// its limits, or past MaxSegmentPatternInsts, never holds.
 func compileSegment(s Segment) *compiledSegment {
 	cs := &compiledSegment{segment: s, conds: make([]compiledCond, len(s.Conditions))}
 	for i, c := range s.Conditions {
 		cc, err := compileCondition(c, true)
-		if err != nil {
+		if err != nil && !cc.costly {
 			panic("rollout: compile a validated segment: " + err.Error())
 		}
+		if cs.insts+cc.insts > MaxSegmentPatternInsts {
+			cc.re, cc.insts, cc.costly = nil, 0, true
+		}
+		cs.insts += cc.insts
 		cs.conds[i] = cc
 	}
 	return cs
@@ -229,8 +242,8 @@ func compileCondition(c Condition, inSegment bool) (compiledCond, error) {
 		if len(cc.str) > MaxPatternBytes {
 			return cc, Errorf(EInvalid, "a matches pattern is at most %d bytes", MaxPatternBytes)
 		}
-		if cc.re, err = regexp.Compile(cc.str); err != nil {
-			return cc, Errorf(EInvalid, "the pattern of a matches condition on attribute %q is not a valid RE2 regular expression: %v", c.Attribute, err)
+		if cc.re, cc.insts, cc.costly, err = compilePattern(c.Attribute, cc.str); err != nil {
+			return cc, err
 		}
 	case opLt, opLte, opGt, opGte:
 		n, err := strconv.ParseFloat(string(raw), 64)
@@ -289,36 +302,64 @@ func (c *compiledCond) holds(ctx Context) bool {
 	if s, ok := v.(string); ok { // the common case, without positive's switch
 		return c.holdsString(s) != neg
 	}
-	return c.positive(v) != neg
+	holds, whole := c.positive(v)
+	if neg {
+		return !holds && whole
+	}
+	return holds
 }
 
 // positive is whether v satisfies c, the negations (neq, not_in) taken
-// as their positive (eq, in). A list satisfies c when one entry does.
-func (c *compiledCond) positive(v any) bool {
+// as their positive (eq, in). A list satisfies c when one entry does; of
+// a list only the entries within its first MaxListBytes bytes are tried
+// (MaxMatchBytes for matches), so that a list costs a condition about
+// what one string does: whole says whether every entry was tried (a
+// negation holds only then).
+func (c *compiledCond) positive(v any) (holds, whole bool) {
 	switch x := v.(type) {
 	case string:
-		return c.holdsString(x)
+		return c.holdsString(x), true
 	case bool:
-		return c.holdsBool(x)
+		return c.holdsBool(x), true
 	case []string:
+		budget := c.listBytes()
 		for _, s := range x {
+			if budget -= len(s); budget < 0 {
+				return false, false
+			}
 			if c.holdsString(s) {
-				return true
+				return true, true
 			}
 		}
-		return false
+		return false, true
 	case []any:
+		budget := c.listBytes()
 		for _, e := range x {
-			if s, ok := e.(string); ok && c.holdsString(s) {
-				return true
+			s, ok := e.(string)
+			if !ok {
+				continue
+			}
+			if budget -= len(s); budget < 0 {
+				return false, false
+			}
+			if c.holdsString(s) {
+				return true, true
 			}
 		}
-		return false
+		return false, true
 	}
 	if n, ok := number(v); ok {
-		return c.holdsNumber(n)
+		return c.holdsNumber(n), true
 	}
-	return false
+	return false, true
+}
+
+// listBytes is how many bytes of a list's entries c tries.
+func (c *compiledCond) listBytes() int {
+	if c.op == opMatches {
+		return MaxMatchBytes
+	}
+	return MaxListBytes
 }
 
 // number returns v as a float64 when it is a Go number.
@@ -372,6 +413,12 @@ func (c *compiledCond) holdsString(s string) bool {
 	case opContains:
 		return strings.Contains(s, c.str)
 	case opMatches:
+		if len(s) > MaxMatchBytes || c.re == nil {
+			return false
+		}
+		if hook := matchHook.Load(); hook != nil {
+			(*hook)(len(s))
+		}
 		return c.re.MatchString(s)
 	case opLt, opLte, opGt, opGte:
 		n, err := strconv.ParseFloat(s, 64)
@@ -556,8 +603,10 @@ func (v semver) compare(w semver) int {
 }
 
 // validateTargeting reports what is wrong with f's rules and bucket_by.
-// buckets are the names of f's buckets.
-func validateTargeting(f *Feature, buckets map[string]bool) error {
+// buckets are the names of f's buckets. stored lets through patterns over
+// their limits (which a configuration stored before them may hold, and
+// which compile as conditions that never hold).
+func validateTargeting(f *Feature, buckets map[string]bool, stored bool) error {
 	if f.BucketBy != "" && !validAttribute(f.BucketBy) {
 		return Errorf(EInvalid, "bucket_by %q is not a valid attribute name: use 1 to %d characters of A-Z, a-z, 0-9, '_', '.', ':', '-', starting with a letter or '_'", abbreviate(f.BucketBy), MaxAttributeBytes)
 	}
@@ -576,8 +625,9 @@ func validateTargeting(f *Feature, buckets map[string]bool) error {
 		return Errorf(EInvalid, "the rules are %d bytes as JSON; at most %d (use segments for long lists)", len(b), MaxTargetingBytes)
 	}
 	names := make(map[string]bool, len(f.Rules))
+	insts := 0
 	for i, r := range f.Rules {
-		if err := validateRule(r, i, buckets); err != nil {
+		if err := validateRule(r, i, buckets, stored, &insts); err != nil {
 			return err
 		}
 		if names[r.Name] {
@@ -588,16 +638,23 @@ func validateTargeting(f *Feature, buckets map[string]bool) error {
 	return nil
 }
 
-func validateRule(r Rule, i int, buckets map[string]bool) error {
+// validateRule reports what is wrong with r, the feature's rules[i];
+// insts counts the instructions of the feature's patterns, which must stay
+// within MaxFeaturePatternInsts (but when stored: see validateTargeting).
+func validateRule(r Rule, i int, buckets map[string]bool, stored bool, insts *int) error {
 	if !validRuleName(r.Name) {
 		return Errorf(EInvalid, "rule %d: name %q is invalid: use 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '-'", i+1, abbreviate(r.Name))
 	}
 	if len(r.Conditions) > MaxConditions {
 		return Errorf(EInvalid, "rule %q has %d conditions; at most %d", r.Name, len(r.Conditions), MaxConditions)
 	}
-	for _, c := range r.Conditions {
-		if _, err := compileCondition(c, false); err != nil {
-			return Errorf(EInvalid, "rule %q: %s", r.Name, err.(*Error).Message)
+	for j, c := range r.Conditions {
+		cc, err := compileCondition(c, false)
+		if err != nil && !(stored && cc.costly) {
+			return Errorf(EInvalid, "rules[%d].conditions[%d]: rule %q: %s", i, j, r.Name, err.(*Error).Message)
+		}
+		if *insts += cc.insts; *insts > MaxFeaturePatternInsts && !stored {
+			return (&patternExcess{rule: i, cond: j, insts: *insts}).err(r.Name)
 		}
 	}
 	switch s := r.Serve; {
@@ -615,9 +672,12 @@ func validateRule(r Rule, i int, buckets map[string]bool) error {
 	return nil
 }
 
-// ValidateSegment reports the first thing wrong with s as an EInvalid
-// *Error.
-func (s Segment) Validate() error {
+// Validate reports the first thing wrong with s as an EInvalid *Error.
+func (s Segment) Validate() error { return s.validate(false) }
+
+// validate is Validate; stored lets through patterns over their limits,
+// as validateTargeting does.
+func (s Segment) validate(stored bool) error {
 	if !keyPattern.MatchString(s.Key) {
 		return Errorf(EInvalid, "segment key %q is invalid: use 1 to 64 characters of a-z, 0-9, '_', '.', '-', starting with a letter or digit", abbreviate(s.Key))
 	}
@@ -630,9 +690,14 @@ func (s Segment) Validate() error {
 	if b, err := json.Marshal(s.Conditions); err != nil || len(b) > MaxTargetingBytes {
 		return Errorf(EInvalid, "the conditions are %d bytes as JSON; at most %d", len(b), MaxTargetingBytes)
 	}
-	for _, c := range s.Conditions {
-		if _, err := compileCondition(c, true); err != nil {
-			return Errorf(EInvalid, "segment %q: %s", s.Key, err.(*Error).Message)
+	insts := 0
+	for j, c := range s.Conditions {
+		cc, err := compileCondition(c, true)
+		if err != nil && !(stored && cc.costly) {
+			return Errorf(EInvalid, "segment %q: conditions[%d]: %s", s.Key, j, err.(*Error).Message)
+		}
+		if insts += cc.insts; insts > MaxSegmentPatternInsts && !stored {
+			return Errorf(EInvalid, "segment %q: conditions[%d]: %s", s.Key, j, segmentExcess(insts))
 		}
 	}
 	return nil
@@ -660,6 +725,10 @@ func (f Feature) Segments() []string {
 type targeting struct {
 	rules    []compiledRule
 	bucketBy string
+	// excess, when set, is where the feature's patterns first passed
+	// MaxFeaturePatternInsts: conditions from there on that would pass it
+	// never hold (see compiled.checkPatterns, which refuses a change so).
+	excess *patternExcess
 	// defaultOutcome is the index in compiled.outcomes of what the
 	// feature serves when the ring cannot place the user.
 	defaultOutcome int
@@ -687,19 +756,33 @@ func (c *compiled) compileTargeting(segments map[string]*compiledSegment) {
 		def.bucket, def.Bucket, def.Value = c.fallback, c.names[c.fallback], c.values[c.fallback]
 	}
 	outcomes := []Outcome{def}
-	for _, r := range f.Rules {
+	insts := 0 // of the patterns so far, a segment's at each use
+	for i, r := range f.Rules {
 		cr := compiledRule{name: r.Name, bucket: -1, bucketBy: r.Serve.BucketBy, base: t.defaultOutcome + len(outcomes)}
 		if cr.bucketBy == "" {
 			cr.bucketBy = f.BucketBy
 		}
-		for _, cond := range r.Conditions {
+		for j, cond := range r.Conditions {
 			cc, err := compileCondition(cond, false)
-			if err != nil {
+			if err != nil && !cc.costly {
 				panic("rollout: compile a validated rule: " + err.Error())
 			}
+			cost := cc.insts
 			if cc.op == opInSegment {
 				cc.seg = segments[cc.segKey]
+				if cc.seg != nil {
+					cost = cc.seg.insts
+				}
 			}
+			if cost > 0 && insts+cost > MaxFeaturePatternInsts {
+				// Past the feature's total (stored before the limit, or a
+				// segment grown since): the condition never holds.
+				if t.excess == nil {
+					t.excess = &patternExcess{rule: i, cond: j, insts: insts + cost}
+				}
+				cc.re, cc.seg, cc.costly, cost = nil, nil, true, 0
+			}
+			insts += cost
 			cr.conds = append(cr.conds, cc)
 		}
 		add := func(b int) {
@@ -942,5 +1025,5 @@ func (f Feature) ValidateTargeting() error {
 	for _, b := range f.Buckets {
 		buckets[b.Name] = true
 	}
-	return validateTargeting(&f, buckets)
+	return validateTargeting(&f, buckets, false)
 }

@@ -39,6 +39,12 @@
 // percentage points:
 //
 //	go run ./cmd/rollout-bench --footprint --features 1000 --fine
+//
+// With --attack it measures instead GET /evaluate's p99 while 4 clients
+// send POST /evaluate of the costliest rules the limits of targeting allow
+// with the costliest context, against its p99 without them, in turns:
+//
+//	go run ./cmd/rollout-bench --attack [--duration 10s] [--rounds 3]
 package main
 
 import (
@@ -91,6 +97,7 @@ type config struct {
 	fanout          int    // streams of the fan-out measurement; 0: none
 	fine            bool   // features planned 50/50 at the fine tolerance
 	footprint       bool   // measure start time and memory of a server and a client
+	attack          bool   // measure evaluation beside the costliest evaluations targeting allows
 	rolloutBinary   string // the binary --footprint starts; "": built
 }
 
@@ -126,6 +133,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.fine, "fine", false, "with --wrk or --footprint: features of two buckets planned 50/50 within 0.05 percentage points (about 4,000 ring points each), instead of 4 buckets × 100 replicas")
 	fs.BoolVar(&cfg.footprint, "footprint", false, "measure instead the start time and memory (VmRSS, VmHWM) of the real binary (rollout serve) on a SQLite file of --features features, and of an in-app client (api/client) of it")
 	fs.StringVar(&cfg.rolloutBinary, "rollout-binary", "", "with --footprint: the rollout binary to start; empty builds cmd/rollout (run the tool inside the repository)")
+	fs.BoolVar(&cfg.attack, "attack", false, "measure instead GET /evaluate's p99 while 4 clients send POST /evaluate of the costliest rules the limits allow with the costliest context, against its p99 without them, in --rounds rounds of --duration")
 	fs.BoolVar(&cfg.separate, "separate", false, "with --wrk: run rollout and the baseline each in a process of its own, as deployments do, and report each one's CPU time per request (Linux)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -141,6 +149,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if cfg.footprint && (cfg.wrk || cfg.fanout > 0) {
 		return config{}, errors.New("--footprint, --wrk and --fanout are separate measurements: give one")
+	}
+	if cfg.attack && (cfg.wrk || cfg.fanout > 0 || cfg.footprint) {
+		return config{}, errors.New("--attack, --footprint, --wrk and --fanout are separate measurements: give one")
 	}
 	if cfg.fine && !cfg.wrk && !cfg.footprint {
 		return config{}, errors.New("--fine goes with --wrk or --footprint")
@@ -195,6 +206,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if cfg.footprint {
 		return runFootprint(ctx, cfg, stdout, progress)
+	}
+	if cfg.attack {
+		return runAttack(ctx, cfg, stdout, progress)
 	}
 	if cfg.wrk {
 		return runWrk(ctx, cfg, stdout, progress)

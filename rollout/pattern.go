@@ -1,0 +1,116 @@
+package rollout
+
+import (
+	"fmt"
+	"regexp"
+	"regexp/syntax"
+	"sync/atomic"
+)
+
+// The cost of matches patterns. Go's regular expressions run in time
+// proportional to the instructions of their compiled program times the
+// bytes they scan, and hold memory proportional to the instructions: a
+// pattern is bounded by the instructions it compiles to (a short pattern
+// can compile to many: (?:\w?){1000} is 13 bytes and 2,002 instructions),
+// a feature and a segment by the instructions of all their patterns, and
+// an evaluation by the bytes one condition scans (MaxMatchBytes,
+// MaxListBytes).
+const (
+	// MaxPatternInsts bounds the instructions one pattern compiles to.
+	MaxPatternInsts = 1000
+	// MaxPatternRepeat bounds a pattern's repetition: the count of a
+	// {n,m} (m, or n when unbounded), the counts of nested ones
+	// multiplied.
+	MaxPatternRepeat = 256
+	// MaxSegmentPatternInsts bounds the instructions of a segment's
+	// patterns together.
+	MaxSegmentPatternInsts = 1000
+	// MaxFeaturePatternInsts bounds the instructions of a feature's
+	// patterns together, a segment's counted at every in_segment that uses
+	// it (an evaluation may run them at each).
+	MaxFeaturePatternInsts = 1000
+	// MaxMatchBytes bounds what a matches condition scans of an
+	// attribute: a longer string does not match; of a list, only the
+	// entries within its first MaxMatchBytes bytes are tried.
+	MaxMatchBytes = 256
+	// MaxListBytes bounds what any other condition reads of a list: only
+	// the entries within its first MaxListBytes bytes are tried.
+	MaxListBytes = 4096
+)
+
+// compilePattern compiles the pattern of a matches condition on attribute
+// attr and returns it with the instructions of its program. A pattern
+// that is not RE2, or is over MaxPatternRepeat or MaxPatternInsts, is an
+// EInvalid *Error; costly says it is the second kind (valid RE2, which a
+// store may hold from before the limits: see compiledCond.costly).
+func compilePattern(attr, pattern string) (re *regexp.Regexp, insts int, costly bool, err error) {
+	parsed, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return nil, 0, false, Errorf(EInvalid, "the pattern of a matches condition on attribute %q is not a valid RE2 regular expression: %v", attr, err)
+	}
+	if n := repeats(parsed); n > MaxPatternRepeat {
+		return nil, 0, true, Errorf(EInvalid, "the pattern of a matches condition on attribute %q repeats up to %d times ({n,m} counts, nested ones multiplied); at most %d", attr, n, MaxPatternRepeat)
+	}
+	prog, err := syntax.Compile(parsed.Simplify())
+	if err != nil {
+		return nil, 0, false, Errorf(EInvalid, "the pattern of a matches condition on attribute %q is not a valid RE2 regular expression: %v", attr, err)
+	}
+	if n := len(prog.Inst); n > MaxPatternInsts {
+		return nil, 0, true, Errorf(EInvalid, "the pattern of a matches condition on attribute %q compiles to %d instructions; at most %d: use smaller {n,m} counts, or + and * in their place", attr, n, MaxPatternInsts)
+	}
+	if re, err = regexp.Compile(pattern); err != nil {
+		return nil, 0, false, Errorf(EInvalid, "the pattern of a matches condition on attribute %q is not a valid RE2 regular expression: %v", attr, err)
+	}
+	return re, len(prog.Inst), false, nil
+}
+
+// repeats returns the largest repetition count in re, nested counts
+// multiplied (capped beyond MaxPatternRepeat).
+func repeats(re *syntax.Regexp) int {
+	inner := 1
+	for _, sub := range re.Sub {
+		inner = max(inner, repeats(sub))
+	}
+	if re.Op == syntax.OpRepeat {
+		n := max(re.Min, re.Max)
+		inner = min(inner*n, MaxPatternRepeat+1)
+	}
+	return inner
+}
+
+// matchHook, when set (by tests), is told the length of every string a
+// pattern scans.
+var matchHook atomic.Pointer[func(n int)]
+
+// patternExcess names the condition of a feature's rules at which the
+// instructions of its patterns pass MaxFeaturePatternInsts.
+type patternExcess struct {
+	rule, cond int
+	insts      int // the instructions counted up to that condition
+}
+
+// err is the EInvalid *Error of x, in the rule named rule.
+func (x *patternExcess) err(rule string) error {
+	return Errorf(EInvalid, "rules[%d].conditions[%d]: rule %q: %s", x.rule, x.cond, rule, x.message())
+}
+
+// message says what x is, without its place.
+func (x *patternExcess) message() string {
+	return fmt.Sprintf("the feature's matches patterns (a segment's counted at each in_segment that uses it) compile to %d instructions up to this condition; at most %d: use fewer or simpler patterns", x.insts, MaxFeaturePatternInsts)
+}
+
+// segmentExcess says that a segment's patterns compile to insts
+// instructions, too many.
+func segmentExcess(insts int) string {
+	return fmt.Sprintf("the segment's matches patterns compile to %d instructions up to this condition; at most %d: use fewer or simpler patterns", insts, MaxSegmentPatternInsts)
+}
+
+// checkPatterns refuses c, a feature compiled with its segments, when its
+// patterns pass MaxFeaturePatternInsts (naming the condition).
+func (c *compiled) checkPatterns() error {
+	if c.targeting == nil || c.targeting.excess == nil {
+		return nil
+	}
+	x := c.targeting.excess
+	return x.err(c.feature.Rules[x.rule].Name)
+}
