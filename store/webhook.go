@@ -105,7 +105,7 @@ func (db *DB) WebhookDeliveries(ctx context.Context, id string, limit int) ([]ro
 	}
 	var out []rollout.WebhookDelivery
 	err := db.read(ctx, "list webhook deliveries", func(tx *tx) error {
-		rows, err := tx.query(`SELECT id, webhook_id, event_id, event_kind, attempt, at, status, error, duration_ms
+		rows, err := tx.query(`SELECT id, webhook_id, event_id, event_kind, attempt, at, status, error, detail, duration_ms
 			FROM webhook_deliveries WHERE webhook_id = ? ORDER BY id DESC LIMIT ?`, id, limit)
 		out, err = collect(rows, err, func(rows *sql.Rows) (rollout.WebhookDelivery, error) {
 			var (
@@ -113,9 +113,8 @@ func (db *DB) WebhookDeliveries(ctx context.Context, id string, limit int) ([]ro
 				kind string
 				at   timestamp
 			)
-			err := rows.Scan(&d.ID, &d.Webhook, &d.EventID, &kind, &d.Attempt, &at, &d.Status, &d.Error, &d.Duration)
+			err := rows.Scan(&d.ID, &d.Webhook, &d.EventID, &kind, &d.Attempt, &at, &d.Status, &d.Error, &d.Detail, &d.Duration)
 			d.EventKind, d.Time = rollout.AuditKind(kind), at.T
-			d.Error, d.Detail, _ = strings.Cut(d.Error, "\n")
 			return d, err
 		})
 		return err
@@ -263,15 +262,9 @@ func (db *DB) FinishWebhook(ctx context.Context, owner, id string, o rollout.Web
 			return err
 		}
 		d := o.Delivery
-		// The error column holds the reason, then the detail after a
-		// newline (reasons have none).
-		stored := d.Error
-		if d.Detail != "" {
-			stored += "\n" + d.Detail
-		}
-		if _, err := tx.exec(`INSERT INTO webhook_deliveries (webhook_id, event_id, event_kind, attempt, at, status, error, duration_ms)
-			SELECT id, ?, ?, ?, ?, ?, ?, ? FROM webhooks WHERE id = ?`,
-			d.EventID, string(d.EventKind), d.Attempt, db.d.Time(d.Time), d.Status, stored, d.Duration, id); err != nil {
+		if _, err := tx.exec(`INSERT INTO webhook_deliveries (webhook_id, event_id, event_kind, attempt, at, status, error, detail, duration_ms)
+			SELECT id, ?, ?, ?, ?, ?, ?, ?, ? FROM webhooks WHERE id = ?`,
+			d.EventID, string(d.EventKind), d.Attempt, db.d.Time(d.Time), d.Status, d.Error, d.Detail, d.Duration, id); err != nil {
 			return err
 		}
 		if _, err := tx.exec(`DELETE FROM webhook_deliveries WHERE webhook_id = ? AND id <= (
