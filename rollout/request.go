@@ -410,7 +410,7 @@ func (s *Service) ApproveRequest(ctx context.Context, id, approver, comment stri
 	}
 	now, err := s.preview(ctx, r)
 	if err != nil && ErrorCode(err) != EPrecondition {
-		return Result{}, r, fmt.Errorf("request %s no longer applies (reject it): %w", r.ID, err)
+		return Result{}, r, noLongerApplies(r, err)
 	}
 	if moved := movedSegments(r.Segments, now.Segments); err == nil && moved != "" {
 		return Result{}, r, s.saveRepreview(ctx, r, now, fmt.Sprintf("segment(s) %s changed since request %s was previewed", moved, r.ID))
@@ -462,9 +462,19 @@ func (s *Service) repreview(ctx context.Context, r Request) error {
 	}
 	now, err := s.preview(ctx, r)
 	if err != nil {
-		return fmt.Errorf("the feature moved on since request %s was previewed, and the change no longer applies: reject it: %w", r.ID, err)
+		return noLongerApplies(r, err)
 	}
 	return s.saveRepreview(ctx, r, now, fmt.Sprintf("feature %q moved on from version %d, where request %s was previewed, to version %d", r.Feature, r.BaseVersion, r.ID, now.BaseVersion))
+}
+
+// noLongerApplies says that request r's change cannot be made as things
+// stand (err says why), keeping err's code.
+func noLongerApplies(r Request, err error) error {
+	var e *Error
+	if !errors.As(err, &e) || e.Code == EInternal || e.Code == EUnavailable {
+		return err
+	}
+	return &Error{Code: e.Code, Report: e.Report, Message: fmt.Sprintf("request %s no longer applies as things stand: %s; reject it (or its author cancels it)", r.ID, e.Message)}
 }
 
 // saveRepreview saves now, the new preview of request r, and returns the
