@@ -547,6 +547,8 @@ type RampStepPreview struct {
 	Churn    float64   `json:"churn"`
 	Summary  string    `json:"summary"`
 	Error    string    `json:"error,omitempty"`
+
+	report Report // the step's, when it applies
 }
 
 // PreviewRamp checks spec as StartRamp does and returns what each step
@@ -613,7 +615,7 @@ func previewRamp(c *compiled, r Ramp) ([]RampStepPreview, Report) {
 		next.Version = cur.feature.Version + 1
 		nc := compile(next)
 		rep := newReport(cur, nc)
-		sp.Churn, sp.Summary = rep.Churn, ShareSummary(rep)
+		sp.Churn, sp.Summary, sp.report = rep.Churn, ShareSummary(rep), rep
 		if r.MaxChurn != nil && rep.Churn > *r.MaxChurn {
 			sp.Error = fmt.Sprintf("the step would move %s of users, more than max_churn %s: the ramp would pause here", percent(rep.Churn), percent(*r.MaxChurn))
 			out = append(out, sp)
@@ -935,8 +937,10 @@ func (g *gate) checkRamp(key string, steps []RampStepPreview) error {
 	}
 	for i, st := range steps {
 		if st.Error == "" && st.Churn > g.settings.MaxChurn {
-			return Errorf(EForbidden, "step %d of the ramp (to %s) would move %s of users of feature %q, more than the editors' limit of %s: use smaller steps, or it needs an admin, or approvals on for the feature (an admin sets them in the settings) to submit it as a change request; nothing was started",
-				i+1, percent(st.Share), percent(st.Churn), key, percent(g.settings.MaxChurn))
+			rep := st.report
+			return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
+				"step %d of the ramp (to %s) would move %s of users of feature %q, more than the editors' limit of %s: use smaller steps, or it needs an admin, or approvals on for the feature (an admin sets them in the settings) to submit it as a change request; nothing was started",
+				i+1, percent(st.Share), percent(st.Churn), key, percent(g.settings.MaxChurn))}
 		}
 	}
 	return nil
