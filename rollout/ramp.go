@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -461,27 +462,28 @@ func (s *Service) previewRampRequest(ctx context.Context, r Request) (Request, e
 
 // startApprovedRamp starts the ramp that request r asks for, approved by
 // approver, on the feature at r.IfMatch (EPrecondition when it moved on),
-// marking r applied in the ramp's transaction. The caller holds s.mu.
-func (s *Service) startApprovedRamp(ctx context.Context, r Request, approver, comment string) (Ramp, error) {
+// marking r applied in the ramp's transaction. It returns the ramp, and
+// the feature with the request's preview. The caller holds s.mu.
+func (s *Service) startApprovedRamp(ctx context.Context, r Request, approver, comment string) (Ramp, Result, error) {
 	if r.Change.Ramp == nil {
-		return Ramp{}, Errorf(EInvalid, "request %s asks for a ramp but names none", r.ID)
+		return Ramp{}, Result{}, Errorf(EInvalid, "request %s asks for a ramp but names none", r.ID)
 	}
 	c, err := s.current(ctx, r.Feature, ChangeOptions{IfMatch: r.IfMatch})
 	if err != nil {
-		return Ramp{}, err
+		return Ramp{}, Result{}, err
 	}
 	spec := *r.Change.Ramp
 	spec.Comment = r.Comment
 	ramp, err := s.newRamp(c, spec, r.Author)
 	if err != nil {
-		return Ramp{}, err
+		return Ramp{}, Result{}, err
 	}
 	ramp.Role, ramp.ApprovedBy = RoleEditor, approver
 	ramp.Request = &RequestDecision{ID: r.ID, By: approver, Comment: comment}
 	if err := s.store.CreateRamp(ctx, ramp); err != nil {
-		return Ramp{}, err
+		return Ramp{}, Result{}, err
 	}
-	return ramp, nil
+	return ramp, Result{Feature: c.feature, Report: r.Report, Shares: maps.Clone(c.shares)}, nil
 }
 
 // newRamp checks spec against the feature c as it is and returns the

@@ -427,9 +427,8 @@ func (s *Service) ApproveRequest(ctx context.Context, id, approver, comment stri
 		res, err = s.restore(ctx, r.Feature, opts)
 	case SpecRamp:
 		var ramp Ramp
-		if ramp, err = s.startApprovedRamp(ctx, r, approver, comment); err == nil {
+		if ramp, res, err = s.startApprovedRamp(ctx, r, approver, comment); err == nil {
 			r.AppliedRamp = ramp.ID
-			res = Result{Feature: s.Snapshot().features[r.Feature].feature, Report: r.Report}
 		}
 	default:
 		var ch Change
