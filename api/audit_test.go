@@ -224,7 +224,7 @@ func writeRoutes(rampID, tokenID func() string) []struct {
 		{"", "editor", "PATCH", "/api/features/f", map[string]any{"enabled": false}, "request_create"},
 		{"POST /api/requests/:id/cancel", "editor", "POST", "/api/requests/{request}/cancel", nil, "request_cancel"},
 		{"PUT /api/settings", "admin", "PUT", "/api/settings", map[string]any{"require_approval": map[string]any{"features": []string{}}}, "settings"},
-		{"POST /api/features/:key/ramps", "editor", "POST", "/api/features/f/ramps", map[string]any{"bucket": "treatment", "steps": []float64{0.9, 1}, "every": "24h"}, "ramp_create"},
+		{"POST /api/features/:key/ramps", "editor", "POST", "/api/features/f/ramps", map[string]any{"bucket": "treatment", "steps": []float64{0.4, 0.5}, "every": "24h"}, "ramp_create"},
 		{"POST /api/features/:key/ramps/:id/pause", "editor", "POST", "/api/features/f/ramps/{ramp}/pause", nil, "ramp_pause"},
 		{"POST /api/features/:key/ramps/:id/resume", "editor", "POST", "/api/features/f/ramps/{ramp}/resume", nil, "ramp_resume"},
 		{"POST /api/features/:key/ramps/:id/cancel", "editor", "POST", "/api/features/f/ramps/{ramp}/cancel", nil, "ramp_cancel"},

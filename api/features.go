@@ -277,7 +277,9 @@ func (s *Server) deleteFeature(c echo.Context) error {
 func (s *Server) archiveFeature(c echo.Context) error { return s.archive(c, http.StatusOK) }
 
 // archive stops serving the feature K, keeping it and its history to be
-// restored, and answers status (204: no body).
+// restored, and answers status (204: no body). An editor's archive of a
+// feature under approvals is a change request: 202 with it and its
+// preview.
 func (s *Server) archive(c echo.Context, status int) error {
 	var req guards
 	if err := decodeOptional(c, &req); err != nil {
@@ -289,7 +291,7 @@ func (s *Server) archive(c echo.Context, status int) error {
 	}
 	key := pathParam(c, "key")
 	ctx := keepAs(c, func(res rollout.Result) (keptAnswer, error) {
-		if status == http.StatusNoContent {
+		if status == http.StatusNoContent && res.Request == nil {
 			return keptAnswer{Status: status}, nil
 		}
 		return resultAnswer(status, res)
@@ -298,8 +300,8 @@ func (s *Server) archive(c echo.Context, status int) error {
 	if err != nil {
 		return err
 	}
-	if res.DryRun {
-		return respond(c, http.StatusOK, res)
+	if res.DryRun || res.Request != nil {
+		return respond(c, http.StatusOK, res) // a request: 202
 	}
 	s.applied(c, key, res.Feature.Version, "archived", res.Report.Churn, opts.Actor)
 	if status == http.StatusNoContent {
@@ -310,7 +312,9 @@ func (s *Server) archive(c echo.Context, status int) error {
 
 // restoreFeature is POST /api/features/K/restore: the archived feature is
 // served again with its configuration, as a new version; 200 with the
-// feature and the report (users move from no bucket back to theirs).
+// feature and the report (users move from no bucket back to theirs). An
+// editor's restore of a feature under approvals is a change request: 202
+// with it and this preview.
 func (s *Server) restoreFeature(c echo.Context) error {
 	var req guards
 	if err := decodeOptional(c, &req); err != nil {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -21,8 +22,9 @@ type rampRequest struct {
 	MaxChurn  *float64  `json:"max_churn"`
 	Tolerance *float64  `json:"tolerance"`
 	Comment   string    `json:"comment"`
-	// DryRun previews the ramp step by step and stores nothing.
-	DryRun bool `json:"dry_run"`
+	// DryRun previews the ramp step by step and stores nothing (also
+	// ?dry_run=true, as for other changes).
+	DryRun *bool `json:"dry_run"`
 }
 
 // horizonYears is rollout.MaxRampHorizon in years.
@@ -83,9 +85,11 @@ func (req rampRequest) spec() (rollout.RampSpec, error) {
 
 // createRamp is POST /api/features/K/ramps: a scheduled ramp of one bucket,
 // stored; its steps apply at their times on whichever instance runs the
-// ramp runner first. With "dry_run": true it answers 200 with the ramp it
-// would make and each step's preview (share reached, users moved, or the
-// reason the ramp would pause there), storing nothing.
+// ramp runner first. An editor's ramp of a feature under approvals is a
+// change request instead (202, as other gated changes). With "dry_run":
+// true it answers 200 with the ramp it would make, each step's preview
+// (share reached, users moved, or the reason the ramp would pause there)
+// and, for an editor, what it needs, storing nothing.
 func (s *Server) createRamp(c echo.Context) error {
 	var req rampRequest
 	if err := decode(c, &req); err != nil {
@@ -96,26 +100,43 @@ func (s *Server) createRamp(c echo.Context) error {
 		return err
 	}
 	if tok, ok := TokenOf(c); ok {
-		if err := s.svc.CheckRamp(c.Request().Context(), pathParam(c, "key"), tok.Role); err != nil {
-			return err
-		}
+		sp.Role = tok.Role
 	}
-	if req.DryRun {
+	dryRun, err := queryGuard(c, "dry_run", req.DryRun, func(q string) (bool, error) {
+		v, err := strconv.ParseBool(q)
+		if err != nil {
+			return false, badRequest("dry_run=%q: use true or false", q)
+		}
+		return v, nil
+	})
+	if err != nil {
+		return err
+	}
+	if dryRun != nil && *dryRun {
 		p, err := s.svc.PreviewRamp(c.Request().Context(), pathParam(c, "key"), sp, actorOf(c))
 		if err != nil {
 			return err
 		}
-		return c.JSON(http.StatusOK, map[string]any{"dry_run": true, "ramp": p.Ramp, "steps": p.Steps})
+		return c.JSON(http.StatusOK, map[string]any{"dry_run": true, "ramp": p.Ramp, "steps": p.Steps, "needs": p.Needs})
 	}
-	r, err := s.svc.CreateRamp(keepAs(c, rampAnswer(http.StatusCreated)), pathParam(c, "key"), sp, actorOf(c))
+	st, err := s.svc.StartRamp(keepAs(c, rampStartAnswer), pathParam(c, "key"), sp, actorOf(c))
 	if err != nil {
 		return err
 	}
-	a, err := rampAnswer(http.StatusCreated)(r)
+	a, err := rampStartAnswer(st)
 	if err != nil {
 		return err
 	}
 	return a.send(c)
+}
+
+// rampStartAnswer is the answer of a ramp started: 201 with the ramp, or
+// 202 with the change request it became and its steps' preview.
+func rampStartAnswer(st rollout.RampStart) (keptAnswer, error) {
+	if st.Request != nil {
+		return jsonAnswer(http.StatusAccepted, map[string]any{"request": st.Request, "ramp": st.Ramp, "steps": st.Steps})
+	}
+	return rampAnswer(http.StatusCreated)(st.Ramp)
 }
 
 // listRamps is GET /api/features/K/ramps and, without a key, GET

@@ -110,8 +110,10 @@ type decisionRequest struct {
 }
 
 // approveRequest is POST /api/requests/ID/approve: 200 with the request,
-// the feature and the report of the version applied. A feature that moved
-// on since the preview is a 412 with the new preview: approve again.
+// the feature and the report of the version applied (of an archive: the
+// feature as it was; of a ramp: the feature and the ramp's preview, the
+// ramp named by applied_ramp). A feature or a segment that moved on since
+// the preview is a 412 with the new preview: approve again.
 func (s *Server) approveRequest(c echo.Context) error {
 	var req decisionRequest
 	if err := decodeOptional(c, &req); err != nil {
@@ -121,8 +123,10 @@ func (s *Server) approveRequest(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s.applied(c, res.Feature.Key, res.Feature.Version, "request "+r.ID+" approved: "+r.Summary, res.Report.Churn, r.Author+", approved by "+r.DecidedBy)
-	c.Response().Header().Set("ETag", etag(res.Feature))
+	s.applied(c, res.Feature.Key, r.AppliedVersion, "request "+r.ID+" approved: "+r.Summary, res.Report.Churn, r.Author+", approved by "+r.DecidedBy)
+	if r.AppliedVersion > 0 { // an archive or a ramp made no version
+		c.Response().Header().Set("ETag", etag(res.Feature))
+	}
 	return c.JSON(http.StatusOK, struct {
 		Request rollout.Request `json:"request"`
 		changeResponse

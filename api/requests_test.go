@@ -181,9 +181,9 @@ func TestChangeRequests(t *testing.T) {
 			t.Errorf("%d requests of state %q, want %d", len(list), state, want)
 		}
 	}
-	// Admins' changes apply; editors may not start ramps of the feature.
+	// Admins' changes apply; editors' ramps of the feature are requests.
 	g.must(t, 200, "admin", "PUT", "/api/features/f/buckets/treatment", map[string]any{"replicas": 30})
-	g.must(t, 403, "editor", "POST", "/api/features/f/ramps", map[string]any{"bucket": "treatment", "steps": []float64{0.9, 1}, "every": "24h"})
+	g.must(t, 202, "editor", "POST", "/api/features/f/ramps", map[string]any{"bucket": "treatment", "steps": []float64{0.9, 1}, "every": "24h"})
 	g.must(t, 201, "admin", "POST", "/api/features/f/ramps", map[string]any{"bucket": "treatment", "steps": []float64{0.9, 1}, "every": "24h"})
 
 	var kinds []string
@@ -192,7 +192,7 @@ func TestChangeRequests(t *testing.T) {
 			kinds = append(kinds, fmt.Sprintf("%s by %s", e.Kind, e.Actor))
 		}
 	}
-	want := "request_create by editor-bot, request_approve by carol, request_create by editor-bot, request_create by carol, request_reject by carol, request_cancel by carol"
+	want := "request_create by editor-bot, request_approve by carol, request_create by editor-bot, request_create by carol, request_reject by carol, request_cancel by carol, request_create by editor-bot"
 	if got := strings.Join(kinds, ", "); got != want {
 		t.Errorf("request events:\n%s\nwant\n%s", got, want)
 	}

@@ -16,8 +16,9 @@ import (
 type ArchiveStore interface {
 	// ArchiveFeature archives the served feature key, which must be at
 	// the given version, and records e (its FeatureID and Version set by
-	// the store). ENotFound when no feature key is served, EConflict when
-	// it is at another version.
+	// the store); with e.Request, marks that request applied (EConflict
+	// when it is no longer open). ENotFound when no feature key is
+	// served, EConflict when it is at another version.
 	ArchiveFeature(ctx context.Context, key string, version int, e AuditEvent) error
 	// ArchivedFeatures returns the archived features, ordered by key.
 	ArchivedFeatures(ctx context.Context) ([]Feature, error)
@@ -40,31 +41,49 @@ type ArchiveStore interface {
 // restored. The result holds the feature as it was and the report of its
 // archiving: every user who had a bucket has none afterwards. DryRun and
 // MaxChurn apply as to any change; If-Match names the version archived.
+// An editor's archive of a feature that approvals cover is not made: it
+// becomes a change request (Result.Request), applied when another person
+// approves it.
 func (s *Service) Archive(ctx context.Context, key string, opts ChangeOptions) (Result, error) {
 	if err := validateComment(opts.Comment); err != nil {
+		return Result{}, err
+	}
+	g, err := s.gateFor(ctx, opts)
+	if err != nil {
 		return Result{}, err
 	}
 	if err := s.mu.lock(ctx); err != nil {
 		return Result{}, err
 	}
 	defer s.mu.Unlock()
-	return s.onFresh(ctx, key, opts, func(cur *compiled) (Result, error) {
-		gone := cur.feature.Clone()
-		gone.Version, gone.Enabled, gone.Fallback = 0, false, "" // serves no one
-		rep := newReport(cur, compile(gone))
-		if err := checkChurn(rep, opts); err != nil {
+	if g.covers(key) {
+		cur, err := s.current(ctx, key, opts)
+		if err != nil {
 			return Result{}, err
 		}
-		res := Result{Feature: cur.feature, Report: rep, Shares: maps.Clone(cur.shares), DryRun: opts.DryRun}
-		if opts.DryRun {
-			return res, nil
+		res, err := archiveResult(cur, opts)
+		if err != nil {
+			return res, err
+		}
+		return s.request(ctx, res, ChangeSpec{Kind: SpecArchive}, opts)
+	}
+	return s.archive(ctx, key, opts)
+}
+
+// archive is Archive not bound by the settings. The caller holds s.mu.
+func (s *Service) archive(ctx context.Context, key string, opts ChangeOptions) (Result, error) {
+	return s.onFresh(ctx, key, opts, func(cur *compiled) (Result, error) {
+		res, err := archiveResult(cur, opts)
+		if err != nil || opts.DryRun {
+			return res, err
 		}
 		now := s.now().UTC()
 		Settle(ctx, res, now)
-		churn := rep.Churn
+		churn := res.Report.Churn
 		e := AuditEvent{
 			Time: now, Actor: actor(opts), Kind: AuditArchive, Feature: key, Version: cur.feature.Version,
-			Summary: joinSummary("archived: apps get not-found", ShareSummary(rep)), Comment: opts.Comment, Churn: &churn,
+			Summary: joinSummary(archivedSummary, ShareSummary(res.Report)), Comment: opts.Comment, Churn: &churn,
+			Request: opts.request,
 		}
 		if err := s.store.ArchiveFeature(ctx, key, cur.feature.Version, e); err != nil {
 			return Result{}, err
@@ -73,6 +92,22 @@ func (s *Service) Archive(ctx context.Context, key string, opts ChangeOptions) (
 		s.committed()
 		return res, nil
 	}, nil)
+}
+
+// archivedSummary says what archiving does.
+const archivedSummary = "archived: apps get not-found"
+
+// archiveResult is the result of archiving cur: the feature as it is, and
+// the report of every user who has a bucket having none; EChurn when it
+// moves more than opts.MaxChurn allows.
+func archiveResult(cur *compiled, opts ChangeOptions) (Result, error) {
+	gone := cur.feature.Clone()
+	gone.Version, gone.Enabled, gone.Fallback = 0, false, "" // serves no one
+	rep := newReport(cur, compile(gone))
+	if err := checkChurn(rep, opts); err != nil {
+		return Result{}, err
+	}
+	return Result{Feature: cur.feature, Report: rep, Shares: maps.Clone(cur.shares), DryRun: opts.DryRun}, nil
 }
 
 // ArchivedFeatures returns the archived features, ordered by key.
@@ -88,48 +123,44 @@ func (s *Service) ArchivedFeature(ctx context.Context, key string) (Feature, err
 
 // Restore serves the archived feature key again with the configuration it
 // had when archived, as a new version whose report moves users from no
-// bucket back into theirs. If-Match names the archived version. Errors:
-// ENotFound when no feature key exists, EConflict when it is not archived.
+// bucket back into theirs. If-Match names the archived version. An
+// editor's restore of a feature that approvals cover is not made: it
+// becomes a change request (Result.Request) with this preview, applied
+// when another person approves it. Errors: ENotFound when no feature key
+// exists, EConflict when it is not archived.
 func (s *Service) Restore(ctx context.Context, key string, opts ChangeOptions) (Result, error) {
 	if err := validateComment(opts.Comment); err != nil {
+		return Result{}, err
+	}
+	g, err := s.gateFor(ctx, opts)
+	if err != nil {
 		return Result{}, err
 	}
 	if err := s.mu.lock(ctx); err != nil {
 		return Result{}, err
 	}
 	defer s.mu.Unlock()
-	old, err := s.store.ArchivedFeature(ctx, key)
-	if err != nil {
-		return Result{}, err
+	if g.covers(key) {
+		res, _, _, err := s.restoreResult(ctx, key, opts)
+		if err != nil {
+			return res, err
+		}
+		return s.request(ctx, res, ChangeSpec{Kind: SpecRestore}, opts)
 	}
-	if opts.IfMatch != "" && opts.IfMatch != "*" && opts.IfMatch != old.Tag() {
-		return Result{}, Errorf(EPrecondition, "archived feature %q is %q, not %q: reload it and decide again", key, old.Tag(), opts.IfMatch)
+	return s.restore(ctx, key, opts)
+}
+
+// restore is Restore not bound by the settings. The caller holds s.mu.
+func (s *Service) restore(ctx context.Context, key string, opts ChangeOptions) (Result, error) {
+	res, next, cc, err := s.restoreResult(ctx, key, opts)
+	if err != nil || opts.DryRun {
+		return res, err
 	}
-	if err := old.Validate(); err != nil {
-		return Result{}, Errorf(EInvalid, "the archived configuration of feature %q is not valid any more (%s): purge it and create it again", key, ErrorMessage(err))
-	}
-	if err := s.checkSegments(ctx, old); err != nil {
-		return Result{}, Errorf(EInvalid, "the rules of archived feature %q use a segment that is gone (%s): create it again first", key, ErrorMessage(err))
-	}
-	now := s.now().UTC()
-	next := old.Clone()
-	next.Version, next.UpdatedAt = old.Version+1, now
-	cc := s.compileFeature(next)
-	if err := cc.checkPatterns(); err != nil {
-		return Result{}, Errorf(EInvalid, "the rules of archived feature %q would pass the limits of patterns with the segments as they are now (%s): purge it and create it again", key, ErrorMessage(err))
-	}
-	rep := newReport(nil, cc)
-	rep.FromVersion = old.Version
-	if err := checkChurn(rep, opts); err != nil {
-		return Result{}, err
-	}
-	res := Result{Feature: next, Report: rep, Shares: maps.Clone(cc.shares), DryRun: opts.DryRun}
-	if opts.DryRun {
-		return res, nil
-	}
+	now := next.UpdatedAt
 	v := Version{
-		Version: next.Version, Actor: actor(opts), Time: now, Summary: "restored from the archive",
-		Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: rep, Kind: AuditRestore,
+		Version: next.Version, Actor: actor(opts), Time: now, Summary: restoredSummary,
+		Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: res.Report, Kind: AuditRestore,
+		Request: opts.request,
 	}
 	Settle(ctx, res, now)
 	if err := s.store.RestoreFeature(ctx, next, v); err != nil {
@@ -140,9 +171,45 @@ func (s *Service) Restore(ctx context.Context, key string, opts ChangeOptions) (
 	return res, nil
 }
 
+// restoredSummary says what restoring does.
+const restoredSummary = "restored from the archive"
+
+// restoreResult previews the restore of the archived feature key: its
+// result, the feature as it would be served and its compiled form. It
+// checks If-Match against the archived version, the configuration, its
+// segments and opts.MaxChurn. The caller holds s.mu.
+func (s *Service) restoreResult(ctx context.Context, key string, opts ChangeOptions) (Result, Feature, *compiled, error) {
+	old, err := s.store.ArchivedFeature(ctx, key)
+	if err != nil {
+		return Result{}, Feature{}, nil, err
+	}
+	if opts.IfMatch != "" && opts.IfMatch != "*" && opts.IfMatch != old.Tag() {
+		return Result{}, Feature{}, nil, Errorf(EPrecondition, "archived feature %q is %q, not %q: reload it and decide again", key, old.Tag(), opts.IfMatch)
+	}
+	if err := old.Validate(); err != nil {
+		return Result{}, Feature{}, nil, Errorf(EInvalid, "the archived configuration of feature %q is not valid any more (%s): purge it and create it again", key, ErrorMessage(err))
+	}
+	if err := s.checkSegments(ctx, old); err != nil {
+		return Result{}, Feature{}, nil, Errorf(EInvalid, "the rules of archived feature %q use a segment that is gone (%s): create it again first", key, ErrorMessage(err))
+	}
+	next := old.Clone()
+	next.Version, next.UpdatedAt = old.Version+1, s.now().UTC()
+	cc := s.compileFeature(next)
+	if err := cc.checkPatterns(); err != nil {
+		return Result{}, Feature{}, nil, Errorf(EInvalid, "the rules of archived feature %q would pass the limits of patterns with the segments as they are now (%s): purge it and create it again", key, ErrorMessage(err))
+	}
+	rep := newReport(nil, cc)
+	rep.FromVersion = old.Version
+	if err := checkChurn(rep, opts); err != nil {
+		return Result{}, Feature{}, nil, err
+	}
+	return Result{Feature: next, Report: rep, Shares: maps.Clone(cc.shares), DryRun: opts.DryRun}, next, cc, nil
+}
+
 // Purge removes the archived feature key with its history, exposures and
 // ramps; its audit events stay, and the purge's own is added. Its key can
-// then be used for a new feature. Errors: ENotFound when there is no
+// then be used for a new feature. The API lets only admins purge, so no
+// editor's purge is ever a change request. Errors: ENotFound when there is no
 // feature key, EConflict when it is served (archive it first).
 func (s *Service) Purge(ctx context.Context, key string, opts ChangeOptions) error {
 	if err := validateComment(opts.Comment); err != nil {

@@ -84,6 +84,10 @@ type AuditEvent struct {
 	// Subject names what else the action concerned: a ramp's ID, a
 	// token's name.
 	Subject string `json:"subject,omitempty"`
+	// Request, on an archive's event, is the approval that applies it:
+	// the store marks the request applied in the archive's transaction
+	// (ArchiveStore.ArchiveFeature), as it does for a Version's.
+	Request *RequestDecision `json:"-"`
 }
 
 // AuditQuery selects events of the audit trail (AuditStore.AuditEvents).
@@ -275,6 +279,8 @@ func RampEvent(prev, next Ramp, by string, at time.Time) (AuditEvent, bool) {
 		e.Kind, e.Summary = AuditRampCancel, "canceled the "+what+fmt.Sprintf(" after %d of %d steps", next.Next, len(next.Steps))
 	case next.State == RampPaused && prev.State != RampPaused:
 		e.Kind, e.Summary = AuditRampPause, "paused the "+what+reason(next.Reason)
+	case next.State == RampActive && prev.State == RampPaused && next.ApprovedBy != prev.ApprovedBy:
+		e.Kind, e.Summary = AuditRampResume, "resumed the "+what+", approving its steps (approvals cover the feature)"
 	case next.State == RampActive && prev.State == RampPaused:
 		e.Kind, e.Summary = AuditRampResume, "resumed the "+what
 	case next.Next > prev.Next:

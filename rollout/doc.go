@@ -74,6 +74,16 @@
 // Kind), ramps' (RampEvent), tokens'; ShareSummary words a report in
 // percentages.
 //
+// Settings and change requests (settings.go, request.go). An editor's
+// change passes a gate: the editors' churn limit, reshuffles (a salt, the
+// feature's or a rule's bucket_by) for admins only, and, where approvals
+// cover the feature, a change request (Request) instead of the change,
+// archive, restore and ramp included; a request records the feature's tag
+// and the segments' versions it was previewed at, and an approval after
+// either moved previews it again (EPrecondition). Each step of an
+// editor's ramp is held to the limit, and an editor's ramp pauses, waiting
+// for an approval, when approvals come to cover its feature.
+//
 // Webhooks (webhook.go). Admins register URLs (NewWebhook, Webhooks) that
 // receive every audit event after it commits, signed (WebhookSignature)
 // with a Slack-compatible text (WebhookBody); each webhook keeps a cursor

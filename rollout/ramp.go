@@ -2,11 +2,14 @@ package rollout
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -108,6 +111,24 @@ type Ramp struct {
 	// cancel); "" when the ramp made it itself (a step). The store's
 	// audit event of the update names them.
 	UpdatedBy string `json:"updated_by,omitempty"`
+	// Role is the role of the token that started the ramp ("" for the
+	// command line, an open API, or a ramp older than roles on ramps).
+	// An editor's ramp is bound by the settings at each step, unless
+	// ApprovedBy approved it: a step moves at most the editors' churn
+	// limit, and none applies while approvals cover the feature.
+	Role Role `json:"role,omitempty"`
+	// ApprovedBy is who approved the ramp's steps: the approver of the
+	// change request that started it, or who resumed it after it paused
+	// for an approval.
+	ApprovedBy string `json:"approved_by,omitempty"`
+	// NeedsApproval says the ramp paused because approvals came to cover
+	// its feature after an editor started it: resuming it, by another
+	// person than its author, approves its steps.
+	NeedsApproval bool `json:"needs_approval,omitempty"`
+	// Request, when not nil, is the approval of the change request that
+	// starts the ramp: the store marks it applied in the ramp's
+	// transaction (CreateRamp).
+	Request *RequestDecision `json:"-"`
 }
 
 // Live reports whether the ramp may still apply steps (active or paused).
@@ -141,6 +162,55 @@ type RampSpec struct {
 	MaxChurn  *float64
 	Tolerance float64 // 0: the default (RampTolerance); else as CheckTolerance accepts
 	Comment   string
+	// Role is the role of the token starting the ramp: an editor's is
+	// bound by the settings (StartRamp); "" and admins' are not.
+	Role Role
+}
+
+// rampSpecJSON is a RampSpec as a ramp request keeps it (its comment is
+// the request's, its role the author's).
+type rampSpecJSON struct {
+	Bucket    string      `json:"bucket"`
+	Steps     []float64   `json:"steps"`
+	Every     string      `json:"every,omitempty"`
+	Start     *time.Time  `json:"start,omitempty"`
+	At        []time.Time `json:"at,omitempty"`
+	MaxChurn  *float64    `json:"max_churn,omitempty"`
+	Tolerance float64     `json:"tolerance,omitempty"`
+}
+
+// MarshalJSON writes the spec as the API takes it: every as a duration
+// ("1h0m0s"), start only when given (else the steps start when the ramp
+// does).
+func (sp RampSpec) MarshalJSON() ([]byte, error) {
+	j := rampSpecJSON{Bucket: sp.Bucket, Steps: sp.Shares, At: sp.At, MaxChurn: sp.MaxChurn, Tolerance: sp.Tolerance}
+	if sp.Every != 0 {
+		j.Every = shortDuration(sp.Every)
+	}
+	if !sp.Start.IsZero() {
+		j.Start = &sp.Start
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (sp *RampSpec) UnmarshalJSON(data []byte) error {
+	var j rampSpecJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	*sp = RampSpec{Bucket: j.Bucket, Shares: j.Steps, At: j.At, MaxChurn: j.MaxChurn, Tolerance: j.Tolerance}
+	if j.Every != "" {
+		d, err := time.ParseDuration(j.Every)
+		if err != nil {
+			return fmt.Errorf("ramp every %q: %w", j.Every, err)
+		}
+		sp.Every = d
+	}
+	if j.Start != nil {
+		sp.Start = *j.Start
+	}
+	return nil
 }
 
 // FineRampPoints is the size of ring (its points) from which a ramp given
@@ -257,7 +327,9 @@ func checkRampTime(what string, at, now time.Time) error {
 // not at revision r.Revision-1 or the feature is not at version
 // f.Version-1; EUnavailable as for Store.
 type RampStore interface {
-	// CreateRamp stores a new ramp at revision 1.
+	// CreateRamp stores a new ramp at revision 1; with r.Request, it
+	// marks that change request applied in the same transaction
+	// (EConflict when it is no longer open) and records request_approve.
 	CreateRamp(ctx context.Context, r Ramp) error
 	// Ramp returns one ramp.
 	Ramp(ctx context.Context, id string) (Ramp, error)
@@ -272,37 +344,160 @@ type RampStore interface {
 	ApplyRampStep(ctx context.Context, f Feature, v Version, r Ramp) error
 }
 
-// CreateRamp stores a new active ramp of the feature key. It returns
-// ENotFound for no such feature or bucket, EInvalid for a bad spec or a
-// ramp whose last share the bucket has already, and EConflict when the
-// feature has a live ramp already.
+// CreateRamp stores a new active ramp of the feature key, not bound by
+// the settings (spec.Role is ignored): StartRamp for a caller with no
+// role, the command line's. It returns ENotFound for no such feature or
+// bucket, EInvalid for a bad spec or a ramp whose last share the bucket has
+// already, and EConflict when the feature has a live ramp already.
 func (s *Service) CreateRamp(ctx context.Context, key string, spec RampSpec, actorName string) (Ramp, error) {
-	r, _, err := s.newRamp(ctx, key, spec, actorName)
+	spec.Role = ""
+	st, err := s.StartRamp(ctx, key, spec, actorName)
+	return st.Ramp, err
+}
+
+// RampStart is what StartRamp did: the ramp it stored, or the change
+// request the ramp became (Ramp is then the ramp it would start, not
+// stored, and Steps its preview).
+type RampStart struct {
+	Ramp    Ramp
+	Request *Request
+	Steps   []RampStepPreview
+}
+
+// StartRamp stores a new active ramp of the feature key, started by
+// actorName with a token of spec.Role. An editor's ramp is bound by the
+// settings as the editor's changes are: where approvals cover the feature
+// it is not started but becomes a change request (RampStart.Request) with
+// its preview, started when another person approves it; elsewhere each of
+// its steps, as previewed from the feature as it is, must move at most the
+// editors' churn limit (EForbidden otherwise, naming the step), and so
+// must each step when it applies (the ramp pauses otherwise). Errors as
+// CreateRamp's, and EForbidden.
+func (s *Service) StartRamp(ctx context.Context, key string, spec RampSpec, actorName string) (RampStart, error) {
+	g, err := s.gateFor(ctx, ChangeOptions{Role: spec.Role})
 	if err != nil {
-		return Ramp{}, err
+		return RampStart{}, err
 	}
-	Settle(ctx, r, r.CreatedAt)
+	if g.covers(key) {
+		return s.requestRamp(ctx, key, spec, actorName)
+	}
+	c, err := s.known(ctx, key)
+	if err != nil {
+		return RampStart{}, err
+	}
+	r, err := s.newRamp(c, spec, actorName)
+	if err != nil {
+		return RampStart{}, err
+	}
+	if g != nil {
+		steps, _ := previewRamp(c, r)
+		if err := g.checkRamp(key, steps); err != nil {
+			return RampStart{}, err
+		}
+	}
+	st := RampStart{Ramp: r}
+	Settle(ctx, st, r.CreatedAt)
 	if err := s.store.CreateRamp(ctx, r); err != nil {
-		return Ramp{}, err
+		return RampStart{}, err
 	}
+	return st, nil
+}
+
+// requestRamp stores the ramp spec of feature key as a change request by
+// actorName, previewed on the feature as it is.
+func (s *Service) requestRamp(ctx context.Context, key string, spec RampSpec, actorName string) (RampStart, error) {
+	if err := s.mu.lock(ctx); err != nil {
+		return RampStart{}, err
+	}
+	defer s.mu.Unlock()
+	c, err := s.current(ctx, key, ChangeOptions{})
+	if err != nil {
+		return RampStart{}, err
+	}
+	r, err := s.newRamp(c, spec, actorName) // checks the spec
+	if err != nil {
+		return RampStart{}, err
+	}
+	comment := spec.Comment
+	spec.Comment, spec.Role = "", ""
+	req, err := s.preview(ctx, s.newRequest(c.feature, ChangeSpec{Kind: SpecRamp, Ramp: &spec}, ChangeOptions{Actor: actorName, Comment: comment}))
+	if err != nil {
+		return RampStart{}, err
+	}
+	st := RampStart{Ramp: r, Request: &req, Steps: req.RampSteps}
+	Settle(ctx, st, req.CreatedAt) // an Idempotency-Key is kept with the request
+	if err := s.store.CreateRequest(ctx, req); err != nil {
+		return RampStart{}, err
+	}
+	return st, nil
+}
+
+// previewRampRequest previews the ramp request r on its feature as it
+// stands now (see preview). The caller holds s.mu.
+func (s *Service) previewRampRequest(ctx context.Context, r Request) (Request, error) {
+	if r.Change.Ramp == nil {
+		return r, Errorf(EInvalid, "request %s asks for a ramp but names none", r.ID)
+	}
+	c, err := s.current(ctx, r.Feature, ChangeOptions{})
+	if err != nil {
+		return r, err
+	}
+	ramp, err := s.newRamp(c, *r.Change.Ramp, r.Author)
+	if err != nil {
+		return r, err
+	}
+	steps, rep := previewRamp(c, ramp)
+	shares := make([]string, len(ramp.Steps))
+	for i, st := range ramp.Steps {
+		shares[i] = percent(st.Share)
+	}
+	what := fmt.Sprintf("ramp %s: %s", ramp.Bucket, strings.Join(shares, " → "))
+	if sp := r.Change.Ramp; sp.Every != 0 {
+		what += ", a step every " + shortDuration(sp.Every)
+	}
+	r.IfMatch, r.BaseVersion, r.Report, r.RampSteps, r.Segments = c.feature.Tag(), c.feature.Version, rep, steps, nil
+	r.Summary = joinSummary(what, strings.Replace(previewSummary(rep), " would move", " would move in all", 1))
 	return r, nil
 }
 
-// newRamp checks spec against the feature key as it is and returns the
-// ramp it makes, not stored, and the feature.
-func (s *Service) newRamp(ctx context.Context, key string, spec RampSpec, actorName string) (Ramp, Feature, error) {
-	c, err := s.known(ctx, key)
-	if err != nil {
-		return Ramp{}, Feature{}, err
+// startApprovedRamp starts the ramp that request r asks for, approved by
+// approver, on the feature at r.IfMatch (EPrecondition when it moved on),
+// marking r applied in the ramp's transaction. It returns the ramp, and
+// the feature with the request's preview. The caller holds s.mu.
+func (s *Service) startApprovedRamp(ctx context.Context, r Request, approver, comment string) (Ramp, Result, error) {
+	if r.Change.Ramp == nil {
+		return Ramp{}, Result{}, Errorf(EInvalid, "request %s asks for a ramp but names none", r.ID)
 	}
+	c, err := s.current(ctx, r.Feature, ChangeOptions{IfMatch: r.IfMatch})
+	if err != nil {
+		return Ramp{}, Result{}, err
+	}
+	spec := *r.Change.Ramp
+	spec.Comment = r.Comment
+	ramp, err := s.newRamp(c, spec, r.Author)
+	if err != nil {
+		return Ramp{}, Result{}, err
+	}
+	ramp.Role, ramp.ApprovedBy = RoleEditor, approver
+	ramp.Request = &RequestDecision{ID: r.ID, By: approver, Comment: comment}
+	if err := s.store.CreateRamp(ctx, ramp); err != nil {
+		return Ramp{}, Result{}, err
+	}
+	return ramp, Result{Feature: c.feature, Report: r.Report, Shares: maps.Clone(c.shares)}, nil
+}
+
+// newRamp checks spec against the feature c as it is and returns the
+// ramp it makes, not stored.
+func (s *Service) newRamp(c *compiled, spec RampSpec, actorName string) (Ramp, error) {
+	key := c.feature.Key
 	now := s.now().UTC()
 	steps, err := spec.steps(now)
 	if err != nil {
-		return Ramp{}, Feature{}, err
+		return Ramp{}, err
 	}
 	b, ok := c.feature.Bucket(spec.Bucket)
 	if !ok {
-		return Ramp{}, Feature{}, Errorf(ENotFound, "feature %q has no bucket %q: ramp one of its buckets", key, spec.Bucket)
+		return Ramp{}, Errorf(ENotFound, "feature %q has no bucket %q: ramp one of its buckets", key, spec.Bucket)
 	}
 	last := steps[len(steps)-1].Share
 	share := c.feature.Ring().Shares()[b.Name]
@@ -310,33 +505,36 @@ func (s *Service) newRamp(ctx context.Context, key string, spec RampSpec, actorN
 	case len(steps) == 1 && share > last || len(steps) > 1 && steps[1].Share < steps[0].Share:
 		// A ramp down: it only removes replicas of its bucket.
 		if share <= last {
-			return Ramp{}, Feature{}, Errorf(EInvalid, "bucket %q already has %s of users, at most the ramp's last step (%s): nothing to ramp down", b.Name, percent(share), percent(last))
+			return Ramp{}, Errorf(EInvalid, "bucket %q already has %s of users, at most the ramp's last step (%s): nothing to ramp down", b.Name, percent(share), percent(last))
 		}
 		if share >= 1 {
-			return Ramp{}, Feature{}, Errorf(EInvalid, "bucket %q serves every user and the other buckets have no replicas: removing its replicas cannot give them users; ramp another bucket up from 0 %% instead, which moves users out of %q only", b.Name, b.Name)
+			return Ramp{}, Errorf(EInvalid, "bucket %q serves every user and the other buckets have no replicas: removing its replicas cannot give them users; ramp another bucket up from 0 %% instead, which moves users out of %q only", b.Name, b.Name)
 		}
 	case share >= last:
-		return Ramp{}, Feature{}, Errorf(EInvalid, "bucket %q already has %s of users, at least the ramp's last step (%s): nothing to ramp", b.Name, percent(share), percent(last))
+		return Ramp{}, Errorf(EInvalid, "bucket %q already has %s of users, at least the ramp's last step (%s): nothing to ramp", b.Name, percent(share), percent(last))
 	}
 	tol, fine, err := RampTolerance(c.feature, spec.Tolerance)
 	if err != nil {
-		return Ramp{}, Feature{}, err
+		return Ramp{}, err
 	}
-	r := Ramp{
+	return Ramp{
 		ID: uuid.NewString(), Feature: key, FeatureID: c.feature.ID, Bucket: b.Name,
 		Steps: steps, MaxChurn: spec.MaxChurn, Tolerance: tol, FineDefault: fine, State: RampActive,
 		Comment:  spec.Comment,
 		Replicas: b.Replicas, Actor: actor(ChangeOptions{Actor: actorName}), Revision: 1,
-		CreatedAt: now, UpdatedAt: now,
-	}
-	return r, c.feature, nil
+		CreatedAt: now, UpdatedAt: now, Role: spec.Role,
+	}, nil
 }
 
 // RampPreview is what a ramp would do, step by step, if the feature did
-// not change meanwhile: a dry run of CreateRamp.
+// not change meanwhile: a dry run of StartRamp. Needs, for an editor's
+// ramp, is what starting it needs: "approval" (it would become a change
+// request), "admin" (a step moves more than the editors' churn limit), or
+// "" (it would start).
 type RampPreview struct {
 	Ramp  Ramp              `json:"ramp"`
 	Steps []RampStepPreview `json:"steps"`
+	Needs string            `json:"needs,omitempty"`
 }
 
 // RampStepPreview is one step of a RampPreview: the share the bucket would
@@ -351,18 +549,43 @@ type RampStepPreview struct {
 	Churn    float64   `json:"churn"`
 	Summary  string    `json:"summary"`
 	Error    string    `json:"error,omitempty"`
+
+	report Report // the step's, when it applies
 }
 
-// PreviewRamp checks spec as CreateRamp does and returns what each step
+// PreviewRamp checks spec as StartRamp does and returns what each step
 // would do to the feature as it is now, storing nothing.
 func (s *Service) PreviewRamp(ctx context.Context, key string, spec RampSpec, actorName string) (RampPreview, error) {
-	r, f, err := s.newRamp(ctx, key, spec, actorName)
+	g, err := s.gateFor(ctx, ChangeOptions{Role: spec.Role})
+	if err != nil {
+		return RampPreview{}, err
+	}
+	c, err := s.known(ctx, key)
+	if err != nil {
+		return RampPreview{}, err
+	}
+	r, err := s.newRamp(c, spec, actorName)
 	if err != nil {
 		return RampPreview{}, err
 	}
 	p := RampPreview{Ramp: r}
-	cur := compile(f)
-	down := r.Down(f.Ring().Shares()[r.Bucket])
+	p.Steps, _ = previewRamp(c, r)
+	switch {
+	case g.covers(key):
+		p.Needs = "approval"
+	case g.checkRamp(key, p.Steps) != nil:
+		p.Needs = "admin"
+	}
+	return p, nil
+}
+
+// previewRamp previews each step of r on the feature c as it is, and
+// reports what the steps that can apply do in all (from c to the last of
+// them).
+func previewRamp(c *compiled, r Ramp) ([]RampStepPreview, Report) {
+	var out []RampStepPreview
+	cur := compile(c.feature)
+	down := r.Down(c.feature.Ring().Shares()[r.Bucket])
 	for _, step := range r.Steps {
 		sp := RampStepPreview{Share: step.Share, At: step.At}
 		b, _ := cur.feature.Bucket(r.Bucket)
@@ -371,10 +594,11 @@ func (s *Service) PreviewRamp(ctx context.Context, key string, spec RampSpec, ac
 			sp.Replicas, sp.Reached = max(b.Replicas, 1), 1
 			ch = rampFinal(r.Bucket, sp.Replicas, "")
 		} else {
+			var err error
 			sp.Replicas, sp.Reached, err = r.replicasFor(cur.feature, step.Share, down)
 			if err != nil {
 				sp.Error = ErrorMessage(err)
-				p.Steps = append(p.Steps, sp)
+				out = append(out, sp)
 				break
 			}
 			ch = rampReplicasChange(r.Bucket, sp.Replicas, "")
@@ -382,26 +606,27 @@ func (s *Service) PreviewRamp(ctx context.Context, key string, spec RampSpec, ac
 		next := cur.feature.Clone()
 		if err := ch.apply(&next); err != nil {
 			sp.Error = ErrorMessage(err)
-			p.Steps = append(p.Steps, sp)
+			out = append(out, sp)
 			break
 		}
 		if err := next.Validate(); err != nil {
 			sp.Error = ErrorMessage(err)
-			p.Steps = append(p.Steps, sp)
+			out = append(out, sp)
 			break
 		}
+		next.Version = cur.feature.Version + 1
 		nc := compile(next)
 		rep := newReport(cur, nc)
-		sp.Churn, sp.Summary = rep.Churn, ShareSummary(rep)
+		sp.Churn, sp.Summary, sp.report = rep.Churn, ShareSummary(rep), rep
 		if r.MaxChurn != nil && rep.Churn > *r.MaxChurn {
 			sp.Error = fmt.Sprintf("the step would move %s of users, more than max_churn %s: the ramp would pause here", percent(rep.Churn), percent(*r.MaxChurn))
-			p.Steps = append(p.Steps, sp)
+			out = append(out, sp)
 			break
 		}
-		p.Steps = append(p.Steps, sp)
+		out = append(out, sp)
 		cur = nc
 	}
-	return p, nil
+	return out, newReport(compile(c.feature), cur)
 }
 
 // replicasFor is rampReplicas at r's tolerance; a ramp at the fine
@@ -448,12 +673,21 @@ func (s *Service) PauseRamp(ctx context.Context, key, id, actorName string) (Ram
 }
 
 // ResumeRamp makes the paused ramp id active again; steps whose time has
-// passed apply at the runner's next pass, one after the other. It returns
-// EConflict when the ramp is not paused.
+// passed apply at the runner's next pass, one after the other. A ramp
+// that paused for an approval (NeedsApproval) is approved by resuming it,
+// which its author may not do (EForbidden): another editor or an admin
+// does. It returns EConflict when the ramp is not paused.
 func (s *Service) ResumeRamp(ctx context.Context, key, id, actorName string) (Ramp, error) {
+	by := actor(ChangeOptions{Actor: actorName})
 	return s.moveRamp(ctx, key, id, actorName, func(r *Ramp) error {
 		if r.State != RampPaused {
 			return Errorf(EConflict, "ramp %q is %s, not paused: only a paused ramp can be resumed", id, r.State)
+		}
+		if r.NeedsApproval {
+			if by == r.Actor {
+				return Errorf(EForbidden, "you (%s) started ramp %q, which waits for an approval: another editor or an admin approves its steps by resuming it", by, id)
+			}
+			r.NeedsApproval, r.ApprovedBy = false, by
 		}
 		r.State, r.Reason = RampActive, ""
 		return nil
@@ -592,6 +826,16 @@ func (s *Service) stepRamp(ctx context.Context, r Ramp) (Ramp, bool, error) {
 	if down && b.Replicas > r.Replicas {
 		return pause("bucket %q has %d replicas, more than the %d of the ramp's last step: it was raised by hand, and lowering it again would move users in and back out; cancel this ramp and start a new one", r.Bucket, b.Replicas, r.Replicas)
 	}
+	limit, err := s.rampLimit(ctx, r)
+	switch {
+	case err != nil:
+		return r, false, err
+	case limit.approval:
+		next := r.Clone()
+		next.NeedsApproval = true
+		r = next
+		return pause("needs approval: approvals now cover feature %q, and %s, an editor, started the ramp; another editor or an admin approves its steps by resuming it", r.Feature, r.Actor)
+	}
 	var (
 		ch       Change
 		replicas int
@@ -623,19 +867,85 @@ func (s *Service) stepRamp(ctx context.Context, r Ramp) (Ramp, bool, error) {
 		return next, false, s.store.UpdateRamp(ctx, next)
 	}
 	opts := ChangeOptions{Actor: RampActorFor(r), MaxChurn: r.MaxChurn, Comment: r.Comment}
-	_, err = s.applyWith(ctx, cur, ch, opts, func(f Feature, v Version) error {
+	if limit.churn != nil && (opts.MaxChurn == nil || *limit.churn < *opts.MaxChurn) {
+		opts.MaxChurn = limit.churn
+	}
+	res, err := s.applyWith(ctx, cur, ch, opts, func(f Feature, v Version) error {
 		next.Steps[i].Version = f.Version
 		return s.store.ApplyRampStep(ctx, f, v, next)
 	})
 	switch code := ErrorCode(err); {
 	case err == nil:
 		return next, true, nil
+	case code == EChurn && opts.MaxChurn == limit.churn:
+		rep := res.Report
+		if e, ok := errors.AsType[*Error](err); ok && e.Report != nil {
+			rep = *e.Report
+		}
+		return pause("the step would move %s of users, more than the editors' limit of %s, and %s, an editor, started the ramp: an admin starts a new one, or approvals on for the feature make it a change request", percent(rep.Churn), percent(*limit.churn), r.Actor)
 	case code == EChurn || code == EInvalid || isChangeError(err):
 		// Over max_churn, or a change the feature refuses (the last
 		// step removing the fallback, say).
 		return pause("%s", ErrorMessage(err))
 	}
 	return r, false, err
+}
+
+// shortDuration writes d as time.Duration does, without its zero minutes
+// and seconds: "24h", "1h30m".
+func shortDuration(d time.Duration) string {
+	out := d.String()
+	if strings.HasSuffix(out, "m0s") {
+		out = strings.TrimSuffix(out, "0s")
+	}
+	if strings.HasSuffix(out, "h0m") {
+		out = strings.TrimSuffix(out, "0m")
+	}
+	return out
+}
+
+// rampBounds are the settings' bounds on a ramp's next step: none, or
+// for an editor's ramp no one approved, the editors' churn limit (churn)
+// and whether approvals now cover the feature (approval: the step waits).
+type rampBounds struct {
+	churn    *float64
+	approval bool
+}
+
+// rampLimit reads the settings' bounds on r's next step.
+func (s *Service) rampLimit(ctx context.Context, r Ramp) (rampBounds, error) {
+	if r.Role != RoleEditor || r.ApprovedBy != "" {
+		return rampBounds{}, nil
+	}
+	st, err := s.store.Settings(ctx)
+	if err != nil {
+		return rampBounds{}, fmt.Errorf("read settings: %w", err)
+	}
+	return rampBounds{churn: &st.MaxChurn, approval: st.RequireApproval.Covers(r.Feature)}, nil
+}
+
+// checkRamp decides an editor's ramp of feature key, whose steps preview
+// says (each from the one before): each must move at most the editors'
+// churn limit, as a change of the editor's would (EForbidden otherwise,
+// naming the first step above it). A nil gate passes anything.
+//
+// Each step is held to the limit, not the ramp's total: a step is one
+// change of the feature, made on its own at its time, as the editor's
+// own changes are, each held to the limit; a ramp of small steps moves no
+// more users at once than as many changes by hand would.
+func (g *gate) checkRamp(key string, steps []RampStepPreview) error {
+	if g == nil {
+		return nil
+	}
+	for i, st := range steps {
+		if st.Error == "" && st.Churn > g.settings.MaxChurn {
+			rep := st.report
+			return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
+				"step %d of the ramp (to %s) would move %s of users of feature %q, more than the editors' limit of %s: use smaller steps, or it needs an admin, or approvals on for the feature (an admin sets them in the settings) to submit it as a change request; nothing was started",
+				i+1, percent(st.Share), percent(st.Churn), key, percent(g.settings.MaxChurn))}
+		}
+	}
+	return nil
 }
 
 // Down reports whether r ramps its bucket down, when the bucket has share

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,6 +31,12 @@ const (
 	SpecReshuffle     = "reshuffle"
 	SpecRollback      = "rollback"
 	SpecSetRules      = "set_rules"
+	// SpecArchive and SpecRestore archive and restore the feature;
+	// SpecRamp starts a ramp (ChangeSpec.Ramp). The service makes them,
+	// not a Change.
+	SpecArchive = "archive"
+	SpecRestore = "restore"
+	SpecRamp    = "ramp"
 )
 
 // ChangeSpec is a change as data: its kind and the arguments of the
@@ -54,6 +62,8 @@ type ChangeSpec struct {
 	BucketBy *string `json:"bucket_by,omitempty"`
 	// Rules are set_rules' rules (empty: none).
 	Rules []Rule `json:"rules,omitempty"`
+	// Ramp is the ramp a ramp request starts.
+	Ramp *RampSpec `json:"ramp,omitempty"`
 }
 
 // Words names the kind of change for people: "update bucket".
@@ -87,6 +97,8 @@ func (sp ChangeSpec) change() (Change, error) {
 		return ClearOverride(sp.User), nil
 	case SpecReshuffle:
 		return Reshuffle(sp.Salt), nil
+	case SpecArchive, SpecRestore, SpecRamp:
+		return Change{}, Errorf(EInternal, "a requested %s is made by the service, not as a change", sp.Words())
 	}
 	return Change{}, Errorf(EInvalid, "change kind %q cannot be requested", sp.Kind)
 }
@@ -127,8 +139,16 @@ type Request struct {
 	// Report is the preview: what the change does to users at
 	// BaseVersion.
 	Report Report `json:"report"`
-	// Repreviewed counts the previews made again because the feature
-	// moved on.
+	// Segments are the versions of the segments the preview was made
+	// with, by key: those the feature's rules use before and after the
+	// change. An approval after any of them changed (or was deleted)
+	// previews the change again instead of applying it.
+	Segments map[string]SegmentRef `json:"segments,omitempty"`
+	// RampSteps, of a ramp request, preview its steps one by one from
+	// BaseVersion.
+	RampSteps []RampStepPreview `json:"ramp_steps,omitempty"`
+	// Repreviewed counts the previews made again because the feature or
+	// a segment moved on.
 	Repreviewed int `json:"repreviewed"`
 	// DecidedBy, DecidedAt and Decision are the approval, rejection or
 	// cancellation; AppliedVersion is the version an approval made.
@@ -136,6 +156,15 @@ type Request struct {
 	DecidedAt      *time.Time `json:"decided_at,omitempty"`
 	Decision       string     `json:"decision_comment,omitempty"`
 	AppliedVersion int        `json:"applied_version,omitempty"`
+	// AppliedRamp is the ramp an approved ramp request started.
+	AppliedRamp string `json:"applied_ramp,omitempty"`
+}
+
+// SegmentRef is one version of a segment. A segment deleted and created
+// again starts at version 1 anew: its creation time tells the two apart.
+type SegmentRef struct {
+	Version   int       `json:"version"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // RequestQuery selects requests (RequestStore.Requests).
@@ -153,9 +182,10 @@ const (
 	MaxRequestPage = 500
 )
 
-// RequestDecision is an approval being applied: a version carrying one
-// makes the store mark the request applied in the version's transaction
-// (EConflict when it is no longer open), and record request_approve.
+// RequestDecision is an approval being applied: a version (or an
+// archive's audit event, or a ramp) carrying one makes the store mark the
+// request applied in the same transaction (EConflict when it is no longer
+// open), and record request_approve.
 type RequestDecision struct {
 	ID      string
 	By      string
@@ -177,8 +207,8 @@ type RequestStore interface {
 	// request_cancel); EConflict when it is not open.
 	CloseRequest(ctx context.Context, id string, state RequestState, by, comment string, at time.Time) error
 	// RepreviewRequest replaces the preview of the open request r.ID with
-	// r's IfMatch, BaseVersion, Report, Summary and Repreviewed;
-	// EConflict when it is not open.
+	// r's IfMatch, BaseVersion, Report, Summary, Segments, RampSteps and
+	// Repreviewed; EConflict when it is not open.
 	RepreviewRequest(ctx context.Context, r Request) error
 }
 
@@ -195,20 +225,145 @@ func (r Request) AuditEvent(kind AuditKind, actorName, comment string, at time.T
 // submit stores the change that needsApproval describes as a request by
 // opts.Actor.
 func (s *Service) submit(ctx context.Context, na *needsApproval, opts ChangeOptions) (Result, error) {
-	now := s.now().UTC()
 	f := na.res.Feature
-	r := Request{
+	r := s.newRequest(f, na.spec, opts)
+	refs := s.segmentRefs(na.segments)
+	r.Summary = joinSummary(na.summary, previewSummary(na.res.Report), segmentWords(refs))
+	r.IfMatch, r.BaseVersion, r.Report, r.Segments = na.ifMatch, na.base, na.res.Report, refs
+	return s.file(ctx, na.res, r)
+}
+
+// newRequest is an open request by opts.Actor of change spec to feature
+// f, without its preview.
+func (s *Service) newRequest(f Feature, spec ChangeSpec, opts ChangeOptions) Request {
+	return Request{
 		ID: uuid.NewString(), Feature: f.Key, FeatureID: f.ID, State: RequestOpen, Author: actor(opts),
-		CreatedAt: now, Comment: opts.Comment, Change: na.spec, Summary: joinSummary(na.summary, previewSummary(na.res.Report)),
-		IfMatch: na.ifMatch, BaseVersion: f.Version - 1, Report: na.res.Report,
+		CreatedAt: s.now().UTC(), Comment: opts.Comment, Change: spec,
 	}
-	res := na.res
+}
+
+// request makes the change spec, whose result res is, a change request by
+// opts.Actor, previewed on the feature as it stands; a dry run only says
+// it needs an approval. The caller holds s.mu.
+func (s *Service) request(ctx context.Context, res Result, spec ChangeSpec, opts ChangeOptions) (Result, error) {
+	if opts.DryRun {
+		res.Needs = "approval"
+		return res, nil
+	}
+	r, err := s.preview(ctx, s.newRequest(res.Feature, spec, opts))
+	if err != nil {
+		return Result{}, err
+	}
+	return s.file(ctx, res, r)
+}
+
+// file stores r, which res (its preview) answers.
+func (s *Service) file(ctx context.Context, res Result, r Request) (Result, error) {
 	res.Request = &r
-	Settle(ctx, res, now) // an Idempotency-Key is kept with the request
+	Settle(ctx, res, r.CreatedAt) // an Idempotency-Key is kept with the request
 	if err := s.store.CreateRequest(ctx, r); err != nil {
 		return Result{}, err
 	}
 	return res, nil
+}
+
+// segmentRefs returns the versions of the segments keys name that exist,
+// as the snapshot holds them; an empty map for none.
+func (s *Service) segmentRefs(keys []string) map[string]SegmentRef {
+	segs := s.Snapshot().segments
+	out := make(map[string]SegmentRef, len(keys))
+	for _, k := range keys {
+		if c, ok := segs[k]; ok {
+			out[k] = SegmentRef{Version: c.segment.Version, CreatedAt: c.segment.CreatedAt}
+		}
+	}
+	return out
+}
+
+// segmentWords says which segments' versions a preview was made with:
+// "with segment staff at version 3"; "" for none.
+func segmentWords(refs map[string]SegmentRef) string {
+	if len(refs) == 0 {
+		return ""
+	}
+	parts := make([]string, 0, len(refs))
+	for _, k := range slices.Sorted(maps.Keys(refs)) {
+		parts = append(parts, fmt.Sprintf("%s at version %d", k, refs[k].Version))
+	}
+	return "with segment(s) " + strings.Join(parts, ", ")
+}
+
+// movedSegments names the segments whose versions differ between was (a
+// request's) and now (a preview made now): changed, deleted, created
+// again, or newly used; "" when none moved.
+func movedSegments(was, now map[string]SegmentRef) string {
+	var moved []string
+	for k, a := range was {
+		if b, ok := now[k]; !ok {
+			moved = append(moved, k+" (deleted)")
+		} else if a.Version != b.Version || !a.CreatedAt.Equal(b.CreatedAt) {
+			moved = append(moved, fmt.Sprintf("%s (version %d → %d)", k, a.Version, b.Version))
+		}
+	}
+	for k, b := range now {
+		if _, ok := was[k]; !ok {
+			moved = append(moved, fmt.Sprintf("%s (version %d, not in the preview)", k, b.Version))
+		}
+	}
+	slices.Sort(moved)
+	return strings.Join(moved, ", ")
+}
+
+// preview previews the change request r asks for on its feature as it
+// stands now: r with a new IfMatch, BaseVersion, Report, Summary,
+// Segments and RampSteps. The caller holds s.mu.
+func (s *Service) preview(ctx context.Context, r Request) (Request, error) {
+	var (
+		res  Result
+		what string
+		segs []string
+	)
+	switch r.Change.Kind {
+	case SpecArchive:
+		cur, err := s.current(ctx, r.Feature, ChangeOptions{})
+		if err != nil {
+			return r, err
+		}
+		if res, err = archiveResult(cur, ChangeOptions{}); err != nil {
+			return r, err
+		}
+		r.IfMatch, r.BaseVersion, what = cur.feature.Tag(), cur.feature.Version, "archive: apps would get not-found"
+	case SpecRestore:
+		var err error
+		if res, _, _, err = s.restoreResult(ctx, r.Feature, ChangeOptions{}); err != nil {
+			return r, err
+		}
+		if res.Feature.ID != r.FeatureID {
+			return r, Errorf(EConflict, "feature %q was purged and created again since request %s was made: reject it", r.Feature, r.ID)
+		}
+		old := res.Feature
+		old.Version--
+		r.IfMatch, r.BaseVersion, what, segs = old.Tag(), old.Version, "restore from the archive", res.Feature.Segments()
+	case SpecRamp:
+		return s.previewRampRequest(ctx, r)
+	default:
+		cur, err := s.current(ctx, r.Feature, ChangeOptions{})
+		if err != nil {
+			return r, err
+		}
+		ch, err := s.requested(ctx, r)
+		if err != nil {
+			return r, err
+		}
+		if res, _, _, err = s.prepare(cur, ch, ChangeOptions{DryRun: true}); err != nil {
+			return r, err
+		}
+		r.IfMatch, r.BaseVersion, what = cur.feature.Tag(), cur.feature.Version, ch.summary
+		segs = append(cur.feature.Segments(), res.Feature.Segments()...)
+	}
+	r.Report, r.Segments = res.Report, s.segmentRefs(segs)
+	r.Summary = joinSummary(what, previewSummary(res.Report), segmentWords(r.Segments))
+	return r, nil
 }
 
 // Requests returns the requests q selects, newest first, at most
@@ -227,11 +382,12 @@ func (s *Service) Request(ctx context.Context, id string) (Request, error) {
 
 // ApproveRequest applies the open request id, approved by approver, as a
 // new version of its feature whose actor names both ("alice, approved by
-// bob"), with the preview's If-Match. If the feature moved on, the change
-// is previewed again at its current version, the request keeps open with
-// the new preview, and EPrecondition (with the new report) says to approve
-// again. Errors: ENotFound, EConflict (not open any more), EForbidden (the
-// approver wrote it), the change's.
+// bob"), with the preview's If-Match (an archive, a restore, a ramp started
+// alike). If the feature moved on, or a segment the preview was made with
+// changed, the change is previewed again as things stand, the request
+// keeps open with the new preview, and EPrecondition (with the new report)
+// says to approve again. Errors: ENotFound, EConflict (not open any more),
+// EForbidden (the approver wrote it), the change's.
 func (s *Service) ApproveRequest(ctx context.Context, id, approver, comment string) (Result, Request, error) {
 	if err := validateComment(comment); err != nil {
 		return Result{}, Request{}, err
@@ -248,49 +404,89 @@ func (s *Service) ApproveRequest(ctx context.Context, id, approver, comment stri
 	if approver == r.Author {
 		return Result{}, r, Errorf(EForbidden, "you (%s) submitted request %s: another editor or an admin approves it", approver, id)
 	}
+	// Segments changed on another instance count too.
+	if err := s.reloadSegments(ctx); err != nil {
+		return Result{}, r, err
+	}
+	now, err := s.preview(ctx, r)
+	if err != nil && ErrorCode(err) != EPrecondition {
+		return Result{}, r, noLongerApplies(r, err)
+	}
+	if moved := movedSegments(r.Segments, now.Segments); err == nil && moved != "" {
+		return Result{}, r, s.saveRepreview(ctx, r, now, fmt.Sprintf("segment(s) %s changed since request %s was previewed", moved, r.ID))
+	}
 	opts := ChangeOptions{
 		Actor: r.Author + ", approved by " + approver, IfMatch: r.IfMatch, Comment: r.Comment,
 		request: &RequestDecision{ID: r.ID, By: approver, Comment: comment},
 	}
-	ch, err := s.requested(ctx, r)
-	if err != nil {
-		return Result{}, r, err
+	var res Result
+	switch r.Change.Kind {
+	case SpecArchive:
+		res, err = s.archive(ctx, r.Feature, opts)
+	case SpecRestore:
+		res, err = s.restore(ctx, r.Feature, opts)
+	case SpecRamp:
+		var ramp Ramp
+		if ramp, res, err = s.startApprovedRamp(ctx, r, approver, comment); err == nil {
+			r.AppliedRamp = ramp.ID
+		}
+	default:
+		var ch Change
+		if ch, err = s.requested(ctx, r); err != nil {
+			return Result{}, r, err
+		}
+		res, err = s.onFresh(ctx, r.Feature, opts, func(cur *compiled) (Result, error) {
+			return s.apply(ctx, cur, ch, opts)
+		}, nil)
 	}
-	res, err := s.onFresh(ctx, r.Feature, opts, func(cur *compiled) (Result, error) {
-		return s.apply(ctx, cur, ch, opts)
-	}, nil)
 	if ErrorCode(err) == EPrecondition {
-		return Result{}, r, s.repreview(ctx, r, ch)
+		return Result{}, r, s.repreview(ctx, r)
 	}
 	if err != nil {
 		return Result{}, r, err
 	}
-	now := s.now().UTC()
-	r.State, r.DecidedBy, r.DecidedAt, r.Decision, r.AppliedVersion = RequestApplied, approver, &now, comment, res.Feature.Version
+	at := s.now().UTC()
+	r.State, r.DecidedBy, r.DecidedAt, r.Decision, r.AppliedVersion = RequestApplied, approver, &at, comment, res.Feature.Version
+	if r.Change.Kind == SpecRamp || r.Change.Kind == SpecArchive {
+		r.AppliedVersion = 0 // neither makes a version
+	}
 	return res, r, nil
 }
 
 // repreview previews the request r's change on its feature as it stands
 // now, saves the new preview, and returns the EPrecondition that says so.
-func (s *Service) repreview(ctx context.Context, r Request, ch Change) error {
-	cur, err := s.current(ctx, r.Feature, ChangeOptions{})
-	if err != nil {
+func (s *Service) repreview(ctx context.Context, r Request) error {
+	if _, err := s.reload(ctx, r.Feature); err != nil {
 		return err
 	}
-	res, _, _, err := s.prepare(cur, ch, ChangeOptions{DryRun: true})
+	now, err := s.preview(ctx, r)
 	if err != nil {
-		return fmt.Errorf("the feature moved on since request %s was previewed, and the change no longer applies: reject it: %w", r.ID, err)
+		return noLongerApplies(r, err)
 	}
-	was := r.BaseVersion
-	r.IfMatch, r.BaseVersion, r.Report, r.Repreviewed = cur.feature.Tag(), cur.feature.Version, res.Report, r.Repreviewed+1
-	r.Summary = joinSummary(ch.summary, previewSummary(res.Report))
-	if err := s.store.RepreviewRequest(ctx, r); err != nil {
+	return s.saveRepreview(ctx, r, now, fmt.Sprintf("feature %q moved on from version %d, where request %s was previewed, to version %d", r.Feature, r.BaseVersion, r.ID, now.BaseVersion))
+}
+
+// noLongerApplies says that request r's change cannot be made as things
+// stand (err says why), keeping err's code.
+func noLongerApplies(r Request, err error) error {
+	var e *Error
+	if !errors.As(err, &e) || e.Code == EInternal || e.Code == EUnavailable {
 		return err
 	}
-	rep := res.Report
+	return &Error{Code: e.Code, Report: e.Report, Message: fmt.Sprintf("request %s no longer applies as things stand: %s; reject it (or its author cancels it)", r.ID, e.Message)}
+}
+
+// saveRepreview saves now, the new preview of request r, and returns the
+// EPrecondition that says why (what moved) and what it now does.
+func (s *Service) saveRepreview(ctx context.Context, r Request, now Request, why string) error {
+	now.Repreviewed = r.Repreviewed + 1
+	if err := s.store.RepreviewRequest(ctx, now); err != nil {
+		return err
+	}
+	rep := now.Report
 	return &Error{Code: EPrecondition, Report: &rep, Message: fmt.Sprintf(
-		"feature %q moved on from version %d, where request %s was previewed, to version %d: the change now moves %s of users; nothing was applied; the request stays open with this new preview: approve it again to apply it",
-		r.Feature, was, r.ID, cur.feature.Version, percent(rep.Churn))}
+		"%s: the change now moves %s of users (%s); nothing was applied; the request stays open with this new preview: approve it again to apply it",
+		why, percent(rep.Churn), now.Summary)}
 }
 
 // requested makes the change request r asks for.

@@ -315,7 +315,11 @@ func (s *Service) updateSegment(ctx context.Context, key, description string, co
 	if err != nil {
 		return SegmentResult{}, err
 	}
-	if err := g.checkSegment(key, users); err != nil {
+	archived, err := s.archivedUsers(ctx, g, key)
+	if err != nil {
+		return SegmentResult{}, err
+	}
+	if err := g.checkSegment(key, users, archived); err != nil {
 		if !opts.DryRun {
 			return SegmentResult{}, &changeError{err}
 		}
@@ -351,6 +355,27 @@ func (s *Service) updateSegment(ctx context.Context, key, description string, co
 	s.snap.Store(next)
 	s.committed()
 	return res, nil
+}
+
+// archivedUsers returns the keys of the archived features whose rules use
+// the segment key, when gate g may need them (an editor's change: a
+// restore serves them again with the segment as it is then); none for a
+// nil gate.
+func (s *Service) archivedUsers(ctx context.Context, g *gate, key string) ([]string, error) {
+	if g == nil {
+		return nil, nil
+	}
+	fs, err := s.store.ArchivedFeatures(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read archived features: %w", err)
+	}
+	var out []string
+	for _, f := range fs {
+		if slices.Contains(f.Segments(), key) {
+			out = append(out, f.Key)
+		}
+	}
+	return out, nil
 }
 
 // DeleteSegment removes the segment key and its history. A segment that

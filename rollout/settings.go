@@ -171,13 +171,22 @@ func (s *Service) gateFor(ctx context.Context, opts ChangeOptions) (*gate, error
 	return &gate{settings: st}, nil
 }
 
+// covers reports whether approvals cover the feature key for the change
+// g gates: false for a nil gate (a change not bound by the settings).
+func (g *gate) covers(key string) bool {
+	return g != nil && g.settings.RequireApproval.Covers(key)
+}
+
 // needsApproval is returned by check when the change is to become a
-// change request rather than apply.
+// change request rather than apply: its preview res, made at version
+// base (tag ifMatch) with the segments named.
 type needsApproval struct {
-	res     Result
-	ifMatch string
-	spec    ChangeSpec
-	summary string
+	res      Result
+	ifMatch  string
+	base     int
+	segments []string
+	spec     ChangeSpec
+	summary  string
 }
 
 func (*needsApproval) Error() string { return "the change needs an approval" }
@@ -192,16 +201,22 @@ func (g *gate) check(cur *compiled, ch Change, res Result) error {
 		if ch.spec.Kind == "" {
 			return Errorf(EForbidden, "feature %q needs approvals, and this change cannot be submitted as a request: ask an admin to make it", key)
 		}
-		return &needsApproval{res: res, ifMatch: cur.feature.Tag(), spec: ch.spec, summary: ch.summary}
+		return &needsApproval{res: res, ifMatch: cur.feature.Tag(), base: cur.feature.Version,
+			segments: append(cur.feature.Segments(), res.Feature.Segments()...), spec: ch.spec, summary: ch.summary}
 	}
 	rep := res.Report
 	what := "a reshuffle (a new salt)"
+	rehashed := ruleRehash(cur.feature, res.Feature)
 	switch {
 	case ch.spec.Kind == SpecReshuffle:
 	case cur.feature.Salt != res.Feature.Salt:
 		what = "this change sets another salt (it goes back across a reshuffle), which"
 	case cur.feature.BucketBy != res.Feature.BucketBy:
 		what = fmt.Sprintf("this change of bucket_by (%s → %s) hashes another attribute, which", bucketByWords(cur.feature.BucketBy), bucketByWords(res.Feature.BucketBy))
+	case rehashed != "":
+		return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
+			"%s: the users it matches are placed in feature %q's ring anew, at random, as a reshuffle places them: editors may not make one; it needs an admin, or approvals on for the feature (an admin sets them in the settings) to submit it as a change request; nothing was changed",
+			rehashed, key)}
 	}
 	switch {
 	case ch.spec.Kind == SpecReshuffle || cur.feature.Salt != res.Feature.Salt || cur.feature.BucketBy != res.Feature.BucketBy:
@@ -219,6 +234,49 @@ func (g *gate) check(cur *compiled, ch Change, res Result) error {
 			percent(c), key, percent(g.settings.MaxChurn))}
 	}
 	return nil
+}
+
+// ruleRehash says which rule of after hashes its users by another
+// attribute than before did, in words ("" for none): a rule serving the
+// ring whose bucket_by was added, changed or removed (what it hashes, its
+// own bucket_by or else the feature's, differs from what the rule of that
+// name hashed when it served the ring, or from what the feature's ring
+// hashed when it did not exist or served a bucket), and a rule serving
+// the ring by an attribute of its own that is gone (its users fall to the
+// rules after it or to the feature's ring, which hash what they hash).
+// The feature's own bucket_by is judged apart.
+func ruleRehash(before, after Feature) string {
+	hashes := func(f Feature, r Rule) string {
+		if r.Serve.BucketBy != "" {
+			return r.Serve.BucketBy
+		}
+		return f.BucketBy
+	}
+	old := make(map[string]Rule, len(before.Rules))
+	for _, r := range before.Rules {
+		old[r.Name] = r
+	}
+	kept := make(map[string]bool, len(after.Rules))
+	for _, r := range after.Rules {
+		kept[r.Name] = true
+		if !r.Serve.Ring {
+			continue
+		}
+		was := before.BucketBy
+		if o, ok := old[r.Name]; ok && o.Serve.Ring {
+			was = hashes(before, o)
+		}
+		if now := hashes(after, r); now != was {
+			return fmt.Sprintf("rule %q serves the ring hashing %s, where its users were hashed by %s", r.Name, bucketByWords(now), bucketByWords(was))
+		}
+	}
+	for _, o := range before.Rules {
+		if kept[o.Name] || !o.Serve.Ring || hashes(before, o) == before.BucketBy {
+			continue
+		}
+		return fmt.Sprintf("rule %q, which served the ring hashing %s, is removed (its users fall to the rules after it or to the ring, hashing %s)", o.Name, bucketByWords(hashes(before, o)), bucketByWords(after.BucketBy))
+	}
+	return ""
 }
 
 // serving is what a feature serves the users whom no rule with
@@ -278,22 +336,6 @@ func unmatchedChurn(before, after Feature, rep Report) float64 {
 	return c
 }
 
-// CheckRamp decides whether a token of role may start a ramp of feature
-// key: editors may not where approvals cover the feature (a ramp's steps
-// apply later without one). A ramp started is approved as a whole: its
-// steps are not checked against the editors' churn limit (each has the
-// ramp's own max_churn). Errors: EForbidden, the store's.
-func (s *Service) CheckRamp(ctx context.Context, key string, role Role) error {
-	g, err := s.gateFor(ctx, ChangeOptions{Role: role})
-	if err != nil || g == nil {
-		return err
-	}
-	if g.settings.RequireApproval.Covers(key) {
-		return Errorf(EForbidden, "feature %q needs approvals, and a ramp's steps would apply without one: ask an admin to start the ramp, or submit each change as a request", key)
-	}
-	return nil
-}
-
 // checkDocument decides an editor's document plan p: each feature it
 // updates must be one approvals do not cover (a document cannot be
 // submitted as a request), keep its salt and move at most the editors'
@@ -320,6 +362,10 @@ func (g *gate) checkDocument(p DocumentPlan) error {
 			return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
 				"the document gives feature %q another bucket_by (%s → %s), which moves about %s of its users at random, as a reshuffle does: editors may not; it needs an admin; nothing was changed",
 				ch.Feature, bucketByWords(ch.cur.feature.BucketBy), bucketByWords(ch.target.feature.BucketBy), percent(ch.Churn))}
+		case ch.cur != nil && ch.target != nil && ruleRehash(ch.cur.feature, ch.target.feature) != "":
+			return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
+				"the document changes what a rule of feature %q hashes: %s; its users are placed anew, at random, as a reshuffle places them: editors may not; it needs an admin; nothing was changed",
+				ch.Feature, ruleRehash(ch.cur.feature, ch.target.feature))}
 		case ch.Churn > g.settings.MaxChurn:
 			return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
 				"the document would move %s of the users of feature %q, more than the editors' limit of %s: it needs an admin; nothing was changed", percent(ch.Churn), ch.Feature, percent(g.settings.MaxChurn))}
@@ -341,26 +387,37 @@ func bucketByWords(attr string) string {
 }
 
 // checkSegment decides an editor's change of segment key, which makes a
-// new version of each of features (those whose rules use it): it is
-// refused when approvals cover any of them, as a segment's change cannot
-// be submitted as a change request (it changes several features at once).
-// The churn limit does not apply: a segment's change leaves every ring as
-// it is (the reports' churn is 0) and moves the users who start or stop
-// matching it, whom no count of the hash space measures. A nil gate
-// passes anything. Errors: EForbidden, naming the features.
-func (g *gate) checkSegment(key string, features []string) error {
+// new version of each of features (those whose rules use it) and changes
+// what each of archived (archived features whose rules use it) would
+// serve when restored: it is refused when approvals cover any of them, as
+// a segment's change cannot be submitted as a change request (it changes
+// several features at once). The churn limit does not apply: a segment's
+// change leaves every ring as it is (the reports' churn is 0) and moves
+// the users who start or stop matching it, whom no count of the hash
+// space measures. A nil gate passes anything. Errors: EForbidden, naming
+// the features.
+func (g *gate) checkSegment(key string, features, archived []string) error {
 	if g == nil {
 		return nil
 	}
-	var covered []string
+	var covered, coveredArchived []string
 	for _, fk := range features {
 		if g.settings.RequireApproval.Covers(fk) {
 			covered = append(covered, fk)
 		}
 	}
-	if len(covered) == 0 {
-		return nil
+	for _, fk := range archived {
+		if g.settings.RequireApproval.Covers(fk) {
+			coveredArchived = append(coveredArchived, fk)
+		}
 	}
-	return Errorf(EForbidden, "changing segment %q makes a new version of feature(s) %s, which need approvals, and a segment's change cannot be submitted as a change request: ask an admin to make it (or an admin turns approvals off for those features); nothing was changed",
-		key, strings.Join(covered, ", "))
+	switch {
+	case len(covered) > 0:
+		return Errorf(EForbidden, "changing segment %q makes a new version of feature(s) %s, which need approvals, and a segment's change cannot be submitted as a change request: ask an admin to make it (or an admin turns approvals off for those features); nothing was changed",
+			key, strings.Join(covered, ", "))
+	case len(coveredArchived) > 0:
+		return Errorf(EForbidden, "segment %q is used by archived feature(s) %s, which need approvals: a restore would serve them with the changed segment, and a segment's change cannot be submitted as a change request: ask an admin to make it (or an admin turns approvals off for those features); nothing was changed",
+			key, strings.Join(coveredArchived, ", "))
+	}
+	return nil
 }

@@ -13,7 +13,7 @@ import (
 // given version: it stays, with its history, exposures and audit events,
 // but Features and Feature leave it out. It records e (with the feature's
 // ID and version) and a commit of the feature, so that other instances
-// drop it. It returns rollout.ENotFound when no feature key is served and
+// drop it; with e.Request, it marks that change request applied. It returns rollout.ENotFound when no feature key is served and
 // rollout.EConflict when it is at another version.
 func (db *DB) ArchiveFeature(ctx context.Context, key string, version int, e rollout.AuditEvent) error {
 	return db.writeTx(ctx, fmt.Sprintf("archive feature %q", key), func(tx *tx) error {
@@ -38,6 +38,11 @@ func (db *DB) ArchiveFeature(ctx context.Context, key string, version int, e rol
 		}
 		if err := tx.appendAudit(e); err != nil {
 			return err
+		}
+		if e.Request != nil {
+			if err := tx.approveRequest(e.Request, e.Time, func(r *rollout.Request) { r.AppliedVersion = 0 }); err != nil {
+				return err
+			}
 		}
 		return tx.addCommit(rollout.CommitFeature, key, now)
 	})

@@ -10,8 +10,10 @@ import (
 	"github.com/rollout/rollout/rollout"
 )
 
-// CreateRamp stores the new ramp r. It returns rollout.EConflict when the
-// feature has a live ramp already or the ID is taken.
+// CreateRamp stores the new ramp r; with r.Request, it marks that change
+// request applied (rollout.EConflict when it is no longer open). It
+// returns rollout.EConflict when the feature has a live ramp already or
+// the ID is taken.
 func (db *DB) CreateRamp(ctx context.Context, r rollout.Ramp) error {
 	body, err := encodeJSON(r)
 	if err != nil {
@@ -31,7 +33,13 @@ func (db *DB) CreateRamp(ctx context.Context, r rollout.Ramp) error {
 		if err != nil {
 			return err
 		}
-		return tx.appendAudit(rollout.RampCreateEvent(r))
+		if err := tx.appendAudit(rollout.RampCreateEvent(r)); err != nil {
+			return err
+		}
+		if r.Request != nil {
+			return tx.approveRequest(r.Request, r.CreatedAt, func(req *rollout.Request) { req.AppliedRamp = r.ID })
+		}
+		return nil
 	})
 }
 

@@ -177,6 +177,7 @@ func (db *DB) RepreviewRequest(ctx context.Context, r rollout.Request) error {
 	return db.writeTx(ctx, fmt.Sprintf("preview request %q again", r.ID), func(tx *tx) error {
 		return tx.updateOpenRequest(r.ID, func(cur *rollout.Request) {
 			cur.IfMatch, cur.BaseVersion, cur.Report, cur.Summary, cur.Repreviewed = r.IfMatch, r.BaseVersion, r.Report, r.Summary, r.Repreviewed
+			cur.Segments, cur.RampSteps = r.Segments, r.RampSteps
 		})
 	})
 }
@@ -217,12 +218,17 @@ func (tx *tx) updateOpenRequest(id string, edit func(*rollout.Request)) error {
 // applyRequest marks the request of v.Request applied as version v of the
 // feature key, and records request_approve.
 func (tx *tx) applyRequest(key string, v rollout.Version) error {
-	d := v.Request
+	return tx.approveRequest(v.Request, v.Time, func(r *rollout.Request) { r.AppliedVersion = v.Version })
+}
+
+// approveRequest marks the request of d applied at at, as applied says
+// (the version or ramp it made), and records request_approve.
+func (tx *tx) approveRequest(d *rollout.RequestDecision, at time.Time, applied func(*rollout.Request)) error {
 	return tx.decideRequest(d.ID, func(r *rollout.Request) rollout.AuditEvent {
-		at := v.Time
-		r.State, r.DecidedBy, r.DecidedAt, r.Decision, r.AppliedVersion = rollout.RequestApplied, d.By, &at, d.Comment, v.Version
+		r.State, r.DecidedBy, r.DecidedAt, r.Decision = rollout.RequestApplied, d.By, &at, d.Comment
+		applied(r)
 		e := r.AuditEvent(rollout.AuditRequestApprove, d.By, d.Comment, at)
-		e.Version = v.Version
+		e.Version = r.AppliedVersion
 		return e
 	})
 }

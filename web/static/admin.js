@@ -235,7 +235,10 @@
           show('archived-done', '');
           const res = await api('POST', '/api/features/' + encodeURIComponent(f.key) + '/restore', {});
           show('archived-error', res.error);
-          show('archived-done', res.error ? '' : f.key + ' is served again, as version ' + res.body.feature.version + '.');
+          const done = res.body && res.body.request
+            ? 'Approvals are required for ' + f.key + ': its restore waits as a request until another editor or an admin approves it (Requests).'
+            : f.key + ' is served again, as version ' + (res.body && res.body.feature.version) + '.';
+          show('archived-done', res.error ? '' : done);
           await loadArchived();
         } }));
       }

@@ -1106,7 +1106,8 @@
     const r = answer.ramp || {};
     box.append(el('p', { class: 'ramp-total' }, 'In all ' + pct(total) + ' of users move, only ' + (spec.body.steps.length > 1 && spec.body.steps[1] < spec.body.steps[0] ? 'out of ' : 'into ') + spec.body.bucket +
       '. Each step lands within ' + (100 * (r.tolerance || 0.005)).toFixed(2) + ' points of its share' + (stops ? '; the ramp would pause where a step cannot apply.' : '.')));
-    const start = el('button', { type: 'button', class: 'apply' }, 'Start the ramp');
+    if (answer.needs) box.append(el('p', { class: 'needs notice' }, answer.needs === 'approval' ? 'Approvals are required for this feature: the ramp will wait as a request until another editor or an admin approves it.' : 'A step of this ramp moves more users than editors may move in one change: use smaller steps, or it needs an admin, or approvals on for this feature.'));
+    const start = el('button', { type: 'button', class: 'apply' }, answer.needs === 'approval' ? 'Submit for approval' : 'Start the ramp');
     const cancel = el('button', { type: 'button', class: 'cancel secondary' }, 'Cancel');
     box.append(el('div', { class: 'actions' }, start, cancel));
     box.hidden = false;
@@ -1117,6 +1118,11 @@
       if (res.error) {
         setBusy(form, false);
         showError(form, res.error, res.reload);
+        return;
+      }
+      if (res.body.request) {
+        // Approvals are required: the ramp waits as a request.
+        window.location.assign('/ui/requests#request-' + res.body.request.id);
         return;
       }
       reloadAt('ramps');
