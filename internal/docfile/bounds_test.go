@@ -151,3 +151,42 @@ func TestStrict(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckJSON: a JSON document's lists are held to Limits before it is
+// decoded, in a body of its own or under a key of one.
+func TestCheckJSON(t *testing.T) {
+	many := func(n int, entry string) string { return strings.TrimSuffix(strings.Repeat(entry+",", n), ",") }
+	tests := []struct {
+		name, root, doc string
+		want            string // "": no error
+	}{
+		{"features", "", `{"features":[` + many(2_000_000, "{}") + `]}`, "features has more than 1000 entries"},
+		{"under document", "document", `{"comment":"x","document":{"features":[` + many(1001, "{}") + `]}}`, "features has more than 1000 entries"},
+		{"overrides", "", `{"features":[{"key":"a"},{"key":"b","overrides":{` + many(rollout.MaxOverrides+1, `"u":"A"`) + `}}]}`, "features[1].overrides has more than 10000 entries"},
+		{"conditions", "", `{"features":[{"rules":[{"name":"r","conditions":[` + many(21, "{}") + `]}]}]}`, "features[0].rules[0].conditions has more than 20 entries"},
+		{"within the limits", "", `{"features":[` + many(1000, `{"key":"a","buckets":[{"name":"A","share":1,"value":[` + many(100, "1") + `]}]}`) + `]}`, ""},
+		{"outside the document", "document", `{"versions":{"features":[` + many(2000, "1") + `]},"document":{"features":[]}}`, ""},
+		{"malformed", "", `{"features":[{},`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var err error
+			bytes, took := allocated(func() { err = docfile.CheckJSON("body", []byte(tt.doc), tt.root) })
+			t.Logf("%d bytes: %v, %d KB allocated", len(tt.doc), took, bytes>>10)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("CheckJSON() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("CheckJSON() = %v, want an error with %q", err, tt.want)
+			}
+			// The decoder's buffer holds the document; nothing is kept
+			// per entry.
+			if limit := uint64(2*len(tt.doc) + 4<<20); bytes > limit {
+				t.Errorf("CheckJSON() allocated %d KB before refusing, want at most %d KB", bytes>>10, limit>>10)
+			}
+		})
+	}
+}
