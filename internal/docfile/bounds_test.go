@@ -164,7 +164,7 @@ func TestCheckJSON(t *testing.T) {
 		{"under document", "document", `{"comment":"x","document":{"features":[` + many(1001, "{}") + `]}}`, "features has more than 1000 entries"},
 		{"overrides", "", `{"features":[{"key":"a"},{"key":"b","overrides":{` + many(rollout.MaxOverrides+1, `"u":"A"`) + `}}]}`, "features[1].overrides has more than 10000 entries"},
 		{"conditions", "", `{"features":[{"rules":[{"name":"r","conditions":[` + many(21, "{}") + `]}]}]}`, "features[0].rules[0].conditions has more than 20 entries"},
-		{"within the limits", "", `{"features":[` + many(1000, `{"key":"a","buckets":[{"name":"A","share":1,"value":[` + many(100, "1") + `]}]}`) + `]}`, ""},
+		{"within the limits", "", `{"features":[` + many(1000, `{"key":"a","buckets":[{"name":"A","share":1,"value":[`+many(100, "1")+`]}]}`) + `]}`, ""},
 		{"outside the document", "document", `{"versions":{"features":[` + many(2000, "1") + `]},"document":{"features":[]}}`, ""},
 		{"malformed", "", `{"features":[{},`, ""},
 	}
