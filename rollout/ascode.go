@@ -1149,7 +1149,10 @@ func (s *Service) applyDocument(ctx context.Context, d Document, opts ApplyOptio
 	}
 	p.Applied = true
 	Settle(ctx, p, now)
-	if err := s.store.ApplyBatch(ctx, ws, sws...); err != nil {
+	// The write is bounded by the store's own deadline, which grows with
+	// the batch, not by the plan's (ctx may end when the plan's search
+	// time does).
+	if err := s.store.ApplyBatch(context.WithoutCancel(ctx), ws, sws...); err != nil {
 		if ErrorCode(err) == EConflict && opts.Versions != nil {
 			return DocumentPlan{}, Errorf(EPrecondition, "%s; nothing was changed", ErrorMessage(err))
 		}

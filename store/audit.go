@@ -26,10 +26,11 @@ func (tx *tx) appendAudit(e rollout.AuditEvent) error {
 	if e.Actor == "" {
 		e.Actor = "anonymous"
 	}
-	if tx.db.d.ForUpdate != "" {
+	if tx.db.d.ForUpdate != "" && !tx.auditLocked {
 		if _, err := tx.exec(`SELECT revision FROM revision WHERE id = 1 {forUpdate}`); err != nil {
 			return fmt.Errorf("record audit event: %w", err)
 		}
+		tx.auditLocked = true // until the transaction ends
 	}
 	var churn any
 	if e.Churn != nil {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -36,7 +37,7 @@ func (db *DB) ApplyBatch(ctx context.Context, ws []rollout.BatchWrite, segs ...r
 			return fmt.Errorf("apply batch: new feature %q is at version %d, not 1", w.Feature.Key, w.Feature.Version)
 		}
 	}
-	return db.writeTx(ctx, fmt.Sprintf("apply a batch of %d feature and %d segment versions", len(ws), len(segs)), func(tx *tx) error {
+	return db.batchWriteTx(ctx, fmt.Sprintf("apply a batch of %d feature and %d segment versions", len(ws), len(segs)), batchAllowance(ws, segs), func(tx *tx) error {
 		for _, w := range segs {
 			if err := tx.writeBatchedSegment(w); err != nil {
 				return err
@@ -49,6 +50,24 @@ func (db *DB) ApplyBatch(ctx context.Context, ws []rollout.BatchWrite, segs ...r
 		}
 		return nil
 	})
+}
+
+// Time a batch may take beyond the DB's timeout: for each version it
+// writes, and for each override of those versions (a row each).
+const (
+	versionAllowance  = 10 * time.Millisecond
+	overrideAllowance = 50 * time.Microsecond
+)
+
+// batchAllowance is how long the batch of ws and segs may take beyond the
+// DB's timeout: the biggest document (1,000 features and 300,000
+// overrides) about 25 s more.
+func batchAllowance(ws []rollout.BatchWrite, segs []rollout.SegmentWrite) time.Duration {
+	d := time.Duration(len(ws)+len(segs)) * versionAllowance
+	for _, w := range ws {
+		d += time.Duration(len(w.Feature.Overrides)) * overrideAllowance
+	}
+	return d
 }
 
 // writeBatched writes one write of a batch.
