@@ -73,6 +73,10 @@ type Dialect struct {
 	// the next revision, which it returns, in one statement (and may
 	// announce it); otherwise two statements do.
 	Commit string
+	// InsertSpans, when not "", inserts many override spans in one
+	// statement from four arrays (? placeholders): feature IDs, user IDs,
+	// buckets and versions (since).
+	InsertSpans string
 	// Check, when not nil, is called before each write and by Ping: it
 	// refuses with rollout.EUnavailable to use a database that is gone.
 	Check func() error
@@ -287,10 +291,11 @@ func (db *DB) readTx(ctx context.Context, op string, fn func(*tx) error) error {
 // read runs fn, whose statements read from the read pool outside of a
 // transaction, within the DB's timeout: for single statements.
 func (db *DB) read(ctx context.Context, op string, fn func(*tx) error) error {
+	start := time.Now()
 	ctx, cancel := db.bound(ctx)
 	defer cancel()
 	if err := fn(&tx{q: db.d.Read, ctx: ctx, db: db}); err != nil {
-		return db.d.WrapErr(err, "%s", op)
+		return db.txErr(ctx, start, err, op)
 	}
 	return nil
 }
