@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -567,6 +568,11 @@ func planDocument(ctx context.Context, snap *Snapshot, d Document, opts PlanOpti
 	}
 	listed := make(map[string]bool, len(d.Features))
 	for i, df := range d.Features {
+		// A client that left wants no plan: stop between features (a
+		// search ends by itself when ctx does; the rest does not).
+		if errors.Is(context.Cause(ctx), context.Canceled) {
+			return DocumentPlan{}, fmt.Errorf("%w: %w", Errorf(EUnavailable, "the plan stopped: its request ended"), context.Cause(ctx))
+		}
 		listed[df.Key] = true
 		ch, err := planFeature(ctx, snap.features[df.Key], df, opts, segs)
 		if err != nil {
