@@ -65,7 +65,7 @@ func readDocumentBody(c echo.Context) ([]byte, error) {
 
 // decodeDocument decodes the body data into v as JSON (as decode does),
 // or, for a YAML body (isYAML), into yamlV, whose errors say their line.
-// The document, data or its member root, is held to docfile.Limits before
+// The document, data or its member root, is held to the limits of its lists before
 // it is decoded. Documents are decoded in a plan's slot (see planner.run),
 // so that only so many are decoded at once.
 func decodeDocument(c echo.Context, data []byte, root string, v, yamlV any) error {

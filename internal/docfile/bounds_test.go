@@ -152,7 +152,7 @@ func TestStrict(t *testing.T) {
 	}
 }
 
-// TestCheckJSON: a JSON document's lists are held to Limits before it is
+// TestCheckJSON: a JSON document's lists are held to the limits before it is
 // decoded, in a body of its own or under a key of one.
 func TestCheckJSON(t *testing.T) {
 	many := func(n int, entry string) string { return strings.TrimSuffix(strings.Repeat(entry+",", n), ",") }

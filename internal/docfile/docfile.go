@@ -305,10 +305,10 @@ func writePairs(name string, b *bytes.Buffer, pairs []*ast.MappingValueNode, dep
 // holds one), refusing unknown fields, duplicate keys, values of the wrong
 // type (a quoted "1" where a number belongs, 1.5 where a whole number
 // does), a second document after ---, and lists longer than a document
-// takes (Limits), each as an *Error with its line in the file name.
+// takes (the limits of the rollout package), each as an *Error with its line in the file name.
 //
 // Its cost is bounded by the size of data, whatever it holds: a text of
-// more than MaxStructure structural characters (see Structure), anchors,
+// more than MaxStructure structural characters (see structure), anchors,
 // aliases, tags, and nesting deeper than maxNesting are refused before the
 // YAML parser sees them, and a list over its limit is refused before it is
 // decoded.
@@ -317,7 +317,7 @@ func Unmarshal(name string, data []byte, v any) error {
 	return err
 }
 
-// MaxStructure bounds Structure(data) for Unmarshal, which reads request
+// MaxStructure bounds structure(data) for Unmarshal, which reads request
 // bodies: the YAML parser takes some microseconds and a kilobyte for each
 // token, so that a megabyte of brackets would cost seconds. A document of
 // a megabyte written in block style, as an export writes it, has about a
@@ -325,16 +325,16 @@ func Unmarshal(name string, data []byte, v any) error {
 // such bound.
 const MaxStructure = 256 << 10
 
-// maxFileStructure bounds Structure(data) for Parse, which reads a file of
+// maxFileStructure bounds structure(data) for Parse, which reads a file of
 // up to rollout.MaxDocumentBytes: the same density as MaxStructure.
 const maxFileStructure = MaxStructure * (rollout.MaxDocumentBytes >> 20)
 
-// Structure returns how many characters of data may start or end a token
+// structure returns how many characters of data may start or end a token
 // of YAML: flow indicators ([]{},:), "- " entries, quotes, and the
 // characters of anchors, aliases, tags, comments, block scalars and
 // directives, and line ends. The YAML parser makes at most about twice as
 // many tokens of data.
-func Structure(data []byte) int {
+func structure(data []byte) int {
 	n := 0
 	for i, c := range data {
 		switch c {
@@ -349,10 +349,10 @@ func Structure(data []byte) int {
 	return n
 }
 
-// unmarshal is Unmarshal with a bound on Structure(data); it returns the
+// unmarshal is Unmarshal with a bound on structure(data); it returns the
 // parsed file for atPath.
 func unmarshal(name string, data []byte, v any, maxStructure int) (*ast.File, error) {
-	if n := Structure(data); n > maxStructure {
+	if n := structure(data); n > maxStructure {
 		return nil, &Error{File: name, Message: fmt.Sprintf("the YAML is too dense to read: it has %d brackets, commas, colons, quotes, entries and lines, more than %d; send it as JSON, or split it", n, maxStructure)}
 	}
 	tokens := lexer.Tokenize(string(data))
@@ -386,10 +386,10 @@ func unmarshal(name string, data []byte, v any, maxStructure int) (*ast.File, er
 	return file, nil
 }
 
-// Limits are the most entries a list (or mapping) of a document may have,
+// limits are the most entries a list (or mapping) of a document may have,
 // by its place in the document: "features", "features.buckets", … A list
 // over its limit is refused before it is decoded.
-var Limits = map[string]int{
+var limits = map[string]int{
 	"features":                  rollout.MaxDocumentFeatures,
 	"features.buckets":          rollout.MaxBuckets,
 	"features.overrides":        rollout.MaxOverrides,
@@ -400,9 +400,9 @@ var Limits = map[string]int{
 	"segments.conditions":       rollout.MaxConditions,
 }
 
-// TooMany is the message of a list at place (as features[2].rules) of a
-// document with more entries than Limits allow.
-func TooMany(place string, limit int) string {
+// tooMany is the message of a list at place (as features[2].rules) of a
+// document with more entries than limits allow.
+func tooMany(place string, limit int) string {
 	return fmt.Sprintf("%s has more than %d entries, the most a document takes: split the document", place, limit)
 }
 
@@ -471,8 +471,8 @@ func (w *walker) walk(n ast.Node, t reflect.Type, path, place string) error {
 		if !ok {
 			return nil
 		}
-		if limit, ok := Limits[path]; ok && len(seq.Values) > limit {
-			return nodeError(w.name, w.data, seq.Values[limit], TooMany(place, limit))
+		if limit, ok := limits[path]; ok && len(seq.Values) > limit {
+			return nodeError(w.name, w.data, seq.Values[limit], tooMany(place, limit))
 		}
 		for i, v := range seq.Values {
 			if err := w.walk(v, t.Elem(), path, fmt.Sprintf("%s[%d]", place, i)); err != nil {
@@ -489,8 +489,8 @@ func (w *walker) walk(n ast.Node, t reflect.Type, path, place string) error {
 		default:
 			return nil
 		}
-		if limit, ok := Limits[path]; ok && len(pairs) > limit {
-			return nodeError(w.name, w.data, pairs[limit], TooMany(place, limit))
+		if limit, ok := limits[path]; ok && len(pairs) > limit {
+			return nodeError(w.name, w.data, pairs[limit], tooMany(place, limit))
 		}
 		for _, p := range pairs {
 			if err := w.walk(p.Value, t.Elem(), path, place); err != nil {

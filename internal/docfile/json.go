@@ -7,10 +7,11 @@ import (
 	"strings"
 )
 
-// CheckJSON refuses a JSON document with a list (or object) longer than
-// Limits allow, as an *Error naming its place, reading data token by token
-// and stopping at the entry past the limit: a document over the limits is
-// refused before anything of it is decoded. The document is data, or,
+// CheckJSON refuses a JSON document with a list (or object) longer than a
+// document takes (rollout.MaxDocumentFeatures, rollout.MaxBuckets, …), as
+// an *Error naming its place, reading data token by token and stopping at
+// the entry past the limit: a document over the limits is refused before
+// anything of it is decoded. The document is data, or,
 // when root is not "", the member root of the object data. Malformed JSON
 // is left to the decoder: CheckJSON returns nil for it.
 func CheckJSON(name string, data []byte, root string) error {
@@ -64,7 +65,7 @@ func (c *jsonChecker) String() string {
 // errMalformed stops the walk at JSON the decoder will refuse.
 var errMalformed = fmt.Errorf("malformed JSON")
 
-// value reads one value at path (a key of Limits).
+// value reads one value at path (a key of limits).
 func (c *jsonChecker) value(path string) error {
 	tok, err := c.dec.Token()
 	if err != nil {
@@ -76,9 +77,9 @@ func (c *jsonChecker) value(path string) error {
 	}
 	c.depth++
 	defer func() { c.depth-- }()
-	limit, limited := Limits[path]
+	limit, limited := limits[path]
 	tooMany := func() error {
-		return &Error{Message: TooMany(c.String(), limit)}
+		return &Error{Message: tooMany(c.String(), limit)}
 	}
 	switch d {
 	case '[':
