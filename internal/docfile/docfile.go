@@ -1,7 +1,12 @@
 // Package docfile reads and writes documents of features (rollout.Document)
 // as files, YAML or JSON: one schema, read by one YAML parser (JSON is
 // YAML), so that every error in a file, of syntax, of type or of sense,
-// says the line it is on.
+// says the line it is on. Reading costs in proportion to the file's size,
+// whatever it holds: what would cost the parser more is refused before it
+// is parsed, and lists over the document's limits before they are decoded.
+//
+// docfile.go reads and writes files; json.go holds a JSON body that the
+// server decodes itself to the same limits (CheckJSON).
 package docfile
 
 import (
