@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -71,15 +72,25 @@ func readDocumentBody(c echo.Context) ([]byte, error) {
 func decodeDocument(c echo.Context, data []byte, root string, v, yamlV any) error {
 	if !isYAML(c) {
 		if err := docfile.CheckJSON("the request body", data, root); err != nil {
-			return badRequest("%s", err.Error())
+			return fileError(err)
 		}
 		c.Request().Body = io.NopCloser(bytes.NewReader(data))
 		return decode(c, v)
 	}
 	if err := docfile.Unmarshal("the request body", data, yamlV); err != nil {
-		return badRequest("%s", err.Error())
+		return fileError(err)
 	}
 	return nil
+}
+
+// fileError answers err, a document's error from docfile: 422 invalid for
+// a list over a document's limits, as rollout.Document.Validate answers
+// it; 400 for the rest.
+func fileError(err error) error {
+	if fe, ok := errors.AsType[*docfile.Error](err); ok && fe.OverLimit {
+		return rollout.Errorf(rollout.EInvalid, "%s", err.Error())
+	}
+	return badRequest("%s", err.Error())
 }
 
 // yamlApply is applyRequest as YAML.

@@ -37,6 +37,9 @@ type Error struct {
 	// Source is the lines around the error, the line marked, as the YAML
 	// parser shows them; "" when there is no line.
 	Source string
+	// OverLimit: the file is well formed, but a list of it is longer
+	// than a document takes (as rollout.Document.Validate would say).
+	OverLimit bool
 }
 
 func (e *Error) Error() string {
@@ -408,7 +411,7 @@ var limits = map[string]int{
 // tooMany is the message of a list at place (as features[2].rules) of a
 // document with more entries than limits allow.
 func tooMany(place string, limit int) string {
-	return fmt.Sprintf("%s has more than %d entries, the most a document takes: split the document", place, limit)
+	return fmt.Sprintf("%s has more than %d entries: a document takes at most %d", place, limit, limit)
 }
 
 var (
@@ -477,7 +480,7 @@ func (w *walker) walk(n ast.Node, t reflect.Type, path, place string) error {
 			return nil
 		}
 		if limit, ok := limits[path]; ok && len(seq.Values) > limit {
-			return nodeError(w.name, w.data, seq.Values[limit], tooMany(place, limit))
+			return overLimit(nodeError(w.name, w.data, seq.Values[limit], tooMany(place, limit)))
 		}
 		for i, v := range seq.Values {
 			if err := w.walk(v, t.Elem(), path, fmt.Sprintf("%s[%d]", place, i)); err != nil {
@@ -495,7 +498,7 @@ func (w *walker) walk(n ast.Node, t reflect.Type, path, place string) error {
 			return nil
 		}
 		if limit, ok := limits[path]; ok && len(pairs) > limit {
-			return nodeError(w.name, w.data, pairs[limit], tooMany(place, limit))
+			return overLimit(nodeError(w.name, w.data, pairs[limit], tooMany(place, limit)))
 		}
 		for _, p := range pairs {
 			if err := w.walk(p.Value, t.Elem(), path, place); err != nil {
@@ -527,6 +530,11 @@ func (w *walker) walk(n ast.Node, t reflect.Type, path, place string) error {
 		}
 	}
 	return nil
+}
+
+func overLimit(e *Error) *Error {
+	e.OverLimit = true
+	return e
 }
 
 // fieldOf returns the field of struct type t that the key names, as the

@@ -79,7 +79,7 @@ func (c *jsonChecker) value(path string) error {
 	defer func() { c.depth-- }()
 	limit, limited := limits[path]
 	tooMany := func() error {
-		return &Error{Message: tooMany(c.String(), limit)}
+		return &Error{Message: tooMany(c.String(), limit), OverLimit: true}
 	}
 	switch d {
 	case '[':
