@@ -25,8 +25,16 @@ const (
 	ReasonDefault = "default"
 )
 
-// MaxContextList bounds the entries of a list value of a context attribute.
-const MaxContextList = 100
+// Limits of a context, so that reading one costs about what an ordinary
+// context does, whatever is sent.
+const (
+	// MaxContextList bounds the entries of a list value of a context
+	// attribute.
+	MaxContextList = 32
+	// MaxContextBytes bounds a context's names, strings and list entries
+	// together, in bytes.
+	MaxContextBytes = 8192
+)
 
 // ruleOp numbers the operators for evaluation.
 type ruleOp uint8
@@ -54,6 +62,9 @@ const (
 	opPresent
 	opAbsent
 	opInSegment
+	// opNever is a condition past MaxConditionChecks in a configuration
+	// stored before that limit, which never holds (see compileTargeting).
+	opNever
 )
 
 var opCodes = map[string]ruleOp{
@@ -282,8 +293,11 @@ func compileCondition(c Condition, inSegment bool) (compiledCond, error) {
 // holds as null) makes every condition but absent false, neq and not_in
 // included; present is its opposite.
 func (c *compiledCond) holds(ctx Context) bool {
-	if c.op == opInSegment {
-		return c.seg != nil && c.seg.holds(ctx)
+	if c.op >= opInSegment { // in_segment, or never
+		return c.op == opInSegment && c.seg != nil && c.seg.holds(ctx)
+	}
+	if hook := checkHook.Load(); hook != nil {
+		(*hook)()
 	}
 	v, ok := ctx[c.attr]
 	if ok && v == nil {
@@ -625,10 +639,16 @@ func validateTargeting(f *Feature, buckets map[string]bool, stored bool) error {
 		return Errorf(EInvalid, "the rules are %d bytes as JSON; at most %d (use segments for long lists)", len(b), MaxTargetingBytes)
 	}
 	names := make(map[string]bool, len(f.Rules))
-	insts := 0
+	insts, checks := 0, 0
 	for i, r := range f.Rules {
 		if err := validateRule(r, i, buckets, stored, &insts); err != nil {
 			return err
+		}
+		// Each condition counts 1 here, an in_segment too: with its
+		// segment's, compileTargeting counts them (compiled.checkPatterns).
+		if checks += len(r.Conditions); checks > MaxConditionChecks && !stored {
+			j := len(r.Conditions) - (checks - MaxConditionChecks)
+			return (&patternExcess{rule: i, cond: j, checks: MaxConditionChecks + 1}).err(r.Name)
 		}
 		if names[r.Name] {
 			return Errorf(EInvalid, "rule name %q appears twice: rule names must be unique", r.Name)
@@ -726,8 +746,9 @@ type targeting struct {
 	rules    []compiledRule
 	bucketBy string
 	// excess, when set, is where the feature's patterns first passed
-	// MaxFeaturePatternInsts: conditions from there on that would pass it
-	// never hold (see compiled.checkPatterns, which refuses a change so).
+	// MaxFeaturePatternInsts, or its conditions MaxConditionChecks:
+	// conditions from there on that would pass it never hold (see
+	// compiled.checkPatterns, which refuses a change so).
 	excess *patternExcess
 	// defaultOutcome is the index in compiled.outcomes of what the
 	// feature serves when the ring cannot place the user.
@@ -756,7 +777,8 @@ func (c *compiled) compileTargeting(segments map[string]*compiledSegment) {
 		def.bucket, def.Bucket, def.Value = c.fallback, c.names[c.fallback], c.values[c.fallback]
 	}
 	outcomes := []Outcome{def}
-	insts := 0 // of the patterns so far, a segment's at each use
+	insts := 0  // of the patterns so far, a segment's at each use
+	checks := 0 // of the conditions so far, a segment's at each use
 	for i, r := range f.Rules {
 		cr := compiledRule{name: r.Name, bucket: -1, bucketBy: r.Serve.BucketBy, base: t.defaultOutcome + len(outcomes)}
 		if cr.bucketBy == "" {
@@ -767,22 +789,32 @@ func (c *compiled) compileTargeting(segments map[string]*compiledSegment) {
 			if err != nil && !cc.costly {
 				panic("rollout: compile a validated rule: " + err.Error())
 			}
-			cost := cc.insts
+			cost, check := cc.insts, 1
 			if cc.op == opInSegment {
 				cc.seg = segments[cc.segKey]
 				if cc.seg != nil {
-					cost = cc.seg.insts
+					cost, check = cc.seg.insts, max(1, len(cc.seg.conds))
 				}
 			}
-			if cost > 0 && insts+cost > MaxFeaturePatternInsts {
+			switch {
+			case cost > 0 && insts+cost > MaxFeaturePatternInsts:
 				// Past the feature's total (stored before the limit, or a
 				// segment grown since): the condition never holds.
 				if t.excess == nil {
 					t.excess = &patternExcess{rule: i, cond: j, insts: insts + cost}
 				}
 				cc.re, cc.seg, cc.costly, cost = nil, nil, true, 0
+			case checks+check > MaxConditionChecks:
+				// As for patterns: the condition never holds, and tests
+				// nothing.
+				if t.excess == nil {
+					t.excess = &patternExcess{rule: i, cond: j, checks: checks + check}
+				}
+				cc = compiledCond{op: opNever, segKey: cc.segKey, costly: true}
+				cost, check = 0, 0
 			}
 			insts += cost
+			checks += check
 			cr.conds = append(cr.conds, cc)
 		}
 		add := func(b int) {
@@ -891,21 +923,26 @@ func (c *compiled) position(user string, ctx Context, attr string) (ring.Positio
 
 // ValidateContext refuses a context that is too big to evaluate: more than
 // MaxContextAttrs attributes, a name longer than MaxAttributeBytes×4, a
-// string longer than MaxContextValueLen, a list longer than MaxContextList
-// or a value of another type than string, number, bool or list of strings.
+// string longer than MaxContextValueLen, a list longer than MaxContextList,
+// names, strings and list entries of more than MaxContextBytes together
+// (ContextTooLarge), or a value of another type than string, number, bool
+// or list of strings.
 func ValidateContext(ctx Context) error {
 	if len(ctx) > MaxContextAttrs {
 		return Errorf(EInvalid, "the context has %d attributes; at most %d", len(ctx), MaxContextAttrs)
 	}
+	size := 0
 	for k, v := range ctx {
 		if len(k) > 4*MaxAttributeBytes {
 			return Errorf(EInvalid, "a context attribute's name is at most %d bytes", 4*MaxAttributeBytes)
 		}
+		size += len(k)
 		switch x := v.(type) {
 		case string:
 			if len(x) > MaxContextValueLen {
 				return Errorf(EInvalid, "context attribute %q is %d bytes; at most %d", abbreviate(k), len(x), MaxContextValueLen)
 			}
+			size += len(x)
 		case []string:
 			if len(x) > MaxContextList {
 				return Errorf(EInvalid, "context attribute %q is a list of %d; at most %d", abbreviate(k), len(x), MaxContextList)
@@ -914,6 +951,7 @@ func ValidateContext(ctx Context) error {
 				if len(s) > MaxContextValueLen {
 					return Errorf(EInvalid, "an entry of context attribute %q is %d bytes; at most %d", abbreviate(k), len(s), MaxContextValueLen)
 				}
+				size += len(s)
 			}
 		case bool, nil:
 		default:
@@ -921,8 +959,17 @@ func ValidateContext(ctx Context) error {
 				return Errorf(EInvalid, "context attribute %q is a %T: use a string, a number, a boolean or a list of strings", abbreviate(k), v)
 			}
 		}
+		if size > MaxContextBytes {
+			return ContextTooLarge()
+		}
 	}
 	return nil
+}
+
+// ContextTooLarge is the EInvalid *Error of a context over
+// MaxContextBytes, which every reader of a context answers.
+func ContextTooLarge() error {
+	return Errorf(EInvalid, "the context is more than %d bytes (its names, strings and list entries together): send only the attributes the rules read", MaxContextBytes)
 }
 
 // ContextFromJSON converts attributes decoded from JSON (encoding/json's
