@@ -753,6 +753,15 @@ type targeting struct {
 	// defaultOutcome is the index in compiled.outcomes of what the
 	// feature serves when the ring cannot place the user.
 	defaultOutcome int
+	// cost is the most one evaluation can cost: its condition checks and
+	// its patterns' instructions (see CostlyEvaluation).
+	cost int
+}
+
+// costly reports whether an evaluation of c may cost more than
+// CostlyEvaluation.
+func (c *compiled) costly() bool {
+	return c.targeting != nil && c.targeting.cost > CostlyEvaluation
 }
 
 // compileTargeting compiles f's rules into c, after c's ring and outcomes
@@ -830,6 +839,7 @@ func (c *compiled) compileTargeting(segments map[string]*compiledSegment) {
 		}
 		t.rules = append(t.rules, cr)
 	}
+	t.cost = checks + insts
 	// The outcomes move: copy them into a new slice (Outcome holds an
 	// atomic.Value, which must not be copied once used; none is yet).
 	all := make([]Outcome, len(c.outcomes)+len(outcomes))
