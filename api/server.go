@@ -91,7 +91,7 @@ type Server struct {
 	events  changeEvents
 	reqlog  requestLogger
 	planner *planner
-	costly  *costly // the slots of costly evaluations
+	costly  *costly             // the slots of costly evaluations
 	auth    *Auth               // nil: everything is open
 	hooks   *rollout.Webhooks   // nil: no webhooks
 	cors    echo.MiddlewareFunc // evaluationCORS
