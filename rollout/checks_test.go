@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -132,4 +133,81 @@ func slicesRepeatCond(c Condition, n int) []Condition {
 		out[i] = c
 	}
 	return out
+}
+
+// worstFeature returns a feature whose rules come to the limits that bound
+// an evaluation (MaxFeaturePatternInsts, MaxConditionChecks) with the
+// costliest conditions they allow, the segments they use, and the context
+// that costs them most, of MaxContextBytes; as cmd/rollout-bench --attack
+// makes them.
+func worstFeature(t testing.TB) (Feature, map[string]*compiledSegment, Context) {
+	const entryBytes = MaxListBytes / MaxContextList
+	entry := func(i int) string { return strings.Repeat("x", entryBytes-4) + fmt.Sprintf("%04d", i) }
+	list := []string{entry(MaxContextList - 1)}
+	for i := MaxContextList + 1; ; i++ {
+		b, _ := json.Marshal([]Condition{cond("tags", OpIn, append(list, entry(i)))})
+		if len(b) > MaxTargetingBytes || len(list) == MaxListValues {
+			break
+		}
+		list = append(list, entry(i))
+	}
+	seg := Segment{Key: "list", Conditions: []Condition{cond("tags", OpIn, list)}}
+	if err := seg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	segs := map[string]*compiledSegment{"list": compileSegment(seg)}
+	f := targetFeature()
+	never := cond("plan", OpEq, "never")
+	checks := 0
+	for i := 0; i < 2; i++ {
+		f.Rules = append(f.Rules, Rule{Name: fmt.Sprintf("re%d", i), Conditions: []Condition{cond("email", OpMatches, `[a-z]{1,240}[0-9]`), never}, Serve: Serve{Bucket: "on"}})
+		checks += 2
+	}
+	for checks < MaxConditionChecks {
+		r := Rule{Name: fmt.Sprintf("list%d", len(f.Rules)), Serve: Serve{Bucket: "on"}}
+		for range min(MaxConditions-1, MaxConditionChecks-checks-1) {
+			r.Conditions = append(r.Conditions, cond("", OpInSegment, "list"))
+		}
+		r.Conditions = append(r.Conditions, never)
+		checks += len(r.Conditions)
+		f.Rules = append(f.Rules, r)
+	}
+	if err := f.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := compileWith(f, segs).checkPatterns(); err != nil {
+		t.Fatal(err)
+	}
+	tags := make([]string, MaxContextList)
+	for i := range tags {
+		tags[i] = entry(i)
+	}
+	ctx := Context{"email": strings.Repeat("a", MaxMatchBytes), "plan": "pro", "tags": tags}
+	return f, segs, ctx
+}
+
+// BenchmarkWorstEvaluation evaluates worstFeature with its context, beside
+// a feature of 5 rules of 2 conditions with an ordinary context: the ratio
+// bounds what one evaluation can cost.
+func BenchmarkWorstEvaluation(b *testing.B) {
+	f, segs, ctx := worstFeature(b)
+	worst := compileWith(f, segs)
+	plain := targetFeature()
+	for i := range 5 {
+		plain.Rules = append(plain.Rules, Rule{Name: fmt.Sprintf("r%d", i), Conditions: []Condition{cond("country", OpIn, []string{"DE", "AT"}), cond("plan", OpEq, "enterprise")}, Serve: Serve{Bucket: "on"}})
+	}
+	ordinary := compile(plain)
+	plainCtx := Context{"email": "ann@example.com", "plan": "pro", "country": "FR", "app": "4.2.0", "beta": true, "seats": 12.0}
+	b.Run("plain", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			ordinary.peekContext("u1", plainCtx)
+		}
+	})
+	b.Run("worst", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			worst.peekContext("u1", ctx)
+		}
+	})
 }

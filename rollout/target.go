@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -94,10 +95,11 @@ type compiledCond struct {
 	num   float64 // the number of a number value, or of a string value that is one
 	isNum bool    // num holds a number
 	b     bool
-	list  []string       // sorted
-	nums  []float64      // the entries of list that are numbers, sorted
-	re    *regexp.Regexp // nil for a costly pattern: the condition never holds
-	insts int            // the instructions of re's program
+	list  []string            // sorted
+	set   map[string]struct{} // list's entries, when it has more than smallList
+	nums  []float64           // the entries of list that are numbers, sorted
+	re    *regexp.Regexp      // nil for a costly pattern: the condition never holds
+	insts int                 // the instructions of re's program
 	// costly: the pattern is valid RE2 but over MaxPatternInsts or
 	// MaxPatternRepeat (compileCondition refuses it), or, in a compiled
 	// feature or segment, past its total: a configuration stored before
@@ -118,7 +120,12 @@ type compiledRule struct {
 	bucket   int    // ring order of the bucket served; -1: the ring
 	bucketBy string // the attribute the ring hashes; "": the user ID
 	base     int    // index in compiled.outcomes of its first outcome
+	cost     int    // the most a test of its conditions costs (see targeting.cost)
 }
+
+// yieldCost is the cost (see targeting.cost) of the rules an evaluation
+// tries between yields of its core: a few hundred microseconds at most.
+const yieldCost = 256
 
 // compiledSegment is a Segment made ready for evaluation.
 type compiledSegment struct {
@@ -241,6 +248,14 @@ func compileCondition(c Condition, inSegment bool) (compiledCond, error) {
 		}
 		slices.Sort(list)
 		cc.list = slices.Compact(list)
+		if len(cc.list) > smallList {
+			// A look-up in a set reads a string about twice, whatever the
+			// list's length; a binary search reads it up to log2(n) times.
+			cc.set = make(map[string]struct{}, len(cc.list))
+			for _, s := range cc.list {
+				cc.set[s] = struct{}{}
+			}
+		}
 		slices.Sort(cc.nums)
 	case opStartsWith, opEndsWith, opContains:
 		if cc.str, err = str(); err != nil {
@@ -288,6 +303,10 @@ func compileCondition(c Condition, inSegment bool) (compiledCond, error) {
 	}
 	return cc, nil
 }
+
+// smallList is the length up to which an in or not_in list is searched
+// entry by entry.
+const smallList = 8
 
 // holds reports whether c holds in ctx. An attribute the context lacks (or
 // holds as null) makes every condition but absent false, neq and not_in
@@ -415,10 +434,10 @@ func (c *compiledCond) holdsString(s string) bool {
 			return err == nil && n == c.num
 		}
 	case opIn, opNotIn:
-		if len(c.list) <= 8 {
+		if c.set == nil {
 			return slices.Contains(c.list, s)
 		}
-		_, found := slices.BinarySearch(c.list, s)
+		_, found := c.set[s]
 		return found
 	case opStartsWith:
 		return strings.HasPrefix(s, c.str)
@@ -824,6 +843,7 @@ func (c *compiled) compileTargeting(segments map[string]*compiledSegment) {
 			}
 			insts += cost
 			checks += check
+			cr.cost += cost + check
 			cr.conds = append(cr.conds, cc)
 		}
 		add := func(b int) {
@@ -875,9 +895,16 @@ func (c *compiled) assignContext(user string, ctx Context) int {
 			return n + b
 		}
 	}
+	spent := 0 // the cost of the rules tried since the last yield
 rules:
 	for i := range t.rules {
 		r := &t.rules[i]
+		if spent += r.cost; spent > yieldCost {
+			// A costly evaluation lets the evaluations queued behind it
+			// on its core run.
+			runtime.Gosched()
+			spent = r.cost
+		}
 		for j := range r.conds {
 			if !r.conds[j].holds(ctx) {
 				continue rules
