@@ -13,8 +13,8 @@ import (
 
 // Costly evaluations run apart. An evaluation of a feature whose rules may
 // cost much (rollout.Snapshot.Costly: more condition checks and pattern
-// instructions than rollout.CostlyEvaluation), or a request whose body is
-// over costlyBodyBytes, runs in one of a few slots, so that such work,
+// instructions than rollout.CostlyEvaluation), or a request whose body (or
+// GET's query of a context) is over costlyBodyBytes, runs in one of a few slots, so that such work,
 // however much of it clients send, never takes every core from the
 // ordinary evaluations beside it. A request waits for a slot a short
 // while, then is refused with 503 and a Retry-After. Ordinary evaluations

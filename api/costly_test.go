@@ -179,6 +179,7 @@ func TestCostlyEvaluationsRunApart(t *testing.T) {
 		{"OFREP of a costly feature", "POST", "/ofrep/v1/evaluate/flags/mail", `{"context":{"targetingKey":"u2","email":"bob@example.com"}}`, http.StatusServiceUnavailable},
 		{"OFREP bulk with a costly feature", "POST", "/ofrep/v1/evaluate/flags", `{"context":{"targetingKey":"u2"}}`, http.StatusServiceUnavailable},
 		{"a large body", "POST", "/evaluate", large, http.StatusServiceUnavailable},
+		{"a long query", "GET", "/evaluate?feature=plain&user=u2&ctx.pad=" + strings.Repeat("p", 17<<10), nil, http.StatusServiceUnavailable},
 		{"GET of an ordinary feature", "GET", "/evaluate?feature=plain&user=u2", nil, http.StatusOK},
 		{"POST of an ordinary feature", "POST", "/evaluate", `{"user":"u2","features":["plain"],"context":{"plan":"pro"}}`, http.StatusOK},
 		{"OFREP of an ordinary feature", "POST", "/ofrep/v1/evaluate/flags/plain", `{"context":{"targetingKey":"u2"}}`, http.StatusOK},

@@ -68,7 +68,8 @@ func appendEvaluation(b []byte, e rollout.Evaluation) []byte {
 func indented(c echo.Context, pretty bool) bool { return pretty || c.Echo().Debug }
 
 // evaluateOne is GET /evaluate?feature=K&user=U, with the context's
-// attributes as ctx.NAME=VALUE parameters.
+// attributes as ctx.NAME=VALUE parameters. A long query, or a costly
+// feature, is read and evaluated in a slot of costly evaluations.
 func (s *Server) evaluateOne(c echo.Context) error {
 	key, user, pretty := evaluateQuery(c)
 	if key == "" || user == "" {
@@ -77,8 +78,15 @@ func (s *Server) evaluateOne(c echo.Context) error {
 	if err := rollout.ValidateUser(user); err != nil {
 		return err
 	}
+	var sl slot
+	defer sl.release(s.costly)
 	var ctx rollout.Context
-	if hasQueryContext(c.Request().URL.RawQuery) {
+	if raw := c.Request().URL.RawQuery; hasQueryContext(raw) {
+		if len(raw) > costlyBodyBytes {
+			if err := sl.take(c, s.costly); err != nil {
+				return err
+			}
+		}
 		var err error
 		if ctx, err = queryContext(c); err != nil {
 			return err
@@ -86,11 +94,9 @@ func (s *Server) evaluateOne(c echo.Context) error {
 	}
 	snap := s.snapshotState().snap
 	if snap.Costly(key) {
-		var sl slot
 		if err := sl.take(c, s.costly); err != nil {
 			return err
 		}
-		defer sl.release(s.costly)
 	}
 	o, err := snap.EvaluateOutcomeContext(key, user, ctx)
 	if err != nil {
