@@ -78,23 +78,19 @@ func (s *Server) evaluateOne(c echo.Context) error {
 	if err := rollout.ValidateUser(user); err != nil {
 		return err
 	}
-	var sl slot
-	defer sl.release(s.costly)
-	var ctx rollout.Context
-	if raw := c.Request().URL.RawQuery; hasQueryContext(raw) {
-		if len(raw) > costlyBodyBytes {
-			if err := sl.take(c, s.costly); err != nil {
-				return err
-			}
-		}
-		var err error
-		if ctx, err = queryContext(c); err != nil {
+	snap := s.snapshotState().snap
+	raw := c.Request().URL.RawQuery
+	if len(raw) > costlyBodyBytes || snap.AnyCostly() && snap.Costly(key) {
+		var sl slot
+		if err := sl.take(c, s.costly); err != nil {
 			return err
 		}
+		defer sl.release(s.costly)
 	}
-	snap := s.snapshotState().snap
-	if snap.Costly(key) {
-		if err := sl.take(c, s.costly); err != nil {
+	var ctx rollout.Context
+	if hasQueryContext(raw) {
+		var err error
+		if ctx, err = queryContext(c); err != nil {
 			return err
 		}
 	}
@@ -278,7 +274,7 @@ func (s *Server) evaluateMany(c echo.Context) error {
 	results := getResults()
 	defer putResults(results)
 	for _, key := range keys {
-		if st.snap.Costly(key) {
+		if st.snap.AnyCostly() && st.snap.Costly(key) {
 			if err := sl.take(c, s.costly); err != nil {
 				return err
 			}

@@ -396,7 +396,7 @@ func (s *Server) ofrepEvaluate(c echo.Context) error {
 		return err
 	}
 	defer putContext(ctx)
-	if snap.Costly(key) {
+	if snap.AnyCostly() && snap.Costly(key) {
 		if err := sl.take(c, s.costly); err != nil {
 			return err
 		}
@@ -464,7 +464,7 @@ func (s *Server) ofrepEvaluateAll(c echo.Context) error {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		if st.snap.Costly(key) {
+		if st.snap.AnyCostly() && st.snap.Costly(key) {
 			if err := sl.take(c, s.costly); err != nil {
 				return err
 			}
