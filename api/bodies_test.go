@@ -151,7 +151,7 @@ func TestBodyNotWaitedForWhenRefused(t *testing.T) {
 	for _, path := range []string{"/api/features", "/evaluate", "/ofrep/v1/evaluate/flags", "/api/exposures"} {
 		t.Run(path, func(t *testing.T) {
 			c := dialRaw(t, e.url)
-			fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{", path)
+			fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n{", path)
 			if res, body := c.answer(t, "POST"); res.StatusCode != http.StatusUnauthorized {
 				t.Errorf("POST %s without a token = %d %s, want 401", path, res.StatusCode, body)
 			}

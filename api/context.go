@@ -52,9 +52,7 @@ func hasQueryContext(raw string) bool {
 
 // ofrepContext reads the attributes of an OFREP request's context, body
 // being valid JSON that parseOFREP accepted: every member but targetingKey
-// (the user ID) and, for bulk requests, flags. Strings, numbers, booleans
-// and lists of strings are kept; other values are left out, as no rule
-// can test them. It checks what ValidateContext checks as it reads. The
+// (the user ID) and, for bulk requests, flags (see readContext). The
 // context comes from a pool: the caller gives it back (putContext) once
 // evaluated, and keeps nothing of it.
 func ofrepContext(body []byte, bulk bool, key string) (rollout.Context, error) {
@@ -68,35 +66,55 @@ func ofrepContext(body []byte, bulk bool, key string) (rollout.Context, error) {
 	if len(ctxJSON) == 0 || ctxJSON[0] != '{' {
 		return nil, nil
 	}
-	invalid := func(details string) error {
-		return &ofrepError{Key: key, ErrorCode: ofrepInvalidContext, ErrorDetails: details}
+	skip := []string{"targetingKey", "flags"}
+	if !bulk {
+		skip = skip[:1]
 	}
-	ctx := getContext()
+	ctx, details := readContext(ctxJSON, skip)
+	if details != "" {
+		return nil, &ofrepError{Key: key, ErrorCode: ofrepInvalidContext, ErrorDetails: details}
+	}
+	return ctx, nil
+}
+
+// readContext reads the attributes of ctxJSON, a JSON object that
+// json.Valid accepted, but the members that skip names. Strings, numbers,
+// booleans and lists of strings are kept; other values are left out, as
+// no rule can test them, but count as attributes. It refuses what rollout.ValidateContext refuses,
+// as it reads, and so stops reading at the first attribute past
+// rollout.MaxContextBytes: details says what is wrong (ctx is nil), "" when
+// nothing is. The context comes from a pool: the caller gives it back
+// (putContext) once evaluated, and keeps nothing of it.
+func readContext(ctxJSON []byte, skip []string) (ctx rollout.Context, details string) {
+	ctx = getContext()
+	invalid := func(details string) (rollout.Context, string) {
+		putContext(ctx)
+		return nil, details
+	}
 	str := jsonStrings(ctxJSON)
+	attrs, size := 0, 0
 	for it := (members{b: ctxJSON}); it.next(); {
-		if it.keyIs("targetingKey") || bulk && it.keyIs("flags") {
+		if skipped(&it, skip) {
 			continue
 		}
-		if len(ctx) >= rollout.MaxContextAttrs {
-			putContext(ctx)
-			return nil, invalid("the context has more than " + strconv.Itoa(rollout.MaxContextAttrs) + " attributes")
+		if attrs++; attrs > rollout.MaxContextAttrs {
+			return invalid("the context has more than " + strconv.Itoa(rollout.MaxContextAttrs) + " attributes")
 		}
 		if len(it.key) > 4*rollout.MaxAttributeBytes+2 {
-			putContext(ctx)
-			return nil, invalid("a context attribute's name is at most " + strconv.Itoa(4*rollout.MaxAttributeBytes) + " bytes")
+			return invalid("a context attribute's name is at most " + strconv.Itoa(4*rollout.MaxAttributeBytes) + " bytes")
 		}
 		name := str(it.key) // a substring of one copy, as the values
+		size += len(name)
 		switch v := it.value; v[0] {
 		case '"':
 			if !readableString(v) {
-				putContext(ctx)
-				return nil, invalid("context." + name + " is not valid UTF-8")
+				return invalid("context." + name + " is not valid UTF-8")
 			}
 			s := str(v)
 			if len(s) > rollout.MaxContextValueLen {
-				putContext(ctx)
-				return nil, invalid("context." + name + " is " + strconv.Itoa(len(s)) + " bytes; at most " + strconv.Itoa(rollout.MaxContextValueLen))
+				return invalid("context." + name + " is " + strconv.Itoa(len(s)) + " bytes; at most " + strconv.Itoa(rollout.MaxContextValueLen))
 			}
+			size += len(s)
 			ctx[name] = s
 		case 't', 'f':
 			ctx[name] = v[0] == 't'
@@ -106,24 +124,38 @@ func ofrepContext(body []byte, bulk bool, key string) (rollout.Context, error) {
 				continue
 			}
 			if len(list) > rollout.MaxContextList {
-				putContext(ctx)
-				return nil, invalid("context." + name + " is a list of " + strconv.Itoa(len(list)) + "; at most " + strconv.Itoa(rollout.MaxContextList))
+				return invalid("context." + name + " is a list of " + strconv.Itoa(len(list)) + "; at most " + strconv.Itoa(rollout.MaxContextList))
 			}
 			for _, s := range list {
 				if len(s) > rollout.MaxContextValueLen {
-					putContext(ctx)
-					return nil, invalid("an entry of context." + name + " is " + strconv.Itoa(len(s)) + " bytes; at most " + strconv.Itoa(rollout.MaxContextValueLen))
+					return invalid("an entry of context." + name + " is " + strconv.Itoa(len(s)) + " bytes; at most " + strconv.Itoa(rollout.MaxContextValueLen))
 				}
+				size += len(s)
 			}
 			ctx[name] = list
 		case '{', 'n':
 		default:
-			if n, err := strconv.ParseFloat(string(v), 64); err == nil {
-				ctx[name] = n
+			n, err := strconv.ParseFloat(string(v), 64)
+			if err != nil {
+				return invalid("context." + name + " is a number out of range")
 			}
+			ctx[name] = n
+		}
+		if size > rollout.MaxContextBytes {
+			return invalid(rollout.ErrorMessage(rollout.ContextTooLarge()))
 		}
 	}
-	return ctx, nil
+	return ctx, ""
+}
+
+// skipped reports whether it's key is one of names.
+func skipped(it *members, names []string) bool {
+	for _, name := range names {
+		if it.keyIs(name) {
+			return true
+		}
+	}
+	return false
 }
 
 // contexts are the maps of OFREP's contexts, reused.

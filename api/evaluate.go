@@ -19,6 +19,12 @@ import (
 // request may list; without a list, every feature is evaluated.
 const MaxBulkFeatures = 1000
 
+// MaxEvaluateBodyBytes bounds the request body of the evaluation routes
+// (POST /evaluate and OFREP's), so that reading one costs little: a list
+// of MaxBulkFeatures keys of 50 characters and a context of
+// rollout.MaxContextBytes fit.
+const MaxEvaluateBodyBytes = 64 << 10
+
 // Evaluation is every app's hot path, so its answers are written by hand
 // into pooled buffers, byte for byte as encoding/json writes the types
 // below (which ?pretty still uses), and its requests are read without
@@ -62,7 +68,8 @@ func appendEvaluation(b []byte, e rollout.Evaluation) []byte {
 func indented(c echo.Context, pretty bool) bool { return pretty || c.Echo().Debug }
 
 // evaluateOne is GET /evaluate?feature=K&user=U, with the context's
-// attributes as ctx.NAME=VALUE parameters.
+// attributes as ctx.NAME=VALUE parameters. A long query, or a costly
+// feature, is read and evaluated in a slot of costly evaluations.
 func (s *Server) evaluateOne(c echo.Context) error {
 	key, user, pretty := evaluateQuery(c)
 	if key == "" || user == "" {
@@ -71,14 +78,23 @@ func (s *Server) evaluateOne(c echo.Context) error {
 	if err := rollout.ValidateUser(user); err != nil {
 		return err
 	}
+	snap := s.snapshotState().snap
+	raw := c.Request().URL.RawQuery
+	if len(raw) > costlyBodyBytes || snap.AnyCostly() && snap.Costly(key) {
+		var sl slot
+		if err := sl.take(c, s.costly); err != nil {
+			return err
+		}
+		defer sl.release(s.costly)
+	}
 	var ctx rollout.Context
-	if hasQueryContext(c.Request().URL.RawQuery) {
+	if hasQueryContext(raw) {
 		var err error
 		if ctx, err = queryContext(c); err != nil {
 			return err
 		}
 	}
-	o, err := s.snapshotState().snap.EvaluateOutcomeContext(key, user, ctx)
+	o, err := snap.EvaluateOutcomeContext(key, user, ctx)
 	if err != nil {
 		return err
 	}
@@ -185,8 +201,11 @@ func queryUnescape(s string) (string, bool) {
 type evaluateRequest struct {
 	User     string    `json:"user"`
 	Features *[]string `json:"features"`
-	// Context is the attributes besides the user ID (see context.go).
-	Context map[string]any `json:"context"`
+	// Context is the attributes besides the user ID (see context.go),
+	// as encoding/json decodes them; contextJSON is the raw object instead
+	// when parseEvaluateRequest read the body, for readContext to read.
+	Context     map[string]any `json:"context"`
+	contextJSON []byte
 	// userUnreadable is set when the user's JSON string holds invalid
 	// UTF-8 or a lone surrogate, which decoding replaced.
 	userUnreadable bool
@@ -202,13 +221,22 @@ type errorDetail struct {
 	Message string `json:"message"`
 }
 
-// evaluateMany is POST /evaluate: several features for one user. A feature
-// that cannot be evaluated is an error entry of its own, never a failed
-// request.
+// evaluateMany is POST /evaluate: several features for one user, each
+// once. A feature that cannot be evaluated is an error entry of its own,
+// never a failed request. A large body, and each costly feature, is read
+// and evaluated in a slot of costly evaluations.
 func (s *Server) evaluateMany(c echo.Context) error {
 	buf := getBuffer()
 	defer putBuffer(buf)
-	req, err := readEvaluateRequest(c, buf)
+	var sl slot
+	defer sl.release(s.costly)
+	readErr := buf.readFrom(c.Request().Body)
+	if len(buf.b) > costlyBodyBytes {
+		if err := sl.take(c, s.costly); err != nil {
+			return err
+		}
+	}
+	req, err := readEvaluateRequest(c, buf, readErr)
 	if err != nil {
 		return err
 	}
@@ -219,23 +247,38 @@ func (s *Server) evaluateMany(c echo.Context) error {
 		return err
 	}
 	var ctx rollout.Context
-	if req.Context != nil {
+	switch {
+	case req.contextJSON != nil:
+		var details string
+		if ctx, details = readContext(req.contextJSON, nil); details != "" {
+			return badRequest("%s", details)
+		}
+		defer putContext(ctx)
+	case req.Context != nil:
 		if ctx, err = rollout.ContextFromJSON(req.Context); err != nil {
 			return asBadRequest(err)
 		}
 	}
 	st := s.snapshotState()
-	keys := st.snap.Keys() // all of them, however many
-	sorted := true         // and without duplicates
+	keys := st.snap.Keys() // all of them, however many, sorted and once each
 	if req.Features != nil {
-		keys, sorted = *req.Features, false
+		keys = *req.Features
 		if len(keys) > MaxBulkFeatures {
 			return rollout.Errorf(rollout.EInvalid, "at most %d features in one request, got %d: leave out \"features\" to evaluate all of them", MaxBulkFeatures, len(keys))
 		}
+		if !slices.IsSorted(keys) {
+			slices.Sort(keys)
+		}
+		keys = slices.Compact(keys)
 	}
 	results := getResults()
 	defer putResults(results)
 	for _, key := range keys {
+		if st.snap.AnyCostly() && st.snap.Costly(key) {
+			if err := sl.take(c, s.costly); err != nil {
+				return err
+			}
+		}
 		o, err := st.snap.EvaluateOutcomeContext(key, req.User, ctx)
 		if err != nil {
 			results.add(key, nil, &errorDetail{Code: rollout.ErrorCode(err), Message: rollout.ErrorMessage(err)})
@@ -244,9 +287,6 @@ func (s *Server) evaluateMany(c echo.Context) error {
 		a := answerOf(s.metrics, o)
 		a.count.Inc()
 		results.add(key, a, nil)
-	}
-	if !sorted {
-		results.sort()
 	}
 	if indented(c, hasPretty(c)) {
 		return c.JSON(http.StatusOK, map[string]any{"user": req.User, "results": results.json(req.User)})
@@ -261,13 +301,13 @@ func (s *Server) evaluateMany(c echo.Context) error {
 	return blobJSON(c, buf.b[n:])
 }
 
-// readEvaluateRequest reads the body of POST /evaluate into buf. A body of
-// the usual shape, {"user":"…","features":["…",…]} in any order, either
-// member absent or features null, is parsed here; any other is decoded by
-// decode, which words what is wrong with it.
-func readEvaluateRequest(c echo.Context, buf *buffer) (evaluateRequest, error) {
+// readEvaluateRequest reads the body of POST /evaluate, which buf holds as
+// far as it was read (readErr stopped the reading, or nil). A body of
+// the usual shape, {"user":"…","features":["…",…],"context":{…}} in any
+// order, any member absent, features or context null, is parsed here; any
+// other is decoded by decode, which words what is wrong with it.
+func readEvaluateRequest(c echo.Context, buf *buffer, readErr error) (evaluateRequest, error) {
 	r := c.Request()
-	readErr := buf.readFrom(r.Body)
 	if readErr == nil {
 		if req, ok := parseEvaluateRequest(buf.b); ok {
 			return req, nil
@@ -298,7 +338,8 @@ func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 
 // parseEvaluateRequest parses a body of the usual shape; see
 // readEvaluateRequest. The user and keys are substrings of one copy of
-// body, or decoded strings when they hold escapes.
+// body, or decoded strings when they hold escapes; a context object
+// without repeated keys is left raw (contextJSON), a sub-slice of body.
 func parseEvaluateRequest(body []byte) (evaluateRequest, bool) {
 	var req evaluateRequest
 	i := skipSpace(body, 0)
@@ -307,9 +348,16 @@ func parseEvaluateRequest(body []byte) (evaluateRequest, bool) {
 	}
 	str := jsonStrings(body)
 	// A repeated member goes to decode, which refuses it.
-	var user, features bool
+	var user, features, context bool
 	for it := (members{b: body, i: i}); it.next(); {
 		switch {
+		case it.keyIs("context") && it.value[0] == 'n' && !context:
+			context = true
+		case it.keyIs("context") && it.value[0] == '{' && !context:
+			if _, repeated := repeatedKey(it.value); repeated {
+				return req, false
+			}
+			req.contextJSON, context = it.value, true
 		case it.keyIs("user") && it.value[0] == '"' && !user:
 			req.User, req.userUnreadable = str(it.value), !readableString(it.value)
 			user = true
@@ -328,8 +376,8 @@ func parseEvaluateRequest(body []byte) (evaluateRequest, bool) {
 	return req, true
 }
 
-// results are the entries of a bulk evaluation, in the order of their keys
-// once sorted.
+// results are the entries of a bulk evaluation, in the order of their
+// keys, sorted and once each.
 type results struct{ entries []result }
 
 type result struct {
@@ -356,36 +404,6 @@ func putResults(r *results) {
 
 func (r *results) add(key string, a *answer, err *errorDetail) {
 	r.entries = append(r.entries, result{key: key, a: a, err: err})
-}
-
-// sorted reports whether the entries are in strictly increasing order of
-// key already, as apps often list them.
-func (r *results) sorted() bool {
-	for i := 1; i < len(r.entries); i++ {
-		if r.entries[i-1].key >= r.entries[i].key {
-			return false
-		}
-	}
-	return true
-}
-
-// sort orders the entries by key and keeps the last of each key, as the
-// map that encoding/json writes would; entries in order already stay as
-// they are.
-func (r *results) sort() {
-	if r.sorted() {
-		return
-	}
-	slices.SortStableFunc(r.entries, func(a, b result) int { return strings.Compare(a.key, b.key) })
-	out := r.entries[:0]
-	for i, en := range r.entries {
-		if i+1 < len(r.entries) && r.entries[i+1].key == en.key {
-			continue
-		}
-		out = append(out, en)
-	}
-	clear(r.entries[len(out):])
-	r.entries = out
 }
 
 // json returns the entries, for user, as encoding/json is to write them.

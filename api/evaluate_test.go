@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,13 +62,18 @@ func TestAppendEvaluationIsEncodingJSON(t *testing.T) {
 func TestBulkAnswerIsEncodingJSON(t *testing.T) {
 	m := NewMetrics()
 	const user = "u<1>\u2028"
-	var r results
-	for _, e := range append(tricky, tricky[0], tricky[2]) { // duplicates
-		r.add(e.Feature, newAnswer(m, e), nil)
+	// Entries come sorted by key, once each, as evaluateMany adds them.
+	entries := map[string]result{
+		"nope":   {key: "nope", err: &errorDetail{Code: rollout.ENotFound, Message: `feature "nope" does not exist`}},
+		"<nope>": {key: "<nope>", err: &errorDetail{Code: rollout.ENotFound, Message: `feature "<nope>" does not exist`}},
 	}
-	r.add("nope", nil, &errorDetail{Code: rollout.ENotFound, Message: `feature "nope" does not exist`})
-	r.add("<nope>", nil, &errorDetail{Code: rollout.ENotFound, Message: `feature "<nope>" does not exist`})
-	r.sort()
+	for _, e := range tricky {
+		entries[e.Feature] = result{key: e.Feature, a: newAnswer(m, e)}
+	}
+	var r results
+	for _, k := range slices.Sorted(maps.Keys(entries)) {
+		r.add(k, entries[k].a, entries[k].err)
+	}
 	u := appendJSONString(nil, user)
 	got := string(append(append(r.appendJSON(append([]byte(nil), `{"results":`...), u), `,"user":`...), append(u, "}\n"...)...))
 	want := encodingJSON(t, map[string]any{"user": user, "results": r.json(user)})
@@ -105,6 +112,13 @@ var evaluateBodies = []string{
 	``,
 	`{"user":"u"`,
 	"{\"user\":\"\xff\"}",
+	`{"user":"u","context":{"plan":"pro","seats":12,"beta":true,"groups":["a","b"],"o":{"x":1},"n":null,"mixed":["a",1]}}`,
+	`{"context":null,"user":"u","features":["a"]}`,
+	`{"user":"u","context":{"plan":"pro","plan":"free"}}`,
+	`{"user":"u","context":{"big":1e400}}`,
+	`{"user":"u","context":{"pl\u0061n":"pr\u006f"}}`,
+	`{"user":"u","context":[]}`,
+	`{"user":"u","context":{},"context":{}}`,
 }
 
 func FuzzParseEvaluateRequest(f *testing.F) {
@@ -117,11 +131,37 @@ func FuzzParseEvaluateRequest(f *testing.F) {
 		if !ok {
 			return // decode reads it
 		}
-		if err != nil {
-			t.Fatalf("parseEvaluateRequest(%q) accepted what decode refuses: %v", body, err)
+		// The context is read by readContext, which refuses what
+		// rollout.ContextFromJSON refuses, and more (strings that are not
+		// UTF-8, as OFREP).
+		var ctx rollout.Context
+		details := ""
+		if got.contextJSON != nil {
+			ctx, details = readContext(got.contextJSON, nil)
 		}
-		if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(evaluateRequest{})); diff != "" {
+		if err != nil {
+			if details == "" {
+				t.Fatalf("parseEvaluateRequest(%q) accepted what decode refuses: %v", body, err)
+			}
+			return
+		}
+		if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(evaluateRequest{}), cmpopts.IgnoreFields(evaluateRequest{}, "Context")); diff != "" {
 			t.Errorf("parseEvaluateRequest(%q) differs from decode (-want +got):\n%s", body, diff)
+		}
+		if got.contextJSON == nil {
+			if want.Context != nil {
+				t.Errorf("parseEvaluateRequest(%q) has no context, decode %v", body, want.Context)
+			}
+			return
+		}
+		if details == "" {
+			wantCtx, err := rollout.ContextFromJSON(want.Context)
+			if err != nil {
+				t.Fatalf("readContext of %q accepted what ContextFromJSON refuses: %v", body, err)
+			}
+			if diff := cmp.Diff(wantCtx, ctx, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("readContext of %q differs from ContextFromJSON (-want +got):\n%s", body, diff)
+			}
 		}
 	})
 }
@@ -209,26 +249,6 @@ func TestEvaluateAnswersAreEncodingJSON(t *testing.T) {
 		}
 		if got, want := plain, compact.String()+"\n"; got != want {
 			t.Errorf("POST /evaluate %s = %s, want %s", body, got, want)
-		}
-	}
-}
-
-// TestResultsSorted: a bulk answer is left as listed only when its keys are
-// strictly increasing; a duplicate or an unsorted key needs sort.
-func TestResultsSorted(t *testing.T) {
-	for _, tt := range []struct {
-		keys []string
-		want bool
-	}{
-		{nil, true}, {[]string{"a"}, true}, {[]string{"a", "b", "c"}, true},
-		{[]string{"a", "a"}, false}, {[]string{"b", "a"}, false}, {[]string{"a", "c", "b"}, false},
-	} {
-		var r results
-		for _, k := range tt.keys {
-			r.add(k, nil, nil)
-		}
-		if got := r.sorted(); got != tt.want {
-			t.Errorf("sorted() of %q = %v, want %v", tt.keys, got, tt.want)
 		}
 	}
 }

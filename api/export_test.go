@@ -1,6 +1,7 @@
 package api
 
 import (
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -87,3 +88,22 @@ func SetMaxActiveTokens(t interface{ Cleanup(func()) }, n int) {
 // RaceEnabled: the tests run under the race detector, which makes the
 // server's own work several times slower.
 const RaceEnabled = raceEnabled
+
+// HoldCostlySlots makes every request that takes a slot of costly
+// evaluations signal entered, then hold the slot until release is called
+// (or the test ends).
+func HoldCostlySlots(t interface{ Cleanup(func()) }) (entered <-chan struct{}, release func()) {
+	in, out := make(chan struct{}, 16), make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(out) }) }
+	hook := func() {
+		in <- struct{}{}
+		<-out
+	}
+	costlyHook.Store(&hook)
+	t.Cleanup(func() {
+		release()
+		costlyHook.Store(nil)
+	})
+	return in, release
+}

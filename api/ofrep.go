@@ -110,10 +110,11 @@ func ofrepReason(e rollout.Evaluation) string {
 // key is the flag of a single evaluation. An empty body is a request without
 // context.
 //
-// The context's other attributes are read only when wants says a feature
+// A large body is read in a slot of costly evaluations, which sl then
+// holds. The context's other attributes are read only when wants says a feature
 // to evaluate uses them (nil otherwise). Without a targeting key the user
 // is "" when keyless (nil for bulk) says the feature needs none.
-func readOFREP(c echo.Context, key string, wants, keyless func() bool) (user string, flags *[]string, ctx rollout.Context, err error) {
+func (s *Server) readOFREP(c echo.Context, sl *slot, key string, wants, keyless func() bool) (user string, flags *[]string, ctx rollout.Context, err error) {
 	buf := getBuffer()
 	defer putBuffer(buf)
 	if err := buf.readFrom(c.Request().Body); err != nil {
@@ -121,6 +122,11 @@ func readOFREP(c echo.Context, key string, wants, keyless func() bool) (user str
 			return "", nil, nil, rollout.Errorf(codeTooLarge, "the request body is larger than %d bytes", tooLarge.Limit)
 		}
 		return "", nil, nil, &ofrepError{Key: key, ErrorCode: ofrepParseError, ErrorDetails: "the request body could not be read"}
+	}
+	if len(buf.b) > costlyBodyBytes {
+		if err := sl.take(c, s.costly); err != nil {
+			return "", nil, nil, err
+		}
 	}
 	user, flags, oe := parseOFREP(buf.b, key)
 	if oe != nil && (oe.ErrorCode != ofrepTargetingKeyMissing || keyless == nil || !keyless()) {
@@ -383,11 +389,18 @@ func (s *Server) ofrepEvaluate(c echo.Context) error {
 		_, err := snap.Peek(key, "") // the snapshot's not-found error, which says what to do
 		return &ofrepError{Key: key, ErrorCode: ofrepFlagNotFound, ErrorDetails: rollout.ErrorMessage(err)}
 	}
-	user, _, ctx, err := readOFREP(c, key, func() bool { return snap.UsesContext(key) }, func() bool { return ofrepKeyFree(snap, key) })
+	var sl slot
+	defer sl.release(s.costly)
+	user, _, ctx, err := s.readOFREP(c, &sl, key, func() bool { return snap.UsesContext(key) }, func() bool { return ofrepKeyFree(snap, key) })
 	if err != nil {
 		return err
 	}
 	defer putContext(ctx)
+	if snap.AnyCostly() && snap.Costly(key) {
+		if err := sl.take(c, s.costly); err != nil {
+			return err
+		}
+	}
 	o, err := snap.EvaluateOutcomeContext(key, user, ctx)
 	if err != nil {
 		return err
@@ -428,7 +441,9 @@ func ofrepKeyFree(snap *rollout.Snapshot, key string) bool {
 // 304 without evaluating.
 func (s *Server) ofrepEvaluateAll(c echo.Context) error {
 	st := s.snapshotState()
-	user, flags, ctx, err := readOFREP(c, "", st.snap.AnyUsesContext, nil)
+	var sl slot
+	defer sl.release(s.costly)
+	user, flags, ctx, err := s.readOFREP(c, &sl, "", st.snap.AnyUsesContext, nil)
 	if err != nil {
 		return err
 	}
@@ -448,6 +463,11 @@ func (s *Server) ofrepEvaluateAll(c echo.Context) error {
 	for i, key := range keys {
 		if i > 0 {
 			b = append(b, ',')
+		}
+		if st.snap.AnyCostly() && st.snap.Costly(key) {
+			if err := sl.take(c, s.costly); err != nil {
+				return err
+			}
 		}
 		o, err := st.snap.EvaluateOutcomeContext(key, user, ctx)
 		if err != nil {
@@ -574,18 +594,19 @@ func putBuffer(buf *buffer) {
 	buffers.Put(buf)
 }
 
-// readFrom appends all of r to the buffer, a request body: past
-// MaxBodyBytes it stops with an *http.MaxBytesError, as a body limitBody
-// bounds would (the routes that read their body here need no such bound).
+// readFrom appends all of r to the buffer, the request body of an
+// evaluation route: past MaxEvaluateBodyBytes it stops with an
+// *http.MaxBytesError, as a body limitBody bounds would (the routes that
+// read their body here need no such bound).
 func (buf *buffer) readFrom(r io.Reader) error {
 	for {
-		if len(buf.b) > MaxBodyBytes {
-			return &http.MaxBytesError{Limit: MaxBodyBytes}
+		if len(buf.b) > MaxEvaluateBodyBytes {
+			return &http.MaxBytesError{Limit: MaxEvaluateBodyBytes}
 		}
 		if len(buf.b) == cap(buf.b) {
 			buf.b = append(buf.b, 0)[:len(buf.b)]
 		}
-		n, err := r.Read(buf.b[len(buf.b):min(cap(buf.b), MaxBodyBytes+1)])
+		n, err := r.Read(buf.b[len(buf.b):min(cap(buf.b), MaxEvaluateBodyBytes+1)])
 		buf.b = buf.b[:len(buf.b)+n]
 		if errors.Is(err, io.EOF) {
 			return nil

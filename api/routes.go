@@ -39,8 +39,8 @@ type Route struct {
 	// OPTIONS take no body; the others wait longer for theirs.
 	AppBody bool
 	// BoundedRead marks a handler that reads its body with
-	// buffer.readFrom, which stops past MaxBodyBytes: the route needs no
-	// reader of its own to bound the body.
+	// buffer.readFrom, which stops past MaxEvaluateBodyBytes (its MaxBody):
+	// the route needs no reader of its own to bound the body.
 	BoundedRead bool
 	// MaxBody bounds the route's request body, in bytes; 0 means
 	// MaxBodyBytes.
@@ -84,9 +84,9 @@ func (s *Server) routes(opts Options) []Route {
 
 		// Apps' evaluation.
 		{Method: http.MethodGet, Path: "/evaluate", Access: rollout.PermEvaluate, Handler: s.evaluateOne},
-		{Method: http.MethodPost, Path: "/evaluate", Access: rollout.PermEvaluate, AppBody: true, BoundedRead: true, Handler: s.evaluateMany},
-		{Method: http.MethodPost, Path: "/ofrep/v1/evaluate/flags/:key", Access: rollout.PermEvaluate, AppBody: true, BoundedRead: true, Handler: s.ofrepEvaluate},
-		{Method: http.MethodPost, Path: "/ofrep/v1/evaluate/flags", Access: rollout.PermEvaluate, AppBody: true, BoundedRead: true, Handler: s.ofrepEvaluateAll},
+		{Method: http.MethodPost, Path: "/evaluate", Access: rollout.PermEvaluate, AppBody: true, BoundedRead: true, MaxBody: MaxEvaluateBodyBytes, Handler: s.evaluateMany},
+		{Method: http.MethodPost, Path: "/ofrep/v1/evaluate/flags/:key", Access: rollout.PermEvaluate, AppBody: true, BoundedRead: true, MaxBody: MaxEvaluateBodyBytes, Handler: s.ofrepEvaluate},
+		{Method: http.MethodPost, Path: "/ofrep/v1/evaluate/flags", Access: rollout.PermEvaluate, AppBody: true, BoundedRead: true, MaxBody: MaxEvaluateBodyBytes, Handler: s.ofrepEvaluateAll},
 		// The sync API and the counts of apps that evaluate in process
 		// (package client): tokens of the sdk role, not the client role of
 		// browsers. The snapshot holds every feature's configuration.

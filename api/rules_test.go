@@ -179,8 +179,13 @@ func TestRulesAbuse(t *testing.T) {
 	if r := s.do("POST", "/ofrep/v1/evaluate/flags/checkout", `{"context":{"targetingKey":"u","a":"`+long+`"}}`); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "INVALID_CONTEXT") {
 		t.Errorf("OFREP with a long attribute = %d %s, want 400 INVALID_CONTEXT", r.status, r.body)
 	}
-	if r := s.do("POST", "/evaluate", `{"user":"u","context":{"a":`+deep+`}}`); r.status != http.StatusBadRequest {
+	// Deeper than encoding/json reads, within an evaluation's body.
+	deepContext := strings.Repeat("[", 20_000) + strings.Repeat("]", 20_000)
+	if r := s.do("POST", "/evaluate", `{"user":"u","context":{"a":`+deepContext+`}}`); r.status != http.StatusBadRequest {
 		t.Errorf("POST with a deep context = %d %.200s, want 400", r.status, r.body)
+	}
+	if r := s.do("POST", "/evaluate", `{"user":"u","context":{"a":`+deep+`}}`); r.status != http.StatusRequestEntityTooLarge {
+		t.Errorf("POST with a context of %d bytes = %d %.200s, want 413", len(deep), r.status, r.body)
 	}
 }
 

@@ -64,6 +64,10 @@ type Options struct {
 	// Plans bound the planner's work; the zero value is the defaults.
 	Plans PlanLimits
 
+	// Costly bounds the costly evaluations that run at once (see
+	// costly.go); the zero value is the defaults.
+	Costly CostlyLimits
+
 	// Webhooks are what /api/webhooks manages; nil: those routes answer
 	// 404.
 	Webhooks *rollout.Webhooks
@@ -87,6 +91,7 @@ type Server struct {
 	events  changeEvents
 	reqlog  requestLogger
 	planner *planner
+	costly  *costly             // the slots of costly evaluations
 	auth    *Auth               // nil: everything is open
 	hooks   *rollout.Webhooks   // nil: no webhooks
 	cors    echo.MiddlewareFunc // evaluationCORS
@@ -116,6 +121,7 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 		cors:   evaluationCORS(), csrf: http.NewCrossOriginProtection(),
 		declared: map[string]map[string]bool{}}
 	s.planner = newPlanner(opts.Plans)
+	s.costly = newCostly(opts.Costly)
 	s.snapshotState()
 	metrics.server.Store(s)
 	s.streams = newStreams(opts, log, metrics)

@@ -30,9 +30,12 @@
 // is a new version of every feature using it. SetRules, SetBucketBy and
 // RuleChanges (the populations a change of rules moves) are its changes.
 // The cost of matches patterns is bounded by their compiled programs, per
-// pattern, segment and feature, and by the bytes one condition reads
-// (pattern.go); patterns stored before those limits load as conditions
-// that never hold.
+// pattern, segment and feature, and by the bytes one condition reads; the
+// conditions one evaluation tests by MaxConditionChecks, segments counted
+// at each use (pattern.go); a context by MaxContextBytes (ValidateContext).
+// Patterns and conditions stored before those limits load as conditions
+// that never hold. Snapshot.Costly names the features whose evaluation may
+// cost much (CostlyEvaluation), which a server may run apart.
 //
 // Changes and churn reports (change.go, report.go, service.go). A Change
 // is one edit (AddBucket, UpdateBucket, RemoveBucket, SetBuckets, Patch,

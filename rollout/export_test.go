@@ -34,3 +34,14 @@ func CountMatchedBytes(t interface{ Cleanup(func()) }) func() int64 {
 	t.Cleanup(func() { matchHook.Store(nil) })
 	return n.Load
 }
+
+// CountConditionChecks counts the conditions that evaluations test until t
+// ends: the returned function reads the count. Tests that use it do not
+// run in parallel.
+func CountConditionChecks(t interface{ Cleanup(func()) }) func() int64 {
+	var n atomic.Int64
+	hook := func() { n.Add(1) }
+	checkHook.Store(&hook)
+	t.Cleanup(func() { checkHook.Store(nil) })
+	return n.Load
+}

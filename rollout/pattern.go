@@ -7,14 +7,15 @@ import (
 	"sync/atomic"
 )
 
-// The cost of matches patterns. Go's regular expressions run in time
+// The cost of matches patterns and of conditions. Go's regular expressions run in time
 // proportional to the instructions of their compiled program times the
 // bytes they scan, and hold memory proportional to the instructions: a
 // pattern is bounded by the instructions it compiles to (a short pattern
 // can compile to many: (?:\w?){1000} is 13 bytes and 2,002 instructions),
 // a feature and a segment by the instructions of all their patterns, and
 // an evaluation by the bytes one condition scans (MaxMatchBytes,
-// MaxListBytes).
+// MaxListBytes) and by the conditions it tests, segments' expanded at
+// each use (MaxConditionChecks).
 const (
 	// MaxPatternInsts bounds the instructions one pattern compiles to.
 	MaxPatternInsts = 1000
@@ -36,6 +37,10 @@ const (
 	// MaxListBytes bounds what any other condition reads of a list: only
 	// the entries within its first MaxListBytes bytes are tried.
 	MaxListBytes = 4096
+	// MaxConditionChecks bounds the conditions one evaluation of a feature
+	// may test: each of its rules' conditions counts 1, an in_segment its
+	// segment's conditions (at least 1), at every in_segment that uses it.
+	MaxConditionChecks = 1000
 )
 
 // compilePattern compiles the pattern of a matches condition on attribute
@@ -79,14 +84,19 @@ func repeats(re *syntax.Regexp) int {
 }
 
 // matchHook, when set (by tests), is told the length of every string a
-// pattern scans.
-var matchHook atomic.Pointer[func(n int)]
+// pattern scans; checkHook of every condition an evaluation tests.
+var (
+	matchHook atomic.Pointer[func(n int)]
+	checkHook atomic.Pointer[func()]
+)
 
 // patternExcess names the condition of a feature's rules at which the
-// instructions of its patterns pass MaxFeaturePatternInsts.
+// instructions of its patterns pass MaxFeaturePatternInsts, or (checks
+// set) its condition checks pass MaxConditionChecks.
 type patternExcess struct {
 	rule, cond int
 	insts      int // the instructions counted up to that condition
+	checks     int // the condition checks counted up to it; 0: insts passed
 }
 
 // err is the EInvalid *Error of x, in the rule named rule.
@@ -96,6 +106,9 @@ func (x *patternExcess) err(rule string) error {
 
 // message says what x is, without its place.
 func (x *patternExcess) message() string {
+	if x.checks > 0 {
+		return fmt.Sprintf("the feature's conditions come to %d checks up to this condition (an in_segment counts its segment's conditions, at each use); at most %d: use fewer rules or conditions", x.checks, MaxConditionChecks)
+	}
 	return fmt.Sprintf("the feature's matches patterns (a segment's counted at each in_segment that uses it) compile to %d instructions up to this condition; at most %d: use fewer or simpler patterns", x.insts, MaxFeaturePatternInsts)
 }
 
@@ -106,7 +119,8 @@ func segmentExcess(insts int) string {
 }
 
 // checkPatterns refuses c, a feature compiled with its segments, when its
-// patterns pass MaxFeaturePatternInsts (naming the condition).
+// patterns pass MaxFeaturePatternInsts or its conditions
+// MaxConditionChecks (naming the condition).
 func (c *compiled) checkPatterns() error {
 	if c.targeting == nil || c.targeting.excess == nil {
 		return nil

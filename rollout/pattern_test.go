@@ -99,7 +99,7 @@ func TestMatchScansBoundedBytes(t *testing.T) {
 	f.Rules = []Rule{{Name: "mail", Conditions: []Condition{cond("emails", OpMatches, emailPattern)}, Serve: Serve{Bucket: "on"}}}
 	c := compile(f)
 	kb := strings.Repeat("abcdefghij", 103)[:MaxContextValueLen]
-	list := make([]string, MaxContextList)
+	list := make([]string, MaxContextBytes/MaxContextValueLen-1)
 	for i := range list {
 		list[i] = kb
 	}

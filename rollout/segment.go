@@ -304,7 +304,7 @@ func (s *Service) updateSegment(ctx context.Context, key, description string, co
 	users := snap.SegmentUsers(key)
 	for _, fk := range users {
 		if err := compileWith(snap.features[fk].feature, segs).checkPatterns(); err != nil {
-			return SegmentResult{}, &changeError{Errorf(EInvalid, "segment %q: feature %q, which uses it, would pass the limit of its patterns: %s", key, fk, ErrorMessage(err))}
+			return SegmentResult{}, &changeError{Errorf(EInvalid, "segment %q: feature %q, which uses it, would pass the limits of its rules: %s", key, fk, ErrorMessage(err))}
 		}
 	}
 	res := SegmentResult{Segment: seg, Features: users, DryRun: opts.DryRun}

@@ -14,8 +14,9 @@ type Snapshot struct {
 	// revision is the store revision the snapshot has caught up with:
 	// every commit up to it is in (later ones may be too).
 	revision int64
-	// targeted counts the features whose evaluation reads the context.
-	targeted int
+	// targeted counts the features whose evaluation reads the context;
+	// costly those that are Costly.
+	targeted, costly int
 	// segments are every segment, by key, compiled; features compiled
 	// with the snapshot use them.
 	segments map[string]*compiledSegment
@@ -29,14 +30,37 @@ func (s *Snapshot) withSegments(segments map[string]*compiledSegment) *Snapshot 
 }
 
 func newSnapshot(features map[string]*compiled, revision int64) *Snapshot {
-	n := 0
+	n, costly := 0, 0
 	for _, c := range features {
 		if c.targeting != nil {
 			n++
 		}
+		if c.costly() {
+			costly++
+		}
 	}
-	return &Snapshot{features: features, keys: slices.Sorted(maps.Keys(features)), revision: revision, targeted: n}
+	return &Snapshot{features: features, keys: slices.Sorted(maps.Keys(features)), revision: revision, targeted: n, costly: costly}
 }
+
+// CostlyEvaluation is the cost above which an evaluation is costly: the
+// condition checks and pattern instructions of a feature's rules (with
+// its segments'), which bound one evaluation's work (MaxConditionChecks,
+// MaxFeaturePatternInsts). An ordinary feature's rules come to a few
+// dozen; a server may run costly evaluations apart, on fewer cores.
+const CostlyEvaluation = 100
+
+// Costly reports whether an evaluation of the feature key may cost more
+// than CostlyEvaluation.
+func (s *Snapshot) Costly(key string) bool {
+	if s.costly == 0 {
+		return false
+	}
+	c, ok := s.features[key]
+	return ok && c.costly()
+}
+
+// AnyCostly reports whether any feature is Costly.
+func (s *Snapshot) AnyCostly() bool { return s.costly > 0 }
 
 // UsesContext reports whether evaluating the feature key reads the
 // context's attributes (it has rules or a bucket_by): callers may skip
@@ -75,12 +99,18 @@ func (s *Snapshot) with(key string, c *compiled) *Snapshot {
 	features := maps.Clone(s.features)
 	keys := s.keys
 	old, had := s.features[key]
-	targeted := s.targeted
+	targeted, costly := s.targeted, s.costly
 	if had && old.targeting != nil {
 		targeted--
 	}
 	if c != nil && c.targeting != nil {
 		targeted++
+	}
+	if had && old.costly() {
+		costly--
+	}
+	if c != nil && c.costly() {
+		costly++
 	}
 	i, _ := slices.BinarySearch(keys, key)
 	switch {
@@ -93,7 +123,7 @@ func (s *Snapshot) with(key string, c *compiled) *Snapshot {
 	case c != nil:
 		features[key] = c
 	}
-	return &Snapshot{features: features, keys: keys, revision: s.revision, targeted: targeted, segments: s.segments}
+	return &Snapshot{features: features, keys: keys, revision: s.revision, targeted: targeted, costly: costly, segments: s.segments}
 }
 
 // Evaluate returns the bucket the feature key serves user, or an ENotFound

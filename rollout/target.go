@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,8 +26,16 @@ const (
 	ReasonDefault = "default"
 )
 
-// MaxContextList bounds the entries of a list value of a context attribute.
-const MaxContextList = 100
+// Limits of a context, so that reading one costs about what an ordinary
+// context does, whatever is sent.
+const (
+	// MaxContextList bounds the entries of a list value of a context
+	// attribute.
+	MaxContextList = 32
+	// MaxContextBytes bounds a context's names, strings and list entries
+	// together, in bytes.
+	MaxContextBytes = 8192
+)
 
 // ruleOp numbers the operators for evaluation.
 type ruleOp uint8
@@ -54,6 +63,9 @@ const (
 	opPresent
 	opAbsent
 	opInSegment
+	// opNever is a condition past MaxConditionChecks in a configuration
+	// stored before that limit, which never holds (see compileTargeting).
+	opNever
 )
 
 var opCodes = map[string]ruleOp{
@@ -83,10 +95,11 @@ type compiledCond struct {
 	num   float64 // the number of a number value, or of a string value that is one
 	isNum bool    // num holds a number
 	b     bool
-	list  []string       // sorted
-	nums  []float64      // the entries of list that are numbers, sorted
-	re    *regexp.Regexp // nil for a costly pattern: the condition never holds
-	insts int            // the instructions of re's program
+	list  []string            // sorted
+	set   map[string]struct{} // list's entries, when it has more than smallList
+	nums  []float64           // the entries of list that are numbers, sorted
+	re    *regexp.Regexp      // nil for a costly pattern: the condition never holds
+	insts int                 // the instructions of re's program
 	// costly: the pattern is valid RE2 but over MaxPatternInsts or
 	// MaxPatternRepeat (compileCondition refuses it), or, in a compiled
 	// feature or segment, past its total: a configuration stored before
@@ -107,7 +120,12 @@ type compiledRule struct {
 	bucket   int    // ring order of the bucket served; -1: the ring
 	bucketBy string // the attribute the ring hashes; "": the user ID
 	base     int    // index in compiled.outcomes of its first outcome
+	cost     int    // the most a test of its conditions costs (see targeting.cost)
 }
+
+// yieldCost is the cost (see targeting.cost) of the rules an evaluation
+// tries between yields of its core: a few hundred microseconds at most.
+const yieldCost = 256
 
 // compiledSegment is a Segment made ready for evaluation.
 type compiledSegment struct {
@@ -230,6 +248,14 @@ func compileCondition(c Condition, inSegment bool) (compiledCond, error) {
 		}
 		slices.Sort(list)
 		cc.list = slices.Compact(list)
+		if len(cc.list) > smallList {
+			// A look-up in a set reads a string about twice, whatever the
+			// list's length; a binary search reads it up to log2(n) times.
+			cc.set = make(map[string]struct{}, len(cc.list))
+			for _, s := range cc.list {
+				cc.set[s] = struct{}{}
+			}
+		}
 		slices.Sort(cc.nums)
 	case opStartsWith, opEndsWith, opContains:
 		if cc.str, err = str(); err != nil {
@@ -278,12 +304,19 @@ func compileCondition(c Condition, inSegment bool) (compiledCond, error) {
 	return cc, nil
 }
 
+// smallList is the length up to which an in or not_in list is searched
+// entry by entry.
+const smallList = 8
+
 // holds reports whether c holds in ctx. An attribute the context lacks (or
 // holds as null) makes every condition but absent false, neq and not_in
 // included; present is its opposite.
 func (c *compiledCond) holds(ctx Context) bool {
-	if c.op == opInSegment {
-		return c.seg != nil && c.seg.holds(ctx)
+	if c.op >= opInSegment { // in_segment, or never
+		return c.op == opInSegment && c.seg != nil && c.seg.holds(ctx)
+	}
+	if hook := checkHook.Load(); hook != nil {
+		(*hook)()
 	}
 	v, ok := ctx[c.attr]
 	if ok && v == nil {
@@ -401,10 +434,10 @@ func (c *compiledCond) holdsString(s string) bool {
 			return err == nil && n == c.num
 		}
 	case opIn, opNotIn:
-		if len(c.list) <= 8 {
+		if c.set == nil {
 			return slices.Contains(c.list, s)
 		}
-		_, found := slices.BinarySearch(c.list, s)
+		_, found := c.set[s]
 		return found
 	case opStartsWith:
 		return strings.HasPrefix(s, c.str)
@@ -625,10 +658,16 @@ func validateTargeting(f *Feature, buckets map[string]bool, stored bool) error {
 		return Errorf(EInvalid, "the rules are %d bytes as JSON; at most %d (use segments for long lists)", len(b), MaxTargetingBytes)
 	}
 	names := make(map[string]bool, len(f.Rules))
-	insts := 0
+	insts, checks := 0, 0
 	for i, r := range f.Rules {
 		if err := validateRule(r, i, buckets, stored, &insts); err != nil {
 			return err
+		}
+		// Each condition counts 1 here, an in_segment too: with its
+		// segment's, compileTargeting counts them (compiled.checkPatterns).
+		if checks += len(r.Conditions); checks > MaxConditionChecks && !stored {
+			j := len(r.Conditions) - (checks - MaxConditionChecks)
+			return (&patternExcess{rule: i, cond: j, checks: MaxConditionChecks + 1}).err(r.Name)
 		}
 		if names[r.Name] {
 			return Errorf(EInvalid, "rule name %q appears twice: rule names must be unique", r.Name)
@@ -726,12 +765,22 @@ type targeting struct {
 	rules    []compiledRule
 	bucketBy string
 	// excess, when set, is where the feature's patterns first passed
-	// MaxFeaturePatternInsts: conditions from there on that would pass it
-	// never hold (see compiled.checkPatterns, which refuses a change so).
+	// MaxFeaturePatternInsts, or its conditions MaxConditionChecks:
+	// conditions from there on that would pass it never hold (see
+	// compiled.checkPatterns, which refuses a change so).
 	excess *patternExcess
 	// defaultOutcome is the index in compiled.outcomes of what the
 	// feature serves when the ring cannot place the user.
 	defaultOutcome int
+	// cost is the most one evaluation can cost: its condition checks and
+	// its patterns' instructions (see CostlyEvaluation).
+	cost int
+}
+
+// costly reports whether an evaluation of c may cost more than
+// CostlyEvaluation.
+func (c *compiled) costly() bool {
+	return c.targeting != nil && c.targeting.cost > CostlyEvaluation
 }
 
 // compileTargeting compiles f's rules into c, after c's ring and outcomes
@@ -756,7 +805,8 @@ func (c *compiled) compileTargeting(segments map[string]*compiledSegment) {
 		def.bucket, def.Bucket, def.Value = c.fallback, c.names[c.fallback], c.values[c.fallback]
 	}
 	outcomes := []Outcome{def}
-	insts := 0 // of the patterns so far, a segment's at each use
+	insts := 0  // of the patterns so far, a segment's at each use
+	checks := 0 // of the conditions so far, a segment's at each use
 	for i, r := range f.Rules {
 		cr := compiledRule{name: r.Name, bucket: -1, bucketBy: r.Serve.BucketBy, base: t.defaultOutcome + len(outcomes)}
 		if cr.bucketBy == "" {
@@ -767,22 +817,33 @@ func (c *compiled) compileTargeting(segments map[string]*compiledSegment) {
 			if err != nil && !cc.costly {
 				panic("rollout: compile a validated rule: " + err.Error())
 			}
-			cost := cc.insts
+			cost, check := cc.insts, 1
 			if cc.op == opInSegment {
 				cc.seg = segments[cc.segKey]
 				if cc.seg != nil {
-					cost = cc.seg.insts
+					cost, check = cc.seg.insts, max(1, len(cc.seg.conds))
 				}
 			}
-			if cost > 0 && insts+cost > MaxFeaturePatternInsts {
+			switch {
+			case cost > 0 && insts+cost > MaxFeaturePatternInsts:
 				// Past the feature's total (stored before the limit, or a
 				// segment grown since): the condition never holds.
 				if t.excess == nil {
 					t.excess = &patternExcess{rule: i, cond: j, insts: insts + cost}
 				}
 				cc.re, cc.seg, cc.costly, cost = nil, nil, true, 0
+			case checks+check > MaxConditionChecks:
+				// As for patterns: the condition never holds, and tests
+				// nothing.
+				if t.excess == nil {
+					t.excess = &patternExcess{rule: i, cond: j, checks: checks + check}
+				}
+				cc = compiledCond{op: opNever, segKey: cc.segKey, costly: true}
+				cost, check = 0, 0
 			}
 			insts += cost
+			checks += check
+			cr.cost += cost + check
 			cr.conds = append(cr.conds, cc)
 		}
 		add := func(b int) {
@@ -798,6 +859,7 @@ func (c *compiled) compileTargeting(segments map[string]*compiledSegment) {
 		}
 		t.rules = append(t.rules, cr)
 	}
+	t.cost = checks + insts
 	// The outcomes move: copy them into a new slice (Outcome holds an
 	// atomic.Value, which must not be copied once used; none is yet).
 	all := make([]Outcome, len(c.outcomes)+len(outcomes))
@@ -833,9 +895,16 @@ func (c *compiled) assignContext(user string, ctx Context) int {
 			return n + b
 		}
 	}
+	spent := 0 // the cost of the rules tried since the last yield
 rules:
 	for i := range t.rules {
 		r := &t.rules[i]
+		if spent += r.cost; spent > yieldCost {
+			// A costly evaluation lets the evaluations queued behind it
+			// on its core run.
+			runtime.Gosched()
+			spent = r.cost
+		}
 		for j := range r.conds {
 			if !r.conds[j].holds(ctx) {
 				continue rules
@@ -891,21 +960,26 @@ func (c *compiled) position(user string, ctx Context, attr string) (ring.Positio
 
 // ValidateContext refuses a context that is too big to evaluate: more than
 // MaxContextAttrs attributes, a name longer than MaxAttributeBytes×4, a
-// string longer than MaxContextValueLen, a list longer than MaxContextList
-// or a value of another type than string, number, bool or list of strings.
+// string longer than MaxContextValueLen, a list longer than MaxContextList,
+// names, strings and list entries of more than MaxContextBytes together
+// (ContextTooLarge), or a value of another type than string, number, bool
+// or list of strings.
 func ValidateContext(ctx Context) error {
 	if len(ctx) > MaxContextAttrs {
 		return Errorf(EInvalid, "the context has %d attributes; at most %d", len(ctx), MaxContextAttrs)
 	}
+	size := 0
 	for k, v := range ctx {
 		if len(k) > 4*MaxAttributeBytes {
 			return Errorf(EInvalid, "a context attribute's name is at most %d bytes", 4*MaxAttributeBytes)
 		}
+		size += len(k)
 		switch x := v.(type) {
 		case string:
 			if len(x) > MaxContextValueLen {
 				return Errorf(EInvalid, "context attribute %q is %d bytes; at most %d", abbreviate(k), len(x), MaxContextValueLen)
 			}
+			size += len(x)
 		case []string:
 			if len(x) > MaxContextList {
 				return Errorf(EInvalid, "context attribute %q is a list of %d; at most %d", abbreviate(k), len(x), MaxContextList)
@@ -914,6 +988,7 @@ func ValidateContext(ctx Context) error {
 				if len(s) > MaxContextValueLen {
 					return Errorf(EInvalid, "an entry of context attribute %q is %d bytes; at most %d", abbreviate(k), len(s), MaxContextValueLen)
 				}
+				size += len(s)
 			}
 		case bool, nil:
 		default:
@@ -921,8 +996,17 @@ func ValidateContext(ctx Context) error {
 				return Errorf(EInvalid, "context attribute %q is a %T: use a string, a number, a boolean or a list of strings", abbreviate(k), v)
 			}
 		}
+		if size > MaxContextBytes {
+			return ContextTooLarge()
+		}
 	}
 	return nil
+}
+
+// ContextTooLarge is the EInvalid *Error of a context over
+// MaxContextBytes, which every reader of a context answers.
+func ContextTooLarge() error {
+	return Errorf(EInvalid, "the context is more than %d bytes (its names, strings and list entries together): send only the attributes the rules read", MaxContextBytes)
 }
 
 // ContextFromJSON converts attributes decoded from JSON (encoding/json's

@@ -248,7 +248,9 @@ func (c *Client) Evaluate(key, user string) (rollout.Evaluation, error) {
 // /evaluate with a context and OFREP answer for the same attributes, and
 // refuses (rollout.EInvalid) what they refuse: more than
 // rollout.MaxContextAttrs attributes, a string longer than
-// rollout.MaxContextValueLen, a value of another type. It reads attrs and
+// rollout.MaxContextValueLen, a list longer than rollout.MaxContextList,
+// more than rollout.MaxContextBytes of names, strings and list entries, a
+// value of another type. It reads attrs and
 // does not keep it, and does not allocate.
 func (c *Client) EvaluateContext(key, user string, attrs rollout.Context) (rollout.Evaluation, error) {
 	if err := rollout.ValidateUser(user); err != nil {

@@ -1,8 +1,10 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -91,5 +93,114 @@ func TestPatternsStoredBeforeTheirLimits(t *testing.T) {
 	res.Body.Close()
 	if want := `rules[0].conditions[0]: rule \"huge\"`; res.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(body), want) {
 		t.Errorf("PATCH of the legacy feature = %d %s, want 422 (a feature's invalid configuration) naming %s", res.StatusCode, body, want)
+	}
+}
+
+// TestContextTooLargeInApp: the in-app client refuses a context over
+// rollout.MaxContextBytes as the server does, with the same message.
+func TestContextTooLargeInApp(t *testing.T) {
+	s := testserver.Start(t)
+	s.Create(t, rollout.Feature{Key: "plain", Enabled: true, Salt: "plain", Buckets: []rollout.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 100}}})
+	c := newClient(t, client.Config{URL: s.URL})
+	large := rollout.Context{}
+	for i := range rollout.MaxContextBytes/rollout.MaxContextValueLen + 1 {
+		large[fmt.Sprint("a", i)] = strings.Repeat("x", rollout.MaxContextValueLen)
+	}
+	_, err := c.EvaluateContext("plain", "u1", large)
+	if err == nil || rollout.ErrorCode(err) != rollout.EInvalid {
+		t.Fatalf("EvaluateContext of %d bytes = %v, want EInvalid", rollout.MaxContextBytes+rollout.MaxContextValueLen, err)
+	}
+	body, _ := json.Marshal(map[string]any{"user": "u1", "features": []string{"plain"}, "context": large})
+	res, err := http.Post(s.URL+"/evaluate", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	msg, _ := json.Marshal(rollout.ErrorMessage(err2(c.EvaluateContext("plain", "u1", large))))
+	if res.StatusCode != http.StatusBadRequest || !bytes.Contains(answer, msg) {
+		t.Errorf("POST /evaluate of the same context = %d %s, want 400 saying %s", res.StatusCode, answer, msg)
+	}
+}
+
+func err2[T any](_ T, err error) error { return err }
+
+// TestConditionsStoredBeforeTheirLimit: a database may hold rules whose
+// conditions, segments expanded, pass rollout.MaxConditionChecks (80
+// rules of 19 in_segment of a segment of 20 conditions: 30,480, written
+// into the store directly): the server still starts and serves the
+// feature, the client compiles its snapshot as the server does, the
+// conditions past the limit never hold on either, and the next change to
+// the feature is refused until it comes within the limit.
+func TestConditionsStoredBeforeTheirLimit(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "rollout.db")
+	now := time.Now().UTC()
+	eq := func(attr, v string) rollout.Condition {
+		return rollout.Condition{Attribute: attr, Op: rollout.OpEq, Value: json.RawMessage(`"` + v + `"`)}
+	}
+	seg := rollout.Segment{Key: "pros", Version: 1, CreatedAt: now, UpdatedAt: now}
+	for range rollout.MaxConditions {
+		seg.Conditions = append(seg.Conditions, eq("plan", "pro"))
+	}
+	in := rollout.Condition{Op: rollout.OpInSegment, Value: json.RawMessage(`"pros"`)}
+	f := rollout.Feature{ID: "f-wide", Key: "wide", Enabled: true, Salt: "wide", Version: 1, CreatedAt: now, UpdatedAt: now,
+		Buckets: []rollout.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 100}}}
+	for i := range 80 { // within rollout.MaxTargetingBytes
+		r := rollout.Rule{Name: fmt.Sprintf("r%d", i), Serve: rollout.Serve{Bucket: "on"}}
+		r.Conditions = append(r.Conditions, eq("org", fmt.Sprint(i)))
+		for range rollout.MaxConditions - 1 {
+			r.Conditions = append(r.Conditions, in)
+		}
+		f.Rules = append(f.Rules, r)
+	}
+	if err := f.Validate(); err == nil {
+		t.Fatal("the stored feature validates: the test no longer holds rules over the limit")
+	}
+	db, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateSegment(ctx, seg, rollout.SegmentVersion{Version: 1, Actor: "old", Time: now, Summary: "created", Config: seg}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateFeature(ctx, f, rollout.Version{Version: 1, Actor: "old", Time: now, Summary: "created", Config: f}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	s := testserver.StartAt(t, path, "127.0.0.1:0")
+	c := newClient(t, client.Config{URL: s.URL})
+	// Each rule costs 1 + 19 × 20 = 381 checks: the first two are within
+	// the limit, the third passes it.
+	for _, tc := range []struct {
+		org, rule string
+	}{{"0", "r0"}, {"1", "r1"}, {"2", ""}, {"79", ""}} {
+		attrs := rollout.Context{"org": tc.org, "plan": "pro"}
+		want, err := s.Svc.Snapshot().PeekContext("wide", "u1", attrs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want.Rule != tc.rule {
+			t.Errorf("server: org %s: rule %q, want %q", tc.org, want.Rule, tc.rule)
+		}
+		got, err := c.EvaluateContext("wide", "u1", attrs)
+		if err != nil {
+			t.Fatalf("client: %v", err)
+		}
+		if got.Rule != want.Rule || got.Bucket != want.Bucket {
+			t.Errorf("client: org %s: rule %q bucket %q, server rule %q bucket %q", tc.org, got.Rule, got.Bucket, want.Rule, want.Bucket)
+		}
+	}
+	req, _ := http.NewRequest("PATCH", s.URL+"/api/features/wide", strings.NewReader(`{"description":"x"}`))
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if want := `rules[50].conditions[0]: rule \"r50\": the feature's conditions come to 1001 checks`; res.StatusCode/100 != 4 || !strings.Contains(string(body), want) {
+		t.Errorf("PATCH of the stored feature = %d %s, want a 4xx naming %s", res.StatusCode, body, want)
 	}
 }

@@ -42,7 +42,8 @@
 //
 // With --attack it measures instead GET /evaluate's p99 while 4 clients
 // send POST /evaluate of the costliest rules the limits of targeting allow
-// with the costliest context, against its p99 without them, in turns:
+// with the costliest context, against its p99 alone and beside 4 clients
+// of ordinary evaluations, in turns:
 //
 //	go run ./cmd/rollout-bench --attack [--duration 10s] [--rounds 3]
 package main
@@ -133,7 +134,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.fine, "fine", false, "with --wrk or --footprint: features of two buckets planned 50/50 within 0.05 percentage points (about 4,000 ring points each), instead of 4 buckets × 100 replicas")
 	fs.BoolVar(&cfg.footprint, "footprint", false, "measure instead the start time and memory (VmRSS, VmHWM) of the real binary (rollout serve) on a SQLite file of --features features, and of an in-app client (api/client) of it")
 	fs.StringVar(&cfg.rolloutBinary, "rollout-binary", "", "with --footprint: the rollout binary to start; empty builds cmd/rollout (run the tool inside the repository)")
-	fs.BoolVar(&cfg.attack, "attack", false, "measure instead GET /evaluate's p99 while 4 clients send POST /evaluate of the costliest rules the limits allow with the costliest context, against its p99 without them, in --rounds rounds of --duration")
+	fs.BoolVar(&cfg.attack, "attack", false, "measure instead GET /evaluate's p99 while 4 clients send POST /evaluate of the costliest rules the limits allow with the costliest context, against its p99 alone and beside 4 clients of ordinary evaluations, in --rounds rounds of --duration")
 	fs.BoolVar(&cfg.separate, "separate", false, "with --wrk: run rollout and the baseline each in a process of its own, as deployments do, and report each one's CPU time per request (Linux)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err

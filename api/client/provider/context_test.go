@@ -55,10 +55,15 @@ func TestContextLimits(t *testing.T) {
 	for i := range rollout.MaxContextAttrs + 1 {
 		many[fmt.Sprintf("a%d", i)] = "v"
 	}
+	large := map[string]any{}
+	for i := range rollout.MaxContextBytes/rollout.MaxContextValueLen + 1 {
+		large[fmt.Sprintf("a%d", i)] = strings.Repeat("x", rollout.MaxContextValueLen)
+	}
 	for name, attrs := range map[string]map[string]any{
 		"too many attributes": many,
 		"a string too long":   {"email": strings.Repeat("x", rollout.MaxContextValueLen+1)},
 		"a list too long":     {"groups": make([]string, rollout.MaxContextList+1)},
+		"a context too large": large,
 	} {
 		d, err := of.StringValueDetails(context.Background(), "f", "default", openfeature.NewEvaluationContext("u1", attrs))
 		if err == nil || d.ErrorCode != openfeature.InvalidContextCode || d.Value != "default" {

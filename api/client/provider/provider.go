@@ -215,7 +215,8 @@ func (p *Provider) resolve(flag string, flatCtx openfeature.FlattenedContext) (j
 // context of attributes only, of those types, is passed on as it is, at no
 // cost. It refuses, as the server does, more than rollout.MaxContextAttrs
 // attributes, a string longer than rollout.MaxContextValueLen or a list
-// longer than rollout.MaxContextList.
+// longer than rollout.MaxContextList, or more than rollout.MaxContextBytes
+// of names, strings and list entries.
 func contextOf(flat openfeature.FlattenedContext) (rollout.Context, error) {
 	ctx := rollout.Context(flat)
 	if _, ok := flat[openfeature.TargetingKey]; ok {
