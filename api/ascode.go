@@ -11,6 +11,7 @@ import (
 
 	"github.com/rollout/rollout/internal/docfile"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Rollouts as code: GET /api/export writes the server's features as a
@@ -58,7 +59,7 @@ func readDocumentBody(c echo.Context) ([]byte, error) {
 		return nil, decodeError(err)
 	}
 	if isYAML(c) && len(data) > MaxBodyBytes {
-		return nil, rollout.Errorf(codeTooLarge, "the YAML body is larger than %d bytes: send the document as JSON (up to %d bytes), as rollout plan and apply do", MaxBodyBytes, rollout.MaxDocumentBytes)
+		return nil, feature.Errorf(codeTooLarge, "the YAML body is larger than %d bytes: send the document as JSON (up to %d bytes), as rollout plan and apply do", MaxBodyBytes, rollout.MaxDocumentBytes)
 	}
 	return data, nil
 }

@@ -7,8 +7,7 @@ import (
 	"sync"
 
 	"github.com/labstack/echo/v4"
-
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // The context of an evaluation: the attributes besides the user ID that a
@@ -23,15 +22,15 @@ const ctxPrefix = "ctx."
 // queryContext returns the attributes of the query's ctx.NAME parameters:
 // each a string, or a list of strings when NAME is repeated. A numeric
 // operator reads a number from the string ("12" > 10 holds).
-func queryContext(c echo.Context) (rollout.Context, error) {
-	var ctx rollout.Context
+func queryContext(c echo.Context) (feature.Context, error) {
+	var ctx feature.Context
 	for k, vs := range c.QueryParams() {
 		name, ok := strings.CutPrefix(k, ctxPrefix)
 		if !ok {
 			continue
 		}
 		if ctx == nil {
-			ctx = rollout.Context{}
+			ctx = feature.Context{}
 		}
 		if len(vs) == 1 {
 			ctx[name] = vs[0]
@@ -39,7 +38,7 @@ func queryContext(c echo.Context) (rollout.Context, error) {
 			ctx[name] = vs
 		}
 	}
-	if err := rollout.ValidateContext(ctx); err != nil {
+	if err := feature.ValidateContext(ctx); err != nil {
 		return nil, asBadRequest(err)
 	}
 	return ctx, nil
@@ -57,7 +56,7 @@ func hasQueryContext(raw string) bool {
 // can test them. It checks what ValidateContext checks as it reads. The
 // context comes from a pool: the caller gives it back (putContext) once
 // evaluated, and keeps nothing of it.
-func ofrepContext(body []byte, bulk bool, key string) (rollout.Context, error) {
+func ofrepContext(body []byte, bulk bool, key string) (feature.Context, error) {
 	i := skipSpace(body, 0)
 	var ctxJSON []byte
 	for it := (members{b: body, i: i}); it.next(); {
@@ -77,13 +76,13 @@ func ofrepContext(body []byte, bulk bool, key string) (rollout.Context, error) {
 		if it.keyIs("targetingKey") || bulk && it.keyIs("flags") {
 			continue
 		}
-		if len(ctx) >= rollout.MaxContextAttrs {
+		if len(ctx) >= feature.MaxContextAttrs {
 			putContext(ctx)
-			return nil, invalid("the context has more than " + strconv.Itoa(rollout.MaxContextAttrs) + " attributes")
+			return nil, invalid("the context has more than " + strconv.Itoa(feature.MaxContextAttrs) + " attributes")
 		}
-		if len(it.key) > 4*rollout.MaxAttributeBytes+2 {
+		if len(it.key) > 4*feature.MaxAttributeBytes+2 {
 			putContext(ctx)
-			return nil, invalid("a context attribute's name is at most " + strconv.Itoa(4*rollout.MaxAttributeBytes) + " bytes")
+			return nil, invalid("a context attribute's name is at most " + strconv.Itoa(4*feature.MaxAttributeBytes) + " bytes")
 		}
 		name := str(it.key) // a substring of one copy, as the values
 		switch v := it.value; v[0] {
@@ -93,9 +92,9 @@ func ofrepContext(body []byte, bulk bool, key string) (rollout.Context, error) {
 				return nil, invalid("context." + name + " is not valid UTF-8")
 			}
 			s := str(v)
-			if len(s) > rollout.MaxContextValueLen {
+			if len(s) > feature.MaxContextValueLen {
 				putContext(ctx)
-				return nil, invalid("context." + name + " is " + strconv.Itoa(len(s)) + " bytes; at most " + strconv.Itoa(rollout.MaxContextValueLen))
+				return nil, invalid("context." + name + " is " + strconv.Itoa(len(s)) + " bytes; at most " + strconv.Itoa(feature.MaxContextValueLen))
 			}
 			ctx[name] = s
 		case 't', 'f':
@@ -105,14 +104,14 @@ func ofrepContext(body []byte, bulk bool, key string) (rollout.Context, error) {
 			if !ok {
 				continue
 			}
-			if len(list) > rollout.MaxContextList {
+			if len(list) > feature.MaxContextList {
 				putContext(ctx)
-				return nil, invalid("context." + name + " is a list of " + strconv.Itoa(len(list)) + "; at most " + strconv.Itoa(rollout.MaxContextList))
+				return nil, invalid("context." + name + " is a list of " + strconv.Itoa(len(list)) + "; at most " + strconv.Itoa(feature.MaxContextList))
 			}
 			for _, s := range list {
-				if len(s) > rollout.MaxContextValueLen {
+				if len(s) > feature.MaxContextValueLen {
 					putContext(ctx)
-					return nil, invalid("an entry of context." + name + " is " + strconv.Itoa(len(s)) + " bytes; at most " + strconv.Itoa(rollout.MaxContextValueLen))
+					return nil, invalid("an entry of context." + name + " is " + strconv.Itoa(len(s)) + " bytes; at most " + strconv.Itoa(feature.MaxContextValueLen))
 				}
 			}
 			ctx[name] = list
@@ -127,12 +126,12 @@ func ofrepContext(body []byte, bulk bool, key string) (rollout.Context, error) {
 }
 
 // contexts are the maps of OFREP's contexts, reused.
-var contexts = sync.Pool{New: func() any { return make(rollout.Context, 8) }}
+var contexts = sync.Pool{New: func() any { return make(feature.Context, 8) }}
 
-func getContext() rollout.Context { return contexts.Get().(rollout.Context) }
+func getContext() feature.Context { return contexts.Get().(feature.Context) }
 
 // putContext gives ctx back to the pool, emptied; a large one is dropped.
-func putContext(ctx rollout.Context) {
+func putContext(ctx feature.Context) {
 	if ctx == nil || len(ctx) > 16 {
 		return
 	}
@@ -142,7 +141,7 @@ func putContext(ctx rollout.Context) {
 
 // hashContext adds ctx to d, in the order of its sorted names, so that a
 // bulk answer's ETag changes with the attributes it depends on.
-func hashContext(d interface{ WriteString(string) (int, error) }, ctx rollout.Context) {
+func hashContext(d interface{ WriteString(string) (int, error) }, ctx feature.Context) {
 	names := make([]string, 0, len(ctx))
 	for k := range ctx {
 		names = append(names, k)

@@ -16,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
 
@@ -29,15 +30,15 @@ func encodingJSON(t *testing.T, v any) string {
 	return b.String()
 }
 
-var tricky = []rollout.Evaluation{
-	{Feature: "checkout", User: "user1", Bucket: "B", Value: json.RawMessage(`"B"`), Version: 1, Reason: rollout.ReasonRing},
-	{Feature: "killed", User: "user1", Version: 7, Reason: rollout.ReasonDisabled},
-	{Feature: "banner", User: "<script>&amp;</script>", Bucket: "red", Value: json.RawMessage(`{"color":"red","size":1}`), Version: 2, Reason: rollout.ReasonOverride},
-	{Feature: "spaces", User: "u", Bucket: "A", Value: json.RawMessage(`{ "a" : [1, 2] ,"b":"x y"}`), Version: 3, Reason: rollout.ReasonRing},
-	{Feature: "html", User: "u", Bucket: "A", Value: json.RawMessage(`"<b>&</b>"`), Version: 3, Reason: rollout.ReasonRing},
-	{Feature: "unicode", User: "zoë \u2028 \xff", Bucket: "A", Value: json.RawMessage(`"café \u2028 \" \\"`), Version: 4, Reason: rollout.ReasonRing},
-	{Feature: "escapes", User: "tab\there\n\"q\"\\", Bucket: "A", Value: json.RawMessage(`"a\"b\\"`), Version: 5, Reason: rollout.ReasonRing},
-	{Feature: "nil-value", User: "u", Bucket: "A", Version: 1, Reason: rollout.ReasonRing},
+var tricky = []feature.Evaluation{
+	{Feature: "checkout", User: "user1", Bucket: "B", Value: json.RawMessage(`"B"`), Version: 1, Reason: feature.ReasonRing},
+	{Feature: "killed", User: "user1", Version: 7, Reason: feature.ReasonDisabled},
+	{Feature: "banner", User: "<script>&amp;</script>", Bucket: "red", Value: json.RawMessage(`{"color":"red","size":1}`), Version: 2, Reason: feature.ReasonOverride},
+	{Feature: "spaces", User: "u", Bucket: "A", Value: json.RawMessage(`{ "a" : [1, 2] ,"b":"x y"}`), Version: 3, Reason: feature.ReasonRing},
+	{Feature: "html", User: "u", Bucket: "A", Value: json.RawMessage(`"<b>&</b>"`), Version: 3, Reason: feature.ReasonRing},
+	{Feature: "unicode", User: "zoë \u2028 \xff", Bucket: "A", Value: json.RawMessage(`"café \u2028 \" \\"`), Version: 4, Reason: feature.ReasonRing},
+	{Feature: "escapes", User: "tab\there\n\"q\"\\", Bucket: "A", Value: json.RawMessage(`"a\"b\\"`), Version: 5, Reason: feature.ReasonRing},
+	{Feature: "nil-value", User: "u", Bucket: "A", Version: 1, Reason: feature.ReasonRing},
 }
 
 func TestAppendEvaluationIsEncodingJSON(t *testing.T) {
@@ -64,8 +65,8 @@ func TestBulkAnswerIsEncodingJSON(t *testing.T) {
 	for _, e := range append(tricky, tricky[0], tricky[2]) { // duplicates
 		r.add(e.Feature, newAnswer(m, e), nil)
 	}
-	r.add("nope", nil, &errorDetail{Code: rollout.ENotFound, Message: `feature "nope" does not exist`})
-	r.add("<nope>", nil, &errorDetail{Code: rollout.ENotFound, Message: `feature "<nope>" does not exist`})
+	r.add("nope", nil, &errorDetail{Code: feature.ENotFound, Message: `feature "nope" does not exist`})
+	r.add("<nope>", nil, &errorDetail{Code: feature.ENotFound, Message: `feature "<nope>" does not exist`})
 	r.sort()
 	u := appendJSONString(nil, user)
 	got := string(append(append(r.appendJSON(append([]byte(nil), `{"results":`...), u), `,"user":`...), append(u, "}\n"...)...))
@@ -161,12 +162,12 @@ func TestEvaluateAnswersAreEncodingJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw := func(v string) json.RawMessage { return json.RawMessage(v) }
-	for _, f := range []rollout.Feature{
+	for _, f := range []feature.Feature{
 		{Key: "html", Enabled: true, Salt: "html", Overrides: map[string]string{"<vip>": "b"},
-			Buckets: []rollout.Bucket{{Name: "a", Replicas: 50, Value: raw(`"<b>a & b</b>"`)}, {Name: "b", Replicas: 50, Value: raw(`{"text": "x y", "n": [1, 2]}`)}}},
-		{Key: "unicode", Enabled: true, Salt: "", Buckets: []rollout.Bucket{{Name: "a", Replicas: 10, Value: raw(`"café \u2028"`)}, {Name: "b", Replicas: 10}}},
-		{Key: "killed", Enabled: false, Salt: "killed", Buckets: []rollout.Bucket{{Name: "a", Replicas: 10}}},
-		{Key: "paused", Enabled: false, Salt: "paused", Fallback: "a", Buckets: []rollout.Bucket{{Name: "a", Replicas: 10, Value: raw(`true`)}}},
+			Buckets: []feature.Bucket{{Name: "a", Replicas: 50, Value: raw(`"<b>a & b</b>"`)}, {Name: "b", Replicas: 50, Value: raw(`{"text": "x y", "n": [1, 2]}`)}}},
+		{Key: "unicode", Enabled: true, Salt: "", Buckets: []feature.Bucket{{Name: "a", Replicas: 10, Value: raw(`"café \u2028"`)}, {Name: "b", Replicas: 10}}},
+		{Key: "killed", Enabled: false, Salt: "killed", Buckets: []feature.Bucket{{Name: "a", Replicas: 10}}},
+		{Key: "paused", Enabled: false, Salt: "paused", Fallback: "a", Buckets: []feature.Bucket{{Name: "a", Replicas: 10, Value: raw(`true`)}}},
 	} {
 		if _, err := svc.Create(ctx, f, rollout.ChangeOptions{}); err != nil {
 			t.Fatal(err)

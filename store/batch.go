@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // ApplyBatch writes every write of ws in one write transaction, or none of
@@ -14,8 +15,8 @@ import (
 // Feature.Version-1 (and have Feature.ID, when given), each create stores a
 // new feature; every write appends its history entry and records its
 // commit. A feature that has moved on, or that a create finds already
-// there, fails the whole batch with rollout.EConflict naming it; an update
-// of a feature that does not exist with rollout.ENotFound. Nothing is
+// there, fails the whole batch with feature.EConflict naming it; an update
+// of a feature that does not exist with feature.ENotFound. Nothing is
 // stored then.
 //
 // Each segment write of segs, written before the features, replaces its
@@ -63,8 +64,8 @@ func (tx *tx) writeBatched(w rollout.BatchWrite) error {
 		f.ID = uuid.NewString()
 	}
 	if err := tx.insertFeature(f); err != nil {
-		if rollout.ErrorCode(err) == rollout.EConflict {
-			return rollout.Errorf(rollout.EConflict, "feature %q was created meanwhile: it exists already", f.Key)
+		if feature.ErrorCode(err) == feature.EConflict {
+			return feature.Errorf(feature.EConflict, "feature %q was created meanwhile: it exists already", f.Key)
 		}
 		return err
 	}
@@ -88,7 +89,7 @@ func (tx *tx) writeBatchedSegment(w rollout.SegmentWrite) error {
 			s.Key, s.Version, config, tx.db.d.Time(s.CreatedAt), tx.db.d.Time(s.UpdatedAt))
 		switch tx.constraint(err) {
 		case Unique, PrimaryKey:
-			return rollout.Errorf(rollout.EConflict, "segment %q was created meanwhile: it exists already", s.Key)
+			return feature.Errorf(feature.EConflict, "segment %q was created meanwhile: it exists already", s.Key)
 		}
 		if err != nil {
 			return err

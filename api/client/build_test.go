@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/api/client"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // TestBuildsWithoutCgo: the client and its OpenFeature provider import
@@ -126,7 +126,7 @@ func benchClient(tb testing.TB) *client.Client {
 	for i := range fs {
 		fs[i].ID, fs[i].Version = fmt.Sprintf("id-%d", i), 1
 	}
-	snap, err := rollout.NewSnapshot(fs, 1)
+	snap, err := feature.NewSnapshot(fs, 1)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func benchClient(tb testing.TB) *client.Client {
 	return c
 }
 
-var sink rollout.Evaluation
+var sink feature.Evaluation
 
 // benchUsers are user IDs of a usual length.
 var benchUsers = func() []string {

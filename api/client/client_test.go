@@ -23,6 +23,7 @@ import (
 	"github.com/rollout/rollout/api/client"
 	"github.com/rollout/rollout/api/client/internal/testserver"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 func raw(v string) json.RawMessage { return json.RawMessage(v) }
@@ -30,12 +31,12 @@ func raw(v string) json.RawMessage { return json.RawMessage(v) }
 // features are 20 features of every kind evaluation tells apart: salts
 // (the key, another, none), overrides, switched off with and without a
 // fallback, uneven replicas, values of every JSON type.
-func features() []rollout.Feature {
-	var out []rollout.Feature
+func features() []feature.Feature {
+	var out []feature.Feature
 	for i := range 20 {
-		f := rollout.Feature{
+		f := feature.Feature{
 			Key: fmt.Sprintf("f%02d", i), Enabled: true, Salt: fmt.Sprintf("f%02d", i),
-			Buckets: []rollout.Bucket{
+			Buckets: []feature.Bucket{
 				{Name: "A", Replicas: 1 + i*7%100, Value: raw(`true`)},
 				{Name: "B", Replicas: 100, Value: raw(`{"color":"<red>","n":[1,2.5]}`)},
 				{Name: "C", Replicas: 37 + i},
@@ -59,7 +60,7 @@ func features() []rollout.Feature {
 			f.Enabled = false
 		}
 		if i == 19 {
-			f.Buckets = append(f.Buckets, rollout.Bucket{Name: "D", Replicas: 1000, Value: raw(`3.25`)})
+			f.Buckets = append(f.Buckets, feature.Bucket{Name: "D", Replicas: 1000, Value: raw(`3.25`)})
 		}
 		out = append(out, f)
 	}
@@ -97,7 +98,7 @@ type serverAnswer struct {
 }
 
 func users(n int) []string {
-	out := []string{"u1", "u2", "vip@example.com", "ü", strings.Repeat("x", rollout.MaxUserBytes), "user with spaces", "汉字"}
+	out := []string{"u1", "u2", "vip@example.com", "ü", strings.Repeat("x", feature.MaxUserBytes), "user with spaces", "汉字"}
 	for i := len(out); i < n; i++ {
 		out = append(out, fmt.Sprintf("user-%d", i))
 	}
@@ -165,7 +166,7 @@ func TestBitIdentical(t *testing.T) {
 	}
 }
 
-func same(got rollout.Evaluation, want serverAnswer) bool {
+func same(got feature.Evaluation, want serverAnswer) bool {
 	bucket := ""
 	if want.Bucket != nil {
 		bucket = *want.Bucket
@@ -275,7 +276,7 @@ func TestServerGoneAndBack(t *testing.T) {
 	if c.Stale() {
 		t.Error("Stale() = true after the server came back")
 	}
-	if got, _ := c.Evaluate("f01", "someone"); got.Reason != rollout.ReasonDisabled {
+	if got, _ := c.Evaluate("f01", "someone"); got.Reason != feature.ReasonDisabled {
 		t.Errorf("Evaluate after catching up = %+v, want disabled", got)
 	}
 }
@@ -385,11 +386,11 @@ func TestExposures(t *testing.T) {
 func TestEvaluateErrors(t *testing.T) {
 	s := newServer(t)
 	c := newClient(t, client.Config{URL: s.URL})
-	if _, err := c.Evaluate("missing", "u1"); rollout.ErrorCode(err) != rollout.ENotFound {
+	if _, err := c.Evaluate("missing", "u1"); feature.ErrorCode(err) != feature.ENotFound {
 		t.Errorf("Evaluate(missing) = %v, want not found", err)
 	}
-	for _, user := range []string{"", strings.Repeat("x", rollout.MaxUserBytes+1), "\xff"} {
-		if _, err := c.Evaluate("f01", user); rollout.ErrorCode(err) != rollout.EInvalid {
+	for _, user := range []string{"", strings.Repeat("x", feature.MaxUserBytes+1), "\xff"} {
+		if _, err := c.Evaluate("f01", user); feature.ErrorCode(err) != feature.EInvalid {
 			t.Errorf("Evaluate(f01, %q) = %v, want invalid", user, err)
 		}
 	}
@@ -565,10 +566,10 @@ func TestChangesWithoutRefetch(t *testing.T) {
 		t.Errorf("after %d changes the snapshot was fetched %d times in all (%d not modified), want once (and once not modified)", len(changes), full, nm)
 	}
 	agrees(t, s, c, append(users(300), "new@example.com", "someone"))
-	if got, _ := c.Evaluate("f02", "new@example.com"); got.Reason != rollout.ReasonOverride || got.Bucket != "A" {
+	if got, _ := c.Evaluate("f02", "new@example.com"); got.Reason != feature.ReasonOverride || got.Bucket != "A" {
 		t.Errorf("Evaluate(f02, new@example.com) = %+v, want A by override", got)
 	}
-	if _, err := c.Evaluate("f04", "u1"); rollout.ErrorCode(err) != rollout.ENotFound {
+	if _, err := c.Evaluate("f04", "u1"); feature.ErrorCode(err) != feature.ENotFound {
 		t.Errorf("Evaluate(f04) after its archiving = %v, want not found", err)
 	}
 	if e, err := c.Evaluate("f05", "u1"); err != nil || e.Version != 2 {
@@ -621,7 +622,7 @@ func TestRetryDelay(t *testing.T) {
 // no server answers as the server did.
 func TestCacheFileFirstFormat(t *testing.T) {
 	s := newServer(t)
-	var fs []rollout.Feature
+	var fs []feature.Feature
 	snap := s.Svc.Snapshot()
 	for _, key := range snap.Keys() {
 		f, _ := snap.Feature(key)

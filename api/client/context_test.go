@@ -17,13 +17,14 @@ import (
 	"github.com/rollout/rollout/api/client"
 	"github.com/rollout/rollout/api/client/internal/testserver"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Targeting in the in-app client: EvaluateContext against the server's
 // evaluation paths, and its cost.
 
-func condition(attr, op string, value any) rollout.Condition {
-	c := rollout.Condition{Attribute: attr, Op: op}
+func condition(attr, op string, value any) feature.Condition {
+	c := feature.Condition{Attribute: attr, Op: op}
 	if value != nil {
 		c.Value, _ = json.Marshal(value)
 	}
@@ -32,30 +33,30 @@ func condition(attr, op string, value any) rollout.Condition {
 
 // ruledFeature has 5 rules of 2 conditions each, over 6 attributes, and a
 // ring of 3 buckets: the feature of the issue's speed target.
-func ruledFeature(key string) rollout.Feature {
-	f := rollout.Feature{Key: key, Enabled: true, Salt: key, Buckets: []rollout.Bucket{
+func ruledFeature(key string) feature.Feature {
+	f := feature.Feature{Key: key, Enabled: true, Salt: key, Buckets: []feature.Bucket{
 		{Name: "A", Replicas: 100, Value: raw(`"a"`)}, {Name: "B", Replicas: 100, Value: raw(`"b"`)}, {Name: "on", Replicas: 100, Value: raw(`true`)},
 	}}
-	f.Rules = []rollout.Rule{
-		{Name: "staff", Conditions: []rollout.Condition{condition("email", rollout.OpEndsWith, "@example.com"), condition("beta", rollout.OpEq, true)}, Serve: rollout.Serve{Bucket: "on"}},
-		{Name: "enterprise-de", Conditions: []rollout.Condition{condition("plan", rollout.OpEq, "enterprise"), condition("country", rollout.OpIn, []string{"DE", "AT"})}, Serve: rollout.Serve{Bucket: "on"}},
-		{Name: "new-app", Conditions: []rollout.Condition{condition("version", rollout.OpSemverGte, "4.2.0"), condition("country", rollout.OpNotIn, []string{"FR"})}, Serve: rollout.Serve{Ring: true}},
-		{Name: "adults", Conditions: []rollout.Condition{condition("age", rollout.OpGte, 18), condition("plan", rollout.OpNeq, "free")}, Serve: rollout.Serve{Bucket: "B"}},
-		{Name: "orgs", Conditions: []rollout.Condition{condition("org", rollout.OpStartsWith, "acme-"), condition("email", rollout.OpPresent, nil)}, Serve: rollout.Serve{Ring: true, BucketBy: "org"}},
+	f.Rules = []feature.Rule{
+		{Name: "staff", Conditions: []feature.Condition{condition("email", feature.OpEndsWith, "@example.com"), condition("beta", feature.OpEq, true)}, Serve: feature.Serve{Bucket: "on"}},
+		{Name: "enterprise-de", Conditions: []feature.Condition{condition("plan", feature.OpEq, "enterprise"), condition("country", feature.OpIn, []string{"DE", "AT"})}, Serve: feature.Serve{Bucket: "on"}},
+		{Name: "new-app", Conditions: []feature.Condition{condition("version", feature.OpSemverGte, "4.2.0"), condition("country", feature.OpNotIn, []string{"FR"})}, Serve: feature.Serve{Ring: true}},
+		{Name: "adults", Conditions: []feature.Condition{condition("age", feature.OpGte, 18), condition("plan", feature.OpNeq, "free")}, Serve: feature.Serve{Bucket: "B"}},
+		{Name: "orgs", Conditions: []feature.Condition{condition("org", feature.OpStartsWith, "acme-"), condition("email", feature.OpPresent, nil)}, Serve: feature.Serve{Ring: true, BucketBy: "org"}},
 	}
 	return f
 }
 
 // benchContext has 6 attributes and matches none of ruledFeature's rules:
 // every rule is tried, the costliest path.
-var benchContext = rollout.Context{
+var benchContext = feature.Context{
 	"email": "someone@elsewhere.org", "beta": false, "plan": "pro", "country": "FR", "version": "4.1.9", "age": 17.0,
 }
 
 func targetingServer(t testing.TB) *testserver.Server {
 	t.Helper()
 	s := testserver.Start(t)
-	s.Create(t, rollout.Feature{Key: "plain", Enabled: true, Salt: "plain", Buckets: []rollout.Bucket{
+	s.Create(t, feature.Feature{Key: "plain", Enabled: true, Salt: "plain", Buckets: []feature.Bucket{
 		{Name: "A", Replicas: 100, Value: raw(`"a"`)}, {Name: "B", Replicas: 100, Value: raw(`"b"`)}, {Name: "on", Replicas: 100, Value: raw(`true`)},
 	}})
 	s.Create(t, ruledFeature("ruled"))
@@ -125,20 +126,20 @@ func TestEvaluateContextCost(t *testing.T) {
 	s := targetingServer(t)
 	c := newClient(t, client.Config{URL: s.URL})
 	rulesReachClient(t, c, "ruled")
-	staff := rollout.Context{"email": "a@example.com", "beta": true, "plan": "pro", "country": "DE", "version": "4.2.1", "age": 30.0}
+	staff := feature.Context{"email": "a@example.com", "beta": true, "plan": "pro", "country": "DE", "version": "4.2.1", "age": 30.0}
 	for name, eval := range map[string]func(){
 		"plain":            func() { sink, _ = c.EvaluateContext("plain", benchUsers[3], benchContext) },
 		"ruled, no match":  func() { sink, _ = c.EvaluateContext("ruled", benchUsers[3], benchContext) },
 		"ruled, first":     func() { sink, _ = c.EvaluateContext("ruled", benchUsers[3], staff) },
 		"ruled, no attrs":  func() { sink, _ = c.EvaluateContext("ruled", benchUsers[3], nil) },
 		"ruled, a map":     func() { sink, _ = c.EvaluateContext("ruled", benchUsers[3], map[string]any(benchContext)) },
-		"ruled, ring rule": func() { sink, _ = c.EvaluateContext("ruled", benchUsers[3], rollout.Context{"version": "5.0.0"}) },
+		"ruled, ring rule": func() { sink, _ = c.EvaluateContext("ruled", benchUsers[3], feature.Context{"version": "5.0.0"}) },
 	} {
 		if n := testing.AllocsPerRun(1000, eval); n != 0 {
 			t.Errorf("EvaluateContext (%s) allocates %v times, want 0", name, n)
 		}
 	}
-	if e, err := c.EvaluateContext("ruled", "u1", staff); err != nil || e.Reason != rollout.ReasonTargetingMatch || e.Rule != "staff" || e.Bucket != "on" {
+	if e, err := c.EvaluateContext("ruled", "u1", staff); err != nil || e.Reason != feature.ReasonTargetingMatch || e.Rule != "staff" || e.Bucket != "on" {
 		t.Errorf("ruled for staff = %+v, %v; want on by the rule staff", e, err)
 	}
 	if testing.Short() || raceEnabled {
@@ -152,11 +153,11 @@ func TestEvaluateContextCost(t *testing.T) {
 
 // randomFeature is a feature of random buckets, rules, bucket_by and
 // overrides over the attributes randomContext draws from.
-func randomFeature(r *rand.Rand, key string) rollout.Feature {
-	f := rollout.Feature{Key: key, Enabled: r.IntN(10) > 0, Salt: key}
+func randomFeature(r *rand.Rand, key string) feature.Feature {
+	f := feature.Feature{Key: key, Enabled: r.IntN(10) > 0, Salt: key}
 	names := []string{"A", "B", "C"}
 	for i, n := range names {
-		f.Buckets = append(f.Buckets, rollout.Bucket{Name: n, Replicas: r.IntN(3) * 50, Value: raw(strconv.Quote(strings.ToLower(n)))})
+		f.Buckets = append(f.Buckets, feature.Bucket{Name: n, Replicas: r.IntN(3) * 50, Value: raw(strconv.Quote(strings.ToLower(n)))})
 		if i == 0 && f.Buckets[0].Replicas == 0 && r.IntN(2) == 0 {
 			f.Buckets[0].Replicas = 100
 		}
@@ -173,46 +174,46 @@ func randomFeature(r *rand.Rand, key string) rollout.Feature {
 	if r.IntN(5) == 0 {
 		f.Overrides = map[string]string{"u1": names[r.IntN(3)], "u7": names[r.IntN(3)]}
 	}
-	conds := []func() rollout.Condition{
-		func() rollout.Condition { return condition("plan", rollout.OpEq, pick(r, plans)) },
-		func() rollout.Condition { return condition("plan", rollout.OpNeq, pick(r, plans)) },
-		func() rollout.Condition {
-			return condition("country", rollout.OpIn, []string{pick(r, countries), pick(r, countries)})
+	conds := []func() feature.Condition{
+		func() feature.Condition { return condition("plan", feature.OpEq, pick(r, plans)) },
+		func() feature.Condition { return condition("plan", feature.OpNeq, pick(r, plans)) },
+		func() feature.Condition {
+			return condition("country", feature.OpIn, []string{pick(r, countries), pick(r, countries)})
 		},
-		func() rollout.Condition { return condition("country", rollout.OpNotIn, []string{pick(r, countries)}) },
-		func() rollout.Condition { return condition("email", rollout.OpEndsWith, "@example.com") },
-		func() rollout.Condition { return condition("email", rollout.OpStartsWith, "vip") },
-		func() rollout.Condition { return condition("email", rollout.OpContains, "x") },
-		func() rollout.Condition { return condition("email", rollout.OpMatches, `^[a-m]`) },
-		func() rollout.Condition {
-			return condition("age", pick(r, []string{rollout.OpLt, rollout.OpLte, rollout.OpGt, rollout.OpGte}), r.IntN(60))
+		func() feature.Condition { return condition("country", feature.OpNotIn, []string{pick(r, countries)}) },
+		func() feature.Condition { return condition("email", feature.OpEndsWith, "@example.com") },
+		func() feature.Condition { return condition("email", feature.OpStartsWith, "vip") },
+		func() feature.Condition { return condition("email", feature.OpContains, "x") },
+		func() feature.Condition { return condition("email", feature.OpMatches, `^[a-m]`) },
+		func() feature.Condition {
+			return condition("age", pick(r, []string{feature.OpLt, feature.OpLte, feature.OpGt, feature.OpGte}), r.IntN(60))
 		},
-		func() rollout.Condition {
-			return condition("version", pick(r, []string{rollout.OpSemverLt, rollout.OpSemverLte, rollout.OpSemverEq, rollout.OpSemverGte, rollout.OpSemverGt}), pick(r, versions))
+		func() feature.Condition {
+			return condition("version", pick(r, []string{feature.OpSemverLt, feature.OpSemverLte, feature.OpSemverEq, feature.OpSemverGte, feature.OpSemverGt}), pick(r, versions))
 		},
-		func() rollout.Condition { return condition("beta", rollout.OpEq, r.IntN(2) == 0) },
-		func() rollout.Condition { return condition("groups", rollout.OpContains, pick(r, groups)) },
-		func() rollout.Condition {
-			return condition("seen", pick(r, []string{rollout.OpBefore, rollout.OpAfter}), "2026-06-01T00:00:00Z")
+		func() feature.Condition { return condition("beta", feature.OpEq, r.IntN(2) == 0) },
+		func() feature.Condition { return condition("groups", feature.OpContains, pick(r, groups)) },
+		func() feature.Condition {
+			return condition("seen", pick(r, []string{feature.OpBefore, feature.OpAfter}), "2026-06-01T00:00:00Z")
 		},
-		func() rollout.Condition {
-			return rollout.Condition{Op: rollout.OpInSegment, Value: raw(strconv.Quote(pick(r, segmentKeys)))}
+		func() feature.Condition {
+			return feature.Condition{Op: feature.OpInSegment, Value: raw(strconv.Quote(pick(r, segmentKeys)))}
 		},
-		func() rollout.Condition { return condition(pick(r, attributes), rollout.OpPresent, nil) },
-		func() rollout.Condition { return condition(pick(r, attributes), rollout.OpAbsent, nil) },
+		func() feature.Condition { return condition(pick(r, attributes), feature.OpPresent, nil) },
+		func() feature.Condition { return condition(pick(r, attributes), feature.OpAbsent, nil) },
 	}
 	for i := range r.IntN(6) {
-		rule := rollout.Rule{Name: fmt.Sprintf("r%d", i)}
+		rule := feature.Rule{Name: fmt.Sprintf("r%d", i)}
 		for range 1 + r.IntN(2) {
 			rule.Conditions = append(rule.Conditions, conds[r.IntN(len(conds))]())
 		}
 		switch r.IntN(3) {
 		case 0:
-			rule.Serve = rollout.Serve{Ring: true}
+			rule.Serve = feature.Serve{Ring: true}
 		case 1:
-			rule.Serve = rollout.Serve{Ring: true, BucketBy: pick(r, []string{"org", "email", "age"})}
+			rule.Serve = feature.Serve{Ring: true, BucketBy: pick(r, []string{"org", "email", "age"})}
 		default:
-			rule.Serve = rollout.Serve{Bucket: names[r.IntN(3)]}
+			rule.Serve = feature.Serve{Bucket: names[r.IntN(3)]}
 		}
 		f.Rules = append(f.Rules, rule)
 	}
@@ -232,8 +233,8 @@ var (
 func pick[T any](r *rand.Rand, from []T) T { return from[r.IntN(len(from))] }
 
 // randomContext draws each attribute or leaves it out.
-func randomContext(r *rand.Rand) rollout.Context {
-	ctx := rollout.Context{}
+func randomContext(r *rand.Rand) feature.Context {
+	ctx := feature.Context{}
 	maybe := func(name string, v func() any) {
 		if r.IntN(3) > 0 {
 			ctx[name] = v()
@@ -254,8 +255,8 @@ func randomContext(r *rand.Rand) rollout.Context {
 // queryForm is ctx as GET /evaluate's ctx. parameters carry it: every
 // value a string (numbers in their shortest form), a list as the
 // parameter repeated.
-func queryForm(ctx rollout.Context) (url.Values, rollout.Context) {
-	q, as := url.Values{}, rollout.Context{}
+func queryForm(ctx feature.Context) (url.Values, feature.Context) {
+	q, as := url.Values{}, feature.Context{}
 	for k, v := range ctx {
 		switch x := v.(type) {
 		case []string:
@@ -296,7 +297,7 @@ func (w wire) String() string {
 	return fmt.Sprintf("{%s %s v%d %s %s}", b, w.Value, w.Version, w.Reason, w.Rule)
 }
 
-func wireOf(e rollout.Evaluation) wire {
+func wireOf(e feature.Evaluation) wire {
 	w := wire{Version: e.Version, Reason: e.Reason, Rule: e.Rule, Value: raw("null")}
 	if e.Bucket != "" {
 		w.Bucket, w.Value = &e.Bucket, e.Value
@@ -313,9 +314,9 @@ func sameWire(a, b wire) bool {
 }
 
 // ofrepReasonOf is the OFREP reason the server gives e (see api/ofrep.go).
-func ofrepReasonOf(e rollout.Evaluation) string {
+func ofrepReasonOf(e feature.Evaluation) string {
 	switch e.Reason {
-	case rollout.ReasonRing:
+	case feature.ReasonRing:
 		switch {
 		case e.Static:
 			return "STATIC"
@@ -323,11 +324,11 @@ func ofrepReasonOf(e rollout.Evaluation) string {
 			return "DEFAULT"
 		}
 		return "SPLIT"
-	case rollout.ReasonOverride, rollout.ReasonTargetingMatch:
+	case feature.ReasonOverride, feature.ReasonTargetingMatch:
 		return "TARGETING_MATCH"
-	case rollout.ReasonDefault:
+	case feature.ReasonDefault:
 		return "DEFAULT"
-	case rollout.ReasonDisabled:
+	case feature.ReasonDisabled:
 		return "DISABLED"
 	}
 	return "UNKNOWN"
@@ -365,9 +366,9 @@ func TestContextAgreement(t *testing.T) {
 		nFeatures, nContexts = 10, 30
 	}
 	bg := context.Background()
-	for _, seg := range []rollout.Segment{
-		{Key: "staff", Conditions: []rollout.Condition{condition("email", rollout.OpEndsWith, "@example.com")}},
-		{Key: "paying", Conditions: []rollout.Condition{condition("plan", rollout.OpIn, []string{"pro", "enterprise"}), condition("beta", rollout.OpNeq, true)}},
+	for _, seg := range []feature.Segment{
+		{Key: "staff", Conditions: []feature.Condition{condition("email", feature.OpEndsWith, "@example.com")}},
+		{Key: "paying", Conditions: []feature.Condition{condition("plan", feature.OpIn, []string{"pro", "enterprise"}), condition("beta", feature.OpNeq, true)}},
 	} {
 		if _, err := s.Svc.CreateSegment(bg, seg, rollout.ChangeOptions{}); err != nil {
 			t.Fatal(err)
@@ -461,7 +462,7 @@ func TestContextAgreement(t *testing.T) {
 	round()
 	// A segment's change is a change of every feature using it: the client
 	// follows it, and agrees again.
-	if _, err := s.Svc.UpdateSegment(bg, "staff", "", []rollout.Condition{condition("email", rollout.OpStartsWith, "vip")}, rollout.ChangeOptions{}); err != nil {
+	if _, err := s.Svc.UpdateSegment(bg, "staff", "", []feature.Condition{condition("email", feature.OpStartsWith, "vip")}, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The server's snapshot holds the features' new versions at once (its

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rollout/rollout/api/client"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // TestExposuresOfADeletedFeature: counts of a feature deleted since the
@@ -44,8 +45,8 @@ func TestExposuresOfADeletedFeature(t *testing.T) {
 func TestExposuresPerRule(t *testing.T) {
 	s := newServer(t)
 	ctx := context.Background()
-	pro := []rollout.Rule{{Name: "pro", Conditions: []rollout.Condition{{Attribute: "plan", Op: "eq", Value: raw(`"pro"`)}},
-		Serve: rollout.Serve{Bucket: "C"}}}
+	pro := []feature.Rule{{Name: "pro", Conditions: []feature.Condition{{Attribute: "plan", Op: "eq", Value: raw(`"pro"`)}},
+		Serve: feature.Serve{Bucket: "C"}}}
 	if _, err := s.Svc.Change(ctx, "f01", rollout.SetRules(pro), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func TestExposuresPerRule(t *testing.T) {
 		if i < matching {
 			plan = "pro"
 		}
-		if e, err := c.EvaluateContext("f01", user, rollout.Context{"plan": plan}); err != nil || (plan == "pro") != (e.Rule == "pro") {
+		if e, err := c.EvaluateContext("f01", user, feature.Context{"plan": plan}); err != nil || (plan == "pro") != (e.Rule == "pro") {
 			t.Fatalf("EvaluateContext(f01, %s, plan %s) = %+v, %v", user, plan, e, err)
 		}
 	}

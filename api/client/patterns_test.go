@@ -13,6 +13,7 @@ import (
 	"github.com/rollout/rollout/api/client"
 	"github.com/rollout/rollout/api/client/internal/testserver"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
 
@@ -25,19 +26,19 @@ func TestPatternsStoredBeforeTheirLimits(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "rollout.db")
 	huge := strings.Repeat(`(?:\w?){1000}`, 19) + "$" // 38,002 instructions
-	matches := func(p string) rollout.Condition {
+	matches := func(p string) feature.Condition {
 		v, _ := json.Marshal(p)
-		return rollout.Condition{Attribute: "email", Op: rollout.OpMatches, Value: v}
+		return feature.Condition{Attribute: "email", Op: feature.OpMatches, Value: v}
 	}
-	plan := rollout.Condition{Attribute: "plan", Op: rollout.OpEq, Value: json.RawMessage(`"pro"`)}
+	plan := feature.Condition{Attribute: "plan", Op: feature.OpEq, Value: json.RawMessage(`"pro"`)}
 	now := time.Now().UTC()
-	seg := rollout.Segment{Key: "bots", Conditions: []rollout.Condition{matches(huge)}, Version: 1, CreatedAt: now, UpdatedAt: now}
-	f := rollout.Feature{ID: "f-legacy", Key: "legacy", Enabled: true, Salt: "legacy", Version: 1, CreatedAt: now, UpdatedAt: now,
-		Buckets: []rollout.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 100}},
-		Rules: []rollout.Rule{
-			{Name: "huge", Conditions: []rollout.Condition{matches(huge)}, Serve: rollout.Serve{Bucket: "on"}},
-			{Name: "bots", Conditions: []rollout.Condition{{Op: rollout.OpInSegment, Value: json.RawMessage(`"bots"`)}}, Serve: rollout.Serve{Bucket: "on"}},
-			{Name: "pro", Conditions: []rollout.Condition{plan}, Serve: rollout.Serve{Bucket: "on"}},
+	seg := feature.Segment{Key: "bots", Conditions: []feature.Condition{matches(huge)}, Version: 1, CreatedAt: now, UpdatedAt: now}
+	f := feature.Feature{ID: "f-legacy", Key: "legacy", Enabled: true, Salt: "legacy", Version: 1, CreatedAt: now, UpdatedAt: now,
+		Buckets: []feature.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 100}},
+		Rules: []feature.Rule{
+			{Name: "huge", Conditions: []feature.Condition{matches(huge)}, Serve: feature.Serve{Bucket: "on"}},
+			{Name: "bots", Conditions: []feature.Condition{{Op: feature.OpInSegment, Value: json.RawMessage(`"bots"`)}}, Serve: feature.Serve{Bucket: "on"}},
+			{Name: "pro", Conditions: []feature.Condition{plan}, Serve: feature.Serve{Bucket: "on"}},
 		}}
 	if err := f.Validate(); err == nil {
 		t.Fatal("the legacy feature validates: the test no longer holds a pattern over the limits")
@@ -46,7 +47,7 @@ func TestPatternsStoredBeforeTheirLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.CreateSegment(ctx, seg, rollout.SegmentVersion{Version: 1, Actor: "old", Time: now, Summary: "created", Config: seg}); err != nil {
+	if err := db.CreateSegment(ctx, seg, feature.SegmentVersion{Version: 1, Actor: "old", Time: now, Summary: "created", Config: seg}); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.CreateFeature(ctx, f, rollout.Version{Version: 1, Actor: "old", Time: now, Summary: "created", Config: f}); err != nil {
@@ -58,11 +59,11 @@ func TestPatternsStoredBeforeTheirLimits(t *testing.T) {
 	c := newClient(t, client.Config{URL: s.URL})
 	long := strings.Repeat("a", 1000) // what the pattern matches
 	for _, tc := range []struct {
-		ctx  rollout.Context
+		ctx  feature.Context
 		rule string
 	}{
-		{rollout.Context{"email": long}, ""},
-		{rollout.Context{"email": long, "plan": "pro"}, "pro"},
+		{feature.Context{"email": long}, ""},
+		{feature.Context{"email": long, "plan": "pro"}, "pro"},
 	} {
 		want, err := s.Svc.Snapshot().PeekContext("legacy", "u1", tc.ctx)
 		if err != nil {

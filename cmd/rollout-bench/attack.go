@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // With --attack, the tool measures instead what the costliest evaluations
@@ -34,22 +34,22 @@ const attackLoops = 4
 const attackPattern = `[a-z]{1,240}[0-9]`
 
 // attackRules are the costliest rules within the limits: patterns up to
-// rollout.MaxFeaturePatternInsts, each against a string of
-// rollout.MaxMatchBytes that it scans whole and does not match; then, up
-// to rollout.MaxTargetingBytes of JSON, rules of conditions that each read
-// rollout.MaxListBytes of a list attribute and hold, but for the last,
+// feature.MaxFeaturePatternInsts, each against a string of
+// feature.MaxMatchBytes that it scans whole and does not match; then, up
+// to feature.MaxTargetingBytes of JSON, rules of conditions that each read
+// feature.MaxListBytes of a list attribute and hold, but for the last,
 // which does not, so that every condition runs.
-func attackRules() ([]rollout.Rule, error) {
-	cond := func(attr, op string, v any) rollout.Condition {
+func attackRules() ([]feature.Rule, error) {
+	cond := func(attr, op string, v any) feature.Condition {
 		b, _ := json.Marshal(v)
-		return rollout.Condition{Attribute: attr, Op: op, Value: b}
+		return feature.Condition{Attribute: attr, Op: op, Value: b}
 	}
-	never := cond("plan", rollout.OpEq, "never")
-	var rules []rollout.Rule
+	never := cond("plan", feature.OpEq, "never")
+	var rules []feature.Rule
 	for {
-		r := rollout.Rule{Name: fmt.Sprintf("re%d", len(rules)), Conditions: []rollout.Condition{cond("email", rollout.OpMatches, attackPattern), never},
-			Serve: rollout.Serve{Bucket: "A"}}
-		f := rollout.Feature{Key: attackKey, Enabled: true, Buckets: benchBuckets, Rules: append(rules, r)}
+		r := feature.Rule{Name: fmt.Sprintf("re%d", len(rules)), Conditions: []feature.Condition{cond("email", feature.OpMatches, attackPattern), never},
+			Serve: feature.Serve{Bucket: "A"}}
+		f := feature.Feature{Key: attackKey, Enabled: true, Buckets: benchBuckets, Rules: append(rules, r)}
 		if err := f.ValidateTargeting(); err != nil {
 			if len(rules) == 0 {
 				return nil, err
@@ -58,14 +58,14 @@ func attackRules() ([]rollout.Rule, error) {
 		}
 		rules = append(rules, r)
 	}
-	for len(rules) < rollout.MaxRules {
-		r := rollout.Rule{Name: fmt.Sprintf("list%d", len(rules)), Serve: rollout.Serve{Bucket: "B"}}
-		for range rollout.MaxConditions - 1 {
-			r.Conditions = append(r.Conditions, cond("tags", rollout.OpContains, "zz"))
+	for len(rules) < feature.MaxRules {
+		r := feature.Rule{Name: fmt.Sprintf("list%d", len(rules)), Serve: feature.Serve{Bucket: "B"}}
+		for range feature.MaxConditions - 1 {
+			r.Conditions = append(r.Conditions, cond("tags", feature.OpContains, "zz"))
 		}
 		r.Conditions = append(r.Conditions, never)
 		b, _ := json.Marshal(append(rules, r))
-		if len(b) > rollout.MaxTargetingBytes {
+		if len(b) > feature.MaxTargetingBytes {
 			break
 		}
 		rules = append(rules, r)
@@ -74,18 +74,18 @@ func attackRules() ([]rollout.Rule, error) {
 }
 
 // attackContext is the costliest context for attackRules: the string the
-// patterns scan whole, and a list of rollout.MaxContextList entries of
-// rollout.MaxContextValueLen bytes whose entry that holds "zz" comes last
-// within rollout.MaxListBytes.
+// patterns scan whole, and a list of feature.MaxContextList entries of
+// feature.MaxContextValueLen bytes whose entry that holds "zz" comes last
+// within feature.MaxListBytes.
 func attackContext() map[string]any {
-	entry := strings.Repeat("x", rollout.MaxContextValueLen)
-	tags := make([]string, rollout.MaxContextList)
+	entry := strings.Repeat("x", feature.MaxContextValueLen)
+	tags := make([]string, feature.MaxContextList)
 	for i := range tags {
 		tags[i] = entry
 	}
-	last := rollout.MaxListBytes/rollout.MaxContextValueLen - 1
-	tags[last] = strings.Repeat("x", rollout.MaxContextValueLen-2) + "zz"
-	return map[string]any{"email": strings.Repeat("a", rollout.MaxMatchBytes), "plan": "pro", "tags": tags}
+	last := feature.MaxListBytes/feature.MaxContextValueLen - 1
+	tags[last] = strings.Repeat("x", feature.MaxContextValueLen-2) + "zz"
+	return map[string]any{"email": strings.Repeat("a", feature.MaxMatchBytes), "plan": "pro", "tags": tags}
 }
 
 // AttackRound is one turn of the attack measurement.

@@ -20,6 +20,7 @@ import (
 	"github.com/goccy/go-yaml/token"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Error is what is wrong with a file, at a line of it (0: the whole file).
@@ -121,7 +122,7 @@ type fileBucket struct {
 type fileRule struct {
 	Name       string          `yaml:"name"`
 	Conditions []fileCondition `yaml:"conditions"`
-	Serve      rollout.Serve   `yaml:"serve"`
+	Serve      feature.Serve   `yaml:"serve"`
 }
 
 type fileCondition struct {
@@ -143,14 +144,14 @@ func (f *File) Document(name string) (rollout.Document, error) {
 	if f.Features != nil {
 		d.Features = make([]rollout.DocFeature, 0, len(f.Features))
 	}
-	conditions := func(cs []fileCondition) ([]rollout.Condition, error) {
-		var out []rollout.Condition
+	conditions := func(cs []fileCondition) ([]feature.Condition, error) {
+		var out []feature.Condition
 		for _, c := range cs {
 			v, err := nodeJSON(name, c.Value)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, rollout.Condition{Attribute: c.Attribute, Op: c.Op, Value: v})
+			out = append(out, feature.Condition{Attribute: c.Attribute, Op: c.Op, Value: v})
 		}
 		return out, nil
 	}
@@ -171,7 +172,7 @@ func (f *File) Document(name string) (rollout.Document, error) {
 			if err != nil {
 				return rollout.Document{}, err
 			}
-			df.Rules = append(df.Rules, rollout.Rule{Name: r.Name, Conditions: cs, Serve: r.Serve})
+			df.Rules = append(df.Rules, feature.Rule{Name: r.Name, Conditions: cs, Serve: r.Serve})
 		}
 		d.Features = append(d.Features, df)
 	}
@@ -317,9 +318,9 @@ func Unmarshal(name string, data []byte, v any) error {
 // maxNesting bounds how deep flow collections ([…], {…}) nest, and
 // maxColumn where a block-style token may start (block nesting goes one
 // column deeper per level): a document's own structure nests 5 deep and a
-// bucket's value at most rollout.MaxValueDepth.
+// bucket's value at most feature.MaxValueDepth.
 const (
-	maxNesting = rollout.MaxValueDepth + 16
+	maxNesting = feature.MaxValueDepth + 16
 	maxColumn  = 1200
 )
 
@@ -416,7 +417,7 @@ func sourceOf(err error) string {
 func atPath(name string, data []byte, err error) error {
 	de, ok := errors.AsType[*rollout.DocumentError](err)
 	if !ok {
-		return &Error{File: name, Message: rollout.ErrorMessage(err)}
+		return &Error{File: name, Message: feature.ErrorMessage(err)}
 	}
 	e := &Error{File: name, Message: de.Err.Message}
 	p, perr := yaml.PathString(de.Path)
@@ -475,5 +476,5 @@ func ServerError(name string, data []byte, message string) error {
 	if !ok || !(strings.HasPrefix(path, "features[") || strings.HasPrefix(path, "segments[")) || strings.ContainsAny(path, " \n") {
 		return nil
 	}
-	return atPath(name, data, &rollout.DocumentError{Path: "$." + path, Err: &rollout.Error{Code: rollout.EInvalid, Message: message}})
+	return atPath(name, data, &rollout.DocumentError{Path: "$." + path, Err: &feature.Error{Code: feature.EInvalid, Message: message}})
 }

@@ -21,7 +21,7 @@ import (
 	"github.com/rollout/rollout/api/client"
 	"github.com/rollout/rollout/api/client/internal/testserver"
 	"github.com/rollout/rollout/api/client/provider"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // OpenFeature's evaluation features (testdata/openfeature, see SOURCE.md
@@ -66,36 +66,36 @@ type flagdFlag struct {
 	Targeting      json.RawMessage            `json:"targeting"`
 }
 
-func cond(attr, op string, value any) rollout.Condition {
+func cond(attr, op string, value any) feature.Condition {
 	data, _ := json.Marshal(value)
-	return rollout.Condition{Attribute: attr, Op: op, Value: data}
+	return feature.Condition{Attribute: attr, Op: op, Value: data}
 }
 
 // evaluatorRules translates each contextEvaluator of test-flags.json, an
 // expression that picks a variant (” for none: the default), to rules.
-var evaluatorRules = map[string][]rollout.Rule{
+var evaluatorRules = map[string][]feature.Rule{
 	"email == 'ballmer@macrosoft.com' ? 'zero' : ''": {{
 		Name:       "ballmer",
-		Conditions: []rollout.Condition{cond("email", rollout.OpEq, "ballmer@macrosoft.com")},
-		Serve:      rollout.Serve{Bucket: "zero"},
+		Conditions: []feature.Condition{cond("email", feature.OpEq, "ballmer@macrosoft.com")},
+		Serve:      feature.Serve{Bucket: "zero"},
 	}},
 	// !customer is true in JavaScript for a customer that is absent too;
 	// the scenario gives customer false, which is what the rule asks.
 	"!customer && email == 'ballmer@macrosoft.com' && age > 10 ? 'internal' : ''": {{
 		Name: "internal-staff",
-		Conditions: []rollout.Condition{
-			cond("customer", rollout.OpEq, false),
-			cond("email", rollout.OpEq, "ballmer@macrosoft.com"),
-			cond("age", rollout.OpGt, 10),
+		Conditions: []feature.Condition{
+			cond("customer", feature.OpEq, false),
+			cond("email", feature.OpEq, "ballmer@macrosoft.com"),
+			cond("age", feature.OpGt, 10),
 		},
-		Serve: rollout.Serve{Bucket: "internal"},
+		Serve: feature.Serve{Bucket: "internal"},
 	}},
 }
 
 // jsonLogicRules translates the flagd test bed's targeting of the shape
 // {"if":[{"and":[{"==":[{"var":[name]},value]},…]}, variant, default]} to
 // one rule.
-func jsonLogicRules(name string, targeting json.RawMessage, def string) ([]rollout.Rule, error) {
+func jsonLogicRules(name string, targeting json.RawMessage, def string) ([]feature.Rule, error) {
 	var top struct {
 		If []json.RawMessage `json:"if"`
 	}
@@ -112,7 +112,7 @@ func jsonLogicRules(name string, targeting json.RawMessage, def string) ([]rollo
 	if err := json.Unmarshal(top.If[0], &and); err != nil {
 		return nil, err
 	}
-	rule := rollout.Rule{Name: name, Serve: rollout.Serve{Bucket: then}}
+	rule := feature.Rule{Name: name, Serve: feature.Serve{Bucket: then}}
 	for _, c := range and.And {
 		eq, ok := c["=="]
 		if !ok || len(eq) != 2 || len(c) != 1 {
@@ -124,18 +124,18 @@ func jsonLogicRules(name string, targeting json.RawMessage, def string) ([]rollo
 		if json.Unmarshal(eq[0], &v) != nil || len(v.Var) != 1 {
 			return nil, fmt.Errorf("targeting of %s: == of a var", name)
 		}
-		rule.Conditions = append(rule.Conditions, rollout.Condition{Attribute: v.Var[0], Op: rollout.OpEq, Value: eq[1]})
+		rule.Conditions = append(rule.Conditions, feature.Condition{Attribute: v.Var[0], Op: feature.OpEq, Value: eq[1]})
 	}
-	return []rollout.Rule{rule}, nil
+	return []feature.Rule{rule}, nil
 }
 
 // testbedFeatures returns the features the scenarios evaluate.
-func testbedFeatures(t testing.TB) []rollout.Feature {
+func testbedFeatures(t testing.TB) []feature.Feature {
 	t.Helper()
-	feature := func(key string, variants map[string]json.RawMessage, def string, enabled bool) rollout.Feature {
-		f := rollout.Feature{Key: key, Enabled: enabled, Salt: key}
+	testFeature := func(key string, variants map[string]json.RawMessage, def string, enabled bool) feature.Feature {
+		f := feature.Feature{Key: key, Enabled: enabled, Salt: key}
 		for _, name := range slices.Sorted(maps.Keys(variants)) {
-			b := rollout.Bucket{Name: name, Value: variants[name]}
+			b := feature.Bucket{Name: name, Value: variants[name]}
 			if name == def {
 				b.Replicas = 100
 			}
@@ -151,13 +151,13 @@ func testbedFeatures(t testing.TB) []rollout.Feature {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []rollout.Feature
+	var out []feature.Feature
 	for _, key := range slices.Sorted(maps.Keys(spec)) {
 		fl := spec[key]
 		if fl.DefaultVariant == nil || key == "context-aware" {
 			continue // no scenario uses them; context-aware comes from flagd
 		}
-		f := feature(key, fl.Variants, *fl.DefaultVariant, !fl.Disabled)
+		f := testFeature(key, fl.Variants, *fl.DefaultVariant, !fl.Disabled)
 		if fl.ContextEvaluator != "" {
 			rules, ok := evaluatorRules[fl.ContextEvaluator]
 			if !ok {
@@ -177,7 +177,7 @@ func testbedFeatures(t testing.TB) []rollout.Feature {
 		t.Fatal(err)
 	}
 	fl := flagd.Flags["context-aware"]
-	f := feature("context-aware", fl.Variants, fl.DefaultVariant, fl.State == "ENABLED")
+	f := testFeature("context-aware", fl.Variants, fl.DefaultVariant, fl.State == "ENABLED")
 	if f.Rules, err = jsonLogicRules("context-aware", fl.Targeting, fl.DefaultVariant); err != nil {
 		t.Fatal(err)
 	}

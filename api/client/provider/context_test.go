@@ -14,7 +14,7 @@ import (
 
 	"github.com/rollout/rollout/api/client/internal/testserver"
 	"github.com/rollout/rollout/api/client/provider"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // TestContextOf: every attribute of an OpenFeature context but the
@@ -29,7 +29,7 @@ func TestContextOf(t *testing.T) {
 		"groups": []any{"a", "b"}, "tags": []string{"x"}, "seen": at,
 		"nothing": nil, "nested": map[string]any{"a": 1}, "mixed": []any{"a", 1},
 	})
-	want := rollout.Context{
+	want := feature.Context{
 		"plan": "pro", "age": int64(29), "ratio": 0.5, "staff": true,
 		"groups": []string{"a", "b"}, "tags": []string{"x"}, "seen": "2026-12-01T12:00:00Z",
 	}
@@ -49,16 +49,16 @@ func TestContextOf(t *testing.T) {
 // through the SDK, the code's default served.
 func TestContextLimits(t *testing.T) {
 	s := testserver.Start(t)
-	s.Create(t, feature("f", true, "", `"a"`, `"b"`))
+	s.Create(t, testFeature("f", true, "", `"a"`, `"b"`))
 	of := sdkOver(t, newClientOf(t, s))
 	many := map[string]any{}
-	for i := range rollout.MaxContextAttrs + 1 {
+	for i := range feature.MaxContextAttrs + 1 {
 		many[fmt.Sprintf("a%d", i)] = "v"
 	}
 	for name, attrs := range map[string]map[string]any{
 		"too many attributes": many,
-		"a string too long":   {"email": strings.Repeat("x", rollout.MaxContextValueLen+1)},
-		"a list too long":     {"groups": make([]string, rollout.MaxContextList+1)},
+		"a string too long":   {"email": strings.Repeat("x", feature.MaxContextValueLen+1)},
+		"a list too long":     {"groups": make([]string, feature.MaxContextList+1)},
 	} {
 		d, err := of.StringValueDetails(context.Background(), "f", "default", openfeature.NewEvaluationContext("u1", attrs))
 		if err == nil || d.ErrorCode != openfeature.InvalidContextCode || d.Value != "default" {
@@ -72,7 +72,7 @@ func TestContextLimits(t *testing.T) {
 // with PUT /api/features/K/rules; a user of another plan gets the ring.
 func TestPlanAttribute(t *testing.T) {
 	s := testserver.Start(t)
-	s.Create(t, feature("checkout", true, "", `"A"`, `"B"`, `"C"`, `"D"`))
+	s.Create(t, testFeature("checkout", true, "", `"A"`, `"B"`, `"C"`, `"D"`))
 	req, _ := http.NewRequest("PUT", s.URL+"/api/features/checkout/rules", strings.NewReader(
 		`{"rules":[{"name":"pro-plan","conditions":[{"attribute":"plan","op":"eq","value":"pro"}],"serve":{"bucket":"D"}}]}`))
 	req.Header.Set("Content-Type", "application/json")

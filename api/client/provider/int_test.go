@@ -41,7 +41,7 @@ func TestJSONInt(t *testing.T) {
 func TestIntegerNotations(t *testing.T) {
 	s, _, _, _ := start(t)
 	for key, value := range map[string]string{"int-dot": "10.0", "int-exp": "1e1", "int-frac": "10.5"} {
-		s.Create(t, feature(key, true, "", value))
+		s.Create(t, testFeature(key, true, "", value))
 	}
 	c := newClientOf(t, s)
 	of := sdkOver(t, c)
@@ -61,7 +61,7 @@ func TestIntegerNotations(t *testing.T) {
 // would prove nothing if it served 10).
 func TestIntegerNotationsKept(t *testing.T) {
 	s, _, _, _ := start(t)
-	s.Create(t, feature("int-exp", true, "", "1e1"))
+	s.Create(t, testFeature("int-exp", true, "", "1e1"))
 	c := newClientOf(t, s)
 	if e, err := c.Evaluate("int-exp", "u1"); err != nil || string(e.Value) != "1e1" {
 		t.Fatalf("int-exp serves %s, %v; want 1e1 as written", e.Value, err)

@@ -18,15 +18,15 @@ import (
 	"github.com/rollout/rollout/api/client"
 	"github.com/rollout/rollout/api/client/internal/testserver"
 	"github.com/rollout/rollout/api/client/provider"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 func raw(v string) json.RawMessage { return json.RawMessage(v) }
 
-func feature(key string, enabled bool, fallback string, values ...string) rollout.Feature {
-	f := rollout.Feature{Key: key, Enabled: enabled, Salt: key, Fallback: fallback}
+func testFeature(key string, enabled bool, fallback string, values ...string) feature.Feature {
+	f := feature.Feature{Key: key, Enabled: enabled, Salt: key, Fallback: fallback}
 	for i, v := range values {
-		f.Buckets = append(f.Buckets, rollout.Bucket{Name: string(rune('A' + i)), Replicas: 100, Value: raw(v)})
+		f.Buckets = append(f.Buckets, feature.Bucket{Name: string(rune('A' + i)), Replicas: 100, Value: raw(v)})
 	}
 	return f
 }
@@ -37,18 +37,18 @@ func feature(key string, enabled bool, fallback string, values ...string) rollou
 func start(t testing.TB) (*testserver.Server, *client.Client, *openfeature.Client, chan openfeature.EventDetails) {
 	t.Helper()
 	s := testserver.Start(t)
-	for _, f := range []rollout.Feature{
-		feature("flag-bool", true, "", `true`, `false`),
-		feature("flag-string", true, "", `"red"`, `"blue"`),
-		feature("flag-int", true, "", `10`, `20`),
-		feature("flag-float", true, "", `0.25`, `1.5`),
-		feature("flag-object", true, "", `{"color":"red","size":3}`, `[1,2]`),
-		feature("flag-off", false, "", `true`, `false`),
-		feature("flag-fallback", false, "B", `true`, `false`),
+	for _, f := range []feature.Feature{
+		testFeature("flag-bool", true, "", `true`, `false`),
+		testFeature("flag-string", true, "", `"red"`, `"blue"`),
+		testFeature("flag-int", true, "", `10`, `20`),
+		testFeature("flag-float", true, "", `0.25`, `1.5`),
+		testFeature("flag-object", true, "", `{"color":"red","size":3}`, `[1,2]`),
+		testFeature("flag-off", false, "", `true`, `false`),
+		testFeature("flag-fallback", false, "B", `true`, `false`),
 	} {
 		s.Create(t, f)
 	}
-	over := feature("flag-override", true, "", `"ring"`, `"vip"`)
+	over := testFeature("flag-override", true, "", `"ring"`, `"vip"`)
 	over.Overrides = map[string]string{"vip-user": "B"}
 	s.Create(t, over)
 
@@ -79,7 +79,7 @@ func TestEvaluationThroughTheSDK(t *testing.T) {
 	ctx := context.Background()
 	for _, user := range []string{"u1", "u2", "u3", "u4", "u5", "vip-user"} {
 		ec := openfeature.NewEvaluationContext(user, map[string]any{"plan": "pro"})
-		want := func(key string) rollout.Evaluation {
+		want := func(key string) feature.Evaluation {
 			e, _ := c.Snapshot().Peek(key, user)
 			return e
 		}

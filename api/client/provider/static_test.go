@@ -10,7 +10,7 @@ import (
 	"github.com/open-feature/go-sdk/openfeature"
 
 	"github.com/rollout/rollout/api/client/internal/testserver"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // TestStaticWithoutTargetingKey: a feature whose answer cannot depend on
@@ -19,16 +19,16 @@ import (
 // answers DISABLED without a key; any other needs the key.
 func TestStaticWithoutTargetingKey(t *testing.T) {
 	s := testserver.Start(t)
-	one := feature("one", true, "", `"only"`, `"never"`)
+	one := testFeature("one", true, "", `"only"`, `"never"`)
 	one.Buckets[1].Replicas = 0
 	s.Create(t, one)
-	overridden := feature("overridden", true, "", `"ring"`, `"vip"`)
+	overridden := testFeature("overridden", true, "", `"ring"`, `"vip"`)
 	overridden.Buckets[1].Replicas = 0
 	overridden.Overrides = map[string]string{"vip-user": "B"}
 	s.Create(t, overridden)
-	s.Create(t, feature("split", true, "", `"a"`, `"b"`))
-	s.Create(t, feature("off", false, "", `"a"`, `"b"`))
-	s.Create(t, feature("off-fallback", false, "B", `"a"`, `"b"`))
+	s.Create(t, testFeature("split", true, "", `"a"`, `"b"`))
+	s.Create(t, testFeature("off", false, "", `"a"`, `"b"`))
+	s.Create(t, testFeature("off-fallback", false, "B", `"a"`, `"b"`))
 	c := newClientOf(t, s)
 	of := sdkOver(t, c)
 	ctx := context.Background()
@@ -83,7 +83,7 @@ func TestStaticWithoutTargetingKey(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if e, err := c.Snapshot().Peek("split", "u1"); err != nil || e.Reason != rollout.ReasonRing {
+	if e, err := c.Snapshot().Peek("split", "u1"); err != nil || e.Reason != feature.ReasonRing {
 		t.Errorf("the client's own evaluation: %+v, %v", e, err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/sqlite"
 )
@@ -92,7 +93,7 @@ func (s *Server) Stop() {
 }
 
 // Create stores f through the service.
-func (s *Server) Create(t testing.TB, f rollout.Feature) {
+func (s *Server) Create(t testing.TB, f feature.Feature) {
 	t.Helper()
 	if _, err := s.Svc.Create(context.Background(), f, rollout.ChangeOptions{}); err != nil {
 		t.Fatalf("create %s: %v", f.Key, err)

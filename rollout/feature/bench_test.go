@@ -1,4 +1,4 @@
-package rollout
+package feature
 
 import (
 	"crypto/md5"
@@ -20,7 +20,7 @@ var benchUsers = func() []string {
 
 func benchSnapshot(b *testing.B, features int) *Snapshot {
 	b.Helper()
-	all := map[string]*compiled{}
+	all := map[string]*Compiled{}
 	for i := range features {
 		f := Feature{
 			Key: fmt.Sprintf("feature-%02d", i), Enabled: true, Salt: fmt.Sprintf("feature-%02d", i), Version: 1,

@@ -1,7 +1,8 @@
-package rollout
+package feature
 
 import (
 	"encoding/json"
+	"maps"
 	"sync"
 	"sync/atomic"
 
@@ -67,7 +68,7 @@ func (o *Outcome) Evaluation(user string) Evaluation {
 // compiled is a feature at one version made ready for evaluation: its ring
 // built, its values encoded, and a counter of the evaluations served per
 // bucket. Everything but the counters is immutable once built.
-type compiled struct {
+type Compiled struct {
 	feature Feature
 	ring    *ring.Ring
 	// prefix is what the user ID is hashed after: the salt and ":", or
@@ -109,11 +110,11 @@ type compiled struct {
 
 // compile makes f ready for evaluation, its overrides keyed by the hash of
 // their user.
-func compile(f Feature) *compiled { return compileWith(f, nil) }
+func compile(f Feature) *Compiled { return Compile(f, nil) }
 
 // compileWith is compile, the segments of in_segment conditions looked up
 // in segments (a segment not there never holds).
-func compileWith(f Feature, segments map[string]*compiledSegment) *compiled {
+func Compile(f Feature, segments map[string]*CompiledSegment) *Compiled {
 	c := compileRing(f)
 	if len(f.Overrides) > 0 {
 		c.overrides = make(map[ring.Position]int, len(f.Overrides))
@@ -127,7 +128,7 @@ func compileWith(f Feature, segments map[string]*compiledSegment) *compiled {
 
 // finish compiles c's targeting, once its ring and overrides are made, and
 // marks its outcomes static when they are.
-func (c *compiled) finish(segments map[string]*compiledSegment) {
+func (c *Compiled) finish(segments map[string]*CompiledSegment) {
 	c.compileTargeting(segments)
 	c.served = make([]atomic.Int64, len(c.outcomes))
 	if c.static {
@@ -150,8 +151,8 @@ func (c *compiled) finish(segments map[string]*compiledSegment) {
 }
 
 // compileRing is compile without the overrides.
-func compileRing(f Feature) *compiled {
-	c := &compiled{feature: f, ring: f.Ring(), fallback: -1}
+func compileRing(f Feature) *Compiled {
+	c := &Compiled{feature: f, ring: f.Ring(), fallback: -1}
 	if f.Salt != "" {
 		c.prefix = f.Salt + ":"
 	}
@@ -195,12 +196,12 @@ func compileRing(f Feature) *compiled {
 // evaluateInto writes into e the bucket c serves user, and counts it. It
 // does not allocate for user IDs that fit, with the salt, in 192 bytes (see
 // userPosition).
-func (c *compiled) evaluateInto(e *Evaluation, user string) {
+func (c *Compiled) evaluateInto(e *Evaluation, user string) {
 	*e = c.serve(user).Evaluation(user)
 }
 
 // serve returns the outcome c serves user, and counts it.
-func (c *compiled) serve(user string) *Outcome {
+func (c *Compiled) serve(user string) *Outcome {
 	var i int
 	if c.targeting == nil { // today's path, untouched by targeting
 		i = c.assign(user)
@@ -212,7 +213,7 @@ func (c *compiled) serve(user string) *Outcome {
 }
 
 // serveContext is serve with the attributes of a context.
-func (c *compiled) serveContext(user string, ctx Context) *Outcome {
+func (c *Compiled) serveContext(user string, ctx Context) *Outcome {
 	var i int
 	if c.targeting == nil {
 		i = c.assign(user)
@@ -224,29 +225,29 @@ func (c *compiled) serveContext(user string, ctx Context) *Outcome {
 }
 
 // peek is what c serves user, not counted.
-func (c *compiled) peek(user string) Evaluation {
+func (c *Compiled) peek(user string) Evaluation {
 	return c.outcomes[c.assignContext(user, nil)].Evaluation(user)
 }
 
 // peekContext is peek with the attributes of a context.
-func (c *compiled) peekContext(user string, ctx Context) Evaluation {
+func (c *Compiled) peekContext(user string, ctx Context) Evaluation {
 	return c.outcomes[c.assignContext(user, ctx)].Evaluation(user)
 }
 
 // servedRing is the ring of what c serves: its own when enabled, else see
 // Feature.servedRing.
-func (c *compiled) servedRing() *ring.Ring {
+func (c *Compiled) ServedRing() *ring.Ring {
 	if c.feature.Enabled {
 		return c.ring
 	}
-	return c.feature.servedRing()
+	return c.feature.ServedRing()
 }
 
 // assign returns the index in c.outcomes of what c serves user. An
 // override is found by the hash of the user, which is the user's position
 // on the ring when the feature has a salt: then a look-up hashes once,
 // overridden or not.
-func (c *compiled) assign(user string) int {
+func (c *Compiled) assign(user string) int {
 	n := len(c.names)
 	if !c.feature.Enabled {
 		return 2 * n
@@ -283,9 +284,21 @@ func OverrideHash(key, salt, user string) string {
 }
 
 // userPosition is the position of user on a ring whose salt makes prefix
-// (see compiled.prefix): the hash of salt + ":" + user, or of the bare user
+// (see Compiled.prefix): the hash of salt + ":" + user, or of the bare user
 // ID when the salt is empty, as the reference ring hashes keys. It does not
 // allocate for IDs that fit, with the prefix, in 192 bytes.
 func userPosition(prefix, user string) ring.Position {
 	return ring.HashPrefixed(prefix, user)
 }
+
+// Feature returns the configuration c was compiled from. It shares its
+// buckets, overrides and rules with c: Clone it to change it.
+func (c *Compiled) Feature() Feature { return c.feature }
+
+// Shares returns the exact share of users each bucket of c's ring gets,
+// whether or not the feature is enabled. The map is the caller's.
+func (c *Compiled) Shares() map[string]float64 { return maps.Clone(c.shares) }
+
+// ReportFrom returns the churn report of the change from before (nil: the
+// feature's creation, every user moving from no bucket) to c.
+func (c *Compiled) ReportFrom(before *Compiled) Report { return newReport(before, c) }

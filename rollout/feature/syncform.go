@@ -1,4 +1,4 @@
-package rollout
+package feature
 
 import (
 	"bytes"
@@ -75,7 +75,7 @@ const syncSumSize = 16
 // syncForm returns c's sync form encoded, and its digest. It is encoded
 // once, on first use, and shared by every snapshot and stream event that
 // holds c.
-func (c *compiled) syncForm() ([]byte, [syncSumSize]byte) {
+func (c *Compiled) syncForm() ([]byte, [syncSumSize]byte) {
 	c.sync.Do(func() {
 		if c.syncJSON != nil { // received encoded (see compileSync)
 			return
@@ -97,7 +97,7 @@ func syncSum(data []byte) [syncSumSize]byte {
 // times its size that encoding/json's growing buffers and copies take.
 // Values are written as they are (compacted), not HTML-escaped, so that a
 // client serves the server's bytes.
-func (c *compiled) appendSyncForm() []byte {
+func (c *Compiled) appendSyncForm() []byte {
 	f := &c.feature
 	byBucket := make([][]ring.Position, len(c.names))
 	for h, b := range c.overrides {
@@ -176,7 +176,7 @@ func (c *compiled) appendSyncForm() []byte {
 
 // appendSyncTargeting appends the rules, bucket_by and segments members of
 // c's sync form, when it has them.
-func (c *compiled) appendSyncTargeting(buf *bytes.Buffer) {
+func (c *Compiled) appendSyncTargeting(buf *bytes.Buffer) {
 	f := &c.feature
 	if len(f.Rules) > 0 {
 		data, _ := json.Marshal(f.Rules) // validated: cannot fail
@@ -191,7 +191,7 @@ func (c *compiled) appendSyncTargeting(buf *bytes.Buffer) {
 	if c.targeting == nil {
 		return
 	}
-	segs := map[string]*compiledSegment{}
+	segs := map[string]*CompiledSegment{}
 	for _, r := range c.targeting.rules {
 		for _, cc := range r.conds {
 			if cc.seg != nil {
@@ -205,7 +205,7 @@ func (c *compiled) appendSyncTargeting(buf *bytes.Buffer) {
 	out := make([]SyncSegment, 0, len(segs))
 	for _, key := range slices.Sorted(maps.Keys(segs)) {
 		seg := segs[key].segment
-		out = append(out, SyncSegment{Key: key, Version: seg.Version, Conditions: cloneSegment(seg).Conditions})
+		out = append(out, SyncSegment{Key: key, Version: seg.Version, Conditions: seg.Clone().Conditions})
 	}
 	data, _ := json.Marshal(out)
 	buf.WriteString(`,"segments":`)
@@ -325,7 +325,7 @@ func DecodeSync(data []byte) (*Snapshot, error) {
 // validate, or repeats a key of set, is left out and named in the returned
 // error, and s's feature of that key is kept. s is not changed.
 func (s *Snapshot) ApplySync(revision int64, set []json.RawMessage, deleted []string) (*Snapshot, error) {
-	features := make(map[string]*compiled, len(s.features)+len(set))
+	features := make(map[string]*Compiled, len(s.features)+len(set))
 	maps.Copy(features, s.features)
 	for _, key := range deleted {
 		delete(features, key)
@@ -349,7 +349,7 @@ func (s *Snapshot) ApplySync(revision int64, set []json.RawMessage, deleted []st
 
 // compileSync compiles an encoded SyncFeature, keeping its bytes as its
 // sync form.
-func compileSync(data json.RawMessage) (*compiled, error) {
+func compileSync(data json.RawMessage) (*Compiled, error) {
 	var sf SyncFeature
 	if err := json.Unmarshal(data, &sf); err != nil {
 		return nil, Errorf(EInvalid, "decode: %v", err)
@@ -404,11 +404,11 @@ func compileSync(data json.RawMessage) (*compiled, error) {
 
 // syncSegments compiles the segments of a feature's sync form, which must
 // hold every segment the feature's rules use, each once and valid.
-func syncSegments(f Feature, list []SyncSegment) (map[string]*compiledSegment, error) {
+func syncSegments(f Feature, list []SyncSegment) (map[string]*CompiledSegment, error) {
 	if len(list) > MaxSegments {
 		return nil, Errorf(EInvalid, "feature %q: %d segments; at most %d", f.Key, len(list), MaxSegments)
 	}
-	out := make(map[string]*compiledSegment, len(list))
+	out := make(map[string]*CompiledSegment, len(list))
 	for _, ss := range list {
 		seg := Segment{Key: ss.Key, Version: ss.Version, Conditions: ss.Conditions}
 		if err := seg.validate(true); err != nil {
@@ -417,7 +417,7 @@ func syncSegments(f Feature, list []SyncSegment) (map[string]*compiledSegment, e
 		if _, dup := out[ss.Key]; dup {
 			return nil, Errorf(EInvalid, "feature %q: segment %q appears twice", f.Key, ss.Key)
 		}
-		out[ss.Key] = compileSegment(seg)
+		out[ss.Key] = CompileSegment(seg)
 	}
 	for _, key := range f.Segments() {
 		if _, ok := out[key]; !ok {
@@ -433,7 +433,7 @@ func syncSegments(f Feature, list []SyncSegment) (map[string]*compiledSegment, e
 // feature never stops the rest from being served. The snapshot is never
 // nil.
 func NewSnapshot(features []Feature, revision int64) (*Snapshot, error) {
-	all := make(map[string]*compiled, len(features))
+	all := make(map[string]*Compiled, len(features))
 	var errs []error
 	for _, f := range features {
 		if err := f.Validate(); err != nil {

@@ -1,4 +1,4 @@
-package rollout
+package feature
 
 import (
 	"fmt"
@@ -12,15 +12,15 @@ import (
 // sorting them again, and never changes those of the snapshot it copies.
 func TestSnapshotWithKeepsKeysSorted(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
-	snap := newSnapshot(map[string]*compiled{}, 0)
+	snap := newSnapshot(map[string]*Compiled{}, 0)
 	for i := range 2000 {
 		key := fmt.Sprintf("f%02d", rng.IntN(40))
-		var c *compiled
+		var c *Compiled
 		if rng.IntN(3) > 0 {
-			c = &compiled{}
+			c = &Compiled{}
 		}
 		before, kept := snap, slices.Clone(snap.keys)
-		snap = snap.with(key, c)
+		snap = snap.With(key, c)
 		if want := slices.Sorted(maps.Keys(snap.features)); !slices.Equal(snap.keys, want) {
 			t.Fatalf("step %d, with(%q, %v): keys = %q, want %q", i, key, c != nil, snap.keys, want)
 		}
@@ -44,7 +44,7 @@ func TestOutcomes(t *testing.T) {
 	fallback.Fallback = "b"
 	for _, f := range []Feature{base, disabled, fallback} {
 		c := compile(f)
-		snap := newSnapshot(map[string]*compiled{"f": c}, 1)
+		snap := newSnapshot(map[string]*Compiled{"f": c}, 1)
 		byKind := map[[2]string]*Outcome{}
 		users := []string{"vip", "other-vip", "tester"}
 		for i := range 200 {

@@ -1,8 +1,9 @@
-package rollout
+package feature
 
 import (
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"math/big"
 	"slices"
@@ -173,11 +174,11 @@ type OverrideChange struct {
 // newReport returns the churn report of the change from before (nil: the
 // feature's creation, every user moving from no bucket) to after, over
 // compiled features, whose rings are built already.
-func newReport(before, after *compiled) Report {
-	rb, ra := &ring.Ring{}, after.servedRing()
+func newReport(before, after *Compiled) Report {
+	rb, ra := &ring.Ring{}, after.ServedRing()
 	rep := Report{ToVersion: after.feature.Version, Moves: []Move{}}
 	if before != nil {
-		rb, rep.FromVersion = before.servedRing(), before.feature.Version
+		rb, rep.FromVersion = before.ServedRing(), before.feature.Version
 	}
 	rep.SharesBefore, rep.SharesAfter = rb.Shares(), ra.Shares()
 	if before == nil || before.feature.Salt == after.feature.Salt {
@@ -195,8 +196,8 @@ func newReport(before, after *compiled) Report {
 		rep.RangeChurn = RangeChurn(sharesBefore, orderedShares(after.feature, rep.SharesAfter))
 	} else {
 		rep.Method = MethodExpected
-		rep.Churn, rep.Moves = independentChurn(rep.SharesBefore, rep.SharesAfter)
-		rep.ModuloChurn, _ = independentChurn(uniform(rb), uniform(ra))
+		rep.Churn, rep.Moves = IndependentChurn(rep.SharesBefore, rep.SharesAfter)
+		rep.ModuloChurn, _ = IndependentChurn(uniform(rb), uniform(ra))
 		rep.RangeChurn = rep.Churn // a new salt hashes every user anew, ranges or not
 	}
 	rep.OverrideChanges = overrideChanges(before, after)
@@ -206,7 +207,7 @@ func newReport(before, after *compiled) Report {
 
 // independentChurn is the expected churn when each user lands in after
 // independently of where they were in before.
-func independentChurn(before, after map[string]float64) (float64, []Move) {
+func IndependentChurn(before, after map[string]float64) (float64, []Move) {
 	withNone := func(m map[string]float64) map[string]float64 {
 		if len(m) == 0 {
 			return map[string]float64{"": 1}
@@ -237,7 +238,7 @@ func uniform(r *ring.Ring) map[string]float64 {
 	return out
 }
 
-func overrideChanges(before, after *compiled) []OverrideChange {
+func overrideChanges(before, after *Compiled) []OverrideChange {
 	var prior map[string]string
 	if before != nil {
 		prior = before.feature.Overrides
@@ -264,3 +265,134 @@ func overrideChanges(before, after *compiled) []OverrideChange {
 	}
 	return out
 }
+
+// PopulationChange is one population of users whose bucket a change of
+// rules can change: those matching When (and no earlier rule), served
+// From before and To after. It is a description, not a count: which users
+// match depends on the contexts apps send.
+type PopulationChange struct {
+	When string `json:"when"`
+	From string `json:"from"`
+	To   string `json:"to"`
+	Text string `json:"text"`
+	// Estimate bounds how many evaluations a day this population gets
+	// (previews only; see PopulationEstimate).
+	Estimate *PopulationEstimate `json:"estimate,omitempty"`
+
+	// sources are the outcomes of the rules before the change that served
+	// this population: rule names, "" for the ring (and overrides and the
+	// default).
+	sources []string
+}
+
+// PopulationEstimate is an upper bound on the evaluations a day of a
+// population that a change of rules moves: the evaluations of the last 24
+// hours that the outcomes the population came from served (the removed
+// rule's own, the ring's, the rules' that it may take users from). Those
+// outcomes served other users too, so the population gets at most that
+// many; it counts evaluations, not distinct users.
+type PopulationEstimate struct {
+	// UpTo is the bound: evaluations in the last 24 hours.
+	UpTo int64 `json:"up_to"`
+	// From names what was counted: rule names, "" for the ring (with
+	// overrides and the default).
+	From []string `json:"from"`
+	// Text says it in words: "up to 12,400 evaluations a day".
+	Text string `json:"text"`
+}
+
+// RuleChanges says which populations change bucket when a feature's rules
+// go from before to after: a rule added, removed, changed, or moved
+// before another. Rules that stay the same behind an unchanged prefix
+// change nobody. An empty list: the rules change nobody's bucket.
+func RuleChanges(before, after []Rule) []PopulationChange {
+	out := []PopulationChange{}
+	old := make(map[string]Rule, len(before))
+	for _, r := range before {
+		old[r.Name] = r
+	}
+	kept := make(map[string]bool, len(after))
+	same := true         // the rules so far are the same, in the same order
+	var changed []string // what the rules from the first change on served
+	for i, r := range after {
+		kept[r.Name] = true
+		o, had := old[r.Name]
+		if same && i < len(before) && SameRule(before[i], r) {
+			continue
+		}
+		if same {
+			for _, b := range before[min(i, len(before)):] {
+				changed = append(changed, b.Name)
+			}
+			changed = append(changed, "")
+		}
+		same = false
+		from, sources := "the ring", []string{""}
+		switch {
+		case had && SameConditions(o.Conditions, r.Conditions):
+			from, sources = describeServe(o.Serve), []string{o.Name}
+			if sameServe(o.Serve, r.Serve) {
+				if i < len(before) && before[i].Name == r.Name {
+					continue // the same rule, after changed rules: see those
+				}
+				// Moved: users it matches that an earlier rule now takes,
+				// or took before, change; said by those rules.
+				continue
+			}
+		case len(before) > 0:
+			from, sources = "what the rules before the change served them (or the ring)", changed
+		}
+		to := describeServe(r.Serve)
+		when := DescribeConditions(r.Conditions)
+		out = append(out, PopulationChange{When: when, From: from, To: to, Text: fmt.Sprintf("users matching %s: %s → %s", when, from, to), sources: sources})
+	}
+	for _, r := range before {
+		if kept[r.Name] {
+			continue
+		}
+		when := DescribeConditions(r.Conditions)
+		from, to := describeServe(r.Serve), "the next matching rule, or the ring"
+		out = append(out, PopulationChange{When: when, From: from, To: to, Text: fmt.Sprintf("users matching %s: %s → %s", when, from, to), sources: []string{r.Name}})
+	}
+	return out
+}
+
+// SameRule reports whether a and b are the same rule: the same name,
+// conditions (see SameConditions) and serve.
+func SameRule(a, b Rule) bool {
+	return a.Name == b.Name && sameServe(a.Serve, b.Serve) && SameConditions(a.Conditions, b.Conditions)
+}
+
+func sameServe(a, b Serve) bool { return a == b }
+
+// SameConditions reports whether a and b are the same conditions in the
+// same order, their values compared as compact JSON.
+func SameConditions(a, b []Condition) bool {
+	return slices.EqualFunc(a, b, func(x, y Condition) bool {
+		return x.Attribute == y.Attribute && x.Op == y.Op && string(CompactJSON(x.Value)) == string(CompactJSON(y.Value))
+	})
+}
+
+// targetingReport completes rep with what a change of rules or bucket_by
+// does: the populations whose bucket changes, and, when bucket_by
+// changes, the figures of a reshuffle (every user placed anew).
+func targetingReport(rep *Report, before, after *Compiled) {
+	if before == nil {
+		return
+	}
+	rc := RuleChanges(before.feature.Rules, after.feature.Rules)
+	if len(rc) > 0 {
+		rep.Rules = rc
+	}
+	if before.feature.BucketBy != after.feature.BucketBy && rep.Method == MethodExact {
+		rep.Method = MethodExpected
+		rep.Churn, rep.Moves = IndependentChurn(rep.SharesBefore, rep.SharesAfter)
+		rep.ModuloChurn, _ = IndependentChurn(uniform(before.ServedRing()), uniform(after.ServedRing()))
+		rep.RangeChurn = rep.Churn
+	}
+}
+
+// Sources names the outcomes of the rules before the change that served
+// p: rule names, "" for the ring (with overrides and the default). The
+// slice is the caller's.
+func (p PopulationChange) Sources() []string { return slices.Clone(p.sources) }

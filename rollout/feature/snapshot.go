@@ -1,4 +1,4 @@
-package rollout
+package feature
 
 import (
 	"maps"
@@ -9,7 +9,7 @@ import (
 // immutable: writers build a new Snapshot and swap it in, so any number of
 // readers use one without locking and never see half a change.
 type Snapshot struct {
-	features map[string]*compiled
+	features map[string]*Compiled
 	keys     []string // sorted
 	// revision is the store revision the snapshot has caught up with:
 	// every commit up to it is in (later ones may be too).
@@ -18,17 +18,17 @@ type Snapshot struct {
 	targeted int
 	// segments are every segment, by key, compiled; features compiled
 	// with the snapshot use them.
-	segments map[string]*compiledSegment
+	segments map[string]*CompiledSegment
 }
 
 // withSegments returns a copy of s with segments (features unchanged).
-func (s *Snapshot) withSegments(segments map[string]*compiledSegment) *Snapshot {
+func (s *Snapshot) WithSegments(segments map[string]*CompiledSegment) *Snapshot {
 	next := *s
 	next.segments = segments
 	return &next
 }
 
-func newSnapshot(features map[string]*compiled, revision int64) *Snapshot {
+func newSnapshot(features map[string]*Compiled, revision int64) *Snapshot {
 	n := 0
 	for _, c := range features {
 		if c.targeting != nil {
@@ -61,7 +61,7 @@ func (s *Snapshot) AnyUsesContext() bool { return s.targeted > 0 }
 func (s *Snapshot) Revision() int64 { return s.revision }
 
 // at returns s caught up with revision.
-func (s *Snapshot) at(revision int64) *Snapshot {
+func (s *Snapshot) At(revision int64) *Snapshot {
 	next := *s
 	next.revision = revision
 	return &next
@@ -71,7 +71,7 @@ func (s *Snapshot) at(revision int64) *Snapshot {
 // the key is removed when c is nil. The sorted keys are shared with s when
 // they stay the same, and otherwise copied with the one change made, not
 // sorted again.
-func (s *Snapshot) with(key string, c *compiled) *Snapshot {
+func (s *Snapshot) With(key string, c *Compiled) *Snapshot {
 	features := maps.Clone(s.features)
 	keys := s.keys
 	old, had := s.features[key]
@@ -101,7 +101,7 @@ func (s *Snapshot) with(key string, c *compiled) *Snapshot {
 func (s *Snapshot) Evaluate(key, user string) (Evaluation, error) {
 	c, ok := s.features[key]
 	if !ok {
-		return Evaluation{}, notFound(key)
+		return Evaluation{}, NotFound(key)
 	}
 	var e Evaluation
 	c.evaluateInto(&e, user)
@@ -116,7 +116,7 @@ func (s *Snapshot) Evaluate(key, user string) (Evaluation, error) {
 func (s *Snapshot) EvaluateContext(key, user string, ctx Context) (Evaluation, error) {
 	c, ok := s.features[key]
 	if !ok {
-		return Evaluation{}, notFound(key)
+		return Evaluation{}, NotFound(key)
 	}
 	return c.serveContext(user, ctx).Evaluation(user), nil
 }
@@ -126,7 +126,7 @@ func (s *Snapshot) EvaluateContext(key, user string, ctx Context) (Evaluation, e
 func (s *Snapshot) EvaluateOutcomeContext(key, user string, ctx Context) (*Outcome, error) {
 	c, ok := s.features[key]
 	if !ok {
-		return nil, notFound(key)
+		return nil, NotFound(key)
 	}
 	return c.serveContext(user, ctx), nil
 }
@@ -135,7 +135,7 @@ func (s *Snapshot) EvaluateOutcomeContext(key, user string, ctx Context) (*Outco
 func (s *Snapshot) PeekContext(key, user string, ctx Context) (Evaluation, error) {
 	c, ok := s.features[key]
 	if !ok {
-		return Evaluation{}, notFound(key)
+		return Evaluation{}, NotFound(key)
 	}
 	return c.peekContext(user, ctx), nil
 }
@@ -146,7 +146,7 @@ func (s *Snapshot) PeekContext(key, user string, ctx Context) (Evaluation, error
 func (s *Snapshot) EvaluateOutcome(key, user string) (*Outcome, error) {
 	c, ok := s.features[key]
 	if !ok {
-		return nil, notFound(key)
+		return nil, NotFound(key)
 	}
 	return c.serve(user), nil
 }
@@ -157,7 +157,7 @@ func (s *Snapshot) EvaluateOutcome(key, user string) (*Outcome, error) {
 func (s *Snapshot) Peek(key, user string) (Evaluation, error) {
 	c, ok := s.features[key]
 	if !ok {
-		return Evaluation{}, notFound(key)
+		return Evaluation{}, NotFound(key)
 	}
 	return c.peek(user), nil
 }
@@ -189,4 +189,57 @@ func (s *Snapshot) Shares(key string) (map[string]float64, bool) {
 		return nil, false
 	}
 	return maps.Clone(c.shares), true
+}
+
+// Segments returns every segment of the snapshot, ordered by key.
+func (s *Snapshot) Segments() []Segment {
+	out := make([]Segment, 0, len(s.segments))
+	for _, key := range slices.Sorted(maps.Keys(s.segments)) {
+		out = append(out, s.segments[key].segment.Clone())
+	}
+	return out
+}
+
+// Segment returns the segment key.
+func (s *Snapshot) Segment(key string) (Segment, bool) {
+	c, ok := s.segments[key]
+	if !ok {
+		return Segment{}, false
+	}
+	return c.segment.Clone(), true
+}
+
+// SegmentUsers returns the keys of the features whose rules use the
+// segment key, sorted.
+func (s *Snapshot) SegmentUsers(key string) []string {
+	var out []string
+	for _, k := range s.keys {
+		if slices.Contains(s.features[k].feature.Segments(), key) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func NotFound(key string) error {
+	return Errorf(ENotFound, "feature %q does not exist", key)
+}
+
+// Compiled returns the compiled feature key, or nil when s has none.
+func (s *Snapshot) Compiled(key string) *Compiled { return s.features[key] }
+
+// CompiledSegments returns every segment of s, compiled, by key. The map
+// is shared: do not modify it (copy it, then WithSegments).
+func (s *Snapshot) CompiledSegments() map[string]*CompiledSegment { return s.segments }
+
+// NewSnapshotOf returns a snapshot at a store revision of features,
+// compiled with segments (see Compile), one per key.
+func NewSnapshotOf(features []*Compiled, segments map[string]*CompiledSegment, revision int64) *Snapshot {
+	all := make(map[string]*Compiled, len(features))
+	for _, c := range features {
+		all[c.feature.Key] = c
+	}
+	snap := newSnapshot(all, revision)
+	snap.segments = segments
+	return snap
 }

@@ -1,4 +1,4 @@
-package rollout
+package feature
 
 import (
 	"fmt"
@@ -82,35 +82,49 @@ func repeats(re *syntax.Regexp) int {
 // pattern scans.
 var matchHook atomic.Pointer[func(n int)]
 
-// patternExcess names the condition of a feature's rules at which the
-// instructions of its patterns pass MaxFeaturePatternInsts.
-type patternExcess struct {
-	rule, cond int
-	insts      int // the instructions counted up to that condition
+// PatternExcess is where the instructions of a feature's matches patterns
+// pass MaxFeaturePatternInsts: the condition Cond of the rule Rule (their
+// indexes), Insts counted up to it, a segment's patterns at each
+// in_segment that uses it.
+type PatternExcess struct {
+	Rule, Cond int
+	Insts      int
 }
 
 // err is the EInvalid *Error of x, in the rule named rule.
-func (x *patternExcess) err(rule string) error {
-	return Errorf(EInvalid, "rules[%d].conditions[%d]: rule %q: %s", x.rule, x.cond, rule, x.message())
+func (x *PatternExcess) err(rule string) error {
+	return Errorf(EInvalid, "rules[%d].conditions[%d]: rule %q: %s", x.Rule, x.Cond, rule, x.Message())
 }
 
-// message says what x is, without its place.
-func (x *patternExcess) message() string {
-	return fmt.Sprintf("the feature's matches patterns (a segment's counted at each in_segment that uses it) compile to %d instructions up to this condition; at most %d: use fewer or simpler patterns", x.insts, MaxFeaturePatternInsts)
+// Message says what x is, without its place.
+func (x *PatternExcess) Message() string {
+	return fmt.Sprintf("the feature's matches patterns (a segment's counted at each in_segment that uses it) compile to %d instructions up to this condition; at most %d: use fewer or simpler patterns", x.Insts, MaxFeaturePatternInsts)
 }
 
-// segmentExcess says that a segment's patterns compile to insts
-// instructions, too many.
-func segmentExcess(insts int) string {
+// SegmentExcess says that a segment's patterns compile to insts
+// instructions, more than MaxSegmentPatternInsts, without its place.
+func SegmentExcess(insts int) string {
 	return fmt.Sprintf("the segment's matches patterns compile to %d instructions up to this condition; at most %d: use fewer or simpler patterns", insts, MaxSegmentPatternInsts)
 }
 
-// checkPatterns refuses c, a feature compiled with its segments, when its
-// patterns pass MaxFeaturePatternInsts (naming the condition).
-func (c *compiled) checkPatterns() error {
-	if c.targeting == nil || c.targeting.excess == nil {
+// CheckPatterns refuses c, a feature compiled with its segments, when its
+// patterns pass MaxFeaturePatternInsts, with an EInvalid *Error naming
+// the condition (see PatternExcess). Conditions past the limit never
+// hold: a configuration stored before it still loads, but a change must
+// not make one.
+func (c *Compiled) CheckPatterns() error {
+	x := c.PatternExcess()
+	if x == nil {
 		return nil
 	}
-	x := c.targeting.excess
-	return x.err(c.feature.Rules[x.rule].Name)
+	return x.err(c.feature.Rules[x.Rule].Name)
+}
+
+// PatternExcess returns where c's patterns pass MaxFeaturePatternInsts,
+// or nil when they do not.
+func (c *Compiled) PatternExcess() *PatternExcess {
+	if c.targeting == nil {
+		return nil
+	}
+	return c.targeting.excess
 }

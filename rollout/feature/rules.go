@@ -1,8 +1,10 @@
-package rollout
+package feature
 
 import (
 	"encoding/json"
 	"regexp"
+	"slices"
+	"strconv"
 	"time"
 	"unicode/utf8"
 )
@@ -123,11 +125,27 @@ type Context map[string]any
 
 // validAttribute reports whether name can be a condition's attribute or a
 // bucket_by.
-func validAttribute(name string) bool {
+func ValidAttribute(name string) bool {
 	return len(name) <= MaxAttributeBytes && attributePattern.MatchString(name)
 }
 
 // validRuleName reports whether name can name a rule.
-func validRuleName(name string) bool {
+func ValidRuleName(name string) bool {
 	return ruleNamePattern.MatchString(name) && utf8.ValidString(name)
+}
+
+// Tag names a segment's configuration at one version, for If-Match.
+func (s Segment) Tag() string { return "segment-" + strconv.Itoa(s.Version) }
+
+// Clone returns a deep copy of s, its conditions a list (not nil) even when
+// it has none.
+func (s Segment) Clone() Segment {
+	s.Conditions = slices.Clone(s.Conditions)
+	for i := range s.Conditions {
+		s.Conditions[i].Value = slices.Clone(s.Conditions[i].Value)
+	}
+	if s.Conditions == nil {
+		s.Conditions = []Condition{}
+	}
+	return s
 }

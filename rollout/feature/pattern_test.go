@@ -1,4 +1,4 @@
-package rollout
+package feature
 
 import (
 	"strings"
@@ -66,7 +66,7 @@ func TestPatternTotals(t *testing.T) {
 	if err := seg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	segs := map[string]*compiledSegment{"staff": compileSegment(seg)}
+	segs := map[string]*CompiledSegment{"staff": CompileSegment(seg)}
 	f.Rules = []Rule{
 		{Name: "a", Conditions: []Condition{cond("", OpInSegment, "staff")}, Serve: Serve{Bucket: "on"}},
 		{Name: "b", Conditions: []Condition{cond("plan", OpEq, "pro"), cond("", OpInSegment, "staff")}, Serve: Serve{Bucket: "off"}},
@@ -74,8 +74,8 @@ func TestPatternTotals(t *testing.T) {
 	if err := f.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	c := compileWith(f, segs)
-	err = c.checkPatterns()
+	c := Compile(f, segs)
+	err = c.CheckPatterns()
 	if want := `rules[1].conditions[1]: rule "b": the feature's matches patterns (a segment's counted at each in_segment that uses it) compile to 1528 instructions`; err == nil || !strings.HasPrefix(ErrorMessage(err), want) {
 		t.Errorf("checkPatterns of a segment used twice = %v, want %q…", err, want)
 	}
@@ -86,7 +86,7 @@ func TestPatternTotals(t *testing.T) {
 		t.Errorf("rule served = %q, want a", e.Rule)
 	}
 	f.Rules = f.Rules[1:]
-	if e := compileWith(f, segs).peekContext("u1", ctx); e.Rule != "b" {
+	if e := Compile(f, segs).peekContext("u1", ctx); e.Rule != "b" {
 		t.Errorf("rule served alone = %q, want b", e.Rule)
 	}
 }

@@ -1,4 +1,4 @@
-package rollout
+package feature
 
 import (
 	"encoding/json"
@@ -97,7 +97,7 @@ type compiledCond struct {
 	// seg is the segment of in_segment; segKey its key (seg is nil in a
 	// feature compiled without its segments: the condition never holds).
 	segKey string
-	seg    *compiledSegment
+	seg    *CompiledSegment
 }
 
 // compiledRule is a Rule made ready for evaluation.
@@ -106,18 +106,18 @@ type compiledRule struct {
 	conds    []compiledCond
 	bucket   int    // ring order of the bucket served; -1: the ring
 	bucketBy string // the attribute the ring hashes; "": the user ID
-	base     int    // index in compiled.outcomes of its first outcome
+	base     int    // index in Compiled.outcomes of its first outcome
 }
 
-// compiledSegment is a Segment made ready for evaluation.
-type compiledSegment struct {
+// CompiledSegment is a Segment made ready for evaluation.
+type CompiledSegment struct {
 	segment Segment
 	conds   []compiledCond
 	insts   int // the instructions of its patterns, at most MaxSegmentPatternInsts
 }
 
 // holds reports whether every condition of s holds in ctx.
-func (s *compiledSegment) holds(ctx Context) bool {
+func (s *CompiledSegment) holds(ctx Context) bool {
 	for i := range s.conds {
 		if !s.conds[i].holds(ctx) {
 			return false
@@ -129,8 +129,8 @@ func (s *compiledSegment) holds(ctx Context) bool {
 // compileSegment makes s ready for evaluation; s is valid, or valid but
 // for costly patterns (Segment.validate with stored set): a pattern over
 // its limits, or past MaxSegmentPatternInsts, never holds.
-func compileSegment(s Segment) *compiledSegment {
-	cs := &compiledSegment{segment: s, conds: make([]compiledCond, len(s.Conditions))}
+func CompileSegment(s Segment) *CompiledSegment {
+	cs := &CompiledSegment{segment: s, conds: make([]compiledCond, len(s.Conditions))}
 	for i, c := range s.Conditions {
 		cc, err := compileCondition(c, true)
 		if err != nil && !cc.costly {
@@ -150,7 +150,7 @@ func compileSegment(s Segment) *compiledSegment {
 func compileCondition(c Condition, inSegment bool) (compiledCond, error) {
 	op, ok := opCodes[c.Op]
 	if !ok {
-		return compiledCond{}, Errorf(EInvalid, "unknown operator %q: use one of %s", abbreviate(c.Op), strings.Join(Operators, ", "))
+		return compiledCond{}, Errorf(EInvalid, "unknown operator %q: use one of %s", Abbreviate(c.Op), strings.Join(Operators, ", "))
 	}
 	cc := compiledCond{attr: c.Attribute, op: op}
 	if op == opInSegment {
@@ -160,8 +160,8 @@ func compileCondition(c Condition, inSegment bool) (compiledCond, error) {
 		if c.Attribute != "" {
 			return cc, Errorf(EInvalid, "in_segment takes no attribute: its value is the segment's key")
 		}
-	} else if !validAttribute(c.Attribute) {
-		return cc, Errorf(EInvalid, "condition attribute %q is invalid: use 1 to %d characters of A-Z, a-z, 0-9, '_', '.', ':', '-', starting with a letter or '_'", abbreviate(c.Attribute), MaxAttributeBytes)
+	} else if !ValidAttribute(c.Attribute) {
+		return cc, Errorf(EInvalid, "condition attribute %q is invalid: use 1 to %d characters of A-Z, a-z, 0-9, '_', '.', ':', '-', starting with a letter or '_'", Abbreviate(c.Attribute), MaxAttributeBytes)
 	}
 	raw := c.Value
 	if op == opPresent || op == opAbsent {
@@ -271,7 +271,7 @@ func compileCondition(c Condition, inSegment bool) (compiledCond, error) {
 		if cc.segKey, err = str(); err != nil {
 			return cc, err
 		}
-		if !keyPattern.MatchString(cc.segKey) {
+		if !ValidKey(cc.segKey) {
 			return cc, Errorf(EInvalid, "segment key %q is invalid", cc.segKey)
 		}
 	}
@@ -607,8 +607,8 @@ func (v semver) compare(w semver) int {
 // their limits (which a configuration stored before them may hold, and
 // which compile as conditions that never hold).
 func validateTargeting(f *Feature, buckets map[string]bool, stored bool) error {
-	if f.BucketBy != "" && !validAttribute(f.BucketBy) {
-		return Errorf(EInvalid, "bucket_by %q is not a valid attribute name: use 1 to %d characters of A-Z, a-z, 0-9, '_', '.', ':', '-', starting with a letter or '_'", abbreviate(f.BucketBy), MaxAttributeBytes)
+	if f.BucketBy != "" && !ValidAttribute(f.BucketBy) {
+		return Errorf(EInvalid, "bucket_by %q is not a valid attribute name: use 1 to %d characters of A-Z, a-z, 0-9, '_', '.', ':', '-', starting with a letter or '_'", Abbreviate(f.BucketBy), MaxAttributeBytes)
 	}
 	if len(f.Rules) == 0 {
 		return nil
@@ -618,7 +618,7 @@ func validateTargeting(f *Feature, buckets map[string]bool, stored bool) error {
 	}
 	for _, r := range f.Rules {
 		if len(r.Conditions) > MaxConditions {
-			return Errorf(EInvalid, "rule %q has %d conditions; at most %d", abbreviate(r.Name), len(r.Conditions), MaxConditions)
+			return Errorf(EInvalid, "rule %q has %d conditions; at most %d", Abbreviate(r.Name), len(r.Conditions), MaxConditions)
 		}
 	}
 	if b, err := json.Marshal(f.Rules); err != nil || len(b) > MaxTargetingBytes {
@@ -638,12 +638,31 @@ func validateTargeting(f *Feature, buckets map[string]bool, stored bool) error {
 	return nil
 }
 
+// ValidateCondition reports what is wrong with c, a condition of a rule
+// (or, with inSegment, of a segment, which cannot use in_segment), as an
+// EInvalid *Error, and the instructions its pattern compiles to (0 but
+// for matches).
+func ValidateCondition(c Condition, inSegment bool) (insts int, err error) {
+	cc, err := compileCondition(c, inSegment)
+	return cc.insts, err
+}
+
+// ValidateRule reports what is wrong with r, a feature's rules[i] on its
+// own, as an EInvalid *Error: its name, its conditions, the instructions
+// of its patterns and what it serves (buckets names the feature's
+// buckets). Validate checks every rule so, and more: the names unique,
+// the patterns' total within MaxFeaturePatternInsts.
+func ValidateRule(r Rule, i int, buckets map[string]bool) error {
+	insts := 0
+	return validateRule(r, i, buckets, false, &insts)
+}
+
 // validateRule reports what is wrong with r, the feature's rules[i];
 // insts counts the instructions of the feature's patterns, which must stay
 // within MaxFeaturePatternInsts (but when stored: see validateTargeting).
 func validateRule(r Rule, i int, buckets map[string]bool, stored bool, insts *int) error {
-	if !validRuleName(r.Name) {
-		return Errorf(EInvalid, "rule %d: name %q is invalid: use 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '-'", i+1, abbreviate(r.Name))
+	if !ValidRuleName(r.Name) {
+		return Errorf(EInvalid, "rule %d: name %q is invalid: use 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '-'", i+1, Abbreviate(r.Name))
 	}
 	if len(r.Conditions) > MaxConditions {
 		return Errorf(EInvalid, "rule %q has %d conditions; at most %d", r.Name, len(r.Conditions), MaxConditions)
@@ -654,7 +673,7 @@ func validateRule(r Rule, i int, buckets map[string]bool, stored bool, insts *in
 			return Errorf(EInvalid, "rules[%d].conditions[%d]: rule %q: %s", i, j, r.Name, err.(*Error).Message)
 		}
 		if *insts += cc.insts; *insts > MaxFeaturePatternInsts && !stored {
-			return (&patternExcess{rule: i, cond: j, insts: *insts}).err(r.Name)
+			return (&PatternExcess{Rule: i, Cond: j, Insts: *insts}).err(r.Name)
 		}
 	}
 	switch s := r.Serve; {
@@ -666,8 +685,8 @@ func validateRule(r Rule, i int, buckets map[string]bool, stored bool, insts *in
 		return Errorf(EInvalid, "rule %q serves bucket %q, which the feature does not have", r.Name, s.Bucket)
 	case s.BucketBy != "" && !s.Ring:
 		return Errorf(EInvalid, "rule %q: bucket_by applies only to a rule that serves the ring", r.Name)
-	case s.BucketBy != "" && !validAttribute(s.BucketBy):
-		return Errorf(EInvalid, "rule %q: bucket_by %q is not a valid attribute name", r.Name, abbreviate(s.BucketBy))
+	case s.BucketBy != "" && !ValidAttribute(s.BucketBy):
+		return Errorf(EInvalid, "rule %q: bucket_by %q is not a valid attribute name", r.Name, Abbreviate(s.BucketBy))
 	}
 	return nil
 }
@@ -675,11 +694,16 @@ func validateRule(r Rule, i int, buckets map[string]bool, stored bool, insts *in
 // Validate reports the first thing wrong with s as an EInvalid *Error.
 func (s Segment) Validate() error { return s.validate(false) }
 
+// ValidateStored is Validate for a segment read from a store (or a sync
+// form): it lets through matches patterns over their limits, which
+// compile as conditions that never hold (see Feature.ValidateStored).
+func (s Segment) ValidateStored() error { return s.validate(true) }
+
 // validate is Validate; stored lets through patterns over their limits,
 // as validateTargeting does.
 func (s Segment) validate(stored bool) error {
-	if !keyPattern.MatchString(s.Key) {
-		return Errorf(EInvalid, "segment key %q is invalid: use 1 to 64 characters of a-z, 0-9, '_', '.', '-', starting with a letter or digit", abbreviate(s.Key))
+	if !ValidKey(s.Key) {
+		return Errorf(EInvalid, "segment key %q is invalid: use 1 to 64 characters of a-z, 0-9, '_', '.', '-', starting with a letter or digit", Abbreviate(s.Key))
 	}
 	if len(s.Description) > MaxDescription || !utf8.ValidString(s.Description) {
 		return Errorf(EInvalid, "description must be valid UTF-8 of at most %d bytes", MaxDescription)
@@ -697,7 +721,7 @@ func (s Segment) validate(stored bool) error {
 			return Errorf(EInvalid, "segment %q: conditions[%d]: %s", s.Key, j, err.(*Error).Message)
 		}
 		if insts += cc.insts; insts > MaxSegmentPatternInsts && !stored {
-			return Errorf(EInvalid, "segment %q: conditions[%d]: %s", s.Key, j, segmentExcess(insts))
+			return Errorf(EInvalid, "segment %q: conditions[%d]: %s", s.Key, j, SegmentExcess(insts))
 		}
 	}
 	return nil
@@ -727,9 +751,9 @@ type targeting struct {
 	bucketBy string
 	// excess, when set, is where the feature's patterns first passed
 	// MaxFeaturePatternInsts: conditions from there on that would pass it
-	// never hold (see compiled.checkPatterns, which refuses a change so).
-	excess *patternExcess
-	// defaultOutcome is the index in compiled.outcomes of what the
+	// never hold (see Compiled.checkPatterns, which refuses a change so).
+	excess *PatternExcess
+	// defaultOutcome is the index in Compiled.outcomes of what the
 	// feature serves when the ring cannot place the user.
 	defaultOutcome int
 }
@@ -737,7 +761,7 @@ type targeting struct {
 // compileTargeting compiles f's rules into c, after c's ring and outcomes
 // (compileRing): it appends the outcomes of the rules. segments resolves
 // in_segment (nil: no segment is known, and in_segment never holds).
-func (c *compiled) compileTargeting(segments map[string]*compiledSegment) {
+func (c *Compiled) compileTargeting(segments map[string]*CompiledSegment) {
 	f := &c.feature
 	if len(f.Rules) == 0 && f.BucketBy == "" {
 		served := 0
@@ -778,7 +802,7 @@ func (c *compiled) compileTargeting(segments map[string]*compiledSegment) {
 				// Past the feature's total (stored before the limit, or a
 				// segment grown since): the condition never holds.
 				if t.excess == nil {
-					t.excess = &patternExcess{rule: i, cond: j, insts: insts + cost}
+					t.excess = &PatternExcess{Rule: i, Cond: j, Insts: insts + cost}
 				}
 				cc.re, cc.seg, cc.costly, cost = nil, nil, true, 0
 			}
@@ -822,7 +846,7 @@ func copyOutcome(dst, src *Outcome) {
 // the bucket_by attribute when one is set. A rule that serves the ring by
 // an attribute the context lacks does not match; the ring by such an
 // attribute serves the default outcome.
-func (c *compiled) assignContext(user string, ctx Context) int {
+func (c *Compiled) assignContext(user string, ctx Context) int {
 	t := c.targeting
 	if t == nil || !c.feature.Enabled {
 		return c.assign(user)
@@ -863,7 +887,7 @@ rules:
 // of the context's attribute attr: a string, a number (its shortest
 // decimal form) or a boolean ("true", "false"). Without such a value,
 // false.
-func (c *compiled) position(user string, ctx Context, attr string) (ring.Position, bool) {
+func (c *Compiled) position(user string, ctx Context, attr string) (ring.Position, bool) {
 	if attr == "" {
 		return userPosition(c.prefix, user), true
 	}
@@ -904,21 +928,21 @@ func ValidateContext(ctx Context) error {
 		switch x := v.(type) {
 		case string:
 			if len(x) > MaxContextValueLen {
-				return Errorf(EInvalid, "context attribute %q is %d bytes; at most %d", abbreviate(k), len(x), MaxContextValueLen)
+				return Errorf(EInvalid, "context attribute %q is %d bytes; at most %d", Abbreviate(k), len(x), MaxContextValueLen)
 			}
 		case []string:
 			if len(x) > MaxContextList {
-				return Errorf(EInvalid, "context attribute %q is a list of %d; at most %d", abbreviate(k), len(x), MaxContextList)
+				return Errorf(EInvalid, "context attribute %q is a list of %d; at most %d", Abbreviate(k), len(x), MaxContextList)
 			}
 			for _, s := range x {
 				if len(s) > MaxContextValueLen {
-					return Errorf(EInvalid, "an entry of context attribute %q is %d bytes; at most %d", abbreviate(k), len(s), MaxContextValueLen)
+					return Errorf(EInvalid, "an entry of context attribute %q is %d bytes; at most %d", Abbreviate(k), len(s), MaxContextValueLen)
 				}
 			}
 		case bool, nil:
 		default:
 			if _, ok := number(v); !ok {
-				return Errorf(EInvalid, "context attribute %q is a %T: use a string, a number, a boolean or a list of strings", abbreviate(k), v)
+				return Errorf(EInvalid, "context attribute %q is a %T: use a string, a number, a boolean or a list of strings", Abbreviate(k), v)
 			}
 		}
 	}
@@ -941,7 +965,7 @@ func ContextFromJSON(m map[string]any) (Context, error) {
 			ctx[k] = x
 		case []any:
 			if len(x) > MaxContextList {
-				return nil, Errorf(EInvalid, "context attribute %q is a list of %d; at most %d", abbreviate(k), len(x), MaxContextList)
+				return nil, Errorf(EInvalid, "context attribute %q is a list of %d; at most %d", Abbreviate(k), len(x), MaxContextList)
 			}
 			list := make([]string, 0, len(x))
 			for _, e := range x {
@@ -962,7 +986,7 @@ func ContextFromJSON(m map[string]any) (Context, error) {
 
 // describeCondition says c in words: "email ends with "@example.com"".
 func describeCondition(c Condition) string {
-	v := abbreviate(string(compactJSON(c.Value)))
+	v := Abbreviate(string(CompactJSON(c.Value)))
 	words := map[string]string{
 		OpEq: "=", OpNeq: "≠", OpIn: "is one of", OpNotIn: "is none of", OpStartsWith: "starts with",
 		OpEndsWith: "ends with", OpContains: "contains", OpMatches: "matches", OpLt: "<", OpLte: "≤",
@@ -989,7 +1013,7 @@ func describeCondition(c Condition) string {
 
 // describeConditions says a rule's conditions in words, joined by "and";
 // "everyone" when there are none.
-func describeConditions(cs []Condition) string {
+func DescribeConditions(cs []Condition) string {
 	if len(cs) == 0 {
 		return "everyone"
 	}
@@ -1014,7 +1038,7 @@ func describeServe(s Serve) string {
 // DescribeRule says r in words: "staff: if email ends with @example.com →
 // serve on".
 func DescribeRule(r Rule) string {
-	return fmt.Sprintf("%s: if %s → serve %s", r.Name, describeConditions(r.Conditions), describeServe(r.Serve))
+	return fmt.Sprintf("%s: if %s → serve %s", r.Name, DescribeConditions(r.Conditions), describeServe(r.Serve))
 }
 
 // ValidateTargeting reports what is wrong with f's rules and bucket_by
@@ -1027,3 +1051,7 @@ func (f Feature) ValidateTargeting() error {
 	}
 	return validateTargeting(&f, buckets, false)
 }
+
+// Segment returns the configuration s was compiled from. It shares its
+// conditions with s: do not modify them.
+func (s *CompiledSegment) Segment() Segment { return s.segment }

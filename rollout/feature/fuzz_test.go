@@ -1,4 +1,4 @@
-package rollout
+package feature
 
 import (
 	"encoding/json"

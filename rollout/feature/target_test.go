@@ -1,4 +1,4 @@
-package rollout
+package feature
 
 import (
 	"encoding/json"
@@ -164,7 +164,7 @@ func TestEvaluationOrder(t *testing.T) {
 	if err := f.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	snap := newSnapshot(map[string]*compiled{f.Key: compile(f)}, 0)
+	snap := newSnapshot(map[string]*Compiled{f.Key: compile(f)}, 0)
 	eval := func(user string, ctx Context) Evaluation {
 		t.Helper()
 		e, err := snap.EvaluateContext(f.Key, user, ctx)
@@ -208,13 +208,13 @@ func TestEvaluationOrder(t *testing.T) {
 func TestBucketByMissing(t *testing.T) {
 	f := targetFeature()
 	f.BucketBy = "org"
-	snap := newSnapshot(map[string]*compiled{f.Key: compile(f)}, 0)
+	snap := newSnapshot(map[string]*Compiled{f.Key: compile(f)}, 0)
 	e, _ := snap.EvaluateContext(f.Key, "u", Context{})
 	if e.Reason != ReasonDefault || e.Bucket != "" {
 		t.Errorf("no org, no fallback: %+v", e)
 	}
 	f.Fallback = "off"
-	snap = newSnapshot(map[string]*compiled{f.Key: compile(f)}, 0)
+	snap = newSnapshot(map[string]*Compiled{f.Key: compile(f)}, 0)
 	e, _ = snap.EvaluateContext(f.Key, "u", Context{"org": 7.0})
 	if e.Reason != ReasonRing {
 		t.Errorf("org 7: %+v", e)
@@ -258,7 +258,7 @@ func TestStatic(t *testing.T) {
 		if err := f.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		snap := newSnapshot(map[string]*compiled{f.Key: compile(f)}, 0)
+		snap := newSnapshot(map[string]*Compiled{f.Key: compile(f)}, 0)
 		e, _ := snap.EvaluateContext(f.Key, "u", Context{"a": "b"})
 		if e.Static != tc.static {
 			t.Errorf("%s: static %v, want %v", tc.name, e.Static, tc.static)
@@ -318,7 +318,7 @@ func BenchmarkEvaluateRules(b *testing.B) {
 	if err := f.Validate(); err != nil {
 		b.Fatal(err)
 	}
-	snap := newSnapshot(map[string]*compiled{f.Key: compile(f)}, 0)
+	snap := newSnapshot(map[string]*Compiled{f.Key: compile(f)}, 0)
 	ctxs := benchContexts()
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
@@ -345,7 +345,7 @@ func BenchmarkEvaluateContextNoRules(b *testing.B) {
 // the sync form holds no more than the rules and segments say.
 func TestSyncFormCarriesTargeting(t *testing.T) {
 	staff := Segment{Key: "staff", Version: 3, Description: "secret words", Conditions: []Condition{cond("email", OpEndsWith, "@example.com")}}
-	segs := map[string]*compiledSegment{"staff": compileSegment(staff), "unused": compileSegment(Segment{Key: "unused", Version: 1})}
+	segs := map[string]*CompiledSegment{"staff": CompileSegment(staff), "unused": CompileSegment(Segment{Key: "unused", Version: 1})}
 	f := targetFeature()
 	f.Buckets = append(f.Buckets, Bucket{Name: "beta", Replicas: 30})
 	f.Overrides = map[string]string{"vip": "beta"}
@@ -360,7 +360,7 @@ func TestSyncFormCarriesTargeting(t *testing.T) {
 	if err := f.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	server := newSnapshot(map[string]*compiled{f.Key: compileWith(f, segs), plain.Key: compileWith(plain, segs)}, 7)
+	server := newSnapshot(map[string]*Compiled{f.Key: Compile(f, segs), plain.Key: Compile(plain, segs)}, 7)
 	server.segments = segs
 	doc := server.AppendSync(nil)
 	if strings.Contains(string(doc), "secret words") || strings.Contains(string(doc), "unused") || strings.Contains(string(doc), "vip") {
@@ -418,7 +418,7 @@ func BenchmarkRulesRatio(b *testing.B) {
 	if err := f.Validate(); err != nil {
 		b.Fatal(err)
 	}
-	ruled := newSnapshot(map[string]*compiled{f.Key: compile(f)}, 0)
+	ruled := newSnapshot(map[string]*Compiled{f.Key: compile(f)}, 0)
 	ctxs := benchContexts()
 	const batch = 256
 	var tPlain, tRules time.Duration

@@ -1,4 +1,4 @@
-package rollout
+package feature
 
 import (
 	"bytes"
@@ -116,13 +116,21 @@ func (f Feature) Bucket(name string) (Bucket, bool) {
 // Validate reports the first thing wrong with f as an EInvalid *Error.
 func (f Feature) Validate() error { return f.validate(true, false) }
 
+// ValidateStored is Validate for a configuration read from a store, which
+// releases before today's limits may have written: it lets through matches
+// patterns over their limits (which compile as conditions that never
+// hold), and, unless strict, bucket values that strict JSON clients cannot
+// read and NUL bytes in overridden user IDs. Such a database still loads,
+// and the next change to the feature must replace them.
+func (f Feature) ValidateStored(strict bool) error { return f.validate(strict, true) }
+
 // validate is Validate; with strict false it lets through bucket values
 // that strict JSON clients cannot read, and with stored matches patterns
 // over their limits (which compile as conditions that never hold), which
 // features stored before they were refused may hold: such a database
 // still loads, and the next change to the feature must replace them.
 func (f Feature) validate(strict, stored bool) error {
-	if !keyPattern.MatchString(f.Key) {
+	if !ValidKey(f.Key) {
 		return Errorf(EInvalid, "feature key %q is invalid: use 1 to 64 characters of a-z, 0-9, '_', '.', '-', starting with a letter or digit", f.Key)
 	}
 	if len(f.Description) > MaxDescription || !utf8.ValidString(f.Description) {
@@ -131,7 +139,7 @@ func (f Feature) validate(strict, stored bool) error {
 	if len(f.Salt) > MaxSaltBytes || !utf8.ValidString(f.Salt) {
 		return Errorf(EInvalid, "salt must be valid UTF-8 of at most %d bytes", MaxSaltBytes)
 	}
-	if err := validateLabels(f.Tags, f.Owner); err != nil {
+	if err := ValidateLabels(f.Tags, f.Owner); err != nil {
 		return err
 	}
 	if len(f.Buckets) == 0 {
@@ -186,7 +194,7 @@ func (f Feature) validate(strict, stored bool) error {
 func (b Bucket) Validate() error { return b.validate(true) }
 
 func (b Bucket) validate(strict bool) error {
-	if !bucketPattern.MatchString(b.Name) {
+	if !ValidBucketName(b.Name) {
 		return Errorf(EInvalid, "bucket name %q is invalid: use 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '-'", b.Name)
 	}
 	if b.Replicas < 0 || b.Replicas > MaxReplicas {
@@ -316,7 +324,7 @@ func validateUser(u string, strict bool) error {
 
 // Ring returns the ring of f's buckets, whether or not f is enabled.
 func (f Feature) Ring() *ring.Ring {
-	r, err := ring.New(ringBuckets(f.Buckets)...)
+	r, err := ring.New(RingBuckets(f.Buckets)...)
 	if err != nil {
 		// Validate refuses every bucket list ring.New refuses.
 		panic("rollout: ring of a validated feature: " + err.Error())
@@ -326,7 +334,7 @@ func (f Feature) Ring() *ring.Ring {
 
 // servedRing returns the ring of what f serves: its buckets when enabled;
 // when disabled, its fallback on every position, or nothing.
-func (f Feature) servedRing() *ring.Ring {
+func (f Feature) ServedRing() *ring.Ring {
 	switch {
 	case f.Enabled:
 		return f.Ring()
@@ -337,7 +345,7 @@ func (f Feature) servedRing() *ring.Ring {
 	return &ring.Ring{}
 }
 
-func ringBuckets(bs []Bucket) []ring.Bucket {
+func RingBuckets(bs []Bucket) []ring.Bucket {
 	out := make([]ring.Bucket, len(bs))
 	for i, b := range bs {
 		out[i] = ring.Bucket{Name: b.Name, Replicas: b.Replicas}
@@ -345,8 +353,10 @@ func ringBuckets(bs []Bucket) []ring.Bucket {
 	return out
 }
 
-// compactJSON returns v compacted, for stable storage and comparison.
-func compactJSON(v json.RawMessage) json.RawMessage {
+// CompactJSON returns v compacted: the form in which bucket and condition
+// values are stored and compared (see SameConditions), so that equal
+// values are equal bytes. v is returned as it is when it is not JSON.
+func CompactJSON(v json.RawMessage) json.RawMessage {
 	if len(v) == 0 {
 		return nil
 	}
@@ -355,4 +365,30 @@ func compactJSON(v json.RawMessage) json.RawMessage {
 		return v
 	}
 	return buf.Bytes()
+}
+
+// Tag names a feature's configuration at one version, for If-Match: its
+// version and the start of its ID, so that a feature deleted and made again
+// under the same key never matches a tag of the one before.
+func (f Feature) Tag() string {
+	id := strings.ReplaceAll(f.ID, "-", "")
+	return strconv.Itoa(f.Version) + "-" + id[:min(len(id), 12)]
+}
+
+// ValidKey reports whether s can be the key of a feature or a segment: 1
+// to 64 characters of a-z, 0-9, '_', '.', '-', starting with a letter or
+// digit.
+func ValidKey(s string) bool { return keyPattern.MatchString(s) }
+
+// ValidBucketName reports whether s can name a bucket: 1 to 64 characters
+// of A-Z, a-z, 0-9, '_', '.', '-'.
+func ValidBucketName(s string) bool { return bucketPattern.MatchString(s) }
+
+// Abbreviate shortens s, a name or value a user gave, to the length that
+// messages and change summaries quote (60 bytes and "…").
+func Abbreviate(s string) string {
+	if len(s) <= summaryValueLimit {
+		return s
+	}
+	return strings.ToValidUTF8(s[:summaryValueLimit], "") + "…"
 }
