@@ -1,4 +1,4 @@
-package rollout_test
+package feature_test
 
 import (
 	"errors"
