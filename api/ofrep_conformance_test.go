@@ -24,7 +24,7 @@ import (
 )
 
 // OpenFeature's evaluation features, the ones the in-app provider's
-// conformance test runs (api/client/provider/testdata/openfeature, see
+// conformance test runs (api/clienttest/provider/testdata/openfeature, see
 // SOURCE.md there), run through OpenFeature's own OFREP provider for Go
 // (go-sdk-contrib/providers/ofrep) against a real server on loopback, with
 // godog. The flags are the test bed's translated to rollout's features as
@@ -33,7 +33,7 @@ import (
 // fallback, each targeting expression a rule. The scenarios evaluate
 // without a targeting key, as the suite does.
 
-const openFeatureDir = "client/provider/testdata/openfeature"
+const openFeatureDir = "clienttest/provider/testdata/openfeature"
 
 // ofrepExpected lists the scenarios that cannot pass through the OFREP
 // provider, by the text of the step that shows it, and why. They run, and

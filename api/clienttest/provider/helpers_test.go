@@ -8,8 +8,8 @@ import (
 	"github.com/open-feature/go-sdk/openfeature"
 
 	"github.com/rollout/rollout/api/client"
-	"github.com/rollout/rollout/api/client/internal/testserver"
 	"github.com/rollout/rollout/api/client/provider"
+	"github.com/rollout/rollout/api/clienttest/internal/testserver"
 )
 
 // newClientOf returns a client of s, closed when t ends.

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/api/client"
-	"github.com/rollout/rollout/api/client/internal/testserver"
+	"github.com/rollout/rollout/api/clienttest/internal/testserver"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
 )

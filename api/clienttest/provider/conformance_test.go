@@ -19,8 +19,8 @@ import (
 	"github.com/open-feature/go-sdk/openfeature"
 
 	"github.com/rollout/rollout/api/client"
-	"github.com/rollout/rollout/api/client/internal/testserver"
 	"github.com/rollout/rollout/api/client/provider"
+	"github.com/rollout/rollout/api/clienttest/internal/testserver"
 	"github.com/rollout/rollout/rollout/feature"
 )
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/api/client"
-	"github.com/rollout/rollout/api/client/internal/testserver"
+	"github.com/rollout/rollout/api/clienttest/internal/testserver"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"

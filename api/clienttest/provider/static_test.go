@@ -9,7 +9,7 @@ import (
 
 	"github.com/open-feature/go-sdk/openfeature"
 
-	"github.com/rollout/rollout/api/client/internal/testserver"
+	"github.com/rollout/rollout/api/clienttest/internal/testserver"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
