@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -66,17 +67,31 @@ func readDocumentBody(c echo.Context) ([]byte, error) {
 
 // decodeDocument decodes the body data into v as JSON (as decode does),
 // or, for a YAML body (isYAML), into yamlV, whose errors say their line.
-// Documents are decoded in a plan's slot (see planner.run), so that only
-// so many are decoded at once.
-func decodeDocument(c echo.Context, data []byte, v, yamlV any) error {
+// The document, data or its member root, is held to the limits of its lists before
+// it is decoded. Documents are decoded in a plan's slot (see planner.run),
+// so that only so many are decoded at once.
+func decodeDocument(c echo.Context, data []byte, root string, v, yamlV any) error {
 	if !isYAML(c) {
+		if err := docfile.CheckJSON("the request body", data, root); err != nil {
+			return fileError(err)
+		}
 		c.Request().Body = io.NopCloser(bytes.NewReader(data))
 		return decode(c, v)
 	}
 	if err := docfile.Unmarshal("the request body", data, yamlV); err != nil {
-		return badRequest("%s", err.Error())
+		return fileError(err)
 	}
 	return nil
+}
+
+// fileError answers err, a document's error from docfile: 422 invalid for
+// a list over a document's limits, as rollout.Document.Validate answers
+// it; 400 for the rest.
+func fileError(err error) error {
+	if fe, ok := errors.AsType[*docfile.Error](err); ok && fe.OverLimit {
+		return feature.Errorf(feature.EInvalid, "%s", err.Error())
+	}
+	return badRequest("%s", err.Error())
 }
 
 // yamlApply is applyRequest as YAML.
@@ -93,7 +108,7 @@ type yamlApply struct {
 func parseDocument(c echo.Context, data []byte) (rollout.Document, error) {
 	var d rollout.Document
 	var f docfile.File
-	if err := decodeDocument(c, data, &d, &f); err != nil {
+	if err := decodeDocument(c, data, "", &d, &f); err != nil {
 		return d, err
 	}
 	if isYAML(c) {
@@ -109,7 +124,7 @@ func parseDocument(c echo.Context, data []byte) (rollout.Document, error) {
 func parseApply(c echo.Context, data []byte) (applyRequest, error) {
 	var req applyRequest
 	var y yamlApply
-	if err := decodeDocument(c, data, &req, &y); err != nil {
+	if err := decodeDocument(c, data, "document", &req, &y); err != nil {
 		return req, err
 	}
 	if isYAML(c) {

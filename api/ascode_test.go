@@ -273,7 +273,7 @@ func TestDocumentLimits(t *testing.T) {
 		{"too many segments", "/api/plan", map[string]any{"features": []any{}, "segments": manySegments}, nil, http.StatusUnprocessableEntity, "at most 1000"},
 		{"segment regexp too long", "/api/plan", segment(map[string]any{"attribute": "email", "op": "matches", "value": strings.Repeat("a", 10_000)}), nil, http.StatusUnprocessableEntity, "segments[0].conditions[0]"},
 		{"segment bad regexp", "/api/plan", segment(map[string]any{"attribute": "email", "op": "matches", "value": "(a"}), nil, http.StatusUnprocessableEntity, "segments[0].conditions[0]"},
-		{"segment too many conditions", "/api/plan", segment(manyConds...), nil, http.StatusUnprocessableEntity, "segments[0].conditions: segment \\\"s\\\" has 21 conditions"},
+		{"segment too many conditions", "/api/plan", segment(manyConds...), nil, http.StatusUnprocessableEntity, "segments[0].conditions has more than 20 entries: a document takes at most 20"},
 		{"segment versions leave a segment out", "/api/apply", map[string]any{"document": segment(), "versions": map[string]int{}}, nil, http.StatusUnprocessableEntity, "do not name segment"},
 		{"in_segment of no segment", "/api/plan", map[string]any{"features": []any{map[string]any{"key": "a", "rules": []any{map[string]any{"name": "r", "conditions": []any{map[string]any{"op": "in_segment", "value": "nope"}}, "serve": map[string]any{"bucket": "A"}}}, "buckets": []any{map[string]any{"name": "A", "share": 1}}}}}, nil, http.StatusUnprocessableEntity, `in_segment names segment \"nope\", which neither`},
 	} {

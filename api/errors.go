@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -139,9 +140,9 @@ func decode(c echo.Context, v any) error {
 	}
 	if first, again, ok := repeatedField(data, reflect.TypeOf(v)); ok {
 		if first == again {
-			return badRequest("key %q appears twice in one object: send each key once", first)
+			return badRequest("key %q appears twice in one object: send each key once", cutKey(first))
 		}
-		return badRequest("keys %q and %q differ only in case, and name the same field: send it once", first, again)
+		return badRequest("keys %q and %q differ only in case, and name the same field: send it once", cutKey(first), cutKey(again))
 	}
 	return nil
 }
@@ -201,9 +202,24 @@ func decodeError(err error) error {
 	case errors.As(err, &invalidUT):
 		return err
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return badRequest("unknown field %s: check the field's name", strings.TrimPrefix(err.Error(), "json: unknown field "))
+		field := strings.TrimPrefix(err.Error(), "json: unknown field ")
+		if name, err := strconv.Unquote(field); err == nil {
+			return badRequest("unknown field %q: check the field's name", cutKey(name))
+		}
+		return badRequest("unknown field %s: check the field's name", cutKey(field))
 	}
 	return badRequest("invalid JSON: %v", err)
+}
+
+// maxKeyInMessage is how many bytes of a key an error message quotes.
+const maxKeyInMessage = 64
+
+// cutKey returns key cut to maxKeyInMessage bytes, with an ellipsis.
+func cutKey(key string) string {
+	if len(key) <= maxKeyInMessage {
+		return key
+	}
+	return strings.ToValidUTF8(key[:maxKeyInMessage], "") + "…"
 }
 
 // jsonKind names a Go type the way a JSON user knows it.

@@ -292,7 +292,12 @@ func TestChangesWithoutIfMatchAcrossInstances(t *testing.T) {
 
 // unrelatedChanges creates a feature through the first instance, then
 // sets perInstance overrides, each of another user, through each instance
-// at once, and checks that every change applied.
+// at once (at most changesInFlight at a time per instance), and checks that
+// every change applied.
+// changesInFlight is how many changes unrelatedChanges sends one instance
+// at a time.
+const changesInFlight = 16
+
 func unrelatedChanges(t *testing.T, perInstance int, instances ...*testServer) {
 	t.Helper()
 	a := instances[0]
@@ -300,9 +305,18 @@ func unrelatedChanges(t *testing.T, perInstance int, instances ...*testServer) {
 	total := len(instances) * perInstance
 	var wg sync.WaitGroup
 	statuses := make(chan string, total)
+	inFlight := make([]chan struct{}, len(instances))
+	for j := range inFlight {
+		inFlight[j] = make(chan struct{}, changesInFlight)
+	}
 	for i := range perInstance {
 		for j, s := range instances {
 			wg.Go(func() {
+				// All at once, hundreds of changes would queue for one
+				// instance's write lock longer than MaxWriteWait on a
+				// loaded machine: that is the lock's limit, not a race.
+				inFlight[j] <- struct{}{}
+				defer func() { <-inFlight[j] }()
 				r := s.do("PUT", fmt.Sprintf("/api/features/k/overrides/user-%d-%d", j, i), map[string]any{"bucket": "off"})
 				if r.status != 200 {
 					statuses <- fmt.Sprintf("%d %s", r.status, r.body)

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,7 +37,9 @@ const codeTooManyPlans = "too_many_plans"
 type PlanLimits struct {
 	// Running is how many plans run at once; beyond it a plan is refused
 	// at once with 429 and a Retry-After. 0 means half of GOMAXPROCS, at
-	// least 1, so that plans leave cores to evaluation.
+	// least 2, so that plans leave cores to evaluation. One token runs
+	// at most half of them (at least 1), so that no token holds every
+	// slot (unless Running is 1).
 	Running int
 	// Timeout ends a plan's search; the answer is the best plan found,
 	// cut short. 0 means DefaultPlanTimeout.
@@ -48,21 +51,54 @@ type PlanLimits struct {
 
 // planner runs plans within PlanLimits.
 type planner struct {
-	slots   chan struct{} // one per running plan
-	timeout time.Duration
-	budget  int64
+	slots    chan struct{} // one per running plan
+	perToken int           // slots one token holds at most
+	timeout  time.Duration
+	budget   int64
+
+	mu   sync.Mutex
+	held map[string]int // slots held, by token ID
 }
 
 func newPlanner(l PlanLimits) *planner {
 	running := l.Running
 	if running <= 0 {
-		running = max(1, runtime.GOMAXPROCS(0)/2)
+		running = max(2, runtime.GOMAXPROCS(0)/2)
 	}
 	timeout := l.Timeout
 	if timeout <= 0 {
 		timeout = DefaultPlanTimeout
 	}
-	return &planner{slots: make(chan struct{}, running), timeout: timeout, budget: l.Budget}
+	return &planner{
+		slots: make(chan struct{}, running), perToken: max(1, running/2), timeout: timeout, budget: l.Budget,
+		held: map[string]int{},
+	}
+}
+
+// take counts a slot for the token id ("": no token, not counted) unless
+// it holds as many as one token may; release gives it back.
+func (p *planner) take(id string) bool {
+	if id == "" {
+		return true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held[id] >= p.perToken {
+		return false
+	}
+	p.held[id]++
+	return true
+}
+
+func (p *planner) release(id string) {
+	if id == "" {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held[id]--; p.held[id] <= 0 {
+		delete(p.held, id)
+	}
 }
 
 // planHook, when set (by tests), is called in a plan's slot before its
@@ -72,17 +108,28 @@ var planHook atomic.Pointer[func(context.Context) func()]
 
 // run calls plan in a slot, with a context that ends at the plan's timeout
 // or when the client goes, and opts's budget set; with every slot taken,
-// it refuses at once with codeTooManyPlans and a Retry-After.
+// or as many as one token may hold taken by the request's token, it
+// refuses at once with codeTooManyPlans and a Retry-After.
 func (p *planner) run(c echo.Context, opts rollout.PlanOptions, plan func(context.Context, rollout.PlanOptions) error) error {
+	var id string
+	if tok, ok := TokenOf(c); ok {
+		id = tok.ID
+	}
+	if !p.take(id) {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(planRetryAfter))
+		return feature.Errorf(codeTooManyPlans, "this token runs as many plans at once as one token may (%d of the server's %d): try again in a second", p.perToken, cap(p.slots))
+	}
 	select {
 	case p.slots <- struct{}{}:
 	default:
+		p.release(id)
 		c.Response().Header().Set("Retry-After", strconv.Itoa(planRetryAfter))
 		return feature.Errorf(codeTooManyPlans, "as many plans are running as this server runs at once (%d): try again in a second", cap(p.slots))
 	}
 	var freed func()
 	defer func() {
 		<-p.slots
+		p.release(id)
 		if freed != nil {
 			freed()
 		}

@@ -78,7 +78,7 @@ func TestPlansAtOnce(t *testing.T) {
 			s.seed()
 			want := running
 			if want == 0 {
-				want = max(1, runtime.GOMAXPROCS(0)/2)
+				want = max(2, runtime.GOMAXPROCS(0)/2)
 			}
 			entered, freed := make(chan struct{}, want+1), make(chan struct{}, want+1)
 			release := make(chan struct{})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -582,6 +583,11 @@ func planDocument(ctx context.Context, snap *feature.Snapshot, d Document, opts 
 	}
 	listed := make(map[string]bool, len(d.Features))
 	for i, df := range d.Features {
+		// A client that left wants no plan: stop between features (a
+		// search ends by itself when ctx does; the rest does not).
+		if errors.Is(context.Cause(ctx), context.Canceled) {
+			return DocumentPlan{}, fmt.Errorf("%w: %w", feature.Errorf(feature.EUnavailable, "the plan stopped: its request ended"), context.Cause(ctx))
+		}
 		listed[df.Key] = true
 		ch, err := planFeature(ctx, snap.Compiled(df.Key), df, opts, segs)
 		if err != nil {
@@ -1171,7 +1177,10 @@ func (s *Service) applyDocument(ctx context.Context, d Document, opts ApplyOptio
 	}
 	p.Applied = true
 	Settle(ctx, p, now)
-	if err := s.store.ApplyBatch(ctx, ws, sws...); err != nil {
+	// The write is bounded by the store's own deadline, which grows with
+	// the batch, not by the plan's (ctx may end when the plan's search
+	// time does).
+	if err := s.store.ApplyBatch(context.WithoutCancel(ctx), ws, sws...); err != nil {
 		if feature.ErrorCode(err) == feature.EConflict && opts.Versions != nil {
 			return DocumentPlan{}, feature.Errorf(feature.EPrecondition, "%s; nothing was changed", feature.ErrorMessage(err))
 		}

@@ -3,6 +3,8 @@ package rollout_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -45,6 +47,25 @@ func TestDocumentExportPlansNoChange(t *testing.T) {
 	d.Features[0].Buckets[0].Value = json.RawMessage(`{"m":[1,2.5],"n":1}`)
 	if p, err := svc.PlanDocument(ctx, d, rollout.PlanOptions{}); err != nil || p.Changed != 1 || strings.Join(p.Changes[0].Fields, ",") != "values" || p.Changes[0].Churn != 0 {
 		t.Errorf("PlanDocument(another value) = %+v, %v; want a change of values moving no one", p.Changes, err)
+	}
+}
+
+// TestDocumentPlanStopsWhenCanceled: a plan whose client left stops
+// between features, even when none of them needs a search.
+func TestDocumentPlanStopsWhenCanceled(t *testing.T) {
+	svc := openServices(t, 1, nil)[0]
+	d := rollout.Document{}
+	for i := range 100 {
+		hundred := 100
+		d.Features = append(d.Features, rollout.DocFeature{Key: fmt.Sprintf("f%d", i), Buckets: []rollout.DocBucket{{Name: "on", Replicas: &hundred}}})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if p, err := svc.PlanDocument(ctx, d, rollout.PlanOptions{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("PlanDocument(canceled) = %d changes, %v; want context.Canceled", len(p.Changes), err)
+	}
+	if _, err := svc.PlanDocument(context.Background(), d, rollout.PlanOptions{}); err != nil {
+		t.Errorf("PlanDocument() = %v", err)
 	}
 }
 

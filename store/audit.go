@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/rollout/rollout/rollout"
@@ -20,28 +21,53 @@ import (
 // get their IDs in commit order: a reader that has seen event n committed
 // never sees an event below n appear later.
 func (tx *tx) appendAudit(e rollout.AuditEvent) error {
-	if e.Time.IsZero() {
-		e.Time = tx.db.now()
+	return tx.appendAudits([]rollout.AuditEvent{e})
+}
+
+// auditColumns are the columns of an audit event that appendAudits writes.
+const auditColumns = 10
+
+// appendAudits records es in the audit trail, in their order, as
+// appendAudit does each, with as few statements as the rows take.
+func (tx *tx) appendAudits(es []rollout.AuditEvent) error {
+	if len(es) == 0 {
+		return nil
 	}
-	if e.Actor == "" {
-		e.Actor = "anonymous"
-	}
-	if tx.db.d.ForUpdate != "" {
+	if tx.db.d.ForUpdate != "" && !tx.auditLocked {
 		if _, err := tx.exec(`SELECT revision FROM revision WHERE id = 1 {forUpdate}`); err != nil {
 			return fmt.Errorf("record audit event: %w", err)
 		}
+		tx.auditLocked = true // until the transaction ends
 	}
-	var churn any
-	if e.Churn != nil {
-		churn = *e.Churn
-	}
-	if _, err := tx.exec(`
+	for part := range slices.Chunk(es, chunk) {
+		args := make([]any, 0, auditColumns*len(part))
+		for _, e := range part {
+			if e.Time.IsZero() {
+				e.Time = tx.db.now()
+			}
+			if e.Actor == "" {
+				e.Actor = "anonymous"
+			}
+			var churn any
+			if e.Churn != nil {
+				churn = *e.Churn
+			}
+			args = append(args, tx.db.d.Time(e.Time), e.Actor, string(e.Kind), e.Feature, e.FeatureID, e.Version, e.Subject, e.Summary, e.Comment, churn)
+		}
+		// One statement's rows get their IDs in their order.
+		if _, err := tx.exec(`
 		INSERT INTO audit_events (created_at, actor, kind, feature_key, feature_id, version, subject, summary, comment, churn)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		tx.db.d.Time(e.Time), e.Actor, string(e.Kind), e.Feature, e.FeatureID, e.Version, e.Subject, e.Summary, e.Comment, churn); err != nil {
-		return fmt.Errorf("record audit event: %w", err)
+		VALUES `+rows(auditColumns, len(part)), args...); err != nil {
+			return fmt.Errorf("record audit event: %w", err)
+		}
 	}
 	return nil
+}
+
+// rows returns the VALUES of n rows of columns placeholders each.
+func rows(columns, n int) string {
+	row := "(?" + strings.Repeat(", ?", columns-1) + ")"
+	return row + strings.Repeat(", "+row, n-1)
 }
 
 // AuditEvents returns the events of the audit trail that q selects, by

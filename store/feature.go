@@ -262,14 +262,17 @@ func withoutOverrides(f feature.Feature) feature.Feature {
 // starts one for each that it adds or changes. Overrides that stay as they
 // were cost nothing.
 func (tx *tx) writeOverrides(id string, version int, overrides map[string]string) error {
-	rows, err := tx.query(`SELECT user_id, bucket, since, 0 FROM override_spans WHERE feature_id = ? AND until IS NULL`, id)
-	spans, err := collect(rows, err, scanSpan)
-	if err != nil {
-		return err
-	}
 	held := map[string]string{}
-	for _, s := range spans {
-		held[s.user] = s.bucket
+	// A feature's first version (its ID is new) has no spans to end.
+	if version > 1 {
+		rows, err := tx.query(`SELECT user_id, bucket, since, 0 FROM override_spans WHERE feature_id = ? AND until IS NULL`, id)
+		spans, err := collect(rows, err, scanSpan)
+		if err != nil {
+			return err
+		}
+		for _, s := range spans {
+			held[s.user] = s.bucket
+		}
 	}
 	ended, started := overrideDiff(held, overrides)
 	// Statements with bound parameters, not JSON, so that a user ID is

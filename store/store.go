@@ -76,6 +76,10 @@ type Dialect struct {
 	// the next revision, which it returns, in one statement (and may
 	// announce it); otherwise two statements do.
 	Commit string
+	// InsertSpans, when not "", inserts many override spans in one
+	// statement from four arrays (? placeholders): feature IDs, user IDs,
+	// buckets and versions (since).
+	InsertSpans string
 	// Check, when not nil, is called before each write and by Ping: it
 	// refuses with feature.EUnavailable to use a database that is gone.
 	Check func() error
@@ -233,12 +237,18 @@ func (d *Dialect) unavailable(err error) string {
 // answer, and fails with rollout.EKeyInUse, committing nothing, if the key
 // is no longer the claim's. Errors are wrapped as WrapErr does, with op.
 func (db *DB) writeTx(ctx context.Context, op string, fn func(*tx) error) error {
+	return db.batchWriteTx(ctx, op, 0, fn)
+}
+
+// batchWriteTx is writeTx for a transaction that writes much, a batch:
+// its deadline is the DB's timeout and extra more.
+func (db *DB) batchWriteTx(ctx context.Context, op string, extra time.Duration, fn func(*tx) error) error {
 	claim := rollout.ClaimFrom(ctx)
 	if claim == nil {
-		return db.plainWriteTx(ctx, op, fn)
+		return db.longWriteTx(ctx, op, extra, fn)
 	}
 	kept := false
-	err := db.plainWriteTx(ctx, op, func(tx *tx) error {
+	err := db.longWriteTx(ctx, op, extra, func(tx *tx) error {
 		if err := fn(tx); err != nil {
 			return err
 		}
@@ -258,10 +268,19 @@ func (db *DB) writeTx(ctx context.Context, op string, fn func(*tx) error) error 
 
 // plainWriteTx is writeTx without the idempotency claim ctx may carry.
 func (db *DB) plainWriteTx(ctx context.Context, op string, fn func(*tx) error) error {
+	return db.longWriteTx(ctx, op, 0, fn)
+}
+
+// longWriteTx is plainWriteTx for a transaction that writes much, such as
+// a batch: its deadline is the DB's timeout and extra more.
+func (db *DB) longWriteTx(ctx context.Context, op string, extra time.Duration, fn func(*tx) error) error {
 	if err := db.check(); err != nil {
 		return err
 	}
-	ctx, cancel := db.bound(ctx)
+	if db.timeout <= 0 {
+		return db.inTx(ctx, db.d.Write, nil, op, fn)
+	}
+	ctx, cancel := context.WithTimeout(ctx, db.timeout+extra)
 	defer cancel()
 	return db.inTx(ctx, db.d.Write, nil, op, fn)
 }
@@ -277,10 +296,11 @@ func (db *DB) readTx(ctx context.Context, op string, fn func(*tx) error) error {
 // read runs fn, whose statements read from the read pool outside of a
 // transaction, within the DB's timeout: for single statements.
 func (db *DB) read(ctx context.Context, op string, fn func(*tx) error) error {
+	start := time.Now()
 	ctx, cancel := db.bound(ctx)
 	defer cancel()
 	if err := fn(&tx{q: db.d.Read, ctx: ctx, db: db}); err != nil {
-		return db.d.WrapErr(err, "%s", op)
+		return db.txErr(ctx, start, err, op)
 	}
 	return nil
 }
@@ -297,18 +317,35 @@ func (db *DB) bound(ctx context.Context) (context.Context, context.CancelFunc) {
 // Every statement fn runs ends when ctx does, as do the transaction's begin
 // and commit.
 func (db *DB) inTx(ctx context.Context, pool *sql.DB, opts *sql.TxOptions, op string, fn func(*tx) error) error {
+	start := time.Now()
 	t, err := pool.BeginTx(ctx, opts)
 	if err != nil {
-		return db.d.WrapErr(db.cause(ctx, err), "%s", op)
+		return db.txErr(ctx, start, err, op)
 	}
 	defer t.Rollback()
 	if err := fn(&tx{q: t, ctx: ctx, db: db}); err != nil {
-		return db.d.WrapErr(db.cause(ctx, err), "%s", op)
+		return db.txErr(ctx, start, err, op)
 	}
 	if err := t.Commit(); err != nil {
-		return db.d.WrapErr(db.cause(ctx, err), "%s", op)
+		return db.txErr(ctx, start, err, op)
 	}
 	return nil
+}
+
+// txErr wraps err, the error of a transaction begun at start, as WrapErr
+// does; when ctx's deadline passed (the driver may then tell of a closed
+// connection, or of nothing), as feature.EUnavailable saying that the
+// database did not answer in time.
+func (db *DB) txErr(ctx context.Context, start time.Time, err error, op string) error {
+	err = db.cause(ctx, err)
+	if _, ok := errors.AsType[*feature.Error](err); ok || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return db.d.WrapErr(err, "%s", op)
+	}
+	within := "in time"
+	if deadline, ok := ctx.Deadline(); ok {
+		within = "within " + deadline.Sub(start).Round(100*time.Millisecond).String()
+	}
+	return fmt.Errorf("%s: %w: %w", op, feature.Errorf(feature.EUnavailable, "the database did not answer %s: try again shortly", within), err)
 }
 
 // cause adds ctx's error to err when ctx ended and err does not say so:
@@ -349,6 +386,9 @@ type tx struct {
 	q   Querier
 	ctx context.Context
 	db  *DB
+	// auditLocked: the transaction holds the lock that orders audit
+	// events (see appendAudit).
+	auditLocked bool
 }
 
 func (t *tx) exec(query string, args ...any) (sql.Result, error) {

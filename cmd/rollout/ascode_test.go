@@ -229,7 +229,7 @@ func TestAsCodeMalformedFiles(t *testing.T) {
 		name, file, want string
 	}{
 		{"unknown field", "features:\n  - key: a\n    colour: red\n    buckets: [{name: A, share: 1}]\n", `:3:5: unknown field "colour"`},
-		{"wrong type", "features:\n  - key: a\n    buckets:\n      - {name: A, share: \"all\"}\n", ":4:26: wrong type: string where a number is expected"},
+		{"wrong type", "features:\n  - key: a\n    buckets:\n      - {name: A, share: \"all\"}\n", `:4:26: wrong type: a quoted string ("all") where a number is expected`},
 		{"duplicate key", "features:\n  - key: a\n    buckets: [{name: A, share: 1}]\n    buckets: [{name: B, share: 1}]\n", `:4:5: mapping key "buckets" already defined at [3:5]`},
 		{"not 100 %", "features:\n  - key: a\n    buckets:\n      - {name: A, share: 0.6}\n      - {name: B, share: 0.6}\n", ":4:7: features[0].buckets: the shares of feature \"a\" sum to 120 %, not 100 %"},
 		{"JSON duplicate key", "{\"features\": [\n  {\"key\": \"a\",\n   \"key\": \"b\"}]}\n", `:3:4: mapping key "key" already defined`},

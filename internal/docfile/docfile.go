@@ -1,7 +1,12 @@
 // Package docfile reads and writes documents of features (rollout.Document)
 // as files, YAML or JSON: one schema, read by one YAML parser (JSON is
 // YAML), so that every error in a file, of syntax, of type or of sense,
-// says the line it is on.
+// says the line it is on. Reading costs in proportion to the file's size,
+// whatever it holds: what would cost the parser more is refused before it
+// is parsed, and lists over the document's limits before they are decoded.
+//
+// docfile.go reads and writes files; json.go holds a JSON body that the
+// server decodes itself to the same limits (CheckJSON).
 package docfile
 
 import (
@@ -9,9 +14,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
@@ -31,6 +38,9 @@ type Error struct {
 	// Source is the lines around the error, the line marked, as the YAML
 	// parser shows them; "" when there is no line.
 	Source string
+	// OverLimit: the file is well formed, but a list of it is longer
+	// than a document takes (as rollout.Document.Validate would say).
+	OverLimit bool
 }
 
 func (e *Error) Error() string {
@@ -70,7 +80,8 @@ func Parse(name string, data []byte) (rollout.Document, error) {
 		return rollout.Document{}, &Error{File: name, Message: `the file is empty: a document is "features: [...]"`}
 	}
 	var f File
-	if err := Unmarshal(name, data, &f); err != nil {
+	file, err := unmarshal(name, data, &f, maxFileStructure)
+	if err != nil {
 		return rollout.Document{}, err
 	}
 	d, err := f.Document(name)
@@ -78,7 +89,7 @@ func Parse(name string, data []byte) (rollout.Document, error) {
 		return rollout.Document{}, err
 	}
 	if err := d.Validate(); err != nil {
-		return rollout.Document{}, atPath(name, data, err)
+		return rollout.Document{}, atPath(name, file, err)
 	}
 	return d, nil
 }
@@ -300,19 +311,296 @@ func writePairs(name string, b *bytes.Buffer, pairs []*ast.MappingValueNode, dep
 }
 
 // Unmarshal reads data, YAML or JSON, into v (a *File, or a struct that
-// holds one), refusing unknown fields, duplicate keys and values of the
-// wrong type, each as an *Error with its line in the file name. Anchors,
-// aliases, tags and nesting deeper than maxNesting are refused before
-// anything is decoded, so that no file makes its decoding take more than
-// its size's worth of memory and time.
+// holds one), refusing unknown fields, duplicate keys, values of the wrong
+// type (a quoted "1" where a number belongs, 1.5 where a whole number
+// does), a second document after ---, and lists longer than a document
+// takes (the limits of the rollout package), each as an *Error with its line in the file name.
+//
+// Its cost is bounded by the size of data, whatever it holds: a text of
+// more than MaxStructure structural characters (see structure), anchors,
+// aliases, tags, and nesting deeper than maxNesting are refused before the
+// YAML parser sees them, and a list over its limit is refused before it is
+// decoded.
 func Unmarshal(name string, data []byte, v any) error {
-	if err := scan(name, data); err != nil {
-		return err
+	_, err := unmarshal(name, data, v, MaxStructure)
+	return err
+}
+
+// MaxStructure bounds structure(data) for Unmarshal, which reads request
+// bodies: the YAML parser takes some microseconds and a kilobyte for each
+// token, so that a megabyte of brackets would cost seconds. A document of
+// a megabyte written in block style, as an export writes it, has about a
+// fifth of this; JSON (read by encoding/json, not by this package) has no
+// such bound.
+const MaxStructure = 256 << 10
+
+// maxFileStructure bounds structure(data) for Parse, which reads a file of
+// up to rollout.MaxDocumentBytes: the same density as MaxStructure.
+const maxFileStructure = MaxStructure * (rollout.MaxDocumentBytes >> 20)
+
+// structure returns how many characters of data may start or end a token
+// of YAML: flow indicators ([]{},:), "- " entries, quotes, and the
+// characters of anchors, aliases, tags, comments, block scalars and
+// directives, and line ends. The YAML parser makes at most about twice as
+// many tokens of data.
+func structure(data []byte) int {
+	n := 0
+	for i, c := range data {
+		switch c {
+		case '[', ']', '{', '}', ',', ':', '?', '#', '&', '*', '!', '|', '>', '\'', '"', '%', '@', '`', '\n':
+			n++
+		case '-':
+			if i+1 == len(data) || data[i+1] == ' ' || data[i+1] == '\n' || data[i+1] == '\r' || data[i+1] == '\t' || data[i+1] == '-' {
+				n++
+			}
+		}
 	}
-	if err := yaml.UnmarshalWithOptions(data, v, yaml.Strict(), yaml.DisallowUnknownField()); err != nil {
-		return fileError(name, err)
+	return n
+}
+
+// unmarshal is Unmarshal with a bound on structure(data); it returns the
+// parsed file for atPath.
+func unmarshal(name string, data []byte, v any, maxStructure int) (*ast.File, error) {
+	if n := structure(data); n > maxStructure {
+		return nil, &Error{File: name, Message: fmt.Sprintf("the YAML is too dense to read: it has %d brackets, commas, colons, quotes, entries and lines, more than %d; send it as JSON, or split it", n, maxStructure)}
+	}
+	tokens := lexer.Tokenize(string(data))
+	if err := scan(name, data, tokens); err != nil {
+		return nil, err
+	}
+	file, err := parser.Parse(tokens, 0)
+	if err != nil {
+		return nil, fileError(name, data, err)
+	}
+	var body ast.Node
+	for _, doc := range file.Docs {
+		if doc == nil || doc.Body == nil {
+			continue
+		}
+		if body != nil {
+			return nil, nodeError(name, data, doc.Body, "a second document (after ---) is not taken: send one document")
+		}
+		body = doc.Body
+	}
+	if body == nil {
+		return file, nil
+	}
+	w := walker{name: name, data: data}
+	if err := w.walk(body, reflect.TypeOf(v), "", ""); err != nil {
+		return nil, err
+	}
+	if err := yaml.NodeToValue(body, v, yaml.Strict(), yaml.DisallowUnknownField()); err != nil {
+		return nil, fileError(name, data, err)
+	}
+	return file, nil
+}
+
+// limits are the most entries a list (or mapping) of a document may have,
+// by its place in the document: "features", "features.buckets", … A list
+// over its limit is refused before it is decoded.
+var limits = map[string]int{
+	"features":                  rollout.MaxDocumentFeatures,
+	"features.buckets":          feature.MaxBuckets,
+	"features.overrides":        feature.MaxOverrides,
+	"features.rules":            feature.MaxRules,
+	"features.rules.conditions": feature.MaxConditions,
+	"features.tags":             feature.MaxTags,
+	"segments":                  feature.MaxSegments,
+	"segments.conditions":       feature.MaxConditions,
+}
+
+// tooMany is the message of a list at place (as features[2].rules) of a
+// document with more entries than limits allow.
+func tooMany(place string, limit int) string {
+	return fmt.Sprintf("%s has more than %d entries: a document takes at most %d", place, limit, limit)
+}
+
+var (
+	fileType = reflect.TypeFor[File]()
+	nodeType = reflect.TypeFor[ast.Node]()
+)
+
+// walker checks a document's nodes against the Go type they will be
+// decoded into: the length of lists (Limits) and the type of scalars.
+type walker struct {
+	name string
+	data []byte
+}
+
+// walk checks n, to be decoded into a value of type t; path is the place
+// of n in the document without indices (a key of Limits), place with them.
+// What the decoder refuses anyway (unknown fields, mappings where a list
+// belongs) is left to it.
+func (w *walker) walk(n ast.Node, t reflect.Type, path, place string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nodeType || n == nil {
+		return nil
+	}
+	if _, ok := n.(*ast.NullNode); ok {
+		return nil
+	}
+	if t == fileType {
+		path, place = "", ""
+	}
+	join := func(a, b string) string {
+		if a == "" {
+			return b
+		}
+		return a + "." + b
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		var pairs []*ast.MappingValueNode
+		switch m := n.(type) {
+		case *ast.MappingNode:
+			pairs = m.Values
+		case *ast.MappingValueNode:
+			pairs = []*ast.MappingValueNode{m}
+		default:
+			return nil
+		}
+		for _, p := range pairs {
+			k, ok := p.Key.(ast.ScalarNode)
+			if !ok {
+				continue
+			}
+			key := fmt.Sprint(k.GetValue())
+			f, ok := fieldOf(t, key)
+			if !ok {
+				continue
+			}
+			if err := w.walk(p.Value, f.Type, join(path, key), join(place, key)); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice:
+		seq, ok := n.(*ast.SequenceNode)
+		if !ok {
+			return nil
+		}
+		if limit, ok := limits[path]; ok && len(seq.Values) > limit {
+			return overLimit(nodeError(w.name, w.data, seq.Values[limit], tooMany(place, limit)))
+		}
+		for i, v := range seq.Values {
+			if err := w.walk(v, t.Elem(), path, fmt.Sprintf("%s[%d]", place, i)); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		var pairs []*ast.MappingValueNode
+		switch m := n.(type) {
+		case *ast.MappingNode:
+			pairs = m.Values
+		case *ast.MappingValueNode:
+			pairs = []*ast.MappingValueNode{m}
+		default:
+			return nil
+		}
+		if limit, ok := limits[path]; ok && len(pairs) > limit {
+			return overLimit(nodeError(w.name, w.data, pairs[limit], tooMany(place, limit)))
+		}
+		for _, p := range pairs {
+			if err := w.walk(p.Value, t.Elem(), path, place); err != nil {
+				return err
+			}
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		switch n := n.(type) {
+		case *ast.IntegerNode:
+		case *ast.FloatNode:
+			return nodeError(w.name, w.data, n, fmt.Sprintf("wrong type: %s, with a fraction, where a whole number is expected", abbreviate(n.Token.Value)))
+		default:
+			return nodeError(w.name, w.data, n, fmt.Sprintf("wrong type: %s where a whole number is expected", scalarKind(n)))
+		}
+	case reflect.Float32, reflect.Float64:
+		switch n := n.(type) {
+		case *ast.IntegerNode, *ast.FloatNode:
+		case *ast.StringNode:
+			// A plain 1e3 is a number, as in JSON; a quoted "1" is not.
+			if _, err := strconv.ParseFloat(n.Value, 64); err != nil || n.Token.Type != token.StringType {
+				return nodeError(w.name, w.data, n, fmt.Sprintf("wrong type: %s where a number is expected", scalarKind(n)))
+			}
+		default:
+			return nodeError(w.name, w.data, n, fmt.Sprintf("wrong type: %s where a number is expected", scalarKind(n)))
+		}
+	case reflect.Bool:
+		if _, ok := n.(*ast.BoolNode); !ok {
+			return nodeError(w.name, w.data, n, fmt.Sprintf("wrong type: %s where true or false is expected", scalarKind(n)))
+		}
 	}
 	return nil
+}
+
+func overLimit(e *Error) *Error {
+	e.OverLimit = true
+	return e
+}
+
+// fieldOf returns the field of struct type t that the key names, as the
+// YAML decoder finds it: by its yaml tag, its json tag, or its name in
+// lower case.
+func fieldOf(t reflect.Type, key string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag := f.Tag.Get("yaml")
+		if tag == "" {
+			tag = f.Tag.Get("json")
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		if name == key {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+// scalarKind names what n is, for an error: "a quoted string (\"1\")".
+func scalarKind(n ast.Node) string {
+	switch n := n.(type) {
+	case *ast.StringNode:
+		if n.Token.Type == token.DoubleQuoteType || n.Token.Type == token.SingleQuoteType {
+			return fmt.Sprintf("a quoted string (%q)", abbreviate(n.Value))
+		}
+		return fmt.Sprintf("a string (%q)", abbreviate(n.Value))
+	case *ast.BoolNode:
+		return "true or false"
+	case *ast.IntegerNode, *ast.FloatNode:
+		return "a number"
+	case *ast.SequenceNode:
+		return "a list"
+	case *ast.MappingNode, *ast.MappingValueNode:
+		return "a mapping"
+	case *ast.LiteralNode:
+		return "a block of text"
+	}
+	return "a " + n.Type().String()
+}
+
+// nodeError returns an *Error with message at the line of n in data (of
+// its first key, for a mapping).
+func nodeError(name string, data []byte, n ast.Node, message string) *Error {
+	e := &Error{File: name, Message: message}
+	switch m := n.(type) {
+	case *ast.MappingNode:
+		if len(m.Values) > 0 {
+			n = m.Values[0].Key
+		}
+	case *ast.MappingValueNode:
+		n = m.Key
+	}
+	if tk := n.GetToken(); tk != nil && tk.Position != nil {
+		e.Line, e.Column = tk.Position.Line, tk.Position.Column
+		e.Source = excerpt(data, e.Line, e.Column)
+	}
+	return e
 }
 
 // maxNesting bounds how deep flow collections ([…], {…}) nest, and
@@ -326,10 +614,17 @@ const (
 
 // scan refuses what the document format does not take, from the tokens
 // alone: anchors and aliases (whose expansion can be exponential), tags,
-// complex keys, and nesting beyond maxNesting or maxColumn.
-func scan(name string, data []byte) error {
-	depth := 0
-	for _, tk := range lexer.Tokenize(string(data)) {
+// complex keys, a bracket that closes nothing, and nesting beyond
+// maxNesting or maxColumn.
+func scan(name string, data []byte, tokens token.Tokens) error {
+	depth, line := 0, 0
+	for _, tk := range tokens {
+		// Whether tk is the first token of its line: block nesting shows in
+		// its column, and in the columns of entries ("- - - x").
+		first := tk.Position != nil && tk.Position.Line != line
+		if tk.Position != nil {
+			line = tk.Position.Line
+		}
 		refuse := ""
 		switch tk.Type {
 		case token.SequenceStartType, token.MappingStartType:
@@ -337,7 +632,9 @@ func scan(name string, data []byte) error {
 				refuse = fmt.Sprintf("collections nest more than %d deep", maxNesting)
 			}
 		case token.SequenceEndType, token.MappingEndType:
-			depth--
+			if depth--; depth < 0 {
+				refuse = fmt.Sprintf("%s closes nothing: a bracket that is not opened", tk.Value)
+			}
 		case token.AnchorType, token.AliasType:
 			refuse = "anchors (&) and aliases (*) are not taken in a document: write each value out"
 		case token.TagType:
@@ -346,7 +643,7 @@ func scan(name string, data []byte) error {
 			refuse = "complex keys (?) are not taken in a document"
 		case token.CommentType:
 		default:
-			if depth == 0 && tk.Position != nil && tk.Position.Column > maxColumn {
+			if depth == 0 && (first || tk.Type == token.SequenceEntryType) && tk.Position.Column > maxColumn {
 				refuse = fmt.Sprintf("blocks nest too deep (a line indented beyond column %d)", maxColumn)
 			}
 		}
@@ -354,6 +651,7 @@ func scan(name string, data []byte) error {
 			e := &Error{File: name, Message: refuse}
 			if tk.Position != nil {
 				e.Line, e.Column = tk.Position.Line, tk.Position.Column
+				e.Source = excerpt(data, e.Line, e.Column)
 			}
 			return e
 		}
@@ -369,8 +667,24 @@ var typeNames = map[string]string{
 	"*bool": "true or false", "*float64": "a number", "*int": "a whole number",
 }
 
-// fileError returns the parser's err as an *Error with its line.
-func fileError(name string, err error) error {
+// quoted matches a quoted key or value in the parser's messages, to cut.
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// maxQuoted is how many bytes of a key or value an error message quotes.
+const maxQuoted = 64
+
+// abbreviate returns s cut to maxQuoted bytes, with an ellipsis.
+func abbreviate(s string) string {
+	if len(s) <= maxQuoted {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxQuoted], "") + "…"
+}
+
+// fileError returns the parser's err as an *Error with its line in data.
+// The parser's own rendering of the source is not used: it costs the
+// square of a long line.
+func fileError(name string, data []byte, err error) error {
 	ye, ok := errors.AsType[yamlError](err)
 	if !ok {
 		return &Error{File: name, Message: err.Error()}
@@ -396,36 +710,119 @@ func fileError(name string, err error) error {
 		}
 		msg = fmt.Sprintf("wrong type: %s where %s is expected", given, want)
 	}
-	e := &Error{File: name, Message: msg, Source: sourceOf(err)}
+	msg = quoted.ReplaceAllStringFunc(msg, func(q string) string {
+		if len(q) <= maxQuoted+2 {
+			return q
+		}
+		return `"` + abbreviate(q[1:len(q)-1]) + `"`
+	})
+	e := &Error{File: name, Message: abbreviateMessage(msg)}
 	if tk := ye.GetToken(); tk != nil && tk.Position != nil {
 		e.Line, e.Column = tk.Position.Line, tk.Position.Column
+		e.Source = excerpt(data, e.Line, e.Column)
 	}
 	return e
 }
 
-// sourceOf returns the lines the parser shows around err.
-func sourceOf(err error) string {
-	text := yaml.FormatError(err, false, true)
-	if _, rest, ok := strings.Cut(text, "\n"); ok {
-		return rest
+// maxMessage bounds a parser's message (which may quote the source).
+const maxMessage = 512
+
+func abbreviateMessage(s string) string {
+	if len(s) <= maxMessage {
+		return s
 	}
-	return ""
+	return strings.ToValidUTF8(s[:maxMessage], "") + "…"
 }
 
-// atPath returns err, a document's error, with the line of its path in the
-// file data.
-func atPath(name string, data []byte, err error) error {
+// Excerpts show the lines around an error: excerptLines before and after
+// the line, each cut to excerptWidth bytes around the column.
+const (
+	excerptLines = 3
+	excerptWidth = 120
+)
+
+// excerpt returns the lines of data around line (from 1), the line marked
+// with ">" and the column (from 1, in characters) with "^" under it, in
+// the layout of the YAML parser's own excerpts; each line is cut to
+// excerptWidth bytes around the column, so that its cost is linear in
+// data whatever its lines' length.
+func excerpt(data []byte, line, column int) string {
+	if line <= 0 {
+		return ""
+	}
+	first := max(1, line-excerptLines)
+	var b strings.Builder
+	for n, start := 1, 0; n <= line+excerptLines; n++ {
+		end := bytes.IndexByte(data[start:], '\n')
+		if end < 0 {
+			end = len(data)
+		} else {
+			end += start
+		}
+		if n >= first {
+			text, caret := cutLine(bytes.TrimRight(data[start:end], "\r"), column)
+			marker := "  "
+			if n == line {
+				marker = "> "
+			}
+			prefix := fmt.Sprintf("%s%2d | ", marker, n)
+			b.WriteString(prefix + text + "\n")
+			if n == line {
+				b.WriteString(strings.Repeat(" ", len(prefix)+caret) + "^\n")
+			}
+		}
+		if end == len(data) {
+			break
+		}
+		start = end + 1
+	}
+	return b.String()
+}
+
+// cutLine returns line cut to about excerptWidth bytes around column
+// (from 1, in characters), with an ellipsis where it was cut, and how many
+// characters of it come before the column.
+func cutLine(line []byte, column int) (string, int) {
+	// The byte offset of the column.
+	at, i := 0, 1
+	for at < len(line) && i < column {
+		_, size := utf8.DecodeRune(line[at:])
+		at += size
+		i++
+	}
+	from, to := 0, len(line)
+	if len(line) > excerptWidth {
+		from = max(0, min(at-excerptWidth/2, len(line)-excerptWidth))
+		to = from + excerptWidth
+		for from > 0 && !utf8.RuneStart(line[from]) {
+			from--
+		}
+		for to < len(line) && !utf8.RuneStart(line[to]) {
+			to++
+		}
+	}
+	text := strings.ToValidUTF8(string(line[from:to]), "")
+	caret := utf8.RuneCount(line[from:at]) + max(0, column-i) // past the line's end
+	if from > 0 {
+		text = "… " + text
+		caret += 2
+	}
+	if to < len(line) {
+		text += " …"
+	}
+	return text, caret
+}
+
+// atPath returns err, a document's error, with the line of its path in
+// file.
+func atPath(name string, file *ast.File, err error) error {
 	de, ok := errors.AsType[*rollout.DocumentError](err)
 	if !ok {
 		return &Error{File: name, Message: feature.ErrorMessage(err)}
 	}
 	e := &Error{File: name, Message: de.Err.Message}
 	p, perr := yaml.PathString(de.Path)
-	if perr != nil {
-		return e
-	}
-	file, perr := parser.ParseBytes(data, 0)
-	if perr != nil {
+	if perr != nil || file == nil {
 		return e
 	}
 	for path := de.Path; ; {
@@ -476,5 +873,9 @@ func ServerError(name string, data []byte, message string) error {
 	if !ok || !(strings.HasPrefix(path, "features[") || strings.HasPrefix(path, "segments[")) || strings.ContainsAny(path, " \n") {
 		return nil
 	}
-	return atPath(name, data, &rollout.DocumentError{Path: "$." + path, Err: &feature.Error{Code: feature.EInvalid, Message: message}})
+	file, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		file = nil // the error without its line
+	}
+	return atPath(name, file, &rollout.DocumentError{Path: "$." + path, Err: &feature.Error{Code: feature.EInvalid, Message: message}})
 }

@@ -101,8 +101,8 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"unknown field", "features:\n  - key: a\n    colour: red\n    buckets: [{name: A, share: 1}]\n", 3, `unknown field "colour"`},
 		{"duplicate key", "features:\n  - key: a\n    key: b\n    buckets: [{name: A, share: 1}]\n", 3, `"key" already defined`},
-		{"wrong type", "features:\n  - key: a\n    enabled: maybe\n    buckets: [{name: A, share: 1}]\n", 3, "wrong type: string where true or false is expected"},
-		{"share not a number", "features:\n  - key: a\n    buckets:\n      - {name: A, share: half}\n", 4, "wrong type: string where a number is expected"},
+		{"wrong type", "features:\n  - key: a\n    enabled: maybe\n    buckets: [{name: A, share: 1}]\n", 3, `wrong type: a string ("maybe") where true or false is expected`},
+		{"share not a number", "features:\n  - key: a\n    buckets:\n      - {name: A, share: half}\n", 4, `wrong type: a string ("half") where a number is expected`},
 		{"shares not 100 %", "features:\n  - key: a\n    buckets:\n      - {name: A, share: 0.5}\n      - {name: B, share: 0.4}\n", 4, "sum to 90 %, not 100 %"},
 		{"share out of range", "features:\n  - key: a\n    buckets:\n      - {name: A, share: 1.5}\n", 4, "share 1.5 is out of range"},
 		{"share and replicas", "features:\n  - key: a\n    buckets:\n      - {name: A, share: 1, replicas: 3}\n", 4, "both share and replicas"},

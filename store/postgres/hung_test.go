@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,6 +63,11 @@ func TestHungServer(t *testing.T) {
 		err := within(t, time.Minute, o.name+" on a hung server", o.op)
 		if code := feature.ErrorCode(err); code != feature.EUnavailable {
 			t.Errorf("%s on a hung server = %v (code %q), want %q", o.name, err, code, feature.EUnavailable)
+		}
+		// It timed out, and says so (the driver tells of a closed
+		// connection).
+		if msg := feature.ErrorMessage(err); !strings.Contains(msg, "the database did not answer within 1s") {
+			t.Errorf("%s on a hung server says %q, want that the database did not answer within 1s", o.name, msg)
 		}
 	}
 

@@ -87,6 +87,8 @@ func Open(ctx context.Context, dsn string) (*store.DB, error) {
 		Unavailable: unavailable,
 		Constraint:  constraint,
 		// One statement, which announces the revision on commit.
+		InsertSpans: `INSERT INTO override_spans (feature_id, user_id, bucket, since)
+			SELECT * FROM unnest(CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS integer[]))`,
 		Commit: `
 			WITH r AS (UPDATE revision SET revision = revision + 1 WHERE id = 1 RETURNING revision),
 			     c AS (INSERT INTO commits (revision, kind, key, created_at) SELECT revision, ?, ?, ? FROM r)
