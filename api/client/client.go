@@ -1,6 +1,6 @@
 // Package client evaluates rollout's features inside a Go app, from a copy
 // kept in sync with the server: no network call per evaluation, the same
-// buckets the server gives (it runs the same rollout and ring code), and
+// buckets the server gives (it runs the same feature and ring code), and
 // answers from the last copy while the server is away.
 //
 // A Client loads GET /sync/v1/snapshot (gzipped), follows GET

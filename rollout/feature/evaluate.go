@@ -65,9 +65,10 @@ func (o *Outcome) Evaluation(user string) Evaluation {
 	return Evaluation{Feature: o.Feature, User: user, Bucket: o.Bucket, Value: o.Value, Version: o.Version, Reason: o.Reason, Rule: o.Rule, Static: o.Static, Single: o.Single}
 }
 
-// compiled is a feature at one version made ready for evaluation: its ring
-// built, its values encoded, and a counter of the evaluations served per
-// bucket. Everything but the counters is immutable once built.
+// Compiled is a feature at one version made ready for evaluation: its ring
+// built, its values encoded, its rules and segments compiled, and a counter
+// of the evaluations served per outcome. Everything but the counters is
+// immutable once built; it is safe for concurrent use.
 type Compiled struct {
 	feature Feature
 	ring    *ring.Ring
@@ -112,8 +113,10 @@ type Compiled struct {
 // their user.
 func compile(f Feature) *Compiled { return Compile(f, nil) }
 
-// compileWith is compile, the segments of in_segment conditions looked up
-// in segments (a segment not there never holds).
+// Compile makes f, a valid configuration (or one valid as stored, see
+// Feature.ValidateStored), ready for evaluation, its overrides keyed by the
+// hash of their user, the segments of its in_segment conditions looked up
+// in segments (a segment not there never holds; nil: none).
 func Compile(f Feature, segments map[string]*CompiledSegment) *Compiled {
 	c := compileRing(f)
 	if len(f.Overrides) > 0 {
@@ -234,8 +237,8 @@ func (c *Compiled) peekContext(user string, ctx Context) Evaluation {
 	return c.outcomes[c.assignContext(user, ctx)].Evaluation(user)
 }
 
-// servedRing is the ring of what c serves: its own when enabled, else see
-// Feature.servedRing.
+// ServedRing is the ring of what c serves: its own when enabled, else see
+// Feature.ServedRing.
 func (c *Compiled) ServedRing() *ring.Ring {
 	if c.feature.Enabled {
 		return c.ring

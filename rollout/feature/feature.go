@@ -332,7 +332,7 @@ func (f Feature) Ring() *ring.Ring {
 	return r
 }
 
-// servedRing returns the ring of what f serves: its buckets when enabled;
+// ServedRing returns the ring of what f serves: its buckets when enabled;
 // when disabled, its fallback on every position, or nothing.
 func (f Feature) ServedRing() *ring.Ring {
 	switch {
@@ -345,6 +345,7 @@ func (f Feature) ServedRing() *ring.Ring {
 	return &ring.Ring{}
 }
 
+// RingBuckets returns bs as the ring's buckets: their names and replicas.
 func RingBuckets(bs []Bucket) []ring.Bucket {
 	out := make([]ring.Bucket, len(bs))
 	for i, b := range bs {

@@ -20,8 +20,9 @@ const (
 // a filter and a script.
 var tagPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.:-]{0,31}$`)
 
-// validateLabels reports what is wrong with a feature's tags and owner as
-// an EInvalid *Error: at most MaxTags distinct tags of tagPattern, and an
+// ValidateLabels reports what is wrong with a feature's tags and owner as
+// an EInvalid *Error: at most MaxTags distinct tags (lower-case letters,
+// digits and '_', '.', ':', '-', starting with a letter or digit), and an
 // owner of at most MaxOwnerBytes of UTF-8 with no control character and no
 // space at either end (a name, an e-mail address, a team).
 func ValidateLabels(tags []string, owner string) error {

@@ -205,8 +205,9 @@ func newReport(before, after *Compiled) Report {
 	return rep
 }
 
-// independentChurn is the expected churn when each user lands in after
-// independently of where they were in before.
+// IndependentChurn is the expected churn, and its moves, when each user
+// lands in after independently of where they were in before (a new salt,
+// or a ring by another attribute): shares before × shares after.
 func IndependentChurn(before, after map[string]float64) (float64, []Move) {
 	withNone := func(m map[string]float64) map[string]float64 {
 		if len(m) == 0 {

@@ -123,13 +123,13 @@ type SegmentVersion struct {
 // value a string, a float64 (or another Go number), a bool or a []string.
 type Context map[string]any
 
-// validAttribute reports whether name can be a condition's attribute or a
+// ValidAttribute reports whether name can be a condition's attribute or a
 // bucket_by.
 func ValidAttribute(name string) bool {
 	return len(name) <= MaxAttributeBytes && attributePattern.MatchString(name)
 }
 
-// validRuleName reports whether name can name a rule.
+// ValidRuleName reports whether name can name a rule.
 func ValidRuleName(name string) bool {
 	return ruleNamePattern.MatchString(name) && utf8.ValidString(name)
 }

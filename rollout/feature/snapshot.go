@@ -221,6 +221,7 @@ func (s *Snapshot) SegmentUsers(key string) []string {
 	return out
 }
 
+// NotFound is the ENotFound *Error of the feature key, which does not exist.
 func NotFound(key string) error {
 	return Errorf(ENotFound, "feature %q does not exist", key)
 }

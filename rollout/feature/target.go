@@ -109,7 +109,7 @@ type compiledRule struct {
 	base     int    // index in Compiled.outcomes of its first outcome
 }
 
-// CompiledSegment is a Segment made ready for evaluation.
+// CompiledSegment is a Segment made ready for evaluation, immutable.
 type CompiledSegment struct {
 	segment Segment
 	conds   []compiledCond
@@ -126,9 +126,9 @@ func (s *CompiledSegment) holds(ctx Context) bool {
 	return true
 }
 
-// compileSegment makes s ready for evaluation; s is valid, or valid but
-// for costly patterns (Segment.validate with stored set): a pattern over
-// its limits, or past MaxSegmentPatternInsts, never holds.
+// CompileSegment makes s ready for evaluation; s is valid, or valid but
+// for costly patterns (Segment.ValidateStored): a pattern over its limits,
+// or past MaxSegmentPatternInsts, never holds.
 func CompileSegment(s Segment) *CompiledSegment {
 	cs := &CompiledSegment{segment: s, conds: make([]compiledCond, len(s.Conditions))}
 	for i, c := range s.Conditions {
@@ -751,7 +751,7 @@ type targeting struct {
 	bucketBy string
 	// excess, when set, is where the feature's patterns first passed
 	// MaxFeaturePatternInsts: conditions from there on that would pass it
-	// never hold (see Compiled.checkPatterns, which refuses a change so).
+	// never hold (see Compiled.CheckPatterns, which refuses a change so).
 	excess *PatternExcess
 	// defaultOutcome is the index in Compiled.outcomes of what the
 	// feature serves when the ring cannot place the user.
@@ -1011,7 +1011,7 @@ func describeCondition(c Condition) string {
 	return fmt.Sprintf("%s %s %s", c.Attribute, w, v)
 }
 
-// describeConditions says a rule's conditions in words, joined by "and";
+// DescribeConditions says a rule's conditions in words, joined by "and";
 // "everyone" when there are none.
 func DescribeConditions(cs []Condition) string {
 	if len(cs) == 0 {
