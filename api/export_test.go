@@ -83,3 +83,7 @@ func SetMaxActiveTokens(t interface{ Cleanup(func()) }, n int) {
 	maxActiveTokens = n
 	t.Cleanup(func() { maxActiveTokens = old })
 }
+
+// RaceEnabled: the tests run under the race detector, which makes the
+// server's own work several times slower.
+const RaceEnabled = raceEnabled
