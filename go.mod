@@ -19,6 +19,9 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.74.0
+	github.com/rollout/rollout/api/client v0.0.0
+	github.com/rollout/rollout/ring v0.0.0
+	github.com/rollout/rollout/rollout/feature v0.0.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/time v0.15.0
 )
@@ -53,4 +56,13 @@ require (
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
+)
+
+// The in-app client, the pure evaluation package and the ring are modules
+// of their own (so that an app that requires the client gets nothing of
+// the server); the server builds them from this repository.
+replace (
+	github.com/rollout/rollout/api/client => ./api/client
+	github.com/rollout/rollout/ring => ./ring
+	github.com/rollout/rollout/rollout/feature => ./rollout/feature
 )

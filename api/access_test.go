@@ -17,6 +17,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
@@ -277,8 +278,8 @@ func state(t *testing.T, g *guardedServer) string {
 func TestRouteRoleMatrix(t *testing.T) {
 	g := newGuardedServer(t)
 	ctx := context.Background()
-	f := rollout.Feature{Key: "f", Enabled: true, Salt: "f",
-		Buckets:   []rollout.Bucket{{Name: "A", Replicas: 10}, {Name: "B", Replicas: 10}},
+	f := feature.Feature{Key: "f", Enabled: true, Salt: "f",
+		Buckets:   []feature.Bucket{{Name: "A", Replicas: 10}, {Name: "B", Replicas: 10}},
 		Overrides: map[string]string{"vip": "A", "vip/preview": "A"}}
 	if _, err := g.svc.Create(ctx, f, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
@@ -286,7 +287,7 @@ func TestRouteRoleMatrix(t *testing.T) {
 	if _, err := g.svc.Change(ctx, "f", rollout.Patch(ptr("second version"), nil, nil), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	seg := rollout.Segment{Key: "f", Conditions: []rollout.Condition{{Attribute: "plan", Op: rollout.OpEq, Value: json.RawMessage(`"pro"`)}}}
+	seg := feature.Segment{Key: "f", Conditions: []feature.Condition{{Attribute: "plan", Op: feature.OpEq, Value: json.RawMessage(`"pro"`)}}}
 	if _, err := g.svc.CreateSegment(ctx, seg, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -390,8 +391,8 @@ func TestRouteRoleMatrix(t *testing.T) {
 // which is what sdk has.
 func TestAppRoles(t *testing.T) {
 	g := newGuardedServer(t)
-	created, err := g.svc.Create(context.Background(), rollout.Feature{Key: "f", Enabled: true,
-		Buckets: []rollout.Bucket{{Name: "A", Replicas: 1}}, Overrides: map[string]string{"vip@example.com": "A"}}, rollout.ChangeOptions{})
+	created, err := g.svc.Create(context.Background(), feature.Feature{Key: "f", Enabled: true,
+		Buckets: []feature.Bucket{{Name: "A", Replicas: 1}}, Overrides: map[string]string{"vip@example.com": "A"}}, rollout.ChangeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,11 +5,10 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
-// Every evaluation with the same outcome (rollout.Outcome: one feature
+// Every evaluation with the same outcome (feature.Outcome: one feature
 // configuration's bucket and reason) has the same answer but for the user
 // ID. The API encodes that answer once, the first time the outcome is
 // served, and keeps it in the outcome's memo with its counter of
@@ -20,7 +19,7 @@ import (
 
 // answer is the shared part of the answers of one outcome.
 type answer struct {
-	e       rollout.Evaluation // with no user
+	e       feature.Evaluation // with no user
 	head    []byte             // {"feature":K,"user":
 	tail    []byte             // ,"bucket":B,"value":V,"version":N,"reason":R}
 	ofrep   []byte             // the whole OFREP answer, which has no user ID
@@ -31,7 +30,7 @@ type answer struct {
 // answerOf returns the answer of o, making it at the first call. An
 // outcome keeps the answer of one API (one Metrics); another API sharing
 // the service gets a new answer at each call.
-func answerOf(m *Metrics, o *rollout.Outcome) *answer {
+func answerOf(m *Metrics, o *feature.Outcome) *answer {
 	if a, ok := o.Memo.Load().(*answer); ok && a.metrics == m {
 		return a
 	}
@@ -40,7 +39,7 @@ func answerOf(m *Metrics, o *rollout.Outcome) *answer {
 	return a
 }
 
-func newAnswer(m *Metrics, e rollout.Evaluation) *answer {
+func newAnswer(m *Metrics, e feature.Evaluation) *answer {
 	head := appendJSONString(append([]byte(nil), `{"feature":`...), e.Feature)
 	head = append(head, `,"user":`...)
 	return &answer{
@@ -68,7 +67,7 @@ func (a *answer) appendFor(b []byte, user string) []byte {
 }
 
 // appendEvaluationTail appends what follows the user ID in the JSON of e.
-func appendEvaluationTail(b []byte, e rollout.Evaluation) []byte {
+func appendEvaluationTail(b []byte, e feature.Evaluation) []byte {
 	if e.Bucket == "" {
 		b = append(b, `,"bucket":null,"value":null`...)
 	} else {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // TestAnswersFollowChanges: the answers the API encodes once per outcome
@@ -23,8 +24,8 @@ func TestAnswersFollowChanges(t *testing.T) {
 	s := newServer(t, "", api.Options{})
 	ctx := context.Background()
 	raw := func(v string) json.RawMessage { return json.RawMessage(v) }
-	s.create(rollout.Feature{Key: "f", Enabled: true, Salt: "f",
-		Buckets: []rollout.Bucket{{Name: "a", Replicas: 50, Value: raw(`1`)}, {Name: "b", Replicas: 50, Value: raw(`2`)}}})
+	s.create(feature.Feature{Key: "f", Enabled: true, Salt: "f",
+		Buckets: []feature.Bucket{{Name: "a", Replicas: 50, Value: raw(`1`)}, {Name: "b", Replicas: 50, Value: raw(`2`)}}})
 	users := make([]string, 40)
 	for i := range users {
 		users[i] = fmt.Sprintf("user-%d", i)
@@ -98,8 +99,8 @@ func TestAnswersFollowChanges(t *testing.T) {
 	if err := s.svc.Purge(ctx, "f", rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s.create(rollout.Feature{Key: "f", Enabled: true, Salt: "f",
-		Buckets: []rollout.Bucket{{Name: "a", Replicas: 10, Value: raw(`"again"`)}, {Name: "c", Replicas: 90, Value: raw(`3`)}}})
+	s.create(feature.Feature{Key: "f", Enabled: true, Salt: "f",
+		Buckets: []feature.Bucket{{Name: "a", Replicas: 10, Value: raw(`"again"`)}, {Name: "c", Replicas: 90, Value: raw(`3`)}}})
 	check("deleted and made again")
 }
 
@@ -112,7 +113,7 @@ type unsized struct{ io.Reader }
 // itself, and nothing is evaluated.
 func TestChunkedBodyTooLarge(t *testing.T) {
 	s := newServer(t, "", api.Options{})
-	s.create(rollout.Feature{Key: "f", Enabled: true, Salt: "f", Buckets: []rollout.Bucket{{Name: "a", Replicas: 1}}})
+	s.create(feature.Feature{Key: "f", Enabled: true, Salt: "f", Buckets: []feature.Bucket{{Name: "a", Replicas: 1}}})
 	big := strings.Repeat("u", api.MaxBodyBytes)
 	for _, tt := range []struct{ path, body string }{
 		{"/evaluate", `{"features":["f"],"user":"` + big + `"}`},
@@ -141,7 +142,7 @@ func TestChunkedBodyTooLarge(t *testing.T) {
 // the service's snapshot shares between them.
 func TestAnswersOfTwoAPIs(t *testing.T) {
 	first := newServer(t, "", api.Options{})
-	first.create(rollout.Feature{Key: "f", Enabled: true, Buckets: []rollout.Bucket{{Name: "only", Replicas: 1}}})
+	first.create(feature.Feature{Key: "f", Enabled: true, Buckets: []feature.Bucket{{Name: "only", Replicas: 1}}})
 	srv := httptest.NewServer(api.New(first.svc, api.Options{Metrics: api.NewMetrics()}))
 	t.Cleanup(srv.Close)
 	second := &testServer{t: t, URL: srv.URL, svc: first.svc}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/postgres"
 	"github.com/rollout/rollout/store/storetest"
 )
@@ -193,7 +194,7 @@ func testRequestSegmentsMoved(t *testing.T, g *guardedServer) {
 	if status != http.StatusPreconditionFailed || !strings.Contains(body, "staff2 (version 1 → 2)") || !strings.Contains(body, "staff2 at version 2") {
 		t.Fatalf("approval after the segment changed = %d %s, want 412 naming staff2 and its new version", status, body)
 	}
-	if f := decodeJSON[rollout.Feature](t, g.must(t, 200, "viewer", "GET", "/api/features/f", nil)); f.Version != 1 || len(f.Rules) != 0 {
+	if f := decodeJSON[feature.Feature](t, g.must(t, 200, "viewer", "GET", "/api/features/f", nil)); f.Version != 1 || len(f.Rules) != 0 {
 		t.Fatalf("feature after the refused approval = %+v, want version 1 without rules", f)
 	}
 	again := decodeJSON[requestBody](t, g.must(t, 200, "viewer", "GET", "/api/requests/"+r.ID, nil)).Request
@@ -287,7 +288,7 @@ func TestEditorRuleBucketBy(t *testing.T) {
 	if status, body := g.send(t, "editor", "POST", "/api/apply", doc(rules(ring("beta", "team")))); status != http.StatusForbidden || !strings.Contains(errorMessage(t, body), `rule "beta" serves the ring hashing attribute team`) {
 		t.Errorf("editor's document changing a rule's bucket_by = %d %s, want 403", status, body)
 	}
-	if f := decodeJSON[rollout.Feature](t, g.must(t, 200, "viewer", "GET", "/api/features/f", nil)); f.Rules[0].Serve.BucketBy != "org" {
+	if f := decodeJSON[feature.Feature](t, g.must(t, 200, "viewer", "GET", "/api/features/f", nil)); f.Rules[0].Serve.BucketBy != "org" {
 		t.Fatalf("rule after the refused changes = %+v, want bucket_by org", f.Rules[0])
 	}
 	g.must(t, 200, "admin", "PUT", "/api/settings", map[string]any{"require_approval": map[string]any{"features": []string{"f"}}})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rollout/rollout/internal/docfile"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Rollouts as code: GET /api/export writes the server's features as a
@@ -59,7 +60,7 @@ func readDocumentBody(c echo.Context) ([]byte, error) {
 		return nil, decodeError(err)
 	}
 	if isYAML(c) && len(data) > MaxBodyBytes {
-		return nil, rollout.Errorf(codeTooLarge, "the YAML body is larger than %d bytes: send the document as JSON (up to %d bytes), as rollout plan and apply do", MaxBodyBytes, rollout.MaxDocumentBytes)
+		return nil, feature.Errorf(codeTooLarge, "the YAML body is larger than %d bytes: send the document as JSON (up to %d bytes), as rollout plan and apply do", MaxBodyBytes, rollout.MaxDocumentBytes)
 	}
 	return data, nil
 }
@@ -88,7 +89,7 @@ func decodeDocument(c echo.Context, data []byte, root string, v, yamlV any) erro
 // it; 400 for the rest.
 func fileError(err error) error {
 	if fe, ok := errors.AsType[*docfile.Error](err); ok && fe.OverLimit {
-		return rollout.Errorf(rollout.EInvalid, "%s", err.Error())
+		return feature.Errorf(feature.EInvalid, "%s", err.Error())
 	}
 	return badRequest("%s", err.Error())
 }

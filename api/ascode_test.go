@@ -12,6 +12,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // docPlan decodes a plan or apply answer.
@@ -97,7 +98,7 @@ func TestDocumentRoundTrip(t *testing.T) {
 			for _, b := range ch.Buckets {
 				buckets = append(buckets, map[string]any{"name": b.Name, "replicas": b.Replicas})
 			}
-			var preview rollout.Report
+			var preview feature.Report
 			if err := json.Unmarshal(s.must(http.StatusOK, "POST", "/api/features/dark-mode/preview", map[string]any{"buckets": buckets}).body, &preview); err != nil {
 				t.Fatal(err)
 			}
@@ -208,8 +209,8 @@ func TestDocumentGuards(t *testing.T) {
 			body[k] = v
 		}
 		r := s.do("POST", "/api/apply", body)
-		if r.status != http.StatusConflict || r.errorCode() != rollout.EChurn || !strings.Contains(string(r.body), tc.want) {
-			t.Errorf("%s: apply = %d %s, want 409 %s with %q", tc.name, r.status, r.body, rollout.EChurn, tc.want)
+		if r.status != http.StatusConflict || r.errorCode() != feature.EChurn || !strings.Contains(string(r.body), tc.want) {
+			t.Errorf("%s: apply = %d %s, want 409 %s with %q", tc.name, r.status, r.body, feature.EChurn, tc.want)
 		}
 		if n := versionCount(t, s, "dark-mode") + versionCount(t, s, "limit"); n != 2 {
 			t.Errorf("%s: %d versions of dark-mode and limit after the refusal, want 2", tc.name, n)
@@ -236,14 +237,14 @@ func TestDocumentLimits(t *testing.T) {
 		many[i] = map[string]any{"key": fmt.Sprintf("f%d", i), "buckets": []any{map[string]any{"name": "A", "replicas": 1}}}
 	}
 	huge := `{"features":[{"key":"a","description":"` + strings.Repeat("x", rollout.MaxDocumentBytes) + `","buckets":[]}]}`
-	manySegments := make([]any, rollout.MaxSegments+1)
+	manySegments := make([]any, feature.MaxSegments+1)
 	for i := range manySegments {
 		manySegments[i] = map[string]any{"key": fmt.Sprintf("s%d", i)}
 	}
 	segment := func(conds ...any) map[string]any {
 		return map[string]any{"features": []any{}, "segments": []any{map[string]any{"key": "s", "conditions": conds}}}
 	}
-	manyConds := make([]any, rollout.MaxConditions+1)
+	manyConds := make([]any, feature.MaxConditions+1)
 	for i := range manyConds {
 		manyConds[i] = map[string]any{"attribute": "a", "op": "present"}
 	}

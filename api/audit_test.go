@@ -17,6 +17,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // auditEvent is an event as GET /api/audit answers it.
@@ -129,7 +130,7 @@ func TestArchiveRestorePurge(t *testing.T) {
 			Version int                `json:"version"`
 			Shares  map[string]float64 `json:"shares"`
 		} `json:"feature"`
-		Report rollout.Report `json:"report"`
+		Report feature.Report `json:"report"`
 	}
 	json.Unmarshal([]byte(g.must(t, 200, "editor", "POST", "/api/features/f/restore", map[string]any{"comment": "back"})), &restored)
 	if restored.Feature.Version != 3 || restored.Report.FromVersion != 2 || restored.Feature.Shares["treatment"] > 0.2 {

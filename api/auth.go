@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Access control. Requests carry a token as "Authorization: Bearer …", as
@@ -94,7 +95,7 @@ func (a *Auth) check(route Route, next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		if !a.Enforced() {
 			if !a.AnyHost && !loopbackHost(r.Host) {
-				return rollout.Errorf(codeForbidden, "host %q refused: until the first API token exists this server answers only requests for 127.0.0.1, [::1] or localhost", r.Host)
+				return feature.Errorf(codeForbidden, "host %q refused: until the first API token exists this server answers only requests for 127.0.0.1, [::1] or localhost", r.Host)
 			}
 			return next(c)
 		}
@@ -107,11 +108,11 @@ func (a *Auth) check(route Route, next echo.HandlerFunc) echo.HandlerFunc {
 		case !ok:
 			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="rollout"`)
 			if presented {
-				return rollout.Errorf(codeUnauthorized, "the token is not valid (unknown or revoked)")
+				return feature.Errorf(codeUnauthorized, "the token is not valid (unknown or revoked)")
 			}
-			return rollout.Errorf(codeUnauthorized, "this server needs a token: send Authorization: Bearer TOKEN (or X-API-Key)")
+			return feature.Errorf(codeUnauthorized, "this server needs a token: send Authorization: Bearer TOKEN (or X-API-Key)")
 		case !tok.Role.Allows(need):
-			return rollout.Errorf(codeForbidden, "token %q has role %s, which may not do this", tok.Name, tok.Role)
+			return feature.Errorf(codeForbidden, "token %q has role %s, which may not do this", tok.Name, tok.Role)
 		}
 		return next(c)
 	}

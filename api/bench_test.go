@@ -14,6 +14,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/internal/storemetrics"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
 
@@ -45,8 +46,8 @@ func benchAPI(b *testing.B, withToken bool) (http.Handler, *rollout.Service, str
 		b.Fatal(err)
 	}
 	for i := range benchFeatures {
-		f := rollout.Feature{Key: fmt.Sprintf("feature-%02d", i), Enabled: true, Salt: fmt.Sprintf("feature-%02d", i),
-			Buckets: []rollout.Bucket{{Name: "control", Replicas: 100}, {Name: "A", Replicas: 100}, {Name: "B", Replicas: 100}, {Name: "C", Replicas: 100}}}
+		f := feature.Feature{Key: fmt.Sprintf("feature-%02d", i), Enabled: true, Salt: fmt.Sprintf("feature-%02d", i),
+			Buckets: []feature.Bucket{{Name: "control", Replicas: 100}, {Name: "A", Replicas: 100}, {Name: "B", Replicas: 100}, {Name: "C", Replicas: 100}}}
 		if _, err := svc.Create(ctx, f, rollout.ChangeOptions{}); err != nil {
 			b.Fatal(err)
 		}
@@ -200,9 +201,9 @@ func BenchmarkOFREPBulkTwenty(b *testing.B) {
 // report and the snapshot swap. Issue #7's target is a p50 under 5 ms.
 func BenchmarkBucketChange(b *testing.B) {
 	h, svc, _ := benchAPI(b, false)
-	f := rollout.Feature{Key: "writes", Enabled: true, Salt: "writes"}
+	f := feature.Feature{Key: "writes", Enabled: true, Salt: "writes"}
 	for i := range 10 {
-		f.Buckets = append(f.Buckets, rollout.Bucket{Name: fmt.Sprintf("b%d", i), Replicas: 100})
+		f.Buckets = append(f.Buckets, feature.Bucket{Name: fmt.Sprintf("b%d", i), Replicas: 100})
 	}
 	if _, err := svc.Create(context.Background(), f, rollout.ChangeOptions{}); err != nil {
 		b.Fatal(err)

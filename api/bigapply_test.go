@@ -10,6 +10,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/storetest"
 )
 
@@ -45,7 +46,7 @@ func biggestDocument(t *testing.T, short bool) ([]byte, int) {
 		return data
 	}
 	// Each override is `"user-00000":"on",`: 18 bytes.
-	overrides := min(rollout.MaxOverrides, (size/features-200)/18)
+	overrides := min(feature.MaxOverrides, (size/features-200)/18)
 	for {
 		data := build(overrides)
 		if len(data) <= size {

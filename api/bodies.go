@@ -11,8 +11,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Request bodies. A client that announces a body and sends it a byte at a
@@ -78,7 +77,7 @@ func waitForBody(route Route, next echo.HandlerFunc) echo.HandlerFunc {
 			// What of the body has not arrived is not waited for: the
 			// connection closes after the answer (unless it all had).
 			_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now())
-			return rollout.Errorf(codeTooLarge, "%s %s takes no request body", r.Method, r.URL.Path)
+			return feature.Errorf(codeTooLarge, "%s %s takes no request body", r.Method, r.URL.Path)
 		}
 	}
 	window := bodyWindow

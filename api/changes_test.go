@@ -11,6 +11,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // TestChanges writes changes of two features by two actors, some with a
@@ -21,9 +22,9 @@ import (
 func TestChanges(t *testing.T) {
 	s := newServer(t, "", api.Options{})
 	ctx := context.Background()
-	two := []rollout.Bucket{{Name: "A", Replicas: 5}, {Name: "B", Replicas: 5}}
+	two := []feature.Bucket{{Name: "A", Replicas: 5}, {Name: "B", Replicas: 5}}
 	s.must(201, "POST", "/api/features", map[string]any{"key": "a", "buckets": two, "comment": "for the spring sale"})
-	s.create(rollout.Feature{Key: "b", Enabled: true, Salt: "b", Buckets: two})
+	s.create(feature.Feature{Key: "b", Enabled: true, Salt: "b", Buckets: two})
 	s.must(200, "PUT", "/api/features/a/buckets/A", map[string]any{"replicas": 7, "comment": "more A, as agreed"})
 	if _, err := s.svc.Change(ctx, "b", rollout.UpdateBucket("A", ptr(9), nil), rollout.ChangeOptions{Actor: "carol"}); err != nil {
 		t.Fatal(err)

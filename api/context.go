@@ -7,8 +7,7 @@ import (
 	"sync"
 
 	"github.com/labstack/echo/v4"
-
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // The context of an evaluation: the attributes besides the user ID that a
@@ -23,15 +22,15 @@ const ctxPrefix = "ctx."
 // queryContext returns the attributes of the query's ctx.NAME parameters:
 // each a string, or a list of strings when NAME is repeated. A numeric
 // operator reads a number from the string ("12" > 10 holds).
-func queryContext(c echo.Context) (rollout.Context, error) {
-	var ctx rollout.Context
+func queryContext(c echo.Context) (feature.Context, error) {
+	var ctx feature.Context
 	for k, vs := range c.QueryParams() {
 		name, ok := strings.CutPrefix(k, ctxPrefix)
 		if !ok {
 			continue
 		}
 		if ctx == nil {
-			ctx = rollout.Context{}
+			ctx = feature.Context{}
 		}
 		if len(vs) == 1 {
 			ctx[name] = vs[0]
@@ -39,7 +38,7 @@ func queryContext(c echo.Context) (rollout.Context, error) {
 			ctx[name] = vs
 		}
 	}
-	if err := rollout.ValidateContext(ctx); err != nil {
+	if err := feature.ValidateContext(ctx); err != nil {
 		return nil, asBadRequest(err)
 	}
 	return ctx, nil
@@ -55,7 +54,7 @@ func hasQueryContext(raw string) bool {
 // (the user ID) and, for bulk requests, flags (see readContext). The
 // context comes from a pool: the caller gives it back (putContext) once
 // evaluated, and keeps nothing of it.
-func ofrepContext(body []byte, bulk bool, key string) (rollout.Context, error) {
+func ofrepContext(body []byte, bulk bool, key string) (feature.Context, error) {
 	i := skipSpace(body, 0)
 	var ctxJSON []byte
 	for it := (members{b: body, i: i}); it.next(); {
@@ -80,14 +79,14 @@ func ofrepContext(body []byte, bulk bool, key string) (rollout.Context, error) {
 // readContext reads the attributes of ctxJSON, a JSON object that
 // json.Valid accepted, but the members that skip names. Strings, numbers,
 // booleans and lists of strings are kept; other values are left out, as
-// no rule can test them, but count as attributes. It refuses what rollout.ValidateContext refuses,
+// no rule can test them, but count as attributes. It refuses what feature.ValidateContext refuses,
 // as it reads, and so stops reading at the first attribute past
-// rollout.MaxContextBytes: details says what is wrong (ctx is nil), "" when
+// feature.MaxContextBytes: details says what is wrong (ctx is nil), "" when
 // nothing is. The context comes from a pool: the caller gives it back
 // (putContext) once evaluated, and keeps nothing of it.
-func readContext(ctxJSON []byte, skip []string) (ctx rollout.Context, details string) {
+func readContext(ctxJSON []byte, skip []string) (ctx feature.Context, details string) {
 	ctx = getContext()
-	invalid := func(details string) (rollout.Context, string) {
+	invalid := func(details string) (feature.Context, string) {
 		putContext(ctx)
 		return nil, details
 	}
@@ -97,11 +96,11 @@ func readContext(ctxJSON []byte, skip []string) (ctx rollout.Context, details st
 		if skipped(&it, skip) {
 			continue
 		}
-		if attrs++; attrs > rollout.MaxContextAttrs {
-			return invalid("the context has more than " + strconv.Itoa(rollout.MaxContextAttrs) + " attributes")
+		if attrs++; attrs > feature.MaxContextAttrs {
+			return invalid("the context has more than " + strconv.Itoa(feature.MaxContextAttrs) + " attributes")
 		}
-		if len(it.key) > 4*rollout.MaxAttributeBytes+2 {
-			return invalid("a context attribute's name is at most " + strconv.Itoa(4*rollout.MaxAttributeBytes) + " bytes")
+		if len(it.key) > 4*feature.MaxAttributeBytes+2 {
+			return invalid("a context attribute's name is at most " + strconv.Itoa(4*feature.MaxAttributeBytes) + " bytes")
 		}
 		name := str(it.key) // a substring of one copy, as the values
 		size += len(name)
@@ -111,8 +110,8 @@ func readContext(ctxJSON []byte, skip []string) (ctx rollout.Context, details st
 				return invalid("context." + name + " is not valid UTF-8")
 			}
 			s := str(v)
-			if len(s) > rollout.MaxContextValueLen {
-				return invalid("context." + name + " is " + strconv.Itoa(len(s)) + " bytes; at most " + strconv.Itoa(rollout.MaxContextValueLen))
+			if len(s) > feature.MaxContextValueLen {
+				return invalid("context." + name + " is " + strconv.Itoa(len(s)) + " bytes; at most " + strconv.Itoa(feature.MaxContextValueLen))
 			}
 			size += len(s)
 			ctx[name] = s
@@ -123,12 +122,12 @@ func readContext(ctxJSON []byte, skip []string) (ctx rollout.Context, details st
 			if !ok {
 				continue
 			}
-			if len(list) > rollout.MaxContextList {
-				return invalid("context." + name + " is a list of " + strconv.Itoa(len(list)) + "; at most " + strconv.Itoa(rollout.MaxContextList))
+			if len(list) > feature.MaxContextList {
+				return invalid("context." + name + " is a list of " + strconv.Itoa(len(list)) + "; at most " + strconv.Itoa(feature.MaxContextList))
 			}
 			for _, s := range list {
-				if len(s) > rollout.MaxContextValueLen {
-					return invalid("an entry of context." + name + " is " + strconv.Itoa(len(s)) + " bytes; at most " + strconv.Itoa(rollout.MaxContextValueLen))
+				if len(s) > feature.MaxContextValueLen {
+					return invalid("an entry of context." + name + " is " + strconv.Itoa(len(s)) + " bytes; at most " + strconv.Itoa(feature.MaxContextValueLen))
 				}
 				size += len(s)
 			}
@@ -141,8 +140,8 @@ func readContext(ctxJSON []byte, skip []string) (ctx rollout.Context, details st
 			}
 			ctx[name] = n
 		}
-		if size > rollout.MaxContextBytes {
-			return invalid(rollout.ErrorMessage(rollout.ContextTooLarge()))
+		if size > feature.MaxContextBytes {
+			return invalid(feature.ErrorMessage(feature.ContextTooLarge()))
 		}
 	}
 	return ctx, ""
@@ -159,12 +158,12 @@ func skipped(it *members, names []string) bool {
 }
 
 // contexts are the maps of OFREP's contexts, reused.
-var contexts = sync.Pool{New: func() any { return make(rollout.Context, 8) }}
+var contexts = sync.Pool{New: func() any { return make(feature.Context, 8) }}
 
-func getContext() rollout.Context { return contexts.Get().(rollout.Context) }
+func getContext() feature.Context { return contexts.Get().(feature.Context) }
 
 // putContext gives ctx back to the pool, emptied; a large one is dropped.
-func putContext(ctx rollout.Context) {
+func putContext(ctx feature.Context) {
 	if ctx == nil || len(ctx) > 16 {
 		return
 	}
@@ -174,7 +173,7 @@ func putContext(ctx rollout.Context) {
 
 // hashContext adds ctx to d, in the order of its sorted names, so that a
 // bulk answer's ETag changes with the attributes it depends on.
-func hashContext(d interface{ WriteString(string) (int, error) }, ctx rollout.Context) {
+func hashContext(d interface{ WriteString(string) (int, error) }, ctx feature.Context) {
 	names := make([]string, 0, len(ctx))
 	for k := range ctx {
 		names = append(names, k)

@@ -8,12 +8,12 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Costly evaluations run apart. An evaluation of a feature whose rules may
-// cost much (rollout.Snapshot.Costly: more condition checks and pattern
-// instructions than rollout.CostlyEvaluation), or a request whose body (or
+// cost much (feature.Snapshot.Costly: more condition checks and pattern
+// instructions than feature.CostlyEvaluation), or a request whose body (or
 // GET's query of a context) is over costlyBodyBytes, runs in one of a few slots, so that such work,
 // however much of it clients send, never takes every core from the
 // ordinary evaluations beside it. A request waits for a slot a short
@@ -79,7 +79,7 @@ func (sl *slot) take(c echo.Context, p *costly) error {
 	ctx := c.Request().Context()
 	if sl.held {
 		if ctx.Err() != nil {
-			return rollout.Errorf(rollout.EUnavailable, "the request ended before its evaluations did")
+			return feature.Errorf(feature.EUnavailable, "the request ended before its evaluations did")
 		}
 		return nil
 	}
@@ -92,9 +92,9 @@ func (sl *slot) take(c echo.Context, p *costly) error {
 		case p.slots <- struct{}{}:
 		case <-t.C:
 			c.Response().Header().Set("Retry-After", strconv.Itoa(costlyRetryAfter))
-			return rollout.Errorf(rollout.EUnavailable, "as many costly evaluations are running as this server runs at once (%d): try again in a second, or evaluate features of fewer conditions and patterns with a smaller request", cap(p.slots))
+			return feature.Errorf(feature.EUnavailable, "as many costly evaluations are running as this server runs at once (%d): try again in a second, or evaluate features of fewer conditions and patterns with a smaller request", cap(p.slots))
 		case <-ctx.Done():
-			return rollout.Errorf(rollout.EUnavailable, "the request ended before its evaluation could start")
+			return feature.Errorf(feature.EUnavailable, "the request ended before its evaluation could start")
 		}
 	}
 	sl.held = true

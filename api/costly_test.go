@@ -10,25 +10,25 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/api"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
-// TestContextLimitsEveryRoute: a context over rollout.MaxContextBytes, or
-// with a list over rollout.MaxContextList, is a 400 on every evaluation
+// TestContextLimitsEveryRoute: a context over feature.MaxContextBytes, or
+// with a list over feature.MaxContextList, is a 400 on every evaluation
 // route (INVALID_CONTEXT on OFREP's), and a body over
 // api.MaxEvaluateBodyBytes a 413.
 func TestContextLimitsEveryRoute(t *testing.T) {
 	s := newRulesServer(t)
 	// OFREP reads the context only for features that use it.
 	s.must(http.StatusOK, "PUT", "/api/features/checkout/rules", `{"rules":[{"name":"r","conditions":[{"attribute":"a","op":"eq","value":"x"}],"serve":{"bucket":"on"}}]}`)
-	kb := strings.Repeat("x", rollout.MaxContextValueLen)
+	kb := strings.Repeat("x", feature.MaxContextValueLen)
 	big := map[string]any{}
 	q := url.Values{"feature": {"checkout"}, "user": {"u1"}}
-	for i := range rollout.MaxContextBytes/rollout.MaxContextValueLen + 1 {
+	for i := range feature.MaxContextBytes/feature.MaxContextValueLen + 1 {
 		big[fmt.Sprint("a", i)] = kb
 		q.Set(fmt.Sprint("ctx.a", i), kb)
 	}
-	long := map[string]any{"groups": make([]string, rollout.MaxContextList+1)}
+	long := map[string]any{"groups": make([]string, feature.MaxContextList+1)}
 	withKey := func(ctx map[string]any) map[string]any {
 		out := map[string]any{"targetingKey": "u1"}
 		for k, v := range ctx {
@@ -37,7 +37,7 @@ func TestContextLimitsEveryRoute(t *testing.T) {
 		return out
 	}
 	const tooLarge = "the context is more than 8192 bytes"
-	listTooLong := fmt.Sprintf("is a list of %d; at most %d", rollout.MaxContextList+1, rollout.MaxContextList)
+	listTooLong := fmt.Sprintf("is a list of %d; at most %d", feature.MaxContextList+1, feature.MaxContextList)
 	cases := []struct {
 		name, method, path string
 		body               any
@@ -64,7 +64,7 @@ func TestContextLimitsEveryRoute(t *testing.T) {
 	}
 	// A context within the limits is evaluated.
 	within := map[string]any{"a": "x"}
-	for i := range rollout.MaxContextBytes/rollout.MaxContextValueLen - 1 {
+	for i := range feature.MaxContextBytes/feature.MaxContextValueLen - 1 {
 		within[fmt.Sprint("b", i)] = kb
 	}
 	e := s.must(http.StatusOK, "POST", "/evaluate", map[string]any{"user": "u1", "features": []string{"checkout"}, "context": within}).json(t)
@@ -87,7 +87,7 @@ func TestContextLimitsEveryRoute(t *testing.T) {
 }
 
 // TestConditionChecksAPI: rules whose conditions, a segment's counted at
-// each use, pass rollout.MaxConditionChecks are refused with 400 naming
+// each use, pass feature.MaxConditionChecks are refused with 400 naming
 // the condition, on PUT rules and on a segment's change that would bring a
 // feature past it; a document, with its 422 and path; and nothing
 // changes.
@@ -106,7 +106,7 @@ func TestConditionChecksAPI(t *testing.T) {
 	}
 	s := newRulesServer(t)
 	s.must(http.StatusCreated, "POST", "/api/segments", `{"key":"staff","description":"","conditions":[`+pro+`]}`)
-	s.create(rollout.Feature{Key: "wide", Enabled: true, Salt: "wide", Buckets: []rollout.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 100}}})
+	s.create(feature.Feature{Key: "wide", Enabled: true, Salt: "wide", Buckets: []feature.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 100}}})
 	// 51 uses of a segment of 1 condition: within the limit, until the
 	// segment has 20.
 	s.must(http.StatusOK, "PUT", "/api/features/wide/rules", `{"rules":`+rules(3, 17, in)+`}`)
@@ -149,9 +149,9 @@ func TestConditionChecksAPI(t *testing.T) {
 // ordinary evaluations go on; once the slot is free, it is served.
 func TestCostlyEvaluationsRunApart(t *testing.T) {
 	s := newServer(t, "", api.Options{Costly: api.CostlyLimits{Running: 1, Wait: 20 * time.Millisecond}})
-	buckets := []rollout.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 100}}
-	s.create(rollout.Feature{Key: "plain", Enabled: true, Buckets: buckets})
-	s.create(rollout.Feature{Key: "mail", Enabled: true, Buckets: buckets})
+	buckets := []feature.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 100}}
+	s.create(feature.Feature{Key: "plain", Enabled: true, Buckets: buckets})
+	s.create(feature.Feature{Key: "mail", Enabled: true, Buckets: buckets})
 	s.must(http.StatusOK, "PUT", "/api/features/mail/rules", `{"rules":[{"name":"mail","conditions":[{"attribute":"email","op":"matches","value":"[a-z0-9._%+-]{1,64}@[a-z0-9.-]{1,255}\\.[a-z]{2,63}"}],"serve":{"bucket":"on"}}]}`)
 	if !s.svc.Snapshot().Costly("mail") || s.svc.Snapshot().Costly("plain") {
 		t.Fatal("want mail costly (764 pattern instructions) and plain not")
@@ -168,7 +168,7 @@ func TestCostlyEvaluationsRunApart(t *testing.T) {
 		held <- res.StatusCode
 	}()
 	<-entered
-	large := `{"user":"u1","features":["plain"],"context":{"pad":"` + strings.Repeat("p", rollout.MaxContextValueLen) + `"}}` + strings.Repeat(" ", 16<<10)
+	large := `{"user":"u1","features":["plain"],"context":{"pad":"` + strings.Repeat("p", feature.MaxContextValueLen) + `"}}` + strings.Repeat(" ", 16<<10)
 	for _, tc := range []struct {
 		name, method, path string
 		body               any

@@ -16,13 +16,14 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // API-level error codes, beside the domain's.
 const (
 	codeBadRequest   = "bad_request"
 	codeTooLarge     = "too_large"
-	codeForbidden    = rollout.EForbidden
+	codeForbidden    = feature.EForbidden
 	codeUnauthorized = "unauthorized"
 )
 
@@ -33,15 +34,15 @@ var statusOf = map[string]int{
 	codeForbidden:         http.StatusForbidden,
 	codeUnauthorized:      http.StatusUnauthorized,
 	codeTooManyPlans:      http.StatusTooManyRequests,
-	rollout.EInvalid:      http.StatusUnprocessableEntity,
-	rollout.ENotFound:     http.StatusNotFound,
-	rollout.EConflict:     http.StatusConflict,
-	rollout.EChurn:        http.StatusConflict,
-	rollout.EPrecondition: http.StatusPreconditionFailed,
-	rollout.EUnavailable:  http.StatusServiceUnavailable,
+	feature.EInvalid:      http.StatusUnprocessableEntity,
+	feature.ENotFound:     http.StatusNotFound,
+	feature.EConflict:     http.StatusConflict,
+	feature.EChurn:        http.StatusConflict,
+	feature.EPrecondition: http.StatusPreconditionFailed,
+	feature.EUnavailable:  http.StatusServiceUnavailable,
 	rollout.EKeyReused:    http.StatusUnprocessableEntity,
 	rollout.EKeyInUse:     http.StatusConflict,
-	rollout.EInternal:     http.StatusInternalServerError,
+	feature.EInternal:     http.StatusInternalServerError,
 
 	ofrepParseError:          http.StatusBadRequest,
 	ofrepTargetingKeyMissing: http.StatusBadRequest,
@@ -55,12 +56,12 @@ type errorBody struct {
 	Error struct {
 		Code    string          `json:"code"`
 		Message string          `json:"message"`
-		Report  *rollout.Report `json:"report,omitempty"`
+		Report  *feature.Report `json:"report,omitempty"`
 	} `json:"error"`
 }
 
 func badRequest(format string, args ...any) error {
-	return rollout.Errorf(codeBadRequest, format, args...)
+	return feature.Errorf(codeBadRequest, format, args...)
 }
 
 // errorHandler answers every error as JSON with the status of its code.
@@ -78,7 +79,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		}
 		var body errorBody
 		status := http.StatusInternalServerError
-		var domain *rollout.Error
+		var domain *feature.Error
 		var he *echo.HTTPError
 		switch {
 		case errors.As(err, &domain):
@@ -88,19 +89,19 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			}
 		case errors.As(err, &he) && he.Code == http.StatusNotFound:
 			status = he.Code
-			body.Error.Code = rollout.ENotFound
+			body.Error.Code = feature.ENotFound
 			body.Error.Message = "no such endpoint: " + c.Request().Method + " " + c.Request().URL.Path
 		case errors.As(err, &he):
 			status = he.Code
 			body.Error.Code = strings.ReplaceAll(strings.ToLower(http.StatusText(he.Code)), " ", "_")
 			body.Error.Message = fmt.Sprint(he.Message)
 		default:
-			body.Error.Code = rollout.EInternal
+			body.Error.Code = feature.EInternal
 		}
 		if status >= 500 {
 			log.Error("request failed", "request_id", c.Response().Header().Get(echo.HeaderXRequestID),
 				"method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
-			if body.Error.Code == rollout.EInternal {
+			if body.Error.Code == feature.EInternal {
 				body.Error.Message = "internal error: the server logged it with request ID " + c.Response().Header().Get(echo.HeaderXRequestID)
 			}
 		}
@@ -189,7 +190,7 @@ func decodeError(err error) error {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return badRequest("the request body ends in the middle of its JSON")
 	case errors.As(err, &tooLarge):
-		return rollout.Errorf(codeTooLarge, "the request body is larger than %d bytes", tooLarge.Limit)
+		return feature.Errorf(codeTooLarge, "the request body is larger than %d bytes", tooLarge.Limit)
 	case errors.As(err, &syntax):
 		return badRequest("malformed JSON at byte %d: %v", syntax.Offset, syntax)
 	case errors.As(err, &typ):

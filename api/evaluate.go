@@ -11,8 +11,7 @@ import (
 	"sync"
 
 	"github.com/labstack/echo/v4"
-
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // MaxBulkFeatures bounds the features one POST /evaluate or OFREP bulk
@@ -22,7 +21,7 @@ const MaxBulkFeatures = 1000
 // MaxEvaluateBodyBytes bounds the request body of the evaluation routes
 // (POST /evaluate and OFREP's), so that reading one costs little: a list
 // of MaxBulkFeatures keys of 50 characters and a context of
-// rollout.MaxContextBytes fit.
+// feature.MaxContextBytes fit.
 const MaxEvaluateBodyBytes = 64 << 10
 
 // Evaluation is every app's hot path, so its answers are written by hand
@@ -43,7 +42,7 @@ type evaluation struct {
 	Rule    string          `json:"rule,omitempty"` // the rule that served (reason targeting_match)
 }
 
-func evaluationJSON(e rollout.Evaluation) evaluation {
+func evaluationJSON(e feature.Evaluation) evaluation {
 	out := evaluation{Feature: e.Feature, User: e.User, Value: e.Value, Version: e.Version, Reason: e.Reason, Rule: e.Rule}
 	if e.Bucket != "" {
 		out.Bucket = &e.Bucket
@@ -55,7 +54,7 @@ func evaluationJSON(e rollout.Evaluation) evaluation {
 
 // appendEvaluation appends the JSON of evaluationJSON(e). The hot paths
 // append an answer's parts instead (see answer), which make the same bytes.
-func appendEvaluation(b []byte, e rollout.Evaluation) []byte {
+func appendEvaluation(b []byte, e feature.Evaluation) []byte {
 	b = append(b, `{"feature":`...)
 	b = appendJSONString(b, e.Feature)
 	b = append(b, `,"user":`...)
@@ -75,7 +74,7 @@ func (s *Server) evaluateOne(c echo.Context) error {
 	if key == "" || user == "" {
 		return badRequest("give both query parameters: /evaluate?feature=KEY&user=USER_ID")
 	}
-	if err := rollout.ValidateUser(user); err != nil {
+	if err := feature.ValidateUser(user); err != nil {
 		return err
 	}
 	snap := s.snapshotState().snap
@@ -87,7 +86,7 @@ func (s *Server) evaluateOne(c echo.Context) error {
 		}
 		defer sl.release(s.costly)
 	}
-	var ctx rollout.Context
+	var ctx feature.Context
 	if hasQueryContext(raw) {
 		var err error
 		if ctx, err = queryContext(c); err != nil {
@@ -243,10 +242,10 @@ func (s *Server) evaluateMany(c echo.Context) error {
 	if req.userUnreadable {
 		return errUnreadableUser
 	}
-	if err := rollout.ValidateUser(req.User); err != nil {
+	if err := feature.ValidateUser(req.User); err != nil {
 		return err
 	}
-	var ctx rollout.Context
+	var ctx feature.Context
 	switch {
 	case req.contextJSON != nil:
 		var details string
@@ -255,7 +254,7 @@ func (s *Server) evaluateMany(c echo.Context) error {
 		}
 		defer putContext(ctx)
 	case req.Context != nil:
-		if ctx, err = rollout.ContextFromJSON(req.Context); err != nil {
+		if ctx, err = feature.ContextFromJSON(req.Context); err != nil {
 			return asBadRequest(err)
 		}
 	}
@@ -264,7 +263,7 @@ func (s *Server) evaluateMany(c echo.Context) error {
 	if req.Features != nil {
 		keys = *req.Features
 		if len(keys) > MaxBulkFeatures {
-			return rollout.Errorf(rollout.EInvalid, "at most %d features in one request, got %d: leave out \"features\" to evaluate all of them", MaxBulkFeatures, len(keys))
+			return feature.Errorf(feature.EInvalid, "at most %d features in one request, got %d: leave out \"features\" to evaluate all of them", MaxBulkFeatures, len(keys))
 		}
 		if !slices.IsSorted(keys) {
 			slices.Sort(keys)
@@ -281,7 +280,7 @@ func (s *Server) evaluateMany(c echo.Context) error {
 		}
 		o, err := st.snap.EvaluateOutcomeContext(key, req.User, ctx)
 		if err != nil {
-			results.add(key, nil, &errorDetail{Code: rollout.ErrorCode(err), Message: rollout.ErrorMessage(err)})
+			results.add(key, nil, &errorDetail{Code: feature.ErrorCode(err), Message: feature.ErrorMessage(err)})
 			continue
 		}
 		a := answerOf(s.metrics, o)

@@ -18,6 +18,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
 
@@ -31,15 +32,15 @@ func encodingJSON(t *testing.T, v any) string {
 	return b.String()
 }
 
-var tricky = []rollout.Evaluation{
-	{Feature: "checkout", User: "user1", Bucket: "B", Value: json.RawMessage(`"B"`), Version: 1, Reason: rollout.ReasonRing},
-	{Feature: "killed", User: "user1", Version: 7, Reason: rollout.ReasonDisabled},
-	{Feature: "banner", User: "<script>&amp;</script>", Bucket: "red", Value: json.RawMessage(`{"color":"red","size":1}`), Version: 2, Reason: rollout.ReasonOverride},
-	{Feature: "spaces", User: "u", Bucket: "A", Value: json.RawMessage(`{ "a" : [1, 2] ,"b":"x y"}`), Version: 3, Reason: rollout.ReasonRing},
-	{Feature: "html", User: "u", Bucket: "A", Value: json.RawMessage(`"<b>&</b>"`), Version: 3, Reason: rollout.ReasonRing},
-	{Feature: "unicode", User: "zoë \u2028 \xff", Bucket: "A", Value: json.RawMessage(`"café \u2028 \" \\"`), Version: 4, Reason: rollout.ReasonRing},
-	{Feature: "escapes", User: "tab\there\n\"q\"\\", Bucket: "A", Value: json.RawMessage(`"a\"b\\"`), Version: 5, Reason: rollout.ReasonRing},
-	{Feature: "nil-value", User: "u", Bucket: "A", Version: 1, Reason: rollout.ReasonRing},
+var tricky = []feature.Evaluation{
+	{Feature: "checkout", User: "user1", Bucket: "B", Value: json.RawMessage(`"B"`), Version: 1, Reason: feature.ReasonRing},
+	{Feature: "killed", User: "user1", Version: 7, Reason: feature.ReasonDisabled},
+	{Feature: "banner", User: "<script>&amp;</script>", Bucket: "red", Value: json.RawMessage(`{"color":"red","size":1}`), Version: 2, Reason: feature.ReasonOverride},
+	{Feature: "spaces", User: "u", Bucket: "A", Value: json.RawMessage(`{ "a" : [1, 2] ,"b":"x y"}`), Version: 3, Reason: feature.ReasonRing},
+	{Feature: "html", User: "u", Bucket: "A", Value: json.RawMessage(`"<b>&</b>"`), Version: 3, Reason: feature.ReasonRing},
+	{Feature: "unicode", User: "zoë \u2028 \xff", Bucket: "A", Value: json.RawMessage(`"café \u2028 \" \\"`), Version: 4, Reason: feature.ReasonRing},
+	{Feature: "escapes", User: "tab\there\n\"q\"\\", Bucket: "A", Value: json.RawMessage(`"a\"b\\"`), Version: 5, Reason: feature.ReasonRing},
+	{Feature: "nil-value", User: "u", Bucket: "A", Version: 1, Reason: feature.ReasonRing},
 }
 
 func TestAppendEvaluationIsEncodingJSON(t *testing.T) {
@@ -64,8 +65,8 @@ func TestBulkAnswerIsEncodingJSON(t *testing.T) {
 	const user = "u<1>\u2028"
 	// Entries come sorted by key, once each, as evaluateMany adds them.
 	entries := map[string]result{
-		"nope":   {key: "nope", err: &errorDetail{Code: rollout.ENotFound, Message: `feature "nope" does not exist`}},
-		"<nope>": {key: "<nope>", err: &errorDetail{Code: rollout.ENotFound, Message: `feature "<nope>" does not exist`}},
+		"nope":   {key: "nope", err: &errorDetail{Code: feature.ENotFound, Message: `feature "nope" does not exist`}},
+		"<nope>": {key: "<nope>", err: &errorDetail{Code: feature.ENotFound, Message: `feature "<nope>" does not exist`}},
 	}
 	for _, e := range tricky {
 		entries[e.Feature] = result{key: e.Feature, a: newAnswer(m, e)}
@@ -132,9 +133,9 @@ func FuzzParseEvaluateRequest(f *testing.F) {
 			return // decode reads it
 		}
 		// The context is read by readContext, which refuses what
-		// rollout.ContextFromJSON refuses, and more (strings that are not
+		// feature.ContextFromJSON refuses, and more (strings that are not
 		// UTF-8, as OFREP).
-		var ctx rollout.Context
+		var ctx feature.Context
 		details := ""
 		if got.contextJSON != nil {
 			ctx, details = readContext(got.contextJSON, nil)
@@ -155,7 +156,7 @@ func FuzzParseEvaluateRequest(f *testing.F) {
 			return
 		}
 		if details == "" {
-			wantCtx, err := rollout.ContextFromJSON(want.Context)
+			wantCtx, err := feature.ContextFromJSON(want.Context)
 			if err != nil {
 				t.Fatalf("readContext of %q accepted what ContextFromJSON refuses: %v", body, err)
 			}
@@ -201,12 +202,12 @@ func TestEvaluateAnswersAreEncodingJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw := func(v string) json.RawMessage { return json.RawMessage(v) }
-	for _, f := range []rollout.Feature{
+	for _, f := range []feature.Feature{
 		{Key: "html", Enabled: true, Salt: "html", Overrides: map[string]string{"<vip>": "b"},
-			Buckets: []rollout.Bucket{{Name: "a", Replicas: 50, Value: raw(`"<b>a & b</b>"`)}, {Name: "b", Replicas: 50, Value: raw(`{"text": "x y", "n": [1, 2]}`)}}},
-		{Key: "unicode", Enabled: true, Salt: "", Buckets: []rollout.Bucket{{Name: "a", Replicas: 10, Value: raw(`"café \u2028"`)}, {Name: "b", Replicas: 10}}},
-		{Key: "killed", Enabled: false, Salt: "killed", Buckets: []rollout.Bucket{{Name: "a", Replicas: 10}}},
-		{Key: "paused", Enabled: false, Salt: "paused", Fallback: "a", Buckets: []rollout.Bucket{{Name: "a", Replicas: 10, Value: raw(`true`)}}},
+			Buckets: []feature.Bucket{{Name: "a", Replicas: 50, Value: raw(`"<b>a & b</b>"`)}, {Name: "b", Replicas: 50, Value: raw(`{"text": "x y", "n": [1, 2]}`)}}},
+		{Key: "unicode", Enabled: true, Salt: "", Buckets: []feature.Bucket{{Name: "a", Replicas: 10, Value: raw(`"café \u2028"`)}, {Name: "b", Replicas: 10}}},
+		{Key: "killed", Enabled: false, Salt: "killed", Buckets: []feature.Bucket{{Name: "a", Replicas: 10}}},
+		{Key: "paused", Enabled: false, Salt: "paused", Fallback: "a", Buckets: []feature.Bucket{{Name: "a", Replicas: 10, Value: raw(`true`)}}},
 	} {
 		if _, err := svc.Create(ctx, f, rollout.ChangeOptions{}); err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // GET /api/events is the dashboard's stream of changes: Server-Sent Events
@@ -49,7 +50,7 @@ type dashboardFeature struct {
 
 // dashboardEventOf returns the change event of batch as snap serves it, or
 // nil when the batch changed no feature.
-func dashboardEventOf(batch []rollout.Commit, snap *rollout.Snapshot) []byte {
+func dashboardEventOf(batch []rollout.Commit, snap *feature.Snapshot) []byte {
 	var keys []string
 	var rev int64
 	for _, cm := range batch {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
 
@@ -59,7 +60,7 @@ func TestExposureRefusals(t *testing.T) {
 		t.Fatalf("limit is at version %d, want 2", f.Version)
 	}
 	good := exposure("limit", f.ID, 2, "mid", 1)
-	over := make([]map[string]any, rollout.MaxExposureBatch+1)
+	over := make([]map[string]any, feature.MaxExposureBatch+1)
 	for i := range over {
 		over[i] = good
 	}
@@ -70,7 +71,7 @@ func TestExposureRefusals(t *testing.T) {
 	}{
 		{"count of 2^63-1", exposureBatch("batch-bad-1", good, exposure("limit", f.ID, 2, "low", math.MaxInt64)), "exposure 1: count must be from 1 to 1000000000"},
 		{"negative count", exposureBatch("batch-bad-1", exposure("limit", f.ID, 2, "low", -5)), "exposure 0: count"},
-		{"count over the bound", exposureBatch("batch-bad-1", exposure("limit", f.ID, 2, "low", rollout.MaxExposureCount+1)), "exposure 0: count"},
+		{"count over the bound", exposureBatch("batch-bad-1", exposure("limit", f.ID, 2, "low", feature.MaxExposureCount+1)), "exposure 0: count"},
 		{"unknown bucket", exposureBatch("batch-bad-1", good, good, exposure("limit", f.ID, 2, "huge", 1)), `exposure 2: feature "limit" had no bucket "huge" at version 2`},
 		{"bucket of a later version", exposureBatch("batch-bad-1", exposure("limit", f.ID, 1, "mid", 1)), `exposure 0: feature "limit" had no bucket "mid" at version 1`},
 		{"future version", exposureBatch("batch-bad-1", exposure("limit", f.ID, 3, "low", 1)), `exposure 0: feature "limit" is at version 2: version 3 does not exist`},
@@ -190,7 +191,7 @@ func TestExposureTotalsSaturate(t *testing.T) {
 	// This hour's totals, which the flush below adds to, and an earlier
 	// hour's.
 	h := time.Now()
-	if err := s.db.AddExposures(context.Background(), []rollout.Exposure{
+	if err := s.db.AddExposures(context.Background(), []feature.Exposure{
 		{FeatureID: f.ID, Version: 1, Bucket: "low", Hour: h, Count: math.MaxInt64},
 		{FeatureID: f.ID, Version: 1, Bucket: "low", Hour: h.Add(-time.Hour), Count: math.MaxInt64},
 		{FeatureID: f.ID, Version: 1, Bucket: "high", Hour: h, Count: math.MaxInt64},

@@ -14,30 +14,31 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // featureView is a feature as the API shows it: its configuration and the
 // exact share of users each bucket of its ring gets.
 type featureView struct {
-	rollout.Feature
+	feature.Feature
 	// Rules and BucketBy are always there (rules as [] when none), unlike
 	// in the feature's own JSON: see newView.
-	Rules    []rollout.Rule     `json:"rules"`
+	Rules    []feature.Rule     `json:"rules"`
 	BucketBy string             `json:"bucket_by"`
 	Shares   map[string]float64 `json:"shares"`
 }
 
 // newView is the view of f with those shares.
-func newView(f rollout.Feature, shares map[string]float64) featureView {
+func newView(f feature.Feature, shares map[string]float64) featureView {
 	rules := f.Rules
 	if rules == nil {
-		rules = []rollout.Rule{}
+		rules = []feature.Rule{}
 	}
 	return featureView{Feature: f, Rules: rules, BucketBy: f.BucketBy, Shares: shares}
 }
 
 // viewOf returns the view of the feature key in snap.
-func viewOf(snap *rollout.Snapshot, key string) (featureView, bool) {
+func viewOf(snap *feature.Snapshot, key string) (featureView, bool) {
 	f, ok := snap.Feature(key)
 	if !ok {
 		return featureView{}, false
@@ -56,7 +57,7 @@ type archivedView struct {
 // changeResponse answers every mutation.
 type changeResponse struct {
 	Feature featureView    `json:"feature"`
-	Report  rollout.Report `json:"report"`
+	Report  feature.Report `json:"report"`
 	DryRun  bool           `json:"dry_run"`
 	// Request is the change request an editor's change became where
 	// approvals are required (status 202): nothing was applied, Feature
@@ -110,9 +111,9 @@ func (s *Server) getFeature(c echo.Context) error {
 	v, ok := viewOf(s.svc.Snapshot(), key)
 	if !ok {
 		if _, err := s.svc.ArchivedFeature(c.Request().Context(), key); err == nil {
-			return rollout.Errorf(rollout.ENotFound, "feature %q is archived: restore it (POST /api/features/%s/restore) to serve it again; GET /api/features?archived=true lists the archived features", key, key)
+			return feature.Errorf(feature.ENotFound, "feature %q is archived: restore it (POST /api/features/%s/restore) to serve it again; GET /api/features?archived=true lists the archived features", key, key)
 		}
-		return rollout.Errorf(rollout.ENotFound, "feature %q does not exist", key)
+		return feature.Errorf(feature.ENotFound, "feature %q does not exist", key)
 	}
 	c.Response().Header().Set("ETag", etag(v.Feature))
 	return c.JSON(http.StatusOK, v)
@@ -124,8 +125,8 @@ type bucketRequest struct {
 	Value    json.RawMessage `json:"value"`
 }
 
-func (b bucketRequest) bucket() rollout.Bucket {
-	out := rollout.Bucket{Name: b.Name, Replicas: rollout.DefaultReplicas, Value: b.Value}
+func (b bucketRequest) bucket() feature.Bucket {
+	out := feature.Bucket{Name: b.Name, Replicas: feature.DefaultReplicas, Value: b.Value}
 	if b.Replicas != nil {
 		out.Replicas = *b.Replicas
 	}
@@ -135,8 +136,8 @@ func (b bucketRequest) bucket() rollout.Bucket {
 	return out
 }
 
-func buckets(reqs []bucketRequest) []rollout.Bucket {
-	out := make([]rollout.Bucket, len(reqs))
+func buckets(reqs []bucketRequest) []feature.Bucket {
+	out := make([]feature.Bucket, len(reqs))
 	for i, b := range reqs {
 		out[i] = b.bucket()
 	}
@@ -151,7 +152,7 @@ type createRequest struct {
 	Fallback    string            `json:"fallback"`
 	Buckets     []bucketRequest   `json:"buckets"`
 	Overrides   map[string]string `json:"overrides"`
-	Rules       []rollout.Rule    `json:"rules"`
+	Rules       []feature.Rule    `json:"rules"`
 	BucketBy    string            `json:"bucket_by"`
 	// Targets, instead of the buckets' replicas, asks for shares: the
 	// replicas come from a plan (see plannedBuckets).
@@ -174,7 +175,7 @@ func (s *Server) createFeature(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	f := rollout.Feature{
+	f := feature.Feature{
 		Key: req.Key, Description: req.Description, Enabled: true, Salt: req.Key,
 		Fallback: req.Fallback, Buckets: buckets(req.Buckets), Overrides: req.Overrides,
 		Tags: slices.Sorted(slices.Values(req.Tags)), Owner: req.Owner,
@@ -416,7 +417,7 @@ func (s *Server) clearOverride(c echo.Context) error {
 
 type previewRequest struct {
 	Buckets []bucketRequest `json:"buckets"`
-	Rules   *[]rollout.Rule `json:"rules"`
+	Rules   *[]feature.Rule `json:"rules"`
 }
 
 // preview is POST /api/features/K/preview: the churn report of replacing
@@ -513,14 +514,14 @@ type versionSummary struct {
 }
 
 type configSummary struct {
-	rollout.Feature
+	feature.Feature
 	// Overrides hides the feature's own, which it never holds: nil, it is
 	// left out.
 	Overrides *struct{} `json:"overrides,omitempty"`
 }
 
 type reportSummary struct {
-	rollout.Report
+	feature.Report
 	OverrideChangeCount int `json:"override_change_count"`
 }
 
@@ -820,7 +821,7 @@ func pathParam(c echo.Context, name string) string {
 }
 
 // etag is the feature's ETag: its Tag, quoted.
-func etag(f rollout.Feature) string { return `"` + f.Tag() + `"` }
+func etag(f feature.Feature) string { return `"` + f.Tag() + `"` }
 
 // userHistory is GET /api/features/K/users/U[?before=N&limit=M]: the user's
 // bucket now and at every version, newest first, a page at a time.

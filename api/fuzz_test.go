@@ -12,6 +12,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
 
@@ -49,8 +50,8 @@ func FuzzRequests(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	feature := rollout.Feature{Key: "f", Enabled: true, Salt: "f", Buckets: []rollout.Bucket{{Name: "A", Replicas: 3}, {Name: "B", Replicas: 3}}}
-	if _, err := svc.Create(ctx, feature, rollout.ChangeOptions{}); err != nil {
+	feat := feature.Feature{Key: "f", Enabled: true, Salt: "f", Buckets: []feature.Bucket{{Name: "A", Replicas: 3}, {Name: "B", Replicas: 3}}}
+	if _, err := svc.Create(ctx, feat, rollout.ChangeOptions{}); err != nil {
 		f.Fatal(err)
 	}
 	e := api.New(svc, api.Options{})

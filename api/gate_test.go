@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/postgres"
 	"github.com/rollout/rollout/store/storetest"
 )
@@ -77,9 +78,9 @@ func testEditorTargeting(t *testing.T, g *guardedServer) {
 	// The report's churn is what hashing anew moves: 2·p·(1-p) of a
 	// p/(1-p) ring (the ring's shares are near 50/50, so near 0.5).
 	rep := decodeJSON[struct {
-		Error struct{ Report rollout.Report }
+		Error struct{ Report feature.Report }
 	}](t, body).Error.Report
-	if p := rep.SharesBefore["control"]; rep.Method != rollout.MethodExpected || rep.Churn < 2*p*(1-p)-1e-9 || rep.Churn > 2*p*(1-p)+1e-9 || rep.Churn < 0.4 {
+	if p := rep.SharesBefore["control"]; rep.Method != feature.MethodExpected || rep.Churn < 2*p*(1-p)-1e-9 || rep.Churn > 2*p*(1-p)+1e-9 || rep.Churn < 0.4 {
 		t.Errorf("report of the bucket_by change = %+v, want the expected churn of the ring hashed anew", rep)
 	}
 	if dry := decodeJSON[struct{ Needs string }](t, g.must(t, 200, "editor", "PATCH", "/api/features/f?dry_run=true", map[string]any{"bucket_by": "org"})); dry.Needs != "admin" {
@@ -136,21 +137,21 @@ func testEditorTargeting(t *testing.T, g *guardedServer) {
 	}
 	empty := decodeJSON[requestBody](t, g.must(t, 202, "carol", "PUT", "/api/features/f/rules", map[string]any{"rules": []any{}})).Request
 	g.must(t, 200, "carol", "POST", "/api/requests/"+r.ID+"/approve", nil)
-	feature := decodeJSON[rollout.Feature](t, g.must(t, 200, "viewer", "GET", "/api/features/f", nil))
-	if len(feature.Rules) != 1 || feature.Rules[0].Serve.Bucket != "control" || feature.Segments()[0] != "beta" || feature.Version != v+1 {
-		t.Fatalf("feature after the approved rules request = %+v", feature)
+	got := decodeJSON[feature.Feature](t, g.must(t, 200, "viewer", "GET", "/api/features/f", nil))
+	if len(got.Rules) != 1 || got.Rules[0].Serve.Bucket != "control" || got.Segments()[0] != "beta" || got.Version != v+1 {
+		t.Fatalf("feature after the approved rules request = %+v", got)
 	}
 	// The feature moved on: approving previews again (412), then applies.
 	g.must(t, 412, "carol", "POST", "/api/requests/"+b.ID+"/approve", nil)
 	g.must(t, 200, "carol", "POST", "/api/requests/"+b.ID+"/approve", nil)
-	feature = decodeJSON[rollout.Feature](t, g.must(t, 200, "viewer", "GET", "/api/features/f", nil))
-	if feature.BucketBy != "" || feature.Description != "by user" || len(feature.Rules) != 1 {
-		t.Fatalf("feature after the approved bucket_by request = %+v", feature)
+	got = decodeJSON[feature.Feature](t, g.must(t, 200, "viewer", "GET", "/api/features/f", nil))
+	if got.BucketBy != "" || got.Description != "by user" || len(got.Rules) != 1 {
+		t.Fatalf("feature after the approved bucket_by request = %+v", got)
 	}
 	g.must(t, 412, "editor", "POST", "/api/requests/"+empty.ID+"/approve", nil)
 	g.must(t, 200, "editor", "POST", "/api/requests/"+empty.ID+"/approve", nil)
-	if feature = decodeJSON[rollout.Feature](t, g.must(t, 200, "viewer", "GET", "/api/features/f", nil)); len(feature.Rules) != 0 {
-		t.Fatalf("feature after the approved removal of its rules = %+v", feature)
+	if got = decodeJSON[feature.Feature](t, g.must(t, 200, "viewer", "GET", "/api/features/f", nil)); len(got.Rules) != 0 {
+		t.Fatalf("feature after the approved removal of its rules = %+v", got)
 	}
 	// Now no feature under approvals uses staff: the editor may change it.
 	g.must(t, 200, "editor", "PUT", "/api/segments/staff", staff)
@@ -173,7 +174,7 @@ func TestEditorDocumentTargeting(t *testing.T) {
 	if status != http.StatusForbidden || !strings.Contains(body, "another bucket_by (attribute org → the user ID)") {
 		t.Fatalf("editor's document dropping bucket_by = %d %s, want 403", status, body)
 	}
-	if f := decodeJSON[rollout.Feature](t, g.must(t, 200, "viewer", "GET", "/api/features/f", nil)); f.BucketBy != "org" {
+	if f := decodeJSON[feature.Feature](t, g.must(t, 200, "viewer", "GET", "/api/features/f", nil)); f.BucketBy != "org" {
 		t.Fatalf("bucket_by after the refused document = %q, want org", f.BucketBy)
 	}
 	g.must(t, 200, "admin", "POST", "/api/apply", doc)

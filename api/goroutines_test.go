@@ -15,6 +15,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/internal/leaktest"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
 
@@ -82,7 +83,7 @@ func TestShutdownLeavesNoGoroutine(t *testing.T) {
 		}
 		streams = append(streams, r)
 	}
-	if _, err := svc.Create(ctx, rollout.Feature{Key: "f", Buckets: []rollout.Bucket{{Name: "A", Replicas: 1}}}, rollout.ChangeOptions{}); err != nil {
+	if _, err := svc.Create(ctx, feature.Feature{Key: "f", Buckets: []feature.Bucket{{Name: "A", Replicas: 1}}}, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for i, r := range streams {

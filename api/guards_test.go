@@ -10,13 +10,14 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // versions returns how many versions the feature key has (0: it is gone).
 func (s *testServer) versions(key string) int {
 	s.t.Helper()
 	vs, err := s.svc.Versions(context.Background(), key, 0, 0)
-	if rollout.ErrorCode(err) == rollout.ENotFound {
+	if feature.ErrorCode(err) == feature.ENotFound {
 		return 0
 	}
 	if err != nil {
@@ -30,8 +31,8 @@ func (s *testServer) versions(key string) int {
 // refused rather than settled toward the less safe one.
 func TestEveryMutationHonoursGuards(t *testing.T) {
 	s := newServer(t, "", api.Options{})
-	s.create(rollout.Feature{Key: "f", Enabled: true, Salt: "f",
-		Buckets:   []rollout.Bucket{{Name: "A", Replicas: 3}, {Name: "B", Replicas: 3}, {Name: "C", Replicas: 3}, {Name: "D", Replicas: 3}},
+	s.create(feature.Feature{Key: "f", Enabled: true, Salt: "f",
+		Buckets:   []feature.Bucket{{Name: "A", Replicas: 3}, {Name: "B", Replicas: 3}, {Name: "C", Replicas: 3}, {Name: "D", Replicas: 3}},
 		Overrides: map[string]string{"vip": "A"}})
 	tag := s.must(200, "GET", "/api/features/f", nil).header.Get("ETag")
 	stale := `"1-000000000000"`

@@ -6,8 +6,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // readyTimeout bounds one readiness check of the database.
@@ -31,7 +30,7 @@ func (s *Server) readyz(c echo.Context) error {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), readyTimeout)
 		defer cancel()
 		if err := s.ready(ctx); err != nil {
-			return s.notReady(c, "the database cannot be reached: "+rollout.ErrorMessage(err), err)
+			return s.notReady(c, "the database cannot be reached: "+feature.ErrorMessage(err), err)
 		}
 	}
 	return c.JSON(http.StatusOK, map[string]any{"status": "ready", "features": snap.Len()})

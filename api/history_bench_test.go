@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // heavyHistory is a feature of the most ring points a feature may have
@@ -22,9 +23,9 @@ const historyVersions = 150
 func addHeavyHistory(b *testing.B, svc *rollout.Service) {
 	b.Helper()
 	ctx := context.Background()
-	f := rollout.Feature{Key: "heavy", Enabled: true, Salt: "heavy"}
+	f := feature.Feature{Key: "heavy", Enabled: true, Salt: "heavy"}
 	for i := range 10 {
-		f.Buckets = append(f.Buckets, rollout.Bucket{Name: fmt.Sprintf("b%d", i), Replicas: 1000})
+		f.Buckets = append(f.Buckets, feature.Bucket{Name: fmt.Sprintf("b%d", i), Replicas: 1000})
 	}
 	if _, err := svc.Create(ctx, f, rollout.ChangeOptions{}); err != nil {
 		b.Fatal(err)

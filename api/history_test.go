@@ -9,6 +9,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // TestHistoryPages walks a long history through both history endpoints by
@@ -17,7 +18,7 @@ import (
 // with nothing missing or repeated. Limits outside 1 to 500 are a 400.
 func TestHistoryPages(t *testing.T) {
 	s := newServer(t, "", api.Options{})
-	s.create(rollout.Feature{Key: "long", Enabled: true, Salt: "long", Buckets: []rollout.Bucket{{Name: "A", Replicas: 5}, {Name: "B", Replicas: 5}}})
+	s.create(feature.Feature{Key: "long", Enabled: true, Salt: "long", Buckets: []feature.Bucket{{Name: "A", Replicas: 5}, {Name: "B", Replicas: 5}}})
 	const versions = 120
 	for i := 2; i <= versions; i++ {
 		if _, err := s.svc.Change(context.Background(), "long", rollout.UpdateBucket("A", ptr(5+i%3), nil), rollout.ChangeOptions{}); err != nil {
@@ -96,7 +97,7 @@ func ptr[T any](v T) *T { return &v }
 func bigFeature(t *testing.T, svc *rollout.Service, key string, n, edits int) {
 	t.Helper()
 	ctx := context.Background()
-	f := rollout.Feature{Key: key, Enabled: true, Salt: key, Buckets: []rollout.Bucket{{Name: "A", Replicas: 50}, {Name: "B", Replicas: 50}}, Overrides: map[string]string{}}
+	f := feature.Feature{Key: key, Enabled: true, Salt: key, Buckets: []feature.Bucket{{Name: "A", Replicas: 50}, {Name: "B", Replicas: 50}}, Overrides: map[string]string{}}
 	for i := range n {
 		f.Overrides[fmt.Sprintf("customer-%05d@example.com", i)] = []string{"A", "B"}[i%2]
 	}
@@ -167,10 +168,10 @@ func TestHistoryListsSummaries(t *testing.T) {
 func TestHistoryPagesByBytes(t *testing.T) {
 	s := newServer(t, "", api.Options{})
 	ctx := context.Background()
-	value := json.RawMessage(`"` + strings.Repeat("v", rollout.MaxValueBytes-2) + `"`)
-	f := rollout.Feature{Key: "wide", Enabled: true}
+	value := json.RawMessage(`"` + strings.Repeat("v", feature.MaxValueBytes-2) + `"`)
+	f := feature.Feature{Key: "wide", Enabled: true}
 	for i := range 20 {
-		f.Buckets = append(f.Buckets, rollout.Bucket{Name: fmt.Sprintf("b%d", i), Replicas: 1, Value: value})
+		f.Buckets = append(f.Buckets, feature.Bucket{Name: fmt.Sprintf("b%d", i), Replicas: 1, Value: value})
 	}
 	s.create(f)
 	const versions = 12

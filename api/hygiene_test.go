@@ -44,7 +44,7 @@ func TestNULUserRefused(t *testing.T) {
 }
 
 // TestBucketValueDepth: a bucket value nested deeper than
-// rollout.MaxValueDepth is refused with a 4xx on create, add and update;
+// feature.MaxValueDepth is refused with a 4xx on create, add and update;
 // one at the limit is accepted.
 func TestBucketValueDepth(t *testing.T) {
 	s := newServer(t, "", api.Options{})

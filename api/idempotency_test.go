@@ -17,6 +17,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
 
@@ -166,7 +167,7 @@ type gateStore struct {
 	release chan struct{}
 }
 
-func (g gateStore) UpdateFeature(ctx context.Context, f rollout.Feature, v rollout.Version) error {
+func (g gateStore) UpdateFeature(ctx context.Context, f feature.Feature, v rollout.Version) error {
 	g.entered <- struct{}{}
 	<-g.release
 	return g.Store.UpdateFeature(ctx, f, v)
@@ -178,7 +179,7 @@ func (g gateStore) UpdateFeature(ctx context.Context, f rollout.Feature, v rollo
 func TestIdempotencyKeyInFlight(t *testing.T) {
 	gate := gateStore{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	s := newServerOver(t, "", api.Options{}, func(st rollout.Store) rollout.Store { gate.Store = st; return gate })
-	s.create(rollout.Feature{Key: "k", Enabled: true, Buckets: []rollout.Bucket{{Name: "on", Replicas: 1}}})
+	s.create(feature.Feature{Key: "k", Enabled: true, Buckets: []feature.Bucket{{Name: "on", Replicas: 1}}})
 	body := map[string]any{"description": "slow"}
 	done := make(chan response, 1)
 	go func() { done <- s.do("PATCH", "/api/features/k", body, keyHeader, "slow-1") }()
@@ -205,12 +206,12 @@ type loseAnswerStore struct {
 	lost *atomic.Bool
 }
 
-func (l loseAnswerStore) UpdateFeature(ctx context.Context, f rollout.Feature, v rollout.Version) error {
+func (l loseAnswerStore) UpdateFeature(ctx context.Context, f feature.Feature, v rollout.Version) error {
 	if err := l.Store.UpdateFeature(ctx, f, v); err != nil {
 		return err
 	}
 	if l.lost.CompareAndSwap(false, true) {
-		return fmt.Errorf("update feature: %w", rollout.Errorf(rollout.EUnavailable, "the connection to the database failed: try again shortly"))
+		return fmt.Errorf("update feature: %w", feature.Errorf(feature.EUnavailable, "the connection to the database failed: try again shortly"))
 	}
 	return nil
 }
@@ -220,7 +221,7 @@ func (l loseAnswerStore) UpdateFeature(ctx context.Context, f rollout.Feature, v
 // change's answer and the change applies once.
 func TestIdempotencyKeyAnswerLost(t *testing.T) {
 	s := newServerOver(t, "", api.Options{}, func(st rollout.Store) rollout.Store { return loseAnswerStore{st, new(atomic.Bool)} })
-	s.create(rollout.Feature{Key: "k", Enabled: true, Buckets: []rollout.Bucket{{Name: "on", Replicas: 1}}})
+	s.create(feature.Feature{Key: "k", Enabled: true, Buckets: []feature.Bucket{{Name: "on", Replicas: 1}}})
 	body := map[string]any{"description": "once"}
 	s.must(503, "PATCH", "/api/features/k", body, keyHeader, "lost-1")
 	r := s.must(200, "PATCH", "/api/features/k", body, keyHeader, "lost-1")
@@ -257,7 +258,7 @@ func TestIdempotencyKeyExpiry(t *testing.T) {
 	srv := httptest.NewServer(api.New(svc, api.Options{}))
 	t.Cleanup(srv.Close)
 	s := &testServer{t: t, URL: srv.URL, svc: svc, db: db}
-	s.create(rollout.Feature{Key: "k", Enabled: true, Buckets: []rollout.Bucket{{Name: "on", Replicas: 1}}})
+	s.create(feature.Feature{Key: "k", Enabled: true, Buckets: []feature.Bucket{{Name: "on", Replicas: 1}}})
 
 	body := map[string]any{"description": "daily"}
 	first := s.must(200, "PATCH", "/api/features/k", body, keyHeader, "day-1")
@@ -300,7 +301,7 @@ const changesInFlight = 16
 func unrelatedChanges(t *testing.T, perInstance int, instances ...*testServer) {
 	t.Helper()
 	a := instances[0]
-	a.create(rollout.Feature{Key: "k", Enabled: true, Buckets: []rollout.Bucket{{Name: "on", Replicas: 1}, {Name: "off", Replicas: 1}}})
+	a.create(feature.Feature{Key: "k", Enabled: true, Buckets: []feature.Bucket{{Name: "on", Replicas: 1}, {Name: "off", Replicas: 1}}})
 	total := len(instances) * perInstance
 	var wg sync.WaitGroup
 	statuses := make(chan string, total)
@@ -361,14 +362,14 @@ func (r racedStore) race() error {
 	return r.other(r.n.Add(1))
 }
 
-func (r racedStore) UpdateFeature(ctx context.Context, f rollout.Feature, v rollout.Version) error {
+func (r racedStore) UpdateFeature(ctx context.Context, f feature.Feature, v rollout.Version) error {
 	if err := r.race(); err != nil {
 		return err
 	}
 	return r.Store.UpdateFeature(ctx, f, v)
 }
 
-func (r racedStore) UpdateFeatureWith(ctx context.Context, key string, next func(rollout.Feature) (rollout.Feature, rollout.Version, error)) error {
+func (r racedStore) UpdateFeatureWith(ctx context.Context, key string, next func(feature.Feature) (feature.Feature, rollout.Version, error)) error {
 	if err := r.race(); err != nil {
 		return err
 	}
@@ -387,7 +388,7 @@ func TestChangeWithoutIfMatchRaced(t *testing.T) {
 		return err
 	}}
 	a := newServerOver(t, path, api.Options{}, func(st rollout.Store) rollout.Store { raced.Store = st; return raced })
-	a.create(rollout.Feature{Key: "k", Enabled: true, Buckets: []rollout.Bucket{{Name: "on", Replicas: 1}, {Name: "off", Replicas: 1}}})
+	a.create(feature.Feature{Key: "k", Enabled: true, Buckets: []feature.Bucket{{Name: "on", Replicas: 1}, {Name: "off", Replicas: 1}}})
 	r := a.must(200, "PUT", "/api/features/k/overrides/a-0", map[string]any{"bucket": "off"})
 	races := int(raced.n.Load())
 	if races < 2 {
@@ -429,7 +430,7 @@ func (g *guardedServer) sendKeyed(t *testing.T, role, method, path string, body 
 // take no key.
 func TestIdempotencyKeyPerToken(t *testing.T) {
 	g := newAuthServer(t, []rollout.Role{rollout.RoleAdmin, rollout.RoleEditor, rollout.RoleViewer, rollout.RoleEvaluate}, false)
-	if _, err := g.svc.Create(context.Background(), rollout.Feature{Key: "k", Enabled: true, Buckets: []rollout.Bucket{{Name: "on", Replicas: 1}}}, rollout.ChangeOptions{}); err != nil {
+	if _, err := g.svc.Create(context.Background(), feature.Feature{Key: "k", Enabled: true, Buckets: []feature.Bucket{{Name: "on", Replicas: 1}}}, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {

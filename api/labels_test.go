@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/api"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // TestTagsAndOwner: creation and PATCH set a feature's tags and owner,
@@ -17,8 +17,8 @@ func TestTagsAndOwner(t *testing.T) {
 	s := newServer(t, "", api.Options{})
 	s.must(201, "POST", "/api/features", map[string]any{"key": "f", "buckets": []any{map[string]any{"name": "A"}},
 		"tags": []string{"web", "checkout"}, "owner": "alice@example.com"})
-	read := func() rollout.Feature {
-		var f rollout.Feature
+	read := func() feature.Feature {
+		var f feature.Feature
 		if err := json.Unmarshal([]byte(s.must(200, "GET", "/api/features/f", nil).body), &f); err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +48,7 @@ func TestTagsAndOwner(t *testing.T) {
 		t.Fatalf("after clearing: tags %q, owner %q", f.Tags, f.Owner)
 	}
 
-	many := make([]string, rollout.MaxTags+1)
+	many := make([]string, feature.MaxTags+1)
 	for i := range many {
 		many[i] = "t" + strings.Repeat("x", i%5) + string(rune('a'+i%26)) + string(rune('a'+i/26))
 	}
@@ -56,10 +56,10 @@ func TestTagsAndOwner(t *testing.T) {
 		{"tags": many},
 		{"tags": []string{"Upper"}},
 		{"tags": []string{"a b"}},
-		{"tags": []string{strings.Repeat("a", rollout.MaxTagBytes+1)}},
+		{"tags": []string{strings.Repeat("a", feature.MaxTagBytes+1)}},
 		{"tags": []string{"dup", "dup"}},
 		{"tags": []string{""}},
-		{"owner": strings.Repeat("o", rollout.MaxOwnerBytes+1)},
+		{"owner": strings.Repeat("o", feature.MaxOwnerBytes+1)},
 		{"owner": "line\nbreak"},
 		{"owner": " padded"},
 	}

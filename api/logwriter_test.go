@@ -16,6 +16,7 @@ import (
 	"github.com/rollout/rollout/internal/logwriter"
 	"github.com/rollout/rollout/internal/storemetrics"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
 
@@ -105,8 +106,8 @@ func newHandler(t *testing.T, opts api.Options, w *logwriter.Writer) (http.Handl
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := rollout.Feature{Key: "f", Enabled: true, Salt: "f",
-		Buckets: []rollout.Bucket{{Name: "A", Replicas: 100}, {Name: "B", Replicas: 100}, {Name: "C", Replicas: 100}}}
+	f := feature.Feature{Key: "f", Enabled: true, Salt: "f",
+		Buckets: []feature.Bucket{{Name: "A", Replicas: 100}, {Name: "B", Replicas: 100}, {Name: "C", Replicas: 100}}}
 	if _, err := svc.Create(ctx, f, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}

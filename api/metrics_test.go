@@ -12,6 +12,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // scrape reads GET /metrics as Prometheus does.
@@ -147,8 +148,8 @@ func TestMetrics(t *testing.T) {
 // busyStore fails every update as a locked database does.
 type busyStore struct{ rollout.Store }
 
-func (busyStore) UpdateFeature(context.Context, rollout.Feature, rollout.Version) error {
-	return fmt.Errorf("update feature: %w", rollout.Errorf(rollout.EUnavailable, "the database is busy: try again shortly"))
+func (busyStore) UpdateFeature(context.Context, feature.Feature, rollout.Version) error {
+	return fmt.Errorf("update feature: %w", feature.Errorf(feature.EUnavailable, "the database is busy: try again shortly"))
 }
 
 // TestMetricsStoreErrors: failures of the store are counted by operation and

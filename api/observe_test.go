@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/api"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // logBuffer collects JSON log lines written from the server's goroutines.
@@ -270,7 +270,7 @@ func TestReadyzReason(t *testing.T) {
 	}
 	s := newServer(t, "", api.Options{Ready: ready})
 	s.must(200, "GET", "/readyz", nil)
-	busy := fmt.Errorf("ping database: %w", rollout.Errorf(rollout.EUnavailable, "the database is busy: try again shortly"))
+	busy := fmt.Errorf("ping database: %w", feature.Errorf(feature.EUnavailable, "the database is busy: try again shortly"))
 	failure.Store(&busy)
 	got := s.must(503, "GET", "/readyz", nil).json(t)
 	if want := "the database cannot be reached: the database is busy: try again shortly"; got["reason"] != want {

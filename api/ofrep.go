@@ -14,8 +14,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/labstack/echo/v4"
-
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // The OpenFeature Remote Evaluation Protocol (OFREP v0.3.0, service/openapi.yaml
@@ -85,9 +84,9 @@ func isOFREP(c echo.Context) bool {
 // or override serves), SPLIT for the ring, TARGETING_MATCH for an override or a rule, DEFAULT
 // when the ring could not place the user (bucket_by names an attribute
 // the context lacks), DISABLED when the kill switch is off.
-func ofrepReason(e rollout.Evaluation) string {
+func ofrepReason(e feature.Evaluation) string {
 	switch e.Reason {
-	case rollout.ReasonRing:
+	case feature.ReasonRing:
 		switch {
 		case e.Static:
 			return "STATIC"
@@ -95,11 +94,11 @@ func ofrepReason(e rollout.Evaluation) string {
 			return "DEFAULT"
 		}
 		return "SPLIT"
-	case rollout.ReasonOverride, rollout.ReasonTargetingMatch:
+	case feature.ReasonOverride, feature.ReasonTargetingMatch:
 		return "TARGETING_MATCH"
-	case rollout.ReasonDefault:
+	case feature.ReasonDefault:
 		return "DEFAULT"
-	case rollout.ReasonDisabled:
+	case feature.ReasonDisabled:
 		return "DISABLED"
 	}
 	return "UNKNOWN"
@@ -114,12 +113,12 @@ func ofrepReason(e rollout.Evaluation) string {
 // holds. The context's other attributes are read only when wants says a feature
 // to evaluate uses them (nil otherwise). Without a targeting key the user
 // is "" when keyless (nil for bulk) says the feature needs none.
-func (s *Server) readOFREP(c echo.Context, sl *slot, key string, wants, keyless func() bool) (user string, flags *[]string, ctx rollout.Context, err error) {
+func (s *Server) readOFREP(c echo.Context, sl *slot, key string, wants, keyless func() bool) (user string, flags *[]string, ctx feature.Context, err error) {
 	buf := getBuffer()
 	defer putBuffer(buf)
 	if err := buf.readFrom(c.Request().Body); err != nil {
 		if tooLarge, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return "", nil, nil, rollout.Errorf(codeTooLarge, "the request body is larger than %d bytes", tooLarge.Limit)
+			return "", nil, nil, feature.Errorf(codeTooLarge, "the request body is larger than %d bytes", tooLarge.Limit)
 		}
 		return "", nil, nil, &ofrepError{Key: key, ErrorCode: ofrepParseError, ErrorDetails: "the request body could not be read"}
 	}
@@ -197,8 +196,8 @@ func parseOFREP(body []byte, key string) (string, *[]string, *ofrepError) {
 	if user == "" {
 		return fail(ofrepTargetingKeyMissing, "give the user's ID as context.targetingKey: every user gets a bucket of their own")
 	}
-	if err := rollout.ValidateUser(user); err != nil {
-		return fail(ofrepInvalidContext, "context.targetingKey: "+rollout.ErrorMessage(err))
+	if err := feature.ValidateUser(user); err != nil {
+		return fail(ofrepInvalidContext, "context.targetingKey: "+feature.ErrorMessage(err))
 	}
 	if key != "" || flagsJSON == nil || flagsJSON[0] == 'n' {
 		return user, nil, nil
@@ -345,12 +344,12 @@ func readableString(raw []byte) bool {
 	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
 		return true // no allocation, no second pass
 	}
-	return rollout.ReadableJSON(raw)
+	return feature.ReadableJSON(raw)
 }
 
 // errUnreadableUser refuses a user ID that is not valid UTF-8, as
-// rollout.ValidateUser does once it is decoded.
-var errUnreadableUser = rollout.Errorf(rollout.EInvalid, "user ID must be 1 to %d bytes of valid UTF-8", rollout.MaxUserBytes)
+// feature.ValidateUser does once it is decoded.
+var errUnreadableUser = feature.Errorf(feature.EInvalid, "user ID must be 1 to %d bytes of valid UTF-8", feature.MaxUserBytes)
 
 // jsonString returns the value of a raw JSON string.
 func jsonString(raw []byte) string {
@@ -387,7 +386,7 @@ func (s *Server) ofrepEvaluate(c echo.Context) error {
 	snap := s.snapshotState().snap
 	if _, found := slices.BinarySearch(snap.Keys(), key); !found {
 		_, err := snap.Peek(key, "") // the snapshot's not-found error, which says what to do
-		return &ofrepError{Key: key, ErrorCode: ofrepFlagNotFound, ErrorDetails: rollout.ErrorMessage(err)}
+		return &ofrepError{Key: key, ErrorCode: ofrepFlagNotFound, ErrorDetails: feature.ErrorMessage(err)}
 	}
 	var sl slot
 	defer sl.release(s.costly)
@@ -414,7 +413,7 @@ func (s *Server) ofrepEvaluate(c echo.Context) error {
 // user ID: switched off; or no overrides and a ring that hashes no user ID,
 // of one bucket or bucketed by an attribute (rules read the context's
 // other attributes). It runs only for requests without a targeting key.
-func ofrepKeyFree(snap *rollout.Snapshot, key string) bool {
+func ofrepKeyFree(snap *feature.Snapshot, key string) bool {
 	f, ok := snap.Feature(key)
 	if !ok {
 		return false
@@ -471,7 +470,7 @@ func (s *Server) ofrepEvaluateAll(c echo.Context) error {
 		}
 		o, err := st.snap.EvaluateOutcomeContext(key, user, ctx)
 		if err != nil {
-			b = appendOFREPFailure(b, key, ofrepFlagNotFound, rollout.ErrorMessage(err))
+			b = appendOFREPFailure(b, key, ofrepFlagNotFound, feature.ErrorMessage(err))
 			continue
 		}
 		a := answerOf(s.metrics, o)
@@ -488,7 +487,7 @@ func (s *Server) ofrepEvaluateAll(c echo.Context) error {
 // tag, then a hash of the user and the flags asked for. The hashes are
 // xxHash's, which are the same in every process (unlike hash/maphash's), so
 // that every instance gives the same answer the same tag.
-func bulkETag(st *snapshotState, user string, flags *[]string, ctx rollout.Context) string {
+func bulkETag(st *snapshotState, user string, flags *[]string, ctx feature.Context) string {
 	var d xxhash.Digest
 	d.Reset()
 	d.WriteString(user)
@@ -529,7 +528,7 @@ func etagMatches(header, etag string) bool {
 }
 
 // appendOFREPEvaluation appends the OFREP success body of e.
-func appendOFREPEvaluation(b []byte, e rollout.Evaluation) []byte {
+func appendOFREPEvaluation(b []byte, e feature.Evaluation) []byte {
 	b = append(b, `{"key":`...)
 	b = appendJSONString(b, e.Feature)
 	if e.Bucket != "" {

@@ -20,11 +20,11 @@ import (
 	"github.com/open-feature/go-sdk/openfeature"
 
 	"github.com/rollout/rollout/api"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // OpenFeature's evaluation features, the ones the in-app provider's
-// conformance test runs (api/client/provider/testdata/openfeature, see
+// conformance test runs (api/clienttest/provider/testdata/openfeature, see
 // SOURCE.md there), run through OpenFeature's own OFREP provider for Go
 // (go-sdk-contrib/providers/ofrep) against a real server on loopback, with
 // godog. The flags are the test bed's translated to rollout's features as
@@ -33,7 +33,7 @@ import (
 // fallback, each targeting expression a rule. The scenarios evaluate
 // without a targeting key, as the suite does.
 
-const openFeatureDir = "client/provider/testdata/openfeature"
+const openFeatureDir = "clienttest/provider/testdata/openfeature"
 
 // ofrepExpected lists the scenarios that cannot pass through the OFREP
 // provider, by the text of the step that shows it, and why. They run, and
@@ -76,56 +76,56 @@ type flagdFlag struct {
 	Targeting      json.RawMessage            `json:"targeting"`
 }
 
-func specCond(attr, op string, value any) rollout.Condition {
+func specCond(attr, op string, value any) feature.Condition {
 	data, _ := json.Marshal(value)
-	return rollout.Condition{Attribute: attr, Op: op, Value: data}
+	return feature.Condition{Attribute: attr, Op: op, Value: data}
 }
 
 // specRules translates each contextEvaluator of test-flags.json to rules;
 // the in-app test's table says why each is so.
-var specRules = map[string][]rollout.Rule{
+var specRules = map[string][]feature.Rule{
 	"email == 'ballmer@macrosoft.com' ? 'zero' : ''": {{Name: "ballmer",
-		Conditions: []rollout.Condition{specCond("email", rollout.OpEq, "ballmer@macrosoft.com")},
-		Serve:      rollout.Serve{Bucket: "zero"}}},
+		Conditions: []feature.Condition{specCond("email", feature.OpEq, "ballmer@macrosoft.com")},
+		Serve:      feature.Serve{Bucket: "zero"}}},
 	"!customer && email == 'ballmer@macrosoft.com' && age > 10 ? 'internal' : ''": {{Name: "internal-staff",
-		Conditions: []rollout.Condition{specCond("customer", rollout.OpEq, false),
-			specCond("email", rollout.OpEq, "ballmer@macrosoft.com"), specCond("age", rollout.OpGt, 10)},
-		Serve: rollout.Serve{Bucket: "internal"}}},
+		Conditions: []feature.Condition{specCond("customer", feature.OpEq, false),
+			specCond("email", feature.OpEq, "ballmer@macrosoft.com"), specCond("age", feature.OpGt, 10)},
+		Serve: feature.Serve{Bucket: "internal"}}},
 }
 
 // contextAwareRule translates the flagd test bed's context-aware targeting,
 // an if of an and of ==, to one rule.
-func contextAwareRule(fl flagdFlag) (rollout.Rule, error) {
+func contextAwareRule(fl flagdFlag) (feature.Rule, error) {
 	var top struct{ If []json.RawMessage }
 	if err := json.Unmarshal(fl.Targeting, &top); err != nil || len(top.If) != 3 {
-		return rollout.Rule{}, fmt.Errorf("targeting %s is not an if of three", fl.Targeting)
+		return feature.Rule{}, fmt.Errorf("targeting %s is not an if of three", fl.Targeting)
 	}
 	var then string
 	var and struct {
 		And []map[string][]json.RawMessage
 	}
 	if err := errors.Join(json.Unmarshal(top.If[1], &then), json.Unmarshal(top.If[0], &and)); err != nil {
-		return rollout.Rule{}, err
+		return feature.Rule{}, err
 	}
-	rule := rollout.Rule{Name: "context-aware", Serve: rollout.Serve{Bucket: then}}
+	rule := feature.Rule{Name: "context-aware", Serve: feature.Serve{Bucket: then}}
 	for _, c := range and.And {
 		var v struct{ Var []string }
 		eq := c["=="]
 		if len(c) != 1 || len(eq) != 2 || json.Unmarshal(eq[0], &v) != nil || len(v.Var) != 1 {
-			return rollout.Rule{}, fmt.Errorf("targeting: only == of a var under and")
+			return feature.Rule{}, fmt.Errorf("targeting: only == of a var under and")
 		}
-		rule.Conditions = append(rule.Conditions, rollout.Condition{Attribute: v.Var[0], Op: rollout.OpEq, Value: eq[1]})
+		rule.Conditions = append(rule.Conditions, feature.Condition{Attribute: v.Var[0], Op: feature.OpEq, Value: eq[1]})
 	}
 	return rule, nil
 }
 
 // openFeatureFlags returns the test bed's flags as features.
-func openFeatureFlags(t *testing.T) []rollout.Feature {
+func openFeatureFlags(t *testing.T) []feature.Feature {
 	t.Helper()
-	feature := func(key string, variants map[string]json.RawMessage, def string, enabled bool) rollout.Feature {
-		f := rollout.Feature{Key: key, Enabled: enabled, Salt: key}
+	testFeature := func(key string, variants map[string]json.RawMessage, def string, enabled bool) feature.Feature {
+		f := feature.Feature{Key: key, Enabled: enabled, Salt: key}
 		for _, name := range slices.Sorted(maps.Keys(variants)) {
-			b := rollout.Bucket{Name: name, Value: variants[name]}
+			b := feature.Bucket{Name: name, Value: variants[name]}
 			if name == def {
 				b.Replicas = 100
 			}
@@ -144,13 +144,13 @@ func openFeatureFlags(t *testing.T) []rollout.Feature {
 			t.Fatal(err)
 		}
 	}
-	var out []rollout.Feature
+	var out []feature.Feature
 	for _, key := range slices.Sorted(maps.Keys(spec)) {
 		fl := spec[key]
 		if fl.DefaultVariant == nil || key == "context-aware" {
 			continue // no scenario uses them; context-aware comes from flagd
 		}
-		f := feature(key, fl.Variants, *fl.DefaultVariant, !fl.Disabled)
+		f := testFeature(key, fl.Variants, *fl.DefaultVariant, !fl.Disabled)
 		if fl.ContextEvaluator != "" {
 			rules, ok := specRules[fl.ContextEvaluator]
 			if !ok {
@@ -161,12 +161,12 @@ func openFeatureFlags(t *testing.T) []rollout.Feature {
 		out = append(out, f)
 	}
 	fl := flagd.Flags["context-aware"]
-	f := feature("context-aware", fl.Variants, fl.DefaultVariant, fl.State == "ENABLED")
+	f := testFeature("context-aware", fl.Variants, fl.DefaultVariant, fl.State == "ENABLED")
 	rule, err := contextAwareRule(fl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Rules = []rollout.Rule{rule}
+	f.Rules = []feature.Rule{rule}
 	return append(out, f)
 }
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/api"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // TestOFREPWithoutTargetingKey: a single evaluation without a targeting key
@@ -17,17 +17,17 @@ func TestOFREPWithoutTargetingKey(t *testing.T) {
 	s := newServer(t, "", api.Options{})
 	s.seed()
 	raw := func(v string) json.RawMessage { return json.RawMessage(v) }
-	s.create(rollout.Feature{Key: "one", Enabled: true, Salt: "one",
-		Buckets: []rollout.Bucket{{Name: "on", Replicas: 100, Value: raw("true")}, {Name: "off", Value: raw("false")}}})
-	s.create(rollout.Feature{Key: "one-vip", Enabled: true, Salt: "one-vip",
-		Buckets:   []rollout.Bucket{{Name: "on", Replicas: 100, Value: raw("true")}, {Name: "off", Value: raw("false")}},
+	s.create(feature.Feature{Key: "one", Enabled: true, Salt: "one",
+		Buckets: []feature.Bucket{{Name: "on", Replicas: 100, Value: raw("true")}, {Name: "off", Value: raw("false")}}})
+	s.create(feature.Feature{Key: "one-vip", Enabled: true, Salt: "one-vip",
+		Buckets:   []feature.Bucket{{Name: "on", Replicas: 100, Value: raw("true")}, {Name: "off", Value: raw("false")}},
 		Overrides: map[string]string{"vip": "off"}})
-	s.create(rollout.Feature{Key: "targeted", Enabled: true, Salt: "targeted",
-		Buckets: []rollout.Bucket{{Name: "zero", Replicas: 100, Value: raw("0")}, {Name: "non-zero", Value: raw("1")}},
-		Rules: []rollout.Rule{{Name: "ballmer", Conditions: []rollout.Condition{{Attribute: "email", Op: rollout.OpEq, Value: raw(`"ballmer@macrosoft.com"`)}},
-			Serve: rollout.Serve{Bucket: "non-zero"}}}})
-	s.create(rollout.Feature{Key: "by-org", Enabled: true, Salt: "by-org", BucketBy: "org",
-		Buckets: []rollout.Bucket{{Name: "a", Replicas: 100, Value: raw(`"a"`)}, {Name: "b", Replicas: 100, Value: raw(`"b"`)}}})
+	s.create(feature.Feature{Key: "targeted", Enabled: true, Salt: "targeted",
+		Buckets: []feature.Bucket{{Name: "zero", Replicas: 100, Value: raw("0")}, {Name: "non-zero", Value: raw("1")}},
+		Rules: []feature.Rule{{Name: "ballmer", Conditions: []feature.Condition{{Attribute: "email", Op: feature.OpEq, Value: raw(`"ballmer@macrosoft.com"`)}},
+			Serve: feature.Serve{Bucket: "non-zero"}}}})
+	s.create(feature.Feature{Key: "by-org", Enabled: true, Salt: "by-org", BucketBy: "org",
+		Buckets: []feature.Bucket{{Name: "a", Replicas: 100, Value: raw(`"a"`)}, {Name: "b", Replicas: 100, Value: raw(`"b"`)}}})
 	// A tenant's bucket needs no user ID; without the attribute, DEFAULT
 	// (no fallback: no value).
 	org := s.do("POST", "/ofrep/v1/evaluate/flags/by-org", `{"context":{"org":"acme"}}`)

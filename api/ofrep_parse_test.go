@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // referenceParse is parseOFREP done the plain way, by decoding into maps of
@@ -32,13 +32,13 @@ func referenceParse(body []byte, key string) (user string, flags *[]string, code
 	if !ok || string(tk) == "null" {
 		return "", nil, ofrepTargetingKeyMissing
 	}
-	if json.Unmarshal(tk, &user) != nil || !rollout.ReadableJSON(tk) {
+	if json.Unmarshal(tk, &user) != nil || !feature.ReadableJSON(tk) {
 		return "", nil, ofrepInvalidContext // not a string, or one decoding would change
 	}
 	if user == "" {
 		return "", nil, ofrepTargetingKeyMissing
 	}
-	if rollout.ValidateUser(user) != nil {
+	if feature.ValidateUser(user) != nil {
 		return "", nil, ofrepInvalidContext
 	}
 	f, ok := c["flags"]

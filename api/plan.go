@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // DefaultPlanTimeout is how long a plan searches at most when PlanLimits
@@ -116,14 +117,14 @@ func (p *planner) run(c echo.Context, opts rollout.PlanOptions, plan func(contex
 	}
 	if !p.take(id) {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(planRetryAfter))
-		return rollout.Errorf(codeTooManyPlans, "this token runs as many plans at once as one token may (%d of the server's %d): try again in a second", p.perToken, cap(p.slots))
+		return feature.Errorf(codeTooManyPlans, "this token runs as many plans at once as one token may (%d of the server's %d): try again in a second", p.perToken, cap(p.slots))
 	}
 	select {
 	case p.slots <- struct{}{}:
 	default:
 		p.release(id)
 		c.Response().Header().Set("Retry-After", strconv.Itoa(planRetryAfter))
-		return rollout.Errorf(codeTooManyPlans, "as many plans are running as this server runs at once (%d): try again in a second", cap(p.slots))
+		return feature.Errorf(codeTooManyPlans, "as many plans are running as this server runs at once (%d): try again in a second", cap(p.slots))
 	}
 	var freed func()
 	defer func() {
@@ -155,7 +156,7 @@ type planRequest struct {
 // report of applying it.
 type planResponse struct {
 	rollout.Plan
-	Report rollout.Report `json:"report"`
+	Report feature.Report `json:"report"`
 }
 
 // planOptions reads the targets, tolerance and mode of a request that
@@ -170,7 +171,7 @@ func planOptions(targets map[string]float64, tolerance *float64, mode string) (r
 	}
 	if tolerance != nil {
 		if err := rollout.CheckTolerance(*tolerance); err != nil {
-			return opts, badRequest("%s", rollout.ErrorMessage(err))
+			return opts, badRequest("%s", feature.ErrorMessage(err))
 		}
 		opts.Tolerance = *tolerance
 	}
@@ -232,7 +233,7 @@ func (s *Server) setBuckets(c echo.Context) error {
 // which must give no replicas and name only buckets of the targets. The
 // request's buckets come first, in their order. The plan runs within the
 // server's PlanLimits.
-func (s *Server) plannedBuckets(c echo.Context, req createRequest) ([]rollout.Bucket, error) {
+func (s *Server) plannedBuckets(c echo.Context, req createRequest) ([]feature.Bucket, error) {
 	opts, err := planOptions(req.Targets, req.Tolerance, req.Mode)
 	if err != nil {
 		return nil, err
@@ -257,17 +258,17 @@ func (s *Server) plannedBuckets(c echo.Context, req createRequest) ([]rollout.Bu
 	case err != nil:
 		return nil, err
 	case !p.WithinTolerance && p.CutShort:
-		return nil, rollout.Errorf(rollout.EInvalid, "the planner stopped (%s) before it came within tolerance %v of the targets (closest: max error %v): give a larger tolerance", p.CutReason, p.Tolerance, p.MaxError)
+		return nil, feature.Errorf(feature.EInvalid, "the planner stopped (%s) before it came within tolerance %v of the targets (closest: max error %v): give a larger tolerance", p.CutReason, p.Tolerance, p.MaxError)
 	case !p.WithinTolerance:
-		return nil, rollout.Errorf(rollout.EInvalid, "no replica counts within the limits come within tolerance %v of the targets (closest: max error %v): give a larger tolerance", p.Tolerance, p.MaxError)
+		return nil, feature.Errorf(feature.EInvalid, "no replica counts within the limits come within tolerance %v of the targets (closest: max error %v): give a larger tolerance", p.Tolerance, p.MaxError)
 	}
 	out := buckets(req.Buckets)
 	for i := range out {
-		j := slices.IndexFunc(p.Buckets, func(pb rollout.Bucket) bool { return pb.Name == out[i].Name })
+		j := slices.IndexFunc(p.Buckets, func(pb feature.Bucket) bool { return pb.Name == out[i].Name })
 		out[i].Replicas = p.Buckets[j].Replicas
 	}
 	for _, pb := range p.Buckets {
-		if !slices.ContainsFunc(out, func(b rollout.Bucket) bool { return b.Name == pb.Name }) {
+		if !slices.ContainsFunc(out, func(b feature.Bucket) bool { return b.Name == pb.Name }) {
 			out = append(out, pb)
 		}
 	}

@@ -8,16 +8,17 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 type planAnswer struct {
-	Buckets         []rollout.Bucket   `json:"buckets"`
+	Buckets         []feature.Bucket   `json:"buckets"`
 	SharesAfter     map[string]float64 `json:"shares_after"`
 	MaxError        float64            `json:"max_error"`
 	WithinTolerance bool               `json:"within_tolerance"`
 	Churn           float64            `json:"churn"`
 	LowerBound      float64            `json:"lower_bound"`
-	Report          rollout.Report     `json:"report"`
+	Report          feature.Report     `json:"report"`
 }
 
 // TestPlanThenApply: plan 10 % / 90 % for on/off at 100/100, which stores
@@ -59,10 +60,10 @@ func TestPlanThenApply(t *testing.T) {
 	r = s.must(200, "PUT", "/api/features/dark-mode/buckets", body, "If-Match", tag)
 	var res struct {
 		Feature struct {
-			rollout.Feature
+			feature.Feature
 			Shares map[string]float64 `json:"shares"`
 		} `json:"feature"`
-		Report rollout.Report `json:"report"`
+		Report feature.Report `json:"report"`
 	}
 	if err := json.Unmarshal(r.body, &res); err != nil {
 		t.Fatal(err)
@@ -97,7 +98,7 @@ func TestCreateWithTargets(t *testing.T) {
 		"buckets": []map[string]any{{"name": "B", "value": 2}}})
 	var res struct {
 		Feature struct {
-			rollout.Feature
+			feature.Feature
 			Shares map[string]float64 `json:"shares"`
 		} `json:"feature"`
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // planBody is a plan request for on/off at 10 % / 90 %.
@@ -40,7 +41,7 @@ func postPlan(ctx context.Context, url string) (int, []byte, error) {
 
 // cutAnswer is what a plan's answer says of its search.
 type cutAnswer struct {
-	Buckets   []rollout.Bucket `json:"buckets"`
+	Buckets   []feature.Bucket `json:"buckets"`
 	CutShort  bool             `json:"cut_short"`
 	CutReason string           `json:"cut_reason"`
 	Steps     int64            `json:"steps"`
@@ -55,11 +56,11 @@ func decodeCut(t *testing.T, body []byte) cutAnswer {
 	points := 0
 	for _, b := range a.Buckets {
 		points += b.Replicas
-		if b.Replicas < 1 || b.Replicas > rollout.MaxReplicas {
+		if b.Replicas < 1 || b.Replicas > feature.MaxReplicas {
 			t.Errorf("planned bucket %s has %d replicas", b.Name, b.Replicas)
 		}
 	}
-	if len(a.Buckets) == 0 || points > rollout.MaxPoints {
+	if len(a.Buckets) == 0 || points > feature.MaxPoints {
 		t.Errorf("plan %v: want buckets within the limits", a.Buckets)
 	}
 	return a
@@ -195,7 +196,7 @@ func TestPlanBudgetAnswer(t *testing.T) {
 	s.must(201, "POST", "/api/features", map[string]any{"key": "wide", "buckets": buckets})
 	r := s.must(200, "POST", "/api/features/wide/plan", map[string]any{"targets": targets, "tolerance": rollout.MinTolerance})
 	a := decodeCut(t, r.body)
-	if !a.CutShort || a.CutReason != rollout.CutBudget || a.Steps < budget/2 || a.Steps > budget+4*rollout.MaxReplicas {
+	if !a.CutShort || a.CutReason != rollout.CutBudget || a.Steps < budget/2 || a.Steps > budget+4*feature.MaxReplicas {
 		t.Errorf("plan of 100 buckets: cut short %v (%q) after %d steps, want cut by its budget of %d", a.CutShort, a.CutReason, a.Steps, budget)
 	}
 	if n := s.versions("wide"); n != 1 {
@@ -211,8 +212,8 @@ func TestPlanAbsurdTolerances(t *testing.T) {
 	s := newServer(t, "", api.Options{})
 	s.seed()
 	many := map[string]float64{}
-	for i := range rollout.MaxBuckets + 1 {
-		many[fmt.Sprintf("b%03d", i)] = 1.0 / float64(rollout.MaxBuckets+1)
+	for i := range feature.MaxBuckets + 1 {
+		many[fmt.Sprintf("b%03d", i)] = 1.0 / float64(feature.MaxBuckets+1)
 	}
 	for _, tc := range []struct {
 		name, path string

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/postgres"
 	"github.com/rollout/rollout/store/storetest"
 )
@@ -125,7 +126,7 @@ func TestHungDatabase(t *testing.T) {
 	for range 2 {
 		select {
 		case r := <-done:
-			if r.status != 503 || r.json(t)["error"].(map[string]any)["code"] != rollout.EUnavailable {
+			if r.status != 503 || r.json(t)["error"].(map[string]any)["code"] != feature.EUnavailable {
 				t.Errorf("a change while the database hangs = %d %s, want 503 unavailable", r.status, r.body)
 			}
 		case <-time.After(time.Minute):

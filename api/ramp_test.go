@@ -8,6 +8,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 type rampAnswer struct {
@@ -31,7 +32,7 @@ func decodeAs[T any](t *testing.T, r response) T {
 // message say what is wrong, and nothing is stored.
 func TestRampRefusals(t *testing.T) {
 	s := newServer(t, "", api.Options{})
-	s.create(rollout.Feature{Key: "f", Enabled: true, Salt: "f", Buckets: []rollout.Bucket{{Name: "on", Replicas: 1}, {Name: "off", Replicas: 100}}})
+	s.create(feature.Feature{Key: "f", Enabled: true, Salt: "f", Buckets: []feature.Bucket{{Name: "on", Replicas: 1}, {Name: "off", Replicas: 100}}})
 	tests := []struct {
 		name    string
 		path    string

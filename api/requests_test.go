@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // addEditor gives g another editor's token, sent as role name.
@@ -35,7 +36,7 @@ func decodeJSON[T any](t *testing.T, body string) T {
 
 type requestBody struct {
 	Request rollout.Request `json:"request"`
-	Report  rollout.Report  `json:"report"`
+	Report  feature.Report  `json:"report"`
 	Feature struct {
 		Version int `json:"version"`
 	} `json:"feature"`

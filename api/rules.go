@@ -6,6 +6,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Targeting: a feature's rules (PUT /api/features/K/rules), its bucket_by
@@ -14,7 +15,7 @@ import (
 // docs/targeting.md.
 
 type rulesRequest struct {
-	Rules *[]rollout.Rule `json:"rules"`
+	Rules *[]feature.Rule `json:"rules"`
 	guards
 }
 
@@ -35,8 +36,8 @@ func (s *Server) setRules(c echo.Context) error {
 // conditions, segments, bucket_by, contexts: EInvalid) with 400, as issue
 // #22's contract asks, rather than the 422 of other refused values.
 func asBadRequest(err error) error {
-	if rollout.ErrorCode(err) == rollout.EInvalid {
-		return badRequest("%s", rollout.ErrorMessage(err))
+	if feature.ErrorCode(err) == feature.EInvalid {
+		return badRequest("%s", feature.ErrorMessage(err))
 	}
 	return err
 }
@@ -44,7 +45,7 @@ func asBadRequest(err error) error {
 // previewRules answers POST /api/features/K/preview with {"rules":[…]}:
 // the report of replacing the feature's rules, whose "rules" entry says
 // which populations change bucket. Nothing is stored.
-func (s *Server) previewRules(c echo.Context, rules []rollout.Rule) error {
+func (s *Server) previewRules(c echo.Context, rules []feature.Rule) error {
 	opts, err := changeOptions(c, guards{})
 	if err != nil {
 		return err
@@ -55,7 +56,7 @@ func (s *Server) previewRules(c echo.Context, rules []rollout.Rule) error {
 		return asBadRequest(err)
 	}
 	if res.Report.Rules == nil {
-		res.Report.Rules = []rollout.PopulationChange{}
+		res.Report.Rules = []feature.PopulationChange{}
 	}
 	return c.JSON(http.StatusOK, res.Report)
 }

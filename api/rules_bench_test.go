@@ -11,24 +11,25 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // benchRules is 5 rules of 2 conditions each that benchContext matches
 // none of, so that every rule is tried.
-func benchRules() []rollout.Rule {
-	c := func(attr, op string, v any) rollout.Condition {
+func benchRules() []feature.Rule {
+	c := func(attr, op string, v any) feature.Condition {
 		raw, _ := json.Marshal(v)
 		if v == nil {
 			raw = nil
 		}
-		return rollout.Condition{Attribute: attr, Op: op, Value: raw}
+		return feature.Condition{Attribute: attr, Op: op, Value: raw}
 	}
-	return []rollout.Rule{
-		{Name: "staff", Conditions: []rollout.Condition{c("email", "ends_with", "@staff.example"), c("beta", "eq", true)}, Serve: rollout.Serve{Bucket: "A"}},
-		{Name: "enterprise", Conditions: []rollout.Condition{c("plan", "eq", "enterprise"), c("seats", "gte", 100)}, Serve: rollout.Serve{Bucket: "B"}},
-		{Name: "dach", Conditions: []rollout.Condition{c("country", "in", []string{"DE", "AT", "CH"}), c("plan", "neq", "free")}, Serve: rollout.Serve{Ring: true}},
-		{Name: "new-app", Conditions: []rollout.Condition{c("app_version", "semver_gte", "5.0.0"), c("email", "present", nil)}, Serve: rollout.Serve{Bucket: "C"}},
-		{Name: "old", Conditions: []rollout.Condition{c("created", "before", "2020-01-01T00:00:00Z"), c("plan", "starts_with", "legacy")}, Serve: rollout.Serve{Bucket: "control"}},
+	return []feature.Rule{
+		{Name: "staff", Conditions: []feature.Condition{c("email", "ends_with", "@staff.example"), c("beta", "eq", true)}, Serve: feature.Serve{Bucket: "A"}},
+		{Name: "enterprise", Conditions: []feature.Condition{c("plan", "eq", "enterprise"), c("seats", "gte", 100)}, Serve: feature.Serve{Bucket: "B"}},
+		{Name: "dach", Conditions: []feature.Condition{c("country", "in", []string{"DE", "AT", "CH"}), c("plan", "neq", "free")}, Serve: feature.Serve{Ring: true}},
+		{Name: "new-app", Conditions: []feature.Condition{c("app_version", "semver_gte", "5.0.0"), c("email", "present", nil)}, Serve: feature.Serve{Bucket: "C"}},
+		{Name: "old", Conditions: []feature.Condition{c("created", "before", "2020-01-01T00:00:00Z"), c("plan", "starts_with", "legacy")}, Serve: feature.Serve{Bucket: "control"}},
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/api"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // contractRules is the body of the issue's contract, verbatim.
@@ -23,8 +23,8 @@ const contractRules = `{"rules":[{"name":"staff","conditions":[{"attribute":"ema
 
 func newRulesServer(t *testing.T) *testServer {
 	s := newServer(t, "", api.Options{})
-	s.create(rollout.Feature{Key: "checkout", Enabled: true, Salt: "checkout",
-		Buckets: []rollout.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 100}}})
+	s.create(feature.Feature{Key: "checkout", Enabled: true, Salt: "checkout",
+		Buckets: []feature.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 100}}})
 	return s
 }
 
@@ -42,9 +42,9 @@ func TestRulesAPI(t *testing.T) {
 		t.Fatalf("after a dry run: version %d, %d rules", f.Version, len(f.Rules))
 	}
 	res := s.must(http.StatusOK, "PUT", "/api/features/checkout/rules", contractRules, "If-Match", etag).json(t)
-	feature := res["feature"].(map[string]any)
-	if rules := feature["rules"].([]any); len(rules) != 2 || feature["version"].(float64) != 2 {
-		t.Fatalf("after PUT: %v", feature)
+	changed := res["feature"].(map[string]any)
+	if rules := changed["rules"].([]any); len(rules) != 2 || changed["version"].(float64) != 2 {
+		t.Fatalf("after PUT: %v", changed)
 	}
 	// The old ETag no longer matches.
 	if r := s.do("PUT", "/api/features/checkout/rules", `{"rules":[]}`, "If-Match", etag); r.status != http.StatusPreconditionFailed {
@@ -58,7 +58,7 @@ func TestRulesAPI(t *testing.T) {
 
 	// The evaluation paths see the rules.
 	e := s.must(http.StatusOK, "GET", "/evaluate?feature=checkout&user=u1&ctx.email=ann@example.com", nil).json(t)
-	if e["bucket"] != "on" || e["reason"] != rollout.ReasonTargetingMatch || e["rule"] != "staff" {
+	if e["bucket"] != "on" || e["reason"] != feature.ReasonTargetingMatch || e["rule"] != "staff" {
 		t.Errorf("GET with ctx.email: %v", e)
 	}
 	e = s.must(http.StatusOK, "POST", "/evaluate", `{"user":"u1","context":{"email":"ann@example.com"}}`).json(t)
@@ -163,13 +163,13 @@ func TestRulesAbuse(t *testing.T) {
 	}
 	// Contexts beyond the limits.
 	q := url.Values{"feature": {"checkout"}, "user": {"u"}}
-	for i := range rollout.MaxContextAttrs + 1 {
+	for i := range feature.MaxContextAttrs + 1 {
 		q.Set(fmt.Sprint("ctx.a", i), "x")
 	}
 	if r := s.do("GET", "/evaluate?"+q.Encode(), nil); r.status != http.StatusBadRequest {
-		t.Errorf("GET with %d attributes = %d %s, want 400", rollout.MaxContextAttrs+1, r.status, r.body)
+		t.Errorf("GET with %d attributes = %d %s, want 400", feature.MaxContextAttrs+1, r.status, r.body)
 	}
-	long := strings.Repeat("x", rollout.MaxContextValueLen+1)
+	long := strings.Repeat("x", feature.MaxContextValueLen+1)
 	if r := s.do("POST", "/evaluate", `{"user":"u","context":{"a":"`+long+`"}}`); r.status != http.StatusBadRequest {
 		t.Errorf("POST with a long attribute = %d %s, want 400", r.status, r.body)
 	}
@@ -220,7 +220,7 @@ func TestEvaluationPathsAgree(t *testing.T) {
 		maybe("signup", pick("2019-05-01T00:00:00Z", "2023-05-01T00:00:00Z", "not a date"))
 
 		// The domain, with the attributes as strings, as a query gives them.
-		want := rollout.Context{}
+		want := feature.Context{}
 		for k, v := range ctx {
 			want[k] = v
 		}
@@ -282,8 +282,8 @@ func TestEvaluationPathsAgree(t *testing.T) {
 // others still need one.
 func TestOFREPStaticWithoutTargetingKey(t *testing.T) {
 	s := newRulesServer(t)
-	s.create(rollout.Feature{Key: "one", Enabled: true, Salt: "one", Buckets: []rollout.Bucket{{Name: "on", Replicas: 10}, {Name: "off", Replicas: 0}}})
-	s.create(rollout.Feature{Key: "off", Enabled: false, Salt: "off", Fallback: "b", Buckets: []rollout.Bucket{{Name: "a", Replicas: 1}, {Name: "b", Replicas: 1}}})
+	s.create(feature.Feature{Key: "one", Enabled: true, Salt: "one", Buckets: []feature.Bucket{{Name: "on", Replicas: 10}, {Name: "off", Replicas: 0}}})
+	s.create(feature.Feature{Key: "off", Enabled: false, Salt: "off", Fallback: "b", Buckets: []feature.Bucket{{Name: "a", Replicas: 1}, {Name: "b", Replicas: 1}}})
 	for _, body := range []string{``, `{}`, `{"context":{}}`, `{"context":{"plan":"pro"}}`} {
 		o := s.must(http.StatusOK, "POST", "/ofrep/v1/evaluate/flags/one", body).json(t)
 		if o["variant"] != "on" || o["reason"] != "STATIC" {
@@ -326,16 +326,16 @@ func TestContextNeverLogged(t *testing.T) {
 			defer mu.Unlock()
 			return logs.Write(p)
 		}), nil))})
-	s.create(rollout.Feature{Key: "checkout", Enabled: true, Salt: "checkout",
-		Buckets: []rollout.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 100}},
-		Rules:   []rollout.Rule{{Name: "r", Conditions: []rollout.Condition{{Attribute: "email", Op: "ends_with", Value: json.RawMessage(`"@example.com"`)}}, Serve: rollout.Serve{Bucket: "on"}}}})
+	s.create(feature.Feature{Key: "checkout", Enabled: true, Salt: "checkout",
+		Buckets: []feature.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 100}},
+		Rules:   []feature.Rule{{Name: "r", Conditions: []feature.Condition{{Attribute: "email", Op: "ends_with", Value: json.RawMessage(`"@example.com"`)}}, Serve: feature.Serve{Bucket: "on"}}}})
 	const secret = "s3cret-attribute-value"
 	s.must(http.StatusOK, "GET", "/evaluate?feature=checkout&user=u1&ctx.email="+secret, nil)
 	s.must(http.StatusOK, "POST", "/evaluate", `{"user":"u1","context":{"email":"`+secret+`"}}`)
 	s.must(http.StatusOK, "POST", "/ofrep/v1/evaluate/flags/checkout", `{"context":{"targetingKey":"u1","email":"`+secret+`"}}`)
 	s.do("GET", "/evaluate?feature=nope&user=u1&ctx.email="+secret, nil)
-	s.do("POST", "/evaluate", `{"user":"u1","context":{"email":"`+secret+strings.Repeat("x", rollout.MaxContextValueLen)+`"}}`)
-	s.do("POST", "/ofrep/v1/evaluate/flags/checkout", `{"context":{"targetingKey":"u1","email":"`+secret+strings.Repeat("x", rollout.MaxContextValueLen)+`"}}`)
+	s.do("POST", "/evaluate", `{"user":"u1","context":{"email":"`+secret+strings.Repeat("x", feature.MaxContextValueLen)+`"}}`)
+	s.do("POST", "/ofrep/v1/evaluate/flags/checkout", `{"context":{"targetingKey":"u1","email":"`+secret+strings.Repeat("x", feature.MaxContextValueLen)+`"}}`)
 	mu.Lock()
 	defer mu.Unlock()
 	if !strings.Contains(logs.String(), "/evaluate") {

@@ -6,6 +6,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Segments: named sets of conditions that features' rules use with
@@ -22,11 +23,11 @@ import (
 // segmentView is a segment as the API shows it: with the features whose
 // rules use it.
 type segmentView struct {
-	rollout.Segment
+	feature.Segment
 	Features []string `json:"features"`
 }
 
-func viewOfSegment(snap *rollout.Snapshot, seg rollout.Segment) segmentView {
+func viewOfSegment(snap *feature.Snapshot, seg feature.Segment) segmentView {
 	users := snap.SegmentUsers(seg.Key)
 	if users == nil {
 		users = []string{}
@@ -35,7 +36,7 @@ func viewOfSegment(snap *rollout.Snapshot, seg rollout.Segment) segmentView {
 }
 
 // segmentETag is the strong ETag of a segment's configuration.
-func segmentETag(seg rollout.Segment) string { return `"` + seg.Tag() + `"` }
+func segmentETag(seg feature.Segment) string { return `"` + seg.Tag() + `"` }
 
 func (s *Server) listSegments(c echo.Context) error {
 	snap := s.svc.Snapshot()
@@ -52,7 +53,7 @@ func (s *Server) getSegment(c echo.Context) error {
 	snap := s.svc.Snapshot()
 	seg, ok := snap.Segment(key)
 	if !ok {
-		return rollout.Errorf(rollout.ENotFound, "segment %q does not exist", key)
+		return feature.Errorf(feature.ENotFound, "segment %q does not exist", key)
 	}
 	c.Response().Header().Set("ETag", segmentETag(seg))
 	return c.JSON(http.StatusOK, viewOfSegment(snap, seg))
@@ -61,7 +62,7 @@ func (s *Server) getSegment(c echo.Context) error {
 type segmentRequest struct {
 	Key         string               `json:"key"`
 	Description string               `json:"description"`
-	Conditions  *[]rollout.Condition `json:"conditions"`
+	Conditions  *[]feature.Condition `json:"conditions"`
 	guards
 }
 
@@ -103,7 +104,7 @@ func (s *Server) createSegment(c echo.Context) error {
 		status = http.StatusOK
 	}
 	ctx := keepAs(c, segmentAnswer(status))
-	res, err := s.svc.CreateSegment(ctx, rollout.Segment{Key: req.Key, Description: req.Description, Conditions: *req.Conditions}, opts)
+	res, err := s.svc.CreateSegment(ctx, feature.Segment{Key: req.Key, Description: req.Description, Conditions: *req.Conditions}, opts)
 	if err != nil {
 		return asBadRequest(err)
 	}
@@ -176,7 +177,7 @@ func (s *Server) listSegmentVersions(c echo.Context) error {
 		return err
 	}
 	if vs == nil {
-		vs = []rollout.SegmentVersion{}
+		vs = []feature.SegmentVersion{}
 	}
 	out := map[string]any{"key": key, "versions": vs}
 	if len(vs) == limit {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
 
@@ -127,8 +128,8 @@ func TestSegmentFollowed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := rollout.Context{"email": "ann@example.org"}
-	if e, _ := other.Snapshot().PeekContext("checkout", "u", ctx); e.Reason != rollout.ReasonRing {
+	ctx := feature.Context{"email": "ann@example.org"}
+	if e, _ := other.Snapshot().PeekContext("checkout", "u", ctx); e.Reason != feature.ReasonRing {
 		t.Fatalf("before: %+v", e)
 	}
 	s.must(http.StatusOK, "PUT", "/api/segments/staff", `{"conditions":[{"attribute":"email","op":"ends_with","value":"@example.org"}]}`)

@@ -18,6 +18,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 
 	_ "net/http/pprof" // registers /debug/pprof/ on http.DefaultServeMux, served only with Options.Pprof
 )
@@ -149,7 +150,7 @@ func limitBody(route Route) echo.MiddlewareFunc {
 		return func(c echo.Context) error {
 			r := c.Request()
 			if r.ContentLength > limit {
-				return rollout.Errorf(codeTooLarge, "the request body is larger than %d bytes", limit)
+				return feature.Errorf(codeTooLarge, "the request body is larger than %d bytes", limit)
 			}
 			if r.Body != http.NoBody && r.Body != nil && !bounded { // nothing to bound in a GET's
 				r.Body = http.MaxBytesReader(c.Response(), r.Body, limit)
@@ -172,7 +173,7 @@ func (s *Server) crossOrigin(route Route) echo.MiddlewareFunc {
 		}
 		return func(c echo.Context) error {
 			if err := s.csrf.Check(c.Request()); err != nil {
-				return rollout.Errorf(codeForbidden, "cross-origin request refused: changes are accepted only from this server's own pages or from programs such as curl")
+				return feature.Errorf(codeForbidden, "cross-origin request refused: changes are accepted only from this server's own pages or from programs such as curl")
 			}
 			return next(c)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/internal/storemetrics"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/sqlite"
 )
@@ -138,7 +139,7 @@ func (s *testServer) must(want int, method, path string, body any, header ...str
 }
 
 // create stores f through the service, with the salt its key unless given.
-func (s *testServer) create(f rollout.Feature) {
+func (s *testServer) create(f feature.Feature) {
 	s.t.Helper()
 	if _, err := s.svc.Create(context.Background(), f, rollout.ChangeOptions{}); err != nil {
 		s.t.Fatalf("create %s: %v", f.Key, err)
@@ -151,26 +152,26 @@ func (s *testServer) create(f rollout.Feature) {
 func (s *testServer) seed() {
 	s.t.Helper()
 	raw := func(v string) json.RawMessage { return json.RawMessage(v) }
-	s.create(rollout.Feature{Key: "checkout", Enabled: true, Salt: "",
-		Buckets:   []rollout.Bucket{{Name: "A", Replicas: 3}, {Name: "B", Replicas: 3}, {Name: "C", Replicas: 3}},
+	s.create(feature.Feature{Key: "checkout", Enabled: true, Salt: "",
+		Buckets:   []feature.Bucket{{Name: "A", Replicas: 3}, {Name: "B", Replicas: 3}, {Name: "C", Replicas: 3}},
 		Overrides: map[string]string{"vip": "C"}})
-	s.create(rollout.Feature{Key: "dark-mode", Enabled: true, Salt: "dark-mode",
-		Buckets: []rollout.Bucket{{Name: "on", Replicas: 100, Value: raw("true")}, {Name: "off", Replicas: 100, Value: raw("false")}}})
-	s.create(rollout.Feature{Key: "banner", Enabled: true, Salt: "banner",
-		Buckets: []rollout.Bucket{
+	s.create(feature.Feature{Key: "dark-mode", Enabled: true, Salt: "dark-mode",
+		Buckets: []feature.Bucket{{Name: "on", Replicas: 100, Value: raw("true")}, {Name: "off", Replicas: 100, Value: raw("false")}}})
+	s.create(feature.Feature{Key: "banner", Enabled: true, Salt: "banner",
+		Buckets: []feature.Bucket{
 			{Name: "blue", Replicas: 100, Value: raw(`{"color":"blue","size":3}`)},
 			{Name: "red", Replicas: 100, Value: raw(`{"color":"red","size":1}`)},
 		}})
-	s.create(rollout.Feature{Key: "limit", Enabled: true, Salt: "limit",
-		Buckets: []rollout.Bucket{{Name: "low", Replicas: 100, Value: raw("10")}, {Name: "high", Replicas: 100, Value: raw("20")}}})
-	s.create(rollout.Feature{Key: "paused", Enabled: false, Salt: "paused", Fallback: "old",
-		Buckets: []rollout.Bucket{{Name: "old", Replicas: 100, Value: raw(`"old-flow"`)}, {Name: "new", Replicas: 100, Value: raw(`"new-flow"`)}}})
-	s.create(rollout.Feature{Key: "killed", Enabled: false, Salt: "killed",
-		Buckets: []rollout.Bucket{{Name: "A", Replicas: 100}, {Name: "B", Replicas: 100}}})
+	s.create(feature.Feature{Key: "limit", Enabled: true, Salt: "limit",
+		Buckets: []feature.Bucket{{Name: "low", Replicas: 100, Value: raw("10")}, {Name: "high", Replicas: 100, Value: raw("20")}}})
+	s.create(feature.Feature{Key: "paused", Enabled: false, Salt: "paused", Fallback: "old",
+		Buckets: []feature.Bucket{{Name: "old", Replicas: 100, Value: raw(`"old-flow"`)}, {Name: "new", Replicas: 100, Value: raw(`"new-flow"`)}}})
+	s.create(feature.Feature{Key: "killed", Enabled: false, Salt: "killed",
+		Buckets: []feature.Bucket{{Name: "A", Replicas: 100}, {Name: "B", Replicas: 100}}})
 }
 
 // evaluate returns the service's own evaluation, which answers must match.
-func (s *testServer) evaluate(key, user string) rollout.Evaluation {
+func (s *testServer) evaluate(key, user string) feature.Evaluation {
 	s.t.Helper()
 	e, err := s.svc.Evaluate(key, user)
 	if err != nil {

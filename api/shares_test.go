@@ -9,6 +9,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // TestPlanModesAPI: a feature created by percentages without a tolerance
@@ -22,7 +23,7 @@ func TestPlanModesAPI(t *testing.T) {
 	s := newServer(t, "", api.Options{Plans: api.PlanLimits{Timeout: time.Hour}})
 	var created struct {
 		Feature struct {
-			rollout.Feature
+			feature.Feature
 			Shares map[string]float64 `json:"shares"`
 		} `json:"feature"`
 	}
@@ -41,7 +42,7 @@ func TestPlanModesAPI(t *testing.T) {
 
 	var p struct {
 		rollout.Plan
-		Report rollout.Report `json:"report"`
+		Report feature.Report `json:"report"`
 	}
 	r = s.must(200, "POST", "/api/features/exp/plan", map[string]any{"targets": map[string]float64{"off": 0.9, "on": 0.1}})
 	if err := json.Unmarshal(r.body, &p); err != nil {

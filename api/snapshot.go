@@ -7,15 +7,14 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
-
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // snapshotState is what the API derives from one snapshot of the service:
 // its number among the snapshots this process has served, when the API first
 // saw it, and the tag that bulk evaluation's ETags start with.
 type snapshotState struct {
-	snap *rollout.Snapshot
+	snap *feature.Snapshot
 	seq  uint64
 	seen time.Time
 

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Streams. A stream (GET /sync/v1/stream) holds its connection for as long
@@ -165,7 +166,7 @@ func (st *streams) admit(key string) error {
 			st.log.Warn("stream budget reached: new streams are refused until some end (see rollout_streams_refused_total)",
 				"max_streams", st.max)
 		}
-		return rollout.Errorf(rollout.EUnavailable, "this server has %d streams open, its most: read the snapshot meanwhile, "+
+		return feature.Errorf(feature.EUnavailable, "this server has %d streams open, its most: read the snapshot meanwhile, "+
 			"and open the stream again later", st.max)
 	case st.byToken[key] >= st.perToken:
 		st.refused.WithLabelValues("token").Inc()

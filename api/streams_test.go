@@ -21,6 +21,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/sqlite"
 )
@@ -217,8 +218,8 @@ func TestStreamBudget(t *testing.T) {
 	expect(app1, http.StatusOK, "")
 	expect(app1, http.StatusTooManyRequests, "too_many_requests") // app-1's share
 	expect(app2, http.StatusOK, "")
-	expect(app2, http.StatusServiceUnavailable, rollout.EUnavailable) // the server's budget
-	expect(e.admin, http.StatusServiceUnavailable, rollout.EUnavailable)
+	expect(app2, http.StatusServiceUnavailable, feature.EUnavailable) // the server's budget
+	expect(e.admin, http.StatusServiceUnavailable, feature.EUnavailable)
 
 	req, _ := http.NewRequest("GET", e.url+"/evaluate?feature=none&user=u", nil)
 	req.Header.Set("Authorization", "Bearer "+app1)
@@ -315,8 +316,8 @@ func TestStreamDropsClientThatDoesNotRead(t *testing.T) {
 	app := e.token("app", rollout.RoleEvaluate)
 	ctx := context.Background()
 	key := strings.Repeat("f", 64) // the longest key: the longest events
-	if _, err := e.svc.Create(ctx, rollout.Feature{Key: key, Enabled: true, Salt: "f",
-		Buckets: []rollout.Bucket{{Name: "A", Replicas: 100}, {Name: "B", Replicas: 100}}}, rollout.ChangeOptions{}); err != nil {
+	if _, err := e.svc.Create(ctx, feature.Feature{Key: key, Enabled: true, Salt: "f",
+		Buckets: []feature.Bucket{{Name: "A", Replicas: 100}, {Name: "B", Replicas: 100}}}, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/api"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // TestUnreadableValuesRefused sends bucket values that json.Valid accepts
@@ -100,7 +100,7 @@ func TestEvaluateAllPastTheListBound(t *testing.T) {
 	s := newServer(t, "", api.Options{})
 	n := api.MaxBulkFeatures + 5
 	for i := range n {
-		s.create(rollout.Feature{Key: fmt.Sprintf("f%04d", i), Enabled: true, Buckets: []rollout.Bucket{{Name: "A", Replicas: 1}}})
+		s.create(feature.Feature{Key: fmt.Sprintf("f%04d", i), Enabled: true, Buckets: []feature.Bucket{{Name: "A", Replicas: 1}}})
 	}
 	var all struct {
 		Results map[string]struct {

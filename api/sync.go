@@ -17,11 +17,12 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // The sync API lets apps evaluate in their own process (package client):
 // GET /sync/v1/snapshot is the snapshot's sync document (see
-// rollout.Snapshot.AppendSync: every feature's sync form, overrides keyed
+// feature.Snapshot.AppendSync: every feature's sync form, overrides keyed
 // by a hash of their user, and the store revision), encoded once per
 // snapshot and gzipped once for the clients that accept it, under a strong
 // ETag per representation; GET /sync/v1/stream is a stream of Server-Sent
@@ -51,10 +52,10 @@ var syncEncodings atomic.Int64
 var syncEncodeHook func(stale func() int64)
 
 // syncBody is the encoded sync document of one service snapshot, in the
-// parts rollout.Snapshot.SyncParts gives: the features' own encodings,
+// parts feature.Snapshot.SyncParts gives: the features' own encodings,
 // written one after the other rather than copied into one body.
 type syncBody struct {
-	snap  *rollout.Snapshot
+	snap  *feature.Snapshot
 	parts [][]byte
 	size  int
 	etag  string // strong, quoted
@@ -106,7 +107,7 @@ type syncCache struct {
 
 // get returns the encoded document of the snapshot current returns,
 // encoding it if no request did before.
-func (sc *syncCache) get(current func() *rollout.Snapshot) *syncBody {
+func (sc *syncCache) get(current func() *feature.Snapshot) *syncBody {
 	if cur := sc.cur.Load(); cur != nil && cur.snap == current() {
 		return cur
 	}
@@ -254,7 +255,7 @@ type changeEvents struct {
 // encode returns the "change" event of batch, complete with its id, event
 // and data lines, or nil when the batch changed no feature. Every
 // subscriber receives the same batch slice, so its first element names it.
-func (ce *changeEvents) encode(batch []rollout.Commit, snap func() *rollout.Snapshot) []byte {
+func (ce *changeEvents) encode(batch []rollout.Commit, snap func() *feature.Snapshot) []byte {
 	if len(batch) == 0 {
 		return nil
 	}
@@ -272,7 +273,7 @@ func (ce *changeEvents) encode(batch []rollout.Commit, snap func() *rollout.Snap
 		buf.WriteString("id: " + strconv.FormatInt(ev.Revision, 10) + "\nevent: change\ndata: ")
 		enc := json.NewEncoder(&buf)
 		// The sync forms as they are, byte for byte: clients hash them
-		// (see rollout.Snapshot.SyncTag).
+		// (see feature.Snapshot.SyncTag).
 		enc.SetEscapeHTML(false)
 		enc.Encode(ev) // plain data: cannot fail; ends the line
 		buf.WriteString("\n")
@@ -349,7 +350,7 @@ func (s *Server) syncStream(c echo.Context) error {
 
 // changeEventOf is the change event of batch, with the features' sync
 // forms as snap serves them.
-func changeEventOf(batch []rollout.Commit, snap *rollout.Snapshot) changeEvent {
+func changeEventOf(batch []rollout.Commit, snap *feature.Snapshot) changeEvent {
 	ev := changeEvent{Features: []string{}}
 	for _, cm := range batch {
 		ev.Revision = max(ev.Revision, cm.Revision)
@@ -415,12 +416,12 @@ func (s *Server) addExposures(c echo.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	if len(req.Exposures) > rollout.MaxExposureBatch { // before copying them
-		return rollout.Errorf(rollout.EInvalid, "a batch holds at most %d counts, got %d: split it", rollout.MaxExposureBatch, len(req.Exposures))
+	if len(req.Exposures) > feature.MaxExposureBatch { // before copying them
+		return feature.Errorf(feature.EInvalid, "a batch holds at most %d counts, got %d: split it", feature.MaxExposureBatch, len(req.Exposures))
 	}
-	counts := make([]rollout.Exposure, len(req.Exposures))
+	counts := make([]feature.Exposure, len(req.Exposures))
 	for i, e := range req.Exposures {
-		counts[i] = rollout.Exposure{Feature: e.Feature, FeatureID: e.FeatureID, Version: e.Version, Bucket: e.Bucket, Count: e.Count, Rule: e.Rule}
+		counts[i] = feature.Exposure{Feature: e.Feature, FeatureID: e.FeatureID, Version: e.Version, Bucket: e.Bucket, Count: e.Count, Rule: e.Rule}
 	}
 	res, err := s.svc.AddExposureBatch(c.Request().Context(), req.Batch, counts)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
 
@@ -49,14 +50,14 @@ func TestSyncSnapshot(t *testing.T) {
 			t.Errorf("the snapshot holds %s:\n%s", secret, r.body)
 		}
 	}
-	var doc rollout.SyncDocument
+	var doc feature.SyncDocument
 	if err := json.Unmarshal(r.body, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if doc.Format != rollout.SyncFormat || doc.Revision != s.svc.Snapshot().Revision() || len(doc.Features) != 6 {
-		t.Errorf("snapshot has format %d, revision %d and %d features, want %d, %d and 6", doc.Format, doc.Revision, len(doc.Features), rollout.SyncFormat, s.svc.Snapshot().Revision())
+	if doc.Format != feature.SyncFormat || doc.Revision != s.svc.Snapshot().Revision() || len(doc.Features) != 6 {
+		t.Errorf("snapshot has format %d, revision %d and %d features, want %d, %d and 6", doc.Format, doc.Revision, len(doc.Features), feature.SyncFormat, s.svc.Snapshot().Revision())
 	}
-	snap, err := rollout.DecodeSync(r.body)
+	snap, err := feature.DecodeSync(r.body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,9 +130,9 @@ func TestSyncSnapshotGzip(t *testing.T) {
 func TestSyncSnapshotEncodedOnce(t *testing.T) {
 	s := newServer(t, "", api.Options{})
 	s.seed()
-	big := rollout.Feature{Key: "big", Enabled: true, Salt: "big", Overrides: map[string]string{},
-		Buckets: []rollout.Bucket{{Name: "A", Replicas: 100}, {Name: "B", Replicas: 100}}}
-	for i := range rollout.MaxOverrides - 1 {
+	big := feature.Feature{Key: "big", Enabled: true, Salt: "big", Overrides: map[string]string{},
+		Buckets: []feature.Bucket{{Name: "A", Replicas: 100}, {Name: "B", Replicas: 100}}}
+	for i := range feature.MaxOverrides - 1 {
 		big.Overrides[fmt.Sprintf("user-%d@example.com", i)] = "B"
 	}
 	s.create(big)
@@ -381,9 +382,9 @@ func TestSyncStreamLargeChange(t *testing.T) {
 		})
 		streams[len(streams)-1]("hello")
 	}
-	big := rollout.Feature{Key: "big", Enabled: true, Salt: "big", Overrides: map[string]string{},
-		Buckets: []rollout.Bucket{{Name: "A", Replicas: 100, Value: json.RawMessage(`"` + strings.Repeat("x", 8000) + `"`)}, {Name: "B", Replicas: 100}}}
-	for i := range rollout.MaxOverrides {
+	big := feature.Feature{Key: "big", Enabled: true, Salt: "big", Overrides: map[string]string{},
+		Buckets: []feature.Bucket{{Name: "A", Replicas: 100, Value: json.RawMessage(`"` + strings.Repeat("x", 8000) + `"`)}, {Name: "B", Replicas: 100}}}
+	for i := range feature.MaxOverrides {
 		big.Overrides[fmt.Sprintf("user-%d", i)] = "B"
 	}
 	s.create(big)

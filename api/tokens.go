@@ -10,6 +10,7 @@ import (
 	xrate "golang.org/x/time/rate"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // API tokens over HTTP: what `rollout token` does on the server's command
@@ -47,7 +48,7 @@ func tokenCreateLimit() echo.MiddlewareFunc {
 			return "ip " + c.RealIP(), nil
 		},
 		ErrorHandler: func(c echo.Context, err error) error {
-			return rollout.Errorf(rollout.EUnavailable, "could not tell who creates the token: %v", err)
+			return feature.Errorf(feature.EUnavailable, "could not tell who creates the token: %v", err)
 		},
 		DenyHandler: func(c echo.Context, _ string, _ error) error {
 			c.Response().Header().Set("Retry-After", "1")
@@ -73,7 +74,7 @@ type createdToken struct {
 // manage (an API without access control).
 func (s *Server) tokens() (*rollout.Tokens, error) {
 	if s.auth == nil || s.auth.tokens == nil {
-		return nil, rollout.Errorf(rollout.ENotFound, "this server has no access control, so no tokens to manage")
+		return nil, feature.Errorf(feature.ENotFound, "this server has no access control, so no tokens to manage")
 	}
 	return s.auth.tokens, nil
 }
@@ -138,7 +139,7 @@ func (s *Server) createToken(c echo.Context) error {
 		}
 	}
 	if n >= maxActiveTokens {
-		return rollout.Errorf(rollout.EConflict, "there are %d active tokens, the most there may be: revoke tokens no longer used first", n)
+		return feature.Errorf(feature.EConflict, "there are %d active tokens, the most there may be: revoke tokens no longer used first", n)
 	}
 	tok, secret, err := tokens.CreateBy(ctx, req.Name, req.Role, tokens.Now(), httpActor(c))
 	if err != nil {
@@ -165,7 +166,7 @@ func (s *Server) revokeToken(c echo.Context) error {
 		tok, ok = tokens.ByID(id)
 	}
 	if !ok {
-		return rollout.Errorf(rollout.ENotFound, "no active token has ID %q: list them with GET /api/tokens", id)
+		return feature.Errorf(feature.ENotFound, "no active token has ID %q: list them with GET /api/tokens", id)
 	}
 	if err := tokens.RevokeBy(c.Request().Context(), tok.Name, tokens.Now(), httpActor(c)); err != nil {
 		return err

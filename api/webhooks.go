@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Webhooks over HTTP, for admins: register a URL that receives every
@@ -19,7 +20,7 @@ import (
 // none on this server.
 func (s *Server) webhooks() (*rollout.Webhooks, error) {
 	if s.hooks == nil {
-		return nil, rollout.Errorf(rollout.ENotFound, "this server does not deliver webhooks")
+		return nil, feature.Errorf(feature.ENotFound, "this server does not deliver webhooks")
 	}
 	return s.hooks, nil
 }

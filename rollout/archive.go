@@ -2,7 +2,8 @@ package rollout
 
 import (
 	"context"
-	"maps"
+
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Archive, restore, purge. A feature is never deleted in one step: archiving
@@ -21,15 +22,15 @@ type ArchiveStore interface {
 	// served, EConflict when it is at another version.
 	ArchiveFeature(ctx context.Context, key string, version int, e AuditEvent) error
 	// ArchivedFeatures returns the archived features, ordered by key.
-	ArchivedFeatures(ctx context.Context) ([]Feature, error)
+	ArchivedFeatures(ctx context.Context) ([]feature.Feature, error)
 	// ArchivedFeature returns the archived feature key: ENotFound when
 	// there is none, EConflict when the feature is served (not archived).
-	ArchivedFeature(ctx context.Context, key string) (Feature, error)
+	ArchivedFeature(ctx context.Context, key string) (feature.Feature, error)
 	// RestoreFeature serves the archived feature of f's key again as f,
 	// a new version appended as UpdateFeature does (the stored one must
 	// be at f.Version-1). ENotFound when no feature key is archived,
 	// EConflict when it moved on.
-	RestoreFeature(ctx context.Context, f Feature, v Version) error
+	RestoreFeature(ctx context.Context, f feature.Feature, v Version) error
 	// PurgeFeature removes the archived feature key with its history,
 	// exposures and ramps, keeping its audit events, and records e.
 	// ENotFound when there is no feature key, EConflict when it is
@@ -72,7 +73,7 @@ func (s *Service) Archive(ctx context.Context, key string, opts ChangeOptions) (
 
 // archive is Archive not bound by the settings. The caller holds s.mu.
 func (s *Service) archive(ctx context.Context, key string, opts ChangeOptions) (Result, error) {
-	return s.onFresh(ctx, key, opts, func(cur *compiled) (Result, error) {
+	return s.onFresh(ctx, key, opts, func(cur *feature.Compiled) (Result, error) {
 		res, err := archiveResult(cur, opts)
 		if err != nil || opts.DryRun {
 			return res, err
@@ -81,11 +82,11 @@ func (s *Service) archive(ctx context.Context, key string, opts ChangeOptions) (
 		Settle(ctx, res, now)
 		churn := res.Report.Churn
 		e := AuditEvent{
-			Time: now, Actor: actor(opts), Kind: AuditArchive, Feature: key, Version: cur.feature.Version,
+			Time: now, Actor: actor(opts), Kind: AuditArchive, Feature: key, Version: cur.Feature().Version,
 			Summary: joinSummary(archivedSummary, ShareSummary(res.Report)), Comment: opts.Comment, Churn: &churn,
 			Request: opts.request,
 		}
-		if err := s.store.ArchiveFeature(ctx, key, cur.feature.Version, e); err != nil {
+		if err := s.store.ArchiveFeature(ctx, key, cur.Feature().Version, e); err != nil {
 			return Result{}, err
 		}
 		s.swap(key, nil)
@@ -100,24 +101,24 @@ const archivedSummary = "archived: apps get not-found"
 // archiveResult is the result of archiving cur: the feature as it is, and
 // the report of every user who has a bucket having none; EChurn when it
 // moves more than opts.MaxChurn allows.
-func archiveResult(cur *compiled, opts ChangeOptions) (Result, error) {
-	gone := cur.feature.Clone()
+func archiveResult(cur *feature.Compiled, opts ChangeOptions) (Result, error) {
+	gone := cur.Feature().Clone()
 	gone.Version, gone.Enabled, gone.Fallback = 0, false, "" // serves no one
-	rep := newReport(cur, compile(gone))
+	rep := feature.Compile(gone, nil).ReportFrom(cur)
 	if err := checkChurn(rep, opts); err != nil {
 		return Result{}, err
 	}
-	return Result{Feature: cur.feature, Report: rep, Shares: maps.Clone(cur.shares), DryRun: opts.DryRun}, nil
+	return Result{Feature: cur.Feature(), Report: rep, Shares: cur.Shares(), DryRun: opts.DryRun}, nil
 }
 
 // ArchivedFeatures returns the archived features, ordered by key.
-func (s *Service) ArchivedFeatures(ctx context.Context) ([]Feature, error) {
+func (s *Service) ArchivedFeatures(ctx context.Context) ([]feature.Feature, error) {
 	return s.store.ArchivedFeatures(ctx)
 }
 
 // ArchivedFeature returns the archived feature key: ENotFound when there is
 // no feature key, EConflict when it is served.
-func (s *Service) ArchivedFeature(ctx context.Context, key string) (Feature, error) {
+func (s *Service) ArchivedFeature(ctx context.Context, key string) (feature.Feature, error) {
 	return s.store.ArchivedFeature(ctx, key)
 }
 
@@ -178,32 +179,32 @@ const restoredSummary = "restored from the archive"
 // result, the feature as it would be served and its compiled form. It
 // checks If-Match against the archived version, the configuration, its
 // segments and opts.MaxChurn. The caller holds s.mu.
-func (s *Service) restoreResult(ctx context.Context, key string, opts ChangeOptions) (Result, Feature, *compiled, error) {
+func (s *Service) restoreResult(ctx context.Context, key string, opts ChangeOptions) (Result, feature.Feature, *feature.Compiled, error) {
 	old, err := s.store.ArchivedFeature(ctx, key)
 	if err != nil {
-		return Result{}, Feature{}, nil, err
+		return Result{}, feature.Feature{}, nil, err
 	}
 	if opts.IfMatch != "" && opts.IfMatch != "*" && opts.IfMatch != old.Tag() {
-		return Result{}, Feature{}, nil, Errorf(EPrecondition, "archived feature %q is %q, not %q: reload it and decide again", key, old.Tag(), opts.IfMatch)
+		return Result{}, feature.Feature{}, nil, feature.Errorf(feature.EPrecondition, "archived feature %q is %q, not %q: reload it and decide again", key, old.Tag(), opts.IfMatch)
 	}
 	if err := old.Validate(); err != nil {
-		return Result{}, Feature{}, nil, Errorf(EInvalid, "the archived configuration of feature %q is not valid any more (%s): purge it and create it again", key, ErrorMessage(err))
+		return Result{}, feature.Feature{}, nil, feature.Errorf(feature.EInvalid, "the archived configuration of feature %q is not valid any more (%s): purge it and create it again", key, feature.ErrorMessage(err))
 	}
 	if err := s.checkSegments(ctx, old); err != nil {
-		return Result{}, Feature{}, nil, Errorf(EInvalid, "the rules of archived feature %q use a segment that is gone (%s): create it again first", key, ErrorMessage(err))
+		return Result{}, feature.Feature{}, nil, feature.Errorf(feature.EInvalid, "the rules of archived feature %q use a segment that is gone (%s): create it again first", key, feature.ErrorMessage(err))
 	}
 	next := old.Clone()
 	next.Version, next.UpdatedAt = old.Version+1, s.now().UTC()
 	cc := s.compileFeature(next)
-	if err := cc.checkPatterns(); err != nil {
-		return Result{}, Feature{}, nil, Errorf(EInvalid, "the rules of archived feature %q would pass the limits of patterns with the segments as they are now (%s): purge it and create it again", key, ErrorMessage(err))
+	if err := cc.CheckPatterns(); err != nil {
+		return Result{}, feature.Feature{}, nil, feature.Errorf(feature.EInvalid, "the rules of archived feature %q would pass the limits of patterns with the segments as they are now (%s): purge it and create it again", key, feature.ErrorMessage(err))
 	}
-	rep := newReport(nil, cc)
+	rep := cc.ReportFrom(nil)
 	rep.FromVersion = old.Version
 	if err := checkChurn(rep, opts); err != nil {
-		return Result{}, Feature{}, nil, err
+		return Result{}, feature.Feature{}, nil, err
 	}
-	return Result{Feature: next, Report: rep, Shares: maps.Clone(cc.shares), DryRun: opts.DryRun}, next, cc, nil
+	return Result{Feature: next, Report: rep, Shares: cc.Shares(), DryRun: opts.DryRun}, next, cc, nil
 }
 
 // Purge removes the archived feature key with its history, exposures and

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Rollouts as code. A Document is the features of a server written down as
@@ -68,9 +69,9 @@ type Document struct {
 
 // DocSegment is a segment of a document.
 type DocSegment struct {
-	Key         string      `json:"key"`
-	Description string      `json:"description,omitempty"`
-	Conditions  []Condition `json:"conditions,omitempty"`
+	Key         string              `json:"key"`
+	Description string              `json:"description,omitempty"`
+	Conditions  []feature.Condition `json:"conditions,omitempty"`
 }
 
 // DocFeature is one feature of a document.
@@ -89,7 +90,7 @@ type DocFeature struct {
 	// endpoint's default.
 	Tolerance float64           `json:"tolerance,omitempty"`
 	Overrides map[string]string `json:"overrides,omitempty"`
-	Rules     []Rule            `json:"rules,omitempty"`
+	Rules     []feature.Rule    `json:"rules,omitempty"`
 	BucketBy  string            `json:"bucket_by,omitempty"`
 	Tags      []string          `json:"tags,omitempty"`
 	Owner     string            `json:"owner,omitempty"`
@@ -110,7 +111,7 @@ type DocBucket struct {
 // message starts with the path.
 type DocumentError struct {
 	Path string
-	Err  *Error
+	Err  *feature.Error
 }
 
 func (e *DocumentError) Error() string { return e.Err.Error() }
@@ -119,7 +120,7 @@ func (e *DocumentError) Unwrap() error { return e.Err }
 // docErrorf returns a *DocumentError at path.
 func docErrorf(path, format string, args ...any) *DocumentError {
 	msg := fmt.Sprintf(format, args...)
-	return &DocumentError{Path: path, Err: Errorf(EInvalid, "%s: %s", strings.TrimPrefix(path, "$."), msg)}
+	return &DocumentError{Path: path, Err: feature.Errorf(feature.EInvalid, "%s: %s", strings.TrimPrefix(path, "$."), msg)}
 }
 
 // Validate reports the first thing wrong with d that needs no server to
@@ -134,8 +135,8 @@ func (d Document) Validate() error {
 	if len(d.Features) > MaxDocumentFeatures {
 		return docErrorf("$.features", "the document lists %d features; at most %d: split it", len(d.Features), MaxDocumentFeatures)
 	}
-	if len(d.Segments) > MaxSegments {
-		return docErrorf("$.segments", "the document lists %d segments; at most %d", len(d.Segments), MaxSegments)
+	if len(d.Segments) > feature.MaxSegments {
+		return docErrorf("$.segments", "the document lists %d segments; at most %d", len(d.Segments), feature.MaxSegments)
 	}
 	segs := make(map[string]int, len(d.Segments))
 	for i, sg := range d.Segments {
@@ -163,31 +164,31 @@ func (d Document) Validate() error {
 }
 
 func (f DocFeature) validate(path string) error {
-	if !keyPattern.MatchString(f.Key) {
+	if !feature.ValidKey(f.Key) {
 		return docErrorf(path+".key", "feature key %q is invalid: use 1 to 64 characters of a-z, 0-9, '_', '.', '-', starting with a letter or digit", f.Key)
 	}
 	if f.Tolerance != 0 && !ValidTolerance(f.Tolerance) {
 		return docErrorf(path+".tolerance", "tolerance %v is out of range: give a fraction of users from %v to below %v, such as 0.005 for half a percentage point", f.Tolerance, MinTolerance, MaxTolerance)
 	}
-	if err := validateLabels(f.Tags, f.Owner); err != nil {
+	if err := feature.ValidateLabels(f.Tags, f.Owner); err != nil {
 		field := ".tags"
-		if strings.HasPrefix(err.(*Error).Message, "owner") {
+		if strings.HasPrefix(err.(*feature.Error).Message, "owner") {
 			field = ".owner"
 		}
-		return docErrorf(path+field, "%s", err.(*Error).Message)
+		return docErrorf(path+field, "%s", err.(*feature.Error).Message)
 	}
 	if len(f.Buckets) == 0 {
 		return docErrorf(path+".buckets", "feature %q has no buckets: give at least one", f.Key)
 	}
-	if len(f.Buckets) > MaxBuckets {
-		return docErrorf(path+".buckets", "feature %q has %d buckets; at most %d", f.Key, len(f.Buckets), MaxBuckets)
+	if len(f.Buckets) > feature.MaxBuckets {
+		return docErrorf(path+".buckets", "feature %q has %d buckets; at most %d", f.Key, len(f.Buckets), feature.MaxBuckets)
 	}
 	shares, replicas := 0, 0
 	var sum float64
 	names := make(map[string]bool, len(f.Buckets))
 	for i, b := range f.Buckets {
 		bpath := fmt.Sprintf("%s.buckets[%d]", path, i)
-		if !bucketPattern.MatchString(b.Name) {
+		if !feature.ValidBucketName(b.Name) {
 			return docErrorf(bpath+".name", "bucket name %q is invalid: use 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '-'", b.Name)
 		}
 		if names[b.Name] {
@@ -204,17 +205,17 @@ func (f DocFeature) validate(path string) error {
 			shares++
 			sum += *b.Share
 		case b.Replicas != nil:
-			if r := *b.Replicas; r < 0 || r > MaxReplicas {
-				return docErrorf(bpath+".replicas", "%d replicas is out of range: give 0 to %d", r, MaxReplicas)
+			if r := *b.Replicas; r < 0 || r > feature.MaxReplicas {
+				return docErrorf(bpath+".replicas", "%d replicas is out of range: give 0 to %d", r, feature.MaxReplicas)
 			}
 			replicas++
 		default:
 			return docErrorf(bpath, "bucket %q gives neither share nor replicas: give its share of users (0 to 1)", b.Name)
 		}
 		if len(b.Value) > 0 {
-			vb := Bucket{Name: b.Name, Value: b.Value}
+			vb := feature.Bucket{Name: b.Name, Value: b.Value}
 			if err := vb.Validate(); err != nil {
-				return docErrorf(bpath+".value", "%s", ErrorMessage(err))
+				return docErrorf(bpath+".value", "%s", feature.ErrorMessage(err))
 			}
 		}
 	}
@@ -227,22 +228,22 @@ func (f DocFeature) validate(path string) error {
 	if f.Fallback != "" && !names[f.Fallback] {
 		return docErrorf(path+".fallback", "fallback %q is not a bucket of feature %q", f.Fallback, f.Key)
 	}
-	if len(f.Overrides) > MaxOverrides {
-		return docErrorf(path+".overrides", "a feature has at most %d overrides", MaxOverrides)
+	if len(f.Overrides) > feature.MaxOverrides {
+		return docErrorf(path+".overrides", "a feature has at most %d overrides", feature.MaxOverrides)
 	}
 	for _, user := range slices.Sorted(maps.Keys(f.Overrides)) {
-		if err := ValidateUser(user); err != nil {
-			return docErrorf(path+".overrides", "%s (user %q)", ErrorMessage(err), user)
+		if err := feature.ValidateUser(user); err != nil {
+			return docErrorf(path+".overrides", "%s (user %q)", feature.ErrorMessage(err), user)
 		}
 		if !names[f.Overrides[user]] {
 			return docErrorf(path+".overrides", "the override of user %q names bucket %q, which feature %q does not have", user, f.Overrides[user], f.Key)
 		}
 	}
-	if len(f.Description) > MaxDescription || !utf8.ValidString(f.Description) {
-		return docErrorf(path+".description", "description must be valid UTF-8 of at most %d bytes", MaxDescription)
+	if len(f.Description) > feature.MaxDescription || !utf8.ValidString(f.Description) {
+		return docErrorf(path+".description", "description must be valid UTF-8 of at most %d bytes", feature.MaxDescription)
 	}
-	if len(f.Salt) > MaxSaltBytes || !utf8.ValidString(f.Salt) {
-		return docErrorf(path+".salt", "salt must be valid UTF-8 of at most %d bytes", MaxSaltBytes)
+	if len(f.Salt) > feature.MaxSaltBytes || !utf8.ValidString(f.Salt) {
+		return docErrorf(path+".salt", "salt must be valid UTF-8 of at most %d bytes", feature.MaxSaltBytes)
 	}
 	return f.validateTargeting(path, names)
 }
@@ -250,83 +251,86 @@ func (f DocFeature) validate(path string) error {
 // validateTargeting checks f's rules and bucket_by as Feature.Validate
 // does, at the place of the first thing wrong: a rule, a condition.
 func (f DocFeature) validateTargeting(path string, names map[string]bool) error {
-	if f.BucketBy != "" && !validAttribute(f.BucketBy) {
-		return docErrorf(path+".bucket_by", "bucket_by %q is not a valid attribute name: use 1 to %d characters of A-Z, a-z, 0-9, '_', '.', ':', '-', starting with a letter or '_'", abbreviate(f.BucketBy), MaxAttributeBytes)
+	if f.BucketBy != "" && !feature.ValidAttribute(f.BucketBy) {
+		return docErrorf(path+".bucket_by", "bucket_by %q is not a valid attribute name: use 1 to %d characters of A-Z, a-z, 0-9, '_', '.', ':', '-', starting with a letter or '_'", feature.Abbreviate(f.BucketBy), feature.MaxAttributeBytes)
 	}
-	if len(f.Rules) > MaxRules {
-		return docErrorf(path+".rules", "a feature has at most %d rules, got %d", MaxRules, len(f.Rules))
+	if len(f.Rules) > feature.MaxRules {
+		return docErrorf(path+".rules", "a feature has at most %d rules, got %d", feature.MaxRules, len(f.Rules))
 	}
 	seen := make(map[string]int, len(f.Rules))
-	insts, ruleInsts := 0, 0
+	insts := 0
 	for i, r := range f.Rules {
 		rpath := fmt.Sprintf("%s.rules[%d]", path, i)
 		for j, c := range r.Conditions {
-			if j >= MaxConditions {
+			if j >= feature.MaxConditions {
 				break
 			}
-			cc, err := compileCondition(c, false)
+			n, err := feature.ValidateCondition(c, false)
 			if err != nil {
-				return docErrorf(fmt.Sprintf("%s.conditions[%d]", rpath, j), "rule %q: %s", abbreviate(r.Name), ErrorMessage(err))
+				return docErrorf(fmt.Sprintf("%s.conditions[%d]", rpath, j), "rule %q: %s", feature.Abbreviate(r.Name), feature.ErrorMessage(err))
 			}
-			if insts += cc.insts; insts > MaxFeaturePatternInsts {
-				x := patternExcess{rule: i, cond: j, insts: insts}
-				return docErrorf(fmt.Sprintf("%s.conditions[%d]", rpath, j), "rule %q: %s", abbreviate(r.Name), x.message())
+			if insts += n; insts > feature.MaxFeaturePatternInsts {
+				x := feature.PatternExcess{Rule: i, Cond: j, Insts: insts}
+				return docErrorf(fmt.Sprintf("%s.conditions[%d]", rpath, j), "rule %q: %s", feature.Abbreviate(r.Name), x.Message())
 			}
 		}
-		if err := validateRule(r, i, names, false, &ruleInsts); err != nil {
-			return docErrorf(rpath, "%s", ErrorMessage(err))
+		if err := feature.ValidateRule(r, i, names); err != nil {
+			return docErrorf(rpath, "%s", feature.ErrorMessage(err))
 		}
 		if j, ok := seen[r.Name]; ok {
 			return docErrorf(rpath+".name", "rule name %q appears twice (rules[%d] too): rule names must be unique", r.Name, j)
 		}
 		seen[r.Name] = i
 	}
-	ff := Feature{Key: f.Key, Rules: f.Rules, BucketBy: f.BucketBy}
-	if err := validateTargeting(&ff, names, false); err != nil {
-		return docErrorf(path+".rules", "%s", ErrorMessage(err))
+	ff := feature.Feature{Key: f.Key, Rules: f.Rules, BucketBy: f.BucketBy}
+	for name := range names {
+		ff.Buckets = append(ff.Buckets, feature.Bucket{Name: name})
+	}
+	if err := ff.ValidateTargeting(); err != nil {
+		return docErrorf(path+".rules", "%s", feature.ErrorMessage(err))
 	}
 	return nil
 }
 
 func (sg DocSegment) validate(path string) error {
-	if !keyPattern.MatchString(sg.Key) {
-		return docErrorf(path+".key", "segment key %q is invalid: use 1 to 64 characters of a-z, 0-9, '_', '.', '-', starting with a letter or digit", abbreviate(sg.Key))
+	if !feature.ValidKey(sg.Key) {
+		return docErrorf(path+".key", "segment key %q is invalid: use 1 to 64 characters of a-z, 0-9, '_', '.', '-', starting with a letter or digit", feature.Abbreviate(sg.Key))
 	}
 	insts := 0
 	for j, c := range sg.Conditions {
-		if j >= MaxConditions {
+		if j >= feature.MaxConditions {
 			break
 		}
-		cc, err := compileCondition(c, true)
+		n, err := feature.ValidateCondition(c, true)
 		if err != nil {
-			return docErrorf(fmt.Sprintf("%s.conditions[%d]", path, j), "segment %q: %s", sg.Key, ErrorMessage(err))
+			return docErrorf(fmt.Sprintf("%s.conditions[%d]", path, j), "segment %q: %s", sg.Key, feature.ErrorMessage(err))
 		}
-		if insts += cc.insts; insts > MaxSegmentPatternInsts {
-			return docErrorf(fmt.Sprintf("%s.conditions[%d]", path, j), "segment %q: %s", sg.Key, segmentExcess(insts))
+		if insts += n; insts > feature.MaxSegmentPatternInsts {
+			return docErrorf(fmt.Sprintf("%s.conditions[%d]", path, j), "segment %q: %s", sg.Key, feature.SegmentExcess(insts))
 		}
 	}
 	if err := sg.segment().Validate(); err != nil {
 		field := ".conditions"
-		if strings.HasPrefix(ErrorMessage(err), "description") {
+		if strings.HasPrefix(feature.ErrorMessage(err), "description") {
 			field = ".description"
 		}
-		return docErrorf(path+field, "%s", ErrorMessage(err))
+		return docErrorf(path+field, "%s", feature.ErrorMessage(err))
 	}
 	return nil
 }
 
 // segment is sg as a Segment (no version, no times), its values compact.
-func (sg DocSegment) segment() Segment {
-	seg := cloneSegment(Segment{Key: sg.Key, Description: sg.Description, Conditions: sg.Conditions})
+func (sg DocSegment) segment() feature.Segment {
+	seg := feature.Segment{Key: sg.Key, Description: sg.Description, Conditions: sg.Conditions}.Clone()
 	for i := range seg.Conditions {
-		seg.Conditions[i].Value = compactJSON(seg.Conditions[i].Value)
+		seg.Conditions[i].Value = feature.CompactJSON(seg.Conditions[i].Value)
 	}
 	return seg
 }
 
 // checkSegmentsKnown refuses a document whose rules use a segment that
 // neither it nor the server (segs) has, at the condition that names it.
-func (d Document) checkSegmentsKnown(segs map[string]*compiledSegment) error {
+func (d Document) checkSegmentsKnown(segs map[string]*feature.CompiledSegment) error {
 	listed := make(map[string]bool, len(d.Segments))
 	for _, sg := range d.Segments {
 		listed[sg.Key] = true
@@ -334,7 +338,7 @@ func (d Document) checkSegmentsKnown(segs map[string]*compiledSegment) error {
 	for i, f := range d.Features {
 		for j, r := range f.Rules {
 			for k, c := range r.Conditions {
-				if c.Op != OpInSegment {
+				if c.Op != feature.OpInSegment {
 					continue
 				}
 				var key string
@@ -353,14 +357,14 @@ func (d Document) checkSegmentsKnown(segs map[string]*compiledSegment) error {
 
 // ExportDocument returns the features of snap as a document: each bucket
 // with its exact share of users, so that the document plans to no change.
-func ExportDocument(snap *Snapshot) Document {
+func ExportDocument(snap *feature.Snapshot) Document {
 	d := Document{Features: make([]DocFeature, 0, snap.Len()), Segments: []DocSegment{}}
 	for _, seg := range snap.Segments() {
 		d.Segments = append(d.Segments, DocSegment{Key: seg.Key, Description: seg.Description, Conditions: seg.Conditions})
 	}
 	for _, key := range snap.Keys() {
-		c := snap.features[key]
-		f := c.feature
+		c := snap.Compiled(key)
+		f := c.Feature()
 		enabled := f.Enabled
 		df := DocFeature{
 			Key: f.Key, Description: f.Description, Enabled: &enabled, Fallback: f.Fallback,
@@ -371,7 +375,7 @@ func ExportDocument(snap *Snapshot) Document {
 			df.Salt = f.Salt
 		}
 		for _, b := range f.Buckets {
-			share := c.shares[b.Name]
+			share := c.Shares()[b.Name]
 			df.Buckets = append(df.Buckets, DocBucket{Name: b.Name, Share: &share, Value: slices.Clone(b.Value)})
 		}
 		d.Features = append(d.Features, df)
@@ -426,8 +430,8 @@ type SegmentChange struct {
 	// of each (they are among the plan's changes).
 	Features []string `json:"features"`
 
-	target Segment
-	cur    *compiledSegment
+	target feature.Segment
+	cur    *feature.CompiledSegment
 }
 
 // FeatureChange is what a document changes in one feature.
@@ -441,29 +445,29 @@ type FeatureChange struct {
 	Fields []string `json:"fields"`
 	// Churn and Moves are the report's: the exact fraction of users that
 	// change bucket, from which to which.
-	Churn float64 `json:"churn"`
-	Moves []Move  `json:"moves"`
+	Churn float64        `json:"churn"`
+	Moves []feature.Move `json:"moves"`
 	// CrossMoves are the moves between buckets that had users before and
 	// still have after, out of one that does not shrink or into one that
 	// does not grow: they switch users between running variants. A change
 	// without any is nested (users move only into growing buckets, out of
 	// shrinking ones).
-	CrossMoves []Move   `json:"cross_moves"`
-	CrossChurn float64  `json:"cross_churn"`
-	Nested     bool     `json:"nested"`
-	RangeChurn float64  `json:"range_churn"`
-	Buckets    []Bucket `json:"buckets"`
+	CrossMoves []feature.Move   `json:"cross_moves"`
+	CrossChurn float64          `json:"cross_churn"`
+	Nested     bool             `json:"nested"`
+	RangeChurn float64          `json:"range_churn"`
+	Buckets    []feature.Bucket `json:"buckets"`
 	// Rules are the populations whose bucket a change of rules (or of a
 	// segment the rules use) changes, in words: the report's Rules, as
 	// POST /api/features/K/preview gives them.
-	Rules []PopulationChange `json:"rules"`
+	Rules []feature.PopulationChange `json:"rules"`
 	// Plan summarizes the planner's search when the document gave shares
 	// that the feature's replicas did not already serve.
 	Plan   *DocBucketPlan `json:"plan,omitempty"`
-	Report Report         `json:"report"`
+	Report feature.Report `json:"report"`
 
-	target *compiled // the feature after the change
-	cur    *compiled // before (nil: created)
+	target *feature.Compiled // the feature after the change
+	cur    *feature.Compiled // before (nil: created)
 }
 
 // DocBucketPlan is the planner's search for a feature's shares.
@@ -493,65 +497,65 @@ func (s *Service) PlanDocument(ctx context.Context, d Document, opts PlanOptions
 
 // planSegments returns the changes of d's segments against snap's, and
 // the segments after them.
-func planSegments(snap *Snapshot, d Document) ([]SegmentChange, map[string]*compiledSegment, error) {
+func planSegments(snap *feature.Snapshot, d Document) ([]SegmentChange, map[string]*feature.CompiledSegment, error) {
 	out := make([]SegmentChange, 0, len(d.Segments))
-	segs, cloned := snap.segments, false
+	segs, cloned := snap.CompiledSegments(), false
 	added := 0
 	for i, sg := range d.Segments {
 		next := sg.segment()
-		ch := SegmentChange{Segment: sg.Key, Action: ActionNone, Fields: []string{}, Conditions: describeConditions(next.Conditions), Features: []string{}}
-		cur, ok := snap.segments[sg.Key]
+		ch := SegmentChange{Segment: sg.Key, Action: ActionNone, Fields: []string{}, Conditions: feature.DescribeConditions(next.Conditions), Features: []string{}}
+		cur, ok := snap.CompiledSegments()[sg.Key]
 		switch {
 		case !ok:
 			ch.Action, ch.Fields, ch.ToVersion = ActionCreate, []string{"created"}, 1
 			next.Version = 1
 			added++
 		default:
-			ch.cur, ch.FromVersion, ch.ToVersion = cur, cur.segment.Version, cur.segment.Version
-			next.Version, next.CreatedAt, next.UpdatedAt = cur.segment.Version, cur.segment.CreatedAt, cur.segment.UpdatedAt
-			if cur.segment.Description != next.Description {
+			ch.cur, ch.FromVersion, ch.ToVersion = cur, cur.Segment().Version, cur.Segment().Version
+			next.Version, next.CreatedAt, next.UpdatedAt = cur.Segment().Version, cur.Segment().CreatedAt, cur.Segment().UpdatedAt
+			if cur.Segment().Description != next.Description {
 				ch.Fields = append(ch.Fields, "description")
 			}
-			if !sameConditions(cur.segment.Conditions, next.Conditions) {
+			if !feature.SameConditions(cur.Segment().Conditions, next.Conditions) {
 				ch.Fields = append(ch.Fields, "conditions")
 			}
 			if len(ch.Fields) > 0 {
-				ch.Action, ch.ToVersion = ActionUpdate, cur.segment.Version+1
+				ch.Action, ch.ToVersion = ActionUpdate, cur.Segment().Version+1
 				next.Version = ch.ToVersion
 			} else {
-				next = cloneSegment(cur.segment)
+				next = cur.Segment().Clone()
 			}
 		}
 		if err := next.Validate(); err != nil {
-			return nil, nil, docErrorf(fmt.Sprintf("$.segments[%d]", i), "%s", ErrorMessage(err))
+			return nil, nil, docErrorf(fmt.Sprintf("$.segments[%d]", i), "%s", feature.ErrorMessage(err))
 		}
 		ch.target = next
 		if ch.Action != ActionNone {
 			if !cloned {
-				segs, cloned = maps.Clone(snap.segments), true
+				segs, cloned = maps.Clone(snap.CompiledSegments()), true
 			}
-			segs[sg.Key] = compileSegment(next)
+			segs[sg.Key] = feature.CompileSegment(next)
 		}
 		out = append(out, ch)
 	}
-	if added > 0 && len(segs) > MaxSegments {
-		return nil, nil, docErrorf("$.segments", "there would be %d segments; at most %d", len(segs), MaxSegments)
+	if added > 0 && len(segs) > feature.MaxSegments {
+		return nil, nil, docErrorf("$.segments", "there would be %d segments; at most %d", len(segs), feature.MaxSegments)
 	}
 	return out, segs, nil
 }
 
 // segmentPopulation is the population a change of segment sc changes in a
 // feature that uses it, as UpdateSegment words it.
-func segmentPopulation(sc SegmentChange) PopulationChange {
-	return PopulationChange{When: "in segment " + sc.Segment, From: "segment version " + strconv.Itoa(sc.FromVersion), To: "segment version " + strconv.Itoa(sc.ToVersion),
-		Text: fmt.Sprintf("users matching in segment %s: as segment version %d said → as version %d says (%s)", sc.Segment, sc.FromVersion, sc.ToVersion, abbreviate(sc.Conditions))}
+func segmentPopulation(sc SegmentChange) feature.PopulationChange {
+	return feature.PopulationChange{When: "in segment " + sc.Segment, From: "segment version " + strconv.Itoa(sc.FromVersion), To: "segment version " + strconv.Itoa(sc.ToVersion),
+		Text: fmt.Sprintf("users matching in segment %s: as segment version %d said → as version %d says (%s)", sc.Segment, sc.FromVersion, sc.ToVersion, feature.Abbreviate(sc.Conditions))}
 }
 
-func planDocument(ctx context.Context, snap *Snapshot, d Document, opts PlanOptions) (DocumentPlan, error) {
-	p := DocumentPlan{Changes: make([]FeatureChange, 0, len(d.Features)), Revision: snap.revision,
+func planDocument(ctx context.Context, snap *feature.Snapshot, d Document, opts PlanOptions) (DocumentPlan, error) {
+	p := DocumentPlan{Changes: make([]FeatureChange, 0, len(d.Features)), Revision: snap.Revision(),
 		Versions: make(map[string]int, len(d.Features)), Unlisted: []string{},
 		Document: Document{Features: make([]DocFeature, 0, len(d.Features)), Segments: []DocSegment{}}}
-	if err := d.checkSegmentsKnown(snap.segments); err != nil {
+	if err := d.checkSegmentsKnown(snap.CompiledSegments()); err != nil {
 		return DocumentPlan{}, err
 	}
 	sch, segs, err := planSegments(snap, d)
@@ -568,7 +572,7 @@ func planDocument(ctx context.Context, snap *Snapshot, d Document, opts PlanOpti
 		}
 	}
 	// usesChanged lists the changed segments f uses.
-	usesChanged := func(f Feature) []SegmentChange {
+	usesChanged := func(f feature.Feature) []SegmentChange {
 		var out []SegmentChange
 		for _, key := range f.Segments() {
 			if sc, ok := changedSegs[key]; ok {
@@ -582,14 +586,14 @@ func planDocument(ctx context.Context, snap *Snapshot, d Document, opts PlanOpti
 		// A client that left wants no plan: stop between features (a
 		// search ends by itself when ctx does; the rest does not).
 		if errors.Is(context.Cause(ctx), context.Canceled) {
-			return DocumentPlan{}, fmt.Errorf("%w: %w", Errorf(EUnavailable, "the plan stopped: its request ended"), context.Cause(ctx))
+			return DocumentPlan{}, fmt.Errorf("%w: %w", feature.Errorf(feature.EUnavailable, "the plan stopped: its request ended"), context.Cause(ctx))
 		}
 		listed[df.Key] = true
-		ch, err := planFeature(ctx, snap.features[df.Key], df, opts, segs)
+		ch, err := planFeature(ctx, snap.Compiled(df.Key), df, opts, segs)
 		if err != nil {
 			return DocumentPlan{}, fmt.Errorf("features[%d] (%s): %w", i, df.Key, err)
 		}
-		if used := usesChanged(ch.target.feature); len(used) > 0 && ch.cur != nil {
+		if used := usesChanged(ch.target.Feature()); len(used) > 0 && ch.cur != nil {
 			if ch.Action == ActionNone {
 				ch = segmentBump(ch, segs)
 			}
@@ -603,9 +607,9 @@ func planDocument(ctx context.Context, snap *Snapshot, d Document, opts PlanOpti
 			p.Changed++
 			p.TotalChurn += ch.Churn
 		}
-		if x := ch.target.targeting; x != nil && x.excess != nil && ch.Action != ActionNone {
-			r := ch.target.feature.Rules[x.excess.rule]
-			return DocumentPlan{}, docErrorf(fmt.Sprintf("$.features[%d].rules[%d].conditions[%d]", i, x.excess.rule, x.excess.cond), "rule %q: %s", abbreviate(r.Name), x.excess.message())
+		if x := ch.target.PatternExcess(); x != nil && ch.Action != ActionNone {
+			r := ch.target.Feature().Rules[x.Rule]
+			return DocumentPlan{}, docErrorf(fmt.Sprintf("$.features[%d].rules[%d].conditions[%d]", i, x.Rule, x.Cond), "rule %q: %s", feature.Abbreviate(r.Name), x.Message())
 		}
 		resolved := df
 		resolved.Buckets = make([]DocBucket, len(ch.Buckets))
@@ -613,21 +617,21 @@ func planDocument(ctx context.Context, snap *Snapshot, d Document, opts PlanOpti
 			r := b.Replicas
 			resolved.Buckets[j] = DocBucket{Name: b.Name, Replicas: &r, Value: b.Value}
 		}
-		resolved.Salt = ch.target.feature.Salt
+		resolved.Salt = ch.target.Feature().Salt
 		p.Document.Features = append(p.Document.Features, resolved)
 		p.Changes = append(p.Changes, ch)
 	}
-	for _, key := range snap.keys {
+	for _, key := range snap.Keys() {
 		if !listed[key] {
 			p.Unlisted = append(p.Unlisted, key)
 			// A feature the document leaves alone still gets a new
 			// version when a segment its rules use changes.
-			cur := snap.features[key]
-			if used := usesChanged(cur.feature); len(used) > 0 {
-				ch := FeatureChange{Feature: key, Action: ActionNone, Fields: []string{}, FromVersion: cur.feature.Version, cur: cur, target: cur}
+			cur := snap.Compiled(key)
+			if used := usesChanged(cur.Feature()); len(used) > 0 {
+				ch := FeatureChange{Feature: key, Action: ActionNone, Fields: []string{}, FromVersion: cur.Feature().Version, cur: cur, target: cur}
 				ch = segmentBump(ch, segs)
-				if err := ch.target.checkPatterns(); err != nil {
-					return DocumentPlan{}, docErrorf("$.segments", "feature %q, which the document leaves as it is, uses segment(s) it changes and would pass the limit of its patterns: %s", key, ErrorMessage(err))
+				if err := ch.target.CheckPatterns(); err != nil {
+					return DocumentPlan{}, docErrorf("$.segments", "feature %q, which the document leaves as it is, uses segment(s) it changes and would pass the limit of its patterns: %s", key, feature.ErrorMessage(err))
 				}
 				for _, sc := range used {
 					ch.Rules = append(ch.Rules, segmentPopulation(sc))
@@ -642,7 +646,7 @@ func planDocument(ctx context.Context, snap *Snapshot, d Document, opts PlanOpti
 	}
 	for i, sc := range p.Segments {
 		for _, ch := range p.Changes {
-			if slices.Contains(ch.target.feature.Segments(), sc.Segment) {
+			if slices.Contains(ch.target.Feature().Segments(), sc.Segment) {
 				p.Segments[i].Features = append(p.Segments[i].Features, ch.Feature)
 			}
 		}
@@ -656,28 +660,28 @@ func planDocument(ctx context.Context, snap *Snapshot, d Document, opts PlanOpti
 
 // segmentBump makes ch, a feature the document leaves as it is, a new
 // version because a segment its rules use changes.
-func segmentBump(ch FeatureChange, segs map[string]*compiledSegment) FeatureChange {
-	next := ch.cur.feature.Clone()
-	next.Version = ch.cur.feature.Version + 1
+func segmentBump(ch FeatureChange, segs map[string]*feature.CompiledSegment) FeatureChange {
+	next := ch.cur.Feature().Clone()
+	next.Version = ch.cur.Feature().Version + 1
 	ch.Action, ch.Fields, ch.ToVersion = ActionUpdate, []string{"segments"}, next.Version
-	ch.target = compileWith(next, segs)
-	rep := newReport(ch.cur, ch.target)
+	ch.target = feature.Compile(next, segs)
+	rep := ch.target.ReportFrom(ch.cur)
 	ch.Report, ch.Churn, ch.Moves, ch.RangeChurn, ch.Buckets = rep, rep.Churn, rep.Moves, rep.RangeChurn, next.Buckets
 	ch.CrossMoves, ch.CrossChurn = crossMoves(rep)
 	ch.Nested = len(ch.CrossMoves) == 0
-	ch.Rules = []PopulationChange{}
+	ch.Rules = []feature.PopulationChange{}
 	return ch
 }
 
 // planFeature plans df against cur (nil: no such feature yet).
-func planFeature(ctx context.Context, cur *compiled, df DocFeature, opts PlanOptions, segs map[string]*compiledSegment) (FeatureChange, error) {
-	ch := FeatureChange{Feature: df.Key, Action: ActionNone, Fields: []string{}, Moves: []Move{}, CrossMoves: []Move{}, Rules: []PopulationChange{}, cur: cur}
-	var next Feature
+func planFeature(ctx context.Context, cur *feature.Compiled, df DocFeature, opts PlanOptions, segs map[string]*feature.CompiledSegment) (FeatureChange, error) {
+	ch := FeatureChange{Feature: df.Key, Action: ActionNone, Fields: []string{}, Moves: []feature.Move{}, CrossMoves: []feature.Move{}, Rules: []feature.PopulationChange{}, cur: cur}
+	var next feature.Feature
 	if cur != nil {
-		next = cur.feature.Clone()
-		ch.FromVersion = cur.feature.Version
+		next = cur.Feature().Clone()
+		ch.FromVersion = cur.Feature().Version
 	} else {
-		next = Feature{Key: df.Key, Salt: df.Key}
+		next = feature.Feature{Key: df.Key, Salt: df.Key}
 	}
 	buckets, bp, err := docBuckets(ctx, cur, df, opts)
 	if err != nil {
@@ -703,11 +707,11 @@ func planFeature(ctx context.Context, cur *compiled, df DocFeature, opts PlanOpt
 		next.Tags = slices.Clone(df.Tags)
 	}
 	if cur != nil {
-		ch.Fields = changedFields(cur.feature, next)
+		ch.Fields = changedFields(cur.Feature(), next)
 		if len(ch.Fields) == 0 {
-			ch.ToVersion, ch.Buckets, ch.target = cur.feature.Version, cur.feature.Buckets, cur
-			ch.Report = Report{FromVersion: cur.feature.Version, ToVersion: cur.feature.Version, Method: MethodExact,
-				Moves: []Move{}, SharesBefore: maps.Clone(cur.shares), SharesAfter: maps.Clone(cur.shares)}
+			ch.ToVersion, ch.Buckets, ch.target = cur.Feature().Version, cur.Feature().Buckets, cur
+			ch.Report = feature.Report{FromVersion: cur.Feature().Version, ToVersion: cur.Feature().Version, Method: feature.MethodExact,
+				Moves: []feature.Move{}, SharesBefore: cur.Shares(), SharesAfter: cur.Shares()}
 			ch.Nested = true
 			return ch, nil
 		}
@@ -720,8 +724,8 @@ func planFeature(ctx context.Context, cur *compiled, df DocFeature, opts PlanOpt
 	}
 	next.Version = ch.FromVersion + 1
 	ch.ToVersion = next.Version
-	ch.target = compileWith(next, segs)
-	rep := newReport(cur, ch.target)
+	ch.target = feature.Compile(next, segs)
+	rep := ch.target.ReportFrom(cur)
 	ch.Report, ch.Churn, ch.Moves, ch.RangeChurn, ch.Buckets = rep, rep.Churn, rep.Moves, rep.RangeChurn, next.Buckets
 	if len(rep.Rules) > 0 {
 		ch.Rules = slices.Clone(rep.Rules)
@@ -735,30 +739,30 @@ func planFeature(ctx context.Context, cur *compiled, df DocFeature, opts PlanOpt
 // the current replicas when its shares are the feature's exact shares; or
 // else the planner's replicas for its shares. Values are df's, but a value
 // equal as JSON to the current one keeps the current text.
-func docBuckets(ctx context.Context, cur *compiled, df DocFeature, opts PlanOptions) ([]Bucket, *DocBucketPlan, error) {
+func docBuckets(ctx context.Context, cur *feature.Compiled, df DocFeature, opts PlanOptions) ([]feature.Bucket, *DocBucketPlan, error) {
 	values := make(map[string]json.RawMessage, len(df.Buckets))
 	for _, b := range df.Buckets {
-		v := compactJSON(b.Value)
+		v := feature.CompactJSON(b.Value)
 		if cur != nil {
-			if cb, ok := cur.feature.Bucket(b.Name); ok && sameJSON(cb.Value, v) {
+			if cb, ok := cur.Feature().Bucket(b.Name); ok && sameJSON(cb.Value, v) {
 				v = cb.Value
 			}
 		}
 		values[b.Name] = v
 	}
-	withValues := func(bs []Bucket) []Bucket {
-		out := make([]Bucket, 0, len(bs))
+	withValues := func(bs []feature.Bucket) []feature.Bucket {
+		out := make([]feature.Bucket, 0, len(bs))
 		for _, b := range bs {
 			if v, ok := values[b.Name]; ok {
-				out = append(out, Bucket{Name: b.Name, Replicas: b.Replicas, Value: v})
+				out = append(out, feature.Bucket{Name: b.Name, Replicas: b.Replicas, Value: v})
 			}
 		}
 		return out
 	}
 	if df.Buckets[0].Replicas != nil {
-		out := make([]Bucket, len(df.Buckets))
+		out := make([]feature.Bucket, len(df.Buckets))
 		for i, b := range df.Buckets {
-			out[i] = Bucket{Name: b.Name, Replicas: *b.Replicas}
+			out[i] = feature.Bucket{Name: b.Name, Replicas: *b.Replicas}
 		}
 		return withValues(out), nil, nil
 	}
@@ -767,7 +771,7 @@ func docBuckets(ctx context.Context, cur *compiled, df DocFeature, opts PlanOpti
 		targets[b.Name] = *b.Share
 	}
 	if cur != nil && keepsShares(cur, targets) {
-		return withValues(cur.feature.Buckets), nil, nil
+		return withValues(cur.Feature().Buckets), nil, nil
 	}
 	if opts.Mode == "" {
 		opts.Mode = ModeAuto
@@ -783,20 +787,20 @@ func docBuckets(ctx context.Context, cur *compiled, df DocFeature, opts PlanOpti
 		}
 		p, err = PlanNewContext(ctx, targets, opts)
 	} else {
-		for _, b := range cur.feature.Buckets {
+		for _, b := range cur.Feature().Buckets {
 			if _, ok := targets[b.Name]; !ok {
 				targets[b.Name] = 0 // left out of the document: removed
 			}
 		}
-		p, err = PlanSharesContext(ctx, cur.feature.Buckets, targets, opts)
+		p, err = PlanSharesContext(ctx, cur.Feature().Buckets, targets, opts)
 	}
 	switch {
 	case err != nil:
 		return nil, nil, err
 	case !p.WithinTolerance && p.CutShort:
-		return nil, nil, Errorf(EInvalid, "the planner stopped (%s) before it came within tolerance %v of the shares (closest: max error %v): give the feature a larger tolerance, or replicas, or plan fewer features at once", p.CutReason, p.Tolerance, p.MaxError)
+		return nil, nil, feature.Errorf(feature.EInvalid, "the planner stopped (%s) before it came within tolerance %v of the shares (closest: max error %v): give the feature a larger tolerance, or replicas, or plan fewer features at once", p.CutReason, p.Tolerance, p.MaxError)
 	case !p.WithinTolerance:
-		return nil, nil, Errorf(EInvalid, "no replica counts within the limits come within tolerance %v of the shares (closest: max error %v): give the feature a larger tolerance (such as 0.01), or replicas", p.Tolerance, p.MaxError)
+		return nil, nil, feature.Errorf(feature.EInvalid, "no replica counts within the limits come within tolerance %v of the shares (closest: max error %v): give the feature a larger tolerance (such as 0.01), or replicas", p.Tolerance, p.MaxError)
 	}
 	bp := &DocBucketPlan{Mode: p.Mode, Tolerance: p.Tolerance, MaxError: p.MaxError, WithinTolerance: p.WithinTolerance, CutShort: p.CutShort, CutReason: p.CutReason, Replanned: p.Replanned}
 	planned := withValues(p.Buckets)
@@ -804,8 +808,8 @@ func docBuckets(ctx context.Context, cur *compiled, df DocFeature, opts PlanOpti
 	// is kept with 0 replicas, so that the document plans to no change
 	// once applied.
 	for _, b := range df.Buckets {
-		if !slices.ContainsFunc(planned, func(pb Bucket) bool { return pb.Name == b.Name }) {
-			planned = append(planned, Bucket{Name: b.Name, Value: values[b.Name]})
+		if !slices.ContainsFunc(planned, func(pb feature.Bucket) bool { return pb.Name == b.Name }) {
+			planned = append(planned, feature.Bucket{Name: b.Name, Value: values[b.Name]})
 		}
 	}
 	return planned, bp, nil
@@ -813,17 +817,17 @@ func docBuckets(ctx context.Context, cur *compiled, df DocFeature, opts PlanOpti
 
 // keepsShares reports whether targets are cur's exact shares, bucket for
 // bucket (a bucket missing on either side has share 0).
-func keepsShares(cur *compiled, targets map[string]float64) bool {
-	for _, b := range cur.feature.Buckets {
+func keepsShares(cur *feature.Compiled, targets map[string]float64) bool {
+	for _, b := range cur.Feature().Buckets {
 		if _, ok := targets[b.Name]; !ok {
 			return false
 		}
 	}
 	for name, t := range targets {
-		if _, ok := cur.feature.Bucket(name); !ok {
+		if _, ok := cur.Feature().Bucket(name); !ok {
 			return false
 		}
-		if math.Abs(cur.shares[name]-t) > keepSlack {
+		if math.Abs(cur.Shares()[name]-t) > keepSlack {
 			return false
 		}
 	}
@@ -831,21 +835,21 @@ func keepsShares(cur *compiled, targets map[string]float64) bool {
 }
 
 // changedFields lists what differs between a and b.
-func changedFields(a, b Feature) []string {
+func changedFields(a, b feature.Feature) []string {
 	out := []string{}
 	add := func(changed bool, name string) {
 		if changed {
 			out = append(out, name)
 		}
 	}
-	add(!slices.EqualFunc(a.Buckets, b.Buckets, func(x, y Bucket) bool { return x.Name == y.Name && x.Replicas == y.Replicas }), "buckets")
-	add(!slices.EqualFunc(a.Buckets, b.Buckets, func(x, y Bucket) bool { return bytes.Equal(x.Value, y.Value) }) && len(a.Buckets) == len(b.Buckets), "values")
+	add(!slices.EqualFunc(a.Buckets, b.Buckets, func(x, y feature.Bucket) bool { return x.Name == y.Name && x.Replicas == y.Replicas }), "buckets")
+	add(!slices.EqualFunc(a.Buckets, b.Buckets, func(x, y feature.Bucket) bool { return bytes.Equal(x.Value, y.Value) }) && len(a.Buckets) == len(b.Buckets), "values")
 	add(a.Description != b.Description, "description")
 	add(a.Enabled != b.Enabled, "enabled")
 	add(a.Fallback != b.Fallback, "fallback")
 	add(a.Salt != b.Salt, "salt")
 	add(!maps.Equal(a.Overrides, b.Overrides), "overrides")
-	add(!slices.EqualFunc(a.Rules, b.Rules, sameRule), "rules")
+	add(!slices.EqualFunc(a.Rules, b.Rules, feature.SameRule), "rules")
 	add(a.BucketBy != b.BucketBy, "bucket_by")
 	add(!slices.Equal(a.Tags, b.Tags), "tags")
 	add(a.Owner != b.Owner, "owner")
@@ -858,8 +862,8 @@ func changedFields(a, b Feature) []string {
 // crossMoves returns the moves of rep between buckets that had users
 // before and have users after, out of a bucket that does not shrink or
 // into one that does not grow, and their total.
-func crossMoves(rep Report) ([]Move, float64) {
-	out := []Move{}
+func crossMoves(rep feature.Report) ([]feature.Move, float64) {
+	out := []feature.Move{}
 	var total float64
 	for _, m := range rep.Moves {
 		fb, fa := rep.SharesBefore[m.From], rep.SharesAfter[m.From]
@@ -928,7 +932,7 @@ func sameValue(x, y any) bool {
 // Feature at Version, which replaces the stored feature at Version.Version-1
 // of Feature's ID, or, with Create, is a new feature at version 1.
 type BatchWrite struct {
-	Feature Feature
+	Feature feature.Feature
 	Version Version
 	Create  bool
 }
@@ -937,8 +941,8 @@ type BatchWrite struct {
 // Version.Version, which replaces the stored segment at the version below,
 // or, with Create, is a new segment at version 1.
 type SegmentWrite struct {
-	Segment Segment
-	Version SegmentVersion
+	Segment feature.Segment
+	Version feature.SegmentVersion
 	Create  bool
 }
 
@@ -993,12 +997,12 @@ func (s *Service) ApplyDocument(ctx context.Context, d Document, opts ApplyOptio
 	if opts.Versions != nil {
 		for _, f := range d.Features {
 			if _, ok := opts.Versions[f.Key]; !ok {
-				return DocumentPlan{}, Errorf(EInvalid, "the versions do not name feature %q: give the versions of the document's plan for every feature it lists", f.Key)
+				return DocumentPlan{}, feature.Errorf(feature.EInvalid, "the versions do not name feature %q: give the versions of the document's plan for every feature it lists", f.Key)
 			}
 		}
 		for _, sg := range d.Segments {
 			if _, ok := opts.SegmentVersions[sg.Key]; !ok {
-				return DocumentPlan{}, Errorf(EInvalid, "the segment_versions do not name segment %q: give the segment versions of the document's plan for every segment it lists", sg.Key)
+				return DocumentPlan{}, feature.Errorf(feature.EInvalid, "the segment_versions do not name segment %q: give the segment versions of the document's plan for every segment it lists", sg.Key)
 			}
 		}
 	}
@@ -1012,7 +1016,7 @@ func (s *Service) ApplyDocument(ctx context.Context, d Document, opts ApplyOptio
 	defer s.mu.Unlock()
 	for attempt := 1; ; attempt++ {
 		p, err := s.applyDocument(ctx, d, opts, g)
-		if attempt >= 2 || ErrorCode(err) != EConflict {
+		if attempt >= 2 || feature.ErrorCode(err) != feature.EConflict {
 			return p, err
 		}
 		// The snapshot lagged behind another instance: read the
@@ -1033,8 +1037,8 @@ func (s *Service) checkSegmentVersions(ctx context.Context, d Document, want map
 	have := func() map[string]int {
 		out := map[string]int{}
 		for _, sg := range d.Segments {
-			if c, ok := s.Snapshot().segments[sg.Key]; ok {
-				out[sg.Key] = c.segment.Version
+			if c, ok := s.Snapshot().CompiledSegments()[sg.Key]; ok {
+				out[sg.Key] = c.Segment().Version
 			}
 		}
 		return out
@@ -1055,11 +1059,11 @@ func (s *Service) checkSegmentVersions(ctx context.Context, d Document, want map
 		switch {
 		case h == w:
 		case w == 0:
-			return Errorf(EPrecondition, "segment %q was created (it is at version %d) since the plan, which would have created it: plan again; nothing was changed", sg.Key, h)
+			return feature.Errorf(feature.EPrecondition, "segment %q was created (it is at version %d) since the plan, which would have created it: plan again; nothing was changed", sg.Key, h)
 		case h == 0:
-			return Errorf(EPrecondition, "segment %q was deleted since the plan read its version %d: plan again; nothing was changed", sg.Key, w)
+			return feature.Errorf(feature.EPrecondition, "segment %q was deleted since the plan read its version %d: plan again; nothing was changed", sg.Key, w)
 		default:
-			return Errorf(EPrecondition, "segment %q is at version %d, not %d as the plan read: plan again; nothing was changed", sg.Key, h, w)
+			return feature.Errorf(feature.EPrecondition, "segment %q is at version %d, not %d as the plan read: plan again; nothing was changed", sg.Key, h, w)
 		}
 	}
 	return nil
@@ -1077,8 +1081,8 @@ func (s *Service) applyDocument(ctx context.Context, d Document, opts ApplyOptio
 		if !ok {
 			continue
 		}
-		c := s.Snapshot().features[f.Key]
-		if c == nil && want != 0 || c != nil && c.feature.Version != want {
+		c := s.Snapshot().Compiled(f.Key)
+		if c == nil && want != 0 || c != nil && c.Feature().Version != want {
 			// The snapshot may lag behind another instance: ask the store.
 			var err error
 			if c, err = s.reload(ctx, f.Key); err != nil {
@@ -1087,19 +1091,19 @@ func (s *Service) applyDocument(ctx context.Context, d Document, opts ApplyOptio
 		}
 		have := 0
 		if c != nil {
-			have = c.feature.Version
+			have = c.Feature().Version
 		}
 		switch {
 		case have == want:
 		case want == 0:
-			return DocumentPlan{}, Errorf(EPrecondition, "feature %q was created (it is at version %d) since the plan, which would have created it: plan again; nothing was changed", f.Key, have)
+			return DocumentPlan{}, feature.Errorf(feature.EPrecondition, "feature %q was created (it is at version %d) since the plan, which would have created it: plan again; nothing was changed", f.Key, have)
 		case have == 0:
-			return DocumentPlan{}, Errorf(EPrecondition, "feature %q was deleted since the plan read its version %d: plan again; nothing was changed", f.Key, want)
+			return DocumentPlan{}, feature.Errorf(feature.EPrecondition, "feature %q was deleted since the plan read its version %d: plan again; nothing was changed", f.Key, want)
 		default:
-			return DocumentPlan{}, Errorf(EPrecondition, "feature %q is at version %d, not %d as the plan read: plan again; nothing was changed", f.Key, have, want)
+			return DocumentPlan{}, feature.Errorf(feature.EPrecondition, "feature %q is at version %d, not %d as the plan read: plan again; nothing was changed", f.Key, have, want)
 		}
 	}
-	if err := d.checkSegmentsKnown(s.Snapshot().segments); err != nil {
+	if err := d.checkSegmentsKnown(s.Snapshot().CompiledSegments()); err != nil {
 		// Made by another instance? Ask the store before refusing.
 		if rerr := s.reloadSegments(ctx); rerr != nil {
 			return DocumentPlan{}, rerr
@@ -1112,7 +1116,7 @@ func (s *Service) applyDocument(ctx context.Context, d Document, opts ApplyOptio
 	for _, ch := range p.Changes {
 		if ch.Action != ActionNone && opts.MaxChurn != nil && ch.Churn > *opts.MaxChurn {
 			rep := ch.Report
-			return DocumentPlan{}, &Error{Code: EChurn, Report: &rep, Message: fmt.Sprintf(
+			return DocumentPlan{}, &feature.Error{Code: feature.EChurn, Report: &rep, Message: fmt.Sprintf(
 				"feature %q would move %.4f%% of its users, more than max_churn %.4f%%: nothing was changed", ch.Feature, 100*ch.Churn, 100**opts.MaxChurn)}
 		}
 	}
@@ -1120,13 +1124,13 @@ func (s *Service) applyDocument(ctx context.Context, d Document, opts ApplyOptio
 		return DocumentPlan{}, err
 	}
 	if opts.MaxTotalChurn != nil && p.TotalChurn > *opts.MaxTotalChurn {
-		return DocumentPlan{}, Errorf(EChurn, "the document would move %.4f%% of users in all (the sum over its features), more than max_total_churn %.4f%%: nothing was changed", 100*p.TotalChurn, 100**opts.MaxTotalChurn)
+		return DocumentPlan{}, feature.Errorf(feature.EChurn, "the document would move %.4f%% of users in all (the sum over its features), more than max_total_churn %.4f%%: nothing was changed", 100*p.TotalChurn, 100**opts.MaxTotalChurn)
 	}
 	if p.Changed == 0 {
 		return p, nil
 	}
 	now := s.now().UTC()
-	segs := s.Snapshot().segments
+	segs := s.Snapshot().CompiledSegments()
 	var sws []SegmentWrite
 	for i, sc := range p.Segments {
 		if sc.Action == ActionNone {
@@ -1135,18 +1139,18 @@ func (s *Service) applyDocument(ctx context.Context, d Document, opts ApplyOptio
 		if sws == nil {
 			segs = maps.Clone(segs)
 		}
-		seg := cloneSegment(sc.target)
+		seg := sc.target.Clone()
 		seg.UpdatedAt = now
-		summary := "changed: " + describeConditions(seg.Conditions)
+		summary := "changed: " + feature.DescribeConditions(seg.Conditions)
 		if sc.Action == ActionCreate {
 			seg.CreatedAt = now
-			summary = "created: " + describeConditions(seg.Conditions)
+			summary = "created: " + feature.DescribeConditions(seg.Conditions)
 		} else if !slices.Contains(sc.Fields, "conditions") {
 			summary = "description changed"
 		}
 		p.Segments[i].target = seg
-		segs[seg.Key] = compileSegment(seg)
-		sws = append(sws, SegmentWrite{Segment: seg, Create: sc.Action == ActionCreate, Version: SegmentVersion{
+		segs[seg.Key] = feature.CompileSegment(seg)
+		sws = append(sws, SegmentWrite{Segment: seg, Create: sc.Action == ActionCreate, Version: feature.SegmentVersion{
 			Version: seg.Version, Actor: actor(ChangeOptions{Actor: opts.Actor}), Time: now, Summary: abbreviateSummary(summary), Comment: opts.Comment, Config: seg,
 		}})
 	}
@@ -1155,7 +1159,7 @@ func (s *Service) applyDocument(ctx context.Context, d Document, opts ApplyOptio
 		if ch.Action == ActionNone {
 			continue
 		}
-		f := ch.target.feature
+		f := ch.target.Feature()
 		f.UpdatedAt = now
 		if ch.cur == nil {
 			f.ID, f.CreatedAt = uuid.NewString(), now
@@ -1164,7 +1168,7 @@ func (s *Service) applyDocument(ctx context.Context, d Document, opts ApplyOptio
 		if ch.cur == nil {
 			summary = "created from a document"
 		}
-		ch.target = compileWith(f, segs)
+		ch.target = feature.Compile(f, segs)
 		p.Changes[i] = ch
 		ws = append(ws, BatchWrite{Feature: f, Create: ch.cur == nil, Version: Version{
 			Version: f.Version, Actor: actor(ChangeOptions{Actor: opts.Actor}), Time: now, Summary: summary, Comment: opts.Comment,
@@ -1177,19 +1181,19 @@ func (s *Service) applyDocument(ctx context.Context, d Document, opts ApplyOptio
 	// the batch, not by the plan's (ctx may end when the plan's search
 	// time does).
 	if err := s.store.ApplyBatch(context.WithoutCancel(ctx), ws, sws...); err != nil {
-		if ErrorCode(err) == EConflict && opts.Versions != nil {
-			return DocumentPlan{}, Errorf(EPrecondition, "%s; nothing was changed", ErrorMessage(err))
+		if feature.ErrorCode(err) == feature.EConflict && opts.Versions != nil {
+			return DocumentPlan{}, feature.Errorf(feature.EPrecondition, "%s; nothing was changed", feature.ErrorMessage(err))
 		}
 		return DocumentPlan{}, err
 	}
 	next := s.Snapshot()
 	if len(sws) > 0 {
-		next = next.withSegments(segs)
+		next = next.WithSegments(segs)
 	}
 	for _, ch := range p.Changes {
 		if ch.Action != ActionNone {
-			s.retire(next.features[ch.Feature])
-			next = next.with(ch.Feature, ch.target)
+			s.retire(next.Compiled(ch.Feature))
+			next = next.With(ch.Feature, ch.target)
 		}
 	}
 	s.snap.Store(next)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 func sharePtr(f float64) *float64 { return &f }
@@ -22,9 +23,9 @@ func sharePtr(f float64) *float64 { return &f }
 func TestDocumentExportPlansNoChange(t *testing.T) {
 	ctx := context.Background()
 	svc := openServices(t, 1, nil)[0]
-	for _, f := range []rollout.Feature{
-		{Key: "a", Enabled: true, Salt: "a", Buckets: []rollout.Bucket{{Name: "x", Replicas: 7, Value: json.RawMessage(`{"n":1,"m":[1,2]}`)}, {Name: "y", Replicas: 13}}},
-		{Key: "b", Enabled: false, Fallback: "off", Salt: "other", Description: "dark", Buckets: []rollout.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 0}},
+	for _, f := range []feature.Feature{
+		{Key: "a", Enabled: true, Salt: "a", Buckets: []feature.Bucket{{Name: "x", Replicas: 7, Value: json.RawMessage(`{"n":1,"m":[1,2]}`)}, {Name: "y", Replicas: 13}}},
+		{Key: "b", Enabled: false, Fallback: "off", Salt: "other", Description: "dark", Buckets: []feature.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 0}},
 			Overrides: map[string]string{"vip": "on"}, Tags: []string{"t1", "t2"}, Owner: "me"},
 	} {
 		if _, err := svc.Create(ctx, f, rollout.ChangeOptions{}); err != nil {
@@ -74,7 +75,7 @@ func TestDocumentPlanStopsWhenCanceled(t *testing.T) {
 func TestDocumentBuckets(t *testing.T) {
 	ctx := context.Background()
 	svc := openServices(t, 1, nil)[0]
-	if _, err := svc.Create(ctx, rollout.Feature{Key: "f", Enabled: true, Salt: "f", Buckets: []rollout.Bucket{
+	if _, err := svc.Create(ctx, feature.Feature{Key: "f", Enabled: true, Salt: "f", Buckets: []feature.Bucket{
 		{Name: "A", Replicas: 100}, {Name: "B", Replicas: 100}, {Name: "C", Replicas: 100}}}, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -132,8 +133,8 @@ func TestDocumentInstances(t *testing.T) {
 		t.Fatalf("PlanDocument(on a) = versions %v, %v; want f at 1, a's snapshot lagging", stale.Versions, err)
 	}
 	_, err = a.ApplyDocument(ctx, doc("two"), rollout.ApplyOptions{Versions: stale.Versions})
-	if rollout.ErrorCode(err) != rollout.EPrecondition || !strings.Contains(rollout.ErrorMessage(err), `"f"`) {
-		t.Errorf("ApplyDocument(a stale plan) = %v, want %s naming f", err, rollout.EPrecondition)
+	if feature.ErrorCode(err) != feature.EPrecondition || !strings.Contains(feature.ErrorMessage(err), `"f"`) {
+		t.Errorf("ApplyDocument(a stale plan) = %v, want %s naming f", err, feature.EPrecondition)
 	}
 	vs, err := a.Versions(ctx, "f", 0, 0)
 	if err != nil || len(vs) != 2 {
@@ -155,13 +156,13 @@ func TestDocumentInstances(t *testing.T) {
 func TestDocumentSegments(t *testing.T) {
 	ctx := context.Background()
 	svc := openServices(t, 1, nil)[0]
-	staff := rollout.Segment{Key: "staff", Conditions: []rollout.Condition{{Attribute: "email", Op: rollout.OpEndsWith, Value: json.RawMessage(`"@example.com"`)}}}
+	staff := feature.Segment{Key: "staff", Conditions: []feature.Condition{{Attribute: "email", Op: feature.OpEndsWith, Value: json.RawMessage(`"@example.com"`)}}}
 	if _, err := svc.CreateSegment(ctx, staff, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	rules := []rollout.Rule{{Name: "staff", Conditions: []rollout.Condition{{Op: rollout.OpInSegment, Value: json.RawMessage(`"staff"`)}}, Serve: rollout.Serve{Bucket: "on"}}}
+	rules := []feature.Rule{{Name: "staff", Conditions: []feature.Condition{{Op: feature.OpInSegment, Value: json.RawMessage(`"staff"`)}}, Serve: feature.Serve{Bucket: "on"}}}
 	for _, key := range []string{"listed", "unlisted", "other"} {
-		f := rollout.Feature{Key: key, Enabled: true, Salt: key, Buckets: []rollout.Bucket{{Name: "off", Replicas: 10}, {Name: "on", Replicas: 0}}}
+		f := feature.Feature{Key: key, Enabled: true, Salt: key, Buckets: []feature.Bucket{{Name: "off", Replicas: 10}, {Name: "on", Replicas: 0}}}
 		if key != "other" {
 			f.Rules = rules
 		}
@@ -193,7 +194,7 @@ func TestDocumentSegments(t *testing.T) {
 	}
 	for _, key := range []string{"listed", "unlisted"} {
 		for email, bucket := range map[string]string{"a@example.org": "on", "a@example.com": "off"} {
-			e, err := svc.Snapshot().EvaluateContext(key, "u1", rollout.Context{"email": email})
+			e, err := svc.Snapshot().EvaluateContext(key, "u1", feature.Context{"email": email})
 			if err != nil || e.Bucket != bucket || e.Version != 2 {
 				t.Errorf("%s for %s after the apply = %s at version %d, %v; want %s at version 2", key, email, e.Bucket, e.Version, err, bucket)
 			}
@@ -211,7 +212,7 @@ func TestDocumentSegments(t *testing.T) {
 	if _, err := svc.UpdateSegment(ctx, "staff", "by hand", d.Segments[0].Conditions, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.ApplyDocument(ctx, p.Document, rollout.ApplyOptions{Versions: p.Versions, SegmentVersions: p.SegmentVersions}); rollout.ErrorCode(err) != rollout.EPrecondition || !strings.Contains(err.Error(), `segment "staff" is at version 3, not 2`) {
-		t.Errorf("ApplyDocument after staff moved on = %v, want %s naming staff", err, rollout.EPrecondition)
+	if _, err := svc.ApplyDocument(ctx, p.Document, rollout.ApplyOptions{Versions: p.Versions, SegmentVersions: p.SegmentVersions}); feature.ErrorCode(err) != feature.EPrecondition || !strings.Contains(err.Error(), `segment "staff" is at version 3, not 2`) {
+		t.Errorf("ApplyDocument after staff moved on = %v, want %s naming staff", err, feature.EPrecondition)
 	}
 }

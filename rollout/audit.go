@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // The audit trail. Every action that changes something (a feature, a ramp,
@@ -127,11 +129,11 @@ func (s *Service) AuditEvents(ctx context.Context, q AuditQuery) ([]AuditEvent, 
 	}
 	switch {
 	case q.Limit < 0 || q.Limit > MaxAuditPage+1: // one more than a page tells whether another follows
-		return nil, Errorf(EInvalid, "read at most %d audit events at a time: got limit %d", MaxAuditPage, q.Limit)
+		return nil, feature.Errorf(feature.EInvalid, "read at most %d audit events at a time: got limit %d", MaxAuditPage, q.Limit)
 	case q.Before < 0 || q.After < 0:
-		return nil, Errorf(EInvalid, "audit cursors are event IDs >= 0: got before %d, after %d", q.Before, q.After)
+		return nil, feature.Errorf(feature.EInvalid, "audit cursors are event IDs >= 0: got before %d, after %d", q.Before, q.After)
 	case q.Kind != "" && !q.Kind.Valid():
-		return nil, Errorf(EInvalid, "kind %q is not a kind of audit event: use one of %s", q.Kind, kindList())
+		return nil, feature.Errorf(feature.EInvalid, "kind %q is not a kind of audit event: use one of %s", q.Kind, kindList())
 	}
 	if err := s.history.acquire(ctx); err != nil {
 		return nil, err
@@ -185,7 +187,7 @@ func joinSummary(parts ...string) string {
 // ShareSummary says what a report's change did to users in percentages:
 // "treatment 50 % → 10 %; 39.95 % of users moved, all into control".
 // "No bucket" is what a disabled feature without fallback serves.
-func ShareSummary(r Report) string {
+func ShareSummary(r feature.Report) string {
 	var parts []string
 	names := slices.Sorted(maps.Keys(r.SharesAfter))
 	for name := range maps.Keys(r.SharesBefore) {
@@ -205,7 +207,7 @@ func ShareSummary(r Report) string {
 		parts = append(parts, strings.Join(shares, ", "))
 	}
 	approx := ""
-	if r.Method == MethodExpected {
+	if r.Method == feature.MethodExpected {
 		approx = "about "
 	}
 	switch {

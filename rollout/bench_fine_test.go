@@ -7,75 +7,18 @@ import (
 	"runtime"
 	"slices"
 	"testing"
-	"time"
+
+	"github.com/rollout/rollout/rollout/feature"
 )
 
-// Fine rings (issue #21): evaluation on a 20,000-point ring beside one on
-// a 300-point ring, in the same run (the target: at most 1.1×); planning a
-// change of a 20,000-point feature; the memory of 1,000 fine features.
-
-func ringSnapshot(b *testing.B, buckets ...Bucket) *Snapshot {
-	b.Helper()
-	f := Feature{Key: "f", Enabled: true, Salt: "f", Version: 1, Buckets: buckets}
-	if err := f.Validate(); err != nil {
-		b.Fatal(err)
-	}
-	return newSnapshot(map[string]*compiled{"f": compile(f)}, 0)
-}
-
-func benchEvaluateRing(b *testing.B, snap *Snapshot) {
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		if _, err := snap.Evaluate("f", benchUsers[i%len(benchUsers)]); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-func BenchmarkEvaluateRing300(b *testing.B) {
-	benchEvaluateRing(b, ringSnapshot(b, Bucket{Name: "off", Replicas: 150}, Bucket{Name: "on", Replicas: 150}))
-}
-
-func BenchmarkEvaluateRing20000(b *testing.B) {
-	benchEvaluateRing(b, ringSnapshot(b, Bucket{Name: "off", Replicas: 10_000}, Bucket{Name: "on", Replicas: 10_000}))
-}
-
-// BenchmarkEvaluateRingRatio evaluates on the 300-point and the
-// 20,000-point ring in alternating batches of 2,000 users and reports the
-// ratio of their fastest batches (ratio-20000/300), and each one's fastest
-// batch per evaluation: on a loaded machine, where other work stretches
-// whole runs, the fastest of many short batches taken in turns is the
-// cost with the least interference, and both sides see the same machine.
-//
-//	go test -run '^$' -bench EvaluateRingRatio -benchtime 2000x ./rollout
-func BenchmarkEvaluateRingRatio(b *testing.B) {
-	small := ringSnapshot(b, Bucket{Name: "off", Replicas: 150}, Bucket{Name: "on", Replicas: 150})
-	large := ringSnapshot(b, Bucket{Name: "off", Replicas: 10_000}, Bucket{Name: "on", Replicas: 10_000})
-	const batch = 2000
-	batchTime := func(snap *Snapshot, from int) time.Duration {
-		t0 := time.Now()
-		for i := range batch {
-			if _, err := snap.Evaluate("f", benchUsers[(from+i)%len(benchUsers)]); err != nil {
-				b.Fatal(err)
-			}
-		}
-		return time.Since(t0)
-	}
-	fastest := [2]time.Duration{time.Hour, time.Hour}
-	for i := 0; b.Loop(); i++ {
-		for side, snap := range [2]*Snapshot{small, large} {
-			fastest[side] = min(fastest[side], batchTime(snap, i*batch))
-		}
-	}
-	b.ReportMetric(float64(fastest[0].Nanoseconds())/batch, "ns/eval-300")
-	b.ReportMetric(float64(fastest[1].Nanoseconds())/batch, "ns/eval-20000")
-	b.ReportMetric(float64(fastest[1])/float64(fastest[0]), "ratio-20000/300")
-}
+// Fine rings (issue #21): planning a change of a 20,000-point feature; the
+// memory of 1,000 fine features. Evaluation on a 20,000-point ring beside
+// one on a 300-point ring is package feature's bench_fine_test.go.
 
 // fine20000 is a 20,000-point feature: 50/50.
-var fine20000 = []Bucket{{Name: "off", Replicas: 10_000}, {Name: "on", Replicas: 10_000}}
+var fine20000 = []feature.Bucket{{Name: "off", Replicas: 10_000}, {Name: "on", Replicas: 10_000}}
 
-func benchPlanFine(b *testing.B, current []Bucket, targets map[string]float64, mode string) {
+func benchPlanFine(b *testing.B, current []feature.Bucket, targets map[string]float64, mode string) {
 	b.ReportAllocs()
 	var p Plan
 	for b.Loop() {
@@ -102,7 +45,7 @@ func BenchmarkPlanFineAuto(b *testing.B) {
 }
 
 func BenchmarkPlanFineExactFour(b *testing.B) {
-	four := []Bucket{{Name: "A", Replicas: 5000}, {Name: "B", Replicas: 5000}, {Name: "C", Replicas: 5000}, {Name: "D", Replicas: 5000}}
+	four := []feature.Bucket{{Name: "A", Replicas: 5000}, {Name: "B", Replicas: 5000}, {Name: "C", Replicas: 5000}, {Name: "D", Replicas: 5000}}
 	benchPlanFine(b, four, map[string]float64{"A": 0.4, "B": 0.1, "C": 0.3, "D": 0.2}, ModeExact)
 }
 
@@ -115,10 +58,10 @@ func BenchmarkPlanFineExactFour(b *testing.B) {
 func BenchmarkPlanFineChange(b *testing.B) {
 	for _, points := range []int{20_000, 300} {
 		for _, n := range []int{2, 4, 6} {
-			current := make([]Bucket, n)
+			current := make([]feature.Bucket, n)
 			targets := make(map[string]float64, n)
 			for i := range current {
-				current[i] = Bucket{Name: fmt.Sprintf("v%d", i), Replicas: points / n}
+				current[i] = feature.Bucket{Name: fmt.Sprintf("v%d", i), Replicas: points / n}
 				targets[current[i].Name] = float64(n-i) / float64(n*(n+1)/2)
 			}
 			for _, mode := range []string{ModeNested, ModeExact, ModeAuto} {
@@ -160,12 +103,12 @@ func BenchmarkFineFeaturesMemory(b *testing.B) {
 		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		all := make(map[string]*compiled, n)
+		all := make([]*feature.Compiled, 0, n)
 		for i := range n {
 			key := fmt.Sprintf("feature-%04d", i)
-			all[key] = compile(Feature{Key: key, Enabled: true, Salt: key, Version: 1, Buckets: p.Buckets})
+			all = append(all, feature.Compile(feature.Feature{Key: key, Enabled: true, Salt: key, Version: 1, Buckets: p.Buckets}, nil))
 		}
-		snap := newSnapshot(all, 0)
+		snap := feature.NewSnapshotOf(all, nil, 0)
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		held = after.HeapAlloc - before.HeapAlloc
@@ -191,7 +134,7 @@ func TestFineSyncFormCarriesReplicas(t *testing.T) {
 	if points < 2000 || !p.WithinTolerance {
 		t.Fatalf("the fine plan has %d points, within tolerance %v: want a fine ring", points, p.WithinTolerance)
 	}
-	snap, err := NewSnapshot([]Feature{{ID: "1", Key: "fine", Enabled: true, Salt: "s", Version: 1, Buckets: p.Buckets}}, 1)
+	snap, err := feature.NewSnapshot([]feature.Feature{{ID: "1", Key: "fine", Enabled: true, Salt: "s", Version: 1, Buckets: p.Buckets}}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,14 +142,16 @@ func TestFineSyncFormCarriesReplicas(t *testing.T) {
 	if len(form) > 256 {
 		t.Errorf("the sync form of a feature of %d points is %d bytes, want at most 256:\n%s", points, len(form), form)
 	}
-	var got SyncFeature
+	var got feature.SyncFeature
 	if err := json.Unmarshal(form, &got); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.EqualFunc(got.Buckets, p.Buckets, func(a, b Bucket) bool { return a.Name == b.Name && a.Replicas == b.Replicas && len(a.Value) == 0 }) {
+	if !slices.EqualFunc(got.Buckets, p.Buckets, func(a, b feature.Bucket) bool {
+		return a.Name == b.Name && a.Replicas == b.Replicas && len(a.Value) == 0
+	}) {
 		t.Errorf("the sync form carries buckets %v, want the replica counts %v", got.Buckets, p.Buckets)
 	}
-	client, err := DecodeSync(snap.AppendSync(nil))
+	client, err := feature.DecodeSync(snap.AppendSync(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

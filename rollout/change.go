@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Change is one edit of a feature's configuration, with the one-line summary
@@ -12,7 +14,7 @@ import (
 type Change struct {
 	summary string
 	kind    AuditKind // "": AuditChange
-	apply   func(f *Feature) error
+	apply   func(f *feature.Feature) error
 	// spec is the change as data, for a change request to store and
 	// apply later (see ChangeSpec); its Kind is "" for changes that
 	// cannot be requested (a ramp's steps).
@@ -26,14 +28,14 @@ func (c Change) Spec() ChangeSpec { return c.spec }
 func (c Change) Summary() string { return c.summary }
 
 // AddBucket adds bucket b.
-func AddBucket(b Bucket) Change {
-	b.Value = compactJSON(b.Value)
+func AddBucket(b feature.Bucket) Change {
+	b.Value = feature.CompactJSON(b.Value)
 	return Change{
 		spec:    ChangeSpec{Kind: SpecAddBucket, Bucket: &b},
 		summary: "added bucket " + b.Name,
-		apply: func(f *Feature) error {
+		apply: func(f *feature.Feature) error {
 			if _, ok := f.Bucket(b.Name); ok {
-				return Errorf(EConflict, "bucket %q already exists: change its replicas or value instead", b.Name)
+				return feature.Errorf(feature.EConflict, "bucket %q already exists: change its replicas or value instead", b.Name)
 			}
 			f.Buckets = append(f.Buckets, b)
 			return nil
@@ -48,27 +50,27 @@ func UpdateBucket(name string, replicas *int, value json.RawMessage) Change {
 	// percentages (ShareSummary): the replicas themselves go unsaid.
 	summary := "changed the share of " + name
 	if value != nil {
-		summary = fmt.Sprintf("changed the value of %s to %s", name, abbreviate(string(compactJSON(value))))
+		summary = fmt.Sprintf("changed the value of %s to %s", name, feature.Abbreviate(string(feature.CompactJSON(value))))
 		if replicas != nil {
-			summary = fmt.Sprintf("changed the share and the value of %s (to %s)", name, abbreviate(string(compactJSON(value))))
+			summary = fmt.Sprintf("changed the share and the value of %s (to %s)", name, feature.Abbreviate(string(feature.CompactJSON(value))))
 		}
 	}
 	return Change{
-		spec:    ChangeSpec{Kind: SpecUpdateBucket, Name: name, Replicas: replicas, Value: compactJSON(value)},
+		spec:    ChangeSpec{Kind: SpecUpdateBucket, Name: name, Replicas: replicas, Value: feature.CompactJSON(value)},
 		summary: summary,
-		apply: func(f *Feature) error {
-			i := slices.IndexFunc(f.Buckets, func(b Bucket) bool { return b.Name == name })
+		apply: func(f *feature.Feature) error {
+			i := slices.IndexFunc(f.Buckets, func(b feature.Bucket) bool { return b.Name == name })
 			if i < 0 {
-				return Errorf(ENotFound, "feature %q has no bucket %q", f.Key, name)
+				return feature.Errorf(feature.ENotFound, "feature %q has no bucket %q", f.Key, name)
 			}
 			if replicas == nil && value == nil {
-				return Errorf(EInvalid, "nothing to change: give replicas, value or both")
+				return feature.Errorf(feature.EInvalid, "nothing to change: give replicas, value or both")
 			}
 			if replicas != nil {
 				f.Buckets[i].Replicas = *replicas
 			}
 			if value != nil {
-				f.Buckets[i].Value = compactJSON(value)
+				f.Buckets[i].Value = feature.CompactJSON(value)
 			}
 			return nil
 		},
@@ -81,15 +83,15 @@ func RemoveBucket(name string) Change {
 	return Change{
 		spec:    ChangeSpec{Kind: SpecRemoveBucket, Name: name},
 		summary: "removed bucket " + name,
-		apply: func(f *Feature) error {
-			i := slices.IndexFunc(f.Buckets, func(b Bucket) bool { return b.Name == name })
+		apply: func(f *feature.Feature) error {
+			i := slices.IndexFunc(f.Buckets, func(b feature.Bucket) bool { return b.Name == name })
 			switch {
 			case i < 0:
-				return Errorf(ENotFound, "feature %q has no bucket %q", f.Key, name)
+				return feature.Errorf(feature.ENotFound, "feature %q has no bucket %q", f.Key, name)
 			case len(f.Buckets) == 1:
-				return Errorf(EConflict, "bucket %q is the feature's last bucket: delete the feature instead", name)
+				return feature.Errorf(feature.EConflict, "bucket %q is the feature's last bucket: delete the feature instead", name)
 			case f.Fallback == name:
-				return Errorf(EConflict, "bucket %q is the fallback: change the fallback first", name)
+				return feature.Errorf(feature.EConflict, "bucket %q is the fallback: change the fallback first", name)
 			}
 			n := 0
 			for _, b := range f.Overrides {
@@ -98,7 +100,7 @@ func RemoveBucket(name string) Change {
 				}
 			}
 			if n > 0 {
-				return Errorf(EConflict, "%d override(s) name bucket %q: clear them first", n, name)
+				return feature.Errorf(feature.EConflict, "%d override(s) name bucket %q: clear them first", n, name)
 			}
 			f.Buckets = slices.Delete(f.Buckets, i, i+1)
 			return nil
@@ -108,7 +110,7 @@ func RemoveBucket(name string) Change {
 
 // SetBuckets replaces the feature's buckets with the given list. A bucket
 // given without a value keeps the value of the current bucket of that name.
-func SetBuckets(buckets []Bucket) Change {
+func SetBuckets(buckets []feature.Bucket) Change {
 	names := make([]string, len(buckets))
 	for i, b := range buckets {
 		names[i] = b.Name
@@ -116,7 +118,7 @@ func SetBuckets(buckets []Bucket) Change {
 	return Change{
 		spec:    ChangeSpec{Kind: SpecSetBuckets, Buckets: slices.Clone(buckets)},
 		summary: "set the buckets " + strings.Join(names, ", "),
-		apply: func(f *Feature) error {
+		apply: func(f *feature.Feature) error {
 			next := slices.Clone(buckets)
 			for i, b := range next {
 				if len(b.Value) == 0 {
@@ -124,7 +126,7 @@ func SetBuckets(buckets []Bucket) Change {
 						next[i].Value = cur.Value
 					}
 				}
-				next[i].Value = compactJSON(next[i].Value)
+				next[i].Value = feature.CompactJSON(next[i].Value)
 			}
 			f.Buckets = next
 			return nil
@@ -152,9 +154,9 @@ func Patch(description *string, enabled *bool, fallback *string) Change {
 	return Change{
 		spec:    ChangeSpec{Kind: SpecPatch, Description: description, Enabled: enabled, Fallback: fallback},
 		summary: strings.Join(parts, ", "),
-		apply: func(f *Feature) error {
+		apply: func(f *feature.Feature) error {
 			if description == nil && enabled == nil && fallback == nil {
-				return Errorf(EInvalid, "nothing to change: give description, enabled, fallback or bucket_by")
+				return feature.Errorf(feature.EInvalid, "nothing to change: give description, enabled, fallback or bucket_by")
 			}
 			if description != nil {
 				f.Description = *description
@@ -174,14 +176,14 @@ func Patch(description *string, enabled *bool, fallback *string) Change {
 func SetOverride(user, bucket string) Change {
 	return Change{
 		spec:    ChangeSpec{Kind: SpecSetOverride, User: user, Name: bucket},
-		summary: fmt.Sprintf("override: user %s → %s", abbreviate(user), bucket),
+		summary: fmt.Sprintf("override: user %s → %s", feature.Abbreviate(user), bucket),
 		kind:    AuditOverride,
-		apply: func(f *Feature) error {
-			if err := ValidateUser(user); err != nil {
+		apply: func(f *feature.Feature) error {
+			if err := feature.ValidateUser(user); err != nil {
 				return err
 			}
 			if _, ok := f.Bucket(bucket); !ok {
-				return Errorf(EInvalid, "feature %q has no bucket %q", f.Key, bucket)
+				return feature.Errorf(feature.EInvalid, "feature %q has no bucket %q", f.Key, bucket)
 			}
 			if f.Overrides == nil {
 				f.Overrides = map[string]string{}
@@ -196,11 +198,11 @@ func SetOverride(user, bucket string) Change {
 func ClearOverride(user string) Change {
 	return Change{
 		spec:    ChangeSpec{Kind: SpecClearOverride, User: user},
-		summary: fmt.Sprintf("override cleared: user %s", abbreviate(user)),
+		summary: fmt.Sprintf("override cleared: user %s", feature.Abbreviate(user)),
 		kind:    AuditOverride,
-		apply: func(f *Feature) error {
+		apply: func(f *feature.Feature) error {
 			if _, ok := f.Overrides[user]; !ok {
-				return Errorf(ENotFound, "feature %q has no override for user %q", f.Key, user)
+				return feature.Errorf(feature.ENotFound, "feature %q has no override for user %q", f.Key, user)
 			}
 			delete(f.Overrides, user)
 			return nil
@@ -214,9 +216,9 @@ func Reshuffle(salt string) Change {
 	return Change{
 		spec:    ChangeSpec{Kind: SpecReshuffle, Salt: salt},
 		summary: "reshuffled users (new salt)",
-		apply: func(f *Feature) error {
+		apply: func(f *feature.Feature) error {
 			if salt == f.Salt {
-				return Errorf(EInvalid, "the new salt is the current one: give another")
+				return feature.Errorf(feature.EInvalid, "the new salt is the current one: give another")
 			}
 			f.Salt = salt
 			return nil
@@ -226,7 +228,7 @@ func Reshuffle(salt string) Change {
 
 // rollbackTo restores the configuration of an earlier version; with keep,
 // the current overrides whose bucket it has stay instead of its own.
-func rollbackTo(old Feature, keep bool) Change {
+func rollbackTo(old feature.Feature, keep bool) Change {
 	summary := fmt.Sprintf("rolled back to version %d", old.Version)
 	if keep {
 		summary += ", keeping the pinned users"
@@ -234,7 +236,7 @@ func rollbackTo(old Feature, keep bool) Change {
 	return Change{
 		summary: summary,
 		kind:    AuditRollback,
-		apply: func(f *Feature) error {
+		apply: func(f *feature.Feature) error {
 			f.Description = old.Description
 			f.Enabled = old.Enabled
 			f.Salt = old.Salt
@@ -253,11 +255,4 @@ func rollbackTo(old Feature, keep bool) Change {
 			return nil
 		},
 	}
-}
-
-func abbreviate(s string) string {
-	if len(s) <= summaryValueLimit {
-		return s
-	}
-	return strings.ToValidUTF8(s[:summaryValueLimit], "") + "…"
 }

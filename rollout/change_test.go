@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // TestChangeRefusals: every change constructor refuses what makes no sense,
@@ -24,30 +25,30 @@ func TestChangeRefusals(t *testing.T) {
 		change rollout.Change
 		code   string
 	}{
-		{"add an existing bucket", rollout.AddBucket(rollout.Bucket{Name: "A", Replicas: 3}), rollout.EConflict},
-		{"add a bucket with -1 replicas", rollout.AddBucket(rollout.Bucket{Name: "D", Replicas: -1}), rollout.EInvalid},
-		{"add a bucket with # in its name", rollout.AddBucket(rollout.Bucket{Name: "D#1", Replicas: 3}), rollout.EInvalid},
-		{"add a bucket with too many replicas", rollout.AddBucket(rollout.Bucket{Name: "D", Replicas: rollout.MaxReplicas + 1}), rollout.EInvalid},
-		{"update a missing bucket", rollout.UpdateBucket("Z", ptr(3), nil), rollout.ENotFound},
-		{"update nothing", rollout.UpdateBucket("A", nil, nil), rollout.EInvalid},
-		{"update to -1 replicas", rollout.UpdateBucket("A", ptr(-1), nil), rollout.EInvalid},
-		{"set every bucket to 0 replicas", rollout.SetBuckets([]rollout.Bucket{{Name: "A"}, {Name: "B"}, {Name: "C"}}), rollout.EInvalid},
-		{"remove a missing bucket", rollout.RemoveBucket("Z"), rollout.ENotFound},
-		{"remove the fallback", rollout.RemoveBucket("C"), rollout.EConflict},
-		{"remove an overridden bucket", rollout.RemoveBucket("B"), rollout.EConflict},
-		{"set no buckets", rollout.SetBuckets(nil), rollout.EInvalid},
-		{"set duplicate buckets", rollout.SetBuckets([]rollout.Bucket{{Name: "A", Replicas: 1}, {Name: "A", Replicas: 2}}), rollout.EInvalid},
-		{"patch nothing", rollout.Patch(nil, nil, nil), rollout.EInvalid},
-		{"fallback to a missing bucket", rollout.Patch(nil, nil, ptr("Z")), rollout.EInvalid},
-		{"override to a missing bucket", rollout.SetOverride("u", "Z"), rollout.EInvalid},
-		{"override an empty user", rollout.SetOverride("", "A"), rollout.EInvalid},
-		{"clear a missing override", rollout.ClearOverride("nobody"), rollout.ENotFound},
-		{"reshuffle to the same salt", rollout.Reshuffle(salt), rollout.EInvalid},
+		{"add an existing bucket", rollout.AddBucket(feature.Bucket{Name: "A", Replicas: 3}), feature.EConflict},
+		{"add a bucket with -1 replicas", rollout.AddBucket(feature.Bucket{Name: "D", Replicas: -1}), feature.EInvalid},
+		{"add a bucket with # in its name", rollout.AddBucket(feature.Bucket{Name: "D#1", Replicas: 3}), feature.EInvalid},
+		{"add a bucket with too many replicas", rollout.AddBucket(feature.Bucket{Name: "D", Replicas: feature.MaxReplicas + 1}), feature.EInvalid},
+		{"update a missing bucket", rollout.UpdateBucket("Z", ptr(3), nil), feature.ENotFound},
+		{"update nothing", rollout.UpdateBucket("A", nil, nil), feature.EInvalid},
+		{"update to -1 replicas", rollout.UpdateBucket("A", ptr(-1), nil), feature.EInvalid},
+		{"set every bucket to 0 replicas", rollout.SetBuckets([]feature.Bucket{{Name: "A"}, {Name: "B"}, {Name: "C"}}), feature.EInvalid},
+		{"remove a missing bucket", rollout.RemoveBucket("Z"), feature.ENotFound},
+		{"remove the fallback", rollout.RemoveBucket("C"), feature.EConflict},
+		{"remove an overridden bucket", rollout.RemoveBucket("B"), feature.EConflict},
+		{"set no buckets", rollout.SetBuckets(nil), feature.EInvalid},
+		{"set duplicate buckets", rollout.SetBuckets([]feature.Bucket{{Name: "A", Replicas: 1}, {Name: "A", Replicas: 2}}), feature.EInvalid},
+		{"patch nothing", rollout.Patch(nil, nil, nil), feature.EInvalid},
+		{"fallback to a missing bucket", rollout.Patch(nil, nil, ptr("Z")), feature.EInvalid},
+		{"override to a missing bucket", rollout.SetOverride("u", "Z"), feature.EInvalid},
+		{"override an empty user", rollout.SetOverride("", "A"), feature.EInvalid},
+		{"clear a missing override", rollout.ClearOverride("nobody"), feature.ENotFound},
+		{"reshuffle to the same salt", rollout.Reshuffle(salt), feature.EInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := svc.Change(context.Background(), "f", tt.change, rollout.ChangeOptions{})
-			if got := rollout.ErrorCode(err); got != tt.code {
+			if got := feature.ErrorCode(err); got != tt.code {
 				t.Errorf("Change(%s) error = %v (code %q), want code %q", tt.change.Summary(), err, got, tt.code)
 			}
 			if cur, _ := svc.Snapshot().Feature("f"); cur.Version != 1 {
@@ -57,9 +58,9 @@ func TestChangeRefusals(t *testing.T) {
 	}
 
 	// The last bucket cannot go: the feature must be deleted instead.
-	mustCreate(t, svc, rollout.Feature{Key: "one", Enabled: true, Buckets: []rollout.Bucket{{Name: "A", Replicas: 3}}})
-	if _, err := svc.Change(context.Background(), "one", rollout.RemoveBucket("A"), rollout.ChangeOptions{}); rollout.ErrorCode(err) != rollout.EConflict {
-		t.Errorf("removing the last bucket: err = %v, want %s", err, rollout.EConflict)
+	mustCreate(t, svc, feature.Feature{Key: "one", Enabled: true, Buckets: []feature.Bucket{{Name: "A", Replicas: 3}}})
+	if _, err := svc.Change(context.Background(), "one", rollout.RemoveBucket("A"), rollout.ChangeOptions{}); feature.ErrorCode(err) != feature.EConflict {
+		t.Errorf("removing the last bucket: err = %v, want %s", err, feature.EConflict)
 	}
 }
 
@@ -75,8 +76,8 @@ func TestReshuffleReportIsExpected(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := res.Report
-	if rep.Method != rollout.MethodExpected {
-		t.Fatalf("method = %q, want %q", rep.Method, rollout.MethodExpected)
+	if rep.Method != feature.MethodExpected {
+		t.Fatalf("method = %q, want %q", rep.Method, feature.MethodExpected)
 	}
 	want := 0.0
 	for b, before := range rep.SharesBefore {

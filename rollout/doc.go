@@ -1,56 +1,36 @@
-// Package rollout is the domain of rollout: feature flags whose users are
-// spread over buckets by a consistent-hash ring, changed with an exact
-// account of which users each change moves. It imports no HTTP, SQL or
-// HTML: package api serves it over HTTP, package store keeps it in SQLite
-// or PostgreSQL, package web shows it, and cmd wires them together.
+// Package rollout is the change pipeline of rollout: the Service that
+// changes feature flags (package feature: what a feature is and how it is
+// evaluated) one version at a time, with an exact account of which users
+// each change moves, and keeps them, their history, ramps, requests,
+// settings, tokens, audit trail and exposure counts in a Store. It imports
+// no HTTP, SQL or HTML: package api serves it over HTTP, package store
+// keeps it in SQLite or PostgreSQL, package web shows it, and cmd wires
+// them together.
 //
 // # A map of the package
 //
-// Features and buckets (feature.go). A Feature holds its Buckets, each a
-// node of the feature's ring (package ring) with a number of replicas and a
-// JSON value; a salt that keys its users; a kill switch (Enabled), a
-// Fallback bucket and per-user Overrides. Validate checks a configuration
-// against the limits (MaxReplicas, MaxPoints, MaxBuckets, …); ValidateUser
-// checks a user ID.
+// The service and its changes (service.go, change.go, targetchange.go,
+// labels.go, writelock.go, every.go). A Change is one edit (AddBucket,
+// UpdateBucket, RemoveBucket, SetBuckets, Patch, SetOverride,
+// ClearOverride, Reshuffle, SetRules, SetBucketBy, SetLabels, Combine).
+// The Service applies changes one at a time (writelock.go: a write waits
+// at most MaxWriteWait), each against the feature's current version
+// (ChangeOptions.IfMatch, retried on a lost race), refused over
+// ChangeOptions.MaxChurn; each applied change writes a Version with its
+// Report (package feature), estimates the evaluations a change of rules
+// moves (targetchange.go), and swaps in a new feature.Snapshot. The
+// background jobs (ramps, sweeps, flushes, token refreshes) loop with
+// every.
 //
-// Evaluation (evaluate.go, snapshot.go). A feature is compiled once per
-// version into what evaluation needs; a Snapshot holds every compiled
-// feature at one store revision and answers Evaluate, Peek and Shares from
-// memory, without locks. Evaluation counts exposures in the snapshot as it
-// serves them.
+// Segments (segment.go). Service.CreateSegment, UpdateSegment and
+// DeleteSegment change the segments rules use; a change of one is a new
+// version of every feature using it, in one transaction (SegmentStore).
 //
-// Targeting (rules.go, target.go, targetchange.go, segment.go,
-// pattern.go). A
-// feature's Rules test the attributes of an evaluation's Context
-// (Snapshot.EvaluateContext): overrides by user ID first, then the first
-// rule whose Conditions all hold (serving a bucket or the ring), then the
-// ring, which hashes the feature's BucketBy attribute when set. Conditions
-// are parsed and compiled once per version; a Segment is a named set of
-// conditions that rules use (in_segment), versioned, and a change of one
-// is a new version of every feature using it. SetRules, SetBucketBy and
-// RuleChanges (the populations a change of rules moves) are its changes.
-// The cost of matches patterns is bounded by their compiled programs, per
-// pattern, segment and feature, and by the bytes one condition reads; the
-// conditions one evaluation tests by MaxConditionChecks, segments counted
-// at each use (pattern.go); a context by MaxContextBytes (ValidateContext).
-// Patterns and conditions stored before those limits load as conditions
-// that never hold. Snapshot.Costly names the features whose evaluation may
-// cost much (CostlyEvaluation), which a server may run apart.
-//
-// Changes and churn reports (change.go, report.go, service.go). A Change
-// is one edit (AddBucket, UpdateBucket, RemoveBucket, SetBuckets, Patch,
-// SetOverride, ClearOverride, Reshuffle). The Service applies changes one at
-// a time (writelock.go: a write waits at most MaxWriteWait), each against
-// the feature's current version (ChangeOptions.IfMatch, retried on a lost
-// race), refused over ChangeOptions.MaxChurn; each applied change writes a
-// Version with its Report, the exact fraction of users it moves, from which
-// bucket to which, beside what modulo and range bucketing (RangeChurn)
-// would move, and swaps in a new Snapshot.
-//
-// Versions and history (store.go, history.go). Every change is a Version of
-// its feature: Service.Versions and Service.Changes (the audit log) read
-// them, Service.Rollback makes an old one current again, and
-// Service.UserHistory replays what one user was served, version by version.
+// Versions and history (store.go, history.go). Every change is a Version
+// of its feature: Service.Versions and Service.Changes (the audit log)
+// read them, Service.Rollback makes an old one current again, and
+// Service.UserHistory replays what one user was served, version by
+// version.
 //
 // Plans (plan.go). PlanShares, PlanNew and Service.Plan find the replica
 // counts that bring a feature's buckets to target shares within a
@@ -65,17 +45,21 @@
 // times (or shrinks it: a ramp down), each step an ordinary change that
 // only adds replicas to it (removes them), so that a user who enters the
 // bucket stays in it; its step of 100 % leaves the other buckets at 0
-// replicas; ApplyDueRamps applies the
-// steps that are due, on whichever instance gets to them first, and
-// RunRamps does so at an interval.
+// replicas; ApplyDueRamps applies the steps that are due, on whichever
+// instance gets to them first, and RunRamps does so at an interval.
+//
+// Documents (ascode.go). A Document is features and segments as code:
+// Service.PlanDocument previews what applying it would change (each
+// bucket's share planned as Plan does), Service.ApplyDocument applies a
+// plan as one commit, ExportDocument writes the features as they are.
 //
 // Archive and audit (archive.go, audit.go). Archive stops serving a
 // feature but keeps it and its history; Restore serves it again as a new
-// version; Purge removes an archived one (ArchiveStore). Every action is an
-// AuditEvent that the store writes in the action's own transaction and
+// version; Purge removes an archived one (ArchiveStore). Every action is
+// an AuditEvent that the store writes in the action's own transaction and
 // never edits or deletes (AuditStore): each version's (VersionEvent, its
-// Kind), ramps' (RampEvent), tokens'; ShareSummary words a report in
-// percentages.
+// Kind), ramps' (RampEvent), segments' (SegmentEvent), tokens';
+// ShareSummary words a report in percentages.
 //
 // Settings and change requests (settings.go, request.go). An editor's
 // change passes a gate: the editors' churn limit, reshuffles (a salt, the
@@ -84,8 +68,8 @@
 // archive, restore and ramp included; a request records the feature's tag
 // and the segments' versions it was previewed at, and an approval after
 // either moved previews it again (EPrecondition). Each step of an
-// editor's ramp is held to the limit, and an editor's ramp pauses, waiting
-// for an approval, when approvals come to cover its feature.
+// editor's ramp is held to the limit, and an editor's ramp pauses,
+// waiting for an approval, when approvals come to cover its feature.
 //
 // Webhooks (webhook.go). Admins register URLs (NewWebhook, Webhooks) that
 // receive every audit event after it commits, signed (WebhookSignature)
@@ -96,15 +80,16 @@
 //
 // Tokens and sessions (token.go). API tokens have a Role (admin, editor,
 // viewer, evaluate) that Allows a Permission; Tokens authenticates their
-// secrets from memory and follows their changes, noting when each was last
-// used; the dashboard's sessions
-// that signed out are kept until they expire (TokenStore).
+// secrets from memory and follows their changes, noting when each was
+// last used; the dashboard's sessions that signed out are kept until they
+// expire (TokenStore).
 //
-// Exposures (exposure.go). What evaluations served, counted by feature,
-// version and bucket, are flushed to the store (FlushExposures) and read
-// back as an ExposureReport, with a sample-ratio check of each version's
-// counts against its exact shares (srm.go: CheckSRM, ChiSquareSF); in-app
-// clients send theirs in batches (AddExposureBatch), each taken once.
+// Exposures (exposure.go, srm.go). What evaluations served, counted by
+// each compiled feature, are flushed to the store (FlushExposures) and
+// read back as an ExposureReport, with a sample-ratio check of each
+// version's counts against its exact shares (srm.go: CheckSRM,
+// ChiSquareSF); in-app clients send theirs in batches (AddExposureBatch),
+// each taken once.
 //
 // The change feed (feed.go). Several instances may share one database:
 // every committed change writes a Commit to the store's feed, and
@@ -112,27 +97,15 @@
 // seen and reload the features they name; Subscribe passes them on (the
 // API's change streams).
 //
-// Sync forms (syncform.go). Apps that evaluate in their own process get
-// each feature's sync form: its configuration without descriptions or
-// actors, overrides keyed by a salted hash of the user ID, encoded once per
-// version. A SyncDocument is every feature's at one revision; DecodeSync
-// builds a Snapshot from it and ApplySync the next one from the changed
-// features a stream carries, so that the app evaluates with this same code.
-//
 // Idempotency (idempotency.go). A request with an Idempotency-Key holds a
 // Claim on it while it runs (IdempotencyStore); its answer is settled in
 // the transaction of the change it made, so that a retry gets the same
 // answer and makes no second change.
 //
 // The store (store.go). Store is the storage the Service needs: features,
-// versions, the commit feed, exposures, ramps (RampStore) and idempotency
-// keys (IdempotencyStore), each method atomic, with the errors it may
-// return; Tokens need a TokenStore. They are declared here, where they are
-// used; package store implements them.
-//
-// Errors (error.go). Every error meant for a user is an *Error with a code
-// (EInvalid, ENotFound, EConflict, EPrecondition, EChurn, EUnavailable,
-// EInternal) and a message that says what was wrong and how to fix it;
-// ErrorCode and ErrorMessage read them through any wrapping. The API maps
-// each code to one HTTP status.
+// versions, the commit feed, exposures, segments (SegmentStore), ramps
+// (RampStore) and idempotency keys (IdempotencyStore), each method atomic,
+// with the errors it may return (feature.Error codes); Tokens need a
+// TokenStore. They are declared here, where they are used; package store
+// implements them.
 package rollout

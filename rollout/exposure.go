@@ -3,14 +3,13 @@ package rollout
 import (
 	"context"
 	"fmt"
-	"maps"
-	"math"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Evaluations are counted in memory, per feature version and bucket, by the
@@ -22,59 +21,15 @@ import (
 // that loaded the old snapshot may still count on it for a moment, so it is
 // flushed twice before it is dropped.
 type retired struct {
-	c       *compiled
+	c       *feature.Compiled
 	flushes int
 }
 
 // retire remembers c, which the caller (holding s.mu) has just swapped out.
-func (s *Service) retire(c *compiled) {
+func (s *Service) retire(c *feature.Compiled) {
 	if c != nil {
 		s.retired = append(s.retired, retired{c: c})
 	}
-}
-
-// pending is the count of one bucket and rule of a compiled feature taken
-// for a flush: the sum of the counters of its outcomes; on a failed flush
-// it goes back to the counter of outcome.
-type pending struct {
-	c       *compiled
-	outcome int
-	n       int64
-}
-
-func (c *compiled) bucketName(i int) string {
-	if i == len(c.names) {
-		return ""
-	}
-	return c.names[i]
-}
-
-// take resets c's counters and returns what they held, one pending per
-// bucket and rule served.
-func (c *compiled) take(out []pending) []pending {
-	start := len(out)
-next:
-	for i := range c.served {
-		n := c.served[i].Swap(0)
-		if n == 0 {
-			continue
-		}
-		o := &c.outcomes[i]
-		for j := start; j < len(out); j++ {
-			if p := &out[j]; c.outcomes[p.outcome].bucket == o.bucket && c.outcomes[p.outcome].Rule == o.Rule {
-				p.n = AddCounts(p.n, n)
-				continue next
-			}
-		}
-		out = append(out, pending{c: c, outcome: i, n: n})
-	}
-	return out
-}
-
-// exposure is p as a count, in no hour yet.
-func (p pending) exposure() Exposure {
-	f, o := &p.c.feature, &p.c.outcomes[p.outcome]
-	return Exposure{Feature: f.Key, FeatureID: f.ID, Version: f.Version, Bucket: p.c.bucketName(o.bucket), Rule: &o.Rule, Count: p.n}
 }
 
 // FlushExposures writes the evaluation counts gathered since the last flush
@@ -84,27 +39,33 @@ func (s *Service) FlushExposures(ctx context.Context) error {
 	defer s.flushMu.Unlock()
 
 	s.mu.Lock()
-	targets := slices.Collect(maps.Values(s.Snapshot().features))
+	snap := s.Snapshot()
+	targets := make([]*feature.Compiled, 0, snap.Len()+len(s.retired))
+	for _, key := range snap.Keys() {
+		targets = append(targets, snap.Compiled(key))
+	}
 	nRetired := len(s.retired)
 	for _, r := range s.retired {
 		targets = append(targets, r.c)
 	}
 	s.mu.Unlock()
 
-	var taken []pending
-	for _, c := range targets {
-		taken = c.take(taken)
+	// taken[i] are the counts taken from targets[i].
+	var counts []feature.Exposure
+	taken := make([][]feature.Exposure, len(targets))
+	for i, c := range targets {
+		start := len(counts)
+		counts = c.TakeExposures(counts)
+		taken[i] = counts[start:len(counts):len(counts)]
 	}
-	if len(taken) > 0 {
+	if len(counts) > 0 {
 		hour := s.now().UTC()
-		counts := make([]Exposure, len(taken))
-		for i, p := range taken {
-			counts[i] = p.exposure()
+		for i := range counts {
 			counts[i].Hour = hour
 		}
 		if err := s.store.AddExposures(ctx, counts); err != nil {
-			for _, p := range taken {
-				p.c.served[p.outcome].Add(p.n)
+			for i, c := range targets {
+				c.Restore(taken[i])
 			}
 			return err
 		}
@@ -150,11 +111,11 @@ type BucketExposure struct {
 // ExposureReport is what a feature served: per bucket at its current
 // version, and the counts of every version.
 type ExposureReport struct {
-	Feature  string           `json:"feature"`
-	Version  int              `json:"version"`
-	Total    int64            `json:"total"`
-	Buckets  []BucketExposure `json:"buckets"`
-	Versions []Exposure       `json:"versions"`
+	Feature  string             `json:"feature"`
+	Version  int                `json:"version"`
+	Total    int64              `json:"total"`
+	Buckets  []BucketExposure   `json:"buckets"`
+	Versions []feature.Exposure `json:"versions"`
 	// SRM is the sample-ratio check of the current version's counts
 	// (null: nothing to test), VersionSRM those of every version with
 	// counts, newest first (see versionSRM).
@@ -186,39 +147,42 @@ func (s *Service) Exposures(ctx context.Context, key string) (ExposureReport, er
 	dayAgo := s.now().UTC().Add(-24 * time.Hour)
 	var lastDay int64
 	for _, e := range stored {
-		if e.FeatureID == cur.feature.ID {
+		if e.FeatureID == cur.Feature().ID {
 			k := vb{e.Version, e.Bucket}
-			counts[k] = AddCounts(counts[k], e.Count)
+			counts[k] = feature.AddCounts(counts[k], e.Count)
 			if e.Hour.After(dayAgo) {
-				lastDay = AddCounts(lastDay, e.Count)
+				lastDay = feature.AddCounts(lastDay, e.Count)
 			}
 		}
 	}
 	for _, c := range s.inMemory(cur) {
-		for i := range c.served {
-			if n := c.served[i].Load(); n > 0 {
-				k := vb{c.feature.Version, c.bucketName(c.outcomes[i].bucket)}
-				counts[k] = AddCounts(counts[k], n)
-				lastDay = AddCounts(lastDay, n)
-			}
+		for _, e := range c.Counts(nil) {
+			k := vb{e.Version, e.Bucket}
+			counts[k] = feature.AddCounts(counts[k], e.Count)
+			lastDay = feature.AddCounts(lastDay, e.Count)
 		}
 	}
 
-	rep := ExposureReport{Feature: key, Version: cur.feature.Version, Versions: []Exposure{}, LastDay: lastDay}
+	rep := ExposureReport{Feature: key, Version: cur.Feature().Version, Versions: []feature.Exposure{}, LastDay: lastDay}
 	for k, n := range counts {
-		rep.Versions = append(rep.Versions, Exposure{Version: k.version, Bucket: k.bucket, Count: n})
+		rep.Versions = append(rep.Versions, feature.Exposure{Version: k.version, Bucket: k.bucket, Count: n})
 		if k.version == rep.Version {
-			rep.Total = AddCounts(rep.Total, n)
+			rep.Total = feature.AddCounts(rep.Total, n)
 		}
 	}
-	slices.SortFunc(rep.Versions, func(a, b Exposure) int {
+	slices.SortFunc(rep.Versions, func(a, b feature.Exposure) int {
 		if a.Version != b.Version {
 			return b.Version - a.Version
 		}
 		return strings.Compare(a.Bucket, b.Bucket)
 	})
-	served := cur.servedRing().Shares() // the ring built when cur was compiled
-	for _, name := range append(slices.Clone(cur.names), "") {
+	served := cur.ServedRing().Shares() // the ring built when cur was compiled
+	names := make([]string, 0, len(cur.Feature().Buckets)+1)
+	for _, b := range cur.Feature().Buckets {
+		names = append(names, b.Name)
+	}
+	slices.Sort(names) // as the ring orders them
+	for _, name := range append(names, "") {
 		n := counts[vb{rep.Version, name}]
 		if name == "" && n == 0 {
 			continue
@@ -253,30 +217,20 @@ func (s *Service) Exposures(ctx context.Context, key string) (ExposureReport, er
 
 // inMemory returns cur and the retired versions of its feature, whose
 // counters may hold counts not yet stored.
-func (s *Service) inMemory(cur *compiled) []*compiled {
+func (s *Service) inMemory(cur *feature.Compiled) []*feature.Compiled {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := []*compiled{cur}
+	out := []*feature.Compiled{cur}
 	for _, r := range s.retired {
-		if r.c.feature.ID == cur.feature.ID {
+		if r.c.Feature().ID == cur.Feature().ID {
 			out = append(out, r.c)
 		}
 	}
 	return out
 }
 
-// Limits on the counts apps send (POST /api/exposures).
+// Limits of AddExposureBatch's work per batch.
 const (
-	// MaxExposureBatch is how many counts one batch holds at most.
-	MaxExposureBatch = 1_000
-	// MaxExposureCount bounds one count of a batch: more evaluations than
-	// any process makes between two flushes.
-	MaxExposureCount = 1_000_000_000
-	maxFeatureID     = 64
-	// maxVersion is the highest version a store keeps (PostgreSQL's
-	// integer): a count of a version above it is refused, never
-	// truncated into another version.
-	maxVersion = math.MaxInt32
 	// maxReloads bounds how many features one batch reads again from the
 	// store (counts of features this instance may not have caught up
 	// with), and maxVersionLookups how many old versions it reads from
@@ -287,54 +241,6 @@ const (
 	// memory.
 	versionBucketsKept = 4096
 )
-
-var batchPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{8,64}$`)
-
-// ValidateExposureBatch reports, as an EInvalid *Error naming the first
-// count at fault by its index, what is wrong with the form of a batch of
-// evaluation counts sent by an app: its ID must be 8 to 64 characters of
-// A-Z, a-z, 0-9, '_' and '-'; it holds 1 to MaxExposureBatch counts; each
-// names a feature ID, the feature's key or nothing, a version from 1, a
-// bucket name ("" for none) and a count from 1 to MaxExposureCount. Whether
-// the feature, version and bucket exist is AddExposureBatch's to check.
-func ValidateExposureBatch(batch string, counts []Exposure) error {
-	if !batchPattern.MatchString(batch) {
-		return Errorf(EInvalid, "batch ID %q is invalid: use 8 to 64 characters of A-Z, a-z, 0-9, '_', '-' (a random ID per batch, the same on a retry)", batch)
-	}
-	switch {
-	case len(counts) == 0:
-		return Errorf(EInvalid, "the batch holds no counts: send a batch only when there are evaluations to count")
-	case len(counts) > MaxExposureBatch:
-		return Errorf(EInvalid, "a batch holds at most %d counts, got %d: split it", MaxExposureBatch, len(counts))
-	}
-	for i, e := range counts {
-		switch {
-		case e.FeatureID == "" || len(e.FeatureID) > maxFeatureID:
-			return Errorf(EInvalid, "exposure %d: feature_id must be the feature's ID, 1 to %d bytes", i, maxFeatureID)
-		case e.Feature != "" && !keyPattern.MatchString(e.Feature):
-			return Errorf(EInvalid, "exposure %d: feature %q is not a feature key (or leave it out)", i, e.Feature)
-		case e.Version < 1 || e.Version > maxVersion:
-			return Errorf(EInvalid, "exposure %d: version must be from 1 to the feature's current version, got %d", i, e.Version)
-		case e.Bucket != "" && !bucketPattern.MatchString(e.Bucket):
-			return Errorf(EInvalid, "exposure %d: bucket %q is not a bucket name (\"\" counts evaluations that served no bucket)", i, e.Bucket)
-		case e.Rule != nil && *e.Rule != "" && !validRuleName(*e.Rule):
-			return Errorf(EInvalid, "exposure %d: rule %q is not a rule name (\"\" counts evaluations the ring, an override or the default served; leave it out when unknown)", i, abbreviate(*e.Rule))
-		case e.Count < 1 || e.Count > MaxExposureCount:
-			return Errorf(EInvalid, "exposure %d: count must be from 1 to %d, got %d", i, MaxExposureCount, e.Count)
-		}
-	}
-	return nil
-}
-
-// AddCounts returns a + b for counts (never negative), saturating at
-// math.MaxInt64 instead of overflowing.
-func AddCounts(a, b int64) int64 {
-	a, b = max(a, 0), max(b, 0)
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
-}
 
 // ExposureBatchResult is what AddExposureBatch did with a batch.
 type ExposureBatchResult struct {
@@ -374,8 +280,8 @@ type versionNames struct {
 }
 
 type featureIndex struct {
-	snap *Snapshot
-	byID map[string]*compiled
+	snap *feature.Snapshot
+	byID map[string]*feature.Compiled
 }
 
 type featureVersion struct {
@@ -384,14 +290,15 @@ type featureVersion struct {
 }
 
 // featuresByID returns the snapshot's features by ID.
-func (s *Service) featuresByID() map[string]*compiled {
+func (s *Service) featuresByID() map[string]*feature.Compiled {
 	snap := s.Snapshot()
 	if idx := s.exposures.byID.Load(); idx != nil && idx.snap == snap {
 		return idx.byID
 	}
-	idx := &featureIndex{snap: snap, byID: make(map[string]*compiled, len(snap.features))}
-	for _, c := range snap.features {
-		idx.byID[c.feature.ID] = c
+	idx := &featureIndex{snap: snap, byID: make(map[string]*feature.Compiled, snap.Len())}
+	for _, key := range snap.Keys() {
+		c := snap.Compiled(key)
+		idx.byID[c.Feature().ID] = c
 	}
 	s.exposures.byID.Store(idx)
 	return idx.byID
@@ -417,8 +324,8 @@ func (s *Service) featuresByID() map[string]*compiled {
 // their history; a batch that needs more than maxVersionLookups such
 // reads at once gets EUnavailable after them, and succeeds when sent
 // again.
-func (s *Service) AddExposureBatch(ctx context.Context, batch string, counts []Exposure) (ExposureBatchResult, error) {
-	if err := ValidateExposureBatch(batch, counts); err != nil {
+func (s *Service) AddExposureBatch(ctx context.Context, batch string, counts []feature.Exposure) (ExposureBatchResult, error) {
+	if err := feature.ValidateExposureBatch(batch, counts); err != nil {
 		return ExposureBatchResult{}, err
 	}
 	if err := s.catchUpWith(ctx, counts); err != nil {
@@ -427,7 +334,7 @@ func (s *Service) AddExposureBatch(ctx context.Context, batch string, counts []E
 	byID := s.featuresByID()
 	now := s.now().UTC()
 	var res ExposureBatchResult
-	kept := make([]Exposure, 0, len(counts))
+	kept := make([]feature.Exposure, 0, len(counts))
 	lookups := maxVersionLookups
 	for i, e := range counts {
 		c := byID[e.FeatureID]
@@ -436,26 +343,26 @@ func (s *Service) AddExposureBatch(ctx context.Context, batch string, counts []E
 				Reason: "no feature has this ID: it was deleted, or never existed"})
 			continue
 		}
-		f := &c.feature
+		f := c.Feature()
 		switch {
 		case e.Feature != "" && e.Feature != f.Key:
-			return ExposureBatchResult{}, Errorf(EInvalid, "exposure %d: feature_id %q is the ID of feature %q, not %q", i, e.FeatureID, f.Key, e.Feature)
+			return ExposureBatchResult{}, feature.Errorf(feature.EInvalid, "exposure %d: feature_id %q is the ID of feature %q, not %q", i, e.FeatureID, f.Key, e.Feature)
 		case e.Version > f.Version:
-			return ExposureBatchResult{}, Errorf(EInvalid, "exposure %d: feature %q is at version %d: version %d does not exist", i, f.Key, f.Version, e.Version)
+			return ExposureBatchResult{}, feature.Errorf(feature.EInvalid, "exposure %d: feature %q is at version %d: version %d does not exist", i, f.Key, f.Version, e.Version)
 		}
 		if e.Bucket != "" || e.Rule != nil && *e.Rule != "" {
 			names, err := s.bucketsAt(ctx, c, e.Version, &lookups)
 			switch {
-			case ErrorCode(err) == ENotFound:
+			case feature.ErrorCode(err) == feature.ENotFound:
 				res.Skipped = append(res.Skipped, SkippedExposure{Index: i, FeatureID: e.FeatureID,
 					Reason: fmt.Sprintf("version %d of feature %q is not in its history", e.Version, f.Key)})
 				continue
 			case err != nil:
 				return ExposureBatchResult{}, err
 			case e.Bucket != "" && !slices.Contains(names.buckets, e.Bucket):
-				return ExposureBatchResult{}, Errorf(EInvalid, "exposure %d: feature %q had no bucket %q at version %d (it had %s)", i, f.Key, e.Bucket, e.Version, strings.Join(names.buckets, ", "))
+				return ExposureBatchResult{}, feature.Errorf(feature.EInvalid, "exposure %d: feature %q had no bucket %q at version %d (it had %s)", i, f.Key, e.Bucket, e.Version, strings.Join(names.buckets, ", "))
 			case e.Rule != nil && *e.Rule != "" && !slices.Contains(names.rules, *e.Rule):
-				return ExposureBatchResult{}, Errorf(EInvalid, "exposure %d: feature %q had no rule %q at version %d", i, f.Key, *e.Rule, e.Version)
+				return ExposureBatchResult{}, feature.Errorf(feature.EInvalid, "exposure %d: feature %q had no rule %q at version %d", i, f.Key, *e.Rule, e.Version)
 			}
 		}
 		e.Feature, e.Hour = f.Key, now
@@ -478,16 +385,16 @@ func (s *Service) AddExposureBatch(ctx context.Context, batch string, counts []E
 // instance's snapshot does not know, or knows at an older version than
 // the count's, at most maxReloads of them: another instance may have
 // created or changed them a moment ago.
-func (s *Service) catchUpWith(ctx context.Context, counts []Exposure) error {
+func (s *Service) catchUpWith(ctx context.Context, counts []feature.Exposure) error {
 	byID := s.featuresByID()
 	var keys []string
 	for _, e := range counts {
 		key := e.Feature
 		if c := byID[e.FeatureID]; c != nil {
-			if e.Version <= c.feature.Version {
+			if e.Version <= c.Feature().Version {
 				continue
 			}
-			key = c.feature.Key
+			key = c.Feature().Key
 		}
 		if key != "" && !slices.Contains(keys, key) {
 			if keys = append(keys, key); len(keys) == maxReloads {
@@ -501,7 +408,7 @@ func (s *Service) catchUpWith(ctx context.Context, counts []Exposure) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, key := range keys {
-		if _, err := s.reload(ctx, key); err != nil && ErrorCode(err) == EUnavailable {
+		if _, err := s.reload(ctx, key); err != nil && feature.ErrorCode(err) == feature.EUnavailable {
 			return err
 		}
 	}
@@ -514,16 +421,16 @@ func (s *Service) catchUpWith(ctx context.Context, counts []Exposure) error {
 // otherwise from the feature's history, counting the lookup against
 // *lookups. It returns ENotFound when the history lacks the version, and
 // EUnavailable when *lookups is spent.
-func (s *Service) bucketsAt(ctx context.Context, c *compiled, version int, lookups *int) (versionNames, error) {
-	if version == c.feature.Version {
-		return bucketNames(c.feature), nil
+func (s *Service) bucketsAt(ctx context.Context, c *feature.Compiled, version int, lookups *int) (versionNames, error) {
+	if version == c.Feature().Version {
+		return bucketNames(c.Feature()), nil
 	}
-	key := featureVersion{c.feature.ID, version}
+	key := featureVersion{c.Feature().ID, version}
 	s.mu.Lock()
 	for _, r := range s.retired {
-		if r.c.feature.ID == key.id && r.c.feature.Version == version {
+		if r.c.Feature().ID == key.id && r.c.Feature().Version == version {
 			s.mu.Unlock()
-			return bucketNames(r.c.feature), nil
+			return bucketNames(r.c.Feature()), nil
 		}
 	}
 	s.mu.Unlock()
@@ -535,15 +442,15 @@ func (s *Service) bucketsAt(ctx context.Context, c *compiled, version int, looku
 		return names, nil
 	}
 	if *lookups <= 0 {
-		return versionNames{}, Errorf(EUnavailable, "the batch counts more old versions than one request checks (%d): send it again", maxVersionLookups)
+		return versionNames{}, feature.Errorf(feature.EUnavailable, "the batch counts more old versions than one request checks (%d): send it again", maxVersionLookups)
 	}
 	*lookups--
-	v, err := s.store.Version(ctx, c.feature.Key, version)
+	v, err := s.store.Version(ctx, c.Feature().Key, version)
 	if err != nil {
 		return versionNames{}, err
 	}
 	if v.Config.ID != "" && v.Config.ID != key.id {
-		return versionNames{}, notFound(c.feature.Key) // the key's history is another feature's
+		return versionNames{}, feature.NotFound(c.Feature().Key) // the key's history is another feature's
 	}
 	names = bucketNames(v.Config)
 	x.mu.Lock()
@@ -555,7 +462,7 @@ func (s *Service) bucketsAt(ctx context.Context, c *compiled, version int, looku
 	return names, nil
 }
 
-func bucketNames(f Feature) versionNames {
+func bucketNames(f feature.Feature) versionNames {
 	names := versionNames{buckets: make([]string, len(f.Buckets)), rules: make([]string, len(f.Rules))}
 	for i, b := range f.Buckets {
 		names.buckets[i] = b.Name

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
 
@@ -22,39 +23,39 @@ func TestAddCounts(t *testing.T) {
 		{-5, 3, 3},
 		{0, -1, 0},
 	} {
-		if got := rollout.AddCounts(tt.a, tt.b); got != tt.want {
+		if got := feature.AddCounts(tt.a, tt.b); got != tt.want {
 			t.Errorf("AddCounts(%d, %d) = %d, want %d", tt.a, tt.b, got, tt.want)
 		}
 	}
 }
 
 func TestValidateExposureBatchBounds(t *testing.T) {
-	ok := rollout.Exposure{Feature: "f", FeatureID: "id", Version: 1, Bucket: "A", Count: 1}
-	with := func(change func(*rollout.Exposure)) []rollout.Exposure {
+	ok := feature.Exposure{Feature: "f", FeatureID: "id", Version: 1, Bucket: "A", Count: 1}
+	with := func(change func(*feature.Exposure)) []feature.Exposure {
 		e := ok
 		change(&e)
-		return []rollout.Exposure{ok, e}
+		return []feature.Exposure{ok, e}
 	}
 	for _, tt := range []struct {
 		name   string
-		counts []rollout.Exposure
+		counts []feature.Exposure
 		want   string
 	}{
-		{"largest count", with(func(e *rollout.Exposure) { e.Count = rollout.MaxExposureCount }), ""},
+		{"largest count", with(func(e *feature.Exposure) { e.Count = feature.MaxExposureCount }), ""},
 		{"empty", nil, "no counts"},
-		{"count 2^63-1", with(func(e *rollout.Exposure) { e.Count = math.MaxInt64 }), "exposure 1: count must be from 1 to 1000000000"},
-		{"negative count", with(func(e *rollout.Exposure) { e.Count = -1 }), "exposure 1: count"},
-		{"version 2^32+1", with(func(e *rollout.Exposure) { e.Version = 1<<32 + 1 }), "exposure 1: version"},
-		{"version 2^31", with(func(e *rollout.Exposure) { e.Version = 1 << 31 }), "exposure 1: version"},
-		{"bad key", with(func(e *rollout.Exposure) { e.Feature = "Not A Key" }), "exposure 1: feature"},
-		{"1,001 counts", make([]rollout.Exposure, rollout.MaxExposureBatch+1), "at most 1000"},
+		{"count 2^63-1", with(func(e *feature.Exposure) { e.Count = math.MaxInt64 }), "exposure 1: count must be from 1 to 1000000000"},
+		{"negative count", with(func(e *feature.Exposure) { e.Count = -1 }), "exposure 1: count"},
+		{"version 2^32+1", with(func(e *feature.Exposure) { e.Version = 1<<32 + 1 }), "exposure 1: version"},
+		{"version 2^31", with(func(e *feature.Exposure) { e.Version = 1 << 31 }), "exposure 1: version"},
+		{"bad key", with(func(e *feature.Exposure) { e.Feature = "Not A Key" }), "exposure 1: feature"},
+		{"1,001 counts", make([]feature.Exposure, feature.MaxExposureBatch+1), "at most 1000"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			err := rollout.ValidateExposureBatch("batch-01", tt.counts)
+			err := feature.ValidateExposureBatch("batch-01", tt.counts)
 			switch {
 			case tt.want == "" && err != nil:
 				t.Errorf("ValidateExposureBatch() = %v, want nil", err)
-			case tt.want != "" && (rollout.ErrorCode(err) != rollout.EInvalid || !contains(err, tt.want)):
+			case tt.want != "" && (feature.ErrorCode(err) != feature.EInvalid || !contains(err, tt.want)):
 				t.Errorf("ValidateExposureBatch() = %v, want an invalid error about %q", err, tt.want)
 			}
 		})
@@ -81,7 +82,7 @@ func TestExposureBatchClock(t *testing.T) {
 	}
 	mustCreate(t, svc, abc("f"))
 	f, _ := svc.Snapshot().Feature("f")
-	batch := []rollout.Exposure{{Feature: "f", FeatureID: f.ID, Version: 1, Bucket: "A", Count: 2}}
+	batch := []feature.Exposure{{Feature: "f", FeatureID: f.ID, Version: 1, Bucket: "A", Count: 2}}
 	send := func(want bool) {
 		t.Helper()
 		res, err := svc.AddExposureBatch(ctx, "batch-clock", batch)
@@ -149,12 +150,12 @@ func TestExposureVersionLookups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var batch []rollout.Exposure
+	var batch []feature.Exposure
 	for v := 1; v <= versions; v++ {
-		batch = append(batch, rollout.Exposure{Feature: "f", FeatureID: f.ID, Version: v, Bucket: "B", Count: 1})
+		batch = append(batch, feature.Exposure{Feature: "f", FeatureID: f.ID, Version: v, Bucket: "B", Count: 1})
 	}
 	_, err = svc.AddExposureBatch(ctx, "batch-versions", batch)
-	if rollout.ErrorCode(err) != rollout.EUnavailable {
+	if feature.ErrorCode(err) != feature.EUnavailable {
 		t.Fatalf("AddExposureBatch(%d old versions) = %v, want unavailable", versions-1, err)
 	}
 	if rep, _ := svc.Exposures(ctx, "f"); len(rep.Versions) != 0 {

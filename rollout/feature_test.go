@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
 
@@ -32,13 +33,13 @@ var readableValues = []string{
 
 func TestBucketValueMustBeReadable(t *testing.T) {
 	for name, v := range unreadableValues {
-		b := rollout.Bucket{Name: "A", Replicas: 1, Value: json.RawMessage(v)}
-		if err := b.Validate(); rollout.ErrorCode(err) != rollout.EInvalid {
-			t.Errorf("%s: Validate(%q) = %v, want an %s error", name, v, err, rollout.EInvalid)
+		b := feature.Bucket{Name: "A", Replicas: 1, Value: json.RawMessage(v)}
+		if err := b.Validate(); feature.ErrorCode(err) != feature.EInvalid {
+			t.Errorf("%s: Validate(%q) = %v, want an %s error", name, v, err, feature.EInvalid)
 		}
 	}
 	for _, v := range readableValues {
-		b := rollout.Bucket{Name: "A", Replicas: 1, Value: json.RawMessage(v)}
+		b := feature.Bucket{Name: "A", Replicas: 1, Value: json.RawMessage(v)}
 		if err := b.Validate(); err != nil {
 			t.Errorf("Validate(%q) = %v, want nil", v, err)
 		}
@@ -62,8 +63,8 @@ func TestUnreadableValueOnEveryPath(t *testing.T) {
 	t.Cleanup(func() { db.Close() })
 	bad := json.RawMessage(`1e999999`)
 	now := time.Now().UTC()
-	old := rollout.Feature{ID: "id-old", Key: "old", Enabled: true, Salt: "old", Version: 1, CreatedAt: now, UpdatedAt: now,
-		Buckets: []rollout.Bucket{{Name: "A", Replicas: 5, Value: bad}}}
+	old := feature.Feature{ID: "id-old", Key: "old", Enabled: true, Salt: "old", Version: 1, CreatedAt: now, UpdatedAt: now,
+		Buckets: []feature.Bucket{{Name: "A", Replicas: 5, Value: bad}}}
 	if err := db.CreateFeature(ctx, old, rollout.Version{Version: 1, Actor: "test", Time: now, Summary: "created", Config: old}); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestUnreadableValueOnEveryPath(t *testing.T) {
 			return err
 		}},
 		{"add bucket", func() error {
-			_, err := svc.Change(ctx, "f", rollout.AddBucket(rollout.Bucket{Name: "D", Replicas: 1, Value: bad}), rollout.ChangeOptions{})
+			_, err := svc.Change(ctx, "f", rollout.AddBucket(feature.Bucket{Name: "D", Replicas: 1, Value: bad}), rollout.ChangeOptions{})
 			return err
 		}},
 		{"update bucket", func() error {
@@ -95,7 +96,7 @@ func TestUnreadableValueOnEveryPath(t *testing.T) {
 			return err
 		}},
 		{"set buckets", func() error {
-			_, err := svc.Change(ctx, "f", rollout.SetBuckets([]rollout.Bucket{{Name: "A", Replicas: 1, Value: bad}}), rollout.ChangeOptions{})
+			_, err := svc.Change(ctx, "f", rollout.SetBuckets([]feature.Bucket{{Name: "A", Replicas: 1, Value: bad}}), rollout.ChangeOptions{})
 			return err
 		}},
 		{"a change that keeps a stored unreadable value", func() error {
@@ -104,14 +105,14 @@ func TestUnreadableValueOnEveryPath(t *testing.T) {
 		}},
 	}
 	for _, tt := range refused {
-		if err := tt.do(); rollout.ErrorCode(err) != rollout.EInvalid {
-			t.Errorf("%s: err = %v, want an %s error", tt.name, err, rollout.EInvalid)
+		if err := tt.do(); feature.ErrorCode(err) != feature.EInvalid {
+			t.Errorf("%s: err = %v, want an %s error", tt.name, err, feature.EInvalid)
 		}
 	}
 
 	mustChange(t, svc, "old", rollout.UpdateBucket("A", nil, json.RawMessage(`1e308`)))
-	if _, err := svc.Rollback(ctx, "old", 1, rollout.ChangeOptions{}); rollout.ErrorCode(err) != rollout.EInvalid {
-		t.Errorf("rollback to the version with the unreadable value: err = %v, want an %s error", err, rollout.EInvalid)
+	if _, err := svc.Rollback(ctx, "old", 1, rollout.ChangeOptions{}); feature.ErrorCode(err) != feature.EInvalid {
+		t.Errorf("rollback to the version with the unreadable value: err = %v, want an %s error", err, feature.EInvalid)
 	}
 	if f, _ := svc.Snapshot().Feature("old"); f.Version != 2 {
 		t.Errorf("feature old is at version %d after the refusals, want 2", f.Version)

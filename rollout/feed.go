@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Following the store. Several instances may share one database; each
@@ -115,13 +117,13 @@ func (s *Service) syncLocked(ctx context.Context) ([]Commit, error) {
 		slices.Sort(keys)
 		for _, key := range slices.Compact(keys) {
 			if _, err := s.reload(ctx, key); err != nil {
-				if ErrorCode(err) == EUnavailable {
+				if feature.ErrorCode(err) == feature.EUnavailable {
 					return seen, errors.Join(append(errs, err)...) // try again later from here
 				}
 				errs = append(errs, err)
 			}
 		}
-		s.snap.Store(s.Snapshot().at(commits[len(commits)-1].Revision))
+		s.snap.Store(s.Snapshot().At(commits[len(commits)-1].Revision))
 		s.publish(commits)
 		seen = append(seen, commits...)
 		if len(commits) < syncBatch {
@@ -135,21 +137,21 @@ func (s *Service) syncLocked(ctx context.Context) ([]Commit, error) {
 // snapshot serves for key afterwards (nil: nothing). A configuration
 // already in the snapshot (the same feature at the same version) is kept,
 // not compiled again. The caller holds s.mu.
-func (s *Service) reload(ctx context.Context, key string) (*compiled, error) {
-	cur := s.Snapshot().features[key]
+func (s *Service) reload(ctx context.Context, key string) (*feature.Compiled, error) {
+	cur := s.Snapshot().Compiled(key)
 	f, err := s.store.Feature(ctx, key)
 	switch {
-	case ErrorCode(err) == ENotFound:
+	case feature.ErrorCode(err) == feature.ENotFound:
 		if cur != nil {
 			s.swap(key, nil)
 		}
 		return nil, nil
 	case err != nil:
 		return cur, fmt.Errorf("reload feature %q: %w", key, err)
-	case cur != nil && cur.feature.ID == f.ID && cur.feature.Version == f.Version:
+	case cur != nil && cur.Feature().ID == f.ID && cur.Feature().Version == f.Version:
 		return cur, nil
 	}
-	if err := f.validate(true, true); err != nil {
+	if err := f.ValidateStored(true); err != nil {
 		return cur, fmt.Errorf("reload feature %q: the stored configuration is invalid, keeping version %d: %w", key, versionOf(cur), err)
 	}
 	c := s.compileFeature(f)
@@ -160,30 +162,30 @@ func (s *Service) reload(ctx context.Context, key string) (*compiled, error) {
 // known returns the feature key from the snapshot or, when the snapshot
 // lacks it (made elsewhere, not yet synced), from the store; ENotFound when
 // neither has it.
-func (s *Service) known(ctx context.Context, key string) (*compiled, error) {
-	if c, ok := s.Snapshot().features[key]; ok {
+func (s *Service) known(ctx context.Context, key string) (*feature.Compiled, error) {
+	if c := s.Snapshot().Compiled(key); c != nil {
 		return c, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c, err := s.reload(ctx, key)
 	if err == nil && c == nil {
-		err = notFound(key)
+		err = feature.NotFound(key)
 	}
 	return c, err
 }
 
-func versionOf(c *compiled) int {
+func versionOf(c *feature.Compiled) int {
 	if c == nil {
 		return 0
 	}
-	return c.feature.Version
+	return c.Feature().Version
 }
 
 // matches reports whether c is the configuration an If-Match tag names;
 // an empty tag names any.
-func (c *compiled) matches(tag string) bool {
-	return c != nil && (tag == "" || tag == "*" || tag == c.feature.Tag())
+func matches(c *feature.Compiled, tag string) bool {
+	return c != nil && (tag == "" || tag == "*" || tag == c.Feature().Tag())
 }
 
 // changeError marks a change refused for what it asks (a bucket that

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/sqlite"
 )
@@ -63,7 +64,7 @@ func TestSyncFollowsAnotherInstance(t *testing.T) {
 
 	// Instance two adds D; instance one, not synced, changes A without
 	// If-Match: its change lands on version 2, keeping D.
-	mustChange(t, two, "f", rollout.AddBucket(rollout.Bucket{Name: "D", Replicas: 3}))
+	mustChange(t, two, "f", rollout.AddBucket(feature.Bucket{Name: "D", Replicas: 3}))
 	res, err := one.Change(ctx, "f", rollout.UpdateBucket("A", ptr(5), nil), rollout.ChangeOptions{})
 	if err != nil {
 		t.Fatalf("change on the stale instance: %v", err)
@@ -85,8 +86,8 @@ func TestSyncFollowsAnotherInstance(t *testing.T) {
 	if _, err := one.Change(ctx, "f", rollout.Patch(ptr("from one"), nil, nil), rollout.ChangeOptions{IfMatch: v4.Tag()}); err != nil {
 		t.Fatalf("change with the current tag on a stale instance: %v", err)
 	}
-	if _, err := one.Change(ctx, "f", rollout.Patch(ptr("again"), nil, nil), rollout.ChangeOptions{IfMatch: v4.Tag()}); rollout.ErrorCode(err) != rollout.EPrecondition {
-		t.Fatalf("change with an old tag: err = %v, want %s", err, rollout.EPrecondition)
+	if _, err := one.Change(ctx, "f", rollout.Patch(ptr("again"), nil, nil), rollout.ChangeOptions{IfMatch: v4.Tag()}); feature.ErrorCode(err) != feature.EPrecondition {
+		t.Fatalf("change with an old tag: err = %v, want %s", err, feature.EPrecondition)
 	}
 
 	// Archived and purged on two, the key is free on one although its

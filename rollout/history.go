@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/ring"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // History is read a page at a time, so that one request costs a bounded
@@ -43,7 +44,7 @@ func (h *historyReads) acquire(ctx context.Context) error {
 		h.waiting.Add(-1)
 	case <-ctx.Done():
 		h.waiting.Add(-1)
-		return Errorf(EUnavailable, "the history read was given up while waiting for its turn: %v", context.Cause(ctx))
+		return feature.Errorf(feature.EUnavailable, "the history read was given up while waiting for its turn: %v", context.Cause(ctx))
 	}
 	if h.held != nil {
 		h.held()
@@ -79,14 +80,14 @@ type Assignment struct {
 // Errors: EInvalid for a bad user ID or limit, ENotFound, EUnavailable when
 // ctx ends while waiting, and the store's.
 func (s *Service) UserHistory(ctx context.Context, key, user string, before, limit int) (page []Assignment, next int, err error) {
-	if err := ValidateUser(user); err != nil {
+	if err := feature.ValidateUser(user); err != nil {
 		return nil, 0, err
 	}
 	if limit == 0 {
 		limit = DefaultHistoryPage
 	}
 	if limit < 0 || limit > MaxHistoryPage || before < 0 {
-		return nil, 0, Errorf(EInvalid, "read at most %d versions at a time, below a version >= 0: got limit %d, before %d", MaxHistoryPage, limit, before)
+		return nil, 0, feature.Errorf(feature.EInvalid, "read at most %d versions at a time, below a version >= 0: got limit %d, before %d", MaxHistoryPage, limit, before)
 	}
 	if err := s.history.acquire(ctx); err != nil {
 		return nil, 0, err
@@ -124,7 +125,7 @@ type lookup struct {
 	points  map[string][]ring.Position
 	kept    int // positions in points
 	scratch [][]ring.Position
-	buckets []Bucket
+	buckets []feature.Bucket
 	salt    string
 	owner   string
 	ok      bool
@@ -132,19 +133,19 @@ type lookup struct {
 
 // maxLookupPoints bounds the positions one look-up keeps: 1.3 MB (16 bytes
 // a position, 80,000 of them).
-const maxLookupPoints = 4 * MaxPoints
+const maxLookupPoints = 4 * feature.MaxPoints
 
-// assignAt is compiled.assign on configuration f, for one user, without
+// assignAt is Compiled.assign on configuration f, for one user, without
 // compiling f: what f served user and why.
-func (s *Service) assignAt(l *lookup, f Feature, user string) (bucket, reason string) {
+func (s *Service) assignAt(l *lookup, f feature.Feature, user string) (bucket, reason string) {
 	if !f.Enabled {
-		return f.Fallback, ReasonDisabled
+		return f.Fallback, feature.ReasonDisabled
 	}
 	if b, ok := f.Overrides[user]; ok {
-		return b, ReasonOverride
+		return b, feature.ReasonOverride
 	}
 	if l.ok && l.salt == f.Salt && slices.EqualFunc(l.buckets, f.Buckets, sameRingBucket) {
-		return l.owner, ReasonRing
+		return l.owner, feature.ReasonRing
 	}
 	if l.points == nil {
 		l.points = map[string][]ring.Position{}
@@ -167,9 +168,17 @@ func (s *Service) assignAt(l *lookup, f Feature, user string) (bucket, reason st
 	if f.Salt != "" {
 		prefix = f.Salt + ":"
 	}
-	owner, _ := ring.Owner(ringBuckets(f.Buckets), l.scratch, userPosition(prefix, user))
+	owner, _ := ring.Owner(feature.RingBuckets(f.Buckets), l.scratch, ring.HashPrefixed(prefix, user))
 	l.buckets, l.salt, l.owner, l.ok = f.Buckets, f.Salt, owner, true
-	return owner, ReasonRing
+	return owner, feature.ReasonRing
 }
 
-func sameRingBucket(a, b Bucket) bool { return a.Name == b.Name && a.Replicas == b.Replicas }
+func sameRingBucket(a, b feature.Bucket) bool { return a.Name == b.Name && a.Replicas == b.Replicas }
+
+// nullable is s, or nil for "" (no bucket).
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // TestUserHistoryMatchesEachVersion walks a user's history page by page
@@ -36,7 +37,7 @@ func TestUserHistoryMatchesEachVersion(t *testing.T) {
 		case i%11 == 0:
 			ch = rollout.ClearOverride("vip")
 		case !exists:
-			ch = rollout.AddBucket(rollout.Bucket{Name: name, Replicas: 1 + rng.IntN(50)})
+			ch = rollout.AddBucket(feature.Bucket{Name: name, Replicas: 1 + rng.IntN(50)})
 		case rng.IntN(3) == 0 && len(cur.Buckets) > 1 && cur.Fallback != name && cur.Overrides["vip"] != name:
 			ch = rollout.RemoveBucket(name)
 		case rng.IntN(5) == 0:
@@ -44,7 +45,7 @@ func TestUserHistoryMatchesEachVersion(t *testing.T) {
 		default:
 			ch = rollout.UpdateBucket(name, ptr(1+rng.IntN(100)), nil)
 		}
-		if _, err := svc.Change(ctx, "f", ch, rollout.ChangeOptions{}); err != nil && rollout.ErrorCode(err) != rollout.EConflict {
+		if _, err := svc.Change(ctx, "f", ch, rollout.ChangeOptions{}); err != nil && feature.ErrorCode(err) != feature.EConflict {
 			t.Fatalf("%s: %v", ch.Summary(), err)
 		}
 	}
@@ -96,9 +97,9 @@ func TestUserHistoryMatchesEachVersion(t *testing.T) {
 func TestUserHistoryWorkIsBounded(t *testing.T) {
 	svc, _ := newService(t)
 	ctx := context.Background()
-	f := rollout.Feature{Key: "big", Enabled: true, Salt: "big"}
+	f := feature.Feature{Key: "big", Enabled: true, Salt: "big"}
 	for i := range 4 {
-		f.Buckets = append(f.Buckets, rollout.Bucket{Name: fmt.Sprint("b", i), Replicas: 250})
+		f.Buckets = append(f.Buckets, feature.Bucket{Name: fmt.Sprint("b", i), Replicas: 250})
 	}
 	mustCreate(t, svc, f)
 	const versions = 61
@@ -133,12 +134,12 @@ func TestUserHistoryWorkIsBounded(t *testing.T) {
 		}
 	}
 	for _, limit := range []int{-1, rollout.MaxHistoryPage + 1} {
-		if _, _, err := svc.UserHistory(ctx, "big", "user-1", 0, limit); rollout.ErrorCode(err) != rollout.EInvalid {
-			t.Errorf("UserHistory(limit %d) = %v, want an %s error", limit, err, rollout.EInvalid)
+		if _, _, err := svc.UserHistory(ctx, "big", "user-1", 0, limit); feature.ErrorCode(err) != feature.EInvalid {
+			t.Errorf("UserHistory(limit %d) = %v, want an %s error", limit, err, feature.EInvalid)
 		}
 	}
-	if _, _, err := svc.UserHistory(ctx, "nope", "user-1", 0, 0); rollout.ErrorCode(err) != rollout.ENotFound {
-		t.Errorf("UserHistory of a missing feature = %v, want %s", err, rollout.ENotFound)
+	if _, _, err := svc.UserHistory(ctx, "nope", "user-1", 0, 0); feature.ErrorCode(err) != feature.ENotFound {
+		t.Errorf("UserHistory of a missing feature = %v, want %s", err, feature.ENotFound)
 	}
 }
 
@@ -200,8 +201,8 @@ func TestHistoryReadsTakeTurns(t *testing.T) {
 	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := svc.Versions(cancelled, "f", 0, 1); rollout.ErrorCode(err) != rollout.EUnavailable {
-		t.Errorf("Versions with every turn taken and its context ended = %v, want %s", err, rollout.EUnavailable)
+	if _, err := svc.Versions(cancelled, "f", 0, 1); feature.ErrorCode(err) != feature.EUnavailable {
+		t.Errorf("Versions with every turn taken and its context ended = %v, want %s", err, feature.EUnavailable)
 	}
 	close(full)
 	hold.Wait()

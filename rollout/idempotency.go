@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Idempotency keys. A change request may carry a key (the API's
@@ -161,9 +162,9 @@ func (s *Service) ClaimIdempotency(ctx context.Context, scope, key, fingerprint 
 	case claimed:
 		return &Claim{Scope: scope, Key: key, Attempt: r.Attempt}, nil, nil
 	case got.Fingerprint != fingerprint:
-		return nil, nil, Errorf(EKeyReused, "Idempotency-Key %q was used for another request (another route, path, query, If-Match or body): use a new key for a new request", key)
+		return nil, nil, feature.Errorf(EKeyReused, "Idempotency-Key %q was used for another request (another route, path, query, If-Match or body): use a new key for a new request", key)
 	case !got.Done:
-		return nil, nil, Errorf(EKeyInUse, "a request with Idempotency-Key %q is still running: retry once it has answered (after %s at most)", key, IdempotencyLease)
+		return nil, nil, feature.Errorf(EKeyInUse, "a request with Idempotency-Key %q is still running: retry once it has answered (after %s at most)", key, IdempotencyLease)
 	}
 	return nil, got.Answer, nil
 }

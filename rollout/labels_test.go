@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // TestLabelsValidate: tags and owner are bounded in count, length and
@@ -28,17 +29,17 @@ func TestLabelsValidate(t *testing.T) {
 	}{
 		{"none", nil, "", true},
 		{"usual", []string{"checkout", "q4", "team:growth", "v1.2", "a_b-c"}, "Alice Martin <alice@example.com>", true},
-		{"most tags", tags(rollout.MaxTags), "", true},
-		{"too many tags", tags(rollout.MaxTags + 1), "", false},
-		{"longest tag", []string{strings.Repeat("a", rollout.MaxTagBytes)}, "", true},
-		{"long tag", []string{strings.Repeat("a", rollout.MaxTagBytes+1)}, "", false},
+		{"most tags", tags(feature.MaxTags), "", true},
+		{"too many tags", tags(feature.MaxTags + 1), "", false},
+		{"longest tag", []string{strings.Repeat("a", feature.MaxTagBytes)}, "", true},
+		{"long tag", []string{strings.Repeat("a", feature.MaxTagBytes+1)}, "", false},
 		{"upper case", []string{"Checkout"}, "", false},
 		{"space", []string{"a b"}, "", false},
 		{"leading dash", []string{"-a"}, "", false},
 		{"empty tag", []string{""}, "", false},
 		{"twice", []string{"a", "a"}, "", false},
-		{"longest owner", nil, strings.Repeat("o", rollout.MaxOwnerBytes), true},
-		{"long owner", nil, strings.Repeat("o", rollout.MaxOwnerBytes+1), false},
+		{"longest owner", nil, strings.Repeat("o", feature.MaxOwnerBytes), true},
+		{"long owner", nil, strings.Repeat("o", feature.MaxOwnerBytes+1), false},
 		{"owner with a new line", nil, "a\nb", false},
 		{"owner with NUL", nil, "a\x00b", false},
 		{"owner not UTF-8", nil, "a\xffb", false},
@@ -52,8 +53,8 @@ func TestLabelsValidate(t *testing.T) {
 			if (err == nil) != tt.ok {
 				t.Fatalf("Validate(tags %q, owner %q) = %v, want ok %v", tt.tags, tt.owner, err, tt.ok)
 			}
-			if err != nil && rollout.ErrorCode(err) != rollout.EInvalid {
-				t.Errorf("Validate = %v, want an %s error", err, rollout.EInvalid)
+			if err != nil && feature.ErrorCode(err) != feature.EInvalid {
+				t.Errorf("Validate = %v, want an %s error", err, feature.EInvalid)
 			}
 		})
 	}
@@ -95,11 +96,11 @@ func TestSetLabels(t *testing.T) {
 	if got, want := vs[0].Summary, "description changed, cleared the owner"; got != want {
 		t.Errorf("summary = %q, want %q", got, want)
 	}
-	if _, err := svc.Change(ctx, "f", rollout.SetLabels(nil, nil), rollout.ChangeOptions{}); rollout.ErrorCode(err) != rollout.EInvalid {
+	if _, err := svc.Change(ctx, "f", rollout.SetLabels(nil, nil), rollout.ChangeOptions{}); feature.ErrorCode(err) != feature.EInvalid {
 		t.Errorf("SetLabels(nil, nil) = %v, want invalid", err)
 	}
 	bad := []string{"Bad"}
-	if _, err := svc.Change(ctx, "f", rollout.SetLabels(&bad, nil), rollout.ChangeOptions{}); rollout.ErrorCode(err) != rollout.EInvalid {
+	if _, err := svc.Change(ctx, "f", rollout.SetLabels(&bad, nil), rollout.ChangeOptions{}); feature.ErrorCode(err) != feature.EInvalid {
 		t.Errorf("SetLabels(Bad) = %v, want invalid", err)
 	}
 }
@@ -131,7 +132,7 @@ func TestLastEvaluated(t *testing.T) {
 	if got, err := svc.LastEvaluated(ctx, "f"); err != nil || !got.Equal(start.Truncate(time.Hour)) {
 		t.Errorf("LastEvaluated after the flush = %v, %v; want %v", got, err, start.Truncate(time.Hour))
 	}
-	if _, err := svc.LastEvaluated(ctx, "nope"); rollout.ErrorCode(err) != rollout.ENotFound {
+	if _, err := svc.LastEvaluated(ctx, "nope"); feature.ErrorCode(err) != feature.ENotFound {
 		t.Errorf("LastEvaluated of no feature = %v, want not found", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // TestPlanModes: a feature created by percentages in a mode is fine
@@ -52,7 +53,7 @@ func TestPlanModes(t *testing.T) {
 	if e.Mode != rollout.ModeExact || !e.WithinTolerance || len(e.CrossMoves) == 0 || e.CrossChurn <= 0 || e.Options[rollout.ModeNested].Churn <= 0 || e.Options[rollout.ModeExact].Churn != e.Churn {
 		t.Errorf("PlanShares(several, auto) = mode %q within %v cross %v (%v) options %v; want exact, cross-moves listed", e.Mode, e.WithinTolerance, e.CrossMoves, e.CrossChurn, e.Options)
 	}
-	if _, err := rollout.PlanShares(start.Buckets, to, rollout.PlanOptions{Mode: "closest"}); rollout.ErrorCode(err) != rollout.EInvalid {
+	if _, err := rollout.PlanShares(start.Buckets, to, rollout.PlanOptions{Mode: "closest"}); feature.ErrorCode(err) != feature.EInvalid {
 		t.Errorf("unknown mode = %v, want EInvalid", err)
 	}
 }
@@ -67,7 +68,7 @@ func TestZeroShares(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := rollout.Feature{Key: "z", Enabled: true, Salt: "z", Buckets: p.Buckets}
+	f := feature.Feature{Key: "z", Enabled: true, Salt: "z", Buckets: p.Buckets}
 	if len(f.Buckets) != 2 || f.Buckets[1].Name != "on" || f.Buckets[1].Replicas != 0 {
 		t.Fatalf("PlanNew(on 0 %%) = %v, want on with 0 replicas", f.Buckets)
 	}
@@ -77,7 +78,7 @@ func TestZeroShares(t *testing.T) {
 			t.Errorf("Evaluate(z, %s) = %q at 0 %%, want off", u, e.Bucket)
 		}
 	}
-	var rings [][]rollout.Bucket
+	var rings [][]feature.Bucket
 	for _, share := range []float64{0.01, 0.5, 1, 0.5, 0.01, 0} {
 		cur, _ := svc.Snapshot().Feature("z")
 		p, _, err := svc.Plan("z", map[string]float64{"off": 1 - share, "on": share}, auto)
@@ -98,8 +99,8 @@ func TestZeroShares(t *testing.T) {
 	}
 }
 
-func sameBuckets(a, b []rollout.Bucket) bool {
-	return slices.EqualFunc(a, b, func(x, y rollout.Bucket) bool { return x.Name == y.Name && x.Replicas == y.Replicas })
+func sameBuckets(a, b []feature.Bucket) bool {
+	return slices.EqualFunc(a, b, func(x, y feature.Bucket) bool { return x.Name == y.Name && x.Replicas == y.Replicas })
 }
 
 // TestZeroSharesSync: a bucket with 0 replicas reaches an in-app client
@@ -107,9 +108,9 @@ func sameBuckets(a, b []rollout.Bucket) bool {
 // feature's sync form carries replica counts, not points.
 func TestZeroSharesSync(t *testing.T) {
 	svc, _ := newService(t)
-	mustCreate(t, svc, rollout.Feature{Key: "z", Enabled: true, Salt: "z", Buckets: []rollout.Bucket{{Name: "off", Replicas: 2000}, {Name: "on"}, {Name: "beta", Replicas: 17}}})
+	mustCreate(t, svc, feature.Feature{Key: "z", Enabled: true, Salt: "z", Buckets: []feature.Bucket{{Name: "off", Replicas: 2000}, {Name: "on"}, {Name: "beta", Replicas: 17}}})
 	data := svc.Snapshot().AppendSync(nil)
-	client, err := rollout.DecodeSync(data)
+	client, err := feature.DecodeSync(data)
 	if err != nil {
 		t.Fatalf("DecodeSync = %v", err)
 	}
@@ -140,10 +141,10 @@ func TestRoundedTargets(t *testing.T) {
 			t.Errorf("share of %s = %v, want a third within 0.05 points", name, p.SharesAfter[name])
 		}
 	}
-	if _, err := rollout.PlanNew(thirds, rollout.PlanOptions{}); rollout.ErrorCode(err) != rollout.EInvalid {
+	if _, err := rollout.PlanNew(thirds, rollout.PlanOptions{}); feature.ErrorCode(err) != feature.EInvalid {
 		t.Errorf("PlanNew(3 × 33.33 %%, no mode) = %v, want EInvalid", err)
 	}
-	if _, err := rollout.PlanNew(map[string]float64{"A": 0.333, "B": 0.333, "C": 0.333}, rollout.PlanOptions{Mode: rollout.ModeAuto}); rollout.ErrorCode(err) != rollout.EInvalid {
+	if _, err := rollout.PlanNew(map[string]float64{"A": 0.333, "B": 0.333, "C": 0.333}, rollout.PlanOptions{Mode: rollout.ModeAuto}); feature.ErrorCode(err) != feature.EInvalid {
 		t.Errorf("PlanNew(3 × 33.3 %%) = %v, want EInvalid", err)
 	}
 }
@@ -160,7 +161,7 @@ func TestZeroTargetKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustCreate(t, svc, rollout.Feature{Key: "z", Enabled: true, Salt: "z", Buckets: start.Buckets})
+	mustCreate(t, svc, feature.Feature{Key: "z", Enabled: true, Salt: "z", Buckets: start.Buckets})
 	to := map[string]float64{"A": 0.7, "B": 0.3, "C": 0}
 	for _, mode := range []string{rollout.ModeNested, rollout.ModeExact, rollout.ModeAuto} {
 		opts := rollout.PlanOptions{Mode: mode}

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/rollout/rollout/ring"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/plan"
 )
 
@@ -87,13 +88,13 @@ type PlanOptions struct {
 // PlanOption is one of the plans of a change ModeAuto offers: its buckets
 // and figures, as in Plan.
 type PlanOption struct {
-	Buckets         []Bucket           `json:"buckets"`
+	Buckets         []feature.Bucket   `json:"buckets"`
 	SharesAfter     map[string]float64 `json:"shares_after"`
 	MaxError        float64            `json:"max_error"`
 	WithinTolerance bool               `json:"within_tolerance"`
 	Churn           float64            `json:"churn"`
 	CrossChurn      float64            `json:"cross_churn"`
-	CrossMoves      []Move             `json:"cross_moves"`
+	CrossMoves      []feature.Move     `json:"cross_moves"`
 	Varied          []string           `json:"varied,omitempty"`
 	Replanned       bool               `json:"replanned,omitempty"`
 }
@@ -113,7 +114,7 @@ type Plan struct {
 	// current buckets in their order, less those whose target is 0 in a
 	// plan of no mode (in a mode they stay, with 0 replicas), then new
 	// buckets by name. Applied with SetBuckets, each keeps its value.
-	Buckets     []Bucket           `json:"buckets"`
+	Buckets     []feature.Bucket   `json:"buckets"`
 	SharesAfter map[string]float64 `json:"shares_after"` // exact share of each planned bucket
 	Targets     map[string]float64 `json:"targets"`
 	Tolerance   float64            `json:"tolerance"`
@@ -147,8 +148,8 @@ type Plan struct {
 	// growing or out of one not shrinking, beyond tolerance): they switch
 	// users between existing variants of a running experiment.
 	// CrossChurn is their total.
-	CrossMoves []Move  `json:"cross_moves,omitempty"`
-	CrossChurn float64 `json:"cross_churn,omitempty"`
+	CrossMoves []feature.Move `json:"cross_moves,omitempty"`
+	CrossChurn float64        `json:"cross_churn,omitempty"`
 	// Varied are the buckets a nested plan changes; Replanned reports that
 	// it first scaled a ring too coarse for its tolerance, which moves
 	// users once (see plan.Nested).
@@ -160,7 +161,7 @@ type Plan struct {
 }
 
 // planLimits are a feature's limits, as the planner takes them.
-var planLimits = plan.Limits{MaxReplicas: MaxReplicas, MaxPoints: MaxPoints}
+var planLimits = plan.Limits{MaxReplicas: feature.MaxReplicas, MaxPoints: feature.MaxPoints}
 
 // PlanShares plans the replicas that bring buckets to the target shares
 // (bucket name → fraction of users). A target names every current bucket,
@@ -172,14 +173,14 @@ var planLimits = plan.Limits{MaxReplicas: MaxReplicas, MaxPoints: MaxPoints}
 // the fewest users it finds; see package plan. It is deterministic, and
 // returns an EInvalid *Error for bad targets or tolerance. Its work is
 // bounded by opts.Budget (see PlanSharesContext).
-func PlanShares(buckets []Bucket, targets map[string]float64, opts PlanOptions) (Plan, error) {
+func PlanShares(buckets []feature.Bucket, targets map[string]float64, opts PlanOptions) (Plan, error) {
 	return PlanSharesContext(context.Background(), buckets, targets, opts)
 }
 
 // PlanSharesContext is PlanShares, stopping when ctx is done as well as
 // when its budget is spent: it then returns the best plan it has found,
 // CutShort, and no error. Cut by its budget alone, it is deterministic.
-func PlanSharesContext(ctx context.Context, buckets []Bucket, targets map[string]float64, opts PlanOptions) (Plan, error) {
+func PlanSharesContext(ctx context.Context, buckets []feature.Bucket, targets map[string]float64, opts PlanOptions) (Plan, error) {
 	tol, err := checkTargets(targets, opts)
 	if err != nil {
 		return Plan{}, err
@@ -187,10 +188,10 @@ func PlanSharesContext(ctx context.Context, buckets []Bucket, targets map[string
 	targets = rescaled(targets, opts)
 	for _, b := range buckets {
 		if _, ok := targets[b.Name]; !ok {
-			return Plan{}, Errorf(EInvalid, "the targets do not name bucket %q: give every bucket its share (0 for no users)", b.Name)
+			return Plan{}, feature.Errorf(feature.EInvalid, "the targets do not name bucket %q: give every bucket its share (0 for no users)", b.Name)
 		}
 	}
-	current := ringBuckets(buckets)
+	current := feature.RingBuckets(buckets)
 	po := opts.planOptions(tol, current)
 	switch opts.Mode {
 	case "":
@@ -221,15 +222,15 @@ func checkMode(mode string) error {
 	case "", ModeNested, ModeExact, ModeAuto:
 		return nil
 	}
-	return Errorf(EInvalid, "mode %q is unknown: give %q (move users only into or out of the buckets that change), %q (rebalance every bucket exactly) or %q (both, answering the nested plan when one bucket changes)", mode, ModeNested, ModeExact, ModeAuto)
+	return feature.Errorf(feature.EInvalid, "mode %q is unknown: give %q (move users only into or out of the buckets that change), %q (rebalance every bucket exactly) or %q (both, answering the nested plan when one bucket changes)", mode, ModeNested, ModeExact, ModeAuto)
 }
 
 func modePlan(r plan.Result, targets map[string]float64, mode string) Plan {
 	p := planOf(r, targets)
 	p.Mode = mode
-	p.CrossMoves = make([]Move, len(r.CrossMoves))
+	p.CrossMoves = make([]feature.Move, len(r.CrossMoves))
 	for i, m := range r.CrossMoves {
-		p.CrossMoves[i] = Move(m)
+		p.CrossMoves[i] = feature.Move(m)
 	}
 	p.CrossChurn, p.Varied, p.Replanned = r.CrossChurn, r.Varied, r.Replanned
 	return p
@@ -285,10 +286,10 @@ func PlanNewContext(ctx context.Context, targets map[string]float64, opts PlanOp
 	}
 	for _, name := range slices.Sorted(maps.Keys(targets)) {
 		if targets[name] == 0 {
-			return Plan{}, Errorf(EInvalid, "target of bucket %q is 0: a new feature's buckets need a share above 0", name)
+			return Plan{}, feature.Errorf(feature.EInvalid, "target of bucket %q is 0: a new feature's buckets need a share above 0", name)
 		}
 	}
-	r := plan.Initial(ctx, targets, DefaultReplicas, opts.planOptions(tol, nil))
+	r := plan.Initial(ctx, targets, feature.DefaultReplicas, opts.planOptions(tol, nil))
 	return planOf(r, targets), nil
 }
 
@@ -317,13 +318,13 @@ func (o PlanOptions) planOptions(tol float64, current []ring.Bucket) plan.Option
 // planOf returns the planner's result r for targets as a Plan.
 func planOf(r plan.Result, targets map[string]float64) Plan {
 	p := Plan{
-		Buckets: make([]Bucket, len(r.Buckets)), SharesAfter: r.SharesAfter, Targets: targets,
+		Buckets: make([]feature.Bucket, len(r.Buckets)), SharesAfter: r.SharesAfter, Targets: targets,
 		Tolerance: r.Tolerance, MaxError: r.MaxError, WithinTolerance: r.WithinTolerance,
 		Churn: r.Churn, LowerBound: r.LowerBound,
 		CutShort: r.CutShort, CutReason: r.CutReason, Steps: r.Steps,
 	}
 	for i, b := range r.Buckets {
-		p.Buckets[i] = Bucket{Name: b.Name, Replicas: b.Replicas}
+		p.Buckets[i] = feature.Bucket{Name: b.Name, Replicas: b.Replicas}
 	}
 	return p
 }
@@ -341,7 +342,7 @@ func CheckTolerance(tol float64) error {
 	if ValidTolerance(tol) {
 		return nil
 	}
-	return Errorf(EInvalid, "tolerance %v is out of range: give a fraction of users from %v to below %v, such as 0.005 for half a percentage point", tol, MinTolerance, MaxTolerance)
+	return feature.Errorf(feature.EInvalid, "tolerance %v is out of range: give a fraction of users from %v to below %v, such as 0.005 for half a percentage point", tol, MinTolerance, MaxTolerance)
 }
 
 // tolerance returns the tolerance of options that leave it 0 when none was
@@ -373,24 +374,24 @@ func checkTargets(targets map[string]float64, opts PlanOptions) (float64, error)
 		return 0, err
 	}
 	if len(targets) == 0 {
-		return 0, Errorf(EInvalid, `give the target share of each bucket, such as {"A":0.75,"B":0.25}`)
+		return 0, feature.Errorf(feature.EInvalid, `give the target share of each bucket, such as {"A":0.75,"B":0.25}`)
 	}
-	if len(targets) > MaxBuckets {
-		return 0, Errorf(EInvalid, "the targets name %d buckets; a feature has at most %d", len(targets), MaxBuckets)
+	if len(targets) > feature.MaxBuckets {
+		return 0, feature.Errorf(feature.EInvalid, "the targets name %d buckets; a feature has at most %d", len(targets), feature.MaxBuckets)
 	}
 	var sum float64
 	for _, name := range slices.Sorted(maps.Keys(targets)) {
 		t := targets[name]
-		if !bucketPattern.MatchString(name) {
-			return 0, Errorf(EInvalid, "bucket name %q is invalid: use 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '-'", name)
+		if !feature.ValidBucketName(name) {
+			return 0, feature.Errorf(feature.EInvalid, "bucket name %q is invalid: use 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '-'", name)
 		}
 		if math.IsNaN(t) || t < 0 || t > 1 {
-			return 0, Errorf(EInvalid, "target of bucket %q is %v: give a fraction of users from 0 to 1", name, t)
+			return 0, feature.Errorf(feature.EInvalid, "target of bucket %q is %v: give a fraction of users from 0 to 1", name, t)
 		}
 		sum += t
 	}
 	if math.Abs(sum-1) > targetSumSlack && (opts.Mode == "" || math.Abs(sum-1) > roundedSumSlack*float64(len(targets))) {
-		return 0, Errorf(EInvalid, "the targets sum to %v, not 1: give fractions of users that add up to 1, such as 0.25 for 25 %%", sum)
+		return 0, feature.Errorf(feature.EInvalid, "the targets sum to %v, not 1: give fractions of users that add up to 1, such as 0.25 for 25 %%", sum)
 	}
 	return tol, nil
 }
@@ -423,28 +424,28 @@ func rescaled(targets map[string]float64, opts PlanOptions) map[string]float64 {
 // EInvalid for bad targets, and the error the change would meet when the
 // planned buckets cannot replace the current ones (removing the fallback or
 // a bucket that overrides name). Its work is bounded as PlanShares's.
-func (s *Service) Plan(key string, targets map[string]float64, opts PlanOptions) (Plan, Report, error) {
+func (s *Service) Plan(key string, targets map[string]float64, opts PlanOptions) (Plan, feature.Report, error) {
 	return s.PlanContext(context.Background(), key, targets, opts)
 }
 
 // PlanContext is Plan, stopping when ctx is done as well (see
 // PlanSharesContext).
-func (s *Service) PlanContext(ctx context.Context, key string, targets map[string]float64, opts PlanOptions) (Plan, Report, error) {
-	cur, ok := s.Snapshot().features[key]
-	if !ok {
-		return Plan{}, Report{}, notFound(key)
+func (s *Service) PlanContext(ctx context.Context, key string, targets map[string]float64, opts PlanOptions) (Plan, feature.Report, error) {
+	cur := s.Snapshot().Compiled(key)
+	if cur == nil {
+		return Plan{}, feature.Report{}, feature.NotFound(key)
 	}
-	p, err := PlanSharesContext(ctx, cur.feature.Buckets, targets, opts)
+	p, err := PlanSharesContext(ctx, cur.Feature().Buckets, targets, opts)
 	if err != nil {
-		return Plan{}, Report{}, err
+		return Plan{}, feature.Report{}, err
 	}
-	next := cur.feature.Clone()
+	next := cur.Feature().Clone()
 	if err := SetBuckets(p.Buckets).apply(&next); err != nil {
-		return Plan{}, Report{}, err
+		return Plan{}, feature.Report{}, err
 	}
 	if err := next.Validate(); err != nil {
-		return Plan{}, Report{}, err
+		return Plan{}, feature.Report{}, err
 	}
 	next.Version++
-	return p, newReport(cur, compile(next)), nil
+	return p, feature.Compile(next, nil).ReportFrom(cur), nil
 }

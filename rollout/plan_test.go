@@ -10,6 +10,7 @@ import (
 
 	"github.com/rollout/rollout/ring"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/plan"
 )
 
@@ -17,7 +18,7 @@ import (
 // adds: checking the request, and the answer in rollout's types.
 
 func TestPlanRefuses(t *testing.T) {
-	current := []rollout.Bucket{{Name: "on", Replicas: 100}, {Name: "off", Replicas: 100}}
+	current := []feature.Bucket{{Name: "on", Replicas: 100}, {Name: "off", Replicas: 100}}
 	for _, tc := range []struct {
 		name    string
 		targets map[string]float64
@@ -35,12 +36,12 @@ func TestPlanRefuses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := rollout.PlanShares(current, tc.targets, rollout.PlanOptions{Tolerance: tc.tol})
-			if rollout.ErrorCode(err) != rollout.EInvalid || !strings.Contains(err.Error(), tc.want) {
+			if feature.ErrorCode(err) != feature.EInvalid || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("PlanShares(%v) = %v, want EInvalid with %q", tc.targets, err, tc.want)
 			}
 		})
 	}
-	if _, err := rollout.PlanNew(map[string]float64{"on": 0, "off": 1}, rollout.PlanOptions{}); rollout.ErrorCode(err) != rollout.EInvalid {
+	if _, err := rollout.PlanNew(map[string]float64{"on": 0, "off": 1}, rollout.PlanOptions{}); feature.ErrorCode(err) != feature.EInvalid {
 		t.Errorf("PlanNew with a 0 target = %v, want EInvalid", err)
 	}
 }
@@ -49,7 +50,7 @@ func TestPlanRefuses(t *testing.T) {
 // package's result for the feature limits, in rollout's types, the targets
 // and the tolerance used included.
 func TestPlanSharesIsThePlanners(t *testing.T) {
-	current := []rollout.Bucket{{Name: "A", Replicas: 80}, {Name: "B", Replicas: 120}, {Name: "C", Replicas: 60}}
+	current := []feature.Bucket{{Name: "A", Replicas: 80}, {Name: "B", Replicas: 120}, {Name: "C", Replicas: 60}}
 	ringCurrent := []ring.Bucket{{Name: "A", Replicas: 80}, {Name: "B", Replicas: 120}, {Name: "C", Replicas: 60}}
 	targets := map[string]float64{"A": 0.2, "B": 0, "C": 0.55, "D": 0.25}
 	limits := rollout.CoarseLimits
@@ -65,7 +66,7 @@ func TestPlanSharesIsThePlanners(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want = plan.Initial(context.Background(), map[string]float64{"on": 0.1, "off": 0.9}, rollout.DefaultReplicas, plan.Options{Budget: budget, Limits: limits})
+		want = plan.Initial(context.Background(), map[string]float64{"on": 0.1, "off": 0.9}, feature.DefaultReplicas, plan.Options{Budget: budget, Limits: limits})
 		checkWraps(t, fmt.Sprintf("PlanNew, budget %d", budget), got, want, map[string]float64{"on": 0.1, "off": 0.9})
 	}
 }
@@ -93,15 +94,15 @@ func TestPlanContextDeadline(t *testing.T) {
 	opts := rollout.PlanOptions{Tolerance: rollout.MinTolerance}
 	svc, _ := newService(t)
 	p, _, err := svc.PlanContext(ctx, "none", map[string]float64{"on": 1}, opts)
-	if rollout.ErrorCode(err) != rollout.ENotFound {
+	if feature.ErrorCode(err) != feature.ENotFound {
 		t.Errorf("PlanContext of no feature = %v, %v; want not found", p, err)
 	}
-	current := []rollout.Bucket{{Name: "on", Replicas: 100}, {Name: "off", Replicas: 100}}
+	current := []feature.Bucket{{Name: "on", Replicas: 100}, {Name: "off", Replicas: 100}}
 	p, err = rollout.PlanSharesContext(ctx, current, map[string]float64{"on": 0.1, "off": 0.9}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !p.CutShort || p.CutReason != rollout.CutDeadline || p.Steps > 4*rollout.MaxReplicas {
+	if !p.CutShort || p.CutReason != rollout.CutDeadline || p.Steps > 4*feature.MaxReplicas {
 		t.Errorf("past its deadline: cut short %v (%q) after %d steps, want cut by its deadline at once", p.CutShort, p.CutReason, p.Steps)
 	}
 }

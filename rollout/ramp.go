@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/plan"
 )
 
@@ -224,7 +224,7 @@ const FineRampPoints = 4000
 // RampTolerance is the tolerance of a ramp of feature f given tol (0: none
 // given), and whether it is the fine default: FineTolerance when f has at
 // least FineRampPoints points, else DefaultTolerance.
-func RampTolerance(f Feature, tol float64) (float64, bool, error) {
+func RampTolerance(f feature.Feature, tol float64) (float64, bool, error) {
 	if tol != 0 {
 		return tol, false, CheckTolerance(tol)
 	}
@@ -243,24 +243,24 @@ func (sp RampSpec) steps(now time.Time) ([]RampStep, error) {
 	n := len(sp.Shares)
 	switch {
 	case n == 0:
-		return nil, Errorf(EInvalid, "a ramp needs at least one step: give steps, the bucket's shares in increasing (or decreasing) order, e.g. [0.05, 0.25, 1]")
+		return nil, feature.Errorf(feature.EInvalid, "a ramp needs at least one step: give steps, the bucket's shares in increasing (or decreasing) order, e.g. [0.05, 0.25, 1]")
 	case n > MaxRampSteps:
-		return nil, Errorf(EInvalid, "a ramp has at most %d steps, got %d", MaxRampSteps, n)
+		return nil, feature.Errorf(feature.EInvalid, "a ramp has at most %d steps, got %d", MaxRampSteps, n)
 	}
 	down := n > 1 && sp.Shares[1] < sp.Shares[0]
 	for i, s := range sp.Shares {
 		if math.IsNaN(s) || s < 0 || s > 1 || s == 0 && !down {
-			return nil, Errorf(EInvalid, "step %d has share %v: each step's share must be above 0 and at most 1 (or 0, the last step of a ramp down)", i+1, s)
+			return nil, feature.Errorf(feature.EInvalid, "step %d has share %v: each step's share must be above 0 and at most 1 (or 0, the last step of a ramp down)", i+1, s)
 		}
 		if i > 0 && !down && s <= sp.Shares[i-1] {
-			return nil, Errorf(EInvalid, "step %d has share %v, not above step %d's %v: a ramp's shares must increase (or all decrease, for a ramp down)", i+1, s, i, sp.Shares[i-1])
+			return nil, feature.Errorf(feature.EInvalid, "step %d has share %v, not above step %d's %v: a ramp's shares must increase (or all decrease, for a ramp down)", i+1, s, i, sp.Shares[i-1])
 		}
 		if i > 0 && down && s >= sp.Shares[i-1] {
-			return nil, Errorf(EInvalid, "step %d has share %v, not below step %d's %v: the shares of a ramp down must all decrease", i+1, s, i, sp.Shares[i-1])
+			return nil, feature.Errorf(feature.EInvalid, "step %d has share %v, not below step %d's %v: the shares of a ramp down must all decrease", i+1, s, i, sp.Shares[i-1])
 		}
 	}
 	if sp.MaxChurn != nil && (math.IsNaN(*sp.MaxChurn) || *sp.MaxChurn < 0 || *sp.MaxChurn > 1) {
-		return nil, Errorf(EInvalid, "max_churn must be a fraction of users from 0 to 1, got %v", *sp.MaxChurn)
+		return nil, feature.Errorf(feature.EInvalid, "max_churn must be a fraction of users from 0 to 1, got %v", *sp.MaxChurn)
 	}
 	if _, err := tolerance(sp.Tolerance); err != nil {
 		return nil, err
@@ -271,27 +271,27 @@ func (sp RampSpec) steps(now time.Time) ([]RampStep, error) {
 	steps := make([]RampStep, n)
 	switch {
 	case len(sp.At) > 0 && (sp.Every != 0 || !sp.Start.IsZero()):
-		return nil, Errorf(EInvalid, "give either the steps' times (at) or every (with an optional start), not both")
+		return nil, feature.Errorf(feature.EInvalid, "give either the steps' times (at) or every (with an optional start), not both")
 	case len(sp.At) > 0:
 		if len(sp.At) != n {
-			return nil, Errorf(EInvalid, "%d times (at) for %d steps: give one time per step", len(sp.At), n)
+			return nil, feature.Errorf(feature.EInvalid, "%d times (at) for %d steps: give one time per step", len(sp.At), n)
 		}
 		for i, at := range sp.At {
 			if err := checkRampTime(fmt.Sprintf("step %d's time", i+1), at, now); err != nil {
 				return nil, err
 			}
 			if i > 0 && !at.After(sp.At[i-1]) {
-				return nil, Errorf(EInvalid, "step %d's time %s is not after step %d's %s: times must increase", i+1, at.UTC().Format(time.RFC3339), i, sp.At[i-1].UTC().Format(time.RFC3339))
+				return nil, feature.Errorf(feature.EInvalid, "step %d's time %s is not after step %d's %s: times must increase", i+1, at.UTC().Format(time.RFC3339), i, sp.At[i-1].UTC().Format(time.RFC3339))
 			}
 			steps[i] = RampStep{Share: sp.Shares[i], At: at.UTC()}
 		}
 	default:
 		if sp.Every <= 0 && n > 1 {
-			return nil, Errorf(EInvalid, "every must be a positive duration such as \"24h\", got %s", sp.Every)
+			return nil, feature.Errorf(feature.EInvalid, "every must be a positive duration such as \"24h\", got %s", sp.Every)
 		}
 		// (n-1)·every within the horizon cannot overflow a Duration.
 		if n > 1 && sp.Every > MaxRampHorizon/time.Duration(n-1) {
-			return nil, Errorf(EInvalid, "every %s is too long: %d steps that far apart would take more than %d years", sp.Every, n, MaxRampHorizon/(365*24*time.Hour))
+			return nil, feature.Errorf(feature.EInvalid, "every %s is too long: %d steps that far apart would take more than %d years", sp.Every, n, MaxRampHorizon/(365*24*time.Hour))
 		}
 		start := sp.Start
 		if start.IsZero() {
@@ -301,7 +301,7 @@ func (sp RampSpec) steps(now time.Time) ([]RampStep, error) {
 			return nil, err
 		}
 		if last := start.Add(time.Duration(n-1) * sp.Every); last.Sub(now) > MaxRampHorizon {
-			return nil, Errorf(EInvalid, "the last step would be at %s, more than %d years from now: start earlier or step more often", last.UTC().Format(time.RFC3339), MaxRampHorizon/(365*24*time.Hour))
+			return nil, feature.Errorf(feature.EInvalid, "the last step would be at %s, more than %d years from now: start earlier or step more often", last.UTC().Format(time.RFC3339), MaxRampHorizon/(365*24*time.Hour))
 		}
 		for i := range steps {
 			steps[i] = RampStep{Share: sp.Shares[i], At: start.Add(time.Duration(i) * sp.Every).UTC()}
@@ -314,7 +314,7 @@ func (sp RampSpec) steps(now time.Time) ([]RampStep, error) {
 // MaxRampHorizon from now.
 func checkRampTime(what string, at, now time.Time) error {
 	if d := at.Sub(now); d > MaxRampHorizon || d < -MaxRampHorizon {
-		return Errorf(EInvalid, "%s %s is more than %d years from now", what, at.UTC().Format(time.RFC3339), MaxRampHorizon/(365*24*time.Hour))
+		return feature.Errorf(feature.EInvalid, "%s %s is more than %d years from now", what, at.UTC().Format(time.RFC3339), MaxRampHorizon/(365*24*time.Hour))
 	}
 	return nil
 }
@@ -341,7 +341,7 @@ type RampStore interface {
 	UpdateRamp(ctx context.Context, r Ramp) error
 	// ApplyRampStep does what UpdateFeature(f, v) and UpdateRamp(r) do, in
 	// one transaction: both or neither.
-	ApplyRampStep(ctx context.Context, f Feature, v Version, r Ramp) error
+	ApplyRampStep(ctx context.Context, f feature.Feature, v Version, r Ramp) error
 }
 
 // CreateRamp stores a new active ramp of the feature key, not bound by
@@ -420,7 +420,7 @@ func (s *Service) requestRamp(ctx context.Context, key string, spec RampSpec, ac
 	}
 	comment := spec.Comment
 	spec.Comment, spec.Role = "", ""
-	req, err := s.preview(ctx, s.newRequest(c.feature, ChangeSpec{Kind: SpecRamp, Ramp: &spec}, ChangeOptions{Actor: actorName, Comment: comment}))
+	req, err := s.preview(ctx, s.newRequest(c.Feature(), ChangeSpec{Kind: SpecRamp, Ramp: &spec}, ChangeOptions{Actor: actorName, Comment: comment}))
 	if err != nil {
 		return RampStart{}, err
 	}
@@ -436,7 +436,7 @@ func (s *Service) requestRamp(ctx context.Context, key string, spec RampSpec, ac
 // stands now (see preview). The caller holds s.mu.
 func (s *Service) previewRampRequest(ctx context.Context, r Request) (Request, error) {
 	if r.Change.Ramp == nil {
-		return r, Errorf(EInvalid, "request %s asks for a ramp but names none", r.ID)
+		return r, feature.Errorf(feature.EInvalid, "request %s asks for a ramp but names none", r.ID)
 	}
 	c, err := s.current(ctx, r.Feature, ChangeOptions{})
 	if err != nil {
@@ -455,7 +455,7 @@ func (s *Service) previewRampRequest(ctx context.Context, r Request) (Request, e
 	if sp := r.Change.Ramp; sp.Every != 0 {
 		what += ", a step every " + shortDuration(sp.Every)
 	}
-	r.IfMatch, r.BaseVersion, r.Report, r.RampSteps, r.Segments = c.feature.Tag(), c.feature.Version, rep, steps, nil
+	r.IfMatch, r.BaseVersion, r.Report, r.RampSteps, r.Segments = c.Feature().Tag(), c.Feature().Version, rep, steps, nil
 	r.Summary = joinSummary(what, strings.Replace(previewSummary(rep), " would move", " would move in all", 1))
 	return r, nil
 }
@@ -466,7 +466,7 @@ func (s *Service) previewRampRequest(ctx context.Context, r Request) (Request, e
 // the feature with the request's preview. The caller holds s.mu.
 func (s *Service) startApprovedRamp(ctx context.Context, r Request, approver, comment string) (Ramp, Result, error) {
 	if r.Change.Ramp == nil {
-		return Ramp{}, Result{}, Errorf(EInvalid, "request %s asks for a ramp but names none", r.ID)
+		return Ramp{}, Result{}, feature.Errorf(feature.EInvalid, "request %s asks for a ramp but names none", r.ID)
 	}
 	c, err := s.current(ctx, r.Feature, ChangeOptions{IfMatch: r.IfMatch})
 	if err != nil {
@@ -483,42 +483,42 @@ func (s *Service) startApprovedRamp(ctx context.Context, r Request, approver, co
 	if err := s.store.CreateRamp(ctx, ramp); err != nil {
 		return Ramp{}, Result{}, err
 	}
-	return ramp, Result{Feature: c.feature, Report: r.Report, Shares: maps.Clone(c.shares)}, nil
+	return ramp, Result{Feature: c.Feature(), Report: r.Report, Shares: c.Shares()}, nil
 }
 
 // newRamp checks spec against the feature c as it is and returns the
 // ramp it makes, not stored.
-func (s *Service) newRamp(c *compiled, spec RampSpec, actorName string) (Ramp, error) {
-	key := c.feature.Key
+func (s *Service) newRamp(c *feature.Compiled, spec RampSpec, actorName string) (Ramp, error) {
+	key := c.Feature().Key
 	now := s.now().UTC()
 	steps, err := spec.steps(now)
 	if err != nil {
 		return Ramp{}, err
 	}
-	b, ok := c.feature.Bucket(spec.Bucket)
+	b, ok := c.Feature().Bucket(spec.Bucket)
 	if !ok {
-		return Ramp{}, Errorf(ENotFound, "feature %q has no bucket %q: ramp one of its buckets", key, spec.Bucket)
+		return Ramp{}, feature.Errorf(feature.ENotFound, "feature %q has no bucket %q: ramp one of its buckets", key, spec.Bucket)
 	}
 	last := steps[len(steps)-1].Share
-	share := c.feature.Ring().Shares()[b.Name]
+	share := c.Feature().Ring().Shares()[b.Name]
 	switch {
 	case len(steps) == 1 && share > last || len(steps) > 1 && steps[1].Share < steps[0].Share:
 		// A ramp down: it only removes replicas of its bucket.
 		if share <= last {
-			return Ramp{}, Errorf(EInvalid, "bucket %q already has %s of users, at most the ramp's last step (%s): nothing to ramp down", b.Name, percent(share), percent(last))
+			return Ramp{}, feature.Errorf(feature.EInvalid, "bucket %q already has %s of users, at most the ramp's last step (%s): nothing to ramp down", b.Name, percent(share), percent(last))
 		}
 		if share >= 1 {
-			return Ramp{}, Errorf(EInvalid, "bucket %q serves every user and the other buckets have no replicas: removing its replicas cannot give them users; ramp another bucket up from 0 %% instead, which moves users out of %q only", b.Name, b.Name)
+			return Ramp{}, feature.Errorf(feature.EInvalid, "bucket %q serves every user and the other buckets have no replicas: removing its replicas cannot give them users; ramp another bucket up from 0 %% instead, which moves users out of %q only", b.Name, b.Name)
 		}
 	case share >= last:
-		return Ramp{}, Errorf(EInvalid, "bucket %q already has %s of users, at least the ramp's last step (%s): nothing to ramp", b.Name, percent(share), percent(last))
+		return Ramp{}, feature.Errorf(feature.EInvalid, "bucket %q already has %s of users, at least the ramp's last step (%s): nothing to ramp", b.Name, percent(share), percent(last))
 	}
-	tol, fine, err := RampTolerance(c.feature, spec.Tolerance)
+	tol, fine, err := RampTolerance(c.Feature(), spec.Tolerance)
 	if err != nil {
 		return Ramp{}, err
 	}
 	return Ramp{
-		ID: uuid.NewString(), Feature: key, FeatureID: c.feature.ID, Bucket: b.Name,
+		ID: uuid.NewString(), Feature: key, FeatureID: c.Feature().ID, Bucket: b.Name,
 		Steps: steps, MaxChurn: spec.MaxChurn, Tolerance: tol, FineDefault: fine, State: RampActive,
 		Comment:  spec.Comment,
 		Replicas: b.Replicas, Actor: actor(ChangeOptions{Actor: actorName}), Revision: 1,
@@ -550,7 +550,7 @@ type RampStepPreview struct {
 	Summary  string    `json:"summary"`
 	Error    string    `json:"error,omitempty"`
 
-	report Report // the step's, when it applies
+	report feature.Report // the step's, when it applies
 }
 
 // PreviewRamp checks spec as StartRamp does and returns what each step
@@ -582,41 +582,41 @@ func (s *Service) PreviewRamp(ctx context.Context, key string, spec RampSpec, ac
 // previewRamp previews each step of r on the feature c as it is, and
 // reports what the steps that can apply do in all (from c to the last of
 // them).
-func previewRamp(c *compiled, r Ramp) ([]RampStepPreview, Report) {
+func previewRamp(c *feature.Compiled, r Ramp) ([]RampStepPreview, feature.Report) {
 	var out []RampStepPreview
-	cur := compile(c.feature)
-	down := r.Down(c.feature.Ring().Shares()[r.Bucket])
+	cur := feature.Compile(c.Feature(), nil)
+	down := r.Down(c.Feature().Ring().Shares()[r.Bucket])
 	for _, step := range r.Steps {
 		sp := RampStepPreview{Share: step.Share, At: step.At}
-		b, _ := cur.feature.Bucket(r.Bucket)
+		b, _ := cur.Feature().Bucket(r.Bucket)
 		var ch Change
 		if step.Share >= 1 {
 			sp.Replicas, sp.Reached = max(b.Replicas, 1), 1
 			ch = rampFinal(r.Bucket, sp.Replicas, "")
 		} else {
 			var err error
-			sp.Replicas, sp.Reached, err = r.replicasFor(cur.feature, step.Share, down)
+			sp.Replicas, sp.Reached, err = r.replicasFor(cur.Feature(), step.Share, down)
 			if err != nil {
-				sp.Error = ErrorMessage(err)
+				sp.Error = feature.ErrorMessage(err)
 				out = append(out, sp)
 				break
 			}
 			ch = rampReplicasChange(r.Bucket, sp.Replicas, "")
 		}
-		next := cur.feature.Clone()
+		next := cur.Feature().Clone()
 		if err := ch.apply(&next); err != nil {
-			sp.Error = ErrorMessage(err)
+			sp.Error = feature.ErrorMessage(err)
 			out = append(out, sp)
 			break
 		}
 		if err := next.Validate(); err != nil {
-			sp.Error = ErrorMessage(err)
+			sp.Error = feature.ErrorMessage(err)
 			out = append(out, sp)
 			break
 		}
-		next.Version = cur.feature.Version + 1
-		nc := compile(next)
-		rep := newReport(cur, nc)
+		next.Version = cur.Feature().Version + 1
+		nc := feature.Compile(next, nil)
+		rep := nc.ReportFrom(cur)
 		sp.Churn, sp.Summary, sp.report = rep.Churn, ShareSummary(rep), rep
 		if r.MaxChurn != nil && rep.Churn > *r.MaxChurn {
 			sp.Error = fmt.Sprintf("the step would move %s of users, more than max_churn %s: the ramp would pause here", percent(rep.Churn), percent(*r.MaxChurn))
@@ -626,12 +626,12 @@ func previewRamp(c *compiled, r Ramp) ([]RampStepPreview, Report) {
 		out = append(out, sp)
 		cur = nc
 	}
-	return out, newReport(compile(c.feature), cur)
+	return out, cur.ReportFrom(feature.Compile(c.Feature(), nil))
 }
 
 // replicasFor is rampReplicas at r's tolerance; a ramp at the fine
 // default that cannot come within it comes within DefaultTolerance.
-func (r Ramp) replicasFor(f Feature, share float64, down bool) (int, float64, error) {
+func (r Ramp) replicasFor(f feature.Feature, share float64, down bool) (int, float64, error) {
 	n, reached, err := rampReplicas(f, r.Bucket, share, r.Tolerance, down)
 	if err != nil && r.FineDefault {
 		return rampReplicas(f, r.Bucket, share, DefaultTolerance, down)
@@ -655,7 +655,7 @@ func (s *Service) Ramps(ctx context.Context, key string) ([]Ramp, error) {
 func (s *Service) Ramp(ctx context.Context, key, id string) (Ramp, error) {
 	r, err := s.store.Ramp(ctx, id)
 	if err == nil && r.Feature != key {
-		err = Errorf(ENotFound, "feature %q has no ramp %q", key, id)
+		err = feature.Errorf(feature.ENotFound, "feature %q has no ramp %q", key, id)
 	}
 	return r, err
 }
@@ -665,7 +665,7 @@ func (s *Service) Ramp(ctx context.Context, key, id string) (Ramp, error) {
 func (s *Service) PauseRamp(ctx context.Context, key, id, actorName string) (Ramp, error) {
 	return s.moveRamp(ctx, key, id, actorName, func(r *Ramp) error {
 		if r.State != RampActive {
-			return Errorf(EConflict, "ramp %q is %s, not active: only an active ramp can be paused", id, r.State)
+			return feature.Errorf(feature.EConflict, "ramp %q is %s, not active: only an active ramp can be paused", id, r.State)
 		}
 		r.State, r.Reason = RampPaused, "paused by "+actor(ChangeOptions{Actor: actorName})
 		return nil
@@ -681,11 +681,11 @@ func (s *Service) ResumeRamp(ctx context.Context, key, id, actorName string) (Ra
 	by := actor(ChangeOptions{Actor: actorName})
 	return s.moveRamp(ctx, key, id, actorName, func(r *Ramp) error {
 		if r.State != RampPaused {
-			return Errorf(EConflict, "ramp %q is %s, not paused: only a paused ramp can be resumed", id, r.State)
+			return feature.Errorf(feature.EConflict, "ramp %q is %s, not paused: only a paused ramp can be resumed", id, r.State)
 		}
 		if r.NeedsApproval {
 			if by == r.Actor {
-				return Errorf(EForbidden, "you (%s) started ramp %q, which waits for an approval: another editor or an admin approves its steps by resuming it", by, id)
+				return feature.Errorf(feature.EForbidden, "you (%s) started ramp %q, which waits for an approval: another editor or an admin approves its steps by resuming it", by, id)
 			}
 			r.NeedsApproval, r.ApprovedBy = false, by
 		}
@@ -699,7 +699,7 @@ func (s *Service) ResumeRamp(ctx context.Context, key, id, actorName string) (Ra
 func (s *Service) CancelRamp(ctx context.Context, key, id, actorName string) (Ramp, error) {
 	return s.moveRamp(ctx, key, id, actorName, func(r *Ramp) error {
 		if !r.Live() {
-			return Errorf(EConflict, "ramp %q is %s already", id, r.State)
+			return feature.Errorf(feature.EConflict, "ramp %q is %s already", id, r.State)
 		}
 		r.State, r.Reason = RampCanceled, "canceled by "+actor(ChangeOptions{Actor: actorName})
 		return nil
@@ -723,7 +723,7 @@ func (s *Service) moveRamp(ctx context.Context, key, id, actorName string, move 
 		r.UpdatedBy = actor(ChangeOptions{Actor: actorName})
 		Settle(ctx, r, r.UpdatedAt)
 		err = s.store.UpdateRamp(ctx, r)
-		if ErrorCode(err) == EConflict && attempt < 3 {
+		if feature.ErrorCode(err) == feature.EConflict && attempt < 3 {
 			continue
 		}
 		return r, err
@@ -767,7 +767,7 @@ func (s *Service) ApplyDueRamps(ctx context.Context) (int, error) {
 		conflicts := 0
 		for r.State == RampActive && r.Next < len(r.Steps) && !r.Steps[r.Next].At.After(s.now()) {
 			next, did, err := s.stepRamp(ctx, r)
-			if code := ErrorCode(err); code == EConflict || code == ENotFound {
+			if code := feature.ErrorCode(err); code == feature.EConflict || code == feature.ENotFound {
 				// Another instance moved the ramp or the feature on:
 				// read the ramp again and go on from where it stands,
 				// or, after losing several races in a row to instances
@@ -811,10 +811,10 @@ func (s *Service) stepRamp(ctx context.Context, r Ramp) (Ramp, bool, error) {
 		next.UpdatedAt = now
 		return next, false, s.store.UpdateRamp(ctx, next)
 	}
-	if cur == nil || cur.feature.ID != r.FeatureID {
+	if cur == nil || cur.Feature().ID != r.FeatureID {
 		return pause("feature %q was archived (or purged): restore it, then resume the ramp", r.Feature)
 	}
-	f := cur.feature
+	f := cur.Feature()
 	b, ok := f.Bucket(r.Bucket)
 	if !ok {
 		return pause("bucket %q was removed from the feature by hand", r.Bucket)
@@ -847,7 +847,7 @@ func (s *Service) stepRamp(ctx context.Context, r Ramp) (Ramp, bool, error) {
 	} else {
 		replicas, reached, err = r.replicasFor(f, step.Share, down)
 		if err != nil {
-			return pause("%s", ErrorMessage(err))
+			return pause("%s", feature.ErrorMessage(err))
 		}
 		ch = rampReplicasChange(r.Bucket, replicas, fmt.Sprintf("ramp %s: step %d of %d, %s", r.Bucket, i+1, len(r.Steps), percent(step.Share)))
 	}
@@ -870,23 +870,23 @@ func (s *Service) stepRamp(ctx context.Context, r Ramp) (Ramp, bool, error) {
 	if limit.churn != nil && (opts.MaxChurn == nil || *limit.churn < *opts.MaxChurn) {
 		opts.MaxChurn = limit.churn
 	}
-	res, err := s.applyWith(ctx, cur, ch, opts, func(f Feature, v Version) error {
+	res, err := s.applyWith(ctx, cur, ch, opts, func(f feature.Feature, v Version) error {
 		next.Steps[i].Version = f.Version
 		return s.store.ApplyRampStep(ctx, f, v, next)
 	})
-	switch code := ErrorCode(err); {
+	switch code := feature.ErrorCode(err); {
 	case err == nil:
 		return next, true, nil
-	case code == EChurn && opts.MaxChurn == limit.churn:
+	case code == feature.EChurn && opts.MaxChurn == limit.churn:
 		rep := res.Report
-		if e, ok := errors.AsType[*Error](err); ok && e.Report != nil {
+		if e, ok := errors.AsType[*feature.Error](err); ok && e.Report != nil {
 			rep = *e.Report
 		}
 		return pause("the step would move %s of users, more than the editors' limit of %s, and %s, an editor, started the ramp: an admin starts a new one, or approvals on for the feature make it a change request", percent(rep.Churn), percent(*limit.churn), r.Actor)
-	case code == EChurn || code == EInvalid || isChangeError(err):
+	case code == feature.EChurn || code == feature.EInvalid || isChangeError(err):
 		// Over max_churn, or a change the feature refuses (the last
 		// step removing the fallback, say).
-		return pause("%s", ErrorMessage(err))
+		return pause("%s", feature.ErrorMessage(err))
 	}
 	return r, false, err
 }
@@ -940,7 +940,7 @@ func (g *gate) checkRamp(key string, steps []RampStepPreview) error {
 	for i, st := range steps {
 		if st.Error == "" && st.Churn > g.settings.MaxChurn {
 			rep := st.report
-			return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
+			return &feature.Error{Code: feature.EForbidden, Report: &rep, Message: fmt.Sprintf(
 				"step %d of the ramp (to %s) would move %s of users of feature %q, more than the editors' limit of %s: use smaller steps, or it needs an admin, or approvals on for the feature (an admin sets them in the settings) to submit it as a change request; nothing was started",
 				i+1, percent(st.Share), percent(st.Churn), key, percent(g.settings.MaxChurn))}
 		}
@@ -958,7 +958,7 @@ func (r Ramp) Down(share float64) bool {
 }
 
 // othersEmpty reports whether every bucket of f but bucket has 0 replicas.
-func othersEmpty(f Feature, bucket string) bool {
+func othersEmpty(f feature.Feature, bucket string) bool {
 	for _, b := range f.Buckets {
 		if b.Name != bucket && b.Replicas > 0 {
 			return false
@@ -974,7 +974,7 @@ func othersEmpty(f Feature, bucket string) bool {
 // target by less than the other passes it (and either is within tol). It
 // returns EInvalid when no count within the feature's limits comes within
 // tol of target.
-func rampReplicas(f Feature, bucket string, target, tol float64, down bool) (int, float64, error) {
+func rampReplicas(f feature.Feature, bucket string, target, tol float64, down bool) (int, float64, error) {
 	counts := make(map[string]int, len(f.Buckets))
 	points := 0
 	for _, b := range f.Buckets {
@@ -982,7 +982,7 @@ func rampReplicas(f Feature, bucket string, target, tol float64, down bool) (int
 		points += b.Replicas
 	}
 	lo := counts[bucket]
-	hi := min(MaxReplicas, MaxPoints-(points-lo))
+	hi := min(feature.MaxReplicas, feature.MaxPoints-(points-lo))
 	if down {
 		lo, hi = 0, lo
 	}
@@ -997,7 +997,7 @@ func rampReplicas(f Feature, bucket string, target, tol float64, down bool) (int
 		if target-s <= tol+shareSlack {
 			return hi, s, nil
 		}
-		return 0, 0, Errorf(EInvalid, "bucket %q cannot reach %s: with the most replicas the feature's limits allow (%d) it has %s", bucket, percent(target), hi, percent(s))
+		return 0, 0, feature.Errorf(feature.EInvalid, "bucket %q cannot reach %s: with the most replicas the feature's limits allow (%d) it has %s", bucket, percent(target), hi, percent(s))
 	}
 	// The bucket's share grows with its replicas: search for the smallest
 	// count that reaches target.
@@ -1039,7 +1039,7 @@ func rampFinal(bucket string, replicas int, summary string) Change {
 	return Change{
 		summary: summary,
 		kind:    AuditRampStep,
-		apply: func(f *Feature) error {
+		apply: func(f *feature.Feature) error {
 			for i := range f.Buckets {
 				f.Buckets[i].Replicas = 0
 				if f.Buckets[i].Name == bucket {

@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/plan"
 )
 
@@ -16,14 +17,14 @@ func TestRampReplicasBruteForce(t *testing.T) {
 		on, off int
 		target  float64
 	}{{1, 50, 0.05}, {1, 50, 0.3}, {3, 3, 0.7}, {10, 200, 0.1}, {40, 200, 0.25}, {2, 100, 0.5}, {1, 9, 0.9}} {
-		f := Feature{Key: "f", Buckets: []Bucket{{Name: "on", Replicas: tc.on}, {Name: "off", Replicas: tc.off}}}
+		f := feature.Feature{Key: "f", Buckets: []feature.Bucket{{Name: "on", Replicas: tc.on}, {Name: "off", Replicas: tc.off}}}
 		n, share, err := rampReplicas(f, "on", tc.target, DefaultTolerance, false)
 		if err != nil {
 			t.Errorf("rampReplicas(on %d, off %d, %v) = %v", tc.on, tc.off, tc.target, err)
 			continue
 		}
 		first := 0 // smallest count reaching the target
-		for k := tc.on; k <= MaxReplicas && first == 0; k++ {
+		for k := tc.on; k <= feature.MaxReplicas && first == 0; k++ {
 			if plan.RingShares(map[string]int{"on": k, "off": tc.off})["on"] >= tc.target {
 				first = k
 			}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/postgres"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/store/storetest"
@@ -29,8 +30,8 @@ func newTestClock() *testClock {
 func (c *testClock) Now() time.Time       { return time.Unix(0, c.ns.Load()).UTC() }
 func (c *testClock) Add(d time.Duration)  { c.ns.Add(int64(d)) }
 func (c *testClock) clock() rollout.Clock { return c.Now }
-func onOff(key string, on, off int) rollout.Feature {
-	return rollout.Feature{Key: key, Enabled: true, Salt: "salt-" + key, Buckets: []rollout.Bucket{{Name: "on", Replicas: on}, {Name: "off", Replicas: off}}}
+func onOff(key string, on, off int) feature.Feature {
+	return feature.Feature{Key: key, Enabled: true, Salt: "salt-" + key, Buckets: []feature.Bucket{{Name: "on", Replicas: on}, {Name: "off", Replicas: off}}}
 }
 
 // openServices returns n services over one SQLite file, as n instances.
@@ -328,14 +329,14 @@ func TestRampPauses(t *testing.T) {
 				t.Fatalf("CancelRamp = %v", err)
 			}
 			_, err := svc.ResumeRamp(ctx, "f", r.ID, "bob")
-			wantErrorCode(t, "ResumeRamp(canceled)", err, rollout.EConflict)
+			wantErrorCode(t, "ResumeRamp(canceled)", err, feature.EConflict)
 		})
 	}
 }
 
 func wantErrorCode(t *testing.T, call string, err error, code string) {
 	t.Helper()
-	if got := rollout.ErrorCode(err); err == nil || got != code {
+	if got := feature.ErrorCode(err); err == nil || got != code {
 		t.Errorf("%s = %v (code %q), want code %q", call, err, got, code)
 	}
 }
@@ -356,7 +357,7 @@ func TestRampPauseResume(t *testing.T) {
 		t.Fatalf("PauseRamp = %v", err)
 	}
 	_, err := svc.PauseRamp(ctx, "f", r.ID, "ops")
-	wantErrorCode(t, "PauseRamp(paused)", err, rollout.EConflict)
+	wantErrorCode(t, "PauseRamp(paused)", err, feature.EConflict)
 	if got := rampOf(t, svc, r); got.Reason != "paused by ops" {
 		t.Errorf("reason %q, want %q", got.Reason, "paused by ops")
 	}
@@ -387,7 +388,7 @@ func TestRampPauseResume(t *testing.T) {
 		t.Errorf("ramp %s, steps %+v; want done, step 2 passed without a version, step 3 with one", got.State, got.Steps)
 	}
 	_, err = svc.CancelRamp(ctx, "f", r.ID, "ops")
-	wantErrorCode(t, "CancelRamp(done)", err, rollout.EConflict)
+	wantErrorCode(t, "CancelRamp(done)", err, feature.EConflict)
 }
 
 // TestCreateRampRefuses: what a new ramp may not ask for.
@@ -401,23 +402,23 @@ func TestCreateRampRefuses(t *testing.T) {
 		spec      rollout.RampSpec
 		code      string
 	}{
-		{"no feature", "nope", rollout.RampSpec{Bucket: "on", Shares: []float64{1}}, rollout.ENotFound},
-		{"no bucket", "f", rollout.RampSpec{Bucket: "blue", Shares: []float64{1}}, rollout.ENotFound},
-		{"no steps", "f", rollout.RampSpec{Bucket: "on"}, rollout.EInvalid},
-		{"not increasing", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 0.6}, Every: time.Hour}, rollout.EInvalid},
-		{"above 1", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 1.5}, Every: time.Hour}, rollout.EInvalid},
-		{"zero", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0, 0.6}, Every: time.Hour}, rollout.EInvalid},
-		{"no every", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 0.7}}, rollout.EInvalid},
-		{"times not increasing", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 0.7}, At: []time.Time{now, now}}, rollout.EInvalid},
-		{"times and every", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 0.7}, At: []time.Time{now, now.Add(1)}, Every: time.Hour}, rollout.EInvalid},
-		{"one time for two steps", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 0.7}, At: []time.Time{now}}, rollout.EInvalid},
-		{"share reached already", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.2, 0.4}, Every: time.Hour}, rollout.EInvalid},
-		{"bad max_churn", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{1}, MaxChurn: ptr(-0.1)}, rollout.EInvalid},
-		{"every overflows", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 0.8, 1}, Every: math.MaxInt64 / 2}, rollout.EInvalid},
-		{"last step beyond the horizon", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 1}, Every: rollout.MaxRampHorizon, Start: now.Add(time.Hour)}, rollout.EInvalid},
-		{"start in 9999", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 1}, Every: time.Hour, Start: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)}, rollout.EInvalid},
-		{"at in 9999", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{1}, At: []time.Time{time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)}}, rollout.EInvalid},
-		{"start before year 1", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{1}, Start: time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)}, rollout.EInvalid},
+		{"no feature", "nope", rollout.RampSpec{Bucket: "on", Shares: []float64{1}}, feature.ENotFound},
+		{"no bucket", "f", rollout.RampSpec{Bucket: "blue", Shares: []float64{1}}, feature.ENotFound},
+		{"no steps", "f", rollout.RampSpec{Bucket: "on"}, feature.EInvalid},
+		{"not increasing", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 0.6}, Every: time.Hour}, feature.EInvalid},
+		{"above 1", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 1.5}, Every: time.Hour}, feature.EInvalid},
+		{"zero", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0, 0.6}, Every: time.Hour}, feature.EInvalid},
+		{"no every", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 0.7}}, feature.EInvalid},
+		{"times not increasing", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 0.7}, At: []time.Time{now, now}}, feature.EInvalid},
+		{"times and every", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 0.7}, At: []time.Time{now, now.Add(1)}, Every: time.Hour}, feature.EInvalid},
+		{"one time for two steps", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 0.7}, At: []time.Time{now}}, feature.EInvalid},
+		{"share reached already", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.2, 0.4}, Every: time.Hour}, feature.EInvalid},
+		{"bad max_churn", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{1}, MaxChurn: ptr(-0.1)}, feature.EInvalid},
+		{"every overflows", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 0.8, 1}, Every: math.MaxInt64 / 2}, feature.EInvalid},
+		{"last step beyond the horizon", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 1}, Every: rollout.MaxRampHorizon, Start: now.Add(time.Hour)}, feature.EInvalid},
+		{"start in 9999", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 1}, Every: time.Hour, Start: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)}, feature.EInvalid},
+		{"at in 9999", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{1}, At: []time.Time{time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)}}, feature.EInvalid},
+		{"start before year 1", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{1}, Start: time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)}, feature.EInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -427,7 +428,7 @@ func TestCreateRampRefuses(t *testing.T) {
 	}
 	mustRamp(t, svc, "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 1}, At: []time.Time{now.Add(time.Hour), now.Add(2 * time.Hour)}})
 	_, err := svc.CreateRamp(context.Background(), "f", rollout.RampSpec{Bucket: "off", Shares: []float64{1}}, "")
-	wantErrorCode(t, "CreateRamp(second live ramp)", err, rollout.EConflict)
+	wantErrorCode(t, "CreateRamp(second live ramp)", err, feature.EConflict)
 }
 
 // TestRampFeatureArchived: the ramp of an archived feature pauses; once
@@ -454,7 +455,7 @@ func TestRampFeatureArchived(t *testing.T) {
 	}
 	spec := rollout.RampSpec{Bucket: "on", Shares: []float64{0.5}}
 	_, err := svc.CreateRamp(ctx, "f", spec, "")
-	wantErrorCode(t, "CreateRamp(beside the paused one)", err, rollout.EConflict)
+	wantErrorCode(t, "CreateRamp(beside the paused one)", err, feature.EConflict)
 	if _, err := svc.CancelRamp(ctx, "f", r.ID, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -525,7 +526,7 @@ func TestRampZeroAndDown(t *testing.T) {
 		t.Fatalf("at 100 %%: %v fallback %q, want off kept at 0 replicas and the fallback", full.Buckets, full.Fallback)
 	}
 	_, err := svc.CreateRamp(ctx, "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.5}}, "")
-	wantErrorCode(t, "CreateRamp(down from 100 %)", err, rollout.EInvalid)
+	wantErrorCode(t, "CreateRamp(down from 100 %)", err, feature.EInvalid)
 
 	run(rollout.RampSpec{Bucket: "off", Shares: []float64{0.3, 0.5}})
 	half, _ := svc.Snapshot().Feature("f")
@@ -548,7 +549,7 @@ func TestRampZeroAndDown(t *testing.T) {
 	}
 }
 
-func mustBucket(t *testing.T, f rollout.Feature, name string) rollout.Bucket {
+func mustBucket(t *testing.T, f feature.Feature, name string) feature.Bucket {
 	t.Helper()
 	b, ok := f.Bucket(name)
 	if !ok {

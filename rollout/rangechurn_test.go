@@ -5,12 +5,13 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
-func shareList(kv ...any) []rollout.BucketShare {
-	var out []rollout.BucketShare
+func shareList(kv ...any) []feature.BucketShare {
+	var out []feature.BucketShare
 	for i := 0; i < len(kv); i += 2 {
-		out = append(out, rollout.BucketShare{Bucket: kv[i].(string), Share: kv[i+1].(float64)})
+		out = append(out, feature.BucketShare{Bucket: kv[i].(string), Share: kv[i+1].(float64)})
 	}
 	return out
 }
@@ -20,7 +21,7 @@ func TestRangeChurn(t *testing.T) {
 	third := 1.0 / 3
 	for _, tc := range []struct {
 		name          string
-		before, after []rollout.BucketShare
+		before, after []feature.BucketShare
 		want          float64
 	}{
 		{"thirds to quarters", shareList("A", third, "B", third, "C", third), shareList("A", 0.25, "B", 0.25, "C", 0.25, "D", 0.25), 0.5},
@@ -32,7 +33,7 @@ func TestRangeChurn(t *testing.T) {
 		{"from nothing", nil, shareList("A", 1.0), 1},
 		{"nothing to nothing", nil, nil, 0},
 	} {
-		if got := rollout.RangeChurn(tc.before, tc.after); math.Abs(got-tc.want) > 1e-15 {
+		if got := feature.RangeChurn(tc.before, tc.after); math.Abs(got-tc.want) > 1e-15 {
 			t.Errorf("%s: RangeChurn = %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -41,12 +42,12 @@ func TestRangeChurn(t *testing.T) {
 // TestReportRangeChurn: a churn report gives range bucketing's churn for
 // the same shares, in each version's bucket order, beside modulo's.
 func TestReportRangeChurn(t *testing.T) {
-	before := rollout.Feature{Key: "f", Enabled: true, Salt: "f", Version: 1, Buckets: []rollout.Bucket{{Name: "A", Replicas: 1000}, {Name: "B", Replicas: 1000}, {Name: "C", Replicas: 1000}}}
+	before := feature.Feature{Key: "f", Enabled: true, Salt: "f", Version: 1, Buckets: []feature.Bucket{{Name: "A", Replicas: 1000}, {Name: "B", Replicas: 1000}, {Name: "C", Replicas: 1000}}}
 	after := before.Clone()
 	after.Version = 2
-	after.Buckets = append(after.Buckets, rollout.Bucket{Name: "D", Replicas: 1000})
+	after.Buckets = append(after.Buckets, feature.Bucket{Name: "D", Replicas: 1000})
 	rep := rollout.NewReport(before, after)
-	want := rollout.RangeChurn(
+	want := feature.RangeChurn(
 		shareList("A", rep.SharesBefore["A"], "B", rep.SharesBefore["B"], "C", rep.SharesBefore["C"]),
 		shareList("A", rep.SharesAfter["A"], "B", rep.SharesAfter["B"], "C", rep.SharesAfter["C"], "D", rep.SharesAfter["D"]))
 	if rep.RangeChurn != want || math.Abs(rep.RangeChurn-0.5) > 0.05 || rep.ModuloChurn != 0.75 {

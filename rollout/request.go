@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Change requests. Where the settings require approvals for a feature, an
@@ -43,25 +44,25 @@ const (
 // function that makes it (Name is the bucket of update_bucket,
 // remove_bucket and set_override).
 type ChangeSpec struct {
-	Kind        string          `json:"kind"`
-	Name        string          `json:"name,omitempty"`
-	Bucket      *Bucket         `json:"bucket,omitempty"`
-	Replicas    *int            `json:"replicas,omitempty"`
-	Value       json.RawMessage `json:"value,omitempty"`
-	Buckets     []Bucket        `json:"buckets,omitempty"`
-	Description *string         `json:"description,omitempty"`
-	Enabled     *bool           `json:"enabled,omitempty"`
-	Fallback    *string         `json:"fallback,omitempty"`
-	User        string          `json:"user,omitempty"`
-	Salt        string          `json:"salt,omitempty"`
-	Version     int             `json:"version,omitempty"`
+	Kind        string           `json:"kind"`
+	Name        string           `json:"name,omitempty"`
+	Bucket      *feature.Bucket  `json:"bucket,omitempty"`
+	Replicas    *int             `json:"replicas,omitempty"`
+	Value       json.RawMessage  `json:"value,omitempty"`
+	Buckets     []feature.Bucket `json:"buckets,omitempty"`
+	Description *string          `json:"description,omitempty"`
+	Enabled     *bool            `json:"enabled,omitempty"`
+	Fallback    *string          `json:"fallback,omitempty"`
+	User        string           `json:"user,omitempty"`
+	Salt        string           `json:"salt,omitempty"`
+	Version     int              `json:"version,omitempty"`
 	// KeepOverrides: a rollback keeps the current overrides (see
 	// RollbackOptions).
 	KeepOverrides bool `json:"keep_overrides,omitempty"`
 	// BucketBy is a patch's new bucket_by ("": the user ID).
 	BucketBy *string `json:"bucket_by,omitempty"`
 	// Rules are set_rules' rules (empty: none).
-	Rules []Rule `json:"rules,omitempty"`
+	Rules []feature.Rule `json:"rules,omitempty"`
 	// Ramp is the ramp a ramp request starts.
 	Ramp *RampSpec `json:"ramp,omitempty"`
 }
@@ -82,7 +83,7 @@ func (sp ChangeSpec) change() (Change, error) {
 		return SetRules(sp.Rules), nil
 	case SpecAddBucket:
 		if sp.Bucket == nil {
-			return Change{}, Errorf(EInvalid, "the requested add_bucket names no bucket")
+			return Change{}, feature.Errorf(feature.EInvalid, "the requested add_bucket names no bucket")
 		}
 		return AddBucket(*sp.Bucket), nil
 	case SpecUpdateBucket:
@@ -98,9 +99,9 @@ func (sp ChangeSpec) change() (Change, error) {
 	case SpecReshuffle:
 		return Reshuffle(sp.Salt), nil
 	case SpecArchive, SpecRestore, SpecRamp:
-		return Change{}, Errorf(EInternal, "a requested %s is made by the service, not as a change", sp.Words())
+		return Change{}, feature.Errorf(feature.EInternal, "a requested %s is made by the service, not as a change", sp.Words())
 	}
-	return Change{}, Errorf(EInvalid, "change kind %q cannot be requested", sp.Kind)
+	return Change{}, feature.Errorf(feature.EInvalid, "change kind %q cannot be requested", sp.Kind)
 }
 
 // RequestState is where a change request stands.
@@ -138,7 +139,7 @@ type Request struct {
 	BaseVersion int    `json:"base_version"`
 	// Report is the preview: what the change does to users at
 	// BaseVersion.
-	Report Report `json:"report"`
+	Report feature.Report `json:"report"`
 	// Segments are the versions of the segments the preview was made
 	// with, by key: those the feature's rules use before and after the
 	// change. An approval after any of them changed (or was deleted)
@@ -235,7 +236,7 @@ func (s *Service) submit(ctx context.Context, na *needsApproval, opts ChangeOpti
 
 // newRequest is an open request by opts.Actor of change spec to feature
 // f, without its preview.
-func (s *Service) newRequest(f Feature, spec ChangeSpec, opts ChangeOptions) Request {
+func (s *Service) newRequest(f feature.Feature, spec ChangeSpec, opts ChangeOptions) Request {
 	return Request{
 		ID: uuid.NewString(), Feature: f.Key, FeatureID: f.ID, State: RequestOpen, Author: actor(opts),
 		CreatedAt: s.now().UTC(), Comment: opts.Comment, Change: spec,
@@ -270,11 +271,11 @@ func (s *Service) file(ctx context.Context, res Result, r Request) (Result, erro
 // segmentRefs returns the versions of the segments keys name that exist,
 // as the snapshot holds them; an empty map for none.
 func (s *Service) segmentRefs(keys []string) map[string]SegmentRef {
-	segs := s.Snapshot().segments
+	segs := s.Snapshot().CompiledSegments()
 	out := make(map[string]SegmentRef, len(keys))
 	for _, k := range keys {
 		if c, ok := segs[k]; ok {
-			out[k] = SegmentRef{Version: c.segment.Version, CreatedAt: c.segment.CreatedAt}
+			out[k] = SegmentRef{Version: c.Segment().Version, CreatedAt: c.Segment().CreatedAt}
 		}
 	}
 	return out
@@ -332,14 +333,14 @@ func (s *Service) preview(ctx context.Context, r Request) (Request, error) {
 		if res, err = archiveResult(cur, ChangeOptions{}); err != nil {
 			return r, err
 		}
-		r.IfMatch, r.BaseVersion, what = cur.feature.Tag(), cur.feature.Version, "archive: apps would get not-found"
+		r.IfMatch, r.BaseVersion, what = cur.Feature().Tag(), cur.Feature().Version, "archive: apps would get not-found"
 	case SpecRestore:
 		var err error
 		if res, _, _, err = s.restoreResult(ctx, r.Feature, ChangeOptions{}); err != nil {
 			return r, err
 		}
 		if res.Feature.ID != r.FeatureID {
-			return r, Errorf(EConflict, "feature %q was purged and created again since request %s was made: reject it", r.Feature, r.ID)
+			return r, feature.Errorf(feature.EConflict, "feature %q was purged and created again since request %s was made: reject it", r.Feature, r.ID)
 		}
 		old := res.Feature
 		old.Version--
@@ -358,8 +359,8 @@ func (s *Service) preview(ctx context.Context, r Request) (Request, error) {
 		if res, _, _, err = s.prepare(cur, ch, ChangeOptions{DryRun: true}); err != nil {
 			return r, err
 		}
-		r.IfMatch, r.BaseVersion, what = cur.feature.Tag(), cur.feature.Version, ch.summary
-		segs = append(cur.feature.Segments(), res.Feature.Segments()...)
+		r.IfMatch, r.BaseVersion, what = cur.Feature().Tag(), cur.Feature().Version, ch.summary
+		segs = append(cur.Feature().Segments(), res.Feature.Segments()...)
 	}
 	r.Report, r.Segments = res.Report, s.segmentRefs(segs)
 	r.Summary = joinSummary(what, previewSummary(res.Report), segmentWords(r.Segments))
@@ -402,14 +403,14 @@ func (s *Service) ApproveRequest(ctx context.Context, id, approver, comment stri
 	}
 	approver = actor(ChangeOptions{Actor: approver})
 	if approver == r.Author {
-		return Result{}, r, Errorf(EForbidden, "you (%s) submitted request %s: another editor or an admin approves it", approver, id)
+		return Result{}, r, feature.Errorf(feature.EForbidden, "you (%s) submitted request %s: another editor or an admin approves it", approver, id)
 	}
 	// Segments changed on another instance count too.
 	if err := s.reloadSegments(ctx); err != nil {
 		return Result{}, r, err
 	}
 	now, err := s.preview(ctx, r)
-	if err != nil && ErrorCode(err) != EPrecondition {
+	if err != nil && feature.ErrorCode(err) != feature.EPrecondition {
 		return Result{}, r, noLongerApplies(r, err)
 	}
 	if moved := movedSegments(r.Segments, now.Segments); err == nil && moved != "" {
@@ -435,11 +436,11 @@ func (s *Service) ApproveRequest(ctx context.Context, id, approver, comment stri
 		if ch, err = s.requested(ctx, r); err != nil {
 			return Result{}, r, err
 		}
-		res, err = s.onFresh(ctx, r.Feature, opts, func(cur *compiled) (Result, error) {
+		res, err = s.onFresh(ctx, r.Feature, opts, func(cur *feature.Compiled) (Result, error) {
 			return s.apply(ctx, cur, ch, opts)
 		}, nil)
 	}
-	if ErrorCode(err) == EPrecondition {
+	if feature.ErrorCode(err) == feature.EPrecondition {
 		return Result{}, r, s.repreview(ctx, r)
 	}
 	if err != nil {
@@ -469,11 +470,11 @@ func (s *Service) repreview(ctx context.Context, r Request) error {
 // noLongerApplies says that request r's change cannot be made as things
 // stand (err says why), keeping err's code.
 func noLongerApplies(r Request, err error) error {
-	var e *Error
-	if !errors.As(err, &e) || e.Code == EInternal || e.Code == EUnavailable {
+	var e *feature.Error
+	if !errors.As(err, &e) || e.Code == feature.EInternal || e.Code == feature.EUnavailable {
 		return err
 	}
-	return &Error{Code: e.Code, Report: e.Report, Message: fmt.Sprintf("request %s no longer applies as things stand: %s; reject it (or its author cancels it)", r.ID, e.Message)}
+	return &feature.Error{Code: e.Code, Report: e.Report, Message: fmt.Sprintf("request %s no longer applies as things stand: %s; reject it (or its author cancels it)", r.ID, e.Message)}
 }
 
 // saveRepreview saves now, the new preview of request r, and returns the
@@ -484,7 +485,7 @@ func (s *Service) saveRepreview(ctx context.Context, r Request, now Request, why
 		return err
 	}
 	rep := now.Report
-	return &Error{Code: EPrecondition, Report: &rep, Message: fmt.Sprintf(
+	return &feature.Error{Code: feature.EPrecondition, Report: &rep, Message: fmt.Sprintf(
 		"%s: the change now moves %s of users (%s); nothing was applied; the request stays open with this new preview: approve it again to apply it",
 		why, percent(rep.Churn), now.Summary)}
 }
@@ -526,9 +527,9 @@ func (s *Service) closeRequest(ctx context.Context, id string, state RequestStat
 	by = actor(ChangeOptions{Actor: by})
 	switch {
 	case state == RequestRejected && by == r.Author:
-		return r, Errorf(EForbidden, "you (%s) submitted request %s: cancel it (POST /api/requests/%s/cancel) rather than reject it", by, id, id)
+		return r, feature.Errorf(feature.EForbidden, "you (%s) submitted request %s: cancel it (POST /api/requests/%s/cancel) rather than reject it", by, id, id)
 	case state == RequestCanceled && by != r.Author:
-		return r, Errorf(EForbidden, "only its author, %s, cancels request %s: reject it instead", r.Author, id)
+		return r, feature.Errorf(feature.EForbidden, "only its author, %s, cancels request %s: reject it instead", r.Author, id)
 	}
 	now := s.now().UTC()
 	if err := s.store.CloseRequest(ctx, id, state, by, comment, now); err != nil {
@@ -545,7 +546,7 @@ func (s *Service) openRequest(ctx context.Context, id string) (Request, error) {
 		return r, err
 	}
 	if r.State != RequestOpen {
-		return r, Errorf(EConflict, "request %s is %s already (by %s): nothing was done", id, r.State, r.DecidedBy)
+		return r, feature.Errorf(feature.EConflict, "request %s is %s already (by %s): nothing was done", id, r.State, r.DecidedBy)
 	}
 	return r, nil
 }
@@ -562,6 +563,6 @@ func (s *Service) asRequest(ctx context.Context, res Result, err error, opts Cha
 
 // previewSummary is ShareSummary of a change not made yet: "24.47 % of
 // users would move, all into A".
-func previewSummary(r Report) string {
+func previewSummary(r feature.Report) string {
 	return strings.ReplaceAll(ShareSummary(r), " moved", " would move")
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Segments are named sets of conditions that rules of any feature use
@@ -28,7 +30,7 @@ const (
 )
 
 // SegmentEvent returns the audit event of a segment's version v, of kind.
-func SegmentEvent(kind AuditKind, v SegmentVersion) AuditEvent {
+func SegmentEvent(kind AuditKind, v feature.SegmentVersion) AuditEvent {
 	return AuditEvent{Time: v.Time, Actor: v.Actor, Kind: kind, Subject: v.Config.Key,
 		Summary: "segment " + v.Config.Key + " " + v.Summary, Comment: v.Comment, Version: v.Version}
 }
@@ -44,15 +46,15 @@ const CommitSegment CommitKind = "segment"
 // the message names them), EUnavailable.
 type SegmentStore interface {
 	// Segments returns every segment, ordered by key.
-	Segments(ctx context.Context) ([]Segment, error)
+	Segments(ctx context.Context) ([]feature.Segment, error)
 	// CreateSegment stores a new segment at version 1 with its first
 	// history entry, its audit event (SegmentEvent) and a CommitSegment.
-	CreateSegment(ctx context.Context, seg Segment, v SegmentVersion) error
+	CreateSegment(ctx context.Context, seg feature.Segment, v feature.SegmentVersion) error
 	// UpdateSegment replaces the stored segment, which must be at version
 	// seg.Version-1, with seg and appends v (with its audit event); and, in the same
 	// transaction, writes each of features as UpdateFeature does (each
 	// Version's Config at its Version, the stored one below it).
-	UpdateSegment(ctx context.Context, seg Segment, v SegmentVersion, features []Version) error
+	UpdateSegment(ctx context.Context, seg feature.Segment, v feature.SegmentVersion, features []Version) error
 	// DeleteSegment removes the segment, which must be at version, with
 	// its history, recording e (SegmentEvent of AuditSegmentDelete) in the
 	// audit trail; EConflict when a stored feature's rules use it.
@@ -60,82 +62,38 @@ type SegmentStore interface {
 	// SegmentVersions returns the segment's history, newest first, at
 	// most limit entries (all when limit <= 0) below version before (no
 	// bound when before <= 0).
-	SegmentVersions(ctx context.Context, key string, before, limit int) ([]SegmentVersion, error)
+	SegmentVersions(ctx context.Context, key string, before, limit int) ([]feature.SegmentVersion, error)
 }
 
 // SegmentResult is a segment after a change, with the features the
 // change also changed (their keys, sorted).
 type SegmentResult struct {
-	Segment  Segment  `json:"segment"`
-	Features []string `json:"features"`
-	DryRun   bool     `json:"dry_run"`
+	Segment  feature.Segment `json:"segment"`
+	Features []string        `json:"features"`
+	DryRun   bool            `json:"dry_run"`
 	// Needs, in an editor's dry run, is "admin" when the change would be
 	// refused (approvals cover a feature that uses the segment).
 	Needs string `json:"needs,omitempty"`
 }
 
-// Tag names a segment's configuration at one version, for If-Match.
-func (s Segment) Tag() string { return "segment-" + strconv.Itoa(s.Version) }
-
 func segmentNotFound(key string) error {
-	return Errorf(ENotFound, "segment %q does not exist", key)
-}
-
-// Segments returns every segment of the snapshot, ordered by key.
-func (s *Snapshot) Segments() []Segment {
-	out := make([]Segment, 0, len(s.segments))
-	for _, key := range slices.Sorted(maps.Keys(s.segments)) {
-		out = append(out, cloneSegment(s.segments[key].segment))
-	}
-	return out
-}
-
-// Segment returns the segment key.
-func (s *Snapshot) Segment(key string) (Segment, bool) {
-	c, ok := s.segments[key]
-	if !ok {
-		return Segment{}, false
-	}
-	return cloneSegment(c.segment), true
-}
-
-// SegmentUsers returns the keys of the features whose rules use the
-// segment key, sorted.
-func (s *Snapshot) SegmentUsers(key string) []string {
-	var out []string
-	for _, k := range s.keys {
-		if slices.Contains(s.features[k].feature.Segments(), key) {
-			out = append(out, k)
-		}
-	}
-	return out
-}
-
-func cloneSegment(s Segment) Segment {
-	s.Conditions = slices.Clone(s.Conditions)
-	for i := range s.Conditions {
-		s.Conditions[i].Value = slices.Clone(s.Conditions[i].Value)
-	}
-	if s.Conditions == nil {
-		s.Conditions = []Condition{}
-	}
-	return s
+	return feature.Errorf(feature.ENotFound, "segment %q does not exist", key)
 }
 
 // checkSegments refuses f when its rules use a segment that does not
 // exist. The caller holds s.mu.
-func (s *Service) checkSegments(ctx context.Context, f Feature) error {
+func (s *Service) checkSegments(ctx context.Context, f feature.Feature) error {
 	keys := f.Segments()
 	if len(keys) == 0 {
 		return nil
 	}
-	segs := s.Snapshot().segments
+	segs := s.Snapshot().CompiledSegments()
 	for _, key := range keys {
 		if _, ok := segs[key]; !ok {
 			if err := s.reloadSegments(ctx); err != nil { // made elsewhere?
 				return err
 			}
-			segs = s.Snapshot().segments
+			segs = s.Snapshot().CompiledSegments()
 			break
 		}
 	}
@@ -146,7 +104,7 @@ func (s *Service) checkSegments(ctx context.Context, f Feature) error {
 		}
 	}
 	if len(missing) > 0 {
-		return &unknownSegment{err: Errorf(EInvalid, "in_segment names segment(s) %s, which do(es) not exist: create them first (POST /api/segments)", strings.Join(missing, ", "))}
+		return &unknownSegment{err: feature.Errorf(feature.EInvalid, "in_segment names segment(s) %s, which do(es) not exist: create them first (POST /api/segments)", strings.Join(missing, ", "))}
 	}
 	return nil
 }
@@ -156,8 +114,8 @@ func (s *Service) checkSegments(ctx context.Context, f Feature) error {
 func IsUnknownSegment(err error) bool { return errors.As(err, new(*unknownSegment)) }
 
 // compileFeature compiles f with the snapshot's segments.
-func (s *Service) compileFeature(f Feature) *compiled {
-	return compileWith(f, s.Snapshot().segments)
+func (s *Service) compileFeature(f feature.Feature) *feature.Compiled {
+	return feature.Compile(f, s.Snapshot().CompiledSegments())
 }
 
 // reloadSegments reads every segment from the store into the snapshot and
@@ -167,17 +125,17 @@ func (s *Service) reloadSegments(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reload segments: %w", err)
 	}
-	next := make(map[string]*compiledSegment, len(segs))
-	cur := s.Snapshot().segments
+	next := make(map[string]*feature.CompiledSegment, len(segs))
+	cur := s.Snapshot().CompiledSegments()
 	for _, seg := range segs {
-		if c, ok := cur[seg.Key]; ok && c.segment.Version == seg.Version && c.segment.CreatedAt.Equal(seg.CreatedAt) {
+		if c, ok := cur[seg.Key]; ok && c.Segment().Version == seg.Version && c.Segment().CreatedAt.Equal(seg.CreatedAt) {
 			next[seg.Key] = c
 			continue
 		}
-		if err := seg.validate(true); err != nil {
+		if err := seg.ValidateStored(); err != nil {
 			return fmt.Errorf("reload segment %q: the stored configuration is invalid: %w", seg.Key, err)
 		}
-		next[seg.Key] = compileSegment(seg)
+		next[seg.Key] = feature.CompileSegment(seg)
 	}
 	s.installSegments(next)
 	return nil
@@ -186,22 +144,22 @@ func (s *Service) reloadSegments(ctx context.Context) error {
 // installSegments swaps in a snapshot with segments, every feature that
 // uses a segment whose compiled form changed compiled anew. The caller
 // holds s.mu.
-func (s *Service) installSegments(segments map[string]*compiledSegment) {
+func (s *Service) installSegments(segments map[string]*feature.CompiledSegment) {
 	snap := s.Snapshot()
-	changed := func(key string) bool { return snap.segments[key] != segments[key] }
-	next := snap.withSegments(segments)
-	for _, key := range snap.keys {
-		c := snap.features[key]
-		if slices.ContainsFunc(c.feature.Segments(), changed) {
+	changed := func(key string) bool { return snap.CompiledSegments()[key] != segments[key] }
+	next := snap.WithSegments(segments)
+	for _, key := range snap.Keys() {
+		c := snap.Compiled(key)
+		if slices.ContainsFunc(c.Feature().Segments(), changed) {
 			s.retire(c)
-			next = next.with(key, compileWith(c.feature, segments))
+			next = next.With(key, feature.Compile(c.Feature(), segments))
 		}
 	}
 	s.snap.Store(next)
 }
 
 // CreateSegment stores seg as a new segment at version 1.
-func (s *Service) CreateSegment(ctx context.Context, seg Segment, opts ChangeOptions) (SegmentResult, error) {
+func (s *Service) CreateSegment(ctx context.Context, seg feature.Segment, opts ChangeOptions) (SegmentResult, error) {
 	if err := validateComment(opts.Comment); err != nil {
 		return SegmentResult{}, err
 	}
@@ -210,37 +168,37 @@ func (s *Service) CreateSegment(ctx context.Context, seg Segment, opts ChangeOpt
 	}
 	defer s.mu.Unlock()
 	now := s.now().UTC()
-	seg = cloneSegment(seg)
+	seg = seg.Clone()
 	for i := range seg.Conditions {
-		seg.Conditions[i].Value = compactJSON(seg.Conditions[i].Value)
+		seg.Conditions[i].Value = feature.CompactJSON(seg.Conditions[i].Value)
 	}
 	seg.Version, seg.CreatedAt, seg.UpdatedAt = 1, now, now
 	if err := seg.Validate(); err != nil {
 		return SegmentResult{}, err
 	}
 	if opts.IfMatch != "" {
-		return SegmentResult{}, Errorf(EPrecondition, "segment %q does not exist yet, so If-Match cannot match: create it without If-Match", seg.Key)
+		return SegmentResult{}, feature.Errorf(feature.EPrecondition, "segment %q does not exist yet, so If-Match cannot match: create it without If-Match", seg.Key)
 	}
-	if len(s.Snapshot().segments) >= MaxSegments {
-		return SegmentResult{}, Errorf(EInvalid, "there are %d segments already, the most there may be", MaxSegments)
+	if len(s.Snapshot().CompiledSegments()) >= feature.MaxSegments {
+		return SegmentResult{}, feature.Errorf(feature.EInvalid, "there are %d segments already, the most there may be", feature.MaxSegments)
 	}
 	res := SegmentResult{Segment: seg, Features: []string{}, DryRun: opts.DryRun}
-	if _, ok := s.Snapshot().segments[seg.Key]; ok {
-		return res, Errorf(EConflict, "segment %q already exists", seg.Key)
+	if _, ok := s.Snapshot().CompiledSegments()[seg.Key]; ok {
+		return res, feature.Errorf(feature.EConflict, "segment %q already exists", seg.Key)
 	}
 	if opts.DryRun {
 		return res, nil
 	}
-	v := SegmentVersion{Version: 1, Actor: actor(opts), Time: now, Summary: "created: " + abbreviateSummary(describeConditions(seg.Conditions)), Comment: opts.Comment, Config: seg}
+	v := feature.SegmentVersion{Version: 1, Actor: actor(opts), Time: now, Summary: "created: " + abbreviateSummary(feature.DescribeConditions(seg.Conditions)), Comment: opts.Comment, Config: seg}
 	Settle(ctx, res, now)
 	if err := s.store.CreateSegment(ctx, seg, v); err != nil {
-		if ErrorCode(err) == EConflict {
+		if feature.ErrorCode(err) == feature.EConflict {
 			_ = s.reloadSegments(ctx)
 		}
 		return SegmentResult{}, err
 	}
-	segs := maps.Clone(s.Snapshot().segments)
-	segs[seg.Key] = compileSegment(seg)
+	segs := maps.Clone(s.Snapshot().CompiledSegments())
+	segs[seg.Key] = feature.CompileSegment(seg)
 	s.installSegments(segs)
 	s.committed()
 	return res, nil
@@ -249,7 +207,7 @@ func (s *Service) CreateSegment(ctx context.Context, seg Segment, opts ChangeOpt
 // UpdateSegment replaces the description and the conditions of the
 // segment key, as its next version, and makes a new version of every
 // feature that uses it.
-func (s *Service) UpdateSegment(ctx context.Context, key, description string, conditions []Condition, opts ChangeOptions) (SegmentResult, error) {
+func (s *Service) UpdateSegment(ctx context.Context, key, description string, conditions []feature.Condition, opts ChangeOptions) (SegmentResult, error) {
 	if err := validateComment(opts.Comment); err != nil {
 		return SegmentResult{}, err
 	}
@@ -259,7 +217,7 @@ func (s *Service) UpdateSegment(ctx context.Context, key, description string, co
 	defer s.mu.Unlock()
 	for attempt := 1; ; attempt++ {
 		res, err := s.updateSegment(ctx, key, description, conditions, opts)
-		if ErrorCode(err) != EConflict || attempt == 3 || errors.As(err, new(*changeError)) {
+		if feature.ErrorCode(err) != feature.EConflict || attempt == 3 || errors.As(err, new(*changeError)) {
 			return res, err
 		}
 		// Another instance moved the segment or a feature on: catch up.
@@ -269,42 +227,42 @@ func (s *Service) UpdateSegment(ctx context.Context, key, description string, co
 	}
 }
 
-func (s *Service) updateSegment(ctx context.Context, key, description string, conditions []Condition, opts ChangeOptions) (SegmentResult, error) {
+func (s *Service) updateSegment(ctx context.Context, key, description string, conditions []feature.Condition, opts ChangeOptions) (SegmentResult, error) {
 	snap := s.Snapshot()
-	cur, ok := snap.segments[key]
+	cur, ok := snap.CompiledSegments()[key]
 	if !ok {
 		if err := s.reloadSegments(ctx); err != nil {
 			return SegmentResult{}, err
 		}
 		snap = s.Snapshot()
-		if cur, ok = snap.segments[key]; !ok {
+		if cur, ok = snap.CompiledSegments()[key]; !ok {
 			return SegmentResult{}, segmentNotFound(key)
 		}
 	}
-	if opts.IfMatch != "" && opts.IfMatch != "*" && opts.IfMatch != cur.segment.Tag() {
-		return SegmentResult{}, &changeError{Errorf(EPrecondition, "segment %q is at version %d (ETag %q), not %s: reload it and decide again", key, cur.segment.Version, cur.segment.Tag(), opts.IfMatch)}
+	if opts.IfMatch != "" && opts.IfMatch != "*" && opts.IfMatch != cur.Segment().Tag() {
+		return SegmentResult{}, &changeError{feature.Errorf(feature.EPrecondition, "segment %q is at version %d (ETag %q), not %s: reload it and decide again", key, cur.Segment().Version, cur.Segment().Tag(), opts.IfMatch)}
 	}
 	now := s.now().UTC()
-	seg := cloneSegment(cur.segment)
-	seg.Description, seg.Conditions = description, cloneSegment(Segment{Conditions: conditions}).Conditions
+	seg := cur.Segment().Clone()
+	seg.Description, seg.Conditions = description, feature.Segment{Conditions: conditions}.Clone().Conditions
 	for i := range seg.Conditions {
-		seg.Conditions[i].Value = compactJSON(seg.Conditions[i].Value)
+		seg.Conditions[i].Value = feature.CompactJSON(seg.Conditions[i].Value)
 	}
-	seg.Version, seg.UpdatedAt = cur.segment.Version+1, now
+	seg.Version, seg.UpdatedAt = cur.Segment().Version+1, now
 	if err := seg.Validate(); err != nil {
 		return SegmentResult{}, &changeError{err}
 	}
-	summary := "changed: " + describeConditions(seg.Conditions)
-	if sameConditions(cur.segment.Conditions, seg.Conditions) {
+	summary := "changed: " + feature.DescribeConditions(seg.Conditions)
+	if feature.SameConditions(cur.Segment().Conditions, seg.Conditions) {
 		summary = "description changed"
 	}
 	summary = abbreviateSummary(summary)
-	segs := maps.Clone(snap.segments)
-	segs[key] = compileSegment(seg)
+	segs := maps.Clone(snap.CompiledSegments())
+	segs[key] = feature.CompileSegment(seg)
 	users := snap.SegmentUsers(key)
 	for _, fk := range users {
-		if err := compileWith(snap.features[fk].feature, segs).checkPatterns(); err != nil {
-			return SegmentResult{}, &changeError{Errorf(EInvalid, "segment %q: feature %q, which uses it, would pass the limits of its rules: %s", key, fk, ErrorMessage(err))}
+		if err := feature.Compile(snap.Compiled(fk).Feature(), segs).CheckPatterns(); err != nil {
+			return SegmentResult{}, &changeError{feature.Errorf(feature.EInvalid, "segment %q: feature %q, which uses it, would pass the limits of its rules: %s", key, fk, feature.ErrorMessage(err))}
 		}
 	}
 	res := SegmentResult{Segment: seg, Features: users, DryRun: opts.DryRun}
@@ -329,28 +287,28 @@ func (s *Service) updateSegment(ctx context.Context, key, description string, co
 		return res, nil
 	}
 	var versions []Version
-	nexts := map[string]*compiled{}
+	nexts := map[string]*feature.Compiled{}
 	for _, fk := range users {
-		c := snap.features[fk]
-		next := c.feature.Clone()
-		next.Version, next.UpdatedAt = c.feature.Version+1, now
-		cc := compileWith(next, segs)
+		c := snap.Compiled(fk)
+		next := c.Feature().Clone()
+		next.Version, next.UpdatedAt = c.Feature().Version+1, now
+		cc := feature.Compile(next, segs)
 		nexts[fk] = cc
-		rep := newReport(c, cc)
-		rep.Rules = []PopulationChange{{When: "in segment " + key, From: "segment version " + strconv.Itoa(cur.segment.Version), To: "segment version " + strconv.Itoa(seg.Version),
-			Text: fmt.Sprintf("users matching in segment %s: as segment version %d said → as version %d says (%s)", key, cur.segment.Version, seg.Version, abbreviate(describeConditions(seg.Conditions)))}}
+		rep := cc.ReportFrom(c)
+		rep.Rules = []feature.PopulationChange{{When: "in segment " + key, From: "segment version " + strconv.Itoa(cur.Segment().Version), To: "segment version " + strconv.Itoa(seg.Version),
+			Text: fmt.Sprintf("users matching in segment %s: as segment version %d said → as version %d says (%s)", key, cur.Segment().Version, seg.Version, feature.Abbreviate(feature.DescribeConditions(seg.Conditions)))}}
 		versions = append(versions, Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: abbreviateSummary(fmt.Sprintf("segment %s %s", key, summary)),
 			Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: rep})
 	}
-	v := SegmentVersion{Version: seg.Version, Actor: actor(opts), Time: now, Summary: summary, Comment: opts.Comment, Config: seg}
+	v := feature.SegmentVersion{Version: seg.Version, Actor: actor(opts), Time: now, Summary: summary, Comment: opts.Comment, Config: seg}
 	Settle(ctx, res, now)
 	if err := s.store.UpdateSegment(ctx, seg, v, versions); err != nil {
 		return SegmentResult{}, err
 	}
-	next := s.Snapshot().withSegments(segs)
+	next := s.Snapshot().WithSegments(segs)
 	for _, fk := range users {
-		s.retire(next.features[fk])
-		next = next.with(fk, nexts[fk])
+		s.retire(next.Compiled(fk))
+		next = next.With(fk, nexts[fk])
 	}
 	s.snap.Store(next)
 	s.committed()
@@ -388,32 +346,32 @@ func (s *Service) DeleteSegment(ctx context.Context, key string, opts ChangeOpti
 		return SegmentResult{}, err
 	}
 	defer s.mu.Unlock()
-	cur, ok := s.Snapshot().segments[key]
+	cur, ok := s.Snapshot().CompiledSegments()[key]
 	if !ok {
 		if err := s.reloadSegments(ctx); err != nil {
 			return SegmentResult{}, err
 		}
-		if cur, ok = s.Snapshot().segments[key]; !ok {
+		if cur, ok = s.Snapshot().CompiledSegments()[key]; !ok {
 			return SegmentResult{}, segmentNotFound(key)
 		}
 	}
-	if opts.IfMatch != "" && opts.IfMatch != "*" && opts.IfMatch != cur.segment.Tag() {
-		return SegmentResult{}, Errorf(EPrecondition, "segment %q is at version %d (ETag %q), not %s: reload it and decide again", key, cur.segment.Version, cur.segment.Tag(), opts.IfMatch)
+	if opts.IfMatch != "" && opts.IfMatch != "*" && opts.IfMatch != cur.Segment().Tag() {
+		return SegmentResult{}, feature.Errorf(feature.EPrecondition, "segment %q is at version %d (ETag %q), not %s: reload it and decide again", key, cur.Segment().Version, cur.Segment().Tag(), opts.IfMatch)
 	}
 	if users := s.Snapshot().SegmentUsers(key); len(users) > 0 {
-		return SegmentResult{}, Errorf(EConflict, "segment %q is in use by feature(s) %s: remove it from their rules first", key, strings.Join(users, ", "))
+		return SegmentResult{}, feature.Errorf(feature.EConflict, "segment %q is in use by feature(s) %s: remove it from their rules first", key, strings.Join(users, ", "))
 	}
-	res := SegmentResult{Segment: cur.segment, Features: []string{}, DryRun: opts.DryRun}
+	res := SegmentResult{Segment: cur.Segment(), Features: []string{}, DryRun: opts.DryRun}
 	if opts.DryRun {
 		return res, nil
 	}
 	now := s.now().UTC()
 	Settle(ctx, res, now)
-	gone := SegmentVersion{Version: cur.segment.Version, Actor: actor(opts), Time: now, Summary: "deleted", Comment: opts.Comment, Config: cur.segment}
-	if err := s.store.DeleteSegment(ctx, key, cur.segment.Version, SegmentEvent(AuditSegmentDelete, gone)); err != nil {
+	gone := feature.SegmentVersion{Version: cur.Segment().Version, Actor: actor(opts), Time: now, Summary: "deleted", Comment: opts.Comment, Config: cur.Segment()}
+	if err := s.store.DeleteSegment(ctx, key, cur.Segment().Version, SegmentEvent(AuditSegmentDelete, gone)); err != nil {
 		return SegmentResult{}, err
 	}
-	segs := maps.Clone(s.Snapshot().segments)
+	segs := maps.Clone(s.Snapshot().CompiledSegments())
 	delete(segs, key)
 	s.installSegments(segs)
 	s.committed()
@@ -422,7 +380,7 @@ func (s *Service) DeleteSegment(ctx context.Context, key string, opts ChangeOpti
 
 // SegmentVersions returns the segment's history, newest first; see
 // SegmentStore.SegmentVersions. It takes turns with other history reads.
-func (s *Service) SegmentVersions(ctx context.Context, key string, before, limit int) ([]SegmentVersion, error) {
+func (s *Service) SegmentVersions(ctx context.Context, key string, before, limit int) ([]feature.SegmentVersion, error) {
 	if err := s.history.acquire(ctx); err != nil {
 		return nil, err
 	}
@@ -432,22 +390,22 @@ func (s *Service) SegmentVersions(ctx context.Context, key string, before, limit
 
 // unknownSegment refuses a feature whose rules use a segment the snapshot
 // lacks.
-type unknownSegment struct{ err *Error }
+type unknownSegment struct{ err *feature.Error }
 
 func (e *unknownSegment) Error() string { return e.err.Error() }
 func (e *unknownSegment) Unwrap() error { return e.err }
 
 // knownSegments refuses f when its rules use a segment the snapshot
 // lacks (see checkSegments, which asks the store too).
-func (s *Service) knownSegments(f Feature) error {
+func (s *Service) knownSegments(f feature.Feature) error {
 	var missing []string
 	for _, key := range f.Segments() {
-		if _, ok := s.Snapshot().segments[key]; !ok {
+		if _, ok := s.Snapshot().CompiledSegments()[key]; !ok {
 			missing = append(missing, key)
 		}
 	}
 	if len(missing) == 0 {
 		return nil
 	}
-	return &unknownSegment{err: &Error{Code: EInvalid, Message: fmt.Sprintf("in_segment names segment(s) %s, which do(es) not exist: create them first (POST /api/segments)", strings.Join(missing, ", "))}}
+	return &unknownSegment{err: &feature.Error{Code: feature.EInvalid, Message: fmt.Sprintf("in_segment names segment(s) %s, which do(es) not exist: create them first (POST /api/segments)", strings.Join(missing, ", "))}}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
 
@@ -30,12 +31,12 @@ func TestSegmentChangeCatchesUp(t *testing.T) {
 		return svc
 	}
 	a := open()
-	staff := rollout.Segment{Key: "staff", Conditions: []rollout.Condition{{Attribute: "email", Op: rollout.OpEndsWith, Value: json.RawMessage(`"@example.com"`)}}}
+	staff := feature.Segment{Key: "staff", Conditions: []feature.Condition{{Attribute: "email", Op: feature.OpEndsWith, Value: json.RawMessage(`"@example.com"`)}}}
 	if _, err := a.CreateSegment(ctx, staff, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	f := rollout.Feature{Key: "checkout", Enabled: true, Salt: "s", Buckets: []rollout.Bucket{{Name: "off", Replicas: 10}, {Name: "on", Replicas: 10}},
-		Rules: []rollout.Rule{{Name: "staff", Conditions: []rollout.Condition{{Op: rollout.OpInSegment, Value: json.RawMessage(`"staff"`)}}, Serve: rollout.Serve{Bucket: "on"}}}}
+	f := feature.Feature{Key: "checkout", Enabled: true, Salt: "s", Buckets: []feature.Bucket{{Name: "off", Replicas: 10}, {Name: "on", Replicas: 10}},
+		Rules: []feature.Rule{{Name: "staff", Conditions: []feature.Condition{{Op: feature.OpInSegment, Value: json.RawMessage(`"staff"`)}}, Serve: feature.Serve{Bucket: "on"}}}}
 	if _, err := a.Create(ctx, f, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func TestSegmentChangeCatchesUp(t *testing.T) {
 	if _, err := a.Change(ctx, "checkout", rollout.Patch(&desc, nil, nil), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := b.UpdateSegment(ctx, "staff", "", []rollout.Condition{{Attribute: "email", Op: rollout.OpEndsWith, Value: json.RawMessage(`"@example.org"`)}}, rollout.ChangeOptions{})
+	res, err := b.UpdateSegment(ctx, "staff", "", []feature.Condition{{Attribute: "email", Op: feature.OpEndsWith, Value: json.RawMessage(`"@example.org"`)}}, rollout.ChangeOptions{})
 	if err != nil {
 		t.Fatalf("UpdateSegment on a lagging instance = %v", err)
 	}
@@ -55,24 +56,24 @@ func TestSegmentChangeCatchesUp(t *testing.T) {
 	if got.Version != 3 || got.Description != "moved on" {
 		t.Errorf("after the segment's change: version %d, description %q; want 3, the other instance's change kept", got.Version, got.Description)
 	}
-	if e, _ := b.Snapshot().PeekContext("checkout", "u", rollout.Context{"email": "a@example.org"}); e.Rule != "staff" {
+	if e, _ := b.Snapshot().PeekContext("checkout", "u", feature.Context{"email": "a@example.org"}); e.Rule != "staff" {
 		t.Errorf("the new segment does not serve: %+v", e)
 	}
 	// A rule may not use a segment no instance made; a segment made by
 	// another instance is found.
-	if _, err := a.CreateSegment(ctx, rollout.Segment{Key: "beta", Conditions: []rollout.Condition{}}, rollout.ChangeOptions{}); err != nil {
+	if _, err := a.CreateSegment(ctx, feature.Segment{Key: "beta", Conditions: []feature.Condition{}}, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	rules := []rollout.Rule{{Name: "beta", Conditions: []rollout.Condition{{Op: rollout.OpInSegment, Value: json.RawMessage(`"beta"`)}}, Serve: rollout.Serve{Bucket: "off"}}}
+	rules := []feature.Rule{{Name: "beta", Conditions: []feature.Condition{{Op: feature.OpInSegment, Value: json.RawMessage(`"beta"`)}}, Serve: feature.Serve{Bucket: "off"}}}
 	if _, err := b.Change(ctx, "checkout", rollout.SetRules(rules), rollout.ChangeOptions{}); err != nil {
 		t.Errorf("a rule using a segment made by another instance = %v", err)
 	}
 	rules[0].Conditions[0].Value = json.RawMessage(`"gamma"`)
-	if _, err := b.Change(ctx, "checkout", rollout.SetRules(rules), rollout.ChangeOptions{}); rollout.ErrorCode(err) != rollout.EInvalid {
+	if _, err := b.Change(ctx, "checkout", rollout.SetRules(rules), rollout.ChangeOptions{}); feature.ErrorCode(err) != feature.EInvalid {
 		t.Errorf("a rule using no segment = %v, want EInvalid", err)
 	}
 	// In use: not deleted, by either instance.
-	if _, err := a.DeleteSegment(ctx, "beta", rollout.ChangeOptions{}); rollout.ErrorCode(err) != rollout.EConflict {
+	if _, err := a.DeleteSegment(ctx, "beta", rollout.ChangeOptions{}); feature.ErrorCode(err) != feature.EConflict {
 		t.Errorf("deleting a segment in use = %v, want EConflict", err)
 	}
 }
@@ -90,12 +91,12 @@ func TestRestoreWithSegments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	staff := rollout.Segment{Key: "staff", Conditions: []rollout.Condition{{Attribute: "email", Op: rollout.OpEndsWith, Value: json.RawMessage(`"@example.com"`)}}}
+	staff := feature.Segment{Key: "staff", Conditions: []feature.Condition{{Attribute: "email", Op: feature.OpEndsWith, Value: json.RawMessage(`"@example.com"`)}}}
 	if _, err := svc.CreateSegment(ctx, staff, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	f := rollout.Feature{Key: "checkout", Enabled: true, Salt: "s", Buckets: []rollout.Bucket{{Name: "off", Replicas: 10}, {Name: "on", Replicas: 10}},
-		Rules: []rollout.Rule{{Name: "staff", Conditions: []rollout.Condition{{Op: rollout.OpInSegment, Value: json.RawMessage(`"staff"`)}}, Serve: rollout.Serve{Bucket: "on"}}}}
+	f := feature.Feature{Key: "checkout", Enabled: true, Salt: "s", Buckets: []feature.Bucket{{Name: "off", Replicas: 10}, {Name: "on", Replicas: 10}},
+		Rules: []feature.Rule{{Name: "staff", Conditions: []feature.Condition{{Op: feature.OpInSegment, Value: json.RawMessage(`"staff"`)}}, Serve: feature.Serve{Bucket: "on"}}}}
 	if _, err := svc.Create(ctx, f, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestRestoreWithSegments(t *testing.T) {
 	if _, err := svc.DeleteSegment(ctx, "staff", rollout.ChangeOptions{}); err != nil {
 		t.Fatalf("deleting a segment only an archived feature uses = %v", err)
 	}
-	if _, err := svc.Restore(ctx, "checkout", rollout.ChangeOptions{}); rollout.ErrorCode(err) != rollout.EInvalid {
+	if _, err := svc.Restore(ctx, "checkout", rollout.ChangeOptions{}); feature.ErrorCode(err) != feature.EInvalid {
 		t.Errorf("restoring a feature whose segment is gone = %v, want EInvalid", err)
 	}
 	if _, err := svc.CreateSegment(ctx, staff, rollout.ChangeOptions{}); err != nil {
@@ -114,7 +115,7 @@ func TestRestoreWithSegments(t *testing.T) {
 	if _, err := svc.Restore(ctx, "checkout", rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if e, _ := svc.Snapshot().PeekContext("checkout", "u", rollout.Context{"email": "a@example.com"}); e.Rule != "staff" {
+	if e, _ := svc.Snapshot().PeekContext("checkout", "u", feature.Context{"email": "a@example.com"}); e.Rule != "staff" {
 		t.Errorf("the restored feature serves %+v, want rule staff", e)
 	}
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Service applies changes to features and serves evaluations. Writes go to
@@ -26,7 +25,7 @@ type Service struct {
 	now   Clock
 
 	mu      writeLock // serializes writes; guards retired
-	snap    atomic.Pointer[Snapshot]
+	snap    atomic.Pointer[feature.Snapshot]
 	retired []retired
 
 	flushMu   sync.Mutex // one exposure flush at a time
@@ -71,27 +70,19 @@ const MaxComment = 2000
 func validateComment(c string) error {
 	switch {
 	case len(c) > MaxComment:
-		return Errorf(EInvalid, "the comment is %d bytes long: keep it to %d", len(c), MaxComment)
+		return feature.Errorf(feature.EInvalid, "the comment is %d bytes long: keep it to %d", len(c), MaxComment)
 	case !utf8.ValidString(c):
-		return Errorf(EInvalid, "the comment is not valid UTF-8 text")
+		return feature.Errorf(feature.EInvalid, "the comment is not valid UTF-8 text")
 	case strings.ContainsFunc(c, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }):
-		return Errorf(EInvalid, "the comment holds control characters: write plain text")
+		return feature.Errorf(feature.EInvalid, "the comment holds control characters: write plain text")
 	}
 	return nil
 }
 
-// Tag names a feature's configuration at one version, for If-Match: its
-// version and the start of its ID, so that a feature deleted and made again
-// under the same key never matches a tag of the one before.
-func (f Feature) Tag() string {
-	id := strings.ReplaceAll(f.ID, "-", "")
-	return strconv.Itoa(f.Version) + "-" + id[:min(len(id), 12)]
-}
-
 // Result is a feature after a change and the change's churn report.
 type Result struct {
-	Feature Feature
-	Report  Report
+	Feature feature.Feature
+	Report  feature.Report
 	Shares  map[string]float64 // exact share of each bucket of the feature's ring
 	DryRun  bool
 	// Request, when not nil, is the change request the change became:
@@ -121,41 +112,39 @@ func NewService(ctx context.Context, store Store, clock Clock) (*Service, error)
 	if err != nil {
 		return nil, fmt.Errorf("load segments: %w", err)
 	}
-	segments := make(map[string]*compiledSegment, len(segs))
+	segments := make(map[string]*feature.CompiledSegment, len(segs))
 	for _, seg := range segs {
-		if err := seg.validate(true); err != nil {
+		if err := seg.ValidateStored(); err != nil {
 			return nil, fmt.Errorf("load segment %q: %w", seg.Key, err)
 		}
-		segments[seg.Key] = compileSegment(seg)
+		segments[seg.Key] = feature.CompileSegment(seg)
 	}
 	features, err := store.Features(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load features: %w", err)
 	}
-	all := make(map[string]*compiled, len(features))
+	all := make([]*feature.Compiled, 0, len(features))
 	for _, f := range features {
-		if err := f.validate(false, true); err != nil {
+		if err := f.ValidateStored(false); err != nil {
 			return nil, fmt.Errorf("load feature %q: %w", f.Key, err)
 		}
-		all[f.Key] = compileWith(f, segments)
+		all = append(all, feature.Compile(f, segments))
 	}
-	snap := newSnapshot(all, rev)
-	snap.segments = segments
-	s.snap.Store(snap)
+	s.snap.Store(feature.NewSnapshotOf(all, segments, rev))
 	return s, nil
 }
 
 // Snapshot returns the current snapshot of every feature.
-func (s *Service) Snapshot() *Snapshot { return s.snap.Load() }
+func (s *Service) Snapshot() *feature.Snapshot { return s.snap.Load() }
 
 // Evaluate returns the bucket the feature key serves user, from memory.
-func (s *Service) Evaluate(key, user string) (Evaluation, error) {
+func (s *Service) Evaluate(key, user string) (feature.Evaluation, error) {
 	return s.Snapshot().Evaluate(key, user)
 }
 
 // Create stores f as a new feature at version 1. It sets f's ID, version and
 // times; the caller sets everything else, the salt included.
-func (s *Service) Create(ctx context.Context, f Feature, opts ChangeOptions) (Result, error) {
+func (s *Service) Create(ctx context.Context, f feature.Feature, opts ChangeOptions) (Result, error) {
 	if err := validateComment(opts.Comment); err != nil {
 		return Result{}, err
 	}
@@ -168,7 +157,7 @@ func (s *Service) Create(ctx context.Context, f Feature, opts ChangeOptions) (Re
 	f = f.Clone()
 	f.ID, f.Version, f.CreatedAt, f.UpdatedAt = uuid.NewString(), 1, now, now
 	for i := range f.Buckets {
-		f.Buckets[i].Value = compactJSON(f.Buckets[i].Value)
+		f.Buckets[i].Value = feature.CompactJSON(f.Buckets[i].Value)
 	}
 	f.Rules = cloneRules(f.Rules)
 	if err := f.Validate(); err != nil {
@@ -177,33 +166,33 @@ func (s *Service) Create(ctx context.Context, f Feature, opts ChangeOptions) (Re
 	if err := s.checkSegments(ctx, f); err != nil {
 		return Result{}, err
 	}
-	if _, ok := s.Snapshot().features[f.Key]; ok {
+	if s.Snapshot().Compiled(f.Key) != nil {
 		// Another instance may have deleted it: ask the store.
 		if c, err := s.reload(ctx, f.Key); err != nil {
 			return Result{}, err
 		} else if c != nil {
-			return Result{}, Errorf(EConflict, "feature %q already exists", f.Key)
+			return Result{}, feature.Errorf(feature.EConflict, "feature %q already exists", f.Key)
 		}
 	}
 	if opts.IfMatch != "" {
-		return Result{}, Errorf(EPrecondition, "feature %q does not exist yet, so If-Match cannot match: create it without If-Match", f.Key)
+		return Result{}, feature.Errorf(feature.EPrecondition, "feature %q does not exist yet, so If-Match cannot match: create it without If-Match", f.Key)
 	}
 	cc := s.compileFeature(f)
-	if err := cc.checkPatterns(); err != nil {
+	if err := cc.CheckPatterns(); err != nil {
 		return Result{}, err
 	}
-	rep := newReport(nil, cc)
+	rep := cc.ReportFrom(nil)
 	if err := checkChurn(rep, opts); err != nil {
 		return Result{}, err
 	}
-	res := Result{Feature: f, Report: rep, Shares: maps.Clone(cc.shares), DryRun: opts.DryRun}
+	res := Result{Feature: f, Report: rep, Shares: cc.Shares(), DryRun: opts.DryRun}
 	if opts.DryRun {
 		return res, nil
 	}
 	v := Version{Version: 1, Actor: actor(opts), Time: now, Summary: "created", Comment: opts.Comment, Config: f, OverrideCount: len(f.Overrides), Report: rep, Kind: AuditCreate}
 	Settle(ctx, res, now)
 	if err := s.store.CreateFeature(ctx, f, v); err != nil {
-		if ErrorCode(err) == EConflict { // created elsewhere meanwhile: serve it
+		if feature.ErrorCode(err) == feature.EConflict { // created elsewhere meanwhile: serve it
 			if _, rerr := s.reload(ctx, f.Key); rerr != nil {
 				return Result{}, errors.Join(err, rerr) // still a conflict, and why the snapshot lacks the feature
 			}
@@ -242,7 +231,7 @@ func (s *Service) change(ctx context.Context, key string, ch Change, opts Change
 		return Result{}, err
 	}
 	defer s.mu.Unlock()
-	res, err := s.onFresh(ctx, key, opts, func(cur *compiled) (Result, error) {
+	res, err := s.onFresh(ctx, key, opts, func(cur *feature.Compiled) (Result, error) {
 		return s.apply(ctx, cur, ch, opts)
 	}, func() (Result, error) {
 		return s.applyHeld(ctx, key, ch, opts)
@@ -287,7 +276,7 @@ func (s *Service) RollbackWith(ctx context.Context, key string, n int, ro Rollba
 	}
 	back := rollbackTo(old.Config, ro.KeepOverrides)
 	back.spec = ChangeSpec{Kind: SpecRollback, Version: n, KeepOverrides: ro.KeepOverrides}
-	res, err := s.onFresh(ctx, key, opts, func(cur *compiled) (Result, error) {
+	res, err := s.onFresh(ctx, key, opts, func(cur *feature.Compiled) (Result, error) {
 		return s.apply(ctx, cur, back, opts)
 	}, func() (Result, error) {
 		return s.applyHeld(ctx, key, back, opts)
@@ -297,12 +286,12 @@ func (s *Service) RollbackWith(ctx context.Context, key string, n int, ro Rollba
 
 // checkChurn refuses, with EChurn and the report, a change that moves more
 // users than opts.MaxChurn allows.
-func checkChurn(rep Report, opts ChangeOptions) error {
+func checkChurn(rep feature.Report, opts ChangeOptions) error {
 	if opts.MaxChurn == nil || rep.Churn <= *opts.MaxChurn {
 		return nil
 	}
-	return &Error{
-		Code:    EChurn,
+	return &feature.Error{
+		Code:    feature.EChurn,
 		Message: fmt.Sprintf("the change would move %.4f%% of users, more than max_churn %.4f%%: nothing was changed", 100*rep.Churn, 100**opts.MaxChurn),
 		Report:  &rep,
 	}
@@ -329,7 +318,7 @@ func (s *Service) Changes(ctx context.Context, q ChangeQuery) ([]Version, error)
 		q.Limit = DefaultHistoryPage
 	}
 	if q.Limit < 0 || q.Before < 0 {
-		return nil, Errorf(EInvalid, "read changes below a seq >= 0, a positive number at a time: got limit %d, before %d", q.Limit, q.Before)
+		return nil, feature.Errorf(feature.EInvalid, "read changes below a seq >= 0, a positive number at a time: got limit %d, before %d", q.Limit, q.Before)
 	}
 	if err := s.history.acquire(ctx); err != nil {
 		return nil, err
@@ -354,7 +343,7 @@ func (s *Service) Version(ctx context.Context, key string, n int) (Version, erro
 // feature in the store from read to write and so cannot lose; without a
 // held (a delete), write is tried up to maxWriteAttempts times, with a
 // short random pause between attempts. The caller holds s.mu.
-func (s *Service) onFresh(ctx context.Context, key string, opts ChangeOptions, write func(cur *compiled) (Result, error), held func() (Result, error)) (Result, error) {
+func (s *Service) onFresh(ctx context.Context, key string, opts ChangeOptions, write func(cur *feature.Compiled) (Result, error), held func() (Result, error)) (Result, error) {
 	attempts := maxWriteAttempts
 	if opts.IfMatch != "" {
 		attempts = 2
@@ -368,7 +357,7 @@ func (s *Service) onFresh(ctx context.Context, key string, opts ChangeOptions, w
 			return Result{}, err
 		}
 		res, err := write(cur)
-		if attempt >= attempts || ErrorCode(err) != EConflict || errors.As(err, new(*changeError)) {
+		if attempt >= attempts || feature.ErrorCode(err) != feature.EConflict || errors.As(err, new(*changeError)) {
 			return res, err
 		}
 		if attempt > 1 {
@@ -403,7 +392,7 @@ func pause(ctx context.Context, attempt int) error {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		return Errorf(EUnavailable, "the change could not be saved before the request ended: other instances kept changing the feature; try again")
+		return feature.Errorf(feature.EUnavailable, "the change could not be saved before the request ended: other instances kept changing the feature; try again")
 	}
 }
 
@@ -411,41 +400,41 @@ func pause(ctx context.Context, attempt int) error {
 // the snapshot lacks the feature or holds another version than If-Match
 // names, it asks the store first: the change may have been made elsewhere.
 // The caller holds s.mu.
-func (s *Service) current(ctx context.Context, key string, opts ChangeOptions) (*compiled, error) {
-	c, ok := s.Snapshot().features[key]
-	if !ok || !c.matches(opts.IfMatch) {
+func (s *Service) current(ctx context.Context, key string, opts ChangeOptions) (*feature.Compiled, error) {
+	c := s.Snapshot().Compiled(key)
+	if c == nil || !matches(c, opts.IfMatch) {
 		var err error
 		if c, err = s.reload(ctx, key); err != nil {
 			return nil, err
 		}
 	}
 	if c == nil {
-		return nil, notFound(key)
+		return nil, feature.NotFound(key)
 	}
-	if c.matches(opts.IfMatch) {
+	if matches(c, opts.IfMatch) {
 		return c, nil
 	}
 	version, id, ok := strings.Cut(opts.IfMatch, "-")
-	_, now, _ := strings.Cut(c.feature.Tag(), "-")
+	_, now, _ := strings.Cut(c.Feature().Tag(), "-")
 	switch {
 	case !ok:
-		return nil, Errorf(EPrecondition, "If-Match %q is not an ETag of feature %q, whose ETag is now %q: read the feature, then send its ETag", opts.IfMatch, key, c.feature.Tag())
+		return nil, feature.Errorf(feature.EPrecondition, "If-Match %q is not an ETag of feature %q, whose ETag is now %q: read the feature, then send its ETag", opts.IfMatch, key, c.Feature().Tag())
 	case id != now:
-		return nil, Errorf(EPrecondition, "feature %q was deleted and created again since you read it (it is now a new feature at version %d): reload it and decide again", key, c.feature.Version)
+		return nil, feature.Errorf(feature.EPrecondition, "feature %q was deleted and created again since you read it (it is now a new feature at version %d): reload it and decide again", key, c.Feature().Version)
 	}
-	return nil, Errorf(EPrecondition, "feature %q is at version %d, not %s: reload it and decide again", key, c.feature.Version, version)
+	return nil, feature.Errorf(feature.EPrecondition, "feature %q is at version %d, not %s: reload it and decide again", key, c.Feature().Version, version)
 }
 
 // apply makes ch a new version of cur. The caller holds s.mu.
-func (s *Service) apply(ctx context.Context, cur *compiled, ch Change, opts ChangeOptions) (Result, error) {
-	return s.applyWith(ctx, cur, ch, opts, func(f Feature, v Version) error {
+func (s *Service) apply(ctx context.Context, cur *feature.Compiled, ch Change, opts ChangeOptions) (Result, error) {
+	return s.applyWith(ctx, cur, ch, opts, func(f feature.Feature, v Version) error {
 		return s.store.UpdateFeature(ctx, f, v)
 	})
 }
 
 // applyWith is apply, the new version written by save. The caller holds
 // s.mu.
-func (s *Service) applyWith(ctx context.Context, cur *compiled, ch Change, opts ChangeOptions, save func(Feature, Version) error) (Result, error) {
+func (s *Service) applyWith(ctx context.Context, cur *feature.Compiled, ch Change, opts ChangeOptions, save func(feature.Feature, Version) error) (Result, error) {
 	res, v, cc, err := s.prepare(cur, ch, opts)
 	if errors.As(err, new(*unknownSegment)) {
 		// Made by another instance, not yet synced? Read them, try again.
@@ -472,20 +461,20 @@ func (s *Service) applyWith(ctx context.Context, cur *compiled, ch Change, opts 
 func (s *Service) applyHeld(ctx context.Context, key string, ch Change, opts ChangeOptions) (Result, error) {
 	var (
 		res Result
-		cc  *compiled
+		cc  *feature.Compiled
 	)
-	err := s.store.UpdateFeatureWith(ctx, key, func(f Feature) (Feature, Version, error) {
-		cur := s.Snapshot().features[key]
-		if cur == nil || cur.feature.ID != f.ID || cur.feature.Version != f.Version {
+	err := s.store.UpdateFeatureWith(ctx, key, func(f feature.Feature) (feature.Feature, Version, error) {
+		cur := s.Snapshot().Compiled(key)
+		if cur == nil || cur.Feature().ID != f.ID || cur.Feature().Version != f.Version {
 			if err := f.Validate(); err != nil {
-				return Feature{}, Version{}, fmt.Errorf("the stored configuration of feature %q is invalid: %w", key, err)
+				return feature.Feature{}, Version{}, fmt.Errorf("the stored configuration of feature %q is invalid: %w", key, err)
 			}
 			cur = s.compileFeature(f)
 		}
 		var v Version
 		var err error
 		if res, v, cc, err = s.prepare(cur, ch, opts); err != nil {
-			return Feature{}, Version{}, err
+			return feature.Feature{}, Version{}, err
 		}
 		Settle(ctx, res, v.Time)
 		return res.Feature, v, nil
@@ -501,8 +490,8 @@ func (s *Service) applyHeld(ctx context.Context, key string, ch Change, opts Cha
 // prepare computes ch applied to cur: the result, its version and the
 // compiled feature, refusing what a guard in opts refuses. It stores
 // nothing.
-func (s *Service) prepare(cur *compiled, ch Change, opts ChangeOptions) (Result, Version, *compiled, error) {
-	next := cur.feature.Clone()
+func (s *Service) prepare(cur *feature.Compiled, ch Change, opts ChangeOptions) (Result, Version, *feature.Compiled, error) {
+	next := cur.Feature().Clone()
 	if err := ch.apply(&next); err != nil {
 		return Result{}, Version{}, nil, &changeError{err}
 	}
@@ -513,16 +502,16 @@ func (s *Service) prepare(cur *compiled, ch Change, opts ChangeOptions) (Result,
 		return Result{}, Version{}, nil, err
 	}
 	now := s.now().UTC()
-	next.Version, next.UpdatedAt = cur.feature.Version+1, now
+	next.Version, next.UpdatedAt = cur.Feature().Version+1, now
 	cc := s.compileFeature(next)
-	if err := cc.checkPatterns(); err != nil {
+	if err := cc.CheckPatterns(); err != nil {
 		return Result{}, Version{}, nil, &changeError{err}
 	}
-	rep := newReport(cur, cc)
+	rep := cc.ReportFrom(cur)
 	if err := checkChurn(rep, opts); err != nil {
 		return Result{}, Version{}, nil, err
 	}
-	res := Result{Feature: next, Report: rep, Shares: maps.Clone(cc.shares), DryRun: opts.DryRun}
+	res := Result{Feature: next, Report: rep, Shares: cc.Shares(), DryRun: opts.DryRun}
 	if opts.gate != nil {
 		err := opts.gate.check(cur, ch, res)
 		switch _, approval := err.(*needsApproval); {
@@ -541,7 +530,7 @@ func (s *Service) prepare(cur *compiled, ch Change, opts ChangeOptions) (Result,
 // versionSummary is the summary of a version that ch (whose summary is
 // what) made: what, then what it did to users in percentages
 // (ShareSummary), unless it moved no one and changed no share.
-func versionSummary(what string, rep Report) string {
+func versionSummary(what string, rep feature.Report) string {
 	if s := ShareSummary(rep); s != noUserMoved && s != ringMovedNoUser {
 		return joinSummary(what, s)
 	}
@@ -550,10 +539,10 @@ func versionSummary(what string, rep Report) string {
 
 // swap installs a snapshot in which c serves key (nil: key is gone). The
 // caller holds s.mu.
-func (s *Service) swap(key string, c *compiled) {
+func (s *Service) swap(key string, c *feature.Compiled) {
 	old := s.Snapshot()
-	s.retire(old.features[key])
-	s.snap.Store(old.with(key, c))
+	s.retire(old.Compiled(key))
+	s.snap.Store(old.With(key, c))
 }
 
 func actor(opts ChangeOptions) string {
@@ -561,8 +550,4 @@ func actor(opts ChangeOptions) string {
 		return "anonymous"
 	}
 	return opts.Actor
-}
-
-func notFound(key string) error {
-	return Errorf(ENotFound, "feature %q does not exist", key)
 }

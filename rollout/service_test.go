@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/sqlite"
 )
@@ -26,9 +27,9 @@ type failingStore struct {
 	fail atomic.Bool
 }
 
-func (s *failingStore) AddExposures(ctx context.Context, counts []rollout.Exposure) error {
+func (s *failingStore) AddExposures(ctx context.Context, counts []feature.Exposure) error {
 	if s.fail.Load() {
-		return rollout.Errorf(rollout.EUnavailable, "database unavailable (test)")
+		return feature.Errorf(feature.EUnavailable, "database unavailable (test)")
 	}
 	return s.DB.AddExposures(ctx, counts)
 }
@@ -48,11 +49,11 @@ func newService(t *testing.T) (*rollout.Service, *failingStore) {
 	return svc, fs
 }
 
-func abc(key string) rollout.Feature {
-	return rollout.Feature{Key: key, Enabled: true, Buckets: []rollout.Bucket{{Name: "A", Replicas: 3}, {Name: "B", Replicas: 3}, {Name: "C", Replicas: 3}}}
+func abc(key string) feature.Feature {
+	return feature.Feature{Key: key, Enabled: true, Buckets: []feature.Bucket{{Name: "A", Replicas: 3}, {Name: "B", Replicas: 3}, {Name: "C", Replicas: 3}}}
 }
 
-func mustCreate(t *testing.T, svc *rollout.Service, f rollout.Feature) {
+func mustCreate(t *testing.T, svc *rollout.Service, f feature.Feature) {
 	t.Helper()
 	if _, err := svc.Create(context.Background(), f, rollout.ChangeOptions{}); err != nil {
 		t.Fatalf("Create(%s): %v", f.Key, err)
@@ -140,7 +141,7 @@ func TestHistoryReportsMatchRecomputing(t *testing.T) {
 		var ch rollout.Change
 		switch _, exists := cur.Bucket(name); {
 		case !exists:
-			ch = rollout.AddBucket(rollout.Bucket{Name: name, Replicas: 1 + rng.IntN(50)})
+			ch = rollout.AddBucket(feature.Bucket{Name: name, Replicas: 1 + rng.IntN(50)})
 		case rng.IntN(3) == 0 && len(cur.Buckets) > 1 && cur.Fallback != name:
 			ch = rollout.RemoveBucket(name)
 		case rng.IntN(5) == 0:
@@ -148,7 +149,7 @@ func TestHistoryReportsMatchRecomputing(t *testing.T) {
 		default:
 			ch = rollout.UpdateBucket(name, ptr(1+rng.IntN(100)), nil)
 		}
-		if _, err := svc.Change(ctx, "f", ch, rollout.ChangeOptions{}); err != nil && rollout.ErrorCode(err) != rollout.EConflict {
+		if _, err := svc.Change(ctx, "f", ch, rollout.ChangeOptions{}); err != nil && feature.ErrorCode(err) != feature.EConflict {
 			t.Fatalf("%s: %v", ch.Summary(), err)
 		}
 	}
@@ -188,7 +189,7 @@ func TestHistoryReportsMatchRecomputing(t *testing.T) {
 
 // bucketAt evaluates user against configuration f through a service of its
 // own, as a second opinion.
-func bucketAt(t *testing.T, f rollout.Feature, user string) string {
+func bucketAt(t *testing.T, f feature.Feature, user string) string {
 	t.Helper()
 	if !f.Enabled {
 		return f.Fallback
@@ -232,7 +233,7 @@ func TestEvaluationDuringWrites(t *testing.T) {
 		}()
 	}
 	for range 20 {
-		mustChange(t, svc, "f", rollout.AddBucket(rollout.Bucket{Name: "D", Replicas: 50}))
+		mustChange(t, svc, "f", rollout.AddBucket(feature.Bucket{Name: "D", Replicas: 50}))
 		mustChange(t, svc, "f", rollout.RemoveBucket("D"))
 	}
 	close(done)
@@ -255,14 +256,14 @@ func TestExposureFlushKeepsCountsOnFailure(t *testing.T) {
 		svc.Evaluate("f", fmt.Sprint(i))
 	}
 	fs.fail.Store(true)
-	if err := svc.FlushExposures(ctx); rollout.ErrorCode(err) != rollout.EUnavailable {
+	if err := svc.FlushExposures(ctx); feature.ErrorCode(err) != feature.EUnavailable {
 		t.Fatalf("FlushExposures with the database down = %v, want unavailable", err)
 	}
 	for i := range 50 {
 		svc.Evaluate("f", fmt.Sprint(i))
 	}
 	// A change retires version 1 while its counts are still in memory.
-	mustChange(t, svc, "f", rollout.AddBucket(rollout.Bucket{Name: "D", Replicas: 3}))
+	mustChange(t, svc, "f", rollout.AddBucket(feature.Bucket{Name: "D", Replicas: 3}))
 	svc.Evaluate("f", "x")
 	fs.fail.Store(false)
 	if err := svc.FlushExposures(ctx); err != nil {
@@ -288,17 +289,17 @@ func TestGuards(t *testing.T) {
 	svc, _ := newService(t)
 	ctx := context.Background()
 	mustCreate(t, svc, abc("f"))
-	addD := rollout.AddBucket(rollout.Bucket{Name: "D", Replicas: 3})
+	addD := rollout.AddBucket(feature.Bucket{Name: "D", Replicas: 3})
 
 	_, err := svc.Change(ctx, "f", addD, rollout.ChangeOptions{MaxChurn: ptr(0.2)})
-	var e *rollout.Error
-	if !errors.As(err, &e) || e.Code != rollout.EChurn || e.Report == nil || math.Abs(e.Report.Churn-0.2226766) > 1e-7 {
+	var e *feature.Error
+	if !errors.As(err, &e) || e.Code != feature.EChurn || e.Report == nil || math.Abs(e.Report.Churn-0.2226766) > 1e-7 {
 		t.Fatalf("max_churn 0.2: err = %v, want max_churn_exceeded with the report", err)
 	}
 	v1, _ := svc.Snapshot().Feature("f")
 	stale := v1
 	stale.Version = 2
-	if _, err := svc.Change(ctx, "f", addD, rollout.ChangeOptions{IfMatch: stale.Tag()}); rollout.ErrorCode(err) != rollout.EPrecondition {
+	if _, err := svc.Change(ctx, "f", addD, rollout.ChangeOptions{IfMatch: stale.Tag()}); feature.ErrorCode(err) != feature.EPrecondition {
 		t.Fatalf("If-Match 2 on version 1: err = %v, want precondition_failed", err)
 	}
 	res, err := svc.Change(ctx, "f", addD, rollout.ChangeOptions{DryRun: true})
@@ -341,7 +342,7 @@ func TestPeekIsNotCounted(t *testing.T) {
 	if rep.Total != 100 {
 		t.Errorf("exposures after 100 evaluations and 100 peeks = %d, want 100", rep.Total)
 	}
-	if _, err := svc.Snapshot().Peek("nope", "u"); rollout.ErrorCode(err) != rollout.ENotFound {
+	if _, err := svc.Snapshot().Peek("nope", "u"); feature.ErrorCode(err) != feature.ENotFound {
 		t.Errorf("Peek(nope) err = %v, want not_found", err)
 	}
 }
@@ -354,11 +355,11 @@ func TestGuardsOnEveryChange(t *testing.T) {
 
 	// Create: the report moves everyone from no bucket into the feature.
 	_, err := svc.Create(ctx, abc("f"), rollout.ChangeOptions{MaxChurn: ptr(0.5)})
-	if rollout.ErrorCode(err) != rollout.EChurn {
-		t.Fatalf("Create with max_churn 0.5: err = %v, want %s", err, rollout.EChurn)
+	if feature.ErrorCode(err) != feature.EChurn {
+		t.Fatalf("Create with max_churn 0.5: err = %v, want %s", err, feature.EChurn)
 	}
-	if _, err := svc.Create(ctx, abc("f"), rollout.ChangeOptions{IfMatch: "*"}); rollout.ErrorCode(err) != rollout.EPrecondition {
-		t.Fatalf("Create with If-Match: err = %v, want %s", err, rollout.EPrecondition)
+	if _, err := svc.Create(ctx, abc("f"), rollout.ChangeOptions{IfMatch: "*"}); feature.ErrorCode(err) != feature.EPrecondition {
+		t.Fatalf("Create with If-Match: err = %v, want %s", err, feature.EPrecondition)
 	}
 	if _, ok := svc.Snapshot().Feature("f"); ok {
 		t.Fatal("a refused create made the feature")
@@ -372,12 +373,12 @@ func TestGuardsOnEveryChange(t *testing.T) {
 	if err != nil || !res.DryRun || res.Report.Churn != 1 || len(res.Report.SharesAfter) != 0 {
 		t.Fatalf("Delete dry run = %+v, %v; want churn 1 and no shares after", res.Report, err)
 	}
-	if _, err := svc.Archive(ctx, "f", rollout.ChangeOptions{MaxChurn: ptr(0.99)}); rollout.ErrorCode(err) != rollout.EChurn {
-		t.Fatalf("Delete with max_churn 0.99: err = %v, want %s", err, rollout.EChurn)
+	if _, err := svc.Archive(ctx, "f", rollout.ChangeOptions{MaxChurn: ptr(0.99)}); feature.ErrorCode(err) != feature.EChurn {
+		t.Fatalf("Delete with max_churn 0.99: err = %v, want %s", err, feature.EChurn)
 	}
 	mustChange(t, svc, "f", rollout.Patch(ptr("described"), nil, nil))
-	if _, err := svc.Archive(ctx, "f", rollout.ChangeOptions{IfMatch: before.Tag()}); rollout.ErrorCode(err) != rollout.EPrecondition {
-		t.Fatalf("Delete with the tag of version 1 at version 2: err = %v, want %s", err, rollout.EPrecondition)
+	if _, err := svc.Archive(ctx, "f", rollout.ChangeOptions{IfMatch: before.Tag()}); feature.ErrorCode(err) != feature.EPrecondition {
+		t.Fatalf("Delete with the tag of version 1 at version 2: err = %v, want %s", err, feature.EPrecondition)
 	}
 	if vs, err := svc.Versions(ctx, "f", 0, 0); err != nil || len(vs) != 2 {
 		t.Fatalf("after refused deletes: %d versions, %v; want 2", len(vs), err)
@@ -398,8 +399,8 @@ func TestGuardsOnEveryChange(t *testing.T) {
 		t.Fatalf("re-created feature: version %d tag %q; the old one's: version %d tag %q", again.Version, again.Tag(), before.Version, before.Tag())
 	}
 	_, err = svc.Change(ctx, "f", rollout.Patch(ptr("x"), nil, nil), rollout.ChangeOptions{IfMatch: before.Tag()})
-	if rollout.ErrorCode(err) != rollout.EPrecondition || !strings.Contains(err.Error(), "deleted and created again") {
-		t.Fatalf("change with the old feature's tag: err = %v, want %s saying it was re-created", err, rollout.EPrecondition)
+	if feature.ErrorCode(err) != feature.EPrecondition || !strings.Contains(err.Error(), "deleted and created again") {
+		t.Fatalf("change with the old feature's tag: err = %v, want %s saying it was re-created", err, feature.EPrecondition)
 	}
 }
 
@@ -410,12 +411,12 @@ type raceLostStore struct {
 	readErr error
 }
 
-func (s *raceLostStore) CreateFeature(context.Context, rollout.Feature, rollout.Version) error {
-	return rollout.Errorf(rollout.EConflict, "feature exists (test)")
+func (s *raceLostStore) CreateFeature(context.Context, feature.Feature, rollout.Version) error {
+	return feature.Errorf(feature.EConflict, "feature exists (test)")
 }
 
-func (s *raceLostStore) Feature(context.Context, string) (rollout.Feature, error) {
-	return rollout.Feature{}, s.readErr
+func (s *raceLostStore) Feature(context.Context, string) (feature.Feature, error) {
+	return feature.Feature{}, s.readErr
 }
 
 // TestCreateConflictReloadFails: a create that loses the race to another
@@ -427,16 +428,16 @@ func TestCreateConflictReloadFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	readErr := rollout.Errorf(rollout.EUnavailable, "the database is busy (test)")
+	readErr := feature.Errorf(feature.EUnavailable, "the database is busy (test)")
 	svc, err := rollout.NewService(context.Background(), &raceLostStore{DB: db, readErr: readErr}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = svc.Create(context.Background(), abc("f"), rollout.ChangeOptions{})
-	if code := rollout.ErrorCode(err); code != rollout.EConflict {
-		t.Errorf("Create that lost the race = %v (code %q), want %q", err, code, rollout.EConflict)
+	if code := feature.ErrorCode(err); code != feature.EConflict {
+		t.Errorf("Create that lost the race = %v (code %q), want %q", err, code, feature.EConflict)
 	}
-	if got, want := rollout.ErrorMessage(err), "feature exists (test)"; got != want {
+	if got, want := feature.ErrorMessage(err), "feature exists (test)"; got != want {
 		t.Errorf("ErrorMessage(Create's error) = %q, want %q", got, want)
 	}
 	if !errors.Is(err, readErr) {

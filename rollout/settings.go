@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Settings are the organisation-wide rules of who may change what: the
@@ -55,19 +57,19 @@ func (p ApprovalPolicy) Covers(key string) bool {
 // many features, a feature key that is not one, a key listed twice.
 func (s Settings) Validate() error {
 	if s.MaxChurn != s.MaxChurn || s.MaxChurn < 0 || s.MaxChurn > 1 {
-		return Errorf(EInvalid, "max_churn %v is out of range: give a fraction of users between 0 and 1 (0.25 is 25 %%)", s.MaxChurn)
+		return feature.Errorf(feature.EInvalid, "max_churn %v is out of range: give a fraction of users between 0 and 1 (0.25 is 25 %%)", s.MaxChurn)
 	}
 	fs := s.RequireApproval.Features
 	if len(fs) > MaxApprovalFeatures {
-		return Errorf(EInvalid, "require_approval lists %d features: list at most %d, or set \"all\": true", len(fs), MaxApprovalFeatures)
+		return feature.Errorf(feature.EInvalid, "require_approval lists %d features: list at most %d, or set \"all\": true", len(fs), MaxApprovalFeatures)
 	}
 	seen := make(map[string]bool, len(fs))
 	for _, k := range fs {
-		if !keyPattern.MatchString(k) {
-			return Errorf(EInvalid, "require_approval.features: %q is not a feature key (1 to 64 of a-z, 0-9, '_', '.', '-')", k)
+		if !feature.ValidKey(k) {
+			return feature.Errorf(feature.EInvalid, "require_approval.features: %q is not a feature key (1 to 64 of a-z, 0-9, '_', '.', '-')", k)
 		}
 		if seen[k] {
-			return Errorf(EInvalid, "require_approval.features lists %q twice: list it once", k)
+			return feature.Errorf(feature.EInvalid, "require_approval.features lists %q twice: list it once", k)
 		}
 		seen[k] = true
 	}
@@ -139,7 +141,7 @@ func (s *Service) UpdateSettings(ctx context.Context, next Settings, ifVersion i
 		return Settings{}, err
 	}
 	if ifVersion > 0 && ifVersion != prev.Version {
-		return Settings{}, Errorf(EPrecondition, "the settings are at version %d, not %d: reload them and decide again", prev.Version, ifVersion)
+		return Settings{}, feature.Errorf(feature.EPrecondition, "the settings are at version %d, not %d: reload them and decide again", prev.Version, ifVersion)
 	}
 	now := s.now().UTC()
 	name := actor(ChangeOptions{Actor: actorName})
@@ -195,41 +197,41 @@ func (*needsApproval) Error() string { return "the change needs an approval" }
 // apply; a *needsApproval makes it a request (approvals cover the
 // feature); EForbidden refuses it (above the churn limit or a reshuffle,
 // without approvals).
-func (g *gate) check(cur *compiled, ch Change, res Result) error {
-	key := cur.feature.Key
+func (g *gate) check(cur *feature.Compiled, ch Change, res Result) error {
+	key := cur.Feature().Key
 	if g.settings.RequireApproval.Covers(key) {
 		if ch.spec.Kind == "" {
-			return Errorf(EForbidden, "feature %q needs approvals, and this change cannot be submitted as a request: ask an admin to make it", key)
+			return feature.Errorf(feature.EForbidden, "feature %q needs approvals, and this change cannot be submitted as a request: ask an admin to make it", key)
 		}
-		return &needsApproval{res: res, ifMatch: cur.feature.Tag(), base: cur.feature.Version,
-			segments: append(cur.feature.Segments(), res.Feature.Segments()...), spec: ch.spec, summary: ch.summary}
+		return &needsApproval{res: res, ifMatch: cur.Feature().Tag(), base: cur.Feature().Version,
+			segments: append(cur.Feature().Segments(), res.Feature.Segments()...), spec: ch.spec, summary: ch.summary}
 	}
 	rep := res.Report
 	what := "a reshuffle (a new salt)"
-	rehashed := ruleRehash(cur.feature, res.Feature)
+	rehashed := ruleRehash(cur.Feature(), res.Feature)
 	switch {
 	case ch.spec.Kind == SpecReshuffle:
-	case cur.feature.Salt != res.Feature.Salt:
+	case cur.Feature().Salt != res.Feature.Salt:
 		what = "this change sets another salt (it goes back across a reshuffle), which"
-	case cur.feature.BucketBy != res.Feature.BucketBy:
-		what = fmt.Sprintf("this change of bucket_by (%s → %s) hashes another attribute, which", bucketByWords(cur.feature.BucketBy), bucketByWords(res.Feature.BucketBy))
+	case cur.Feature().BucketBy != res.Feature.BucketBy:
+		what = fmt.Sprintf("this change of bucket_by (%s → %s) hashes another attribute, which", bucketByWords(cur.Feature().BucketBy), bucketByWords(res.Feature.BucketBy))
 	case rehashed != "":
-		return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
+		return &feature.Error{Code: feature.EForbidden, Report: &rep, Message: fmt.Sprintf(
 			"%s: the users it matches are placed in feature %q's ring anew, at random, as a reshuffle places them: editors may not make one; it needs an admin, or approvals on for the feature (an admin sets them in the settings) to submit it as a change request; nothing was changed",
 			rehashed, key)}
 	}
 	switch {
-	case ch.spec.Kind == SpecReshuffle || cur.feature.Salt != res.Feature.Salt || cur.feature.BucketBy != res.Feature.BucketBy:
-		return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
+	case ch.spec.Kind == SpecReshuffle || cur.Feature().Salt != res.Feature.Salt || cur.Feature().BucketBy != res.Feature.BucketBy:
+		return &feature.Error{Code: feature.EForbidden, Report: &rep, Message: fmt.Sprintf(
 			"%s moves about %s of users of feature %q at random: editors may not make one; it needs an admin, or approvals on for the feature (an admin sets them in the settings) to submit it as a change request; nothing was changed",
 			what, percent(rep.Churn), key)}
 	case rep.Churn > g.settings.MaxChurn:
-		return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
+		return &feature.Error{Code: feature.EForbidden, Report: &rep, Message: fmt.Sprintf(
 			"the change would move %s of users of feature %q, more than the editors' limit of %s: it needs an admin, or approvals on for the feature (an admin sets them in the settings) to submit it as a change request; nothing was changed",
 			percent(rep.Churn), key, percent(g.settings.MaxChurn))}
 	}
-	if c := unmatchedChurn(cur.feature, res.Feature, rep); c > g.settings.MaxChurn {
-		return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
+	if c := unmatchedChurn(cur.Feature(), res.Feature, rep); c > g.settings.MaxChurn {
+		return &feature.Error{Code: feature.EForbidden, Report: &rep, Message: fmt.Sprintf(
 			"the change of rules would move %s of the users of feature %q whom no rule with conditions matches (those evaluated without a context, at least), more than the editors' limit of %s: it needs an admin, or approvals on for the feature (an admin sets them in the settings) to submit it as a change request; nothing was changed",
 			percent(c), key, percent(g.settings.MaxChurn))}
 	}
@@ -245,14 +247,14 @@ func (g *gate) check(cur *compiled, ch Change, res Result) error {
 // the ring by an attribute of its own that is gone (its users fall to the
 // rules after it or to the feature's ring, which hash what they hash).
 // The feature's own bucket_by is judged apart.
-func ruleRehash(before, after Feature) string {
-	hashes := func(f Feature, r Rule) string {
+func ruleRehash(before, after feature.Feature) string {
+	hashes := func(f feature.Feature, r feature.Rule) string {
 		if r.Serve.BucketBy != "" {
 			return r.Serve.BucketBy
 		}
 		return f.BucketBy
 	}
-	old := make(map[string]Rule, len(before.Rules))
+	old := make(map[string]feature.Rule, len(before.Rules))
 	for _, r := range before.Rules {
 		old[r.Name] = r
 	}
@@ -290,7 +292,7 @@ type serving struct {
 // fallthroughServing is what f serves users whom no rule with conditions
 // matches: its first rule without conditions (which matches everyone), or
 // its ring.
-func fallthroughServing(f Feature) serving {
+func fallthroughServing(f feature.Feature) serving {
 	for _, r := range f.Rules {
 		if len(r.Conditions) > 0 {
 			continue
@@ -317,7 +319,7 @@ func fallthroughServing(f Feature) serving {
 // counted: how many they are depends on the contexts apps send. 0 when
 // the feature is disabled before or after (rules then serve nobody) or
 // nothing of this changes.
-func unmatchedChurn(before, after Feature, rep Report) float64 {
+func unmatchedChurn(before, after feature.Feature, rep feature.Report) float64 {
 	if !before.Enabled || !after.Enabled {
 		return 0
 	}
@@ -332,7 +334,7 @@ func unmatchedChurn(before, after Feature, rep Report) float64 {
 	case a.bucket != "":
 		return 1 - rep.SharesBefore[a.bucket]
 	}
-	c, _ := independentChurn(rep.SharesBefore, rep.SharesAfter) // two rings, two attributes
+	c, _ := feature.IndependentChurn(rep.SharesBefore, rep.SharesAfter) // two rings, two attributes
 	return c
 }
 
@@ -353,26 +355,26 @@ func (g *gate) checkDocument(p DocumentPlan) error {
 		rep := ch.Report
 		switch {
 		case g.settings.RequireApproval.Covers(ch.Feature):
-			return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
+			return &feature.Error{Code: feature.EForbidden, Report: &rep, Message: fmt.Sprintf(
 				"feature %q needs approvals, and a document cannot be submitted as a change request: change it through its routes (which make requests), or ask an admin to apply the document; nothing was changed", ch.Feature)}
-		case ch.cur != nil && ch.target != nil && ch.cur.feature.Salt != ch.target.feature.Salt:
-			return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
+		case ch.cur != nil && ch.target != nil && ch.cur.Feature().Salt != ch.target.Feature().Salt:
+			return &feature.Error{Code: feature.EForbidden, Report: &rep, Message: fmt.Sprintf(
 				"the document gives feature %q another salt, which moves about %s of its users at random: editors may not; it needs an admin; nothing was changed", ch.Feature, percent(ch.Churn))}
-		case ch.cur != nil && ch.target != nil && ch.cur.feature.BucketBy != ch.target.feature.BucketBy:
-			return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
+		case ch.cur != nil && ch.target != nil && ch.cur.Feature().BucketBy != ch.target.Feature().BucketBy:
+			return &feature.Error{Code: feature.EForbidden, Report: &rep, Message: fmt.Sprintf(
 				"the document gives feature %q another bucket_by (%s → %s), which moves about %s of its users at random, as a reshuffle does: editors may not; it needs an admin; nothing was changed",
-				ch.Feature, bucketByWords(ch.cur.feature.BucketBy), bucketByWords(ch.target.feature.BucketBy), percent(ch.Churn))}
-		case ch.cur != nil && ch.target != nil && ruleRehash(ch.cur.feature, ch.target.feature) != "":
-			return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
+				ch.Feature, bucketByWords(ch.cur.Feature().BucketBy), bucketByWords(ch.target.Feature().BucketBy), percent(ch.Churn))}
+		case ch.cur != nil && ch.target != nil && ruleRehash(ch.cur.Feature(), ch.target.Feature()) != "":
+			return &feature.Error{Code: feature.EForbidden, Report: &rep, Message: fmt.Sprintf(
 				"the document changes what a rule of feature %q hashes: %s; its users are placed anew, at random, as a reshuffle places them: editors may not; it needs an admin; nothing was changed",
-				ch.Feature, ruleRehash(ch.cur.feature, ch.target.feature))}
+				ch.Feature, ruleRehash(ch.cur.Feature(), ch.target.Feature()))}
 		case ch.Churn > g.settings.MaxChurn:
-			return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
+			return &feature.Error{Code: feature.EForbidden, Report: &rep, Message: fmt.Sprintf(
 				"the document would move %s of the users of feature %q, more than the editors' limit of %s: it needs an admin; nothing was changed", percent(ch.Churn), ch.Feature, percent(g.settings.MaxChurn))}
-		case ch.cur != nil && ch.target != nil && unmatchedChurn(ch.cur.feature, ch.target.feature, rep) > g.settings.MaxChurn:
-			return &Error{Code: EForbidden, Report: &rep, Message: fmt.Sprintf(
+		case ch.cur != nil && ch.target != nil && unmatchedChurn(ch.cur.Feature(), ch.target.Feature(), rep) > g.settings.MaxChurn:
+			return &feature.Error{Code: feature.EForbidden, Report: &rep, Message: fmt.Sprintf(
 				"the document's rules would move %s of the users of feature %q whom no rule with conditions matches (those evaluated without a context, at least), more than the editors' limit of %s: it needs an admin; nothing was changed",
-				percent(unmatchedChurn(ch.cur.feature, ch.target.feature, rep)), ch.Feature, percent(g.settings.MaxChurn))}
+				percent(unmatchedChurn(ch.cur.Feature(), ch.target.Feature(), rep)), ch.Feature, percent(g.settings.MaxChurn))}
 		}
 	}
 	return nil
@@ -413,10 +415,10 @@ func (g *gate) checkSegment(key string, features, archived []string) error {
 	}
 	switch {
 	case len(covered) > 0:
-		return Errorf(EForbidden, "changing segment %q makes a new version of feature(s) %s, which need approvals, and a segment's change cannot be submitted as a change request: ask an admin to make it (or an admin turns approvals off for those features); nothing was changed",
+		return feature.Errorf(feature.EForbidden, "changing segment %q makes a new version of feature(s) %s, which need approvals, and a segment's change cannot be submitted as a change request: ask an admin to make it (or an admin turns approvals off for those features); nothing was changed",
 			key, strings.Join(covered, ", "))
 	case len(coveredArchived) > 0:
-		return Errorf(EForbidden, "segment %q is used by archived feature(s) %s, which need approvals: a restore would serve them with the changed segment, and a segment's change cannot be submitted as a change request: ask an admin to make it (or an admin turns approvals off for those features); nothing was changed",
+		return feature.Errorf(feature.EForbidden, "segment %q is used by archived feature(s) %s, which need approvals: a restore would serve them with the changed segment, and a segment's change cannot be submitted as a change request: ask an admin to make it (or an admin turns approvals off for those features); nothing was changed",
 			key, strings.Join(coveredArchived, ", "))
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
 
@@ -25,7 +26,7 @@ func BenchmarkChangeByRole(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			f := rollout.Feature{Key: "writes", Enabled: true, Salt: "writes", Buckets: []rollout.Bucket{{Name: "a", Replicas: 100}, {Name: "b", Replicas: 100}}}
+			f := feature.Feature{Key: "writes", Enabled: true, Salt: "writes", Buckets: []feature.Bucket{{Name: "a", Replicas: 100}, {Name: "b", Replicas: 100}}}
 			if _, err := svc.Create(ctx, f, rollout.ChangeOptions{}); err != nil {
 				b.Fatal(err)
 			}

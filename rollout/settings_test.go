@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 func TestSettingsValidate(t *testing.T) {
@@ -31,8 +32,8 @@ func TestSettingsValidate(t *testing.T) {
 		"too many keys": {MaxChurn: 0.2, RequireApproval: rollout.ApprovalPolicy{Features: many}},
 	}
 	for name, s := range bad {
-		if err := s.Validate(); rollout.ErrorCode(err) != rollout.EInvalid {
-			t.Errorf("%s: Validate = %v, want %s", name, err, rollout.EInvalid)
+		if err := s.Validate(); feature.ErrorCode(err) != feature.EInvalid {
+			t.Errorf("%s: Validate = %v, want %s", name, err, feature.EInvalid)
 		}
 	}
 }

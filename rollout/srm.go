@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // SRMThreshold is the p-value under which a sample-ratio check warns: the
@@ -47,12 +49,12 @@ func CheckSRM(version int, counts map[string]int64, shares map[string]float64) (
 	for name, s := range shares {
 		if s > 0 {
 			names = append(names, name)
-			r.Total = AddCounts(r.Total, counts[name])
+			r.Total = feature.AddCounts(r.Total, counts[name])
 		}
 	}
 	for name, n := range counts {
 		if shares[name] <= 0 {
-			r.Unexpected = AddCounts(r.Unexpected, n)
+			r.Unexpected = feature.AddCounts(r.Unexpected, n)
 		}
 	}
 	if len(names) < 2 || r.Total == 0 {
@@ -139,7 +141,7 @@ func gammaQ(a, x float64) float64 {
 // feature c with counts (version → bucket → count), newest first: the
 // current one's from memory, at most maxSRMVersions older ones' from the
 // history (the most recent; a version the history lacks is left out).
-func (s *Service) versionSRM(ctx context.Context, c *compiled, counts map[int]map[string]int64) ([]SRM, error) {
+func (s *Service) versionSRM(ctx context.Context, c *feature.Compiled, counts map[int]map[string]int64) ([]SRM, error) {
 	versions := make([]int, 0, len(counts))
 	for v := range counts {
 		versions = append(versions, v)
@@ -151,18 +153,18 @@ func (s *Service) versionSRM(ctx context.Context, c *compiled, counts map[int]ma
 	for _, v := range versions {
 		var shares map[string]float64
 		switch {
-		case v == c.feature.Version:
-			shares = c.servedRing().Shares() // built when c was compiled
+		case v == c.Feature().Version:
+			shares = c.ServedRing().Shares() // built when c was compiled
 		case lookups > 0:
 			lookups--
-			ver, err := s.store.Version(ctx, c.feature.Key, v)
-			if ErrorCode(err) == ENotFound || err == nil && ver.Config.ID != "" && ver.Config.ID != c.feature.ID {
+			ver, err := s.store.Version(ctx, c.Feature().Key, v)
+			if feature.ErrorCode(err) == feature.ENotFound || err == nil && ver.Config.ID != "" && ver.Config.ID != c.Feature().ID {
 				continue
 			}
 			if err != nil {
 				return nil, err
 			}
-			shares = ver.Config.servedRing().Shares()
+			shares = ver.Config.ServedRing().Shares()
 		default:
 			continue
 		}

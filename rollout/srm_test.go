@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // TestChiSquareSF checks the χ² survival function against closed forms
@@ -92,7 +93,7 @@ func TestCheckSRM(t *testing.T) {
 func TestExposuresSRM(t *testing.T) {
 	ctx := context.Background()
 	svc, _ := newService(t)
-	mustCreate(t, svc, rollout.Feature{Key: "f", Enabled: true, Salt: "f", Buckets: []rollout.Bucket{{Name: "off", Replicas: 2000}, {Name: "on", Replicas: 1980}}})
+	mustCreate(t, svc, feature.Feature{Key: "f", Enabled: true, Salt: "f", Buckets: []feature.Bucket{{Name: "off", Replicas: 2000}, {Name: "on", Replicas: 1980}}})
 	evaluate := func(from, to int) {
 		snap := svc.Snapshot()
 		for u := from; u < to; u++ {

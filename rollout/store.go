@@ -3,6 +3,8 @@ package rollout
 import (
 	"context"
 	"time"
+
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Version is one entry of a feature's history: the configuration a change
@@ -13,13 +15,13 @@ type Version struct {
 	Time    time.Time `json:"time"`
 	Summary string    `json:"summary"`
 	// Comment is what the change's author wrote about it; empty: none.
-	Comment string  `json:"comment,omitempty"`
-	Config  Feature `json:"config"`
+	Comment string          `json:"comment,omitempty"`
+	Config  feature.Feature `json:"config"`
 	// OverrideCount is how many overrides the version had: len of
 	// Config.Overrides, also where a store leaves them out of Config
 	// (Store.VersionSummaries, Store.Changes).
-	OverrideCount int    `json:"override_count"`
-	Report        Report `json:"report"`
+	OverrideCount int            `json:"override_count"`
+	Report        feature.Report `json:"report"`
 	// Seq orders versions of every feature in the order they were
 	// written. Only Store.Changes sets it: it is the audit log's cursor.
 	Seq int64 `json:"seq,omitempty"`
@@ -63,19 +65,19 @@ type Store interface {
 	// UpdateFeatureWith answer ENotFound for them (see ArchiveStore).
 	// Every write that appends a version also records its audit event
 	// (VersionEvent) in the same transaction.
-	Features(ctx context.Context) ([]Feature, error)
+	Features(ctx context.Context) ([]feature.Feature, error)
 	// CreateFeature stores a new feature at version 1 with its first
 	// history entry.
-	CreateFeature(ctx context.Context, f Feature, v Version) error
+	CreateFeature(ctx context.Context, f feature.Feature, v Version) error
 	// UpdateFeature replaces the stored feature, which must be at version
 	// f.Version-1, with f and appends v (v.Version == f.Version).
-	UpdateFeature(ctx context.Context, f Feature, v Version) error
+	UpdateFeature(ctx context.Context, f feature.Feature, v Version) error
 	// UpdateFeatureWith reads the feature key and writes the version next
 	// makes of it, as UpdateFeature does, holding the feature from the
 	// read to the write so that no other write of it, by any process, comes
 	// between: it never fails with EConflict for a version that moved on.
 	// next's error is returned as is, and nothing is written then.
-	UpdateFeatureWith(ctx context.Context, key string, next func(cur Feature) (Feature, Version, error)) error
+	UpdateFeatureWith(ctx context.Context, key string, next func(cur feature.Feature) (feature.Feature, Version, error)) error
 	// Versions returns the feature's history, newest first, at most limit
 	// entries (all when limit <= 0) with a version below before (no bound
 	// when before <= 0), each with its whole configuration, overrides
@@ -101,24 +103,24 @@ type Store interface {
 	// feature, version, bucket and hour (Exposure.Hour, truncated to the
 	// hour), saturating at math.MaxInt64; counts of features that no
 	// longer exist are dropped.
-	AddExposures(ctx context.Context, counts []Exposure) error
+	AddExposures(ctx context.Context, counts []feature.Exposure) error
 	// AddExposureBatch adds counts as AddExposures does, at most once per
 	// batch ID: it records the ID, received at time at, in the same
 	// transaction, and a batch whose ID it has recorded adds nothing and
 	// returns false. IDs are kept for ExposureBatchMemory after at, and
 	// those older are removed.
-	AddExposureBatch(ctx context.Context, batch string, at time.Time, counts []Exposure) (added bool, err error)
+	AddExposureBatch(ctx context.Context, batch string, at time.Time, counts []feature.Exposure) (added bool, err error)
 	// Exposures returns the stored counts of a feature, one per version,
 	// bucket and hour: newest version first, then by bucket, then oldest
 	// hour first. A count is never negative, whatever the database holds.
-	Exposures(ctx context.Context, key string) ([]Exposure, error)
+	Exposures(ctx context.Context, key string) ([]feature.Exposure, error)
 	// RuleExposures returns the stored counts of the feature key per
 	// version, rule and hour, for the hours that start at since or later
 	// (Exposure.Bucket is "" and Rule set).
-	RuleExposures(ctx context.Context, key string, since time.Time) ([]Exposure, error)
+	RuleExposures(ctx context.Context, key string, since time.Time) ([]feature.Exposure, error)
 
 	// Feature returns the current configuration of one feature.
-	Feature(ctx context.Context, key string) (Feature, error)
+	Feature(ctx context.Context, key string) (feature.Feature, error)
 	// Revision returns the revision of the last commit, 0 when there is
 	// none.
 	Revision(ctx context.Context) (int64, error)
@@ -160,26 +162,6 @@ type Commit struct {
 	Kind     CommitKind `json:"kind"`
 	Key      string     `json:"key"`
 	Time     time.Time  `json:"time"`
-}
-
-// Exposure is a count of evaluations a feature served at one version from
-// one bucket ("" for no bucket).
-type Exposure struct {
-	Feature   string `json:"-"`
-	FeatureID string `json:"-"`
-	Version   int    `json:"version"`
-	Bucket    string `json:"bucket"`
-	// Hour is the start of the UTC hour in which the counts were stored;
-	// zero for counts stored before hours were kept. Stores keep one
-	// total per feature, version, bucket and hour.
-	Hour  time.Time `json:"-"`
-	Count int64     `json:"count"`
-	// Rule is the outcome that served these evaluations: the name of the
-	// rule, or "" for the ring, an override or the default. nil: not known
-	// (the batch of an app whose client predates rules' counts); such a
-	// count adds to its bucket's only. Stores keep one total per feature,
-	// version, rule and hour as well (see Store.RuleExposures).
-	Rule *string `json:"rule,omitempty"`
 }
 
 // ExposureBatchMemory is how long a store remembers the ID of a batch of

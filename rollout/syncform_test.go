@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // syncUsers are users to compare evaluations for: the overridden ones of
@@ -55,7 +56,7 @@ func sameJSON(a, b json.RawMessage) bool {
 
 // sameAnswers checks that got serves every user of syncUsers what want
 // serves, feature by feature, values byte for byte.
-func sameAnswers(t *testing.T, want, got *rollout.Snapshot, opts ...cmp.Option) {
+func sameAnswers(t *testing.T, want, got *feature.Snapshot, opts ...cmp.Option) {
 	t.Helper()
 	if diff := cmp.Diff(want.Keys(), got.Keys()); diff != "" {
 		t.Fatalf("Keys() mismatch (-want +got):\n%s", diff)
@@ -68,7 +69,7 @@ func sameAnswers(t *testing.T, want, got *rollout.Snapshot, opts ...cmp.Option) 
 			if err != nil || !cmp.Equal(w, g, opts...) {
 				t.Fatalf("Peek(%q, %q) = %+v, %v; want %+v", key, user, g, err, w)
 			}
-			if w.Reason == rollout.ReasonOverride {
+			if w.Reason == feature.ReasonOverride {
 				overridden++
 			}
 		}
@@ -90,10 +91,10 @@ func TestSyncDocument(t *testing.T) {
 			t.Errorf("the sync document holds %q:\n%s", secret, data)
 		}
 	}
-	if want := rollout.OverrideHash("a", "pepper", "vip@example.com"); !strings.Contains(string(data), want) {
+	if want := feature.OverrideHash("a", "pepper", "vip@example.com"); !strings.Contains(string(data), want) {
 		t.Errorf("the sync document lacks the hash %s of a's override:\n%s", want, data)
 	}
-	if want := rollout.OverrideHash("b", "", "u7"); !strings.Contains(string(data), want) {
+	if want := feature.OverrideHash("b", "", "u7"); !strings.Contains(string(data), want) {
 		t.Errorf("the sync document lacks the hash %s of b's override:\n%s", want, data)
 	}
 	var compact bytes.Buffer
@@ -102,17 +103,17 @@ func TestSyncDocument(t *testing.T) {
 	}
 	for _, key := range svc.Snapshot().Keys() {
 		form, _ := svc.Snapshot().SyncFeature(key)
-		var got rollout.SyncFeature
+		var got feature.SyncFeature
 		if err := json.Unmarshal(form, &got); err != nil {
 			t.Fatal(err)
 		}
 		f, _ := svc.Snapshot().Feature(key)
-		want := rollout.SyncFeature{ID: f.ID, Key: f.Key, Enabled: f.Enabled, Salt: f.Salt, Fallback: f.Fallback, Buckets: f.Buckets, Version: f.Version}
+		want := feature.SyncFeature{ID: f.ID, Key: f.Key, Enabled: f.Enabled, Salt: f.Salt, Fallback: f.Fallback, Buckets: f.Buckets, Version: f.Version}
 		for user, bucket := range f.Overrides {
 			if want.Overrides == nil {
 				want.Overrides = map[string][]string{}
 			}
-			want.Overrides[bucket] = append(want.Overrides[bucket], rollout.OverrideHash(f.Key, f.Salt, user))
+			want.Overrides[bucket] = append(want.Overrides[bucket], feature.OverrideHash(f.Key, f.Salt, user))
 		}
 		for _, hs := range want.Overrides {
 			slices.Sort(hs)
@@ -124,7 +125,7 @@ func TestSyncDocument(t *testing.T) {
 	if !strings.Contains(string(data), `"<b>&"`) {
 		t.Errorf("the sync document escapes the values' HTML characters: clients would serve other bytes:\n%s", data)
 	}
-	snap, err := rollout.DecodeSync(data)
+	snap, err := feature.DecodeSync(data)
 	if err != nil {
 		t.Fatalf("DecodeSync() = %v", err)
 	}
@@ -144,7 +145,7 @@ func TestSyncDocument(t *testing.T) {
 // feature's sync form, and not with a description.
 func TestSyncTagFollowsContent(t *testing.T) {
 	svc := syncService(t)
-	caught := func() *rollout.Snapshot {
+	caught := func() *feature.Snapshot {
 		if _, err := svc.Sync(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -157,11 +158,11 @@ func TestSyncTagFollowsContent(t *testing.T) {
 		t.Error("SyncTag() unchanged by a new override")
 	}
 	tags := map[string]bool{before.SyncTag(): true, after.SyncTag(): true}
-	if _, err := rollout.NewSnapshot(nil, 1); err != nil {
+	if _, err := feature.NewSnapshot(nil, 1); err != nil {
 		t.Fatal(err)
 	}
 	for _, rev := range []int64{1, 2} {
-		s, _ := rollout.NewSnapshot(nil, rev)
+		s, _ := feature.NewSnapshot(nil, rev)
 		if tags[s.SyncTag()] {
 			t.Errorf("SyncTag() of an empty snapshot at %d repeats another", rev)
 		}
@@ -175,7 +176,7 @@ func TestSyncTagFollowsContent(t *testing.T) {
 func TestApplySync(t *testing.T) {
 	svc := syncService(t)
 	ctx := context.Background()
-	client, err := rollout.DecodeSync(svc.Snapshot().AppendSync(nil))
+	client, err := feature.DecodeSync(svc.Snapshot().AppendSync(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func TestApplySync(t *testing.T) {
 	if got, want := next.SyncTag(), server.SyncTag(); got != want {
 		t.Errorf("SyncTag() after ApplySync = %s, want the server's %s", got, want)
 	}
-	if e, _ := next.Peek("a", "u5"); e.Bucket != "C" || e.Reason != rollout.ReasonOverride {
+	if e, _ := next.Peek("a", "u5"); e.Bucket != "C" || e.Reason != feature.ReasonOverride {
 		t.Errorf("Peek(a, u5) after the change = %+v, want C by override", e)
 	}
 	if _, err := client.Peek("c", "u1"); err != nil {
@@ -220,7 +221,7 @@ func TestApplySync(t *testing.T) {
 func TestDecodeSyncRefuses(t *testing.T) {
 	good := `{"id":"1","key":"g","enabled":true,"salt":"s","buckets":[{"name":"A","replicas":1}],"version":1}`
 	tooMany := map[string][]string{"A": {}}
-	for i := range rollout.MaxOverrides + 1 {
+	for i := range feature.MaxOverrides + 1 {
 		tooMany["A"] = append(tooMany["A"], fmt.Sprintf("%032x", i))
 	}
 	many, _ := json.Marshal(map[string]any{"id": "1", "key": "m", "enabled": true, "buckets": []any{map[string]any{"name": "A", "replicas": 1}}, "overrides": tooMany, "version": 1})
@@ -234,7 +235,7 @@ func TestDecodeSyncRefuses(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			doc := `{"format":2,"revision":3,"features":[` + good + `,` + tt.feature + `]}`
-			snap, err := rollout.DecodeSync([]byte(doc))
+			snap, err := feature.DecodeSync([]byte(doc))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("DecodeSync() error = %v, want one about %q", err, tt.want)
 			}
@@ -244,7 +245,7 @@ func TestDecodeSyncRefuses(t *testing.T) {
 		})
 	}
 	for _, doc := range []string{`{`, `{"format":3,"revision":1,"features":[]}`, `{"format":2,"features":{}}`, `{"features":[1]}`} {
-		if snap, err := rollout.DecodeSync([]byte(doc)); err == nil || snap != nil || rollout.ErrorCode(err) != rollout.EInvalid {
+		if snap, err := feature.DecodeSync([]byte(doc)); err == nil || snap != nil || feature.ErrorCode(err) != feature.EInvalid {
 			t.Errorf("DecodeSync(%s) = %v, %v; want nil and an invalid error", doc, snap, err)
 		}
 	}
@@ -255,13 +256,13 @@ func TestDecodeSyncRefuses(t *testing.T) {
 // server does.
 func TestDecodeSyncFirstFormat(t *testing.T) {
 	svc := syncService(t)
-	var features []rollout.Feature
+	var features []feature.Feature
 	for _, key := range svc.Snapshot().Keys() {
 		f, _ := svc.Snapshot().Feature(key)
 		features = append(features, f)
 	}
 	old, _ := json.Marshal(map[string]any{"revision": svc.Snapshot().Revision(), "features": features})
-	snap, err := rollout.DecodeSync(old)
+	snap, err := feature.DecodeSync(old)
 	if err != nil {
 		t.Fatalf("DecodeSync(first format) = %v", err)
 	}
@@ -273,21 +274,21 @@ func TestDecodeSyncFirstFormat(t *testing.T) {
 
 func TestSnapshotChanged(t *testing.T) {
 	a, b, c := abc("a"), abc("b"), abc("c")
-	for i, f := range []*rollout.Feature{&a, &b, &c} {
+	for i, f := range []*feature.Feature{&a, &b, &c} {
 		f.ID, f.Version = fmt.Sprintf("id%d", i), 1
 	}
-	before, _ := rollout.NewSnapshot([]rollout.Feature{a, b, c}, 1)
+	before, _ := feature.NewSnapshot([]feature.Feature{a, b, c}, 1)
 	b2 := b.Clone()
 	b2.Version = 2
 	c2 := c.Clone()
 	c2.ID = "other"
 	d := abc("d")
 	d.ID, d.Version = "id3", 1
-	after, _ := rollout.NewSnapshot([]rollout.Feature{b2, c2, d}, 2)
+	after, _ := feature.NewSnapshot([]feature.Feature{b2, c2, d}, 2)
 	if diff := cmp.Diff([]string{"a", "b", "c", "d"}, before.Changed(after)); diff != "" {
 		t.Errorf("Changed() mismatch (-want +got):\n%s", diff)
 	}
-	same, _ := rollout.NewSnapshot([]rollout.Feature{a, b, c}, 3)
+	same, _ := feature.NewSnapshot([]feature.Feature{a, b, c}, 3)
 	if got := before.Changed(same); len(got) != 0 {
 		t.Errorf("Changed(same features) = %q, want none", got)
 	}
@@ -302,26 +303,26 @@ func TestSnapshotTakeExposures(t *testing.T) {
 	// c: a rule serves B to plan = pro; the ring serves everyone else.
 	c := abc("c")
 	c.ID, c.Version = "id-c", 1
-	c.Rules = []rollout.Rule{{Name: "pro", Conditions: []rollout.Condition{{Attribute: "plan", Op: "eq", Value: json.RawMessage(`"pro"`)}}, Serve: rollout.Serve{Bucket: "B"}}}
-	snap, _ := rollout.NewSnapshot([]rollout.Feature{a, b, c}, 1)
+	c.Rules = []feature.Rule{{Name: "pro", Conditions: []feature.Condition{{Attribute: "plan", Op: "eq", Value: json.RawMessage(`"pro"`)}}, Serve: feature.Serve{Bucket: "B"}}}
+	snap, _ := feature.NewSnapshot([]feature.Feature{a, b, c}, 1)
 	for range 3 {
 		snap.Evaluate("a", "u")
 		snap.Evaluate("b", "u")
-		snap.EvaluateContext("c", "u", rollout.Context{"plan": "pro"})
+		snap.EvaluateContext("c", "u", feature.Context{"plan": "pro"})
 	}
-	snap.EvaluateContext("c", "u", rollout.Context{"plan": "free"})
+	snap.EvaluateContext("c", "u", feature.Context{"plan": "free"})
 	ring, _ := snap.Peek("c", "u")
 	snap.Peek("b", "u") // not counted
 	none, pro := "", "pro"
-	want := []rollout.Exposure{
+	want := []feature.Exposure{
 		{Feature: "a", FeatureID: "id-a", Version: 4, Bucket: "", Count: 3, Rule: &none},
 		{Feature: "b", FeatureID: "id-b", Version: 2, Bucket: "C", Count: 3, Rule: &none},
 		{Feature: "c", FeatureID: "id-c", Version: 1, Bucket: "B", Count: 3, Rule: &pro},
 		{Feature: "c", FeatureID: "id-c", Version: 1, Bucket: ring.Bucket, Count: 1, Rule: &none},
 	}
 	got := snap.TakeExposures(nil)
-	sortExposures := func(es []rollout.Exposure) {
-		slices.SortFunc(es, func(x, y rollout.Exposure) int {
+	sortExposures := func(es []feature.Exposure) {
+		slices.SortFunc(es, func(x, y feature.Exposure) int {
 			return strings.Compare(x.Feature+"/"+*x.Rule, y.Feature+"/"+*y.Rule)
 		})
 	}
@@ -336,28 +337,28 @@ func TestSnapshotTakeExposures(t *testing.T) {
 }
 
 func TestValidateExposureBatch(t *testing.T) {
-	ok := rollout.Exposure{FeatureID: "id", Version: 1, Bucket: "A", Count: 1}
+	ok := feature.Exposure{FeatureID: "id", Version: 1, Bucket: "A", Count: 1}
 	for _, tt := range []struct {
 		name   string
 		batch  string
-		counts []rollout.Exposure
+		counts []feature.Exposure
 		want   string // in the message; "" for valid
 	}{
-		{"valid", "0123456789abcdef", []rollout.Exposure{ok, {FeatureID: "id", Version: 1, Count: 2}}, ""},
+		{"valid", "0123456789abcdef", []feature.Exposure{ok, {FeatureID: "id", Version: 1, Count: 2}}, ""},
 		{"short id", "abc", nil, "batch ID"},
 		{"bad id", "abc/defgh", nil, "batch ID"},
-		{"no feature id", "batch-01", []rollout.Exposure{{Version: 1, Bucket: "A", Count: 1}}, "feature_id"},
-		{"version 0", "batch-01", []rollout.Exposure{{FeatureID: "id", Bucket: "A", Count: 1}}, "version"},
-		{"bad bucket", "batch-01", []rollout.Exposure{{FeatureID: "id", Version: 1, Bucket: "a b", Count: 1}}, "bucket"},
-		{"zero count", "batch-01", []rollout.Exposure{{FeatureID: "id", Version: 1, Bucket: "A"}}, "count must be from 1"},
-		{"too many", "batch-01", make([]rollout.Exposure, rollout.MaxExposureBatch+1), "at most"},
+		{"no feature id", "batch-01", []feature.Exposure{{Version: 1, Bucket: "A", Count: 1}}, "feature_id"},
+		{"version 0", "batch-01", []feature.Exposure{{FeatureID: "id", Bucket: "A", Count: 1}}, "version"},
+		{"bad bucket", "batch-01", []feature.Exposure{{FeatureID: "id", Version: 1, Bucket: "a b", Count: 1}}, "bucket"},
+		{"zero count", "batch-01", []feature.Exposure{{FeatureID: "id", Version: 1, Bucket: "A"}}, "count must be from 1"},
+		{"too many", "batch-01", make([]feature.Exposure, feature.MaxExposureBatch+1), "at most"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			err := rollout.ValidateExposureBatch(tt.batch, tt.counts)
+			err := feature.ValidateExposureBatch(tt.batch, tt.counts)
 			switch {
 			case tt.want == "" && err != nil:
 				t.Errorf("ValidateExposureBatch() = %v, want nil", err)
-			case tt.want != "" && (rollout.ErrorCode(err) != rollout.EInvalid || !strings.Contains(err.Error(), tt.want)):
+			case tt.want != "" && (feature.ErrorCode(err) != feature.EInvalid || !strings.Contains(err.Error(), tt.want)):
 				t.Errorf("ValidateExposureBatch() = %v, want an invalid error about %q", err, tt.want)
 			}
 		})

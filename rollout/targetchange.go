@@ -7,15 +7,17 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // SetRules replaces the feature's rules with rules, as one version (an
 // empty list removes them all).
-func SetRules(rules []Rule) Change {
+func SetRules(rules []feature.Rule) Change {
 	rules = cloneRules(rules)
 	spec := ChangeSpec{Kind: SpecSetRules, Rules: cloneRules(rules)}
 	if spec.Rules == nil {
-		spec.Rules = []Rule{}
+		spec.Rules = []feature.Rule{}
 	}
 	var summary string
 	if len(rules) == 0 {
@@ -23,14 +25,14 @@ func SetRules(rules []Rule) Change {
 	} else {
 		parts := make([]string, len(rules))
 		for i, r := range rules {
-			parts[i] = DescribeRule(r)
+			parts[i] = feature.DescribeRule(r)
 		}
 		summary = abbreviateSummary("set rules: " + strings.Join(parts, "; "))
 	}
 	return Change{
 		spec:    spec,
 		summary: summary,
-		apply: func(f *Feature) error {
+		apply: func(f *feature.Feature) error {
 			f.Rules = cloneRules(rules)
 			if len(f.Rules) == 0 {
 				f.Rules = nil
@@ -51,9 +53,9 @@ func SetBucketBy(attr string) Change {
 	return Change{
 		spec:    ChangeSpec{Kind: SpecPatch, BucketBy: &attr},
 		summary: summary,
-		apply: func(f *Feature) error {
+		apply: func(f *feature.Feature) error {
 			if attr == f.BucketBy {
-				return Errorf(EInvalid, "the feature already buckets by %q", attr)
+				return feature.Errorf(feature.EInvalid, "the feature already buckets by %q", attr)
 			}
 			f.BucketBy = attr
 			return nil
@@ -83,144 +85,22 @@ func abbreviateSummary(s string) string {
 	return strings.ToValidUTF8(s[:maxSummary], "") + "…"
 }
 
-func cloneRules(rules []Rule) []Rule {
+func cloneRules(rules []feature.Rule) []feature.Rule {
 	if rules == nil {
 		return nil
 	}
-	out := make([]Rule, len(rules))
+	out := make([]feature.Rule, len(rules))
 	for i, r := range rules {
 		r.Conditions = slices.Clone(r.Conditions)
 		for j := range r.Conditions {
-			r.Conditions[j].Value = compactJSON(slices.Clone(r.Conditions[j].Value))
+			r.Conditions[j].Value = feature.CompactJSON(slices.Clone(r.Conditions[j].Value))
 		}
 		if r.Conditions == nil {
-			r.Conditions = []Condition{}
+			r.Conditions = []feature.Condition{}
 		}
 		out[i] = r
 	}
 	return out
-}
-
-// PopulationChange is one population of users whose bucket a change of
-// rules can change: those matching When (and no earlier rule), served
-// From before and To after. It is a description, not a count: which users
-// match depends on the contexts apps send.
-type PopulationChange struct {
-	When string `json:"when"`
-	From string `json:"from"`
-	To   string `json:"to"`
-	Text string `json:"text"`
-	// Estimate bounds how many evaluations a day this population gets
-	// (previews only; see PopulationEstimate).
-	Estimate *PopulationEstimate `json:"estimate,omitempty"`
-
-	// sources are the outcomes of the rules before the change that served
-	// this population: rule names, "" for the ring (and overrides and the
-	// default).
-	sources []string
-}
-
-// PopulationEstimate is an upper bound on the evaluations a day of a
-// population that a change of rules moves: the evaluations of the last 24
-// hours that the outcomes the population came from served (the removed
-// rule's own, the ring's, the rules' that it may take users from). Those
-// outcomes served other users too, so the population gets at most that
-// many; it counts evaluations, not distinct users.
-type PopulationEstimate struct {
-	// UpTo is the bound: evaluations in the last 24 hours.
-	UpTo int64 `json:"up_to"`
-	// From names what was counted: rule names, "" for the ring (with
-	// overrides and the default).
-	From []string `json:"from"`
-	// Text says it in words: "up to 12,400 evaluations a day".
-	Text string `json:"text"`
-}
-
-// RuleChanges says which populations change bucket when a feature's rules
-// go from before to after: a rule added, removed, changed, or moved
-// before another. Rules that stay the same behind an unchanged prefix
-// change nobody. An empty list: the rules change nobody's bucket.
-func RuleChanges(before, after []Rule) []PopulationChange {
-	out := []PopulationChange{}
-	old := make(map[string]Rule, len(before))
-	for _, r := range before {
-		old[r.Name] = r
-	}
-	kept := make(map[string]bool, len(after))
-	same := true         // the rules so far are the same, in the same order
-	var changed []string // what the rules from the first change on served
-	for i, r := range after {
-		kept[r.Name] = true
-		o, had := old[r.Name]
-		if same && i < len(before) && sameRule(before[i], r) {
-			continue
-		}
-		if same {
-			for _, b := range before[min(i, len(before)):] {
-				changed = append(changed, b.Name)
-			}
-			changed = append(changed, "")
-		}
-		same = false
-		from, sources := "the ring", []string{""}
-		switch {
-		case had && sameConditions(o.Conditions, r.Conditions):
-			from, sources = describeServe(o.Serve), []string{o.Name}
-			if sameServe(o.Serve, r.Serve) {
-				if i < len(before) && before[i].Name == r.Name {
-					continue // the same rule, after changed rules: see those
-				}
-				// Moved: users it matches that an earlier rule now takes,
-				// or took before, change; said by those rules.
-				continue
-			}
-		case len(before) > 0:
-			from, sources = "what the rules before the change served them (or the ring)", changed
-		}
-		to := describeServe(r.Serve)
-		when := describeConditions(r.Conditions)
-		out = append(out, PopulationChange{When: when, From: from, To: to, Text: fmt.Sprintf("users matching %s: %s → %s", when, from, to), sources: sources})
-	}
-	for _, r := range before {
-		if kept[r.Name] {
-			continue
-		}
-		when := describeConditions(r.Conditions)
-		from, to := describeServe(r.Serve), "the next matching rule, or the ring"
-		out = append(out, PopulationChange{When: when, From: from, To: to, Text: fmt.Sprintf("users matching %s: %s → %s", when, from, to), sources: []string{r.Name}})
-	}
-	return out
-}
-
-func sameRule(a, b Rule) bool {
-	return a.Name == b.Name && sameServe(a.Serve, b.Serve) && sameConditions(a.Conditions, b.Conditions)
-}
-
-func sameServe(a, b Serve) bool { return a == b }
-
-func sameConditions(a, b []Condition) bool {
-	return slices.EqualFunc(a, b, func(x, y Condition) bool {
-		return x.Attribute == y.Attribute && x.Op == y.Op && string(compactJSON(x.Value)) == string(compactJSON(y.Value))
-	})
-}
-
-// targetingReport completes rep with what a change of rules or bucket_by
-// does: the populations whose bucket changes, and, when bucket_by
-// changes, the figures of a reshuffle (every user placed anew).
-func targetingReport(rep *Report, before, after *compiled) {
-	if before == nil {
-		return
-	}
-	rc := RuleChanges(before.feature.Rules, after.feature.Rules)
-	if len(rc) > 0 {
-		rep.Rules = rc
-	}
-	if before.feature.BucketBy != after.feature.BucketBy && rep.Method == MethodExact {
-		rep.Method = MethodExpected
-		rep.Churn, rep.Moves = independentChurn(rep.SharesBefore, rep.SharesAfter)
-		rep.ModuloChurn, _ = independentChurn(uniform(before.servedRing()), uniform(after.servedRing()))
-		rep.RangeChurn = rep.Churn
-	}
 }
 
 // Combine makes one change of several, applied in order, as one version.
@@ -233,7 +113,7 @@ func Combine(changes ...Change) Change {
 	}
 	return Change{
 		summary: strings.Join(parts, ", "),
-		apply: func(f *Feature) error {
+		apply: func(f *feature.Feature) error {
 			for _, ch := range changes {
 				if err := ch.apply(f); err != nil {
 					return err
@@ -248,7 +128,7 @@ func Combine(changes ...Change) Change {
 // evaluations of feature cur in the last 24 hours per rule: those stored
 // for the hours that began in them (of every version) and those still in
 // memory.
-func (s *Service) estimateRules(ctx context.Context, key string, rep *Report) error {
+func (s *Service) estimateRules(ctx context.Context, key string, rep *feature.Report) error {
 	if len(rep.Rules) == 0 {
 		return nil
 	}
@@ -256,31 +136,28 @@ func (s *Service) estimateRules(ctx context.Context, key string, rep *Report) er
 	if err != nil {
 		return err
 	}
-	stored, err := s.store.RuleExposures(ctx, cur.feature.Key, s.now().UTC().Add(-24*time.Hour).Truncate(time.Hour).Add(time.Hour))
+	stored, err := s.store.RuleExposures(ctx, cur.Feature().Key, s.now().UTC().Add(-24*time.Hour).Truncate(time.Hour).Add(time.Hour))
 	if err != nil {
 		return err
 	}
 	byRule := map[string]int64{}
 	for _, e := range stored {
-		if e.FeatureID == cur.feature.ID && e.Rule != nil {
-			byRule[*e.Rule] = AddCounts(byRule[*e.Rule], e.Count)
+		if e.FeatureID == cur.Feature().ID && e.Rule != nil {
+			byRule[*e.Rule] = feature.AddCounts(byRule[*e.Rule], e.Count)
 		}
 	}
 	for _, c := range s.inMemory(cur) {
-		for i := range c.served {
-			if n := c.served[i].Load(); n > 0 {
-				r := c.outcomes[i].Rule
-				byRule[r] = AddCounts(byRule[r], n)
-			}
+		for _, e := range c.Counts(nil) {
+			byRule[*e.Rule] = feature.AddCounts(byRule[*e.Rule], e.Count)
 		}
 	}
 	for i := range rep.Rules {
 		p := &rep.Rules[i]
 		var n int64
-		for _, r := range p.sources {
-			n = AddCounts(n, byRule[r])
+		for _, r := range p.Sources() {
+			n = feature.AddCounts(n, byRule[r])
 		}
-		p.Estimate = &PopulationEstimate{UpTo: n, From: slices.Clone(p.sources), Text: fmt.Sprintf("up to %s evaluations a day", thousands(n))}
+		p.Estimate = &feature.PopulationEstimate{UpTo: n, From: p.Sources(), Text: fmt.Sprintf("up to %s evaluations a day", thousands(n))}
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Role is what a token may do.
@@ -102,10 +103,10 @@ var tokenNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$`)
 // Validate reports what is wrong with t's name or role.
 func (t Token) Validate() error {
 	if !tokenNamePattern.MatchString(t.Name) {
-		return Errorf(EInvalid, "token name %q is invalid: use 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '@', '-'", t.Name)
+		return feature.Errorf(feature.EInvalid, "token name %q is invalid: use 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '@', '-'", t.Name)
 	}
 	if !t.Role.Valid() {
-		return Errorf(EInvalid, "role %q is not one of admin, editor, viewer, sdk, client, evaluate", t.Role)
+		return feature.Errorf(feature.EInvalid, "role %q is not one of admin, editor, viewer, sdk, client, evaluate", t.Role)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/sqlite"
 )
@@ -73,14 +74,14 @@ func TestTokens(t *testing.T) {
 		}
 	}
 
-	if _, _, err := tokens.Create(ctx, "deploy-bot", rollout.RoleViewer, now); rollout.ErrorCode(err) != rollout.EConflict {
+	if _, _, err := tokens.Create(ctx, "deploy-bot", rollout.RoleViewer, now); feature.ErrorCode(err) != feature.EConflict {
 		t.Errorf("second active token of the same name: err = %v, want conflict", err)
 	}
 	for _, bad := range []struct {
 		name string
 		role rollout.Role
 	}{{"", rollout.RoleAdmin}, {"a b", rollout.RoleAdmin}, {"ok", "root"}} {
-		if _, _, err := tokens.Create(ctx, bad.name, bad.role, now); rollout.ErrorCode(err) != rollout.EInvalid {
+		if _, _, err := tokens.Create(ctx, bad.name, bad.role, now); feature.ErrorCode(err) != feature.EInvalid {
 			t.Errorf("Create(%q, %q): err = %v, want invalid", bad.name, bad.role, err)
 		}
 	}
@@ -94,7 +95,7 @@ func TestTokens(t *testing.T) {
 	if !tokens.Enforced() {
 		t.Error("Enforced() after revoking the only token = false: revoking must never open the API")
 	}
-	if err := tokens.Revoke(ctx, "deploy-bot", now); rollout.ErrorCode(err) != rollout.ENotFound {
+	if err := tokens.Revoke(ctx, "deploy-bot", now); feature.ErrorCode(err) != feature.ENotFound {
 		t.Errorf("revoking twice: err = %v, want not_found", err)
 	}
 	// The name is free again; the revoked token stays listed.

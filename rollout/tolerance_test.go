@@ -8,20 +8,21 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // TestPlanToleranceRange: a tolerance finer than one user in a million, of
 // 1 or more, or not a number is refused, and changes nothing; the finest
 // allowed and the future default plan.
 func TestPlanToleranceRange(t *testing.T) {
-	current := []rollout.Bucket{{Name: "on", Replicas: 100}, {Name: "off", Replicas: 100}}
+	current := []feature.Bucket{{Name: "on", Replicas: 100}, {Name: "off", Replicas: 100}}
 	targets := map[string]float64{"on": 0.1, "off": 0.9}
 	for _, tol := range []float64{-0.1, 9e-7, 1e-9, 1, 1.5, math.NaN(), math.Inf(1), math.Inf(-1), -math.SmallestNonzeroFloat64} {
 		_, err := rollout.PlanShares(current, targets, rollout.PlanOptions{Tolerance: tol})
-		if rollout.ErrorCode(err) != rollout.EInvalid || !strings.Contains(err.Error(), fmt.Sprintf("tolerance %v is out of range", tol)) {
+		if feature.ErrorCode(err) != feature.EInvalid || !strings.Contains(err.Error(), fmt.Sprintf("tolerance %v is out of range", tol)) {
 			t.Errorf("PlanShares with tolerance %v = %v, want EInvalid", tol, err)
 		}
-		if _, err := rollout.PlanNew(targets, rollout.PlanOptions{Tolerance: tol}); rollout.ErrorCode(err) != rollout.EInvalid {
+		if _, err := rollout.PlanNew(targets, rollout.PlanOptions{Tolerance: tol}); feature.ErrorCode(err) != feature.EInvalid {
 			t.Errorf("PlanNew with tolerance %v = %v, want EInvalid", tol, err)
 		}
 		if rollout.ValidTolerance(tol) {
@@ -42,7 +43,7 @@ func TestPlanToleranceRange(t *testing.T) {
 func TestToleranceOneRule(t *testing.T) {
 	clock := newTestClock()
 	svc := openServices(t, 1, clock.clock())[0]
-	current := []rollout.Bucket{{Name: "on", Replicas: 2}, {Name: "off", Replicas: 100}}
+	current := []feature.Bucket{{Name: "on", Replicas: 2}, {Name: "off", Replicas: 100}}
 	targets := map[string]float64{"on": 0.1, "off": 0.9}
 	ramp := func(i int, tol float64) (rollout.Ramp, error) {
 		key := fmt.Sprintf("f%d", i)
@@ -53,14 +54,14 @@ func TestToleranceOneRule(t *testing.T) {
 	for _, tol := range []float64{-0.1, 9e-7, 1e-9, 1, 1.5, math.NaN(), math.Inf(1)} {
 		want := fmt.Sprintf("tolerance %v is out of range", tol)
 		err := rollout.CheckTolerance(tol)
-		if rollout.ErrorCode(err) != rollout.EInvalid || !strings.Contains(rollout.ErrorMessage(err), want) {
+		if feature.ErrorCode(err) != feature.EInvalid || !strings.Contains(feature.ErrorMessage(err), want) {
 			t.Errorf("CheckTolerance(%v) = %v, want EInvalid with %q", tol, err, want)
 		}
-		if _, err := rollout.PlanShares(current, targets, rollout.PlanOptions{Tolerance: tol}); rollout.ErrorMessage(err) != rollout.ErrorMessage(rollout.CheckTolerance(tol)) {
+		if _, err := rollout.PlanShares(current, targets, rollout.PlanOptions{Tolerance: tol}); feature.ErrorMessage(err) != feature.ErrorMessage(rollout.CheckTolerance(tol)) {
 			t.Errorf("PlanShares with tolerance %v = %v, want CheckTolerance's error", tol, err)
 		}
 		i++
-		if _, err := ramp(i, tol); rollout.ErrorCode(err) != rollout.EInvalid || rollout.ErrorMessage(err) != rollout.ErrorMessage(rollout.CheckTolerance(tol)) {
+		if _, err := ramp(i, tol); feature.ErrorCode(err) != feature.EInvalid || feature.ErrorMessage(err) != feature.ErrorMessage(rollout.CheckTolerance(tol)) {
 			t.Errorf("CreateRamp with tolerance %v = %v, want CheckTolerance's error", tol, err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Webhooks. An admin registers URLs that receive every audited event
@@ -235,22 +236,22 @@ func NewWebhook(rawURL, secret string, events []string, by string, now time.Time
 		secret = "whsec_" + hex.EncodeToString(b)
 	}
 	if n := len(secret); n < MinWebhookSecret || n > MaxWebhookSecret {
-		return Webhook{}, Errorf(EInvalid, "a webhook secret has %d to %d bytes: got %d (leave it out to have one made)", MinWebhookSecret, MaxWebhookSecret, n)
+		return Webhook{}, feature.Errorf(feature.EInvalid, "a webhook secret has %d to %d bytes: got %d (leave it out to have one made)", MinWebhookSecret, MaxWebhookSecret, n)
 	}
 	for _, r := range secret {
 		if r < 0x21 || r > 0x7e {
-			return Webhook{}, Errorf(EInvalid, "a webhook secret is printable ASCII without spaces")
+			return Webhook{}, feature.Errorf(feature.EInvalid, "a webhook secret is printable ASCII without spaces")
 		}
 	}
 	if len(events) == 0 {
 		events = []string{"*"}
 	}
 	if len(events) > MaxWebhookEvents {
-		return Webhook{}, Errorf(EInvalid, "a webhook lists at most %d kinds of events: got %d (use [\"*\"] for all)", MaxWebhookEvents, len(events))
+		return Webhook{}, feature.Errorf(feature.EInvalid, "a webhook lists at most %d kinds of events: got %d (use [\"*\"] for all)", MaxWebhookEvents, len(events))
 	}
 	for _, k := range events {
 		if k != "*" && !AuditKind(k).Valid() {
-			return Webhook{}, Errorf(EInvalid, "%q is not a kind of audit event: use \"*\" or some of %s", truncate(k, 40), kindList())
+			return Webhook{}, feature.Errorf(feature.EInvalid, "%q is not a kind of audit event: use \"*\" or some of %s", truncate(k, 40), kindList())
 		}
 	}
 	slices.Sort(events)
@@ -265,20 +266,20 @@ func NewWebhook(rawURL, secret string, events []string, by string, now time.Time
 // only admins register webhooks (see docs/operations.md on SSRF).
 func ValidateWebhookURL(raw string) error {
 	if len(raw) > MaxWebhookURL {
-		return Errorf(EInvalid, "a webhook URL has at most %d bytes: got %d", MaxWebhookURL, len(raw))
+		return feature.Errorf(feature.EInvalid, "a webhook URL has at most %d bytes: got %d", MaxWebhookURL, len(raw))
 	}
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil:
-		return Errorf(EInvalid, "the webhook URL is not a URL: %s", truncate(raw, 80))
+		return feature.Errorf(feature.EInvalid, "the webhook URL is not a URL: %s", truncate(raw, 80))
 	case u.Scheme != "http" && u.Scheme != "https":
-		return Errorf(EInvalid, "a webhook URL is http:// or https://: got %q", truncate(raw, 80))
+		return feature.Errorf(feature.EInvalid, "a webhook URL is http:// or https://: got %q", truncate(raw, 80))
 	case u.Host == "" || u.Hostname() == "":
-		return Errorf(EInvalid, "the webhook URL names no host: %q", truncate(raw, 80))
+		return feature.Errorf(feature.EInvalid, "the webhook URL names no host: %q", truncate(raw, 80))
 	case u.User != nil:
-		return Errorf(EInvalid, "a webhook URL carries no user name or password: sign deliveries with the secret instead")
+		return feature.Errorf(feature.EInvalid, "a webhook URL carries no user name or password: sign deliveries with the secret instead")
 	case u.Fragment != "" || strings.Contains(raw, "#"):
-		return Errorf(EInvalid, "a webhook URL has no #fragment")
+		return feature.Errorf(feature.EInvalid, "a webhook URL has no #fragment")
 	}
 	return nil
 }
@@ -366,7 +367,7 @@ func (w *Webhooks) List(ctx context.Context) ([]Webhook, error) { return w.store
 // WebhookDeliveryKept. ENotFound when there is none.
 func (w *Webhooks) Get(ctx context.Context, id string) (Webhook, []WebhookDelivery, error) {
 	if len(id) > maxWebhookID {
-		return Webhook{}, nil, Errorf(ENotFound, "no webhook has ID %q", truncate(id, 40))
+		return Webhook{}, nil, feature.Errorf(feature.ENotFound, "no webhook has ID %q", truncate(id, 40))
 	}
 	h, err := w.store.Webhook(ctx, id)
 	if err != nil {
@@ -379,7 +380,7 @@ func (w *Webhooks) Get(ctx context.Context, id string) (Webhook, []WebhookDelive
 // Delete removes webhook id, by actor. ENotFound when there is none.
 func (w *Webhooks) Delete(ctx context.Context, id, actor string) error {
 	if len(id) > maxWebhookID {
-		return Errorf(ENotFound, "no webhook has ID %q", truncate(id, 40))
+		return feature.Errorf(feature.ENotFound, "no webhook has ID %q", truncate(id, 40))
 	}
 	return w.store.DeleteWebhook(ctx, id, actor, w.now())
 }
@@ -388,7 +389,15 @@ func (w *Webhooks) Delete(ctx context.Context, id, actor string) error {
 // from the event it stopped at. ENotFound, EConflict when it is not paused.
 func (w *Webhooks) Resume(ctx context.Context, id, actor string) error {
 	if len(id) > maxWebhookID {
-		return Errorf(ENotFound, "no webhook has ID %q", truncate(id, 40))
+		return feature.Errorf(feature.ENotFound, "no webhook has ID %q", truncate(id, 40))
 	}
 	return w.store.ResumeWebhook(ctx, id, actor, w.now())
+}
+
+// truncate shortens s to n bytes and "…" for a message.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

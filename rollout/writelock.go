@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // MaxWriteWait bounds how long a change waits for the changes before it on
@@ -44,8 +46,8 @@ func (l *writeLock) lock(ctx context.Context) error {
 	case l.c() <- struct{}{}:
 		return nil
 	case <-ctx.Done():
-		return Errorf(EUnavailable, "the change waited for earlier changes until the request ended: the database may be slow or unreachable; try again shortly")
+		return feature.Errorf(feature.EUnavailable, "the change waited for earlier changes until the request ended: the database may be slow or unreachable; try again shortly")
 	case <-t.C:
-		return Errorf(EUnavailable, "the change waited %s for earlier changes: the database may be slow or unreachable; try again shortly", MaxWriteWait)
+		return feature.Errorf(feature.EUnavailable, "the change waited %s for earlier changes: the database may be slow or unreachable; try again shortly", MaxWriteWait)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // TestWriteLockWait: a change waiting for the write lock held by another
@@ -15,16 +17,16 @@ func TestWriteLockWait(t *testing.T) {
 		var l writeLock
 		l.Lock()
 		start := time.Now()
-		if err := l.lock(context.Background()); ErrorCode(err) != EUnavailable {
-			t.Errorf("lock(held) = %v, want %s", err, EUnavailable)
+		if err := l.lock(context.Background()); feature.ErrorCode(err) != feature.EUnavailable {
+			t.Errorf("lock(held) = %v, want %s", err, feature.EUnavailable)
 		}
 		if waited := time.Since(start); waited != MaxWriteWait {
 			t.Errorf("lock(held) gave up after %v (fake clock), want %v", waited, MaxWriteWait)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		if err := l.lock(ctx); ErrorCode(err) != EUnavailable {
-			t.Errorf("lock(held, request ends) = %v, want %s", err, EUnavailable)
+		if err := l.lock(ctx); feature.ErrorCode(err) != feature.EUnavailable {
+			t.Errorf("lock(held, request ends) = %v, want %s", err, feature.EUnavailable)
 		}
 		go func() {
 			time.Sleep(time.Second)

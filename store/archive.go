@@ -7,14 +7,15 @@ import (
 	"fmt"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // ArchiveFeature archives the served feature key, which must be at the
 // given version: it stays, with its history, exposures and audit events,
 // but Features and Feature leave it out. It records e (with the feature's
 // ID and version) and a commit of the feature, so that other instances
-// drop it; with e.Request, it marks that change request applied. It returns rollout.ENotFound when no feature key is served and
-// rollout.EConflict when it is at another version.
+// drop it; with e.Request, it marks that change request applied. It returns feature.ENotFound when no feature key is served and
+// feature.EConflict when it is at another version.
 func (db *DB) ArchiveFeature(ctx context.Context, key string, version int, e rollout.AuditEvent) error {
 	return db.writeTx(ctx, fmt.Sprintf("archive feature %q", key), func(tx *tx) error {
 		now := db.now()
@@ -49,8 +50,8 @@ func (db *DB) ArchiveFeature(ctx context.Context, key string, version int, e rol
 }
 
 // ArchivedFeatures returns the archived features, ordered by key.
-func (db *DB) ArchivedFeatures(ctx context.Context) ([]rollout.Feature, error) {
-	var fs []rollout.Feature
+func (db *DB) ArchivedFeatures(ctx context.Context) ([]feature.Feature, error) {
+	var fs []feature.Feature
 	err := db.readTx(ctx, "list archived features", func(tx *tx) error {
 		rows, err := tx.query(`SELECT id, key, version, config FROM features WHERE archived_at IS NOT NULL ORDER BY key{C}`)
 		fs, err = collect(rows, err, scanFeature)
@@ -60,10 +61,10 @@ func (db *DB) ArchivedFeatures(ctx context.Context) ([]rollout.Feature, error) {
 }
 
 // ArchivedFeature returns the archived feature key. It returns
-// rollout.ENotFound when there is no feature key and rollout.EConflict
+// feature.ENotFound when there is no feature key and feature.EConflict
 // when it is served.
-func (db *DB) ArchivedFeature(ctx context.Context, key string) (rollout.Feature, error) {
-	var f rollout.Feature
+func (db *DB) ArchivedFeature(ctx context.Context, key string) (feature.Feature, error) {
+	var f feature.Feature
 	err := db.readTx(ctx, fmt.Sprintf("read archived feature %q", key), func(tx *tx) (err error) {
 		f, err = tx.findArchived(key)
 		return err
@@ -71,27 +72,27 @@ func (db *DB) ArchivedFeature(ctx context.Context, key string) (rollout.Feature,
 	return f, err
 }
 
-func (tx *tx) findArchived(key string) (rollout.Feature, error) {
+func (tx *tx) findArchived(key string) (feature.Feature, error) {
 	var archived bool
 	err := tx.queryRow(`SELECT archived_at IS NOT NULL FROM features WHERE key = ?`, key).Scan(&archived)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return rollout.Feature{}, rollout.Errorf(rollout.ENotFound, "feature %q does not exist, archived or not", key)
+		return feature.Feature{}, feature.Errorf(feature.ENotFound, "feature %q does not exist, archived or not", key)
 	case err != nil:
-		return rollout.Feature{}, err
+		return feature.Feature{}, err
 	case !archived:
-		return rollout.Feature{}, rollout.Errorf(rollout.EConflict, "feature %q is not archived: it is served", key)
+		return feature.Feature{}, feature.Errorf(feature.EConflict, "feature %q is not archived: it is served", key)
 	}
 	rows, err := tx.query(`SELECT id, key, version, config FROM features WHERE key = ?`, key)
-	return first(rows, err, scanFeature, rollout.Errorf(rollout.ENotFound, "feature %q does not exist", key))
+	return first(rows, err, scanFeature, feature.Errorf(feature.ENotFound, "feature %q does not exist", key))
 }
 
 // RestoreFeature serves the archived feature of f's key again as f, which
 // must follow the stored version (f.Version-1) and keep its ID, appending
 // v (whose audit event, of v.Kind, it records) and a commit. It returns
-// rollout.ENotFound when there is no feature key and rollout.EConflict
+// feature.ENotFound when there is no feature key and feature.EConflict
 // when it is served or moved on.
-func (db *DB) RestoreFeature(ctx context.Context, f rollout.Feature, v rollout.Version) error {
+func (db *DB) RestoreFeature(ctx context.Context, f feature.Feature, v rollout.Version) error {
 	if v.Version != f.Version {
 		return fmt.Errorf("restore feature %q: history entry is version %d, feature is version %d", f.Key, v.Version, f.Version)
 	}
@@ -101,7 +102,7 @@ func (db *DB) RestoreFeature(ctx context.Context, f rollout.Feature, v rollout.V
 			return err
 		}
 		if cur.ID != f.ID || cur.Version != f.Version-1 {
-			return rollout.Errorf(rollout.EConflict, "archived feature %q is at version %d, not %d: reload it and try again", f.Key, cur.Version, f.Version-1)
+			return feature.Errorf(feature.EConflict, "archived feature %q is at version %d, not %d: reload it and try again", f.Key, cur.Version, f.Version-1)
 		}
 		if _, err := tx.exec(`UPDATE features SET archived_at = NULL WHERE id = ?`, f.ID); err != nil {
 			return err
@@ -113,8 +114,8 @@ func (db *DB) RestoreFeature(ctx context.Context, f rollout.Feature, v rollout.V
 // PurgeFeature removes the archived feature key: its row, history,
 // overrides, exposures (by the foreign keys' cascades) and ramps. Its audit
 // events stay; e is added (with the feature's ID), and a commit of the
-// feature. It returns rollout.ENotFound when there is no feature key and
-// rollout.EConflict when it is served.
+// feature. It returns feature.ENotFound when there is no feature key and
+// feature.EConflict when it is served.
 func (db *DB) PurgeFeature(ctx context.Context, key string, e rollout.AuditEvent) error {
 	return db.writeTx(ctx, fmt.Sprintf("purge feature %q", key), func(tx *tx) error {
 		if db.d.ForUpdate != "" {
@@ -123,8 +124,8 @@ func (db *DB) PurgeFeature(ctx context.Context, key string, e rollout.AuditEvent
 			}
 		}
 		f, err := tx.findArchived(key)
-		if rollout.ErrorCode(err) == rollout.EConflict {
-			return rollout.Errorf(rollout.EConflict, "feature %q is not archived: archive it first (DELETE /api/features/%s), then purge it", key, key)
+		if feature.ErrorCode(err) == feature.EConflict {
+			return feature.Errorf(feature.EConflict, "feature %q is not archived: archive it first (DELETE /api/features/%s), then purge it", key, key)
 		}
 		if err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // ApplyBatch writes every write of ws in one write transaction, or none of
@@ -20,8 +21,8 @@ import (
 // Feature.Version-1 (and have Feature.ID, when given), each create stores a
 // new feature; every write appends its history entry and records its
 // commit. A feature that has moved on, or that a create finds already
-// there, fails the whole batch with rollout.EConflict naming it; an update
-// of a feature that does not exist with rollout.ENotFound. Nothing is
+// there, fails the whole batch with feature.EConflict naming it; an update
+// of a feature that does not exist with feature.ENotFound. Nothing is
 // stored then.
 //
 // Each segment write of segs, written before the features, replaces its
@@ -76,7 +77,7 @@ func (db *DB) ApplyBatch(ctx context.Context, ws []rollout.BatchWrite, segs ...r
 // first versions, overrides, churn reports and audit events, then a commit
 // each.
 func (tx *tx) createBatched(ws []rollout.BatchWrite) error {
-	fs := make([]rollout.Feature, len(ws))
+	fs := make([]feature.Feature, len(ws))
 	keys := make([]any, len(ws))
 	for i, w := range ws {
 		fs[i] = w.Feature
@@ -93,9 +94,9 @@ func (tx *tx) createBatched(ws []rollout.BatchWrite) error {
 		err := tx.queryRow(`SELECT key, archived_at IS NOT NULL FROM features WHERE key IN (?`+strings.Repeat(", ?", len(part)-1)+`) LIMIT 1`, part...).Scan(&key, &archived)
 		switch {
 		case err == nil && archived:
-			return rollout.Errorf(rollout.EConflict, "feature %q is archived, and its key stays taken until it is purged: restore it (POST /api/features/%s/restore) or, as an admin, purge it (DELETE /api/features/%s?purge=true) first", key, key, key)
+			return feature.Errorf(feature.EConflict, "feature %q is archived, and its key stays taken until it is purged: restore it (POST /api/features/%s/restore) or, as an admin, purge it (DELETE /api/features/%s?purge=true) first", key, key, key)
 		case err == nil:
-			return rollout.Errorf(rollout.EConflict, "feature %q was created meanwhile: it exists already", key)
+			return feature.Errorf(feature.EConflict, "feature %q was created meanwhile: it exists already", key)
 		case !errors.Is(err, sql.ErrNoRows):
 			return err
 		}
@@ -114,7 +115,7 @@ func (tx *tx) createBatched(ws []rollout.BatchWrite) error {
 		_, err := tx.exec(`INSERT INTO features (id, key, version, config, created_at, updated_at) VALUES `+rows(featureColumns, len(part)), args...)
 		switch tx.constraint(err) {
 		case Unique, PrimaryKey:
-			return rollout.Errorf(rollout.EConflict, "a feature of the batch was created meanwhile: it exists already")
+			return feature.Errorf(feature.EConflict, "a feature of the batch was created meanwhile: it exists already")
 		}
 		if err != nil {
 			return err
@@ -187,7 +188,7 @@ func (tx *tx) createBatched(ws []rollout.BatchWrite) error {
 
 // finishCreates records the audit events and commits of the creates ws of
 // the features fs.
-func (tx *tx) finishCreates(ws []rollout.BatchWrite, fs []rollout.Feature) error {
+func (tx *tx) finishCreates(ws []rollout.BatchWrite, fs []feature.Feature) error {
 	events := make([]rollout.AuditEvent, len(ws))
 	for i, w := range ws {
 		events[i] = rollout.VersionEvent(fs[i].Key, fs[i].ID, w.Version)
@@ -233,8 +234,8 @@ func (tx *tx) writeBatched(w rollout.BatchWrite) error {
 		f.ID = uuid.NewString()
 	}
 	if err := tx.insertFeature(f); err != nil {
-		if rollout.ErrorCode(err) == rollout.EConflict {
-			return rollout.Errorf(rollout.EConflict, "feature %q was created meanwhile: it exists already", f.Key)
+		if feature.ErrorCode(err) == feature.EConflict {
+			return feature.Errorf(feature.EConflict, "feature %q was created meanwhile: it exists already", f.Key)
 		}
 		return err
 	}
@@ -258,7 +259,7 @@ func (tx *tx) writeBatchedSegment(w rollout.SegmentWrite) error {
 			s.Key, s.Version, config, tx.db.d.Time(s.CreatedAt), tx.db.d.Time(s.UpdatedAt))
 		switch tx.constraint(err) {
 		case Unique, PrimaryKey:
-			return rollout.Errorf(rollout.EConflict, "segment %q was created meanwhile: it exists already", s.Key)
+			return feature.Errorf(feature.EConflict, "segment %q was created meanwhile: it exists already", s.Key)
 		}
 		if err != nil {
 			return err

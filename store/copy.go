@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Copy and Compare move a whole database into another, table by table and
@@ -175,7 +175,7 @@ func (db *DB) tables(tx *tx) (map[string]Table, error) {
 }
 
 // Copy copies every table of copyPlan from src into dst, whose copied
-// tables must be empty (rollout.EConflict otherwise, naming what they
+// tables must be empty (feature.EConflict otherwise, naming what they
 // hold): rows, their IDs and times, the revision counter and the
 // sequences of serial columns (left at or past the source's), so that dst
 // goes on where src stands. It reads src in one read transaction (one
@@ -222,7 +222,7 @@ func Copy(ctx context.Context, src, dst *DB) ([]TableCount, error) {
 	return counts, nil
 }
 
-// checkEmpty fails with rollout.EConflict, naming what they hold, unless
+// checkEmpty fails with feature.EConflict, naming what they hold, unless
 // every table of plans that Copy does not replace is empty.
 func checkEmpty(dtx *tx, plans []tablePair) error {
 	var held []string
@@ -239,7 +239,7 @@ func checkEmpty(dtx *tx, plans []tablePair) error {
 		}
 	}
 	if len(held) > 0 {
-		return rollout.Errorf(rollout.EConflict, "it is not empty (rows: %s)", strings.Join(held, ", "))
+		return feature.Errorf(feature.EConflict, "it is not empty (rows: %s)", strings.Join(held, ", "))
 	}
 	return nil
 }

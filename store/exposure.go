@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Exposures are kept as one total per feature, version, bucket and hour
@@ -22,7 +23,7 @@ import (
 // AddExposures adds the counts to the stored ones in one transaction, as
 // increments, so that the counts of any number of instances add up.
 // Counts of features that no longer exist are dropped.
-func (db *DB) AddExposures(ctx context.Context, counts []rollout.Exposure) error {
+func (db *DB) AddExposures(ctx context.Context, counts []feature.Exposure) error {
 	rows, err := exposureRows(counts)
 	if err != nil || len(rows) == 0 {
 		return err
@@ -43,7 +44,7 @@ func (db *DB) AddExposures(ctx context.Context, counts []rollout.Exposure) error
 // is recorded adds nothing and returns false. Two handles sending one
 // batch at once: the second waits for the first and then finds it. IDs
 // received rollout.ExposureBatchMemory before at are removed.
-func (db *DB) AddExposureBatch(ctx context.Context, batch string, at time.Time, counts []rollout.Exposure) (bool, error) {
+func (db *DB) AddExposureBatch(ctx context.Context, batch string, at time.Time, counts []feature.Exposure) (bool, error) {
 	rows, err := exposureRows(counts)
 	if err != nil {
 		return false, err
@@ -89,8 +90,8 @@ func (db *DB) retryDeleted(write func() error) error {
 // first, then by bucket and hour. A count that is not a whole number from
 // 0 to math.MaxInt64 (a float that an overflowing sum left in SQLite before
 // totals saturated) reads as the nearest one.
-func (db *DB) Exposures(ctx context.Context, key string) ([]rollout.Exposure, error) {
-	var out []rollout.Exposure
+func (db *DB) Exposures(ctx context.Context, key string) ([]feature.Exposure, error) {
+	var out []feature.Exposure
 	err := db.readTx(ctx, fmt.Sprintf("exposures of %q", key), func(tx *tx) error {
 		rows, err := tx.query(`
 			SELECT f.id, e.version, e.bucket, e.hour,
@@ -100,8 +101,8 @@ func (db *DB) Exposures(ctx context.Context, key string) ([]rollout.Exposure, er
 			FROM exposures e JOIN features f ON f.id = e.feature_id
 			WHERE f.key = ?
 			ORDER BY e.version DESC, e.bucket{C}, e.hour`, key)
-		out, err = collect(rows, err, func(rows *sql.Rows) (rollout.Exposure, error) {
-			e := rollout.Exposure{Feature: key}
+		out, err = collect(rows, err, func(rows *sql.Rows) (feature.Exposure, error) {
+			e := feature.Exposure{Feature: key}
 			var hour int64
 			err := rows.Scan(&e.FeatureID, &e.Version, &e.Bucket, &hour, &e.Count)
 			e.Hour = timeOfHour(hour)
@@ -118,16 +119,16 @@ func (db *DB) Exposures(ctx context.Context, key string) ([]rollout.Exposure, er
 // RuleExposures returns the stored counts of the feature key per version,
 // rule and hour, for the hours from since's on, newest version first, then
 // by rule and hour.
-func (db *DB) RuleExposures(ctx context.Context, key string, since time.Time) ([]rollout.Exposure, error) {
-	var out []rollout.Exposure
+func (db *DB) RuleExposures(ctx context.Context, key string, since time.Time) ([]feature.Exposure, error) {
+	var out []feature.Exposure
 	err := db.readTx(ctx, fmt.Sprintf("exposures per rule of %q", key), func(tx *tx) error {
 		rows, err := tx.query(`
 			SELECT f.id, e.version, e.rule, e.hour, e.count
 			FROM rule_exposures e JOIN features f ON f.id = e.feature_id
 			WHERE f.key = ? AND e.hour >= ?
 			ORDER BY e.version DESC, e.rule{C}, e.hour`, key, hourOf(since))
-		out, err = collect(rows, err, func(rows *sql.Rows) (rollout.Exposure, error) {
-			e := rollout.Exposure{Feature: key}
+		out, err = collect(rows, err, func(rows *sql.Rows) (feature.Exposure, error) {
+			e := feature.Exposure{Feature: key}
 			var hour int64
 			var rule string
 			err := rows.Scan(&e.FeatureID, &e.Version, &rule, &hour, &e.Count)
@@ -155,11 +156,11 @@ type exposureRow struct {
 // and one statement never touches a row twice. A version that an integer
 // cannot hold, or a negative count, is refused (EInvalid) rather than
 // truncated.
-func exposureRows(counts []rollout.Exposure) ([]exposureRow, error) {
+func exposureRows(counts []feature.Exposure) ([]exposureRow, error) {
 	var rows []exposureRow
 	for _, e := range counts {
 		if e.Version < 1 || e.Version > math.MaxInt32 || e.Count < 0 {
-			return nil, rollout.Errorf(rollout.EInvalid, "exposures of feature %q: version %d or count %d out of range", e.FeatureID, e.Version, e.Count)
+			return nil, feature.Errorf(feature.EInvalid, "exposures of feature %q: version %d or count %d out of range", e.FeatureID, e.Version, e.Count)
 		}
 		if e.Count > 0 {
 			rows = append(rows, exposureRow{e.FeatureID, e.Bucket, int32(e.Version), hourOf(e.Hour), e.Count})
@@ -170,7 +171,7 @@ func exposureRows(counts []rollout.Exposure) ([]exposureRow, error) {
 
 // ruleExposureRows is exposureRows per rule (in exposureRow.bucket) for the
 // counts whose rule is known, after exposureRows has checked them.
-func ruleExposureRows(counts []rollout.Exposure) []exposureRow {
+func ruleExposureRows(counts []feature.Exposure) []exposureRow {
 	var rows []exposureRow
 	for _, e := range counts {
 		if e.Rule != nil && e.Count > 0 {

@@ -13,12 +13,13 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Features returns the current configuration of every feature, ordered by
 // key.
-func (db *DB) Features(ctx context.Context) ([]rollout.Feature, error) {
-	var fs []rollout.Feature
+func (db *DB) Features(ctx context.Context) ([]feature.Feature, error) {
+	var fs []feature.Feature
 	err := db.readTx(ctx, "list features", func(tx *tx) (err error) {
 		fs, err = tx.listFeatures()
 		return err
@@ -27,9 +28,9 @@ func (db *DB) Features(ctx context.Context) ([]rollout.Feature, error) {
 }
 
 // Feature returns the current configuration of the feature key. It returns
-// rollout.ENotFound when there is no such feature.
-func (db *DB) Feature(ctx context.Context, key string) (rollout.Feature, error) {
-	var f rollout.Feature
+// feature.ENotFound when there is no such feature.
+func (db *DB) Feature(ctx context.Context, key string) (feature.Feature, error) {
+	var f feature.Feature
 	err := db.readTx(ctx, fmt.Sprintf("read feature %q", key), func(tx *tx) (err error) {
 		f, err = tx.findFeature(key)
 		return err
@@ -38,9 +39,9 @@ func (db *DB) Feature(ctx context.Context, key string) (rollout.Feature, error) 
 }
 
 // CreateFeature stores f and its first history entry v. A feature without
-// an ID gets a new UUID. It returns rollout.EConflict when the key (or the
+// an ID gets a new UUID. It returns feature.EConflict when the key (or the
 // ID) is taken.
-func (db *DB) CreateFeature(ctx context.Context, f rollout.Feature, v rollout.Version) error {
+func (db *DB) CreateFeature(ctx context.Context, f feature.Feature, v rollout.Version) error {
 	if v.Version != f.Version {
 		return fmt.Errorf("create feature %q: history entry is version %d, feature is version %d", f.Key, v.Version, f.Version)
 	}
@@ -60,9 +61,9 @@ func (db *DB) CreateFeature(ctx context.Context, f rollout.Feature, v rollout.Ve
 
 // UpdateFeature replaces the feature of f's key, which must be at version
 // f.Version-1 (and have f's ID, when f has one), with f and appends v. It
-// returns rollout.ENotFound when there is no such feature and
-// rollout.EConflict when the stored feature has moved on.
-func (db *DB) UpdateFeature(ctx context.Context, f rollout.Feature, v rollout.Version) error {
+// returns feature.ENotFound when there is no such feature and
+// feature.EConflict when the stored feature has moved on.
+func (db *DB) UpdateFeature(ctx context.Context, f feature.Feature, v rollout.Version) error {
 	if v.Version != f.Version {
 		return fmt.Errorf("update feature %q: history entry is version %d, feature is version %d", f.Key, v.Version, f.Version)
 	}
@@ -73,7 +74,7 @@ func (db *DB) UpdateFeature(ctx context.Context, f rollout.Feature, v rollout.Ve
 
 // writeVersion replaces the stored feature, which must be at version
 // f.Version-1, with f, appends v to its history and records the commit.
-func (tx *tx) writeVersion(f rollout.Feature, v rollout.Version) error {
+func (tx *tx) writeVersion(f feature.Feature, v rollout.Version) error {
 	id, err := tx.updateFeature(f)
 	if err != nil {
 		return err
@@ -87,7 +88,7 @@ func (tx *tx) writeVersion(f rollout.Feature, v rollout.Version) error {
 // Versions returns the history of the feature key newest first: at most
 // limit entries (all when limit <= 0) below version before (all when
 // before <= 0), each with its whole configuration. It returns
-// rollout.ENotFound when there is no such feature.
+// feature.ENotFound when there is no such feature.
 func (db *DB) Versions(ctx context.Context, key string, before, limit int) ([]rollout.Version, error) {
 	var vs []rollout.Version
 	err := db.readTx(ctx, fmt.Sprintf("list versions of feature %q", key), func(tx *tx) (err error) {
@@ -98,7 +99,7 @@ func (db *DB) Versions(ctx context.Context, key string, before, limit int) ([]ro
 }
 
 // Version returns one entry of the history of the feature key. It returns
-// rollout.ENotFound when there is no such feature or version.
+// feature.ENotFound when there is no such feature or version.
 func (db *DB) Version(ctx context.Context, key string, version int) (rollout.Version, error) {
 	var v rollout.Version
 	err := db.readTx(ctx, fmt.Sprintf("read version %d of feature %q", version, key), func(tx *tx) (err error) {
@@ -108,38 +109,38 @@ func (db *DB) Version(ctx context.Context, key string, version int) (rollout.Ver
 	return v, err
 }
 
-func (tx *tx) listFeatures() ([]rollout.Feature, error) {
+func (tx *tx) listFeatures() ([]feature.Feature, error) {
 	rows, err := tx.query(`SELECT id, key, version, config FROM features WHERE archived_at IS NULL ORDER BY key{C}`)
 	return collect(rows, err, scanFeature)
 }
 
-func (tx *tx) findFeature(key string) (rollout.Feature, error) {
+func (tx *tx) findFeature(key string) (feature.Feature, error) {
 	rows, err := tx.query(`SELECT id, key, version, config FROM features WHERE key = ? AND archived_at IS NULL`, key)
-	return first(rows, err, scanFeature, rollout.Errorf(rollout.ENotFound, "feature %q does not exist", key))
+	return first(rows, err, scanFeature, feature.Errorf(feature.ENotFound, "feature %q does not exist", key))
 }
 
 // scanFeature reads a features row. The id, key and version columns are
 // authoritative over the copies in the config; the times are the config's,
 // which keep nanoseconds wherever the columns do not.
-func scanFeature(rows *sql.Rows) (rollout.Feature, error) {
+func scanFeature(rows *sql.Rows) (feature.Feature, error) {
 	var (
-		f       rollout.Feature
+		f       feature.Feature
 		id, key string
 		version int
 		config  []byte
 	)
 	if err := rows.Scan(&id, &key, &version, &config); err != nil {
-		return rollout.Feature{}, err
+		return feature.Feature{}, err
 	}
 	if err := json.Unmarshal(config, &f); err != nil {
-		return rollout.Feature{}, fmt.Errorf("decode feature %q: %w", key, err)
+		return feature.Feature{}, fmt.Errorf("decode feature %q: %w", key, err)
 	}
 	f.ID, f.Key, f.Version = id, key, version
 	f.CreatedAt, f.UpdatedAt = f.CreatedAt.UTC(), f.UpdatedAt.UTC()
 	return f, nil
 }
 
-func (tx *tx) insertFeature(f rollout.Feature) error {
+func (tx *tx) insertFeature(f feature.Feature) error {
 	config, err := encodeFeature(f)
 	if err != nil {
 		return err
@@ -150,7 +151,7 @@ func (tx *tx) insertFeature(f rollout.Feature) error {
 	var archived bool
 	switch err := tx.queryRow(`SELECT archived_at IS NOT NULL FROM features WHERE key = ?`, f.Key).Scan(&archived); {
 	case err == nil && archived:
-		return rollout.Errorf(rollout.EConflict, "feature %q is archived, and its key stays taken until it is purged: restore it (POST /api/features/%s/restore) or, as an admin, purge it (DELETE /api/features/%s?purge=true) first", f.Key, f.Key, f.Key)
+		return feature.Errorf(feature.EConflict, "feature %q is archived, and its key stays taken until it is purged: restore it (POST /api/features/%s/restore) or, as an admin, purge it (DELETE /api/features/%s?purge=true) first", f.Key, f.Key, f.Key)
 	case err != nil && !errors.Is(err, sql.ErrNoRows):
 		return err
 	}
@@ -160,16 +161,16 @@ func (tx *tx) insertFeature(f rollout.Feature) error {
 		f.ID, f.Key, f.Version, config, tx.db.d.Time(f.CreatedAt), tx.db.d.Time(f.UpdatedAt))
 	switch tx.constraint(err) {
 	case Unique:
-		return rollout.Errorf(rollout.EConflict, "feature %q already exists", f.Key)
+		return feature.Errorf(feature.EConflict, "feature %q already exists", f.Key)
 	case PrimaryKey:
-		return rollout.Errorf(rollout.EConflict, "a feature with ID %q already exists", f.ID)
+		return feature.Errorf(feature.EConflict, "a feature with ID %q already exists", f.ID)
 	}
 	return err
 }
 
 // updateFeature writes f over the stored feature of its key if that is at
 // version f.Version-1, and returns the feature's ID.
-func (tx *tx) updateFeature(f rollout.Feature) (string, error) {
+func (tx *tx) updateFeature(f feature.Feature) (string, error) {
 	config, err := encodeFeature(f)
 	if err != nil {
 		return "", err
@@ -197,15 +198,15 @@ func (tx *tx) whyNotWritten(key, id string, version int) error {
 	err := tx.queryRow(`SELECT id, version, archived_at IS NOT NULL FROM features WHERE key = ?`, key).Scan(&storedID, &stored, &archived)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return rollout.Errorf(rollout.ENotFound, "feature %q does not exist", key)
+		return feature.Errorf(feature.ENotFound, "feature %q does not exist", key)
 	case err != nil:
 		return err
 	case archived:
-		return rollout.Errorf(rollout.ENotFound, "feature %q is archived: restore it first (POST /api/features/%s/restore)", key, key)
+		return feature.Errorf(feature.ENotFound, "feature %q is archived: restore it first (POST /api/features/%s/restore)", key, key)
 	case id != "" && id != storedID:
-		return rollout.Errorf(rollout.EConflict, "feature %q was deleted and created again since it was read; it is now at version %d: reload it and try again", key, stored)
+		return feature.Errorf(feature.EConflict, "feature %q was deleted and created again since it was read; it is now at version %d: reload it and try again", key, stored)
 	case stored != version:
-		return rollout.Errorf(rollout.EConflict, "feature %q is at version %d, not %d: reload it and try again", key, stored, version)
+		return feature.Errorf(feature.EConflict, "feature %q is at version %d, not %d: reload it and try again", key, stored, version)
 	}
 	return fmt.Errorf("feature %q at version %d exists but was not written", key, version)
 }
@@ -249,7 +250,7 @@ func (tx *tx) insertVersion(id, key string, v rollout.Version) error {
 
 // withoutOverrides returns f with an empty map of overrides in place of
 // its own, nil when it has none: what a version row keeps.
-func withoutOverrides(f rollout.Feature) rollout.Feature {
+func withoutOverrides(f feature.Feature) feature.Feature {
 	if f.Overrides != nil {
 		f.Overrides = map[string]string{}
 	}
@@ -321,12 +322,12 @@ func overrideDiff(held, next map[string]string) (ended []string, started map[str
 	return ended, started
 }
 
-// featureID returns the ID of the feature key, or rollout.ENotFound.
+// featureID returns the ID of the feature key, or feature.ENotFound.
 func (tx *tx) featureID(key string) (string, error) {
 	var id string
 	err := tx.queryRow(`SELECT id FROM features WHERE key = ?`, key).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
-		return "", rollout.Errorf(rollout.ENotFound, "feature %q does not exist", key)
+		return "", feature.Errorf(feature.ENotFound, "feature %q does not exist", key)
 	}
 	return id, err
 }
@@ -509,7 +510,7 @@ func (tx *tx) findVersion(key string, version int) (rollout.Version, error) {
 		return rollout.Version{}, err
 	}
 	if len(vs) == 0 || vs[0].Version != version {
-		return rollout.Version{}, rollout.Errorf(rollout.ENotFound, "feature %q has no version %d", key, version)
+		return rollout.Version{}, feature.Errorf(feature.ENotFound, "feature %q has no version %d", key, version)
 	}
 	return vs[0], nil
 }
@@ -541,7 +542,7 @@ func scanVersionRow(rows *sql.Rows, extra ...any) (rollout.Version, error) {
 }
 
 // encodeFeature returns f as JSON with its times in UTC.
-func encodeFeature(f rollout.Feature) (string, error) {
+func encodeFeature(f feature.Feature) (string, error) {
 	f.CreatedAt, f.UpdatedAt = f.CreatedAt.UTC(), f.UpdatedAt.UTC()
 	s, err := encodeJSON(f)
 	if err != nil {
@@ -568,8 +569,8 @@ func encodeJSON(v any) (string, error) {
 // IMMEDIATE), PostgreSQL's row lock (SELECT … FOR UPDATE). A write of the
 // feature by any other process waits for it, and none comes between. The
 // read (findFeature, as Feature reads) sees the last commit. It returns
-// rollout.ENotFound when there is no such feature, and next's error as is.
-func (db *DB) UpdateFeatureWith(ctx context.Context, key string, next func(cur rollout.Feature) (rollout.Feature, rollout.Version, error)) error {
+// feature.ENotFound when there is no such feature, and next's error as is.
+func (db *DB) UpdateFeatureWith(ctx context.Context, key string, next func(cur feature.Feature) (feature.Feature, rollout.Version, error)) error {
 	return db.writeTx(ctx, fmt.Sprintf("update feature %q", key), func(tx *tx) error {
 		if db.d.ForUpdate != "" {
 			if _, err := tx.exec(`SELECT 1 FROM features WHERE key = ? {forUpdate}`, key); err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // ClaimIdempotency claims r.Key of r.Scope for r.Attempt; see
@@ -41,7 +42,7 @@ func (db *DB) ClaimIdempotency(ctx context.Context, r rollout.IdempotencyRecord,
 			Scan(&got.Fingerprint, &got.Attempt, &got.Done, &got.Answer, &lease, &expires)
 		if errors.Is(err, sql.ErrNoRows) {
 			// Released or expired between the insert and the select.
-			return rollout.Errorf(rollout.EKeyInUse, "a request with Idempotency-Key %q has just ended: send it again", r.Key)
+			return feature.Errorf(rollout.EKeyInUse, "a request with Idempotency-Key %q has just ended: send it again", r.Key)
 		}
 		if err != nil {
 			return err
@@ -81,7 +82,7 @@ func (tx *tx) finishIdempotency(r rollout.IdempotencyRecord) error {
 		return fmt.Errorf("finish Idempotency-Key %q: %w", r.Key, err)
 	}
 	if n == 0 {
-		return rollout.Errorf(rollout.EKeyInUse, "the request with Idempotency-Key %q no longer holds the key (a retry took it over, or it expired): nothing was changed; send the request again to get its answer", r.Key)
+		return feature.Errorf(rollout.EKeyInUse, "the request with Idempotency-Key %q no longer holds the key (a retry took it over, or it expired): nothing was changed; send the request again to get its answer", r.Key)
 	}
 	return nil
 }

@@ -8,11 +8,12 @@ import (
 	"fmt"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // CreateRamp stores the new ramp r; with r.Request, it marks that change
-// request applied (rollout.EConflict when it is no longer open). It
-// returns rollout.EConflict when the feature has a live ramp already or
+// request applied (feature.EConflict when it is no longer open). It
+// returns feature.EConflict when the feature has a live ramp already or
 // the ID is taken.
 func (db *DB) CreateRamp(ctx context.Context, r rollout.Ramp) error {
 	body, err := encodeJSON(r)
@@ -26,9 +27,9 @@ func (db *DB) CreateRamp(ctx context.Context, r rollout.Ramp) error {
 			r.ID, r.Feature, string(r.State), r.Revision, body, db.d.Time(r.CreatedAt))
 		switch tx.constraint(err) {
 		case Unique:
-			return rollout.Errorf(rollout.EConflict, "feature %q has a live ramp already: cancel it first", r.Feature)
+			return feature.Errorf(feature.EConflict, "feature %q has a live ramp already: cancel it first", r.Feature)
 		case PrimaryKey:
-			return rollout.Errorf(rollout.EConflict, "a ramp with ID %q already exists", r.ID)
+			return feature.Errorf(feature.EConflict, "a ramp with ID %q already exists", r.ID)
 		}
 		if err != nil {
 			return err
@@ -43,7 +44,7 @@ func (db *DB) CreateRamp(ctx context.Context, r rollout.Ramp) error {
 	})
 }
 
-// Ramp returns the ramp id; rollout.ENotFound when there is none.
+// Ramp returns the ramp id; feature.ENotFound when there is none.
 func (db *DB) Ramp(ctx context.Context, id string) (rollout.Ramp, error) {
 	var r rollout.Ramp
 	err := db.readTx(ctx, fmt.Sprintf("read ramp %q", id), func(tx *tx) (err error) {
@@ -69,8 +70,8 @@ func (db *DB) Ramps(ctx context.Context, key string) ([]rollout.Ramp, error) {
 }
 
 // UpdateRamp replaces the ramp r.ID, which must be at revision
-// r.Revision-1, with r. It returns rollout.ENotFound when there is no such
-// ramp and rollout.EConflict when it has moved on.
+// r.Revision-1, with r. It returns feature.ENotFound when there is no such
+// ramp and feature.EConflict when it has moved on.
 func (db *DB) UpdateRamp(ctx context.Context, r rollout.Ramp) error {
 	return db.writeTx(ctx, fmt.Sprintf("update ramp %q", r.ID), func(tx *tx) error {
 		return tx.updateRamp(r, true)
@@ -80,7 +81,7 @@ func (db *DB) UpdateRamp(ctx context.Context, r rollout.Ramp) error {
 // ApplyRampStep writes the feature f with its history entry v, as
 // UpdateFeature does, and the ramp r, as UpdateRamp does, in one
 // transaction: both or neither.
-func (db *DB) ApplyRampStep(ctx context.Context, f rollout.Feature, v rollout.Version, r rollout.Ramp) error {
+func (db *DB) ApplyRampStep(ctx context.Context, f feature.Feature, v rollout.Version, r rollout.Ramp) error {
 	if v.Version != f.Version {
 		return fmt.Errorf("apply ramp step to feature %q: history entry is version %d, feature is version %d", f.Key, v.Version, f.Version)
 	}
@@ -96,7 +97,7 @@ func (db *DB) ApplyRampStep(ctx context.Context, f rollout.Feature, v rollout.Ve
 
 func (tx *tx) findRamp(id string) (rollout.Ramp, error) {
 	rows, err := tx.query(`SELECT body, revision FROM ramps WHERE id = ?`, id)
-	return first(rows, err, scanRamp, rollout.Errorf(rollout.ENotFound, "ramp %q does not exist", id))
+	return first(rows, err, scanRamp, feature.Errorf(feature.ENotFound, "ramp %q does not exist", id))
 }
 
 func scanRamp(rows *sql.Rows) (rollout.Ramp, error) {
@@ -125,7 +126,7 @@ func (tx *tx) updateRamp(r rollout.Ramp, audit bool) error {
 	}
 	var prev rollout.Ramp
 	if audit {
-		if prev, err = tx.findRamp(r.ID); err != nil && rollout.ErrorCode(err) != rollout.ENotFound {
+		if prev, err = tx.findRamp(r.ID); err != nil && feature.ErrorCode(err) != feature.ENotFound {
 			return err
 		}
 	}
@@ -134,7 +135,7 @@ func (tx *tx) updateRamp(r rollout.Ramp, audit bool) error {
 		WHERE id = ? AND revision = ?`,
 		string(r.State), r.Revision, body, r.ID, r.Revision-1)
 	if tx.constraint(err) == Unique {
-		return rollout.Errorf(rollout.EConflict, "feature %q has another live ramp: cancel it first", r.Feature)
+		return feature.Errorf(feature.EConflict, "feature %q has another live ramp: cancel it first", r.Feature)
 	}
 	if err != nil {
 		return err
@@ -151,10 +152,10 @@ func (tx *tx) updateRamp(r rollout.Ramp, audit bool) error {
 	var stored int
 	err = tx.queryRow(`SELECT revision FROM ramps WHERE id = ?`, r.ID).Scan(&stored)
 	if errors.Is(err, sql.ErrNoRows) {
-		return rollout.Errorf(rollout.ENotFound, "ramp %q does not exist", r.ID)
+		return feature.Errorf(feature.ENotFound, "ramp %q does not exist", r.ID)
 	}
 	if err != nil {
 		return err
 	}
-	return rollout.Errorf(rollout.EConflict, "ramp %q is at revision %d, not %d: reload it and try again", r.ID, stored, r.Revision-1)
+	return feature.Errorf(feature.EConflict, "ramp %q is at revision %d, not %d: reload it and try again", r.ID, stored, r.Revision-1)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // settingsName is the settings table's row that keeps rollout.Settings.
@@ -46,7 +47,7 @@ func (tx *tx) readSettings() (rollout.Settings, error) {
 }
 
 // SaveSettings stores s, which must be at the stored version plus one
-// (rollout.EPrecondition otherwise), and records e.
+// (feature.EPrecondition otherwise), and records e.
 func (db *DB) SaveSettings(ctx context.Context, s rollout.Settings, e rollout.AuditEvent) error {
 	value, err := json.Marshal(s)
 	if err != nil {
@@ -63,7 +64,7 @@ func (db *DB) SaveSettings(ctx context.Context, s rollout.Settings, e rollout.Au
 			return err
 		}
 		if cur.Version != s.Version-1 {
-			return rollout.Errorf(rollout.EPrecondition, "the settings are at version %d now, not %d: reload them and decide again", cur.Version, s.Version-1)
+			return feature.Errorf(feature.EPrecondition, "the settings are at version %d now, not %d: reload them and decide again", cur.Version, s.Version-1)
 		}
 		if cur.Version == 0 {
 			_, err = tx.exec(`INSERT INTO settings (name, value) VALUES (?, ?)`, settingsName, value)
@@ -75,7 +76,7 @@ func (db *DB) SaveSettings(ctx context.Context, s rollout.Settings, e rollout.Au
 }
 
 // CreateRequest stores r and records its request_create event. It returns
-// rollout.EConflict when r's author has rollout.MaxOpenRequests open
+// feature.EConflict when r's author has rollout.MaxOpenRequests open
 // requests already.
 func (db *DB) CreateRequest(ctx context.Context, r rollout.Request) error {
 	body, err := encodeJSON(r)
@@ -91,14 +92,14 @@ func (db *DB) CreateRequest(ctx context.Context, r rollout.Request) error {
 			return err
 		}
 		if open >= rollout.MaxOpenRequests {
-			return rollout.Errorf(rollout.EConflict, "%s has %d open change requests, the most one may have: cancel some, or wait for them to be decided", r.Author, open)
+			return feature.Errorf(feature.EConflict, "%s has %d open change requests, the most one may have: cancel some, or wait for them to be decided", r.Author, open)
 		}
 		_, err := tx.exec(`
 			INSERT INTO change_requests (id, feature_key, state, author, body, created_at)
 			VALUES (?, ?, ?, ?, ?, ?)`,
 			r.ID, r.Feature, string(r.State), r.Author, body, db.d.Time(r.CreatedAt))
 		if tx.constraint(err) == PrimaryKey {
-			return rollout.Errorf(rollout.EConflict, "a request with ID %q already exists", r.ID)
+			return feature.Errorf(feature.EConflict, "a request with ID %q already exists", r.ID)
 		}
 		return err
 	})
@@ -130,7 +131,7 @@ func (db *DB) Requests(ctx context.Context, q rollout.RequestQuery) ([]rollout.R
 	return rs, err
 }
 
-// Request returns the request id; rollout.ENotFound when there is none.
+// Request returns the request id; feature.ENotFound when there is none.
 func (db *DB) Request(ctx context.Context, id string) (rollout.Request, error) {
 	var r rollout.Request
 	err := db.readTx(ctx, fmt.Sprintf("read request %q", id), func(tx *tx) (err error) {
@@ -142,7 +143,7 @@ func (db *DB) Request(ctx context.Context, id string) (rollout.Request, error) {
 
 func (tx *tx) findRequest(id string) (rollout.Request, error) {
 	rows, err := tx.query(`SELECT body FROM change_requests WHERE id = ?`, id)
-	return first(rows, err, scanRequest, rollout.Errorf(rollout.ENotFound, "there is no change request %q", id))
+	return first(rows, err, scanRequest, feature.Errorf(feature.ENotFound, "there is no change request %q", id))
 }
 
 func scanRequest(rows *sql.Rows) (rollout.Request, error) {
@@ -158,7 +159,7 @@ func scanRequest(rows *sql.Rows) (rollout.Request, error) {
 }
 
 // CloseRequest marks the open request id rejected or canceled and records
-// its event; rollout.EConflict when it is not open.
+// its event; feature.EConflict when it is not open.
 func (db *DB) CloseRequest(ctx context.Context, id string, state rollout.RequestState, by, comment string, at time.Time) error {
 	kind := map[rollout.RequestState]rollout.AuditKind{rollout.RequestRejected: rollout.AuditRequestReject, rollout.RequestCanceled: rollout.AuditRequestCancel}[state]
 	if kind == "" {
@@ -193,7 +194,7 @@ func (tx *tx) decideRequest(id string, edit func(*rollout.Request) rollout.Audit
 }
 
 // updateOpenRequest rewrites the open request id as edit changes it:
-// rollout.EConflict when it is not open (another process decided it),
+// feature.EConflict when it is not open (another process decided it),
 // ENotFound when there is none.
 func (tx *tx) updateOpenRequest(id string, edit func(*rollout.Request)) error {
 	r, err := tx.findRequest(id)
@@ -210,7 +211,7 @@ func (tx *tx) updateOpenRequest(id string, edit func(*rollout.Request)) error {
 		return err
 	}
 	if n == 0 {
-		return rollout.Errorf(rollout.EConflict, "change request %s was decided meanwhile: nothing was done", id)
+		return feature.Errorf(feature.EConflict, "change request %s was decided meanwhile: nothing was done", id)
 	}
 	return nil
 }

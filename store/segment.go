@@ -10,11 +10,12 @@ import (
 	"strings"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Segments returns every segment, ordered by key.
-func (db *DB) Segments(ctx context.Context) ([]rollout.Segment, error) {
-	var out []rollout.Segment
+func (db *DB) Segments(ctx context.Context) ([]feature.Segment, error) {
+	var out []feature.Segment
 	err := db.readTx(ctx, "list segments", func(tx *tx) error {
 		rows, err := tx.query(`SELECT key, version, config FROM segments ORDER BY key{C}`)
 		out, err = collect(rows, err, scanSegment)
@@ -23,9 +24,9 @@ func (db *DB) Segments(ctx context.Context) ([]rollout.Segment, error) {
 	return out, err
 }
 
-func scanSegment(rows *sql.Rows) (rollout.Segment, error) {
+func scanSegment(rows *sql.Rows) (feature.Segment, error) {
 	var (
-		s       rollout.Segment
+		s       feature.Segment
 		key     string
 		version int
 		config  []byte
@@ -41,7 +42,7 @@ func scanSegment(rows *sql.Rows) (rollout.Segment, error) {
 	return s, nil
 }
 
-func encodeSegment(s rollout.Segment) (string, error) {
+func encodeSegment(s feature.Segment) (string, error) {
 	s.CreatedAt, s.UpdatedAt = s.CreatedAt.UTC(), s.UpdatedAt.UTC()
 	out, err := encodeJSON(s)
 	if err != nil {
@@ -51,8 +52,8 @@ func encodeSegment(s rollout.Segment) (string, error) {
 }
 
 // CreateSegment stores a new segment with its first history entry; it
-// returns rollout.EConflict when the key is taken.
-func (db *DB) CreateSegment(ctx context.Context, s rollout.Segment, v rollout.SegmentVersion) error {
+// returns feature.EConflict when the key is taken.
+func (db *DB) CreateSegment(ctx context.Context, s feature.Segment, v feature.SegmentVersion) error {
 	if v.Version != s.Version {
 		return fmt.Errorf("create segment %q: history entry is version %d, segment is version %d", s.Key, v.Version, s.Version)
 	}
@@ -65,7 +66,7 @@ func (db *DB) CreateSegment(ctx context.Context, s rollout.Segment, v rollout.Se
 			s.Key, s.Version, config, tx.db.d.Time(s.CreatedAt), tx.db.d.Time(s.UpdatedAt))
 		switch tx.constraint(err) {
 		case Unique, PrimaryKey:
-			return rollout.Errorf(rollout.EConflict, "segment %q already exists", s.Key)
+			return feature.Errorf(feature.EConflict, "segment %q already exists", s.Key)
 		}
 		if err != nil {
 			return err
@@ -80,7 +81,7 @@ func (db *DB) CreateSegment(ctx context.Context, s rollout.Segment, v rollout.Se
 	})
 }
 
-func (tx *tx) insertSegmentVersion(v rollout.SegmentVersion) error {
+func (tx *tx) insertSegmentVersion(v feature.SegmentVersion) error {
 	config, err := encodeSegment(v.Config)
 	if err != nil {
 		return err
@@ -98,7 +99,7 @@ func (tx *tx) insertSegmentVersion(v rollout.SegmentVersion) error {
 // UpdateSegment replaces the segment, stored at s.Version-1, with s,
 // appends v, and writes the new version of each feature of features, all
 // in one transaction.
-func (db *DB) UpdateSegment(ctx context.Context, s rollout.Segment, v rollout.SegmentVersion, features []rollout.Version) error {
+func (db *DB) UpdateSegment(ctx context.Context, s feature.Segment, v feature.SegmentVersion, features []rollout.Version) error {
 	if v.Version != s.Version {
 		return fmt.Errorf("update segment %q: history entry is version %d, segment is version %d", s.Key, v.Version, s.Version)
 	}
@@ -138,18 +139,18 @@ func (tx *tx) whySegmentNotWritten(key string, version int) error {
 	err := tx.queryRow(`SELECT version FROM segments WHERE key = ?`, key).Scan(&stored)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return rollout.Errorf(rollout.ENotFound, "segment %q does not exist", key)
+		return feature.Errorf(feature.ENotFound, "segment %q does not exist", key)
 	case err != nil:
 		return err
 	case stored != version:
-		return rollout.Errorf(rollout.EConflict, "segment %q is at version %d, not %d: reload it and try again", key, stored, version)
+		return feature.Errorf(feature.EConflict, "segment %q is at version %d, not %d: reload it and try again", key, stored, version)
 	}
 	return fmt.Errorf("segment %q at version %d exists but was not written", key, version)
 }
 
 // DeleteSegment removes the segment at version with its history, and
 // records e in the audit trail. It
-// refuses, with rollout.EConflict naming them, when stored features' rules
+// refuses, with feature.EConflict naming them, when stored features' rules
 // use the segment.
 func (db *DB) DeleteSegment(ctx context.Context, key string, version int, e rollout.AuditEvent) error {
 	return db.writeTx(ctx, fmt.Sprintf("delete segment %q", key), func(tx *tx) error {
@@ -164,7 +165,7 @@ func (db *DB) DeleteSegment(ctx context.Context, key string, version int, e roll
 			}
 		}
 		if len(users) > 0 {
-			return rollout.Errorf(rollout.EConflict, "segment %q is in use by feature(s) %s: remove it from their rules first", key, strings.Join(users, ", "))
+			return feature.Errorf(feature.EConflict, "segment %q is in use by feature(s) %s: remove it from their rules first", key, strings.Join(users, ", "))
 		}
 		if _, err := tx.exec(`DELETE FROM segment_versions WHERE segment_key = ?`, key); err != nil {
 			return err
@@ -185,17 +186,17 @@ func (db *DB) DeleteSegment(ctx context.Context, key string, version int, e roll
 
 // SegmentVersions returns the history of the segment key, newest first:
 // at most limit entries (all when limit <= 0) below version before (all
-// when before <= 0). It returns rollout.ENotFound when there is no such
+// when before <= 0). It returns feature.ENotFound when there is no such
 // segment.
-func (db *DB) SegmentVersions(ctx context.Context, key string, before, limit int) ([]rollout.SegmentVersion, error) {
-	var out []rollout.SegmentVersion
+func (db *DB) SegmentVersions(ctx context.Context, key string, before, limit int) ([]feature.SegmentVersion, error) {
+	var out []feature.SegmentVersion
 	err := db.readTx(ctx, fmt.Sprintf("list versions of segment %q", key), func(tx *tx) error {
 		var n int
 		if err := tx.queryRow(`SELECT COUNT(*) FROM segments WHERE key = ?`, key).Scan(&n); err != nil {
 			return err
 		}
 		if n == 0 {
-			return rollout.Errorf(rollout.ENotFound, "segment %q does not exist", key)
+			return feature.Errorf(feature.ENotFound, "segment %q does not exist", key)
 		}
 		q, args := `SELECT version, actor, created_at, summary, comment, config FROM segment_versions WHERE segment_key = ?`, []any{key}
 		if before > 0 {
@@ -206,9 +207,9 @@ func (db *DB) SegmentVersions(ctx context.Context, key string, before, limit int
 			q, args = q+` LIMIT ?`, append(args, limit)
 		}
 		rows, err := tx.query(q, args...)
-		out, err = collect(rows, err, func(rows *sql.Rows) (rollout.SegmentVersion, error) {
+		out, err = collect(rows, err, func(rows *sql.Rows) (feature.SegmentVersion, error) {
 			var (
-				v      rollout.SegmentVersion
+				v      feature.SegmentVersion
 				at     timestamp
 				config []byte
 			)

@@ -22,11 +22,12 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // DefaultTimeout bounds each transaction of the store (see DB.SetTimeout):
 // a database that stops answering makes an operation fail with
-// rollout.EUnavailable after it, rather than hold its caller forever.
+// feature.EUnavailable after it, rather than hold its caller forever.
 const DefaultTimeout = 5 * time.Second
 
 // probeTimeout bounds CheckWrite.
@@ -80,7 +81,7 @@ type Dialect struct {
 	// buckets and versions (since).
 	InsertSpans string
 	// Check, when not nil, is called before each write and by Ping: it
-	// refuses with rollout.EUnavailable to use a database that is gone.
+	// refuses with feature.EUnavailable to use a database that is gone.
 	Check func() error
 	// Listen, when not nil, is what DB.Notifications returns.
 	Listen func(ctx context.Context) <-chan int64
@@ -129,7 +130,7 @@ func Migrate(ctx context.Context, db *sql.DB, dialect goose.Dialect, fsys fs.FS,
 }
 
 // SetTimeout sets how long each transaction may take before it is given up
-// with rollout.EUnavailable (DefaultTimeout unless set; <= 0: no bound).
+// with feature.EUnavailable (DefaultTimeout unless set; <= 0: no bound).
 // Call it before the DB is in use.
 func (db *DB) SetTimeout(d time.Duration) { db.timeout = d }
 
@@ -147,7 +148,7 @@ func (db *DB) Notifications(ctx context.Context) <-chan int64 {
 }
 
 // Backup writes a consistent copy of the database to a new file at path
-// while the database stays in use. It refuses, with rollout.EConflict, to
+// while the database stays in use. It refuses, with feature.EConflict, to
 // overwrite an existing file.
 func (db *DB) Backup(ctx context.Context, path string) error {
 	if db.d.Backup == nil {
@@ -158,7 +159,7 @@ func (db *DB) Backup(ctx context.Context, path string) error {
 
 // Ping reports whether the database can be read and a write connection is
 // free within ctx's deadline, for readiness checks. Errors of a busy or
-// failing database carry rollout.EUnavailable.
+// failing database carry feature.EUnavailable.
 func (db *DB) Ping(ctx context.Context) error {
 	if err := db.check(); err != nil {
 		return err
@@ -176,7 +177,7 @@ func (db *DB) Ping(ctx context.Context) error {
 
 // CheckWrite writes the one row of the write_probe table in a transaction
 // of the probe pool, giving up after a second. It returns
-// rollout.EUnavailable when the write fails: another process holds the
+// feature.EUnavailable when the write fails: another process holds the
 // write lock, the disk is full, the database is read-only, gone or cannot
 // be reached.
 func (db *DB) CheckWrite(ctx context.Context) error {
@@ -191,7 +192,7 @@ func (db *DB) CheckWrite(ctx context.Context) error {
 		return err
 	})
 	if err != nil && ctx.Err() == nil && probeCtx.Err() != nil {
-		return fmt.Errorf("%s: %w: %w", op, rollout.Errorf(rollout.EUnavailable, "the database did not take a write within %v", probeTimeout), err)
+		return fmt.Errorf("%s: %w: %w", op, feature.Errorf(feature.EUnavailable, "the database did not take a write within %v", probeTimeout), err)
 	}
 	return err
 }
@@ -203,18 +204,18 @@ func (db *DB) check() error {
 	return db.d.Check()
 }
 
-// WrapErr returns err as is when it is a *rollout.Error, and otherwise wraps
+// WrapErr returns err as is when it is a *feature.Error, and otherwise wraps
 // it with the operation the format names. Errors of a database that cannot
 // be used right now (no answer in time, and what d.Unavailable tells) also
-// wrap a rollout.EUnavailable *Error, whose message says so without the
+// wrap a feature.EUnavailable *Error, whose message says so without the
 // driver's details.
 func (d *Dialect) WrapErr(err error, format string, args ...any) error {
-	if _, ok := errors.AsType[*rollout.Error](err); ok {
+	if _, ok := errors.AsType[*feature.Error](err); ok {
 		return err
 	}
 	op := fmt.Sprintf(format, args...)
 	if msg := d.unavailable(err); msg != "" {
-		return fmt.Errorf("%s: %w: %w", op, rollout.Errorf(rollout.EUnavailable, "%s", msg), err)
+		return fmt.Errorf("%s: %w: %w", op, feature.Errorf(feature.EUnavailable, "%s", msg), err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }
@@ -333,18 +334,18 @@ func (db *DB) inTx(ctx context.Context, pool *sql.DB, opts *sql.TxOptions, op st
 
 // txErr wraps err, the error of a transaction begun at start, as WrapErr
 // does; when ctx's deadline passed (the driver may then tell of a closed
-// connection, or of nothing), as rollout.EUnavailable saying that the
+// connection, or of nothing), as feature.EUnavailable saying that the
 // database did not answer in time.
 func (db *DB) txErr(ctx context.Context, start time.Time, err error, op string) error {
 	err = db.cause(ctx, err)
-	if _, ok := errors.AsType[*rollout.Error](err); ok || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	if _, ok := errors.AsType[*feature.Error](err); ok || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return db.d.WrapErr(err, "%s", op)
 	}
 	within := "in time"
 	if deadline, ok := ctx.Deadline(); ok {
 		within = "within " + deadline.Sub(start).Round(100*time.Millisecond).String()
 	}
-	return fmt.Errorf("%s: %w: %w", op, rollout.Errorf(rollout.EUnavailable, "the database did not answer %s: try again shortly", within), err)
+	return fmt.Errorf("%s: %w: %w", op, feature.Errorf(feature.EUnavailable, "the database did not answer %s: try again shortly", within), err)
 }
 
 // cause adds ctx's error to err when ctx ended and err does not say so:

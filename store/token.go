@@ -10,9 +10,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
-// CreateToken stores t. It returns rollout.EConflict when an active token
+// CreateToken stores t. It returns feature.EConflict when an active token
 // has t's name (or t's ID or hash is taken).
 func (db *DB) CreateToken(ctx context.Context, t rollout.Token) error {
 	if t.ID == "" {
@@ -23,9 +24,9 @@ func (db *DB) CreateToken(ctx context.Context, t rollout.Token) error {
 			t.ID, t.Name, string(t.Role), t.Hash, db.d.Time(t.CreatedAt), t.CreatedBy)
 		switch tx.constraint(err) {
 		case Unique:
-			return rollout.Errorf(rollout.EConflict, "a token named %q already exists: revoke it first or choose another name", t.Name)
+			return feature.Errorf(feature.EConflict, "a token named %q already exists: revoke it first or choose another name", t.Name)
 		case PrimaryKey:
-			return rollout.Errorf(rollout.EConflict, "a token with ID %q already exists", t.ID)
+			return feature.Errorf(feature.EConflict, "a token with ID %q already exists", t.ID)
 		}
 		if err != nil {
 			return err
@@ -73,14 +74,14 @@ func (db *DB) Tokens(ctx context.Context) ([]rollout.Token, error) {
 }
 
 // RevokeToken revokes the active token named name, recording the audit
-// event of actor's revocation. It returns rollout.ENotFound when there is
+// event of actor's revocation. It returns feature.ENotFound when there is
 // none.
 func (db *DB) RevokeToken(ctx context.Context, name string, at time.Time, actor string) error {
 	return db.writeTx(ctx, fmt.Sprintf("revoke token %q", name), func(tx *tx) error {
 		var role string
 		err := tx.queryRow(`UPDATE tokens SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL RETURNING role`, db.d.Time(at), name).Scan(&role)
 		if errors.Is(err, sql.ErrNoRows) {
-			return rollout.Errorf(rollout.ENotFound, "no active token is named %q", name)
+			return feature.Errorf(feature.ENotFound, "no active token is named %q", name)
 		}
 		if err != nil {
 			return err

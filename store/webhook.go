@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 var _ rollout.WebhookStore = (*DB)(nil)
@@ -41,7 +42,7 @@ func scanWebhook(rows *sql.Rows) (rollout.Webhook, error) {
 }
 
 // CreateWebhook stores h with its cursor at the last audit event, and
-// records its audit event. rollout.EConflict when rollout.MaxWebhooks
+// records its audit event. feature.EConflict when rollout.MaxWebhooks
 // exist or the ID is taken.
 func (db *DB) CreateWebhook(ctx context.Context, h rollout.Webhook) (rollout.Webhook, error) {
 	events, err := json.Marshal(h.Events)
@@ -54,7 +55,7 @@ func (db *DB) CreateWebhook(ctx context.Context, h rollout.Webhook) (rollout.Web
 			return err
 		}
 		if n >= rollout.MaxWebhooks {
-			return rollout.Errorf(rollout.EConflict, "there are %d webhooks, the most there may be: delete one first", n)
+			return feature.Errorf(feature.EConflict, "there are %d webhooks, the most there may be: delete one first", n)
 		}
 		// The event of this creation is the first the webhook receives.
 		if err := tx.queryRow(`SELECT COALESCE(MAX(id), 0) FROM audit_events`).Scan(&h.Cursor); err != nil {
@@ -64,7 +65,7 @@ func (db *DB) CreateWebhook(ctx context.Context, h rollout.Webhook) (rollout.Web
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			h.ID, h.URL, h.Secret, string(events), db.d.Time(h.CreatedAt), h.CreatedBy, string(h.State), h.Cursor, db.d.Time(h.NextAttempt))
 		if tx.constraint(err) == PrimaryKey {
-			return rollout.Errorf(rollout.EConflict, "a webhook with ID %q already exists", h.ID)
+			return feature.Errorf(feature.EConflict, "a webhook with ID %q already exists", h.ID)
 		}
 		if err != nil {
 			return err
@@ -86,12 +87,12 @@ func (db *DB) Webhooks(ctx context.Context) ([]rollout.Webhook, error) {
 	return out, err
 }
 
-// Webhook returns the webhook id; rollout.ENotFound when there is none.
+// Webhook returns the webhook id; feature.ENotFound when there is none.
 func (db *DB) Webhook(ctx context.Context, id string) (rollout.Webhook, error) {
 	var h rollout.Webhook
 	err := db.read(ctx, "read webhook", func(tx *tx) error {
 		rows, err := tx.query(`SELECT `+webhookColumns+` FROM webhooks WHERE id = ?`, id)
-		h, err = first(rows, err, scanWebhook, rollout.Errorf(rollout.ENotFound, "no webhook has ID %q: list them with GET /api/webhooks", id))
+		h, err = first(rows, err, scanWebhook, feature.Errorf(feature.ENotFound, "no webhook has ID %q: list them with GET /api/webhooks", id))
 		return err
 	})
 	return h, err
@@ -128,7 +129,7 @@ func (db *DB) DeleteWebhook(ctx context.Context, id, actor string, at time.Time)
 		var u string
 		err := tx.queryRow(`DELETE FROM webhooks WHERE id = ? RETURNING url`, id).Scan(&u)
 		if errors.Is(err, sql.ErrNoRows) {
-			return rollout.Errorf(rollout.ENotFound, "no webhook has ID %q: list them with GET /api/webhooks", id)
+			return feature.Errorf(feature.ENotFound, "no webhook has ID %q: list them with GET /api/webhooks", id)
 		}
 		if err != nil {
 			return err
@@ -144,13 +145,13 @@ func (db *DB) ResumeWebhook(ctx context.Context, id, actor string, at time.Time)
 		var u, state string
 		err := tx.queryRow(`SELECT url, state FROM webhooks WHERE id = ? {forUpdate}`, id).Scan(&u, &state)
 		if errors.Is(err, sql.ErrNoRows) {
-			return rollout.Errorf(rollout.ENotFound, "no webhook has ID %q: list them with GET /api/webhooks", id)
+			return feature.Errorf(feature.ENotFound, "no webhook has ID %q: list them with GET /api/webhooks", id)
 		}
 		if err != nil {
 			return err
 		}
 		if rollout.WebhookState(state) != rollout.WebhookPaused {
-			return rollout.Errorf(rollout.EConflict, "webhook %q is %s, not paused: there is nothing to resume", id, state)
+			return feature.Errorf(feature.EConflict, "webhook %q is %s, not paused: there is nothing to resume", id, state)
 		}
 		if _, err := tx.exec(`UPDATE webhooks SET state = ?, paused_at = NULL, paused_reason = '', failures = 0,
 			first_failure_at = NULL, next_attempt_at = ?, lease_owner = '', lease_until = NULL WHERE id = ?`,

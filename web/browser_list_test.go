@@ -16,6 +16,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
 )
@@ -104,7 +105,7 @@ func (b *browser) visibleRows() []string {
 func seedList(t *testing.T, a *app, clock *testClock) {
 	t.Helper()
 	ctx := context.Background()
-	create := func(f rollout.Feature) {
+	create := func(f feature.Feature) {
 		t.Helper()
 		defer clock.Add(time.Minute)
 		if f.Salt == "" {
@@ -114,7 +115,7 @@ func seedList(t *testing.T, a *app, clock *testClock) {
 			t.Fatalf("create %s: %v", f.Key, err)
 		}
 	}
-	split := []rollout.Bucket{{Name: "off", Replicas: 50}, {Name: "on", Replicas: 50}}
+	split := []feature.Bucket{{Name: "off", Replicas: 50}, {Name: "on", Replicas: 50}}
 	for i := range 45 {
 		team, owner := "team-a", "alice@example.com"
 		if i%2 == 1 {
@@ -123,14 +124,14 @@ func seedList(t *testing.T, a *app, clock *testClock) {
 		if i >= 10 {
 			owner = "bob"
 		}
-		create(rollout.Feature{Key: fmt.Sprintf("feat-%02d", i), Description: fmt.Sprintf("Experiment number %d of the growth team's quarter, with a long description", i),
+		create(feature.Feature{Key: fmt.Sprintf("feat-%02d", i), Description: fmt.Sprintf("Experiment number %d of the growth team's quarter, with a long description", i),
 			Enabled: true, Buckets: split, Tags: []string{team, "q4"}, Owner: owner})
 	}
-	create(rollout.Feature{Key: "pay-dormant", Enabled: true, Buckets: []rollout.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 0}}, Tags: []string{"payments"}})
-	create(rollout.Feature{Key: "pay-full", Enabled: true, Buckets: []rollout.Bucket{{Name: "off", Replicas: 0}, {Name: "on", Replicas: 100}}, Tags: []string{"payments"}, Owner: "carol"})
-	create(rollout.Feature{Key: "pay-off", Enabled: false, Buckets: split, Tags: []string{"payments"}})
-	create(rollout.Feature{Key: "pay-quiet", Enabled: true, Buckets: split})
-	create(rollout.Feature{Key: "pay-ramp", Enabled: true, Buckets: []rollout.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 0}}})
+	create(feature.Feature{Key: "pay-dormant", Enabled: true, Buckets: []feature.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 0}}, Tags: []string{"payments"}})
+	create(feature.Feature{Key: "pay-full", Enabled: true, Buckets: []feature.Bucket{{Name: "off", Replicas: 0}, {Name: "on", Replicas: 100}}, Tags: []string{"payments"}, Owner: "carol"})
+	create(feature.Feature{Key: "pay-off", Enabled: false, Buckets: split, Tags: []string{"payments"}})
+	create(feature.Feature{Key: "pay-quiet", Enabled: true, Buckets: split})
+	create(feature.Feature{Key: "pay-ramp", Enabled: true, Buckets: []feature.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 0}}})
 
 	clock.Add(40 * 24 * time.Hour)
 	snap := a.svc.Snapshot()
@@ -268,7 +269,7 @@ func TestBrowserUserView(t *testing.T) {
 	b.do(fill("#user-id", "ada"), fill("#user-attrs", "country=FR\nplan=pro"), chromedp.Click(chromedp.CSS(`.user-form button[type=submit]`)))
 	b.do(waitFor(`#user-result[data-user="ada"]`))
 	rows := evaluate[[]string](b, `[...document.querySelectorAll('#user-result tr[data-key]')].map(tr => tr.dataset.key + ':' + tr.dataset.bucket + ':' + tr.dataset.reason)`)
-	if want := []string{"checkout::" + rollout.ReasonDisabled, "dark-mode:on:" + rollout.ReasonOverride}; !slices.Equal(rows, want) {
+	if want := []string{"checkout::" + feature.ReasonDisabled, "dark-mode:on:" + feature.ReasonOverride}; !slices.Equal(rows, want) {
 		t.Errorf("ada gets %v, want %v", rows, want)
 	}
 	if got := b.text(`tr[data-key="dark-mode"] .why`); !strings.Contains(got, "pinned to on by an override") {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
 )
@@ -287,7 +288,7 @@ func TestBrowserSRM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := svc.Create(ctx, rollout.Feature{Key: "signup", Enabled: true, Salt: "signup", Buckets: p.Buckets}, rollout.ChangeOptions{})
+	f, err := svc.Create(ctx, feature.Feature{Key: "signup", Enabled: true, Salt: "signup", Buckets: p.Buckets}, rollout.ChangeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

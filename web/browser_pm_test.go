@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // confirmBig types the feature's key into an escalated preview of the
@@ -158,7 +159,7 @@ func TestBrowserPMLanguage(t *testing.T) {
 	b.shotsOf("pm-buckets", `#buckets`)
 }
 
-func mustBucketReplicas(f rollout.Feature, name string) int {
+func mustBucketReplicas(f feature.Feature, name string) int {
 	b, _ := f.Bucket(name)
 	return b.Replicas
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
 )
@@ -59,7 +60,7 @@ func TestBrowserRequests(t *testing.T) {
 		t.Fatalf("editor's change = %+v, %v; want a request", small, err)
 	}
 	ed.Comment = "everyone on D"
-	big, err := svc.Change(ctx, "checkout", rollout.SetBuckets([]rollout.Bucket{{Name: "A", Replicas: 0}, {Name: "B", Replicas: 0}, {Name: "C", Replicas: 0}, {Name: "D", Replicas: 3}}), ed)
+	big, err := svc.Change(ctx, "checkout", rollout.SetBuckets([]feature.Bucket{{Name: "A", Replicas: 0}, {Name: "B", Replicas: 0}, {Name: "C", Replicas: 0}, {Name: "D", Replicas: 3}}), ed)
 	if err != nil || big.Request == nil {
 		t.Fatalf("editor's big change = %+v, %v; want a request", big, err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // chromiumPath is Debian's headless-capable Chromium, which CI installs.
@@ -551,7 +552,7 @@ func TestBrowserChanges(t *testing.T) {
 
 	// Someone else changes the feature: the page's preview is refused, and
 	// says why next to the form.
-	if _, err := b.app.svc.Change(context.Background(), "checkout", rollout.AddBucket(rollout.Bucket{Name: "E", Replicas: 3}), rollout.ChangeOptions{}); err != nil {
+	if _, err := b.app.svc.Change(context.Background(), "checkout", rollout.AddBucket(feature.Bucket{Name: "E", Replicas: 3}), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	b.do(unfold("add-bucket"), fill("#add-name", "F"), chromedp.Click(chromedp.CSS(`form[data-kind=add-bucket] button[type=submit]`)), waitFor(`form[data-kind=add-bucket] .error`))

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // TestServedSaturated: counts whose sum passes the largest int64 (the
@@ -20,7 +21,7 @@ func TestServedSaturated(t *testing.T) {
 	ctx := context.Background()
 	f, _ := a.svc.Snapshot().Feature("dark-mode")
 	h := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	if err := a.db.AddExposures(ctx, []rollout.Exposure{
+	if err := a.db.AddExposures(ctx, []feature.Exposure{
 		{FeatureID: f.ID, Version: 1, Bucket: "on", Hour: h, Count: math.MaxInt64},
 		{FeatureID: f.ID, Version: 1, Bucket: "on", Hour: h.Add(time.Hour), Count: math.MaxInt64},
 		{FeatureID: f.ID, Version: 1, Bucket: "off", Hour: h, Count: math.MaxInt64},
@@ -55,7 +56,7 @@ func TestServedSRM(t *testing.T) {
 	h := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	add := func(on, off int64) {
 		t.Helper()
-		if err := a.db.AddExposures(ctx, []rollout.Exposure{
+		if err := a.db.AddExposures(ctx, []feature.Exposure{
 			{FeatureID: f.ID, Version: f.Version, Bucket: "on", Hour: h, Count: on},
 			{FeatureID: f.ID, Version: f.Version, Bucket: "off", Hour: h, Count: off},
 		}); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
 )
@@ -72,7 +73,7 @@ func bigHistory(tb testing.TB, edits int) (*echo.Echo, *historyReads) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	f := rollout.Feature{Key: "big", Enabled: true, Salt: "big", Buckets: []rollout.Bucket{{Name: "A", Replicas: 50}, {Name: "B", Replicas: 50}}, Overrides: map[string]string{}}
+	f := feature.Feature{Key: "big", Enabled: true, Salt: "big", Buckets: []feature.Bucket{{Name: "A", Replicas: 50}, {Name: "B", Replicas: 50}}, Overrides: map[string]string{}}
 	for i := range 3600 {
 		f.Overrides[fmt.Sprintf("customer-%05d@example.com", i)] = []string{"A", "B"}[i%2]
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // When a feature is stale (see status): fully rolled out and unchanged for
@@ -52,7 +53,7 @@ type lastEvaluation struct {
 }
 
 // get returns the last evaluation of f, read again once evaluatedFor old.
-func (l *lastEvaluations) get(ctx context.Context, svc *rollout.Service, f rollout.Feature, now time.Time) (time.Time, error) {
+func (l *lastEvaluations) get(ctx context.Context, svc *rollout.Service, f feature.Feature, now time.Time) (time.Time, error) {
 	l.mu.Lock()
 	e, ok := l.byKey[f.Key]
 	l.mu.Unlock()
@@ -163,7 +164,7 @@ func (h *handler) list(c echo.Context) error {
 		}
 		last, err := h.svc.Versions(ctx, key, 0, 1)
 		switch {
-		case rollout.ErrorCode(err) == rollout.ENotFound:
+		case feature.ErrorCode(err) == feature.ENotFound:
 			continue // deleted since the snapshot was taken
 		case err != nil:
 			return h.internal(c, err)
@@ -173,7 +174,7 @@ func (h *handler) list(c echo.Context) error {
 		}
 		evaluated, err := h.evaluated.get(ctx, h.svc, f, now)
 		switch {
-		case rollout.ErrorCode(err) == rollout.ENotFound:
+		case feature.ErrorCode(err) == feature.ENotFound:
 			continue
 		case err != nil:
 			return h.internal(c, err)
@@ -299,7 +300,7 @@ func (it featureItem) TagList() string { return " " + strings.Join(it.Tags, " ")
 // (from the hours of the stored exposure counts; a feature created less
 // than 7 days ago is not stale for want of evaluations). now is the
 // server's clock.
-func (it *featureItem) status(f rollout.Feature, shares map[string]float64, ramp *rollout.Ramp, evaluated, now time.Time) {
+func (it *featureItem) status(f feature.Feature, shares map[string]float64, ramp *rollout.Ramp, evaluated, now time.Time) {
 	baseline := baselineBucket(f)
 	top, topShare := "", -1.0
 	for _, b := range f.Buckets {
@@ -345,7 +346,7 @@ func (it *featureItem) status(f rollout.Feature, shares map[string]float64, ramp
 // baselineBucket is the bucket a dormant feature serves everyone: its
 // fallback, or a bucket named as "nothing new" (off, control, false,
 // disabled, in any case); "" when it has none.
-func baselineBucket(f rollout.Feature) string {
+func baselineBucket(f feature.Feature) string {
 	if f.Fallback != "" {
 		return f.Fallback
 	}

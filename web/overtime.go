@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Geometry of the shares-over-time chart: x in percent of its width (the
@@ -56,7 +57,7 @@ type otTick struct {
 
 // newSharesChart draws versions (newest first) up to now, coloured as f's
 // buckets, buckets that no longer exist after them.
-func newSharesChart(f rollout.Feature, versions []rollout.Version, now time.Time) sharesChart {
+func newSharesChart(f feature.Feature, versions []rollout.Version, now time.Time) sharesChart {
 	c := sharesChart{Height: otChurnTop + otChurnPlot + 22, TimeY: otChurnTop + otChurnPlot + 18,
 		ChurnBase: otChurnTop + otChurnPlot, ChurnTop: otChurnTop, PlotBottom: otTop + otPlot}
 	if len(versions) == 0 {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // TestSharesChart: three versions an hour apart, drawn until an hour after
@@ -15,12 +16,12 @@ import (
 // words say every share.
 func TestSharesChart(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
-	two := []rollout.Bucket{{Name: "off", Replicas: 1}, {Name: "on", Replicas: 1}}
-	f := rollout.Feature{Key: "f", Buckets: two}
+	two := []feature.Bucket{{Name: "off", Replicas: 1}, {Name: "on", Replicas: 1}}
+	f := feature.Feature{Key: "f", Buckets: two}
 	versions := []rollout.Version{ // newest first
-		{Version: 3, Time: t0.Add(2 * time.Hour), Config: f, Report: rollout.Report{FromVersion: 2, Churn: 0.25, SharesAfter: map[string]float64{}}},
-		{Version: 2, Time: t0.Add(time.Hour), Config: f, Report: rollout.Report{FromVersion: 1, Churn: 0.25, SharesAfter: map[string]float64{"off": 0.25, "on": 0.75}}},
-		{Version: 1, Time: t0, Config: f, Report: rollout.Report{SharesAfter: map[string]float64{"off": 0.5, "on": 0.5}}},
+		{Version: 3, Time: t0.Add(2 * time.Hour), Config: f, Report: feature.Report{FromVersion: 2, Churn: 0.25, SharesAfter: map[string]float64{}}},
+		{Version: 2, Time: t0.Add(time.Hour), Config: f, Report: feature.Report{FromVersion: 1, Churn: 0.25, SharesAfter: map[string]float64{"off": 0.25, "on": 0.75}}},
+		{Version: 1, Time: t0, Config: f, Report: feature.Report{SharesAfter: map[string]float64{"off": 0.5, "on": 0.5}}},
 	}
 	c := newSharesChart(f, versions, t0.Add(3*time.Hour))
 	if len(c.Bands) != 4 {

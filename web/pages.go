@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Bounds on what one page lists.
@@ -21,7 +22,7 @@ const (
 	overridesShown = 100
 )
 
-func bucketNames(f rollout.Feature) []string {
+func bucketNames(f feature.Feature) []string {
 	names := make([]string, len(f.Buckets))
 	for i, b := range f.Buckets {
 		names[i] = b.Name
@@ -33,7 +34,7 @@ func bucketNames(f rollout.Feature) []string {
 type featurePage struct {
 	frame
 	Title         string
-	Feature       rollout.Feature
+	Feature       feature.Feature
 	Bar           shareBar
 	ServedBar     shareBar // what users get now, when the feature is off
 	ServedVersion int      // the version whose evaluations "served to apps" counts
@@ -161,7 +162,7 @@ func (h *handler) feature(c echo.Context) error {
 	served := map[string]int64{}
 	exposures, err := h.svc.Exposures(ctx, key)
 	switch {
-	case rollout.ErrorCode(err) == rollout.ENotFound:
+	case feature.ErrorCode(err) == feature.ENotFound:
 		return h.fail(c, http.StatusNotFound, "Feature not found", "Feature "+strconv.Quote(key)+" was deleted a moment ago.")
 	case err != nil:
 		return h.internal(c, err)
@@ -182,8 +183,8 @@ func (h *handler) feature(c echo.Context) error {
 					served = map[string]int64{}
 				}
 				p.ServedVersion = e.Version
-				served[e.Bucket] = rollout.AddCounts(served[e.Bucket], e.Count)
-				exposures.Total = rollout.AddCounts(exposures.Total, e.Count)
+				served[e.Bucket] = feature.AddCounts(served[e.Bucket], e.Count)
+				exposures.Total = feature.AddCounts(exposures.Total, e.Count)
 			}
 		}
 	}
@@ -220,7 +221,7 @@ func (h *handler) feature(c echo.Context) error {
 
 	versions, err := h.svc.Versions(ctx, key, 0, historyShown)
 	switch {
-	case rollout.ErrorCode(err) == rollout.ENotFound:
+	case feature.ErrorCode(err) == feature.ENotFound:
 		return h.fail(c, http.StatusNotFound, "Feature not found", "Feature "+strconv.Quote(key)+" was deleted a moment ago.")
 	case err != nil:
 		return h.internal(c, err)
@@ -249,7 +250,7 @@ func (h *handler) feature(c echo.Context) error {
 
 	ramps, err := h.svc.Ramps(ctx, key)
 	switch {
-	case rollout.ErrorCode(err) == rollout.ENotFound:
+	case feature.ErrorCode(err) == feature.ENotFound:
 		return h.fail(c, http.StatusNotFound, "Feature not found", "Feature "+strconv.Quote(key)+" was deleted a moment ago.")
 	case err != nil:
 		return h.internal(c, err)
@@ -270,8 +271,8 @@ func (h *handler) feature(c echo.Context) error {
 	status := http.StatusOK
 	if c.QueryParams().Has("user") {
 		if err := h.lookup(c, &p, key, c.QueryParam("user")); err != nil {
-			var e *rollout.Error
-			if !errors.As(err, &e) || e.Code == rollout.EInternal || e.Code == rollout.EUnavailable {
+			var e *feature.Error
+			if !errors.As(err, &e) || e.Code == feature.EInternal || e.Code == feature.EUnavailable {
 				return h.internal(c, err)
 			}
 			p.Lookup.Error = e.Message
@@ -283,7 +284,7 @@ func (h *handler) feature(c echo.Context) error {
 
 // sample counts the users of n synthetic ones ("user:0", "user:1", …) that
 // the feature key serves each bucket, "" for none, evaluated as apps are.
-func sample(snap *rollout.Snapshot, key string, n int) map[string]int {
+func sample(snap *feature.Snapshot, key string, n int) map[string]int {
 	counts := map[string]int{}
 	for i := range n {
 		e, err := snap.Peek(key, "user:"+strconv.Itoa(i))
@@ -297,7 +298,7 @@ func sample(snap *rollout.Snapshot, key string, n int) map[string]int {
 
 // overrideRows lists f's overrides by user, at most overridesShown, and
 // says how many more there are.
-func overrideRows(f rollout.Feature) ([]overrideRow, int) {
+func overrideRows(f feature.Feature) ([]overrideRow, int) {
 	users := slices.Sorted(maps.Keys(f.Overrides))
 	more := 0
 	if len(users) > overridesShown {
@@ -323,7 +324,7 @@ func (h *handler) banner(c echo.Context, p *featurePage, key, changed string, ve
 		v = versions[i]
 	} else {
 		v, err = h.svc.Version(c.Request().Context(), key, n)
-		if rollout.ErrorCode(err) == rollout.ENotFound {
+		if feature.ErrorCode(err) == feature.ENotFound {
 			p.BannerError = "Feature " + key + " has no version " + strconv.Itoa(n) + "."
 			return nil
 		}
@@ -342,7 +343,7 @@ func (h *handler) banner(c echo.Context, p *featurePage, key, changed string, ve
 // lookup fills in the user's bucket now and at every version.
 func (h *handler) lookup(c echo.Context, p *featurePage, key, user string) error {
 	p.Lookup = lookupView{Asked: true, User: user}
-	if err := rollout.ValidateUser(user); err != nil {
+	if err := feature.ValidateUser(user); err != nil {
 		return err
 	}
 	now, err := h.svc.Snapshot().Peek(key, user)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // churnLimit is the share of users above which the dashboard escalates a
@@ -36,7 +37,7 @@ type pmView struct {
 
 // newPMView fills the header's view of feature f, whose ramps (oldest
 // first) and evaluations of the last day (lastDay) are given.
-func newPMView(f rollout.Feature, ramps []rollout.Ramp, lastDay int64, now time.Time) pmView {
+func newPMView(f feature.Feature, ramps []rollout.Ramp, lastDay int64, now time.Time) pmView {
 	var v pmView
 	for _, r := range ramps {
 		if r.Live() {
@@ -77,7 +78,7 @@ var controlName = regexp.MustCompile(`(?i)^(control|ctrl|off|false|disabled|defa
 // rampBucket is the bucket a ramp most likely grows: not the fallback nor
 // one named like a control, and of those the one with the smallest share
 // (below 100 %); the first bucket when every bucket is such a control.
-func rampBucket(f rollout.Feature) string {
+func rampBucket(f feature.Feature) string {
 	if len(f.Buckets) == 0 {
 		return ""
 	}

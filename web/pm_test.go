@@ -3,7 +3,7 @@ package web
 import (
 	"testing"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 func TestRoughly(t *testing.T) {
@@ -17,13 +17,13 @@ func TestRoughly(t *testing.T) {
 // TestRampBucket: the ramp form's default is not the control, nor the
 // fallback, nor a bucket serving everyone; of the rest the smallest.
 func TestRampBucket(t *testing.T) {
-	f := func(fallback string, buckets ...rollout.Bucket) rollout.Feature {
-		return rollout.Feature{Key: "f", Enabled: true, Salt: "f", Fallback: fallback, Buckets: buckets}
+	f := func(fallback string, buckets ...feature.Bucket) feature.Feature {
+		return feature.Feature{Key: "f", Enabled: true, Salt: "f", Fallback: fallback, Buckets: buckets}
 	}
-	b := func(name string, n int) rollout.Bucket { return rollout.Bucket{Name: name, Replicas: n} }
+	b := func(name string, n int) feature.Bucket { return feature.Bucket{Name: name, Replicas: n} }
 	tests := []struct {
 		name string
-		f    rollout.Feature
+		f    feature.Feature
 		want string
 	}{
 		{"control first", f("", b("control", 100), b("treatment", 10)), "treatment"},

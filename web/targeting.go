@@ -9,8 +9,7 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
-
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Targeting on the dashboard (issue #22): a feature's rules and bucket_by,
@@ -30,18 +29,18 @@ const (
 )
 
 // opWords are the operators as the dashboard says them, in the contract's
-// order (rollout.Operators).
+// order (feature.Operators).
 var opWords = map[string]string{
-	rollout.OpEq: "equals", rollout.OpNeq: "does not equal",
-	rollout.OpIn: "is one of", rollout.OpNotIn: "is not one of",
-	rollout.OpStartsWith: "starts with", rollout.OpEndsWith: "ends with", rollout.OpContains: "contains",
-	rollout.OpMatches: "matches the pattern",
-	rollout.OpLt:      "< (number)", rollout.OpLte: "≤ (number)", rollout.OpGt: "> (number)", rollout.OpGte: "≥ (number)",
-	rollout.OpSemverLt: "< (semver)", rollout.OpSemverLte: "≤ (semver)", rollout.OpSemverEq: "= (semver)",
-	rollout.OpSemverGte: "≥ (semver)", rollout.OpSemverGt: "> (semver)",
-	rollout.OpBefore: "is before (time)", rollout.OpAfter: "is after (time)",
-	rollout.OpPresent: "is present", rollout.OpAbsent: "is absent",
-	rollout.OpInSegment: "in segment",
+	feature.OpEq: "equals", feature.OpNeq: "does not equal",
+	feature.OpIn: "is one of", feature.OpNotIn: "is not one of",
+	feature.OpStartsWith: "starts with", feature.OpEndsWith: "ends with", feature.OpContains: "contains",
+	feature.OpMatches: "matches the pattern",
+	feature.OpLt:      "< (number)", feature.OpLte: "≤ (number)", feature.OpGt: "> (number)", feature.OpGte: "≥ (number)",
+	feature.OpSemverLt: "< (semver)", feature.OpSemverLte: "≤ (semver)", feature.OpSemverEq: "= (semver)",
+	feature.OpSemverGte: "≥ (semver)", feature.OpSemverGt: "> (semver)",
+	feature.OpBefore: "is before (time)", feature.OpAfter: "is after (time)",
+	feature.OpPresent: "is present", feature.OpAbsent: "is absent",
+	feature.OpInSegment: "in segment",
 }
 
 // opOption is one operator of the editor's menus.
@@ -51,8 +50,8 @@ type opOption struct {
 }
 
 func opOptions() []opOption {
-	out := make([]opOption, 0, len(rollout.Operators))
-	for _, op := range rollout.Operators {
+	out := make([]opOption, 0, len(feature.Operators))
+	for _, op := range feature.Operators {
 		out = append(out, opOption{Op: op, Label: opWords[op]})
 	}
 	return out
@@ -60,15 +59,15 @@ func opOptions() []opOption {
 
 // conditionSentence says a condition in the dashboard's words:
 // `country is one of DE, AT`, `in segment staff`, `email is present`.
-func conditionSentence(c rollout.Condition) string {
+func conditionSentence(c feature.Condition) string {
 	words := opWords[c.Op]
 	if words == "" {
 		words = c.Op
 	}
-	if c.Op == rollout.OpInSegment {
+	if c.Op == feature.OpInSegment {
 		return words + " " + valueWords(c.Value)
 	}
-	if c.Op == rollout.OpPresent || c.Op == rollout.OpAbsent {
+	if c.Op == feature.OpPresent || c.Op == feature.OpAbsent {
 		return c.Attribute + " " + words
 	}
 	if sym, ok := strings.CutSuffix(words, " (semver)"); ok {
@@ -95,7 +94,7 @@ func valueWords(raw json.RawMessage) string {
 }
 
 // conditionsSentence says conditions joined by "and"; none: everyone.
-func conditionsSentence(cs []rollout.Condition) string {
+func conditionsSentence(cs []feature.Condition) string {
 	if len(cs) == 0 {
 		return "everyone"
 	}
@@ -111,7 +110,7 @@ type ruleView struct {
 	Name, When, Serve string
 }
 
-func ruleSentence(r rollout.Rule) ruleView {
+func ruleSentence(r feature.Rule) ruleView {
 	v := ruleView{Name: r.Name, When: conditionsSentence(r.Conditions)}
 	switch {
 	case r.Serve.Ring && r.Serve.BucketBy != "":
@@ -133,7 +132,7 @@ type targetingView struct {
 
 // targetingData is what the page's script needs to edit the rules.
 type targetingData struct {
-	Rules     []rollout.Rule `json:"rules"`
+	Rules     []feature.Rule `json:"rules"`
 	BucketBy  string         `json:"bucket_by"`
 	Buckets   []string       `json:"buckets"`
 	Segments  []string       `json:"segments"`
@@ -141,12 +140,12 @@ type targetingData struct {
 }
 
 // targeting fills the feature page's targeting section.
-func targeting(snap *rollout.Snapshot, f rollout.Feature) targetingView {
+func targeting(snap *feature.Snapshot, f feature.Feature) targetingView {
 	v := targetingView{BucketBy: f.BucketBy, Data: targetingData{
 		Rules: f.Rules, BucketBy: f.BucketBy, Buckets: bucketNames(f), Operators: opOptions(), Segments: []string{},
 	}}
 	if v.Data.Rules == nil {
-		v.Data.Rules = []rollout.Rule{}
+		v.Data.Rules = []feature.Rule{}
 	}
 	for _, r := range f.Rules {
 		v.Rules = append(v.Rules, ruleSentence(r))
@@ -193,19 +192,19 @@ func (h *handler) testContext(c echo.Context) error {
 	if err := json.Unmarshal(body, &req); err != nil {
 		return jsonError(c, http.StatusBadRequest, "invalid_request", `give {"user":"u1","context":{"plan":"pro"}}: the body is not that JSON`)
 	}
-	if err := rollout.ValidateUser(req.User); err != nil {
-		return jsonError(c, http.StatusBadRequest, "invalid_request", rollout.ErrorMessage(err))
+	if err := feature.ValidateUser(req.User); err != nil {
+		return jsonError(c, http.StatusBadRequest, "invalid_request", feature.ErrorMessage(err))
 	}
-	var ctx rollout.Context
+	var ctx feature.Context
 	if req.Context != nil {
-		if ctx, err = rollout.ContextFromJSON(req.Context); err != nil {
-			return jsonError(c, http.StatusBadRequest, "invalid_request", rollout.ErrorMessage(err))
+		if ctx, err = feature.ContextFromJSON(req.Context); err != nil {
+			return jsonError(c, http.StatusBadRequest, "invalid_request", feature.ErrorMessage(err))
 		}
 	}
 	e, err := h.svc.Snapshot().PeekContext(key, req.User, ctx)
-	var re *rollout.Error
+	var re *feature.Error
 	switch {
-	case rollout.ErrorCode(err) == rollout.ENotFound:
+	case feature.ErrorCode(err) == feature.ENotFound:
 		return jsonError(c, http.StatusNotFound, "not_found", "there is no feature "+strconv.Quote(key))
 	case errors.As(err, &re):
 		return jsonError(c, http.StatusBadRequest, "invalid_request", re.Message)
@@ -225,17 +224,17 @@ func (h *handler) testContext(c echo.Context) error {
 }
 
 // testWords says why an evaluation served what it did.
-func testWords(e rollout.Evaluation) string {
+func testWords(e feature.Evaluation) string {
 	switch e.Reason {
-	case rollout.ReasonTargetingMatch:
+	case feature.ReasonTargetingMatch:
 		return "rule " + e.Rule + " matched"
-	case rollout.ReasonOverride:
+	case feature.ReasonOverride:
 		return "the user's override"
-	case rollout.ReasonDisabled:
+	case feature.ReasonDisabled:
 		return "the feature is off"
-	case rollout.ReasonDefault:
+	case feature.ReasonDefault:
 		return "the context lacks the attribute the ring buckets by"
-	case rollout.ReasonRing:
+	case feature.ReasonRing:
 		return "no rule matched: the ring"
 	}
 	return e.Reason
@@ -255,7 +254,7 @@ type segmentsPage struct {
 
 // segmentItem is one segment on its page.
 type segmentItem struct {
-	rollout.Segment
+	feature.Segment
 	When     string // its conditions in words
 	Features []string
 	Versions []segmentVersionView
@@ -263,13 +262,13 @@ type segmentItem struct {
 }
 
 type segmentVersionView struct {
-	rollout.SegmentVersion
+	feature.SegmentVersion
 	When string
 }
 
 // segmentsData is what the segments page's script needs.
 type segmentsData struct {
-	Segments  []rollout.Segment `json:"segments"`
+	Segments  []feature.Segment `json:"segments"`
 	Operators []opOption        `json:"operators"`
 }
 
@@ -277,9 +276,9 @@ type segmentsData struct {
 // use it, its history, and the forms that create, change and delete them.
 func (h *handler) segments(c echo.Context) error {
 	snap := h.svc.Snapshot()
-	p := segmentsPage{Title: "Segments", Data: segmentsData{Segments: []rollout.Segment{}}}
+	p := segmentsPage{Title: "Segments", Data: segmentsData{Segments: []feature.Segment{}}}
 	for _, op := range opOptions() {
-		if op.Op != rollout.OpInSegment { // segments cannot refer to segments
+		if op.Op != feature.OpInSegment { // segments cannot refer to segments
 			p.Data.Operators = append(p.Data.Operators, op)
 		}
 	}
@@ -287,7 +286,7 @@ func (h *handler) segments(c echo.Context) error {
 		item := segmentItem{Segment: s, When: conditionsSentence(s.Conditions), Features: snap.SegmentUsers(s.Key)}
 		vs, err := h.svc.SegmentVersions(c.Request().Context(), s.Key, 0, segmentVersionsShown+1)
 		switch {
-		case rollout.ErrorCode(err) == rollout.ENotFound:
+		case feature.ErrorCode(err) == feature.ENotFound:
 			continue // deleted since the snapshot was taken
 		case err != nil:
 			return h.internal(c, err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
 )
@@ -79,12 +80,12 @@ func (b *browser) postJSON(path string, body, v any) int {
 
 type apiRules struct {
 	Version  int            `json:"version"`
-	Rules    []rollout.Rule `json:"rules"`
+	Rules    []feature.Rule `json:"rules"`
 	BucketBy string         `json:"bucket_by"`
 }
 
 // rulesOf is the feature's rules as the API gives them, as JSON.
-func rulesJSON(t *testing.T, rules []rollout.Rule) string {
+func rulesJSON(t *testing.T, rules []feature.Rule) string {
 	t.Helper()
 	data, err := json.Marshal(rules)
 	if err != nil {
@@ -102,17 +103,17 @@ func TestBrowserRules(t *testing.T) {
 	b := startBrowser(t)
 	b.app.seed(t)
 	ctx := context.Background()
-	staff := rollout.Segment{Key: "staff", Conditions: []rollout.Condition{{Attribute: "email", Op: rollout.OpEndsWith, Value: json.RawMessage(`"@example.com"`)}}}
+	staff := feature.Segment{Key: "staff", Conditions: []feature.Condition{{Attribute: "email", Op: feature.OpEndsWith, Value: json.RawMessage(`"@example.com"`)}}}
 	if _, err := b.app.svc.CreateSegment(ctx, staff, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	b.do(chromedp.Navigate(b.base+"/ui/features/dark-mode#targeting"), waitFor("#no-rules"), waitFor("form[data-targeting=rules] .add-rule"))
 	// Every operator of the contract can be chosen, each with words.
 	ops := evaluate[[]string](b, `(() => { document.querySelector('form[data-targeting=rules] .add-rule').click(); return [...document.querySelectorAll('.rule-list .cond select[name=op] option')].map(o => o.value + '=' + o.textContent); })()`)
-	if len(ops) != len(rollout.Operators) {
-		t.Errorf("the operator menu has %d entries, want %d: %v", len(ops), len(rollout.Operators), ops)
+	if len(ops) != len(feature.Operators) {
+		t.Errorf("the operator menu has %d entries, want %d: %v", len(ops), len(feature.Operators), ops)
 	}
-	for i, op := range rollout.Operators {
+	for i, op := range feature.Operators {
 		if i < len(ops) && (!strings.HasPrefix(ops[i], op+"=") || strings.TrimPrefix(ops[i], op+"=") == "") {
 			t.Errorf("operator %d = %q, want %s with a label", i, ops[i], op)
 		}
@@ -402,7 +403,7 @@ func TestBrowserSegments(t *testing.T) {
 	}
 	var seg struct {
 		Version    int                 `json:"version"`
-		Conditions []rollout.Condition `json:"conditions"`
+		Conditions []feature.Condition `json:"conditions"`
 		Features   []string            `json:"features"`
 	}
 	b.do(chromedp.Click(chromedp.CSS(create+".preview .apply")), waitFor(`li.segment[data-segment=staff]`))
@@ -415,7 +416,7 @@ func TestBrowserSegments(t *testing.T) {
 	}
 
 	// A feature uses it.
-	rules := []rollout.Rule{{Name: "staff", Conditions: []rollout.Condition{{Op: rollout.OpInSegment, Value: json.RawMessage(`"staff"`)}}, Serve: rollout.Serve{Bucket: "on"}}}
+	rules := []feature.Rule{{Name: "staff", Conditions: []feature.Condition{{Op: feature.OpInSegment, Value: json.RawMessage(`"staff"`)}}, Serve: feature.Serve{Bucket: "on"}}}
 	if _, err := b.app.svc.Change(context.Background(), "dark-mode", rollout.SetRules(rules), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -515,11 +516,11 @@ func TestBrowserTargetingViewer(t *testing.T) {
 	e := api.New(svc, api.Options{Auth: auth, Plans: testPlanLimits, Routes: web.Routes(svc, web.Options{Sessions: auth})})
 	a := &app{e: e, svc: svc, db: db}
 	a.seed(t)
-	staff := rollout.Segment{Key: "staff", Conditions: []rollout.Condition{{Attribute: "email", Op: rollout.OpEndsWith, Value: json.RawMessage(`"@example.com"`)}}}
+	staff := feature.Segment{Key: "staff", Conditions: []feature.Condition{{Attribute: "email", Op: feature.OpEndsWith, Value: json.RawMessage(`"@example.com"`)}}}
 	if _, err := svc.CreateSegment(ctx, staff, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	rules := []rollout.Rule{{Name: "staff", Conditions: []rollout.Condition{{Op: rollout.OpInSegment, Value: json.RawMessage(`"staff"`)}}, Serve: rollout.Serve{Bucket: "on"}}}
+	rules := []feature.Rule{{Name: "staff", Conditions: []feature.Condition{{Op: feature.OpInSegment, Value: json.RawMessage(`"staff"`)}}, Serve: feature.Serve{Bucket: "on"}}}
 	if _, err := svc.Change(ctx, "dark-mode", rollout.SetRules(rules), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // TestSegmentsPage: the segments page lists each segment in words, the
@@ -18,15 +19,15 @@ func TestSegmentsPage(t *testing.T) {
 	a := newApp(t, 0)
 	a.seed(t)
 	ctx := context.Background()
-	staff := rollout.Segment{Key: "staff", Description: "our <people>", Conditions: []rollout.Condition{{Attribute: "email", Op: rollout.OpEndsWith, Value: json.RawMessage(`"@example.com"`)}}}
+	staff := feature.Segment{Key: "staff", Description: "our <people>", Conditions: []feature.Condition{{Attribute: "email", Op: feature.OpEndsWith, Value: json.RawMessage(`"@example.com"`)}}}
 	if _, err := a.svc.CreateSegment(ctx, staff, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	rules := []rollout.Rule{{Name: "staff", Conditions: []rollout.Condition{{Op: rollout.OpInSegment, Value: json.RawMessage(`"staff"`)}}, Serve: rollout.Serve{Bucket: "on"}}}
+	rules := []feature.Rule{{Name: "staff", Conditions: []feature.Condition{{Op: feature.OpInSegment, Value: json.RawMessage(`"staff"`)}}, Serve: feature.Serve{Bucket: "on"}}}
 	if _, err := a.svc.Change(ctx, "dark-mode", rollout.SetRules(rules), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	conds := []rollout.Condition{{Attribute: "email", Op: rollout.OpEndsWith, Value: json.RawMessage(`"@example.org"`)}, {Attribute: "seats", Op: rollout.OpGte, Value: json.RawMessage(`10`)}}
+	conds := []feature.Condition{{Attribute: "email", Op: feature.OpEndsWith, Value: json.RawMessage(`"@example.org"`)}, {Attribute: "seats", Op: feature.OpGte, Value: json.RawMessage(`10`)}}
 	if _, err := a.svc.UpdateSegment(ctx, "staff", "our <people>", conds, rollout.ChangeOptions{Actor: "carol"}); err != nil {
 		t.Fatal(err)
 	}
@@ -69,9 +70,9 @@ func TestTestContext(t *testing.T) {
 	a := newApp(t, 10)
 	a.seed(t)
 	ctx := context.Background()
-	rules := []rollout.Rule{
-		{Name: "big", Conditions: []rollout.Condition{{Attribute: "seats", Op: rollout.OpGte, Value: json.RawMessage(`10`)}}, Serve: rollout.Serve{Bucket: "on"}},
-		{Name: "de", Conditions: []rollout.Condition{{Attribute: "country", Op: rollout.OpIn, Value: json.RawMessage(`["DE"]`)}}, Serve: rollout.Serve{Ring: true, BucketBy: "org"}},
+	rules := []feature.Rule{
+		{Name: "big", Conditions: []feature.Condition{{Attribute: "seats", Op: feature.OpGte, Value: json.RawMessage(`10`)}}, Serve: feature.Serve{Bucket: "on"}},
+		{Name: "de", Conditions: []feature.Condition{{Attribute: "country", Op: feature.OpIn, Value: json.RawMessage(`["DE"]`)}}, Serve: feature.Serve{Ring: true, BucketBy: "org"}},
 	}
 	if _, err := a.svc.Change(ctx, "dark-mode", rollout.SetRules(rules), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)

@@ -8,8 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
-
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Bounds on the user view's question.
@@ -27,7 +26,7 @@ type userPage struct {
 	Attributes string // as typed: key=value, one a line
 	Asked      bool
 	Error      string
-	Context    rollout.Context
+	Context    feature.Context
 	Rows       []userRow
 }
 
@@ -50,10 +49,10 @@ func (h *handler) user(c echo.Context) error {
 	p.Asked = true
 	ctx, err := parseAttributes(p.Attributes)
 	if err == nil {
-		err = rollout.ValidateUser(p.User)
+		err = feature.ValidateUser(p.User)
 	}
 	if err != nil {
-		p.Error = rollout.ErrorMessage(err)
+		p.Error = feature.ErrorMessage(err)
 		return h.render(c, http.StatusUnprocessableEntity, "user", &p)
 	}
 	p.Context = ctx
@@ -75,13 +74,13 @@ func (h *handler) user(c echo.Context) error {
 }
 
 // why says an evaluation's reason in a sentence.
-func why(ev rollout.Evaluation) string {
+func why(ev feature.Evaluation) string {
 	switch ev.Reason {
-	case rollout.ReasonRing:
+	case feature.ReasonRing:
 		return "Their place on the feature's ring falls in " + ev.Bucket + "."
-	case rollout.ReasonOverride:
+	case feature.ReasonOverride:
 		return "They are pinned to " + ev.Bucket + " by an override."
-	case rollout.ReasonDisabled:
+	case feature.ReasonDisabled:
 		if ev.Bucket == "" {
 			return "The feature is off and has no fallback: apps use their default."
 		}
@@ -105,13 +104,13 @@ func abbreviateValue(v string) string {
 // parseAttributes reads key=value lines (blank lines and lines starting
 // with # skipped) into a context: values true and false are booleans,
 // numbers are numbers, anything else a string; a key given twice makes a
-// list of strings. At most rollout.MaxContextAttrs attributes of valid
-// names and values of at most rollout.MaxContextValueLen bytes.
-func parseAttributes(text string) (rollout.Context, error) {
+// list of strings. At most feature.MaxContextAttrs attributes of valid
+// names and values of at most feature.MaxContextValueLen bytes.
+func parseAttributes(text string) (feature.Context, error) {
 	if len(text) > maxAttributesText {
-		return nil, rollout.Errorf(rollout.EInvalid, "the attributes are %d bytes; at most %d", len(text), maxAttributesText)
+		return nil, feature.Errorf(feature.EInvalid, "the attributes are %d bytes; at most %d", len(text), maxAttributesText)
 	}
-	ctx := rollout.Context{}
+	ctx := feature.Context{}
 	for i, line := range strings.Split(text, "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -121,11 +120,11 @@ func parseAttributes(text string) (rollout.Context, error) {
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 		switch {
 		case !ok:
-			return nil, rollout.Errorf(rollout.EInvalid, "line %d, %q, is not key=value", i+1, abbreviateValue(line))
+			return nil, feature.Errorf(feature.EInvalid, "line %d, %q, is not key=value", i+1, abbreviateValue(line))
 		case !attributeName.MatchString(k):
-			return nil, rollout.Errorf(rollout.EInvalid, "line %d: attribute %q is invalid: use 1 to %d characters of A-Z, a-z, 0-9, '_', '.', ':', '-', starting with a letter or '_'", i+1, abbreviateValue(k), rollout.MaxAttributeBytes)
-		case len(v) > rollout.MaxContextValueLen || !utf8.ValidString(v):
-			return nil, rollout.Errorf(rollout.EInvalid, "line %d: the value of %s must be valid UTF-8 of at most %d bytes", i+1, k, rollout.MaxContextValueLen)
+			return nil, feature.Errorf(feature.EInvalid, "line %d: attribute %q is invalid: use 1 to %d characters of A-Z, a-z, 0-9, '_', '.', ':', '-', starting with a letter or '_'", i+1, abbreviateValue(k), feature.MaxAttributeBytes)
+		case len(v) > feature.MaxContextValueLen || !utf8.ValidString(v):
+			return nil, feature.Errorf(feature.EInvalid, "line %d: the value of %s must be valid UTF-8 of at most %d bytes", i+1, k, feature.MaxContextValueLen)
 		}
 		if prev, ok := ctx[k]; ok {
 			var list []string
@@ -138,8 +137,8 @@ func parseAttributes(text string) (rollout.Context, error) {
 			ctx[k] = append(list, v)
 			continue
 		}
-		if len(ctx) >= rollout.MaxContextAttrs {
-			return nil, rollout.Errorf(rollout.EInvalid, "at most %d attributes", rollout.MaxContextAttrs)
+		if len(ctx) >= feature.MaxContextAttrs {
+			return nil, feature.Errorf(feature.EInvalid, "at most %d attributes", feature.MaxContextAttrs)
 		}
 		ctx[k] = attributeValue(v)
 	}

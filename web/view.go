@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // palette is the number of bucket colours the stylesheet defines (.c0 …).
@@ -82,11 +83,11 @@ func plural(n int, word string) string {
 // reason says why a user got their bucket.
 func reason(r string) string {
 	switch r {
-	case rollout.ReasonRing:
+	case feature.ReasonRing:
 		return "ring"
-	case rollout.ReasonOverride:
+	case feature.ReasonOverride:
 		return "override"
-	case rollout.ReasonDisabled:
+	case feature.ReasonDisabled:
 		return "feature off"
 	}
 	return r
@@ -94,15 +95,15 @@ func reason(r string) string {
 
 // defaultReplicas proposes the replicas of a new bucket: those of the
 // feature's last bucket, so that it gets a comparable share.
-func defaultReplicas(f rollout.Feature) int {
+func defaultReplicas(f feature.Feature) int {
 	if len(f.Buckets) == 0 {
-		return rollout.DefaultReplicas
+		return feature.DefaultReplicas
 	}
 	return f.Buckets[len(f.Buckets)-1].Replicas
 }
 
 // colors assigns each bucket of f a colour class by its place in the list.
-func colors(f rollout.Feature) map[string]int {
+func colors(f feature.Feature) map[string]int {
 	out := make(map[string]int, len(f.Buckets))
 	for i, b := range f.Buckets {
 		out[b.Name] = i % palette
@@ -173,7 +174,7 @@ func bucketLabel(name string) string {
 	return name
 }
 
-func movesOf(r rollout.Report) []moveView {
+func movesOf(r feature.Report) []moveView {
 	out := make([]moveView, len(r.Moves))
 	for i, m := range r.Moves {
 		out[i] = moveView{From: bucketLabel(m.From), To: bucketLabel(m.To), Share: m.Share}
@@ -183,7 +184,7 @@ func movesOf(r rollout.Report) []moveView {
 
 // direction says where a change's moves go when they share a destination or
 // an origin: "all into D", "all out of B"; "" otherwise.
-func direction(moves []rollout.Move) string {
+func direction(moves []feature.Move) string {
 	if len(moves) == 0 {
 		return ""
 	}
@@ -237,7 +238,7 @@ func viewVersion(v rollout.Version) versionView {
 	r := v.Report
 	vv := versionView{
 		Version: v.Version, Actor: v.Actor, Time: v.Time, Summary: sentence(v.Summary), Comment: v.Comment,
-		Created: r.FromVersion == 0, Exact: r.Method != rollout.MethodExpected,
+		Created: r.FromVersion == 0, Exact: r.Method != feature.MethodExpected,
 		Churn: r.Churn, Modulo: r.ModuloChurn, Range: r.RangeChurn, Direction: direction(r.Moves),
 		Moves: movesOf(r), OverrideChanges: len(r.OverrideChanges),
 	}

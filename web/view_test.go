@@ -5,8 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 func TestPct(t *testing.T) {
@@ -41,16 +40,16 @@ func TestThousands(t *testing.T) {
 func TestDirection(t *testing.T) {
 	tests := []struct {
 		name  string
-		moves []rollout.Move
+		moves []feature.Move
 		want  string
 	}{
 		{"none", nil, ""},
-		{"into one", []rollout.Move{{From: "B", To: "D"}, {From: "A", To: "D"}}, "all into D"},
-		{"out of one", []rollout.Move{{From: "D", To: "B"}, {From: "D", To: "A"}}, "all out of D"},
-		{"one move", []rollout.Move{{From: "D", To: "B"}}, "all into B"},
-		{"turned off", []rollout.Move{{From: "A", To: ""}, {From: "B", To: ""}}, "all to no bucket (apps serve their default)"},
-		{"created", []rollout.Move{{From: "", To: "A"}, {From: "", To: "B"}}, "all from no bucket"},
-		{"mixed", []rollout.Move{{From: "A", To: "B"}, {From: "B", To: "C"}}, ""},
+		{"into one", []feature.Move{{From: "B", To: "D"}, {From: "A", To: "D"}}, "all into D"},
+		{"out of one", []feature.Move{{From: "D", To: "B"}, {From: "D", To: "A"}}, "all out of D"},
+		{"one move", []feature.Move{{From: "D", To: "B"}}, "all into B"},
+		{"turned off", []feature.Move{{From: "A", To: ""}, {From: "B", To: ""}}, "all to no bucket (apps serve their default)"},
+		{"created", []feature.Move{{From: "", To: "A"}, {From: "", To: "B"}}, "all from no bucket"},
+		{"mixed", []feature.Move{{From: "A", To: "B"}, {From: "B", To: "C"}}, ""},
 	}
 	for _, tt := range tests {
 		if got := direction(tt.moves); got != tt.want {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
@@ -55,19 +56,19 @@ func newApp(t *testing.T, sample int) *app {
 func (a *app) seed(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
-	abc := rollout.Feature{
+	abc := feature.Feature{
 		Key: "checkout", Description: "New <b>checkout</b> flow", Enabled: true,
-		Buckets: []rollout.Bucket{{Name: "A", Replicas: 3}, {Name: "B", Replicas: 3}, {Name: "C", Replicas: 3}},
+		Buckets: []feature.Bucket{{Name: "A", Replicas: 3}, {Name: "B", Replicas: 3}, {Name: "C", Replicas: 3}},
 	}
 	if _, err := a.svc.Create(ctx, abc, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.svc.Change(ctx, "checkout", rollout.AddBucket(rollout.Bucket{Name: "D", Replicas: 3}), rollout.ChangeOptions{}); err != nil {
+	if _, err := a.svc.Change(ctx, "checkout", rollout.AddBucket(feature.Bucket{Name: "D", Replicas: 3}), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	dark := rollout.Feature{
+	dark := feature.Feature{
 		Key: "dark-mode", Description: "Dark theme", Enabled: true, Salt: "dark-mode",
-		Buckets: []rollout.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 100}},
+		Buckets: []feature.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 100}},
 	}
 	if _, err := a.svc.Create(ctx, dark, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)

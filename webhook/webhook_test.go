@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/postgres"
 	"github.com/rollout/rollout/store/sqlite"
@@ -57,14 +58,14 @@ func service(t *testing.T, db *store.DB, c *clock) *rollout.Service {
 	return svc
 }
 
-func feature(key string) rollout.Feature {
-	return rollout.Feature{Key: key, Enabled: true, Fallback: "control", Buckets: []rollout.Bucket{
+func testFeature(key string) feature.Feature {
+	return feature.Feature{Key: key, Enabled: true, Fallback: "control", Buckets: []feature.Bucket{
 		{Name: "control", Replicas: 100}, {Name: "treatment", Replicas: 100}}}
 }
 
 func createFeature(t *testing.T, svc *rollout.Service, key string) {
 	t.Helper()
-	if _, err := svc.Create(context.Background(), feature(key), rollout.ChangeOptions{Actor: "alice", Comment: "new " + key}); err != nil {
+	if _, err := svc.Create(context.Background(), testFeature(key), rollout.ChangeOptions{Actor: "alice", Comment: "new " + key}); err != nil {
 		t.Fatal(err)
 	}
 }

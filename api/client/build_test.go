@@ -1,19 +1,13 @@
 package client_test
 
 import (
-	"context"
-	"crypto/md5"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/rollout/rollout/api/client"
-	"github.com/rollout/rollout/rollout"
 )
 
 // TestBuildsWithoutCgo: the client and its OpenFeature provider import
@@ -43,40 +37,82 @@ func TestBuildsWithoutCgo(t *testing.T) {
 	}
 }
 
-// TestAppOnOldestGo: an app whose go.mod declares the oldest Go that
-// rollout's module declares builds against the client and the provider,
-// and go mod tidy leaves its go line alone: importing the client never
-// raises an app's go line.
-func TestAppOnOldestGo(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a program")
-	}
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	goLine := regexp.MustCompile(`(?m)^go (\S+)$`)
-	m := goLine.FindSubmatch(mod)
-	if m == nil {
-		t.Fatal("rollout's go.mod has no go line")
-	}
-	oldest := string(m[1])
-	if strings.Count(oldest, ".") != 2 || !strings.HasSuffix(oldest, ".0") {
-		t.Errorf("rollout's go.mod says go %s, want the oldest patch release its dependencies allow (1.N.0)", oldest)
-	}
+// goLine is the go line of a go.mod file.
+var goLine = regexp.MustCompile(`(?m)^go (\S+)$`)
 
-	app := t.TempDir()
+// app is a module outside the repository, example.com/app, whose go.mod
+// declares goVersion and requires only the client's module, with the
+// replace lines an app uses before the client is published (see
+// docs/client.md), and whose main.go is main.
+func app(t *testing.T, goVersion, main string) string {
+	t.Helper()
+	client, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := filepath.Join(client, "..", "..")
+	dir := t.TempDir()
 	write := func(name, data string) {
-		if err := os.WriteFile(filepath.Join(app, name), []byte(data), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write("go.mod", "module example.com/app\n\ngo "+oldest+"\n\nrequire github.com/rollout/rollout v0.0.0\n\nreplace github.com/rollout/rollout => "+root+"\n")
-	write("main.go", `package main
+	write("go.mod", "module example.com/app\n\ngo "+goVersion+"\n\nrequire github.com/rollout/rollout/api/client v0.0.0\n\nreplace (\n"+
+		"\tgithub.com/rollout/rollout/api/client => "+client+"\n"+
+		"\tgithub.com/rollout/rollout/rollout/feature => "+filepath.Join(repo, "rollout", "feature")+"\n"+
+		"\tgithub.com/rollout/rollout/ring => "+filepath.Join(repo, "ring")+"\n)\n")
+	write("main.go", main)
+	return dir
+}
+
+// goIn runs the go command in dir, outside any workspace, as an app's
+// build would, and returns its output.
+func goIn(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod", "GOWORK=off")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// clientGo returns the go line of the client's module.
+func clientGo(t *testing.T) string {
+	t.Helper()
+	mod, err := os.ReadFile("go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := goLine.FindSubmatch(mod)
+	if m == nil {
+		t.Fatal("the client's go.mod has no go line")
+	}
+	return string(m[1])
+}
+
+const clientMain = `package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/rollout/rollout/api/client"
+)
+
+func main() {
+	c, err := client.New(context.Background(), client.Config{URL: "http://127.0.0.1:8080"})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	fmt.Println(c.Evaluate("checkout", "user1"))
+}
+`
+
+const providerMain = `package main
 
 import (
 	"context"
@@ -97,123 +133,84 @@ func main() {
 	openfeature.SetProvider(provider.New(c))
 	fmt.Println(c.Evaluate("checkout", "user1"))
 }
-`)
-	goCmd := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command("go", args...)
-		cmd.Dir = app
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
+`
+
+// TestAppOnOldestGo: an app whose go.mod declares the oldest Go that the
+// client's module declares builds against the client and the provider,
+// and go mod tidy leaves its go line alone: importing the client never
+// raises an app's go line.
+func TestAppOnOldestGo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a program")
 	}
-	goCmd("mod", "tidy")
-	tidied, err := os.ReadFile(filepath.Join(app, "go.mod"))
+	oldest := clientGo(t)
+	if strings.Count(oldest, ".") != 2 || !strings.HasSuffix(oldest, ".0") {
+		t.Errorf("the client's go.mod says go %s, want the oldest patch release its dependencies allow (1.N.0)", oldest)
+	}
+	dir := app(t, oldest, providerMain)
+	goIn(t, dir, "mod", "tidy")
+	tidied, err := os.ReadFile(filepath.Join(dir, "go.mod"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m := goLine.FindSubmatch(tidied); m == nil || string(m[1]) != oldest {
 		t.Errorf("go mod tidy changed the app's go line to %q, want go %s:\n%s", m, oldest, tidied)
 	}
-	goCmd("build", "-o", filepath.Join(app, "app"), ".")
+	goIn(t, dir, "build", "-o", filepath.Join(dir, "app"), ".")
 }
 
-// benchClient is a client over a snapshot of the 20 test features, built
-// by the client's own decoding from a cache file (no server needed).
-func benchClient(tb testing.TB) *client.Client {
-	tb.Helper()
-	fs := features()
-	for i := range fs {
-		fs[i].ID, fs[i].Version = fmt.Sprintf("id-%d", i), 1
-	}
-	snap, err := rollout.NewSnapshot(fs, 1)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	data := snap.AppendSync(nil)
-	cache := filepath.Join(tb.TempDir(), "cache.json")
-	os.WriteFile(cache, data, 0o600)
-	c, err := client.New(context.Background(), client.Config{URL: "http://127.0.0.1:1", CacheFile: cache, PollInterval: time.Hour})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { c.Close() })
-	return c
-}
+// serverModules are modules of the server that an app of the client must
+// not get; testOnly are those the OpenFeature SDK's own go.mod requires
+// (for its tests), which an app that imports the provider gets in its
+// module graph, but no app that imports the client alone.
+var (
+	serverModules = []string{"github.com/rollout/rollout", "github.com/labstack/echo", "github.com/mattn/go-sqlite3", "github.com/jackc/pgx",
+		"github.com/prometheus/", "github.com/pressly/goose", "github.com/chromedp/"}
+	testOnly = []string{"github.com/cucumber/godog", "github.com/stretchr/testify"}
+)
 
-var sink rollout.Evaluation
-
-// benchUsers are user IDs of a usual length.
-var benchUsers = func() []string {
-	out := make([]string, 1024)
-	for i := range out {
-		out[i] = fmt.Sprintf("user-%08d", i*7919)
+// TestAppModules: an app that requires only the client's module (as
+// docs/client.md says) lists none of the server's modules in go list -m
+// all, nor any test framework; with the provider too, none of the
+// server's modules.
+func TestAppModules(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a program")
 	}
-	return out
-}()
-
-// BenchmarkEvaluate: one evaluation of a salted feature of 3 buckets.
-func BenchmarkEvaluate(b *testing.B) {
-	c := benchClient(b)
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		sink, _ = c.Evaluate("f01", benchUsers[i&1023])
-		i++
+	for _, tt := range []struct {
+		name   string
+		main   string
+		banned []string
+	}{
+		{"client", clientMain, append(slices.Clone(serverModules), testOnly...)},
+		{"client and provider", providerMain, serverModules},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := app(t, clientGo(t), tt.main)
+			goIn(t, dir, "mod", "tidy")
+			goIn(t, dir, "build", "-o", filepath.Join(dir, "app"), ".")
+			for _, line := range strings.Split(strings.TrimSpace(goIn(t, dir, "list", "-m", "all")), "\n") {
+				mod := strings.Fields(line)[0]
+				for _, b := range tt.banned {
+					if isModule(mod, b) {
+						t.Errorf("go list -m all of an app of the %s lists %s", tt.name, line)
+					}
+				}
+			}
+		})
 	}
 }
 
-// BenchmarkEvaluateOverrides: one evaluation of a salted feature that has
-// overrides, for users it does not override (the look-up of the user's
-// hash costs no second hash: it is the ring position).
-func BenchmarkEvaluateOverrides(b *testing.B) {
-	c := benchClient(b)
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		sink, _ = c.Evaluate("f02", benchUsers[i&1023])
-		i++
+// isModule reports whether mod is the module b (one of its major versions:
+// b/v4), or, for a b ending in "/", any module under it. The server's
+// module is github.com/rollout/rollout alone: the client's and the pure
+// package's modules are under its path.
+func isModule(mod, b string) bool {
+	switch {
+	case strings.HasSuffix(b, "/"):
+		return strings.HasPrefix(mod, b)
+	case b == "github.com/rollout/rollout":
+		return mod == b
 	}
-}
-
-// BenchmarkEvaluateOverridden: one evaluation of an overridden user.
-func BenchmarkEvaluateOverridden(b *testing.B) {
-	c := benchClient(b)
-	b.ReportAllocs()
-	for b.Loop() {
-		sink, _ = c.Evaluate("f02", "vip@example.com")
-	}
-}
-
-var digest [md5.Size]byte
-
-// BenchmarkMD5Baseline: one md5.Sum of the user ID, the floor of an
-// evaluation.
-func BenchmarkMD5Baseline(b *testing.B) {
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		digest = md5.Sum([]byte(benchUsers[i&1023]))
-		i++
-	}
-}
-
-// TestEvaluateCost: Evaluate does not allocate, and its cost beside one
-// md5.Sum is reported (the aim is at most 2×), never asserted: timings
-// swing with the machine's load.
-func TestEvaluateCost(t *testing.T) {
-	c := benchClient(t)
-	if n := testing.AllocsPerRun(1000, func() { sink, _ = c.Evaluate("f01", benchUsers[3]) }); n != 0 {
-		t.Errorf("Evaluate allocates %v times, want 0", n)
-	}
-	if n := testing.AllocsPerRun(1000, func() { sink, _ = c.Evaluate("f02", "u1") }); n != 0 { // an override
-		t.Errorf("Evaluate of an override allocates %v times, want 0", n)
-	}
-	if testing.Short() || raceEnabled {
-		return
-	}
-	eval := testing.Benchmark(BenchmarkEvaluate)
-	base := testing.Benchmark(BenchmarkMD5Baseline)
-	t.Logf("Evaluate %d ns/op, md5.Sum %d ns/op: %.2f×", eval.NsPerOp(), base.NsPerOp(),
-		float64(eval.NsPerOp())/float64(base.NsPerOp()))
+	return mod == b || strings.HasPrefix(mod, b+"/")
 }

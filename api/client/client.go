@@ -1,6 +1,6 @@
 // Package client evaluates rollout's features inside a Go app, from a copy
 // kept in sync with the server: no network call per evaluation, the same
-// buckets the server gives (it runs the same rollout and ring code), and
+// buckets the server gives (it runs the same feature and ring code), and
 // answers from the last copy while the server is away.
 //
 // A Client loads GET /sync/v1/snapshot (gzipped), follows GET
@@ -16,7 +16,7 @@
 // the server counts each batch once.
 //
 // The snapshot holds no user IDs: overrides come keyed by a salted hash of
-// their user (see rollout.OverrideHash), which the client computes as it
+// their user (see feature.OverrideHash), which the client computes as it
 // evaluates.
 //
 // The package imports nothing of the server (no echo, SQLite or
@@ -45,7 +45,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Defaults of Config.
@@ -141,7 +141,7 @@ type Client struct {
 	cfg  Config
 	http *http.Client
 	log  *slog.Logger
-	snap atomic.Pointer[rollout.Snapshot]
+	snap atomic.Pointer[feature.Snapshot]
 
 	stale   atomic.Bool
 	etag    string         // of snap; used by the sync loop only
@@ -166,14 +166,14 @@ type Client struct {
 // retired is a snapshot swapped out: evaluations that loaded it may still
 // count on it for a moment, so it is taken from at two flushes.
 type retired struct {
-	snap    *rollout.Snapshot
+	snap    *feature.Snapshot
 	flushes int
 }
 
 // batch is a batch of counts with its ID, kept until the server takes it.
 type batch struct {
 	id     string
-	counts []rollout.Exposure
+	counts []feature.Exposure
 }
 
 // New loads the snapshot and starts following the server. When the server
@@ -227,13 +227,13 @@ func orDefault(d, def time.Duration) time.Duration {
 }
 
 // Evaluate returns the bucket the feature key serves user, from memory,
-// and counts it for the server's exposures. It returns a rollout.Error
-// with rollout.ENotFound for a feature the snapshot lacks and
-// rollout.EInvalid for a user ID the server would refuse. It does not
+// and counts it for the server's exposures. It returns a feature.Error
+// with feature.ENotFound for a feature the snapshot lacks and
+// feature.EInvalid for a user ID the server would refuse. It does not
 // allocate.
-func (c *Client) Evaluate(key, user string) (rollout.Evaluation, error) {
-	if err := rollout.ValidateUser(user); err != nil {
-		return rollout.Evaluation{}, err
+func (c *Client) Evaluate(key, user string) (feature.Evaluation, error) {
+	if err := feature.ValidateUser(user); err != nil {
+		return feature.Evaluation{}, err
 	}
 	return c.snap.Load().Evaluate(key, user)
 }
@@ -241,29 +241,29 @@ func (c *Client) Evaluate(key, user string) (rollout.Evaluation, error) {
 // EvaluateContext is Evaluate with the attributes of an evaluation's
 // context, which the feature's rules and bucket_by read: overrides by user
 // ID first, then the first rule whose conditions all hold, then the ring
-// (see rollout.Snapshot.EvaluateContext). attrs may be a rollout.Context or
+// (see feature.Snapshot.EvaluateContext). attrs may be a feature.Context or
 // a map[string]any: each value a string, a number, a bool or a []string
 // (others hold no condition); nil is a context without attributes. It
 // answers what the server's GET /evaluate with ctx. parameters, POST
 // /evaluate with a context and OFREP answer for the same attributes, and
-// refuses (rollout.EInvalid) what they refuse: more than
-// rollout.MaxContextAttrs attributes, a string longer than
-// rollout.MaxContextValueLen, a list longer than rollout.MaxContextList,
-// more than rollout.MaxContextBytes of names, strings and list entries, a
+// refuses (feature.EInvalid) what they refuse: more than
+// feature.MaxContextAttrs attributes, a string longer than
+// feature.MaxContextValueLen, a list longer than feature.MaxContextList,
+// more than feature.MaxContextBytes of names, strings and list entries, a
 // value of another type. It reads attrs and
 // does not keep it, and does not allocate.
-func (c *Client) EvaluateContext(key, user string, attrs rollout.Context) (rollout.Evaluation, error) {
-	if err := rollout.ValidateUser(user); err != nil {
-		return rollout.Evaluation{}, err
+func (c *Client) EvaluateContext(key, user string, attrs feature.Context) (feature.Evaluation, error) {
+	if err := feature.ValidateUser(user); err != nil {
+		return feature.Evaluation{}, err
 	}
-	if err := rollout.ValidateContext(attrs); err != nil {
-		return rollout.Evaluation{}, err
+	if err := feature.ValidateContext(attrs); err != nil {
+		return feature.Evaluation{}, err
 	}
 	return c.snap.Load().EvaluateContext(key, user, attrs)
 }
 
 // Snapshot returns the current snapshot, for reading features.
-func (c *Client) Snapshot() *rollout.Snapshot { return c.snap.Load() }
+func (c *Client) Snapshot() *feature.Snapshot { return c.snap.Load() }
 
 // Stale reports whether the client cannot reach the server and answers
 // from its last snapshot.
@@ -474,7 +474,7 @@ func (c *Client) refresh(ctx context.Context) (bool, error) {
 
 // install decodes a sync document and swaps it in.
 func (c *Client) install(body []byte) error {
-	next, err := rollout.DecodeSync(body)
+	next, err := feature.DecodeSync(body)
 	if next == nil {
 		return err
 	}
@@ -487,7 +487,7 @@ func (c *Client) install(body []byte) error {
 
 // swap makes next the snapshot evaluations read, and tells the watchers
 // what changed.
-func (c *Client) swap(next *rollout.Snapshot) {
+func (c *Client) swap(next *feature.Snapshot) {
 	c.etag = next.SyncTag()
 	old := c.snap.Swap(next)
 	if old == nil {
@@ -664,7 +664,7 @@ func (c *Client) Flush(ctx context.Context) error {
 	defer c.flushMu.Unlock()
 	counts := c.take()
 	for len(counts) > 0 {
-		n := min(len(counts), rollout.MaxExposureBatch)
+		n := min(len(counts), feature.MaxExposureBatch)
 		c.pending = append(c.pending, batch{id: newBatchID(), counts: counts[:n]})
 		counts = counts[n:]
 	}
@@ -687,7 +687,7 @@ func (c *Client) Flush(ctx context.Context) error {
 }
 
 // take collects the counts of the current snapshot and of retired ones.
-func (c *Client) take() []rollout.Exposure {
+func (c *Client) take() []feature.Exposure {
 	counts := c.snap.Load().TakeExposures(nil)
 	c.retMu.Lock()
 	defer c.retMu.Unlock()

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // With --attack, the tool measures instead what the costliest evaluations
@@ -50,29 +50,29 @@ func attackEntry(i int) string {
 }
 
 // attackEntryBytes is the length of the attack's list entries: a list of
-// rollout.MaxContextList of them fills rollout.MaxListBytes, which a
+// feature.MaxContextList of them fills feature.MaxListBytes, which a
 // condition reads of a list.
-const attackEntryBytes = rollout.MaxListBytes / rollout.MaxContextList
+const attackEntryBytes = feature.MaxListBytes / feature.MaxContextList
 
 // attackSegmentConditions returns the segment the attack's rules use: one
 // "in" condition on the list attribute "tags" whose list of entries (as
-// many as rollout.MaxTargetingBytes of JSON allows) holds only the last
+// many as feature.MaxTargetingBytes of JSON allows) holds only the last
 // entry of attackContext's list, so that a test of it runs a binary search
 // of the list for each of the context's entries, and holds.
-func attackSegmentConditions() []rollout.Condition {
+func attackSegmentConditions() []feature.Condition {
 	var list []string
 	for i := 0; ; i++ {
-		next := append(list, attackEntry(rollout.MaxContextList+i))
+		next := append(list, attackEntry(feature.MaxContextList+i))
 		if i == 0 {
-			next[0] = attackEntry(rollout.MaxContextList - 1)
+			next[0] = attackEntry(feature.MaxContextList - 1)
 		}
-		b, _ := json.Marshal([]rollout.Condition{{Attribute: "tags", Op: rollout.OpIn, Value: mustJSON(next)}})
-		if len(b) > rollout.MaxTargetingBytes || len(next) > rollout.MaxListValues {
+		b, _ := json.Marshal([]feature.Condition{{Attribute: "tags", Op: feature.OpIn, Value: mustJSON(next)}})
+		if len(b) > feature.MaxTargetingBytes || len(next) > feature.MaxListValues {
 			break
 		}
 		list = next
 	}
-	return []rollout.Condition{{Attribute: "tags", Op: rollout.OpIn, Value: mustJSON(list)}}
+	return []feature.Condition{{Attribute: "tags", Op: feature.OpIn, Value: mustJSON(list)}}
 }
 
 func mustJSON(v any) json.RawMessage {
@@ -84,22 +84,22 @@ func mustJSON(v any) json.RawMessage {
 }
 
 // attackRules are the costliest rules within the limits: patterns up to
-// rollout.MaxFeaturePatternInsts, each against a string of
-// rollout.MaxMatchBytes that it scans whole and does not match; then, up
-// to rollout.MaxConditionChecks, rules of in_segment conditions of the
+// feature.MaxFeaturePatternInsts, each against a string of
+// feature.MaxMatchBytes that it scans whole and does not match; then, up
+// to feature.MaxConditionChecks, rules of in_segment conditions of the
 // segment attackSegmentConditions makes, which hold, but for the last of
 // each rule, which does not, so that every condition runs.
-func attackRules() ([]rollout.Rule, error) {
-	cond := func(attr, op string, v any) rollout.Condition {
-		return rollout.Condition{Attribute: attr, Op: op, Value: mustJSON(v)}
+func attackRules() ([]feature.Rule, error) {
+	cond := func(attr, op string, v any) feature.Condition {
+		return feature.Condition{Attribute: attr, Op: op, Value: mustJSON(v)}
 	}
-	never := cond("plan", rollout.OpEq, "never")
-	var rules []rollout.Rule
+	never := cond("plan", feature.OpEq, "never")
+	var rules []feature.Rule
 	checks := 0
 	for {
-		r := rollout.Rule{Name: fmt.Sprintf("re%d", len(rules)), Conditions: []rollout.Condition{cond("email", rollout.OpMatches, attackPattern), never},
-			Serve: rollout.Serve{Bucket: "A"}}
-		f := rollout.Feature{Key: attackKey, Enabled: true, Buckets: benchBuckets, Rules: append(rules, r)}
+		r := feature.Rule{Name: fmt.Sprintf("re%d", len(rules)), Conditions: []feature.Condition{cond("email", feature.OpMatches, attackPattern), never},
+			Serve: feature.Serve{Bucket: "A"}}
+		f := feature.Feature{Key: attackKey, Enabled: true, Buckets: benchBuckets, Rules: append(rules, r)}
 		if err := f.ValidateTargeting(); err != nil {
 			if len(rules) == 0 {
 				return nil, err
@@ -109,10 +109,10 @@ func attackRules() ([]rollout.Rule, error) {
 		rules = append(rules, r)
 		checks += len(r.Conditions)
 	}
-	in := rollout.Condition{Op: rollout.OpInSegment, Value: mustJSON(attackSegment)}
-	for checks < rollout.MaxConditionChecks && len(rules) < rollout.MaxRules {
-		r := rollout.Rule{Name: fmt.Sprintf("list%d", len(rules)), Serve: rollout.Serve{Bucket: "B"}}
-		for range min(rollout.MaxConditions-1, rollout.MaxConditionChecks-checks-1) {
+	in := feature.Condition{Op: feature.OpInSegment, Value: mustJSON(attackSegment)}
+	for checks < feature.MaxConditionChecks && len(rules) < feature.MaxRules {
+		r := feature.Rule{Name: fmt.Sprintf("list%d", len(rules)), Serve: feature.Serve{Bucket: "B"}}
+		for range min(feature.MaxConditions-1, feature.MaxConditionChecks-checks-1) {
 			r.Conditions = append(r.Conditions, in)
 		}
 		r.Conditions = append(r.Conditions, never)
@@ -123,20 +123,20 @@ func attackRules() ([]rollout.Rule, error) {
 }
 
 // attackContext is the costliest context for attackRules, of
-// rollout.MaxContextBytes: the string the patterns scan whole; a list of
-// rollout.MaxContextList entries that fill rollout.MaxListBytes, of which
+// feature.MaxContextBytes: the string the patterns scan whole; a list of
+// feature.MaxContextList entries that fill feature.MaxListBytes, of which
 // the segment's list holds only the last; and strings that fill the rest,
 // which cost reading.
 func attackContext() map[string]any {
-	tags := make([]string, rollout.MaxContextList)
+	tags := make([]string, feature.MaxContextList)
 	for i := range tags {
 		tags[i] = attackEntry(i)
 	}
-	ctx := map[string]any{"email": strings.Repeat("a", rollout.MaxMatchBytes), "plan": "pro", "tags": tags}
-	size := len("email") + rollout.MaxMatchBytes + len("plan") + len("pro") + len("tags") + rollout.MaxListBytes
-	for i := 0; size < rollout.MaxContextBytes; i++ {
+	ctx := map[string]any{"email": strings.Repeat("a", feature.MaxMatchBytes), "plan": "pro", "tags": tags}
+	size := len("email") + feature.MaxMatchBytes + len("plan") + len("pro") + len("tags") + feature.MaxListBytes
+	for i := 0; size < feature.MaxContextBytes; i++ {
 		name := fmt.Sprintf("pad%d", i)
-		n := min(rollout.MaxContextValueLen, rollout.MaxContextBytes-size-len(name))
+		n := min(feature.MaxContextValueLen, feature.MaxContextBytes-size-len(name))
 		if n <= 0 {
 			break
 		}
@@ -193,11 +193,11 @@ func runAttack(ctx context.Context, cfg config, stdout io.Writer, progress func(
 	if err := doStatus(ctx, client, s.url, s.edit, request{method: http.MethodPost, target: "/api/segments", body: segment}, http.StatusCreated); err != nil {
 		return fmt.Errorf("create the attack's segment (as an editor): %w", err)
 	}
-	feature, _ := json.Marshal(map[string]any{"key": attackKey, "buckets": benchBuckets, "rules": rules})
-	if err := doStatus(ctx, client, s.url, s.edit, request{method: http.MethodPost, target: "/api/features", body: feature}, http.StatusCreated); err != nil {
+	body, _ := json.Marshal(map[string]any{"key": attackKey, "buckets": benchBuckets, "rules": rules})
+	if err := doStatus(ctx, client, s.url, s.edit, request{method: http.MethodPost, target: "/api/features", body: body}, http.StatusCreated); err != nil {
 		return fmt.Errorf("create the attack's feature (as an editor): %w", err)
 	}
-	body, _ := json.Marshal(map[string]any{"user": "mallory", "features": []string{attackKey}, "context": attackContext()})
+	body, _ = json.Marshal(map[string]any{"user": "mallory", "features": []string{attackKey}, "context": attackContext()})
 	loads := map[string][]request{"attack": {{method: http.MethodPost, target: "/evaluate", body: body}}}
 	for i := range 1000 {
 		plain, _ := json.Marshal(map[string]any{"user": userID(i), "features": []string{featureKey(i % cfg.features)}, "context": map[string]any{"plan": "pro", "country": "DE"}})
@@ -210,7 +210,7 @@ func runAttack(ctx context.Context, cfg config, stdout io.Writer, progress func(
 	res := Attack{Rules: len(rules), ContextBytes: len(body)}
 	for _, r := range rules {
 		for _, c := range r.Conditions {
-			if c.Op == rollout.OpInSegment {
+			if c.Op == feature.OpInSegment {
 				res.Conditions += len(segmentConditions)
 			} else {
 				res.Conditions++

@@ -19,7 +19,7 @@ import (
 
 	"github.com/rollout/rollout/api/client"
 	"github.com/rollout/rollout/ring"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // With --footprint the tool measures what --features features cost a
@@ -154,7 +154,7 @@ func runFootprint(ctx context.Context, cfg config, stdout io.Writer, progress fu
 
 // bucketsError returns the largest miss of a bucket's share from an equal
 // share.
-func bucketsError(buckets []rollout.Bucket) float64 {
+func bucketsError(buckets []feature.Bucket) float64 {
 	var worst float64
 	rbs := make([]ring.Bucket, len(buckets))
 	for i, b := range buckets {

@@ -15,6 +15,7 @@ import (
 	"github.com/rollout/rollout/cmd/internal/serve"
 	"github.com/rollout/rollout/internal/logwriter"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
 
@@ -79,7 +80,7 @@ type service struct {
 
 // benchBuckets are the buckets of every feature the tool creates: names of
 // one length, so that every answer of a scenario has the same size.
-var benchBuckets = []rollout.Bucket{{Name: "A", Replicas: 100}, {Name: "B", Replicas: 100}, {Name: "C", Replicas: 100}, {Name: "D", Replicas: 100}}
+var benchBuckets = []feature.Bucket{{Name: "A", Replicas: 100}, {Name: "B", Replicas: 100}, {Name: "C", Replicas: 100}, {Name: "D", Replicas: 100}}
 
 // featureBuckets are the buckets of the features the tool creates:
 // benchBuckets, or with --fine those of fineBuckets.
@@ -88,7 +89,7 @@ var featureBuckets = benchBuckets
 // fineBuckets returns the buckets of a new feature planned 50/50 at the
 // fine tolerance (0.05 percentage points), as the dashboard plans a new
 // feature: two buckets, A and B, of names as long as benchBuckets'.
-func fineBuckets() ([]rollout.Bucket, error) {
+func fineBuckets() ([]feature.Bucket, error) {
 	p, err := rollout.PlanNew(map[string]float64{"A": 0.5, "B": 0.5}, rollout.PlanOptions{Mode: rollout.ModeAuto, Order: []string{"A", "B"}})
 	if err != nil {
 		return nil, err
@@ -108,20 +109,20 @@ const rulesKey = "rules-00000"
 // benchRules are 5 rules of 2 conditions each that the scenario's
 // context (rulesContext) matches none of: every rule is tried, and the
 // ring serves, so that every answer has one size.
-func benchRules() []rollout.Rule {
-	c := func(attr, op, v string) rollout.Condition {
-		cond := rollout.Condition{Attribute: attr, Op: op}
+func benchRules() []feature.Rule {
+	c := func(attr, op, v string) feature.Condition {
+		cond := feature.Condition{Attribute: attr, Op: op}
 		if v != "" {
 			cond.Value = json.RawMessage(v)
 		}
 		return cond
 	}
-	return []rollout.Rule{
-		{Name: "staff", Conditions: []rollout.Condition{c("email", "ends_with", `"@staff.example"`), c("beta", "eq", "true")}, Serve: rollout.Serve{Bucket: "A"}},
-		{Name: "enterprise", Conditions: []rollout.Condition{c("plan", "eq", `"enterprise"`), c("seats", "gte", "100")}, Serve: rollout.Serve{Bucket: "B"}},
-		{Name: "dach", Conditions: []rollout.Condition{c("country", "in", `["DE","AT","CH"]`), c("plan", "neq", `"free"`)}, Serve: rollout.Serve{Ring: true}},
-		{Name: "new-app", Conditions: []rollout.Condition{c("app_version", "semver_gte", `"5.0.0"`), c("email", "present", "")}, Serve: rollout.Serve{Bucket: "C"}},
-		{Name: "old", Conditions: []rollout.Condition{c("created", "before", `"2020-01-01T00:00:00Z"`), c("plan", "starts_with", `"legacy"`)}, Serve: rollout.Serve{Bucket: "D"}},
+	return []feature.Rule{
+		{Name: "staff", Conditions: []feature.Condition{c("email", "ends_with", `"@staff.example"`), c("beta", "eq", "true")}, Serve: feature.Serve{Bucket: "A"}},
+		{Name: "enterprise", Conditions: []feature.Condition{c("plan", "eq", `"enterprise"`), c("seats", "gte", "100")}, Serve: feature.Serve{Bucket: "B"}},
+		{Name: "dach", Conditions: []feature.Condition{c("country", "in", `["DE","AT","CH"]`), c("plan", "neq", `"free"`)}, Serve: feature.Serve{Ring: true}},
+		{Name: "new-app", Conditions: []feature.Condition{c("app_version", "semver_gte", `"5.0.0"`), c("email", "present", "")}, Serve: feature.Serve{Bucket: "C"}},
+		{Name: "old", Conditions: []feature.Condition{c("created", "before", `"2020-01-01T00:00:00Z"`), c("plan", "starts_with", `"legacy"`)}, Serve: feature.Serve{Bucket: "D"}},
 	}
 }
 
@@ -135,7 +136,7 @@ func createFeatures(ctx context.Context, svc *rollout.Service, n int) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		f := rollout.Feature{Key: featureKey(i), Enabled: true, Salt: featureKey(i), Buckets: featureBuckets}
+		f := feature.Feature{Key: featureKey(i), Enabled: true, Salt: featureKey(i), Buckets: featureBuckets}
 		if _, err := svc.Create(ctx, f, rollout.ChangeOptions{Actor: "rollout-bench"}); err != nil {
 			return fmt.Errorf("create feature %d: %w", i, err)
 		}
@@ -182,7 +183,7 @@ func populate(ctx context.Context, path string, n int, rules bool, s *service) (
 		return err
 	}
 	if rules {
-		f := rollout.Feature{Key: rulesKey, Enabled: true, Salt: rulesKey, Buckets: benchBuckets, Rules: benchRules()}
+		f := feature.Feature{Key: rulesKey, Enabled: true, Salt: rulesKey, Buckets: benchBuckets, Rules: benchRules()}
 		if _, err := svc.Create(ctx, f, rollout.ChangeOptions{Actor: "rollout-bench"}); err != nil {
 			return fmt.Errorf("create feature %s: %w", rulesKey, err)
 		}

@@ -3,11 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"github.com/rollout/rollout/cmd/internal/serve"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rollout/rollout/cmd/internal/serve"
 
 	"github.com/rollout/rollout/store/sqlite"
 )

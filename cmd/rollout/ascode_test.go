@@ -15,6 +15,7 @@ import (
 	"github.com/rollout/rollout/cmd/internal/serve"
 	"github.com/rollout/rollout/internal/docfile"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/storetest"
 )
 
@@ -208,8 +209,8 @@ func testAsCode(t *testing.T, db string) {
 	})
 	before = dumpWith(t, s, auth)
 	_, err = runWith(t, url, editor, "apply", "-f", file, "--max-churn", "0.01")
-	if ae, ok := errors.AsType[*apiError](err); !ok || ae.Code != rollout.EChurn {
-		t.Errorf("apply over --max-churn = %v, want %s", err, rollout.EChurn)
+	if ae, ok := errors.AsType[*apiError](err); !ok || ae.Code != feature.EChurn {
+		t.Errorf("apply over --max-churn = %v, want %s", err, feature.EChurn)
 	}
 	_, err = runWith(t, url, viewer, "apply", "-f", file)
 	if ae, ok := errors.AsType[*apiError](err); !ok || ae.Status != 403 {
@@ -358,8 +359,8 @@ func TestAsCodeTargeting(t *testing.T) {
 	}
 }
 
-func cond(attr, op, value string) rollout.Condition {
-	return rollout.Condition{Attribute: attr, Op: op, Value: json.RawMessage(value)}
+func cond(attr, op, value string) feature.Condition {
+	return feature.Condition{Attribute: attr, Op: op, Value: json.RawMessage(value)}
 }
 
 func testAsCodeTargeting(t *testing.T, db string) {
@@ -405,13 +406,13 @@ func testAsCodeTargeting(t *testing.T, db string) {
 
 	// Edit: staff's conditions, a new segment beta, rules on banner that
 	// use beta, checkout's bucket_by back to the user ID.
-	bannerRules := []rollout.Rule{
-		{Name: "beta-on", Conditions: []rollout.Condition{cond("", rollout.OpInSegment, `"beta"`)}, Serve: rollout.Serve{Bucket: "on"}},
-		{Name: "old-app", Conditions: []rollout.Condition{cond("app_version", rollout.OpSemverLt, `"2.0.0"`)}, Serve: rollout.Serve{Bucket: "off"}},
+	bannerRules := []feature.Rule{
+		{Name: "beta-on", Conditions: []feature.Condition{cond("", feature.OpInSegment, `"beta"`)}, Serve: feature.Serve{Bucket: "on"}},
+		{Name: "old-app", Conditions: []feature.Condition{cond("app_version", feature.OpSemverLt, `"2.0.0"`)}, Serve: feature.Serve{Bucket: "off"}},
 	}
 	editDocument(t, file, func(d *rollout.Document) {
-		d.Segments[0].Conditions = []rollout.Condition{cond("email", rollout.OpMatches, `"@(example\\.com|example\\.org)$"`)}
-		d.Segments = append(d.Segments, rollout.DocSegment{Key: "beta", Description: "beta testers", Conditions: []rollout.Condition{cond("beta", rollout.OpEq, "true")}})
+		d.Segments[0].Conditions = []feature.Condition{cond("email", feature.OpMatches, `"@(example\\.com|example\\.org)$"`)}
+		d.Segments = append(d.Segments, rollout.DocSegment{Key: "beta", Description: "beta testers", Conditions: []feature.Condition{cond("beta", feature.OpEq, "true")}})
 		docFeatureOf(t, d, "banner").Rules = bannerRules
 		docFeatureOf(t, d, "checkout").BucketBy = ""
 	})
@@ -441,7 +442,7 @@ func testAsCodeTargeting(t *testing.T, db string) {
 			// The populations are those the rules preview gives (its
 			// domain function: the preview endpoint itself refuses rules
 			// naming beta, which does not exist yet).
-			want, _ := json.Marshal(rollout.RuleChanges(nil, bannerRules))
+			want, _ := json.Marshal(feature.RuleChanges(nil, bannerRules))
 			got, _ := json.Marshal(ch.Rules)
 			if string(got) != string(want) || len(ch.Rules) != 2 || strings.Join(ch.Fields, ",") != "rules" {
 				t.Errorf("banner: fields %v, rules %s; want rules, the preview's %s", ch.Fields, got, want)

@@ -5,20 +5,20 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // TestErrorText: the command line prints a domain error without its code,
 // bare or wrapped in the context (and advice) the command put around it,
 // and any other error as it is.
 func TestErrorText(t *testing.T) {
-	busy := rollout.Errorf(rollout.EUnavailable, "the database is busy: try again shortly")
+	busy := feature.Errorf(feature.EUnavailable, "the database is busy: try again shortly")
 	tests := []struct {
 		name string
 		err  error
 		want string
 	}{
-		{"bare", rollout.Errorf(rollout.EInvalid, "bad name"), "bad name"},
+		{"bare", feature.Errorf(feature.EInvalid, "bad name"), "bad name"},
 		{"wrapped", fmt.Errorf("migrate a to b: %w; b may be partly written", busy), "migrate a to b: the database is busy: try again shortly; b may be partly written"},
 		{"other", errors.New("flag provided but not defined: -x"), "flag provided but not defined: -x"},
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/rollout/rollout/cmd/internal/serve"
 	"github.com/rollout/rollout/internal/logwriter"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 func main() {
@@ -40,14 +41,14 @@ func main() {
 // the domain error it is or wraps ("invalid: …", "conflict: …"), keeping the
 // context wrapped around it, such as a migration's advice on what to do.
 func errorText(err error) string {
-	e, ok := errors.AsType[*rollout.Error](err)
+	e, ok := errors.AsType[*feature.Error](err)
 	if !ok {
 		return err.Error()
 	}
 	if text := err.Error(); strings.Contains(text, e.Error()) {
 		return strings.Replace(text, e.Error(), e.Message, 1)
 	}
-	return rollout.ErrorMessage(err)
+	return feature.ErrorMessage(err)
 }
 
 const usage = `rollout: feature-flag rollouts with exact, minimal churn.

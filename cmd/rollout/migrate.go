@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/rollout/rollout/cmd/internal/serve"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 )
 
@@ -86,7 +86,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	srcName, dstName := serve.RedactDSN(*from), serve.RedactDSN(*to)
 	counts, err := store.Copy(ctx, src, dst)
 	switch {
-	case rollout.ErrorCode(err) == rollout.EConflict:
+	case feature.ErrorCode(err) == feature.EConflict:
 		return fmt.Errorf("migrate: refusing to copy into %s: %w; nothing was changed. Migrate into a new, empty database", dstName, err)
 	case err != nil:
 		return fmt.Errorf("migrate %s to %s: %w; nothing was written to %s", srcName, dstName, err, dstName)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/rollout/rollout/cmd/internal/serve"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/postgres"
 	"github.com/rollout/rollout/store/sqlite"
@@ -138,31 +139,31 @@ func openPostgres(t *testing.T, dsn string) *store.DB {
 func fillTargeting(t *testing.T, svc *rollout.Service, db *store.DB) {
 	t.Helper()
 	ctx := context.Background()
-	cond := func(attr, op string, v any) rollout.Condition {
+	cond := func(attr, op string, v any) feature.Condition {
 		b, err := json.Marshal(v)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return rollout.Condition{Attribute: attr, Op: op, Value: b}
+		return feature.Condition{Attribute: attr, Op: op, Value: b}
 	}
-	if _, err := svc.CreateSegment(ctx, rollout.Segment{Key: "staff", Conditions: []rollout.Condition{cond("email", rollout.OpEndsWith, "@example.com")}}, rollout.ChangeOptions{Actor: "ada"}); err != nil {
+	if _, err := svc.CreateSegment(ctx, feature.Segment{Key: "staff", Conditions: []feature.Condition{cond("email", feature.OpEndsWith, "@example.com")}}, rollout.ChangeOptions{Actor: "ada"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.CreateSegment(ctx, rollout.Segment{Key: "pro", Conditions: []rollout.Condition{cond("plan", rollout.OpIn, []string{"pro"})}}, rollout.ChangeOptions{Actor: "ada"}); err != nil {
+	if _, err := svc.CreateSegment(ctx, feature.Segment{Key: "pro", Conditions: []feature.Condition{cond("plan", feature.OpIn, []string{"pro"})}}, rollout.ChangeOptions{Actor: "ada"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := svc.Create(ctx, targetedFeature("gated"), rollout.ChangeOptions{Actor: "ada"}); err != nil {
 		t.Fatal(err)
 	}
 	// A change of a segment is a new version of the feature using it.
-	if _, err := svc.UpdateSegment(ctx, "pro", "paying", []rollout.Condition{cond("plan", rollout.OpIn, []string{"pro", "enterprise"})}, rollout.ChangeOptions{Actor: "ada"}); err != nil {
+	if _, err := svc.UpdateSegment(ctx, "pro", "paying", []feature.Condition{cond("plan", feature.OpIn, []string{"pro", "enterprise"})}, rollout.ChangeOptions{Actor: "ada"}); err != nil {
 		t.Fatal(err)
 	}
 	snap := svc.Snapshot()
 	for i := range 40 {
-		c := rollout.Context{"email": fmt.Sprintf("u%d@example.com", i), "account": fmt.Sprint("acct", i%7)}
+		c := feature.Context{"email": fmt.Sprintf("u%d@example.com", i), "account": fmt.Sprint("acct", i%7)}
 		if i%2 == 1 {
-			c = rollout.Context{"email": fmt.Sprintf("u%d@else.org", i), "plan": "pro", "account": fmt.Sprint("acct", i%5)}
+			c = feature.Context{"email": fmt.Sprintf("u%d@else.org", i), "plan": "pro", "account": fmt.Sprint("acct", i%5)}
 		}
 		if _, err := snap.EvaluateContext("gated", fmt.Sprint("user:", i), c); err != nil {
 			t.Fatal(err)
@@ -201,7 +202,7 @@ func fillTargeting(t *testing.T, svc *rollout.Service, db *store.DB) {
 		t.Fatal(err)
 	}
 	f, _ := snap.Feature("gated")
-	if _, err := db.AddExposureBatch(ctx, "batch-1", now, []rollout.Exposure{{FeatureID: f.ID, Version: f.Version, Bucket: "on", Count: 3}}); err != nil {
+	if _, err := db.AddExposureBatch(ctx, "batch-1", now, []feature.Exposure{{FeatureID: f.ID, Version: f.Version, Bucket: "on", Count: 3}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := db.ClaimIdempotency(ctx, rollout.IdempotencyRecord{Scope: "tok", Key: "k1", Fingerprint: "fp", Attempt: "a1",
@@ -215,15 +216,15 @@ func ptr[T any](v T) *T { return &v }
 // targetedFeature is a feature with every kind of targeting: overrides,
 // rules (in_segment, an attribute's condition, the ring by another
 // attribute) and bucket_by.
-func targetedFeature(key string) rollout.Feature {
-	return rollout.Feature{
+func targetedFeature(key string) feature.Feature {
+	return feature.Feature{
 		Key: key, Enabled: true, Fallback: "off", BucketBy: "account",
-		Buckets:   []rollout.Bucket{{Name: "off", Replicas: 40}, {Name: "on", Replicas: 10}, {Name: "beta", Replicas: 20}},
+		Buckets:   []feature.Bucket{{Name: "off", Replicas: 40}, {Name: "on", Replicas: 10}, {Name: "beta", Replicas: 20}},
 		Overrides: map[string]string{"user:3": "beta", "vip": "on"},
-		Rules: []rollout.Rule{
-			{Name: "staff", Conditions: []rollout.Condition{{Op: rollout.OpInSegment, Value: json.RawMessage(`"staff"`)}}, Serve: rollout.Serve{Bucket: "on"}},
-			{Name: "paying", Conditions: []rollout.Condition{{Op: rollout.OpInSegment, Value: json.RawMessage(`"pro"`)}, {Attribute: "country", Op: rollout.OpIn, Value: json.RawMessage(`["de","fr"]`)}},
-				Serve: rollout.Serve{Ring: true, BucketBy: "org"}},
+		Rules: []feature.Rule{
+			{Name: "staff", Conditions: []feature.Condition{{Op: feature.OpInSegment, Value: json.RawMessage(`"staff"`)}}, Serve: feature.Serve{Bucket: "on"}},
+			{Name: "paying", Conditions: []feature.Condition{{Op: feature.OpInSegment, Value: json.RawMessage(`"pro"`)}, {Attribute: "country", Op: feature.OpIn, Value: json.RawMessage(`["de","fr"]`)}},
+				Serve: feature.Serve{Ring: true, BucketBy: "org"}},
 		},
 	}
 }
@@ -235,20 +236,20 @@ func targetedFeature(key string) rollout.Feature {
 // which the store does not keep.
 var µs = cmp.Options{
 	cmp.Comparer(func(a, b time.Time) bool { return a.Truncate(time.Microsecond).Equal(b.Truncate(time.Microsecond)) }),
-	cmpopts.IgnoreUnexported(rollout.PopulationChange{}),
+	cmpopts.IgnoreUnexported(feature.PopulationChange{}),
 }
 
 // storeContents is what the service reads of a database, through the
 // store's methods: a check of the copy that does not go through
 // store.Compare.
 type storeContents struct {
-	Features, Archived []rollout.Feature
+	Features, Archived []feature.Feature
 	Versions           map[string][]rollout.Version
-	Exposures          map[string][]rollout.Exposure
-	RuleExposures      map[string][]rollout.Exposure
+	Exposures          map[string][]feature.Exposure
+	RuleExposures      map[string][]feature.Exposure
 	Users              map[string][]rollout.Assignment
-	Segments           []rollout.Segment
-	SegmentVersions    map[string][]rollout.SegmentVersion
+	Segments           []feature.Segment
+	SegmentVersions    map[string][]feature.SegmentVersion
 	Changes            []rollout.Version
 	Tokens             []rollout.Token
 	Ramps              []rollout.Ramp
@@ -272,8 +273,8 @@ func contents(t *testing.T, s *store.DB) storeContents {
 			t.Fatal(err)
 		}
 	}
-	c := storeContents{Versions: map[string][]rollout.Version{}, Exposures: map[string][]rollout.Exposure{}, RuleExposures: map[string][]rollout.Exposure{},
-		Users: map[string][]rollout.Assignment{}, SegmentVersions: map[string][]rollout.SegmentVersion{}, Deliveries: map[string][]rollout.WebhookDelivery{}}
+	c := storeContents{Versions: map[string][]rollout.Version{}, Exposures: map[string][]feature.Exposure{}, RuleExposures: map[string][]feature.Exposure{},
+		Users: map[string][]rollout.Assignment{}, SegmentVersions: map[string][]feature.SegmentVersion{}, Deliveries: map[string][]rollout.WebhookDelivery{}}
 	var err error
 	c.Features, err = s.Features(ctx)
 	must(err)
@@ -449,7 +450,7 @@ func TestMigrateRefuses(t *testing.T) {
 	createToken(t, withToken, "b", "viewer")
 	withCommit := filepath.Join(dir, "commit.db")
 	db := openSQLite(t, withCommit)
-	f := rollout.Feature{Key: "f", Buckets: []rollout.Bucket{{Name: "A", Replicas: 1}}, Version: 1}
+	f := feature.Feature{Key: "f", Buckets: []feature.Bucket{{Name: "A", Replicas: 1}}, Version: 1}
 	if err := db.CreateFeature(ctx, f, rollout.Version{Version: 1, Config: f}); err != nil {
 		t.Fatal(err)
 	}
@@ -535,7 +536,7 @@ func TestMigrateVerifyFindsDifferences(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			return dst.AddExposures(ctx, []rollout.Exposure{{FeatureID: f.ID, Version: 1, Bucket: "A", Count: 1}})
+			return dst.AddExposures(ctx, []feature.Exposure{{FeatureID: f.ID, Version: 1, Bucket: "A", Count: 1}})
 		}, []string{`table exposures: row (feature_id=`}},
 		{"a token revoked", func(t *testing.T, dst *store.DB, raw *sql.DB) error {
 			return dst.RevokeToken(ctx, "admin", time.Now(), "test")
@@ -593,12 +594,12 @@ func TestMigrateExposureTotals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Create(ctx, rollout.Feature{Key: "f", Enabled: true, Buckets: []rollout.Bucket{{Name: "A", Replicas: 3}, {Name: "B", Replicas: 3}}}, rollout.ChangeOptions{}); err != nil {
+	if _, err := svc.Create(ctx, feature.Feature{Key: "f", Enabled: true, Buckets: []feature.Bucket{{Name: "A", Replicas: 3}, {Name: "B", Replicas: 3}}}, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	f, _ := svc.Snapshot().Feature("f")
 	h := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	if err := src.AddExposures(ctx, []rollout.Exposure{
+	if err := src.AddExposures(ctx, []feature.Exposure{
 		{FeatureID: f.ID, Version: 1, Bucket: "A", Count: 7},
 		{FeatureID: f.ID, Version: 1, Bucket: "A", Hour: h, Count: math.MaxInt64},
 		{FeatureID: f.ID, Version: 1, Bucket: "A", Hour: h, Count: 5}, // saturates
@@ -694,7 +695,7 @@ func TestMigrateEvaluatesAlike(t *testing.T) {
 	if stdout, stderr, err := runCLI(t, "migrate", "--from", dsn, "--to", back); err != nil {
 		t.Fatalf("rollout migrate back: %v\n%s%s", err, stdout, stderr)
 	}
-	snaps := map[string]*rollout.Snapshot{}
+	snaps := map[string]*feature.Snapshot{}
 	for name, db := range map[string]*store.DB{"postgres": openPostgres(t, dsn), "back": openSQLite(t, back)} {
 		s, err := rollout.NewService(ctx, db, nil)
 		if err != nil {
@@ -710,7 +711,7 @@ func TestMigrateEvaluatesAlike(t *testing.T) {
 		if i%1000 == 3 {
 			user = pick("vip", "user:3")
 		}
-		c := rollout.Context{
+		c := feature.Context{
 			"email":   pick(fmt.Sprintf("u%d@example.com", i), fmt.Sprintf("u%d@else.org", i)),
 			"plan":    pick("free", "pro", "enterprise"),
 			"country": pick("de", "fr", "us"),
@@ -738,7 +739,7 @@ func TestMigrateEvaluatesAlike(t *testing.T) {
 		}
 	}
 	t.Logf("answers compared, by feature and reason: %v", reasons)
-	for _, want := range []string{"gated " + rollout.ReasonTargetingMatch, "gated " + rollout.ReasonOverride, "plain " + rollout.ReasonTargetingMatch} {
+	for _, want := range []string{"gated " + feature.ReasonTargetingMatch, "gated " + feature.ReasonOverride, "plain " + feature.ReasonTargetingMatch} {
 		if reasons[want] == 0 {
 			t.Errorf("no answer of %q among %v: the test does not exercise it", want, reasons)
 		}

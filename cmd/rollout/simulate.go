@@ -13,6 +13,7 @@ import (
 
 	"github.com/rollout/rollout/ring"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // runSimulate is `rollout simulate`: it builds a ring, makes one change to it
@@ -64,7 +65,7 @@ Shows which users one change to a ring moves: counted over the keys, exactly
 from the ring's arcs, and beside naive modulo assignment. Make one change:
 --add (the default, adding D), --remove or --set. The rings obey a feature's
 limits: 1 to %d replicas a bucket, at most %d buckets and %d points.
-`, rollout.MaxReplicas, rollout.MaxBuckets, rollout.MaxPoints)
+`, feature.MaxReplicas, feature.MaxBuckets, feature.MaxPoints)
 
 func parseSimulate(args []string, stdout io.Writer) (*simulation, error) {
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
@@ -91,8 +92,8 @@ func parseSimulate(args []string, stdout io.Writer) (*simulation, error) {
 	if *budget < 1 {
 		return nil, fmt.Errorf("--budget %d: want at least 1 step", *budget)
 	}
-	if *replicas < 1 || *replicas > rollout.MaxReplicas {
-		return nil, fmt.Errorf("--replicas %d: a bucket has 1 to %d replicas", *replicas, rollout.MaxReplicas)
+	if *replicas < 1 || *replicas > feature.MaxReplicas {
+		return nil, fmt.Errorf("--replicas %d: a bucket has 1 to %d replicas", *replicas, feature.MaxReplicas)
 	}
 	var changes []string
 	fs.Visit(func(f *flag.Flag) {
@@ -122,9 +123,9 @@ func parseSimulate(args []string, stdout io.Writer) (*simulation, error) {
 		if err := rollout.CheckTolerance(*tolerance); err != nil {
 			return nil, fmt.Errorf("--tolerance: %w", err) // 0 too: the default is given
 		}
-		var current []rollout.Bucket
+		var current []feature.Bucket
 		for _, b := range buckets {
-			current = append(current, rollout.Bucket{Name: b.Name, Replicas: b.Replicas})
+			current = append(current, feature.Bucket{Name: b.Name, Replicas: b.Replicas})
 		}
 		p, err := rollout.PlanShares(current, targets, rollout.PlanOptions{Tolerance: *tolerance, Budget: *budget})
 		if err != nil {
@@ -153,8 +154,8 @@ func parseSimulate(args []string, stdout io.Writer) (*simulation, error) {
 		if !ok || err != nil {
 			return nil, fmt.Errorf("--set %q: want NAME=REPLICAS", *set)
 		}
-		if n < 1 || n > rollout.MaxReplicas {
-			return nil, fmt.Errorf("--set %q: a bucket has 1 to %d replicas (--remove takes one out)", *set, rollout.MaxReplicas)
+		if n < 1 || n > feature.MaxReplicas {
+			return nil, fmt.Errorf("--set %q: a bucket has 1 to %d replicas (--remove takes one out)", *set, feature.MaxReplicas)
 		}
 		old, ok := replicasOf(before, name)
 		if !ok {
@@ -181,20 +182,20 @@ func parseSimulate(args []string, stdout io.Writer) (*simulation, error) {
 }
 
 // checkDomain refuses rings a feature could not have (replicas from 1 to
-// rollout.MaxReplicas, at most rollout.MaxBuckets buckets and
-// rollout.MaxPoints points, valid names), and changes whose report says
+// feature.MaxReplicas, at most feature.MaxBuckets buckets and
+// feature.MaxPoints points, valid names), and changes whose report says
 // nothing: both rings need a bucket, and one of them two.
 func checkDomain(before, after *ring.Ring) error {
 	for _, r := range []*ring.Ring{before, after} {
-		f := rollout.Feature{Key: "simulate"}
+		f := feature.Feature{Key: "simulate"}
 		for _, b := range r.Buckets() {
-			f.Buckets = append(f.Buckets, rollout.Bucket{Name: b.Name, Replicas: b.Replicas})
+			f.Buckets = append(f.Buckets, feature.Bucket{Name: b.Name, Replicas: b.Replicas})
 		}
 		if len(f.Buckets) == 0 {
 			return errors.New("a ring with no bucket serves no one: give at least one bucket before and after the change")
 		}
 		if err := f.Validate(); err != nil {
-			return errors.New(rollout.ErrorMessage(err)) // not "invalid: …"
+			return errors.New(feature.ErrorMessage(err)) // not "invalid: …"
 		}
 	}
 	if len(before.Buckets()) < 2 && len(after.Buckets()) < 2 {

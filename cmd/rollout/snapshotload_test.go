@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
 
@@ -41,15 +42,15 @@ func bigSnapshotDB(t *testing.T, path string) {
 	}
 	rnd := rand.New(rand.NewPCG(1, 2))
 	for i := range 20 {
-		f := rollout.Feature{Key: fmt.Sprintf("big-%02d", i), Enabled: true, Salt: fmt.Sprintf("salt-%d", i), Overrides: map[string]string{}}
+		f := feature.Feature{Key: fmt.Sprintf("big-%02d", i), Enabled: true, Salt: fmt.Sprintf("salt-%d", i), Overrides: map[string]string{}}
 		for b := range 100 {
-			value := make([]byte, 0, rollout.MaxValueBytes)
+			value := make([]byte, 0, feature.MaxValueBytes)
 			value = append(value, '"')
-			for len(value) < rollout.MaxValueBytes-40 {
+			for len(value) < feature.MaxValueBytes-40 {
 				value = strconv.AppendUint(value, rnd.Uint64(), 16)
 			}
 			value = append(value, '"')
-			f.Buckets = append(f.Buckets, rollout.Bucket{Name: fmt.Sprintf("b%02d", b), Replicas: 10, Value: value})
+			f.Buckets = append(f.Buckets, feature.Bucket{Name: fmt.Sprintf("b%02d", b), Replicas: 10, Value: value})
 		}
 		for u := range 3600 {
 			f.Overrides[fmt.Sprintf("person.%d.%d@example.com", i, u)] = f.Buckets[u%100].Name
@@ -298,7 +299,7 @@ func snapshotSize(t *testing.T, url string) int {
 		return data
 	}
 	plain, gunzipped := get("identity"), get("gzip")
-	var doc rollout.SyncDocument
+	var doc feature.SyncDocument
 	if err := json.Unmarshal(plain, &doc); err != nil || len(doc.Features) != 20 || string(plain) != string(gunzipped) {
 		t.Fatalf("the snapshot: %d features, %v; gzipped the same: %v", len(doc.Features), err, string(plain) == string(gunzipped))
 	}

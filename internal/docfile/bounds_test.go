@@ -10,6 +10,7 @@ import (
 
 	"github.com/rollout/rollout/internal/docfile"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // allocated returns the bytes f allocates, and the time it takes.
@@ -81,7 +82,7 @@ func TestHostileDocuments(t *testing.T) {
 // entry past the limit, naming its place.
 func TestTooMany(t *testing.T) {
 	var overrides strings.Builder
-	for i := range rollout.MaxOverrides + 1 {
+	for i := range feature.MaxOverrides + 1 {
 		fmt.Fprintf(&overrides, "      u%d: A\n", i)
 	}
 	tests := []struct {
@@ -90,10 +91,10 @@ func TestTooMany(t *testing.T) {
 		want      string
 	}{
 		{"features", "features:\n" + strings.Repeat("- key: a\n", rollout.MaxDocumentFeatures+1), rollout.MaxDocumentFeatures + 2, "features has more than 1000 entries"},
-		{"buckets", "features:\n- key: a\n  buckets: [" + strings.Repeat("{name: A, share: 0},", rollout.MaxBuckets+1) + "]\n", 3, "features[0].buckets has more than 100 entries"},
-		{"overrides", "features:\n  - key: a\n    overrides:\n" + overrides.String(), rollout.MaxOverrides + 4, "features[0].overrides has more than 10000 entries"},
-		{"conditions", "features:\n- key: a\n  rules:\n  - name: r\n    conditions: [" + strings.Repeat("{},", rollout.MaxConditions+1) + "]\n", 5, "features[0].rules[0].conditions has more than 20 entries"},
-		{"segments", "segments: [" + strings.Repeat("{},", rollout.MaxSegments+1) + "]\n", 1, "segments has more than 1000 entries"},
+		{"buckets", "features:\n- key: a\n  buckets: [" + strings.Repeat("{name: A, share: 0},", feature.MaxBuckets+1) + "]\n", 3, "features[0].buckets has more than 100 entries"},
+		{"overrides", "features:\n  - key: a\n    overrides:\n" + overrides.String(), feature.MaxOverrides + 4, "features[0].overrides has more than 10000 entries"},
+		{"conditions", "features:\n- key: a\n  rules:\n  - name: r\n    conditions: [" + strings.Repeat("{},", feature.MaxConditions+1) + "]\n", 5, "features[0].rules[0].conditions has more than 20 entries"},
+		{"segments", "segments: [" + strings.Repeat("{},", feature.MaxSegments+1) + "]\n", 1, "segments has more than 1000 entries"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -162,7 +163,7 @@ func TestCheckJSON(t *testing.T) {
 	}{
 		{"features", "", `{"features":[` + many(2_000_000, "{}") + `]}`, "features has more than 1000 entries"},
 		{"under document", "document", `{"comment":"x","document":{"features":[` + many(1001, "{}") + `]}}`, "features has more than 1000 entries"},
-		{"overrides", "", `{"features":[{"key":"a"},{"key":"b","overrides":{` + many(rollout.MaxOverrides+1, `"u":"A"`) + `}}]}`, "features[1].overrides has more than 10000 entries"},
+		{"overrides", "", `{"features":[{"key":"a"},{"key":"b","overrides":{` + many(feature.MaxOverrides+1, `"u":"A"`) + `}}]}`, "features[1].overrides has more than 10000 entries"},
 		{"conditions", "", `{"features":[{"rules":[{"name":"r","conditions":[` + many(21, "{}") + `]}]}]}`, "features[0].rules[0].conditions has more than 20 entries"},
 		{"within the limits", "", `{"features":[` + many(1000, `{"key":"a","buckets":[{"name":"A","share":1,"value":[`+many(100, "1")+`]}]}`) + `]}`, ""},
 		{"outside the document", "document", `{"versions":{"features":[` + many(2000, "1") + `]},"document":{"features":[]}}`, ""},

@@ -27,6 +27,7 @@ import (
 	"github.com/goccy/go-yaml/token"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Error is what is wrong with a file, at a line of it (0: the whole file).
@@ -132,7 +133,7 @@ type fileBucket struct {
 type fileRule struct {
 	Name       string          `yaml:"name"`
 	Conditions []fileCondition `yaml:"conditions"`
-	Serve      rollout.Serve   `yaml:"serve"`
+	Serve      feature.Serve   `yaml:"serve"`
 }
 
 type fileCondition struct {
@@ -154,14 +155,14 @@ func (f *File) Document(name string) (rollout.Document, error) {
 	if f.Features != nil {
 		d.Features = make([]rollout.DocFeature, 0, len(f.Features))
 	}
-	conditions := func(cs []fileCondition) ([]rollout.Condition, error) {
-		var out []rollout.Condition
+	conditions := func(cs []fileCondition) ([]feature.Condition, error) {
+		var out []feature.Condition
 		for _, c := range cs {
 			v, err := nodeJSON(name, c.Value)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, rollout.Condition{Attribute: c.Attribute, Op: c.Op, Value: v})
+			out = append(out, feature.Condition{Attribute: c.Attribute, Op: c.Op, Value: v})
 		}
 		return out, nil
 	}
@@ -182,7 +183,7 @@ func (f *File) Document(name string) (rollout.Document, error) {
 			if err != nil {
 				return rollout.Document{}, err
 			}
-			df.Rules = append(df.Rules, rollout.Rule{Name: r.Name, Conditions: cs, Serve: r.Serve})
+			df.Rules = append(df.Rules, feature.Rule{Name: r.Name, Conditions: cs, Serve: r.Serve})
 		}
 		d.Features = append(d.Features, df)
 	}
@@ -399,13 +400,13 @@ func unmarshal(name string, data []byte, v any, maxStructure int) (*ast.File, er
 // over its limit is refused before it is decoded.
 var limits = map[string]int{
 	"features":                  rollout.MaxDocumentFeatures,
-	"features.buckets":          rollout.MaxBuckets,
-	"features.overrides":        rollout.MaxOverrides,
-	"features.rules":            rollout.MaxRules,
-	"features.rules.conditions": rollout.MaxConditions,
-	"features.tags":             rollout.MaxTags,
-	"segments":                  rollout.MaxSegments,
-	"segments.conditions":       rollout.MaxConditions,
+	"features.buckets":          feature.MaxBuckets,
+	"features.overrides":        feature.MaxOverrides,
+	"features.rules":            feature.MaxRules,
+	"features.rules.conditions": feature.MaxConditions,
+	"features.tags":             feature.MaxTags,
+	"segments":                  feature.MaxSegments,
+	"segments.conditions":       feature.MaxConditions,
 }
 
 // tooMany is the message of a list at place (as features[2].rules) of a
@@ -605,9 +606,9 @@ func nodeError(name string, data []byte, n ast.Node, message string) *Error {
 // maxNesting bounds how deep flow collections ([…], {…}) nest, and
 // maxColumn where a block-style token may start (block nesting goes one
 // column deeper per level): a document's own structure nests 5 deep and a
-// bucket's value at most rollout.MaxValueDepth.
+// bucket's value at most feature.MaxValueDepth.
 const (
-	maxNesting = rollout.MaxValueDepth + 16
+	maxNesting = feature.MaxValueDepth + 16
 	maxColumn  = 1200
 )
 
@@ -817,7 +818,7 @@ func cutLine(line []byte, column int) (string, int) {
 func atPath(name string, file *ast.File, err error) error {
 	de, ok := errors.AsType[*rollout.DocumentError](err)
 	if !ok {
-		return &Error{File: name, Message: rollout.ErrorMessage(err)}
+		return &Error{File: name, Message: feature.ErrorMessage(err)}
 	}
 	e := &Error{File: name, Message: de.Err.Message}
 	p, perr := yaml.PathString(de.Path)
@@ -876,5 +877,5 @@ func ServerError(name string, data []byte, message string) error {
 	if err != nil {
 		file = nil // the error without its line
 	}
-	return atPath(name, file, &rollout.DocumentError{Path: "$." + path, Err: &rollout.Error{Code: rollout.EInvalid, Message: message}})
+	return atPath(name, file, &rollout.DocumentError{Path: "$." + path, Err: &feature.Error{Code: feature.EInvalid, Message: message}})
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rollout/rollout/internal/docfile"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 const good = `features:
@@ -52,7 +53,7 @@ func TestParse(t *testing.T) {
 				{Name: "control", Share: &half},
 				{Name: "treatment", Share: &half, Value: json.RawMessage(`{"layout":"v2","n":1e3}`)},
 			},
-			Overrides: map[string]string{"vip@example.com": "treatment"}, Rules: []rollout.Rule{},
+			Overrides: map[string]string{"vip@example.com": "treatment"}, Rules: []feature.Rule{},
 			Tags: []string{"payments"}, Owner: "team-checkout",
 		}, {
 			Key: "banner", Enabled: &no, Fallback: "off",

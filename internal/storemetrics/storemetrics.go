@@ -10,12 +10,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // New returns st with its failures counted in rollout_store_errors_total,
 // by operation and code, a counter it registers in reg (or finds there,
 // registered by an earlier call). A failure is an error of the database
-// (rollout.EUnavailable) or an unexpected one (rollout.EInternal); "not
+// (feature.EUnavailable) or an unexpected one (feature.EInternal); "not
 // found" and "conflict" are answers, not failures, and a cancelled request
 // is the client's doing. Methods of rollout.Store that the wrapper does not
 // know pass through uncounted. It panics if reg holds another metric of
@@ -46,30 +47,30 @@ func (s *countingStore) count(op string, err error) {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return
 	}
-	if code := rollout.ErrorCode(err); code == rollout.EUnavailable || code == rollout.EInternal {
+	if code := feature.ErrorCode(err); code == feature.EUnavailable || code == feature.EInternal {
 		s.failures.WithLabelValues(op, code).Inc()
 	}
 }
 
-func (s *countingStore) Features(ctx context.Context) ([]rollout.Feature, error) {
+func (s *countingStore) Features(ctx context.Context) ([]feature.Feature, error) {
 	fs, err := s.Store.Features(ctx)
 	s.count("features", err)
 	return fs, err
 }
 
-func (s *countingStore) CreateFeature(ctx context.Context, f rollout.Feature, v rollout.Version) error {
+func (s *countingStore) CreateFeature(ctx context.Context, f feature.Feature, v rollout.Version) error {
 	err := s.Store.CreateFeature(ctx, f, v)
 	s.count("create_feature", err)
 	return err
 }
 
-func (s *countingStore) UpdateFeature(ctx context.Context, f rollout.Feature, v rollout.Version) error {
+func (s *countingStore) UpdateFeature(ctx context.Context, f feature.Feature, v rollout.Version) error {
 	err := s.Store.UpdateFeature(ctx, f, v)
 	s.count("update_feature", err)
 	return err
 }
 
-func (s *countingStore) ApplyRampStep(ctx context.Context, f rollout.Feature, v rollout.Version, r rollout.Ramp) error {
+func (s *countingStore) ApplyRampStep(ctx context.Context, f feature.Feature, v rollout.Version, r rollout.Ramp) error {
 	err := s.Store.ApplyRampStep(ctx, f, v, r)
 	s.count("apply_ramp_step", err)
 	return err
@@ -81,7 +82,7 @@ func (s *countingStore) ArchiveFeature(ctx context.Context, key string, version 
 	return err
 }
 
-func (s *countingStore) RestoreFeature(ctx context.Context, f rollout.Feature, v rollout.Version) error {
+func (s *countingStore) RestoreFeature(ctx context.Context, f feature.Feature, v rollout.Version) error {
 	err := s.Store.RestoreFeature(ctx, f, v)
 	s.count("restore_feature", err)
 	return err

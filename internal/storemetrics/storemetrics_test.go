@@ -10,6 +10,7 @@ import (
 
 	"github.com/rollout/rollout/internal/storemetrics"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // failing answers each read with the error its method is given.
@@ -18,7 +19,7 @@ type failing struct {
 	features, version, versions error
 }
 
-func (s failing) Features(context.Context) ([]rollout.Feature, error) { return nil, s.features }
+func (s failing) Features(context.Context) ([]feature.Feature, error) { return nil, s.features }
 
 func (s failing) Version(context.Context, string, int) (rollout.Version, error) {
 	return rollout.Version{}, s.version
@@ -62,11 +63,11 @@ func counts(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 // cancelled requests are not; the errors pass through unchanged.
 func TestCountsFailures(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	busy := fmt.Errorf("read features: %w", rollout.Errorf(rollout.EUnavailable, "the database is busy"))
+	busy := fmt.Errorf("read features: %w", feature.Errorf(feature.EUnavailable, "the database is busy"))
 	broken := errors.New("disk on fire")
 	st := storemetrics.New(reg, failing{
 		features: busy,
-		version:  rollout.Errorf(rollout.ENotFound, "no version 9"),
+		version:  feature.Errorf(feature.ENotFound, "no version 9"),
 		versions: broken,
 	})
 	ctx := context.Background()
@@ -96,7 +97,7 @@ func TestCountsFailures(t *testing.T) {
 // same series rather than failing to register.
 func TestNewTwice(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	down := failing{features: rollout.Errorf(rollout.EUnavailable, "down")}
+	down := failing{features: feature.Errorf(feature.EUnavailable, "down")}
 	storemetrics.New(reg, down).Features(context.Background())
 	storemetrics.New(reg, down).Features(context.Background())
 	if got := counts(t, reg)["features/unavailable"]; got != 2 {

@@ -4,8 +4,8 @@ package plan
 // context.
 const CtxCheckEvery = ctxCheckEvery
 
-// FeatureLimits are a feature's limits (rollout.MaxReplicas and
-// rollout.MaxPoints), which the tests plan within.
+// FeatureLimits are a feature's limits (feature.MaxReplicas and
+// feature.MaxPoints), which the tests plan within.
 var FeatureLimits = Limits{MaxReplicas: 1000, MaxPoints: 10_000}
 
 // FineLimits are a feature's limits for fine plans.

@@ -23,7 +23,7 @@ func mustRing(t testing.TB, bs ...ring.Bucket) *ring.Ring {
 	return r
 }
 
-// perBucket is where a new ring's plan starts: rollout.DefaultReplicas
+// perBucket is where a new ring's plan starts: feature.DefaultReplicas
 // per bucket.
 const perBucket = 100
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 )
 
@@ -20,26 +20,26 @@ func TestWrapErrCodes(t *testing.T) {
 		err  error
 		want string
 	}{
-		{&pgconn.PgError{Code: "08006"}, rollout.EUnavailable}, // connection failure
-		{&pgconn.PgError{Code: "08001"}, rollout.EUnavailable},
-		{&pgconn.PgError{Code: "57P01"}, rollout.EUnavailable}, // admin shutdown
-		{&pgconn.PgError{Code: "57P02"}, rollout.EUnavailable},
-		{&pgconn.PgError{Code: "57P03"}, rollout.EUnavailable}, // cannot connect now
-		{&pgconn.PgError{Code: "53100"}, rollout.EUnavailable}, // disk full
-		{&pgconn.PgError{Code: "53300"}, rollout.EUnavailable}, // too many connections
-		{&pgconn.PgError{Code: "25006"}, rollout.EUnavailable}, // read-only transaction
-		{&pgconn.PgError{Code: "57014"}, rollout.EUnavailable}, // statement timeout (query canceled)
-		{&pgconn.PgError{Code: "55P03"}, rollout.EUnavailable}, // lock timeout
-		{fmt.Errorf("x: %w", context.DeadlineExceeded), rollout.EUnavailable},
-		{&pgconn.PgError{Code: "23505", Message: "connection failure"}, rollout.EInternal},
-		{&pgconn.PgError{Code: "42P01"}, rollout.EInternal},
-		{fmt.Errorf("read: %w", io.ErrUnexpectedEOF), rollout.EUnavailable},
-		{fmt.Errorf("x: %w", pgconn.ErrConnClosed), rollout.EUnavailable},
-		{fmt.Errorf("the server is shutting down"), rollout.EInternal}, // text is never read
-		{rollout.Errorf(rollout.ENotFound, "gone"), rollout.ENotFound},
+		{&pgconn.PgError{Code: "08006"}, feature.EUnavailable}, // connection failure
+		{&pgconn.PgError{Code: "08001"}, feature.EUnavailable},
+		{&pgconn.PgError{Code: "57P01"}, feature.EUnavailable}, // admin shutdown
+		{&pgconn.PgError{Code: "57P02"}, feature.EUnavailable},
+		{&pgconn.PgError{Code: "57P03"}, feature.EUnavailable}, // cannot connect now
+		{&pgconn.PgError{Code: "53100"}, feature.EUnavailable}, // disk full
+		{&pgconn.PgError{Code: "53300"}, feature.EUnavailable}, // too many connections
+		{&pgconn.PgError{Code: "25006"}, feature.EUnavailable}, // read-only transaction
+		{&pgconn.PgError{Code: "57014"}, feature.EUnavailable}, // statement timeout (query canceled)
+		{&pgconn.PgError{Code: "55P03"}, feature.EUnavailable}, // lock timeout
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), feature.EUnavailable},
+		{&pgconn.PgError{Code: "23505", Message: "connection failure"}, feature.EInternal},
+		{&pgconn.PgError{Code: "42P01"}, feature.EInternal},
+		{fmt.Errorf("read: %w", io.ErrUnexpectedEOF), feature.EUnavailable},
+		{fmt.Errorf("x: %w", pgconn.ErrConnClosed), feature.EUnavailable},
+		{fmt.Errorf("the server is shutting down"), feature.EInternal}, // text is never read
+		{feature.Errorf(feature.ENotFound, "gone"), feature.ENotFound},
 	}
 	for _, tt := range tests {
-		if got := rollout.ErrorCode(wrapErr(tt.err, "op")); got != tt.want {
+		if got := feature.ErrorCode(wrapErr(tt.err, "op")); got != tt.want {
 			t.Errorf("ErrorCode(wrapErr(%v)) = %q, want %q", tt.err, got, tt.want)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/storetest"
 )
 
@@ -35,7 +36,7 @@ func TestHungServer(t *testing.T) {
 	db := open(t, via)
 	db.SetTimeout(time.Second)
 	ctx := context.Background()
-	f, v := feature("a")
+	f, v := testFeature("a")
 	if err := db.CreateFeature(ctx, f, v); err != nil {
 		t.Fatal(err)
 	}
@@ -60,12 +61,12 @@ func TestHungServer(t *testing.T) {
 	}
 	for _, o := range ops {
 		err := within(t, time.Minute, o.name+" on a hung server", o.op)
-		if code := rollout.ErrorCode(err); code != rollout.EUnavailable {
-			t.Errorf("%s on a hung server = %v (code %q), want %q", o.name, err, code, rollout.EUnavailable)
+		if code := feature.ErrorCode(err); code != feature.EUnavailable {
+			t.Errorf("%s on a hung server = %v (code %q), want %q", o.name, err, code, feature.EUnavailable)
 		}
 		// It timed out, and says so (the driver tells of a closed
 		// connection).
-		if msg := rollout.ErrorMessage(err); !strings.Contains(msg, "the database did not answer within 1s") {
+		if msg := feature.ErrorMessage(err); !strings.Contains(msg, "the database did not answer within 1s") {
 			t.Errorf("%s on a hung server says %q, want that the database did not answer within 1s", o.name, msg)
 		}
 	}
@@ -86,7 +87,7 @@ func TestCommitAnswerLost(t *testing.T) {
 	db, direct := open(t, via), open(t, dsn)
 	db.SetTimeout(time.Second)
 	ctx := context.Background()
-	f, v := feature("a")
+	f, v := testFeature("a")
 	if err := db.CreateFeature(ctx, f, v); err != nil {
 		t.Fatal(err)
 	}
@@ -109,8 +110,8 @@ func TestCommitAnswerLost(t *testing.T) {
 	err = within(t, time.Minute, "UpdateFeature whose commit answer is lost", func() error {
 		return db.UpdateFeature(cctx, g, rollout.Version{Version: 2, Actor: "test", Time: now, Config: g})
 	})
-	if code := rollout.ErrorCode(err); code != rollout.EUnavailable {
-		t.Fatalf("UpdateFeature(commit answer lost) = %v (code %q), want %q", err, code, rollout.EUnavailable)
+	if code := feature.ErrorCode(err); code != feature.EUnavailable {
+		t.Fatalf("UpdateFeature(commit answer lost) = %v (code %q), want %q", err, code, feature.EUnavailable)
 	}
 	proxy.Thaw()
 

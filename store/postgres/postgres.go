@@ -43,7 +43,7 @@ const channel = "rollout_changes"
 // sessions idle in a transaction for twice as long (unless the DSN sets
 // lock_timeout or idle_in_transaction_session_timeout), so that an instance
 // cut off mid-transaction does not hold its locks from the others. Errors
-// of a server that cannot be reached carry rollout.EUnavailable.
+// of a server that cannot be reached carry feature.EUnavailable.
 //
 // The DB's Notifications listens on a pgx connection of its own. Any
 // number of DBs, in any number of processes, may share one database.

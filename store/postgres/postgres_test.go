@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/postgres"
 	"github.com/rollout/rollout/store/storetest"
@@ -90,10 +91,10 @@ func TestOpenConcurrently(t *testing.T) {
 	}
 }
 
-func feature(key string) (rollout.Feature, rollout.Version) {
-	f := rollout.Feature{
+func testFeature(key string) (feature.Feature, rollout.Version) {
+	f := feature.Feature{
 		ID: "id-" + key, Key: key, Enabled: true, Salt: "s",
-		Buckets:   []rollout.Bucket{{Name: "on", Replicas: 1}},
+		Buckets:   []feature.Bucket{{Name: "on", Replicas: 1}},
 		Version:   1,
 		CreatedAt: time.Now().UTC(), UpdatedAt: time.Now().UTC(),
 	}
@@ -129,7 +130,7 @@ func TestNotifications(t *testing.T) {
 		t.Fatalf("first value = %d, want the current revision 0", rev)
 	}
 
-	f, v := feature("a")
+	f, v := testFeature("a")
 	if err := writer.CreateFeature(ctx, f, v); err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +141,7 @@ func TestNotifications(t *testing.T) {
 	// A slow reader: five changes coalesce into at most one pending value,
 	// the highest.
 	for i := range 5 {
-		g, v := feature(fmt.Sprintf("b%d", i))
+		g, v := testFeature(fmt.Sprintf("b%d", i))
 		if err := writer.CreateFeature(ctx, g, v); err != nil {
 			t.Fatal(err)
 		}
@@ -177,7 +178,7 @@ func TestNotifications(t *testing.T) {
 	if rev := receive(t, ch, "after reconnecting"); rev != 6 {
 		t.Errorf("after reconnecting: %d, want the current revision 6", rev)
 	}
-	g, v := feature("c")
+	g, v := testFeature("c")
 	if err := writer.CreateFeature(ctx, g, v); err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +205,7 @@ func TestNotifications(t *testing.T) {
 }
 
 // TestUnavailable: a server that cannot be reached, or that ends the
-// session, is rollout.EUnavailable, found by error type and SQLSTATE.
+// session, is feature.EUnavailable, found by error type and SQLSTATE.
 func TestUnavailable(t *testing.T) {
 	dsn := storetest.PostgresDSN(t)
 	ctx := context.Background()
@@ -217,8 +218,8 @@ func TestUnavailable(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	_, err = postgres.Open(ctx, "postgres://root@"+addr+"/x?sslmode=disable&connect_timeout=2")
-	if code := rollout.ErrorCode(err); code != rollout.EUnavailable {
-		t.Errorf("Open(no server) = %v (code %q), want %q", err, code, rollout.EUnavailable)
+	if code := feature.ErrorCode(err); code != feature.EUnavailable {
+		t.Errorf("Open(no server) = %v (code %q), want %q", err, code, feature.EUnavailable)
 	}
 
 	// The server terminates every session of the store: the next calls
@@ -236,11 +237,11 @@ func TestUnavailable(t *testing.T) {
 	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`); err != nil {
 		t.Fatal(err)
 	}
-	f, v := feature("x")
+	f, v := testFeature("x")
 	err = db.CreateFeature(ctx, f, v)
 	if err != nil {
-		if code := rollout.ErrorCode(err); code != rollout.EUnavailable {
-			t.Errorf("CreateFeature(session terminated) = %v (code %q), want nil or %q", err, code, rollout.EUnavailable)
+		if code := feature.ErrorCode(err); code != feature.EUnavailable {
+			t.Errorf("CreateFeature(session terminated) = %v (code %q), want nil or %q", err, code, feature.EUnavailable)
 		}
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code != "57P01" {
@@ -264,8 +265,8 @@ func TestUnavailable(t *testing.T) {
 	}
 	start := time.Now()
 	err = db.CheckWrite(ctx)
-	if code := rollout.ErrorCode(err); code != rollout.EUnavailable {
-		t.Errorf("CheckWrite(row locked) = %v (code %q), want %q", err, code, rollout.EUnavailable)
+	if code := feature.ErrorCode(err); code != feature.EUnavailable {
+		t.Errorf("CheckWrite(row locked) = %v (code %q), want %q", err, code, feature.EUnavailable)
 	}
 	t.Logf("CheckWrite(row locked) gave up after %v (its lock timeout is about 1s)", time.Since(start))
 }
@@ -279,7 +280,7 @@ func TestLockTimeout(t *testing.T) {
 	db := open(t, dsn)
 	db.SetTimeout(0)
 	ctx := context.Background()
-	f, v := feature("a")
+	f, v := testFeature("a")
 	if err := db.CreateFeature(ctx, f, v); err != nil {
 		t.Fatal(err)
 	}
@@ -297,8 +298,8 @@ func TestLockTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = within(t, time.Minute, "DeleteFeature of a locked row", func() error { return db.ArchiveFeature(ctx, "a", 1, rollout.AuditEvent{Actor: "test"}) })
-	if code := rollout.ErrorCode(err); code != rollout.EUnavailable {
-		t.Errorf("DeleteFeature(row locked) = %v (code %q), want %q", err, code, rollout.EUnavailable)
+	if code := feature.ErrorCode(err); code != feature.EUnavailable {
+		t.Errorf("DeleteFeature(row locked) = %v (code %q), want %q", err, code, feature.EUnavailable)
 	}
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Code != "55P03" {

@@ -28,7 +28,7 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/rollout/rollout/migrations"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 )
 
@@ -184,7 +184,7 @@ func checkSettings(ctx context.Context, pool *sql.DB) error {
 
 // backup writes a consistent copy of the database to a new file at path
 // while the database stays in use, and syncs it to disk. It refuses, with
-// rollout.EConflict, to overwrite an existing file.
+// feature.EConflict, to overwrite an existing file.
 func (f *file) backup(ctx context.Context, path string) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -192,7 +192,7 @@ func (f *file) backup(ctx context.Context, path string) error {
 	}
 	switch _, err := os.Lstat(abs); {
 	case err == nil:
-		return rollout.Errorf(rollout.EConflict, "backup target %s already exists: choose a new file name", path)
+		return feature.Errorf(feature.EConflict, "backup target %s already exists: choose a new file name", path)
 	case !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("back up database to %s: %w", path, err)
 	}
@@ -280,7 +280,7 @@ func constraint(err error) store.Constraint {
 func (f *file) check() error {
 	now, err := os.Stat(f.path)
 	if err != nil || !os.SameFile(f.info, now) {
-		return rollout.Errorf(rollout.EUnavailable, "the database file %s is gone (moved or deleted): changes are refused until it is back", f.path)
+		return feature.Errorf(feature.EUnavailable, "the database file %s is gone (moved or deleted): changes are refused until it is back", f.path)
 	}
 	return nil
 }

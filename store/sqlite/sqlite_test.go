@@ -21,21 +21,22 @@ import (
 
 	"github.com/rollout/rollout/migrations"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 )
 
 var t0 = time.Date(2025, 3, 14, 15, 9, 26, 535897932, time.UTC)
 
 // newFeature returns a feature at version 1 with every field set.
-func newFeature(key string) rollout.Feature {
-	return rollout.Feature{
+func newFeature(key string) feature.Feature {
+	return feature.Feature{
 		ID:          "id-" + key,
 		Key:         key,
 		Description: "checkout <b>flow</b> & more",
 		Enabled:     true,
 		Salt:        "s1",
 		Fallback:    "control",
-		Buckets: []rollout.Bucket{
+		Buckets: []feature.Bucket{
 			{Name: "control", Replicas: 100},
 			{Name: "treatment", Replicas: 50, Value: json.RawMessage(`{"color":"<red>","n":[1,2.5,null]}`)},
 			{Name: "off", Replicas: 1, Value: json.RawMessage(`false`)},
@@ -48,7 +49,7 @@ func newFeature(key string) rollout.Feature {
 }
 
 // next returns f changed into its next version at time at.
-func next(f rollout.Feature, at time.Time) rollout.Feature {
+func next(f feature.Feature, at time.Time) feature.Feature {
 	g := f.Clone()
 	g.Version++
 	g.UpdatedAt = at
@@ -58,7 +59,7 @@ func next(f rollout.Feature, at time.Time) rollout.Feature {
 }
 
 // versionOf returns the history entry of the change from before to after.
-func versionOf(before, after rollout.Feature) rollout.Version {
+func versionOf(before, after feature.Feature) rollout.Version {
 	return rollout.Version{
 		Version:       after.Version,
 		Actor:         "ops@example.com",
@@ -66,11 +67,11 @@ func versionOf(before, after rollout.Feature) rollout.Version {
 		Summary:       fmt.Sprintf("change %d", after.Version),
 		Config:        after,
 		OverrideCount: len(after.Overrides),
-		Report: rollout.Report{
-			FromVersion: before.Version, ToVersion: after.Version, Method: rollout.MethodExact, Churn: 0.125,
-			Moves:        []rollout.Move{{From: "A", To: "B", Share: 0.125}},
+		Report: feature.Report{
+			FromVersion: before.Version, ToVersion: after.Version, Method: feature.MethodExact, Churn: 0.125,
+			Moves:        []feature.Move{{From: "A", To: "B", Share: 0.125}},
 			SharesBefore: map[string]float64{"A": 0.5, "B": 0.5}, SharesAfter: map[string]float64{"A": 0.375, "B": 0.625},
-			OverrideChanges: []rollout.OverrideChange{{User: "alice", From: nil, To: ptr("B")}, {User: "bob", From: ptr("A"), To: nil}},
+			OverrideChanges: []feature.OverrideChange{{User: "alice", From: nil, To: ptr("B")}, {User: "bob", From: ptr("A"), To: nil}},
 		},
 	}
 }
@@ -121,9 +122,9 @@ func newDB(t *testing.T) (*DB, string) {
 }
 
 // create stores f with its creation entry and returns the entry.
-func create(t *testing.T, db *DB, f rollout.Feature) rollout.Version {
+func create(t *testing.T, db *DB, f feature.Feature) rollout.Version {
 	t.Helper()
-	v := versionOf(rollout.Feature{}, f)
+	v := versionOf(feature.Feature{}, f)
 	if err := db.CreateFeature(context.Background(), f, v); err != nil {
 		t.Fatalf("CreateFeature(%q) = %v", f.Key, err)
 	}
@@ -132,7 +133,7 @@ func create(t *testing.T, db *DB, f rollout.Feature) rollout.Version {
 
 // history creates f and updates it n-1 times, and returns its versions
 // oldest first.
-func history(t *testing.T, db *DB, f rollout.Feature, n int) []rollout.Version {
+func history(t *testing.T, db *DB, f feature.Feature, n int) []rollout.Version {
 	t.Helper()
 	vs := []rollout.Version{create(t, db, f)}
 	for i := 1; i < n; i++ {
@@ -149,12 +150,12 @@ func history(t *testing.T, db *DB, f rollout.Feature, n int) []rollout.Version {
 
 func wantCode(t *testing.T, call string, err error, code string) {
 	t.Helper()
-	if got := rollout.ErrorCode(err); err == nil || got != code {
+	if got := feature.ErrorCode(err); err == nil || got != code {
 		t.Fatalf("%s = %v (code %q), want code %q", call, err, got, code)
 	}
 }
 
-func features(t *testing.T, db *DB) []rollout.Feature {
+func features(t *testing.T, db *DB) []feature.Feature {
 	t.Helper()
 	fs, err := db.Features(context.Background())
 	if err != nil {
@@ -177,23 +178,23 @@ func TestRoundTrip(t *testing.T) {
 	east := time.FixedZone("UTC+9", 9*60*60)
 	tests := []struct {
 		name string
-		f    rollout.Feature
+		f    feature.Feature
 	}{
 		{"every field", newFeature("checkout")},
-		{"local times", func() rollout.Feature {
+		{"local times", func() feature.Feature {
 			f := newFeature("local")
 			f.CreatedAt = t0.In(east)
 			f.UpdatedAt = t0.Add(time.Nanosecond).In(east)
 			return f
 		}()},
-		{"empty overrides and values", func() rollout.Feature {
+		{"empty overrides and values", func() feature.Feature {
 			f := newFeature("bare")
 			f.Enabled, f.Fallback, f.Salt, f.Description = false, "", "", ""
 			f.Overrides = map[string]string{}
-			f.Buckets = []rollout.Bucket{{Name: "only", Replicas: 1}}
+			f.Buckets = []feature.Bucket{{Name: "only", Replicas: 1}}
 			return f
 		}()},
-		{"nil overrides, zero times", func() rollout.Feature {
+		{"nil overrides, zero times", func() feature.Feature {
 			f := newFeature("zero")
 			f.Overrides = nil
 			f.CreatedAt, f.UpdatedAt = time.Time{}, time.Time{}
@@ -211,7 +212,7 @@ func TestRoundTrip(t *testing.T) {
 			}
 			want.CreatedAt, want.UpdatedAt = want.CreatedAt.UTC(), want.UpdatedAt.UTC()
 			got := features(t, db)
-			if diff := cmp.Diff([]rollout.Feature{want}, got); diff != "" {
+			if diff := cmp.Diff([]feature.Feature{want}, got); diff != "" {
 				t.Errorf("Features() mismatch (-want +got):\n%s", diff)
 			}
 			if loc := got[0].UpdatedAt.Location(); loc != time.UTC {
@@ -245,11 +246,11 @@ func TestRoundTrip(t *testing.T) {
 func TestCreateConflict(t *testing.T) {
 	tests := []struct {
 		name   string
-		modify func(f *rollout.Feature)
+		modify func(f *feature.Feature)
 	}{
-		{"same key", func(f *rollout.Feature) { f.ID = "another-id" }},
-		{"same key, no ID", func(f *rollout.Feature) { f.ID = "" }},
-		{"same ID", func(f *rollout.Feature) { f.Key = "other" }},
+		{"same key", func(f *feature.Feature) { f.ID = "another-id" }},
+		{"same key, no ID", func(f *feature.Feature) { f.ID = "" }},
+		{"same ID", func(f *feature.Feature) { f.Key = "other" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -259,9 +260,9 @@ func TestCreateConflict(t *testing.T) {
 			g := newFeature("dup")
 			g.Description = "second"
 			tt.modify(&g)
-			err := db.CreateFeature(context.Background(), g, versionOf(rollout.Feature{}, g))
-			wantCode(t, "CreateFeature(duplicate)", err, rollout.EConflict)
-			if diff := cmp.Diff([]rollout.Feature{f}, features(t, db)); diff != "" {
+			err := db.CreateFeature(context.Background(), g, versionOf(feature.Feature{}, g))
+			wantCode(t, "CreateFeature(duplicate)", err, feature.EConflict)
+			if diff := cmp.Diff([]feature.Feature{f}, features(t, db)); diff != "" {
 				t.Errorf("Features() after refused create mismatch (-want +got):\n%s", diff)
 			}
 			if n := count(t, db.read, "SELECT count(*) FROM versions"); n != 1 {
@@ -273,8 +274,8 @@ func TestCreateConflict(t *testing.T) {
 		db, _ := newDB(t)
 		f := newFeature("dup")
 		create(t, db, f)
-		err := db.CreateFeature(context.Background(), f, versionOf(rollout.Feature{}, f))
-		var e *rollout.Error
+		err := db.CreateFeature(context.Background(), f, versionOf(feature.Feature{}, f))
+		var e *feature.Error
 		if !errors.As(err, &e) || e.Message != `feature "dup" already exists` {
 			t.Errorf("CreateFeature(duplicate) = %v, want message %q", err, `feature "dup" already exists`)
 		}
@@ -287,20 +288,20 @@ func TestUpdateFeature(t *testing.T) {
 	g := next(f, t0.Add(time.Hour))
 	tests := []struct {
 		name    string
-		update  rollout.Feature
+		update  feature.Feature
 		code    string // "" for success
 		message string
 	}{
 		{name: "next version", update: g},
-		{name: "no ID", update: func() rollout.Feature { h := g.Clone(); h.ID = ""; return h }()},
-		{name: "stale version", update: func() rollout.Feature { h := next(g, t0); h.Version = 2; return h }(),
-			code: rollout.EConflict},
-		{name: "version ahead", update: func() rollout.Feature { h := next(next(g, t0), t0); return h }(),
-			code: rollout.EConflict, message: `feature "upd" is at version 1, not 3: reload it and try again`},
-		{name: "unknown", update: func() rollout.Feature { h := g.Clone(); h.Key = "nope"; return h }(),
-			code: rollout.ENotFound, message: `feature "nope" does not exist`},
-		{name: "other incarnation", update: func() rollout.Feature { h := g.Clone(); h.ID = "old-id"; return h }(),
-			code: rollout.EConflict},
+		{name: "no ID", update: func() feature.Feature { h := g.Clone(); h.ID = ""; return h }()},
+		{name: "stale version", update: func() feature.Feature { h := next(g, t0); h.Version = 2; return h }(),
+			code: feature.EConflict},
+		{name: "version ahead", update: func() feature.Feature { h := next(next(g, t0), t0); return h }(),
+			code: feature.EConflict, message: `feature "upd" is at version 1, not 3: reload it and try again`},
+		{name: "unknown", update: func() feature.Feature { h := g.Clone(); h.Key = "nope"; return h }(),
+			code: feature.ENotFound, message: `feature "nope" does not exist`},
+		{name: "other incarnation", update: func() feature.Feature { h := g.Clone(); h.ID = "old-id"; return h }(),
+			code: feature.EConflict},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -321,7 +322,7 @@ func TestUpdateFeature(t *testing.T) {
 			err = db.UpdateFeature(ctx, tt.update, v)
 			if tt.code != "" {
 				wantCode(t, "UpdateFeature()", err, tt.code)
-				if e, _ := errors.AsType[*rollout.Error](err); tt.message != "" && e.Message != tt.message {
+				if e, _ := errors.AsType[*feature.Error](err); tt.message != "" && e.Message != tt.message {
 					t.Errorf("UpdateFeature() message = %q, want %q", e.Message, tt.message)
 				}
 				if diff := cmp.Diff(before, features(t, db)); diff != "" {
@@ -339,7 +340,7 @@ func TestUpdateFeature(t *testing.T) {
 			if err != nil {
 				t.Fatalf("UpdateFeature() = %v", err)
 			}
-			if diff := cmp.Diff([]rollout.Feature{g}, features(t, db)); diff != "" {
+			if diff := cmp.Diff([]feature.Feature{g}, features(t, db)); diff != "" {
 				t.Errorf("Features() after update mismatch (-want +got):\n%s", diff)
 			}
 			v.Config.ID = f.ID
@@ -372,9 +373,9 @@ func TestDeleteFeature(t *testing.T) {
 		message string
 	}{
 		{name: "current version", key: "del", version: 3},
-		{name: "stale version", key: "del", version: 2, code: rollout.EConflict,
+		{name: "stale version", key: "del", version: 2, code: feature.EConflict,
 			message: `feature "del" is at version 3, not 2: reload it and try again`},
-		{name: "unknown", key: "nope", version: 1, code: rollout.ENotFound, message: `feature "nope" does not exist`},
+		{name: "unknown", key: "nope", version: 1, code: feature.ENotFound, message: `feature "nope" does not exist`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -389,7 +390,7 @@ func TestDeleteFeature(t *testing.T) {
 			wantFeatures, wantVersions := 2, 5
 			if tt.code != "" {
 				wantCode(t, "DeleteFeature()", err, tt.code)
-				if e, _ := errors.AsType[*rollout.Error](err); e.Message != tt.message {
+				if e, _ := errors.AsType[*feature.Error](err); e.Message != tt.message {
 					t.Errorf("DeleteFeature() message = %q, want %q", e.Message, tt.message)
 				}
 			} else {
@@ -398,7 +399,7 @@ func TestDeleteFeature(t *testing.T) {
 				}
 				wantFeatures, wantVersions = 1, 2
 				_, err := db.Versions(ctx, "del", 0, 0)
-				wantCode(t, "Versions(deleted)", err, rollout.ENotFound)
+				wantCode(t, "Versions(deleted)", err, feature.ENotFound)
 				if n := count(t, db.read, "SELECT count(*) FROM versions WHERE feature_id = ?", f.ID); n != 0 {
 					t.Errorf("versions rows of deleted feature = %d, want 0", n)
 				}
@@ -445,8 +446,8 @@ func TestVersion(t *testing.T) {
 	for _, tt := range tests {
 		got, err := db.Version(ctx, tt.key, tt.version)
 		if tt.message != "" {
-			wantCode(t, fmt.Sprintf("Version(%q, %d)", tt.key, tt.version), err, rollout.ENotFound)
-			if e, _ := errors.AsType[*rollout.Error](err); e.Message != tt.message {
+			wantCode(t, fmt.Sprintf("Version(%q, %d)", tt.key, tt.version), err, feature.ENotFound)
+			if e, _ := errors.AsType[*feature.Error](err); e.Message != tt.message {
 				t.Errorf("Version(%q, %d) message = %q, want %q", tt.key, tt.version, e.Message, tt.message)
 			}
 			continue
@@ -497,7 +498,7 @@ func TestAtomicity(t *testing.T) {
 		if extended(err) != sqlite3.ErrConstraintPrimaryKey {
 			t.Fatalf("UpdateFeature() with version 2 in history = %v, want a primary key violation", err)
 		}
-		if diff := cmp.Diff([]rollout.Feature{f}, features(t, db)); diff != "" {
+		if diff := cmp.Diff([]feature.Feature{f}, features(t, db)); diff != "" {
 			t.Errorf("Features() after failed update changed (-want +got):\n%s", diff)
 		}
 		if n := count(t, db.read, "SELECT count(*) FROM churn_reports WHERE version = 2"); n != 0 {
@@ -514,7 +515,7 @@ func TestAtomicity(t *testing.T) {
 			VALUES (?, 1, 0, 0, '{}')`, f.ID); err != nil {
 			t.Fatal(err)
 		}
-		err := db.CreateFeature(ctx, f, versionOf(rollout.Feature{}, f))
+		err := db.CreateFeature(ctx, f, versionOf(feature.Feature{}, f))
 		if extended(err) != sqlite3.ErrConstraintPrimaryKey {
 			t.Fatalf("CreateFeature() with a report in the way = %v, want a primary key violation", err)
 		}
@@ -668,7 +669,7 @@ func TestBackup(t *testing.T) {
 	}
 
 	err = db.Backup(ctx, target)
-	wantCode(t, "Backup(existing file)", err, rollout.EConflict)
+	wantCode(t, "Backup(existing file)", err, feature.EConflict)
 }
 
 func TestAwkwardPath(t *testing.T) {
@@ -736,8 +737,8 @@ func TestConcurrentUpdates(t *testing.T) {
 			t.Errorf("writers %d and %d both won", winner, i)
 		case err == nil:
 			winner = i
-		case rollout.ErrorCode(err) != rollout.EConflict:
-			t.Errorf("writer %d: UpdateFeature() = %v, want nil or %s", i, err, rollout.EConflict)
+		case feature.ErrorCode(err) != feature.EConflict:
+			t.Errorf("writer %d: UpdateFeature() = %v, want nil or %s", i, err, feature.EConflict)
 		}
 	}
 	if winner < 0 {
@@ -770,8 +771,8 @@ func TestUnavailable(t *testing.T) {
 	defer tx.Rollback()
 
 	f := newFeature("busy")
-	err = db.CreateFeature(ctx, f, versionOf(rollout.Feature{}, f))
-	wantCode(t, "CreateFeature(locked database)", err, rollout.EUnavailable)
+	err = db.CreateFeature(ctx, f, versionOf(feature.Feature{}, f))
+	wantCode(t, "CreateFeature(locked database)", err, feature.EUnavailable)
 	if se, ok := errors.AsType[sqlite3.Error](err); !ok || se.Code != sqlite3.ErrBusy {
 		t.Errorf("CreateFeature(locked database) = %v, want it to wrap SQLITE_BUSY", err)
 	}
@@ -785,25 +786,25 @@ func TestUnavailable(t *testing.T) {
 }
 
 func TestWrapErr(t *testing.T) {
-	domain := rollout.Errorf(rollout.ENotFound, "feature %q does not exist", "x")
+	domain := feature.Errorf(feature.ENotFound, "feature %q does not exist", "x")
 	tests := []struct {
 		err  error
 		code string
 	}{
-		{sqlite3.Error{Code: sqlite3.ErrBusy}, rollout.EUnavailable},
-		{sqlite3.Error{Code: sqlite3.ErrLocked}, rollout.EUnavailable},
-		{sqlite3.Error{Code: sqlite3.ErrReadonly}, rollout.EUnavailable},
-		{sqlite3.Error{Code: sqlite3.ErrFull}, rollout.EUnavailable},
-		{sqlite3.Error{Code: sqlite3.ErrIoErr}, rollout.EUnavailable},
-		{sqlite3.Error{Code: sqlite3.ErrCantOpen}, rollout.EUnavailable},
-		{fmt.Errorf("insert: %w", sqlite3.Error{Code: sqlite3.ErrFull}), rollout.EUnavailable},
-		{sqlite3.Error{Code: sqlite3.ErrConstraint, ExtendedCode: sqlite3.ErrConstraintCheck}, rollout.EInternal},
-		{errors.New("boom"), rollout.EInternal},
-		{domain, rollout.ENotFound},
+		{sqlite3.Error{Code: sqlite3.ErrBusy}, feature.EUnavailable},
+		{sqlite3.Error{Code: sqlite3.ErrLocked}, feature.EUnavailable},
+		{sqlite3.Error{Code: sqlite3.ErrReadonly}, feature.EUnavailable},
+		{sqlite3.Error{Code: sqlite3.ErrFull}, feature.EUnavailable},
+		{sqlite3.Error{Code: sqlite3.ErrIoErr}, feature.EUnavailable},
+		{sqlite3.Error{Code: sqlite3.ErrCantOpen}, feature.EUnavailable},
+		{fmt.Errorf("insert: %w", sqlite3.Error{Code: sqlite3.ErrFull}), feature.EUnavailable},
+		{sqlite3.Error{Code: sqlite3.ErrConstraint, ExtendedCode: sqlite3.ErrConstraintCheck}, feature.EInternal},
+		{errors.New("boom"), feature.EInternal},
+		{domain, feature.ENotFound},
 	}
 	for _, tt := range tests {
 		got := wrapErr(tt.err, "update feature %q", "x")
-		if code := rollout.ErrorCode(got); code != tt.code {
+		if code := feature.ErrorCode(got); code != tt.code {
 			t.Errorf("ErrorCode(wrapErr(%v)) = %q, want %q", tt.err, code, tt.code)
 		}
 		if !errors.Is(got, tt.err) {
@@ -844,7 +845,7 @@ func TestExposures(t *testing.T) {
 	ctx := context.Background()
 	f := newFeature("f")
 	create(t, db, f)
-	add := []rollout.Exposure{
+	add := []feature.Exposure{
 		{FeatureID: f.ID, Version: 1, Bucket: "A", Count: 5},
 		{FeatureID: f.ID, Version: 1, Bucket: "", Count: 2},
 		{FeatureID: "gone", Version: 1, Bucket: "A", Count: 7}, // a deleted feature: dropped
@@ -858,7 +859,7 @@ func TestExposures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []rollout.Exposure{
+	want := []feature.Exposure{
 		{Feature: "f", FeatureID: f.ID, Version: 1, Bucket: "", Count: 4},
 		{Feature: "f", FeatureID: f.ID, Version: 1, Bucket: "A", Count: 10},
 	}
@@ -885,8 +886,8 @@ func TestFileMovedAway(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := next(f, time.Now())
-	wantCode(t, "UpdateFeature with the file gone", db.UpdateFeature(ctx, g, versionOf(f, g)), rollout.EUnavailable)
-	wantCode(t, "Ping with the file gone", db.Ping(ctx), rollout.EUnavailable)
+	wantCode(t, "UpdateFeature with the file gone", db.UpdateFeature(ctx, g, versionOf(f, g)), feature.EUnavailable)
+	wantCode(t, "Ping with the file gone", db.Ping(ctx), feature.EUnavailable)
 	if err := os.Rename(path+".away", path); err != nil {
 		t.Fatal(err)
 	}
@@ -945,7 +946,7 @@ func TestCheckWrite(t *testing.T) {
 	start := time.Now()
 	err = db.CheckWrite(ctx)
 	took := time.Since(start)
-	wantCode(t, "CheckWrite(locked database)", err, rollout.EUnavailable)
+	wantCode(t, "CheckWrite(locked database)", err, feature.EUnavailable)
 	if err == nil || !strings.Contains(err.Error(), "busy") {
 		t.Errorf("CheckWrite(locked database) = %v, want it to give up waiting for the lock (busy)", err)
 	}
@@ -964,7 +965,7 @@ func TestCheckWrite(t *testing.T) {
 	if err := os.Rename(path, path+".away"); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, "CheckWrite(file gone)", db.CheckWrite(ctx), rollout.EUnavailable)
+	wantCode(t, "CheckWrite(file gone)", db.CheckWrite(ctx), feature.EUnavailable)
 	if err := os.Rename(path+".away", path); err != nil {
 		t.Fatal(err)
 	}
@@ -981,12 +982,12 @@ func TestTokenConstraints(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameHash := rollout.Token{ID: "2", Name: "other", Role: rollout.RoleAdmin, Hash: "h", CreatedAt: t0}
-	wantCode(t, "CreateToken(same hash)", db.CreateToken(ctx, sameHash), rollout.EConflict)
+	wantCode(t, "CreateToken(same hash)", db.CreateToken(ctx, sameHash), feature.EConflict)
 	sameID := rollout.Token{ID: "1", Name: "third", Role: rollout.RoleAdmin, Hash: "h3", CreatedAt: t0}
-	wantCode(t, "CreateToken(same ID)", db.CreateToken(ctx, sameID), rollout.EConflict)
+	wantCode(t, "CreateToken(same ID)", db.CreateToken(ctx, sameID), feature.EConflict)
 	badRole := rollout.Token{ID: "4", Name: "bad", Role: "root", Hash: "h4", CreatedAt: t0}
 	err := db.CreateToken(ctx, badRole)
-	if err == nil || rollout.ErrorCode(err) != rollout.EInternal || extended(err) != sqlite3.ErrConstraintCheck {
+	if err == nil || feature.ErrorCode(err) != feature.EInternal || extended(err) != sqlite3.ErrConstraintCheck {
 		t.Errorf("CreateToken(role root) = %v, want an internal error wrapping a CHECK violation", err)
 	}
 	if n := count(t, db.read, "SELECT count(*) FROM tokens"); n != 1 {

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // events returns the audit events q selects, failing the test on error.
@@ -53,15 +54,15 @@ func testArchive(t *testing.T, o Opened) {
 	keep := newFeature("keep")
 	create(t, s, keep)
 
-	wantCode(t, "ArchiveFeature(stale version)", s.ArchiveFeature(ctx, "f", 1, rollout.AuditEvent{Actor: "alice"}), rollout.EConflict)
-	wantCode(t, "ArchiveFeature(missing)", s.ArchiveFeature(ctx, "nope", 1, rollout.AuditEvent{Actor: "alice"}), rollout.ENotFound)
-	wantCode(t, "PurgeFeature(served)", s.PurgeFeature(ctx, "f", rollout.AuditEvent{Actor: "alice"}), rollout.EConflict)
+	wantCode(t, "ArchiveFeature(stale version)", s.ArchiveFeature(ctx, "f", 1, rollout.AuditEvent{Actor: "alice"}), feature.EConflict)
+	wantCode(t, "ArchiveFeature(missing)", s.ArchiveFeature(ctx, "nope", 1, rollout.AuditEvent{Actor: "alice"}), feature.ENotFound)
+	wantCode(t, "PurgeFeature(served)", s.PurgeFeature(ctx, "f", rollout.AuditEvent{Actor: "alice"}), feature.EConflict)
 	if err := s.ArchiveFeature(ctx, "f", 2, rollout.AuditEvent{Actor: "alice", Kind: rollout.AuditArchive, Summary: "archived", Comment: "done with it"}); err != nil {
 		t.Fatalf("ArchiveFeature(f, 2) = %v", err)
 	}
 	wantFeatures(t, s, keep)
 	_, err := s.Feature(ctx, "f")
-	wantCode(t, "Feature(archived)", err, rollout.ENotFound)
+	wantCode(t, "Feature(archived)", err, feature.ENotFound)
 	if vs, err := s.Versions(ctx, "f", 0, 0); err != nil || len(vs) != 2 {
 		t.Errorf("Versions(archived) = %d versions, %v; want its 2", len(vs), err)
 	}
@@ -72,7 +73,7 @@ func testArchive(t *testing.T, o Opened) {
 	if err != nil {
 		t.Fatalf("ArchivedFeatures() = %v", err)
 	}
-	if diff := cmp.Diff([]rollout.Feature{f}, archived); diff != "" {
+	if diff := cmp.Diff([]feature.Feature{f}, archived); diff != "" {
 		t.Errorf("ArchivedFeatures() mismatch (-want +got):\n%s", diff)
 	}
 	got, err := s.ArchivedFeature(ctx, "f")
@@ -80,27 +81,27 @@ func testArchive(t *testing.T, o Opened) {
 		t.Errorf("ArchivedFeature(f) = version %d, %v; want 2", got.Version, err)
 	}
 	_, err = s.ArchivedFeature(ctx, "keep")
-	wantCode(t, "ArchivedFeature(served)", err, rollout.EConflict)
+	wantCode(t, "ArchivedFeature(served)", err, feature.EConflict)
 	g := next(f)
-	wantCode(t, "UpdateFeature(archived)", s.UpdateFeature(ctx, g, versionOf(g)), rollout.ENotFound)
-	err = s.UpdateFeatureWith(ctx, "f", func(cur rollout.Feature) (rollout.Feature, rollout.Version, error) {
+	wantCode(t, "UpdateFeature(archived)", s.UpdateFeature(ctx, g, versionOf(g)), feature.ENotFound)
+	err = s.UpdateFeatureWith(ctx, "f", func(cur feature.Feature) (feature.Feature, rollout.Version, error) {
 		n := next(cur)
 		return n, versionOf(n), nil
 	})
-	wantCode(t, "UpdateFeatureWith(archived)", err, rollout.ENotFound)
+	wantCode(t, "UpdateFeatureWith(archived)", err, feature.ENotFound)
 	again := newFeature("f")
 	again.ID = "id-f-again"
 	err = s.CreateFeature(ctx, again, versionOf(again))
-	wantCode(t, "CreateFeature(archived key)", err, rollout.EConflict)
-	if msg := rollout.ErrorMessage(err); !strings.Contains(msg, "archived") || !strings.Contains(msg, "restore") || !strings.Contains(msg, "purge") {
+	wantCode(t, "CreateFeature(archived key)", err, feature.EConflict)
+	if msg := feature.ErrorMessage(err); !strings.Contains(msg, "archived") || !strings.Contains(msg, "restore") || !strings.Contains(msg, "purge") {
 		t.Errorf("CreateFeature(archived key) says %q, want it to say the key is archived, to restore or purge it", msg)
 	}
-	wantCode(t, "ArchiveFeature(archived)", s.ArchiveFeature(ctx, "f", 2, rollout.AuditEvent{Actor: "alice"}), rollout.ENotFound)
+	wantCode(t, "ArchiveFeature(archived)", s.ArchiveFeature(ctx, "f", 2, rollout.AuditEvent{Actor: "alice"}), feature.ENotFound)
 
 	// Restored as version 3, from version 2 only.
 	r := next(f)
-	wantCode(t, "RestoreFeature(stale)", s.RestoreFeature(ctx, next(r), versionOf(next(r))), rollout.EConflict)
-	wantCode(t, "RestoreFeature(served)", s.RestoreFeature(ctx, next(keep), versionOf(next(keep))), rollout.EConflict)
+	wantCode(t, "RestoreFeature(stale)", s.RestoreFeature(ctx, next(r), versionOf(next(r))), feature.EConflict)
+	wantCode(t, "RestoreFeature(served)", s.RestoreFeature(ctx, next(keep), versionOf(next(keep))), feature.EConflict)
 	v := versionOf(r)
 	v.Kind = rollout.AuditRestore
 	if err := s.RestoreFeature(ctx, r, v); err != nil {
@@ -121,9 +122,9 @@ func testArchive(t *testing.T, o Opened) {
 	if err := s.PurgeFeature(ctx, "f", rollout.AuditEvent{Actor: "root", Kind: rollout.AuditPurge, Summary: "purged"}); err != nil {
 		t.Fatalf("PurgeFeature(f) = %v", err)
 	}
-	wantCode(t, "PurgeFeature(purged)", s.PurgeFeature(ctx, "f", rollout.AuditEvent{Actor: "root"}), rollout.ENotFound)
+	wantCode(t, "PurgeFeature(purged)", s.PurgeFeature(ctx, "f", rollout.AuditEvent{Actor: "root"}), feature.ENotFound)
 	_, err = s.Versions(ctx, "f", 0, 0)
-	wantCode(t, "Versions(purged)", err, rollout.ENotFound)
+	wantCode(t, "Versions(purged)", err, feature.ENotFound)
 	wantRamps(t, s, "f")
 	if as, err := s.ArchivedFeatures(ctx); err != nil || len(as) != 0 {
 		t.Errorf("ArchivedFeatures() after the purge = %v, %v; want none", as, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // testBatch: ApplyBatch writes updates and creates of several features in
@@ -76,15 +77,15 @@ func testBatchAllOrNothing(t *testing.T, o Opened) {
 		name, code, key string
 		ws              []rollout.BatchWrite
 	}{
-		{"a feature moved on", rollout.EConflict, `"a"`, moved},
-		{"a created feature exists", rollout.EConflict, `"a"`, exists},
-		{"an updated feature does not exist", rollout.ENotFound, `"c"`, gone},
+		{"a feature moved on", feature.EConflict, `"a"`, moved},
+		{"a created feature exists", feature.EConflict, `"a"`, exists},
+		{"an updated feature does not exist", feature.ENotFound, `"c"`, gone},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := s.ApplyBatch(ctx, tc.ws)
 			wantCode(t, "ApplyBatch()", err, tc.code)
-			if err != nil && !strings.Contains(rollout.ErrorMessage(err), tc.key) {
-				t.Errorf("ApplyBatch() = %q, want the message to name feature %s", rollout.ErrorMessage(err), tc.key)
+			if err != nil && !strings.Contains(feature.ErrorMessage(err), tc.key) {
+				t.Errorf("ApplyBatch() = %q, want the message to name feature %s", feature.ErrorMessage(err), tc.key)
 			}
 			wantFeatures(t, s, a, b)
 			wantRevision(t, s, rev)
@@ -119,7 +120,7 @@ func testBatchSegments(t *testing.T, o Opened) {
 	nEvents := len(events(t, s, rollout.AuditQuery{}))
 	staff2 := staff
 	staff2.Version, staff2.Description = 2, "staff, from the file"
-	staff2.Conditions = []rollout.Condition{{Attribute: "email", Op: rollout.OpEndsWith, Value: json.RawMessage(`"@example.org"`)}}
+	staff2.Conditions = []feature.Condition{{Attribute: "email", Op: feature.OpEndsWith, Value: json.RawMessage(`"@example.org"`)}}
 	beta := newSegment("beta")
 	a2 := next(a)
 	segs := []rollout.SegmentWrite{{Segment: staff2, Version: segmentVersionOf(staff2)}, {Segment: beta, Version: segmentVersionOf(beta), Create: true}}
@@ -132,7 +133,7 @@ func testBatchSegments(t *testing.T, o Opened) {
 	if err != nil {
 		t.Fatalf("Segments() = %v", err)
 	}
-	if diff := cmp.Diff([]rollout.Segment{beta, staff2}, got); diff != "" {
+	if diff := cmp.Diff([]feature.Segment{beta, staff2}, got); diff != "" {
 		t.Errorf("Segments() after the batch mismatch (-want +got):\n%s", diff)
 	}
 	hist, err := s.SegmentVersions(ctx, "staff", 0, 0)
@@ -164,16 +165,16 @@ func testBatchSegments(t *testing.T, o Opened) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := s.ApplyBatch(ctx, []rollout.BatchWrite{{Feature: a3, Version: versionOf(a3)}}, tc.seg)
-			wantCode(t, "ApplyBatch()", err, rollout.EConflict)
-			if err != nil && !strings.Contains(rollout.ErrorMessage(err), tc.key) {
-				t.Errorf("ApplyBatch() = %q, want the message to name segment %s", rollout.ErrorMessage(err), tc.key)
+			wantCode(t, "ApplyBatch()", err, feature.EConflict)
+			if err != nil && !strings.Contains(feature.ErrorMessage(err), tc.key) {
+				t.Errorf("ApplyBatch() = %q, want the message to name segment %s", feature.ErrorMessage(err), tc.key)
 			}
 			wantFeatures(t, s, a2)
 			wantRevision(t, s, rev)
 			if n := len(events(t, s, rollout.AuditQuery{})); n != nEvents+3 {
 				t.Errorf("%d audit events after a refused batch, want %d", n, nEvents+3)
 			}
-			if got, _ := s.Segments(ctx); !cmp.Equal([]rollout.Segment{beta, staff2}, got) {
+			if got, _ := s.Segments(ctx); !cmp.Equal([]feature.Segment{beta, staff2}, got) {
 				t.Errorf("Segments() after a refused batch = %+v", got)
 			}
 		})

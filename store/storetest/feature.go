@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 func testFeaturesSortedAndEmpty(t *testing.T, o Opened) {
@@ -67,7 +68,7 @@ func testDeleteAndCreateAgain(t *testing.T, o Opened) {
 	// new one, also at version 1.
 	g := next(old)
 	err := s.UpdateFeature(ctx, g, versionOf(g))
-	wantCode(t, "UpdateFeature(deleted incarnation)", err, rollout.EConflict)
+	wantCode(t, "UpdateFeature(deleted incarnation)", err, feature.EConflict)
 }
 
 func testVersionsPaged(t *testing.T, o Opened) {
@@ -122,5 +123,5 @@ func testVersionsPaged(t *testing.T, o Opened) {
 	}
 
 	_, err := s.Versions(ctx, "nope", 0, 0)
-	wantCode(t, "Versions(nope)", err, rollout.ENotFound)
+	wantCode(t, "Versions(nope)", err, feature.ENotFound)
 }

@@ -11,11 +11,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // write stores f as a new feature (version 1) or its next version, and
 // returns its history entry.
-func write(t *testing.T, s Store, f rollout.Feature) rollout.Version {
+func write(t *testing.T, s Store, f feature.Feature) rollout.Version {
 	t.Helper()
 	v := versionOf(f)
 	var err error

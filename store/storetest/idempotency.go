@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // idemRecord is the record a request of fingerprint fp claiming key of
@@ -121,7 +122,7 @@ func testIdempotentWrite(t *testing.T, o Opened) {
 	f := newFeature("idem")
 	create(t, s, f)
 	encode := func(v any) ([]byte, error) {
-		return fmt.Appendf(nil, "answer of version %d", v.(rollout.Feature).Version), nil
+		return fmt.Appendf(nil, "answer of version %d", v.(feature.Feature).Version), nil
 	}
 	withClaim := func(key, attempt string) (context.Context, *rollout.Claim) {
 		c := &rollout.Claim{Scope: "tok", Key: key, Attempt: attempt, Encode: encode}
@@ -162,7 +163,7 @@ func testIdempotentWrite(t *testing.T, o Opened) {
 	claimKey(t, s, idemRecord("tok", "stale", "fp", "s1", t0), t0, true)
 	ctx, claim = withClaim("stale", "s1")
 	rollout.Settle(ctx, g, t0)
-	wantCode(t, "UpdateFeature(stale, with a claim)", s.UpdateFeature(ctx, g, versionOf(g)), rollout.EConflict)
+	wantCode(t, "UpdateFeature(stale, with a claim)", s.UpdateFeature(ctx, g, versionOf(g)), feature.EConflict)
 	if got := claimKey(t, s, idemRecord("tok", "stale", "fp", "s2", t0), t0, false); got.Done || claim.IsCommitted() {
 		t.Errorf("after a failed write the key is %+v (committed %v), want pending", got, claim.IsCommitted())
 	}
@@ -207,7 +208,7 @@ func testUpdateHeld(t *testing.T, o Opened) {
 	for i := range each {
 		for j, h := range []Store{s, other} {
 			wg.Go(func() {
-				errs <- h.UpdateFeatureWith(ctx, "held", func(cur rollout.Feature) (rollout.Feature, rollout.Version, error) {
+				errs <- h.UpdateFeatureWith(ctx, "held", func(cur feature.Feature) (feature.Feature, rollout.Version, error) {
 					g := next(cur)
 					g.Overrides[fmt.Sprintf("user-%d-%d", j, i)] = "control"
 					return g, versionOf(g), nil
@@ -227,17 +228,17 @@ func testUpdateHeld(t *testing.T, o Opened) {
 		t.Errorf("after %d held updates: version %d with %d overrides, want version %d with %d", 2*each, got.Version, len(got.Overrides), 1+2*each, len(f.Overrides)+2*each)
 	}
 	rev := revisionOf(t, s)
-	refused := rollout.Errorf(rollout.EInvalid, "refused")
-	err := s.UpdateFeatureWith(ctx, "held", func(cur rollout.Feature) (rollout.Feature, rollout.Version, error) {
-		return rollout.Feature{}, rollout.Version{}, refused
+	refused := feature.Errorf(feature.EInvalid, "refused")
+	err := s.UpdateFeatureWith(ctx, "held", func(cur feature.Feature) (feature.Feature, rollout.Version, error) {
+		return feature.Feature{}, rollout.Version{}, refused
 	})
 	if err != refused {
 		t.Errorf("UpdateFeatureWith(next fails) = %v, want next's error as is", err)
 	}
 	wantRevision(t, s, rev)
-	err = s.UpdateFeatureWith(ctx, "missing", func(cur rollout.Feature) (rollout.Feature, rollout.Version, error) {
+	err = s.UpdateFeatureWith(ctx, "missing", func(cur feature.Feature) (feature.Feature, rollout.Version, error) {
 		t.Error("next called for a missing feature")
 		return cur, rollout.Version{}, nil
 	})
-	wantCode(t, "UpdateFeatureWith(missing)", err, rollout.ENotFound)
+	wantCode(t, "UpdateFeatureWith(missing)", err, feature.ENotFound)
 }

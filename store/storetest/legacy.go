@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // LegacyHistory is a history as stores wrote it up to migration 00008,
@@ -20,7 +21,7 @@ import (
 // as those stores did, opens it (which migrates it) and checks that it
 // reads back the same with WantLegacyHistory.
 type LegacyHistory struct {
-	Features []rollout.Feature            // current configurations, by key
+	Features []feature.Feature            // current configurations, by key
 	Versions map[string][]rollout.Version // by feature key, oldest first
 }
 
@@ -73,7 +74,7 @@ func NewLegacyHistory() LegacyHistory {
 // LegacyJSON returns v as the stores wrote configurations and reports
 // before 00009: compact JSON, <, > and & as they are, times in UTC.
 func LegacyJSON(v any) string {
-	if f, ok := v.(rollout.Feature); ok {
+	if f, ok := v.(feature.Feature); ok {
 		f.CreatedAt, f.UpdatedAt = f.CreatedAt.UTC(), f.UpdatedAt.UTC()
 		v = f
 	}

@@ -9,11 +9,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // newRamp returns an active ramp of feature f at revision 1 with every
 // field set.
-func newRamp(id string, f rollout.Feature, created time.Time) rollout.Ramp {
+func newRamp(id string, f feature.Feature, created time.Time) rollout.Ramp {
 	churn := 0.3
 	applied := t0.Add(time.Minute)
 	return rollout.Ramp{
@@ -64,15 +65,15 @@ func testRamps(t *testing.T, o Opened) {
 		t.Errorf("Ramp(ramp-f) mismatch (-want +got):\n%s", diff)
 	}
 	_, err = s.Ramp(ctx, "missing")
-	wantCode(t, "Ramp(missing)", err, rollout.ENotFound)
+	wantCode(t, "Ramp(missing)", err, feature.ENotFound)
 	wantRamps(t, s, "", rg, rf)
 	wantRamps(t, s, "f", rf)
 	wantRamps(t, s, "nothing")
 
 	// One live ramp per feature, whichever handle asks.
 	other := o.Open(t)
-	wantCode(t, "CreateRamp(second live ramp of f)", other.CreateRamp(ctx, newRamp("ramp-f2", f, t0)), rollout.EConflict)
-	wantCode(t, "CreateRamp(same ID)", s.CreateRamp(ctx, newRamp("ramp-f", newFeature("h"), t0)), rollout.EConflict)
+	wantCode(t, "CreateRamp(second live ramp of f)", other.CreateRamp(ctx, newRamp("ramp-f2", f, t0)), feature.EConflict)
+	wantCode(t, "CreateRamp(same ID)", s.CreateRamp(ctx, newRamp("ramp-f", newFeature("h"), t0)), feature.EConflict)
 
 	// Optimistic updates: revision 2 from 1 once; a stale copy loses.
 	paused := rf.Clone()
@@ -82,13 +83,13 @@ func testRamps(t *testing.T, o Opened) {
 	}
 	stale := rf.Clone()
 	stale.State, stale.Revision = rollout.RampCanceled, 2
-	wantCode(t, "UpdateRamp(stale, other handle)", other.UpdateRamp(ctx, stale), rollout.EConflict)
+	wantCode(t, "UpdateRamp(stale, other handle)", other.UpdateRamp(ctx, stale), feature.EConflict)
 	missing := newRamp("missing", f, t0)
 	missing.Revision = 2
-	wantCode(t, "UpdateRamp(missing)", s.UpdateRamp(ctx, missing), rollout.ENotFound)
+	wantCode(t, "UpdateRamp(missing)", s.UpdateRamp(ctx, missing), feature.ENotFound)
 	wantRamps(t, other, "f", paused)
 	// A paused ramp is live; a canceled one frees the feature for another.
-	wantCode(t, "CreateRamp(beside a paused ramp)", s.CreateRamp(ctx, newRamp("ramp-f2", f, t0)), rollout.EConflict)
+	wantCode(t, "CreateRamp(beside a paused ramp)", s.CreateRamp(ctx, newRamp("ramp-f2", f, t0)), feature.EConflict)
 	canceled := paused.Clone()
 	canceled.State, canceled.Revision = rollout.RampCanceled, 3
 	if err := other.UpdateRamp(ctx, canceled); err != nil {
@@ -102,7 +103,7 @@ func testRamps(t *testing.T, o Opened) {
 	// Making the canceled ramp live again beside the new one is refused.
 	back := canceled.Clone()
 	back.State, back.Revision = rollout.RampActive, 4
-	wantCode(t, "UpdateRamp(second live ramp)", s.UpdateRamp(ctx, back), rollout.EConflict)
+	wantCode(t, "UpdateRamp(second live ramp)", s.UpdateRamp(ctx, back), feature.EConflict)
 	wantRamps(t, s, "f", canceled, rf2)
 }
 
@@ -119,7 +120,7 @@ func testRampStep(t *testing.T, o Opened) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	step := func(f rollout.Feature, r rollout.Ramp) (rollout.Feature, rollout.Version, rollout.Ramp) {
+	step := func(f feature.Feature, r rollout.Ramp) (feature.Feature, rollout.Version, rollout.Ramp) {
 		g := next(f)
 		next := r.Clone()
 		next.Revision++
@@ -146,7 +147,7 @@ func testRampStep(t *testing.T, o Opened) {
 		switch {
 		case err == nil:
 			won++
-		case rollout.ErrorCode(err) != rollout.EConflict:
+		case feature.ErrorCode(err) != feature.EConflict:
 			t.Errorf("ApplyRampStep (racer %d) = %v, want nil or a conflict", i, err)
 		}
 	}
@@ -163,12 +164,12 @@ func testRampStep(t *testing.T, o Opened) {
 
 	// A stale ramp: the feature is not written either.
 	h, hv, _ := step(g, r2)
-	wantCode(t, "ApplyRampStep(stale ramp)", s.ApplyRampStep(ctx, h, hv, r2), rollout.EConflict)
+	wantCode(t, "ApplyRampStep(stale ramp)", s.ApplyRampStep(ctx, h, hv, r2), feature.EConflict)
 	wantFeature(t, s, g)
 	// A stale feature (changed by hand meanwhile): the ramp is not
 	// written either.
 	_, _, r3 := step(g, r2)
-	wantCode(t, "ApplyRampStep(stale feature)", s.ApplyRampStep(ctx, g, v, r3), rollout.EConflict)
+	wantCode(t, "ApplyRampStep(stale feature)", s.ApplyRampStep(ctx, g, v, r3), feature.EConflict)
 	wantRamps(t, s, "f", r2)
 	wantRevision(t, s, rev0+1)
 	// Both fresh: both written.

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // testSettings: defaults before any save, versioned saves with their audit
@@ -31,7 +32,7 @@ func testSettings(t *testing.T, o Opened) {
 	if err := s.SaveSettings(ctx, next, e); err != nil {
 		t.Fatalf("SaveSettings(version 1) = %v", err)
 	}
-	wantCode(t, "SaveSettings(version 1 again)", s.SaveSettings(ctx, next, e), rollout.EPrecondition)
+	wantCode(t, "SaveSettings(version 1 again)", s.SaveSettings(ctx, next, e), feature.EPrecondition)
 	other := o.Open(t)
 	got, err = other.Settings(ctx)
 	if err != nil {
@@ -62,7 +63,7 @@ func newRequest(id, key, author string, at time.Time) rollout.Request {
 		ID: id, Feature: key, FeatureID: "id-" + key, State: rollout.RequestOpen, Author: author, CreatedAt: at,
 		Comment: "ramp up", Change: rollout.ChangeSpec{Kind: rollout.SpecUpdateBucket, Name: "treatment", Replicas: &replicas},
 		Summary: "changed bucket treatment: replicas to 80", IfMatch: "1-idf", BaseVersion: 1,
-		Report: rollout.Report{FromVersion: 1, ToVersion: 2, Method: "ring", Churn: 0.3,
+		Report: feature.Report{FromVersion: 1, ToVersion: 2, Method: "ring", Churn: 0.3,
 			SharesBefore: map[string]float64{"control": 0.5, "treatment": 0.5}, SharesAfter: map[string]float64{"control": 0.2, "treatment": 0.8}},
 	}
 }
@@ -80,7 +81,7 @@ func testRequests(t *testing.T, o Opened) {
 	if err := s.CreateRequest(ctx, r1); err != nil {
 		t.Fatalf("CreateRequest(r1) = %v", err)
 	}
-	wantCode(t, "CreateRequest(r1 again)", s.CreateRequest(ctx, r1), rollout.EConflict)
+	wantCode(t, "CreateRequest(r1 again)", s.CreateRequest(ctx, r1), feature.EConflict)
 	got, err := o.Open(t).Request(ctx, "r1")
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +90,7 @@ func testRequests(t *testing.T, o Opened) {
 		t.Fatalf("Request(r1) (-want +got):\n%s", diff)
 	}
 	_, err = s.Request(ctx, "nope")
-	wantCode(t, "Request(nope)", err, rollout.ENotFound)
+	wantCode(t, "Request(nope)", err, feature.ENotFound)
 
 	r2 := newRequest("r2", "other", "bob", r1.CreatedAt.Add(time.Minute))
 	r3 := newRequest("r3", "checkout", "bob", r1.CreatedAt.Add(2*time.Minute))
@@ -128,8 +129,8 @@ func testRequests(t *testing.T, o Opened) {
 	if err := s.CloseRequest(ctx, "r3", rollout.RequestCanceled, "bob", "", at); err != nil {
 		t.Fatalf("CloseRequest(r3, canceled) = %v", err)
 	}
-	wantCode(t, "CloseRequest(r2 again)", s.CloseRequest(ctx, "r2", rollout.RequestCanceled, "bob", "", at), rollout.EConflict)
-	wantCode(t, "CloseRequest(nope)", s.CloseRequest(ctx, "nope", rollout.RequestCanceled, "bob", "", at), rollout.ENotFound)
+	wantCode(t, "CloseRequest(r2 again)", s.CloseRequest(ctx, "r2", rollout.RequestCanceled, "bob", "", at), feature.EConflict)
+	wantCode(t, "CloseRequest(nope)", s.CloseRequest(ctx, "nope", rollout.RequestCanceled, "bob", "", at), feature.ENotFound)
 	if got, _ := s.Request(ctx, "r2"); got.State != rollout.RequestRejected || got.DecidedBy != "carol" || got.Decision != "too much" || got.DecidedAt == nil || !got.DecidedAt.Equal(at) {
 		t.Errorf("r2 after rejection = %+v", got)
 	}
@@ -146,7 +147,7 @@ func testRequests(t *testing.T, o Opened) {
 	if err := s.RepreviewRequest(ctx, r1); err != nil {
 		t.Fatalf("RepreviewRequest(r1) = %v", err)
 	}
-	wantCode(t, "RepreviewRequest(r2)", s.RepreviewRequest(ctx, rollout.Request{ID: "r2"}), rollout.EConflict)
+	wantCode(t, "RepreviewRequest(r2)", s.RepreviewRequest(ctx, rollout.Request{ID: "r2"}), feature.EConflict)
 	h := next(g)
 	v := versionOf(h)
 	v.Actor = "alice, approved by carol"
@@ -162,7 +163,7 @@ func testRequests(t *testing.T, o Opened) {
 	i := next(h)
 	vi := versionOf(i)
 	vi.Request = &rollout.RequestDecision{ID: "r2", By: "carol"}
-	wantCode(t, "UpdateFeature(with approval of rejected r2)", s.UpdateFeature(ctx, i, vi), rollout.EConflict)
+	wantCode(t, "UpdateFeature(with approval of rejected r2)", s.UpdateFeature(ctx, i, vi), feature.EConflict)
 	if cur := mustFeature(t, s, "checkout"); cur.Version != 3 {
 		t.Errorf("checkout is at version %d after a refused approval, want 3", cur.Version)
 	}
@@ -202,11 +203,11 @@ func testRequestCap(t *testing.T, o Opened) {
 	wg.Wait()
 	ok, refused, made := 0, 0, ""
 	for i, err := range errs {
-		switch rollout.ErrorCode(err) {
+		switch feature.ErrorCode(err) {
 		case "":
 			ok++
 			made = fmt.Sprintf("r%02d", i) // which ones are made is the race's
-		case rollout.EConflict:
+		case feature.EConflict:
 			refused++
 		default:
 			t.Errorf("CreateRequest = %v", err)

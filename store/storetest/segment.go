@@ -10,17 +10,18 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
-func newSegment(key string) rollout.Segment {
-	return rollout.Segment{
+func newSegment(key string) feature.Segment {
+	return feature.Segment{
 		Key: key, Description: "staff <all> & more", Version: 1, CreatedAt: t0, UpdatedAt: t0,
-		Conditions: []rollout.Condition{{Attribute: "email", Op: rollout.OpEndsWith, Value: json.RawMessage(`"@example.com"`)}},
+		Conditions: []feature.Condition{{Attribute: "email", Op: feature.OpEndsWith, Value: json.RawMessage(`"@example.com"`)}},
 	}
 }
 
-func segmentVersionOf(s rollout.Segment) rollout.SegmentVersion {
-	return rollout.SegmentVersion{Version: s.Version, Actor: "ops@example.com", Time: s.UpdatedAt.Truncate(time.Microsecond), Summary: "change", Comment: "why", Config: s}
+func segmentVersionOf(s feature.Segment) feature.SegmentVersion {
+	return feature.SegmentVersion{Version: s.Version, Actor: "ops@example.com", Time: s.UpdatedAt.Truncate(time.Microsecond), Summary: "change", Comment: "why", Config: s}
 }
 
 // testSegments: segments are stored with their history; a change of one
@@ -34,11 +35,11 @@ func testSegments(t *testing.T, o Opened) {
 	if err := s.CreateSegment(ctx, staff, segmentVersionOf(staff)); err != nil {
 		t.Fatalf("CreateSegment = %v", err)
 	}
-	if err := s.CreateSegment(ctx, staff, segmentVersionOf(staff)); rollout.ErrorCode(err) != rollout.EConflict {
+	if err := s.CreateSegment(ctx, staff, segmentVersionOf(staff)); feature.ErrorCode(err) != feature.EConflict {
 		t.Errorf("CreateSegment again = %v, want EConflict", err)
 	}
 	beta := newSegment("beta")
-	beta.Conditions = []rollout.Condition{{Attribute: "user", Op: rollout.OpIn, Value: json.RawMessage(`["a","b"]`)}}
+	beta.Conditions = []feature.Condition{{Attribute: "user", Op: feature.OpIn, Value: json.RawMessage(`["a","b"]`)}}
 	if err := s.CreateSegment(ctx, beta, segmentVersionOf(beta)); err != nil {
 		t.Fatal(err)
 	}
@@ -46,14 +47,14 @@ func testSegments(t *testing.T, o Opened) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]rollout.Segment{beta, staff}, got); diff != "" {
+	if diff := cmp.Diff([]feature.Segment{beta, staff}, got); diff != "" {
 		t.Errorf("Segments() (-want +got):\n%s", diff)
 	}
 
 	// A feature whose rules use staff, with bucket_by: stored as given.
 	f := newFeature("checkout")
 	f.BucketBy = "org"
-	f.Rules = []rollout.Rule{{Name: "staff", Conditions: []rollout.Condition{{Op: rollout.OpInSegment, Value: json.RawMessage(`"staff"`)}}, Serve: rollout.Serve{Bucket: "treatment"}}}
+	f.Rules = []feature.Rule{{Name: "staff", Conditions: []feature.Condition{{Op: feature.OpInSegment, Value: json.RawMessage(`"staff"`)}}, Serve: feature.Serve{Bucket: "treatment"}}}
 	create(t, s, f)
 	if stored, err := s.Feature(ctx, "checkout"); err != nil || !cmp.Equal(stored.Rules, f.Rules) || stored.BucketBy != "org" {
 		t.Fatalf("Feature() = %v rules %v by %q, want %v by org", err, stored.Rules, stored.BucketBy, f.Rules)
@@ -62,7 +63,7 @@ func testSegments(t *testing.T, o Opened) {
 
 	staff2 := staff
 	staff2.Version, staff2.UpdatedAt = 2, t0.Add(time.Hour)
-	staff2.Conditions = append(staff2.Conditions, rollout.Condition{Attribute: "plan", Op: rollout.OpNeq, Value: json.RawMessage(`"free"`)})
+	staff2.Conditions = append(staff2.Conditions, feature.Condition{Attribute: "plan", Op: feature.OpNeq, Value: json.RawMessage(`"free"`)})
 	g := f.Clone()
 	g.Version, g.UpdatedAt = 2, t0.Add(time.Hour)
 	gv := versionOf(g)
@@ -85,12 +86,12 @@ func testSegments(t *testing.T, o Opened) {
 		t.Errorf("commits of the segment's change: %v, want the feature's then the segment's", kinds)
 	}
 	// A stale version, or a feature that moved on, writes nothing.
-	if err := s.UpdateSegment(ctx, staff2, segmentVersionOf(staff2), nil); rollout.ErrorCode(err) != rollout.EConflict {
+	if err := s.UpdateSegment(ctx, staff2, segmentVersionOf(staff2), nil); feature.ErrorCode(err) != feature.EConflict {
 		t.Errorf("UpdateSegment at a stale version = %v, want EConflict", err)
 	}
 	staff3 := staff2
 	staff3.Version = 3
-	if err := s.UpdateSegment(ctx, staff3, segmentVersionOf(staff3), []rollout.Version{gv}); rollout.ErrorCode(err) != rollout.EConflict {
+	if err := s.UpdateSegment(ctx, staff3, segmentVersionOf(staff3), []rollout.Version{gv}); feature.ErrorCode(err) != feature.EConflict {
 		t.Errorf("UpdateSegment with a feature that moved on = %v, want EConflict", err)
 	}
 	if got, _ := s.Segments(ctx); len(got) != 2 || got[1].Version != 2 {
@@ -98,7 +99,7 @@ func testSegments(t *testing.T, o Opened) {
 	}
 	missing := newSegment("missing")
 	missing.Version = 2
-	if err := s.UpdateSegment(ctx, missing, segmentVersionOf(missing), nil); rollout.ErrorCode(err) != rollout.ENotFound {
+	if err := s.UpdateSegment(ctx, missing, segmentVersionOf(missing), nil); feature.ErrorCode(err) != feature.ENotFound {
 		t.Errorf("UpdateSegment of no segment = %v, want ENotFound", err)
 	}
 
@@ -106,28 +107,28 @@ func testSegments(t *testing.T, o Opened) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]rollout.SegmentVersion{segmentVersionOf(staff2), segmentVersionOf(staff)}, vs); diff != "" {
+	if diff := cmp.Diff([]feature.SegmentVersion{segmentVersionOf(staff2), segmentVersionOf(staff)}, vs); diff != "" {
 		t.Errorf("SegmentVersions (-want +got):\n%s", diff)
 	}
 	if vs, _ := s.SegmentVersions(ctx, "staff", 2, 1); len(vs) != 1 || vs[0].Version != 1 {
 		t.Errorf("SegmentVersions below 2 = %v", vs)
 	}
-	if _, err := s.SegmentVersions(ctx, "nope", 0, 0); rollout.ErrorCode(err) != rollout.ENotFound {
+	if _, err := s.SegmentVersions(ctx, "nope", 0, 0); feature.ErrorCode(err) != feature.ENotFound {
 		t.Errorf("SegmentVersions of no segment = %v, want ENotFound", err)
 	}
 
 	// In use: not deleted.
 	err = s.DeleteSegment(ctx, "staff", 2, rollout.AuditEvent{Actor: "alice", Kind: rollout.AuditSegmentDelete, Subject: "staff", Summary: "segment staff deleted"})
-	if rollout.ErrorCode(err) != rollout.EConflict || !strings.Contains(err.Error(), "checkout") {
+	if feature.ErrorCode(err) != feature.EConflict || !strings.Contains(err.Error(), "checkout") {
 		t.Errorf("DeleteSegment in use = %v, want EConflict naming checkout", err)
 	}
-	if err := s.DeleteSegment(ctx, "beta", 7, rollout.AuditEvent{Actor: "alice", Kind: rollout.AuditSegmentDelete, Subject: "beta", Summary: "segment beta deleted"}); rollout.ErrorCode(err) != rollout.EConflict {
+	if err := s.DeleteSegment(ctx, "beta", 7, rollout.AuditEvent{Actor: "alice", Kind: rollout.AuditSegmentDelete, Subject: "beta", Summary: "segment beta deleted"}); feature.ErrorCode(err) != feature.EConflict {
 		t.Errorf("DeleteSegment at another version = %v, want EConflict", err)
 	}
 	if err := s.DeleteSegment(ctx, "beta", 1, rollout.AuditEvent{Actor: "alice", Kind: rollout.AuditSegmentDelete, Subject: "beta", Summary: "segment beta deleted"}); err != nil {
 		t.Errorf("DeleteSegment = %v", err)
 	}
-	if err := s.DeleteSegment(ctx, "beta", 1, rollout.AuditEvent{Actor: "alice", Kind: rollout.AuditSegmentDelete, Subject: "beta", Summary: "segment beta deleted"}); rollout.ErrorCode(err) != rollout.ENotFound {
+	if err := s.DeleteSegment(ctx, "beta", 1, rollout.AuditEvent{Actor: "alice", Kind: rollout.AuditSegmentDelete, Subject: "beta", Summary: "segment beta deleted"}); feature.ErrorCode(err) != feature.ENotFound {
 		t.Errorf("DeleteSegment again = %v, want ENotFound", err)
 	}
 	if got, _ := s.Segments(ctx); len(got) != 1 || got[0].Key != "staff" {

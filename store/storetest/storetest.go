@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Store is what a store under test implements.
@@ -104,15 +105,15 @@ var cases = []struct {
 var t0 = time.Date(2025, 3, 14, 15, 9, 26, 535897932, time.UTC)
 
 // newFeature returns a feature at version 1 with every field set.
-func newFeature(key string) rollout.Feature {
-	return rollout.Feature{
+func newFeature(key string) feature.Feature {
+	return feature.Feature{
 		ID:          "id-" + key,
 		Key:         key,
 		Description: "checkout <b>flow</b> & more",
 		Enabled:     true,
 		Salt:        "s1",
 		Fallback:    "control",
-		Buckets: []rollout.Bucket{
+		Buckets: []feature.Bucket{
 			{Name: "control", Replicas: 100},
 			{Name: "treatment", Replicas: 50, Value: json.RawMessage(`{"n":[1,2.5,null,1e3],"color":"<red>"}`)},
 			{Name: "off", Replicas: 1, Value: json.RawMessage(`false`)},
@@ -125,7 +126,7 @@ func newFeature(key string) rollout.Feature {
 }
 
 // next returns f changed into its next version, an hour later.
-func next(f rollout.Feature) rollout.Feature {
+func next(f feature.Feature) feature.Feature {
 	g := f.Clone()
 	g.Version++
 	g.UpdatedAt = f.UpdatedAt.Add(time.Hour)
@@ -136,7 +137,7 @@ func next(f rollout.Feature) rollout.Feature {
 
 // versionOf returns the history entry of the change to after. Its time has
 // microseconds only: PostgreSQL keeps no more for history.
-func versionOf(after rollout.Feature) rollout.Version {
+func versionOf(after feature.Feature) rollout.Version {
 	return rollout.Version{
 		Version:       after.Version,
 		Actor:         "ops@example.com",
@@ -144,12 +145,12 @@ func versionOf(after rollout.Feature) rollout.Version {
 		Summary:       fmt.Sprintf("change %d", after.Version),
 		Config:        after,
 		OverrideCount: len(after.Overrides),
-		Report: rollout.Report{
+		Report: feature.Report{
 			FromVersion:  after.Version - 1,
 			ToVersion:    after.Version,
 			Method:       "ring",
 			Churn:        0.0625,
-			Moves:        []rollout.Move{{From: "control", To: "treatment", Share: 0.0625}, {From: "", To: "off", Share: 0.001}},
+			Moves:        []feature.Move{{From: "control", To: "treatment", Share: 0.0625}, {From: "", To: "off", Share: 0.001}},
 			SharesBefore: map[string]float64{"control": 0.5, "treatment": 0.5},
 			SharesAfter:  map[string]float64{"control": 0.4375, "treatment": 0.5625},
 			ModuloChurn:  0.5,
@@ -157,7 +158,7 @@ func versionOf(after rollout.Feature) rollout.Version {
 	}
 }
 
-func create(t *testing.T, s Store, f rollout.Feature) rollout.Version {
+func create(t *testing.T, s Store, f feature.Feature) rollout.Version {
 	t.Helper()
 	v := versionOf(f)
 	if err := s.CreateFeature(context.Background(), f, v); err != nil {
@@ -168,7 +169,7 @@ func create(t *testing.T, s Store, f rollout.Feature) rollout.Version {
 
 // history creates f and updates it n-1 times; it returns the versions
 // oldest first and the feature as last stored.
-func history(t *testing.T, s Store, f rollout.Feature, n int) ([]rollout.Version, rollout.Feature) {
+func history(t *testing.T, s Store, f feature.Feature, n int) ([]rollout.Version, feature.Feature) {
 	t.Helper()
 	vs := []rollout.Version{create(t, s, f)}
 	for range n - 1 {
@@ -185,26 +186,26 @@ func history(t *testing.T, s Store, f rollout.Feature, n int) ([]rollout.Version
 
 func wantCode(t *testing.T, call string, err error, code string) {
 	t.Helper()
-	if got := rollout.ErrorCode(err); err == nil || got != code {
+	if got := feature.ErrorCode(err); err == nil || got != code {
 		t.Errorf("%s = %v (code %q), want code %q", call, err, got, code)
 	}
 }
 
-func wantFeatures(t *testing.T, s Store, want ...rollout.Feature) {
+func wantFeatures(t *testing.T, s Store, want ...feature.Feature) {
 	t.Helper()
 	got, err := s.Features(context.Background())
 	if err != nil {
 		t.Fatalf("Features() = %v", err)
 	}
 	if want == nil {
-		want = []rollout.Feature{}
+		want = []feature.Feature{}
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Features() mismatch (-want +got):\n%s", diff)
 	}
 }
 
-func wantFeature(t *testing.T, s Store, want rollout.Feature) {
+func wantFeature(t *testing.T, s Store, want feature.Feature) {
 	t.Helper()
 	got, err := s.Feature(context.Background(), want.Key)
 	if err != nil {
@@ -246,7 +247,7 @@ func testCreate(t *testing.T, o Opened) {
 		t.Errorf("Version(b, 1) mismatch (-want +got):\n%s", diff)
 	}
 	_, err = s.Feature(ctx, "missing")
-	wantCode(t, "Feature(missing)", err, rollout.ENotFound)
+	wantCode(t, "Feature(missing)", err, feature.ENotFound)
 
 	// Another handle sees it.
 	wantFeature(t, o.Open(t), b)
@@ -270,7 +271,7 @@ func testCreate(t *testing.T, o Opened) {
 	wantFeature(t, s, d)
 }
 
-func mustFeature(t *testing.T, s Store, key string) rollout.Feature {
+func mustFeature(t *testing.T, s Store, key string) feature.Feature {
 	t.Helper()
 	f, err := s.Feature(context.Background(), key)
 	if err != nil {
@@ -299,16 +300,16 @@ func testUpdate(t *testing.T, o Opened) {
 		t.Errorf("Versions(f) mismatch (-want +got):\n%s", diff)
 	}
 	// The same change again expects version 1, which is gone.
-	wantCode(t, "UpdateFeature(to 2 again)", s.UpdateFeature(ctx, g, v2), rollout.EConflict)
+	wantCode(t, "UpdateFeature(to 2 again)", s.UpdateFeature(ctx, g, v2), feature.EConflict)
 	// A handle that read version 1 loses to the one that wrote 2.
 	other := o.Open(t)
 	g2 := next(f)
 	g2.Description = "stale"
-	wantCode(t, "UpdateFeature(stale, other handle)", other.UpdateFeature(ctx, g2, versionOf(g2)), rollout.EConflict)
+	wantCode(t, "UpdateFeature(stale, other handle)", other.UpdateFeature(ctx, g2, versionOf(g2)), feature.EConflict)
 	wantFeature(t, other, g)
 
 	h := next(newFeature("missing"))
-	wantCode(t, "UpdateFeature(missing)", s.UpdateFeature(ctx, h, versionOf(h)), rollout.ENotFound)
+	wantCode(t, "UpdateFeature(missing)", s.UpdateFeature(ctx, h, versionOf(h)), feature.ENotFound)
 	bad := next(g)
 	v := versionOf(bad)
 	v.Version++
@@ -325,10 +326,10 @@ func testConflict(t *testing.T, o Opened) {
 	create(t, s, f)
 	dup := newFeature("f")
 	dup.ID = "another-id"
-	wantCode(t, "CreateFeature(same key)", s.CreateFeature(ctx, dup, versionOf(dup)), rollout.EConflict)
+	wantCode(t, "CreateFeature(same key)", s.CreateFeature(ctx, dup, versionOf(dup)), feature.EConflict)
 	sameID := newFeature("g")
 	sameID.ID = f.ID
-	wantCode(t, "CreateFeature(same ID)", s.CreateFeature(ctx, sameID, versionOf(sameID)), rollout.EConflict)
+	wantCode(t, "CreateFeature(same ID)", s.CreateFeature(ctx, sameID, versionOf(sameID)), feature.EConflict)
 	wantFeatures(t, s, f)
 
 	// Deleted and created again: a change made from the old one conflicts,
@@ -340,7 +341,7 @@ func testConflict(t *testing.T, o Opened) {
 	again.ID = "id-f-again"
 	create(t, s, again)
 	g := next(f)
-	wantCode(t, "UpdateFeature(from the deleted feature)", s.UpdateFeature(ctx, g, versionOf(g)), rollout.EConflict)
+	wantCode(t, "UpdateFeature(from the deleted feature)", s.UpdateFeature(ctx, g, versionOf(g)), feature.EConflict)
 	wantFeatures(t, s, again)
 	// Without an ID, only the version is checked.
 	h := next(again)
@@ -356,22 +357,22 @@ func testDelete(t *testing.T, o Opened) {
 	_, f := history(t, s, newFeature("f"), 3)
 	keep := newFeature("keep")
 	create(t, s, keep)
-	if err := s.AddExposures(ctx, []rollout.Exposure{{FeatureID: f.ID, Version: 3, Bucket: "control", Count: 4}}); err != nil {
+	if err := s.AddExposures(ctx, []feature.Exposure{{FeatureID: f.ID, Version: 3, Bucket: "control", Count: 4}}); err != nil {
 		t.Fatalf("AddExposures() = %v", err)
 	}
-	wantCode(t, "deleteFeature(f, 2)", deleteFeature(ctx, s, "f", 2), rollout.EConflict)
+	wantCode(t, "deleteFeature(f, 2)", deleteFeature(ctx, s, "f", 2), feature.EConflict)
 	wantFeatures(t, s, f, keep)
 	if err := deleteFeature(ctx, s, "f", 3); err != nil {
 		t.Fatalf("deleteFeature(f, 3) = %v", err)
 	}
 	wantFeatures(t, s, keep)
 	_, err := s.Feature(ctx, "f")
-	wantCode(t, "Feature(deleted)", err, rollout.ENotFound)
+	wantCode(t, "Feature(deleted)", err, feature.ENotFound)
 	_, err = s.Versions(ctx, "f", 0, 0)
-	wantCode(t, "Versions(deleted)", err, rollout.ENotFound)
+	wantCode(t, "Versions(deleted)", err, feature.ENotFound)
 	_, err = s.Version(ctx, "f", 1)
-	wantCode(t, "Version(deleted, 1)", err, rollout.ENotFound)
-	wantCode(t, "deleteFeature(deleted)", deleteFeature(ctx, s, "f", 3), rollout.ENotFound)
+	wantCode(t, "Version(deleted, 1)", err, feature.ENotFound)
+	wantCode(t, "deleteFeature(deleted)", deleteFeature(ctx, s, "f", 3), feature.ENotFound)
 	if es, err := s.Exposures(ctx, "f"); err != nil || len(es) != 0 {
 		t.Errorf("Exposures(deleted) = %v, %v; want none", es, err)
 	}
@@ -422,7 +423,7 @@ func testVersions(t *testing.T, o Opened) {
 		}
 	}
 	_, err := s.Versions(ctx, "missing", 0, 0)
-	wantCode(t, "Versions(missing)", err, rollout.ENotFound)
+	wantCode(t, "Versions(missing)", err, feature.ENotFound)
 }
 
 func testVersionNotFound(t *testing.T, o Opened) {
@@ -441,7 +442,7 @@ func testVersionNotFound(t *testing.T, o Opened) {
 		version int
 	}{{"f", 3}, {"f", 0}, {"missing", 1}} {
 		_, err := s.Version(ctx, tt.key, tt.version)
-		wantCode(t, fmt.Sprintf("Version(%q, %d)", tt.key, tt.version), err, rollout.ENotFound)
+		wantCode(t, fmt.Sprintf("Version(%q, %d)", tt.key, tt.version), err, feature.ENotFound)
 	}
 }
 
@@ -454,7 +455,7 @@ func testExposures(t *testing.T, o Opened) {
 	f, g := newFeature("f"), newFeature("g")
 	create(t, s, f)
 	create(t, s, g)
-	batch := []rollout.Exposure{
+	batch := []feature.Exposure{
 		{FeatureID: g.ID, Version: 1, Bucket: "treatment", Count: 1},
 		{FeatureID: f.ID, Version: 1, Bucket: "control", Count: 3},
 		{FeatureID: f.ID, Version: 1, Bucket: "", Count: 2},
@@ -486,7 +487,7 @@ func testExposures(t *testing.T, o Opened) {
 	if err != nil {
 		t.Fatalf("Exposures(f) = %v", err)
 	}
-	want := []rollout.Exposure{
+	want := []feature.Exposure{
 		{Feature: "f", FeatureID: f.ID, Version: 1, Bucket: "", Count: 2 * n},
 		{Feature: "f", FeatureID: f.ID, Version: 1, Bucket: "control", Count: 4 * n},
 	}
@@ -498,14 +499,14 @@ func testExposures(t *testing.T, o Opened) {
 	if err := s.UpdateFeature(ctx, g2, versionOf(g2)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddExposures(ctx, []rollout.Exposure{{FeatureID: g.ID, Version: 2, Bucket: "control", Count: 5}}); err != nil {
+	if err := s.AddExposures(ctx, []feature.Exposure{{FeatureID: g.ID, Version: 2, Bucket: "control", Count: 5}}); err != nil {
 		t.Fatal(err)
 	}
 	got, err = o.Open(t).Exposures(ctx, "g")
 	if err != nil {
 		t.Fatalf("Exposures(g) = %v", err)
 	}
-	want = []rollout.Exposure{
+	want = []feature.Exposure{
 		{Feature: "g", FeatureID: g.ID, Version: 2, Bucket: "control", Count: 5},
 		{Feature: "g", FeatureID: g.ID, Version: 1, Bucket: "treatment", Count: n},
 	}
@@ -537,13 +538,13 @@ func testTokens(t *testing.T, o Opened) {
 			t.Fatalf("CreateToken(%q) = %v", x.Name, err)
 		}
 	}
-	wantCode(t, "CreateToken(ci again)", s.CreateToken(ctx, tok("3", "ci", rollout.RoleViewer, at.Add(2*time.Second))), rollout.EConflict)
+	wantCode(t, "CreateToken(ci again)", s.CreateToken(ctx, tok("3", "ci", rollout.RoleViewer, at.Add(2*time.Second))), feature.EConflict)
 	revokedAt := at.Add(time.Minute)
 	if err := o.Open(t).RevokeToken(ctx, "ci", revokedAt, "alice"); err != nil {
 		t.Fatalf("RevokeToken(ci) = %v", err)
 	}
-	wantCode(t, "RevokeToken(ci again)", s.RevokeToken(ctx, "ci", revokedAt, "alice"), rollout.ENotFound)
-	wantCode(t, "RevokeToken(unknown)", s.RevokeToken(ctx, "unknown", revokedAt, "alice"), rollout.ENotFound)
+	wantCode(t, "RevokeToken(ci again)", s.RevokeToken(ctx, "ci", revokedAt, "alice"), feature.ENotFound)
+	wantCode(t, "RevokeToken(unknown)", s.RevokeToken(ctx, "unknown", revokedAt, "alice"), feature.ENotFound)
 	ci2 := tok("4", "ci", rollout.RoleViewer, at.Add(time.Hour))
 	if err := s.CreateToken(ctx, ci2); err != nil {
 		t.Fatalf("CreateToken(ci after revoking it) = %v", err)
@@ -619,7 +620,7 @@ func testFeed(t *testing.T, o Opened) {
 		{"archive f", func() error { return s.ArchiveFeature(ctx, "f", 2, rollout.AuditEvent{}) }, &want{rollout.CommitFeature, "f"}},
 		{"archive f again", func() error { return s.ArchiveFeature(ctx, "f", 2, rollout.AuditEvent{}) }, nil},
 		{"purge f", func() error { return s.PurgeFeature(ctx, "f", rollout.AuditEvent{}) }, &want{rollout.CommitFeature, "f"}},
-		{"add exposures", func() error { return s.AddExposures(ctx, []rollout.Exposure{{FeatureID: f.ID, Version: 1, Count: 1}}) }, nil},
+		{"add exposures", func() error { return s.AddExposures(ctx, []feature.Exposure{{FeatureID: f.ID, Version: 1, Count: 1}}) }, nil},
 		{"session key", func() error { _, err := s.SessionKey(ctx); return err }, nil},
 		{"check write", func() error { return s.CheckWrite(ctx) }, nil},
 	}
@@ -628,7 +629,7 @@ func testFeed(t *testing.T, o Opened) {
 	for _, step := range steps {
 		err := step.change()
 		if step.commit == nil {
-			if err != nil && rollout.ErrorCode(err) != rollout.EConflict && rollout.ErrorCode(err) != rollout.ENotFound {
+			if err != nil && feature.ErrorCode(err) != feature.EConflict && feature.ErrorCode(err) != feature.ENotFound {
 				t.Fatalf("%s = %v, want nil, a conflict or not found", step.name, err)
 			}
 		} else {
@@ -868,7 +869,7 @@ func testExposureBatches(t *testing.T, o Opened) {
 	s := o.Store
 	f := newFeature("f")
 	create(t, s, f)
-	batch := []rollout.Exposure{
+	batch := []feature.Exposure{
 		{FeatureID: f.ID, Version: 1, Bucket: "control", Count: 3},
 		{FeatureID: f.ID, Version: 1, Bucket: "", Count: 2},
 		{FeatureID: f.ID, Version: 1, Bucket: "control", Count: 1},
@@ -904,7 +905,7 @@ func testExposureBatches(t *testing.T, o Opened) {
 	if added != 1 {
 		t.Errorf("AddExposureBatch(batch-0001) from %d calls at once added %d times, want 1", len(handles)*workers, added)
 	}
-	want := []rollout.Exposure{
+	want := []feature.Exposure{
 		{Feature: "f", FeatureID: f.ID, Version: 1, Bucket: "", Count: 2},
 		{Feature: "f", FeatureID: f.ID, Version: 1, Bucket: "control", Count: 4},
 	}
@@ -944,7 +945,7 @@ func testExposureBatchExpiry(t *testing.T, o Opened) {
 	s := o.Store
 	f := newFeature("f")
 	create(t, s, f)
-	batch := []rollout.Exposure{{FeatureID: f.ID, Version: 1, Bucket: "control", Hour: t0, Count: 1}}
+	batch := []feature.Exposure{{FeatureID: f.ID, Version: 1, Bucket: "control", Hour: t0, Count: 1}}
 	for _, tt := range []struct {
 		at   time.Time
 		want bool
@@ -976,12 +977,12 @@ func testExposureHours(t *testing.T, o Opened) {
 	h2 := h1.Add(time.Hour)
 	for i := range 50 {
 		at := h1.Add(time.Duration(i) * time.Minute) // 50 batches in hour h1
-		e := rollout.Exposure{FeatureID: f.ID, Version: 1, Bucket: "control", Hour: at, Count: 2}
-		if added, err := s.AddExposureBatch(ctx, fmt.Sprintf("batch-hour-%02d", i), at, []rollout.Exposure{e}); !added || err != nil {
+		e := feature.Exposure{FeatureID: f.ID, Version: 1, Bucket: "control", Hour: at, Count: 2}
+		if added, err := s.AddExposureBatch(ctx, fmt.Sprintf("batch-hour-%02d", i), at, []feature.Exposure{e}); !added || err != nil {
 			t.Fatalf("AddExposureBatch(%d) = %v, %v", i, added, err)
 		}
 	}
-	if err := s.AddExposures(ctx, []rollout.Exposure{
+	if err := s.AddExposures(ctx, []feature.Exposure{
 		{FeatureID: f.ID, Version: 1, Bucket: "control", Hour: h2.Add(59 * time.Minute), Count: 7},
 		{FeatureID: f.ID, Version: 1, Bucket: "control", Count: 5},
 	}); err != nil {
@@ -991,7 +992,7 @@ func testExposureHours(t *testing.T, o Opened) {
 	if err != nil {
 		t.Fatalf("Exposures(f) = %v", err)
 	}
-	want := []rollout.Exposure{
+	want := []feature.Exposure{
 		{Feature: "f", FeatureID: f.ID, Version: 1, Bucket: "control", Count: 5},
 		{Feature: "f", FeatureID: f.ID, Version: 1, Bucket: "control", Hour: h1, Count: 2 * 50},
 		{Feature: "f", FeatureID: f.ID, Version: 1, Bucket: "control", Hour: h2, Count: 7},
@@ -1016,7 +1017,7 @@ func testRuleExposures(t *testing.T, o Opened) {
 	h1 := t0.Truncate(time.Hour)
 	h2 := h1.Add(time.Hour)
 	ring, ent := "", "ent"
-	if err := s.AddExposures(ctx, []rollout.Exposure{
+	if err := s.AddExposures(ctx, []feature.Exposure{
 		{FeatureID: f.ID, Version: 1, Bucket: "control", Hour: h1, Count: 3, Rule: &ent},
 		{FeatureID: f.ID, Version: 1, Bucket: "control", Hour: h1.Add(time.Minute), Count: 4, Rule: &ent},
 		{FeatureID: f.ID, Version: 1, Bucket: "control", Hour: h2, Count: 5, Rule: &ring},
@@ -1025,7 +1026,7 @@ func testRuleExposures(t *testing.T, o Opened) {
 	}); err != nil {
 		t.Fatalf("AddExposures() = %v", err)
 	}
-	batch := []rollout.Exposure{{FeatureID: f.ID, Version: 1, Bucket: "control", Hour: h2, Count: 10, Rule: &ent}}
+	batch := []feature.Exposure{{FeatureID: f.ID, Version: 1, Bucket: "control", Hour: h2, Count: 10, Rule: &ent}}
 	for range 2 {
 		if _, err := s.AddExposureBatch(ctx, "batch-rules", h2, batch); err != nil {
 			t.Fatalf("AddExposureBatch() = %v", err)
@@ -1035,7 +1036,7 @@ func testRuleExposures(t *testing.T, o Opened) {
 	if err != nil {
 		t.Fatalf("RuleExposures(f) = %v", err)
 	}
-	want := []rollout.Exposure{
+	want := []feature.Exposure{
 		{Feature: "f", FeatureID: f.ID, Version: 1, Hour: h2, Count: 5, Rule: &ring},
 		{Feature: "f", FeatureID: f.ID, Version: 1, Hour: h1, Count: 7, Rule: &ent},
 		{Feature: "f", FeatureID: f.ID, Version: 1, Hour: h2, Count: 10, Rule: &ent},
@@ -1050,7 +1051,7 @@ func testRuleExposures(t *testing.T, o Opened) {
 	if err != nil {
 		t.Fatalf("Exposures(f) = %v", err)
 	}
-	wantBuckets := []rollout.Exposure{
+	wantBuckets := []feature.Exposure{
 		{Feature: "f", FeatureID: f.ID, Version: 1, Bucket: "control", Hour: h1, Count: 7},
 		{Feature: "f", FeatureID: f.ID, Version: 1, Bucket: "control", Hour: h2, Count: 5 + 6 + 10},
 	}
@@ -1075,33 +1076,33 @@ func testExposureSaturation(t *testing.T, o Opened) {
 	f := newFeature("f")
 	create(t, s, f)
 	const most = math.MaxInt64
-	e := func(n int64) rollout.Exposure {
-		return rollout.Exposure{FeatureID: f.ID, Version: 1, Bucket: "control", Hour: t0, Count: n}
+	e := func(n int64) feature.Exposure {
+		return feature.Exposure{FeatureID: f.ID, Version: 1, Bucket: "control", Hour: t0, Count: n}
 	}
-	if err := s.AddExposures(ctx, []rollout.Exposure{e(most - 1), e(most), e(3)}); err != nil {
+	if err := s.AddExposures(ctx, []feature.Exposure{e(most - 1), e(most), e(3)}); err != nil {
 		t.Fatalf("AddExposures(near the largest int64) = %v", err)
 	}
-	if err := s.AddExposures(ctx, []rollout.Exposure{e(most)}); err != nil {
+	if err := s.AddExposures(ctx, []feature.Exposure{e(most)}); err != nil {
 		t.Fatalf("AddExposures(to a saturated total) = %v", err)
 	}
-	if added, err := s.AddExposureBatch(ctx, "batch-most", t0, []rollout.Exposure{e(most)}); !added || err != nil {
+	if added, err := s.AddExposureBatch(ctx, "batch-most", t0, []feature.Exposure{e(most)}); !added || err != nil {
 		t.Fatalf("AddExposureBatch(to a saturated total) = %v, %v", added, err)
 	}
-	for _, bad := range []rollout.Exposure{
+	for _, bad := range []feature.Exposure{
 		{FeatureID: f.ID, Version: 1<<32 + 1, Bucket: "control", Hour: t0, Count: 1},
 		{FeatureID: f.ID, Version: 0, Bucket: "control", Hour: t0, Count: 1},
 		{FeatureID: f.ID, Version: 1, Bucket: "off", Hour: t0, Count: -1},
 	} {
-		err := s.AddExposures(ctx, []rollout.Exposure{bad})
-		wantCode(t, fmt.Sprintf("AddExposures(version %d, count %d)", bad.Version, bad.Count), err, rollout.EInvalid)
-		_, err = s.AddExposureBatch(ctx, "batch-bad-1", t0, []rollout.Exposure{e(1), bad})
-		wantCode(t, fmt.Sprintf("AddExposureBatch(version %d, count %d)", bad.Version, bad.Count), err, rollout.EInvalid)
+		err := s.AddExposures(ctx, []feature.Exposure{bad})
+		wantCode(t, fmt.Sprintf("AddExposures(version %d, count %d)", bad.Version, bad.Count), err, feature.EInvalid)
+		_, err = s.AddExposureBatch(ctx, "batch-bad-1", t0, []feature.Exposure{e(1), bad})
+		wantCode(t, fmt.Sprintf("AddExposureBatch(version %d, count %d)", bad.Version, bad.Count), err, feature.EInvalid)
 	}
 	got, err := s.Exposures(ctx, "f")
 	if err != nil {
 		t.Fatalf("Exposures(f) = %v", err)
 	}
-	want := []rollout.Exposure{{Feature: "f", FeatureID: f.ID, Version: 1, Bucket: "control", Hour: t0.Truncate(time.Hour), Count: most}}
+	want := []feature.Exposure{{Feature: "f", FeatureID: f.ID, Version: 1, Bucket: "control", Hour: t0.Truncate(time.Hour), Count: most}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Exposures(f) mismatch (-want +got):\n%s", diff)
 	}
@@ -1114,7 +1115,7 @@ func testChanges(t *testing.T, o Opened) {
 	s := o.Store
 	a, b := newFeature("a"), newFeature("b")
 	b.ID = "id-b"
-	write := func(f rollout.Feature, actor, comment string) rollout.Version {
+	write := func(f feature.Feature, actor, comment string) rollout.Version {
 		t.Helper()
 		v := versionOf(f)
 		v.Actor, v.Comment = actor, comment

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 func newHook(t *testing.T, s Store, events []string, now time.Time) rollout.Webhook {
@@ -67,7 +68,7 @@ func testWebhooks(t *testing.T, o Opened) {
 	if err != nil || got.Secret != "0123456789abcdef" || got.State != rollout.WebhookActive || got.URL != h.URL {
 		t.Fatalf("Webhook(%s) = %+v, %v", h.ID, got, err)
 	}
-	wantCode(t, "Webhook(missing)", func() error { _, err := s.Webhook(ctx, "nope"); return err }(), rollout.ENotFound)
+	wantCode(t, "Webhook(missing)", func() error { _, err := s.Webhook(ctx, "nope"); return err }(), feature.ENotFound)
 
 	// One owner at a time, from another handle too.
 	other := o.Open(t)
@@ -140,11 +141,11 @@ func testWebhooks(t *testing.T, o Opened) {
 		t.Errorf("paused event %q, reason %q: want the reason HTTP 500 without the endpoint's answer", paused[0].Summary, got.PausedReason)
 	}
 
-	wantCode(t, "ResumeWebhook(active)", s.ResumeWebhook(ctx, "nope", "admin", at), rollout.ENotFound)
+	wantCode(t, "ResumeWebhook(active)", s.ResumeWebhook(ctx, "nope", "admin", at), feature.ENotFound)
 	if err := s.ResumeWebhook(ctx, h.ID, "admin", at); err != nil {
 		t.Fatalf("ResumeWebhook = %v", err)
 	}
-	wantCode(t, "ResumeWebhook(again)", s.ResumeWebhook(ctx, h.ID, "admin", at), rollout.EConflict)
+	wantCode(t, "ResumeWebhook(again)", s.ResumeWebhook(ctx, h.ID, "admin", at), feature.EConflict)
 	cs = claim(t, s, "a", at, 10) // the same event again, no failures
 	if len(cs) != 1 || cs[0].Event.Feature != "after" || cs[0].Hook.Failures != 0 {
 		t.Fatalf("after resume: %v", cs)
@@ -178,7 +179,7 @@ func testWebhooks(t *testing.T, o Opened) {
 	if err := s.DeleteWebhook(ctx, h.ID, "admin", at); err != nil {
 		t.Fatalf("DeleteWebhook = %v", err)
 	}
-	wantCode(t, "DeleteWebhook(again)", s.DeleteWebhook(ctx, h.ID, "admin", at), rollout.ENotFound)
+	wantCode(t, "DeleteWebhook(again)", s.DeleteWebhook(ctx, h.ID, "admin", at), feature.ENotFound)
 	if log, err := s.WebhookDeliveries(ctx, h.ID, 0); err != nil || len(log) != 0 {
 		t.Errorf("log of a deleted webhook = %v, %v", log, err)
 	}
@@ -207,7 +208,7 @@ func testWebhookLimits(t *testing.T, o Opened) {
 	}
 	extra, _ := rollout.NewWebhook("https://example.invalid/x", "0123456789abcdef", nil, "admin", now)
 	_, err := s.CreateWebhook(ctx, extra)
-	wantCode(t, "CreateWebhook(over the limit)", err, rollout.EConflict)
+	wantCode(t, "CreateWebhook(over the limit)", err, feature.EConflict)
 	for i := range rollout.WebhookDeliveryKept + 5 {
 		o := h.Outcome(rollout.AuditEvent{ID: int64(i + 1), Kind: rollout.AuditChange}, rollout.WebhookDelivery{Status: 200}, now)
 		if _, err := s.FinishWebhook(ctx, "nobody", h.ID, o); err != nil {

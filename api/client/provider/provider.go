@@ -46,7 +46,7 @@ import (
 	"github.com/open-feature/go-sdk/openfeature"
 
 	"github.com/rollout/rollout/api/client"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Name is the provider's name in its metadata.
@@ -135,15 +135,15 @@ func (p *Provider) send(t openfeature.EventType, d openfeature.ProviderEventDeta
 // when it has one bucket only, behind rules or overrides (OpenFeature's
 // "default variant"); STATIC for a feature whose answer cannot depend on the
 // context, SPLIT for a place on a ring of several buckets.
-func reason(ev rollout.Evaluation, sh shape) openfeature.Reason {
+func reason(ev feature.Evaluation, sh shape) openfeature.Reason {
 	switch ev.Reason {
-	case rollout.ReasonTargetingMatch, rollout.ReasonOverride:
+	case feature.ReasonTargetingMatch, feature.ReasonOverride:
 		return openfeature.TargetingMatchReason
-	case rollout.ReasonDisabled:
+	case feature.ReasonDisabled:
 		return openfeature.DisabledReason
-	case rollout.ReasonDefault:
+	case feature.ReasonDefault:
 		return openfeature.DefaultReason
-	case rollout.ReasonRing:
+	case feature.ReasonRing:
 		switch {
 		case ev.Static:
 			return openfeature.StaticReason
@@ -168,13 +168,13 @@ func (p *Provider) resolve(flag string, flatCtx openfeature.FlattenedContext) (j
 	}
 	attrs, err := contextOf(flatCtx)
 	if err != nil {
-		return nil, failed(openfeature.NewInvalidContextResolutionError(rollout.ErrorMessage(err)))
+		return nil, failed(openfeature.NewInvalidContextResolutionError(feature.ErrorMessage(err)))
 	}
 	user, _ := flatCtx[openfeature.TargetingKey].(string)
-	var ev rollout.Evaluation
+	var ev feature.Evaluation
 	switch {
 	case user != "":
-		if err = rollout.ValidateUser(user); err != nil {
+		if err = feature.ValidateUser(user); err != nil {
 			return nil, failed(openfeature.NewInvalidContextResolutionError("the targeting key must be 1 to 256 bytes of UTF-8"))
 		}
 		ev, err = snap.EvaluateContext(flag, user, attrs) // what p.c.EvaluateContext does, on snap
@@ -186,7 +186,7 @@ func (p *Provider) resolve(flag string, flatCtx openfeature.FlattenedContext) (j
 		return nil, failed(openfeature.NewTargetingKeyMissingResolutionError("the evaluation context needs a targeting key: the user ID (this feature serves users different buckets)"))
 	}
 	if err != nil {
-		if rollout.ErrorCode(err) == rollout.ENotFound {
+		if feature.ErrorCode(err) == feature.ENotFound {
 			return nil, failed(openfeature.NewFlagNotFoundResolutionError(fmt.Sprintf("flag %s not found: rollout has no feature %q", flag, flag)))
 		}
 		return nil, failed(openfeature.NewGeneralResolutionError(err.Error()))
@@ -213,12 +213,12 @@ func (p *Provider) resolve(flag string, flatCtx openfeature.FlattenedContext) (j
 // as they are, lists of strings as []string, times as RFC 3339 strings;
 // nulls, objects and other lists left out (no condition can test them). A
 // context of attributes only, of those types, is passed on as it is, at no
-// cost. It refuses, as the server does, more than rollout.MaxContextAttrs
-// attributes, a string longer than rollout.MaxContextValueLen or a list
-// longer than rollout.MaxContextList, or more than rollout.MaxContextBytes
+// cost. It refuses, as the server does, more than feature.MaxContextAttrs
+// attributes, a string longer than feature.MaxContextValueLen or a list
+// longer than feature.MaxContextList, or more than feature.MaxContextBytes
 // of names, strings and list entries.
-func contextOf(flat openfeature.FlattenedContext) (rollout.Context, error) {
-	ctx := rollout.Context(flat)
+func contextOf(flat openfeature.FlattenedContext) (feature.Context, error) {
+	ctx := feature.Context(flat)
 	if _, ok := flat[openfeature.TargetingKey]; ok {
 		ctx = convert(flat)
 	} else {
@@ -229,7 +229,7 @@ func contextOf(flat openfeature.FlattenedContext) (rollout.Context, error) {
 			}
 		}
 	}
-	return ctx, rollout.ValidateContext(ctx)
+	return ctx, feature.ValidateContext(ctx)
 }
 
 func readable(v any) bool {
@@ -240,8 +240,8 @@ func readable(v any) bool {
 	return false
 }
 
-func convert(flat openfeature.FlattenedContext) rollout.Context {
-	ctx := make(rollout.Context, len(flat))
+func convert(flat openfeature.FlattenedContext) feature.Context {
+	ctx := make(feature.Context, len(flat))
 	for k, v := range flat {
 		if k == openfeature.TargetingKey {
 			continue
@@ -433,14 +433,14 @@ type shapes struct {
 }
 
 type shapesOf struct {
-	snap *rollout.Snapshot
+	snap *feature.Snapshot
 	mu   sync.RWMutex
 	m    map[string]shape
 }
 
 // of returns the shape of the feature key in snap; ok is false when snap
 // has no such feature.
-func (s *shapes) of(snap *rollout.Snapshot, key string) (shape, bool) {
+func (s *shapes) of(snap *feature.Snapshot, key string) (shape, bool) {
 	cur := s.cur.Load()
 	if cur == nil || cur.snap != snap {
 		next := &shapesOf{snap: snap, m: map[string]shape{}}

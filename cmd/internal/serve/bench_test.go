@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/storetest"
 )
 
@@ -34,7 +35,7 @@ func BenchmarkChange(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			f := rollout.Feature{Key: "f", Enabled: true, Salt: "f", Buckets: []rollout.Bucket{
+			f := feature.Feature{Key: "f", Enabled: true, Salt: "f", Buckets: []feature.Bucket{
 				{Name: "A", Replicas: 100}, {Name: "B", Replicas: 100}, {Name: "C", Replicas: 100}, {Name: "D", Replicas: 100}}}
 			if _, err := svc.Create(ctx, f, rollout.ChangeOptions{}); err != nil {
 				b.Fatal(err)

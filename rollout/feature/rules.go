@@ -1,0 +1,151 @@
+package feature
+
+import (
+	"encoding/json"
+	"regexp"
+	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// Targeting: a feature's rules decide, from the attributes of an
+// evaluation's context, which users a feature serves one bucket or its ring;
+// a segment is a named set of conditions that rules of any feature use
+// ("in_segment"). Evaluation order: overrides by user ID, then the first
+// rule whose conditions all hold, then the ring, hashing the feature's
+// BucketBy attribute (or the user ID when it is empty).
+
+// Operators of a Condition.
+const (
+	OpEq         = "eq"
+	OpNeq        = "neq"
+	OpIn         = "in"
+	OpNotIn      = "not_in"
+	OpStartsWith = "starts_with"
+	OpEndsWith   = "ends_with"
+	OpContains   = "contains"
+	OpMatches    = "matches" // RE2, at most MaxPatternBytes and MaxPatternInsts (pattern.go)
+	OpLt         = "lt"      // numbers
+	OpLte        = "lte"
+	OpGt         = "gt"
+	OpGte        = "gte"
+	OpSemverLt   = "semver_lt"
+	OpSemverLte  = "semver_lte"
+	OpSemverEq   = "semver_eq"
+	OpSemverGte  = "semver_gte"
+	OpSemverGt   = "semver_gt"
+	OpBefore     = "before" // RFC 3339
+	OpAfter      = "after"
+	OpPresent    = "present" // no value
+	OpAbsent     = "absent"  // no value
+	OpInSegment  = "in_segment"
+)
+
+// Operators lists every operator, in the order the documentation gives them.
+var Operators = []string{
+	OpEq, OpNeq, OpIn, OpNotIn, OpStartsWith, OpEndsWith, OpContains, OpMatches,
+	OpLt, OpLte, OpGt, OpGte, OpSemverLt, OpSemverLte, OpSemverEq, OpSemverGte, OpSemverGt,
+	OpBefore, OpAfter, OpPresent, OpAbsent, OpInSegment,
+}
+
+// Limits of targeting, so that no rule can cost unbounded memory or time.
+const (
+	MaxRules           = 100   // rules of one feature
+	MaxConditions      = 20    // conditions of one rule or segment
+	MaxListValues      = 1000  // entries of an "in"/"not_in" list
+	MaxConditionString = 256   // one string of a condition's value
+	MaxPatternBytes    = 256   // a "matches" regular expression
+	MaxAttributeBytes  = 64    // an attribute's name
+	MaxSegments        = 1000  // segments in all
+	MaxTargetingBytes  = 65536 // a feature's rules (or a segment's conditions) as JSON
+	MaxContextAttrs    = 64    // attributes of one evaluation's context
+	MaxContextValueLen = 1024  // one string value of a context attribute
+)
+
+var (
+	attributePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$`)
+	ruleNamePattern  = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+)
+
+// Condition is one test of a context attribute. Value is JSON whose shape
+// the operator decides: a string for eq, neq, starts_with, ends_with,
+// contains, matches, before, after, the semver operators and in_segment
+// (the segment's key); a string, number or boolean for eq and neq; a list
+// of strings for in and not_in; a number for lt, lte, gt, gte; none for
+// present and absent.
+type Condition struct {
+	Attribute string          `json:"attribute,omitempty"` // none for in_segment
+	Op        string          `json:"op"`
+	Value     json.RawMessage `json:"value,omitempty"`
+}
+
+// Serve is what a matching rule serves: one bucket, or the feature's ring
+// (hashing BucketBy when it is set, else the feature's BucketBy, else the
+// user ID).
+type Serve struct {
+	Bucket   string `json:"bucket,omitempty"`
+	Ring     bool   `json:"ring,omitempty"`
+	BucketBy string `json:"bucket_by,omitempty"`
+}
+
+// Rule is one entry of a feature's ordered rules: when every condition
+// holds, the rule serves what Serve says. Name identifies the rule within
+// the feature (unique; the evaluation's metadata names it).
+type Rule struct {
+	Name       string      `json:"name"`
+	Conditions []Condition `json:"conditions"`
+	Serve      Serve       `json:"serve"`
+}
+
+// Segment is a named, reusable set of conditions, all of which must hold.
+// A Segment value is a configuration at one version.
+type Segment struct {
+	Key         string      `json:"key"`
+	Description string      `json:"description"`
+	Conditions  []Condition `json:"conditions"`
+	Version     int         `json:"version"`
+	CreatedAt   time.Time   `json:"created_at"`
+	UpdatedAt   time.Time   `json:"updated_at"`
+}
+
+// SegmentVersion is one entry of a segment's history.
+type SegmentVersion struct {
+	Version int       `json:"version"`
+	Actor   string    `json:"actor"`
+	Time    time.Time `json:"time"`
+	Summary string    `json:"summary"`
+	Comment string    `json:"comment,omitempty"`
+	Config  Segment   `json:"config"`
+}
+
+// Context is the attributes of one evaluation besides the user ID: each
+// value a string, a float64 (or another Go number), a bool or a []string.
+type Context map[string]any
+
+// ValidAttribute reports whether name can be a condition's attribute or a
+// bucket_by.
+func ValidAttribute(name string) bool {
+	return len(name) <= MaxAttributeBytes && attributePattern.MatchString(name)
+}
+
+// ValidRuleName reports whether name can name a rule.
+func ValidRuleName(name string) bool {
+	return ruleNamePattern.MatchString(name) && utf8.ValidString(name)
+}
+
+// Tag names a segment's configuration at one version, for If-Match.
+func (s Segment) Tag() string { return "segment-" + strconv.Itoa(s.Version) }
+
+// Clone returns a deep copy of s, its conditions a list (not nil) even when
+// it has none.
+func (s Segment) Clone() Segment {
+	s.Conditions = slices.Clone(s.Conditions)
+	for i := range s.Conditions {
+		s.Conditions[i].Value = slices.Clone(s.Conditions[i].Value)
+	}
+	if s.Conditions == nil {
+		s.Conditions = []Condition{}
+	}
+	return s
+}
