@@ -35,16 +35,16 @@ func TestPatternLimitsAPI(t *testing.T) {
 		status             int
 		want               string
 	}{
-		{"rules: 248 bytes", "PUT", "/api/features/checkout/rules", rules(`{"attribute":"plan","op":"eq","value":"pro"}`, matches(words)), bad, `rules[1].conditions[1]: rule "mail": the pattern of a matches condition on attribute "email" repeats up to 257 times`},
+		{"rules: 248 bytes", "PUT", "/api/features/checkout/rules", rules(`{"attribute":"plan","op":"eq","value":"pro"}`, matches(words)), bad, `rules[1].conditions[1]: rule "mail": the pattern of a matches condition on attribute "email" repeats more than 256 times`},
 		{"rules: program", "PUT", "/api/features/checkout/rules", rules(matches(big)), bad, `rules[1].conditions[0]: rule "mail": the pattern of a matches condition on attribute "email" compiles to 1499 instructions; at most 1000`},
 		{"rules: total", "PUT", "/api/features/checkout/rules", rules(matches(email), matches(email)), bad, `rules[1].conditions[1]: rule "mail": the feature's matches patterns`},
 		{"rules: with a segment", "PUT", "/api/features/checkout/rules", rules(inStaff, matches(email)), bad, `rules[1].conditions[1]: rule "mail": the feature's matches patterns (a segment's counted at each in_segment that uses it) compile to 1528`},
-		{"segment create: 248 bytes", "POST", "/api/segments", `{"key":"s2","description":"","conditions":[` + matches(words) + `]}`, bad, `segment "s2": conditions[0]: the pattern of a matches condition on attribute "email" repeats up to 257 times`},
+		{"segment create: 248 bytes", "POST", "/api/segments", `{"key":"s2","description":"","conditions":[` + matches(words) + `]}`, bad, `segment "s2": conditions[0]: the pattern of a matches condition on attribute "email" repeats more than 256 times`},
 		{"segment create: total", "POST", "/api/segments", `{"key":"s2","description":"","conditions":[` + matches(email) + `,` + matches(email) + `]}`, bad, `segment "s2": conditions[1]: the segment's matches patterns compile to 1528 instructions`},
 		{"segment update: program", "PUT", "/api/segments/staff", `{"description":"","conditions":[` + matches(big) + `]}`, bad, `segment "staff": conditions[0]: the pattern of a matches condition on attribute "email" compiles to 1499 instructions`},
-		{"plan: 248 bytes", "POST", "/api/plan", doc(ruleList(matches(words)), ``), invalidDoc, `features[0].rules[1].conditions[0]: rule "mail": the pattern of a matches condition on attribute "email" repeats up to 257 times`},
+		{"plan: 248 bytes", "POST", "/api/plan", doc(ruleList(matches(words)), ``), invalidDoc, `features[0].rules[1].conditions[0]: rule "mail": the pattern of a matches condition on attribute "email" repeats more than 256 times`},
 		{"apply: program", "POST", "/api/apply", map[string]any{"document": doc(ruleList(matches(big)), ``)}, invalidDoc, `features[0].rules[1].conditions[0]: rule "mail": the pattern of a matches condition on attribute "email" compiles to 1499 instructions`},
-		{"plan: segment", "POST", "/api/plan", doc(`[]`, `{"key":"s2","conditions":[`+matches(words)+`]}`), invalidDoc, `segments[0].conditions[0]: segment "s2": the pattern of a matches condition on attribute "email" repeats up to 257 times`},
+		{"plan: segment", "POST", "/api/plan", doc(`[]`, `{"key":"s2","conditions":[`+matches(words)+`]}`), invalidDoc, `segments[0].conditions[0]: segment "s2": the pattern of a matches condition on attribute "email" repeats more than 256 times`},
 		{"plan: total with a segment", "POST", "/api/plan", doc(ruleList(inStaff, matches(email)), seg), invalidDoc, `features[0].rules[1].conditions[1]: rule "mail": the feature's matches patterns (a segment's counted at each in_segment that uses it) compile to 1528`},
 	}
 	s := newRulesServer(t)

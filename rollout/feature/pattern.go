@@ -54,7 +54,7 @@ func compilePattern(attr, pattern string) (re *regexp.Regexp, insts int, costly 
 		return nil, 0, false, Errorf(EInvalid, "the pattern of a matches condition on attribute %q is not a valid RE2 regular expression: %v", attr, err)
 	}
 	if n := repeats(parsed); n > MaxPatternRepeat {
-		return nil, 0, true, Errorf(EInvalid, "the pattern of a matches condition on attribute %q repeats up to %d times ({n,m} counts, nested ones multiplied); at most %d", attr, n, MaxPatternRepeat)
+		return nil, 0, true, Errorf(EInvalid, "the pattern of a matches condition on attribute %q repeats more than %d times ({n,m} counts, nested ones multiplied): use smaller counts, or + and * in their place", attr, MaxPatternRepeat)
 	}
 	prog, err := syntax.Compile(parsed.Simplify())
 	if err != nil {
