@@ -30,9 +30,10 @@ import (
 // or DISABLED) is answered without a targeting key too, as OpenFeature's
 // evaluation suite expects; bulk requests still need one.
 //
-// The variant is the bucket and the value its value. The reason is SPLIT for
-// a ring assignment, TARGETING_MATCH for an override and DISABLED when the
-// kill switch is off. A disabled feature with a fallback bucket serves it,
+// The variant is the bucket and the value its value; the reason is the
+// evaluation's feature.Evaluation.OpenFeatureReason, which the OpenFeature
+// provider gives too (SPLIT for a ring assignment, TARGETING_MATCH for a
+// rule or an override, DISABLED when the kill switch is off, …). A disabled feature with a fallback bucket serves it,
 // as GET /evaluate does: the operator chose that bucket for everyone, and an
 // app must get the same answer from either API. Without a fallback the
 // answer has no value and no variant, which tells the provider to return the
@@ -76,32 +77,6 @@ type ofrepGeneralError struct {
 // isOFREP reports whether the request is for an OFREP endpoint.
 func isOFREP(c echo.Context) bool {
 	return strings.HasPrefix(c.Request().URL.Path, "/ofrep/")
-}
-
-// ofrepReason is the OFREP reason of e: STATIC when no user or context
-// could get another answer (one bucket, no rules or overrides), else
-// DEFAULT for a ring of one serving bucket (the answer of those no rule
-// or override serves), SPLIT for the ring, TARGETING_MATCH for an override or a rule, DEFAULT
-// when the ring could not place the user (bucket_by names an attribute
-// the context lacks), DISABLED when the kill switch is off.
-func ofrepReason(e feature.Evaluation) string {
-	switch e.Reason {
-	case feature.ReasonRing:
-		switch {
-		case e.Static:
-			return "STATIC"
-		case e.Single:
-			return "DEFAULT"
-		}
-		return "SPLIT"
-	case feature.ReasonOverride, feature.ReasonTargetingMatch:
-		return "TARGETING_MATCH"
-	case feature.ReasonDefault:
-		return "DEFAULT"
-	case feature.ReasonDisabled:
-		return "DISABLED"
-	}
-	return "UNKNOWN"
 }
 
 // readOFREP reads an OFREP evaluation request: the user ID from
@@ -538,7 +513,7 @@ func appendOFREPEvaluation(b []byte, e feature.Evaluation) []byte {
 		b = appendJSONString(b, e.Bucket)
 	}
 	b = append(b, `,"reason":"`...)
-	b = append(b, ofrepReason(e)...)
+	b = append(b, e.OpenFeatureReason()...)
 	b = append(b, `","metadata":{"version":`...)
 	b = strconv.AppendInt(b, int64(e.Version), 10)
 	if e.Rule != "" {

@@ -42,7 +42,9 @@
 // serves. A Snapshot holds every compiled feature and segment at one store
 // revision and answers Evaluate, EvaluateContext, Peek and Shares from
 // memory, without locks; it is immutable, and With, WithSegments and At
-// make the next one.
+// make the next one. Evaluation.OpenFeatureReason names an evaluation's
+// reason as OpenFeature does (STATIC, SPLIT, TARGETING_MATCH, …), for the
+// server's OFREP API and the OpenFeature provider alike.
 //
 // Sync forms (syncform.go). Apps that evaluate in their own process get
 // each feature's sync form: its configuration without descriptions or

@@ -36,6 +36,39 @@ type Evaluation struct {
 	Single bool
 }
 
+// OpenFeatureReason is the reason of e as OpenFeature and its remote
+// evaluation protocol (OFREP) name it, the one mapping that the server's
+// OFREP API and the OpenFeature provider share:
+//
+//   - STATIC: the feature's answer cannot depend on the user or context
+//     (enabled, one bucket with all of the ring, no rules, no overrides);
+//   - TARGETING_MATCH: a rule served (Rule names it), or an override;
+//   - SPLIT: the user's place on a ring of several buckets;
+//   - DEFAULT: the ring's one serving bucket, behind rules or overrides that
+//     did not apply (OpenFeature's default variant; Single), or what the
+//     feature serves when the context lacks its bucket_by attribute;
+//   - DISABLED: the kill switch is off;
+//   - UNKNOWN: a Reason it does not know.
+func (e Evaluation) OpenFeatureReason() string {
+	switch e.Reason {
+	case ReasonRing:
+		switch {
+		case e.Static:
+			return "STATIC"
+		case e.Single:
+			return "DEFAULT"
+		}
+		return "SPLIT"
+	case ReasonOverride, ReasonTargetingMatch:
+		return "TARGETING_MATCH"
+	case ReasonDefault:
+		return "DEFAULT"
+	case ReasonDisabled:
+		return "DISABLED"
+	}
+	return "UNKNOWN"
+}
+
 // Outcome is what one configuration of a feature serves a user, but for
 // the user ID: its bucket, value, version and why. A configuration has few
 // outcomes (each bucket by the ring, each by an override, and what it

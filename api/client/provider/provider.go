@@ -8,18 +8,11 @@
 // The targeting key is the user ID, and every other attribute of the
 // evaluation context is passed to the feature's rules and bucket_by (see
 // client.Client.EvaluateContext), as OFREP's server reads them. The variant is the
-// bucket's name; the reason is
-//
-//   - STATIC: the feature's answer cannot depend on the context (enabled,
-//     one bucket with all of the ring, no rules, no overrides);
-//   - TARGETING_MATCH: a rule served (its name is the flag metadata's
-//     "rule"), or an override;
-//   - SPLIT: the user's place on a ring of several buckets;
-//   - DEFAULT: the ring's one bucket, behind rules or overrides that did not
-//     apply (OpenFeature's default variant), or what a feature serves when
-//     its bucket_by attribute is missing;
-//   - DISABLED: the kill switch: the fallback bucket's value, or the code's
-//     default when the feature has no fallback.
+// bucket's name and the reason the one OFREP's server gives
+// (feature.Evaluation.OpenFeatureReason: STATIC, TARGETING_MATCH, SPLIT,
+// DEFAULT or DISABLED); a rule that served is named by the flag metadata's
+// "rule". When the kill switch is off the value is the fallback bucket's,
+// or the code's default when the feature has no fallback.
 //
 // The flag metadata holds the feature's "version". Without a targeting key
 // a feature answers when no user ID can change its answer (switched off;
@@ -129,32 +122,6 @@ func (p *Provider) send(t openfeature.EventType, d openfeature.ProviderEventDeta
 	}
 }
 
-// reason is the OpenFeature reason of ev: TARGETING_MATCH for a rule (or
-// an override), DISABLED for the kill switch, DEFAULT when the ring could
-// not place the user (bucket_by names an attribute the context lacks) or
-// when it has one bucket only, behind rules or overrides (OpenFeature's
-// "default variant"); STATIC for a feature whose answer cannot depend on the
-// context, SPLIT for a place on a ring of several buckets.
-func reason(ev feature.Evaluation, sh shape) openfeature.Reason {
-	switch ev.Reason {
-	case feature.ReasonTargetingMatch, feature.ReasonOverride:
-		return openfeature.TargetingMatchReason
-	case feature.ReasonDisabled:
-		return openfeature.DisabledReason
-	case feature.ReasonDefault:
-		return openfeature.DefaultReason
-	case feature.ReasonRing:
-		switch {
-		case ev.Static:
-			return openfeature.StaticReason
-		case sh.single:
-			return openfeature.DefaultReason
-		}
-		return openfeature.SplitReason
-	}
-	return openfeature.UnknownReason
-}
-
 // resolve evaluates flag for the context's targeting key and attributes.
 // It returns the bucket's value, nil when the feature serves no bucket,
 // and the details; a failure sets the details' error and reason. Without a
@@ -192,7 +159,7 @@ func (p *Provider) resolve(flag string, flatCtx openfeature.FlattenedContext) (j
 		return nil, failed(openfeature.NewGeneralResolutionError(err.Error()))
 	}
 	d := openfeature.ProviderResolutionDetail{
-		Reason: reason(ev, sh), Variant: ev.Bucket,
+		Reason: openfeature.Reason(ev.OpenFeatureReason()), Variant: ev.Bucket,
 		FlagMetadata: openfeature.FlagMetadata{"version": ev.Version},
 	}
 	if ev.Rule != "" {
@@ -416,8 +383,6 @@ func jsonInt(v json.RawMessage) (int64, bool) {
 // shape is what the provider needs to know of a feature besides what an
 // evaluation says.
 type shape struct {
-	// single: one bucket has all of its ring.
-	single bool
 	// keyFree: it answers without a targeting key: switched off; or no
 	// overrides and a ring that does not hash the user ID, because one
 	// bucket has all of it or the feature buckets by an attribute (rules
@@ -480,8 +445,7 @@ func (s *shapes) of(snap *feature.Snapshot, key string) (shape, bool) {
 		t := string(bytes.TrimSpace(raw))
 		return t == "" || t == "null" || t == "{}" || t == "[]"
 	}
-	sh = shape{single: serving == 1}
-	sh.keyFree = !f.Enabled || empty(f.Overrides) && (serving == 1 || f.BucketBy != "")
+	sh = shape{keyFree: !f.Enabled || empty(f.Overrides) && (serving == 1 || f.BucketBy != "")}
 	if cur.snap == snap {
 		cur.mu.Lock()
 		cur.m[key] = sh

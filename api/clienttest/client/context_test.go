@@ -313,27 +313,6 @@ func sameWire(a, b wire) bool {
 		bytes.Equal(ca.Bytes(), cb.Bytes()) && a.Version == b.Version && a.Reason == b.Reason && a.Rule == b.Rule
 }
 
-// ofrepReasonOf is the OFREP reason the server gives e (see api/ofrep.go).
-func ofrepReasonOf(e feature.Evaluation) string {
-	switch e.Reason {
-	case feature.ReasonRing:
-		switch {
-		case e.Static:
-			return "STATIC"
-		case e.Single:
-			return "DEFAULT"
-		}
-		return "SPLIT"
-	case feature.ReasonOverride, feature.ReasonTargetingMatch:
-		return "TARGETING_MATCH"
-	case feature.ReasonDefault:
-		return "DEFAULT"
-	case feature.ReasonDisabled:
-		return "DISABLED"
-	}
-	return "UNKNOWN"
-}
-
 func postJSON(t *testing.T, u string, body any) []byte {
 	t.Helper()
 	data, _ := json.Marshal(body)
@@ -453,8 +432,8 @@ func TestContextAgreement(t *testing.T) {
 				} else {
 					got.Value = raw("null")
 				}
-				if !sameWire(got, want) || of.Reason != ofrepReasonOf(e) {
-					report("OFREP %s for %s %v = %+v; the client %v (%s)", key, user, ctx, of, want, ofrepReasonOf(e))
+				if !sameWire(got, want) || of.Reason != e.OpenFeatureReason() {
+					report("OFREP %s for %s %v = %+v; the client %v (%s)", key, user, ctx, of, want, e.OpenFeatureReason())
 				}
 			}
 		}
