@@ -42,6 +42,17 @@ type Column struct {
 	Serial bool
 }
 
+// AddColumn adds c, a column of table, to tables, read in order of table:
+// to the last table when it is table, else to a new one.
+func AddColumn(tables []Table, table string, c Column) []Table {
+	if len(tables) == 0 || tables[len(tables)-1].Name != table {
+		tables = append(tables, Table{Name: table})
+	}
+	t := &tables[len(tables)-1]
+	t.Columns = append(t.Columns, c)
+	return tables
+}
+
 // Querier runs statements: a *sql.DB, *sql.Conn or *sql.Tx.
 type Querier interface {
 	ExecContext(context.Context, string, ...any) (sql.Result, error)

@@ -202,11 +202,7 @@ var catalog = store.Catalog{
 			if err := rows.Scan(&table, &c.Name, &c.Type, &c.Key, &c.Serial); err != nil {
 				return nil, err
 			}
-			if len(out) == 0 || out[len(out)-1].Name != table {
-				out = append(out, store.Table{Name: table})
-			}
-			t := &out[len(out)-1]
-			t.Columns = append(t.Columns, c)
+			out = store.AddColumn(out, table, c)
 		}
 		return out, rows.Err()
 	},

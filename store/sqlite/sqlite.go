@@ -308,11 +308,7 @@ var catalog = store.Catalog{
 			}
 			// Only an INTEGER PRIMARY KEY can be AUTOINCREMENT.
 			c.Serial = auto && c.Key == 1 && c.Type == "integer"
-			if len(out) == 0 || out[len(out)-1].Name != table {
-				out = append(out, store.Table{Name: table})
-			}
-			t := &out[len(out)-1]
-			t.Columns = append(t.Columns, c)
+			out = store.AddColumn(out, table, c)
 		}
 		return out, rows.Err()
 	},
