@@ -452,15 +452,7 @@ func (w *walker) walk(n ast.Node, t reflect.Type, path, place string) error {
 	}
 	switch t.Kind() {
 	case reflect.Struct:
-		var pairs []*ast.MappingValueNode
-		switch m := n.(type) {
-		case *ast.MappingNode:
-			pairs = m.Values
-		case *ast.MappingValueNode:
-			pairs = []*ast.MappingValueNode{m}
-		default:
-			return nil
-		}
+		pairs := mappingPairs(n)
 		for _, p := range pairs {
 			k, ok := p.Key.(ast.ScalarNode)
 			if !ok {
@@ -489,15 +481,7 @@ func (w *walker) walk(n ast.Node, t reflect.Type, path, place string) error {
 			}
 		}
 	case reflect.Map:
-		var pairs []*ast.MappingValueNode
-		switch m := n.(type) {
-		case *ast.MappingNode:
-			pairs = m.Values
-		case *ast.MappingValueNode:
-			pairs = []*ast.MappingValueNode{m}
-		default:
-			return nil
-		}
+		pairs := mappingPairs(n)
 		if limit, ok := limits[path]; ok && len(pairs) > limit {
 			return overLimit(nodeError(w.name, w.data, pairs[limit], tooMany(place, limit)))
 		}
@@ -878,4 +862,16 @@ func ServerError(name string, data []byte, message string) error {
 		file = nil // the error without its line
 	}
 	return atPath(name, file, &rollout.DocumentError{Path: "$." + path, Err: &feature.Error{Code: feature.EInvalid, Message: message}})
+}
+
+// mappingPairs returns the key-value pairs of n, a mapping (none when n is
+// not one).
+func mappingPairs(n ast.Node) []*ast.MappingValueNode {
+	switch m := n.(type) {
+	case *ast.MappingNode:
+		return m.Values
+	case *ast.MappingValueNode:
+		return []*ast.MappingValueNode{m}
+	}
+	return nil
 }
