@@ -49,27 +49,18 @@ func hasQueryContext(raw string) bool {
 	return strings.Contains(raw, ctxPrefix) || strings.Contains(raw, "ctx%2") || strings.Contains(raw, "ctx%2E")
 }
 
-// ofrepContext reads the attributes of an OFREP request's context, body
-// being valid JSON that parseOFREP accepted: every member but targetingKey
-// (the user ID) and, for bulk requests, flags (see readContext). The
-// context comes from a pool: the caller gives it back (putContext) once
-// evaluated, and keeps nothing of it.
-func ofrepContext(body []byte, bulk bool, key string) (feature.Context, error) {
-	i := skipSpace(body, 0)
-	var ctxJSON []byte
-	for it := (members{b: body, i: i}); it.next(); {
-		if it.keyIs("context") {
-			ctxJSON = it.value
-		}
-	}
-	if len(ctxJSON) == 0 || ctxJSON[0] != '{' {
-		return nil, nil
-	}
+// ofrepContext reads the attributes of an OFREP request's context,
+// ctxJSON, the object parseOFREPBody found in a body it accepted, with the
+// reader of its strings, text: every member but targetingKey (the user ID) and,
+// for bulk requests, flags (see readContext). The context comes from a
+// pool: the caller gives it back (putContext) once evaluated, and keeps
+// nothing of it.
+func ofrepContext(ctxJSON []byte, text jsonText, bulk bool, key string) (feature.Context, error) {
 	skip := []string{"targetingKey", "flags"}
 	if !bulk {
 		skip = skip[:1]
 	}
-	ctx, details := readContext(ctxJSON, skip)
+	ctx, details := readContext(ctxJSON, text, skip)
 	if details != "" {
 		return nil, &ofrepError{Key: key, ErrorCode: ofrepInvalidContext, ErrorDetails: details}
 	}
@@ -77,20 +68,20 @@ func ofrepContext(body []byte, bulk bool, key string) (feature.Context, error) {
 }
 
 // readContext reads the attributes of ctxJSON, a JSON object that
-// json.Valid accepted, but the members that skip names. Strings, numbers,
+// json.Valid accepted, but the members that skip names; text reads its
+// strings (see jsonText: of ctxJSON or of a body holding it). Strings, numbers,
 // booleans and lists of strings are kept; other values are left out, as
 // no rule can test them, but count as attributes. It refuses what feature.ValidateContext refuses,
 // as it reads, and so stops reading at the first attribute past
 // feature.MaxContextBytes: details says what is wrong (ctx is nil), "" when
 // nothing is. The context comes from a pool: the caller gives it back
 // (putContext) once evaluated, and keeps nothing of it.
-func readContext(ctxJSON []byte, skip []string) (ctx feature.Context, details string) {
+func readContext(ctxJSON []byte, text jsonText, skip []string) (ctx feature.Context, details string) {
 	ctx = getContext()
 	invalid := func(details string) (feature.Context, string) {
 		putContext(ctx)
 		return nil, details
 	}
-	str := jsonStrings(ctxJSON)
 	attrs, size := 0, 0
 	for it := (members{b: ctxJSON}); it.next(); {
 		if skipped(&it, skip) {
@@ -102,14 +93,14 @@ func readContext(ctxJSON []byte, skip []string) (ctx feature.Context, details st
 		if len(it.key) > 4*feature.MaxAttributeBytes+2 {
 			return invalid("a context attribute's name is at most " + strconv.Itoa(4*feature.MaxAttributeBytes) + " bytes")
 		}
-		name := str(it.key) // a substring of one copy, as the values
+		name := text.str(it.key) // a substring of one copy, as the values
 		size += len(name)
 		switch v := it.value; v[0] {
 		case '"':
 			if !readableString(v) {
 				return invalid("context." + name + " is not valid UTF-8")
 			}
-			s := str(v)
+			s := text.str(v)
 			if len(s) > feature.MaxContextValueLen {
 				return invalid("context." + name + " is " + strconv.Itoa(len(s)) + " bytes; at most " + strconv.Itoa(feature.MaxContextValueLen))
 			}
@@ -118,7 +109,7 @@ func readContext(ctxJSON []byte, skip []string) (ctx feature.Context, details st
 		case 't', 'f':
 			ctx[name] = v[0] == 't'
 		case '[':
-			list, ok := stringList(v, str)
+			list, ok := stringList(v, text)
 			if !ok {
 				continue
 			}

@@ -202,9 +202,11 @@ type evaluateRequest struct {
 	Features *[]string `json:"features"`
 	// Context is the attributes besides the user ID (see context.go),
 	// as encoding/json decodes them; contextJSON is the raw object instead
-	// when parseEvaluateRequest read the body, for readContext to read.
+	// when parseEvaluateRequest read the body, for readContext to read with
+	// text, the reader of the body's strings.
 	Context     map[string]any `json:"context"`
 	contextJSON []byte
+	text        jsonText
 	// userUnreadable is set when the user's JSON string holds invalid
 	// UTF-8 or a lone surrogate, which decoding replaced.
 	userUnreadable bool
@@ -249,7 +251,7 @@ func (s *Server) evaluateMany(c echo.Context) error {
 	switch {
 	case req.contextJSON != nil:
 		var details string
-		if ctx, details = readContext(req.contextJSON, nil); details != "" {
+		if ctx, details = readContext(req.contextJSON, req.text, nil); details != "" {
 			return badRequest("%s", details)
 		}
 		defer putContext(ctx)
@@ -337,33 +339,33 @@ func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 
 // parseEvaluateRequest parses a body of the usual shape; see
 // readEvaluateRequest. The user and keys are substrings of one copy of
-// body, or decoded strings when they hold escapes; a context object
-// without repeated keys is left raw (contextJSON), a sub-slice of body.
+// body, or decoded strings when they hold escapes; a context object is
+// left raw (contextJSON), a sub-slice of body. A body that repeats a key
+// anywhere goes to decode, which refuses it.
 func parseEvaluateRequest(body []byte) (evaluateRequest, bool) {
 	var req evaluateRequest
 	i := skipSpace(body, 0)
-	if i == len(body) || body[i] != '{' || !validJSON(body) {
+	if i == len(body) || body[i] != '{' {
 		return req, false
 	}
-	str := jsonStrings(body)
-	// A repeated member goes to decode, which refuses it.
+	if _, repeated, valid := checkJSON(body); !valid || repeated {
+		return req, false
+	}
+	req.text = jsonStrings(body)
 	var user, features, context bool
 	for it := (members{b: body, i: i}); it.next(); {
 		switch {
 		case it.keyIs("context") && it.value[0] == 'n' && !context:
 			context = true
 		case it.keyIs("context") && it.value[0] == '{' && !context:
-			if _, repeated := repeatedKey(it.value); repeated {
-				return req, false
-			}
 			req.contextJSON, context = it.value, true
 		case it.keyIs("user") && it.value[0] == '"' && !user:
-			req.User, req.userUnreadable = str(it.value), !readableString(it.value)
+			req.User, req.userUnreadable = req.text.str(it.value), !readableString(it.value)
 			user = true
 		case it.keyIs("features") && it.value[0] == 'n' && !features:
 			req.Features, features = nil, true
 		case it.keyIs("features") && it.value[0] == '[' && !features:
-			list, ok := stringList(it.value, str)
+			list, ok := stringList(it.value, req.text)
 			if !ok {
 				return req, false
 			}
