@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/rollout/rollout/api/evaluation"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
 )
@@ -839,7 +840,7 @@ func (s *Server) userHistory(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	page := map[string]any{"feature": key, "user": user, "now": evaluationJSON(now), "versions": history, "next": nil}
+	page := map[string]any{"feature": key, "user": user, "now": evaluation.JSONOf(now), "versions": history, "next": nil}
 	if next != 0 {
 		page["next"] = nextPage(c, next, limit)
 	}

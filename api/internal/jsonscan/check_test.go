@@ -1,4 +1,4 @@
-package api
+package jsonscan
 
 import (
 	"encoding/json"
@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// checkSeeds are JSON and near-JSON of every kind checkJSON tells apart.
+// checkSeeds are JSON and near-JSON of every kind Check tells apart.
 var checkSeeds = []string{
 	``, ` `, `{}`, `[]`, ` {} `, `{"a":1}`, `{"a":1,"a":2}`, `{"a":{"b":1,"b":2}}`, `[{"a":1},{"a":1}]`,
 	`{"a":1,"b":{"a":1}}`, `{"a":1,"\u0061":2}`, `{"a\"b":1,"a\"b":2}`, `{"é":1,"\u00e9":2}`, `{"a":[1,{"a":2,"a":3}],"a":4}`,
@@ -19,23 +19,23 @@ var checkSeeds = []string{
 	strings.Repeat("[", 100) + strings.Repeat("]", 100),
 }
 
-// checkAgainst fails t unless checkJSON(b) says what json.Valid and
-// repeatedKey say.
+// checkAgainst fails t unless Check(b) says what json.Valid and
+// RepeatedKey say.
 func checkAgainst(t *testing.T, b []byte) {
 	t.Helper()
-	key, repeated, valid := checkJSON(b)
+	key, repeated, valid := Check(b)
 	if want := json.Valid(b); valid != want {
-		t.Fatalf("checkJSON(%q) valid = %v, want %v", b, valid, want)
+		t.Fatalf("Check(%q) valid = %v, want %v", b, valid, want)
 	}
 	if !valid {
 		return
 	}
-	if wantKey, wantRepeated := repeatedKey(b); key != wantKey || repeated != wantRepeated {
-		t.Fatalf("checkJSON(%q) = %q, %v, want %q, %v", b, key, repeated, wantKey, wantRepeated)
+	if wantKey, wantRepeated := RepeatedKey(b); key != wantKey || repeated != wantRepeated {
+		t.Fatalf("Check(%q) = %q, %v, want %q, %v", b, key, repeated, wantKey, wantRepeated)
 	}
 }
 
-func TestCheckJSON(t *testing.T) {
+func TestCheck(t *testing.T) {
 	for _, s := range checkSeeds {
 		checkAgainst(t, []byte(s))
 	}
@@ -56,21 +56,21 @@ func TestCheckJSON(t *testing.T) {
 	}
 }
 
-func FuzzCheckJSON(f *testing.F) {
+func FuzzCheck(f *testing.F) {
 	for _, s := range checkSeeds {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) { checkAgainst(t, b) })
 }
 
-// TestCheckJSONAllocs: the bodies of OFREP and POST /evaluate cost nothing.
-func TestCheckJSONAllocs(t *testing.T) {
+// TestCheckAllocs: the bodies of OFREP and POST /evaluate cost nothing.
+func TestCheckAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts mean nothing under the race detector")
 	}
 	for _, body := range checkBodies {
-		if n := testing.AllocsPerRun(100, func() { checkJSON(body.b) }); n > 0 {
-			t.Errorf("checkJSON(%s) allocates %v times, want 0", body.name, n)
+		if n := testing.AllocsPerRun(100, func() { Check(body.b) }); n > 0 {
+			t.Errorf("Check(%s) allocates %v times, want 0", body.name, n)
 		}
 	}
 }
@@ -85,24 +85,24 @@ var checkBodies = []struct {
 	{"post", []byte(`{"user":"user-0007919@example.com","features":["feature-00000","feature-00001","feature-00002","feature-00003","feature-00004","feature-00005","feature-00006","feature-00007","feature-00008","feature-00009","feature-00010","feature-00011","feature-00012","feature-00013","feature-00014","feature-00015","feature-00016","feature-00017","feature-00018","feature-00019"]}`)},
 }
 
-// BenchmarkCheckJSON: checkJSON against the two readings it replaces,
-// json.Valid then repeatedKey (the baseline), on the usual bodies.
-func BenchmarkCheckJSON(b *testing.B) {
+// BenchmarkCheck: Check against the two readings it replaces,
+// json.Valid then RepeatedKey (the baseline), on the usual bodies.
+func BenchmarkCheck(b *testing.B) {
 	for _, body := range checkBodies {
-		b.Run(body.name+"/valid+repeatedKey", func(b *testing.B) {
+		b.Run(body.name+"/Valid+RepeatedKey", func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(body.b)))
 			for b.Loop() {
 				if json.Valid(body.b) {
-					repeatedKey(body.b)
+					RepeatedKey(body.b)
 				}
 			}
 		})
-		b.Run(body.name+"/checkJSON", func(b *testing.B) {
+		b.Run(body.name+"/Check", func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(body.b)))
 			for b.Loop() {
-				checkJSON(body.b)
+				Check(body.b)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package api
+package evaluation
 
 import (
 	"slices"
@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/rollout/rollout/api/internal/jsonscan"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -46,14 +48,14 @@ func queryContext(c echo.Context) (feature.Context, error) {
 
 // hasQueryContext reports whether the raw query may hold a ctx. parameter.
 func hasQueryContext(raw string) bool {
-	return strings.Contains(raw, ctxPrefix) || strings.Contains(raw, "ctx%2") || strings.Contains(raw, "ctx%2E")
+	return strings.Contains(raw, ctxPrefix) || strings.Contains(raw, "ctx%2") // %2E or %2e, an escaped dot
 }
 
 // ofrepContext reads the attributes of an OFREP request's context,
 // ctxJSON, the object parseOFREPBody found in a body it accepted, with the
-// reader of its strings, text: every member but targetingKey (the user ID) and,
-// for bulk requests, flags (see readContext). The context comes from a
-// pool: the caller gives it back (putContext) once evaluated, and keeps
+// reader of its strings, text: every member but targetingKey (the user ID)
+// and, for bulk requests, flags (see readContext). The context comes from
+// a pool: the caller gives it back (putContext) once evaluated, and keeps
 // nothing of it.
 func ofrepContext(ctxJSON []byte, text jsonText, bulk bool, key string) (feature.Context, error) {
 	skip := []string{"targetingKey", "flags"}
@@ -62,7 +64,7 @@ func ofrepContext(ctxJSON []byte, text jsonText, bulk bool, key string) (feature
 	}
 	ctx, details := readContext(ctxJSON, text, skip)
 	if details != "" {
-		return nil, &ofrepError{Key: key, ErrorCode: ofrepInvalidContext, ErrorDetails: details}
+		return nil, &OFREPError{Key: key, ErrorCode: OFREPInvalidContext, ErrorDetails: details}
 	}
 	return ctx, nil
 }
@@ -83,19 +85,19 @@ func readContext(ctxJSON []byte, text jsonText, skip []string) (ctx feature.Cont
 		return nil, details
 	}
 	attrs, size := 0, 0
-	for it := (members{b: ctxJSON}); it.next(); {
+	for it := jsonscan.MembersAt(ctxJSON, 0); it.Next(); {
 		if skipped(&it, skip) {
 			continue
 		}
 		if attrs++; attrs > feature.MaxContextAttrs {
 			return invalid("the context has more than " + strconv.Itoa(feature.MaxContextAttrs) + " attributes")
 		}
-		if len(it.key) > 4*feature.MaxAttributeBytes+2 {
+		if len(it.Key) > 4*feature.MaxAttributeBytes+2 {
 			return invalid("a context attribute's name is at most " + strconv.Itoa(4*feature.MaxAttributeBytes) + " bytes")
 		}
-		name := text.str(it.key) // a substring of one copy, as the values
+		name := text.str(it.Key) // a substring of one copy, as the values
 		size += len(name)
-		switch v := it.value; v[0] {
+		switch v := it.Value; v[0] {
 		case '"':
 			if !readableString(v) {
 				return invalid("context." + name + " is not valid UTF-8")
@@ -139,9 +141,9 @@ func readContext(ctxJSON []byte, text jsonText, skip []string) (ctx feature.Cont
 }
 
 // skipped reports whether it's key is one of names.
-func skipped(it *members, names []string) bool {
+func skipped(it *jsonscan.Members, names []string) bool {
 	for _, name := range names {
-		if it.keyIs(name) {
+		if it.KeyIs(name) {
 			return true
 		}
 	}

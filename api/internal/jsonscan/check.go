@@ -1,24 +1,24 @@
-package api
+package jsonscan
 
 import "bytes"
 
 // Every request body the evaluation routes read by hand is first checked
 // to be JSON, as json.Valid checks it, and for repeated keys, as
-// repeatedKey looks for them. checkJSON does both in one reading of the
-// body, where json.Valid then repeatedKey read it twice, json.Valid
-// through a state machine that calls a function for every byte:
-// BenchmarkCheckJSON measures the two against it on OFREP's and POST
-// /evaluate's bodies, and FuzzCheckJSON holds it to their answers.
+// RepeatedKey looks for them. Check does both in one reading of the body,
+// where json.Valid then RepeatedKey read it twice, json.Valid through a
+// state machine that calls a function for every byte: BenchmarkCheck
+// measures the two against it on OFREP's and POST /evaluate's bodies, and
+// FuzzCheck holds it to their answers.
 
 // maxDepth is how deeply encoding/json lets arrays and objects nest.
 const maxDepth = 10000
 
-// checkJSON reports whether b is one JSON value, as json.Valid does, and,
-// when it is, returns what repeatedKey(b) returns: the first key that
+// Check reports whether b is one JSON value, as json.Valid does, and,
+// when it is, returns what RepeatedKey(b) returns: the first key that
 // repeats an earlier key of its object, at any depth. It allocates nothing
 // for JSON that nests at most 16 arrays and objects deep, with at most 32
 // keys without escapes in the objects open at once.
-func checkJSON(b []byte) (key string, repeated, valid bool) {
+func Check(b []byte) (key string, repeated, valid bool) {
 	type container struct {
 		object bool
 		start  int                 // its first key in keys
@@ -34,7 +34,7 @@ func checkJSON(b []byte) (key string, repeated, valid bool) {
 		member
 		after
 	)
-	next, i, n := value, skipSpace(b, 0), len(b)
+	next, i, n := value, SkipSpace(b, 0), len(b)
 	for {
 		switch next {
 		case value:
@@ -48,7 +48,7 @@ func checkJSON(b []byte) (key string, repeated, valid bool) {
 					return "", false, false
 				}
 				stack = append(stack, container{object: c == '{', start: len(keys)})
-				i = skipSpace(b, i+1)
+				i = SkipSpace(b, i+1)
 				switch {
 				case i < n && (b[i] == '}' && c == '{' || b[i] == ']' && c == '['):
 					i++
@@ -116,14 +116,14 @@ func checkJSON(b []byte) (key string, repeated, valid bool) {
 					key = string(k)
 				}
 			}
-			if i = skipSpace(b, end); i >= n || b[i] != ':' {
+			if i = SkipSpace(b, end); i >= n || b[i] != ':' {
 				return "", false, false
 			}
-			next, i = value, skipSpace(b, i+1)
+			next, i = value, SkipSpace(b, i+1)
 			continue
 		}
 		// After a value.
-		i = skipSpace(b, i)
+		i = SkipSpace(b, i)
 		if len(stack) == 0 {
 			return key, repeated, i == n
 		}
@@ -133,7 +133,7 @@ func checkJSON(b []byte) (key string, repeated, valid bool) {
 		top := &stack[len(stack)-1]
 		switch c := b[i]; {
 		case c == ',':
-			next, i = value, skipSpace(b, i+1)
+			next, i = value, SkipSpace(b, i+1)
 			if top.object {
 				next = member
 			}
