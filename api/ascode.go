@@ -12,6 +12,7 @@ import (
 
 	"github.com/rollout/rollout/internal/docfile"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -202,7 +203,7 @@ func (s *Server) applyDocument(c echo.Context) error {
 	keepAs(c, func(p rollout.DocumentPlan) (keptAnswer, error) { return jsonAnswer(http.StatusOK, p) })
 	var p rollout.DocumentPlan
 	actor := actorOf(c)
-	var role rollout.Role
+	var role auth.Role
 	if tok, ok := TokenOf(c); ok {
 		role = tok.Role
 	}

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -17,10 +18,10 @@ import (
 type ArchiveStore interface {
 	// ArchiveFeature archives the served feature key, which must be at
 	// the given version, and records e (its FeatureID and Version set by
-	// the store); with e.Request, marks that request applied (EConflict
-	// when it is no longer open). ENotFound when no feature key is
-	// served, EConflict when it is at another version.
-	ArchiveFeature(ctx context.Context, key string, version int, e AuditEvent) error
+	// the store); with an approval, marks that request applied
+	// (EConflict when it is no longer open). ENotFound when no feature
+	// key is served, EConflict when it is at another version.
+	ArchiveFeature(ctx context.Context, key string, version int, e audit.Event, approval *RequestDecision) error
 	// ArchivedFeatures returns the archived features, ordered by key.
 	ArchivedFeatures(ctx context.Context) ([]feature.Feature, error)
 	// ArchivedFeature returns the archived feature key: ENotFound when
@@ -35,7 +36,7 @@ type ArchiveStore interface {
 	// exposures and ramps, keeping its audit events, and records e.
 	// ENotFound when there is no feature key, EConflict when it is
 	// served (archive it first).
-	PurgeFeature(ctx context.Context, key string, e AuditEvent) error
+	PurgeFeature(ctx context.Context, key string, e audit.Event) error
 }
 
 // Archive stops serving the feature key, keeping it and its history to be
@@ -81,12 +82,11 @@ func (s *Service) archive(ctx context.Context, key string, opts ChangeOptions) (
 		now := s.now().UTC()
 		Settle(ctx, res, now)
 		churn := res.Report.Churn
-		e := AuditEvent{
-			Time: now, Actor: actor(opts), Kind: AuditArchive, Feature: key, Version: cur.Feature().Version,
+		e := audit.Event{
+			Time: now, Actor: actor(opts), Kind: audit.Archive, Feature: key, Version: cur.Feature().Version,
 			Summary: joinSummary(archivedSummary, ShareSummary(res.Report)), Comment: opts.Comment, Churn: &churn,
-			Request: opts.request,
 		}
-		if err := s.store.ArchiveFeature(ctx, key, cur.Feature().Version, e); err != nil {
+		if err := s.store.ArchiveFeature(ctx, key, cur.Feature().Version, e, opts.request); err != nil {
 			return Result{}, err
 		}
 		s.swap(key, nil)
@@ -160,7 +160,7 @@ func (s *Service) restore(ctx context.Context, key string, opts ChangeOptions) (
 	now := next.UpdatedAt
 	v := Version{
 		Version: next.Version, Actor: actor(opts), Time: now, Summary: restoredSummary,
-		Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: res.Report, Kind: AuditRestore,
+		Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: res.Report, Kind: audit.Restore,
 		Request: opts.request,
 	}
 	Settle(ctx, res, now)
@@ -221,8 +221,8 @@ func (s *Service) Purge(ctx context.Context, key string, opts ChangeOptions) err
 	}
 	defer s.mu.Unlock()
 	now := s.now().UTC()
-	e := AuditEvent{
-		Time: now, Actor: actor(opts), Kind: AuditPurge, Feature: key,
+	e := audit.Event{
+		Time: now, Actor: actor(opts), Kind: audit.Purge, Feature: key,
 		Summary: "purged: its configuration, history, exposures and ramps were removed; its audit events are kept",
 		Comment: opts.Comment,
 	}

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -962,7 +963,7 @@ type ApplyOptions struct {
 	Comment string
 	// Role is the role of the token applying: an editor's document is
 	// bound by the Settings (see checkDocument); "" and admins are not.
-	Role Role
+	Role auth.Role
 	// Versions, when not nil, are the versions the document's plan read
 	// (DocumentPlan.Versions): a feature of the document at another
 	// version now (0: it must not exist) refuses the whole apply with

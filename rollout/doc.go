@@ -56,7 +56,7 @@
 // Archive and audit (archive.go, audit.go). Archive stops serving a
 // feature but keeps it and its history; Restore serves it again as a new
 // version; Purge removes an archived one (ArchiveStore). Every action is
-// an AuditEvent that the store writes in the action's own transaction and
+// an audit.Event that the store writes in the action's own transaction and
 // never edits or deletes (AuditStore): each version's (VersionEvent, its
 // Kind), ramps' (RampEvent), segments' (SegmentEvent), tokens';
 // ShareSummary words a report in percentages.

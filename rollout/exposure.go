@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/stats"
 )
 
 // Evaluations are counted in memory, per feature version and bucket, by the
@@ -119,8 +120,8 @@ type ExposureReport struct {
 	// SRM is the sample-ratio check of the current version's counts
 	// (null: nothing to test), VersionSRM those of every version with
 	// counts, newest first (see versionSRM).
-	SRM        *SRM  `json:"srm"`
-	VersionSRM []SRM `json:"version_srm"`
+	SRM        *stats.SRM  `json:"srm"`
+	VersionSRM []stats.SRM `json:"version_srm"`
 	// LastDay is the evaluations of the last 24 hours, of every version:
 	// the counts stored for the hours that began in them, and those still
 	// in memory. It is how the dashboard estimates users a day.
@@ -207,7 +208,7 @@ func (s *Service) Exposures(ctx context.Context, key string) (ExposureReport, er
 		return ExposureReport{}, err
 	}
 	if rep.VersionSRM == nil {
-		rep.VersionSRM = []SRM{}
+		rep.VersionSRM = []stats.SRM{}
 	}
 	if len(rep.VersionSRM) > 0 && rep.VersionSRM[0].Version == rep.Version {
 		rep.SRM = &rep.VersionSRM[0]

@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/plan"
 )
@@ -116,7 +118,7 @@ type Ramp struct {
 	// An editor's ramp is bound by the settings at each step, unless
 	// ApprovedBy approved it: a step moves at most the editors' churn
 	// limit, and none applies while approvals cover the feature.
-	Role Role `json:"role,omitempty"`
+	Role auth.Role `json:"role,omitempty"`
 	// ApprovedBy is who approved the ramp's steps: the approver of the
 	// change request that started it, or who resumed it after it paused
 	// for an approval.
@@ -164,7 +166,7 @@ type RampSpec struct {
 	Comment   string
 	// Role is the role of the token starting the ramp: an editor's is
 	// bound by the settings (StartRamp); "" and admins' are not.
-	Role Role
+	Role auth.Role
 }
 
 // rampSpecJSON is a RampSpec as a ramp request keeps it (its comment is
@@ -478,7 +480,7 @@ func (s *Service) startApprovedRamp(ctx context.Context, r Request, approver, co
 	if err != nil {
 		return Ramp{}, Result{}, err
 	}
-	ramp.Role, ramp.ApprovedBy = RoleEditor, approver
+	ramp.Role, ramp.ApprovedBy = auth.RoleEditor, approver
 	ramp.Request = &RequestDecision{ID: r.ID, By: approver, Comment: comment}
 	if err := s.store.CreateRamp(ctx, ramp); err != nil {
 		return Ramp{}, Result{}, err
@@ -914,7 +916,7 @@ type rampBounds struct {
 
 // rampLimit reads the settings' bounds on r's next step.
 func (s *Service) rampLimit(ctx context.Context, r Ramp) (rampBounds, error) {
-	if r.Role != RoleEditor || r.ApprovedBy != "" {
+	if r.Role != auth.RoleEditor || r.ApprovedBy != "" {
 		return rampBounds{}, nil
 	}
 	st, err := s.store.Settings(ctx)
@@ -1027,7 +1029,7 @@ const shareSlack = plan.ShareSlack
 // rampReplicasChange sets the replicas of bucket, as a ramp step.
 func rampReplicasChange(bucket string, replicas int, summary string) Change {
 	ch := UpdateBucket(bucket, &replicas, nil)
-	ch.summary, ch.kind = summary, AuditRampStep
+	ch.summary, ch.kind = summary, audit.RampStep
 	return ch
 }
 
@@ -1038,7 +1040,7 @@ func rampReplicasChange(bucket string, replicas int, summary string) Change {
 func rampFinal(bucket string, replicas int, summary string) Change {
 	return Change{
 		summary: summary,
-		kind:    AuditRampStep,
+		kind:    audit.RampStep,
 		apply: func(f *feature.Feature) error {
 			for i := range f.Buckets {
 				f.Buckets[i].Replicas = 0

@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -57,7 +59,7 @@ type ChangeOptions struct {
 	// Role is the role of the token making the change: an editor's
 	// changes are bound by the Settings (the churn limit, approvals);
 	// "" (the command line, an open API) and admins are not.
-	Role Role
+	Role auth.Role
 
 	gate    *gate            // the editor's settings, set by the service
 	request *RequestDecision // an approval being applied
@@ -189,7 +191,7 @@ func (s *Service) Create(ctx context.Context, f feature.Feature, opts ChangeOpti
 	if opts.DryRun {
 		return res, nil
 	}
-	v := Version{Version: 1, Actor: actor(opts), Time: now, Summary: "created", Comment: opts.Comment, Config: f, OverrideCount: len(f.Overrides), Report: rep, Kind: AuditCreate}
+	v := Version{Version: 1, Actor: actor(opts), Time: now, Summary: "created", Comment: opts.Comment, Config: f, OverrideCount: len(f.Overrides), Report: rep, Kind: audit.Create}
 	Settle(ctx, res, now)
 	if err := s.store.CreateFeature(ctx, f, v); err != nil {
 		if feature.ErrorCode(err) == feature.EConflict { // created elsewhere meanwhile: serve it

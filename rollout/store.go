@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -28,7 +29,7 @@ type Version struct {
 	// Kind is the kind of audit event that records the version (see
 	// VersionEvent); "" for a change (a create at version 1). Stores do
 	// not keep it in the version: its audit event holds it.
-	Kind AuditKind `json:"-"`
+	Kind audit.Kind `json:"-"`
 	// Request, when not nil, is the approval that applies the version:
 	// the store marks the request applied in the version's transaction,
 	// or refuses the version with EConflict when the request is no

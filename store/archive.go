@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -14,9 +15,9 @@ import (
 // given version: it stays, with its history, exposures and audit events,
 // but Features and Feature leave it out. It records e (with the feature's
 // ID and version) and a commit of the feature, so that other instances
-// drop it; with e.Request, it marks that change request applied. It returns feature.ENotFound when no feature key is served and
+// drop it; with an approval, it marks that change request applied. It returns feature.ENotFound when no feature key is served and
 // feature.EConflict when it is at another version.
-func (db *DB) ArchiveFeature(ctx context.Context, key string, version int, e rollout.AuditEvent) error {
+func (db *DB) ArchiveFeature(ctx context.Context, key string, version int, e audit.Event, approval *rollout.RequestDecision) error {
 	return db.writeTx(ctx, fmt.Sprintf("archive feature %q", key), func(tx *tx) error {
 		now := db.now()
 		if e.Time.IsZero() {
@@ -35,13 +36,13 @@ func (db *DB) ArchiveFeature(ctx context.Context, key string, version int, e rol
 		}
 		e.Feature, e.FeatureID, e.Version = key, id, version
 		if e.Kind == "" {
-			e.Kind = rollout.AuditArchive
+			e.Kind = audit.Archive
 		}
 		if err := tx.appendAudit(e); err != nil {
 			return err
 		}
-		if e.Request != nil {
-			if err := tx.approveRequest(e.Request, e.Time, func(r *rollout.Request) { r.AppliedVersion = 0 }); err != nil {
+		if approval != nil {
+			if err := tx.approveRequest(approval, e.Time, func(r *rollout.Request) { r.AppliedVersion = 0 }); err != nil {
 				return err
 			}
 		}
@@ -116,7 +117,7 @@ func (db *DB) RestoreFeature(ctx context.Context, f feature.Feature, v rollout.V
 // events stay; e is added (with the feature's ID), and a commit of the
 // feature. It returns feature.ENotFound when there is no feature key and
 // feature.EConflict when it is served.
-func (db *DB) PurgeFeature(ctx context.Context, key string, e rollout.AuditEvent) error {
+func (db *DB) PurgeFeature(ctx context.Context, key string, e audit.Event) error {
 	return db.writeTx(ctx, fmt.Sprintf("purge feature %q", key), func(tx *tx) error {
 		if db.d.ForUpdate != "" {
 			if _, err := tx.exec(`SELECT 1 FROM features WHERE key = ? {forUpdate}`, key); err != nil {
@@ -138,7 +139,7 @@ func (db *DB) PurgeFeature(ctx context.Context, key string, e rollout.AuditEvent
 		}
 		e.Feature, e.FeatureID, e.Version = key, f.ID, f.Version
 		if e.Kind == "" {
-			e.Kind = rollout.AuditPurge
+			e.Kind = audit.Purge
 		}
 		if err := tx.appendAudit(e); err != nil {
 			return err

@@ -1,6 +1,6 @@
 // Package store keeps features, their history, tokens, exposures, ramps and
 // the change feed in a SQL database through database/sql. Its DB
-// implements rollout.Store and rollout.TokenStore once for every database;
+// implements rollout.Store and auth.Store once for every database;
 // what differs between them (placeholders, error codes, time encoding,
 // collation, notifications, backup, connection setup) is a Dialect, which
 // the packages store/sqlite and store/postgres provide. Both pass the
@@ -22,6 +22,7 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -104,8 +105,8 @@ type DB struct {
 }
 
 var (
-	_ rollout.Store      = (*DB)(nil)
-	_ rollout.TokenStore = (*DB)(nil)
+	_ rollout.Store = (*DB)(nil)
+	_ auth.Store    = (*DB)(nil)
 )
 
 // New returns a DB on the database of d, whose migrations have been

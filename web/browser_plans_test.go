@@ -16,7 +16,9 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/stats"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
 )
@@ -264,7 +266,7 @@ func TestBrowserSRM(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	tokens, err := rollout.NewTokens(ctx, db, nil)
+	tokens, err := auth.NewTokens(ctx, db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,16 +274,16 @@ func TestBrowserSRM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, admin, err := tokens.Create(ctx, "ann", rollout.RoleAdmin, time.Now())
+	_, admin, err := tokens.Create(ctx, "ann", auth.RoleAdmin, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, sdk, err := tokens.Create(ctx, "app", rollout.RoleSDK, time.Now())
+	_, sdk, err := tokens.Create(ctx, "app", auth.RoleSDK, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth := api.NewAuth(tokens, nil)
-	e := api.New(svc, api.Options{Auth: auth, Plans: testPlanLimits, Routes: web.Routes(svc, web.Options{Sessions: auth})})
+	access := api.NewAuth(tokens, nil)
+	e := api.New(svc, api.Options{Auth: access, Plans: testPlanLimits, Routes: web.Routes(svc, web.Options{Sessions: access})})
 	b := startBrowserOn(t, &app{e: e, svc: svc, db: db})
 
 	p, err := rollout.PlanNew(map[string]float64{"control": 0.5, "treatment": 0.5}, rollout.PlanOptions{Mode: rollout.ModeAuto, Order: []string{"control", "treatment"}})
@@ -318,7 +320,7 @@ func TestBrowserSRM(t *testing.T) {
 	b.do(fill("#token", admin), chromedp.Submit(chromedp.CSS("#token")), waitFor("#who"))
 	b.do(chromedp.Navigate(b.base+"/ui/features/signup"), waitFor("#srm"))
 	type report struct {
-		VersionSRM []rollout.SRM `json:"version_srm"`
+		VersionSRM []stats.SRM `json:"version_srm"`
 	}
 	var rep report
 	call(t, http.MethodGet, b.base+"/api/features/signup/exposures", admin, nil, &rep)

@@ -15,6 +15,7 @@ import (
 	"github.com/rollout/rollout/cmd/internal/serve"
 	"github.com/rollout/rollout/internal/logwriter"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
@@ -188,14 +189,14 @@ func populate(ctx context.Context, path string, n int, rules bool, s *service) (
 			return fmt.Errorf("create feature %s: %w", rulesKey, err)
 		}
 	}
-	tokens, err := rollout.NewTokens(ctx, db, nil)
+	tokens, err := auth.NewTokens(ctx, db, nil)
 	if err != nil {
 		return err
 	}
 	for _, t := range []struct {
-		role rollout.Role
+		role auth.Role
 		h    *http.Header
-	}{{rollout.RoleEvaluate, &s.evaluate}, {rollout.RoleEditor, &s.edit}} {
+	}{{auth.RoleEvaluate, &s.evaluate}, {auth.RoleEditor, &s.edit}} {
 		_, secret, err := tokens.Create(ctx, "bench-"+string(t.role), t.role, time.Now())
 		if err != nil {
 			return err

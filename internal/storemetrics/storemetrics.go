@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -76,8 +77,8 @@ func (s *countingStore) ApplyRampStep(ctx context.Context, f feature.Feature, v 
 	return err
 }
 
-func (s *countingStore) ArchiveFeature(ctx context.Context, key string, version int, e rollout.AuditEvent) error {
-	err := s.Store.ArchiveFeature(ctx, key, version, e)
+func (s *countingStore) ArchiveFeature(ctx context.Context, key string, version int, e audit.Event, approval *rollout.RequestDecision) error {
+	err := s.Store.ArchiveFeature(ctx, key, version, e, approval)
 	s.count("archive_feature", err)
 	return err
 }
@@ -88,7 +89,7 @@ func (s *countingStore) RestoreFeature(ctx context.Context, f feature.Feature, v
 	return err
 }
 
-func (s *countingStore) PurgeFeature(ctx context.Context, key string, e rollout.AuditEvent) error {
+func (s *countingStore) PurgeFeature(ctx context.Context, key string, e audit.Event) error {
 	err := s.Store.PurgeFeature(ctx, key, e)
 	s.count("purge_feature", err)
 	return err

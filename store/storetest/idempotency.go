@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -176,7 +177,7 @@ func testIdempotentWrite(t *testing.T, o Opened) {
 		t.Error("a claim not settled was committed with a write")
 	}
 	rollout.Settle(ctx, g, t0)
-	if err := s.ArchiveFeature(ctx, g.Key, g.Version, rollout.AuditEvent{Actor: "test"}); err != nil {
+	if err := s.ArchiveFeature(ctx, g.Key, g.Version, audit.Event{Actor: "test"}, nil); err != nil {
 		t.Fatalf("ArchiveFeature(with a claim) = %v", err)
 	}
 	if got := claimKey(t, other, idemRecord("tok", "del", "fp", "d2", t0), t0, false); !got.Done || !claim.IsCommitted() {
