@@ -1,6 +1,7 @@
-// Package store keeps features, their history, tokens, exposures, ramps and
-// the change feed in a SQL database through database/sql. Its DB
-// implements rollout.Store and auth.Store once for every database;
+// Package store keeps features, their history, tokens, webhooks, exposures,
+// ramps and the change feed in a SQL database through database/sql. Its DB
+// implements the interfaces of its consumers (rollout.Store, auth.Store,
+// webhook.Store and webhook.Outbox) once for every database;
 // what differs between them (placeholders, error codes, time encoding,
 // collation, notifications, backup, connection setup) is a Dialect, which
 // the packages store/sqlite and store/postgres provide. Both pass the

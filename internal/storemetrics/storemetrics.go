@@ -95,12 +95,6 @@ func (s *countingStore) PurgeFeature(ctx context.Context, key string, e audit.Ev
 	return err
 }
 
-func (s *countingStore) Versions(ctx context.Context, key string, before, limit int) ([]rollout.Version, error) {
-	vs, err := s.Store.Versions(ctx, key, before, limit)
-	s.count("versions", err)
-	return vs, err
-}
-
 func (s *countingStore) VersionSummaries(ctx context.Context, key string, before, limit int) ([]rollout.Version, error) {
 	vs, err := s.Store.VersionSummaries(ctx, key, before, limit)
 	s.count("version_summaries", err)

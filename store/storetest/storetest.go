@@ -29,6 +29,13 @@ type Store interface {
 	auth.Store
 	webhook.Store
 	webhook.Outbox
+	// Versions returns what VersionSummaries returns, each entry with its
+	// whole configuration, overrides included.
+	Versions(ctx context.Context, key string, before, limit int) ([]rollout.Version, error)
+	// SessionKey and CheckWrite are what the server needs besides
+	// (package cmd/internal/serve).
+	SessionKey(ctx context.Context) ([]byte, error)
+	CheckWrite(ctx context.Context) error
 }
 
 // Opened is a new, empty database for one case.

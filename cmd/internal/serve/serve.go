@@ -131,6 +131,14 @@ type Store interface {
 	auth.Store
 	webhook.Store
 	webhook.Outbox
+	// SessionKey returns the 32-byte key the database keeps for signing
+	// dashboard sessions, making it on the first call. Every caller, in
+	// any process sharing the database, gets the same key.
+	SessionKey(ctx context.Context) ([]byte, error)
+	// CheckWrite makes a small real write to check that changes can be
+	// saved, for readiness checks. It answers within about a second, with
+	// EUnavailable when the database cannot be written.
+	CheckWrite(ctx context.Context) error
 	// SetTimeout bounds each of the store's operations; 0: no bound.
 	SetTimeout(time.Duration)
 }
