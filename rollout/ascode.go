@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/plan"
 )
 
 // Rollouts as code. A Document is the features of a server written down as
@@ -45,7 +46,7 @@ const (
 
 // shareSumSlack is how far from 1, per bucket, a feature's shares may sum
 // (as targets in a plan's mode may: 3 × 0.3333 for thirds).
-const shareSumSlack = roundedSumSlack
+const shareSumSlack = plan.RoundedSumSlack
 
 // keepSlack is how close a document's share must be to the bucket's exact
 // share for the bucket to keep its replicas: an exported share is the
@@ -168,8 +169,8 @@ func (f DocFeature) validate(path string) error {
 	if !feature.ValidKey(f.Key) {
 		return docErrorf(path+".key", "feature key %q is invalid: use 1 to 64 characters of a-z, 0-9, '_', '.', '-', starting with a letter or digit", f.Key)
 	}
-	if f.Tolerance != 0 && !ValidTolerance(f.Tolerance) {
-		return docErrorf(path+".tolerance", "tolerance %v is out of range: give a fraction of users from %v to below %v, such as 0.005 for half a percentage point", f.Tolerance, MinTolerance, MaxTolerance)
+	if f.Tolerance != 0 && !plan.ValidTolerance(f.Tolerance) {
+		return docErrorf(path+".tolerance", "tolerance %v is out of range: give a fraction of users from %v to below %v, such as 0.005 for half a percentage point", f.Tolerance, plan.MinTolerance, plan.MaxTolerance)
 	}
 	if err := feature.ValidateLabels(f.Tags, f.Owner); err != nil {
 		field := ".tags"
@@ -489,7 +490,7 @@ type DocBucketPlan struct {
 // already serve are planned as POST /api/features/K/plan plans them
 // (ModeAuto, opts's budget, stopping when ctx ends); a plan that cannot
 // come within its tolerance is an EInvalid error. Nothing is stored.
-func (s *Service) PlanDocument(ctx context.Context, d Document, opts PlanOptions) (DocumentPlan, error) {
+func (s *Service) PlanDocument(ctx context.Context, d Document, opts plan.Options) (DocumentPlan, error) {
 	if err := d.Validate(); err != nil {
 		return DocumentPlan{}, err
 	}
@@ -552,7 +553,7 @@ func segmentPopulation(sc SegmentChange) feature.PopulationChange {
 		Text: fmt.Sprintf("users matching in segment %s: as segment version %d said → as version %d says (%s)", sc.Segment, sc.FromVersion, sc.ToVersion, feature.Abbreviate(sc.Conditions))}
 }
 
-func planDocument(ctx context.Context, snap *feature.Snapshot, d Document, opts PlanOptions) (DocumentPlan, error) {
+func planDocument(ctx context.Context, snap *feature.Snapshot, d Document, opts plan.Options) (DocumentPlan, error) {
 	p := DocumentPlan{Changes: make([]FeatureChange, 0, len(d.Features)), Revision: snap.Revision(),
 		Versions: make(map[string]int, len(d.Features)), Unlisted: []string{},
 		Document: Document{Features: make([]DocFeature, 0, len(d.Features)), Segments: []DocSegment{}}}
@@ -675,7 +676,7 @@ func segmentBump(ch FeatureChange, segs map[string]*feature.CompiledSegment) Fea
 }
 
 // planFeature plans df against cur (nil: no such feature yet).
-func planFeature(ctx context.Context, cur *feature.Compiled, df DocFeature, opts PlanOptions, segs map[string]*feature.CompiledSegment) (FeatureChange, error) {
+func planFeature(ctx context.Context, cur *feature.Compiled, df DocFeature, opts plan.Options, segs map[string]*feature.CompiledSegment) (FeatureChange, error) {
 	ch := FeatureChange{Feature: df.Key, Action: ActionNone, Fields: []string{}, Moves: []feature.Move{}, CrossMoves: []feature.Move{}, Rules: []feature.PopulationChange{}, cur: cur}
 	var next feature.Feature
 	if cur != nil {
@@ -740,7 +741,7 @@ func planFeature(ctx context.Context, cur *feature.Compiled, df DocFeature, opts
 // the current replicas when its shares are the feature's exact shares; or
 // else the planner's replicas for its shares. Values are df's, but a value
 // equal as JSON to the current one keeps the current text.
-func docBuckets(ctx context.Context, cur *feature.Compiled, df DocFeature, opts PlanOptions) ([]feature.Bucket, *DocBucketPlan, error) {
+func docBuckets(ctx context.Context, cur *feature.Compiled, df DocFeature, opts plan.Options) ([]feature.Bucket, *DocBucketPlan, error) {
 	values := make(map[string]json.RawMessage, len(df.Buckets))
 	for _, b := range df.Buckets {
 		v := feature.CompactJSON(b.Value)
@@ -775,25 +776,25 @@ func docBuckets(ctx context.Context, cur *feature.Compiled, df DocFeature, opts 
 		return withValues(cur.Feature().Buckets), nil, nil
 	}
 	if opts.Mode == "" {
-		opts.Mode = ModeAuto
+		opts.Mode = plan.ModeAuto
 	}
 	if df.Tolerance != 0 {
 		opts.Tolerance = df.Tolerance
 	}
-	var p Plan
+	var p plan.Plan
 	var err error
 	if cur == nil {
 		for _, b := range df.Buckets {
 			opts.Order = append(opts.Order, b.Name)
 		}
-		p, err = PlanNewContext(ctx, targets, opts)
+		p, err = plan.NewContext(ctx, targets, opts)
 	} else {
 		for _, b := range cur.Feature().Buckets {
 			if _, ok := targets[b.Name]; !ok {
 				targets[b.Name] = 0 // left out of the document: removed
 			}
 		}
-		p, err = PlanSharesContext(ctx, cur.Feature().Buckets, targets, opts)
+		p, err = plan.ForContext(ctx, cur.Feature().Buckets, targets, opts)
 	}
 	switch {
 	case err != nil:
@@ -979,7 +980,7 @@ type ApplyOptions struct {
 	// TotalChurn is above it.
 	MaxChurn      *float64
 	MaxTotalChurn *float64
-	Plan          PlanOptions
+	Plan          plan.Options
 }
 
 // ApplyDocument makes every change d plans (see PlanDocument) as one batch

@@ -31,14 +31,11 @@
 // Service.UserHistory replays what one user was served, version by
 // version.
 //
-// Plans (plan.go). PlanShares, PlanNew and Service.Plan find the replica
-// counts that bring a feature's buckets to target shares within a
-// tolerance (CheckTolerance is the one rule for a tolerance, of plans and
-// ramps alike), moving as few users as they can; the search itself is
-// package rollout/plan. In a mode (PlanOptions.Mode) plans are fine, to
-// FineTolerance: ModeNested changes only the buckets that change (users
-// move only into or out of them), ModeExact rebalances every bucket and
-// lists its CrossMoves, ModeAuto offers both.
+// Plans (plan.go). Service.Plan finds the replica counts that bring a
+// feature's buckets to target shares within a tolerance, moving as few
+// users as it can, with the report of applying them: package rollout/plan
+// plans (plan.For, plan.New, the modes, and plan.CheckTolerance, the one
+// rule for a tolerance of plans and ramps alike).
 //
 // Ramps (ramp.go). A Ramp grows one bucket to a list of shares at set
 // times (or shrinks it: a ramp down), each step an ordinary change that

@@ -17,6 +17,7 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/plan"
 	"github.com/rollout/rollout/store/sqlite"
 )
 
@@ -91,7 +92,7 @@ var featureBuckets = benchBuckets
 // fine tolerance (0.05 percentage points), as the dashboard plans a new
 // feature: two buckets, A and B, of names as long as benchBuckets'.
 func fineBuckets() ([]feature.Bucket, error) {
-	p, err := rollout.PlanNew(map[string]float64{"A": 0.5, "B": 0.5}, rollout.PlanOptions{Mode: rollout.ModeAuto, Order: []string{"A", "B"}})
+	p, err := plan.New(map[string]float64{"A": 0.5, "B": 0.5}, plan.Options{Mode: plan.ModeAuto, Order: []string{"A", "B"}})
 	if err != nil {
 		return nil, err
 	}
