@@ -8,6 +8,14 @@
 // contract of package storetest. Copy and Compare (copy.go) move a whole
 // database into another of either dialect, every table of the schema but
 // those SkippedTables names, and compare the two.
+//
+// The package's files, one per part of what it keeps: store.go (DB, its
+// transactions, migrations, CheckWrite), feature.go (features and their
+// versions), archive.go, segment.go, ramp.go, request.go (change requests
+// and the settings), batch.go (documents' batches), exposure.go,
+// audit.go (the audit trail), feed.go (the change feed and the session
+// key), idempotency.go, token.go (tokens and signed-out sessions),
+// webhook.go (webhooks and their delivery log), copy.go.
 package store
 
 import (
