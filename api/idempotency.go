@@ -248,7 +248,9 @@ func (s *Server) idempotent(route Route, next echo.HandlerFunc) echo.HandlerFunc
 		ctx := context.WithoutCancel(r.Context())
 		status := c.Response().Status
 		switch {
-		case kc.kept != nil && err == nil: // kept with the change
+		case kc.kept != nil && err == nil:
+			// The change committed that answer with the key (the promise
+			// of rollout.Idempotency), and it was sent.
 		case err == nil && status >= 200 && status < 300:
 			a := keptAnswer{Status: status, Body: rec.body.Bytes()}
 			if tag := c.Response().Header().Get("ETag"); tag != "" {
