@@ -39,7 +39,7 @@ func queryContext(c echo.Context) (feature.Context, error) {
 		}
 	}
 	if err := feature.ValidateContext(ctx); err != nil {
-		return nil, asBadRequest(err)
+		return nil, err
 	}
 	return ctx, nil
 }

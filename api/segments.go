@@ -106,7 +106,7 @@ func (s *Server) createSegment(c echo.Context) error {
 	ctx := keepAs(c, segmentAnswer(status))
 	res, err := s.svc.CreateSegment(ctx, feature.Segment{Key: req.Key, Description: req.Description, Conditions: *req.Conditions}, opts)
 	if err != nil {
-		return asBadRequest(err)
+		return err
 	}
 	s.appliedSegment(c, res, "created", opts)
 	a, err := segmentAnswer(status)(res)
@@ -135,7 +135,7 @@ func (s *Server) updateSegment(c echo.Context) error {
 	ctx := keepAs(c, segmentAnswer(http.StatusOK))
 	res, err := s.svc.UpdateSegment(ctx, key, req.Description, *req.Conditions, opts)
 	if err != nil {
-		return asBadRequest(err)
+		return err
 	}
 	s.appliedSegment(c, res, "changed", opts)
 	a, err := segmentAnswer(http.StatusOK)(res)

@@ -214,8 +214,10 @@ func (f DocFeature) validate(at string) error {
 	if err := f.validated().Validate(); err != nil {
 		return placed(at, err)
 	}
-	if f.Tolerance != 0 && !ValidTolerance(f.Tolerance) {
-		return docErrorf(at+".tolerance", "tolerance %v is out of range: give a fraction of users from %v to below %v, such as 0.005 for half a percentage point", f.Tolerance, MinTolerance, MaxTolerance)
+	if f.Tolerance != 0 {
+		if err := CheckTolerance(f.Tolerance); err != nil {
+			return placed(at+".tolerance", err)
+		}
 	}
 	shares, replicas := 0, 0
 	var sum float64
@@ -288,7 +290,7 @@ func (d Document) checkSegmentsKnown(segs map[string]*feature.CompiledSegment) e
 					continue
 				}
 				if _, ok := segs[key]; !ok && !listed[key] {
-					return docErrorf(fmt.Sprintf("features[%d].rules[%d].conditions[%d].value", i, j, k),
+					return docErrorf(fmt.Sprintf("features[%d].rules[%d].conditions[%d]", i, j, k),
 						"in_segment names segment %q, which neither the document nor the server has: add it to the document's segments", key)
 				}
 			}
