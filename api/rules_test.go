@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -436,5 +437,63 @@ func TestValidationErrorField(t *testing.T) {
 	}
 	if f, _ := s.svc.Snapshot().Feature("checkout"); f.Version != 1 {
 		t.Errorf("after refused changes checkout is at version %d, want 1", f.Version)
+	}
+}
+
+// TestContextErrorsSaidOnce: a context the domain refuses is refused with
+// feature.ValidateContext's words on every evaluation route: the query's
+// context, a body's and OFREP's (in its own shape, INVALID_CONTEXT).
+func TestContextErrorsSaidOnce(t *testing.T) {
+	s := newRulesServer(t)
+	// OFREP reads the context only for features that use it.
+	s.must(http.StatusOK, "PUT", "/api/features/checkout/rules", `{"rules":[{"name":"r","conditions":[{"attribute":"a","op":"eq","value":"x"}],"serve":{"bucket":"on"}}]}`)
+	long := strings.Repeat("x", feature.MaxContextValueLen+1)
+	many := map[string]any{}
+	q := url.Values{"feature": {"checkout"}, "user": {"u1"}}
+	for i := range feature.MaxContextAttrs + 1 {
+		many[fmt.Sprint("a", i)] = "x"
+		q.Set(fmt.Sprint("ctx.a", i), "x")
+	}
+	list := make([]string, feature.MaxContextList+1)
+	for _, tt := range []struct {
+		name  string
+		ctx   feature.Context
+		query url.Values
+		body  map[string]any
+	}{
+		{"a long string", feature.Context{"a": long}, url.Values{"feature": {"checkout"}, "user": {"u1"}, "ctx.a": {long}}, map[string]any{"a": long}},
+		{"a long list", feature.Context{"a": list}, url.Values{"feature": {"checkout"}, "user": {"u1"}, "ctx.a": list}, map[string]any{"a": list}},
+		{"too many attributes", feature.Context(many), q, many},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			want := feature.ErrorMessage(feature.ValidateContext(tt.ctx))
+			if want == "" {
+				t.Fatalf("ValidateContext(%s) accepts it", tt.name)
+			}
+			withKey := map[string]any{"targetingKey": "u1"}
+			maps.Copy(withKey, tt.body)
+			for _, r := range []struct {
+				method, path string
+				body         any
+				status       int
+				field        string
+			}{
+				{"GET", "/evaluate?" + tt.query.Encode(), nil, http.StatusUnprocessableEntity, "message"},
+				{"POST", "/evaluate", map[string]any{"user": "u1", "context": tt.body}, http.StatusUnprocessableEntity, "message"},
+				{"POST", "/evaluate", map[string]any{"user": "u1", "features": []string{"checkout"}, "context": tt.body}, http.StatusUnprocessableEntity, "message"},
+				{"POST", "/ofrep/v1/evaluate/flags/checkout", map[string]any{"context": withKey}, http.StatusBadRequest, "errorDetails"},
+			} {
+				got := s.do(r.method, r.path, r.body)
+				msg := ""
+				if e, ok := got.json(t)["error"].(map[string]any); ok {
+					msg, _ = e[r.field].(string)
+				} else {
+					msg, _ = got.json(t)[r.field].(string)
+				}
+				if got.status != r.status || msg != want {
+					t.Errorf("%s %.60s = %d %.300s, want %d saying %q", r.method, r.path, got.status, got.body, r.status, want)
+				}
+			}
+		})
 	}
 }

@@ -967,11 +967,13 @@ func (c *Compiled) position(user string, ctx Context, attr string) (ring.Positio
 // MaxContextAttrs attributes, a name longer than MaxAttributeBytes×4, a
 // string longer than MaxContextValueLen, a list longer than MaxContextList,
 // names, strings and list entries of more than MaxContextBytes together
-// (ContextTooLarge), or a value of another type than string, number, bool
-// or list of strings.
+// (ContextTooLarge), or a value of another type than string, number, bool,
+// list of strings or nil (an attribute without a value, which no condition
+// but absent holds). It is the one check of a context: of the server's
+// query, body and OFREP contexts alike, and of the in-app client's.
 func ValidateContext(ctx Context) error {
 	if len(ctx) > MaxContextAttrs {
-		return Errorf(EInvalid, "the context has %d attributes; at most %d", len(ctx), MaxContextAttrs)
+		return tooManyAttributes()
 	}
 	size := 0
 	for k, v := range ctx {
@@ -1008,6 +1010,12 @@ func ValidateContext(ctx Context) error {
 	return nil
 }
 
+// tooManyAttributes is the EInvalid *Error of a context of more than
+// MaxContextAttrs attributes.
+func tooManyAttributes() error {
+	return Errorf(EInvalid, "the context has more than %d attributes: send only the attributes the rules read", MaxContextAttrs)
+}
+
 // ContextTooLarge is the EInvalid *Error of a context over
 // MaxContextBytes, which every reader of a context answers.
 func ContextTooLarge() error {
@@ -1017,11 +1025,12 @@ func ContextTooLarge() error {
 // ContextFromJSON converts attributes decoded from JSON (encoding/json's
 // any: string, float64, bool, []any, map, nil) into a Context: lists of
 // strings become []string; objects, null and lists holding anything but
-// strings are left out (no rule can test them). It refuses what
+// strings hold no value (nil: no rule can test them), but count as
+// attributes, their names among the context's bytes. It refuses what
 // ValidateContext refuses.
 func ContextFromJSON(m map[string]any) (Context, error) {
 	if len(m) > MaxContextAttrs {
-		return nil, Errorf(EInvalid, "the context has %d attributes; at most %d", len(m), MaxContextAttrs)
+		return nil, tooManyAttributes()
 	}
 	ctx := make(Context, len(m))
 	for k, v := range m {
@@ -1043,7 +1052,11 @@ func ContextFromJSON(m map[string]any) (Context, error) {
 			}
 			if list != nil {
 				ctx[k] = list
+			} else {
+				ctx[k] = nil
 			}
+		default:
+			ctx[k] = nil
 		}
 	}
 	return ctx, ValidateContext(ctx)
