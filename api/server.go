@@ -3,7 +3,9 @@
 // for apps that evaluate in their own process (/sync/v1, package client), the JSON API
 // that rollout scripts and the dashboard use to change features, and health,
 // readiness and Prometheus metrics for operators. Handlers decode, call the
-// rollout domain, and encode. Every request is counted in the metrics and
+// rollout domain, and encode; every error is answered by one handler
+// (errors.go) with the one status of its code, and the field it is about.
+// Every request is counted in the metrics and
 // carries a request ID; which requests are also logged is Options.RequestLog's
 // choice: by default changes, errors and slow requests, not evaluations.
 package api
