@@ -134,8 +134,8 @@ func (f Feature) validate(strict, stored bool) error {
 	if !ValidKey(f.Key) {
 		return invalidAt("key", "feature key %q is invalid: use 1 to 64 characters of a-z, 0-9, '_', '.', '-', starting with a letter or digit", f.Key)
 	}
-	if len(f.Description) > MaxDescription || !utf8.ValidString(f.Description) {
-		return invalidAt("description", "description must be valid UTF-8 of at most %d bytes", MaxDescription)
+	if err := validateDescription(f.Description); err != nil {
+		return err
 	}
 	if len(f.Salt) > MaxSaltBytes || !utf8.ValidString(f.Salt) {
 		return invalidAt("salt", "salt must be valid UTF-8 of at most %d bytes", MaxSaltBytes)
@@ -182,6 +182,15 @@ func (f Feature) validate(strict, stored bool) error {
 		if validateUser(user, strict) != nil || !seen[bucket] {
 			return f.overrideError(seen, strict)
 		}
+	}
+	return nil
+}
+
+// validateDescription reports what is wrong with the description of a
+// feature or a segment: it is at most MaxDescription bytes of UTF-8.
+func validateDescription(d string) error {
+	if len(d) > MaxDescription || !utf8.ValidString(d) {
+		return invalidAt("description", "description must be valid UTF-8 of at most %d bytes", MaxDescription)
 	}
 	return nil
 }

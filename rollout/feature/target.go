@@ -725,8 +725,8 @@ func (s Segment) validate(stored bool) error {
 	if !ValidKey(s.Key) {
 		return invalidAt("key", "segment key %q is invalid: use 1 to 64 characters of a-z, 0-9, '_', '.', '-', starting with a letter or digit", Abbreviate(s.Key))
 	}
-	if len(s.Description) > MaxDescription || !utf8.ValidString(s.Description) {
-		return invalidAt("description", "description must be valid UTF-8 of at most %d bytes", MaxDescription)
+	if err := validateDescription(s.Description); err != nil {
+		return err
 	}
 	if len(s.Conditions) > MaxConditions {
 		return invalidAt("conditions", "segment %q has %d conditions; at most %d", s.Key, len(s.Conditions), MaxConditions)
