@@ -186,7 +186,7 @@ func (s *Server) createFeature(c echo.Context) error {
 		f.Rules = nil
 	}
 	if err := f.ValidateTargeting(); err != nil {
-		return asBadRequest(err)
+		return err // before a plan of targets, which may take long
 	}
 	if req.Targets != nil {
 		if f.Buckets, err = s.plannedBuckets(c, req); err != nil {
@@ -209,9 +209,6 @@ func (s *Server) createFeature(c echo.Context) error {
 	})
 	opts.Idempotency = answer.idempotency()
 	res, err := s.svc.Create(c.Request().Context(), f, opts)
-	if rollout.IsUnknownSegment(err) {
-		return asBadRequest(err)
-	}
 	if err != nil {
 		return err
 	}
@@ -254,11 +251,7 @@ func (s *Server) patchFeature(c echo.Context) error {
 		return err
 	}
 	others := req.Description != nil || req.Enabled != nil || req.Fallback != nil || req.BucketBy != nil
-	ch := req.withLabels(patchChange(req), others)
-	if req.BucketBy != nil {
-		return asBadRequest(s.change(c, req.guards, ch))
-	}
-	return s.change(c, req.guards, ch)
+	return s.change(c, req.guards, req.withLabels(patchChange(req), others))
 }
 
 // deleteFeature is DELETE /api/features/K: it archives the feature (see

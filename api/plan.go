@@ -171,7 +171,7 @@ func planOptions(targets map[string]float64, tolerance *float64, mode string) (r
 	}
 	if tolerance != nil {
 		if err := rollout.CheckTolerance(*tolerance); err != nil {
-			return opts, badRequest("%s", feature.ErrorMessage(err))
+			return opts, err
 		}
 		opts.Tolerance = *tolerance
 	}

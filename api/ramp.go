@@ -9,7 +9,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/rollout"
-	"github.com/rollout/rollout/rollout/feature"
 )
 
 // rampRequest is the body of POST /api/features/K/ramps. The steps' times
@@ -78,7 +77,7 @@ func (req rampRequest) spec() (rollout.RampSpec, error) {
 	}
 	if req.Tolerance != nil {
 		if err := rollout.CheckTolerance(*req.Tolerance); err != nil {
-			return sp, badRequest("%s", feature.ErrorMessage(err))
+			return sp, err
 		}
 		sp.Tolerance = *req.Tolerance
 	}

@@ -107,7 +107,7 @@ func (s *Server) createSegment(c echo.Context) error {
 	opts.Idempotency = answer.idempotency()
 	res, err := s.svc.CreateSegment(c.Request().Context(), feature.Segment{Key: req.Key, Description: req.Description, Conditions: *req.Conditions}, opts)
 	if err != nil {
-		return asBadRequest(err)
+		return err
 	}
 	s.appliedSegment(c, res, "created", opts)
 	return answer.send(res)
@@ -133,7 +133,7 @@ func (s *Server) updateSegment(c echo.Context) error {
 	opts.Idempotency = answer.idempotency()
 	res, err := s.svc.UpdateSegment(c.Request().Context(), key, req.Description, *req.Conditions, opts)
 	if err != nil {
-		return asBadRequest(err)
+		return err
 	}
 	s.appliedSegment(c, res, "changed", opts)
 	return answer.send(res)

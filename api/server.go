@@ -3,11 +3,13 @@
 // path (GET/POST /evaluate, OpenFeature's OFREP under /ofrep/v1), the sync
 // API for apps that evaluate in their own process (/sync/v1, package
 // client), and health, readiness and Prometheus metrics for operators.
-// Handlers decode, call the rollout domain, and encode. The routes apps
-// call on their hot path are package evaluation's handlers, declared here
-// with the others. Every request is counted in the metrics and carries a
-// request ID; which requests are also logged is Options.RequestLog's
-// choice: by default changes, errors and slow requests, not evaluations.
+// Handlers decode, call the rollout domain, and encode; every error is
+// answered by one handler (errors.go) with the one status of its code, and
+// the field it is about. The routes apps call on their hot path are
+// package evaluation's handlers, declared here with the others. Every
+// request is counted in the metrics and carries a request ID; which
+// requests are also logged is Options.RequestLog's choice: by default
+// changes, errors and slow requests, not evaluations.
 //
 // The files:
 //

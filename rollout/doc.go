@@ -52,6 +52,9 @@
 // Service.PlanDocument previews what applying it would change (each
 // bucket's share planned as Plan does), Service.ApplyDocument applies a
 // plan as one commit, ExportDocument writes the features as they are.
+// Document.Validate checks each feature and segment as package feature
+// does, at its place in the document (DocumentError), and what only a
+// document has (shares, tolerance, each listed once).
 //
 // Archive and audit (archive.go, audit.go). Archive stops serving a
 // feature but keeps it and its history; Restore serves it again as a new
