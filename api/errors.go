@@ -15,6 +15,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/rollout/rollout/api/evaluation"
+	"github.com/rollout/rollout/api/internal/jsonscan"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
 )
@@ -27,7 +29,16 @@ const (
 	codeUnauthorized = "unauthorized"
 )
 
-// statusOf is the one map from error codes to HTTP statuses.
+// statusOf is the one map from error codes to HTTP statuses, which every
+// error answer follows (docs/api.md, Errors): each code has one status,
+// and no handler answers a code with another. The status says who refused
+// the request: 400 bad_request when the API could not read it as its
+// route's form (not JSON, a wrong type, an unknown or repeated field, a
+// required field missing, a malformed query parameter or header); 422
+// invalid when it was read and the domain refuses what it asks (a
+// feature, a bucket, a rule, a condition, a segment, a bucket_by, a
+// context, a user ID, a document), whatever the route. OFREP's own codes
+// keep the statuses the protocol gives them.
 var statusOf = map[string]int{
 	codeBadRequest:        http.StatusBadRequest,
 	codeTooLarge:          http.StatusRequestEntityTooLarge,
@@ -44,24 +55,37 @@ var statusOf = map[string]int{
 	rollout.EKeyInUse:     http.StatusConflict,
 	feature.EInternal:     http.StatusInternalServerError,
 
-	ofrepParseError:          http.StatusBadRequest,
-	ofrepTargetingKeyMissing: http.StatusBadRequest,
-	ofrepInvalidContext:      http.StatusBadRequest,
-	ofrepFlagNotFound:        http.StatusNotFound,
+	evaluation.OFREPParseError:          http.StatusBadRequest,
+	evaluation.OFREPTargetingKeyMissing: http.StatusBadRequest,
+	evaluation.OFREPInvalidContext:      http.StatusBadRequest,
+	evaluation.OFREPFlagNotFound:        http.StatusNotFound,
 }
 
-// errorBody is every error answer: {"error":{"code","message"}}, and the
-// refused change's report for max_churn_exceeded.
+// errorBody is every error answer: {"error":{"code","message"}}, with the
+// field of the body or document the error is about when it is about one
+// ("field":"rules[0].conditions[1].value", which the message starts with),
+// and the refused change's report for max_churn_exceeded.
 type errorBody struct {
 	Error struct {
 		Code    string          `json:"code"`
 		Message string          `json:"message"`
+		Field   string          `json:"field,omitempty"`
 		Report  *feature.Report `json:"report,omitempty"`
 	} `json:"error"`
 }
 
 func badRequest(format string, args ...any) error {
 	return feature.Errorf(codeBadRequest, format, args...)
+}
+
+// ofrepGeneralError is the body of any other error of an OFREP endpoint.
+type ofrepGeneralError struct {
+	ErrorDetails string `json:"errorDetails"`
+}
+
+// isOFREP reports whether the request is for an OFREP endpoint.
+func isOFREP(c echo.Context) bool {
+	return strings.HasPrefix(c.Request().URL.Path, "/ofrep/")
 }
 
 // errorHandler answers every error as JSON with the status of its code.
@@ -73,7 +97,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		if c.Response().Committed {
 			return
 		}
-		if oe, ok := errors.AsType[*ofrepError](err); ok {
+		if oe, ok := errors.AsType[*evaluation.OFREPError](err); ok {
 			_ = c.JSON(statusOf[oe.ErrorCode], oe)
 			return
 		}
@@ -83,7 +107,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		var he *echo.HTTPError
 		switch {
 		case errors.As(err, &domain):
-			body.Error.Code, body.Error.Message, body.Error.Report = domain.Code, domain.Message, domain.Report
+			body.Error.Code, body.Error.Message, body.Error.Field, body.Error.Report = domain.Code, domain.Message, domain.Field, domain.Report
 			if s, ok := statusOf[domain.Code]; ok {
 				status = s
 			}
@@ -117,7 +141,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 }
 
 // decode reads the request body as exactly one JSON value into v, refusing
-// unknown fields and repeated keys (see repeatedField), and explains what
+// unknown fields and repeated keys (see jsonscan.RepeatedField), and explains what
 // was wrong and where.
 func decode(c echo.Context, v any) error {
 	body := bufio.NewReader(c.Request().Body)
@@ -138,7 +162,7 @@ func decode(c echo.Context, v any) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return badRequest("the request body must hold one JSON value and nothing after it")
 	}
-	if first, again, ok := repeatedField(data, reflect.TypeOf(v)); ok {
+	if first, again, ok := jsonscan.RepeatedField(data, reflect.TypeOf(v)); ok {
 		if first == again {
 			return badRequest("key %q appears twice in one object: send each key once", cutKey(first))
 		}

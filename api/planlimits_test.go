@@ -205,7 +205,7 @@ func TestPlanBudgetAnswer(t *testing.T) {
 }
 
 // TestPlanAbsurdTolerances: tolerances finer than one user in a million or
-// of 1 and more are refused with 400, in plans and in features created
+// of 1 and more are refused with 422, in plans and in features created
 // with targets, and so are more targets than a feature has buckets; the
 // answers are JSON errors and nothing changes.
 func TestPlanAbsurdTolerances(t *testing.T) {
@@ -221,15 +221,15 @@ func TestPlanAbsurdTolerances(t *testing.T) {
 		status     int
 		want       string
 	}{
-		{"plan: 1e-9", "/api/features/dark-mode/plan", map[string]any{"targets": planBody["targets"], "tolerance": 1e-9}, 400, "tolerance 1e-09 is out of range"},
-		{"plan: 9e-7", "/api/features/dark-mode/plan", map[string]any{"targets": planBody["targets"], "tolerance": 9e-7}, 400, "out of range"},
-		{"plan: 1", "/api/features/dark-mode/plan", map[string]any{"targets": planBody["targets"], "tolerance": 1}, 400, "tolerance 1 is out of range"},
-		{"plan: 2", "/api/features/dark-mode/plan", map[string]any{"targets": planBody["targets"], "tolerance": 2}, 400, "out of range"},
-		{"plan: negative", "/api/features/dark-mode/plan", map[string]any{"targets": planBody["targets"], "tolerance": -0.01}, 400, "out of range"},
+		{"plan: 1e-9", "/api/features/dark-mode/plan", map[string]any{"targets": planBody["targets"], "tolerance": 1e-9}, 422, "tolerance 1e-09 is out of range"},
+		{"plan: 9e-7", "/api/features/dark-mode/plan", map[string]any{"targets": planBody["targets"], "tolerance": 9e-7}, 422, "out of range"},
+		{"plan: 1", "/api/features/dark-mode/plan", map[string]any{"targets": planBody["targets"], "tolerance": 1}, 422, "tolerance 1 is out of range"},
+		{"plan: 2", "/api/features/dark-mode/plan", map[string]any{"targets": planBody["targets"], "tolerance": 2}, 422, "out of range"},
+		{"plan: negative", "/api/features/dark-mode/plan", map[string]any{"targets": planBody["targets"], "tolerance": -0.01}, 422, "out of range"},
 		{"plan: too large", "/api/features/dark-mode/plan", `{"targets":{"on":0.1,"off":0.9},"tolerance":1e999}`, 400, "tolerance"},
 		{"plan: too many targets", "/api/features/dark-mode/plan", map[string]any{"targets": many}, 422, "at most 100"},
-		{"create: 1e-9", "/api/features", map[string]any{"key": "x", "targets": map[string]float64{"A": 0.5, "B": 0.5}, "tolerance": 1e-9}, 400, "out of range"},
-		{"create: 1", "/api/features", map[string]any{"key": "x", "targets": map[string]float64{"A": 0.5, "B": 0.5}, "tolerance": 1}, 400, "out of range"},
+		{"create: 1e-9", "/api/features", map[string]any{"key": "x", "targets": map[string]float64{"A": 0.5, "B": 0.5}, "tolerance": 1e-9}, 422, "out of range"},
+		{"create: 1", "/api/features", map[string]any{"key": "x", "targets": map[string]float64{"A": 0.5, "B": 0.5}, "tolerance": 1}, 422, "out of range"},
 		{"create: too many targets", "/api/features", map[string]any{"key": "x", "targets": many}, 422, "at most 100"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

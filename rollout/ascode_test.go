@@ -217,3 +217,79 @@ func TestDocumentSegments(t *testing.T) {
 		t.Errorf("ApplyDocument after staff moved on = %v, want %s naming staff", err, feature.EPrecondition)
 	}
 }
+
+// TestDocumentErrorPaths: a document's mistake is named by its place in
+// the document, as a YAML path for the command line and as the field the
+// API names, and says what feature's validation says of the same mistake
+// made through the API (Service.Create), prefixed by the feature's or
+// segment's place.
+func TestDocumentErrorPaths(t *testing.T) {
+	ctx := context.Background()
+	svc := openServices(t, 1, nil)[0]
+	cond := func(attr, op, value string) feature.Condition {
+		return feature.Condition{Attribute: attr, Op: op, Value: json.RawMessage(value)}
+	}
+	good := func(key string) rollout.DocFeature {
+		return rollout.DocFeature{Key: key, Buckets: []rollout.DocBucket{{Name: "off", Share: sharePtr(0.5)}, {Name: "on", Share: sharePtr(0.5)}},
+			Rules: []feature.Rule{{Name: "staff", Serve: feature.Serve{Bucket: "on"}, Conditions: []feature.Condition{
+				cond("plan", feature.OpEq, `"pro"`), cond("seats", feature.OpGt, `10`)}}}}
+	}
+	tests := []struct {
+		name  string
+		spoil func(f *rollout.DocFeature)
+		field string // within the feature
+		path  string // the YAML path within the feature
+	}{
+		{"a condition's value", func(f *rollout.DocFeature) { f.Rules[0].Conditions[1].Value = json.RawMessage(`"ten"`) }, "rules[0].conditions[1].value", "rules[0].conditions[1].value"},
+		{"a condition's op", func(f *rollout.DocFeature) { f.Rules[0].Conditions[0].Op = "like" }, "rules[0].conditions[0].op", "rules[0].conditions[0].op"},
+		{"a rule's bucket", func(f *rollout.DocFeature) { f.Rules[0].Serve.Bucket = "maybe" }, "rules[0].serve.bucket", "rules[0].serve.bucket"},
+		{"a bucket's name", func(f *rollout.DocFeature) { f.Buckets[1].Name = "o n" }, "buckets[1].name", "buckets[1].name"},
+		{"a bucket's value", func(f *rollout.DocFeature) { f.Buckets[0].Value = json.RawMessage(`1e999`) }, "buckets[0].value", "buckets[0].value"},
+		{"a tag", func(f *rollout.DocFeature) { f.Tags = []string{"ok", "Not OK"} }, "tags[1]", "tags[1]"},
+		{"an override", func(f *rollout.DocFeature) { f.Overrides = map[string]string{"ann.o'neil": "maybe"} }, `overrides["ann.o'neil"]`, `overrides.'ann.o\'neil'`},
+		{"the fallback", func(f *rollout.DocFeature) { f.Fallback = "maybe" }, "fallback", "fallback"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := rollout.Document{Features: []rollout.DocFeature{good("a"), good("b"), good("c")}}
+			tt.spoil(&d.Features[2])
+			err := d.Validate()
+			de, ok := errors.AsType[*rollout.DocumentError](err)
+			if !ok {
+				t.Fatalf("Validate() = %v, want a *DocumentError", err)
+			}
+			if want := "features[2]." + tt.field; de.Err.Field != want || feature.ErrorCode(err) != feature.EInvalid {
+				t.Errorf("Validate() at %q (%s), want EInvalid at %q", de.Err.Field, feature.ErrorCode(err), want)
+			}
+			if want := "$.features[2]." + tt.path; de.Path != want {
+				t.Errorf("Validate().Path = %q, want %q", de.Path, want)
+			}
+			if _, err := svc.PlanDocument(ctx, d, plan.Options{}); feature.ErrorMessage(err) != de.Err.Message {
+				t.Errorf("PlanDocument() = %v, want Validate's %q", err, de.Err.Message)
+			}
+
+			// The same mistake, through the API's way in.
+			f := feature.Feature{Key: "c", Enabled: true, Salt: "c", Buckets: []feature.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 100}}}
+			df := good("c")
+			tt.spoil(&df)
+			for i, b := range df.Buckets {
+				f.Buckets[i].Name, f.Buckets[i].Value = b.Name, b.Value
+			}
+			f.Rules, f.Tags, f.Overrides, f.Fallback = df.Rules, df.Tags, df.Overrides, df.Fallback
+			_, cerr := svc.Create(ctx, f, rollout.ChangeOptions{})
+			if want := "features[2]." + feature.ErrorMessage(cerr); de.Err.Message != want {
+				t.Errorf("the document says %q, Create %q: want the same but for the place", de.Err.Message, feature.ErrorMessage(cerr))
+			}
+		})
+	}
+
+	// A segment's mistake, likewise.
+	d := rollout.Document{Features: []rollout.DocFeature{}, Segments: []rollout.DocSegment{
+		{Key: "staff", Conditions: []feature.Condition{cond("plan", feature.OpEq, `"pro"`)}},
+		{Key: "beta", Conditions: []feature.Condition{cond("plan", feature.OpEq, `"pro"`), cond("v", feature.OpSemverGt, `"four"`)}}}}
+	de, ok := errors.AsType[*rollout.DocumentError](d.Validate())
+	_, serr := svc.CreateSegment(ctx, feature.Segment{Key: "beta", Conditions: d.Segments[1].Conditions}, rollout.ChangeOptions{})
+	if !ok || de.Err.Field != "segments[1].conditions[1].value" || de.Err.Message != "segments[1]."+feature.ErrorMessage(serr) {
+		t.Errorf("Validate() of a bad segment = %v; CreateSegment = %v: want the same message at segments[1].conditions[1].value", de, serr)
+	}
+}

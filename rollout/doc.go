@@ -48,6 +48,9 @@
 // Service.PlanDocument previews what applying it would change (each
 // bucket's share planned as Plan does), Service.ApplyDocument applies a
 // plan as one commit, ExportDocument writes the features as they are.
+// Document.Validate checks each feature and segment as package feature
+// does, at its place in the document (DocumentError), and what only a
+// document has (shares, tolerance, each listed once).
 //
 // Archive and audit (archive.go, audit.go). Archive stops serving a
 // feature but keeps it and its history; Restore serves it again as a new
@@ -84,9 +87,13 @@
 // API's change streams).
 //
 // Idempotency (idempotency.go). A request with an Idempotency-Key holds a
-// Claim on it while it runs (IdempotencyStore); its answer is settled in
-// the transaction of the change it made, so that a retry gets the same
-// answer and makes no second change.
+// Claim on it while it runs (IdempotencyStore). The claim travels in its
+// change's options (ChangeOptions, ApplyOptions, RampOptions: an
+// Idempotency, with the function that makes the request's answer of the
+// change's result); the service makes that answer once and hands it to
+// the store in the value it writes (a Settlement), whose transaction
+// commits the key done with it together with the change. A retry gets
+// that answer and makes no second change.
 //
 // The store (store.go). Store is the storage the Service needs, made of
 // the small interfaces each part declares beside its code (FeatureStore,

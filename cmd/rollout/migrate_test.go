@@ -457,10 +457,10 @@ func TestMigrateRefuses(t *testing.T) {
 	if err := db.CreateFeature(ctx, f, rollout.Version{Version: 1, Config: f}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.ArchiveFeature(ctx, "f", 1, audit.Event{Actor: "test"}, nil); err != nil {
+	if err := db.ArchiveFeature(ctx, "f", 1, audit.Event{Actor: "test"}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.PurgeFeature(ctx, "f", audit.Event{Actor: "test"}); err != nil {
+	if err := db.PurgeFeature(ctx, "f", audit.Event{Actor: "test"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()

@@ -77,8 +77,8 @@ func (s *countingStore) ApplyRampStep(ctx context.Context, f feature.Feature, v 
 	return err
 }
 
-func (s *countingStore) ArchiveFeature(ctx context.Context, key string, version int, e audit.Event, approval *rollout.RequestDecision) error {
-	err := s.Store.ArchiveFeature(ctx, key, version, e, approval)
+func (s *countingStore) ArchiveFeature(ctx context.Context, key string, version int, e audit.Event, approval *rollout.RequestDecision, settle *rollout.Settlement) error {
+	err := s.Store.ArchiveFeature(ctx, key, version, e, approval, settle)
 	s.count("archive_feature", err)
 	return err
 }
@@ -89,8 +89,8 @@ func (s *countingStore) RestoreFeature(ctx context.Context, f feature.Feature, v
 	return err
 }
 
-func (s *countingStore) PurgeFeature(ctx context.Context, key string, e audit.Event) error {
-	err := s.Store.PurgeFeature(ctx, key, e)
+func (s *countingStore) PurgeFeature(ctx context.Context, key string, e audit.Event, settle *rollout.Settlement) error {
+	err := s.Store.PurgeFeature(ctx, key, e, settle)
 	s.count("purge_feature", err)
 	return err
 }

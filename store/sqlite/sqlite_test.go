@@ -359,10 +359,10 @@ func TestUpdateFeature(t *testing.T) {
 
 // archiveAndPurge archives the feature key at version, then purges it.
 func archiveAndPurge(ctx context.Context, db *store.DB, key string, version int) error {
-	if err := db.ArchiveFeature(ctx, key, version, audit.Event{Actor: "test"}, nil); err != nil {
+	if err := db.ArchiveFeature(ctx, key, version, audit.Event{Actor: "test"}, nil, nil); err != nil {
 		return err
 	}
-	return db.PurgeFeature(ctx, key, audit.Event{Actor: "test"})
+	return db.PurgeFeature(ctx, key, audit.Event{Actor: "test"}, nil)
 }
 
 func TestDeleteFeature(t *testing.T) {

@@ -56,10 +56,10 @@ func testArchive(t *testing.T, o Opened) {
 	keep := newFeature("keep")
 	create(t, s, keep)
 
-	wantCode(t, "ArchiveFeature(stale version)", s.ArchiveFeature(ctx, "f", 1, audit.Event{Actor: "alice"}, nil), feature.EConflict)
-	wantCode(t, "ArchiveFeature(missing)", s.ArchiveFeature(ctx, "nope", 1, audit.Event{Actor: "alice"}, nil), feature.ENotFound)
-	wantCode(t, "PurgeFeature(served)", s.PurgeFeature(ctx, "f", audit.Event{Actor: "alice"}), feature.EConflict)
-	if err := s.ArchiveFeature(ctx, "f", 2, audit.Event{Actor: "alice", Kind: audit.Archive, Summary: "archived", Comment: "done with it"}, nil); err != nil {
+	wantCode(t, "ArchiveFeature(stale version)", s.ArchiveFeature(ctx, "f", 1, audit.Event{Actor: "alice"}, nil, nil), feature.EConflict)
+	wantCode(t, "ArchiveFeature(missing)", s.ArchiveFeature(ctx, "nope", 1, audit.Event{Actor: "alice"}, nil, nil), feature.ENotFound)
+	wantCode(t, "PurgeFeature(served)", s.PurgeFeature(ctx, "f", audit.Event{Actor: "alice"}, nil), feature.EConflict)
+	if err := s.ArchiveFeature(ctx, "f", 2, audit.Event{Actor: "alice", Kind: audit.Archive, Summary: "archived", Comment: "done with it"}, nil, nil); err != nil {
 		t.Fatalf("ArchiveFeature(f, 2) = %v", err)
 	}
 	wantFeatures(t, s, keep)
@@ -98,7 +98,7 @@ func testArchive(t *testing.T, o Opened) {
 	if msg := feature.ErrorMessage(err); !strings.Contains(msg, "archived") || !strings.Contains(msg, "restore") || !strings.Contains(msg, "purge") {
 		t.Errorf("CreateFeature(archived key) says %q, want it to say the key is archived, to restore or purge it", msg)
 	}
-	wantCode(t, "ArchiveFeature(archived)", s.ArchiveFeature(ctx, "f", 2, audit.Event{Actor: "alice"}, nil), feature.ENotFound)
+	wantCode(t, "ArchiveFeature(archived)", s.ArchiveFeature(ctx, "f", 2, audit.Event{Actor: "alice"}, nil, nil), feature.ENotFound)
 
 	// Restored as version 3, from version 2 only.
 	r := next(f)
@@ -118,13 +118,13 @@ func testArchive(t *testing.T, o Opened) {
 	if err := s.CreateRamp(ctx, newRamp("ramp-f", r, t0)); err != nil {
 		t.Fatalf("CreateRamp() = %v", err)
 	}
-	if err := s.ArchiveFeature(ctx, "f", 3, audit.Event{Actor: "bob", Kind: audit.Archive}, nil); err != nil {
+	if err := s.ArchiveFeature(ctx, "f", 3, audit.Event{Actor: "bob", Kind: audit.Archive}, nil, nil); err != nil {
 		t.Fatalf("ArchiveFeature(f, 3) = %v", err)
 	}
-	if err := s.PurgeFeature(ctx, "f", audit.Event{Actor: "root", Kind: audit.Purge, Summary: "purged"}); err != nil {
+	if err := s.PurgeFeature(ctx, "f", audit.Event{Actor: "root", Kind: audit.Purge, Summary: "purged"}, nil); err != nil {
 		t.Fatalf("PurgeFeature(f) = %v", err)
 	}
-	wantCode(t, "PurgeFeature(purged)", s.PurgeFeature(ctx, "f", audit.Event{Actor: "root"}), feature.ENotFound)
+	wantCode(t, "PurgeFeature(purged)", s.PurgeFeature(ctx, "f", audit.Event{Actor: "root"}, nil), feature.ENotFound)
 	_, err = s.Versions(ctx, "f", 0, 0)
 	wantCode(t, "Versions(purged)", err, feature.ENotFound)
 	wantRamps(t, s, "f")

@@ -617,7 +617,7 @@ func testFeed(t *testing.T, o Opened) {
 		{"update f", func() error { return s.UpdateFeature(ctx, g, versionOf(g)) }, &want{rollout.CommitFeature, "f"}},
 		{"update f from version 1", func() error { return s.UpdateFeature(ctx, stale, versionOf(stale)) }, nil},
 		{"update missing", func() error { return s.UpdateFeature(ctx, next(missing), versionOf(next(missing))) }, nil},
-		{"archive missing", func() error { return s.ArchiveFeature(ctx, "missing", 1, audit.Event{}, nil) }, nil},
+		{"archive missing", func() error { return s.ArchiveFeature(ctx, "missing", 1, audit.Event{}, nil, nil) }, nil},
 		{"create token", func() error { return s.CreateToken(ctx, token) }, &want{rollout.CommitToken, "ci"}},
 		{"create token again", func() error {
 			again := token
@@ -626,11 +626,11 @@ func testFeed(t *testing.T, o Opened) {
 		}, nil},
 		{"revoke token", func() error { return s.RevokeToken(ctx, "ci", t0, "alice") }, &want{rollout.CommitToken, "ci"}},
 		{"revoke token again", func() error { return s.RevokeToken(ctx, "ci", t0, "alice") }, nil},
-		{"purge f while served", func() error { return s.PurgeFeature(ctx, "f", audit.Event{}) }, nil},
-		{"archive f at version 1", func() error { return s.ArchiveFeature(ctx, "f", 1, audit.Event{}, nil) }, nil},
-		{"archive f", func() error { return s.ArchiveFeature(ctx, "f", 2, audit.Event{}, nil) }, &want{rollout.CommitFeature, "f"}},
-		{"archive f again", func() error { return s.ArchiveFeature(ctx, "f", 2, audit.Event{}, nil) }, nil},
-		{"purge f", func() error { return s.PurgeFeature(ctx, "f", audit.Event{}) }, &want{rollout.CommitFeature, "f"}},
+		{"purge f while served", func() error { return s.PurgeFeature(ctx, "f", audit.Event{}, nil) }, nil},
+		{"archive f at version 1", func() error { return s.ArchiveFeature(ctx, "f", 1, audit.Event{}, nil, nil) }, nil},
+		{"archive f", func() error { return s.ArchiveFeature(ctx, "f", 2, audit.Event{}, nil, nil) }, &want{rollout.CommitFeature, "f"}},
+		{"archive f again", func() error { return s.ArchiveFeature(ctx, "f", 2, audit.Event{}, nil, nil) }, nil},
+		{"purge f", func() error { return s.PurgeFeature(ctx, "f", audit.Event{}, nil) }, &want{rollout.CommitFeature, "f"}},
 		{"add exposures", func() error { return s.AddExposures(ctx, []feature.Exposure{{FeatureID: f.ID, Version: 1, Count: 1}}) }, nil},
 		{"session key", func() error { _, err := s.SessionKey(ctx); return err }, nil},
 		{"check write", func() error { return s.CheckWrite(ctx) }, nil},
@@ -1216,8 +1216,8 @@ func summary(v rollout.Version) rollout.Version {
 // deleteFeature archives the feature key at version and purges it: what
 // removed a feature before features were archived.
 func deleteFeature(ctx context.Context, s Store, key string, version int) error {
-	if err := s.ArchiveFeature(ctx, key, version, audit.Event{Actor: "test", Summary: "archived"}, nil); err != nil {
+	if err := s.ArchiveFeature(ctx, key, version, audit.Event{Actor: "test", Summary: "archived"}, nil, nil); err != nil {
 		return err
 	}
-	return s.PurgeFeature(ctx, key, audit.Event{Actor: "test", Summary: "purged"})
+	return s.PurgeFeature(ctx, key, audit.Event{Actor: "test", Summary: "purged"}, nil)
 }

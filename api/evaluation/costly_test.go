@@ -1,4 +1,4 @@
-package api_test
+package evaluation_test
 
 import (
 	"encoding/json"
@@ -10,13 +10,14 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/api"
+	"github.com/rollout/rollout/api/evaluation"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
 // TestContextLimitsEveryRoute: a context over feature.MaxContextBytes, or
-// with a list over feature.MaxContextList, is a 400 on every evaluation
-// route (INVALID_CONTEXT on OFREP's), and a body over
-// api.MaxEvaluateBodyBytes a 413.
+// with a list over feature.MaxContextList, is a 422 invalid on every
+// evaluation route (OFREP's: its own 400 INVALID_CONTEXT), and a body over
+// evaluation.MaxEvaluateBodyBytes a 413.
 func TestContextLimitsEveryRoute(t *testing.T) {
 	s := newRulesServer(t)
 	// OFREP reads the context only for features that use it.
@@ -54,8 +55,12 @@ func TestContextLimitsEveryRoute(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := s.do(tc.method, tc.path, tc.body)
-			if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), tc.want) {
-				t.Errorf("%s %s = %d %.300s, want 400 saying %q", tc.method, tc.path, r.status, r.body, tc.want)
+			want := http.StatusUnprocessableEntity
+			if strings.HasPrefix(tc.path, "/ofrep/") {
+				want = http.StatusBadRequest
+			}
+			if r.status != want || !strings.Contains(string(r.body), tc.want) {
+				t.Errorf("%s %s = %d %.300s, want %d saying %q", tc.method, tc.path, r.status, r.body, want, tc.want)
 			}
 			if strings.HasPrefix(tc.path, "/ofrep/") && !strings.Contains(string(r.body), `"errorCode":"INVALID_CONTEXT"`) {
 				t.Errorf("%s %s = %.300s, want INVALID_CONTEXT", tc.method, tc.path, r.body)
@@ -73,12 +78,12 @@ func TestContextLimitsEveryRoute(t *testing.T) {
 	}
 	// Bodies: a list of 1,000 keys of 50 characters fits; 64 KiB more
 	// does not.
-	keys := make([]string, api.MaxBulkFeatures)
+	keys := make([]string, evaluation.MaxBulkFeatures)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("%050d", i)
 	}
 	s.must(http.StatusOK, "POST", "/evaluate", map[string]any{"user": "u1", "features": keys})
-	pad := strings.Repeat(" ", api.MaxEvaluateBodyBytes)
+	pad := strings.Repeat(" ", evaluation.MaxEvaluateBodyBytes)
 	for _, path := range []string{"/evaluate", "/ofrep/v1/evaluate/flags/checkout", "/ofrep/v1/evaluate/flags"} {
 		if r := s.do("POST", path, `{"context":{"targetingKey":"u1"}}`+pad); r.status != http.StatusRequestEntityTooLarge {
 			t.Errorf("POST %s of %d bytes = %d %.200s, want 413", path, len(pad), r.status, r.body)
@@ -117,17 +122,17 @@ func TestConditionChecksAPI(t *testing.T) {
 		}
 		return d
 	}
-	const bad, invalidDoc = http.StatusBadRequest, http.StatusUnprocessableEntity
+	const invalid = http.StatusUnprocessableEntity // bodies and documents alike
 	cases := []struct {
 		name, method, path string
 		body               any
 		status             int
 		want               string
 	}{
-		{"rules", "PUT", "/api/features/checkout/rules", `{"rules":` + rules(51, 20, pro) + `}`, bad, `rules[50].conditions[0]: rule "r50": the feature's conditions come to 1001 checks up to this condition`},
-		{"segment update", "PUT", "/api/segments/staff", `{"description":"","conditions":[` + conds(20, pro) + `]}`, bad, `segment "staff": feature "wide", which uses it, would pass the limits of its rules: rules[2].conditions[16]: rule "r2": the feature's conditions come to 1020 checks`},
-		{"plan", "POST", "/api/plan", doc(rules(51, 20, pro), ``), invalidDoc, `features[0].rules: rules[50].conditions[0]: rule "r50": the feature's conditions come to 1001 checks`},
-		{"plan with a segment", "POST", "/api/plan", doc(rules(3, 20, in), `{"key":"staff","conditions":[`+conds(20, pro)+`]}`), invalidDoc, `features[0].rules[2].conditions[10]: rule "r2": the feature's conditions come to 1020 checks`},
+		{"rules", "PUT", "/api/features/checkout/rules", `{"rules":` + rules(51, 20, pro) + `}`, invalid, `rules[50].conditions[0]: rule "r50": the feature's conditions come to 1001 checks up to this condition`},
+		{"segment update", "PUT", "/api/segments/staff", `{"description":"","conditions":[` + conds(20, pro) + `]}`, invalid, `segment "staff": feature "wide", which uses it, would pass the limits of its rules: rules[2].conditions[16]: rule "r2": the feature's conditions come to 1020 checks`},
+		{"plan", "POST", "/api/plan", doc(rules(51, 20, pro), ``), invalid, `features[0].rules[50].conditions[0]: rule "r50": the feature's conditions come to 1001 checks`},
+		{"plan with a segment", "POST", "/api/plan", doc(rules(3, 20, in), `{"key":"staff","conditions":[`+conds(20, pro)+`]}`), invalid, `features[0].rules[2].conditions[10]: rule "r2": the feature's conditions come to 1020 checks`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -148,7 +153,7 @@ func TestConditionChecksAPI(t *testing.T) {
 // taken, one waits, then is refused with 503 and a Retry-After, while
 // ordinary evaluations go on; once the slot is free, it is served.
 func TestCostlyEvaluationsRunApart(t *testing.T) {
-	s := newServer(t, "", api.Options{Costly: api.CostlyLimits{Running: 1, Wait: 20 * time.Millisecond}})
+	s := newServer(t, "", api.Options{Costly: evaluation.CostlyLimits{Running: 1, Wait: 20 * time.Millisecond}})
 	buckets := []feature.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 100}}
 	s.create(feature.Feature{Key: "plain", Enabled: true, Buckets: buckets})
 	s.create(feature.Feature{Key: "mail", Enabled: true, Buckets: buckets})
@@ -156,7 +161,7 @@ func TestCostlyEvaluationsRunApart(t *testing.T) {
 	if !s.svc.Snapshot().Costly("mail") || s.svc.Snapshot().Costly("plain") {
 		t.Fatal("want mail costly (764 pattern instructions) and plain not")
 	}
-	entered, release := api.HoldCostlySlots(t)
+	entered, release := evaluation.HoldCostlySlots(t)
 	held := make(chan int, 1)
 	go func() {
 		res, err := http.Get(s.URL + "/evaluate?feature=mail&user=u1&ctx.email=ann@example.com")

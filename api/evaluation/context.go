@@ -1,4 +1,4 @@
-package api
+package evaluation
 
 import (
 	"slices"
@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/rollout/rollout/api/internal/jsonscan"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -39,7 +41,7 @@ func queryContext(c echo.Context) (feature.Context, error) {
 		}
 	}
 	if err := feature.ValidateContext(ctx); err != nil {
-		return nil, asBadRequest(err)
+		return nil, err
 	}
 	return ctx, nil
 }
@@ -55,11 +57,11 @@ func hasQueryContext(raw string) bool {
 // context comes from a pool: the caller gives it back (putContext) once
 // evaluated, and keeps nothing of it.
 func ofrepContext(body []byte, bulk bool, key string) (feature.Context, error) {
-	i := skipSpace(body, 0)
+	i := jsonscan.SkipSpace(body, 0)
 	var ctxJSON []byte
-	for it := (members{b: body, i: i}); it.next(); {
-		if it.keyIs("context") {
-			ctxJSON = it.value
+	for it := jsonscan.MembersAt(body, i); it.Next(); {
+		if it.KeyIs("context") {
+			ctxJSON = it.Value
 		}
 	}
 	if len(ctxJSON) == 0 || ctxJSON[0] != '{' {
@@ -71,19 +73,22 @@ func ofrepContext(body []byte, bulk bool, key string) (feature.Context, error) {
 	}
 	ctx, details := readContext(ctxJSON, skip)
 	if details != "" {
-		return nil, &ofrepError{Key: key, ErrorCode: ofrepInvalidContext, ErrorDetails: details}
+		return nil, &OFREPError{Key: key, ErrorCode: OFREPInvalidContext, ErrorDetails: details}
 	}
 	return ctx, nil
 }
 
 // readContext reads the attributes of ctxJSON, a JSON object that
-// json.Valid accepted, but the members that skip names. Strings, numbers,
-// booleans and lists of strings are kept; other values are left out, as
-// no rule can test them, but count as attributes. It refuses what feature.ValidateContext refuses,
-// as it reads, and so stops reading at the first attribute past
-// feature.MaxContextBytes: details says what is wrong (ctx is nil), "" when
-// nothing is. The context comes from a pool: the caller gives it back
-// (putContext) once evaluated, and keeps nothing of it.
+// json.Valid accepted, but the members that skip names, as
+// feature.ContextFromJSON converts them: strings, numbers, booleans and
+// lists of strings are kept; other values hold none (nil), as no rule can
+// test them, but count as attributes. It stops reading at the first
+// attribute past feature.MaxContextAttrs or feature.MaxContextBytes, and
+// refuses what feature.ValidateContext refuses, with its words, and what
+// cannot be read (a string that is not UTF-8, a number out of range):
+// details says what is wrong (ctx is nil), "" when nothing is. The context
+// comes from a pool: the caller gives it back (putContext) once
+// evaluated, and keeps nothing of it.
 func readContext(ctxJSON []byte, skip []string) (ctx feature.Context, details string) {
 	ctx = getContext()
 	invalid := func(details string) (feature.Context, string) {
@@ -91,28 +96,19 @@ func readContext(ctxJSON []byte, skip []string) (ctx feature.Context, details st
 		return nil, details
 	}
 	str := jsonStrings(ctxJSON)
-	attrs, size := 0, 0
-	for it := (members{b: ctxJSON}); it.next(); {
+	size, stopped := 0, false
+	for it := jsonscan.MembersAt(ctxJSON, 0); it.Next(); {
 		if skipped(&it, skip) {
 			continue
 		}
-		if attrs++; attrs > feature.MaxContextAttrs {
-			return invalid("the context has more than " + strconv.Itoa(feature.MaxContextAttrs) + " attributes")
-		}
-		if len(it.key) > 4*feature.MaxAttributeBytes+2 {
-			return invalid("a context attribute's name is at most " + strconv.Itoa(4*feature.MaxAttributeBytes) + " bytes")
-		}
-		name := str(it.key) // a substring of one copy, as the values
+		name := str(it.Key) // a substring of one copy, as the values
 		size += len(name)
-		switch v := it.value; v[0] {
+		switch v := it.Value; v[0] {
 		case '"':
 			if !readableString(v) {
 				return invalid("context." + name + " is not valid UTF-8")
 			}
 			s := str(v)
-			if len(s) > feature.MaxContextValueLen {
-				return invalid("context." + name + " is " + strconv.Itoa(len(s)) + " bytes; at most " + strconv.Itoa(feature.MaxContextValueLen))
-			}
 			size += len(s)
 			ctx[name] = s
 		case 't', 'f':
@@ -120,19 +116,15 @@ func readContext(ctxJSON []byte, skip []string) (ctx feature.Context, details st
 		case '[':
 			list, ok := stringList(v, str)
 			if !ok {
-				continue
-			}
-			if len(list) > feature.MaxContextList {
-				return invalid("context." + name + " is a list of " + strconv.Itoa(len(list)) + "; at most " + strconv.Itoa(feature.MaxContextList))
+				ctx[name] = nil
+				break
 			}
 			for _, s := range list {
-				if len(s) > feature.MaxContextValueLen {
-					return invalid("an entry of context." + name + " is " + strconv.Itoa(len(s)) + " bytes; at most " + strconv.Itoa(feature.MaxContextValueLen))
-				}
 				size += len(s)
 			}
 			ctx[name] = list
 		case '{', 'n':
+			ctx[name] = nil
 		default:
 			n, err := strconv.ParseFloat(string(v), 64)
 			if err != nil {
@@ -140,17 +132,24 @@ func readContext(ctxJSON []byte, skip []string) (ctx feature.Context, details st
 			}
 			ctx[name] = n
 		}
-		if size > feature.MaxContextBytes {
-			return invalid(feature.ErrorMessage(feature.ContextTooLarge()))
+		if len(ctx) > feature.MaxContextAttrs || size > feature.MaxContextBytes {
+			stopped = true // what is read so far is refused
+			break
 		}
+	}
+	if err := feature.ValidateContext(ctx); err != nil {
+		return invalid(feature.ErrorMessage(err))
+	}
+	if stopped { // only a key given twice could make it so
+		return invalid(feature.ErrorMessage(feature.ContextTooLarge()))
 	}
 	return ctx, ""
 }
 
 // skipped reports whether it's key is one of names.
-func skipped(it *members, names []string) bool {
+func skipped(it *jsonscan.Members, names []string) bool {
 	for _, name := range names {
-		if it.keyIs(name) {
+		if it.KeyIs(name) {
 			return true
 		}
 	}
@@ -175,8 +174,10 @@ func putContext(ctx feature.Context) {
 // bulk answer's ETag changes with the attributes it depends on.
 func hashContext(d interface{ WriteString(string) (int, error) }, ctx feature.Context) {
 	names := make([]string, 0, len(ctx))
-	for k := range ctx {
-		names = append(names, k)
+	for k, v := range ctx {
+		if v != nil { // an attribute without a value, as one left out
+			names = append(names, k)
+		}
 	}
 	slices.Sort(names)
 	for _, k := range names {
