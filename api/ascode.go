@@ -12,7 +12,9 @@ import (
 
 	"github.com/rollout/rollout/internal/docfile"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/plan"
 )
 
 // Rollouts as code: GET /api/export writes the server's features as a
@@ -176,7 +178,7 @@ func (s *Server) planDocument(c echo.Context) error {
 		return err
 	}
 	var p rollout.DocumentPlan
-	err = s.planner.run(c, rollout.PlanOptions{}, func(ctx context.Context, opts rollout.PlanOptions) error {
+	err = s.planner.run(c, plan.Options{}, func(ctx context.Context, opts plan.Options) error {
 		d, err := parseDocument(c, data)
 		if err != nil {
 			return err
@@ -202,11 +204,11 @@ func (s *Server) applyDocument(c echo.Context) error {
 	answer := answers(c, func(p rollout.DocumentPlan) (keptAnswer, error) { return jsonAnswer(http.StatusOK, p) })
 	var p rollout.DocumentPlan
 	actor := actorOf(c)
-	var role rollout.Role
+	var role auth.Role
 	if tok, ok := TokenOf(c); ok {
 		role = tok.Role
 	}
-	err = s.planner.run(c, rollout.PlanOptions{}, func(ctx context.Context, po rollout.PlanOptions) error {
+	err = s.planner.run(c, plan.Options{}, func(ctx context.Context, po plan.Options) error {
 		req, err := parseApply(c, data)
 		if err != nil {
 			return err

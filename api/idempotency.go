@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 )
 
 // Idempotency keys, as Stripe's API has them: a change request (POST, PUT,
@@ -66,7 +67,7 @@ func idempotentRoute(route Route) bool {
 	if route.Path == "/api/tokens" || strings.HasPrefix(route.Path, "/api/webhooks") {
 		return false
 	}
-	return strings.HasPrefix(route.Path, "/api/") && (route.Access == rollout.PermWrite || route.Access == rollout.PermAdmin)
+	return strings.HasPrefix(route.Path, "/api/") && (route.Access == auth.PermWrite || route.Access == auth.PermAdmin)
 }
 
 // keptAnswer is a change's answer as kept for its Idempotency-Key: status, the

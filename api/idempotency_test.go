@@ -17,6 +17,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
@@ -461,7 +462,7 @@ func (g *guardedServer) sendKeyed(t *testing.T, role, method, path string, body 
 // answer); a request refused for its role claims nothing; apps' exposures
 // take no key.
 func TestIdempotencyKeyPerToken(t *testing.T) {
-	g := newAuthServer(t, []rollout.Role{rollout.RoleAdmin, rollout.RoleEditor, rollout.RoleViewer, rollout.RoleEvaluate}, false)
+	g := newAuthServer(t, []auth.Role{auth.RoleAdmin, auth.RoleEditor, auth.RoleViewer, auth.RoleEvaluate}, false)
 	if _, err := g.svc.Create(context.Background(), feature.Feature{Key: "k", Enabled: true, Buckets: []feature.Bucket{{Name: "on", Replicas: 1}}}, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/api"
-	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/plan"
 )
 
 type planAnswer struct {
@@ -106,7 +106,7 @@ func TestCreateWithTargets(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, target := range map[string]float64{"A": 0.5, "B": 0.3, "C": 0.2} {
-		if got := res.Feature.Shares[name]; math.Abs(got-target) > rollout.DefaultTolerance {
+		if got := res.Feature.Shares[name]; math.Abs(got-target) > plan.DefaultTolerance {
 			t.Errorf("share of %s = %v, want %v within 0.005", name, got, target)
 		}
 	}

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/api"
-	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/plan"
 )
 
 // planBody is a plan request for on/off at 10 % / 90 %.
@@ -173,7 +173,7 @@ func TestPlanDeadline(t *testing.T) {
 		return nil
 	})
 	r := s.must(200, "POST", "/api/features/dark-mode/plan", planBody)
-	if a := decodeCut(t, r.body); !a.CutShort || a.CutReason != rollout.CutDeadline {
+	if a := decodeCut(t, r.body); !a.CutShort || a.CutReason != plan.CutDeadline {
 		t.Errorf("plan past its deadline = %s, want cut short by the deadline", r.body)
 	}
 	if n := s.versions("dark-mode"); n != 1 {
@@ -194,9 +194,9 @@ func TestPlanBudgetAnswer(t *testing.T) {
 		targets[name] = float64(i+1) / 5050
 	}
 	s.must(201, "POST", "/api/features", map[string]any{"key": "wide", "buckets": buckets})
-	r := s.must(200, "POST", "/api/features/wide/plan", map[string]any{"targets": targets, "tolerance": rollout.MinTolerance})
+	r := s.must(200, "POST", "/api/features/wide/plan", map[string]any{"targets": targets, "tolerance": plan.MinTolerance})
 	a := decodeCut(t, r.body)
-	if !a.CutShort || a.CutReason != rollout.CutBudget || a.Steps < budget/2 || a.Steps > budget+4*feature.MaxReplicas {
+	if !a.CutShort || a.CutReason != plan.CutBudget || a.Steps < budget/2 || a.Steps > budget+4*feature.MaxReplicas {
 		t.Errorf("plan of 100 buckets: cut short %v (%q) after %d steps, want cut by its budget of %d", a.CutShort, a.CutReason, a.Steps, budget)
 	}
 	if n := s.versions("wide"); n != 1 {
@@ -248,7 +248,7 @@ func TestPlanAbsurdTolerances(t *testing.T) {
 	if n := s.versions("x"); n != 0 {
 		t.Errorf("feature x was created")
 	}
-	for _, tol := range []float64{rollout.MinTolerance, 1e-5, 0.0005} {
+	for _, tol := range []float64{plan.MinTolerance, 1e-5, 0.0005} {
 		r := s.must(200, "POST", "/api/features/dark-mode/plan", map[string]any{"targets": planBody["targets"], "tolerance": tol})
 		decodeCut(t, r.body)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/plan"
 )
 
 // rampRequest is the body of POST /api/features/K/ramps. The steps' times
@@ -76,7 +77,7 @@ func (req rampRequest) spec() (rollout.RampSpec, error) {
 		sp.At = append(sp.At, t)
 	}
 	if req.Tolerance != nil {
-		if err := rollout.CheckTolerance(*req.Tolerance); err != nil {
+		if err := plan.CheckTolerance(*req.Tolerance); err != nil {
 			return sp, err
 		}
 		sp.Tolerance = *req.Tolerance

@@ -14,7 +14,9 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/plan"
 )
 
 // Rollouts as code. A Document is the features of a server written down as
@@ -43,7 +45,7 @@ const (
 
 // shareSumSlack is how far from 1, per bucket, a feature's shares may sum
 // (as targets in a plan's mode may: 3 × 0.3333 for thirds).
-const shareSumSlack = roundedSumSlack
+const shareSumSlack = plan.RoundedSumSlack
 
 // keepSlack is how close a document's share must be to the bucket's exact
 // share for the bucket to keep its replicas: an exported share is the
@@ -215,7 +217,7 @@ func (f DocFeature) validate(at string) error {
 		return placed(at, err)
 	}
 	if f.Tolerance != 0 {
-		if err := CheckTolerance(f.Tolerance); err != nil {
+		if err := plan.CheckTolerance(f.Tolerance); err != nil {
 			return placed(at+".tolerance", err)
 		}
 	}
@@ -432,7 +434,7 @@ type DocBucketPlan struct {
 // already serve are planned as POST /api/features/K/plan plans them
 // (ModeAuto, opts's budget, stopping when ctx ends); a plan that cannot
 // come within its tolerance is an EInvalid error. Nothing is stored.
-func (s *Service) PlanDocument(ctx context.Context, d Document, opts PlanOptions) (DocumentPlan, error) {
+func (s *Service) PlanDocument(ctx context.Context, d Document, opts plan.Options) (DocumentPlan, error) {
 	if err := d.Validate(); err != nil {
 		return DocumentPlan{}, err
 	}
@@ -495,7 +497,7 @@ func segmentPopulation(sc SegmentChange) feature.PopulationChange {
 		Text: fmt.Sprintf("users matching in segment %s: as segment version %d said → as version %d says (%s)", sc.Segment, sc.FromVersion, sc.ToVersion, feature.Abbreviate(sc.Conditions))}
 }
 
-func planDocument(ctx context.Context, snap *feature.Snapshot, d Document, opts PlanOptions) (DocumentPlan, error) {
+func planDocument(ctx context.Context, snap *feature.Snapshot, d Document, opts plan.Options) (DocumentPlan, error) {
 	p := DocumentPlan{Changes: make([]FeatureChange, 0, len(d.Features)), Revision: snap.Revision(),
 		Versions: make(map[string]int, len(d.Features)), Unlisted: []string{},
 		Document: Document{Features: make([]DocFeature, 0, len(d.Features)), Segments: []DocSegment{}}}
@@ -622,7 +624,7 @@ func segmentBump(ch FeatureChange, segs map[string]*feature.CompiledSegment) Fea
 }
 
 // planFeature plans df against cur (nil: no such feature yet).
-func planFeature(ctx context.Context, cur *feature.Compiled, df DocFeature, opts PlanOptions, segs map[string]*feature.CompiledSegment) (FeatureChange, error) {
+func planFeature(ctx context.Context, cur *feature.Compiled, df DocFeature, opts plan.Options, segs map[string]*feature.CompiledSegment) (FeatureChange, error) {
 	ch := FeatureChange{Feature: df.Key, Action: ActionNone, Fields: []string{}, Moves: []feature.Move{}, CrossMoves: []feature.Move{}, Rules: []feature.PopulationChange{}, cur: cur}
 	var next feature.Feature
 	if cur != nil {
@@ -687,7 +689,7 @@ func planFeature(ctx context.Context, cur *feature.Compiled, df DocFeature, opts
 // the current replicas when its shares are the feature's exact shares; or
 // else the planner's replicas for its shares. Values are df's, but a value
 // equal as JSON to the current one keeps the current text.
-func docBuckets(ctx context.Context, cur *feature.Compiled, df DocFeature, opts PlanOptions) ([]feature.Bucket, *DocBucketPlan, error) {
+func docBuckets(ctx context.Context, cur *feature.Compiled, df DocFeature, opts plan.Options) ([]feature.Bucket, *DocBucketPlan, error) {
 	values := make(map[string]json.RawMessage, len(df.Buckets))
 	for _, b := range df.Buckets {
 		v := feature.CompactJSON(b.Value)
@@ -722,25 +724,25 @@ func docBuckets(ctx context.Context, cur *feature.Compiled, df DocFeature, opts 
 		return withValues(cur.Feature().Buckets), nil, nil
 	}
 	if opts.Mode == "" {
-		opts.Mode = ModeAuto
+		opts.Mode = plan.ModeAuto
 	}
 	if df.Tolerance != 0 {
 		opts.Tolerance = df.Tolerance
 	}
-	var p Plan
+	var p plan.Plan
 	var err error
 	if cur == nil {
 		for _, b := range df.Buckets {
 			opts.Order = append(opts.Order, b.Name)
 		}
-		p, err = PlanNewContext(ctx, targets, opts)
+		p, err = plan.NewContext(ctx, targets, opts)
 	} else {
 		for _, b := range cur.Feature().Buckets {
 			if _, ok := targets[b.Name]; !ok {
 				targets[b.Name] = 0 // left out of the document: removed
 			}
 		}
-		p, err = PlanSharesContext(ctx, cur.Feature().Buckets, targets, opts)
+		p, err = plan.ForContext(ctx, cur.Feature().Buckets, targets, opts)
 	}
 	switch {
 	case err != nil:
@@ -921,7 +923,7 @@ type ApplyOptions struct {
 	Comment string
 	// Role is the role of the token applying: an editor's document is
 	// bound by the Settings (see checkDocument); "" and admins are not.
-	Role Role
+	Role auth.Role
 	// Versions, when not nil, are the versions the document's plan read
 	// (DocumentPlan.Versions): a feature of the document at another
 	// version now (0: it must not exist) refuses the whole apply with
@@ -937,7 +939,7 @@ type ApplyOptions struct {
 	// TotalChurn is above it.
 	MaxChurn      *float64
 	MaxTotalChurn *float64
-	Plan          PlanOptions
+	Plan          plan.Options
 	// Idempotency, when not nil, is the request's idempotency key, kept
 	// with the batch's answer, a DocumentPlan (see Idempotency).
 	Idempotency *Idempotency

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/plan"
 )
 
 func sharePtr(f float64) *float64 { return &f }
@@ -33,7 +34,7 @@ func TestDocumentExportPlansNoChange(t *testing.T) {
 		}
 	}
 	d := rollout.ExportDocument(svc.Snapshot())
-	p, err := svc.PlanDocument(ctx, d, rollout.PlanOptions{})
+	p, err := svc.PlanDocument(ctx, d, plan.Options{})
 	if err != nil {
 		t.Fatalf("PlanDocument(export) = %v", err)
 	}
@@ -41,11 +42,11 @@ func TestDocumentExportPlansNoChange(t *testing.T) {
 		t.Errorf("PlanDocument(export) changed %d of %d, want 0 of 2: %+v", p.Changed, len(p.Changes), p.Changes)
 	}
 	d.Features[0].Buckets[0].Value = json.RawMessage(`{"m":[1,2.0],"n":1e0}`)
-	if p, err := svc.PlanDocument(ctx, d, rollout.PlanOptions{}); err != nil || p.Changed != 0 {
+	if p, err := svc.PlanDocument(ctx, d, plan.Options{}); err != nil || p.Changed != 0 {
 		t.Errorf("PlanDocument(the same value written otherwise) = changed %d, %v; want no change", p.Changed, err)
 	}
 	d.Features[0].Buckets[0].Value = json.RawMessage(`{"m":[1,2.5],"n":1}`)
-	if p, err := svc.PlanDocument(ctx, d, rollout.PlanOptions{}); err != nil || p.Changed != 1 || strings.Join(p.Changes[0].Fields, ",") != "values" || p.Changes[0].Churn != 0 {
+	if p, err := svc.PlanDocument(ctx, d, plan.Options{}); err != nil || p.Changed != 1 || strings.Join(p.Changes[0].Fields, ",") != "values" || p.Changes[0].Churn != 0 {
 		t.Errorf("PlanDocument(another value) = %+v, %v; want a change of values moving no one", p.Changes, err)
 	}
 }
@@ -61,10 +62,10 @@ func TestDocumentPlanStopsWhenCanceled(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if p, err := svc.PlanDocument(ctx, d, rollout.PlanOptions{}); !errors.Is(err, context.Canceled) {
+	if p, err := svc.PlanDocument(ctx, d, plan.Options{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("PlanDocument(canceled) = %d changes, %v; want context.Canceled", len(p.Changes), err)
 	}
-	if _, err := svc.PlanDocument(context.Background(), d, rollout.PlanOptions{}); err != nil {
+	if _, err := svc.PlanDocument(context.Background(), d, plan.Options{}); err != nil {
 		t.Errorf("PlanDocument() = %v", err)
 	}
 }
@@ -96,7 +97,7 @@ func TestDocumentBuckets(t *testing.T) {
 	if slices.Contains(names, "C") || !slices.Contains(names, "D") || !p.Applied {
 		t.Errorf("buckets after the apply: %v (applied %v), want C removed and D kept", names, p.Applied)
 	}
-	if again, err := svc.PlanDocument(ctx, d, rollout.PlanOptions{}); err != nil || again.Changed != 0 {
+	if again, err := svc.PlanDocument(ctx, d, plan.Options{}); err != nil || again.Changed != 0 {
 		t.Errorf("PlanDocument(after its apply) = changed %d, %v; want no change", again.Changed, err)
 	}
 }
@@ -117,7 +118,7 @@ func TestDocumentInstances(t *testing.T) {
 		return rollout.Document{Features: []rollout.DocFeature{{Key: "f", Salt: "salt-f", Description: desc, Buckets: []rollout.DocBucket{
 			{Name: "on", Replicas: new(100)}, {Name: "off", Replicas: new(100)}}}}}
 	}
-	p, err := a.PlanDocument(ctx, doc("one"), rollout.PlanOptions{})
+	p, err := a.PlanDocument(ctx, doc("one"), plan.Options{})
 	if err != nil || p.Versions["f"] != 1 {
 		t.Fatalf("PlanDocument() = versions %v, %v; want f at 1", p.Versions, err)
 	}
@@ -128,7 +129,7 @@ func TestDocumentInstances(t *testing.T) {
 		t.Fatalf("ApplyDocument(on the lagging instance) = %v", err)
 	}
 	// a still serves version 1; its plan of version 1 is stale.
-	stale, err := a.PlanDocument(ctx, doc("two"), rollout.PlanOptions{})
+	stale, err := a.PlanDocument(ctx, doc("two"), plan.Options{})
 	if err != nil || stale.Versions["f"] != 1 {
 		t.Fatalf("PlanDocument(on a) = versions %v, %v; want f at 1, a's snapshot lagging", stale.Versions, err)
 	}
@@ -173,7 +174,7 @@ func TestDocumentSegments(t *testing.T) {
 	d := rollout.ExportDocument(svc.Snapshot())
 	d.Features = slices.DeleteFunc(d.Features, func(f rollout.DocFeature) bool { return f.Key == "unlisted" })
 	d.Segments[0].Conditions[0].Value = json.RawMessage(`"@example.org"`)
-	p, err := svc.PlanDocument(ctx, d, rollout.PlanOptions{})
+	p, err := svc.PlanDocument(ctx, d, plan.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,12 +204,12 @@ func TestDocumentSegments(t *testing.T) {
 	if seg, _ := svc.Snapshot().Segment("staff"); seg.Version != 2 {
 		t.Errorf("staff is at version %d after the apply, want 2", seg.Version)
 	}
-	if p, err := svc.PlanDocument(ctx, d, rollout.PlanOptions{}); err != nil || p.Changed != 0 {
+	if p, err := svc.PlanDocument(ctx, d, plan.Options{}); err != nil || p.Changed != 0 {
 		t.Errorf("plan after the apply: changed %d, %v; want none", p.Changed, err)
 	}
 	// The plan's segment versions are checked: staff moved on.
 	d.Segments[0].Description = "moved"
-	p, _ = svc.PlanDocument(ctx, d, rollout.PlanOptions{})
+	p, _ = svc.PlanDocument(ctx, d, plan.Options{})
 	if _, err := svc.UpdateSegment(ctx, "staff", "by hand", d.Segments[0].Conditions, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +264,7 @@ func TestDocumentErrorPaths(t *testing.T) {
 			if want := "$.features[2]." + tt.path; de.Path != want {
 				t.Errorf("Validate().Path = %q, want %q", de.Path, want)
 			}
-			if _, err := svc.PlanDocument(ctx, d, rollout.PlanOptions{}); feature.ErrorMessage(err) != de.Err.Message {
+			if _, err := svc.PlanDocument(ctx, d, plan.Options{}); feature.ErrorMessage(err) != de.Err.Message {
 				t.Errorf("PlanDocument() = %v, want Validate's %q", err, de.Err.Message)
 			}
 

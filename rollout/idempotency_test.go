@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/sqlite"
@@ -208,12 +209,12 @@ func TestIdempotencyInOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	k = claimKey(t, svc, "request")
-	if res, err = svc.Change(ctx, "f", rollout.SetOverride("erin", "on"), rollout.ChangeOptions{Role: rollout.RoleEditor, Idempotency: k.idem}); err != nil || res.Request == nil {
+	if res, err = svc.Change(ctx, "f", rollout.SetOverride("erin", "on"), rollout.ChangeOptions{Role: auth.RoleEditor, Idempotency: k.idem}); err != nil || res.Request == nil {
 		t.Fatalf("Change(editor, approvals) = request %v, %v; want a change request", res.Request, err)
 	}
 	k.kept("Change(a change request)", res)
 	k = claimKey(t, svc, "ramp request")
-	spec.Role = rollout.RoleEditor
+	spec.Role = auth.RoleEditor
 	if started, err = svc.StartRamp(ctx, "f", spec, rollout.RampOptions{Actor: "ed", Idempotency: k.idem}); err != nil || started.Request == nil {
 		t.Fatalf("StartRamp(editor, approvals) = request %v, %v; want a change request", started.Request, err)
 	}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/plan"
 )
@@ -88,8 +90,8 @@ type Ramp struct {
 	MaxChurn  *float64 `json:"max_churn"`
 	Tolerance float64  `json:"tolerance"`
 	// FineDefault says the tolerance is the default of a fine ring
-	// (FineTolerance, chosen because none was given): a step that cannot
-	// come within it comes within DefaultTolerance instead of pausing.
+	// (plan.FineTolerance, chosen because none was given): a step that cannot
+	// come within it comes within plan.DefaultTolerance instead of pausing.
 	FineDefault bool      `json:"fine_default,omitempty"`
 	State       RampState `json:"state"`
 	// Comment is what its author said of the ramp (at most MaxComment
@@ -116,7 +118,7 @@ type Ramp struct {
 	// An editor's ramp is bound by the settings at each step, unless
 	// ApprovedBy approved it: a step moves at most the editors' churn
 	// limit, and none applies while approvals cover the feature.
-	Role Role `json:"role,omitempty"`
+	Role auth.Role `json:"role,omitempty"`
 	// ApprovedBy is who approved the ramp's steps: the approver of the
 	// change request that started it, or who resumed it after it paused
 	// for an approval.
@@ -168,7 +170,7 @@ type RampSpec struct {
 	Comment   string
 	// Role is the role of the token starting the ramp: an editor's is
 	// bound by the settings (StartRamp); "" and admins' are not.
-	Role Role
+	Role auth.Role
 }
 
 // rampSpecJSON is a RampSpec as a ramp request keeps it (its comment is
@@ -218,28 +220,28 @@ func (sp *RampSpec) UnmarshalJSON(data []byte) error {
 }
 
 // FineRampPoints is the size of ring (its points) from which a ramp given
-// no tolerance defaults to FineTolerance (0.05 points) rather than
-// DefaultTolerance (0.5 points): the points a fine plan gives a ring, where
+// no tolerance defaults to plan.FineTolerance (0.05 points) rather than
+// plan.DefaultTolerance (0.5 points): the points a fine plan gives a ring, where
 // one replica moves about 0.025 points of users, so that the replica count
 // nearest each step's share is within 0.05 points of it. Coarser rings keep
 // the coarse default, which few replicas can meet.
 const FineRampPoints = 4000
 
 // RampTolerance is the tolerance of a ramp of feature f given tol (0: none
-// given), and whether it is the fine default: FineTolerance when f has at
-// least FineRampPoints points, else DefaultTolerance.
+// given), and whether it is the fine default: plan.FineTolerance when f has at
+// least FineRampPoints points, else plan.DefaultTolerance.
 func RampTolerance(f feature.Feature, tol float64) (float64, bool, error) {
 	if tol != 0 {
-		return tol, false, CheckTolerance(tol)
+		return tol, false, plan.CheckTolerance(tol)
 	}
 	points := 0
 	for _, b := range f.Buckets {
 		points += b.Replicas
 	}
 	if points >= FineRampPoints {
-		return FineTolerance, true, nil
+		return plan.FineTolerance, true, nil
 	}
-	return DefaultTolerance, false, nil
+	return plan.DefaultTolerance, false, nil
 }
 
 // steps validates the spec and returns its steps, timed from now.
@@ -266,8 +268,10 @@ func (sp RampSpec) steps(now time.Time) ([]RampStep, error) {
 	if sp.MaxChurn != nil && (math.IsNaN(*sp.MaxChurn) || *sp.MaxChurn < 0 || *sp.MaxChurn > 1) {
 		return nil, feature.Errorf(feature.EInvalid, "max_churn must be a fraction of users from 0 to 1, got %v", *sp.MaxChurn)
 	}
-	if _, err := tolerance(sp.Tolerance); err != nil {
-		return nil, err
+	if sp.Tolerance != 0 {
+		if err := plan.CheckTolerance(sp.Tolerance); err != nil {
+			return nil, err
+		}
 	}
 	if err := validateComment(sp.Comment); err != nil {
 		return nil, err
@@ -499,7 +503,7 @@ func (s *Service) startApprovedRamp(ctx context.Context, r Request, approver, co
 	if err != nil {
 		return Ramp{}, Result{}, err
 	}
-	ramp.Role, ramp.ApprovedBy = RoleEditor, approver
+	ramp.Role, ramp.ApprovedBy = auth.RoleEditor, approver
 	ramp.Request = &RequestDecision{ID: r.ID, By: approver, Comment: comment}
 	if err := s.store.CreateRamp(ctx, ramp); err != nil {
 		return Ramp{}, Result{}, err
@@ -651,11 +655,11 @@ func previewRamp(c *feature.Compiled, r Ramp) ([]RampStepPreview, feature.Report
 }
 
 // replicasFor is rampReplicas at r's tolerance; a ramp at the fine
-// default that cannot come within it comes within DefaultTolerance.
+// default that cannot come within it comes within plan.DefaultTolerance.
 func (r Ramp) replicasFor(f feature.Feature, share float64, down bool) (int, float64, error) {
 	n, reached, err := rampReplicas(f, r.Bucket, share, r.Tolerance, down)
 	if err != nil && r.FineDefault {
-		return rampReplicas(f, r.Bucket, share, DefaultTolerance, down)
+		return rampReplicas(f, r.Bucket, share, plan.DefaultTolerance, down)
 	}
 	return n, reached, err
 }
@@ -938,7 +942,7 @@ type rampBounds struct {
 
 // rampLimit reads the settings' bounds on r's next step.
 func (s *Service) rampLimit(ctx context.Context, r Ramp) (rampBounds, error) {
-	if r.Role != RoleEditor || r.ApprovedBy != "" {
+	if r.Role != auth.RoleEditor || r.ApprovedBy != "" {
 		return rampBounds{}, nil
 	}
 	st, err := s.store.Settings(ctx)
@@ -1051,7 +1055,7 @@ const shareSlack = plan.ShareSlack
 // rampReplicasChange sets the replicas of bucket, as a ramp step.
 func rampReplicasChange(bucket string, replicas int, summary string) Change {
 	ch := UpdateBucket(bucket, &replicas, nil)
-	ch.summary, ch.kind = summary, AuditRampStep
+	ch.summary, ch.kind = summary, audit.RampStep
 	return ch
 }
 
@@ -1062,7 +1066,7 @@ func rampReplicasChange(bucket string, replicas int, summary string) Change {
 func rampFinal(bucket string, replicas int, summary string) Change {
 	return Change{
 		summary: summary,
-		kind:    AuditRampStep,
+		kind:    audit.RampStep,
 		apply: func(f *feature.Feature) error {
 			for i := range f.Buckets {
 				f.Buckets[i].Replicas = 0

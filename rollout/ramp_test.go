@@ -13,6 +13,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/plan"
 	"github.com/rollout/rollout/store/postgres"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/store/storetest"
@@ -127,8 +128,8 @@ func TestRampUsersStayIn(t *testing.T) {
 			}
 		}
 		shares, _ := svc.Snapshot().Shares("f")
-		if math.Abs(shares["on"]-target) > rollout.DefaultTolerance+1e-12 {
-			t.Errorf("step %d: on's share %.4f, want %.4f within %.3f", i+1, shares["on"], target, rollout.DefaultTolerance)
+		if math.Abs(shares["on"]-target) > plan.DefaultTolerance+1e-12 {
+			t.Errorf("step %d: on's share %.4f, want %.4f within %.3f", i+1, shares["on"], target, plan.DefaultTolerance)
 		}
 		if got := float64(in) / users; math.Abs(got-shares["on"]) > 0.01 {
 			t.Errorf("step %d: %.4f of the sampled users in on, the ring says %.4f", i+1, got, shares["on"])
@@ -366,13 +367,13 @@ func TestRampPauseResume(t *testing.T) {
 		t.Errorf("paused: ApplyDueRamps = %d, want 0", n)
 	}
 	// By hand, on grows past step 2's share.
-	plan, _, err := svc.Plan("f", map[string]float64{"on": 0.3, "off": 0.7}, rollout.PlanOptions{})
+	p, _, err := svc.Plan("f", map[string]float64{"on": 0.3, "off": 0.7}, plan.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cur, _ := svc.Snapshot().Feature("f")
 	onNow, _ := cur.Bucket("on")
-	planned := plan.Buckets[0].Replicas
+	planned := p.Buckets[0].Replicas
 	if planned <= onNow.Replicas {
 		t.Fatalf("plan gives on %d replicas, not more than %d", planned, onNow.Replicas)
 	}
@@ -568,8 +569,8 @@ func TestRampFineDefault(t *testing.T) {
 	svc := openServices(t, 1, clock.clock())[0]
 	mustCreate(t, svc, onOff("fine", 0, rollout.FineRampPoints))
 	mustCreate(t, svc, onOff("coarse", 1, 300))
-	if r := mustRamp(t, svc, "coarse", rollout.RampSpec{Bucket: "on", Shares: fiveSteps, Every: time.Hour}); r.Tolerance != rollout.DefaultTolerance || r.FineDefault {
-		t.Errorf("coarse ramp tolerance %v (fine default %v), want %v", r.Tolerance, r.FineDefault, rollout.DefaultTolerance)
+	if r := mustRamp(t, svc, "coarse", rollout.RampSpec{Bucket: "on", Shares: fiveSteps, Every: time.Hour}); r.Tolerance != plan.DefaultTolerance || r.FineDefault {
+		t.Errorf("coarse ramp tolerance %v (fine default %v), want %v", r.Tolerance, r.FineDefault, plan.DefaultTolerance)
 	} else if _, err := svc.CancelRamp(ctx, "coarse", r.ID, rollout.RampOptions{Actor: "pm"}); err != nil {
 		t.Fatal(err)
 	}
@@ -584,8 +585,8 @@ func TestRampFineDefault(t *testing.T) {
 			t.Fatalf("the preview stored a ramp: %+v", rs[len(rs)-1])
 		}
 		r := mustRamp(t, svc, "fine", spec)
-		if r.Tolerance != rollout.FineTolerance || !r.FineDefault || r.Comment != "fine steps" {
-			t.Fatalf("fine ramp tolerance %v (fine default %v, comment %q), want %v", r.Tolerance, r.FineDefault, r.Comment, rollout.FineTolerance)
+		if r.Tolerance != plan.FineTolerance || !r.FineDefault || r.Comment != "fine steps" {
+			t.Fatalf("fine ramp tolerance %v (fine default %v, comment %q), want %v", r.Tolerance, r.FineDefault, r.Comment, plan.FineTolerance)
 		}
 		for i, want := range shares {
 			before, _ := svc.Snapshot().Feature("fine")
@@ -594,7 +595,7 @@ func TestRampFineDefault(t *testing.T) {
 			}
 			clock.Add(time.Hour)
 			shares, _ := svc.Snapshot().Shares("fine")
-			if math.Abs(shares["on"]-want) > rollout.FineTolerance+1e-12 {
+			if math.Abs(shares["on"]-want) > plan.FineTolerance+1e-12 {
 				t.Errorf("step %d: on's share %.5f, want %.5f within 0.05 points", i+1, shares["on"], want)
 			}
 			after, _ := svc.Snapshot().Feature("fine")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -187,9 +188,9 @@ const (
 	MaxRequestPage = 500
 )
 
-// RequestDecision is an approval being applied: a version (or an
-// archive's audit event, or a ramp) carrying one makes the store mark the
-// request applied in the same transaction (EConflict when it is no longer
+// RequestDecision is an approval being applied: a version (or a ramp, or
+// an archive: ArchiveStore.ArchiveFeature) carrying one makes the store
+// mark the request applied in the same transaction (EConflict when it is no longer
 // open), and record request_approve.
 type RequestDecision struct {
 	ID      string
@@ -217,11 +218,11 @@ type RequestStore interface {
 	RepreviewRequest(ctx context.Context, r Request) error
 }
 
-// AuditEvent returns the event that records the request's creation or
+// audit.Event returns the event that records the request's creation or
 // decision (kind), by actor.
-func (r Request) AuditEvent(kind AuditKind, actorName, comment string, at time.Time) AuditEvent {
+func (r Request) AuditEvent(kind audit.Kind, actorName, comment string, at time.Time) audit.Event {
 	churn := r.Report.Churn
-	return AuditEvent{
+	return audit.Event{
 		Time: at, Actor: actorName, Kind: kind, Feature: r.Feature, FeatureID: r.FeatureID,
 		Subject: r.ID, Summary: fmt.Sprintf("request by %s: %s", r.Author, r.Summary), Comment: comment, Churn: &churn,
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -21,17 +22,9 @@ import (
 // as they follow any change of a feature. A segment in use cannot be
 // deleted. Segments cannot use in_segment, so they never loop.
 
-// The audit kinds of segments' changes. A change of a segment also
-// records a change of each feature that uses it (their new versions).
-const (
-	AuditSegmentCreate AuditKind = "segment_create" // a segment was created
-	AuditSegmentChange AuditKind = "segment_change" // a segment's conditions or description changed
-	AuditSegmentDelete AuditKind = "segment_delete" // a segment was deleted
-)
-
 // SegmentEvent returns the audit event of a segment's version v, of kind.
-func SegmentEvent(kind AuditKind, v feature.SegmentVersion) AuditEvent {
-	return AuditEvent{Time: v.Time, Actor: v.Actor, Kind: kind, Subject: v.Config.Key,
+func SegmentEvent(kind audit.Kind, v feature.SegmentVersion) audit.Event {
+	return audit.Event{Time: v.Time, Actor: v.Actor, Kind: kind, Subject: v.Config.Key,
 		Summary: "segment " + v.Config.Key + " " + v.Summary, Comment: v.Comment, Version: v.Version}
 }
 
@@ -59,10 +52,10 @@ type SegmentStore interface {
 	// settles settle, as CreateSegment does.
 	UpdateSegment(ctx context.Context, seg feature.Segment, v feature.SegmentVersion, features []Version, settle *Settlement) error
 	// DeleteSegment removes the segment, which must be at version, with
-	// its history, recording e (SegmentEvent of AuditSegmentDelete) in the
-	// audit trail and settling e.Settles; EConflict when a stored
+	// its history, recording e (SegmentEvent of audit.SegmentDelete) in
+	// the audit trail and settling settle; EConflict when a stored
 	// feature's rules use it.
-	DeleteSegment(ctx context.Context, key string, version int, e AuditEvent) error
+	DeleteSegment(ctx context.Context, key string, version int, e audit.Event, settle *Settlement) error
 	// SegmentVersions returns the segment's history, newest first, at
 	// most limit entries (all when limit <= 0) below version before (no
 	// bound when before <= 0).
@@ -381,9 +374,7 @@ func (s *Service) DeleteSegment(ctx context.Context, key string, opts ChangeOpti
 		return SegmentResult{}, err
 	}
 	gone := feature.SegmentVersion{Version: cur.Segment().Version, Actor: actor(opts), Time: now, Summary: "deleted", Comment: opts.Comment, Config: cur.Segment()}
-	e := SegmentEvent(AuditSegmentDelete, gone)
-	e.Settles = settles
-	if err := s.store.DeleteSegment(ctx, key, cur.Segment().Version, e); err != nil {
+	if err := s.store.DeleteSegment(ctx, key, cur.Segment().Version, SegmentEvent(audit.SegmentDelete, gone), settles); err != nil {
 		return SegmentResult{}, err
 	}
 	segs := maps.Clone(s.Snapshot().CompiledSegments())

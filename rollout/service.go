@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -57,7 +59,7 @@ type ChangeOptions struct {
 	// Role is the role of the token making the change: an editor's
 	// changes are bound by the Settings (the churn limit, approvals);
 	// "" (the command line, an open API) and admins are not.
-	Role Role
+	Role auth.Role
 	// Idempotency, when not nil, is the request's idempotency key: the
 	// transaction that commits the change also keeps the change's answer
 	// with it (see Idempotency).
@@ -197,7 +199,7 @@ func (s *Service) Create(ctx context.Context, f feature.Feature, opts ChangeOpti
 	if err != nil {
 		return Result{}, err
 	}
-	v := Version{Version: 1, Actor: actor(opts), Time: now, Summary: "created", Comment: opts.Comment, Config: f, OverrideCount: len(f.Overrides), Report: rep, Kind: AuditCreate, Settles: settles}
+	v := Version{Version: 1, Actor: actor(opts), Time: now, Summary: "created", Comment: opts.Comment, Config: f, OverrideCount: len(f.Overrides), Report: rep, Kind: audit.Create, Settles: settles}
 	if err := s.store.CreateFeature(ctx, f, v); err != nil {
 		if feature.ErrorCode(err) == feature.EConflict { // created elsewhere meanwhile: serve it
 			if _, rerr := s.reload(ctx, f.Key); rerr != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -14,10 +15,10 @@ import (
 // given version: it stays, with its history, exposures and audit events,
 // but Features and Feature leave it out. It records e (with the feature's
 // ID and version) and a commit of the feature, so that other instances
-// drop it; with e.Request, it marks that change request applied; with
-// e.Settles, it settles it. It returns feature.ENotFound when no feature
-// key is served and feature.EConflict when it is at another version.
-func (db *DB) ArchiveFeature(ctx context.Context, key string, version int, e rollout.AuditEvent) error {
+// drop it; with an approval, it marks that change request applied; with
+// settle, it settles it. It returns feature.ENotFound when no feature key
+// is served and feature.EConflict when it is at another version.
+func (db *DB) ArchiveFeature(ctx context.Context, key string, version int, e audit.Event, approval *rollout.RequestDecision, settle *rollout.Settlement) error {
 	return db.writeTx(ctx, fmt.Sprintf("archive feature %q", key), func(tx *tx) error {
 		now := db.now()
 		if e.Time.IsZero() {
@@ -36,20 +37,20 @@ func (db *DB) ArchiveFeature(ctx context.Context, key string, version int, e rol
 		}
 		e.Feature, e.FeatureID, e.Version = key, id, version
 		if e.Kind == "" {
-			e.Kind = rollout.AuditArchive
+			e.Kind = audit.Archive
 		}
 		if err := tx.appendAudit(e); err != nil {
 			return err
 		}
-		if e.Request != nil {
-			if err := tx.approveRequest(e.Request, e.Time, func(r *rollout.Request) { r.AppliedVersion = 0 }); err != nil {
+		if approval != nil {
+			if err := tx.approveRequest(approval, e.Time, func(r *rollout.Request) { r.AppliedVersion = 0 }); err != nil {
 				return err
 			}
 		}
 		if err := tx.addCommit(rollout.CommitFeature, key, now); err != nil {
 			return err
 		}
-		return tx.settle(e.Settles)
+		return tx.settle(settle)
 	})
 }
 
@@ -122,9 +123,9 @@ func (db *DB) RestoreFeature(ctx context.Context, f feature.Feature, v rollout.V
 // PurgeFeature removes the archived feature key: its row, history,
 // overrides, exposures (by the foreign keys' cascades) and ramps. Its audit
 // events stay; e is added (with the feature's ID), and a commit of the
-// feature; e.Settles is settled. It returns feature.ENotFound when there is no feature key and
-// feature.EConflict when it is served.
-func (db *DB) PurgeFeature(ctx context.Context, key string, e rollout.AuditEvent) error {
+// feature; settle is settled. It returns feature.ENotFound when there is
+// no feature key and feature.EConflict when it is served.
+func (db *DB) PurgeFeature(ctx context.Context, key string, e audit.Event, settle *rollout.Settlement) error {
 	return db.writeTx(ctx, fmt.Sprintf("purge feature %q", key), func(tx *tx) error {
 		if db.d.ForUpdate != "" {
 			if _, err := tx.exec(`SELECT 1 FROM features WHERE key = ? {forUpdate}`, key); err != nil {
@@ -146,7 +147,7 @@ func (db *DB) PurgeFeature(ctx context.Context, key string, e rollout.AuditEvent
 		}
 		e.Feature, e.FeatureID, e.Version = key, f.ID, f.Version
 		if e.Kind == "" {
-			e.Kind = rollout.AuditPurge
+			e.Kind = audit.Purge
 		}
 		if err := tx.appendAudit(e); err != nil {
 			return err
@@ -154,6 +155,6 @@ func (db *DB) PurgeFeature(ctx context.Context, key string, e rollout.AuditEvent
 		if err := tx.addCommit(rollout.CommitFeature, key, db.now()); err != nil {
 			return err
 		}
-		return tx.settle(e.Settles)
+		return tx.settle(settle)
 	})
 }

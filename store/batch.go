@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -191,7 +192,7 @@ func (tx *tx) createBatched(ws []rollout.BatchWrite) error {
 // finishCreates records the audit events and commits of the creates ws of
 // the features fs.
 func (tx *tx) finishCreates(ws []rollout.BatchWrite, fs []feature.Feature) error {
-	events := make([]rollout.AuditEvent, len(ws))
+	events := make([]audit.Event, len(ws))
 	for i, w := range ws {
 		events[i] = rollout.VersionEvent(fs[i].Key, fs[i].ID, w.Version)
 	}
@@ -254,9 +255,9 @@ func (tx *tx) writeBatchedSegment(w rollout.SegmentWrite) error {
 	if err != nil {
 		return err
 	}
-	kind := rollout.AuditSegmentChange
+	kind := audit.SegmentChange
 	if w.Create {
-		kind = rollout.AuditSegmentCreate
+		kind = audit.SegmentCreate
 		_, err := tx.exec(`INSERT INTO segments (key, version, config, created_at, updated_at) VALUES (?, ?, ?, ?, ?)`,
 			s.Key, s.Version, config, tx.db.d.Time(s.CreatedAt), tx.db.d.Time(s.UpdatedAt))
 		switch tx.constraint(err) {

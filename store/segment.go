@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -74,7 +75,7 @@ func (db *DB) CreateSegment(ctx context.Context, s feature.Segment, v feature.Se
 		if err := tx.insertSegmentVersion(v); err != nil {
 			return err
 		}
-		if err := tx.appendAudit(rollout.SegmentEvent(rollout.AuditSegmentCreate, v)); err != nil {
+		if err := tx.appendAudit(rollout.SegmentEvent(audit.SegmentCreate, v)); err != nil {
 			return err
 		}
 		if err := tx.addCommit(rollout.CommitSegment, s.Key, db.now()); err != nil {
@@ -122,7 +123,7 @@ func (db *DB) UpdateSegment(ctx context.Context, s feature.Segment, v feature.Se
 		if err := tx.insertSegmentVersion(v); err != nil {
 			return err
 		}
-		if err := tx.appendAudit(rollout.SegmentEvent(rollout.AuditSegmentChange, v)); err != nil {
+		if err := tx.appendAudit(rollout.SegmentEvent(audit.SegmentChange, v)); err != nil {
 			return err
 		}
 		for _, fv := range features {
@@ -155,10 +156,10 @@ func (tx *tx) whySegmentNotWritten(key string, version int) error {
 }
 
 // DeleteSegment removes the segment at version with its history, records
-// e in the audit trail and settles e.Settles. It
+// e in the audit trail and settles settle. It
 // refuses, with feature.EConflict naming them, when stored features' rules
 // use the segment.
-func (db *DB) DeleteSegment(ctx context.Context, key string, version int, e rollout.AuditEvent) error {
+func (db *DB) DeleteSegment(ctx context.Context, key string, version int, e audit.Event, settle *rollout.Settlement) error {
 	return db.writeTx(ctx, fmt.Sprintf("delete segment %q", key), func(tx *tx) error {
 		features, err := tx.listFeatures()
 		if err != nil {
@@ -189,7 +190,7 @@ func (db *DB) DeleteSegment(ctx context.Context, key string, version int, e roll
 		if err := tx.addCommit(rollout.CommitSegment, key, db.now()); err != nil {
 			return err
 		}
-		return tx.settle(e.Settles)
+		return tx.settle(settle)
 	})
 }
 

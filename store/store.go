@@ -1,12 +1,21 @@
-// Package store keeps features, their history, tokens, exposures, ramps and
-// the change feed in a SQL database through database/sql. Its DB
-// implements rollout.Store and rollout.TokenStore once for every database;
+// Package store keeps features, their history, tokens, webhooks, exposures,
+// ramps and the change feed in a SQL database through database/sql. Its DB
+// implements the interfaces of its consumers (rollout.Store, auth.Store,
+// webhook.Store and webhook.Outbox) once for every database;
 // what differs between them (placeholders, error codes, time encoding,
 // collation, notifications, backup, connection setup) is a Dialect, which
 // the packages store/sqlite and store/postgres provide. Both pass the
 // contract of package storetest. Copy and Compare (copy.go) move a whole
 // database into another of either dialect, every table of the schema but
 // those SkippedTables names, and compare the two.
+//
+// The package's files, one per part of what it keeps: store.go (DB, its
+// transactions, migrations, CheckWrite), feature.go (features and their
+// versions), archive.go, segment.go, ramp.go, request.go (change requests
+// and the settings), batch.go (documents' batches), exposure.go,
+// audit.go (the audit trail), feed.go (the change feed and the session
+// key), idempotency.go, token.go (tokens and signed-out sessions),
+// webhook.go (webhooks and their delivery log), copy.go.
 package store
 
 import (
@@ -22,6 +31,7 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -104,8 +114,8 @@ type DB struct {
 }
 
 var (
-	_ rollout.Store      = (*DB)(nil)
-	_ rollout.TokenStore = (*DB)(nil)
+	_ rollout.Store = (*DB)(nil)
+	_ auth.Store    = (*DB)(nil)
 )
 
 // New returns a DB on the database of d, whose migrations have been

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -117,7 +118,7 @@ func testBatchSegments(t *testing.T, o Opened) {
 	a := newFeature("a")
 	create(t, s, a)
 	rev := mustRevision(t, s)
-	nEvents := len(events(t, s, rollout.AuditQuery{}))
+	nEvents := len(events(t, s, audit.Query{}))
 	staff2 := staff
 	staff2.Version, staff2.Description = 2, "staff, from the file"
 	staff2.Conditions = []feature.Condition{{Attribute: "email", Op: feature.OpEndsWith, Value: json.RawMessage(`"@example.org"`)}}
@@ -140,12 +141,12 @@ func testBatchSegments(t *testing.T, o Opened) {
 	if err != nil || len(hist) != 2 || hist[0].Version != 2 || hist[0].Config.Description != staff2.Description {
 		t.Errorf("SegmentVersions(staff) = %+v, %v; want versions 2 (the batch's) and 1", hist, err)
 	}
-	es := events(t, s, rollout.AuditQuery{Ascending: true})
+	es := events(t, s, audit.Query{Ascending: true})
 	if len(es) != nEvents+3 {
 		t.Fatalf("%d audit events after the batch, want %d: %v", len(es), nEvents+3, kinds(es))
 	}
 	k := kinds(es[nEvents:])
-	if diff := cmp.Diff([]string{string(rollout.AuditSegmentChange) + " staff", string(rollout.AuditSegmentCreate) + " beta"}, k[:2]); diff != "" || !strings.HasSuffix(k[2], " a") {
+	if diff := cmp.Diff([]string{string(audit.SegmentChange) + " staff", string(audit.SegmentCreate) + " beta"}, k[:2]); diff != "" || !strings.HasSuffix(k[2], " a") {
 		t.Errorf("audit events of the batch = %v; want segment_change staff, segment_create beta, then a's version", k)
 	}
 
@@ -171,7 +172,7 @@ func testBatchSegments(t *testing.T, o Opened) {
 			}
 			wantFeatures(t, s, a2)
 			wantRevision(t, s, rev)
-			if n := len(events(t, s, rollout.AuditQuery{})); n != nEvents+3 {
+			if n := len(events(t, s, audit.Query{})); n != nEvents+3 {
 				t.Errorf("%d audit events after a refused batch, want %d", n, nEvents+3)
 			}
 			if got, _ := s.Segments(ctx); !cmp.Equal([]feature.Segment{beta, staff2}, got) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -124,8 +125,8 @@ func settlement(key, attempt, answer string) *rollout.Settlement {
 var settledExpires = t0.Truncate(time.Microsecond).Add(rollout.IdempotencyMemory)
 
 // testIdempotentWrite: every write that carries a Settlement — in its
-// Version, AuditEvent, Ramp, Request or Batch, or as the settle argument
-// of a segment's write — marks the key done with exactly the Settlement's
+// Version, Ramp, Request or Batch, or as the settle argument of an
+// archive, a purge or a segment's write — marks the key done with exactly the Settlement's
 // answer in its own transaction. A write whose key was taken over meanwhile
 // commits nothing: neither its change (no audit event, no commit) nor the
 // key. A write that fails leaves the key pending.
@@ -191,17 +192,17 @@ func testIdempotentWrite(t *testing.T, o Opened) {
 			return s.CreateRequest(ctx, req)
 		}},
 		{"ArchiveFeature", nil, func(st *rollout.Settlement) error {
-			return s.ArchiveFeature(ctx, f.Key, stepped.Version, rollout.AuditEvent{Actor: "test", Settles: st})
+			return s.ArchiveFeature(ctx, f.Key, stepped.Version, audit.Event{Actor: "test"}, nil, st)
 		}},
 		{"RestoreFeature", nil, func(st *rollout.Settlement) error {
 			v := versionOf(restored)
-			v.Kind, v.Settles = rollout.AuditRestore, st
+			v.Kind, v.Settles = audit.Restore, st
 			return s.RestoreFeature(ctx, restored, v)
 		}},
 		{"PurgeFeature", func() error {
-			return s.ArchiveFeature(ctx, f.Key, restored.Version, rollout.AuditEvent{Actor: "test"})
+			return s.ArchiveFeature(ctx, f.Key, restored.Version, audit.Event{Actor: "test"}, nil, nil)
 		}, func(st *rollout.Settlement) error {
-			return s.PurgeFeature(ctx, f.Key, rollout.AuditEvent{Actor: "test", Settles: st})
+			return s.PurgeFeature(ctx, f.Key, audit.Event{Actor: "test"}, st)
 		}},
 		{"CreateSegment", nil, func(st *rollout.Settlement) error {
 			return s.CreateSegment(ctx, staff, segmentVersionOf(staff), st)
@@ -210,9 +211,7 @@ func testIdempotentWrite(t *testing.T, o Opened) {
 			return s.UpdateSegment(ctx, staff2, segmentVersionOf(staff2), nil, st)
 		}},
 		{"DeleteSegment", nil, func(st *rollout.Settlement) error {
-			e := rollout.SegmentEvent(rollout.AuditSegmentDelete, segmentVersionOf(staff2))
-			e.Settles = st
-			return s.DeleteSegment(ctx, staff2.Key, staff2.Version, e)
+			return s.DeleteSegment(ctx, staff2.Key, staff2.Version, rollout.SegmentEvent(audit.SegmentDelete, segmentVersionOf(staff2)), st)
 		}},
 		{"ApplyBatch", nil, func(st *rollout.Settlement) error {
 			return s.ApplyBatch(ctx, rollout.Batch{
@@ -233,10 +232,10 @@ func testIdempotentWrite(t *testing.T, o Opened) {
 		// commits nothing.
 		after := t0.Add(rollout.IdempotencyLease + time.Second)
 		claimKey(t, other, idemRecord("tok", key, "fp", "retry", after), after, true)
-		rev, audit := revisionOf(t, s), len(events(t, s, rollout.AuditQuery{}))
+		rev, events0 := revisionOf(t, s), len(events(t, s, audit.Query{}))
 		wantCode(t, w.name+"(key taken over)", w.write(settlement(key, "first", "too late")), rollout.EKeyInUse)
-		if n := len(events(t, s, rollout.AuditQuery{})); n != audit {
-			t.Errorf("%s(key taken over) recorded %d audit events, want none: its change was committed", w.name, n-audit)
+		if n := len(events(t, s, audit.Query{})); n != events0 {
+			t.Errorf("%s(key taken over) recorded %d audit events, want none: its change was committed", w.name, n-events0)
 		}
 		wantRevision(t, s, rev)
 		// The attempt that holds the key: the change, and the key done
@@ -244,7 +243,7 @@ func testIdempotentWrite(t *testing.T, o Opened) {
 		if err := w.write(settlement(key, "retry", answer)); err != nil {
 			t.Fatalf("%s(key held) = %v", w.name, err)
 		}
-		if n := len(events(t, s, rollout.AuditQuery{})); n == audit {
+		if n := len(events(t, s, audit.Query{})); n == events0 {
 			t.Errorf("%s(key held) recorded no audit event", w.name)
 		}
 		got := claimKey(t, other, idemRecord("tok", key, "fp", "third", after), after, false)

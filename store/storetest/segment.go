@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -118,17 +119,17 @@ func testSegments(t *testing.T, o Opened) {
 	}
 
 	// In use: not deleted.
-	err = s.DeleteSegment(ctx, "staff", 2, rollout.AuditEvent{Actor: "alice", Kind: rollout.AuditSegmentDelete, Subject: "staff", Summary: "segment staff deleted"})
+	err = s.DeleteSegment(ctx, "staff", 2, audit.Event{Actor: "alice", Kind: audit.SegmentDelete, Subject: "staff", Summary: "segment staff deleted"}, nil)
 	if feature.ErrorCode(err) != feature.EConflict || !strings.Contains(err.Error(), "checkout") {
 		t.Errorf("DeleteSegment in use = %v, want EConflict naming checkout", err)
 	}
-	if err := s.DeleteSegment(ctx, "beta", 7, rollout.AuditEvent{Actor: "alice", Kind: rollout.AuditSegmentDelete, Subject: "beta", Summary: "segment beta deleted"}); feature.ErrorCode(err) != feature.EConflict {
+	if err := s.DeleteSegment(ctx, "beta", 7, audit.Event{Actor: "alice", Kind: audit.SegmentDelete, Subject: "beta", Summary: "segment beta deleted"}, nil); feature.ErrorCode(err) != feature.EConflict {
 		t.Errorf("DeleteSegment at another version = %v, want EConflict", err)
 	}
-	if err := s.DeleteSegment(ctx, "beta", 1, rollout.AuditEvent{Actor: "alice", Kind: rollout.AuditSegmentDelete, Subject: "beta", Summary: "segment beta deleted"}); err != nil {
+	if err := s.DeleteSegment(ctx, "beta", 1, audit.Event{Actor: "alice", Kind: audit.SegmentDelete, Subject: "beta", Summary: "segment beta deleted"}, nil); err != nil {
 		t.Errorf("DeleteSegment = %v", err)
 	}
-	if err := s.DeleteSegment(ctx, "beta", 1, rollout.AuditEvent{Actor: "alice", Kind: rollout.AuditSegmentDelete, Subject: "beta", Summary: "segment beta deleted"}); feature.ErrorCode(err) != feature.ENotFound {
+	if err := s.DeleteSegment(ctx, "beta", 1, audit.Event{Actor: "alice", Kind: audit.SegmentDelete, Subject: "beta", Summary: "segment beta deleted"}, nil); feature.ErrorCode(err) != feature.ENotFound {
 		t.Errorf("DeleteSegment again = %v, want ENotFound", err)
 	}
 	if got, _ := s.Segments(ctx); len(got) != 1 || got[0].Key != "staff" {
@@ -136,7 +137,7 @@ func testSegments(t *testing.T, o Opened) {
 	}
 	// Each change of a segment is in the audit trail, with the versions
 	// of the features it changed; refused ones are not.
-	wantKinds(t, s, rollout.AuditQuery{Ascending: true},
+	wantKinds(t, s, audit.Query{Ascending: true},
 		"segment_create staff", "segment_create beta", "create checkout", "segment_change staff", "change checkout", "segment_delete beta")
 	// Made again, it starts a new history.
 	if err := s.CreateSegment(ctx, beta, segmentVersionOf(beta), nil); err != nil {
