@@ -199,7 +199,7 @@ func (s *Server) applyDocument(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	keepAs(c, func(p rollout.DocumentPlan) (keptAnswer, error) { return jsonAnswer(http.StatusOK, p) })
+	answer := answers(c, func(p rollout.DocumentPlan) (keptAnswer, error) { return jsonAnswer(http.StatusOK, p) })
 	var p rollout.DocumentPlan
 	actor := actorOf(c)
 	var role rollout.Role
@@ -213,7 +213,7 @@ func (s *Server) applyDocument(c echo.Context) error {
 		}
 		p, err = s.svc.ApplyDocument(ctx, *req.Document, rollout.ApplyOptions{
 			Actor: actor, Role: role, Comment: req.Comment, Versions: req.Versions, SegmentVersions: req.SegmentVersions,
-			MaxChurn: req.MaxChurn, MaxTotalChurn: req.MaxTotalChurn, Plan: po,
+			MaxChurn: req.MaxChurn, MaxTotalChurn: req.MaxTotalChurn, Plan: po, Idempotency: answer.idempotency(),
 		})
 		return err
 	})
@@ -225,5 +225,5 @@ func (s *Server) applyDocument(c echo.Context) error {
 			s.applied(c, ch.Feature, ch.ToVersion, "applied from a document: "+ch.Action, ch.Churn, actor)
 		}
 	}
-	return c.JSON(http.StatusOK, p)
+	return answer.send(p)
 }

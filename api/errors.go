@@ -15,6 +15,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/rollout/rollout/api/evaluation"
+	"github.com/rollout/rollout/api/internal/jsonscan"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
 )
@@ -53,10 +55,10 @@ var statusOf = map[string]int{
 	rollout.EKeyInUse:     http.StatusConflict,
 	feature.EInternal:     http.StatusInternalServerError,
 
-	ofrepParseError:          http.StatusBadRequest,
-	ofrepTargetingKeyMissing: http.StatusBadRequest,
-	ofrepInvalidContext:      http.StatusBadRequest,
-	ofrepFlagNotFound:        http.StatusNotFound,
+	evaluation.OFREPParseError:          http.StatusBadRequest,
+	evaluation.OFREPTargetingKeyMissing: http.StatusBadRequest,
+	evaluation.OFREPInvalidContext:      http.StatusBadRequest,
+	evaluation.OFREPFlagNotFound:        http.StatusNotFound,
 }
 
 // errorBody is every error answer: {"error":{"code","message"}}, with the
@@ -76,6 +78,16 @@ func badRequest(format string, args ...any) error {
 	return feature.Errorf(codeBadRequest, format, args...)
 }
 
+// ofrepGeneralError is the body of any other error of an OFREP endpoint.
+type ofrepGeneralError struct {
+	ErrorDetails string `json:"errorDetails"`
+}
+
+// isOFREP reports whether the request is for an OFREP endpoint.
+func isOFREP(c echo.Context) bool {
+	return strings.HasPrefix(c.Request().URL.Path, "/ofrep/")
+}
+
 // errorHandler answers every error as JSON with the status of its code.
 // Internal errors are logged with the request ID and answered generically.
 // OFREP endpoints answer in the protocol's shapes: {"key","errorCode",
@@ -85,7 +97,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		if c.Response().Committed {
 			return
 		}
-		if oe, ok := errors.AsType[*ofrepError](err); ok {
+		if oe, ok := errors.AsType[*evaluation.OFREPError](err); ok {
 			_ = c.JSON(statusOf[oe.ErrorCode], oe)
 			return
 		}
@@ -129,7 +141,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 }
 
 // decode reads the request body as exactly one JSON value into v, refusing
-// unknown fields and repeated keys (see repeatedField), and explains what
+// unknown fields and repeated keys (see jsonscan.RepeatedField), and explains what
 // was wrong and where.
 func decode(c echo.Context, v any) error {
 	body := bufio.NewReader(c.Request().Body)
@@ -150,7 +162,7 @@ func decode(c echo.Context, v any) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return badRequest("the request body must hold one JSON value and nothing after it")
 	}
-	if first, again, ok := repeatedField(data, reflect.TypeOf(v)); ok {
+	if first, again, ok := jsonscan.RepeatedField(data, reflect.TypeOf(v)); ok {
 		if first == again {
 			return badRequest("key %q appears twice in one object: send each key once", cutKey(first))
 		}

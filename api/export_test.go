@@ -1,7 +1,6 @@
 package api
 
 import (
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -53,28 +52,12 @@ func SetBodyWindows(t interface{ Cleanup(func()) }, app, other time.Duration) {
 // StreamQueue is how many events may wait behind a stream's write.
 const StreamQueue = streamQueue
 
-// SyncEncodings returns how many sync documents the package has encoded.
-func SyncEncodings() int64 { return syncEncodings.Load() }
-
 // SetMaxChangeEvent sets the bound of a change event's sync forms until
 // the test ends.
 func SetMaxChangeEvent(t interface{ Cleanup(func()) }, n int) {
 	old := maxChangeEvent
 	maxChangeEvent = n
 	t.Cleanup(func() { maxChangeEvent = old })
-}
-
-// HoldSyncEncoding makes each encoding of a sync document wait, for up to
-// 10 s, until n requests have found the document stale, until the test
-// ends: without a single flight, n requests that arrive together would
-// each encode it.
-func HoldSyncEncoding(t interface{ Cleanup(func()) }, n int64) {
-	syncEncodeHook = func(stale func() int64) {
-		for deadline := time.Now().Add(10 * time.Second); stale() < n && time.Now().Before(deadline); {
-			time.Sleep(time.Millisecond)
-		}
-	}
-	t.Cleanup(func() { syncEncodeHook = nil })
 }
 
 // SetMaxActiveTokens sets how many active tokens POST /api/tokens allows
@@ -88,22 +71,3 @@ func SetMaxActiveTokens(t interface{ Cleanup(func()) }, n int) {
 // RaceEnabled: the tests run under the race detector, which makes the
 // server's own work several times slower.
 const RaceEnabled = raceEnabled
-
-// HoldCostlySlots makes every request that takes a slot of costly
-// evaluations signal entered, then hold the slot until release is called
-// (or the test ends).
-func HoldCostlySlots(t interface{ Cleanup(func()) }) (entered <-chan struct{}, release func()) {
-	in, out := make(chan struct{}, 16), make(chan struct{})
-	var once sync.Once
-	release = func() { once.Do(func() { close(out) }) }
-	hook := func() {
-		in <- struct{}{}
-		<-out
-	}
-	costlyHook.Store(&hook)
-	t.Cleanup(func() {
-		release()
-		costlyHook.Store(nil)
-	})
-	return in, release
-}

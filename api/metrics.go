@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/rollout/rollout/api/internal/readmostly"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Metrics are the service's Prometheus metrics, in a registry of their own,
@@ -85,16 +86,20 @@ func NewMetrics() *Metrics {
 	snapshotFeatures := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "rollout_snapshot_features",
 		Help: "Features in the snapshot that evaluations read.",
-	}, func() float64 { return m.snapshot(func(st *snapshotState) float64 { return float64(st.snap.Len()) }) })
+	}, func() float64 {
+		return m.snapshot(func(snap *feature.Snapshot, _ uint64, _ time.Time) float64 { return float64(snap.Len()) })
+	})
 	snapshotVersion := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "rollout_snapshot_version",
 		Help: "Snapshots this process has served, the one loaded at start included: one more with every applied change.",
-	}, func() float64 { return m.snapshot(func(st *snapshotState) float64 { return float64(st.seq) }) })
+	}, func() float64 {
+		return m.snapshot(func(_ *feature.Snapshot, seq uint64, _ time.Time) float64 { return float64(seq) })
+	})
 	snapshotAge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "rollout_snapshot_age_seconds",
 		Help: "Seconds since the snapshot that evaluations read was swapped in (or loaded at start).",
 	}, func() float64 {
-		return m.snapshot(func(st *snapshotState) float64 { return time.Since(st.seen).Seconds() })
+		return m.snapshot(func(_ *feature.Snapshot, _ uint64, seen time.Time) float64 { return time.Since(seen).Seconds() })
 	})
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -112,7 +117,7 @@ func (m *Metrics) Handler() http.Handler {
 	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s := m.server.Load(); s != nil {
-			s.snapshotState()
+			s.eval.Snapshot()
 		}
 		h.ServeHTTP(w, r)
 	})
@@ -140,13 +145,23 @@ func (m *Metrics) forgetFeatures(keys []string) {
 // add theirs.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-func (m *Metrics) snapshot(f func(*snapshotState) float64) float64 {
+func (m *Metrics) snapshot(f func(snap *feature.Snapshot, seq uint64, seen time.Time) float64) float64 {
 	s := m.server.Load()
 	if s == nil {
 		return 0
 	}
-	return f(s.snapshotState())
+	return f(s.eval.Snapshot())
 }
+
+// evaluationMetrics are the metrics package evaluation's Server counts
+// (evaluation.Metrics): comparable, and equal for the same Metrics.
+type evaluationMetrics struct{ m *Metrics }
+
+func (em evaluationMetrics) Evaluations(feature, bucket, reason string) prometheus.Counter {
+	return em.m.evalChildren.Get(evalLabels{feature, bucket, reason})
+}
+
+func (em evaluationMetrics) ForgetFeatures(keys []string) { em.m.forgetFeatures(keys) }
 
 // answered counts one HTTP request. route is the pattern the request
 // matched ("" when none did: "unmatched"), so that the labels stay few.

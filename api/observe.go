@@ -214,7 +214,7 @@ func (s *Server) applied(c echo.Context, feature string, version int, summary st
 		actor = "anonymous"
 	}
 	s.metrics.changed(kind)
-	s.snapshotState() // see the swap now, for the snapshot's age
+	s.eval.Snapshot() // see the swap now, for the snapshot's age
 	s.log.LogAttrs(c.Request().Context(), slog.LevelInfo, "change",
 		slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)),
 		slog.String("kind", kind), slog.String("feature", feature), slog.Int("version", version),

@@ -415,3 +415,33 @@ func TestEvaluationLogVolume(t *testing.T) {
 		t.Errorf("default: an error and a change wrote %d lines, want 3", def.lines)
 	}
 }
+
+// TestEvaluationCORS: browser apps on other origins may call the evaluation
+// endpoints and read the ETag; the rest of the API stays same-origin.
+func TestEvaluationCORS(t *testing.T) {
+	s := newServer(t, "", api.Options{})
+	s.seed()
+	const origin = "https://app.example"
+	for _, path := range []string{"/ofrep/v1/evaluate/flags", "/ofrep/v1/evaluate/flags/checkout", "/evaluate"} {
+		r := s.do("OPTIONS", path, nil, "Origin", origin, "Access-Control-Request-Method", "POST",
+			"Access-Control-Request-Headers", "content-type,if-none-match")
+		allowHeaders := strings.ToLower(r.header.Get("Access-Control-Allow-Headers"))
+		if r.status != 204 || r.header.Get("Access-Control-Allow-Origin") != "*" ||
+			!strings.Contains(r.header.Get("Access-Control-Allow-Methods"), "POST") ||
+			!strings.Contains(allowHeaders, "if-none-match") || !strings.Contains(allowHeaders, "content-type") {
+			t.Errorf("preflight of %s = %d %v, want 204 allowing any origin to POST with If-None-Match", path, r.status, r.header)
+		}
+	}
+	r := s.must(200, "POST", "/ofrep/v1/evaluate/flags", map[string]any{"context": map[string]any{"targetingKey": "u"}}, "Origin", origin)
+	if r.header.Get("Access-Control-Allow-Origin") != "*" || !strings.Contains(r.header.Get("Access-Control-Expose-Headers"), "ETag") {
+		t.Errorf("bulk evaluation from %s: headers %v, want the origin allowed and ETag exposed", origin, r.header)
+	}
+	r = s.must(200, "GET", "/evaluate?feature=checkout&user=u", nil, "Origin", origin)
+	if r.header.Get("Access-Control-Allow-Origin") != "*" {
+		t.Errorf("GET /evaluate from %s: headers %v, want the origin allowed", origin, r.header)
+	}
+	r = s.do("OPTIONS", "/api/features", nil, "Origin", origin, "Access-Control-Request-Method", "POST")
+	if r.header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("preflight of /api/features allowed origin %q, want none", r.header.Get("Access-Control-Allow-Origin"))
+	}
+}

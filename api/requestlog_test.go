@@ -1,6 +1,7 @@
 package api
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -107,5 +108,26 @@ func TestParseRequestLog(t *testing.T) {
 		if _, err := ParseRequestLog(bad); err == nil {
 			t.Errorf("ParseRequestLog(%q) succeeded, want an error", bad)
 		}
+	}
+}
+
+// TestNewRequestID: IDs from many batches are all different, 26 characters
+// of the base32 alphabet, each a header value no append can write into
+// another's.
+func TestNewRequestID(t *testing.T) {
+	seen := map[string]bool{}
+	for range 10_000 {
+		v := newRequestID()
+		if len(v) != 1 || cap(v) != 1 {
+			t.Fatalf("value %q has len %d, cap %d; want 1, 1", v, len(v), cap(v))
+		}
+		id := v[0]
+		if len(id) != 26 || strings.Trim(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") != "" {
+			t.Fatalf("ID %q: want 26 characters of the base32 alphabet", id)
+		}
+		if seen[id] {
+			t.Fatalf("ID %q handed out twice", id)
+		}
+		seen[id] = true
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
+	"github.com/rollout/rollout/api/evaluation"
 	"github.com/rollout/rollout/rollout"
 )
 
@@ -38,9 +39,9 @@ type Route struct {
 	// only a short window (see bodies.go). Routes of GET, HEAD and
 	// OPTIONS take no body; the others wait longer for theirs.
 	AppBody bool
-	// BoundedRead marks a handler that reads its body with
-	// buffer.readFrom, which stops past MaxEvaluateBodyBytes (its MaxBody):
-	// the route needs no reader of its own to bound the body.
+	// BoundedRead marks a handler that reads its body through a buffer
+	// that stops past evaluation.MaxEvaluateBodyBytes (its MaxBody): the
+	// route needs no reader of its own to bound the body.
 	BoundedRead bool
 	// MaxBody bounds the route's request body, in bytes; 0 means
 	// MaxBodyBytes.
@@ -83,16 +84,16 @@ func (s *Server) routes(opts Options) []Route {
 		{Method: http.MethodHead, Path: "/readyz", Access: Public, Handler: s.readyz},
 
 		// Apps' evaluation.
-		{Method: http.MethodGet, Path: "/evaluate", Access: rollout.PermEvaluate, Handler: s.evaluateOne},
-		{Method: http.MethodPost, Path: "/evaluate", Access: rollout.PermEvaluate, AppBody: true, BoundedRead: true, MaxBody: MaxEvaluateBodyBytes, Handler: s.evaluateMany},
-		{Method: http.MethodPost, Path: "/ofrep/v1/evaluate/flags/:key", Access: rollout.PermEvaluate, AppBody: true, BoundedRead: true, MaxBody: MaxEvaluateBodyBytes, Handler: s.ofrepEvaluate},
-		{Method: http.MethodPost, Path: "/ofrep/v1/evaluate/flags", Access: rollout.PermEvaluate, AppBody: true, BoundedRead: true, MaxBody: MaxEvaluateBodyBytes, Handler: s.ofrepEvaluateAll},
+		{Method: http.MethodGet, Path: "/evaluate", Access: rollout.PermEvaluate, Handler: s.eval.EvaluateOne},
+		{Method: http.MethodPost, Path: "/evaluate", Access: rollout.PermEvaluate, AppBody: true, BoundedRead: true, MaxBody: evaluation.MaxEvaluateBodyBytes, Handler: s.eval.EvaluateMany},
+		{Method: http.MethodPost, Path: "/ofrep/v1/evaluate/flags/:key", Access: rollout.PermEvaluate, AppBody: true, BoundedRead: true, MaxBody: evaluation.MaxEvaluateBodyBytes, Handler: s.eval.OFREPEvaluate},
+		{Method: http.MethodPost, Path: "/ofrep/v1/evaluate/flags", Access: rollout.PermEvaluate, AppBody: true, BoundedRead: true, MaxBody: evaluation.MaxEvaluateBodyBytes, Handler: s.eval.OFREPEvaluateAll},
 		// The sync API and the counts of apps that evaluate in process
 		// (package client): tokens of the sdk role, not the client role of
 		// browsers. The snapshot holds every feature's configuration.
-		{Method: http.MethodGet, Path: "/sync/v1/snapshot", Access: rollout.PermSync, Handler: s.syncSnapshot},
+		{Method: http.MethodGet, Path: "/sync/v1/snapshot", Access: rollout.PermSync, Handler: s.eval.SyncSnapshot},
 		{Method: http.MethodGet, Path: "/sync/v1/stream", Access: rollout.PermSync, Stream: true, Handler: s.syncStream},
-		{Method: http.MethodPost, Path: "/api/exposures", Access: rollout.PermSync, AppBody: true, Handler: s.addExposures,
+		{Method: http.MethodPost, Path: "/api/exposures", Access: rollout.PermSync, AppBody: true, Handler: s.eval.AddExposures,
 			Middleware: []echo.MiddlewareFunc{exposures}},
 
 		{Method: http.MethodGet, Path: "/metrics", Access: rollout.PermRead, Handler: echo.WrapHandler(s.metrics.Handler())},

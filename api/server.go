@@ -1,24 +1,52 @@
-// Package api is rollout's HTTP API: evaluation for apps on their hot path
-// (GET/POST /evaluate, and OpenFeature's OFREP under /ofrep/v1), the sync API
-// for apps that evaluate in their own process (/sync/v1, package client), the JSON API
-// that rollout scripts and the dashboard use to change features, and health,
-// readiness and Prometheus metrics for operators. Handlers decode, call the
-// rollout domain, and encode; every error is answered by one handler
-// (errors.go) with the one status of its code, and the field it is about.
-// Every request is counted in the metrics and
-// carries a request ID; which requests are also logged is Options.RequestLog's
+// Package api is rollout's HTTP API: the JSON API that rollout scripts and
+// the dashboard use to change features, evaluation for apps on their hot
+// path (GET/POST /evaluate, OpenFeature's OFREP under /ofrep/v1), the sync
+// API for apps that evaluate in their own process (/sync/v1, package
+// client), and health, readiness and Prometheus metrics for operators.
+// Handlers decode, call the rollout domain, and encode. The routes apps
+// call on their hot path are package evaluation's handlers, declared here
+// with the others. Every request is counted in the metrics and carries a
+// request ID; which requests are also logged is Options.RequestLog's
 // choice: by default changes, errors and slow requests, not evaluations.
+//
+// The files:
+//
+//   - server.go: Options, Server and New, which wires the routes and the
+//     middleware.
+//   - routes.go: the route table, each route declared once (method, path,
+//     access, body limit, handler), and the middleware made from it.
+//   - errors.go: the one error handler, the one map from error codes to
+//     statuses, and the JSON decoder of request bodies.
+//   - auth.go, access.go: tokens, sessions and what each route needs.
+//   - observe.go, requestlog.go, metrics.go: request IDs, CORS of the
+//     evaluation routes, the request log and the Prometheus metrics.
+//   - bodies.go: how long a route waits for its request body.
+//   - streams.go: the budget, revocation and writer of every stream.
+//   - syncstream.go: the sync API's stream, GET /sync/v1/stream.
+//   - events.go: the dashboard's stream of changes, GET /api/events.
+//   - exposurelimit.go: the rate limit of POST /api/exposures.
+//   - idempotency.go: Idempotency-Key on changes.
+//   - features.go: features, their buckets, overrides, versions, history
+//     and the guards of changes.
+//   - rules.go, segments.go: targeting rules and segments.
+//   - ramp.go: ramps of a feature's buckets.
+//   - plan.go: the planner of buckets' moves, and its bounds.
+//   - ascode.go: rollouts as code: export, plan and apply of documents.
+//   - requests.go: settings and change requests.
+//   - tokens.go, webhooks.go, audit.go: API tokens, webhooks and the audit
+//     trail.
+//   - health.go: GET /healthz and /readyz.
 package api
 
 import (
 	"context"
 	"log/slog"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/rollout/rollout/api/evaluation"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
 
@@ -68,8 +96,8 @@ type Options struct {
 	Plans PlanLimits
 
 	// Costly bounds the costly evaluations that run at once (see
-	// costly.go); the zero value is the defaults.
-	Costly CostlyLimits
+	// package evaluation); the zero value is the defaults.
+	Costly evaluation.CostlyLimits
 
 	// Webhooks are what /api/webhooks manages; nil: those routes answer
 	// 404.
@@ -87,14 +115,12 @@ type Server struct {
 	metrics *Metrics
 	ready   func(context.Context) error
 	closing <-chan struct{}
-	snap    atomic.Pointer[snapshotState]
-	sync    syncCache
+	eval    *evaluation.Server // the routes apps call on their hot path
 	streams *streams
 
 	events  changeEvents
 	reqlog  requestLogger
 	planner *planner
-	costly  *costly             // the slots of costly evaluations
 	auth    *Auth               // nil: everything is open
 	hooks   *rollout.Webhooks   // nil: no webhooks
 	cors    echo.MiddlewareFunc // evaluationCORS
@@ -124,8 +150,8 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 		cors:   evaluationCORS(), csrf: http.NewCrossOriginProtection(),
 		declared: map[string]map[string]bool{}}
 	s.planner = newPlanner(opts.Plans)
-	s.costly = newCostly(opts.Costly)
-	s.snapshotState()
+	s.eval = evaluation.New(svc, evaluation.Options{Metrics: evaluationMetrics{metrics}, Decode: decode,
+		WriteWindow: streamWriteWindow, Costly: opts.Costly})
 	metrics.server.Store(s)
 	s.streams = newStreams(opts, log, metrics)
 

@@ -179,3 +179,11 @@ func (s *testServer) evaluate(key, user string) feature.Evaluation {
 	}
 	return e
 }
+
+// ofrepFlags is the path of OFREP's bulk evaluation (package evaluation).
+const ofrepFlags = "/ofrep/v1/evaluate/flags"
+
+// ofrepBody is the body of an OFREP evaluation for user.
+func ofrepBody(user string) map[string]any {
+	return map[string]any{"context": map[string]any{"targetingKey": user}}
+}

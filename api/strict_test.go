@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/api"
+	"github.com/rollout/rollout/api/evaluation"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -98,7 +99,7 @@ func TestUnreadableUserIDs(t *testing.T) {
 // list may name: without "features", POST /evaluate answers every one.
 func TestEvaluateAllPastTheListBound(t *testing.T) {
 	s := newServer(t, "", api.Options{})
-	n := api.MaxBulkFeatures + 5
+	n := evaluation.MaxBulkFeatures + 5
 	for i := range n {
 		s.create(feature.Feature{Key: fmt.Sprintf("f%04d", i), Enabled: true, Buckets: []feature.Bucket{{Name: "A", Replicas: 1}}})
 	}
@@ -124,7 +125,7 @@ func TestEvaluateAllPastTheListBound(t *testing.T) {
 	if r := s.must(200, "POST", "/evaluate?pretty", `{"user":"u"}`); strings.Count(string(r.body), `"bucket": "A"`) != n {
 		t.Errorf("POST /evaluate?pretty without features did not answer all %d features", n)
 	}
-	keys := make([]string, api.MaxBulkFeatures+1)
+	keys := make([]string, evaluation.MaxBulkFeatures+1)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("f%04d", i)
 	}

@@ -18,8 +18,9 @@ type ArchiveStore interface {
 	// ArchiveFeature archives the served feature key, which must be at
 	// the given version, and records e (its FeatureID and Version set by
 	// the store); with e.Request, marks that request applied (EConflict
-	// when it is no longer open). ENotFound when no feature key is
-	// served, EConflict when it is at another version.
+	// when it is no longer open); with e.Settles, settles it. ENotFound
+	// when no feature key is served, EConflict when it is at another
+	// version.
 	ArchiveFeature(ctx context.Context, key string, version int, e AuditEvent) error
 	// ArchivedFeatures returns the archived features, ordered by key.
 	ArchivedFeatures(ctx context.Context) ([]feature.Feature, error)
@@ -32,7 +33,8 @@ type ArchiveStore interface {
 	// EConflict when it moved on.
 	RestoreFeature(ctx context.Context, f feature.Feature, v Version) error
 	// PurgeFeature removes the archived feature key with its history,
-	// exposures and ramps, keeping its audit events, and records e.
+	// exposures and ramps, keeping its audit events, and records e (and
+	// settles e.Settles).
 	// ENotFound when there is no feature key, EConflict when it is
 	// served (archive it first).
 	PurgeFeature(ctx context.Context, key string, e AuditEvent) error
@@ -79,12 +81,15 @@ func (s *Service) archive(ctx context.Context, key string, opts ChangeOptions) (
 			return res, err
 		}
 		now := s.now().UTC()
-		Settle(ctx, res, now)
+		settles, err := opts.Idempotency.settlement(res, now)
+		if err != nil {
+			return Result{}, err
+		}
 		churn := res.Report.Churn
 		e := AuditEvent{
 			Time: now, Actor: actor(opts), Kind: AuditArchive, Feature: key, Version: cur.Feature().Version,
 			Summary: joinSummary(archivedSummary, ShareSummary(res.Report)), Comment: opts.Comment, Churn: &churn,
-			Request: opts.request,
+			Request: opts.request, Settles: settles,
 		}
 		if err := s.store.ArchiveFeature(ctx, key, cur.Feature().Version, e); err != nil {
 			return Result{}, err
@@ -158,12 +163,15 @@ func (s *Service) restore(ctx context.Context, key string, opts ChangeOptions) (
 		return res, err
 	}
 	now := next.UpdatedAt
+	settles, err := opts.Idempotency.settlement(res, now)
+	if err != nil {
+		return Result{}, err
+	}
 	v := Version{
 		Version: next.Version, Actor: actor(opts), Time: now, Summary: restoredSummary,
 		Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: res.Report, Kind: AuditRestore,
-		Request: opts.request,
+		Request: opts.request, Settles: settles,
 	}
-	Settle(ctx, res, now)
 	if err := s.store.RestoreFeature(ctx, next, v); err != nil {
 		return Result{}, err
 	}
@@ -221,12 +229,15 @@ func (s *Service) Purge(ctx context.Context, key string, opts ChangeOptions) err
 	}
 	defer s.mu.Unlock()
 	now := s.now().UTC()
+	settles, err := opts.Idempotency.settlement(struct{}{}, now)
+	if err != nil {
+		return err
+	}
 	e := AuditEvent{
 		Time: now, Actor: actor(opts), Kind: AuditPurge, Feature: key,
 		Summary: "purged: its configuration, history, exposures and ramps were removed; its audit events are kept",
-		Comment: opts.Comment,
+		Comment: opts.Comment, Settles: settles,
 	}
-	Settle(ctx, struct{}{}, now)
 	if err := s.store.PurgeFeature(ctx, key, e); err != nil {
 		return err
 	}

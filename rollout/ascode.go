@@ -894,14 +894,25 @@ type SegmentWrite struct {
 	Create  bool
 }
 
+// Batch is what Store.ApplyBatch writes: new versions of several features
+// and segments, and the idempotency key of the request that makes them.
+type Batch struct {
+	Features []BatchWrite
+	Segments []SegmentWrite
+	// Settles, when not nil, is marked done in the batch's transaction,
+	// as a Version's Settles is in its own.
+	Settles *Settlement
+}
+
 // BatchStore writes versions of several features and segments at once.
 type BatchStore interface {
-	// ApplyBatch writes every write of ws and of segs in one transaction,
-	// with a commit and an audit event each, or none of them: a feature
-	// or segment that is not at the version its write expects (or, for a
-	// Create, exists) fails the batch with an EConflict *Error that names
-	// it, an update of one that does not exist with ENotFound.
-	ApplyBatch(ctx context.Context, ws []BatchWrite, segs ...SegmentWrite) error
+	// ApplyBatch writes every write of b in one transaction, with a
+	// commit and an audit event each, and settles b.Settles, or none of
+	// them: a feature or segment that is not at the version its write
+	// expects (or, for a Create, exists) fails the batch with an
+	// EConflict *Error that names it, an update of one that does not
+	// exist with ENotFound, a key no longer the request's with EKeyInUse.
+	ApplyBatch(ctx context.Context, b Batch) error
 }
 
 // ApplyOptions are the guards and author of ApplyDocument.
@@ -927,6 +938,9 @@ type ApplyOptions struct {
 	MaxChurn      *float64
 	MaxTotalChurn *float64
 	Plan          PlanOptions
+	// Idempotency, when not nil, is the request's idempotency key, kept
+	// with the batch's answer, a DocumentPlan (see Idempotency).
+	Idempotency *Idempotency
 }
 
 // ApplyDocument makes every change d plans (see PlanDocument) as one batch
@@ -1124,11 +1138,14 @@ func (s *Service) applyDocument(ctx context.Context, d Document, opts ApplyOptio
 		}})
 	}
 	p.Applied = true
-	Settle(ctx, p, now)
+	settles, err := opts.Idempotency.settlement(p, now)
+	if err != nil {
+		return DocumentPlan{}, err
+	}
 	// The write is bounded by the store's own deadline, which grows with
 	// the batch, not by the plan's (ctx may end when the plan's search
 	// time does).
-	if err := s.store.ApplyBatch(context.WithoutCancel(ctx), ws, sws...); err != nil {
+	if err := s.store.ApplyBatch(context.WithoutCancel(ctx), Batch{Features: ws, Segments: sws, Settles: settles}); err != nil {
 		if feature.ErrorCode(err) == feature.EConflict && opts.Versions != nil {
 			return DocumentPlan{}, feature.Errorf(feature.EPrecondition, "%s; nothing was changed", feature.ErrorMessage(err))
 		}

@@ -90,6 +90,11 @@ type AuditEvent struct {
 	// the store marks the request applied in the archive's transaction
 	// (ArchiveStore.ArchiveFeature), as it does for a Version's.
 	Request *RequestDecision `json:"-"`
+	// Settles, on the event of an archive, a purge or a segment's
+	// deletion, is the idempotency key of the request that makes it: the
+	// store marks it done in the action's transaction, as it does a
+	// Version's.
+	Settles *Settlement `json:"-"`
 }
 
 // AuditQuery selects events of the audit trail (AuditStore.AuditEvents).

@@ -101,9 +101,13 @@
 // API's change streams).
 //
 // Idempotency (idempotency.go). A request with an Idempotency-Key holds a
-// Claim on it while it runs (IdempotencyStore); its answer is settled in
-// the transaction of the change it made, so that a retry gets the same
-// answer and makes no second change.
+// Claim on it while it runs (IdempotencyStore). The claim travels in its
+// change's options (ChangeOptions, ApplyOptions, RampOptions: an
+// Idempotency, with the function that makes the request's answer of the
+// change's result); the service makes that answer once and hands it to
+// the store in the value it writes (a Settlement), whose transaction
+// commits the key done with it together with the change. A retry gets
+// that answer and makes no second change.
 //
 // The store (store.go). Store is the storage the Service needs: features,
 // versions, the commit feed, exposures, segments (SegmentStore), ramps

@@ -129,6 +129,10 @@ type Ramp struct {
 	// starts the ramp: the store marks it applied in the ramp's
 	// transaction (CreateRamp).
 	Request *RequestDecision `json:"-"`
+	// Settles, when not nil, is the idempotency key of the request that
+	// writes the ramp: the store marks it done in the ramp's transaction
+	// (CreateRamp, UpdateRamp), as it does a Version's.
+	Settles *Settlement `json:"-"`
 }
 
 // Live reports whether the ramp may still apply steps (active or paused).
@@ -329,7 +333,8 @@ func checkRampTime(what string, at, now time.Time) error {
 type RampStore interface {
 	// CreateRamp stores a new ramp at revision 1; with r.Request, it
 	// marks that change request applied in the same transaction
-	// (EConflict when it is no longer open) and records request_approve.
+	// (EConflict when it is no longer open) and records request_approve;
+	// with r.Settles, it settles it.
 	CreateRamp(ctx context.Context, r Ramp) error
 	// Ramp returns one ramp.
 	Ramp(ctx context.Context, id string) (Ramp, error)
@@ -337,7 +342,7 @@ type RampStore interface {
 	// is ""), oldest first.
 	Ramps(ctx context.Context, key string) ([]Ramp, error)
 	// UpdateRamp replaces the stored ramp, which must be at revision
-	// r.Revision-1, with r.
+	// r.Revision-1, with r (and settles r.Settles).
 	UpdateRamp(ctx context.Context, r Ramp) error
 	// ApplyRampStep does what UpdateFeature(f, v) and UpdateRamp(r) do, in
 	// one transaction: both or neither.
@@ -351,8 +356,18 @@ type RampStore interface {
 // already, and EConflict when the feature has a live ramp already.
 func (s *Service) CreateRamp(ctx context.Context, key string, spec RampSpec, actorName string) (Ramp, error) {
 	spec.Role = ""
-	st, err := s.StartRamp(ctx, key, spec, actorName)
+	st, err := s.StartRamp(ctx, key, spec, RampOptions{Actor: actorName})
 	return st.Ramp, err
+}
+
+// RampOptions are who starts, pauses, resumes or cancels a ramp, and the
+// request's idempotency key.
+type RampOptions struct {
+	Actor string // who makes the change; "anonymous" when empty
+	// Idempotency, when not nil, is the request's idempotency key, kept
+	// with the change's answer (see Idempotency): of a RampStart for
+	// StartRamp, of the Ramp for PauseRamp, ResumeRamp and CancelRamp.
+	Idempotency *Idempotency
 }
 
 // RampStart is what StartRamp did: the ramp it stored, or the change
@@ -365,7 +380,7 @@ type RampStart struct {
 }
 
 // StartRamp stores a new active ramp of the feature key, started by
-// actorName with a token of spec.Role. An editor's ramp is bound by the
+// opts.Actor with a token of spec.Role. An editor's ramp is bound by the
 // settings as the editor's changes are: where approvals cover the feature
 // it is not started but becomes a change request (RampStart.Request) with
 // its preview, started when another person approves it; elsewhere each of
@@ -373,19 +388,19 @@ type RampStart struct {
 // editors' churn limit (EForbidden otherwise, naming the step), and so
 // must each step when it applies (the ramp pauses otherwise). Errors as
 // CreateRamp's, and EForbidden.
-func (s *Service) StartRamp(ctx context.Context, key string, spec RampSpec, actorName string) (RampStart, error) {
+func (s *Service) StartRamp(ctx context.Context, key string, spec RampSpec, opts RampOptions) (RampStart, error) {
 	g, err := s.gateFor(ctx, ChangeOptions{Role: spec.Role})
 	if err != nil {
 		return RampStart{}, err
 	}
 	if g.covers(key) {
-		return s.requestRamp(ctx, key, spec, actorName)
+		return s.requestRamp(ctx, key, spec, opts)
 	}
 	c, err := s.known(ctx, key)
 	if err != nil {
 		return RampStart{}, err
 	}
-	r, err := s.newRamp(c, spec, actorName)
+	r, err := s.newRamp(c, spec, opts.Actor)
 	if err != nil {
 		return RampStart{}, err
 	}
@@ -396,16 +411,19 @@ func (s *Service) StartRamp(ctx context.Context, key string, spec RampSpec, acto
 		}
 	}
 	st := RampStart{Ramp: r}
-	Settle(ctx, st, r.CreatedAt)
-	if err := s.store.CreateRamp(ctx, r); err != nil {
+	w := r
+	if w.Settles, err = opts.Idempotency.settlement(st, r.CreatedAt); err != nil {
+		return RampStart{}, err
+	}
+	if err := s.store.CreateRamp(ctx, w); err != nil {
 		return RampStart{}, err
 	}
 	return st, nil
 }
 
 // requestRamp stores the ramp spec of feature key as a change request by
-// actorName, previewed on the feature as it is.
-func (s *Service) requestRamp(ctx context.Context, key string, spec RampSpec, actorName string) (RampStart, error) {
+// opts.Actor, previewed on the feature as it is.
+func (s *Service) requestRamp(ctx context.Context, key string, spec RampSpec, opts RampOptions) (RampStart, error) {
 	if err := s.mu.lock(ctx); err != nil {
 		return RampStart{}, err
 	}
@@ -414,19 +432,22 @@ func (s *Service) requestRamp(ctx context.Context, key string, spec RampSpec, ac
 	if err != nil {
 		return RampStart{}, err
 	}
-	r, err := s.newRamp(c, spec, actorName) // checks the spec
+	r, err := s.newRamp(c, spec, opts.Actor) // checks the spec
 	if err != nil {
 		return RampStart{}, err
 	}
 	comment := spec.Comment
 	spec.Comment, spec.Role = "", ""
-	req, err := s.preview(ctx, s.newRequest(c.Feature(), ChangeSpec{Kind: SpecRamp, Ramp: &spec}, ChangeOptions{Actor: actorName, Comment: comment}))
+	req, err := s.preview(ctx, s.newRequest(c.Feature(), ChangeSpec{Kind: SpecRamp, Ramp: &spec}, ChangeOptions{Actor: opts.Actor, Comment: comment}))
 	if err != nil {
 		return RampStart{}, err
 	}
 	st := RampStart{Ramp: r, Request: &req, Steps: req.RampSteps}
-	Settle(ctx, st, req.CreatedAt) // an Idempotency-Key is kept with the request
-	if err := s.store.CreateRequest(ctx, req); err != nil {
+	w := req // an Idempotency-Key is kept with the request
+	if w.Settles, err = opts.Idempotency.settlement(st, req.CreatedAt); err != nil {
+		return RampStart{}, err
+	}
+	if err := s.store.CreateRequest(ctx, w); err != nil {
 		return RampStart{}, err
 	}
 	return st, nil
@@ -662,12 +683,12 @@ func (s *Service) Ramp(ctx context.Context, key, id string) (Ramp, error) {
 
 // PauseRamp pauses the active ramp id of the feature key. It returns
 // EConflict when the ramp is not active.
-func (s *Service) PauseRamp(ctx context.Context, key, id, actorName string) (Ramp, error) {
-	return s.moveRamp(ctx, key, id, actorName, func(r *Ramp) error {
+func (s *Service) PauseRamp(ctx context.Context, key, id string, opts RampOptions) (Ramp, error) {
+	return s.moveRamp(ctx, key, id, opts, func(r *Ramp) error {
 		if r.State != RampActive {
 			return feature.Errorf(feature.EConflict, "ramp %q is %s, not active: only an active ramp can be paused", id, r.State)
 		}
-		r.State, r.Reason = RampPaused, "paused by "+actor(ChangeOptions{Actor: actorName})
+		r.State, r.Reason = RampPaused, "paused by "+actor(ChangeOptions{Actor: opts.Actor})
 		return nil
 	})
 }
@@ -677,9 +698,9 @@ func (s *Service) PauseRamp(ctx context.Context, key, id, actorName string) (Ram
 // that paused for an approval (NeedsApproval) is approved by resuming it,
 // which its author may not do (EForbidden): another editor or an admin
 // does. It returns EConflict when the ramp is not paused.
-func (s *Service) ResumeRamp(ctx context.Context, key, id, actorName string) (Ramp, error) {
-	by := actor(ChangeOptions{Actor: actorName})
-	return s.moveRamp(ctx, key, id, actorName, func(r *Ramp) error {
+func (s *Service) ResumeRamp(ctx context.Context, key, id string, opts RampOptions) (Ramp, error) {
+	by := actor(ChangeOptions{Actor: opts.Actor})
+	return s.moveRamp(ctx, key, id, opts, func(r *Ramp) error {
 		if r.State != RampPaused {
 			return feature.Errorf(feature.EConflict, "ramp %q is %s, not paused: only a paused ramp can be resumed", id, r.State)
 		}
@@ -696,20 +717,20 @@ func (s *Service) ResumeRamp(ctx context.Context, key, id, actorName string) (Ra
 
 // CancelRamp ends the live ramp id for good; the feature keeps the steps
 // applied so far. It returns EConflict when the ramp is done or canceled.
-func (s *Service) CancelRamp(ctx context.Context, key, id, actorName string) (Ramp, error) {
-	return s.moveRamp(ctx, key, id, actorName, func(r *Ramp) error {
+func (s *Service) CancelRamp(ctx context.Context, key, id string, opts RampOptions) (Ramp, error) {
+	return s.moveRamp(ctx, key, id, opts, func(r *Ramp) error {
 		if !r.Live() {
 			return feature.Errorf(feature.EConflict, "ramp %q is %s already", id, r.State)
 		}
-		r.State, r.Reason = RampCanceled, "canceled by "+actor(ChangeOptions{Actor: actorName})
+		r.State, r.Reason = RampCanceled, "canceled by "+actor(ChangeOptions{Actor: opts.Actor})
 		return nil
 	})
 }
 
 // moveRamp applies move to the stored ramp and stores the result, reading
 // the ramp again when a step (or another instance) updated it meanwhile.
-// actorName is who moves it, for the audit trail.
-func (s *Service) moveRamp(ctx context.Context, key, id, actorName string, move func(*Ramp) error) (Ramp, error) {
+// opts.Actor is who moves it, for the audit trail.
+func (s *Service) moveRamp(ctx context.Context, key, id string, opts RampOptions, move func(*Ramp) error) (Ramp, error) {
 	for attempt := 0; ; attempt++ {
 		r, err := s.Ramp(ctx, key, id)
 		if err != nil {
@@ -720,9 +741,12 @@ func (s *Service) moveRamp(ctx context.Context, key, id, actorName string, move 
 		}
 		r.Revision++
 		r.UpdatedAt = s.now().UTC()
-		r.UpdatedBy = actor(ChangeOptions{Actor: actorName})
-		Settle(ctx, r, r.UpdatedAt)
-		err = s.store.UpdateRamp(ctx, r)
+		r.UpdatedBy = actor(ChangeOptions{Actor: opts.Actor})
+		w := r
+		if w.Settles, err = opts.Idempotency.settlement(r, r.UpdatedAt); err != nil {
+			return Ramp{}, err
+		}
+		err = s.store.UpdateRamp(ctx, w)
 		if feature.ErrorCode(err) == feature.EConflict && attempt < 3 {
 			continue
 		}

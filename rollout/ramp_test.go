@@ -318,17 +318,17 @@ func TestRampPauses(t *testing.T) {
 				t.Errorf("the feature moved from version %d to %d, want no change", before.Version, after.Version)
 			}
 			// Resumed, the step meets the same problem and pauses again.
-			if _, err := svc.ResumeRamp(ctx, "f", r.ID, "bob"); err != nil {
+			if _, err := svc.ResumeRamp(ctx, "f", r.ID, rollout.RampOptions{Actor: "bob"}); err != nil {
 				t.Fatalf("ResumeRamp = %v", err)
 			}
 			svc.ApplyDueRamps(ctx)
 			if got := rampOf(t, svc, r); got.State != rollout.RampPaused {
 				t.Errorf("resumed and run again: %s, want paused", got.State)
 			}
-			if _, err := svc.CancelRamp(ctx, "f", r.ID, "ops"); err != nil {
+			if _, err := svc.CancelRamp(ctx, "f", r.ID, rollout.RampOptions{Actor: "ops"}); err != nil {
 				t.Fatalf("CancelRamp = %v", err)
 			}
-			_, err := svc.ResumeRamp(ctx, "f", r.ID, "bob")
+			_, err := svc.ResumeRamp(ctx, "f", r.ID, rollout.RampOptions{Actor: "bob"})
 			wantErrorCode(t, "ResumeRamp(canceled)", err, feature.EConflict)
 		})
 	}
@@ -353,10 +353,10 @@ func TestRampPauseResume(t *testing.T) {
 	if _, err := svc.ApplyDueRamps(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.PauseRamp(ctx, "f", r.ID, "ops"); err != nil {
+	if _, err := svc.PauseRamp(ctx, "f", r.ID, rollout.RampOptions{Actor: "ops"}); err != nil {
 		t.Fatalf("PauseRamp = %v", err)
 	}
-	_, err := svc.PauseRamp(ctx, "f", r.ID, "ops")
+	_, err := svc.PauseRamp(ctx, "f", r.ID, rollout.RampOptions{Actor: "ops"})
 	wantErrorCode(t, "PauseRamp(paused)", err, feature.EConflict)
 	if got := rampOf(t, svc, r); got.Reason != "paused by ops" {
 		t.Errorf("reason %q, want %q", got.Reason, "paused by ops")
@@ -377,7 +377,7 @@ func TestRampPauseResume(t *testing.T) {
 		t.Fatalf("plan gives on %d replicas, not more than %d", planned, onNow.Replicas)
 	}
 	mustChange(t, svc, "f", rollout.UpdateBucket("on", &planned, nil))
-	if _, err := svc.ResumeRamp(ctx, "f", r.ID, "bob"); err != nil {
+	if _, err := svc.ResumeRamp(ctx, "f", r.ID, rollout.RampOptions{Actor: "bob"}); err != nil {
 		t.Fatalf("ResumeRamp = %v", err)
 	}
 	if n, err := svc.ApplyDueRamps(ctx); n != 1 || err != nil {
@@ -387,7 +387,7 @@ func TestRampPauseResume(t *testing.T) {
 	if got.State != rollout.RampDone || got.Steps[1].Version != 0 || got.Steps[1].Applied == nil || got.Steps[2].Version == 0 {
 		t.Errorf("ramp %s, steps %+v; want done, step 2 passed without a version, step 3 with one", got.State, got.Steps)
 	}
-	_, err = svc.CancelRamp(ctx, "f", r.ID, "ops")
+	_, err = svc.CancelRamp(ctx, "f", r.ID, rollout.RampOptions{Actor: "ops"})
 	wantErrorCode(t, "CancelRamp(done)", err, feature.EConflict)
 }
 
@@ -456,7 +456,7 @@ func TestRampFeatureArchived(t *testing.T) {
 	spec := rollout.RampSpec{Bucket: "on", Shares: []float64{0.5}}
 	_, err := svc.CreateRamp(ctx, "f", spec, "")
 	wantErrorCode(t, "CreateRamp(beside the paused one)", err, feature.EConflict)
-	if _, err := svc.CancelRamp(ctx, "f", r.ID, ""); err != nil {
+	if _, err := svc.CancelRamp(ctx, "f", r.ID, rollout.RampOptions{Actor: ""}); err != nil {
 		t.Fatal(err)
 	}
 	mustRamp(t, svc, "f", spec)
@@ -570,7 +570,7 @@ func TestRampFineDefault(t *testing.T) {
 	mustCreate(t, svc, onOff("coarse", 1, 300))
 	if r := mustRamp(t, svc, "coarse", rollout.RampSpec{Bucket: "on", Shares: fiveSteps, Every: time.Hour}); r.Tolerance != rollout.DefaultTolerance || r.FineDefault {
 		t.Errorf("coarse ramp tolerance %v (fine default %v), want %v", r.Tolerance, r.FineDefault, rollout.DefaultTolerance)
-	} else if _, err := svc.CancelRamp(ctx, "coarse", r.ID, "pm"); err != nil {
+	} else if _, err := svc.CancelRamp(ctx, "coarse", r.ID, rollout.RampOptions{Actor: "pm"}); err != nil {
 		t.Fatal(err)
 	}
 	run := func(shares []float64) {

@@ -159,6 +159,10 @@ type Request struct {
 	AppliedVersion int        `json:"applied_version,omitempty"`
 	// AppliedRamp is the ramp an approved ramp request started.
 	AppliedRamp string `json:"applied_ramp,omitempty"`
+	// Settles, when not nil, is the idempotency key of the request that
+	// files this one: the store marks it done in the transaction of
+	// CreateRequest, as it does a Version's. It is not kept.
+	Settles *Settlement `json:"-"`
 }
 
 // SegmentRef is one version of a segment. A segment deleted and created
@@ -195,9 +199,9 @@ type RequestDecision struct {
 
 // RequestStore keeps change requests.
 type RequestStore interface {
-	// CreateRequest stores r (state open) and records request_create, in
-	// one transaction; EConflict when r's author has MaxOpenRequests open
-	// ones already.
+	// CreateRequest stores r (state open), records request_create and
+	// settles r.Settles, in one transaction; EConflict when r's author
+	// has MaxOpenRequests open ones already.
 	CreateRequest(ctx context.Context, r Request) error
 	// Requests returns the requests q selects, newest first.
 	Requests(ctx context.Context, q RequestQuery) ([]Request, error)
@@ -231,7 +235,7 @@ func (s *Service) submit(ctx context.Context, na *needsApproval, opts ChangeOpti
 	refs := s.segmentRefs(na.segments)
 	r.Summary = joinSummary(na.summary, previewSummary(na.res.Report), segmentWords(refs))
 	r.IfMatch, r.BaseVersion, r.Report, r.Segments = na.ifMatch, na.base, na.res.Report, refs
-	return s.file(ctx, na.res, r)
+	return s.file(ctx, na.res, r, opts)
 }
 
 // newRequest is an open request by opts.Actor of change spec to feature
@@ -255,14 +259,19 @@ func (s *Service) request(ctx context.Context, res Result, spec ChangeSpec, opts
 	if err != nil {
 		return Result{}, err
 	}
-	return s.file(ctx, res, r)
+	return s.file(ctx, res, r, opts)
 }
 
-// file stores r, which res (its preview) answers.
-func (s *Service) file(ctx context.Context, res Result, r Request) (Result, error) {
+// file stores r, which res (its preview) answers, keeping the answer of
+// opts.Idempotency with it.
+func (s *Service) file(ctx context.Context, res Result, r Request, opts ChangeOptions) (Result, error) {
 	res.Request = &r
-	Settle(ctx, res, r.CreatedAt) // an Idempotency-Key is kept with the request
-	if err := s.store.CreateRequest(ctx, r); err != nil {
+	w := r
+	var err error
+	if w.Settles, err = opts.Idempotency.settlement(res, r.CreatedAt); err != nil {
+		return Result{}, err
+	}
+	if err := s.store.CreateRequest(ctx, w); err != nil {
 		return Result{}, err
 	}
 	return res, nil

@@ -34,6 +34,14 @@ type Version struct {
 	// or refuses the version with EConflict when the request is no
 	// longer open, and records request_approve.
 	Request *RequestDecision `json:"-"`
+	// Settles, when not nil, is the idempotency key of the request that
+	// makes the version: the store marks it done with its answer in the
+	// version's transaction (CreateFeature, UpdateFeature,
+	// UpdateFeatureWith, RestoreFeature, ApplyRampStep), or refuses the
+	// version with EKeyInUse when the key is no longer the request's. The
+	// versions a segment's change or a batch writes beside their own
+	// settle nothing: those writes take the key as an argument.
+	Settles *Settlement `json:"-"`
 }
 
 // ChangeQuery selects entries of the audit log (Store.Changes).

@@ -14,8 +14,9 @@ import (
 // given version: it stays, with its history, exposures and audit events,
 // but Features and Feature leave it out. It records e (with the feature's
 // ID and version) and a commit of the feature, so that other instances
-// drop it; with e.Request, it marks that change request applied. It returns feature.ENotFound when no feature key is served and
-// feature.EConflict when it is at another version.
+// drop it; with e.Request, it marks that change request applied; with
+// e.Settles, it settles it. It returns feature.ENotFound when no feature
+// key is served and feature.EConflict when it is at another version.
 func (db *DB) ArchiveFeature(ctx context.Context, key string, version int, e rollout.AuditEvent) error {
 	return db.writeTx(ctx, fmt.Sprintf("archive feature %q", key), func(tx *tx) error {
 		now := db.now()
@@ -45,7 +46,10 @@ func (db *DB) ArchiveFeature(ctx context.Context, key string, version int, e rol
 				return err
 			}
 		}
-		return tx.addCommit(rollout.CommitFeature, key, now)
+		if err := tx.addCommit(rollout.CommitFeature, key, now); err != nil {
+			return err
+		}
+		return tx.settle(e.Settles)
 	})
 }
 
@@ -89,7 +93,8 @@ func (tx *tx) findArchived(key string) (feature.Feature, error) {
 
 // RestoreFeature serves the archived feature of f's key again as f, which
 // must follow the stored version (f.Version-1) and keep its ID, appending
-// v (whose audit event, of v.Kind, it records) and a commit. It returns
+// v (whose audit event, of v.Kind, it records) and a commit, and settles
+// v.Settles. It returns
 // feature.ENotFound when there is no feature key and feature.EConflict
 // when it is served or moved on.
 func (db *DB) RestoreFeature(ctx context.Context, f feature.Feature, v rollout.Version) error {
@@ -107,14 +112,17 @@ func (db *DB) RestoreFeature(ctx context.Context, f feature.Feature, v rollout.V
 		if _, err := tx.exec(`UPDATE features SET archived_at = NULL WHERE id = ?`, f.ID); err != nil {
 			return err
 		}
-		return tx.writeVersion(f, v)
+		if err := tx.writeVersion(f, v); err != nil {
+			return err
+		}
+		return tx.settle(v.Settles)
 	})
 }
 
 // PurgeFeature removes the archived feature key: its row, history,
 // overrides, exposures (by the foreign keys' cascades) and ramps. Its audit
 // events stay; e is added (with the feature's ID), and a commit of the
-// feature. It returns feature.ENotFound when there is no feature key and
+// feature; e.Settles is settled. It returns feature.ENotFound when there is no feature key and
 // feature.EConflict when it is served.
 func (db *DB) PurgeFeature(ctx context.Context, key string, e rollout.AuditEvent) error {
 	return db.writeTx(ctx, fmt.Sprintf("purge feature %q", key), func(tx *tx) error {
@@ -143,6 +151,9 @@ func (db *DB) PurgeFeature(ctx context.Context, key string, e rollout.AuditEvent
 		if err := tx.appendAudit(e); err != nil {
 			return err
 		}
-		return tx.addCommit(rollout.CommitFeature, key, db.now())
+		if err := tx.addCommit(rollout.CommitFeature, key, db.now()); err != nil {
+			return err
+		}
+		return tx.settle(e.Settles)
 	})
 }

@@ -75,7 +75,8 @@ func (db *DB) SaveSettings(ctx context.Context, s rollout.Settings, e rollout.Au
 	})
 }
 
-// CreateRequest stores r and records its request_create event. It returns
+// CreateRequest stores r, records its request_create event and settles
+// r.Settles. It returns
 // feature.EConflict when r's author has rollout.MaxOpenRequests open
 // requests already.
 func (db *DB) CreateRequest(ctx context.Context, r rollout.Request) error {
@@ -101,7 +102,10 @@ func (db *DB) CreateRequest(ctx context.Context, r rollout.Request) error {
 		if tx.constraint(err) == PrimaryKey {
 			return feature.Errorf(feature.EConflict, "a request with ID %q already exists", r.ID)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return tx.settle(r.Settles)
 	})
 }
 

@@ -51,9 +51,9 @@ func encodeSegment(s feature.Segment) (string, error) {
 	return out, nil
 }
 
-// CreateSegment stores a new segment with its first history entry; it
-// returns feature.EConflict when the key is taken.
-func (db *DB) CreateSegment(ctx context.Context, s feature.Segment, v feature.SegmentVersion) error {
+// CreateSegment stores a new segment with its first history entry, and
+// settles settle; it returns feature.EConflict when the key is taken.
+func (db *DB) CreateSegment(ctx context.Context, s feature.Segment, v feature.SegmentVersion, settle *rollout.Settlement) error {
 	if v.Version != s.Version {
 		return fmt.Errorf("create segment %q: history entry is version %d, segment is version %d", s.Key, v.Version, s.Version)
 	}
@@ -77,7 +77,10 @@ func (db *DB) CreateSegment(ctx context.Context, s feature.Segment, v feature.Se
 		if err := tx.appendAudit(rollout.SegmentEvent(rollout.AuditSegmentCreate, v)); err != nil {
 			return err
 		}
-		return tx.addCommit(rollout.CommitSegment, s.Key, db.now())
+		if err := tx.addCommit(rollout.CommitSegment, s.Key, db.now()); err != nil {
+			return err
+		}
+		return tx.settle(settle)
 	})
 }
 
@@ -97,9 +100,9 @@ func (tx *tx) insertSegmentVersion(v feature.SegmentVersion) error {
 }
 
 // UpdateSegment replaces the segment, stored at s.Version-1, with s,
-// appends v, and writes the new version of each feature of features, all
-// in one transaction.
-func (db *DB) UpdateSegment(ctx context.Context, s feature.Segment, v feature.SegmentVersion, features []rollout.Version) error {
+// appends v, writes the new version of each feature of features and
+// settles settle, all in one transaction.
+func (db *DB) UpdateSegment(ctx context.Context, s feature.Segment, v feature.SegmentVersion, features []rollout.Version, settle *rollout.Settlement) error {
 	if v.Version != s.Version {
 		return fmt.Errorf("update segment %q: history entry is version %d, segment is version %d", s.Key, v.Version, s.Version)
 	}
@@ -130,7 +133,10 @@ func (db *DB) UpdateSegment(ctx context.Context, s feature.Segment, v feature.Se
 				return err
 			}
 		}
-		return tx.addCommit(rollout.CommitSegment, s.Key, db.now())
+		if err := tx.addCommit(rollout.CommitSegment, s.Key, db.now()); err != nil {
+			return err
+		}
+		return tx.settle(settle)
 	})
 }
 
@@ -148,8 +154,8 @@ func (tx *tx) whySegmentNotWritten(key string, version int) error {
 	return fmt.Errorf("segment %q at version %d exists but was not written", key, version)
 }
 
-// DeleteSegment removes the segment at version with its history, and
-// records e in the audit trail. It
+// DeleteSegment removes the segment at version with its history, records
+// e in the audit trail and settles e.Settles. It
 // refuses, with feature.EConflict naming them, when stored features' rules
 // use the segment.
 func (db *DB) DeleteSegment(ctx context.Context, key string, version int, e rollout.AuditEvent) error {
@@ -180,7 +186,10 @@ func (db *DB) DeleteSegment(ctx context.Context, key string, version int, e roll
 		if err := tx.appendAudit(e); err != nil {
 			return err
 		}
-		return tx.addCommit(rollout.CommitSegment, key, db.now())
+		if err := tx.addCommit(rollout.CommitSegment, key, db.now()); err != nil {
+			return err
+		}
+		return tx.settle(e.Settles)
 	})
 }
 

@@ -231,48 +231,15 @@ func (d *Dialect) unavailable(err error) string {
 }
 
 // writeTx runs fn in a write transaction, after the dialect's Check, and
-// commits it unless fn fails, all within the DB's timeout. When ctx carries
-// an idempotency claim with a settled answer (rollout.Claim.Answer) once
-// fn has run, the transaction also marks the claim's key done with that
-// answer, and fails with rollout.EKeyInUse, committing nothing, if the key
-// is no longer the claim's. Errors are wrapped as WrapErr does, with op.
+// commits it unless fn fails, all within the DB's timeout. Errors are
+// wrapped as WrapErr does, with op. A write that settles an idempotency
+// key (rollout.Settlement) does so as the last step of fn (tx.settle).
 func (db *DB) writeTx(ctx context.Context, op string, fn func(*tx) error) error {
-	return db.batchWriteTx(ctx, op, 0, fn)
-}
-
-// batchWriteTx is writeTx for a transaction that writes much, a batch:
-// its deadline is the DB's timeout and extra more.
-func (db *DB) batchWriteTx(ctx context.Context, op string, extra time.Duration, fn func(*tx) error) error {
-	claim := rollout.ClaimFrom(ctx)
-	if claim == nil {
-		return db.longWriteTx(ctx, op, extra, fn)
-	}
-	kept := false
-	err := db.longWriteTx(ctx, op, extra, func(tx *tx) error {
-		if err := fn(tx); err != nil {
-			return err
-		}
-		// fn may settle the claim itself (UpdateFeatureWith).
-		done, keep, err := claim.Answer()
-		if err != nil || !keep {
-			return err
-		}
-		kept = true
-		return tx.finishIdempotency(done)
-	})
-	if err == nil && kept {
-		claim.Committed()
-	}
-	return err
-}
-
-// plainWriteTx is writeTx without the idempotency claim ctx may carry.
-func (db *DB) plainWriteTx(ctx context.Context, op string, fn func(*tx) error) error {
 	return db.longWriteTx(ctx, op, 0, fn)
 }
 
-// longWriteTx is plainWriteTx for a transaction that writes much, such as
-// a batch: its deadline is the DB's timeout and extra more.
+// longWriteTx is writeTx for a transaction that writes much, such as a
+// batch: its deadline is the DB's timeout and extra more.
 func (db *DB) longWriteTx(ctx context.Context, op string, extra time.Duration, fn func(*tx) error) error {
 	if err := db.check(); err != nil {
 		return err

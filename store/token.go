@@ -144,7 +144,7 @@ func (db *DB) EndedSessions(ctx context.Context, now time.Time) ([]string, error
 // stored last_used_at becomes the later of itself and the given time.
 // Unknown IDs are ignored. It writes no commit and no audit event.
 func (db *DB) TouchTokens(ctx context.Context, used map[string]time.Time) error {
-	return db.plainWriteTx(ctx, "record token use", func(tx *tx) error {
+	return db.writeTx(ctx, "record token use", func(tx *tx) error {
 		for id, at := range used {
 			if _, err := tx.exec(`UPDATE tokens SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)`,
 				db.d.Time(at), id, db.d.Time(at)); err != nil {

@@ -192,7 +192,7 @@ func (db *DB) ClaimWebhooks(ctx context.Context, owner string, now time.Time, le
 		lock = " " + db.d.ForUpdate + " OF w SKIP LOCKED"
 	}
 	var out []rollout.WebhookClaim
-	err := db.plainWriteTx(ctx, "claim webhooks", func(tx *tx) error {
+	err := db.writeTx(ctx, "claim webhooks", func(tx *tx) error {
 		out = nil
 		rows, err := tx.query(`SELECT `+prefixed("w.", webhookColumns)+` `+due+` ORDER BY w.next_attempt_at, w.id{C} LIMIT ?`+lock, append(args, limit)...)
 		hooks, err := collect(rows, err, scanWebhook)
@@ -254,7 +254,7 @@ func prefixed(p, columns string) string {
 // webhook's new state.
 func (db *DB) FinishWebhook(ctx context.Context, owner, id string, o rollout.WebhookOutcome) (bool, error) {
 	held := false
-	err := db.plainWriteTx(ctx, fmt.Sprintf("record delivery to webhook %q", id), func(tx *tx) error {
+	err := db.writeTx(ctx, fmt.Sprintf("record delivery to webhook %q", id), func(tx *tx) error {
 		held = false
 		var h rollout.Webhook
 		rows, err := tx.query(`SELECT `+webhookColumns+` FROM webhooks WHERE id = ? AND lease_owner = ? {forUpdate}`, id, owner)

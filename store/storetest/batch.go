@@ -23,7 +23,7 @@ func testBatch(t *testing.T, o Opened) {
 	a2, b := next(a), newFeature("b")
 	va2, vb := versionOf(a2), versionOf(b)
 	vb.Comment, va2.Comment = "from the file", "from the file"
-	if err := s.ApplyBatch(ctx, []rollout.BatchWrite{{Feature: a2, Version: va2}, {Feature: b, Version: vb, Create: true}}); err != nil {
+	if err := s.ApplyBatch(ctx, rollout.Batch{Features: []rollout.BatchWrite{{Feature: a2, Version: va2}, {Feature: b, Version: vb, Create: true}}}); err != nil {
 		t.Fatalf("ApplyBatch(update a, create b) = %v", err)
 	}
 	wantFeatures(t, s, a2, b)
@@ -82,7 +82,7 @@ func testBatchAllOrNothing(t *testing.T, o Opened) {
 		{"an updated feature does not exist", feature.ENotFound, `"c"`, gone},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := s.ApplyBatch(ctx, tc.ws)
+			err := s.ApplyBatch(ctx, rollout.Batch{Features: tc.ws})
 			wantCode(t, "ApplyBatch()", err, tc.code)
 			if err != nil && !strings.Contains(feature.ErrorMessage(err), tc.key) {
 				t.Errorf("ApplyBatch() = %q, want the message to name feature %s", feature.ErrorMessage(err), tc.key)
@@ -111,7 +111,7 @@ func testBatchSegments(t *testing.T, o Opened) {
 	ctx := context.Background()
 	s := o.Store
 	staff := newSegment("staff")
-	if err := s.CreateSegment(ctx, staff, segmentVersionOf(staff)); err != nil {
+	if err := s.CreateSegment(ctx, staff, segmentVersionOf(staff), nil); err != nil {
 		t.Fatalf("CreateSegment = %v", err)
 	}
 	a := newFeature("a")
@@ -124,7 +124,7 @@ func testBatchSegments(t *testing.T, o Opened) {
 	beta := newSegment("beta")
 	a2 := next(a)
 	segs := []rollout.SegmentWrite{{Segment: staff2, Version: segmentVersionOf(staff2)}, {Segment: beta, Version: segmentVersionOf(beta), Create: true}}
-	if err := s.ApplyBatch(ctx, []rollout.BatchWrite{{Feature: a2, Version: versionOf(a2)}}, segs...); err != nil {
+	if err := s.ApplyBatch(ctx, rollout.Batch{Features: []rollout.BatchWrite{{Feature: a2, Version: versionOf(a2)}}, Segments: segs}); err != nil {
 		t.Fatalf("ApplyBatch(update staff, create beta, update a) = %v", err)
 	}
 	wantFeatures(t, s, a2)
@@ -164,7 +164,7 @@ func testBatchSegments(t *testing.T, o Opened) {
 		{"a created segment exists", rollout.SegmentWrite{Segment: beta, Version: segmentVersionOf(beta), Create: true}, `"beta"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := s.ApplyBatch(ctx, []rollout.BatchWrite{{Feature: a3, Version: versionOf(a3)}}, tc.seg)
+			err := s.ApplyBatch(ctx, rollout.Batch{Features: []rollout.BatchWrite{{Feature: a3, Version: versionOf(a3)}}, Segments: []rollout.SegmentWrite{tc.seg}})
 			wantCode(t, "ApplyBatch()", err, feature.EConflict)
 			if err != nil && !strings.Contains(feature.ErrorMessage(err), tc.key) {
 				t.Errorf("ApplyBatch() = %q, want the message to name segment %s", feature.ErrorMessage(err), tc.key)

@@ -32,15 +32,15 @@ func testSegments(t *testing.T, o Opened) {
 	ctx := context.Background()
 	s := o.Store
 	staff := newSegment("staff")
-	if err := s.CreateSegment(ctx, staff, segmentVersionOf(staff)); err != nil {
+	if err := s.CreateSegment(ctx, staff, segmentVersionOf(staff), nil); err != nil {
 		t.Fatalf("CreateSegment = %v", err)
 	}
-	if err := s.CreateSegment(ctx, staff, segmentVersionOf(staff)); feature.ErrorCode(err) != feature.EConflict {
+	if err := s.CreateSegment(ctx, staff, segmentVersionOf(staff), nil); feature.ErrorCode(err) != feature.EConflict {
 		t.Errorf("CreateSegment again = %v, want EConflict", err)
 	}
 	beta := newSegment("beta")
 	beta.Conditions = []feature.Condition{{Attribute: "user", Op: feature.OpIn, Value: json.RawMessage(`["a","b"]`)}}
-	if err := s.CreateSegment(ctx, beta, segmentVersionOf(beta)); err != nil {
+	if err := s.CreateSegment(ctx, beta, segmentVersionOf(beta), nil); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Segments(ctx)
@@ -68,7 +68,7 @@ func testSegments(t *testing.T, o Opened) {
 	g.Version, g.UpdatedAt = 2, t0.Add(time.Hour)
 	gv := versionOf(g)
 	gv.Summary = "segment staff changed"
-	if err := s.UpdateSegment(ctx, staff2, segmentVersionOf(staff2), []rollout.Version{gv}); err != nil {
+	if err := s.UpdateSegment(ctx, staff2, segmentVersionOf(staff2), []rollout.Version{gv}, nil); err != nil {
 		t.Fatalf("UpdateSegment = %v", err)
 	}
 	if stored, _ := s.Feature(ctx, "checkout"); stored.Version != 2 {
@@ -86,12 +86,12 @@ func testSegments(t *testing.T, o Opened) {
 		t.Errorf("commits of the segment's change: %v, want the feature's then the segment's", kinds)
 	}
 	// A stale version, or a feature that moved on, writes nothing.
-	if err := s.UpdateSegment(ctx, staff2, segmentVersionOf(staff2), nil); feature.ErrorCode(err) != feature.EConflict {
+	if err := s.UpdateSegment(ctx, staff2, segmentVersionOf(staff2), nil, nil); feature.ErrorCode(err) != feature.EConflict {
 		t.Errorf("UpdateSegment at a stale version = %v, want EConflict", err)
 	}
 	staff3 := staff2
 	staff3.Version = 3
-	if err := s.UpdateSegment(ctx, staff3, segmentVersionOf(staff3), []rollout.Version{gv}); feature.ErrorCode(err) != feature.EConflict {
+	if err := s.UpdateSegment(ctx, staff3, segmentVersionOf(staff3), []rollout.Version{gv}, nil); feature.ErrorCode(err) != feature.EConflict {
 		t.Errorf("UpdateSegment with a feature that moved on = %v, want EConflict", err)
 	}
 	if got, _ := s.Segments(ctx); len(got) != 2 || got[1].Version != 2 {
@@ -99,7 +99,7 @@ func testSegments(t *testing.T, o Opened) {
 	}
 	missing := newSegment("missing")
 	missing.Version = 2
-	if err := s.UpdateSegment(ctx, missing, segmentVersionOf(missing), nil); feature.ErrorCode(err) != feature.ENotFound {
+	if err := s.UpdateSegment(ctx, missing, segmentVersionOf(missing), nil, nil); feature.ErrorCode(err) != feature.ENotFound {
 		t.Errorf("UpdateSegment of no segment = %v, want ENotFound", err)
 	}
 
@@ -139,7 +139,7 @@ func testSegments(t *testing.T, o Opened) {
 	wantKinds(t, s, rollout.AuditQuery{Ascending: true},
 		"segment_create staff", "segment_create beta", "create checkout", "segment_change staff", "change checkout", "segment_delete beta")
 	// Made again, it starts a new history.
-	if err := s.CreateSegment(ctx, beta, segmentVersionOf(beta)); err != nil {
+	if err := s.CreateSegment(ctx, beta, segmentVersionOf(beta), nil); err != nil {
 		t.Fatal(err)
 	}
 	if vs, _ := s.SegmentVersions(ctx, "beta", 0, 0); len(vs) != 1 {

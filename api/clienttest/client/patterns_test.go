@@ -49,7 +49,7 @@ func TestPatternsStoredBeforeTheirLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.CreateSegment(ctx, seg, feature.SegmentVersion{Version: 1, Actor: "old", Time: now, Summary: "created", Config: seg}); err != nil {
+	if err := db.CreateSegment(ctx, seg, feature.SegmentVersion{Version: 1, Actor: "old", Time: now, Summary: "created", Config: seg}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.CreateFeature(ctx, f, rollout.Version{Version: 1, Actor: "old", Time: now, Summary: "created", Config: f}); err != nil {
@@ -162,7 +162,7 @@ func TestConditionsStoredBeforeTheirLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.CreateSegment(ctx, seg, feature.SegmentVersion{Version: 1, Actor: "old", Time: now, Summary: "created", Config: seg}); err != nil {
+	if err := db.CreateSegment(ctx, seg, feature.SegmentVersion{Version: 1, Actor: "old", Time: now, Summary: "created", Config: seg}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.CreateFeature(ctx, f, rollout.Version{Version: 1, Actor: "old", Time: now, Summary: "created", Config: f}); err != nil {

@@ -1,4 +1,4 @@
-package api_test
+package evaluation_test
 
 import (
 	"encoding/json"
@@ -10,13 +10,14 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/api"
+	"github.com/rollout/rollout/api/evaluation"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
 // TestContextLimitsEveryRoute: a context over feature.MaxContextBytes, or
 // with a list over feature.MaxContextList, is a 422 invalid on every
 // evaluation route (OFREP's: its own 400 INVALID_CONTEXT), and a body over
-// api.MaxEvaluateBodyBytes a 413.
+// evaluation.MaxEvaluateBodyBytes a 413.
 func TestContextLimitsEveryRoute(t *testing.T) {
 	s := newRulesServer(t)
 	// OFREP reads the context only for features that use it.
@@ -77,12 +78,12 @@ func TestContextLimitsEveryRoute(t *testing.T) {
 	}
 	// Bodies: a list of 1,000 keys of 50 characters fits; 64 KiB more
 	// does not.
-	keys := make([]string, api.MaxBulkFeatures)
+	keys := make([]string, evaluation.MaxBulkFeatures)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("%050d", i)
 	}
 	s.must(http.StatusOK, "POST", "/evaluate", map[string]any{"user": "u1", "features": keys})
-	pad := strings.Repeat(" ", api.MaxEvaluateBodyBytes)
+	pad := strings.Repeat(" ", evaluation.MaxEvaluateBodyBytes)
 	for _, path := range []string{"/evaluate", "/ofrep/v1/evaluate/flags/checkout", "/ofrep/v1/evaluate/flags"} {
 		if r := s.do("POST", path, `{"context":{"targetingKey":"u1"}}`+pad); r.status != http.StatusRequestEntityTooLarge {
 			t.Errorf("POST %s of %d bytes = %d %.200s, want 413", path, len(pad), r.status, r.body)
@@ -152,7 +153,7 @@ func TestConditionChecksAPI(t *testing.T) {
 // taken, one waits, then is refused with 503 and a Retry-After, while
 // ordinary evaluations go on; once the slot is free, it is served.
 func TestCostlyEvaluationsRunApart(t *testing.T) {
-	s := newServer(t, "", api.Options{Costly: api.CostlyLimits{Running: 1, Wait: 20 * time.Millisecond}})
+	s := newServer(t, "", api.Options{Costly: evaluation.CostlyLimits{Running: 1, Wait: 20 * time.Millisecond}})
 	buckets := []feature.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 100}}
 	s.create(feature.Feature{Key: "plain", Enabled: true, Buckets: buckets})
 	s.create(feature.Feature{Key: "mail", Enabled: true, Buckets: buckets})
@@ -160,7 +161,7 @@ func TestCostlyEvaluationsRunApart(t *testing.T) {
 	if !s.svc.Snapshot().Costly("mail") || s.svc.Snapshot().Costly("plain") {
 		t.Fatal("want mail costly (764 pattern instructions) and plain not")
 	}
-	entered, release := api.HoldCostlySlots(t)
+	entered, release := evaluation.HoldCostlySlots(t)
 	held := make(chan int, 1)
 	go func() {
 		res, err := http.Get(s.URL + "/evaluate?feature=mail&user=u1&ctx.email=ann@example.com")

@@ -1,4 +1,4 @@
-package api_test
+package evaluation_test
 
 import (
 	"encoding/json"

@@ -1,13 +1,11 @@
-package api
+package evaluation
 
 import (
 	"bytes"
 	"compress/gzip"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,24 +23,10 @@ import (
 // feature.Snapshot.AppendSync: every feature's sync form, overrides keyed
 // by a hash of their user, and the store revision), encoded once per
 // snapshot and gzipped once for the clients that accept it, under a strong
-// ETag per representation; GET /sync/v1/stream is a stream of Server-Sent
-// Events, one per batch of commits the service takes in, holding the sync
-// forms of the features the batch changed, so that a connected client
-// applies them without fetching the snapshot again.
-
-// Stream timing. heartbeatInterval is a variable for tests.
-var heartbeatInterval = 15 * time.Second
-
-// streamRetry is the reconnection delay the stream suggests to EventSource
-// clients, in milliseconds.
-const streamRetry = 1000
-
-// maxChangeEvent bounds the sync forms a change event carries, in bytes:
-// a batch that changed more sends only the keys, and clients fetch the
-// snapshot instead. It holds one feature of the largest size (10,000
-// overrides, 100 buckets of 8 KB values: about 1.2 MB). A variable for
-// tests.
-var maxChangeEvent = 2 << 20
+// ETag per representation. Its stream of changes, GET /sync/v1/stream, is
+// package api's (syncstream.go), with the budget of the API's other streams.
+// POST /api/exposures takes the counts of the evaluations apps made in
+// their own process.
 
 // syncEncodings counts the sync documents encoded, for tests.
 var syncEncodings atomic.Int64
@@ -130,10 +114,10 @@ func (sc *syncCache) get(current func() *feature.Snapshot) *syncBody {
 	return next
 }
 
-// syncSnapshot is GET /sync/v1/snapshot. Its ETag names the bytes of the
+// SyncSnapshot is GET /sync/v1/snapshot. Its ETag names the bytes of the
 // representation served: the document's tag, with "-gzip" for the gzipped
 // one. If-None-Match may name either, since both are the same document.
-func (s *Server) syncSnapshot(c echo.Context) error {
+func (s *Server) SyncSnapshot(c echo.Context) error {
 	b := s.sync.get(s.svc.Snapshot)
 	r := c.Request()
 	h := c.Response().Header()
@@ -161,7 +145,7 @@ func (s *Server) syncSnapshot(c echo.Context) error {
 	h.Set(echo.HeaderContentLength, strconv.Itoa(size))
 	w := c.Response()
 	w.WriteHeader(http.StatusOK)
-	writeParts(w, parts)
+	writeParts(w, parts, s.writeWindow)
 	return nil
 }
 
@@ -169,20 +153,20 @@ func (s *Server) syncSnapshot(c echo.Context) error {
 // deadline.
 const snapshotChunk = 1 << 20
 
-// writeParts writes parts to w a chunk at a time, each with streamWriteWindow
-// to go: a large snapshot takes as long as the client needs to read it, as
+// writeParts writes parts to w a chunk at a time, each with window to go
+// (Options.WriteWindow): a large snapshot takes as long as the client needs to read it, as
 // long as it keeps reading, rather than being cut at the server's
 // WriteTimeout. It stops when the client goes.
-func writeParts(w http.ResponseWriter, parts [][]byte) {
+func writeParts(w http.ResponseWriter, parts [][]byte, window time.Duration) {
 	rc := http.NewResponseController(w)
 	for _, p := range parts {
 		for len(p) > 0 {
 			n := min(len(p), snapshotChunk)
-			if err := rc.SetWriteDeadline(time.Now().Add(streamWriteWindow)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			if err := rc.SetWriteDeadline(time.Now().Add(window)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 				return
 			}
 			if _, err := w.Write(p[:n]); err != nil {
-				return // the client is gone, or read nothing for streamWriteWindow
+				return // the client is gone, or read nothing for window
 			}
 			p = p[n:]
 		}
@@ -225,158 +209,6 @@ func noneMatch(header, etag string) bool {
 	return false
 }
 
-// changeEvent is the data of a stream's "change" event: the revision the
-// server's snapshot caught up with, the keys of the features those commits
-// changed, and, unless the event would be too large (Refetch), the sync
-// form of each of them still served (Set) and the keys of the deleted ones
-// (Deleted). The sync forms are those of the snapshot when the event was
-// made, at that revision or later.
-type changeEvent struct {
-	Revision int64             `json:"revision"`
-	Features []string          `json:"features"`
-	Set      []json.RawMessage `json:"set,omitempty"`
-	Deleted  []string          `json:"deleted,omitempty"`
-	Refetch  bool              `json:"refetch,omitempty"`
-}
-
-// lastEvent is the last change event encoded, shared by every stream that
-// sends the same batch.
-type lastEvent struct {
-	first *rollout.Commit // the batch's first commit, which identifies it
-	data  []byte
-}
-
-// changeEvents encodes each batch's change event once for all the streams.
-type changeEvents struct {
-	mu   sync.Mutex
-	last atomic.Pointer[lastEvent]
-}
-
-// encode returns the "change" event of batch, complete with its id, event
-// and data lines, or nil when the batch changed no feature. Every
-// subscriber receives the same batch slice, so its first element names it.
-func (ce *changeEvents) encode(batch []rollout.Commit, snap func() *feature.Snapshot) []byte {
-	if len(batch) == 0 {
-		return nil
-	}
-	if last := ce.last.Load(); last != nil && last.first == &batch[0] {
-		return last.data
-	}
-	ce.mu.Lock()
-	defer ce.mu.Unlock()
-	if last := ce.last.Load(); last != nil && last.first == &batch[0] {
-		return last.data
-	}
-	var data []byte
-	if ev := changeEventOf(batch, snap()); len(ev.Features) > 0 {
-		var buf bytes.Buffer
-		buf.WriteString("id: " + strconv.FormatInt(ev.Revision, 10) + "\nevent: change\ndata: ")
-		enc := json.NewEncoder(&buf)
-		// The sync forms as they are, byte for byte: clients hash them
-		// (see feature.Snapshot.SyncTag).
-		enc.SetEscapeHTML(false)
-		enc.Encode(ev) // plain data: cannot fail; ends the line
-		buf.WriteString("\n")
-		data = buf.Bytes()
-	}
-	ce.last.Store(&lastEvent{first: &batch[0], data: data})
-	return data
-}
-
-// syncStream is GET /sync/v1/stream: first a "hello" event with the
-// current revision, then a "change" event for each batch of commits that
-// changed features, and a comment every heartbeatInterval so that clients
-// and proxies see the connection alive. The stream ends when the client
-// goes, or when it fell so far behind that the service dropped its
-// subscription: the client reconnects and reads the snapshot again.
-func (s *Server) syncStream(c echo.Context) error {
-	commits, stop := s.svc.Subscribe()
-	defer stop()
-
-	w := c.Response()
-	h := w.Header()
-	h.Set(echo.HeaderContentType, "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer
-	rc := http.NewResponseController(w)
-	// A stream reads nothing after its request: no read deadline of the
-	// server's may end it.
-	if err := rc.SetReadDeadline(time.Time{}); err != nil {
-		return fmt.Errorf("stream: clear the read deadline: %w", err)
-	}
-	w.WriteHeader(http.StatusOK)
-	out := s.streams.writer(c) // writes what send queues; drops a client that does not read (streams.go)
-	defer out.stop()
-
-	var buf bytes.Buffer
-	send := func() error {
-		err := out.send(buf.Bytes())
-		buf.Reset()
-		return err
-	}
-	rev := s.svc.Snapshot().Revision()
-	fmt.Fprintf(&buf, "retry: %d\nid: %d\nevent: hello\ndata: {\"revision\":%d}\n\n", streamRetry, rev, rev)
-	if err := send(); err != nil {
-		return nil // the client is gone
-	}
-	heartbeat := time.NewTicker(heartbeatInterval)
-	defer heartbeat.Stop()
-	ctx := c.Request().Context()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-s.closing:
-			return nil // the server shuts down: the client reconnects elsewhere
-		case <-out.ended():
-			return nil // dropped, or gone: the client reconnects
-		case batch, ok := <-commits:
-			if !ok {
-				return nil // too slow: the client reconnects
-			}
-			ev := s.events.encode(batch, s.svc.Snapshot)
-			if ev == nil {
-				continue // tokens only
-			}
-			buf.Write(ev)
-		case <-heartbeat.C:
-			buf.WriteString(": heartbeat\n\n")
-		}
-		if err := send(); err != nil {
-			return nil
-		}
-	}
-}
-
-// changeEventOf is the change event of batch, with the features' sync
-// forms as snap serves them.
-func changeEventOf(batch []rollout.Commit, snap *feature.Snapshot) changeEvent {
-	ev := changeEvent{Features: []string{}}
-	for _, cm := range batch {
-		ev.Revision = max(ev.Revision, cm.Revision)
-		if cm.Kind == rollout.CommitFeature {
-			ev.Features = append(ev.Features, cm.Key)
-		}
-	}
-	slices.Sort(ev.Features)
-	ev.Features = slices.Compact(ev.Features)
-	size := 0
-	for _, key := range ev.Features {
-		data, ok := snap.SyncFeature(key)
-		if !ok {
-			ev.Deleted = append(ev.Deleted, key)
-			size += len(key)
-			continue
-		}
-		ev.Set = append(ev.Set, data)
-		size += len(data)
-	}
-	if size > maxChangeEvent {
-		ev.Set, ev.Deleted, ev.Refetch = nil, nil, true
-	}
-	return ev
-}
-
 // exposureBatchRequest is the body of POST /api/exposures: counts of
 // evaluations an app made in its own process, under a batch ID that a
 // retry repeats.
@@ -406,14 +238,14 @@ type exposureBatchAnswer struct {
 	Skipped []rollout.SkippedExposure `json:"skipped"`
 }
 
-// addExposures is POST /api/exposures. A batch with a count the server
+// AddExposures is POST /api/exposures. A batch with a count the server
 // cannot take (see rollout.Service.AddExposureBatch) is refused whole,
 // 422 naming the count's index; counts of deleted features are skipped and
 // listed in the answer. The route's rate limit (exposureLimit) answers 429
 // with Retry-After.
-func (s *Server) addExposures(c echo.Context) error {
+func (s *Server) AddExposures(c echo.Context) error {
 	var req exposureBatchRequest
-	if err := decode(c, &req); err != nil {
+	if err := s.decode(c, &req); err != nil {
 		return err
 	}
 	if len(req.Exposures) > feature.MaxExposureBatch { // before copying them

@@ -1,4 +1,4 @@
-package api
+package evaluation
 
 import (
 	"bytes"
@@ -14,6 +14,8 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/labstack/echo/v4"
+
+	"github.com/rollout/rollout/api/internal/jsonscan"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -50,34 +52,25 @@ import (
 // without one. A single flag that does not exist is FLAG_NOT_FOUND whatever
 // the request holds: it is looked up before the body is read.
 
-// OFREP error codes.
+// OFREP error codes, which package api's error handler answers with the
+// protocol's statuses.
 const (
-	ofrepParseError          = "PARSE_ERROR"
-	ofrepTargetingKeyMissing = "TARGETING_KEY_MISSING"
-	ofrepInvalidContext      = "INVALID_CONTEXT"
-	ofrepFlagNotFound        = "FLAG_NOT_FOUND"
+	OFREPParseError          = "PARSE_ERROR"
+	OFREPTargetingKeyMissing = "TARGETING_KEY_MISSING"
+	OFREPInvalidContext      = "INVALID_CONTEXT"
+	OFREPFlagNotFound        = "FLAG_NOT_FOUND"
 )
 
-// ofrepError is an OFREP failure, which the error handler answers in the
-// protocol's shape: {"key","errorCode","errorDetails"} for one flag, and
-// without the key for a bulk request.
-type ofrepError struct {
+// OFREPError is an OFREP failure, which package api's error handler answers
+// in the protocol's shape: {"key","errorCode","errorDetails"} for one flag,
+// and without the key for a bulk request.
+type OFREPError struct {
 	Key          string `json:"key,omitempty"`
 	ErrorCode    string `json:"errorCode"`
 	ErrorDetails string `json:"errorDetails"`
 }
 
-func (e *ofrepError) Error() string { return e.ErrorCode + ": " + e.ErrorDetails }
-
-// ofrepGeneralError is the body of any other error of an OFREP endpoint.
-type ofrepGeneralError struct {
-	ErrorDetails string `json:"errorDetails"`
-}
-
-// isOFREP reports whether the request is for an OFREP endpoint.
-func isOFREP(c echo.Context) bool {
-	return strings.HasPrefix(c.Request().URL.Path, "/ofrep/")
-}
+func (e *OFREPError) Error() string { return e.ErrorCode + ": " + e.ErrorDetails }
 
 // readOFREP reads an OFREP evaluation request: the user ID from
 // context.targetingKey and, for bulk (key ""), the optional context.flags.
@@ -95,7 +88,7 @@ func (s *Server) readOFREP(c echo.Context, sl *slot, key string, wants, keyless 
 		if tooLarge, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return "", nil, nil, feature.Errorf(codeTooLarge, "the request body is larger than %d bytes", tooLarge.Limit)
 		}
-		return "", nil, nil, &ofrepError{Key: key, ErrorCode: ofrepParseError, ErrorDetails: "the request body could not be read"}
+		return "", nil, nil, &OFREPError{Key: key, ErrorCode: OFREPParseError, ErrorDetails: "the request body could not be read"}
 	}
 	if len(buf.b) > costlyBodyBytes {
 		if err := sl.take(c, s.costly); err != nil {
@@ -103,10 +96,10 @@ func (s *Server) readOFREP(c echo.Context, sl *slot, key string, wants, keyless 
 		}
 	}
 	user, flags, oe := parseOFREP(buf.b, key)
-	if oe != nil && (oe.ErrorCode != ofrepTargetingKeyMissing || keyless == nil || !keyless()) {
+	if oe != nil && (oe.ErrorCode != OFREPTargetingKeyMissing || keyless == nil || !keyless()) {
 		return "", nil, nil, oe
 	}
-	if skipSpace(buf.b, 0) < len(buf.b) && wants() { // an empty body has no context
+	if jsonscan.SkipSpace(buf.b, 0) < len(buf.b) && wants() { // an empty body has no context
 		if ctx, err = ofrepContext(buf.b, key == "", key); err != nil {
 			return "", nil, nil, err
 		}
@@ -119,60 +112,60 @@ func (s *Server) readOFREP(c echo.Context, sl *slot, key string, wants, keyless 
 // rest is only checked to be JSON, which takes no allocation: this is every
 // evaluation's path. Keys match exactly, as decoding into a
 // map[string]json.RawMessage does, and an object that repeats a key, at any
-// depth, is refused (see repeatedKey).
-func parseOFREP(body []byte, key string) (string, *[]string, *ofrepError) {
-	fail := func(code, details string) (string, *[]string, *ofrepError) {
-		return "", nil, &ofrepError{Key: key, ErrorCode: code, ErrorDetails: details}
+// depth, is refused (see jsonscan.RepeatedKey).
+func parseOFREP(body []byte, key string) (string, *[]string, *OFREPError) {
+	fail := func(code, details string) (string, *[]string, *OFREPError) {
+		return "", nil, &OFREPError{Key: key, ErrorCode: code, ErrorDetails: details}
 	}
-	i := skipSpace(body, 0)
+	i := jsonscan.SkipSpace(body, 0)
 	if i == len(body) {
-		return fail(ofrepTargetingKeyMissing, "give the user's ID as context.targetingKey: every user gets a bucket of their own")
+		return fail(OFREPTargetingKeyMissing, "give the user's ID as context.targetingKey: every user gets a bucket of their own")
 	}
 	if !validJSON(body) {
 		var v any
-		return fail(ofrepParseError, "the request body is not JSON: "+json.Unmarshal(body, &v).Error())
+		return fail(OFREPParseError, "the request body is not JSON: "+json.Unmarshal(body, &v).Error())
 	}
 	if body[i] != '{' {
-		return fail(ofrepParseError, `the request body must be an OFREP evaluation request {"context":{"targetingKey":"…"}}, not a JSON `+jsonType(body[i]))
+		return fail(OFREPParseError, `the request body must be an OFREP evaluation request {"context":{"targetingKey":"…"}}, not a JSON `+jsonType(body[i]))
 	}
-	if key, ok := repeatedKey(body); ok {
-		return fail(ofrepParseError, "key "+strconv.Quote(key)+" appears twice in one object: send each key once")
+	if key, ok := jsonscan.RepeatedKey(body); ok {
+		return fail(OFREPParseError, "key "+strconv.Quote(key)+" appears twice in one object: send each key once")
 	}
 	var ctxJSON, keyJSON, flagsJSON []byte
-	for it := (members{b: body, i: i}); it.next(); {
-		if it.keyIs("context") {
-			ctxJSON = it.value
+	for it := jsonscan.MembersAt(body, i); it.Next(); {
+		if it.KeyIs("context") {
+			ctxJSON = it.Value
 		}
 	}
 	if ctxJSON == nil || ctxJSON[0] == 'n' {
-		return fail(ofrepTargetingKeyMissing, "give the user's ID as context.targetingKey: every user gets a bucket of their own")
+		return fail(OFREPTargetingKeyMissing, "give the user's ID as context.targetingKey: every user gets a bucket of their own")
 	}
 	if ctxJSON[0] != '{' {
-		return fail(ofrepInvalidContext, "context must be an object, not a JSON "+jsonType(ctxJSON[0]))
+		return fail(OFREPInvalidContext, "context must be an object, not a JSON "+jsonType(ctxJSON[0]))
 	}
-	for it := (members{b: ctxJSON}); it.next(); {
+	for it := jsonscan.MembersAt(ctxJSON, 0); it.Next(); {
 		switch {
-		case it.keyIs("targetingKey"):
-			keyJSON = it.value
-		case it.keyIs("flags"):
-			flagsJSON = it.value
+		case it.KeyIs("targetingKey"):
+			keyJSON = it.Value
+		case it.KeyIs("flags"):
+			flagsJSON = it.Value
 		}
 	}
 	if keyJSON == nil || keyJSON[0] == 'n' {
-		return fail(ofrepTargetingKeyMissing, "give the user's ID as context.targetingKey: every user gets a bucket of their own")
+		return fail(OFREPTargetingKeyMissing, "give the user's ID as context.targetingKey: every user gets a bucket of their own")
 	}
 	if keyJSON[0] != '"' {
-		return fail(ofrepInvalidContext, "context.targetingKey must be a string, not a JSON "+jsonType(keyJSON[0]))
+		return fail(OFREPInvalidContext, "context.targetingKey must be a string, not a JSON "+jsonType(keyJSON[0]))
 	}
 	if !readableString(keyJSON) {
-		return fail(ofrepInvalidContext, "context.targetingKey: "+errUnreadableUser.Message)
+		return fail(OFREPInvalidContext, "context.targetingKey: "+errUnreadableUser.Message)
 	}
-	user := jsonString(keyJSON)
+	user := jsonscan.String(keyJSON)
 	if user == "" {
-		return fail(ofrepTargetingKeyMissing, "give the user's ID as context.targetingKey: every user gets a bucket of their own")
+		return fail(OFREPTargetingKeyMissing, "give the user's ID as context.targetingKey: every user gets a bucket of their own")
 	}
 	if err := feature.ValidateUser(user); err != nil {
-		return fail(ofrepInvalidContext, "context.targetingKey: "+feature.ErrorMessage(err))
+		return fail(OFREPInvalidContext, "context.targetingKey: "+feature.ErrorMessage(err))
 	}
 	if key != "" || flagsJSON == nil || flagsJSON[0] == 'n' {
 		return user, nil, nil
@@ -180,10 +173,10 @@ func parseOFREP(body []byte, key string) (string, *[]string, *ofrepError) {
 	list := new([]string)
 	var ok bool
 	if *list, ok = stringList(flagsJSON, jsonStrings(flagsJSON)); !ok && json.Unmarshal(flagsJSON, list) != nil {
-		return fail(ofrepInvalidContext, "context.flags must be a list of flag keys")
+		return fail(OFREPInvalidContext, "context.flags must be a list of flag keys")
 	}
 	if len(*list) > MaxBulkFeatures {
-		return fail(ofrepInvalidContext, "context.flags names "+strconv.Itoa(len(*list))+" flags; at most "+strconv.Itoa(MaxBulkFeatures))
+		return fail(OFREPInvalidContext, "context.flags names "+strconv.Itoa(len(*list))+" flags; at most "+strconv.Itoa(MaxBulkFeatures))
 	}
 	return user, list, nil
 }
@@ -198,7 +191,7 @@ func jsonStrings(b []byte) func(raw []byte) string {
 	return func(raw []byte) string {
 		inner := raw[1 : len(raw)-1]
 		if bytes.IndexByte(inner, '\\') >= 0 || !utf8.Valid(inner) {
-			return jsonString(raw)
+			return jsonscan.String(raw)
 		}
 		at := cap(b) - cap(inner) // inner is b[at:…]
 		return text[at : at+len(inner)]
@@ -215,99 +208,17 @@ func stringList(raw []byte, str func(raw []byte) string) (list []string, ok bool
 	}
 	// Room for every key allowed, in one allocation.
 	list = make([]string, 0, min(bytes.Count(raw, []byte{','})+1, MaxBulkFeatures+1))
-	for j := skipSpace(raw, 1); raw[j] != ']'; {
+	for j := jsonscan.SkipSpace(raw, 1); raw[j] != ']'; {
 		if raw[j] != '"' {
 			return nil, false
 		}
-		end := stringEnd(raw, j)
+		end := jsonscan.StringEnd(raw, j)
 		list = append(list, str(raw[j:end]))
-		if j = skipSpace(raw, end); raw[j] == ',' {
-			j = skipSpace(raw, j+1)
+		if j = jsonscan.SkipSpace(raw, end); raw[j] == ',' {
+			j = jsonscan.SkipSpace(raw, j+1)
 		}
 	}
 	return list, true
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// valueEnd returns the index just past the JSON value that starts at b[i].
-func valueEnd(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return stringEnd(b, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(b); i++ {
-			switch b[i] {
-			case '"':
-				i = stringEnd(b, i) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-		}
-		return i
-	}
-	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' && b[i] != '\t' && b[i] != '\n' && b[i] != '\r' {
-		i++
-	}
-	return i
-}
-
-// stringEnd returns the index just past the JSON string that starts at b[i].
-func stringEnd(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return i
-}
-
-// members iterates over the members of the JSON object that starts at b[i].
-type members struct {
-	b          []byte
-	i          int
-	key, value []byte // the current member's, raw
-}
-
-func (m *members) next() bool {
-	if m.key == nil {
-		m.i++ // past '{'
-	}
-	m.i = skipSpace(m.b, m.i)
-	if m.b[m.i] == ',' {
-		m.i = skipSpace(m.b, m.i+1)
-	}
-	if m.b[m.i] == '}' {
-		return false
-	}
-	end := stringEnd(m.b, m.i)
-	m.key = m.b[m.i:end]
-	m.i = skipSpace(m.b, skipSpace(m.b, end)+1) // past ':'
-	end = valueEnd(m.b, m.i)
-	m.value = m.b[m.i:end]
-	m.i = end
-	return true
-}
-
-// keyIs reports whether the current member's key is name.
-func (m *members) keyIs(name string) bool {
-	if inner := m.key[1 : len(m.key)-1]; bytes.IndexByte(inner, '\\') < 0 {
-		return string(inner) == name // no allocation
-	}
-	return jsonString(m.key) == name
 }
 
 // readableString reports whether the raw JSON string decodes to exactly
@@ -326,17 +237,6 @@ func readableString(raw []byte) bool {
 // feature.ValidateUser does once it is decoded.
 var errUnreadableUser = feature.Errorf(feature.EInvalid, "user ID must be 1 to %d bytes of valid UTF-8", feature.MaxUserBytes)
 
-// jsonString returns the value of a raw JSON string.
-func jsonString(raw []byte) string {
-	inner := raw[1 : len(raw)-1]
-	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
-		return string(inner)
-	}
-	var s string
-	_ = json.Unmarshal(raw, &s) // invalid UTF-8 becomes U+FFFD, as in any decoded string
-	return s
-}
-
 func jsonType(first byte) string {
 	switch first {
 	case '{':
@@ -353,15 +253,15 @@ func jsonType(first byte) string {
 	return "number"
 }
 
-// ofrepEvaluate is POST /ofrep/v1/evaluate/flags/{key}. A flag that does
+// OFREPEvaluate is POST /ofrep/v1/evaluate/flags/{key}. A flag that does
 // not exist is FLAG_NOT_FOUND (404) whatever the request's context holds:
 // the flag is looked up before the context is read.
-func (s *Server) ofrepEvaluate(c echo.Context) error {
+func (s *Server) OFREPEvaluate(c echo.Context) error {
 	key := pathParam(c, "key")
 	snap := s.snapshotState().snap
 	if _, found := slices.BinarySearch(snap.Keys(), key); !found {
 		_, err := snap.Peek(key, "") // the snapshot's not-found error, which says what to do
-		return &ofrepError{Key: key, ErrorCode: ofrepFlagNotFound, ErrorDetails: feature.ErrorMessage(err)}
+		return &OFREPError{Key: key, ErrorCode: OFREPFlagNotFound, ErrorDetails: feature.ErrorMessage(err)}
 	}
 	var sl slot
 	defer sl.release(s.costly)
@@ -405,7 +305,7 @@ func ofrepKeyFree(snap *feature.Snapshot, key string) bool {
 	return len(f.Overrides) == 0 && (serving == 1 || f.BucketBy != "")
 }
 
-// ofrepEvaluateAll is POST /ofrep/v1/evaluate/flags: every feature, or those
+// OFREPEvaluateAll is POST /ofrep/v1/evaluate/flags: every feature, or those
 // context.flags lists, for one user. Its strong ETag is the snapshot's tag
 // followed by a hash of what of the request the answer depends on (the
 // targeting key and context.flags), so it changes exactly when a feature
@@ -413,7 +313,7 @@ func ofrepKeyFree(snap *feature.Snapshot, key string) bool {
 // metadata.snapshot is the same tag, unquoted: one value names the answer
 // wherever a client reads it. If-None-Match with the current ETag answers
 // 304 without evaluating.
-func (s *Server) ofrepEvaluateAll(c echo.Context) error {
+func (s *Server) OFREPEvaluateAll(c echo.Context) error {
 	st := s.snapshotState()
 	var sl slot
 	defer sl.release(s.costly)
@@ -445,7 +345,7 @@ func (s *Server) ofrepEvaluateAll(c echo.Context) error {
 		}
 		o, err := st.snap.EvaluateOutcomeContext(key, user, ctx)
 		if err != nil {
-			b = appendOFREPFailure(b, key, ofrepFlagNotFound, feature.ErrorMessage(err))
+			b = appendOFREPFailure(b, key, OFREPFlagNotFound, feature.ErrorMessage(err))
 			continue
 		}
 		a := answerOf(s.metrics, o)
@@ -570,8 +470,8 @@ func putBuffer(buf *buffer) {
 
 // readFrom appends all of r to the buffer, the request body of an
 // evaluation route: past MaxEvaluateBodyBytes it stops with an
-// *http.MaxBytesError, as a body limitBody bounds would (the routes that
-// read their body here need no such bound).
+// *http.MaxBytesError, as a body package api's limitBody bounds would (the
+// routes that read their body here need no such bound: Route.BoundedRead).
 func (buf *buffer) readFrom(r io.Reader) error {
 	for {
 		if len(buf.b) > MaxEvaluateBodyBytes {

@@ -1,4 +1,4 @@
-package api
+package evaluation
 
 import (
 	"runtime"

@@ -1,4 +1,4 @@
-package api
+package evaluation
 
 import (
 	"bytes"
@@ -6,40 +6,48 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/rollout/rollout/api/internal/jsonscan"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
+func repeats(body []byte) bool {
+	_, ok := jsonscan.RepeatedKey(body)
+	return ok
+}
+
 // referenceParse is parseOFREP done the plain way, by decoding into maps of
-// raw values: the fuzz test holds the fast parser to it.
+// raw values: the fuzz test holds the fast parser to it. Repeated keys are
+// jsonscan.RepeatedKey's, which its own fuzz test holds to encoding/json's
+// tokens.
 func referenceParse(body []byte, key string) (user string, flags *[]string, code string) {
 	trimmed := bytes.Trim(body, " \t\r\n")
 	if len(trimmed) == 0 {
-		return "", nil, ofrepTargetingKeyMissing
+		return "", nil, OFREPTargetingKeyMissing
 	}
 	var top map[string]json.RawMessage
-	if !json.Valid(body) || trimmed[0] != '{' || json.Unmarshal(body, &top) != nil || referenceRepeats(body) {
-		return "", nil, ofrepParseError
+	if !json.Valid(body) || trimmed[0] != '{' || json.Unmarshal(body, &top) != nil || repeats(body) {
+		return "", nil, OFREPParseError
 	}
 	ctx, ok := top["context"]
 	if !ok || string(ctx) == "null" {
-		return "", nil, ofrepTargetingKeyMissing
+		return "", nil, OFREPTargetingKeyMissing
 	}
 	var c map[string]json.RawMessage
 	if ctx[0] != '{' || json.Unmarshal(ctx, &c) != nil {
-		return "", nil, ofrepInvalidContext
+		return "", nil, OFREPInvalidContext
 	}
 	tk, ok := c["targetingKey"]
 	if !ok || string(tk) == "null" {
-		return "", nil, ofrepTargetingKeyMissing
+		return "", nil, OFREPTargetingKeyMissing
 	}
 	if json.Unmarshal(tk, &user) != nil || !feature.ReadableJSON(tk) {
-		return "", nil, ofrepInvalidContext // not a string, or one decoding would change
+		return "", nil, OFREPInvalidContext // not a string, or one decoding would change
 	}
 	if user == "" {
-		return "", nil, ofrepTargetingKeyMissing
+		return "", nil, OFREPTargetingKeyMissing
 	}
 	if feature.ValidateUser(user) != nil {
-		return "", nil, ofrepInvalidContext
+		return "", nil, OFREPInvalidContext
 	}
 	f, ok := c["flags"]
 	if key != "" || !ok || string(f) == "null" {
@@ -47,7 +55,7 @@ func referenceParse(body []byte, key string) (user string, flags *[]string, code
 	}
 	flags = new([]string)
 	if json.Unmarshal(f, flags) != nil || len(*flags) > MaxBulkFeatures {
-		return "", nil, ofrepInvalidContext
+		return "", nil, OFREPInvalidContext
 	}
 	return user, flags, ""
 }
@@ -122,4 +130,31 @@ func TestParseOFREPAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { parseOFREP(body, "checkout") }); n > 1 {
 		t.Errorf("parseOFREP allocates %v times, want 1", n)
 	}
+}
+
+// BenchmarkRepeatedKey: what looking for repeated keys adds to an OFREP
+// body's parse, beside the check of its JSON that the parse made before.
+func BenchmarkRepeatedKey(b *testing.B) {
+	body := []byte(`{"context":{"targetingKey":"user-4711@example.com","email":"a@example.com","plan":{"tier":2,"tags":["x","y"]}}}`)
+	b.Run("validJSON", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			json.Valid(body)
+		}
+	})
+	b.Run("RepeatedKey", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			jsonscan.RepeatedKey(body)
+		}
+	})
+	b.Run("parseOFREP", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			parseOFREP(body, "f")
+		}
+	})
 }

@@ -1,4 +1,4 @@
-package api
+package evaluation
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/rollout/rollout/api/internal/jsonscan"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -30,9 +32,10 @@ const MaxEvaluateBodyBytes = 64 << 10
 // decoding into maps; anything out of the ordinary takes the general path,
 // which also words every error.
 
-// evaluation is the JSON of one evaluation. Bucket and value are null when
-// the feature serves no bucket.
-type evaluation struct {
+// JSON is the JSON of one evaluation, as GET /evaluate answers it (and
+// package api's history of a user, for the bucket the user has now).
+// Bucket and value are null when the feature serves no bucket.
+type JSON struct {
 	Feature string          `json:"feature"`
 	User    string          `json:"user"`
 	Bucket  *string         `json:"bucket"`
@@ -42,8 +45,9 @@ type evaluation struct {
 	Rule    string          `json:"rule,omitempty"` // the rule that served (reason targeting_match)
 }
 
-func evaluationJSON(e feature.Evaluation) evaluation {
-	out := evaluation{Feature: e.Feature, User: e.User, Value: e.Value, Version: e.Version, Reason: e.Reason, Rule: e.Rule}
+// JSONOf returns the JSON of e.
+func JSONOf(e feature.Evaluation) JSON {
+	out := JSON{Feature: e.Feature, User: e.User, Value: e.Value, Version: e.Version, Reason: e.Reason, Rule: e.Rule}
 	if e.Bucket != "" {
 		out.Bucket = &e.Bucket
 	} else {
@@ -52,7 +56,7 @@ func evaluationJSON(e feature.Evaluation) evaluation {
 	return out
 }
 
-// appendEvaluation appends the JSON of evaluationJSON(e). The hot paths
+// appendEvaluation appends the JSON of JSONOf(e). The hot paths
 // append an answer's parts instead (see answer), which make the same bytes.
 func appendEvaluation(b []byte, e feature.Evaluation) []byte {
 	b = append(b, `{"feature":`...)
@@ -66,10 +70,10 @@ func appendEvaluation(b []byte, e feature.Evaluation) []byte {
 // Context.JSON indents it: in debug mode, or when the query has "pretty".
 func indented(c echo.Context, pretty bool) bool { return pretty || c.Echo().Debug }
 
-// evaluateOne is GET /evaluate?feature=K&user=U, with the context's
+// EvaluateOne is GET /evaluate?feature=K&user=U, with the context's
 // attributes as ctx.NAME=VALUE parameters. A long query, or a costly
 // feature, is read and evaluated in a slot of costly evaluations.
-func (s *Server) evaluateOne(c echo.Context) error {
+func (s *Server) EvaluateOne(c echo.Context) error {
 	key, user, pretty := evaluateQuery(c)
 	if key == "" || user == "" {
 		return badRequest("give both query parameters: /evaluate?feature=KEY&user=USER_ID")
@@ -100,7 +104,7 @@ func (s *Server) evaluateOne(c echo.Context) error {
 	a := answerOf(s.metrics, o)
 	a.count.Inc()
 	if indented(c, pretty) {
-		return c.JSON(http.StatusOK, evaluationJSON(o.Evaluation(user)))
+		return c.JSON(http.StatusOK, JSONOf(o.Evaluation(user)))
 	}
 	buf := getBuffer()
 	defer putBuffer(buf)
@@ -211,7 +215,7 @@ type evaluateRequest struct {
 }
 
 type evaluateResult struct {
-	*evaluation
+	*JSON
 	Error *errorDetail `json:"error,omitempty"`
 }
 
@@ -220,11 +224,11 @@ type errorDetail struct {
 	Message string `json:"message"`
 }
 
-// evaluateMany is POST /evaluate: several features for one user, each
+// EvaluateMany is POST /evaluate: several features for one user, each
 // once. A feature that cannot be evaluated is an error entry of its own,
 // never a failed request. A large body, and each costly feature, is read
 // and evaluated in a slot of costly evaluations.
-func (s *Server) evaluateMany(c echo.Context) error {
+func (s *Server) EvaluateMany(c echo.Context) error {
 	buf := getBuffer()
 	defer putBuffer(buf)
 	var sl slot
@@ -235,7 +239,7 @@ func (s *Server) evaluateMany(c echo.Context) error {
 			return err
 		}
 	}
-	req, err := readEvaluateRequest(c, buf, readErr)
+	req, err := s.readEvaluateRequest(c, buf, readErr)
 	if err != nil {
 		return err
 	}
@@ -304,25 +308,25 @@ func (s *Server) evaluateMany(c echo.Context) error {
 // far as it was read (readErr stopped the reading, or nil). A body of
 // the usual shape, {"user":"…","features":["…",…],"context":{…}} in any
 // order, any member absent, features or context null, is parsed here; any
-// other is decoded by decode, which words what is wrong with it.
-func readEvaluateRequest(c echo.Context, buf *buffer, readErr error) (evaluateRequest, error) {
+// other is decoded by Options.Decode, which words what is wrong with it.
+func (s *Server) readEvaluateRequest(c echo.Context, buf *buffer, readErr error) (evaluateRequest, error) {
 	r := c.Request()
 	if readErr == nil {
 		if req, ok := parseEvaluateRequest(buf.b); ok {
 			return req, nil
 		}
 	}
-	// decode reads what was read, then the error that stopped the reading.
+	// Decode reads what was read, then the error that stopped the reading.
 	rest := io.Reader(bytes.NewReader(buf.b))
 	if readErr != nil {
 		rest = io.MultiReader(rest, errReader{readErr})
 	}
 	r.Body = io.NopCloser(rest)
 	var req evaluateRequest
-	if err := decode(c, &req); err != nil {
+	if err := s.decode(c, &req); err != nil {
 		return req, err
 	}
-	// decode matched the members as encoding/json does (case aside): the
+	// Decode matched the members as encoding/json does (case aside): the
 	// user's raw string is the one it decoded.
 	var raw struct{ User json.RawMessage }
 	if json.Unmarshal(buf.b, &raw) == nil && len(raw.User) > 0 && raw.User[0] == '"' {
@@ -341,29 +345,29 @@ func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 // without repeated keys is left raw (contextJSON), a sub-slice of body.
 func parseEvaluateRequest(body []byte) (evaluateRequest, bool) {
 	var req evaluateRequest
-	i := skipSpace(body, 0)
+	i := jsonscan.SkipSpace(body, 0)
 	if i == len(body) || body[i] != '{' || !validJSON(body) {
 		return req, false
 	}
 	str := jsonStrings(body)
 	// A repeated member goes to decode, which refuses it.
 	var user, features, context bool
-	for it := (members{b: body, i: i}); it.next(); {
+	for it := jsonscan.MembersAt(body, i); it.Next(); {
 		switch {
-		case it.keyIs("context") && it.value[0] == 'n' && !context:
+		case it.KeyIs("context") && it.Value[0] == 'n' && !context:
 			context = true
-		case it.keyIs("context") && it.value[0] == '{' && !context:
-			if _, repeated := repeatedKey(it.value); repeated {
+		case it.KeyIs("context") && it.Value[0] == '{' && !context:
+			if _, repeated := jsonscan.RepeatedKey(it.Value); repeated {
 				return req, false
 			}
-			req.contextJSON, context = it.value, true
-		case it.keyIs("user") && it.value[0] == '"' && !user:
-			req.User, req.userUnreadable = str(it.value), !readableString(it.value)
+			req.contextJSON, context = it.Value, true
+		case it.KeyIs("user") && it.Value[0] == '"' && !user:
+			req.User, req.userUnreadable = str(it.Value), !readableString(it.Value)
 			user = true
-		case it.keyIs("features") && it.value[0] == 'n' && !features:
+		case it.KeyIs("features") && it.Value[0] == 'n' && !features:
 			req.Features, features = nil, true
-		case it.keyIs("features") && it.value[0] == '[' && !features:
-			list, ok := stringList(it.value, str)
+		case it.KeyIs("features") && it.Value[0] == '[' && !features:
+			list, ok := stringList(it.Value, str)
 			if !ok {
 				return req, false
 			}
@@ -415,8 +419,8 @@ func (r *results) json(user string) map[string]evaluateResult {
 		}
 		e := en.a.e
 		e.User = user
-		ev := evaluationJSON(e)
-		out[en.key] = evaluateResult{evaluation: &ev}
+		ev := JSONOf(e)
+		out[en.key] = evaluateResult{JSON: &ev}
 	}
 	return out
 }

@@ -1,6 +1,7 @@
-package api_test
+package evaluation_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,12 +9,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/store/sqlite"
 )
 
 // TestAnswersFollowChanges: the answers the API encodes once per outcome
@@ -153,6 +156,73 @@ func TestAnswersOfTwoAPIs(t *testing.T) {
 	for name, s := range map[string]*testServer{"first": first, "second": second} {
 		if v, _ := sample(s.scrape(), "rollout_evaluations_total", "feature", "f", "bucket", "only", "reason", "ring"); v != 3 {
 			t.Errorf("%s API counted %v evaluations, want 3", name, v)
+		}
+	}
+}
+
+// TestEvaluateAnswersAreEncodingJSON: through the router, every answer of
+// /evaluate is byte for byte what encoding/json writes, which ?pretty still
+// uses: compacted, the pretty answer is the plain one.
+func TestEvaluateAnswersAreEncodingJSON(t *testing.T) {
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	svc, err := rollout.NewService(ctx, db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := func(v string) json.RawMessage { return json.RawMessage(v) }
+	for _, f := range []feature.Feature{
+		{Key: "html", Enabled: true, Salt: "html", Overrides: map[string]string{"<vip>": "b"},
+			Buckets: []feature.Bucket{{Name: "a", Replicas: 50, Value: raw(`"<b>a & b</b>"`)}, {Name: "b", Replicas: 50, Value: raw(`{"text": "x y", "n": [1, 2]}`)}}},
+		{Key: "unicode", Enabled: true, Salt: "", Buckets: []feature.Bucket{{Name: "a", Replicas: 10, Value: raw(`"café \u2028"`)}, {Name: "b", Replicas: 10}}},
+		{Key: "killed", Enabled: false, Salt: "killed", Buckets: []feature.Bucket{{Name: "a", Replicas: 10}}},
+		{Key: "paused", Enabled: false, Salt: "paused", Fallback: "a", Buckets: []feature.Bucket{{Name: "a", Replicas: 10, Value: raw(`true`)}}},
+	} {
+		if _, err := svc.Create(ctx, f, rollout.ChangeOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := api.New(svc, api.Options{})
+	serve := func(method, target, body string) string {
+		t.Helper()
+		w := httptest.NewRecorder()
+		e.ServeHTTP(w, httptest.NewRequest(method, target, strings.NewReader(body)))
+		if w.Code != http.StatusOK {
+			t.Fatalf("%s %s %s = %d %s, want 200", method, target, body, w.Code, w.Body)
+		}
+		return w.Body.String()
+	}
+	users := []string{"u1", "<vip>", "a&b", "zoë", "x\u2028y", "tab\tq\"uote"}
+	for _, key := range []string{"html", "unicode", "killed", "paused"} {
+		for _, u := range users {
+			target := "/evaluate?" + url.Values{"feature": {key}, "user": {u}}.Encode()
+			plain, pretty := serve("GET", target, ""), serve("GET", target+"&pretty", "")
+			var compact bytes.Buffer
+			if err := json.Compact(&compact, []byte(pretty)); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := plain, compact.String()+"\n"; got != want {
+				t.Errorf("GET %s = %s, want %s", target, got, want)
+			}
+		}
+	}
+	for _, body := range []string{
+		`{"user":"u1"}`,
+		`{"user":"<vip>","features":["unicode","html","nope","<nope>","html","killed","paused"]}`,
+		`{"features":["html"],"user":"a\u0026b"}`,
+		`{"user":"u1","features":[]}`,
+	} {
+		plain, pretty := serve("POST", "/evaluate", body), serve("POST", "/evaluate?pretty", body)
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, []byte(pretty)); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := plain, compact.String()+"\n"; got != want {
+			t.Errorf("POST /evaluate %s = %s, want %s", body, got, want)
 		}
 	}
 }

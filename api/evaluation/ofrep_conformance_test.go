@@ -1,4 +1,4 @@
-package api_test
+package evaluation_test
 
 import (
 	"bytes"
@@ -27,7 +27,7 @@ import (
 // the steps defined, by openfeaturesuite, as for the in-app test. The
 // scenarios evaluate without a targeting key, as the suite does.
 
-const openFeatureDir = "clienttest/provider/testdata/openfeature"
+const openFeatureDir = "../clienttest/provider/testdata/openfeature"
 
 // ofrepExpected lists the scenarios that cannot pass through the OFREP
 // provider, by the text of the step that shows it, and why. They run, and

@@ -1,4 +1,4 @@
-package api
+package jsonscan
 
 import (
 	"bytes"
@@ -20,12 +20,12 @@ import (
 // OFREP context attributes) may hold keys that differ in case: "Alice" and
 // "alice" are two users.
 
-// repeatedKey returns the first key of the JSON b (which json.Valid
+// RepeatedKey returns the first key of the JSON b (which json.Valid
 // accepts) that repeats, once unescaped, an earlier key of the same object,
 // at any depth. It allocates nothing for objects of up to manyKeys keys
 // without escapes, and holds larger objects' keys in a map, so its work is
 // linear in len(b).
-func repeatedKey(b []byte) (string, bool) {
+func RepeatedKey(b []byte) (string, bool) {
 	type object struct {
 		start int                 // its first key in keys
 		seen  map[string]struct{} // its keys once it has more than manyKeys
@@ -41,8 +41,8 @@ func repeatedKey(b []byte) (string, bool) {
 			keys = keys[:objects[len(objects)-1].start]
 			objects = objects[:len(objects)-1]
 		case '"':
-			end := stringEnd(b, i)
-			if j := skipSpace(b, end); j < len(b) && b[j] == ':' {
+			end := StringEnd(b, i)
+			if j := SkipSpace(b, end); j < len(b) && b[j] == ':' {
 				key := keyBytes(b[i:end])
 				o := &objects[len(objects)-1]
 				if o.seen != nil {
@@ -71,7 +71,7 @@ func repeatedKey(b []byte) (string, bool) {
 	return "", false
 }
 
-// manyKeys is how many keys of one object repeatedKey compares one by one.
+// manyKeys is how many keys of one object RepeatedKey compares one by one.
 const manyKeys = 16
 
 // keyBytes returns the text of the raw JSON string key: its bytes, or its
@@ -81,31 +81,31 @@ func keyBytes(raw []byte) []byte {
 	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
 		return inner
 	}
-	return []byte(jsonString(raw))
+	return []byte(String(raw))
 }
 
-// repeatedField returns the keys of b, the JSON of a request body that
+// RepeatedField returns the keys of b, the JSON of a request body that
 // decodes into a value of type t, that repeat: a key repeated in any object
 // (first and again are then equal), or two keys of an object decoded into a
 // struct that differ only in case, which encoding/json matches to the same
 // field. b is valid JSON that decodes into t without error, so it nests at
 // most as deep as encoding/json allows.
-func repeatedField(b []byte, t reflect.Type) (first, again string, ok bool) {
+func RepeatedField(b []byte, t reflect.Type) (first, again string, ok bool) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	i := skipSpace(b, 0)
+	i := SkipSpace(b, 0)
 	if i == len(b) {
 		return "", "", false
 	}
-	v := b[i:valueEnd(b, i)]
+	v := b[i:ValueEnd(b, i)]
 	switch {
 	case v[0] == '{' && t.Kind() == reflect.Struct:
 		fields := fieldsOf(t)
 		var seenArr [16]string
 		seen := seenArr[:0]
-		for it := (members{b: v}); it.next(); {
-			key := string(keyBytes(it.key))
+		for it := (MembersAt(v, 0)); it.Next(); {
+			key := string(keyBytes(it.Key))
 			for _, s := range seen {
 				if strings.EqualFold(s, key) {
 					return s, key, true
@@ -113,7 +113,7 @@ func repeatedField(b []byte, t reflect.Type) (first, again string, ok bool) {
 			}
 			seen = append(seen, key)
 			if ft, ok := fields[strings.ToLower(key)]; ok {
-				if first, again, ok := repeatedField(it.value, ft); ok {
+				if first, again, ok := RepeatedField(it.Value, ft); ok {
 					return first, again, true
 				}
 			}
@@ -122,36 +122,36 @@ func repeatedField(b []byte, t reflect.Type) (first, again string, ok bool) {
 		if key, ok := repeatedKeyShallow(v); ok {
 			return key, key, true
 		}
-		for it := (members{b: v}); it.next(); {
-			if first, again, ok := repeatedField(it.value, t.Elem()); ok {
+		for it := (MembersAt(v, 0)); it.Next(); {
+			if first, again, ok := RepeatedField(it.Value, t.Elem()); ok {
 				return first, again, true
 			}
 		}
 	case v[0] == '[' && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) && t != rawMessageType:
-		for j := skipSpace(v, 1); v[j] != ']'; {
-			end := valueEnd(v, j)
-			if first, again, ok := repeatedField(v[j:end], t.Elem()); ok {
+		for j := SkipSpace(v, 1); v[j] != ']'; {
+			end := ValueEnd(v, j)
+			if first, again, ok := RepeatedField(v[j:end], t.Elem()); ok {
 				return first, again, true
 			}
-			if j = skipSpace(v, end); v[j] == ',' {
-				j = skipSpace(v, j+1)
+			if j = SkipSpace(v, end); v[j] == ',' {
+				j = SkipSpace(v, j+1)
 			}
 		}
 	case v[0] == '{' || v[0] == '[':
 		// Data: json.RawMessage, any, or a type the value does not match
 		// (which decoding would have refused).
-		if key, ok := repeatedKey(v); ok {
+		if key, ok := RepeatedKey(v); ok {
 			return key, key, true
 		}
 	}
 	return "", "", false
 }
 
-// repeatedKeyShallow is repeatedKey for the keys of the object v alone.
+// repeatedKeyShallow is RepeatedKey for the keys of the object v alone.
 func repeatedKeyShallow(v []byte) (string, bool) {
 	seen := map[string]struct{}{}
-	for it := (members{b: v}); it.next(); {
-		key := string(keyBytes(it.key))
+	for it := (MembersAt(v, 0)); it.Next(); {
+		key := string(keyBytes(it.Key))
 		if _, ok := seen[key]; ok {
 			return key, true
 		}

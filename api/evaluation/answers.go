@@ -1,4 +1,4 @@
-package api
+package evaluation
 
 import (
 	"encoding/json"
@@ -24,13 +24,13 @@ type answer struct {
 	tail    []byte             // ,"bucket":B,"value":V,"version":N,"reason":R}
 	ofrep   []byte             // the whole OFREP answer, which has no user ID
 	count   prometheus.Counter
-	metrics *Metrics // whose count it is
+	metrics Metrics // whose count it is
 }
 
 // answerOf returns the answer of o, making it at the first call. An
 // outcome keeps the answer of one API (one Metrics); another API sharing
 // the service gets a new answer at each call.
-func answerOf(m *Metrics, o *feature.Outcome) *answer {
+func answerOf(m Metrics, o *feature.Outcome) *answer {
 	if a, ok := o.Memo.Load().(*answer); ok && a.metrics == m {
 		return a
 	}
@@ -39,7 +39,7 @@ func answerOf(m *Metrics, o *feature.Outcome) *answer {
 	return a
 }
 
-func newAnswer(m *Metrics, e feature.Evaluation) *answer {
+func newAnswer(m Metrics, e feature.Evaluation) *answer {
 	head := appendJSONString(append([]byte(nil), `{"feature":`...), e.Feature)
 	head = append(head, `,"user":`...)
 	return &answer{
@@ -47,7 +47,7 @@ func newAnswer(m *Metrics, e feature.Evaluation) *answer {
 		head:    head,
 		tail:    appendEvaluationTail(nil, e),
 		ofrep:   appendOFREPEvaluation(nil, e),
-		count:   m.evalChildren.Get(evalLabels{e.Feature, e.Bucket, e.Reason}),
+		count:   m.Evaluations(e.Feature, e.Bucket, e.Reason),
 		metrics: m,
 	}
 }

@@ -1,4 +1,4 @@
-package api
+package evaluation
 
 import (
 	"slices"
@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/rollout/rollout/api/internal/jsonscan"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -55,11 +57,11 @@ func hasQueryContext(raw string) bool {
 // context comes from a pool: the caller gives it back (putContext) once
 // evaluated, and keeps nothing of it.
 func ofrepContext(body []byte, bulk bool, key string) (feature.Context, error) {
-	i := skipSpace(body, 0)
+	i := jsonscan.SkipSpace(body, 0)
 	var ctxJSON []byte
-	for it := (members{b: body, i: i}); it.next(); {
-		if it.keyIs("context") {
-			ctxJSON = it.value
+	for it := jsonscan.MembersAt(body, i); it.Next(); {
+		if it.KeyIs("context") {
+			ctxJSON = it.Value
 		}
 	}
 	if len(ctxJSON) == 0 || ctxJSON[0] != '{' {
@@ -71,7 +73,7 @@ func ofrepContext(body []byte, bulk bool, key string) (feature.Context, error) {
 	}
 	ctx, details := readContext(ctxJSON, skip)
 	if details != "" {
-		return nil, &ofrepError{Key: key, ErrorCode: ofrepInvalidContext, ErrorDetails: details}
+		return nil, &OFREPError{Key: key, ErrorCode: OFREPInvalidContext, ErrorDetails: details}
 	}
 	return ctx, nil
 }
@@ -95,13 +97,13 @@ func readContext(ctxJSON []byte, skip []string) (ctx feature.Context, details st
 	}
 	str := jsonStrings(ctxJSON)
 	size, stopped := 0, false
-	for it := (members{b: ctxJSON}); it.next(); {
+	for it := jsonscan.MembersAt(ctxJSON, 0); it.Next(); {
 		if skipped(&it, skip) {
 			continue
 		}
-		name := str(it.key) // a substring of one copy, as the values
+		name := str(it.Key) // a substring of one copy, as the values
 		size += len(name)
-		switch v := it.value; v[0] {
+		switch v := it.Value; v[0] {
 		case '"':
 			if !readableString(v) {
 				return invalid("context." + name + " is not valid UTF-8")
@@ -145,9 +147,9 @@ func readContext(ctxJSON []byte, skip []string) (ctx feature.Context, details st
 }
 
 // skipped reports whether it's key is one of names.
-func skipped(it *members, names []string) bool {
+func skipped(it *jsonscan.Members, names []string) bool {
 	for _, name := range names {
-		if it.keyIs(name) {
+		if it.KeyIs(name) {
 			return true
 		}
 	}

@@ -1,4 +1,4 @@
-package api
+package jsonscan
 
 import (
 	"encoding/json"
@@ -9,7 +9,7 @@ import (
 )
 
 // referenceRepeats reports whether the JSON b repeats a key, once decoded,
-// in any of its objects: repeatedKey done with encoding/json's tokens.
+// in any of its objects: RepeatedKey done with encoding/json's tokens.
 func referenceRepeats(b []byte) bool {
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	type frame struct {
@@ -67,7 +67,7 @@ var keysSeeds = []string{
 	`"x"`, `1`, `[[[{"a":[]}]]]`,
 }
 
-// FuzzRepeatedKey: repeatedKey finds a repeated key exactly when
+// FuzzRepeatedKey: RepeatedKey finds a repeated key exactly when
 // encoding/json's tokens show one.
 func FuzzRepeatedKey(f *testing.F) {
 	for _, s := range keysSeeds {
@@ -77,18 +77,18 @@ func FuzzRepeatedKey(f *testing.F) {
 		if !json.Valid(b) {
 			return
 		}
-		key, got := repeatedKey(b)
+		key, got := RepeatedKey(b)
 		if want := referenceRepeats(b); got != want {
-			t.Errorf("repeatedKey(%q) = %q, %v; want %v", b, key, got, want)
+			t.Errorf("RepeatedKey(%q) = %q, %v; want %v", b, key, got, want)
 		}
 	})
 }
 
 func TestRepeatedKey(t *testing.T) {
 	for _, s := range keysSeeds {
-		key, got := repeatedKey([]byte(s))
+		key, got := RepeatedKey([]byte(s))
 		if want := referenceRepeats([]byte(s)); got != want {
-			t.Errorf("repeatedKey(%q) = %q, %v; want %v", s, key, got, want)
+			t.Errorf("RepeatedKey(%q) = %q, %v; want %v", s, key, got, want)
 		}
 	}
 }
@@ -99,34 +99,7 @@ func TestRepeatedKeyAllocs(t *testing.T) {
 		t.Skip("allocation counts mean nothing under the race detector")
 	}
 	body := []byte(`{"context":{"targetingKey":"user-1","email":"a@example.com","plan":{"tier":2,"tags":["x","y"]}}}`)
-	if n := testing.AllocsPerRun(100, func() { repeatedKey(body) }); n > 0 {
-		t.Errorf("repeatedKey allocates %v times, want 0", n)
+	if n := testing.AllocsPerRun(100, func() { RepeatedKey(body) }); n > 0 {
+		t.Errorf("RepeatedKey allocates %v times, want 0", n)
 	}
-}
-
-// BenchmarkRepeatedKey: what looking for repeated keys adds to an OFREP
-// body's parse, beside the check of its JSON that the parse made before.
-func BenchmarkRepeatedKey(b *testing.B) {
-	body := []byte(`{"context":{"targetingKey":"user-4711@example.com","email":"a@example.com","plan":{"tier":2,"tags":["x","y"]}}}`)
-	b.Run("validJSON", func(b *testing.B) {
-		b.ReportAllocs()
-		b.SetBytes(int64(len(body)))
-		for b.Loop() {
-			validJSON(body)
-		}
-	})
-	b.Run("repeatedKey", func(b *testing.B) {
-		b.ReportAllocs()
-		b.SetBytes(int64(len(body)))
-		for b.Loop() {
-			repeatedKey(body)
-		}
-	})
-	b.Run("parseOFREP", func(b *testing.B) {
-		b.ReportAllocs()
-		b.SetBytes(int64(len(body)))
-		for b.Loop() {
-			parseOFREP(body, "f")
-		}
-	})
 }

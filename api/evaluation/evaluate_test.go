@@ -1,25 +1,25 @@
-package api
+package evaluation
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"maps"
-	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
+	"reflect"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/api/internal/jsonscan"
 	"github.com/rollout/rollout/rollout/feature"
-	"github.com/rollout/rollout/store/sqlite"
 )
 
 // encodingJSON is what echo's Context.JSON writes for v.
@@ -44,10 +44,10 @@ var tricky = []feature.Evaluation{
 }
 
 func TestAppendEvaluationIsEncodingJSON(t *testing.T) {
-	m := NewMetrics()
+	m := newTestMetrics()
 	for _, e := range tricky {
 		t.Run(e.Feature, func(t *testing.T) {
-			want := encodingJSON(t, evaluationJSON(e))
+			want := encodingJSON(t, JSONOf(e))
 			if got := string(appendEvaluation(nil, e)) + "\n"; got != want {
 				t.Errorf("appendEvaluation(%+v) = %s, want %s", e, got, want)
 			}
@@ -61,7 +61,7 @@ func TestAppendEvaluationIsEncodingJSON(t *testing.T) {
 }
 
 func TestBulkAnswerIsEncodingJSON(t *testing.T) {
-	m := NewMetrics()
+	m := newTestMetrics()
 	const user = "u<1>\u2028"
 	// Entries come sorted by key, once each, as evaluateMany adds them.
 	entries := map[string]result{
@@ -83,12 +83,44 @@ func TestBulkAnswerIsEncodingJSON(t *testing.T) {
 	}
 }
 
-// referenceEvaluateRequest decodes body as decode does.
+// referenceEvaluateRequest decodes body as package api's decoder
+// (Options.Decode) does: exactly one JSON object, without unknown fields or
+// repeated keys, into an evaluateRequest.
 func referenceEvaluateRequest(body []byte) (evaluateRequest, error) {
-	c := echo.New().NewContext(httptest.NewRequest("POST", "/evaluate", bytes.NewReader(body)), httptest.NewRecorder())
 	var req evaluateRequest
-	err := decode(c, &req)
-	return req, err
+	if trimmed := bytes.TrimLeft(body, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '{' {
+		return req, errors.New("the request body must be a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return req, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return req, errors.New("the request body must hold one JSON value and nothing after it")
+	}
+	if first, _, ok := jsonscan.RepeatedField(body, reflect.TypeOf(&req)); ok {
+		return req, fmt.Errorf("key %q appears twice", first)
+	}
+	return req, nil
+}
+
+// testMetrics count evaluations in a registry of their own.
+type testMetrics struct{ evaluations *prometheus.CounterVec }
+
+func newTestMetrics() *testMetrics {
+	return &testMetrics{prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rollout_evaluations_total"},
+		[]string{"feature", "bucket", "reason"})}
+}
+
+func (m *testMetrics) Evaluations(feature, bucket, reason string) prometheus.Counter {
+	return m.evaluations.WithLabelValues(feature, bucket, reason)
+}
+
+func (m *testMetrics) ForgetFeatures(keys []string) {
+	for _, k := range keys {
+		m.evaluations.DeletePartialMatch(prometheus.Labels{"feature": k})
+	}
 }
 
 var evaluateBodies = []string{
@@ -185,92 +217,4 @@ func FuzzEvaluateQuery(f *testing.F) {
 			t.Errorf("evaluateQuery(%q) = %q, %q, %v, want %q, %q, %v", raw, feature, user, pretty, q.Get("feature"), q.Get("user"), wantPretty)
 		}
 	})
-}
-
-// TestEvaluateAnswersAreEncodingJSON: through the router, every answer of
-// /evaluate is byte for byte what encoding/json writes, which ?pretty still
-// uses: compacted, the pretty answer is the plain one.
-func TestEvaluateAnswersAreEncodingJSON(t *testing.T) {
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	svc, err := rollout.NewService(ctx, db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw := func(v string) json.RawMessage { return json.RawMessage(v) }
-	for _, f := range []feature.Feature{
-		{Key: "html", Enabled: true, Salt: "html", Overrides: map[string]string{"<vip>": "b"},
-			Buckets: []feature.Bucket{{Name: "a", Replicas: 50, Value: raw(`"<b>a & b</b>"`)}, {Name: "b", Replicas: 50, Value: raw(`{"text": "x y", "n": [1, 2]}`)}}},
-		{Key: "unicode", Enabled: true, Salt: "", Buckets: []feature.Bucket{{Name: "a", Replicas: 10, Value: raw(`"café \u2028"`)}, {Name: "b", Replicas: 10}}},
-		{Key: "killed", Enabled: false, Salt: "killed", Buckets: []feature.Bucket{{Name: "a", Replicas: 10}}},
-		{Key: "paused", Enabled: false, Salt: "paused", Fallback: "a", Buckets: []feature.Bucket{{Name: "a", Replicas: 10, Value: raw(`true`)}}},
-	} {
-		if _, err := svc.Create(ctx, f, rollout.ChangeOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	e := New(svc, Options{})
-	serve := func(method, target, body string) string {
-		t.Helper()
-		w := httptest.NewRecorder()
-		e.ServeHTTP(w, httptest.NewRequest(method, target, strings.NewReader(body)))
-		if w.Code != http.StatusOK {
-			t.Fatalf("%s %s %s = %d %s, want 200", method, target, body, w.Code, w.Body)
-		}
-		return w.Body.String()
-	}
-	users := []string{"u1", "<vip>", "a&b", "zoë", "x\u2028y", "tab\tq\"uote"}
-	for _, key := range []string{"html", "unicode", "killed", "paused"} {
-		for _, u := range users {
-			target := "/evaluate?" + url.Values{"feature": {key}, "user": {u}}.Encode()
-			plain, pretty := serve("GET", target, ""), serve("GET", target+"&pretty", "")
-			var compact bytes.Buffer
-			if err := json.Compact(&compact, []byte(pretty)); err != nil {
-				t.Fatal(err)
-			}
-			if got, want := plain, compact.String()+"\n"; got != want {
-				t.Errorf("GET %s = %s, want %s", target, got, want)
-			}
-		}
-	}
-	for _, body := range []string{
-		`{"user":"u1"}`,
-		`{"user":"<vip>","features":["unicode","html","nope","<nope>","html","killed","paused"]}`,
-		`{"features":["html"],"user":"a\u0026b"}`,
-		`{"user":"u1","features":[]}`,
-	} {
-		plain, pretty := serve("POST", "/evaluate", body), serve("POST", "/evaluate?pretty", body)
-		var compact bytes.Buffer
-		if err := json.Compact(&compact, []byte(pretty)); err != nil {
-			t.Fatal(err)
-		}
-		if got, want := plain, compact.String()+"\n"; got != want {
-			t.Errorf("POST /evaluate %s = %s, want %s", body, got, want)
-		}
-	}
-}
-
-// TestNewRequestID: IDs from many batches are all different, 26 characters
-// of the base32 alphabet, each a header value no append can write into
-// another's.
-func TestNewRequestID(t *testing.T) {
-	seen := map[string]bool{}
-	for range 10_000 {
-		v := newRequestID()
-		if len(v) != 1 || cap(v) != 1 {
-			t.Fatalf("value %q has len %d, cap %d; want 1, 1", v, len(v), cap(v))
-		}
-		id := v[0]
-		if len(id) != 26 || strings.Trim(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") != "" {
-			t.Fatalf("ID %q: want 26 characters of the base32 alphabet", id)
-		}
-		if seen[id] {
-			t.Fatalf("ID %q handed out twice", id)
-		}
-		seen[id] = true
-	}
 }

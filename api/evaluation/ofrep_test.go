@@ -1,4 +1,4 @@
-package api_test
+package evaluation_test
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollout/rollout/api"
+	"github.com/rollout/rollout/api/evaluation"
 )
 
 const (
@@ -166,7 +167,7 @@ func TestOFREPBulk(t *testing.T) {
 		{"context not an object", `{"context":[]}`, 400, "INVALID_CONTEXT"},
 		{"flags not a list", `{"context":{"targetingKey":"u","flags":"dark-mode"}}`, 400, "INVALID_CONTEXT"},
 		{"flags not strings", `{"context":{"targetingKey":"u","flags":[1]}}`, 400, "INVALID_CONTEXT"},
-		{"too many flags", fmt.Sprintf(`{"context":{"targetingKey":"u","flags":[%s"x"]}}`, strings.Repeat(`"x",`, api.MaxBulkFeatures)), 400, "INVALID_CONTEXT"},
+		{"too many flags", fmt.Sprintf(`{"context":{"targetingKey":"u","flags":[%s"x"]}}`, strings.Repeat(`"x",`, evaluation.MaxBulkFeatures)), 400, "INVALID_CONTEXT"},
 	}
 	for _, tt := range errorTests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -243,35 +244,5 @@ func TestOFREPBulkETag(t *testing.T) {
 	again := newServer(t, s.dbPath, api.Options{})
 	if got := again.do("POST", ofrepFlags, ofrepBody("user-1")).header.Get("ETag"); got != etag5 {
 		t.Errorf("ETag after restart = %s, want %s", got, etag5)
-	}
-}
-
-// TestEvaluationCORS: browser apps on other origins may call the evaluation
-// endpoints and read the ETag; the rest of the API stays same-origin.
-func TestEvaluationCORS(t *testing.T) {
-	s := newServer(t, "", api.Options{})
-	s.seed()
-	const origin = "https://app.example"
-	for _, path := range []string{ofrepFlags, ofrepFlags + "/checkout", "/evaluate"} {
-		r := s.do("OPTIONS", path, nil, "Origin", origin, "Access-Control-Request-Method", "POST",
-			"Access-Control-Request-Headers", "content-type,if-none-match")
-		allowHeaders := strings.ToLower(r.header.Get("Access-Control-Allow-Headers"))
-		if r.status != 204 || r.header.Get("Access-Control-Allow-Origin") != "*" ||
-			!strings.Contains(r.header.Get("Access-Control-Allow-Methods"), "POST") ||
-			!strings.Contains(allowHeaders, "if-none-match") || !strings.Contains(allowHeaders, "content-type") {
-			t.Errorf("preflight of %s = %d %v, want 204 allowing any origin to POST with If-None-Match", path, r.status, r.header)
-		}
-	}
-	r := s.must(200, "POST", ofrepFlags, ofrepBody("u"), "Origin", origin)
-	if r.header.Get("Access-Control-Allow-Origin") != "*" || !strings.Contains(r.header.Get("Access-Control-Expose-Headers"), "ETag") {
-		t.Errorf("bulk evaluation from %s: headers %v, want the origin allowed and ETag exposed", origin, r.header)
-	}
-	r = s.must(200, "GET", "/evaluate?feature=checkout&user=u", nil, "Origin", origin)
-	if r.header.Get("Access-Control-Allow-Origin") != "*" {
-		t.Errorf("GET /evaluate from %s: headers %v, want the origin allowed", origin, r.header)
-	}
-	r = s.do("OPTIONS", "/api/features", nil, "Origin", origin, "Access-Control-Request-Method", "POST")
-	if r.header.Get("Access-Control-Allow-Origin") != "" {
-		t.Errorf("preflight of /api/features allowed origin %q, want none", r.header.Get("Access-Control-Allow-Origin"))
 	}
 }

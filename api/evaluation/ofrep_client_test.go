@@ -1,4 +1,4 @@
-package api_test
+package evaluation_test
 
 import (
 	"bytes"
@@ -51,7 +51,7 @@ func runClients(t *testing.T, url string) clientResults {
 	t.Helper()
 	missing := ""
 	if _, err := os.Stat(filepath.Join(clientDir, "node_modules")); err != nil {
-		missing = "the OpenFeature clients are not installed: run `npm ci` in api/testdata/ofrep-client"
+		missing = "the OpenFeature clients are not installed: run `npm ci` in api/evaluation/testdata/ofrep-client"
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {

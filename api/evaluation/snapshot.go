@@ -1,4 +1,4 @@
-package api
+package evaluation
 
 import (
 	"encoding/binary"
@@ -43,7 +43,7 @@ func (s *Server) snapshotState() *snapshotState {
 		}
 		if s.snap.CompareAndSwap(cur, next) {
 			if cur != nil {
-				s.metrics.forgetFeatures(removedKeys(cur.snap.Keys(), snap.Keys()))
+				s.metrics.ForgetFeatures(removedKeys(cur.snap.Keys(), snap.Keys()))
 			}
 			return next
 		}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package jsonscan
+
+const raceEnabled = false
