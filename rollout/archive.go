@@ -19,8 +19,7 @@ type ArchiveStore interface {
 	// ArchiveFeature archives the served feature key, which must be at
 	// the given version, and records e (its FeatureID and Version set by
 	// the store); with an approval, marks that request applied
-	// (EConflict when it is no longer open); settles settle (when not
-	// nil) in the same transaction, as a Version's Settles is settled.
+	// (EConflict when it is no longer open); with settle, settles it.
 	// ENotFound when no feature key is served, EConflict when it is at
 	// another version.
 	ArchiveFeature(ctx context.Context, key string, version int, e audit.Event, approval *RequestDecision, settle *Settlement) error
@@ -36,8 +35,9 @@ type ArchiveStore interface {
 	RestoreFeature(ctx context.Context, f feature.Feature, v Version) error
 	// PurgeFeature removes the archived feature key with its history,
 	// exposures and ramps, keeping its audit events, records e and
-	// settles settle, as ArchiveFeature does. ENotFound when there is no
-	// feature key, EConflict when it is served (archive it first).
+	// settles settle.
+	// ENotFound when there is no feature key, EConflict when it is
+	// served (archive it first).
 	PurgeFeature(ctx context.Context, key string, e audit.Event, settle *Settlement) error
 }
 

@@ -118,8 +118,8 @@ type Idempotency struct {
 
 // Settlement is an idempotency key marked done with its answer by the
 // store write that carries it (Version.Settles, Ramp.Settles,
-// Request.Settles, and the settle argument of the writes of segments,
-// archives, purges and batches), in the transaction that commits the write's
+// Request.Settles, Batch.Settles, and the settle argument of archives,
+// purges and the writes of segments), in the transaction that commits the write's
 // change: both are committed or neither. The write fails with EKeyInUse,
 // committing nothing, when the key is no longer pending and held by
 // Attempt (a retry took it over after its lease, or it expired).

@@ -52,9 +52,9 @@ type SegmentStore interface {
 	// settles settle, as CreateSegment does.
 	UpdateSegment(ctx context.Context, seg feature.Segment, v feature.SegmentVersion, features []Version, settle *Settlement) error
 	// DeleteSegment removes the segment, which must be at version, with
-	// its history, recording e (SegmentEvent of audit.SegmentDelete) in the
-	// audit trail and settling settle, as CreateSegment does; EConflict
-	// when a stored feature's rules use it.
+	// its history, recording e (SegmentEvent of audit.SegmentDelete) in
+	// the audit trail and settling settle; EConflict when a stored
+	// feature's rules use it.
 	DeleteSegment(ctx context.Context, key string, version int, e audit.Event, settle *Settlement) error
 	// SegmentVersions returns the segment's history, newest first, at
 	// most limit entries (all when limit <= 0) below version before (no

@@ -15,9 +15,9 @@ import (
 // given version: it stays, with its history, exposures and audit events,
 // but Features and Feature leave it out. It records e (with the feature's
 // ID and version) and a commit of the feature, so that other instances
-// drop it; with an approval, it marks that change request applied; it
-// settles settle. It returns feature.ENotFound when no feature key is
-// served and feature.EConflict when it is at another version.
+// drop it; with an approval, it marks that change request applied; with
+// settle, it settles it. It returns feature.ENotFound when no feature key
+// is served and feature.EConflict when it is at another version.
 func (db *DB) ArchiveFeature(ctx context.Context, key string, version int, e audit.Event, approval *rollout.RequestDecision, settle *rollout.Settlement) error {
 	return db.writeTx(ctx, fmt.Sprintf("archive feature %q", key), func(tx *tx) error {
 		now := db.now()

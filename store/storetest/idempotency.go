@@ -125,8 +125,8 @@ func settlement(key, attempt, answer string) *rollout.Settlement {
 var settledExpires = t0.Truncate(time.Microsecond).Add(rollout.IdempotencyMemory)
 
 // testIdempotentWrite: every write that carries a Settlement — in its
-// Version, Ramp, Request or Batch, or as the settle argument of the
-// writes of segments, archives and purges — marks the key done with exactly the Settlement's
+// Version, Ramp, Request or Batch, or as the settle argument of an
+// archive, a purge or a segment's write — marks the key done with exactly the Settlement's
 // answer in its own transaction. A write whose key was taken over meanwhile
 // commits nothing: neither its change (no audit event, no commit) nor the
 // key. A write that fails leaves the key pending.
@@ -232,10 +232,10 @@ func testIdempotentWrite(t *testing.T, o Opened) {
 		// commits nothing.
 		after := t0.Add(rollout.IdempotencyLease + time.Second)
 		claimKey(t, other, idemRecord("tok", key, "fp", "retry", after), after, true)
-		rev, logged := revisionOf(t, s), len(events(t, s, audit.Query{}))
+		rev, events0 := revisionOf(t, s), len(events(t, s, audit.Query{}))
 		wantCode(t, w.name+"(key taken over)", w.write(settlement(key, "first", "too late")), rollout.EKeyInUse)
-		if n := len(events(t, s, audit.Query{})); n != logged {
-			t.Errorf("%s(key taken over) recorded %d audit events, want none: its change was committed", w.name, n-logged)
+		if n := len(events(t, s, audit.Query{})); n != events0 {
+			t.Errorf("%s(key taken over) recorded %d audit events, want none: its change was committed", w.name, n-events0)
 		}
 		wantRevision(t, s, rev)
 		// The attempt that holds the key: the change, and the key done
@@ -243,7 +243,7 @@ func testIdempotentWrite(t *testing.T, o Opened) {
 		if err := w.write(settlement(key, "retry", answer)); err != nil {
 			t.Fatalf("%s(key held) = %v", w.name, err)
 		}
-		if n := len(events(t, s, audit.Query{})); n == logged {
+		if n := len(events(t, s, audit.Query{})); n == events0 {
 			t.Errorf("%s(key held) recorded no audit event", w.name)
 		}
 		got := claimKey(t, other, idemRecord("tok", key, "fp", "third", after), after, false)
