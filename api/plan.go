@@ -107,11 +107,11 @@ func (p *planner) release(id string) {
 // called once the slot is free again.
 var planHook atomic.Pointer[func(context.Context) func()]
 
-// run calls plan in a slot, with a context that ends at the plan's timeout
+// run calls do in a slot, with a context that ends at the plan's timeout
 // or when the client goes, and opts's budget set; with every slot taken,
 // or as many as one token may hold taken by the request's token, it
 // refuses at once with codeTooManyPlans and a Retry-After.
-func (p *planner) run(c echo.Context, opts plan.Options, plan func(context.Context, plan.Options) error) error {
+func (p *planner) run(c echo.Context, opts plan.Options, do func(context.Context, plan.Options) error) error {
 	var id string
 	if tok, ok := TokenOf(c); ok {
 		id = tok.ID
@@ -141,7 +141,7 @@ func (p *planner) run(c echo.Context, opts plan.Options, plan func(context.Conte
 		freed = (*h)(ctx)
 	}
 	opts.Budget = p.budget
-	return plan(ctx, opts)
+	return do(ctx, opts)
 }
 
 type planRequest struct {
