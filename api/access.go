@@ -1,6 +1,6 @@
 package api
 
-import "github.com/rollout/rollout/rollout"
+import "github.com/rollout/rollout/rollout/auth"
 
 // Public marks a route that needs no token.
 //
@@ -10,4 +10,4 @@ import "github.com/rollout/rollout/rollout"
 // runs); one whose route was not declared (a method the pattern does not
 // serve, echo's 405, or a route added to the router by other means) needs an
 // admin token, so that forgetting to declare a route fails closed.
-const Public rollout.Permission = -1
+const Public auth.Permission = -1

@@ -17,10 +17,12 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
+	"github.com/rollout/rollout/webhook"
 )
 
 // guardedServer is the API and the dashboard as the binary wires them,
@@ -31,20 +33,20 @@ type guardedServer struct {
 	url     string
 	svc     *rollout.Service
 	db      *store.DB
-	tokens  *rollout.Tokens
+	tokens  *auth.Tokens
 	auth    *api.Auth
 	secrets map[string]string // by role
 }
 
 func newGuardedServer(t *testing.T) *guardedServer {
 	t.Helper()
-	return newAuthServer(t, rollout.Roles, false)
+	return newAuthServer(t, auth.Roles, false)
 }
 
 // newAuthServer is the API and dashboard with access control, over a new
 // SQLite store, with a token "<role>-bot" for each of roles (none: the API
 // is open, as on a fresh install) and Auth.AnyHost set to anyHost.
-func newAuthServer(t *testing.T, roles []rollout.Role, anyHost bool) *guardedServer {
+func newAuthServer(t *testing.T, roles []auth.Role, anyHost bool) *guardedServer {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
@@ -56,10 +58,10 @@ func newAuthServer(t *testing.T, roles []rollout.Role, anyHost bool) *guardedSer
 }
 
 // newAuthServerOn is newAuthServer over the store db.
-func newAuthServerOn(t *testing.T, db *store.DB, roles []rollout.Role, anyHost bool) *guardedServer {
+func newAuthServerOn(t *testing.T, db *store.DB, roles []auth.Role, anyHost bool) *guardedServer {
 	t.Helper()
 	ctx := context.Background()
-	tokens, err := rollout.NewTokens(ctx, db, nil)
+	tokens, err := auth.NewTokens(ctx, db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +78,7 @@ func newAuthServerOn(t *testing.T, db *store.DB, roles []rollout.Role, anyHost b
 	}
 	g.auth = api.NewAuth(tokens, nil)
 	g.auth.AnyHost = anyHost
-	g.opts = api.Options{Auth: g.auth, Pprof: true, Webhooks: rollout.NewWebhooks(db, nil), Routes: web.Routes(g.svc, web.Options{Sessions: g.auth})}
+	g.opts = api.Options{Auth: g.auth, Pprof: true, Webhooks: webhook.NewHooks(db, nil), Routes: web.Routes(g.svc, web.Options{Sessions: g.auth})}
 	g.e = api.New(g.svc, g.opts)
 	srv := httptest.NewServer(g.e)
 	t.Cleanup(srv.Close)
@@ -292,7 +294,7 @@ func TestRouteRoleMatrix(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	hook, err := rollout.NewWebhook("http://127.0.0.1:9/hook", "", nil, "admin", time.Now())
+	hook, err := webhook.NewHook("http://127.0.0.1:9/hook", "", nil, "admin", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +310,7 @@ func TestRouteRoleMatrix(t *testing.T) {
 		route := r.Method + " " + r.Path
 		need := access[route]
 		for _, role := range []string{"none", "client", "sdk", "evaluate", "viewer", "editor"} {
-			lacks := role == "none" || !rollout.Role(role).Allows(need)
+			lacks := role == "none" || !auth.Role(role).Allows(need)
 			if need < 0 || !lacks {
 				continue // public, or the role may use the route: below
 			}
@@ -369,7 +371,7 @@ func TestRouteRoleMatrix(t *testing.T) {
 		route := r.Method + " " + r.Path
 		need := access[route]
 		for _, role := range []string{"admin", "editor", "viewer", "sdk", "evaluate", "client"} {
-			if need < 0 || !rollout.Role(role).Allows(need) {
+			if need < 0 || !auth.Role(role).Allows(need) {
 				continue // public routes answer whatever their input deserves
 			}
 			path := fill(r.Path, -1, nil)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/postgres"
 	"github.com/rollout/rollout/store/storetest"
@@ -24,7 +26,7 @@ func onBoth(t *testing.T, test func(*testing.T, *guardedServer)) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { db.Close() })
-		test(t, newAuthServerOn(t, db, rollout.Roles, false))
+		test(t, newAuthServerOn(t, db, auth.Roles, false))
 	})
 }
 
@@ -160,8 +162,8 @@ func testGatedArchiveRestore(t *testing.T, g *guardedServer) {
 
 	var got []string
 	for _, e := range g.allEvents(t) {
-		switch rollout.AuditKind(e.Kind) {
-		case rollout.AuditArchive, rollout.AuditRestore, rollout.AuditRequestApprove:
+		switch audit.Kind(e.Kind) {
+		case audit.Archive, audit.Restore, audit.RequestApprove:
 			got = append(got, fmt.Sprintf("%s by %s", e.Kind, e.Actor))
 		}
 	}
@@ -340,7 +342,7 @@ func testEditorRampChurn(t *testing.T, g *guardedServer) {
 		t.Fatalf("refused ramps were stored: %+v", rs.Ramps)
 	}
 	small := decodeJSON[rampAnswer](t, g.must(t, 201, "editor", "POST", "/api/features/f/ramps", map[string]any{"bucket": "on", "steps": []float64{0.55, 0.65}, "every": "1s"})).Ramp
-	if small.Role != rollout.RoleEditor || small.ApprovedBy != "" {
+	if small.Role != auth.RoleEditor || small.ApprovedBy != "" {
 		t.Fatalf("editor's ramp = %+v, want role editor, not approved", small)
 	}
 	// The limit is lowered before the first step: it pauses.

@@ -12,7 +12,9 @@ import (
 
 	"github.com/rollout/rollout/internal/docfile"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/plan"
 )
 
 // Rollouts as code: GET /api/export writes the server's features as a
@@ -176,7 +178,7 @@ func (s *Server) planDocument(c echo.Context) error {
 		return err
 	}
 	var p rollout.DocumentPlan
-	err = s.planner.run(c, rollout.PlanOptions{}, func(ctx context.Context, opts rollout.PlanOptions) error {
+	err = s.planner.run(c, plan.Options{}, func(ctx context.Context, opts plan.Options) error {
 		d, err := parseDocument(c, data)
 		if err != nil {
 			return err
@@ -199,21 +201,21 @@ func (s *Server) applyDocument(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	keepAs(c, func(p rollout.DocumentPlan) (keptAnswer, error) { return jsonAnswer(http.StatusOK, p) })
+	answer := answers(c, func(p rollout.DocumentPlan) (keptAnswer, error) { return jsonAnswer(http.StatusOK, p) })
 	var p rollout.DocumentPlan
 	actor := actorOf(c)
-	var role rollout.Role
+	var role auth.Role
 	if tok, ok := TokenOf(c); ok {
 		role = tok.Role
 	}
-	err = s.planner.run(c, rollout.PlanOptions{}, func(ctx context.Context, po rollout.PlanOptions) error {
+	err = s.planner.run(c, plan.Options{}, func(ctx context.Context, po plan.Options) error {
 		req, err := parseApply(c, data)
 		if err != nil {
 			return err
 		}
 		p, err = s.svc.ApplyDocument(ctx, *req.Document, rollout.ApplyOptions{
 			Actor: actor, Role: role, Comment: req.Comment, Versions: req.Versions, SegmentVersions: req.SegmentVersions,
-			MaxChurn: req.MaxChurn, MaxTotalChurn: req.MaxTotalChurn, Plan: po,
+			MaxChurn: req.MaxChurn, MaxTotalChurn: req.MaxTotalChurn, Plan: po, Idempotency: answer.idempotency(),
 		})
 		return err
 	})
@@ -225,5 +227,5 @@ func (s *Server) applyDocument(c echo.Context) error {
 			s.applied(c, ch.Feature, ch.ToVersion, "applied from a document: "+ch.Action, ch.Churn, actor)
 		}
 	}
-	return c.JSON(http.StatusOK, p)
+	return answer.send(p)
 }

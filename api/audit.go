@@ -9,8 +9,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 )
 
 // maxAuditExport is how many events one JSON lines answer of GET
@@ -20,13 +19,13 @@ const maxAuditExport = 10000
 
 // auditPage answers GET /api/audit as JSON.
 type auditPage struct {
-	Events []rollout.AuditEvent `json:"events"`
-	Next   *string              `json:"next"` // the URL of the next page; null on the last
+	Events []audit.Event `json:"events"`
+	Next   *string       `json:"next"` // the URL of the next page; null on the last
 }
 
 // listAudit is GET /api/audit?feature=K&actor=A&kind=X&since=RFC3339: the
 // audit trail, filtered, a page at a time (?limit=N, 1 to
-// rollout.MaxAuditPage, rollout.DefaultAuditPage when absent). Pages are
+// audit.MaxPage, audit.DefaultPage when absent). Pages are
 // newest first and follow ?before=ID; ?order=asc (or ?after=ID) gives them
 // oldest first, following ?after=ID. With Accept: application/x-ndjson
 // the events come as JSON lines, oldest first, at most limit of them
@@ -72,8 +71,8 @@ func (s *Server) listAudit(c echo.Context) error {
 }
 
 // exportAudit writes the events q selects as JSON lines, oldest first,
-// rollout.MaxAuditPage at a time.
-func (s *Server) exportAudit(c echo.Context, q rollout.AuditQuery) error {
+// audit.MaxPage at a time.
+func (s *Server) exportAudit(c echo.Context, q audit.Query) error {
 	total := q.Limit
 	q.Ascending, q.Before = true, 0
 	w := c.Response()
@@ -81,7 +80,7 @@ func (s *Server) exportAudit(c echo.Context, q rollout.AuditQuery) error {
 	enc.SetEscapeHTML(false)
 	started := false
 	for sent := 0; sent < total; {
-		q.Limit = min(rollout.MaxAuditPage, total-sent)
+		q.Limit = min(audit.MaxPage, total-sent)
 		events, err := s.svc.AuditEvents(c.Request().Context(), q)
 		if err != nil {
 			if !started {
@@ -114,14 +113,14 @@ func (s *Server) exportAudit(c echo.Context, q rollout.AuditQuery) error {
 }
 
 // auditQuery reads GET /api/audit's query.
-func auditQuery(c echo.Context, ndjson bool) (rollout.AuditQuery, error) {
-	q := rollout.AuditQuery{
+func auditQuery(c echo.Context, ndjson bool) (audit.Query, error) {
+	q := audit.Query{
 		Feature: c.QueryParam("feature"),
 		Actor:   c.QueryParam("actor"),
-		Kind:    rollout.AuditKind(c.QueryParam("kind")),
-		Limit:   rollout.DefaultAuditPage,
+		Kind:    audit.Kind(c.QueryParam("kind")),
+		Limit:   audit.DefaultPage,
 	}
-	maxLimit := rollout.MaxAuditPage
+	maxLimit := audit.MaxPage
 	if ndjson {
 		q.Limit, maxLimit = maxAuditExport, maxAuditExport
 	}
@@ -131,8 +130,8 @@ func auditQuery(c echo.Context, ndjson bool) (rollout.AuditQuery, error) {
 		}
 	}
 	if q.Kind != "" && !q.Kind.Valid() {
-		kinds := make([]string, len(rollout.AuditKinds))
-		for i, k := range rollout.AuditKinds {
+		kinds := make([]string, len(audit.Kinds))
+		for i, k := range audit.Kinds {
 			kinds[i] = string(k)
 		}
 		return q, badRequest("kind=%q is not a kind of audit event: give one of %s", q.Kind, strings.Join(kinds, ", "))

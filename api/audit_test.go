@@ -17,6 +17,8 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -363,8 +365,8 @@ func TestAuditQuery(t *testing.T) {
 	g.must(t, 204, "admin", "DELETE", "/api/features/f1", nil)
 	all := g.allEvents(t)
 	// The tokens of newGuardedServer come first, made by the command line.
-	if len(all) != len(rollout.Roles)+6 {
-		t.Fatalf("%d events, want %d", len(all), len(rollout.Roles)+6)
+	if len(all) != len(auth.Roles)+6 {
+		t.Fatalf("%d events, want %d", len(all), len(auth.Roles)+6)
 	}
 
 	page := g.audit(t, "viewer", "/api/audit?limit=2")
@@ -388,8 +390,8 @@ func TestAuditQuery(t *testing.T) {
 	if es := g.audit(t, "viewer", "/api/audit?kind=create&actor=editor-bot&feature=f3").Events; len(es) != 1 || es[0].Feature != "f3" {
 		t.Errorf("create of f3 by editor-bot = %+v, want 1 event", es)
 	}
-	if es := g.audit(t, "viewer", "/api/audit?kind=token_create").Events; len(es) != len(rollout.Roles) || es[0].Actor != rollout.CommandLineActor {
-		t.Errorf("token_create events = %+v, want %d by %q", es, len(rollout.Roles), rollout.CommandLineActor)
+	if es := g.audit(t, "viewer", "/api/audit?kind=token_create").Events; len(es) != len(auth.Roles) || es[0].Actor != auth.CommandLineActor {
+		t.Errorf("token_create events = %+v, want %d by %q", es, len(auth.Roles), auth.CommandLineActor)
 	}
 	if es := g.audit(t, "viewer", "/api/audit?since="+url.QueryEscape(time.Now().Add(time.Hour).Format(time.RFC3339))).Events; len(es) != 0 {
 		t.Errorf("events since an hour from now = %v, want none", es)
@@ -470,7 +472,7 @@ func TestArchiveIdempotent(t *testing.T) {
 			t.Errorf("%s %s retried: %s, first %s", step.method, step.path, again.body, first.body)
 		}
 	}
-	events, err := s.svc.AuditEvents(context.Background(), rollout.AuditQuery{Feature: "f", Ascending: true})
+	events, err := s.svc.AuditEvents(context.Background(), audit.Query{Feature: "f", Ascending: true})
 	if err != nil {
 		t.Fatal(err)
 	}

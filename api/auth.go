@@ -14,7 +14,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -34,7 +34,7 @@ const tokenKey = "rollout.token" // echo.Context key of the request's token
 // Auth checks tokens and issues dashboard sessions, signed with a key that
 // every instance sharing a database shares (see NewAuth).
 type Auth struct {
-	tokens *rollout.Tokens
+	tokens *auth.Tokens
 	keys   [][]byte // the first signs; any verifies
 
 	// AnyHost accepts requests for any Host while the API is open (no
@@ -52,7 +52,7 @@ type Auth struct {
 // one instance works on all. No key (or only empty ones) means one made
 // now, good for this process only. Nil tokens means everything is open (for
 // tests of other concerns).
-func NewAuth(tokens *rollout.Tokens, keys ...[]byte) *Auth {
+func NewAuth(tokens *auth.Tokens, keys ...[]byte) *Auth {
 	a := &Auth{tokens: tokens}
 	for _, k := range keys {
 		if len(k) > 0 {
@@ -79,7 +79,7 @@ func (a *Auth) middleware(route Route) echo.MiddlewareFunc {
 
 func (a *Auth) check(route Route, next echo.HandlerFunc) echo.HandlerFunc {
 	ui := route.SignIn
-	record := route.Access != rollout.PermEvaluate // see TokenOf
+	record := route.Access != auth.PermEvaluate // see TokenOf
 	return func(c echo.Context) error {
 		r := c.Request()
 		if r.Method == http.MethodOptions {
@@ -120,9 +120,9 @@ func (a *Auth) check(route Route, next echo.HandlerFunc) echo.HandlerFunc {
 
 // identify returns the request's token, whether one was presented at all,
 // and whether it is valid.
-func (a *Auth) identify(r *http.Request) (rollout.Token, bool, bool) {
+func (a *Auth) identify(r *http.Request) (auth.Token, bool, bool) {
 	if a == nil || a.tokens == nil {
-		return rollout.Token{}, false, false
+		return auth.Token{}, false, false
 	}
 	// The names in canonical form, looked up without Get's canonicalizing.
 	// A bearer token wins over X-API-Key; an empty one hides nothing.
@@ -141,7 +141,7 @@ func (a *Auth) identify(r *http.Request) (rollout.Token, bool, bool) {
 		tok, ok := a.session(ck.Value)
 		return tok, true, ok
 	}
-	return rollout.Token{}, false, false
+	return auth.Token{}, false, false
 }
 
 // headerValue is h.Get(name) for a name in canonical form.
@@ -154,13 +154,13 @@ func headerValue(h http.Header, name string) string {
 
 // SignIn checks secret and, when it is an active token, sets a session
 // cookie for it.
-func (a *Auth) SignIn(c echo.Context, secret string) (rollout.Token, bool) {
+func (a *Auth) SignIn(c echo.Context, secret string) (auth.Token, bool) {
 	if a == nil || a.tokens == nil {
-		return rollout.Token{}, false
+		return auth.Token{}, false
 	}
 	tok, ok := a.tokens.Authenticate(strings.TrimSpace(secret))
 	if !ok {
-		return rollout.Token{}, false
+		return auth.Token{}, false
 	}
 	expires := a.tokens.Now().Add(SessionLifetime)
 	payload := tok.ID + "|" + strconv.FormatInt(expires.Unix(), 10) + "|" + rand.Text()
@@ -253,10 +253,10 @@ func (a *Auth) verify(value string) (sessionPayload, bool) {
 
 // session returns the active token of a valid, unexpired session cookie
 // that was not signed out.
-func (a *Auth) session(value string) (rollout.Token, bool) {
+func (a *Auth) session(value string) (auth.Token, bool) {
 	p, ok := a.verify(value)
 	if !ok || a.tokens.SessionEnded(p.session) {
-		return rollout.Token{}, false
+		return auth.Token{}, false
 	}
 	tok, ok := a.tokens.ByID(p.token)
 	if ok {
@@ -283,14 +283,14 @@ func loopbackHost(host string) bool {
 // TokenOf returns the token that authenticated the request, if any. It is
 // not recorded for evaluation requests (/evaluate, /ofrep/), which have no
 // use for it: not recording it spares their hot path an allocation.
-func TokenOf(c echo.Context) (rollout.Token, bool) {
-	tok, ok := c.Get(tokenKey).(rollout.Token)
+func TokenOf(c echo.Context) (auth.Token, bool) {
+	tok, ok := c.Get(tokenKey).(auth.Token)
 	return tok, ok
 }
 
 // Who returns the token that authenticated the request, if any (see
 // TokenOf): the dashboard shows who is signed in.
-func (a *Auth) Who(c echo.Context) (rollout.Token, bool) { return TokenOf(c) }
+func (a *Auth) Who(c echo.Context) (auth.Token, bool) { return TokenOf(c) }
 
 // actorOf is who the request acts as: its token's name.
 func actorOf(c echo.Context) string {

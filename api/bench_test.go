@@ -14,6 +14,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/internal/storemetrics"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
@@ -55,11 +56,11 @@ func benchAPI(b *testing.B, withToken bool) (http.Handler, *rollout.Service, str
 	opts := api.Options{Metrics: metrics, Ready: db.Ping}
 	var secret string
 	if withToken {
-		tokens, err := rollout.NewTokens(ctx, db, nil)
+		tokens, err := auth.NewTokens(ctx, db, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, secret, err = tokens.Create(ctx, "bench", rollout.RoleEvaluate, time.Now()); err != nil {
+		if _, secret, err = tokens.Create(ctx, "bench", auth.RoleEvaluate, time.Now()); err != nil {
 			b.Fatal(err)
 		}
 		opts.Auth = api.NewAuth(tokens, nil)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/store/sqlite"
 )
 
@@ -25,10 +26,10 @@ func TestSessionExpiresByTheTokensClock(t *testing.T) {
 	var offset atomic.Int64 // how far the clock is ahead of the machine's
 	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 	b := &sessionBench{t: t, db: db, secrets: map[string]string{}}
-	if b.tokens, err = rollout.NewTokens(ctx, db, clock); err != nil {
+	if b.tokens, err = auth.NewTokens(ctx, db, clock); err != nil {
 		t.Fatal(err)
 	}
-	_, secret, err := b.tokens.Create(ctx, "viewer-bot", rollout.RoleViewer, clock())
+	_, secret, err := b.tokens.Create(ctx, "viewer-bot", auth.RoleViewer, clock())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,16 @@ const (
 	codeUnauthorized = "unauthorized"
 )
 
-// statusOf is the one map from error codes to HTTP statuses.
+// statusOf is the one map from error codes to HTTP statuses, which every
+// error answer follows (docs/api.md, Errors): each code has one status,
+// and no handler answers a code with another. The status says who refused
+// the request: 400 bad_request when the API could not read it as its
+// route's form (not JSON, a wrong type, an unknown or repeated field, a
+// required field missing, a malformed query parameter or header); 422
+// invalid when it was read and the domain refuses what it asks (a
+// feature, a bucket, a rule, a condition, a segment, a bucket_by, a
+// context, a user ID, a document), whatever the route. OFREP's own codes
+// keep the statuses the protocol gives them.
 var statusOf = map[string]int{
 	codeBadRequest:        http.StatusBadRequest,
 	codeTooLarge:          http.StatusRequestEntityTooLarge,
@@ -52,12 +61,15 @@ var statusOf = map[string]int{
 	evaluation.OFREPFlagNotFound:        http.StatusNotFound,
 }
 
-// errorBody is every error answer: {"error":{"code","message"}}, and the
-// refused change's report for max_churn_exceeded.
+// errorBody is every error answer: {"error":{"code","message"}}, with the
+// field of the body or document the error is about when it is about one
+// ("field":"rules[0].conditions[1].value", which the message starts with),
+// and the refused change's report for max_churn_exceeded.
 type errorBody struct {
 	Error struct {
 		Code    string          `json:"code"`
 		Message string          `json:"message"`
+		Field   string          `json:"field,omitempty"`
 		Report  *feature.Report `json:"report,omitempty"`
 	} `json:"error"`
 }
@@ -95,7 +107,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		var he *echo.HTTPError
 		switch {
 		case errors.As(err, &domain):
-			body.Error.Code, body.Error.Message, body.Error.Report = domain.Code, domain.Message, domain.Report
+			body.Error.Code, body.Error.Message, body.Error.Field, body.Error.Report = domain.Code, domain.Message, domain.Field, domain.Report
 			if s, ok := statusOf[domain.Code]; ok {
 				status = s
 			}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/api"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 )
 
 // TestDashboardStream: GET /api/events says hello, then one change event
@@ -88,8 +88,8 @@ func TestDashboardStream(t *testing.T) {
 // beyond the server's with 503, and an sdk-only token may not open one.
 func TestDashboardStreamBudget(t *testing.T) {
 	e := newStreamEnv(t, api.Options{MaxStreams: 2, MaxStreamsPerToken: 1}, nil, nil)
-	viewer, other := e.token("pm", rollout.RoleViewer), e.token("pm-2", rollout.RoleViewer)
-	sdk := e.token("app", rollout.RoleSDK)
+	viewer, other := e.token("pm", auth.RoleViewer), e.token("pm-2", auth.RoleViewer)
+	sdk := e.token("app", auth.RoleSDK)
 	open := func(secret string) int {
 		t.Helper()
 		req, _ := http.NewRequest("GET", e.url+"/api/events", nil)

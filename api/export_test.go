@@ -4,15 +4,14 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 )
 
 // RouteAccess returns what each route that New declares with opts needs,
 // opts.Routes included, by "METHOD pattern".
-func RouteAccess(opts Options) map[string]rollout.Permission {
+func RouteAccess(opts Options) map[string]auth.Permission {
 	s := &Server{metrics: NewMetrics()}
-	out := map[string]rollout.Permission{}
+	out := map[string]auth.Permission{}
 	for _, r := range append(s.routes(opts), opts.Routes...) {
 		if r.Method != echo.RouteNotFound {
 			out[r.Method+" "+r.Path] = r.Access

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
@@ -226,15 +227,15 @@ func TestExposureRateLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	tokens, err := rollout.NewTokens(ctx, db, nil)
+	tokens, err := auth.NewTokens(ctx, db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	secrets := map[string]string{}
 	for _, name := range []string{"app-1", "app-2", "admin"} {
-		role := rollout.RoleEvaluate
+		role := auth.RoleEvaluate
 		if name == "admin" {
-			role = rollout.RoleAdmin
+			role = auth.RoleAdmin
 		}
 		if _, secrets[name], err = tokens.Create(ctx, name, role, time.Now()); err != nil {
 			t.Fatal(err)

@@ -186,7 +186,7 @@ func (s *Server) createFeature(c echo.Context) error {
 		f.Rules = nil
 	}
 	if err := f.ValidateTargeting(); err != nil {
-		return asBadRequest(err)
+		return err // before a plan of targets, which may take long
 	}
 	if req.Targets != nil {
 		if f.Buckets, err = s.plannedBuckets(c, req); err != nil {
@@ -201,20 +201,19 @@ func (s *Server) createFeature(c echo.Context) error {
 	if req.Salt != nil {
 		f.Salt = *req.Salt
 	}
-	ctx := keepAs(c, func(res rollout.Result) (keptAnswer, error) { return resultAnswer(http.StatusCreated, res) })
-	res, err := s.svc.Create(ctx, f, opts)
-	if rollout.IsUnknownSegment(err) {
-		return asBadRequest(err)
-	}
+	answer := answers(c, func(res rollout.Result) (keptAnswer, error) {
+		if res.DryRun {
+			return resultAnswer(http.StatusOK, res)
+		}
+		return resultAnswer(http.StatusCreated, res)
+	})
+	opts.Idempotency = answer.idempotency()
+	res, err := s.svc.Create(c.Request().Context(), f, opts)
 	if err != nil {
 		return err
 	}
-	status := http.StatusCreated
-	if res.DryRun {
-		status = http.StatusOK
-	}
 	s.appliedResult(c, "created", opts, res)
-	return respond(c, status, res)
+	return answer.send(res)
 }
 
 type patchRequest struct {
@@ -252,11 +251,7 @@ func (s *Server) patchFeature(c echo.Context) error {
 		return err
 	}
 	others := req.Description != nil || req.Enabled != nil || req.Fallback != nil || req.BucketBy != nil
-	ch := req.withLabels(patchChange(req), others)
-	if req.BucketBy != nil {
-		return asBadRequest(s.change(c, req.guards, ch))
-	}
-	return s.change(c, req.guards, ch)
+	return s.change(c, req.guards, req.withLabels(patchChange(req), others))
 }
 
 // deleteFeature is DELETE /api/features/K: it archives the feature (see
@@ -292,24 +287,24 @@ func (s *Server) archive(c echo.Context, status int) error {
 		return err
 	}
 	key := pathParam(c, "key")
-	ctx := keepAs(c, func(res rollout.Result) (keptAnswer, error) {
-		if status == http.StatusNoContent && res.Request == nil {
+	answer := answers(c, func(res rollout.Result) (keptAnswer, error) {
+		switch {
+		case res.DryRun || res.Request != nil:
+			return resultAnswer(http.StatusOK, res) // a request: 202
+		case status == http.StatusNoContent:
 			return keptAnswer{Status: status}, nil
 		}
 		return resultAnswer(status, res)
 	})
-	res, err := s.svc.Archive(ctx, key, opts)
+	opts.Idempotency = answer.idempotency()
+	res, err := s.svc.Archive(c.Request().Context(), key, opts)
 	if err != nil {
 		return err
 	}
-	if res.DryRun || res.Request != nil {
-		return respond(c, http.StatusOK, res) // a request: 202
+	if !res.DryRun && res.Request == nil {
+		s.applied(c, key, res.Feature.Version, "archived", res.Report.Churn, opts.Actor)
 	}
-	s.applied(c, key, res.Feature.Version, "archived", res.Report.Churn, opts.Actor)
-	if status == http.StatusNoContent {
-		return c.NoContent(status)
-	}
-	return respond(c, status, res)
+	return answer.send(res)
 }
 
 // restoreFeature is POST /api/features/K/restore: the archived feature is
@@ -326,13 +321,14 @@ func (s *Server) restoreFeature(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := keepAs(c, func(res rollout.Result) (keptAnswer, error) { return resultAnswer(http.StatusOK, res) })
-	res, err := s.svc.Restore(ctx, pathParam(c, "key"), opts)
+	answer := answers(c, okResult)
+	opts.Idempotency = answer.idempotency()
+	res, err := s.svc.Restore(c.Request().Context(), pathParam(c, "key"), opts)
 	if err != nil {
 		return err
 	}
 	s.appliedResult(c, "restored", opts, res)
-	return respond(c, http.StatusOK, res)
+	return answer.send(res)
 }
 
 // purgeFeature is DELETE /api/features/K?purge=true: the archived feature,
@@ -351,13 +347,14 @@ func (s *Server) purgeFeature(c echo.Context) error {
 		return badRequest("a purge has no dry run: list the archived features with GET /api/features?archived=true")
 	}
 	key := pathParam(c, "key")
-	ctx := keepAs(c, func(struct{}) (keptAnswer, error) { return keptAnswer{Status: http.StatusNoContent}, nil })
-	if err := s.svc.Purge(ctx, key, opts); err != nil {
+	answer := answers(c, func(struct{}) (keptAnswer, error) { return keptAnswer{Status: http.StatusNoContent}, nil })
+	opts.Idempotency = answer.idempotency()
+	if err := s.svc.Purge(c.Request().Context(), key, opts); err != nil {
 		return err
 	}
 	c.Set(changeKindKey, "purge") // the route's Change is its archive's
 	s.applied(c, key, 0, "purged", 0, opts.Actor)
-	return c.NoContent(http.StatusNoContent)
+	return answer.send(struct{}{})
 }
 
 type addBucketRequest struct {
@@ -486,13 +483,14 @@ func (s *Server) rollback(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := keepAs(c, func(res rollout.Result) (keptAnswer, error) { return resultAnswer(http.StatusOK, res) })
-	res, err := s.svc.RollbackWith(ctx, pathParam(c, "key"), *req.Version, rollout.RollbackOptions{KeepOverrides: req.KeepOverrides}, opts)
+	answer := answers(c, okResult)
+	opts.Idempotency = answer.idempotency()
+	res, err := s.svc.RollbackWith(c.Request().Context(), pathParam(c, "key"), *req.Version, rollout.RollbackOptions{KeepOverrides: req.KeepOverrides}, opts)
 	if err != nil {
 		return err
 	}
 	s.appliedResult(c, fmt.Sprintf("rolled back to version %d", *req.Version), opts, res)
-	return respond(c, http.StatusOK, res)
+	return answer.send(res)
 }
 
 // History answers are bounded by bytes as well as by count: a page ends
@@ -695,23 +693,19 @@ func (s *Server) change(c echo.Context, body guards, ch rollout.Change) error {
 	if err != nil {
 		return err
 	}
-	ctx := keepAs(c, func(res rollout.Result) (keptAnswer, error) { return resultAnswer(http.StatusOK, res) })
-	res, err := s.svc.Change(ctx, pathParam(c, "key"), ch, opts)
+	answer := answers(c, okResult)
+	opts.Idempotency = answer.idempotency()
+	res, err := s.svc.Change(c.Request().Context(), pathParam(c, "key"), ch, opts)
 	if err != nil {
 		return err
 	}
 	s.appliedResult(c, ch.Summary(), opts, res)
-	return respond(c, http.StatusOK, res)
+	return answer.send(res)
 }
 
-// respond answers a change with its result (resultAnswer).
-func respond(c echo.Context, status int, res rollout.Result) error {
-	a, err := resultAnswer(status, res)
-	if err != nil {
-		return err
-	}
-	return a.send(c)
-}
+// okResult is the answer of a change with its result: 200 (202 for a
+// change request; see resultAnswer).
+func okResult(res rollout.Result) (keptAnswer, error) { return resultAnswer(http.StatusOK, res) }
 
 // changeOptions reads a mutation's guards from its query, its body and its
 // If-Match header. A guard may be given in the query, the body or both;

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/postgres"
 	"github.com/rollout/rollout/store/storetest"
@@ -29,7 +30,7 @@ func TestEditorTargeting(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { db.Close() })
-		testEditorTargeting(t, newAuthServerOn(t, db, rollout.Roles, false))
+		testEditorTargeting(t, newAuthServerOn(t, db, auth.Roles, false))
 	})
 }
 

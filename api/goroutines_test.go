@@ -15,6 +15,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/internal/leaktest"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
@@ -33,11 +34,11 @@ func TestShutdownLeavesNoGoroutine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	tokens, err := rollout.NewTokens(ctx, db, nil)
+	tokens, err := auth.NewTokens(ctx, db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, secret, err := tokens.Create(ctx, "app", rollout.RoleSDK, time.Now())
+	_, secret, err := tokens.Create(ctx, "app", auth.RoleSDK, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/api"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -149,7 +149,7 @@ func TestIfMatchTagsTheFeature(t *testing.T) {
 
 // openServer is the API and dashboard with access control but no token yet:
 // the API is open, as on a fresh install.
-func openServer(t *testing.T, anyHost bool) (*testServer, *rollout.Tokens) {
+func openServer(t *testing.T, anyHost bool) (*testServer, *auth.Tokens) {
 	t.Helper()
 	g := newAuthServer(t, nil, anyHost)
 	return &testServer{t: t, URL: g.url, svc: g.svc, db: g.db}, g.tokens
@@ -183,7 +183,7 @@ func TestOpenAPIAnswersOnlyLoopbackHosts(t *testing.T) {
 
 	// Once tokens are required, a token is the guard and any host name
 	// (a load balancer's, a real domain) is fine.
-	_, secret, err := tokens.Create(context.Background(), "admin", rollout.RoleAdmin, time.Now())
+	_, secret, err := tokens.Create(context.Background(), "admin", auth.RoleAdmin, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

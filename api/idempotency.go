@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 )
 
 // Idempotency keys, as Stripe's API has them: a change request (POST, PUT,
@@ -30,9 +31,19 @@ import (
 // with the key is refused with 422. A retry while the first request still
 // runs is refused with 409. A request that fails (any error answer) keeps
 // nothing: it may be sent again with the same key.
+//
+// The middleware (idempotency) claims the key and hands the claim to the
+// handler in the echo.Context; the handler passes it to its change in the
+// change's options (answerer.idempotency), with the function that makes
+// its answer. The service makes that answer, once, for the store write
+// that commits the change, which keeps it with the key; the handler then
+// sends that same answer (answerer.send). The middleware keeps the answer
+// of a request whose change kept none (a dry run, a change that does not
+// take the key), as it was sent.
 const (
 	idempotencyHeader = "Idempotency-Key"
 	replayedHeader    = "Idempotent-Replayed"
+	claimKey          = "rollout.idempotency" // echo.Context key of the request's *keyClaim
 )
 
 // maxKeptBody bounds the body of a kept answer: a larger one (a feature
@@ -56,7 +67,7 @@ func idempotentRoute(route Route) bool {
 	if route.Path == "/api/tokens" || strings.HasPrefix(route.Path, "/api/webhooks") {
 		return false
 	}
-	return strings.HasPrefix(route.Path, "/api/") && (route.Access == rollout.PermWrite || route.Access == rollout.PermAdmin)
+	return strings.HasPrefix(route.Path, "/api/") && (route.Access == auth.PermWrite || route.Access == auth.PermAdmin)
 }
 
 // keptAnswer is a change's answer as kept for its Idempotency-Key: status, the
@@ -120,32 +131,74 @@ func (a keptAnswer) encode() ([]byte, error) {
 	return json.Marshal(a)
 }
 
-// keepAs makes the answer kept for the request's Idempotency-Key, if it has
-// one, the answer f gives for what its change commits (see rollout.Claim),
-// and returns the request's context, to make the change with.
-func keepAs[T any](c echo.Context, f func(T) (keptAnswer, error)) context.Context {
-	ctx := c.Request().Context()
-	if claim := rollout.ClaimFrom(ctx); claim != nil {
-		claim.Encode = func(v any) ([]byte, error) {
-			t, ok := v.(T)
-			if !ok {
-				return nil, fmt.Errorf("the change committed a %T, not a %T", v, t)
-			}
-			a, err := f(t)
-			if err != nil {
-				return nil, err
-			}
-			return a.encode()
-		}
+// keyClaim is a request's claim on its Idempotency-Key, which the
+// idempotency middleware makes, and the answer its change kept with it.
+type keyClaim struct {
+	rollout.Claim
+	kept *keptAnswer // the answer last made for the change to keep; nil: none
+}
+
+// answerer answers a change with the answer f makes of its result, made
+// once: when the request has an Idempotency-Key, the change's store write
+// keeps that answer with the key, and it is that answer that send sends.
+type answerer[T any] struct {
+	c     echo.Context
+	f     func(T) (keptAnswer, error)
+	claim *keyClaim // nil: the request has no Idempotency-Key
+}
+
+// answers returns the answerer of the change c makes, whose result is a T
+// answered as f answers it.
+func answers[T any](c echo.Context, f func(T) (keptAnswer, error)) answerer[T] {
+	claim, _ := c.Get(claimKey).(*keyClaim)
+	return answerer[T]{c: c, f: f, claim: claim}
+}
+
+// idempotency returns the request's Idempotency-Key for the change's
+// options (see rollout.Idempotency), nil when it has none. Its Answer
+// makes the answer of the change's result, which must be a T.
+func (a answerer[T]) idempotency() *rollout.Idempotency {
+	if a.claim == nil {
+		return nil
 	}
-	return ctx
+	return &rollout.Idempotency{Claim: a.claim.Claim, Answer: func(v any) ([]byte, error) {
+		t, ok := v.(T)
+		if !ok {
+			return nil, fmt.Errorf("the change answered a %T, not a %T", v, t)
+		}
+		ans, err := a.f(t)
+		if err != nil {
+			return nil, err
+		}
+		kept, err := ans.encode()
+		if err != nil {
+			return nil, err
+		}
+		a.claim.kept = &ans
+		return kept, nil
+	}}
+}
+
+// send answers the change, whose result is res: with the answer the
+// change kept with the request's Idempotency-Key, if it kept one, else
+// with f's answer to res.
+func (a answerer[T]) send(res T) error {
+	if a.claim != nil && a.claim.kept != nil {
+		return a.claim.kept.send(a.c)
+	}
+	ans, err := a.f(res)
+	if err != nil {
+		return err
+	}
+	return ans.send(a.c)
 }
 
 // idempotency is the middleware that gives change routes (idempotentRoute)
 // their Idempotency-Key: it claims the key (or answers with the key's
 // first answer, 422 or 409), runs the request with the claim in its
-// context, then keeps the answer of a request whose change did not keep it
-// (a dry run), or gives the key up if the request failed.
+// echo.Context (for answers), then keeps the answer of a request whose
+// change did not keep it (a dry run), or gives the key up if the request
+// failed.
 func (s *Server) idempotency(route Route) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc { return s.idempotent(route, next) }
 }
@@ -185,7 +238,8 @@ func (s *Server) idempotent(route Route, next echo.HandlerFunc) echo.HandlerFunc
 			c.Response().Header().Set(replayedHeader, "true")
 			return a.send(c)
 		}
-		c.SetRequest(r.WithContext(rollout.WithClaim(r.Context(), claim)))
+		kc := &keyClaim{Claim: *claim}
+		c.Set(claimKey, kc)
 		rec := &recorder{ResponseWriter: c.Response().Writer}
 		c.Response().Writer = rec
 		err = next(c)
@@ -195,7 +249,9 @@ func (s *Server) idempotent(route Route, next echo.HandlerFunc) echo.HandlerFunc
 		ctx := context.WithoutCancel(r.Context())
 		status := c.Response().Status
 		switch {
-		case claim.IsCommitted():
+		case kc.kept != nil && err == nil:
+			// The change committed that answer with the key (the promise
+			// of rollout.Idempotency), and it was sent.
 		case err == nil && status >= 200 && status < 300:
 			a := keptAnswer{Status: status, Body: rec.body.Bytes()}
 			if tag := c.Response().Header().Get("ETag"); tag != "" {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
@@ -157,6 +158,38 @@ func TestIdempotencyKey(t *testing.T) {
 		if r.header.Get("Idempotent-Replayed") != "" {
 			t.Error("a preview was replayed")
 		}
+	}
+}
+
+// TestIdempotencyKeyAnswerSentIsKept: the answer a change sends is the one
+// kept with it for its Idempotency-Key, byte for byte: a retry gets the
+// very status, body and ETag the first request was sent, for every kind of
+// change that keeps its answer in its own transaction — also where the
+// answer sent could be encoded otherwise than a kept one (?pretty, which
+// indents the JSON echo encodes).
+func TestIdempotencyKeyAnswerSentIsKept(t *testing.T) {
+	s := newServer(t, "", api.Options{})
+	staff := []map[string]any{{"attribute": "email", "op": "ends_with", "value": "@example.com"}}
+	doc := map[string]any{"features": []map[string]any{{"key": "doc", "buckets": []map[string]any{{"name": "on", "replicas": 1}}}}}
+	for i, r := range []struct {
+		status       int
+		method, path string
+		body         any
+	}{
+		{201, "POST", "/api/features?pretty", newFeatureBody},
+		{200, "PATCH", "/api/features/k?pretty", map[string]any{"description": "sent once"}},
+		{200, "PUT", "/api/features/k/overrides/alice?pretty", map[string]any{"bucket": "on"}},
+		{201, "POST", "/api/segments?pretty", map[string]any{"key": "staff", "conditions": staff}},
+		{200, "PUT", "/api/segments/staff?pretty", map[string]any{"description": "ours", "conditions": staff}},
+		{200, "POST", "/api/features/k/archive?pretty", nil},
+		{200, "POST", "/api/features/k/restore?pretty", nil},
+		{201, "POST", "/api/features/k/ramps?pretty", map[string]any{"bucket": "on", "steps": []float64{0.6, 1}, "every": "24h"}},
+		{200, "POST", "/api/apply?pretty", map[string]any{"document": doc}},
+	} {
+		key := fmt.Sprintf("sent-%d", i)
+		first := s.must(r.status, r.method, r.path, r.body, keyHeader, key)
+		again := s.must(r.status, r.method, r.path, r.body, keyHeader, key)
+		wantReplay(t, r.method+" "+r.path, first, again)
 	}
 }
 
@@ -429,7 +462,7 @@ func (g *guardedServer) sendKeyed(t *testing.T, role, method, path string, body 
 // answer); a request refused for its role claims nothing; apps' exposures
 // take no key.
 func TestIdempotencyKeyPerToken(t *testing.T) {
-	g := newAuthServer(t, []rollout.Role{rollout.RoleAdmin, rollout.RoleEditor, rollout.RoleViewer, rollout.RoleEvaluate}, false)
+	g := newAuthServer(t, []auth.Role{auth.RoleAdmin, auth.RoleEditor, auth.RoleViewer, auth.RoleEvaluate}, false)
 	if _, err := g.svc.Create(context.Background(), feature.Feature{Key: "k", Enabled: true, Buckets: []feature.Bucket{{Name: "on", Replicas: 1}}}, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}

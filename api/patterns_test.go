@@ -28,24 +28,24 @@ func TestPatternLimitsAPI(t *testing.T) {
 		return d
 	}
 	seg := `{"key":"staff","description":"","conditions":[{"attribute":"plan","op":"eq","value":"pro"},` + matches(email) + `]}`
-	const bad, invalidDoc = http.StatusBadRequest, http.StatusUnprocessableEntity // documents answer 422, as for every invalid value
+	const invalid = http.StatusUnprocessableEntity // bodies and documents alike, as every invalid value
 	cases := []struct {
 		name, method, path string
 		body               any
 		status             int
 		want               string
 	}{
-		{"rules: 248 bytes", "PUT", "/api/features/checkout/rules", rules(`{"attribute":"plan","op":"eq","value":"pro"}`, matches(words)), bad, `rules[1].conditions[1]: rule "mail": the pattern of a matches condition on attribute "email" repeats more than 256 times`},
-		{"rules: program", "PUT", "/api/features/checkout/rules", rules(matches(big)), bad, `rules[1].conditions[0]: rule "mail": the pattern of a matches condition on attribute "email" compiles to 1499 instructions; at most 1000`},
-		{"rules: total", "PUT", "/api/features/checkout/rules", rules(matches(email), matches(email)), bad, `rules[1].conditions[1]: rule "mail": the feature's matches patterns`},
-		{"rules: with a segment", "PUT", "/api/features/checkout/rules", rules(inStaff, matches(email)), bad, `rules[1].conditions[1]: rule "mail": the feature's matches patterns (a segment's counted at each in_segment that uses it) compile to 1528`},
-		{"segment create: 248 bytes", "POST", "/api/segments", `{"key":"s2","description":"","conditions":[` + matches(words) + `]}`, bad, `segment "s2": conditions[0]: the pattern of a matches condition on attribute "email" repeats more than 256 times`},
-		{"segment create: total", "POST", "/api/segments", `{"key":"s2","description":"","conditions":[` + matches(email) + `,` + matches(email) + `]}`, bad, `segment "s2": conditions[1]: the segment's matches patterns compile to 1528 instructions`},
-		{"segment update: program", "PUT", "/api/segments/staff", `{"description":"","conditions":[` + matches(big) + `]}`, bad, `segment "staff": conditions[0]: the pattern of a matches condition on attribute "email" compiles to 1499 instructions`},
-		{"plan: 248 bytes", "POST", "/api/plan", doc(ruleList(matches(words)), ``), invalidDoc, `features[0].rules[1].conditions[0]: rule "mail": the pattern of a matches condition on attribute "email" repeats more than 256 times`},
-		{"apply: program", "POST", "/api/apply", map[string]any{"document": doc(ruleList(matches(big)), ``)}, invalidDoc, `features[0].rules[1].conditions[0]: rule "mail": the pattern of a matches condition on attribute "email" compiles to 1499 instructions`},
-		{"plan: segment", "POST", "/api/plan", doc(`[]`, `{"key":"s2","conditions":[`+matches(words)+`]}`), invalidDoc, `segments[0].conditions[0]: segment "s2": the pattern of a matches condition on attribute "email" repeats more than 256 times`},
-		{"plan: total with a segment", "POST", "/api/plan", doc(ruleList(inStaff, matches(email)), seg), invalidDoc, `features[0].rules[1].conditions[1]: rule "mail": the feature's matches patterns (a segment's counted at each in_segment that uses it) compile to 1528`},
+		{"rules: 248 bytes", "PUT", "/api/features/checkout/rules", rules(`{"attribute":"plan","op":"eq","value":"pro"}`, matches(words)), invalid, `rules[1].conditions[1].value: rule "mail": the pattern of a matches condition on attribute "email" repeats more than 256 times`},
+		{"rules: program", "PUT", "/api/features/checkout/rules", rules(matches(big)), invalid, `rules[1].conditions[0].value: rule "mail": the pattern of a matches condition on attribute "email" compiles to 1499 instructions; at most 1000`},
+		{"rules: total", "PUT", "/api/features/checkout/rules", rules(matches(email), matches(email)), invalid, `rules[1].conditions[1]: rule "mail": the feature's matches patterns`},
+		{"rules: with a segment", "PUT", "/api/features/checkout/rules", rules(inStaff, matches(email)), invalid, `rules[1].conditions[1]: rule "mail": the feature's matches patterns (a segment's counted at each in_segment that uses it) compile to 1528`},
+		{"segment create: 248 bytes", "POST", "/api/segments", `{"key":"s2","description":"","conditions":[` + matches(words) + `]}`, invalid, `conditions[0].value: segment "s2": the pattern of a matches condition on attribute "email" repeats more than 256 times`},
+		{"segment create: total", "POST", "/api/segments", `{"key":"s2","description":"","conditions":[` + matches(email) + `,` + matches(email) + `]}`, invalid, `conditions[1]: segment "s2": the segment's matches patterns compile to 1528 instructions`},
+		{"segment update: program", "PUT", "/api/segments/staff", `{"description":"","conditions":[` + matches(big) + `]}`, invalid, `conditions[0].value: segment "staff": the pattern of a matches condition on attribute "email" compiles to 1499 instructions`},
+		{"plan: 248 bytes", "POST", "/api/plan", doc(ruleList(matches(words)), ``), invalid, `features[0].rules[1].conditions[0].value: rule "mail": the pattern of a matches condition on attribute "email" repeats more than 256 times`},
+		{"apply: program", "POST", "/api/apply", map[string]any{"document": doc(ruleList(matches(big)), ``)}, invalid, `features[0].rules[1].conditions[0].value: rule "mail": the pattern of a matches condition on attribute "email" compiles to 1499 instructions`},
+		{"plan: segment", "POST", "/api/plan", doc(`[]`, `{"key":"s2","conditions":[`+matches(words)+`]}`), invalid, `segments[0].conditions[0].value: segment "s2": the pattern of a matches condition on attribute "email" repeats more than 256 times`},
+		{"plan: total with a segment", "POST", "/api/plan", doc(ruleList(inStaff, matches(email)), seg), invalid, `features[0].rules[1].conditions[1]: rule "mail": the feature's matches patterns (a segment's counted at each in_segment that uses it) compile to 1528`},
 	}
 	s := newRulesServer(t)
 	s.must(http.StatusCreated, "POST", "/api/segments", seg)

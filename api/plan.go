@@ -14,6 +14,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/plan"
 )
 
 // DefaultPlanTimeout is how long a plan searches at most when PlanLimits
@@ -45,7 +46,7 @@ type PlanLimits struct {
 	// cut short. 0 means DefaultPlanTimeout.
 	Timeout time.Duration
 	// Budget is the number of search steps a plan takes at most (see
-	// rollout.PlanOptions); 0 means rollout.DefaultPlanBudget.
+	// plan.Options); 0 means plan.DefaultBudget.
 	Budget int64
 }
 
@@ -106,11 +107,11 @@ func (p *planner) release(id string) {
 // called once the slot is free again.
 var planHook atomic.Pointer[func(context.Context) func()]
 
-// run calls plan in a slot, with a context that ends at the plan's timeout
+// run calls do in a slot, with a context that ends at the plan's timeout
 // or when the client goes, and opts's budget set; with every slot taken,
 // or as many as one token may hold taken by the request's token, it
 // refuses at once with codeTooManyPlans and a Retry-After.
-func (p *planner) run(c echo.Context, opts rollout.PlanOptions, plan func(context.Context, rollout.PlanOptions) error) error {
+func (p *planner) run(c echo.Context, opts plan.Options, do func(context.Context, plan.Options) error) error {
 	var id string
 	if tok, ok := TokenOf(c); ok {
 		id = tok.ID
@@ -140,13 +141,13 @@ func (p *planner) run(c echo.Context, opts rollout.PlanOptions, plan func(contex
 		freed = (*h)(ctx)
 	}
 	opts.Budget = p.budget
-	return plan(ctx, opts)
+	return do(ctx, opts)
 }
 
 type planRequest struct {
 	Targets   map[string]float64 `json:"targets"`
 	Tolerance *float64           `json:"tolerance"`
-	// Mode is rollout.ModeNested, ModeExact or ModeAuto; none is
+	// Mode is plan.ModeNested, ModeExact or ModeAuto; none is
 	// ModeAuto, unless a tolerance is given: then the plan is the one of
 	// no mode, as before modes were.
 	Mode string `json:"mode"`
@@ -155,23 +156,23 @@ type planRequest struct {
 // planResponse answers POST /api/features/K/plan: the plan and the churn
 // report of applying it.
 type planResponse struct {
-	rollout.Plan
+	plan.Plan
 	Report feature.Report `json:"report"`
 }
 
 // planOptions reads the targets, tolerance and mode of a request that
 // plans: with neither a tolerance nor a mode, the mode is ModeAuto.
-func planOptions(targets map[string]float64, tolerance *float64, mode string) (rollout.PlanOptions, error) {
+func planOptions(targets map[string]float64, tolerance *float64, mode string) (plan.Options, error) {
 	if targets == nil {
-		return rollout.PlanOptions{}, badRequest(`give the target share of each bucket: {"targets":{"A":0.75,"B":0.25}}`)
+		return plan.Options{}, badRequest(`give the target share of each bucket: {"targets":{"A":0.75,"B":0.25}}`)
 	}
-	opts := rollout.PlanOptions{Mode: mode}
+	opts := plan.Options{Mode: mode}
 	if mode == "" && tolerance == nil {
-		opts.Mode = rollout.ModeAuto
+		opts.Mode = plan.ModeAuto
 	}
 	if tolerance != nil {
-		if err := rollout.CheckTolerance(*tolerance); err != nil {
-			return opts, badRequest("%s", feature.ErrorMessage(err))
+		if err := plan.CheckTolerance(*tolerance); err != nil {
+			return opts, err
 		}
 		opts.Tolerance = *tolerance
 	}
@@ -194,7 +195,7 @@ func (s *Server) plan(c echo.Context) error {
 		return err
 	}
 	var res planResponse
-	err = s.planner.run(c, opts, func(ctx context.Context, opts rollout.PlanOptions) (err error) {
+	err = s.planner.run(c, opts, func(ctx context.Context, opts plan.Options) (err error) {
 		res.Plan, res.Report, err = s.svc.PlanContext(ctx, pathParam(c, "key"), req.Targets, opts)
 		return err
 	})
@@ -229,7 +230,7 @@ func (s *Server) setBuckets(c echo.Context) error {
 }
 
 // plannedBuckets returns the buckets of a new feature created with target
-// shares: replicas from rollout.PlanNew, values from the request's buckets,
+// shares: replicas from plan.New, values from the request's buckets,
 // which must give no replicas and name only buckets of the targets. The
 // request's buckets come first, in their order. The plan runs within the
 // server's PlanLimits.
@@ -249,9 +250,9 @@ func (s *Server) plannedBuckets(c echo.Context, req createRequest) ([]feature.Bu
 			return nil, badRequest("bucket %q has no target: give every bucket its share in targets", b.Name)
 		}
 	}
-	var p rollout.Plan
-	err = s.planner.run(c, opts, func(ctx context.Context, opts rollout.PlanOptions) (err error) {
-		p, err = rollout.PlanNewContext(ctx, req.Targets, opts)
+	var p plan.Plan
+	err = s.planner.run(c, opts, func(ctx context.Context, opts plan.Options) (err error) {
+		p, err = plan.NewContext(ctx, req.Targets, opts)
 		return err
 	})
 	switch {

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/api"
-	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/plan"
 )
 
 type planAnswer struct {
@@ -106,7 +106,7 @@ func TestCreateWithTargets(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, target := range map[string]float64{"A": 0.5, "B": 0.3, "C": 0.2} {
-		if got := res.Feature.Shares[name]; math.Abs(got-target) > rollout.DefaultTolerance {
+		if got := res.Feature.Shares[name]; math.Abs(got-target) > plan.DefaultTolerance {
 			t.Errorf("share of %s = %v, want %v within 0.005", name, got, target)
 		}
 	}
@@ -133,7 +133,7 @@ func TestPlanRefusals(t *testing.T) {
 		{"plan: negative", "POST", "/api/features/dark-mode/plan", map[string]any{"targets": map[string]any{"on": -0.5, "off": 1.5}}, 422, "from 0 to 1"},
 		{"plan: bucket left out", "POST", "/api/features/dark-mode/plan", map[string]any{"targets": map[string]any{"on": 1}}, 422, `do not name bucket \"off\"`},
 		{"plan: unknown field", "POST", "/api/features/dark-mode/plan", map[string]any{"targets": map[string]any{"on": 0.5, "off": 0.5}, "tolerence": 0.01}, 400, "tolerence"},
-		{"plan: tolerance 0", "POST", "/api/features/dark-mode/plan", map[string]any{"targets": map[string]any{"on": 0.5, "off": 0.5}, "tolerance": 0}, 400, "tolerance 0 is out of range"},
+		{"plan: tolerance 0", "POST", "/api/features/dark-mode/plan", map[string]any{"targets": map[string]any{"on": 0.5, "off": 0.5}, "tolerance": 0}, 422, "tolerance 0 is out of range"},
 		{"plan: not a number", "POST", "/api/features/dark-mode/plan", `{"targets":{"on":"half","off":0.5}}`, 400, ""},
 		{"plan: no feature", "POST", "/api/features/nope/plan", map[string]any{"targets": map[string]any{"on": 1}}, 404, "does not exist"},
 		{"plan: removes the fallback", "POST", "/api/features/paused/plan", map[string]any{"targets": map[string]any{"old": 0, "new": 1}, "tolerance": 0.005}, 422, "fallback"},

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/api"
-	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/plan"
 )
 
 // planBody is a plan request for on/off at 10 % / 90 %.
@@ -173,7 +173,7 @@ func TestPlanDeadline(t *testing.T) {
 		return nil
 	})
 	r := s.must(200, "POST", "/api/features/dark-mode/plan", planBody)
-	if a := decodeCut(t, r.body); !a.CutShort || a.CutReason != rollout.CutDeadline {
+	if a := decodeCut(t, r.body); !a.CutShort || a.CutReason != plan.CutDeadline {
 		t.Errorf("plan past its deadline = %s, want cut short by the deadline", r.body)
 	}
 	if n := s.versions("dark-mode"); n != 1 {
@@ -194,9 +194,9 @@ func TestPlanBudgetAnswer(t *testing.T) {
 		targets[name] = float64(i+1) / 5050
 	}
 	s.must(201, "POST", "/api/features", map[string]any{"key": "wide", "buckets": buckets})
-	r := s.must(200, "POST", "/api/features/wide/plan", map[string]any{"targets": targets, "tolerance": rollout.MinTolerance})
+	r := s.must(200, "POST", "/api/features/wide/plan", map[string]any{"targets": targets, "tolerance": plan.MinTolerance})
 	a := decodeCut(t, r.body)
-	if !a.CutShort || a.CutReason != rollout.CutBudget || a.Steps < budget/2 || a.Steps > budget+4*feature.MaxReplicas {
+	if !a.CutShort || a.CutReason != plan.CutBudget || a.Steps < budget/2 || a.Steps > budget+4*feature.MaxReplicas {
 		t.Errorf("plan of 100 buckets: cut short %v (%q) after %d steps, want cut by its budget of %d", a.CutShort, a.CutReason, a.Steps, budget)
 	}
 	if n := s.versions("wide"); n != 1 {
@@ -205,7 +205,7 @@ func TestPlanBudgetAnswer(t *testing.T) {
 }
 
 // TestPlanAbsurdTolerances: tolerances finer than one user in a million or
-// of 1 and more are refused with 400, in plans and in features created
+// of 1 and more are refused with 422, in plans and in features created
 // with targets, and so are more targets than a feature has buckets; the
 // answers are JSON errors and nothing changes.
 func TestPlanAbsurdTolerances(t *testing.T) {
@@ -221,15 +221,15 @@ func TestPlanAbsurdTolerances(t *testing.T) {
 		status     int
 		want       string
 	}{
-		{"plan: 1e-9", "/api/features/dark-mode/plan", map[string]any{"targets": planBody["targets"], "tolerance": 1e-9}, 400, "tolerance 1e-09 is out of range"},
-		{"plan: 9e-7", "/api/features/dark-mode/plan", map[string]any{"targets": planBody["targets"], "tolerance": 9e-7}, 400, "out of range"},
-		{"plan: 1", "/api/features/dark-mode/plan", map[string]any{"targets": planBody["targets"], "tolerance": 1}, 400, "tolerance 1 is out of range"},
-		{"plan: 2", "/api/features/dark-mode/plan", map[string]any{"targets": planBody["targets"], "tolerance": 2}, 400, "out of range"},
-		{"plan: negative", "/api/features/dark-mode/plan", map[string]any{"targets": planBody["targets"], "tolerance": -0.01}, 400, "out of range"},
+		{"plan: 1e-9", "/api/features/dark-mode/plan", map[string]any{"targets": planBody["targets"], "tolerance": 1e-9}, 422, "tolerance 1e-09 is out of range"},
+		{"plan: 9e-7", "/api/features/dark-mode/plan", map[string]any{"targets": planBody["targets"], "tolerance": 9e-7}, 422, "out of range"},
+		{"plan: 1", "/api/features/dark-mode/plan", map[string]any{"targets": planBody["targets"], "tolerance": 1}, 422, "tolerance 1 is out of range"},
+		{"plan: 2", "/api/features/dark-mode/plan", map[string]any{"targets": planBody["targets"], "tolerance": 2}, 422, "out of range"},
+		{"plan: negative", "/api/features/dark-mode/plan", map[string]any{"targets": planBody["targets"], "tolerance": -0.01}, 422, "out of range"},
 		{"plan: too large", "/api/features/dark-mode/plan", `{"targets":{"on":0.1,"off":0.9},"tolerance":1e999}`, 400, "tolerance"},
 		{"plan: too many targets", "/api/features/dark-mode/plan", map[string]any{"targets": many}, 422, "at most 100"},
-		{"create: 1e-9", "/api/features", map[string]any{"key": "x", "targets": map[string]float64{"A": 0.5, "B": 0.5}, "tolerance": 1e-9}, 400, "out of range"},
-		{"create: 1", "/api/features", map[string]any{"key": "x", "targets": map[string]float64{"A": 0.5, "B": 0.5}, "tolerance": 1}, 400, "out of range"},
+		{"create: 1e-9", "/api/features", map[string]any{"key": "x", "targets": map[string]float64{"A": 0.5, "B": 0.5}, "tolerance": 1e-9}, 422, "out of range"},
+		{"create: 1", "/api/features", map[string]any{"key": "x", "targets": map[string]float64{"A": 0.5, "B": 0.5}, "tolerance": 1}, 422, "out of range"},
 		{"create: too many targets", "/api/features", map[string]any{"key": "x", "targets": many}, 422, "at most 100"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -248,7 +248,7 @@ func TestPlanAbsurdTolerances(t *testing.T) {
 	if n := s.versions("x"); n != 0 {
 		t.Errorf("feature x was created")
 	}
-	for _, tol := range []float64{rollout.MinTolerance, 1e-5, 0.0005} {
+	for _, tol := range []float64{plan.MinTolerance, 1e-5, 0.0005} {
 		r := s.must(200, "POST", "/api/features/dark-mode/plan", map[string]any{"targets": planBody["targets"], "tolerance": tol})
 		decodeCut(t, r.body)
 	}

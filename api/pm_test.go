@@ -7,6 +7,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/plan"
 )
 
 // TestRollbackKeepOverrides: a rollback restores the old version's
@@ -59,12 +60,12 @@ func TestRampDryRun(t *testing.T) {
 		Ramp   rollout.Ramp              `json:"ramp"`
 		Steps  []rollout.RampStepPreview `json:"steps"`
 	}](t, s.must(200, "POST", "/api/features/dark-mode/ramps", body))
-	if !pre.DryRun || len(pre.Steps) != 3 || pre.Ramp.Comment != "slowly" || pre.Ramp.Tolerance != rollout.DefaultTolerance {
+	if !pre.DryRun || len(pre.Steps) != 3 || pre.Ramp.Comment != "slowly" || pre.Ramp.Tolerance != plan.DefaultTolerance {
 		t.Fatalf("dry run = %+v", pre)
 	}
 	prev := s.must(200, "GET", "/api/features/dark-mode", nil).json(t)["shares"].(map[string]any)["on"].(float64)
 	for i, st := range pre.Steps {
-		if st.Error != "" || math.Abs(st.Reached-st.Share) > rollout.DefaultTolerance || math.Abs(st.Churn-(st.Reached-prev)) > 1e-9 || !strings.Contains(st.Summary, "all into on") {
+		if st.Error != "" || math.Abs(st.Reached-st.Share) > plan.DefaultTolerance || math.Abs(st.Churn-(st.Reached-prev)) > 1e-9 || !strings.Contains(st.Summary, "all into on") {
 			t.Errorf("step %d preview %+v (from %v)", i+1, st, prev)
 		}
 		prev = st.Reached

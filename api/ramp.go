@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -8,7 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/rollout"
-	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/plan"
 )
 
 // rampRequest is the body of POST /api/features/K/ramps. The steps' times
@@ -76,8 +77,8 @@ func (req rampRequest) spec() (rollout.RampSpec, error) {
 		sp.At = append(sp.At, t)
 	}
 	if req.Tolerance != nil {
-		if err := rollout.CheckTolerance(*req.Tolerance); err != nil {
-			return sp, badRequest("%s", feature.ErrorMessage(err))
+		if err := plan.CheckTolerance(*req.Tolerance); err != nil {
+			return sp, err
 		}
 		sp.Tolerance = *req.Tolerance
 	}
@@ -120,15 +121,12 @@ func (s *Server) createRamp(c echo.Context) error {
 		}
 		return c.JSON(http.StatusOK, map[string]any{"dry_run": true, "ramp": p.Ramp, "steps": p.Steps, "needs": p.Needs})
 	}
-	st, err := s.svc.StartRamp(keepAs(c, rampStartAnswer), pathParam(c, "key"), sp, actorOf(c))
+	answer := answers(c, rampStartAnswer)
+	st, err := s.svc.StartRamp(c.Request().Context(), pathParam(c, "key"), sp, rollout.RampOptions{Actor: actorOf(c), Idempotency: answer.idempotency()})
 	if err != nil {
 		return err
 	}
-	a, err := rampStartAnswer(st)
-	if err != nil {
-		return err
-	}
-	return a.send(c)
+	return answer.send(st)
 }
 
 // rampStartAnswer is the answer of a ramp started: 201 with the ramp, or
@@ -161,36 +159,21 @@ func (s *Server) getRamp(c echo.Context) error {
 
 // pauseRamp, resumeRamp and cancelRamp are POST
 // /api/features/K/ramps/ID/pause, …/resume and …/cancel.
-func (s *Server) pauseRamp(c echo.Context) error {
-	return s.moveRamp(c, func(key, id string) (rollout.Ramp, error) {
-		return s.svc.PauseRamp(keepAs(c, rampAnswer(http.StatusOK)), key, id, actorOf(c))
-	})
-}
+func (s *Server) pauseRamp(c echo.Context) error { return s.moveRamp(c, s.svc.PauseRamp) }
 
-func (s *Server) resumeRamp(c echo.Context) error {
-	return s.moveRamp(c, func(key, id string) (rollout.Ramp, error) {
-		return s.svc.ResumeRamp(keepAs(c, rampAnswer(http.StatusOK)), key, id, actorOf(c))
-	})
-}
+func (s *Server) resumeRamp(c echo.Context) error { return s.moveRamp(c, s.svc.ResumeRamp) }
 
-func (s *Server) cancelRamp(c echo.Context) error {
-	return s.moveRamp(c, func(key, id string) (rollout.Ramp, error) {
-		return s.svc.CancelRamp(keepAs(c, rampAnswer(http.StatusOK)), key, id, actorOf(c))
-	})
-}
+func (s *Server) cancelRamp(c echo.Context) error { return s.moveRamp(c, s.svc.CancelRamp) }
 
-func (s *Server) moveRamp(c echo.Context, move func(key, id string) (rollout.Ramp, error)) error {
+func (s *Server) moveRamp(c echo.Context, move func(ctx context.Context, key, id string, opts rollout.RampOptions) (rollout.Ramp, error)) error {
 	var none struct{}
 	if err := decodeOptional(c, &none); err != nil {
 		return err
 	}
-	r, err := move(pathParam(c, "key"), pathParam(c, "id"))
+	answer := answers(c, rampAnswer(http.StatusOK))
+	r, err := move(c.Request().Context(), pathParam(c, "key"), pathParam(c, "id"), rollout.RampOptions{Actor: actorOf(c), Idempotency: answer.idempotency()})
 	if err != nil {
 		return err
 	}
-	a, err := rampAnswer(http.StatusOK)(r)
-	if err != nil {
-		return err
-	}
-	return a.send(c)
+	return answer.send(r)
 }

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 )
 
 // RequestLog chooses which requests get a "request" log line. Every request
@@ -71,7 +71,7 @@ func (l requestLogger) sampled() bool {
 // logs reports whether the request is to be logged: its method, the
 // permission its route needs, its status and duration, and whether it is
 // a sampled evaluation.
-func (l requestLogger) logs(method string, need rollout.Permission, status int, d time.Duration, sampled bool) bool {
+func (l requestLogger) logs(method string, need auth.Permission, status int, d time.Duration, sampled bool) bool {
 	switch l.mode {
 	case LogNone:
 		return false
@@ -90,10 +90,10 @@ func (l requestLogger) logs(method string, need rollout.Permission, status int, 
 // isChange reports whether a request of method to a route needing need
 // may change state: an unsafe method to a route that is neither
 // evaluation nor a read (such as a preview). Sign-in and sign-out count.
-func isChange(method string, need rollout.Permission) bool {
+func isChange(method string, need auth.Permission) bool {
 	switch method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 		return false
 	}
-	return !need.ForApps() && need != rollout.PermRead
+	return !need.ForApps() && need != auth.PermRead
 }

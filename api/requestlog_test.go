@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 )
 
 // TestRequestLoggerLogs: which requests each mode logs, slow ones included;
@@ -58,7 +58,7 @@ func TestRequestLoggerLogs(t *testing.T) {
 // accessOf returns what a request of method to the route pattern needs, as
 // the server decides it: the API's routes, the dashboard's sign-in, and
 // undeclared routes.
-func accessOf(method, pattern string) rollout.Permission {
+func accessOf(method, pattern string) auth.Permission {
 	access := RouteAccess(Options{Routes: []Route{{Method: "POST", Path: "/ui/login", Access: Public}}})
 	if need, ok := access[method+" "+pattern]; ok {
 		return need
@@ -71,10 +71,10 @@ func accessOf(method, pattern string) rollout.Permission {
 // adds nothing to a mode that logs none, nor to a read.
 func TestRequestLoggerSample(t *testing.T) {
 	every := requestLogger{mode: LogChanges, slow: time.Second, sample: 1}
-	if !every.sampled() || !every.logs("GET", rollout.PermEvaluate, 200, 0, every.sampled()) {
+	if !every.sampled() || !every.logs("GET", auth.PermEvaluate, 200, 0, every.sampled()) {
 		t.Error("sample 1 does not log an evaluation")
 	}
-	if every.logs("GET", rollout.PermRead, 200, 0, true) {
+	if every.logs("GET", auth.PermRead, 200, 0, true) {
 		t.Error("a sampled read is logged, though reads are not evaluations")
 	}
 	quarter := requestLogger{mode: LogChanges, slow: time.Second, sample: 4}
@@ -88,7 +88,7 @@ func TestRequestLoggerSample(t *testing.T) {
 		t.Errorf("sample 4 took %d of 4000 evaluations, want about 1000", n)
 	}
 	none := requestLogger{mode: LogNone, slow: time.Second, sample: 1}
-	if none.sampled() || none.logs("GET", rollout.PermEvaluate, 200, 0, true) {
+	if none.sampled() || none.logs("GET", auth.PermEvaluate, 200, 0, true) {
 		t.Error("mode none samples or logs an evaluation")
 	}
 	off := requestLogger{mode: LogChanges, slow: time.Second}

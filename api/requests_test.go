@@ -12,13 +12,14 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
 // addEditor gives g another editor's token, sent as role name.
 func (g *guardedServer) addEditor(t *testing.T, name string) {
 	t.Helper()
-	_, secret, err := g.tokens.Create(context.Background(), name, rollout.RoleEditor, time.Now())
+	_, secret, err := g.tokens.Create(context.Background(), name, auth.RoleEditor, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

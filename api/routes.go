@@ -8,6 +8,7 @@ import (
 
 	"github.com/rollout/rollout/api/evaluation"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 )
 
 // Route is one route of the server, declared once: what it serves, what it
@@ -27,7 +28,7 @@ type Route struct {
 	// It is decided by the pattern echo matched, never the request path's
 	// text, so that escapes such as %2F, dot segments or doubled slashes
 	// cannot make a request look like another route.
-	Access rollout.Permission
+	Access auth.Permission
 	// QueryAccess, when not nil, is what a token needs instead of Access
 	// when the request's query turns its parameter on (any value but ""
 	// and "false"): DELETE /api/features/K?purge=true needs an admin.
@@ -62,7 +63,7 @@ type Route struct {
 // Route.QueryAccess).
 type QueryAccess struct {
 	Param  string
-	Access rollout.Permission
+	Access auth.Permission
 }
 
 // on reports whether the request's query turns q's parameter on.
@@ -84,97 +85,97 @@ func (s *Server) routes(opts Options) []Route {
 		{Method: http.MethodHead, Path: "/readyz", Access: Public, Handler: s.readyz},
 
 		// Apps' evaluation.
-		{Method: http.MethodGet, Path: "/evaluate", Access: rollout.PermEvaluate, Handler: s.eval.EvaluateOne},
-		{Method: http.MethodPost, Path: "/evaluate", Access: rollout.PermEvaluate, AppBody: true, BoundedRead: true, MaxBody: evaluation.MaxEvaluateBodyBytes, Handler: s.eval.EvaluateMany},
-		{Method: http.MethodPost, Path: "/ofrep/v1/evaluate/flags/:key", Access: rollout.PermEvaluate, AppBody: true, BoundedRead: true, MaxBody: evaluation.MaxEvaluateBodyBytes, Handler: s.eval.OFREPEvaluate},
-		{Method: http.MethodPost, Path: "/ofrep/v1/evaluate/flags", Access: rollout.PermEvaluate, AppBody: true, BoundedRead: true, MaxBody: evaluation.MaxEvaluateBodyBytes, Handler: s.eval.OFREPEvaluateAll},
+		{Method: http.MethodGet, Path: "/evaluate", Access: auth.PermEvaluate, Handler: s.eval.EvaluateOne},
+		{Method: http.MethodPost, Path: "/evaluate", Access: auth.PermEvaluate, AppBody: true, BoundedRead: true, MaxBody: evaluation.MaxEvaluateBodyBytes, Handler: s.eval.EvaluateMany},
+		{Method: http.MethodPost, Path: "/ofrep/v1/evaluate/flags/:key", Access: auth.PermEvaluate, AppBody: true, BoundedRead: true, MaxBody: evaluation.MaxEvaluateBodyBytes, Handler: s.eval.OFREPEvaluate},
+		{Method: http.MethodPost, Path: "/ofrep/v1/evaluate/flags", Access: auth.PermEvaluate, AppBody: true, BoundedRead: true, MaxBody: evaluation.MaxEvaluateBodyBytes, Handler: s.eval.OFREPEvaluateAll},
 		// The sync API and the counts of apps that evaluate in process
 		// (package client): tokens of the sdk role, not the client role of
 		// browsers. The snapshot holds every feature's configuration.
-		{Method: http.MethodGet, Path: "/sync/v1/snapshot", Access: rollout.PermSync, Handler: s.eval.SyncSnapshot},
-		{Method: http.MethodGet, Path: "/sync/v1/stream", Access: rollout.PermSync, Stream: true, Handler: s.syncStream},
-		{Method: http.MethodPost, Path: "/api/exposures", Access: rollout.PermSync, AppBody: true, Handler: s.eval.AddExposures,
+		{Method: http.MethodGet, Path: "/sync/v1/snapshot", Access: auth.PermSync, Handler: s.eval.SyncSnapshot},
+		{Method: http.MethodGet, Path: "/sync/v1/stream", Access: auth.PermSync, Stream: true, Handler: s.syncStream},
+		{Method: http.MethodPost, Path: "/api/exposures", Access: auth.PermSync, AppBody: true, Handler: s.eval.AddExposures,
 			Middleware: []echo.MiddlewareFunc{exposures}},
 
-		{Method: http.MethodGet, Path: "/metrics", Access: rollout.PermRead, Handler: echo.WrapHandler(s.metrics.Handler())},
+		{Method: http.MethodGet, Path: "/metrics", Access: auth.PermRead, Handler: echo.WrapHandler(s.metrics.Handler())},
 
 		// Features, their history and ramps.
-		{Method: http.MethodGet, Path: "/api/features", Access: rollout.PermRead, Handler: s.listFeatures}, // ?archived=true: the archived ones
-		{Method: http.MethodPost, Path: "/api/features", Access: rollout.PermWrite, Change: "create", Handler: s.createFeature},
-		{Method: http.MethodGet, Path: "/api/features/:key", Access: rollout.PermRead, Handler: s.getFeature},
-		{Method: http.MethodPatch, Path: "/api/features/:key", Access: rollout.PermWrite, Change: "patch", Handler: s.patchFeature},
+		{Method: http.MethodGet, Path: "/api/features", Access: auth.PermRead, Handler: s.listFeatures}, // ?archived=true: the archived ones
+		{Method: http.MethodPost, Path: "/api/features", Access: auth.PermWrite, Change: "create", Handler: s.createFeature},
+		{Method: http.MethodGet, Path: "/api/features/:key", Access: auth.PermRead, Handler: s.getFeature},
+		{Method: http.MethodPatch, Path: "/api/features/:key", Access: auth.PermWrite, Change: "patch", Handler: s.patchFeature},
 		// DELETE archives (as POST …/archive does); with ?purge=true it
 		// purges an archived feature, which only an admin may.
-		{Method: http.MethodDelete, Path: "/api/features/:key", Access: rollout.PermWrite, Change: "archive", Handler: s.deleteFeature,
-			QueryAccess: &QueryAccess{Param: "purge", Access: rollout.PermAdmin}},
-		{Method: http.MethodPost, Path: "/api/features/:key/archive", Access: rollout.PermWrite, Change: "archive", Handler: s.archiveFeature},
-		{Method: http.MethodPost, Path: "/api/features/:key/restore", Access: rollout.PermWrite, Change: "restore", Handler: s.restoreFeature},
-		{Method: http.MethodPost, Path: "/api/features/:key/buckets", Access: rollout.PermWrite, Change: "add_bucket", Handler: s.addBucket},
-		{Method: http.MethodPut, Path: "/api/features/:key/buckets", Access: rollout.PermWrite, Handler: s.setBuckets},
-		{Method: http.MethodPost, Path: "/api/features/:key/plan", Access: rollout.PermRead, Handler: s.plan}, // changes nothing
-		{Method: http.MethodPut, Path: "/api/features/:key/buckets/:name", Access: rollout.PermWrite, Change: "update_bucket", Handler: s.updateBucket},
-		{Method: http.MethodDelete, Path: "/api/features/:key/buckets/:name", Access: rollout.PermWrite, Change: "remove_bucket", Handler: s.removeBucket},
-		{Method: http.MethodPut, Path: "/api/features/:key/overrides/:user", Access: rollout.PermWrite, Change: "set_override", Handler: s.setOverride},
-		{Method: http.MethodDelete, Path: "/api/features/:key/overrides/:user", Access: rollout.PermWrite, Change: "clear_override", Handler: s.clearOverride},
-		{Method: http.MethodPut, Path: "/api/features/:key/rules", Access: rollout.PermWrite, Change: "set_rules", Handler: s.setRules},
-		{Method: http.MethodPost, Path: "/api/features/:key/preview", Access: rollout.PermRead, Handler: s.preview}, // changes nothing
-		{Method: http.MethodPost, Path: "/api/features/:key/reshuffle", Access: rollout.PermWrite, Change: "reshuffle", Handler: s.reshuffle},
-		{Method: http.MethodPost, Path: "/api/features/:key/rollback", Access: rollout.PermWrite, Change: "rollback", Handler: s.rollback},
-		{Method: http.MethodGet, Path: "/api/features/:key/versions", Access: rollout.PermRead, Handler: s.listVersions},
-		{Method: http.MethodGet, Path: "/api/changes", Access: rollout.PermRead, Handler: s.listChanges},
+		{Method: http.MethodDelete, Path: "/api/features/:key", Access: auth.PermWrite, Change: "archive", Handler: s.deleteFeature,
+			QueryAccess: &QueryAccess{Param: "purge", Access: auth.PermAdmin}},
+		{Method: http.MethodPost, Path: "/api/features/:key/archive", Access: auth.PermWrite, Change: "archive", Handler: s.archiveFeature},
+		{Method: http.MethodPost, Path: "/api/features/:key/restore", Access: auth.PermWrite, Change: "restore", Handler: s.restoreFeature},
+		{Method: http.MethodPost, Path: "/api/features/:key/buckets", Access: auth.PermWrite, Change: "add_bucket", Handler: s.addBucket},
+		{Method: http.MethodPut, Path: "/api/features/:key/buckets", Access: auth.PermWrite, Handler: s.setBuckets},
+		{Method: http.MethodPost, Path: "/api/features/:key/plan", Access: auth.PermRead, Handler: s.plan}, // changes nothing
+		{Method: http.MethodPut, Path: "/api/features/:key/buckets/:name", Access: auth.PermWrite, Change: "update_bucket", Handler: s.updateBucket},
+		{Method: http.MethodDelete, Path: "/api/features/:key/buckets/:name", Access: auth.PermWrite, Change: "remove_bucket", Handler: s.removeBucket},
+		{Method: http.MethodPut, Path: "/api/features/:key/overrides/:user", Access: auth.PermWrite, Change: "set_override", Handler: s.setOverride},
+		{Method: http.MethodDelete, Path: "/api/features/:key/overrides/:user", Access: auth.PermWrite, Change: "clear_override", Handler: s.clearOverride},
+		{Method: http.MethodPut, Path: "/api/features/:key/rules", Access: auth.PermWrite, Change: "set_rules", Handler: s.setRules},
+		{Method: http.MethodPost, Path: "/api/features/:key/preview", Access: auth.PermRead, Handler: s.preview}, // changes nothing
+		{Method: http.MethodPost, Path: "/api/features/:key/reshuffle", Access: auth.PermWrite, Change: "reshuffle", Handler: s.reshuffle},
+		{Method: http.MethodPost, Path: "/api/features/:key/rollback", Access: auth.PermWrite, Change: "rollback", Handler: s.rollback},
+		{Method: http.MethodGet, Path: "/api/features/:key/versions", Access: auth.PermRead, Handler: s.listVersions},
+		{Method: http.MethodGet, Path: "/api/changes", Access: auth.PermRead, Handler: s.listChanges},
 		// The audit trail: pages of JSON, or JSON lines (Accept:
 		// application/x-ndjson), at most maxAuditExport a request.
-		{Method: http.MethodGet, Path: "/api/audit", Access: rollout.PermRead, Handler: s.listAudit},
+		{Method: http.MethodGet, Path: "/api/audit", Access: auth.PermRead, Handler: s.listAudit},
 		// API tokens: only admins see or change them.
-		{Method: http.MethodGet, Path: "/api/tokens", Access: rollout.PermAdmin, Handler: s.listTokens},
-		{Method: http.MethodPost, Path: "/api/tokens", Access: rollout.PermAdmin, Handler: s.createToken,
+		{Method: http.MethodGet, Path: "/api/tokens", Access: auth.PermAdmin, Handler: s.listTokens},
+		{Method: http.MethodPost, Path: "/api/tokens", Access: auth.PermAdmin, Handler: s.createToken,
 			Middleware: []echo.MiddlewareFunc{tokenCreateLimit()}},
-		{Method: http.MethodDelete, Path: "/api/tokens/:id", Access: rollout.PermAdmin, Handler: s.revokeToken},
+		{Method: http.MethodDelete, Path: "/api/tokens/:id", Access: auth.PermAdmin, Handler: s.revokeToken},
 		// Organisation settings: everyone who reads features reads them,
 		// admins change them.
-		{Method: http.MethodGet, Path: "/api/settings", Access: rollout.PermRead, Handler: s.getSettings},
-		{Method: http.MethodPut, Path: "/api/settings", Access: rollout.PermAdmin, Handler: s.putSettings},
+		{Method: http.MethodGet, Path: "/api/settings", Access: auth.PermRead, Handler: s.getSettings},
+		{Method: http.MethodPut, Path: "/api/settings", Access: auth.PermAdmin, Handler: s.putSettings},
 		// Change requests: editors' changes where approvals are required.
-		{Method: http.MethodGet, Path: "/api/requests", Access: rollout.PermRead, Handler: s.listRequests},
-		{Method: http.MethodGet, Path: "/api/requests/:id", Access: rollout.PermRead, Handler: s.getRequest},
-		{Method: http.MethodPost, Path: "/api/requests/:id/approve", Access: rollout.PermWrite, Change: "approve", Handler: s.approveRequest},
-		{Method: http.MethodPost, Path: "/api/requests/:id/reject", Access: rollout.PermWrite, Handler: s.rejectRequest},
-		{Method: http.MethodPost, Path: "/api/requests/:id/cancel", Access: rollout.PermWrite, Handler: s.cancelRequest},
+		{Method: http.MethodGet, Path: "/api/requests", Access: auth.PermRead, Handler: s.listRequests},
+		{Method: http.MethodGet, Path: "/api/requests/:id", Access: auth.PermRead, Handler: s.getRequest},
+		{Method: http.MethodPost, Path: "/api/requests/:id/approve", Access: auth.PermWrite, Change: "approve", Handler: s.approveRequest},
+		{Method: http.MethodPost, Path: "/api/requests/:id/reject", Access: auth.PermWrite, Handler: s.rejectRequest},
+		{Method: http.MethodPost, Path: "/api/requests/:id/cancel", Access: auth.PermWrite, Handler: s.cancelRequest},
 		// Webhooks: only admins see or change them (their URLs reach
 		// wherever the server can connect).
-		{Method: http.MethodGet, Path: "/api/webhooks", Access: rollout.PermAdmin, Handler: s.listWebhooks},
-		{Method: http.MethodPost, Path: "/api/webhooks", Access: rollout.PermAdmin, Handler: s.createWebhook},
-		{Method: http.MethodGet, Path: "/api/webhooks/:id", Access: rollout.PermAdmin, Handler: s.getWebhook},
-		{Method: http.MethodDelete, Path: "/api/webhooks/:id", Access: rollout.PermAdmin, Handler: s.deleteWebhook},
-		{Method: http.MethodPost, Path: "/api/webhooks/:id/resume", Access: rollout.PermAdmin, Handler: s.resumeWebhook},
+		{Method: http.MethodGet, Path: "/api/webhooks", Access: auth.PermAdmin, Handler: s.listWebhooks},
+		{Method: http.MethodPost, Path: "/api/webhooks", Access: auth.PermAdmin, Handler: s.createWebhook},
+		{Method: http.MethodGet, Path: "/api/webhooks/:id", Access: auth.PermAdmin, Handler: s.getWebhook},
+		{Method: http.MethodDelete, Path: "/api/webhooks/:id", Access: auth.PermAdmin, Handler: s.deleteWebhook},
+		{Method: http.MethodPost, Path: "/api/webhooks/:id/resume", Access: auth.PermAdmin, Handler: s.resumeWebhook},
 		// The dashboard's stream of changes (events.go): sessions and read tokens.
-		{Method: http.MethodGet, Path: "/api/events", Access: rollout.PermRead, Stream: true, Handler: s.dashboardStream},
-		{Method: http.MethodGet, Path: "/api/features/:key/versions/:version", Access: rollout.PermRead, Handler: s.getVersion},
-		{Method: http.MethodGet, Path: "/api/features/:key/users/:user", Access: rollout.PermRead, Handler: s.userHistory},
-		{Method: http.MethodGet, Path: "/api/features/:key/exposures", Access: rollout.PermRead, Handler: s.exposures},
+		{Method: http.MethodGet, Path: "/api/events", Access: auth.PermRead, Stream: true, Handler: s.dashboardStream},
+		{Method: http.MethodGet, Path: "/api/features/:key/versions/:version", Access: auth.PermRead, Handler: s.getVersion},
+		{Method: http.MethodGet, Path: "/api/features/:key/users/:user", Access: auth.PermRead, Handler: s.userHistory},
+		{Method: http.MethodGet, Path: "/api/features/:key/exposures", Access: auth.PermRead, Handler: s.exposures},
 		// Segments of targeting rules (segments.go).
-		{Method: http.MethodGet, Path: "/api/segments", Access: rollout.PermRead, Handler: s.listSegments},
-		{Method: http.MethodPost, Path: "/api/segments", Access: rollout.PermWrite, Change: "segment", Handler: s.createSegment},
-		{Method: http.MethodGet, Path: "/api/segments/:key", Access: rollout.PermRead, Handler: s.getSegment},
-		{Method: http.MethodPut, Path: "/api/segments/:key", Access: rollout.PermWrite, Change: "segment", Handler: s.updateSegment},
-		{Method: http.MethodDelete, Path: "/api/segments/:key", Access: rollout.PermWrite, Change: "segment", Handler: s.deleteSegment},
-		{Method: http.MethodGet, Path: "/api/segments/:key/versions", Access: rollout.PermRead, Handler: s.listSegmentVersions},
-		{Method: http.MethodGet, Path: "/api/ramps", Access: rollout.PermRead, Handler: s.listRamps},
-		{Method: http.MethodGet, Path: "/api/features/:key/ramps", Access: rollout.PermRead, Handler: s.listRamps},
-		{Method: http.MethodPost, Path: "/api/features/:key/ramps", Access: rollout.PermWrite, Handler: s.createRamp},
-		{Method: http.MethodGet, Path: "/api/features/:key/ramps/:id", Access: rollout.PermRead, Handler: s.getRamp},
-		{Method: http.MethodPost, Path: "/api/features/:key/ramps/:id/pause", Access: rollout.PermWrite, Handler: s.pauseRamp},
-		{Method: http.MethodPost, Path: "/api/features/:key/ramps/:id/resume", Access: rollout.PermWrite, Handler: s.resumeRamp},
-		{Method: http.MethodPost, Path: "/api/features/:key/ramps/:id/cancel", Access: rollout.PermWrite, Handler: s.cancelRamp},
+		{Method: http.MethodGet, Path: "/api/segments", Access: auth.PermRead, Handler: s.listSegments},
+		{Method: http.MethodPost, Path: "/api/segments", Access: auth.PermWrite, Change: "segment", Handler: s.createSegment},
+		{Method: http.MethodGet, Path: "/api/segments/:key", Access: auth.PermRead, Handler: s.getSegment},
+		{Method: http.MethodPut, Path: "/api/segments/:key", Access: auth.PermWrite, Change: "segment", Handler: s.updateSegment},
+		{Method: http.MethodDelete, Path: "/api/segments/:key", Access: auth.PermWrite, Change: "segment", Handler: s.deleteSegment},
+		{Method: http.MethodGet, Path: "/api/segments/:key/versions", Access: auth.PermRead, Handler: s.listSegmentVersions},
+		{Method: http.MethodGet, Path: "/api/ramps", Access: auth.PermRead, Handler: s.listRamps},
+		{Method: http.MethodGet, Path: "/api/features/:key/ramps", Access: auth.PermRead, Handler: s.listRamps},
+		{Method: http.MethodPost, Path: "/api/features/:key/ramps", Access: auth.PermWrite, Handler: s.createRamp},
+		{Method: http.MethodGet, Path: "/api/features/:key/ramps/:id", Access: auth.PermRead, Handler: s.getRamp},
+		{Method: http.MethodPost, Path: "/api/features/:key/ramps/:id/pause", Access: auth.PermWrite, Handler: s.pauseRamp},
+		{Method: http.MethodPost, Path: "/api/features/:key/ramps/:id/resume", Access: auth.PermWrite, Handler: s.resumeRamp},
+		{Method: http.MethodPost, Path: "/api/features/:key/ramps/:id/cancel", Access: auth.PermWrite, Handler: s.cancelRamp},
 
 		// Rollouts as code (ascode.go): a document of features exported,
 		// planned against the server, applied as one batch.
-		{Method: http.MethodGet, Path: "/api/export", Access: rollout.PermRead, Handler: s.exportDocument},
-		{Method: http.MethodPost, Path: "/api/plan", Access: rollout.PermRead, MaxBody: rollout.MaxDocumentBytes, Handler: s.planDocument}, // changes nothing
-		{Method: http.MethodPost, Path: "/api/apply", Access: rollout.PermWrite, Change: "apply", MaxBody: rollout.MaxDocumentBytes, Handler: s.applyDocument},
+		{Method: http.MethodGet, Path: "/api/export", Access: auth.PermRead, Handler: s.exportDocument},
+		{Method: http.MethodPost, Path: "/api/plan", Access: auth.PermRead, MaxBody: rollout.MaxDocumentBytes, Handler: s.planDocument}, // changes nothing
+		{Method: http.MethodPost, Path: "/api/apply", Access: auth.PermWrite, Change: "apply", MaxBody: rollout.MaxDocumentBytes, Handler: s.applyDocument},
 	}
 	if opts.Pprof {
-		routes = append(routes, Route{Method: http.MethodGet, Path: "/debug/pprof/*", Access: rollout.PermAdmin,
+		routes = append(routes, Route{Method: http.MethodGet, Path: "/debug/pprof/*", Access: auth.PermAdmin,
 			Handler: echo.WrapHandler(http.DefaultServeMux)})
 	}
 	return routes
@@ -224,7 +225,7 @@ func (s *Server) unlisted(next echo.HandlerFunc) echo.HandlerFunc {
 // undeclared returns the declaration that unlisted gives a request of
 // method whose route pattern is pattern ("" for none).
 func undeclared(method, pattern string) Route {
-	r := Route{Method: method, Path: pattern, Access: rollout.PermAdmin}
+	r := Route{Method: method, Path: pattern, Access: auth.PermAdmin}
 	if pattern == "" {
 		r.Access = Public
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/api"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 )
 
 // TestUndeclaredRouteNeedsAdmin: a route added to the router without a
@@ -43,6 +43,6 @@ func TestRouteDeclaredTwice(t *testing.T) {
 			t.Errorf("New with GET /api/features declared twice: panic %q, want it named", msg)
 		}
 	}()
-	api.New(g.svc, api.Options{Routes: []api.Route{{Method: http.MethodGet, Path: "/api/features", Access: rollout.PermRead,
+	api.New(g.svc, api.Options{Routes: []api.Route{{Method: http.MethodGet, Path: "/api/features", Access: auth.PermRead,
 		Handler: func(c echo.Context) error { return nil }}}})
 }

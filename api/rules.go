@@ -29,17 +29,7 @@ func (s *Server) setRules(c echo.Context) error {
 	if req.Rules == nil {
 		return badRequest(`give the rules: {"rules":[{"name":"staff","conditions":[{"attribute":"email","op":"ends_with","value":"@example.com"}],"serve":{"bucket":"on"}}]} ({"rules":[]} removes them)`)
 	}
-	return asBadRequest(s.change(c, req.guards, rollout.SetRules(*req.Rules)))
-}
-
-// asBadRequest answers what the domain refuses of targeting (rules,
-// conditions, segments, bucket_by, contexts: EInvalid) with 400, as issue
-// #22's contract asks, rather than the 422 of other refused values.
-func asBadRequest(err error) error {
-	if feature.ErrorCode(err) == feature.EInvalid {
-		return badRequest("%s", feature.ErrorMessage(err))
-	}
-	return err
+	return s.change(c, req.guards, rollout.SetRules(*req.Rules))
 }
 
 // previewRules answers POST /api/features/K/preview with {"rules":[…]}:
@@ -53,7 +43,7 @@ func (s *Server) previewRules(c echo.Context, rules []feature.Rule) error {
 	opts.DryRun, opts.MaxChurn = true, nil
 	res, err := s.svc.Change(c.Request().Context(), pathParam(c, "key"), rollout.SetRules(rules), opts)
 	if err != nil {
-		return asBadRequest(err)
+		return err
 	}
 	if res.Report.Rules == nil {
 		res.Report.Rules = []feature.PopulationChange{}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -128,21 +129,21 @@ func TestRulesAbuse(t *testing.T) {
 		body string
 		want int
 	}{
-		"unknown operator":  {rule(`{"attribute":"a","op":"like","value":"x"}`), 400},
-		"invalid regexp":    {rule(`{"attribute":"a","op":"matches","value":"(a"}`), 400},
-		"long regexp":       {rule(`{"attribute":"a","op":"matches","value":"` + strings.Repeat("a*", 200) + `"}`), 400},
-		"10,000 conditions": {rule(many), 400},
-		"a list of 900 KB":  {rule(bigList), 400},
+		"unknown operator":  {rule(`{"attribute":"a","op":"like","value":"x"}`), 422},
+		"invalid regexp":    {rule(`{"attribute":"a","op":"matches","value":"(a"}`), 422},
+		"long regexp":       {rule(`{"attribute":"a","op":"matches","value":"` + strings.Repeat("a*", 200) + `"}`), 422},
+		"10,000 conditions": {rule(many), 422},
+		"a list of 900 KB":  {rule(bigList), 422},
 		"deep JSON":         {rule(`{"attribute":"a","op":"eq","value":` + deep + `}`), 400},
 		"deep in a rule":    {`{"rules":` + deep + `}`, 400},
 		"over 1 MB":         {rule(strings.Replace(bigList, `"]}`, strings.Repeat("x", 200_000)+`"]}`, 1)), 413},
 		"not a list":        {`{"rules":{"name":"r"}}`, 400},
 		"no rules":          {`{}`, 400},
 		"unknown field":     {`{"rules":[],"extra":1}`, 400},
-		"unknown bucket":    {`{"rules":[{"name":"r","conditions":[],"serve":{"bucket":"maybe"}}]}`, 400},
-		"bad semver":        {rule(`{"attribute":"v","op":"semver_gt","value":"four"}`), 400},
-		"bad date":          {rule(`{"attribute":"d","op":"after","value":"tomorrow"}`), 400},
-		"unknown segment":   {rule(`{"op":"in_segment","value":"nobody"}`), 400},
+		"unknown bucket":    {`{"rules":[{"name":"r","conditions":[],"serve":{"bucket":"maybe"}}]}`, 422},
+		"bad semver":        {rule(`{"attribute":"v","op":"semver_gt","value":"four"}`), 422},
+		"bad date":          {rule(`{"attribute":"d","op":"after","value":"tomorrow"}`), 422},
+		"unknown segment":   {rule(`{"op":"in_segment","value":"nobody"}`), 422},
 	}
 	for name, tc := range cases {
 		r := s.do("PUT", "/api/features/checkout/rules", tc.body)
@@ -156,9 +157,9 @@ func TestRulesAbuse(t *testing.T) {
 	if f, _ := s.svc.Snapshot().Feature("checkout"); f.Version != 1 || len(f.Rules) != 0 {
 		t.Errorf("after refused changes: version %d, rules %v", f.Version, f.Rules)
 	}
-	for _, bad := range []string{`{"bucket_by":"not valid!"}`, `{"bucket_by":7}`} {
-		if r := s.do("PATCH", "/api/features/checkout", bad); r.status != http.StatusBadRequest {
-			t.Errorf("PATCH %s = %d %s, want 400", bad, r.status, r.body)
+	for bad, want := range map[string]int{`{"bucket_by":"not valid!"}`: 422, `{"bucket_by":7}`: 400} {
+		if r := s.do("PATCH", "/api/features/checkout", bad); r.status != want {
+			t.Errorf("PATCH %s = %d %s, want %d", bad, r.status, r.body, want)
 		}
 	}
 	// Contexts beyond the limits.
@@ -166,12 +167,12 @@ func TestRulesAbuse(t *testing.T) {
 	for i := range feature.MaxContextAttrs + 1 {
 		q.Set(fmt.Sprint("ctx.a", i), "x")
 	}
-	if r := s.do("GET", "/evaluate?"+q.Encode(), nil); r.status != http.StatusBadRequest {
-		t.Errorf("GET with %d attributes = %d %s, want 400", feature.MaxContextAttrs+1, r.status, r.body)
+	if r := s.do("GET", "/evaluate?"+q.Encode(), nil); r.status != http.StatusUnprocessableEntity {
+		t.Errorf("GET with %d attributes = %d %s, want 422", feature.MaxContextAttrs+1, r.status, r.body)
 	}
 	long := strings.Repeat("x", feature.MaxContextValueLen+1)
-	if r := s.do("POST", "/evaluate", `{"user":"u","context":{"a":"`+long+`"}}`); r.status != http.StatusBadRequest {
-		t.Errorf("POST with a long attribute = %d %s, want 400", r.status, r.body)
+	if r := s.do("POST", "/evaluate", `{"user":"u","context":{"a":"`+long+`"}}`); r.status != http.StatusUnprocessableEntity {
+		t.Errorf("POST with a long attribute = %d %s, want 422", r.status, r.body)
 	}
 	// OFREP reads the context only for features that use it: give the
 	// feature a rule.
@@ -357,3 +358,142 @@ func TestContextNeverLogged(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestValidationErrorField: what the domain refuses is a 422 invalid on
+// every route, targeting's included, whose error names the field of the
+// body as "field" and at the start of its message; a document with the
+// same mistake says the same, its field and message within the feature's
+// or segment's place in the document.
+func TestValidationErrorField(t *testing.T) {
+	s := newRulesServer(t)
+	s.must(http.StatusCreated, "POST", "/api/segments", `{"key":"staff","conditions":[]}`)
+	rules := `[{"name":"ok","conditions":[],"serve":{"bucket":"off"}},{"name":"staff","conditions":[{"attribute":"plan","op":"eq","value":"pro"},{"attribute":"seats","op":"gt","value":"ten"}],"serve":{"bucket":"on"}}]`
+	buckets := `[{"name":"off","replicas":100},{"name":"o n","replicas":100}]`
+	segment := `[{"attribute":"plan","op":"eq","value":"pro"},{"attribute":"v","op":"semver_gt","value":"four"}]`
+	doc := func(f, segs string) string {
+		return `{"features":[{"key":"a","buckets":[{"name":"on","share":1}]},{"key":"b","buckets":[{"name":"on","share":1}]},` + f + `],"segments":[` + segs + `]}`
+	}
+	type apiError struct {
+		Code, Message, Field string
+	}
+	errorOf := func(t *testing.T, r response) apiError {
+		t.Helper()
+		var body struct{ Error apiError }
+		if err := json.Unmarshal(r.body, &body); err != nil {
+			t.Fatalf("%s: not a JSON error", r.body)
+		}
+		return body.Error
+	}
+	tests := []struct {
+		name, method, path, body string
+		field                    string
+		doc                      string // the same mistake in a document
+		docField                 string
+	}{
+		{"rules", "PUT", "/api/features/checkout/rules", `{"rules":` + rules + `}`, "rules[1].conditions[1].value",
+			doc(`{"key":"checkout","buckets":[{"name":"off","share":0.5},{"name":"on","share":0.5}],"rules":`+rules+`}`, ``), "features[2].rules[1].conditions[1].value"},
+		{"rules preview", "POST", "/api/features/checkout/preview", `{"rules":` + rules + `}`, "rules[1].conditions[1].value", "", ""},
+		{"create", "POST", "/api/features", `{"key":"new","buckets":` + buckets + `}`, "buckets[1].name",
+			doc(`{"key":"new","buckets":`+buckets+`}`, ``), "features[2].buckets[1].name"},
+		{"overrides", "PUT", "/api/features/checkout/overrides/u1", `{"bucket":"maybe"}`, "", "", ""},
+		{"bucket_by", "PATCH", "/api/features/checkout", `{"bucket_by":"not valid!"}`, "bucket_by",
+			doc(`{"key":"checkout","buckets":[{"name":"off","share":0.5},{"name":"on","share":0.5}],"bucket_by":"not valid!"}`, ``), "features[2].bucket_by"},
+		{"segment", "PUT", "/api/segments/staff", `{"description":"","conditions":` + segment + `}`, "conditions[1].value",
+			doc(`{"key":"c","buckets":[{"name":"on","share":1}]}`, `{"key":"beta","conditions":[]},{"key":"staff","conditions":`+segment+`}`), "segments[1].conditions[1].value"},
+		{"context", "GET", "/evaluate?feature=checkout&user=u1&" + strings.Repeat("ctx.a=x&", feature.MaxContextList+1), "", "", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var body any
+			if tt.body != "" {
+				body = tt.body
+			}
+			r := s.do(tt.method, tt.path, body)
+			e := errorOf(t, r)
+			if r.status != http.StatusUnprocessableEntity || e.Code != feature.EInvalid {
+				t.Fatalf("%s %s = %d %s, want 422 invalid", tt.method, tt.path, r.status, r.body)
+			}
+			if e.Field != tt.field || !strings.HasPrefix(e.Message, tt.field) {
+				t.Errorf("%s %s: field %q, message %q; want field %q, which the message starts with", tt.method, tt.path, e.Field, e.Message, tt.field)
+			}
+			if tt.doc == "" {
+				return
+			}
+			for _, path := range []string{"/api/plan", "/api/apply"} {
+				body := any(tt.doc)
+				if path == "/api/apply" {
+					body = `{"document":` + tt.doc + `}`
+				}
+				r := s.do("POST", path, body)
+				d := errorOf(t, r)
+				if r.status != http.StatusUnprocessableEntity || d.Field != tt.docField {
+					t.Errorf("POST %s = %d %s, want 422 at %q", path, r.status, r.body, tt.docField)
+				}
+				if want := strings.TrimSuffix(tt.docField, tt.field) + e.Message; d.Message != want {
+					t.Errorf("POST %s says %q, want what %s %s says at its place: %q", path, d.Message, tt.method, tt.path, want)
+				}
+			}
+		})
+	}
+	if f, _ := s.svc.Snapshot().Feature("checkout"); f.Version != 1 {
+		t.Errorf("after refused changes checkout is at version %d, want 1", f.Version)
+	}
+}
+
+// TestContextErrorsSaidOnce: a context the domain refuses is refused with
+// feature.ValidateContext's words on every evaluation route: the query's
+// context, a body's and OFREP's (in its own shape, INVALID_CONTEXT).
+func TestContextErrorsSaidOnce(t *testing.T) {
+	s := newRulesServer(t)
+	// OFREP reads the context only for features that use it.
+	s.must(http.StatusOK, "PUT", "/api/features/checkout/rules", `{"rules":[{"name":"r","conditions":[{"attribute":"a","op":"eq","value":"x"}],"serve":{"bucket":"on"}}]}`)
+	long := strings.Repeat("x", feature.MaxContextValueLen+1)
+	many := map[string]any{}
+	q := url.Values{"feature": {"checkout"}, "user": {"u1"}}
+	for i := range feature.MaxContextAttrs + 1 {
+		many[fmt.Sprint("a", i)] = "x"
+		q.Set(fmt.Sprint("ctx.a", i), "x")
+	}
+	list := make([]string, feature.MaxContextList+1)
+	for _, tt := range []struct {
+		name  string
+		ctx   feature.Context
+		query url.Values
+		body  map[string]any
+	}{
+		{"a long string", feature.Context{"a": long}, url.Values{"feature": {"checkout"}, "user": {"u1"}, "ctx.a": {long}}, map[string]any{"a": long}},
+		{"a long list", feature.Context{"a": list}, url.Values{"feature": {"checkout"}, "user": {"u1"}, "ctx.a": list}, map[string]any{"a": list}},
+		{"too many attributes", feature.Context(many), q, many},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			want := feature.ErrorMessage(feature.ValidateContext(tt.ctx))
+			if want == "" {
+				t.Fatalf("ValidateContext(%s) accepts it", tt.name)
+			}
+			withKey := map[string]any{"targetingKey": "u1"}
+			maps.Copy(withKey, tt.body)
+			for _, r := range []struct {
+				method, path string
+				body         any
+				status       int
+				field        string
+			}{
+				{"GET", "/evaluate?" + tt.query.Encode(), nil, http.StatusUnprocessableEntity, "message"},
+				{"POST", "/evaluate", map[string]any{"user": "u1", "context": tt.body}, http.StatusUnprocessableEntity, "message"},
+				{"POST", "/evaluate", map[string]any{"user": "u1", "features": []string{"checkout"}, "context": tt.body}, http.StatusUnprocessableEntity, "message"},
+				{"POST", "/ofrep/v1/evaluate/flags/checkout", map[string]any{"context": withKey}, http.StatusBadRequest, "errorDetails"},
+			} {
+				got := s.do(r.method, r.path, r.body)
+				msg := ""
+				if e, ok := got.json(t)["error"].(map[string]any); ok {
+					msg, _ = e[r.field].(string)
+				} else {
+					msg, _ = got.json(t)[r.field].(string)
+				}
+				if got.status != r.status || msg != want {
+					t.Errorf("%s %.60s = %d %.300s, want %d saying %q", r.method, r.path, got.status, got.body, r.status, want)
+				}
+			}
+		})
+	}
+}

@@ -103,17 +103,14 @@ func (s *Server) createSegment(c echo.Context) error {
 	if opts.DryRun {
 		status = http.StatusOK
 	}
-	ctx := keepAs(c, segmentAnswer(status))
-	res, err := s.svc.CreateSegment(ctx, feature.Segment{Key: req.Key, Description: req.Description, Conditions: *req.Conditions}, opts)
-	if err != nil {
-		return asBadRequest(err)
-	}
-	s.appliedSegment(c, res, "created", opts)
-	a, err := segmentAnswer(status)(res)
+	answer := answers(c, segmentAnswer(status))
+	opts.Idempotency = answer.idempotency()
+	res, err := s.svc.CreateSegment(c.Request().Context(), feature.Segment{Key: req.Key, Description: req.Description, Conditions: *req.Conditions}, opts)
 	if err != nil {
 		return err
 	}
-	return a.send(c)
+	s.appliedSegment(c, res, "created", opts)
+	return answer.send(res)
 }
 
 func (s *Server) updateSegment(c echo.Context) error {
@@ -132,17 +129,14 @@ func (s *Server) updateSegment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := keepAs(c, segmentAnswer(http.StatusOK))
-	res, err := s.svc.UpdateSegment(ctx, key, req.Description, *req.Conditions, opts)
-	if err != nil {
-		return asBadRequest(err)
-	}
-	s.appliedSegment(c, res, "changed", opts)
-	a, err := segmentAnswer(http.StatusOK)(res)
+	answer := answers(c, segmentAnswer(http.StatusOK))
+	opts.Idempotency = answer.idempotency()
+	res, err := s.svc.UpdateSegment(c.Request().Context(), key, req.Description, *req.Conditions, opts)
 	if err != nil {
 		return err
 	}
-	return a.send(c)
+	s.appliedSegment(c, res, "changed", opts)
+	return answer.send(res)
 }
 
 func (s *Server) deleteSegment(c echo.Context) error {
@@ -154,16 +148,21 @@ func (s *Server) deleteSegment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := keepAs(c, func(rollout.SegmentResult) (keptAnswer, error) { return keptAnswer{Status: http.StatusNoContent}, nil })
-	res, err := s.svc.DeleteSegment(ctx, pathParam(c, "key"), opts)
+	answer := answers(c, func(res rollout.SegmentResult) (keptAnswer, error) {
+		if res.DryRun {
+			return jsonAnswer(http.StatusOK, res)
+		}
+		return keptAnswer{Status: http.StatusNoContent}, nil
+	})
+	opts.Idempotency = answer.idempotency()
+	res, err := s.svc.DeleteSegment(c.Request().Context(), pathParam(c, "key"), opts)
 	if err != nil {
 		return err
 	}
-	if res.DryRun {
-		return c.JSON(http.StatusOK, res)
+	if !res.DryRun {
+		s.appliedSegment(c, res, "deleted", opts)
 	}
-	s.appliedSegment(c, res, "deleted", opts)
-	return c.NoContent(http.StatusNoContent)
+	return answer.send(res)
 }
 
 func (s *Server) listSegmentVersions(c echo.Context) error {

@@ -16,8 +16,8 @@ func TestSegmentsAPI(t *testing.T) {
 	s := newRulesServer(t)
 	// A rule cannot use a segment that does not exist.
 	useStaff := `{"rules":[{"name":"staff","conditions":[{"op":"in_segment","value":"staff"}],"serve":{"bucket":"on"}}]}`
-	if r := s.do("PUT", "/api/features/checkout/rules", useStaff); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "staff") {
-		t.Errorf("a rule using no segment = %d %s, want 400 naming it", r.status, r.body)
+	if r := s.do("PUT", "/api/features/checkout/rules", useStaff); r.status != http.StatusUnprocessableEntity || !strings.Contains(string(r.body), "staff") {
+		t.Errorf("a rule using no segment = %d %s, want 422 naming it", r.status, r.body)
 	}
 	created := s.must(http.StatusCreated, "POST", "/api/segments",
 		`{"key":"staff","description":"our people","conditions":[{"attribute":"email","op":"ends_with","value":"@example.com"}]}`)
@@ -87,24 +87,29 @@ func TestSegmentsAbuse(t *testing.T) {
 	s.must(http.StatusCreated, "POST", "/api/segments", `{"key":"beta","conditions":[{"attribute":"user","op":"in","value":["a","b"]}]}`)
 	many := strings.Repeat(`{"attribute":"a","op":"eq","value":"x"},`, 10_000)
 	deep := strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000)
-	for name, body := range map[string]string{
-		"segment in segment": `{"key":"loop","conditions":[{"op":"in_segment","value":"beta"}]}`,
-		"10,000 conditions":  `{"key":"many","conditions":[` + many[:len(many)-1] + `]}`,
-		"invalid regexp":     `{"key":"re","conditions":[{"attribute":"a","op":"matches","value":"[z-a]"}]}`,
-		"unknown operator":   `{"key":"op","conditions":[{"attribute":"a","op":"near","value":"x"}]}`,
-		"deep JSON":          `{"key":"deep","conditions":[{"attribute":"a","op":"eq","value":` + deep + `}]}`,
-		"bad key":            `{"key":"Not A Key","conditions":[]}`,
-		"no conditions":      `{"key":"none"}`,
-		"max_churn":          `{"key":"mc","conditions":[],"max_churn":0.1}`,
+	// What the request could not say is a 400; what the domain refuses of
+	// a segment, a 422.
+	for name, tc := range map[string]struct {
+		body string
+		want int
+	}{
+		"segment in segment": {`{"key":"loop","conditions":[{"op":"in_segment","value":"beta"}]}`, 422},
+		"10,000 conditions":  {`{"key":"many","conditions":[` + many[:len(many)-1] + `]}`, 422},
+		"invalid regexp":     {`{"key":"re","conditions":[{"attribute":"a","op":"matches","value":"[z-a]"}]}`, 422},
+		"unknown operator":   {`{"key":"op","conditions":[{"attribute":"a","op":"near","value":"x"}]}`, 422},
+		"deep JSON":          {`{"key":"deep","conditions":[{"attribute":"a","op":"eq","value":` + deep + `}]}`, 400},
+		"bad key":            {`{"key":"Not A Key","conditions":[]}`, 422},
+		"no conditions":      {`{"key":"none"}`, 400},
+		"max_churn":          {`{"key":"mc","conditions":[],"max_churn":0.1}`, 400},
 	} {
-		if r := s.do("POST", "/api/segments", body); r.status != http.StatusBadRequest {
-			t.Errorf("POST %s = %d %.200s, want 400", name, r.status, r.body)
+		if r := s.do("POST", "/api/segments", tc.body); r.status != tc.want {
+			t.Errorf("POST %s = %d %.200s, want %d", name, r.status, r.body, tc.want)
 		}
 		if name == "bad key" {
 			continue
 		}
-		if r := s.do("PUT", "/api/segments/beta", strings.Replace(body, `"key"`, `"description"`, 1)); r.status != http.StatusBadRequest {
-			t.Errorf("PUT %s = %d %.200s, want 400", name, r.status, r.body)
+		if r := s.do("PUT", "/api/segments/beta", strings.Replace(tc.body, `"key"`, `"description"`, 1)); r.status != tc.want {
+			t.Errorf("PUT %s = %d %.200s, want %d", name, r.status, r.body, tc.want)
 		}
 	}
 	if got := s.svc.Snapshot().Segments(); len(got) != 1 || got[0].Version != 1 {
@@ -166,12 +171,12 @@ func TestSegmentIdempotency(t *testing.T) {
 }
 
 // TestCreateWithUnknownSegment: a feature created with rules that use no
-// segment is refused with 400, and not created.
+// segment is refused with 422, and not created.
 func TestCreateWithUnknownSegment(t *testing.T) {
 	s := newRulesServer(t)
 	r := s.do("POST", "/api/features", `{"key":"x","buckets":[{"name":"on"}],"rules":[{"name":"r","conditions":[{"op":"in_segment","value":"ghost"}],"serve":{"bucket":"on"}}]}`)
-	if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "ghost") {
-		t.Errorf("create with an unknown segment = %d %s, want 400 naming it", r.status, r.body)
+	if r.status != http.StatusUnprocessableEntity || !strings.Contains(string(r.body), "ghost") {
+		t.Errorf("create with an unknown segment = %d %s, want 422 naming it", r.status, r.body)
 	}
 	s.must(http.StatusNotFound, "GET", "/api/features/x", nil)
 	s.must(http.StatusCreated, "POST", "/api/features", `{"key":"x","bucket_by":"org","buckets":[{"name":"on"}],"rules":[{"name":"r","conditions":[{"attribute":"plan","op":"eq","value":"pro"}],"serve":{"ring":true}}]}`)

@@ -3,11 +3,13 @@
 // path (GET/POST /evaluate, OpenFeature's OFREP under /ofrep/v1), the sync
 // API for apps that evaluate in their own process (/sync/v1, package
 // client), and health, readiness and Prometheus metrics for operators.
-// Handlers decode, call the rollout domain, and encode. The routes apps
-// call on their hot path are package evaluation's handlers, declared here
-// with the others. Every request is counted in the metrics and carries a
-// request ID; which requests are also logged is Options.RequestLog's
-// choice: by default changes, errors and slow requests, not evaluations.
+// Handlers decode, call the rollout domain, and encode; every error is
+// answered by one handler (errors.go) with the one status of its code, and
+// the field it is about. The routes apps call on their hot path are
+// package evaluation's handlers, declared here with the others. Every
+// request is counted in the metrics and carries a request ID; which
+// requests are also logged is Options.RequestLog's choice: by default
+// changes, errors and slow requests, not evaluations.
 //
 // The files:
 //
@@ -48,7 +50,9 @@ import (
 
 	"github.com/rollout/rollout/api/evaluation"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/webhook"
 
 	_ "net/http/pprof" // registers /debug/pprof/ on http.DefaultServeMux, served only with Options.Pprof
 )
@@ -101,7 +105,7 @@ type Options struct {
 
 	// Webhooks are what /api/webhooks manages; nil: those routes answer
 	// 404.
-	Webhooks *rollout.Webhooks
+	Webhooks *webhook.Hooks
 
 	// Routes are served beside the API's own, with the same access
 	// control, metrics and logs: the dashboard's (web.Routes).
@@ -122,7 +126,7 @@ type Server struct {
 	reqlog  requestLogger
 	planner *planner
 	auth    *Auth               // nil: everything is open
-	hooks   *rollout.Webhooks   // nil: no webhooks
+	hooks   *webhook.Hooks      // nil: no webhooks
 	cors    echo.MiddlewareFunc // evaluationCORS
 	csrf    *http.CrossOriginProtection
 	// declared holds the declared routes, by method then pattern (see
@@ -196,7 +200,7 @@ func limitBody(route Route) echo.MiddlewareFunc {
 // counts, and only programs (package client) send it.
 func (s *Server) crossOrigin(route Route) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		if route.Access == rollout.PermEvaluate {
+		if route.Access == auth.PermEvaluate {
 			return next
 		}
 		return func(c echo.Context) error {

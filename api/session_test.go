@@ -12,6 +12,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
@@ -22,7 +23,7 @@ import (
 type sessionBench struct {
 	t       *testing.T
 	db      *store.DB
-	tokens  *rollout.Tokens
+	tokens  *auth.Tokens
 	svc     *rollout.Service
 	secrets map[string]string
 }
@@ -36,10 +37,10 @@ func newSessionBench(t *testing.T) *sessionBench {
 	}
 	t.Cleanup(func() { db.Close() })
 	b := &sessionBench{t: t, db: db, secrets: map[string]string{}}
-	if b.tokens, err = rollout.NewTokens(ctx, db, nil); err != nil {
+	if b.tokens, err = auth.NewTokens(ctx, db, nil); err != nil {
 		t.Fatal(err)
 	}
-	for _, role := range []rollout.Role{rollout.RoleViewer, rollout.RoleAdmin} {
+	for _, role := range []auth.Role{auth.RoleViewer, auth.RoleAdmin} {
 		_, secret, err := b.tokens.Create(ctx, string(role)+"-bot", role, time.Now())
 		if err != nil {
 			t.Fatal(err)
@@ -54,8 +55,8 @@ func newSessionBench(t *testing.T) *sessionBench {
 
 // start serves the API and dashboard with sessions signed by keys.
 func (b *sessionBench) start(keys ...[]byte) string {
-	auth := api.NewAuth(b.tokens, keys...)
-	e := api.New(b.svc, api.Options{Auth: auth, Routes: web.Routes(b.svc, web.Options{Sessions: auth})})
+	access := api.NewAuth(b.tokens, keys...)
+	e := api.New(b.svc, api.Options{Auth: access, Routes: web.Routes(b.svc, web.Options{Sessions: access})})
 	srv := httptest.NewServer(e)
 	b.t.Cleanup(srv.Close)
 	return srv.URL

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/api"
-	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/plan"
 )
 
 // TestPlanModesAPI: a feature created by percentages without a tolerance
@@ -41,7 +41,7 @@ func TestPlanModesAPI(t *testing.T) {
 	first := created.Feature.Buckets
 
 	var p struct {
-		rollout.Plan
+		plan.Plan
 		Report feature.Report `json:"report"`
 	}
 	r = s.must(200, "POST", "/api/features/exp/plan", map[string]any{"targets": map[string]float64{"off": 0.9, "on": 0.1}})
@@ -61,7 +61,7 @@ func TestPlanModesAPI(t *testing.T) {
 	}
 	s.must(200, "PUT", "/api/features/exp/buckets", map[string]any{"buckets": p.Buckets})
 	r = s.must(200, "POST", "/api/features/exp/plan", map[string]any{"targets": map[string]float64{"off": 0.5, "on": 0.5}, "mode": "nested"})
-	var back rollout.Plan
+	var back plan.Plan
 	if err := json.Unmarshal(r.body, &back); err != nil {
 		t.Fatal(err)
 	}

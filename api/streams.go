@@ -15,7 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -125,7 +125,7 @@ func (st *streams) middleware(route Route) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc { return st.admitted(route.Access, next) }
 }
 
-func (st *streams) admitted(need rollout.Permission, next echo.HandlerFunc) echo.HandlerFunc {
+func (st *streams) admitted(need auth.Permission, next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		// The credentials alone, read again at every reload of the
@@ -190,7 +190,7 @@ func (st *streams) release(key string) {
 // watch cancels the stream when its credentials no longer allow need: at
 // every reload of the tokens (a revoked token, a session signed out, a role
 // that no longer has the route's permission), until ctx is done.
-func (st *streams) watch(ctx context.Context, cancel context.CancelFunc, creds *http.Request, need rollout.Permission) {
+func (st *streams) watch(ctx context.Context, cancel context.CancelFunc, creds *http.Request, need auth.Permission) {
 	for {
 		changed := st.auth.tokens.Changed()
 		if !st.auth.allows(creds, need) {
@@ -208,7 +208,7 @@ func (st *streams) watch(ctx context.Context, cancel context.CancelFunc, creds *
 
 // allows reports whether the credentials of r allow need now, as the
 // access check (Auth.middleware) would decide for a request with them.
-func (a *Auth) allows(r *http.Request, need rollout.Permission) bool {
+func (a *Auth) allows(r *http.Request, need auth.Permission) bool {
 	if !a.Enforced() || need == Public {
 		return true
 	}

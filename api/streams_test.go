@@ -21,6 +21,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/sqlite"
@@ -32,7 +33,7 @@ type streamEnv struct {
 	t      *testing.T
 	url    string
 	svc    *rollout.Service
-	tokens *rollout.Tokens
+	tokens *auth.Tokens
 	admin  string // an admin token's secret
 }
 
@@ -40,10 +41,10 @@ type streamEnv struct {
 // new version with other roles, or another instance, would see them.
 type roleStore struct {
 	*store.DB
-	roles map[string]rollout.Role // by token name; guarded by the test's order
+	roles map[string]auth.Role // by token name; guarded by the test's order
 }
 
-func (s *roleStore) Tokens(ctx context.Context) ([]rollout.Token, error) {
+func (s *roleStore) Tokens(ctx context.Context) ([]auth.Token, error) {
 	all, err := s.DB.Tokens(ctx)
 	for i, tok := range all {
 		if role, ok := s.roles[tok.Name]; ok {
@@ -66,7 +67,7 @@ func newStreamEnv(t *testing.T, opts api.Options, rs *roleStore, connContext fun
 		rs = &roleStore{}
 	}
 	rs.DB = db
-	tokens, err := rollout.NewTokens(ctx, rs, nil)
+	tokens, err := auth.NewTokens(ctx, rs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,12 +89,12 @@ func newStreamEnv(t *testing.T, opts api.Options, rs *roleStore, connContext fun
 		db.Close()
 	})
 	env := &streamEnv{t: t, url: srv.URL, svc: svc, tokens: tokens}
-	env.admin = env.token("admin", rollout.RoleAdmin)
+	env.admin = env.token("admin", auth.RoleAdmin)
 	return env
 }
 
 // token creates a token and returns its secret.
-func (e *streamEnv) token(name string, role rollout.Role) string {
+func (e *streamEnv) token(name string, role auth.Role) string {
 	e.t.Helper()
 	_, secret, err := e.tokens.Create(context.Background(), name, role, time.Now())
 	if err != nil {
@@ -185,7 +186,7 @@ func errorOf(t *testing.T, res *http.Response) (code, message string) {
 // stream that ends frees its place.
 func TestStreamBudget(t *testing.T) {
 	e := newStreamEnv(t, api.Options{MaxStreams: 3, MaxStreamsPerToken: 2}, nil, nil)
-	app1, app2 := e.token("app-1", rollout.RoleEvaluate), e.token("app-2", rollout.RoleEvaluate)
+	app1, app2 := e.token("app-1", auth.RoleEvaluate), e.token("app-2", auth.RoleEvaluate)
 
 	var open []*http.Response
 	t.Cleanup(func() {
@@ -242,9 +243,9 @@ func TestStreamBudget(t *testing.T) {
 // other tokens go on.
 func TestStreamEndsWhenRevoked(t *testing.T) {
 	api.SetHeartbeat(t, 20*time.Millisecond)
-	rs := &roleStore{roles: map[string]rollout.Role{}}
+	rs := &roleStore{roles: map[string]auth.Role{}}
 	e := newStreamEnv(t, api.Options{}, rs, nil)
-	doomed, demoted, kept := e.token("doomed", rollout.RoleEvaluate), e.token("demoted", rollout.RoleEvaluate), e.token("kept", rollout.RoleEvaluate)
+	doomed, demoted, kept := e.token("doomed", auth.RoleEvaluate), e.token("demoted", auth.RoleEvaluate), e.token("kept", auth.RoleEvaluate)
 	var streams []*bufio.Reader
 	for _, secret := range []string{doomed, demoted, kept} {
 		res, r := e.stream(secret)
@@ -279,7 +280,7 @@ func TestStreamEndsWhenRevoked(t *testing.T) {
 
 	// A role without the stream's permission: "client", the browsers'
 	// role, may evaluate but never read the snapshot or follow it.
-	rs.roles["demoted"] = rollout.Role("client")
+	rs.roles["demoted"] = auth.Role("client")
 	if err := e.tokens.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +314,7 @@ func TestStreamDropsClientThatDoesNotRead(t *testing.T) {
 		c.(*net.TCPConn).SetWriteBuffer(4 << 10)
 		return ctx
 	})
-	app := e.token("app", rollout.RoleEvaluate)
+	app := e.token("app", auth.RoleEvaluate)
 	ctx := context.Background()
 	key := strings.Repeat("f", 64) // the longest key: the longest events
 	if _, err := e.svc.Create(ctx, feature.Feature{Key: key, Enabled: true, Salt: "f",

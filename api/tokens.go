@@ -9,7 +9,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	xrate "golang.org/x/time/rate"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -59,7 +59,7 @@ func tokenCreateLimit() echo.MiddlewareFunc {
 
 // tokenView is a token as the API shows it (never its secret or hash).
 type tokenView struct {
-	rollout.Token
+	auth.Token
 	Active bool `json:"active"`
 }
 
@@ -72,7 +72,7 @@ type createdToken struct {
 
 // tokens returns the server's tokens, or an error saying there are none to
 // manage (an API without access control).
-func (s *Server) tokens() (*rollout.Tokens, error) {
+func (s *Server) tokens() (*auth.Tokens, error) {
 	if s.auth == nil || s.auth.tokens == nil {
 		return nil, feature.Errorf(feature.ENotFound, "this server has no access control, so no tokens to manage")
 	}
@@ -108,8 +108,8 @@ func (s *Server) listTokens(c echo.Context) error {
 }
 
 type createTokenRequest struct {
-	Name string       `json:"name"`
-	Role rollout.Role `json:"role"`
+	Name string    `json:"name"`
+	Role auth.Role `json:"role"`
 }
 
 // createToken is POST /api/tokens {"name","role"}: 201 with the token and,
@@ -124,7 +124,7 @@ func (s *Server) createToken(c echo.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	if err := (rollout.Token{Name: req.Name, Role: req.Role}).Validate(); err != nil {
+	if err := (auth.Token{Name: req.Name, Role: req.Role}).Validate(); err != nil {
 		return err
 	}
 	ctx := c.Request().Context()

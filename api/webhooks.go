@@ -6,8 +6,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/webhook"
 )
 
 // Webhooks over HTTP, for admins: register a URL that receives every
@@ -18,7 +18,7 @@ import (
 
 // webhooks returns the server's webhooks, or an error saying there are
 // none on this server.
-func (s *Server) webhooks() (*rollout.Webhooks, error) {
+func (s *Server) webhooks() (*webhook.Hooks, error) {
 	if s.hooks == nil {
 		return nil, feature.Errorf(feature.ENotFound, "this server does not deliver webhooks")
 	}
@@ -34,20 +34,20 @@ type createWebhookRequest struct {
 // createdWebhook answers POST /api/webhooks: the webhook and its secret,
 // shown this once.
 type createdWebhook struct {
-	rollout.Webhook
+	webhook.Hook
 	Secret string `json:"secret"`
 }
 
 // webhookDetail answers GET /api/webhooks/ID: the webhook and its latest
 // attempts, newest first.
 type webhookDetail struct {
-	rollout.Webhook
-	Deliveries []rollout.WebhookDelivery `json:"deliveries"`
+	webhook.Hook
+	Deliveries []webhook.Delivery `json:"deliveries"`
 }
 
 // createWebhook is POST /api/webhooks {"url","secret","events"}: 201 with
 // the webhook and its secret (made when none is given). 422 for a bad URL,
-// secret or event kind, 409 at rollout.MaxWebhooks.
+// secret or event kind, 409 at webhook.MaxHooks.
 func (s *Server) createWebhook(c echo.Context) error {
 	hooks, err := s.webhooks()
 	if err != nil {
@@ -63,7 +63,7 @@ func (s *Server) createWebhook(c echo.Context) error {
 	}
 	c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
 	c.Response().Header().Set(echo.HeaderLocation, "/api/webhooks/"+h.ID)
-	return c.JSON(http.StatusCreated, createdWebhook{Webhook: h, Secret: h.Secret})
+	return c.JSON(http.StatusCreated, createdWebhook{Hook: h, Secret: h.Secret})
 }
 
 // listWebhooks is GET /api/webhooks: every webhook, oldest first, with its
@@ -90,7 +90,7 @@ func (s *Server) getWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, webhookDetail{Webhook: h, Deliveries: log})
+	return c.JSON(http.StatusOK, webhookDetail{Hook: h, Deliveries: log})
 }
 
 // deleteWebhook is DELETE /api/webhooks/ID: 204; 404 when there is none.
@@ -121,5 +121,5 @@ func (s *Server) resumeWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, webhookDetail{Webhook: h, Deliveries: log})
+	return c.JSON(http.StatusOK, webhookDetail{Hook: h, Deliveries: log})
 }

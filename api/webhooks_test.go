@@ -11,14 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/webhook"
 )
 
 type webhookAnswer struct {
-	rollout.Webhook
-	Secret     string                    `json:"secret"`
-	Deliveries []rollout.WebhookDelivery `json:"deliveries"`
+	webhook.Hook
+	Secret     string             `json:"secret"`
+	Deliveries []webhook.Delivery `json:"deliveries"`
 }
 
 // TestWebhooksAPI: an admin registers a webhook (the secret shown once,
@@ -29,7 +29,7 @@ func TestWebhooksAPI(t *testing.T) {
 	var made webhookAnswer
 	body := g.must(t, 201, "admin", "POST", "/api/webhooks", map[string]any{"url": "https://hooks.example.com/rollout", "secret": "0123456789abcdef0123", "events": []string{"*"}})
 	json.Unmarshal([]byte(body), &made)
-	if made.ID == "" || made.Secret != "0123456789abcdef0123" || made.State != rollout.WebhookActive || made.CreatedBy != "admin-bot" || made.Events[0] != "*" {
+	if made.ID == "" || made.Secret != "0123456789abcdef0123" || made.State != webhook.Active || made.CreatedBy != "admin-bot" || made.Events[0] != "*" {
 		t.Fatalf("POST /api/webhooks = %s", body)
 	}
 	body = g.must(t, 201, "admin", "POST", "/api/webhooks", map[string]any{"url": "http://127.0.0.1:9/x", "events": []string{"archive", "purge"}})
@@ -42,7 +42,7 @@ func TestWebhooksAPI(t *testing.T) {
 	if strings.Contains(list, made.Secret) || strings.Contains(list, generated.Secret) || strings.Contains(list, `"secret"`) {
 		t.Errorf("GET /api/webhooks shows a secret: %s", list)
 	}
-	var listed struct{ Webhooks []rollout.Webhook }
+	var listed struct{ Webhooks []webhook.Hook }
 	json.Unmarshal([]byte(list), &listed)
 	if len(listed.Webhooks) != 2 || listed.Webhooks[0].ID != made.ID {
 		t.Errorf("GET /api/webhooks = %s", list)
@@ -72,7 +72,7 @@ func TestWebhooksAPI(t *testing.T) {
 // bodies are bounded, and the number of webhooks is capped.
 func TestWebhooksAbuse(t *testing.T) {
 	g := newGuardedServer(t)
-	long := "https://example.com/" + strings.Repeat("a", rollout.MaxWebhookURL)
+	long := "https://example.com/" + strings.Repeat("a", webhook.MaxURL)
 	for _, tt := range []struct {
 		name string
 		body any
@@ -89,10 +89,10 @@ func TestWebhooksAbuse(t *testing.T) {
 		{"credentials", map[string]any{"url": "https://user:pw@example.com/x"}, 422},
 		{"fragment", map[string]any{"url": "https://example.com/x#y"}, 422},
 		{"short secret", map[string]any{"url": "https://example.com/x", "secret": "short"}, 422},
-		{"long secret", map[string]any{"url": "https://example.com/x", "secret": strings.Repeat("s", rollout.MaxWebhookSecret+1)}, 422},
+		{"long secret", map[string]any{"url": "https://example.com/x", "secret": strings.Repeat("s", webhook.MaxSecret+1)}, 422},
 		{"secret with spaces", map[string]any{"url": "https://example.com/x", "secret": "a secret with spaces"}, 422},
 		{"unknown event", map[string]any{"url": "https://example.com/x", "events": []string{"nope"}}, 422},
-		{"too many events", map[string]any{"url": "https://example.com/x", "events": make([]string, rollout.MaxWebhookEvents+1)}, 422},
+		{"too many events", map[string]any{"url": "https://example.com/x", "events": make([]string, webhook.MaxEvents+1)}, 422},
 		{"unknown field", map[string]any{"url": "https://example.com/x", "retries": 99}, 400},
 		{"events not a list", map[string]any{"url": "https://example.com/x", "events": "*"}, 400},
 	} {
@@ -101,11 +101,11 @@ func TestWebhooksAbuse(t *testing.T) {
 		}
 	}
 	g.must(t, 404, "admin", "GET", "/api/webhooks/"+strings.Repeat("x", 5000), nil)
-	for i := range rollout.MaxWebhooks {
+	for i := range webhook.MaxHooks {
 		g.must(t, 201, "admin", "POST", "/api/webhooks", map[string]any{"url": fmt.Sprintf("https://example.com/%d", i)})
 	}
 	if status, body := g.send(t, "admin", "POST", "/api/webhooks", map[string]any{"url": "https://example.com/one-more"}); status != 409 || !strings.Contains(body, "delete one first") {
-		t.Errorf("webhook %d = %d %s, want 409", rollout.MaxWebhooks+1, status, body)
+		t.Errorf("webhook %d = %d %s, want 409", webhook.MaxHooks+1, status, body)
 	}
 }
 
@@ -114,13 +114,13 @@ func TestWebhooksAbuse(t *testing.T) {
 // the change's event, signed, once it is released.
 func TestWebhookNeverSlowsAChange(t *testing.T) {
 	g := newGuardedServer(t)
-	arrived := make(chan rollout.WebhookPayload, 10)
+	arrived := make(chan webhook.Payload, 10)
 	release := make(chan struct{})
 	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		var p rollout.WebhookPayload
+		var p webhook.Payload
 		json.Unmarshal(body, &p)
-		if r.Header.Get("X-Rollout-Signature") != rollout.WebhookSignature("0123456789abcdef", body) {
+		if r.Header.Get("X-Rollout-Signature") != webhook.Signature("0123456789abcdef", body) {
 			t.Errorf("bad signature on %s", body)
 		}
 		arrived <- p
@@ -136,7 +136,7 @@ func TestWebhookNeverSlowsAChange(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); w.Run(ctx, 10*time.Millisecond, func(err error) { t.Error(err) }) }()
 	defer func() { stop(); <-done }()
-	if p := <-arrived; p.Kind != rollout.AuditWebhookCreate {
+	if p := <-arrived; p.Kind != audit.WebhookCreate {
 		t.Fatalf("first delivery %s", p.Kind)
 	}
 	// The endpoint hangs on its first delivery (until released, within a
@@ -144,7 +144,7 @@ func TestWebhookNeverSlowsAChange(t *testing.T) {
 	g.must(t, 201, "editor", "POST", "/api/features", twoBuckets)
 	g.must(t, 204, "editor", "DELETE", "/api/features/f", nil)
 	close(release)
-	for _, want := range []rollout.AuditKind{rollout.AuditCreate, rollout.AuditArchive} {
+	for _, want := range []audit.Kind{audit.Create, audit.Archive} {
 		p := <-arrived
 		if p.Kind != want || p.Feature != "f" || p.Actor != "editor-bot" || !strings.HasPrefix(p.Text, "editor-bot "+string(want)+" f") {
 			t.Errorf("delivery %+v, want %s of f by editor-bot", p, want)
@@ -176,7 +176,7 @@ func TestWebhookPausedKeepsTheAnswerFromViewers(t *testing.T) {
 
 	now := time.Now()
 	w := webhook.New(g.db, webhook.Options{Clock: func() time.Time { return now }})
-	for i := 1; i <= rollout.WebhookMaxFailures; i++ {
+	for i := 1; i <= webhook.MaxFailures; i++ {
 		for {
 			n, err := w.RunOnce(context.Background())
 			if err != nil {
@@ -186,7 +186,7 @@ func TestWebhookPausedKeepsTheAnswerFromViewers(t *testing.T) {
 				break
 			}
 		}
-		now = now.Add(rollout.WebhookBackoff(i))
+		now = now.Add(webhook.Backoff(i))
 	}
 	if _, err := w.RunOnce(context.Background()); err != nil { // the other webhook gets the pause
 		t.Fatal(err)
@@ -218,8 +218,8 @@ func TestWebhookPausedKeepsTheAnswerFromViewers(t *testing.T) {
 	// The admins' delivery log keeps the answer.
 	var detail webhookAnswer
 	json.Unmarshal([]byte(g.must(t, 200, "admin", "GET", "/api/webhooks/"+made.ID, nil)), &detail)
-	if detail.State != rollout.WebhookPaused || len(detail.Deliveries) != rollout.WebhookMaxFailures {
-		t.Fatalf("GET /api/webhooks/ID = %+v, want paused after %d attempts", detail, rollout.WebhookMaxFailures)
+	if detail.State != webhook.Paused || len(detail.Deliveries) != webhook.MaxFailures {
+		t.Fatalf("GET /api/webhooks/ID = %+v, want paused after %d attempts", detail, webhook.MaxFailures)
 	}
 	leaked("the paused reason", detail.PausedReason)
 	if d := detail.Deliveries[0]; d.Error != "HTTP 404" || d.Status != 404 || !strings.Contains(d.Detail, "Cannot POST /services/T1/B1/"+secret) {

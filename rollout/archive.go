@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -17,10 +18,11 @@ import (
 type ArchiveStore interface {
 	// ArchiveFeature archives the served feature key, which must be at
 	// the given version, and records e (its FeatureID and Version set by
-	// the store); with e.Request, marks that request applied (EConflict
-	// when it is no longer open). ENotFound when no feature key is
-	// served, EConflict when it is at another version.
-	ArchiveFeature(ctx context.Context, key string, version int, e AuditEvent) error
+	// the store); with an approval, marks that request applied
+	// (EConflict when it is no longer open); with settle, settles it.
+	// ENotFound when no feature key is served, EConflict when it is at
+	// another version.
+	ArchiveFeature(ctx context.Context, key string, version int, e audit.Event, approval *RequestDecision, settle *Settlement) error
 	// ArchivedFeatures returns the archived features, ordered by key.
 	ArchivedFeatures(ctx context.Context) ([]feature.Feature, error)
 	// ArchivedFeature returns the archived feature key: ENotFound when
@@ -32,10 +34,11 @@ type ArchiveStore interface {
 	// EConflict when it moved on.
 	RestoreFeature(ctx context.Context, f feature.Feature, v Version) error
 	// PurgeFeature removes the archived feature key with its history,
-	// exposures and ramps, keeping its audit events, and records e.
+	// exposures and ramps, keeping its audit events, records e and
+	// settles settle.
 	// ENotFound when there is no feature key, EConflict when it is
 	// served (archive it first).
-	PurgeFeature(ctx context.Context, key string, e AuditEvent) error
+	PurgeFeature(ctx context.Context, key string, e audit.Event, settle *Settlement) error
 }
 
 // Archive stops serving the feature key, keeping it and its history to be
@@ -79,14 +82,16 @@ func (s *Service) archive(ctx context.Context, key string, opts ChangeOptions) (
 			return res, err
 		}
 		now := s.now().UTC()
-		Settle(ctx, res, now)
-		churn := res.Report.Churn
-		e := AuditEvent{
-			Time: now, Actor: actor(opts), Kind: AuditArchive, Feature: key, Version: cur.Feature().Version,
-			Summary: joinSummary(archivedSummary, ShareSummary(res.Report)), Comment: opts.Comment, Churn: &churn,
-			Request: opts.request,
+		settles, err := opts.Idempotency.settlement(res, now)
+		if err != nil {
+			return Result{}, err
 		}
-		if err := s.store.ArchiveFeature(ctx, key, cur.Feature().Version, e); err != nil {
+		churn := res.Report.Churn
+		e := audit.Event{
+			Time: now, Actor: actor(opts), Kind: audit.Archive, Feature: key, Version: cur.Feature().Version,
+			Summary: joinSummary(archivedSummary, ShareSummary(res.Report)), Comment: opts.Comment, Churn: &churn,
+		}
+		if err := s.store.ArchiveFeature(ctx, key, cur.Feature().Version, e, opts.request, settles); err != nil {
 			return Result{}, err
 		}
 		s.swap(key, nil)
@@ -158,12 +163,15 @@ func (s *Service) restore(ctx context.Context, key string, opts ChangeOptions) (
 		return res, err
 	}
 	now := next.UpdatedAt
+	settles, err := opts.Idempotency.settlement(res, now)
+	if err != nil {
+		return Result{}, err
+	}
 	v := Version{
 		Version: next.Version, Actor: actor(opts), Time: now, Summary: restoredSummary,
-		Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: res.Report, Kind: AuditRestore,
-		Request: opts.request,
+		Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: res.Report, Kind: audit.Restore,
+		Request: opts.request, Settles: settles,
 	}
-	Settle(ctx, res, now)
 	if err := s.store.RestoreFeature(ctx, next, v); err != nil {
 		return Result{}, err
 	}
@@ -221,13 +229,16 @@ func (s *Service) Purge(ctx context.Context, key string, opts ChangeOptions) err
 	}
 	defer s.mu.Unlock()
 	now := s.now().UTC()
-	e := AuditEvent{
-		Time: now, Actor: actor(opts), Kind: AuditPurge, Feature: key,
+	settles, err := opts.Idempotency.settlement(struct{}{}, now)
+	if err != nil {
+		return err
+	}
+	e := audit.Event{
+		Time: now, Actor: actor(opts), Kind: audit.Purge, Feature: key,
 		Summary: "purged: its configuration, history, exposures and ramps were removed; its audit events are kept",
 		Comment: opts.Comment,
 	}
-	Settle(ctx, struct{}{}, now)
-	if err := s.store.PurgeFeature(ctx, key, e); err != nil {
+	if err := s.store.PurgeFeature(ctx, key, e, settles); err != nil {
 		return err
 	}
 	s.swap(key, nil)

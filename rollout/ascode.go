@@ -12,10 +12,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/plan"
 )
 
 // Rollouts as code. A Document is the features of a server written down as
@@ -44,7 +45,7 @@ const (
 
 // shareSumSlack is how far from 1, per bucket, a feature's shares may sum
 // (as targets in a plan's mode may: 3 × 0.3333 for thirds).
-const shareSumSlack = roundedSumSlack
+const shareSumSlack = plan.RoundedSumSlack
 
 // keepSlack is how close a document's share must be to the bucket's exact
 // share for the bucket to keep its replicas: an exported share is the
@@ -108,7 +109,9 @@ type DocBucket struct {
 // DocumentError is what is wrong with a document, at a place in it: Path
 // is a YAML path such as $.features[2].buckets[0].share, which the command
 // line turns into a line of the file. It wraps an EInvalid *Error whose
-// message starts with the path.
+// Field is the same place as the API names it
+// (features[2].buckets[0].share, `features[0].overrides["u1"]`), and whose
+// message starts with it.
 type DocumentError struct {
 	Path string
 	Err  *feature.Error
@@ -117,206 +120,149 @@ type DocumentError struct {
 func (e *DocumentError) Error() string { return e.Err.Error() }
 func (e *DocumentError) Unwrap() error { return e.Err }
 
-// docErrorf returns a *DocumentError at path.
-func docErrorf(path, format string, args ...any) *DocumentError {
-	msg := fmt.Sprintf(format, args...)
-	return &DocumentError{Path: path, Err: feature.Errorf(feature.EInvalid, "%s: %s", strings.TrimPrefix(path, "$."), msg)}
+// docErrorf returns a *DocumentError at field, a place in the document
+// (features[2].buckets[0].share).
+func docErrorf(field, format string, args ...any) *DocumentError {
+	return docError(feature.Errorf(feature.EInvalid, format, args...).Within(field))
+}
+
+// docError returns e, whose Field is a place in the document, as a
+// *DocumentError.
+func docError(e *feature.Error) *DocumentError {
+	return &DocumentError{Path: yamlPath(e.Field), Err: e}
+}
+
+// placed returns err, what feature's validation says of a feature or a
+// segment (its Field a place within it), at its place in the document:
+// within at (features[2], segments[0]). Any other error is returned as it
+// is.
+func placed(at string, err error) error {
+	e, ok := errors.AsType[*feature.Error](err)
+	if !ok {
+		return err
+	}
+	return docError(e.Within(at))
+}
+
+// yamlPath returns field, a place in the document, as a YAML path: a map
+// key quoted as Go quotes it (`overrides["u1"]`) is quoted as YAML paths
+// quote keys (overrides.'u1').
+func yamlPath(field string) string {
+	var b strings.Builder
+	b.WriteString("$.")
+	for {
+		i := strings.Index(field, `["`)
+		if i < 0 {
+			b.WriteString(field)
+			return b.String()
+		}
+		b.WriteString(field[:i])
+		q, err := strconv.QuotedPrefix(field[i+1:])
+		if err != nil {
+			b.WriteString(field[i:])
+			return b.String()
+		}
+		key, _ := strconv.Unquote(q)
+		b.WriteString(".'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(key) + "'")
+		field = strings.TrimPrefix(field[i+1+len(q):], "]")
+	}
 }
 
 // Validate reports the first thing wrong with d that needs no server to
-// see, as a *DocumentError: keys, bucket names, shares (from 0 to 1,
-// summing to 100 %) or replicas, values, tags, owner, rules and bucket_by,
-// segments (whether an in_segment names a segment that exists needs the
-// server: see planDocument).
+// see, as a *DocumentError: each feature and segment as feature's
+// validation sees them (Feature.Validate, Segment.Validate), at their
+// place in the document, and what only a document has: the features and
+// segments listed once, each bucket's share (from 0 to 1, summing to
+// 100 %) or replicas, a feature's tolerance. Whether an in_segment names
+// a segment that exists needs the server: see planDocument.
 func (d Document) Validate() error {
 	if d.Features == nil {
-		return docErrorf("$.features", `the document lists no features: give "features: []" for none`)
+		return docErrorf("features", `the document lists no features: give "features: []" for none`)
 	}
 	if len(d.Features) > MaxDocumentFeatures {
-		return docErrorf("$.features", "the document lists %d features; at most %d: split it", len(d.Features), MaxDocumentFeatures)
+		return docErrorf("features", "the document lists %d features; at most %d: split it", len(d.Features), MaxDocumentFeatures)
 	}
 	if len(d.Segments) > feature.MaxSegments {
-		return docErrorf("$.segments", "the document lists %d segments; at most %d", len(d.Segments), feature.MaxSegments)
+		return docErrorf("segments", "the document lists %d segments; at most %d", len(d.Segments), feature.MaxSegments)
 	}
 	segs := make(map[string]int, len(d.Segments))
 	for i, sg := range d.Segments {
-		path := fmt.Sprintf("$.segments[%d]", i)
+		at := fmt.Sprintf("segments[%d]", i)
 		if j, ok := segs[sg.Key]; ok {
-			return docErrorf(path+".key", "segment %q is listed twice (segments[%d] too): list each segment once", sg.Key, j)
+			return docErrorf(at+".key", "segment %q is listed twice (segments[%d] too): list each segment once", sg.Key, j)
 		}
 		segs[sg.Key] = i
-		if err := sg.validate(path); err != nil {
-			return err
+		if err := sg.segment().Validate(); err != nil {
+			return placed(at, err)
 		}
 	}
 	seen := make(map[string]int, len(d.Features))
 	for i, f := range d.Features {
-		path := fmt.Sprintf("$.features[%d]", i)
+		at := fmt.Sprintf("features[%d]", i)
 		if j, ok := seen[f.Key]; ok {
-			return docErrorf(path+".key", "feature %q is listed twice (features[%d] too): list each feature once", f.Key, j)
+			return docErrorf(at+".key", "feature %q is listed twice (features[%d] too): list each feature once", f.Key, j)
 		}
 		seen[f.Key] = i
-		if err := f.validate(path); err != nil {
+		if err := f.validate(at); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (f DocFeature) validate(path string) error {
-	if !feature.ValidKey(f.Key) {
-		return docErrorf(path+".key", "feature key %q is invalid: use 1 to 64 characters of a-z, 0-9, '_', '.', '-', starting with a letter or digit", f.Key)
+// validate checks f, the document's feature at at: as a Feature (see
+// validated), then what only a document's feature has.
+func (f DocFeature) validate(at string) error {
+	if err := f.validated().Validate(); err != nil {
+		return placed(at, err)
 	}
-	if f.Tolerance != 0 && !ValidTolerance(f.Tolerance) {
-		return docErrorf(path+".tolerance", "tolerance %v is out of range: give a fraction of users from %v to below %v, such as 0.005 for half a percentage point", f.Tolerance, MinTolerance, MaxTolerance)
-	}
-	if err := feature.ValidateLabels(f.Tags, f.Owner); err != nil {
-		field := ".tags"
-		if strings.HasPrefix(err.(*feature.Error).Message, "owner") {
-			field = ".owner"
+	if f.Tolerance != 0 {
+		if err := plan.CheckTolerance(f.Tolerance); err != nil {
+			return placed(at+".tolerance", err)
 		}
-		return docErrorf(path+field, "%s", err.(*feature.Error).Message)
-	}
-	if len(f.Buckets) == 0 {
-		return docErrorf(path+".buckets", "feature %q has no buckets: give at least one", f.Key)
-	}
-	if len(f.Buckets) > feature.MaxBuckets {
-		return docErrorf(path+".buckets", "feature %q has %d buckets; at most %d", f.Key, len(f.Buckets), feature.MaxBuckets)
 	}
 	shares, replicas := 0, 0
 	var sum float64
-	names := make(map[string]bool, len(f.Buckets))
 	for i, b := range f.Buckets {
-		bpath := fmt.Sprintf("%s.buckets[%d]", path, i)
-		if !feature.ValidBucketName(b.Name) {
-			return docErrorf(bpath+".name", "bucket name %q is invalid: use 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '-'", b.Name)
-		}
-		if names[b.Name] {
-			return docErrorf(bpath+".name", "bucket %q appears twice: bucket names must be unique", b.Name)
-		}
-		names[b.Name] = true
+		bat := fmt.Sprintf("%s.buckets[%d]", at, i)
 		switch {
 		case b.Share != nil && b.Replicas != nil:
-			return docErrorf(bpath, "bucket %q gives both share and replicas: give one", b.Name)
+			return docErrorf(bat, "bucket %q gives both share and replicas: give one", b.Name)
 		case b.Share != nil:
 			if s := *b.Share; math.IsNaN(s) || s < 0 || s > 1 {
-				return docErrorf(bpath+".share", "share %v is out of range: give a fraction of users from 0 to 1, such as 0.25 for 25 %%", s)
+				return docErrorf(bat+".share", "share %v is out of range: give a fraction of users from 0 to 1, such as 0.25 for 25 %%", s)
 			}
 			shares++
 			sum += *b.Share
 		case b.Replicas != nil:
-			if r := *b.Replicas; r < 0 || r > feature.MaxReplicas {
-				return docErrorf(bpath+".replicas", "%d replicas is out of range: give 0 to %d", r, feature.MaxReplicas)
-			}
 			replicas++
 		default:
-			return docErrorf(bpath, "bucket %q gives neither share nor replicas: give its share of users (0 to 1)", b.Name)
-		}
-		if len(b.Value) > 0 {
-			vb := feature.Bucket{Name: b.Name, Value: b.Value}
-			if err := vb.Validate(); err != nil {
-				return docErrorf(bpath+".value", "%s", feature.ErrorMessage(err))
-			}
+			return docErrorf(bat, "bucket %q gives neither share nor replicas: give its share of users (0 to 1)", b.Name)
 		}
 	}
 	switch {
 	case shares > 0 && replicas > 0:
-		return docErrorf(path+".buckets", "feature %q mixes shares and replicas: give every bucket a share, or every bucket replicas", f.Key)
+		return docErrorf(at+".buckets", "feature %q mixes shares and replicas: give every bucket a share, or every bucket replicas", f.Key)
 	case shares > 0 && math.Abs(sum-1) > shareSumSlack*float64(shares):
-		return docErrorf(path+".buckets", "the shares of feature %q sum to %.6g %%, not 100 %%: give fractions of users that add up to 1", f.Key, 100*sum)
-	}
-	if f.Fallback != "" && !names[f.Fallback] {
-		return docErrorf(path+".fallback", "fallback %q is not a bucket of feature %q", f.Fallback, f.Key)
-	}
-	if len(f.Overrides) > feature.MaxOverrides {
-		return docErrorf(path+".overrides", "a feature has at most %d overrides", feature.MaxOverrides)
-	}
-	for _, user := range slices.Sorted(maps.Keys(f.Overrides)) {
-		if err := feature.ValidateUser(user); err != nil {
-			return docErrorf(path+".overrides", "%s (user %q)", feature.ErrorMessage(err), user)
-		}
-		if !names[f.Overrides[user]] {
-			return docErrorf(path+".overrides", "the override of user %q names bucket %q, which feature %q does not have", user, f.Overrides[user], f.Key)
-		}
-	}
-	if len(f.Description) > feature.MaxDescription || !utf8.ValidString(f.Description) {
-		return docErrorf(path+".description", "description must be valid UTF-8 of at most %d bytes", feature.MaxDescription)
-	}
-	if len(f.Salt) > feature.MaxSaltBytes || !utf8.ValidString(f.Salt) {
-		return docErrorf(path+".salt", "salt must be valid UTF-8 of at most %d bytes", feature.MaxSaltBytes)
-	}
-	return f.validateTargeting(path, names)
-}
-
-// validateTargeting checks f's rules and bucket_by as Feature.Validate
-// does, at the place of the first thing wrong: a rule, a condition.
-func (f DocFeature) validateTargeting(path string, names map[string]bool) error {
-	if f.BucketBy != "" && !feature.ValidAttribute(f.BucketBy) {
-		return docErrorf(path+".bucket_by", "bucket_by %q is not a valid attribute name: use 1 to %d characters of A-Z, a-z, 0-9, '_', '.', ':', '-', starting with a letter or '_'", feature.Abbreviate(f.BucketBy), feature.MaxAttributeBytes)
-	}
-	if len(f.Rules) > feature.MaxRules {
-		return docErrorf(path+".rules", "a feature has at most %d rules, got %d", feature.MaxRules, len(f.Rules))
-	}
-	seen := make(map[string]int, len(f.Rules))
-	insts := 0
-	for i, r := range f.Rules {
-		rpath := fmt.Sprintf("%s.rules[%d]", path, i)
-		for j, c := range r.Conditions {
-			if j >= feature.MaxConditions {
-				break
-			}
-			n, err := feature.ValidateCondition(c, false)
-			if err != nil {
-				return docErrorf(fmt.Sprintf("%s.conditions[%d]", rpath, j), "rule %q: %s", feature.Abbreviate(r.Name), feature.ErrorMessage(err))
-			}
-			if insts += n; insts > feature.MaxFeaturePatternInsts {
-				x := feature.PatternExcess{Rule: i, Cond: j, Insts: insts}
-				return docErrorf(fmt.Sprintf("%s.conditions[%d]", rpath, j), "rule %q: %s", feature.Abbreviate(r.Name), x.Message())
-			}
-		}
-		if err := feature.ValidateRule(r, i, names); err != nil {
-			return docErrorf(rpath, "%s", feature.ErrorMessage(err))
-		}
-		if j, ok := seen[r.Name]; ok {
-			return docErrorf(rpath+".name", "rule name %q appears twice (rules[%d] too): rule names must be unique", r.Name, j)
-		}
-		seen[r.Name] = i
-	}
-	ff := feature.Feature{Key: f.Key, Rules: f.Rules, BucketBy: f.BucketBy}
-	for name := range names {
-		ff.Buckets = append(ff.Buckets, feature.Bucket{Name: name})
-	}
-	if err := ff.ValidateTargeting(); err != nil {
-		return docErrorf(path+".rules", "%s", feature.ErrorMessage(err))
+		return docErrorf(at+".buckets", "the shares of feature %q sum to %.6g %%, not 100 %%: give fractions of users that add up to 1", f.Key, 100*sum)
 	}
 	return nil
 }
 
-func (sg DocSegment) validate(path string) error {
-	if !feature.ValidKey(sg.Key) {
-		return docErrorf(path+".key", "segment key %q is invalid: use 1 to 64 characters of a-z, 0-9, '_', '.', '-', starting with a letter or digit", feature.Abbreviate(sg.Key))
-	}
-	insts := 0
-	for j, c := range sg.Conditions {
-		if j >= feature.MaxConditions {
-			break
-		}
-		n, err := feature.ValidateCondition(c, true)
-		if err != nil {
-			return docErrorf(fmt.Sprintf("%s.conditions[%d]", path, j), "segment %q: %s", sg.Key, feature.ErrorMessage(err))
-		}
-		if insts += n; insts > feature.MaxSegmentPatternInsts {
-			return docErrorf(fmt.Sprintf("%s.conditions[%d]", path, j), "segment %q: %s", sg.Key, feature.SegmentExcess(insts))
+// validated is f as the Feature that Validate checks: each bucket with
+// its replicas, or 1 replica for a share (which the plan turns into
+// replicas, and Validate checks in its place).
+func (f DocFeature) validated() feature.Feature {
+	v := feature.Feature{Key: f.Key, Description: f.Description, Salt: f.Salt, Fallback: f.Fallback,
+		Buckets: make([]feature.Bucket, len(f.Buckets)), Overrides: f.Overrides, Rules: f.Rules,
+		BucketBy: f.BucketBy, Tags: f.Tags, Owner: f.Owner}
+	for i, b := range f.Buckets {
+		v.Buckets[i] = feature.Bucket{Name: b.Name, Replicas: 1, Value: b.Value}
+		if b.Share == nil && b.Replicas != nil {
+			v.Buckets[i].Replicas = *b.Replicas
 		}
 	}
-	if err := sg.segment().Validate(); err != nil {
-		field := ".conditions"
-		if strings.HasPrefix(feature.ErrorMessage(err), "description") {
-			field = ".description"
-		}
-		return docErrorf(path+field, "%s", feature.ErrorMessage(err))
-	}
-	return nil
+	return v
 }
 
 // segment is sg as a Segment (no version, no times), its values compact.
@@ -346,7 +292,7 @@ func (d Document) checkSegmentsKnown(segs map[string]*feature.CompiledSegment) e
 					continue
 				}
 				if _, ok := segs[key]; !ok && !listed[key] {
-					return docErrorf(fmt.Sprintf("$.features[%d].rules[%d].conditions[%d]", i, j, k),
+					return docErrorf(fmt.Sprintf("features[%d].rules[%d].conditions[%d]", i, j, k),
 						"in_segment names segment %q, which neither the document nor the server has: add it to the document's segments", key)
 				}
 			}
@@ -488,7 +434,7 @@ type DocBucketPlan struct {
 // already serve are planned as POST /api/features/K/plan plans them
 // (ModeAuto, opts's budget, stopping when ctx ends); a plan that cannot
 // come within its tolerance is an EInvalid error. Nothing is stored.
-func (s *Service) PlanDocument(ctx context.Context, d Document, opts PlanOptions) (DocumentPlan, error) {
+func (s *Service) PlanDocument(ctx context.Context, d Document, opts plan.Options) (DocumentPlan, error) {
 	if err := d.Validate(); err != nil {
 		return DocumentPlan{}, err
 	}
@@ -527,7 +473,7 @@ func planSegments(snap *feature.Snapshot, d Document) ([]SegmentChange, map[stri
 			}
 		}
 		if err := next.Validate(); err != nil {
-			return nil, nil, docErrorf(fmt.Sprintf("$.segments[%d]", i), "%s", feature.ErrorMessage(err))
+			return nil, nil, placed(fmt.Sprintf("segments[%d]", i), err)
 		}
 		ch.target = next
 		if ch.Action != ActionNone {
@@ -539,7 +485,7 @@ func planSegments(snap *feature.Snapshot, d Document) ([]SegmentChange, map[stri
 		out = append(out, ch)
 	}
 	if added > 0 && len(segs) > feature.MaxSegments {
-		return nil, nil, docErrorf("$.segments", "there would be %d segments; at most %d", len(segs), feature.MaxSegments)
+		return nil, nil, docErrorf("segments", "there would be %d segments; at most %d", len(segs), feature.MaxSegments)
 	}
 	return out, segs, nil
 }
@@ -551,7 +497,7 @@ func segmentPopulation(sc SegmentChange) feature.PopulationChange {
 		Text: fmt.Sprintf("users matching in segment %s: as segment version %d said → as version %d says (%s)", sc.Segment, sc.FromVersion, sc.ToVersion, feature.Abbreviate(sc.Conditions))}
 }
 
-func planDocument(ctx context.Context, snap *feature.Snapshot, d Document, opts PlanOptions) (DocumentPlan, error) {
+func planDocument(ctx context.Context, snap *feature.Snapshot, d Document, opts plan.Options) (DocumentPlan, error) {
 	p := DocumentPlan{Changes: make([]FeatureChange, 0, len(d.Features)), Revision: snap.Revision(),
 		Versions: make(map[string]int, len(d.Features)), Unlisted: []string{},
 		Document: Document{Features: make([]DocFeature, 0, len(d.Features)), Segments: []DocSegment{}}}
@@ -589,9 +535,12 @@ func planDocument(ctx context.Context, snap *feature.Snapshot, d Document, opts 
 			return DocumentPlan{}, fmt.Errorf("%w: %w", feature.Errorf(feature.EUnavailable, "the plan stopped: its request ended"), context.Cause(ctx))
 		}
 		listed[df.Key] = true
+		at := fmt.Sprintf("features[%d]", i)
 		ch, err := planFeature(ctx, snap.Compiled(df.Key), df, opts, segs)
-		if err != nil {
-			return DocumentPlan{}, fmt.Errorf("features[%d] (%s): %w", i, df.Key, err)
+		if e, ok := errors.AsType[*feature.Error](err); ok && e.Field != "" {
+			return DocumentPlan{}, placed(at, err)
+		} else if err != nil {
+			return DocumentPlan{}, fmt.Errorf("%s (%s): %w", at, df.Key, err)
 		}
 		if used := usesChanged(ch.target.Feature()); len(used) > 0 && ch.cur != nil {
 			if ch.Action == ActionNone {
@@ -607,9 +556,10 @@ func planDocument(ctx context.Context, snap *feature.Snapshot, d Document, opts 
 			p.Changed++
 			p.TotalChurn += ch.Churn
 		}
-		if x := ch.target.PatternExcess(); x != nil && ch.Action != ActionNone {
-			r := ch.target.Feature().Rules[x.Rule]
-			return DocumentPlan{}, docErrorf(fmt.Sprintf("$.features[%d].rules[%d].conditions[%d]", i, x.Rule, x.Cond), "rule %q: %s", feature.Abbreviate(r.Name), x.Message())
+		if ch.Action != ActionNone {
+			if err := ch.target.CheckPatterns(); err != nil {
+				return DocumentPlan{}, placed(at, err)
+			}
 		}
 		resolved := df
 		resolved.Buckets = make([]DocBucket, len(ch.Buckets))
@@ -631,7 +581,7 @@ func planDocument(ctx context.Context, snap *feature.Snapshot, d Document, opts 
 				ch := FeatureChange{Feature: key, Action: ActionNone, Fields: []string{}, FromVersion: cur.Feature().Version, cur: cur, target: cur}
 				ch = segmentBump(ch, segs)
 				if err := ch.target.CheckPatterns(); err != nil {
-					return DocumentPlan{}, docErrorf("$.segments", "feature %q, which the document leaves as it is, uses segment(s) it changes and would pass the limit of its patterns: %s", key, feature.ErrorMessage(err))
+					return DocumentPlan{}, docErrorf("segments", "feature %q, which the document leaves as it is, uses segment(s) it changes and would pass the limit of its patterns: %s", key, feature.ErrorMessage(err))
 				}
 				for _, sc := range used {
 					ch.Rules = append(ch.Rules, segmentPopulation(sc))
@@ -674,7 +624,7 @@ func segmentBump(ch FeatureChange, segs map[string]*feature.CompiledSegment) Fea
 }
 
 // planFeature plans df against cur (nil: no such feature yet).
-func planFeature(ctx context.Context, cur *feature.Compiled, df DocFeature, opts PlanOptions, segs map[string]*feature.CompiledSegment) (FeatureChange, error) {
+func planFeature(ctx context.Context, cur *feature.Compiled, df DocFeature, opts plan.Options, segs map[string]*feature.CompiledSegment) (FeatureChange, error) {
 	ch := FeatureChange{Feature: df.Key, Action: ActionNone, Fields: []string{}, Moves: []feature.Move{}, CrossMoves: []feature.Move{}, Rules: []feature.PopulationChange{}, cur: cur}
 	var next feature.Feature
 	if cur != nil {
@@ -739,7 +689,7 @@ func planFeature(ctx context.Context, cur *feature.Compiled, df DocFeature, opts
 // the current replicas when its shares are the feature's exact shares; or
 // else the planner's replicas for its shares. Values are df's, but a value
 // equal as JSON to the current one keeps the current text.
-func docBuckets(ctx context.Context, cur *feature.Compiled, df DocFeature, opts PlanOptions) ([]feature.Bucket, *DocBucketPlan, error) {
+func docBuckets(ctx context.Context, cur *feature.Compiled, df DocFeature, opts plan.Options) ([]feature.Bucket, *DocBucketPlan, error) {
 	values := make(map[string]json.RawMessage, len(df.Buckets))
 	for _, b := range df.Buckets {
 		v := feature.CompactJSON(b.Value)
@@ -774,25 +724,25 @@ func docBuckets(ctx context.Context, cur *feature.Compiled, df DocFeature, opts 
 		return withValues(cur.Feature().Buckets), nil, nil
 	}
 	if opts.Mode == "" {
-		opts.Mode = ModeAuto
+		opts.Mode = plan.ModeAuto
 	}
 	if df.Tolerance != 0 {
 		opts.Tolerance = df.Tolerance
 	}
-	var p Plan
+	var p plan.Plan
 	var err error
 	if cur == nil {
 		for _, b := range df.Buckets {
 			opts.Order = append(opts.Order, b.Name)
 		}
-		p, err = PlanNewContext(ctx, targets, opts)
+		p, err = plan.NewContext(ctx, targets, opts)
 	} else {
 		for _, b := range cur.Feature().Buckets {
 			if _, ok := targets[b.Name]; !ok {
 				targets[b.Name] = 0 // left out of the document: removed
 			}
 		}
-		p, err = PlanSharesContext(ctx, cur.Feature().Buckets, targets, opts)
+		p, err = plan.ForContext(ctx, cur.Feature().Buckets, targets, opts)
 	}
 	switch {
 	case err != nil:
@@ -946,14 +896,25 @@ type SegmentWrite struct {
 	Create  bool
 }
 
+// Batch is what Store.ApplyBatch writes: new versions of several features
+// and segments, and the idempotency key of the request that makes them.
+type Batch struct {
+	Features []BatchWrite
+	Segments []SegmentWrite
+	// Settles, when not nil, is marked done in the batch's transaction,
+	// as a Version's Settles is in its own.
+	Settles *Settlement
+}
+
 // BatchStore writes versions of several features and segments at once.
 type BatchStore interface {
-	// ApplyBatch writes every write of ws and of segs in one transaction,
-	// with a commit and an audit event each, or none of them: a feature
-	// or segment that is not at the version its write expects (or, for a
-	// Create, exists) fails the batch with an EConflict *Error that names
-	// it, an update of one that does not exist with ENotFound.
-	ApplyBatch(ctx context.Context, ws []BatchWrite, segs ...SegmentWrite) error
+	// ApplyBatch writes every write of b in one transaction, with a
+	// commit and an audit event each, and settles b.Settles, or none of
+	// them: a feature or segment that is not at the version its write
+	// expects (or, for a Create, exists) fails the batch with an
+	// EConflict *Error that names it, an update of one that does not
+	// exist with ENotFound, a key no longer the request's with EKeyInUse.
+	ApplyBatch(ctx context.Context, b Batch) error
 }
 
 // ApplyOptions are the guards and author of ApplyDocument.
@@ -962,7 +923,7 @@ type ApplyOptions struct {
 	Comment string
 	// Role is the role of the token applying: an editor's document is
 	// bound by the Settings (see checkDocument); "" and admins are not.
-	Role Role
+	Role auth.Role
 	// Versions, when not nil, are the versions the document's plan read
 	// (DocumentPlan.Versions): a feature of the document at another
 	// version now (0: it must not exist) refuses the whole apply with
@@ -978,7 +939,10 @@ type ApplyOptions struct {
 	// TotalChurn is above it.
 	MaxChurn      *float64
 	MaxTotalChurn *float64
-	Plan          PlanOptions
+	Plan          plan.Options
+	// Idempotency, when not nil, is the request's idempotency key, kept
+	// with the batch's answer, a DocumentPlan (see Idempotency).
+	Idempotency *Idempotency
 }
 
 // ApplyDocument makes every change d plans (see PlanDocument) as one batch
@@ -1176,11 +1140,14 @@ func (s *Service) applyDocument(ctx context.Context, d Document, opts ApplyOptio
 		}})
 	}
 	p.Applied = true
-	Settle(ctx, p, now)
+	settles, err := opts.Idempotency.settlement(p, now)
+	if err != nil {
+		return DocumentPlan{}, err
+	}
 	// The write is bounded by the store's own deadline, which grows with
 	// the batch, not by the plan's (ctx may end when the plan's search
 	// time does).
-	if err := s.store.ApplyBatch(context.WithoutCancel(ctx), ws, sws...); err != nil {
+	if err := s.store.ApplyBatch(context.WithoutCancel(ctx), Batch{Features: ws, Segments: sws, Settles: settles}); err != nil {
 		if feature.ErrorCode(err) == feature.EConflict && opts.Versions != nil {
 			return DocumentPlan{}, feature.Errorf(feature.EPrecondition, "%s; nothing was changed", feature.ErrorMessage(err))
 		}

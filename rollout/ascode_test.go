@@ -12,6 +12,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/plan"
 )
 
 func sharePtr(f float64) *float64 { return &f }
@@ -33,7 +34,7 @@ func TestDocumentExportPlansNoChange(t *testing.T) {
 		}
 	}
 	d := rollout.ExportDocument(svc.Snapshot())
-	p, err := svc.PlanDocument(ctx, d, rollout.PlanOptions{})
+	p, err := svc.PlanDocument(ctx, d, plan.Options{})
 	if err != nil {
 		t.Fatalf("PlanDocument(export) = %v", err)
 	}
@@ -41,11 +42,11 @@ func TestDocumentExportPlansNoChange(t *testing.T) {
 		t.Errorf("PlanDocument(export) changed %d of %d, want 0 of 2: %+v", p.Changed, len(p.Changes), p.Changes)
 	}
 	d.Features[0].Buckets[0].Value = json.RawMessage(`{"m":[1,2.0],"n":1e0}`)
-	if p, err := svc.PlanDocument(ctx, d, rollout.PlanOptions{}); err != nil || p.Changed != 0 {
+	if p, err := svc.PlanDocument(ctx, d, plan.Options{}); err != nil || p.Changed != 0 {
 		t.Errorf("PlanDocument(the same value written otherwise) = changed %d, %v; want no change", p.Changed, err)
 	}
 	d.Features[0].Buckets[0].Value = json.RawMessage(`{"m":[1,2.5],"n":1}`)
-	if p, err := svc.PlanDocument(ctx, d, rollout.PlanOptions{}); err != nil || p.Changed != 1 || strings.Join(p.Changes[0].Fields, ",") != "values" || p.Changes[0].Churn != 0 {
+	if p, err := svc.PlanDocument(ctx, d, plan.Options{}); err != nil || p.Changed != 1 || strings.Join(p.Changes[0].Fields, ",") != "values" || p.Changes[0].Churn != 0 {
 		t.Errorf("PlanDocument(another value) = %+v, %v; want a change of values moving no one", p.Changes, err)
 	}
 }
@@ -61,10 +62,10 @@ func TestDocumentPlanStopsWhenCanceled(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if p, err := svc.PlanDocument(ctx, d, rollout.PlanOptions{}); !errors.Is(err, context.Canceled) {
+	if p, err := svc.PlanDocument(ctx, d, plan.Options{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("PlanDocument(canceled) = %d changes, %v; want context.Canceled", len(p.Changes), err)
 	}
-	if _, err := svc.PlanDocument(context.Background(), d, rollout.PlanOptions{}); err != nil {
+	if _, err := svc.PlanDocument(context.Background(), d, plan.Options{}); err != nil {
 		t.Errorf("PlanDocument() = %v", err)
 	}
 }
@@ -96,7 +97,7 @@ func TestDocumentBuckets(t *testing.T) {
 	if slices.Contains(names, "C") || !slices.Contains(names, "D") || !p.Applied {
 		t.Errorf("buckets after the apply: %v (applied %v), want C removed and D kept", names, p.Applied)
 	}
-	if again, err := svc.PlanDocument(ctx, d, rollout.PlanOptions{}); err != nil || again.Changed != 0 {
+	if again, err := svc.PlanDocument(ctx, d, plan.Options{}); err != nil || again.Changed != 0 {
 		t.Errorf("PlanDocument(after its apply) = changed %d, %v; want no change", again.Changed, err)
 	}
 }
@@ -117,7 +118,7 @@ func TestDocumentInstances(t *testing.T) {
 		return rollout.Document{Features: []rollout.DocFeature{{Key: "f", Salt: "salt-f", Description: desc, Buckets: []rollout.DocBucket{
 			{Name: "on", Replicas: new(100)}, {Name: "off", Replicas: new(100)}}}}}
 	}
-	p, err := a.PlanDocument(ctx, doc("one"), rollout.PlanOptions{})
+	p, err := a.PlanDocument(ctx, doc("one"), plan.Options{})
 	if err != nil || p.Versions["f"] != 1 {
 		t.Fatalf("PlanDocument() = versions %v, %v; want f at 1", p.Versions, err)
 	}
@@ -128,7 +129,7 @@ func TestDocumentInstances(t *testing.T) {
 		t.Fatalf("ApplyDocument(on the lagging instance) = %v", err)
 	}
 	// a still serves version 1; its plan of version 1 is stale.
-	stale, err := a.PlanDocument(ctx, doc("two"), rollout.PlanOptions{})
+	stale, err := a.PlanDocument(ctx, doc("two"), plan.Options{})
 	if err != nil || stale.Versions["f"] != 1 {
 		t.Fatalf("PlanDocument(on a) = versions %v, %v; want f at 1, a's snapshot lagging", stale.Versions, err)
 	}
@@ -173,7 +174,7 @@ func TestDocumentSegments(t *testing.T) {
 	d := rollout.ExportDocument(svc.Snapshot())
 	d.Features = slices.DeleteFunc(d.Features, func(f rollout.DocFeature) bool { return f.Key == "unlisted" })
 	d.Segments[0].Conditions[0].Value = json.RawMessage(`"@example.org"`)
-	p, err := svc.PlanDocument(ctx, d, rollout.PlanOptions{})
+	p, err := svc.PlanDocument(ctx, d, plan.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,16 +204,92 @@ func TestDocumentSegments(t *testing.T) {
 	if seg, _ := svc.Snapshot().Segment("staff"); seg.Version != 2 {
 		t.Errorf("staff is at version %d after the apply, want 2", seg.Version)
 	}
-	if p, err := svc.PlanDocument(ctx, d, rollout.PlanOptions{}); err != nil || p.Changed != 0 {
+	if p, err := svc.PlanDocument(ctx, d, plan.Options{}); err != nil || p.Changed != 0 {
 		t.Errorf("plan after the apply: changed %d, %v; want none", p.Changed, err)
 	}
 	// The plan's segment versions are checked: staff moved on.
 	d.Segments[0].Description = "moved"
-	p, _ = svc.PlanDocument(ctx, d, rollout.PlanOptions{})
+	p, _ = svc.PlanDocument(ctx, d, plan.Options{})
 	if _, err := svc.UpdateSegment(ctx, "staff", "by hand", d.Segments[0].Conditions, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := svc.ApplyDocument(ctx, p.Document, rollout.ApplyOptions{Versions: p.Versions, SegmentVersions: p.SegmentVersions}); feature.ErrorCode(err) != feature.EPrecondition || !strings.Contains(err.Error(), `segment "staff" is at version 3, not 2`) {
 		t.Errorf("ApplyDocument after staff moved on = %v, want %s naming staff", err, feature.EPrecondition)
+	}
+}
+
+// TestDocumentErrorPaths: a document's mistake is named by its place in
+// the document, as a YAML path for the command line and as the field the
+// API names, and says what feature's validation says of the same mistake
+// made through the API (Service.Create), prefixed by the feature's or
+// segment's place.
+func TestDocumentErrorPaths(t *testing.T) {
+	ctx := context.Background()
+	svc := openServices(t, 1, nil)[0]
+	cond := func(attr, op, value string) feature.Condition {
+		return feature.Condition{Attribute: attr, Op: op, Value: json.RawMessage(value)}
+	}
+	good := func(key string) rollout.DocFeature {
+		return rollout.DocFeature{Key: key, Buckets: []rollout.DocBucket{{Name: "off", Share: sharePtr(0.5)}, {Name: "on", Share: sharePtr(0.5)}},
+			Rules: []feature.Rule{{Name: "staff", Serve: feature.Serve{Bucket: "on"}, Conditions: []feature.Condition{
+				cond("plan", feature.OpEq, `"pro"`), cond("seats", feature.OpGt, `10`)}}}}
+	}
+	tests := []struct {
+		name  string
+		spoil func(f *rollout.DocFeature)
+		field string // within the feature
+		path  string // the YAML path within the feature
+	}{
+		{"a condition's value", func(f *rollout.DocFeature) { f.Rules[0].Conditions[1].Value = json.RawMessage(`"ten"`) }, "rules[0].conditions[1].value", "rules[0].conditions[1].value"},
+		{"a condition's op", func(f *rollout.DocFeature) { f.Rules[0].Conditions[0].Op = "like" }, "rules[0].conditions[0].op", "rules[0].conditions[0].op"},
+		{"a rule's bucket", func(f *rollout.DocFeature) { f.Rules[0].Serve.Bucket = "maybe" }, "rules[0].serve.bucket", "rules[0].serve.bucket"},
+		{"a bucket's name", func(f *rollout.DocFeature) { f.Buckets[1].Name = "o n" }, "buckets[1].name", "buckets[1].name"},
+		{"a bucket's value", func(f *rollout.DocFeature) { f.Buckets[0].Value = json.RawMessage(`1e999`) }, "buckets[0].value", "buckets[0].value"},
+		{"a tag", func(f *rollout.DocFeature) { f.Tags = []string{"ok", "Not OK"} }, "tags[1]", "tags[1]"},
+		{"an override", func(f *rollout.DocFeature) { f.Overrides = map[string]string{"ann.o'neil": "maybe"} }, `overrides["ann.o'neil"]`, `overrides.'ann.o\'neil'`},
+		{"the fallback", func(f *rollout.DocFeature) { f.Fallback = "maybe" }, "fallback", "fallback"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := rollout.Document{Features: []rollout.DocFeature{good("a"), good("b"), good("c")}}
+			tt.spoil(&d.Features[2])
+			err := d.Validate()
+			de, ok := errors.AsType[*rollout.DocumentError](err)
+			if !ok {
+				t.Fatalf("Validate() = %v, want a *DocumentError", err)
+			}
+			if want := "features[2]." + tt.field; de.Err.Field != want || feature.ErrorCode(err) != feature.EInvalid {
+				t.Errorf("Validate() at %q (%s), want EInvalid at %q", de.Err.Field, feature.ErrorCode(err), want)
+			}
+			if want := "$.features[2]." + tt.path; de.Path != want {
+				t.Errorf("Validate().Path = %q, want %q", de.Path, want)
+			}
+			if _, err := svc.PlanDocument(ctx, d, plan.Options{}); feature.ErrorMessage(err) != de.Err.Message {
+				t.Errorf("PlanDocument() = %v, want Validate's %q", err, de.Err.Message)
+			}
+
+			// The same mistake, through the API's way in.
+			f := feature.Feature{Key: "c", Enabled: true, Salt: "c", Buckets: []feature.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 100}}}
+			df := good("c")
+			tt.spoil(&df)
+			for i, b := range df.Buckets {
+				f.Buckets[i].Name, f.Buckets[i].Value = b.Name, b.Value
+			}
+			f.Rules, f.Tags, f.Overrides, f.Fallback = df.Rules, df.Tags, df.Overrides, df.Fallback
+			_, cerr := svc.Create(ctx, f, rollout.ChangeOptions{})
+			if want := "features[2]." + feature.ErrorMessage(cerr); de.Err.Message != want {
+				t.Errorf("the document says %q, Create %q: want the same but for the place", de.Err.Message, feature.ErrorMessage(cerr))
+			}
+		})
+	}
+
+	// A segment's mistake, likewise.
+	d := rollout.Document{Features: []rollout.DocFeature{}, Segments: []rollout.DocSegment{
+		{Key: "staff", Conditions: []feature.Condition{cond("plan", feature.OpEq, `"pro"`)}},
+		{Key: "beta", Conditions: []feature.Condition{cond("plan", feature.OpEq, `"pro"`), cond("v", feature.OpSemverGt, `"four"`)}}}}
+	de, ok := errors.AsType[*rollout.DocumentError](d.Validate())
+	_, serr := svc.CreateSegment(ctx, feature.Segment{Key: "beta", Conditions: d.Segments[1].Conditions}, rollout.ChangeOptions{})
+	if !ok || de.Err.Field != "segments[1].conditions[1].value" || de.Err.Message != "segments[1]."+feature.ErrorMessage(serr) {
+		t.Errorf("Validate() of a bad segment = %v; CreateSegment = %v: want the same message at segments[1].conditions[1].value", de, serr)
 	}
 }

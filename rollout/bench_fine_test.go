@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/plan"
 )
 
 // Fine rings (issue #21): planning a change of a 20,000-point feature; the
@@ -20,10 +21,10 @@ var fine20000 = []feature.Bucket{{Name: "off", Replicas: 10_000}, {Name: "on", R
 
 func benchPlanFine(b *testing.B, current []feature.Bucket, targets map[string]float64, mode string) {
 	b.ReportAllocs()
-	var p Plan
+	var p plan.Plan
 	for b.Loop() {
 		var err error
-		if p, err = PlanSharesContext(context.Background(), current, targets, PlanOptions{Mode: mode}); err != nil {
+		if p, err = plan.ForContext(context.Background(), current, targets, plan.Options{Mode: mode}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -33,23 +34,23 @@ func benchPlanFine(b *testing.B, current []feature.Bucket, targets map[string]fl
 }
 
 func BenchmarkPlanFineNested(b *testing.B) {
-	benchPlanFine(b, fine20000, map[string]float64{"off": 0.9, "on": 0.1}, ModeNested)
+	benchPlanFine(b, fine20000, map[string]float64{"off": 0.9, "on": 0.1}, plan.ModeNested)
 }
 
 func BenchmarkPlanFineExact(b *testing.B) {
-	benchPlanFine(b, fine20000, map[string]float64{"off": 0.9, "on": 0.1}, ModeExact)
+	benchPlanFine(b, fine20000, map[string]float64{"off": 0.9, "on": 0.1}, plan.ModeExact)
 }
 
 func BenchmarkPlanFineAuto(b *testing.B) {
-	benchPlanFine(b, fine20000, map[string]float64{"off": 0.9, "on": 0.1}, ModeAuto)
+	benchPlanFine(b, fine20000, map[string]float64{"off": 0.9, "on": 0.1}, plan.ModeAuto)
 }
 
 func BenchmarkPlanFineExactFour(b *testing.B) {
 	four := []feature.Bucket{{Name: "A", Replicas: 5000}, {Name: "B", Replicas: 5000}, {Name: "C", Replicas: 5000}, {Name: "D", Replicas: 5000}}
-	benchPlanFine(b, four, map[string]float64{"A": 0.4, "B": 0.1, "C": 0.3, "D": 0.2}, ModeExact)
+	benchPlanFine(b, four, map[string]float64{"A": 0.4, "B": 0.1, "C": 0.3, "D": 0.2}, plan.ModeExact)
 }
 
-// BenchmarkPlanFineChange plans, through PlanSharesContext, changes of 2,
+// BenchmarkPlanFineChange plans, through plan.ForContext, changes of 2,
 // 4 and 6 buckets sharing 20,000 points equally, or 300 (a coarse
 // feature's first re-plan), to targets in proportion to n-i for bucket i
 // (the first grows, the others shrink), in each mode.
@@ -64,7 +65,7 @@ func BenchmarkPlanFineChange(b *testing.B) {
 				current[i] = feature.Bucket{Name: fmt.Sprintf("v%d", i), Replicas: points / n}
 				targets[current[i].Name] = float64(n-i) / float64(n*(n+1)/2)
 			}
-			for _, mode := range []string{ModeNested, ModeExact, ModeAuto} {
+			for _, mode := range []string{plan.ModeNested, plan.ModeExact, plan.ModeAuto} {
 				b.Run(fmt.Sprintf("from=%d/buckets=%d/%s", points, n, mode), func(b *testing.B) {
 					benchPlanFine(b, current, targets, mode)
 				})
@@ -75,10 +76,10 @@ func BenchmarkPlanFineChange(b *testing.B) {
 
 func BenchmarkPlanNewFine(b *testing.B) {
 	b.ReportAllocs()
-	var p Plan
+	var p plan.Plan
 	for b.Loop() {
 		var err error
-		if p, err = PlanNew(map[string]float64{"off": 0.5, "on": 0.5}, PlanOptions{Mode: ModeAuto, Order: []string{"off", "on"}}); err != nil {
+		if p, err = plan.New(map[string]float64{"off": 0.5, "on": 0.5}, plan.Options{Mode: plan.ModeAuto, Order: []string{"off", "on"}}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -93,7 +94,7 @@ func BenchmarkPlanNewFine(b *testing.B) {
 // BenchmarkFineFeaturesMemory compiles 1,000 features planned 50/50 within
 // 0.05 points and reports the heap they hold (bytes/feature, MB/1000).
 func BenchmarkFineFeaturesMemory(b *testing.B) {
-	p, err := PlanNew(map[string]float64{"off": 0.5, "on": 0.5}, PlanOptions{Mode: ModeAuto, Order: []string{"off", "on"}})
+	p, err := plan.New(map[string]float64{"off": 0.5, "on": 0.5}, plan.Options{Mode: plan.ModeAuto, Order: []string{"off", "on"}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func BenchmarkFineFeaturesMemory(b *testing.B) {
 // counts, not its points, so it stays a few hundred bytes; a client that
 // decodes it evaluates every user as the server does.
 func TestFineSyncFormCarriesReplicas(t *testing.T) {
-	p, err := PlanNew(map[string]float64{"off": 0.5, "on": 0.5}, PlanOptions{Mode: ModeAuto, Order: []string{"off", "on"}})
+	p, err := plan.New(map[string]float64{"off": 0.5, "on": 0.5}, plan.Options{Mode: plan.ModeAuto, Order: []string{"off", "on"}})
 	if err != nil {
 		t.Fatal(err)
 	}

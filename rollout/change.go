@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -13,7 +14,7 @@ import (
 // its version carries. Build one with the functions below.
 type Change struct {
 	summary string
-	kind    AuditKind // "": AuditChange
+	kind    audit.Kind // "": audit.Change
 	apply   func(f *feature.Feature) error
 	// spec is the change as data, for a change request to store and
 	// apply later (see ChangeSpec); its Kind is "" for changes that
@@ -177,7 +178,7 @@ func SetOverride(user, bucket string) Change {
 	return Change{
 		spec:    ChangeSpec{Kind: SpecSetOverride, User: user, Name: bucket},
 		summary: fmt.Sprintf("override: user %s → %s", feature.Abbreviate(user), bucket),
-		kind:    AuditOverride,
+		kind:    audit.Override,
 		apply: func(f *feature.Feature) error {
 			if err := feature.ValidateUser(user); err != nil {
 				return err
@@ -199,7 +200,7 @@ func ClearOverride(user string) Change {
 	return Change{
 		spec:    ChangeSpec{Kind: SpecClearOverride, User: user},
 		summary: fmt.Sprintf("override cleared: user %s", feature.Abbreviate(user)),
-		kind:    AuditOverride,
+		kind:    audit.Override,
 		apply: func(f *feature.Feature) error {
 			if _, ok := f.Overrides[user]; !ok {
 				return feature.Errorf(feature.ENotFound, "feature %q has no override for user %q", f.Key, user)
@@ -235,7 +236,7 @@ func rollbackTo(old feature.Feature, keep bool) Change {
 	}
 	return Change{
 		summary: summary,
-		kind:    AuditRollback,
+		kind:    audit.Rollback,
 		apply: func(f *feature.Feature) error {
 			f.Description = old.Description
 			f.Enabled = old.Enabled

@@ -2,7 +2,7 @@
 // changes feature flags (package feature: what a feature is and how it is
 // evaluated) one version at a time, with an exact account of which users
 // each change moves, and keeps them, their history, ramps, requests,
-// settings, tokens, audit trail and exposure counts in a Store. It imports
+// settings, audit trail and exposure counts in a Store. It imports
 // no HTTP, SQL or HTML: package api serves it over HTTP, package store
 // keeps it in SQLite or PostgreSQL, package web shows it, and cmd wires
 // them together.
@@ -19,8 +19,7 @@
 // ChangeOptions.MaxChurn; each applied change writes a Version with its
 // Report (package feature), estimates the evaluations a change of rules
 // moves (targetchange.go), and swaps in a new feature.Snapshot. The
-// background jobs (ramps, sweeps, flushes, token refreshes) loop with
-// every.
+// background jobs (ramps, sweeps, flushes) loop with every.
 //
 // Segments (segment.go). Service.CreateSegment, UpdateSegment and
 // DeleteSegment change the segments rules use; a change of one is a new
@@ -32,14 +31,11 @@
 // Service.UserHistory replays what one user was served, version by
 // version.
 //
-// Plans (plan.go). PlanShares, PlanNew and Service.Plan find the replica
-// counts that bring a feature's buckets to target shares within a
-// tolerance (CheckTolerance is the one rule for a tolerance, of plans and
-// ramps alike), moving as few users as they can; the search itself is
-// package rollout/plan. In a mode (PlanOptions.Mode) plans are fine, to
-// FineTolerance: ModeNested changes only the buckets that change (users
-// move only into or out of them), ModeExact rebalances every bucket and
-// lists its CrossMoves, ModeAuto offers both.
+// Plans (plan.go). Service.Plan finds the replica counts that bring a
+// feature's buckets to target shares within a tolerance, moving as few
+// users as it can, with the report of applying them: package rollout/plan
+// plans (plan.For, plan.New, the modes, and plan.CheckTolerance, the one
+// rule for a tolerance of plans and ramps alike).
 //
 // Ramps (ramp.go). A Ramp grows one bucket to a list of shares at set
 // times (or shrinks it: a ramp down), each step an ordinary change that
@@ -52,44 +48,37 @@
 // Service.PlanDocument previews what applying it would change (each
 // bucket's share planned as Plan does), Service.ApplyDocument applies a
 // plan as one commit, ExportDocument writes the features as they are.
+// Document.Validate checks each feature and segment as package feature
+// does, at its place in the document (DocumentError), and what only a
+// document has (shares, tolerance, each listed once).
 //
 // Archive and audit (archive.go, audit.go). Archive stops serving a
 // feature but keeps it and its history; Restore serves it again as a new
 // version; Purge removes an archived one (ArchiveStore). Every action is
-// an AuditEvent that the store writes in the action's own transaction and
-// never edits or deletes (AuditStore): each version's (VersionEvent, its
-// Kind), ramps' (RampEvent), segments' (SegmentEvent), tokens';
-// ShareSummary words a report in percentages.
+// an audit.Event (package rollout/audit: its kinds, events and queries)
+// that the store writes in the action's own transaction and never edits
+// or deletes: each version's (VersionEvent, its Kind), ramps'
+// (RampEvent), segments' (SegmentEvent); ShareSummary words a report in
+// percentages, and Service.AuditEvents reads the trail (AuditStore).
 //
 // Settings and change requests (settings.go, request.go). An editor's
-// change passes a gate: the editors' churn limit, reshuffles (a salt, the
-// feature's or a rule's bucket_by) for admins only, and, where approvals
-// cover the feature, a change request (Request) instead of the change,
-// archive, restore and ramp included; a request records the feature's tag
-// and the segments' versions it was previewed at, and an approval after
-// either moved previews it again (EPrecondition). Each step of an
-// editor's ramp is held to the limit, and an editor's ramp pauses,
-// waiting for an approval, when approvals come to cover its feature.
-//
-// Webhooks (webhook.go). Admins register URLs (NewWebhook, Webhooks) that
-// receive every audit event after it commits, signed (WebhookSignature)
-// with a Slack-compatible text (WebhookBody); each webhook keeps a cursor
-// in the audit trail, and a delivery worker (package webhook) claims it
-// with a lease (WebhookStore), backs off after a failure (Outcome,
-// WebhookBackoff) and pauses it after WebhookMaxFailures in a row.
-//
-// Tokens and sessions (token.go). API tokens have a Role (admin, editor,
-// viewer, evaluate) that Allows a Permission; Tokens authenticates their
-// secrets from memory and follows their changes, noting when each was
-// last used; the dashboard's sessions that signed out are kept until they
-// expire (TokenStore).
+// change (ChangeOptions.Role, an auth.Role of package rollout/auth, which
+// keeps API tokens and sessions) passes a gate: the editors' churn limit,
+// reshuffles (a salt, the feature's or a rule's bucket_by) for admins
+// only, and, where approvals cover the feature, a change request
+// (Request) instead of the change, archive, restore and ramp included; a
+// request records the feature's tag and the segments' versions it was
+// previewed at, and an approval after either moved previews it again
+// (EPrecondition). Each step of an editor's ramp is held to the limit, and
+// an editor's ramp pauses, waiting for an approval, when approvals come to
+// cover its feature.
 //
 // Exposures (exposure.go, srm.go). What evaluations served, counted by
-// each compiled feature, are flushed to the store (FlushExposures) and
-// read back as an ExposureReport, with a sample-ratio check of each
-// version's counts against its exact shares (srm.go: CheckSRM,
-// ChiSquareSF); in-app clients send theirs in batches (AddExposureBatch),
-// each taken once.
+// each compiled feature, are flushed to the store (FlushExposures,
+// ExposureStore) and read back as an ExposureReport, with a sample-ratio
+// check of each version's counts against its exact shares (srm.go, with
+// package rollout/stats); in-app clients send theirs in batches
+// (AddExposureBatch), each taken once.
 //
 // The change feed (feed.go). Several instances may share one database:
 // every committed change writes a Commit to the store's feed, and
@@ -98,14 +87,20 @@
 // API's change streams).
 //
 // Idempotency (idempotency.go). A request with an Idempotency-Key holds a
-// Claim on it while it runs (IdempotencyStore); its answer is settled in
-// the transaction of the change it made, so that a retry gets the same
-// answer and makes no second change.
+// Claim on it while it runs (IdempotencyStore). The claim travels in its
+// change's options (ChangeOptions, ApplyOptions, RampOptions: an
+// Idempotency, with the function that makes the request's answer of the
+// change's result); the service makes that answer once and hands it to
+// the store in the value it writes (a Settlement), whose transaction
+// commits the key done with it together with the change. A retry gets
+// that answer and makes no second change.
 //
-// The store (store.go). Store is the storage the Service needs: features,
-// versions, the commit feed, exposures, segments (SegmentStore), ramps
-// (RampStore) and idempotency keys (IdempotencyStore), each method atomic,
-// with the errors it may return (feature.Error codes); Tokens need a
-// TokenStore. They are declared here, where they are used; package store
-// implements them.
+// The store (store.go). Store is the storage the Service needs, made of
+// the small interfaces each part declares beside its code (FeatureStore,
+// HistoryStore, FeedStore, ExposureStore, SegmentStore, ArchiveStore,
+// AuditStore, SettingsStore, RequestStore, RampStore, IdempotencyStore,
+// BatchStore), each method atomic, with the errors it may return
+// (feature.Error codes); package store implements them. Tokens (package
+// rollout/auth) and webhooks (package webhook, which delivers the audit
+// trail) declare their own.
 package rollout

@@ -11,7 +11,3 @@ func NewReport(before, after feature.Feature) feature.Report {
 	}
 	return feature.Compile(after, nil).ReportFrom(cb)
 }
-
-// CoarseLimits are the limits plans of no mode keep on features that fit
-// them.
-var CoarseLimits = coarseLimits

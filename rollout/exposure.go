@@ -10,12 +10,36 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/stats"
 )
 
 // Evaluations are counted in memory, per feature version and bucket, by the
 // compiled feature that served them, and flushed to the store at a short
 // interval and at shutdown. A crash loses at most the counts of one
 // interval; configuration is never at stake.
+
+// ExposureStore keeps the counts of evaluations.
+type ExposureStore interface {
+	// AddExposures adds counts of evaluations to the stored ones of their
+	// feature, version, bucket and hour (Exposure.Hour, truncated to the
+	// hour), saturating at math.MaxInt64; counts of features that no
+	// longer exist are dropped.
+	AddExposures(ctx context.Context, counts []feature.Exposure) error
+	// AddExposureBatch adds counts as AddExposures does, at most once per
+	// batch ID: it records the ID, received at time at, in the same
+	// transaction, and a batch whose ID it has recorded adds nothing and
+	// returns false. IDs are kept for ExposureBatchMemory after at, and
+	// those older are removed.
+	AddExposureBatch(ctx context.Context, batch string, at time.Time, counts []feature.Exposure) (added bool, err error)
+	// Exposures returns the stored counts of a feature, one per version,
+	// bucket and hour: newest version first, then by bucket, then oldest
+	// hour first. A count is never negative, whatever the database holds.
+	Exposures(ctx context.Context, key string) ([]feature.Exposure, error)
+	// RuleExposures returns the stored counts of the feature key per
+	// version, rule and hour, for the hours that start at since or later
+	// (Exposure.Bucket is "" and Rule set).
+	RuleExposures(ctx context.Context, key string, since time.Time) ([]feature.Exposure, error)
+}
 
 // retired is a compiled feature swapped out of the snapshot. Evaluations
 // that loaded the old snapshot may still count on it for a moment, so it is
@@ -119,8 +143,8 @@ type ExposureReport struct {
 	// SRM is the sample-ratio check of the current version's counts
 	// (null: nothing to test), VersionSRM those of every version with
 	// counts, newest first (see versionSRM).
-	SRM        *SRM  `json:"srm"`
-	VersionSRM []SRM `json:"version_srm"`
+	SRM        *stats.SRM  `json:"srm"`
+	VersionSRM []stats.SRM `json:"version_srm"`
 	// LastDay is the evaluations of the last 24 hours, of every version:
 	// the counts stored for the hours that began in them, and those still
 	// in memory. It is how the dashboard estimates users a day.
@@ -207,7 +231,7 @@ func (s *Service) Exposures(ctx context.Context, key string) (ExposureReport, er
 		return ExposureReport{}, err
 	}
 	if rep.VersionSRM == nil {
-		rep.VersionSRM = []SRM{}
+		rep.VersionSRM = []stats.SRM{}
 	}
 	if len(rep.VersionSRM) > 0 && rep.VersionSRM[0].Version == rep.Version {
 		rep.SRM = &rep.VersionSRM[0]

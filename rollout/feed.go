@@ -18,6 +18,17 @@ import (
 // tick of an interval, the fallback for notifications lost while a
 // connection was down.
 
+// FeedStore reads the change feed: the commits of every instance sharing
+// the database (see Store).
+type FeedStore interface {
+	// Revision returns the revision of the last commit, 0 when there is
+	// none.
+	Revision(ctx context.Context) (int64, error)
+	// Commits returns the commits with a revision above since, oldest
+	// first, at most limit of them (all when limit <= 0).
+	Commits(ctx context.Context, since int64, limit int) ([]Commit, error)
+}
+
 // syncBatch is how many commits one read of the feed takes.
 const syncBatch = 1000
 

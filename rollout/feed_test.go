@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/sqlite"
@@ -109,11 +110,11 @@ func TestSyncFollowsAnotherInstance(t *testing.T) {
 	}
 
 	// Token changes come through the feed too.
-	tokens, err := rollout.NewTokens(ctx, db2, nil)
+	tokens, err := auth.NewTokens(ctx, db2, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := tokens.Create(ctx, "ci", rollout.RoleViewer, time.Now()); err != nil {
+	if _, _, err := tokens.Create(ctx, "ci", auth.RoleViewer, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	commits, err = one.Sync(ctx)

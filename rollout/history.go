@@ -58,6 +58,29 @@ func (h *historyReads) release() { <-h.slots }
 // Go may use, at least one.
 func historySlots() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
+// HistoryStore reads the features' history (Service.Versions, Changes,
+// Version, UserHistory).
+type HistoryStore interface {
+	// VersionSummaries returns the feature's history, newest first, at
+	// most limit entries (all when limit <= 0) with a version below
+	// before (no bound when before <= 0), without the overrides, which
+	// can be many in every version: each entry's Config.Overrides is nil
+	// and its OverrideCount says how many it had.
+	VersionSummaries(ctx context.Context, key string, before, limit int) ([]Version, error)
+	// UserVersions returns what VersionSummaries returns, with in each
+	// entry's Config.Overrides the override of user alone (nil when it had
+	// none): what a look-up of one user's history needs.
+	UserVersions(ctx context.Context, key, user string, before, limit int) ([]Version, error)
+	// Version returns one entry of the feature's history, with its whole
+	// configuration, overrides included.
+	Version(ctx context.Context, key string, version int) (Version, error)
+	// Changes returns the versions of every existing feature that q
+	// selects, newest first (by Seq, which it sets), with their comments
+	// and without their overrides (as VersionSummaries): the audit log. A
+	// feature that does not exist selects nothing; it is not an error.
+	Changes(ctx context.Context, q ChangeQuery) ([]Version, error)
+}
+
 // Assignment is what a feature served one user at one version.
 type Assignment struct {
 	Version int       `json:"version"`

@@ -14,14 +14,18 @@ import (
 // it again without the change applying twice. The request first claims the
 // key (Service.ClaimIdempotency): the store records it as pending, held by
 // the request's attempt for a lease. The change then carries the claim in
-// its context (WithClaim), and the store's transaction that commits the
-// change also marks the key done with the request's answer — both are
-// committed or neither, so a change whose commit landed after its client
-// gave up has its answer kept. A retry finds the key done and gets that
-// answer again; one that finds the key pending gets EKeyInUse until the
-// lease ends, after which it may take the key over: a takeover changes the
-// key's attempt, so that the first attempt's transaction, if it ever comes,
-// finds the key no longer its own and commits nothing.
+// its options (ChangeOptions.Idempotency, ApplyOptions.Idempotency,
+// RampOptions.Idempotency), with the function that makes the request's
+// answer of the change's result. The service makes that answer once, just
+// before the store write that commits the change, and hands it to the
+// store in the value it writes (a Settlement); the write's transaction
+// also marks the key done with it — both are committed or neither, so a
+// change whose commit landed after its client gave up has its answer
+// kept. A retry finds the key done and gets that answer again; one that
+// finds the key pending gets EKeyInUse until the lease ends, after which
+// it may take the key over: a takeover changes the key's attempt, so that
+// the first attempt's transaction, if it ever comes, finds the key no
+// longer its own and commits nothing.
 
 // Error codes of idempotency keys.
 const (
@@ -68,11 +72,12 @@ type IdempotencyStore interface {
 	// lease, and returned with true. A store that shares a database with
 	// other processes waits for a transaction that is finishing the key.
 	ClaimIdempotency(ctx context.Context, r IdempotencyRecord, now time.Time) (IdempotencyRecord, bool, error)
-	// CompleteIdempotency marks the pending key r.Scope, r.Key held by
-	// r.Attempt done with r.Answer, to expire at r.Expires, for a request
-	// that committed no change (a dry run) or whose change did not carry
-	// the claim. It returns EKeyInUse when the key is not so held.
-	CompleteIdempotency(ctx context.Context, r IdempotencyRecord) error
+	// CompleteIdempotency settles s on its own, for a request that
+	// committed no change (a dry run) or whose change did not carry it:
+	// it marks the pending key s.Scope, s.Key held by s.Attempt done with
+	// s.Answer, to expire at s.Expires. It returns EKeyInUse when the key
+	// is not so held.
+	CompleteIdempotency(ctx context.Context, s Settlement) error
 	// ReleaseIdempotency deletes the key scope, key if it is still pending
 	// and held by attempt: the request failed and may be sent again.
 	ReleaseIdempotency(ctx context.Context, scope, key, attempt string) error
@@ -81,68 +86,66 @@ type IdempotencyStore interface {
 	ExpireIdempotency(ctx context.Context, now time.Time) (int64, error)
 }
 
-// Claim is a request's hold on its idempotency key while it runs, carried
-// in the context of its change (WithClaim). The store's transaction that
-// commits the change also commits the key as done with the answer Encode
-// makes of the value the change commits (its Result, or its Ramp), when
-// the service has settled it (Settle). A Claim belongs to one request
-// and is not safe for concurrent use.
+// Claim is a request's hold on its idempotency key while it runs
+// (Service.ClaimIdempotency).
 type Claim struct {
-	Scope, Key, Attempt string
-	// Encode returns the answer to keep for v, what the change commits:
-	// the same answer the request gives. When nil, the change commits
-	// without the key, and the caller completes it after.
-	Encode func(v any) ([]byte, error)
-
-	value     any // what the change commits (Settle)
-	settled   bool
-	expires   time.Time
-	committed bool
+	Scope   string // whose key it is: the token's ID; "" on an open server
+	Key     string
+	Attempt string // the request's attempt, which holds the pending key
 }
 
-type claimKey struct{}
-
-// WithClaim returns ctx carrying c.
-func WithClaim(ctx context.Context, c *Claim) context.Context {
-	return context.WithValue(ctx, claimKey{}, c)
+// Idempotency is the idempotency key of a change, carried in the change's
+// options: the request's claim on the key, and how to answer the change.
+// A method given one makes the answer of its result with Answer once,
+// just before the store write that commits its change, and that write
+// marks the key done with it in the change's transaction (Settlement). So
+// when the method returns no error, the change and the answer Answer
+// last returned are committed together; when it returns an error, a
+// change it committed (its answer lost in the database's reply) has its
+// answer committed with it. A method that commits no change (a dry run,
+// a document with nothing to change) does not call Answer, and keeps
+// nothing: the caller keeps the answer it gives itself
+// (Service.CompleteIdempotency).
+type Idempotency struct {
+	Claim
+	// Answer returns the answer to keep for result, what the change's
+	// method returns (a Result; a SegmentResult; a DocumentPlan; a
+	// RampStart or a Ramp; struct{}{} for Purge): the bytes the request
+	// answers with. It may be called more than once, when the method
+	// tries its write again on a newer version.
+	Answer func(result any) ([]byte, error)
 }
 
-// ClaimFrom returns the claim ctx carries, or nil.
-func ClaimFrom(ctx context.Context) *Claim {
-	c, _ := ctx.Value(claimKey{}).(*Claim)
-	return c
+// Settlement is an idempotency key marked done with its answer by the
+// store write that carries it (Version.Settles, Ramp.Settles,
+// Request.Settles, Batch.Settles, and the settle argument of archives,
+// purges and the writes of segments), in the transaction that commits the write's
+// change: both are committed or neither. The write fails with EKeyInUse,
+// committing nothing, when the key is no longer pending and held by
+// Attempt (a retry took it over after its lease, or it expired).
+type Settlement struct {
+	Claim
+	Answer  []byte    // the request's answer, as the API encodes it
+	Expires time.Time // when the key's record may be deleted
 }
 
-// Settle records v as what the store write about to be made with ctx
-// commits, if ctx carries a claim not committed yet; its answer is to
-// expire IdempotencyMemory after now. The service calls it just before
-// each store write of a change.
-func Settle(ctx context.Context, v any, now time.Time) {
-	if c := ClaimFrom(ctx); c != nil && !c.committed {
-		c.value, c.settled, c.expires = v, true, now.Add(IdempotencyMemory)
+// settlement returns the Settlement of k that the store write committing
+// result carries: the key done with Answer's answer to result, kept until
+// IdempotencyMemory after now, the change's time. It returns nil when k
+// is nil: the change carries no key.
+func (k *Idempotency) settlement(result any, now time.Time) (*Settlement, error) {
+	if k == nil {
+		return nil, nil
 	}
-}
-
-// Answer returns the record that a store's write transaction must commit
-// with the change at hand (the key done, with its answer), and true; or
-// false when there is none: no claim (c is nil), no settled change, no
-// Encode, or the key is committed already.
-func (c *Claim) Answer() (IdempotencyRecord, bool, error) {
-	if c == nil || !c.settled || c.committed || c.Encode == nil {
-		return IdempotencyRecord{}, false, nil
+	if k.Answer == nil {
+		return nil, fmt.Errorf("keep the answer of Idempotency-Key %q: its Idempotency has no Answer", k.Key)
 	}
-	answer, err := c.Encode(c.value)
+	answer, err := k.Answer(result)
 	if err != nil {
-		return IdempotencyRecord{}, false, fmt.Errorf("encode the answer of Idempotency-Key %q: %w", c.Key, err)
+		return nil, fmt.Errorf("encode the answer of Idempotency-Key %q: %w", k.Key, err)
 	}
-	return IdempotencyRecord{Scope: c.Scope, Key: c.Key, Attempt: c.Attempt, Done: true, Answer: answer, Expires: c.expires}, true, nil
+	return &Settlement{Claim: k.Claim, Answer: answer, Expires: now.Add(IdempotencyMemory)}, nil
 }
-
-// Committed tells c that a store committed its Answer with the change.
-func (c *Claim) Committed() { c.committed = true }
-
-// IsCommitted reports whether the key was committed with the change.
-func (c *Claim) IsCommitted() bool { return c != nil && c.committed }
 
 // ClaimIdempotency claims key of scope for a request of the given
 // fingerprint. It returns the claim to run the request with, or the first
@@ -170,12 +173,9 @@ func (s *Service) ClaimIdempotency(ctx context.Context, scope, key, fingerprint 
 }
 
 // CompleteIdempotency keeps answer as the first answer of c's request,
-// which committed no change of its own (a dry run, say).
+// which committed no change that kept it (a dry run, say).
 func (s *Service) CompleteIdempotency(ctx context.Context, c *Claim, answer []byte) error {
-	return s.store.CompleteIdempotency(ctx, IdempotencyRecord{
-		Scope: c.Scope, Key: c.Key, Attempt: c.Attempt, Done: true, Answer: answer,
-		Expires: s.now().UTC().Add(IdempotencyMemory),
-	})
+	return s.store.CompleteIdempotency(ctx, Settlement{Claim: *c, Answer: answer, Expires: s.now().UTC().Add(IdempotencyMemory)})
 }
 
 // ReleaseIdempotency gives c's key up after its request failed, so that

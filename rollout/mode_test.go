@@ -10,6 +10,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/plan"
 )
 
 // TestPlanModes: a feature created by percentages in a mode is fine
@@ -18,42 +19,42 @@ import (
 // beside it, and changing back returns the same buckets; a change of
 // several buckets at once is answered exactly, its cross-moves listed.
 func TestPlanModes(t *testing.T) {
-	auto := rollout.PlanOptions{Mode: rollout.ModeAuto, Order: []string{"off", "on"}}
+	auto := plan.Options{Mode: plan.ModeAuto, Order: []string{"off", "on"}}
 	half := map[string]float64{"off": 0.5, "on": 0.5}
-	created, err := rollout.PlanNew(half, auto)
+	created, err := plan.New(half, auto)
 	if err != nil || !created.WithinTolerance || created.Tolerance != 0.0005 || created.Buckets[0].Name != "off" {
-		t.Fatalf("PlanNew(50/50, auto) = %+v, %v; want off first, within 0.0005", created, err)
+		t.Fatalf("plan.New(50/50, auto) = %+v, %v; want off first, within 0.0005", created, err)
 	}
 	ten := map[string]float64{"off": 0.9, "on": 0.1}
-	p, err := rollout.PlanShares(created.Buckets, ten, auto)
+	p, err := plan.For(created.Buckets, ten, auto)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Mode != rollout.ModeNested || !slices.Equal(p.Varied, []string{"on"}) || p.Buckets[0].Replicas != created.Buckets[0].Replicas || !p.WithinTolerance {
-		t.Errorf("PlanShares(50 → 10, auto) = mode %q varied %v buckets %v within %v; want nested, only on", p.Mode, p.Varied, p.Buckets, p.WithinTolerance)
+	if p.Mode != plan.ModeNested || !slices.Equal(p.Varied, []string{"on"}) || p.Buckets[0].Replicas != created.Buckets[0].Replicas || !p.WithinTolerance {
+		t.Errorf("plan.For(50 → 10, auto) = mode %q varied %v buckets %v within %v; want nested, only on", p.Mode, p.Varied, p.Buckets, p.WithinTolerance)
 	}
-	if _, ok := p.Options[rollout.ModeNested]; !ok || len(p.Options) != 1 {
+	if _, ok := p.Options[plan.ModeNested]; !ok || len(p.Options) != 1 {
 		t.Errorf("options %v, want nested alone", p.Options)
 	}
-	back, err := rollout.PlanShares(p.Buckets, half, auto)
+	back, err := plan.For(p.Buckets, half, auto)
 	if err != nil || !sameBuckets(back.Buckets, created.Buckets) {
 		t.Errorf("50 → 10 → 50 = %v, %v; want %v", back.Buckets, err, created.Buckets)
 	}
 
-	four := rollout.PlanOptions{Mode: rollout.ModeAuto, Order: []string{"A", "B", "C", "D"}}
-	start, err := rollout.PlanNew(map[string]float64{"A": 0.25, "B": 0.25, "C": 0.25, "D": 0.25}, four)
+	four := plan.Options{Mode: plan.ModeAuto, Order: []string{"A", "B", "C", "D"}}
+	start, err := plan.New(map[string]float64{"A": 0.25, "B": 0.25, "C": 0.25, "D": 0.25}, four)
 	if err != nil {
 		t.Fatal(err)
 	}
 	to := map[string]float64{"A": 0.4, "B": 0.1, "C": 0.3, "D": 0.2}
-	e, err := rollout.PlanShares(start.Buckets, to, four)
+	e, err := plan.For(start.Buckets, to, four)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.Mode != rollout.ModeExact || !e.WithinTolerance || len(e.CrossMoves) == 0 || e.CrossChurn <= 0 || e.Options[rollout.ModeNested].Churn <= 0 || e.Options[rollout.ModeExact].Churn != e.Churn {
-		t.Errorf("PlanShares(several, auto) = mode %q within %v cross %v (%v) options %v; want exact, cross-moves listed", e.Mode, e.WithinTolerance, e.CrossMoves, e.CrossChurn, e.Options)
+	if e.Mode != plan.ModeExact || !e.WithinTolerance || len(e.CrossMoves) == 0 || e.CrossChurn <= 0 || e.Options[plan.ModeNested].Churn <= 0 || e.Options[plan.ModeExact].Churn != e.Churn {
+		t.Errorf("plan.For(several, auto) = mode %q within %v cross %v (%v) options %v; want exact, cross-moves listed", e.Mode, e.WithinTolerance, e.CrossMoves, e.CrossChurn, e.Options)
 	}
-	if _, err := rollout.PlanShares(start.Buckets, to, rollout.PlanOptions{Mode: "closest"}); feature.ErrorCode(err) != feature.EInvalid {
+	if _, err := plan.For(start.Buckets, to, plan.Options{Mode: "closest"}); feature.ErrorCode(err) != feature.EInvalid {
 		t.Errorf("unknown mode = %v, want EInvalid", err)
 	}
 }
@@ -63,14 +64,14 @@ func TestPlanModes(t *testing.T) {
 // keeping off at 0 replicas, and back down to where it was.
 func TestZeroShares(t *testing.T) {
 	svc, _ := newService(t)
-	auto := rollout.PlanOptions{Mode: rollout.ModeAuto, Order: []string{"off", "on"}}
-	p, err := rollout.PlanNew(map[string]float64{"off": 1, "on": 0}, auto)
+	auto := plan.Options{Mode: plan.ModeAuto, Order: []string{"off", "on"}}
+	p, err := plan.New(map[string]float64{"off": 1, "on": 0}, auto)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := feature.Feature{Key: "z", Enabled: true, Salt: "z", Buckets: p.Buckets}
 	if len(f.Buckets) != 2 || f.Buckets[1].Name != "on" || f.Buckets[1].Replicas != 0 {
-		t.Fatalf("PlanNew(on 0 %%) = %v, want on with 0 replicas", f.Buckets)
+		t.Fatalf("plan.New(on 0 %%) = %v, want on with 0 replicas", f.Buckets)
 	}
 	mustCreate(t, svc, f)
 	for _, u := range []string{"a", "b", "c", "d", "e"} {
@@ -85,7 +86,7 @@ func TestZeroShares(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Plan(on %v) = %v", share, err)
 		}
-		if len(p.Varied) != 1 || len(p.Buckets) != 2 || math.Abs(p.SharesAfter["on"]-share) > rollout.FineTolerance {
+		if len(p.Varied) != 1 || len(p.Buckets) != 2 || math.Abs(p.SharesAfter["on"]-share) > plan.FineTolerance {
 			t.Errorf("Plan(on %v) = %v varied %v shares %v", share, p.Buckets, p.Varied, p.SharesAfter)
 		}
 		if _, err := svc.Change(context.Background(), "z", rollout.SetBuckets(p.Buckets), rollout.ChangeOptions{}); err != nil {
@@ -132,40 +133,40 @@ func TestZeroSharesSync(t *testing.T) {
 // targets must sum to 1.
 func TestRoundedTargets(t *testing.T) {
 	thirds := map[string]float64{"A": 0.3333, "B": 0.3333, "C": 0.3333}
-	p, err := rollout.PlanNew(thirds, rollout.PlanOptions{Mode: rollout.ModeAuto})
+	p, err := plan.New(thirds, plan.Options{Mode: plan.ModeAuto})
 	if err != nil || !p.WithinTolerance || p.Targets["A"] != 0.3333/0.9999 {
-		t.Fatalf("PlanNew(3 × 33.33 %%) = %+v, %v; want thirds within tolerance", p, err)
+		t.Fatalf("plan.New(3 × 33.33 %%) = %+v, %v; want thirds within tolerance", p, err)
 	}
 	for _, name := range []string{"A", "B", "C"} {
-		if math.Abs(p.SharesAfter[name]-1.0/3) > rollout.FineTolerance {
+		if math.Abs(p.SharesAfter[name]-1.0/3) > plan.FineTolerance {
 			t.Errorf("share of %s = %v, want a third within 0.05 points", name, p.SharesAfter[name])
 		}
 	}
-	if _, err := rollout.PlanNew(thirds, rollout.PlanOptions{}); feature.ErrorCode(err) != feature.EInvalid {
-		t.Errorf("PlanNew(3 × 33.33 %%, no mode) = %v, want EInvalid", err)
+	if _, err := plan.New(thirds, plan.Options{}); feature.ErrorCode(err) != feature.EInvalid {
+		t.Errorf("plan.New(3 × 33.33 %%, no mode) = %v, want EInvalid", err)
 	}
-	if _, err := rollout.PlanNew(map[string]float64{"A": 0.333, "B": 0.333, "C": 0.333}, rollout.PlanOptions{Mode: rollout.ModeAuto}); feature.ErrorCode(err) != feature.EInvalid {
-		t.Errorf("PlanNew(3 × 33.3 %%) = %v, want EInvalid", err)
+	if _, err := plan.New(map[string]float64{"A": 0.333, "B": 0.333, "C": 0.333}, plan.Options{Mode: plan.ModeAuto}); feature.ErrorCode(err) != feature.EInvalid {
+		t.Errorf("plan.New(3 × 33.3 %%) = %v, want EInvalid", err)
 	}
 }
 
 // TestZeroTargetKept: a change of several buckets with one target at 0 %
 // keeps that bucket with 0 replicas in every mode (issue #21: present,
-// serving nobody), through PlanShares and Service.Plan, whose plan applies;
+// serving nobody), through plan.For and Service.Plan, whose plan applies;
 // a plan of no mode removes it, as it always did.
 func TestZeroTargetKept(t *testing.T) {
 	svc, _ := newService(t)
 	order := []string{"A", "B", "C"}
 	third := 1.0 / 3
-	start, err := rollout.PlanNew(map[string]float64{"A": third, "B": third, "C": third}, rollout.PlanOptions{Mode: rollout.ModeAuto, Order: order})
+	start, err := plan.New(map[string]float64{"A": third, "B": third, "C": third}, plan.Options{Mode: plan.ModeAuto, Order: order})
 	if err != nil {
 		t.Fatal(err)
 	}
 	mustCreate(t, svc, feature.Feature{Key: "z", Enabled: true, Salt: "z", Buckets: start.Buckets})
 	to := map[string]float64{"A": 0.7, "B": 0.3, "C": 0}
-	for _, mode := range []string{rollout.ModeNested, rollout.ModeExact, rollout.ModeAuto} {
-		opts := rollout.PlanOptions{Mode: mode}
-		p, err := rollout.PlanShares(start.Buckets, to, opts)
+	for _, mode := range []string{plan.ModeNested, plan.ModeExact, plan.ModeAuto} {
+		opts := plan.Options{Mode: mode}
+		p, err := plan.For(start.Buckets, to, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +174,7 @@ func TestZeroTargetKept(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Plan(%s) = %v", mode, err)
 		}
-		for _, q := range []rollout.Plan{p, s} {
+		for _, q := range []plan.Plan{p, s} {
 			names := make([]string, len(q.Buckets))
 			for i, b := range q.Buckets {
 				names[i] = b.Name
@@ -187,14 +188,14 @@ func TestZeroTargetKept(t *testing.T) {
 				}
 			}
 		}
-		if mode == rollout.ModeExact && !p.WithinTolerance {
+		if mode == plan.ModeExact && !p.WithinTolerance {
 			t.Errorf("exact plan max error %v, want within %v", p.MaxError, p.Tolerance)
 		}
-		if mode == rollout.ModeAuto && len(p.Options) != 2 {
+		if mode == plan.ModeAuto && len(p.Options) != 2 {
 			t.Errorf("auto plan options %v, want nested and exact (two buckets change)", p.Options)
 		}
 	}
-	exact, _, _ := svc.Plan("z", to, rollout.PlanOptions{Mode: rollout.ModeExact})
+	exact, _, _ := svc.Plan("z", to, plan.Options{Mode: plan.ModeExact})
 	if _, err := svc.Change(context.Background(), "z", rollout.SetBuckets(exact.Buckets), rollout.ChangeOptions{}); err != nil {
 		t.Fatalf("Change(exact plan) = %v", err)
 	}
@@ -206,8 +207,8 @@ func TestZeroTargetKept(t *testing.T) {
 			t.Fatalf("user u%d gets C at 0 %%", u)
 		}
 	}
-	none, err := rollout.PlanShares(start.Buckets, to, rollout.PlanOptions{})
+	none, err := plan.For(start.Buckets, to, plan.Options{})
 	if err != nil || len(none.Buckets) != 2 {
-		t.Errorf("PlanShares(no mode) = %v, %v; want C removed", none.Buckets, err)
+		t.Errorf("plan.For(no mode) = %v, %v; want C removed", none.Buckets, err)
 	}
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/plan"
 )
@@ -88,8 +90,8 @@ type Ramp struct {
 	MaxChurn  *float64 `json:"max_churn"`
 	Tolerance float64  `json:"tolerance"`
 	// FineDefault says the tolerance is the default of a fine ring
-	// (FineTolerance, chosen because none was given): a step that cannot
-	// come within it comes within DefaultTolerance instead of pausing.
+	// (plan.FineTolerance, chosen because none was given): a step that cannot
+	// come within it comes within plan.DefaultTolerance instead of pausing.
 	FineDefault bool      `json:"fine_default,omitempty"`
 	State       RampState `json:"state"`
 	// Comment is what its author said of the ramp (at most MaxComment
@@ -116,7 +118,7 @@ type Ramp struct {
 	// An editor's ramp is bound by the settings at each step, unless
 	// ApprovedBy approved it: a step moves at most the editors' churn
 	// limit, and none applies while approvals cover the feature.
-	Role Role `json:"role,omitempty"`
+	Role auth.Role `json:"role,omitempty"`
 	// ApprovedBy is who approved the ramp's steps: the approver of the
 	// change request that started it, or who resumed it after it paused
 	// for an approval.
@@ -129,6 +131,10 @@ type Ramp struct {
 	// starts the ramp: the store marks it applied in the ramp's
 	// transaction (CreateRamp).
 	Request *RequestDecision `json:"-"`
+	// Settles, when not nil, is the idempotency key of the request that
+	// writes the ramp: the store marks it done in the ramp's transaction
+	// (CreateRamp, UpdateRamp), as it does a Version's.
+	Settles *Settlement `json:"-"`
 }
 
 // Live reports whether the ramp may still apply steps (active or paused).
@@ -164,7 +170,7 @@ type RampSpec struct {
 	Comment   string
 	// Role is the role of the token starting the ramp: an editor's is
 	// bound by the settings (StartRamp); "" and admins' are not.
-	Role Role
+	Role auth.Role
 }
 
 // rampSpecJSON is a RampSpec as a ramp request keeps it (its comment is
@@ -214,28 +220,28 @@ func (sp *RampSpec) UnmarshalJSON(data []byte) error {
 }
 
 // FineRampPoints is the size of ring (its points) from which a ramp given
-// no tolerance defaults to FineTolerance (0.05 points) rather than
-// DefaultTolerance (0.5 points): the points a fine plan gives a ring, where
+// no tolerance defaults to plan.FineTolerance (0.05 points) rather than
+// plan.DefaultTolerance (0.5 points): the points a fine plan gives a ring, where
 // one replica moves about 0.025 points of users, so that the replica count
 // nearest each step's share is within 0.05 points of it. Coarser rings keep
 // the coarse default, which few replicas can meet.
 const FineRampPoints = 4000
 
 // RampTolerance is the tolerance of a ramp of feature f given tol (0: none
-// given), and whether it is the fine default: FineTolerance when f has at
-// least FineRampPoints points, else DefaultTolerance.
+// given), and whether it is the fine default: plan.FineTolerance when f has at
+// least FineRampPoints points, else plan.DefaultTolerance.
 func RampTolerance(f feature.Feature, tol float64) (float64, bool, error) {
 	if tol != 0 {
-		return tol, false, CheckTolerance(tol)
+		return tol, false, plan.CheckTolerance(tol)
 	}
 	points := 0
 	for _, b := range f.Buckets {
 		points += b.Replicas
 	}
 	if points >= FineRampPoints {
-		return FineTolerance, true, nil
+		return plan.FineTolerance, true, nil
 	}
-	return DefaultTolerance, false, nil
+	return plan.DefaultTolerance, false, nil
 }
 
 // steps validates the spec and returns its steps, timed from now.
@@ -262,8 +268,10 @@ func (sp RampSpec) steps(now time.Time) ([]RampStep, error) {
 	if sp.MaxChurn != nil && (math.IsNaN(*sp.MaxChurn) || *sp.MaxChurn < 0 || *sp.MaxChurn > 1) {
 		return nil, feature.Errorf(feature.EInvalid, "max_churn must be a fraction of users from 0 to 1, got %v", *sp.MaxChurn)
 	}
-	if _, err := tolerance(sp.Tolerance); err != nil {
-		return nil, err
+	if sp.Tolerance != 0 {
+		if err := plan.CheckTolerance(sp.Tolerance); err != nil {
+			return nil, err
+		}
 	}
 	if err := validateComment(sp.Comment); err != nil {
 		return nil, err
@@ -329,7 +337,8 @@ func checkRampTime(what string, at, now time.Time) error {
 type RampStore interface {
 	// CreateRamp stores a new ramp at revision 1; with r.Request, it
 	// marks that change request applied in the same transaction
-	// (EConflict when it is no longer open) and records request_approve.
+	// (EConflict when it is no longer open) and records request_approve;
+	// with r.Settles, it settles it.
 	CreateRamp(ctx context.Context, r Ramp) error
 	// Ramp returns one ramp.
 	Ramp(ctx context.Context, id string) (Ramp, error)
@@ -337,7 +346,7 @@ type RampStore interface {
 	// is ""), oldest first.
 	Ramps(ctx context.Context, key string) ([]Ramp, error)
 	// UpdateRamp replaces the stored ramp, which must be at revision
-	// r.Revision-1, with r.
+	// r.Revision-1, with r (and settles r.Settles).
 	UpdateRamp(ctx context.Context, r Ramp) error
 	// ApplyRampStep does what UpdateFeature(f, v) and UpdateRamp(r) do, in
 	// one transaction: both or neither.
@@ -351,8 +360,18 @@ type RampStore interface {
 // already, and EConflict when the feature has a live ramp already.
 func (s *Service) CreateRamp(ctx context.Context, key string, spec RampSpec, actorName string) (Ramp, error) {
 	spec.Role = ""
-	st, err := s.StartRamp(ctx, key, spec, actorName)
+	st, err := s.StartRamp(ctx, key, spec, RampOptions{Actor: actorName})
 	return st.Ramp, err
+}
+
+// RampOptions are who starts, pauses, resumes or cancels a ramp, and the
+// request's idempotency key.
+type RampOptions struct {
+	Actor string // who makes the change; "anonymous" when empty
+	// Idempotency, when not nil, is the request's idempotency key, kept
+	// with the change's answer (see Idempotency): of a RampStart for
+	// StartRamp, of the Ramp for PauseRamp, ResumeRamp and CancelRamp.
+	Idempotency *Idempotency
 }
 
 // RampStart is what StartRamp did: the ramp it stored, or the change
@@ -365,7 +384,7 @@ type RampStart struct {
 }
 
 // StartRamp stores a new active ramp of the feature key, started by
-// actorName with a token of spec.Role. An editor's ramp is bound by the
+// opts.Actor with a token of spec.Role. An editor's ramp is bound by the
 // settings as the editor's changes are: where approvals cover the feature
 // it is not started but becomes a change request (RampStart.Request) with
 // its preview, started when another person approves it; elsewhere each of
@@ -373,19 +392,19 @@ type RampStart struct {
 // editors' churn limit (EForbidden otherwise, naming the step), and so
 // must each step when it applies (the ramp pauses otherwise). Errors as
 // CreateRamp's, and EForbidden.
-func (s *Service) StartRamp(ctx context.Context, key string, spec RampSpec, actorName string) (RampStart, error) {
+func (s *Service) StartRamp(ctx context.Context, key string, spec RampSpec, opts RampOptions) (RampStart, error) {
 	g, err := s.gateFor(ctx, ChangeOptions{Role: spec.Role})
 	if err != nil {
 		return RampStart{}, err
 	}
 	if g.covers(key) {
-		return s.requestRamp(ctx, key, spec, actorName)
+		return s.requestRamp(ctx, key, spec, opts)
 	}
 	c, err := s.known(ctx, key)
 	if err != nil {
 		return RampStart{}, err
 	}
-	r, err := s.newRamp(c, spec, actorName)
+	r, err := s.newRamp(c, spec, opts.Actor)
 	if err != nil {
 		return RampStart{}, err
 	}
@@ -396,16 +415,19 @@ func (s *Service) StartRamp(ctx context.Context, key string, spec RampSpec, acto
 		}
 	}
 	st := RampStart{Ramp: r}
-	Settle(ctx, st, r.CreatedAt)
-	if err := s.store.CreateRamp(ctx, r); err != nil {
+	w := r
+	if w.Settles, err = opts.Idempotency.settlement(st, r.CreatedAt); err != nil {
+		return RampStart{}, err
+	}
+	if err := s.store.CreateRamp(ctx, w); err != nil {
 		return RampStart{}, err
 	}
 	return st, nil
 }
 
 // requestRamp stores the ramp spec of feature key as a change request by
-// actorName, previewed on the feature as it is.
-func (s *Service) requestRamp(ctx context.Context, key string, spec RampSpec, actorName string) (RampStart, error) {
+// opts.Actor, previewed on the feature as it is.
+func (s *Service) requestRamp(ctx context.Context, key string, spec RampSpec, opts RampOptions) (RampStart, error) {
 	if err := s.mu.lock(ctx); err != nil {
 		return RampStart{}, err
 	}
@@ -414,19 +436,22 @@ func (s *Service) requestRamp(ctx context.Context, key string, spec RampSpec, ac
 	if err != nil {
 		return RampStart{}, err
 	}
-	r, err := s.newRamp(c, spec, actorName) // checks the spec
+	r, err := s.newRamp(c, spec, opts.Actor) // checks the spec
 	if err != nil {
 		return RampStart{}, err
 	}
 	comment := spec.Comment
 	spec.Comment, spec.Role = "", ""
-	req, err := s.preview(ctx, s.newRequest(c.Feature(), ChangeSpec{Kind: SpecRamp, Ramp: &spec}, ChangeOptions{Actor: actorName, Comment: comment}))
+	req, err := s.preview(ctx, s.newRequest(c.Feature(), ChangeSpec{Kind: SpecRamp, Ramp: &spec}, ChangeOptions{Actor: opts.Actor, Comment: comment}))
 	if err != nil {
 		return RampStart{}, err
 	}
 	st := RampStart{Ramp: r, Request: &req, Steps: req.RampSteps}
-	Settle(ctx, st, req.CreatedAt) // an Idempotency-Key is kept with the request
-	if err := s.store.CreateRequest(ctx, req); err != nil {
+	w := req // an Idempotency-Key is kept with the request
+	if w.Settles, err = opts.Idempotency.settlement(st, req.CreatedAt); err != nil {
+		return RampStart{}, err
+	}
+	if err := s.store.CreateRequest(ctx, w); err != nil {
 		return RampStart{}, err
 	}
 	return st, nil
@@ -478,7 +503,7 @@ func (s *Service) startApprovedRamp(ctx context.Context, r Request, approver, co
 	if err != nil {
 		return Ramp{}, Result{}, err
 	}
-	ramp.Role, ramp.ApprovedBy = RoleEditor, approver
+	ramp.Role, ramp.ApprovedBy = auth.RoleEditor, approver
 	ramp.Request = &RequestDecision{ID: r.ID, By: approver, Comment: comment}
 	if err := s.store.CreateRamp(ctx, ramp); err != nil {
 		return Ramp{}, Result{}, err
@@ -630,11 +655,11 @@ func previewRamp(c *feature.Compiled, r Ramp) ([]RampStepPreview, feature.Report
 }
 
 // replicasFor is rampReplicas at r's tolerance; a ramp at the fine
-// default that cannot come within it comes within DefaultTolerance.
+// default that cannot come within it comes within plan.DefaultTolerance.
 func (r Ramp) replicasFor(f feature.Feature, share float64, down bool) (int, float64, error) {
 	n, reached, err := rampReplicas(f, r.Bucket, share, r.Tolerance, down)
 	if err != nil && r.FineDefault {
-		return rampReplicas(f, r.Bucket, share, DefaultTolerance, down)
+		return rampReplicas(f, r.Bucket, share, plan.DefaultTolerance, down)
 	}
 	return n, reached, err
 }
@@ -662,12 +687,12 @@ func (s *Service) Ramp(ctx context.Context, key, id string) (Ramp, error) {
 
 // PauseRamp pauses the active ramp id of the feature key. It returns
 // EConflict when the ramp is not active.
-func (s *Service) PauseRamp(ctx context.Context, key, id, actorName string) (Ramp, error) {
-	return s.moveRamp(ctx, key, id, actorName, func(r *Ramp) error {
+func (s *Service) PauseRamp(ctx context.Context, key, id string, opts RampOptions) (Ramp, error) {
+	return s.moveRamp(ctx, key, id, opts, func(r *Ramp) error {
 		if r.State != RampActive {
 			return feature.Errorf(feature.EConflict, "ramp %q is %s, not active: only an active ramp can be paused", id, r.State)
 		}
-		r.State, r.Reason = RampPaused, "paused by "+actor(ChangeOptions{Actor: actorName})
+		r.State, r.Reason = RampPaused, "paused by "+actor(ChangeOptions{Actor: opts.Actor})
 		return nil
 	})
 }
@@ -677,9 +702,9 @@ func (s *Service) PauseRamp(ctx context.Context, key, id, actorName string) (Ram
 // that paused for an approval (NeedsApproval) is approved by resuming it,
 // which its author may not do (EForbidden): another editor or an admin
 // does. It returns EConflict when the ramp is not paused.
-func (s *Service) ResumeRamp(ctx context.Context, key, id, actorName string) (Ramp, error) {
-	by := actor(ChangeOptions{Actor: actorName})
-	return s.moveRamp(ctx, key, id, actorName, func(r *Ramp) error {
+func (s *Service) ResumeRamp(ctx context.Context, key, id string, opts RampOptions) (Ramp, error) {
+	by := actor(ChangeOptions{Actor: opts.Actor})
+	return s.moveRamp(ctx, key, id, opts, func(r *Ramp) error {
 		if r.State != RampPaused {
 			return feature.Errorf(feature.EConflict, "ramp %q is %s, not paused: only a paused ramp can be resumed", id, r.State)
 		}
@@ -696,20 +721,20 @@ func (s *Service) ResumeRamp(ctx context.Context, key, id, actorName string) (Ra
 
 // CancelRamp ends the live ramp id for good; the feature keeps the steps
 // applied so far. It returns EConflict when the ramp is done or canceled.
-func (s *Service) CancelRamp(ctx context.Context, key, id, actorName string) (Ramp, error) {
-	return s.moveRamp(ctx, key, id, actorName, func(r *Ramp) error {
+func (s *Service) CancelRamp(ctx context.Context, key, id string, opts RampOptions) (Ramp, error) {
+	return s.moveRamp(ctx, key, id, opts, func(r *Ramp) error {
 		if !r.Live() {
 			return feature.Errorf(feature.EConflict, "ramp %q is %s already", id, r.State)
 		}
-		r.State, r.Reason = RampCanceled, "canceled by "+actor(ChangeOptions{Actor: actorName})
+		r.State, r.Reason = RampCanceled, "canceled by "+actor(ChangeOptions{Actor: opts.Actor})
 		return nil
 	})
 }
 
 // moveRamp applies move to the stored ramp and stores the result, reading
 // the ramp again when a step (or another instance) updated it meanwhile.
-// actorName is who moves it, for the audit trail.
-func (s *Service) moveRamp(ctx context.Context, key, id, actorName string, move func(*Ramp) error) (Ramp, error) {
+// opts.Actor is who moves it, for the audit trail.
+func (s *Service) moveRamp(ctx context.Context, key, id string, opts RampOptions, move func(*Ramp) error) (Ramp, error) {
 	for attempt := 0; ; attempt++ {
 		r, err := s.Ramp(ctx, key, id)
 		if err != nil {
@@ -720,9 +745,12 @@ func (s *Service) moveRamp(ctx context.Context, key, id, actorName string, move 
 		}
 		r.Revision++
 		r.UpdatedAt = s.now().UTC()
-		r.UpdatedBy = actor(ChangeOptions{Actor: actorName})
-		Settle(ctx, r, r.UpdatedAt)
-		err = s.store.UpdateRamp(ctx, r)
+		r.UpdatedBy = actor(ChangeOptions{Actor: opts.Actor})
+		w := r
+		if w.Settles, err = opts.Idempotency.settlement(r, r.UpdatedAt); err != nil {
+			return Ramp{}, err
+		}
+		err = s.store.UpdateRamp(ctx, w)
 		if feature.ErrorCode(err) == feature.EConflict && attempt < 3 {
 			continue
 		}
@@ -914,7 +942,7 @@ type rampBounds struct {
 
 // rampLimit reads the settings' bounds on r's next step.
 func (s *Service) rampLimit(ctx context.Context, r Ramp) (rampBounds, error) {
-	if r.Role != RoleEditor || r.ApprovedBy != "" {
+	if r.Role != auth.RoleEditor || r.ApprovedBy != "" {
 		return rampBounds{}, nil
 	}
 	st, err := s.store.Settings(ctx)
@@ -1027,7 +1055,7 @@ const shareSlack = plan.ShareSlack
 // rampReplicasChange sets the replicas of bucket, as a ramp step.
 func rampReplicasChange(bucket string, replicas int, summary string) Change {
 	ch := UpdateBucket(bucket, &replicas, nil)
-	ch.summary, ch.kind = summary, AuditRampStep
+	ch.summary, ch.kind = summary, audit.RampStep
 	return ch
 }
 
@@ -1038,7 +1066,7 @@ func rampReplicasChange(bucket string, replicas int, summary string) Change {
 func rampFinal(bucket string, replicas int, summary string) Change {
 	return Change{
 		summary: summary,
-		kind:    AuditRampStep,
+		kind:    audit.RampStep,
 		apply: func(f *feature.Feature) error {
 			for i := range f.Buckets {
 				f.Buckets[i].Replicas = 0

@@ -18,7 +18,7 @@ func TestRampReplicasBruteForce(t *testing.T) {
 		target  float64
 	}{{1, 50, 0.05}, {1, 50, 0.3}, {3, 3, 0.7}, {10, 200, 0.1}, {40, 200, 0.25}, {2, 100, 0.5}, {1, 9, 0.9}} {
 		f := feature.Feature{Key: "f", Buckets: []feature.Bucket{{Name: "on", Replicas: tc.on}, {Name: "off", Replicas: tc.off}}}
-		n, share, err := rampReplicas(f, "on", tc.target, DefaultTolerance, false)
+		n, share, err := rampReplicas(f, "on", tc.target, plan.DefaultTolerance, false)
 		if err != nil {
 			t.Errorf("rampReplicas(on %d, off %d, %v) = %v", tc.on, tc.off, tc.target, err)
 			continue
@@ -33,7 +33,7 @@ func TestRampReplicasBruteForce(t *testing.T) {
 		over := plan.RingShares(map[string]int{"on": first, "off": tc.off})["on"] - tc.target
 		if first > tc.on {
 			under := tc.target - plan.RingShares(map[string]int{"on": first - 1, "off": tc.off})["on"]
-			if under < over && (under <= DefaultTolerance || over > DefaultTolerance) {
+			if under < over && (under <= plan.DefaultTolerance || over > plan.DefaultTolerance) {
 				want = first - 1
 			}
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/plan"
 	"github.com/rollout/rollout/store/postgres"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/store/storetest"
@@ -127,8 +128,8 @@ func TestRampUsersStayIn(t *testing.T) {
 			}
 		}
 		shares, _ := svc.Snapshot().Shares("f")
-		if math.Abs(shares["on"]-target) > rollout.DefaultTolerance+1e-12 {
-			t.Errorf("step %d: on's share %.4f, want %.4f within %.3f", i+1, shares["on"], target, rollout.DefaultTolerance)
+		if math.Abs(shares["on"]-target) > plan.DefaultTolerance+1e-12 {
+			t.Errorf("step %d: on's share %.4f, want %.4f within %.3f", i+1, shares["on"], target, plan.DefaultTolerance)
 		}
 		if got := float64(in) / users; math.Abs(got-shares["on"]) > 0.01 {
 			t.Errorf("step %d: %.4f of the sampled users in on, the ring says %.4f", i+1, got, shares["on"])
@@ -318,17 +319,17 @@ func TestRampPauses(t *testing.T) {
 				t.Errorf("the feature moved from version %d to %d, want no change", before.Version, after.Version)
 			}
 			// Resumed, the step meets the same problem and pauses again.
-			if _, err := svc.ResumeRamp(ctx, "f", r.ID, "bob"); err != nil {
+			if _, err := svc.ResumeRamp(ctx, "f", r.ID, rollout.RampOptions{Actor: "bob"}); err != nil {
 				t.Fatalf("ResumeRamp = %v", err)
 			}
 			svc.ApplyDueRamps(ctx)
 			if got := rampOf(t, svc, r); got.State != rollout.RampPaused {
 				t.Errorf("resumed and run again: %s, want paused", got.State)
 			}
-			if _, err := svc.CancelRamp(ctx, "f", r.ID, "ops"); err != nil {
+			if _, err := svc.CancelRamp(ctx, "f", r.ID, rollout.RampOptions{Actor: "ops"}); err != nil {
 				t.Fatalf("CancelRamp = %v", err)
 			}
-			_, err := svc.ResumeRamp(ctx, "f", r.ID, "bob")
+			_, err := svc.ResumeRamp(ctx, "f", r.ID, rollout.RampOptions{Actor: "bob"})
 			wantErrorCode(t, "ResumeRamp(canceled)", err, feature.EConflict)
 		})
 	}
@@ -353,10 +354,10 @@ func TestRampPauseResume(t *testing.T) {
 	if _, err := svc.ApplyDueRamps(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.PauseRamp(ctx, "f", r.ID, "ops"); err != nil {
+	if _, err := svc.PauseRamp(ctx, "f", r.ID, rollout.RampOptions{Actor: "ops"}); err != nil {
 		t.Fatalf("PauseRamp = %v", err)
 	}
-	_, err := svc.PauseRamp(ctx, "f", r.ID, "ops")
+	_, err := svc.PauseRamp(ctx, "f", r.ID, rollout.RampOptions{Actor: "ops"})
 	wantErrorCode(t, "PauseRamp(paused)", err, feature.EConflict)
 	if got := rampOf(t, svc, r); got.Reason != "paused by ops" {
 		t.Errorf("reason %q, want %q", got.Reason, "paused by ops")
@@ -366,18 +367,18 @@ func TestRampPauseResume(t *testing.T) {
 		t.Errorf("paused: ApplyDueRamps = %d, want 0", n)
 	}
 	// By hand, on grows past step 2's share.
-	plan, _, err := svc.Plan("f", map[string]float64{"on": 0.3, "off": 0.7}, rollout.PlanOptions{})
+	p, _, err := svc.Plan("f", map[string]float64{"on": 0.3, "off": 0.7}, plan.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cur, _ := svc.Snapshot().Feature("f")
 	onNow, _ := cur.Bucket("on")
-	planned := plan.Buckets[0].Replicas
+	planned := p.Buckets[0].Replicas
 	if planned <= onNow.Replicas {
 		t.Fatalf("plan gives on %d replicas, not more than %d", planned, onNow.Replicas)
 	}
 	mustChange(t, svc, "f", rollout.UpdateBucket("on", &planned, nil))
-	if _, err := svc.ResumeRamp(ctx, "f", r.ID, "bob"); err != nil {
+	if _, err := svc.ResumeRamp(ctx, "f", r.ID, rollout.RampOptions{Actor: "bob"}); err != nil {
 		t.Fatalf("ResumeRamp = %v", err)
 	}
 	if n, err := svc.ApplyDueRamps(ctx); n != 1 || err != nil {
@@ -387,7 +388,7 @@ func TestRampPauseResume(t *testing.T) {
 	if got.State != rollout.RampDone || got.Steps[1].Version != 0 || got.Steps[1].Applied == nil || got.Steps[2].Version == 0 {
 		t.Errorf("ramp %s, steps %+v; want done, step 2 passed without a version, step 3 with one", got.State, got.Steps)
 	}
-	_, err = svc.CancelRamp(ctx, "f", r.ID, "ops")
+	_, err = svc.CancelRamp(ctx, "f", r.ID, rollout.RampOptions{Actor: "ops"})
 	wantErrorCode(t, "CancelRamp(done)", err, feature.EConflict)
 }
 
@@ -456,7 +457,7 @@ func TestRampFeatureArchived(t *testing.T) {
 	spec := rollout.RampSpec{Bucket: "on", Shares: []float64{0.5}}
 	_, err := svc.CreateRamp(ctx, "f", spec, "")
 	wantErrorCode(t, "CreateRamp(beside the paused one)", err, feature.EConflict)
-	if _, err := svc.CancelRamp(ctx, "f", r.ID, ""); err != nil {
+	if _, err := svc.CancelRamp(ctx, "f", r.ID, rollout.RampOptions{Actor: ""}); err != nil {
 		t.Fatal(err)
 	}
 	mustRamp(t, svc, "f", spec)
@@ -568,9 +569,9 @@ func TestRampFineDefault(t *testing.T) {
 	svc := openServices(t, 1, clock.clock())[0]
 	mustCreate(t, svc, onOff("fine", 0, rollout.FineRampPoints))
 	mustCreate(t, svc, onOff("coarse", 1, 300))
-	if r := mustRamp(t, svc, "coarse", rollout.RampSpec{Bucket: "on", Shares: fiveSteps, Every: time.Hour}); r.Tolerance != rollout.DefaultTolerance || r.FineDefault {
-		t.Errorf("coarse ramp tolerance %v (fine default %v), want %v", r.Tolerance, r.FineDefault, rollout.DefaultTolerance)
-	} else if _, err := svc.CancelRamp(ctx, "coarse", r.ID, "pm"); err != nil {
+	if r := mustRamp(t, svc, "coarse", rollout.RampSpec{Bucket: "on", Shares: fiveSteps, Every: time.Hour}); r.Tolerance != plan.DefaultTolerance || r.FineDefault {
+		t.Errorf("coarse ramp tolerance %v (fine default %v), want %v", r.Tolerance, r.FineDefault, plan.DefaultTolerance)
+	} else if _, err := svc.CancelRamp(ctx, "coarse", r.ID, rollout.RampOptions{Actor: "pm"}); err != nil {
 		t.Fatal(err)
 	}
 	run := func(shares []float64) {
@@ -584,8 +585,8 @@ func TestRampFineDefault(t *testing.T) {
 			t.Fatalf("the preview stored a ramp: %+v", rs[len(rs)-1])
 		}
 		r := mustRamp(t, svc, "fine", spec)
-		if r.Tolerance != rollout.FineTolerance || !r.FineDefault || r.Comment != "fine steps" {
-			t.Fatalf("fine ramp tolerance %v (fine default %v, comment %q), want %v", r.Tolerance, r.FineDefault, r.Comment, rollout.FineTolerance)
+		if r.Tolerance != plan.FineTolerance || !r.FineDefault || r.Comment != "fine steps" {
+			t.Fatalf("fine ramp tolerance %v (fine default %v, comment %q), want %v", r.Tolerance, r.FineDefault, r.Comment, plan.FineTolerance)
 		}
 		for i, want := range shares {
 			before, _ := svc.Snapshot().Feature("fine")
@@ -594,7 +595,7 @@ func TestRampFineDefault(t *testing.T) {
 			}
 			clock.Add(time.Hour)
 			shares, _ := svc.Snapshot().Shares("fine")
-			if math.Abs(shares["on"]-want) > rollout.FineTolerance+1e-12 {
+			if math.Abs(shares["on"]-want) > plan.FineTolerance+1e-12 {
 				t.Errorf("step %d: on's share %.5f, want %.5f within 0.05 points", i+1, shares["on"], want)
 			}
 			after, _ := svc.Snapshot().Feature("fine")

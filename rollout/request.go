@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -159,6 +160,10 @@ type Request struct {
 	AppliedVersion int        `json:"applied_version,omitempty"`
 	// AppliedRamp is the ramp an approved ramp request started.
 	AppliedRamp string `json:"applied_ramp,omitempty"`
+	// Settles, when not nil, is the idempotency key of the request that
+	// files this one: the store marks it done in the transaction of
+	// CreateRequest, as it does a Version's. It is not kept.
+	Settles *Settlement `json:"-"`
 }
 
 // SegmentRef is one version of a segment. A segment deleted and created
@@ -183,9 +188,9 @@ const (
 	MaxRequestPage = 500
 )
 
-// RequestDecision is an approval being applied: a version (or an
-// archive's audit event, or a ramp) carrying one makes the store mark the
-// request applied in the same transaction (EConflict when it is no longer
+// RequestDecision is an approval being applied: a version (or a ramp, or
+// an archive: ArchiveStore.ArchiveFeature) carrying one makes the store
+// mark the request applied in the same transaction (EConflict when it is no longer
 // open), and record request_approve.
 type RequestDecision struct {
 	ID      string
@@ -195,9 +200,9 @@ type RequestDecision struct {
 
 // RequestStore keeps change requests.
 type RequestStore interface {
-	// CreateRequest stores r (state open) and records request_create, in
-	// one transaction; EConflict when r's author has MaxOpenRequests open
-	// ones already.
+	// CreateRequest stores r (state open), records request_create and
+	// settles r.Settles, in one transaction; EConflict when r's author
+	// has MaxOpenRequests open ones already.
 	CreateRequest(ctx context.Context, r Request) error
 	// Requests returns the requests q selects, newest first.
 	Requests(ctx context.Context, q RequestQuery) ([]Request, error)
@@ -213,11 +218,11 @@ type RequestStore interface {
 	RepreviewRequest(ctx context.Context, r Request) error
 }
 
-// AuditEvent returns the event that records the request's creation or
+// audit.Event returns the event that records the request's creation or
 // decision (kind), by actor.
-func (r Request) AuditEvent(kind AuditKind, actorName, comment string, at time.Time) AuditEvent {
+func (r Request) AuditEvent(kind audit.Kind, actorName, comment string, at time.Time) audit.Event {
 	churn := r.Report.Churn
-	return AuditEvent{
+	return audit.Event{
 		Time: at, Actor: actorName, Kind: kind, Feature: r.Feature, FeatureID: r.FeatureID,
 		Subject: r.ID, Summary: fmt.Sprintf("request by %s: %s", r.Author, r.Summary), Comment: comment, Churn: &churn,
 	}
@@ -231,7 +236,7 @@ func (s *Service) submit(ctx context.Context, na *needsApproval, opts ChangeOpti
 	refs := s.segmentRefs(na.segments)
 	r.Summary = joinSummary(na.summary, previewSummary(na.res.Report), segmentWords(refs))
 	r.IfMatch, r.BaseVersion, r.Report, r.Segments = na.ifMatch, na.base, na.res.Report, refs
-	return s.file(ctx, na.res, r)
+	return s.file(ctx, na.res, r, opts)
 }
 
 // newRequest is an open request by opts.Actor of change spec to feature
@@ -255,14 +260,19 @@ func (s *Service) request(ctx context.Context, res Result, spec ChangeSpec, opts
 	if err != nil {
 		return Result{}, err
 	}
-	return s.file(ctx, res, r)
+	return s.file(ctx, res, r, opts)
 }
 
-// file stores r, which res (its preview) answers.
-func (s *Service) file(ctx context.Context, res Result, r Request) (Result, error) {
+// file stores r, which res (its preview) answers, keeping the answer of
+// opts.Idempotency with it.
+func (s *Service) file(ctx context.Context, res Result, r Request, opts ChangeOptions) (Result, error) {
 	res.Request = &r
-	Settle(ctx, res, r.CreatedAt) // an Idempotency-Key is kept with the request
-	if err := s.store.CreateRequest(ctx, r); err != nil {
+	w := r
+	var err error
+	if w.Settles, err = opts.Idempotency.settlement(res, r.CreatedAt); err != nil {
+		return Result{}, err
+	}
+	if err := s.store.CreateRequest(ctx, w); err != nil {
 		return Result{}, err
 	}
 	return res, nil

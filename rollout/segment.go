@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -21,17 +22,9 @@ import (
 // as they follow any change of a feature. A segment in use cannot be
 // deleted. Segments cannot use in_segment, so they never loop.
 
-// The audit kinds of segments' changes. A change of a segment also
-// records a change of each feature that uses it (their new versions).
-const (
-	AuditSegmentCreate AuditKind = "segment_create" // a segment was created
-	AuditSegmentChange AuditKind = "segment_change" // a segment's conditions or description changed
-	AuditSegmentDelete AuditKind = "segment_delete" // a segment was deleted
-)
-
 // SegmentEvent returns the audit event of a segment's version v, of kind.
-func SegmentEvent(kind AuditKind, v feature.SegmentVersion) AuditEvent {
-	return AuditEvent{Time: v.Time, Actor: v.Actor, Kind: kind, Subject: v.Config.Key,
+func SegmentEvent(kind audit.Kind, v feature.SegmentVersion) audit.Event {
+	return audit.Event{Time: v.Time, Actor: v.Actor, Kind: kind, Subject: v.Config.Key,
 		Summary: "segment " + v.Config.Key + " " + v.Summary, Comment: v.Comment, Version: v.Version}
 }
 
@@ -48,17 +41,21 @@ type SegmentStore interface {
 	// Segments returns every segment, ordered by key.
 	Segments(ctx context.Context) ([]feature.Segment, error)
 	// CreateSegment stores a new segment at version 1 with its first
-	// history entry, its audit event (SegmentEvent) and a CommitSegment.
-	CreateSegment(ctx context.Context, seg feature.Segment, v feature.SegmentVersion) error
+	// history entry, its audit event (SegmentEvent) and a CommitSegment,
+	// and settles settle (when not nil) in the same transaction, as a
+	// Version's Settles is settled.
+	CreateSegment(ctx context.Context, seg feature.Segment, v feature.SegmentVersion, settle *Settlement) error
 	// UpdateSegment replaces the stored segment, which must be at version
 	// seg.Version-1, with seg and appends v (with its audit event); and, in the same
 	// transaction, writes each of features as UpdateFeature does (each
-	// Version's Config at its Version, the stored one below it).
-	UpdateSegment(ctx context.Context, seg feature.Segment, v feature.SegmentVersion, features []Version) error
+	// Version's Config at its Version, the stored one below it) and
+	// settles settle, as CreateSegment does.
+	UpdateSegment(ctx context.Context, seg feature.Segment, v feature.SegmentVersion, features []Version, settle *Settlement) error
 	// DeleteSegment removes the segment, which must be at version, with
-	// its history, recording e (SegmentEvent of AuditSegmentDelete) in the
-	// audit trail; EConflict when a stored feature's rules use it.
-	DeleteSegment(ctx context.Context, key string, version int, e AuditEvent) error
+	// its history, recording e (SegmentEvent of audit.SegmentDelete) in
+	// the audit trail and settling settle; EConflict when a stored
+	// feature's rules use it.
+	DeleteSegment(ctx context.Context, key string, version int, e audit.Event, settle *Settlement) error
 	// SegmentVersions returns the segment's history, newest first, at
 	// most limit entries (all when limit <= 0) below version before (no
 	// bound when before <= 0).
@@ -190,8 +187,11 @@ func (s *Service) CreateSegment(ctx context.Context, seg feature.Segment, opts C
 		return res, nil
 	}
 	v := feature.SegmentVersion{Version: 1, Actor: actor(opts), Time: now, Summary: "created: " + abbreviateSummary(feature.DescribeConditions(seg.Conditions)), Comment: opts.Comment, Config: seg}
-	Settle(ctx, res, now)
-	if err := s.store.CreateSegment(ctx, seg, v); err != nil {
+	settles, err := opts.Idempotency.settlement(res, now)
+	if err != nil {
+		return SegmentResult{}, err
+	}
+	if err := s.store.CreateSegment(ctx, seg, v, settles); err != nil {
 		if feature.ErrorCode(err) == feature.EConflict {
 			_ = s.reloadSegments(ctx)
 		}
@@ -301,8 +301,11 @@ func (s *Service) updateSegment(ctx context.Context, key, description string, co
 			Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: rep})
 	}
 	v := feature.SegmentVersion{Version: seg.Version, Actor: actor(opts), Time: now, Summary: summary, Comment: opts.Comment, Config: seg}
-	Settle(ctx, res, now)
-	if err := s.store.UpdateSegment(ctx, seg, v, versions); err != nil {
+	settles, err := opts.Idempotency.settlement(res, now)
+	if err != nil {
+		return SegmentResult{}, err
+	}
+	if err := s.store.UpdateSegment(ctx, seg, v, versions, settles); err != nil {
 		return SegmentResult{}, err
 	}
 	next := s.Snapshot().WithSegments(segs)
@@ -366,9 +369,12 @@ func (s *Service) DeleteSegment(ctx context.Context, key string, opts ChangeOpti
 		return res, nil
 	}
 	now := s.now().UTC()
-	Settle(ctx, res, now)
+	settles, err := opts.Idempotency.settlement(res, now)
+	if err != nil {
+		return SegmentResult{}, err
+	}
 	gone := feature.SegmentVersion{Version: cur.Segment().Version, Actor: actor(opts), Time: now, Summary: "deleted", Comment: opts.Comment, Config: cur.Segment()}
-	if err := s.store.DeleteSegment(ctx, key, cur.Segment().Version, SegmentEvent(AuditSegmentDelete, gone)); err != nil {
+	if err := s.store.DeleteSegment(ctx, key, cur.Segment().Version, SegmentEvent(audit.SegmentDelete, gone), settles); err != nil {
 		return SegmentResult{}, err
 	}
 	segs := maps.Clone(s.Snapshot().CompiledSegments())

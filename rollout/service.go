@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -57,7 +59,11 @@ type ChangeOptions struct {
 	// Role is the role of the token making the change: an editor's
 	// changes are bound by the Settings (the churn limit, approvals);
 	// "" (the command line, an open API) and admins are not.
-	Role Role
+	Role auth.Role
+	// Idempotency, when not nil, is the request's idempotency key: the
+	// transaction that commits the change also keeps the change's answer
+	// with it (see Idempotency).
+	Idempotency *Idempotency
 
 	gate    *gate            // the editor's settings, set by the service
 	request *RequestDecision // an approval being applied
@@ -189,8 +195,11 @@ func (s *Service) Create(ctx context.Context, f feature.Feature, opts ChangeOpti
 	if opts.DryRun {
 		return res, nil
 	}
-	v := Version{Version: 1, Actor: actor(opts), Time: now, Summary: "created", Comment: opts.Comment, Config: f, OverrideCount: len(f.Overrides), Report: rep, Kind: AuditCreate}
-	Settle(ctx, res, now)
+	settles, err := opts.Idempotency.settlement(res, now)
+	if err != nil {
+		return Result{}, err
+	}
+	v := Version{Version: 1, Actor: actor(opts), Time: now, Summary: "created", Comment: opts.Comment, Config: f, OverrideCount: len(f.Overrides), Report: rep, Kind: audit.Create, Settles: settles}
 	if err := s.store.CreateFeature(ctx, f, v); err != nil {
 		if feature.ErrorCode(err) == feature.EConflict { // created elsewhere meanwhile: serve it
 			if _, rerr := s.reload(ctx, f.Key); rerr != nil {
@@ -446,7 +455,9 @@ func (s *Service) applyWith(ctx context.Context, cur *feature.Compiled, ch Chang
 	if err != nil || opts.DryRun {
 		return res, err
 	}
-	Settle(ctx, res, v.Time)
+	if v.Settles, err = opts.Idempotency.settlement(res, v.Time); err != nil {
+		return Result{}, err
+	}
 	if err := save(res.Feature, v); err != nil {
 		return Result{}, err // on EConflict onFresh reloads
 	}
@@ -476,7 +487,9 @@ func (s *Service) applyHeld(ctx context.Context, key string, ch Change, opts Cha
 		if res, v, cc, err = s.prepare(cur, ch, opts); err != nil {
 			return feature.Feature{}, Version{}, err
 		}
-		Settle(ctx, res, v.Time)
+		if v.Settles, err = opts.Idempotency.settlement(res, v.Time); err != nil {
+			return feature.Feature{}, Version{}, err
+		}
 		return res.Feature, v, nil
 	})
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -114,7 +116,7 @@ type SettingsStore interface {
 	// SaveSettings stores s, whose Version must be one more than the
 	// stored one (EPrecondition otherwise: they were changed meanwhile),
 	// and records e (kind settings) in the same transaction.
-	SaveSettings(ctx context.Context, s Settings, e AuditEvent) error
+	SaveSettings(ctx context.Context, s Settings, e audit.Event) error
 }
 
 // Settings returns the organisation's settings.
@@ -146,7 +148,7 @@ func (s *Service) UpdateSettings(ctx context.Context, next Settings, ifVersion i
 	now := s.now().UTC()
 	name := actor(ChangeOptions{Actor: actorName})
 	next.Version, next.UpdatedAt, next.UpdatedBy = prev.Version+1, &now, name
-	e := AuditEvent{Time: now, Actor: name, Kind: AuditSettings, Summary: SettingsSummary(prev, next), Comment: comment}
+	e := audit.Event{Time: now, Actor: name, Kind: audit.Settings, Summary: SettingsSummary(prev, next), Comment: comment}
 	if err := s.store.SaveSettings(ctx, next, e); err != nil {
 		return Settings{}, err
 	}
@@ -163,7 +165,7 @@ type gate struct {
 // bound by the settings (admins, the command line, an open API, applied
 // approvals).
 func (s *Service) gateFor(ctx context.Context, opts ChangeOptions) (*gate, error) {
-	if opts.Role != RoleEditor || opts.request != nil {
+	if opts.Role != auth.RoleEditor || opts.request != nil {
 		return nil, nil
 	}
 	st, err := s.store.Settings(ctx)

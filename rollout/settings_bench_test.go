@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
@@ -14,7 +15,7 @@ import (
 // bound by the settings: the baseline) and by an editor (the settings read
 // from the store and the change checked against them).
 func BenchmarkChangeByRole(b *testing.B) {
-	for _, role := range []rollout.Role{rollout.RoleAdmin, rollout.RoleEditor} {
+	for _, role := range []auth.Role{auth.RoleAdmin, auth.RoleEditor} {
 		b.Run(string(role), func(b *testing.B) {
 			ctx := context.Background()
 			db, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "rollout.db"))

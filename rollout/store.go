@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -28,12 +29,20 @@ type Version struct {
 	// Kind is the kind of audit event that records the version (see
 	// VersionEvent); "" for a change (a create at version 1). Stores do
 	// not keep it in the version: its audit event holds it.
-	Kind AuditKind `json:"-"`
+	Kind audit.Kind `json:"-"`
 	// Request, when not nil, is the approval that applies the version:
 	// the store marks the request applied in the version's transaction,
 	// or refuses the version with EConflict when the request is no
 	// longer open, and records request_approve.
 	Request *RequestDecision `json:"-"`
+	// Settles, when not nil, is the idempotency key of the request that
+	// makes the version: the store marks it done with its answer in the
+	// version's transaction (CreateFeature, UpdateFeature,
+	// UpdateFeatureWith, RestoreFeature, ApplyRampStep), or refuses the
+	// version with EKeyInUse when the key is no longer the request's. The
+	// versions a segment's change or a batch writes beside their own
+	// settle nothing: those writes take the key as an argument.
+	Settles *Settlement `json:"-"`
 }
 
 // ChangeQuery selects entries of the audit log (Store.Changes).
@@ -44,28 +53,52 @@ type ChangeQuery struct {
 	Limit   int    // at most this many; all when <= 0
 }
 
-// Store keeps features and their history. Each method is atomic: a change's
-// feature row, version and report are written together or not at all.
+// Store is what the Service needs of its storage: the small interfaces
+// each part of it declares beside its code (features here, history,
+// the change feed, exposures, segments, archive, audit trail, settings,
+// requests, ramps, idempotency keys and documents' batches). Package
+// store implements it; tokens (package auth) and webhooks (package
+// webhook) declare their own. Each method is atomic: a change's feature
+// row, version, audit event and report are written together or not at
+// all.
 //
 // Every committed change of a feature (create, update, archive, restore,
-// purge) or of a token
-// (create, revoke) also writes a Commit in the same transaction, numbered by
-// a revision that grows by one with each commit, in commit order: a reader
+// purge), of a segment, or of a token (create, revoke, a session signed
+// out) also writes a Commit in the same transaction, numbered by a
+// revision that grows by one with each commit, in commit order: a reader
 // that sees revision n committed sees every commit below n too. Refused
 // changes (ENotFound, EConflict) write no commit.
 //
-// Errors: an *Error with ENotFound when the feature or version does not
-// exist, EConflict when CreateFeature meets an existing key or
-// UpdateFeature/DeleteFeature find the stored version is not the expected
-// one, EUnavailable when the database cannot be reached or written (busy,
+// Errors: a *feature.Error with ENotFound when the feature or version does
+// not exist, EConflict when CreateFeature meets an existing key or
+// UpdateFeature finds the stored version is not the expected one,
+// EUnavailable when the database cannot be reached or written (busy,
 // locked, full, read-only); anything else is a failure of the store.
 type Store interface {
+	FeatureStore
+	HistoryStore
+	FeedStore
+	ExposureStore
+	ArchiveStore
+	AuditStore
+	SettingsStore
+	RequestStore
+	RampStore
+	IdempotencyStore
+	BatchStore
+	SegmentStore
+}
+
+// FeatureStore keeps the served features, each with its history.
+type FeatureStore interface {
 	// Features returns the current configuration of every served feature:
 	// archived ones are left out, and Feature, UpdateFeature and
 	// UpdateFeatureWith answer ENotFound for them (see ArchiveStore).
 	// Every write that appends a version also records its audit event
 	// (VersionEvent) in the same transaction.
 	Features(ctx context.Context) ([]feature.Feature, error)
+	// Feature returns the current configuration of one feature.
+	Feature(ctx context.Context, key string) (feature.Feature, error)
 	// CreateFeature stores a new feature at version 1 with its first
 	// history entry.
 	CreateFeature(ctx context.Context, f feature.Feature, v Version) error
@@ -78,72 +111,6 @@ type Store interface {
 	// between: it never fails with EConflict for a version that moved on.
 	// next's error is returned as is, and nothing is written then.
 	UpdateFeatureWith(ctx context.Context, key string, next func(cur feature.Feature) (feature.Feature, Version, error)) error
-	// Versions returns the feature's history, newest first, at most limit
-	// entries (all when limit <= 0) with a version below before (no bound
-	// when before <= 0), each with its whole configuration, overrides
-	// included.
-	Versions(ctx context.Context, key string, before, limit int) ([]Version, error)
-	// VersionSummaries returns what Versions returns without the
-	// overrides, which can be many in every version: each entry's
-	// Config.Overrides is nil and its OverrideCount says how many it had.
-	VersionSummaries(ctx context.Context, key string, before, limit int) ([]Version, error)
-	// UserVersions returns what VersionSummaries returns, with in each
-	// entry's Config.Overrides the override of user alone (nil when it had
-	// none): what a look-up of one user's history needs.
-	UserVersions(ctx context.Context, key, user string, before, limit int) ([]Version, error)
-	// Version returns one entry of the feature's history, with its whole
-	// configuration.
-	Version(ctx context.Context, key string, version int) (Version, error)
-	// Changes returns the versions of every existing feature that q
-	// selects, newest first (by Seq, which it sets), with their comments
-	// and without their overrides (as VersionSummaries): the audit log. A
-	// feature that does not exist selects nothing; it is not an error.
-	Changes(ctx context.Context, q ChangeQuery) ([]Version, error)
-	// AddExposures adds counts of evaluations to the stored ones of their
-	// feature, version, bucket and hour (Exposure.Hour, truncated to the
-	// hour), saturating at math.MaxInt64; counts of features that no
-	// longer exist are dropped.
-	AddExposures(ctx context.Context, counts []feature.Exposure) error
-	// AddExposureBatch adds counts as AddExposures does, at most once per
-	// batch ID: it records the ID, received at time at, in the same
-	// transaction, and a batch whose ID it has recorded adds nothing and
-	// returns false. IDs are kept for ExposureBatchMemory after at, and
-	// those older are removed.
-	AddExposureBatch(ctx context.Context, batch string, at time.Time, counts []feature.Exposure) (added bool, err error)
-	// Exposures returns the stored counts of a feature, one per version,
-	// bucket and hour: newest version first, then by bucket, then oldest
-	// hour first. A count is never negative, whatever the database holds.
-	Exposures(ctx context.Context, key string) ([]feature.Exposure, error)
-	// RuleExposures returns the stored counts of the feature key per
-	// version, rule and hour, for the hours that start at since or later
-	// (Exposure.Bucket is "" and Rule set).
-	RuleExposures(ctx context.Context, key string, since time.Time) ([]feature.Exposure, error)
-
-	// Feature returns the current configuration of one feature.
-	Feature(ctx context.Context, key string) (feature.Feature, error)
-	// Revision returns the revision of the last commit, 0 when there is
-	// none.
-	Revision(ctx context.Context) (int64, error)
-	// Commits returns the commits with a revision above since, oldest
-	// first, at most limit of them (all when limit <= 0).
-	Commits(ctx context.Context, since int64, limit int) ([]Commit, error)
-	// SessionKey returns the 32-byte key the database keeps for signing
-	// sessions, making it on the first call. Every caller, in any process
-	// sharing the database, gets the same key.
-	SessionKey(ctx context.Context) ([]byte, error)
-	// CheckWrite makes a small real write to check that changes can be
-	// saved, for readiness checks. It answers within about a second, with
-	// EUnavailable when the database cannot be written.
-	CheckWrite(ctx context.Context) error
-
-	ArchiveStore
-	AuditStore
-	SettingsStore
-	RequestStore
-	RampStore
-	IdempotencyStore
-	BatchStore
-	SegmentStore
 }
 
 // CommitKind says what a commit changed.

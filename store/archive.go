@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -14,9 +15,10 @@ import (
 // given version: it stays, with its history, exposures and audit events,
 // but Features and Feature leave it out. It records e (with the feature's
 // ID and version) and a commit of the feature, so that other instances
-// drop it; with e.Request, it marks that change request applied. It returns feature.ENotFound when no feature key is served and
-// feature.EConflict when it is at another version.
-func (db *DB) ArchiveFeature(ctx context.Context, key string, version int, e rollout.AuditEvent) error {
+// drop it; with an approval, it marks that change request applied; with
+// settle, it settles it. It returns feature.ENotFound when no feature key
+// is served and feature.EConflict when it is at another version.
+func (db *DB) ArchiveFeature(ctx context.Context, key string, version int, e audit.Event, approval *rollout.RequestDecision, settle *rollout.Settlement) error {
 	return db.writeTx(ctx, fmt.Sprintf("archive feature %q", key), func(tx *tx) error {
 		now := db.now()
 		if e.Time.IsZero() {
@@ -35,17 +37,20 @@ func (db *DB) ArchiveFeature(ctx context.Context, key string, version int, e rol
 		}
 		e.Feature, e.FeatureID, e.Version = key, id, version
 		if e.Kind == "" {
-			e.Kind = rollout.AuditArchive
+			e.Kind = audit.Archive
 		}
 		if err := tx.appendAudit(e); err != nil {
 			return err
 		}
-		if e.Request != nil {
-			if err := tx.approveRequest(e.Request, e.Time, func(r *rollout.Request) { r.AppliedVersion = 0 }); err != nil {
+		if approval != nil {
+			if err := tx.approveRequest(approval, e.Time, func(r *rollout.Request) { r.AppliedVersion = 0 }); err != nil {
 				return err
 			}
 		}
-		return tx.addCommit(rollout.CommitFeature, key, now)
+		if err := tx.addCommit(rollout.CommitFeature, key, now); err != nil {
+			return err
+		}
+		return tx.settle(settle)
 	})
 }
 
@@ -89,7 +94,8 @@ func (tx *tx) findArchived(key string) (feature.Feature, error) {
 
 // RestoreFeature serves the archived feature of f's key again as f, which
 // must follow the stored version (f.Version-1) and keep its ID, appending
-// v (whose audit event, of v.Kind, it records) and a commit. It returns
+// v (whose audit event, of v.Kind, it records) and a commit, and settles
+// v.Settles. It returns
 // feature.ENotFound when there is no feature key and feature.EConflict
 // when it is served or moved on.
 func (db *DB) RestoreFeature(ctx context.Context, f feature.Feature, v rollout.Version) error {
@@ -107,16 +113,19 @@ func (db *DB) RestoreFeature(ctx context.Context, f feature.Feature, v rollout.V
 		if _, err := tx.exec(`UPDATE features SET archived_at = NULL WHERE id = ?`, f.ID); err != nil {
 			return err
 		}
-		return tx.writeVersion(f, v)
+		if err := tx.writeVersion(f, v); err != nil {
+			return err
+		}
+		return tx.settle(v.Settles)
 	})
 }
 
 // PurgeFeature removes the archived feature key: its row, history,
 // overrides, exposures (by the foreign keys' cascades) and ramps. Its audit
 // events stay; e is added (with the feature's ID), and a commit of the
-// feature. It returns feature.ENotFound when there is no feature key and
-// feature.EConflict when it is served.
-func (db *DB) PurgeFeature(ctx context.Context, key string, e rollout.AuditEvent) error {
+// feature; settle is settled. It returns feature.ENotFound when there is
+// no feature key and feature.EConflict when it is served.
+func (db *DB) PurgeFeature(ctx context.Context, key string, e audit.Event, settle *rollout.Settlement) error {
 	return db.writeTx(ctx, fmt.Sprintf("purge feature %q", key), func(tx *tx) error {
 		if db.d.ForUpdate != "" {
 			if _, err := tx.exec(`SELECT 1 FROM features WHERE key = ? {forUpdate}`, key); err != nil {
@@ -138,11 +147,14 @@ func (db *DB) PurgeFeature(ctx context.Context, key string, e rollout.AuditEvent
 		}
 		e.Feature, e.FeatureID, e.Version = key, f.ID, f.Version
 		if e.Kind == "" {
-			e.Kind = rollout.AuditPurge
+			e.Kind = audit.Purge
 		}
 		if err := tx.appendAudit(e); err != nil {
 			return err
 		}
-		return tx.addCommit(rollout.CommitFeature, key, db.now())
+		if err := tx.addCommit(rollout.CommitFeature, key, db.now()); err != nil {
+			return err
+		}
+		return tx.settle(settle)
 	})
 }

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 )
 
 // AppendAudit records e in the audit trail inside tx, the transaction of
@@ -20,8 +20,8 @@ import (
 // writing transaction takes before it commits (addCommit), so that events
 // get their IDs in commit order: a reader that has seen event n committed
 // never sees an event below n appear later.
-func (tx *tx) appendAudit(e rollout.AuditEvent) error {
-	return tx.appendAudits([]rollout.AuditEvent{e})
+func (tx *tx) appendAudit(e audit.Event) error {
+	return tx.appendAudits([]audit.Event{e})
 }
 
 // auditColumns are the columns of an audit event that appendAudits writes.
@@ -29,7 +29,7 @@ const auditColumns = 10
 
 // appendAudits records es in the audit trail, in their order, as
 // appendAudit does each, with as few statements as the rows take.
-func (tx *tx) appendAudits(es []rollout.AuditEvent) error {
+func (tx *tx) appendAudits(es []audit.Event) error {
 	if len(es) == 0 {
 		return nil
 	}
@@ -72,8 +72,8 @@ func rows(columns, n int) string {
 
 // AuditEvents returns the events of the audit trail that q selects, by
 // ID: oldest first when q.Ascending, else newest first.
-func (db *DB) AuditEvents(ctx context.Context, q rollout.AuditQuery) ([]rollout.AuditEvent, error) {
-	var out []rollout.AuditEvent
+func (db *DB) AuditEvents(ctx context.Context, q audit.Query) ([]audit.Event, error) {
+	var out []audit.Event
 	err := db.read(ctx, "list audit events", func(tx *tx) (err error) {
 		out, err = db.auditEvents(tx, q)
 		return err
@@ -82,7 +82,7 @@ func (db *DB) AuditEvents(ctx context.Context, q rollout.AuditQuery) ([]rollout.
 }
 
 // auditEvents is AuditEvents in tx.
-func (db *DB) auditEvents(tx *tx, q rollout.AuditQuery) ([]rollout.AuditEvent, error) {
+func (db *DB) auditEvents(tx *tx, q audit.Query) ([]audit.Event, error) {
 	var b strings.Builder
 	b.WriteString(`
 		SELECT id, created_at, actor, kind, feature_key, feature_id, version, subject, summary, comment, churn
@@ -122,15 +122,15 @@ func (db *DB) auditEvents(tx *tx, q rollout.AuditQuery) ([]rollout.AuditEvent, e
 		args = append(args, q.Limit)
 	}
 	rows, err := tx.query(b.String(), args...)
-	return collect(rows, err, func(rows *sql.Rows) (rollout.AuditEvent, error) {
+	return collect(rows, err, func(rows *sql.Rows) (audit.Event, error) {
 		var (
-			e     rollout.AuditEvent
+			e     audit.Event
 			at    timestamp
 			kind  string
 			churn sql.NullFloat64
 		)
 		err := rows.Scan(&e.ID, &at, &e.Actor, &kind, &e.Feature, &e.FeatureID, &e.Version, &e.Subject, &e.Summary, &e.Comment, &churn)
-		e.Time, e.Kind = at.T, rollout.AuditKind(kind)
+		e.Time, e.Kind = at.T, audit.Kind(kind)
 		if churn.Valid {
 			e.Churn = &churn.Float64
 		}

@@ -13,11 +13,13 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
-// ApplyBatch writes every write of ws in one write transaction, or none of
-// them: each update replaces its feature, which must be at version
+// ApplyBatch writes every write of b.Features in one write transaction,
+// with those of b.Segments, and settles b.Settles, or none of them: each
+// update of b.Features replaces its feature, which must be at version
 // Feature.Version-1 (and have Feature.ID, when given), each create stores a
 // new feature; every write appends its history entry and records its
 // commit. A feature that has moved on, or that a create finds already
@@ -25,11 +27,12 @@ import (
 // of a feature that does not exist with feature.ENotFound. Nothing is
 // stored then.
 //
-// Each segment write of segs, written before the features, replaces its
+// Each segment write of b.Segments, written before the features, replaces its
 // segment (stored at the version below) or creates it, appends its history
 // entry and its audit event (rollout.SegmentEvent) and records its commit,
 // as UpdateSegment and CreateSegment do.
-func (db *DB) ApplyBatch(ctx context.Context, ws []rollout.BatchWrite, segs ...rollout.SegmentWrite) error {
+func (db *DB) ApplyBatch(ctx context.Context, b rollout.Batch) error {
+	ws, segs := b.Features, b.Segments
 	for _, w := range segs {
 		if w.Version.Version != w.Segment.Version || w.Create && w.Segment.Version != 1 {
 			return fmt.Errorf("apply batch: segment %q is at version %d, its history entry %d (create: %v)", w.Segment.Key, w.Segment.Version, w.Version.Version, w.Create)
@@ -43,7 +46,7 @@ func (db *DB) ApplyBatch(ctx context.Context, ws []rollout.BatchWrite, segs ...r
 			return fmt.Errorf("apply batch: new feature %q is at version %d, not 1", w.Feature.Key, w.Feature.Version)
 		}
 	}
-	return db.batchWriteTx(ctx, fmt.Sprintf("apply a batch of %d feature and %d segment versions", len(ws), len(segs)), batchAllowance(ws, segs), func(tx *tx) error {
+	return db.longWriteTx(ctx, fmt.Sprintf("apply a batch of %d feature and %d segment versions", len(ws), len(segs)), batchAllowance(ws, segs), func(tx *tx) error {
 		for _, w := range segs {
 			if err := tx.writeBatchedSegment(w); err != nil {
 				return err
@@ -68,7 +71,7 @@ func (db *DB) ApplyBatch(ctx context.Context, ws []rollout.BatchWrite, segs ...r
 			}
 			ws = ws[1:]
 		}
-		return nil
+		return tx.settle(b.Settles)
 	})
 }
 
@@ -189,7 +192,7 @@ func (tx *tx) createBatched(ws []rollout.BatchWrite) error {
 // finishCreates records the audit events and commits of the creates ws of
 // the features fs.
 func (tx *tx) finishCreates(ws []rollout.BatchWrite, fs []feature.Feature) error {
-	events := make([]rollout.AuditEvent, len(ws))
+	events := make([]audit.Event, len(ws))
 	for i, w := range ws {
 		events[i] = rollout.VersionEvent(fs[i].Key, fs[i].ID, w.Version)
 	}
@@ -252,9 +255,9 @@ func (tx *tx) writeBatchedSegment(w rollout.SegmentWrite) error {
 	if err != nil {
 		return err
 	}
-	kind := rollout.AuditSegmentChange
+	kind := audit.SegmentChange
 	if w.Create {
-		kind = rollout.AuditSegmentCreate
+		kind = audit.SegmentCreate
 		_, err := tx.exec(`INSERT INTO segments (key, version, config, created_at, updated_at) VALUES (?, ?, ?, ?, ?)`,
 			s.Key, s.Version, config, tx.db.d.Time(s.CreatedAt), tx.db.d.Time(s.UpdatedAt))
 		switch tx.constraint(err) {

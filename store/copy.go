@@ -197,7 +197,7 @@ func (db *DB) tables(tx *tx) (map[string]Table, error) {
 func Copy(ctx context.Context, src, dst *DB) ([]TableCount, error) {
 	var counts []TableCount
 	err := src.readTx(ctx, "read the source", func(stx *tx) error {
-		return dst.plainWriteTx(ctx, "write the target", func(dtx *tx) error {
+		return dst.writeTx(ctx, "write the target", func(dtx *tx) error {
 			plans, err := pairTables(src, dst, stx, dtx)
 			if err != nil {
 				return err

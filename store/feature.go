@@ -38,9 +38,9 @@ func (db *DB) Feature(ctx context.Context, key string) (feature.Feature, error) 
 	return f, err
 }
 
-// CreateFeature stores f and its first history entry v. A feature without
-// an ID gets a new UUID. It returns feature.EConflict when the key (or the
-// ID) is taken.
+// CreateFeature stores f and its first history entry v, and settles
+// v.Settles. A feature without an ID gets a new UUID. It returns
+// feature.EConflict when the key (or the ID) is taken.
 func (db *DB) CreateFeature(ctx context.Context, f feature.Feature, v rollout.Version) error {
 	if v.Version != f.Version {
 		return fmt.Errorf("create feature %q: history entry is version %d, feature is version %d", f.Key, v.Version, f.Version)
@@ -55,20 +55,26 @@ func (db *DB) CreateFeature(ctx context.Context, f feature.Feature, v rollout.Ve
 		if err := tx.insertVersion(f.ID, f.Key, v); err != nil {
 			return err
 		}
-		return tx.addCommit(rollout.CommitFeature, f.Key, db.now())
+		if err := tx.addCommit(rollout.CommitFeature, f.Key, db.now()); err != nil {
+			return err
+		}
+		return tx.settle(v.Settles)
 	})
 }
 
 // UpdateFeature replaces the feature of f's key, which must be at version
-// f.Version-1 (and have f's ID, when f has one), with f and appends v. It
-// returns feature.ENotFound when there is no such feature and
-// feature.EConflict when the stored feature has moved on.
+// f.Version-1 (and have f's ID, when f has one), with f, appends v and
+// settles v.Settles. It returns feature.ENotFound when there is no such
+// feature and feature.EConflict when the stored feature has moved on.
 func (db *DB) UpdateFeature(ctx context.Context, f feature.Feature, v rollout.Version) error {
 	if v.Version != f.Version {
 		return fmt.Errorf("update feature %q: history entry is version %d, feature is version %d", f.Key, v.Version, f.Version)
 	}
 	return db.writeTx(ctx, fmt.Sprintf("update feature %q", f.Key), func(tx *tx) error {
-		return tx.writeVersion(f, v)
+		if err := tx.writeVersion(f, v); err != nil {
+			return err
+		}
+		return tx.settle(v.Settles)
 	})
 }
 
@@ -570,6 +576,7 @@ func encodeJSON(v any) (string, error) {
 // feature by any other process waits for it, and none comes between. The
 // read (findFeature, as Feature reads) sees the last commit. It returns
 // feature.ENotFound when there is no such feature, and next's error as is.
+// It settles the Settles of the version next makes.
 func (db *DB) UpdateFeatureWith(ctx context.Context, key string, next func(cur feature.Feature) (feature.Feature, rollout.Version, error)) error {
 	return db.writeTx(ctx, fmt.Sprintf("update feature %q", key), func(tx *tx) error {
 		if db.d.ForUpdate != "" {
@@ -588,6 +595,9 @@ func (db *DB) UpdateFeatureWith(ctx context.Context, key string, next func(cur f
 		if v.Version != f.Version {
 			return fmt.Errorf("history entry is version %d, feature is version %d", v.Version, f.Version)
 		}
-		return tx.writeVersion(f, v)
+		if err := tx.writeVersion(f, v); err != nil {
+			return err
+		}
+		return tx.settle(v.Settles)
 	})
 }

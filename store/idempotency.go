@@ -16,12 +16,11 @@ import (
 // inserts it and the others find it. A key that another transaction is
 // finishing (a change committing its answer) is held by that transaction
 // (SQLite's write lock, PostgreSQL's row lock): the claim waits for it,
-// then sees the key done. The methods of idempotency keys ignore the claim
-// their context may carry.
+// then sees the key done.
 func (db *DB) ClaimIdempotency(ctx context.Context, r rollout.IdempotencyRecord, now time.Time) (rollout.IdempotencyRecord, bool, error) {
 	var got rollout.IdempotencyRecord
 	var claimed bool
-	err := db.plainWriteTx(ctx, fmt.Sprintf("claim Idempotency-Key %q", r.Key), func(tx *tx) error {
+	err := db.writeTx(ctx, fmt.Sprintf("claim Idempotency-Key %q", r.Key), func(tx *tx) error {
 		n, err := tx.affected(`
 			INSERT INTO idempotency_keys (scope, key, fingerprint, attempt, done, answer, lease_until, expires_at)
 			VALUES (?, ?, ?, ?, false, NULL, ?, ?)
@@ -70,34 +69,39 @@ func (db *DB) ClaimIdempotency(ctx context.Context, r rollout.IdempotencyRecord,
 	return got, claimed, err
 }
 
-// finishIdempotency marks the pending key of r held by r.Attempt done with
-// r.Answer, or returns rollout.EKeyInUse when it is not so held. The row
-// stays held until the transaction ends.
-func (tx *tx) finishIdempotency(r rollout.IdempotencyRecord) error {
+// settle marks the pending key of s held by s.Attempt done with s.Answer,
+// or returns rollout.EKeyInUse when it is not so held; a nil s settles
+// nothing. A write that carries s calls it last in its transaction, so
+// that the key is committed with the write's change or not at all. The
+// row stays held until the transaction ends.
+func (tx *tx) settle(s *rollout.Settlement) error {
+	if s == nil {
+		return nil
+	}
 	n, err := tx.affected(`
 		UPDATE idempotency_keys SET done = true, answer = ?, expires_at = ?
 		WHERE scope = ? AND key = ? AND attempt = ? AND NOT done`,
-		r.Answer, tx.db.d.Nanos(r.Expires), r.Scope, r.Key, r.Attempt)
+		s.Answer, tx.db.d.Nanos(s.Expires), s.Scope, s.Key, s.Attempt)
 	if err != nil {
-		return fmt.Errorf("finish Idempotency-Key %q: %w", r.Key, err)
+		return fmt.Errorf("finish Idempotency-Key %q: %w", s.Key, err)
 	}
 	if n == 0 {
-		return feature.Errorf(rollout.EKeyInUse, "the request with Idempotency-Key %q no longer holds the key (a retry took it over, or it expired): nothing was changed; send the request again to get its answer", r.Key)
+		return feature.Errorf(rollout.EKeyInUse, "the request with Idempotency-Key %q no longer holds the key (a retry took it over, or it expired): nothing was changed; send the request again to get its answer", s.Key)
 	}
 	return nil
 }
 
-// CompleteIdempotency marks r's pending key done with its answer; see
+// CompleteIdempotency settles s in a transaction of its own; see
 // rollout.IdempotencyStore.
-func (db *DB) CompleteIdempotency(ctx context.Context, r rollout.IdempotencyRecord) error {
-	return db.plainWriteTx(ctx, fmt.Sprintf("complete Idempotency-Key %q", r.Key), func(tx *tx) error {
-		return tx.finishIdempotency(r)
+func (db *DB) CompleteIdempotency(ctx context.Context, s rollout.Settlement) error {
+	return db.writeTx(ctx, fmt.Sprintf("complete Idempotency-Key %q", s.Key), func(tx *tx) error {
+		return tx.settle(&s)
 	})
 }
 
 // ReleaseIdempotency deletes the key if attempt still holds it, pending.
 func (db *DB) ReleaseIdempotency(ctx context.Context, scope, key, attempt string) error {
-	return db.plainWriteTx(ctx, fmt.Sprintf("release Idempotency-Key %q", key), func(tx *tx) error {
+	return db.writeTx(ctx, fmt.Sprintf("release Idempotency-Key %q", key), func(tx *tx) error {
 		_, err := tx.exec(`DELETE FROM idempotency_keys WHERE scope = ? AND key = ? AND attempt = ? AND NOT done`, scope, key, attempt)
 		return err
 	})
@@ -106,7 +110,7 @@ func (db *DB) ReleaseIdempotency(ctx context.Context, scope, key, attempt string
 // ExpireIdempotency deletes the keys that expired at now.
 func (db *DB) ExpireIdempotency(ctx context.Context, now time.Time) (int64, error) {
 	var n int64
-	err := db.plainWriteTx(ctx, "expire idempotency keys", func(tx *tx) (err error) {
+	err := db.writeTx(ctx, "expire idempotency keys", func(tx *tx) (err error) {
 		n, err = tx.affected(`DELETE FROM idempotency_keys WHERE expires_at <= ?`, db.d.Nanos(now))
 		return err
 	})

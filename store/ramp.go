@@ -12,7 +12,8 @@ import (
 )
 
 // CreateRamp stores the new ramp r; with r.Request, it marks that change
-// request applied (feature.EConflict when it is no longer open). It
+// request applied (feature.EConflict when it is no longer open); with
+// r.Settles, it settles it. It
 // returns feature.EConflict when the feature has a live ramp already or
 // the ID is taken.
 func (db *DB) CreateRamp(ctx context.Context, r rollout.Ramp) error {
@@ -38,9 +39,11 @@ func (db *DB) CreateRamp(ctx context.Context, r rollout.Ramp) error {
 			return err
 		}
 		if r.Request != nil {
-			return tx.approveRequest(r.Request, r.CreatedAt, func(req *rollout.Request) { req.AppliedRamp = r.ID })
+			if err := tx.approveRequest(r.Request, r.CreatedAt, func(req *rollout.Request) { req.AppliedRamp = r.ID }); err != nil {
+				return err
+			}
 		}
-		return nil
+		return tx.settle(r.Settles)
 	})
 }
 
@@ -70,17 +73,21 @@ func (db *DB) Ramps(ctx context.Context, key string) ([]rollout.Ramp, error) {
 }
 
 // UpdateRamp replaces the ramp r.ID, which must be at revision
-// r.Revision-1, with r. It returns feature.ENotFound when there is no such
-// ramp and feature.EConflict when it has moved on.
+// r.Revision-1, with r, and settles r.Settles. It returns
+// feature.ENotFound when there is no such ramp and feature.EConflict when
+// it has moved on.
 func (db *DB) UpdateRamp(ctx context.Context, r rollout.Ramp) error {
 	return db.writeTx(ctx, fmt.Sprintf("update ramp %q", r.ID), func(tx *tx) error {
-		return tx.updateRamp(r, true)
+		if err := tx.updateRamp(r, true); err != nil {
+			return err
+		}
+		return tx.settle(r.Settles)
 	})
 }
 
 // ApplyRampStep writes the feature f with its history entry v, as
-// UpdateFeature does, and the ramp r, as UpdateRamp does, in one
-// transaction: both or neither.
+// UpdateFeature does (settling v.Settles), and the ramp r, as UpdateRamp
+// does, in one transaction: both or neither.
 func (db *DB) ApplyRampStep(ctx context.Context, f feature.Feature, v rollout.Version, r rollout.Ramp) error {
 	if v.Version != f.Version {
 		return fmt.Errorf("apply ramp step to feature %q: history entry is version %d, feature is version %d", f.Key, v.Version, f.Version)
@@ -91,7 +98,10 @@ func (db *DB) ApplyRampStep(ctx context.Context, f feature.Feature, v rollout.Ve
 		if err := tx.updateRamp(r, false); err != nil {
 			return err
 		}
-		return tx.writeVersion(f, v) // its version's audit event records the step
+		if err := tx.writeVersion(f, v); err != nil { // its version's audit event records the step
+			return err
+		}
+		return tx.settle(v.Settles)
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -48,7 +49,7 @@ func (tx *tx) readSettings() (rollout.Settings, error) {
 
 // SaveSettings stores s, which must be at the stored version plus one
 // (feature.EPrecondition otherwise), and records e.
-func (db *DB) SaveSettings(ctx context.Context, s rollout.Settings, e rollout.AuditEvent) error {
+func (db *DB) SaveSettings(ctx context.Context, s rollout.Settings, e audit.Event) error {
 	value, err := json.Marshal(s)
 	if err != nil {
 		return fmt.Errorf("encode settings: %w", err)
@@ -75,7 +76,8 @@ func (db *DB) SaveSettings(ctx context.Context, s rollout.Settings, e rollout.Au
 	})
 }
 
-// CreateRequest stores r and records its request_create event. It returns
+// CreateRequest stores r, records its request_create event and settles
+// r.Settles. It returns
 // feature.EConflict when r's author has rollout.MaxOpenRequests open
 // requests already.
 func (db *DB) CreateRequest(ctx context.Context, r rollout.Request) error {
@@ -84,7 +86,7 @@ func (db *DB) CreateRequest(ctx context.Context, r rollout.Request) error {
 		return fmt.Errorf("create request: %w", err)
 	}
 	return db.writeTx(ctx, fmt.Sprintf("create request of feature %q", r.Feature), func(tx *tx) error {
-		if err := tx.appendAudit(r.AuditEvent(rollout.AuditRequestCreate, r.Author, r.Comment, r.CreatedAt)); err != nil {
+		if err := tx.appendAudit(r.AuditEvent(audit.RequestCreate, r.Author, r.Comment, r.CreatedAt)); err != nil {
 			return err
 		}
 		var open int
@@ -101,7 +103,10 @@ func (db *DB) CreateRequest(ctx context.Context, r rollout.Request) error {
 		if tx.constraint(err) == PrimaryKey {
 			return feature.Errorf(feature.EConflict, "a request with ID %q already exists", r.ID)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return tx.settle(r.Settles)
 	})
 }
 
@@ -161,12 +166,12 @@ func scanRequest(rows *sql.Rows) (rollout.Request, error) {
 // CloseRequest marks the open request id rejected or canceled and records
 // its event; feature.EConflict when it is not open.
 func (db *DB) CloseRequest(ctx context.Context, id string, state rollout.RequestState, by, comment string, at time.Time) error {
-	kind := map[rollout.RequestState]rollout.AuditKind{rollout.RequestRejected: rollout.AuditRequestReject, rollout.RequestCanceled: rollout.AuditRequestCancel}[state]
+	kind := map[rollout.RequestState]audit.Kind{rollout.RequestRejected: audit.RequestReject, rollout.RequestCanceled: audit.RequestCancel}[state]
 	if kind == "" {
 		return fmt.Errorf("close request %q: state %q is not rejected or canceled", id, state)
 	}
 	return db.writeTx(ctx, fmt.Sprintf("close request %q", id), func(tx *tx) error {
-		return tx.decideRequest(id, func(r *rollout.Request) rollout.AuditEvent {
+		return tx.decideRequest(id, func(r *rollout.Request) audit.Event {
 			r.State, r.DecidedBy, r.DecidedAt, r.Decision = state, by, &at, comment
 			return r.AuditEvent(kind, by, comment, at)
 		})
@@ -185,8 +190,8 @@ func (db *DB) RepreviewRequest(ctx context.Context, r rollout.Request) error {
 
 // decideRequest closes the open request id as edit says, and records the
 // event edit returns.
-func (tx *tx) decideRequest(id string, edit func(*rollout.Request) rollout.AuditEvent) error {
-	var e rollout.AuditEvent
+func (tx *tx) decideRequest(id string, edit func(*rollout.Request) audit.Event) error {
+	var e audit.Event
 	if err := tx.updateOpenRequest(id, func(r *rollout.Request) { e = edit(r) }); err != nil {
 		return err
 	}
@@ -225,10 +230,10 @@ func (tx *tx) applyRequest(key string, v rollout.Version) error {
 // approveRequest marks the request of d applied at at, as applied says
 // (the version or ramp it made), and records request_approve.
 func (tx *tx) approveRequest(d *rollout.RequestDecision, at time.Time, applied func(*rollout.Request)) error {
-	return tx.decideRequest(d.ID, func(r *rollout.Request) rollout.AuditEvent {
+	return tx.decideRequest(d.ID, func(r *rollout.Request) audit.Event {
 		r.State, r.DecidedBy, r.DecidedAt, r.Decision = rollout.RequestApplied, d.By, &at, d.Comment
 		applied(r)
-		e := r.AuditEvent(rollout.AuditRequestApprove, d.By, d.Comment, at)
+		e := r.AuditEvent(audit.RequestApprove, d.By, d.Comment, at)
 		e.Version = r.AppliedVersion
 		return e
 	})

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -51,9 +52,9 @@ func encodeSegment(s feature.Segment) (string, error) {
 	return out, nil
 }
 
-// CreateSegment stores a new segment with its first history entry; it
-// returns feature.EConflict when the key is taken.
-func (db *DB) CreateSegment(ctx context.Context, s feature.Segment, v feature.SegmentVersion) error {
+// CreateSegment stores a new segment with its first history entry, and
+// settles settle; it returns feature.EConflict when the key is taken.
+func (db *DB) CreateSegment(ctx context.Context, s feature.Segment, v feature.SegmentVersion, settle *rollout.Settlement) error {
 	if v.Version != s.Version {
 		return fmt.Errorf("create segment %q: history entry is version %d, segment is version %d", s.Key, v.Version, s.Version)
 	}
@@ -74,10 +75,13 @@ func (db *DB) CreateSegment(ctx context.Context, s feature.Segment, v feature.Se
 		if err := tx.insertSegmentVersion(v); err != nil {
 			return err
 		}
-		if err := tx.appendAudit(rollout.SegmentEvent(rollout.AuditSegmentCreate, v)); err != nil {
+		if err := tx.appendAudit(rollout.SegmentEvent(audit.SegmentCreate, v)); err != nil {
 			return err
 		}
-		return tx.addCommit(rollout.CommitSegment, s.Key, db.now())
+		if err := tx.addCommit(rollout.CommitSegment, s.Key, db.now()); err != nil {
+			return err
+		}
+		return tx.settle(settle)
 	})
 }
 
@@ -97,9 +101,9 @@ func (tx *tx) insertSegmentVersion(v feature.SegmentVersion) error {
 }
 
 // UpdateSegment replaces the segment, stored at s.Version-1, with s,
-// appends v, and writes the new version of each feature of features, all
-// in one transaction.
-func (db *DB) UpdateSegment(ctx context.Context, s feature.Segment, v feature.SegmentVersion, features []rollout.Version) error {
+// appends v, writes the new version of each feature of features and
+// settles settle, all in one transaction.
+func (db *DB) UpdateSegment(ctx context.Context, s feature.Segment, v feature.SegmentVersion, features []rollout.Version, settle *rollout.Settlement) error {
 	if v.Version != s.Version {
 		return fmt.Errorf("update segment %q: history entry is version %d, segment is version %d", s.Key, v.Version, s.Version)
 	}
@@ -119,7 +123,7 @@ func (db *DB) UpdateSegment(ctx context.Context, s feature.Segment, v feature.Se
 		if err := tx.insertSegmentVersion(v); err != nil {
 			return err
 		}
-		if err := tx.appendAudit(rollout.SegmentEvent(rollout.AuditSegmentChange, v)); err != nil {
+		if err := tx.appendAudit(rollout.SegmentEvent(audit.SegmentChange, v)); err != nil {
 			return err
 		}
 		for _, fv := range features {
@@ -130,7 +134,10 @@ func (db *DB) UpdateSegment(ctx context.Context, s feature.Segment, v feature.Se
 				return err
 			}
 		}
-		return tx.addCommit(rollout.CommitSegment, s.Key, db.now())
+		if err := tx.addCommit(rollout.CommitSegment, s.Key, db.now()); err != nil {
+			return err
+		}
+		return tx.settle(settle)
 	})
 }
 
@@ -148,11 +155,11 @@ func (tx *tx) whySegmentNotWritten(key string, version int) error {
 	return fmt.Errorf("segment %q at version %d exists but was not written", key, version)
 }
 
-// DeleteSegment removes the segment at version with its history, and
-// records e in the audit trail. It
+// DeleteSegment removes the segment at version with its history, records
+// e in the audit trail and settles settle. It
 // refuses, with feature.EConflict naming them, when stored features' rules
 // use the segment.
-func (db *DB) DeleteSegment(ctx context.Context, key string, version int, e rollout.AuditEvent) error {
+func (db *DB) DeleteSegment(ctx context.Context, key string, version int, e audit.Event, settle *rollout.Settlement) error {
 	return db.writeTx(ctx, fmt.Sprintf("delete segment %q", key), func(tx *tx) error {
 		features, err := tx.listFeatures()
 		if err != nil {
@@ -180,7 +187,10 @@ func (db *DB) DeleteSegment(ctx context.Context, key string, version int, e roll
 		if err := tx.appendAudit(e); err != nil {
 			return err
 		}
-		return tx.addCommit(rollout.CommitSegment, key, db.now())
+		if err := tx.addCommit(rollout.CommitSegment, key, db.now()); err != nil {
+			return err
+		}
+		return tx.settle(settle)
 	})
 }
 

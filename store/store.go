@@ -1,12 +1,21 @@
-// Package store keeps features, their history, tokens, exposures, ramps and
-// the change feed in a SQL database through database/sql. Its DB
-// implements rollout.Store and rollout.TokenStore once for every database;
+// Package store keeps features, their history, tokens, webhooks, exposures,
+// ramps and the change feed in a SQL database through database/sql. Its DB
+// implements the interfaces of its consumers (rollout.Store, auth.Store,
+// webhook.Store and webhook.Outbox) once for every database;
 // what differs between them (placeholders, error codes, time encoding,
 // collation, notifications, backup, connection setup) is a Dialect, which
 // the packages store/sqlite and store/postgres provide. Both pass the
 // contract of package storetest. Copy and Compare (copy.go) move a whole
 // database into another of either dialect, every table of the schema but
 // those SkippedTables names, and compare the two.
+//
+// The package's files, one per part of what it keeps: store.go (DB, its
+// transactions, migrations, CheckWrite), feature.go (features and their
+// versions), archive.go, segment.go, ramp.go, request.go (change requests
+// and the settings), batch.go (documents' batches), exposure.go,
+// audit.go (the audit trail), feed.go (the change feed and the session
+// key), idempotency.go, token.go (tokens and signed-out sessions),
+// webhook.go (webhooks and their delivery log), copy.go.
 package store
 
 import (
@@ -22,6 +31,7 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -104,8 +114,8 @@ type DB struct {
 }
 
 var (
-	_ rollout.Store      = (*DB)(nil)
-	_ rollout.TokenStore = (*DB)(nil)
+	_ rollout.Store = (*DB)(nil)
+	_ auth.Store    = (*DB)(nil)
 )
 
 // New returns a DB on the database of d, whose migrations have been
@@ -231,48 +241,15 @@ func (d *Dialect) unavailable(err error) string {
 }
 
 // writeTx runs fn in a write transaction, after the dialect's Check, and
-// commits it unless fn fails, all within the DB's timeout. When ctx carries
-// an idempotency claim with a settled answer (rollout.Claim.Answer) once
-// fn has run, the transaction also marks the claim's key done with that
-// answer, and fails with rollout.EKeyInUse, committing nothing, if the key
-// is no longer the claim's. Errors are wrapped as WrapErr does, with op.
+// commits it unless fn fails, all within the DB's timeout. Errors are
+// wrapped as WrapErr does, with op. A write that settles an idempotency
+// key (rollout.Settlement) does so as the last step of fn (tx.settle).
 func (db *DB) writeTx(ctx context.Context, op string, fn func(*tx) error) error {
-	return db.batchWriteTx(ctx, op, 0, fn)
-}
-
-// batchWriteTx is writeTx for a transaction that writes much, a batch:
-// its deadline is the DB's timeout and extra more.
-func (db *DB) batchWriteTx(ctx context.Context, op string, extra time.Duration, fn func(*tx) error) error {
-	claim := rollout.ClaimFrom(ctx)
-	if claim == nil {
-		return db.longWriteTx(ctx, op, extra, fn)
-	}
-	kept := false
-	err := db.longWriteTx(ctx, op, extra, func(tx *tx) error {
-		if err := fn(tx); err != nil {
-			return err
-		}
-		// fn may settle the claim itself (UpdateFeatureWith).
-		done, keep, err := claim.Answer()
-		if err != nil || !keep {
-			return err
-		}
-		kept = true
-		return tx.finishIdempotency(done)
-	})
-	if err == nil && kept {
-		claim.Committed()
-	}
-	return err
-}
-
-// plainWriteTx is writeTx without the idempotency claim ctx may carry.
-func (db *DB) plainWriteTx(ctx context.Context, op string, fn func(*tx) error) error {
 	return db.longWriteTx(ctx, op, 0, fn)
 }
 
-// longWriteTx is plainWriteTx for a transaction that writes much, such as
-// a batch: its deadline is the DB's timeout and extra more.
+// longWriteTx is writeTx for a transaction that writes much, such as a
+// batch: its deadline is the DB's timeout and extra more.
 func (db *DB) longWriteTx(ctx context.Context, op string, extra time.Duration, fn func(*tx) error) error {
 	if err := db.check(); err != nil {
 		return err

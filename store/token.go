@@ -10,12 +10,14 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
 // CreateToken stores t. It returns feature.EConflict when an active token
 // has t's name (or t's ID or hash is taken).
-func (db *DB) CreateToken(ctx context.Context, t rollout.Token) error {
+func (db *DB) CreateToken(ctx context.Context, t auth.Token) error {
 	if t.ID == "" {
 		t.ID = uuid.NewString()
 	}
@@ -31,8 +33,8 @@ func (db *DB) CreateToken(ctx context.Context, t rollout.Token) error {
 		if err != nil {
 			return err
 		}
-		if err := tx.appendAudit(rollout.AuditEvent{
-			Time: t.CreatedAt, Actor: t.CreatedBy, Kind: rollout.AuditTokenCreate, Subject: t.Name,
+		if err := tx.appendAudit(audit.Event{
+			Time: t.CreatedAt, Actor: t.CreatedBy, Kind: audit.TokenCreate, Subject: t.Name,
 			Summary: fmt.Sprintf("created %s token %q", t.Role, t.Name),
 		}); err != nil {
 			return err
@@ -42,21 +44,21 @@ func (db *DB) CreateToken(ctx context.Context, t rollout.Token) error {
 }
 
 // Tokens returns every token, revoked ones included, oldest first.
-func (db *DB) Tokens(ctx context.Context) ([]rollout.Token, error) {
-	var out []rollout.Token
+func (db *DB) Tokens(ctx context.Context) ([]auth.Token, error) {
+	var out []auth.Token
 	err := db.readTx(ctx, "list tokens", func(tx *tx) error {
 		rows, err := tx.query(`SELECT id, name, role, hash, created_at, revoked_at, created_by, last_used_at FROM tokens ORDER BY created_at, id{C}`)
-		out, err = collect(rows, err, func(rows *sql.Rows) (rollout.Token, error) {
+		out, err = collect(rows, err, func(rows *sql.Rows) (auth.Token, error) {
 			var (
-				t                rollout.Token
+				t                auth.Token
 				role             string
 				created, revoked timestamp
 				used             timestamp
 			)
 			if err := rows.Scan(&t.ID, &t.Name, &role, &t.Hash, &created, &revoked, &t.CreatedBy, &used); err != nil {
-				return rollout.Token{}, err
+				return auth.Token{}, err
 			}
-			t.Role, t.CreatedAt = rollout.Role(role), created.T
+			t.Role, t.CreatedAt = auth.Role(role), created.T
 			if revoked.Valid {
 				t.RevokedAt = &revoked.T
 			}
@@ -86,8 +88,8 @@ func (db *DB) RevokeToken(ctx context.Context, name string, at time.Time, actor 
 		if err != nil {
 			return err
 		}
-		if err := tx.appendAudit(rollout.AuditEvent{
-			Time: at, Actor: actor, Kind: rollout.AuditTokenRevoke, Subject: name,
+		if err := tx.appendAudit(audit.Event{
+			Time: at, Actor: actor, Kind: audit.TokenRevoke, Subject: name,
 			Summary: fmt.Sprintf("revoked %s token %q", role, name),
 		}); err != nil {
 			return err
@@ -109,7 +111,7 @@ func (db *DB) EndSession(ctx context.Context, id string, expires time.Time) erro
 		if err != nil || n == 0 {
 			return err
 		}
-		return tx.addCommit(rollout.CommitToken, rollout.SessionCommitKey, now)
+		return tx.addCommit(rollout.CommitToken, auth.SessionCommitKey, now)
 	})
 }
 
@@ -144,7 +146,7 @@ func (db *DB) EndedSessions(ctx context.Context, now time.Time) ([]string, error
 // stored last_used_at becomes the later of itself and the given time.
 // Unknown IDs are ignored. It writes no commit and no audit event.
 func (db *DB) TouchTokens(ctx context.Context, used map[string]time.Time) error {
-	return db.plainWriteTx(ctx, "record token use", func(tx *tx) error {
+	return db.writeTx(ctx, "record token use", func(tx *tx) error {
 		for id, at := range used {
 			if _, err := tx.exec(`UPDATE tokens SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)`,
 				db.d.Time(at), id, db.d.Time(at)); err != nil {

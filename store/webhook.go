@@ -9,18 +9,22 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/webhook"
 )
 
-var _ rollout.WebhookStore = (*DB)(nil)
+var (
+	_ webhook.Store  = (*DB)(nil)
+	_ webhook.Outbox = (*DB)(nil)
+)
 
 const webhookColumns = `id, url, secret, events, created_at, created_by, state, paused_at, paused_reason,
 	event_cursor, failures, first_failure_at, next_attempt_at`
 
-func scanWebhook(rows *sql.Rows) (rollout.Webhook, error) {
+func scanWebhook(rows *sql.Rows) (webhook.Hook, error) {
 	var (
-		h                           rollout.Webhook
+		h                           webhook.Hook
 		events, state               string
 		created, paused, first, due timestamp
 	)
@@ -31,7 +35,7 @@ func scanWebhook(rows *sql.Rows) (rollout.Webhook, error) {
 	if err := json.Unmarshal([]byte(events), &h.Events); err != nil {
 		return h, fmt.Errorf("webhook %s: events: %w", h.ID, err)
 	}
-	h.CreatedAt, h.State, h.NextAttempt = created.T, rollout.WebhookState(state), due.T
+	h.CreatedAt, h.State, h.NextAttempt = created.T, webhook.State(state), due.T
 	if paused.Valid {
 		h.PausedAt = &paused.T
 	}
@@ -42,9 +46,9 @@ func scanWebhook(rows *sql.Rows) (rollout.Webhook, error) {
 }
 
 // CreateWebhook stores h with its cursor at the last audit event, and
-// records its audit event. feature.EConflict when rollout.MaxWebhooks
+// records its audit event. feature.EConflict when webhook.MaxHooks
 // exist or the ID is taken.
-func (db *DB) CreateWebhook(ctx context.Context, h rollout.Webhook) (rollout.Webhook, error) {
+func (db *DB) CreateWebhook(ctx context.Context, h webhook.Hook) (webhook.Hook, error) {
 	events, err := json.Marshal(h.Events)
 	if err != nil {
 		return h, err
@@ -54,7 +58,7 @@ func (db *DB) CreateWebhook(ctx context.Context, h rollout.Webhook) (rollout.Web
 		if err := tx.queryRow(`SELECT COUNT(*) FROM webhooks`).Scan(&n); err != nil {
 			return err
 		}
-		if n >= rollout.MaxWebhooks {
+		if n >= webhook.MaxHooks {
 			return feature.Errorf(feature.EConflict, "there are %d webhooks, the most there may be: delete one first", n)
 		}
 		// The event of this creation is the first the webhook receives.
@@ -70,15 +74,15 @@ func (db *DB) CreateWebhook(ctx context.Context, h rollout.Webhook) (rollout.Web
 		if err != nil {
 			return err
 		}
-		return tx.appendAudit(rollout.AuditEvent{Time: h.CreatedAt, Actor: h.CreatedBy, Kind: rollout.AuditWebhookCreate, Subject: h.ID,
-			Summary: fmt.Sprintf("registered webhook %s for %s events", rollout.WebhookSite(h.URL), strings.Join(h.Events, ", "))})
+		return tx.appendAudit(audit.Event{Time: h.CreatedAt, Actor: h.CreatedBy, Kind: audit.WebhookCreate, Subject: h.ID,
+			Summary: fmt.Sprintf("registered webhook %s for %s events", webhook.Site(h.URL), strings.Join(h.Events, ", "))})
 	})
 	return h, err
 }
 
 // Webhooks returns every webhook, oldest first.
-func (db *DB) Webhooks(ctx context.Context) ([]rollout.Webhook, error) {
-	var out []rollout.Webhook
+func (db *DB) Webhooks(ctx context.Context) ([]webhook.Hook, error) {
+	var out []webhook.Hook
 	err := db.read(ctx, "list webhooks", func(tx *tx) error {
 		rows, err := tx.query(`SELECT ` + webhookColumns + ` FROM webhooks ORDER BY created_at, id{C}`)
 		out, err = collect(rows, err, scanWebhook)
@@ -88,8 +92,8 @@ func (db *DB) Webhooks(ctx context.Context) ([]rollout.Webhook, error) {
 }
 
 // Webhook returns the webhook id; feature.ENotFound when there is none.
-func (db *DB) Webhook(ctx context.Context, id string) (rollout.Webhook, error) {
-	var h rollout.Webhook
+func (db *DB) Webhook(ctx context.Context, id string) (webhook.Hook, error) {
+	var h webhook.Hook
 	err := db.read(ctx, "read webhook", func(tx *tx) error {
 		rows, err := tx.query(`SELECT `+webhookColumns+` FROM webhooks WHERE id = ?`, id)
 		h, err = first(rows, err, scanWebhook, feature.Errorf(feature.ENotFound, "no webhook has ID %q: list them with GET /api/webhooks", id))
@@ -100,22 +104,22 @@ func (db *DB) Webhook(ctx context.Context, id string) (rollout.Webhook, error) {
 
 // WebhookDeliveries returns the latest attempts of webhook id, newest
 // first, at most limit (all kept when limit <= 0).
-func (db *DB) WebhookDeliveries(ctx context.Context, id string, limit int) ([]rollout.WebhookDelivery, error) {
+func (db *DB) WebhookDeliveries(ctx context.Context, id string, limit int) ([]webhook.Delivery, error) {
 	if limit <= 0 {
-		limit = rollout.WebhookDeliveryKept
+		limit = webhook.DeliveryKept
 	}
-	var out []rollout.WebhookDelivery
+	var out []webhook.Delivery
 	err := db.read(ctx, "list webhook deliveries", func(tx *tx) error {
 		rows, err := tx.query(`SELECT id, webhook_id, event_id, event_kind, attempt, at, status, error, detail, duration_ms
 			FROM webhook_deliveries WHERE webhook_id = ? ORDER BY id DESC LIMIT ?`, id, limit)
-		out, err = collect(rows, err, func(rows *sql.Rows) (rollout.WebhookDelivery, error) {
+		out, err = collect(rows, err, func(rows *sql.Rows) (webhook.Delivery, error) {
 			var (
-				d    rollout.WebhookDelivery
+				d    webhook.Delivery
 				kind string
 				at   timestamp
 			)
 			err := rows.Scan(&d.ID, &d.Webhook, &d.EventID, &kind, &d.Attempt, &at, &d.Status, &d.Error, &d.Detail, &d.Duration)
-			d.EventKind, d.Time = rollout.AuditKind(kind), at.T
+			d.EventKind, d.Time = audit.Kind(kind), at.T
 			return d, err
 		})
 		return err
@@ -134,8 +138,8 @@ func (db *DB) DeleteWebhook(ctx context.Context, id, actor string, at time.Time)
 		if err != nil {
 			return err
 		}
-		return tx.appendAudit(rollout.AuditEvent{Time: at, Actor: actor, Kind: rollout.AuditWebhookDelete, Subject: id,
-			Summary: "removed webhook " + rollout.WebhookSite(u)})
+		return tx.appendAudit(audit.Event{Time: at, Actor: actor, Kind: audit.WebhookDelete, Subject: id,
+			Summary: "removed webhook " + webhook.Site(u)})
 	})
 }
 
@@ -150,16 +154,16 @@ func (db *DB) ResumeWebhook(ctx context.Context, id, actor string, at time.Time)
 		if err != nil {
 			return err
 		}
-		if rollout.WebhookState(state) != rollout.WebhookPaused {
+		if webhook.State(state) != webhook.Paused {
 			return feature.Errorf(feature.EConflict, "webhook %q is %s, not paused: there is nothing to resume", id, state)
 		}
 		if _, err := tx.exec(`UPDATE webhooks SET state = ?, paused_at = NULL, paused_reason = '', failures = 0,
 			first_failure_at = NULL, next_attempt_at = ?, lease_owner = '', lease_until = NULL WHERE id = ?`,
-			string(rollout.WebhookActive), db.d.Time(at), id); err != nil {
+			string(webhook.Active), db.d.Time(at), id); err != nil {
 			return err
 		}
-		return tx.appendAudit(rollout.AuditEvent{Time: at, Actor: actor, Kind: rollout.AuditWebhookResume, Subject: id,
-			Summary: "resumed webhook " + rollout.WebhookSite(u) + ": delivery goes on from the event it stopped at"})
+		return tx.appendAudit(audit.Event{Time: at, Actor: actor, Kind: audit.WebhookResume, Subject: id,
+			Summary: "resumed webhook " + webhook.Site(u) + ": delivery goes on from the event it stopped at"})
 	})
 }
 
@@ -172,7 +176,7 @@ const claimScan = 200
 // that concurrent claimers take different ones without waiting; on SQLite
 // write transactions take turns. A lease is taken only where none is held
 // (lease_until is past or NULL), so no two owners hold a webhook at once.
-func (db *DB) ClaimWebhooks(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]rollout.WebhookClaim, error) {
+func (db *DB) ClaimWebhooks(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]webhook.Claim, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -180,7 +184,7 @@ func (db *DB) ClaimWebhooks(ctx context.Context, owner string, now time.Time, le
 	// new event) writes nothing.
 	due := `FROM webhooks w WHERE w.state = ? AND w.next_attempt_at <= ? AND (w.lease_until IS NULL OR w.lease_until < ?)
 		AND EXISTS (SELECT 1 FROM audit_events e WHERE e.id > w.event_cursor)`
-	args := []any{string(rollout.WebhookActive), db.d.Time(now), db.d.Time(now)}
+	args := []any{string(webhook.Active), db.d.Time(now), db.d.Time(now)}
 	var n int
 	if err := db.read(ctx, "find due webhooks", func(tx *tx) error {
 		return tx.queryRow(`SELECT COUNT(*) `+due, args...).Scan(&n)
@@ -191,8 +195,8 @@ func (db *DB) ClaimWebhooks(ctx context.Context, owner string, now time.Time, le
 	if db.d.ForUpdate != "" {
 		lock = " " + db.d.ForUpdate + " OF w SKIP LOCKED"
 	}
-	var out []rollout.WebhookClaim
-	err := db.plainWriteTx(ctx, "claim webhooks", func(tx *tx) error {
+	var out []webhook.Claim
+	err := db.writeTx(ctx, "claim webhooks", func(tx *tx) error {
 		out = nil
 		rows, err := tx.query(`SELECT `+prefixed("w.", webhookColumns)+` `+due+` ORDER BY w.next_attempt_at, w.id{C} LIMIT ?`+lock, append(args, limit)...)
 		hooks, err := collect(rows, err, scanWebhook)
@@ -217,7 +221,7 @@ func (db *DB) ClaimWebhooks(ctx context.Context, owner string, now time.Time, le
 				return err
 			}
 			h.Cursor = cursor
-			out = append(out, rollout.WebhookClaim{Hook: h, Event: e})
+			out = append(out, webhook.Claim{Hook: h, Event: e})
 		}
 		return nil
 	})
@@ -227,8 +231,8 @@ func (db *DB) ClaimWebhooks(ctx context.Context, owner string, now time.Time, le
 // nextWanted returns the first event after h's cursor that h wants, and
 // the cursor just before it; or, when none of the next claimScan events is
 // wanted, found false and the cursor past them.
-func (tx *tx) nextWanted(h rollout.Webhook) (e rollout.AuditEvent, cursor int64, found bool, err error) {
-	events, err := tx.db.auditEvents(tx, rollout.AuditQuery{After: h.Cursor, Ascending: true, Limit: claimScan})
+func (tx *tx) nextWanted(h webhook.Hook) (e audit.Event, cursor int64, found bool, err error) {
+	events, err := tx.db.auditEvents(tx, audit.Query{After: h.Cursor, Ascending: true, Limit: claimScan})
 	if err != nil {
 		return e, 0, false, err
 	}
@@ -252,11 +256,11 @@ func prefixed(p, columns string) string {
 
 // FinishWebhook records an attempt and, while owner holds the lease, the
 // webhook's new state.
-func (db *DB) FinishWebhook(ctx context.Context, owner, id string, o rollout.WebhookOutcome) (bool, error) {
+func (db *DB) FinishWebhook(ctx context.Context, owner, id string, o webhook.Outcome) (bool, error) {
 	held := false
-	err := db.plainWriteTx(ctx, fmt.Sprintf("record delivery to webhook %q", id), func(tx *tx) error {
+	err := db.writeTx(ctx, fmt.Sprintf("record delivery to webhook %q", id), func(tx *tx) error {
 		held = false
-		var h rollout.Webhook
+		var h webhook.Hook
 		rows, err := tx.query(`SELECT `+webhookColumns+` FROM webhooks WHERE id = ? AND lease_owner = ? {forUpdate}`, id, owner)
 		hooks, err := collect(rows, err, scanWebhook)
 		if err != nil {
@@ -270,7 +274,7 @@ func (db *DB) FinishWebhook(ctx context.Context, owner, id string, o rollout.Web
 		}
 		if _, err := tx.exec(`DELETE FROM webhook_deliveries WHERE webhook_id = ? AND id <= (
 			SELECT id FROM webhook_deliveries WHERE webhook_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`,
-			id, id, rollout.WebhookDeliveryKept); err != nil {
+			id, id, webhook.DeliveryKept); err != nil {
 			return err
 		}
 		if len(hooks) == 0 {
@@ -281,9 +285,9 @@ func (db *DB) FinishWebhook(ctx context.Context, owner, id string, o rollout.Web
 		if o.FirstFailure != nil {
 			first = db.d.Time(*o.FirstFailure)
 		}
-		state, pausedAt := rollout.WebhookActive, any(nil)
+		state, pausedAt := webhook.Active, any(nil)
 		if o.Pause != "" {
-			state, pausedAt = rollout.WebhookPaused, db.d.Time(d.Time)
+			state, pausedAt = webhook.Paused, db.d.Time(d.Time)
 		}
 		if _, err := tx.exec(`UPDATE webhooks SET event_cursor = ?, failures = ?, first_failure_at = ?, next_attempt_at = ?,
 			state = ?, paused_at = ?, paused_reason = ?, lease_owner = '', lease_until = NULL WHERE id = ?`,
@@ -291,7 +295,7 @@ func (db *DB) FinishWebhook(ctx context.Context, owner, id string, o rollout.Web
 			return err
 		}
 		if o.Pause != "" {
-			return tx.appendAudit(rollout.WebhookPausedEvent(h, o.Pause, d.Time))
+			return tx.appendAudit(webhook.PausedEvent(h, o.Pause, d.Time))
 		}
 		return nil
 	})

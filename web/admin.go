@@ -6,7 +6,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/api"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/webhook"
 )
 
 // The admin pages (tokens, webhooks) and the archived features. Each is a
@@ -29,9 +30,9 @@ func (h *handler) adminRoutes(ui []echo.MiddlewareFunc) []api.Route {
 	}
 	const get = http.MethodGet
 	return []api.Route{
-		{Method: get, Path: "/ui/admin/tokens", Access: rollout.PermAdmin, SignIn: true, Handler: page("tokens", "API tokens"), Middleware: ui},
-		{Method: get, Path: "/ui/admin/webhooks", Access: rollout.PermAdmin, SignIn: true, Handler: page("webhooks", "Webhooks"), Middleware: ui},
-		{Method: get, Path: "/ui/archived", Access: rollout.PermRead, SignIn: true, Handler: page("archived", "Archived features"), Middleware: ui},
+		{Method: get, Path: "/ui/admin/tokens", Access: auth.PermAdmin, SignIn: true, Handler: page("tokens", "API tokens"), Middleware: ui},
+		{Method: get, Path: "/ui/admin/webhooks", Access: auth.PermAdmin, SignIn: true, Handler: page("webhooks", "Webhooks"), Middleware: ui},
+		{Method: get, Path: "/ui/archived", Access: auth.PermRead, SignIn: true, Handler: page("archived", "Archived features"), Middleware: ui},
 	}
 }
 
@@ -48,7 +49,7 @@ func (h *handler) pausedHooks(c echo.Context) int {
 	}
 	n := 0
 	for _, w := range all {
-		if w.State == rollout.WebhookPaused {
+		if w.State == webhook.Paused {
 			n++
 		}
 	}

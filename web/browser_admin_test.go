@@ -16,6 +16,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
 	"github.com/rollout/rollout/webhook"
@@ -24,7 +25,7 @@ import (
 // adminApp is the API and dashboard with access control, tokens "ada"
 // (admin) and "vera" (viewer), webhooks, and the seeded features; it
 // returns the app, its tokens and the secrets by name.
-func adminApp(t *testing.T) (*app, *rollout.Tokens, map[string]string) {
+func adminApp(t *testing.T) (*app, *auth.Tokens, map[string]string) {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
@@ -32,7 +33,7 @@ func adminApp(t *testing.T) (*app, *rollout.Tokens, map[string]string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	tokens, err := rollout.NewTokens(ctx, db, nil)
+	tokens, err := auth.NewTokens(ctx, db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,17 +42,17 @@ func adminApp(t *testing.T) (*app, *rollout.Tokens, map[string]string) {
 		t.Fatal(err)
 	}
 	secrets := map[string]string{}
-	for name, role := range map[string]rollout.Role{"ada": rollout.RoleAdmin, "vera": rollout.RoleViewer, "ed": rollout.RoleEditor} {
+	for name, role := range map[string]auth.Role{"ada": auth.RoleAdmin, "vera": auth.RoleViewer, "ed": auth.RoleEditor} {
 		_, secret, err := tokens.Create(ctx, name, role, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
 		secrets[name] = secret
 	}
-	auth := api.NewAuth(tokens, nil)
-	hooks := rollout.NewWebhooks(db, nil)
-	e := api.New(svc, api.Options{Auth: auth, Plans: testPlanLimits, Webhooks: hooks,
-		Routes: web.Routes(svc, web.Options{Sessions: auth, Webhooks: hooks})})
+	access := api.NewAuth(tokens, nil)
+	hooks := webhook.NewHooks(db, nil)
+	e := api.New(svc, api.Options{Auth: access, Plans: testPlanLimits, Webhooks: hooks,
+		Routes: web.Routes(svc, web.Options{Sessions: access, Webhooks: hooks})})
 	a := &app{e: e, svc: svc, db: db}
 	a.seed(t)
 	return a, tokens, secrets
@@ -203,12 +204,12 @@ func TestBrowserWebhooks(t *testing.T) {
 	now := time.Now()
 	clock := func() time.Time { mc.Lock(); defer mc.Unlock(); return now }
 	w := webhook.New(a.db, webhook.Options{Clock: clock})
-	for i := 1; i <= rollout.WebhookMaxFailures; i++ {
+	for i := 1; i <= webhook.MaxFailures; i++ {
 		if n, err := w.RunOnce(context.Background()); n != 1 || err != nil {
 			t.Fatalf("attempt %d: %d, %v", i, n, err)
 		}
 		mc.Lock()
-		now = now.Add(rollout.WebhookBackoff(i))
+		now = now.Add(webhook.Backoff(i))
 		mc.Unlock()
 	}
 	b.do(chromedp.Navigate(b.base+"/ui/"), waitFor("#paused-hooks-notice"))
@@ -220,8 +221,8 @@ func TestBrowserWebhooks(t *testing.T) {
 		t.Errorf("paused state = %q", got)
 	}
 	b.do(chromedp.Click(chromedp.CSS("li.hook button.show-log")), waitFor("li.hook .log-table"))
-	if n := evaluate[int](b, `document.querySelectorAll('li.hook .log-table tbody tr.failed').length`); n != rollout.WebhookMaxFailures {
-		t.Errorf("log shows %d failed attempts, want %d", n, rollout.WebhookMaxFailures)
+	if n := evaluate[int](b, `document.querySelectorAll('li.hook .log-table tbody tr.failed').length`); n != webhook.MaxFailures {
+		t.Errorf("log shows %d failed attempts, want %d", n, webhook.MaxFailures)
 	}
 	if got := b.text("li.hook .log-table tbody tr:first-child"); !strings.Contains(got, "502") || !strings.Contains(got, "upstream down") || !strings.Contains(got, "webhook_create") {
 		t.Errorf("latest log row = %q", got)
@@ -237,7 +238,7 @@ func TestBrowserWebhooks(t *testing.T) {
 		t.Log("the notice stays until the page is loaded again") // it is rendered by the server
 	}
 	h, err := a.db.Webhooks(context.Background())
-	if err != nil || len(h) != 1 || h[0].State != rollout.WebhookActive {
+	if err != nil || len(h) != 1 || h[0].State != webhook.Active {
 		t.Fatalf("after resume: %+v, %v", h, err)
 	}
 	b.do(chromedp.Click(chromedp.CSS("li.hook button.delete")), waitFor("li.hook .confirm-yes"),

@@ -15,6 +15,8 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/plan"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
 )
@@ -51,34 +53,34 @@ func TestBrowserTargets(t *testing.T) {
 	}
 
 	// The preview says what the planner says.
-	plan, report, err := b.app.svc.Plan("dark-mode", map[string]float64{"on": 0.1, "off": 0.9}, rollout.PlanOptions{Mode: rollout.ModeAuto})
+	planned, report, err := b.app.svc.Plan("dark-mode", map[string]float64{"on": 0.1, "off": 0.9}, plan.Options{Mode: plan.ModeAuto})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf("Moves %.2f%% of users; no plan can move fewer than %.2f%%.", 100*plan.Churn, 100*plan.LowerBound)
-	if plan.Churn < plan.LowerBound { // within tolerance, below the exact plans' bound
-		want = fmt.Sprintf("Moves %.2f%% of users; no plan that hits the targets exactly can move fewer than %.2f%%; this one moves a little fewer because its shares land within its max error of them.", 100*plan.Churn, 100*plan.LowerBound)
+	want := fmt.Sprintf("Moves %.2f%% of users; no plan can move fewer than %.2f%%.", 100*planned.Churn, 100*planned.LowerBound)
+	if planned.Churn < planned.LowerBound { // within tolerance, below the exact plans' bound
+		want = fmt.Sprintf("Moves %.2f%% of users; no plan that hits the targets exactly can move fewer than %.2f%%; this one moves a little fewer because its shares land within its max error of them.", 100*planned.Churn, 100*planned.LowerBound)
 	}
 	if got := b.text(form + ".preview .plan-churn"); got != want {
 		t.Errorf("plan's churn = %q, want %q", got, want)
 	}
-	if got := b.text(form + ".preview .plan-error"); !strings.Contains(got, fmt.Sprintf("within %.3f percentage points", 100*plan.MaxError)) {
-		t.Errorf("plan's max error = %q, want %.3f points", got, 100*plan.MaxError)
+	if got := b.text(form + ".preview .plan-error"); !strings.Contains(got, fmt.Sprintf("within %.3f percentage points", 100*planned.MaxError)) {
+		t.Errorf("plan's max error = %q, want %.3f points", got, 100*planned.MaxError)
 	}
-	if got := b.text(form + `.preview tr[data-bucket="on"] td.after`); got != fmt.Sprintf("%.2f%%", 100*plan.SharesAfter["on"]) {
-		t.Errorf("preview's share of on = %q, want the plan's %v", got, plan.SharesAfter["on"])
+	if got := b.text(form + `.preview tr[data-bucket="on"] td.after`); got != fmt.Sprintf("%.2f%%", 100*planned.SharesAfter["on"]) {
+		t.Errorf("preview's share of on = %q, want the plan's %v", got, planned.SharesAfter["on"])
 	}
 	if n := evaluate[int](b, `document.querySelectorAll('form[data-kind=targets] .preview .modulo').length`); n != 0 {
 		t.Error("the preview of new replicas compares with naive mod N")
 	}
 	// Asked vs achieved, the one re-plan of a coarse feature, nesting and
 	// the range-bucketing baseline (issue 21).
-	wantAsked := fmt.Sprintf("on: you asked 10%%: %.2f%% (exact: %.5f%%)", 100*plan.SharesAfter["on"], 100*plan.SharesAfter["on"])
+	wantAsked := fmt.Sprintf("on: you asked 10%%: %.2f%% (exact: %.5f%%)", 100*planned.SharesAfter["on"], 100*planned.SharesAfter["on"])
 	if got := b.text(form + `.preview .plan-asked li[data-bucket="on"]`); got != wantAsked {
 		t.Errorf("asked vs achieved = %q, want %q", got, wantAsked)
 	}
-	if !plan.Replanned || !strings.Contains(b.text(form+".preview .plan-replanned"), "moves users once") {
-		t.Errorf("a coarse feature's first plan: replanned %v, the preview says %q", plan.Replanned, b.text(form+".preview .plan-replanned"))
+	if !planned.Replanned || !strings.Contains(b.text(form+".preview .plan-replanned"), "moves users once") {
+		t.Errorf("a coarse feature's first plan: replanned %v, the preview says %q", planned.Replanned, b.text(form+".preview .plan-replanned"))
 	}
 	if got := b.text(form + ".preview .plan-nested"); !strings.HasPrefix(got, "Only the replicas of on change") {
 		t.Errorf("nested plan = %q", got)
@@ -124,7 +126,7 @@ func TestBrowserTargets(t *testing.T) {
 	// 33.34 + 33.33 + 33.33 is equal thirds, exactly: beta grows at the
 	// others' expense, a nested plan alone.
 	third := 1.0 / 3
-	split, _, err := b.app.svc.Plan("dark-mode", map[string]float64{"off": third, "on": third, "beta": third}, rollout.PlanOptions{Mode: rollout.ModeAuto})
+	split, _, err := b.app.svc.Plan("dark-mode", map[string]float64{"off": third, "on": third, "beta": third}, plan.Options{Mode: plan.ModeAuto})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +258,7 @@ func TestBrowserViewer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	tokens, err := rollout.NewTokens(ctx, db, nil)
+	tokens, err := auth.NewTokens(ctx, db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,12 +266,12 @@ func TestBrowserViewer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, secret, err := tokens.Create(ctx, "vera", rollout.RoleViewer, time.Now())
+	_, secret, err := tokens.Create(ctx, "vera", auth.RoleViewer, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth := api.NewAuth(tokens, nil)
-	e := api.New(svc, api.Options{Auth: auth, Plans: testPlanLimits, Routes: web.Routes(svc, web.Options{Sessions: auth})})
+	access := api.NewAuth(tokens, nil)
+	e := api.New(svc, api.Options{Auth: access, Plans: testPlanLimits, Routes: web.Routes(svc, web.Options{Sessions: access})})
 	a := &app{e: e, svc: svc, db: db}
 	a.seed(t)
 	if _, err := svc.CreateRamp(ctx, "checkout", rollout.RampSpec{Bucket: "A", Shares: []float64{0.3, 0.4}, Every: time.Hour}, "ed"); err != nil {

@@ -16,7 +16,10 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/plan"
+	"github.com/rollout/rollout/rollout/stats"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
 )
@@ -66,7 +69,7 @@ func TestBrowserPlanChoice(t *testing.T) {
 	b.api("/api/features/exp", &created)
 	for _, n := range []string{"A", "B", "C", "D"} {
 		s := created.Shares[n]
-		if math.Abs(s-0.25) > rollout.FineTolerance {
+		if math.Abs(s-0.25) > plan.FineTolerance {
 			t.Errorf("share of %s = %v, want 25 %% within 0.05 points", n, s)
 		}
 		if want := fmt.Sprintf("%s: you asked 25%% (1/4): %.2f%% (exact: %.5f%%)", n, 100*s, 100*s); asked[n] != want {
@@ -76,12 +79,12 @@ func TestBrowserPlanChoice(t *testing.T) {
 
 	// 40 / 10 / 25 / 25: A grows, B shrinks, C and D are asked to stay.
 	targets := map[string]float64{"A": 0.4, "B": 0.1, "C": 0.25, "D": 0.25}
-	p, _, err := b.app.svc.Plan("exp", targets, rollout.PlanOptions{Mode: rollout.ModeAuto})
+	p, _, err := b.app.svc.Plan("exp", targets, plan.Options{Mode: plan.ModeAuto})
 	if err != nil {
 		t.Fatal(err)
 	}
-	exact, okE := p.Options[rollout.ModeExact]
-	nested, okN := p.Options[rollout.ModeNested]
+	exact, okE := p.Options[plan.ModeExact]
+	nested, okN := p.Options[plan.ModeNested]
 	if !okE || !okN || len(exact.CrossMoves) == 0 || exact.CrossChurn <= 0 {
 		t.Fatalf("the plan of %v offers %v, with exact cross-moves %v: this test needs both plans and cross-moves in the exact one", targets, p.Options, exact.CrossMoves)
 	}
@@ -187,7 +190,7 @@ func TestBrowserPlanChoice(t *testing.T) {
 	}
 	b.do(chromedp.Click(chromedp.CSS(form+`button[type=submit]`)), waitFor(form+".preview .apply"))
 	third := 1.0 / 3
-	thirds, _, err := b.app.svc.Plan("exp", map[string]float64{"A": third, "B": third, "C": third, "D": 0}, rollout.PlanOptions{Mode: rollout.ModeAuto})
+	thirds, _, err := b.app.svc.Plan("exp", map[string]float64{"A": third, "B": third, "C": third, "D": 0}, plan.Options{Mode: plan.ModeAuto})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +199,7 @@ func TestBrowserPlanChoice(t *testing.T) {
 		if want := fmt.Sprintf("%s: you asked 33.33%% (1/3): %.2f%% (exact: %.5f%%)", n, 100*s, 100*s); b.text(form+fmt.Sprintf(`.preview .plan-asked li[data-bucket=%q]`, n)) != want {
 			t.Errorf("thirds: %q, want %q", b.text(form+fmt.Sprintf(`.preview .plan-asked li[data-bucket=%q]`, n)), want)
 		}
-		if math.Abs(s-third) > rollout.FineTolerance {
+		if math.Abs(s-third) > plan.FineTolerance {
 			t.Errorf("the plan of thirds gives %s %v", n, s)
 		}
 	}
@@ -264,7 +267,7 @@ func TestBrowserSRM(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	tokens, err := rollout.NewTokens(ctx, db, nil)
+	tokens, err := auth.NewTokens(ctx, db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,19 +275,19 @@ func TestBrowserSRM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, admin, err := tokens.Create(ctx, "ann", rollout.RoleAdmin, time.Now())
+	_, admin, err := tokens.Create(ctx, "ann", auth.RoleAdmin, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, sdk, err := tokens.Create(ctx, "app", rollout.RoleSDK, time.Now())
+	_, sdk, err := tokens.Create(ctx, "app", auth.RoleSDK, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth := api.NewAuth(tokens, nil)
-	e := api.New(svc, api.Options{Auth: auth, Plans: testPlanLimits, Routes: web.Routes(svc, web.Options{Sessions: auth})})
+	access := api.NewAuth(tokens, nil)
+	e := api.New(svc, api.Options{Auth: access, Plans: testPlanLimits, Routes: web.Routes(svc, web.Options{Sessions: access})})
 	b := startBrowserOn(t, &app{e: e, svc: svc, db: db})
 
-	p, err := rollout.PlanNew(map[string]float64{"control": 0.5, "treatment": 0.5}, rollout.PlanOptions{Mode: rollout.ModeAuto, Order: []string{"control", "treatment"}})
+	p, err := plan.New(map[string]float64{"control": 0.5, "treatment": 0.5}, plan.Options{Mode: plan.ModeAuto, Order: []string{"control", "treatment"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +321,7 @@ func TestBrowserSRM(t *testing.T) {
 	b.do(fill("#token", admin), chromedp.Submit(chromedp.CSS("#token")), waitFor("#who"))
 	b.do(chromedp.Navigate(b.base+"/ui/features/signup"), waitFor("#srm"))
 	type report struct {
-		VersionSRM []rollout.SRM `json:"version_srm"`
+		VersionSRM []stats.SRM `json:"version_srm"`
 	}
 	var rep report
 	call(t, http.MethodGet, b.base+"/api/features/signup/exposures", admin, nil, &rep)
@@ -336,7 +339,7 @@ func TestBrowserSRM(t *testing.T) {
 
 	// Version 2: 40 / 60; the app logs treatment 3 % more often than it
 	// serves it.
-	q, _, err := svc.Plan("signup", map[string]float64{"control": 0.4, "treatment": 0.6}, rollout.PlanOptions{Mode: rollout.ModeAuto})
+	q, _, err := svc.Plan("signup", map[string]float64{"control": 0.4, "treatment": 0.6}, plan.Options{Mode: plan.ModeAuto})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/rollout/rollout/rollout"
 )
 
 // TestBrowserRamp: on dark-mode (off and on at 50 % each) a product manager
@@ -115,7 +117,7 @@ func TestBrowserRamp(t *testing.T) {
 	if err != nil || len(rs) != 1 {
 		t.Fatalf("ramps = %v, %v", rs, err)
 	}
-	if _, err := b.app.svc.PauseRamp(ctx, "dark-mode", rs[0].ID, "olga"); err != nil {
+	if _, err := b.app.svc.PauseRamp(ctx, "dark-mode", rs[0].ID, rollout.RampOptions{Actor: "olga"}); err != nil {
 		t.Fatal(err)
 	}
 	b.do(chromedp.Click(chromedp.CSS(`li.ramp button[data-ramp-action=pause]`)), waitFor(`li.ramp .ramp-actions .error .reload`))

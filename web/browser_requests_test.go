@@ -13,6 +13,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
@@ -30,7 +31,7 @@ func TestBrowserRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	tokens, err := rollout.NewTokens(ctx, db, nil)
+	tokens, err := auth.NewTokens(ctx, db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,22 +40,22 @@ func TestBrowserRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	secrets := map[string]string{}
-	for name, role := range map[string]rollout.Role{"ed": rollout.RoleEditor, "carol": rollout.RoleEditor, "ada": rollout.RoleAdmin} {
+	for name, role := range map[string]auth.Role{"ed": auth.RoleEditor, "carol": auth.RoleEditor, "ada": auth.RoleAdmin} {
 		_, secret, err := tokens.Create(ctx, name, role, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
 		secrets[name] = secret
 	}
-	auth := api.NewAuth(tokens, nil)
-	e := api.New(svc, api.Options{Auth: auth, Plans: testPlanLimits, Routes: web.Routes(svc, web.Options{Sessions: auth})})
+	access := api.NewAuth(tokens, nil)
+	e := api.New(svc, api.Options{Auth: access, Plans: testPlanLimits, Routes: web.Routes(svc, web.Options{Sessions: access})})
 	a := &app{e: e, svc: svc, db: db}
 	a.seed(t)
 	if _, err := svc.UpdateSettings(ctx, rollout.Settings{MaxChurn: 0.25, RequireApproval: rollout.ApprovalPolicy{Features: []string{"checkout"}}}, 0, "ada", "checkout is live"); err != nil {
 		t.Fatal(err)
 	}
 	six := 6
-	ed := rollout.ChangeOptions{Actor: "ed", Role: rollout.RoleEditor, Comment: "more A"}
+	ed := rollout.ChangeOptions{Actor: "ed", Role: auth.RoleEditor, Comment: "more A"}
 	small, err := svc.Change(ctx, "checkout", rollout.UpdateBucket("A", &six, nil), ed)
 	if err != nil || small.Request == nil {
 		t.Fatalf("editor's change = %+v, %v; want a request", small, err)

@@ -33,12 +33,6 @@ func (s *historyReads) count(vs ...rollout.Version) {
 	}
 }
 
-func (s *historyReads) Versions(ctx context.Context, key string, before, limit int) ([]rollout.Version, error) {
-	vs, err := s.Store.Versions(ctx, key, before, limit)
-	s.count(vs...)
-	return vs, err
-}
-
 func (s *historyReads) VersionSummaries(ctx context.Context, key string, before, limit int) ([]rollout.Version, error) {
 	vs, err := s.Store.VersionSummaries(ctx, key, before, limit)
 	s.count(vs...)

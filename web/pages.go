@@ -14,6 +14,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/stats"
 )
 
 // Bounds on what one page lists.
@@ -40,12 +41,12 @@ type featurePage struct {
 	ServedVersion int      // the version whose evaluations "served to apps" counts
 	Buckets       []bucketRow
 	SampleSize    int
-	SampleNone    int           // sampled users served no bucket
-	Observed      int64         // evaluations apps got at this version
-	ObservedNone  int64         // of which no bucket
-	SRM           *rollout.SRM  // the sample-ratio check of ServedVersion's counts, if any
-	VersionSRM    []rollout.SRM // the checks of every version with counts, newest first
-	Mismatches    int           // of which mismatched
+	SampleNone    int         // sampled users served no bucket
+	Observed      int64       // evaluations apps got at this version
+	ObservedNone  int64       // of which no bucket
+	SRM           *stats.SRM  // the sample-ratio check of ServedVersion's counts, if any
+	VersionSRM    []stats.SRM // the checks of every version with counts, newest first
+	Mismatches    int         // of which mismatched
 	Overrides     []overrideRow
 	MoreOverrides int
 	Banner        *versionView // the change just applied
@@ -189,7 +190,7 @@ func (h *handler) feature(c echo.Context) error {
 		}
 	}
 	p.Observed, p.ObservedNone = exposures.Total, served[""]
-	srmOf := map[int]*rollout.SRM{}
+	srmOf := map[int]*stats.SRM{}
 	for i, r := range exposures.VersionSRM {
 		srmOf[r.Version] = &exposures.VersionSRM[i]
 		if r.Version == p.ServedVersion {

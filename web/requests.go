@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 )
 
 // The change requests page and the admin's settings page. Both read
@@ -122,6 +123,6 @@ func (h *handler) settings(c echo.Context) error {
 		p.Updated = *st.UpdatedAt
 	}
 	h.fillFrame(c, &p.frame)
-	p.Admin = p.Role == rollout.RoleAdmin || p.Who == "" // an open API: anyone on this host
+	p.Admin = p.Role == auth.RoleAdmin || p.Who == "" // an open API: anyone on this host
 	return h.render(c, http.StatusOK, "settings", &p)
 }

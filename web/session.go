@@ -5,8 +5,7 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
-
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 )
 
 // Sessions signs dashboard users in with an API token and out again
@@ -15,20 +14,20 @@ type Sessions interface {
 	// Enforced reports whether the server needs tokens at all.
 	Enforced() bool
 	// SignIn checks the token and, when valid, sets the session cookie.
-	SignIn(c echo.Context, secret string) (rollout.Token, bool)
+	SignIn(c echo.Context, secret string) (auth.Token, bool)
 	// SignOut ends the session and clears its cookie.
 	SignOut(c echo.Context) error
 	// Who returns the token the request was made with, if any.
-	Who(c echo.Context) (rollout.Token, bool)
+	Who(c echo.Context) (auth.Token, bool)
 }
 
 // frame is what every page's header and forms need to know about who is
 // looking: their name and whether they may change features.
 type frame struct {
-	Who      string       // the signed-in token's name; "" when none
-	Role     rollout.Role // its role
-	ReadOnly bool         // signed in with a token that cannot change features
-	SignOut  bool         // the header offers to sign out
+	Who      string    // the signed-in token's name; "" when none
+	Role     auth.Role // its role
+	ReadOnly bool      // signed in with a token that cannot change features
+	SignOut  bool      // the header offers to sign out
 	// Admin: the token may manage tokens and webhooks (anyone while the
 	// API is open); PausedHooks counts the paused webhooks, for admins.
 	Admin       bool
@@ -56,8 +55,8 @@ func (h *handler) fillFrame(c echo.Context, f *frame) {
 		return
 	}
 	f.Who, f.Role, f.SignOut = tok.Name, tok.Role, true
-	f.ReadOnly = !tok.Role.Allows(rollout.PermWrite)
-	f.Admin = tok.Role.Allows(rollout.PermAdmin)
+	f.ReadOnly = !tok.Role.Allows(auth.PermWrite)
+	f.Admin = tok.Role.Allows(auth.PermAdmin)
 }
 
 // loginPage is the data of login.html.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
@@ -500,7 +501,7 @@ func TestBrowserTargetingViewer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	tokens, err := rollout.NewTokens(ctx, db, nil)
+	tokens, err := auth.NewTokens(ctx, db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -508,12 +509,12 @@ func TestBrowserTargetingViewer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, secret, err := tokens.Create(ctx, "vera", rollout.RoleViewer, time.Now())
+	_, secret, err := tokens.Create(ctx, "vera", auth.RoleViewer, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth := api.NewAuth(tokens, nil)
-	e := api.New(svc, api.Options{Auth: auth, Plans: testPlanLimits, Routes: web.Routes(svc, web.Options{Sessions: auth})})
+	access := api.NewAuth(tokens, nil)
+	e := api.New(svc, api.Options{Auth: access, Plans: testPlanLimits, Routes: web.Routes(svc, web.Options{Sessions: access})})
 	a := &app{e: e, svc: svc, db: db}
 	a.seed(t)
 	staff := feature.Segment{Key: "staff", Conditions: []feature.Condition{{Attribute: "email", Op: feature.OpEndsWith, Value: json.RawMessage(`"@example.com"`)}}}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/stats"
 )
 
 // palette is the number of bucket colours the stylesheet defines (.c0 …).
@@ -217,10 +218,10 @@ type versionView struct {
 	Exact           bool // exact figures; false: expected after a reshuffle
 	Churn           float64
 	Modulo          float64
-	ModuloShown     bool         // the change changed the number of buckets: naive mod N is worth comparing
-	Range           float64      // what range bucketing would have moved
-	RangeShown      bool         // a change of shares that moved users: the range baseline is worth comparing
-	SRM             *rollout.SRM // the sample-ratio check of the exposures counted at this version, if any
+	ModuloShown     bool       // the change changed the number of buckets: naive mod N is worth comparing
+	Range           float64    // what range bucketing would have moved
+	RangeShown      bool       // a change of shares that moved users: the range baseline is worth comparing
+	SRM             *stats.SRM // the sample-ratio check of the exposures counted at this version, if any
 	Direction       string
 	Moves           []moveView
 	MoreMoves       int

@@ -29,6 +29,8 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/webhook"
 )
 
 // DefaultSampleUsers is the number of synthetic users ("user:0", "user:1", …)
@@ -57,7 +59,7 @@ type Options struct {
 	Sessions Sessions
 	// Webhooks, when not nil, let admins' pages say when a webhook is
 	// paused.
-	Webhooks *rollout.Webhooks
+	Webhooks *webhook.Hooks
 }
 
 // handler serves the dashboard's pages.
@@ -65,7 +67,7 @@ type handler struct {
 	svc      *rollout.Service
 	log      *slog.Logger
 	sessions Sessions
-	hooks    *rollout.Webhooks
+	hooks    *webhook.Hooks
 	sample   int
 	pages    map[string]*template.Template
 	assets   assets
@@ -98,21 +100,21 @@ func Routes(svc *rollout.Service, opts Options) []api.Route {
 	ui := []echo.MiddlewareFunc{securityHeaders}
 	const get, post = http.MethodGet, http.MethodPost
 	return append(h.adminRoutes(ui), []api.Route{
-		{Method: get, Path: "/", Access: rollout.PermRead, SignIn: true, Handler: toUI},
-		{Method: get, Path: "/ui", Access: rollout.PermRead, SignIn: true, Handler: toUI},
-		{Method: get, Path: "/ui/", Access: rollout.PermRead, SignIn: true, Handler: h.list, Middleware: ui},
-		{Method: get, Path: "/ui/features/:key", Access: rollout.PermRead, SignIn: true, Handler: h.feature, Middleware: ui},
-		{Method: get, Path: "/ui/changes", Access: rollout.PermRead, SignIn: true, Handler: h.changes, Middleware: ui},
-		{Method: get, Path: "/ui/requests", Access: rollout.PermRead, SignIn: true, Handler: h.requests, Middleware: ui},
-		{Method: get, Path: "/ui/settings", Access: rollout.PermRead, SignIn: true, Handler: h.settings, Middleware: ui},
-		{Method: get, Path: "/ui/user", Access: rollout.PermRead, SignIn: true, Handler: h.user, Middleware: ui},
-		{Method: get, Path: "/ui/segments", Access: rollout.PermRead, SignIn: true, Handler: h.segments, Middleware: ui},
-		{Method: post, Path: "/ui/features/:key/test", Access: rollout.PermRead, Handler: h.testContext, Middleware: ui},
+		{Method: get, Path: "/", Access: auth.PermRead, SignIn: true, Handler: toUI},
+		{Method: get, Path: "/ui", Access: auth.PermRead, SignIn: true, Handler: toUI},
+		{Method: get, Path: "/ui/", Access: auth.PermRead, SignIn: true, Handler: h.list, Middleware: ui},
+		{Method: get, Path: "/ui/features/:key", Access: auth.PermRead, SignIn: true, Handler: h.feature, Middleware: ui},
+		{Method: get, Path: "/ui/changes", Access: auth.PermRead, SignIn: true, Handler: h.changes, Middleware: ui},
+		{Method: get, Path: "/ui/requests", Access: auth.PermRead, SignIn: true, Handler: h.requests, Middleware: ui},
+		{Method: get, Path: "/ui/settings", Access: auth.PermRead, SignIn: true, Handler: h.settings, Middleware: ui},
+		{Method: get, Path: "/ui/user", Access: auth.PermRead, SignIn: true, Handler: h.user, Middleware: ui},
+		{Method: get, Path: "/ui/segments", Access: auth.PermRead, SignIn: true, Handler: h.segments, Middleware: ui},
+		{Method: post, Path: "/ui/features/:key/test", Access: auth.PermRead, Handler: h.testContext, Middleware: ui},
 		{Method: get, Path: "/ui/static/*", Access: api.Public, Handler: h.static, Middleware: ui},
 		{Method: get, Path: "/ui/login", Access: api.Public, Handler: h.loginForm, Middleware: ui},
 		{Method: post, Path: "/ui/login", Access: api.Public, Handler: h.login, Middleware: ui},
 		{Method: post, Path: "/ui/logout", Access: api.Public, Handler: h.logout, Middleware: ui},
-		{Method: get, Path: "/ui/*", Access: rollout.PermRead, SignIn: true, Handler: notFound, Middleware: ui},
+		{Method: get, Path: "/ui/*", Access: auth.PermRead, SignIn: true, Handler: notFound, Middleware: ui},
 		// Other methods under /ui: 404, with the headers of every page,
 		// as echo's groups answer them.
 		{Method: echo.RouteNotFound, Path: "/ui", Handler: echo.NotFoundHandler, Middleware: ui},

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/sqlite"
@@ -467,12 +468,12 @@ func TestServedToApps(t *testing.T) {
 type fakeSessions struct{}
 
 func (fakeSessions) Enforced() bool { return true }
-func (fakeSessions) SignIn(echo.Context, string) (rollout.Token, bool) {
-	return rollout.Token{}, false
+func (fakeSessions) SignIn(echo.Context, string) (auth.Token, bool) {
+	return auth.Token{}, false
 }
 func (fakeSessions) SignOut(echo.Context) error { return nil }
-func (fakeSessions) Who(echo.Context) (rollout.Token, bool) {
-	return rollout.Token{Name: "vera", Role: rollout.RoleViewer}, true
+func (fakeSessions) Who(echo.Context) (auth.Token, bool) {
+	return auth.Token{Name: "vera", Role: auth.RoleViewer}, true
 }
 
 // TestSignOutOnlyWithTokens: pages offer to sign out only on a server that

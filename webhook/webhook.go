@@ -1,15 +1,22 @@
-// Package webhook delivers the audit trail to the webhooks admins register
-// (rollout.Webhook): a worker that claims due webhooks from the store with
-// a lease, POSTs each one's next event signed with its secret, and records
-// the attempt, moving the webhook's cursor on success, backing off on
-// failure and pausing it after rollout.WebhookMaxFailures failures in a
-// row. It reads events after they commit, so a change never waits for a
-// delivery and nothing is sent of a change that did not commit.
+// Package webhook is the webhooks admins register (Hook) and their
+// delivery. Each webhook receives the audit trail (package audit): Hooks
+// registers, lists, removes and resumes them over a Store, and a Worker
+// claims due webhooks from an Outbox with a lease, POSTs each one's next
+// event signed with its secret (Signature, Body), and records the attempt,
+// moving the webhook's cursor on success, backing off on failure (Backoff)
+// and pausing it after MaxFailures failures in a row. It reads events
+// after they commit, so a change never waits for a delivery and nothing
+// is sent of a change that did not commit.
 //
 // Delivery is at least once: a worker that sends an event but cannot
 // record it before its lease runs out (a crash, a database that stops
 // answering) lets another worker send it again. Receivers tell repeats by
 // the event's "id".
+//
+// The package's files: hook.go (Hook, its validation, payload and
+// signature, the Store and Outbox it is kept in, and Hooks, what admins
+// do) and webhook.go (the delivery Worker, over HTTP). Package store keeps
+// webhooks; packages api and web serve Hooks.
 package webhook
 
 import (
@@ -30,7 +37,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 )
 
 // Defaults of Options.
@@ -60,23 +67,23 @@ type Options struct {
 	// Owner names this worker in the store's leases; "": a random name.
 	Owner string
 	// Clock is the time of claims, backoff and the log; nil: time.Now.
-	Clock rollout.Clock
+	Clock func() time.Time
 }
 
 // Worker delivers events to webhooks. It is safe for concurrent use, but
 // one per process is what is meant.
 type Worker struct {
-	store   rollout.WebhookStore
+	store   Outbox
 	client  *http.Client
 	timeout time.Duration
 	conc    int
 	lease   time.Duration
 	owner   string
-	now     rollout.Clock
+	now     func() time.Time
 }
 
 // New returns a worker on store.
-func New(store rollout.WebhookStore, opts Options) *Worker {
+func New(store Outbox, opts Options) *Worker {
 	w := &Worker{store: store, client: opts.Client, timeout: opts.Timeout, conc: opts.Concurrency, lease: opts.Lease,
 		owner: opts.Owner, now: opts.Clock}
 	if w.client == nil {
@@ -130,7 +137,7 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 }
 
 // handle delivers a claim and records the attempt.
-func (w *Worker) handle(ctx context.Context, c rollout.WebhookClaim) error {
+func (w *Worker) handle(ctx context.Context, c Claim) error {
 	d := w.deliver(ctx, c.Hook, c.Event)
 	if ctx.Err() != nil {
 		return nil // shutting down: the lease runs out and another worker (or the next start) sends it
@@ -185,14 +192,14 @@ func (w *Worker) Run(ctx context.Context, interval time.Duration, report func(er
 }
 
 // deliver POSTs e to h and says how it went: for a failure, a reason in
-// words of our own (rollout.WebhookDelivery.Error), which reaches the
+// words of our own (Delivery.Error), which reaches the
 // audit trail when it pauses the webhook, and what the endpoint answered
 // or the connection's error (Detail), which only the admins' delivery log
 // shows.
-func (w *Worker) deliver(ctx context.Context, h rollout.Webhook, e rollout.AuditEvent) rollout.WebhookDelivery {
+func (w *Worker) deliver(ctx context.Context, h Hook, e audit.Event) Delivery {
 	start := w.now()
-	d := rollout.WebhookDelivery{Time: start}
-	body := rollout.WebhookBody(e)
+	d := Delivery{Time: start}
+	body := Body(e)
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(body))
@@ -203,7 +210,7 @@ func (w *Worker) deliver(ctx context.Context, h rollout.Webhook, e rollout.Audit
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "rollout-webhook/1")
-	req.Header.Set("X-Rollout-Signature", rollout.WebhookSignature(h.Secret, body))
+	req.Header.Set("X-Rollout-Signature", Signature(h.Secret, body))
 	req.Header.Set("X-Rollout-Event", string(e.Kind))
 	req.Header.Set("X-Rollout-Event-Id", strconv.FormatInt(e.ID, 10))
 	req.Header.Set("X-Rollout-Webhook", h.ID)

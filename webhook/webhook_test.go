@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/postgres"
@@ -70,9 +71,9 @@ func createFeature(t *testing.T, svc *rollout.Service, key string) {
 	}
 }
 
-func register(t *testing.T, db *store.DB, url string, c *clock) rollout.Webhook {
+func register(t *testing.T, db *store.DB, url string, c *clock) webhook.Hook {
 	t.Helper()
-	h, err := rollout.NewWebhook(url, "s3cret-s3cret-s3cret", nil, "admin", c.Now())
+	h, err := webhook.NewHook(url, "s3cret-s3cret-s3cret", nil, "admin", c.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func register(t *testing.T, db *store.DB, url string, c *clock) rollout.Webhook 
 type received struct {
 	body      []byte
 	signature string
-	event     rollout.WebhookPayload
+	event     webhook.Payload
 }
 
 // receiver is an endpoint on loopback that checks signatures and answers
@@ -106,7 +107,7 @@ func newReceiver(t *testing.T, secret string) *receiver {
 	r.status.Store(200)
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
-		var p rollout.WebhookPayload
+		var p webhook.Payload
 		if err := json.Unmarshal(body, &p); err != nil {
 			t.Errorf("delivery body %q: %v", body, err)
 		}
@@ -157,7 +158,7 @@ func TestDeliverSigned(t *testing.T) {
 	var kinds []string
 	for _, g := range got {
 		kinds = append(kinds, string(g.event.Kind))
-		if want := rollout.WebhookSignature(h.Secret, g.body); g.signature != want {
+		if want := webhook.Signature(h.Secret, g.body); g.signature != want {
 			t.Errorf("signature %q, want %q", g.signature, want)
 		}
 		if !strings.HasPrefix(g.signature, "sha256=") || len(g.signature) != len("sha256=")+64 {
@@ -178,7 +179,7 @@ func TestDeliverSigned(t *testing.T) {
 		t.Errorf("body %s lacks text or summary", got[1].body)
 	}
 	log, err := db.WebhookDeliveries(context.Background(), h.ID, 0)
-	if err != nil || len(log) != 3 || !log[0].OK() || log[0].Status != 200 || log[0].EventKind != rollout.AuditArchive {
+	if err != nil || len(log) != 3 || !log[0].OK() || log[0].Status != 200 || log[0].EventKind != audit.Archive {
 		t.Fatalf("log %+v, %v", log, err)
 	}
 	// Nothing more to do, and nothing sent again.
@@ -202,7 +203,7 @@ func TestRetryBackoffPause(t *testing.T) {
 	other := register(t, db, good.srv.URL, c)
 	w := webhook.New(db, webhook.Options{Clock: c.Now})
 	start := c.Now()
-	for i := 1; i <= rollout.WebhookMaxFailures; i++ {
+	for i := 1; i <= webhook.MaxFailures; i++ {
 		if n := runOnce(t, w); n == 0 {
 			t.Fatalf("attempt %d: nothing claimed", i)
 		}
@@ -214,7 +215,7 @@ func TestRetryBackoffPause(t *testing.T) {
 		if got := len(rcv.deliveries()); got != i {
 			t.Fatalf("attempt %d: retried before its backoff (%d deliveries)", i, got)
 		}
-		c.Add(rollout.WebhookBackoff(i) - time.Second)
+		c.Add(webhook.Backoff(i) - time.Second)
 		for runOnce(t, w) > 0 {
 		}
 		if got := len(rcv.deliveries()); got != i {
@@ -226,15 +227,15 @@ func TestRetryBackoffPause(t *testing.T) {
 		t.Errorf("paused after %v of retries, want at least 24 h", elapsed)
 	}
 	got, err := db.Webhook(ctx, h.ID)
-	if err != nil || got.State != rollout.WebhookPaused || !strings.Contains(got.PausedReason, "500") {
-		t.Fatalf("after %d failures: %+v, %v", rollout.WebhookMaxFailures, got, err)
+	if err != nil || got.State != webhook.Paused || !strings.Contains(got.PausedReason, "500") {
+		t.Fatalf("after %d failures: %+v, %v", webhook.MaxFailures, got, err)
 	}
 	if n := runOnce(t, w); n != 0 {
 		// The good webhook gets the pause event; the paused one nothing.
 		for runOnce(t, w) > 0 {
 		}
 	}
-	if len(rcv.deliveries()) != rollout.WebhookMaxFailures {
+	if len(rcv.deliveries()) != webhook.MaxFailures {
 		t.Fatalf("a paused webhook was delivered to")
 	}
 	var goodKinds []string
@@ -245,7 +246,7 @@ func TestRetryBackoffPause(t *testing.T) {
 		t.Errorf("the other webhook got %v", goodKinds)
 	}
 	log, _ := db.WebhookDeliveries(ctx, h.ID, 0)
-	if len(log) != rollout.WebhookMaxFailures || log[0].Status != 500 || !strings.Contains(log[0].Error, "500") || len(log[0].Error) > 300 {
+	if len(log) != webhook.MaxFailures || log[0].Status != 500 || !strings.Contains(log[0].Error, "500") || len(log[0].Error) > 300 {
 		t.Errorf("log: %d entries, latest %+v", len(log), log[0])
 	}
 
@@ -257,7 +258,7 @@ func TestRetryBackoffPause(t *testing.T) {
 	for runOnce(t, w) > 0 {
 	}
 	var kinds []string
-	for _, g := range rcv.deliveries()[rollout.WebhookMaxFailures-1:] {
+	for _, g := range rcv.deliveries()[webhook.MaxFailures-1:] {
 		kinds = append(kinds, string(g.event.Kind)+" "+g.event.Subject+g.event.Feature)
 	}
 	// The first event (its own creation's, retried) is delivered at
@@ -311,7 +312,7 @@ func TestTimeoutNeverSlowsAChange(t *testing.T) {
 		t.Fatalf("log after a timeout: %+v, %v", log, err)
 	}
 	got, _ := db.Webhook(ctx, h.ID)
-	if got.Failures != 1 || !got.NextAttempt.Equal(c.Now().Add(rollout.WebhookBackoff(1))) {
+	if got.Failures != 1 || !got.NextAttempt.Equal(c.Now().Add(webhook.Backoff(1))) {
 		t.Errorf("after a timeout: failures %d, next attempt %v", got.Failures, got.NextAttempt)
 	}
 }
@@ -397,10 +398,10 @@ func TestUnreachableKeepsURLSecret(t *testing.T) {
 	if err != nil || len(log) != 1 || log[0].Error != "connection refused" || strings.Contains(log[0].Detail, "very-secret") {
 		t.Fatalf("log %+v, %v", log, err)
 	}
-	if got, want := rollout.WebhookSite(h.URL), closed.URL+"/…"; got != want {
+	if got, want := webhook.Site(h.URL), closed.URL+"/…"; got != want {
 		t.Errorf("WebhookSite(%q) = %q, want %q", h.URL, got, want)
 	}
-	if got := rollout.WebhookSite("https://example.com"); got != "https://example.com" {
+	if got := webhook.Site("https://example.com"); got != "https://example.com" {
 		t.Errorf("WebhookSite(no path) = %q", got)
 	}
 }
@@ -473,12 +474,12 @@ func TestFailureReasonsHoldNothingTheEndpointSent(t *testing.T) {
 			if !strings.Contains(d.Detail, tt.detail) || len(d.Detail) > 200 {
 				t.Errorf("delivery detail %q, want at most 200 bytes holding %q", d.Detail, tt.detail)
 			}
-			out := h.Outcome(rollout.AuditEvent{ID: 1}, d, c.Now())
-			for range rollout.WebhookMaxFailures - 1 {
+			out := h.Outcome(audit.Event{ID: 1}, d, c.Now())
+			for range webhook.MaxFailures - 1 {
 				h.Failures++
-				out = h.Outcome(rollout.AuditEvent{ID: 1}, d, c.Now())
+				out = h.Outcome(audit.Event{ID: 1}, d, c.Now())
 			}
-			if paused := rollout.WebhookPausedEvent(h, out.Pause, c.Now()); !strings.Contains(paused.Summary, tt.reason) || strings.Contains(paused.Summary, "SECRET") {
+			if paused := webhook.PausedEvent(h, out.Pause, c.Now()); !strings.Contains(paused.Summary, tt.reason) || strings.Contains(paused.Summary, "SECRET") {
 				t.Errorf("paused event %q, want the reason %q and nothing the endpoint sent", paused.Summary, tt.reason)
 			}
 		})

@@ -41,7 +41,7 @@ func queryContext(c echo.Context) (feature.Context, error) {
 		}
 	}
 	if err := feature.ValidateContext(ctx); err != nil {
-		return nil, asBadRequest(err)
+		return nil, err
 	}
 	return ctx, nil
 }
@@ -70,30 +70,27 @@ func ofrepContext(ctxJSON []byte, text jsonText, bulk bool, key string) (feature
 }
 
 // readContext reads the attributes of ctxJSON, a JSON object that
-// json.Valid accepted, but the members that skip names; text reads its
-// strings (see jsonText: of ctxJSON or of a body holding it). Strings, numbers,
-// booleans and lists of strings are kept; other values are left out, as
-// no rule can test them, but count as attributes. It refuses what feature.ValidateContext refuses,
-// as it reads, and so stops reading at the first attribute past
-// feature.MaxContextBytes: details says what is wrong (ctx is nil), "" when
-// nothing is. The context comes from a pool: the caller gives it back
-// (putContext) once evaluated, and keeps nothing of it.
+// json.Valid accepted, with text, the reader of its strings (see jsonText:
+// of ctxJSON or of a body holding it), but the members that skip names, as
+// feature.ContextFromJSON converts them: strings, numbers, booleans and
+// lists of strings are kept; other values hold none (nil), as no rule can
+// test them, but count as attributes. It stops reading at the first
+// attribute past feature.MaxContextAttrs or feature.MaxContextBytes, and
+// refuses what feature.ValidateContext refuses, with its words, and what
+// cannot be read (a string that is not UTF-8, a number out of range):
+// details says what is wrong (ctx is nil), "" when nothing is. The context
+// comes from a pool: the caller gives it back (putContext) once
+// evaluated, and keeps nothing of it.
 func readContext(ctxJSON []byte, text jsonText, skip []string) (ctx feature.Context, details string) {
 	ctx = getContext()
 	invalid := func(details string) (feature.Context, string) {
 		putContext(ctx)
 		return nil, details
 	}
-	attrs, size := 0, 0
+	size, stopped := 0, false
 	for it := jsonscan.MembersAt(ctxJSON, 0); it.Next(); {
 		if skipped(&it, skip) {
 			continue
-		}
-		if attrs++; attrs > feature.MaxContextAttrs {
-			return invalid("the context has more than " + strconv.Itoa(feature.MaxContextAttrs) + " attributes")
-		}
-		if len(it.Key) > 4*feature.MaxAttributeBytes+2 {
-			return invalid("a context attribute's name is at most " + strconv.Itoa(4*feature.MaxAttributeBytes) + " bytes")
 		}
 		name := text.str(it.Key) // a substring of one copy, as the values
 		size += len(name)
@@ -103,9 +100,6 @@ func readContext(ctxJSON []byte, text jsonText, skip []string) (ctx feature.Cont
 				return invalid("context." + name + " is not valid UTF-8")
 			}
 			s := text.str(v)
-			if len(s) > feature.MaxContextValueLen {
-				return invalid("context." + name + " is " + strconv.Itoa(len(s)) + " bytes; at most " + strconv.Itoa(feature.MaxContextValueLen))
-			}
 			size += len(s)
 			ctx[name] = s
 		case 't', 'f':
@@ -113,19 +107,15 @@ func readContext(ctxJSON []byte, text jsonText, skip []string) (ctx feature.Cont
 		case '[':
 			list, ok := stringList(v, text)
 			if !ok {
-				continue
-			}
-			if len(list) > feature.MaxContextList {
-				return invalid("context." + name + " is a list of " + strconv.Itoa(len(list)) + "; at most " + strconv.Itoa(feature.MaxContextList))
+				ctx[name] = nil
+				break
 			}
 			for _, s := range list {
-				if len(s) > feature.MaxContextValueLen {
-					return invalid("an entry of context." + name + " is " + strconv.Itoa(len(s)) + " bytes; at most " + strconv.Itoa(feature.MaxContextValueLen))
-				}
 				size += len(s)
 			}
 			ctx[name] = list
 		case '{', 'n':
+			ctx[name] = nil
 		default:
 			n, err := strconv.ParseFloat(string(v), 64)
 			if err != nil {
@@ -133,9 +123,16 @@ func readContext(ctxJSON []byte, text jsonText, skip []string) (ctx feature.Cont
 			}
 			ctx[name] = n
 		}
-		if size > feature.MaxContextBytes {
-			return invalid(feature.ErrorMessage(feature.ContextTooLarge()))
+		if len(ctx) > feature.MaxContextAttrs || size > feature.MaxContextBytes {
+			stopped = true // what is read so far is refused
+			break
 		}
+	}
+	if err := feature.ValidateContext(ctx); err != nil {
+		return invalid(feature.ErrorMessage(err))
+	}
+	if stopped { // only a key given twice could make it so
+		return invalid(feature.ErrorMessage(feature.ContextTooLarge()))
 	}
 	return ctx, ""
 }
@@ -168,8 +165,10 @@ func putContext(ctx feature.Context) {
 // bulk answer's ETag changes with the attributes it depends on.
 func hashContext(d interface{ WriteString(string) (int, error) }, ctx feature.Context) {
 	names := make([]string, 0, len(ctx))
-	for k := range ctx {
-		names = append(names, k)
+	for k, v := range ctx {
+		if v != nil { // an attribute without a value, as one left out
+			names = append(names, k)
+		}
 	}
 	slices.Sort(names)
 	for _, k := range names {

@@ -15,8 +15,8 @@ import (
 )
 
 // TestContextLimitsEveryRoute: a context over feature.MaxContextBytes, or
-// with a list over feature.MaxContextList, is a 400 on every evaluation
-// route (INVALID_CONTEXT on OFREP's), and a body over
+// with a list over feature.MaxContextList, is a 422 invalid on every
+// evaluation route (OFREP's: its own 400 INVALID_CONTEXT), and a body over
 // evaluation.MaxEvaluateBodyBytes a 413.
 func TestContextLimitsEveryRoute(t *testing.T) {
 	s := newRulesServer(t)
@@ -55,8 +55,12 @@ func TestContextLimitsEveryRoute(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := s.do(tc.method, tc.path, tc.body)
-			if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), tc.want) {
-				t.Errorf("%s %s = %d %.300s, want 400 saying %q", tc.method, tc.path, r.status, r.body, tc.want)
+			want := http.StatusUnprocessableEntity
+			if strings.HasPrefix(tc.path, "/ofrep/") {
+				want = http.StatusBadRequest
+			}
+			if r.status != want || !strings.Contains(string(r.body), tc.want) {
+				t.Errorf("%s %s = %d %.300s, want %d saying %q", tc.method, tc.path, r.status, r.body, want, tc.want)
 			}
 			if strings.HasPrefix(tc.path, "/ofrep/") && !strings.Contains(string(r.body), `"errorCode":"INVALID_CONTEXT"`) {
 				t.Errorf("%s %s = %.300s, want INVALID_CONTEXT", tc.method, tc.path, r.body)
@@ -118,17 +122,17 @@ func TestConditionChecksAPI(t *testing.T) {
 		}
 		return d
 	}
-	const bad, invalidDoc = http.StatusBadRequest, http.StatusUnprocessableEntity
+	const invalid = http.StatusUnprocessableEntity // bodies and documents alike
 	cases := []struct {
 		name, method, path string
 		body               any
 		status             int
 		want               string
 	}{
-		{"rules", "PUT", "/api/features/checkout/rules", `{"rules":` + rules(51, 20, pro) + `}`, bad, `rules[50].conditions[0]: rule "r50": the feature's conditions come to 1001 checks up to this condition`},
-		{"segment update", "PUT", "/api/segments/staff", `{"description":"","conditions":[` + conds(20, pro) + `]}`, bad, `segment "staff": feature "wide", which uses it, would pass the limits of its rules: rules[2].conditions[16]: rule "r2": the feature's conditions come to 1020 checks`},
-		{"plan", "POST", "/api/plan", doc(rules(51, 20, pro), ``), invalidDoc, `features[0].rules: rules[50].conditions[0]: rule "r50": the feature's conditions come to 1001 checks`},
-		{"plan with a segment", "POST", "/api/plan", doc(rules(3, 20, in), `{"key":"staff","conditions":[`+conds(20, pro)+`]}`), invalidDoc, `features[0].rules[2].conditions[10]: rule "r2": the feature's conditions come to 1020 checks`},
+		{"rules", "PUT", "/api/features/checkout/rules", `{"rules":` + rules(51, 20, pro) + `}`, invalid, `rules[50].conditions[0]: rule "r50": the feature's conditions come to 1001 checks up to this condition`},
+		{"segment update", "PUT", "/api/segments/staff", `{"description":"","conditions":[` + conds(20, pro) + `]}`, invalid, `segment "staff": feature "wide", which uses it, would pass the limits of its rules: rules[2].conditions[16]: rule "r2": the feature's conditions come to 1020 checks`},
+		{"plan", "POST", "/api/plan", doc(rules(51, 20, pro), ``), invalid, `features[0].rules[50].conditions[0]: rule "r50": the feature's conditions come to 1001 checks`},
+		{"plan with a segment", "POST", "/api/plan", doc(rules(3, 20, in), `{"key":"staff","conditions":[`+conds(20, pro)+`]}`), invalid, `features[0].rules[2].conditions[10]: rule "r2": the feature's conditions come to 1020 checks`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -256,12 +256,12 @@ func (s *Server) EvaluateMany(c echo.Context) error {
 	case req.contextJSON != nil:
 		var details string
 		if ctx, details = readContext(req.contextJSON, req.text, nil); details != "" {
-			return badRequest("%s", details)
+			return feature.Errorf(feature.EInvalid, "%s", details)
 		}
 		defer putContext(ctx)
 	case req.Context != nil:
 		if ctx, err = feature.ContextFromJSON(req.Context); err != nil {
-			return asBadRequest(err)
+			return err
 		}
 	}
 	st := s.snapshotState()

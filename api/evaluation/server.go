@@ -126,16 +126,6 @@ func badRequest(format string, args ...any) error {
 	return feature.Errorf(codeBadRequest, format, args...)
 }
 
-// asBadRequest answers what the domain refuses of a context (EInvalid)
-// with 400, as package api answers what it refuses of targeting, rather
-// than the 422 of other refused values.
-func asBadRequest(err error) error {
-	if feature.ErrorCode(err) == feature.EInvalid {
-		return badRequest("%s", feature.ErrorMessage(err))
-	}
-	return err
-}
-
 // pathParam returns the unescaped path parameter: echo matches on the raw
 // path when the request's path holds escapes such as %2F.
 func pathParam(c echo.Context, name string) string {

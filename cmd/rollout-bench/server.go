@@ -15,7 +15,9 @@ import (
 	"github.com/rollout/rollout/cmd/internal/serve"
 	"github.com/rollout/rollout/internal/logwriter"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/plan"
 	"github.com/rollout/rollout/store/sqlite"
 )
 
@@ -90,7 +92,7 @@ var featureBuckets = benchBuckets
 // fine tolerance (0.05 percentage points), as the dashboard plans a new
 // feature: two buckets, A and B, of names as long as benchBuckets'.
 func fineBuckets() ([]feature.Bucket, error) {
-	p, err := rollout.PlanNew(map[string]float64{"A": 0.5, "B": 0.5}, rollout.PlanOptions{Mode: rollout.ModeAuto, Order: []string{"A", "B"}})
+	p, err := plan.New(map[string]float64{"A": 0.5, "B": 0.5}, plan.Options{Mode: plan.ModeAuto, Order: []string{"A", "B"}})
 	if err != nil {
 		return nil, err
 	}
@@ -188,14 +190,14 @@ func populate(ctx context.Context, path string, n int, rules bool, s *service) (
 			return fmt.Errorf("create feature %s: %w", rulesKey, err)
 		}
 	}
-	tokens, err := rollout.NewTokens(ctx, db, nil)
+	tokens, err := auth.NewTokens(ctx, db, nil)
 	if err != nil {
 		return err
 	}
 	for _, t := range []struct {
-		role rollout.Role
+		role auth.Role
 		h    *http.Header
-	}{{rollout.RoleEvaluate, &s.evaluate}, {rollout.RoleEditor, &s.edit}} {
+	}{{auth.RoleEvaluate, &s.evaluate}, {auth.RoleEditor, &s.edit}} {
 		_, secret, err := tokens.Create(ctx, "bench-"+string(t.role), t.role, time.Now())
 		if err != nil {
 			return err

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/cmd/internal/serve"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/store/sqlite"
 )
 
@@ -73,14 +73,14 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		return err
 	}
 	defer closeDB()
-	tokens, err := rollout.NewTokens(ctx, db, nil)
+	tokens, err := auth.NewTokens(ctx, db, nil)
 	if err != nil {
 		return err
 	}
 
 	switch sub {
 	case "create":
-		tok, secret, err := tokens.Create(ctx, *name, rollout.Role(*role), time.Now())
+		tok, secret, err := tokens.Create(ctx, *name, auth.Role(*role), time.Now())
 		if err != nil {
 			return err
 		}

@@ -23,11 +23,14 @@ import (
 
 	"github.com/rollout/rollout/cmd/internal/serve"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/postgres"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/store/storetest"
+	"github.com/rollout/rollout/webhook"
 )
 
 // serviceDatabase makes a SQLite database the way users do: features
@@ -83,7 +86,7 @@ func serviceDatabase(t *testing.T) (path string, secrets map[string]bool) {
 			t.Fatal(err)
 		}
 		for _, desc := range []string{"open", "rejected"} {
-			res, err := svc.Change(ctx, "checkout", rollout.Patch(&desc, nil, nil), rollout.ChangeOptions{Actor: "ed", Role: rollout.RoleEditor})
+			res, err := svc.Change(ctx, "checkout", rollout.Patch(&desc, nil, nil), rollout.ChangeOptions{Actor: "ed", Role: auth.RoleEditor})
 			if err != nil || res.Request == nil {
 				t.Fatalf("editor's change = %+v, %v; want a request", res, err)
 			}
@@ -173,7 +176,7 @@ func fillTargeting(t *testing.T, svc *rollout.Service, db *store.DB) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	h, err := rollout.NewWebhook("https://hooks.example.com/services/T1/B1/SECRETPATH", "whsec-0123456789-sekrit", []string{"*"}, "ada", now)
+	h, err := webhook.NewHook("https://hooks.example.com/services/T1/B1/SECRETPATH", "whsec-0123456789-sekrit", []string{"*"}, "ada", now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,8 +192,8 @@ func fillTargeting(t *testing.T, svc *rollout.Service, db *store.DB) {
 		t.Fatalf("ClaimWebhooks = %+v, %v; want the webhook with an event", claims, err)
 	}
 	e := claims[0].Event
-	if ok, err := db.FinishWebhook(ctx, "worker", h.ID, rollout.WebhookOutcome{
-		Delivery: rollout.WebhookDelivery{Webhook: h.ID, EventID: e.ID, EventKind: e.Kind, Attempt: 1, Time: now, Status: 500, Error: "the endpoint answered 500"},
+	if ok, err := db.FinishWebhook(ctx, "worker", h.ID, webhook.Outcome{
+		Delivery: webhook.Delivery{Webhook: h.ID, EventID: e.ID, EventKind: e.Kind, Attempt: 1, Time: now, Status: 500, Error: "the endpoint answered 500"},
 		Cursor:   claims[0].Hook.Cursor, Failures: 1, FirstFailure: &now, NextAttempt: now.Add(time.Minute),
 	}); err != nil || !ok {
 		t.Fatalf("FinishWebhook = %v, %v", ok, err)
@@ -251,13 +254,13 @@ type storeContents struct {
 	Segments           []feature.Segment
 	SegmentVersions    map[string][]feature.SegmentVersion
 	Changes            []rollout.Version
-	Tokens             []rollout.Token
+	Tokens             []auth.Token
 	Ramps              []rollout.Ramp
 	Settings           rollout.Settings
 	Requests           []rollout.Request
-	Audit              []rollout.AuditEvent
-	Webhooks           []rollout.Webhook
-	Deliveries         map[string][]rollout.WebhookDelivery
+	Audit              []audit.Event
+	Webhooks           []webhook.Hook
+	Deliveries         map[string][]webhook.Delivery
 	Revision           int64
 	Commits            []rollout.Commit
 	SessionKey         []byte
@@ -274,7 +277,7 @@ func contents(t *testing.T, s *store.DB) storeContents {
 		}
 	}
 	c := storeContents{Versions: map[string][]rollout.Version{}, Exposures: map[string][]feature.Exposure{}, RuleExposures: map[string][]feature.Exposure{},
-		Users: map[string][]rollout.Assignment{}, SegmentVersions: map[string][]feature.SegmentVersion{}, Deliveries: map[string][]rollout.WebhookDelivery{}}
+		Users: map[string][]rollout.Assignment{}, SegmentVersions: map[string][]feature.SegmentVersion{}, Deliveries: map[string][]webhook.Delivery{}}
 	var err error
 	c.Features, err = s.Features(ctx)
 	must(err)
@@ -313,7 +316,7 @@ func contents(t *testing.T, s *store.DB) storeContents {
 	must(err)
 	c.Requests, err = s.Requests(ctx, rollout.RequestQuery{})
 	must(err)
-	c.Audit, err = s.AuditEvents(ctx, rollout.AuditQuery{Ascending: true})
+	c.Audit, err = s.AuditEvents(ctx, audit.Query{Ascending: true})
 	must(err)
 	c.Webhooks, err = s.Webhooks(ctx)
 	must(err)
@@ -339,7 +342,7 @@ func wantSame(t *testing.T, want, got *store.DB, secrets map[string]bool) {
 	if diff := cmp.Diff(contents(t, want), contents(t, got), µs); diff != "" {
 		t.Errorf("target differs from source (-source +target):\n%s", diff)
 	}
-	tokens, err := rollout.NewTokens(context.Background(), got, nil)
+	tokens, err := auth.NewTokens(context.Background(), got, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,10 +457,10 @@ func TestMigrateRefuses(t *testing.T) {
 	if err := db.CreateFeature(ctx, f, rollout.Version{Version: 1, Config: f}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.ArchiveFeature(ctx, "f", 1, rollout.AuditEvent{Actor: "test"}); err != nil {
+	if err := db.ArchiveFeature(ctx, "f", 1, audit.Event{Actor: "test"}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.PurgeFeature(ctx, "f", rollout.AuditEvent{Actor: "test"}); err != nil {
+	if err := db.PurgeFeature(ctx, "f", audit.Event{Actor: "test"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()

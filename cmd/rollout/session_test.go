@@ -13,6 +13,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/cmd/internal/serve"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
 )
@@ -107,7 +108,7 @@ func TestSessionKeyFromFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens, err := rollout.NewTokens(context.Background(), st, nil)
+	tokens, err := auth.NewTokens(context.Background(), st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,8 +116,8 @@ func TestSessionKeyFromFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth := api.NewAuth(tokens, dbKey)
-	e := api.New(svc, api.Options{Auth: auth, Routes: web.Routes(svc, web.Options{Sessions: auth})})
+	access := api.NewAuth(tokens, dbKey)
+	e := api.New(svc, api.Options{Auth: access, Routes: web.Routes(svc, web.Options{Sessions: access})})
 	forger := httptest.NewServer(e)
 	forged := signInTo(t, forger.URL, secret)
 	forger.Close()

@@ -12,8 +12,8 @@ import (
 	"strings"
 
 	"github.com/rollout/rollout/ring"
-	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/plan"
 )
 
 // runSimulate is `rollout simulate`: it builds a ring, makes one change to it
@@ -50,7 +50,7 @@ type simulation struct {
 	prefix        string
 	change        string // what the change does, in words
 	before, after *ring.Ring
-	plan          *rollout.Plan // --target: the plan, and no counting
+	plan          *plan.Plan // --target: the plan, and no counting
 
 	// Counted over the keys:
 	usersBefore, usersAfter map[string]int
@@ -77,8 +77,8 @@ func parseSimulate(args []string, stdout io.Writer) (*simulation, error) {
 	remove := fs.String("remove", "", "remove the bucket `NAME`")
 	set := fs.String("set", "", "set the replicas of a bucket: `NAME=REPLICAS`")
 	target := fs.String("target", "", "plan the replicas for target shares instead: `NAME=SHARE,…` (such as on=0.1,off=0.9; 0 removes a bucket)")
-	tolerance := fs.Float64("tolerance", rollout.DefaultTolerance, "with --target, how far each share may miss its target")
-	budget := fs.Int64("budget", rollout.DefaultPlanBudget, "with --target, the most search `STEPS` the plan takes (a replica added or removed each) before it answers the best found so far")
+	tolerance := fs.Float64("tolerance", plan.DefaultTolerance, "with --target, how far each share may miss its target")
+	budget := fs.Int64("budget", plan.DefaultBudget, "with --target, the most search `STEPS` the plan takes (a replica added or removed each) before it answers the best found so far")
 	rest, err := parseFlags(fs, simulateSynopsis, args, stdout)
 	if err != nil {
 		return nil, err
@@ -120,14 +120,14 @@ func parseSimulate(args []string, stdout io.Writer) (*simulation, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := rollout.CheckTolerance(*tolerance); err != nil {
+		if err := plan.CheckTolerance(*tolerance); err != nil {
 			return nil, fmt.Errorf("--tolerance: %w", err) // 0 too: the default is given
 		}
 		var current []feature.Bucket
 		for _, b := range buckets {
 			current = append(current, feature.Bucket{Name: b.Name, Replicas: b.Replicas})
 		}
-		p, err := rollout.PlanShares(current, targets, rollout.PlanOptions{Tolerance: *tolerance, Budget: *budget})
+		p, err := plan.For(current, targets, plan.Options{Tolerance: *tolerance, Budget: *budget})
 		if err != nil {
 			return nil, fmt.Errorf("--target %q: %w", *target, err)
 		}

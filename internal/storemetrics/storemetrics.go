@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -76,8 +77,8 @@ func (s *countingStore) ApplyRampStep(ctx context.Context, f feature.Feature, v 
 	return err
 }
 
-func (s *countingStore) ArchiveFeature(ctx context.Context, key string, version int, e rollout.AuditEvent) error {
-	err := s.Store.ArchiveFeature(ctx, key, version, e)
+func (s *countingStore) ArchiveFeature(ctx context.Context, key string, version int, e audit.Event, approval *rollout.RequestDecision, settle *rollout.Settlement) error {
+	err := s.Store.ArchiveFeature(ctx, key, version, e, approval, settle)
 	s.count("archive_feature", err)
 	return err
 }
@@ -88,16 +89,10 @@ func (s *countingStore) RestoreFeature(ctx context.Context, f feature.Feature, v
 	return err
 }
 
-func (s *countingStore) PurgeFeature(ctx context.Context, key string, e rollout.AuditEvent) error {
-	err := s.Store.PurgeFeature(ctx, key, e)
+func (s *countingStore) PurgeFeature(ctx context.Context, key string, e audit.Event, settle *rollout.Settlement) error {
+	err := s.Store.PurgeFeature(ctx, key, e, settle)
 	s.count("purge_feature", err)
 	return err
-}
-
-func (s *countingStore) Versions(ctx context.Context, key string, before, limit int) ([]rollout.Version, error) {
-	vs, err := s.Store.Versions(ctx, key, before, limit)
-	s.count("versions", err)
-	return vs, err
 }
 
 func (s *countingStore) VersionSummaries(ctx context.Context, key string, before, limit int) ([]rollout.Version, error) {

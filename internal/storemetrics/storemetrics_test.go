@@ -25,7 +25,7 @@ func (s failing) Version(context.Context, string, int) (rollout.Version, error) 
 	return rollout.Version{}, s.version
 }
 
-func (s failing) Versions(context.Context, string, int, int) ([]rollout.Version, error) {
+func (s failing) VersionSummaries(context.Context, string, int, int) ([]rollout.Version, error) {
 	return nil, s.versions
 }
 
@@ -77,11 +77,11 @@ func TestCountsFailures(t *testing.T) {
 		}
 	}
 	st.Version(ctx, "f", 9)
-	st.Versions(ctx, "f", 0, 0)
+	st.VersionSummaries(ctx, "f", 0, 0)
 	canceled := storemetrics.New(reg, failing{features: fmt.Errorf("read: %w", context.Canceled)})
 	canceled.Features(ctx)
 
-	want := map[string]float64{"features/unavailable": 2, "versions/internal": 1}
+	want := map[string]float64{"features/unavailable": 2, "version_summaries/internal": 1}
 	got := counts(t, reg)
 	if len(got) != len(want) {
 		t.Errorf("rollout_store_errors_total = %v, want %v", got, want)

@@ -24,10 +24,10 @@
 // the first rule whose Conditions all hold (serving a bucket or the ring),
 // then the ring, which hashes the feature's BucketBy attribute when set. A
 // Segment is a named set of conditions that rules use (in_segment).
-// Conditions are parsed and compiled once per version (ValidateCondition
-// and ValidateRule check one on its own); the cost of matches patterns is
-// bounded by their compiled programs, per pattern, segment and feature
-// (PatternExcess), and by the bytes one condition reads; the conditions
+// Conditions are parsed and compiled once per version; the cost of
+// matches patterns is bounded by their compiled programs, per pattern,
+// segment and feature (Compiled.CheckPatterns), and by the bytes one
+// condition reads; the conditions
 // one evaluation tests by MaxConditionChecks, a segment's counted at each
 // use. Patterns and conditions stored before those limits compile as
 // conditions that never hold. ValidateContext and ContextFromJSON bound a
@@ -69,5 +69,11 @@
 // (EInvalid, ENotFound, EConflict, EPrecondition, EChurn, EUnavailable,
 // EForbidden, EInternal) and a message that says what was wrong and how
 // to fix it; ErrorCode and ErrorMessage read them through any wrapping.
-// The API maps each code to one HTTP status.
+// The API maps each code to one HTTP status. Validation is said once,
+// here, for the API's bodies, documents and the in-app client alike: what
+// Feature.Validate and Segment.Validate refuse is an EInvalid *Error whose
+// Field is the place of the mistake ("buckets[1].name",
+// "rules[0].conditions[1].value", `overrides["u1"]`), which its message
+// starts with; Error.Within places it within what holds the feature (a
+// document's "features[2]").
 package feature

@@ -3,6 +3,7 @@ package feature
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -131,87 +132,113 @@ func (f Feature) ValidateStored(strict bool) error { return f.validate(strict, t
 // still loads, and the next change to the feature must replace them.
 func (f Feature) validate(strict, stored bool) error {
 	if !ValidKey(f.Key) {
-		return Errorf(EInvalid, "feature key %q is invalid: use 1 to 64 characters of a-z, 0-9, '_', '.', '-', starting with a letter or digit", f.Key)
+		return invalidAt("key", "feature key %q is invalid: use 1 to 64 characters of a-z, 0-9, '_', '.', '-', starting with a letter or digit", f.Key)
 	}
-	if len(f.Description) > MaxDescription || !utf8.ValidString(f.Description) {
-		return Errorf(EInvalid, "description must be valid UTF-8 of at most %d bytes", MaxDescription)
+	if err := validateDescription(f.Description); err != nil {
+		return err
 	}
 	if len(f.Salt) > MaxSaltBytes || !utf8.ValidString(f.Salt) {
-		return Errorf(EInvalid, "salt must be valid UTF-8 of at most %d bytes", MaxSaltBytes)
+		return invalidAt("salt", "salt must be valid UTF-8 of at most %d bytes", MaxSaltBytes)
 	}
-	if err := ValidateLabels(f.Tags, f.Owner); err != nil {
+	if err := validateLabels(f.Tags, f.Owner); err != nil {
 		return err
 	}
 	if len(f.Buckets) == 0 {
-		return Errorf(EInvalid, "a feature needs at least one bucket")
+		return invalidAt("buckets", "a feature needs at least one bucket")
 	}
 	if len(f.Buckets) > MaxBuckets {
-		return Errorf(EInvalid, "a feature has at most %d buckets, got %d", MaxBuckets, len(f.Buckets))
+		return invalidAt("buckets", "a feature has at most %d buckets, got %d", MaxBuckets, len(f.Buckets))
 	}
 	points := 0
 	seen := make(map[string]bool, len(f.Buckets))
-	for _, b := range f.Buckets {
+	for i, b := range f.Buckets {
 		if err := b.validate(strict); err != nil {
-			return err
+			return within(err, listField("buckets", i))
 		}
 		if seen[b.Name] {
-			return Errorf(EInvalid, "bucket %q appears twice: bucket names must be unique", b.Name)
+			return invalidAt(listField("buckets", i)+".name", "bucket %q appears twice: bucket names must be unique", b.Name)
 		}
 		seen[b.Name] = true
 		points += b.Replicas
 	}
 	if points > MaxPoints {
-		return Errorf(EInvalid, "the buckets have %d replicas in all; a feature has at most %d ring points", points, MaxPoints)
+		return invalidAt("buckets", "the buckets have %d replicas in all; a feature has at most %d ring points", points, MaxPoints)
 	}
 	if points == 0 {
 		// A bucket with 0 replicas serves no one but stays (a ramp's or
 		// a dormant variant's); a ring with no point would serve no one.
-		return Errorf(EInvalid, "every bucket has 0 replicas: give at least one bucket replicas, so that the feature serves its users")
+		return invalidAt("buckets", "every bucket has 0 replicas: give at least one bucket replicas, so that the feature serves its users")
 	}
 	if f.Fallback != "" && !seen[f.Fallback] {
-		return Errorf(EInvalid, "fallback %q is not a bucket of the feature", f.Fallback)
+		return invalidAt("fallback", "fallback %q is not a bucket of the feature", f.Fallback)
 	}
 	if err := validateTargeting(&f, seen, stored); err != nil {
 		return err
 	}
 	if len(f.Overrides) > MaxOverrides {
-		return Errorf(EInvalid, "a feature has at most %d overrides", MaxOverrides)
+		return invalidAt("overrides", "a feature has at most %d overrides", MaxOverrides)
 	}
 	for user, bucket := range f.Overrides {
-		if err := validateUser(user, strict); err != nil {
-			return err
-		}
-		if !seen[bucket] {
-			return Errorf(EInvalid, "override for user %q names bucket %q, which the feature does not have", user, bucket)
+		if validateUser(user, strict) != nil || !seen[bucket] {
+			return f.overrideError(seen, strict)
 		}
 	}
 	return nil
 }
 
-// Validate reports what is wrong with b as an EInvalid *Error. A value must
-// be JSON that strict clients can read: UTF-8, surrogates escaped in pairs,
-// numbers within the range of a float64.
+// validateDescription reports what is wrong with the description of a
+// feature or a segment: it is at most MaxDescription bytes of UTF-8.
+func validateDescription(d string) error {
+	if len(d) > MaxDescription || !utf8.ValidString(d) {
+		return invalidAt("description", "description must be valid UTF-8 of at most %d bytes", MaxDescription)
+	}
+	return nil
+}
+
+// overrideError reports the first of f's overrides, in the order of their
+// user IDs, whose user ID is invalid or whose bucket (seen: f's) is not
+// f's, so that the same configuration always reports the same one.
+func (f Feature) overrideError(seen map[string]bool, strict bool) error {
+	for _, user := range slices.Sorted(maps.Keys(f.Overrides)) {
+		at := "overrides[" + strconv.Quote(user) + "]"
+		if err := validateUser(user, strict); err != nil {
+			return within(err, at)
+		}
+		if bucket := f.Overrides[user]; !seen[bucket] {
+			return invalidAt(at, "override for user %q names bucket %q, which the feature does not have", user, bucket)
+		}
+	}
+	return nil
+}
+
+// listField is the path of entry i of the list field name: "buckets[1]".
+func listField(name string, i int) string { return name + "[" + strconv.Itoa(i) + "]" }
+
+// Validate reports what is wrong with b as an EInvalid *Error whose Field
+// is within the bucket (name, replicas, value). A value must be JSON that
+// strict clients can read: UTF-8, surrogates escaped in pairs, numbers
+// within the range of a float64.
 func (b Bucket) Validate() error { return b.validate(true) }
 
 func (b Bucket) validate(strict bool) error {
 	if !ValidBucketName(b.Name) {
-		return Errorf(EInvalid, "bucket name %q is invalid: use 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '-'", b.Name)
+		return invalidAt("name", "bucket name %q is invalid: use 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '-'", b.Name)
 	}
 	if b.Replicas < 0 || b.Replicas > MaxReplicas {
-		return Errorf(EInvalid, "bucket %q has %d replicas: replicas must be between 0 and %d", b.Name, b.Replicas, MaxReplicas)
+		return invalidAt("replicas", "bucket %q has %d replicas: replicas must be between 0 and %d", b.Name, b.Replicas, MaxReplicas)
 	}
 	if len(b.Value) > MaxValueBytes {
-		return Errorf(EInvalid, "the value of bucket %q is %d bytes; at most %d", b.Name, len(b.Value), MaxValueBytes)
+		return invalidAt("value", "the value of bucket %q is %d bytes; at most %d", b.Name, len(b.Value), MaxValueBytes)
 	}
 	if len(b.Value) > 0 && !json.Valid(b.Value) {
-		return Errorf(EInvalid, "the value of bucket %q is not valid JSON", b.Name)
+		return invalidAt("value", "the value of bucket %q is not valid JSON", b.Name)
 	}
 	if strict && len(b.Value) > 0 {
 		if err := strictJSON(b.Value); err != "" {
-			return Errorf(EInvalid, "the value of bucket %q %s: strict JSON clients could not read it", b.Name, err)
+			return invalidAt("value", "the value of bucket %q %s: strict JSON clients could not read it", b.Name, err)
 		}
 		if d := jsonDepth(b.Value); d > MaxValueDepth {
-			return Errorf(EInvalid, "the value of bucket %q nests arrays and objects %d deep; at most %d", b.Name, d, MaxValueDepth)
+			return invalidAt("value", "the value of bucket %q nests arrays and objects %d deep; at most %d", b.Name, d, MaxValueDepth)
 		}
 	}
 	return nil

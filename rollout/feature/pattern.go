@@ -1,7 +1,6 @@
 package feature
 
 import (
-	"fmt"
 	"regexp"
 	"regexp/syntax"
 	"sync/atomic"
@@ -51,20 +50,20 @@ const (
 func compilePattern(attr, pattern string) (re *regexp.Regexp, insts int, costly bool, err error) {
 	parsed, err := syntax.Parse(pattern, syntax.Perl)
 	if err != nil {
-		return nil, 0, false, Errorf(EInvalid, "the pattern of a matches condition on attribute %q is not a valid RE2 regular expression: %v", attr, err)
+		return nil, 0, false, invalidAt("value", "the pattern of a matches condition on attribute %q is not a valid RE2 regular expression: %v", attr, err)
 	}
 	if n := repeats(parsed); n > MaxPatternRepeat {
-		return nil, 0, true, Errorf(EInvalid, "the pattern of a matches condition on attribute %q repeats more than %d times ({n,m} counts, nested ones multiplied): use smaller counts, or + and * in their place", attr, MaxPatternRepeat)
+		return nil, 0, true, invalidAt("value", "the pattern of a matches condition on attribute %q repeats more than %d times ({n,m} counts, nested ones multiplied): use smaller counts, or + and * in their place", attr, MaxPatternRepeat)
 	}
 	prog, err := syntax.Compile(parsed.Simplify())
 	if err != nil {
-		return nil, 0, false, Errorf(EInvalid, "the pattern of a matches condition on attribute %q is not a valid RE2 regular expression: %v", attr, err)
+		return nil, 0, false, invalidAt("value", "the pattern of a matches condition on attribute %q is not a valid RE2 regular expression: %v", attr, err)
 	}
 	if n := len(prog.Inst); n > MaxPatternInsts {
-		return nil, 0, true, Errorf(EInvalid, "the pattern of a matches condition on attribute %q compiles to %d instructions; at most %d: use smaller {n,m} counts, or + and * in their place", attr, n, MaxPatternInsts)
+		return nil, 0, true, invalidAt("value", "the pattern of a matches condition on attribute %q compiles to %d instructions; at most %d: use smaller {n,m} counts, or + and * in their place", attr, n, MaxPatternInsts)
 	}
 	if re, err = regexp.Compile(pattern); err != nil {
-		return nil, 0, false, Errorf(EInvalid, "the pattern of a matches condition on attribute %q is not a valid RE2 regular expression: %v", attr, err)
+		return nil, 0, false, invalidAt("value", "the pattern of a matches condition on attribute %q is not a valid RE2 regular expression: %v", attr, err)
 	}
 	return re, len(prog.Inst), false, nil
 }
@@ -90,54 +89,37 @@ var (
 	checkHook atomic.Pointer[func()]
 )
 
-// PatternExcess is where a feature's rules pass a limit: the condition
+// patternExcess is where a feature's rules pass a limit: the condition
 // Cond of the rule Rule (their indexes) at which the instructions of its
 // matches patterns pass MaxFeaturePatternInsts (Insts counted up to it, a
 // segment's patterns at each in_segment that uses it), or, Checks set, its
 // condition checks pass MaxConditionChecks.
-type PatternExcess struct {
+type patternExcess struct {
 	Rule, Cond int
 	Insts      int // the instructions counted up to that condition
 	Checks     int // the condition checks counted up to it; 0: Insts passed
 }
 
-// err is the EInvalid *Error of x, in the rule named rule.
-func (x *PatternExcess) err(rule string) error {
-	return Errorf(EInvalid, "rules[%d].conditions[%d]: rule %q: %s", x.Rule, x.Cond, rule, x.Message())
-}
-
-// Message says what x is, without its place.
-func (x *PatternExcess) Message() string {
+// err is the EInvalid *Error of x, in the rule named rule, at its
+// condition.
+func (x *patternExcess) err(rule string) error {
+	at := listField(listField("rules", x.Rule)+".conditions", x.Cond)
 	if x.Checks > 0 {
-		return fmt.Sprintf("the feature's conditions come to %d checks up to this condition (an in_segment counts its segment's conditions, at each use); at most %d: use fewer rules or conditions", x.Checks, MaxConditionChecks)
+		return invalidAt(at, "rule %q: the feature's conditions come to %d checks up to this condition (an in_segment counts its segment's conditions, at each use); at most %d: use fewer rules or conditions", rule, x.Checks, MaxConditionChecks)
 	}
-	return fmt.Sprintf("the feature's matches patterns (a segment's counted at each in_segment that uses it) compile to %d instructions up to this condition; at most %d: use fewer or simpler patterns", x.Insts, MaxFeaturePatternInsts)
-}
-
-// SegmentExcess says that a segment's patterns compile to insts
-// instructions, more than MaxSegmentPatternInsts, without its place.
-func SegmentExcess(insts int) string {
-	return fmt.Sprintf("the segment's matches patterns compile to %d instructions up to this condition; at most %d: use fewer or simpler patterns", insts, MaxSegmentPatternInsts)
+	return invalidAt(at, "rule %q: the feature's matches patterns (a segment's counted at each in_segment that uses it) compile to %d instructions up to this condition; at most %d: use fewer or simpler patterns", rule, x.Insts, MaxFeaturePatternInsts)
 }
 
 // CheckPatterns refuses c, a feature compiled with its segments, when its
 // patterns pass MaxFeaturePatternInsts or its conditions
-// MaxConditionChecks, with an EInvalid *Error naming the condition (see
-// PatternExcess). Conditions past the limit never hold: a configuration
-// stored before it still loads, but a change must not make one.
+// MaxConditionChecks, with an EInvalid *Error at the condition where they
+// do ("rules[2].conditions[10]"). Conditions past the limit never hold: a
+// configuration stored before it still loads, but a change must not make
+// one.
 func (c *Compiled) CheckPatterns() error {
-	x := c.PatternExcess()
-	if x == nil {
+	if c.targeting == nil || c.targeting.excess == nil {
 		return nil
 	}
+	x := c.targeting.excess
 	return x.err(c.feature.Rules[x.Rule].Name)
-}
-
-// PatternExcess returns where c's patterns pass MaxFeaturePatternInsts,
-// or nil when they do not.
-func (c *Compiled) PatternExcess() *PatternExcess {
-	if c.targeting == nil {
-		return nil
-	}
-	return c.targeting.excess
 }

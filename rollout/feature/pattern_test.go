@@ -56,7 +56,7 @@ func TestPatternTotals(t *testing.T) {
 	}
 	seg := Segment{Key: "staff", Conditions: []Condition{email, cond("email2", OpMatches, emailPattern)}}
 	err = seg.Validate()
-	if want := `segment "staff": conditions[1]: the segment's matches patterns compile to 1528 instructions`; err == nil || !strings.HasPrefix(ErrorMessage(err), want) {
+	if want := `conditions[1]: segment "staff": the segment's matches patterns compile to 1528 instructions`; err == nil || !strings.HasPrefix(ErrorMessage(err), want) {
 		t.Errorf("Validate of a segment of two e-mail patterns = %v, want %q…", err, want)
 	}
 

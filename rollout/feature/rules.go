@@ -123,9 +123,9 @@ type SegmentVersion struct {
 // value a string, a float64 (or another Go number), a bool or a []string.
 type Context map[string]any
 
-// ValidAttribute reports whether name can be a condition's attribute or a
+// validAttribute reports whether name can be a condition's attribute or a
 // bucket_by.
-func ValidAttribute(name string) bool {
+func validAttribute(name string) bool {
 	return len(name) <= MaxAttributeBytes && attributePattern.MatchString(name)
 }
 

@@ -168,39 +168,39 @@ func CompileSegment(s Segment) *CompiledSegment {
 func compileCondition(c Condition, inSegment bool) (compiledCond, error) {
 	op, ok := opCodes[c.Op]
 	if !ok {
-		return compiledCond{}, Errorf(EInvalid, "unknown operator %q: use one of %s", Abbreviate(c.Op), strings.Join(Operators, ", "))
+		return compiledCond{}, invalidAt("op", "unknown operator %q: use one of %s", Abbreviate(c.Op), strings.Join(Operators, ", "))
 	}
 	cc := compiledCond{attr: c.Attribute, op: op}
 	if op == opInSegment {
 		if inSegment {
-			return cc, Errorf(EInvalid, "a segment cannot use in_segment: segments do not refer to segments, so that none can loop")
+			return cc, invalidAt("op", "a segment cannot use in_segment: segments do not refer to segments, so that none can loop")
 		}
 		if c.Attribute != "" {
-			return cc, Errorf(EInvalid, "in_segment takes no attribute: its value is the segment's key")
+			return cc, invalidAt("attribute", "in_segment takes no attribute: its value is the segment's key")
 		}
-	} else if !ValidAttribute(c.Attribute) {
-		return cc, Errorf(EInvalid, "condition attribute %q is invalid: use 1 to %d characters of A-Z, a-z, 0-9, '_', '.', ':', '-', starting with a letter or '_'", Abbreviate(c.Attribute), MaxAttributeBytes)
+	} else if !validAttribute(c.Attribute) {
+		return cc, invalidAt("attribute", "condition attribute %q is invalid: use 1 to %d characters of A-Z, a-z, 0-9, '_', '.', ':', '-', starting with a letter or '_'", Abbreviate(c.Attribute), MaxAttributeBytes)
 	}
 	raw := c.Value
 	if op == opPresent || op == opAbsent {
 		if len(raw) > 0 && string(raw) != "null" {
-			return cc, Errorf(EInvalid, "operator %s takes no value", c.Op)
+			return cc, invalidAt("value", "operator %s takes no value", c.Op)
 		}
 		return cc, nil
 	}
 	if len(raw) == 0 || string(raw) == "null" {
-		return cc, Errorf(EInvalid, "operator %s needs a value on attribute %q", c.Op, c.Attribute)
+		return cc, invalidAt("value", "operator %s needs a value on attribute %q", c.Op, c.Attribute)
 	}
 	if !json.Valid(raw) {
-		return cc, Errorf(EInvalid, "the value of a %s condition is not valid JSON", c.Op)
+		return cc, invalidAt("value", "the value of a %s condition is not valid JSON", c.Op)
 	}
 	str := func() (string, error) {
 		var s string
 		if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-			return "", Errorf(EInvalid, "operator %s on attribute %q takes a string value", c.Op, c.Attribute)
+			return "", invalidAt("value", "operator %s on attribute %q takes a string value", c.Op, c.Attribute)
 		}
 		if len(s) > MaxConditionString || !utf8.ValidString(s) {
-			return "", Errorf(EInvalid, "a string of a condition is at most %d bytes of UTF-8", MaxConditionString)
+			return "", invalidAt("value", "a string of a condition is at most %d bytes of UTF-8", MaxConditionString)
 		}
 		return s, nil
 	}
@@ -222,25 +222,25 @@ func compileCondition(c Condition, inSegment bool) (compiledCond, error) {
 		default:
 			n, err := strconv.ParseFloat(string(raw), 64)
 			if err != nil {
-				return cc, Errorf(EInvalid, "operator %s on attribute %q takes a string, a number or a boolean", c.Op, c.Attribute)
+				return cc, invalidAt("value", "operator %s on attribute %q takes a string, a number or a boolean", c.Op, c.Attribute)
 			}
 			cc.kind, cc.num, cc.isNum = kindNumber, n, true
 			cc.str = strconv.FormatFloat(n, 'g', -1, 64)
 		}
 	case opIn, opNotIn:
 		if raw[0] != '[' {
-			return cc, Errorf(EInvalid, "operator %s on attribute %q takes a list of strings", c.Op, c.Attribute)
+			return cc, invalidAt("value", "operator %s on attribute %q takes a list of strings", c.Op, c.Attribute)
 		}
 		var list []string
 		if err := json.Unmarshal(raw, &list); err != nil {
-			return cc, Errorf(EInvalid, "operator %s on attribute %q takes a list of strings", c.Op, c.Attribute)
+			return cc, invalidAt("value", "operator %s on attribute %q takes a list of strings", c.Op, c.Attribute)
 		}
 		if len(list) > MaxListValues {
-			return cc, Errorf(EInvalid, "the list of a %s condition has %d entries; at most %d (use a segment per group, or a shorter list)", c.Op, len(list), MaxListValues)
+			return cc, invalidAt("value", "the list of a %s condition has %d entries; at most %d (use a segment per group, or a shorter list)", c.Op, len(list), MaxListValues)
 		}
 		for _, s := range list {
 			if len(s) > MaxConditionString || !utf8.ValidString(s) {
-				return cc, Errorf(EInvalid, "a string of a condition is at most %d bytes of UTF-8", MaxConditionString)
+				return cc, invalidAt("value", "a string of a condition is at most %d bytes of UTF-8", MaxConditionString)
 			}
 			if n, err := strconv.ParseFloat(s, 64); err == nil && !math.IsNaN(n) {
 				cc.nums = append(cc.nums, n)
@@ -266,7 +266,7 @@ func compileCondition(c Condition, inSegment bool) (compiledCond, error) {
 			return cc, err
 		}
 		if len(cc.str) > MaxPatternBytes {
-			return cc, Errorf(EInvalid, "a matches pattern is at most %d bytes", MaxPatternBytes)
+			return cc, invalidAt("value", "a matches pattern is at most %d bytes", MaxPatternBytes)
 		}
 		if cc.re, cc.insts, cc.costly, err = compilePattern(c.Attribute, cc.str); err != nil {
 			return cc, err
@@ -274,7 +274,7 @@ func compileCondition(c Condition, inSegment bool) (compiledCond, error) {
 	case opLt, opLte, opGt, opGte:
 		n, err := strconv.ParseFloat(string(raw), 64)
 		if err != nil || raw[0] == '"' {
-			return cc, Errorf(EInvalid, "operator %s on attribute %q takes a number", c.Op, c.Attribute)
+			return cc, invalidAt("value", "operator %s on attribute %q takes a number", c.Op, c.Attribute)
 		}
 		cc.num, cc.isNum = n, true
 	case opSemverLt, opSemverLte, opSemverEq, opSemverGte, opSemverGt:
@@ -283,7 +283,7 @@ func compileCondition(c Condition, inSegment bool) (compiledCond, error) {
 		}
 		var ok bool
 		if cc.ver, ok = parseSemver(cc.str); !ok {
-			return cc, Errorf(EInvalid, "%q is not a semantic version (MAJOR[.MINOR[.PATCH]][-PRERELEASE][+BUILD])", cc.str)
+			return cc, invalidAt("value", "%q is not a semantic version (MAJOR[.MINOR[.PATCH]][-PRERELEASE][+BUILD])", cc.str)
 		}
 		cc.ver.pre = strings.Clone(cc.ver.pre)
 	case opBefore, opAfter:
@@ -291,14 +291,14 @@ func compileCondition(c Condition, inSegment bool) (compiledCond, error) {
 			return cc, err
 		}
 		if cc.t, err = time.Parse(time.RFC3339, cc.str); err != nil {
-			return cc, Errorf(EInvalid, "%q is not an RFC 3339 time (like 2026-12-01T00:00:00Z)", cc.str)
+			return cc, invalidAt("value", "%q is not an RFC 3339 time (like 2026-12-01T00:00:00Z)", cc.str)
 		}
 	case opInSegment:
 		if cc.segKey, err = str(); err != nil {
 			return cc, err
 		}
 		if !ValidKey(cc.segKey) {
-			return cc, Errorf(EInvalid, "segment key %q is invalid", cc.segKey)
+			return cc, invalidAt("value", "segment key %q is invalid", cc.segKey)
 		}
 	}
 	return cc, nil
@@ -640,24 +640,24 @@ func (v semver) compare(w semver) int {
 // their limits (which a configuration stored before them may hold, and
 // which compile as conditions that never hold).
 func validateTargeting(f *Feature, buckets map[string]bool, stored bool) error {
-	if f.BucketBy != "" && !ValidAttribute(f.BucketBy) {
-		return Errorf(EInvalid, "bucket_by %q is not a valid attribute name: use 1 to %d characters of A-Z, a-z, 0-9, '_', '.', ':', '-', starting with a letter or '_'", Abbreviate(f.BucketBy), MaxAttributeBytes)
+	if f.BucketBy != "" && !validAttribute(f.BucketBy) {
+		return invalidAt("bucket_by", "bucket_by %q is not a valid attribute name: use 1 to %d characters of A-Z, a-z, 0-9, '_', '.', ':', '-', starting with a letter or '_'", Abbreviate(f.BucketBy), MaxAttributeBytes)
 	}
 	if len(f.Rules) == 0 {
 		return nil
 	}
 	if len(f.Rules) > MaxRules {
-		return Errorf(EInvalid, "a feature has at most %d rules, got %d", MaxRules, len(f.Rules))
+		return invalidAt("rules", "a feature has at most %d rules, got %d", MaxRules, len(f.Rules))
 	}
-	for _, r := range f.Rules {
+	for i, r := range f.Rules {
 		if len(r.Conditions) > MaxConditions {
-			return Errorf(EInvalid, "rule %q has %d conditions; at most %d", Abbreviate(r.Name), len(r.Conditions), MaxConditions)
+			return invalidAt(listField("rules", i)+".conditions", "rule %q has %d conditions; at most %d", Abbreviate(r.Name), len(r.Conditions), MaxConditions)
 		}
 	}
 	if b, err := json.Marshal(f.Rules); err != nil || len(b) > MaxTargetingBytes {
-		return Errorf(EInvalid, "the rules are %d bytes as JSON; at most %d (use segments for long lists)", len(b), MaxTargetingBytes)
+		return invalidAt("rules", "the rules are %d bytes as JSON; at most %d (use segments for long lists)", len(b), MaxTargetingBytes)
 	}
-	names := make(map[string]bool, len(f.Rules))
+	names := make(map[string]int, len(f.Rules))
 	insts, checks := 0, 0
 	for i, r := range f.Rules {
 		if err := validateRule(r, i, buckets, stored, &insts); err != nil {
@@ -667,70 +667,51 @@ func validateTargeting(f *Feature, buckets map[string]bool, stored bool) error {
 		// segment's, compileTargeting counts them (Compiled.CheckPatterns).
 		if checks += len(r.Conditions); checks > MaxConditionChecks && !stored {
 			j := len(r.Conditions) - (checks - MaxConditionChecks)
-			return (&PatternExcess{Rule: i, Cond: j, Checks: MaxConditionChecks + 1}).err(r.Name)
+			return (&patternExcess{Rule: i, Cond: j, Checks: MaxConditionChecks + 1}).err(r.Name)
 		}
-		if names[r.Name] {
-			return Errorf(EInvalid, "rule name %q appears twice: rule names must be unique", r.Name)
+		if first, ok := names[r.Name]; ok {
+			return invalidAt(listField("rules", i)+".name", "rule name %q appears twice (rules[%d] too): rule names must be unique", r.Name, first)
 		}
-		names[r.Name] = true
+		names[r.Name] = i
 	}
 	return nil
 }
 
-// ValidateCondition reports what is wrong with c, a condition of a rule
-// (or, with inSegment, of a segment, which cannot use in_segment), as an
-// EInvalid *Error, and the instructions its pattern compiles to (0 but
-// for matches).
-func ValidateCondition(c Condition, inSegment bool) (insts int, err error) {
-	cc, err := compileCondition(c, inSegment)
-	return cc.insts, err
-}
-
-// ValidateRule reports what is wrong with r, a feature's rules[i] on its
-// own, as an EInvalid *Error: its name, its conditions, the instructions
-// of its patterns and what it serves (buckets names the feature's
-// buckets). Validate checks every rule so, and more: the names unique,
-// the patterns' total within MaxFeaturePatternInsts.
-func ValidateRule(r Rule, i int, buckets map[string]bool) error {
-	insts := 0
-	return validateRule(r, i, buckets, false, &insts)
-}
-
-// validateRule reports what is wrong with r, the feature's rules[i];
-// insts counts the instructions of the feature's patterns, which must stay
-// within MaxFeaturePatternInsts (but when stored: see validateTargeting).
+// validateRule reports what is wrong with r, the feature's rules[i], but
+// for the count of its conditions (see validateTargeting); insts counts
+// the instructions of the feature's patterns, which must stay within
+// MaxFeaturePatternInsts (but when stored: see validateTargeting).
 func validateRule(r Rule, i int, buckets map[string]bool, stored bool, insts *int) error {
+	at := listField("rules", i)
 	if !ValidRuleName(r.Name) {
-		return Errorf(EInvalid, "rule %d: name %q is invalid: use 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '-'", i+1, Abbreviate(r.Name))
-	}
-	if len(r.Conditions) > MaxConditions {
-		return Errorf(EInvalid, "rule %q has %d conditions; at most %d", r.Name, len(r.Conditions), MaxConditions)
+		return invalidAt(at+".name", "rule name %q is invalid: use 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '-'", Abbreviate(r.Name))
 	}
 	for j, c := range r.Conditions {
 		cc, err := compileCondition(c, false)
 		if err != nil && !(stored && cc.costly) {
-			return Errorf(EInvalid, "rules[%d].conditions[%d]: rule %q: %s", i, j, r.Name, err.(*Error).Message)
+			return about(err, fmt.Sprintf("rule %q", r.Name), listField(at+".conditions", j))
 		}
 		if *insts += cc.insts; *insts > MaxFeaturePatternInsts && !stored {
-			return (&PatternExcess{Rule: i, Cond: j, Insts: *insts}).err(r.Name)
+			return (&patternExcess{Rule: i, Cond: j, Insts: *insts}).err(r.Name)
 		}
 	}
 	switch s := r.Serve; {
 	case s.Ring && s.Bucket != "":
-		return Errorf(EInvalid, "rule %q serves both a bucket and the ring: give one", r.Name)
+		return invalidAt(at+".serve", "rule %q serves both a bucket and the ring: give one", r.Name)
 	case !s.Ring && s.Bucket == "":
-		return Errorf(EInvalid, "rule %q serves nothing: give serve.bucket or serve.ring", r.Name)
+		return invalidAt(at+".serve", "rule %q serves nothing: give serve.bucket or serve.ring", r.Name)
 	case s.Bucket != "" && !buckets[s.Bucket]:
-		return Errorf(EInvalid, "rule %q serves bucket %q, which the feature does not have", r.Name, s.Bucket)
+		return invalidAt(at+".serve.bucket", "rule %q serves bucket %q, which the feature does not have", r.Name, s.Bucket)
 	case s.BucketBy != "" && !s.Ring:
-		return Errorf(EInvalid, "rule %q: bucket_by applies only to a rule that serves the ring", r.Name)
-	case s.BucketBy != "" && !ValidAttribute(s.BucketBy):
-		return Errorf(EInvalid, "rule %q: bucket_by %q is not a valid attribute name", r.Name, Abbreviate(s.BucketBy))
+		return invalidAt(at+".serve.bucket_by", "rule %q: bucket_by applies only to a rule that serves the ring", r.Name)
+	case s.BucketBy != "" && !validAttribute(s.BucketBy):
+		return invalidAt(at+".serve.bucket_by", "rule %q: bucket_by %q is not a valid attribute name", r.Name, Abbreviate(s.BucketBy))
 	}
 	return nil
 }
 
-// Validate reports the first thing wrong with s as an EInvalid *Error.
+// Validate reports the first thing wrong with s as an EInvalid *Error
+// whose Field says where (key, description, conditions[1].value, …).
 func (s Segment) Validate() error { return s.validate(false) }
 
 // ValidateStored is Validate for a segment read from a store (or a sync
@@ -742,25 +723,25 @@ func (s Segment) ValidateStored() error { return s.validate(true) }
 // as validateTargeting does.
 func (s Segment) validate(stored bool) error {
 	if !ValidKey(s.Key) {
-		return Errorf(EInvalid, "segment key %q is invalid: use 1 to 64 characters of a-z, 0-9, '_', '.', '-', starting with a letter or digit", Abbreviate(s.Key))
+		return invalidAt("key", "segment key %q is invalid: use 1 to 64 characters of a-z, 0-9, '_', '.', '-', starting with a letter or digit", Abbreviate(s.Key))
 	}
-	if len(s.Description) > MaxDescription || !utf8.ValidString(s.Description) {
-		return Errorf(EInvalid, "description must be valid UTF-8 of at most %d bytes", MaxDescription)
+	if err := validateDescription(s.Description); err != nil {
+		return err
 	}
 	if len(s.Conditions) > MaxConditions {
-		return Errorf(EInvalid, "segment %q has %d conditions; at most %d", s.Key, len(s.Conditions), MaxConditions)
+		return invalidAt("conditions", "segment %q has %d conditions; at most %d", s.Key, len(s.Conditions), MaxConditions)
 	}
 	if b, err := json.Marshal(s.Conditions); err != nil || len(b) > MaxTargetingBytes {
-		return Errorf(EInvalid, "the conditions are %d bytes as JSON; at most %d", len(b), MaxTargetingBytes)
+		return invalidAt("conditions", "the conditions are %d bytes as JSON; at most %d", len(b), MaxTargetingBytes)
 	}
 	insts := 0
 	for j, c := range s.Conditions {
 		cc, err := compileCondition(c, true)
 		if err != nil && !(stored && cc.costly) {
-			return Errorf(EInvalid, "segment %q: conditions[%d]: %s", s.Key, j, err.(*Error).Message)
+			return about(err, fmt.Sprintf("segment %q", s.Key), listField("conditions", j))
 		}
 		if insts += cc.insts; insts > MaxSegmentPatternInsts && !stored {
-			return Errorf(EInvalid, "segment %q: conditions[%d]: %s", s.Key, j, SegmentExcess(insts))
+			return invalidAt(listField("conditions", j), "segment %q: the segment's matches patterns compile to %d instructions up to this condition; at most %d: use fewer or simpler patterns", s.Key, insts, MaxSegmentPatternInsts)
 		}
 	}
 	return nil
@@ -792,7 +773,7 @@ type targeting struct {
 	// MaxFeaturePatternInsts, or its conditions MaxConditionChecks:
 	// conditions from there on that would pass it never hold (see
 	// Compiled.CheckPatterns, which refuses a change so).
-	excess *PatternExcess
+	excess *patternExcess
 	// defaultOutcome is the index in Compiled.outcomes of what the
 	// feature serves when the ring cannot place the user.
 	defaultOutcome int
@@ -853,14 +834,14 @@ func (c *Compiled) compileTargeting(segments map[string]*CompiledSegment) {
 				// Past the feature's total (stored before the limit, or a
 				// segment grown since): the condition never holds.
 				if t.excess == nil {
-					t.excess = &PatternExcess{Rule: i, Cond: j, Insts: insts + cost}
+					t.excess = &patternExcess{Rule: i, Cond: j, Insts: insts + cost}
 				}
 				cc.re, cc.seg, cc.costly, cost = nil, nil, true, 0
 			case checks+check > MaxConditionChecks:
 				// As for patterns: the condition never holds, and tests
 				// nothing.
 				if t.excess == nil {
-					t.excess = &PatternExcess{Rule: i, Cond: j, Checks: checks + check}
+					t.excess = &patternExcess{Rule: i, Cond: j, Checks: checks + check}
 				}
 				cc = compiledCond{op: opNever, segKey: cc.segKey, costly: true}
 				cost, check = 0, 0
@@ -986,11 +967,13 @@ func (c *Compiled) position(user string, ctx Context, attr string) (ring.Positio
 // MaxContextAttrs attributes, a name longer than MaxAttributeBytes×4, a
 // string longer than MaxContextValueLen, a list longer than MaxContextList,
 // names, strings and list entries of more than MaxContextBytes together
-// (ContextTooLarge), or a value of another type than string, number, bool
-// or list of strings.
+// (ContextTooLarge), or a value of another type than string, number, bool,
+// list of strings or nil (an attribute without a value, which no condition
+// but absent holds). It is the one check of a context: of the server's
+// query, body and OFREP contexts alike, and of the in-app client's.
 func ValidateContext(ctx Context) error {
 	if len(ctx) > MaxContextAttrs {
-		return Errorf(EInvalid, "the context has %d attributes; at most %d", len(ctx), MaxContextAttrs)
+		return tooManyAttributes()
 	}
 	size := 0
 	for k, v := range ctx {
@@ -1027,6 +1010,12 @@ func ValidateContext(ctx Context) error {
 	return nil
 }
 
+// tooManyAttributes is the EInvalid *Error of a context of more than
+// MaxContextAttrs attributes.
+func tooManyAttributes() error {
+	return Errorf(EInvalid, "the context has more than %d attributes: send only the attributes the rules read", MaxContextAttrs)
+}
+
 // ContextTooLarge is the EInvalid *Error of a context over
 // MaxContextBytes, which every reader of a context answers.
 func ContextTooLarge() error {
@@ -1036,11 +1025,12 @@ func ContextTooLarge() error {
 // ContextFromJSON converts attributes decoded from JSON (encoding/json's
 // any: string, float64, bool, []any, map, nil) into a Context: lists of
 // strings become []string; objects, null and lists holding anything but
-// strings are left out (no rule can test them). It refuses what
+// strings hold no value (nil: no rule can test them), but count as
+// attributes, their names among the context's bytes. It refuses what
 // ValidateContext refuses.
 func ContextFromJSON(m map[string]any) (Context, error) {
 	if len(m) > MaxContextAttrs {
-		return nil, Errorf(EInvalid, "the context has %d attributes; at most %d", len(m), MaxContextAttrs)
+		return nil, tooManyAttributes()
 	}
 	ctx := make(Context, len(m))
 	for k, v := range m {
@@ -1062,7 +1052,11 @@ func ContextFromJSON(m map[string]any) (Context, error) {
 			}
 			if list != nil {
 				ctx[k] = list
+			} else {
+				ctx[k] = nil
 			}
+		default:
+			ctx[k] = nil
 		}
 	}
 	return ctx, ValidateContext(ctx)

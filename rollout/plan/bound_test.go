@@ -24,7 +24,7 @@ func hundredBuckets() ([]ring.Bucket, map[string]float64) {
 	return current, targets
 }
 
-// finest is the finest tolerance a plan is given (rollout.MinTolerance).
+// finest is the finest tolerance a plan is given (plan.MinTolerance).
 const finest = 1e-6
 
 // cutSlack is how many steps a search may take past its budget: twice (once
@@ -37,7 +37,7 @@ var cutSlack = int64(4 * plan.FeatureLimits.MaxReplicas)
 // short; with the default budget too.
 func TestPlanBudget(t *testing.T) {
 	current, targets := hundredBuckets()
-	opts := plan.Options{Tolerance: finest, Budget: 200_000}
+	opts := plan.Search{Tolerance: finest, Budget: 200_000}
 	p := shares(current, targets, opts)
 	checkPlan(t, current, targets, p)
 	if !p.CutShort || p.CutReason != plan.CutBudget || p.Steps < opts.Budget/2 || p.Steps > opts.Budget+cutSlack {
@@ -49,7 +49,7 @@ func TestPlanBudget(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		return
 	}
-	p = shares(current, targets, plan.Options{Tolerance: finest})
+	p = shares(current, targets, plan.Search{Tolerance: finest})
 	checkPlan(t, current, targets, p)
 	if !p.CutShort || p.CutReason != plan.CutBudget || p.Steps > plan.DefaultBudget+cutSlack {
 		t.Errorf("plan with the default budget cut short %v (%q) after %d steps, want cut by the budget of %d", p.CutShort, p.CutReason, p.Steps, plan.DefaultBudget)
@@ -68,7 +68,7 @@ func TestPlanBudget(t *testing.T) {
 		current = append(current, ring.Bucket{Name: name, Replicas: 100})
 		targets[name] = float64(i+1) / 820
 	}
-	p = shares(current, targets, plan.Options{Budget: 5_000_000})
+	p = shares(current, targets, plan.Search{Budget: 5_000_000})
 	checkPlan(t, current, targets, p)
 	if !p.CutShort || !p.WithinTolerance {
 		t.Errorf("40 buckets: cut short %v, within tolerance %v (max error %v); want cut short and within", p.CutShort, p.WithinTolerance, p.MaxError)
@@ -82,14 +82,14 @@ func TestPlanBudget(t *testing.T) {
 func TestPlanWithinBudget(t *testing.T) {
 	current := []ring.Bucket{{Name: "on", Replicas: 100}, {Name: "off", Replicas: 100}}
 	targets := map[string]float64{"on": 0.1, "off": 0.9}
-	p := shares(current, targets, plan.Options{})
+	p := shares(current, targets, plan.Search{})
 	if p.CutShort || p.CutReason != "" || p.Steps <= 0 || p.Steps >= plan.DefaultBudget/10 {
 		t.Fatalf("plan cut short %v (%q) after %d steps, want whole, well within the default budget", p.CutShort, p.CutReason, p.Steps)
 	}
-	if exact := shares(current, targets, plan.Options{Budget: 2 * p.Steps}); fmt.Sprint(exact) != fmt.Sprint(p) {
+	if exact := shares(current, targets, plan.Search{Budget: 2 * p.Steps}); fmt.Sprint(exact) != fmt.Sprint(p) {
 		t.Errorf("with a budget of %d steps: %v; want %v", 2*p.Steps, exact, p)
 	}
-	short := shares(current, targets, plan.Options{Budget: p.Steps / 2})
+	short := shares(current, targets, plan.Search{Budget: p.Steps / 2})
 	checkPlan(t, current, targets, short)
 	if !short.CutShort || short.CutReason != plan.CutBudget {
 		t.Errorf("with a budget of %d steps, half its own: cut short %v (%q), want cut by its budget", p.Steps/2, short.CutShort, short.CutReason)
@@ -114,7 +114,7 @@ func (c *countedContext) Err() error {
 // deadline has passed says so.
 func TestPlanCanceled(t *testing.T) {
 	current, targets := hundredBuckets()
-	opts := plan.Options{Tolerance: finest, Limits: plan.FeatureLimits}
+	opts := plan.Search{Tolerance: finest, Limits: plan.FeatureLimits}
 	for _, looks := range []int64{0, 3} {
 		ctx := &countedContext{Context: context.Background()}
 		ctx.after.Store(looks)

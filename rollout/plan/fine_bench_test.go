@@ -41,7 +41,7 @@ func BenchmarkPlanFineChange(b *testing.B) {
 			for _, mode := range []string{"nested", "exact"} {
 				b.Run(fmt.Sprintf("from=%d/buckets=%d/%s", points, n, mode), func(b *testing.B) {
 					current, targets := evenBuckets(n, points), unevenTargets(n)
-					opts := plan.Options{Tolerance: plan.FineTolerance, Limits: plan.FineLimits}
+					opts := plan.Search{Tolerance: plan.FineTolerance, Limits: plan.FineLimits}
 					plans := plan.Shares
 					if mode == "nested" {
 						plans = plan.Nested
@@ -69,7 +69,7 @@ func BenchmarkPlanFineChange(b *testing.B) {
 func BenchmarkPlanFineFull(b *testing.B) {
 	current := evenBuckets(2, 20_000)
 	targets := map[string]float64{"v0": 0.33, "v1": 0.67}
-	opts := plan.Options{Tolerance: plan.FineTolerance, Limits: plan.FineLimits}
+	opts := plan.Search{Tolerance: plan.FineTolerance, Limits: plan.FineLimits}
 	b.ReportAllocs()
 	var r plan.Result
 	for b.Loop() {

@@ -61,7 +61,7 @@ func fineTotal(tol float64, lim Limits) int {
 // ring starts from) is first scaled: every bucket's replicas are multiplied
 // so the ring has enough points, which moves users once (Result.Replanned);
 // then the change is planned as above.
-func Nested(ctx context.Context, current []ring.Bucket, targets map[string]float64, opts Options) Result {
+func Nested(ctx context.Context, current []ring.Bucket, targets map[string]float64, opts Search) Result {
 	tol := opts.tolerance()
 	counts := make(map[string]int, len(targets))
 	order := make([]string, 0, len(targets))
@@ -212,7 +212,7 @@ func singleChange(order []string, anchor string, shares, targets map[string]floa
 // points while the shares miss the tolerance, it returns the first plan
 // within it, or the closest. A target of 0 gives the bucket 0 replicas.
 // Changing one bucket of the result by Nested and back returns it.
-func Fine(ctx context.Context, order []string, targets map[string]float64, opts Options) Result {
+func Fine(ctx context.Context, order []string, targets map[string]float64, opts Search) Result {
 	tol := opts.tolerance()
 	anchor := slices.IndexFunc(order, func(n string) bool { return targets[n] > 0 })
 	names := slices.Sorted(slices.Values(order))

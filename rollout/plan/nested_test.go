@@ -12,7 +12,7 @@ import (
 	"github.com/rollout/rollout/rollout/plan"
 )
 
-var fine = plan.Options{Tolerance: plan.FineTolerance, Limits: plan.FineLimits}
+var fine = plan.Search{Tolerance: plan.FineTolerance, Limits: plan.FineLimits}
 
 // randomTargets returns n targets of at least 0.1 % each, summing to 1.
 func randomTargets(rng *rand.Rand, n int) ([]string, map[string]float64) {

@@ -1,13 +1,16 @@
-// Package plan searches the replica counts of a ring's buckets whose exact
+// Package plan plans a feature's buckets: the replica counts whose exact
 // shares come within a tolerance of target shares, moving as few users as
-// it can from the ring planned from. It knows rings (package ring) and
-// nothing of features: its inputs are bucket names, replica counts, target
-// shares and limits, which the caller has checked, and its result is
-// replica counts with their exact figures. Package rollout validates a
-// request, calls it and answers with rollout.Plan (rollout.PlanShares,
-// rollout.PlanNew, rollout.Service.Plan). Shares and Initial search every
-// bucket's count; Nested and Fine (nested.go) plan fine rings whose
-// changes move users only into or out of the buckets that change.
+// it can from the ring planned from. For and New (buckets.go) check a
+// request, its targets, tolerance (CheckTolerance, the one rule for a
+// tolerance, of plans and ramps alike) and mode, and answer a Plan in the
+// feature's types; package rollout's Service.Plan, documents and ramps
+// call them. The search under them knows rings (package ring), not
+// features: its inputs are bucket names, replica counts, target shares
+// and limits, which the caller has checked, and its Result is replica
+// counts with their exact figures. Shares and Initial (plan.go, with the
+// search of search.go) search every bucket's count; Nested and Fine
+// (nested.go) plan fine rings whose changes move users only into or out
+// of the buckets that change. It imports neither HTTP nor SQL.
 package plan
 
 import (
@@ -20,12 +23,12 @@ import (
 )
 
 // DefaultTolerance is how far, as a fraction of users, a planned bucket's
-// share may miss its target when Options give no tolerance: half a
-// percentage point.
+// share may miss its target (or a ramp's step its share) when no tolerance
+// is given: half a percentage point.
 const DefaultTolerance = 0.005
 
 // DefaultBudget is the number of search steps a plan takes at most when
-// Options give no budget. A step adds or removes one replica and updates
+// its Search gives no budget. A step adds or removes one replica and updates
 // the plan's figures; it costs 35 to 250 nanoseconds (measured on an idle
 // and a loaded machine), so a plan stops within one to five seconds on one
 // core. Every plan of up to 10 buckets at the default tolerance measured
@@ -45,7 +48,7 @@ const ShareSlack = 1e-12
 
 // Why a plan was cut short (Result.CutReason).
 const (
-	CutBudget   = "budget"   // its Options.Budget was spent
+	CutBudget   = "budget"   // its Search.Budget was spent
 	CutDeadline = "deadline" // its context's deadline passed
 	CutCanceled = "canceled" // its context was canceled: no one waits for it
 )
@@ -57,8 +60,8 @@ type Limits struct {
 	MaxPoints   int
 }
 
-// Options tune a plan.
-type Options struct {
+// Search tunes the search of a plan.
+type Search struct {
 	// Tolerance is the largest difference allowed between a bucket's share
 	// and its target, above 0; 0 means DefaultTolerance.
 	Tolerance float64
@@ -74,14 +77,14 @@ type Options struct {
 	KeepEmpty bool
 }
 
-func (o Options) tolerance() float64 {
+func (o Search) tolerance() float64 {
 	if o.Tolerance == 0 {
 		return DefaultTolerance
 	}
 	return o.Tolerance
 }
 
-func (o Options) budget() int64 {
+func (o Search) budget() int64 {
 	if o.Budget <= 0 {
 		return DefaultBudget
 	}
@@ -92,7 +95,7 @@ func (o Options) budget() int64 {
 type Result struct {
 	// Buckets are the planned buckets: the current ones in their order,
 	// less those whose target is 0 (kept with 0 replicas by Nested and
-	// Fine, and with Options.KeepEmpty), then new ones by name.
+	// Fine, and with Search.KeepEmpty), then new ones by name.
 	Buckets     []ring.Bucket
 	SharesAfter map[string]float64 // exact share of each planned bucket
 	Tolerance   float64            // the tolerance planned to
@@ -114,7 +117,7 @@ type Result struct {
 	// limits.
 	CutShort  bool
 	CutReason string
-	// Steps is the number of steps the search took (see Options.Budget).
+	// Steps is the number of steps the search took (see Search.Budget).
 	Steps int64
 	// CrossMoves are the moves of users between two buckets that had
 	// users before which a nested change would not make: into a bucket
@@ -138,7 +141,7 @@ type Result struct {
 // names and fractions from 0 to 1 that sum to 1. It stops when its budget
 // is spent or ctx is done, at the best plan it has found, cut short. Cut by
 // its budget alone, or not cut, it is deterministic.
-func Shares(ctx context.Context, current []ring.Bucket, targets map[string]float64, opts Options) Result {
+func Shares(ctx context.Context, current []ring.Bucket, targets map[string]float64, opts Search) Result {
 	counts := make(map[string]int, len(current))
 	order := make([]string, 0, len(targets))
 	for _, b := range current {
@@ -195,7 +198,7 @@ func sharesStarts(order []string, current map[string]int, now *ring.Ring, target
 // targets, adjusted until every share is within tolerance. Targets are as
 // for Shares, each above 0. Its Churn is 1 and its LowerBound 1: every user
 // gets a bucket. Its work is bounded as Shares's.
-func Initial(ctx context.Context, targets map[string]float64, perBucket int, opts Options) Result {
+func Initial(ctx context.Context, targets map[string]float64, perBucket int, opts Search) Result {
 	names := slices.Sorted(maps.Keys(targets))
 	var starts []map[string]int
 	for k := 1; k*perBucket*len(names) <= 2*opts.Limits.MaxPoints; k *= 2 {
@@ -214,7 +217,7 @@ func Initial(ctx context.Context, targets map[string]float64, perBucket int, opt
 // not done, and returns the plan with its exact figures measured against
 // the ring of current (nil: no ring), which is before when that is not nil.
 // The positions h holds (may be nil) are not hashed again.
-func planFrom(ctx context.Context, order []string, current map[string]int, before *ring.Ring, h hashes, targets map[string]float64, opts Options, starts []map[string]int, stopWithin bool) Result {
+func planFrom(ctx context.Context, order []string, current map[string]int, before *ring.Ring, h hashes, targets map[string]float64, opts Search, starts []map[string]int, stopWithin bool) Result {
 	tol, budget := opts.tolerance(), opts.budget()
 	names := slices.Sorted(slices.Values(order))
 	sp := newPlanSpace(names, current, targets, tol, opts.Limits, h)

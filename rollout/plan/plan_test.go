@@ -28,13 +28,13 @@ func mustRing(t testing.TB, bs ...ring.Bucket) *ring.Ring {
 const perBucket = 100
 
 // shares plans current to targets within a feature's limits.
-func shares(current []ring.Bucket, targets map[string]float64, opts plan.Options) plan.Result {
+func shares(current []ring.Bucket, targets map[string]float64, opts plan.Search) plan.Result {
 	opts.Limits = plan.FeatureLimits
 	return plan.Shares(context.Background(), current, targets, opts)
 }
 
 // initial plans a new ring with targets within a feature's limits.
-func initial(targets map[string]float64, opts plan.Options) plan.Result {
+func initial(targets map[string]float64, opts plan.Search) plan.Result {
 	opts.Limits = plan.FeatureLimits
 	return plan.Initial(context.Background(), targets, perBucket, opts)
 }
@@ -144,7 +144,7 @@ func TestLumpyFirstReplicas(t *testing.T) {
 func TestPlanOnOff(t *testing.T) {
 	current := []ring.Bucket{{Name: "on", Replicas: 100}, {Name: "off", Replicas: 100}}
 	targets := map[string]float64{"on": 0.1, "off": 0.9}
-	p := shares(current, targets, plan.Options{})
+	p := shares(current, targets, plan.Search{})
 	checkPlan(t, current, targets, p)
 	if !p.WithinTolerance || p.Tolerance != plan.DefaultTolerance {
 		t.Errorf("plan %v: within tolerance %v (%v), max error %v", p.Buckets, p.WithinTolerance, p.Tolerance, p.MaxError)
@@ -171,7 +171,7 @@ func TestPlanOneBucketReachesBound(t *testing.T) {
 		j := rng.IntN(len(changed))
 		changed[j].Replicas = max(1, changed[j].Replicas+rng.IntN(201)-100)
 		targets := mustRing(t, changed...).Shares()
-		p := shares(current, targets, plan.Options{})
+		p := shares(current, targets, plan.Search{})
 		checkPlan(t, current, targets, p)
 		if !p.WithinTolerance || p.Churn > p.LowerBound+1e-12 {
 			t.Errorf("case %d: %v → targets of %v: plan %v within %v, churn %v > bound %v", c, current, changed, p.Buckets, p.WithinTolerance, p.Churn, p.LowerBound)
@@ -271,7 +271,7 @@ func TestPlanAgainstBruteForce(t *testing.T) {
 			targets[n] /= sum
 		}
 		tol := []float64{0.005, 0.01, 0.02}[rng.IntN(3)]
-		p := shares(current, targets, plan.Options{Tolerance: tol})
+		p := shares(current, targets, plan.Search{Tolerance: tol})
 		checkPlan(t, current, targets, p)
 		bf := bruteForce(t, current, names, targets, tol, maxReplicas)
 		cases++
@@ -314,7 +314,7 @@ func TestPlanRatios(t *testing.T) {
 		for n := range targets {
 			targets[n] /= sum
 		}
-		p := shares(current, targets, plan.Options{})
+		p := shares(current, targets, plan.Search{})
 		checkPlan(t, current, targets, p)
 		if !p.WithinTolerance {
 			t.Errorf("case %d: %v → %v: plan %v not within tolerance (max error %v)", c, current, targets, p.Buckets, p.MaxError)
@@ -338,9 +338,9 @@ func TestPlanRatios(t *testing.T) {
 func TestPlanDeterministic(t *testing.T) {
 	current := []ring.Bucket{{Name: "A", Replicas: 80}, {Name: "B", Replicas: 120}, {Name: "C", Replicas: 60}}
 	targets := map[string]float64{"A": 0.2, "B": 0.3, "C": 0.25, "D": 0.25}
-	first := shares(current, targets, plan.Options{})
+	first := shares(current, targets, plan.Search{})
 	for range 5 {
-		again := shares(current, maps(targets), plan.Options{})
+		again := shares(current, maps(targets), plan.Search{})
 		if fmt.Sprint(again) != fmt.Sprint(first) {
 			t.Fatalf("Shares = %v, then %v", first, again)
 		}
@@ -365,7 +365,7 @@ func maps(m map[string]float64) map[string]float64 {
 func TestPlanRemovesAndAdds(t *testing.T) {
 	current := []ring.Bucket{{Name: "A", Replicas: 100}, {Name: "B", Replicas: 100}, {Name: "C", Replicas: 100}}
 	targets := map[string]float64{"A": 0.5, "B": 0, "C": 0.25, "D": 0.25}
-	p := shares(current, targets, plan.Options{})
+	p := shares(current, targets, plan.Search{})
 	checkPlan(t, current, targets, p)
 	if len(p.Buckets) != 3 || p.Buckets[0].Name != "A" || p.Buckets[1].Name != "C" || p.Buckets[2].Name != "D" || !p.WithinTolerance {
 		t.Errorf("plan %v within %v, want A, C, D within tolerance", p.Buckets, p.WithinTolerance)
@@ -380,7 +380,7 @@ func TestPlanNew(t *testing.T) {
 		{"on": 0.01, "off": 0.99},
 		{"x": 1},
 	} {
-		p := initial(targets, plan.Options{})
+		p := initial(targets, plan.Search{})
 		checkPlan(t, nil, targets, p)
 		if !p.WithinTolerance || p.Churn != 1 || p.LowerBound != 1 {
 			t.Errorf("Initial(%v) = %v: within %v (max error %v), churn %v, bound %v", targets, p.Buckets, p.WithinTolerance, p.MaxError, p.Churn, p.LowerBound)
@@ -395,7 +395,7 @@ func BenchmarkPlan(b *testing.B) {
 	current, targets := bigCase()
 	b.ReportAllocs()
 	for b.Loop() {
-		shares(current, targets, plan.Options{})
+		shares(current, targets, plan.Search{})
 	}
 }
 

@@ -100,15 +100,13 @@ func TestCommitAnswerLost(t *testing.T) {
 	if err != nil || claim == nil {
 		t.Fatalf("ClaimIdempotency() = %v, %q, %v; want a claim", claim, first, err)
 	}
-	claim.Encode = func(v any) ([]byte, error) { return []byte("the first answer"), nil }
-	cctx := rollout.WithClaim(ctx, claim)
 	g := f.Clone()
 	g.Version, g.Description = 2, "changed"
-	rollout.Settle(cctx, g, now)
+	settles := &rollout.Settlement{Claim: *claim, Answer: []byte("the first answer"), Expires: now.Add(rollout.IdempotencyMemory)}
 
 	proxy.HoldNextCommitAnswer()
 	err = within(t, time.Minute, "UpdateFeature whose commit answer is lost", func() error {
-		return db.UpdateFeature(cctx, g, rollout.Version{Version: 2, Actor: "test", Time: now, Config: g})
+		return db.UpdateFeature(ctx, g, rollout.Version{Version: 2, Actor: "test", Time: now, Config: g, Settles: settles})
 	})
 	if code := feature.ErrorCode(err); code != feature.EUnavailable {
 		t.Fatalf("UpdateFeature(commit answer lost) = %v (code %q), want %q", err, code, feature.EUnavailable)

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/postgres"
@@ -185,7 +186,7 @@ func TestNotifications(t *testing.T) {
 	if rev := receive(t, ch, "after a create on the new connection"); rev != 7 {
 		t.Errorf("after a create on the new connection: %d, want 7", rev)
 	}
-	if err := writer.ArchiveFeature(ctx, "c", 1, rollout.AuditEvent{Actor: "test"}); err != nil {
+	if err := writer.ArchiveFeature(ctx, "c", 1, audit.Event{Actor: "test"}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if rev := receive(t, ch, "after a delete"); rev != 8 {
@@ -297,7 +298,7 @@ func TestLockTimeout(t *testing.T) {
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM features WHERE key = 'a' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	err = within(t, time.Minute, "DeleteFeature of a locked row", func() error { return db.ArchiveFeature(ctx, "a", 1, rollout.AuditEvent{Actor: "test"}) })
+	err = within(t, time.Minute, "DeleteFeature of a locked row", func() error { return db.ArchiveFeature(ctx, "a", 1, audit.Event{Actor: "test"}, nil, nil) })
 	if code := feature.ErrorCode(err); code != feature.EUnavailable {
 		t.Errorf("DeleteFeature(row locked) = %v (code %q), want %q", err, code, feature.EUnavailable)
 	}

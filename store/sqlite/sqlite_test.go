@@ -21,6 +21,8 @@ import (
 
 	"github.com/rollout/rollout/migrations"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 )
@@ -357,10 +359,10 @@ func TestUpdateFeature(t *testing.T) {
 
 // archiveAndPurge archives the feature key at version, then purges it.
 func archiveAndPurge(ctx context.Context, db *store.DB, key string, version int) error {
-	if err := db.ArchiveFeature(ctx, key, version, rollout.AuditEvent{Actor: "test"}); err != nil {
+	if err := db.ArchiveFeature(ctx, key, version, audit.Event{Actor: "test"}, nil, nil); err != nil {
 		return err
 	}
-	return db.PurgeFeature(ctx, key, rollout.AuditEvent{Actor: "test"})
+	return db.PurgeFeature(ctx, key, audit.Event{Actor: "test"}, nil)
 }
 
 func TestDeleteFeature(t *testing.T) {
@@ -977,15 +979,15 @@ func TestCheckWrite(t *testing.T) {
 func TestTokenConstraints(t *testing.T) {
 	db, _ := newDB(t)
 	ctx := context.Background()
-	tok := rollout.Token{ID: "1", Name: "ci", Role: rollout.RoleAdmin, Hash: "h", CreatedAt: t0}
+	tok := auth.Token{ID: "1", Name: "ci", Role: auth.RoleAdmin, Hash: "h", CreatedAt: t0}
 	if err := db.CreateToken(ctx, tok); err != nil {
 		t.Fatal(err)
 	}
-	sameHash := rollout.Token{ID: "2", Name: "other", Role: rollout.RoleAdmin, Hash: "h", CreatedAt: t0}
+	sameHash := auth.Token{ID: "2", Name: "other", Role: auth.RoleAdmin, Hash: "h", CreatedAt: t0}
 	wantCode(t, "CreateToken(same hash)", db.CreateToken(ctx, sameHash), feature.EConflict)
-	sameID := rollout.Token{ID: "1", Name: "third", Role: rollout.RoleAdmin, Hash: "h3", CreatedAt: t0}
+	sameID := auth.Token{ID: "1", Name: "third", Role: auth.RoleAdmin, Hash: "h3", CreatedAt: t0}
 	wantCode(t, "CreateToken(same ID)", db.CreateToken(ctx, sameID), feature.EConflict)
-	badRole := rollout.Token{ID: "4", Name: "bad", Role: "root", Hash: "h4", CreatedAt: t0}
+	badRole := auth.Token{ID: "4", Name: "bad", Role: "root", Hash: "h4", CreatedAt: t0}
 	err := db.CreateToken(ctx, badRole)
 	if err == nil || feature.ErrorCode(err) != feature.EInternal || extended(err) != sqlite3.ErrConstraintCheck {
 		t.Errorf("CreateToken(role root) = %v, want an internal error wrapping a CHECK violation", err)

@@ -9,11 +9,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
 // events returns the audit events q selects, failing the test on error.
-func events(t *testing.T, s Store, q rollout.AuditQuery) []rollout.AuditEvent {
+func events(t *testing.T, s Store, q audit.Query) []audit.Event {
 	t.Helper()
 	es, err := s.AuditEvents(context.Background(), q)
 	if err != nil {
@@ -23,7 +25,7 @@ func events(t *testing.T, s Store, q rollout.AuditQuery) []rollout.AuditEvent {
 }
 
 // kinds returns the kinds of es, "kind feature" each.
-func kinds(es []rollout.AuditEvent) []string {
+func kinds(es []audit.Event) []string {
 	out := []string{}
 	for _, e := range es {
 		out = append(out, string(e.Kind)+" "+e.Feature+e.Subject)
@@ -31,7 +33,7 @@ func kinds(es []rollout.AuditEvent) []string {
 	return out
 }
 
-func wantKinds(t *testing.T, s Store, q rollout.AuditQuery, want ...string) []rollout.AuditEvent {
+func wantKinds(t *testing.T, s Store, q audit.Query, want ...string) []audit.Event {
 	t.Helper()
 	es := events(t, s, q)
 	if want == nil {
@@ -54,10 +56,10 @@ func testArchive(t *testing.T, o Opened) {
 	keep := newFeature("keep")
 	create(t, s, keep)
 
-	wantCode(t, "ArchiveFeature(stale version)", s.ArchiveFeature(ctx, "f", 1, rollout.AuditEvent{Actor: "alice"}), feature.EConflict)
-	wantCode(t, "ArchiveFeature(missing)", s.ArchiveFeature(ctx, "nope", 1, rollout.AuditEvent{Actor: "alice"}), feature.ENotFound)
-	wantCode(t, "PurgeFeature(served)", s.PurgeFeature(ctx, "f", rollout.AuditEvent{Actor: "alice"}), feature.EConflict)
-	if err := s.ArchiveFeature(ctx, "f", 2, rollout.AuditEvent{Actor: "alice", Kind: rollout.AuditArchive, Summary: "archived", Comment: "done with it"}); err != nil {
+	wantCode(t, "ArchiveFeature(stale version)", s.ArchiveFeature(ctx, "f", 1, audit.Event{Actor: "alice"}, nil, nil), feature.EConflict)
+	wantCode(t, "ArchiveFeature(missing)", s.ArchiveFeature(ctx, "nope", 1, audit.Event{Actor: "alice"}, nil, nil), feature.ENotFound)
+	wantCode(t, "PurgeFeature(served)", s.PurgeFeature(ctx, "f", audit.Event{Actor: "alice"}, nil), feature.EConflict)
+	if err := s.ArchiveFeature(ctx, "f", 2, audit.Event{Actor: "alice", Kind: audit.Archive, Summary: "archived", Comment: "done with it"}, nil, nil); err != nil {
 		t.Fatalf("ArchiveFeature(f, 2) = %v", err)
 	}
 	wantFeatures(t, s, keep)
@@ -96,14 +98,14 @@ func testArchive(t *testing.T, o Opened) {
 	if msg := feature.ErrorMessage(err); !strings.Contains(msg, "archived") || !strings.Contains(msg, "restore") || !strings.Contains(msg, "purge") {
 		t.Errorf("CreateFeature(archived key) says %q, want it to say the key is archived, to restore or purge it", msg)
 	}
-	wantCode(t, "ArchiveFeature(archived)", s.ArchiveFeature(ctx, "f", 2, rollout.AuditEvent{Actor: "alice"}), feature.ENotFound)
+	wantCode(t, "ArchiveFeature(archived)", s.ArchiveFeature(ctx, "f", 2, audit.Event{Actor: "alice"}, nil, nil), feature.ENotFound)
 
 	// Restored as version 3, from version 2 only.
 	r := next(f)
 	wantCode(t, "RestoreFeature(stale)", s.RestoreFeature(ctx, next(r), versionOf(next(r))), feature.EConflict)
 	wantCode(t, "RestoreFeature(served)", s.RestoreFeature(ctx, next(keep), versionOf(next(keep))), feature.EConflict)
 	v := versionOf(r)
-	v.Kind = rollout.AuditRestore
+	v.Kind = audit.Restore
 	if err := s.RestoreFeature(ctx, r, v); err != nil {
 		t.Fatalf("RestoreFeature(f) = %v", err)
 	}
@@ -116,20 +118,20 @@ func testArchive(t *testing.T, o Opened) {
 	if err := s.CreateRamp(ctx, newRamp("ramp-f", r, t0)); err != nil {
 		t.Fatalf("CreateRamp() = %v", err)
 	}
-	if err := s.ArchiveFeature(ctx, "f", 3, rollout.AuditEvent{Actor: "bob", Kind: rollout.AuditArchive}); err != nil {
+	if err := s.ArchiveFeature(ctx, "f", 3, audit.Event{Actor: "bob", Kind: audit.Archive}, nil, nil); err != nil {
 		t.Fatalf("ArchiveFeature(f, 3) = %v", err)
 	}
-	if err := s.PurgeFeature(ctx, "f", rollout.AuditEvent{Actor: "root", Kind: rollout.AuditPurge, Summary: "purged"}); err != nil {
+	if err := s.PurgeFeature(ctx, "f", audit.Event{Actor: "root", Kind: audit.Purge, Summary: "purged"}, nil); err != nil {
 		t.Fatalf("PurgeFeature(f) = %v", err)
 	}
-	wantCode(t, "PurgeFeature(purged)", s.PurgeFeature(ctx, "f", rollout.AuditEvent{Actor: "root"}), feature.ENotFound)
+	wantCode(t, "PurgeFeature(purged)", s.PurgeFeature(ctx, "f", audit.Event{Actor: "root"}, nil), feature.ENotFound)
 	_, err = s.Versions(ctx, "f", 0, 0)
 	wantCode(t, "Versions(purged)", err, feature.ENotFound)
 	wantRamps(t, s, "f")
 	if as, err := s.ArchivedFeatures(ctx); err != nil || len(as) != 0 {
 		t.Errorf("ArchivedFeatures() after the purge = %v, %v; want none", as, err)
 	}
-	es := wantKinds(t, s, rollout.AuditQuery{Feature: "f", Ascending: true},
+	es := wantKinds(t, s, audit.Query{Feature: "f", Ascending: true},
 		"create f", "change f", "archive f", "restore f", "ramp_create framp-f", "archive f", "purge f")
 	if len(es) == 7 {
 		if e := es[2]; e.Actor != "alice" || e.Comment != "done with it" || e.FeatureID != f.ID || e.Version != 2 {
@@ -145,7 +147,7 @@ func testArchive(t *testing.T, o Opened) {
 
 	// The key is free again.
 	create(t, s, again)
-	wantKinds(t, s, rollout.AuditQuery{Feature: "f", Kind: rollout.AuditCreate}, "create f", "create f")
+	wantKinds(t, s, audit.Query{Feature: "f", Kind: audit.Create}, "create f", "create f")
 }
 
 // testAuditTrail: every writing method records its event in its own
@@ -161,11 +163,11 @@ func testAuditTrail(t *testing.T, o Opened) {
 	_ = s.UpdateFeature(ctx, g, versionOf(g))
 	g = next(f)
 	gv := versionOf(g)
-	gv.Kind = rollout.AuditOverride
+	gv.Kind = audit.Override
 	if err := s.UpdateFeature(ctx, g, gv); err != nil {
 		t.Fatalf("UpdateFeature() = %v", err)
 	}
-	tok := rollout.Token{ID: "t1", Name: "ci", Role: rollout.RoleEditor, Hash: "h1", CreatedAt: t0, CreatedBy: "alice"}
+	tok := auth.Token{ID: "t1", Name: "ci", Role: auth.RoleEditor, Hash: "h1", CreatedAt: t0, CreatedBy: "alice"}
 	if err := s.CreateToken(ctx, tok); err != nil {
 		t.Fatalf("CreateToken() = %v", err)
 	}
@@ -193,7 +195,7 @@ func testAuditTrail(t *testing.T, o Opened) {
 	move(rollout.RampActive, "carol")
 	h := next(g)
 	hv := versionOf(h)
-	hv.Kind, hv.Actor = rollout.AuditRampStep, "ramp, started by ops@example.com"
+	hv.Kind, hv.Actor = audit.RampStep, "ramp, started by ops@example.com"
 	r.Next, r.Revision, r.UpdatedBy = r.Next+1, r.Revision+1, ""
 	if err := s.ApplyRampStep(ctx, h, hv, r); err != nil {
 		t.Fatalf("ApplyRampStep() = %v", err)
@@ -201,7 +203,7 @@ func testAuditTrail(t *testing.T, o Opened) {
 	_ = s.ApplyRampStep(ctx, h, hv, r) // refused
 	move(rollout.RampCanceled, "dave")
 
-	all := wantKinds(t, s, rollout.AuditQuery{Ascending: true},
+	all := wantKinds(t, s, audit.Query{Ascending: true},
 		"create f", "override f", "token_create ci", "token_revoke ci",
 		"ramp_create fr1", "ramp_pause fr1", "ramp_resume fr1", "ramp_step f", "ramp_cancel fr1")
 	if len(all) != 9 {
@@ -225,21 +227,21 @@ func testAuditTrail(t *testing.T, o Opened) {
 	}
 
 	// Filters and pages.
-	wantKinds(t, s, rollout.AuditQuery{Actor: "carol"}, "ramp_resume fr1", "ramp_pause fr1")
-	wantKinds(t, s, rollout.AuditQuery{Kind: rollout.AuditTokenRevoke}, "token_revoke ci")
-	wantKinds(t, s, rollout.AuditQuery{Feature: "f", Kind: rollout.AuditRampStep}, "ramp_step f")
-	wantKinds(t, s, rollout.AuditQuery{Limit: 2}, "ramp_cancel fr1", "ramp_step f")
-	wantKinds(t, s, rollout.AuditQuery{Before: all[2].ID}, "override f", "create f")
-	wantKinds(t, s, rollout.AuditQuery{After: all[6].ID, Ascending: true}, "ramp_step f", "ramp_cancel fr1")
-	wantKinds(t, s, rollout.AuditQuery{After: all[1].ID, Before: all[3].ID}, "token_create ci")
-	wantKinds(t, s, rollout.AuditQuery{Feature: "nope"})
+	wantKinds(t, s, audit.Query{Actor: "carol"}, "ramp_resume fr1", "ramp_pause fr1")
+	wantKinds(t, s, audit.Query{Kind: audit.TokenRevoke}, "token_revoke ci")
+	wantKinds(t, s, audit.Query{Feature: "f", Kind: audit.RampStep}, "ramp_step f")
+	wantKinds(t, s, audit.Query{Limit: 2}, "ramp_cancel fr1", "ramp_step f")
+	wantKinds(t, s, audit.Query{Before: all[2].ID}, "override f", "create f")
+	wantKinds(t, s, audit.Query{After: all[6].ID, Ascending: true}, "ramp_step f", "ramp_cancel fr1")
+	wantKinds(t, s, audit.Query{After: all[1].ID, Before: all[3].ID}, "token_create ci")
+	wantKinds(t, s, audit.Query{Feature: "nope"})
 	// Since: the revoke is at t0+1h, the ramp's moves later; the version
 	// events are at t0 and t0+1h.
-	wantKinds(t, s, rollout.AuditQuery{Since: t0.Add(time.Hour).Truncate(time.Microsecond), Kind: rollout.AuditTokenRevoke}, "token_revoke ci")
-	wantKinds(t, s, rollout.AuditQuery{Since: t0.Add(time.Hour + time.Microsecond), Kind: rollout.AuditTokenRevoke})
+	wantKinds(t, s, audit.Query{Since: t0.Add(time.Hour).Truncate(time.Microsecond), Kind: audit.TokenRevoke}, "token_revoke ci")
+	wantKinds(t, s, audit.Query{Since: t0.Add(time.Hour + time.Microsecond), Kind: audit.TokenRevoke})
 
 	// From another handle, the same trail.
-	if diff := cmp.Diff(all, events(t, o.Open(t), rollout.AuditQuery{Ascending: true})); diff != "" {
+	if diff := cmp.Diff(all, events(t, o.Open(t), audit.Query{Ascending: true})); diff != "" {
 		t.Errorf("AuditEvents from another handle mismatch (-want +got):\n%s", diff)
 	}
 }
@@ -260,8 +262,8 @@ func testAuditAppendOnly(t *testing.T, o Opened) {
 			t.Errorf("%s succeeded, want it refused", stmt)
 		}
 	}
-	wantKinds(t, s, rollout.AuditQuery{}, "create f")
-	if e := events(t, s, rollout.AuditQuery{}); len(e) == 1 && e[0].Actor != "ops@example.com" {
+	wantKinds(t, s, audit.Query{}, "create f")
+	if e := events(t, s, audit.Query{}); len(e) == 1 && e[0].Actor != "ops@example.com" {
 		t.Errorf("actor = %q after a refused update, want ops@example.com", e[0].Actor)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -23,7 +24,7 @@ func testBatch(t *testing.T, o Opened) {
 	a2, b := next(a), newFeature("b")
 	va2, vb := versionOf(a2), versionOf(b)
 	vb.Comment, va2.Comment = "from the file", "from the file"
-	if err := s.ApplyBatch(ctx, []rollout.BatchWrite{{Feature: a2, Version: va2}, {Feature: b, Version: vb, Create: true}}); err != nil {
+	if err := s.ApplyBatch(ctx, rollout.Batch{Features: []rollout.BatchWrite{{Feature: a2, Version: va2}, {Feature: b, Version: vb, Create: true}}}); err != nil {
 		t.Fatalf("ApplyBatch(update a, create b) = %v", err)
 	}
 	wantFeatures(t, s, a2, b)
@@ -82,7 +83,7 @@ func testBatchAllOrNothing(t *testing.T, o Opened) {
 		{"an updated feature does not exist", feature.ENotFound, `"c"`, gone},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := s.ApplyBatch(ctx, tc.ws)
+			err := s.ApplyBatch(ctx, rollout.Batch{Features: tc.ws})
 			wantCode(t, "ApplyBatch()", err, tc.code)
 			if err != nil && !strings.Contains(feature.ErrorMessage(err), tc.key) {
 				t.Errorf("ApplyBatch() = %q, want the message to name feature %s", feature.ErrorMessage(err), tc.key)
@@ -111,20 +112,20 @@ func testBatchSegments(t *testing.T, o Opened) {
 	ctx := context.Background()
 	s := o.Store
 	staff := newSegment("staff")
-	if err := s.CreateSegment(ctx, staff, segmentVersionOf(staff)); err != nil {
+	if err := s.CreateSegment(ctx, staff, segmentVersionOf(staff), nil); err != nil {
 		t.Fatalf("CreateSegment = %v", err)
 	}
 	a := newFeature("a")
 	create(t, s, a)
 	rev := mustRevision(t, s)
-	nEvents := len(events(t, s, rollout.AuditQuery{}))
+	nEvents := len(events(t, s, audit.Query{}))
 	staff2 := staff
 	staff2.Version, staff2.Description = 2, "staff, from the file"
 	staff2.Conditions = []feature.Condition{{Attribute: "email", Op: feature.OpEndsWith, Value: json.RawMessage(`"@example.org"`)}}
 	beta := newSegment("beta")
 	a2 := next(a)
 	segs := []rollout.SegmentWrite{{Segment: staff2, Version: segmentVersionOf(staff2)}, {Segment: beta, Version: segmentVersionOf(beta), Create: true}}
-	if err := s.ApplyBatch(ctx, []rollout.BatchWrite{{Feature: a2, Version: versionOf(a2)}}, segs...); err != nil {
+	if err := s.ApplyBatch(ctx, rollout.Batch{Features: []rollout.BatchWrite{{Feature: a2, Version: versionOf(a2)}}, Segments: segs}); err != nil {
 		t.Fatalf("ApplyBatch(update staff, create beta, update a) = %v", err)
 	}
 	wantFeatures(t, s, a2)
@@ -140,12 +141,12 @@ func testBatchSegments(t *testing.T, o Opened) {
 	if err != nil || len(hist) != 2 || hist[0].Version != 2 || hist[0].Config.Description != staff2.Description {
 		t.Errorf("SegmentVersions(staff) = %+v, %v; want versions 2 (the batch's) and 1", hist, err)
 	}
-	es := events(t, s, rollout.AuditQuery{Ascending: true})
+	es := events(t, s, audit.Query{Ascending: true})
 	if len(es) != nEvents+3 {
 		t.Fatalf("%d audit events after the batch, want %d: %v", len(es), nEvents+3, kinds(es))
 	}
 	k := kinds(es[nEvents:])
-	if diff := cmp.Diff([]string{string(rollout.AuditSegmentChange) + " staff", string(rollout.AuditSegmentCreate) + " beta"}, k[:2]); diff != "" || !strings.HasSuffix(k[2], " a") {
+	if diff := cmp.Diff([]string{string(audit.SegmentChange) + " staff", string(audit.SegmentCreate) + " beta"}, k[:2]); diff != "" || !strings.HasSuffix(k[2], " a") {
 		t.Errorf("audit events of the batch = %v; want segment_change staff, segment_create beta, then a's version", k)
 	}
 
@@ -164,14 +165,14 @@ func testBatchSegments(t *testing.T, o Opened) {
 		{"a created segment exists", rollout.SegmentWrite{Segment: beta, Version: segmentVersionOf(beta), Create: true}, `"beta"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := s.ApplyBatch(ctx, []rollout.BatchWrite{{Feature: a3, Version: versionOf(a3)}}, tc.seg)
+			err := s.ApplyBatch(ctx, rollout.Batch{Features: []rollout.BatchWrite{{Feature: a3, Version: versionOf(a3)}}, Segments: []rollout.SegmentWrite{tc.seg}})
 			wantCode(t, "ApplyBatch()", err, feature.EConflict)
 			if err != nil && !strings.Contains(feature.ErrorMessage(err), tc.key) {
 				t.Errorf("ApplyBatch() = %q, want the message to name segment %s", feature.ErrorMessage(err), tc.key)
 			}
 			wantFeatures(t, s, a2)
 			wantRevision(t, s, rev)
-			if n := len(events(t, s, rollout.AuditQuery{})); n != nEvents+3 {
+			if n := len(events(t, s, audit.Query{})); n != nEvents+3 {
 				t.Errorf("%d audit events after a refused batch, want %d", n, nEvents+3)
 			}
 			if got, _ := s.Segments(ctx); !cmp.Equal([]feature.Segment{beta, staff2}, got) {

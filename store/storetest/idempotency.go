@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -59,7 +60,7 @@ func testIdempotency(t *testing.T, o Opened) {
 		t.Errorf("takeover returned attempt %q, want a3", got.Attempt)
 	}
 	answer := []byte(`{"status":201,"body":"e30K"}`)
-	lost := rollout.IdempotencyRecord{Scope: "tok-1", Key: "k1", Attempt: "a1", Done: true, Answer: []byte("late"), Expires: later.Add(rollout.IdempotencyMemory)}
+	lost := rollout.Settlement{Claim: rollout.Claim{Scope: "tok-1", Key: "k1", Attempt: "a1"}, Answer: []byte("late"), Expires: later.Add(rollout.IdempotencyMemory)}
 	wantCode(t, "CompleteIdempotency(attempt taken over)", s.CompleteIdempotency(ctx, lost), rollout.EKeyInUse)
 	if err := s.ReleaseIdempotency(ctx, "tok-1", "k1", "a1"); err != nil {
 		t.Fatalf("ReleaseIdempotency(attempt taken over) = %v", err)
@@ -67,7 +68,7 @@ func testIdempotency(t *testing.T, o Opened) {
 	if got := claimKey(t, s, idemRecord("tok-1", "k1", "fp", "a4", later), later, false); got.Attempt != "a3" || got.Done {
 		t.Errorf("after the old attempt's release: %+v, want pending, held by a3", got)
 	}
-	done := rollout.IdempotencyRecord{Scope: "tok-1", Key: "k1", Attempt: "a3", Done: true, Answer: answer, Expires: later.Add(rollout.IdempotencyMemory)}
+	done := rollout.Settlement{Claim: rollout.Claim{Scope: "tok-1", Key: "k1", Attempt: "a3"}, Answer: answer, Expires: later.Add(rollout.IdempotencyMemory)}
 	if err := s.CompleteIdempotency(ctx, done); err != nil {
 		t.Fatalf("CompleteIdempotency(a3) = %v", err)
 	}
@@ -113,74 +114,153 @@ func testIdempotency(t *testing.T, o Opened) {
 	claimKey(t, other, idemRecord("tok-1", "k1", "newer", "d2", gone), gone, true)
 }
 
-// testIdempotentWrite: a write whose context carries a settled claim
-// commits the key as done with the claim's answer in its own transaction;
-// a write whose claim was taken over commits nothing; a write that fails
-// leaves the key pending.
+// settlement is what a write of the request holding key as attempt
+// carries to settle it with answer, to expire at settledExpires.
+func settlement(key, attempt, answer string) *rollout.Settlement {
+	return &rollout.Settlement{Claim: rollout.Claim{Scope: "tok", Key: key, Attempt: attempt}, Answer: []byte(answer), Expires: settledExpires}
+}
+
+// settledExpires is a day after t0, in microseconds: PostgreSQL keeps no
+// more.
+var settledExpires = t0.Truncate(time.Microsecond).Add(rollout.IdempotencyMemory)
+
+// testIdempotentWrite: every write that carries a Settlement — in its
+// Version, Ramp, Request or Batch, or as the settle argument of an
+// archive, a purge or a segment's write — marks the key done with exactly the Settlement's
+// answer in its own transaction. A write whose key was taken over meanwhile
+// commits nothing: neither its change (no audit event, no commit) nor the
+// key. A write that fails leaves the key pending.
 func testIdempotentWrite(t *testing.T, o Opened) {
+	ctx := context.Background()
 	s, other := o.Store, o.Open(t)
+
 	f := newFeature("idem")
-	create(t, s, f)
-	encode := func(v any) ([]byte, error) {
-		return fmt.Appendf(nil, "answer of version %d", v.(feature.Feature).Version), nil
-	}
-	withClaim := func(key, attempt string) (context.Context, *rollout.Claim) {
-		c := &rollout.Claim{Scope: "tok", Key: key, Attempt: attempt, Encode: encode}
-		return rollout.WithClaim(context.Background(), c), c
-	}
-
-	claimKey(t, s, idemRecord("tok", "w", "fp", "w1", t0), t0, true)
-	ctx, claim := withClaim("w", "w1")
 	g := next(f)
-	rollout.Settle(ctx, g, t0)
-	if err := s.UpdateFeature(ctx, g, versionOf(g)); err != nil {
-		t.Fatalf("UpdateFeature(with a claim) = %v", err)
-	}
-	if !claim.IsCommitted() {
-		t.Error("the claim is not committed after the write")
-	}
-	got := claimKey(t, other, idemRecord("tok", "w", "fp", "w2", t0.Add(time.Second)), t0.Add(time.Second), false)
-	if want := "answer of version 2"; !got.Done || string(got.Answer) != want {
-		t.Errorf("after the write the key is done %v with %q, want done with %q", got.Done, got.Answer, want)
-	}
-	rev := revisionOf(t, s)
-
-	// Taken over before the write: the write commits nothing.
-	claimKey(t, s, idemRecord("tok", "lost", "fp", "l1", t0), t0, true)
-	after := t0.Add(rollout.IdempotencyLease + time.Second)
-	claimKey(t, other, idemRecord("tok", "lost", "fp", "l2", after), after, true)
-	ctx, claim = withClaim("lost", "l1")
 	h := next(g)
-	rollout.Settle(ctx, h, t0)
-	wantCode(t, "UpdateFeature(claim taken over)", s.UpdateFeature(ctx, h, versionOf(h)), rollout.EKeyInUse)
-	if claim.IsCommitted() {
-		t.Error("a claim taken over is committed")
+	r := newRamp("ramp-idem", h, t0)
+	paused := r.Clone()
+	paused.Revision, paused.State, paused.Reason, paused.UpdatedBy = 2, rollout.RampPaused, "paused by ops", "ops"
+	stepped, stepRamp := next(h), paused.Clone()
+	stepRamp.Revision, stepRamp.Next = 3, 2
+	stepRamp.Steps[1].Version = stepped.Version
+	restored := next(stepped)
+	staff := newSegment("staff-idem")
+	staff2 := staff.Clone()
+	staff2.Version, staff2.Description = 2, "changed"
+	batched, batchedSeg := newFeature("idem-batch"), newSegment("staff-batch")
+
+	for _, w := range []struct {
+		name  string
+		setup func() error // what the write needs that it does not do itself
+		write func(settle *rollout.Settlement) error
+	}{
+		{"CreateFeature", nil, func(st *rollout.Settlement) error {
+			v := versionOf(f)
+			v.Settles = st
+			return s.CreateFeature(ctx, f, v)
+		}},
+		{"UpdateFeature", nil, func(st *rollout.Settlement) error {
+			v := versionOf(g)
+			v.Settles = st
+			return s.UpdateFeature(ctx, g, v)
+		}},
+		{"UpdateFeatureWith", nil, func(st *rollout.Settlement) error {
+			return s.UpdateFeatureWith(ctx, h.Key, func(feature.Feature) (feature.Feature, rollout.Version, error) {
+				v := versionOf(h)
+				v.Settles = st
+				return h, v, nil
+			})
+		}},
+		{"CreateRamp", nil, func(st *rollout.Settlement) error {
+			w := r
+			w.Settles = st
+			return s.CreateRamp(ctx, w)
+		}},
+		{"UpdateRamp", nil, func(st *rollout.Settlement) error {
+			w := paused
+			w.Settles = st
+			return s.UpdateRamp(ctx, w)
+		}},
+		{"ApplyRampStep", nil, func(st *rollout.Settlement) error {
+			v := versionOf(stepped)
+			v.Settles = st
+			return s.ApplyRampStep(ctx, stepped, v, stepRamp)
+		}},
+		{"CreateRequest", nil, func(st *rollout.Settlement) error {
+			req := newRequest("req-idem", f.Key, "ed", t0)
+			req.Settles = st
+			return s.CreateRequest(ctx, req)
+		}},
+		{"ArchiveFeature", nil, func(st *rollout.Settlement) error {
+			return s.ArchiveFeature(ctx, f.Key, stepped.Version, audit.Event{Actor: "test"}, nil, st)
+		}},
+		{"RestoreFeature", nil, func(st *rollout.Settlement) error {
+			v := versionOf(restored)
+			v.Kind, v.Settles = audit.Restore, st
+			return s.RestoreFeature(ctx, restored, v)
+		}},
+		{"PurgeFeature", func() error {
+			return s.ArchiveFeature(ctx, f.Key, restored.Version, audit.Event{Actor: "test"}, nil, nil)
+		}, func(st *rollout.Settlement) error {
+			return s.PurgeFeature(ctx, f.Key, audit.Event{Actor: "test"}, st)
+		}},
+		{"CreateSegment", nil, func(st *rollout.Settlement) error {
+			return s.CreateSegment(ctx, staff, segmentVersionOf(staff), st)
+		}},
+		{"UpdateSegment", nil, func(st *rollout.Settlement) error {
+			return s.UpdateSegment(ctx, staff2, segmentVersionOf(staff2), nil, st)
+		}},
+		{"DeleteSegment", nil, func(st *rollout.Settlement) error {
+			return s.DeleteSegment(ctx, staff2.Key, staff2.Version, rollout.SegmentEvent(audit.SegmentDelete, segmentVersionOf(staff2)), st)
+		}},
+		{"ApplyBatch", nil, func(st *rollout.Settlement) error {
+			return s.ApplyBatch(ctx, rollout.Batch{
+				Features: []rollout.BatchWrite{{Feature: batched, Version: versionOf(batched), Create: true}},
+				Segments: []rollout.SegmentWrite{{Segment: batchedSeg, Version: segmentVersionOf(batchedSeg), Create: true}},
+				Settles:  st,
+			})
+		}},
+	} {
+		if w.setup != nil {
+			if err := w.setup(); err != nil {
+				t.Fatalf("before %s: %v", w.name, err)
+			}
+		}
+		key, answer := "key-"+w.name, "the answer of "+w.name
+		claimKey(t, s, idemRecord("tok", key, "fp", "first", t0), t0, true)
+		// The first attempt's key is taken over before it writes: it
+		// commits nothing.
+		after := t0.Add(rollout.IdempotencyLease + time.Second)
+		claimKey(t, other, idemRecord("tok", key, "fp", "retry", after), after, true)
+		rev, events0 := revisionOf(t, s), len(events(t, s, audit.Query{}))
+		wantCode(t, w.name+"(key taken over)", w.write(settlement(key, "first", "too late")), rollout.EKeyInUse)
+		if n := len(events(t, s, audit.Query{})); n != events0 {
+			t.Errorf("%s(key taken over) recorded %d audit events, want none: its change was committed", w.name, n-events0)
+		}
+		wantRevision(t, s, rev)
+		// The attempt that holds the key: the change, and the key done
+		// with exactly its answer, seen from the other handle.
+		if err := w.write(settlement(key, "retry", answer)); err != nil {
+			t.Fatalf("%s(key held) = %v", w.name, err)
+		}
+		if n := len(events(t, s, audit.Query{})); n == events0 {
+			t.Errorf("%s(key held) recorded no audit event", w.name)
+		}
+		got := claimKey(t, other, idemRecord("tok", key, "fp", "third", after), after, false)
+		if !got.Done || string(got.Answer) != answer || !got.Expires.Equal(settledExpires) {
+			t.Errorf("after %s the key is done %v with %q, expiring %v; want done with %q, expiring %v", w.name, got.Done, got.Answer, got.Expires, answer, settledExpires)
+		}
 	}
-	wantFeature(t, s, g)
-	wantRevision(t, s, rev)
+	wantRamps(t, s, r.Feature) // purged with the feature
 
 	// A write that fails (a stale version) leaves the key pending.
+	create(t, s, f)
 	claimKey(t, s, idemRecord("tok", "stale", "fp", "s1", t0), t0, true)
-	ctx, claim = withClaim("stale", "s1")
-	rollout.Settle(ctx, g, t0)
-	wantCode(t, "UpdateFeature(stale, with a claim)", s.UpdateFeature(ctx, g, versionOf(g)), feature.EConflict)
-	if got := claimKey(t, s, idemRecord("tok", "stale", "fp", "s2", t0), t0, false); got.Done || claim.IsCommitted() {
-		t.Errorf("after a failed write the key is %+v (committed %v), want pending", got, claim.IsCommitted())
-	}
-
-	// The same for a delete; and a claim not settled is not written.
-	claimKey(t, s, idemRecord("tok", "del", "fp", "d1", t0), t0, true)
-	ctx, claim = withClaim("del", "d1")
-	create(t, s, newFeature("other"))
-	if claim.IsCommitted() {
-		t.Error("a claim not settled was committed with a write")
-	}
-	rollout.Settle(ctx, g, t0)
-	if err := s.ArchiveFeature(ctx, g.Key, g.Version, rollout.AuditEvent{Actor: "test"}); err != nil {
-		t.Fatalf("ArchiveFeature(with a claim) = %v", err)
-	}
-	if got := claimKey(t, other, idemRecord("tok", "del", "fp", "d2", t0), t0, false); !got.Done || !claim.IsCommitted() {
-		t.Errorf("after a delete with a claim the key is %+v (committed %v), want done", got, claim.IsCommitted())
+	v := versionOf(f)
+	v.Settles = settlement("stale", "s1", "never")
+	wantCode(t, "UpdateFeature(stale, with a key)", s.UpdateFeature(ctx, f, v), feature.EConflict)
+	if got := claimKey(t, other, idemRecord("tok", "stale", "fp", "s2", t0), t0, false); got.Done || got.Attempt != "s1" {
+		t.Errorf("after a failed write the key is %+v, want pending, held by s1", got)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -28,7 +29,7 @@ func testSettings(t *testing.T, o Opened) {
 	}
 	at := t0.Truncate(time.Microsecond)
 	next := rollout.Settings{MaxChurn: 0.1, RequireApproval: rollout.ApprovalPolicy{Features: []string{"checkout"}}, Version: 1, UpdatedAt: &at, UpdatedBy: "alice"}
-	e := rollout.AuditEvent{Time: at, Actor: "alice", Kind: rollout.AuditSettings, Summary: "editors' churn limit 25 % → 10 %"}
+	e := audit.Event{Time: at, Actor: "alice", Kind: audit.Settings, Summary: "editors' churn limit 25 % → 10 %"}
 	if err := s.SaveSettings(ctx, next, e); err != nil {
 		t.Fatalf("SaveSettings(version 1) = %v", err)
 	}
@@ -48,7 +49,7 @@ func testSettings(t *testing.T, o Opened) {
 	if got, _ := s.Settings(ctx); !got.RequireApproval.All || got.Version != 2 {
 		t.Fatalf("Settings() = %+v, want version 2 with all", got)
 	}
-	events, err := s.AuditEvents(ctx, rollout.AuditQuery{Kind: rollout.AuditSettings})
+	events, err := s.AuditEvents(ctx, audit.Query{Kind: audit.Settings})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,13 +169,13 @@ func testRequests(t *testing.T, o Opened) {
 		t.Errorf("checkout is at version %d after a refused approval, want 3", cur.Version)
 	}
 
-	events, err := s.AuditEvents(ctx, rollout.AuditQuery{Ascending: true})
+	events, err := s.AuditEvents(ctx, audit.Query{Ascending: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var kinds []string
 	for _, e := range events {
-		if e.Kind != rollout.AuditCreate && e.Kind != rollout.AuditChange {
+		if e.Kind != audit.Create && e.Kind != audit.Change {
 			kinds = append(kinds, fmt.Sprintf("%s %s by %s", e.Kind, e.Subject, e.Actor))
 		}
 	}

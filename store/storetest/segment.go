@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -32,15 +33,15 @@ func testSegments(t *testing.T, o Opened) {
 	ctx := context.Background()
 	s := o.Store
 	staff := newSegment("staff")
-	if err := s.CreateSegment(ctx, staff, segmentVersionOf(staff)); err != nil {
+	if err := s.CreateSegment(ctx, staff, segmentVersionOf(staff), nil); err != nil {
 		t.Fatalf("CreateSegment = %v", err)
 	}
-	if err := s.CreateSegment(ctx, staff, segmentVersionOf(staff)); feature.ErrorCode(err) != feature.EConflict {
+	if err := s.CreateSegment(ctx, staff, segmentVersionOf(staff), nil); feature.ErrorCode(err) != feature.EConflict {
 		t.Errorf("CreateSegment again = %v, want EConflict", err)
 	}
 	beta := newSegment("beta")
 	beta.Conditions = []feature.Condition{{Attribute: "user", Op: feature.OpIn, Value: json.RawMessage(`["a","b"]`)}}
-	if err := s.CreateSegment(ctx, beta, segmentVersionOf(beta)); err != nil {
+	if err := s.CreateSegment(ctx, beta, segmentVersionOf(beta), nil); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Segments(ctx)
@@ -68,7 +69,7 @@ func testSegments(t *testing.T, o Opened) {
 	g.Version, g.UpdatedAt = 2, t0.Add(time.Hour)
 	gv := versionOf(g)
 	gv.Summary = "segment staff changed"
-	if err := s.UpdateSegment(ctx, staff2, segmentVersionOf(staff2), []rollout.Version{gv}); err != nil {
+	if err := s.UpdateSegment(ctx, staff2, segmentVersionOf(staff2), []rollout.Version{gv}, nil); err != nil {
 		t.Fatalf("UpdateSegment = %v", err)
 	}
 	if stored, _ := s.Feature(ctx, "checkout"); stored.Version != 2 {
@@ -86,12 +87,12 @@ func testSegments(t *testing.T, o Opened) {
 		t.Errorf("commits of the segment's change: %v, want the feature's then the segment's", kinds)
 	}
 	// A stale version, or a feature that moved on, writes nothing.
-	if err := s.UpdateSegment(ctx, staff2, segmentVersionOf(staff2), nil); feature.ErrorCode(err) != feature.EConflict {
+	if err := s.UpdateSegment(ctx, staff2, segmentVersionOf(staff2), nil, nil); feature.ErrorCode(err) != feature.EConflict {
 		t.Errorf("UpdateSegment at a stale version = %v, want EConflict", err)
 	}
 	staff3 := staff2
 	staff3.Version = 3
-	if err := s.UpdateSegment(ctx, staff3, segmentVersionOf(staff3), []rollout.Version{gv}); feature.ErrorCode(err) != feature.EConflict {
+	if err := s.UpdateSegment(ctx, staff3, segmentVersionOf(staff3), []rollout.Version{gv}, nil); feature.ErrorCode(err) != feature.EConflict {
 		t.Errorf("UpdateSegment with a feature that moved on = %v, want EConflict", err)
 	}
 	if got, _ := s.Segments(ctx); len(got) != 2 || got[1].Version != 2 {
@@ -99,7 +100,7 @@ func testSegments(t *testing.T, o Opened) {
 	}
 	missing := newSegment("missing")
 	missing.Version = 2
-	if err := s.UpdateSegment(ctx, missing, segmentVersionOf(missing), nil); feature.ErrorCode(err) != feature.ENotFound {
+	if err := s.UpdateSegment(ctx, missing, segmentVersionOf(missing), nil, nil); feature.ErrorCode(err) != feature.ENotFound {
 		t.Errorf("UpdateSegment of no segment = %v, want ENotFound", err)
 	}
 
@@ -118,17 +119,17 @@ func testSegments(t *testing.T, o Opened) {
 	}
 
 	// In use: not deleted.
-	err = s.DeleteSegment(ctx, "staff", 2, rollout.AuditEvent{Actor: "alice", Kind: rollout.AuditSegmentDelete, Subject: "staff", Summary: "segment staff deleted"})
+	err = s.DeleteSegment(ctx, "staff", 2, audit.Event{Actor: "alice", Kind: audit.SegmentDelete, Subject: "staff", Summary: "segment staff deleted"}, nil)
 	if feature.ErrorCode(err) != feature.EConflict || !strings.Contains(err.Error(), "checkout") {
 		t.Errorf("DeleteSegment in use = %v, want EConflict naming checkout", err)
 	}
-	if err := s.DeleteSegment(ctx, "beta", 7, rollout.AuditEvent{Actor: "alice", Kind: rollout.AuditSegmentDelete, Subject: "beta", Summary: "segment beta deleted"}); feature.ErrorCode(err) != feature.EConflict {
+	if err := s.DeleteSegment(ctx, "beta", 7, audit.Event{Actor: "alice", Kind: audit.SegmentDelete, Subject: "beta", Summary: "segment beta deleted"}, nil); feature.ErrorCode(err) != feature.EConflict {
 		t.Errorf("DeleteSegment at another version = %v, want EConflict", err)
 	}
-	if err := s.DeleteSegment(ctx, "beta", 1, rollout.AuditEvent{Actor: "alice", Kind: rollout.AuditSegmentDelete, Subject: "beta", Summary: "segment beta deleted"}); err != nil {
+	if err := s.DeleteSegment(ctx, "beta", 1, audit.Event{Actor: "alice", Kind: audit.SegmentDelete, Subject: "beta", Summary: "segment beta deleted"}, nil); err != nil {
 		t.Errorf("DeleteSegment = %v", err)
 	}
-	if err := s.DeleteSegment(ctx, "beta", 1, rollout.AuditEvent{Actor: "alice", Kind: rollout.AuditSegmentDelete, Subject: "beta", Summary: "segment beta deleted"}); feature.ErrorCode(err) != feature.ENotFound {
+	if err := s.DeleteSegment(ctx, "beta", 1, audit.Event{Actor: "alice", Kind: audit.SegmentDelete, Subject: "beta", Summary: "segment beta deleted"}, nil); feature.ErrorCode(err) != feature.ENotFound {
 		t.Errorf("DeleteSegment again = %v, want ENotFound", err)
 	}
 	if got, _ := s.Segments(ctx); len(got) != 1 || got[0].Key != "staff" {
@@ -136,10 +137,10 @@ func testSegments(t *testing.T, o Opened) {
 	}
 	// Each change of a segment is in the audit trail, with the versions
 	// of the features it changed; refused ones are not.
-	wantKinds(t, s, rollout.AuditQuery{Ascending: true},
+	wantKinds(t, s, audit.Query{Ascending: true},
 		"segment_create staff", "segment_create beta", "create checkout", "segment_change staff", "change checkout", "segment_delete beta")
 	// Made again, it starts a new history.
-	if err := s.CreateSegment(ctx, beta, segmentVersionOf(beta)); err != nil {
+	if err := s.CreateSegment(ctx, beta, segmentVersionOf(beta), nil); err != nil {
 		t.Fatal(err)
 	}
 	if vs, _ := s.SegmentVersions(ctx, "beta", 0, 0); len(vs) != 1 {

@@ -17,14 +17,25 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/webhook"
 )
 
 // Store is what a store under test implements.
 type Store interface {
 	rollout.Store
-	rollout.TokenStore
-	rollout.WebhookStore
+	auth.Store
+	webhook.Store
+	webhook.Outbox
+	// Versions returns what VersionSummaries returns, each entry with its
+	// whole configuration, overrides included.
+	Versions(ctx context.Context, key string, before, limit int) ([]rollout.Version, error)
+	// SessionKey and CheckWrite are what the server needs besides
+	// (package cmd/internal/serve).
+	SessionKey(ctx context.Context) ([]byte, error)
+	CheckWrite(ctx context.Context) error
 }
 
 // Opened is a new, empty database for one case.
@@ -527,25 +538,25 @@ func testTokens(t *testing.T, o Opened) {
 	if got, err := s.Tokens(ctx); err != nil || len(got) != 0 {
 		t.Fatalf("Tokens() of a new database = %v, %v; want none", got, err)
 	}
-	tok := func(id, name string, role rollout.Role, at time.Time) rollout.Token {
-		return rollout.Token{ID: id, Name: name, Role: role, Hash: "hash-" + id, CreatedAt: at}
+	tok := func(id, name string, role auth.Role, at time.Time) auth.Token {
+		return auth.Token{ID: id, Name: name, Role: role, Hash: "hash-" + id, CreatedAt: at}
 	}
 	at := t0.Truncate(time.Microsecond)
-	ci := tok("1", "ci", rollout.RoleEditor, at)
-	ops := tok("2", "ops", rollout.RoleAdmin, at.Add(time.Second))
-	for _, x := range []rollout.Token{ci, ops} {
+	ci := tok("1", "ci", auth.RoleEditor, at)
+	ops := tok("2", "ops", auth.RoleAdmin, at.Add(time.Second))
+	for _, x := range []auth.Token{ci, ops} {
 		if err := s.CreateToken(ctx, x); err != nil {
 			t.Fatalf("CreateToken(%q) = %v", x.Name, err)
 		}
 	}
-	wantCode(t, "CreateToken(ci again)", s.CreateToken(ctx, tok("3", "ci", rollout.RoleViewer, at.Add(2*time.Second))), feature.EConflict)
+	wantCode(t, "CreateToken(ci again)", s.CreateToken(ctx, tok("3", "ci", auth.RoleViewer, at.Add(2*time.Second))), feature.EConflict)
 	revokedAt := at.Add(time.Minute)
 	if err := o.Open(t).RevokeToken(ctx, "ci", revokedAt, "alice"); err != nil {
 		t.Fatalf("RevokeToken(ci) = %v", err)
 	}
 	wantCode(t, "RevokeToken(ci again)", s.RevokeToken(ctx, "ci", revokedAt, "alice"), feature.ENotFound)
 	wantCode(t, "RevokeToken(unknown)", s.RevokeToken(ctx, "unknown", revokedAt, "alice"), feature.ENotFound)
-	ci2 := tok("4", "ci", rollout.RoleViewer, at.Add(time.Hour))
+	ci2 := tok("4", "ci", auth.RoleViewer, at.Add(time.Hour))
 	if err := s.CreateToken(ctx, ci2); err != nil {
 		t.Fatalf("CreateToken(ci after revoking it) = %v", err)
 	}
@@ -554,13 +565,13 @@ func testTokens(t *testing.T, o Opened) {
 		t.Fatalf("Tokens() = %v", err)
 	}
 	ci.RevokedAt = &revokedAt
-	if diff := cmp.Diff([]rollout.Token{ci, ops, ci2}, got); diff != "" {
+	if diff := cmp.Diff([]auth.Token{ci, ops, ci2}, got); diff != "" {
 		t.Errorf("Tokens() mismatch (-want +got):\n%s", diff)
 	}
 
 	// Every role is stored, the app roles that split evaluate included.
 	want := got
-	for i, role := range rollout.Roles {
+	for i, role := range auth.Roles {
 		x := tok(fmt.Sprintf("role-%d", i), "role-"+string(role), role, at.Add(2*time.Hour+time.Duration(i)*time.Second))
 		if err := s.CreateToken(ctx, x); err != nil {
 			t.Fatalf("CreateToken(role %s) = %v", role, err)
@@ -591,7 +602,7 @@ func testFeed(t *testing.T, o Opened) {
 	stale := next(f)
 	stale.Description = "stale"
 	missing := newFeature("missing")
-	token := rollout.Token{ID: "t1", Name: "ci", Role: rollout.RoleEditor, Hash: "h1", CreatedAt: t0}
+	token := auth.Token{ID: "t1", Name: "ci", Role: auth.RoleEditor, Hash: "h1", CreatedAt: t0}
 	type want struct {
 		kind rollout.CommitKind
 		key  string
@@ -606,7 +617,7 @@ func testFeed(t *testing.T, o Opened) {
 		{"update f", func() error { return s.UpdateFeature(ctx, g, versionOf(g)) }, &want{rollout.CommitFeature, "f"}},
 		{"update f from version 1", func() error { return s.UpdateFeature(ctx, stale, versionOf(stale)) }, nil},
 		{"update missing", func() error { return s.UpdateFeature(ctx, next(missing), versionOf(next(missing))) }, nil},
-		{"archive missing", func() error { return s.ArchiveFeature(ctx, "missing", 1, rollout.AuditEvent{}) }, nil},
+		{"archive missing", func() error { return s.ArchiveFeature(ctx, "missing", 1, audit.Event{}, nil, nil) }, nil},
 		{"create token", func() error { return s.CreateToken(ctx, token) }, &want{rollout.CommitToken, "ci"}},
 		{"create token again", func() error {
 			again := token
@@ -615,11 +626,11 @@ func testFeed(t *testing.T, o Opened) {
 		}, nil},
 		{"revoke token", func() error { return s.RevokeToken(ctx, "ci", t0, "alice") }, &want{rollout.CommitToken, "ci"}},
 		{"revoke token again", func() error { return s.RevokeToken(ctx, "ci", t0, "alice") }, nil},
-		{"purge f while served", func() error { return s.PurgeFeature(ctx, "f", rollout.AuditEvent{}) }, nil},
-		{"archive f at version 1", func() error { return s.ArchiveFeature(ctx, "f", 1, rollout.AuditEvent{}) }, nil},
-		{"archive f", func() error { return s.ArchiveFeature(ctx, "f", 2, rollout.AuditEvent{}) }, &want{rollout.CommitFeature, "f"}},
-		{"archive f again", func() error { return s.ArchiveFeature(ctx, "f", 2, rollout.AuditEvent{}) }, nil},
-		{"purge f", func() error { return s.PurgeFeature(ctx, "f", rollout.AuditEvent{}) }, &want{rollout.CommitFeature, "f"}},
+		{"purge f while served", func() error { return s.PurgeFeature(ctx, "f", audit.Event{}, nil) }, nil},
+		{"archive f at version 1", func() error { return s.ArchiveFeature(ctx, "f", 1, audit.Event{}, nil, nil) }, nil},
+		{"archive f", func() error { return s.ArchiveFeature(ctx, "f", 2, audit.Event{}, nil, nil) }, &want{rollout.CommitFeature, "f"}},
+		{"archive f again", func() error { return s.ArchiveFeature(ctx, "f", 2, audit.Event{}, nil, nil) }, nil},
+		{"purge f", func() error { return s.PurgeFeature(ctx, "f", audit.Event{}, nil) }, &want{rollout.CommitFeature, "f"}},
 		{"add exposures", func() error { return s.AddExposures(ctx, []feature.Exposure{{FeatureID: f.ID, Version: 1, Count: 1}}) }, nil},
 		{"session key", func() error { _, err := s.SessionKey(ctx); return err }, nil},
 		{"check write", func() error { return s.CheckWrite(ctx) }, nil},
@@ -844,8 +855,8 @@ func testEndedSessions(t *testing.T, o Opened) {
 		t.Fatalf("Commits() = %+v, %v; want one per session ended", commits, err)
 	}
 	for _, c := range commits {
-		if c.Kind != rollout.CommitToken || c.Key != rollout.SessionCommitKey {
-			t.Errorf("commit %+v, want kind %q key %q", c, rollout.CommitToken, rollout.SessionCommitKey)
+		if c.Kind != rollout.CommitToken || c.Key != auth.SessionCommitKey {
+			t.Errorf("commit %+v, want kind %q key %q", c, rollout.CommitToken, auth.SessionCommitKey)
 		}
 	}
 	if n, err := other.SweepEndedSessions(ctx, now); err != nil || n != 1 {
@@ -1205,8 +1216,8 @@ func summary(v rollout.Version) rollout.Version {
 // deleteFeature archives the feature key at version and purges it: what
 // removed a feature before features were archived.
 func deleteFeature(ctx context.Context, s Store, key string, version int) error {
-	if err := s.ArchiveFeature(ctx, key, version, rollout.AuditEvent{Actor: "test", Summary: "archived"}); err != nil {
+	if err := s.ArchiveFeature(ctx, key, version, audit.Event{Actor: "test", Summary: "archived"}, nil, nil); err != nil {
 		return err
 	}
-	return s.PurgeFeature(ctx, key, rollout.AuditEvent{Actor: "test", Summary: "purged"})
+	return s.PurgeFeature(ctx, key, audit.Event{Actor: "test", Summary: "purged"}, nil)
 }

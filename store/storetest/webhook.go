@@ -10,13 +10,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/webhook"
 )
 
-func newHook(t *testing.T, s Store, events []string, now time.Time) rollout.Webhook {
+func newHook(t *testing.T, s Store, events []string, now time.Time) webhook.Hook {
 	t.Helper()
-	h, err := rollout.NewWebhook("http://127.0.0.1:9/hook", "0123456789abcdef", events, "admin", now)
+	h, err := webhook.NewHook("http://127.0.0.1:9/hook", "0123456789abcdef", events, "admin", now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +28,7 @@ func newHook(t *testing.T, s Store, events []string, now time.Time) rollout.Webh
 	return h
 }
 
-func claim(t *testing.T, s Store, owner string, now time.Time, limit int) []rollout.WebhookClaim {
+func claim(t *testing.T, s Store, owner string, now time.Time, limit int) []webhook.Claim {
 	t.Helper()
 	cs, err := s.ClaimWebhooks(context.Background(), owner, now, time.Minute, limit)
 	if err != nil {
@@ -37,7 +38,7 @@ func claim(t *testing.T, s Store, owner string, now time.Time, limit int) []roll
 }
 
 // claimed returns "hook event-kind feature" of each claim.
-func claimed(cs []rollout.WebhookClaim) []string {
+func claimed(cs []webhook.Claim) []string {
 	out := []string{}
 	for _, c := range cs {
 		out = append(out, fmt.Sprintf("%s %s %s", c.Hook.URL, c.Event.Kind, c.Event.Feature))
@@ -65,7 +66,7 @@ func testWebhooks(t *testing.T, o Opened) {
 	create(t, s, newFeature("after"))
 
 	got, err := s.Webhook(ctx, h.ID)
-	if err != nil || got.Secret != "0123456789abcdef" || got.State != rollout.WebhookActive || got.URL != h.URL {
+	if err != nil || got.Secret != "0123456789abcdef" || got.State != webhook.Active || got.URL != h.URL {
 		t.Fatalf("Webhook(%s) = %+v, %v", h.ID, got, err)
 	}
 	wantCode(t, "Webhook(missing)", func() error { _, err := s.Webhook(ctx, "nope"); return err }(), feature.ENotFound)
@@ -82,14 +83,14 @@ func testWebhooks(t *testing.T, o Opened) {
 	// a's lease runs out: b takes the webhook, and a can no longer record.
 	later := now.Add(2 * time.Minute)
 	cs = claim(t, other, "b", later, 10)
-	if len(cs) != 1 || cs[0].Event.Kind != rollout.AuditWebhookCreate {
+	if len(cs) != 1 || cs[0].Event.Kind != audit.WebhookCreate {
 		t.Fatalf("claims of b after a's lease = %v", claimed(cs))
 	}
-	ok := finish(t, s, "a", cs[0], rollout.WebhookDelivery{Status: 200}, later)
+	ok := finish(t, s, "a", cs[0], webhook.Delivery{Status: 200}, later)
 	if ok {
 		t.Fatalf("FinishWebhook by a after its lease was taken = true, want false")
 	}
-	if !finish(t, other, "b", cs[0], rollout.WebhookDelivery{Status: 200}, later) {
+	if !finish(t, other, "b", cs[0], webhook.Delivery{Status: 200}, later) {
 		t.Fatalf("FinishWebhook by b = false, want true")
 	}
 	// Next: the feature made after the webhook.
@@ -99,7 +100,7 @@ func testWebhooks(t *testing.T, o Opened) {
 	}
 	// Failures back off, the tenth pauses.
 	at := later
-	for i := 1; i <= rollout.WebhookMaxFailures; i++ {
+	for i := 1; i <= webhook.MaxFailures; i++ {
 		if i > 1 {
 			if cs := claim(t, s, "a", at.Add(-time.Second), 10); len(cs) != 0 {
 				t.Fatalf("attempt %d claimed before its backoff ran out", i)
@@ -109,27 +110,27 @@ func testWebhooks(t *testing.T, o Opened) {
 		if len(cs) != 1 || cs[0].Event.Feature != "after" || cs[0].Hook.Failures != i-1 {
 			t.Fatalf("attempt %d: claims %v (failures %v)", i, claimed(cs), cs)
 		}
-		if !finish(t, s, "a", cs[0], rollout.WebhookDelivery{Status: 500, Error: "HTTP 500", Detail: answer500}, at) {
+		if !finish(t, s, "a", cs[0], webhook.Delivery{Status: 500, Error: "HTTP 500", Detail: answer500}, at) {
 			t.Fatalf("attempt %d not recorded", i)
 		}
-		at = at.Add(rollout.WebhookBackoff(i))
+		at = at.Add(webhook.Backoff(i))
 	}
 	got, err = s.Webhook(ctx, h.ID)
-	if err != nil || got.State != rollout.WebhookPaused || got.PausedReason == "" || got.Failures != rollout.WebhookMaxFailures {
-		t.Fatalf("after %d failures: %+v, %v", rollout.WebhookMaxFailures, got, err)
+	if err != nil || got.State != webhook.Paused || got.PausedReason == "" || got.Failures != webhook.MaxFailures {
+		t.Fatalf("after %d failures: %+v, %v", webhook.MaxFailures, got, err)
 	}
 	if cs := claim(t, s, "a", at.Add(time.Hour), 10); len(cs) != 0 {
 		t.Fatalf("a paused webhook was claimed: %v", claimed(cs))
 	}
-	paused := wantKinds(t, s, rollout.AuditQuery{Kind: rollout.AuditWebhookPaused}, "webhook_paused "+h.ID)
+	paused := wantKinds(t, s, audit.Query{Kind: audit.WebhookPaused}, "webhook_paused "+h.ID)
 	if paused[0].Actor != "webhook delivery" {
 		t.Errorf("paused event actor = %q", paused[0].Actor)
 	}
 	log, err := s.WebhookDeliveries(ctx, h.ID, 0)
-	if err != nil || len(log) != rollout.WebhookMaxFailures+2 { // a's late record is logged too
-		t.Fatalf("WebhookDeliveries = %d entries, %v; want %d", len(log), err, rollout.WebhookMaxFailures+2)
+	if err != nil || len(log) != webhook.MaxFailures+2 { // a's late record is logged too
+		t.Fatalf("WebhookDeliveries = %d entries, %v; want %d", len(log), err, webhook.MaxFailures+2)
 	}
-	if log[0].Attempt != rollout.WebhookMaxFailures || log[0].Status != 500 || log[0].EventKind != rollout.AuditCreate || log[0].OK() {
+	if log[0].Attempt != webhook.MaxFailures || log[0].Status != 500 || log[0].EventKind != audit.Create || log[0].OK() {
 		t.Errorf("latest delivery = %+v", log[0])
 	}
 	// The log keeps the endpoint's answer apart from the reason; the
@@ -150,13 +151,13 @@ func testWebhooks(t *testing.T, o Opened) {
 	if len(cs) != 1 || cs[0].Event.Feature != "after" || cs[0].Hook.Failures != 0 {
 		t.Fatalf("after resume: %v", cs)
 	}
-	finish(t, s, "a", cs[0], rollout.WebhookDelivery{Status: 204}, at)
+	finish(t, s, "a", cs[0], webhook.Delivery{Status: 204}, at)
 	// Then its own pause, its resume: it receives every event.
 	cs = claim(t, s, "a", at, 10)
-	if len(cs) != 1 || cs[0].Event.Kind != rollout.AuditWebhookPaused {
+	if len(cs) != 1 || cs[0].Event.Kind != audit.WebhookPaused {
 		t.Fatalf("next claim = %v", claimed(cs))
 	}
-	finish(t, s, "a", cs[0], rollout.WebhookDelivery{Status: 204}, at)
+	finish(t, s, "a", cs[0], webhook.Delivery{Status: 204}, at)
 
 	// A filtered webhook skips what it does not want.
 	only := newHook(t, s, []string{"archive"}, at)
@@ -167,7 +168,7 @@ func testWebhooks(t *testing.T, o Opened) {
 		}
 	}
 	got, _ = s.Webhook(ctx, only.ID)
-	last := events(t, s, rollout.AuditQuery{Limit: 1})
+	last := events(t, s, audit.Query{Limit: 1})
 	if got.Cursor != last[0].ID {
 		t.Errorf("filtered webhook's cursor = %d, want past the skipped events at %d", got.Cursor, last[0].ID)
 	}
@@ -183,11 +184,11 @@ func testWebhooks(t *testing.T, o Opened) {
 	if log, err := s.WebhookDeliveries(ctx, h.ID, 0); err != nil || len(log) != 0 {
 		t.Errorf("log of a deleted webhook = %v, %v", log, err)
 	}
-	wantKinds(t, s, rollout.AuditQuery{Actor: "admin", Ascending: true},
+	wantKinds(t, s, audit.Query{Actor: "admin", Ascending: true},
 		"webhook_create "+h.ID, "webhook_resume "+h.ID, "webhook_create "+only.ID, "webhook_delete "+h.ID)
 }
 
-func finish(t *testing.T, s Store, owner string, c rollout.WebhookClaim, d rollout.WebhookDelivery, now time.Time) bool {
+func finish(t *testing.T, s Store, owner string, c webhook.Claim, d webhook.Delivery, now time.Time) bool {
 	t.Helper()
 	ok, err := s.FinishWebhook(context.Background(), owner, c.Hook.ID, c.Hook.Outcome(c.Event, d, now))
 	if err != nil {
@@ -202,22 +203,22 @@ func testWebhookLimits(t *testing.T, o Opened) {
 	ctx := context.Background()
 	s := o.Store
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	var h rollout.Webhook
-	for range rollout.MaxWebhooks {
+	var h webhook.Hook
+	for range webhook.MaxHooks {
 		h = newHook(t, s, nil, now)
 	}
-	extra, _ := rollout.NewWebhook("https://example.invalid/x", "0123456789abcdef", nil, "admin", now)
+	extra, _ := webhook.NewHook("https://example.invalid/x", "0123456789abcdef", nil, "admin", now)
 	_, err := s.CreateWebhook(ctx, extra)
 	wantCode(t, "CreateWebhook(over the limit)", err, feature.EConflict)
-	for i := range rollout.WebhookDeliveryKept + 5 {
-		o := h.Outcome(rollout.AuditEvent{ID: int64(i + 1), Kind: rollout.AuditChange}, rollout.WebhookDelivery{Status: 200}, now)
+	for i := range webhook.DeliveryKept + 5 {
+		o := h.Outcome(audit.Event{ID: int64(i + 1), Kind: audit.Change}, webhook.Delivery{Status: 200}, now)
 		if _, err := s.FinishWebhook(ctx, "nobody", h.ID, o); err != nil {
 			t.Fatal(err)
 		}
 	}
 	log, err := s.WebhookDeliveries(ctx, h.ID, 0)
-	if err != nil || len(log) != rollout.WebhookDeliveryKept || log[0].EventID != int64(rollout.WebhookDeliveryKept+5) {
-		t.Fatalf("WebhookDeliveries = %d entries (newest %v), %v; want %d", len(log), log[:1], err, rollout.WebhookDeliveryKept)
+	if err != nil || len(log) != webhook.DeliveryKept || log[0].EventID != int64(webhook.DeliveryKept+5) {
+		t.Fatalf("WebhookDeliveries = %d entries (newest %v), %v; want %d", len(log), log[:1], err, webhook.DeliveryKept)
 	}
 	got, _ := s.Webhook(ctx, h.ID)
 	if got.Cursor != h.Cursor {

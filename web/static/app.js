@@ -620,7 +620,11 @@
     if (e.code === 'precondition_failed' || status === 412) {
       return { error: 'Someone changed this feature since the page was loaded, so nothing was changed. Reload to see their change, then decide again.', reload: true };
     }
-    let msg = sentence((e.message || 'The change was refused.').replace('more than max_churn', 'more than your churn limit of'));
+    // The form shows where; the message says what (the API starts it with
+    // the field it is about, which it names in e.field too).
+    let text = e.message || 'The change was refused.';
+    if (e.field && text.startsWith(e.field + ': ')) text = text.slice(e.field.length + 2);
+    let msg = sentence(text.replace('more than max_churn', 'more than your churn limit of'));
     if (status >= 500) msg = 'The server could not make the change just now. Nothing was changed; try again in a moment.';
     return { error: msg };
   }

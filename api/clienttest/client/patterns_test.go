@@ -49,7 +49,7 @@ func TestPatternsStoredBeforeTheirLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.CreateSegment(ctx, seg, feature.SegmentVersion{Version: 1, Actor: "old", Time: now, Summary: "created", Config: seg}); err != nil {
+	if err := db.CreateSegment(ctx, seg, feature.SegmentVersion{Version: 1, Actor: "old", Time: now, Summary: "created", Config: seg}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.CreateFeature(ctx, f, rollout.Version{Version: 1, Actor: "old", Time: now, Summary: "created", Config: f}); err != nil {
@@ -92,7 +92,7 @@ func TestPatternsStoredBeforeTheirLimits(t *testing.T) {
 	}
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	if want := `rules[0].conditions[0]: rule \"huge\"`; res.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(body), want) {
+	if want := `rules[0].conditions[0].value: rule \"huge\"`; res.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(body), want) {
 		t.Errorf("PATCH of the legacy feature = %d %s, want 422 (a feature's invalid configuration) naming %s", res.StatusCode, body, want)
 	}
 }
@@ -119,8 +119,8 @@ func TestContextTooLargeInApp(t *testing.T) {
 	answer, _ := io.ReadAll(res.Body)
 	res.Body.Close()
 	msg, _ := json.Marshal(feature.ErrorMessage(err2(c.EvaluateContext("plain", "u1", large))))
-	if res.StatusCode != http.StatusBadRequest || !bytes.Contains(answer, msg) {
-		t.Errorf("POST /evaluate of the same context = %d %s, want 400 saying %s", res.StatusCode, answer, msg)
+	if res.StatusCode != http.StatusUnprocessableEntity || !bytes.Contains(answer, msg) {
+		t.Errorf("POST /evaluate of the same context = %d %s, want 422 saying %s", res.StatusCode, answer, msg)
 	}
 }
 
@@ -162,7 +162,7 @@ func TestConditionsStoredBeforeTheirLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.CreateSegment(ctx, seg, feature.SegmentVersion{Version: 1, Actor: "old", Time: now, Summary: "created", Config: seg}); err != nil {
+	if err := db.CreateSegment(ctx, seg, feature.SegmentVersion{Version: 1, Actor: "old", Time: now, Summary: "created", Config: seg}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.CreateFeature(ctx, f, rollout.Version{Version: 1, Actor: "old", Time: now, Summary: "created", Config: f}); err != nil {

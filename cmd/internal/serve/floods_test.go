@@ -18,8 +18,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 )
 
 // floodServer serves on loopback with room for limit connections, with a
@@ -274,14 +273,14 @@ func TestStreamEndsWhenRevokedElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeDB()
-	tokens, err := rollout.NewTokens(ctx, db, nil) // as the rollout token command does
+	tokens, err := auth.NewTokens(ctx, db, nil) // as the rollout token command does
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := tokens.Create(ctx, "admin", rollout.RoleAdmin, time.Now()); err != nil {
+	if _, _, err := tokens.Create(ctx, "admin", auth.RoleAdmin, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	_, secret, err := tokens.Create(ctx, "app", rollout.RoleEvaluate, time.Now())
+	_, secret, err := tokens.Create(ctx, "app", auth.RoleEvaluate, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/rollout/rollout/internal/logwriter"
 	"github.com/rollout/rollout/internal/storemetrics"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/store/postgres"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
@@ -95,7 +96,7 @@ type Server struct {
 	// to deliver when it has none; 0 means webhook.DefaultInterval.
 	WebhookInterval time.Duration
 	// SessionSweep is how often the ended dashboard sessions that have
-	// expired are deleted; 0 means rollout.DefaultSessionSweep.
+	// expired are deleted; 0 means auth.DefaultSessionSweep.
 	SessionSweep time.Duration
 	// RequestLog, SlowRequest and SampleEvaluations choose the requests
 	// logged one line each (see api.Options): by default changes, errors
@@ -127,8 +128,17 @@ type Server struct {
 // Store is what the service needs of its database.
 type Store interface {
 	rollout.Store
-	rollout.TokenStore
-	rollout.WebhookStore
+	auth.Store
+	webhook.Store
+	webhook.Outbox
+	// SessionKey returns the 32-byte key the database keeps for signing
+	// dashboard sessions, making it on the first call. Every caller, in
+	// any process sharing the database, gets the same key.
+	SessionKey(ctx context.Context) ([]byte, error)
+	// CheckWrite makes a small real write to check that changes can be
+	// saved, for readiness checks. It answers within about a second, with
+	// EUnavailable when the database cannot be written.
+	CheckWrite(ctx context.Context) error
 	// SetTimeout bounds each of the store's operations; 0: no bound.
 	SetTimeout(time.Duration)
 }
@@ -252,7 +262,7 @@ func (s *Server) Open(ctx context.Context) error {
 	if err != nil {
 		return fail(fmt.Errorf("database %s: %w", s.where(), err)) // "load features: …"
 	}
-	tokens, err := rollout.NewTokens(ctx, db, s.Clock)
+	tokens, err := auth.NewTokens(ctx, db, s.Clock)
 	if err != nil {
 		return fail(fmt.Errorf("database %s: %w", s.where(), err)) // "list tokens: …"
 	}
@@ -278,13 +288,13 @@ func (s *Server) Open(ctx context.Context) error {
 	s.ln = ln
 	bg, stop := context.WithCancel(context.Background())
 	closing := make(chan struct{})
-	auth := api.NewAuth(tokens, keys...)
-	hooks := rollout.NewWebhooks(db, s.Clock)
-	e := api.New(svc, api.Options{Logger: s.Log, Metrics: metrics, Ready: db.CheckWrite, Auth: auth, Pprof: s.Pprof, Closing: closing,
+	access := api.NewAuth(tokens, keys...)
+	hooks := webhook.NewHooks(db, s.Clock)
+	e := api.New(svc, api.Options{Logger: s.Log, Metrics: metrics, Ready: db.CheckWrite, Auth: access, Pprof: s.Pprof, Closing: closing,
 		Webhooks:   hooks,
 		RequestLog: s.RequestLog, SlowRequest: s.SlowRequest, SampleEvaluations: s.SampleEvaluations,
 		MaxStreams: maxStreams, MaxStreamsPerToken: streamsPerToken,
-		Routes: web.Routes(svc, web.Options{Logger: s.Log, Sessions: auth, Webhooks: hooks})})
+		Routes: web.Routes(svc, web.Options{Logger: s.Log, Sessions: access, Webhooks: hooks})})
 	s.conns = newConnLimiter(maxConns, func() {
 		s.Log.Warn("connection limit reached: closing the longest idle connections to make room for new ones",
 			"max_conns", maxConns)
@@ -374,7 +384,7 @@ func shellQuote(s string) string {
 
 // checkAccess refuses to serve an open API beyond loopback: with no token,
 // anyone who can reach the address could change every feature.
-func (s *Server) checkAccess(tokens *rollout.Tokens) error {
+func (s *Server) checkAccess(tokens *auth.Tokens) error {
 	switch {
 	case tokens.Enforced():
 		s.Log.Info("API tokens are required")

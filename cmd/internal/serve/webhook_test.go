@@ -13,7 +13,8 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/internal/leaktest"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/webhook"
 )
 
 // TestServeDeliversWebhooks: the server runs the delivery worker: a change
@@ -22,13 +23,13 @@ import (
 // ends its delivery and leaves no goroutine.
 func TestServeDeliversWebhooks(t *testing.T) {
 	defer leaktest.Check(t)()
-	got := make(chan rollout.WebhookPayload, 10)
+	got := make(chan webhook.Payload, 10)
 	good := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if r.Header.Get("X-Rollout-Signature") != rollout.WebhookSignature("serve-test-secret-1", body) {
+		if r.Header.Get("X-Rollout-Signature") != webhook.Signature("serve-test-secret-1", body) {
 			t.Errorf("bad signature on %s", body)
 		}
-		var p rollout.WebhookPayload
+		var p webhook.Payload
 		json.Unmarshal(body, &p)
 		got <- p
 	}))
@@ -61,7 +62,7 @@ func TestServeDeliversWebhooks(t *testing.T) {
 	post("/api/webhooks", `{"url":"`+good.URL+`","secret":"serve-test-secret-1","events":["create"]}`, 201)
 	post("/api/features", `{"key":"f","buckets":[{"name":"A","replicas":3}]}`, 201)
 	p := <-got
-	if p.Kind != rollout.AuditCreate || p.Feature != "f" || !strings.HasPrefix(p.Text, "anonymous create f (version 1)") {
+	if p.Kind != audit.Create || p.Feature != "f" || !strings.HasPrefix(p.Text, "anonymous create f (version 1)") {
 		t.Errorf("delivered %+v", p)
 	}
 	if err := s.Close(); err != nil {

@@ -1,4 +1,4 @@
-package rollout_test
+package auth_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/store/sqlite"
 )
 
@@ -24,11 +24,11 @@ func TestTokenLastUsed(t *testing.T) {
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	tokens, err := rollout.NewTokens(ctx, db, clock)
+	tokens, err := auth.NewTokens(ctx, db, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, secret, err := tokens.Create(ctx, "app", rollout.RoleSDK, clock())
+	tok, secret, err := tokens.Create(ctx, "app", auth.RoleSDK, clock())
 	if err != nil {
 		t.Fatal(err)
 	}

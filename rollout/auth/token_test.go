@@ -1,4 +1,4 @@
-package rollout_test
+package auth_test
 
 import (
 	"context"
@@ -10,22 +10,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/sqlite"
 )
 
 func TestRolesAllow(t *testing.T) {
-	perms := []rollout.Permission{rollout.PermEvaluate, rollout.PermSync, rollout.PermRead, rollout.PermWrite, rollout.PermAdmin}
-	want := map[rollout.Role][]bool{
-		rollout.RoleAdmin:    {true, true, true, true, true},
-		rollout.RoleEditor:   {true, true, true, true, false},
-		rollout.RoleViewer:   {true, true, true, false, false},
-		rollout.RoleSDK:      {true, true, false, false, false},
-		rollout.RoleEvaluate: {true, true, false, false, false},
-		rollout.RoleClient:   {true, false, false, false, false},
-		"root":               {false, false, false, false, false},
+	perms := []auth.Permission{auth.PermEvaluate, auth.PermSync, auth.PermRead, auth.PermWrite, auth.PermAdmin}
+	want := map[auth.Role][]bool{
+		auth.RoleAdmin:    {true, true, true, true, true},
+		auth.RoleEditor:   {true, true, true, true, false},
+		auth.RoleViewer:   {true, true, true, false, false},
+		auth.RoleSDK:      {true, true, false, false, false},
+		auth.RoleEvaluate: {true, true, false, false, false},
+		auth.RoleClient:   {true, false, false, false, false},
+		"root":            {false, false, false, false, false},
 	}
 	for role, allowed := range want {
 		if role.Valid() != (role != "root") {
@@ -37,8 +37,8 @@ func TestRolesAllow(t *testing.T) {
 			}
 		}
 	}
-	if len(rollout.Roles) != len(want)-1 {
-		t.Errorf("Roles = %v, want the %d roles of this test", rollout.Roles, len(want)-1)
+	if len(auth.Roles) != len(want)-1 {
+		t.Errorf("Roles = %v, want the %d roles of this test", auth.Roles, len(want)-1)
 	}
 }
 
@@ -50,17 +50,17 @@ func TestTokens(t *testing.T) {
 		t.Fatal("Enforced() with no token = true")
 	}
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	tok, secret, err := tokens.Create(ctx, "deploy-bot", rollout.RoleEditor, now)
+	tok, secret, err := tokens.Create(ctx, "deploy-bot", auth.RoleEditor, now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(secret, "rlt_") || len(secret) < 40 || tok.Hash != rollout.HashToken(secret) {
+	if !strings.HasPrefix(secret, "rlt_") || len(secret) < 40 || tok.Hash != auth.HashToken(secret) {
 		t.Errorf("secret %q / hash %q: want a long rlt_ secret whose SHA-256 is the hash", secret, tok.Hash)
 	}
 	if !tokens.Enforced() {
 		t.Error("Enforced() after the first token = false")
 	}
-	if got, ok := tokens.Authenticate(secret); !ok || got.Name != "deploy-bot" || got.Role != rollout.RoleEditor {
+	if got, ok := tokens.Authenticate(secret); !ok || got.Name != "deploy-bot" || got.Role != auth.RoleEditor {
 		t.Errorf("Authenticate(secret) = %v, %v", got, ok)
 	}
 	if _, ok := tokens.Authenticate(secret + "x"); ok {
@@ -74,13 +74,13 @@ func TestTokens(t *testing.T) {
 		}
 	}
 
-	if _, _, err := tokens.Create(ctx, "deploy-bot", rollout.RoleViewer, now); feature.ErrorCode(err) != feature.EConflict {
+	if _, _, err := tokens.Create(ctx, "deploy-bot", auth.RoleViewer, now); feature.ErrorCode(err) != feature.EConflict {
 		t.Errorf("second active token of the same name: err = %v, want conflict", err)
 	}
 	for _, bad := range []struct {
 		name string
-		role rollout.Role
-	}{{"", rollout.RoleAdmin}, {"a b", rollout.RoleAdmin}, {"ok", "root"}} {
+		role auth.Role
+	}{{"", auth.RoleAdmin}, {"a b", auth.RoleAdmin}, {"ok", "root"}} {
 		if _, _, err := tokens.Create(ctx, bad.name, bad.role, now); feature.ErrorCode(err) != feature.EInvalid {
 			t.Errorf("Create(%q, %q): err = %v, want invalid", bad.name, bad.role, err)
 		}
@@ -99,7 +99,7 @@ func TestTokens(t *testing.T) {
 		t.Errorf("revoking twice: err = %v, want not_found", err)
 	}
 	// The name is free again; the revoked token stays listed.
-	if _, _, err := tokens.Create(ctx, "deploy-bot", rollout.RoleViewer, now.Add(time.Second)); err != nil {
+	if _, _, err := tokens.Create(ctx, "deploy-bot", auth.RoleViewer, now.Add(time.Second)); err != nil {
 		t.Errorf("re-creating a revoked name: %v", err)
 	}
 	all, _ = tokens.List(ctx)
@@ -108,8 +108,8 @@ func TestTokens(t *testing.T) {
 	}
 
 	// Another process's changes are seen after a refresh.
-	other, _ := rollout.NewTokens(ctx, db, nil)
-	_, s2, _ := other.Create(ctx, "ops", rollout.RoleAdmin, now)
+	other, _ := auth.NewTokens(ctx, db, nil)
+	_, s2, _ := other.Create(ctx, "ops", auth.RoleAdmin, now)
 	if _, ok := tokens.Authenticate(s2); ok {
 		t.Error("a token created elsewhere is known before a refresh")
 	}
@@ -135,13 +135,13 @@ func TestTokens(t *testing.T) {
 // heldTokenStore holds a read of the tokens table, once armed, between
 // the read and its return, so that a test can put a revoke in between.
 type heldTokenStore struct {
-	rollout.TokenStore
+	auth.Store
 	hold atomic.Pointer[chan struct{}]
 	held chan struct{}
 }
 
-func (s *heldTokenStore) Tokens(ctx context.Context) ([]rollout.Token, error) {
-	all, err := s.TokenStore.Tokens(ctx)
+func (s *heldTokenStore) Tokens(ctx context.Context) ([]auth.Token, error) {
+	all, err := s.Store.Tokens(ctx)
 	if h := s.hold.Swap(nil); h != nil {
 		s.held <- struct{}{}
 		<-*h
@@ -155,9 +155,9 @@ func (s *heldTokenStore) Tokens(ctx context.Context) ([]rollout.Token, error) {
 func TestRefreshCannotResurrectRevoked(t *testing.T) {
 	ctx := context.Background()
 	db := openDB(t)
-	st := &heldTokenStore{TokenStore: db, held: make(chan struct{})}
+	st := &heldTokenStore{Store: db, held: make(chan struct{})}
 	tokens := newTokens(t, st)
-	_, secret, err := tokens.Create(ctx, "ci", rollout.RoleEditor, time.Now())
+	_, secret, err := tokens.Create(ctx, "ci", auth.RoleEditor, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestTokensHammer(t *testing.T) {
 			defer writers.Done()
 			for i := range 15 {
 				name := fmt.Sprintf("w%d-%d", w, i)
-				_, secret, err := tokens.Create(ctx, name, rollout.RoleViewer, time.Now())
+				_, secret, err := tokens.Create(ctx, name, auth.RoleViewer, time.Now())
 				if err != nil {
 					t.Error(err)
 					return
@@ -277,9 +277,9 @@ func openDB(t *testing.T) *store.DB {
 }
 
 // newTokens returns the tokens of st, loaded.
-func newTokens(t *testing.T, st rollout.TokenStore) *rollout.Tokens {
+func newTokens(t *testing.T, st auth.Store) *auth.Tokens {
 	t.Helper()
-	tokens, err := rollout.NewTokens(context.Background(), st, nil)
+	tokens, err := auth.NewTokens(context.Background(), st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package rollout_test
+package auth_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/store/sqlite"
 )
 
@@ -35,18 +35,18 @@ func BenchmarkAuthenticateUnknown(b *testing.B) {
 	}
 }
 
-func benchTokens(b *testing.B) (*rollout.Tokens, string) {
+func benchTokens(b *testing.B) (*auth.Tokens, string) {
 	b.Helper()
 	db, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "rollout.db"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { db.Close() })
-	tokens, err := rollout.NewTokens(context.Background(), db, nil)
+	tokens, err := auth.NewTokens(context.Background(), db, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	_, secret, err := tokens.Create(context.Background(), "app", rollout.RoleSDK, time.Now())
+	_, secret, err := tokens.Create(context.Background(), "app", auth.RoleSDK, time.Now())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package rollout_test
+package auth_test
 
 import (
 	"context"
@@ -8,14 +8,14 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/store/sqlite"
 )
 
 // sweepCounter is a token store that records its sweeps instead of
 // running them.
 type sweepCounter struct {
-	rollout.TokenStore
+	auth.Store
 	mu     sync.Mutex
 	sweeps []time.Time
 }
@@ -36,8 +36,8 @@ func TestSweepSessionsEvery(t *testing.T) {
 	}
 	t.Cleanup(func() { db.Close() })
 	synctest.Test(t, func(t *testing.T) {
-		st := &sweepCounter{TokenStore: db}
-		tokens, err := rollout.NewTokens(context.Background(), st, nil)
+		st := &sweepCounter{Store: db}
+		tokens, err := auth.NewTokens(context.Background(), st, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +47,7 @@ func TestSweepSessionsEvery(t *testing.T) {
 			defer close(done)
 			tokens.SweepSessionsEvery(ctx, 0, func(err error) { t.Errorf("sweep: %v", err) })
 		}()
-		time.Sleep(3*rollout.DefaultSessionSweep + time.Minute)
+		time.Sleep(3*auth.DefaultSessionSweep + time.Minute)
 		synctest.Wait()
 		cancel()
 		<-done

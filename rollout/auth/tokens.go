@@ -1,4 +1,16 @@
-package rollout
+// Package auth is who may do what in rollout: API tokens, their roles and
+// the permissions those allow, and the dashboard's sessions that signed
+// out. Only the SHA-256 of a token's secret is kept. Tokens authenticates
+// secrets from memory, never the store, and follows the tokens' changes;
+// package api checks each request's token (and signs the dashboard's
+// sessions) with it, package store keeps the tokens (Store), and the
+// change pipeline (package rollout) holds editors' changes, by their Role,
+// to the organisation's settings.
+//
+// The package's files: role.go (Role, Permission: what each role allows)
+// and tokens.go (Token, its secret and hash, Store, and Tokens). It
+// imports neither HTTP nor SQL.
+package auth
 
 import (
 	"context"
@@ -8,7 +20,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,66 +28,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/rollout/rollout/rollout/feature"
 )
-
-// Role is what a token may do.
-type Role string
-
-// The roles, from most to least powerful.
-const (
-	RoleAdmin  Role = "admin"  // everything, tokens included
-	RoleEditor Role = "editor" // read and change features
-	RoleViewer Role = "viewer" // read features, the dashboard and metrics
-	// RoleSDK is for servers that evaluate in their own process (package
-	// client): evaluation, the sync API, which serves every feature's
-	// configuration, and exposures.
-	RoleSDK Role = "sdk"
-	// RoleEvaluate is the app role before RoleSDK and RoleClient split
-	// it: it may do what RoleSDK may. Its tokens keep working; new ones
-	// should take one of the two.
-	RoleEvaluate Role = "evaluate"
-	// RoleClient is for browsers and other code shipped to users: only
-	// evaluation, /evaluate and OFREP, never the sync API.
-	RoleClient Role = "client"
-)
-
-// Roles are the roles, from most to least powerful.
-var Roles = []Role{RoleAdmin, RoleEditor, RoleViewer, RoleSDK, RoleEvaluate, RoleClient}
-
-// Permission is what a request needs.
-type Permission int
-
-// The permissions requests need, each granting the ones before.
-const (
-	PermEvaluate Permission = iota // evaluate features
-	PermSync                       // read every feature's sync form, send exposures
-	PermRead                       // read features and their history
-	PermWrite                      // change features
-	PermAdmin                      // manage tokens
-)
-
-// ForApps reports whether p is what the routes of apps need (evaluation,
-// the sync API, exposures), as opposed to those of people and tools.
-func (p Permission) ForApps() bool { return p == PermEvaluate || p == PermSync }
-
-// Allows reports whether role r grants permission p.
-func (r Role) Allows(p Permission) bool {
-	switch r {
-	case RoleAdmin:
-		return true
-	case RoleEditor:
-		return p <= PermWrite
-	case RoleViewer:
-		return p <= PermRead
-	case RoleSDK, RoleEvaluate:
-		return p <= PermSync
-	case RoleClient:
-		return p == PermEvaluate
-	}
-	return false
-}
-
-// Valid reports whether r is one of the roles.
-func (r Role) Valid() bool { return slices.Contains(Roles, r) }
 
 // Token is an API token. Only the SHA-256 of its secret is kept.
 type Token struct {
@@ -125,8 +76,11 @@ func HashToken(secret string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// TokenStore keeps API tokens.
-type TokenStore interface {
+// Store is what Tokens need of the storage: it keeps API tokens and the
+// dashboard sessions that signed out. Each method is atomic; its errors
+// are *feature.Error values (ENotFound, EConflict, EUnavailable) or
+// failures of the store.
+type Store interface {
 	// CreateToken stores t and records its audit event (token_create, by
 	// t.CreatedBy); EConflict if an active token has its name.
 	CreateToken(ctx context.Context, t Token) error
@@ -140,7 +94,8 @@ type TokenStore interface {
 	// given one. It is no change: no commit, no audit event.
 	TouchTokens(ctx context.Context, used map[string]time.Time) error
 	// EndSession records that a dashboard session signed out, until it
-	// expires; its commit is a token commit keyed SessionCommitKey, written
+	// expires; its commit is a token commit keyed SessionCommitKey (the
+	// change feed's, which CreateToken and RevokeToken write too), written
 	// only when the session was not ended already.
 	EndSession(ctx context.Context, id string, expires time.Time) error
 	// EndedSessions returns the sessions that signed out and have not
@@ -158,8 +113,8 @@ const SessionCommitKey = "session"
 // tokens, refreshed from the store, so that checking a token never reads
 // the database. Safe for concurrent use.
 type Tokens struct {
-	store TokenStore
-	now   Clock
+	store Store
+	now   func() time.Time
 	// mu serializes refreshes, each a read of the store and the swap of
 	// state, so that a refresh that read the table before a revoke cannot
 	// be stored after the refresh that followed the revoke.
@@ -208,7 +163,7 @@ type tokenState struct {
 
 // NewTokens returns the tokens of store, loaded. clock tells when
 // dashboard sessions expire (see Now); a nil clock means time.Now.
-func NewTokens(ctx context.Context, store TokenStore, clock Clock) (*Tokens, error) {
+func NewTokens(ctx context.Context, store Store, clock func() time.Time) (*Tokens, error) {
 	if clock == nil {
 		clock = time.Now
 	}
@@ -288,7 +243,7 @@ func (t *Tokens) Changed() <-chan struct{} { return t.state.Load().changed }
 // to report. It returns when ctx is done; callers wait for that before they
 // close the store.
 func (t *Tokens) RefreshEvery(ctx context.Context, interval time.Duration, report func(error)) {
-	every(ctx, interval, false, t.Refresh, report)
+	every(ctx, interval, t.Refresh, report)
 }
 
 // Enforced reports whether tokens are required: once a first token has been
@@ -419,7 +374,7 @@ func (t *Tokens) SweepSessionsEvery(ctx context.Context, interval time.Duration,
 	if interval <= 0 {
 		interval = DefaultSessionSweep
 	}
-	every(ctx, interval, false, func(ctx context.Context) error {
+	every(ctx, interval, func(ctx context.Context) error {
 		_, err := t.store.SweepEndedSessions(ctx, t.now())
 		return err
 	}, report)
@@ -431,3 +386,22 @@ func (t *Tokens) Now() time.Time { return t.now() }
 
 // SessionEnded reports whether the dashboard session id signed out.
 func (t *Tokens) SessionEnded(id string) bool { return t.state.Load().ended[id] }
+
+// every runs do at every interval until ctx is done: the loop of the
+// tokens' background jobs, which run on their caller's goroutine. do's
+// failures go to report (nil drops them), but not those that come of ctx
+// ending.
+func every(ctx context.Context, interval time.Duration, do func(context.Context) error, report func(error)) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if err := do(ctx); err != nil && ctx.Err() == nil && report != nil {
+				report(err)
+			}
+		}
+	}
+}

@@ -1,4 +1,4 @@
-package rollout
+package webhook
 
 import (
 	"context"
@@ -14,59 +14,60 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
 // Webhooks. An admin registers URLs that receive every audited event
-// (AuditEvent) as a POST of its JSON, signed with a secret. Delivery is an
+// (audit.Event) as a POST of its JSON, signed with a secret. Delivery is an
 // outbox read after commit: each webhook keeps a cursor, the ID of the
-// last event it has handled, and a delivery worker (package webhook)
-// claims due webhooks from the store with a lease, sends their next
-// event, and records the attempt. A change never waits for a delivery,
-// and nothing is sent of a change that did not commit (its event does not
-// exist). Delivery is at least once: a worker that sends an event and
-// loses its lease before recording it lets another send it again.
+// last event it has handled, and a delivery worker (Worker) claims due
+// webhooks from the store with a lease, sends their next event, and
+// records the attempt. A change never waits for a delivery, and nothing
+// is sent of a change that did not commit (its event does not exist).
+// Delivery is at least once: a worker that sends an event and loses its
+// lease before recording it lets another send it again.
 
 // Limits and policy of webhooks.
 const (
-	MaxWebhooks         = 50   // registered webhooks at most
-	MaxWebhookURL       = 2048 // bytes of a webhook's URL at most
-	MinWebhookSecret    = 16   // bytes of a secret at least
-	MaxWebhookSecret    = 256  // bytes of a secret at most
-	MaxWebhookEvents    = 32   // entries of a webhook's events filter at most
-	WebhookDeliveryKept = 100  // delivery log entries kept per webhook
-	// WebhookRetryBase is the wait after a webhook's first failed attempt;
+	MaxHooks     = 50   // registered webhooks at most
+	MaxURL       = 2048 // bytes of a webhook's URL at most
+	MinSecret    = 16   // bytes of a secret at least
+	MaxSecret    = 256  // bytes of a secret at most
+	MaxEvents    = 32   // entries of a webhook's events filter at most
+	DeliveryKept = 100  // delivery log entries kept per webhook
+	// RetryBase is the wait after a webhook's first failed attempt;
 	// each further failure doubles it (3 min, 6 min, 12 min, … 12.8 h).
-	WebhookRetryBase = 3 * time.Minute
-	// WebhookMaxFailures failed attempts in a row pause a webhook: the
+	RetryBase = 3 * time.Minute
+	// MaxFailures failed attempts in a row pause a webhook: the
 	// tenth comes about 25.5 hours after the first, so that an event is
 	// retried for 24 hours with exponential backoff before the admin is
-	// told (an AuditWebhookPaused event).
-	WebhookMaxFailures = 10
+	// told (an audit.WebhookPaused event).
+	MaxFailures = 10
 )
 
-// WebhookState says whether a webhook is being delivered.
-type WebhookState string
+// State says whether a webhook is being delivered.
+type State string
 
-// The states of a webhook.
+// The states of a
 const (
-	WebhookActive WebhookState = "active"
-	WebhookPaused WebhookState = "paused" // after WebhookMaxFailures failures in a row, until resumed
+	Active State = "active"
+	Paused State = "paused" // after MaxFailures failures in a row, until resumed
 )
 
-// Webhook is a URL that receives audited events.
-type Webhook struct {
+// Hook is a URL that receives audited events.
+type Hook struct {
 	ID  string `json:"id"`
 	URL string `json:"url"`
-	// Secret signs each delivery (WebhookSignature). It is kept in the
+	// Secret signs each delivery (Signature). It is kept in the
 	// store in the clear, as signing needs it, and never shown again
 	// after the webhook is created.
 	Secret string `json:"-"`
 	// Events are the kinds of events delivered: ["*"] for all.
-	Events    []string     `json:"events"`
-	CreatedAt time.Time    `json:"created_at"`
-	CreatedBy string       `json:"created_by"`
-	State     WebhookState `json:"state"`
+	Events    []string  `json:"events"`
+	CreatedAt time.Time `json:"created_at"`
+	CreatedBy string    `json:"created_by"`
+	State     State     `json:"state"`
 	// PausedAt and PausedReason say when and why a paused webhook was
 	// paused.
 	PausedAt     *time.Time `json:"paused_at,omitempty"`
@@ -82,18 +83,18 @@ type Webhook struct {
 }
 
 // Wants reports whether h delivers events of kind k.
-func (h Webhook) Wants(k AuditKind) bool {
+func (h Hook) Wants(k audit.Kind) bool {
 	return slices.Contains(h.Events, "*") || slices.Contains(h.Events, string(k))
 }
 
-// WebhookDelivery is one attempt to deliver an event to a webhook.
-type WebhookDelivery struct {
-	ID        int64     `json:"id"`
-	Webhook   string    `json:"webhook"`
-	EventID   int64     `json:"event_id"`
-	EventKind AuditKind `json:"event_kind"`
-	Attempt   int       `json:"attempt"`
-	Time      time.Time `json:"time"`
+// Delivery is one attempt to deliver an event to a
+type Delivery struct {
+	ID        int64      `json:"id"`
+	Webhook   string     `json:"webhook"`
+	EventID   int64      `json:"event_id"`
+	EventKind audit.Kind `json:"event_kind"`
+	Attempt   int        `json:"attempt"`
+	Time      time.Time  `json:"time"`
 	// Status is the HTTP status the endpoint answered (0: none).
 	Status int `json:"status"`
 	// Error says why the attempt failed ("": it succeeded), in words of
@@ -110,22 +111,22 @@ type WebhookDelivery struct {
 }
 
 // OK reports whether the attempt delivered its event.
-func (d WebhookDelivery) OK() bool { return d.Error == "" }
+func (d Delivery) OK() bool { return d.Error == "" }
 
-// WebhookClaim is a webhook a delivery worker holds (its lease) with the
+// Claim is a webhook a delivery worker holds (its lease) with the
 // next event to send it.
-type WebhookClaim struct {
-	Hook  Webhook
-	Event AuditEvent
+type Claim struct {
+	Hook  Hook
+	Event audit.Event
 }
 
-// WebhookOutcome is what a delivery worker records of an attempt: the
+// Outcome is what a delivery worker records of an attempt: the
 // delivery log entry and the webhook's state after it.
-type WebhookOutcome struct {
-	Delivery WebhookDelivery
+type Outcome struct {
+	Delivery Delivery
 	// Cursor, Failures, FirstFailure and NextAttempt are the webhook's
 	// new values; Pause, when not "", pauses it with this reason and
-	// records an AuditWebhookPaused event.
+	// records an audit.WebhookPaused event.
 	Cursor       int64
 	Failures     int
 	FirstFailure *time.Time
@@ -133,78 +134,86 @@ type WebhookOutcome struct {
 	Pause        string
 }
 
-// WebhookStore keeps webhooks and their delivery log.
-type WebhookStore interface {
+// Store is what Hooks need of the storage: it keeps webhooks and their
+// delivery log. Its errors are *feature.Error values (ENotFound,
+// EConflict, EUnavailable) or failures of the store.
+type Store interface {
 	// CreateWebhook stores h with its cursor at the last audit event, so
 	// that it receives the events that follow, and records an
-	// AuditWebhookCreate event. EConflict when MaxWebhooks exist.
-	CreateWebhook(ctx context.Context, h Webhook) (Webhook, error)
+	// audit.WebhookCreate event. EConflict when MaxHooks exist.
+	CreateWebhook(ctx context.Context, h Hook) (Hook, error)
 	// Webhooks returns every webhook, oldest first.
-	Webhooks(ctx context.Context) ([]Webhook, error)
+	Webhooks(ctx context.Context) ([]Hook, error)
 	// Webhook returns one webhook; ENotFound when there is none.
-	Webhook(ctx context.Context, id string) (Webhook, error)
+	Webhook(ctx context.Context, id string) (Hook, error)
 	// WebhookDeliveries returns the webhook's latest attempts, newest
 	// first, at most limit.
-	WebhookDeliveries(ctx context.Context, id string, limit int) ([]WebhookDelivery, error)
+	WebhookDeliveries(ctx context.Context, id string, limit int) ([]Delivery, error)
 	// DeleteWebhook removes a webhook and its log, recording an
-	// AuditWebhookDelete event by actor; ENotFound when there is none.
+	// audit.WebhookDelete event by actor; ENotFound when there is none.
 	DeleteWebhook(ctx context.Context, id, actor string, at time.Time) error
 	// ResumeWebhook makes a paused webhook active again, due at once with
-	// no failures, recording an AuditWebhookResume event by actor.
+	// no failures, recording an audit.WebhookResume event by actor.
 	// ENotFound when there is none, EConflict when it is not paused.
 	ResumeWebhook(ctx context.Context, id, actor string, at time.Time) error
+}
+
+// Outbox is what a Worker needs of the storage: the webhooks due for a
+// delivery, each leased to one worker at a time, and the record of each
+// attempt.
+type Outbox interface {
 	// ClaimWebhooks leases at most limit active webhooks that are due at
 	// now, whose lease is free or expired, and have an event after their
 	// cursor, to owner until now+lease, each with its next event that it
 	// wants; events it does not want are skipped (the cursor moves past
 	// them). With several processes on one database, a webhook is held by
 	// one owner at a time.
-	ClaimWebhooks(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]WebhookClaim, error)
+	ClaimWebhooks(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]Claim, error)
 	// FinishWebhook records an attempt (o.Delivery, into the log, which
-	// keeps WebhookDeliveryKept entries per webhook) and, when owner
+	// keeps DeliveryKept entries per webhook) and, when owner
 	// still holds the webhook's lease, sets its new state and frees the
 	// lease; it reports whether it did. A webhook deleted meanwhile is
 	// not an error (false).
-	FinishWebhook(ctx context.Context, owner, id string, o WebhookOutcome) (bool, error)
+	FinishWebhook(ctx context.Context, owner, id string, o Outcome) (bool, error)
 }
 
-// WebhookBackoff is the wait after the failures-th failed attempt in a row
-// (failures >= 1): WebhookRetryBase, doubled for each failure after the
+// Backoff is the wait after the failures-th failed attempt in a row
+// (failures >= 1): RetryBase, doubled for each failure after the
 // first.
-func WebhookBackoff(failures int) time.Duration {
+func Backoff(failures int) time.Duration {
 	if failures < 1 {
 		return 0
 	}
-	return WebhookRetryBase << min(failures-1, 20)
+	return RetryBase << min(failures-1, 20)
 }
 
 // Outcome returns what becomes of webhook h after an attempt d to deliver
 // event e at time now: on success its cursor moves to e; on failure it is
-// tried again after WebhookBackoff, or paused at WebhookMaxFailures.
-func (h Webhook) Outcome(e AuditEvent, d WebhookDelivery, now time.Time) WebhookOutcome {
+// tried again after Backoff, or paused at MaxFailures.
+func (h Hook) Outcome(e audit.Event, d Delivery, now time.Time) Outcome {
 	d.Webhook, d.EventID, d.EventKind, d.Attempt = h.ID, e.ID, e.Kind, h.Failures+1
 	if d.Time.IsZero() {
 		d.Time = now
 	}
 	if d.OK() {
-		return WebhookOutcome{Delivery: d, Cursor: e.ID, NextAttempt: now}
+		return Outcome{Delivery: d, Cursor: e.ID, NextAttempt: now}
 	}
-	o := WebhookOutcome{Delivery: d, Cursor: h.Cursor, Failures: h.Failures + 1, FirstFailure: h.FirstFailure}
+	o := Outcome{Delivery: d, Cursor: h.Cursor, Failures: h.Failures + 1, FirstFailure: h.FirstFailure}
 	if o.FirstFailure == nil {
 		o.FirstFailure = &now
 	}
-	o.NextAttempt = now.Add(WebhookBackoff(o.Failures))
-	if o.Failures >= WebhookMaxFailures {
+	o.NextAttempt = now.Add(Backoff(o.Failures))
+	if o.Failures >= MaxFailures {
 		// d.Error, never d.Detail: the pause reaches the audit trail.
 		o.Pause = fmt.Sprintf("%d failed attempts in a row since %s, the last: %s", o.Failures, o.FirstFailure.UTC().Format(time.RFC3339), d.Error)
 	}
 	return o
 }
 
-// WebhookSite is the scheme and host of a webhook's URL, for the audit
+// Site is the scheme and host of a webhook's URL, for the audit
 // trail, which viewers read: "https://hooks.slack.com/…". A URL's path and
 // query may be its secret (chat services' incoming webhooks are).
-func WebhookSite(raw string) string {
+func Site(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
 		return "(a webhook)"
@@ -216,57 +225,57 @@ func WebhookSite(raw string) string {
 	return site
 }
 
-// WebhookPausedEvent is the audit event that tells the admin that webhook
+// PausedEvent is the audit event that tells the admin that webhook
 // h was paused for reason.
-func WebhookPausedEvent(h Webhook, reason string, at time.Time) AuditEvent {
-	return AuditEvent{Time: at, Actor: "webhook delivery", Kind: AuditWebhookPaused, Subject: h.ID,
-		Summary: fmt.Sprintf("paused webhook %s: %s; resume it once the endpoint works (POST /api/webhooks/%s/resume)", WebhookSite(h.URL), reason, h.ID)}
+func PausedEvent(h Hook, reason string, at time.Time) audit.Event {
+	return audit.Event{Time: at, Actor: "webhook delivery", Kind: audit.WebhookPaused, Subject: h.ID,
+		Summary: fmt.Sprintf("paused webhook %s: %s; resume it once the endpoint works (POST /api/webhooks/%s/resume)", Site(h.URL), reason, h.ID)}
 }
 
-// NewWebhook validates a webhook an admin registers and returns it, with
+// NewHook validates a webhook an admin registers and returns it, with
 // a new secret when secret is "" (the only time it is shown), active and
 // due at once. Errors: EInvalid.
-func NewWebhook(rawURL, secret string, events []string, by string, now time.Time) (Webhook, error) {
-	if err := ValidateWebhookURL(rawURL); err != nil {
-		return Webhook{}, err
+func NewHook(rawURL, secret string, events []string, by string, now time.Time) (Hook, error) {
+	if err := ValidateURL(rawURL); err != nil {
+		return Hook{}, err
 	}
 	if secret == "" {
 		b := make([]byte, 32)
 		rand.Read(b)
 		secret = "whsec_" + hex.EncodeToString(b)
 	}
-	if n := len(secret); n < MinWebhookSecret || n > MaxWebhookSecret {
-		return Webhook{}, feature.Errorf(feature.EInvalid, "a webhook secret has %d to %d bytes: got %d (leave it out to have one made)", MinWebhookSecret, MaxWebhookSecret, n)
+	if n := len(secret); n < MinSecret || n > MaxSecret {
+		return Hook{}, feature.Errorf(feature.EInvalid, "a webhook secret has %d to %d bytes: got %d (leave it out to have one made)", MinSecret, MaxSecret, n)
 	}
 	for _, r := range secret {
 		if r < 0x21 || r > 0x7e {
-			return Webhook{}, feature.Errorf(feature.EInvalid, "a webhook secret is printable ASCII without spaces")
+			return Hook{}, feature.Errorf(feature.EInvalid, "a webhook secret is printable ASCII without spaces")
 		}
 	}
 	if len(events) == 0 {
 		events = []string{"*"}
 	}
-	if len(events) > MaxWebhookEvents {
-		return Webhook{}, feature.Errorf(feature.EInvalid, "a webhook lists at most %d kinds of events: got %d (use [\"*\"] for all)", MaxWebhookEvents, len(events))
+	if len(events) > MaxEvents {
+		return Hook{}, feature.Errorf(feature.EInvalid, "a webhook lists at most %d kinds of events: got %d (use [\"*\"] for all)", MaxEvents, len(events))
 	}
 	for _, k := range events {
-		if k != "*" && !AuditKind(k).Valid() {
-			return Webhook{}, feature.Errorf(feature.EInvalid, "%q is not a kind of audit event: use \"*\" or some of %s", truncate(k, 40), kindList())
+		if k != "*" && !audit.Kind(k).Valid() {
+			return Hook{}, feature.Errorf(feature.EInvalid, "%q is not a kind of audit event: use \"*\" or some of %s", truncate(k, 40), kindNames())
 		}
 	}
 	slices.Sort(events)
 	events = slices.Compact(events)
-	return Webhook{ID: uuid.NewString(), URL: rawURL, Secret: secret, Events: events, CreatedAt: now, CreatedBy: by,
-		State: WebhookActive, NextAttempt: now}, nil
+	return Hook{ID: uuid.NewString(), URL: rawURL, Secret: secret, Events: events, CreatedAt: now, CreatedBy: by,
+		State: Active, NextAttempt: now}, nil
 }
 
-// ValidateWebhookURL checks a webhook's URL: absolute http or https, with
-// a host, no user name or password, no fragment, at most MaxWebhookURL
+// ValidateURL checks a webhook's URL: absolute http or https, with
+// a host, no user name or password, no fragment, at most MaxURL
 // bytes. Any host is allowed, loopback and private addresses included:
 // only admins register webhooks (see docs/operations.md on SSRF).
-func ValidateWebhookURL(raw string) error {
-	if len(raw) > MaxWebhookURL {
-		return feature.Errorf(feature.EInvalid, "a webhook URL has at most %d bytes: got %d", MaxWebhookURL, len(raw))
+func ValidateURL(raw string) error {
+	if len(raw) > MaxURL {
+		return feature.Errorf(feature.EInvalid, "a webhook URL has at most %d bytes: got %d", MaxURL, len(raw))
 	}
 	u, err := url.Parse(raw)
 	switch {
@@ -284,25 +293,25 @@ func ValidateWebhookURL(raw string) error {
 	return nil
 }
 
-// WebhookPayload is the JSON body delivered for an event: the event's
+// Payload is the JSON body delivered for an event: the event's
 // fields and a Slack-compatible "text" saying it in words.
-type WebhookPayload struct {
-	AuditEvent
+type Payload struct {
+	audit.Event
 	Text string `json:"text"`
 }
 
-// WebhookBody returns the body delivered for e.
-func WebhookBody(e AuditEvent) []byte {
-	b, err := json.Marshal(WebhookPayload{AuditEvent: e, Text: WebhookText(e)})
-	if err != nil { // an AuditEvent always marshals
+// Body returns the body delivered for e.
+func Body(e audit.Event) []byte {
+	b, err := json.Marshal(Payload{Event: e, Text: Text(e)})
+	if err != nil { // an audit.Event always marshals
 		panic(err)
 	}
 	return b
 }
 
-// WebhookText says what e records in one line of words: "alice changed
+// Text says what e records in one line of words: "alice changed
 // checkout: treatment 50 % → 10 %; … (comment: …)".
-func WebhookText(e AuditEvent) string {
+func Text(e audit.Event) string {
 	var b strings.Builder
 	b.WriteString(e.Actor)
 	b.WriteString(" ")
@@ -322,64 +331,64 @@ func WebhookText(e AuditEvent) string {
 	return b.String()
 }
 
-// WebhookSignature is the X-Rollout-Signature header of a delivery of body
+// Signature is the X-Rollout-Signature header of a delivery of body
 // signed with secret: "sha256=" and the hex HMAC-SHA256 of the body.
-func WebhookSignature(secret string, body []byte) string {
+func Signature(secret string, body []byte) string {
 	m := hmac.New(sha256.New, []byte(secret))
 	m.Write(body)
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
 
-// Webhooks is what admins do with webhooks, over a store, at the time of
+// Hooks is what admins do with webhooks, over a store, at the time of
 // a clock: what the API and the dashboard call. It is safe for concurrent
 // use.
-type Webhooks struct {
-	store WebhookStore
-	now   Clock
+type Hooks struct {
+	store Store
+	now   func() time.Time
 }
 
-// NewWebhooks returns the webhooks of store; a nil clock is time.Now.
-func NewWebhooks(store WebhookStore, now Clock) *Webhooks {
+// NewHooks returns the webhooks of store; a nil clock is time.Now.
+func NewHooks(store Store, now func() time.Time) *Hooks {
 	if now == nil {
 		now = time.Now
 	}
-	return &Webhooks{store: store, now: now}
+	return &Hooks{store: store, now: now}
 }
 
-// maxWebhookID bounds the IDs looked up: longer ones name no webhook.
-const maxWebhookID = 64
+// maxHookID bounds the IDs looked up: longer ones name no webhook.
+const maxHookID = 64
 
-// Create registers a webhook for rawURL (see NewWebhook) by actor and
+// Create registers a webhook for rawURL (see NewHook) by actor and
 // returns it with its secret, shown this once. Errors: EInvalid, EConflict
-// when MaxWebhooks exist, the store's.
-func (w *Webhooks) Create(ctx context.Context, rawURL, secret string, events []string, actor string) (Webhook, error) {
-	h, err := NewWebhook(rawURL, secret, events, actor, w.now())
+// when MaxHooks exist, the store's.
+func (w *Hooks) Create(ctx context.Context, rawURL, secret string, events []string, actor string) (Hook, error) {
+	h, err := NewHook(rawURL, secret, events, actor, w.now())
 	if err != nil {
-		return Webhook{}, err
+		return Hook{}, err
 	}
 	return w.store.CreateWebhook(ctx, h)
 }
 
 // List returns every webhook, oldest first.
-func (w *Webhooks) List(ctx context.Context) ([]Webhook, error) { return w.store.Webhooks(ctx) }
+func (w *Hooks) List(ctx context.Context) ([]Hook, error) { return w.store.Webhooks(ctx) }
 
 // Get returns webhook id and its latest attempts, newest first, at most
-// WebhookDeliveryKept. ENotFound when there is none.
-func (w *Webhooks) Get(ctx context.Context, id string) (Webhook, []WebhookDelivery, error) {
-	if len(id) > maxWebhookID {
-		return Webhook{}, nil, feature.Errorf(feature.ENotFound, "no webhook has ID %q", truncate(id, 40))
+// DeliveryKept. ENotFound when there is none.
+func (w *Hooks) Get(ctx context.Context, id string) (Hook, []Delivery, error) {
+	if len(id) > maxHookID {
+		return Hook{}, nil, feature.Errorf(feature.ENotFound, "no webhook has ID %q", truncate(id, 40))
 	}
 	h, err := w.store.Webhook(ctx, id)
 	if err != nil {
-		return Webhook{}, nil, err
+		return Hook{}, nil, err
 	}
-	log, err := w.store.WebhookDeliveries(ctx, id, WebhookDeliveryKept)
+	log, err := w.store.WebhookDeliveries(ctx, id, DeliveryKept)
 	return h, log, err
 }
 
 // Delete removes webhook id, by actor. ENotFound when there is none.
-func (w *Webhooks) Delete(ctx context.Context, id, actor string) error {
-	if len(id) > maxWebhookID {
+func (w *Hooks) Delete(ctx context.Context, id, actor string) error {
+	if len(id) > maxHookID {
 		return feature.Errorf(feature.ENotFound, "no webhook has ID %q", truncate(id, 40))
 	}
 	return w.store.DeleteWebhook(ctx, id, actor, w.now())
@@ -387,11 +396,20 @@ func (w *Webhooks) Delete(ctx context.Context, id, actor string) error {
 
 // Resume makes paused webhook id active again, by actor: delivery goes on
 // from the event it stopped at. ENotFound, EConflict when it is not paused.
-func (w *Webhooks) Resume(ctx context.Context, id, actor string) error {
-	if len(id) > maxWebhookID {
+func (w *Hooks) Resume(ctx context.Context, id, actor string) error {
+	if len(id) > maxHookID {
 		return feature.Errorf(feature.ENotFound, "no webhook has ID %q", truncate(id, 40))
 	}
 	return w.store.ResumeWebhook(ctx, id, actor, w.now())
+}
+
+// kindNames lists the kinds of audit events, for messages.
+func kindNames() string {
+	names := make([]string, len(audit.Kinds))
+	for i, k := range audit.Kinds {
+		names[i] = string(k)
+	}
+	return strings.Join(names, ", ")
 }
 
 // truncate shortens s to n bytes and "…" for a message.
