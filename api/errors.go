@@ -141,8 +141,8 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 }
 
 // decode reads the request body as exactly one JSON value into v, refusing
-// unknown fields and repeated keys (see jsonscan.RepeatedField), and explains what
-// was wrong and where.
+// unknown fields and repeated keys (see jsonscan.RepeatedField), and
+// explains what was wrong and where.
 func decode(c echo.Context, v any) error {
 	body := bufio.NewReader(c.Request().Body)
 	if first, err := firstByte(body); err != nil {

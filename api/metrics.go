@@ -157,8 +157,8 @@ func (m *Metrics) snapshot(f func(snap *feature.Snapshot, seq uint64, seen time.
 // (evaluation.Metrics): comparable, and equal for the same Metrics.
 type evaluationMetrics struct{ m *Metrics }
 
-func (em evaluationMetrics) Evaluations(feature, bucket, reason string) prometheus.Counter {
-	return em.m.evalChildren.Get(evalLabels{feature, bucket, reason})
+func (em evaluationMetrics) Evaluations(key, bucket, reason string) prometheus.Counter {
+	return em.m.evalChildren.Get(evalLabels{key, bucket, reason})
 }
 
 func (em evaluationMetrics) ForgetFeatures(keys []string) { em.m.forgetFeatures(keys) }
