@@ -95,15 +95,14 @@ func waitForBody(route Route, next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		now := time.Now()
 		deadline := now.Add(window)
-		b := bodyReaders.Get().(*bodyReader)
-		*b = bodyReader{body: r.Body, w: c.Response()}
 		if srv.ReadTimeout > 0 {
-			// The server's whole-request deadline, after the body.
-			b.after = now.Add(srv.ReadTimeout)
-			if b.after.Before(deadline) {
-				deadline = b.after
+			// The server's whole-request deadline comes first.
+			if whole := now.Add(srv.ReadTimeout); whole.Before(deadline) {
+				deadline = whole
 			}
 		}
+		b := bodyReaders.Get().(*bodyReader)
+		*b = bodyReader{body: r.Body, w: c.Response()}
 		b.watcher, _ = r.Context().Value(connWatcherKey{}).(ConnWatcher)
 		if b.watcher != nil {
 			b.watcher.WaitingForBody(true)
@@ -138,12 +137,15 @@ func waitForBody(route Route, next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // bodyReader is a request body that, once read to its end, tells its
-// watcher and gives the connection back the server's read deadline.
+// watcher. Its window's read deadline needs no undoing then: net/http,
+// as it does whenever a handler reads its body to the end, reads the
+// connection in the background from then on without a deadline (to see
+// the client go), so that a handler may work on the body for as long as it
+// takes without its request's context being canceled.
 type bodyReader struct {
 	body    io.ReadCloser
 	w       http.ResponseWriter
 	watcher ConnWatcher // nil: none
-	after   time.Time   // the read deadline once the body is read (zero: none)
 	// read is set once the body was read to its end, timedOut when its
 	// window passed first.
 	read, timedOut bool
@@ -158,7 +160,6 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 	case err == nil || b.read:
 	case err == io.EOF:
 		b.read = true
-		_ = http.NewResponseController(b.w).SetReadDeadline(b.after)
 		if b.watcher != nil {
 			b.watcher.WaitingForBody(false)
 		}

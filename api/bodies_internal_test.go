@@ -2,12 +2,14 @@ package api
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -117,4 +119,119 @@ func TestBodyWindowOnTheClock(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestBodyReadLeavesNoDeadline: once a handler has read its body to the
+// end, the connection has no read deadline, as net/http leaves it for any
+// body read: a handler that works past the server's ReadTimeout after
+// reading its body keeps its request's context, and answers.
+func TestBodyReadLeavesNoDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const readTimeout = 30 * time.Second
+		route := Route{Method: http.MethodPost, Path: "/app", AppBody: true}
+		e := echo.New()
+		e.Add(route.Method, route.Path, apply(func(c echo.Context) error {
+			if _, err := io.ReadAll(c.Request().Body); err != nil {
+				return err
+			}
+			time.Sleep(2 * readTimeout) // working on the body
+			return c.String(http.StatusOK, fmt.Sprint(c.Request().Context().Err()))
+		}, []echo.MiddlewareFunc{bodies(route)}))
+		ln := newPipeListener()
+		srv := &http.Server{Handler: e, ReadTimeout: readTimeout}
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(ln) }()
+		defer func() {
+			srv.Close()
+			<-served
+		}()
+
+		c := ln.dial()
+		defer c.Close()
+		go fmt.Fprintf(c, "POST /app HTTP/1.1\r\nHost: pipe\r\nContent-Length: 2\r\n\r\n{}")
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || string(got) != "<nil>" {
+			t.Errorf("a handler working %v after reading its body: %d, context error %s, want 200 and <nil>", 2*readTimeout, res.StatusCode, got)
+		}
+	})
+}
+
+// deadlineConn counts the read deadlines set on its connection.
+type deadlineConn struct {
+	net.Conn
+	reads *atomic.Int64
+}
+
+func (c deadlineConn) SetReadDeadline(t time.Time) error {
+	c.reads.Add(1)
+	return c.Conn.SetReadDeadline(t)
+}
+
+// BenchmarkBodyWindow: requests with a body of 2 bytes on one keep-alive
+// connection, read by a handler alone (the baseline) and through the
+// body window: what the window adds, in read deadlines set on the
+// connection (deadlines/op; each changes a runtime timer) and in time.
+func BenchmarkBodyWindow(b *testing.B) {
+	route := Route{Method: http.MethodPost, Path: "/app", AppBody: true}
+	read := func(c echo.Context) error {
+		if _, err := io.Copy(io.Discard, c.Request().Body); err != nil {
+			return err
+		}
+		return c.NoContent(http.StatusNoContent)
+	}
+	for _, bench := range []struct {
+		name string
+		mw   []echo.MiddlewareFunc
+	}{{"baseline", nil}, {"window", []echo.MiddlewareFunc{bodies(route)}}} {
+		b.Run(bench.name, func(b *testing.B) {
+			e := echo.New()
+			e.Add(route.Method, route.Path, apply(read, bench.mw))
+			var reads atomic.Int64
+			ln := newPipeListener()
+			srv := &http.Server{Handler: e, ReadTimeout: 30 * time.Second, ReadHeaderTimeout: 5 * time.Second,
+				ConnContext: func(ctx context.Context, _ net.Conn) context.Context { return ctx }}
+			served := make(chan error, 1)
+			go func() { served <- srv.Serve(deadlineListener{ln, &reads}) }()
+			defer func() {
+				srv.Close()
+				<-served
+			}()
+			c := ln.dial()
+			defer c.Close()
+			r := bufio.NewReader(c)
+			req := []byte("POST /app HTTP/1.1\r\nHost: pipe\r\nContent-Length: 2\r\n\r\n{}")
+			b.ReportAllocs()
+			for b.Loop() {
+				go c.Write(req)
+				res, err := http.ReadResponse(r, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				res.Body.Close()
+				if res.StatusCode != http.StatusNoContent {
+					b.Fatalf("status %d", res.StatusCode)
+				}
+			}
+			b.ReportMetric(float64(reads.Load())/float64(b.N), "deadlines/op")
+		})
+	}
+}
+
+// deadlineListener gives its connections to deadlineConn.
+type deadlineListener struct {
+	*pipeListener
+	reads *atomic.Int64
+}
+
+func (l deadlineListener) Accept() (net.Conn, error) {
+	c, err := l.pipeListener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return deadlineConn{c, l.reads}, nil
 }

@@ -1,7 +1,6 @@
 package evaluation
 
 import (
-	"encoding/json"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -86,9 +85,3 @@ func appendEvaluationTail(b []byte, e feature.Evaluation) []byte {
 	}
 	return append(b, '}')
 }
-
-// validJSON reports whether b is one JSON value: the evaluation paths check
-// every request body with it before reading it by hand; what it refuses
-// goes to the general path, which decodes with encoding/json and words the
-// error.
-func validJSON(b []byte) bool { return json.Valid(b) }

@@ -48,30 +48,21 @@ func queryContext(c echo.Context) (feature.Context, error) {
 
 // hasQueryContext reports whether the raw query may hold a ctx. parameter.
 func hasQueryContext(raw string) bool {
-	return strings.Contains(raw, ctxPrefix) || strings.Contains(raw, "ctx%2") || strings.Contains(raw, "ctx%2E")
+	return strings.Contains(raw, ctxPrefix) || strings.Contains(raw, "ctx%2") // %2E or %2e, an escaped dot
 }
 
-// ofrepContext reads the attributes of an OFREP request's context, body
-// being valid JSON that parseOFREP accepted: every member but targetingKey
-// (the user ID) and, for bulk requests, flags (see readContext). The
-// context comes from a pool: the caller gives it back (putContext) once
-// evaluated, and keeps nothing of it.
-func ofrepContext(body []byte, bulk bool, key string) (feature.Context, error) {
-	i := jsonscan.SkipSpace(body, 0)
-	var ctxJSON []byte
-	for it := jsonscan.MembersAt(body, i); it.Next(); {
-		if it.KeyIs("context") {
-			ctxJSON = it.Value
-		}
-	}
-	if len(ctxJSON) == 0 || ctxJSON[0] != '{' {
-		return nil, nil
-	}
+// ofrepContext reads the attributes of an OFREP request's context,
+// ctxJSON, the object parseOFREPBody found in a body it accepted, with the
+// reader of its strings, text: every member but targetingKey (the user ID)
+// and, for bulk requests, flags (see readContext). The context comes from
+// a pool: the caller gives it back (putContext) once evaluated, and keeps
+// nothing of it.
+func ofrepContext(ctxJSON []byte, text jsonText, bulk bool, key string) (feature.Context, error) {
 	skip := []string{"targetingKey", "flags"}
 	if !bulk {
 		skip = skip[:1]
 	}
-	ctx, details := readContext(ctxJSON, skip)
+	ctx, details := readContext(ctxJSON, text, skip)
 	if details != "" {
 		return nil, &OFREPError{Key: key, ErrorCode: OFREPInvalidContext, ErrorDetails: details}
 	}
@@ -79,7 +70,8 @@ func ofrepContext(body []byte, bulk bool, key string) (feature.Context, error) {
 }
 
 // readContext reads the attributes of ctxJSON, a JSON object that
-// json.Valid accepted, but the members that skip names, as
+// json.Valid accepted, with text, the reader of its strings (see jsonText:
+// of ctxJSON or of a body holding it), but the members that skip names, as
 // feature.ContextFromJSON converts them: strings, numbers, booleans and
 // lists of strings are kept; other values hold none (nil), as no rule can
 // test them, but count as attributes. It stops reading at the first
@@ -89,32 +81,31 @@ func ofrepContext(body []byte, bulk bool, key string) (feature.Context, error) {
 // details says what is wrong (ctx is nil), "" when nothing is. The context
 // comes from a pool: the caller gives it back (putContext) once
 // evaluated, and keeps nothing of it.
-func readContext(ctxJSON []byte, skip []string) (ctx feature.Context, details string) {
+func readContext(ctxJSON []byte, text jsonText, skip []string) (ctx feature.Context, details string) {
 	ctx = getContext()
 	invalid := func(details string) (feature.Context, string) {
 		putContext(ctx)
 		return nil, details
 	}
-	str := jsonStrings(ctxJSON)
 	size, stopped := 0, false
 	for it := jsonscan.MembersAt(ctxJSON, 0); it.Next(); {
 		if skipped(&it, skip) {
 			continue
 		}
-		name := str(it.Key) // a substring of one copy, as the values
+		name := text.str(it.Key) // a substring of one copy, as the values
 		size += len(name)
 		switch v := it.Value; v[0] {
 		case '"':
 			if !readableString(v) {
 				return invalid("context." + name + " is not valid UTF-8")
 			}
-			s := str(v)
+			s := text.str(v)
 			size += len(s)
 			ctx[name] = s
 		case 't', 'f':
 			ctx[name] = v[0] == 't'
 		case '[':
-			list, ok := stringList(v, str)
+			list, ok := stringList(v, text)
 			if !ok {
 				ctx[name] = nil
 				break

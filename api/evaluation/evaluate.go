@@ -206,9 +206,11 @@ type evaluateRequest struct {
 	Features *[]string `json:"features"`
 	// Context is the attributes besides the user ID (see context.go),
 	// as encoding/json decodes them; contextJSON is the raw object instead
-	// when parseEvaluateRequest read the body, for readContext to read.
+	// when parseEvaluateRequest read the body, for readContext to read with
+	// text, the reader of the body's strings.
 	Context     map[string]any `json:"context"`
 	contextJSON []byte
+	text        jsonText
 	// userUnreadable is set when the user's JSON string holds invalid
 	// UTF-8 or a lone surrogate, which decoding replaced.
 	userUnreadable bool
@@ -253,7 +255,7 @@ func (s *Server) EvaluateMany(c echo.Context) error {
 	switch {
 	case req.contextJSON != nil:
 		var details string
-		if ctx, details = readContext(req.contextJSON, nil); details != "" {
+		if ctx, details = readContext(req.contextJSON, req.text, nil); details != "" {
 			return feature.Errorf(feature.EInvalid, "%s", details)
 		}
 		defer putContext(ctx)
@@ -341,33 +343,33 @@ func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 
 // parseEvaluateRequest parses a body of the usual shape; see
 // readEvaluateRequest. The user and keys are substrings of one copy of
-// body, or decoded strings when they hold escapes; a context object
-// without repeated keys is left raw (contextJSON), a sub-slice of body.
+// body, or decoded strings when they hold escapes; a context object is
+// left raw (contextJSON), a sub-slice of body. A body that repeats a key
+// anywhere goes to decode, which refuses it.
 func parseEvaluateRequest(body []byte) (evaluateRequest, bool) {
 	var req evaluateRequest
 	i := jsonscan.SkipSpace(body, 0)
-	if i == len(body) || body[i] != '{' || !validJSON(body) {
+	if i == len(body) || body[i] != '{' {
 		return req, false
 	}
-	str := jsonStrings(body)
-	// A repeated member goes to decode, which refuses it.
+	if _, repeated, valid := jsonscan.Check(body); !valid || repeated {
+		return req, false
+	}
+	req.text = jsonStrings(body)
 	var user, features, context bool
 	for it := jsonscan.MembersAt(body, i); it.Next(); {
 		switch {
 		case it.KeyIs("context") && it.Value[0] == 'n' && !context:
 			context = true
 		case it.KeyIs("context") && it.Value[0] == '{' && !context:
-			if _, repeated := jsonscan.RepeatedKey(it.Value); repeated {
-				return req, false
-			}
 			req.contextJSON, context = it.Value, true
 		case it.KeyIs("user") && it.Value[0] == '"' && !user:
-			req.User, req.userUnreadable = str(it.Value), !readableString(it.Value)
+			req.User, req.userUnreadable = req.text.str(it.Value), !readableString(it.Value)
 			user = true
 		case it.KeyIs("features") && it.Value[0] == 'n' && !features:
 			req.Features, features = nil, true
 		case it.KeyIs("features") && it.Value[0] == '[' && !features:
-			list, ok := stringList(it.Value, str)
+			list, ok := stringList(it.Value, req.text)
 			if !ok {
 				return req, false
 			}

@@ -170,7 +170,7 @@ func FuzzParseEvaluateRequest(f *testing.F) {
 		var ctx feature.Context
 		details := ""
 		if got.contextJSON != nil {
-			ctx, details = readContext(got.contextJSON, nil)
+			ctx, details = readContext(got.contextJSON, got.text, nil)
 		}
 		if err != nil {
 			if details == "" {

@@ -95,16 +95,28 @@ func (s *Server) readOFREP(c echo.Context, sl *slot, key string, wants, keyless 
 			return "", nil, nil, err
 		}
 	}
-	user, flags, oe := parseOFREP(buf.b, key)
+	withContext := wants()
+	req, oe := parseOFREPBody(buf.b, key, withContext)
 	if oe != nil && (oe.ErrorCode != OFREPTargetingKeyMissing || keyless == nil || !keyless()) {
 		return "", nil, nil, oe
 	}
-	if jsonscan.SkipSpace(buf.b, 0) < len(buf.b) && wants() { // an empty body has no context
-		if ctx, err = ofrepContext(buf.b, key == "", key); err != nil {
+	if withContext && len(req.context) > 0 && req.context[0] == '{' {
+		if ctx, err = ofrepContext(req.context, req.text, key == "", key); err != nil {
 			return "", nil, nil, err
 		}
 	}
-	return user, flags, ctx, nil
+	return req.user, req.flags, ctx, nil
+}
+
+// ofrepBody is what parseOFREPBody reads of an OFREP request's body.
+type ofrepBody struct {
+	user    string
+	flags   *[]string // a bulk request's context.flags; nil: none
+	context []byte    // the value of the member "context", raw; nil: none
+	// text reads the strings of the context object: as substrings of
+	// one copy of it (see jsonText), made once for the user ID, the flags
+	// and the attributes, when they are read; else each a copy.
+	text jsonText
 }
 
 // parseOFREP parses the body of an OFREP evaluation request; see readOFREP.
@@ -114,40 +126,57 @@ func (s *Server) readOFREP(c echo.Context, sl *slot, key string, wants, keyless 
 // map[string]json.RawMessage does, and an object that repeats a key, at any
 // depth, is refused (see jsonscan.RepeatedKey).
 func parseOFREP(body []byte, key string) (string, *[]string, *OFREPError) {
-	fail := func(code, details string) (string, *[]string, *OFREPError) {
-		return "", nil, &OFREPError{Key: key, ErrorCode: code, ErrorDetails: details}
+	req, err := parseOFREPBody(body, key, false)
+	return req.user, req.flags, err
+}
+
+// parseOFREPBody is parseOFREP, which also returns the raw context, for
+// ofrepContext to read without looking for it again: with withContext, and
+// for bulk requests, with the reader of its strings that made the user ID
+// and the flags. On an error, the request has only the context found, and
+// the reader of its strings once the context is known to be an object.
+func parseOFREPBody(body []byte, key string, withContext bool) (req ofrepBody, _ *OFREPError) {
+	fail := func(code, details string) (ofrepBody, *OFREPError) {
+		return ofrepBody{context: req.context, text: req.text}, &OFREPError{Key: key, ErrorCode: code, ErrorDetails: details}
 	}
 	i := jsonscan.SkipSpace(body, 0)
 	if i == len(body) {
 		return fail(OFREPTargetingKeyMissing, "give the user's ID as context.targetingKey: every user gets a bucket of their own")
 	}
-	if !validJSON(body) {
+	repeated, isRepeated, valid := jsonscan.Check(body)
+	if !valid {
 		var v any
 		return fail(OFREPParseError, "the request body is not JSON: "+json.Unmarshal(body, &v).Error())
 	}
 	if body[i] != '{' {
 		return fail(OFREPParseError, `the request body must be an OFREP evaluation request {"context":{"targetingKey":"…"}}, not a JSON `+jsonType(body[i]))
 	}
-	if key, ok := jsonscan.RepeatedKey(body); ok {
-		return fail(OFREPParseError, "key "+strconv.Quote(key)+" appears twice in one object: send each key once")
+	if isRepeated {
+		return fail(OFREPParseError, "key "+strconv.Quote(repeated)+" appears twice in one object: send each key once")
 	}
+	// No key repeats: the walks stop at what they look for.
 	var ctxJSON, keyJSON, flagsJSON []byte
-	for it := jsonscan.MembersAt(body, i); it.Next(); {
+	for it := jsonscan.MembersAt(body, i); ctxJSON == nil && it.Next(); {
 		if it.KeyIs("context") {
 			ctxJSON = it.Value
 		}
 	}
+	req.context = ctxJSON
 	if ctxJSON == nil || ctxJSON[0] == 'n' {
 		return fail(OFREPTargetingKeyMissing, "give the user's ID as context.targetingKey: every user gets a bucket of their own")
 	}
 	if ctxJSON[0] != '{' {
 		return fail(OFREPInvalidContext, "context must be an object, not a JSON "+jsonType(ctxJSON[0]))
 	}
-	for it := jsonscan.MembersAt(ctxJSON, 0); it.Next(); {
+	bulk := key == ""
+	if withContext || bulk {
+		req.text = jsonStrings(ctxJSON)
+	}
+	for it := jsonscan.MembersAt(ctxJSON, 0); (keyJSON == nil || bulk && flagsJSON == nil) && it.Next(); {
 		switch {
 		case it.KeyIs("targetingKey"):
 			keyJSON = it.Value
-		case it.KeyIs("flags"):
+		case bulk && it.KeyIs("flags"):
 			flagsJSON = it.Value
 		}
 	}
@@ -160,49 +189,56 @@ func parseOFREP(body []byte, key string) (string, *[]string, *OFREPError) {
 	if !readableString(keyJSON) {
 		return fail(OFREPInvalidContext, "context.targetingKey: "+errUnreadableUser.Message)
 	}
-	user := jsonscan.String(keyJSON)
-	if user == "" {
+	if req.user = req.text.str(keyJSON); req.user == "" {
 		return fail(OFREPTargetingKeyMissing, "give the user's ID as context.targetingKey: every user gets a bucket of their own")
 	}
-	if err := feature.ValidateUser(user); err != nil {
+	if err := feature.ValidateUser(req.user); err != nil {
 		return fail(OFREPInvalidContext, "context.targetingKey: "+feature.ErrorMessage(err))
 	}
-	if key != "" || flagsJSON == nil || flagsJSON[0] == 'n' {
-		return user, nil, nil
+	if !bulk || flagsJSON == nil || flagsJSON[0] == 'n' {
+		return req, nil
 	}
 	list := new([]string)
 	var ok bool
-	if *list, ok = stringList(flagsJSON, jsonStrings(flagsJSON)); !ok && json.Unmarshal(flagsJSON, list) != nil {
+	if *list, ok = stringList(flagsJSON, req.text); !ok && json.Unmarshal(flagsJSON, list) != nil {
 		return fail(OFREPInvalidContext, "context.flags must be a list of flag keys")
 	}
 	if len(*list) > MaxBulkFeatures {
 		return fail(OFREPInvalidContext, "context.flags names "+strconv.Itoa(len(*list))+" flags; at most "+strconv.Itoa(MaxBulkFeatures))
 	}
-	return user, list, nil
+	req.flags = list
+	return req, nil
 }
 
 // The helpers below read JSON that json.Valid has accepted.
 
-// jsonStrings returns the reader of the JSON strings within b: the value
-// of one is a substring of a single copy of b, or, when it holds escapes or
-// invalid UTF-8, its decoded value.
-func jsonStrings(b []byte) func(raw []byte) string {
-	text := string(b)
-	return func(raw []byte) string {
-		inner := raw[1 : len(raw)-1]
-		if bytes.IndexByte(inner, '\\') >= 0 || !utf8.Valid(inner) {
-			return jsonscan.String(raw)
-		}
-		at := cap(b) - cap(inner) // inner is b[at:…]
-		return text[at : at+len(inner)]
+// jsonText reads the JSON strings within b: the value of one is a
+// substring of text, a single copy of b, or, when it holds escapes or
+// invalid UTF-8, its decoded value. Its zero value copies each string
+// apart (jsonscan.String). It is a value, passed without allocating.
+type jsonText struct {
+	b    []byte
+	text string
+}
+
+// jsonStrings returns the jsonText of b, copying b once.
+func jsonStrings(b []byte) jsonText { return jsonText{b: b, text: string(b)} }
+
+// str returns the value of raw, a JSON string within t.b.
+func (t jsonText) str(raw []byte) string {
+	inner := raw[1 : len(raw)-1]
+	if t.b == nil || bytes.IndexByte(inner, '\\') >= 0 || !utf8.Valid(inner) {
+		return jsonscan.String(raw)
 	}
+	at := cap(t.b) - cap(inner) // inner is b[at:…]
+	return t.text[at : at+len(inner)]
 }
 
 // stringList reads raw, a JSON array of strings, as json.Unmarshal reads it
-// into a []string, without reflection; str reads each string (see
-// jsonStrings). ok is false for any other value, which the caller leaves to
+// into a []string, without reflection; t reads each string (see
+// jsonText). ok is false for any other value, which the caller leaves to
 // encoding/json.
-func stringList(raw []byte, str func(raw []byte) string) (list []string, ok bool) {
+func stringList(raw []byte, t jsonText) (list []string, ok bool) {
 	if raw[0] != '[' {
 		return nil, false
 	}
@@ -213,7 +249,7 @@ func stringList(raw []byte, str func(raw []byte) string) (list []string, ok bool
 			return nil, false
 		}
 		end := jsonscan.StringEnd(raw, j)
-		list = append(list, str(raw[j:end]))
+		list = append(list, t.str(raw[j:end]))
 		if j = jsonscan.SkipSpace(raw, end); raw[j] == ',' {
 			j = jsonscan.SkipSpace(raw, j+1)
 		}

@@ -25,6 +25,14 @@
 // With --separate as well, each server runs in a process of its own (this
 // program started again), as deployments run them, and each one's CPU time
 // per request is read from /proc; the Go client's comparison is left out.
+// --scenarios get,ofrep-rules measures only the scenarios named (of get,
+// ofrep, post, ofrep-bulk and ofrep-rules), and --pprof FILE (or
+// --cpuprofile FILE) writes a CPU profile of rollout's process while wrk
+// drives it, which `go tool pprof -top FILE` reads. The profile is taken
+// by the server process itself, this program started again, from its start
+// to its stop: rollout serves no profiling endpoint.
+//
+//	go run ./cmd/rollout-bench --wrk --separate --scenarios get,ofrep-rules --pprof cpu.out
 //
 // With --fanout N it measures instead how long a change takes to reach N
 // clients following GET /sync/v1/stream on one instance, over --rounds
@@ -56,6 +64,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -91,15 +100,16 @@ type config struct {
 	writes          int     // bucket changes timed, at most
 	writeRate       float64 // changes/s of the paced admin, beside the unpaced one
 	json            bool
-	cpuProfile      string // file for a CPU profile of the HTTP scenarios
-	wrk             bool   // measure issue #15's scenarios with wrk instead
-	rounds          int    // rounds of the wrk measurement
-	separate        bool   // the wrk measurement with each server in a process of its own
-	fanout          int    // streams of the fan-out measurement; 0: none
-	fine            bool   // features planned 50/50 at the fine tolerance
-	footprint       bool   // measure start time and memory of a server and a client
-	attack          bool   // measure evaluation beside the costliest evaluations targeting allows
-	rolloutBinary   string // the binary --footprint starts; "": built
+	cpuProfile      string   // file for a CPU profile of the HTTP scenarios (--pprof, --cpuprofile)
+	scenarios       []string // ids of the --wrk scenarios to measure; nil: all
+	wrk             bool     // measure issue #15's scenarios with wrk instead
+	rounds          int      // rounds of the wrk measurement
+	separate        bool     // the wrk measurement with each server in a process of its own
+	fanout          int      // streams of the fan-out measurement; 0: none
+	fine            bool     // features planned 50/50 at the fine tolerance
+	footprint       bool     // measure start time and memory of a server and a client
+	attack          bool     // measure evaluation beside the costliest evaluations targeting allows
+	rolloutBinary   string   // the binary --footprint starts; "": built
 }
 
 // Bounds on the flags, so that no run is unbounded.
@@ -116,7 +126,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("rollout-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: rollout-bench [--wrk [--rounds 3] [--separate] | --fanout N [--rounds 3]] [--duration 10s] [--connections 16,64] [--features N] [--json]")
+		fmt.Fprintln(stderr, "usage: rollout-bench [--wrk [--rounds 3] [--separate] [--scenarios get,...] [--pprof FILE] | --fanout N [--rounds 3]] [--duration 10s] [--connections 16,64] [--features N] [--json]")
 		fs.PrintDefaults()
 	}
 	var cfg config
@@ -127,7 +137,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.writes, "writes", 500, "bucket changes timed by the write scenario, at most (it also stops after --duration)")
 	fs.Float64Var(&cfg.writeRate, "write-rate", 20, "changes per second of the paced admin writer (evaluation is also measured under an unpaced one)")
 	fs.BoolVar(&cfg.json, "json", false, "print the results as JSON")
-	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the HTTP scenarios (client and servers) to this file")
+	const profileUsage = "write a CPU profile of rollout serving the HTTP scenarios to this file: with --wrk --separate, of rollout's own process, from its start to its end; otherwise of this process (client and servers), over the HTTP scenarios"
+	fs.StringVar(&cfg.cpuProfile, "pprof", "", profileUsage)
+	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "the same as --pprof")
+	only := fs.String("scenarios", "", "with --wrk: comma-separated scenarios to measure, of "+strings.Join(wrkScenarioIDs, ", ")+"; empty: all")
 	fs.BoolVar(&cfg.wrk, "wrk", false, "measure the evaluation endpoints with wrk (installed apart) against the bare baseline, in alternating rounds")
 	fs.IntVar(&cfg.rounds, "rounds", 3, "rounds of the --wrk measurement, each running the baseline then rollout for --duration")
 	fs.IntVar(&cfg.fanout, "fanout", 0, "measure instead how long a change takes to reach this many stream clients (GET /sync/v1/stream) on one instance, over --rounds changes")
@@ -163,8 +176,19 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if cfg.separate && !cfg.wrk {
 		return config{}, errors.New("--separate goes with --wrk")
 	}
-	if cfg.separate && cfg.cpuProfile != "" {
-		return config{}, errors.New("--cpuprofile profiles this process, which with --separate serves nothing")
+	if *only != "" {
+		if !cfg.wrk {
+			return config{}, errors.New("--scenarios goes with --wrk")
+		}
+		for _, id := range strings.Split(*only, ",") {
+			id = strings.TrimSpace(id)
+			if !slices.Contains(wrkScenarioIDs, id) {
+				return config{}, fmt.Errorf("--scenarios %q: give some of %s, separated by commas", *only, strings.Join(wrkScenarioIDs, ","))
+			}
+			if !slices.Contains(cfg.scenarios, id) {
+				cfg.scenarios = append(cfg.scenarios, id)
+			}
+		}
 	}
 	if cfg.duration <= 0 || cfg.duration > maxDuration {
 		return config{}, fmt.Errorf("--duration %v: give a duration from 1ms to %v", cfg.duration, maxDuration)

@@ -198,6 +198,7 @@ func startCPUProfile(path string) (func() error, error) {
 // scenario is an endpoint under load: its requests, every answer of the
 // same size.
 type scenario struct {
+	id   string // what --scenarios names it by
 	name string
 	reqs []request
 }
@@ -211,10 +212,10 @@ func userID(i int) string { return fmt.Sprintf("user-%07d@example.com", i*7919%1
 const bulkFeatures = 20
 
 func scenarios(features int) []scenario {
-	get := scenario{name: "GET /evaluate"}
-	ofrep := scenario{name: "OFREP single"}
+	get := scenario{id: "get", name: "GET /evaluate"}
+	ofrep := scenario{id: "ofrep", name: "OFREP single"}
 	n := min(features, bulkFeatures)
-	bulk := scenario{name: fmt.Sprintf("POST /evaluate ×%d", n)}
+	bulk := scenario{id: "post", name: fmt.Sprintf("POST /evaluate ×%d", n)}
 	keys := make([]string, n)
 	for i := range keys {
 		keys[i] = strconv.Quote(featureKey(i))

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rollout/rollout/cmd/internal/serve"
@@ -30,6 +31,12 @@ import (
 // standard output, and serves until its standard input closes.
 const serverEnv = "ROLLOUT_BENCH_SERVER"
 
+// profileEnv, beside serverEnv, makes the server process write a CPU
+// profile of itself to the file it names, from the moment it serves to
+// the moment it stops (--pprof with --separate). The process takes it
+// itself with runtime/pprof: the server serves no profiling endpoint.
+const profileEnv = "ROLLOUT_BENCH_SERVER_CPUPROFILE"
+
 // childStart bounds how long a server process may take to start.
 const childStart = 30 * time.Second
 
@@ -39,16 +46,20 @@ type child struct {
 	stdin io.WriteCloser
 	url   string
 	done  chan error // the process's exit
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
-// startChild starts this program as the server spec (see serverEnv).
-func startChild(ctx context.Context, spec string) (*child, error) {
+// startChild starts this program as the server spec (see serverEnv),
+// writing a CPU profile of itself to the file profile unless it is "".
+func startChild(ctx context.Context, spec, profile string) (*child, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), serverEnv+"="+spec)
+	cmd.Env = append(os.Environ(), serverEnv+"="+spec, profileEnv+"="+profile)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -92,16 +103,18 @@ func (c *child) cpu() (time.Duration, error) {
 }
 
 // close asks the server to stop, and kills it if it has not within ten
-// seconds.
+// seconds; calls after the first return the first's error.
 func (c *child) close() error {
-	c.stdin.Close()
-	select {
-	case err := <-c.done:
-		return err
-	case <-time.After(10 * time.Second):
-		c.kill()
-		return errors.New("a server process did not stop within 10s: killed")
-	}
+	c.closeOnce.Do(func() {
+		c.stdin.Close()
+		select {
+		case c.closeErr = <-c.done:
+		case <-time.After(10 * time.Second):
+			c.kill()
+			c.closeErr = errors.New("a server process did not stop within 10s: killed")
+		}
+	})
+	return c.closeErr
 }
 
 func (c *child) kill() {
@@ -138,7 +151,8 @@ func processCPU(pid int) (time.Duration, error) {
 	return time.Duration(ticks) * time.Second / clockTicks, nil
 }
 
-// serverMain is a server process (see serverEnv); it returns the exit code.
+// serverMain is a server process (see serverEnv and profileEnv); it
+// returns the exit code.
 func serverMain(spec string, stdin io.Reader, stdout, stderr io.Writer) int {
 	kind, path, _ := strings.Cut(spec, " ")
 	var url string
@@ -175,9 +189,17 @@ func serverMain(spec string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s=%q: want \"rollout PATH\" or \"bare PATH\"\n", serverEnv, spec)
 		return 2
 	}
+	stopProfile := func() error { return nil }
+	if path := os.Getenv(profileEnv); path != "" {
+		var err error
+		if stopProfile, err = startCPUProfile(path); err != nil {
+			fmt.Fprintln(stderr, errors.Join(err, stop()))
+			return 1
+		}
+	}
 	fmt.Fprintln(stdout, url)
 	io.Copy(io.Discard, stdin) // until the parent closes it, or exits
-	if err := stop(); err != nil {
+	if err := errors.Join(stop(), stopProfile()); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}

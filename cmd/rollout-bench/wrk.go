@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -62,27 +63,36 @@ type WrkStats struct {
 	CPU float64 `json:"cpu_us_per_request,omitempty"`
 }
 
+// wrkScenarioIDs name the scenarios of wrkScenarios, in their order, for
+// --scenarios.
+var wrkScenarioIDs = []string{"get", "ofrep", "post", "ofrep-bulk", "ofrep-rules"}
+
 // wrkScenarios are issue #15's four: GET /evaluate and OFREP of one flag,
 // POST /evaluate and OFREP bulk of bulkFeatures flags; and issue #22's
-// OFREP of one flag with 5 rules and a 6-attribute context.
-func wrkScenarios(features int) []scenario {
+// OFREP of one flag with 5 rules and a 6-attribute context. Each request
+// is for another user. With only, just those whose ids it lists.
+func wrkScenarios(features int, only []string) []scenario {
 	all := scenarios(features) // GET, POST bulk, OFREP single
 	n := min(features, bulkFeatures)
 	keys := make([]string, n)
 	for i := range keys {
 		keys[i] = strconv.Quote(featureKey(i))
 	}
-	bulk := scenario{name: fmt.Sprintf("OFREP bulk ×%d", n)}
+	bulk := scenario{id: "ofrep-bulk", name: fmt.Sprintf("OFREP bulk ×%d", n)}
 	for i := range scenarioUsers {
 		bulk.reqs = append(bulk.reqs, request{method: "POST", target: "/ofrep/v1/evaluate/flags",
 			body: []byte(`{"context":{"targetingKey":"` + userID(i) + `","flags":[` + strings.Join(keys, ",") + `]}}`)})
 	}
-	rules := scenario{name: "OFREP single, 5 rules, 6-attribute context"}
+	rules := scenario{id: "ofrep-rules", name: "OFREP single, 5 rules, 6-attribute context"}
 	for i := range scenarioUsers {
 		rules.reqs = append(rules.reqs, request{method: "POST", target: "/ofrep/v1/evaluate/flags/" + rulesKey,
 			body: []byte(`{"context":{"targetingKey":"` + userID(i) + `",` + rulesContext + `}}`)})
 	}
-	return []scenario{all[0], all[2], all[1], bulk, rules}
+	out := []scenario{all[0], all[2], all[1], bulk, rules}
+	if only != nil {
+		out = slices.DeleteFunc(out, func(sc scenario) bool { return !slices.Contains(only, sc.id) })
+	}
+	return out
 }
 
 // wrkServer is a server wrk measures: in this process, or with
@@ -96,8 +106,9 @@ type wrkServer struct {
 // startWrkRollout starts rollout over a new database in dir holding n
 // features, and returns it with the Authorization header of an
 // evaluate-role token and, in this process, the service the Go client
-// compares.
-func startWrkRollout(ctx context.Context, dir string, n int, separate bool) (wrkServer, http.Header, *service, error) {
+// compares. With separate and a profile file, rollout's process writes a
+// CPU profile of itself to it, complete once its close has returned.
+func startWrkRollout(ctx context.Context, dir string, n int, separate bool, profile string) (wrkServer, http.Header, *service, error) {
 	if !separate {
 		s, err := startService(ctx, dir, n)
 		if err != nil {
@@ -110,7 +121,7 @@ func startWrkRollout(ctx context.Context, dir string, n int, separate bool) (wrk
 	if err := populate(ctx, path, n, true, &tokens); err != nil {
 		return wrkServer{}, nil, nil, err
 	}
-	c, err := startChild(ctx, "rollout "+path)
+	c, err := startChild(ctx, "rollout "+path, profile)
 	if err != nil {
 		return wrkServer{}, nil, nil, err
 	}
@@ -130,7 +141,7 @@ func startWrkBaseline(ctx context.Context, dir string, body []byte, separate boo
 	if err := os.WriteFile(path, body, 0o600); err != nil {
 		return wrkServer{}, err
 	}
-	c, err := startChild(ctx, "bare "+path)
+	c, err := startChild(ctx, "bare "+path, "")
 	if err != nil {
 		return wrkServer{}, err
 	}
@@ -149,20 +160,26 @@ func runWrk(ctx context.Context, cfg config, stdout io.Writer, progress func(str
 	}
 	defer os.RemoveAll(dir)
 	progress("creating %d features", cfg.features)
-	ro, auth, svc, err := startWrkRollout(ctx, dir, cfg.features, cfg.separate)
+	var childProfile string
+	if cfg.separate && cfg.cpuProfile != "" {
+		if childProfile, err = filepath.Abs(cfg.cpuProfile); err != nil {
+			return err
+		}
+	}
+	ro, auth, svc, err := startWrkRollout(ctx, dir, cfg.features, cfg.separate, childProfile)
 	if err != nil {
 		return fmt.Errorf("start rollout: %w", err)
 	}
 	defer ro.close()
 	stopProfile := func() error { return nil }
-	if cfg.cpuProfile != "" {
+	if cfg.cpuProfile != "" && !cfg.separate {
 		if stopProfile, err = startCPUProfile(cfg.cpuProfile); err != nil {
 			return err
 		}
 		defer stopProfile()
 	}
 	var loads []WrkLoad
-	for i, sc := range wrkScenarios(cfg.features) {
+	for i, sc := range wrkScenarios(cfg.features, cfg.scenarios) {
 		script := filepath.Join(dir, fmt.Sprintf("scenario-%d.lua", i))
 		if err := os.WriteFile(script, []byte(wrkScript(sc, auth.Get("Authorization"))), 0o600); err != nil {
 			return err
@@ -191,6 +208,13 @@ func runWrk(ctx context.Context, cfg config, stdout io.Writer, progress func(str
 	}
 	if err := stopProfile(); err != nil {
 		return err
+	}
+	if childProfile != "" {
+		// rollout's process completes its profile as it stops.
+		if err := ro.close(); err != nil {
+			return fmt.Errorf("rollout's process, writing its profile: %w", err)
+		}
+		progress("CPU profile of rollout's process: %s", childProfile)
 	}
 	if cfg.json {
 		enc := json.NewEncoder(stdout)

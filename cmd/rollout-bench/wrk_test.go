@@ -2,10 +2,14 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,7 +74,8 @@ func TestLuaString(t *testing.T) {
 // TestRunWrk runs the wrk measurement briefly when wrk is installed: every
 // scenario measures something, with wrk and with the Go client; with
 // --separate, with wrk and each server's CPU time per request, from servers
-// in processes of their own.
+// in processes of their own, only the scenarios --scenarios names, and
+// with --pprof a CPU profile of rollout's process serving them.
 func TestRunWrk(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs servers under load for seconds")
@@ -78,11 +83,14 @@ func TestRunWrk(t *testing.T) {
 	if _, err := exec.LookPath("wrk"); err != nil {
 		t.Skip(wrkInstall)
 	}
+	profile := filepath.Join(t.TempDir(), "cpu.out")
 	for _, separate := range []bool{false, true} {
 		var stdout, stderr bytes.Buffer
 		args := []string{"--wrk", "--duration", "1s", "--rounds", "1", "--connections", "2", "--features", "3", "--json"}
+		want := []string{"GET /evaluate", "OFREP single", "POST /evaluate ×3", "OFREP bulk ×3", "OFREP single, 5 rules, 6-attribute context"}
 		if separate {
-			args = append(args, "--separate")
+			args = append(args, "--separate", "--scenarios", "ofrep-rules,get", "--pprof", profile)
+			want = []string{"GET /evaluate", "OFREP single, 5 rules, 6-attribute context"}
 		}
 		if err := run(context.Background(), args, &stdout, &stderr); err != nil {
 			t.Fatalf("run(%q) = %v; stderr:\n%s", args, err, &stderr)
@@ -91,8 +99,12 @@ func TestRunWrk(t *testing.T) {
 		if err := json.Unmarshal(stdout.Bytes(), &loads); err != nil {
 			t.Fatal(err)
 		}
-		if len(loads) != 5 {
-			t.Fatalf("%q: %d scenarios measured, want 5", args, len(loads))
+		var got []string
+		for _, l := range loads {
+			got = append(got, l.Scenario)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%q: scenarios measured %q, want %q", args, got, want)
 		}
 		for _, l := range loads {
 			if len(l.Rounds) != 1 || l.RPSRatio <= 0 {
@@ -114,6 +126,34 @@ func TestRunWrk(t *testing.T) {
 			}
 		}
 	}
+	// The profile is rollout's process's: its samples are of rollout's
+	// handlers serving HTTP.
+	names := profileStrings(t, profile)
+	for _, want := range []string{"net/http.(*conn).serve", "github.com/rollout/rollout/api"} {
+		if !strings.Contains(names, want) {
+			t.Errorf("the CPU profile names no function of %s", want)
+		}
+	}
+}
+
+// profileStrings returns the uncompressed bytes of the pprof profile at
+// path (a gzipped protocol buffer, whose function names are strings).
+func profileStrings(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("no CPU profile: %v", err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("the CPU profile is not gzipped: %v", err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatalf("read the CPU profile: %v", err)
+	}
+	return string(b)
 }
 
 // TestProcessCPU: the CPU time /proc gives for this process grows as it

@@ -1,14 +1,17 @@
-// Package jsonscan reads JSON that json.Valid has accepted, without
-// decoding it and, for the usual request bodies, without allocating: the
-// members of an object, the ends of values, the value of a string, and the
-// keys that repeat within an object, which package api refuses in every
-// request body and package evaluation in the bodies it reads by hand.
+// Package jsonscan reads JSON without decoding it and, for the usual
+// request bodies, without allocating: whether a body is JSON at all, as
+// json.Valid says, and, in JSON it has accepted, the members of an object,
+// the ends of values, the value of a string, and the keys that repeat
+// within an object, which package api refuses in every request body and
+// package evaluation in the bodies it reads by hand.
 //
 // The files:
 //
 //   - scan.go: the members of an object, the ends of values and strings.
 //   - keys.go: repeated keys, in any JSON (RepeatedKey) and in a request
 //     body decoded into a Go type (RepeatedField).
+//   - check.go: whether a body is JSON and which key it repeats, in one
+//     reading (Check), for the bodies read by hand.
 package jsonscan
 
 import (

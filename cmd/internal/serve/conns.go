@@ -30,9 +30,12 @@ import (
 // HTTP clients do for idempotent requests).
 //
 // Every request moves its connection from idle to active and back, so those
-// two moves take no lock and allocate nothing: each connection's state is a
-// few atomic words, found through a lock-free map. Choosing whom to close
-// scans the connections, under the lock, only when the limit is reached.
+// two moves take no lock, allocate nothing and look nothing up: each
+// connection's state is a few atomic words kept beside it (the listener
+// that connLimiter.listener returns wraps each TCP connection with them),
+// or, for a connection of another kind, found through a lock-free map. Choosing whom
+// to close scans the connections, under the lock, only when the limit is
+// reached.
 //
 // Its methods are safe for concurrent use.
 type connLimiter struct {
@@ -49,7 +52,8 @@ type connLimiter struct {
 	closed, refused int
 	warned          bool
 
-	// lookup is conns again, read without mu on every request.
+	// lookup is conns again, read without mu, for connections that are not
+	// trackedConns.
 	lookup sync.Map // net.Conn → *tracked
 	// seq orders arrivals and the moments connections went idle.
 	seq atomic.Int64
@@ -67,6 +71,38 @@ type tracked struct {
 // WaitingForBody is api.ConnWatcher's.
 func (t *tracked) WaitingForBody(waiting bool) { t.body.Store(waiting) }
 
+// trackedConn is a TCP connection with its state beside it.
+type trackedConn struct {
+	*net.TCPConn
+	state tracked
+}
+
+// listener returns ln, its TCP connections made trackedConns: the
+// http.Server's hooks then find their state without looking it up.
+func (l *connLimiter) listener(ln net.Listener) net.Listener { return trackingListener{ln} }
+
+type trackingListener struct{ net.Listener }
+
+func (ln trackingListener) Accept() (net.Conn, error) {
+	c, err := ln.Listener.Accept()
+	if tcp, ok := c.(*net.TCPConn); ok {
+		return &trackedConn{TCPConn: tcp}, err
+	}
+	return c, err
+}
+
+// tracking returns the state of c: beside it, or the one ConnContext made.
+func (l *connLimiter) tracking(c net.Conn) (*tracked, bool) {
+	if tc, ok := c.(*trackedConn); ok {
+		return &tc.state, true
+	}
+	t, ok := l.lookup.Load(c)
+	if !ok {
+		return nil, false
+	}
+	return t.(*tracked), true
+}
+
 func newConnLimiter(max int, full func()) *connLimiter {
 	return &connLimiter{max: max, full: full, conns: map[net.Conn]*tracked{}}
 }
@@ -78,6 +114,9 @@ func (l *connLimiter) wait() { l.callbacks.Wait() }
 // connection's ConnState: it makes the connection's state, which the API
 // tells when the connection waits for a request body.
 func (l *connLimiter) ConnContext(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(*trackedConn); ok {
+		return api.WithConnWatcher(ctx, &tc.state)
+	}
 	t := new(tracked)
 	l.lookup.Store(c, t) // counted by ConnState
 	return api.WithConnWatcher(ctx, t)
@@ -103,22 +142,22 @@ func (l *connLimiter) ConnState(c net.Conn, state http.ConnState) {
 				return
 			}
 		}
-		t := new(tracked)
-		if made, ok := l.lookup.Load(c); ok {
-			t = made.(*tracked)
+		t, ok := l.tracking(c)
+		if !ok {
+			t = new(tracked)
 		}
 		t.since.Store(l.seq.Add(1))
 		l.conns[c] = t
-		l.lookup.Store(c, t)
+		if _, beside := c.(*trackedConn); !beside {
+			l.lookup.Store(c, t)
+		}
 	case http.StateActive:
-		if t, ok := l.lookup.Load(c); ok {
-			t := t.(*tracked)
+		if t, ok := l.tracking(c); ok {
 			t.idle.Store(false)
 			t.busy.Store(true)
 		}
 	case http.StateIdle:
-		if t, ok := l.lookup.Load(c); ok {
-			t := t.(*tracked)
+		if t, ok := l.tracking(c); ok {
 			t.since.Store(l.seq.Add(1))
 			t.busy.Store(false)
 			t.idle.Store(true)

@@ -305,7 +305,7 @@ func (s *Server) Open(ctx context.Context) error {
 	s.srv.ConnContext = s.conns.ConnContext
 	s.srv.RegisterOnShutdown(sync.OnceFunc(func() { close(closing) })) // Shutdown may run twice
 	s.err = make(chan error, 1)
-	s.serving.Go(func() { s.err <- s.srv.Serve(ln) })
+	s.serving.Go(func() { s.err <- s.srv.Serve(s.conns.listener(ln)) })
 
 	s.stop = stop
 	s.background.Go(func() {
