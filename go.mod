@@ -24,6 +24,7 @@ require (
 	github.com/rollout/rollout/rollout/feature v0.0.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/time v0.15.0
+	gonum.org/v1/gonum v0.17.0
 )
 
 require (
