@@ -115,6 +115,11 @@ var copyPlan = []planTable{
 	{name: "audit_events"},
 	{name: "webhooks"},
 	{name: "webhook_deliveries"},
+	{name: "metrics"},
+	{name: "tracked_events"},
+	{name: "track_batches"},
+	{name: "experiments"},
+	{name: "experiment_users"},
 }
 
 // SkippedTables are the tables of the schema that Copy deliberately does

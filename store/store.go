@@ -1,5 +1,5 @@
 // Package store keeps features, their history, tokens, webhooks, exposures,
-// ramps and the change feed in a SQL database through database/sql. Its DB
+// ramps, experiments and the change feed in a SQL database through database/sql. Its DB
 // implements the interfaces of its consumers (rollout.Store, auth.Store,
 // webhook.Store and webhook.Outbox) once for every database;
 // what differs between them (placeholders, error codes, time encoding,
@@ -15,7 +15,8 @@
 // and the settings), batch.go (documents' batches), exposure.go,
 // audit.go (the audit trail), feed.go (the change feed and the session
 // key), idempotency.go, token.go (tokens and signed-out sessions),
-// webhook.go (webhooks and their delivery log), copy.go.
+// webhook.go (webhooks and their delivery log), experiment.go (metrics,
+// tracked events, experiments and their users), copy.go.
 package store
 
 import (

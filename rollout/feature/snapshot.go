@@ -3,6 +3,7 @@ package feature
 import (
 	"maps"
 	"slices"
+	"sync/atomic"
 )
 
 // Snapshot is every feature at one moment, ready for evaluation. It is
@@ -20,6 +21,44 @@ type Snapshot struct {
 	// segments are every segment, by key, compiled; features compiled
 	// with the snapshot use them.
 	segments map[string]*CompiledSegment
+	// served is shared by every snapshot derived from this one (With,
+	// At, WithSegments): see ServedHook.
+	served *ServedHook
+}
+
+// ServedHook holds a function told of each evaluation a snapshot serves
+// (not of peeks), or nil. One ServedHook is shared by a snapshot and every
+// snapshot derived from it, so that setting it once reaches those still
+// to come. It costs an evaluation one atomic load while nil.
+type ServedHook struct {
+	fn atomic.Pointer[ServedFunc]
+}
+
+// ServedFunc is told that c served user outcome o. It runs on the
+// evaluation's goroutine: it must be quick and safe for concurrent use.
+type ServedFunc func(c *Compiled, user string, o *Outcome)
+
+// Set makes fn the function told of evaluations (nil: none).
+func (h *ServedHook) Set(fn ServedFunc) {
+	if fn == nil {
+		h.fn.Store(nil)
+		return
+	}
+	h.fn.Store(&fn)
+}
+
+// ServedHook returns the hook of s and the snapshots derived from it.
+func (s *Snapshot) ServedHook() *ServedHook { return s.served }
+
+// tell tells the hook, if any, that c served user o, and returns o.
+func (s *Snapshot) tell(c *Compiled, user string, o *Outcome) *Outcome {
+	if s.served == nil {
+		return o
+	}
+	if fn := s.served.fn.Load(); fn != nil {
+		(*fn)(c, user, o)
+	}
+	return o
 }
 
 // withSegments returns a copy of s with segments (features unchanged).
@@ -39,7 +78,7 @@ func newSnapshot(features map[string]*Compiled, revision int64) *Snapshot {
 			costly++
 		}
 	}
-	return &Snapshot{features: features, keys: slices.Sorted(maps.Keys(features)), revision: revision, targeted: n, costly: costly}
+	return &Snapshot{features: features, keys: slices.Sorted(maps.Keys(features)), revision: revision, targeted: n, costly: costly, served: &ServedHook{}}
 }
 
 // CostlyEvaluation is the cost above which an evaluation is costly: the
@@ -123,7 +162,7 @@ func (s *Snapshot) With(key string, c *Compiled) *Snapshot {
 	case c != nil:
 		features[key] = c
 	}
-	return &Snapshot{features: features, keys: keys, revision: s.revision, targeted: targeted, costly: costly, segments: s.segments}
+	return &Snapshot{features: features, keys: keys, revision: s.revision, targeted: targeted, costly: costly, segments: s.segments, served: s.served}
 }
 
 // Evaluate returns the bucket the feature key serves user, or an ENotFound
@@ -133,9 +172,7 @@ func (s *Snapshot) Evaluate(key, user string) (Evaluation, error) {
 	if !ok {
 		return Evaluation{}, NotFound(key)
 	}
-	var e Evaluation
-	c.evaluateInto(&e, user)
-	return e, nil
+	return s.tell(c, user, c.serve(user)).Evaluation(user), nil
 }
 
 // EvaluateContext is Evaluate with the attributes of an evaluation's
@@ -148,7 +185,7 @@ func (s *Snapshot) EvaluateContext(key, user string, ctx Context) (Evaluation, e
 	if !ok {
 		return Evaluation{}, NotFound(key)
 	}
-	return c.serveContext(user, ctx).Evaluation(user), nil
+	return s.tell(c, user, c.serveContext(user, ctx)).Evaluation(user), nil
 }
 
 // EvaluateOutcomeContext is EvaluateOutcome with the attributes of a
@@ -158,7 +195,7 @@ func (s *Snapshot) EvaluateOutcomeContext(key, user string, ctx Context) (*Outco
 	if !ok {
 		return nil, NotFound(key)
 	}
-	return c.serveContext(user, ctx), nil
+	return s.tell(c, user, c.serveContext(user, ctx)), nil
 }
 
 // PeekContext is Peek with the attributes of a context.
@@ -178,7 +215,7 @@ func (s *Snapshot) EvaluateOutcome(key, user string) (*Outcome, error) {
 	if !ok {
 		return nil, NotFound(key)
 	}
-	return c.serve(user), nil
+	return s.tell(c, user, c.serve(user)), nil
 }
 
 // Peek is Evaluate for looking, not serving: the evaluation is not counted

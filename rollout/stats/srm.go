@@ -1,7 +1,7 @@
 // Package stats is the statistics of rollout's exposure reports and
 // experiments: the sample-ratio check (CheckSRM) of the users counted per
 // bucket against the exact shares served, by Pearson's χ² and its p-value
-// (ChiSquareSF, gonum's χ² distribution), and the always-valid comparison
+// (ChiSquareSF), and the always-valid comparison
 // of an experiment's buckets (Sequential, MeanInterval). It is pure: it knows counts and shares, not features,
 // and imports neither HTTP nor SQL. Package rollout checks each version's
 // counts with it (rollout.ExposureReport).
@@ -15,8 +15,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-
-	"gonum.org/v1/gonum/stat/distuv"
 
 	"github.com/rollout/rollout/rollout/feature"
 )
@@ -99,7 +97,8 @@ func CheckSRM(version int, counts map[string]int64, shares map[string]float64) (
 }
 
 // ChiSquareSF is the survival function of the χ² distribution with df
-// degrees of freedom: the probability of a value of at least x.
+// degrees of freedom: the probability of a value of at least x, Q(df/2,
+// x/2), the regularized upper incomplete gamma function.
 func ChiSquareSF(x float64, df int) float64 {
 	switch {
 	case math.IsNaN(x) || df < 1:
@@ -109,5 +108,47 @@ func ChiSquareSF(x float64, df int) float64 {
 	case math.IsInf(x, 1):
 		return 0
 	}
-	return distuv.ChiSquared{K: float64(df)}.Survival(x)
+	return gammaQ(float64(df)/2, x/2)
+}
+
+// gammaQ is the regularized upper incomplete gamma function Q(a, x), for
+// a > 0 and x > 0: by its series when x < a+1 (as 1 − P), else by its
+// continued fraction (modified Lentz), each to float64 precision.
+func gammaQ(a, x float64) float64 {
+	lga, _ := math.Lgamma(a)
+	front := math.Exp(-x + a*math.Log(x) - lga)
+	const eps, tiny, maxIter = 1e-16, 1e-300, 10_000
+	if x < a+1 {
+		sum, term := 1/a, 1/a
+		for n := 1; n < maxIter; n++ {
+			term *= x / (a + float64(n))
+			sum += term
+			if math.Abs(term) < math.Abs(sum)*eps {
+				break
+			}
+		}
+		return max(0, 1-sum*front)
+	}
+	b := x + 1 - a
+	c, d := 1/tiny, 1/b
+	h := d
+	for i := 1; i < maxIter; i++ {
+		an := -float64(i) * (float64(i) - a)
+		b += 2
+		d = an*d + b
+		if math.Abs(d) < tiny {
+			d = tiny
+		}
+		c = b + an/c
+		if math.Abs(c) < tiny {
+			c = tiny
+		}
+		d = 1 / d
+		del := d * c
+		h *= del
+		if math.Abs(del-1) < eps {
+			break
+		}
+	}
+	return front * h
 }

@@ -26,6 +26,7 @@ import (
 // Store is what a store under test implements.
 type Store interface {
 	rollout.Store
+	rollout.ExperimentStore
 	auth.Store
 	webhook.Store
 	webhook.Outbox
@@ -109,6 +110,10 @@ var cases = []struct {
 	{"batch of versions is all or nothing", testBatchAllOrNothing},
 	{"batch of segments and versions", testBatchSegments},
 	{"segments", testSegments},
+	{"metrics", testMetrics},
+	{"experiments: one running per feature row", testExperimentLifecycle},
+	{"experiments: first exposures and totals", testExperimentUsers},
+	{"track batches count once", testTrackBatches},
 }
 
 // t0 has nanoseconds: a feature's times must come back exact from every

@@ -1,0 +1,551 @@
+package rollout
+
+import (
+	"context"
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/rollout/rollout/ring"
+	"github.com/rollout/rollout/rollout/feature"
+)
+
+// Experiments (issue #33) measure which bucket of a feature wins on
+// metrics that apps report (POST /api/track), counted in users: while an
+// experiment runs on a feature, the first exposure of each user it serves
+// (hashed, see UserHash) is recorded with its bucket; a user later served
+// another bucket is a multiple exposure, left out of the results. Results
+// compare each bucket with the control by an always-valid test
+// (stats.Sequential), so that they may be read every day.
+
+// MetricKind is how a metric's events are read.
+type MetricKind string
+
+// The kinds of metrics.
+const (
+	// MetricConversion: the share of users with at least one event after
+	// their first exposure.
+	MetricConversion MetricKind = "conversion"
+	// MetricMean: the mean per user of the sum of the values of their
+	// events after their first exposure (users without events count 0).
+	MetricMean MetricKind = "mean"
+)
+
+// Metric is what an experiment measures.
+type Metric struct {
+	Key            string     `json:"key"`
+	Kind           MetricKind `json:"kind"`
+	Description    string     `json:"description"`
+	HigherIsBetter bool       `json:"higher_is_better"`
+	CreatedAt      time.Time  `json:"created_at"`
+	CreatedBy      string     `json:"created_by"`
+}
+
+// Limits of metrics, events and experiments.
+const (
+	MaxMetrics            = 1_000      // metrics a server keeps
+	MaxMetricsPerTest     = 10         // metrics one experiment reads
+	MaxTrackBatch         = 1_000      // events one POST /api/track holds
+	MaxTrackValue         = 1e9        // the magnitude of an event's value
+	MaxTrackAge           = 7 * 24 * time.Hour
+	MaxTrackAhead         = 5 * time.Minute // clocks apps may be ahead by
+	MaxTrackUser          = 256             // bytes of a user ID
+	maxDescription        = 2_000
+	maxExperimentName     = 200
+	maxRecordedUsers      = 1 << 18 // users an instance remembers per experiment (see recorder)
+	maxPendingExposures   = 1 << 17 // first exposures waiting for a flush
+	maxFirstExposureChunk = 1_000
+)
+
+// Validate reports what is wrong with a new metric, as an EInvalid *Error.
+func (m Metric) Validate() error {
+	switch {
+	case !feature.ValidKey(m.Key):
+		return feature.Errorf(feature.EInvalid, "metric key %q is invalid: use a feature key's form (letters, digits, '_', '-', '.', 1 to 64)", feature.Abbreviate(m.Key))
+	case m.Kind != MetricConversion && m.Kind != MetricMean:
+		return feature.Errorf(feature.EInvalid, "metric kind %q is invalid: use \"conversion\" or \"mean\"", feature.Abbreviate(string(m.Kind)))
+	case len(m.Description) > maxDescription || !utf8.ValidString(m.Description):
+		return feature.Errorf(feature.EInvalid, "a metric's description is at most %d bytes of UTF-8", maxDescription)
+	}
+	return nil
+}
+
+// TrackedEvent is one event an app reports for a metric: the user it
+// happened to (kept only as UserHash), its value and when.
+type TrackedEvent struct {
+	Metric   string
+	User     string
+	UserHash int64
+	Value    float64
+	At       time.Time
+}
+
+// UserHash is how experiments keep a user: the first 8 bytes of the MD5 of
+// "user:" and the user ID, as overrides hash theirs (feature.OverrideHash),
+// as a signed 64-bit number. Two of a million users share one with a
+// chance of about 3 in 100 million.
+func UserHash(user string) int64 {
+	return int64(ring.HashPrefixed("user:", user).Hi)
+}
+
+// Experiment is an experiment on one feature row (so one environment):
+// the buckets it compares are those the feature served when it started
+// (Shares), each against Control.
+type Experiment struct {
+	ID         string             `json:"id"`
+	Feature    string             `json:"feature"`
+	FeatureID  string             `json:"-"`
+	Name       string             `json:"name"`
+	Control    string             `json:"control"`
+	Metrics    []string           `json:"metrics"`
+	Hypothesis string             `json:"hypothesis"`
+	Version    int                `json:"version"`
+	Shares     map[string]float64 `json:"shares"`
+	Status     string             `json:"status"` // running or stopped
+	StartedAt  time.Time          `json:"started_at"`
+	StartedBy  string             `json:"started_by"`
+	StoppedAt  *time.Time         `json:"stopped_at"`
+	StoppedBy  string             `json:"stopped_by,omitempty"`
+}
+
+// FirstExposure is a user's first exposure in an experiment: the bucket
+// and version served, and when. A store that holds one for the user
+// already keeps the first, and marks the user a multiple exposure when
+// the buckets differ.
+type FirstExposure struct {
+	Experiment string
+	UserHash   int64
+	Bucket     string
+	Version    int
+	At         time.Time
+}
+
+// BucketTotals are an experiment's figures of one bucket for one metric:
+// its users (multiple exposures left out), those with at least one event
+// after their first exposure, and the sum and sum of squares of the
+// per-user sums of the events' values.
+type BucketTotals struct {
+	Bucket          string
+	Users, Converts int64
+	Sum, SumSq      float64
+}
+
+// ExperimentStore is what Experiments need of their storage. Package store
+// implements it.
+type ExperimentStore interface {
+	// CreateMetric stores m; EConflict when its key exists, EInvalid when
+	// MaxMetrics exist.
+	CreateMetric(ctx context.Context, m Metric) error
+	Metrics(ctx context.Context) ([]Metric, error)
+	// Metric returns one metric, or ENotFound.
+	Metric(ctx context.Context, key string) (Metric, error)
+	// DeleteMetric deletes a metric and its events: ENotFound when there
+	// is none, EConflict while a running experiment reads it.
+	DeleteMetric(ctx context.Context, key string) error
+	// AddTrackBatch stores events at most once per batch ID, as
+	// ExposureStore.AddExposureBatch counts exposures: false when the ID
+	// was seen in the ExposureBatchMemory before at.
+	AddTrackBatch(ctx context.Context, batch string, at time.Time, events []TrackedEvent) (bool, error)
+	// StartExperiment stores a running experiment: EConflict when one
+	// runs on its feature row, ENotFound when the row is gone.
+	StartExperiment(ctx context.Context, x Experiment) error
+	// StopExperiment stops the running experiment id of the feature row
+	// featureID: ENotFound when there is none, EConflict when it stopped.
+	StopExperiment(ctx context.Context, featureID, id string, at time.Time, actor string) (Experiment, error)
+	// Experiments returns those of a feature row, newest first.
+	Experiments(ctx context.Context, featureID string) ([]Experiment, error)
+	Experiment(ctx context.Context, featureID, id string) (Experiment, error)
+	// RunningExperiments returns every running experiment.
+	RunningExperiments(ctx context.Context) ([]Experiment, error)
+	// AddFirstExposures records first exposures (see FirstExposure);
+	// those of experiments that no longer exist are dropped.
+	AddFirstExposures(ctx context.Context, xs []FirstExposure) error
+	// ExperimentUsers returns the users of an experiment per bucket,
+	// multiple exposures left out, and how many those are.
+	ExperimentUsers(ctx context.Context, id string) (map[string]int64, int64, error)
+	// ExperimentTotals returns the figures of each bucket with users for
+	// a metric, counting events from each user's first exposure up to
+	// until.
+	ExperimentTotals(ctx context.Context, id, metric string, until time.Time) ([]BucketTotals, error)
+}
+
+// Experiments runs the experiments of a Service's features.
+type Experiments struct {
+	store ExperimentStore
+	svc   *Service
+
+	// running are the recorders of the running experiments by feature
+	// row ID; never nil once NewExperiments returns.
+	running atomic.Pointer[map[string]*recorder]
+	hooked  atomic.Pointer[feature.ServedHook]
+
+	mu      sync.Mutex // guards pending
+	pending []FirstExposure
+	dropped atomic.Int64
+
+	results resultsCache
+}
+
+// recorder records the first exposures of one running experiment that
+// this instance serves. It remembers the bucket of up to maxRecordedUsers
+// users so that their next evaluations cost a map look-up; past that it
+// forgets them all and starts again (the store keeps the first exposure
+// whatever is sent again).
+type recorder struct {
+	x    Experiment
+	mu   sync.Mutex
+	seen map[int64]string
+}
+
+// NewExperiments returns the experiments of svc's features, kept in
+// store, with the running ones read.
+func NewExperiments(ctx context.Context, store ExperimentStore, svc *Service) (*Experiments, error) {
+	e := &Experiments{store: store, svc: svc}
+	e.running.Store(&map[string]*recorder{})
+	if err := e.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Refresh reads the running experiments again (another instance may have
+// started or stopped one) and makes sure the service's snapshots tell
+// e of what they serve.
+func (e *Experiments) Refresh(ctx context.Context) error {
+	xs, err := e.store.RunningExperiments(ctx)
+	if err != nil {
+		return err
+	}
+	old := *e.running.Load()
+	next := make(map[string]*recorder, len(xs))
+	for _, x := range xs {
+		if r := old[x.FeatureID]; r != nil && r.x.ID == x.ID {
+			next[x.FeatureID] = r
+			continue
+		}
+		next[x.FeatureID] = &recorder{x: x, seen: map[int64]string{}}
+	}
+	e.running.Store(&next)
+	if h := e.svc.Snapshot().ServedHook(); h != nil && e.hooked.Swap(h) != h {
+		h.Set(e.served)
+	}
+	return nil
+}
+
+// served is the snapshot's hook: it records the first exposure of user if
+// an experiment runs on c's feature.
+func (e *Experiments) served(c *feature.Compiled, user string, o *feature.Outcome) {
+	r := (*e.running.Load())[c.Feature().ID]
+	if r == nil || o.Bucket == "" {
+		return
+	}
+	e.record(r, UserHash(user), o.Bucket, o.Version)
+}
+
+// record queues the exposure of a user to bucket unless r remembers the
+// user with that bucket already.
+func (e *Experiments) record(r *recorder, h int64, bucket string, version int) {
+	r.mu.Lock()
+	if b, ok := r.seen[h]; ok && b == bucket {
+		r.mu.Unlock()
+		return
+	}
+	if len(r.seen) >= maxRecordedUsers {
+		clear(r.seen)
+	}
+	r.seen[h] = bucket
+	r.mu.Unlock()
+	x := FirstExposure{Experiment: r.x.ID, UserHash: h, Bucket: bucket, Version: version, At: e.svc.now().UTC()}
+	e.mu.Lock()
+	if len(e.pending) < maxPendingExposures {
+		e.pending = append(e.pending, x)
+	} else {
+		e.dropped.Add(1)
+	}
+	e.mu.Unlock()
+}
+
+// Dropped is how many first exposures this instance could not queue (the
+// store was unreachable for long): their users are left out unless seen
+// again.
+func (e *Experiments) Dropped() int64 { return e.dropped.Load() }
+
+// Flush writes the queued first exposures to the store. On failure they
+// wait for the next flush (as many as the queue holds).
+func (e *Experiments) Flush(ctx context.Context) error {
+	e.mu.Lock()
+	xs := e.pending
+	e.pending = nil
+	e.mu.Unlock()
+	for len(xs) > 0 {
+		n := min(len(xs), maxFirstExposureChunk)
+		if err := e.store.AddFirstExposures(ctx, xs[:n]); err != nil {
+			e.mu.Lock()
+			keep := min(len(xs), maxPendingExposures-len(e.pending))
+			e.dropped.Add(int64(len(xs) - max(keep, 0)))
+			if keep > 0 {
+				e.pending = append(xs[:keep:keep], e.pending...)
+			}
+			e.mu.Unlock()
+			return err
+		}
+		xs = xs[n:]
+	}
+	return nil
+}
+
+// RunEvery flushes first exposures and reads the running experiments again
+// every interval until ctx is done, then flushes once more. Failures go to
+// report.
+func (e *Experiments) RunEvery(ctx context.Context, interval time.Duration, report func(error)) {
+	every(ctx, interval, false, func(ctx context.Context) error {
+		if err := e.Refresh(ctx); err != nil {
+			return err
+		}
+		return e.Flush(ctx)
+	}, report)
+	final, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := e.Flush(final); err != nil && report != nil {
+		report(err)
+	}
+}
+
+// CreateMetric validates and stores a new metric made by actor.
+func (e *Experiments) CreateMetric(ctx context.Context, m Metric, actor string) (Metric, error) {
+	if err := m.Validate(); err != nil {
+		return Metric{}, err
+	}
+	m.CreatedAt, m.CreatedBy = e.svc.now().UTC(), actor
+	if err := e.store.CreateMetric(ctx, m); err != nil {
+		return Metric{}, err
+	}
+	return m, nil
+}
+
+// Metrics returns every metric, by key.
+func (e *Experiments) Metrics(ctx context.Context) ([]Metric, error) { return e.store.Metrics(ctx) }
+
+// Metric returns one metric.
+func (e *Experiments) Metric(ctx context.Context, key string) (Metric, error) {
+	return e.store.Metric(ctx, key)
+}
+
+// DeleteMetric deletes a metric that no running experiment reads, and its
+// events.
+func (e *Experiments) DeleteMetric(ctx context.Context, key string) error {
+	return e.store.DeleteMetric(ctx, key)
+}
+
+var trackBatchPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{8,64}$`)
+
+// TrackResult is what Track did with a batch.
+type TrackResult struct {
+	Added   bool `json:"added"` // false: the batch ID was seen before
+	Tracked int  `json:"tracked"`
+}
+
+// Track stores a batch of events an app reports, once per batch ID. A
+// batch with an event at fault is refused whole (EInvalid naming the
+// event): an unknown metric, a user ID that is empty or longer than
+// MaxTrackUser bytes, a value that is not finite or beyond ±MaxTrackValue,
+// a time more than MaxTrackAge old or MaxTrackAhead ahead. A value of 0 is
+// taken as 1 (the default); a zero time as now.
+func (e *Experiments) Track(ctx context.Context, batch string, events []TrackedEvent, valueSet []bool) (TrackResult, error) {
+	if !trackBatchPattern.MatchString(batch) {
+		return TrackResult{}, feature.Errorf(feature.EInvalid, "batch ID %q is invalid: use 8 to 64 characters of A-Z, a-z, 0-9, '_', '-' (a random ID per batch, the same on a retry)", feature.Abbreviate(batch))
+	}
+	switch {
+	case len(events) == 0:
+		return TrackResult{}, feature.Errorf(feature.EInvalid, "the batch holds no events")
+	case len(events) > MaxTrackBatch:
+		return TrackResult{}, feature.Errorf(feature.EInvalid, "a batch holds at most %d events, got %d: split it", MaxTrackBatch, len(events))
+	}
+	metrics, err := e.store.Metrics(ctx)
+	if err != nil {
+		return TrackResult{}, err
+	}
+	known := make(map[string]bool, len(metrics))
+	for _, m := range metrics {
+		known[m.Key] = true
+	}
+	now := e.svc.now().UTC()
+	out := make([]TrackedEvent, len(events))
+	for i, ev := range events {
+		switch {
+		case !known[ev.Metric]:
+			return TrackResult{}, feature.Errorf(feature.EInvalid, "event %d: no metric %q: create it first (POST /api/metrics)", i, feature.Abbreviate(ev.Metric))
+		case ev.User == "" || len(ev.User) > MaxTrackUser:
+			return TrackResult{}, feature.Errorf(feature.EInvalid, "event %d: user must be 1 to %d bytes", i, MaxTrackUser)
+		case math.IsNaN(ev.Value) || math.Abs(ev.Value) > MaxTrackValue:
+			return TrackResult{}, feature.Errorf(feature.EInvalid, "event %d: value must be a number from %g to %g", i, -MaxTrackValue, float64(MaxTrackValue))
+		case !ev.At.IsZero() && ev.At.Before(now.Add(-MaxTrackAge)):
+			return TrackResult{}, feature.Errorf(feature.EInvalid, "event %d: at %s is more than %s ago", i, ev.At.Format(time.RFC3339), MaxTrackAge)
+		case ev.At.After(now.Add(MaxTrackAhead)):
+			return TrackResult{}, feature.Errorf(feature.EInvalid, "event %d: at %s is in the future", i, ev.At.Format(time.RFC3339))
+		}
+		if i >= len(valueSet) || !valueSet[i] {
+			ev.Value = 1
+		}
+		if ev.At.IsZero() {
+			ev.At = now
+		}
+		ev.At = ev.At.UTC()
+		ev.UserHash, ev.User = UserHash(ev.User), ""
+		out[i] = ev
+	}
+	added, err := e.store.AddTrackBatch(ctx, batch, now, out)
+	if err != nil {
+		return TrackResult{}, err
+	}
+	if !added {
+		return TrackResult{}, nil
+	}
+	return TrackResult{Added: true, Tracked: len(out)}, nil
+}
+
+// ExperimentRequest is what starts an experiment.
+type ExperimentRequest struct {
+	Name       string   `json:"name"`
+	Control    string   `json:"control"`
+	Metrics    []string `json:"metrics"`
+	Hypothesis string   `json:"hypothesis"`
+}
+
+// Start starts an experiment on the feature key's current configuration:
+// the buckets it serves a share of users are compared, each against the
+// control. Only one experiment runs on a feature (row) at a time.
+func (e *Experiments) Start(ctx context.Context, key string, req ExperimentRequest, actor string) (Experiment, error) {
+	c, err := e.svc.known(ctx, key)
+	if err != nil {
+		return Experiment{}, err
+	}
+	f := c.Feature()
+	shares := c.ServedRing().Shares()
+	served := 0
+	for _, s := range shares {
+		if s > 0 {
+			served++
+		}
+	}
+	switch {
+	case strings.TrimSpace(req.Name) == "" || len(req.Name) > maxExperimentName || !utf8.ValidString(req.Name):
+		return Experiment{}, feature.Errorf(feature.EInvalid, "name must be 1 to %d bytes of UTF-8", maxExperimentName)
+	case len(req.Hypothesis) > maxDescription || !utf8.ValidString(req.Hypothesis):
+		return Experiment{}, feature.Errorf(feature.EInvalid, "hypothesis must be at most %d bytes of UTF-8", maxDescription)
+	case shares[req.Control] <= 0:
+		return Experiment{}, feature.Errorf(feature.EInvalid, "control %q is not a bucket feature %q serves users: give one of its buckets with a share", feature.Abbreviate(req.Control), key)
+	case served < 2:
+		return Experiment{}, feature.Errorf(feature.EInvalid, "feature %q serves users one bucket only: give another bucket a share before experimenting", key)
+	case len(req.Metrics) == 0 || len(req.Metrics) > MaxMetricsPerTest:
+		return Experiment{}, feature.Errorf(feature.EInvalid, "metrics must name 1 to %d metrics", MaxMetricsPerTest)
+	}
+	metrics := slices.Clone(req.Metrics)
+	slices.Sort(metrics)
+	if len(slices.Compact(metrics)) != len(req.Metrics) {
+		return Experiment{}, feature.Errorf(feature.EInvalid, "metrics name a metric twice")
+	}
+	for _, m := range req.Metrics {
+		if _, err := e.store.Metric(ctx, m); err != nil {
+			if feature.ErrorCode(err) == feature.ENotFound {
+				return Experiment{}, feature.Errorf(feature.EInvalid, "no metric %q: create it first (POST /api/metrics)", feature.Abbreviate(m))
+			}
+			return Experiment{}, err
+		}
+	}
+	for name, s := range shares {
+		if s <= 0 {
+			delete(shares, name)
+		}
+	}
+	x := Experiment{ID: uuid.NewString(), Feature: key, FeatureID: f.ID, Name: req.Name, Control: req.Control,
+		Metrics: slices.Clone(req.Metrics), Hypothesis: req.Hypothesis, Version: f.Version, Shares: shares,
+		Status: "running", StartedAt: e.svc.now().UTC(), StartedBy: actor}
+	if err := e.store.StartExperiment(ctx, x); err != nil {
+		return Experiment{}, err
+	}
+	return x, e.Refresh(ctx)
+}
+
+// Stop stops the running experiment id of the feature key.
+func (e *Experiments) Stop(ctx context.Context, key, id, actor string) (Experiment, error) {
+	c, err := e.svc.known(ctx, key)
+	if err != nil {
+		return Experiment{}, err
+	}
+	if err := e.Flush(ctx); err != nil {
+		return Experiment{}, err
+	}
+	x, err := e.store.StopExperiment(ctx, c.Feature().ID, id, e.svc.now().UTC(), actor)
+	if err != nil {
+		return Experiment{}, err
+	}
+	return x, e.Refresh(ctx)
+}
+
+// List returns the experiments of the feature key, newest first.
+func (e *Experiments) List(ctx context.Context, key string) ([]Experiment, error) {
+	c, err := e.svc.known(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return e.store.Experiments(ctx, c.Feature().ID)
+}
+
+// Get returns the experiment id of the feature key.
+func (e *Experiments) Get(ctx context.Context, key, id string) (Experiment, error) {
+	c, err := e.svc.known(ctx, key)
+	if err != nil {
+		return Experiment{}, err
+	}
+	return e.store.Experiment(ctx, c.Feature().ID, id)
+}
+
+// ExposedUser is a user an app's in-app client served, sent with its
+// exposure counts so that experiments count the user.
+type ExposedUser struct {
+	FeatureID string `json:"feature_id"`
+	Version   int    `json:"version"`
+	Bucket    string `json:"bucket"`
+	User      string `json:"user"`
+}
+
+// MaxExposedUsers bounds the users one batch of exposures names.
+const MaxExposedUsers = 5_000
+
+// AddExposedUsers records the users an app's in-app client served (see
+// ExposedUser) for the experiments running on their features; users of
+// features without one are ignored. It returns how many it recorded; a
+// user with a bucket the experiment does not compare, or an ID out of
+// bounds, is refused with EInvalid.
+func (e *Experiments) AddExposedUsers(users []ExposedUser) (int, error) {
+	if len(users) > MaxExposedUsers {
+		return 0, feature.Errorf(feature.EInvalid, "a batch names at most %d users, got %d: split it", MaxExposedUsers, len(users))
+	}
+	running := *e.running.Load()
+	for i, u := range users {
+		if u.User == "" || len(u.User) > MaxTrackUser {
+			return 0, feature.Errorf(feature.EInvalid, "user %d: the user ID must be 1 to %d bytes", i, MaxTrackUser)
+		}
+		if r := running[u.FeatureID]; r != nil && u.Bucket != "" {
+			if _, ok := r.x.Shares[u.Bucket]; !ok {
+				return 0, feature.Errorf(feature.EInvalid, "user %d: experiment %q compares no bucket %q", i, r.x.ID, feature.Abbreviate(u.Bucket))
+			}
+		}
+	}
+	n := 0
+	for _, u := range users {
+		if r := running[u.FeatureID]; r != nil && u.Bucket != "" {
+			e.record(r, UserHash(u.User), u.Bucket, u.Version)
+			n++
+		}
+	}
+	return n, nil
+}
