@@ -50,10 +50,10 @@ type Metric struct {
 
 // Limits of metrics, events and experiments.
 const (
-	MaxMetrics            = 1_000      // metrics a server keeps
-	MaxMetricsPerTest     = 10         // metrics one experiment reads
-	MaxTrackBatch         = 1_000      // events one POST /api/track holds
-	MaxTrackValue         = 1e9        // the magnitude of an event's value
+	MaxMetrics            = 1_000 // metrics a server keeps
+	MaxMetricsPerTest     = 10    // metrics one experiment reads
+	MaxTrackBatch         = 1_000 // events one POST /api/track holds
+	MaxTrackValue         = 1e9   // the magnitude of an event's value
 	MaxTrackAge           = 7 * 24 * time.Hour
 	MaxTrackAhead         = 5 * time.Minute // clocks apps may be ahead by
 	MaxTrackUser          = 256             // bytes of a user ID
