@@ -78,7 +78,11 @@ func newAuthServerOn(t *testing.T, db *store.DB, roles []auth.Role, anyHost bool
 	}
 	g.auth = api.NewAuth(tokens, nil)
 	g.auth.AnyHost = anyHost
-	g.opts = api.Options{Auth: g.auth, Pprof: true, Webhooks: webhook.NewHooks(db, nil), Routes: web.Routes(g.svc, web.Options{Sessions: g.auth})}
+	exp, err := rollout.NewExperiments(ctx, db, g.svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.opts = api.Options{Auth: g.auth, Pprof: true, Webhooks: webhook.NewHooks(db, nil), Experiments: exp, Routes: web.Routes(g.svc, web.Options{Sessions: g.auth})}
 	g.e = api.New(g.svc, g.opts)
 	srv := httptest.NewServer(g.e)
 	t.Cleanup(srv.Close)
@@ -168,6 +172,9 @@ var routeBodies = map[string]any{
 	"POST /api/features/:key/reshuffle":      map[string]any{},
 	"POST /api/features/:key/rollback":       map[string]any{"version": 1},
 	"POST /api/exposures":                    map[string]any{"batch": "access-matrix", "exposures": []any{}},
+	"POST /api/metrics":                      map[string]any{"key": "sales", "kind": "conversion"},
+	"POST /api/track":                        map[string]any{"batch": "access-matrix", "events": []any{map[string]any{"metric": "m", "user": "u"}}},
+	"POST /api/features/:key/experiments":    map[string]any{"name": "matrix", "control": "A", "metrics": []string{"m"}},
 	"POST /api/features/:key/ramps":          map[string]any{"bucket": "A", "steps": []float64{0.9, 1}, "every": "24h"},
 	"PUT /api/settings":                      map[string]any{"max_churn": 0.3},
 	"POST /api/requests/:id/approve":         map[string]any{"comment": "ok"},
@@ -239,7 +246,7 @@ func allowedWithout(role, method, path string) bool {
 	case "none":
 		return public
 	case "client":
-		return public || strings.HasPrefix(path, "/evaluate") || strings.HasPrefix(path, "/ofrep/")
+		return public || strings.HasPrefix(path, "/evaluate") || strings.HasPrefix(path, "/ofrep/") || path == "/api/track" && method == http.MethodPost
 	case "sdk", "evaluate":
 		return allowedWithout("client", method, path) ||
 			strings.HasPrefix(path, "/sync/v1/") || path == "/api/exposures" && method == http.MethodPost
@@ -269,6 +276,18 @@ func state(t *testing.T, g *guardedServer) string {
 		t.Fatal(err)
 	}
 	json.NewEncoder(&b).Encode(hooks)
+	metrics, err := g.db.Metrics(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.NewEncoder(&b).Encode(metrics)
+	if f, ok := g.svc.Snapshot().Feature("f"); ok {
+		xs, err := g.db.Experiments(context.Background(), f.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		json.NewEncoder(&b).Encode(xs)
+	}
 	return b.String()
 }
 

@@ -24,6 +24,12 @@ const (
 // burst at once; a batch over it is answered 429 with Retry-After, and the
 // in-app client keeps it for its next flush.
 func exposureLimit(rate float64, burst int) echo.MiddlewareFunc {
+	return batchLimit("exposures", rate, burst)
+}
+
+// batchLimit is exposureLimit for batches of what (a plural noun): POST
+// /api/track takes events under the same limits.
+func batchLimit(what string, rate float64, burst int) echo.MiddlewareFunc {
 	if rate <= 0 {
 		rate = DefaultExposureBatchRate
 	}
@@ -50,7 +56,7 @@ func exposureLimit(rate float64, burst int) echo.MiddlewareFunc {
 		DenyHandler: func(c echo.Context, _ string, _ error) error {
 			c.Response().Header().Set("Retry-After", retry)
 			return echo.NewHTTPError(http.StatusTooManyRequests,
-				fmt.Sprintf("too many batches of exposures from this token: at most %g a second (%d at once); send again after %s s", rate, burst, retry))
+				fmt.Sprintf("too many batches of %s from this token: at most %g a second (%d at once); send again after %s s", what, rate, burst, retry))
 		},
 	})
 	return limit

@@ -178,7 +178,7 @@ func evaluationCORS() echo.MiddlewareFunc {
 		withCORS := cors(next)
 		return func(c echo.Context) error {
 			r := c.Request()
-			if path := r.URL.Path; path != "/evaluate" && !strings.HasPrefix(path, "/ofrep/") {
+			if path := r.URL.Path; path != "/evaluate" && path != "/api/track" && !strings.HasPrefix(path, "/ofrep/") {
 				return next(c)
 			}
 			if r.Method == http.MethodOptions || headerValue(r.Header, echo.HeaderOrigin) != "" {

@@ -174,6 +174,7 @@ func (s *Server) routes(opts Options) []Route {
 		{Method: http.MethodPost, Path: "/api/plan", Access: auth.PermRead, MaxBody: rollout.MaxDocumentBytes, Handler: s.planDocument}, // changes nothing
 		{Method: http.MethodPost, Path: "/api/apply", Access: auth.PermWrite, Change: "apply", MaxBody: rollout.MaxDocumentBytes, Handler: s.applyDocument},
 	}
+	routes = append(routes, s.experimentRoutes(opts)...)
 	if opts.Pprof {
 		routes = append(routes, Route{Method: http.MethodGet, Path: "/debug/pprof/*", Access: auth.PermAdmin,
 			Handler: echo.WrapHandler(http.DefaultServeMux)})

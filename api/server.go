@@ -26,12 +26,15 @@
 //   - streams.go: the budget, revocation and writer of every stream.
 //   - syncstream.go: the sync API's stream, GET /sync/v1/stream.
 //   - events.go: the dashboard's stream of changes, GET /api/events.
-//   - exposurelimit.go: the rate limit of POST /api/exposures.
+//   - exposurelimit.go: the rate limit of POST /api/exposures and
+//     /api/track.
 //   - idempotency.go: Idempotency-Key on changes.
 //   - features.go: features, their buckets, overrides, versions, history
 //     and the guards of changes.
 //   - rules.go, segments.go: targeting rules and segments.
 //   - ramp.go: ramps of a feature's buckets.
+//   - experiments.go: metrics, tracked events (POST /api/track) and
+//     experiments with their results.
 //   - plan.go: the planner of buckets' moves, and its bounds.
 //   - ascode.go: rollouts as code: export, plan and apply of documents.
 //   - requests.go: settings and change requests.
@@ -106,6 +109,9 @@ type Options struct {
 	// Webhooks are what /api/webhooks manages; nil: those routes answer
 	// 404.
 	Webhooks *webhook.Hooks
+	// Experiments serve the routes of metrics, tracked events and
+	// experiments (experiments.go); nil: none.
+	Experiments *rollout.Experiments
 
 	// Routes are served beside the API's own, with the same access
 	// control, metrics and logs: the dashboard's (web.Routes).
@@ -119,7 +125,8 @@ type Server struct {
 	metrics *Metrics
 	ready   func(context.Context) error
 	closing <-chan struct{}
-	eval    *evaluation.Server // the routes apps call on their hot path
+	eval    *evaluation.Server   // the routes apps call on their hot path
+	exp     *rollout.Experiments // nil: no experiments' routes
 	streams *streams
 
 	events  changeEvents
@@ -149,7 +156,7 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	if slow <= 0 {
 		slow = DefaultSlowRequest
 	}
-	s := &Server{svc: svc, log: log, metrics: metrics, ready: opts.Ready, closing: opts.Closing, auth: opts.Auth, hooks: opts.Webhooks,
+	s := &Server{svc: svc, exp: opts.Experiments, log: log, metrics: metrics, ready: opts.Ready, closing: opts.Closing, auth: opts.Auth, hooks: opts.Webhooks,
 		reqlog: requestLogger{mode: opts.RequestLog, slow: slow, sample: uint64(max(opts.SampleEvaluations, 0))},
 		cors:   evaluationCORS(), csrf: http.NewCrossOriginProtection(),
 		declared: map[string]map[string]bool{}}

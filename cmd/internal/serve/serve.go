@@ -128,6 +128,7 @@ type Server struct {
 // Store is what the service needs of its database.
 type Store interface {
 	rollout.Store
+	rollout.ExperimentStore
 	auth.Store
 	webhook.Store
 	webhook.Outbox
@@ -281,6 +282,10 @@ func (s *Server) Open(ctx context.Context) error {
 				"of it can sign a session for any active token. Give the key from a file (--session-key-file) or the environment (ROLLOUT_SESSION_KEY)")
 		}
 	}
+	experiments, err := rollout.NewExperiments(ctx, db, svc)
+	if err != nil {
+		return fail(fmt.Errorf("database %s: %w", s.where(), err)) // "running experiments: …"
+	}
 	ln, err := net.Listen("tcp", s.Addr)
 	if err != nil {
 		return fail(err) // "listen tcp ADDR: …"
@@ -291,7 +296,7 @@ func (s *Server) Open(ctx context.Context) error {
 	access := api.NewAuth(tokens, keys...)
 	hooks := webhook.NewHooks(db, s.Clock)
 	e := api.New(svc, api.Options{Logger: s.Log, Metrics: metrics, Ready: db.CheckWrite, Auth: access, Pprof: s.Pprof, Closing: closing,
-		Webhooks:   hooks,
+		Webhooks: hooks, Experiments: experiments,
 		RequestLog: s.RequestLog, SlowRequest: s.SlowRequest, SampleEvaluations: s.SampleEvaluations,
 		MaxStreams: maxStreams, MaxStreamsPerToken: streamsPerToken,
 		Routes: web.Routes(svc, web.Options{Logger: s.Log, Sessions: access, Webhooks: hooks})})
@@ -311,6 +316,11 @@ func (s *Server) Open(ctx context.Context) error {
 	s.background.Go(func() {
 		svc.FlushExposuresEvery(bg, orDefault(s.FlushInterval, DefaultFlushInterval), func(err error) {
 			s.Log.Error("flush evaluation counts", "err", err)
+		})
+	})
+	s.background.Go(func() {
+		experiments.RunEvery(bg, orDefault(s.FlushInterval, DefaultFlushInterval), func(err error) {
+			s.Log.Error("record experiments' first exposures", "err", err)
 		})
 	})
 	s.background.Go(func() {
