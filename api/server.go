@@ -161,8 +161,12 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 		cors:   evaluationCORS(), csrf: http.NewCrossOriginProtection(),
 		declared: map[string]map[string]bool{}}
 	s.planner = newPlanner(opts.Plans)
-	s.eval = evaluation.New(svc, evaluation.Options{Metrics: evaluationMetrics{metrics}, Decode: decode,
-		WriteWindow: streamWriteWindow, Costly: opts.Costly})
+	evalOpts := evaluation.Options{Metrics: evaluationMetrics{metrics}, Decode: decode,
+		WriteWindow: streamWriteWindow, Costly: opts.Costly}
+	if opts.Experiments != nil {
+		evalOpts.Experiments = opts.Experiments
+	}
+	s.eval = evaluation.New(svc, evalOpts)
 	metrics.server.Store(s)
 	s.streams = newStreams(opts, log, metrics)
 

@@ -517,6 +517,21 @@ type ExposedUser struct {
 	User      string `json:"user"`
 }
 
+// RunningFeatures returns the IDs of the feature rows experiments run on,
+// sorted; nil when none runs.
+func (e *Experiments) RunningFeatures() []string {
+	running := *e.running.Load()
+	if len(running) == 0 {
+		return nil
+	}
+	ids := make([]string, 0, len(running))
+	for id := range running {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
 // MaxExposedUsers bounds the users one batch of exposures names.
 const MaxExposedUsers = 5_000
 

@@ -15,6 +15,12 @@
 // batches to POST /api/exposures, each under an ID that a retry repeats, so
 // the server counts each batch once.
 //
+// While experiments run on features, it also names in each batch the users
+// it served those features (at most maxBatchUsers a batch; the server's
+// answer says which features run one), so that experiments count users
+// served in process too. Track reports events of metrics to POST
+// /api/track, batched, under IDs that retries repeat, as exposures are.
+//
 // The snapshot holds no user IDs: overrides come keyed by a salted hash of
 // their user (see feature.OverrideHash), which the client computes as it
 // evaluates.
@@ -56,6 +62,15 @@ const (
 	DefaultRequestTimeout = 10 * time.Second
 	DefaultMaxRetry       = time.Minute
 	maxPendingBatches     = 100
+	// maxBatchUsers bounds the users one batch of exposures names (the
+	// server takes at most 5,000); users past it in one flush interval
+	// are named when next served.
+	maxBatchUsers = 2_000
+	// maxTrackBatch is how many events one POST /api/track holds (the
+	// server's limit), and maxPendingEvents how many wait to be sent,
+	// the oldest dropped first.
+	maxTrackBatch    = 1_000
+	maxPendingEvents = 100_000
 	// maxEventBytes bounds one line of the stream: a change event carries
 	// at most 2 MB of features (the server sends larger ones as keys
 	// only).
@@ -157,8 +172,18 @@ type Client struct {
 	watchers map[int]func(Event)
 	nextW    int
 
-	flushMu sync.Mutex // one flush at a time; guards pending
+	flushMu sync.Mutex // one flush at a time; guards pending and pendingTrack
 	pending []batch
+	// pendingTrack are batches of events not yet taken by the server.
+	pendingTrack []trackBatch
+
+	usersMu sync.Mutex // guards users, experiments
+	users   map[exposedUser]struct{}
+	// experiments are the IDs of the features whose users batches name,
+	// as the server last answered; nil until it has answered.
+	experiments map[string]bool
+	eventsMu    sync.Mutex // guards events
+	events      []trackEvent
 	retMu   sync.Mutex
 	retired []retired
 }
@@ -174,6 +199,30 @@ type retired struct {
 type batch struct {
 	id     string
 	counts []feature.Exposure
+	users  []exposedUser
+}
+
+// exposedUser is a user the client served a feature that an experiment
+// runs on.
+type exposedUser struct {
+	FeatureID string `json:"feature_id"`
+	Version   int    `json:"version"`
+	Bucket    string `json:"bucket"`
+	User      string `json:"user"`
+}
+
+// trackEvent is one event of Track; trackBatch a batch of them with its
+// ID, kept until the server takes it.
+type trackEvent struct {
+	Metric string    `json:"metric"`
+	User   string    `json:"user"`
+	Value  float64   `json:"value"`
+	At     time.Time `json:"at"`
+}
+
+type trackBatch struct {
+	id     string
+	events []trackEvent
 }
 
 // New loads the snapshot and starts following the server. When the server
@@ -488,6 +537,9 @@ func (c *Client) install(body []byte) error {
 // swap makes next the snapshot evaluations read, and tells the watchers
 // what changed.
 func (c *Client) swap(next *feature.Snapshot) {
+	if h := next.ServedHook(); h != nil {
+		h.Set(c.served)
+	}
 	c.etag = next.SyncTag()
 	old := c.snap.Swap(next)
 	if old == nil {
@@ -663,11 +715,13 @@ func (c *Client) Flush(ctx context.Context) error {
 	c.flushMu.Lock()
 	defer c.flushMu.Unlock()
 	counts := c.take()
+	users := c.takeUsers()
 	for len(counts) > 0 {
 		n := min(len(counts), feature.MaxExposureBatch)
-		c.pending = append(c.pending, batch{id: newBatchID(), counts: counts[:n]})
-		counts = counts[n:]
+		c.pending = append(c.pending, batch{id: newBatchID(), counts: counts[:n], users: users})
+		counts, users = counts[n:], nil
 	}
+	trackErr := c.flushTrack(ctx)
 	if over := len(c.pending) - maxPendingBatches; over > 0 {
 		c.pending = c.pending[over:]
 	}
@@ -676,11 +730,93 @@ func (c *Client) Flush(ctx context.Context) error {
 		err := c.send(ctx, b)
 		var refused *refusedError
 		if err != nil && !errors.As(err, &refused) {
-			return err // kept for the next flush
+			return errors.Join(err, trackErr) // kept for the next flush
 		}
 		c.pending = c.pending[1:]
 		if err != nil {
-			return fmt.Errorf("batch %s dropped: %w", b.id, err)
+			return errors.Join(fmt.Errorf("batch %s dropped: %w", b.id, err), trackErr)
+		}
+	}
+	return trackErr
+}
+
+// served is the snapshots' hook: it notes user for the next batch when an
+// experiment runs on c's feature (or before the server has said which
+// do).
+func (c *Client) served(comp *feature.Compiled, user string, o *feature.Outcome) {
+	if o.Bucket == "" {
+		return
+	}
+	f := comp.Feature()
+	c.usersMu.Lock()
+	defer c.usersMu.Unlock()
+	if c.experiments != nil && !c.experiments[f.ID] || len(c.users) >= maxBatchUsers {
+		return
+	}
+	if c.users == nil {
+		c.users = map[exposedUser]struct{}{}
+	}
+	c.users[exposedUser{FeatureID: f.ID, Version: o.Version, Bucket: o.Bucket, User: user}] = struct{}{}
+}
+
+// takeUsers returns the users noted since the last flush.
+func (c *Client) takeUsers() []exposedUser {
+	c.usersMu.Lock()
+	defer c.usersMu.Unlock()
+	if len(c.users) == 0 {
+		return nil
+	}
+	out := make([]exposedUser, 0, len(c.users))
+	for u := range c.users {
+		out = append(out, u)
+	}
+	clear(c.users)
+	return out
+}
+
+// Track reports an event of metric (a metric created on the server, POST
+// /api/metrics) for user, with value (1 for a conversion), at the time of
+// the call. Events are sent with the next flush, in batches whose IDs a
+// retry repeats, so each counts once; at most 100,000 wait, the oldest
+// dropped first.
+func (c *Client) Track(metric, user string, value float64) {
+	c.eventsMu.Lock()
+	defer c.eventsMu.Unlock()
+	if len(c.events) >= maxPendingEvents {
+		c.events = c.events[1:]
+	}
+	c.events = append(c.events, trackEvent{Metric: metric, User: user, Value: value, At: time.Now().UTC()})
+}
+
+// flushTrack sends the events tracked since the last flush, and the
+// batches earlier flushes could not send, oldest first. The caller holds
+// flushMu.
+func (c *Client) flushTrack(ctx context.Context) error {
+	c.eventsMu.Lock()
+	events := c.events
+	c.events = nil
+	c.eventsMu.Unlock()
+	for len(events) > 0 {
+		n := min(len(events), maxTrackBatch)
+		c.pendingTrack = append(c.pendingTrack, trackBatch{id: newBatchID(), events: events[:n]})
+		events = events[n:]
+	}
+	if over := len(c.pendingTrack) - maxPendingEvents/maxTrackBatch; over > 0 {
+		c.pendingTrack = c.pendingTrack[over:]
+	}
+	for len(c.pendingTrack) > 0 {
+		b := c.pendingTrack[0]
+		err := c.post(ctx, "/api/track", struct {
+			Batch  string       `json:"batch"`
+			Events []trackEvent `json:"events"`
+		}{b.id, b.events}, nil)
+		var refused *refusedError
+		if err != nil && !errors.As(err, &refused) {
+			return fmt.Errorf("send events %s: %w", b.id, err) // kept for the next flush
+		}
+		c.pendingTrack = c.pendingTrack[1:]
+		if err != nil {
+			return fmt.Errorf("events %s dropped: %w", b.id, err)
 		}
 	}
 	return nil
@@ -716,30 +852,53 @@ func (c *Client) send(ctx context.Context, b batch) error {
 	body := struct {
 		Batch     string          `json:"batch"`
 		Exposures []exposureCount `json:"exposures"`
-	}{Batch: b.id, Exposures: make([]exposureCount, len(b.counts))}
+		Users     []exposedUser   `json:"users,omitempty"`
+	}{Batch: b.id, Exposures: make([]exposureCount, len(b.counts)), Users: b.users}
 	for i, e := range b.counts {
 		body.Exposures[i] = exposureCount{Feature: e.Feature, FeatureID: e.FeatureID, Version: e.Version, Bucket: e.Bucket, Count: e.Count, Rule: e.Rule}
 	}
+	var ans struct {
+		Experiments []string `json:"experiments"`
+	}
+	if err := c.post(ctx, "/api/exposures", body, &ans); err != nil {
+		return fmt.Errorf("send batch %s: %w", b.id, err)
+	}
+	running := make(map[string]bool, len(ans.Experiments))
+	for _, id := range ans.Experiments {
+		running[id] = true
+	}
+	c.usersMu.Lock()
+	c.experiments = running
+	c.usersMu.Unlock()
+	return nil
+}
+
+// post sends body as JSON to path and reads a 200's answer into ans (nil:
+// discarded).
+func (c *Client) post(ctx context.Context, path string, body, ans any) error {
 	data, err := json.Marshal(body)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
-	req, err := c.request(ctx, "POST", "/api/exposures", bytes.NewReader(data))
+	req, err := c.request(ctx, "POST", path, bytes.NewReader(data))
 	if err != nil {
 		return err
 	}
 	res, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("send batch %s: %w", b.id, err)
+		return err
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("send batch %s: %w", b.id, statusError(res))
+		return statusError(res)
 	}
-	io.Copy(io.Discard, res.Body)
-	return nil
+	if ans == nil {
+		_, err = io.Copy(io.Discard, io.LimitReader(res.Body, 1<<20))
+		return err
+	}
+	return json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(ans)
 }
 
 func newBatchID() string {

@@ -29,7 +29,8 @@
 //   - snapshot.go: what the server derives from each snapshot: its number,
 //     when it was seen, and bulk evaluation's ETag tag.
 //   - sync.go: GET /sync/v1/snapshot, encoded and gzipped once per
-//     snapshot, and POST /api/exposures.
+//     snapshot, and POST /api/exposures (with the users experiments
+//     count).
 package evaluation
 
 import (
@@ -82,6 +83,17 @@ type Options struct {
 	// Costly bounds the costly evaluations that run at once (see
 	// costly.go); the zero value is the defaults.
 	Costly CostlyLimits
+	// Experiments record the users that batches of exposures name;
+	// nil: those users are ignored.
+	Experiments Experiments
+}
+
+// Experiments record the users apps' in-app clients served
+// (*rollout.Experiments): a batch of exposures names them, and its answer
+// lists the features whose users to name.
+type Experiments interface {
+	AddExposedUsers(users []rollout.ExposedUser) (int, error)
+	RunningFeatures() []string
 }
 
 // Server answers apps' requests from the service's snapshot. Its handlers
@@ -95,12 +107,13 @@ type Server struct {
 	snap        atomic.Pointer[snapshotState]
 	sync        syncCache
 	costly      *costly // the slots of costly evaluations
+	experiments Experiments
 }
 
 // New returns a Server over svc, which takes in svc's current snapshot.
 func New(svc Service, opts Options) *Server {
 	s := &Server{svc: svc, metrics: opts.Metrics, decode: opts.Decode, writeWindow: opts.WriteWindow,
-		costly: newCostly(opts.Costly)}
+		costly: newCostly(opts.Costly), experiments: opts.Experiments}
 	s.snapshotState()
 	return s
 }

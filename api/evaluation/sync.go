@@ -215,6 +215,9 @@ func noneMatch(header, etag string) bool {
 type exposureBatchRequest struct {
 	Batch     string          `json:"batch"`
 	Exposures []exposureCount `json:"exposures"`
+	// Users are users the app served features that experiments run on
+	// (see rollout.ExposedUser): their first exposures count.
+	Users []rollout.ExposedUser `json:"users,omitempty"`
 }
 
 type exposureCount struct {
@@ -236,6 +239,11 @@ type exposureBatchAnswer struct {
 	Added   bool                      `json:"added"`
 	Counted int                       `json:"counted"`
 	Skipped []rollout.SkippedExposure `json:"skipped"`
+	// Users is how many of the batch's users experiments recorded;
+	// Experiments the IDs of the features whose users the app should
+	// name in its next batches (none when no experiment runs).
+	Users       int      `json:"users,omitempty"`
+	Experiments []string `json:"experiments,omitempty"`
 }
 
 // AddExposures is POST /api/exposures. A batch with a count the server
@@ -251,9 +259,23 @@ func (s *Server) AddExposures(c echo.Context) error {
 	if len(req.Exposures) > feature.MaxExposureBatch { // before copying them
 		return feature.Errorf(feature.EInvalid, "a batch holds at most %d counts, got %d: split it", feature.MaxExposureBatch, len(req.Exposures))
 	}
+	if len(req.Users) > rollout.MaxExposedUsers {
+		return feature.Errorf(feature.EInvalid, "a batch names at most %d users, got %d: split it", rollout.MaxExposedUsers, len(req.Users))
+	}
 	counts := make([]feature.Exposure, len(req.Exposures))
 	for i, e := range req.Exposures {
 		counts[i] = feature.Exposure{Feature: e.Feature, FeatureID: e.FeatureID, Version: e.Version, Bucket: e.Bucket, Count: e.Count, Rule: e.Rule}
+	}
+	// The users first: a batch refused for one of them adds no counts.
+	var users int
+	if s.experiments != nil && len(req.Users) > 0 {
+		if err := feature.ValidateExposureBatch(req.Batch, counts); err != nil {
+			return err
+		}
+		var err error
+		if users, err = s.experiments.AddExposedUsers(req.Users); err != nil {
+			return err
+		}
 	}
 	res, err := s.svc.AddExposureBatch(c.Request().Context(), req.Batch, counts)
 	if err != nil {
@@ -262,6 +284,9 @@ func (s *Server) AddExposures(c echo.Context) error {
 	ans := exposureBatchAnswer{Batch: req.Batch, Added: res.Added, Counted: res.Counted, Skipped: res.Skipped}
 	if ans.Skipped == nil {
 		ans.Skipped = []rollout.SkippedExposure{}
+	}
+	if s.experiments != nil {
+		ans.Users, ans.Experiments = users, s.experiments.RunningFeatures()
 	}
 	return c.JSON(http.StatusOK, ans)
 }
