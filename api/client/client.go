@@ -184,8 +184,8 @@ type Client struct {
 	experiments map[string]bool
 	eventsMu    sync.Mutex // guards events
 	events      []trackEvent
-	retMu   sync.Mutex
-	retired []retired
+	retMu       sync.Mutex
+	retired     []retired
 }
 
 // retired is a snapshot swapped out: evaluations that loaded it may still
