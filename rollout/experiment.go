@@ -246,12 +246,12 @@ func (e *Experiments) served(c *feature.Compiled, user string, o *feature.Outcom
 	if r == nil || o.Bucket == "" {
 		return
 	}
-	e.record(r, UserHash(user), o.Bucket, o.Version)
+	e.record(r, UserHash(user), o.Bucket, o.Version, e.svc.now().UTC())
 }
 
 // record queues the exposure of a user to bucket unless r remembers the
 // user with that bucket already.
-func (e *Experiments) record(r *recorder, h int64, bucket string, version int) {
+func (e *Experiments) record(r *recorder, h int64, bucket string, version int, at time.Time) {
 	r.mu.Lock()
 	if b, ok := r.seen[h]; ok && b == bucket {
 		r.mu.Unlock()
@@ -262,7 +262,7 @@ func (e *Experiments) record(r *recorder, h int64, bucket string, version int) {
 	}
 	r.seen[h] = bucket
 	r.mu.Unlock()
-	x := FirstExposure{Experiment: r.x.ID, UserHash: h, Bucket: bucket, Version: version, At: e.svc.now().UTC()}
+	x := FirstExposure{Experiment: r.x.ID, UserHash: h, Bucket: bucket, Version: version, At: at}
 	e.mu.Lock()
 	if len(e.pending) < maxPendingExposures {
 		e.pending = append(e.pending, x)
@@ -515,6 +515,10 @@ type ExposedUser struct {
 	Version   int    `json:"version"`
 	Bucket    string `json:"bucket"`
 	User      string `json:"user"`
+	// At is when the app first served the user in its flush interval;
+	// zero, or further than MaxTrackAge back or MaxTrackAhead ahead:
+	// now.
+	At time.Time `json:"at"`
 }
 
 // RunningFeatures returns the IDs of the feature rows experiments run on,
@@ -555,10 +559,14 @@ func (e *Experiments) AddExposedUsers(users []ExposedUser) (int, error) {
 			}
 		}
 	}
-	n := 0
+	n, now := 0, e.svc.now().UTC()
 	for _, u := range users {
 		if r := running[u.FeatureID]; r != nil && u.Bucket != "" {
-			e.record(r, UserHash(u.User), u.Bucket, u.Version)
+			at := now
+			if !u.At.IsZero() && u.At.After(now.Add(-MaxTrackAge)) && u.At.Before(now.Add(MaxTrackAhead)) {
+				at = u.At.UTC()
+			}
+			e.record(r, UserHash(u.User), u.Bucket, u.Version, at)
 			n++
 		}
 	}

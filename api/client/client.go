@@ -41,6 +41,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	mathrand "math/rand/v2"
 	"net"
 	"net/http"
@@ -71,6 +72,8 @@ const (
 	// the oldest dropped first.
 	maxTrackBatch    = 1_000
 	maxPendingEvents = 100_000
+	maxTrackUser     = 256 // bytes of a user ID
+	maxTrackValue    = 1e9
 	// maxEventBytes bounds one line of the stream: a change event carries
 	// at most 2 MB of features (the server sends larger ones as keys
 	// only).
@@ -177,8 +180,8 @@ type Client struct {
 	// pendingTrack are batches of events not yet taken by the server.
 	pendingTrack []trackBatch
 
-	usersMu sync.Mutex // guards users, experiments
-	users   map[exposedUser]struct{}
+	usersMu sync.Mutex                // guards users, experiments
+	users   map[exposedUser]time.Time // when first served in this interval
 	// experiments are the IDs of the features whose users batches name,
 	// as the server last answered; nil until it has answered.
 	experiments map[string]bool
@@ -209,6 +212,9 @@ type exposedUser struct {
 	Version   int    `json:"version"`
 	Bucket    string `json:"bucket"`
 	User      string `json:"user"`
+	// At is when the client first served the user since the last
+	// flush; not part of the key of Client.users.
+	At time.Time `json:"at"`
 }
 
 // trackEvent is one event of Track; trackBatch a batch of them with its
@@ -754,9 +760,12 @@ func (c *Client) served(comp *feature.Compiled, user string, o *feature.Outcome)
 		return
 	}
 	if c.users == nil {
-		c.users = map[exposedUser]struct{}{}
+		c.users = map[exposedUser]time.Time{}
 	}
-	c.users[exposedUser{FeatureID: f.ID, Version: o.Version, Bucket: o.Bucket, User: user}] = struct{}{}
+	k := exposedUser{FeatureID: f.ID, Version: o.Version, Bucket: o.Bucket, User: user}
+	if _, ok := c.users[k]; !ok {
+		c.users[k] = time.Now().UTC()
+	}
 }
 
 // takeUsers returns the users noted since the last flush.
@@ -767,7 +776,8 @@ func (c *Client) takeUsers() []exposedUser {
 		return nil
 	}
 	out := make([]exposedUser, 0, len(c.users))
-	for u := range c.users {
+	for u, at := range c.users {
+		u.At = at
 		out = append(out, u)
 	}
 	clear(c.users)
@@ -775,17 +785,30 @@ func (c *Client) takeUsers() []exposedUser {
 }
 
 // Track reports an event of metric (a metric created on the server, POST
-// /api/metrics) for user, with value (1 for a conversion), at the time of
-// the call. Events are sent with the next flush, in batches whose IDs a
-// retry repeats, so each counts once; at most 100,000 wait, the oldest
-// dropped first.
-func (c *Client) Track(metric, user string, value float64) {
+// /api/metrics) for user, with value (a conversion counts the user
+// whatever the value; a mean metric sums them), at the time of the call.
+// Events are sent with the next flush, in batches whose IDs a retry
+// repeats, so each counts once; at most 100,000 wait, the oldest dropped
+// first. It refuses, at once, what the server would refuse a whole batch
+// for: an empty metric or user, a user ID over 256 bytes, a value that is
+// not a number from -1e9 to 1e9. A batch naming a metric the server does
+// not know is refused whole, and dropped (logged).
+func (c *Client) Track(metric, user string, value float64) error {
+	switch {
+	case metric == "":
+		return errors.New("rollout: Track: give the metric's key")
+	case user == "" || len(user) > maxTrackUser:
+		return fmt.Errorf("rollout: Track: the user ID must be 1 to %d bytes", maxTrackUser)
+	case math.IsNaN(value) || math.Abs(value) > maxTrackValue:
+		return fmt.Errorf("rollout: Track: value %g is not a number from %g to %g", value, -maxTrackValue, maxTrackValue)
+	}
 	c.eventsMu.Lock()
 	defer c.eventsMu.Unlock()
 	if len(c.events) >= maxPendingEvents {
 		c.events = c.events[1:]
 	}
 	c.events = append(c.events, trackEvent{Metric: metric, User: user, Value: value, At: time.Now().UTC()})
+	return nil
 }
 
 // flushTrack sends the events tracked since the last flush, and the

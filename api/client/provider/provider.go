@@ -62,7 +62,16 @@ var (
 	_ openfeature.FeatureProvider = (*Provider)(nil)
 	_ openfeature.StateHandler    = (*Provider)(nil)
 	_ openfeature.EventHandler    = (*Provider)(nil)
+	_ openfeature.Tracker         = (*Provider)(nil)
 )
+
+// Track reports the event trackingEventName (the key of a metric on the
+// server) for the context's targeting key, with the details' value, by
+// the client's Track. An event without a targeting key, or that Track
+// refuses, is dropped: OpenFeature's Track returns nothing.
+func (p *Provider) Track(_ context.Context, trackingEventName string, evalCtx openfeature.EvaluationContext, details openfeature.TrackingEventDetails) {
+	_ = p.c.Track(trackingEventName, evalCtx.TargetingKey(), details.Value())
+}
 
 // New returns a provider over c. The app keeps c, and closes it after
 // shutting the provider down.

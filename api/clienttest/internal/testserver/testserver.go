@@ -27,6 +27,7 @@ type Server struct {
 	DBPath string
 	Svc    *rollout.Service
 	DB     *store.DB
+	Exp    *rollout.Experiments
 
 	srv    *http.Server
 	cancel context.CancelFunc
@@ -53,6 +54,10 @@ func StartAt(t testing.TB, dbPath, addr string) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	exp, err := rollout.NewExperiments(ctx, db, svc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var ln net.Listener
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if ln, err = net.Listen("tcp", addr); err == nil {
@@ -63,9 +68,9 @@ func StartAt(t testing.TB, dbPath, addr string) *Server {
 		}
 	}
 	s := &Server{
-		URL: "http://" + ln.Addr().String(), Addr: ln.Addr().String(), DBPath: dbPath, Svc: svc, DB: db,
+		URL: "http://" + ln.Addr().String(), Addr: ln.Addr().String(), DBPath: dbPath, Svc: svc, DB: db, Exp: exp,
 		// As cmd/rollout sets them.
-		srv: &http.Server{Handler: api.New(svc, api.Options{}), ReadHeaderTimeout: 5 * time.Second,
+		srv: &http.Server{Handler: api.New(svc, api.Options{Experiments: exp}), ReadHeaderTimeout: 5 * time.Second,
 			ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second},
 		cancel: cancel,
 	}
