@@ -8,6 +8,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/feature"
 )
 
 // The routes of experiments (issue #33): metrics, the events apps track
@@ -93,7 +94,7 @@ func (s *Server) track(c echo.Context) error {
 		return err
 	}
 	if len(req.Events) > rollout.MaxTrackBatch { // before copying them
-		return badRequest("a batch holds at most %d events, got %d: split it", rollout.MaxTrackBatch, len(req.Events))
+		return feature.Errorf(feature.EInvalid, "a batch holds at most %d events, got %d: split it", rollout.MaxTrackBatch, len(req.Events))
 	}
 	events := make([]rollout.TrackedEvent, len(req.Events))
 	set := make([]bool, len(req.Events))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -303,7 +304,7 @@ func (tx *tx) addFirstExposures(args []any, rows int) error {
 func (db *DB) ExperimentUsers(ctx context.Context, id string) (map[string]int64, int64, error) {
 	users := map[string]int64{}
 	var multiple int64
-	err := db.readTx(ctx, fmt.Sprintf("users of experiment %s", id), func(tx *tx) error {
+	err := db.resultsTx(ctx, fmt.Sprintf("users of experiment %s", id), func(tx *tx) error {
 		rows, err := tx.query(`SELECT bucket, SUM(CASE WHEN multiple THEN 0 ELSE 1 END), SUM(CASE WHEN multiple THEN 1 ELSE 0 END)
 			FROM experiment_users WHERE experiment_id = ? GROUP BY bucket`, id)
 		if err != nil {
@@ -326,31 +327,73 @@ func (db *DB) ExperimentUsers(ctx context.Context, id string) (map[string]int64,
 	return users, multiple, err
 }
 
+// resultsAllowance is how much longer than the DB's timeout the reads of
+// an experiment's figures may take: they read every user of it, up to
+// millions.
+const resultsAllowance = 25 * time.Second
+
+// resultsTx is readTx with resultsAllowance more time.
+func (db *DB) resultsTx(ctx context.Context, op string, fn func(*tx) error) error {
+	if db.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, db.timeout+resultsAllowance)
+		defer cancel()
+	}
+	return db.inTx(ctx, db.d.Read, db.d.ReadTx, op, fn)
+}
+
 // ExperimentTotals returns, per bucket, an experiment's users (multiple
 // exposures left out), those with an event of metric from their first
 // exposure to until, and the sum and sum of squares of their per-user
-// sums of values.
+// sums of values. It reads the metric's events since the experiment
+// started, each joined to its user by the primary key, and counts the
+// users per bucket apart: its work grows with the events, and with the
+// users only for that count.
 func (db *DB) ExperimentTotals(ctx context.Context, id, metric string, until time.Time) ([]rollout.BucketTotals, error) {
 	var out []rollout.BucketTotals
-	err := db.readTx(ctx, fmt.Sprintf("totals of experiment %s", id), func(tx *tx) error {
-		rows, err := tx.query(`
-			SELECT x.bucket, COUNT(*), COUNT(t.user_hash), COALESCE(SUM(t.v), 0), COALESCE(SUM(t.v * t.v), 0)
-			FROM experiment_users x
-			LEFT JOIN (
-				SELECT u.user_hash, SUM(e.value) AS v
-				FROM experiment_users u
-				JOIN tracked_events e ON e.metric = ? AND e.user_hash = u.user_hash AND e.at >= u.at AND e.at <= ?
-				WHERE u.experiment_id = ? AND NOT u.multiple
-				GROUP BY u.user_hash
-			) t ON t.user_hash = x.user_hash
-			WHERE x.experiment_id = ? AND NOT x.multiple
-			GROUP BY x.bucket
-			ORDER BY x.bucket{C}`, metric, millis(until), id, id)
+	err := db.resultsTx(ctx, fmt.Sprintf("totals of experiment %s", id), func(tx *tx) error {
+		var started int64
+		if err := tx.queryRow(`SELECT started_at FROM experiments WHERE id = ?`, id).Scan(&started); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return feature.Errorf(feature.ENotFound, "no experiment %q", feature.Abbreviate(id))
+			}
+			return err
+		}
+		rows, err := tx.query(`SELECT bucket, COUNT(*) FROM experiment_users
+			WHERE experiment_id = ? AND NOT multiple GROUP BY bucket ORDER BY bucket{C}`, id)
 		out, err = collect(rows, err, func(rows *sql.Rows) (rollout.BucketTotals, error) {
 			var t rollout.BucketTotals
-			return t, rows.Scan(&t.Bucket, &t.Users, &t.Converts, &t.Sum, &t.SumSq)
+			return t, rows.Scan(&t.Bucket, &t.Users)
 		})
-		return err
+		if err != nil {
+			return err
+		}
+		rows, err = tx.query(`
+			SELECT x.bucket, COUNT(*), SUM(t.v), SUM(t.v * t.v)
+			FROM (
+				SELECT e.user_hash, SUM(e.value) AS v
+				FROM tracked_events e
+				JOIN experiment_users u ON u.experiment_id = ? AND u.user_hash = e.user_hash AND e.at >= u.at
+				WHERE e.metric = ? AND e.at >= ? AND e.at <= ? AND NOT u.multiple
+				GROUP BY e.user_hash
+			) t
+			JOIN experiment_users x ON x.experiment_id = ? AND x.user_hash = t.user_hash
+			GROUP BY x.bucket`, id, metric, started, millis(until), id)
+		sums, err := collect(rows, err, func(rows *sql.Rows) (rollout.BucketTotals, error) {
+			var t rollout.BucketTotals
+			return t, rows.Scan(&t.Bucket, &t.Converts, &t.Sum, &t.SumSq)
+		})
+		if err != nil {
+			return err
+		}
+		for _, sum := range sums {
+			for i := range out {
+				if out[i].Bucket == sum.Bucket {
+					out[i].Converts, out[i].Sum, out[i].SumSq = sum.Converts, sum.Sum, sum.SumSq
+				}
+			}
+		}
+		return nil
 	})
 	return out, err
 }

@@ -22,7 +22,7 @@ CREATE TABLE tracked_events (
     value     double precision NOT NULL,
     seq       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY
 );
-CREATE INDEX tracked_events_user ON tracked_events (metric, user_hash, at);
+CREATE INDEX tracked_events_metric_at ON tracked_events (metric, at);
 
 -- The IDs of the batches of POST /api/track, as exposure_batches.
 CREATE TABLE track_batches (

@@ -22,7 +22,7 @@ CREATE TABLE tracked_events (
     value     REAL    NOT NULL,
     seq       INTEGER PRIMARY KEY AUTOINCREMENT
 );
-CREATE INDEX tracked_events_user ON tracked_events (metric, user_hash, at);
+CREATE INDEX tracked_events_metric_at ON tracked_events (metric, at);
 
 -- The IDs of the batches of POST /api/track, as exposure_batches.
 CREATE TABLE track_batches (

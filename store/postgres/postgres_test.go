@@ -43,7 +43,8 @@ func TestContract(t *testing.T) {
 			_, err = conn.Exec(context.Background(), stmt)
 			return err
 		}
-		return storetest.Opened{Store: open(t, dsn), Open: openAnother, HistoryBytes: func(t *testing.T) int64 { return historyBytes(t, dsn) }, Exec: exec}
+		return storetest.Opened{Store: open(t, dsn), Open: openAnother, HistoryBytes: func(t *testing.T) int64 { return historyBytes(t, dsn) }, Exec: exec,
+			TableBytes: func(t *testing.T, table string) int64 { return tableBytes(t, dsn, table) }}
 	})
 }
 
@@ -63,6 +64,22 @@ func historyBytes(t *testing.T, dsn string) int64 {
 		SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c
 		WHERE c.relname IN ('versions', 'churn_reports', 'override_spans', 'commits') AND c.relkind = 'r'`).Scan(&n); err != nil {
 		t.Fatalf("history size: %v", err)
+	}
+	return n
+}
+
+// tableBytes returns the bytes PostgreSQL uses for table, its indexes
+// and TOAST included.
+func tableBytes(t *testing.T, dsn, table string) int64 {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int64
+	if err := conn.QueryRow(context.Background(), `SELECT pg_total_relation_size($1::regclass)`, table).Scan(&n); err != nil {
+		t.Fatalf("size of %s: %v", table, err)
 	}
 	return n
 }

@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -267,5 +269,46 @@ func testTrackBatches(t *testing.T, o Opened) {
 	}
 	if got := converted(); got != 0 {
 		t.Errorf("events' sum after their metric was deleted = %g, want 0", got)
+	}
+}
+
+// testExperimentUserBytes stores 20,000 exposed users and reports the
+// bytes each costs; it fails past 300 bytes a user (SQLite takes about 76,
+// PostgreSQL about 204, its tuple headers and the text experiment ID in
+// row and index).
+func testExperimentUserBytes(t *testing.T, o Opened) {
+	if o.TableBytes == nil {
+		t.Skip("the store cannot tell its tables' sizes")
+	}
+	ctx := context.Background()
+	s := o.Store
+	if err := s.CreateMetric(ctx, newMetric("purchase", rollout.MetricConversion)); err != nil {
+		t.Fatal(err)
+	}
+	f := newFeature("f")
+	create(t, s, f)
+	x := newExperiment(f, "2f3c8a9e-4b1d-4e0f-9a7c-6d5e4f3a2b1c", "purchase")
+	if err := s.StartExperiment(ctx, x); err != nil {
+		t.Fatal(err)
+	}
+	before := o.TableBytes(t, "experiment_users")
+	const users = 20_000
+	xs := make([]rollout.FirstExposure, users)
+	for i := range xs {
+		b := "control"
+		if i%2 == 1 {
+			b = "treatment"
+		}
+		xs[i] = rollout.FirstExposure{Experiment: x.ID, UserHash: rollout.UserHash(fmt.Sprint(i)), Bucket: b, Version: 1, At: t0}
+	}
+	for part := range slices.Chunk(xs, 1000) {
+		if err := s.AddFirstExposures(ctx, part); err != nil {
+			t.Fatal(err)
+		}
+	}
+	per := float64(o.TableBytes(t, "experiment_users")-before) / users
+	t.Logf("storage per exposed user: %.0f bytes (%d users)", per, users)
+	if per > 300 {
+		t.Errorf("an exposed user costs %.0f bytes, want at most 300", per)
 	}
 }

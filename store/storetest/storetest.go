@@ -49,6 +49,10 @@ type Opened struct {
 	// uses for what it keeps: it may count more than features' history,
 	// but must grow with it.
 	HistoryBytes func(t *testing.T) int64
+	// TableBytes, when not nil, returns how many bytes the database uses
+	// for the table (indexes included); it may count more, but must grow
+	// with the table.
+	TableBytes func(t *testing.T, table string) int64
 	// Exec, when not nil, runs a statement on the database itself,
 	// bypassing the store: what an operator with a SQL shell could do.
 	Exec func(t *testing.T, stmt string) error
@@ -114,6 +118,7 @@ var cases = []struct {
 	{"experiments: one running per feature row", testExperimentLifecycle},
 	{"experiments: first exposures and totals", testExperimentUsers},
 	{"track batches count once", testTrackBatches},
+	{"storage per exposed user", testExperimentUserBytes},
 }
 
 // t0 has nanoseconds: a feature's times must come back exact from every
