@@ -191,6 +191,9 @@ type Experiments struct {
 	dropped atomic.Int64
 
 	results resultsCache
+	// wrote counts the writes of exposures and events this instance made:
+	// cached results older than the last are read again.
+	wrote atomic.Int64
 }
 
 // recorder records the first exposures of one running experiment that
@@ -286,6 +289,7 @@ func (e *Experiments) Flush(ctx context.Context) error {
 	e.mu.Unlock()
 	for len(xs) > 0 {
 		n := min(len(xs), maxFirstExposureChunk)
+		e.wrote.Add(1)
 		if err := e.store.AddFirstExposures(ctx, xs[:n]); err != nil {
 			e.mu.Lock()
 			keep := min(len(xs), maxPendingExposures-len(e.pending))
@@ -401,6 +405,7 @@ func (e *Experiments) Track(ctx context.Context, batch string, events []TrackedE
 		ev.UserHash, ev.User = UserHash(ev.User), ""
 		out[i] = ev
 	}
+	e.wrote.Add(1)
 	added, err := e.store.AddTrackBatch(ctx, batch, now, out)
 	if err != nil {
 		return TrackResult{}, err

@@ -70,12 +70,19 @@ type LiftResults struct {
 	CI    [2]float64 `json:"ci"`
 }
 
-// resultsCache keeps each experiment's last results for resultsTTL.
+// resultsCache keeps each experiment's last results for resultsTTL, while
+// this instance has stored no exposures or events since (writes: see
+// Experiments.wrote).
 type resultsCache struct {
 	mu    sync.Mutex
-	byID  map[string]ExperimentResults
+	byID  map[string]cachedResults
 	turns chan struct{}
 	once  sync.Once
+}
+
+type cachedResults struct {
+	r      ExperimentResults
+	writes int64
 }
 
 // Results returns the results of the experiment id of the feature key,
@@ -88,11 +95,12 @@ func (e *Experiments) Results(ctx context.Context, key, id string) (ExperimentRe
 	now := e.svc.now().UTC()
 	c := &e.results
 	c.once.Do(func() { c.turns = make(chan struct{}, maxResultReads) })
+	writes := e.wrote.Load()
 	c.mu.Lock()
-	r, ok := c.byID[id]
+	cached, ok := c.byID[id]
 	c.mu.Unlock()
-	if ok && now.Sub(r.UpdatedAt) < resultsTTL && r.Experiment.Status == x.Status {
-		return r, nil
+	if ok && now.Sub(cached.r.UpdatedAt) < resultsTTL && cached.r.Experiment.Status == x.Status && cached.writes == writes {
+		return cached.r, nil
 	}
 	select {
 	case c.turns <- struct{}{}:
@@ -103,15 +111,16 @@ func (e *Experiments) Results(ctx context.Context, key, id string) (ExperimentRe
 	if err := e.Flush(ctx); err != nil {
 		return ExperimentResults{}, err
 	}
-	r, err = e.compute(ctx, x, now)
+	writes = e.wrote.Load() // after the flush
+	r, err := e.compute(ctx, x, now)
 	if err != nil {
 		return ExperimentResults{}, err
 	}
 	c.mu.Lock()
 	if c.byID == nil || len(c.byID) >= 256 {
-		c.byID = map[string]ExperimentResults{}
+		c.byID = map[string]cachedResults{}
 	}
-	c.byID[id] = r
+	c.byID[id] = cachedResults{r: r, writes: writes}
 	c.mu.Unlock()
 	return r, nil
 }
