@@ -202,9 +202,25 @@ type Experiments struct {
 // forgets them all and starts again (the store keeps the first exposure
 // whatever is sent again).
 type recorder struct {
-	x    Experiment
+	x      Experiment
+	shards [recorderShards]recorderShard
+}
+
+// recorderShards spreads a recorder's users over locks of their own, so
+// that evaluations on many cores rarely wait for each other.
+const recorderShards = 16
+
+type recorderShard struct {
 	mu   sync.Mutex
 	seen map[int64]string
+}
+
+func newRecorder(x Experiment) *recorder {
+	r := &recorder{x: x}
+	for i := range r.shards {
+		r.shards[i].seen = map[int64]string{}
+	}
+	return r
 }
 
 // NewExperiments returns the experiments of svc's features, kept in
@@ -233,7 +249,7 @@ func (e *Experiments) Refresh(ctx context.Context) error {
 			next[x.FeatureID] = r
 			continue
 		}
-		next[x.FeatureID] = &recorder{x: x, seen: map[int64]string{}}
+		next[x.FeatureID] = newRecorder(x)
 	}
 	e.running.Store(&next)
 	if h := e.svc.Snapshot().ServedHook(); h != nil && e.hooked.Swap(h) != h {
@@ -249,22 +265,26 @@ func (e *Experiments) served(c *feature.Compiled, user string, o *feature.Outcom
 	if r == nil || o.Bucket == "" {
 		return
 	}
-	e.record(r, UserHash(user), o.Bucket, o.Version, e.svc.now().UTC())
+	e.record(r, UserHash(user), o.Bucket, o.Version, time.Time{})
 }
 
-// record queues the exposure of a user to bucket unless r remembers the
-// user with that bucket already.
+// record queues the exposure of a user to bucket at time at (zero: now)
+// unless r remembers the user with that bucket already.
 func (e *Experiments) record(r *recorder, h int64, bucket string, version int, at time.Time) {
-	r.mu.Lock()
-	if b, ok := r.seen[h]; ok && b == bucket {
-		r.mu.Unlock()
+	sh := &r.shards[uint64(h)%recorderShards]
+	sh.mu.Lock()
+	if b, ok := sh.seen[h]; ok && b == bucket {
+		sh.mu.Unlock()
 		return
 	}
-	if len(r.seen) >= maxRecordedUsers {
-		clear(r.seen)
+	if len(sh.seen) >= maxRecordedUsers/recorderShards {
+		clear(sh.seen)
 	}
-	r.seen[h] = bucket
-	r.mu.Unlock()
+	sh.seen[h] = bucket
+	sh.mu.Unlock()
+	if at.IsZero() {
+		at = e.svc.now().UTC()
+	}
 	x := FirstExposure{Experiment: r.x.ID, UserHash: h, Bucket: bucket, Version: version, At: at}
 	e.mu.Lock()
 	if len(e.pending) < maxPendingExposures {

@@ -288,3 +288,60 @@ func TestExperimentRefuses(t *testing.T) {
 		t.Errorf("Track() again = %+v, %v; want not added", res, err)
 	}
 }
+
+// BenchmarkEvaluateExperiment measures an evaluation of a feature without
+// an experiment (the baseline: one atomic load more than before hooks) and
+// with one running (the user hashed and remembered).
+func BenchmarkEvaluateExperiment(b *testing.B) {
+	ctx := context.Background()
+	for _, running := range []bool{false, true} {
+		b.Run(fmt.Sprintf("running=%v", running), func(b *testing.B) {
+			svc, x := experimentSetupB(b)
+			if running {
+				if _, err := x.Start(ctx, "checkout", rollout.ExperimentRequest{Name: "bench", Control: "control", Metrics: []string{"purchase"}}, "ada"); err != nil {
+					b.Fatal(err)
+				}
+			}
+			users := make([]string, 1024)
+			for i := range users {
+				users[i] = fmt.Sprintf("user-%d", i)
+			}
+			snap := svc.Snapshot()
+			b.ReportAllocs()
+			b.ResetTimer()
+			i := 0
+			for b.Loop() {
+				if _, err := snap.EvaluateOutcome("checkout", users[i%len(users)]); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+}
+
+func experimentSetupB(b *testing.B) (*rollout.Service, *rollout.Experiments) {
+	b.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "rollout.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	svc, err := rollout.NewService(ctx, db, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := svc.Create(ctx, feature.Feature{Key: "checkout", Enabled: true, Salt: "s",
+		Buckets: []feature.Bucket{{Name: "control", Replicas: 50}, {Name: "treatment", Replicas: 50}}}, rollout.ChangeOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	x, err := rollout.NewExperiments(ctx, db, svc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := x.CreateMetric(ctx, rollout.Metric{Key: "purchase", Kind: rollout.MetricConversion}, "ada"); err != nil {
+		b.Fatal(err)
+	}
+	return svc, x
+}
