@@ -208,6 +208,26 @@ func fillTargeting(t *testing.T, svc *rollout.Service, db *store.DB) {
 	if _, err := db.AddExposureBatch(ctx, "batch-1", now, []feature.Exposure{{FeatureID: f.ID, Version: f.Version, Bucket: "on", Count: 3}}); err != nil {
 		t.Fatal(err)
 	}
+	// An experiment with its metric, an exposed user (one a multiple
+	// exposure) and a batch of events.
+	if err := db.CreateMetric(ctx, rollout.Metric{Key: "purchase", Kind: rollout.MetricMean, Description: "sales", HigherIsBetter: true, CreatedAt: now, CreatedBy: "ada"}); err != nil {
+		t.Fatal(err)
+	}
+	x := rollout.Experiment{ID: "exp-1", Feature: "gated", FeatureID: f.ID, Name: "green", Control: "on", Metrics: []string{"purchase"},
+		Version: f.Version, Shares: map[string]float64{"on": 1}, StartedAt: now, StartedBy: "ada"}
+	if err := db.StartExperiment(ctx, x); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AddFirstExposures(ctx, []rollout.FirstExposure{
+		{Experiment: "exp-1", UserHash: rollout.UserHash("u1"), Bucket: "on", Version: f.Version, At: now},
+		{Experiment: "exp-1", UserHash: rollout.UserHash("u2"), Bucket: "on", Version: f.Version, At: now},
+		{Experiment: "exp-1", UserHash: rollout.UserHash("u2"), Bucket: "off", Version: f.Version, At: now},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.AddTrackBatch(ctx, "track-batch-1", now, []rollout.TrackedEvent{{Metric: "purchase", UserHash: rollout.UserHash("u1"), Value: 12.5, At: now}}); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, err := db.ClaimIdempotency(ctx, rollout.IdempotencyRecord{Scope: "tok", Key: "k1", Fingerprint: "fp", Attempt: "a1",
 		LeaseUntil: now.Add(time.Minute), Expires: now.Add(24 * time.Hour)}, now); err != nil {
 		t.Fatal(err)
