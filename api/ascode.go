@@ -160,7 +160,7 @@ func (s *Server) exportDocument(c echo.Context) error {
 	if format != docfile.JSON && format != docfile.YAML {
 		return badRequest("format=%q: give yaml or json", format)
 	}
-	data, err := docfile.Marshal(rollout.ExportDocument(s.svc.Snapshot()), format)
+	data, err := docfile.Marshal(rollout.ExportDocument(s.in(c).Snapshot()), format)
 	if err != nil {
 		return err
 	}
@@ -183,7 +183,7 @@ func (s *Server) planDocument(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		p, err = s.svc.PlanDocument(ctx, d, opts)
+		p, err = s.in(c).PlanDocument(ctx, d, opts)
 		return err
 	})
 	if err != nil {
@@ -213,7 +213,7 @@ func (s *Server) applyDocument(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		p, err = s.svc.ApplyDocument(ctx, *req.Document, rollout.ApplyOptions{
+		p, err = s.in(c).ApplyDocument(ctx, *req.Document, rollout.ApplyOptions{
 			Actor: actor, Role: role, Comment: req.Comment, Versions: req.Versions, SegmentVersions: req.SegmentVersions,
 			MaxChurn: req.MaxChurn, MaxTotalChurn: req.MaxTotalChurn, Plan: po, Idempotency: answer.idempotency(),
 		})

@@ -42,7 +42,7 @@ func (s *Server) listAudit(c echo.Context) error {
 	}
 	want := q.Limit
 	q.Limit++ // one more tells whether another page follows
-	events, err := s.svc.AuditEvents(c.Request().Context(), q)
+	events, err := s.in(c).AuditEvents(c.Request().Context(), q)
 	if err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func (s *Server) exportAudit(c echo.Context, q audit.Query) error {
 	started := false
 	for sent := 0; sent < total; {
 		q.Limit = min(audit.MaxPage, total-sent)
-		events, err := s.svc.AuditEvents(c.Request().Context(), q)
+		events, err := s.in(c).AuditEvents(c.Request().Context(), q)
 		if err != nil {
 			if !started {
 				return err

@@ -53,6 +53,7 @@ var statusOf = map[string]int{
 	feature.EUnavailable:  http.StatusServiceUnavailable,
 	rollout.EKeyReused:    http.StatusUnprocessableEntity,
 	rollout.EKeyInUse:     http.StatusConflict,
+	rollout.EUnknownEnvironment: http.StatusNotFound,
 	feature.EInternal:     http.StatusInternalServerError,
 
 	evaluation.OFREPParseError:          http.StatusBadRequest,

@@ -115,14 +115,14 @@ func (s *Server) createRamp(c echo.Context) error {
 		return err
 	}
 	if dryRun != nil && *dryRun {
-		p, err := s.svc.PreviewRamp(c.Request().Context(), pathParam(c, "key"), sp, actorOf(c))
+		p, err := s.in(c).PreviewRamp(c.Request().Context(), pathParam(c, "key"), sp, actorOf(c))
 		if err != nil {
 			return err
 		}
 		return c.JSON(http.StatusOK, map[string]any{"dry_run": true, "ramp": p.Ramp, "steps": p.Steps, "needs": p.Needs})
 	}
 	answer := answers(c, rampStartAnswer)
-	st, err := s.svc.StartRamp(c.Request().Context(), pathParam(c, "key"), sp, rollout.RampOptions{Actor: actorOf(c), Idempotency: answer.idempotency()})
+	st, err := s.in(c).StartRamp(c.Request().Context(), pathParam(c, "key"), sp, rollout.RampOptions{Actor: actorOf(c), Idempotency: answer.idempotency()})
 	if err != nil {
 		return err
 	}
@@ -141,7 +141,7 @@ func rampStartAnswer(st rollout.RampStart) (keptAnswer, error) {
 // listRamps is GET /api/features/K/ramps and, without a key, GET
 // /api/ramps: the ramps, oldest first, with their state and reasons.
 func (s *Server) listRamps(c echo.Context) error {
-	rs, err := s.svc.Ramps(c.Request().Context(), pathParam(c, "key"))
+	rs, err := s.in(c).Ramps(c.Request().Context(), pathParam(c, "key"))
 	if err != nil {
 		return err
 	}
@@ -150,7 +150,7 @@ func (s *Server) listRamps(c echo.Context) error {
 
 // getRamp is GET /api/features/K/ramps/ID.
 func (s *Server) getRamp(c echo.Context) error {
-	r, err := s.svc.Ramp(c.Request().Context(), pathParam(c, "key"), pathParam(c, "id"))
+	r, err := s.in(c).Ramp(c.Request().Context(), pathParam(c, "key"), pathParam(c, "id"))
 	if err != nil {
 		return err
 	}
@@ -159,11 +159,11 @@ func (s *Server) getRamp(c echo.Context) error {
 
 // pauseRamp, resumeRamp and cancelRamp are POST
 // /api/features/K/ramps/ID/pause, …/resume and …/cancel.
-func (s *Server) pauseRamp(c echo.Context) error { return s.moveRamp(c, s.svc.PauseRamp) }
+func (s *Server) pauseRamp(c echo.Context) error { return s.moveRamp(c, s.in(c).PauseRamp) }
 
-func (s *Server) resumeRamp(c echo.Context) error { return s.moveRamp(c, s.svc.ResumeRamp) }
+func (s *Server) resumeRamp(c echo.Context) error { return s.moveRamp(c, s.in(c).ResumeRamp) }
 
-func (s *Server) cancelRamp(c echo.Context) error { return s.moveRamp(c, s.svc.CancelRamp) }
+func (s *Server) cancelRamp(c echo.Context) error { return s.moveRamp(c, s.in(c).CancelRamp) }
 
 func (s *Server) moveRamp(c echo.Context, move func(ctx context.Context, key, id string, opts rollout.RampOptions) (rollout.Ramp, error)) error {
 	var none struct{}

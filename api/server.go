@@ -103,6 +103,10 @@ type Options struct {
 	// package evaluation); the zero value is the defaults.
 	Costly evaluation.CostlyLimits
 
+	// Environments are the environments served, svc being one of them
+	// (production's); nil: svc's alone, which cannot be changed.
+	Environments *rollout.Environments
+
 	// Webhooks are what /api/webhooks manages; nil: those routes answer
 	// 404.
 	Webhooks *webhook.Hooks
@@ -114,7 +118,9 @@ type Options struct {
 
 // Server holds what the handlers need.
 type Server struct {
-	svc     *rollout.Service
+	svc     *rollout.Service // the default environment's (production)
+	envs    *rollout.Environments
+	evals   evaluators // the evaluation servers of other environments
 	log     *slog.Logger
 	metrics *Metrics
 	ready   func(context.Context) error
@@ -154,8 +160,14 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 		cors:   evaluationCORS(), csrf: http.NewCrossOriginProtection(),
 		declared: map[string]map[string]bool{}}
 	s.planner = newPlanner(opts.Plans)
-	s.eval = evaluation.New(svc, evaluation.Options{Metrics: evaluationMetrics{metrics}, Decode: decode,
-		WriteWindow: streamWriteWindow, Costly: opts.Costly})
+	evalOpts := evaluation.Options{Metrics: evaluationMetrics{metrics}, Decode: decode,
+		WriteWindow: streamWriteWindow, Costly: opts.Costly}
+	s.eval = evaluation.New(svc, evalOpts)
+	s.evals.make = func(svc *rollout.Service) *evaluation.Server { return evaluation.New(svc, evalOpts) }
+	s.envs = opts.Environments
+	if s.envs == nil {
+		s.envs = rollout.OneEnvironment(svc)
+	}
 	metrics.server.Store(s)
 	s.streams = newStreams(opts, log, metrics)
 

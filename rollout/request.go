@@ -31,6 +31,7 @@ const (
 	SpecSetOverride   = "set_override"
 	SpecClearOverride = "clear_override"
 	SpecReshuffle     = "reshuffle"
+	SpecPromote       = "promote"
 	SpecRollback      = "rollback"
 	SpecSetRules      = "set_rules"
 	// SpecArchive and SpecRestore archive and restore the feature;
@@ -66,6 +67,11 @@ type ChangeSpec struct {
 	Rules []feature.Rule `json:"rules,omitempty"`
 	// Ramp is the ramp a ramp request starts.
 	Ramp *RampSpec `json:"ramp,omitempty"`
+	// From, Include and Source are a promotion's: the environment, the
+	// parts promoted, and the source's configuration then.
+	From    string           `json:"from,omitempty"`
+	Include []string         `json:"include,omitempty"`
+	Source  *feature.Feature `json:"source,omitempty"`
 }
 
 // Words names the kind of change for people: "update bucket".
@@ -99,6 +105,11 @@ func (sp ChangeSpec) change() (Change, error) {
 		return ClearOverride(sp.User), nil
 	case SpecReshuffle:
 		return Reshuffle(sp.Salt), nil
+	case SpecPromote:
+		if sp.Source == nil {
+			return Change{}, feature.Errorf(feature.EInvalid, "the requested promotion has no source configuration")
+		}
+		return Promotion(sp.From, *sp.Source, sp.Include)
 	case SpecArchive, SpecRestore, SpecRamp:
 		return Change{}, feature.Errorf(feature.EInternal, "a requested %s is made by the service, not as a change", sp.Words())
 	}

@@ -208,6 +208,14 @@ func (s *Service) CreateSegment(ctx context.Context, seg feature.Segment, opts C
 // segment key, as its next version, and makes a new version of every
 // feature that uses it.
 func (s *Service) UpdateSegment(ctx context.Context, key, description string, conditions []feature.Condition, opts ChangeOptions) (SegmentResult, error) {
+	res, err := s.updateSegmentLocking(ctx, key, description, conditions, opts)
+	if err == nil && !opts.DryRun {
+		s.envs.syncOthers(ctx, s) // their features' versions were written too
+	}
+	return res, err
+}
+
+func (s *Service) updateSegmentLocking(ctx context.Context, key, description string, conditions []feature.Condition, opts ChangeOptions) (SegmentResult, error) {
 	if err := validateComment(opts.Comment); err != nil {
 		return SegmentResult{}, err
 	}
@@ -288,17 +296,34 @@ func (s *Service) updateSegment(ctx context.Context, key, description string, co
 	}
 	var versions []Version
 	nexts := map[string]*feature.Compiled{}
-	for _, fk := range users {
-		c := snap.Compiled(fk)
+	// version is the new version of the feature c (of the environment
+	// env, "" for this one) that serves the segment as seg says.
+	version := func(c *feature.Compiled, segs map[string]*feature.CompiledSegment, env string) (Version, *feature.Compiled) {
 		next := c.Feature().Clone()
 		next.Version, next.UpdatedAt = c.Feature().Version+1, now
 		cc := feature.Compile(next, segs)
-		nexts[fk] = cc
 		rep := cc.ReportFrom(c)
 		rep.Rules = []feature.PopulationChange{{When: "in segment " + key, From: "segment version " + strconv.Itoa(cur.Segment().Version), To: "segment version " + strconv.Itoa(seg.Version),
 			Text: fmt.Sprintf("users matching in segment %s: as segment version %d said → as version %d says (%s)", key, cur.Segment().Version, seg.Version, feature.Abbreviate(feature.DescribeConditions(seg.Conditions)))}}
-		versions = append(versions, Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: abbreviateSummary(fmt.Sprintf("segment %s %s", key, summary)),
-			Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: rep})
+		return Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: abbreviateSummary(fmt.Sprintf("segment %s %s", key, summary)),
+			Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: rep, Environment: env}, cc
+	}
+	for _, fk := range users {
+		v, cc := version(snap.Compiled(fk), segs, "")
+		nexts[fk] = cc
+		versions = append(versions, v)
+	}
+	// A segment is shared: the features of the other environments that
+	// use it get their version in the same transaction. (A write of one of
+	// them made meanwhile fails it with EConflict: try again.)
+	for _, o := range s.envs.others(s) {
+		osnap := o.Snapshot()
+		osegs := maps.Clone(osnap.CompiledSegments())
+		osegs[key] = feature.CompileSegment(seg)
+		for _, fk := range osnap.SegmentUsers(key) {
+			v, _ := version(osnap.Compiled(fk), osegs, o.env)
+			versions = append(versions, v)
+		}
 	}
 	v := feature.SegmentVersion{Version: seg.Version, Actor: actor(opts), Time: now, Summary: summary, Comment: opts.Comment, Config: seg}
 	settles, err := opts.Idempotency.settlement(res, now)

@@ -172,6 +172,10 @@ func (s *Service) gateFor(ctx context.Context, opts ChangeOptions) (*gate, error
 	if err != nil {
 		return nil, fmt.Errorf("read settings: %w", err)
 	}
+	if s.envs.protected(s.env) {
+		// A protected environment: every editor's change is a request.
+		st.RequireApproval.All = true
+	}
 	return &gate{settings: st}, nil
 }
 

@@ -1,0 +1,176 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"testing"
+
+	"github.com/rollout/rollout/api"
+	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/store"
+	"github.com/rollout/rollout/store/postgres"
+	"github.com/rollout/rollout/store/sqlite"
+	"github.com/rollout/rollout/store/storetest"
+)
+
+// newEnvServer starts the API with the environments of db, tokens
+// enforced once made (as rollout serve does).
+func newEnvServer(t *testing.T, db *store.DB) (*testServer, *rollout.Environments) {
+	t.Helper()
+	envs, err := rollout.NewEnvironments(context.Background(), db, func(env string) rollout.Store { return db.In(env) }, nil)
+	if err != nil {
+		t.Fatalf("environments: %v", err)
+	}
+	svc, _ := envs.Service(rollout.Production)
+	tokens, err := auth.NewTokens(context.Background(), db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api.New(svc, api.Options{Environments: envs, Auth: api.NewAuth(tokens, []byte("0123456789abcdef0123456789abcdef"))}))
+	t.Cleanup(srv.Close)
+	return &testServer{t: t, URL: srv.URL, svc: svc, db: db}, envs
+}
+
+// forEachStore runs test on a new SQLite database and a new PostgreSQL
+// one.
+func forEachStore(t *testing.T, test func(t *testing.T, db *store.DB)) {
+	t.Run("sqlite", func(t *testing.T) {
+		db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "rollout.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		test(t, db)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		db, err := postgres.Open(context.Background(), storetest.PostgresDSN(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		test(t, db)
+	})
+}
+
+// evaluations returns the bucket feature f serves users u0…u(n-1) in the
+// environment env ("": the token's or production), with the token given.
+func evaluations(s *testServer, f, env string, n int, header ...string) []string {
+	s.t.Helper()
+	out := make([]string, n)
+	for i := range out {
+		q := url.Values{"feature": {f}, "user": {fmt.Sprintf("u%d", i)}}
+		if env != "" {
+			q.Set("env", env)
+		}
+		r := s.must(200, "GET", "/evaluate?"+q.Encode(), nil, header...)
+		out[i] = fmt.Sprint(r.json(s.t.(*testing.T))["bucket"])
+	}
+	return out
+}
+
+func differing(a, b []string) int {
+	n := 0
+	for i := range a {
+		if a[i] != b[i] {
+			n++
+		}
+	}
+	return n
+}
+
+// TestEnvironments: a feature created in production exists, switched off,
+// in an environment made later; each environment evaluates its own
+// configuration for the tokens scoped to it; a promotion's churn is the
+// preview's of the same buckets in the target, a stale ETag is refused
+// with 412, and after promoting everything both environments answer alike.
+func TestEnvironments(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db *store.DB) {
+		s, envs := newEnvServer(t, db)
+		s.must(201, "POST", "/api/features", map[string]any{"key": "f", "enabled": true,
+			"buckets": []map[string]any{{"name": "on", "replicas": 20}, {"name": "off", "replicas": 20}}})
+
+		got := s.must(200, "GET", "/api/environments", nil).json(t)
+		if list := got["environments"].([]any); len(list) != 1 || list[0].(map[string]any)["key"] != "production" {
+			t.Fatalf("environments of a new database = %v, want production alone", got)
+		}
+		s.must(201, "POST", "/api/environments", map[string]any{"key": "staging", "name": "Staging"})
+		s.must(409, "POST", "/api/environments", map[string]any{"key": "staging", "name": "Again"})
+		s.must(422, "POST", "/api/environments", map[string]any{"key": "Not A Key", "name": "x"})
+		s.must(404, "POST", "/api/environments", map[string]any{"key": "qa", "name": "QA", "copy_from": "nowhere"})
+
+		st := s.must(200, "GET", "/api/features/f?env=staging", nil).json(t)
+		if st["enabled"] != false || st["environment"] != "staging" {
+			t.Fatalf("f in staging = %v, want it switched off, in staging", st)
+		}
+		if r := s.do("GET", "/api/features/f?env=nowhere", nil); r.status != 404 || r.json(t)["error"].(map[string]any)["code"] != "unknown_environment" {
+			t.Fatalf("unknown environment = %d %s, want 404 unknown_environment", r.status, r.body)
+		}
+
+		// Staging gets other shares and is switched on; a feature made in
+		// staging exists in production, off.
+		s.must(200, "PUT", "/api/features/f/buckets?env=staging", map[string]any{"buckets": []map[string]any{{"name": "on", "replicas": 60}, {"name": "off", "replicas": 20}}})
+		s.must(200, "PATCH", "/api/features/f?env=staging", map[string]any{"enabled": true})
+		s.must(201, "POST", "/api/features?env=staging", map[string]any{"key": "g", "enabled": true, "buckets": []map[string]any{{"name": "a", "replicas": 10}}})
+		if g := s.must(200, "GET", "/api/features/g", nil).json(t); g["enabled"] != false {
+			t.Fatalf("g in production = %v, want it switched off", g)
+		}
+
+		// Tokens: an sdk token scoped to staging, an admin of everything.
+		admin := s.must(201, "POST", "/api/tokens", map[string]any{"name": "root", "role": "admin"}).json(t)["token"].(string)
+		asAdmin := []string{"Authorization", "Bearer " + admin}
+		s.must(404, "POST", "/api/tokens", map[string]any{"name": "x", "role": "sdk", "environment": "nowhere"}, asAdmin...)
+		stagingSDK := s.must(201, "POST", "/api/tokens", map[string]any{"name": "app-staging", "role": "sdk", "environment": "staging"}, asAdmin...).json(t)["token"].(string)
+		prodSDK := s.must(201, "POST", "/api/tokens", map[string]any{"name": "app-prod", "role": "sdk"}, asAdmin...).json(t)["token"].(string)
+		asStaging, asProd := []string{"Authorization", "Bearer " + stagingSDK}, []string{"Authorization", "Bearer " + prodSDK}
+
+		const n = 400
+		inStaging, inProd := evaluations(s, "f", "", n, asStaging...), evaluations(s, "f", "", n, asProd...)
+		if d := differing(inStaging, inProd); d == 0 {
+			t.Fatalf("staging (75 %% on) and production (50 %% on) serve every user alike")
+		}
+		if r := s.do("GET", "/evaluate?feature=f&user=u1&env=production", nil, asStaging...); r.status != 403 {
+			t.Fatalf("a staging token asking for production = %d %s, want 403", r.status, r.body)
+		}
+		if r := s.do("GET", "/sync/v1/snapshot", nil, asStaging...); r.status != 200 || !json.Valid(r.body) {
+			t.Fatalf("staging snapshot = %d", r.status)
+		} else if prod := s.must(200, "GET", "/sync/v1/snapshot", nil, asProd...); string(prod.body) == string(r.body) {
+			t.Fatalf("the staging and production snapshots are the same bytes")
+		}
+
+		// Promotion: the dry run's churn is the preview's of the same
+		// buckets in production, to the last digit.
+		preview := s.must(200, "POST", "/api/features/f/preview", map[string]any{"buckets": []map[string]any{{"name": "on", "replicas": 60}, {"name": "off", "replicas": 20}}}, asAdmin...).json(t)
+		dry := s.must(200, "POST", "/api/features/f/promote", map[string]any{"from": "staging", "to": "production", "dry_run": true}, asAdmin...).json(t)
+		if fmt.Sprint(dry["report"].(map[string]any)["churn"]) != fmt.Sprint(preview["churn"]) {
+			t.Fatalf("promotion's churn %v, the preview's %v", dry["report"].(map[string]any)["churn"], preview["churn"])
+		}
+		s.must(412, "POST", "/api/features/f/promote", map[string]any{"from": "staging", "to": "production"}, append(asAdmin, "If-Match", `"1-stale"`)...)
+		s.must(412, "POST", "/api/features/f/promote", map[string]any{"from": "staging", "to": "production", "from_version": 1}, asAdmin...)
+		tag := s.must(200, "GET", "/api/features/f", nil, asAdmin...).header.Get("ETag")
+		s.must(200, "POST", "/api/features/f/promote", map[string]any{"from": "staging", "to": "production"}, append(asAdmin, "If-Match", tag)...)
+		if d := differing(evaluations(s, "f", "", n, asStaging...), evaluations(s, "f", "", n, asProd...)); d != 0 {
+			t.Fatalf("after the promotion %d of %d users get another bucket in staging than in production", d, n)
+		}
+		cmp := s.must(200, "GET", "/api/environments/compare?from=staging&to=production", nil, asAdmin...).json(t)
+		for _, d := range cmp["features"].([]any) {
+			if d.(map[string]any)["feature"] == "f" {
+				t.Fatalf("f still differs after its promotion: %v", d)
+			}
+		}
+		per := s.must(200, "GET", "/api/features/f/environments", nil, asAdmin...).json(t)["environments"].([]any)
+		if len(per) != 2 {
+			t.Fatalf("f's environments = %v, want 2", per)
+		}
+
+		// Deleting: refused while a token is scoped to it.
+		s.must(409, "DELETE", "/api/environments/staging", nil, asAdmin...)
+		if _, ok := envs.Service("staging"); !ok {
+			t.Fatal("staging was deleted despite its token")
+		}
+	})
+}
