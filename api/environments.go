@@ -64,12 +64,7 @@ func (s *Server) resolve(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // in returns the service of the request's environment (see resolve).
-func (s *Server) in(c echo.Context) *rollout.Service {
-	if svc, ok := c.Get(svcKey).(*rollout.Service); ok {
-		return svc
-	}
-	return s.svc
-}
+func (s *Server) in(c echo.Context) *rollout.Service { return ServiceOf(c, s.svc) }
 
 // evaluators keeps an evaluation server per environment's service, each
 // with its own encoded snapshot.
@@ -306,4 +301,15 @@ func (s *Server) promoteFeature(c echo.Context) error {
 	c.Set(svcKey, dst)
 	s.appliedResult(c, "promoted from "+req.From, opts, res)
 	return answer.send(res)
+}
+
+// ServiceOf returns the service of the environment a request of a declared
+// route resolved to (its token's, its ?env=, or production), or fallback
+// when it resolved none (a public route): what the dashboard's handlers,
+// declared through Options.Routes, serve.
+func ServiceOf(c echo.Context, fallback *rollout.Service) *rollout.Service {
+	if svc, ok := c.Get(svcKey).(*rollout.Service); ok {
+		return svc
+	}
+	return fallback
 }

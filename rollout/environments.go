@@ -395,7 +395,9 @@ func OneEnvironment(svc *Service) *Environments {
 // noEnvironments is the EnvironmentStore of OneEnvironment.
 type noEnvironments struct{}
 
-func (noEnvironments) Environments(context.Context) ([]Environment, error) { return nil, errOneEnvironment }
+func (noEnvironments) Environments(context.Context) ([]Environment, error) {
+	return nil, errOneEnvironment
+}
 func (noEnvironments) CreateEnvironment(context.Context, Environment, []Placed, audit.Event) error {
 	return errOneEnvironment
 }

@@ -115,13 +115,13 @@ type Event struct {
 
 // Query selects events of the audit trail.
 type Query struct {
-	Feature string    // only events of this feature key; "" for all
-	Actor   string    // only events of this actor; "" for anyone
-	Kind    Kind      // only events of this kind; "" for all
+	Feature string // only events of this feature key; "" for all
+	Actor   string // only events of this actor; "" for anyone
+	Kind    Kind   // only events of this kind; "" for all
 	// Environment, when not "", selects the events of this environment
 	// and those of every environment (Shared kinds).
 	Environment string
-	Since   time.Time // only events at or after this time; zero for all
+	Since       time.Time // only events at or after this time; zero for all
 	// Before and After bound the events' IDs (exclusive; <= 0: no bound).
 	Before, After int64
 	// Ascending orders the events oldest first; otherwise newest first.

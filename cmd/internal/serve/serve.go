@@ -304,8 +304,8 @@ func (s *Server) Open(ctx context.Context) error {
 	hooks := webhook.NewHooks(db, s.Clock)
 	e := api.New(svc, api.Options{Logger: s.Log, Metrics: metrics, Ready: db.CheckWrite, Auth: access, Pprof: s.Pprof, Closing: closing,
 		Environments: envs,
-		Webhooks:   hooks,
-		RequestLog: s.RequestLog, SlowRequest: s.SlowRequest, SampleEvaluations: s.SampleEvaluations,
+		Webhooks:     hooks,
+		RequestLog:   s.RequestLog, SlowRequest: s.SlowRequest, SampleEvaluations: s.SampleEvaluations,
 		MaxStreams: maxStreams, MaxStreamsPerToken: streamsPerToken,
 		Routes: web.Routes(svc, web.Options{Logger: s.Log, Sessions: access, Webhooks: hooks})})
 	s.conns = newConnLimiter(maxConns, func() {
