@@ -128,7 +128,7 @@ func (e *apiError) Error() string {
 	return fmt.Sprintf("the server refused (%d %s): %s", e.Status, e.Code, e.Message)
 }
 
-const exportSynopsis = `usage: rollout export --server URL [--format yaml|json] [--out FILE]
+const exportSynopsis = `usage: rollout export --server URL [--env E] [--format yaml|json] [--out FILE]
 
 Writes the server's features as a document (YAML by default), each bucket
 with its exact share of users: planning it changes nothing.
@@ -164,7 +164,7 @@ func runExport(ctx context.Context, args []string, stdout io.Writer, getenv func
 	return err
 }
 
-const planSynopsis = `usage: rollout plan -f FILE --server URL [--format text|json] [--out PLAN]
+const planSynopsis = `usage: rollout plan -f FILE --server URL [--env E] [--format text|json] [--out PLAN]
 
 Prints what the document FILE (YAML or JSON) would change on the server,
 feature by feature, with the exact churn of each change (from→to moves,
@@ -339,7 +339,7 @@ func orNobody(bucket string) string {
 	return bucket
 }
 
-const applySynopsis = `usage: rollout apply (-f FILE | PLAN) --server URL [--max-churn F] [--max-total-churn F] [--comment C]
+const applySynopsis = `usage: rollout apply (-f FILE | PLAN) --server URL [--env E] [--max-churn F] [--max-total-churn F] [--comment C]
 
 Applies the document FILE (planned first, and the plan printed) or the plan
 PLAN saved by 'rollout plan --out': every change as one batch of versions,
