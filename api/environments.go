@@ -313,3 +313,53 @@ func ServiceOf(c echo.Context, fallback *rollout.Service) *rollout.Service {
 	}
 	return fallback
 }
+
+type batchPromoteRequest struct {
+	promoteRequest
+	Features      []string `json:"features"`
+	MaxTotalChurn *float64 `json:"max_total_churn"`
+}
+
+// promoteFeatures is POST /api/environments/promote: several features
+// promoted as one batch, all or nothing, with their total churn.
+func (s *Server) promoteFeatures(c echo.Context) error {
+	var req batchPromoteRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	if req.From == "" || req.To == "" {
+		return badRequest("give the environments of the promotion: {\"from\":\"staging\",\"to\":\"production\",\"features\":[…]}")
+	}
+	if len(req.Features) > rollout.MaxBatchPromotion {
+		return badRequest("features lists %d features: a batch promotes at most %d", len(req.Features), rollout.MaxBatchPromotion)
+	}
+	if len(req.Include) > len(rollout.PromoteParts) {
+		return badRequest("include lists %d parts: a promotion has %d", len(req.Include), len(rollout.PromoteParts))
+	}
+	if m := req.MaxTotalChurn; m != nil && !(*m >= 0 && *m <= 1) {
+		return badRequest("max_total_churn %v is out of range: give a fraction of users between 0 and 1", *m)
+	}
+	if tok, ok := TokenOf(c); ok && tok.Environment != "" && (tok.Environment != req.To || tok.Environment != req.From) {
+		return feature.Errorf(codeForbidden, "token %q is scoped to environment %s: a promotion from %s to %s needs a token of both", tok.Name, tok.Environment, clip(req.From), clip(req.To))
+	}
+	opts, err := changeOptions(c, req.guards)
+	if err != nil {
+		return err
+	}
+	if opts.IfMatch != "" {
+		return badRequest("a batch promotion takes no If-Match: it is refused as a whole if a feature moves on while it runs")
+	}
+	answer := answers(c, func(p rollout.BatchPromotion) (keptAnswer, error) { return jsonAnswer(http.StatusOK, p) })
+	opts.Idempotency = answer.idempotency()
+	p, err := s.envs.PromoteMany(c.Request().Context(), req.Features,
+		rollout.PromoteOptions{From: req.From, To: req.To, Include: req.Include, Change: opts}, req.MaxTotalChurn)
+	if err != nil {
+		return err
+	}
+	if p.Applied {
+		for _, ch := range p.Features {
+			s.applied(c, ch.Feature, ch.ToVersion, "promoted from "+req.From, ch.Churn, opts.Actor)
+		}
+	}
+	return answer.send(p)
+}
