@@ -2,6 +2,8 @@ package api
 
 import (
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 
 	"github.com/labstack/echo/v4"
@@ -28,12 +30,42 @@ func environmentOf(c echo.Context) string {
 	if env, ok := c.Get(envKey).(string); ok {
 		return env
 	}
-	if c.Request().URL.RawQuery != "" {
-		if env := c.QueryParam("env"); env != "" {
-			return env
-		}
+	if env := envParam(c); env != "" {
+		return env
 	}
 	return rollout.Production
+}
+
+// envParam returns the first value of the query parameter env, as the
+// request's url.Values would have it, without making them (the hot path
+// of GET /evaluate reads its own parameters so): a query with ';' or
+// an escaped key is left to url.ParseQuery.
+func envParam(c echo.Context) string {
+	raw := c.Request().URL.RawQuery
+	if !strings.Contains(raw, "env") {
+		return ""
+	}
+	if strings.Contains(raw, ";") {
+		return c.QueryParam("env")
+	}
+	for pair := range strings.SplitSeq(raw, "&") {
+		k, v, _ := strings.Cut(pair, "=")
+		if strings.ContainsAny(k, "%+") {
+			return c.QueryParam("env")
+		}
+		if k != "env" {
+			continue
+		}
+		if strings.ContainsAny(v, "%+") {
+			u, err := url.QueryUnescape(v)
+			if err != nil {
+				return c.QueryParam("env")
+			}
+			return u
+		}
+		return v
+	}
+	return ""
 }
 
 // serviceOf returns the service of the request's environment: 404
@@ -113,10 +145,8 @@ func scopeCheck(c echo.Context, tok auth.Token) error {
 	if tok.Environment == "" {
 		return nil
 	}
-	if c.Request().URL.RawQuery != "" {
-		if env := c.QueryParam("env"); env != "" && env != tok.Environment {
-			return feature.Errorf(codeForbidden, "token %q is scoped to environment %s: it may not use %s", tok.Name, tok.Environment, clip(env))
-		}
+	if env := envParam(c); env != "" && env != tok.Environment {
+		return feature.Errorf(codeForbidden, "token %q is scoped to environment %s: it may not use %s", tok.Name, tok.Environment, clip(env))
 	}
 	if tok.Environment != rollout.Production {
 		c.Set(envKey, tok.Environment)

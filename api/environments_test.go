@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rollout/rollout/api"
@@ -132,6 +133,13 @@ func TestEnvironments(t *testing.T) {
 		inStaging, inProd := evaluations(s, "f", "", n, asStaging...), evaluations(s, "f", "", n, asProd...)
 		if d := differing(inStaging, inProd); d == 0 {
 			t.Fatalf("staging (75 %% on) and production (50 %% on) serve every user alike")
+		}
+		escaped := s.must(200, "GET", "/evaluate?feature=f&user=u7&env=stag%69ng", nil, asAdmin...).json(t)["bucket"]
+		if want := inStaging[7]; fmt.Sprint(escaped) != want {
+			t.Fatalf("env=stag%%69ng served %v, staging serves %v", escaped, want)
+		}
+		if r := s.do("GET", "/api/features?env="+strings.Repeat("x", 5000), nil, asAdmin...); r.status != 404 || len(r.body) > 400 {
+			t.Fatalf("a 5000-byte environment = %d with %d bytes, want a short 404", r.status, len(r.body))
 		}
 		if r := s.do("GET", "/evaluate?feature=f&user=u1&env=production", nil, asStaging...); r.status != 403 {
 			t.Fatalf("a staging token asking for production = %d %s, want 403", r.status, r.body)
