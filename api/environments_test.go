@@ -175,6 +175,23 @@ func TestEnvironments(t *testing.T) {
 			t.Fatalf("f's environments = %v, want 2", per)
 		}
 
+		// The audit trail of each environment: its own events and those of
+		// every environment, never another's.
+		for env, own := range map[string]string{"staging": "change", "production": "promote"} {
+			events := s.must(200, "GET", "/api/audit?limit=1000&env="+env, nil, asAdmin...).json(t)["events"].([]any)
+			kinds := map[string]bool{}
+			for _, e := range events {
+				e := e.(map[string]any)
+				kinds[e["kind"].(string)] = true
+				if got := e["environment"]; got != env && got != "" {
+					t.Fatalf("GET /api/audit?env=%s lists an event of %v: %v", env, got, e)
+				}
+			}
+			if !kinds["environment_create"] || !kinds["token_create"] || !kinds[own] {
+				t.Fatalf("GET /api/audit?env=%s has kinds %v, want its %s and the shared environment_create and token_create", env, kinds, own)
+			}
+		}
+
 		// Deleting: refused while a token is scoped to it.
 		s.must(409, "DELETE", "/api/environments/staging", nil, asAdmin...)
 		if _, ok := envs.Service("staging"); !ok {

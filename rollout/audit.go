@@ -37,6 +37,9 @@ func (s *Service) AuditEvents(ctx context.Context, q audit.Query) ([]audit.Event
 	case q.Kind != "" && !q.Kind.Valid():
 		return nil, feature.Errorf(feature.EInvalid, "kind %q is not a kind of audit event: use one of %s", q.Kind, kindList())
 	}
+	if q.Environment == "" {
+		q.Environment = s.env // its own and those of every environment
+	}
 	if err := s.history.acquire(ctx); err != nil {
 		return nil, err
 	}

@@ -321,6 +321,9 @@ func Text(e audit.Event) string {
 		if e.Version > 0 {
 			fmt.Fprintf(&b, " (version %d)", e.Version)
 		}
+		if e.Environment != "" && e.Environment != "production" {
+			b.WriteString(" in " + e.Environment)
+		}
 	}
 	if e.Summary != "" {
 		b.WriteString(": " + e.Summary)
