@@ -150,6 +150,21 @@ func TestEnvironments(t *testing.T) {
 			t.Fatalf("the staging and production snapshots are the same bytes")
 		}
 
+		// Exposures: a staging token's counts are accepted for staging's
+		// features alone, never production's.
+		sf := s.must(200, "GET", "/api/features/f?env=staging", nil, asAdmin...).json(t)
+		pf := s.must(200, "GET", "/api/features/f", nil, asAdmin...).json(t)
+		r := s.must(200, "POST", "/api/exposures", exposureBatch("environments-1",
+			exposure("f", sf["id"].(string), int(sf["version"].(float64)), "on", 3),
+			exposure("f", pf["id"].(string), int(pf["version"].(float64)), "on", 5)), asStaging...).json(t)
+		if r["counted"] != float64(1) || len(r["skipped"].([]any)) != 1 {
+			t.Fatalf("staging token's exposures of staging's and production's f = %v, want staging's counted and production's skipped", r)
+		}
+		snap := string(s.must(200, "GET", "/sync/v1/snapshot", nil, asStaging...).body)
+		if !strings.Contains(snap, sf["id"].(string)) || strings.Contains(snap, pf["id"].(string)) {
+			t.Fatalf("staging's snapshot does not hold staging's f alone: %.300s", snap)
+		}
+
 		// Promotion: the dry run's churn is the preview's of the same
 		// buckets in production, to the last digit.
 		preview := s.must(200, "POST", "/api/features/f/preview", map[string]any{"buckets": []map[string]any{{"name": "on", "replicas": 60}, {"name": "off", "replicas": 20}}}, asAdmin...).json(t)
