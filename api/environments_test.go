@@ -280,6 +280,17 @@ func TestEnvironmentBatchPromotionAndProtection(t *testing.T) {
 		}
 		s.must(403, "PATCH", "/api/features/c?env=production", map[string]any{"enabled": false}, asStagingEditor...)
 		s.must(403, "POST", "/api/features/c/promote", map[string]any{"from": "staging", "to": "production"}, asStagingEditor...)
+		// Settings are each environment's.
+		s.must(200, "PUT", "/api/settings?env=staging", map[string]any{"max_churn": 0.5}, asAdmin...)
+		if got := s.must(200, "GET", "/api/settings", nil, asAdmin...).json(t)["max_churn"]; got != 0.25 {
+			t.Fatalf("production's max_churn after staging's settings changed = %v, want 0.25", got)
+		}
+		// Deleting an environment: it is gone, its key kept.
+		s.must(201, "POST", "/api/environments", map[string]any{"key": "qa", "name": "QA"}, asAdmin...)
+		s.must(204, "DELETE", "/api/environments/qa", nil, asAdmin...)
+		s.must(404, "GET", "/api/features?env=qa", nil, asAdmin...)
+		s.must(409, "POST", "/api/environments", map[string]any{"key": "qa", "name": "QA again"}, asAdmin...)
+		s.must(403, "DELETE", "/api/environments/staging", nil, asStagingEditor...)
 		s.must(200, "PUT", "/api/features/c/buckets/on", map[string]any{"replicas": 22}, asStagingEditor...) // its own environment
 		if f := s.must(200, "GET", "/api/features/c?env=staging", nil, asAdmin...).json(t); f["version"] != float64(3) {
 			t.Fatalf("the staging editor's change did not land in staging: %v", f)
