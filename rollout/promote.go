@@ -323,25 +323,29 @@ func (e *Environments) PromoteMany(ctx context.Context, keys []string, p Promote
 	if opts.gate, err = dst.gateFor(ctx, opts); err != nil {
 		return out, err
 	}
-	if err := dst.mu.lock(ctx); err != nil {
-		return out, err
-	}
-	defer dst.mu.Unlock()
+	// The sources first, before the target's lock: a service's lock is
+	// never taken while another's is held.
+	sources := make([]feature.Feature, len(keys))
 	seen := map[string]bool{}
-	var (
-		ws    []BatchWrite
-		nexts []*feature.Compiled
-	)
-	for _, key := range keys {
+	for i, key := range keys {
 		if seen[key] {
 			return out, &feature.Error{Code: feature.EInvalid, Field: "features", Message: fmt.Sprintf("feature %q is named twice", key)}
 		}
 		seen[key] = true
-		source, err := src.Feature(ctx, key)
-		if err != nil {
+		if sources[i], err = src.Feature(ctx, key); err != nil {
 			return out, err
 		}
-		ch, err := Promotion(p.From, source, p.Include)
+	}
+	if err := dst.mu.lock(ctx); err != nil {
+		return out, err
+	}
+	defer dst.mu.Unlock()
+	var (
+		ws    []BatchWrite
+		nexts []*feature.Compiled
+	)
+	for i, key := range keys {
+		ch, err := Promotion(p.From, sources[i], p.Include)
 		if err != nil {
 			return out, err
 		}
