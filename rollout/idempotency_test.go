@@ -12,6 +12,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/document"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/sqlite"
@@ -257,7 +258,7 @@ func TestIdempotencyInOptions(t *testing.T) {
 	}
 	k.kept("DeleteSegment", seg)
 
-	doc := rollout.Document{Features: []rollout.DocFeature{{Key: "doc", Buckets: []rollout.DocBucket{{Name: "on", Replicas: ptr(1)}}}}}
+	doc := document.Document{Features: []document.Feature{{Key: "doc", Buckets: []document.Bucket{{Name: "on", Replicas: ptr(1)}}}}}
 	k = claimKey(t, svc, "document")
 	p, err := svc.ApplyDocument(ctx, doc, rollout.ApplyOptions{Idempotency: k.idem})
 	if err != nil || !p.Applied {

@@ -165,7 +165,7 @@ func (s *Service) Create(ctx context.Context, f feature.Feature, opts ChangeOpti
 	for i := range f.Buckets {
 		f.Buckets[i].Value = feature.CompactJSON(f.Buckets[i].Value)
 	}
-	f.Rules = cloneRules(f.Rules)
+	f.Rules = feature.CloneRules(f.Rules)
 	if err := f.Validate(); err != nil {
 		return Result{}, err
 	}

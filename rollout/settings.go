@@ -9,6 +9,7 @@ import (
 
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/document"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -346,37 +347,42 @@ func unmatchedChurn(before, after feature.Feature, rep feature.Report) float64 {
 // churn limit; features it creates are not held to it (as a create is
 // not). A nil gate passes anything. Errors: EForbidden, naming the
 // feature, with its report.
-func (g *gate) checkDocument(p DocumentPlan) error {
+func (g *gate) checkDocument(p document.Plan) error {
 	if g == nil {
 		return nil
 	}
 	for _, ch := range p.Changes {
-		if ch.Action != ActionUpdate {
+		if ch.Action != document.ActionUpdate {
 			continue
 		}
 		rep := ch.Report
+		var before, after feature.Feature
+		both := ch.Before() != nil && ch.After() != nil
+		if both {
+			before, after = ch.Before().Feature(), ch.After().Feature()
+		}
 		switch {
 		case g.settings.RequireApproval.Covers(ch.Feature):
 			return &feature.Error{Code: feature.EForbidden, Report: &rep, Message: fmt.Sprintf(
 				"feature %q needs approvals, and a document cannot be submitted as a change request: change it through its routes (which make requests), or ask an admin to apply the document; nothing was changed", ch.Feature)}
-		case ch.cur != nil && ch.target != nil && ch.cur.Feature().Salt != ch.target.Feature().Salt:
+		case both && before.Salt != after.Salt:
 			return &feature.Error{Code: feature.EForbidden, Report: &rep, Message: fmt.Sprintf(
 				"the document gives feature %q another salt, which moves about %s of its users at random: editors may not; it needs an admin; nothing was changed", ch.Feature, percent(ch.Churn))}
-		case ch.cur != nil && ch.target != nil && ch.cur.Feature().BucketBy != ch.target.Feature().BucketBy:
+		case both && before.BucketBy != after.BucketBy:
 			return &feature.Error{Code: feature.EForbidden, Report: &rep, Message: fmt.Sprintf(
 				"the document gives feature %q another bucket_by (%s → %s), which moves about %s of its users at random, as a reshuffle does: editors may not; it needs an admin; nothing was changed",
-				ch.Feature, bucketByWords(ch.cur.Feature().BucketBy), bucketByWords(ch.target.Feature().BucketBy), percent(ch.Churn))}
-		case ch.cur != nil && ch.target != nil && ruleRehash(ch.cur.Feature(), ch.target.Feature()) != "":
+				ch.Feature, bucketByWords(before.BucketBy), bucketByWords(after.BucketBy), percent(ch.Churn))}
+		case both && ruleRehash(before, after) != "":
 			return &feature.Error{Code: feature.EForbidden, Report: &rep, Message: fmt.Sprintf(
 				"the document changes what a rule of feature %q hashes: %s; its users are placed anew, at random, as a reshuffle places them: editors may not; it needs an admin; nothing was changed",
-				ch.Feature, ruleRehash(ch.cur.Feature(), ch.target.Feature()))}
+				ch.Feature, ruleRehash(before, after))}
 		case ch.Churn > g.settings.MaxChurn:
 			return &feature.Error{Code: feature.EForbidden, Report: &rep, Message: fmt.Sprintf(
 				"the document would move %s of the users of feature %q, more than the editors' limit of %s: it needs an admin; nothing was changed", percent(ch.Churn), ch.Feature, percent(g.settings.MaxChurn))}
-		case ch.cur != nil && ch.target != nil && unmatchedChurn(ch.cur.Feature(), ch.target.Feature(), rep) > g.settings.MaxChurn:
+		case both && unmatchedChurn(before, after, rep) > g.settings.MaxChurn:
 			return &feature.Error{Code: feature.EForbidden, Report: &rep, Message: fmt.Sprintf(
 				"the document's rules would move %s of the users of feature %q whom no rule with conditions matches (those evaluated without a context, at least), more than the editors' limit of %s: it needs an admin; nothing was changed",
-				percent(unmatchedChurn(ch.cur.Feature(), ch.target.Feature(), rep)), ch.Feature, percent(g.settings.MaxChurn))}
+				percent(unmatchedChurn(before, after, rep)), ch.Feature, percent(g.settings.MaxChurn))}
 		}
 	}
 	return nil
