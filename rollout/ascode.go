@@ -229,9 +229,7 @@ func (s *Service) applyDocument(ctx context.Context, d document.Document, opts A
 	}
 	for _, ch := range p.Changes {
 		if ch.Action != document.ActionNone && opts.MaxChurn != nil && ch.Churn > *opts.MaxChurn {
-			rep := ch.Report
-			return document.Plan{}, &feature.Error{Code: feature.EChurn, Report: &rep, Message: fmt.Sprintf(
-				"feature %q would move %.4f%% of its users, more than max_churn %.4f%%: nothing was changed", ch.Feature, 100*ch.Churn, 100**opts.MaxChurn)}
+			return document.Plan{}, overMaxChurn(fmt.Sprintf("feature %q", ch.Feature), ch.Report, *opts.MaxChurn, "nothing was changed")
 		}
 	}
 	if err := g.checkDocument(p); err != nil {

@@ -35,21 +35,13 @@ func (s *Service) AuditEvents(ctx context.Context, q audit.Query) ([]audit.Event
 	case q.Before < 0 || q.After < 0:
 		return nil, feature.Errorf(feature.EInvalid, "audit cursors are event IDs >= 0: got before %d, after %d", q.Before, q.After)
 	case q.Kind != "" && !q.Kind.Valid():
-		return nil, feature.Errorf(feature.EInvalid, "kind %q is not a kind of audit event: use one of %s", q.Kind, kindList())
+		return nil, feature.Errorf(feature.EInvalid, "kind %q is not a kind of audit event: use one of %s", q.Kind, audit.KindNames())
 	}
 	if err := s.history.acquire(ctx); err != nil {
 		return nil, err
 	}
 	defer s.history.release()
 	return s.store.AuditEvents(ctx, q)
-}
-
-func kindList() string {
-	names := make([]string, len(audit.Kinds))
-	for i, k := range audit.Kinds {
-		names[i] = string(k)
-	}
-	return strings.Join(names, ", ")
 }
 
 // VersionEvent returns the audit event that records version v of the

@@ -59,8 +59,8 @@ func (p ApprovalPolicy) Covers(key string) bool {
 // Validate reports what is wrong with s: a churn limit outside 0..1, too
 // many features, a feature key that is not one, a key listed twice.
 func (s Settings) Validate() error {
-	if s.MaxChurn != s.MaxChurn || s.MaxChurn < 0 || s.MaxChurn > 1 {
-		return feature.Errorf(feature.EInvalid, "max_churn %v is out of range: give a fraction of users between 0 and 1 (0.25 is 25 %%)", s.MaxChurn)
+	if err := feature.CheckMaxChurn(s.MaxChurn); err != nil {
+		return err
 	}
 	fs := s.RequireApproval.Features
 	if len(fs) > MaxApprovalFeatures {
