@@ -43,6 +43,8 @@
 // bucket stays in it; its step of 100 % leaves the other buckets at 0
 // replicas; ApplyDueRamps applies the steps that are due, on whichever
 // instance gets to them first, and RunRamps does so at an interval.
+// Package rollout/ramp reckons them: what a ramp asks for (ramp.Spec),
+// its steps and states, its tolerance, and each step's replicas.
 //
 // Documents (ascode.go). A document.Document (package rollout/document:
 // features and segments as code, their validation, plan and export) is

@@ -14,6 +14,7 @@ import (
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/document"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/ramp"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/sqlite"
 )
@@ -184,7 +185,7 @@ func TestIdempotencyInOptions(t *testing.T) {
 	k.kept("Rollback", res)
 
 	k = claimKey(t, svc, "ramp")
-	spec := rollout.RampSpec{Bucket: "on", Shares: []float64{0.5, 1}, Every: time.Hour}
+	spec := ramp.Spec{Bucket: "on", Shares: []float64{0.5, 1}, Every: time.Hour}
 	started, err := svc.StartRamp(ctx, "f", spec, rollout.RampOptions{Idempotency: k.idem})
 	if err != nil {
 		t.Fatalf("StartRamp = %v", err)

@@ -680,7 +680,7 @@ func fileError(name string, data []byte, err error) error {
 		case ok:
 		case strings.HasPrefix(m[2], "[]"):
 			want = "a list"
-		case strings.HasPrefix(m[2], "map["), strings.HasPrefix(m[2], "rollout."):
+		case strings.HasPrefix(m[2], "map["), strings.HasPrefix(m[2], "document."):
 			want = "a mapping"
 		default:
 			want = m[2]
