@@ -130,11 +130,7 @@ func auditQuery(c echo.Context, ndjson bool) (audit.Query, error) {
 		}
 	}
 	if q.Kind != "" && !q.Kind.Valid() {
-		kinds := make([]string, len(audit.Kinds))
-		for i, k := range audit.Kinds {
-			kinds[i] = string(k)
-		}
-		return q, badRequest("kind=%q is not a kind of audit event: give one of %s", q.Kind, strings.Join(kinds, ", "))
+		return q, badRequest("kind=%q is not a kind of audit event: give one of %s", q.Kind, audit.KindNames())
 	}
 	if v := c.QueryParam("since"); v != "" {
 		t, err := time.Parse(time.RFC3339Nano, v)

@@ -3,7 +3,6 @@ package api
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -744,8 +743,10 @@ func changeOptions(c echo.Context, body guards) (rollout.ChangeOptions, error) {
 	if err != nil {
 		return opts, err
 	}
-	if m := opts.MaxChurn; m != nil && (math.IsNaN(*m) || *m < 0 || *m > 1) {
-		return opts, badRequest("max_churn %v is out of range: give a fraction of users between 0 and 1", *m)
+	if m := opts.MaxChurn; m != nil {
+		if err := feature.CheckMaxChurn(*m); err != nil {
+			return opts, badRequest("%s", feature.ErrorMessage(err)) // a bad query or body: 400
+		}
 	}
 	opts.IfMatch, err = ifMatch(c.Request().Header)
 	return opts, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/plan"
+	"github.com/rollout/rollout/rollout/ramp"
 )
 
 // rampRequest is the body of POST /api/features/K/ramps. The steps' times
@@ -29,13 +30,13 @@ type rampRequest struct {
 	DryRun *bool `json:"dry_run"`
 }
 
-// horizonYears is rollout.MaxRampHorizon in years.
-const horizonYears = rollout.MaxRampHorizon / (365 * 24 * time.Hour)
+// horizonYears is ramp.MaxHorizon in years.
+const horizonYears = ramp.MaxHorizon / (365 * 24 * time.Hour)
 
 // spec reads the request into a ramp's spec, refusing what is not well
 // formed; the domain judges the rest.
-func (req rampRequest) spec() (rollout.RampSpec, error) {
-	sp := rollout.RampSpec{Bucket: req.Bucket, Shares: req.Steps, MaxChurn: req.MaxChurn, Comment: req.Comment}
+func (req rampRequest) spec() (ramp.Spec, error) {
+	sp := ramp.Spec{Bucket: req.Bucket, Shares: req.Steps, MaxChurn: req.MaxChurn, Comment: req.Comment}
 	if req.Bucket == "" {
 		return sp, badRequest(`give the bucket to ramp and its shares: {"bucket":"on","steps":[0.05,0.25,1],"every":"24h"}`)
 	}
@@ -47,7 +48,7 @@ func (req rampRequest) spec() (rollout.RampSpec, error) {
 		if d <= 0 {
 			return sp, badRequest("every %q must be a positive duration, such as \"24h\"", req.Every)
 		}
-		if d > rollout.MaxRampHorizon {
+		if d > ramp.MaxHorizon {
 			return sp, badRequest("every %q is longer than %d years: give a duration such as \"24h\"", req.Every, horizonYears)
 		}
 		sp.Every = d
@@ -57,7 +58,7 @@ func (req rampRequest) spec() (rollout.RampSpec, error) {
 		if err != nil {
 			return t, badRequest("%s %q is not a time: write it in RFC 3339, such as \"2026-03-01T09:00:00Z\"", field, v)
 		}
-		if d := time.Until(t); d > rollout.MaxRampHorizon || d < -rollout.MaxRampHorizon {
+		if d := time.Until(t); d > ramp.MaxHorizon || d < -ramp.MaxHorizon {
 			return t, badRequest("%s %q is more than %d years from now", field, v, horizonYears)
 		}
 		return t, nil

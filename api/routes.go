@@ -7,8 +7,8 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/rollout/rollout/api/evaluation"
-	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/document"
 )
 
 // Route is one route of the server, declared once: what it serves, what it
@@ -182,8 +182,8 @@ func (s *Server) routes(opts Options) []Route {
 		// Rollouts as code (ascode.go): a document of features exported,
 		// planned against the server, applied as one batch.
 		{Method: http.MethodGet, Path: "/api/export", Access: auth.PermRead, Handler: s.exportDocument},
-		{Method: http.MethodPost, Path: "/api/plan", Access: auth.PermRead, MaxBody: rollout.MaxDocumentBytes, Handler: s.planDocument}, // changes nothing
-		{Method: http.MethodPost, Path: "/api/apply", Access: auth.PermWrite, Change: "apply", MaxBody: rollout.MaxDocumentBytes, Handler: s.applyDocument},
+		{Method: http.MethodPost, Path: "/api/plan", Access: auth.PermRead, MaxBody: document.MaxBytes, Handler: s.planDocument}, // changes nothing
+		{Method: http.MethodPost, Path: "/api/apply", Access: auth.PermWrite, Change: "apply", MaxBody: document.MaxBytes, Handler: s.applyDocument},
 	}
 	if opts.Pprof {
 		routes = append(routes, Route{Method: http.MethodGet, Path: "/debug/pprof/*", Access: auth.PermAdmin,

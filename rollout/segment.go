@@ -78,37 +78,19 @@ func segmentNotFound(key string) error {
 }
 
 // checkSegments refuses f when its rules use a segment that does not
-// exist. The caller holds s.mu.
+// exist, in the store either. The caller holds s.mu.
 func (s *Service) checkSegments(ctx context.Context, f feature.Feature) error {
-	keys := f.Segments()
-	if len(keys) == 0 {
-		return nil
-	}
-	segs := s.Snapshot().CompiledSegments()
-	for _, key := range keys {
-		if _, ok := segs[key]; !ok {
-			if err := s.reloadSegments(ctx); err != nil { // made elsewhere?
-				return err
-			}
-			segs = s.Snapshot().CompiledSegments()
-			break
+	if s.knownSegments(f) != nil {
+		if err := s.reloadSegments(ctx); err != nil { // made elsewhere?
+			return err
 		}
 	}
-	var missing []string
-	for _, key := range keys {
-		if _, ok := segs[key]; !ok {
-			missing = append(missing, key)
-		}
-	}
-	if len(missing) > 0 {
-		return &unknownSegment{err: feature.Errorf(feature.EInvalid, "in_segment names segment(s) %s, which do(es) not exist: create them first (POST /api/segments)", strings.Join(missing, ", "))}
-	}
-	return nil
+	return s.knownSegments(f)
 }
 
-// IsUnknownSegment reports whether err refuses rules that use a segment
+// isUnknownSegment reports whether err refuses rules that use a segment
 // that does not exist (an EInvalid error).
-func IsUnknownSegment(err error) bool { return errors.As(err, new(*unknownSegment)) }
+func isUnknownSegment(err error) bool { return errors.As(err, new(*unknownSegment)) }
 
 // compileFeature compiles f with the snapshot's segments.
 func (s *Service) compileFeature(f feature.Feature) *feature.Compiled {

@@ -179,7 +179,7 @@ func (s *Service) create(ctx context.Context, f feature.Feature, opts ChangeOpti
 	for i := range f.Buckets {
 		f.Buckets[i].Value = feature.CompactJSON(f.Buckets[i].Value)
 	}
-	f.Rules = cloneRules(f.Rules)
+	f.Rules = feature.CloneRules(f.Rules)
 	if err := f.Validate(); err != nil {
 		return Result{}, err
 	}
@@ -314,11 +314,15 @@ func checkChurn(rep feature.Report, opts ChangeOptions) error {
 	if opts.MaxChurn == nil || rep.Churn <= *opts.MaxChurn {
 		return nil
 	}
-	return &feature.Error{
-		Code:    feature.EChurn,
-		Message: fmt.Sprintf("the change would move %.4f%% of users, more than max_churn %.4f%%: nothing was changed", 100*rep.Churn, 100**opts.MaxChurn),
-		Report:  &rep,
-	}
+	return overMaxChurn("the change", rep, *opts.MaxChurn, "nothing was changed")
+}
+
+// overMaxChurn is the one refusal of what (the change, a document's
+// feature, a ramp's step) over a max_churn guard of limit: EChurn, with
+// the report rep, its message ending with then (what happens instead).
+func overMaxChurn(what string, rep feature.Report, limit float64, then string) *feature.Error {
+	return &feature.Error{Code: feature.EChurn, Report: &rep, Message: fmt.Sprintf(
+		"%s would move %.4f%% of users, more than max_churn %.4f%%: %s", what, 100*rep.Churn, 100*limit, then)}
 }
 
 // Versions returns the feature's history, newest first, without the
@@ -460,7 +464,7 @@ func (s *Service) apply(ctx context.Context, cur *feature.Compiled, ch Change, o
 // s.mu.
 func (s *Service) applyWith(ctx context.Context, cur *feature.Compiled, ch Change, opts ChangeOptions, save func(feature.Feature, Version) error) (Result, error) {
 	res, v, cc, err := s.prepare(cur, ch, opts)
-	if errors.As(err, new(*unknownSegment)) {
+	if isUnknownSegment(err) {
 		// Made by another instance, not yet synced? Read them, try again.
 		if rerr := s.reloadSegments(ctx); rerr != nil {
 			return Result{}, rerr

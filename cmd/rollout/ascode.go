@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/internal/docfile"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/document"
 )
 
 // Rollouts as code: export, plan and apply are clients of the HTTP API
@@ -99,7 +99,7 @@ func (c *apiClient) do(ctx context.Context, method, path string, body []byte, he
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer res.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(res.Body, 4*rollout.MaxDocumentBytes))
+	data, err := io.ReadAll(io.LimitReader(res.Body, 4*document.MaxBytes))
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: read the answer: %w", method, path, err)
 	}
@@ -233,53 +233,53 @@ func runPlan(ctx context.Context, args []string, stdout io.Writer, getenv func(s
 }
 
 // readDocument reads and checks the document in file.
-func readDocument(file string) (rollout.Document, error) {
+func readDocument(file string) (document.Document, error) {
 	f, err := os.Open(file)
 	if err != nil {
-		return rollout.Document{}, err
+		return document.Document{}, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, rollout.MaxDocumentBytes+1))
+	data, err := io.ReadAll(io.LimitReader(f, document.MaxBytes+1))
 	if err != nil {
-		return rollout.Document{}, fmt.Errorf("read %s: %w", file, err)
+		return document.Document{}, fmt.Errorf("read %s: %w", file, err)
 	}
-	if len(data) > rollout.MaxDocumentBytes {
+	if len(data) > document.MaxBytes {
 		size := int64(len(data))
 		if fi, err := f.Stat(); err == nil {
 			size = fi.Size()
 		}
-		return rollout.Document{}, docfile.TooLarge(file, size)
+		return document.Document{}, docfile.TooLarge(file, size)
 	}
 	return docfile.Parse(file, data)
 }
 
 // plan posts doc to /api/plan and returns the plan, decoded and as sent.
-func (c *apiClient) plan(ctx context.Context, doc rollout.Document) (rollout.DocumentPlan, []byte, error) {
+func (c *apiClient) plan(ctx context.Context, doc document.Document) (document.Plan, []byte, error) {
 	body, err := json.Marshal(doc)
 	if err != nil {
-		return rollout.DocumentPlan{}, nil, err
+		return document.Plan{}, nil, err
 	}
 	raw, err := c.do(ctx, http.MethodPost, "/api/plan", body)
 	if err != nil {
-		return rollout.DocumentPlan{}, nil, fmt.Errorf("plan: %w", err)
+		return document.Plan{}, nil, fmt.Errorf("plan: %w", err)
 	}
-	var p rollout.DocumentPlan
+	var p document.Plan
 	if err := json.Unmarshal(raw, &p); err != nil {
-		return rollout.DocumentPlan{}, nil, fmt.Errorf("plan: the answer is not a plan: %w", err)
+		return document.Plan{}, nil, fmt.Errorf("plan: the answer is not a plan: %w", err)
 	}
 	return p, raw, nil
 }
 
 // printPlan writes p for people.
-func printPlan(w io.Writer, p rollout.DocumentPlan) error {
+func printPlan(w io.Writer, p document.Plan) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Plan of %d features (server revision %d):\n", len(p.Changes), p.Revision)
 	for _, ch := range p.Changes {
 		switch ch.Action {
-		case rollout.ActionNone:
+		case document.ActionNone:
 			fmt.Fprintf(&b, "  = %s: no change (version %d)\n", ch.Feature, ch.FromVersion)
 			continue
-		case rollout.ActionCreate:
+		case document.ActionCreate:
 			fmt.Fprintf(&b, "  + %s: create (version 1), churn %s\n", ch.Feature, pct(ch.Churn))
 		default:
 			fmt.Fprintf(&b, "  ~ %s: update %s, version %d → %d, churn %s (range bucketing: %s)\n",
@@ -288,7 +288,7 @@ func printPlan(w io.Writer, p rollout.DocumentPlan) error {
 		for _, m := range ch.Moves {
 			fmt.Fprintf(&b, "      %s → %s: %s\n", orNobody(m.From), orNobody(m.To), pct(m.Share))
 		}
-		if ch.Action == rollout.ActionUpdate && ch.Churn > 0 {
+		if ch.Action == document.ActionUpdate && ch.Churn > 0 {
 			if ch.Nested {
 				fmt.Fprintf(&b, "      nested: users move only into growing buckets and out of shrinking ones\n")
 			} else {
@@ -310,15 +310,15 @@ func printPlan(w io.Writer, p rollout.DocumentPlan) error {
 	}
 	for _, sc := range p.Segments {
 		switch sc.Action {
-		case rollout.ActionNone:
+		case document.ActionNone:
 			fmt.Fprintf(&b, "  = segment %s: no change (version %d)\n", sc.Segment, sc.FromVersion)
 			continue
-		case rollout.ActionCreate:
+		case document.ActionCreate:
 			fmt.Fprintf(&b, "  + segment %s: create (version 1): %s\n", sc.Segment, sc.Conditions)
 		default:
 			fmt.Fprintf(&b, "  ~ segment %s: update %s, version %d → %d: %s\n", sc.Segment, strings.Join(sc.Fields, ", "), sc.FromVersion, sc.ToVersion, sc.Conditions)
 		}
-		if len(sc.Features) > 0 && sc.Action == rollout.ActionUpdate {
+		if len(sc.Features) > 0 && sc.Action == document.ActionUpdate {
 			fmt.Fprintf(&b, "      new versions of the features that use it: %s\n", strings.Join(sc.Features, ", "))
 		}
 	}
@@ -376,7 +376,7 @@ func runApply(ctx context.Context, args []string, stdout io.Writer, getenv func(
 	if err != nil {
 		return err
 	}
-	var p rollout.DocumentPlan
+	var p document.Plan
 	if *file != "" {
 		doc, err := readDocument(*file)
 		if err != nil {
@@ -421,13 +421,13 @@ func runApply(ctx context.Context, args []string, stdout io.Writer, getenv func(
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
-	var applied rollout.DocumentPlan
+	var applied document.Plan
 	if err := json.Unmarshal(raw, &applied); err != nil {
 		return fmt.Errorf("apply: the answer is not a plan: %w", err)
 	}
 	fmt.Fprintf(stdout, "Applied %d change(s) as one batch, total churn %s:\n", applied.Changed, pct(applied.TotalChurn))
 	for _, ch := range applied.Changes {
-		if ch.Action != rollout.ActionNone {
+		if ch.Action != document.ActionNone {
 			fmt.Fprintf(stdout, "  %s: version %d\n", ch.Feature, ch.ToVersion)
 		}
 	}

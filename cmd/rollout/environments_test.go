@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/api/client"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/document"
 )
 
 // TestEnvironmentsAsCode: export, plan and apply with --env read and
@@ -31,7 +31,7 @@ func TestEnvironmentsAsCode(t *testing.T) {
 	if !strings.Contains(string(data), "enabled: false") {
 		t.Fatalf("staging's export does not show checkout switched off:\n%s", data)
 	}
-	editDocument(t, file, func(d *rollout.Document) { on := true; d.Features[0].Enabled = &on })
+	editDocument(t, file, func(d *document.Document) { on := true; d.Features[0].Enabled = &on })
 	out, err := runWith(t, s.m.URL(), "", "plan", "--env", "staging", "-f", file)
 	if err == nil || !strings.Contains(out, "checkout") {
 		t.Fatalf("plan --env staging = %v\n%s\nwant a change of checkout (exit 2)", err, out)

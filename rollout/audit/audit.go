@@ -15,6 +15,7 @@ package audit
 
 import (
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -83,6 +84,15 @@ func (k Kind) Shared() bool {
 
 // Valid reports whether k is one of Kinds.
 func (k Kind) Valid() bool { return slices.Contains(Kinds, k) }
+
+// KindNames lists Kinds, comma-separated, for messages.
+func KindNames() string {
+	names := make([]string, len(Kinds))
+	for i, k := range Kinds {
+		names[i] = string(k)
+	}
+	return strings.Join(names, ", ")
+}
 
 // Event is one entry of the audit trail.
 type Event struct {
