@@ -11,6 +11,7 @@ import (
 	"github.com/rollout/rollout/api/evaluation"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/environment"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -79,7 +80,7 @@ func (s *Server) serviceOf(c echo.Context) (*rollout.Service, error) {
 	return svc, nil
 }
 
-func unknownEnvironment(env string) error { return rollout.UnknownEnvironment(env) }
+func unknownEnvironment(env string) error { return environment.Unknown(env) }
 
 // resolve finds the request's environment once, before the handler, which
 // reads its service with in.
@@ -280,7 +281,7 @@ func (s *Server) featureEnvironments(c echo.Context) error {
 		return err
 	}
 	if tok, ok := TokenOf(c); ok && tok.Environment != "" {
-		ps = slicesFilter(ps, func(p rollout.Placement) bool { return p.Environment == tok.Environment })
+		ps = slicesFilter(ps, func(p environment.Placement) bool { return p.Environment == tok.Environment })
 		if ps == nil {
 			return feature.NotFound(pathParam(c, "key"))
 		}
@@ -307,8 +308,8 @@ func (s *Server) promoteFeature(c echo.Context) error {
 	if req.From == "" || req.To == "" {
 		return badRequest("give the environments of the promotion: {\"from\":\"staging\",\"to\":\"production\"}")
 	}
-	if len(req.Include) > len(rollout.PromoteParts) {
-		return badRequest("include lists %d parts: a promotion has %d", len(req.Include), len(rollout.PromoteParts))
+	if len(req.Include) > len(environment.Parts) {
+		return badRequest("include lists %d parts: a promotion has %d", len(req.Include), len(environment.Parts))
 	}
 	if tok, ok := TokenOf(c); ok && tok.Environment != "" && (tok.Environment != req.To || tok.Environment != req.From) {
 		return feature.Errorf(codeForbidden, "token %q is scoped to environment %s: a promotion from %s to %s needs a token of both", tok.Name, tok.Environment, clip(req.From), clip(req.To))
@@ -363,8 +364,8 @@ func (s *Server) promoteFeatures(c echo.Context) error {
 	if len(req.Features) > rollout.MaxBatchPromotion {
 		return badRequest("features lists %d features: a batch promotes at most %d", len(req.Features), rollout.MaxBatchPromotion)
 	}
-	if len(req.Include) > len(rollout.PromoteParts) {
-		return badRequest("include lists %d parts: a promotion has %d", len(req.Include), len(rollout.PromoteParts))
+	if len(req.Include) > len(environment.Parts) {
+		return badRequest("include lists %d parts: a promotion has %d", len(req.Include), len(environment.Parts))
 	}
 	if m := req.MaxTotalChurn; m != nil && !(*m >= 0 && *m <= 1) {
 		return badRequest("max_total_churn %v is out of range: give a fraction of users between 0 and 1", *m)

@@ -18,6 +18,7 @@ import (
 	"github.com/rollout/rollout/api/evaluation"
 	"github.com/rollout/rollout/api/internal/jsonscan"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/environment"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -40,21 +41,21 @@ const (
 // context, a user ID, a document), whatever the route. OFREP's own codes
 // keep the statuses the protocol gives them.
 var statusOf = map[string]int{
-	codeBadRequest:              http.StatusBadRequest,
-	codeTooLarge:                http.StatusRequestEntityTooLarge,
-	codeForbidden:               http.StatusForbidden,
-	codeUnauthorized:            http.StatusUnauthorized,
-	codeTooManyPlans:            http.StatusTooManyRequests,
-	feature.EInvalid:            http.StatusUnprocessableEntity,
-	feature.ENotFound:           http.StatusNotFound,
-	feature.EConflict:           http.StatusConflict,
-	feature.EChurn:              http.StatusConflict,
-	feature.EPrecondition:       http.StatusPreconditionFailed,
-	feature.EUnavailable:        http.StatusServiceUnavailable,
-	rollout.EKeyReused:          http.StatusUnprocessableEntity,
-	rollout.EKeyInUse:           http.StatusConflict,
-	rollout.EUnknownEnvironment: http.StatusNotFound,
-	feature.EInternal:           http.StatusInternalServerError,
+	codeBadRequest:        http.StatusBadRequest,
+	codeTooLarge:          http.StatusRequestEntityTooLarge,
+	codeForbidden:         http.StatusForbidden,
+	codeUnauthorized:      http.StatusUnauthorized,
+	codeTooManyPlans:      http.StatusTooManyRequests,
+	feature.EInvalid:      http.StatusUnprocessableEntity,
+	feature.ENotFound:     http.StatusNotFound,
+	feature.EConflict:     http.StatusConflict,
+	feature.EChurn:        http.StatusConflict,
+	feature.EPrecondition: http.StatusPreconditionFailed,
+	feature.EUnavailable:  http.StatusServiceUnavailable,
+	rollout.EKeyReused:    http.StatusUnprocessableEntity,
+	rollout.EKeyInUse:     http.StatusConflict,
+	environment.EUnknown:  http.StatusNotFound,
+	feature.EInternal:     http.StatusInternalServerError,
 
 	evaluation.OFREPParseError:          http.StatusBadRequest,
 	evaluation.OFREPTargetingKeyMissing: http.StatusBadRequest,

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/environment"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -131,7 +132,7 @@ func (e *Environments) Lookup(key string) (*Service, error) {
 	if svc, ok := e.Service(key); ok {
 		return svc, nil
 	}
-	return nil, UnknownEnvironment(key)
+	return nil, environment.Unknown(key)
 }
 
 // List returns the environments, by position.
@@ -221,7 +222,7 @@ func (e *Environments) Create(ctx context.Context, env Environment, opts Environ
 	from, copying := st.services[opts.CopyFrom], opts.CopyFrom != ""
 	switch {
 	case copying && from == nil:
-		return Environment{}, UnknownEnvironment(opts.CopyFrom)
+		return Environment{}, environment.Unknown(opts.CopyFrom)
 	case !copying && len(st.list) > 0:
 		from = st.services[st.list[0].Key]
 	}
@@ -310,7 +311,7 @@ func (e *Environments) Update(ctx context.Context, key string, p EnvironmentPatc
 	defer e.mu.Unlock()
 	env, ok := e.Get(key)
 	if !ok {
-		return Environment{}, UnknownEnvironment(key)
+		return Environment{}, environment.Unknown(key)
 	}
 	var what []string
 	if p.Name != nil && *p.Name != env.Name {
@@ -350,7 +351,7 @@ func (e *Environments) Delete(ctx context.Context, key string, opts EnvironmentO
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if _, ok := e.Get(key); !ok {
-		return UnknownEnvironment(key)
+		return environment.Unknown(key)
 	}
 	ev := audit.Event{Time: e.now().UTC(), Actor: actorName(opts.Actor), Kind: audit.EnvironmentDelete, Subject: key,
 		Summary: "deleted environment " + key + ": its features' configurations and history are kept", Comment: opts.Comment}

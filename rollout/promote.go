@@ -2,75 +2,29 @@ package rollout
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
 	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/environment"
 	"github.com/rollout/rollout/rollout/feature"
-)
-
-// The parts of a feature's configuration a promotion may carry.
-const (
-	PartBuckets   = "buckets" // bucket names, values and replicas, with the salt: the ring
-	PartRules     = "rules"
-	PartEnabled   = "enabled"
-	PartFallback  = "fallback"
-	PartBucketBy  = "bucket_by"
-	PartOverrides = "overrides"
-)
-
-// PromoteParts are the parts a promotion may carry, and DefaultPromoteParts
-// those it carries unless told: every part but the overrides, since pinned
-// users differ per environment.
-var (
-	PromoteParts        = []string{PartBuckets, PartRules, PartEnabled, PartFallback, PartBucketBy, PartOverrides}
-	DefaultPromoteParts = []string{PartBuckets, PartRules, PartEnabled, PartFallback, PartBucketBy}
 )
 
 // Promotion is the change that makes a feature's parts include as they are
 // in source, the feature's configuration in the environment from.
 func Promotion(from string, source feature.Feature, include []string) (Change, error) {
-	if len(include) == 0 {
-		include = DefaultPromoteParts
-	}
-	for _, part := range include {
-		if !slices.Contains(PromoteParts, part) {
-			return Change{}, &feature.Error{Code: feature.EInvalid, Field: "include", Message: fmt.Sprintf("%q is not a part a promotion carries: give some of %s", part, strings.Join(PromoteParts, ", "))}
-		}
+	include, err := environment.CheckParts(include)
+	if err != nil {
+		return Change{}, err
 	}
 	source = source.Clone()
-	include = slices.Clone(include)
-	has := func(part string) bool { return slices.Contains(include, part) }
 	return Change{
 		kind:    audit.Promote,
 		spec:    ChangeSpec{Kind: SpecPromote, From: from, Include: include, Source: &source},
 		summary: fmt.Sprintf("promoted %s from %s (version %d)", strings.Join(include, ", "), from, source.Version),
 		apply: func(f *feature.Feature) error {
-			if has(PartBuckets) {
-				f.Buckets = slices.Clone(source.Buckets)
-				f.Salt = source.Salt
-			}
-			if has(PartRules) {
-				f.Rules = source.Clone().Rules
-			}
-			if has(PartEnabled) {
-				f.Enabled = source.Enabled
-			}
-			if has(PartFallback) {
-				f.Fallback = source.Fallback
-			}
-			if has(PartBucketBy) {
-				f.BucketBy = source.BucketBy
-			}
-			if has(PartOverrides) {
-				f.Overrides = maps.Clone(source.Overrides)
-				if f.Overrides == nil {
-					f.Overrides = map[string]string{}
-				}
-			}
+			environment.Promote(f, source, include)
 			return nil
 		},
 	}, nil
@@ -139,32 +93,16 @@ func (s *Service) Feature(ctx context.Context, key string) (feature.Feature, err
 	return c.Feature(), nil
 }
 
-// Placement is a feature's configuration in one environment, as the
-// comparison of environments shows it.
-type Placement struct {
-	Environment    string             `json:"environment"`
-	Version        int                `json:"version"`
-	Enabled        bool               `json:"enabled"`
-	Fallback       string             `json:"fallback"`
-	Shares         map[string]float64 `json:"shares"`
-	Buckets        []feature.Bucket   `json:"buckets"`
-	Rules          []feature.Rule     `json:"rules"`
-	OverridesCount int                `json:"overrides_count"`
-	BucketBy       string             `json:"bucket_by"`
-	ETag           string             `json:"etag"`
-	UpdatedAt      string             `json:"updated_at"`
-}
-
 // Placements returns the configuration of the feature key in every
 // environment that serves it, by the environments' positions.
-func (e *Environments) Placements(key string) ([]Placement, error) {
-	var out []Placement
+func (e *Environments) Placements(key string) ([]environment.Placement, error) {
+	var out []environment.Placement
 	for _, svc := range e.Services() {
 		c := svc.Snapshot().Compiled(key)
 		if c == nil {
 			continue
 		}
-		out = append(out, placement(svc.env, c))
+		out = append(out, environment.PlacementOf(svc.env, c))
 	}
 	if len(out) == 0 {
 		return nil, feature.NotFound(key)
@@ -172,30 +110,9 @@ func (e *Environments) Placements(key string) ([]Placement, error) {
 	return out, nil
 }
 
-func placement(env string, c *feature.Compiled) Placement {
-	f := c.Feature()
-	rules := f.Rules
-	if rules == nil {
-		rules = []feature.Rule{}
-	}
-	return Placement{Environment: env, Version: f.Version, Enabled: f.Enabled, Fallback: f.Fallback, Shares: c.Shares(),
-		Buckets: f.Buckets, Rules: rules, OverridesCount: len(f.Overrides), BucketBy: f.BucketBy, ETag: f.Tag(),
-		UpdatedAt: f.UpdatedAt.Format("2006-01-02T15:04:05.999999999Z07:00")}
-}
-
-// Difference is a feature whose configuration differs between two
-// environments: the parts that differ, and both configurations (nil where
-// the environment lacks the feature).
-type Difference struct {
-	Feature string     `json:"feature"`
-	Differs []string   `json:"differs"`
-	From    *Placement `json:"from"`
-	To      *Placement `json:"to"`
-}
-
 // Compare returns every feature whose configuration differs between the
 // environments from and to, by key.
-func (e *Environments) Compare(from, to string) ([]Difference, error) {
+func (e *Environments) Compare(from, to string) ([]environment.Difference, error) {
 	a, err := e.Lookup(from)
 	if err != nil {
 		return nil, err
@@ -206,65 +123,29 @@ func (e *Environments) Compare(from, to string) ([]Difference, error) {
 	}
 	sa, sb := a.Snapshot(), b.Snapshot()
 	keys := slices.Sorted(slices.Values(slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(sa.Keys()), sb.Keys()...))))))
-	out := []Difference{}
+	out := []environment.Difference{}
 	for _, key := range keys {
 		ca, cb := sa.Compiled(key), sb.Compiled(key)
-		d := Difference{Feature: key}
+		d := environment.Difference{Feature: key}
 		if ca != nil {
-			p := placement(from, ca)
+			p := environment.PlacementOf(from, ca)
 			d.From = &p
 		}
 		if cb != nil {
-			p := placement(to, cb)
+			p := environment.PlacementOf(to, cb)
 			d.To = &p
 		}
 		switch {
 		case ca == nil || cb == nil:
 			d.Differs = []string{"exists"}
 		default:
-			d.Differs = differs(ca.Feature(), cb.Feature())
+			d.Differs = environment.Differs(ca.Feature(), cb.Feature())
 		}
 		if len(d.Differs) > 0 {
 			out = append(out, d)
 		}
 	}
 	return out, nil
-}
-
-// sameList reports whether two lists encode alike (none and empty alike).
-func sameList[T any](a, b []T) bool {
-	if len(a) == 0 && len(b) == 0 {
-		return true
-	}
-	ja, erra := json.Marshal(a)
-	jb, errb := json.Marshal(b)
-	return erra == nil && errb == nil && string(ja) == string(jb)
-}
-
-// differs names the parts of a promotion in which f and g differ.
-func differs(f, g feature.Feature) []string {
-	var out []string
-	if !slices.EqualFunc(f.Buckets, g.Buckets, func(a, b feature.Bucket) bool {
-		return a.Name == b.Name && a.Replicas == b.Replicas && string(a.Value) == string(b.Value)
-	}) || f.Salt != g.Salt {
-		out = append(out, PartBuckets)
-	}
-	if !sameList(f.Rules, g.Rules) {
-		out = append(out, PartRules)
-	}
-	if f.Enabled != g.Enabled {
-		out = append(out, PartEnabled)
-	}
-	if f.Fallback != g.Fallback {
-		out = append(out, PartFallback)
-	}
-	if f.BucketBy != g.BucketBy {
-		out = append(out, PartBucketBy)
-	}
-	if !maps.Equal(f.Overrides, g.Overrides) {
-		out = append(out, PartOverrides)
-	}
-	return out
 }
 
 // MaxBatchPromotion bounds the features one batch promotion names.
@@ -360,7 +241,7 @@ func (e *Environments) PromoteMany(ctx context.Context, keys []string, p Promote
 		if err != nil {
 			return out, err
 		}
-		if len(differs(cur.Feature(), res.Feature)) == 0 {
+		if len(environment.Differs(cur.Feature(), res.Feature)) == 0 {
 			// Alike already: nothing to write.
 			out.Features = append(out.Features, PromotedChange{Feature: key, FromVersion: cur.Feature().Version, ToVersion: cur.Feature().Version})
 			continue

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/environment"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -42,14 +43,14 @@ func (tx *tx) environments() ([]rollout.Environment, error) {
 // version, records ev and a commit, in one transaction. It returns
 // feature.EConflict when the key is taken (by an environment that exists
 // or was deleted: a deleted one keeps its history under its key) or when
-// there are rollout.MaxEnvironments already.
+// there are environment.Max already.
 func (db *DB) CreateEnvironment(ctx context.Context, e rollout.Environment, features []rollout.Placed, ev audit.Event) error {
 	return db.longWriteTx(ctx, fmt.Sprintf("create environment %q", e.Key), extraFor(len(features)), func(tx *tx) error {
 		var n int
 		if err := tx.queryRow(`SELECT COUNT(*) FROM environments WHERE deleted_at IS NULL`).Scan(&n); err != nil {
 			return err
 		}
-		if n >= rollout.MaxEnvironments {
+		if n >= environment.Max {
 			return feature.Errorf(feature.EConflict, "there are %d environments, the most a database may have: delete one first", n)
 		}
 		var deleted bool
@@ -93,7 +94,7 @@ func (db *DB) UpdateEnvironment(ctx context.Context, e rollout.Environment, ev a
 			return err
 		}
 		if n == 0 {
-			return rollout.UnknownEnvironment(e.Key)
+			return environment.Unknown(e.Key)
 		}
 		if err := tx.appendAudit(ev); err != nil {
 			return err
@@ -119,7 +120,7 @@ func (db *DB) DeleteEnvironment(ctx context.Context, key string, ev audit.Event)
 		}
 		switch {
 		case !found:
-			return rollout.UnknownEnvironment(key)
+			return environment.Unknown(key)
 		case len(envs) == 1:
 			return feature.Errorf(feature.EConflict, "environment %q is the last one: a database keeps at least one", key)
 		}
