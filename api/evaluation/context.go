@@ -96,7 +96,7 @@ func readContext(ctxJSON []byte, text jsonText, skip []string) (ctx feature.Cont
 		size += len(name)
 		switch v := it.Value; v[0] {
 		case '"':
-			if !readableString(v) {
+			if !text.readable(v) {
 				return invalid("context." + name + " is not valid UTF-8")
 			}
 			s := text.str(v)

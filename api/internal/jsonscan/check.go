@@ -1,6 +1,9 @@
 package jsonscan
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/binary"
+)
 
 // Every request body the evaluation routes read by hand is first checked
 // to be JSON, as json.Valid checks it, and for repeated keys, as
@@ -19,6 +22,15 @@ const maxDepth = 10000
 // for JSON that nests at most 16 arrays and objects deep, with at most 32
 // keys without escapes in the objects open at once.
 func Check(b []byte) (key string, repeated, valid bool) {
+	key, repeated, valid, _ = CheckPlain(b)
+	return key, repeated, valid
+}
+
+// CheckPlain is Check, which also reports whether every string of b, key
+// or value, is plain: printable ASCII without escapes, so that its value
+// is the bytes between its quotes, valid UTF-8 (plain is false when b is
+// not JSON). Readers of b's strings then need not look at them again.
+func CheckPlain(b []byte) (key string, repeated, valid, plain bool) {
 	type container struct {
 		object bool
 		start  int                 // its first key in keys
@@ -35,17 +47,18 @@ func Check(b []byte) (key string, repeated, valid bool) {
 		after
 	)
 	next, i, n := value, SkipSpace(b, 0), len(b)
+	plain = true
 	for {
 		switch next {
 		case value:
 			if i >= n {
-				return "", false, false
+				return "", false, false, false
 			}
 			next = after
 			switch c := b[i]; {
 			case c == '{' || c == '[':
 				if len(stack) == maxDepth {
-					return "", false, false
+					return "", false, false, false
 				}
 				stack = append(stack, container{object: c == '{', start: len(keys)})
 				i = SkipSpace(b, i+1)
@@ -60,38 +73,39 @@ func Check(b []byte) (key string, repeated, valid bool) {
 				}
 				continue
 			case c == '"':
-				end, ok, _ := checkString(b, i)
+				end, ok, p := checkString(b, i)
 				if !ok {
-					return "", false, false
+					return "", false, false, false
 				}
-				i = end
+				i, plain = end, plain && p
 			case c == 't' || c == 'f' || c == 'n':
 				lit := literals[c]
 				if !bytes.HasPrefix(b[i:], lit) {
-					return "", false, false
+					return "", false, false, false
 				}
 				i += len(lit)
 			case c == '-' || '0' <= c && c <= '9':
 				end, ok := checkNumber(b, i)
 				if !ok {
-					return "", false, false
+					return "", false, false, false
 				}
 				i = end
 			default:
-				return "", false, false
+				return "", false, false, false
 			}
 		case member:
 			if i >= n || b[i] != '"' {
-				return "", false, false
+				return "", false, false, false
 			}
-			end, ok, plain := checkString(b, i)
+			end, ok, p := checkString(b, i)
 			if !ok {
-				return "", false, false
+				return "", false, false, false
 			}
+			plain = plain && p
 			if !repeated {
 				top := &stack[len(stack)-1]
 				k := b[i+1 : end-1]
-				if !plain {
+				if !p {
 					k = keyBytes(b[i:end])
 				}
 				if top.seen != nil {
@@ -117,7 +131,7 @@ func Check(b []byte) (key string, repeated, valid bool) {
 				}
 			}
 			if i = SkipSpace(b, end); i >= n || b[i] != ':' {
-				return "", false, false
+				return "", false, false, false
 			}
 			next, i = value, SkipSpace(b, i+1)
 			continue
@@ -125,10 +139,10 @@ func Check(b []byte) (key string, repeated, valid bool) {
 		// After a value.
 		i = SkipSpace(b, i)
 		if len(stack) == 0 {
-			return key, repeated, i == n
+			return key, repeated, i == n, plain && i == n
 		}
 		if i >= n {
-			return "", false, false
+			return "", false, false, false
 		}
 		top := &stack[len(stack)-1]
 		switch c := b[i]; {
@@ -143,7 +157,7 @@ func Check(b []byte) (key string, repeated, valid bool) {
 			stack = stack[:len(stack)-1]
 			next = after
 		default:
-			return "", false, false
+			return "", false, false, false
 		}
 	}
 }
@@ -157,6 +171,13 @@ var literals = [256][]byte{'t': []byte("true"), 'f': []byte("false"), 'n': []byt
 func checkString(b []byte, i int) (end int, ok, plain bool) {
 	plain = true
 	for i++; i < len(b); i++ {
+		// Eight bytes at a time while they all are as they are held.
+		for i+8 <= len(b) && stringSafe8(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
+		if i == len(b) {
+			break
+		}
 		c := b[i]
 		if stringSafe[c] {
 			continue
@@ -191,6 +212,14 @@ func checkString(b []byte, i int) (end int, ok, plain bool) {
 		}
 	}
 	return i, false, false
+}
+
+// stringSafe8 reports whether the eight bytes of w are all stringSafe:
+// none below 0x20 or from 0x80 on, none a quote or a backslash.
+func stringSafe8(w uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	zero := func(v uint64) uint64 { return (v - ones) & ^v & highs } // a zero byte
+	return (w&highs)|((w-0x20*ones)&^w&highs)|zero(w^('"'*ones))|zero(w^('\\'*ones)) == 0
 }
 
 // stringSafe marks the bytes a JSON string holds as they are: printable
