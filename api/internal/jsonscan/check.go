@@ -1,9 +1,6 @@
 package jsonscan
 
-import (
-	"bytes"
-	"encoding/binary"
-)
+import "bytes"
 
 // Every request body the evaluation routes read by hand is first checked
 // to be JSON, as json.Valid checks it, and for repeated keys, as
@@ -171,13 +168,6 @@ var literals = [256][]byte{'t': []byte("true"), 'f': []byte("false"), 'n': []byt
 func checkString(b []byte, i int) (end int, ok, plain bool) {
 	plain = true
 	for i++; i < len(b); i++ {
-		// Eight bytes at a time while they all are as they are held.
-		for i+8 <= len(b) && stringSafe8(binary.LittleEndian.Uint64(b[i:])) {
-			i += 8
-		}
-		if i == len(b) {
-			break
-		}
 		c := b[i]
 		if stringSafe[c] {
 			continue
@@ -212,14 +202,6 @@ func checkString(b []byte, i int) (end int, ok, plain bool) {
 		}
 	}
 	return i, false, false
-}
-
-// stringSafe8 reports whether the eight bytes of w are all stringSafe:
-// none below 0x20 or from 0x80 on, none a quote or a backslash.
-func stringSafe8(w uint64) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	zero := func(v uint64) uint64 { return (v - ones) & ^v & highs } // a zero byte
-	return (w&highs)|((w-0x20*ones)&^w&highs)|zero(w^('"'*ones))|zero(w^('\\'*ones)) == 0
 }
 
 // stringSafe marks the bytes a JSON string holds as they are: printable
