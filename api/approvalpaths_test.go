@@ -12,6 +12,7 @@ import (
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/ramp"
 	"github.com/rollout/rollout/store/postgres"
 	"github.com/rollout/rollout/store/storetest"
 )
@@ -351,7 +352,7 @@ func testEditorRampChurn(t *testing.T, g *guardedServer) {
 		t.Fatalf("ApplyDueRamps = %d, %v; want no step applied", n, err)
 	}
 	paused := decodeJSON[rampAnswer](t, g.must(t, 200, "viewer", "GET", "/api/features/f/ramps/"+small.ID, nil)).Ramp
-	if paused.State != rollout.RampPaused || !strings.Contains(paused.Reason, "more than the editors' limit of 5 %") {
+	if paused.State != ramp.Paused || !strings.Contains(paused.Reason, "more than the editors' limit of 5 %") {
 		t.Fatalf("editor's ramp over the lowered limit = %+v, want paused naming the limit", paused)
 	}
 	g.must(t, 200, "editor", "POST", "/api/features/f/ramps/"+small.ID+"/cancel", nil)
@@ -382,7 +383,7 @@ func testEditorRampChurn(t *testing.T, g *guardedServer) {
 		t.Fatalf("approved ramp request = %+v", done)
 	}
 	started := decodeJSON[rampAnswer](t, g.must(t, 200, "viewer", "GET", "/api/features/f/ramps/"+done.AppliedRamp, nil)).Ramp
-	if started.ApprovedBy != "carol" || started.Actor != "editor-bot" || started.State != rollout.RampActive || len(started.Steps) != 4 {
+	if started.ApprovedBy != "carol" || started.Actor != "editor-bot" || started.State != ramp.Active || len(started.Steps) != 4 {
 		t.Fatalf("ramp started by the approval = %+v", started)
 	}
 	if n, err := g.svc.ApplyDueRamps(ctx); n == 0 || err != nil {
@@ -409,7 +410,7 @@ func testEditorRampUnderApprovals(t *testing.T, g *guardedServer) {
 	}
 	// Both steps are due at once.
 	start := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
-	ramp := decodeJSON[rampAnswer](t, g.must(t, 201, "editor", "POST", "/api/features/f/ramps", map[string]any{"bucket": "on", "steps": []float64{0.55, 0.65}, "every": "1m", "start": start})).Ramp
+	editors := decodeJSON[rampAnswer](t, g.must(t, 201, "editor", "POST", "/api/features/f/ramps", map[string]any{"bucket": "on", "steps": []float64{0.55, 0.65}, "every": "1m", "start": start})).Ramp
 	admins := decodeJSON[rampAnswer](t, g.must(t, 201, "admin", "POST", "/api/features/g/ramps", map[string]any{"bucket": "on", "steps": []float64{0.55}})).Ramp
 	g.must(t, 200, "admin", "PUT", "/api/settings", map[string]any{"require_approval": map[string]any{"all": true}})
 
@@ -419,11 +420,11 @@ func testEditorRampUnderApprovals(t *testing.T, g *guardedServer) {
 	if v := decodeJSON[struct{ Version int }](t, g.must(t, 200, "viewer", "GET", "/api/features/f", nil)).Version; v != 1 {
 		t.Fatalf("feature f at version %d, want 1: the editor's ramp applied a step under approvals", v)
 	}
-	got := decodeJSON[rampAnswer](t, g.must(t, 200, "viewer", "GET", "/api/features/f/ramps/"+ramp.ID, nil)).Ramp
-	if got.State != rollout.RampPaused || !got.NeedsApproval || !strings.Contains(got.Reason, "needs approval") || got.Next != 0 {
+	got := decodeJSON[rampAnswer](t, g.must(t, 200, "viewer", "GET", "/api/features/f/ramps/"+editors.ID, nil)).Ramp
+	if got.State != ramp.Paused || !got.NeedsApproval || !strings.Contains(got.Reason, "needs approval") || got.Next != 0 {
 		t.Fatalf("editor's ramp under approvals = %+v, want paused, needing approval", got)
 	}
-	if a := decodeJSON[rampAnswer](t, g.must(t, 200, "viewer", "GET", "/api/features/g/ramps/"+admins.ID, nil)).Ramp; a.State != rollout.RampDone {
+	if a := decodeJSON[rampAnswer](t, g.must(t, 200, "viewer", "GET", "/api/features/g/ramps/"+admins.ID, nil)).Ramp; a.State != ramp.Done {
 		t.Fatalf("admin's ramp = %+v, want done", a)
 	}
 	pauses := g.audit(t, "viewer", "/api/audit?kind=ramp_pause&feature=f").Events
@@ -434,12 +435,12 @@ func testEditorRampUnderApprovals(t *testing.T, g *guardedServer) {
 	if n, err := g.svc.ApplyDueRamps(ctx); n != 0 || err != nil {
 		t.Fatalf("ApplyDueRamps again = %d, %v; want 0", n, err)
 	}
-	base := "/api/features/f/ramps/" + ramp.ID
+	base := "/api/features/f/ramps/" + editors.ID
 	if status, body := g.send(t, "editor", "POST", base+"/resume", nil); status != http.StatusForbidden || !strings.Contains(body, "another editor or an admin approves") {
 		t.Fatalf("author's resume = %d %s, want 403", status, body)
 	}
 	resumed := decodeJSON[rampAnswer](t, g.must(t, 200, "carol", "POST", base+"/resume", nil)).Ramp
-	if resumed.State != rollout.RampActive || resumed.NeedsApproval || resumed.ApprovedBy != "carol" {
+	if resumed.State != ramp.Active || resumed.NeedsApproval || resumed.ApprovedBy != "carol" {
 		t.Fatalf("resumed ramp = %+v, want active, approved by carol", resumed)
 	}
 	if n, err := g.svc.ApplyDueRamps(ctx); n != 2 || err != nil {

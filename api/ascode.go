@@ -13,26 +13,27 @@ import (
 	"github.com/rollout/rollout/internal/docfile"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/document"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/plan"
 )
 
 // Rollouts as code: GET /api/export writes the server's features as a
-// document (rollout.Document); POST /api/plan says what a document would
+// document (document.Document); POST /api/plan says what a document would
 // change, feature by feature, with the exact churn of each change, storing
 // nothing; POST /api/apply makes those changes as one batch of versions,
 // each checked against the version its plan read, or none. Bodies are JSON,
 // or YAML with Content-Type application/yaml, of at most
-// rollout.MaxDocumentBytes; plans run within the server's PlanLimits.
+// document.MaxBytes; plans run within the server's PlanLimits.
 
 // applyRequest is the body of POST /api/apply.
 type applyRequest struct {
-	Document *rollout.Document `json:"document"`
-	// Versions are the plan's (DocumentPlan.Versions): each feature of the
+	Document *document.Document `json:"document"`
+	// Versions are the plan's (document.Plan.Versions): each feature of the
 	// document must still be at its version, or nothing is applied (412).
 	// Without them the document is applied to whatever is there now.
 	Versions map[string]int `json:"versions"`
-	// SegmentVersions are the plan's DocumentPlan.SegmentVersions, for
+	// SegmentVersions are the plan's document.Plan.SegmentVersions, for
 	// the document's segments (needed with versions when it lists any).
 	SegmentVersions map[string]int `json:"segment_versions"`
 	MaxChurn        *float64       `json:"max_churn"`
@@ -54,7 +55,7 @@ func isYAML(c echo.Context) bool {
 }
 
 // readDocumentBody reads the request body, which a document route bounds
-// to rollout.MaxDocumentBytes; a YAML body, costlier to read, to
+// to document.MaxBytes; a YAML body, costlier to read, to
 // MaxBodyBytes.
 func readDocumentBody(c echo.Context) ([]byte, error) {
 	data, err := io.ReadAll(c.Request().Body)
@@ -62,7 +63,7 @@ func readDocumentBody(c echo.Context) ([]byte, error) {
 		return nil, decodeError(err)
 	}
 	if isYAML(c) && len(data) > MaxBodyBytes {
-		return nil, feature.Errorf(codeTooLarge, "the YAML body is larger than %d bytes: send the document as JSON (up to %d bytes), as rollout plan and apply do", MaxBodyBytes, rollout.MaxDocumentBytes)
+		return nil, feature.Errorf(codeTooLarge, "the YAML body is larger than %d bytes: send the document as JSON (up to %d bytes), as rollout plan and apply do", MaxBodyBytes, document.MaxBytes)
 	}
 	return data, nil
 }
@@ -87,7 +88,7 @@ func decodeDocument(c echo.Context, data []byte, root string, v, yamlV any) erro
 }
 
 // fileError answers err, a document's error from docfile: 422 invalid for
-// a list over a document's limits, as rollout.Document.Validate answers
+// a list over a document's limits, as document.Document.Validate answers
 // it; 400 for the rest.
 func fileError(err error) error {
 	if fe, ok := errors.AsType[*docfile.Error](err); ok && fe.OverLimit {
@@ -107,8 +108,8 @@ type yamlApply struct {
 }
 
 // parseDocument reads a document body.
-func parseDocument(c echo.Context, data []byte) (rollout.Document, error) {
-	var d rollout.Document
+func parseDocument(c echo.Context, data []byte) (document.Document, error) {
+	var d document.Document
 	var f docfile.File
 	if err := decodeDocument(c, data, "", &d, &f); err != nil {
 		return d, err
@@ -160,7 +161,7 @@ func (s *Server) exportDocument(c echo.Context) error {
 	if format != docfile.JSON && format != docfile.YAML {
 		return badRequest("format=%q: give yaml or json", format)
 	}
-	data, err := docfile.Marshal(rollout.ExportDocument(s.svc.Snapshot()), format)
+	data, err := docfile.Marshal(document.Export(s.in(c).Snapshot()), format)
 	if err != nil {
 		return err
 	}
@@ -171,19 +172,19 @@ func (s *Server) exportDocument(c echo.Context) error {
 }
 
 // planDocument is POST /api/plan: the body is a document; the answer, its
-// plan (rollout.DocumentPlan). Nothing is stored.
+// plan (document.Plan). Nothing is stored.
 func (s *Server) planDocument(c echo.Context) error {
 	data, err := readDocumentBody(c)
 	if err != nil {
 		return err
 	}
-	var p rollout.DocumentPlan
+	var p document.Plan
 	err = s.planner.run(c, plan.Options{}, func(ctx context.Context, opts plan.Options) error {
 		d, err := parseDocument(c, data)
 		if err != nil {
 			return err
 		}
-		p, err = s.svc.PlanDocument(ctx, d, opts)
+		p, err = s.in(c).PlanDocument(ctx, d, opts)
 		return err
 	})
 	if err != nil {
@@ -201,8 +202,8 @@ func (s *Server) applyDocument(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	answer := answers(c, func(p rollout.DocumentPlan) (keptAnswer, error) { return jsonAnswer(http.StatusOK, p) })
-	var p rollout.DocumentPlan
+	answer := answers(c, func(p document.Plan) (keptAnswer, error) { return jsonAnswer(http.StatusOK, p) })
+	var p document.Plan
 	actor := actorOf(c)
 	var role auth.Role
 	if tok, ok := TokenOf(c); ok {
@@ -213,7 +214,7 @@ func (s *Server) applyDocument(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		p, err = s.svc.ApplyDocument(ctx, *req.Document, rollout.ApplyOptions{
+		p, err = s.in(c).ApplyDocument(ctx, *req.Document, rollout.ApplyOptions{
 			Actor: actor, Role: role, Comment: req.Comment, Versions: req.Versions, SegmentVersions: req.SegmentVersions,
 			MaxChurn: req.MaxChurn, MaxTotalChurn: req.MaxTotalChurn, Plan: po, Idempotency: answer.idempotency(),
 		})
@@ -223,7 +224,7 @@ func (s *Server) applyDocument(c echo.Context) error {
 		return err
 	}
 	for _, ch := range p.Changes {
-		if ch.Action != rollout.ActionNone && p.Applied {
+		if ch.Action != document.ActionNone && p.Applied {
 			s.applied(c, ch.Feature, ch.ToVersion, "applied from a document: "+ch.Action, ch.Churn, actor)
 		}
 	}

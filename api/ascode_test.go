@@ -11,14 +11,14 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/api"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/document"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
 // docPlan decodes a plan or apply answer.
-func docPlan(t *testing.T, r response) rollout.DocumentPlan {
+func docPlan(t *testing.T, r response) document.Plan {
 	t.Helper()
-	var p rollout.DocumentPlan
+	var p document.Plan
 	if err := json.Unmarshal(r.body, &p); err != nil {
 		t.Fatalf("answer %d is not a plan: %v: %s", r.status, err, r.body)
 	}
@@ -66,7 +66,7 @@ func TestDocumentRoundTrip(t *testing.T) {
 		t.Fatalf("plan of the export: changed %d, total churn %v, %d changes; want no change of 6 features\n%+v", p.Changed, p.TotalChurn, len(p.Changes), p)
 	}
 	for _, ch := range p.Changes {
-		if ch.Action != rollout.ActionNone || ch.FromVersion != 1 {
+		if ch.Action != document.ActionNone || ch.FromVersion != 1 {
 			t.Errorf("plan of the export: %s %s from version %d, want none from 1", ch.Feature, ch.Action, ch.FromVersion)
 		}
 	}
@@ -89,7 +89,7 @@ func TestDocumentRoundTrip(t *testing.T) {
 	for _, ch := range p.Changes {
 		switch ch.Feature {
 		case "dark-mode":
-			if ch.Action != rollout.ActionUpdate || ch.Plan == nil || !ch.Plan.WithinTolerance {
+			if ch.Action != document.ActionUpdate || ch.Plan == nil || !ch.Plan.WithinTolerance {
 				t.Errorf("dark-mode: %s, plan %+v; want an update planned within tolerance", ch.Action, ch.Plan)
 			}
 			// The preview of the planned buckets reports the same churn,
@@ -113,15 +113,15 @@ func TestDocumentRoundTrip(t *testing.T) {
 				t.Errorf("dark-mode: fields %v, want values among them", ch.Fields)
 			}
 		case "banner":
-			if ch.Action != rollout.ActionUpdate || ch.Churn != 0 || strings.Join(ch.Fields, ",") != "description" {
+			if ch.Action != document.ActionUpdate || ch.Churn != 0 || strings.Join(ch.Fields, ",") != "description" {
 				t.Errorf("banner: %s, churn %v, fields %v; want an update of the description moving no one", ch.Action, ch.Churn, ch.Fields)
 			}
 		case "new-flow":
-			if ch.Action != rollout.ActionCreate || ch.FromVersion != 0 || ch.Churn != 1 {
+			if ch.Action != document.ActionCreate || ch.FromVersion != 0 || ch.Churn != 1 {
 				t.Errorf("new-flow: %s from %d churn %v; want a create from 0 moving everyone", ch.Action, ch.FromVersion, ch.Churn)
 			}
 		default:
-			if ch.Action != rollout.ActionNone {
+			if ch.Action != document.ActionNone {
 				t.Errorf("%s: %s, want none", ch.Feature, ch.Action)
 			}
 		}
@@ -232,11 +232,11 @@ func TestDocumentGuards(t *testing.T) {
 func TestDocumentLimits(t *testing.T) {
 	s := newServer(t, "", api.Options{})
 	s.seed()
-	many := make([]any, rollout.MaxDocumentFeatures+1)
+	many := make([]any, document.MaxFeatures+1)
 	for i := range many {
 		many[i] = map[string]any{"key": fmt.Sprintf("f%d", i), "buckets": []any{map[string]any{"name": "A", "replicas": 1}}}
 	}
-	huge := `{"features":[{"key":"a","description":"` + strings.Repeat("x", rollout.MaxDocumentBytes) + `","buckets":[]}]}`
+	huge := `{"features":[{"key":"a","description":"` + strings.Repeat("x", document.MaxBytes) + `","buckets":[]}]}`
 	manySegments := make([]any, feature.MaxSegments+1)
 	for i := range manySegments {
 		manySegments[i] = map[string]any{"key": fmt.Sprintf("s%d", i)}

@@ -42,7 +42,7 @@ func (s *Server) listAudit(c echo.Context) error {
 	}
 	want := q.Limit
 	q.Limit++ // one more tells whether another page follows
-	events, err := s.svc.AuditEvents(c.Request().Context(), q)
+	events, err := s.in(c).AuditEvents(c.Request().Context(), q)
 	if err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func (s *Server) exportAudit(c echo.Context, q audit.Query) error {
 	started := false
 	for sent := 0; sent < total; {
 		q.Limit = min(audit.MaxPage, total-sent)
-		events, err := s.svc.AuditEvents(c.Request().Context(), q)
+		events, err := s.in(c).AuditEvents(c.Request().Context(), q)
 		if err != nil {
 			if !started {
 				return err
@@ -130,11 +130,7 @@ func auditQuery(c echo.Context, ndjson bool) (audit.Query, error) {
 		}
 	}
 	if q.Kind != "" && !q.Kind.Valid() {
-		kinds := make([]string, len(audit.Kinds))
-		for i, k := range audit.Kinds {
-			kinds[i] = string(k)
-		}
-		return q, badRequest("kind=%q is not a kind of audit event: give one of %s", q.Kind, strings.Join(kinds, ", "))
+		return q, badRequest("kind=%q is not a kind of audit event: give one of %s", q.Kind, audit.KindNames())
 	}
 	if v := c.QueryParam("since"); v != "" {
 		t, err := time.Parse(time.RFC3339Nano, v)

@@ -93,6 +93,11 @@ func (a *Auth) check(route Route, next echo.HandlerFunc) echo.HandlerFunc {
 		if ok && record { // see TokenOf
 			c.Set(tokenKey, tok)
 		}
+		if ok {
+			if err := scopeCheck(c, tok); err != nil {
+				return err
+			}
+		}
 		if !a.Enforced() {
 			if !a.AnyHost && !loopbackHost(r.Host) {
 				return feature.Errorf(codeForbidden, "host %q refused: until the first API token exists this server answers only requests for 127.0.0.1, [::1] or localhost", r.Host)

@@ -9,37 +9,37 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/api"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/document"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/storetest"
 )
 
 // biggestDocument returns the largest document the limits take, as an
-// apply body: rollout.MaxDocumentFeatures features, each with two buckets
+// apply body: document.MaxFeatures features, each with two buckets
 // (of replicas: no plan to search)
-// and as many overrides as keep the body within rollout.MaxDocumentBytes.
+// and as many overrides as keep the body within document.MaxBytes.
 // With short, it has a tenth of the features and of the bytes.
 func biggestDocument(t *testing.T, short bool) ([]byte, int) {
 	t.Helper()
-	features, size := rollout.MaxDocumentFeatures, rollout.MaxDocumentBytes
+	features, size := document.MaxFeatures, document.MaxBytes
 	if short {
 		features, size = features/10, size/10
 	}
 	build := func(overrides int) []byte {
-		fs := make([]rollout.DocFeature, features)
+		fs := make([]document.Feature, features)
 		for i := range fs {
 			fifty := 50
 			o := make(map[string]string, overrides)
 			for j := range overrides {
 				o[fmt.Sprintf("user-%05d", j)] = "on"
 			}
-			fs[i] = rollout.DocFeature{
+			fs[i] = document.Feature{
 				Key:       fmt.Sprintf("feature-%04d", i),
-				Buckets:   []rollout.DocBucket{{Name: "on", Replicas: &fifty}, {Name: "off", Replicas: &fifty}},
+				Buckets:   []document.Bucket{{Name: "on", Replicas: &fifty}, {Name: "off", Replicas: &fifty}},
 				Overrides: o,
 			}
 		}
-		data, err := json.Marshal(map[string]any{"document": rollout.Document{Features: fs, Segments: []rollout.DocSegment{}}})
+		data, err := json.Marshal(map[string]any{"document": document.Document{Features: fs, Segments: []document.Segment{}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,7 +89,7 @@ func TestBiggestApply(t *testing.T) {
 			if r.status != http.StatusOK {
 				t.Fatalf("POST /api/plan = %d %.500s, want 200", r.status, r.body)
 			}
-			var p rollout.DocumentPlan
+			var p document.Plan
 			if err := json.NewDecoder(bytes.NewReader(r.body)).Decode(&p); err != nil {
 				t.Fatal(err)
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/rollout/rollout/api/evaluation"
 	"github.com/rollout/rollout/api/internal/jsonscan"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/environment"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -53,6 +54,7 @@ var statusOf = map[string]int{
 	feature.EUnavailable:  http.StatusServiceUnavailable,
 	rollout.EKeyReused:    http.StatusUnprocessableEntity,
 	rollout.EKeyInUse:     http.StatusConflict,
+	environment.EUnknown:  http.StatusNotFound,
 	feature.EInternal:     http.StatusInternalServerError,
 
 	evaluation.OFREPParseError:          http.StatusBadRequest,

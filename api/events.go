@@ -88,7 +88,7 @@ func dashboardEventOf(batch []rollout.Commit, snap *feature.Snapshot) []byte {
 
 // dashboardStream is GET /api/events.
 func (s *Server) dashboardStream(c echo.Context) error {
-	commits, stop := s.svc.Subscribe()
+	commits, stop := s.in(c).Subscribe()
 	defer stop()
 
 	w := c.Response()
@@ -103,7 +103,7 @@ func (s *Server) dashboardStream(c echo.Context) error {
 	out := s.streams.writer(c)
 	defer out.stop()
 
-	rev := s.svc.Snapshot().Revision()
+	rev := s.in(c).Snapshot().Revision()
 	if out.send(fmt.Appendf(nil, "retry: %d\nid: %d\nevent: hello\ndata: {\"revision\":%d}\n\n", streamRetry, rev, rev)) != nil {
 		return nil
 	}
@@ -123,7 +123,7 @@ func (s *Server) dashboardStream(c echo.Context) error {
 			if !ok {
 				return nil // too slow: the page reconnects
 			}
-			if ev = dashboardEventOf(batch, s.svc.Snapshot()); ev == nil {
+			if ev = dashboardEventOf(batch, s.in(c).Snapshot()); ev == nil {
 				continue
 			}
 		case <-heartbeat.C:

@@ -34,7 +34,7 @@ func (s *Server) createMetric(c echo.Context) error {
 		return err
 	}
 	m := rollout.Metric{Key: req.Key, Kind: req.Kind, Description: req.Description, HigherIsBetter: req.HigherIsBetter == nil || *req.HigherIsBetter}
-	m, err := s.exp.CreateMetric(c.Request().Context(), m, actorOf(c))
+	m, err := s.expIn(c).CreateMetric(c.Request().Context(), m, actorOf(c))
 	if err != nil {
 		return err
 	}
@@ -43,7 +43,7 @@ func (s *Server) createMetric(c echo.Context) error {
 
 // listMetrics is GET /api/metrics.
 func (s *Server) listMetrics(c echo.Context) error {
-	ms, err := s.exp.Metrics(c.Request().Context())
+	ms, err := s.expIn(c).Metrics(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -52,7 +52,7 @@ func (s *Server) listMetrics(c echo.Context) error {
 
 // getMetric is GET /api/metrics/M.
 func (s *Server) getMetric(c echo.Context) error {
-	m, err := s.exp.Metric(c.Request().Context(), pathParam(c, "key"))
+	m, err := s.expIn(c).Metric(c.Request().Context(), pathParam(c, "key"))
 	if err != nil {
 		return err
 	}
@@ -66,7 +66,7 @@ func (s *Server) deleteMetric(c echo.Context) error {
 	if err := decodeOptional(c, &none); err != nil {
 		return err
 	}
-	if err := s.exp.DeleteMetric(c.Request().Context(), pathParam(c, "key")); err != nil {
+	if err := s.expIn(c).DeleteMetric(c.Request().Context(), pathParam(c, "key")); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -107,7 +107,11 @@ func (s *Server) track(c echo.Context) error {
 			events[i].At = *e.At
 		}
 	}
-	res, err := s.exp.Track(c.Request().Context(), req.Batch, events, set)
+	svc, err := s.serviceOf(c) // an app's route: not resolved before
+	if err != nil {
+		return err
+	}
+	res, err := s.exps.Of(svc).Track(c.Request().Context(), req.Batch, events, set)
 	if err != nil {
 		return err
 	}
@@ -120,7 +124,7 @@ func (s *Server) startExperiment(c echo.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	x, err := s.exp.Start(c.Request().Context(), pathParam(c, "key"), req, actorOf(c))
+	x, err := s.expIn(c).Start(c.Request().Context(), pathParam(c, "key"), req, actorOf(c))
 	if err != nil {
 		return err
 	}
@@ -129,7 +133,7 @@ func (s *Server) startExperiment(c echo.Context) error {
 
 // listExperiments is GET /api/features/K/experiments, newest first.
 func (s *Server) listExperiments(c echo.Context) error {
-	xs, err := s.exp.List(c.Request().Context(), pathParam(c, "key"))
+	xs, err := s.expIn(c).List(c.Request().Context(), pathParam(c, "key"))
 	if err != nil {
 		return err
 	}
@@ -138,7 +142,7 @@ func (s *Server) listExperiments(c echo.Context) error {
 
 // getExperiment is GET /api/features/K/experiments/ID.
 func (s *Server) getExperiment(c echo.Context) error {
-	x, err := s.exp.Get(c.Request().Context(), pathParam(c, "key"), pathParam(c, "id"))
+	x, err := s.expIn(c).Get(c.Request().Context(), pathParam(c, "key"), pathParam(c, "id"))
 	if err != nil {
 		return err
 	}
@@ -151,7 +155,7 @@ func (s *Server) stopExperiment(c echo.Context) error {
 	if err := decodeOptional(c, &none); err != nil {
 		return err
 	}
-	x, err := s.exp.Stop(c.Request().Context(), pathParam(c, "key"), pathParam(c, "id"), actorOf(c))
+	x, err := s.expIn(c).Stop(c.Request().Context(), pathParam(c, "key"), pathParam(c, "id"), actorOf(c))
 	if err != nil {
 		return err
 	}
@@ -160,12 +164,16 @@ func (s *Server) stopExperiment(c echo.Context) error {
 
 // experimentResults is GET /api/features/K/experiments/ID/results.
 func (s *Server) experimentResults(c echo.Context) error {
-	r, err := s.exp.Results(c.Request().Context(), pathParam(c, "key"), pathParam(c, "id"))
+	r, err := s.expIn(c).Results(c.Request().Context(), pathParam(c, "key"), pathParam(c, "id"))
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, r)
 }
+
+// expIn returns the experiments of the request's environment (see
+// resolve).
+func (s *Server) expIn(c echo.Context) *rollout.Experiments { return s.exps.Of(s.in(c)) }
 
 // experimentRoutes are the routes above, when the server has experiments.
 func (s *Server) experimentRoutes(opts Options) []Route {

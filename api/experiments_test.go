@@ -33,11 +33,12 @@ func newExperimentServer(t *testing.T, opts api.Options) (*testServer, *rollout.
 	if err != nil {
 		t.Fatal(err)
 	}
-	exp, err := rollout.NewExperiments(ctx, db, svc)
-	if err != nil {
+	exps := rollout.NewEnvironmentExperiments(func(env string) rollout.ExperimentStore { return db.In(env) })
+	exp := exps.Of(svc)
+	if err := exp.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	opts.Experiments = exp
+	opts.Experiments = exps
 	srv := httptest.NewServer(api.New(svc, opts))
 	t.Cleanup(func() { srv.Close(); db.Close() })
 	s := &testServer{t: t, URL: srv.URL, svc: svc, db: db}

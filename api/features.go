@@ -3,7 +3,6 @@ package api
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -27,6 +26,9 @@ type featureView struct {
 	Rules    []feature.Rule     `json:"rules"`
 	BucketBy string             `json:"bucket_by"`
 	Shares   map[string]float64 `json:"shares"`
+	// Environment is the environment whose configuration it is, where
+	// the answer is about one (GET /api/features, /api/features/K).
+	Environment string `json:"environment,omitempty"`
 }
 
 // newView is the view of f with those shares.
@@ -85,7 +87,7 @@ func (s *Server) listFeatures(c echo.Context) error {
 	switch a := c.QueryParam("archived"); a {
 	case "", "false":
 	case "true":
-		fs, err := s.svc.ArchivedFeatures(c.Request().Context())
+		fs, err := s.in(c).ArchivedFeatures(c.Request().Context())
 		if err != nil {
 			return err
 		}
@@ -97,26 +99,28 @@ func (s *Server) listFeatures(c echo.Context) error {
 	default:
 		return badRequest("archived=%q: give archived=true to list the archived features, or leave it out", a)
 	}
-	snap := s.svc.Snapshot()
+	snap := s.in(c).Snapshot()
 	out := make([]featureView, 0, snap.Len())
 	for _, key := range snap.Keys() {
 		if v, ok := viewOf(snap, key); ok {
+			v.Environment = s.in(c).Environment()
 			out = append(out, v)
 		}
 	}
-	return c.JSON(http.StatusOK, map[string]any{"features": out})
+	return c.JSON(http.StatusOK, map[string]any{"features": out, "environment": s.in(c).Environment()})
 }
 
 func (s *Server) getFeature(c echo.Context) error {
 	key := pathParam(c, "key")
-	v, ok := viewOf(s.svc.Snapshot(), key)
+	v, ok := viewOf(s.in(c).Snapshot(), key)
 	if !ok {
-		if _, err := s.svc.ArchivedFeature(c.Request().Context(), key); err == nil {
+		if _, err := s.in(c).ArchivedFeature(c.Request().Context(), key); err == nil {
 			return feature.Errorf(feature.ENotFound, "feature %q is archived: restore it (POST /api/features/%s/restore) to serve it again; GET /api/features?archived=true lists the archived features", key, key)
 		}
 		return feature.Errorf(feature.ENotFound, "feature %q does not exist", key)
 	}
 	c.Response().Header().Set("ETag", etag(v.Feature))
+	v.Environment = s.in(c).Environment()
 	return c.JSON(http.StatusOK, v)
 }
 
@@ -208,7 +212,7 @@ func (s *Server) createFeature(c echo.Context) error {
 		return resultAnswer(http.StatusCreated, res)
 	})
 	opts.Idempotency = answer.idempotency()
-	res, err := s.svc.Create(c.Request().Context(), f, opts)
+	res, err := s.in(c).Create(c.Request().Context(), f, opts)
 	if err != nil {
 		return err
 	}
@@ -297,7 +301,7 @@ func (s *Server) archive(c echo.Context, status int) error {
 		return resultAnswer(status, res)
 	})
 	opts.Idempotency = answer.idempotency()
-	res, err := s.svc.Archive(c.Request().Context(), key, opts)
+	res, err := s.in(c).Archive(c.Request().Context(), key, opts)
 	if err != nil {
 		return err
 	}
@@ -323,7 +327,7 @@ func (s *Server) restoreFeature(c echo.Context) error {
 	}
 	answer := answers(c, okResult)
 	opts.Idempotency = answer.idempotency()
-	res, err := s.svc.Restore(c.Request().Context(), pathParam(c, "key"), opts)
+	res, err := s.in(c).Restore(c.Request().Context(), pathParam(c, "key"), opts)
 	if err != nil {
 		return err
 	}
@@ -349,7 +353,7 @@ func (s *Server) purgeFeature(c echo.Context) error {
 	key := pathParam(c, "key")
 	answer := answers(c, func(struct{}) (keptAnswer, error) { return keptAnswer{Status: http.StatusNoContent}, nil })
 	opts.Idempotency = answer.idempotency()
-	if err := s.svc.Purge(c.Request().Context(), key, opts); err != nil {
+	if err := s.in(c).Purge(c.Request().Context(), key, opts); err != nil {
 		return err
 	}
 	c.Set(changeKindKey, "purge") // the route's Change is its archive's
@@ -438,7 +442,7 @@ func (s *Server) preview(c echo.Context) error {
 		return err
 	}
 	opts.DryRun, opts.MaxChurn = true, nil
-	res, err := s.svc.Change(c.Request().Context(), pathParam(c, "key"), rollout.SetBuckets(buckets(req.Buckets)), opts)
+	res, err := s.in(c).Change(c.Request().Context(), pathParam(c, "key"), rollout.SetBuckets(buckets(req.Buckets)), opts)
 	if err != nil {
 		return err
 	}
@@ -485,7 +489,7 @@ func (s *Server) rollback(c echo.Context) error {
 	}
 	answer := answers(c, okResult)
 	opts.Idempotency = answer.idempotency()
-	res, err := s.svc.RollbackWith(c.Request().Context(), pathParam(c, "key"), *req.Version, rollout.RollbackOptions{KeepOverrides: req.KeepOverrides}, opts)
+	res, err := s.in(c).RollbackWith(c.Request().Context(), pathParam(c, "key"), *req.Version, rollout.RollbackOptions{KeepOverrides: req.KeepOverrides}, opts)
 	if err != nil {
 		return err
 	}
@@ -576,7 +580,7 @@ func (s *Server) listVersions(c echo.Context) error {
 	for {
 		// One more than the page still holds tells whether another follows.
 		want := min(historyChunk, limit-len(l.entries)+1)
-		vs, err := s.svc.Versions(c.Request().Context(), pathParam(c, "key"), before, want)
+		vs, err := s.in(c).Versions(c.Request().Context(), pathParam(c, "key"), before, want)
 		if err != nil {
 			return err
 		}
@@ -621,7 +625,7 @@ func (s *Server) listChanges(c echo.Context) error {
 	l := historyList{entries: []json.RawMessage{}, limit: limit}
 	for {
 		q.Limit = min(historyChunk, limit-len(l.entries)+1)
-		vs, err := s.svc.Changes(c.Request().Context(), q)
+		vs, err := s.in(c).Changes(c.Request().Context(), q)
 		if err != nil {
 			return err
 		}
@@ -680,7 +684,7 @@ func (s *Server) getVersion(c echo.Context) error {
 	if err != nil || n < 1 {
 		return badRequest("version %q is not a positive integer", c.Param("version"))
 	}
-	v, err := s.svc.Version(c.Request().Context(), pathParam(c, "key"), n)
+	v, err := s.in(c).Version(c.Request().Context(), pathParam(c, "key"), n)
 	if err != nil {
 		return err
 	}
@@ -695,7 +699,7 @@ func (s *Server) change(c echo.Context, body guards, ch rollout.Change) error {
 	}
 	answer := answers(c, okResult)
 	opts.Idempotency = answer.idempotency()
-	res, err := s.svc.Change(c.Request().Context(), pathParam(c, "key"), ch, opts)
+	res, err := s.in(c).Change(c.Request().Context(), pathParam(c, "key"), ch, opts)
 	if err != nil {
 		return err
 	}
@@ -739,8 +743,10 @@ func changeOptions(c echo.Context, body guards) (rollout.ChangeOptions, error) {
 	if err != nil {
 		return opts, err
 	}
-	if m := opts.MaxChurn; m != nil && (math.IsNaN(*m) || *m < 0 || *m > 1) {
-		return opts, badRequest("max_churn %v is out of range: give a fraction of users between 0 and 1", *m)
+	if m := opts.MaxChurn; m != nil {
+		if err := feature.CheckMaxChurn(*m); err != nil {
+			return opts, badRequest("%s", feature.ErrorMessage(err)) // a bad query or body: 400
+		}
 	}
 	opts.IfMatch, err = ifMatch(c.Request().Header)
 	return opts, err
@@ -826,11 +832,11 @@ func (s *Server) userHistory(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	now, err := s.svc.Snapshot().Peek(key, user)
+	now, err := s.in(c).Snapshot().Peek(key, user)
 	if err != nil {
 		return err
 	}
-	history, next, err := s.svc.UserHistory(c.Request().Context(), key, user, before, limit)
+	history, next, err := s.in(c).UserHistory(c.Request().Context(), key, user, before, limit)
 	if err != nil {
 		return err
 	}
@@ -844,7 +850,7 @@ func (s *Server) userHistory(c echo.Context) error {
 // exposures is GET /api/features/K/exposures: the evaluations served per
 // bucket, observed against exact shares.
 func (s *Server) exposures(c echo.Context) error {
-	rep, err := s.svc.Exposures(c.Request().Context(), pathParam(c, "key"))
+	rep, err := s.in(c).Exposures(c.Request().Context(), pathParam(c, "key"))
 	if err != nil {
 		return err
 	}

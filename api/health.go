@@ -22,7 +22,7 @@ func (s *Server) healthz(c echo.Context) error {
 // the database can be reached, so that writes and history work too;
 // otherwise 503 with the reason. HEAD answers the same without the body.
 func (s *Server) readyz(c echo.Context) error {
-	snap := s.svc.Snapshot()
+	snap := s.in(c).Snapshot()
 	if snap == nil {
 		return s.notReady(c, "the features are not loaded yet", nil)
 	}

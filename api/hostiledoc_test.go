@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/api"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/document"
 )
 
 // sendDocument posts body to path as role, as YAML or JSON (contentType).
@@ -65,8 +65,8 @@ func TestHostileDocuments(t *testing.T) {
 		{"brackets to apply", "editor", "/api/apply", yaml, "document:\n  features: [" + strings.Repeat("]", 1_040_000), "too dense", http.StatusBadRequest},
 		{"80,000 features", "viewer", "/api/plan", yaml, dense.String(), "too dense", http.StatusBadRequest},
 		{"features in block style", "viewer", "/api/plan", yaml, block.String(), "features has more than 1000 entries", http.StatusUnprocessableEntity},
-		{"features as JSON", "viewer", "/api/plan", json, `{"features":[` + strings.Repeat("{},", rollout.MaxDocumentBytes/3-8) + `{}]}`, "features has more than 1000 entries", http.StatusUnprocessableEntity},
-		{"features as JSON to apply", "editor", "/api/apply", json, `{"document":{"features":[` + strings.Repeat("{},", rollout.MaxDocumentBytes/3-16) + `{}]}}`, "features has more than 1000 entries", http.StatusUnprocessableEntity},
+		{"features as JSON", "viewer", "/api/plan", json, `{"features":[` + strings.Repeat("{},", document.MaxBytes/3-8) + `{}]}`, "features has more than 1000 entries", http.StatusUnprocessableEntity},
+		{"features as JSON to apply", "editor", "/api/apply", json, `{"document":{"features":[` + strings.Repeat("{},", document.MaxBytes/3-16) + `{}]}}`, "features has more than 1000 entries", http.StatusUnprocessableEntity},
 		{"a second document", "viewer", "/api/plan", yaml, smallDocument + "---\n" + smallDocument, "a second document", http.StatusBadRequest},
 		{"a quoted share", "viewer", "/api/plan", yaml, "features:\n- key: a\n  buckets: [{name: A, share: \"1\"}]\n", "a quoted string", http.StatusBadRequest},
 		{"replicas with a fraction", "viewer", "/api/plan", yaml, "features:\n- key: a\n  buckets: [{name: A, replicas: 1.5}]\n", "with a fraction", http.StatusBadRequest},

@@ -226,7 +226,7 @@ func (s *Server) idempotent(route Route, next echo.HandlerFunc) echo.HandlerFunc
 		if tok, ok := TokenOf(c); ok {
 			scope = tok.ID
 		}
-		claim, first, err := s.svc.ClaimIdempotency(r.Context(), scope, key, fingerprint(c, route, body))
+		claim, first, err := s.in(c).ClaimIdempotency(r.Context(), scope, key, fingerprint(c, route, body))
 		if err != nil {
 			return err
 		}
@@ -262,13 +262,13 @@ func (s *Server) idempotent(route Route, next echo.HandlerFunc) echo.HandlerFunc
 			}
 			kept, encErr := a.encode()
 			if encErr == nil {
-				encErr = s.svc.CompleteIdempotency(ctx, claim, kept)
+				encErr = s.in(c).CompleteIdempotency(ctx, claim, kept)
 			}
 			if encErr != nil {
 				s.log.Warn("keep the answer of an Idempotency-Key", "request_id", c.Response().Header().Get(echo.HeaderXRequestID), "err", encErr)
 			}
 		default:
-			if relErr := s.svc.ReleaseIdempotency(ctx, claim); relErr != nil {
+			if relErr := s.in(c).ReleaseIdempotency(ctx, claim); relErr != nil {
 				s.log.Warn("release an Idempotency-Key", "request_id", c.Response().Header().Get(echo.HeaderXRequestID), "err", relErr)
 			}
 		}
@@ -303,6 +303,9 @@ func fingerprint(c echo.Context, route Route, body []byte) string {
 	}
 	field(c.Request().URL.RawQuery)
 	field(strings.Join(c.Request().Header.Values("If-Match"), ","))
+	if env := environmentOf(c); env != rollout.Production {
+		field("env=" + env) // production's as before environments, so that keys kept then still match
+	}
 	h.Write(body)
 	return hex.EncodeToString(h.Sum(nil))
 }

@@ -3,76 +3,12 @@ package api_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"testing"
-
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
 )
-
-// scrape reads GET /metrics as Prometheus does.
-func (s *testServer) scrape() map[string]*dto.MetricFamily {
-	s.t.Helper()
-	res, err := http.Get(s.URL + "/metrics")
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != 200 {
-		s.t.Fatalf("GET /metrics = %d", res.StatusCode)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(res.Body)
-	if err != nil {
-		s.t.Fatalf("parse /metrics: %v", err)
-	}
-	return fams
-}
-
-// sample returns the value of the sample of the metric name whose labels are
-// exactly labels (name=value pairs): a counter's or gauge's value, a
-// histogram's count. ok is false when there is none.
-func sample(fams map[string]*dto.MetricFamily, name string, labels ...string) (v float64, ok bool) {
-	want := map[string]string{}
-	for i := 0; i+1 < len(labels); i += 2 {
-		want[labels[i]] = labels[i+1]
-	}
-	fam := fams[name]
-	if fam == nil {
-		return 0, false
-	}
-next:
-	for _, m := range fam.GetMetric() {
-		got := map[string]string{}
-		for _, l := range m.GetLabel() {
-			if l.GetValue() != "" {
-				got[l.GetName()] = l.GetValue()
-			}
-		}
-		if len(got) != len(want) {
-			continue
-		}
-		for k, v := range want {
-			if got[k] != v {
-				continue next
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			return m.Counter.GetValue(), true
-		case m.Gauge != nil:
-			return m.Gauge.GetValue(), true
-		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount()), true
-		}
-	}
-	return 0, false
-}
 
 // TestMetrics sends traffic of every kind and finds it counted in GET
 // /metrics with the right labels and values.

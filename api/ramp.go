@@ -10,6 +10,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/plan"
+	"github.com/rollout/rollout/rollout/ramp"
 )
 
 // rampRequest is the body of POST /api/features/K/ramps. The steps' times
@@ -29,13 +30,13 @@ type rampRequest struct {
 	DryRun *bool `json:"dry_run"`
 }
 
-// horizonYears is rollout.MaxRampHorizon in years.
-const horizonYears = rollout.MaxRampHorizon / (365 * 24 * time.Hour)
+// horizonYears is ramp.MaxHorizon in years.
+const horizonYears = ramp.MaxHorizon / (365 * 24 * time.Hour)
 
 // spec reads the request into a ramp's spec, refusing what is not well
 // formed; the domain judges the rest.
-func (req rampRequest) spec() (rollout.RampSpec, error) {
-	sp := rollout.RampSpec{Bucket: req.Bucket, Shares: req.Steps, MaxChurn: req.MaxChurn, Comment: req.Comment}
+func (req rampRequest) spec() (ramp.Spec, error) {
+	sp := ramp.Spec{Bucket: req.Bucket, Shares: req.Steps, MaxChurn: req.MaxChurn, Comment: req.Comment}
 	if req.Bucket == "" {
 		return sp, badRequest(`give the bucket to ramp and its shares: {"bucket":"on","steps":[0.05,0.25,1],"every":"24h"}`)
 	}
@@ -47,7 +48,7 @@ func (req rampRequest) spec() (rollout.RampSpec, error) {
 		if d <= 0 {
 			return sp, badRequest("every %q must be a positive duration, such as \"24h\"", req.Every)
 		}
-		if d > rollout.MaxRampHorizon {
+		if d > ramp.MaxHorizon {
 			return sp, badRequest("every %q is longer than %d years: give a duration such as \"24h\"", req.Every, horizonYears)
 		}
 		sp.Every = d
@@ -57,7 +58,7 @@ func (req rampRequest) spec() (rollout.RampSpec, error) {
 		if err != nil {
 			return t, badRequest("%s %q is not a time: write it in RFC 3339, such as \"2026-03-01T09:00:00Z\"", field, v)
 		}
-		if d := time.Until(t); d > rollout.MaxRampHorizon || d < -rollout.MaxRampHorizon {
+		if d := time.Until(t); d > ramp.MaxHorizon || d < -ramp.MaxHorizon {
 			return t, badRequest("%s %q is more than %d years from now", field, v, horizonYears)
 		}
 		return t, nil
@@ -115,14 +116,14 @@ func (s *Server) createRamp(c echo.Context) error {
 		return err
 	}
 	if dryRun != nil && *dryRun {
-		p, err := s.svc.PreviewRamp(c.Request().Context(), pathParam(c, "key"), sp, actorOf(c))
+		p, err := s.in(c).PreviewRamp(c.Request().Context(), pathParam(c, "key"), sp, actorOf(c))
 		if err != nil {
 			return err
 		}
 		return c.JSON(http.StatusOK, map[string]any{"dry_run": true, "ramp": p.Ramp, "steps": p.Steps, "needs": p.Needs})
 	}
 	answer := answers(c, rampStartAnswer)
-	st, err := s.svc.StartRamp(c.Request().Context(), pathParam(c, "key"), sp, rollout.RampOptions{Actor: actorOf(c), Idempotency: answer.idempotency()})
+	st, err := s.in(c).StartRamp(c.Request().Context(), pathParam(c, "key"), sp, rollout.RampOptions{Actor: actorOf(c), Idempotency: answer.idempotency()})
 	if err != nil {
 		return err
 	}
@@ -141,7 +142,7 @@ func rampStartAnswer(st rollout.RampStart) (keptAnswer, error) {
 // listRamps is GET /api/features/K/ramps and, without a key, GET
 // /api/ramps: the ramps, oldest first, with their state and reasons.
 func (s *Server) listRamps(c echo.Context) error {
-	rs, err := s.svc.Ramps(c.Request().Context(), pathParam(c, "key"))
+	rs, err := s.in(c).Ramps(c.Request().Context(), pathParam(c, "key"))
 	if err != nil {
 		return err
 	}
@@ -150,7 +151,7 @@ func (s *Server) listRamps(c echo.Context) error {
 
 // getRamp is GET /api/features/K/ramps/ID.
 func (s *Server) getRamp(c echo.Context) error {
-	r, err := s.svc.Ramp(c.Request().Context(), pathParam(c, "key"), pathParam(c, "id"))
+	r, err := s.in(c).Ramp(c.Request().Context(), pathParam(c, "key"), pathParam(c, "id"))
 	if err != nil {
 		return err
 	}
@@ -159,11 +160,11 @@ func (s *Server) getRamp(c echo.Context) error {
 
 // pauseRamp, resumeRamp and cancelRamp are POST
 // /api/features/K/ramps/ID/pause, …/resume and …/cancel.
-func (s *Server) pauseRamp(c echo.Context) error { return s.moveRamp(c, s.svc.PauseRamp) }
+func (s *Server) pauseRamp(c echo.Context) error { return s.moveRamp(c, s.in(c).PauseRamp) }
 
-func (s *Server) resumeRamp(c echo.Context) error { return s.moveRamp(c, s.svc.ResumeRamp) }
+func (s *Server) resumeRamp(c echo.Context) error { return s.moveRamp(c, s.in(c).ResumeRamp) }
 
-func (s *Server) cancelRamp(c echo.Context) error { return s.moveRamp(c, s.svc.CancelRamp) }
+func (s *Server) cancelRamp(c echo.Context) error { return s.moveRamp(c, s.in(c).CancelRamp) }
 
 func (s *Server) moveRamp(c echo.Context, move func(ctx context.Context, key, id string, opts rollout.RampOptions) (rollout.Ramp, error)) error {
 	var none struct{}

@@ -9,6 +9,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/ramp"
 )
 
 type rampAnswer struct {
@@ -94,9 +95,9 @@ func TestRampLifecycle(t *testing.T) {
 	s := newServer(t, "", api.Options{})
 	s.seed()
 	r := s.must(201, "POST", "/api/features/dark-mode/ramps", map[string]any{"bucket": "on", "steps": []float64{0.55, 0.75, 1}, "every": "24h", "max_churn": 0.3})
-	ramp := decodeAs[rampAnswer](t, r).Ramp
-	if ramp.State != rollout.RampActive || len(ramp.Steps) != 3 || ramp.Bucket != "on" || *ramp.MaxChurn != 0.3 || ramp.Steps[1].At.Sub(ramp.Steps[0].At).Hours() != 24 {
-		t.Fatalf("created ramp %+v, want active, 3 steps a day apart, max_churn 0.3", ramp)
+	started := decodeAs[rampAnswer](t, r).Ramp
+	if started.State != ramp.Active || len(started.Steps) != 3 || started.Bucket != "on" || *started.MaxChurn != 0.3 || started.Steps[1].At.Sub(started.Steps[0].At).Hours() != 24 {
+		t.Fatalf("created ramp %+v, want active, 3 steps a day apart, max_churn 0.3", started)
 	}
 	s.must(409, "POST", "/api/features/dark-mode/ramps", map[string]any{"bucket": "off", "steps": []float64{1}})
 	s.must(201, "POST", "/api/features/banner/ramps", map[string]any{"bucket": "red", "steps": []float64{1}, "start": "2099-01-01T00:00:00Z"})
@@ -104,16 +105,16 @@ func TestRampLifecycle(t *testing.T) {
 	if got := decodeAs[rampsAnswer](t, s.must(200, "GET", "/api/ramps", nil)); len(got.Ramps) != 2 {
 		t.Errorf("GET /api/ramps: %d ramps, want 2", len(got.Ramps))
 	}
-	if got := decodeAs[rampsAnswer](t, s.must(200, "GET", "/api/features/dark-mode/ramps", nil)); len(got.Ramps) != 1 || got.Ramps[0].ID != ramp.ID {
+	if got := decodeAs[rampsAnswer](t, s.must(200, "GET", "/api/features/dark-mode/ramps", nil)); len(got.Ramps) != 1 || got.Ramps[0].ID != started.ID {
 		t.Errorf("GET …/dark-mode/ramps = %+v, want the one ramp", got.Ramps)
 	}
 	s.must(404, "GET", "/api/features/nope/ramps", nil)
-	s.must(404, "GET", "/api/features/banner/ramps/"+ramp.ID, nil)
+	s.must(404, "GET", "/api/features/banner/ramps/"+started.ID, nil)
 
 	if n, err := s.svc.ApplyDueRamps(context.Background()); n != 1 || err != nil {
 		t.Fatalf("ApplyDueRamps = %d, %v; want 1 (the first step, due now), nil", n, err)
 	}
-	got := decodeAs[rampAnswer](t, s.must(200, "GET", "/api/features/dark-mode/ramps/"+ramp.ID, nil)).Ramp
+	got := decodeAs[rampAnswer](t, s.must(200, "GET", "/api/features/dark-mode/ramps/"+started.ID, nil)).Ramp
 	if got.Next != 1 || got.Steps[0].Version != 2 {
 		t.Errorf("after the first step: next %d, step version %d; want 1, 2", got.Next, got.Steps[0].Version)
 	}
@@ -122,15 +123,15 @@ func TestRampLifecycle(t *testing.T) {
 		t.Errorf("version 2 by %v: %v; want ramp: ramp on: step 1 of 3, 55 %%; off 54.97 %% → 45…, on …; … of users moved, all into on", v["actor"], v["summary"])
 	}
 
-	base := "/api/features/dark-mode/ramps/" + ramp.ID
-	if got := decodeAs[rampAnswer](t, s.must(200, "POST", base+"/pause", nil)).Ramp; got.State != rollout.RampPaused || got.Reason == "" {
+	base := "/api/features/dark-mode/ramps/" + started.ID
+	if got := decodeAs[rampAnswer](t, s.must(200, "POST", base+"/pause", nil)).Ramp; got.State != ramp.Paused || got.Reason == "" {
 		t.Errorf("paused: %s, reason %q", got.State, got.Reason)
 	}
 	s.must(409, "POST", base+"/pause", nil)
 	s.must(200, "POST", base+"/resume", nil)
 	s.must(409, "POST", base+"/resume", nil)
 	s.must(400, "POST", base+"/cancel", map[string]any{"why": "no body wanted"})
-	if got := decodeAs[rampAnswer](t, s.must(200, "POST", base+"/cancel", nil)).Ramp; got.State != rollout.RampCanceled {
+	if got := decodeAs[rampAnswer](t, s.must(200, "POST", base+"/cancel", nil)).Ramp; got.State != ramp.Canceled {
 		t.Errorf("canceled: %s", got.State)
 	}
 	s.must(409, "POST", base+"/cancel", nil)

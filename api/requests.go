@@ -27,7 +27,7 @@ type settingsRequest struct {
 
 // getSettings is GET /api/settings.
 func (s *Server) getSettings(c echo.Context) error {
-	st, err := s.svc.Settings(c.Request().Context())
+	st, err := s.in(c).Settings(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -44,7 +44,7 @@ func (s *Server) putSettings(c echo.Context) error {
 		return badRequest("version %d: give the settings' version you read (0 or leave it out: any)", req.Version)
 	}
 	ctx := c.Request().Context()
-	next, err := s.svc.Settings(ctx)
+	next, err := s.in(c).Settings(ctx)
 	if err != nil {
 		return err
 	}
@@ -58,7 +58,7 @@ func (s *Server) putSettings(c echo.Context) error {
 	if ifVersion == 0 {
 		ifVersion = next.Version // the fields left out are those of this version
 	}
-	saved, err := s.svc.UpdateSettings(ctx, next, ifVersion, actorOf(c), req.Comment)
+	saved, err := s.in(c).UpdateSettings(ctx, next, ifVersion, actorOf(c), req.Comment)
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func (s *Server) listRequests(c echo.Context) error {
 		return badRequest("limit=%d: at most %d requests a page", limit, rollout.MaxRequestPage)
 	}
 	q.Limit = limit
-	rs, err := s.svc.Requests(c.Request().Context(), q)
+	rs, err := s.in(c).Requests(c.Request().Context(), q)
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func (s *Server) listRequests(c echo.Context) error {
 
 // getRequest is GET /api/requests/ID.
 func (s *Server) getRequest(c echo.Context) error {
-	r, err := s.svc.Request(c.Request().Context(), pathParam(c, "id"))
+	r, err := s.in(c).Request(c.Request().Context(), pathParam(c, "id"))
 	if err != nil {
 		return err
 	}
@@ -119,7 +119,7 @@ func (s *Server) approveRequest(c echo.Context) error {
 	if err := decodeOptional(c, &req); err != nil {
 		return err
 	}
-	res, r, err := s.svc.ApproveRequest(c.Request().Context(), pathParam(c, "id"), actorOf(c), req.Comment)
+	res, r, err := s.in(c).ApproveRequest(c.Request().Context(), pathParam(c, "id"), actorOf(c), req.Comment)
 	if err != nil {
 		return err
 	}
@@ -135,12 +135,12 @@ func (s *Server) approveRequest(c echo.Context) error {
 
 // rejectRequest is POST /api/requests/ID/reject.
 func (s *Server) rejectRequest(c echo.Context) error {
-	return s.closeRequest(c, s.svc.RejectRequest)
+	return s.closeRequest(c, s.in(c).RejectRequest)
 }
 
 // cancelRequest is POST /api/requests/ID/cancel, by the request's author.
 func (s *Server) cancelRequest(c echo.Context) error {
-	return s.closeRequest(c, s.svc.CancelRequest)
+	return s.closeRequest(c, s.in(c).CancelRequest)
 }
 
 func (s *Server) closeRequest(c echo.Context, close func(ctx context.Context, id, by, comment string) (rollout.Request, error)) error {

@@ -7,8 +7,8 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/rollout/rollout/api/evaluation"
-	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/document"
 )
 
 // Route is one route of the server, declared once: what it serves, what it
@@ -85,16 +85,16 @@ func (s *Server) routes(opts Options) []Route {
 		{Method: http.MethodHead, Path: "/readyz", Access: Public, Handler: s.readyz},
 
 		// Apps' evaluation.
-		{Method: http.MethodGet, Path: "/evaluate", Access: auth.PermEvaluate, Handler: s.eval.EvaluateOne},
-		{Method: http.MethodPost, Path: "/evaluate", Access: auth.PermEvaluate, AppBody: true, BoundedRead: true, MaxBody: evaluation.MaxEvaluateBodyBytes, Handler: s.eval.EvaluateMany},
-		{Method: http.MethodPost, Path: "/ofrep/v1/evaluate/flags/:key", Access: auth.PermEvaluate, AppBody: true, BoundedRead: true, MaxBody: evaluation.MaxEvaluateBodyBytes, Handler: s.eval.OFREPEvaluate},
-		{Method: http.MethodPost, Path: "/ofrep/v1/evaluate/flags", Access: auth.PermEvaluate, AppBody: true, BoundedRead: true, MaxBody: evaluation.MaxEvaluateBodyBytes, Handler: s.eval.OFREPEvaluateAll},
+		{Method: http.MethodGet, Path: "/evaluate", Access: auth.PermEvaluate, Handler: s.evaluate((*evaluation.Server).EvaluateOne)},
+		{Method: http.MethodPost, Path: "/evaluate", Access: auth.PermEvaluate, AppBody: true, BoundedRead: true, MaxBody: evaluation.MaxEvaluateBodyBytes, Handler: s.evaluate((*evaluation.Server).EvaluateMany)},
+		{Method: http.MethodPost, Path: "/ofrep/v1/evaluate/flags/:key", Access: auth.PermEvaluate, AppBody: true, BoundedRead: true, MaxBody: evaluation.MaxEvaluateBodyBytes, Handler: s.evaluate((*evaluation.Server).OFREPEvaluate)},
+		{Method: http.MethodPost, Path: "/ofrep/v1/evaluate/flags", Access: auth.PermEvaluate, AppBody: true, BoundedRead: true, MaxBody: evaluation.MaxEvaluateBodyBytes, Handler: s.evaluate((*evaluation.Server).OFREPEvaluateAll)},
 		// The sync API and the counts of apps that evaluate in process
 		// (package client): tokens of the sdk role, not the client role of
 		// browsers. The snapshot holds every feature's configuration.
-		{Method: http.MethodGet, Path: "/sync/v1/snapshot", Access: auth.PermSync, Handler: s.eval.SyncSnapshot},
+		{Method: http.MethodGet, Path: "/sync/v1/snapshot", Access: auth.PermSync, Handler: func(c echo.Context) error { return s.evalIn(c).SyncSnapshot(c) }},
 		{Method: http.MethodGet, Path: "/sync/v1/stream", Access: auth.PermSync, Stream: true, Handler: s.syncStream},
-		{Method: http.MethodPost, Path: "/api/exposures", Access: auth.PermSync, AppBody: true, Handler: s.eval.AddExposures,
+		{Method: http.MethodPost, Path: "/api/exposures", Access: auth.PermSync, AppBody: true, Handler: func(c echo.Context) error { return s.evalIn(c).AddExposures(c) },
 			Middleware: []echo.MiddlewareFunc{exposures}},
 
 		{Method: http.MethodGet, Path: "/metrics", Access: auth.PermRead, Handler: echo.WrapHandler(s.metrics.Handler())},
@@ -168,11 +168,22 @@ func (s *Server) routes(opts Options) []Route {
 		{Method: http.MethodPost, Path: "/api/features/:key/ramps/:id/resume", Access: auth.PermWrite, Handler: s.resumeRamp},
 		{Method: http.MethodPost, Path: "/api/features/:key/ramps/:id/cancel", Access: auth.PermWrite, Handler: s.cancelRamp},
 
+		// Environments (environments.go): admins with tokens of every
+		// environment change them; promotions are a change of the target.
+		{Method: http.MethodGet, Path: "/api/environments", Access: auth.PermRead, Handler: s.listEnvironments},
+		{Method: http.MethodPost, Path: "/api/environments", Access: auth.PermAdmin, MaxBody: 4 << 10, Handler: s.createEnvironment},
+		{Method: http.MethodGet, Path: "/api/environments/compare", Access: auth.PermRead, Handler: s.compareEnvironments},
+		{Method: http.MethodPost, Path: "/api/environments/promote", Access: auth.PermWrite, Change: "promote", MaxBody: 64 << 10, Handler: s.promoteFeatures},
+		{Method: http.MethodPatch, Path: "/api/environments/:env", Access: auth.PermAdmin, MaxBody: 4 << 10, Handler: s.patchEnvironment},
+		{Method: http.MethodDelete, Path: "/api/environments/:env", Access: auth.PermAdmin, Handler: s.deleteEnvironment},
+		{Method: http.MethodGet, Path: "/api/features/:key/environments", Access: auth.PermRead, Handler: s.featureEnvironments},
+		{Method: http.MethodPost, Path: "/api/features/:key/promote", Access: auth.PermWrite, Change: "promote", MaxBody: 4 << 10, Handler: s.promoteFeature},
+
 		// Rollouts as code (ascode.go): a document of features exported,
 		// planned against the server, applied as one batch.
 		{Method: http.MethodGet, Path: "/api/export", Access: auth.PermRead, Handler: s.exportDocument},
-		{Method: http.MethodPost, Path: "/api/plan", Access: auth.PermRead, MaxBody: rollout.MaxDocumentBytes, Handler: s.planDocument}, // changes nothing
-		{Method: http.MethodPost, Path: "/api/apply", Access: auth.PermWrite, Change: "apply", MaxBody: rollout.MaxDocumentBytes, Handler: s.applyDocument},
+		{Method: http.MethodPost, Path: "/api/plan", Access: auth.PermRead, MaxBody: document.MaxBytes, Handler: s.planDocument}, // changes nothing
+		{Method: http.MethodPost, Path: "/api/apply", Access: auth.PermWrite, Change: "apply", MaxBody: document.MaxBytes, Handler: s.applyDocument},
 	}
 	routes = append(routes, s.experimentRoutes(opts)...)
 	if opts.Pprof {
@@ -249,6 +260,9 @@ func (s *Server) middleware(r Route, declared bool) []echo.MiddlewareFunc {
 	}
 	if s.auth != nil {
 		mw = append(mw, s.auth.middleware(r))
+	}
+	if r.Access != auth.PermEvaluate && r.Access != Public {
+		mw = append(mw, s.resolve) // evaluation resolves its own (Server.evaluate)
 	}
 	if r.Stream {
 		mw = append(mw, s.streams.middleware(r))

@@ -39,7 +39,7 @@ func viewOfSegment(snap *feature.Snapshot, seg feature.Segment) segmentView {
 func segmentETag(seg feature.Segment) string { return `"` + seg.Tag() + `"` }
 
 func (s *Server) listSegments(c echo.Context) error {
-	snap := s.svc.Snapshot()
+	snap := s.in(c).Snapshot()
 	segs := snap.Segments()
 	out := make([]segmentView, len(segs))
 	for i, seg := range segs {
@@ -50,7 +50,7 @@ func (s *Server) listSegments(c echo.Context) error {
 
 func (s *Server) getSegment(c echo.Context) error {
 	key := pathParam(c, "key")
-	snap := s.svc.Snapshot()
+	snap := s.in(c).Snapshot()
 	seg, ok := snap.Segment(key)
 	if !ok {
 		return feature.Errorf(feature.ENotFound, "segment %q does not exist", key)
@@ -105,7 +105,7 @@ func (s *Server) createSegment(c echo.Context) error {
 	}
 	answer := answers(c, segmentAnswer(status))
 	opts.Idempotency = answer.idempotency()
-	res, err := s.svc.CreateSegment(c.Request().Context(), feature.Segment{Key: req.Key, Description: req.Description, Conditions: *req.Conditions}, opts)
+	res, err := s.in(c).CreateSegment(c.Request().Context(), feature.Segment{Key: req.Key, Description: req.Description, Conditions: *req.Conditions}, opts)
 	if err != nil {
 		return err
 	}
@@ -131,7 +131,7 @@ func (s *Server) updateSegment(c echo.Context) error {
 	}
 	answer := answers(c, segmentAnswer(http.StatusOK))
 	opts.Idempotency = answer.idempotency()
-	res, err := s.svc.UpdateSegment(c.Request().Context(), key, req.Description, *req.Conditions, opts)
+	res, err := s.in(c).UpdateSegment(c.Request().Context(), key, req.Description, *req.Conditions, opts)
 	if err != nil {
 		return err
 	}
@@ -155,7 +155,7 @@ func (s *Server) deleteSegment(c echo.Context) error {
 		return keptAnswer{Status: http.StatusNoContent}, nil
 	})
 	opts.Idempotency = answer.idempotency()
-	res, err := s.svc.DeleteSegment(c.Request().Context(), pathParam(c, "key"), opts)
+	res, err := s.in(c).DeleteSegment(c.Request().Context(), pathParam(c, "key"), opts)
 	if err != nil {
 		return err
 	}
@@ -171,7 +171,7 @@ func (s *Server) listSegmentVersions(c echo.Context) error {
 		return err
 	}
 	key := pathParam(c, "key")
-	vs, err := s.svc.SegmentVersions(c.Request().Context(), key, before, limit)
+	vs, err := s.in(c).SegmentVersions(c.Request().Context(), key, before, limit)
 	if err != nil {
 		return err
 	}
@@ -195,7 +195,7 @@ func (s *Server) appliedSegment(c echo.Context, res rollout.SegmentResult, what 
 		s.metrics.changed("segment")
 	}
 	for _, key := range res.Features {
-		if f, ok := s.svc.Snapshot().Feature(key); ok {
+		if f, ok := s.in(c).Snapshot().Feature(key); ok {
 			s.applied(c, key, f.Version, "segment "+res.Segment.Key+" "+what, 0, opts.Actor)
 		}
 	}

@@ -106,12 +106,17 @@ type Options struct {
 	// package evaluation); the zero value is the defaults.
 	Costly evaluation.CostlyLimits
 
+	// Environments are the environments served, svc being one of them
+	// (production's); nil: svc's alone, which cannot be changed.
+	Environments *rollout.Environments
+
 	// Webhooks are what /api/webhooks manages; nil: those routes answer
 	// 404.
 	Webhooks *webhook.Hooks
-	// Experiments serve the routes of metrics, tracked events and
-	// experiments (experiments.go); nil: none.
-	Experiments *rollout.Experiments
+	// Experiments are those of each environment, which serve the routes
+	// of metrics, tracked events and experiments (experiments.go) and
+	// record the users of each environment's evaluations; nil: none.
+	Experiments *rollout.EnvironmentExperiments
 
 	// Routes are served beside the API's own, with the same access
 	// control, metrics and logs: the dashboard's (web.Routes).
@@ -120,13 +125,15 @@ type Options struct {
 
 // Server holds what the handlers need.
 type Server struct {
-	svc     *rollout.Service
+	svc     *rollout.Service // the default environment's (production)
+	envs    *rollout.Environments
+	evals   evaluators // the evaluation servers of other environments
 	log     *slog.Logger
 	metrics *Metrics
 	ready   func(context.Context) error
 	closing <-chan struct{}
-	eval    *evaluation.Server   // the routes apps call on their hot path
-	exp     *rollout.Experiments // nil: no experiments' routes
+	eval    *evaluation.Server              // the routes apps call on their hot path
+	exps    *rollout.EnvironmentExperiments // nil: no experiments' routes
 	streams *streams
 
 	events  changeEvents
@@ -156,17 +163,25 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	if slow <= 0 {
 		slow = DefaultSlowRequest
 	}
-	s := &Server{svc: svc, exp: opts.Experiments, log: log, metrics: metrics, ready: opts.Ready, closing: opts.Closing, auth: opts.Auth, hooks: opts.Webhooks,
+	s := &Server{svc: svc, exps: opts.Experiments, log: log, metrics: metrics, ready: opts.Ready, closing: opts.Closing, auth: opts.Auth, hooks: opts.Webhooks,
 		reqlog: requestLogger{mode: opts.RequestLog, slow: slow, sample: uint64(max(opts.SampleEvaluations, 0))},
 		cors:   evaluationCORS(), csrf: http.NewCrossOriginProtection(),
 		declared: map[string]map[string]bool{}}
 	s.planner = newPlanner(opts.Plans)
 	evalOpts := evaluation.Options{Metrics: evaluationMetrics{metrics}, Decode: decode,
 		WriteWindow: streamWriteWindow, Costly: opts.Costly}
-	if opts.Experiments != nil {
-		evalOpts.Experiments = opts.Experiments
+	s.evals.make = func(svc *rollout.Service) *evaluation.Server {
+		opts := evalOpts
+		if s.exps != nil {
+			opts.Experiments = s.exps.Of(svc)
+		}
+		return evaluation.New(svc, opts)
 	}
-	s.eval = evaluation.New(svc, evalOpts)
+	s.eval = s.evals.make(svc)
+	s.envs = opts.Environments
+	if s.envs == nil {
+		s.envs = rollout.OneEnvironment(svc)
+	}
 	metrics.server.Store(s)
 	s.streams = newStreams(opts, log, metrics)
 

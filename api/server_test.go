@@ -1,26 +1,21 @@
 package api_test
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
-	"strings"
 	"testing"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/rollout/rollout/api"
-	"github.com/rollout/rollout/internal/storemetrics"
+	"github.com/rollout/rollout/api/internal/apitest"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
-	"github.com/rollout/rollout/store/sqlite"
 )
 
 // testServer is the API over a real SQLite store in a temporary directory,
-// served on a loopback port.
+// served on a loopback port: an apitest.Server under the names these tests
+// use.
 type testServer struct {
 	t      testing.TB
 	URL    string
@@ -40,36 +35,13 @@ func newServer(t testing.TB, dbPath string, opts api.Options) *testServer {
 // not nil.
 func newServerOver(t testing.TB, dbPath string, opts api.Options, wrap func(rollout.Store) rollout.Store) *testServer {
 	t.Helper()
-	if dbPath == "" {
-		dbPath = filepath.Join(t.TempDir(), "rollout.db")
-	}
-	db, err := sqlite.Open(context.Background(), dbPath)
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	if opts.Metrics == nil {
-		opts.Metrics = api.NewMetrics()
-	}
-	if opts.Ready == nil {
-		opts.Ready = db.Ping
-	}
-	var st rollout.Store = db
-	if wrap != nil {
-		st = wrap(st)
-	}
-	svc, err := rollout.NewService(context.Background(), storemetrics.New(opts.Metrics.Registry(), st), nil)
-	if err != nil {
-		db.Close()
-		t.Fatalf("new service: %v", err)
-	}
-	srv := httptest.NewServer(api.New(svc, opts))
-	t.Cleanup(func() {
-		srv.Close()
-		if err := db.Close(); err != nil {
-			t.Errorf("close store: %v", err)
-		}
-	})
-	return &testServer{t: t, URL: srv.URL, svc: svc, db: db, dbPath: dbPath}
+	h := apitest.NewOver(t, dbPath, opts, wrap)
+	return &testServer{t: t, URL: h.URL, svc: h.Svc, db: h.DB, dbPath: h.DBPath}
+}
+
+// harness is s as an apitest.Server.
+func (s *testServer) harness() *apitest.Server {
+	return &apitest.Server{T: s.t, URL: s.URL, Svc: s.svc, DB: s.db, DBPath: s.dbPath}
 }
 
 type response struct {
@@ -78,107 +50,45 @@ type response struct {
 	body   []byte
 }
 
+func answered(r apitest.Response) response {
+	return response{status: r.Status, header: r.Header, body: r.Body}
+}
+
 func (r response) json(t *testing.T) map[string]any {
 	t.Helper()
-	var v map[string]any
-	if err := json.Unmarshal(r.body, &v); err != nil {
-		t.Fatalf("answer %d is not a JSON object: %v: %s", r.status, err, r.body)
-	}
-	return v
+	return apitest.Response{Status: r.status, Header: r.header, Body: r.body}.JSON(t)
 }
 
 // do sends a request; body is sent as is when a string, and as JSON
 // otherwise. header holds name, value pairs.
 func (s *testServer) do(method, path string, body any, header ...string) response {
 	s.t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	default:
-		data, err := json.Marshal(b)
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		rd = bytes.NewReader(data)
-	}
-	req, err := http.NewRequest(method, s.URL+path, rd)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		if header[i] == "Host" {
-			req.Host = header[i+1]
-		}
-		req.Header.Set(header[i], header[i+1])
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		s.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer res.Body.Close()
-	data, err := io.ReadAll(res.Body)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return response{status: res.StatusCode, header: res.Header, body: data}
+	return answered(s.harness().Do(method, path, body, header...))
 }
 
 // must sends a request and fails the test unless it answers want.
 func (s *testServer) must(want int, method, path string, body any, header ...string) response {
 	s.t.Helper()
-	r := s.do(method, path, body, header...)
-	if r.status != want {
-		s.t.Fatalf("%s %s = %d %s, want %d", method, path, r.status, r.body, want)
-	}
-	return r
+	return answered(s.harness().Must(want, method, path, body, header...))
 }
 
 // create stores f through the service, with the salt its key unless given.
-func (s *testServer) create(f feature.Feature) {
-	s.t.Helper()
-	if _, err := s.svc.Create(context.Background(), f, rollout.ChangeOptions{}); err != nil {
-		s.t.Fatalf("create %s: %v", f.Key, err)
-	}
-}
+func (s *testServer) create(f feature.Feature) { s.t.Helper(); s.harness().Create(f) }
 
-// seed creates the features the OFREP tests evaluate: string, boolean,
-// object and number values, an override, and two disabled features, one with
-// a fallback bucket.
-func (s *testServer) seed() {
-	s.t.Helper()
-	raw := func(v string) json.RawMessage { return json.RawMessage(v) }
-	s.create(feature.Feature{Key: "checkout", Enabled: true, Salt: "",
-		Buckets:   []feature.Bucket{{Name: "A", Replicas: 3}, {Name: "B", Replicas: 3}, {Name: "C", Replicas: 3}},
-		Overrides: map[string]string{"vip": "C"}})
-	s.create(feature.Feature{Key: "dark-mode", Enabled: true, Salt: "dark-mode",
-		Buckets: []feature.Bucket{{Name: "on", Replicas: 100, Value: raw("true")}, {Name: "off", Replicas: 100, Value: raw("false")}}})
-	s.create(feature.Feature{Key: "banner", Enabled: true, Salt: "banner",
-		Buckets: []feature.Bucket{
-			{Name: "blue", Replicas: 100, Value: raw(`{"color":"blue","size":3}`)},
-			{Name: "red", Replicas: 100, Value: raw(`{"color":"red","size":1}`)},
-		}})
-	s.create(feature.Feature{Key: "limit", Enabled: true, Salt: "limit",
-		Buckets: []feature.Bucket{{Name: "low", Replicas: 100, Value: raw("10")}, {Name: "high", Replicas: 100, Value: raw("20")}}})
-	s.create(feature.Feature{Key: "paused", Enabled: false, Salt: "paused", Fallback: "old",
-		Buckets: []feature.Bucket{{Name: "old", Replicas: 100, Value: raw(`"old-flow"`)}, {Name: "new", Replicas: 100, Value: raw(`"new-flow"`)}}})
-	s.create(feature.Feature{Key: "killed", Enabled: false, Salt: "killed",
-		Buckets: []feature.Bucket{{Name: "A", Replicas: 100}, {Name: "B", Replicas: 100}}})
-}
+// seed creates the features the OFREP tests evaluate (apitest's Seed).
+func (s *testServer) seed() { s.t.Helper(); s.harness().Seed() }
 
 // evaluate returns the service's own evaluation, which answers must match.
 func (s *testServer) evaluate(key, user string) feature.Evaluation {
 	s.t.Helper()
-	e, err := s.svc.Evaluate(key, user)
-	if err != nil {
-		s.t.Fatalf("Evaluate(%q, %q): %v", key, user, err)
-	}
-	return e
+	return s.harness().Evaluate(key, user)
 }
+
+// scrape reads GET /metrics as Prometheus does.
+func (s *testServer) scrape() map[string]*dto.MetricFamily { return s.harness().Scrape() }
+
+// sample is apitest.Sample.
+var sample = apitest.Sample
 
 // ofrepFlags is the path of OFREP's bulk evaluation (package evaluation).
 const ofrepFlags = "/ofrep/v1/evaluate/flags"

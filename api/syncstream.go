@@ -104,7 +104,7 @@ func (ce *changeEvents) encode(batch []rollout.Commit, snap func() *feature.Snap
 // goes, or when it fell so far behind that the service dropped its
 // subscription: the client reconnects and reads the snapshot again.
 func (s *Server) syncStream(c echo.Context) error {
-	commits, stop := s.svc.Subscribe()
+	commits, stop := s.in(c).Subscribe()
 	defer stop()
 
 	w := c.Response()
@@ -128,7 +128,7 @@ func (s *Server) syncStream(c echo.Context) error {
 		buf.Reset()
 		return err
 	}
-	rev := s.svc.Snapshot().Revision()
+	rev := s.in(c).Snapshot().Revision()
 	fmt.Fprintf(&buf, "retry: %d\nid: %d\nevent: hello\ndata: {\"revision\":%d}\n\n", streamRetry, rev, rev)
 	if err := send(); err != nil {
 		return nil // the client is gone
@@ -148,7 +148,7 @@ func (s *Server) syncStream(c echo.Context) error {
 			if !ok {
 				return nil // too slow: the client reconnects
 			}
-			ev := s.events.encode(batch, s.svc.Snapshot)
+			ev := s.events.encode(batch, s.in(c).Snapshot)
 			if ev == nil {
 				continue // tokens only
 			}

@@ -93,7 +93,11 @@ func (s *Server) listTokens(c echo.Context) error {
 	}
 	active := []tokenView{}
 	var revoked []tokenView
+	me, _ := TokenOf(c)
 	for _, t := range all {
+		if me.Environment != "" && t.Environment != me.Environment {
+			continue // a scoped admin sees its environment's tokens alone
+		}
 		if t.RevokedAt == nil {
 			active = append(active, tokenView{Token: t, Active: true})
 		} else {
@@ -110,6 +114,10 @@ func (s *Server) listTokens(c echo.Context) error {
 type createTokenRequest struct {
 	Name string    `json:"name"`
 	Role auth.Role `json:"role"`
+	// Environment scopes the token to one environment ("": every one, or
+	// production for an app role). A scoped admin makes tokens of its own
+	// environment only.
+	Environment string `json:"environment"`
 }
 
 // createToken is POST /api/tokens {"name","role"}: 201 with the token and,
@@ -127,6 +135,17 @@ func (s *Server) createToken(c echo.Context) error {
 	if err := (auth.Token{Name: req.Name, Role: req.Role}).Validate(); err != nil {
 		return err
 	}
+	if me, ok := TokenOf(c); ok && me.Environment != "" {
+		if req.Environment != "" && req.Environment != me.Environment {
+			return feature.Errorf(codeForbidden, "token %q is scoped to environment %s: it makes tokens of that environment only", me.Name, me.Environment)
+		}
+		req.Environment = me.Environment
+	}
+	if req.Environment != "" {
+		if _, ok := s.envs.Get(req.Environment); !ok {
+			return unknownEnvironment(req.Environment)
+		}
+	}
 	ctx := c.Request().Context()
 	all, err := tokens.List(ctx)
 	if err != nil {
@@ -141,7 +160,7 @@ func (s *Server) createToken(c echo.Context) error {
 	if n >= maxActiveTokens {
 		return feature.Errorf(feature.EConflict, "there are %d active tokens, the most there may be: revoke tokens no longer used first", n)
 	}
-	tok, secret, err := tokens.CreateBy(ctx, req.Name, req.Role, tokens.Now(), httpActor(c))
+	tok, secret, err := tokens.CreateIn(ctx, req.Name, req.Role, req.Environment, tokens.Now(), httpActor(c))
 	if err != nil {
 		return err
 	}
@@ -164,6 +183,9 @@ func (s *Server) revokeToken(c echo.Context) error {
 			return err
 		}
 		tok, ok = tokens.ByID(id)
+	}
+	if me, mine := TokenOf(c); ok && mine && me.Environment != "" && tok.Environment != me.Environment {
+		ok = false // a scoped admin sees its environment's tokens alone
 	}
 	if !ok {
 		return feature.Errorf(feature.ENotFound, "no active token has ID %q: list them with GET /api/tokens", id)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/document"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/plan"
 )
@@ -33,7 +34,7 @@ func TestDocumentExportPlansNoChange(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d := rollout.ExportDocument(svc.Snapshot())
+	d := document.Export(svc.Snapshot())
 	p, err := svc.PlanDocument(ctx, d, plan.Options{})
 	if err != nil {
 		t.Fatalf("PlanDocument(export) = %v", err)
@@ -55,10 +56,10 @@ func TestDocumentExportPlansNoChange(t *testing.T) {
 // between features, even when none of them needs a search.
 func TestDocumentPlanStopsWhenCanceled(t *testing.T) {
 	svc := openServices(t, 1, nil)[0]
-	d := rollout.Document{}
+	d := document.Document{}
 	for i := range 100 {
 		hundred := 100
-		d.Features = append(d.Features, rollout.DocFeature{Key: fmt.Sprintf("f%d", i), Buckets: []rollout.DocBucket{{Name: "on", Replicas: &hundred}}})
+		d.Features = append(d.Features, document.Feature{Key: fmt.Sprintf("f%d", i), Buckets: []document.Bucket{{Name: "on", Replicas: &hundred}}})
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -80,7 +81,7 @@ func TestDocumentBuckets(t *testing.T) {
 		{Name: "A", Replicas: 100}, {Name: "B", Replicas: 100}, {Name: "C", Replicas: 100}}}, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	d := rollout.Document{Features: []rollout.DocFeature{{Key: "f", Tolerance: 0.005, Buckets: []rollout.DocBucket{
+	d := document.Document{Features: []document.Feature{{Key: "f", Tolerance: 0.005, Buckets: []document.Bucket{
 		{Name: "A", Share: sharePtr(0.5)}, {Name: "B", Share: sharePtr(0.5)}, {Name: "D", Share: sharePtr(0)}}}}}
 	p, err := svc.ApplyDocument(ctx, d, rollout.ApplyOptions{Actor: "ci", Comment: "drop C"})
 	if err != nil {
@@ -114,8 +115,8 @@ func TestDocumentInstances(t *testing.T) {
 	if _, err := a.Create(ctx, onOff("f", 100, 100), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	doc := func(desc string) rollout.Document {
-		return rollout.Document{Features: []rollout.DocFeature{{Key: "f", Salt: "salt-f", Description: desc, Buckets: []rollout.DocBucket{
+	doc := func(desc string) document.Document {
+		return document.Document{Features: []document.Feature{{Key: "f", Salt: "salt-f", Description: desc, Buckets: []document.Bucket{
 			{Name: "on", Replicas: new(100)}, {Name: "off", Replicas: new(100)}}}}}
 	}
 	p, err := a.PlanDocument(ctx, doc("one"), plan.Options{})
@@ -171,8 +172,8 @@ func TestDocumentSegments(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d := rollout.ExportDocument(svc.Snapshot())
-	d.Features = slices.DeleteFunc(d.Features, func(f rollout.DocFeature) bool { return f.Key == "unlisted" })
+	d := document.Export(svc.Snapshot())
+	d.Features = slices.DeleteFunc(d.Features, func(f document.Feature) bool { return f.Key == "unlisted" })
 	d.Segments[0].Conditions[0].Value = json.RawMessage(`"@example.org"`)
 	p, err := svc.PlanDocument(ctx, d, plan.Options{})
 	if err != nil {
@@ -186,7 +187,7 @@ func TestDocumentSegments(t *testing.T) {
 	if !maps.Equal(got, want) || p.Changed != 3 || p.Versions["unlisted"] != 1 || p.SegmentVersions["staff"] != 1 {
 		t.Errorf("plan: %v, changed %d, versions %v %v; want %v, 3 changes, unlisted and staff from 1", got, p.Changed, p.Versions, p.SegmentVersions, want)
 	}
-	if sc := p.Segments[0]; sc.Action != rollout.ActionUpdate || strings.Join(sc.Features, ",") != "listed,unlisted" {
+	if sc := p.Segments[0]; sc.Action != document.ActionUpdate || strings.Join(sc.Features, ",") != "listed,unlisted" {
 		t.Errorf("plan of staff: %+v, want an update making versions of listed and unlisted", sc)
 	}
 	applied, err := svc.ApplyDocument(ctx, p.Document, rollout.ApplyOptions{Versions: p.Versions, SegmentVersions: p.SegmentVersions})
@@ -229,34 +230,34 @@ func TestDocumentErrorPaths(t *testing.T) {
 	cond := func(attr, op, value string) feature.Condition {
 		return feature.Condition{Attribute: attr, Op: op, Value: json.RawMessage(value)}
 	}
-	good := func(key string) rollout.DocFeature {
-		return rollout.DocFeature{Key: key, Buckets: []rollout.DocBucket{{Name: "off", Share: sharePtr(0.5)}, {Name: "on", Share: sharePtr(0.5)}},
+	good := func(key string) document.Feature {
+		return document.Feature{Key: key, Buckets: []document.Bucket{{Name: "off", Share: sharePtr(0.5)}, {Name: "on", Share: sharePtr(0.5)}},
 			Rules: []feature.Rule{{Name: "staff", Serve: feature.Serve{Bucket: "on"}, Conditions: []feature.Condition{
 				cond("plan", feature.OpEq, `"pro"`), cond("seats", feature.OpGt, `10`)}}}}
 	}
 	tests := []struct {
 		name  string
-		spoil func(f *rollout.DocFeature)
+		spoil func(f *document.Feature)
 		field string // within the feature
 		path  string // the YAML path within the feature
 	}{
-		{"a condition's value", func(f *rollout.DocFeature) { f.Rules[0].Conditions[1].Value = json.RawMessage(`"ten"`) }, "rules[0].conditions[1].value", "rules[0].conditions[1].value"},
-		{"a condition's op", func(f *rollout.DocFeature) { f.Rules[0].Conditions[0].Op = "like" }, "rules[0].conditions[0].op", "rules[0].conditions[0].op"},
-		{"a rule's bucket", func(f *rollout.DocFeature) { f.Rules[0].Serve.Bucket = "maybe" }, "rules[0].serve.bucket", "rules[0].serve.bucket"},
-		{"a bucket's name", func(f *rollout.DocFeature) { f.Buckets[1].Name = "o n" }, "buckets[1].name", "buckets[1].name"},
-		{"a bucket's value", func(f *rollout.DocFeature) { f.Buckets[0].Value = json.RawMessage(`1e999`) }, "buckets[0].value", "buckets[0].value"},
-		{"a tag", func(f *rollout.DocFeature) { f.Tags = []string{"ok", "Not OK"} }, "tags[1]", "tags[1]"},
-		{"an override", func(f *rollout.DocFeature) { f.Overrides = map[string]string{"ann.o'neil": "maybe"} }, `overrides["ann.o'neil"]`, `overrides.'ann.o\'neil'`},
-		{"the fallback", func(f *rollout.DocFeature) { f.Fallback = "maybe" }, "fallback", "fallback"},
+		{"a condition's value", func(f *document.Feature) { f.Rules[0].Conditions[1].Value = json.RawMessage(`"ten"`) }, "rules[0].conditions[1].value", "rules[0].conditions[1].value"},
+		{"a condition's op", func(f *document.Feature) { f.Rules[0].Conditions[0].Op = "like" }, "rules[0].conditions[0].op", "rules[0].conditions[0].op"},
+		{"a rule's bucket", func(f *document.Feature) { f.Rules[0].Serve.Bucket = "maybe" }, "rules[0].serve.bucket", "rules[0].serve.bucket"},
+		{"a bucket's name", func(f *document.Feature) { f.Buckets[1].Name = "o n" }, "buckets[1].name", "buckets[1].name"},
+		{"a bucket's value", func(f *document.Feature) { f.Buckets[0].Value = json.RawMessage(`1e999`) }, "buckets[0].value", "buckets[0].value"},
+		{"a tag", func(f *document.Feature) { f.Tags = []string{"ok", "Not OK"} }, "tags[1]", "tags[1]"},
+		{"an override", func(f *document.Feature) { f.Overrides = map[string]string{"ann.o'neil": "maybe"} }, `overrides["ann.o'neil"]`, `overrides.'ann.o\'neil'`},
+		{"the fallback", func(f *document.Feature) { f.Fallback = "maybe" }, "fallback", "fallback"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := rollout.Document{Features: []rollout.DocFeature{good("a"), good("b"), good("c")}}
+			d := document.Document{Features: []document.Feature{good("a"), good("b"), good("c")}}
 			tt.spoil(&d.Features[2])
 			err := d.Validate()
-			de, ok := errors.AsType[*rollout.DocumentError](err)
+			de, ok := errors.AsType[*document.Error](err)
 			if !ok {
-				t.Fatalf("Validate() = %v, want a *DocumentError", err)
+				t.Fatalf("Validate() = %v, want a *document.Error", err)
 			}
 			if want := "features[2]." + tt.field; de.Err.Field != want || feature.ErrorCode(err) != feature.EInvalid {
 				t.Errorf("Validate() at %q (%s), want EInvalid at %q", de.Err.Field, feature.ErrorCode(err), want)
@@ -284,10 +285,10 @@ func TestDocumentErrorPaths(t *testing.T) {
 	}
 
 	// A segment's mistake, likewise.
-	d := rollout.Document{Features: []rollout.DocFeature{}, Segments: []rollout.DocSegment{
+	d := document.Document{Features: []document.Feature{}, Segments: []document.Segment{
 		{Key: "staff", Conditions: []feature.Condition{cond("plan", feature.OpEq, `"pro"`)}},
 		{Key: "beta", Conditions: []feature.Condition{cond("plan", feature.OpEq, `"pro"`), cond("v", feature.OpSemverGt, `"four"`)}}}}
-	de, ok := errors.AsType[*rollout.DocumentError](d.Validate())
+	de, ok := errors.AsType[*document.Error](d.Validate())
 	_, serr := svc.CreateSegment(ctx, feature.Segment{Key: "beta", Conditions: d.Segments[1].Conditions}, rollout.ChangeOptions{})
 	if !ok || de.Err.Field != "segments[1].conditions[1].value" || de.Err.Message != "segments[1]."+feature.ErrorMessage(serr) {
 		t.Errorf("Validate() of a bad segment = %v; CreateSegment = %v: want the same message at segments[1].conditions[1].value", de, serr)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/ramp"
 )
 
 // AuditStore keeps the audit trail. Events are written by the store's
@@ -35,21 +36,16 @@ func (s *Service) AuditEvents(ctx context.Context, q audit.Query) ([]audit.Event
 	case q.Before < 0 || q.After < 0:
 		return nil, feature.Errorf(feature.EInvalid, "audit cursors are event IDs >= 0: got before %d, after %d", q.Before, q.After)
 	case q.Kind != "" && !q.Kind.Valid():
-		return nil, feature.Errorf(feature.EInvalid, "kind %q is not a kind of audit event: use one of %s", q.Kind, kindList())
+		return nil, feature.Errorf(feature.EInvalid, "kind %q is not a kind of audit event: use one of %s", q.Kind, audit.KindNames())
+	}
+	if q.Environment == "" {
+		q.Environment = s.env // its own and those of every environment
 	}
 	if err := s.history.acquire(ctx); err != nil {
 		return nil, err
 	}
 	defer s.history.release()
 	return s.store.AuditEvents(ctx, q)
-}
-
-func kindList() string {
-	names := make([]string, len(audit.Kinds))
-	for i, k := range audit.Kinds {
-		names[i] = string(k)
-	}
-	return strings.Join(names, ", ")
 }
 
 // VersionEvent returns the audit event that records version v of the
@@ -101,8 +97,8 @@ func ShareSummary(r feature.Report) string {
 	var shares []string
 	for _, name := range names {
 		before, after := r.SharesBefore[name], r.SharesAfter[name]
-		if percent(before) != percent(after) {
-			shares = append(shares, fmt.Sprintf("%s %s → %s", name, percent(before), percent(after)))
+		if feature.Percent(before) != feature.Percent(after) {
+			shares = append(shares, fmt.Sprintf("%s %s → %s", name, feature.Percent(before), feature.Percent(after)))
 		}
 	}
 	if len(shares) > 0 {
@@ -134,11 +130,11 @@ func ShareSummary(r feature.Report) string {
 		case len(dest) > 1:
 			var each []string
 			for _, d := range dest {
-				each = append(each, fmt.Sprintf("%s into %s", percent(into[d]), bucketName(d)))
+				each = append(each, fmt.Sprintf("%s into %s", feature.Percent(into[d]), bucketName(d)))
 			}
 			where = ": " + strings.Join(each, ", ")
 		}
-		parts = append(parts, fmt.Sprintf("%s%s of users moved%s", approx, percent(r.Churn), where))
+		parts = append(parts, fmt.Sprintf("%s%s of users moved%s", approx, feature.Percent(r.Churn), where))
 	}
 	if n := len(r.OverrideChanges); n == 1 {
 		parts = append(parts, "1 overridden user moved")
@@ -177,19 +173,19 @@ func RampEvent(prev, next Ramp, by string, at time.Time) (audit.Event, bool) {
 	if e.Actor == "" {
 		e.Actor = RampActorFor(next)
 	}
-	what := fmt.Sprintf("ramp of %s to %s", next.Bucket, percent(next.Steps[len(next.Steps)-1].Share))
+	what := fmt.Sprintf("ramp of %s to %s", next.Bucket, feature.Percent(next.Steps[len(next.Steps)-1].Share))
 	switch {
-	case next.State == RampCanceled && prev.State != RampCanceled:
+	case next.State == ramp.Canceled && prev.State != ramp.Canceled:
 		e.Kind, e.Summary = audit.RampCancel, "canceled the "+what+fmt.Sprintf(" after %d of %d steps", next.Next, len(next.Steps))
-	case next.State == RampPaused && prev.State != RampPaused:
+	case next.State == ramp.Paused && prev.State != ramp.Paused:
 		e.Kind, e.Summary = audit.RampPause, "paused the "+what+reason(next.Reason)
-	case next.State == RampActive && prev.State == RampPaused && next.ApprovedBy != prev.ApprovedBy:
+	case next.State == ramp.Active && prev.State == ramp.Paused && next.ApprovedBy != prev.ApprovedBy:
 		e.Kind, e.Summary = audit.RampResume, "resumed the "+what+", approving its steps (approvals cover the feature)"
-	case next.State == RampActive && prev.State == RampPaused:
+	case next.State == ramp.Active && prev.State == ramp.Paused:
 		e.Kind, e.Summary = audit.RampResume, "resumed the "+what
 	case next.Next > prev.Next:
 		i := next.Next - 1
-		e.Kind, e.Summary = audit.RampStep, fmt.Sprintf("%s: step %d of %d, %s (the bucket had it already: nothing changed)", what, i+1, len(next.Steps), percent(next.Steps[i].Share))
+		e.Kind, e.Summary = audit.RampStep, fmt.Sprintf("%s: step %d of %d, %s (the bucket had it already: nothing changed)", what, i+1, len(next.Steps), feature.Percent(next.Steps[i].Share))
 	default:
 		return audit.Event{}, false
 	}
@@ -207,7 +203,7 @@ func reason(r string) string {
 func RampCreateEvent(r Ramp) audit.Event {
 	shares := make([]string, len(r.Steps))
 	for i, st := range r.Steps {
-		shares[i] = percent(st.Share)
+		shares[i] = feature.Percent(st.Share)
 	}
 	return audit.Event{
 		Time: r.CreatedAt, Actor: r.Actor, Kind: audit.RampCreate, Feature: r.Feature, FeatureID: r.FeatureID, Subject: r.ID,

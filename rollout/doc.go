@@ -43,14 +43,15 @@
 // bucket stays in it; its step of 100 % leaves the other buckets at 0
 // replicas; ApplyDueRamps applies the steps that are due, on whichever
 // instance gets to them first, and RunRamps does so at an interval.
+// Package rollout/ramp reckons them: what a ramp asks for (ramp.Spec),
+// its steps and states, its tolerance, and each step's replicas.
 //
-// Documents (ascode.go). A Document is features and segments as code:
-// Service.PlanDocument previews what applying it would change (each
-// bucket's share planned as Plan does), Service.ApplyDocument applies a
-// plan as one commit, ExportDocument writes the features as they are.
-// Document.Validate checks each feature and segment as package feature
-// does, at its place in the document (DocumentError), and what only a
-// document has (shares, tolerance, each listed once).
+// Documents (ascode.go). A document.Document (package rollout/document:
+// features and segments as code, their validation, plan and export) is
+// planned against the features as the service holds them
+// (Service.PlanDocument), and Service.ApplyDocument applies its plan as
+// one commit of a Batch (BatchStore), each feature and segment at the
+// version the plan read.
 //
 // Archive and audit (archive.go, audit.go). Archive stops serving a
 // feature but keeps it and its history; Restore serves it again as a new

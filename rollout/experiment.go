@@ -190,6 +190,9 @@ type Experiments struct {
 	pending []FirstExposure
 	dropped atomic.Int64
 
+	// refreshed is set once the running experiments were read (Refresh).
+	refreshed atomic.Bool
+
 	results resultsCache
 	// wrote counts the writes of exposures and events this instance made:
 	// cached results older than the last are read again.
@@ -226,12 +229,69 @@ func newRecorder(x Experiment) *recorder {
 // NewExperiments returns the experiments of svc's features, kept in
 // store, with the running ones read.
 func NewExperiments(ctx context.Context, store ExperimentStore, svc *Service) (*Experiments, error) {
-	e := &Experiments{store: store, svc: svc}
-	e.running.Store(&map[string]*recorder{})
+	e := newExperiments(store, svc)
 	if err := e.Refresh(ctx); err != nil {
 		return nil, err
 	}
 	return e, nil
+}
+
+// newExperiments returns the experiments of svc's features before their
+// running ones are read (see ready).
+func newExperiments(store ExperimentStore, svc *Service) *Experiments {
+	e := &Experiments{store: store, svc: svc}
+	e.running.Store(&map[string]*recorder{})
+	return e
+}
+
+// ready reads the running experiments unless they were read.
+func (e *Experiments) ready(ctx context.Context) error {
+	if e.refreshed.Load() {
+		return nil
+	}
+	return e.Refresh(ctx)
+}
+
+// Environment is the environment of the service whose features e's
+// experiments run on.
+func (e *Experiments) Environment() string { return e.svc.Environment() }
+
+// EnvironmentExperiments holds the Experiments of each environment's
+// Service, each over the store bound to its environment, made on first
+// use: an environment's experiments record what its service serves, and
+// its apps' exposures and events.
+type EnvironmentExperiments struct {
+	storeIn   func(env string) ExperimentStore
+	byService sync.Map // *Service → *Experiments
+}
+
+// NewEnvironmentExperiments returns the experiments of every environment,
+// kept in storeIn(environment).
+func NewEnvironmentExperiments(storeIn func(env string) ExperimentStore) *EnvironmentExperiments {
+	return &EnvironmentExperiments{storeIn: storeIn}
+}
+
+// Of returns the experiments of svc's environment. Those made here read
+// their running experiments on first need (Run, or the first batch of
+// exposures), or when told (Refresh).
+func (x *EnvironmentExperiments) Of(svc *Service) *Experiments {
+	if e, ok := x.byService.Load(svc); ok {
+		return e.(*Experiments)
+	}
+	e, _ := x.byService.LoadOrStore(svc, newExperiments(x.storeIn(svc.Environment()), svc))
+	return e.(*Experiments)
+}
+
+// Run runs the experiments of svc (RunEvery, reading the running ones at
+// once) until ctx ends, when svc's environment was deleted or the server
+// stops; then they are forgotten.
+func (x *EnvironmentExperiments) Run(ctx context.Context, svc *Service, interval time.Duration, report func(error)) {
+	e := x.Of(svc)
+	if err := e.Refresh(ctx); err != nil && ctx.Err() == nil && report != nil {
+		report(err)
+	}
+	e.RunEvery(ctx, interval, report)
+	x.byService.CompareAndDelete(svc, e)
 }
 
 // Refresh reads the running experiments again (another instance may have
@@ -252,6 +312,7 @@ func (e *Experiments) Refresh(ctx context.Context) error {
 		next[x.FeatureID] = newRecorder(x)
 	}
 	e.running.Store(&next)
+	e.refreshed.Store(true)
 	if h := e.svc.Snapshot().ServedHook(); h != nil && e.hooked.Swap(h) != h {
 		h.Set(e.served)
 	}
@@ -564,12 +625,24 @@ func (e *Experiments) RunningFeatures() []string {
 // MaxExposedUsers bounds the users one batch of exposures names.
 const MaxExposedUsers = 5_000
 
-// AddExposedUsers records the users an app's in-app client served (see
-// ExposedUser) for the experiments running on their features; users of
-// features without one are ignored. It returns how many it recorded; a
-// user with a bucket the experiment does not compare, or an ID out of
-// bounds, is refused with EInvalid.
-func (e *Experiments) AddExposedUsers(users []ExposedUser) (int, error) {
+// ExposedUsers records the users an app's in-app client served (see
+// ExposedUser) for the experiments running on their features, once the
+// running experiments were read, and returns how many it recorded and
+// RunningFeatures. Users of features without one are ignored; a user with
+// a bucket the experiment does not compare, or an ID out of bounds, is
+// refused with EInvalid (and none is recorded).
+func (e *Experiments) ExposedUsers(ctx context.Context, users []ExposedUser) (int, []string, error) {
+	if err := e.ready(ctx); err != nil {
+		return 0, nil, err
+	}
+	n, err := e.addExposedUsers(users)
+	if err != nil {
+		return 0, nil, err
+	}
+	return n, e.RunningFeatures(), nil
+}
+
+func (e *Experiments) addExposedUsers(users []ExposedUser) (int, error) {
 	if len(users) > MaxExposedUsers {
 		return 0, feature.Errorf(feature.EInvalid, "a batch names at most %d users, got %d: split it", MaxExposedUsers, len(users))
 	}

@@ -109,7 +109,7 @@ type Claim struct {
 type Idempotency struct {
 	Claim
 	// Answer returns the answer to keep for result, what the change's
-	// method returns (a Result; a SegmentResult; a DocumentPlan; a
+	// method returns (a Result; a SegmentResult; a document.Plan; a
 	// RampStart or a Ramp; struct{}{} for Purge): the bytes the request
 	// answers with. It may be called more than once, when the method
 	// tries its write again on a newer version.

@@ -12,7 +12,9 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/document"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/ramp"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/sqlite"
 )
@@ -183,7 +185,7 @@ func TestIdempotencyInOptions(t *testing.T) {
 	k.kept("Rollback", res)
 
 	k = claimKey(t, svc, "ramp")
-	spec := rollout.RampSpec{Bucket: "on", Shares: []float64{0.5, 1}, Every: time.Hour}
+	spec := ramp.Spec{Bucket: "on", Shares: []float64{0.5, 1}, Every: time.Hour}
 	started, err := svc.StartRamp(ctx, "f", spec, rollout.RampOptions{Idempotency: k.idem})
 	if err != nil {
 		t.Fatalf("StartRamp = %v", err)
@@ -257,7 +259,7 @@ func TestIdempotencyInOptions(t *testing.T) {
 	}
 	k.kept("DeleteSegment", seg)
 
-	doc := rollout.Document{Features: []rollout.DocFeature{{Key: "doc", Buckets: []rollout.DocBucket{{Name: "on", Replicas: ptr(1)}}}}}
+	doc := document.Document{Features: []document.Feature{{Key: "doc", Buckets: []document.Bucket{{Name: "on", Replicas: ptr(1)}}}}}
 	k = claimKey(t, svc, "document")
 	p, err := svc.ApplyDocument(ctx, doc, rollout.ApplyOptions{Idempotency: k.idem})
 	if err != nil || !p.Applied {

@@ -2,12 +2,9 @@ package rollout
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +14,7 @@ import (
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/plan"
+	"github.com/rollout/rollout/rollout/ramp"
 )
 
 // Scheduled ramps. A ramp grows one bucket of a feature to a list of shares,
@@ -42,49 +40,13 @@ import (
 // RampActor is the actor of the versions ramps make.
 const RampActor = "ramp"
 
-// MaxRampSteps is the most steps one ramp may have.
-const MaxRampSteps = 100
-
-// MaxRampHorizon is how far from now a ramp's steps may be, ahead or
-// behind: times beyond it are mistakes, and its bound keeps the steps'
-// times within what every store and JSON can hold.
-const MaxRampHorizon = 100 * 365 * 24 * time.Hour
-
-// RampState is where a ramp stands.
-type RampState string
-
-// The states of a ramp. Active and paused ramps are live: a feature has at
-// most one live ramp.
-const (
-	RampActive   RampState = "active"   // steps apply at their times
-	RampPaused   RampState = "paused"   // by hand or by a step that could not apply; Reason says why
-	RampCanceled RampState = "canceled" // by hand; no step applies again
-	RampDone     RampState = "done"     // every step applied
-)
-
-// RampStep is one step of a ramp: the bucket's share from At on, and once
-// applied what it did.
-type RampStep struct {
-	Share float64   `json:"share"`
-	At    time.Time `json:"at"`
-	// Applied is when the step was applied; nil until then.
-	Applied *time.Time `json:"applied,omitempty"`
-	// Version is the feature's version the step made; 0 when the bucket
-	// already had the share and nothing needed to change.
-	Version int `json:"version,omitempty"`
-	// Replicas and Reached are the bucket's replicas and exact share after
-	// the step.
-	Replicas int     `json:"replicas,omitempty"`
-	Reached  float64 `json:"reached,omitempty"`
-}
-
 // Ramp is a scheduled ramp of one bucket of a feature.
 type Ramp struct {
-	ID        string     `json:"id"`
-	Feature   string     `json:"feature"`    // the feature's key
-	FeatureID string     `json:"feature_id"` // the feature's ID: a feature made again under the key is another
-	Bucket    string     `json:"bucket"`
-	Steps     []RampStep `json:"steps"`
+	ID        string      `json:"id"`
+	Feature   string      `json:"feature"`    // the feature's key
+	FeatureID string      `json:"feature_id"` // the feature's ID: a feature made again under the key is another
+	Bucket    string      `json:"bucket"`
+	Steps     []ramp.Step `json:"steps"`
 	// MaxChurn, when not nil, pauses the ramp instead of applying a step
 	// that would move more than this fraction of users.
 	MaxChurn  *float64 `json:"max_churn"`
@@ -92,8 +54,8 @@ type Ramp struct {
 	// FineDefault says the tolerance is the default of a fine ring
 	// (plan.FineTolerance, chosen because none was given): a step that cannot
 	// come within it comes within plan.DefaultTolerance instead of pausing.
-	FineDefault bool      `json:"fine_default,omitempty"`
-	State       RampState `json:"state"`
+	FineDefault bool       `json:"fine_default,omitempty"`
+	State       ramp.State `json:"state"`
 	// Comment is what its author said of the ramp (at most MaxComment
 	// bytes); its steps' versions carry it.
 	Comment string `json:"comment,omitempty"`
@@ -138,7 +100,7 @@ type Ramp struct {
 }
 
 // Live reports whether the ramp may still apply steps (active or paused).
-func (r Ramp) Live() bool { return r.State == RampActive || r.State == RampPaused }
+func (r Ramp) Live() bool { return r.State == ramp.Active || r.State == ramp.Paused }
 
 // Clone returns a deep copy of r.
 func (r Ramp) Clone() Ramp {
@@ -154,177 +116,6 @@ func (r Ramp) Clone() Ramp {
 		r.MaxChurn = &m
 	}
 	return r
-}
-
-// RampSpec is what a new ramp asks for: the bucket, its shares, and their
-// times, either Every apart from Start (the first step at Start) or At,
-// one time per share.
-type RampSpec struct {
-	Bucket    string
-	Shares    []float64
-	Every     time.Duration
-	Start     time.Time // zero: now
-	At        []time.Time
-	MaxChurn  *float64
-	Tolerance float64 // 0: the default (RampTolerance); else as CheckTolerance accepts
-	Comment   string
-	// Role is the role of the token starting the ramp: an editor's is
-	// bound by the settings (StartRamp); "" and admins' are not.
-	Role auth.Role
-}
-
-// rampSpecJSON is a RampSpec as a ramp request keeps it (its comment is
-// the request's, its role the author's).
-type rampSpecJSON struct {
-	Bucket    string      `json:"bucket"`
-	Steps     []float64   `json:"steps"`
-	Every     string      `json:"every,omitempty"`
-	Start     *time.Time  `json:"start,omitempty"`
-	At        []time.Time `json:"at,omitempty"`
-	MaxChurn  *float64    `json:"max_churn,omitempty"`
-	Tolerance float64     `json:"tolerance,omitempty"`
-}
-
-// MarshalJSON writes the spec as the API takes it: every as a duration
-// ("1h0m0s"), start only when given (else the steps start when the ramp
-// does).
-func (sp RampSpec) MarshalJSON() ([]byte, error) {
-	j := rampSpecJSON{Bucket: sp.Bucket, Steps: sp.Shares, At: sp.At, MaxChurn: sp.MaxChurn, Tolerance: sp.Tolerance}
-	if sp.Every != 0 {
-		j.Every = shortDuration(sp.Every)
-	}
-	if !sp.Start.IsZero() {
-		j.Start = &sp.Start
-	}
-	return json.Marshal(j)
-}
-
-// UnmarshalJSON reads what MarshalJSON writes.
-func (sp *RampSpec) UnmarshalJSON(data []byte) error {
-	var j rampSpecJSON
-	if err := json.Unmarshal(data, &j); err != nil {
-		return err
-	}
-	*sp = RampSpec{Bucket: j.Bucket, Shares: j.Steps, At: j.At, MaxChurn: j.MaxChurn, Tolerance: j.Tolerance}
-	if j.Every != "" {
-		d, err := time.ParseDuration(j.Every)
-		if err != nil {
-			return fmt.Errorf("ramp every %q: %w", j.Every, err)
-		}
-		sp.Every = d
-	}
-	if j.Start != nil {
-		sp.Start = *j.Start
-	}
-	return nil
-}
-
-// FineRampPoints is the size of ring (its points) from which a ramp given
-// no tolerance defaults to plan.FineTolerance (0.05 points) rather than
-// plan.DefaultTolerance (0.5 points): the points a fine plan gives a ring, where
-// one replica moves about 0.025 points of users, so that the replica count
-// nearest each step's share is within 0.05 points of it. Coarser rings keep
-// the coarse default, which few replicas can meet.
-const FineRampPoints = 4000
-
-// RampTolerance is the tolerance of a ramp of feature f given tol (0: none
-// given), and whether it is the fine default: plan.FineTolerance when f has at
-// least FineRampPoints points, else plan.DefaultTolerance.
-func RampTolerance(f feature.Feature, tol float64) (float64, bool, error) {
-	if tol != 0 {
-		return tol, false, plan.CheckTolerance(tol)
-	}
-	points := 0
-	for _, b := range f.Buckets {
-		points += b.Replicas
-	}
-	if points >= FineRampPoints {
-		return plan.FineTolerance, true, nil
-	}
-	return plan.DefaultTolerance, false, nil
-}
-
-// steps validates the spec and returns its steps, timed from now.
-func (sp RampSpec) steps(now time.Time) ([]RampStep, error) {
-	n := len(sp.Shares)
-	switch {
-	case n == 0:
-		return nil, feature.Errorf(feature.EInvalid, "a ramp needs at least one step: give steps, the bucket's shares in increasing (or decreasing) order, e.g. [0.05, 0.25, 1]")
-	case n > MaxRampSteps:
-		return nil, feature.Errorf(feature.EInvalid, "a ramp has at most %d steps, got %d", MaxRampSteps, n)
-	}
-	down := n > 1 && sp.Shares[1] < sp.Shares[0]
-	for i, s := range sp.Shares {
-		if math.IsNaN(s) || s < 0 || s > 1 || s == 0 && !down {
-			return nil, feature.Errorf(feature.EInvalid, "step %d has share %v: each step's share must be above 0 and at most 1 (or 0, the last step of a ramp down)", i+1, s)
-		}
-		if i > 0 && !down && s <= sp.Shares[i-1] {
-			return nil, feature.Errorf(feature.EInvalid, "step %d has share %v, not above step %d's %v: a ramp's shares must increase (or all decrease, for a ramp down)", i+1, s, i, sp.Shares[i-1])
-		}
-		if i > 0 && down && s >= sp.Shares[i-1] {
-			return nil, feature.Errorf(feature.EInvalid, "step %d has share %v, not below step %d's %v: the shares of a ramp down must all decrease", i+1, s, i, sp.Shares[i-1])
-		}
-	}
-	if sp.MaxChurn != nil && (math.IsNaN(*sp.MaxChurn) || *sp.MaxChurn < 0 || *sp.MaxChurn > 1) {
-		return nil, feature.Errorf(feature.EInvalid, "max_churn must be a fraction of users from 0 to 1, got %v", *sp.MaxChurn)
-	}
-	if sp.Tolerance != 0 {
-		if err := plan.CheckTolerance(sp.Tolerance); err != nil {
-			return nil, err
-		}
-	}
-	if err := validateComment(sp.Comment); err != nil {
-		return nil, err
-	}
-	steps := make([]RampStep, n)
-	switch {
-	case len(sp.At) > 0 && (sp.Every != 0 || !sp.Start.IsZero()):
-		return nil, feature.Errorf(feature.EInvalid, "give either the steps' times (at) or every (with an optional start), not both")
-	case len(sp.At) > 0:
-		if len(sp.At) != n {
-			return nil, feature.Errorf(feature.EInvalid, "%d times (at) for %d steps: give one time per step", len(sp.At), n)
-		}
-		for i, at := range sp.At {
-			if err := checkRampTime(fmt.Sprintf("step %d's time", i+1), at, now); err != nil {
-				return nil, err
-			}
-			if i > 0 && !at.After(sp.At[i-1]) {
-				return nil, feature.Errorf(feature.EInvalid, "step %d's time %s is not after step %d's %s: times must increase", i+1, at.UTC().Format(time.RFC3339), i, sp.At[i-1].UTC().Format(time.RFC3339))
-			}
-			steps[i] = RampStep{Share: sp.Shares[i], At: at.UTC()}
-		}
-	default:
-		if sp.Every <= 0 && n > 1 {
-			return nil, feature.Errorf(feature.EInvalid, "every must be a positive duration such as \"24h\", got %s", sp.Every)
-		}
-		// (n-1)·every within the horizon cannot overflow a Duration.
-		if n > 1 && sp.Every > MaxRampHorizon/time.Duration(n-1) {
-			return nil, feature.Errorf(feature.EInvalid, "every %s is too long: %d steps that far apart would take more than %d years", sp.Every, n, MaxRampHorizon/(365*24*time.Hour))
-		}
-		start := sp.Start
-		if start.IsZero() {
-			start = now
-		}
-		if err := checkRampTime("start", start, now); err != nil {
-			return nil, err
-		}
-		if last := start.Add(time.Duration(n-1) * sp.Every); last.Sub(now) > MaxRampHorizon {
-			return nil, feature.Errorf(feature.EInvalid, "the last step would be at %s, more than %d years from now: start earlier or step more often", last.UTC().Format(time.RFC3339), MaxRampHorizon/(365*24*time.Hour))
-		}
-		for i := range steps {
-			steps[i] = RampStep{Share: sp.Shares[i], At: start.Add(time.Duration(i) * sp.Every).UTC()}
-		}
-	}
-	return steps, nil
-}
-
-// checkRampTime refuses a step time (what names it) further than
-// MaxRampHorizon from now.
-func checkRampTime(what string, at, now time.Time) error {
-	if d := at.Sub(now); d > MaxRampHorizon || d < -MaxRampHorizon {
-		return feature.Errorf(feature.EInvalid, "%s %s is more than %d years from now", what, at.UTC().Format(time.RFC3339), MaxRampHorizon/(365*24*time.Hour))
-	}
-	return nil
 }
 
 // RampStore keeps ramps. Each method is atomic.
@@ -358,7 +149,7 @@ type RampStore interface {
 // role, the command line's. It returns ENotFound for no such feature or
 // bucket, EInvalid for a bad spec or a ramp whose last share the bucket has
 // already, and EConflict when the feature has a live ramp already.
-func (s *Service) CreateRamp(ctx context.Context, key string, spec RampSpec, actorName string) (Ramp, error) {
+func (s *Service) CreateRamp(ctx context.Context, key string, spec ramp.Spec, actorName string) (Ramp, error) {
 	spec.Role = ""
 	st, err := s.StartRamp(ctx, key, spec, RampOptions{Actor: actorName})
 	return st.Ramp, err
@@ -392,7 +183,7 @@ type RampStart struct {
 // editors' churn limit (EForbidden otherwise, naming the step), and so
 // must each step when it applies (the ramp pauses otherwise). Errors as
 // CreateRamp's, and EForbidden.
-func (s *Service) StartRamp(ctx context.Context, key string, spec RampSpec, opts RampOptions) (RampStart, error) {
+func (s *Service) StartRamp(ctx context.Context, key string, spec ramp.Spec, opts RampOptions) (RampStart, error) {
 	g, err := s.gateFor(ctx, ChangeOptions{Role: spec.Role})
 	if err != nil {
 		return RampStart{}, err
@@ -427,7 +218,7 @@ func (s *Service) StartRamp(ctx context.Context, key string, spec RampSpec, opts
 
 // requestRamp stores the ramp spec of feature key as a change request by
 // opts.Actor, previewed on the feature as it is.
-func (s *Service) requestRamp(ctx context.Context, key string, spec RampSpec, opts RampOptions) (RampStart, error) {
+func (s *Service) requestRamp(ctx context.Context, key string, spec ramp.Spec, opts RampOptions) (RampStart, error) {
 	if err := s.mu.lock(ctx); err != nil {
 		return RampStart{}, err
 	}
@@ -467,18 +258,18 @@ func (s *Service) previewRampRequest(ctx context.Context, r Request) (Request, e
 	if err != nil {
 		return r, err
 	}
-	ramp, err := s.newRamp(c, *r.Change.Ramp, r.Author)
+	rp, err := s.newRamp(c, *r.Change.Ramp, r.Author)
 	if err != nil {
 		return r, err
 	}
-	steps, rep := previewRamp(c, ramp)
-	shares := make([]string, len(ramp.Steps))
-	for i, st := range ramp.Steps {
-		shares[i] = percent(st.Share)
+	steps, rep := previewRamp(c, rp)
+	shares := make([]string, len(rp.Steps))
+	for i, st := range rp.Steps {
+		shares[i] = feature.Percent(st.Share)
 	}
-	what := fmt.Sprintf("ramp %s: %s", ramp.Bucket, strings.Join(shares, " → "))
+	what := fmt.Sprintf("ramp %s: %s", rp.Bucket, strings.Join(shares, " → "))
 	if sp := r.Change.Ramp; sp.Every != 0 {
-		what += ", a step every " + shortDuration(sp.Every)
+		what += ", a step every " + ramp.FormatEvery(sp.Every)
 	}
 	r.IfMatch, r.BaseVersion, r.Report, r.RampSteps, r.Segments = c.Feature().Tag(), c.Feature().Version, rep, steps, nil
 	r.Summary = joinSummary(what, strings.Replace(previewSummary(rep), " would move", " would move in all", 1))
@@ -499,25 +290,28 @@ func (s *Service) startApprovedRamp(ctx context.Context, r Request, approver, co
 	}
 	spec := *r.Change.Ramp
 	spec.Comment = r.Comment
-	ramp, err := s.newRamp(c, spec, r.Author)
+	rp, err := s.newRamp(c, spec, r.Author)
 	if err != nil {
 		return Ramp{}, Result{}, err
 	}
-	ramp.Role, ramp.ApprovedBy = auth.RoleEditor, approver
-	ramp.Request = &RequestDecision{ID: r.ID, By: approver, Comment: comment}
-	if err := s.store.CreateRamp(ctx, ramp); err != nil {
+	rp.Role, rp.ApprovedBy = auth.RoleEditor, approver
+	rp.Request = &RequestDecision{ID: r.ID, By: approver, Comment: comment}
+	if err := s.store.CreateRamp(ctx, rp); err != nil {
 		return Ramp{}, Result{}, err
 	}
-	return ramp, Result{Feature: c.Feature(), Report: r.Report, Shares: c.Shares()}, nil
+	return rp, Result{Feature: c.Feature(), Report: r.Report, Shares: c.Shares()}, nil
 }
 
 // newRamp checks spec against the feature c as it is and returns the
 // ramp it makes, not stored.
-func (s *Service) newRamp(c *feature.Compiled, spec RampSpec, actorName string) (Ramp, error) {
+func (s *Service) newRamp(c *feature.Compiled, spec ramp.Spec, actorName string) (Ramp, error) {
 	key := c.Feature().Key
 	now := s.now().UTC()
-	steps, err := spec.steps(now)
+	steps, err := spec.Steps(now)
 	if err != nil {
+		return Ramp{}, err
+	}
+	if err := validateComment(spec.Comment); err != nil {
 		return Ramp{}, err
 	}
 	b, ok := c.Feature().Bucket(spec.Bucket)
@@ -530,21 +324,21 @@ func (s *Service) newRamp(c *feature.Compiled, spec RampSpec, actorName string) 
 	case len(steps) == 1 && share > last || len(steps) > 1 && steps[1].Share < steps[0].Share:
 		// A ramp down: it only removes replicas of its bucket.
 		if share <= last {
-			return Ramp{}, feature.Errorf(feature.EInvalid, "bucket %q already has %s of users, at most the ramp's last step (%s): nothing to ramp down", b.Name, percent(share), percent(last))
+			return Ramp{}, feature.Errorf(feature.EInvalid, "bucket %q already has %s of users, at most the ramp's last step (%s): nothing to ramp down", b.Name, feature.Percent(share), feature.Percent(last))
 		}
 		if share >= 1 {
 			return Ramp{}, feature.Errorf(feature.EInvalid, "bucket %q serves every user and the other buckets have no replicas: removing its replicas cannot give them users; ramp another bucket up from 0 %% instead, which moves users out of %q only", b.Name, b.Name)
 		}
 	case share >= last:
-		return Ramp{}, feature.Errorf(feature.EInvalid, "bucket %q already has %s of users, at least the ramp's last step (%s): nothing to ramp", b.Name, percent(share), percent(last))
+		return Ramp{}, feature.Errorf(feature.EInvalid, "bucket %q already has %s of users, at least the ramp's last step (%s): nothing to ramp", b.Name, feature.Percent(share), feature.Percent(last))
 	}
-	tol, fine, err := RampTolerance(c.Feature(), spec.Tolerance)
+	tol, fine, err := ramp.Tolerance(c.Feature(), spec.Tolerance)
 	if err != nil {
 		return Ramp{}, err
 	}
 	return Ramp{
 		ID: uuid.NewString(), Feature: key, FeatureID: c.Feature().ID, Bucket: b.Name,
-		Steps: steps, MaxChurn: spec.MaxChurn, Tolerance: tol, FineDefault: fine, State: RampActive,
+		Steps: steps, MaxChurn: spec.MaxChurn, Tolerance: tol, FineDefault: fine, State: ramp.Active,
 		Comment:  spec.Comment,
 		Replicas: b.Replicas, Actor: actor(ChangeOptions{Actor: actorName}), Revision: 1,
 		CreatedAt: now, UpdatedAt: now, Role: spec.Role,
@@ -580,7 +374,7 @@ type RampStepPreview struct {
 
 // PreviewRamp checks spec as StartRamp does and returns what each step
 // would do to the feature as it is now, storing nothing.
-func (s *Service) PreviewRamp(ctx context.Context, key string, spec RampSpec, actorName string) (RampPreview, error) {
+func (s *Service) PreviewRamp(ctx context.Context, key string, spec ramp.Spec, actorName string) (RampPreview, error) {
 	g, err := s.gateFor(ctx, ChangeOptions{Role: spec.Role})
 	if err != nil {
 		return RampPreview{}, err
@@ -644,7 +438,7 @@ func previewRamp(c *feature.Compiled, r Ramp) ([]RampStepPreview, feature.Report
 		rep := nc.ReportFrom(cur)
 		sp.Churn, sp.Summary, sp.report = rep.Churn, ShareSummary(rep), rep
 		if r.MaxChurn != nil && rep.Churn > *r.MaxChurn {
-			sp.Error = fmt.Sprintf("the step would move %s of users, more than max_churn %s: the ramp would pause here", percent(rep.Churn), percent(*r.MaxChurn))
+			sp.Error = overMaxChurn("the step", rep, *r.MaxChurn, "the ramp would pause here").Message
 			out = append(out, sp)
 			break
 		}
@@ -654,12 +448,12 @@ func previewRamp(c *feature.Compiled, r Ramp) ([]RampStepPreview, feature.Report
 	return out, cur.ReportFrom(feature.Compile(c.Feature(), nil))
 }
 
-// replicasFor is rampReplicas at r's tolerance; a ramp at the fine
+// replicasFor is ramp.Replicas at r's tolerance; a ramp at the fine
 // default that cannot come within it comes within plan.DefaultTolerance.
 func (r Ramp) replicasFor(f feature.Feature, share float64, down bool) (int, float64, error) {
-	n, reached, err := rampReplicas(f, r.Bucket, share, r.Tolerance, down)
+	n, reached, err := ramp.Replicas(f, r.Bucket, share, r.Tolerance, down)
 	if err != nil && r.FineDefault {
-		return rampReplicas(f, r.Bucket, share, plan.DefaultTolerance, down)
+		return ramp.Replicas(f, r.Bucket, share, plan.DefaultTolerance, down)
 	}
 	return n, reached, err
 }
@@ -689,10 +483,10 @@ func (s *Service) Ramp(ctx context.Context, key, id string) (Ramp, error) {
 // EConflict when the ramp is not active.
 func (s *Service) PauseRamp(ctx context.Context, key, id string, opts RampOptions) (Ramp, error) {
 	return s.moveRamp(ctx, key, id, opts, func(r *Ramp) error {
-		if r.State != RampActive {
+		if r.State != ramp.Active {
 			return feature.Errorf(feature.EConflict, "ramp %q is %s, not active: only an active ramp can be paused", id, r.State)
 		}
-		r.State, r.Reason = RampPaused, "paused by "+actor(ChangeOptions{Actor: opts.Actor})
+		r.State, r.Reason = ramp.Paused, "paused by "+actor(ChangeOptions{Actor: opts.Actor})
 		return nil
 	})
 }
@@ -705,7 +499,7 @@ func (s *Service) PauseRamp(ctx context.Context, key, id string, opts RampOption
 func (s *Service) ResumeRamp(ctx context.Context, key, id string, opts RampOptions) (Ramp, error) {
 	by := actor(ChangeOptions{Actor: opts.Actor})
 	return s.moveRamp(ctx, key, id, opts, func(r *Ramp) error {
-		if r.State != RampPaused {
+		if r.State != ramp.Paused {
 			return feature.Errorf(feature.EConflict, "ramp %q is %s, not paused: only a paused ramp can be resumed", id, r.State)
 		}
 		if r.NeedsApproval {
@@ -714,7 +508,7 @@ func (s *Service) ResumeRamp(ctx context.Context, key, id string, opts RampOptio
 			}
 			r.NeedsApproval, r.ApprovedBy = false, by
 		}
-		r.State, r.Reason = RampActive, ""
+		r.State, r.Reason = ramp.Active, ""
 		return nil
 	})
 }
@@ -726,7 +520,7 @@ func (s *Service) CancelRamp(ctx context.Context, key, id string, opts RampOptio
 		if !r.Live() {
 			return feature.Errorf(feature.EConflict, "ramp %q is %s already", id, r.State)
 		}
-		r.State, r.Reason = RampCanceled, "canceled by "+actor(ChangeOptions{Actor: opts.Actor})
+		r.State, r.Reason = ramp.Canceled, "canceled by "+actor(ChangeOptions{Actor: opts.Actor})
 		return nil
 	})
 }
@@ -793,7 +587,7 @@ func (s *Service) ApplyDueRamps(ctx context.Context) (int, error) {
 	var errs []error
 	for _, r := range ramps {
 		conflicts := 0
-		for r.State == RampActive && r.Next < len(r.Steps) && !r.Steps[r.Next].At.After(s.now()) {
+		for r.State == ramp.Active && r.Next < len(r.Steps) && !r.Steps[r.Next].At.After(s.now()) {
 			next, did, err := s.stepRamp(ctx, r)
 			if code := feature.ErrorCode(err); code == feature.EConflict || code == feature.ENotFound {
 				// Another instance moved the ramp or the feature on:
@@ -834,7 +628,7 @@ func (s *Service) stepRamp(ctx context.Context, r Ramp) (Ramp, bool, error) {
 	pause := func(format string, args ...any) (Ramp, bool, error) {
 		next := r.Clone()
 		next.UpdatedBy = ""
-		next.State, next.Reason = RampPaused, fmt.Sprintf("step %d of %d: ", i+1, len(r.Steps))+fmt.Sprintf(format, args...)
+		next.State, next.Reason = ramp.Paused, fmt.Sprintf("step %d of %d: ", i+1, len(r.Steps))+fmt.Sprintf(format, args...)
 		next.Revision++
 		next.UpdatedAt = now
 		return next, false, s.store.UpdateRamp(ctx, next)
@@ -871,13 +665,13 @@ func (s *Service) stepRamp(ctx context.Context, r Ramp) (Ramp, bool, error) {
 	)
 	if step.Share >= 1 {
 		replicas = max(b.Replicas, 1)
-		ch = rampFinal(r.Bucket, replicas, fmt.Sprintf("ramp %s: step %d of %d, %s", r.Bucket, i+1, len(r.Steps), percent(step.Share)))
+		ch = rampFinal(r.Bucket, replicas, fmt.Sprintf("ramp %s: step %d of %d, %s", r.Bucket, i+1, len(r.Steps), feature.Percent(step.Share)))
 	} else {
 		replicas, reached, err = r.replicasFor(f, step.Share, down)
 		if err != nil {
 			return pause("%s", feature.ErrorMessage(err))
 		}
-		ch = rampReplicasChange(r.Bucket, replicas, fmt.Sprintf("ramp %s: step %d of %d, %s", r.Bucket, i+1, len(r.Steps), percent(step.Share)))
+		ch = rampReplicasChange(r.Bucket, replicas, fmt.Sprintf("ramp %s: step %d of %d, %s", r.Bucket, i+1, len(r.Steps), feature.Percent(step.Share)))
 	}
 	next := r.Clone()
 	next.UpdatedBy = ""
@@ -887,7 +681,7 @@ func (s *Service) stepRamp(ctx context.Context, r Ramp) (Ramp, bool, error) {
 	next.Replicas = replicas
 	next.Steps[i].Applied, next.Steps[i].Replicas, next.Steps[i].Reached = &now, replicas, reached
 	if next.Next == len(next.Steps) {
-		next.State = RampDone
+		next.State = ramp.Done
 	}
 	if step.Share < 1 && replicas == b.Replicas || step.Share >= 1 && replicas == b.Replicas && othersEmpty(f, r.Bucket) {
 		// The bucket has the share already (changed by hand): nothing
@@ -910,26 +704,13 @@ func (s *Service) stepRamp(ctx context.Context, r Ramp) (Ramp, bool, error) {
 		if e, ok := errors.AsType[*feature.Error](err); ok && e.Report != nil {
 			rep = *e.Report
 		}
-		return pause("the step would move %s of users, more than the editors' limit of %s, and %s, an editor, started the ramp: an admin starts a new one, or approvals on for the feature make it a change request", percent(rep.Churn), percent(*limit.churn), r.Actor)
+		return pause("the step would move %s of users, more than the editors' limit of %s, and %s, an editor, started the ramp: an admin starts a new one, or approvals on for the feature make it a change request", feature.Percent(rep.Churn), feature.Percent(*limit.churn), r.Actor)
 	case code == feature.EChurn || code == feature.EInvalid || isChangeError(err):
 		// Over max_churn, or a change the feature refuses (the last
 		// step removing the fallback, say).
 		return pause("%s", feature.ErrorMessage(err))
 	}
 	return r, false, err
-}
-
-// shortDuration writes d as time.Duration does, without its zero minutes
-// and seconds: "24h", "1h30m".
-func shortDuration(d time.Duration) string {
-	out := d.String()
-	if strings.HasSuffix(out, "m0s") {
-		out = strings.TrimSuffix(out, "0s")
-	}
-	if strings.HasSuffix(out, "h0m") {
-		out = strings.TrimSuffix(out, "0m")
-	}
-	return out
 }
 
 // rampBounds are the settings' bounds on a ramp's next step: none, or
@@ -970,7 +751,7 @@ func (g *gate) checkRamp(key string, steps []RampStepPreview) error {
 			rep := st.report
 			return &feature.Error{Code: feature.EForbidden, Report: &rep, Message: fmt.Sprintf(
 				"step %d of the ramp (to %s) would move %s of users of feature %q, more than the editors' limit of %s: use smaller steps, or it needs an admin, or approvals on for the feature (an admin sets them in the settings) to submit it as a change request; nothing was started",
-				i+1, percent(st.Share), percent(st.Churn), key, percent(g.settings.MaxChurn))}
+				i+1, feature.Percent(st.Share), feature.Percent(st.Churn), key, feature.Percent(g.settings.MaxChurn))}
 		}
 	}
 	return nil
@@ -994,63 +775,6 @@ func othersEmpty(f feature.Feature, bucket string) bool {
 	}
 	return true
 }
-
-// rampReplicas returns the replicas of bucket whose exact share, the other
-// buckets of f as they are, comes closest to target: the smallest count not
-// below the bucket's current one (not above it, down) whose share reaches
-// target, or the count just below it when that one's share falls short of
-// target by less than the other passes it (and either is within tol). It
-// returns EInvalid when no count within the feature's limits comes within
-// tol of target.
-func rampReplicas(f feature.Feature, bucket string, target, tol float64, down bool) (int, float64, error) {
-	counts := make(map[string]int, len(f.Buckets))
-	points := 0
-	for _, b := range f.Buckets {
-		counts[b.Name] = b.Replicas
-		points += b.Replicas
-	}
-	lo := counts[bucket]
-	hi := min(feature.MaxReplicas, feature.MaxPoints-(points-lo))
-	if down {
-		lo, hi = 0, lo
-	}
-	share := func(n int) float64 {
-		counts[bucket] = n
-		return plan.RingShares(counts)[bucket]
-	}
-	if s := share(lo); s >= target-shareSlack {
-		return lo, s, nil
-	}
-	if s := share(hi); s < target-shareSlack {
-		if target-s <= tol+shareSlack {
-			return hi, s, nil
-		}
-		return 0, 0, feature.Errorf(feature.EInvalid, "bucket %q cannot reach %s: with the most replicas the feature's limits allow (%d) it has %s", bucket, percent(target), hi, percent(s))
-	}
-	// The bucket's share grows with its replicas: search for the smallest
-	// count that reaches target.
-	a, z := lo, hi // share(a) < target <= share(z)
-	for z-a > 1 {
-		m := (a + z) / 2
-		if share(m) >= target-shareSlack {
-			z = m
-		} else {
-			a = m
-		}
-	}
-	over, under := share(z), share(a)
-	if over-target <= tol+shareSlack && over-target <= target-under {
-		return z, over, nil
-	}
-	if target-under <= tol+shareSlack || target-under < over-target {
-		return a, under, nil
-	}
-	return z, over, nil
-}
-
-// shareSlack absorbs the rounding of shares to float64 when they are
-// compared with a target and a tolerance.
-const shareSlack = plan.ShareSlack
 
 // rampReplicasChange sets the replicas of bucket, as a ramp step.
 func rampReplicasChange(bucket string, replicas int, summary string) Change {
@@ -1082,9 +806,4 @@ func rampFinal(bucket string, replicas int, summary string) Change {
 func isChangeError(err error) bool {
 	var ce *changeError
 	return errors.As(err, &ce)
-}
-
-// percent formats a fraction as a percentage with up to two decimals.
-func percent(f float64) string {
-	return strconv.FormatFloat(math.Round(f*10000)/100, 'f', -1, 64) + " %"
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/plan"
+	"github.com/rollout/rollout/rollout/ramp"
 	"github.com/rollout/rollout/store/postgres"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/store/storetest"
@@ -57,7 +58,7 @@ func openServices(t *testing.T, n int, clock rollout.Clock) []*rollout.Service {
 
 var fiveSteps = []float64{0.05, 0.1, 0.25, 0.5, 1}
 
-func mustRamp(t *testing.T, svc *rollout.Service, key string, spec rollout.RampSpec) rollout.Ramp {
+func mustRamp(t *testing.T, svc *rollout.Service, key string, spec ramp.Spec) rollout.Ramp {
 	t.Helper()
 	r, err := svc.CreateRamp(context.Background(), key, spec, "pm@example.com")
 	if err != nil {
@@ -84,7 +85,7 @@ func TestRampUsersStayIn(t *testing.T) {
 	svc := openServices(t, 1, clock.clock())[0]
 	ctx := context.Background()
 	mustCreate(t, svc, onOff("f", 1, 300))
-	r := mustRamp(t, svc, "f", rollout.RampSpec{Bucket: "on", Shares: fiveSteps, Every: 24 * time.Hour})
+	r := mustRamp(t, svc, "f", ramp.Spec{Bucket: "on", Shares: fiveSteps, Every: 24 * time.Hour})
 
 	const users = 100_000
 	inside := make([]bool, users)
@@ -158,7 +159,7 @@ func TestRampUsersStayIn(t *testing.T) {
 		}
 	}
 	got := rampOf(t, svc, r)
-	if got.State != rollout.RampDone || got.Next != 5 {
+	if got.State != ramp.Done || got.Next != 5 {
 		t.Errorf("ramp is %s at step %d, want done at 5", got.State, got.Next)
 	}
 	for i, st := range got.Steps {
@@ -201,7 +202,7 @@ func raceSteps(t *testing.T, clock *testClock, svcs []*rollout.Service) {
 	t.Helper()
 	ctx := context.Background()
 	mustCreate(t, svcs[0], onOff("f", 2, 200))
-	r := mustRamp(t, svcs[1], "f", rollout.RampSpec{Bucket: "on", Shares: fiveSteps, Every: time.Hour})
+	r := mustRamp(t, svcs[1], "f", ramp.Spec{Bucket: "on", Shares: fiveSteps, Every: time.Hour})
 	for i := range fiveSteps {
 		if i > 0 {
 			clock.Add(time.Hour)
@@ -235,7 +236,7 @@ func TestRunRampsTwoInstances(t *testing.T) {
 	clock := newTestClock()
 	svcs := openServices(t, 2, clock.clock())
 	mustCreate(t, svcs[0], onOff("f", 2, 200))
-	r := mustRamp(t, svcs[0], "f", rollout.RampSpec{Bucket: "on", Shares: fiveSteps, Every: time.Hour})
+	r := mustRamp(t, svcs[0], "f", ramp.Spec{Bucket: "on", Shares: fiveSteps, Every: time.Hour})
 	clock.Add(5 * time.Hour)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -247,7 +248,7 @@ func TestRunRampsTwoInstances(t *testing.T) {
 		}()
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for rampOf(t, svcs[1], r).State != rollout.RampDone && time.Now().Before(deadline) {
+	for rampOf(t, svcs[1], r).State != ramp.Done && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	cancel()
@@ -274,7 +275,7 @@ func checkOneVersionPerStep(t *testing.T, svc *rollout.Service, r rollout.Ramp) 
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("history after creation:\n%s\nwant one version per step:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if st := rampOf(t, svc, r); st.State != rollout.RampDone {
+	if st := rampOf(t, svc, r); st.State != ramp.Done {
 		t.Errorf("ramp is %s (%s), want done", st.State, st.Reason)
 	}
 }
@@ -287,14 +288,14 @@ func TestRampPauses(t *testing.T) {
 	ctx := context.Background()
 	tests := []struct {
 		name   string
-		spec   rollout.RampSpec
+		spec   ramp.Spec
 		hand   rollout.Change // made before the first step is due
 		reason string
 	}{
-		{"over max_churn", rollout.RampSpec{Bucket: "on", Shares: []float64{0.5}, MaxChurn: ptr(0.2)}, rollout.Change{}, "more than max_churn"},
-		{"bucket removed", rollout.RampSpec{Bucket: "on", Shares: []float64{0.5}}, rollout.RemoveBucket("on"), `bucket "on" was removed`},
-		{"replicas lowered", rollout.RampSpec{Bucket: "on", Shares: []float64{0.5}}, rollout.UpdateBucket("on", ptr(1), nil), "fewer than the 5 of the ramp's last step"},
-		{"replicas raised in a ramp down", rollout.RampSpec{Bucket: "on", Shares: []float64{0.01}}, rollout.UpdateBucket("on", ptr(50), nil), "more than the 5 of the ramp's last step"},
+		{"over max_churn", ramp.Spec{Bucket: "on", Shares: []float64{0.5}, MaxChurn: ptr(0.2)}, rollout.Change{}, "more than max_churn"},
+		{"bucket removed", ramp.Spec{Bucket: "on", Shares: []float64{0.5}}, rollout.RemoveBucket("on"), `bucket "on" was removed`},
+		{"replicas lowered", ramp.Spec{Bucket: "on", Shares: []float64{0.5}}, rollout.UpdateBucket("on", ptr(1), nil), "fewer than the 5 of the ramp's last step"},
+		{"replicas raised in a ramp down", ramp.Spec{Bucket: "on", Shares: []float64{0.01}}, rollout.UpdateBucket("on", ptr(50), nil), "more than the 5 of the ramp's last step"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -312,7 +313,7 @@ func TestRampPauses(t *testing.T) {
 				t.Fatalf("ApplyDueRamps = %d, %v; want 0, nil", n, err)
 			}
 			got := rampOf(t, svc, r)
-			if got.State != rollout.RampPaused || !strings.Contains(got.Reason, tt.reason) || got.Next != 0 {
+			if got.State != ramp.Paused || !strings.Contains(got.Reason, tt.reason) || got.Next != 0 {
 				t.Errorf("ramp %s at step %d, reason %q; want paused at 0, the reason containing %q", got.State, got.Next, got.Reason, tt.reason)
 			}
 			if after, _ := svc.Snapshot().Feature("f"); after.Version != before.Version {
@@ -323,7 +324,7 @@ func TestRampPauses(t *testing.T) {
 				t.Fatalf("ResumeRamp = %v", err)
 			}
 			svc.ApplyDueRamps(ctx)
-			if got := rampOf(t, svc, r); got.State != rollout.RampPaused {
+			if got := rampOf(t, svc, r); got.State != ramp.Paused {
 				t.Errorf("resumed and run again: %s, want paused", got.State)
 			}
 			if _, err := svc.CancelRamp(ctx, "f", r.ID, rollout.RampOptions{Actor: "ops"}); err != nil {
@@ -350,7 +351,7 @@ func TestRampPauseResume(t *testing.T) {
 	clock := newTestClock()
 	svc := openServices(t, 1, clock.clock())[0]
 	mustCreate(t, svc, onOff("f", 2, 200))
-	r := mustRamp(t, svc, "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.1, 0.2, 0.4}, Every: time.Hour})
+	r := mustRamp(t, svc, "f", ramp.Spec{Bucket: "on", Shares: []float64{0.1, 0.2, 0.4}, Every: time.Hour})
 	if _, err := svc.ApplyDueRamps(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -385,7 +386,7 @@ func TestRampPauseResume(t *testing.T) {
 		t.Fatalf("resumed: ApplyDueRamps = %d, %v; want 1 (step 2 passes without a change), nil", n, err)
 	}
 	got := rampOf(t, svc, r)
-	if got.State != rollout.RampDone || got.Steps[1].Version != 0 || got.Steps[1].Applied == nil || got.Steps[2].Version == 0 {
+	if got.State != ramp.Done || got.Steps[1].Version != 0 || got.Steps[1].Applied == nil || got.Steps[2].Version == 0 {
 		t.Errorf("ramp %s, steps %+v; want done, step 2 passed without a version, step 3 with one", got.State, got.Steps)
 	}
 	_, err = svc.CancelRamp(ctx, "f", r.ID, rollout.RampOptions{Actor: "ops"})
@@ -400,26 +401,26 @@ func TestCreateRampRefuses(t *testing.T) {
 	now := clock.Now()
 	tests := []struct {
 		name, key string
-		spec      rollout.RampSpec
+		spec      ramp.Spec
 		code      string
 	}{
-		{"no feature", "nope", rollout.RampSpec{Bucket: "on", Shares: []float64{1}}, feature.ENotFound},
-		{"no bucket", "f", rollout.RampSpec{Bucket: "blue", Shares: []float64{1}}, feature.ENotFound},
-		{"no steps", "f", rollout.RampSpec{Bucket: "on"}, feature.EInvalid},
-		{"not increasing", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 0.6}, Every: time.Hour}, feature.EInvalid},
-		{"above 1", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 1.5}, Every: time.Hour}, feature.EInvalid},
-		{"zero", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0, 0.6}, Every: time.Hour}, feature.EInvalid},
-		{"no every", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 0.7}}, feature.EInvalid},
-		{"times not increasing", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 0.7}, At: []time.Time{now, now}}, feature.EInvalid},
-		{"times and every", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 0.7}, At: []time.Time{now, now.Add(1)}, Every: time.Hour}, feature.EInvalid},
-		{"one time for two steps", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 0.7}, At: []time.Time{now}}, feature.EInvalid},
-		{"share reached already", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.2, 0.4}, Every: time.Hour}, feature.EInvalid},
-		{"bad max_churn", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{1}, MaxChurn: ptr(-0.1)}, feature.EInvalid},
-		{"every overflows", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 0.8, 1}, Every: math.MaxInt64 / 2}, feature.EInvalid},
-		{"last step beyond the horizon", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 1}, Every: rollout.MaxRampHorizon, Start: now.Add(time.Hour)}, feature.EInvalid},
-		{"start in 9999", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 1}, Every: time.Hour, Start: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)}, feature.EInvalid},
-		{"at in 9999", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{1}, At: []time.Time{time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)}}, feature.EInvalid},
-		{"start before year 1", "f", rollout.RampSpec{Bucket: "on", Shares: []float64{1}, Start: time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)}, feature.EInvalid},
+		{"no feature", "nope", ramp.Spec{Bucket: "on", Shares: []float64{1}}, feature.ENotFound},
+		{"no bucket", "f", ramp.Spec{Bucket: "blue", Shares: []float64{1}}, feature.ENotFound},
+		{"no steps", "f", ramp.Spec{Bucket: "on"}, feature.EInvalid},
+		{"not increasing", "f", ramp.Spec{Bucket: "on", Shares: []float64{0.6, 0.6}, Every: time.Hour}, feature.EInvalid},
+		{"above 1", "f", ramp.Spec{Bucket: "on", Shares: []float64{0.6, 1.5}, Every: time.Hour}, feature.EInvalid},
+		{"zero", "f", ramp.Spec{Bucket: "on", Shares: []float64{0, 0.6}, Every: time.Hour}, feature.EInvalid},
+		{"no every", "f", ramp.Spec{Bucket: "on", Shares: []float64{0.6, 0.7}}, feature.EInvalid},
+		{"times not increasing", "f", ramp.Spec{Bucket: "on", Shares: []float64{0.6, 0.7}, At: []time.Time{now, now}}, feature.EInvalid},
+		{"times and every", "f", ramp.Spec{Bucket: "on", Shares: []float64{0.6, 0.7}, At: []time.Time{now, now.Add(1)}, Every: time.Hour}, feature.EInvalid},
+		{"one time for two steps", "f", ramp.Spec{Bucket: "on", Shares: []float64{0.6, 0.7}, At: []time.Time{now}}, feature.EInvalid},
+		{"share reached already", "f", ramp.Spec{Bucket: "on", Shares: []float64{0.2, 0.4}, Every: time.Hour}, feature.EInvalid},
+		{"bad max_churn", "f", ramp.Spec{Bucket: "on", Shares: []float64{1}, MaxChurn: ptr(-0.1)}, feature.EInvalid},
+		{"every overflows", "f", ramp.Spec{Bucket: "on", Shares: []float64{0.6, 0.8, 1}, Every: math.MaxInt64 / 2}, feature.EInvalid},
+		{"last step beyond the horizon", "f", ramp.Spec{Bucket: "on", Shares: []float64{0.6, 1}, Every: ramp.MaxHorizon, Start: now.Add(time.Hour)}, feature.EInvalid},
+		{"start in 9999", "f", ramp.Spec{Bucket: "on", Shares: []float64{0.6, 1}, Every: time.Hour, Start: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)}, feature.EInvalid},
+		{"at in 9999", "f", ramp.Spec{Bucket: "on", Shares: []float64{1}, At: []time.Time{time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)}}, feature.EInvalid},
+		{"start before year 1", "f", ramp.Spec{Bucket: "on", Shares: []float64{1}, Start: time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)}, feature.EInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -427,8 +428,8 @@ func TestCreateRampRefuses(t *testing.T) {
 			wantErrorCode(t, "CreateRamp", err, tt.code)
 		})
 	}
-	mustRamp(t, svc, "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.6, 1}, At: []time.Time{now.Add(time.Hour), now.Add(2 * time.Hour)}})
-	_, err := svc.CreateRamp(context.Background(), "f", rollout.RampSpec{Bucket: "off", Shares: []float64{1}}, "")
+	mustRamp(t, svc, "f", ramp.Spec{Bucket: "on", Shares: []float64{0.6, 1}, At: []time.Time{now.Add(time.Hour), now.Add(2 * time.Hour)}})
+	_, err := svc.CreateRamp(context.Background(), "f", ramp.Spec{Bucket: "off", Shares: []float64{1}}, "")
 	wantErrorCode(t, "CreateRamp(second live ramp)", err, feature.EConflict)
 }
 
@@ -440,7 +441,7 @@ func TestRampFeatureArchived(t *testing.T) {
 	clock := newTestClock()
 	svc := openServices(t, 1, clock.clock())[0]
 	mustCreate(t, svc, onOff("f", 2, 100))
-	r := mustRamp(t, svc, "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.5}, Start: clock.Now().Add(time.Hour)})
+	r := mustRamp(t, svc, "f", ramp.Spec{Bucket: "on", Shares: []float64{0.5}, Start: clock.Now().Add(time.Hour)})
 	if _, err := svc.Archive(ctx, "f", rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -448,13 +449,13 @@ func TestRampFeatureArchived(t *testing.T) {
 	if n, err := svc.ApplyDueRamps(ctx); n != 0 || err != nil {
 		t.Fatalf("ApplyDueRamps = %d, %v; want 0, nil", n, err)
 	}
-	if got := rampOf(t, svc, r); got.State != rollout.RampPaused || !strings.Contains(got.Reason, `feature "f" was archived`) {
+	if got := rampOf(t, svc, r); got.State != ramp.Paused || !strings.Contains(got.Reason, `feature "f" was archived`) {
 		t.Errorf("ramp %s, reason %q; want paused, the feature archived", got.State, got.Reason)
 	}
 	if _, err := svc.Restore(ctx, "f", rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	spec := rollout.RampSpec{Bucket: "on", Shares: []float64{0.5}}
+	spec := ramp.Spec{Bucket: "on", Shares: []float64{0.5}}
 	_, err := svc.CreateRamp(ctx, "f", spec, "")
 	wantErrorCode(t, "CreateRamp(beside the paused one)", err, feature.EConflict)
 	if _, err := svc.CancelRamp(ctx, "f", r.ID, rollout.RampOptions{Actor: ""}); err != nil {
@@ -482,14 +483,14 @@ func TestRampLastStepDoneByHand(t *testing.T) {
 	clock := newTestClock()
 	svc := openServices(t, 1, clock.clock())[0]
 	mustCreate(t, svc, onOff("f", 2, 100))
-	r := mustRamp(t, svc, "f", rollout.RampSpec{Bucket: "on", Shares: []float64{1}, Start: clock.Now().Add(time.Hour)})
+	r := mustRamp(t, svc, "f", ramp.Spec{Bucket: "on", Shares: []float64{1}, Start: clock.Now().Add(time.Hour)})
 	mustChange(t, svc, "f", rollout.RemoveBucket("off"))
 	clock.Add(time.Hour)
 	if n, err := svc.ApplyDueRamps(ctx); n != 0 || err != nil {
 		t.Fatalf("ApplyDueRamps = %d, %v; want 0, nil", n, err)
 	}
 	got := rampOf(t, svc, r)
-	if got.State != rollout.RampDone || got.Steps[0].Version != 0 || got.Steps[0].Applied == nil {
+	if got.State != ramp.Done || got.Steps[0].Version != 0 || got.Steps[0].Applied == nil {
 		t.Errorf("ramp %s, step %+v; want done, the step passed without a version", got.State, got.Steps[0])
 	}
 	if f, _ := svc.Snapshot().Feature("f"); f.Version != 2 {
@@ -509,7 +510,7 @@ func TestRampZeroAndDown(t *testing.T) {
 	f := onOff("f", 0, 2000)
 	f.Fallback = "off"
 	mustCreate(t, svc, f)
-	run := func(spec rollout.RampSpec) {
+	run := func(spec ramp.Spec) {
 		t.Helper()
 		spec.Every, spec.Start = time.Hour, clock.Now()
 		r := mustRamp(t, svc, "f", spec)
@@ -517,24 +518,24 @@ func TestRampZeroAndDown(t *testing.T) {
 			svc.ApplyDueRamps(ctx)
 			clock.Add(time.Hour)
 		}
-		if got := rampOf(t, svc, r); got.State != rollout.RampDone {
+		if got := rampOf(t, svc, r); got.State != ramp.Done {
 			t.Fatalf("ramp %v: %s (%s), want done", spec.Shares, got.State, got.Reason)
 		}
 	}
-	run(rollout.RampSpec{Bucket: "on", Shares: []float64{0.1, 0.5, 1}})
+	run(ramp.Spec{Bucket: "on", Shares: []float64{0.1, 0.5, 1}})
 	full, _ := svc.Snapshot().Feature("f")
 	if b, _ := full.Bucket("off"); b.Replicas != 0 || full.Fallback != "off" {
 		t.Fatalf("at 100 %%: %v fallback %q, want off kept at 0 replicas and the fallback", full.Buckets, full.Fallback)
 	}
-	_, err := svc.CreateRamp(ctx, "f", rollout.RampSpec{Bucket: "on", Shares: []float64{0.5}}, "")
+	_, err := svc.CreateRamp(ctx, "f", ramp.Spec{Bucket: "on", Shares: []float64{0.5}}, "")
 	wantErrorCode(t, "CreateRamp(down from 100 %)", err, feature.EInvalid)
 
-	run(rollout.RampSpec{Bucket: "off", Shares: []float64{0.3, 0.5}})
+	run(ramp.Spec{Bucket: "off", Shares: []float64{0.3, 0.5}})
 	half, _ := svc.Snapshot().Feature("f")
 	if on, _ := half.Bucket("on"); on.Replicas != mustBucket(t, full, "on").Replicas {
 		t.Errorf("ramping off up changed on: %v", half.Buckets)
 	}
-	run(rollout.RampSpec{Bucket: "off", Shares: []float64{0.2, 0}})
+	run(ramp.Spec{Bucket: "off", Shares: []float64{0.2, 0}})
 	end, _ := svc.Snapshot().Feature("f")
 	if off, _ := end.Bucket("off"); off.Replicas != 0 {
 		t.Errorf("after ramping off down to 0: %v", end.Buckets)
@@ -560,23 +561,23 @@ func mustBucket(t *testing.T, f feature.Feature, name string) feature.Bucket {
 }
 
 // TestRampFineDefault: a ramp given no tolerance on a fine ring (at least
-// FineRampPoints points) reaches each step within 0.05 points, up and then
+// ramp.FinePoints points) reaches each step within 0.05 points, up and then
 // down, and its preview (a dry run) foresees exactly what the steps do; on
 // a coarse ring the default stays 0.5 points.
 func TestRampFineDefault(t *testing.T) {
 	ctx := context.Background()
 	clock := newTestClock()
 	svc := openServices(t, 1, clock.clock())[0]
-	mustCreate(t, svc, onOff("fine", 0, rollout.FineRampPoints))
+	mustCreate(t, svc, onOff("fine", 0, ramp.FinePoints))
 	mustCreate(t, svc, onOff("coarse", 1, 300))
-	if r := mustRamp(t, svc, "coarse", rollout.RampSpec{Bucket: "on", Shares: fiveSteps, Every: time.Hour}); r.Tolerance != plan.DefaultTolerance || r.FineDefault {
+	if r := mustRamp(t, svc, "coarse", ramp.Spec{Bucket: "on", Shares: fiveSteps, Every: time.Hour}); r.Tolerance != plan.DefaultTolerance || r.FineDefault {
 		t.Errorf("coarse ramp tolerance %v (fine default %v), want %v", r.Tolerance, r.FineDefault, plan.DefaultTolerance)
 	} else if _, err := svc.CancelRamp(ctx, "coarse", r.ID, rollout.RampOptions{Actor: "pm"}); err != nil {
 		t.Fatal(err)
 	}
 	run := func(shares []float64) {
 		t.Helper()
-		spec := rollout.RampSpec{Bucket: "on", Shares: shares, Every: time.Hour, Start: clock.Now(), Comment: "fine steps"}
+		spec := ramp.Spec{Bucket: "on", Shares: shares, Every: time.Hour, Start: clock.Now(), Comment: "fine steps"}
 		pre, err := svc.PreviewRamp(ctx, "fine", spec, "pm")
 		if err != nil || len(pre.Steps) != len(shares) {
 			t.Fatalf("PreviewRamp(%v) = %+v, %v", shares, pre, err)
@@ -604,7 +605,7 @@ func TestRampFineDefault(t *testing.T) {
 				t.Errorf("step %d preview %+v; the step reached %v, moved %v", i+1, p, shares["on"], rollout.NewReport(before, after).Churn)
 			}
 		}
-		if got := rampOf(t, svc, r); got.State != rollout.RampDone {
+		if got := rampOf(t, svc, r); got.State != ramp.Done {
 			t.Fatalf("ramp %v: %s (%s), want done", shares, got.State, got.Reason)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/ramp"
 )
 
 // Change requests. Where the settings require approvals for a feature, an
@@ -31,6 +32,7 @@ const (
 	SpecSetOverride   = "set_override"
 	SpecClearOverride = "clear_override"
 	SpecReshuffle     = "reshuffle"
+	SpecPromote       = "promote"
 	SpecRollback      = "rollback"
 	SpecSetRules      = "set_rules"
 	// SpecArchive and SpecRestore archive and restore the feature;
@@ -65,7 +67,12 @@ type ChangeSpec struct {
 	// Rules are set_rules' rules (empty: none).
 	Rules []feature.Rule `json:"rules,omitempty"`
 	// Ramp is the ramp a ramp request starts.
-	Ramp *RampSpec `json:"ramp,omitempty"`
+	Ramp *ramp.Spec `json:"ramp,omitempty"`
+	// From, Include and Source are a promotion's: the environment, the
+	// parts promoted, and the source's configuration then.
+	From    string           `json:"from,omitempty"`
+	Include []string         `json:"include,omitempty"`
+	Source  *feature.Feature `json:"source,omitempty"`
 }
 
 // Words names the kind of change for people: "update bucket".
@@ -99,6 +106,11 @@ func (sp ChangeSpec) change() (Change, error) {
 		return ClearOverride(sp.User), nil
 	case SpecReshuffle:
 		return Reshuffle(sp.Salt), nil
+	case SpecPromote:
+		if sp.Source == nil {
+			return Change{}, feature.Errorf(feature.EInvalid, "the requested promotion has no source configuration")
+		}
+		return Promotion(sp.From, *sp.Source, sp.Include)
 	case SpecArchive, SpecRestore, SpecRamp:
 		return Change{}, feature.Errorf(feature.EInternal, "a requested %s is made by the service, not as a change", sp.Words())
 	}
@@ -437,9 +449,9 @@ func (s *Service) ApproveRequest(ctx context.Context, id, approver, comment stri
 	case SpecRestore:
 		res, err = s.restore(ctx, r.Feature, opts)
 	case SpecRamp:
-		var ramp Ramp
-		if ramp, res, err = s.startApprovedRamp(ctx, r, approver, comment); err == nil {
-			r.AppliedRamp = ramp.ID
+		var started Ramp
+		if started, res, err = s.startApprovedRamp(ctx, r, approver, comment); err == nil {
+			r.AppliedRamp = started.ID
 		}
 	default:
 		var ch Change
@@ -497,7 +509,7 @@ func (s *Service) saveRepreview(ctx context.Context, r Request, now Request, why
 	rep := now.Report
 	return &feature.Error{Code: feature.EPrecondition, Report: &rep, Message: fmt.Sprintf(
 		"%s: the change now moves %s of users (%s); nothing was applied; the request stays open with this new preview: approve it again to apply it",
-		why, percent(rep.Churn), now.Summary)}
+		why, feature.Percent(rep.Churn), now.Summary)}
 }
 
 // requested makes the change request r asks for.

@@ -78,37 +78,19 @@ func segmentNotFound(key string) error {
 }
 
 // checkSegments refuses f when its rules use a segment that does not
-// exist. The caller holds s.mu.
+// exist, in the store either. The caller holds s.mu.
 func (s *Service) checkSegments(ctx context.Context, f feature.Feature) error {
-	keys := f.Segments()
-	if len(keys) == 0 {
-		return nil
-	}
-	segs := s.Snapshot().CompiledSegments()
-	for _, key := range keys {
-		if _, ok := segs[key]; !ok {
-			if err := s.reloadSegments(ctx); err != nil { // made elsewhere?
-				return err
-			}
-			segs = s.Snapshot().CompiledSegments()
-			break
+	if s.knownSegments(f) != nil {
+		if err := s.reloadSegments(ctx); err != nil { // made elsewhere?
+			return err
 		}
 	}
-	var missing []string
-	for _, key := range keys {
-		if _, ok := segs[key]; !ok {
-			missing = append(missing, key)
-		}
-	}
-	if len(missing) > 0 {
-		return &unknownSegment{err: feature.Errorf(feature.EInvalid, "in_segment names segment(s) %s, which do(es) not exist: create them first (POST /api/segments)", strings.Join(missing, ", "))}
-	}
-	return nil
+	return s.knownSegments(f)
 }
 
-// IsUnknownSegment reports whether err refuses rules that use a segment
+// isUnknownSegment reports whether err refuses rules that use a segment
 // that does not exist (an EInvalid error).
-func IsUnknownSegment(err error) bool { return errors.As(err, new(*unknownSegment)) }
+func isUnknownSegment(err error) bool { return errors.As(err, new(*unknownSegment)) }
 
 // compileFeature compiles f with the snapshot's segments.
 func (s *Service) compileFeature(f feature.Feature) *feature.Compiled {
@@ -208,6 +190,14 @@ func (s *Service) CreateSegment(ctx context.Context, seg feature.Segment, opts C
 // segment key, as its next version, and makes a new version of every
 // feature that uses it.
 func (s *Service) UpdateSegment(ctx context.Context, key, description string, conditions []feature.Condition, opts ChangeOptions) (SegmentResult, error) {
+	res, err := s.updateSegmentLocking(ctx, key, description, conditions, opts)
+	if err == nil && !opts.DryRun {
+		s.envs.syncOthers(ctx, s) // their features' versions were written too
+	}
+	return res, err
+}
+
+func (s *Service) updateSegmentLocking(ctx context.Context, key, description string, conditions []feature.Condition, opts ChangeOptions) (SegmentResult, error) {
 	if err := validateComment(opts.Comment); err != nil {
 		return SegmentResult{}, err
 	}
@@ -288,17 +278,34 @@ func (s *Service) updateSegment(ctx context.Context, key, description string, co
 	}
 	var versions []Version
 	nexts := map[string]*feature.Compiled{}
-	for _, fk := range users {
-		c := snap.Compiled(fk)
+	// version is the new version of the feature c (of the environment
+	// env, "" for this one) that serves the segment as seg says.
+	version := func(c *feature.Compiled, segs map[string]*feature.CompiledSegment, env string) (Version, *feature.Compiled) {
 		next := c.Feature().Clone()
 		next.Version, next.UpdatedAt = c.Feature().Version+1, now
 		cc := feature.Compile(next, segs)
-		nexts[fk] = cc
 		rep := cc.ReportFrom(c)
 		rep.Rules = []feature.PopulationChange{{When: "in segment " + key, From: "segment version " + strconv.Itoa(cur.Segment().Version), To: "segment version " + strconv.Itoa(seg.Version),
 			Text: fmt.Sprintf("users matching in segment %s: as segment version %d said → as version %d says (%s)", key, cur.Segment().Version, seg.Version, feature.Abbreviate(feature.DescribeConditions(seg.Conditions)))}}
-		versions = append(versions, Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: abbreviateSummary(fmt.Sprintf("segment %s %s", key, summary)),
-			Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: rep})
+		return Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: abbreviateSummary(fmt.Sprintf("segment %s %s", key, summary)),
+			Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: rep, Environment: env}, cc
+	}
+	for _, fk := range users {
+		v, cc := version(snap.Compiled(fk), segs, "")
+		nexts[fk] = cc
+		versions = append(versions, v)
+	}
+	// A segment is shared: the features of the other environments that
+	// use it get their version in the same transaction. (A write of one of
+	// them made meanwhile fails it with EConflict: try again.)
+	for _, o := range s.envs.others(s) {
+		osnap := o.Snapshot()
+		osegs := maps.Clone(osnap.CompiledSegments())
+		osegs[key] = feature.CompileSegment(seg)
+		for _, fk := range osnap.SegmentUsers(key) {
+			v, _ := version(osnap.Compiled(fk), osegs, o.env)
+			versions = append(versions, v)
+		}
 	}
 	v := feature.SegmentVersion{Version: seg.Version, Actor: actor(opts), Time: now, Summary: summary, Comment: opts.Comment, Config: seg}
 	settles, err := opts.Idempotency.settlement(res, now)

@@ -38,7 +38,13 @@ type Service struct {
 	subs  map[chan []Commit]bool
 
 	history historyReads // reads of history take turns
+
+	env  string        // the environment the service serves (see Environments)
+	envs *Environments // the environments it is one of; nil: alone
 }
+
+// Environment returns the key of the environment the service serves.
+func (s *Service) Environment() string { return s.env }
 
 // ChangeOptions are the guards and modes of one change.
 type ChangeOptions struct {
@@ -107,7 +113,7 @@ func NewService(ctx context.Context, store Store, clock Clock) (*Service, error)
 	if clock == nil {
 		clock = time.Now
 	}
-	s := &Service{store: store, now: clock, kick: make(chan struct{}, 1)}
+	s := &Service{store: store, now: clock, kick: make(chan struct{}, 1), env: Production}
 	// The revision first: commits made while the features load are then
 	// read again by the next Sync, which is harmless.
 	rev, err := store.Revision(ctx)
@@ -151,6 +157,14 @@ func (s *Service) Evaluate(key, user string) (feature.Evaluation, error) {
 // Create stores f as a new feature at version 1. It sets f's ID, version and
 // times; the caller sets everything else, the salt included.
 func (s *Service) Create(ctx context.Context, f feature.Feature, opts ChangeOptions) (Result, error) {
+	res, err := s.create(ctx, f, opts)
+	if err == nil && !opts.DryRun {
+		s.envs.syncOthers(ctx, s) // the feature exists there too now
+	}
+	return res, err
+}
+
+func (s *Service) create(ctx context.Context, f feature.Feature, opts ChangeOptions) (Result, error) {
 	if err := validateComment(opts.Comment); err != nil {
 		return Result{}, err
 	}
@@ -165,7 +179,7 @@ func (s *Service) Create(ctx context.Context, f feature.Feature, opts ChangeOpti
 	for i := range f.Buckets {
 		f.Buckets[i].Value = feature.CompactJSON(f.Buckets[i].Value)
 	}
-	f.Rules = cloneRules(f.Rules)
+	f.Rules = feature.CloneRules(f.Rules)
 	if err := f.Validate(); err != nil {
 		return Result{}, err
 	}
@@ -200,6 +214,7 @@ func (s *Service) Create(ctx context.Context, f feature.Feature, opts ChangeOpti
 		return Result{}, err
 	}
 	v := Version{Version: 1, Actor: actor(opts), Time: now, Summary: "created", Comment: opts.Comment, Config: f, OverrideCount: len(f.Overrides), Report: rep, Kind: audit.Create, Settles: settles}
+	v.Elsewhere = s.envs.elsewhere(s, f, v)
 	if err := s.store.CreateFeature(ctx, f, v); err != nil {
 		if feature.ErrorCode(err) == feature.EConflict { // created elsewhere meanwhile: serve it
 			if _, rerr := s.reload(ctx, f.Key); rerr != nil {
@@ -299,11 +314,15 @@ func checkChurn(rep feature.Report, opts ChangeOptions) error {
 	if opts.MaxChurn == nil || rep.Churn <= *opts.MaxChurn {
 		return nil
 	}
-	return &feature.Error{
-		Code:    feature.EChurn,
-		Message: fmt.Sprintf("the change would move %.4f%% of users, more than max_churn %.4f%%: nothing was changed", 100*rep.Churn, 100**opts.MaxChurn),
-		Report:  &rep,
-	}
+	return overMaxChurn("the change", rep, *opts.MaxChurn, "nothing was changed")
+}
+
+// overMaxChurn is the one refusal of what (the change, a document's
+// feature, a ramp's step) over a max_churn guard of limit: EChurn, with
+// the report rep, its message ending with then (what happens instead).
+func overMaxChurn(what string, rep feature.Report, limit float64, then string) *feature.Error {
+	return &feature.Error{Code: feature.EChurn, Report: &rep, Message: fmt.Sprintf(
+		"%s would move %.4f%% of users, more than max_churn %.4f%%: %s", what, 100*rep.Churn, 100*limit, then)}
 }
 
 // Versions returns the feature's history, newest first, without the
@@ -445,7 +464,7 @@ func (s *Service) apply(ctx context.Context, cur *feature.Compiled, ch Change, o
 // s.mu.
 func (s *Service) applyWith(ctx context.Context, cur *feature.Compiled, ch Change, opts ChangeOptions, save func(feature.Feature, Version) error) (Result, error) {
 	res, v, cc, err := s.prepare(cur, ch, opts)
-	if errors.As(err, new(*unknownSegment)) {
+	if isUnknownSegment(err) {
 		// Made by another instance, not yet synced? Read them, try again.
 		if rerr := s.reloadSegments(ctx); rerr != nil {
 			return Result{}, rerr

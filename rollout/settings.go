@@ -9,6 +9,7 @@ import (
 
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/document"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -58,8 +59,8 @@ func (p ApprovalPolicy) Covers(key string) bool {
 // Validate reports what is wrong with s: a churn limit outside 0..1, too
 // many features, a feature key that is not one, a key listed twice.
 func (s Settings) Validate() error {
-	if s.MaxChurn != s.MaxChurn || s.MaxChurn < 0 || s.MaxChurn > 1 {
-		return feature.Errorf(feature.EInvalid, "max_churn %v is out of range: give a fraction of users between 0 and 1 (0.25 is 25 %%)", s.MaxChurn)
+	if err := feature.CheckMaxChurn(s.MaxChurn); err != nil {
+		return err
 	}
 	fs := s.RequireApproval.Features
 	if len(fs) > MaxApprovalFeatures {
@@ -83,7 +84,7 @@ func (s Settings) Validate() error {
 func SettingsSummary(prev, next Settings) string {
 	var parts []string
 	if prev.MaxChurn != next.MaxChurn {
-		parts = append(parts, fmt.Sprintf("editors' churn limit %s → %s", percent(prev.MaxChurn), percent(next.MaxChurn)))
+		parts = append(parts, fmt.Sprintf("editors' churn limit %s → %s", feature.Percent(prev.MaxChurn), feature.Percent(next.MaxChurn)))
 	}
 	if a, b := prev.RequireApproval.describe(), next.RequireApproval.describe(); a != b {
 		parts = append(parts, fmt.Sprintf("approvals required for %s → %s", a, b))
@@ -172,6 +173,10 @@ func (s *Service) gateFor(ctx context.Context, opts ChangeOptions) (*gate, error
 	if err != nil {
 		return nil, fmt.Errorf("read settings: %w", err)
 	}
+	if s.envs.protected(s.env) {
+		// A protected environment: every editor's change is a request.
+		st.RequireApproval.All = true
+	}
 	return &gate{settings: st}, nil
 }
 
@@ -226,16 +231,16 @@ func (g *gate) check(cur *feature.Compiled, ch Change, res Result) error {
 	case ch.spec.Kind == SpecReshuffle || cur.Feature().Salt != res.Feature.Salt || cur.Feature().BucketBy != res.Feature.BucketBy:
 		return &feature.Error{Code: feature.EForbidden, Report: &rep, Message: fmt.Sprintf(
 			"%s moves about %s of users of feature %q at random: editors may not make one; it needs an admin, or approvals on for the feature (an admin sets them in the settings) to submit it as a change request; nothing was changed",
-			what, percent(rep.Churn), key)}
+			what, feature.Percent(rep.Churn), key)}
 	case rep.Churn > g.settings.MaxChurn:
 		return &feature.Error{Code: feature.EForbidden, Report: &rep, Message: fmt.Sprintf(
 			"the change would move %s of users of feature %q, more than the editors' limit of %s: it needs an admin, or approvals on for the feature (an admin sets them in the settings) to submit it as a change request; nothing was changed",
-			percent(rep.Churn), key, percent(g.settings.MaxChurn))}
+			feature.Percent(rep.Churn), key, feature.Percent(g.settings.MaxChurn))}
 	}
 	if c := unmatchedChurn(cur.Feature(), res.Feature, rep); c > g.settings.MaxChurn {
 		return &feature.Error{Code: feature.EForbidden, Report: &rep, Message: fmt.Sprintf(
 			"the change of rules would move %s of the users of feature %q whom no rule with conditions matches (those evaluated without a context, at least), more than the editors' limit of %s: it needs an admin, or approvals on for the feature (an admin sets them in the settings) to submit it as a change request; nothing was changed",
-			percent(c), key, percent(g.settings.MaxChurn))}
+			feature.Percent(c), key, feature.Percent(g.settings.MaxChurn))}
 	}
 	return nil
 }
@@ -346,37 +351,42 @@ func unmatchedChurn(before, after feature.Feature, rep feature.Report) float64 {
 // churn limit; features it creates are not held to it (as a create is
 // not). A nil gate passes anything. Errors: EForbidden, naming the
 // feature, with its report.
-func (g *gate) checkDocument(p DocumentPlan) error {
+func (g *gate) checkDocument(p document.Plan) error {
 	if g == nil {
 		return nil
 	}
 	for _, ch := range p.Changes {
-		if ch.Action != ActionUpdate {
+		if ch.Action != document.ActionUpdate {
 			continue
 		}
 		rep := ch.Report
+		var before, after feature.Feature
+		both := ch.Before() != nil && ch.After() != nil
+		if both {
+			before, after = ch.Before().Feature(), ch.After().Feature()
+		}
 		switch {
 		case g.settings.RequireApproval.Covers(ch.Feature):
 			return &feature.Error{Code: feature.EForbidden, Report: &rep, Message: fmt.Sprintf(
 				"feature %q needs approvals, and a document cannot be submitted as a change request: change it through its routes (which make requests), or ask an admin to apply the document; nothing was changed", ch.Feature)}
-		case ch.cur != nil && ch.target != nil && ch.cur.Feature().Salt != ch.target.Feature().Salt:
+		case both && before.Salt != after.Salt:
 			return &feature.Error{Code: feature.EForbidden, Report: &rep, Message: fmt.Sprintf(
-				"the document gives feature %q another salt, which moves about %s of its users at random: editors may not; it needs an admin; nothing was changed", ch.Feature, percent(ch.Churn))}
-		case ch.cur != nil && ch.target != nil && ch.cur.Feature().BucketBy != ch.target.Feature().BucketBy:
+				"the document gives feature %q another salt, which moves about %s of its users at random: editors may not; it needs an admin; nothing was changed", ch.Feature, feature.Percent(ch.Churn))}
+		case both && before.BucketBy != after.BucketBy:
 			return &feature.Error{Code: feature.EForbidden, Report: &rep, Message: fmt.Sprintf(
 				"the document gives feature %q another bucket_by (%s → %s), which moves about %s of its users at random, as a reshuffle does: editors may not; it needs an admin; nothing was changed",
-				ch.Feature, bucketByWords(ch.cur.Feature().BucketBy), bucketByWords(ch.target.Feature().BucketBy), percent(ch.Churn))}
-		case ch.cur != nil && ch.target != nil && ruleRehash(ch.cur.Feature(), ch.target.Feature()) != "":
+				ch.Feature, bucketByWords(before.BucketBy), bucketByWords(after.BucketBy), feature.Percent(ch.Churn))}
+		case both && ruleRehash(before, after) != "":
 			return &feature.Error{Code: feature.EForbidden, Report: &rep, Message: fmt.Sprintf(
 				"the document changes what a rule of feature %q hashes: %s; its users are placed anew, at random, as a reshuffle places them: editors may not; it needs an admin; nothing was changed",
-				ch.Feature, ruleRehash(ch.cur.Feature(), ch.target.Feature()))}
+				ch.Feature, ruleRehash(before, after))}
 		case ch.Churn > g.settings.MaxChurn:
 			return &feature.Error{Code: feature.EForbidden, Report: &rep, Message: fmt.Sprintf(
-				"the document would move %s of the users of feature %q, more than the editors' limit of %s: it needs an admin; nothing was changed", percent(ch.Churn), ch.Feature, percent(g.settings.MaxChurn))}
-		case ch.cur != nil && ch.target != nil && unmatchedChurn(ch.cur.Feature(), ch.target.Feature(), rep) > g.settings.MaxChurn:
+				"the document would move %s of the users of feature %q, more than the editors' limit of %s: it needs an admin; nothing was changed", feature.Percent(ch.Churn), ch.Feature, feature.Percent(g.settings.MaxChurn))}
+		case both && unmatchedChurn(before, after, rep) > g.settings.MaxChurn:
 			return &feature.Error{Code: feature.EForbidden, Report: &rep, Message: fmt.Sprintf(
 				"the document's rules would move %s of the users of feature %q whom no rule with conditions matches (those evaluated without a context, at least), more than the editors' limit of %s: it needs an admin; nothing was changed",
-				percent(unmatchedChurn(ch.cur.Feature(), ch.target.Feature(), rep)), ch.Feature, percent(g.settings.MaxChurn))}
+				feature.Percent(unmatchedChurn(before, after, rep)), ch.Feature, feature.Percent(g.settings.MaxChurn))}
 		}
 	}
 	return nil

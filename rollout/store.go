@@ -43,6 +43,14 @@ type Version struct {
 	// versions a segment's change or a batch writes beside their own
 	// settle nothing: those writes take the key as an argument.
 	Settles *Settlement `json:"-"`
+	// Elsewhere are the first versions of a created feature in the other
+	// environments, written in the creation's transaction (CreateFeature
+	// only).
+	Elsewhere []Placed `json:"-"`
+	// Environment, when not "", is the environment whose feature the
+	// version is of, where a write spans environments (a segment's
+	// change); "" is the store's own.
+	Environment string `json:"-"`
 }
 
 // ChangeQuery selects entries of the audit log (Store.Changes).
@@ -120,6 +128,8 @@ type CommitKind string
 const (
 	CommitFeature CommitKind = "feature" // a feature was created, changed or deleted
 	CommitToken   CommitKind = "token"   // a token was created or revoked, or a session signed out
+	// CommitEnvironment: an environment was created, changed or deleted.
+	CommitEnvironment CommitKind = "environment"
 )
 
 // Commit is one committed change in the store's feed: its revision, what it

@@ -3,7 +3,6 @@ package rollout
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,8 +13,8 @@ import (
 // SetRules replaces the feature's rules with rules, as one version (an
 // empty list removes them all).
 func SetRules(rules []feature.Rule) Change {
-	rules = cloneRules(rules)
-	spec := ChangeSpec{Kind: SpecSetRules, Rules: cloneRules(rules)}
+	rules = feature.CloneRules(rules)
+	spec := ChangeSpec{Kind: SpecSetRules, Rules: feature.CloneRules(rules)}
 	if spec.Rules == nil {
 		spec.Rules = []feature.Rule{}
 	}
@@ -33,7 +32,7 @@ func SetRules(rules []feature.Rule) Change {
 		spec:    spec,
 		summary: summary,
 		apply: func(f *feature.Feature) error {
-			f.Rules = cloneRules(rules)
+			f.Rules = feature.CloneRules(rules)
 			if len(f.Rules) == 0 {
 				f.Rules = nil
 			}
@@ -83,24 +82,6 @@ func abbreviateSummary(s string) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:maxSummary], "") + "…"
-}
-
-func cloneRules(rules []feature.Rule) []feature.Rule {
-	if rules == nil {
-		return nil
-	}
-	out := make([]feature.Rule, len(rules))
-	for i, r := range rules {
-		r.Conditions = slices.Clone(r.Conditions)
-		for j := range r.Conditions {
-			r.Conditions[j].Value = feature.CompactJSON(slices.Clone(r.Conditions[j].Value))
-		}
-		if r.Conditions == nil {
-			r.Conditions = []feature.Condition{}
-		}
-		out[i] = r
-	}
-	return out
 }
 
 // Combine makes one change of several, applied in order, as one version.

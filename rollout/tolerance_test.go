@@ -10,6 +10,7 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/plan"
+	"github.com/rollout/rollout/rollout/ramp"
 )
 
 // TestPlanToleranceRange: a tolerance finer than one user in a million, of
@@ -49,7 +50,7 @@ func TestToleranceOneRule(t *testing.T) {
 	ramp := func(i int, tol float64) (rollout.Ramp, error) {
 		key := fmt.Sprintf("f%d", i)
 		mustCreate(t, svc, onOff(key, 2, 100))
-		return svc.CreateRamp(context.Background(), key, rollout.RampSpec{Bucket: "on", Shares: []float64{0.5}, Tolerance: tol}, "")
+		return svc.CreateRamp(context.Background(), key, ramp.Spec{Bucket: "on", Shares: []float64{0.5}, Tolerance: tol}, "")
 	}
 	i := 0
 	for _, tol := range []float64{-0.1, 9e-7, 1e-9, 1, 1.5, math.NaN(), math.Inf(1)} {

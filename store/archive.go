@@ -27,8 +27,8 @@ func (db *DB) ArchiveFeature(ctx context.Context, key string, version int, e aud
 		var id string
 		err := tx.queryRow(`
 			UPDATE features SET archived_at = ?
-			WHERE key = ? AND version = ? AND archived_at IS NULL
-			RETURNING id`, db.d.Time(e.Time), key, version).Scan(&id)
+			WHERE environment = ? AND key = ? AND version = ? AND archived_at IS NULL
+			RETURNING id`, db.d.Time(e.Time), tx.env(), key, version).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			return tx.whyNotWritten(key, "", version)
 		}
@@ -58,7 +58,7 @@ func (db *DB) ArchiveFeature(ctx context.Context, key string, version int, e aud
 func (db *DB) ArchivedFeatures(ctx context.Context) ([]feature.Feature, error) {
 	var fs []feature.Feature
 	err := db.readTx(ctx, "list archived features", func(tx *tx) error {
-		rows, err := tx.query(`SELECT id, key, version, config FROM features WHERE archived_at IS NOT NULL ORDER BY key{C}`)
+		rows, err := tx.query(`SELECT id, key, version, config FROM features WHERE environment = ? AND archived_at IS NOT NULL ORDER BY key{C}`, tx.env())
 		fs, err = collect(rows, err, scanFeature)
 		return err
 	})
@@ -79,7 +79,7 @@ func (db *DB) ArchivedFeature(ctx context.Context, key string) (feature.Feature,
 
 func (tx *tx) findArchived(key string) (feature.Feature, error) {
 	var archived bool
-	err := tx.queryRow(`SELECT archived_at IS NOT NULL FROM features WHERE key = ?`, key).Scan(&archived)
+	err := tx.queryRow(`SELECT archived_at IS NOT NULL FROM features WHERE environment = ? AND key = ?`, tx.env(), key).Scan(&archived)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return feature.Feature{}, feature.Errorf(feature.ENotFound, "feature %q does not exist, archived or not", key)
@@ -88,7 +88,7 @@ func (tx *tx) findArchived(key string) (feature.Feature, error) {
 	case !archived:
 		return feature.Feature{}, feature.Errorf(feature.EConflict, "feature %q is not archived: it is served", key)
 	}
-	rows, err := tx.query(`SELECT id, key, version, config FROM features WHERE key = ?`, key)
+	rows, err := tx.query(`SELECT id, key, version, config FROM features WHERE environment = ? AND key = ?`, tx.env(), key)
 	return first(rows, err, scanFeature, feature.Errorf(feature.ENotFound, "feature %q does not exist", key))
 }
 
@@ -128,7 +128,7 @@ func (db *DB) RestoreFeature(ctx context.Context, f feature.Feature, v rollout.V
 func (db *DB) PurgeFeature(ctx context.Context, key string, e audit.Event, settle *rollout.Settlement) error {
 	return db.writeTx(ctx, fmt.Sprintf("purge feature %q", key), func(tx *tx) error {
 		if db.d.ForUpdate != "" {
-			if _, err := tx.exec(`SELECT 1 FROM features WHERE key = ? {forUpdate}`, key); err != nil {
+			if _, err := tx.exec(`SELECT 1 FROM features WHERE environment = ? AND key = ? {forUpdate}`, tx.env(), key); err != nil {
 				return err
 			}
 		}
@@ -139,7 +139,7 @@ func (db *DB) PurgeFeature(ctx context.Context, key string, e audit.Event, settl
 		if err != nil {
 			return err
 		}
-		if _, err := tx.exec(`DELETE FROM ramps WHERE feature_key = ?`, key); err != nil {
+		if _, err := tx.exec(`DELETE FROM ramps WHERE environment = ? AND feature_key = ?`, tx.env(), key); err != nil {
 			return fmt.Errorf("delete ramps: %w", err)
 		}
 		if _, err := tx.exec(`DELETE FROM features WHERE id = ?`, f.ID); err != nil {

@@ -25,7 +25,7 @@ func (tx *tx) appendAudit(e audit.Event) error {
 }
 
 // auditColumns are the columns of an audit event that appendAudits writes.
-const auditColumns = 10
+const auditColumns = 11
 
 // appendAudits records es in the audit trail, in their order, as
 // appendAudit does each, with as few statements as the rows take.
@@ -52,11 +52,15 @@ func (tx *tx) appendAudits(es []audit.Event) error {
 			if e.Churn != nil {
 				churn = *e.Churn
 			}
-			args = append(args, tx.db.d.Time(e.Time), e.Actor, string(e.Kind), e.Feature, e.FeatureID, e.Version, e.Subject, e.Summary, e.Comment, churn)
+			env := tx.env()
+			if e.Kind.Shared() {
+				env = ""
+			}
+			args = append(args, tx.db.d.Time(e.Time), e.Actor, string(e.Kind), e.Feature, e.FeatureID, e.Version, e.Subject, e.Summary, e.Comment, churn, env)
 		}
 		// One statement's rows get their IDs in their order.
 		if _, err := tx.exec(`
-		INSERT INTO audit_events (created_at, actor, kind, feature_key, feature_id, version, subject, summary, comment, churn)
+		INSERT INTO audit_events (created_at, actor, kind, feature_key, feature_id, version, subject, summary, comment, churn, environment)
 		VALUES `+rows(auditColumns, len(part)), args...); err != nil {
 			return fmt.Errorf("record audit event: %w", err)
 		}
@@ -85,9 +89,13 @@ func (db *DB) AuditEvents(ctx context.Context, q audit.Query) ([]audit.Event, er
 func (db *DB) auditEvents(tx *tx, q audit.Query) ([]audit.Event, error) {
 	var b strings.Builder
 	b.WriteString(`
-		SELECT id, created_at, actor, kind, feature_key, feature_id, version, subject, summary, comment, churn
+		SELECT id, created_at, actor, kind, feature_key, feature_id, version, subject, summary, comment, churn, environment
 		FROM audit_events WHERE 1 = 1`)
 	var args []any
+	if q.Environment != "" {
+		b.WriteString(" AND environment IN (?, '')")
+		args = append(args, q.Environment)
+	}
 	if q.Feature != "" {
 		b.WriteString(" AND feature_key = ?")
 		args = append(args, q.Feature)
@@ -129,7 +137,7 @@ func (db *DB) auditEvents(tx *tx, q audit.Query) ([]audit.Event, error) {
 			kind  string
 			churn sql.NullFloat64
 		)
-		err := rows.Scan(&e.ID, &at, &e.Actor, &kind, &e.Feature, &e.FeatureID, &e.Version, &e.Subject, &e.Summary, &e.Comment, &churn)
+		err := rows.Scan(&e.ID, &at, &e.Actor, &kind, &e.Feature, &e.FeatureID, &e.Version, &e.Subject, &e.Summary, &e.Comment, &churn, &e.Environment)
 		e.Time, e.Kind = at.T, audit.Kind(kind)
 		if churn.Valid {
 			e.Churn = &churn.Float64

@@ -94,7 +94,7 @@ func (tx *tx) createBatched(ws []rollout.BatchWrite) error {
 	for part := range slices.Chunk(keys, chunk) {
 		var key string
 		var archived bool
-		err := tx.queryRow(`SELECT key, archived_at IS NOT NULL FROM features WHERE key IN (?`+strings.Repeat(", ?", len(part)-1)+`) LIMIT 1`, part...).Scan(&key, &archived)
+		err := tx.queryRow(`SELECT key, archived_at IS NOT NULL FROM features WHERE environment = ? AND key IN (?`+strings.Repeat(", ?", len(part)-1)+`) LIMIT 1`, append([]any{tx.env()}, part...)...).Scan(&key, &archived)
 		switch {
 		case err == nil && archived:
 			return feature.Errorf(feature.EConflict, "feature %q is archived, and its key stays taken until it is purged: restore it (POST /api/features/%s/restore) or, as an admin, purge it (DELETE /api/features/%s?purge=true) first", key, key, key)
@@ -104,7 +104,7 @@ func (tx *tx) createBatched(ws []rollout.BatchWrite) error {
 			return err
 		}
 	}
-	const featureColumns, versionColumns, spanColumns, reportColumns = 6, 8, 4, 5
+	const featureColumns, versionColumns, spanColumns, reportColumns = 7, 8, 4, 5
 	var args []any
 	for part := range slices.Chunk(fs, chunk) {
 		args = args[:0]
@@ -113,9 +113,9 @@ func (tx *tx) createBatched(ws []rollout.BatchWrite) error {
 			if err != nil {
 				return err
 			}
-			args = append(args, f.ID, f.Key, f.Version, config, tx.db.d.Time(f.CreatedAt), tx.db.d.Time(f.UpdatedAt))
+			args = append(args, f.ID, tx.env(), f.Key, f.Version, config, tx.db.d.Time(f.CreatedAt), tx.db.d.Time(f.UpdatedAt))
 		}
-		_, err := tx.exec(`INSERT INTO features (id, key, version, config, created_at, updated_at) VALUES `+rows(featureColumns, len(part)), args...)
+		_, err := tx.exec(`INSERT INTO features (id, environment, key, version, config, created_at, updated_at) VALUES `+rows(featureColumns, len(part)), args...)
 		switch tx.constraint(err) {
 		case Unique, PrimaryKey:
 			return feature.Errorf(feature.EConflict, "a feature of the batch was created meanwhile: it exists already")

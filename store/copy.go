@@ -95,6 +95,7 @@ type planTable struct {
 // after the tables its foreign keys name, and segments before the features
 // whose rules use them.
 var copyPlan = []planTable{
+	{name: "environments", replace: true}, // the target's migrations made production
 	{name: "segments"},
 	{name: "segment_versions"},
 	{name: "features"},

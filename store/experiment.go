@@ -107,9 +107,9 @@ func (db *DB) DeleteMetric(ctx context.Context, key string) error {
 	})
 }
 
-// AddTrackBatch stores events once per batch ID; IDs received
-// rollout.ExposureBatchMemory before at are removed. Events of metrics
-// deleted meanwhile are dropped.
+// AddTrackBatch stores events, in the DB's environment, once per batch
+// ID; IDs received rollout.ExposureBatchMemory before at are removed.
+// Events of metrics deleted meanwhile are dropped.
 func (db *DB) AddTrackBatch(ctx context.Context, batch string, at time.Time, events []rollout.TrackedEvent) (bool, error) {
 	var added bool
 	err := db.writeTx(ctx, fmt.Sprintf("add track batch %q", batch), func(tx *tx) error {
@@ -123,14 +123,15 @@ func (db *DB) AddTrackBatch(ctx context.Context, batch string, at time.Time, eve
 		}
 		added = true
 		for part := range slices.Chunk(events, chunk) {
-			args := make([]any, 0, 4*len(part))
+			args := make([]any, 0, 1+4*len(part))
+			args = append(args, tx.env()) // the SELECT's, first
 			for _, e := range part {
 				args = append(args, e.Metric, e.UserHash, millis(e.At), e.Value)
 			}
 			const row = "(CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS DOUBLE PRECISION))"
 			if _, err := tx.exec(`
-				INSERT INTO tracked_events (metric, user_hash, at, value)
-				SELECT v.column1, v.column2, v.column3, v.column4
+				INSERT INTO tracked_events (metric, user_hash, at, value, environment)
+				SELECT v.column1, v.column2, v.column3, v.column4, CAST(? AS TEXT)
 				FROM (VALUES `+row+strings.Repeat(", "+row, len(part)-1)+`) AS v
 				WHERE EXISTS (SELECT 1 FROM metrics m WHERE m.key = v.column1)`, args...); err != nil {
 				return err
@@ -235,12 +236,13 @@ func (db *DB) Experiment(ctx context.Context, featureID, id string) (rollout.Exp
 	return x, err
 }
 
-// RunningExperiments returns every running experiment.
+// RunningExperiments returns the running experiments of the DB's
+// environment's features.
 func (db *DB) RunningExperiments(ctx context.Context) ([]rollout.Experiment, error) {
 	var out []rollout.Experiment
 	err := db.read(ctx, "running experiments", func(tx *tx) error {
-		rows, err := tx.query(`SELECT ` + experimentColumns + ` FROM experiments x JOIN features f ON f.id = x.feature_id
-			WHERE x.stopped_at IS NULL ORDER BY x.id`)
+		rows, err := tx.query(`SELECT `+experimentColumns+` FROM experiments x JOIN features f ON f.id = x.feature_id
+			WHERE x.stopped_at IS NULL AND f.environment = ? ORDER BY x.id`, tx.env())
 		out, err = collect(rows, err, scanExperiment)
 		return err
 	})
@@ -343,7 +345,8 @@ func (db *DB) resultsTx(ctx context.Context, op string, fn func(*tx) error) erro
 }
 
 // ExperimentTotals returns, per bucket, an experiment's users (multiple
-// exposures left out), those with an event of metric from their first
+// exposures left out), those with an event of metric, tracked in the
+// environment of the experiment's feature row, from their first
 // exposure to until, and the sum and sum of squares of their per-user
 // sums of values. It reads the metric's events since the experiment
 // started, each joined to its user by the primary key, and counts the
@@ -352,8 +355,12 @@ func (db *DB) resultsTx(ctx context.Context, op string, fn func(*tx) error) erro
 func (db *DB) ExperimentTotals(ctx context.Context, id, metric string, until time.Time) ([]rollout.BucketTotals, error) {
 	var out []rollout.BucketTotals
 	err := db.resultsTx(ctx, fmt.Sprintf("totals of experiment %s", id), func(tx *tx) error {
-		var started int64
-		if err := tx.queryRow(`SELECT started_at FROM experiments WHERE id = ?`, id).Scan(&started); err != nil {
+		var (
+			started int64
+			env     string
+		)
+		if err := tx.queryRow(`SELECT x.started_at, f.environment FROM experiments x JOIN features f ON f.id = x.feature_id
+			WHERE x.id = ?`, id).Scan(&started, &env); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
 				return feature.Errorf(feature.ENotFound, "no experiment %q", feature.Abbreviate(id))
 			}
@@ -374,11 +381,11 @@ func (db *DB) ExperimentTotals(ctx context.Context, id, metric string, until tim
 				SELECT e.user_hash, SUM(e.value) AS v
 				FROM tracked_events e
 				JOIN experiment_users u ON u.experiment_id = ? AND u.user_hash = e.user_hash AND e.at >= u.at
-				WHERE e.metric = ? AND e.at >= ? AND e.at <= ? AND NOT u.multiple
+				WHERE e.environment = ? AND e.metric = ? AND e.at >= ? AND e.at <= ? AND NOT u.multiple
 				GROUP BY e.user_hash
 			) t
 			JOIN experiment_users x ON x.experiment_id = ? AND x.user_hash = t.user_hash
-			GROUP BY x.bucket`, id, metric, started, millis(until), id)
+			GROUP BY x.bucket`, id, env, metric, started, millis(until), id)
 		sums, err := collect(rows, err, func(rows *sql.Rows) (rollout.BucketTotals, error) {
 			var t rollout.BucketTotals
 			return t, rows.Scan(&t.Bucket, &t.Converts, &t.Sum, &t.SumSq)

@@ -99,8 +99,8 @@ func (db *DB) Exposures(ctx context.Context, key string) ([]feature.Exposure, er
 				WHEN e.count <= 0 THEN 0
 				ELSE CAST(e.count AS BIGINT) END
 			FROM exposures e JOIN features f ON f.id = e.feature_id
-			WHERE f.key = ?
-			ORDER BY e.version DESC, e.bucket{C}, e.hour`, key)
+			WHERE f.environment = ? AND f.key = ?
+			ORDER BY e.version DESC, e.bucket{C}, e.hour`, tx.env(), key)
 		out, err = collect(rows, err, func(rows *sql.Rows) (feature.Exposure, error) {
 			e := feature.Exposure{Feature: key}
 			var hour int64
@@ -125,8 +125,8 @@ func (db *DB) RuleExposures(ctx context.Context, key string, since time.Time) ([
 		rows, err := tx.query(`
 			SELECT f.id, e.version, e.rule, e.hour, e.count
 			FROM rule_exposures e JOIN features f ON f.id = e.feature_id
-			WHERE f.key = ? AND e.hour >= ?
-			ORDER BY e.version DESC, e.rule{C}, e.hour`, key, hourOf(since))
+			WHERE f.environment = ? AND f.key = ? AND e.hour >= ?
+			ORDER BY e.version DESC, e.rule{C}, e.hour`, tx.env(), key, hourOf(since))
 		out, err = collect(rows, err, func(rows *sql.Rows) (feature.Exposure, error) {
 			e := feature.Exposure{Feature: key}
 			var hour int64

@@ -58,6 +58,11 @@ func (db *DB) CreateFeature(ctx context.Context, f feature.Feature, v rollout.Ve
 		if err := tx.addCommit(rollout.CommitFeature, f.Key, db.now()); err != nil {
 			return err
 		}
+		for _, p := range v.Elsewhere {
+			if err := tx.in(p.Environment).placeFeature(p.Feature, p.Version); err != nil {
+				return err
+			}
+		}
 		return tx.settle(v.Settles)
 	})
 }
@@ -115,13 +120,36 @@ func (db *DB) Version(ctx context.Context, key string, version int) (rollout.Ver
 	return v, err
 }
 
+// placeFeature stores f, new in the transaction's environment, at its first
+// version v (a rollout.Placed), unless the environment has a feature of
+// its key already (archived there, say): that one stays as it is.
+func (tx *tx) placeFeature(f feature.Feature, v rollout.Version) error {
+	if f.ID == "" {
+		f.ID = uuid.NewString()
+	}
+	var n int
+	if err := tx.queryRow(`SELECT COUNT(*) FROM features WHERE environment = ? AND key = ?`, tx.env(), f.Key).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return nil
+	}
+	if err := tx.insertFeature(f); err != nil {
+		return err
+	}
+	if err := tx.insertVersion(f.ID, f.Key, v); err != nil {
+		return err
+	}
+	return tx.addCommit(rollout.CommitFeature, f.Key, tx.db.now())
+}
+
 func (tx *tx) listFeatures() ([]feature.Feature, error) {
-	rows, err := tx.query(`SELECT id, key, version, config FROM features WHERE archived_at IS NULL ORDER BY key{C}`)
+	rows, err := tx.query(`SELECT id, key, version, config FROM features WHERE environment = ? AND archived_at IS NULL ORDER BY key{C}`, tx.env())
 	return collect(rows, err, scanFeature)
 }
 
 func (tx *tx) findFeature(key string) (feature.Feature, error) {
-	rows, err := tx.query(`SELECT id, key, version, config FROM features WHERE key = ? AND archived_at IS NULL`, key)
+	rows, err := tx.query(`SELECT id, key, version, config FROM features WHERE environment = ? AND key = ? AND archived_at IS NULL`, tx.env(), key)
 	return first(rows, err, scanFeature, feature.Errorf(feature.ENotFound, "feature %q does not exist", key))
 }
 
@@ -155,16 +183,16 @@ func (tx *tx) insertFeature(f feature.Feature) error {
 	// (Asked first: PostgreSQL reads nothing more in a transaction after
 	// a failed insert.)
 	var archived bool
-	switch err := tx.queryRow(`SELECT archived_at IS NOT NULL FROM features WHERE key = ?`, f.Key).Scan(&archived); {
+	switch err := tx.queryRow(`SELECT archived_at IS NOT NULL FROM features WHERE environment = ? AND key = ?`, tx.env(), f.Key).Scan(&archived); {
 	case err == nil && archived:
 		return feature.Errorf(feature.EConflict, "feature %q is archived, and its key stays taken until it is purged: restore it (POST /api/features/%s/restore) or, as an admin, purge it (DELETE /api/features/%s?purge=true) first", f.Key, f.Key, f.Key)
 	case err != nil && !errors.Is(err, sql.ErrNoRows):
 		return err
 	}
 	_, err = tx.exec(`
-		INSERT INTO features (id, key, version, config, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?)`,
-		f.ID, f.Key, f.Version, config, tx.db.d.Time(f.CreatedAt), tx.db.d.Time(f.UpdatedAt))
+		INSERT INTO features (id, environment, key, version, config, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		f.ID, tx.env(), f.Key, f.Version, config, tx.db.d.Time(f.CreatedAt), tx.db.d.Time(f.UpdatedAt))
 	switch tx.constraint(err) {
 	case Unique:
 		return feature.Errorf(feature.EConflict, "feature %q already exists", f.Key)
@@ -184,10 +212,10 @@ func (tx *tx) updateFeature(f feature.Feature) (string, error) {
 	var id string
 	err = tx.queryRow(`
 		UPDATE features SET version = ?, config = ?, updated_at = ?
-		WHERE key = ? AND version = ? AND (CAST(? AS TEXT) = '' OR id = ?) AND archived_at IS NULL
+		WHERE environment = ? AND key = ? AND version = ? AND (CAST(? AS TEXT) = '' OR id = ?) AND archived_at IS NULL
 		RETURNING id`,
 		f.Version, config, tx.db.d.Time(f.UpdatedAt),
-		f.Key, f.Version-1, f.ID, f.ID).Scan(&id)
+		tx.env(), f.Key, f.Version-1, f.ID, f.ID).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", tx.whyNotWritten(f.Key, f.ID, f.Version-1)
 	}
@@ -201,7 +229,7 @@ func (tx *tx) whyNotWritten(key, id string, version int) error {
 	var storedID string
 	var stored int
 	var archived bool
-	err := tx.queryRow(`SELECT id, version, archived_at IS NOT NULL FROM features WHERE key = ?`, key).Scan(&storedID, &stored, &archived)
+	err := tx.queryRow(`SELECT id, version, archived_at IS NOT NULL FROM features WHERE environment = ? AND key = ?`, tx.env(), key).Scan(&storedID, &stored, &archived)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return feature.Errorf(feature.ENotFound, "feature %q does not exist", key)
@@ -331,7 +359,7 @@ func overrideDiff(held, next map[string]string) (ended []string, started map[str
 // featureID returns the ID of the feature key, or feature.ENotFound.
 func (tx *tx) featureID(key string) (string, error) {
 	var id string
-	err := tx.queryRow(`SELECT id FROM features WHERE key = ?`, key).Scan(&id)
+	err := tx.queryRow(`SELECT id FROM features WHERE environment = ? AND key = ?`, tx.env(), key).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", feature.Errorf(feature.ENotFound, "feature %q does not exist", key)
 	}
@@ -361,7 +389,8 @@ func (db *DB) Changes(ctx context.Context, q rollout.ChangeQuery) ([]rollout.Ver
 	err := db.readTx(ctx, "list changes", func(tx *tx) error {
 		var b strings.Builder
 		b.WriteString(selectChanges)
-		var args []any
+		b.WriteString(" AND f.environment = ?")
+		args := []any{tx.env()}
 		if q.Feature != "" {
 			b.WriteString(" AND f.key = ?")
 			args = append(args, q.Feature)
@@ -580,7 +609,7 @@ func encodeJSON(v any) (string, error) {
 func (db *DB) UpdateFeatureWith(ctx context.Context, key string, next func(cur feature.Feature) (feature.Feature, rollout.Version, error)) error {
 	return db.writeTx(ctx, fmt.Sprintf("update feature %q", key), func(tx *tx) error {
 		if db.d.ForUpdate != "" {
-			if _, err := tx.exec(`SELECT 1 FROM features WHERE key = ? {forUpdate}`, key); err != nil {
+			if _, err := tx.exec(`SELECT 1 FROM features WHERE environment = ? AND key = ? {forUpdate}`, tx.env(), key); err != nil {
 				return err
 			}
 		}

@@ -23,8 +23,12 @@ const sessionKeySize = 32
 // while n is not. It should be the transaction's last write.
 func (tx *tx) addCommit(kind rollout.CommitKind, key string, at time.Time) error {
 	var rev int64
+	env := ""
+	if kind == rollout.CommitFeature {
+		env = tx.env()
+	}
 	if tx.db.d.Commit != "" {
-		if err := tx.queryRow(tx.db.d.Commit, string(kind), key, tx.db.d.Time(at)).Scan(&rev); err != nil {
+		if err := tx.queryRow(tx.db.d.Commit, string(kind), key, tx.db.d.Time(at), env).Scan(&rev); err != nil {
 			return fmt.Errorf("record commit: %w", err)
 		}
 		return nil
@@ -32,8 +36,8 @@ func (tx *tx) addCommit(kind rollout.CommitKind, key string, at time.Time) error
 	if err := tx.queryRow(`UPDATE revision SET revision = revision + 1 WHERE id = 1 RETURNING revision`).Scan(&rev); err != nil {
 		return fmt.Errorf("take next revision: %w", err)
 	}
-	if _, err := tx.exec(`INSERT INTO commits (revision, kind, key, created_at) VALUES (?, ?, ?, ?)`,
-		rev, string(kind), key, tx.db.d.Time(at)); err != nil {
+	if _, err := tx.exec(`INSERT INTO commits (revision, kind, key, created_at, environment) VALUES (?, ?, ?, ?, ?)`,
+		rev, string(kind), key, tx.db.d.Time(at), env); err != nil {
 		return fmt.Errorf("record commit %d: %w", rev, err)
 	}
 	return nil
@@ -49,9 +53,10 @@ func (db *DB) Revision(ctx context.Context) (int64, error) {
 }
 
 // Commits returns the commits with a revision above since, oldest first, at
-// most limit of them (all when limit <= 0).
+// most limit of them (all when limit <= 0): those of the DB's environment
+// and those of every environment (tokens, segments, environments).
 func (db *DB) Commits(ctx context.Context, since int64, limit int) ([]rollout.Commit, error) {
-	q, args := `SELECT revision, kind, key, created_at FROM commits WHERE revision > ? ORDER BY revision`, []any{since}
+	q, args := `SELECT revision, kind, key, created_at FROM commits WHERE revision > ? AND environment IN (?, '') ORDER BY revision`, []any{since, db.env}
 	if limit > 0 {
 		q, args = q+` LIMIT ?`, append(args, limit)
 	}

@@ -23,9 +23,9 @@ func (db *DB) CreateRamp(ctx context.Context, r rollout.Ramp) error {
 	}
 	return db.writeTx(ctx, fmt.Sprintf("create ramp of feature %q", r.Feature), func(tx *tx) error {
 		_, err := tx.exec(`
-			INSERT INTO ramps (id, feature_key, state, revision, body, created_at)
-			VALUES (?, ?, ?, ?, ?, ?)`,
-			r.ID, r.Feature, string(r.State), r.Revision, body, db.d.Time(r.CreatedAt))
+			INSERT INTO ramps (id, environment, feature_key, state, revision, body, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, tx.env(), r.Feature, string(r.State), r.Revision, body, db.d.Time(r.CreatedAt))
 		switch tx.constraint(err) {
 		case Unique:
 			return feature.Errorf(feature.EConflict, "feature %q has a live ramp already: cancel it first", r.Feature)
@@ -64,8 +64,8 @@ func (db *DB) Ramps(ctx context.Context, key string) ([]rollout.Ramp, error) {
 	err := db.readTx(ctx, "list ramps", func(tx *tx) error {
 		rows, err := tx.query(`
 			SELECT body, revision FROM ramps
-			WHERE CAST(? AS TEXT) = '' OR feature_key = ?
-			ORDER BY created_at, id{C}`, key, key)
+			WHERE environment = ? AND (CAST(? AS TEXT) = '' OR feature_key = ?)
+			ORDER BY created_at, id{C}`, tx.env(), key, key)
 		rs, err = collect(rows, err, scanRamp)
 		return err
 	})
@@ -106,7 +106,7 @@ func (db *DB) ApplyRampStep(ctx context.Context, f feature.Feature, v rollout.Ve
 }
 
 func (tx *tx) findRamp(id string) (rollout.Ramp, error) {
-	rows, err := tx.query(`SELECT body, revision FROM ramps WHERE id = ?`, id)
+	rows, err := tx.query(`SELECT body, revision FROM ramps WHERE environment = ? AND id = ?`, tx.env(), id)
 	return first(rows, err, scanRamp, feature.Errorf(feature.ENotFound, "ramp %q does not exist", id))
 }
 
@@ -142,8 +142,8 @@ func (tx *tx) updateRamp(r rollout.Ramp, audit bool) error {
 	}
 	res, err := tx.exec(`
 		UPDATE ramps SET state = ?, revision = ?, body = ?
-		WHERE id = ? AND revision = ?`,
-		string(r.State), r.Revision, body, r.ID, r.Revision-1)
+		WHERE environment = ? AND id = ? AND revision = ?`,
+		string(r.State), r.Revision, body, tx.env(), r.ID, r.Revision-1)
 	if tx.constraint(err) == Unique {
 		return feature.Errorf(feature.EConflict, "feature %q has another live ramp: cancel it first", r.Feature)
 	}
@@ -160,7 +160,7 @@ func (tx *tx) updateRamp(r rollout.Ramp, audit bool) error {
 		return nil
 	}
 	var stored int
-	err = tx.queryRow(`SELECT revision FROM ramps WHERE id = ?`, r.ID).Scan(&stored)
+	err = tx.queryRow(`SELECT revision FROM ramps WHERE environment = ? AND id = ?`, tx.env(), r.ID).Scan(&stored)
 	if errors.Is(err, sql.ErrNoRows) {
 		return feature.Errorf(feature.ENotFound, "ramp %q does not exist", r.ID)
 	}

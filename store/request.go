@@ -14,8 +14,15 @@ import (
 	"github.com/rollout/rollout/rollout/feature"
 )
 
-// settingsName is the settings table's row that keeps rollout.Settings.
-const settingsName = "organisation"
+// settingsName is the settings table's row that keeps the rollout.Settings
+// of the environment env: "organisation" for production (as before
+// environments), "organisation/ENV" for the others.
+func settingsName(env string) string {
+	if env == rollout.Production {
+		return "organisation"
+	}
+	return "organisation/" + env
+}
 
 // Settings returns the saved settings, rollout.DefaultSettings when none
 // were saved.
@@ -30,7 +37,7 @@ func (db *DB) Settings(ctx context.Context) (rollout.Settings, error) {
 
 func (tx *tx) readSettings() (rollout.Settings, error) {
 	var value []byte
-	err := tx.queryRow(`SELECT value FROM settings WHERE name = ?`, settingsName).Scan(&value)
+	err := tx.queryRow(`SELECT value FROM settings WHERE name = ?`, settingsName(tx.env())).Scan(&value)
 	if errors.Is(err, sql.ErrNoRows) {
 		return rollout.DefaultSettings(), nil
 	}
@@ -68,9 +75,9 @@ func (db *DB) SaveSettings(ctx context.Context, s rollout.Settings, e audit.Even
 			return feature.Errorf(feature.EPrecondition, "the settings are at version %d now, not %d: reload them and decide again", cur.Version, s.Version-1)
 		}
 		if cur.Version == 0 {
-			_, err = tx.exec(`INSERT INTO settings (name, value) VALUES (?, ?)`, settingsName, value)
+			_, err = tx.exec(`INSERT INTO settings (name, value) VALUES (?, ?)`, settingsName(tx.env()), value)
 		} else {
-			_, err = tx.exec(`UPDATE settings SET value = ? WHERE name = ?`, value, settingsName)
+			_, err = tx.exec(`UPDATE settings SET value = ? WHERE name = ?`, value, settingsName(tx.env()))
 		}
 		return err
 	})
@@ -97,9 +104,9 @@ func (db *DB) CreateRequest(ctx context.Context, r rollout.Request) error {
 			return feature.Errorf(feature.EConflict, "%s has %d open change requests, the most one may have: cancel some, or wait for them to be decided", r.Author, open)
 		}
 		_, err := tx.exec(`
-			INSERT INTO change_requests (id, feature_key, state, author, body, created_at)
-			VALUES (?, ?, ?, ?, ?, ?)`,
-			r.ID, r.Feature, string(r.State), r.Author, body, db.d.Time(r.CreatedAt))
+			INSERT INTO change_requests (id, environment, feature_key, state, author, body, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, tx.env(), r.Feature, string(r.State), r.Author, body, db.d.Time(r.CreatedAt))
 		if tx.constraint(err) == PrimaryKey {
 			return feature.Errorf(feature.EConflict, "a request with ID %q already exists", r.ID)
 		}
@@ -113,8 +120,8 @@ func (db *DB) CreateRequest(ctx context.Context, r rollout.Request) error {
 // Requests returns the requests q selects, newest first.
 func (db *DB) Requests(ctx context.Context, q rollout.RequestQuery) ([]rollout.Request, error) {
 	var b strings.Builder
-	b.WriteString(`SELECT body FROM change_requests WHERE 1 = 1`)
-	var args []any
+	b.WriteString(`SELECT body FROM change_requests WHERE environment = ?`)
+	args := []any{db.env}
 	if q.State != "" {
 		b.WriteString(" AND state = ?")
 		args = append(args, string(q.State))
@@ -147,7 +154,7 @@ func (db *DB) Request(ctx context.Context, id string) (rollout.Request, error) {
 }
 
 func (tx *tx) findRequest(id string) (rollout.Request, error) {
-	rows, err := tx.query(`SELECT body FROM change_requests WHERE id = ?`, id)
+	rows, err := tx.query(`SELECT body FROM change_requests WHERE environment = ? AND id = ?`, tx.env(), id)
 	return first(rows, err, scanRequest, feature.Errorf(feature.ENotFound, "there is no change request %q", id))
 }
 
@@ -211,7 +218,7 @@ func (tx *tx) updateOpenRequest(id string, edit func(*rollout.Request)) error {
 	if err != nil {
 		return err
 	}
-	n, err := tx.affected(`UPDATE change_requests SET state = ?, body = ? WHERE id = ? AND state = 'open'`, string(r.State), body, id)
+	n, err := tx.affected(`UPDATE change_requests SET state = ?, body = ? WHERE environment = ? AND id = ? AND state = 'open'`, string(r.State), body, tx.env(), id)
 	if err != nil {
 		return err
 	}

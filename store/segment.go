@@ -130,7 +130,11 @@ func (db *DB) UpdateSegment(ctx context.Context, s feature.Segment, v feature.Se
 			if fv.Version != fv.Config.Version {
 				return fmt.Errorf("update segment %q: feature %q's history entry is version %d, the feature version %d", s.Key, fv.Config.Key, fv.Version, fv.Config.Version)
 			}
-			if err := tx.writeVersion(fv.Config, fv); err != nil {
+			in := tx
+			if fv.Environment != "" {
+				in = tx.in(fv.Environment)
+			}
+			if err := in.writeVersion(fv.Config, fv); err != nil {
 				return err
 			}
 		}
@@ -161,13 +165,15 @@ func (tx *tx) whySegmentNotWritten(key string, version int) error {
 // use the segment.
 func (db *DB) DeleteSegment(ctx context.Context, key string, version int, e audit.Event, settle *rollout.Settlement) error {
 	return db.writeTx(ctx, fmt.Sprintf("delete segment %q", key), func(tx *tx) error {
-		features, err := tx.listFeatures()
+		// Every environment's served features: a segment is shared.
+		rows, err := tx.query(`SELECT id, key, version, config FROM features WHERE archived_at IS NULL AND environment IN (SELECT key FROM environments WHERE deleted_at IS NULL) ORDER BY key{C}`)
+		features, err := collect(rows, err, scanFeature)
 		if err != nil {
 			return err
 		}
 		var users []string
 		for _, f := range features {
-			if slices.Contains(f.Segments(), key) {
+			if slices.Contains(f.Segments(), key) && !slices.Contains(users, f.Key) {
 				users = append(users, f.Key)
 			}
 		}

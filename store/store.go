@@ -112,6 +112,9 @@ type DB struct {
 	now     func() time.Time
 	timeout time.Duration // bounds each transaction; <= 0: none
 	marks   *strings.Replacer
+	// env is the environment whose features, ramps, requests, settings
+	// and audit events the DB reads and writes (see In).
+	env string
 }
 
 var (
@@ -125,8 +128,23 @@ func New(d Dialect) *DB {
 	return &DB{
 		d: d, now: time.Now, timeout: DefaultTimeout,
 		marks: strings.NewReplacer("{C}", d.Collate, "{seq}", d.Seq, "{forUpdate}", d.ForUpdate),
+		env:   rollout.Production,
 	}
 }
+
+// In returns the DB bound to the environment env: its features, their
+// history, ramps, change requests, settings, audit events and commits are
+// env's. Segments, tokens, webhooks and idempotency keys are shared by
+// every environment. New's DB is production's. Set the timeout (SetTimeout)
+// before calling In: the copy keeps the one it has then.
+func (db *DB) In(env string) *DB {
+	c := *db
+	c.env = env
+	return &c
+}
+
+// Environment returns the environment the DB is bound to.
+func (db *DB) Environment() string { return db.env }
 
 // Migrate applies the migrations of fsys that db lacks with goose.
 func Migrate(ctx context.Context, db *sql.DB, dialect goose.Dialect, fsys fs.FS, opts ...goose.ProviderOption) error {
@@ -363,7 +381,7 @@ func (db *DB) q(query string) string {
 type tx struct {
 	q   Querier
 	ctx context.Context
-	db  *DB
+	db  *DB // the DB, bound to the environment the transaction writes (see in)
 	// auditLocked: the transaction holds the lock that orders audit
 	// events (see appendAudit).
 	auditLocked bool
@@ -389,6 +407,18 @@ func (t *tx) query(query string, args ...any) (*sql.Rows, error) {
 func (t *tx) queryRow(query string, args ...any) *sql.Row {
 	return t.q.QueryRowContext(t.ctx, t.db.q(query), args...)
 }
+
+// in returns the transaction as writes to the environment env see it: the
+// same transaction, bound to env (a change made in every environment at
+// once, such as a feature's creation).
+func (t *tx) in(env string) *tx {
+	c := *t
+	c.db = t.db.In(env)
+	return &c
+}
+
+// env is the environment the transaction reads and writes.
+func (t *tx) env() string { return t.db.env }
 
 func (t *tx) constraint(err error) Constraint {
 	if err == nil {

@@ -22,8 +22,12 @@ func (db *DB) CreateToken(ctx context.Context, t auth.Token) error {
 		t.ID = uuid.NewString()
 	}
 	return db.writeTx(ctx, fmt.Sprintf("create token %q", t.Name), func(tx *tx) error {
-		_, err := tx.exec(`INSERT INTO tokens (id, name, role, hash, created_at, created_by) VALUES (?, ?, ?, ?, ?, ?)`,
-			t.ID, t.Name, string(t.Role), t.Hash, db.d.Time(t.CreatedAt), t.CreatedBy)
+		var env any
+		if t.Environment != "" {
+			env = t.Environment
+		}
+		_, err := tx.exec(`INSERT INTO tokens (id, name, role, hash, created_at, created_by, environment) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			t.ID, t.Name, string(t.Role), t.Hash, db.d.Time(t.CreatedAt), t.CreatedBy, env)
 		switch tx.constraint(err) {
 		case Unique:
 			return feature.Errorf(feature.EConflict, "a token named %q already exists: revoke it first or choose another name", t.Name)
@@ -35,7 +39,7 @@ func (db *DB) CreateToken(ctx context.Context, t auth.Token) error {
 		}
 		if err := tx.appendAudit(audit.Event{
 			Time: t.CreatedAt, Actor: t.CreatedBy, Kind: audit.TokenCreate, Subject: t.Name,
-			Summary: fmt.Sprintf("created %s token %q", t.Role, t.Name),
+			Summary: fmt.Sprintf("created %s token %q%s", t.Role, t.Name, scopeText(t.Environment)),
 		}); err != nil {
 			return err
 		}
@@ -47,7 +51,7 @@ func (db *DB) CreateToken(ctx context.Context, t auth.Token) error {
 func (db *DB) Tokens(ctx context.Context) ([]auth.Token, error) {
 	var out []auth.Token
 	err := db.readTx(ctx, "list tokens", func(tx *tx) error {
-		rows, err := tx.query(`SELECT id, name, role, hash, created_at, revoked_at, created_by, last_used_at FROM tokens ORDER BY created_at, id{C}`)
+		rows, err := tx.query(`SELECT id, name, role, hash, created_at, revoked_at, created_by, last_used_at, COALESCE(environment, '') FROM tokens ORDER BY created_at, id{C}`)
 		out, err = collect(rows, err, func(rows *sql.Rows) (auth.Token, error) {
 			var (
 				t                auth.Token
@@ -55,7 +59,7 @@ func (db *DB) Tokens(ctx context.Context) ([]auth.Token, error) {
 				created, revoked timestamp
 				used             timestamp
 			)
-			if err := rows.Scan(&t.ID, &t.Name, &role, &t.Hash, &created, &revoked, &t.CreatedBy, &used); err != nil {
+			if err := rows.Scan(&t.ID, &t.Name, &role, &t.Hash, &created, &revoked, &t.CreatedBy, &used, &t.Environment); err != nil {
 				return auth.Token{}, err
 			}
 			t.Role, t.CreatedAt = auth.Role(role), created.T
@@ -155,4 +159,13 @@ func (db *DB) TouchTokens(ctx context.Context, used map[string]time.Time) error 
 		}
 		return nil
 	})
+}
+
+// scopeText says which environment a token is scoped to, for its audit
+// event: "" for every environment.
+func scopeText(env string) string {
+	if env == "" {
+		return ""
+	}
+	return " for environment " + env
 }

@@ -33,11 +33,12 @@ func TestBrowserExperiment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exp, err := rollout.NewExperiments(ctx, db, svc)
-	if err != nil {
+	exps := rollout.NewEnvironmentExperiments(func(env string) rollout.ExperimentStore { return db.In(env) })
+	exp := exps.Of(svc)
+	if err := exp.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	e := api.New(svc, api.Options{Plans: testPlanLimits, Experiments: exp, Routes: web.Routes(svc, web.Options{})})
+	e := api.New(svc, api.Options{Plans: testPlanLimits, Experiments: exps, Routes: web.Routes(svc, web.Options{})})
 	a := &app{e: e, svc: svc, db: db}
 	if _, err := svc.Create(ctx, feature.Feature{Key: "dark-mode", Enabled: true, Salt: "dark-mode",
 		Buckets: []feature.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 100}}}, rollout.ChangeOptions{}); err != nil {

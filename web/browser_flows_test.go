@@ -17,6 +17,7 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/plan"
+	"github.com/rollout/rollout/rollout/ramp"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
 )
@@ -274,7 +275,7 @@ func TestBrowserViewer(t *testing.T) {
 	e := api.New(svc, api.Options{Auth: access, Plans: testPlanLimits, Routes: web.Routes(svc, web.Options{Sessions: access})})
 	a := &app{e: e, svc: svc, db: db}
 	a.seed(t)
-	if _, err := svc.CreateRamp(ctx, "checkout", rollout.RampSpec{Bucket: "A", Shares: []float64{0.3, 0.4}, Every: time.Hour}, "ed"); err != nil {
+	if _, err := svc.CreateRamp(ctx, "checkout", ramp.Spec{Bucket: "A", Shares: []float64{0.3, 0.4}, Every: time.Hour}, "ed"); err != nil {
 		t.Fatal(err)
 	}
 	b := startBrowserOn(t, a)

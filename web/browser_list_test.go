@@ -17,6 +17,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/ramp"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
 )
@@ -145,7 +146,7 @@ func seedList(t *testing.T, a *app, clock *testClock) {
 	if err := a.svc.FlushExposures(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.svc.CreateRamp(ctx, "pay-ramp", rollout.RampSpec{Bucket: "on", Shares: []float64{0.1, 0.5, 1}, Every: 24 * time.Hour, Start: clock.Now().Add(3 * time.Hour)}, "dana"); err != nil {
+	if _, err := a.svc.CreateRamp(ctx, "pay-ramp", ramp.Spec{Bucket: "on", Shares: []float64{0.1, 0.5, 1}, Every: 24 * time.Hour, Start: clock.Now().Add(3 * time.Hour)}, "dana"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/ramp"
 )
 
 // send sends a JSON request to the server's API, as a script would, and
@@ -68,7 +68,7 @@ func TestBrowserLivePages(t *testing.T) {
 	b.screenshots("feature-live")
 
 	// A ramp's step, as the ramp runner applies it.
-	if _, err := a.svc.CreateRamp(ctx, "checkout", rollout.RampSpec{Bucket: "D", Shares: []float64{0.5}, Start: time.Now().Add(-time.Minute)}, "dana"); err != nil {
+	if _, err := a.svc.CreateRamp(ctx, "checkout", ramp.Spec{Bucket: "D", Shares: []float64{0.5}, Start: time.Now().Add(-time.Minute)}, "dana"); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := a.svc.ApplyDueRamps(ctx); err != nil || n != 1 {

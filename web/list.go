@@ -15,6 +15,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/ramp"
 )
 
 // When a feature is stale (see status): fully rolled out and unchanged for
@@ -361,7 +362,7 @@ func baselineBucket(f feature.Feature) string {
 
 // rampChip is a ramping feature's chip: its next step and when.
 func rampChip(r rollout.Ramp, now time.Time) (label, title string) {
-	if r.State == rollout.RampPaused {
+	if r.State == ramp.Paused {
 		return "Ramp paused", "Its ramp of " + r.Bucket + " is paused" + strings.TrimSuffix(": "+rampReason(r.Reason), ": ") + "."
 	}
 	if r.Next >= len(r.Steps) {

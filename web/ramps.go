@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/ramp"
 )
 
 // rampView is one of a feature's ramps on its page.
 type rampView struct {
 	ID        string
 	Bucket    string
-	State     rollout.RampState
+	State     ramp.State
 	Live      bool   // active or paused: it can be paused, resumed or canceled
 	Reason    string // why it is (or was) paused
 	MaxChurn  *float64
@@ -62,15 +63,15 @@ func rampViews(rs []rollout.Ramp) []rampView {
 }
 
 // stateLabel says a ramp's state in words.
-func stateLabel(s rollout.RampState) string {
+func stateLabel(s ramp.State) string {
 	switch s {
-	case rollout.RampActive:
+	case ramp.Active:
 		return "Active"
-	case rollout.RampPaused:
+	case ramp.Paused:
 		return "Paused"
-	case rollout.RampCanceled:
+	case ramp.Canceled:
 		return "Canceled"
-	case rollout.RampDone:
+	case ramp.Done:
 		return "Done"
 	}
 	return string(s)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/ramp"
 )
 
 func TestUntil(t *testing.T) {
@@ -33,10 +34,10 @@ func TestUntil(t *testing.T) {
 func TestRampViews(t *testing.T) {
 	at := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	applied := at.Add(time.Second)
-	steps := []rollout.RampStep{{Share: 0.1, At: at, Applied: &applied, Version: 2, Reached: 0.1}, {Share: 0.5, At: at.Add(time.Hour)}}
+	steps := []ramp.Step{{Share: 0.1, At: at, Applied: &applied, Version: 2, Reached: 0.1}, {Share: 0.5, At: at.Add(time.Hour)}}
 	vs := rampViews([]rollout.Ramp{
-		{ID: "old", State: rollout.RampCanceled, Steps: steps, Next: 1},
-		{ID: "new", State: rollout.RampPaused, Steps: steps, Next: 1},
+		{ID: "old", State: ramp.Canceled, Steps: steps, Next: 1},
+		{ID: "new", State: ramp.Paused, Steps: steps, Next: 1},
 	})
 	if len(vs) != 2 || vs[0].ID != "new" || vs[1].ID != "old" {
 		t.Fatalf("views = %+v, want new then old", vs)

@@ -260,7 +260,7 @@ func NewHook(rawURL, secret string, events []string, by string, now time.Time) (
 	}
 	for _, k := range events {
 		if k != "*" && !audit.Kind(k).Valid() {
-			return Hook{}, feature.Errorf(feature.EInvalid, "%q is not a kind of audit event: use \"*\" or some of %s", truncate(k, 40), kindNames())
+			return Hook{}, feature.Errorf(feature.EInvalid, "%q is not a kind of audit event: use \"*\" or some of %s", truncate(k, 40), audit.KindNames())
 		}
 	}
 	slices.Sort(events)
@@ -320,6 +320,9 @@ func Text(e audit.Event) string {
 		b.WriteString(" " + e.Feature)
 		if e.Version > 0 {
 			fmt.Fprintf(&b, " (version %d)", e.Version)
+		}
+		if e.Environment != "" && e.Environment != "production" {
+			b.WriteString(" in " + e.Environment)
 		}
 	}
 	if e.Summary != "" {
@@ -401,15 +404,6 @@ func (w *Hooks) Resume(ctx context.Context, id, actor string) error {
 		return feature.Errorf(feature.ENotFound, "no webhook has ID %q", truncate(id, 40))
 	}
 	return w.store.ResumeWebhook(ctx, id, actor, w.now())
-}
-
-// kindNames lists the kinds of audit events, for messages.
-func kindNames() string {
-	names := make([]string, len(audit.Kinds))
-	for i, k := range audit.Kinds {
-		names[i] = string(k)
-	}
-	return strings.Join(names, ", ")
 }
 
 // truncate shortens s to n bytes and "…" for a message.

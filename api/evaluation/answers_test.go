@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/api"
+	"github.com/rollout/rollout/api/internal/apitest"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
@@ -24,10 +25,10 @@ import (
 // value, the kill switch with and without a fallback, an override, and the
 // feature deleted and made again with other buckets at version 1.
 func TestAnswersFollowChanges(t *testing.T) {
-	s := newServer(t, "", api.Options{})
+	s := apitest.New(t, "", api.Options{})
 	ctx := context.Background()
 	raw := func(v string) json.RawMessage { return json.RawMessage(v) }
-	s.create(feature.Feature{Key: "f", Enabled: true, Salt: "f",
+	s.Create(feature.Feature{Key: "f", Enabled: true, Salt: "f",
 		Buckets: []feature.Bucket{{Name: "a", Replicas: 50, Value: raw(`1`)}, {Name: "b", Replicas: 50, Value: raw(`2`)}}})
 	users := make([]string, 40)
 	for i := range users {
@@ -36,15 +37,15 @@ func TestAnswersFollowChanges(t *testing.T) {
 	check := func(step string) {
 		t.Helper()
 		for _, u := range users {
-			want := s.evaluate("f", u)
+			want := s.Evaluate("f", u)
 			var got struct {
 				Bucket  *string
 				Value   json.RawMessage
 				Version int
 				Reason  string
 			}
-			r := s.must(200, "GET", "/evaluate?"+url.Values{"feature": {"f"}, "user": {u}}.Encode(), nil)
-			if err := json.Unmarshal(r.body, &got); err != nil {
+			r := s.Must(200, "GET", "/evaluate?"+url.Values{"feature": {"f"}, "user": {u}}.Encode(), nil)
+			if err := json.Unmarshal(r.Body, &got); err != nil {
 				t.Fatal(err)
 			}
 			bucket := ""
@@ -56,7 +57,7 @@ func TestAnswersFollowChanges(t *testing.T) {
 				value = "null"
 			}
 			if bucket != want.Bucket || string(got.Value) != value || got.Version != want.Version || got.Reason != want.Reason {
-				t.Fatalf("%s: GET /evaluate for %s = %s, want %+v", step, u, r.body, want)
+				t.Fatalf("%s: GET /evaluate for %s = %s, want %+v", step, u, r.Body, want)
 			}
 			var many struct {
 				Results map[string]struct {
@@ -64,30 +65,30 @@ func TestAnswersFollowChanges(t *testing.T) {
 					Version int
 				}
 			}
-			r = s.must(200, "POST", "/evaluate", map[string]any{"user": u, "features": []string{"f"}})
-			if err := json.Unmarshal(r.body, &many); err != nil {
+			r = s.Must(200, "POST", "/evaluate", map[string]any{"user": u, "features": []string{"f"}})
+			if err := json.Unmarshal(r.Body, &many); err != nil {
 				t.Fatal(err)
 			}
 			if res := many.Results["f"]; res.Version != want.Version || (res.Bucket == nil) != (want.Bucket == "") || res.Bucket != nil && *res.Bucket != want.Bucket {
-				t.Fatalf("%s: POST /evaluate for %s = %s, want %+v", step, u, r.body, want)
+				t.Fatalf("%s: POST /evaluate for %s = %s, want %+v", step, u, r.Body, want)
 			}
 			var of struct {
 				Variant  string
 				Metadata struct{ Version int }
 			}
-			r = s.must(200, "POST", "/ofrep/v1/evaluate/flags/f", ofrepBody(u))
-			if err := json.Unmarshal(r.body, &of); err != nil {
+			r = s.Must(200, "POST", "/ofrep/v1/evaluate/flags/f", ofrepBody(u))
+			if err := json.Unmarshal(r.Body, &of); err != nil {
 				t.Fatal(err)
 			}
 			if of.Variant != want.Bucket || of.Metadata.Version != want.Version {
-				t.Fatalf("%s: OFREP for %s = %s, want %+v", step, u, r.body, want)
+				t.Fatalf("%s: OFREP for %s = %s, want %+v", step, u, r.Body, want)
 			}
 		}
 	}
 	check("created")
 	change := func(step string, c rollout.Change) {
 		t.Helper()
-		if _, err := s.svc.Change(ctx, "f", c, rollout.ChangeOptions{}); err != nil {
+		if _, err := s.Svc.Change(ctx, "f", c, rollout.ChangeOptions{}); err != nil {
 			t.Fatalf("%s: %v", step, err)
 		}
 		check(step)
@@ -96,13 +97,13 @@ func TestAnswersFollowChanges(t *testing.T) {
 	change("override", rollout.SetOverride(users[0], "b"))
 	change("switched off with a fallback", rollout.Patch(nil, ptr(false), ptr("b")))
 	change("switched off without one", rollout.Patch(nil, nil, ptr("")))
-	if _, err := s.svc.Archive(ctx, "f", rollout.ChangeOptions{}); err != nil {
+	if _, err := s.Svc.Archive(ctx, "f", rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.svc.Purge(ctx, "f", rollout.ChangeOptions{}); err != nil {
+	if err := s.Svc.Purge(ctx, "f", rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s.create(feature.Feature{Key: "f", Enabled: true, Salt: "f",
+	s.Create(feature.Feature{Key: "f", Enabled: true, Salt: "f",
 		Buckets: []feature.Bucket{{Name: "a", Replicas: 10, Value: raw(`"again"`)}, {Name: "c", Replicas: 90, Value: raw(`3`)}}})
 	check("deleted and made again")
 }
@@ -115,8 +116,8 @@ type unsized struct{ io.Reader }
 // length is refused with 413 by each evaluation route that reads its body
 // itself, and nothing is evaluated.
 func TestChunkedBodyTooLarge(t *testing.T) {
-	s := newServer(t, "", api.Options{})
-	s.create(feature.Feature{Key: "f", Enabled: true, Salt: "f", Buckets: []feature.Bucket{{Name: "a", Replicas: 1}}})
+	s := apitest.New(t, "", api.Options{})
+	s.Create(feature.Feature{Key: "f", Enabled: true, Salt: "f", Buckets: []feature.Bucket{{Name: "a", Replicas: 1}}})
 	big := strings.Repeat("u", api.MaxBodyBytes)
 	for _, tt := range []struct{ path, body string }{
 		{"/evaluate", `{"features":["f"],"user":"` + big + `"}`},
@@ -144,17 +145,17 @@ func TestChunkedBodyTooLarge(t *testing.T) {
 // evaluations, though the answers they encode are kept with the outcomes
 // the service's snapshot shares between them.
 func TestAnswersOfTwoAPIs(t *testing.T) {
-	first := newServer(t, "", api.Options{})
-	first.create(feature.Feature{Key: "f", Enabled: true, Buckets: []feature.Bucket{{Name: "only", Replicas: 1}}})
-	srv := httptest.NewServer(api.New(first.svc, api.Options{Metrics: api.NewMetrics()}))
+	first := apitest.New(t, "", api.Options{})
+	first.Create(feature.Feature{Key: "f", Enabled: true, Buckets: []feature.Bucket{{Name: "only", Replicas: 1}}})
+	srv := httptest.NewServer(api.New(first.Svc, api.Options{Metrics: api.NewMetrics()}))
 	t.Cleanup(srv.Close)
-	second := &testServer{t: t, URL: srv.URL, svc: first.svc}
+	second := &apitest.Server{T: t, URL: srv.URL, Svc: first.Svc}
 	for i := range 6 {
-		s := []*testServer{first, second}[i%2]
-		s.must(200, "GET", fmt.Sprintf("/evaluate?feature=f&user=u%d", i), nil)
+		s := []*apitest.Server{first, second}[i%2]
+		s.Must(200, "GET", fmt.Sprintf("/evaluate?feature=f&user=u%d", i), nil)
 	}
-	for name, s := range map[string]*testServer{"first": first, "second": second} {
-		if v, _ := sample(s.scrape(), "rollout_evaluations_total", "feature", "f", "bucket", "only", "reason", "ring"); v != 3 {
+	for name, s := range map[string]*apitest.Server{"first": first, "second": second} {
+		if v, _ := apitest.Sample(s.Scrape(), "rollout_evaluations_total", "feature", "f", "bucket", "only", "reason", "ring"); v != 3 {
 			t.Errorf("%s API counted %v evaluations, want 3", name, v)
 		}
 	}

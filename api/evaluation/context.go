@@ -87,20 +87,25 @@ func readContext(ctxJSON []byte, text jsonText, skip []string) (ctx feature.Cont
 		putContext(ctx)
 		return nil, details
 	}
-	size, stopped := 0, false
+	// suspect: a name, string or list that feature.ValidateContext may
+	// refuse; without one, and within the bounds of the attributes and
+	// their bytes, it has nothing to refuse, and is not asked.
+	size, stopped, suspect := 0, false, false
 	for it := jsonscan.MembersAt(ctxJSON, 0); it.Next(); {
 		if skipped(&it, skip) {
 			continue
 		}
 		name := text.str(it.Key) // a substring of one copy, as the values
 		size += len(name)
+		suspect = suspect || len(name) > 4*feature.MaxAttributeBytes
 		switch v := it.Value; v[0] {
 		case '"':
-			if !readableString(v) {
+			if !text.readable(v) {
 				return invalid("context." + name + " is not valid UTF-8")
 			}
 			s := text.str(v)
 			size += len(s)
+			suspect = suspect || len(s) > feature.MaxContextValueLen
 			ctx[name] = s
 		case 't', 'f':
 			ctx[name] = v[0] == 't'
@@ -110,8 +115,10 @@ func readContext(ctxJSON []byte, text jsonText, skip []string) (ctx feature.Cont
 				ctx[name] = nil
 				break
 			}
+			suspect = suspect || len(list) > feature.MaxContextList
 			for _, s := range list {
 				size += len(s)
+				suspect = suspect || len(s) > feature.MaxContextValueLen
 			}
 			ctx[name] = list
 		case '{', 'n':
@@ -128,8 +135,10 @@ func readContext(ctxJSON []byte, text jsonText, skip []string) (ctx feature.Cont
 			break
 		}
 	}
-	if err := feature.ValidateContext(ctx); err != nil {
-		return invalid(feature.ErrorMessage(err))
+	if suspect || stopped {
+		if err := feature.ValidateContext(ctx); err != nil {
+			return invalid(feature.ErrorMessage(err))
+		}
 	}
 	if stopped { // only a key given twice could make it so
 		return invalid(feature.ErrorMessage(feature.ContextTooLarge()))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/api/evaluation"
+	"github.com/rollout/rollout/api/internal/apitest"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -21,7 +22,7 @@ import (
 func TestContextLimitsEveryRoute(t *testing.T) {
 	s := newRulesServer(t)
 	// OFREP reads the context only for features that use it.
-	s.must(http.StatusOK, "PUT", "/api/features/checkout/rules", `{"rules":[{"name":"r","conditions":[{"attribute":"a","op":"eq","value":"x"}],"serve":{"bucket":"on"}}]}`)
+	s.Must(http.StatusOK, "PUT", "/api/features/checkout/rules", `{"rules":[{"name":"r","conditions":[{"attribute":"a","op":"eq","value":"x"}],"serve":{"bucket":"on"}}]}`)
 	kb := strings.Repeat("x", feature.MaxContextValueLen)
 	big := map[string]any{}
 	q := url.Values{"feature": {"checkout"}, "user": {"u1"}}
@@ -54,16 +55,16 @@ func TestContextLimitsEveryRoute(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := s.do(tc.method, tc.path, tc.body)
+			r := s.Do(tc.method, tc.path, tc.body)
 			want := http.StatusUnprocessableEntity
 			if strings.HasPrefix(tc.path, "/ofrep/") {
 				want = http.StatusBadRequest
 			}
-			if r.status != want || !strings.Contains(string(r.body), tc.want) {
-				t.Errorf("%s %s = %d %.300s, want %d saying %q", tc.method, tc.path, r.status, r.body, want, tc.want)
+			if r.Status != want || !strings.Contains(string(r.Body), tc.want) {
+				t.Errorf("%s %s = %d %.300s, want %d saying %q", tc.method, tc.path, r.Status, r.Body, want, tc.want)
 			}
-			if strings.HasPrefix(tc.path, "/ofrep/") && !strings.Contains(string(r.body), `"errorCode":"INVALID_CONTEXT"`) {
-				t.Errorf("%s %s = %.300s, want INVALID_CONTEXT", tc.method, tc.path, r.body)
+			if strings.HasPrefix(tc.path, "/ofrep/") && !strings.Contains(string(r.Body), `"errorCode":"INVALID_CONTEXT"`) {
+				t.Errorf("%s %s = %.300s, want INVALID_CONTEXT", tc.method, tc.path, r.Body)
 			}
 		})
 	}
@@ -72,7 +73,7 @@ func TestContextLimitsEveryRoute(t *testing.T) {
 	for i := range feature.MaxContextBytes/feature.MaxContextValueLen - 1 {
 		within[fmt.Sprint("b", i)] = kb
 	}
-	e := s.must(http.StatusOK, "POST", "/evaluate", map[string]any{"user": "u1", "features": []string{"checkout"}, "context": within}).json(t)
+	e := s.Must(http.StatusOK, "POST", "/evaluate", map[string]any{"user": "u1", "features": []string{"checkout"}, "context": within}).JSON(t)
 	if r := e["results"].(map[string]any)["checkout"].(map[string]any); r["rule"] != "r" {
 		t.Errorf("evaluation within the limits: %v, want rule r", r)
 	}
@@ -82,11 +83,11 @@ func TestContextLimitsEveryRoute(t *testing.T) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("%050d", i)
 	}
-	s.must(http.StatusOK, "POST", "/evaluate", map[string]any{"user": "u1", "features": keys})
+	s.Must(http.StatusOK, "POST", "/evaluate", map[string]any{"user": "u1", "features": keys})
 	pad := strings.Repeat(" ", evaluation.MaxEvaluateBodyBytes)
 	for _, path := range []string{"/evaluate", "/ofrep/v1/evaluate/flags/checkout", "/ofrep/v1/evaluate/flags"} {
-		if r := s.do("POST", path, `{"context":{"targetingKey":"u1"}}`+pad); r.status != http.StatusRequestEntityTooLarge {
-			t.Errorf("POST %s of %d bytes = %d %.200s, want 413", path, len(pad), r.status, r.body)
+		if r := s.Do("POST", path, `{"context":{"targetingKey":"u1"}}`+pad); r.Status != http.StatusRequestEntityTooLarge {
+			t.Errorf("POST %s of %d bytes = %d %.200s, want 413", path, len(pad), r.Status, r.Body)
 		}
 	}
 }
@@ -110,11 +111,11 @@ func TestConditionChecksAPI(t *testing.T) {
 		return "[" + strings.Join(rs, ",") + "]"
 	}
 	s := newRulesServer(t)
-	s.must(http.StatusCreated, "POST", "/api/segments", `{"key":"staff","description":"","conditions":[`+pro+`]}`)
-	s.create(feature.Feature{Key: "wide", Enabled: true, Salt: "wide", Buckets: []feature.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 100}}})
+	s.Must(http.StatusCreated, "POST", "/api/segments", `{"key":"staff","description":"","conditions":[`+pro+`]}`)
+	s.Create(feature.Feature{Key: "wide", Enabled: true, Salt: "wide", Buckets: []feature.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 100}}})
 	// 51 uses of a segment of 1 condition: within the limit, until the
 	// segment has 20.
-	s.must(http.StatusOK, "PUT", "/api/features/wide/rules", `{"rules":`+rules(3, 17, in)+`}`)
+	s.Must(http.StatusOK, "PUT", "/api/features/wide/rules", `{"rules":`+rules(3, 17, in)+`}`)
 	doc := func(rules, segment string) map[string]any {
 		var d map[string]any
 		if err := json.Unmarshal([]byte(`{"features":[{"key":"checkout","buckets":[{"name":"off","replicas":100},{"name":"on","replicas":100}],"rules":`+rules+`}],"segments":[`+segment+`]}`), &d); err != nil {
@@ -136,12 +137,12 @@ func TestConditionChecksAPI(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rev := s.svc.Snapshot().Revision()
-			r := s.do(tc.method, tc.path, tc.body)
-			if r.status != tc.status || !strings.Contains(string(r.body), jsonText(tc.want)) {
-				t.Errorf("%s %s = %d %.400s, want %d saying %q", tc.method, tc.path, r.status, r.body, tc.status, tc.want)
+			rev := s.Svc.Snapshot().Revision()
+			r := s.Do(tc.method, tc.path, tc.body)
+			if r.Status != tc.status || !strings.Contains(string(r.Body), jsonText(tc.want)) {
+				t.Errorf("%s %s = %d %.400s, want %d saying %q", tc.method, tc.path, r.Status, r.Body, tc.status, tc.want)
 			}
-			if got := s.svc.Snapshot().Revision(); got != rev {
+			if got := s.Svc.Snapshot().Revision(); got != rev {
 				t.Errorf("revision %d after a refused change, want %d", got, rev)
 			}
 		})
@@ -153,12 +154,12 @@ func TestConditionChecksAPI(t *testing.T) {
 // taken, one waits, then is refused with 503 and a Retry-After, while
 // ordinary evaluations go on; once the slot is free, it is served.
 func TestCostlyEvaluationsRunApart(t *testing.T) {
-	s := newServer(t, "", api.Options{Costly: evaluation.CostlyLimits{Running: 1, Wait: 20 * time.Millisecond}})
+	s := apitest.New(t, "", api.Options{Costly: evaluation.CostlyLimits{Running: 1, Wait: 20 * time.Millisecond}})
 	buckets := []feature.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 100}}
-	s.create(feature.Feature{Key: "plain", Enabled: true, Buckets: buckets})
-	s.create(feature.Feature{Key: "mail", Enabled: true, Buckets: buckets})
-	s.must(http.StatusOK, "PUT", "/api/features/mail/rules", `{"rules":[{"name":"mail","conditions":[{"attribute":"email","op":"matches","value":"[a-z0-9._%+-]{1,64}@[a-z0-9.-]{1,255}\\.[a-z]{2,63}"}],"serve":{"bucket":"on"}}]}`)
-	if !s.svc.Snapshot().Costly("mail") || s.svc.Snapshot().Costly("plain") {
+	s.Create(feature.Feature{Key: "plain", Enabled: true, Buckets: buckets})
+	s.Create(feature.Feature{Key: "mail", Enabled: true, Buckets: buckets})
+	s.Must(http.StatusOK, "PUT", "/api/features/mail/rules", `{"rules":[{"name":"mail","conditions":[{"attribute":"email","op":"matches","value":"[a-z0-9._%+-]{1,64}@[a-z0-9.-]{1,255}\\.[a-z]{2,63}"}],"serve":{"bucket":"on"}}]}`)
+	if !s.Svc.Snapshot().Costly("mail") || s.Svc.Snapshot().Costly("plain") {
 		t.Fatal("want mail costly (764 pattern instructions) and plain not")
 	}
 	entered, release := evaluation.HoldCostlySlots(t)
@@ -189,17 +190,17 @@ func TestCostlyEvaluationsRunApart(t *testing.T) {
 		{"POST of an ordinary feature", "POST", "/evaluate", `{"user":"u2","features":["plain"],"context":{"plan":"pro"}}`, http.StatusOK},
 		{"OFREP of an ordinary feature", "POST", "/ofrep/v1/evaluate/flags/plain", `{"context":{"targetingKey":"u2"}}`, http.StatusOK},
 	} {
-		r := s.do(tc.method, tc.path, tc.body)
-		if r.status != tc.want {
-			t.Errorf("%s: %s %s = %d %.200s, want %d", tc.name, tc.method, tc.path, r.status, r.body, tc.want)
+		r := s.Do(tc.method, tc.path, tc.body)
+		if r.Status != tc.want {
+			t.Errorf("%s: %s %s = %d %.200s, want %d", tc.name, tc.method, tc.path, r.Status, r.Body, tc.want)
 		}
-		if tc.want == http.StatusServiceUnavailable && r.header.Get("Retry-After") != "1" {
-			t.Errorf("%s: Retry-After %q, want 1", tc.name, r.header.Get("Retry-After"))
+		if tc.want == http.StatusServiceUnavailable && r.Header.Get("Retry-After") != "1" {
+			t.Errorf("%s: Retry-After %q, want 1", tc.name, r.Header.Get("Retry-After"))
 		}
 	}
 	release()
 	if status := <-held; status != http.StatusOK {
 		t.Errorf("the evaluation that held the slot = %d, want 200", status)
 	}
-	s.must(http.StatusOK, "GET", "/evaluate?feature=mail&user=u2&ctx.email=bob@example.com", nil)
+	s.Must(http.StatusOK, "GET", "/evaluate?feature=mail&user=u2&ctx.email=bob@example.com", nil)
 }

@@ -127,43 +127,24 @@ const maxFastQueryParams = 64
 
 // evaluateQuery returns the first values of the query parameters feature
 // and user, and whether the query has a parameter pretty, as the request's
-// url.Values would have them, without making them: one pass over the query
-// finds each pair, and only pairs with escapes are unescaped.
+// url.Values would have them, without making them: the pairs are cut at
+// each '&' and '=' (bytes.IndexByte's search), and unescaped only when the
+// query holds an escape.
 func evaluateQuery(c echo.Context) (feature, user string, pretty bool) {
 	raw := c.Request().URL.RawQuery
+	if strings.IndexByte(raw, ';') >= 0 || strings.Count(raw, "&") >= maxFastQueryParams {
+		return evaluateQueryValues(c)
+	}
+	escapes := strings.IndexByte(raw, '%') >= 0 || strings.IndexByte(raw, '+') >= 0
 	var haveFeature, haveUser bool
-	start, eq, escaped, pairs := 0, -1, false, 0
-	for i := 0; i <= len(raw); i++ {
-		if i < len(raw) {
-			switch raw[i] {
-			case '&':
-			case '=':
-				if eq < 0 {
-					eq = i
-				}
-				continue
-			case '%', '+':
-				escaped = true
-				continue
-			case ';':
-				return evaluateQueryValues(c)
-			default:
-				continue
-			}
-		}
-		if pairs++; pairs > maxFastQueryParams {
-			return evaluateQueryValues(c)
-		}
-		k, v := raw[start:i], ""
-		if eq >= 0 {
-			k, v = raw[start:eq], raw[eq+1:i]
-		}
-		start, eq = i+1, -1
+	for raw != "" {
+		var k, v string
+		k, raw, _ = strings.Cut(raw, "&")
+		k, v, _ = strings.Cut(k, "=")
 		if k == "" && v == "" {
 			continue
 		}
-		if escaped {
-			escaped = false
+		if escapes {
 			var ok bool
 			if k, ok = queryUnescape(k); !ok {
 				continue
@@ -352,10 +333,11 @@ func parseEvaluateRequest(body []byte) (evaluateRequest, bool) {
 	if i == len(body) || body[i] != '{' {
 		return req, false
 	}
-	if _, repeated, valid := jsonscan.Check(body); !valid || repeated {
+	_, repeated, valid, plain := jsonscan.CheckPlain(body)
+	if !valid || repeated {
 		return req, false
 	}
-	req.text = jsonStrings(body)
+	req.text = jsonStrings(body, plain)
 	var user, features, context bool
 	for it := jsonscan.MembersAt(body, i); it.Next(); {
 		switch {
@@ -364,7 +346,7 @@ func parseEvaluateRequest(body []byte) (evaluateRequest, bool) {
 		case it.KeyIs("context") && it.Value[0] == '{' && !context:
 			req.contextJSON, context = it.Value, true
 		case it.KeyIs("user") && it.Value[0] == '"' && !user:
-			req.User, req.userUnreadable = req.text.str(it.Value), !readableString(it.Value)
+			req.User, req.userUnreadable = req.text.str(it.Value), !req.text.readable(it.Value)
 			user = true
 		case it.KeyIs("features") && it.Value[0] == 'n' && !features:
 			req.Features, features = nil, true

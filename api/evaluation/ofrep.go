@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -143,7 +142,7 @@ func parseOFREPBody(body []byte, key string, withContext bool) (req ofrepBody, _
 	if i == len(body) {
 		return fail(OFREPTargetingKeyMissing, "give the user's ID as context.targetingKey: every user gets a bucket of their own")
 	}
-	repeated, isRepeated, valid := jsonscan.Check(body)
+	repeated, isRepeated, valid, plain := jsonscan.CheckPlain(body)
 	if !valid {
 		var v any
 		return fail(OFREPParseError, "the request body is not JSON: "+json.Unmarshal(body, &v).Error())
@@ -169,8 +168,9 @@ func parseOFREPBody(body []byte, key string, withContext bool) (req ofrepBody, _
 		return fail(OFREPInvalidContext, "context must be an object, not a JSON "+jsonType(ctxJSON[0]))
 	}
 	bulk := key == ""
+	req.text.plain = plain
 	if withContext || bulk {
-		req.text = jsonStrings(ctxJSON)
+		req.text = jsonStrings(ctxJSON, plain)
 	}
 	for it := jsonscan.MembersAt(ctxJSON, 0); (keyJSON == nil || bulk && flagsJSON == nil) && it.Next(); {
 		switch {
@@ -186,7 +186,7 @@ func parseOFREPBody(body []byte, key string, withContext bool) (req ofrepBody, _
 	if keyJSON[0] != '"' {
 		return fail(OFREPInvalidContext, "context.targetingKey must be a string, not a JSON "+jsonType(keyJSON[0]))
 	}
-	if !readableString(keyJSON) {
+	if !req.text.readable(keyJSON) {
 		return fail(OFREPInvalidContext, "context.targetingKey: "+errUnreadableUser.Message)
 	}
 	if req.user = req.text.str(keyJSON); req.user == "" {
@@ -219,20 +219,33 @@ func parseOFREPBody(body []byte, key string, withContext bool) (req ofrepBody, _
 type jsonText struct {
 	b    []byte
 	text string
+	// plain: every string of the body is plain (jsonscan.CheckPlain), its
+	// value the bytes between its quotes, which need no second look.
+	plain bool
 }
 
-// jsonStrings returns the jsonText of b, copying b once.
-func jsonStrings(b []byte) jsonText { return jsonText{b: b, text: string(b)} }
+// jsonStrings returns the jsonText of b, copying b once; plain says that
+// every string of b is plain (jsonscan.CheckPlain).
+func jsonStrings(b []byte, plain bool) jsonText {
+	return jsonText{b: b, text: string(b), plain: plain}
+}
 
 // str returns the value of raw, a JSON string within t.b.
 func (t jsonText) str(raw []byte) string {
 	inner := raw[1 : len(raw)-1]
-	if t.b == nil || bytes.IndexByte(inner, '\\') >= 0 || !utf8.Valid(inner) {
+	switch {
+	case t.b == nil && t.plain:
+		return string(inner)
+	case t.b == nil || !t.plain && (bytes.IndexByte(inner, '\\') >= 0 || !utf8.Valid(inner)):
 		return jsonscan.String(raw)
 	}
 	at := cap(t.b) - cap(inner) // inner is b[at:…]
 	return t.text[at : at+len(inner)]
 }
+
+// readable is readableString(raw), for a string within a plain body
+// without looking at it.
+func (t jsonText) readable(raw []byte) bool { return t.plain || readableString(raw) }
 
 // stringList reads raw, a JSON array of strings, as json.Unmarshal reads it
 // into a []string, without reflection; t reads each string (see
@@ -295,7 +308,7 @@ func jsonType(first byte) string {
 func (s *Server) OFREPEvaluate(c echo.Context) error {
 	key := pathParam(c, "key")
 	snap := s.snapshotState().snap
-	if _, found := slices.BinarySearch(snap.Keys(), key); !found {
+	if snap.Compiled(key) == nil {
 		_, err := snap.Peek(key, "") // the snapshot's not-found error, which says what to do
 		return &OFREPError{Key: key, ErrorCode: OFREPFlagNotFound, ErrorDetails: feature.ErrorMessage(err)}
 	}
@@ -475,7 +488,7 @@ func appendOFREPFailure(b []byte, key, code, details string) []byte {
 // and take the fast path.
 func appendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 || c == '<' || c == '>' || c == '&' {
+		if !jsonAsIs[s[i]] {
 			q, _ := json.Marshal(s)
 			return append(b, q...)
 		}
@@ -484,6 +497,15 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, s...)
 	return append(b, '"')
 }
+
+// jsonAsIs marks the bytes encoding/json writes as they are in a string:
+// printable ASCII but the quote, the backslash, <, > and &.
+var jsonAsIs = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
 
 // buffer is a reusable byte slice for reading request bodies and building
 // answers without allocating on every request.

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollout/rollout/api"
+	"github.com/rollout/rollout/api/internal/apitest"
 )
 
 // clientDir holds the OpenFeature clients' package.json, lock file and
@@ -83,10 +84,10 @@ func runClients(t *testing.T, url string) clientResults {
 // providers for Node, the server one (single-flag endpoint) and the web one
 // (bulk endpoint, polled with If-None-Match), against the real server.
 func TestOpenFeatureClients(t *testing.T) {
-	s := newServer(t, "", api.Options{})
-	s.seed()
+	s := apitest.New(t, "", api.Options{})
+	s.Seed()
 	var bulk struct{ Metadata map[string]any }
-	if err := json.Unmarshal(s.must(200, "POST", ofrepFlags, ofrepBody("user-1")).body, &bulk); err != nil {
+	if err := json.Unmarshal(s.Must(200, "POST", ofrepFlags, ofrepBody("user-1")).Body, &bulk); err != nil {
 		t.Fatal(err)
 	}
 
@@ -94,14 +95,14 @@ func TestOpenFeatureClients(t *testing.T) {
 	str := func(s string) *string { return &s }
 	value := func(key, user string) any {
 		var v any
-		if err := json.Unmarshal(s.evaluate(key, user).Value, &v); err != nil {
+		if err := json.Unmarshal(s.Evaluate(key, user).Value, &v); err != nil {
 			t.Fatal(err)
 		}
 		return v
 	}
 	version1 := map[string]any{"version": 1.0}
 	served := func(key, user, reason string) details {
-		return details{Value: value(key, user), Variant: str(s.evaluate(key, user).Bucket), Reason: str(reason), Metadata: version1}
+		return details{Value: value(key, user), Variant: str(s.Evaluate(key, user).Bucket), Reason: str(reason), Metadata: version1}
 	}
 	codeDefault := func(reason, code string) details {
 		d := details{Value: "code-default", Reason: str(reason), Metadata: map[string]any{}}

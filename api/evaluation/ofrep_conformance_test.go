@@ -17,6 +17,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/api/clienttest/openfeaturesuite"
+	"github.com/rollout/rollout/api/internal/apitest"
 )
 
 // OpenFeature's evaluation features, the ones the in-app provider's
@@ -57,13 +58,13 @@ var ofrepExpected = map[string]struct {
 // TestOpenFeatureConformanceOverOFREP runs every scenario of
 // evaluation.feature and evaluation_v2.feature through the OFREP provider.
 func TestOpenFeatureConformanceOverOFREP(t *testing.T) {
-	s := newServer(t, "", api.Options{})
+	s := apitest.New(t, "", api.Options{})
 	features, err := openfeaturesuite.Features(openFeatureDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range features {
-		s.create(f)
+		s.Create(f)
 	}
 	const domain = "ofrep-conformance"
 	if err := openfeature.SetNamedProviderAndWait(domain, ofrep.NewProvider(s.URL)); err != nil {

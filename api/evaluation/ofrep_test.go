@@ -11,6 +11,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/api/evaluation"
+	"github.com/rollout/rollout/api/internal/apitest"
 )
 
 const (
@@ -26,12 +27,12 @@ func ofrepBody(user string) map[string]any {
 // TestOFREPEvaluate pins the single-flag endpoint's answers, each status and
 // error code of the OFREP spec among them.
 func TestOFREPEvaluate(t *testing.T) {
-	s := newServer(t, "", api.Options{})
-	s.seed()
-	ring := s.evaluate("checkout", "user-1")
-	dark := s.evaluate("dark-mode", "user-1")
-	banner := s.evaluate("banner", "user-1")
-	limit := s.evaluate("limit", "user-1")
+	s := apitest.New(t, "", api.Options{})
+	s.Seed()
+	ring := s.Evaluate("checkout", "user-1")
+	dark := s.Evaluate("dark-mode", "user-1")
+	banner := s.Evaluate("banner", "user-1")
+	limit := s.Evaluate("limit", "user-1")
 	success := func(key, variant, value, reason string) map[string]any {
 		var v any
 		if err := json.Unmarshal([]byte(value), &v); err != nil {
@@ -83,14 +84,14 @@ func TestOFREPEvaluate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := s.do("POST", ofrepFlags+"/"+tt.key, tt.body)
-			if r.status != tt.status {
-				t.Fatalf("POST %s/%s = %d %s, want %d", ofrepFlags, tt.key, r.status, r.body, tt.status)
+			r := s.Do("POST", ofrepFlags+"/"+tt.key, tt.body)
+			if r.Status != tt.status {
+				t.Fatalf("POST %s/%s = %d %s, want %d", ofrepFlags, tt.key, r.Status, r.Body, tt.status)
 			}
-			if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+			if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 				t.Errorf("Content-Type = %q, want application/json", ct)
 			}
-			got := r.json(t)
+			got := r.JSON(t)
 			if d, ok := got["errorDetails"].(string); ok && d != "" {
 				got["errorDetails"] = "…" // any explanation will do
 			}
@@ -100,9 +101,9 @@ func TestOFREPEvaluate(t *testing.T) {
 		})
 	}
 	t.Run("wrong method", func(t *testing.T) {
-		r := s.do("GET", ofrepFlags+"/checkout", nil)
-		if r.status != 405 || r.json(t)["errorDetails"] == nil {
-			t.Errorf("GET = %d %s, want 405 with errorDetails", r.status, r.body)
+		r := s.Do("GET", ofrepFlags+"/checkout", nil)
+		if r.Status != 405 || r.JSON(t)["errorDetails"] == nil {
+			t.Errorf("GET = %d %s, want 405 with errorDetails", r.Status, r.Body)
 		}
 	})
 }
@@ -111,24 +112,24 @@ var etagPattern = regexp.MustCompile(`^"[0-9a-f]{32}"$`)
 
 // TestOFREPBulk pins the bulk endpoint's answers and errors.
 func TestOFREPBulk(t *testing.T) {
-	s := newServer(t, "", api.Options{})
-	s.seed()
+	s := apitest.New(t, "", api.Options{})
+	s.Seed()
 
-	r := s.must(200, "POST", ofrepFlags, ofrepBody("user-1"))
-	if etag := r.header.Get("ETag"); !etagPattern.MatchString(etag) {
+	r := s.Must(200, "POST", ofrepFlags, ofrepBody("user-1"))
+	if etag := r.Header.Get("ETag"); !etagPattern.MatchString(etag) {
 		t.Errorf("ETag = %q, want a strong ETag of 32 hex digits", etag)
 	}
 	var got struct {
 		Flags    []map[string]any `json:"flags"`
 		Metadata map[string]any   `json:"metadata"`
 	}
-	if err := json.Unmarshal(r.body, &got); err != nil {
+	if err := json.Unmarshal(r.Body, &got); err != nil {
 		t.Fatal(err)
 	}
 	var keys []string
 	for _, f := range got.Flags {
 		keys = append(keys, f["key"].(string))
-		e := s.evaluate(f["key"].(string), "user-1")
+		e := s.Evaluate(f["key"].(string), "user-1")
 		_, hasValue := f["value"]
 		if (e.Bucket != "") != hasValue || (e.Bucket != "" && f["variant"] != e.Bucket) {
 			t.Errorf("flag %v, want bucket %q", f, e.Bucket)
@@ -137,17 +138,17 @@ func TestOFREPBulk(t *testing.T) {
 	if want := []string{"banner", "checkout", "dark-mode", "killed", "limit", "paused"}; !cmp.Equal(keys, want) {
 		t.Errorf("flags %v, want %v", keys, want)
 	}
-	if snap, _ := got.Metadata["snapshot"].(string); `"`+snap+`"` != r.header.Get("ETag") {
-		t.Errorf("metadata.snapshot = %q, want the ETag's value %s", got.Metadata["snapshot"], r.header.Get("ETag"))
+	if snap, _ := got.Metadata["snapshot"].(string); `"`+snap+`"` != r.Header.Get("ETag") {
+		t.Errorf("metadata.snapshot = %q, want the ETag's value %s", got.Metadata["snapshot"], r.Header.Get("ETag"))
 	}
 
 	t.Run("context.flags restricts", func(t *testing.T) {
-		r := s.must(200, "POST", ofrepFlags, `{"context":{"targetingKey":"user-1","flags":["dark-mode","nope"]}}`)
+		r := s.Must(200, "POST", ofrepFlags, `{"context":{"targetingKey":"user-1","flags":["dark-mode","nope"]}}`)
 		var got struct{ Flags []map[string]any }
-		if err := json.Unmarshal(r.body, &got); err != nil {
+		if err := json.Unmarshal(r.Body, &got); err != nil {
 			t.Fatal(err)
 		}
-		dark := s.evaluate("dark-mode", "user-1")
+		dark := s.Evaluate("dark-mode", "user-1")
 		want := []map[string]any{
 			{"key": "dark-mode", "value": dark.Bucket == "on", "variant": dark.Bucket, "reason": "SPLIT", "metadata": map[string]any{"version": 1.0}},
 			{"key": "nope", "errorCode": "FLAG_NOT_FOUND", "errorDetails": `feature "nope" does not exist`},
@@ -171,10 +172,10 @@ func TestOFREPBulk(t *testing.T) {
 	}
 	for _, tt := range errorTests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := s.do("POST", ofrepFlags, tt.body)
-			got := r.json(t)
-			if r.status != tt.status || got["errorCode"] != tt.code || got["errorDetails"] == "" || len(got) != 2 {
-				t.Errorf("= %d %s, want %d {errorCode: %s, errorDetails}", r.status, r.body, tt.status, tt.code)
+			r := s.Do("POST", ofrepFlags, tt.body)
+			got := r.JSON(t)
+			if r.Status != tt.status || got["errorCode"] != tt.code || got["errorDetails"] == "" || len(got) != 2 {
+				t.Errorf("= %d %s, want %d {errorCode: %s, errorDetails}", r.Status, r.Body, tt.status, tt.code)
 			}
 		})
 	}
@@ -183,66 +184,66 @@ func TestOFREPBulk(t *testing.T) {
 // TestOFREPBulkETag: the ETag changes exactly when a feature changes, and
 // If-None-Match with the current one answers 304.
 func TestOFREPBulkETag(t *testing.T) {
-	s := newServer(t, "", api.Options{})
-	s.seed()
-	bulk := func(user string, header ...string) response {
+	s := apitest.New(t, "", api.Options{})
+	s.Seed()
+	bulk := func(user string, header ...string) apitest.Response {
 		t.Helper()
-		return s.do("POST", ofrepFlags, ofrepBody(user), header...)
+		return s.Do("POST", ofrepFlags, ofrepBody(user), header...)
 	}
-	etag1 := bulk("user-1").header.Get("ETag")
+	etag1 := bulk("user-1").Header.Get("ETag")
 
 	for _, inm := range []string{etag1, `"other", ` + etag1, "W/" + etag1, "*"} {
 		r := bulk("user-1", "If-None-Match", inm)
-		if r.status != 304 || len(r.body) != 0 || r.header.Get("ETag") != etag1 {
-			t.Errorf("If-None-Match: %s = %d %q (ETag %s), want 304 with no body and ETag %s", inm, r.status, r.body, r.header.Get("ETag"), etag1)
+		if r.Status != 304 || len(r.Body) != 0 || r.Header.Get("ETag") != etag1 {
+			t.Errorf("If-None-Match: %s = %d %q (ETag %s), want 304 with no body and ETag %s", inm, r.Status, r.Body, r.Header.Get("ETag"), etag1)
 		}
 	}
-	if got := bulk("user-1").header.Get("ETag"); got != etag1 {
+	if got := bulk("user-1").Header.Get("ETag"); got != etag1 {
 		t.Errorf("ETag without a change = %s, then %s", etag1, got)
 	}
-	if r := bulk("user-1", "If-None-Match", `"stale"`); r.status != 200 {
-		t.Errorf("stale If-None-Match = %d, want 200", r.status)
+	if r := bulk("user-1", "If-None-Match", `"stale"`); r.Status != 200 {
+		t.Errorf("stale If-None-Match = %d, want 200", r.Status)
 	}
 	// The answer depends on the user and on context.flags, and so does the
 	// ETag: another user's tag is not a match.
-	etag2 := bulk("user-2").header.Get("ETag")
-	if etag2 == etag1 || bulk("user-2", "If-None-Match", etag1).status != 200 {
+	etag2 := bulk("user-2").Header.Get("ETag")
+	if etag2 == etag1 || bulk("user-2", "If-None-Match", etag1).Status != 200 {
 		t.Errorf("user-2's ETag %s: want it to differ from user-1's %s, and user-1's to get 200", etag2, etag1)
 	}
-	restricted := s.must(200, "POST", ofrepFlags, `{"context":{"targetingKey":"user-1","flags":["banner"]}}`).header.Get("ETag")
+	restricted := s.Must(200, "POST", ofrepFlags, `{"context":{"targetingKey":"user-1","flags":["banner"]}}`).Header.Get("ETag")
 	if restricted == etag1 {
 		t.Errorf("ETag with context.flags = %s, the same as without", restricted)
 	}
 
 	// A dry run changes nothing; a change does.
-	s.must(200, "PATCH", "/api/features/banner?dry_run=true", map[string]any{"description": "x"})
-	if r := bulk("user-1", "If-None-Match", etag1); r.status != 304 {
-		t.Errorf("after a dry run: %d, want 304", r.status)
+	s.Must(200, "PATCH", "/api/features/banner?dry_run=true", map[string]any{"description": "x"})
+	if r := bulk("user-1", "If-None-Match", etag1); r.Status != 304 {
+		t.Errorf("after a dry run: %d, want 304", r.Status)
 	}
-	s.must(200, "PATCH", "/api/features/banner", map[string]any{"description": "x"})
+	s.Must(200, "PATCH", "/api/features/banner", map[string]any{"description": "x"})
 	r := bulk("user-1", "If-None-Match", etag1)
-	etag3 := r.header.Get("ETag")
-	if r.status != 200 || etag3 == etag1 || !etagPattern.MatchString(etag3) {
-		t.Fatalf("after a change: %d with ETag %s, want 200 with a new ETag (was %s)", r.status, etag3, etag1)
+	etag3 := r.Header.Get("ETag")
+	if r.Status != 200 || etag3 == etag1 || !etagPattern.MatchString(etag3) {
+		t.Fatalf("after a change: %d with ETag %s, want 200 with a new ETag (was %s)", r.Status, etag3, etag1)
 	}
-	if r := bulk("user-1", "If-None-Match", etag3); r.status != 304 {
-		t.Errorf("new ETag: %d, want 304", r.status)
+	if r := bulk("user-1", "If-None-Match", etag3); r.Status != 304 {
+		t.Errorf("new ETag: %d, want 304", r.Status)
 	}
 
 	// A feature deleted and created again the same is a new feature.
-	s.must(204, "DELETE", "/api/features/limit", nil)
-	s.must(204, "DELETE", "/api/features/limit?purge=true", nil)
-	etag4 := bulk("user-1").header.Get("ETag")
-	s.must(201, "POST", "/api/features", map[string]any{"key": "limit", "buckets": []any{
+	s.Must(204, "DELETE", "/api/features/limit", nil)
+	s.Must(204, "DELETE", "/api/features/limit?purge=true", nil)
+	etag4 := bulk("user-1").Header.Get("ETag")
+	s.Must(201, "POST", "/api/features", map[string]any{"key": "limit", "buckets": []any{
 		map[string]any{"name": "low", "value": 10}, map[string]any{"name": "high", "value": 20}}})
-	etag5 := bulk("user-1").header.Get("ETag")
+	etag5 := bulk("user-1").Header.Get("ETag")
 	if etag4 == etag3 || etag5 == etag4 || etag5 == etag3 {
 		t.Errorf("ETags before delete %s, after %s, after creating again %s: want all different", etag3, etag4, etag5)
 	}
 
 	// The same features on the same database: the same ETag after a restart.
-	again := newServer(t, s.dbPath, api.Options{})
-	if got := again.do("POST", ofrepFlags, ofrepBody("user-1")).header.Get("ETag"); got != etag5 {
+	again := apitest.New(t, s.DBPath, api.Options{})
+	if got := again.Do("POST", ofrepFlags, ofrepBody("user-1")).Header.Get("ETag"); got != etag5 {
 		t.Errorf("ETag after restart = %s, want %s", got, etag5)
 	}
 }

@@ -92,8 +92,9 @@ type Options struct {
 // (*rollout.Experiments): a batch of exposures names them, and its answer
 // lists the features whose users to name.
 type Experiments interface {
-	AddExposedUsers(users []rollout.ExposedUser) (int, error)
-	RunningFeatures() []string
+	// ExposedUsers records users and returns how many it recorded, and
+	// the IDs of the feature rows experiments run on.
+	ExposedUsers(ctx context.Context, users []rollout.ExposedUser) (int, []string, error)
 }
 
 // Server answers apps' requests from the service's snapshot. Its handlers

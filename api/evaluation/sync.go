@@ -267,13 +267,18 @@ func (s *Server) AddExposures(c echo.Context) error {
 		counts[i] = feature.Exposure{Feature: e.Feature, FeatureID: e.FeatureID, Version: e.Version, Bucket: e.Bucket, Count: e.Count, Rule: e.Rule}
 	}
 	// The users first: a batch refused for one of them adds no counts.
-	var users int
-	if s.experiments != nil && len(req.Users) > 0 {
-		if err := feature.ValidateExposureBatch(req.Batch, counts); err != nil {
-			return err
+	var (
+		users   int
+		running []string
+	)
+	if s.experiments != nil {
+		if len(req.Users) > 0 {
+			if err := feature.ValidateExposureBatch(req.Batch, counts); err != nil {
+				return err
+			}
 		}
 		var err error
-		if users, err = s.experiments.AddExposedUsers(req.Users); err != nil {
+		if users, running, err = s.experiments.ExposedUsers(c.Request().Context(), req.Users); err != nil {
 			return err
 		}
 	}
@@ -286,7 +291,7 @@ func (s *Server) AddExposures(c echo.Context) error {
 		ans.Skipped = []rollout.SkippedExposure{}
 	}
 	if s.experiments != nil {
-		ans.Users, ans.Experiments = users, s.experiments.RunningFeatures()
+		ans.Users, ans.Experiments = users, running
 	}
 	return c.JSON(http.StatusOK, ans)
 }

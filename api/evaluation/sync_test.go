@@ -15,6 +15,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/api/evaluation"
+	"github.com/rollout/rollout/api/internal/apitest"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
 )
@@ -24,35 +25,35 @@ import (
 // changes, and a snapshot decoded from it serves what the server serves,
 // overridden users included.
 func TestSyncSnapshot(t *testing.T) {
-	s := newServer(t, "", api.Options{})
-	s.seed()
-	s.must(http.StatusOK, "PATCH", "/api/features/checkout", map[string]any{"description": "private notes"})
-	s.must(http.StatusOK, "PUT", "/api/features/dark-mode/overrides/someone@example.com", map[string]any{"bucket": "off"})
+	s := apitest.New(t, "", api.Options{})
+	s.Seed()
+	s.Must(http.StatusOK, "PATCH", "/api/features/checkout", map[string]any{"description": "private notes"})
+	s.Must(http.StatusOK, "PUT", "/api/features/dark-mode/overrides/someone@example.com", map[string]any{"bucket": "off"})
 
 	identity := []string{"Accept-Encoding", "identity"}
-	r := s.must(http.StatusOK, "GET", "/sync/v1/snapshot", nil, identity...)
-	etag := r.header.Get("ETag")
+	r := s.Must(http.StatusOK, "GET", "/sync/v1/snapshot", nil, identity...)
+	etag := r.Header.Get("ETag")
 	if !strings.HasPrefix(etag, `"`) || len(etag) != 34 {
 		t.Errorf("ETag = %q, want a strong tag of 32 hex digits", etag)
 	}
 	for name, want := range map[string]string{"Cache-Control": "no-cache", "Vary": "Accept-Encoding", "Content-Encoding": ""} {
-		if got := r.header.Get(name); got != want {
+		if got := r.Header.Get(name); got != want {
 			t.Errorf("%s = %q, want %q", name, got, want)
 		}
 	}
 	for _, secret := range []string{`"vip"`, "someone@example.com", "private notes", "description"} {
-		if strings.Contains(string(r.body), secret) {
-			t.Errorf("the snapshot holds %s:\n%s", secret, r.body)
+		if strings.Contains(string(r.Body), secret) {
+			t.Errorf("the snapshot holds %s:\n%s", secret, r.Body)
 		}
 	}
 	var doc feature.SyncDocument
-	if err := json.Unmarshal(r.body, &doc); err != nil {
+	if err := json.Unmarshal(r.Body, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if doc.Format != feature.SyncFormat || doc.Revision != s.svc.Snapshot().Revision() || len(doc.Features) != 6 {
-		t.Errorf("snapshot has format %d, revision %d and %d features, want %d, %d and 6", doc.Format, doc.Revision, len(doc.Features), feature.SyncFormat, s.svc.Snapshot().Revision())
+	if doc.Format != feature.SyncFormat || doc.Revision != s.Svc.Snapshot().Revision() || len(doc.Features) != 6 {
+		t.Errorf("snapshot has format %d, revision %d and %d features, want %d, %d and 6", doc.Format, doc.Revision, len(doc.Features), feature.SyncFormat, s.Svc.Snapshot().Revision())
 	}
-	snap, err := feature.DecodeSync(r.body)
+	snap, err := feature.DecodeSync(r.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,21 +63,21 @@ func TestSyncSnapshot(t *testing.T) {
 	for _, key := range snap.Keys() {
 		for _, user := range []string{"u1", "u2", "vip", "someone@example.com", "someone else"} {
 			got, _ := snap.Peek(key, user)
-			if want := s.evaluate(key, user); !cmp.Equal(want, got) {
+			if want := s.Evaluate(key, user); !cmp.Equal(want, got) {
 				t.Errorf("decoded Peek(%q, %q) = %+v, want %+v", key, user, got, want)
 			}
 		}
 	}
 
 	for _, inm := range []string{etag, "W/" + etag, `"other", ` + etag, "*"} {
-		if r := s.do("GET", "/sync/v1/snapshot", nil, "If-None-Match", inm); r.status != http.StatusNotModified || len(r.body) != 0 {
-			t.Errorf("If-None-Match: %s = %d %q, want 304 and no body", inm, r.status, r.body)
+		if r := s.Do("GET", "/sync/v1/snapshot", nil, "If-None-Match", inm); r.Status != http.StatusNotModified || len(r.Body) != 0 {
+			t.Errorf("If-None-Match: %s = %d %q, want 304 and no body", inm, r.Status, r.Body)
 		}
 	}
-	s.must(http.StatusOK, "GET", "/sync/v1/snapshot", nil, "If-None-Match", `"other"`)
-	s.must(http.StatusOK, "PATCH", "/api/features/checkout", map[string]any{"enabled": false})
-	r = s.must(http.StatusOK, "GET", "/sync/v1/snapshot", nil, "If-None-Match", etag)
-	if r.header.Get("ETag") == etag {
+	s.Must(http.StatusOK, "GET", "/sync/v1/snapshot", nil, "If-None-Match", `"other"`)
+	s.Must(http.StatusOK, "PATCH", "/api/features/checkout", map[string]any{"enabled": false})
+	r = s.Must(http.StatusOK, "GET", "/sync/v1/snapshot", nil, "If-None-Match", etag)
+	if r.Header.Get("ETag") == etag {
 		t.Errorf("ETag after a change = %s, unchanged", etag)
 	}
 }
@@ -85,35 +86,35 @@ func TestSyncSnapshot(t *testing.T) {
 // gzipped, under its own strong ETag; either tag answers 304; a client that
 // refuses gzip (q=0) gets it plain.
 func TestSyncSnapshotGzip(t *testing.T) {
-	s := newServer(t, "", api.Options{})
-	s.seed()
-	plain := s.must(http.StatusOK, "GET", "/sync/v1/snapshot", nil, "Accept-Encoding", "identity")
+	s := apitest.New(t, "", api.Options{})
+	s.Seed()
+	plain := s.Must(http.StatusOK, "GET", "/sync/v1/snapshot", nil, "Accept-Encoding", "identity")
 	for _, ae := range []string{"gzip", "br;q=1.0, gzip;q=0.5", "*", "GZIP"} {
-		r := s.must(http.StatusOK, "GET", "/sync/v1/snapshot", nil, "Accept-Encoding", ae)
-		if got := r.header.Get("Content-Encoding"); got != "gzip" {
+		r := s.Must(http.StatusOK, "GET", "/sync/v1/snapshot", nil, "Accept-Encoding", ae)
+		if got := r.Header.Get("Content-Encoding"); got != "gzip" {
 			t.Fatalf("Accept-Encoding: %s: Content-Encoding = %q, want gzip", ae, got)
 		}
-		want := strings.TrimSuffix(plain.header.Get("ETag"), `"`) + `-gzip"`
-		if got := r.header.Get("ETag"); got != want {
+		want := strings.TrimSuffix(plain.Header.Get("ETag"), `"`) + `-gzip"`
+		if got := r.Header.Get("ETag"); got != want {
 			t.Errorf("Accept-Encoding: %s: ETag = %s, want %s", ae, got, want)
 		}
-		zr, err := gzip.NewReader(bytes.NewReader(r.body))
+		zr, err := gzip.NewReader(bytes.NewReader(r.Body))
 		if err != nil {
 			t.Fatal(err)
 		}
 		body, err := io.ReadAll(zr)
-		if err != nil || !bytes.Equal(body, plain.body) {
+		if err != nil || !bytes.Equal(body, plain.Body) {
 			t.Errorf("Accept-Encoding: %s: the body gunzipped differs from the plain one (%v)", ae, err)
 		}
-		for _, inm := range []string{plain.header.Get("ETag"), r.header.Get("ETag")} {
-			if r := s.do("GET", "/sync/v1/snapshot", nil, "Accept-Encoding", ae, "If-None-Match", inm); r.status != http.StatusNotModified {
-				t.Errorf("Accept-Encoding: %s, If-None-Match: %s = %d, want 304", ae, inm, r.status)
+		for _, inm := range []string{plain.Header.Get("ETag"), r.Header.Get("ETag")} {
+			if r := s.Do("GET", "/sync/v1/snapshot", nil, "Accept-Encoding", ae, "If-None-Match", inm); r.Status != http.StatusNotModified {
+				t.Errorf("Accept-Encoding: %s, If-None-Match: %s = %d, want 304", ae, inm, r.Status)
 			}
 		}
 	}
 	for _, ae := range []string{"gzip;q=0", "deflate", "identity"} {
-		r := s.must(http.StatusOK, "GET", "/sync/v1/snapshot", nil, "Accept-Encoding", ae)
-		if got := r.header.Get("Content-Encoding"); got != "" || !bytes.Equal(r.body, plain.body) {
+		r := s.Must(http.StatusOK, "GET", "/sync/v1/snapshot", nil, "Accept-Encoding", ae)
+		if got := r.Header.Get("Content-Encoding"); got != "" || !bytes.Equal(r.Body, plain.Body) {
 			t.Errorf("Accept-Encoding: %s: Content-Encoding = %q, want the plain document", ae, got)
 		}
 	}
@@ -123,18 +124,18 @@ func TestSyncSnapshotGzip(t *testing.T) {
 // after a change, half of them asking for gzip, cost one encoding of the
 // document, and get the same bytes.
 func TestSyncSnapshotEncodedOnce(t *testing.T) {
-	s := newServer(t, "", api.Options{})
-	s.seed()
+	s := apitest.New(t, "", api.Options{})
+	s.Seed()
 	big := feature.Feature{Key: "big", Enabled: true, Salt: "big", Overrides: map[string]string{},
 		Buckets: []feature.Bucket{{Name: "A", Replicas: 100}, {Name: "B", Replicas: 100}}}
 	for i := range feature.MaxOverrides - 1 {
 		big.Overrides[fmt.Sprintf("user-%d@example.com", i)] = "B"
 	}
-	s.create(big)
-	s.must(http.StatusOK, "GET", "/sync/v1/snapshot", nil)
+	s.Create(big)
+	s.Must(http.StatusOK, "GET", "/sync/v1/snapshot", nil)
 	// The change is to the big feature: its sync form is encoded again,
 	// which takes long enough for the requests to pile up.
-	s.must(http.StatusOK, "PUT", "/api/features/big/overrides/one-more", map[string]any{"bucket": "A"})
+	s.Must(http.StatusOK, "PUT", "/api/features/big/overrides/one-more", map[string]any{"bucket": "A"})
 
 	// The first request to encode waits until all 100 are in: without a
 	// single flight each would encode its own copy.
@@ -190,24 +191,24 @@ func TestSyncSnapshotEncodedOnce(t *testing.T) {
 // TestExposureBatches: counts an app sends are added once per batch, and
 // malformed batches are refused with a JSON error.
 func TestExposureBatches(t *testing.T) {
-	s := newServer(t, "", api.Options{})
-	s.seed()
-	f, _ := s.svc.Snapshot().Feature("limit")
+	s := apitest.New(t, "", api.Options{})
+	s.Seed()
+	f, _ := s.Svc.Snapshot().Feature("limit")
 	batch := map[string]any{"batch": "batch-0001", "exposures": []any{
 		map[string]any{"feature": "limit", "feature_id": f.ID, "version": 1, "bucket": "low", "count": 5},
 		map[string]any{"feature": "limit", "feature_id": f.ID, "version": 1, "bucket": "high", "count": 2},
 	}}
-	r := s.must(http.StatusOK, "POST", "/api/exposures", batch)
-	if got := string(r.body); got != `{"batch":"batch-0001","added":true,"counted":2,"skipped":[]}`+"\n" {
+	r := s.Must(http.StatusOK, "POST", "/api/exposures", batch)
+	if got := string(r.Body); got != `{"batch":"batch-0001","added":true,"counted":2,"skipped":[]}`+"\n" {
 		t.Errorf("POST /api/exposures = %s, want added", got)
 	}
-	r = s.must(http.StatusOK, "POST", "/api/exposures", batch)
-	if got := string(r.body); got != `{"batch":"batch-0001","added":false,"counted":0,"skipped":[]}`+"\n" {
+	r = s.Must(http.StatusOK, "POST", "/api/exposures", batch)
+	if got := string(r.Body); got != `{"batch":"batch-0001","added":false,"counted":0,"skipped":[]}`+"\n" {
 		t.Errorf("POST /api/exposures again = %s, want not added", got)
 	}
-	r = s.must(http.StatusOK, "GET", "/api/features/limit/exposures", nil)
+	r = s.Must(http.StatusOK, "GET", "/api/features/limit/exposures", nil)
 	var rep rollout.ExposureReport
-	json.Unmarshal(r.body, &rep)
+	json.Unmarshal(r.Body, &rep)
 	if rep.Total != 7 {
 		t.Errorf("exposures of limit: total %d, want 7 (one batch sent twice)", rep.Total)
 	}
@@ -225,9 +226,9 @@ func TestExposureBatches(t *testing.T) {
 		{"count not a number", map[string]any{"batch": "batch-0002", "exposures": []any{map[string]any{"feature_id": f.ID, "version": 1, "count": "5"}}}, http.StatusBadRequest, "bad_request"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r := s.do("POST", "/api/exposures", tt.body)
-			if r.status != tt.status || !strings.Contains(string(r.body), `"code":"`+tt.code+`"`) {
-				t.Errorf("POST /api/exposures = %d %s, want %d %s", r.status, r.body, tt.status, tt.code)
+			r := s.Do("POST", "/api/exposures", tt.body)
+			if r.Status != tt.status || !strings.Contains(string(r.Body), `"code":"`+tt.code+`"`) {
+				t.Errorf("POST /api/exposures = %d %s, want %d %s", r.Status, r.Body, tt.status, tt.code)
 			}
 		})
 	}

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/internal/docfile"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/document"
 )
 
 // Rollouts as code: export, plan and apply are clients of the HTTP API
@@ -40,18 +40,20 @@ const clientTimeout = 2 * time.Minute
 // apiClient is the API of one server, with a token.
 type apiClient struct {
 	server, token string
+	env           string // the environment of every request ("": the token's, or production)
 	http          *http.Client
 }
 
-// clientFlags defines --server and --token, whose defaults come from
-// ROLLOUT_SERVER and ROLLOUT_TOKEN.
-func clientFlags(fs *flag.FlagSet, getenv func(string) string) (server, token *string) {
+// clientFlags defines --server, --token and --env, whose defaults come
+// from ROLLOUT_SERVER, ROLLOUT_TOKEN and ROLLOUT_ENV.
+func clientFlags(fs *flag.FlagSet, getenv func(string) string) (server, token, env *string) {
 	server = fs.String("server", getenv("ROLLOUT_SERVER"), "the server's URL, such as https://rollout.example.com (env ROLLOUT_SERVER)")
 	token = fs.String("token", "", "an API token: viewer for export and plan, editor for apply (env ROLLOUT_TOKEN)")
-	return server, token
+	env = fs.String("env", getenv("ROLLOUT_ENV"), "the environment, such as staging (env ROLLOUT_ENV; default: the token's, or production)")
+	return server, token, env
 }
 
-func newClient(server, token string, getenv func(string) string) (*apiClient, error) {
+func newClient(server, token, env string, getenv func(string) string) (*apiClient, error) {
 	if server == "" {
 		return nil, errors.New("give the server's URL with --server or ROLLOUT_SERVER")
 	}
@@ -62,7 +64,7 @@ func newClient(server, token string, getenv func(string) string) (*apiClient, er
 	if token == "" {
 		token = getenv("ROLLOUT_TOKEN")
 	}
-	return &apiClient{server: strings.TrimRight(server, "/"), token: token, http: &http.Client{Timeout: clientTimeout}}, nil
+	return &apiClient{server: strings.TrimRight(server, "/"), token: token, env: env, http: &http.Client{Timeout: clientTimeout}}, nil
 }
 
 // do sends a request with body (JSON) and returns the answer's body; an
@@ -71,6 +73,13 @@ func (c *apiClient) do(ctx context.Context, method, path string, body []byte, he
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
+	}
+	if c.env != "" {
+		sep := "?"
+		if strings.Contains(path, "?") {
+			sep = "&"
+		}
+		path += sep + "env=" + url.QueryEscape(c.env)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.server+path, rd)
 	if err != nil {
@@ -90,7 +99,7 @@ func (c *apiClient) do(ctx context.Context, method, path string, body []byte, he
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer res.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(res.Body, 4*rollout.MaxDocumentBytes))
+	data, err := io.ReadAll(io.LimitReader(res.Body, 4*document.MaxBytes))
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: read the answer: %w", method, path, err)
 	}
@@ -119,7 +128,7 @@ func (e *apiError) Error() string {
 	return fmt.Sprintf("the server refused (%d %s): %s", e.Status, e.Code, e.Message)
 }
 
-const exportSynopsis = `usage: rollout export --server URL [--format yaml|json] [--out FILE]
+const exportSynopsis = `usage: rollout export --server URL [--env E] [--format yaml|json] [--out FILE]
 
 Writes the server's features as a document (YAML by default), each bucket
 with its exact share of users: planning it changes nothing.
@@ -127,7 +136,7 @@ with its exact share of users: planning it changes nothing.
 
 func runExport(ctx context.Context, args []string, stdout io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("export", flag.ContinueOnError)
-	server, token := clientFlags(fs, getenv)
+	server, token, env := clientFlags(fs, getenv)
 	format := fs.String("format", docfile.YAML, "yaml or json")
 	out := fs.String("out", "", "write to this file rather than to standard output")
 	rest, err := parseFlags(fs, exportSynopsis, args, stdout)
@@ -140,7 +149,7 @@ func runExport(ctx context.Context, args []string, stdout io.Writer, getenv func
 	if *format != docfile.YAML && *format != docfile.JSON {
 		return fmt.Errorf("--format %q: give yaml or json", *format)
 	}
-	c, err := newClient(*server, *token, getenv)
+	c, err := newClient(*server, *token, *env, getenv)
 	if err != nil {
 		return err
 	}
@@ -155,7 +164,7 @@ func runExport(ctx context.Context, args []string, stdout io.Writer, getenv func
 	return err
 }
 
-const planSynopsis = `usage: rollout plan -f FILE --server URL [--format text|json] [--out PLAN]
+const planSynopsis = `usage: rollout plan -f FILE --server URL [--env E] [--format text|json] [--out PLAN]
 
 Prints what the document FILE (YAML or JSON) would change on the server,
 feature by feature, with the exact churn of each change (from→to moves,
@@ -166,7 +175,7 @@ something would, 1 on an error. --out saves the plan for 'rollout apply PLAN'.
 
 func runPlan(ctx context.Context, args []string, stdout io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
-	server, token := clientFlags(fs, getenv)
+	server, token, env := clientFlags(fs, getenv)
 	file := fs.String("f", "", "the document: a YAML or JSON file")
 	format := fs.String("format", "text", "text or json")
 	out := fs.String("out", "", "save the plan (JSON) to this file, for 'rollout apply PLAN'")
@@ -187,7 +196,7 @@ func runPlan(ctx context.Context, args []string, stdout io.Writer, getenv func(s
 	if err != nil {
 		return err
 	}
-	c, err := newClient(*server, *token, getenv)
+	c, err := newClient(*server, *token, *env, getenv)
 	if err != nil {
 		return err
 	}
@@ -224,53 +233,53 @@ func runPlan(ctx context.Context, args []string, stdout io.Writer, getenv func(s
 }
 
 // readDocument reads and checks the document in file.
-func readDocument(file string) (rollout.Document, error) {
+func readDocument(file string) (document.Document, error) {
 	f, err := os.Open(file)
 	if err != nil {
-		return rollout.Document{}, err
+		return document.Document{}, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, rollout.MaxDocumentBytes+1))
+	data, err := io.ReadAll(io.LimitReader(f, document.MaxBytes+1))
 	if err != nil {
-		return rollout.Document{}, fmt.Errorf("read %s: %w", file, err)
+		return document.Document{}, fmt.Errorf("read %s: %w", file, err)
 	}
-	if len(data) > rollout.MaxDocumentBytes {
+	if len(data) > document.MaxBytes {
 		size := int64(len(data))
 		if fi, err := f.Stat(); err == nil {
 			size = fi.Size()
 		}
-		return rollout.Document{}, docfile.TooLarge(file, size)
+		return document.Document{}, docfile.TooLarge(file, size)
 	}
 	return docfile.Parse(file, data)
 }
 
 // plan posts doc to /api/plan and returns the plan, decoded and as sent.
-func (c *apiClient) plan(ctx context.Context, doc rollout.Document) (rollout.DocumentPlan, []byte, error) {
+func (c *apiClient) plan(ctx context.Context, doc document.Document) (document.Plan, []byte, error) {
 	body, err := json.Marshal(doc)
 	if err != nil {
-		return rollout.DocumentPlan{}, nil, err
+		return document.Plan{}, nil, err
 	}
 	raw, err := c.do(ctx, http.MethodPost, "/api/plan", body)
 	if err != nil {
-		return rollout.DocumentPlan{}, nil, fmt.Errorf("plan: %w", err)
+		return document.Plan{}, nil, fmt.Errorf("plan: %w", err)
 	}
-	var p rollout.DocumentPlan
+	var p document.Plan
 	if err := json.Unmarshal(raw, &p); err != nil {
-		return rollout.DocumentPlan{}, nil, fmt.Errorf("plan: the answer is not a plan: %w", err)
+		return document.Plan{}, nil, fmt.Errorf("plan: the answer is not a plan: %w", err)
 	}
 	return p, raw, nil
 }
 
 // printPlan writes p for people.
-func printPlan(w io.Writer, p rollout.DocumentPlan) error {
+func printPlan(w io.Writer, p document.Plan) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Plan of %d features (server revision %d):\n", len(p.Changes), p.Revision)
 	for _, ch := range p.Changes {
 		switch ch.Action {
-		case rollout.ActionNone:
+		case document.ActionNone:
 			fmt.Fprintf(&b, "  = %s: no change (version %d)\n", ch.Feature, ch.FromVersion)
 			continue
-		case rollout.ActionCreate:
+		case document.ActionCreate:
 			fmt.Fprintf(&b, "  + %s: create (version 1), churn %s\n", ch.Feature, pct(ch.Churn))
 		default:
 			fmt.Fprintf(&b, "  ~ %s: update %s, version %d → %d, churn %s (range bucketing: %s)\n",
@@ -279,7 +288,7 @@ func printPlan(w io.Writer, p rollout.DocumentPlan) error {
 		for _, m := range ch.Moves {
 			fmt.Fprintf(&b, "      %s → %s: %s\n", orNobody(m.From), orNobody(m.To), pct(m.Share))
 		}
-		if ch.Action == rollout.ActionUpdate && ch.Churn > 0 {
+		if ch.Action == document.ActionUpdate && ch.Churn > 0 {
 			if ch.Nested {
 				fmt.Fprintf(&b, "      nested: users move only into growing buckets and out of shrinking ones\n")
 			} else {
@@ -301,15 +310,15 @@ func printPlan(w io.Writer, p rollout.DocumentPlan) error {
 	}
 	for _, sc := range p.Segments {
 		switch sc.Action {
-		case rollout.ActionNone:
+		case document.ActionNone:
 			fmt.Fprintf(&b, "  = segment %s: no change (version %d)\n", sc.Segment, sc.FromVersion)
 			continue
-		case rollout.ActionCreate:
+		case document.ActionCreate:
 			fmt.Fprintf(&b, "  + segment %s: create (version 1): %s\n", sc.Segment, sc.Conditions)
 		default:
 			fmt.Fprintf(&b, "  ~ segment %s: update %s, version %d → %d: %s\n", sc.Segment, strings.Join(sc.Fields, ", "), sc.FromVersion, sc.ToVersion, sc.Conditions)
 		}
-		if len(sc.Features) > 0 && sc.Action == rollout.ActionUpdate {
+		if len(sc.Features) > 0 && sc.Action == document.ActionUpdate {
 			fmt.Fprintf(&b, "      new versions of the features that use it: %s\n", strings.Join(sc.Features, ", "))
 		}
 	}
@@ -330,7 +339,7 @@ func orNobody(bucket string) string {
 	return bucket
 }
 
-const applySynopsis = `usage: rollout apply (-f FILE | PLAN) --server URL [--max-churn F] [--max-total-churn F] [--comment C]
+const applySynopsis = `usage: rollout apply (-f FILE | PLAN) --server URL [--env E] [--max-churn F] [--max-total-churn F] [--comment C]
 
 Applies the document FILE (planned first, and the plan printed) or the plan
 PLAN saved by 'rollout plan --out': every change as one batch of versions,
@@ -345,7 +354,7 @@ applies nothing twice: it carries an Idempotency-Key made from them.
 
 func runApply(ctx context.Context, args []string, stdout io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
-	server, token := clientFlags(fs, getenv)
+	server, token, env := clientFlags(fs, getenv)
 	file := fs.String("f", "", "the document: a YAML or JSON file (or give a saved plan as the argument)")
 	maxChurn := fs.Float64("max-churn", -1, "refuse if one feature would move more than this fraction of its users (0 to 1; default: no bound)")
 	maxTotal := fs.Float64("max-total-churn", -1, "refuse if the features' churns sum to more than this (default: no bound)")
@@ -363,11 +372,11 @@ func runApply(ctx context.Context, args []string, stdout io.Writer, getenv func(
 	case len(rest) == 0 && *file == "":
 		return errors.New("give the document with -f FILE, or a plan saved by 'rollout plan --out'")
 	}
-	c, err := newClient(*server, *token, getenv)
+	c, err := newClient(*server, *token, *env, getenv)
 	if err != nil {
 		return err
 	}
-	var p rollout.DocumentPlan
+	var p document.Plan
 	if *file != "" {
 		doc, err := readDocument(*file)
 		if err != nil {
@@ -412,13 +421,13 @@ func runApply(ctx context.Context, args []string, stdout io.Writer, getenv func(
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
-	var applied rollout.DocumentPlan
+	var applied document.Plan
 	if err := json.Unmarshal(raw, &applied); err != nil {
 		return fmt.Errorf("apply: the answer is not a plan: %w", err)
 	}
 	fmt.Fprintf(stdout, "Applied %d change(s) as one batch, total churn %s:\n", applied.Changed, pct(applied.TotalChurn))
 	for _, ch := range applied.Changes {
-		if ch.Action != rollout.ActionNone {
+		if ch.Action != document.ActionNone {
 			fmt.Fprintf(stdout, "  %s: version %d\n", ch.Feature, ch.ToVersion)
 		}
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/rollout/rollout/cmd/internal/serve"
 	"github.com/rollout/rollout/internal/docfile"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/document"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/storetest"
 )
@@ -30,7 +30,7 @@ func runWith(t *testing.T, server, token string, args ...string) (string, error)
 
 // editDocument reads the document file, lets edit change it and writes it
 // back as YAML.
-func editDocument(t *testing.T, file string, edit func(d *rollout.Document)) {
+func editDocument(t *testing.T, file string, edit func(d *document.Document)) {
 	t.Helper()
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -49,7 +49,7 @@ func editDocument(t *testing.T, file string, edit func(d *rollout.Document)) {
 	}
 }
 
-func docFeatureOf(t *testing.T, d *rollout.Document, key string) *rollout.DocFeature {
+func docFeatureOf(t *testing.T, d *document.Document, key string) *document.Feature {
 	t.Helper()
 	for i := range d.Features {
 		if d.Features[i].Key == key {
@@ -108,13 +108,13 @@ func testAsCode(t *testing.T, db string) {
 
 	// Edit: banner to 75/25, checkout described, a new
 	// feature. The plan exits 2.
-	editDocument(t, file, func(d *rollout.Document) {
+	editDocument(t, file, func(d *document.Document) {
 		// Half a point of tolerance: plans quick even on a loaded machine.
 		c := docFeatureOf(t, d, "banner")
 		c.Tolerance = 0.005
 		c.Buckets[0].Share, c.Buckets[1].Share = share(0.75), share(0.25)
 		docFeatureOf(t, d, "checkout").Description = "the new checkout"
-		d.Features = append(d.Features, rollout.DocFeature{Key: "new-flow", Tolerance: 0.005, Buckets: []rollout.DocBucket{
+		d.Features = append(d.Features, document.Feature{Key: "new-flow", Tolerance: 0.005, Buckets: []document.Bucket{
 			{Name: "off", Share: share(0.9)}, {Name: "on", Share: share(0.1), Value: json.RawMessage(`{"v":2}`)}}})
 	})
 	planFile := filepath.Join(dir, "plan.json")
@@ -122,7 +122,7 @@ func testAsCode(t *testing.T, db string) {
 	if code, ok := errors.AsType[exitCode](err); !ok || code != exitChanges {
 		t.Fatalf("plan of the edit = %v, want exit status 2\n%s", err, out)
 	}
-	var p rollout.DocumentPlan
+	var p document.Plan
 	if err := json.Unmarshal([]byte(out), &p); err != nil {
 		t.Fatalf("plan --format json is not a plan: %v\n%s", err, out)
 	}
@@ -181,7 +181,7 @@ func testAsCode(t *testing.T, db string) {
 
 	// A change made between plan and apply: the apply refuses with 412
 	// and stores nothing of the document.
-	editDocument(t, file, func(d *rollout.Document) {
+	editDocument(t, file, func(d *document.Document) {
 		docFeatureOf(t, d, "banner").Owner = "team-web"
 		docFeatureOf(t, d, "checkout").Tags = []string{"payments"}
 	})
@@ -202,7 +202,7 @@ func testAsCode(t *testing.T, db string) {
 	if err != nil {
 		t.Errorf("apply of tags and owner (no churn) under --max-total-churn 0.5 = %v", err)
 	}
-	editDocument(t, file, func(d *rollout.Document) {
+	editDocument(t, file, func(d *document.Document) {
 		c := docFeatureOf(t, d, "banner")
 		c.Tolerance = 0.005
 		c.Buckets[0].Share, c.Buckets[1].Share = share(0.3), share(0.7)
@@ -286,7 +286,7 @@ func TestBinaryPlanExitCodes(t *testing.T) {
 	if got := exit("plan", "-f", file); got != 0 {
 		t.Errorf("rollout plan (no change) exited %d, want 0", got)
 	}
-	editDocument(t, file, func(d *rollout.Document) { d.Features[0].Description = "changed" })
+	editDocument(t, file, func(d *document.Document) { d.Features[0].Description = "changed" })
 	if got := exit("plan", "-f", file); got != 2 {
 		t.Errorf("rollout plan (a change) exited %d, want 2", got)
 	}
@@ -307,11 +307,11 @@ func TestBinaryPlanExitCodes(t *testing.T) {
 	if got := exit("plan", "-f", file); got != 0 {
 		t.Errorf("rollout plan (the export with rules and a segment) exited %d, want 0", got)
 	}
-	editDocument(t, file, func(d *rollout.Document) { d.Segments[0].Description = "our people" })
+	editDocument(t, file, func(d *document.Document) { d.Segments[0].Description = "our people" })
 	if got := exit("plan", "-f", file); got != 2 {
 		t.Errorf("rollout plan (a segment changed) exited %d, want 2", got)
 	}
-	editDocument(t, file, func(d *rollout.Document) { d.Features[0].Rules[0].Conditions[0].Value = json.RawMessage(`"nobody"`) })
+	editDocument(t, file, func(d *document.Document) { d.Features[0].Rules[0].Conditions[0].Value = json.RawMessage(`"nobody"`) })
 	cmd = exec.Command(binary, "plan", "-f", file)
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()
@@ -410,9 +410,9 @@ func testAsCodeTargeting(t *testing.T, db string) {
 		{Name: "beta-on", Conditions: []feature.Condition{cond("", feature.OpInSegment, `"beta"`)}, Serve: feature.Serve{Bucket: "on"}},
 		{Name: "old-app", Conditions: []feature.Condition{cond("app_version", feature.OpSemverLt, `"2.0.0"`)}, Serve: feature.Serve{Bucket: "off"}},
 	}
-	editDocument(t, file, func(d *rollout.Document) {
+	editDocument(t, file, func(d *document.Document) {
 		d.Segments[0].Conditions = []feature.Condition{cond("email", feature.OpMatches, `"@(example\\.com|example\\.org)$"`)}
-		d.Segments = append(d.Segments, rollout.DocSegment{Key: "beta", Description: "beta testers", Conditions: []feature.Condition{cond("beta", feature.OpEq, "true")}})
+		d.Segments = append(d.Segments, document.Segment{Key: "beta", Description: "beta testers", Conditions: []feature.Condition{cond("beta", feature.OpEq, "true")}})
 		docFeatureOf(t, d, "banner").Rules = bannerRules
 		docFeatureOf(t, d, "checkout").BucketBy = ""
 	})
@@ -421,7 +421,7 @@ func testAsCodeTargeting(t *testing.T, db string) {
 	if code, ok := errors.AsType[exitCode](err); !ok || code != exitChanges {
 		t.Fatalf("plan of the edit = %v, want exit status 2\n%s", err, out)
 	}
-	var p rollout.DocumentPlan
+	var p document.Plan
 	if err := json.Unmarshal([]byte(out), &p); err != nil {
 		t.Fatalf("plan --format json is not a plan: %v\n%s", err, out)
 	}
@@ -430,9 +430,9 @@ func testAsCodeTargeting(t *testing.T, db string) {
 	}
 	for _, sc := range p.Segments {
 		switch {
-		case sc.Segment == "staff" && (sc.Action != rollout.ActionUpdate || strings.Join(sc.Features, ",") != "checkout" || strings.Join(sc.Fields, ",") != "conditions"):
+		case sc.Segment == "staff" && (sc.Action != document.ActionUpdate || strings.Join(sc.Features, ",") != "checkout" || strings.Join(sc.Fields, ",") != "conditions"):
 			t.Errorf("staff: %+v; want an update of its conditions making a new version of checkout", sc)
-		case sc.Segment == "beta" && (sc.Action != rollout.ActionCreate || strings.Join(sc.Features, ",") != "banner"):
+		case sc.Segment == "beta" && (sc.Action != document.ActionCreate || strings.Join(sc.Features, ",") != "banner"):
 			t.Errorf("beta: %+v; want a create, used by banner", sc)
 		}
 	}
@@ -485,7 +485,7 @@ func testAsCodeTargeting(t *testing.T, db string) {
 	}
 
 	// A segment changed between plan and apply: 412, nothing stored.
-	editDocument(t, file, func(d *rollout.Document) {
+	editDocument(t, file, func(d *document.Document) {
 		for i := range d.Segments {
 			if d.Segments[i].Key == "beta" {
 				d.Segments[i].Description = "from the file"

@@ -97,6 +97,20 @@ func serviceDatabase(t *testing.T) (path string, secrets map[string]bool) {
 			}
 		}
 		fillTargeting(t, svc, db)
+		// An environment, staging, copied from production, with a change
+		// of its own.
+		envs, err := rollout.NewEnvironments(ctx, db, func(env string) rollout.Store { return db.In(env) }, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := envs.Create(ctx, rollout.Environment{Key: "staging", Name: "Staging", Protected: true}, rollout.EnvironmentOptions{CopyFrom: rollout.Production}); err != nil {
+			t.Fatal(err)
+		}
+		staging, _ := envs.Service("staging")
+		on := true
+		if _, err := staging.Change(ctx, "banner", rollout.Patch(nil, &on, nil), rollout.ChangeOptions{Actor: "ada"}); err != nil {
+			t.Fatal(err)
+		}
 		db.Close()
 	}
 
@@ -285,6 +299,9 @@ type storeContents struct {
 	Commits            []rollout.Commit
 	SessionKey         []byte
 	EndedSessions      []string
+	Environments       []rollout.Environment
+	// Staging is what the environment staging holds, where it exists.
+	Staging *storeContents
 }
 
 func contents(t *testing.T, s *store.DB) storeContents {
@@ -352,6 +369,24 @@ func contents(t *testing.T, s *store.DB) storeContents {
 	must(err)
 	c.EndedSessions, err = s.EndedSessions(ctx, time.Now())
 	must(err)
+	c.Environments, err = s.Environments(ctx)
+	must(err)
+	if s.Environment() == rollout.Production && slices.ContainsFunc(c.Environments, func(e rollout.Environment) bool { return e.Key == "staging" }) {
+		st := s.In("staging")
+		c.Staging = &storeContents{Versions: map[string][]rollout.Version{}}
+		c.Staging.Features, err = st.Features(ctx)
+		must(err)
+		for _, f := range c.Staging.Features {
+			c.Staging.Versions[f.Key], err = st.Versions(ctx, f.Key, 0, 0)
+			must(err)
+		}
+		c.Staging.Changes, err = st.Changes(ctx, rollout.ChangeQuery{})
+		must(err)
+		c.Staging.Settings, err = st.Settings(ctx)
+		must(err)
+		c.Staging.Commits, err = st.Commits(ctx, 0, 0)
+		must(err)
+	}
 	return c
 }
 
@@ -413,6 +448,9 @@ func TestMigrateSQLiteToPostgresAndBack(t *testing.T) {
 	}
 	src, pg := openSQLite(t, path), openPostgres(t, dsn)
 	c := contents(t, src)
+	if c.Staging == nil || len(c.Staging.Features) != len(c.Features) || len(c.Staging.Versions["banner"]) != 2 {
+		t.Fatalf("the source's staging is not what the test made: %+v", c.Staging)
+	}
 	if len(c.Features) != 4 || len(c.Versions["checkout"]) != 5 || len(c.Tokens) != 4 || len(c.Ramps) != 2 || len(c.Segments) != 2 ||
 		len(c.Archived) != 1 || len(c.Requests) != 2 || c.Settings.MaxChurn != 0.1 || len(c.Webhooks) != 1 || len(c.Deliveries[c.Webhooks[0].ID]) != 1 ||
 		len(c.RuleExposures["gated"]) == 0 || len(c.EndedSessions) != 1 {

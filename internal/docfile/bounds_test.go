@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/internal/docfile"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/document"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -90,7 +90,7 @@ func TestTooMany(t *testing.T) {
 		line      int
 		want      string
 	}{
-		{"features", "features:\n" + strings.Repeat("- key: a\n", rollout.MaxDocumentFeatures+1), rollout.MaxDocumentFeatures + 2, "features has more than 1000 entries"},
+		{"features", "features:\n" + strings.Repeat("- key: a\n", document.MaxFeatures+1), document.MaxFeatures + 2, "features has more than 1000 entries"},
 		{"buckets", "features:\n- key: a\n  buckets: [" + strings.Repeat("{name: A, share: 0},", feature.MaxBuckets+1) + "]\n", 3, "features[0].buckets has more than 100 entries"},
 		{"overrides", "features:\n  - key: a\n    overrides:\n" + overrides.String(), feature.MaxOverrides + 4, "features[0].overrides has more than 10000 entries"},
 		{"conditions", "features:\n- key: a\n  rules:\n  - name: r\n    conditions: [" + strings.Repeat("{},", feature.MaxConditions+1) + "]\n", 5, "features[0].rules[0].conditions has more than 20 entries"},

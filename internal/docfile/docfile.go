@@ -1,4 +1,4 @@
-// Package docfile reads and writes documents of features (rollout.Document)
+// Package docfile reads and writes documents of features (document.Document)
 // as files, YAML or JSON: one schema, read by one YAML parser (JSON is
 // YAML), so that every error in a file, of syntax, of type or of sense,
 // says the line it is on. Reading costs in proportion to the file's size,
@@ -26,7 +26,7 @@ import (
 	"github.com/goccy/go-yaml/parser"
 	"github.com/goccy/go-yaml/token"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/document"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -39,7 +39,7 @@ type Error struct {
 	// parser shows them; "" when there is no line.
 	Source string
 	// OverLimit: the file is well formed, but a list of it is longer
-	// than a document takes (as rollout.Document.Validate would say).
+	// than a document takes (as document.Document.Validate would say).
 	OverLimit bool
 }
 
@@ -69,38 +69,38 @@ type yamlError interface {
 }
 
 // Parse reads the document in data, YAML or JSON, from the file name (used
-// in errors): it refuses a file larger than rollout.MaxDocumentBytes,
+// in errors): it refuses a file larger than document.MaxBytes,
 // unknown fields, duplicate keys, values of the wrong type, and whatever
-// rollout.Document.Validate refuses, each as an *Error with its line.
-func Parse(name string, data []byte) (rollout.Document, error) {
-	if len(data) > rollout.MaxDocumentBytes {
-		return rollout.Document{}, TooLarge(name, int64(len(data)))
+// document.Document.Validate refuses, each as an *Error with its line.
+func Parse(name string, data []byte) (document.Document, error) {
+	if len(data) > document.MaxBytes {
+		return document.Document{}, TooLarge(name, int64(len(data)))
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
-		return rollout.Document{}, &Error{File: name, Message: `the file is empty: a document is "features: [...]"`}
+		return document.Document{}, &Error{File: name, Message: `the file is empty: a document is "features: [...]"`}
 	}
 	var f File
 	file, err := unmarshal(name, data, &f, maxFileStructure)
 	if err != nil {
-		return rollout.Document{}, err
+		return document.Document{}, err
 	}
 	d, err := f.Document(name)
 	if err != nil {
-		return rollout.Document{}, err
+		return document.Document{}, err
 	}
 	if err := d.Validate(); err != nil {
-		return rollout.Document{}, atPath(name, file, err)
+		return document.Document{}, atPath(name, file, err)
 	}
 	return d, nil
 }
 
 // TooLarge is the error of a file of size bytes, more than
-// rollout.MaxDocumentBytes.
+// document.MaxBytes.
 func TooLarge(name string, size int64) error {
-	return &Error{File: name, Message: fmt.Sprintf("the file is %d bytes, more than a document may have (%d bytes, %d MB): split it into several files", size, rollout.MaxDocumentBytes, rollout.MaxDocumentBytes>>20)}
+	return &Error{File: name, Message: fmt.Sprintf("the file is %d bytes, more than a document may have (%d bytes, %d MB): split it into several files", size, document.MaxBytes, document.MaxBytes>>20)}
 }
 
-// File is a document as a file holds it: a rollout.Document whose JSON
+// File is a document as a file holds it: a document.Document whose JSON
 // values (buckets' values, conditions' values) are the YAML nodes they
 // were written as. Document turns it into one.
 type File struct {
@@ -148,12 +148,12 @@ type fileSegment struct {
 	Conditions  []fileCondition `yaml:"conditions"`
 }
 
-// Document returns f as a rollout.Document, its values as JSON; a value
+// Document returns f as a document.Document, its values as JSON; a value
 // that JSON cannot hold is an *Error with its line in the file name.
-func (f *File) Document(name string) (rollout.Document, error) {
-	var d rollout.Document
+func (f *File) Document(name string) (document.Document, error) {
+	var d document.Document
 	if f.Features != nil {
-		d.Features = make([]rollout.DocFeature, 0, len(f.Features))
+		d.Features = make([]document.Feature, 0, len(f.Features))
 	}
 	conditions := func(cs []fileCondition) ([]feature.Condition, error) {
 		var out []feature.Condition
@@ -167,35 +167,35 @@ func (f *File) Document(name string) (rollout.Document, error) {
 		return out, nil
 	}
 	for _, ff := range f.Features {
-		df := rollout.DocFeature{
+		df := document.Feature{
 			Key: ff.Key, Description: ff.Description, Enabled: ff.Enabled, Fallback: ff.Fallback, Salt: ff.Salt,
 			Tolerance: ff.Tolerance, Overrides: ff.Overrides, BucketBy: ff.BucketBy, Tags: ff.Tags, Owner: ff.Owner,
 		}
 		for _, b := range ff.Buckets {
 			v, err := nodeJSON(name, b.Value)
 			if err != nil {
-				return rollout.Document{}, err
+				return document.Document{}, err
 			}
-			df.Buckets = append(df.Buckets, rollout.DocBucket{Name: b.Name, Share: b.Share, Replicas: b.Replicas, Value: v})
+			df.Buckets = append(df.Buckets, document.Bucket{Name: b.Name, Share: b.Share, Replicas: b.Replicas, Value: v})
 		}
 		for _, r := range ff.Rules {
 			cs, err := conditions(r.Conditions)
 			if err != nil {
-				return rollout.Document{}, err
+				return document.Document{}, err
 			}
 			df.Rules = append(df.Rules, feature.Rule{Name: r.Name, Conditions: cs, Serve: r.Serve})
 		}
 		d.Features = append(d.Features, df)
 	}
 	if f.Segments != nil {
-		d.Segments = []rollout.DocSegment{}
+		d.Segments = []document.Segment{}
 	}
 	for _, s := range f.Segments {
 		cs, err := conditions(s.Conditions)
 		if err != nil {
-			return rollout.Document{}, err
+			return document.Document{}, err
 		}
-		d.Segments = append(d.Segments, rollout.DocSegment{Key: s.Key, Description: s.Description, Conditions: cs})
+		d.Segments = append(d.Segments, document.Segment{Key: s.Key, Description: s.Description, Conditions: cs})
 	}
 	return d, nil
 }
@@ -335,8 +335,8 @@ func Unmarshal(name string, data []byte, v any) error {
 const MaxStructure = 256 << 10
 
 // maxFileStructure bounds structure(data) for Parse, which reads a file of
-// up to rollout.MaxDocumentBytes: the same density as MaxStructure.
-const maxFileStructure = MaxStructure * (rollout.MaxDocumentBytes >> 20)
+// up to document.MaxBytes: the same density as MaxStructure.
+const maxFileStructure = MaxStructure * (document.MaxBytes >> 20)
 
 // structure returns how many characters of data may start or end a token
 // of YAML: flow indicators ([]{},:), "- " entries, quotes, and the
@@ -399,7 +399,7 @@ func unmarshal(name string, data []byte, v any, maxStructure int) (*ast.File, er
 // by its place in the document: "features", "features.buckets", … A list
 // over its limit is refused before it is decoded.
 var limits = map[string]int{
-	"features":                  rollout.MaxDocumentFeatures,
+	"features":                  document.MaxFeatures,
 	"features.buckets":          feature.MaxBuckets,
 	"features.overrides":        feature.MaxOverrides,
 	"features.rules":            feature.MaxRules,
@@ -680,7 +680,7 @@ func fileError(name string, data []byte, err error) error {
 		case ok:
 		case strings.HasPrefix(m[2], "[]"):
 			want = "a list"
-		case strings.HasPrefix(m[2], "map["), strings.HasPrefix(m[2], "rollout."):
+		case strings.HasPrefix(m[2], "map["), strings.HasPrefix(m[2], "document."):
 			want = "a mapping"
 		default:
 			want = m[2]
@@ -800,7 +800,7 @@ func cutLine(line []byte, column int) (string, int) {
 // atPath returns err, a document's error, with the line of its path in
 // file.
 func atPath(name string, file *ast.File, err error) error {
-	de, ok := errors.AsType[*rollout.DocumentError](err)
+	de, ok := errors.AsType[*document.Error](err)
 	if !ok {
 		return &Error{File: name, Message: feature.ErrorMessage(err)}
 	}
@@ -836,7 +836,7 @@ const (
 )
 
 // Marshal writes d in format (YAML or JSON).
-func Marshal(d rollout.Document, format string) ([]byte, error) {
+func Marshal(d document.Document, format string) ([]byte, error) {
 	switch format {
 	case JSON:
 		b, err := json.MarshalIndent(d, "", "  ")
@@ -861,7 +861,7 @@ func ServerError(name string, data []byte, message string) error {
 	if err != nil {
 		file = nil // the error without its line
 	}
-	return atPath(name, file, &rollout.DocumentError{Path: "$." + path, Err: &feature.Error{Code: feature.EInvalid, Message: message}})
+	return atPath(name, file, &document.Error{Path: "$." + path, Err: &feature.Error{Code: feature.EInvalid, Message: message}})
 }
 
 // mappingPairs returns the key-value pairs of n, a mapping (none when n is

@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/rollout/rollout/internal/docfile"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/document"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -46,10 +46,10 @@ func TestParse(t *testing.T) {
 		t.Fatalf("Parse() = %v", err)
 	}
 	half, yes, no, hundred, zero := 0.5, true, false, 100, 0
-	want := rollout.Document{
-		Features: []rollout.DocFeature{{
+	want := document.Document{
+		Features: []document.Feature{{
 			Key: "checkout", Description: "New checkout", Enabled: &yes,
-			Buckets: []rollout.DocBucket{
+			Buckets: []document.Bucket{
 				{Name: "control", Share: &half},
 				{Name: "treatment", Share: &half, Value: json.RawMessage(`{"layout":"v2","n":1e3}`)},
 			},
@@ -57,12 +57,12 @@ func TestParse(t *testing.T) {
 			Tags: []string{"payments"}, Owner: "team-checkout",
 		}, {
 			Key: "banner", Enabled: &no, Fallback: "off",
-			Buckets: []rollout.DocBucket{
+			Buckets: []document.Bucket{
 				{Name: "off", Replicas: &hundred, Value: json.RawMessage(`false`)},
 				{Name: "on", Replicas: &zero, Value: json.RawMessage(`{"text":"Hello"}`)},
 			},
 		}},
-		Segments: []rollout.DocSegment{},
+		Segments: []document.Segment{},
 	}
 	if diff := cmp.Diff(want, d, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("Parse() mismatch (-want +got):\n%s", diff)

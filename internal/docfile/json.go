@@ -8,7 +8,7 @@ import (
 )
 
 // CheckJSON refuses a JSON document with a list (or object) longer than a
-// document takes (rollout.MaxDocumentFeatures, feature.MaxBuckets, …), as
+// document takes (document.MaxFeatures, feature.MaxBuckets, …), as
 // an *Error naming its place, reading data token by token and stopping at
 // the entry past the limit: a document over the limits is refused before
 // anything of it is decoded. The document is data, or,

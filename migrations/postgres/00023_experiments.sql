@@ -14,15 +14,17 @@ CREATE TABLE metrics (
     created_by       text    NOT NULL
 );
 
--- One row per event apps tracked; value is 1 for conversions unless sent.
+-- One row per event apps tracked, in the environment of the token (or
+-- ?env=) that sent it; value is 1 for conversions unless sent.
 CREATE TABLE tracked_events (
     metric    text    NOT NULL REFERENCES metrics (key) ON DELETE CASCADE,
+    environment text    NOT NULL,
     user_hash bigint NOT NULL,
     at        bigint NOT NULL,
     value     double precision NOT NULL,
     seq       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY
 );
-CREATE INDEX tracked_events_metric_at ON tracked_events (metric, at);
+CREATE INDEX tracked_events_metric_at ON tracked_events (environment, metric, at);
 
 -- The IDs of the batches of POST /api/track, as exposure_batches.
 CREATE TABLE track_batches (

@@ -15,6 +15,7 @@ package audit
 
 import (
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -51,6 +52,11 @@ const (
 	WebhookDelete Kind = "webhook_delete" // a webhook was removed
 	WebhookResume Kind = "webhook_resume" // a paused webhook was resumed
 	WebhookPaused Kind = "webhook_paused" // a webhook was paused after repeated failures
+
+	EnvironmentCreate Kind = "environment_create" // an environment was created
+	EnvironmentChange Kind = "environment_change" // an environment's name, protection or position changed
+	EnvironmentDelete Kind = "environment_delete" // an environment was deleted
+	Promote           Kind = "promote"            // a feature's configuration was promoted from another environment
 )
 
 // Kinds are the kinds of audited actions.
@@ -61,10 +67,32 @@ var Kinds = []Kind{
 	RequestCreate, RequestApprove, RequestReject, RequestCancel,
 	SegmentCreate, SegmentChange, SegmentDelete,
 	WebhookCreate, WebhookDelete, WebhookResume, WebhookPaused,
+	EnvironmentCreate, EnvironmentChange, EnvironmentDelete, Promote,
+}
+
+// Shared reports whether actions of kind k concern every environment
+// (tokens, segments, webhooks, environments themselves) rather than one.
+func (k Kind) Shared() bool {
+	switch k {
+	case TokenCreate, TokenRevoke, SegmentCreate, SegmentChange, SegmentDelete,
+		WebhookCreate, WebhookDelete, WebhookResume, WebhookPaused,
+		EnvironmentCreate, EnvironmentChange, EnvironmentDelete:
+		return true
+	}
+	return false
 }
 
 // Valid reports whether k is one of Kinds.
 func (k Kind) Valid() bool { return slices.Contains(Kinds, k) }
+
+// KindNames lists Kinds, comma-separated, for messages.
+func KindNames() string {
+	names := make([]string, len(Kinds))
+	for i, k := range Kinds {
+		names[i] = string(k)
+	}
+	return strings.Join(names, ", ")
+}
 
 // Event is one entry of the audit trail.
 type Event struct {
@@ -90,14 +118,20 @@ type Event struct {
 	// Subject names what else the action concerned: a ramp's ID, a
 	// token's name.
 	Subject string `json:"subject,omitempty"`
+	// Environment is the environment the action was taken in; "" for
+	// actions of a Shared kind. The store sets it.
+	Environment string `json:"environment"`
 }
 
 // Query selects events of the audit trail.
 type Query struct {
-	Feature string    // only events of this feature key; "" for all
-	Actor   string    // only events of this actor; "" for anyone
-	Kind    Kind      // only events of this kind; "" for all
-	Since   time.Time // only events at or after this time; zero for all
+	Feature string // only events of this feature key; "" for all
+	Actor   string // only events of this actor; "" for anyone
+	Kind    Kind   // only events of this kind; "" for all
+	// Environment, when not "", selects the events of this environment
+	// and those of every environment (Shared kinds).
+	Environment string
+	Since       time.Time // only events at or after this time; zero for all
 	// Before and After bound the events' IDs (exclusive; <= 0: no bound).
 	Before, After int64
 	// Ascending orders the events oldest first; otherwise newest first.

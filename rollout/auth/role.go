@@ -61,3 +61,7 @@ func (r Role) Allows(p Permission) bool {
 
 // Valid reports whether r is one of the roles.
 func (r Role) Valid() bool { return slices.Contains(Roles, r) }
+
+// App reports whether r is a role of apps (sdk, evaluate, client), whose
+// tokens are always scoped to one environment.
+func (r Role) App() bool { return r == RoleSDK || r == RoleEvaluate || r == RoleClient }

@@ -43,6 +43,19 @@ type Token struct {
 	// (recorded at most once per TokenUseResolution); nil: not since it
 	// is recorded.
 	LastUsedAt *time.Time `json:"last_used_at"`
+	// Environment is the one environment the token sees and changes; ""
+	// for every environment. App roles (evaluate, sdk, client) always have
+	// one: Production unless another is chosen.
+	Environment string `json:"environment,omitempty"`
+}
+
+// Production is the environment everything belongs to until others are
+// made, and the one app tokens are scoped to by default.
+const Production = "production"
+
+// InEnvironment reports whether the token may see the environment env.
+func (t Token) InEnvironment(env string) bool {
+	return t.Environment == "" || t.Environment == env
 }
 
 // TokenUseResolution is how finely a token's last use is recorded: a
@@ -310,11 +323,21 @@ func (t *Tokens) Create(ctx context.Context, name string, role Role, now time.Ti
 // CreateBy is Create, recording actor as the token's creator in the token
 // and its audit event ("": "command line").
 func (t *Tokens) CreateBy(ctx context.Context, name string, role Role, now time.Time, actor string) (Token, string, error) {
+	return t.CreateIn(ctx, name, role, "", now, actor)
+}
+
+// CreateIn is CreateBy for a token scoped to the environment env ("": every
+// environment, or Production for an app role), which the caller has
+// checked exists.
+func (t *Tokens) CreateIn(ctx context.Context, name string, role Role, env string, now time.Time, actor string) (Token, string, error) {
 	if actor == "" {
 		actor = CommandLineActor
 	}
+	if env == "" && role.App() {
+		env = Production
+	}
 	secret, hash := NewTokenSecret()
-	tok := Token{ID: uuid.NewString(), Name: name, Role: role, Hash: hash, CreatedAt: now.UTC(), CreatedBy: actor}
+	tok := Token{ID: uuid.NewString(), Name: name, Role: role, Hash: hash, CreatedAt: now.UTC(), CreatedBy: actor, Environment: env}
 	if err := tok.Validate(); err != nil {
 		return Token{}, "", err
 	}

@@ -3,6 +3,7 @@ package feature
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -17,6 +18,16 @@ const (
 	EForbidden    = "forbidden"           // the actor's role may not make this change (see Settings)
 	EInternal     = "internal"
 )
+
+// CheckMaxChurn refuses, with EInvalid, a max_churn guard (the fraction
+// of users a change may move, over which it is refused with EChurn)
+// outside 0 to 1.
+func CheckMaxChurn(m float64) error {
+	if math.IsNaN(m) || m < 0 || m > 1 {
+		return Errorf(EInvalid, "max_churn %v is out of range: give a fraction of users from 0 to 1 (0.25 is 25 %%)", m)
+	}
+	return nil
+}
 
 // Error is the domain's one error type: a code, a message for the user that
 // says what was wrong and how to fix it, the field of a configuration it is

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"math/big"
 	"slices"
+	"strconv"
 
 	"github.com/rollout/rollout/ring"
 )
@@ -397,3 +399,9 @@ func targetingReport(rep *Report, before, after *Compiled) {
 // p: rule names, "" for the ring (with overrides and the default). The
 // slice is the caller's.
 func (p PopulationChange) Sources() []string { return slices.Clone(p.sources) }
+
+// Percent writes a fraction of users as a percentage with up to two
+// decimals: 0.25 as "25 %", 1/3 as "33.33 %".
+func Percent(f float64) string {
+	return strconv.FormatFloat(math.Round(f*10000)/100, 'f', -1, 64) + " %"
+}

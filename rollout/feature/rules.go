@@ -137,6 +137,26 @@ func ValidRuleName(name string) bool {
 // Tag names a segment's configuration at one version, for If-Match.
 func (s Segment) Tag() string { return "segment-" + strconv.Itoa(s.Version) }
 
+// CloneRules returns a deep copy of rules (nil for nil), each rule's
+// conditions a list (not nil) and their values compact (CompactJSON).
+func CloneRules(rules []Rule) []Rule {
+	if rules == nil {
+		return nil
+	}
+	out := make([]Rule, len(rules))
+	for i, r := range rules {
+		r.Conditions = slices.Clone(r.Conditions)
+		for j := range r.Conditions {
+			r.Conditions[j].Value = CompactJSON(slices.Clone(r.Conditions[j].Value))
+		}
+		if r.Conditions == nil {
+			r.Conditions = []Condition{}
+		}
+		out[i] = r
+	}
+	return out
+}
+
 // Clone returns a deep copy of s, its conditions a list (not nil) even when
 // it has none.
 func (s Segment) Clone() Segment {

@@ -91,7 +91,7 @@ func Open(ctx context.Context, dsn string) (*store.DB, error) {
 			SELECT * FROM unnest(CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS integer[]))`,
 		Commit: `
 			WITH r AS (UPDATE revision SET revision = revision + 1 WHERE id = 1 RETURNING revision),
-			     c AS (INSERT INTO commits (revision, kind, key, created_at) SELECT revision, ?, ?, ? FROM r)
+			     c AS (INSERT INTO commits (revision, kind, key, created_at, environment) SELECT revision, ?, ?, ?, ? FROM r)
 			SELECT revision FROM r, pg_notify('` + channel + `', revision::text)`,
 		Listen:  l.notifications,
 		Catalog: catalog,

@@ -12,6 +12,7 @@ import (
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/ramp"
 )
 
 // events returns the audit events q selects, failing the test on error.
@@ -184,15 +185,15 @@ func testAuditTrail(t *testing.T, o Opened) {
 		t.Fatalf("CreateRamp() = %v", err)
 	}
 	_ = s.CreateRamp(ctx, r) // refused
-	move := func(state rollout.RampState, by string) {
+	move := func(state ramp.State, by string) {
 		t.Helper()
 		r.State, r.UpdatedBy, r.Revision, r.UpdatedAt = state, by, r.Revision+1, r.UpdatedAt.Add(time.Minute)
 		if err := s.UpdateRamp(ctx, r); err != nil {
 			t.Fatalf("UpdateRamp(%s) = %v", state, err)
 		}
 	}
-	move(rollout.RampPaused, "carol")
-	move(rollout.RampActive, "carol")
+	move(ramp.Paused, "carol")
+	move(ramp.Active, "carol")
 	h := next(g)
 	hv := versionOf(h)
 	hv.Kind, hv.Actor = audit.RampStep, "ramp, started by ops@example.com"
@@ -201,7 +202,7 @@ func testAuditTrail(t *testing.T, o Opened) {
 		t.Fatalf("ApplyRampStep() = %v", err)
 	}
 	_ = s.ApplyRampStep(ctx, h, hv, r) // refused
-	move(rollout.RampCanceled, "dave")
+	move(ramp.Canceled, "dave")
 
 	all := wantKinds(t, s, audit.Query{Ascending: true},
 		"create f", "override f", "token_create ci", "token_revoke ci",

@@ -11,6 +11,7 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/ramp"
 )
 
 // idemRecord is the record a request of fingerprint fp claiming key of
@@ -139,7 +140,7 @@ func testIdempotentWrite(t *testing.T, o Opened) {
 	h := next(g)
 	r := newRamp("ramp-idem", h, t0)
 	paused := r.Clone()
-	paused.Revision, paused.State, paused.Reason, paused.UpdatedBy = 2, rollout.RampPaused, "paused by ops", "ops"
+	paused.Revision, paused.State, paused.Reason, paused.UpdatedBy = 2, ramp.Paused, "paused by ops", "ops"
 	stepped, stepRamp := next(h), paused.Clone()
 	stepRamp.Revision, stepRamp.Next = 3, 2
 	stepRamp.Steps[1].Version = stepped.Version

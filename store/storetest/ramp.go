@@ -10,6 +10,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/ramp"
 )
 
 // newRamp returns an active ramp of feature f at revision 1 with every
@@ -19,12 +20,12 @@ func newRamp(id string, f feature.Feature, created time.Time) rollout.Ramp {
 	applied := t0.Add(time.Minute)
 	return rollout.Ramp{
 		ID: id, Feature: f.Key, FeatureID: f.ID, Bucket: "treatment",
-		Steps: []rollout.RampStep{
+		Steps: []ramp.Step{
 			{Share: 0.05, At: t0, Applied: &applied, Version: 2, Replicas: 12, Reached: 0.0512},
 			{Share: 0.5, At: t0.Add(24 * time.Hour)},
 			{Share: 1, At: t0.Add(48 * time.Hour)},
 		},
-		MaxChurn: &churn, Tolerance: 0.005, State: rollout.RampActive, Next: 1,
+		MaxChurn: &churn, Tolerance: 0.005, State: ramp.Active, Next: 1,
 		Replicas: 12, Actor: "ops@example.com", Revision: 1, CreatedAt: created, UpdatedAt: created,
 	}
 }
@@ -77,12 +78,12 @@ func testRamps(t *testing.T, o Opened) {
 
 	// Optimistic updates: revision 2 from 1 once; a stale copy loses.
 	paused := rf.Clone()
-	paused.State, paused.Reason, paused.Revision = rollout.RampPaused, "paused by ops", 2
+	paused.State, paused.Reason, paused.Revision = ramp.Paused, "paused by ops", 2
 	if err := s.UpdateRamp(ctx, paused); err != nil {
 		t.Fatalf("UpdateRamp(to revision 2) = %v", err)
 	}
 	stale := rf.Clone()
-	stale.State, stale.Revision = rollout.RampCanceled, 2
+	stale.State, stale.Revision = ramp.Canceled, 2
 	wantCode(t, "UpdateRamp(stale, other handle)", other.UpdateRamp(ctx, stale), feature.EConflict)
 	missing := newRamp("missing", f, t0)
 	missing.Revision = 2
@@ -91,7 +92,7 @@ func testRamps(t *testing.T, o Opened) {
 	// A paused ramp is live; a canceled one frees the feature for another.
 	wantCode(t, "CreateRamp(beside a paused ramp)", s.CreateRamp(ctx, newRamp("ramp-f2", f, t0)), feature.EConflict)
 	canceled := paused.Clone()
-	canceled.State, canceled.Revision = rollout.RampCanceled, 3
+	canceled.State, canceled.Revision = ramp.Canceled, 3
 	if err := other.UpdateRamp(ctx, canceled); err != nil {
 		t.Fatalf("UpdateRamp(canceled) = %v", err)
 	}
@@ -102,7 +103,7 @@ func testRamps(t *testing.T, o Opened) {
 	wantRamps(t, s, "f", canceled, rf2)
 	// Making the canceled ramp live again beside the new one is refused.
 	back := canceled.Clone()
-	back.State, back.Revision = rollout.RampActive, 4
+	back.State, back.Revision = ramp.Active, 4
 	wantCode(t, "UpdateRamp(second live ramp)", s.UpdateRamp(ctx, back), feature.EConflict)
 	wantRamps(t, s, "f", canceled, rf2)
 }

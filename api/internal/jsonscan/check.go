@@ -19,6 +19,15 @@ const maxDepth = 10000
 // for JSON that nests at most 16 arrays and objects deep, with at most 32
 // keys without escapes in the objects open at once.
 func Check(b []byte) (key string, repeated, valid bool) {
+	key, repeated, valid, _ = CheckPlain(b)
+	return key, repeated, valid
+}
+
+// CheckPlain is Check, which also reports whether every string of b, key
+// or value, is plain: printable ASCII without escapes, so that its value
+// is the bytes between its quotes, valid UTF-8 (plain is false when b is
+// not JSON). Readers of b's strings then need not look at them again.
+func CheckPlain(b []byte) (key string, repeated, valid, plain bool) {
 	type container struct {
 		object bool
 		start  int                 // its first key in keys
@@ -35,17 +44,18 @@ func Check(b []byte) (key string, repeated, valid bool) {
 		after
 	)
 	next, i, n := value, SkipSpace(b, 0), len(b)
+	plain = true
 	for {
 		switch next {
 		case value:
 			if i >= n {
-				return "", false, false
+				return "", false, false, false
 			}
 			next = after
 			switch c := b[i]; {
 			case c == '{' || c == '[':
 				if len(stack) == maxDepth {
-					return "", false, false
+					return "", false, false, false
 				}
 				stack = append(stack, container{object: c == '{', start: len(keys)})
 				i = SkipSpace(b, i+1)
@@ -60,38 +70,39 @@ func Check(b []byte) (key string, repeated, valid bool) {
 				}
 				continue
 			case c == '"':
-				end, ok, _ := checkString(b, i)
+				end, ok, p := checkString(b, i)
 				if !ok {
-					return "", false, false
+					return "", false, false, false
 				}
-				i = end
+				i, plain = end, plain && p
 			case c == 't' || c == 'f' || c == 'n':
 				lit := literals[c]
 				if !bytes.HasPrefix(b[i:], lit) {
-					return "", false, false
+					return "", false, false, false
 				}
 				i += len(lit)
 			case c == '-' || '0' <= c && c <= '9':
 				end, ok := checkNumber(b, i)
 				if !ok {
-					return "", false, false
+					return "", false, false, false
 				}
 				i = end
 			default:
-				return "", false, false
+				return "", false, false, false
 			}
 		case member:
 			if i >= n || b[i] != '"' {
-				return "", false, false
+				return "", false, false, false
 			}
-			end, ok, plain := checkString(b, i)
+			end, ok, p := checkString(b, i)
 			if !ok {
-				return "", false, false
+				return "", false, false, false
 			}
+			plain = plain && p
 			if !repeated {
 				top := &stack[len(stack)-1]
 				k := b[i+1 : end-1]
-				if !plain {
+				if !p {
 					k = keyBytes(b[i:end])
 				}
 				if top.seen != nil {
@@ -117,7 +128,7 @@ func Check(b []byte) (key string, repeated, valid bool) {
 				}
 			}
 			if i = SkipSpace(b, end); i >= n || b[i] != ':' {
-				return "", false, false
+				return "", false, false, false
 			}
 			next, i = value, SkipSpace(b, i+1)
 			continue
@@ -125,10 +136,10 @@ func Check(b []byte) (key string, repeated, valid bool) {
 		// After a value.
 		i = SkipSpace(b, i)
 		if len(stack) == 0 {
-			return key, repeated, i == n
+			return key, repeated, i == n, plain && i == n
 		}
 		if i >= n {
-			return "", false, false
+			return "", false, false, false
 		}
 		top := &stack[len(stack)-1]
 		switch c := b[i]; {
@@ -143,7 +154,7 @@ func Check(b []byte) (key string, repeated, valid bool) {
 			stack = stack[:len(stack)-1]
 			next = after
 		default:
-			return "", false, false
+			return "", false, false, false
 		}
 	}
 }

@@ -1,7 +1,9 @@
 package jsonscan
 
 import (
+	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,6 +28,18 @@ func checkAgainst(t *testing.T, b []byte) {
 	key, repeated, valid := Check(b)
 	if want := json.Valid(b); valid != want {
 		t.Fatalf("Check(%q) valid = %v, want %v", b, valid, want)
+	}
+	// Backslashes and bytes from 0x80 on can only be within strings.
+	_, _, _, plain := CheckPlain(b)
+	if want := valid && !bytes.ContainsAny(b, "\\") && !slices.ContainsFunc(b, func(c byte) bool { return c >= 0x80 }); plain != want {
+		t.Fatalf("CheckPlain(%q) plain = %v, want %v", b, plain, want)
+	}
+	for i := range b {
+		if b[i] == '"' && valid {
+			if end, want := StringEnd(b, i), stringEndBytewise(b, i); end != want {
+				t.Fatalf("StringEnd(%q, %d) = %d, want %d", b, i, end, want)
+			}
+		}
 	}
 	if !valid {
 		return
@@ -106,4 +120,17 @@ func BenchmarkCheck(b *testing.B) {
 			}
 		})
 	}
+}
+
+// stringEndBytewise is StringEnd as it was written first, byte by byte.
+func stringEndBytewise(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return i
 }

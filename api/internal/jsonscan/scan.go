@@ -61,14 +61,23 @@ func ValueEnd(b []byte, i int) int {
 }
 
 // StringEnd returns the index just past the JSON string that starts at b[i].
+// It looks for each quote with bytes.IndexByte; a quote after an odd
+// number of backslashes is escaped, and the string goes on.
 func StringEnd(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
+	for i++; i < len(b); {
+		q := bytes.IndexByte(b[i:], '"')
+		if q < 0 {
+			return len(b)
 		}
+		q += i
+		n := 0
+		for q-n-1 >= i && b[q-n-1] == '\\' {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		i = q + 1
 	}
 	return i
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/rollout/rollout/internal/storemetrics"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/postgres"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
@@ -112,6 +113,7 @@ type Server struct {
 	Clock rollout.Clock
 
 	db    Store
+	envs  *rollout.Environments
 	close func() error // closes db
 	ln    net.Listener
 	srv   *http.Server
@@ -142,6 +144,9 @@ type Store interface {
 	CheckWrite(ctx context.Context) error
 	// SetTimeout bounds each of the store's operations; 0: no bound.
 	SetTimeout(time.Duration)
+	rollout.EnvironmentStore
+	// In returns the store bound to the environment env.
+	In(env string) *store.DB
 }
 
 // OpenStore opens the database db names (see Server.DBPath), creating a
@@ -259,9 +264,16 @@ func (s *Server) Open(ctx context.Context) error {
 	if s.LogWriter != nil {
 		metrics.CountLogDrops(s.LogWriter)
 	}
-	svc, err := rollout.NewService(ctx, storemetrics.New(metrics.Registry(), db), s.Clock)
+	envs, err := rollout.NewEnvironments(ctx, db, func(env string) rollout.Store {
+		return storemetrics.New(metrics.Registry(), db.In(env))
+	}, s.Clock)
 	if err != nil {
 		return fail(fmt.Errorf("database %s: %w", s.where(), err)) // "load features: …"
+	}
+	s.envs = envs
+	svc, ok := envs.Service(rollout.Production)
+	if !ok { // production was deleted: the first environment is the default
+		svc = envs.Services()[0]
 	}
 	tokens, err := auth.NewTokens(ctx, db, s.Clock)
 	if err != nil {
@@ -282,9 +294,13 @@ func (s *Server) Open(ctx context.Context) error {
 				"of it can sign a session for any active token. Give the key from a file (--session-key-file) or the environment (ROLLOUT_SESSION_KEY)")
 		}
 	}
-	experiments, err := rollout.NewExperiments(ctx, db, svc)
-	if err != nil {
-		return fail(fmt.Errorf("database %s: %w", s.where(), err)) // "running experiments: …"
+	// Each environment's experiments, over the store bound to it; the
+	// running ones of those that exist read before serving.
+	experiments := rollout.NewEnvironmentExperiments(func(env string) rollout.ExperimentStore { return db.In(env) })
+	for _, env := range envs.Services() {
+		if err := experiments.Of(env).Refresh(ctx); err != nil {
+			return fail(fmt.Errorf("database %s: environment %s: %w", s.where(), env.Environment(), err)) // "running experiments: …"
+		}
 	}
 	ln, err := net.Listen("tcp", s.Addr)
 	if err != nil {
@@ -296,7 +312,8 @@ func (s *Server) Open(ctx context.Context) error {
 	access := api.NewAuth(tokens, keys...)
 	hooks := webhook.NewHooks(db, s.Clock)
 	e := api.New(svc, api.Options{Logger: s.Log, Metrics: metrics, Ready: db.CheckWrite, Auth: access, Pprof: s.Pprof, Closing: closing,
-		Webhooks: hooks, Experiments: experiments,
+		Environments: envs, Experiments: experiments,
+		Webhooks:   hooks,
 		RequestLog: s.RequestLog, SlowRequest: s.SlowRequest, SampleEvaluations: s.SampleEvaluations,
 		MaxStreams: maxStreams, MaxStreamsPerToken: streamsPerToken,
 		Routes: web.Routes(svc, web.Options{Logger: s.Log, Sessions: access, Webhooks: hooks})})
@@ -313,21 +330,6 @@ func (s *Server) Open(ctx context.Context) error {
 	s.serving.Go(func() { s.err <- s.srv.Serve(s.conns.listener(ln)) })
 
 	s.stop = stop
-	s.background.Go(func() {
-		svc.FlushExposuresEvery(bg, orDefault(s.FlushInterval, DefaultFlushInterval), func(err error) {
-			s.Log.Error("flush evaluation counts", "err", err)
-		})
-	})
-	s.background.Go(func() {
-		experiments.RunEvery(bg, orDefault(s.FlushInterval, DefaultFlushInterval), func(err error) {
-			s.Log.Error("record experiments' first exposures", "err", err)
-		})
-	})
-	s.background.Go(func() {
-		svc.RunRamps(bg, s.RampInterval, func(err error) {
-			s.Log.Error("apply ramp steps", "err", err)
-		})
-	})
 	s.background.Go(func() {
 		// Every instance delivers; each webhook is leased to one at a
 		// time (package webhook).
@@ -349,24 +351,55 @@ func (s *Server) Open(ctx context.Context) error {
 		Interval: orDefault(s.SyncInterval, rollout.DefaultSyncInterval),
 		Committed: func(commits []rollout.Commit) {
 			for _, c := range commits {
-				if c.Kind == rollout.CommitToken {
+				switch c.Kind {
+				case rollout.CommitToken:
 					if err := tokens.Refresh(bg); err != nil && bg.Err() == nil {
 						s.Log.Error("refresh API tokens", "err", err)
 					}
-					return
+				case rollout.CommitEnvironment:
+					if err := envs.Refresh(bg); err != nil && bg.Err() == nil {
+						s.Log.Error("refresh environments", "err", err)
+					}
 				}
 			}
 		},
 		Report: func(err error) { s.Log.Error("follow the database's changes", "err", err) },
 	}
-	if n, ok := db.(interface {
+	notifier, notifies := db.(interface {
 		Notifications(context.Context) <-chan int64
-	}); ok && !s.NoNotify {
-		follow.Notify = n.Notifications(bg) // nil but for PostgreSQL
-	}
-	s.background.Go(func() { svc.Follow(bg, follow) })
+	})
+	// Each environment's service flushes its exposures and its
+	// experiments' first exposures, runs its ramps and follows its feed; token and environment commits are every
+	// environment's, so the default one alone acts on them.
+	envs.Run(bg, func(ctx context.Context, env *rollout.Service) {
+		var work sync.WaitGroup
+		work.Go(func() {
+			env.FlushExposuresEvery(ctx, orDefault(s.FlushInterval, DefaultFlushInterval), func(err error) {
+				s.Log.Error("flush evaluation counts", "environment", env.Environment(), "err", err)
+			})
+		})
+		work.Go(func() {
+			experiments.Run(ctx, env, orDefault(s.FlushInterval, DefaultFlushInterval), func(err error) {
+				s.Log.Error("record experiments' first exposures", "environment", env.Environment(), "err", err)
+			})
+		})
+		work.Go(func() {
+			env.RunRamps(ctx, s.RampInterval, func(err error) {
+				s.Log.Error("apply ramp steps", "environment", env.Environment(), "err", err)
+			})
+		})
+		f := follow
+		if env != svc {
+			f.Committed = nil
+		}
+		if notifies && !s.NoNotify {
+			f.Notify = notifier.Notifications(ctx) // nil but for PostgreSQL
+		}
+		env.Follow(ctx, f)
+		work.Wait()
+	})
 	s.Log.Info("rollout serving", "url", s.URL(), "db", s.where(), "features", svc.Snapshot().Len(),
-		"revision", svc.Snapshot().Revision(), "sync_interval", follow.Interval, "notifications", follow.Notify != nil,
+		"revision", svc.Snapshot().Revision(), "sync_interval", follow.Interval, "notifications", notifies && !s.NoNotify, "environments", len(envs.List()),
 		"max_conns", maxConns, "max_streams", maxStreams, "open_file_limit", nofile)
 	return nil
 }
@@ -444,8 +477,9 @@ func (s *Server) Close() error {
 		}
 	}
 	if s.stop != nil {
-		s.stop() // the flusher flushes once more, after the last request
+		s.stop() // the flushers flush once more, after the last request
 		s.background.Wait()
+		s.envs.Wait()
 	}
 	if s.close != nil {
 		errs = append(errs, s.close())

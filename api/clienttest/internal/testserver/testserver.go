@@ -54,8 +54,9 @@ func StartAt(t testing.TB, dbPath, addr string) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exp, err := rollout.NewExperiments(ctx, db, svc)
-	if err != nil {
+	exps := rollout.NewEnvironmentExperiments(func(env string) rollout.ExperimentStore { return db.In(env) })
+	exp := exps.Of(svc)
+	if err := exp.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
 	var ln net.Listener
@@ -70,7 +71,7 @@ func StartAt(t testing.TB, dbPath, addr string) *Server {
 	s := &Server{
 		URL: "http://" + ln.Addr().String(), Addr: ln.Addr().String(), DBPath: dbPath, Svc: svc, DB: db, Exp: exp,
 		// As cmd/rollout sets them.
-		srv: &http.Server{Handler: api.New(svc, api.Options{Experiments: exp}), ReadHeaderTimeout: 5 * time.Second,
+		srv: &http.Server{Handler: api.New(svc, api.Options{Experiments: exps}), ReadHeaderTimeout: 5 * time.Second,
 			ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second},
 		cancel: cancel,
 	}

@@ -1,0 +1,276 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/environment"
+	"github.com/rollout/rollout/rollout/feature"
+)
+
+// Promotion is the change that makes a feature's parts include as they are
+// in source, the feature's configuration in the environment from.
+func Promotion(from string, source feature.Feature, include []string) (Change, error) {
+	include, err := environment.CheckParts(include)
+	if err != nil {
+		return Change{}, err
+	}
+	source = source.Clone()
+	return Change{
+		kind:    audit.Promote,
+		spec:    ChangeSpec{Kind: SpecPromote, From: from, Include: include, Source: &source},
+		summary: fmt.Sprintf("promoted %s from %s (version %d)", strings.Join(include, ", "), from, source.Version),
+		apply: func(f *feature.Feature) error {
+			environment.Promote(f, source, include)
+			return nil
+		},
+	}, nil
+}
+
+// PromoteOptions are a promotion's: from where to where, what, and the
+// guards of the change in the target (Change: dry run, max_churn, If-Match
+// of the target, comment, actor and role).
+type PromoteOptions struct {
+	From, To string
+	Include  []string
+	// FromVersion, when not 0, pins the source: the promotion is refused
+	// with EPrecondition if the source's feature is at another version.
+	FromVersion int
+	Change      ChangeOptions
+}
+
+// Promote makes the feature key in the environment p.To as it is in
+// p.From, for the parts p.Include names, through the target's pipeline:
+// its report is the churn in the target, exactly what a preview of the
+// same configuration there reports; editors are held to the target's
+// settings, and a protected target makes their promotion a request.
+func (e *Environments) Promote(ctx context.Context, key string, p PromoteOptions) (Result, error) {
+	if p.From == p.To {
+		return Result{}, &feature.Error{Code: feature.EInvalid, Field: "to", Message: "a promotion goes from one environment to another: from and to are both " + p.From}
+	}
+	src, err := e.Lookup(p.From)
+	if err != nil {
+		return Result{}, err
+	}
+	dst, err := e.Lookup(p.To)
+	if err != nil {
+		return Result{}, err
+	}
+	source, err := src.Feature(ctx, key)
+	if err != nil {
+		return Result{}, err
+	}
+	if p.FromVersion != 0 && source.Version != p.FromVersion {
+		return Result{}, feature.Errorf(feature.EPrecondition, "feature %q is at version %d in %s, not %d: review the promotion again", key, source.Version, p.From, p.FromVersion)
+	}
+	ch, err := Promotion(p.From, source, p.Include)
+	if err != nil {
+		return Result{}, err
+	}
+	return dst.Change(ctx, key, ch, p.Change)
+}
+
+// Feature returns the current configuration of the feature key, asking
+// the store when the snapshot lacks it (made elsewhere a moment ago).
+func (s *Service) Feature(ctx context.Context, key string) (feature.Feature, error) {
+	if c := s.Snapshot().Compiled(key); c != nil {
+		return c.Feature(), nil
+	}
+	if err := s.mu.lock(ctx); err != nil {
+		return feature.Feature{}, err
+	}
+	defer s.mu.Unlock()
+	c, err := s.reload(ctx, key)
+	if err != nil {
+		return feature.Feature{}, err
+	}
+	if c == nil {
+		return feature.Feature{}, feature.Errorf(feature.ENotFound, "feature %q does not exist in environment %s", key, s.env)
+	}
+	return c.Feature(), nil
+}
+
+// Placements returns the configuration of the feature key in every
+// environment that serves it, by the environments' positions.
+func (e *Environments) Placements(key string) ([]environment.Placement, error) {
+	var out []environment.Placement
+	for _, svc := range e.Services() {
+		c := svc.Snapshot().Compiled(key)
+		if c == nil {
+			continue
+		}
+		out = append(out, environment.PlacementOf(svc.env, c))
+	}
+	if len(out) == 0 {
+		return nil, feature.NotFound(key)
+	}
+	return out, nil
+}
+
+// Compare returns every feature whose configuration differs between the
+// environments from and to, by key.
+func (e *Environments) Compare(from, to string) ([]environment.Difference, error) {
+	a, err := e.Lookup(from)
+	if err != nil {
+		return nil, err
+	}
+	b, err := e.Lookup(to)
+	if err != nil {
+		return nil, err
+	}
+	sa, sb := a.Snapshot(), b.Snapshot()
+	keys := slices.Sorted(slices.Values(slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(sa.Keys()), sb.Keys()...))))))
+	out := []environment.Difference{}
+	for _, key := range keys {
+		ca, cb := sa.Compiled(key), sb.Compiled(key)
+		d := environment.Difference{Feature: key}
+		if ca != nil {
+			p := environment.PlacementOf(from, ca)
+			d.From = &p
+		}
+		if cb != nil {
+			p := environment.PlacementOf(to, cb)
+			d.To = &p
+		}
+		switch {
+		case ca == nil || cb == nil:
+			d.Differs = []string{"exists"}
+		default:
+			d.Differs = environment.Differs(ca.Feature(), cb.Feature())
+		}
+		if len(d.Differs) > 0 {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// MaxBatchPromotion bounds the features one batch promotion names.
+const MaxBatchPromotion = 500
+
+// BatchPromotion is the answer of a promotion of several features: each
+// one's report in the target, and their sum.
+type BatchPromotion struct {
+	From       string           `json:"from"`
+	To         string           `json:"to"`
+	Features   []PromotedChange `json:"features"`
+	TotalChurn float64          `json:"total_churn"`
+	DryRun     bool             `json:"dry_run"`
+	Applied    bool             `json:"applied"`
+}
+
+// PromotedChange is one feature of a BatchPromotion: its version in the
+// target before and after, and the report of the change there.
+type PromotedChange struct {
+	Feature     string         `json:"feature"`
+	FromVersion int            `json:"from_version"`
+	ToVersion   int            `json:"to_version"`
+	Churn       float64        `json:"churn"`
+	Report      feature.Report `json:"report"`
+}
+
+// PromoteMany promotes the features keys from p.From to p.To as one batch:
+// every one or none. p.Change's MaxChurn bounds each feature's churn and
+// maxTotal, when not nil, their sum; an editor's batch is held to the
+// target's settings and refused where one of its changes would need an
+// approval (a batch is not a change request: promote such a feature
+// alone). p.FromVersion is not used: each feature is promoted as its
+// source is now.
+func (e *Environments) PromoteMany(ctx context.Context, keys []string, p PromoteOptions, maxTotal *float64) (BatchPromotion, error) {
+	out := BatchPromotion{From: p.From, To: p.To, DryRun: p.Change.DryRun, Features: []PromotedChange{}}
+	switch {
+	case len(keys) == 0:
+		return out, &feature.Error{Code: feature.EInvalid, Field: "features", Message: "name the features to promote"}
+	case len(keys) > MaxBatchPromotion:
+		return out, &feature.Error{Code: feature.EInvalid, Field: "features", Message: fmt.Sprintf("%d features: a batch promotes at most %d", len(keys), MaxBatchPromotion)}
+	case p.From == p.To:
+		return out, &feature.Error{Code: feature.EInvalid, Field: "to", Message: "a promotion goes from one environment to another: from and to are both " + p.From}
+	}
+	if err := validateComment(p.Change.Comment); err != nil {
+		return out, err
+	}
+	src, err := e.Lookup(p.From)
+	if err != nil {
+		return out, err
+	}
+	dst, err := e.Lookup(p.To)
+	if err != nil {
+		return out, err
+	}
+	opts := p.Change
+	if opts.gate, err = dst.gateFor(ctx, opts); err != nil {
+		return out, err
+	}
+	// The sources first, before the target's lock: a service's lock is
+	// never taken while another's is held.
+	sources := make([]feature.Feature, len(keys))
+	seen := map[string]bool{}
+	for i, key := range keys {
+		if seen[key] {
+			return out, &feature.Error{Code: feature.EInvalid, Field: "features", Message: fmt.Sprintf("feature %q is named twice", key)}
+		}
+		seen[key] = true
+		if sources[i], err = src.Feature(ctx, key); err != nil {
+			return out, err
+		}
+	}
+	if err := dst.mu.lock(ctx); err != nil {
+		return out, err
+	}
+	defer dst.mu.Unlock()
+	var (
+		ws    []BatchWrite
+		nexts []*feature.Compiled
+	)
+	for i, key := range keys {
+		ch, err := Promotion(p.From, sources[i], p.Include)
+		if err != nil {
+			return out, err
+		}
+		cur, err := dst.current(ctx, key, ChangeOptions{})
+		if err != nil {
+			return out, err
+		}
+		res, v, cc, err := dst.prepare(cur, ch, opts)
+		if _, approval := err.(*needsApproval); approval || res.Needs == "approval" {
+			return out, feature.Errorf(feature.EForbidden, "feature %q needs an approval in %s: a batch is not a change request; promote it alone (POST /api/features/%s/promote), which makes one, or ask an admin; nothing was changed", key, p.To, key)
+		}
+		if err != nil {
+			return out, err
+		}
+		if len(environment.Differs(cur.Feature(), res.Feature)) == 0 {
+			// Alike already: nothing to write.
+			out.Features = append(out.Features, PromotedChange{Feature: key, FromVersion: cur.Feature().Version, ToVersion: cur.Feature().Version})
+			continue
+		}
+		out.Features = append(out.Features, PromotedChange{Feature: key, FromVersion: cur.Feature().Version, ToVersion: v.Version, Churn: res.Report.Churn, Report: res.Report})
+		out.TotalChurn += res.Report.Churn
+		ws = append(ws, BatchWrite{Feature: res.Feature, Version: v})
+		nexts = append(nexts, cc)
+	}
+	if maxTotal != nil && out.TotalChurn > *maxTotal {
+		return out, feature.Errorf(feature.EChurn, "the promotion would move %.4f%% of users in all (the sum over its features), more than max_total_churn %.4f%%: nothing was changed", 100*out.TotalChurn, 100**maxTotal)
+	}
+	if opts.DryRun || len(ws) == 0 {
+		return out, nil
+	}
+	out.Applied = true
+	settles, err := opts.Idempotency.settlement(out, dst.now().UTC())
+	if err != nil {
+		return out, err
+	}
+	if err := dst.store.ApplyBatch(context.WithoutCancel(ctx), Batch{Features: ws, Settles: settles}); err != nil {
+		return BatchPromotion{}, err
+	}
+	next := dst.Snapshot()
+	for i, w := range ws {
+		dst.retire(next.Compiled(w.Feature.Key))
+		next = next.With(w.Feature.Key, nexts[i])
+	}
+	dst.snap.Store(next)
+	dst.committed()
+	return out, nil
+}
