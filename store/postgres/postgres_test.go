@@ -43,7 +43,8 @@ func TestContract(t *testing.T) {
 			_, err = conn.Exec(context.Background(), stmt)
 			return err
 		}
-		return storetest.Opened{Store: open(t, dsn), Open: openAnother, HistoryBytes: func(t *testing.T) int64 { return historyBytes(t, dsn) }, Exec: exec,
+		db := open(t, dsn)
+		return storetest.Opened{Store: db, Open: openAnother, In: func(env string) storetest.Store { return db.In(env) }, HistoryBytes: func(t *testing.T) int64 { return historyBytes(t, dsn) }, Exec: exec,
 			TableBytes: func(t *testing.T, table string) int64 { return tableBytes(t, dsn, table) }}
 	})
 }

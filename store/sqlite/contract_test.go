@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/store/storetest"
 )
@@ -31,7 +32,8 @@ func TestContract(t *testing.T) {
 			_, err = db.Exec(stmt)
 			return err
 		}
-		return storetest.Opened{Store: open(t), Open: open, HistoryBytes: func(t *testing.T) int64 { return pagesInUse(t, path) }, Exec: exec,
+		db := open(t)
+		return storetest.Opened{Store: db, Open: open, In: func(env string) storetest.Store { return db.(*store.DB).In(env) }, HistoryBytes: func(t *testing.T) int64 { return pagesInUse(t, path) }, Exec: exec,
 			// The whole database's pages: it grows only with the table
 			// measured.
 			TableBytes: func(t *testing.T, _ string) int64 { return pagesInUse(t, path) }}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -310,5 +311,95 @@ func testExperimentUserBytes(t *testing.T, o Opened) {
 	t.Logf("storage per exposed user: %.0f bytes (%d users)", per, users)
 	if per > 300 {
 		t.Errorf("an exposed user costs %.0f bytes, want at most 300", per)
+	}
+}
+
+// testExperimentEnvironments: experiments on the same feature key in two
+// environments (two feature rows) are apart: each environment's store
+// reads its running experiment alone, and an experiment's totals count
+// the events tracked in its environment alone, though the users and the
+// metric are the same.
+func testExperimentEnvironments(t *testing.T, o Opened) {
+	ctx := context.Background()
+	if o.In == nil {
+		t.Skip("the store cannot be bound to an environment")
+	}
+	envs, ok := o.Store.(rollout.EnvironmentStore)
+	if !ok {
+		t.Fatal("the store keeps no environments")
+	}
+	prod, staging := o.In(rollout.Production), o.In("staging")
+	if err := envs.CreateEnvironment(ctx, rollout.Environment{Key: "staging", Name: "Staging", Position: 1, CreatedAt: t0}, nil,
+		audit.Event{Time: t0, Actor: "ada", Kind: audit.EnvironmentCreate, Subject: "staging", Summary: "created staging"}); err != nil {
+		t.Fatalf("CreateEnvironment(staging) = %v", err)
+	}
+	if err := prod.CreateMetric(ctx, newMetric("purchase", rollout.MetricConversion)); err != nil {
+		t.Fatal(err)
+	}
+	fp, fs := newFeature("f"), newFeature("f")
+	fs.ID = "id-f-staging"
+	create(t, prod, fp)
+	create(t, staging, fs)
+	xp, xs := newExperiment(fp, "xp", "purchase"), newExperiment(fs, "xs", "purchase")
+	for _, st := range []struct {
+		s Store
+		x rollout.Experiment
+	}{{prod, xp}, {staging, xs}} {
+		if err := st.s.StartExperiment(ctx, st.x); err != nil {
+			t.Fatalf("StartExperiment(%s) = %v", st.x.ID, err)
+		}
+	}
+	for _, st := range []struct {
+		s    Store
+		want string
+	}{{prod, "xp"}, {staging, "xs"}} {
+		running, err := st.s.RunningExperiments(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(running) != 1 || running[0].ID != st.want {
+			t.Errorf("RunningExperiments() of the store bound to %s = %v, want %s alone", st.want, running, st.want)
+		}
+	}
+	at := func(min int) time.Time { return t0.Add(time.Duration(min) * time.Minute) }
+	// The same users in both: 1 and 2 in control, 3 in treatment.
+	for _, id := range []string{"xp", "xs"} {
+		if err := prod.AddFirstExposures(ctx, []rollout.FirstExposure{
+			{Experiment: id, UserHash: 1, Bucket: "control", Version: 1, At: at(0)},
+			{Experiment: id, UserHash: 2, Bucket: "control", Version: 1, At: at(0)},
+			{Experiment: id, UserHash: 3, Bucket: "treatment", Version: 1, At: at(0)},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Production's apps report user 1 and 3; staging's user 2 alone.
+	if added, err := prod.AddTrackBatch(ctx, "batch-production", at(5), []rollout.TrackedEvent{
+		{Metric: "purchase", UserHash: 1, Value: 1, At: at(5)},
+		{Metric: "purchase", UserHash: 3, Value: 1, At: at(5)},
+	}); err != nil || !added {
+		t.Fatalf("AddTrackBatch(production) = %v, %v", added, err)
+	}
+	if added, err := staging.AddTrackBatch(ctx, "batch-staging", at(5), []rollout.TrackedEvent{
+		{Metric: "purchase", UserHash: 2, Value: 1, At: at(5)},
+	}); err != nil || !added {
+		t.Fatalf("AddTrackBatch(staging) = %v, %v", added, err)
+	}
+	for _, c := range []struct {
+		id   string
+		want []rollout.BucketTotals
+	}{
+		{"xp", []rollout.BucketTotals{{Bucket: "control", Users: 2, Converts: 1, Sum: 1, SumSq: 1}, {Bucket: "treatment", Users: 1, Converts: 1, Sum: 1, SumSq: 1}}},
+		{"xs", []rollout.BucketTotals{{Bucket: "control", Users: 2, Converts: 1, Sum: 1, SumSq: 1}, {Bucket: "treatment", Users: 1}}},
+	} {
+		// Whichever environment's store reads them.
+		for _, s := range []Store{prod, staging} {
+			got, err := s.ExperimentTotals(ctx, c.id, "purchase", at(60))
+			if err != nil {
+				t.Fatalf("ExperimentTotals(%s) = %v", c.id, err)
+			}
+			if diff := cmp.Diff(c.want, got); diff != "" {
+				t.Errorf("ExperimentTotals(%s) mismatch (-want +got):\n%s", c.id, diff)
+			}
+		}
 	}
 }

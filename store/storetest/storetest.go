@@ -53,6 +53,8 @@ type Opened struct {
 	// for the table (indexes included); it may count more, but must grow
 	// with the table.
 	TableBytes func(t *testing.T, table string) int64
+	// In returns Store bound to the environment env (store.DB.In).
+	In func(env string) Store
 	// Exec, when not nil, runs a statement on the database itself,
 	// bypassing the store: what an operator with a SQL shell could do.
 	Exec func(t *testing.T, stmt string) error
@@ -117,6 +119,7 @@ var cases = []struct {
 	{"metrics", testMetrics},
 	{"experiments: one running per feature row", testExperimentLifecycle},
 	{"experiments: first exposures and totals", testExperimentUsers},
+	{"experiments: per environment", testExperimentEnvironments},
 	{"track batches count once", testTrackBatches},
 	{"storage per exposed user", testExperimentUserBytes},
 }
