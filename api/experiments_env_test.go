@@ -52,7 +52,7 @@ func TestExperimentEnvironments(t *testing.T) {
 		prodX := s.must(http.StatusCreated, "POST", "/api/features/checkout/experiments", start).json(t)["experiment"].(map[string]any)["id"].(string)
 		stagingX := s.must(http.StatusCreated, "POST", "/api/features/checkout/experiments?env=staging", start).json(t)["experiment"].(map[string]any)["id"].(string)
 		s.must(http.StatusConflict, "POST", "/api/features/checkout/experiments?env=staging", start) // one running per feature and environment
-		s.must(http.StatusNotFound, "GET", "/api/features/checkout/experiments/"+stagingX, nil)            // production's has no such
+		s.must(http.StatusNotFound, "GET", "/api/features/checkout/experiments/"+stagingX, nil)      // production's has no such
 		if xs := s.must(http.StatusOK, "GET", "/api/features/checkout/experiments?env=staging", nil).json(t)["experiments"].([]any); len(xs) != 1 ||
 			xs[0].(map[string]any)["id"] != stagingX {
 			t.Fatalf("staging's experiments = %v, want %s alone", xs, stagingX)
