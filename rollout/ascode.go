@@ -268,9 +268,7 @@ func (f DocFeature) validated() feature.Feature {
 // segment is sg as a Segment (no version, no times), its values compact.
 func (sg DocSegment) segment() feature.Segment {
 	seg := feature.Segment{Key: sg.Key, Description: sg.Description, Conditions: sg.Conditions}.Clone()
-	for i := range seg.Conditions {
-		seg.Conditions[i].Value = feature.CompactJSON(seg.Conditions[i].Value)
-	}
+	seg.Conditions = feature.CompactConditions(seg.Conditions)
 	return seg
 }
 
@@ -284,16 +282,18 @@ func (d Document) checkSegmentsKnown(segs map[string]*feature.CompiledSegment) e
 	for i, f := range d.Features {
 		for j, r := range f.Rules {
 			for k, c := range r.Conditions {
-				if c.Op != feature.OpInSegment {
-					continue
-				}
-				var key string
-				if json.Unmarshal(c.Value, &key) != nil {
-					continue
-				}
-				if _, ok := segs[key]; !ok && !listed[key] {
-					return docErrorf(fmt.Sprintf("features[%d].rules[%d].conditions[%d]", i, j, k),
-						"in_segment names segment %q, which neither the document nor the server has: add it to the document's segments", key)
+				for _, c := range append([]feature.Condition{c}, c.Any...) {
+					if c.Op != feature.OpInSegment {
+						continue
+					}
+					var key string
+					if json.Unmarshal(c.Value, &key) != nil {
+						continue
+					}
+					if _, ok := segs[key]; !ok && !listed[key] {
+						return docErrorf(fmt.Sprintf("features[%d].rules[%d].conditions[%d]", i, j, k),
+							"in_segment names segment %q, which neither the document nor the server has: add it to the document's segments", key)
+					}
 				}
 			}
 		}

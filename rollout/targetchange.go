@@ -3,7 +3,6 @@ package rollout
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -91,10 +90,7 @@ func cloneRules(rules []feature.Rule) []feature.Rule {
 	}
 	out := make([]feature.Rule, len(rules))
 	for i, r := range rules {
-		r.Conditions = slices.Clone(r.Conditions)
-		for j := range r.Conditions {
-			r.Conditions[j].Value = feature.CompactJSON(slices.Clone(r.Conditions[j].Value))
-		}
+		r.Conditions = feature.CompactConditions(r.Conditions)
 		if r.Conditions == nil {
 			r.Conditions = []feature.Condition{}
 		}

@@ -370,7 +370,8 @@ func sameServe(a, b Serve) bool { return a == b }
 // same order, their values compared as compact JSON.
 func SameConditions(a, b []Condition) bool {
 	return slices.EqualFunc(a, b, func(x, y Condition) bool {
-		return x.Attribute == y.Attribute && x.Op == y.Op && string(CompactJSON(x.Value)) == string(CompactJSON(y.Value))
+		return x.Attribute == y.Attribute && x.Op == y.Op && string(CompactJSON(x.Value)) == string(CompactJSON(y.Value)) &&
+			x.IgnoreCase == y.IgnoreCase && (x.Any == nil) == (y.Any == nil) && SameConditions(x.Any, y.Any)
 	})
 }
 

@@ -74,10 +74,18 @@ var (
 // (the segment's key); a string, number or boolean for eq and neq; a list
 // of strings for in and not_in; a number for lt, lte, gt, gte; none for
 // present and absent.
+//
+// IgnoreCase compares strings in lower case (eq, neq, in, not_in,
+// starts_with, ends_with and contains, on string values): "bob@Example.COM"
+// ends with "@example.com". A condition that holds Any alone is an any-of
+// condition (anyof.go): it holds when one of its entries does; its entries
+// are conditions of the other kinds (any-of does not nest).
 type Condition struct {
-	Attribute string          `json:"attribute,omitempty"` // none for in_segment
-	Op        string          `json:"op"`
-	Value     json.RawMessage `json:"value,omitempty"`
+	Attribute  string          `json:"attribute,omitempty"` // none for in_segment
+	Op         string          `json:"op,omitempty"`        // none for an any-of condition
+	Value      json.RawMessage `json:"value,omitempty"`
+	IgnoreCase bool            `json:"ignore_case,omitempty"`
+	Any        []Condition     `json:"any,omitempty"`
 }
 
 // Serve is what a matching rule serves: one bucket, or the feature's ring
@@ -140,12 +148,22 @@ func (s Segment) Tag() string { return "segment-" + strconv.Itoa(s.Version) }
 // Clone returns a deep copy of s, its conditions a list (not nil) even when
 // it has none.
 func (s Segment) Clone() Segment {
-	s.Conditions = slices.Clone(s.Conditions)
-	for i := range s.Conditions {
-		s.Conditions[i].Value = slices.Clone(s.Conditions[i].Value)
-	}
+	s.Conditions = cloneConditions(s.Conditions)
 	if s.Conditions == nil {
 		s.Conditions = []Condition{}
 	}
 	return s
+}
+
+// cloneConditions returns a deep copy of cs: their values and any-of
+// entries.
+func cloneConditions(cs []Condition) []Condition {
+	cs = slices.Clone(cs)
+	for i := range cs {
+		cs[i].Value = slices.Clone(cs[i].Value)
+		if cs[i].Any != nil {
+			cs[i].Any = cloneConditions(cs[i].Any)
+		}
+	}
+	return cs
 }

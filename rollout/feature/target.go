@@ -66,6 +66,8 @@ const (
 	// opNever is a condition past MaxConditionChecks in a configuration
 	// stored before that limit, which never holds (see compileTargeting).
 	opNever
+	// opAny is an any-of condition (anyof.go).
+	opAny
 )
 
 var opCodes = map[string]ruleOp{
@@ -92,6 +94,8 @@ type compiledCond struct {
 	op    ruleOp
 	kind  valueKind
 	str   string
+	bstr  []byte  // str, for a condition that ignores case (fold)
+	fold  bool    // ignore_case: str and list are in lower case
 	num   float64 // the number of a number value, or of a string value that is one
 	isNum bool    // num holds a number
 	b     bool
@@ -111,6 +115,8 @@ type compiledCond struct {
 	// feature compiled without its segments: the condition never holds).
 	segKey string
 	seg    *CompiledSegment
+	// anyOf are the entries of an any-of condition (opAny).
+	anyOf []compiledCond
 }
 
 // compiledRule is a Rule made ready for evaluation.
@@ -132,6 +138,7 @@ type CompiledSegment struct {
 	segment Segment
 	conds   []compiledCond
 	insts   int // the instructions of its patterns, at most MaxSegmentPatternInsts
+	checks  int // the condition checks of one test of it (an any-of's entries each)
 }
 
 // holds reports whether every condition of s holds in ctx.
@@ -158,6 +165,7 @@ func CompileSegment(s Segment) *CompiledSegment {
 			cc.re, cc.insts, cc.costly = nil, 0, true
 		}
 		cs.insts += cc.insts
+		cs.checks += c.checks()
 		cs.conds[i] = cc
 	}
 	return cs
@@ -166,6 +174,9 @@ func CompileSegment(s Segment) *CompiledSegment {
 // compileCondition parses c. inSegment says c belongs to a segment, which
 // cannot use in_segment (so that segments never loop).
 func compileCondition(c Condition, inSegment bool) (compiledCond, error) {
+	if c.Any != nil {
+		return compileAny(c, inSegment)
+	}
 	op, ok := opCodes[c.Op]
 	if !ok {
 		return compiledCond{}, invalidAt("op", "unknown operator %q: use one of %s", Abbreviate(c.Op), strings.Join(Operators, ", "))
@@ -301,6 +312,11 @@ func compileCondition(c Condition, inSegment bool) (compiledCond, error) {
 			return cc, invalidAt("value", "segment key %q is invalid", cc.segKey)
 		}
 	}
+	if c.IgnoreCase {
+		if err := compileFold(c, &cc); err != nil {
+			return cc, err
+		}
+	}
 	return cc, nil
 }
 
@@ -312,8 +328,14 @@ const smallList = 8
 // holds as null) makes every condition but absent false, neq and not_in
 // included; present is its opposite.
 func (c *compiledCond) holds(ctx Context) bool {
-	if c.op >= opInSegment { // in_segment, or never
-		return c.op == opInSegment && c.seg != nil && c.seg.holds(ctx)
+	if c.op >= opInSegment { // in_segment, never or any-of
+		switch c.op {
+		case opInSegment:
+			return c.seg != nil && c.seg.holds(ctx)
+		case opAny:
+			return c.holdsAny(ctx)
+		}
+		return false
 	}
 	if hook := checkHook.Load(); hook != nil {
 		(*hook)()
@@ -422,6 +444,9 @@ func number(v any) (float64, bool) {
 }
 
 func (c *compiledCond) holdsString(s string) bool {
+	if c.fold {
+		return c.holdsFolded(s)
+	}
 	switch c.op {
 	case opEq, opNeq:
 		switch c.kind {
@@ -663,11 +688,13 @@ func validateTargeting(f *Feature, buckets map[string]bool, stored bool) error {
 		if err := validateRule(r, i, buckets, stored, &insts); err != nil {
 			return err
 		}
-		// Each condition counts 1 here, an in_segment too: with its
-		// segment's, compileTargeting counts them (Compiled.CheckPatterns).
-		if checks += len(r.Conditions); checks > MaxConditionChecks && !stored {
-			j := len(r.Conditions) - (checks - MaxConditionChecks)
-			return (&patternExcess{Rule: i, Cond: j, Checks: MaxConditionChecks + 1}).err(r.Name)
+		// Each condition counts 1 here (an any-of its entries), an
+		// in_segment too: with its segment's, compileTargeting counts
+		// them (Compiled.CheckPatterns).
+		for j, c := range r.Conditions {
+			if checks += c.checks(); checks > MaxConditionChecks && !stored {
+				return (&patternExcess{Rule: i, Cond: j, Checks: checks}).err(r.Name)
+			}
 		}
 		if first, ok := names[r.Name]; ok {
 			return invalidAt(listField("rules", i)+".name", "rule name %q appears twice (rules[%d] too): rule names must be unique", r.Name, first)
@@ -751,8 +778,10 @@ func (s Segment) validate(stored bool) error {
 // each.
 func (f Feature) Segments() []string {
 	var out []string
-	for _, r := range f.Rules {
-		for _, c := range r.Conditions {
+	var add func(cs []Condition)
+	add = func(cs []Condition) {
+		for _, c := range cs {
+			add(c.Any)
 			if c.Op == OpInSegment {
 				var key string
 				if json.Unmarshal(c.Value, &key) == nil {
@@ -760,6 +789,9 @@ func (f Feature) Segments() []string {
 				}
 			}
 		}
+	}
+	for _, r := range f.Rules {
+		add(r.Conditions)
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
@@ -822,19 +854,16 @@ func (c *Compiled) compileTargeting(segments map[string]*CompiledSegment) {
 			if err != nil && !cc.costly {
 				panic("rollout: compile a validated rule: " + err.Error())
 			}
-			cost, check := cc.insts, 1
-			if cc.op == opInSegment {
-				cc.seg = segments[cc.segKey]
-				if cc.seg != nil {
-					cost, check = cc.seg.insts, max(1, len(cc.seg.conds))
-				}
-			}
+			cost, check := cc.resolve(segments)
 			switch {
 			case cost > 0 && insts+cost > MaxFeaturePatternInsts:
 				// Past the feature's total (stored before the limit, or a
 				// segment grown since): the condition never holds.
 				if t.excess == nil {
 					t.excess = &patternExcess{Rule: i, Cond: j, Insts: insts + cost}
+				}
+				if cc.op == opAny {
+					cc = compiledCond{op: opNever}
 				}
 				cc.re, cc.seg, cc.costly, cost = nil, nil, true, 0
 			case checks+check > MaxConditionChecks:
@@ -877,6 +906,28 @@ func (c *Compiled) compileTargeting(segments map[string]*CompiledSegment) {
 	c.outcomes = all
 	c.targeting = t
 	c.static = !f.Enabled
+}
+
+// resolve looks up the segment of an in_segment condition (an any-of's
+// entries' too) in segments, and returns what one test of cc costs: the
+// instructions of its patterns and its condition checks, a segment's at
+// each use (at least 1).
+func (cc *compiledCond) resolve(segments map[string]*CompiledSegment) (insts, checks int) {
+	switch cc.op {
+	case opInSegment:
+		cc.seg = segments[cc.segKey]
+		if cc.seg == nil {
+			return 0, 1
+		}
+		return cc.seg.insts, max(1, cc.seg.checks)
+	case opAny:
+		for i := range cc.anyOf {
+			a, b := cc.anyOf[i].resolve(segments)
+			insts, checks = insts+a, checks+b
+		}
+		return insts, checks
+	}
+	return cc.insts, 1
 }
 
 func copyOutcome(dst, src *Outcome) {
@@ -1062,8 +1113,21 @@ func ContextFromJSON(m map[string]any) (Context, error) {
 	return ctx, ValidateContext(ctx)
 }
 
-// describeCondition says c in words: "email ends with "@example.com"".
+// describeCondition says c in words: "email ends with "@example.com"",
+// "email ends with @example.com (any case)", "(plan = enterprise or
+// seats ≥ 100)".
 func describeCondition(c Condition) string {
+	if c.Any != nil {
+		parts := make([]string, len(c.Any))
+		for i, a := range c.Any {
+			parts[i] = describeCondition(a)
+		}
+		return "(" + strings.Join(parts, " or ") + ")"
+	}
+	if c.IgnoreCase {
+		c.IgnoreCase = false
+		return describeCondition(c) + " (any case)"
+	}
 	v := Abbreviate(string(CompactJSON(c.Value)))
 	words := map[string]string{
 		OpEq: "=", OpNeq: "≠", OpIn: "is one of", OpNotIn: "is none of", OpStartsWith: "starts with",
