@@ -60,6 +60,17 @@ func opOptions() []opOption {
 // conditionSentence says a condition in the dashboard's words:
 // `country is one of DE, AT`, `in segment staff`, `email is present`.
 func conditionSentence(c feature.Condition) string {
+	if c.Any != nil {
+		parts := make([]string, len(c.Any))
+		for i, a := range c.Any {
+			parts[i] = conditionSentence(a)
+		}
+		return "(" + strings.Join(parts, " or ") + ")"
+	}
+	if c.IgnoreCase {
+		c.IgnoreCase = false
+		return conditionSentence(c) + " (any case)"
+	}
 	words := opWords[c.Op]
 	if words == "" {
 		words = c.Op

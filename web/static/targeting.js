@@ -21,6 +21,10 @@
   const NO_VALUE = ['present', 'absent'];
   const LIST = ['in', 'not_in'];
   const NUMBER = ['lt', 'lte', 'gt', 'gte'];
+  // The operators that take ignore_case, and the attributes it is ticked
+  // for by itself (e-mail-like names) until the box is touched.
+  const FOLD = ['eq', 'neq', 'in', 'not_in', 'starts_with', 'ends_with', 'contains'];
+  const mailLike = (attr) => /e-?mail/i.test(attr);
   const hints = {
     in: 'DE, AT', not_in: 'DE, AT', lt: '10', lte: '10', gt: '10', gte: '10',
     semver_lt: '4.2', semver_lte: '4.2', semver_eq: '4.2.0', semver_gte: '4.2', semver_gt: '4.2',
@@ -39,6 +43,8 @@
 
   // conditionWords says a condition as the server's pages do.
   function conditionWords(c) {
+    if (c.any) return '(' + c.any.map(conditionWords).join(' or ') + ')';
+    if (c.ignore_case) return conditionWords({ ...c, ignore_case: false }) + ' (any case)';
     const words = labels[c.op] || c.op;
     if (c.op === 'in_segment') return words + ' ' + valueText(c.value);
     if (NO_VALUE.includes(c.op)) return c.attribute + ' ' + words;
@@ -62,6 +68,14 @@
   function conditionRow(c, withSegments) {
     const li = el('li', { class: 'cond' });
     const lead = el('span', { class: 'cond-lead', 'aria-hidden': 'true' }, 'If');
+    if (c.any) {
+      // An any-of condition (made through the API or a document) is kept
+      // as it is, said in words; it can be removed.
+      li.dataset.any = JSON.stringify(c);
+      li.append(lead, el('span', { class: 'cond-any' }, conditionWords(c)),
+        el('button', { type: 'button', class: 'remove-cond secondary', 'aria-label': 'Remove this condition', title: 'Remove this condition' }, '×'));
+      return li;
+    }
     const attr = el('input', { name: 'attribute', 'aria-label': 'Attribute', placeholder: 'attribute, e.g. country', autocomplete: 'off', spellcheck: 'false', class: 'attr' });
     attr.value = c.attribute || '';
     const op = el('select', { name: 'op', 'aria-label': 'Operator', class: 'op' });
@@ -80,10 +94,21 @@
       value.value = valueText(c.value);
     }
     const remove = el('button', { type: 'button', class: 'remove-cond secondary', 'aria-label': 'Remove this condition', title: 'Remove this condition' }, '×');
-    li.append(lead, attr, op, value, seg, remove);
+    const fold = el('input', { type: 'checkbox', name: 'ignore_case', class: 'fold' });
+    const foldLabel = el('label', { class: 'fold-label' }, fold, ' ignore case');
+    // A condition that exists keeps its choice; a new one follows its
+    // attribute (e-mail-like: ticked) until the box is touched.
+    fold.checked = c.ignore_case === true;
+    if (c.attribute !== undefined) fold.dataset.touched = '1';
+    fold.addEventListener('change', () => { fold.dataset.touched = '1'; });
+    attr.addEventListener('input', () => {
+      if (!fold.dataset.touched) fold.checked = mailLike(attr.value.trim());
+    });
+    li.append(lead, attr, op, value, seg, foldLabel, remove);
     const sync = () => {
       const o = op.value;
       attr.hidden = o === 'in_segment';
+      foldLabel.hidden = !FOLD.includes(o);
       value.hidden = o === 'in_segment' || NO_VALUE.includes(o);
       seg.hidden = o !== 'in_segment';
       value.placeholder = hints[o] || 'value';
@@ -96,6 +121,14 @@
 
   // readCondition reads a condition's fields; where says which, for errors.
   function readCondition(li, where) {
+    if (li.dataset.any) return JSON.parse(li.dataset.any);
+    const c = readPlainCondition(li, where);
+    if (FOLD.includes(c.op) && li.querySelector('[name=ignore_case]').checked &&
+      (typeof c.value === 'string' || Array.isArray(c.value))) c.ignore_case = true;
+    return c;
+  }
+
+  function readPlainCondition(li, where) {
     const op = li.querySelector('[name=op]').value;
     if (op === 'in_segment') {
       const key = li.querySelector('[name=segment]').value;
