@@ -652,6 +652,13 @@ func planFeature(ctx context.Context, cur *feature.Compiled, df DocFeature, opts
 	if len(df.Rules) > 0 {
 		next.Rules = cloneRules(df.Rules)
 	}
+	var before feature.Feature
+	if cur != nil {
+		before = cur.Feature()
+	}
+	if err := planSplits(before, &next); err != nil {
+		return FeatureChange{}, err
+	}
 	next.Tags, next.Owner = nil, df.Owner
 	if len(df.Tags) > 0 {
 		next.Tags = slices.Clone(df.Tags)

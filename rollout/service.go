@@ -166,6 +166,9 @@ func (s *Service) Create(ctx context.Context, f feature.Feature, opts ChangeOpti
 		f.Buckets[i].Value = feature.CompactJSON(f.Buckets[i].Value)
 	}
 	f.Rules = cloneRules(f.Rules)
+	if err := planSplits(feature.Feature{}, &f); err != nil {
+		return Result{}, err
+	}
 	if err := f.Validate(); err != nil {
 		return Result{}, err
 	}
@@ -507,6 +510,9 @@ func (s *Service) prepare(cur *feature.Compiled, ch Change, opts ChangeOptions) 
 	next := cur.Feature().Clone()
 	if err := ch.apply(&next); err != nil {
 		return Result{}, Version{}, nil, &changeError{err}
+	}
+	if err := planSplits(cur.Feature(), &next); err != nil {
+		return Result{}, Version{}, nil, err
 	}
 	if err := next.Validate(); err != nil {
 		return Result{}, Version{}, nil, err

@@ -91,6 +91,7 @@ func cloneRules(rules []feature.Rule) []feature.Rule {
 	out := make([]feature.Rule, len(rules))
 	for i, r := range rules {
 		r.Conditions = feature.CompactConditions(r.Conditions)
+		r.Serve = r.Serve.Clone()
 		if r.Conditions == nil {
 			r.Conditions = []feature.Condition{}
 		}

@@ -94,6 +94,7 @@ func (f Feature) Clone() Feature {
 		rules := make([]Rule, len(f.Rules))
 		for i, r := range f.Rules {
 			r.Conditions = cloneConditions(r.Conditions)
+			r.Serve = r.Serve.Clone()
 			rules[i] = r
 		}
 		f.Rules = rules

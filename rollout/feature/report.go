@@ -45,6 +45,9 @@ type Report struct {
 	// buckets, in words (see RuleChanges); the figures above are of the
 	// ring alone.
 	Rules []PopulationChange `json:"rules,omitempty"`
+	// Splits are the exact moves within the populations of rules whose
+	// split changed (see SplitChanges).
+	Splits []SplitChange `json:"splits,omitempty"`
 }
 
 // BucketShare is a bucket's share of users, in a list that keeps the
@@ -364,8 +367,6 @@ func SameRule(a, b Rule) bool {
 	return a.Name == b.Name && sameServe(a.Serve, b.Serve) && SameConditions(a.Conditions, b.Conditions)
 }
 
-func sameServe(a, b Serve) bool { return a == b }
-
 // SameConditions reports whether a and b are the same conditions in the
 // same order, their values compared as compact JSON.
 func SameConditions(a, b []Condition) bool {
@@ -386,6 +387,7 @@ func targetingReport(rep *Report, before, after *Compiled) {
 	if len(rc) > 0 {
 		rep.Rules = rc
 	}
+	rep.Splits = SplitChanges(before.feature.Rules, after.feature.Rules)
 	if before.feature.BucketBy != after.feature.BucketBy && rep.Method == MethodExact {
 		rep.Method = MethodExpected
 		rep.Churn, rep.Moves = IndependentChurn(rep.SharesBefore, rep.SharesAfter)

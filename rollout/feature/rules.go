@@ -88,13 +88,16 @@ type Condition struct {
 	Any        []Condition     `json:"any,omitempty"`
 }
 
-// Serve is what a matching rule serves: one bucket, or the feature's ring
-// (hashing BucketBy when it is set, else the feature's BucketBy, else the
-// user ID).
+// Serve is what a matching rule serves: one bucket, the feature's ring, or
+// a split of the rule's population (split.go), the last two hashing
+// BucketBy when it is set, else the feature's BucketBy, else the user ID.
+// SplitRing is the split's planned ring, which the server sets.
 type Serve struct {
-	Bucket   string `json:"bucket,omitempty"`
-	Ring     bool   `json:"ring,omitempty"`
-	BucketBy string `json:"bucket_by,omitempty"`
+	Bucket    string             `json:"bucket,omitempty"`
+	Ring      bool               `json:"ring,omitempty"`
+	Split     map[string]float64 `json:"split,omitempty"`
+	BucketBy  string             `json:"bucket_by,omitempty"`
+	SplitRing []SplitBucket      `json:"split_ring,omitempty"`
 }
 
 // Rule is one entry of a feature's ordered rules: when every condition

@@ -123,10 +123,11 @@ type compiledCond struct {
 type compiledRule struct {
 	name     string
 	conds    []compiledCond
-	bucket   int    // ring order of the bucket served; -1: the ring
-	bucketBy string // the attribute the ring hashes; "": the user ID
-	base     int    // index in Compiled.outcomes of its first outcome
-	cost     int    // the most a test of its conditions costs (see targeting.cost)
+	bucket   int        // ring order of the bucket served; -1: the ring
+	bucketBy string     // the attribute the ring hashes; "": the user ID
+	base     int        // index in Compiled.outcomes of its first outcome
+	split    *splitRule // the split it serves, or nil
+	cost     int        // the most a test of its conditions costs (see targeting.cost)
 }
 
 // yieldCost is the cost (see targeting.cost) of the rules an evaluation
@@ -684,6 +685,9 @@ func validateTargeting(f *Feature, buckets map[string]bool, stored bool) error {
 	}
 	names := make(map[string]int, len(f.Rules))
 	insts, checks := 0, 0
+	if err := f.ValidateSplits(); err != nil {
+		return err
+	}
 	for i, r := range f.Rules {
 		if err := validateRule(r, i, buckets, stored, &insts); err != nil {
 			return err
@@ -722,11 +726,22 @@ func validateRule(r Rule, i int, buckets map[string]bool, stored bool, insts *in
 			return (&patternExcess{Rule: i, Cond: j, Insts: *insts}).err(r.Name)
 		}
 	}
+	if r.Serve.Split != nil {
+		if err := validateSplitRing(r, at); err != nil {
+			return err
+		}
+		if s := r.Serve; s.BucketBy != "" && !validAttribute(s.BucketBy) {
+			return invalidAt(at+".serve.bucket_by", "rule %q: bucket_by %q is not a valid attribute name", r.Name, Abbreviate(s.BucketBy))
+		}
+		return nil
+	}
 	switch s := r.Serve; {
+	case len(s.SplitRing) > 0:
+		return invalidAt(at+".serve.split_ring", "rule %q has a split ring but no split", r.Name)
 	case s.Ring && s.Bucket != "":
 		return invalidAt(at+".serve", "rule %q serves both a bucket and the ring: give one", r.Name)
 	case !s.Ring && s.Bucket == "":
-		return invalidAt(at+".serve", "rule %q serves nothing: give serve.bucket or serve.ring", r.Name)
+		return invalidAt(at+".serve", "rule %q serves nothing: give serve.bucket, serve.ring or serve.split", r.Name)
 	case s.Bucket != "" && !buckets[s.Bucket]:
 		return invalidAt(at+".serve.bucket", "rule %q serves bucket %q, which the feature does not have", r.Name, s.Bucket)
 	case s.BucketBy != "" && !s.Ring:
@@ -880,8 +895,13 @@ func (c *Compiled) compileTargeting(segments map[string]*CompiledSegment) {
 			cr.cost += cost + check
 			cr.conds = append(cr.conds, cc)
 		}
+		reason := ReasonTargetingMatch
+		if r.Serve.Split != nil {
+			reason = ReasonSplit
+			cr.split = c.compileSplit(r.Serve)
+		}
 		add := func(b int) {
-			outcomes = append(outcomes, Outcome{Feature: f.Key, Version: f.Version, Reason: ReasonTargetingMatch, Rule: r.Name, bucket: b, Bucket: c.names[b], Value: c.values[b]})
+			outcomes = append(outcomes, Outcome{Feature: f.Key, Version: f.Version, Reason: reason, Rule: r.Name, bucket: b, Bucket: c.names[b], Value: c.values[b]})
 		}
 		if r.Serve.Bucket != "" {
 			cr.bucket = c.index[r.Serve.Bucket]
@@ -969,6 +989,14 @@ rules:
 		if r.bucket >= 0 {
 			return r.base
 		}
+		if r.split != nil {
+			pos, ok := c.positionAfter(c.splitPrefix, user, ctx, r.bucketBy)
+			if !ok {
+				continue
+			}
+			b, _ := r.split.ring.LookupIndex(pos)
+			return r.base + r.split.index[b]
+		}
 		pos, ok := c.position(user, ctx, r.bucketBy)
 		if !ok {
 			continue
@@ -989,17 +1017,23 @@ rules:
 // decimal form) or a boolean ("true", "false"). Without such a value,
 // false.
 func (c *Compiled) position(user string, ctx Context, attr string) (ring.Position, bool) {
+	return c.positionAfter(c.prefix, user, ctx, attr)
+}
+
+// positionAfter is position, hashing after prefix (c.prefix, or
+// c.splitPrefix for a split).
+func (c *Compiled) positionAfter(prefix, user string, ctx Context, attr string) (ring.Position, bool) {
 	if attr == "" {
-		return userPosition(c.prefix, user), true
+		return userPosition(prefix, user), true
 	}
 	switch v := ctx[attr].(type) {
 	case string:
 		if v == "" {
 			return ring.Position{}, false
 		}
-		return userPosition(c.prefix, v), true
+		return userPosition(prefix, v), true
 	case bool:
-		return userPosition(c.prefix, strconv.FormatBool(v)), true
+		return userPosition(prefix, strconv.FormatBool(v)), true
 	case nil:
 		return ring.Position{}, false
 	default:
@@ -1008,7 +1042,7 @@ func (c *Compiled) position(user string, ctx Context, attr string) (ring.Positio
 			return ring.Position{}, false
 		}
 		var buf [192]byte
-		b := append(buf[:0], c.prefix...)
+		b := append(buf[:0], prefix...)
 		b = strconv.AppendFloat(b, n, 'g', -1, 64)
 		return ring.HashBytes(b), true
 	}
@@ -1171,6 +1205,10 @@ func describeServe(s Serve) string {
 	switch {
 	case s.Bucket != "":
 		return s.Bucket
+	case s.Split != nil && s.BucketBy != "":
+		return describeSplit(s.Split) + " by " + s.BucketBy
+	case s.Split != nil:
+		return describeSplit(s.Split)
 	case s.BucketBy != "":
 		return "ring by " + s.BucketBy
 	}
