@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -124,6 +126,15 @@ type ruleView struct {
 func ruleSentence(r feature.Rule) ruleView {
 	v := ruleView{Name: r.Name, When: conditionsSentence(r.Conditions)}
 	switch {
+	case r.Serve.Split != nil:
+		parts := make([]string, 0, len(r.Serve.Split))
+		for _, b := range slices.Sorted(maps.Keys(r.Serve.Split)) {
+			parts = append(parts, b+" "+strconv.FormatFloat(r.Serve.Split[b]*100, 'g', 6, 64)+" %")
+		}
+		v.Serve = "a split: " + strings.Join(parts, ", ")
+		if r.Serve.BucketBy != "" {
+			v.Serve += ", bucketed by " + r.Serve.BucketBy
+		}
 	case r.Serve.Ring && r.Serve.BucketBy != "":
 		v.Serve = "the ring, bucketed by " + r.Serve.BucketBy
 	case r.Serve.Ring:

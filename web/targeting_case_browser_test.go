@@ -16,8 +16,8 @@ import (
 // operators that take it, ticked by itself for an e-mail-like attribute
 // and not for others; what is applied is stored with ignore_case, says
 // "(any case)", and evaluates bob@Example.COM as ending with
-// @example.com. An any-of condition made through the API is kept as it is
-// when the form applies other edits.
+// @example.com. An any-of condition and a split made through the API are
+// kept as they are when the form applies other edits.
 func TestBrowserRuleIgnoreCase(t *testing.T) {
 	b := startBrowser(t)
 	b.app.seed(t)
@@ -93,6 +93,29 @@ func TestBrowserRuleIgnoreCase(t *testing.T) {
 	b.api("/api/features/dark-mode", &f)
 	if len(f.Rules) != 2 || f.Rules[0].Name != "staff2" || !strings.Contains(rulesJSON(t, f.Rules[1:]), `"any":[{"attribute":"plan","op":"eq","value":"enterprise"},{"attribute":"email","op":"ends_with","value":"@example.org","ignore_case":true}]`) {
 		t.Errorf("after editing rule 1 the rules are %s", rulesJSON(t, f.Rules))
+	}
+
+	// A rule's split (made through the API) is said, and kept with its
+	// planned ring while another rule is edited.
+	split := feature.Rule{Name: "ab", Conditions: []feature.Condition{{Attribute: "plan", Op: "eq", Value: json.RawMessage(`"pro"`)}}, Serve: feature.Serve{Split: map[string]float64{"off": 0.5, "on": 0.5}}}
+	res, err := b.app.svc.Change(context.Background(), "dark-mode", rollout.SetRules(append(f.Rules, split)), rollout.ChangeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring := rulesJSON(t, res.Feature.Rules[2:])
+	b.do(chromedp.Navigate(b.base+"/ui/features/dark-mode?split=1#targeting"), waitFor(".rule-list li.rule:nth-child(3) .rule-sentence"))
+	if got := b.text(".rule-list li.rule:nth-child(3) .rule-sentence"); got != "If plan equals pro → serve a split: off 50 %, on 50 %" {
+		t.Errorf("the split rule reads %q", got)
+	}
+	if got := b.text(`.rules-now li[data-rule=ab]`); !strings.Contains(got, "a split: off 50 %, on 50 %") {
+		t.Errorf("the page says rule ab as %q", got)
+	}
+	b.do(fill(r1+"[name=rule-name]", "staff3"),
+		chromedp.Click(chromedp.CSS(form+"button[type=submit]")), waitFor(form+".preview .apply"),
+		chromedp.Click(chromedp.CSS(form+".preview .apply")), waitFor(`#banner[data-version="6"]`))
+	b.api("/api/features/dark-mode", &f)
+	if len(f.Rules) != 3 || f.Rules[0].Name != "staff3" || rulesJSON(t, f.Rules[2:]) != ring {
+		t.Errorf("after editing rule 1 the split rule is %s, want %s", rulesJSON(t, f.Rules[2:]), ring)
 	}
 	b.checkConsole()
 }

@@ -57,7 +57,14 @@
     const when = r.conditions.length === 0 ? 'Everyone' : 'If ' + r.conditions.map(conditionWords).join(' and ');
     let what = r.serve.bucket;
     if (r.serve.ring) what = 'the ring' + (r.serve.bucket_by ? ', bucketed by ' + r.serve.bucket_by : '');
+    if (r.serve.split) what = splitWords(r.serve);
     return when + ' → serve ' + what;
+  }
+
+  // splitWords says a rule's split: "a split: off 50 %, on 50 %".
+  function splitWords(serve) {
+    const parts = Object.keys(serve.split).sort().map((b) => b + ' ' + Math.round(serve.split[b] * 10000) / 100 + ' %');
+    return 'a split: ' + parts.join(', ') + (serve.bucket_by ? ', bucketed by ' + serve.bucket_by : '');
   }
 
   let uid = 0;
@@ -290,6 +297,13 @@
       for (const b of data.buckets) serve.append(el('option', { value: 'bucket:' + b }, b));
       serve.append(el('option', { value: 'ring' }, 'the ring'));
       serve.value = r.serve && r.serve.ring ? 'ring' : 'bucket:' + ((r.serve && r.serve.bucket) || data.buckets[0] || '');
+      if (r.serve && r.serve.split) {
+        // A split (made through the API or a document) is kept as it is,
+        // its planned ring with it, while other fields change.
+        li.dataset.split = JSON.stringify(r.serve);
+        serve.append(el('option', { value: 'split' }, splitWords(r.serve)));
+        serve.value = 'split';
+      }
       const by = el('input', { name: 'serve-by', 'aria-label': 'Bucketed by (empty: the feature\'s)', placeholder: data.bucket_by || 'user ID', autocomplete: 'off', spellcheck: 'false', class: 'by' });
       by.value = (r.serve && r.serve.bucket_by) || '';
       const byWrap = el('span', { class: 'ring-by' }, 'bucketed by ', by);
@@ -314,7 +328,9 @@
       const conditions = readConditions(li.querySelector('.conds'), where);
       const s = li.querySelector('[name=serve]').value;
       let serve;
-      if (s === 'ring') {
+      if (s === 'split') {
+        serve = JSON.parse(li.dataset.split);
+      } else if (s === 'ring') {
         serve = { ring: true };
         const by = li.querySelector('[name=serve-by]').value.trim();
         if (by !== '') serve.bucket_by = by;

@@ -231,7 +231,15 @@ func randomFeature(r *rand.Rand, key string) feature.Feature {
 		for range 1 + r.IntN(2) {
 			rule.Conditions = append(rule.Conditions, conds[r.IntN(len(conds))]())
 		}
-		switch r.IntN(3) {
+		switch r.IntN(5) {
+		case 3:
+			// A split of the rule's population (issue #32), by the user or
+			// an attribute.
+			share := float64(r.IntN(11)) / 10
+			rule.Serve = feature.Serve{Split: map[string]float64{"A": share, "C": 1 - share}}
+			if r.IntN(2) == 0 {
+				rule.Serve.BucketBy = pick(r, []string{"org", "email"})
+			}
 		case 0:
 			rule.Serve = feature.Serve{Ring: true}
 		case 1:
