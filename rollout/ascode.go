@@ -213,7 +213,7 @@ func (d Document) Validate() error {
 // validate checks f, the document's feature at at: as a Feature (see
 // validated), then what only a document's feature has.
 func (f DocFeature) validate(at string) error {
-	if err := f.validated().Validate(); err != nil {
+	if err := f.validated().ValidateUnplanned(); err != nil {
 		return placed(at, err)
 	}
 	if f.Tolerance != 0 {

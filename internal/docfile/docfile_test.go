@@ -163,8 +163,8 @@ func TestParseTooLarge(t *testing.T) {
 	}
 }
 
-// TestParseAnyOfAndCase: rules' any-of conditions and ignore_case read
-// from YAML, and survive Marshal to YAML and JSON and back.
+// TestParseAnyOfAndCase: rules' any-of conditions, ignore_case and splits
+// read from YAML, and survive Marshal to YAML and JSON and back.
 func TestParseAnyOfAndCase(t *testing.T) {
 	const doc = `features:
   - key: checkout
@@ -178,6 +178,9 @@ func TestParseAnyOfAndCase(t *testing.T) {
               - {attribute: email, op: ends_with, value: "@example.com", ignore_case: true}
           - {attribute: country, op: in, value: [DE, AT], ignore_case: true}
         serve: {bucket: treatment}
+      - name: pro
+        conditions: [{attribute: plan, op: eq, value: pro}]
+        serve: {split: {control: 0.9, treatment: 0.1}, bucket_by: org}
 segments:
   - key: staff
     conditions: [{any: [{attribute: email, op: ends_with, value: "@example.com", ignore_case: true}]}]
@@ -195,6 +198,9 @@ segments:
 	}
 	if diff := cmp.Diff(want, d.Features[0].Rules[0].Conditions); diff != "" {
 		t.Errorf("Parse() conditions mismatch (-want +got):\n%s", diff)
+	}
+	if got := d.Features[0].Rules[1].Serve; got.Split["treatment"] != 0.1 || got.Split["control"] != 0.9 || got.BucketBy != "org" {
+		t.Errorf("split rule serves %+v", got)
 	}
 	if got := d.Segments[0].Conditions[0]; len(got.Any) != 1 || !got.Any[0].IgnoreCase {
 		t.Errorf("segment condition = %+v, want an any-of with ignore_case", got)

@@ -264,3 +264,26 @@ func SplitChanges(before, after []Rule) []SplitChange {
 func percentWords(share float64) string {
 	return strconv.FormatFloat(share*100, 'f', 4, 64) + "%"
 }
+
+// ValidateUnplanned is Validate for a configuration whose splits the
+// server has yet to plan (a document's, before it is applied): a split
+// without its ring is checked but for the ring.
+func (f Feature) ValidateUnplanned() error {
+	if err := f.ValidateSplits(); err != nil {
+		return err
+	}
+	if slices.ContainsFunc(f.Rules, func(r Rule) bool { return r.Serve.Split != nil && r.Serve.SplitRing == nil }) {
+		rules := slices.Clone(f.Rules)
+		for i, r := range rules {
+			if r.Serve.Split != nil && r.Serve.SplitRing == nil {
+				// Checked above; in its place, what validates alike.
+				rules[i].Serve = Serve{Bucket: slices.Sorted(maps.Keys(r.Serve.Split))[0], BucketBy: ""}
+				if r.Serve.BucketBy != "" && !validAttribute(r.Serve.BucketBy) {
+					return invalidAt(listField("rules", i)+".serve.bucket_by", "rule %q: bucket_by %q is not a valid attribute name", r.Name, Abbreviate(r.Serve.BucketBy))
+				}
+			}
+		}
+		f.Rules = rules
+	}
+	return f.Validate()
+}
