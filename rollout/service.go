@@ -16,6 +16,7 @@ import (
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/plan"
 )
 
 // Service applies changes to features and serves evaluations. Writes go to
@@ -180,6 +181,9 @@ func (s *Service) create(ctx context.Context, f feature.Feature, opts ChangeOpti
 		f.Buckets[i].Value = feature.CompactJSON(f.Buckets[i].Value)
 	}
 	f.Rules = feature.CloneRules(f.Rules)
+	if err := plan.Splits(feature.Feature{}, &f); err != nil {
+		return Result{}, err
+	}
 	if err := f.Validate(); err != nil {
 		return Result{}, err
 	}
@@ -526,6 +530,9 @@ func (s *Service) prepare(cur *feature.Compiled, ch Change, opts ChangeOptions) 
 	next := cur.Feature().Clone()
 	if err := ch.apply(&next); err != nil {
 		return Result{}, Version{}, nil, &changeError{err}
+	}
+	if err := plan.Splits(cur.Feature(), &next); err != nil {
+		return Result{}, Version{}, nil, err
 	}
 	if err := next.Validate(); err != nil {
 		return Result{}, Version{}, nil, err
