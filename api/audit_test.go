@@ -231,8 +231,8 @@ func writeRoutes(rampID, tokenID func() string) []struct {
 		{"POST /api/features/:key/ramps/:id/pause", "editor", "POST", "/api/features/f/ramps/{ramp}/pause", nil, "ramp_pause"},
 		{"POST /api/features/:key/ramps/:id/resume", "editor", "POST", "/api/features/f/ramps/{ramp}/resume", nil, "ramp_resume"},
 		{"POST /api/features/:key/ramps/:id/cancel", "editor", "POST", "/api/features/f/ramps/{ramp}/cancel", nil, "ramp_cancel"},
-		// Environments: a copy writes each feature's first version there.
-		{"POST /api/environments", "admin", "POST", "/api/environments", map[string]any{"key": "staging", "name": "Staging", "copy_from": "production"}, "create+environment_create"},
+		// Environments (the trail read is production's and every environment's).
+		{"POST /api/environments", "admin", "POST", "/api/environments", map[string]any{"key": "staging", "name": "Staging", "copy_from": "production"}, "environment_create"}, // its features' first versions are staging's events
 		{"PATCH /api/environments/:env", "admin", "PATCH", "/api/environments/staging", map[string]any{"name": "Stage"}, "environment_change"},
 		{"POST /api/features/:key/promote", "admin", "POST", "/api/features/f/promote", map[string]any{"from": "staging", "to": "production"}, "promote"},
 		{"POST /api/environments/promote", "admin", "POST", "/api/environments/promote", map[string]any{"from": "staging", "to": "production", "features": []string{"f"}}, ""}, // alike: nothing to write
