@@ -63,13 +63,14 @@ func (h *handler) fillFrame(c echo.Context, f *frame) {
 type loginPage struct {
 	frame
 	Title, Next, Error string
+	SSO                bool // the page offers single sign-on
 }
 
 func (h *handler) loginForm(c echo.Context) error {
 	if h.sessions == nil || !h.sessions.Enforced() {
 		return c.Redirect(http.StatusSeeOther, "/ui/")
 	}
-	return h.render(c, http.StatusOK, "login", &loginPage{Title: "Sign in", Next: safeNext(c.QueryParam("next"))})
+	return h.render(c, http.StatusOK, "login", &loginPage{Title: "Sign in", Next: safeNext(c.QueryParam("next")), SSO: h.sso != nil})
 }
 
 // login checks the submitted token; the form is protected against
@@ -82,7 +83,7 @@ func (h *handler) login(c echo.Context) error {
 	}
 	tok, ok := h.sessions.SignIn(c, c.FormValue("token"))
 	if !ok {
-		return h.render(c, http.StatusUnauthorized, "login", &loginPage{Title: "Sign in", Next: next,
+		return h.render(c, http.StatusUnauthorized, "login", &loginPage{Title: "Sign in", Next: next, SSO: h.sso != nil,
 			Error: "That token is not valid: it is unknown or was revoked."})
 	}
 	h.log.Info("dashboard sign-in", "token", tok.Name, "role", tok.Role)

@@ -60,6 +60,9 @@ type Options struct {
 	// Webhooks, when not nil, let admins' pages say when a webhook is
 	// paused.
 	Webhooks *webhook.Hooks
+	// SSO, when not nil, signs people in with an OpenID Connect provider
+	// (see NewSSO).
+	SSO *SSO
 }
 
 // handler serves the dashboard's pages.
@@ -68,6 +71,7 @@ type handler struct {
 	log      *slog.Logger
 	sessions Sessions
 	hooks    *webhook.Hooks
+	sso      *SSO
 	sample   int
 	pages    map[string]*template.Template
 	assets   assets
@@ -84,7 +88,7 @@ type handler struct {
 // features through the JSON API, which the same server serves. The handlers
 // are safe for concurrent use.
 func Routes(svc *rollout.Service, opts Options) []api.Route {
-	h := &handler{svc: svc, log: opts.Logger, sample: opts.SampleUsers, sessions: opts.Sessions, hooks: opts.Webhooks, assets: loadAssets()}
+	h := &handler{svc: svc, log: opts.Logger, sample: opts.SampleUsers, sessions: opts.Sessions, hooks: opts.Webhooks, sso: opts.SSO, assets: loadAssets()}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -113,6 +117,8 @@ func Routes(svc *rollout.Service, opts Options) []api.Route {
 		{Method: get, Path: "/ui/static/*", Access: api.Public, Handler: h.static, Middleware: ui},
 		{Method: get, Path: "/ui/login", Access: api.Public, Handler: h.loginForm, Middleware: ui},
 		{Method: post, Path: "/ui/login", Access: api.Public, Handler: h.login, Middleware: ui},
+		{Method: get, Path: "/ui/login/sso", Access: api.Public, Handler: h.ssoStart, Middleware: ui},
+		{Method: get, Path: "/ui/login/callback", Access: api.Public, Handler: h.ssoCallback, Middleware: ui},
 		{Method: post, Path: "/ui/logout", Access: api.Public, Handler: h.logout, Middleware: ui},
 		{Method: get, Path: "/ui/*", Access: auth.PermRead, SignIn: true, Handler: notFound, Middleware: ui},
 		// Other methods under /ui: 404, with the headers of every page,
@@ -232,7 +238,7 @@ func parsePages(a assets) map[string]*template.Template {
 	}
 	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/parts.html", "templates/pm.html"))
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"list", "feature", "error", "login", "changes", "user", "requests", "settings", "tokens", "webhooks", "archived", "segments"} {
+	for _, name := range []string{"list", "feature", "error", "login", "changes", "user", "requests", "settings", "tokens", "webhooks", "archived", "segments", "signedin"} {
 		files := []string{"templates/" + name + ".html"}
 		if name == "feature" || name == "segments" {
 			files = append(files, "templates/targeting.html")
@@ -245,7 +251,7 @@ func parsePages(a assets) map[string]*template.Template {
 // render writes the named page with status. The page is rendered in full
 // before anything is written, so a template failure is a clean 500.
 func (h *handler) render(c echo.Context, status int, name string, data any) error {
-	if f, ok := data.(framed); ok && name != "login" {
+	if f, ok := data.(framed); ok && name != "login" && name != "signedin" {
 		h.fillFrame(c, f.frameOf())
 	}
 	var buf bytes.Buffer

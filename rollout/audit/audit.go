@@ -51,6 +51,9 @@ const (
 	WebhookDelete Kind = "webhook_delete" // a webhook was removed
 	WebhookResume Kind = "webhook_resume" // a paused webhook was resumed
 	WebhookPaused Kind = "webhook_paused" // a webhook was paused after repeated failures
+
+	SessionCreate Kind = "session_create" // a person signed in with single sign-on
+	SessionRevoke Kind = "session_revoke" // a person's session was revoked, or they signed out
 )
 
 // Kinds are the kinds of audited actions.
@@ -61,6 +64,7 @@ var Kinds = []Kind{
 	RequestCreate, RequestApprove, RequestReject, RequestCancel,
 	SegmentCreate, SegmentChange, SegmentDelete,
 	WebhookCreate, WebhookDelete, WebhookResume, WebhookPaused,
+	SessionCreate, SessionRevoke,
 }
 
 // Valid reports whether k is one of Kinds.

@@ -96,6 +96,7 @@ var cases = []struct {
 	{"revisions from two handles", testFeedConcurrent},
 	{"session key", testSessionKey},
 	{"ended sessions", testEndedSessions},
+	{"people's sessions", testPeopleSessions},
 	{"check write", testCheckWrite},
 	{"ramps", testRamps},
 	{"ramp step applies once", testRampStep},

@@ -1212,6 +1212,11 @@
       reloadAt('ramps');
     });
   }
+  // The page after a single sign-on moves on at once: a navigation of
+  // this site's own, so that the browser sends the strict session cookie.
+  const onward = document.getElementById('signed-in-next');
+  if (onward) location.replace(onward.getAttribute('href'));
+
   // What targeting.js shares of this script: the requests, their
   // refusals in words, and the forms' outcome.
   window.rolloutUI = Object.freeze({ send, el, pct, showError, clearOutcome, setBusy });
