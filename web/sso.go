@@ -3,6 +3,8 @@ package web
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -284,7 +286,7 @@ func (s *SSO) identify(ctx context.Context, code string, st ssoState) (person, s
 		if errors.As(err, &expired) {
 			return "", "", "", errors.New("the ID token has expired.")
 		}
-		return "", "", "", errors.New("the ID token is not valid (" + idTokenProblem(err) + ").")
+		return "", "", "", errors.New("the ID token is not valid (" + s.idTokenProblem(raw, err) + ").")
 	}
 	if subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(st.nonce)) != 1 {
 		return "", "", "", errors.New("the ID token was not issued for this sign-in.")
@@ -319,8 +321,18 @@ func (s *SSO) identify(ctx context.Context, code string, st ssoState) (person, s
 	return person, idt.Subject, s.roleOf(all[s.cfg.RoleClaim]), nil
 }
 
-// idTokenProblem says briefly why the verifier refused an ID token.
-func idTokenProblem(err error) string {
+// idTokenProblem says briefly why the verifier refused the ID token raw
+// with err. The token's unverified issuer only chooses the words.
+func (s *SSO) idTokenProblem(raw string, err error) string {
+	var claims struct {
+		Issuer string `json:"iss"`
+	}
+	if parts := strings.Split(raw, "."); len(parts) == 3 {
+		if payload, err := base64.RawURLEncoding.DecodeString(parts[1]); err == nil && json.Unmarshal(payload, &claims) == nil &&
+			claims.Issuer != s.cfg.Issuer {
+			return "issued by another provider"
+		}
+	}
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, "issuer"):
