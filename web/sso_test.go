@@ -19,6 +19,7 @@ import (
 
 	"log/slog"
 
+	"github.com/chromedp/chromedp"
 	"github.com/coreos/go-oidc/v3/oidc"
 	"github.com/zitadel/oidc/v3/example/server/exampleop"
 	"github.com/zitadel/oidc/v3/example/server/storage"
@@ -537,4 +538,45 @@ func refusal(body string) string {
 	_, after, _ := strings.Cut(body, `id="login-error">`)
 	msg, _, _ := strings.Cut(after, "</p>")
 	return html.UnescapeString(msg)
+}
+
+// TestBrowserSSO: in Chromium, the sign-in page's single sign-on button
+// leads to the provider's login form and back, signed in on the page first
+// asked for, under the person's name and role; at 390 px the button is in
+// view and nothing overflows; signing out returns to the sign-in page.
+func TestBrowserSSO(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a browser test takes seconds")
+	}
+	w := newSSOWorld(t)
+	b := startBrowserAt(t, w.a, w.base)
+	b.do(chromedp.Navigate(w.base+"/ui/features/checkout"), waitFor("#sso-sign-in"))
+	b.screenshot("sso-login-wide", 1280)
+	b.do(chromedp.EmulateViewport(390, 900))
+	if over := evaluate[bool](b, `document.documentElement.scrollWidth > innerWidth`); over {
+		t.Error("the sign-in page overflows at 390 px")
+	}
+	if r := evaluate[float64](b, `document.getElementById('sso-sign-in').getBoundingClientRect().right`); r > 390 {
+		t.Errorf("the single sign-on button ends at %v px, past 390", r)
+	}
+	b.screenshot("sso-login-narrow", 390)
+	b.dark()
+	b.screenshot("sso-login-dark-wide", 1280)
+	b.screenshot("sso-login-dark-narrow", 390)
+	b.do(chromedp.Click(chromedp.CSS("#sso-sign-in")), waitFor("#username"),
+		fill("#username", "pat"), fill("#password", "pat-pass"), chromedp.Submit(chromedp.CSS("#password")),
+		waitFor("#who"))
+	if got := b.text("#who"); got != "pat@example.com via sso" {
+		t.Errorf("signed in as %q, want pat@example.com via sso", got)
+	}
+	if got := evaluate[string](b, `location.pathname`); got != "/ui/features/checkout" {
+		t.Errorf("after signing in: %s, want the page first asked for", got)
+	}
+	if got := b.text(".who .role"); got != "(editor)" {
+		t.Errorf("role shown %q, want (editor)", got)
+	}
+	b.screenshot("sso-signed-in-dark-narrow", 390)
+	b.do(chromedp.Click(chromedp.CSS(".signout button")), waitFor("#sso-sign-in"))
+	b.do(chromedp.Navigate(w.base+"/ui/"), waitFor("#sso-sign-in"))
+	b.checkConsole()
 }
