@@ -74,6 +74,9 @@ type changeResponse struct {
 type guards struct {
 	DryRun   *bool    `json:"dry_run"`
 	MaxChurn *float64 `json:"max_churn"`
+	// Submit: an editor's change that the settings refuse (above the
+	// churn limit, a reshuffle) becomes a change request instead.
+	Submit *bool `json:"submit"`
 	// Comment is stored with the change's version (body only).
 	Comment string `json:"comment"`
 }
@@ -742,6 +745,17 @@ func changeOptions(c echo.Context, body guards) (rollout.ChangeOptions, error) {
 	if m := opts.MaxChurn; m != nil && (math.IsNaN(*m) || *m < 0 || *m > 1) {
 		return opts, badRequest("max_churn %v is out of range: give a fraction of users between 0 and 1", *m)
 	}
+	submit, err := queryGuard(c, "submit", body.Submit, func(q string) (bool, error) {
+		v, err := strconv.ParseBool(q)
+		if err != nil {
+			return false, badRequest("submit=%q: use true or false", q)
+		}
+		return v, nil
+	})
+	if err != nil {
+		return opts, err
+	}
+	opts.Submit = submit != nil && *submit
 	opts.IfMatch, err = ifMatch(c.Request().Header)
 	return opts, err
 }

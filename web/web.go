@@ -110,6 +110,7 @@ func Routes(svc *rollout.Service, opts Options) []api.Route {
 		{Method: get, Path: "/ui/features/:key", Access: auth.PermRead, SignIn: true, Handler: h.feature, Middleware: ui},
 		{Method: get, Path: "/ui/changes", Access: auth.PermRead, SignIn: true, Handler: h.changes, Middleware: ui},
 		{Method: get, Path: "/ui/requests", Access: auth.PermRead, SignIn: true, Handler: h.requests, Middleware: ui},
+		{Method: get, Path: "/ui/inbox", Access: auth.PermRead, SignIn: true, Handler: h.inbox, Middleware: ui},
 		{Method: get, Path: "/ui/settings", Access: auth.PermRead, SignIn: true, Handler: h.settings, Middleware: ui},
 		{Method: get, Path: "/ui/user", Access: auth.PermRead, SignIn: true, Handler: h.user, Middleware: ui},
 		{Method: get, Path: "/ui/segments", Access: auth.PermRead, SignIn: true, Handler: h.segments, Middleware: ui},
