@@ -245,7 +245,7 @@ func (h *handler) ssoCallback(c echo.Context) error {
 	defer cancel()
 	person, subject, role, err := s.identify(ctx, code, st)
 	if err != nil {
-		return h.ssoRefused(c, http.StatusUnauthorized, err.Error())
+		return h.ssoRefused(c, http.StatusUnauthorized, err.Error()+".")
 	}
 	sess, err := s.tokens.StartSession(c.Request().Context(), person, subject, role, s.cfg.Lifetime)
 	if err != nil {
@@ -274,27 +274,27 @@ type ssoClaims struct {
 func (s *SSO) identify(ctx context.Context, code string, st ssoState) (person, subject string, role auth.Role, err error) {
 	tok, err := s.oauth(st.redirect).Exchange(ctx, code, oauth2.VerifierOption(st.verifier))
 	if err != nil {
-		return "", "", "", errors.New("the provider refused the code.")
+		return "", "", "", errors.New("the provider refused the code")
 	}
 	raw, _ := tok.Extra("id_token").(string)
 	if raw == "" {
-		return "", "", "", errors.New("the provider sent no ID token.")
+		return "", "", "", errors.New("the provider sent no ID token")
 	}
 	idt, err := s.verifier.Verify(ctx, raw)
 	if err != nil {
 		var expired *oidc.TokenExpiredError
 		if errors.As(err, &expired) {
-			return "", "", "", errors.New("the ID token has expired.")
+			return "", "", "", errors.New("the ID token has expired")
 		}
-		return "", "", "", errors.New("the ID token is not valid (" + s.idTokenProblem(raw, err) + ").")
+		return "", "", "", errors.New("the ID token is not valid (" + s.idTokenProblem(raw, err) + ")")
 	}
 	if subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(st.nonce)) != 1 {
-		return "", "", "", errors.New("the ID token was not issued for this sign-in.")
+		return "", "", "", errors.New("the ID token was not issued for this sign-in")
 	}
 	var c ssoClaims
 	all := map[string]any{}
 	if err := idt.Claims(&c); err != nil {
-		return "", "", "", errors.New("the ID token's claims cannot be read.")
+		return "", "", "", errors.New("the ID token's claims cannot be read")
 	}
 	_ = idt.Claims(&all)
 	if c.Email == "" || all[s.cfg.RoleClaim] == nil {
