@@ -32,9 +32,9 @@ type frame struct {
 	// API is open); PausedHooks counts the paused webhooks, for admins.
 	Admin       bool
 	PausedHooks int
-	// Inbox counts the open change requests of others that the person
+	// InboxCount counts the open change requests of others that the person
 	// may decide (see inboxCount).
-	Inbox int
+	InboxCount int
 }
 
 func (f *frame) frameOf() *frame { return f }
@@ -48,7 +48,7 @@ func (h *handler) fillFrame(c echo.Context, f *frame) {
 		if f.Admin {
 			f.PausedHooks = h.pausedHooks(c)
 		}
-		f.Inbox = h.inboxCount(c, f)
+		f.InboxCount = h.inboxCount(c, f)
 	}()
 	if h.sessions == nil || !h.sessions.Enforced() {
 		f.Admin = true
