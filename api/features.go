@@ -9,12 +9,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/api/evaluation"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -53,6 +55,12 @@ func viewOf(snap *feature.Snapshot, key string) (featureView, bool) {
 type archivedView struct {
 	featureView
 	Archived bool `json:"archived"`
+	// ArchivedBy, ArchivedAt and ArchiveComment are who archived it, when
+	// and why: its latest archive event (none for a feature archived
+	// before the audit trail was kept).
+	ArchivedBy     string     `json:"archived_by,omitempty"`
+	ArchivedAt     *time.Time `json:"archived_at,omitempty"`
+	ArchiveComment string     `json:"archive_comment,omitempty"`
 }
 
 // changeResponse answers every mutation.
@@ -95,6 +103,13 @@ func (s *Server) listFeatures(c echo.Context) error {
 		out := make([]archivedView, len(fs))
 		for i, f := range fs {
 			out[i] = archivedView{featureView: featureView{Feature: f, Shares: f.Ring().Shares()}, Archived: true}
+			es, err := s.svc.AuditEvents(c.Request().Context(), audit.Query{Feature: f.Key, Kind: audit.Archive, Limit: 1})
+			if err != nil {
+				return err
+			}
+			if len(es) == 1 && (es[0].FeatureID == "" || es[0].FeatureID == f.ID) {
+				out[i].ArchivedBy, out[i].ArchivedAt, out[i].ArchiveComment = es[0].Actor, &es[0].Time, es[0].Comment
+			}
 		}
 		return c.JSON(http.StatusOK, map[string]any{"features": out})
 	default:

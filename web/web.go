@@ -29,6 +29,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/webhook"
 )
@@ -236,6 +237,7 @@ func parsePages(a assets) map[string]*template.Template {
 		"ago":        ago,
 		"join":       strings.Join,
 		"statusName": statusName,
+		"kindLabel":  func(k string) string { return kindLabel(audit.Kind(k)) },
 	}
 	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/parts.html", "templates/pm.html"))
 	pages := map[string]*template.Template{}

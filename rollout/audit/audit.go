@@ -100,6 +100,9 @@ type Event struct {
 type Query struct {
 	Feature string    // only events of this feature key; "" for all
 	Actor   string    // only events of this actor; "" for anyone
+	// ActorContains keeps only events whose actor contains it, ignoring
+	// case: "carol" finds "ed, approved by carol"; "" for anyone.
+	ActorContains string
 	Kind    Kind      // only events of this kind; "" for all
 	Since   time.Time // only events at or after this time; zero for all
 	// Before and After bound the events' IDs (exclusive; <= 0: no bound).

@@ -97,6 +97,7 @@ var cases = []struct {
 	{"session key", testSessionKey},
 	{"ended sessions", testEndedSessions},
 	{"people's sessions", testPeopleSessions},
+	{"audit actors by substring", testAuditActorContains},
 	{"check write", testCheckWrite},
 	{"ramps", testRamps},
 	{"ramp step applies once", testRampStep},
