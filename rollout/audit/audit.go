@@ -98,13 +98,13 @@ type Event struct {
 
 // Query selects events of the audit trail.
 type Query struct {
-	Feature string    // only events of this feature key; "" for all
-	Actor   string    // only events of this actor; "" for anyone
+	Feature string // only events of this feature key; "" for all
+	Actor   string // only events of this actor; "" for anyone
 	// ActorContains keeps only events whose actor contains it, ignoring
 	// case: "carol" finds "ed, approved by carol"; "" for anyone.
 	ActorContains string
-	Kind    Kind      // only events of this kind; "" for all
-	Since   time.Time // only events at or after this time; zero for all
+	Kind          Kind      // only events of this kind; "" for all
+	Since         time.Time // only events at or after this time; zero for all
 	// Before and After bound the events' IDs (exclusive; <= 0: no bound).
 	Before, After int64
 	// Ascending orders the events oldest first; otherwise newest first.
