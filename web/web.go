@@ -8,6 +8,9 @@
 // page shows, then for real once the user confirms; the API's cross-origin
 // protection covers those requests. The templates, script and stylesheet are
 // embedded in the binary and load nothing from elsewhere.
+//
+// People sign in with an API token (session.go) or, where the server has
+// single sign-on, with an OpenID Connect provider (sso.go).
 package web
 
 import (
