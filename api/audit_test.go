@@ -244,7 +244,8 @@ func writeRoutes(rampID, tokenID func() string) []struct {
 		{"DELETE /api/features/:key", "admin", "DELETE", "/api/features/f?purge=true", nil, "purge"},
 		{"POST /api/tokens", "admin", "POST", "/api/tokens", map[string]any{"name": "ci", "role": "viewer"}, "token_create"},
 		{"DELETE /api/tokens/:id", "admin", "DELETE", "/api/tokens/{token}", nil, "token_revoke"},
-		{"DELETE /api/tokens/:id", "admin", "DELETE", "/api/tokens/{token}", nil, ""}, // revoked already: 404
+		{"DELETE /api/tokens/:id", "admin", "DELETE", "/api/tokens/{token}", nil, ""},  // revoked already: 404
+		{"DELETE /api/sessions/:id", "admin", "DELETE", "/api/sessions/nope", nil, ""}, // no such session: 404 (revokes: web's TestSSOSessionEnds)
 		{"POST /api/apply", "editor", "POST", "/api/apply", map[string]any{"document": map[string]any{"features": []any{
 			map[string]any{"key": "g", "buckets": []any{map[string]any{"name": "A", "share": 1}}}}}}, "create"},
 		{"POST /api/webhooks", "admin", "POST", "/api/webhooks", map[string]any{"url": "http://127.0.0.1:9/audit"}, "webhook_create"},

@@ -71,6 +71,11 @@ type ChangeOptions struct {
 	// transaction that commits the change also keeps the change's answer
 	// with it (see Idempotency).
 	Idempotency *Idempotency
+	// Submit asks that an editor's change the settings refuse (above the
+	// churn limit, a reshuffle) become a change request for another person
+	// to approve, as where approvals are required; a change that cannot be
+	// a request is still refused.
+	Submit bool
 
 	gate    *gate            // the editor's settings, set by the service
 	request *RequestDecision // an approval being applied
@@ -553,6 +558,9 @@ func (s *Service) prepare(cur *feature.Compiled, ch Change, opts ChangeOptions) 
 	res := Result{Feature: next, Report: rep, Shares: cc.Shares(), DryRun: opts.DryRun}
 	if opts.gate != nil {
 		err := opts.gate.check(cur, ch, res)
+		if err != nil && opts.Submit && ch.spec.Kind != "" && feature.ErrorCode(err) == feature.EForbidden {
+			err = approvalOf(cur, ch, res)
+		}
 		switch _, approval := err.(*needsApproval); {
 		case opts.DryRun && approval:
 			res.Needs = "approval"

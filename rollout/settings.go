@@ -201,6 +201,12 @@ type needsApproval struct {
 
 func (*needsApproval) Error() string { return "the change needs an approval" }
 
+// approvalOf is the request that change ch of cur, with result res, makes.
+func approvalOf(cur *feature.Compiled, ch Change, res Result) *needsApproval {
+	return &needsApproval{res: res, ifMatch: cur.Feature().Tag(), base: cur.Feature().Version,
+		segments: append(cur.Feature().Segments(), res.Feature.Segments()...), spec: ch.spec, summary: ch.summary}
+}
+
 // check decides an editor's change of cur with report rep: nil lets it
 // apply; a *needsApproval makes it a request (approvals cover the
 // feature); EForbidden refuses it (above the churn limit or a reshuffle,
@@ -211,8 +217,7 @@ func (g *gate) check(cur *feature.Compiled, ch Change, res Result) error {
 		if ch.spec.Kind == "" {
 			return feature.Errorf(feature.EForbidden, "feature %q needs approvals, and this change cannot be submitted as a request: ask an admin to make it", key)
 		}
-		return &needsApproval{res: res, ifMatch: cur.Feature().Tag(), base: cur.Feature().Version,
-			segments: append(cur.Feature().Segments(), res.Feature.Segments()...), spec: ch.spec, summary: ch.summary}
+		return approvalOf(cur, ch, res)
 	}
 	rep := res.Report
 	what := "a reshuffle (a new salt)"
