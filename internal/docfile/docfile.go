@@ -104,8 +104,10 @@ func TooLarge(name string, size int64) error {
 // values (buckets' values, conditions' values) are the YAML nodes they
 // were written as. Document turns it into one.
 type File struct {
-	Features []fileFeature `yaml:"features"`
-	Segments []fileSegment `yaml:"segments"`
+	// Environment, when given, is the environment the document is for.
+	Environment string        `yaml:"environment"`
+	Features    []fileFeature `yaml:"features"`
+	Segments    []fileSegment `yaml:"segments"`
 }
 
 type fileFeature struct {
@@ -153,7 +155,7 @@ type fileSegment struct {
 // Document returns f as a document.Document, its values as JSON; a value
 // that JSON cannot hold is an *Error with its line in the file name.
 func (f *File) Document(name string) (document.Document, error) {
-	var d document.Document
+	d := document.Document{Environment: f.Environment}
 	if f.Features != nil {
 		d.Features = make([]document.Feature, 0, len(f.Features))
 	}

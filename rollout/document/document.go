@@ -25,7 +25,10 @@ const (
 
 // Document is a features file.
 type Document struct {
-	Features []Feature `json:"features"`
+	// Environment, when not "", is the environment the document is for:
+	// planned or applied in another, it is refused (see CheckEnvironment).
+	Environment string    `json:"environment,omitempty"`
+	Features    []Feature `json:"features"`
 	// Segments are targeting's named sets of conditions (feature.Segment):
 	// the document's are created or updated; the server's that it does
 	// not list are left alone.
@@ -293,4 +296,14 @@ func Export(snap *feature.Snapshot) Document {
 		d.Features = append(d.Features, df)
 	}
 	return d
+}
+
+// CheckEnvironment refuses, with EInvalid, a document for an environment
+// other than env, the one it is planned or applied in.
+func (d Document) CheckEnvironment(env string) error {
+	if d.Environment == "" || d.Environment == env {
+		return nil
+	}
+	return &feature.Error{Code: feature.EInvalid, Field: "environment", Message: fmt.Sprintf(
+		"the document is for environment %.64q, not %s: plan or apply it there (?env=%.64s, or rollout --env)", d.Environment, env, d.Environment)}
 }
