@@ -161,7 +161,11 @@ func (s *Server) exportDocument(c echo.Context) error {
 	if format != docfile.JSON && format != docfile.YAML {
 		return badRequest("format=%q: give yaml or json", format)
 	}
-	data, err := docfile.Marshal(document.Export(s.in(c).Snapshot()), format)
+	d := document.Export(s.in(c).Snapshot())
+	if env := s.in(c).Environment(); env != rollout.Production {
+		d.Environment = env // production's exports stay as they were before environments
+	}
+	data, err := docfile.Marshal(d, format)
 	if err != nil {
 		return err
 	}

@@ -51,7 +51,7 @@ func (s *Server) listAudit(c echo.Context) error {
 		page.Events = events[:want]
 		last := page.Events[want-1].ID
 		next := url.Values{}
-		for _, name := range []string{"feature", "actor", "kind", "since"} {
+		for _, name := range []string{"feature", "actor", "actor_contains", "kind", "since"} {
 			if v := c.QueryParam(name); v != "" {
 				next.Set(name, v)
 			}
@@ -117,14 +117,16 @@ func auditQuery(c echo.Context, ndjson bool) (audit.Query, error) {
 	q := audit.Query{
 		Feature: c.QueryParam("feature"),
 		Actor:   c.QueryParam("actor"),
-		Kind:    audit.Kind(c.QueryParam("kind")),
-		Limit:   audit.DefaultPage,
+		// actor_contains: any actor that contains it, ignoring case.
+		ActorContains: c.QueryParam("actor_contains"),
+		Kind:          audit.Kind(c.QueryParam("kind")),
+		Limit:         audit.DefaultPage,
 	}
 	maxLimit := audit.MaxPage
 	if ndjson {
 		q.Limit, maxLimit = maxAuditExport, maxAuditExport
 	}
-	for name, v := range map[string]string{"feature": q.Feature, "actor": q.Actor} {
+	for name, v := range map[string]string{"feature": q.Feature, "actor": q.Actor, "actor_contains": q.ActorContains} {
 		if len(v) > 1000 {
 			return q, badRequest("%s is %d bytes long: no %s is longer than 1000", name, len(v), name)
 		}

@@ -231,8 +231,8 @@ func writeRoutes(rampID, tokenID func() string) []struct {
 		{"POST /api/features/:key/ramps/:id/pause", "editor", "POST", "/api/features/f/ramps/{ramp}/pause", nil, "ramp_pause"},
 		{"POST /api/features/:key/ramps/:id/resume", "editor", "POST", "/api/features/f/ramps/{ramp}/resume", nil, "ramp_resume"},
 		{"POST /api/features/:key/ramps/:id/cancel", "editor", "POST", "/api/features/f/ramps/{ramp}/cancel", nil, "ramp_cancel"},
-		// Environments: a copy writes each feature's first version there.
-		{"POST /api/environments", "admin", "POST", "/api/environments", map[string]any{"key": "staging", "name": "Staging", "copy_from": "production"}, "create+environment_create"},
+		// Environments (the trail read is production's and every environment's).
+		{"POST /api/environments", "admin", "POST", "/api/environments", map[string]any{"key": "staging", "name": "Staging", "copy_from": "production"}, "environment_create"}, // its features' first versions are staging's events
 		{"PATCH /api/environments/:env", "admin", "PATCH", "/api/environments/staging", map[string]any{"name": "Stage"}, "environment_change"},
 		{"POST /api/features/:key/promote", "admin", "POST", "/api/features/f/promote", map[string]any{"from": "staging", "to": "production"}, "promote"},
 		{"POST /api/environments/promote", "admin", "POST", "/api/environments/promote", map[string]any{"from": "staging", "to": "production", "features": []string{"f"}}, ""}, // alike: nothing to write
@@ -244,7 +244,8 @@ func writeRoutes(rampID, tokenID func() string) []struct {
 		{"DELETE /api/features/:key", "admin", "DELETE", "/api/features/f?purge=true", nil, "purge"},
 		{"POST /api/tokens", "admin", "POST", "/api/tokens", map[string]any{"name": "ci", "role": "viewer"}, "token_create"},
 		{"DELETE /api/tokens/:id", "admin", "DELETE", "/api/tokens/{token}", nil, "token_revoke"},
-		{"DELETE /api/tokens/:id", "admin", "DELETE", "/api/tokens/{token}", nil, ""}, // revoked already: 404
+		{"DELETE /api/tokens/:id", "admin", "DELETE", "/api/tokens/{token}", nil, ""},  // revoked already: 404
+		{"DELETE /api/sessions/:id", "admin", "DELETE", "/api/sessions/nope", nil, ""}, // no such session: 404 (revokes: web's TestSSOSessionEnds)
 		{"POST /api/apply", "editor", "POST", "/api/apply", map[string]any{"document": map[string]any{"features": []any{
 			map[string]any{"key": "g", "buckets": []any{map[string]any{"name": "A", "share": 1}}}}}}, "create"},
 		{"POST /api/webhooks", "admin", "POST", "/api/webhooks", map[string]any{"url": "http://127.0.0.1:9/audit"}, "webhook_create"},

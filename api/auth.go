@@ -67,8 +67,16 @@ func NewAuth(tokens *auth.Tokens, keys ...[]byte) *Auth {
 	return a
 }
 
-// Enforced reports whether requests need a token.
+// Enforced reports whether requests need a token (or a session).
 func (a *Auth) Enforced() bool { return a != nil && a.tokens != nil && a.tokens.Enforced() }
+
+// Tokens returns the tokens a checks (nil: none, everything is open).
+func (a *Auth) Tokens() *auth.Tokens {
+	if a == nil {
+		return nil
+	}
+	return a.tokens
+}
 
 // middleware identifies the request's token and refuses, with 401 or 403,
 // a request its token does not allow on route. Dashboard pages
@@ -167,8 +175,20 @@ func (a *Auth) SignIn(c echo.Context, secret string) (auth.Token, bool) {
 	if !ok {
 		return auth.Token{}, false
 	}
-	expires := a.tokens.Now().Add(SessionLifetime)
-	payload := tok.ID + "|" + strconv.FormatInt(expires.Unix(), 10) + "|" + rand.Text()
+	a.setSession(c, tok.ID, a.tokens.Now().Add(SessionLifetime))
+	return tok, true
+}
+
+// SignInPerson sets the session cookie of a person's stored session s
+// (single sign-on): it lasts as long as s, and ends when s is revoked.
+func (a *Auth) SignInPerson(c echo.Context, s auth.Session) {
+	a.setSession(c, auth.SessionTokenPrefix+s.ID, s.ExpiresAt)
+}
+
+// setSession sets the signed session cookie of the token id (or a
+// person's session, prefixed auth.SessionTokenPrefix), until expires.
+func (a *Auth) setSession(c echo.Context, id string, expires time.Time) {
+	payload := id + "|" + strconv.FormatInt(expires.Unix(), 10) + "|" + rand.Text()
 	c.SetCookie(&http.Cookie{
 		Name:     SessionCookie,
 		Value:    base64.RawURLEncoding.EncodeToString([]byte(payload)) + "." + a.sign(payload),
@@ -178,7 +198,6 @@ func (a *Auth) SignIn(c echo.Context, secret string) (auth.Token, bool) {
 		SameSite: http.SameSiteStrictMode,
 		Secure:   c.Request().TLS != nil || c.Request().Header.Get("X-Forwarded-Proto") == "https",
 	})
-	return tok, true
 }
 
 // SignOut ends the request's session, on every instance that shares the
@@ -190,7 +209,14 @@ func (a *Auth) SignIn(c echo.Context, secret string) (auth.Token, bool) {
 // recorded.
 func (a *Auth) SignOut(c echo.Context) error {
 	if ck, err := c.Request().Cookie(SessionCookie); err == nil && a != nil && a.tokens != nil {
-		if p, ok := a.verify(ck.Value); ok && !a.tokens.SessionEnded(p.session) {
+		if p, ok := a.verify(ck.Value); ok && strings.HasPrefix(p.token, auth.SessionTokenPrefix) {
+			// A person's session is revoked, which ends its every cookie.
+			if s, live := a.tokens.Session(strings.TrimPrefix(p.token, auth.SessionTokenPrefix)); live {
+				if err := a.tokens.RevokeSession(c.Request().Context(), s.ID, s.Actor()); err != nil && feature.ErrorCode(err) != feature.ENotFound {
+					return err
+				}
+			}
+		} else if ok && !a.tokens.SessionEnded(p.session) {
 			if _, active := a.tokens.ByID(p.token); active {
 				if err := a.tokens.EndSession(c.Request().Context(), p.session, p.expires); err != nil {
 					return err
@@ -200,6 +226,29 @@ func (a *Auth) SignOut(c echo.Context) error {
 	}
 	c.SetCookie(&http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	return nil
+}
+
+// sealPrefix sets what Seal signs apart from session cookies.
+const sealPrefix = "seal\x00"
+
+// Seal returns payload with a's signature, for a value kept by the browser
+// that the server must get back unchanged (the single sign-on's state).
+// The payload is not secret: it is only encoded.
+func (a *Auth) Seal(payload string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(payload)) + "." + a.sign(sealPrefix+payload)
+}
+
+// Unseal returns the payload of a value Seal made with any of a's keys.
+func (a *Auth) Unseal(value string) (string, bool) {
+	enc, sig, ok := strings.Cut(value, ".")
+	if !ok {
+		return "", false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(enc)
+	if err != nil || !a.signed(sealPrefix+string(raw), sig) {
+		return "", false
+	}
+	return string(raw), true
 }
 
 // sign signs payload with the first key.
@@ -260,6 +309,10 @@ func (a *Auth) verify(value string) (sessionPayload, bool) {
 // that was not signed out.
 func (a *Auth) session(value string) (auth.Token, bool) {
 	p, ok := a.verify(value)
+	if ok && strings.HasPrefix(p.token, auth.SessionTokenPrefix) {
+		s, live := a.tokens.Session(strings.TrimPrefix(p.token, auth.SessionTokenPrefix))
+		return s.Token(), live
+	}
 	if !ok || a.tokens.SessionEnded(p.session) {
 		return auth.Token{}, false
 	}

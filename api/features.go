@@ -8,12 +8,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/api/evaluation"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -55,6 +57,12 @@ func viewOf(snap *feature.Snapshot, key string) (featureView, bool) {
 type archivedView struct {
 	featureView
 	Archived bool `json:"archived"`
+	// ArchivedBy, ArchivedAt and ArchiveComment are who archived it, when
+	// and why: its latest archive event (none for a feature archived
+	// before the audit trail was kept).
+	ArchivedBy     string     `json:"archived_by,omitempty"`
+	ArchivedAt     *time.Time `json:"archived_at,omitempty"`
+	ArchiveComment string     `json:"archive_comment,omitempty"`
 }
 
 // changeResponse answers every mutation.
@@ -76,6 +84,9 @@ type changeResponse struct {
 type guards struct {
 	DryRun   *bool    `json:"dry_run"`
 	MaxChurn *float64 `json:"max_churn"`
+	// Submit: an editor's change that the settings refuse (above the
+	// churn limit, a reshuffle) becomes a change request instead.
+	Submit *bool `json:"submit"`
 	// Comment is stored with the change's version (body only).
 	Comment string `json:"comment"`
 }
@@ -94,6 +105,13 @@ func (s *Server) listFeatures(c echo.Context) error {
 		out := make([]archivedView, len(fs))
 		for i, f := range fs {
 			out[i] = archivedView{featureView: featureView{Feature: f, Shares: f.Ring().Shares()}, Archived: true}
+			es, err := s.svc.AuditEvents(c.Request().Context(), audit.Query{Feature: f.Key, Kind: audit.Archive, Limit: 1})
+			if err != nil {
+				return err
+			}
+			if len(es) == 1 && (es[0].FeatureID == "" || es[0].FeatureID == f.ID) {
+				out[i].ArchivedBy, out[i].ArchivedAt, out[i].ArchiveComment = es[0].Actor, &es[0].Time, es[0].Comment
+			}
 		}
 		return c.JSON(http.StatusOK, map[string]any{"features": out})
 	default:
@@ -748,6 +766,17 @@ func changeOptions(c echo.Context, body guards) (rollout.ChangeOptions, error) {
 			return opts, badRequest("%s", feature.ErrorMessage(err)) // a bad query or body: 400
 		}
 	}
+	submit, err := queryGuard(c, "submit", body.Submit, func(q string) (bool, error) {
+		v, err := strconv.ParseBool(q)
+		if err != nil {
+			return false, badRequest("submit=%q: use true or false", q)
+		}
+		return v, nil
+	})
+	if err != nil {
+		return opts, err
+	}
+	opts.Submit = submit != nil && *submit
 	opts.IfMatch, err = ifMatch(c.Request().Header)
 	return opts, err
 }

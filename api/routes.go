@@ -131,6 +131,9 @@ func (s *Server) routes(opts Options) []Route {
 		{Method: http.MethodPost, Path: "/api/tokens", Access: auth.PermAdmin, Handler: s.createToken,
 			Middleware: []echo.MiddlewareFunc{tokenCreateLimit()}},
 		{Method: http.MethodDelete, Path: "/api/tokens/:id", Access: auth.PermAdmin, Handler: s.revokeToken},
+		// People's single sign-on sessions (sessions.go): admins list and revoke them.
+		{Method: http.MethodGet, Path: "/api/sessions", Access: auth.PermAdmin, Handler: s.listSessions},
+		{Method: http.MethodDelete, Path: "/api/sessions/:id", Access: auth.PermAdmin, Handler: s.revokeSession},
 		// Organisation settings: everyone who reads features reads them,
 		// admins change them.
 		{Method: http.MethodGet, Path: "/api/settings", Access: auth.PermRead, Handler: s.getSettings},

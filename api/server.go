@@ -38,8 +38,8 @@
 //   - plan.go: the planner of buckets' moves, and its bounds.
 //   - ascode.go: rollouts as code: export, plan and apply of documents.
 //   - requests.go: settings and change requests.
-//   - tokens.go, webhooks.go, audit.go: API tokens, webhooks and the audit
-//     trail.
+//   - tokens.go, sessions.go, webhooks.go, audit.go: API tokens, people's
+//     single sign-on sessions, webhooks and the audit trail.
 //   - health.go: GET /healthz and /readyz.
 package api
 

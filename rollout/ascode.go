@@ -25,6 +25,9 @@ import (
 // PlanDocument returns what applying d would change, against the features
 // as this service holds them now (see Document.Plan). Nothing is stored.
 func (s *Service) PlanDocument(ctx context.Context, d document.Document, opts plan.Options) (document.Plan, error) {
+	if err := d.CheckEnvironment(s.env); err != nil {
+		return document.Plan{}, err
+	}
 	return d.Plan(ctx, s.Snapshot(), opts)
 }
 
@@ -103,6 +106,9 @@ type ApplyOptions struct {
 // feature; the store's.
 func (s *Service) ApplyDocument(ctx context.Context, d document.Document, opts ApplyOptions) (document.Plan, error) {
 	if err := d.Validate(); err != nil {
+		return document.Plan{}, err
+	}
+	if err := d.CheckEnvironment(s.env); err != nil {
 		return document.Plan{}, err
 	}
 	if err := validateComment(opts.Comment); err != nil {

@@ -148,9 +148,7 @@ func (s *Service) CreateSegment(ctx context.Context, seg feature.Segment, opts C
 	defer s.mu.Unlock()
 	now := s.now().UTC()
 	seg = seg.Clone()
-	for i := range seg.Conditions {
-		seg.Conditions[i].Value = feature.CompactJSON(seg.Conditions[i].Value)
-	}
+	seg.Conditions = feature.CompactConditions(seg.Conditions)
 	seg.Version, seg.CreatedAt, seg.UpdatedAt = 1, now, now
 	if err := seg.Validate(); err != nil {
 		return SegmentResult{}, err
@@ -235,9 +233,7 @@ func (s *Service) updateSegment(ctx context.Context, key, description string, co
 	now := s.now().UTC()
 	seg := cur.Segment().Clone()
 	seg.Description, seg.Conditions = description, feature.Segment{Conditions: conditions}.Clone().Conditions
-	for i := range seg.Conditions {
-		seg.Conditions[i].Value = feature.CompactJSON(seg.Conditions[i].Value)
-	}
+	seg.Conditions = feature.CompactConditions(seg.Conditions)
 	seg.Version, seg.UpdatedAt = cur.Segment().Version+1, now
 	if err := seg.Validate(); err != nil {
 		return SegmentResult{}, &changeError{err}

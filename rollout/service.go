@@ -16,6 +16,7 @@ import (
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/plan"
 )
 
 // Service applies changes to features and serves evaluations. Writes go to
@@ -70,6 +71,11 @@ type ChangeOptions struct {
 	// transaction that commits the change also keeps the change's answer
 	// with it (see Idempotency).
 	Idempotency *Idempotency
+	// Submit asks that an editor's change the settings refuse (above the
+	// churn limit, a reshuffle) become a change request for another person
+	// to approve, as where approvals are required; a change that cannot be
+	// a request is still refused.
+	Submit bool
 
 	gate    *gate            // the editor's settings, set by the service
 	request *RequestDecision // an approval being applied
@@ -180,6 +186,9 @@ func (s *Service) create(ctx context.Context, f feature.Feature, opts ChangeOpti
 		f.Buckets[i].Value = feature.CompactJSON(f.Buckets[i].Value)
 	}
 	f.Rules = feature.CloneRules(f.Rules)
+	if err := plan.Splits(feature.Feature{}, &f); err != nil {
+		return Result{}, err
+	}
 	if err := f.Validate(); err != nil {
 		return Result{}, err
 	}
@@ -527,6 +536,9 @@ func (s *Service) prepare(cur *feature.Compiled, ch Change, opts ChangeOptions) 
 	if err := ch.apply(&next); err != nil {
 		return Result{}, Version{}, nil, &changeError{err}
 	}
+	if err := plan.Splits(cur.Feature(), &next); err != nil {
+		return Result{}, Version{}, nil, err
+	}
 	if err := next.Validate(); err != nil {
 		return Result{}, Version{}, nil, err
 	}
@@ -546,6 +558,9 @@ func (s *Service) prepare(cur *feature.Compiled, ch Change, opts ChangeOptions) 
 	res := Result{Feature: next, Report: rep, Shares: cc.Shares(), DryRun: opts.DryRun}
 	if opts.gate != nil {
 		err := opts.gate.check(cur, ch, res)
+		if err != nil && opts.Submit && ch.spec.Kind != "" && feature.ErrorCode(err) == feature.EForbidden {
+			err = approvalOf(cur, ch, res)
+		}
 		switch _, approval := err.(*needsApproval); {
 		case opts.DryRun && approval:
 			res.Needs = "approval"

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -200,6 +201,12 @@ type needsApproval struct {
 
 func (*needsApproval) Error() string { return "the change needs an approval" }
 
+// approvalOf is the request that change ch of cur, with result res, makes.
+func approvalOf(cur *feature.Compiled, ch Change, res Result) *needsApproval {
+	return &needsApproval{res: res, ifMatch: cur.Feature().Tag(), base: cur.Feature().Version,
+		segments: append(cur.Feature().Segments(), res.Feature.Segments()...), spec: ch.spec, summary: ch.summary}
+}
+
 // check decides an editor's change of cur with report rep: nil lets it
 // apply; a *needsApproval makes it a request (approvals cover the
 // feature); EForbidden refuses it (above the churn limit or a reshuffle,
@@ -210,8 +217,7 @@ func (g *gate) check(cur *feature.Compiled, ch Change, res Result) error {
 		if ch.spec.Kind == "" {
 			return feature.Errorf(feature.EForbidden, "feature %q needs approvals, and this change cannot be submitted as a request: ask an admin to make it", key)
 		}
-		return &needsApproval{res: res, ifMatch: cur.Feature().Tag(), base: cur.Feature().Version,
-			segments: append(cur.Feature().Segments(), res.Feature.Segments()...), spec: ch.spec, summary: ch.summary}
+		return approvalOf(cur, ch, res)
 	}
 	rep := res.Report
 	what := "a reshuffle (a new salt)"
@@ -294,6 +300,9 @@ func ruleRehash(before, after feature.Feature) string {
 type serving struct {
 	bucket string
 	by     string
+	// split is the planned ring of a rule's split, encoded ("": none),
+	// and splitRule the rule's name.
+	split, splitRule string
 }
 
 // fallthroughServing is what f serves users whom no rule with conditions
@@ -304,10 +313,14 @@ func fallthroughServing(f feature.Feature) serving {
 		if len(r.Conditions) > 0 {
 			continue
 		}
-		if r.Serve.Ring {
+		if r.Serve.Ring || r.Serve.Split != nil {
 			by := r.Serve.BucketBy
 			if by == "" {
 				by = f.BucketBy
+			}
+			if r.Serve.Split != nil {
+				ring, _ := json.Marshal(r.Serve.SplitRing)
+				return serving{by: by, split: string(ring), splitRule: r.Name}
 			}
 			return serving{by: by}
 		}
@@ -334,6 +347,17 @@ func unmatchedChurn(before, after feature.Feature, rep feature.Report) float64 {
 	switch {
 	case b == a:
 		return 0 // the ring's churn, if any, is rep.Churn
+	case b.split != "" && a.split != "" && b.by == a.by && b.splitRule == a.splitRule:
+		for _, sc := range rep.Splits {
+			if sc.Rule == a.splitRule {
+				return sc.Churn // exact: one split's ring changed
+			}
+		}
+		return 1
+	case b.split != "" || a.split != "":
+		// A split instead of the ring or a bucket, or of another split:
+		// users are placed anew (a split hashes apart from the ring).
+		return 1
 	case b.bucket != "" && a.bucket != "":
 		return 1
 	case b.bucket != "":

@@ -104,6 +104,11 @@ func (db *DB) auditEvents(tx *tx, q audit.Query) ([]audit.Event, error) {
 		b.WriteString(" AND actor = ?")
 		args = append(args, q.Actor)
 	}
+	if q.ActorContains != "" {
+		b.WriteString(` AND LOWER(actor) LIKE ? ESCAPE '\'`)
+		esc := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(strings.ToLower(q.ActorContains))
+		args = append(args, "%"+esc+"%")
+	}
 	if q.Kind != "" {
 		b.WriteString(" AND kind = ?")
 		args = append(args, string(q.Kind))

@@ -109,6 +109,7 @@ var copyPlan = []planTable{
 	{name: "commits"},
 	{name: "settings"},
 	{name: "ended_sessions"},
+	{name: "people_sessions"},
 	{name: "exposure_batches", units: map[string]time.Duration{"received_at": time.Second}},
 	{name: "idempotency_keys", units: map[string]time.Duration{"lease_until": time.Nanosecond, "expires_at": time.Nanosecond}},
 	{name: "ramps"},

@@ -15,8 +15,9 @@
 // and the settings), batch.go (documents' batches), exposure.go,
 // audit.go (the audit trail), feed.go (the change feed and the session
 // key), idempotency.go, token.go (tokens and signed-out sessions),
-// webhook.go (webhooks and their delivery log), experiment.go (metrics,
-// tracked events, experiments and their users), copy.go.
+// session.go (people's single sign-on sessions), webhook.go (webhooks and
+// their delivery log), experiment.go (metrics, tracked events, experiments
+// and their users), copy.go.
 package store
 
 import (

@@ -249,14 +249,15 @@ func TestBrowserWebhooks(t *testing.T) {
 	b.checkConsole()
 }
 
-// TestBrowserArchived: archived features are listed with a Restore button
-// that serves them again; an admin purges one after typing its key; a
+// TestBrowserArchived: archived features are listed with who archived
+// them, when and why, and a Restore button that previews the share of
+// users it serves again before it does; an admin purges one after typing its key; a
 // viewer sees the list without either button.
 func TestBrowserArchived(t *testing.T) {
 	ctx := context.Background()
 	a, _, secrets := adminApp(t)
 	for _, key := range []string{"checkout", "dark-mode"} {
-		if _, err := a.svc.Archive(ctx, key, rollout.ChangeOptions{Actor: "ed"}); err != nil {
+		if _, err := a.svc.Archive(ctx, key, rollout.ChangeOptions{Actor: "ed", Comment: "the " + key + " test ended"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -272,9 +273,24 @@ func TestBrowserArchived(t *testing.T) {
 	if got := b.text(`tr[data-key="checkout"]`); !strings.Contains(got, "B 53.27 %, D 22.27 %") || !strings.Contains(got, "v2") {
 		t.Errorf("checkout's row = %q", got)
 	}
+	// Who archived it, when and why.
+	if got := b.text(`tr[data-key="checkout"] td.archived-by`); !strings.HasPrefix(got, "by ed, ") || !strings.Contains(got, "“the checkout test ended”") {
+		t.Errorf("checkout's archived cell = %q, want who, when and why", got)
+	}
 	b.screenshot("archived-wide", 1280)
 	b.screenshot("archived-narrow", 390)
-	b.do(chromedp.Click(chromedp.CSS(`tr[data-key="checkout"] button.restore`)), waitFor("#archived-done"))
+	// Restore previews what it does first; Cancel leaves it archived.
+	b.do(chromedp.Click(chromedp.CSS(`tr[data-key="checkout"] button.restore`)), waitFor(`tr[data-key="checkout"] .restore-preview`))
+	if got := b.text(`tr[data-key="checkout"] .restore-preview`); !strings.Contains(got, "100 % of users would get a bucket of checkout again") || !strings.Contains(got, "B 53.27 %") {
+		t.Errorf("restore preview = %q", got)
+	}
+	b.screenshot("archived-restore-preview-narrow", 390)
+	b.do(chromedp.Click(chromedp.CSS(`tr[data-key="checkout"] .restore-preview button.secondary`)), waitFor(`tr[data-key="checkout"] button.restore`))
+	if _, ok := a.svc.Snapshot().Feature("checkout"); ok {
+		t.Fatal("checkout is served after a canceled restore")
+	}
+	b.do(chromedp.Click(chromedp.CSS(`tr[data-key="checkout"] button.restore`)), waitFor(`tr[data-key="checkout"] .confirm-restore`),
+		chromedp.Click(chromedp.CSS(`tr[data-key="checkout"] .confirm-restore`)), waitFor("#archived-done"))
 	if got := b.text("#archived-done"); got != "checkout is served again, as version 3." {
 		t.Errorf("after restore: %q", got)
 	}

@@ -54,8 +54,7 @@ func startBrowserOn(t *testing.T, a *app) *browser {
 	if testing.Short() {
 		t.Skip("-short: a browser test takes seconds")
 	}
-	exe, err := exec.LookPath(chromiumPath)
-	if err != nil {
+	if _, err := exec.LookPath(chromiumPath); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("Chromium is required in CI: %v (apt-get install chromium)", err)
 		}
@@ -66,6 +65,16 @@ func startBrowserOn(t *testing.T, a *app) *browser {
 	}
 	srv := httptest.NewServer(a.e)
 	t.Cleanup(srv.Close)
+	return startBrowserAt(t, a, srv.URL)
+}
+
+// startBrowserAt opens a tab on the app a served at base.
+func startBrowserAt(t *testing.T, a *app, base string) *browser {
+	t.Helper()
+	exe, err := exec.LookPath(chromiumPath)
+	if err != nil {
+		t.Skipf("no Chromium: %v", err)
+	}
 
 	dir := os.Getenv("ROLLOUT_ARTIFACTS")
 	if dir == "" {
@@ -92,7 +101,7 @@ func startBrowserOn(t *testing.T, a *app) *browser {
 	tabCtx, cancelTab := chromedp.NewContext(allocCtx)
 	t.Cleanup(cancelTab)
 
-	b := &browser{t: t, app: a, base: srv.URL, artifacts: dir}
+	b := &browser{t: t, app: a, base: base, artifacts: dir}
 	// The first Run starts the browser, which lives as long as tabCtx.
 	if err := chromedp.Do(tabCtx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		_, err := cdp.Call(ctx, tg, cdplog.Enable, cdp.Empty{})

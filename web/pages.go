@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/stats"
 )
@@ -379,31 +380,68 @@ func deref(s *string) string {
 	return *s
 }
 
-// changesShown is how many changes the audit log lists on one page.
+// changesShown is how many events the audit log lists on one page.
 const changesShown = 50
 
 // changesPage is the data of changes.html: the audit log.
 type changesPage struct {
 	frame
 	Title          string
-	Feature, Actor string   // the filters; "" for any
-	Keys           []string // the features one can filter by
+	Feature, Actor string // the filters; "" for any; Actor matches a part of the actor
+	Kind           string // the kind filter; "" for every kind
+	Keys           []string
+	Kinds          []string // the kinds one can filter by
 	Entries        []changeEntry
-	OlderURL       string // the page of older changes; "" when there is none
+	OlderURL       string // the page of older events; "" when there is none
 	Error          string
 }
 
-// changeEntry is one change of the audit log.
+// changeEntry is one event of the audit log.
 type changeEntry struct {
-	Key string
-	versionView
+	audit.Event
+	Label string // the kind in words
 }
 
-// changes is the audit log: every change of every feature, newest first,
-// filtered by feature and by actor, a page at a time.
+// kindLabels say the kinds of audit events in words.
+var kindLabels = map[audit.Kind]string{
+	audit.Create: "created", audit.Change: "changed", audit.Rollback: "rolled back", audit.Override: "override",
+	audit.Archive: "archived", audit.Restore: "restored", audit.Purge: "purged",
+	audit.RampCreate: "ramp started", audit.RampStep: "ramp step", audit.RampPause: "ramp paused",
+	audit.RampResume: "ramp resumed", audit.RampCancel: "ramp canceled",
+	audit.TokenCreate: "token created", audit.TokenRevoke: "token revoked", audit.Settings: "settings",
+	audit.RequestCreate: "request submitted", audit.RequestApprove: "request approved",
+	audit.RequestReject: "request rejected", audit.RequestCancel: "request withdrawn",
+	audit.SegmentCreate: "segment created", audit.SegmentChange: "segment changed", audit.SegmentDelete: "segment deleted",
+	audit.WebhookCreate: "webhook registered", audit.WebhookDelete: "webhook removed",
+	audit.WebhookResume: "webhook resumed", audit.WebhookPaused: "webhook paused",
+	audit.SessionCreate: "signed in", audit.SessionRevoke: "session ended",
+}
+
+// kindLabel says kind k in words.
+func kindLabel(k audit.Kind) string {
+	if l, ok := kindLabels[k]; ok {
+		return l
+	}
+	return strings.ReplaceAll(string(k), "_", " ")
+}
+
+// changes is the audit log: every audited event, newest first, filtered
+// by feature, by a part of the actor's name and by kind, a page at a time.
 func (h *handler) changes(c echo.Context) error {
-	p := changesPage{Title: "Audit log", Feature: strings.TrimSpace(c.QueryParam("feature")), Actor: strings.TrimSpace(c.QueryParam("actor"))}
+	p := changesPage{Title: "Audit log", Feature: strings.TrimSpace(c.QueryParam("feature")), Actor: strings.TrimSpace(c.QueryParam("actor")),
+		Kind: c.QueryParam("kind")}
 	p.Keys = h.svc.Snapshot().Keys()
+	for _, k := range audit.Kinds {
+		p.Kinds = append(p.Kinds, string(k))
+	}
+	if p.Kind != "" && !audit.Kind(p.Kind).Valid() {
+		p.Error = "There is no kind of event " + strconv.Quote(abbreviateValue(p.Kind)) + ". Showing every kind."
+		p.Kind = ""
+	}
+	if len(p.Actor) > 1000 || len(p.Feature) > 1000 {
+		p.Error = "The filter is too long. Showing every event."
+		p.Actor, p.Feature = "", ""
+	}
 	var before int64
 	if q := c.QueryParam("before"); q != "" {
 		n, err := strconv.ParseInt(q, 10, 64)
@@ -413,23 +451,23 @@ func (h *handler) changes(c echo.Context) error {
 			before = n
 		}
 	}
-	vs, err := h.svc.Changes(c.Request().Context(), rollout.ChangeQuery{Feature: p.Feature, Actor: p.Actor, Before: before, Limit: changesShown + 1})
+	es, err := h.svc.AuditEvents(c.Request().Context(), audit.Query{Feature: p.Feature, ActorContains: p.Actor, Kind: audit.Kind(p.Kind),
+		Before: before, Limit: changesShown + 1})
 	if err != nil {
 		return h.internal(c, err)
 	}
-	if len(vs) > changesShown {
-		vs = vs[:changesShown]
-		q := url.Values{"before": {strconv.FormatInt(vs[changesShown-1].Seq, 10)}}
-		if p.Feature != "" {
-			q.Set("feature", p.Feature)
-		}
-		if p.Actor != "" {
-			q.Set("actor", p.Actor)
+	if len(es) > changesShown {
+		es = es[:changesShown]
+		q := url.Values{"before": {strconv.FormatInt(es[changesShown-1].ID, 10)}}
+		for name, v := range map[string]string{"feature": p.Feature, "actor": p.Actor, "kind": p.Kind} {
+			if v != "" {
+				q.Set(name, v)
+			}
 		}
 		p.OlderURL = "/ui/changes?" + q.Encode()
 	}
-	for _, v := range vs {
-		p.Entries = append(p.Entries, changeEntry{Key: v.Config.Key, versionView: viewVersion(v)})
+	for _, e := range es {
+		p.Entries = append(p.Entries, changeEntry{Event: e, Label: kindLabel(e.Kind)})
 	}
 	return h.render(c, http.StatusOK, "changes", &p)
 }

@@ -29,6 +29,9 @@ type requestsPage struct {
 	Open     []requestView
 	Decided  []requestView
 	Settings rollout.Settings
+	// Inbox: the page lists only the open requests the signed-in person
+	// may decide (the header's inbox).
+	Inbox bool
 }
 
 // requestView is a request with what the page shows of it.
@@ -43,8 +46,21 @@ type requestView struct {
 }
 
 func (h *handler) requests(c echo.Context) error {
+	return h.requestsPage(c, false)
+}
+
+// inbox is /ui/inbox: the open requests the signed-in person may decide,
+// each with its preview.
+func (h *handler) inbox(c echo.Context) error {
+	return h.requestsPage(c, true)
+}
+
+func (h *handler) requestsPage(c echo.Context, inbox bool) error {
 	ctx := c.Request().Context()
-	p := requestsPage{Title: "Change requests"}
+	p := requestsPage{Title: "Change requests", Inbox: inbox}
+	if inbox {
+		p.Title = "Inbox: requests you can approve"
+	}
 	h.fillFrame(c, &p.frame)
 	st, err := h.svc.Settings(ctx)
 	if err != nil {
@@ -56,7 +72,12 @@ func (h *handler) requests(c echo.Context) error {
 		return h.internal(c, err)
 	}
 	for _, r := range open {
-		p.Open = append(p.Open, h.viewRequest(p.frame, r))
+		if v := h.viewRequest(p.frame, r); !inbox || v.CanDecide {
+			p.Open = append(p.Open, v)
+		}
+	}
+	if inbox {
+		return h.render(c, http.StatusOK, "requests", &p)
 	}
 	recent, err := h.svc.Requests(ctx, rollout.RequestQuery{Limit: len(open) + requestsShown})
 	if err != nil {
@@ -125,4 +146,24 @@ func (h *handler) settings(c echo.Context) error {
 	h.fillFrame(c, &p.frame)
 	p.Admin = p.Role == auth.RoleAdmin || p.Who == "" // an open API: anyone on this host
 	return h.render(c, http.StatusOK, "settings", &p)
+}
+
+// inboxCount is how many open requests the person of f may decide: those
+// of others, when they may change features.
+func (h *handler) inboxCount(c echo.Context, f *frame) int {
+	if f.ReadOnly {
+		return 0
+	}
+	open, err := h.svc.Requests(c.Request().Context(), rollout.RequestQuery{State: rollout.RequestOpen})
+	if err != nil {
+		h.logError(c, "count the inbox", err)
+		return 0
+	}
+	n := 0
+	for _, r := range open {
+		if f.Who == "" || r.Author != f.Who {
+			n++
+		}
+	}
+	return n
 }

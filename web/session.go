@@ -32,6 +32,9 @@ type frame struct {
 	// API is open); PausedHooks counts the paused webhooks, for admins.
 	Admin       bool
 	PausedHooks int
+	// InboxCount counts the open change requests of others that the person
+	// may decide (see inboxCount).
+	InboxCount int
 }
 
 func (f *frame) frameOf() *frame { return f }
@@ -45,6 +48,7 @@ func (h *handler) fillFrame(c echo.Context, f *frame) {
 		if f.Admin {
 			f.PausedHooks = h.pausedHooks(c)
 		}
+		f.InboxCount = h.inboxCount(c, f)
 	}()
 	if h.sessions == nil || !h.sessions.Enforced() {
 		f.Admin = true
@@ -63,13 +67,14 @@ func (h *handler) fillFrame(c echo.Context, f *frame) {
 type loginPage struct {
 	frame
 	Title, Next, Error string
+	SSO                bool // the page offers single sign-on
 }
 
 func (h *handler) loginForm(c echo.Context) error {
 	if h.sessions == nil || !h.sessions.Enforced() {
 		return c.Redirect(http.StatusSeeOther, "/ui/")
 	}
-	return h.render(c, http.StatusOK, "login", &loginPage{Title: "Sign in", Next: safeNext(c.QueryParam("next"))})
+	return h.render(c, http.StatusOK, "login", &loginPage{Title: "Sign in", Next: safeNext(c.QueryParam("next")), SSO: h.sso != nil})
 }
 
 // login checks the submitted token; the form is protected against
@@ -82,7 +87,7 @@ func (h *handler) login(c echo.Context) error {
 	}
 	tok, ok := h.sessions.SignIn(c, c.FormValue("token"))
 	if !ok {
-		return h.render(c, http.StatusUnauthorized, "login", &loginPage{Title: "Sign in", Next: next,
+		return h.render(c, http.StatusUnauthorized, "login", &loginPage{Title: "Sign in", Next: next, SSO: h.sso != nil,
 			Error: "That token is not valid: it is unknown or was revoked."})
 	}
 	h.log.Info("dashboard sign-in", "token", tok.Name, "role", tok.Role)

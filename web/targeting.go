@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -60,6 +62,17 @@ func opOptions() []opOption {
 // conditionSentence says a condition in the dashboard's words:
 // `country is one of DE, AT`, `in segment staff`, `email is present`.
 func conditionSentence(c feature.Condition) string {
+	if c.Any != nil {
+		parts := make([]string, len(c.Any))
+		for i, a := range c.Any {
+			parts[i] = conditionSentence(a)
+		}
+		return "(" + strings.Join(parts, " or ") + ")"
+	}
+	if c.IgnoreCase {
+		c.IgnoreCase = false
+		return conditionSentence(c) + " (any case)"
+	}
 	words := opWords[c.Op]
 	if words == "" {
 		words = c.Op
@@ -113,6 +126,15 @@ type ruleView struct {
 func ruleSentence(r feature.Rule) ruleView {
 	v := ruleView{Name: r.Name, When: conditionsSentence(r.Conditions)}
 	switch {
+	case r.Serve.Split != nil:
+		parts := make([]string, 0, len(r.Serve.Split))
+		for _, b := range slices.Sorted(maps.Keys(r.Serve.Split)) {
+			parts = append(parts, b+" "+strconv.FormatFloat(r.Serve.Split[b]*100, 'g', 6, 64)+" %")
+		}
+		v.Serve = "a split: " + strings.Join(parts, ", ")
+		if r.Serve.BucketBy != "" {
+			v.Serve += ", bucketed by " + r.Serve.BucketBy
+		}
 	case r.Serve.Ring && r.Serve.BucketBy != "":
 		v.Serve = "the ring, bucketed by " + r.Serve.BucketBy
 	case r.Serve.Ring:

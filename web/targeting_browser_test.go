@@ -399,7 +399,7 @@ func TestBrowserSegments(t *testing.T) {
 		t.Errorf("a segment's conditions offer in_segment (%d)", n)
 	}
 	b.do(chromedp.Click(chromedp.CSS(create+"button[type=submit]")), waitFor(create+".preview .apply"))
-	if got := b.text(create + ".preview .outcome"); got != "Creates segment staff: users whose email ends with @example.com." {
+	if got := b.text(create + ".preview .outcome"); got != "Creates segment staff: users whose email ends with @example.com (any case)." {
 		t.Errorf("create preview %q", got)
 	}
 	var seg struct {
@@ -412,7 +412,7 @@ func TestBrowserSegments(t *testing.T) {
 	if seg.Version != 1 || len(seg.Conditions) != 1 || string(seg.Conditions[0].Value) != `"@example.com"` {
 		t.Errorf("created segment: %+v", seg)
 	}
-	if got := b.text(`li.segment[data-segment=staff] .seg-when`); got != "Users in it: email ends with @example.com" {
+	if got := b.text(`li.segment[data-segment=staff] .seg-when`); got != "Users in it: email ends with @example.com (any case)" {
 		t.Errorf("the page says %q", got)
 	}
 
@@ -435,7 +435,7 @@ func TestBrowserSegments(t *testing.T) {
 	setSelect(b, edit+".cond:nth-child(2) [name=op]", "present")
 	b.do(chromedp.Click(chromedp.CSS(edit+"button[type=submit]")), waitFor(edit+".preview .apply"))
 	preview := b.text(edit + ".preview")
-	for _, want := range []string{"Segment staff becomes: users whose email ends with @example.org and plan is present.", "dark-mode"} {
+	for _, want := range []string{"Segment staff becomes: users whose email ends with @example.org (any case) and plan is present.", "dark-mode"} {
 		if !strings.Contains(preview, want) {
 			t.Errorf("edit preview %q lacks %q", preview, want)
 		}

@@ -8,6 +8,9 @@
 // page shows, then for real once the user confirms; the API's cross-origin
 // protection covers those requests. The templates, script and stylesheet are
 // embedded in the binary and load nothing from elsewhere.
+//
+// People sign in with an API token (session.go) or, where the server has
+// single sign-on, with an OpenID Connect provider (sso.go).
 package web
 
 import (
@@ -29,6 +32,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/webhook"
 )
@@ -60,6 +64,9 @@ type Options struct {
 	// Webhooks, when not nil, let admins' pages say when a webhook is
 	// paused.
 	Webhooks *webhook.Hooks
+	// SSO, when not nil, signs people in with an OpenID Connect provider
+	// (see NewSSO).
+	SSO *SSO
 }
 
 // handler serves the dashboard's pages.
@@ -68,6 +75,7 @@ type handler struct {
 	log      *slog.Logger
 	sessions Sessions
 	hooks    *webhook.Hooks
+	sso      *SSO
 	sample   int
 	pages    map[string]*template.Template
 	assets   assets
@@ -84,7 +92,7 @@ type handler struct {
 // features through the JSON API, which the same server serves. The handlers
 // are safe for concurrent use.
 func Routes(svc *rollout.Service, opts Options) []api.Route {
-	h := &handler{svc: svc, log: opts.Logger, sample: opts.SampleUsers, sessions: opts.Sessions, hooks: opts.Webhooks, assets: loadAssets()}
+	h := &handler{svc: svc, log: opts.Logger, sample: opts.SampleUsers, sessions: opts.Sessions, hooks: opts.Webhooks, sso: opts.SSO, assets: loadAssets()}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -106,6 +114,7 @@ func Routes(svc *rollout.Service, opts Options) []api.Route {
 		{Method: get, Path: "/ui/features/:key", Access: auth.PermRead, SignIn: true, Handler: h.feature, Middleware: ui},
 		{Method: get, Path: "/ui/changes", Access: auth.PermRead, SignIn: true, Handler: h.changes, Middleware: ui},
 		{Method: get, Path: "/ui/requests", Access: auth.PermRead, SignIn: true, Handler: h.requests, Middleware: ui},
+		{Method: get, Path: "/ui/inbox", Access: auth.PermRead, SignIn: true, Handler: h.inbox, Middleware: ui},
 		{Method: get, Path: "/ui/settings", Access: auth.PermRead, SignIn: true, Handler: h.settings, Middleware: ui},
 		{Method: get, Path: "/ui/user", Access: auth.PermRead, SignIn: true, Handler: h.user, Middleware: ui},
 		{Method: get, Path: "/ui/segments", Access: auth.PermRead, SignIn: true, Handler: h.segments, Middleware: ui},
@@ -113,6 +122,8 @@ func Routes(svc *rollout.Service, opts Options) []api.Route {
 		{Method: get, Path: "/ui/static/*", Access: api.Public, Handler: h.static, Middleware: ui},
 		{Method: get, Path: "/ui/login", Access: api.Public, Handler: h.loginForm, Middleware: ui},
 		{Method: post, Path: "/ui/login", Access: api.Public, Handler: h.login, Middleware: ui},
+		{Method: get, Path: "/ui/login/sso", Access: api.Public, Handler: h.ssoStart, Middleware: ui},
+		{Method: get, Path: "/ui/login/callback", Access: api.Public, Handler: h.ssoCallback, Middleware: ui},
 		{Method: post, Path: "/ui/logout", Access: api.Public, Handler: h.logout, Middleware: ui},
 		{Method: get, Path: "/ui/*", Access: auth.PermRead, SignIn: true, Handler: notFound, Middleware: ui},
 		// Other methods under /ui: 404, with the headers of every page,
@@ -229,10 +240,11 @@ func parsePages(a assets) map[string]*template.Template {
 		"ago":        ago,
 		"join":       strings.Join,
 		"statusName": statusName,
+		"kindLabel":  func(k string) string { return kindLabel(audit.Kind(k)) },
 	}
 	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/parts.html", "templates/pm.html"))
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"list", "feature", "error", "login", "changes", "user", "requests", "settings", "tokens", "webhooks", "archived", "segments"} {
+	for _, name := range []string{"list", "feature", "error", "login", "changes", "user", "requests", "settings", "tokens", "webhooks", "archived", "segments", "signedin"} {
 		files := []string{"templates/" + name + ".html"}
 		if name == "feature" || name == "segments" {
 			files = append(files, "templates/targeting.html")
@@ -245,7 +257,7 @@ func parsePages(a assets) map[string]*template.Template {
 // render writes the named page with status. The page is rendered in full
 // before anything is written, so a template failure is a clean 500.
 func (h *handler) render(c echo.Context, status int, name string, data any) error {
-	if f, ok := data.(framed); ok && name != "login" {
+	if f, ok := data.(framed); ok && name != "login" && name != "signedin" {
 		h.fillFrame(c, f.frameOf())
 	}
 	var buf bytes.Buffer

@@ -523,7 +523,7 @@ func TestAuditLogPages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	entries := regexp.MustCompile(`<li class="version change-entry" data-feature="([^"]+)" data-version="(\d+)" data-actor="([^"]+)">`)
+	entries := regexp.MustCompile(`<li class="version change-entry" data-feature="([^"]+)" data-version="(\d+)" data-actor="([^"]+)" data-kind="[a-z_]+">`)
 	older := regexp.MustCompile(`<a href="([^"]+)" id="older-changes">`)
 
 	body := a.get(t, "/ui/changes?actor=bot").Body.String()

@@ -84,7 +84,28 @@ type Hook struct {
 
 // Wants reports whether h delivers events of kind k.
 func (h Hook) Wants(k audit.Kind) bool {
-	return slices.Contains(h.Events, "*") || slices.Contains(h.Events, string(k))
+	return slices.Contains(h.Events, "*") || slices.Contains(h.Events, string(k)) ||
+		(EventName(k) != "" && slices.Contains(h.Events, EventName(k)))
+}
+
+// The events of change requests, which a webhook's filter may name
+// instead of their audit kinds, so that a team is told when a request
+// waits and when it is decided.
+const (
+	RequestCreated = "request.created" // request_create
+	RequestDecided = "request.decided" // request_approve, request_reject, request_cancel
+)
+
+// EventName is the event of kind k that webhooks name (RequestCreated,
+// RequestDecided), "" for kinds that have none.
+func EventName(k audit.Kind) string {
+	switch k {
+	case audit.RequestCreate:
+		return RequestCreated
+	case audit.RequestApprove, audit.RequestReject, audit.RequestCancel:
+		return RequestDecided
+	}
+	return ""
 }
 
 // Delivery is one attempt to deliver an event to a
@@ -259,8 +280,8 @@ func NewHook(rawURL, secret string, events []string, by string, now time.Time) (
 		return Hook{}, feature.Errorf(feature.EInvalid, "a webhook lists at most %d kinds of events: got %d (use [\"*\"] for all)", MaxEvents, len(events))
 	}
 	for _, k := range events {
-		if k != "*" && !audit.Kind(k).Valid() {
-			return Hook{}, feature.Errorf(feature.EInvalid, "%q is not a kind of audit event: use \"*\" or some of %s", truncate(k, 40), audit.KindNames())
+		if k != "*" && k != RequestCreated && k != RequestDecided && !audit.Kind(k).Valid() {
+			return Hook{}, feature.Errorf(feature.EInvalid, "%q is not a kind of audit event: use \"*\", %s, %s or some of %s", truncate(k, 40), RequestCreated, RequestDecided, audit.KindNames())
 		}
 	}
 	slices.Sort(events)
@@ -294,15 +315,18 @@ func ValidateURL(raw string) error {
 }
 
 // Payload is the JSON body delivered for an event: the event's
-// fields and a Slack-compatible "text" saying it in words.
+// fields, its event name for change requests ("event":
+// "request.created" or "request.decided"), and a Slack-compatible
+// "text" saying it in words.
 type Payload struct {
 	audit.Event
+	Name string `json:"event,omitempty"`
 	Text string `json:"text"`
 }
 
 // Body returns the body delivered for e.
 func Body(e audit.Event) []byte {
-	b, err := json.Marshal(Payload{Event: e, Text: Text(e)})
+	b, err := json.Marshal(Payload{Event: e, Name: EventName(e.Kind), Text: Text(e)})
 	if err != nil { // an audit.Event always marshals
 		panic(err)
 	}
@@ -312,6 +336,9 @@ func Body(e audit.Event) []byte {
 // Text says what e records in one line of words: "alice changed
 // checkout: treatment 50 % → 10 %; … (comment: …)".
 func Text(e audit.Event) string {
+	if t := requestText(e); t != "" {
+		return t
+	}
 	var b strings.Builder
 	b.WriteString(e.Actor)
 	b.WriteString(" ")
@@ -330,6 +357,42 @@ func Text(e audit.Event) string {
 	}
 	if e.Comment != "" {
 		b.WriteString(` — "` + e.Comment + `"`)
+	}
+	return b.String()
+}
+
+// requestText says a change request's event for a team's chat: who asks
+// for what, or who decided it; "" for other events. Its summary reads
+// "request by AUTHOR: what it does".
+func requestText(e audit.Event) string {
+	author, what, ok := strings.Cut(strings.TrimPrefix(e.Summary, "request by "), ": ")
+	if !ok || !strings.HasPrefix(e.Summary, "request by ") {
+		return ""
+	}
+	var b strings.Builder
+	switch e.Kind {
+	case audit.RequestCreate:
+		fmt.Fprintf(&b, "%s asks for approval of a change to %s: %s.", e.Actor, e.Feature, what)
+		if e.Comment != "" {
+			b.WriteString(` "` + e.Comment + `"`)
+		}
+		b.WriteString(" Approve or reject it in the dashboard's inbox (/ui/inbox).")
+		return b.String()
+	case audit.RequestApprove:
+		fmt.Fprintf(&b, "%s approved %s's change to %s", e.Actor, author, e.Feature)
+		if e.Version > 0 {
+			fmt.Fprintf(&b, ", applied as version %d", e.Version)
+		}
+		b.WriteString(": " + strings.ReplaceAll(what, " would move", " moved") + ".")
+	case audit.RequestReject:
+		fmt.Fprintf(&b, "%s rejected %s's change to %s: %s.", e.Actor, author, e.Feature, what)
+	case audit.RequestCancel:
+		fmt.Fprintf(&b, "%s withdrew their change to %s: %s.", e.Actor, e.Feature, what)
+	default:
+		return ""
+	}
+	if e.Comment != "" {
+		b.WriteString(` "` + e.Comment + `"`)
 	}
 	return b.String()
 }

@@ -115,6 +115,15 @@ func (c *apiClient) do(ctx context.Context, method, path string, body []byte, he
 	return nil, &apiError{Status: res.StatusCode, Message: strings.TrimSpace(string(data[:min(len(data), 300)]))}
 }
 
+// forDocument makes the client's requests for the environment d names at
+// its top ("environment: staging") when --env and ROLLOUT_ENV name none;
+// when they name another, the server refuses the document.
+func (c *apiClient) forDocument(d document.Document) {
+	if c.env == "" {
+		c.env = d.Environment
+	}
+}
+
 // apiError is an error answer of the server.
 type apiError struct {
 	Status        int
@@ -255,6 +264,7 @@ func readDocument(file string) (document.Document, error) {
 
 // plan posts doc to /api/plan and returns the plan, decoded and as sent.
 func (c *apiClient) plan(ctx context.Context, doc document.Document) (document.Plan, []byte, error) {
+	c.forDocument(doc)
 	body, err := json.Marshal(doc)
 	if err != nil {
 		return document.Plan{}, nil, err
@@ -394,6 +404,7 @@ func runApply(ctx context.Context, args []string, stdout io.Writer, getenv func(
 		if err := dec.Decode(&p); err != nil || p.Versions == nil || p.Document.Features == nil {
 			return fmt.Errorf("%s is not a plan saved by 'rollout plan --out'", rest[0])
 		}
+		c.forDocument(p.Document)
 	}
 	if err := printPlan(stdout, p); err != nil {
 		return err

@@ -28,8 +28,16 @@ func TestEnvironmentsAsCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(data), "enabled: false") {
-		t.Fatalf("staging's export does not show checkout switched off:\n%s", data)
+	if !strings.Contains(string(data), "enabled: false") || !strings.Contains(string(data), "environment: staging") {
+		t.Fatalf("staging's export does not say it is staging's, with checkout switched off:\n%s", data)
+	}
+	// The file says its environment: without --env it is planned there;
+	// with another it is refused.
+	if out, err := runWith(t, s.m.URL(), "", "plan", "-f", file); err != nil {
+		t.Fatalf("plan of staging's own export without --env = %v (production's checkout differs from it), want no change:\n%s", err, out)
+	}
+	if _, err := runWith(t, s.m.URL(), "", "plan", "--env", "production", "-f", file); err == nil || !strings.Contains(err.Error(), "is for environment") {
+		t.Fatalf("plan --env production of staging's file = %v, want a refusal naming the environment", err)
 	}
 	editDocument(t, file, func(d *document.Document) { on := true; d.Features[0].Enabled = &on })
 	out, err := runWith(t, s.m.URL(), "", "plan", "--env", "staging", "-f", file)

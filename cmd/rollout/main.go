@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -22,7 +23,9 @@ import (
 	"github.com/rollout/rollout/cmd/internal/serve"
 	"github.com/rollout/rollout/internal/logwriter"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/web"
 )
 
 func main() {
@@ -222,6 +225,15 @@ func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) str
 	fs.Lookup("session-key").DefValue = "" // never print a key from the environment
 	sessionKeyFile := fs.String("session-key-file", getenv("ROLLOUT_SESSION_KEY_FILE"),
 		"file of hex session keys, one per line, the first signing (see --session-key); readable by its owner only (env ROLLOUT_SESSION_KEY_FILE)")
+	oidcIssuer := fs.String("oidc-issuer", getenv("ROLLOUT_OIDC_ISSUER"), "OpenID Connect issuer URL: people sign in to the dashboard with it (env ROLLOUT_OIDC_ISSUER)")
+	oidcClient := fs.String("oidc-client-id", getenv("ROLLOUT_OIDC_CLIENT_ID"), "the dashboard's client ID at the OpenID provider (env ROLLOUT_OIDC_CLIENT_ID)")
+	oidcSecretFile := fs.String("oidc-client-secret-file", getenv("ROLLOUT_OIDC_CLIENT_SECRET_FILE"),
+		"file holding the client's secret, readable by its owner only (env ROLLOUT_OIDC_CLIENT_SECRET_FILE)")
+	oidcRedirect := fs.String("oidc-redirect-url", getenv("ROLLOUT_OIDC_REDIRECT_URL"),
+		"the dashboard's URL /ui/login/callback as registered at the provider; default: from each request's host (env ROLLOUT_OIDC_REDIRECT_URL)")
+	oidcRoleClaim := fs.String("oidc-role-claim", envOr(getenv, "ROLLOUT_OIDC_ROLE_CLAIM", "groups"), "the ID token's claim that lists a person's groups (env ROLLOUT_OIDC_ROLE_CLAIM)")
+	oidcRoles := fs.String("oidc-roles", getenv("ROLLOUT_OIDC_ROLES"), "the role each group grants, such as flag-admins=admin,pm=editor (env ROLLOUT_OIDC_ROLES)")
+	oidcDefault := fs.String("oidc-default-role", envOr(getenv, "ROLLOUT_OIDC_DEFAULT_ROLE", "viewer"), "the role of people in none of those groups (env ROLLOUT_OIDC_DEFAULT_ROLE)")
 	if env := getenv("ROLLOUT_SYNC_INTERVAL"); env != "" {
 		d, err := time.ParseDuration(env)
 		if err != nil {
@@ -317,6 +329,10 @@ func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) str
 			return nil, err
 		}
 	}
+	sso, err := parseSSO(*oidcIssuer, *oidcClient, *oidcSecretFile, *oidcRedirect, *oidcRoleClaim, *oidcRoles, *oidcDefault)
+	if err != nil {
+		return nil, err
+	}
 	// Log lines are queued and written by one goroutine, so that a slow
 	// stderr never stalls a request; lines that do not fit are dropped
 	// and counted in rollout_log_lines_dropped_total.
@@ -327,7 +343,7 @@ func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) str
 	}
 	return &serve.Server{Addr: *addr, DBPath: *db, Log: slog.New(h), FlushInterval: *flush, Insecure: *insecure, Pprof: *pprof,
 		MaxConns: *maxConns, MaxStreams: *maxStreams, MaxStreamsPerToken: *streamsPerToken, IdleTimeout: *idle, RequestLog: requestLog, SlowRequest: *slow, SampleEvaluations: *sample, LogWriter: logs,
-		SyncInterval: *syncInterval, NoNotify: !*notify, SessionKeys: keys}, nil
+		SyncInterval: *syncInterval, NoNotify: !*notify, SessionKeys: keys, SSO: sso}, nil
 }
 
 func envOr(getenv func(string) string, name, def string) string {
@@ -335,4 +351,38 @@ func envOr(getenv func(string) string, name, def string) string {
 		return v
 	}
 	return def
+}
+
+// parseSSO checks the single sign-on flags: nil when --oidc-issuer is not
+// given.
+func parseSSO(issuer, client, secretFile, redirect, claim, roles, def string) (*web.SSOConfig, error) {
+	if issuer == "" {
+		if client != "" || secretFile != "" || roles != "" {
+			return nil, errors.New("--oidc-client-id, --oidc-client-secret-file and --oidc-roles need --oidc-issuer")
+		}
+		return nil, nil
+	}
+	if client == "" {
+		return nil, errors.New("--oidc-issuer needs --oidc-client-id (ROLLOUT_OIDC_CLIENT_ID)")
+	}
+	if u, err := url.Parse(issuer); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, fmt.Errorf("--oidc-issuer %q: give the provider's issuer URL, https://…", issuer)
+	}
+	cfg := &web.SSOConfig{Issuer: issuer, ClientID: client, RedirectURL: redirect, RoleClaim: claim, DefaultRole: auth.Role(def)}
+	if secretFile != "" {
+		secret, err := serve.ReadSecretFile(secretFile)
+		if err != nil {
+			return nil, fmt.Errorf("--oidc-client-secret-file: %w", err)
+		}
+		cfg.ClientSecret = secret
+	}
+	m, err := web.ParseRoleMap(roles)
+	if err != nil {
+		return nil, fmt.Errorf("--oidc-roles: %w", err)
+	}
+	cfg.Roles = m
+	if r := auth.Role(def); r != auth.RoleAdmin && r != auth.RoleEditor && r != auth.RoleViewer {
+		return nil, fmt.Errorf("--oidc-default-role %q: use admin, editor or viewer", def)
+	}
+	return cfg, nil
 }

@@ -215,6 +215,17 @@ func fillTargeting(t *testing.T, svc *rollout.Service, db *store.DB) {
 	if err := db.EndSession(ctx, "session-signed-out", now.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
+	if err := db.CreateSession(ctx, auth.Session{ID: "person-1", Person: "ann@example.com", Subject: "u-ann", Role: auth.RoleAdmin,
+		CreatedAt: now, ExpiresAt: now.Add(12 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateSession(ctx, auth.Session{ID: "person-2", Person: "pat@example.com", Subject: "u-pat", Role: auth.RoleEditor,
+		CreatedAt: now, ExpiresAt: now.Add(12 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RevokeSession(ctx, "person-2", now, "ann@example.com via sso"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := db.SessionKey(ctx); err != nil {
 		t.Fatal(err)
 	}

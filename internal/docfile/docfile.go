@@ -104,8 +104,10 @@ func TooLarge(name string, size int64) error {
 // values (buckets' values, conditions' values) are the YAML nodes they
 // were written as. Document turns it into one.
 type File struct {
-	Features []fileFeature `yaml:"features"`
-	Segments []fileSegment `yaml:"segments"`
+	// Environment, when given, is the environment the document is for.
+	Environment string        `yaml:"environment"`
+	Features    []fileFeature `yaml:"features"`
+	Segments    []fileSegment `yaml:"segments"`
 }
 
 type fileFeature struct {
@@ -137,9 +139,11 @@ type fileRule struct {
 }
 
 type fileCondition struct {
-	Attribute string   `yaml:"attribute"`
-	Op        string   `yaml:"op"`
-	Value     ast.Node `yaml:"value"`
+	Attribute  string          `yaml:"attribute"`
+	Op         string          `yaml:"op"`
+	Value      ast.Node        `yaml:"value"`
+	IgnoreCase bool            `yaml:"ignore_case"`
+	Any        []fileCondition `yaml:"any"`
 }
 
 type fileSegment struct {
@@ -151,18 +155,28 @@ type fileSegment struct {
 // Document returns f as a document.Document, its values as JSON; a value
 // that JSON cannot hold is an *Error with its line in the file name.
 func (f *File) Document(name string) (document.Document, error) {
-	var d document.Document
+	d := document.Document{Environment: f.Environment}
 	if f.Features != nil {
 		d.Features = make([]document.Feature, 0, len(f.Features))
 	}
-	conditions := func(cs []fileCondition) ([]feature.Condition, error) {
+	var conditions func(cs []fileCondition) ([]feature.Condition, error)
+	conditions = func(cs []fileCondition) ([]feature.Condition, error) {
 		var out []feature.Condition
 		for _, c := range cs {
 			v, err := nodeJSON(name, c.Value)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, feature.Condition{Attribute: c.Attribute, Op: c.Op, Value: v})
+			fc := feature.Condition{Attribute: c.Attribute, Op: c.Op, Value: v, IgnoreCase: c.IgnoreCase}
+			if c.Any != nil {
+				if fc.Any, err = conditions(c.Any); err != nil {
+					return nil, err
+				}
+				if fc.Any == nil {
+					fc.Any = []feature.Condition{} // "any: []", which validation refuses
+				}
+			}
+			out = append(out, fc)
 		}
 		return out, nil
 	}
@@ -399,14 +413,16 @@ func unmarshal(name string, data []byte, v any, maxStructure int) (*ast.File, er
 // by its place in the document: "features", "features.buckets", … A list
 // over its limit is refused before it is decoded.
 var limits = map[string]int{
-	"features":                  document.MaxFeatures,
-	"features.buckets":          feature.MaxBuckets,
-	"features.overrides":        feature.MaxOverrides,
-	"features.rules":            feature.MaxRules,
-	"features.rules.conditions": feature.MaxConditions,
-	"features.tags":             feature.MaxTags,
-	"segments":                  feature.MaxSegments,
-	"segments.conditions":       feature.MaxConditions,
+	"features":                      document.MaxFeatures,
+	"features.buckets":              feature.MaxBuckets,
+	"features.overrides":            feature.MaxOverrides,
+	"features.rules":                feature.MaxRules,
+	"features.rules.conditions":     feature.MaxConditions,
+	"features.rules.conditions.any": feature.MaxConditions,
+	"segments.conditions.any":       feature.MaxConditions,
+	"features.tags":                 feature.MaxTags,
+	"segments":                      feature.MaxSegments,
+	"segments.conditions":           feature.MaxConditions,
 }
 
 // tooMany is the message of a list at place (as features[2].rules) of a

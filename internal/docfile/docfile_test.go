@@ -162,3 +162,60 @@ func TestParseTooLarge(t *testing.T) {
 		t.Errorf("Parse(10 MB) = %v, want an error on its size", err)
 	}
 }
+
+// TestParseAnyOfAndCase: rules' any-of conditions, ignore_case and splits
+// read from YAML, and survive Marshal to YAML and JSON and back.
+func TestParseAnyOfAndCase(t *testing.T) {
+	const doc = `features:
+  - key: checkout
+    enabled: true
+    buckets: [{name: control, share: 0.5}, {name: treatment, share: 0.5}]
+    rules:
+      - name: enterprise-or-staff
+        conditions:
+          - any:
+              - {attribute: plan, op: eq, value: enterprise}
+              - {attribute: email, op: ends_with, value: "@example.com", ignore_case: true}
+          - {attribute: country, op: in, value: [DE, AT], ignore_case: true}
+        serve: {bucket: treatment}
+      - name: pro
+        conditions: [{attribute: plan, op: eq, value: pro}]
+        serve: {split: {control: 0.9, treatment: 0.1}, bucket_by: org}
+segments:
+  - key: staff
+    conditions: [{any: [{attribute: email, op: ends_with, value: "@example.com", ignore_case: true}]}]
+`
+	d, err := docfile.Parse("rollout.yaml", []byte(doc))
+	if err != nil {
+		t.Fatalf("Parse() = %v", err)
+	}
+	want := []feature.Condition{
+		{Any: []feature.Condition{
+			{Attribute: "plan", Op: "eq", Value: json.RawMessage(`"enterprise"`)},
+			{Attribute: "email", Op: "ends_with", Value: json.RawMessage(`"@example.com"`), IgnoreCase: true},
+		}},
+		{Attribute: "country", Op: "in", Value: json.RawMessage(`["DE","AT"]`), IgnoreCase: true},
+	}
+	if diff := cmp.Diff(want, d.Features[0].Rules[0].Conditions); diff != "" {
+		t.Errorf("Parse() conditions mismatch (-want +got):\n%s", diff)
+	}
+	if got := d.Features[0].Rules[1].Serve; got.Split["treatment"] != 0.1 || got.Split["control"] != 0.9 || got.BucketBy != "org" {
+		t.Errorf("split rule serves %+v", got)
+	}
+	if got := d.Segments[0].Conditions[0]; len(got.Any) != 1 || !got.Any[0].IgnoreCase {
+		t.Errorf("segment condition = %+v, want an any-of with ignore_case", got)
+	}
+	for _, format := range []string{docfile.YAML, docfile.JSON} {
+		out, err := docfile.Marshal(d, format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := docfile.Parse("rollout."+format, out)
+		if err != nil {
+			t.Fatalf("Parse(Marshal()) = %v\n%s", err, out)
+		}
+		if diff := cmp.Diff(d, back, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("Parse(Marshal()) mismatch (-want +got):\n%s\n%s", diff, out)
+		}
+	}
+}

@@ -57,6 +57,8 @@ const (
 	EnvironmentChange Kind = "environment_change" // an environment's name, protection or position changed
 	EnvironmentDelete Kind = "environment_delete" // an environment was deleted
 	Promote           Kind = "promote"            // a feature's configuration was promoted from another environment
+	SessionCreate     Kind = "session_create"     // a person signed in with single sign-on
+	SessionRevoke     Kind = "session_revoke"     // a person's session was revoked, or they signed out
 )
 
 // Kinds are the kinds of audited actions.
@@ -68,15 +70,18 @@ var Kinds = []Kind{
 	SegmentCreate, SegmentChange, SegmentDelete,
 	WebhookCreate, WebhookDelete, WebhookResume, WebhookPaused,
 	EnvironmentCreate, EnvironmentChange, EnvironmentDelete, Promote,
+	SessionCreate, SessionRevoke,
 }
 
 // Shared reports whether actions of kind k concern every environment
-// (tokens, segments, webhooks, environments themselves) rather than one.
+// (tokens, segments, webhooks, sign-ins, environments themselves) rather
+// than one.
 func (k Kind) Shared() bool {
 	switch k {
 	case TokenCreate, TokenRevoke, SegmentCreate, SegmentChange, SegmentDelete,
 		WebhookCreate, WebhookDelete, WebhookResume, WebhookPaused,
-		EnvironmentCreate, EnvironmentChange, EnvironmentDelete:
+		EnvironmentCreate, EnvironmentChange, EnvironmentDelete,
+		SessionCreate, SessionRevoke:
 		return true
 	}
 	return false
@@ -127,7 +132,10 @@ type Event struct {
 type Query struct {
 	Feature string // only events of this feature key; "" for all
 	Actor   string // only events of this actor; "" for anyone
-	Kind    Kind   // only events of this kind; "" for all
+	// ActorContains keeps only events whose actor contains it, ignoring
+	// case: "carol" finds "ed, approved by carol"; "" for anyone.
+	ActorContains string
+	Kind          Kind // only events of this kind; "" for all
 	// Environment, when not "", selects the events of this environment
 	// and those of every environment (Shared kinds).
 	Environment string

@@ -7,9 +7,11 @@
 // change pipeline (package rollout) holds editors' changes, by their Role,
 // to the organisation's settings.
 //
-// The package's files: role.go (Role, Permission: what each role allows)
-// and tokens.go (Token, its secret and hash, Store, and Tokens). It
-// imports neither HTTP nor SQL.
+// The package's files: role.go (Role, Permission: what each role allows),
+// tokens.go (Token, its secret and hash, Store, and Tokens) and
+// sessions.go (Session: a person's single sign-on session, kept like a
+// token so that it expires and is revoked). It imports neither HTTP nor
+// SQL.
 package auth
 
 import (
@@ -117,6 +119,7 @@ type Store interface {
 	// SweepEndedSessions deletes the ended sessions that expired before
 	// now, and returns how many.
 	SweepEndedSessions(ctx context.Context, now time.Time) (int, error)
+	SessionStore
 }
 
 // SessionCommitKey is the key of the token commit that EndSession writes.
@@ -134,6 +137,8 @@ type Tokens struct {
 	mu    sync.Mutex
 	state atomic.Pointer[tokenState]
 	uses  map[string]*tokenUse // by token ID; guarded by mu
+	// required: Require was called; guarded by mu.
+	required bool
 }
 
 // tokenUse says whether a token was used since its last use was saved
@@ -162,6 +167,7 @@ type tokenState struct {
 	bySum    map[[sha256.Size]byte]Token // the active tokens, by the SHA-256 of their secret
 	byID     map[string]Token            // the same, by ID
 	ended    map[string]bool             // dashboard sessions that signed out
+	sessions map[string]Session          // people's live sessions, by ID
 	enforced bool
 	// uses are the active tokens' uses, by ID (shared between states).
 	uses map[string]*tokenUse
@@ -201,12 +207,17 @@ func (t *Tokens) Refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	sessions, err := t.loadSessions(ctx)
+	if err != nil {
+		return err
+	}
 	next := &tokenState{
 		bySum:    make(map[[sha256.Size]byte]Token, len(all)),
 		byID:     make(map[string]Token, len(all)),
 		uses:     make(map[string]*tokenUse, len(all)),
 		ended:    make(map[string]bool, len(ended)),
-		enforced: t.state.Load().enforced || len(all) > 0,
+		sessions: sessions,
+		enforced: t.required || t.state.Load().enforced || len(all) > 0,
 		changed:  make(chan struct{}),
 	}
 	for _, id := range ended {

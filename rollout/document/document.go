@@ -25,7 +25,10 @@ const (
 
 // Document is a features file.
 type Document struct {
-	Features []Feature `json:"features"`
+	// Environment, when not "", is the environment the document is for:
+	// planned or applied in another, it is refused (see CheckEnvironment).
+	Environment string    `json:"environment,omitempty"`
+	Features    []Feature `json:"features"`
 	// Segments are targeting's named sets of conditions (feature.Segment):
 	// the document's are created or updated; the server's that it does
 	// not list are left alone.
@@ -177,7 +180,7 @@ func (d Document) Validate() error {
 // validate checks f, the document's feature at at: as a Feature (see
 // validated), then what only a document's feature has.
 func (f Feature) validate(at string) error {
-	if err := f.validated().Validate(); err != nil {
+	if err := f.validated().ValidateUnplanned(); err != nil {
 		return placed(at, err)
 	}
 	if f.Tolerance != 0 {
@@ -234,9 +237,7 @@ func (f Feature) validated() feature.Feature {
 // segment is sg as a Segment (no version, no times), its values compact.
 func (sg Segment) segment() feature.Segment {
 	seg := feature.Segment{Key: sg.Key, Description: sg.Description, Conditions: sg.Conditions}.Clone()
-	for i := range seg.Conditions {
-		seg.Conditions[i].Value = feature.CompactJSON(seg.Conditions[i].Value)
-	}
+	seg.Conditions = feature.CompactConditions(seg.Conditions)
 	return seg
 }
 
@@ -250,16 +251,18 @@ func (d Document) CheckSegments(segs map[string]*feature.CompiledSegment) error 
 	for i, f := range d.Features {
 		for j, r := range f.Rules {
 			for k, c := range r.Conditions {
-				if c.Op != feature.OpInSegment {
-					continue
-				}
-				var key string
-				if json.Unmarshal(c.Value, &key) != nil {
-					continue
-				}
-				if _, ok := segs[key]; !ok && !listed[key] {
-					return errorf(fmt.Sprintf("features[%d].rules[%d].conditions[%d]", i, j, k),
-						"in_segment names segment %q, which neither the document nor the server has: add it to the document's segments", key)
+				for _, c := range append([]feature.Condition{c}, c.Any...) {
+					if c.Op != feature.OpInSegment {
+						continue
+					}
+					var key string
+					if json.Unmarshal(c.Value, &key) != nil {
+						continue
+					}
+					if _, ok := segs[key]; !ok && !listed[key] {
+						return errorf(fmt.Sprintf("features[%d].rules[%d].conditions[%d]", i, j, k),
+							"in_segment names segment %q, which neither the document nor the server has: add it to the document's segments", key)
+					}
 				}
 			}
 		}
@@ -293,4 +296,14 @@ func Export(snap *feature.Snapshot) Document {
 		d.Features = append(d.Features, df)
 	}
 	return d
+}
+
+// CheckEnvironment refuses, with EInvalid, a document for an environment
+// other than env, the one it is planned or applied in.
+func (d Document) CheckEnvironment(env string) error {
+	if d.Environment == "" || d.Environment == env {
+		return nil
+	}
+	return &feature.Error{Code: feature.EInvalid, Field: "environment", Message: fmt.Sprintf(
+		"the document is for environment %.64q, not %s: plan or apply it there (?env=%.64s, or rollout --env)", d.Environment, env, d.Environment)}
 }

@@ -357,6 +357,13 @@ func planFeature(ctx context.Context, cur *feature.Compiled, df Feature, opts pl
 	if len(df.Rules) > 0 {
 		next.Rules = feature.CloneRules(df.Rules)
 	}
+	var before feature.Feature
+	if cur != nil {
+		before = cur.Feature()
+	}
+	if err := plan.Splits(before, &next); err != nil {
+		return FeatureChange{}, err
+	}
 	next.Tags, next.Owner = nil, df.Owner
 	if len(df.Tags) > 0 {
 		next.Tags = slices.Clone(df.Tags)

@@ -19,11 +19,16 @@
 // before some of them; ValidateUser checks a user ID, ValidKey and
 // ValidBucketName a key and a bucket's name.
 //
-// Targeting (rules.go, target.go, pattern.go). A feature's Rules test the
+// Targeting (rules.go, target.go, pattern.go, anyof.go, split.go). A feature's Rules test the
 // attributes of an evaluation's Context: overrides by user ID first, then
 // the first rule whose Conditions all hold (serving a bucket or the ring),
 // then the ring, which hashes the feature's BucketBy attribute when set. A
-// Segment is a named set of conditions that rules use (in_segment).
+// Segment is a named set of conditions that rules use (in_segment). A
+// condition may be an any-of of others, and compare strings ignoring
+// case (anyof.go). A rule may serve a split of its population: a fine
+// ring of its own that the server plans, hashed apart from the feature's
+// ring and from the rule's name (split.go; SplitChanges are the exact
+// moves of a change of it).
 // Conditions are parsed and compiled once per version; the cost of
 // matches patterns is bounded by their compiled programs, per pattern,
 // segment and feature (Compiled.CheckPatterns), and by the bytes one

@@ -43,7 +43,8 @@ type Evaluation struct {
 //   - STATIC: the feature's answer cannot depend on the user or context
 //     (enabled, one bucket with all of the ring, no rules, no overrides);
 //   - TARGETING_MATCH: a rule served (Rule names it), or an override;
-//   - SPLIT: the user's place on a ring of several buckets;
+//   - SPLIT: the user's place on a ring of several buckets, or in a
+//     rule's split (Rule names it);
 //   - DEFAULT: the ring's one serving bucket, behind rules or overrides that
 //     did not apply (OpenFeature's default variant; Single), or what the
 //     feature serves when the context lacks its bucket_by attribute;
@@ -61,6 +62,8 @@ func (e Evaluation) OpenFeatureReason() string {
 		return "SPLIT"
 	case ReasonOverride, ReasonTargetingMatch:
 		return "TARGETING_MATCH"
+	case ReasonSplit:
+		return "SPLIT"
 	case ReasonDefault:
 		return "DEFAULT"
 	case ReasonDisabled:
@@ -112,6 +115,9 @@ type Compiled struct {
 	// override: prefix, or the key and ":" when the salt is empty, so that
 	// an override's hash is salted even then (see OverrideHash).
 	overridePrefix string
+	// splitPrefix is what the user ID is hashed after in a rule's split
+	// (see split.go).
+	splitPrefix string
 	// overrides are the per-user overrides by the hash of the user (see
 	// OverrideHash): bucket ring order. Built from the feature's
 	// overrides on a server; a client gets the hashes only.
@@ -193,6 +199,7 @@ func compileRing(f Feature) *Compiled {
 		c.prefix = f.Salt + ":"
 	}
 	c.overridePrefix = overridePrefix(f.Key, f.Salt)
+	c.splitPrefix = splitPrefix(f.Key, f.Salt)
 	buckets := c.ring.Buckets()
 	c.names = make([]string, len(buckets))
 	c.values = make([]json.RawMessage, len(buckets))

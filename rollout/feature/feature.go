@@ -93,10 +93,8 @@ func (f Feature) Clone() Feature {
 	if f.Rules != nil {
 		rules := make([]Rule, len(f.Rules))
 		for i, r := range f.Rules {
-			r.Conditions = slices.Clone(r.Conditions)
-			for j := range r.Conditions {
-				r.Conditions[j].Value = slices.Clone(r.Conditions[j].Value)
-			}
+			r.Conditions = cloneConditions(r.Conditions)
+			r.Serve = r.Serve.Clone()
 			rules[i] = r
 		}
 		f.Rules = rules

@@ -47,6 +47,9 @@ type Report struct {
 	// buckets, in words (see RuleChanges); the figures above are of the
 	// ring alone.
 	Rules []PopulationChange `json:"rules,omitempty"`
+	// Splits are the exact moves within the populations of rules whose
+	// split changed (see SplitChanges).
+	Splits []SplitChange `json:"splits,omitempty"`
 }
 
 // BucketShare is a bucket's share of users, in a list that keeps the
@@ -366,13 +369,12 @@ func SameRule(a, b Rule) bool {
 	return a.Name == b.Name && sameServe(a.Serve, b.Serve) && SameConditions(a.Conditions, b.Conditions)
 }
 
-func sameServe(a, b Serve) bool { return a == b }
-
 // SameConditions reports whether a and b are the same conditions in the
 // same order, their values compared as compact JSON.
 func SameConditions(a, b []Condition) bool {
 	return slices.EqualFunc(a, b, func(x, y Condition) bool {
-		return x.Attribute == y.Attribute && x.Op == y.Op && string(CompactJSON(x.Value)) == string(CompactJSON(y.Value))
+		return x.Attribute == y.Attribute && x.Op == y.Op && string(CompactJSON(x.Value)) == string(CompactJSON(y.Value)) &&
+			x.IgnoreCase == y.IgnoreCase && (x.Any == nil) == (y.Any == nil) && SameConditions(x.Any, y.Any)
 	})
 }
 
@@ -387,6 +389,7 @@ func targetingReport(rep *Report, before, after *Compiled) {
 	if len(rc) > 0 {
 		rep.Rules = rc
 	}
+	rep.Splits = SplitChanges(before.feature.Rules, after.feature.Rules)
 	if before.feature.BucketBy != after.feature.BucketBy && rep.Method == MethodExact {
 		rep.Method = MethodExpected
 		rep.Churn, rep.Moves = IndependentChurn(rep.SharesBefore, rep.SharesAfter)

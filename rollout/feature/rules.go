@@ -74,19 +74,30 @@ var (
 // (the segment's key); a string, number or boolean for eq and neq; a list
 // of strings for in and not_in; a number for lt, lte, gt, gte; none for
 // present and absent.
+//
+// IgnoreCase compares strings in lower case (eq, neq, in, not_in,
+// starts_with, ends_with and contains, on string values): "bob@Example.COM"
+// ends with "@example.com". A condition that holds Any alone is an any-of
+// condition (anyof.go): it holds when one of its entries does; its entries
+// are conditions of the other kinds (any-of does not nest).
 type Condition struct {
-	Attribute string          `json:"attribute,omitempty"` // none for in_segment
-	Op        string          `json:"op"`
-	Value     json.RawMessage `json:"value,omitempty"`
+	Attribute  string          `json:"attribute,omitempty"` // none for in_segment
+	Op         string          `json:"op,omitempty"`        // none for an any-of condition
+	Value      json.RawMessage `json:"value,omitempty"`
+	IgnoreCase bool            `json:"ignore_case,omitempty"`
+	Any        []Condition     `json:"any,omitempty"`
 }
 
-// Serve is what a matching rule serves: one bucket, or the feature's ring
-// (hashing BucketBy when it is set, else the feature's BucketBy, else the
-// user ID).
+// Serve is what a matching rule serves: one bucket, the feature's ring, or
+// a split of the rule's population (split.go), the last two hashing
+// BucketBy when it is set, else the feature's BucketBy, else the user ID.
+// SplitRing is the split's planned ring, which the server sets.
 type Serve struct {
-	Bucket   string `json:"bucket,omitempty"`
-	Ring     bool   `json:"ring,omitempty"`
-	BucketBy string `json:"bucket_by,omitempty"`
+	Bucket    string             `json:"bucket,omitempty"`
+	Ring      bool               `json:"ring,omitempty"`
+	Split     map[string]float64 `json:"split,omitempty"`
+	BucketBy  string             `json:"bucket_by,omitempty"`
+	SplitRing []SplitBucket      `json:"split_ring,omitempty"`
 }
 
 // Rule is one entry of a feature's ordered rules: when every condition
@@ -145,10 +156,8 @@ func CloneRules(rules []Rule) []Rule {
 	}
 	out := make([]Rule, len(rules))
 	for i, r := range rules {
-		r.Conditions = slices.Clone(r.Conditions)
-		for j := range r.Conditions {
-			r.Conditions[j].Value = CompactJSON(slices.Clone(r.Conditions[j].Value))
-		}
+		r.Conditions = CompactConditions(r.Conditions)
+		r.Serve = r.Serve.Clone()
 		if r.Conditions == nil {
 			r.Conditions = []Condition{}
 		}
@@ -160,12 +169,22 @@ func CloneRules(rules []Rule) []Rule {
 // Clone returns a deep copy of s, its conditions a list (not nil) even when
 // it has none.
 func (s Segment) Clone() Segment {
-	s.Conditions = slices.Clone(s.Conditions)
-	for i := range s.Conditions {
-		s.Conditions[i].Value = slices.Clone(s.Conditions[i].Value)
-	}
+	s.Conditions = cloneConditions(s.Conditions)
 	if s.Conditions == nil {
 		s.Conditions = []Condition{}
 	}
 	return s
+}
+
+// cloneConditions returns a deep copy of cs: their values and any-of
+// entries.
+func cloneConditions(cs []Condition) []Condition {
+	cs = slices.Clone(cs)
+	for i := range cs {
+		cs[i].Value = slices.Clone(cs[i].Value)
+		if cs[i].Any != nil {
+			cs[i].Any = cloneConditions(cs[i].Any)
+		}
+	}
+	return cs
 }

@@ -192,12 +192,17 @@ func (c *Compiled) appendSyncTargeting(buf *bytes.Buffer) {
 		return
 	}
 	segs := map[string]*CompiledSegment{}
-	for _, r := range c.targeting.rules {
-		for _, cc := range r.conds {
+	var add func(conds []compiledCond)
+	add = func(conds []compiledCond) {
+		for _, cc := range conds {
 			if cc.seg != nil {
 				segs[cc.segKey] = cc.seg
 			}
+			add(cc.anyOf)
 		}
+	}
+	for _, r := range c.targeting.rules {
+		add(r.conds)
 	}
 	if len(segs) == 0 {
 		return

@@ -66,6 +66,8 @@ const (
 	// opNever is a condition past MaxConditionChecks in a configuration
 	// stored before that limit, which never holds (see compileTargeting).
 	opNever
+	// opAny is an any-of condition (anyof.go).
+	opAny
 )
 
 var opCodes = map[string]ruleOp{
@@ -92,6 +94,8 @@ type compiledCond struct {
 	op    ruleOp
 	kind  valueKind
 	str   string
+	bstr  []byte  // str, for a condition that ignores case (fold)
+	fold  bool    // ignore_case: str and list are in lower case
 	num   float64 // the number of a number value, or of a string value that is one
 	isNum bool    // num holds a number
 	b     bool
@@ -111,16 +115,19 @@ type compiledCond struct {
 	// feature compiled without its segments: the condition never holds).
 	segKey string
 	seg    *CompiledSegment
+	// anyOf are the entries of an any-of condition (opAny).
+	anyOf []compiledCond
 }
 
 // compiledRule is a Rule made ready for evaluation.
 type compiledRule struct {
 	name     string
 	conds    []compiledCond
-	bucket   int    // ring order of the bucket served; -1: the ring
-	bucketBy string // the attribute the ring hashes; "": the user ID
-	base     int    // index in Compiled.outcomes of its first outcome
-	cost     int    // the most a test of its conditions costs (see targeting.cost)
+	bucket   int        // ring order of the bucket served; -1: the ring
+	bucketBy string     // the attribute the ring hashes; "": the user ID
+	base     int        // index in Compiled.outcomes of its first outcome
+	split    *splitRule // the split it serves, or nil
+	cost     int        // the most a test of its conditions costs (see targeting.cost)
 }
 
 // yieldCost is the cost (see targeting.cost) of the rules an evaluation
@@ -132,6 +139,7 @@ type CompiledSegment struct {
 	segment Segment
 	conds   []compiledCond
 	insts   int // the instructions of its patterns, at most MaxSegmentPatternInsts
+	checks  int // the condition checks of one test of it (an any-of's entries each)
 }
 
 // holds reports whether every condition of s holds in ctx.
@@ -158,6 +166,7 @@ func CompileSegment(s Segment) *CompiledSegment {
 			cc.re, cc.insts, cc.costly = nil, 0, true
 		}
 		cs.insts += cc.insts
+		cs.checks += c.checks()
 		cs.conds[i] = cc
 	}
 	return cs
@@ -166,6 +175,9 @@ func CompileSegment(s Segment) *CompiledSegment {
 // compileCondition parses c. inSegment says c belongs to a segment, which
 // cannot use in_segment (so that segments never loop).
 func compileCondition(c Condition, inSegment bool) (compiledCond, error) {
+	if c.Any != nil {
+		return compileAny(c, inSegment)
+	}
 	op, ok := opCodes[c.Op]
 	if !ok {
 		return compiledCond{}, invalidAt("op", "unknown operator %q: use one of %s", Abbreviate(c.Op), strings.Join(Operators, ", "))
@@ -301,6 +313,11 @@ func compileCondition(c Condition, inSegment bool) (compiledCond, error) {
 			return cc, invalidAt("value", "segment key %q is invalid", cc.segKey)
 		}
 	}
+	if c.IgnoreCase {
+		if err := compileFold(c, &cc); err != nil {
+			return cc, err
+		}
+	}
 	return cc, nil
 }
 
@@ -312,8 +329,14 @@ const smallList = 8
 // holds as null) makes every condition but absent false, neq and not_in
 // included; present is its opposite.
 func (c *compiledCond) holds(ctx Context) bool {
-	if c.op >= opInSegment { // in_segment, or never
-		return c.op == opInSegment && c.seg != nil && c.seg.holds(ctx)
+	if c.op >= opInSegment { // in_segment, never or any-of
+		switch c.op {
+		case opInSegment:
+			return c.seg != nil && c.seg.holds(ctx)
+		case opAny:
+			return c.holdsAny(ctx)
+		}
+		return false
 	}
 	if hook := checkHook.Load(); hook != nil {
 		(*hook)()
@@ -422,6 +445,9 @@ func number(v any) (float64, bool) {
 }
 
 func (c *compiledCond) holdsString(s string) bool {
+	if c.fold {
+		return c.holdsFolded(s)
+	}
 	switch c.op {
 	case opEq, opNeq:
 		switch c.kind {
@@ -659,15 +685,20 @@ func validateTargeting(f *Feature, buckets map[string]bool, stored bool) error {
 	}
 	names := make(map[string]int, len(f.Rules))
 	insts, checks := 0, 0
+	if err := f.ValidateSplits(); err != nil {
+		return err
+	}
 	for i, r := range f.Rules {
 		if err := validateRule(r, i, buckets, stored, &insts); err != nil {
 			return err
 		}
-		// Each condition counts 1 here, an in_segment too: with its
-		// segment's, compileTargeting counts them (Compiled.CheckPatterns).
-		if checks += len(r.Conditions); checks > MaxConditionChecks && !stored {
-			j := len(r.Conditions) - (checks - MaxConditionChecks)
-			return (&patternExcess{Rule: i, Cond: j, Checks: MaxConditionChecks + 1}).err(r.Name)
+		// Each condition counts 1 here (an any-of its entries), an
+		// in_segment too: with its segment's, compileTargeting counts
+		// them (Compiled.CheckPatterns).
+		for j, c := range r.Conditions {
+			if checks += c.checks(); checks > MaxConditionChecks && !stored {
+				return (&patternExcess{Rule: i, Cond: j, Checks: checks}).err(r.Name)
+			}
 		}
 		if first, ok := names[r.Name]; ok {
 			return invalidAt(listField("rules", i)+".name", "rule name %q appears twice (rules[%d] too): rule names must be unique", r.Name, first)
@@ -695,11 +726,22 @@ func validateRule(r Rule, i int, buckets map[string]bool, stored bool, insts *in
 			return (&patternExcess{Rule: i, Cond: j, Insts: *insts}).err(r.Name)
 		}
 	}
+	if r.Serve.Split != nil {
+		if err := validateSplitRing(r, at); err != nil {
+			return err
+		}
+		if s := r.Serve; s.BucketBy != "" && !validAttribute(s.BucketBy) {
+			return invalidAt(at+".serve.bucket_by", "rule %q: bucket_by %q is not a valid attribute name", r.Name, Abbreviate(s.BucketBy))
+		}
+		return nil
+	}
 	switch s := r.Serve; {
+	case len(s.SplitRing) > 0:
+		return invalidAt(at+".serve.split_ring", "rule %q has a split ring but no split", r.Name)
 	case s.Ring && s.Bucket != "":
 		return invalidAt(at+".serve", "rule %q serves both a bucket and the ring: give one", r.Name)
 	case !s.Ring && s.Bucket == "":
-		return invalidAt(at+".serve", "rule %q serves nothing: give serve.bucket or serve.ring", r.Name)
+		return invalidAt(at+".serve", "rule %q serves nothing: give serve.bucket, serve.ring or serve.split", r.Name)
 	case s.Bucket != "" && !buckets[s.Bucket]:
 		return invalidAt(at+".serve.bucket", "rule %q serves bucket %q, which the feature does not have", r.Name, s.Bucket)
 	case s.BucketBy != "" && !s.Ring:
@@ -751,8 +793,10 @@ func (s Segment) validate(stored bool) error {
 // each.
 func (f Feature) Segments() []string {
 	var out []string
-	for _, r := range f.Rules {
-		for _, c := range r.Conditions {
+	var add func(cs []Condition)
+	add = func(cs []Condition) {
+		for _, c := range cs {
+			add(c.Any)
 			if c.Op == OpInSegment {
 				var key string
 				if json.Unmarshal(c.Value, &key) == nil {
@@ -760,6 +804,9 @@ func (f Feature) Segments() []string {
 				}
 			}
 		}
+	}
+	for _, r := range f.Rules {
+		add(r.Conditions)
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
@@ -822,19 +869,16 @@ func (c *Compiled) compileTargeting(segments map[string]*CompiledSegment) {
 			if err != nil && !cc.costly {
 				panic("rollout: compile a validated rule: " + err.Error())
 			}
-			cost, check := cc.insts, 1
-			if cc.op == opInSegment {
-				cc.seg = segments[cc.segKey]
-				if cc.seg != nil {
-					cost, check = cc.seg.insts, max(1, len(cc.seg.conds))
-				}
-			}
+			cost, check := cc.resolve(segments)
 			switch {
 			case cost > 0 && insts+cost > MaxFeaturePatternInsts:
 				// Past the feature's total (stored before the limit, or a
 				// segment grown since): the condition never holds.
 				if t.excess == nil {
 					t.excess = &patternExcess{Rule: i, Cond: j, Insts: insts + cost}
+				}
+				if cc.op == opAny {
+					cc = compiledCond{op: opNever}
 				}
 				cc.re, cc.seg, cc.costly, cost = nil, nil, true, 0
 			case checks+check > MaxConditionChecks:
@@ -851,8 +895,13 @@ func (c *Compiled) compileTargeting(segments map[string]*CompiledSegment) {
 			cr.cost += cost + check
 			cr.conds = append(cr.conds, cc)
 		}
+		reason := ReasonTargetingMatch
+		if r.Serve.Split != nil {
+			reason = ReasonSplit
+			cr.split = c.compileSplit(r.Serve)
+		}
 		add := func(b int) {
-			outcomes = append(outcomes, Outcome{Feature: f.Key, Version: f.Version, Reason: ReasonTargetingMatch, Rule: r.Name, bucket: b, Bucket: c.names[b], Value: c.values[b]})
+			outcomes = append(outcomes, Outcome{Feature: f.Key, Version: f.Version, Reason: reason, Rule: r.Name, bucket: b, Bucket: c.names[b], Value: c.values[b]})
 		}
 		if r.Serve.Bucket != "" {
 			cr.bucket = c.index[r.Serve.Bucket]
@@ -877,6 +926,28 @@ func (c *Compiled) compileTargeting(segments map[string]*CompiledSegment) {
 	c.outcomes = all
 	c.targeting = t
 	c.static = !f.Enabled
+}
+
+// resolve looks up the segment of an in_segment condition (an any-of's
+// entries' too) in segments, and returns what one test of cc costs: the
+// instructions of its patterns and its condition checks, a segment's at
+// each use (at least 1).
+func (cc *compiledCond) resolve(segments map[string]*CompiledSegment) (insts, checks int) {
+	switch cc.op {
+	case opInSegment:
+		cc.seg = segments[cc.segKey]
+		if cc.seg == nil {
+			return 0, 1
+		}
+		return cc.seg.insts, max(1, cc.seg.checks)
+	case opAny:
+		for i := range cc.anyOf {
+			a, b := cc.anyOf[i].resolve(segments)
+			insts, checks = insts+a, checks+b
+		}
+		return insts, checks
+	}
+	return cc.insts, 1
 }
 
 func copyOutcome(dst, src *Outcome) {
@@ -918,6 +989,14 @@ rules:
 		if r.bucket >= 0 {
 			return r.base
 		}
+		if r.split != nil {
+			pos, ok := c.positionAfter(c.splitPrefix, user, ctx, r.bucketBy)
+			if !ok {
+				continue
+			}
+			b, _ := r.split.ring.LookupIndex(pos)
+			return r.base + r.split.index[b]
+		}
 		pos, ok := c.position(user, ctx, r.bucketBy)
 		if !ok {
 			continue
@@ -938,17 +1017,23 @@ rules:
 // decimal form) or a boolean ("true", "false"). Without such a value,
 // false.
 func (c *Compiled) position(user string, ctx Context, attr string) (ring.Position, bool) {
+	return c.positionAfter(c.prefix, user, ctx, attr)
+}
+
+// positionAfter is position, hashing after prefix (c.prefix, or
+// c.splitPrefix for a split).
+func (c *Compiled) positionAfter(prefix, user string, ctx Context, attr string) (ring.Position, bool) {
 	if attr == "" {
-		return userPosition(c.prefix, user), true
+		return userPosition(prefix, user), true
 	}
 	switch v := ctx[attr].(type) {
 	case string:
 		if v == "" {
 			return ring.Position{}, false
 		}
-		return userPosition(c.prefix, v), true
+		return userPosition(prefix, v), true
 	case bool:
-		return userPosition(c.prefix, strconv.FormatBool(v)), true
+		return userPosition(prefix, strconv.FormatBool(v)), true
 	case nil:
 		return ring.Position{}, false
 	default:
@@ -957,7 +1042,7 @@ func (c *Compiled) position(user string, ctx Context, attr string) (ring.Positio
 			return ring.Position{}, false
 		}
 		var buf [192]byte
-		b := append(buf[:0], c.prefix...)
+		b := append(buf[:0], prefix...)
 		b = strconv.AppendFloat(b, n, 'g', -1, 64)
 		return ring.HashBytes(b), true
 	}
@@ -1062,8 +1147,21 @@ func ContextFromJSON(m map[string]any) (Context, error) {
 	return ctx, ValidateContext(ctx)
 }
 
-// describeCondition says c in words: "email ends with "@example.com"".
+// describeCondition says c in words: "email ends with "@example.com"",
+// "email ends with @example.com (any case)", "(plan = enterprise or
+// seats ≥ 100)".
 func describeCondition(c Condition) string {
+	if c.Any != nil {
+		parts := make([]string, len(c.Any))
+		for i, a := range c.Any {
+			parts[i] = describeCondition(a)
+		}
+		return "(" + strings.Join(parts, " or ") + ")"
+	}
+	if c.IgnoreCase {
+		c.IgnoreCase = false
+		return describeCondition(c) + " (any case)"
+	}
 	v := Abbreviate(string(CompactJSON(c.Value)))
 	words := map[string]string{
 		OpEq: "=", OpNeq: "≠", OpIn: "is one of", OpNotIn: "is none of", OpStartsWith: "starts with",
@@ -1107,6 +1205,10 @@ func describeServe(s Serve) string {
 	switch {
 	case s.Bucket != "":
 		return s.Bucket
+	case s.Split != nil && s.BucketBy != "":
+		return describeSplit(s.Split) + " by " + s.BucketBy
+	case s.Split != nil:
+		return describeSplit(s.Split)
 	case s.BucketBy != "":
 		return "ring by " + s.BucketBy
 	}

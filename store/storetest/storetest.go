@@ -103,6 +103,8 @@ var cases = []struct {
 	{"revisions from two handles", testFeedConcurrent},
 	{"session key", testSessionKey},
 	{"ended sessions", testEndedSessions},
+	{"people's sessions", testPeopleSessions},
+	{"audit actors by substring", testAuditActorContains},
 	{"check write", testCheckWrite},
 	{"ramps", testRamps},
 	{"ramp step applies once", testRampStep},

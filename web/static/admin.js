@@ -224,23 +224,13 @@
     const canWrite = root.dataset.canWrite === 'true';
     const canPurge = root.dataset.canPurge === 'true';
     const r = await api('GET', '/api/features?archived=true');
-    if (r.error) { body.replaceChildren(el('tr', {}, el('td', { colspan: 4, text: r.error }))); return; }
+    if (r.error) { body.replaceChildren(el('tr', {}, el('td', { colspan: 5, text: r.error }))); return; }
     const rows = r.body.features.map((f) => {
       const shares = Object.entries(f.shares || {}).sort((a, b) => b[1] - a[1])
         .map(([n, s]) => n + ' ' + (Math.round(s * 10000) / 100) + ' %').join(', ');
       const actions = el('td', { class: 'actions' });
       if (canWrite) {
-        actions.append(el('button', { type: 'button', class: 'restore', text: 'Restore', onclick: async (ev) => {
-          ev.currentTarget.disabled = true;
-          show('archived-done', '');
-          const res = await api('POST', '/api/features/' + encodeURIComponent(f.key) + '/restore', {});
-          show('archived-error', res.error);
-          const done = res.body && res.body.request
-            ? 'Approvals are required for ' + f.key + ': its restore waits as a request until another editor or an admin approves it (Requests).'
-            : f.key + ' is served again, as version ' + (res.body && res.body.feature.version) + '.';
-          show('archived-done', res.error ? '' : done);
-          await loadArchived();
-        } }));
+        actions.append(el('button', { type: 'button', class: 'restore', text: 'Restore…', onclick: (ev) => restorePreview(ev.currentTarget, f) }));
       }
       if (canPurge) {
         actions.append(' ', el('button', { type: 'button', class: 'secondary purge', text: 'Purge…', onclick: (ev) => purgeForm(ev.currentTarget, f.key) }));
@@ -248,10 +238,49 @@
       return el('tr', { class: 'archived-feature', 'data-key': f.key },
         el('th', { scope: 'row' }, el('span', { class: 'key', text: f.key }), f.description ? el('div', { class: 'hint', text: f.description }) : null),
         el('td', { text: shares || 'no bucket' }),
+        el('td', { class: 'archived-by' }, ...(f.archived_by
+          ? ['by ', el('b', { text: f.archived_by }), ', ', when(f.archived_at), f.archive_comment ? el('div', { class: 'why', text: '“' + f.archive_comment + '”' }) : el('div', { class: 'hint', text: 'no reason given' })]
+          : [el('span', { class: 'hint', text: 'not recorded' })])),
         el('td', {}, 'v' + f.version + ', ', when(f.updated_at)),
         actions);
     });
-    body.replaceChildren(...(rows.length ? rows : [el('tr', {}, el('td', { colspan: 4, class: 'hint empty', text: 'No archived feature.' }))]));
+    body.replaceChildren(...(rows.length ? rows : [el('tr', {}, el('td', { colspan: 5, class: 'hint empty', text: 'No archived feature.' }))]));
+  }
+
+  // restorePreview asks the server what restoring f would do (a dry run),
+  // says it — the share of users that get a bucket again, and the shares
+  // served — and restores only on a second click.
+  async function restorePreview(button, f) {
+    const cell = button.parentNode;
+    const saved = [...cell.childNodes];
+    button.disabled = true;
+    show('archived-done', '');
+    const dry = await api('POST', '/api/features/' + encodeURIComponent(f.key) + '/restore?dry_run=true', {});
+    button.disabled = false;
+    if (dry.error) { show('archived-error', dry.error); return; }
+    show('archived-error', '');
+    const rep = dry.body.report || {};
+    const after = Object.entries(rep.shares_after || dry.body.feature.shares || {}).sort((a, b) => b[1] - a[1])
+      .map(([n, x]) => n + ' ' + (Math.round(x * 10000) / 100) + ' %').join(', ');
+    const churn = typeof rep.churn === 'number' ? (Math.round(rep.churn * 10000) / 100) + ' %' : '—';
+    const needs = dry.body.needs === 'approval';
+    const go = el('button', { type: 'button', class: 'confirm-restore', text: needs ? 'Submit for approval' : 'Restore it' });
+    const box = el('div', { class: 'restore-preview', role: 'status' },
+      el('p', {}, el('b', { class: 'churn', text: churn }), ' of users would get a bucket of ' + f.key + ' again: ' + (after || 'no bucket') + '.'),
+      needs ? el('p', { class: 'hint', text: 'Approvals are required for ' + f.key + ': the restore will wait as a request.' }) : null,
+      go, ' ', el('button', { type: 'button', class: 'secondary', text: 'Cancel', onclick: () => cell.replaceChildren(...saved) }));
+    go.addEventListener('click', async () => {
+      go.disabled = true;
+      const res = await api('POST', '/api/features/' + encodeURIComponent(f.key) + '/restore', {});
+      show('archived-error', res.error);
+      const done = res.body && res.body.request
+        ? 'Approvals are required for ' + f.key + ': its restore waits as a request until another editor or an admin approves it (Requests).'
+        : f.key + ' is served again, as version ' + (res.body && res.body.feature.version) + '.';
+      show('archived-done', res.error ? '' : done);
+      await loadArchived();
+    });
+    cell.replaceChildren(box);
+    go.focus();
   }
 
   // purgeForm asks for the feature's key, typed, before purging.

@@ -579,7 +579,10 @@
 
   // send makes the request, as a dry run or for real. It resolves to
   // {body} or {error}; it never throws.
-  async function send(req, dryRun) {
+  // send makes the request req: a dry run, or for real; submit asks that
+  // an editor's change above what editors may make alone become a change
+  // request.
+  async function send(req, dryRun, submit) {
     const headers = { Accept: 'application/json' };
     const init = { method: req.method, headers, credentials: 'same-origin' };
     if (req.body !== undefined) {
@@ -593,7 +596,8 @@
     if (!dryRun) ownChange = true; // the page reloads after it: not "elsewhere"
     let res;
     try {
-      res = await fetch(req.path + (dryRun ? '?dry_run=true' : ''), init);
+      const sep = req.path.includes('?') ? '&' : '?';
+      res = await fetch(req.path + (dryRun ? sep + 'dry_run=true' : submit ? sep + 'submit=true' : ''), init);
     } catch (err) {
       return { error: 'Could not reach the server: ' + err.message + '. Nothing was changed.' };
     }
@@ -882,8 +886,8 @@
     if (req.answered && req.answered.options && req.answered.options.exact) label = req.plan.mode === 'nested' ? 'Apply: only move users into or out of the changed buckets' : 'Apply: rebalance exactly';
     if (req.toggles) label = req.toggles === 'on' ? 'Turn it on' : 'Turn it off';
     if (req.deletes) label = 'Archive ' + feature.key;
-    if (result.needs === 'approval') label = 'Submit for approval';
-    if (result.needs) box.append(el('p', { class: 'needs notice' }, result.needs === 'approval' ? 'Approvals are required for this feature: the change will wait as a request until another editor or an admin approves it.' : 'This change is more than editors may make alone (above the churn limit, or a reshuffle): it needs an admin, or approvals on for this feature.'));
+    if (result.needs) label = 'Submit for approval';
+    if (result.needs) box.append(el('p', { class: 'needs notice' }, result.needs === 'approval' ? 'Approvals are required for this feature: the change will wait as a request until another editor or an admin approves it.' : 'This change is more than editors may make alone (above the churn limit, or a reshuffle): submit it, and it waits as a request until another editor or an admin approves it.'));
     const apply = el('button', { type: 'button', class: req.toggles || req.deletes || escalated.red ? 'apply danger' : 'apply' }, label);
     const cancel = el('button', { type: 'button', class: 'cancel secondary' }, 'Cancel');
     box.append(el('div', { class: 'actions' }, apply, cancel));
@@ -894,7 +898,7 @@
 
     apply.addEventListener('click', async () => {
       setBusy(form, true);
-      const res = await send(req, false);
+      const res = await send(req, false, result.needs === 'admin');
       if (res.error) {
         setBusy(form, false);
         showError(form, res.error, res.reload);
@@ -1212,6 +1216,11 @@
       reloadAt('ramps');
     });
   }
+  // The page after a single sign-on moves on at once: a navigation of
+  // this site's own, so that the browser sends the strict session cookie.
+  const onward = document.getElementById('signed-in-next');
+  if (onward) location.replace(onward.getAttribute('href'));
+
   // What targeting.js shares of this script: the requests, their
   // refusals in words, and the forms' outcome.
   window.rolloutUI = Object.freeze({ send, el, pct, showError, clearOutcome, setBusy });

@@ -21,6 +21,10 @@
   const NO_VALUE = ['present', 'absent'];
   const LIST = ['in', 'not_in'];
   const NUMBER = ['lt', 'lte', 'gt', 'gte'];
+  // The operators that take ignore_case, and the attributes it is ticked
+  // for by itself (e-mail-like names) until the box is touched.
+  const FOLD = ['eq', 'neq', 'in', 'not_in', 'starts_with', 'ends_with', 'contains'];
+  const mailLike = (attr) => /e-?mail/i.test(attr);
   const hints = {
     in: 'DE, AT', not_in: 'DE, AT', lt: '10', lte: '10', gt: '10', gte: '10',
     semver_lt: '4.2', semver_lte: '4.2', semver_eq: '4.2.0', semver_gte: '4.2', semver_gt: '4.2',
@@ -39,6 +43,8 @@
 
   // conditionWords says a condition as the server's pages do.
   function conditionWords(c) {
+    if (c.any) return '(' + c.any.map(conditionWords).join(' or ') + ')';
+    if (c.ignore_case) return conditionWords({ ...c, ignore_case: false }) + ' (any case)';
     const words = labels[c.op] || c.op;
     if (c.op === 'in_segment') return words + ' ' + valueText(c.value);
     if (NO_VALUE.includes(c.op)) return c.attribute + ' ' + words;
@@ -51,7 +57,14 @@
     const when = r.conditions.length === 0 ? 'Everyone' : 'If ' + r.conditions.map(conditionWords).join(' and ');
     let what = r.serve.bucket;
     if (r.serve.ring) what = 'the ring' + (r.serve.bucket_by ? ', bucketed by ' + r.serve.bucket_by : '');
+    if (r.serve.split) what = splitWords(r.serve);
     return when + ' → serve ' + what;
+  }
+
+  // splitWords says a rule's split: "a split: off 50 %, on 50 %".
+  function splitWords(serve) {
+    const parts = Object.keys(serve.split).sort().map((b) => b + ' ' + Math.round(serve.split[b] * 10000) / 100 + ' %');
+    return 'a split: ' + parts.join(', ') + (serve.bucket_by ? ', bucketed by ' + serve.bucket_by : '');
   }
 
   let uid = 0;
@@ -62,6 +75,14 @@
   function conditionRow(c, withSegments) {
     const li = el('li', { class: 'cond' });
     const lead = el('span', { class: 'cond-lead', 'aria-hidden': 'true' }, 'If');
+    if (c.any) {
+      // An any-of condition (made through the API or a document) is kept
+      // as it is, said in words; it can be removed.
+      li.dataset.any = JSON.stringify(c);
+      li.append(lead, el('span', { class: 'cond-any' }, conditionWords(c)),
+        el('button', { type: 'button', class: 'remove-cond secondary', 'aria-label': 'Remove this condition', title: 'Remove this condition' }, '×'));
+      return li;
+    }
     const attr = el('input', { name: 'attribute', 'aria-label': 'Attribute', placeholder: 'attribute, e.g. country', autocomplete: 'off', spellcheck: 'false', class: 'attr' });
     attr.value = c.attribute || '';
     const op = el('select', { name: 'op', 'aria-label': 'Operator', class: 'op' });
@@ -80,10 +101,21 @@
       value.value = valueText(c.value);
     }
     const remove = el('button', { type: 'button', class: 'remove-cond secondary', 'aria-label': 'Remove this condition', title: 'Remove this condition' }, '×');
-    li.append(lead, attr, op, value, seg, remove);
+    const fold = el('input', { type: 'checkbox', name: 'ignore_case', class: 'fold' });
+    const foldLabel = el('label', { class: 'fold-label' }, fold, ' ignore case');
+    // A condition that exists keeps its choice; a new one follows its
+    // attribute (e-mail-like: ticked) until the box is touched.
+    fold.checked = c.ignore_case === true;
+    if (c.attribute !== undefined) fold.dataset.touched = '1';
+    fold.addEventListener('change', () => { fold.dataset.touched = '1'; });
+    attr.addEventListener('input', () => {
+      if (!fold.dataset.touched) fold.checked = mailLike(attr.value.trim());
+    });
+    li.append(lead, attr, op, value, seg, foldLabel, remove);
     const sync = () => {
       const o = op.value;
       attr.hidden = o === 'in_segment';
+      foldLabel.hidden = !FOLD.includes(o);
       value.hidden = o === 'in_segment' || NO_VALUE.includes(o);
       seg.hidden = o !== 'in_segment';
       value.placeholder = hints[o] || 'value';
@@ -96,6 +128,14 @@
 
   // readCondition reads a condition's fields; where says which, for errors.
   function readCondition(li, where) {
+    if (li.dataset.any) return JSON.parse(li.dataset.any);
+    const c = readPlainCondition(li, where);
+    if (FOLD.includes(c.op) && li.querySelector('[name=ignore_case]').checked &&
+      (typeof c.value === 'string' || Array.isArray(c.value))) c.ignore_case = true;
+    return c;
+  }
+
+  function readPlainCondition(li, where) {
     const op = li.querySelector('[name=op]').value;
     if (op === 'in_segment') {
       const key = li.querySelector('[name=segment]').value;
@@ -257,6 +297,13 @@
       for (const b of data.buckets) serve.append(el('option', { value: 'bucket:' + b }, b));
       serve.append(el('option', { value: 'ring' }, 'the ring'));
       serve.value = r.serve && r.serve.ring ? 'ring' : 'bucket:' + ((r.serve && r.serve.bucket) || data.buckets[0] || '');
+      if (r.serve && r.serve.split) {
+        // A split (made through the API or a document) is kept as it is,
+        // its planned ring with it, while other fields change.
+        li.dataset.split = JSON.stringify(r.serve);
+        serve.append(el('option', { value: 'split' }, splitWords(r.serve)));
+        serve.value = 'split';
+      }
       const by = el('input', { name: 'serve-by', 'aria-label': 'Bucketed by (empty: the feature\'s)', placeholder: data.bucket_by || 'user ID', autocomplete: 'off', spellcheck: 'false', class: 'by' });
       by.value = (r.serve && r.serve.bucket_by) || '';
       const byWrap = el('span', { class: 'ring-by' }, 'bucketed by ', by);
@@ -281,7 +328,9 @@
       const conditions = readConditions(li.querySelector('.conds'), where);
       const s = li.querySelector('[name=serve]').value;
       let serve;
-      if (s === 'ring') {
+      if (s === 'split') {
+        serve = JSON.parse(li.dataset.split);
+      } else if (s === 'ring') {
         serve = { ring: true };
         const by = li.querySelector('[name=serve-by]').value.trim();
         if (by !== '') serve.bucket_by = by;

@@ -202,12 +202,44 @@ func randomFeature(r *rand.Rand, key string) feature.Feature {
 		func() feature.Condition { return condition(pick(r, attributes), feature.OpPresent, nil) },
 		func() feature.Condition { return condition(pick(r, attributes), feature.OpAbsent, nil) },
 	}
+	// ignore_case on the string operators that take it, and any-of of
+	// the conditions above (issue #32).
+	folding := []func() feature.Condition{
+		func() feature.Condition { return condition("email", feature.OpEndsWith, "@EXAMPLE.com") },
+		func() feature.Condition { return condition("email", feature.OpStartsWith, "Vip") },
+		func() feature.Condition { return condition("email", feature.OpContains, "X") },
+		func() feature.Condition { return condition("plan", feature.OpEq, "PRO") },
+		func() feature.Condition { return condition("plan", feature.OpNeq, "Free") },
+		func() feature.Condition { return condition("country", feature.OpIn, []string{"de", "At"}) },
+		func() feature.Condition { return condition("country", feature.OpNotIn, []string{"us"}) },
+		func() feature.Condition { return condition("groups", feature.OpIn, []string{"ADMINS"}) },
+	}
+	plain := conds
+	conds = append(conds, func() feature.Condition {
+		c := folding[r.IntN(len(folding))]()
+		c.IgnoreCase = r.IntN(4) > 0
+		return c
+	}, func() feature.Condition {
+		c := feature.Condition{}
+		for range 1 + r.IntN(3) {
+			c.Any = append(c.Any, plain[r.IntN(len(plain))]())
+		}
+		return c
+	})
 	for i := range r.IntN(6) {
 		rule := feature.Rule{Name: fmt.Sprintf("r%d", i)}
 		for range 1 + r.IntN(2) {
 			rule.Conditions = append(rule.Conditions, conds[r.IntN(len(conds))]())
 		}
-		switch r.IntN(3) {
+		switch r.IntN(5) {
+		case 3:
+			// A split of the rule's population (issue #32), by the user or
+			// an attribute.
+			share := float64(r.IntN(11)) / 10
+			rule.Serve = feature.Serve{Split: map[string]float64{"A": share, "C": 1 - share}}
+			if r.IntN(2) == 0 {
+				rule.Serve.BucketBy = pick(r, []string{"org", "email"})
+			}
 		case 0:
 			rule.Serve = feature.Serve{Ring: true}
 		case 1:
@@ -226,7 +258,7 @@ var (
 	countries   = []string{"DE", "AT", "FR", "US"}
 	versions    = []string{"4.1.9", "4.2.0", "4.10.0", "5.0.0-beta.1"}
 	groups      = []string{"admins", "beta", "staff"}
-	emails      = []string{"vip@example.com", "ann@example.com", "zed@elsewhere.org", "max@x.io"}
+	emails      = []string{"vip@example.com", "ann@example.com", "zed@elsewhere.org", "max@x.io", "VIP@Example.COM", "Max@X.io"}
 	attributes  = []string{"plan", "country", "email", "age", "version", "beta", "groups", "org", "seen"}
 )
 
@@ -240,7 +272,7 @@ func randomContext(r *rand.Rand) feature.Context {
 			ctx[name] = v()
 		}
 	}
-	maybe("plan", func() any { return pick(r, plans) })
+	maybe("plan", func() any { return pick(r, append(plans, "PRO", "Free")) })
 	maybe("country", func() any { return pick(r, countries) })
 	maybe("email", func() any { return pick(r, emails) })
 	maybe("age", func() any { return float64(r.IntN(80)) })

@@ -70,6 +70,10 @@ type Server struct {
 	// but then anyone with the database or a backup of it can sign a
 	// session, so production gives them (see ReadSessionKeys).
 	SessionKeys [][]byte
+	// SSO, when not nil, signs people in to the dashboard with an OpenID
+	// Connect provider (see web.NewSSO), which Open discovers, failing
+	// when it cannot; tokens (or sessions) are then always required.
+	SSO *web.SSOConfig
 	// FlushInterval is how often evaluation counts are written to the
 	// database; 0 means DefaultFlushInterval.
 	FlushInterval time.Duration
@@ -279,6 +283,9 @@ func (s *Server) Open(ctx context.Context) error {
 	if err != nil {
 		return fail(fmt.Errorf("database %s: %w", s.where(), err)) // "list tokens: …"
 	}
+	if s.SSO != nil {
+		tokens.Require() // people sign in: never open
+	}
 	if err := s.checkAccess(tokens); err != nil {
 		return fail(err)
 	}
@@ -302,6 +309,13 @@ func (s *Server) Open(ctx context.Context) error {
 			return fail(fmt.Errorf("database %s: environment %s: %w", s.where(), env.Environment(), err)) // "running experiments: …"
 		}
 	}
+	access := api.NewAuth(tokens, keys...)
+	var sso *web.SSO
+	if s.SSO != nil {
+		if sso, err = web.NewSSO(ctx, *s.SSO, tokens, access); err != nil {
+			return fail(fmt.Errorf("single sign-on: %w", err))
+		}
+	}
 	ln, err := net.Listen("tcp", s.Addr)
 	if err != nil {
 		return fail(err) // "listen tcp ADDR: …"
@@ -309,14 +323,13 @@ func (s *Server) Open(ctx context.Context) error {
 	s.ln = ln
 	bg, stop := context.WithCancel(context.Background())
 	closing := make(chan struct{})
-	access := api.NewAuth(tokens, keys...)
 	hooks := webhook.NewHooks(db, s.Clock)
 	e := api.New(svc, api.Options{Logger: s.Log, Metrics: metrics, Ready: db.CheckWrite, Auth: access, Pprof: s.Pprof, Closing: closing,
 		Environments: envs, Experiments: experiments,
 		Webhooks:   hooks,
 		RequestLog: s.RequestLog, SlowRequest: s.SlowRequest, SampleEvaluations: s.SampleEvaluations,
 		MaxStreams: maxStreams, MaxStreamsPerToken: streamsPerToken,
-		Routes: web.Routes(svc, web.Options{Logger: s.Log, Sessions: access, Webhooks: hooks})})
+		Routes: web.Routes(svc, web.Options{Logger: s.Log, Sessions: access, Webhooks: hooks, SSO: sso})})
 	s.conns = newConnLimiter(maxConns, func() {
 		s.Log.Warn("connection limit reached: closing the longest idle connections to make room for new ones",
 			"max_conns", maxConns)

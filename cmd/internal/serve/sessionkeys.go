@@ -67,3 +67,25 @@ func ReadSessionKeys(path string) ([][]byte, error) {
 	}
 	return keys, nil
 }
+
+// ReadSecretFile reads a secret kept in a file (the OpenID client's
+// secret), refusing a file that others than its owner may read: its text,
+// trimmed.
+func ReadSecretFile(path string) (string, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if info.Mode().Perm()&0o007 != 0 {
+		return "", fmt.Errorf("%s can be read by anyone (mode %v): chmod o-rwx %s", path, info.Mode().Perm(), path)
+	}
+	text, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	secret := strings.TrimSpace(string(text))
+	if secret == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	return secret, nil
+}
