@@ -237,6 +237,11 @@ func writeRoutes(rampID, tokenID func() string) []struct {
 		{"POST /api/features/:key/promote", "admin", "POST", "/api/features/f/promote", map[string]any{"from": "staging", "to": "production"}, "promote"},
 		{"POST /api/environments/promote", "admin", "POST", "/api/environments/promote", map[string]any{"from": "staging", "to": "production", "features": []string{"f"}}, ""}, // alike: nothing to write
 		{"DELETE /api/environments/:env", "admin", "DELETE", "/api/environments/staging", nil, "environment_delete"},
+		// Experiments: metrics, and an experiment started and stopped.
+		{"POST /api/metrics", "editor", "POST", "/api/metrics", map[string]any{"key": "purchase", "kind": "conversion"}, "metric_create"},
+		{"POST /api/features/:key/experiments", "editor", "POST", "/api/features/f/experiments", map[string]any{"name": "green", "control": "control", "metrics": []string{"purchase"}}, "experiment_start"},
+		{"POST /api/features/:key/experiments/:id/stop", "editor", "POST", "/api/features/f/experiments/{experiment}/stop", nil, "experiment_stop"},
+		{"DELETE /api/metrics/:key", "editor", "DELETE", "/api/metrics/purchase", nil, "metric_delete"},
 		{"DELETE /api/features/:key", "editor", "DELETE", "/api/features/f?dry_run=true", nil, ""},
 		{"DELETE /api/features/:key", "editor", "DELETE", "/api/features/f", nil, "archive"},
 		{"POST /api/features/:key/restore", "editor", "POST", "/api/features/f/restore", nil, "restore"},
@@ -259,7 +264,7 @@ func writeRoutes(rampID, tokenID func() string) []struct {
 // nothing a person did: previews, plans, apps' evaluations and counts.
 var readOnlyWrites = []string{
 	"POST /evaluate", "POST /ofrep/v1/evaluate/flags/:key", "POST /ofrep/v1/evaluate/flags",
-	"POST /api/exposures", "POST /api/features/:key/plan", "POST /api/features/:key/preview",
+	"POST /api/exposures", "POST /api/track", "POST /api/features/:key/plan", "POST /api/features/:key/preview",
 	"POST /api/plan",
 }
 
@@ -269,12 +274,12 @@ var readOnlyWrites = []string{
 // event before it. A new write route not listed here fails the test.
 func TestNoRouteLosesAudit(t *testing.T) {
 	g := newGuardedServer(t)
-	var rampID, tokenID, requestID, hookID string
+	var rampID, tokenID, requestID, hookID, experimentID string
 	covered := map[string]bool{}
 	before := g.allEvents(t)
 	for _, step := range writeRoutes(func() string { return rampID }, func() string { return tokenID }) {
 		covered[step.route] = true
-		path := strings.NewReplacer("{ramp}", rampID, "{token}", tokenID, "{request}", requestID, "{hook}", hookID).Replace(step.path)
+		path := strings.NewReplacer("{ramp}", rampID, "{token}", tokenID, "{request}", requestID, "{hook}", hookID, "{experiment}", experimentID).Replace(step.path)
 		status, body := g.send(t, step.role, step.method, path, step.body)
 		if step.kind != "" && status/100 != 2 {
 			t.Fatalf("%s %s = %d %s, want 2xx", step.method, path, status, body)
@@ -300,6 +305,13 @@ func TestNoRouteLosesAudit(t *testing.T) {
 			var tok struct{ ID string }
 			json.Unmarshal([]byte(body), &tok)
 			tokenID = tok.ID
+		}
+		if step.path == "/api/features/f/experiments" {
+			var r struct {
+				Experiment struct{ ID string } `json:"experiment"`
+			}
+			json.Unmarshal([]byte(body), &r)
+			experimentID = r.Experiment.ID
 		}
 		if step.path == "/api/webhooks" {
 			var hook struct{ ID string }

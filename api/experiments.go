@@ -66,7 +66,7 @@ func (s *Server) deleteMetric(c echo.Context) error {
 	if err := decodeOptional(c, &none); err != nil {
 		return err
 	}
-	if err := s.expIn(c).DeleteMetric(c.Request().Context(), pathParam(c, "key")); err != nil {
+	if err := s.expIn(c).DeleteMetric(c.Request().Context(), pathParam(c, "key"), actorOf(c)); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)

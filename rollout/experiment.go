@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"regexp"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rollout/rollout/ring"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -141,24 +143,25 @@ type BucketTotals struct {
 // implements it.
 type ExperimentStore interface {
 	// CreateMetric stores m; EConflict when its key exists, EInvalid when
-	// MaxMetrics exist.
-	CreateMetric(ctx context.Context, m Metric) error
+	// MaxMetrics exist. The write methods record their ev, unless it has
+	// no Kind, in the audit trail, in the same transaction.
+	CreateMetric(ctx context.Context, m Metric, ev audit.Event) error
 	Metrics(ctx context.Context) ([]Metric, error)
 	// Metric returns one metric, or ENotFound.
 	Metric(ctx context.Context, key string) (Metric, error)
 	// DeleteMetric deletes a metric and its events: ENotFound when there
 	// is none, EConflict while a running experiment reads it.
-	DeleteMetric(ctx context.Context, key string) error
+	DeleteMetric(ctx context.Context, key string, ev audit.Event) error
 	// AddTrackBatch stores events at most once per batch ID, as
 	// ExposureStore.AddExposureBatch counts exposures: false when the ID
 	// was seen in the ExposureBatchMemory before at.
 	AddTrackBatch(ctx context.Context, batch string, at time.Time, events []TrackedEvent) (bool, error)
 	// StartExperiment stores a running experiment: EConflict when one
 	// runs on its feature row, ENotFound when the row is gone.
-	StartExperiment(ctx context.Context, x Experiment) error
+	StartExperiment(ctx context.Context, x Experiment, ev audit.Event) error
 	// StopExperiment stops the running experiment id of the feature row
 	// featureID: ENotFound when there is none, EConflict when it stopped.
-	StopExperiment(ctx context.Context, featureID, id string, at time.Time, actor string) (Experiment, error)
+	StopExperiment(ctx context.Context, featureID, id string, at time.Time, actor string, ev audit.Event) (Experiment, error)
 	// Experiments returns those of a feature row, newest first.
 	Experiments(ctx context.Context, featureID string) ([]Experiment, error)
 	Experiment(ctx context.Context, featureID, id string) (Experiment, error)
@@ -409,7 +412,9 @@ func (e *Experiments) CreateMetric(ctx context.Context, m Metric, actor string) 
 		return Metric{}, err
 	}
 	m.CreatedAt, m.CreatedBy = e.svc.now().UTC(), actor
-	if err := e.store.CreateMetric(ctx, m); err != nil {
+	ev := audit.Event{Time: m.CreatedAt, Actor: actorName(actor), Kind: audit.MetricCreate, Subject: m.Key,
+		Summary: "created metric " + m.Key + " (" + string(m.Kind) + ")"}
+	if err := e.store.CreateMetric(ctx, m, ev); err != nil {
 		return Metric{}, err
 	}
 	return m, nil
@@ -423,10 +428,12 @@ func (e *Experiments) Metric(ctx context.Context, key string) (Metric, error) {
 	return e.store.Metric(ctx, key)
 }
 
-// DeleteMetric deletes a metric that no running experiment reads, and its
-// events.
-func (e *Experiments) DeleteMetric(ctx context.Context, key string) error {
-	return e.store.DeleteMetric(ctx, key)
+// DeleteMetric deletes, for actor, a metric that no running experiment
+// reads, and its events.
+func (e *Experiments) DeleteMetric(ctx context.Context, key, actor string) error {
+	ev := audit.Event{Time: e.svc.now().UTC(), Actor: actorName(actor), Kind: audit.MetricDelete, Subject: key,
+		Summary: "deleted metric " + key + " and its tracked events"}
+	return e.store.DeleteMetric(ctx, key, ev)
 }
 
 var trackBatchPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{8,64}$`)
@@ -554,7 +561,9 @@ func (e *Experiments) Start(ctx context.Context, key string, req ExperimentReque
 	x := Experiment{ID: uuid.NewString(), Feature: key, FeatureID: f.ID, Name: req.Name, Control: req.Control,
 		Metrics: slices.Clone(req.Metrics), Hypothesis: req.Hypothesis, Version: f.Version, Shares: shares,
 		Status: "running", StartedAt: e.svc.now().UTC(), StartedBy: actor}
-	if err := e.store.StartExperiment(ctx, x); err != nil {
+	ev := audit.Event{Time: x.StartedAt, Actor: actorName(actor), Kind: audit.ExperimentStart, Feature: key, Subject: x.ID, Version: f.Version,
+		Summary: fmt.Sprintf("started experiment %q on %s at version %d against %s, measuring %s", x.Name, key, f.Version, x.Control, strings.Join(x.Metrics, ", "))}
+	if err := e.store.StartExperiment(ctx, x, ev); err != nil {
 		return Experiment{}, err
 	}
 	return x, e.Refresh(ctx)
@@ -569,7 +578,10 @@ func (e *Experiments) Stop(ctx context.Context, key, id, actor string) (Experime
 	if err := e.Flush(ctx); err != nil {
 		return Experiment{}, err
 	}
-	x, err := e.store.StopExperiment(ctx, c.Feature().ID, id, e.svc.now().UTC(), actor)
+	now := e.svc.now().UTC()
+	ev := audit.Event{Time: now, Actor: actorName(actor), Kind: audit.ExperimentStop, Feature: key, Subject: id,
+		Summary: "stopped experiment " + id + " on " + key}
+	x, err := e.store.StopExperiment(ctx, c.Feature().ID, id, now, actor, ev)
 	if err != nil {
 		return Experiment{}, err
 	}

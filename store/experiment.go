@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -21,10 +22,18 @@ import (
 
 func millis(t time.Time) int64 { return t.UnixMilli() }
 
+// appendAuditIf records ev in the audit trail unless it has no kind.
+func (tx *tx) appendAuditIf(ev audit.Event) error {
+	if ev.Kind == "" {
+		return nil
+	}
+	return tx.appendAudit(ev)
+}
+
 func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 
-// CreateMetric stores a new metric.
-func (db *DB) CreateMetric(ctx context.Context, m rollout.Metric) error {
+// CreateMetric stores a new metric, and ev (see rollout.ExperimentStore).
+func (db *DB) CreateMetric(ctx context.Context, m rollout.Metric, ev audit.Event) error {
 	return db.writeTx(ctx, fmt.Sprintf("create metric %q", m.Key), func(tx *tx) error {
 		var n int
 		if err := tx.queryRow(`SELECT COUNT(*) FROM metrics`).Scan(&n); err != nil {
@@ -38,7 +47,10 @@ func (db *DB) CreateMetric(ctx context.Context, m rollout.Metric) error {
 		if c := tx.constraint(err); c == PrimaryKey || c == Unique {
 			return feature.Errorf(feature.EConflict, "metric %q exists", m.Key)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return tx.appendAuditIf(ev)
 	})
 }
 
@@ -77,7 +89,7 @@ func (db *DB) Metric(ctx context.Context, key string) (rollout.Metric, error) {
 
 // DeleteMetric deletes a metric and its events, unless a running
 // experiment reads it.
-func (db *DB) DeleteMetric(ctx context.Context, key string) error {
+func (db *DB) DeleteMetric(ctx context.Context, key string, ev audit.Event) error {
 	return db.writeTx(ctx, fmt.Sprintf("delete metric %q", key), func(tx *tx) error {
 		rows, err := tx.query(`SELECT id, metrics FROM experiments WHERE stopped_at IS NULL`)
 		running, err := collect(rows, err, func(rows *sql.Rows) ([2]string, error) {
@@ -103,7 +115,10 @@ func (db *DB) DeleteMetric(ctx context.Context, key string) error {
 		if err == nil && n == 0 {
 			err = feature.Errorf(feature.ENotFound, "no metric %q", key)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return tx.appendAuditIf(ev)
 	})
 }
 
@@ -143,7 +158,7 @@ func (db *DB) AddTrackBatch(ctx context.Context, batch string, at time.Time, eve
 }
 
 // StartExperiment stores a running experiment.
-func (db *DB) StartExperiment(ctx context.Context, x rollout.Experiment) error {
+func (db *DB) StartExperiment(ctx context.Context, x rollout.Experiment, ev audit.Event) error {
 	metrics, err := json.Marshal(x.Metrics)
 	if err != nil {
 		return err
@@ -162,7 +177,10 @@ func (db *DB) StartExperiment(ctx context.Context, x rollout.Experiment) error {
 		case ForeignKey:
 			return feature.NotFound(x.Feature)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return tx.appendAuditIf(ev)
 	})
 }
 
@@ -191,7 +209,7 @@ func scanExperiment(rows *sql.Rows) (rollout.Experiment, error) {
 }
 
 // StopExperiment stops a running experiment.
-func (db *DB) StopExperiment(ctx context.Context, featureID, id string, at time.Time, actor string) (rollout.Experiment, error) {
+func (db *DB) StopExperiment(ctx context.Context, featureID, id string, at time.Time, actor string, ev audit.Event) (rollout.Experiment, error) {
 	var x rollout.Experiment
 	err := db.writeTx(ctx, fmt.Sprintf("stop experiment %s", id), func(tx *tx) error {
 		n, err := tx.affected(`UPDATE experiments SET stopped_at = ?, stopped_by = ? WHERE id = ? AND feature_id = ? AND stopped_at IS NULL`,
@@ -203,7 +221,10 @@ func (db *DB) StopExperiment(ctx context.Context, featureID, id string, at time.
 		if err == nil && n == 0 {
 			err = feature.Errorf(feature.EConflict, "experiment %s stopped already", id)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return tx.appendAuditIf(ev)
 	})
 	return x, err
 }

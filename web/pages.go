@@ -415,6 +415,8 @@ var kindLabels = map[audit.Kind]string{
 	audit.WebhookCreate: "webhook registered", audit.WebhookDelete: "webhook removed",
 	audit.WebhookResume: "webhook resumed", audit.WebhookPaused: "webhook paused",
 	audit.SessionCreate: "signed in", audit.SessionRevoke: "session ended",
+	audit.MetricCreate: "metric created", audit.MetricDelete: "metric deleted",
+	audit.ExperimentStart: "experiment started", audit.ExperimentStop: "experiment stopped",
 }
 
 // kindLabel says kind k in words.

@@ -235,12 +235,12 @@ func fillTargeting(t *testing.T, svc *rollout.Service, db *store.DB) {
 	}
 	// An experiment with its metric, an exposed user (one a multiple
 	// exposure) and a batch of events.
-	if err := db.CreateMetric(ctx, rollout.Metric{Key: "purchase", Kind: rollout.MetricMean, Description: "sales", HigherIsBetter: true, CreatedAt: now, CreatedBy: "ada"}); err != nil {
+	if err := db.CreateMetric(ctx, rollout.Metric{Key: "purchase", Kind: rollout.MetricMean, Description: "sales", HigherIsBetter: true, CreatedAt: now, CreatedBy: "ada"}, audit.Event{}); err != nil {
 		t.Fatal(err)
 	}
 	x := rollout.Experiment{ID: "exp-1", Feature: "gated", FeatureID: f.ID, Name: "green", Control: "on", Metrics: []string{"purchase"},
 		Version: f.Version, Shares: map[string]float64{"on": 1}, StartedAt: now, StartedBy: "ada"}
-	if err := db.StartExperiment(ctx, x); err != nil {
+	if err := db.StartExperiment(ctx, x, audit.Event{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.AddFirstExposures(ctx, []rollout.FirstExposure{

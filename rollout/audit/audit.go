@@ -59,6 +59,10 @@ const (
 	Promote           Kind = "promote"            // a feature's configuration was promoted from another environment
 	SessionCreate     Kind = "session_create"     // a person signed in with single sign-on
 	SessionRevoke     Kind = "session_revoke"     // a person's session was revoked, or they signed out
+	MetricCreate      Kind = "metric_create"      // a metric of experiments was created
+	MetricDelete      Kind = "metric_delete"      // a metric and its tracked events were deleted
+	ExperimentStart   Kind = "experiment_start"   // an experiment was started on a feature
+	ExperimentStop    Kind = "experiment_stop"    // an experiment was stopped
 )
 
 // Kinds are the kinds of audited actions.
@@ -71,6 +75,7 @@ var Kinds = []Kind{
 	WebhookCreate, WebhookDelete, WebhookResume, WebhookPaused,
 	EnvironmentCreate, EnvironmentChange, EnvironmentDelete, Promote,
 	SessionCreate, SessionRevoke,
+	MetricCreate, MetricDelete, ExperimentStart, ExperimentStop,
 }
 
 // Shared reports whether actions of kind k concern every environment
@@ -81,7 +86,7 @@ func (k Kind) Shared() bool {
 	case TokenCreate, TokenRevoke, SegmentCreate, SegmentChange, SegmentDelete,
 		WebhookCreate, WebhookDelete, WebhookResume, WebhookPaused,
 		EnvironmentCreate, EnvironmentChange, EnvironmentDelete,
-		SessionCreate, SessionRevoke:
+		SessionCreate, SessionRevoke, MetricCreate, MetricDelete:
 		return true
 	}
 	return false

@@ -35,11 +35,11 @@ func testMetrics(t *testing.T, o Opened) {
 	buy, rev := newMetric("purchase", rollout.MetricConversion), newMetric("revenue", rollout.MetricMean)
 	rev.HigherIsBetter = false
 	for _, m := range []rollout.Metric{rev, buy} {
-		if err := s.CreateMetric(ctx, m); err != nil {
+		if err := s.CreateMetric(ctx, m, audit.Event{}); err != nil {
 			t.Fatalf("CreateMetric(%q) = %v", m.Key, err)
 		}
 	}
-	if err := s.CreateMetric(ctx, buy); feature.ErrorCode(err) != feature.EConflict {
+	if err := s.CreateMetric(ctx, buy, audit.Event{}); feature.ErrorCode(err) != feature.EConflict {
 		t.Errorf("CreateMetric(purchase) again = %v, want EConflict", err)
 	}
 	got, err := s.Metrics(ctx)
@@ -55,10 +55,10 @@ func testMetrics(t *testing.T, o Opened) {
 	if _, err := s.Metric(ctx, "nope"); feature.ErrorCode(err) != feature.ENotFound {
 		t.Errorf("Metric(nope) = %v, want ENotFound", err)
 	}
-	if err := s.DeleteMetric(ctx, "revenue"); err != nil {
+	if err := s.DeleteMetric(ctx, "revenue", audit.Event{}); err != nil {
 		t.Fatalf("DeleteMetric(revenue) = %v", err)
 	}
-	if err := s.DeleteMetric(ctx, "revenue"); feature.ErrorCode(err) != feature.ENotFound {
+	if err := s.DeleteMetric(ctx, "revenue", audit.Event{}); feature.ErrorCode(err) != feature.ENotFound {
 		t.Errorf("DeleteMetric(revenue) again = %v, want ENotFound", err)
 	}
 	if got, _ := s.Metrics(ctx); len(got) != 1 {
@@ -69,20 +69,20 @@ func testMetrics(t *testing.T, o Opened) {
 func testExperimentLifecycle(t *testing.T, o Opened) {
 	ctx := context.Background()
 	s := o.Store
-	if err := s.CreateMetric(ctx, newMetric("purchase", rollout.MetricConversion)); err != nil {
+	if err := s.CreateMetric(ctx, newMetric("purchase", rollout.MetricConversion), audit.Event{}); err != nil {
 		t.Fatal(err)
 	}
 	f, g := newFeature("f"), newFeature("g")
 	create(t, s, f)
 	create(t, s, g)
 	x1 := newExperiment(f, "x1", "purchase")
-	if err := s.StartExperiment(ctx, x1); err != nil {
+	if err := s.StartExperiment(ctx, x1, audit.Event{}); err != nil {
 		t.Fatalf("StartExperiment(x1) = %v", err)
 	}
-	if err := o.Open(t).StartExperiment(ctx, newExperiment(f, "x2", "purchase")); feature.ErrorCode(err) != feature.EConflict {
+	if err := o.Open(t).StartExperiment(ctx, newExperiment(f, "x2", "purchase"), audit.Event{}); feature.ErrorCode(err) != feature.EConflict {
 		t.Errorf("StartExperiment(x2) while x1 runs on the feature = %v, want EConflict", err)
 	}
-	if err := s.StartExperiment(ctx, newExperiment(g, "y1", "purchase")); err != nil {
+	if err := s.StartExperiment(ctx, newExperiment(g, "y1", "purchase"), audit.Event{}); err != nil {
 		t.Errorf("StartExperiment(y1) on another feature = %v", err)
 	}
 	if got, err := s.Experiment(ctx, f.ID, "x1"); err != nil || !cmp.Equal(got, x1) {
@@ -91,7 +91,7 @@ func testExperimentLifecycle(t *testing.T, o Opened) {
 	if _, err := s.Experiment(ctx, g.ID, "x1"); feature.ErrorCode(err) != feature.ENotFound {
 		t.Errorf("Experiment(x1) of another feature = %v, want ENotFound", err)
 	}
-	if err := s.DeleteMetric(ctx, "purchase"); feature.ErrorCode(err) != feature.EConflict {
+	if err := s.DeleteMetric(ctx, "purchase", audit.Event{}); feature.ErrorCode(err) != feature.EConflict {
 		t.Errorf("DeleteMetric(purchase) while experiments read it = %v, want EConflict", err)
 	}
 	running, err := s.RunningExperiments(ctx)
@@ -100,22 +100,22 @@ func testExperimentLifecycle(t *testing.T, o Opened) {
 	}
 
 	stopAt := t0.Add(time.Hour).Truncate(time.Millisecond)
-	stopped, err := s.StopExperiment(ctx, f.ID, "x1", stopAt, "bob")
+	stopped, err := s.StopExperiment(ctx, f.ID, "x1", stopAt, "bob", audit.Event{})
 	if err != nil {
 		t.Fatalf("StopExperiment(x1) = %v", err)
 	}
 	if stopped.Status != "stopped" || stopped.StoppedAt == nil || !stopped.StoppedAt.Equal(stopAt) || stopped.StoppedBy != "bob" {
 		t.Errorf("StopExperiment(x1) = %+v, want stopped at %v by bob", stopped, stopAt)
 	}
-	if _, err := s.StopExperiment(ctx, f.ID, "x1", stopAt, "bob"); feature.ErrorCode(err) != feature.EConflict {
+	if _, err := s.StopExperiment(ctx, f.ID, "x1", stopAt, "bob", audit.Event{}); feature.ErrorCode(err) != feature.EConflict {
 		t.Errorf("StopExperiment(x1) again = %v, want EConflict", err)
 	}
-	if _, err := s.StopExperiment(ctx, f.ID, "nope", stopAt, "bob"); feature.ErrorCode(err) != feature.ENotFound {
+	if _, err := s.StopExperiment(ctx, f.ID, "nope", stopAt, "bob", audit.Event{}); feature.ErrorCode(err) != feature.ENotFound {
 		t.Errorf("StopExperiment(nope) = %v, want ENotFound", err)
 	}
 	x3 := newExperiment(f, "x3", "purchase")
 	x3.StartedAt = stopAt.Add(time.Minute)
-	if err := s.StartExperiment(ctx, x3); err != nil {
+	if err := s.StartExperiment(ctx, x3, audit.Event{}); err != nil {
 		t.Errorf("StartExperiment(x3) after x1 stopped = %v", err)
 	}
 	list, err := s.Experiments(ctx, f.ID)
@@ -123,7 +123,7 @@ func testExperimentLifecycle(t *testing.T, o Opened) {
 		t.Errorf("Experiments(f) = %+v, %v; want x3 then x1", list, err)
 	}
 	missing := newExperiment(feature.Feature{ID: "gone", Key: "gone"}, "z", "purchase")
-	if err := s.StartExperiment(ctx, missing); feature.ErrorCode(err) != feature.ENotFound {
+	if err := s.StartExperiment(ctx, missing, audit.Event{}); feature.ErrorCode(err) != feature.ENotFound {
 		t.Errorf("StartExperiment on a missing feature row = %v, want ENotFound", err)
 	}
 }
@@ -132,13 +132,13 @@ func testExperimentUsers(t *testing.T, o Opened) {
 	ctx := context.Background()
 	s := o.Store
 	for _, m := range []rollout.Metric{newMetric("purchase", rollout.MetricConversion), newMetric("revenue", rollout.MetricMean)} {
-		if err := s.CreateMetric(ctx, m); err != nil {
+		if err := s.CreateMetric(ctx, m, audit.Event{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	f := newFeature("f")
 	create(t, s, f)
-	if err := s.StartExperiment(ctx, newExperiment(f, "x1", "purchase", "revenue")); err != nil {
+	if err := s.StartExperiment(ctx, newExperiment(f, "x1", "purchase", "revenue"), audit.Event{}); err != nil {
 		t.Fatal(err)
 	}
 	at := func(min int) time.Time { return t0.Add(time.Duration(min) * time.Minute) }
@@ -223,12 +223,12 @@ func testExperimentUsers(t *testing.T, o Opened) {
 func testTrackBatches(t *testing.T, o Opened) {
 	ctx := context.Background()
 	s := o.Store
-	if err := s.CreateMetric(ctx, newMetric("purchase", rollout.MetricConversion)); err != nil {
+	if err := s.CreateMetric(ctx, newMetric("purchase", rollout.MetricConversion), audit.Event{}); err != nil {
 		t.Fatal(err)
 	}
 	f := newFeature("f")
 	create(t, s, f)
-	if err := s.StartExperiment(ctx, newExperiment(f, "x1", "purchase")); err != nil {
+	if err := s.StartExperiment(ctx, newExperiment(f, "x1", "purchase"), audit.Event{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.AddFirstExposures(ctx, []rollout.FirstExposure{{Experiment: "x1", UserHash: 7, Bucket: "control", Version: 1, At: t0}}); err != nil {
@@ -259,13 +259,13 @@ func testTrackBatches(t *testing.T, o Opened) {
 	if got := converted(); got != 6 {
 		t.Errorf("events' sum after the ID expired = %g, want 6", got)
 	}
-	if err := s.DeleteMetric(ctx, "purchase"); feature.ErrorCode(err) != feature.EConflict {
+	if err := s.DeleteMetric(ctx, "purchase", audit.Event{}); feature.ErrorCode(err) != feature.EConflict {
 		t.Fatalf("DeleteMetric(purchase) = %v, want EConflict", err)
 	}
-	if _, err := s.StopExperiment(ctx, f.ID, "x1", t0.Add(time.Hour), "ada"); err != nil {
+	if _, err := s.StopExperiment(ctx, f.ID, "x1", t0.Add(time.Hour), "ada", audit.Event{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DeleteMetric(ctx, "purchase"); err != nil {
+	if err := s.DeleteMetric(ctx, "purchase", audit.Event{}); err != nil {
 		t.Fatalf("DeleteMetric(purchase) after the experiment stopped = %v", err)
 	}
 	if got := converted(); got != 0 {
@@ -283,13 +283,13 @@ func testExperimentUserBytes(t *testing.T, o Opened) {
 	}
 	ctx := context.Background()
 	s := o.Store
-	if err := s.CreateMetric(ctx, newMetric("purchase", rollout.MetricConversion)); err != nil {
+	if err := s.CreateMetric(ctx, newMetric("purchase", rollout.MetricConversion), audit.Event{}); err != nil {
 		t.Fatal(err)
 	}
 	f := newFeature("f")
 	create(t, s, f)
 	x := newExperiment(f, "2f3c8a9e-4b1d-4e0f-9a7c-6d5e4f3a2b1c", "purchase")
-	if err := s.StartExperiment(ctx, x); err != nil {
+	if err := s.StartExperiment(ctx, x, audit.Event{}); err != nil {
 		t.Fatal(err)
 	}
 	before := o.TableBytes(t, "experiment_users")
@@ -333,7 +333,7 @@ func testExperimentEnvironments(t *testing.T, o Opened) {
 		audit.Event{Time: t0, Actor: "ada", Kind: audit.EnvironmentCreate, Subject: "staging", Summary: "created staging"}); err != nil {
 		t.Fatalf("CreateEnvironment(staging) = %v", err)
 	}
-	if err := prod.CreateMetric(ctx, newMetric("purchase", rollout.MetricConversion)); err != nil {
+	if err := prod.CreateMetric(ctx, newMetric("purchase", rollout.MetricConversion), audit.Event{}); err != nil {
 		t.Fatal(err)
 	}
 	fp, fs := newFeature("f"), newFeature("f")
@@ -345,7 +345,7 @@ func testExperimentEnvironments(t *testing.T, o Opened) {
 		s Store
 		x rollout.Experiment
 	}{{prod, xp}, {staging, xs}} {
-		if err := st.s.StartExperiment(ctx, st.x); err != nil {
+		if err := st.s.StartExperiment(ctx, st.x, audit.Event{}); err != nil {
 			t.Fatalf("StartExperiment(%s) = %v", st.x.ID, err)
 		}
 	}
