@@ -44,21 +44,22 @@ type requestView struct {
 
 func (h *handler) requests(c echo.Context) error {
 	ctx := c.Request().Context()
+	svc := h.in(c)
 	p := requestsPage{Title: "Change requests"}
 	h.fillFrame(c, &p.frame)
-	st, err := h.svc.Settings(ctx)
+	st, err := svc.Settings(ctx)
 	if err != nil {
 		return h.internal(c, err)
 	}
 	p.Settings = st
-	open, err := h.svc.Requests(ctx, rollout.RequestQuery{State: rollout.RequestOpen})
+	open, err := svc.Requests(ctx, rollout.RequestQuery{State: rollout.RequestOpen})
 	if err != nil {
 		return h.internal(c, err)
 	}
 	for _, r := range open {
 		p.Open = append(p.Open, h.viewRequest(p.frame, r))
 	}
-	recent, err := h.svc.Requests(ctx, rollout.RequestQuery{Limit: len(open) + requestsShown})
+	recent, err := svc.Requests(ctx, rollout.RequestQuery{Limit: len(open) + requestsShown})
 	if err != nil {
 		return h.internal(c, err)
 	}
@@ -113,7 +114,7 @@ type settingsPage struct {
 }
 
 func (h *handler) settings(c echo.Context) error {
-	st, err := h.svc.Settings(c.Request().Context())
+	st, err := h.in(c).Settings(c.Request().Context())
 	if err != nil {
 		return h.internal(c, err)
 	}

@@ -1,6 +1,6 @@
-// The admin pages (tokens, webhooks) and the archived features: each reads
-// and changes what it shows through the JSON API. Text from the server is
-// set with textContent only, never as HTML.
+// The admin pages (tokens, webhooks, environments) and the archived
+// features: each reads and changes what it shows through the JSON API.
+// Text from the server is set with textContent only, never as HTML.
 (function () {
   'use strict';
   const root = document.getElementById('admin');
@@ -16,7 +16,7 @@
     }
     let res;
     try {
-      res = await fetch(path, init);
+      res = await fetch(rolloutEnv(path), init);
     } catch (err) {
       return { error: 'Could not reach the server: ' + err.message + '. Nothing was changed.' };
     }
@@ -279,7 +279,71 @@
     input.focus();
   }
 
+  // Environments: create (empty or copied), rename, protect, delete. Each
+  // change reloads the page, whose header and lists then show it; a
+  // refusal (a deletion while tokens are scoped to the environment, or of
+  // the last one) is said in the API's words.
+  function environmentsPage() {
+    const done = (text) => {
+      try { window.sessionStorage.setItem('env-done', text); } catch { /* shown by the list anyway */ }
+      window.location.reload();
+    };
+    try {
+      const text = window.sessionStorage.getItem('env-done');
+      window.sessionStorage.removeItem('env-done');
+      if (text) show('env-done', text);
+    } catch { /* no storage */ }
+    const form = document.getElementById('env-form');
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      show('env-error', '');
+      const body = { key: form.key.value.trim(), name: form.name.value.trim(), protected: form.protected.checked };
+      if (form.copy_from.value) body.copy_from = form.copy_from.value;
+      const btn = form.querySelector('button[type=submit]');
+      btn.disabled = true;
+      const r = await api('POST', '/api/environments', body);
+      btn.disabled = false;
+      if (r.error) { show('env-error', r.error); return; }
+      done('Environment ' + r.body.key + ' created' + (body.copy_from ? ' as a copy of ' + body.copy_from : '') + '.');
+    });
+    for (const f of document.querySelectorAll('form.env-rename')) {
+      f.addEventListener('submit', async (ev) => {
+        ev.preventDefault();
+        show('env-error', '');
+        const r = await api('PATCH', '/api/environments/' + encodeURIComponent(f.dataset.env), { name: f.name.value.trim() });
+        if (r.error) { show('env-error', r.error); return; }
+        done('Environment ' + f.dataset.env + ' renamed ' + r.body.name + '.');
+      });
+    }
+    for (const box of document.querySelectorAll('input.env-protect')) {
+      box.addEventListener('change', async () => {
+        show('env-error', '');
+        box.disabled = true;
+        const r = await api('PATCH', '/api/environments/' + encodeURIComponent(box.dataset.env), { protected: box.checked });
+        box.disabled = false;
+        if (r.error) { box.checked = !box.checked; show('env-error', r.error); return; }
+        done('Environment ' + box.dataset.env + (r.body.protected ? ' is protected.' : ' is no longer protected.'));
+      });
+    }
+    for (const b of document.querySelectorAll('button.env-delete')) {
+      b.addEventListener('click', (ev) => {
+        const key = b.dataset.env;
+        confirmInline(ev.currentTarget, 'Delete ' + key + '? Its features\' configurations go; its history stays in the audit log.', 'Yes, delete', async () => {
+          const r = await api('DELETE', '/api/environments/' + encodeURIComponent(key));
+          if (r.error) {
+            show('env-error', r.error);
+            const yes = document.querySelector('.confirm-yes');
+            if (yes) yes.disabled = false;
+            return;
+          }
+          done('Environment ' + key + ' deleted.');
+        });
+      });
+    }
+  }
+
   switch (root.dataset.page) {
+    case 'environments': environmentsPage(); break;
     case 'tokens': tokensPage(); break;
     case 'webhooks': webhooksPage(); break;
     case 'archived': loadArchived(); break;
