@@ -181,8 +181,7 @@ type promoteView struct {
 	Rows  []placeView // by the environments' positions
 	Parts []partOption
 	Data  promoteData
-	// From and To are the form's defaults: this environment to the next
-	// one, or from the one before to this, the last.
+	// From and To are the form's defaults (promoteDefaults).
 	From, To string
 }
 
@@ -259,18 +258,36 @@ func (h *handler) promotion(ctx context.Context, envs []rollout.Environment, svc
 		v.Rows = append(v.Rows, row)
 		v.Data.Environments = append(v.Data.Environments, promoteEnv{Key: env.Key, Name: env.Name, Protected: env.Protected, Version: row.Version, Tag: row.Tag})
 	}
-	for i, r := range v.Rows {
-		if r.Key != cur {
-			continue
-		}
-		switch {
-		case i+1 < len(v.Rows):
-			v.From, v.To = cur, v.Rows[i+1].Key
-		case i > 0:
-			v.From, v.To = v.Rows[i-1].Key, cur
-		}
-	}
+	v.From, v.To = promoteDefaults(v.Rows, cur)
 	return v, nil
+}
+
+// promoteDefaults picks the promote form's source and target among rows
+// on the page of the environment cur: from this environment to the first
+// protected one (else the first other), or, on a protected environment's
+// page, from the first unprotected one (else the first other) to it.
+func promoteDefaults(rows []placeView, cur string) (from, to string) {
+	i := slices.IndexFunc(rows, func(r placeView) bool { return r.Key == cur })
+	if i < 0 || len(rows) < 2 {
+		return "", ""
+	}
+	pick := func(protected bool) string {
+		for _, r := range rows {
+			if r.Key != cur && r.Protected == protected {
+				return r.Key
+			}
+		}
+		for _, r := range rows {
+			if r.Key != cur {
+				return r.Key
+			}
+		}
+		return ""
+	}
+	if rows[i].Protected {
+		return pick(false), cur
+	}
+	return cur, pick(true)
 }
 
 // comparePage is the data of compare.html.
@@ -404,12 +421,12 @@ type envAdminRow struct {
 	Features int // the features it serves
 }
 
-// environments is the admins' page of environments: the list, and the
-// forms that create (empty or copied), rename, protect and delete them,
-// which admin.js sends to the API.
+// environments is the admins' page of environments: the list (of those
+// the token sees), and the forms that create (empty or copied), rename,
+// protect and delete them, which admin.js sends to the API.
 func (h *handler) environments(c echo.Context) error {
 	p := environmentsPage{Title: "Environments"}
-	for _, e := range h.envs.List() {
+	for _, e := range h.visible(c) {
 		row := envAdminRow{Environment: e}
 		if svc, ok := h.envs.Service(e.Key); ok {
 			row.Features = len(svc.Snapshot().Keys())

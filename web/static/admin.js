@@ -328,11 +328,12 @@
     for (const b of document.querySelectorAll('button.env-delete')) {
       b.addEventListener('click', (ev) => {
         const key = b.dataset.env;
+        const row = b.closest('tr');
         confirmInline(ev.currentTarget, 'Delete ' + key + '? Its features\' configurations go; its history stays in the audit log.', 'Yes, delete', async () => {
           const r = await api('DELETE', '/api/environments/' + encodeURIComponent(key));
           if (r.error) {
             show('env-error', r.error);
-            const yes = document.querySelector('.confirm-yes');
+            const yes = row.querySelector('.confirm-yes');
             if (yes) yes.disabled = false;
             return;
           }
