@@ -73,12 +73,15 @@ func newAuthServerOn(t *testing.T, db *store.DB, roles []auth.Role, anyHost bool
 		}
 		g.secrets[string(role)] = secret
 	}
-	if g.svc, err = rollout.NewService(ctx, db, nil); err != nil {
+	envs, err := rollout.NewEnvironments(ctx, db, func(env string) rollout.Store { return db.In(env) }, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
+	g.svc, _ = envs.Service(rollout.Production)
 	g.auth = api.NewAuth(tokens, nil)
 	g.auth.AnyHost = anyHost
-	g.opts = api.Options{Auth: g.auth, Pprof: true, Webhooks: webhook.NewHooks(db, nil), Routes: web.Routes(g.svc, web.Options{Sessions: g.auth})}
+	g.opts = api.Options{Auth: g.auth, Pprof: true, Webhooks: webhook.NewHooks(db, nil), Environments: envs,
+		Routes: web.Routes(g.svc, web.Options{Sessions: g.auth})}
 	g.e = api.New(g.svc, g.opts)
 	srv := httptest.NewServer(g.e)
 	t.Cleanup(srv.Close)
@@ -179,7 +182,11 @@ var routeBodies = map[string]any{
 	"PUT /api/segments/:key":                 map[string]any{"conditions": []any{map[string]any{"attribute": "plan", "op": "eq", "value": "team"}}},
 	"PUT /api/features/:key/rules": map[string]any{"rules": []any{map[string]any{"name": "staff",
 		"conditions": []any{map[string]any{"attribute": "email", "op": "ends_with", "value": "@example.com"}}, "serve": map[string]any{"bucket": "A"}}}},
-	"POST /ui/features/:key/test": map[string]any{"user": "u", "context": map[string]any{"plan": "pro"}},
+	"POST /ui/features/:key/test":     map[string]any{"user": "u", "context": map[string]any{"plan": "pro"}},
+	"POST /api/environments":          map[string]any{"key": "qa", "name": "QA"},
+	"PATCH /api/environments/:env":    map[string]any{"name": "Prod"},
+	"POST /api/features/:key/promote": map[string]any{"from": "production", "to": "staging"},
+	"POST /api/environments/promote":  map[string]any{"from": "production", "to": "staging", "features": []string{"f"}},
 }
 
 // docBody is a document that changes feature f.
@@ -187,7 +194,7 @@ var docBody = map[string]any{"features": []any{map[string]any{"key": "f", "bucke
 	map[string]any{"name": "A", "replicas": 11}, map[string]any{"name": "B", "replicas": 10}}}}}
 
 // paramValues are the existing things each path parameter names.
-var paramValues = map[string]string{"key": "f", "name": "A", "user": "vip", "version": "1", "id": "r", "*": "x"}
+var paramValues = map[string]string{"key": "f", "name": "A", "user": "vip", "version": "1", "id": "r", "env": "production", "*": "x"}
 
 // pathVariants turn a parameter's value into paths meant to fool a check
 // that reads the path's text: encoded slashes and dots, dot segments and
@@ -423,6 +430,39 @@ func TestAppRoles(t *testing.T) {
 			}
 			if role == "client" && want == 403 && !strings.Contains(body, "role client") {
 				t.Errorf("%s %s as client: %s, want the role named", tt.method, tt.path, body)
+			}
+		}
+	}
+}
+
+// TestScopedTokenMatrix: a token scoped to one environment is refused
+// (403) on every route that takes a token when it names another with
+// ?env=, whatever its role: the environment of a request is decided once,
+// from the token, before any handler.
+func TestScopedTokenMatrix(t *testing.T) {
+	g := newAuthServer(t, nil, false)
+	ctx := context.Background()
+	for _, role := range auth.Roles {
+		_, secret, err := g.tokens.CreateIn(ctx, string(role)+"-staging", role, "staging", time.Now(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.secrets[string(role)] = secret
+	}
+	access := api.RouteAccess(g.opts)
+	for _, r := range g.routes() {
+		route := r.Method + " " + r.Path
+		if access[route] < 0 {
+			continue // public: no token, no environment
+		}
+		for _, role := range auth.Roles {
+			path := fill(r.Path, -1, nil)
+			sep := "?"
+			if strings.Contains(path, "?") {
+				sep = "&"
+			}
+			if got, body := g.send(t, string(role), r.Method, path+sep+"env=production", routeBodies[route]); got != http.StatusForbidden {
+				t.Errorf("%s as %s scoped to staging, asking for production: %d %.160s, want 403", route, role, got, body)
 			}
 		}
 	}

@@ -231,6 +231,12 @@ func writeRoutes(rampID, tokenID func() string) []struct {
 		{"POST /api/features/:key/ramps/:id/pause", "editor", "POST", "/api/features/f/ramps/{ramp}/pause", nil, "ramp_pause"},
 		{"POST /api/features/:key/ramps/:id/resume", "editor", "POST", "/api/features/f/ramps/{ramp}/resume", nil, "ramp_resume"},
 		{"POST /api/features/:key/ramps/:id/cancel", "editor", "POST", "/api/features/f/ramps/{ramp}/cancel", nil, "ramp_cancel"},
+		// Environments: a copy writes each feature's first version there.
+		{"POST /api/environments", "admin", "POST", "/api/environments", map[string]any{"key": "staging", "name": "Staging", "copy_from": "production"}, "create+environment_create"},
+		{"PATCH /api/environments/:env", "admin", "PATCH", "/api/environments/staging", map[string]any{"name": "Stage"}, "environment_change"},
+		{"POST /api/features/:key/promote", "admin", "POST", "/api/features/f/promote", map[string]any{"from": "staging", "to": "production"}, "promote"},
+		{"POST /api/environments/promote", "admin", "POST", "/api/environments/promote", map[string]any{"from": "staging", "to": "production", "features": []string{"f"}}, ""}, // alike: nothing to write
+		{"DELETE /api/environments/:env", "admin", "DELETE", "/api/environments/staging", nil, "environment_delete"},
 		{"DELETE /api/features/:key", "editor", "DELETE", "/api/features/f?dry_run=true", nil, ""},
 		{"DELETE /api/features/:key", "editor", "DELETE", "/api/features/f", nil, "archive"},
 		{"POST /api/features/:key/restore", "editor", "POST", "/api/features/f/restore", nil, "restore"},

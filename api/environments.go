@@ -2,6 +2,8 @@ package api
 
 import (
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 
 	"github.com/labstack/echo/v4"
@@ -28,12 +30,42 @@ func environmentOf(c echo.Context) string {
 	if env, ok := c.Get(envKey).(string); ok {
 		return env
 	}
-	if c.Request().URL.RawQuery != "" {
-		if env := c.QueryParam("env"); env != "" {
-			return env
-		}
+	if env := envParam(c); env != "" {
+		return env
 	}
 	return rollout.Production
+}
+
+// envParam returns the first value of the query parameter env, as the
+// request's url.Values would have it, without making them (the hot path
+// of GET /evaluate reads its own parameters so): a query with ';' or
+// an escaped key is left to url.ParseQuery.
+func envParam(c echo.Context) string {
+	raw := c.Request().URL.RawQuery
+	if !strings.Contains(raw, "env") {
+		return ""
+	}
+	if strings.Contains(raw, ";") {
+		return c.QueryParam("env")
+	}
+	for pair := range strings.SplitSeq(raw, "&") {
+		k, v, _ := strings.Cut(pair, "=")
+		if strings.ContainsAny(k, "%+") {
+			return c.QueryParam("env")
+		}
+		if k != "env" {
+			continue
+		}
+		if strings.ContainsAny(v, "%+") {
+			u, err := url.QueryUnescape(v)
+			if err != nil {
+				return c.QueryParam("env")
+			}
+			return u
+		}
+		return v
+	}
+	return ""
 }
 
 // serviceOf returns the service of the request's environment: 404
@@ -113,10 +145,8 @@ func scopeCheck(c echo.Context, tok auth.Token) error {
 	if tok.Environment == "" {
 		return nil
 	}
-	if c.Request().URL.RawQuery != "" {
-		if env := c.QueryParam("env"); env != "" && env != tok.Environment {
-			return feature.Errorf(codeForbidden, "token %q is scoped to environment %s: it may not use %s", tok.Name, tok.Environment, clip(env))
-		}
+	if env := envParam(c); env != "" && env != tok.Environment {
+		return feature.Errorf(codeForbidden, "token %q is scoped to environment %s: it may not use %s", tok.Name, tok.Environment, clip(env))
 	}
 	if tok.Environment != rollout.Production {
 		c.Set(envKey, tok.Environment)
@@ -312,4 +342,54 @@ func ServiceOf(c echo.Context, fallback *rollout.Service) *rollout.Service {
 		return svc
 	}
 	return fallback
+}
+
+type batchPromoteRequest struct {
+	promoteRequest
+	Features      []string `json:"features"`
+	MaxTotalChurn *float64 `json:"max_total_churn"`
+}
+
+// promoteFeatures is POST /api/environments/promote: several features
+// promoted as one batch, all or nothing, with their total churn.
+func (s *Server) promoteFeatures(c echo.Context) error {
+	var req batchPromoteRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	if req.From == "" || req.To == "" {
+		return badRequest("give the environments of the promotion: {\"from\":\"staging\",\"to\":\"production\",\"features\":[…]}")
+	}
+	if len(req.Features) > rollout.MaxBatchPromotion {
+		return badRequest("features lists %d features: a batch promotes at most %d", len(req.Features), rollout.MaxBatchPromotion)
+	}
+	if len(req.Include) > len(rollout.PromoteParts) {
+		return badRequest("include lists %d parts: a promotion has %d", len(req.Include), len(rollout.PromoteParts))
+	}
+	if m := req.MaxTotalChurn; m != nil && !(*m >= 0 && *m <= 1) {
+		return badRequest("max_total_churn %v is out of range: give a fraction of users between 0 and 1", *m)
+	}
+	if tok, ok := TokenOf(c); ok && tok.Environment != "" && (tok.Environment != req.To || tok.Environment != req.From) {
+		return feature.Errorf(codeForbidden, "token %q is scoped to environment %s: a promotion from %s to %s needs a token of both", tok.Name, tok.Environment, clip(req.From), clip(req.To))
+	}
+	opts, err := changeOptions(c, req.guards)
+	if err != nil {
+		return err
+	}
+	if opts.IfMatch != "" {
+		return badRequest("a batch promotion takes no If-Match: it is refused as a whole if a feature moves on while it runs")
+	}
+	answer := answers(c, func(p rollout.BatchPromotion) (keptAnswer, error) { return jsonAnswer(http.StatusOK, p) })
+	opts.Idempotency = answer.idempotency()
+	p, err := s.envs.PromoteMany(c.Request().Context(), req.Features,
+		rollout.PromoteOptions{From: req.From, To: req.To, Include: req.Include, Change: opts}, req.MaxTotalChurn)
+	if err != nil {
+		return err
+	}
+	if p.Applied {
+		for _, ch := range p.Features {
+			s.applied(c, ch.Feature, ch.ToVersion, "promoted from "+req.From, ch.Churn, opts.Actor)
+		}
+	}
+	return answer.send(p)
 }

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rollout/rollout/api"
@@ -133,6 +134,13 @@ func TestEnvironments(t *testing.T) {
 		if d := differing(inStaging, inProd); d == 0 {
 			t.Fatalf("staging (75 %% on) and production (50 %% on) serve every user alike")
 		}
+		escaped := s.must(200, "GET", "/evaluate?feature=f&user=u7&env=stag%69ng", nil, asAdmin...).json(t)["bucket"]
+		if want := inStaging[7]; fmt.Sprint(escaped) != want {
+			t.Fatalf("env=stag%%69ng served %v, staging serves %v", escaped, want)
+		}
+		if r := s.do("GET", "/api/features?env="+strings.Repeat("x", 5000), nil, asAdmin...); r.status != 404 || len(r.body) > 400 {
+			t.Fatalf("a 5000-byte environment = %d with %d bytes, want a short 404", r.status, len(r.body))
+		}
 		if r := s.do("GET", "/evaluate?feature=f&user=u1&env=production", nil, asStaging...); r.status != 403 {
 			t.Fatalf("a staging token asking for production = %d %s, want 403", r.status, r.body)
 		}
@@ -171,6 +179,81 @@ func TestEnvironments(t *testing.T) {
 		s.must(409, "DELETE", "/api/environments/staging", nil, asAdmin...)
 		if _, ok := envs.Service("staging"); !ok {
 			t.Fatal("staging was deleted despite its token")
+		}
+	})
+}
+
+// TestEnvironmentBatchPromotionAndProtection: a batch promotion's total
+// churn is the sum of its features' dry runs; one feature over max_churn
+// refuses the whole batch, changing nothing; applied, every feature moves.
+// In a protected environment an editor's promotion is a change request,
+// which an admin approves; a token scoped to staging may not touch
+// production.
+func TestEnvironmentBatchPromotionAndProtection(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db *store.DB) {
+		s, _ := newEnvServer(t, db)
+		for _, k := range []string{"a", "b", "c"} {
+			s.must(201, "POST", "/api/features", map[string]any{"key": k, "enabled": true,
+				"buckets": []map[string]any{{"name": "on", "replicas": 20}, {"name": "off", "replicas": 20}}})
+		}
+		s.must(201, "POST", "/api/environments", map[string]any{"key": "staging", "name": "Staging", "copy_from": "production"})
+		if f := s.must(200, "GET", "/api/features/a?env=staging", nil).json(t); f["enabled"] != true {
+			t.Fatalf("a copied into staging = %v, want production's configuration (enabled)", f)
+		}
+		s.must(200, "PUT", "/api/features/a/buckets?env=staging", map[string]any{"buckets": []map[string]any{{"name": "on", "replicas": 40}, {"name": "off", "replicas": 20}}})
+		s.must(200, "PUT", "/api/features/b/buckets?env=staging", map[string]any{"buckets": []map[string]any{{"name": "on", "replicas": 20}, {"name": "off", "replicas": 60}}})
+
+		sum := 0.0
+		for _, k := range []string{"a", "b"} {
+			dry := s.must(200, "POST", "/api/features/"+k+"/promote", map[string]any{"from": "staging", "to": "production", "dry_run": true}).json(t)
+			sum += dry["report"].(map[string]any)["churn"].(float64)
+		}
+		batch := map[string]any{"from": "staging", "to": "production", "features": []string{"a", "b", "c"}}
+		dry := s.must(200, "POST", "/api/environments/promote?dry_run=true", batch).json(t)
+		if got := dry["total_churn"].(float64); fmt.Sprint(got) != fmt.Sprint(sum) {
+			t.Fatalf("batch total_churn %v, the features' dry runs sum to %v", got, sum)
+		}
+		first := dry["features"].([]any)[0].(map[string]any)["churn"].(float64)
+		s.must(409, "POST", "/api/environments/promote", map[string]any{"from": "staging", "to": "production", "features": []string{"a", "b"}, "max_churn": first / 2})
+		for _, k := range []string{"a", "b"} {
+			if v := s.must(200, "GET", "/api/features/"+k, nil).json(t)["version"]; v != float64(1) {
+				t.Fatalf("%s after a refused batch is at version %v, want 1", k, v)
+			}
+		}
+		applied := s.must(200, "POST", "/api/environments/promote", batch).json(t)
+		if applied["applied"] != true {
+			t.Fatalf("batch = %v, want applied", applied)
+		}
+		for _, k := range []string{"a", "b"} {
+			if v := s.must(200, "GET", "/api/features/"+k, nil).json(t)["version"]; v != float64(2) {
+				t.Fatalf("%s after the batch is at version %v, want 2", k, v)
+			}
+		}
+		s.must(400, "POST", "/api/environments/promote", map[string]any{"from": "staging", "to": "production", "features": make([]string, 501)})
+
+		// Protection: an editor's promotion into production is a request.
+		admin := s.must(201, "POST", "/api/tokens", map[string]any{"name": "root", "role": "admin"}).json(t)["token"].(string)
+		asAdmin := []string{"Authorization", "Bearer " + admin}
+		editor := s.must(201, "POST", "/api/tokens", map[string]any{"name": "ed", "role": "editor"}, asAdmin...).json(t)["token"].(string)
+		stagingEditor := s.must(201, "POST", "/api/tokens", map[string]any{"name": "sed", "role": "editor", "environment": "staging"}, asAdmin...).json(t)["token"].(string)
+		asEditor, asStagingEditor := []string{"Authorization", "Bearer " + editor}, []string{"Authorization", "Bearer " + stagingEditor}
+		s.must(403, "PATCH", "/api/environments/production", map[string]any{"protected": true}, asEditor...)
+		s.must(200, "PATCH", "/api/environments/production", map[string]any{"protected": true}, asAdmin...)
+		s.must(200, "PUT", "/api/features/c/buckets?env=staging", map[string]any{"buckets": []map[string]any{{"name": "on", "replicas": 21}, {"name": "off", "replicas": 20}}}, asEditor...)
+		r := s.must(202, "POST", "/api/features/c/promote", map[string]any{"from": "staging", "to": "production"}, asEditor...).json(t)
+		req := r["request"].(map[string]any)
+		s.must(200, "POST", "/api/requests/"+req["id"].(string)+"/approve?env=production", map[string]any{}, asAdmin...)
+		if v := s.must(200, "GET", "/api/features/c", nil, asAdmin...).json(t)["version"]; v != float64(2) {
+			t.Fatalf("c after the approved promotion is at version %v, want 2", v)
+		}
+		s.must(403, "PATCH", "/api/features/c?env=production", map[string]any{"enabled": false}, asStagingEditor...)
+		s.must(403, "POST", "/api/features/c/promote", map[string]any{"from": "staging", "to": "production"}, asStagingEditor...)
+		s.must(200, "PUT", "/api/features/c/buckets/on", map[string]any{"replicas": 22}, asStagingEditor...) // its own environment
+		if f := s.must(200, "GET", "/api/features/c?env=staging", nil, asAdmin...).json(t); f["version"] != float64(3) {
+			t.Fatalf("the staging editor's change did not land in staging: %v", f)
+		}
+		if f := s.must(200, "GET", "/api/features/c", nil, asAdmin...).json(t); f["version"] != float64(2) {
+			t.Fatalf("the staging editor's change moved production: %v", f)
 		}
 	})
 }

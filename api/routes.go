@@ -173,6 +173,7 @@ func (s *Server) routes(opts Options) []Route {
 		{Method: http.MethodGet, Path: "/api/environments", Access: auth.PermRead, Handler: s.listEnvironments},
 		{Method: http.MethodPost, Path: "/api/environments", Access: auth.PermAdmin, MaxBody: 4 << 10, Handler: s.createEnvironment},
 		{Method: http.MethodGet, Path: "/api/environments/compare", Access: auth.PermRead, Handler: s.compareEnvironments},
+		{Method: http.MethodPost, Path: "/api/environments/promote", Access: auth.PermWrite, Change: "promote", MaxBody: 64 << 10, Handler: s.promoteFeatures},
 		{Method: http.MethodPatch, Path: "/api/environments/:env", Access: auth.PermAdmin, MaxBody: 4 << 10, Handler: s.patchEnvironment},
 		{Method: http.MethodDelete, Path: "/api/environments/:env", Access: auth.PermAdmin, Handler: s.deleteEnvironment},
 		{Method: http.MethodGet, Path: "/api/features/:key/environments", Access: auth.PermRead, Handler: s.featureEnvironments},

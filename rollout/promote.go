@@ -266,3 +266,126 @@ func differs(f, g feature.Feature) []string {
 	}
 	return out
 }
+
+// MaxBatchPromotion bounds the features one batch promotion names.
+const MaxBatchPromotion = 500
+
+// BatchPromotion is the answer of a promotion of several features: each
+// one's report in the target, and their sum.
+type BatchPromotion struct {
+	From       string           `json:"from"`
+	To         string           `json:"to"`
+	Features   []PromotedChange `json:"features"`
+	TotalChurn float64          `json:"total_churn"`
+	DryRun     bool             `json:"dry_run"`
+	Applied    bool             `json:"applied"`
+}
+
+// PromotedChange is one feature of a BatchPromotion: its version in the
+// target before and after, and the report of the change there.
+type PromotedChange struct {
+	Feature     string         `json:"feature"`
+	FromVersion int            `json:"from_version"`
+	ToVersion   int            `json:"to_version"`
+	Churn       float64        `json:"churn"`
+	Report      feature.Report `json:"report"`
+}
+
+// PromoteMany promotes the features keys from p.From to p.To as one batch:
+// every one or none. p.Change's MaxChurn bounds each feature's churn and
+// maxTotal, when not nil, their sum; an editor's batch is held to the
+// target's settings and refused where one of its changes would need an
+// approval (a batch is not a change request: promote such a feature
+// alone). p.FromVersion is not used: each feature is promoted as its
+// source is now.
+func (e *Environments) PromoteMany(ctx context.Context, keys []string, p PromoteOptions, maxTotal *float64) (BatchPromotion, error) {
+	out := BatchPromotion{From: p.From, To: p.To, DryRun: p.Change.DryRun, Features: []PromotedChange{}}
+	switch {
+	case len(keys) == 0:
+		return out, &feature.Error{Code: feature.EInvalid, Field: "features", Message: "name the features to promote"}
+	case len(keys) > MaxBatchPromotion:
+		return out, &feature.Error{Code: feature.EInvalid, Field: "features", Message: fmt.Sprintf("%d features: a batch promotes at most %d", len(keys), MaxBatchPromotion)}
+	case p.From == p.To:
+		return out, &feature.Error{Code: feature.EInvalid, Field: "to", Message: "a promotion goes from one environment to another: from and to are both " + p.From}
+	}
+	if err := validateComment(p.Change.Comment); err != nil {
+		return out, err
+	}
+	src, err := e.Lookup(p.From)
+	if err != nil {
+		return out, err
+	}
+	dst, err := e.Lookup(p.To)
+	if err != nil {
+		return out, err
+	}
+	opts := p.Change
+	if opts.gate, err = dst.gateFor(ctx, opts); err != nil {
+		return out, err
+	}
+	if err := dst.mu.lock(ctx); err != nil {
+		return out, err
+	}
+	defer dst.mu.Unlock()
+	seen := map[string]bool{}
+	var (
+		ws    []BatchWrite
+		nexts []*feature.Compiled
+	)
+	for _, key := range keys {
+		if seen[key] {
+			return out, &feature.Error{Code: feature.EInvalid, Field: "features", Message: fmt.Sprintf("feature %q is named twice", key)}
+		}
+		seen[key] = true
+		source, err := src.Feature(ctx, key)
+		if err != nil {
+			return out, err
+		}
+		ch, err := Promotion(p.From, source, p.Include)
+		if err != nil {
+			return out, err
+		}
+		cur, err := dst.current(ctx, key, ChangeOptions{})
+		if err != nil {
+			return out, err
+		}
+		res, v, cc, err := dst.prepare(cur, ch, opts)
+		if _, approval := err.(*needsApproval); approval || res.Needs == "approval" {
+			return out, feature.Errorf(feature.EForbidden, "feature %q needs an approval in %s: a batch is not a change request; promote it alone (POST /api/features/%s/promote), which makes one, or ask an admin; nothing was changed", key, p.To, key)
+		}
+		if err != nil {
+			return out, err
+		}
+		if len(differs(cur.Feature(), res.Feature)) == 0 {
+			// Alike already: nothing to write.
+			out.Features = append(out.Features, PromotedChange{Feature: key, FromVersion: cur.Feature().Version, ToVersion: cur.Feature().Version})
+			continue
+		}
+		out.Features = append(out.Features, PromotedChange{Feature: key, FromVersion: cur.Feature().Version, ToVersion: v.Version, Churn: res.Report.Churn, Report: res.Report})
+		out.TotalChurn += res.Report.Churn
+		ws = append(ws, BatchWrite{Feature: res.Feature, Version: v})
+		nexts = append(nexts, cc)
+	}
+	if maxTotal != nil && out.TotalChurn > *maxTotal {
+		return out, feature.Errorf(feature.EChurn, "the promotion would move %.4f%% of users in all (the sum over its features), more than max_total_churn %.4f%%: nothing was changed", 100*out.TotalChurn, 100**maxTotal)
+	}
+	if opts.DryRun || len(ws) == 0 {
+		return out, nil
+	}
+	out.Applied = true
+	settles, err := opts.Idempotency.settlement(out, dst.now().UTC())
+	if err != nil {
+		return out, err
+	}
+	if err := dst.store.ApplyBatch(context.WithoutCancel(ctx), Batch{Features: ws, Settles: settles}); err != nil {
+		return BatchPromotion{}, err
+	}
+	next := dst.Snapshot()
+	for i, w := range ws {
+		dst.retire(next.Compiled(w.Feature.Key))
+		next = next.With(w.Feature.Key, nexts[i])
+	}
+	dst.snap.Store(next)
+	dst.committed()
+	return out, nil
+}

@@ -40,18 +40,20 @@ const clientTimeout = 2 * time.Minute
 // apiClient is the API of one server, with a token.
 type apiClient struct {
 	server, token string
+	env           string // the environment of every request ("": the token's, or production)
 	http          *http.Client
 }
 
-// clientFlags defines --server and --token, whose defaults come from
-// ROLLOUT_SERVER and ROLLOUT_TOKEN.
-func clientFlags(fs *flag.FlagSet, getenv func(string) string) (server, token *string) {
+// clientFlags defines --server, --token and --env, whose defaults come
+// from ROLLOUT_SERVER, ROLLOUT_TOKEN and ROLLOUT_ENV.
+func clientFlags(fs *flag.FlagSet, getenv func(string) string) (server, token, env *string) {
 	server = fs.String("server", getenv("ROLLOUT_SERVER"), "the server's URL, such as https://rollout.example.com (env ROLLOUT_SERVER)")
 	token = fs.String("token", "", "an API token: viewer for export and plan, editor for apply (env ROLLOUT_TOKEN)")
-	return server, token
+	env = fs.String("env", getenv("ROLLOUT_ENV"), "the environment, such as staging (env ROLLOUT_ENV; default: the token's, or production)")
+	return server, token, env
 }
 
-func newClient(server, token string, getenv func(string) string) (*apiClient, error) {
+func newClient(server, token, env string, getenv func(string) string) (*apiClient, error) {
 	if server == "" {
 		return nil, errors.New("give the server's URL with --server or ROLLOUT_SERVER")
 	}
@@ -62,7 +64,7 @@ func newClient(server, token string, getenv func(string) string) (*apiClient, er
 	if token == "" {
 		token = getenv("ROLLOUT_TOKEN")
 	}
-	return &apiClient{server: strings.TrimRight(server, "/"), token: token, http: &http.Client{Timeout: clientTimeout}}, nil
+	return &apiClient{server: strings.TrimRight(server, "/"), token: token, env: env, http: &http.Client{Timeout: clientTimeout}}, nil
 }
 
 // do sends a request with body (JSON) and returns the answer's body; an
@@ -71,6 +73,13 @@ func (c *apiClient) do(ctx context.Context, method, path string, body []byte, he
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
+	}
+	if c.env != "" {
+		sep := "?"
+		if strings.Contains(path, "?") {
+			sep = "&"
+		}
+		path += sep + "env=" + url.QueryEscape(c.env)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.server+path, rd)
 	if err != nil {
@@ -119,7 +128,7 @@ func (e *apiError) Error() string {
 	return fmt.Sprintf("the server refused (%d %s): %s", e.Status, e.Code, e.Message)
 }
 
-const exportSynopsis = `usage: rollout export --server URL [--format yaml|json] [--out FILE]
+const exportSynopsis = `usage: rollout export --server URL [--env E] [--format yaml|json] [--out FILE]
 
 Writes the server's features as a document (YAML by default), each bucket
 with its exact share of users: planning it changes nothing.
@@ -127,7 +136,7 @@ with its exact share of users: planning it changes nothing.
 
 func runExport(ctx context.Context, args []string, stdout io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("export", flag.ContinueOnError)
-	server, token := clientFlags(fs, getenv)
+	server, token, env := clientFlags(fs, getenv)
 	format := fs.String("format", docfile.YAML, "yaml or json")
 	out := fs.String("out", "", "write to this file rather than to standard output")
 	rest, err := parseFlags(fs, exportSynopsis, args, stdout)
@@ -140,7 +149,7 @@ func runExport(ctx context.Context, args []string, stdout io.Writer, getenv func
 	if *format != docfile.YAML && *format != docfile.JSON {
 		return fmt.Errorf("--format %q: give yaml or json", *format)
 	}
-	c, err := newClient(*server, *token, getenv)
+	c, err := newClient(*server, *token, *env, getenv)
 	if err != nil {
 		return err
 	}
@@ -155,7 +164,7 @@ func runExport(ctx context.Context, args []string, stdout io.Writer, getenv func
 	return err
 }
 
-const planSynopsis = `usage: rollout plan -f FILE --server URL [--format text|json] [--out PLAN]
+const planSynopsis = `usage: rollout plan -f FILE --server URL [--env E] [--format text|json] [--out PLAN]
 
 Prints what the document FILE (YAML or JSON) would change on the server,
 feature by feature, with the exact churn of each change (from→to moves,
@@ -166,7 +175,7 @@ something would, 1 on an error. --out saves the plan for 'rollout apply PLAN'.
 
 func runPlan(ctx context.Context, args []string, stdout io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
-	server, token := clientFlags(fs, getenv)
+	server, token, env := clientFlags(fs, getenv)
 	file := fs.String("f", "", "the document: a YAML or JSON file")
 	format := fs.String("format", "text", "text or json")
 	out := fs.String("out", "", "save the plan (JSON) to this file, for 'rollout apply PLAN'")
@@ -187,7 +196,7 @@ func runPlan(ctx context.Context, args []string, stdout io.Writer, getenv func(s
 	if err != nil {
 		return err
 	}
-	c, err := newClient(*server, *token, getenv)
+	c, err := newClient(*server, *token, *env, getenv)
 	if err != nil {
 		return err
 	}
@@ -330,7 +339,7 @@ func orNobody(bucket string) string {
 	return bucket
 }
 
-const applySynopsis = `usage: rollout apply (-f FILE | PLAN) --server URL [--max-churn F] [--max-total-churn F] [--comment C]
+const applySynopsis = `usage: rollout apply (-f FILE | PLAN) --server URL [--env E] [--max-churn F] [--max-total-churn F] [--comment C]
 
 Applies the document FILE (planned first, and the plan printed) or the plan
 PLAN saved by 'rollout plan --out': every change as one batch of versions,
@@ -345,7 +354,7 @@ applies nothing twice: it carries an Idempotency-Key made from them.
 
 func runApply(ctx context.Context, args []string, stdout io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
-	server, token := clientFlags(fs, getenv)
+	server, token, env := clientFlags(fs, getenv)
 	file := fs.String("f", "", "the document: a YAML or JSON file (or give a saved plan as the argument)")
 	maxChurn := fs.Float64("max-churn", -1, "refuse if one feature would move more than this fraction of its users (0 to 1; default: no bound)")
 	maxTotal := fs.Float64("max-total-churn", -1, "refuse if the features' churns sum to more than this (default: no bound)")
@@ -363,7 +372,7 @@ func runApply(ctx context.Context, args []string, stdout io.Writer, getenv func(
 	case len(rest) == 0 && *file == "":
 		return errors.New("give the document with -f FILE, or a plan saved by 'rollout plan --out'")
 	}
-	c, err := newClient(*server, *token, getenv)
+	c, err := newClient(*server, *token, *env, getenv)
 	if err != nil {
 		return err
 	}

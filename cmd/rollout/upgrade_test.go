@@ -97,9 +97,53 @@ func checkUpgrade(t *testing.T, fixture, db string) {
 			t.Errorf("GET %s after the upgrade: %s", path, diff)
 		}
 	}
+	checkUpgradedEnvironments(t, p.url, token, want) // before evaluations, which add exposures
 	got := upgradeGet(t, p.url+"/evaluate", token, strings.NewReader(`{"user":"u1","context":{"plan":"enterprise"}}`))
 	if diff := containsJSON("evaluations", want["evaluations"], got); diff != "" {
 		t.Errorf("POST /evaluate after the upgrade: %s", diff)
+	}
+	got = upgradeGet(t, p.url+"/evaluate?env=production", token, strings.NewReader(`{"user":"u1","context":{"plan":"enterprise"}}`))
+	if diff := containsJSON("evaluations", want["evaluations"], got); diff != "" {
+		t.Errorf("POST /evaluate?env=production after the upgrade: %s", diff)
+	}
+}
+
+// checkUpgradedEnvironments checks that everything of the upgraded
+// database is production's, the one environment: every read answers the
+// same with ?env=production, app tokens are scoped to production and the
+// others to every environment, and the audit trail says production.
+func checkUpgradedEnvironments(t *testing.T, url, token string, want map[string]any) {
+	t.Helper()
+	envs := upgradeGet(t, url+"/api/environments", token, nil).(map[string]any)["environments"].([]any)
+	if len(envs) != 1 || envs[0].(map[string]any)["key"] != "production" {
+		t.Fatalf("environments after the upgrade = %v, want production alone", envs)
+	}
+	for key, path := range upgradeReads {
+		sep := "?"
+		if strings.Contains(path, "?") {
+			sep = "&"
+		}
+		if diff := containsJSON(key, want[key], upgradeGet(t, url+path+sep+"env=production", token, nil)); diff != "" {
+			t.Errorf("GET %s with env=production after the upgrade: %s", path, diff)
+		}
+	}
+	tokens := upgradeGet(t, url+"/api/tokens", token, nil).(map[string]any)
+	for _, list := range []string{"tokens", "revoked"} {
+		all, _ := tokens[list].([]any)
+		for _, tok := range all {
+			tok := tok.(map[string]any)
+			app := tok["role"] == "sdk" || tok["role"] == "evaluate" || tok["role"] == "client"
+			if env, _ := tok["environment"].(string); app && env != "production" || !app && env != "" {
+				t.Errorf("token %v %s after the upgrade has environment %q, want production for app roles, none for others", tok["name"], tok["role"], env)
+			}
+		}
+	}
+	events := upgradeGet(t, url+"/api/audit?limit=500", token, nil).(map[string]any)["events"].([]any)
+	for _, e := range events {
+		if env := e.(map[string]any)["environment"]; env != "production" {
+			t.Errorf("audit event %v has environment %v after the upgrade, want production", e, env)
+			break
+		}
 	}
 }
 
