@@ -240,6 +240,21 @@ func TestBrowserEnvironments(t *testing.T) {
 	if err != nil || len(diffs) != 0 {
 		t.Errorf("after the promotion the environments differ: %+v, %v", diffs, err)
 	}
+
+	// A change form on staging's page changes staging alone: the kill
+	// switch's preview and its change go to staging, and the page that
+	// follows is staging's.
+	b.do(chromedp.Navigate(b.base+"/ui/features/checkout?env=staging"), waitFor("#feature-key"),
+		chromedp.Click(chromedp.CSS(`form[data-kind=toggle] button[type=submit]`)), waitFor(`form[data-kind=toggle] .preview .apply`))
+	b.confirmBig(`form[data-kind=toggle] `)
+	b.do(chromedp.Click(chromedp.CSS(`form[data-kind=toggle] .preview .apply`)), waitFor(`body[data-env="staging"] #banner[data-version="3"]`))
+	staging, _ := envs.Service("staging")
+	if f, _ := staging.Feature(context.Background(), "checkout"); f.Enabled {
+		t.Error("the kill switch on staging's page left staging on")
+	}
+	if f, _ := prod.Feature(context.Background(), "checkout"); !f.Enabled || f.Version != 4 {
+		t.Errorf("the kill switch on staging's page changed production: enabled %v, version %d", f.Enabled, f.Version)
+	}
 	b.checkConsole()
 }
 
