@@ -379,6 +379,18 @@ func TestBrowserEnvironmentsAdmin(t *testing.T) {
 		t.Error("dev was not deleted")
 	}
 
+	// A token scoped to staging, made on the tokens page.
+	b.do(chromedp.Navigate(b.base+"/ui/admin/tokens"), waitFor("#token-env"), fill("#token-name", "stan"),
+		chromedp.SetValue(chromedp.CSS("#token-role"), "viewer"), chromedp.SetValue(chromedp.CSS("#token-env"), "staging"),
+		chromedp.Click(chromedp.CSS("#token-form button[type=submit]")), waitFor(`tr[data-name="stan"] .token-env`))
+	if got := b.text(`tr[data-name="stan"] .token-env`); got != "staging only" {
+		t.Errorf("the new token's environment reads %q", got)
+	}
+	if got := evaluate[string](b, `document.getElementById('token-secret-value').textContent`); status(t, b.base, "/api/features/checkout?env=production", got) != http.StatusForbidden ||
+		status(t, b.base, "/api/features/checkout?env=staging", got) != http.StatusOK {
+		t.Error("the token made scoped to staging is not refused production and allowed staging")
+	}
+
 	// A token scoped to staging: the header shows staging alone, without
 	// a ?env=, and no compare link.
 	b.do(chromedp.Navigate(b.base+"/ui/"), waitFor("form.signout"), chromedp.Submit(chromedp.CSS("form.signout")), waitFor("#token"))

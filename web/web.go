@@ -3,11 +3,20 @@
 // churn of every change, and forms that preview a change's churn before
 // applying it.
 //
-// Pages read the rollout.Service directly. Every change goes through the JSON
-// API (/api/...) from the page's script, first as a dry run whose report the
-// page shows, then for real once the user confirms; the API's cross-origin
-// protection covers those requests. The templates, script and stylesheet are
-// embedded in the binary and load nothing from elsewhere.
+// Pages read the rollout.Service of the request's environment directly.
+// Every change goes through the JSON API (/api/...) from the page's script,
+// in the same environment, first as a dry run whose report the page shows,
+// then for real once the user confirms; the API's cross-origin protection
+// covers those requests. The templates, script and stylesheet are embedded
+// in the binary and load nothing from elsewhere.
+//
+// The files: web.go (routes, assets, rendering), session.go (sign-in and
+// each page's frame), environments.go (the environment of a page, the
+// switcher, promotions, compare and the admins' environments page),
+// list.go (the features list), pages.go (a feature's page, the audit log),
+// view.go (bars, charts and words), overtime.go, ramps.go, pm.go,
+// targeting.go (rules, segments), requests.go (change requests, settings),
+// user.go (what a user gets) and admin.go (tokens, webhooks, archived).
 package web
 
 import (

@@ -106,7 +106,7 @@
     if (r.error) { body.replaceChildren(el('tr', {}, el('td', { colspan: 6, text: r.error }))); return; }
     const rows = r.body.tokens.map((t) => el('tr', { class: t.active ? 'token' : 'token revoked', 'data-name': t.name },
       el('th', { scope: 'row' }, el('span', { class: 'name', text: t.name })),
-      el('td', {}, el('span', { class: 'role-chip role-' + t.role, text: t.role })),
+      el('td', {}, el('span', { class: 'role-chip role-' + t.role, text: t.role }), t.environment ? el('span', { class: 'hint token-env', text: ' ' + t.environment + ' only' }) : null),
       el('td', {}, when(t.created_at), t.created_by ? el('span', { class: 'hint', text: ' by ' + t.created_by }) : null),
       el('td', { class: 'last-used', text: ago(t.last_used_at) }),
       el('td', { text: t.active ? 'active' : 'revoked' }),
@@ -127,7 +127,9 @@
       btn.disabled = true;
       show('token-error', '');
       document.getElementById('token-secret').hidden = true;
-      const r = await api('POST', '/api/tokens', { name: form.name.value.trim(), role: form.role.value });
+      const body = { name: form.name.value.trim(), role: form.role.value };
+      if (form.environment && form.environment.value) body.environment = form.environment.value;
+      const r = await api('POST', '/api/tokens', body);
       btn.disabled = false;
       if (r.error) { show('token-error', r.error); return; }
       document.getElementById('token-secret-value').textContent = r.body.token;
