@@ -141,6 +141,9 @@ func TestEnvironments(t *testing.T) {
 		if r := s.do("GET", "/api/features?env="+strings.Repeat("x", 5000), nil, asAdmin...); r.status != 404 || len(r.body) > 400 {
 			t.Fatalf("a 5000-byte environment = %d with %d bytes, want a short 404", r.status, len(r.body))
 		}
+		if otherPaths(s, asStaging...) == otherPaths(s, asProd...) {
+			t.Fatalf("POST /evaluate and OFREP answer alike in staging (75 %% on) and production (50 %% on)")
+		}
 		if r := s.do("GET", "/evaluate?feature=f&user=u1&env=production", nil, asStaging...); r.status != 403 {
 			t.Fatalf("a staging token asking for production = %d %s, want 403", r.status, r.body)
 		}
@@ -178,6 +181,9 @@ func TestEnvironments(t *testing.T) {
 		s.must(200, "POST", "/api/features/f/promote", map[string]any{"from": "staging", "to": "production"}, append(asAdmin, "If-Match", tag)...)
 		if d := differing(evaluations(s, "f", "", n, asStaging...), evaluations(s, "f", "", n, asProd...)); d != 0 {
 			t.Fatalf("after the promotion %d of %d users get another bucket in staging than in production", d, n)
+		}
+		if a, b := otherPaths(s, asStaging...), otherPaths(s, asProd...); a != b {
+			t.Fatalf("after the promotion POST /evaluate and OFREP answer otherwise in staging (%s) than in production (%s)", a, b)
 		}
 		cmp := s.must(200, "GET", "/api/environments/compare?from=staging&to=production", nil, asAdmin...).json(t)
 		for _, d := range cmp["features"].([]any) {
@@ -299,4 +305,19 @@ func TestEnvironmentBatchPromotionAndProtection(t *testing.T) {
 			t.Fatalf("the staging editor's change moved production: %v", f)
 		}
 	})
+}
+
+// otherPaths returns the buckets of f for users u0…u39 through POST
+// /evaluate and OFREP, with the token given, as one string.
+func otherPaths(s *testServer, header ...string) string {
+	s.t.Helper()
+	t := s.t.(*testing.T)
+	var b strings.Builder
+	for i := range 40 {
+		user := fmt.Sprintf("u%d", i)
+		post := s.must(200, "POST", "/evaluate", map[string]any{"user": user, "features": []string{"f"}}, header...).json(t)
+		ofrep := s.must(200, "POST", "/ofrep/v1/evaluate/flags/f", map[string]any{"context": map[string]any{"targetingKey": user}}, header...).json(t)
+		fmt.Fprintf(&b, "%v/%v ", post["results"].(map[string]any)["f"].(map[string]any)["bucket"], ofrep["variant"])
+	}
+	return b.String()
 }

@@ -10,7 +10,8 @@ import (
 	"github.com/rollout/rollout/webhook"
 )
 
-// The admin pages (tokens, webhooks) and the archived features. Each is a
+// The admin pages (tokens, webhooks; environments in environments.go) and
+// the archived features. Each is a
 // page whose script (admin.js) reads and changes what it shows through the
 // JSON API: /api/tokens, /api/webhooks, /api/features?archived=true and the
 // restore and purge routes, each with the access the API declares.
@@ -32,6 +33,7 @@ func (h *handler) adminRoutes(ui []echo.MiddlewareFunc) []api.Route {
 	return []api.Route{
 		{Method: get, Path: "/ui/admin/tokens", Access: auth.PermAdmin, SignIn: true, Handler: page("tokens", "API tokens"), Middleware: ui},
 		{Method: get, Path: "/ui/admin/webhooks", Access: auth.PermAdmin, SignIn: true, Handler: page("webhooks", "Webhooks"), Middleware: ui},
+		{Method: get, Path: "/ui/admin/environments", Access: auth.PermAdmin, SignIn: true, Handler: h.environments, Middleware: ui},
 		{Method: get, Path: "/ui/archived", Access: auth.PermRead, SignIn: true, Handler: page("archived", "Archived features"), Middleware: ui},
 	}
 }

@@ -41,12 +41,14 @@ const (
 const evaluatedFor = 10 * time.Minute
 
 // lastEvaluations keeps the features' last evaluation hours for the list,
-// by feature ID, for evaluatedFor of the server's clock. Safe for
-// concurrent use.
+// by environment and feature key, for evaluatedFor of the server's clock.
+// Safe for concurrent use.
 type lastEvaluations struct {
 	mu    sync.Mutex
-	byKey map[string]lastEvaluation
+	byKey map[envFeature]lastEvaluation
 }
+
+type envFeature struct{ env, key string }
 
 type lastEvaluation struct {
 	id       string // the feature's ID: a feature deleted and created again is read anew
@@ -55,8 +57,9 @@ type lastEvaluation struct {
 
 // get returns the last evaluation of f, read again once evaluatedFor old.
 func (l *lastEvaluations) get(ctx context.Context, svc *rollout.Service, f feature.Feature, now time.Time) (time.Time, error) {
+	k := envFeature{svc.Environment(), f.Key}
 	l.mu.Lock()
-	e, ok := l.byKey[f.Key]
+	e, ok := l.byKey[k]
 	l.mu.Unlock()
 	if ok && e.id == f.ID && now.Sub(e.at) < evaluatedFor && !now.Before(e.at) {
 		return e.last, nil
@@ -68,18 +71,19 @@ func (l *lastEvaluations) get(ctx context.Context, svc *rollout.Service, f featu
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.byKey == nil {
-		l.byKey = map[string]lastEvaluation{}
+		l.byKey = map[envFeature]lastEvaluation{}
 	}
-	l.byKey[f.Key] = lastEvaluation{id: f.ID, last: last, at: now}
+	l.byKey[k] = lastEvaluation{id: f.ID, last: last, at: now}
 	return last, nil
 }
 
-// keep forgets the features that are not among keys.
-func (l *lastEvaluations) keep(keys []string) {
+// keep forgets the features of the environment env that are not among
+// keys, and those of environments for which exists is false (deleted).
+func (l *lastEvaluations) keep(env string, keys []string, exists func(env string) bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for k := range l.byKey {
-		if _, found := slices.BinarySearch(keys, k); !found {
+		if _, found := slices.BinarySearch(keys, k.key); (k.env == env && !found) || !exists(k.env) {
 			delete(l.byKey, k)
 		}
 	}
@@ -126,8 +130,9 @@ type featureItem struct {
 // create form.
 func (h *handler) list(c echo.Context) error {
 	ctx := c.Request().Context()
-	snap := h.svc.Snapshot()
-	now := h.svc.Now()
+	svc := h.in(c)
+	snap := svc.Snapshot()
+	now := svc.Now()
 	p := listPage{
 		Title: "Features", Now: now,
 		Query: strings.TrimSpace(c.QueryParam("q")), Tag: c.QueryParam("tag"), Owner: c.QueryParam("owner"),
@@ -136,7 +141,7 @@ func (h *handler) list(c echo.Context) error {
 	if p.Sort != "name" {
 		p.Sort = "changed"
 	}
-	ramps, err := h.svc.Ramps(ctx, "")
+	ramps, err := svc.Ramps(ctx, "")
 	if err != nil {
 		return h.internal(c, err)
 	}
@@ -163,7 +168,7 @@ func (h *handler) list(c echo.Context) error {
 		if !f.Enabled && f.Fallback != "" {
 			item.Bar = newBar([]string{f.Fallback}, map[string]float64{f.Fallback: 1}, colors(f))
 		}
-		last, err := h.svc.Versions(ctx, key, 0, 1)
+		last, err := svc.Versions(ctx, key, 0, 1)
 		switch {
 		case feature.ErrorCode(err) == feature.ENotFound:
 			continue // deleted since the snapshot was taken
@@ -173,7 +178,7 @@ func (h *handler) list(c echo.Context) error {
 			v := viewVersion(last[0])
 			item.Last = &v
 		}
-		evaluated, err := h.evaluated.get(ctx, h.svc, f, now)
+		evaluated, err := h.evaluated.get(ctx, svc, f, now)
 		switch {
 		case feature.ErrorCode(err) == feature.ENotFound:
 			continue
@@ -193,11 +198,14 @@ func (h *handler) list(c echo.Context) error {
 		}
 		p.Features = append(p.Features, item)
 	}
-	h.evaluated.keep(snap.Keys())
+	h.evaluated.keep(svc.Environment(), snap.Keys(), func(env string) bool {
+		_, ok := h.envs.Get(env)
+		return ok
+	})
 	// Archived features join the list, shown only by the "archived"
 	// status filter: they are served to no app, but kept with their
 	// history, and can be restored from their page.
-	archived, err := h.svc.ArchivedFeatures(ctx)
+	archived, err := svc.ArchivedFeatures(ctx)
 	if err != nil {
 		return h.internal(c, err)
 	}

@@ -68,6 +68,9 @@ type featurePage struct {
 	// decision (see requests.go).
 	OpenRequests []rollout.Request
 	Targeting    targetingView // rules and bucket_by (targeting.go)
+	// Promote is the feature in every environment, and the promote
+	// form (environments.go).
+	Promote promoteView
 }
 
 // bucketRow is one bucket in the buckets table.
@@ -138,7 +141,8 @@ type dataBucket struct {
 func (h *handler) feature(c echo.Context) error {
 	ctx := c.Request().Context()
 	key := pathParam(c, "key")
-	snap := h.svc.Snapshot()
+	svc := h.in(c)
+	snap := svc.Snapshot()
 	f, ok := snap.Feature(key)
 	if !ok {
 		return h.fail(c, http.StatusNotFound, "Feature not found",
@@ -153,7 +157,7 @@ func (h *handler) feature(c echo.Context) error {
 	}
 	p.Targeting = targeting(snap, f)
 
-	open, err := h.svc.Requests(ctx, rollout.RequestQuery{State: rollout.RequestOpen, Feature: key, Limit: requestsShown})
+	open, err := svc.Requests(ctx, rollout.RequestQuery{State: rollout.RequestOpen, Feature: key, Limit: requestsShown})
 	if err != nil {
 		return h.internal(c, err)
 	}
@@ -162,7 +166,7 @@ func (h *handler) feature(c echo.Context) error {
 	counts := sample(snap, key, h.sample)
 	p.SampleNone = counts[""]
 	served := map[string]int64{}
-	exposures, err := h.svc.Exposures(ctx, key)
+	exposures, err := svc.Exposures(ctx, key)
 	switch {
 	case feature.ErrorCode(err) == feature.ENotFound:
 		return h.fail(c, http.StatusNotFound, "Feature not found", "Feature "+strconv.Quote(key)+" was deleted a moment ago.")
@@ -221,7 +225,7 @@ func (h *handler) feature(c echo.Context) error {
 		p.Buckets[i].Target = v
 	}
 
-	versions, err := h.svc.Versions(ctx, key, 0, historyShown)
+	versions, err := svc.Versions(ctx, key, 0, historyShown)
 	switch {
 	case feature.ErrorCode(err) == feature.ENotFound:
 		return h.fail(c, http.StatusNotFound, "Feature not found", "Feature "+strconv.Quote(key)+" was deleted a moment ago.")
@@ -237,9 +241,17 @@ func (h *handler) feature(c echo.Context) error {
 	}
 	if n := len(versions); n > 0 {
 		p.OlderVersions = versions[n-1].Version - 1
-		p.OlderURL = "/api/features/" + url.PathEscape(key) + "/versions?before=" + strconv.Itoa(versions[n-1].Version)
+		p.OlderURL = withEnv("/api/features/"+url.PathEscape(key)+"/versions?before="+strconv.Itoa(versions[n-1].Version), svc.Environment())
 	}
 	markModulo(p.Versions, versions)
+	promote, err := h.promotion(ctx, h.visible(c), svc, f, versions)
+	switch {
+	case feature.ErrorCode(err) == feature.ENotFound:
+		return h.fail(c, http.StatusNotFound, "Feature not found", "Feature "+strconv.Quote(key)+" was deleted a moment ago.")
+	case err != nil:
+		return h.internal(c, err)
+	}
+	p.Promote = promote
 	p.Chart = newChart(p.Versions)
 	p.OverTime = newSharesChart(f, versions, time.Now())
 	for n := f.Version - 1; n >= 1; n-- {
@@ -250,7 +262,7 @@ func (h *handler) feature(c echo.Context) error {
 		p.RollbackTo = append(p.RollbackTo, rollbackOption{Version: n, Label: label})
 	}
 
-	ramps, err := h.svc.Ramps(ctx, key)
+	ramps, err := svc.Ramps(ctx, key)
 	switch {
 	case feature.ErrorCode(err) == feature.ENotFound:
 		return h.fail(c, http.StatusNotFound, "Feature not found", "Feature "+strconv.Quote(key)+" was deleted a moment ago.")
@@ -259,7 +271,7 @@ func (h *handler) feature(c echo.Context) error {
 	}
 	p.Ramps, p.Now = rampViews(ramps), time.Now()
 	p.PM = newPMView(f, ramps, exposures.LastDay, p.Now)
-	p.Data.LastDay, p.Data.ChurnLimit = exposures.LastDay, h.churnLimit(ctx)
+	p.Data.LastDay, p.Data.ChurnLimit = exposures.LastDay, churnLimit(ctx, svc)
 	for _, r := range p.Ramps {
 		p.LiveRamp = p.LiveRamp || r.Live
 	}
@@ -325,7 +337,7 @@ func (h *handler) banner(c echo.Context, p *featurePage, key, changed string, ve
 	if i >= 0 {
 		v = versions[i]
 	} else {
-		v, err = h.svc.Version(c.Request().Context(), key, n)
+		v, err = h.in(c).Version(c.Request().Context(), key, n)
 		if feature.ErrorCode(err) == feature.ENotFound {
 			p.BannerError = "Feature " + key + " has no version " + strconv.Itoa(n) + "."
 			return nil
@@ -348,17 +360,17 @@ func (h *handler) lookup(c echo.Context, p *featurePage, key, user string) error
 	if err := feature.ValidateUser(user); err != nil {
 		return err
 	}
-	now, err := h.svc.Snapshot().Peek(key, user)
+	now, err := h.in(c).Snapshot().Peek(key, user)
 	if err != nil {
 		return err
 	}
-	history, next, err := h.svc.UserHistory(c.Request().Context(), key, user, 0, historyShown)
+	history, next, err := h.in(c).UserHistory(c.Request().Context(), key, user, 0, historyShown)
 	if err != nil {
 		return err
 	}
 	if next > 0 {
 		p.Lookup.OlderVersions = next - 1
-		p.Lookup.OlderURL = "/api/features/" + url.PathEscape(key) + "/users/" + url.PathEscape(user) + "?before=" + strconv.Itoa(next)
+		p.Lookup.OlderURL = withEnv("/api/features/"+url.PathEscape(key)+"/users/"+url.PathEscape(user)+"?before="+strconv.Itoa(next), h.in(c).Environment())
 	}
 	p.Lookup.Now, p.Lookup.Reason = bucketLabel(now.Bucket), now.Reason
 	for i, a := range history {
@@ -432,7 +444,7 @@ func kindLabel(k audit.Kind) string {
 func (h *handler) changes(c echo.Context) error {
 	p := changesPage{Title: "Audit log", Feature: strings.TrimSpace(c.QueryParam("feature")), Actor: strings.TrimSpace(c.QueryParam("actor")),
 		Kind: c.QueryParam("kind")}
-	p.Keys = h.svc.Snapshot().Keys()
+	p.Keys = h.in(c).Snapshot().Keys()
 	for _, k := range audit.Kinds {
 		p.Kinds = append(p.Kinds, string(k))
 	}
@@ -453,7 +465,7 @@ func (h *handler) changes(c echo.Context) error {
 			before = n
 		}
 	}
-	es, err := h.svc.AuditEvents(c.Request().Context(), audit.Query{Feature: p.Feature, ActorContains: p.Actor, Kind: audit.Kind(p.Kind),
+	es, err := h.in(c).AuditEvents(c.Request().Context(), audit.Query{Feature: p.Feature, ActorContains: p.Actor, Kind: audit.Kind(p.Kind),
 		Before: before, Limit: changesShown + 1})
 	if err != nil {
 		return h.internal(c, err)
@@ -466,7 +478,7 @@ func (h *handler) changes(c echo.Context) error {
 				q.Set(name, v)
 			}
 		}
-		p.OlderURL = "/ui/changes?" + q.Encode()
+		p.OlderURL = withEnv("/ui/changes?"+q.Encode(), h.in(c).Environment())
 	}
 	for _, e := range es {
 		p.Entries = append(p.Entries, changeEntry{Event: e, Label: kindLabel(e.Kind)})

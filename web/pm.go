@@ -14,10 +14,10 @@ import (
 
 // churnLimit is the share of users above which the dashboard escalates a
 // change: the preview turns amber and applying it takes the feature's key
-// typed. It is the organisation's churn limit for editors (the setting
-// max_churn), or its default when the settings cannot be read.
-func (h *handler) churnLimit(ctx context.Context) float64 {
-	s, err := h.svc.Settings(ctx)
+// typed. It is the environment's churn limit for editors (the setting
+// max_churn) of svc, or its default when the settings cannot be read.
+func churnLimit(ctx context.Context, svc *rollout.Service) float64 {
+	s, err := svc.Settings(ctx)
 	if err != nil || s.MaxChurn <= 0 {
 		return rollout.DefaultMaxChurn
 	}

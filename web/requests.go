@@ -57,17 +57,18 @@ func (h *handler) inbox(c echo.Context) error {
 
 func (h *handler) requestsPage(c echo.Context, inbox bool) error {
 	ctx := c.Request().Context()
+	svc := h.in(c)
 	p := requestsPage{Title: "Change requests", Inbox: inbox}
 	if inbox {
 		p.Title = "Inbox: requests you can approve"
 	}
 	h.fillFrame(c, &p.frame)
-	st, err := h.svc.Settings(ctx)
+	st, err := svc.Settings(ctx)
 	if err != nil {
 		return h.internal(c, err)
 	}
 	p.Settings = st
-	open, err := h.svc.Requests(ctx, rollout.RequestQuery{State: rollout.RequestOpen})
+	open, err := svc.Requests(ctx, rollout.RequestQuery{State: rollout.RequestOpen})
 	if err != nil {
 		return h.internal(c, err)
 	}
@@ -79,7 +80,7 @@ func (h *handler) requestsPage(c echo.Context, inbox bool) error {
 	if inbox {
 		return h.render(c, http.StatusOK, "requests", &p)
 	}
-	recent, err := h.svc.Requests(ctx, rollout.RequestQuery{Limit: len(open) + requestsShown})
+	recent, err := svc.Requests(ctx, rollout.RequestQuery{Limit: len(open) + requestsShown})
 	if err != nil {
 		return h.internal(c, err)
 	}
@@ -134,7 +135,7 @@ type settingsPage struct {
 }
 
 func (h *handler) settings(c echo.Context) error {
-	st, err := h.svc.Settings(c.Request().Context())
+	st, err := h.in(c).Settings(c.Request().Context())
 	if err != nil {
 		return h.internal(c, err)
 	}
@@ -154,7 +155,7 @@ func (h *handler) inboxCount(c echo.Context, f *frame) int {
 	if f.ReadOnly {
 		return 0
 	}
-	open, err := h.svc.Requests(c.Request().Context(), rollout.RequestQuery{State: rollout.RequestOpen})
+	open, err := h.in(c).Requests(c.Request().Context(), rollout.RequestQuery{State: rollout.RequestOpen})
 	if err != nil {
 		h.logError(c, "count the inbox", err)
 		return 0

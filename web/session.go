@@ -35,6 +35,14 @@ type frame struct {
 	// InboxCount counts the open change requests of others that the person
 	// may decide (see inboxCount).
 	InboxCount int
+	// The environment the page shows, and the switcher's (environments.go).
+	Env envView
+	// Envs are the environments the viewer may see, each with this page's
+	// link in it: all of them, or the one a scoped token sees.
+	Envs []envView
+	// Scope is the environment the signed-in token is scoped to; "":
+	// every one.
+	Scope string
 }
 
 func (f *frame) frameOf() *frame { return f }
@@ -49,6 +57,7 @@ func (h *handler) fillFrame(c echo.Context, f *frame) {
 			f.PausedHooks = h.pausedHooks(c)
 		}
 		f.InboxCount = h.inboxCount(c, f)
+		h.fillEnv(c, f)
 	}()
 	if h.sessions == nil || !h.sessions.Enforced() {
 		f.Admin = true
@@ -58,7 +67,7 @@ func (h *handler) fillFrame(c echo.Context, f *frame) {
 	if !ok {
 		return
 	}
-	f.Who, f.Role, f.SignOut = tok.Name, tok.Role, true
+	f.Who, f.Role, f.SignOut, f.Scope = tok.Name, tok.Role, true, tok.Environment
 	f.ReadOnly = !tok.Role.Allows(auth.PermWrite)
 	f.Admin = tok.Role.Allows(auth.PermAdmin)
 }

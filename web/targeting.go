@@ -223,7 +223,7 @@ func (h *handler) testContext(c echo.Context) error {
 			return jsonError(c, http.StatusBadRequest, "invalid_request", feature.ErrorMessage(err))
 		}
 	}
-	e, err := h.svc.Snapshot().PeekContext(key, req.User, ctx)
+	e, err := h.in(c).Snapshot().PeekContext(key, req.User, ctx)
 	var re *feature.Error
 	switch {
 	case feature.ErrorCode(err) == feature.ENotFound:
@@ -297,7 +297,8 @@ type segmentsData struct {
 // segments is the segments page: each segment in words, the features that
 // use it, its history, and the forms that create, change and delete them.
 func (h *handler) segments(c echo.Context) error {
-	snap := h.svc.Snapshot()
+	svc := h.in(c)
+	snap := svc.Snapshot()
 	p := segmentsPage{Title: "Segments", Data: segmentsData{Segments: []feature.Segment{}}}
 	for _, op := range opOptions() {
 		if op.Op != feature.OpInSegment { // segments cannot refer to segments
@@ -306,7 +307,7 @@ func (h *handler) segments(c echo.Context) error {
 	}
 	for _, s := range snap.Segments() {
 		item := segmentItem{Segment: s, When: conditionsSentence(s.Conditions), Features: snap.SegmentUsers(s.Key)}
-		vs, err := h.svc.SegmentVersions(c.Request().Context(), s.Key, 0, segmentVersionsShown+1)
+		vs, err := svc.SegmentVersions(c.Request().Context(), s.Key, 0, segmentVersionsShown+1)
 		switch {
 		case feature.ErrorCode(err) == feature.ENotFound:
 			continue // deleted since the snapshot was taken

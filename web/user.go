@@ -56,7 +56,7 @@ func (h *handler) user(c echo.Context) error {
 		return h.render(c, http.StatusUnprocessableEntity, "user", &p)
 	}
 	p.Context = ctx
-	snap := h.svc.Snapshot()
+	snap := h.in(c).Snapshot()
 	for _, key := range snap.Keys() {
 		// Peek is the snapshot's evaluation, not counted among the
 		// exposures. Once evaluation takes a context (rollout's

@@ -3,14 +3,24 @@
 // churn of every change, and forms that preview a change's churn before
 // applying it.
 //
-// Pages read the rollout.Service directly. Every change goes through the JSON
-// API (/api/...) from the page's script, first as a dry run whose report the
-// page shows, then for real once the user confirms; the API's cross-origin
-// protection covers those requests. The templates, script and stylesheet are
-// embedded in the binary and load nothing from elsewhere.
+// Pages read the rollout.Service of the request's environment directly.
+// Every change goes through the JSON API (/api/...) from the page's script,
+// in the same environment, first as a dry run whose report the page shows,
+// then for real once the user confirms; the API's cross-origin protection
+// covers those requests. The templates, script and stylesheet are embedded
+// in the binary and load nothing from elsewhere.
 //
 // People sign in with an API token (session.go) or, where the server has
 // single sign-on, with an OpenID Connect provider (sso.go).
+//
+// The files: web.go (routes, assets, rendering), session.go (sign-in and
+// each page's frame), sso.go (single sign-on), environments.go (the
+// environment of a page, the switcher, promotions, compare and the admins'
+// environments page), list.go (the features list), pages.go (a feature's
+// page, the audit log), view.go (bars, charts and words), overtime.go,
+// ramps.go, pm.go, targeting.go (rules, segments), requests.go (change
+// requests, the inbox, settings), user.go (what a user gets) and admin.go
+// (tokens, webhooks, archived).
 package web
 
 import (
@@ -67,11 +77,15 @@ type Options struct {
 	// SSO, when not nil, signs people in with an OpenID Connect provider
 	// (see NewSSO).
 	SSO *SSO
+	// Environments are the environments the server serves, the service
+	// given to Routes being one of them; nil: that service's alone.
+	Environments *rollout.Environments
 }
 
 // handler serves the dashboard's pages.
 type handler struct {
-	svc      *rollout.Service
+	svc      *rollout.Service // the default environment's: see in
+	envs     *rollout.Environments
 	log      *slog.Logger
 	sessions Sessions
 	hooks    *webhook.Hooks
@@ -88,11 +102,16 @@ type handler struct {
 // feature's page under /ui/features/KEY, the changes, the sign-in page, and
 // the embedded assets under /ui/static/. Pages need a token that may read;
 // the sign-in page and the assets need none. Everything under /ui carries
-// a strict Content-Security-Policy. The pages read svc; their script changes
-// features through the JSON API, which the same server serves. The handlers
-// are safe for concurrent use.
+// a strict Content-Security-Policy. Each page reads the service of the
+// request's environment (its ?env=, its token's, else svc's: see in); their
+// script changes features through the JSON API, which the same server
+// serves, in the same environment. The handlers are safe for concurrent
+// use.
 func Routes(svc *rollout.Service, opts Options) []api.Route {
-	h := &handler{svc: svc, log: opts.Logger, sample: opts.SampleUsers, sessions: opts.Sessions, hooks: opts.Webhooks, sso: opts.SSO, assets: loadAssets()}
+	h := &handler{svc: svc, envs: opts.Environments, log: opts.Logger, sample: opts.SampleUsers, sessions: opts.Sessions, hooks: opts.Webhooks, sso: opts.SSO, assets: loadAssets()}
+	if h.envs == nil {
+		h.envs = rollout.OneEnvironment(svc)
+	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -118,6 +137,7 @@ func Routes(svc *rollout.Service, opts Options) []api.Route {
 		{Method: get, Path: "/ui/settings", Access: auth.PermRead, SignIn: true, Handler: h.settings, Middleware: ui},
 		{Method: get, Path: "/ui/user", Access: auth.PermRead, SignIn: true, Handler: h.user, Middleware: ui},
 		{Method: get, Path: "/ui/segments", Access: auth.PermRead, SignIn: true, Handler: h.segments, Middleware: ui},
+		{Method: get, Path: "/ui/environments/compare", Access: auth.PermRead, SignIn: true, Handler: h.compare, Middleware: ui},
 		{Method: post, Path: "/ui/features/:key/test", Access: auth.PermRead, Handler: h.testContext, Middleware: ui},
 		{Method: get, Path: "/ui/static/*", Access: api.Public, Handler: h.static, Middleware: ui},
 		{Method: get, Path: "/ui/login", Access: api.Public, Handler: h.loginForm, Middleware: ui},
@@ -244,10 +264,13 @@ func parsePages(a assets) map[string]*template.Template {
 	}
 	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/parts.html", "templates/pm.html"))
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"list", "feature", "error", "login", "changes", "user", "requests", "settings", "tokens", "webhooks", "archived", "segments", "signedin"} {
+	for _, name := range []string{"list", "feature", "error", "login", "changes", "user", "requests", "settings", "tokens", "webhooks", "archived", "segments", "signedin", "compare", "environments"} {
 		files := []string{"templates/" + name + ".html"}
 		if name == "feature" || name == "segments" {
 			files = append(files, "templates/targeting.html")
+		}
+		if name == "feature" || name == "compare" {
+			files = append(files, "templates/promote.html")
 		}
 		pages[name] = template.Must(template.Must(base.Clone()).ParseFS(templateFiles, files...))
 	}

@@ -1,6 +1,6 @@
-// The admin pages (tokens, webhooks) and the archived features: each reads
-// and changes what it shows through the JSON API. Text from the server is
-// set with textContent only, never as HTML.
+// The admin pages (tokens, webhooks, environments) and the archived
+// features: each reads and changes what it shows through the JSON API.
+// Text from the server is set with textContent only, never as HTML.
 (function () {
   'use strict';
   const root = document.getElementById('admin');
@@ -16,7 +16,7 @@
     }
     let res;
     try {
-      res = await fetch(path, init);
+      res = await fetch(rolloutEnv(path), init);
     } catch (err) {
       return { error: 'Could not reach the server: ' + err.message + '. Nothing was changed.' };
     }
@@ -106,7 +106,7 @@
     if (r.error) { body.replaceChildren(el('tr', {}, el('td', { colspan: 6, text: r.error }))); return; }
     const rows = r.body.tokens.map((t) => el('tr', { class: t.active ? 'token' : 'token revoked', 'data-name': t.name },
       el('th', { scope: 'row' }, el('span', { class: 'name', text: t.name })),
-      el('td', {}, el('span', { class: 'role-chip role-' + t.role, text: t.role })),
+      el('td', {}, el('span', { class: 'role-chip role-' + t.role, text: t.role }), t.environment ? el('span', { class: 'hint token-env', text: ' ' + t.environment + ' only' }) : null),
       el('td', {}, when(t.created_at), t.created_by ? el('span', { class: 'hint', text: ' by ' + t.created_by }) : null),
       el('td', { class: 'last-used', text: ago(t.last_used_at) }),
       el('td', { text: t.active ? 'active' : 'revoked' }),
@@ -127,7 +127,9 @@
       btn.disabled = true;
       show('token-error', '');
       document.getElementById('token-secret').hidden = true;
-      const r = await api('POST', '/api/tokens', { name: form.name.value.trim(), role: form.role.value });
+      const body = { name: form.name.value.trim(), role: form.role.value };
+      if (form.environment && form.environment.value) body.environment = form.environment.value;
+      const r = await api('POST', '/api/tokens', body);
       btn.disabled = false;
       if (r.error) { show('token-error', r.error); return; }
       document.getElementById('token-secret-value').textContent = r.body.token;
@@ -308,7 +310,72 @@
     input.focus();
   }
 
+  // Environments: create (empty or copied), rename, protect, delete. Each
+  // change reloads the page, whose header and lists then show it; a
+  // refusal (a deletion while tokens are scoped to the environment, or of
+  // the last one) is said in the API's words.
+  function environmentsPage() {
+    const done = (text) => {
+      try { window.sessionStorage.setItem('env-done', text); } catch { /* shown by the list anyway */ }
+      window.location.reload();
+    };
+    try {
+      const text = window.sessionStorage.getItem('env-done');
+      window.sessionStorage.removeItem('env-done');
+      if (text) show('env-done', text);
+    } catch { /* no storage */ }
+    const form = document.getElementById('env-form');
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      show('env-error', '');
+      const body = { key: form.key.value.trim(), name: form.name.value.trim(), protected: form.protected.checked };
+      if (form.copy_from.value) body.copy_from = form.copy_from.value;
+      const btn = form.querySelector('button[type=submit]');
+      btn.disabled = true;
+      const r = await api('POST', '/api/environments', body);
+      btn.disabled = false;
+      if (r.error) { show('env-error', r.error); return; }
+      done('Environment ' + r.body.key + ' created' + (body.copy_from ? ' as a copy of ' + body.copy_from : '') + '.');
+    });
+    for (const f of document.querySelectorAll('form.env-rename')) {
+      f.addEventListener('submit', async (ev) => {
+        ev.preventDefault();
+        show('env-error', '');
+        const r = await api('PATCH', '/api/environments/' + encodeURIComponent(f.dataset.env), { name: f.name.value.trim() });
+        if (r.error) { show('env-error', r.error); return; }
+        done('Environment ' + f.dataset.env + ' renamed ' + r.body.name + '.');
+      });
+    }
+    for (const box of document.querySelectorAll('input.env-protect')) {
+      box.addEventListener('change', async () => {
+        show('env-error', '');
+        box.disabled = true;
+        const r = await api('PATCH', '/api/environments/' + encodeURIComponent(box.dataset.env), { protected: box.checked });
+        box.disabled = false;
+        if (r.error) { box.checked = !box.checked; show('env-error', r.error); return; }
+        done('Environment ' + box.dataset.env + (r.body.protected ? ' is protected.' : ' is no longer protected.'));
+      });
+    }
+    for (const b of document.querySelectorAll('button.env-delete')) {
+      b.addEventListener('click', (ev) => {
+        const key = b.dataset.env;
+        const row = b.closest('tr');
+        confirmInline(ev.currentTarget, 'Delete ' + key + '? Its features\' configurations go; its history stays in the audit log.', 'Yes, delete', async () => {
+          const r = await api('DELETE', '/api/environments/' + encodeURIComponent(key));
+          if (r.error) {
+            show('env-error', r.error);
+            const yes = row.querySelector('.confirm-yes');
+            if (yes) yes.disabled = false;
+            return;
+          }
+          done('Environment ' + key + ' deleted.');
+        });
+      });
+    }
+  }
+
   switch (root.dataset.page) {
+    case 'environments': environmentsPage(); break;
     case 'tokens': tokensPage(); break;
     case 'webhooks': webhooksPage(); break;
     case 'archived': loadArchived(); break;

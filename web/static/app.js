@@ -88,7 +88,7 @@
       rows.sort((a, b) => byName ? a.dataset.key.localeCompare(b.dataset.key)
         : (Number(b.dataset.changed) - Number(a.dataset.changed)) || a.dataset.key.localeCompare(b.dataset.key));
       body.append(...rows);
-      const params = new URLSearchParams();
+      const params = new URLSearchParams(document.body.dataset.envQuery || '');
       for (const f of [q, status, tag, owner]) if (f.value.trim() !== '') params.set(f.name, f.value.trim());
       if (byName) params.set('sort', 'name');
       const search = params.toString();
@@ -156,7 +156,7 @@
   let ownChange = false;
   const listTable = document.getElementById('features');
   if ((feature || listTable) && 'EventSource' in window) {
-    const events = new EventSource('/api/events');
+    const events = new EventSource(rolloutEnv('/api/events'));
     events.addEventListener('open', () => { document.body.dataset.live = 'open'; });
     events.addEventListener('error', () => { document.body.dataset.live = 'reconnecting'; });
     window.addEventListener('pagehide', () => events.close());
@@ -194,8 +194,8 @@
       let current = null;
       try {
         const [vr, fr] = await Promise.all([
-          fetch(base + '/versions?limit=' + Math.min(to - from, 20), { headers: { Accept: 'application/json' } }),
-          fetch(base, { headers: { Accept: 'application/json' } }),
+          fetch(rolloutEnv(base + '/versions?limit=' + Math.min(to - from, 20)), { headers: { Accept: 'application/json' } }),
+          fetch(rolloutEnv(base), { headers: { Accept: 'application/json' } }),
         ]);
         if (vr.ok) versions = (await vr.json()).versions || [];
         if (fr.ok) current = await fr.json();
@@ -258,7 +258,7 @@
         button.addEventListener('click', () => window.location.reload());
         box.append(button);
       } else {
-        box.append(el('a', { href: '/ui/' }, '← All features'));
+        box.append(el('a', { href: rolloutEnv('/ui/') }, '← All features'));
       }
     }
 
@@ -597,7 +597,7 @@
     let res;
     try {
       const sep = req.path.includes('?') ? '&' : '?';
-      res = await fetch(req.path + (dryRun ? sep + 'dry_run=true' : submit ? sep + 'submit=true' : ''), init);
+      res = await fetch(rolloutEnv(req.path + (dryRun ? sep + 'dry_run=true' : submit ? sep + 'submit=true' : '')), init);
     } catch (err) {
       return { error: 'Could not reach the server: ' + err.message + '. Nothing was changed.' };
     }
@@ -906,11 +906,11 @@
       }
       if (res.body.request) {
         // Approvals are required: the change waits as a request.
-        window.location.assign('/ui/requests#request-' + res.body.request.id);
+        window.location.assign(rolloutEnv('/ui/requests#request-' + res.body.request.id));
         return;
       }
       if (req.deletes) {
-        window.location.assign('/ui/');
+        window.location.assign(rolloutEnv('/ui/'));
         return;
       }
       const key = req.key || feature.key;
@@ -920,7 +920,7 @@
       } catch {
         // No storage: the banner shows anyway.
       }
-      window.location.assign(path + '?changed=' + res.body.feature.version);
+      window.location.assign(rolloutEnv(path + '?changed=' + res.body.feature.version));
     });
     cancel.addEventListener('click', () => {
       clearOutcome(form);
@@ -956,7 +956,7 @@
     box.append(note);
     let now = {};
     try {
-      const res = await fetch(base, { headers: { Accept: 'application/json' }, credentials: 'same-origin' });
+      const res = await fetch(rolloutEnv(base), { headers: { Accept: 'application/json' }, credentials: 'same-origin' });
       if (res.ok) now = (await res.json()).overrides || {};
     } catch {
       return;
@@ -1130,7 +1130,7 @@
       }
       if (res.body.request) {
         // Approvals are required: the ramp waits as a request.
-        window.location.assign('/ui/requests#request-' + res.body.request.id);
+        window.location.assign(rolloutEnv('/ui/requests#request-' + res.body.request.id));
         return;
       }
       reloadAt('ramps');

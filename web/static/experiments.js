@@ -19,7 +19,8 @@
   const signed = (x) => (x >= 0 ? '+' : '−') + Math.abs(100 * x).toFixed(0) + ' %';
 
   async function get(path) {
-    const res = await fetch(path, { headers: { Accept: 'application/json' }, credentials: 'same-origin' });
+    // In the page's environment (env.js), as send's requests are.
+    const res = await fetch(rolloutEnv(path), { headers: { Accept: 'application/json' }, credentials: 'same-origin' });
     if (!res.ok) throw new Error('the server answered ' + res.status);
     return res.json();
   }

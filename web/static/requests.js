@@ -7,7 +7,7 @@
   async function call(method, path, body) {
     let res;
     try {
-      res = await fetch(path, {
+      res = await fetch(rolloutEnv(path), {
         method, credentials: 'same-origin',
         headers: { Accept: 'application/json', 'Content-Type': 'application/json' },
         body: JSON.stringify(body),

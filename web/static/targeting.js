@@ -206,7 +206,7 @@
     } catch {
       // No storage: the banner shows anyway.
     }
-    window.location.assign(path + '?changed=' + version + '#targeting');
+    window.location.assign(rolloutEnv(path + '?changed=' + version + '#targeting'));
   }
 
   // estimateFrom says what an estimate counted: rules by name, "" the ring.
@@ -625,7 +625,7 @@
           if (r.error) return r;
           // A new query each time: the same URL with a fragment would not reload.
           const v = r.body.segment ? r.body.segment.version : 0;
-          window.location.assign('/ui/segments?saved=' + encodeURIComponent(key) + '&v=' + v + '#segment-' + encodeURIComponent(key));
+          window.location.assign(rolloutEnv('/ui/segments?saved=' + encodeURIComponent(key) + '&v=' + v + '#segment-' + encodeURIComponent(key)));
           return null;
         });
       });
@@ -654,7 +654,7 @@
           showError(form, res.error);
           return;
         }
-        window.location.assign('/ui/segments');
+        window.location.assign(rolloutEnv('/ui/segments'));
       });
     }
   }

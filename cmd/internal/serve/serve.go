@@ -329,7 +329,7 @@ func (s *Server) Open(ctx context.Context) error {
 		Webhooks:   hooks,
 		RequestLog: s.RequestLog, SlowRequest: s.SlowRequest, SampleEvaluations: s.SampleEvaluations,
 		MaxStreams: maxStreams, MaxStreamsPerToken: streamsPerToken,
-		Routes: web.Routes(svc, web.Options{Logger: s.Log, Sessions: access, Webhooks: hooks, SSO: sso})})
+		Routes: web.Routes(svc, web.Options{Logger: s.Log, Sessions: access, Webhooks: hooks, SSO: sso, Environments: envs})})
 	s.conns = newConnLimiter(maxConns, func() {
 		s.Log.Warn("connection limit reached: closing the longest idle connections to make room for new ones",
 			"max_conns", maxConns)
