@@ -81,6 +81,14 @@
 // package rollout/stats); in-app clients send theirs in batches
 // (AddExposureBatch), each taken once.
 //
+// Experiments (experiment.go, experimentresults.go). Experiments record
+// the first exposure of each user a feature serves while an experiment
+// runs on it (through its snapshots' served hook and in-app clients'
+// batches), take the events apps track, and compare buckets by an
+// always-valid test (package rollout/stats); ExperimentStore keeps them.
+// There is one Experiments per environment's Service
+// (EnvironmentExperiments), as experiments are a feature row's.
+//
 // The change feed (feed.go). Several instances may share one database:
 // every committed change writes a Commit to the store's feed, and
 // Service.Sync and Service.Follow read the commits an instance has not
