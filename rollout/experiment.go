@@ -255,10 +255,6 @@ func (e *Experiments) ready(ctx context.Context) error {
 	return e.Refresh(ctx)
 }
 
-// Environment is the environment of the service whose features e's
-// experiments run on.
-func (e *Experiments) Environment() string { return e.svc.Environment() }
-
 // EnvironmentExperiments holds the Experiments of each environment's
 // Service, each over the store bound to its environment, made on first
 // use: an environment's experiments record what its service serves, and
