@@ -380,8 +380,8 @@ func TestAssets(t *testing.T) {
 	a := newApp(t, 100)
 	body := a.get(t, "/ui/").Body.String()
 	refs := regexp.MustCompile(`(?:src|href)="(/ui/static/[^"]+)"`).FindAllStringSubmatch(body, -1)
-	if len(refs) != 7 {
-		t.Fatalf("the layout names %d assets, want 7 (icon, two stylesheets, four scripts)", len(refs))
+	if len(refs) != 8 {
+		t.Fatalf("the layout names %d assets, want 8 (icon, two stylesheets, five scripts)", len(refs))
 	}
 	types := map[string]string{".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
 	for _, ref := range refs {
