@@ -130,6 +130,7 @@ func (s *Service) ApplyDocument(ctx context.Context, d document.Document, opts A
 	if err != nil {
 		return document.Plan{}, err
 	}
+	defer s.shareOut(ctx) // after the unlock: deferred calls run last first
 	if err := s.mu.lock(ctx); err != nil {
 		return document.Plan{}, err
 	}
@@ -288,10 +289,17 @@ func (s *Service) applyDocument(ctx context.Context, d document.Document, opts A
 			summary = "created from a document"
 		}
 		compiled[ch.Feature] = feature.Compile(f, segs)
-		ws = append(ws, BatchWrite{Feature: f, Create: create, Version: Version{
+		v := Version{
 			Version: f.Version, Actor: actor(ChangeOptions{Actor: opts.Actor}), Time: now, Summary: summary, Comment: opts.Comment,
 			Config: f, OverrideCount: len(f.Overrides), Report: ch.Report,
-		}})
+		}
+		if create {
+			v.Elsewhere = s.envs.elsewhere(s, f, v)
+			s.redefined.Store(len(v.Elsewhere) > 0 || s.redefined.Load()) // shareOut syncs them
+		} else {
+			s.noteDefinition(ch.Before().Feature(), f)
+		}
+		ws = append(ws, BatchWrite{Feature: f, Create: create, Version: v})
 	}
 	p.Applied = true
 	settles, err := opts.Idempotency.settlement(p, now)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -181,6 +182,40 @@ func (e *Environments) protected(key string) bool {
 	}
 	env, ok := e.Get(key)
 	return ok && env.Protected
+}
+
+// checkDefinition refuses a change of the feature from before to after, in
+// the environment of s, whose change of definition the other environments
+// cannot take (see package environment): a bucket removed that one of
+// them still serves (EConflict); or, for an editor, a value changed of a
+// bucket that a protected environment serves (EForbidden), where the
+// editor's change would be a request.
+func (e *Environments) checkDefinition(s *Service, before, after feature.Feature, editor bool) error {
+	if e == nil || !environment.DefinitionDiffers(before, after) {
+		return nil
+	}
+	removed, revalued := environment.Removed(before, after), environment.Revalued(before, after)
+	for _, other := range e.others(s) {
+		c := other.Snapshot().Compiled(after.Key)
+		if c == nil {
+			continue
+		}
+		f := c.Feature()
+		for _, name := range removed {
+			if uses := environment.InUse(f, name); len(uses) > 0 {
+				return feature.Errorf(feature.EConflict, "bucket %q still serves users in environment %s (%s): take them off it there first, since a feature's buckets are the same in every environment", name, other.env, strings.Join(uses, ", "))
+			}
+		}
+		if !editor || !e.protected(other.env) {
+			continue
+		}
+		for _, name := range revalued {
+			if environment.Serves(f, name) {
+				return feature.Errorf(feature.EForbidden, "bucket %q is served in protected environment %s, and a bucket's value is the same in every environment: change its value there, where an editor's change is a request, or ask an admin", name, other.env)
+			}
+		}
+	}
+	return nil
 }
 
 // syncOthers brings the services of the environments other than skip's up

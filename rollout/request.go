@@ -415,6 +415,7 @@ func (s *Service) ApproveRequest(ctx context.Context, id, approver, comment stri
 	if err := validateComment(comment); err != nil {
 		return Result{}, Request{}, err
 	}
+	defer s.shareOut(ctx) // after the unlock: deferred calls run last first
 	if err := s.mu.lock(ctx); err != nil {
 		return Result{}, Request{}, err
 	}

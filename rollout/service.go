@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/environment"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/plan"
 )
@@ -42,6 +43,18 @@ type Service struct {
 
 	env  string        // the environment the service serves (see Environments)
 	envs *Environments // the environments it is one of; nil: alone
+	// redefined: a write changed a feature's definition, which the store
+	// wrote to the other environments too (see shareOut).
+	redefined atomic.Bool
+}
+
+// shareOut brings the other environments' services up to date when a write
+// since the last call changed a feature's definition, which the store
+// wrote there too (package environment). The caller holds no lock.
+func (s *Service) shareOut(ctx context.Context) {
+	if s.redefined.Swap(false) {
+		s.envs.syncOthers(ctx, s)
+	}
 }
 
 // Environment returns the key of the environment the service serves.
@@ -244,6 +257,7 @@ func (s *Service) create(ctx context.Context, f feature.Feature, opts ChangeOpti
 // evaluations a day that is (PopulationChange.Estimate).
 func (s *Service) Change(ctx context.Context, key string, ch Change, opts ChangeOptions) (Result, error) {
 	res, err := s.change(ctx, key, ch, opts)
+	s.shareOut(ctx)
 	if err == nil && opts.DryRun && len(res.Report.Rules) > 0 {
 		if err := s.estimateRules(ctx, key, &res.Report); err != nil {
 			return Result{}, err
@@ -296,6 +310,7 @@ func (s *Service) RollbackWith(ctx context.Context, key string, n int, ro Rollba
 	if opts.gate, err = s.gateFor(ctx, opts); err != nil {
 		return Result{}, err
 	}
+	defer s.shareOut(ctx) // after the unlock: deferred calls run last first
 	if err := s.mu.lock(ctx); err != nil {
 		return Result{}, err
 	}
@@ -489,6 +504,7 @@ func (s *Service) applyWith(ctx context.Context, cur *feature.Compiled, ch Chang
 	if err := save(res.Feature, v); err != nil {
 		return Result{}, err // on EConflict onFresh reloads
 	}
+	s.noteDefinition(cur.Feature(), res.Feature)
 	s.swap(res.Feature.Key, cc)
 	s.committed()
 	return res, nil
@@ -502,7 +518,9 @@ func (s *Service) applyHeld(ctx context.Context, key string, ch Change, opts Cha
 		res Result
 		cc  *feature.Compiled
 	)
+	var before feature.Feature
 	err := s.store.UpdateFeatureWith(ctx, key, func(f feature.Feature) (feature.Feature, Version, error) {
+		before = f
 		cur := s.Snapshot().Compiled(key)
 		if cur == nil || cur.Feature().ID != f.ID || cur.Feature().Version != f.Version {
 			if err := f.Validate(); err != nil {
@@ -523,9 +541,18 @@ func (s *Service) applyHeld(ctx context.Context, key string, ch Change, opts Cha
 	if err != nil {
 		return Result{}, err
 	}
+	s.noteDefinition(before, res.Feature)
 	s.swap(key, cc)
 	s.committed()
 	return res, nil
+}
+
+// noteDefinition notes, for shareOut, a write from before to after that
+// changed the feature's definition, where there are other environments.
+func (s *Service) noteDefinition(before, after feature.Feature) {
+	if s.envs != nil && len(s.envs.List()) > 1 && environment.DefinitionDiffers(before, after) {
+		s.redefined.Store(true)
+	}
 }
 
 // prepare computes ch applied to cur: the result, its version and the
@@ -543,6 +570,9 @@ func (s *Service) prepare(cur *feature.Compiled, ch Change, opts ChangeOptions) 
 		return Result{}, Version{}, nil, err
 	}
 	if err := s.knownSegments(next); err != nil {
+		return Result{}, Version{}, nil, err
+	}
+	if err := s.envs.checkDefinition(s, cur.Feature(), next, opts.gate != nil); err != nil {
 		return Result{}, Version{}, nil, err
 	}
 	now := s.now().UTC()

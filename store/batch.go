@@ -245,6 +245,11 @@ func (tx *tx) writeBatched(w rollout.BatchWrite) error {
 	if err := tx.insertVersion(f.ID, f.Key, w.Version); err != nil {
 		return err
 	}
+	for _, p := range w.Version.Elsewhere {
+		if err := tx.in(p.Environment).placeFeature(p.Feature, p.Version); err != nil {
+			return err
+		}
+	}
 	return tx.addCommit(rollout.CommitFeature, f.Key, tx.db.now())
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/environment"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -85,7 +86,75 @@ func (db *DB) UpdateFeature(ctx context.Context, f feature.Feature, v rollout.Ve
 
 // writeVersion replaces the stored feature, which must be at version
 // f.Version-1, with f, appends v to its history and records the commit.
+// What the change does to the feature's definition it writes to the
+// feature in every other environment too (shareDefinition).
 func (tx *tx) writeVersion(f feature.Feature, v rollout.Version) error {
+	others, err := tx.otherEnvironments(f.Key)
+	if err != nil {
+		return err
+	}
+	var prev feature.Feature
+	if len(others) > 0 {
+		if prev, err = tx.findFeature(f.Key); err != nil {
+			others = nil // writeOwn says why it cannot be written
+		}
+	}
+	if err := tx.writeOwn(f, v); err != nil {
+		return err
+	}
+	if len(others) == 0 || !environment.DefinitionDiffers(prev, f) {
+		return nil
+	}
+	return tx.shareDefinition(prev, f, v, others)
+}
+
+// otherEnvironments lists the environments, other than the transaction's
+// and not deleted, that serve the feature key.
+func (tx *tx) otherEnvironments(key string) ([]string, error) {
+	rows, err := tx.query(`
+		SELECT f.environment FROM features f JOIN environments e ON e.key = f.environment
+		WHERE f.key = ? AND f.environment <> ? AND f.archived_at IS NULL AND e.deleted_at IS NULL
+		ORDER BY e.position, e.key{C}`, key, tx.env())
+	return collect(rows, err, func(rows *sql.Rows) (env string, err error) {
+		err = rows.Scan(&env)
+		return env, err
+	})
+}
+
+// shareDefinition writes the change of definition from prev to next, the
+// feature in the transaction's environment (see environment.Redefine), to
+// the feature in each of the environments others, as a version of its
+// own made by v's actor: it moves no one there.
+func (tx *tx) shareDefinition(prev, next feature.Feature, v rollout.Version, others []string) error {
+	for _, env := range others {
+		in := tx.in(env)
+		cur, err := in.findFeature(next.Key)
+		if err != nil {
+			return err
+		}
+		f, err := environment.Redefine(prev, next, cur)
+		if err != nil {
+			return feature.Errorf(feature.ErrorCode(err), "feature %q in environment %s: %s", next.Key, env, feature.ErrorMessage(err))
+		}
+		if !environment.DefinitionDiffers(cur, f) {
+			continue
+		}
+		f.Version, f.UpdatedAt = cur.Version+1, v.Time
+		shares := feature.Compile(cur, nil).Shares()
+		pv := rollout.Version{
+			Version: f.Version, Actor: v.Actor, Time: v.Time, Comment: v.Comment, Config: f, OverrideCount: len(f.Overrides),
+			Summary: "definition changed in " + tx.env() + ": " + v.Summary,
+			Report:  feature.Report{FromVersion: cur.Version, ToVersion: f.Version, SharesBefore: shares, SharesAfter: feature.Compile(f, nil).Shares(), Moves: []feature.Move{}},
+		}
+		if err := in.writeOwn(f, pv); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeOwn is writeVersion in the transaction's environment alone.
+func (tx *tx) writeOwn(f feature.Feature, v rollout.Version) error {
 	id, err := tx.updateFeature(f)
 	if err != nil {
 		return err

@@ -1,0 +1,128 @@
+package api_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/rollout/rollout/store"
+)
+
+// TestEnvironmentsShareDefinition: a feature is defined once. Its
+// description, tags, owner and its buckets' names and values, changed in
+// one environment, are the same in every other at once, each with a
+// version of its own that moves no one there; a bucket added elsewhere
+// gets no share; a bucket another environment still serves cannot be
+// removed; an editor cannot change the value of a bucket a protected
+// environment serves from another environment; a document's new feature
+// exists everywhere.
+func TestEnvironmentsShareDefinition(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db *store.DB) {
+		s, _ := newEnvServer(t, db)
+		s.must(201, "POST", "/api/environments", map[string]any{"key": "staging", "name": "Staging"})
+		s.must(201, "POST", "/api/environments", map[string]any{"key": "dev", "name": "Dev"})
+		s.must(201, "POST", "/api/features?env=staging", map[string]any{"key": "checkout", "enabled": true, "description": "old",
+			"buckets": []map[string]any{{"name": "control", "replicas": 20, "value": "blue"}, {"name": "treatment", "replicas": 20, "value": "green"}}})
+		s.must(200, "PATCH", "/api/features/checkout", map[string]any{"enabled": true, "fallback": "control"})
+		const n = 300
+		before := evaluations(s, "checkout", "production", n)
+		prodVersion := s.must(200, "GET", "/api/features/checkout", nil).json(t)["version"].(float64)
+
+		// Description, tags and owner.
+		s.must(200, "PATCH", "/api/features/checkout?env=staging", map[string]any{"description": "new checkout", "tags": []string{"team-pay", "web"}, "owner": "ann"})
+		for _, env := range []string{"production", "dev"} {
+			f := s.must(200, "GET", "/api/features/checkout?env="+env, nil).json(t)
+			if f["description"] != "new checkout" || fmt.Sprint(f["tags"]) != "[team-pay web]" || f["owner"] != "ann" {
+				t.Fatalf("checkout in %s after staging's change = %v, want staging's description, tags and owner", env, f)
+			}
+		}
+		p := s.must(200, "GET", "/api/features/checkout", nil).json(t)
+		if p["version"].(float64) != prodVersion+1 || p["enabled"] != true || p["fallback"] != "control" {
+			t.Fatalf("production after the definition change = %v, want version %v, its own configuration kept", p, prodVersion+1)
+		}
+		vs := s.must(200, "GET", "/api/features/checkout/versions?limit=1", nil).json(t)["versions"].([]any)
+		if v := vs[0].(map[string]any); !strings.HasPrefix(v["summary"].(string), "definition changed in staging") || v["report"].(map[string]any)["churn"] != 0.0 {
+			t.Fatalf("production's newest version = %v, want a definition change from staging moving no one", v)
+		}
+
+		// A bucket added in staging, with users there, has no share in
+		// production: no user of production moves.
+		s.must(200, "POST", "/api/features/checkout/buckets?env=staging", map[string]any{"name": "fast", "replicas": 20, "value": "red"})
+		pf := s.must(200, "GET", "/api/features/checkout", nil).json(t)
+		if b := bucketOf(pf, "fast"); b == nil || b["replicas"] != 0.0 || b["value"] != "red" {
+			t.Fatalf("production's buckets after staging added fast = %v, want fast with 0 replicas and its value", pf["buckets"])
+		}
+		if after := evaluations(s, "checkout", "production", n); differing(before, after) != 0 {
+			t.Fatalf("%d of %d production users moved when staging added a bucket", differing(before, after), n)
+		}
+
+		// A value changed in staging is what production serves.
+		s.must(200, "PUT", "/api/features/checkout/buckets/control?env=staging", map[string]any{"value": "navy"})
+		for i := range n {
+			r := s.must(200, "GET", fmt.Sprintf("/evaluate?feature=checkout&user=u%d&env=production", i), nil).json(t)
+			if r["bucket"] == "control" {
+				if r["value"] != "navy" {
+					t.Fatalf("production serves control as %v after staging changed its value to navy", r["value"])
+				}
+				break
+			}
+		}
+
+		// Production gives fast users: staging cannot remove it, until
+		// production takes them off it.
+		s.must(200, "PUT", "/api/features/checkout/buckets/fast", map[string]any{"replicas": 5})
+		r := s.do("DELETE", "/api/features/checkout/buckets/fast?env=staging", nil)
+		if r.status != 409 || !strings.Contains(string(r.body), "production") {
+			t.Fatalf("removing a bucket production serves = %d %s, want 409 naming production", r.status, r.body)
+		}
+		if f := s.must(200, "GET", "/api/features/checkout?env=staging", nil).json(t); bucketOf(f, "fast") == nil {
+			t.Fatalf("the refused removal removed fast from staging")
+		}
+		s.must(200, "PUT", "/api/features/checkout/buckets/fast", map[string]any{"replicas": 0})
+		s.must(200, "PUT", "/api/features/checkout/buckets/fast?env=staging", map[string]any{"replicas": 0})
+		s.must(200, "DELETE", "/api/features/checkout/buckets/fast?env=staging", nil)
+		for _, env := range []string{"production", "dev"} {
+			if f := s.must(200, "GET", "/api/features/checkout?env="+env, nil).json(t); bucketOf(f, "fast") != nil {
+				t.Fatalf("%s still has bucket fast after staging removed it", env)
+			}
+		}
+
+		// An editor in staging cannot change the value of a bucket that
+		// protected production serves; an admin can.
+		admin := s.must(201, "POST", "/api/tokens", map[string]any{"name": "root", "role": "admin"}).json(t)["token"].(string)
+		asAdmin := []string{"Authorization", "Bearer " + admin}
+		editor := s.must(201, "POST", "/api/tokens", map[string]any{"name": "ed", "role": "editor"}, asAdmin...).json(t)["token"].(string)
+		asEditor := []string{"Authorization", "Bearer " + editor}
+		s.must(200, "PATCH", "/api/environments/production", map[string]any{"protected": true}, asAdmin...)
+		r = s.do("PUT", "/api/features/checkout/buckets/control?env=staging", map[string]any{"value": "black"}, asEditor...)
+		if r.status != 403 || !strings.Contains(string(r.body), "protected environment production") {
+			t.Fatalf("an editor's change of a value protected production serves = %d %s, want 403", r.status, r.body)
+		}
+		s.must(200, "PATCH", "/api/features/checkout?env=staging", map[string]any{"description": "editors may describe"}, asEditor...)
+		s.must(200, "PUT", "/api/features/checkout/buckets/control?env=staging", map[string]any{"value": "black"}, asAdmin...)
+		if b := bucketOf(s.must(200, "GET", "/api/features/checkout", nil, asAdmin...).json(t), "control"); b["value"] != "black" {
+			t.Fatalf("production's control after an admin's change in staging = %v, want black", b)
+		}
+
+		// A feature a document creates in dev exists, switched off, in
+		// the other environments.
+		doc := "document:\n  features:\n    - key: from-doc\n      enabled: true\n      buckets:\n        - name: on\n          share: 1\n"
+		s.must(200, "POST", "/api/apply?env=dev", doc, append(asAdmin, "Content-Type", "application/yaml")...)
+		for _, env := range []string{"production", "staging"} {
+			if f := s.must(200, "GET", "/api/features/from-doc?env="+env, nil, asAdmin...).json(t); f["enabled"] != false {
+				t.Fatalf("from-doc in %s = %v, want it there, switched off", env, f)
+			}
+		}
+	})
+}
+
+// bucketOf returns the bucket name of the feature f as the API answers it;
+// nil when it has none.
+func bucketOf(f map[string]any, name string) map[string]any {
+	for _, b := range f["buckets"].([]any) {
+		if b := b.(map[string]any); b["name"] == name {
+			return b
+		}
+	}
+	return nil
+}
