@@ -126,3 +126,71 @@ func bucketOf(f map[string]any, name string) map[string]any {
 	}
 	return nil
 }
+
+// TestEnvironmentsArchiveEverywhere: archiving a feature in one environment
+// archives it in every one, the preview saying what it does in each;
+// restoring it anywhere serves each environment's own configuration again;
+// an editor's archive that would stop a protected environment's feature
+// is a change request; purging it frees its key everywhere.
+func TestEnvironmentsArchiveEverywhere(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db *store.DB) {
+		s, _ := newEnvServer(t, db)
+		s.must(201, "POST", "/api/environments", map[string]any{"key": "staging", "name": "Staging"})
+		s.must(201, "POST", "/api/features", map[string]any{"key": "f", "enabled": true,
+			"buckets": []map[string]any{{"name": "on", "replicas": 20}, {"name": "off", "replicas": 20}}})
+		s.must(200, "PUT", "/api/features/f/buckets/on?env=staging", map[string]any{"replicas": 60})
+
+		preview := s.must(200, "POST", "/api/features/f/archive?env=staging", map[string]any{"dry_run": true}).json(t)
+		elsewhere, _ := preview["elsewhere"].([]any)
+		if len(elsewhere) != 1 || elsewhere[0].(map[string]any)["environment"] != "production" || elsewhere[0].(map[string]any)["churn"] != 1.0 {
+			t.Fatalf("archive preview in staging = %v, want production named with all its users losing their bucket", preview)
+		}
+		s.must(200, "GET", "/api/features/f", nil) // a dry run archives nothing
+
+		s.must(200, "POST", "/api/features/f/archive?env=staging", map[string]any{"comment": "done"})
+		for _, env := range []string{"production", "staging"} {
+			s.must(404, "GET", "/api/features/f?env="+env, nil)
+			s.must(404, "GET", "/evaluate?feature=f&user=u1&env="+env, nil)
+			list := s.must(200, "GET", "/api/features?archived=true&env="+env, nil).json(t)
+			if fmt.Sprint(list) == "" || !strings.Contains(fmt.Sprint(list), "key:f") {
+				t.Fatalf("archived features of %s = %v, want f", env, list)
+			}
+		}
+		audit := s.must(200, "GET", "/api/audit?feature=f&env=production", nil)
+		if !strings.Contains(string(audit.body), "archived in staging") {
+			t.Fatalf("production's audit trail = %s, want the archive made in staging", audit.body)
+		}
+
+		// Restored from production: each environment serves its own
+		// configuration again.
+		s.must(200, "POST", "/api/features/f/restore", nil)
+		if b := bucketOf(s.must(200, "GET", "/api/features/f?env=staging", nil).json(t), "on"); b["replicas"] != 60.0 {
+			t.Fatalf("staging's bucket on after the restore = %v, want its own 60 replicas", b)
+		}
+		if b := bucketOf(s.must(200, "GET", "/api/features/f", nil).json(t), "on"); b["replicas"] != 20.0 {
+			t.Fatalf("production's bucket on after the restore = %v, want its own 20 replicas", b)
+		}
+
+		// An editor's archive from staging, production protected: a request.
+		admin := s.must(201, "POST", "/api/tokens", map[string]any{"name": "root", "role": "admin"}).json(t)["token"].(string)
+		asAdmin := []string{"Authorization", "Bearer " + admin}
+		editor := s.must(201, "POST", "/api/tokens", map[string]any{"name": "ed", "role": "editor"}, asAdmin...).json(t)["token"].(string)
+		s.must(200, "PATCH", "/api/environments/production", map[string]any{"protected": true}, asAdmin...)
+		r := s.must(202, "POST", "/api/features/f/archive?env=staging", nil, "Authorization", "Bearer "+editor).json(t)
+		if r["request"] == nil {
+			t.Fatalf("an editor's archive touching protected production = %v, want a change request", r)
+		}
+		s.must(200, "GET", "/api/features/f", nil, asAdmin...)
+		s.must(200, "GET", "/api/features/f?env=staging", nil, asAdmin...)
+
+		// Archived and purged from staging: the key is free everywhere.
+		s.must(200, "POST", "/api/features/f/archive?env=staging", nil, asAdmin...)
+		s.must(204, "DELETE", "/api/features/f?purge=true&env=staging", nil, asAdmin...)
+		for _, env := range []string{"production", "staging"} {
+			if list := s.must(200, "GET", "/api/features?archived=true&env="+env, nil, asAdmin...); strings.Contains(string(list.body), `"key":"f"`) {
+				t.Fatalf("archived features of %s after the purge = %s, want none", env, list.body)
+			}
+		}
+		s.must(201, "POST", "/api/features", map[string]any{"key": "f", "buckets": []map[string]any{{"name": "on", "replicas": 1}}}, asAdmin...)
+	})
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/rollout/rollout/api/evaluation"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/environment"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -77,6 +78,9 @@ type changeResponse struct {
 	// Needs, in an editor's dry run, is what the change would need:
 	// "approval" or "admin"; absent when it would apply.
 	Needs string `json:"needs,omitempty"`
+	// Elsewhere is what an archive or a restore does in the other
+	// environments, which it archives or restores too.
+	Elsewhere []environment.Effect `json:"elsewhere,omitempty"`
 }
 
 // guards are the options every mutation takes in its body as well as in its

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/environment"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -13,6 +14,12 @@ import (
 // events; Restore serves its configuration again as a new version; only
 // an archived feature can be purged, which removes its rows but never its
 // audit events. Its key can be used again only after the purge.
+//
+// A feature is one in every environment: archiving, restoring or purging
+// it in one does it in all of them, in one transaction; the result says
+// what it does elsewhere (Result.Elsewhere). An editor's archive or restore
+// that would serve a protected environment's users otherwise is a change
+// request, as in that environment.
 
 // ArchiveStore is the storage of archived features.
 type ArchiveStore interface {
@@ -49,6 +56,7 @@ type ArchiveStore interface {
 // becomes a change request (Result.Request), applied when another person
 // approves it.
 func (s *Service) Archive(ctx context.Context, key string, opts ChangeOptions) (Result, error) {
+	defer s.shareOut(ctx) // after the unlock: deferred calls run last first
 	if err := validateComment(opts.Comment); err != nil {
 		return Result{}, err
 	}
@@ -60,7 +68,7 @@ func (s *Service) Archive(ctx context.Context, key string, opts ChangeOptions) (
 		return Result{}, err
 	}
 	defer s.mu.Unlock()
-	if g.covers(key) {
+	if g.covers(key) || g != nil && s.envs.touchesProtected(s.archivedElsewhere(key)) {
 		cur, err := s.current(ctx, key, opts)
 		if err != nil {
 			return Result{}, err
@@ -69,9 +77,53 @@ func (s *Service) Archive(ctx context.Context, key string, opts ChangeOptions) (
 		if err != nil {
 			return res, err
 		}
+		res.Elsewhere = s.archivedElsewhere(key)
 		return s.request(ctx, res, ChangeSpec{Kind: SpecArchive}, opts)
 	}
-	return s.archive(ctx, key, opts)
+	res, err := s.archive(ctx, key, opts)
+	if err == nil {
+		res.Elsewhere = s.archivedElsewhere(key)
+	}
+	return res, err
+}
+
+// archivedElsewhere is what archiving the feature key in the environment of
+// s does in the others that serve it.
+func (s *Service) archivedElsewhere(key string) []environment.Effect {
+	var out []environment.Effect
+	for _, o := range s.envs.others(s) {
+		if c := o.Snapshot().Compiled(key); c != nil {
+			res, _ := archiveResult(c, ChangeOptions{})
+			out = append(out, environment.Effect{Environment: o.env, Version: c.Feature().Version, Churn: res.Report.Churn, Protected: s.envs.protected(o.env)})
+		}
+	}
+	return out
+}
+
+// restoredElsewhere is what restoring the feature key in the environment
+// of s does in the others where it is archived; an error when one of
+// them could not serve it again.
+func (s *Service) restoredElsewhere(ctx context.Context, key string) ([]environment.Effect, error) {
+	var out []environment.Effect
+	for _, o := range s.envs.others(s) {
+		old, err := o.store.ArchivedFeature(ctx, key)
+		switch feature.ErrorCode(err) {
+		case feature.ENotFound, feature.EConflict:
+			continue // not there, or served there
+		case "":
+		default:
+			return nil, err
+		}
+		if err := old.Validate(); err != nil {
+			return nil, feature.Errorf(feature.EInvalid, "the archived configuration of feature %q in environment %s is not valid any more (%s): purge it and create it again", key, o.env, feature.ErrorMessage(err))
+		}
+		if err := s.checkSegments(ctx, old); err != nil {
+			return nil, feature.Errorf(feature.EInvalid, "the rules of archived feature %q in environment %s use a segment that is gone (%s): create it again first", key, o.env, feature.ErrorMessage(err))
+		}
+		rep := s.compileFeature(old).ReportFrom(nil)
+		out = append(out, environment.Effect{Environment: o.env, Version: old.Version + 1, Churn: rep.Churn, Protected: s.envs.protected(o.env)})
+	}
+	return out, nil
 }
 
 // archive is Archive not bound by the settings. The caller holds s.mu.
@@ -94,6 +146,7 @@ func (s *Service) archive(ctx context.Context, key string, opts ChangeOptions) (
 		if err := s.store.ArchiveFeature(ctx, key, cur.Feature().Version, e, opts.request, settles); err != nil {
 			return Result{}, err
 		}
+		s.everywhere()
 		s.swap(key, nil)
 		s.committed()
 		return res, nil
@@ -135,6 +188,7 @@ func (s *Service) ArchivedFeature(ctx context.Context, key string) (feature.Feat
 // when another person approves it. Errors: ENotFound when no feature key
 // exists, EConflict when it is not archived.
 func (s *Service) Restore(ctx context.Context, key string, opts ChangeOptions) (Result, error) {
+	defer s.shareOut(ctx) // after the unlock: deferred calls run last first
 	if err := validateComment(opts.Comment); err != nil {
 		return Result{}, err
 	}
@@ -146,14 +200,23 @@ func (s *Service) Restore(ctx context.Context, key string, opts ChangeOptions) (
 		return Result{}, err
 	}
 	defer s.mu.Unlock()
-	if g.covers(key) {
+	elsewhere, err := s.restoredElsewhere(ctx, key)
+	if err != nil {
+		return Result{}, err
+	}
+	if g.covers(key) || g != nil && s.envs.touchesProtected(elsewhere) {
 		res, _, _, err := s.restoreResult(ctx, key, opts)
 		if err != nil {
 			return res, err
 		}
+		res.Elsewhere = elsewhere
 		return s.request(ctx, res, ChangeSpec{Kind: SpecRestore}, opts)
 	}
-	return s.restore(ctx, key, opts)
+	res, err := s.restore(ctx, key, opts)
+	if err == nil {
+		res.Elsewhere = elsewhere
+	}
+	return res, err
 }
 
 // restore is Restore not bound by the settings. The caller holds s.mu.
@@ -175,6 +238,7 @@ func (s *Service) restore(ctx context.Context, key string, opts ChangeOptions) (
 	if err := s.store.RestoreFeature(ctx, next, v); err != nil {
 		return Result{}, err
 	}
+	s.everywhere()
 	s.swap(key, cc)
 	s.committed()
 	return res, nil
@@ -221,6 +285,7 @@ func (s *Service) restoreResult(ctx context.Context, key string, opts ChangeOpti
 // editor's purge is ever a change request. Errors: ENotFound when there is no
 // feature key, EConflict when it is served (archive it first).
 func (s *Service) Purge(ctx context.Context, key string, opts ChangeOptions) error {
+	defer s.shareOut(ctx) // after the unlock: deferred calls run last first
 	if err := validateComment(opts.Comment); err != nil {
 		return err
 	}
@@ -241,6 +306,7 @@ func (s *Service) Purge(ctx context.Context, key string, opts ChangeOptions) err
 	if err := s.store.PurgeFeature(ctx, key, e, settles); err != nil {
 		return err
 	}
+	s.everywhere()
 	s.swap(key, nil)
 	s.committed()
 	return nil

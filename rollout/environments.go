@@ -218,6 +218,17 @@ func (e *Environments) checkDefinition(s *Service, before, after feature.Feature
 	return nil
 }
 
+// touchesProtected reports whether one of effects is in a protected
+// environment.
+func (e *Environments) touchesProtected(effects []environment.Effect) bool {
+	for _, ef := range effects {
+		if ef.Protected {
+			return true
+		}
+	}
+	return false
+}
+
 // syncOthers brings the services of the environments other than skip's up
 // to date with the store, after a write spanning environments committed,
 // so that what it wrote there is served at once. The caller holds no

@@ -124,6 +124,9 @@ type Result struct {
 	// refused: above the churn limit, or a reshuffle), or "" (it would
 	// apply).
 	Needs string
+	// Elsewhere is what an archive or a restore does in the other
+	// environments, which it archives or restores too.
+	Elsewhere []environment.Effect
 }
 
 // NewService returns a service over store, its snapshot loaded from it.
@@ -545,6 +548,14 @@ func (s *Service) applyHeld(ctx context.Context, key string, ch Change, opts Cha
 	s.swap(key, cc)
 	s.committed()
 	return res, nil
+}
+
+// everywhere notes, for shareOut, a write that acted on every environment
+// (an archive, a restore, a purge).
+func (s *Service) everywhere() {
+	if s.envs != nil && len(s.envs.List()) > 1 {
+		s.redefined.Store(true)
+	}
 }
 
 // noteDefinition notes, for shareOut, a write from before to after that

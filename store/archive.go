@@ -50,8 +50,74 @@ func (db *DB) ArchiveFeature(ctx context.Context, key string, version int, e aud
 		if err := tx.addCommit(rollout.CommitFeature, key, now); err != nil {
 			return err
 		}
+		if err := tx.archiveElsewhere(key, e); err != nil {
+			return err
+		}
 		return tx.settle(settle)
 	})
+}
+
+// archiveElsewhere archives the feature key in every other environment
+// that serves it, as the transaction's environment did with audit event
+// e: a feature is archived, restored and purged everywhere at once. Each
+// gets an audit event like e, with its own version and churn.
+func (tx *tx) archiveElsewhere(key string, e audit.Event) error {
+	others, err := tx.otherEnvironments(key)
+	if err != nil {
+		return err
+	}
+	for _, env := range others {
+		in := tx.in(env)
+		cur, err := in.findFeature(key)
+		if err != nil {
+			return err
+		}
+		if _, err := in.exec(`UPDATE features SET archived_at = ? WHERE id = ?`, tx.db.d.Time(e.Time), cur.ID); err != nil {
+			return err
+		}
+		gone := cur.Clone()
+		gone.Enabled, gone.Fallback = false, ""
+		churn := feature.Compile(gone, nil).ReportFrom(feature.Compile(cur, nil)).Churn
+		ev := e
+		ev.FeatureID, ev.Version, ev.Churn, ev.Summary = cur.ID, cur.Version, &churn, e.Summary+" (archived in "+tx.env()+")"
+		if err := in.appendAudit(ev); err != nil {
+			return err
+		}
+		if err := in.addCommit(rollout.CommitFeature, key, tx.db.now()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restoreElsewhere serves the feature key again in every other environment
+// where it is archived, each with the configuration it had there, as a
+// new version like v (its own number and report).
+func (tx *tx) restoreElsewhere(key string, v rollout.Version) error {
+	others, err := tx.otherEnvironmentsWhere(key, "f.archived_at IS NOT NULL")
+	if err != nil {
+		return err
+	}
+	for _, env := range others {
+		in := tx.in(env)
+		old, err := in.findArchived(key)
+		if err != nil {
+			return err
+		}
+		next := old.Clone()
+		next.Version, next.UpdatedAt = old.Version+1, v.Time
+		rep := feature.Compile(next, nil).ReportFrom(nil)
+		rep.FromVersion = old.Version
+		ov := rollout.Version{Version: next.Version, Actor: v.Actor, Time: v.Time, Comment: v.Comment, Kind: v.Kind,
+			Summary: v.Summary + " (restored in " + tx.env() + ")", Config: next, OverrideCount: len(next.Overrides), Report: rep}
+		if _, err := in.exec(`UPDATE features SET archived_at = NULL WHERE id = ?`, next.ID); err != nil {
+			return err
+		}
+		if err := in.writeOwn(next, ov); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ArchivedFeatures returns the archived features, ordered by key.
@@ -116,6 +182,9 @@ func (db *DB) RestoreFeature(ctx context.Context, f feature.Feature, v rollout.V
 		if err := tx.writeVersion(f, v); err != nil {
 			return err
 		}
+		if err := tx.restoreElsewhere(f.Key, v); err != nil {
+			return err
+		}
 		return tx.settle(v.Settles)
 	})
 }
@@ -155,6 +224,46 @@ func (db *DB) PurgeFeature(ctx context.Context, key string, e audit.Event, settl
 		if err := tx.addCommit(rollout.CommitFeature, key, db.now()); err != nil {
 			return err
 		}
+		if err := tx.purgeElsewhere(key, e); err != nil {
+			return err
+		}
 		return tx.settle(settle)
 	})
+}
+
+// purgeElsewhere purges the feature key in every other environment, as
+// the transaction's environment did with audit event e; EConflict when
+// one of them still serves it.
+func (tx *tx) purgeElsewhere(key string, e audit.Event) error {
+	if served, err := tx.otherEnvironments(key); err != nil {
+		return err
+	} else if len(served) > 0 {
+		return feature.Errorf(feature.EConflict, "feature %q is still served in environment %s: archive it there first, then purge it", key, served[0])
+	}
+	others, err := tx.otherEnvironmentsWhere(key, "f.archived_at IS NOT NULL")
+	if err != nil {
+		return err
+	}
+	for _, env := range others {
+		in := tx.in(env)
+		f, err := in.findArchived(key)
+		if err != nil {
+			return err
+		}
+		if _, err := in.exec(`DELETE FROM ramps WHERE environment = ? AND feature_key = ?`, env, key); err != nil {
+			return fmt.Errorf("delete ramps: %w", err)
+		}
+		if _, err := in.exec(`DELETE FROM features WHERE id = ?`, f.ID); err != nil {
+			return err
+		}
+		ev := e
+		ev.FeatureID, ev.Version = f.ID, f.Version
+		if err := in.appendAudit(ev); err != nil {
+			return err
+		}
+		if err := in.addCommit(rollout.CommitFeature, key, tx.db.now()); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -111,9 +111,15 @@ func (tx *tx) writeVersion(f feature.Feature, v rollout.Version) error {
 // otherEnvironments lists the environments, other than the transaction's
 // and not deleted, that serve the feature key.
 func (tx *tx) otherEnvironments(key string) ([]string, error) {
+	return tx.otherEnvironmentsWhere(key, "f.archived_at IS NULL")
+}
+
+// otherEnvironmentsWhere lists the environments, other than the
+// transaction's and not deleted, whose feature key f meets cond.
+func (tx *tx) otherEnvironmentsWhere(key, cond string) ([]string, error) {
 	rows, err := tx.query(`
 		SELECT f.environment FROM features f JOIN environments e ON e.key = f.environment
-		WHERE f.key = ? AND f.environment <> ? AND f.archived_at IS NULL AND e.deleted_at IS NULL
+		WHERE f.key = ? AND f.environment <> ? AND `+cond+` AND e.deleted_at IS NULL
 		ORDER BY e.position, e.key{C}`, key, tx.env())
 	return collect(rows, err, func(rows *sql.Rows) (env string, err error) {
 		err = rows.Scan(&env)

@@ -143,3 +143,13 @@ func plural(n int, what string) string {
 	}
 	return strconv.Itoa(n) + " " + what + "s"
 }
+
+// Effect is what an archive or a restore made in one environment does in
+// another, which it archives or restores too: the feature's version there
+// and the share of its users who lose their bucket (or get it back).
+type Effect struct {
+	Environment string  `json:"environment"`
+	Version     int     `json:"version"`
+	Churn       float64 `json:"churn"`
+	Protected   bool    `json:"protected,omitempty"`
+}
