@@ -194,3 +194,33 @@ func TestEnvironmentsArchiveEverywhere(t *testing.T) {
 		s.must(201, "POST", "/api/features", map[string]any{"key": "f", "buckets": []map[string]any{{"name": "on", "replicas": 1}}}, asAdmin...)
 	})
 }
+
+// TestPromotionOfAlikeWritesNothing: promoting a feature whose target is
+// alike already answers unchanged and writes no version; a stale If-Match
+// is still refused.
+func TestPromotionOfAlikeWritesNothing(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db *store.DB) {
+		s, _ := newEnvServer(t, db)
+		s.must(201, "POST", "/api/environments", map[string]any{"key": "staging", "name": "Staging"})
+		s.must(201, "POST", "/api/features", map[string]any{"key": "f", "enabled": true,
+			"buckets": []map[string]any{{"name": "on", "replicas": 20}, {"name": "off", "replicas": 20}}})
+		s.must(200, "PUT", "/api/features/f/buckets/on?env=staging", map[string]any{"replicas": 60})
+		body := map[string]any{"from": "staging", "to": "production"}
+		stale := s.must(200, "GET", "/api/features/f", nil).header.Get("ETag")
+		first := s.must(200, "POST", "/api/features/f/promote", body).json(t)
+		if first["unchanged"] == true || first["feature"].(map[string]any)["version"] != 2.0 {
+			t.Fatalf("first promotion = %v, want version 2 written", first)
+		}
+		again := s.must(200, "POST", "/api/features/f/promote", body)
+		if j := again.json(t); j["unchanged"] != true || j["feature"].(map[string]any)["version"] != 2.0 || j["report"].(map[string]any)["churn"] != 0.0 {
+			t.Fatalf("promotion of an alike feature = %s, want unchanged at version 2, moving no one", again.body)
+		}
+		if vs := s.must(200, "GET", "/api/features/f/versions", nil).json(t)["versions"].([]any); len(vs) != 2 {
+			t.Fatalf("production has %d versions after promoting an alike feature, want 2", len(vs))
+		}
+		r := s.do("POST", "/api/features/f/promote", body, "If-Match", stale)
+		if r.status != 412 {
+			t.Fatalf("alike promotion with a stale If-Match = %d %s, want 412", r.status, r.body)
+		}
+	})
+}

@@ -81,6 +81,9 @@ type changeResponse struct {
 	// Elsewhere is what an archive or a restore does in the other
 	// environments, which it archives or restores too.
 	Elsewhere []environment.Effect `json:"elsewhere,omitempty"`
+	// Unchanged: nothing differed, and no version was written (a
+	// promotion of a feature alike already).
+	Unchanged bool `json:"unchanged,omitempty"`
 }
 
 // guards are the options every mutation takes in its body as well as in its

@@ -94,7 +94,7 @@ func resultAnswer(status int, res rollout.Result) (keptAnswer, error) {
 	if res.Request != nil { // not applied: stored as a change request
 		status = http.StatusAccepted
 	}
-	a, err := jsonAnswer(status, changeResponse{Feature: newView(res.Feature, res.Shares), Report: res.Report, DryRun: res.DryRun, Request: res.Request, Needs: res.Needs, Elsewhere: res.Elsewhere})
+	a, err := jsonAnswer(status, changeResponse{Feature: newView(res.Feature, res.Shares), Report: res.Report, DryRun: res.DryRun, Request: res.Request, Needs: res.Needs, Elsewhere: res.Elsewhere, Unchanged: res.Unchanged})
 	if err == nil && !res.DryRun && res.Request == nil {
 		a.Header = map[string]string{"ETag": etag(res.Feature)}
 	}

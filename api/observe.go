@@ -224,7 +224,7 @@ func (s *Server) applied(c echo.Context, feature string, version int, summary st
 // appliedResult logs and counts the change of a mutation's result, unless it
 // was a dry run.
 func (s *Server) appliedResult(c echo.Context, summary string, opts rollout.ChangeOptions, res rollout.Result) {
-	if !res.DryRun && res.Request == nil {
+	if !res.DryRun && res.Request == nil && !res.Unchanged {
 		s.applied(c, res.Feature.Key, res.Feature.Version, summary, res.Report.Churn, opts.Actor)
 	}
 }

@@ -70,7 +70,31 @@ func (e *Environments) Promote(ctx context.Context, key string, p PromoteOptions
 	if err != nil {
 		return Result{}, err
 	}
+	if res, alike, err := dst.alreadyPromoted(key, ch, p.Change); alike || err != nil {
+		return res, err
+	}
 	return dst.Change(ctx, key, ch, p.Change)
+}
+
+// alreadyPromoted answers a promotion ch of the feature key that would
+// change nothing in the environment of s, with Result.Unchanged and no new
+// version, once If-Match holds; alike is false when it would change
+// something (or the snapshot lacks the feature), for the pipeline to make.
+func (s *Service) alreadyPromoted(key string, ch Change, opts ChangeOptions) (res Result, alike bool, err error) {
+	cur := s.Snapshot().Compiled(key)
+	if cur == nil {
+		return Result{}, false, nil
+	}
+	next := cur.Feature().Clone()
+	if err := ch.apply(&next); err != nil || len(environment.Differs(cur.Feature(), next)) > 0 {
+		return Result{}, false, nil
+	}
+	if opts.IfMatch != "" && opts.IfMatch != "*" && opts.IfMatch != cur.Feature().Tag() {
+		return Result{}, true, feature.Errorf(feature.EPrecondition, "feature %q is %s in %s, not %s: reload it and decide again", key, cur.Feature().Tag(), s.env, opts.IfMatch)
+	}
+	f, shares := cur.Feature(), cur.Shares()
+	rep := feature.Report{FromVersion: f.Version, ToVersion: f.Version, Method: "exact", Moves: []feature.Move{}, SharesBefore: shares, SharesAfter: shares}
+	return Result{Feature: f, Report: rep, Shares: shares, DryRun: opts.DryRun, Unchanged: true}, true, nil
 }
 
 // Feature returns the current configuration of the feature key, asking

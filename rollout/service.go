@@ -127,6 +127,9 @@ type Result struct {
 	// Elsewhere is what an archive or a restore does in the other
 	// environments, which it archives or restores too.
 	Elsewhere []environment.Effect
+	// Unchanged: the change would change nothing (a promotion of a
+	// feature alike already), and no version was written.
+	Unchanged bool
 }
 
 // NewService returns a service over store, its snapshot loaded from it.
