@@ -224,3 +224,50 @@ func TestPromotionOfAlikeWritesNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestEnvironmentRequiresComment: an environment that requires comments
+// refuses every change without one, an admin's included, with 422 on the
+// field comment; previews need none; other environments are not bound.
+func TestEnvironmentRequiresComment(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db *store.DB) {
+		s, _ := newEnvServer(t, db)
+		s.must(201, "POST", "/api/environments", map[string]any{"key": "staging", "name": "Staging"})
+		s.must(201, "POST", "/api/features", map[string]any{"key": "f", "enabled": true,
+			"buckets": []map[string]any{{"name": "on", "replicas": 20}, {"name": "off", "replicas": 20}}})
+		admin := s.must(201, "POST", "/api/tokens", map[string]any{"name": "root", "role": "admin"}).json(t)["token"].(string)
+		asAdmin := []string{"Authorization", "Bearer " + admin}
+		env := s.must(200, "PATCH", "/api/environments/production", map[string]any{"protected": true, "require_comment": true}, asAdmin...).json(t)
+		if env["require_comment"] != true {
+			t.Fatalf("PATCH answered %v, want require_comment true", env)
+		}
+		listed := s.must(200, "GET", "/api/environments", nil, asAdmin...)
+		if !strings.Contains(string(listed.body), `"require_comment":true`) {
+			t.Fatalf("GET /api/environments = %s, want production requiring comments", listed.body)
+		}
+		for _, c := range []struct {
+			method, path string
+			body         map[string]any
+		}{
+			{"PUT", "/api/features/f/buckets/on", map[string]any{"replicas": 30}},
+			{"POST", "/api/features/f/archive", map[string]any{}},
+			{"POST", "/api/features/f/rollback", map[string]any{"version": 1}},
+			{"PATCH", "/api/features/f", map[string]any{"enabled": false, "comment": "  "}},
+		} {
+			body := c.body
+			r := s.do(c.method, c.path, body, asAdmin...)
+			if r.status != 422 || !strings.Contains(string(r.body), `"field":"comment"`) {
+				t.Fatalf("%s %s without a comment in production = %d %s, want 422 on comment", c.method, c.path, r.status, r.body)
+			}
+		}
+		s.must(200, "PUT", "/api/features/f/buckets/on", map[string]any{"replicas": 30, "dry_run": true}, asAdmin...)
+		s.must(200, "PUT", "/api/features/f/buckets/on?env=staging", map[string]any{"replicas": 30}, asAdmin...)
+		r := s.do("POST", "/api/features/f/promote", map[string]any{"from": "staging", "to": "production"}, asAdmin...)
+		if r.status != 422 {
+			t.Fatalf("a promotion into production without a comment = %d %s, want 422", r.status, r.body)
+		}
+		s.must(200, "POST", "/api/features/f/promote", map[string]any{"from": "staging", "to": "production", "comment": "tested in staging"}, asAdmin...)
+		if v := s.must(200, "GET", "/api/features/f", nil, asAdmin...).json(t)["version"]; v != 2.0 {
+			t.Fatalf("production at version %v after the refused changes and one promotion, want 2", v)
+		}
+	})
+}

@@ -194,12 +194,13 @@ func slicesFilter[T any](in []T, keep func(T) bool) []T {
 }
 
 type environmentRequest struct {
-	Key       string `json:"key"`
-	Name      string `json:"name"`
-	Protected bool   `json:"protected"`
-	Position  int    `json:"position"`
-	CopyFrom  string `json:"copy_from"`
-	Comment   string `json:"comment"`
+	Key            string `json:"key"`
+	Name           string `json:"name"`
+	Protected      bool   `json:"protected"`
+	RequireComment bool   `json:"require_comment"`
+	Position       int    `json:"position"`
+	CopyFrom       string `json:"copy_from"`
+	Comment        string `json:"comment"`
 }
 
 // createEnvironment is POST /api/environments.
@@ -214,7 +215,7 @@ func (s *Server) createEnvironment(c echo.Context) error {
 	if req.Name == "" {
 		req.Name = req.Key
 	}
-	env, err := s.envs.Create(c.Request().Context(), rollout.Environment{Key: req.Key, Name: req.Name, Protected: req.Protected, Position: req.Position},
+	env, err := s.envs.Create(c.Request().Context(), rollout.Environment{Key: req.Key, Name: req.Name, Protected: req.Protected, RequireComment: req.RequireComment, Position: req.Position},
 		rollout.EnvironmentOptions{Actor: actorOf(c), Comment: req.Comment, CopyFrom: req.CopyFrom})
 	if err != nil {
 		return err
@@ -223,10 +224,11 @@ func (s *Server) createEnvironment(c echo.Context) error {
 }
 
 type environmentPatch struct {
-	Name      *string `json:"name"`
-	Protected *bool   `json:"protected"`
-	Position  *int    `json:"position"`
-	Comment   string  `json:"comment"`
+	Name           *string `json:"name"`
+	Protected      *bool   `json:"protected"`
+	RequireComment *bool   `json:"require_comment"`
+	Position       *int    `json:"position"`
+	Comment        string  `json:"comment"`
 }
 
 // patchEnvironment is PATCH /api/environments/E.
@@ -238,7 +240,7 @@ func (s *Server) patchEnvironment(c echo.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	env, err := s.envs.Update(c.Request().Context(), pathParam(c, "env"), rollout.EnvironmentPatch{Name: req.Name, Protected: req.Protected, Position: req.Position},
+	env, err := s.envs.Update(c.Request().Context(), pathParam(c, "env"), rollout.EnvironmentPatch{Name: req.Name, Protected: req.Protected, RequireComment: req.RequireComment, Position: req.Position},
 		rollout.EnvironmentOptions{Actor: actorOf(c), Comment: req.Comment})
 	if err != nil {
 		return err

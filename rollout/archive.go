@@ -57,7 +57,7 @@ type ArchiveStore interface {
 // approves it.
 func (s *Service) Archive(ctx context.Context, key string, opts ChangeOptions) (Result, error) {
 	defer s.shareOut(ctx) // after the unlock: deferred calls run last first
-	if err := validateComment(opts.Comment); err != nil {
+	if err := s.checkComment(opts.Comment, opts.DryRun); err != nil {
 		return Result{}, err
 	}
 	g, err := s.gateFor(ctx, opts)
@@ -189,7 +189,7 @@ func (s *Service) ArchivedFeature(ctx context.Context, key string) (feature.Feat
 // exists, EConflict when it is not archived.
 func (s *Service) Restore(ctx context.Context, key string, opts ChangeOptions) (Result, error) {
 	defer s.shareOut(ctx) // after the unlock: deferred calls run last first
-	if err := validateComment(opts.Comment); err != nil {
+	if err := s.checkComment(opts.Comment, opts.DryRun); err != nil {
 		return Result{}, err
 	}
 	g, err := s.gateFor(ctx, opts)
@@ -286,7 +286,7 @@ func (s *Service) restoreResult(ctx context.Context, key string, opts ChangeOpti
 // feature key, EConflict when it is served (archive it first).
 func (s *Service) Purge(ctx context.Context, key string, opts ChangeOptions) error {
 	defer s.shareOut(ctx) // after the unlock: deferred calls run last first
-	if err := validateComment(opts.Comment); err != nil {
+	if err := s.checkComment(opts.Comment, opts.DryRun); err != nil {
 		return err
 	}
 	if err := s.mu.lock(ctx); err != nil {

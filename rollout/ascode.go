@@ -111,7 +111,7 @@ func (s *Service) ApplyDocument(ctx context.Context, d document.Document, opts A
 	if err := d.CheckEnvironment(s.env); err != nil {
 		return document.Plan{}, err
 	}
-	if err := validateComment(opts.Comment); err != nil {
+	if err := s.checkComment(opts.Comment, false); err != nil {
 		return document.Plan{}, err
 	}
 	if opts.Versions != nil {

@@ -218,6 +218,16 @@ func (e *Environments) checkDefinition(s *Service, before, after feature.Feature
 	return nil
 }
 
+// requiresComment reports whether the environment key requires a comment
+// on every change; false for a service without environments.
+func (e *Environments) requiresComment(key string) bool {
+	if e == nil {
+		return false
+	}
+	env, ok := e.Get(key)
+	return ok && env.RequireComment
+}
+
 // touchesProtected reports whether one of effects is in a protected
 // environment.
 func (e *Environments) touchesProtected(effects []environment.Effect) bool {
@@ -345,6 +355,9 @@ func (e *Environments) elsewhere(s *Service, f feature.Feature, v Version) []Pla
 type EnvironmentPatch struct {
 	Name      *string
 	Protected *bool
+	// RequireComment: every change there, an admin's included, must
+	// say why (ChangeOptions.Comment).
+	RequireComment *bool
 	Position  *int
 }
 
@@ -363,6 +376,10 @@ func (e *Environments) Update(ctx context.Context, key string, p EnvironmentPatc
 	if p.Name != nil && *p.Name != env.Name {
 		what = append(what, fmt.Sprintf("renamed %q", *p.Name))
 		env.Name = *p.Name
+	}
+	if p.RequireComment != nil && *p.RequireComment != env.RequireComment {
+		what = append(what, map[bool]string{true: "requires a comment on every change", false: "no longer requires comments"}[*p.RequireComment])
+		env.RequireComment = *p.RequireComment
 	}
 	if p.Protected != nil && *p.Protected != env.Protected {
 		what = append(what, map[bool]string{true: "protected", false: "no longer protected"}[*p.Protected])

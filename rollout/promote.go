@@ -216,6 +216,11 @@ func (e *Environments) PromoteMany(ctx context.Context, keys []string, p Promote
 	if err := validateComment(p.Change.Comment); err != nil {
 		return out, err
 	}
+	if dst, ok := e.Service(p.To); ok {
+		if err := dst.checkComment(p.Change.Comment, p.Change.DryRun); err != nil {
+			return out, err
+		}
+	}
 	src, err := e.Lookup(p.From)
 	if err != nil {
 		return out, err

@@ -311,7 +311,7 @@ func (s *Service) newRamp(c *feature.Compiled, spec ramp.Spec, actorName string)
 	if err != nil {
 		return Ramp{}, err
 	}
-	if err := validateComment(spec.Comment); err != nil {
+	if err := s.checkComment(spec.Comment, false); err != nil {
 		return Ramp{}, err
 	}
 	b, ok := c.Feature().Bucket(spec.Bucket)

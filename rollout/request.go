@@ -412,7 +412,7 @@ func (s *Service) Request(ctx context.Context, id string) (Request, error) {
 // says to approve again. Errors: ENotFound, EConflict (not open any more),
 // EForbidden (the approver wrote it), the change's.
 func (s *Service) ApproveRequest(ctx context.Context, id, approver, comment string) (Result, Request, error) {
-	if err := validateComment(comment); err != nil {
+	if err := s.checkComment(comment, false); err != nil {
 		return Result{}, Request{}, err
 	}
 	defer s.shareOut(ctx) // after the unlock: deferred calls run last first

@@ -94,6 +94,18 @@ type ChangeOptions struct {
 	request *RequestDecision // an approval being applied
 }
 
+// checkComment refuses a comment validateComment refuses, and no comment
+// on a change (not a dry run) in an environment that requires one.
+func (s *Service) checkComment(comment string, dryRun bool) error {
+	if err := validateComment(comment); err != nil {
+		return err
+	}
+	if !dryRun && strings.TrimSpace(comment) == "" && s.envs.requiresComment(s.env) {
+		return &feature.Error{Code: feature.EInvalid, Field: "comment", Message: "environment " + s.env + " requires a comment on every change: say why you make it"}
+	}
+	return nil
+}
+
 // MaxComment is the longest comment a change may carry, in bytes.
 const MaxComment = 2000
 
@@ -190,7 +202,7 @@ func (s *Service) Create(ctx context.Context, f feature.Feature, opts ChangeOpti
 }
 
 func (s *Service) create(ctx context.Context, f feature.Feature, opts ChangeOptions) (Result, error) {
-	if err := validateComment(opts.Comment); err != nil {
+	if err := s.checkComment(opts.Comment, opts.DryRun); err != nil {
 		return Result{}, err
 	}
 	if err := s.mu.lock(ctx); err != nil {
@@ -273,7 +285,7 @@ func (s *Service) Change(ctx context.Context, key string, ch Change, opts Change
 }
 
 func (s *Service) change(ctx context.Context, key string, ch Change, opts ChangeOptions) (Result, error) {
-	if err := validateComment(opts.Comment); err != nil {
+	if err := s.checkComment(opts.Comment, opts.DryRun); err != nil {
 		return Result{}, err
 	}
 	var err error
@@ -309,7 +321,7 @@ type RollbackOptions struct {
 
 // RollbackWith is Rollback with its options.
 func (s *Service) RollbackWith(ctx context.Context, key string, n int, ro RollbackOptions, opts ChangeOptions) (Result, error) {
-	if err := validateComment(opts.Comment); err != nil {
+	if err := s.checkComment(opts.Comment, opts.DryRun); err != nil {
 		return Result{}, err
 	}
 	var err error

@@ -131,7 +131,7 @@ func (s *Service) Settings(ctx context.Context) (Settings, error) {
 // otherwise). It returns the saved settings. Errors: EInvalid, EPrecondition,
 // the store's.
 func (s *Service) UpdateSettings(ctx context.Context, next Settings, ifVersion int, actorName, comment string) (Settings, error) {
-	if err := validateComment(comment); err != nil {
+	if err := s.checkComment(comment, false); err != nil {
 		return Settings{}, err
 	}
 	if next.RequireApproval.Features == nil {

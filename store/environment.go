@@ -27,13 +27,13 @@ func (db *DB) Environments(ctx context.Context) ([]rollout.Environment, error) {
 }
 
 func (tx *tx) environments() ([]rollout.Environment, error) {
-	rows, err := tx.query(`SELECT key, name, protected, position, created_at FROM environments WHERE deleted_at IS NULL ORDER BY position, key{C}`)
+	rows, err := tx.query(`SELECT key, name, protected, require_comment, position, created_at FROM environments WHERE deleted_at IS NULL ORDER BY position, key{C}`)
 	return collect(rows, err, func(rows *sql.Rows) (rollout.Environment, error) {
 		var (
 			e  rollout.Environment
 			at timestamp
 		)
-		err := rows.Scan(&e.Key, &e.Name, &e.Protected, &e.Position, &at)
+		err := rows.Scan(&e.Key, &e.Name, &e.Protected, &e.RequireComment, &e.Position, &at)
 		e.CreatedAt = at.T
 		return e, err
 	})
@@ -62,8 +62,8 @@ func (db *DB) CreateEnvironment(ctx context.Context, e rollout.Environment, feat
 		case !errors.Is(err, sql.ErrNoRows):
 			return err
 		}
-		if _, err := tx.exec(`INSERT INTO environments (key, name, protected, position, created_at) VALUES (?, ?, ?, ?, ?)`,
-			e.Key, e.Name, e.Protected, e.Position, db.d.Time(e.CreatedAt)); err != nil {
+		if _, err := tx.exec(`INSERT INTO environments (key, name, protected, require_comment, position, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+			e.Key, e.Name, e.Protected, e.RequireComment, e.Position, db.d.Time(e.CreatedAt)); err != nil {
 			return err
 		}
 		in := tx.in(e.Key)
@@ -88,8 +88,8 @@ func extraFor(n int) time.Duration { return time.Duration(n) * 5 * time.Millisec
 // there is none.
 func (db *DB) UpdateEnvironment(ctx context.Context, e rollout.Environment, ev audit.Event) error {
 	return db.writeTx(ctx, fmt.Sprintf("update environment %q", e.Key), func(tx *tx) error {
-		n, err := tx.affected(`UPDATE environments SET name = ?, protected = ?, position = ? WHERE key = ? AND deleted_at IS NULL`,
-			e.Name, e.Protected, e.Position, e.Key)
+		n, err := tx.affected(`UPDATE environments SET name = ?, protected = ?, require_comment = ?, position = ? WHERE key = ? AND deleted_at IS NULL`,
+			e.Name, e.Protected, e.RequireComment, e.Position, e.Key)
 		if err != nil {
 			return err
 		}

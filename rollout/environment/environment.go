@@ -30,9 +30,12 @@ type Environment struct {
 	Name string `json:"name"`
 	// Protected: an editor's change there, a promotion included, is a
 	// change request whatever its churn.
-	Protected bool      `json:"protected"`
-	Position  int       `json:"position"`
-	CreatedAt time.Time `json:"created_at"`
+	Protected bool `json:"protected"`
+	// RequireComment: every change there, by anyone (admins included), a
+	// dry run aside, must carry a comment saying why.
+	RequireComment bool      `json:"require_comment"`
+	Position       int       `json:"position"`
+	CreatedAt      time.Time `json:"created_at"`
 }
 
 // Max bounds how many environments a database may have: each is a
