@@ -358,7 +358,7 @@ type EnvironmentPatch struct {
 	// RequireComment: every change there, an admin's included, must
 	// say why (ChangeOptions.Comment).
 	RequireComment *bool
-	Position  *int
+	Position       *int
 }
 
 // Update changes the environment key as p says.
