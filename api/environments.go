@@ -96,6 +96,26 @@ func (s *Server) resolve(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// resolveFor is resolve for the route r: where r answers an unknown
+// environment itself (Route.Unresolved), it does.
+func (s *Server) resolveFor(r Route) echo.MiddlewareFunc {
+	if r.Unresolved == nil {
+		return s.resolve
+	}
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if _, err := s.serviceOf(c); feature.ErrorCode(err) == environment.EUnknown {
+				return r.Unresolved(c)
+			}
+			return s.resolve(next)(c)
+		}
+	}
+}
+
+// UnknownEnvironment returns the ?env= of a request whose environment does
+// not resolve (see Route.Unresolved), clipped for a message.
+func UnknownEnvironment(c echo.Context) string { return clip(envParam(c)) }
+
 // in returns the service of the request's environment (see resolve).
 func (s *Server) in(c echo.Context) *rollout.Service { return ServiceOf(c, s.svc) }
 

@@ -53,6 +53,10 @@ type Route struct {
 	// SignIn marks a dashboard page: a GET without credentials is
 	// redirected to the sign-in page rather than answered 401.
 	SignIn bool
+	// Unresolved, when not nil, answers a request whose environment does
+	// not resolve (an unknown ?env=) in the route's own form: a dashboard
+	// page's HTML rather than the API's JSON.
+	Unresolved echo.HandlerFunc
 	// Handler answers the route's requests, inside Middleware, which runs
 	// after the API's own (access included).
 	Handler    echo.HandlerFunc
@@ -265,7 +269,7 @@ func (s *Server) middleware(r Route, declared bool) []echo.MiddlewareFunc {
 		mw = append(mw, s.auth.middleware(r))
 	}
 	if r.Access != auth.PermEvaluate && r.Access != Public {
-		mw = append(mw, s.resolve) // evaluation resolves its own (Server.evaluate)
+		mw = append(mw, s.resolveFor(r)) // evaluation resolves its own (Server.evaluate)
 	}
 	if r.Stream {
 		mw = append(mw, s.streams.middleware(r))

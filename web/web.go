@@ -36,6 +36,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -126,7 +127,7 @@ func Routes(svc *rollout.Service, opts Options) []api.Route {
 	}
 	ui := []echo.MiddlewareFunc{securityHeaders}
 	const get, post = http.MethodGet, http.MethodPost
-	return append(h.adminRoutes(ui), []api.Route{
+	return pages(securityHeaders(h.unknownEnvironment), append(h.adminRoutes(ui), []api.Route{
 		{Method: get, Path: "/", Access: auth.PermRead, SignIn: true, Handler: toUI},
 		{Method: get, Path: "/ui", Access: auth.PermRead, SignIn: true, Handler: toUI},
 		{Method: get, Path: "/ui/", Access: auth.PermRead, SignIn: true, Handler: h.list, Middleware: ui},
@@ -150,7 +151,25 @@ func Routes(svc *rollout.Service, opts Options) []api.Route {
 		// as echo's groups answer them.
 		{Method: echo.RouteNotFound, Path: "/ui", Handler: echo.NotFoundHandler, Middleware: ui},
 		{Method: echo.RouteNotFound, Path: "/ui/*", Handler: echo.NotFoundHandler, Middleware: ui},
-	}...)
+	}...))
+}
+
+// pages sets unresolved as what every page (a GET that signs in) answers
+// for an environment that does not exist, and returns routes.
+func pages(unresolved echo.HandlerFunc, routes []api.Route) []api.Route {
+	for i, r := range routes {
+		if r.SignIn && r.Method == http.MethodGet {
+			routes[i].Unresolved = unresolved
+		}
+	}
+	return routes
+}
+
+// unknownEnvironment answers a page asked of an environment that does not
+// exist: a page saying so, not the API's JSON.
+func (h *handler) unknownEnvironment(c echo.Context) error {
+	return h.fail(c, http.StatusNotFound, "Unknown environment",
+		"There is no environment "+strconv.Quote(api.UnknownEnvironment(c))+". Pick one in the header's switcher.")
 }
 
 // securityHeaders sets the headers every dashboard response carries.
