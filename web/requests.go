@@ -43,6 +43,9 @@ type requestView struct {
 	BarBefore  shareBar
 	ChangeText string
 	Decided    time.Time // when it was decided; zero while open
+	// Env is the environment the request is in, where the page lists
+	// several (the inbox); its key "" on a page of one environment.
+	Env envView
 }
 
 func (h *handler) requests(c echo.Context) error {
@@ -68,17 +71,33 @@ func (h *handler) requestsPage(c echo.Context, inbox bool) error {
 		return h.internal(c, err)
 	}
 	p.Settings = st
+	if inbox {
+		// Every environment the person may see: an approver is told of
+		// production's requests while looking at staging.
+		for _, e := range h.visible(c) {
+			es, ok := h.envs.Service(e.Key)
+			if !ok {
+				continue
+			}
+			open, err := es.Requests(ctx, rollout.RequestQuery{State: rollout.RequestOpen})
+			if err != nil {
+				return h.internal(c, err)
+			}
+			for _, r := range open {
+				if v := h.viewRequest(p.frame, r); v.CanDecide {
+					v.Env = envView{Key: e.Key, Name: e.Name, Protected: e.Protected}
+					p.Open = append(p.Open, v)
+				}
+			}
+		}
+		return h.render(c, http.StatusOK, "requests", &p)
+	}
 	open, err := svc.Requests(ctx, rollout.RequestQuery{State: rollout.RequestOpen})
 	if err != nil {
 		return h.internal(c, err)
 	}
 	for _, r := range open {
-		if v := h.viewRequest(p.frame, r); !inbox || v.CanDecide {
-			p.Open = append(p.Open, v)
-		}
-	}
-	if inbox {
-		return h.render(c, http.StatusOK, "requests", &p)
+		p.Open = append(p.Open, h.viewRequest(p.frame, r))
 	}
 	recent, err := svc.Requests(ctx, rollout.RequestQuery{Limit: len(open) + requestsShown})
 	if err != nil {
@@ -149,21 +168,28 @@ func (h *handler) settings(c echo.Context) error {
 	return h.render(c, http.StatusOK, "settings", &p)
 }
 
-// inboxCount is how many open requests the person of f may decide: those
-// of others, when they may change features.
+// inboxCount is how many open requests the person of f may decide, in
+// every environment they may see: those of others, when they may change
+// features.
 func (h *handler) inboxCount(c echo.Context, f *frame) int {
 	if f.ReadOnly {
 		return 0
 	}
-	open, err := h.in(c).Requests(c.Request().Context(), rollout.RequestQuery{State: rollout.RequestOpen})
-	if err != nil {
-		h.logError(c, "count the inbox", err)
-		return 0
-	}
 	n := 0
-	for _, r := range open {
-		if f.Who == "" || r.Author != f.Who {
-			n++
+	for _, e := range h.visible(c) {
+		es, ok := h.envs.Service(e.Key)
+		if !ok {
+			continue
+		}
+		open, err := es.Requests(c.Request().Context(), rollout.RequestQuery{State: rollout.RequestOpen})
+		if err != nil {
+			h.logError(c, "count the inbox", err)
+			return 0
+		}
+		for _, r := range open {
+			if f.Who == "" || r.Author != f.Who {
+				n++
+			}
 		}
 	}
 	return n

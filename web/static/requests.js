@@ -4,10 +4,12 @@
 (() => {
   'use strict';
 
-  async function call(method, path, body) {
+  // call sends body to the API's path, in the environment env when given
+  // (the inbox lists every environment's requests), else the page's.
+  async function call(method, path, body, env) {
     let res;
     try {
-      res = await fetch(rolloutEnv(path), {
+      res = await fetch(env ? path + '?env=' + encodeURIComponent(env) : rolloutEnv(path), {
         method, credentials: 'same-origin',
         headers: { Accept: 'application/json', 'Content-Type': 'application/json' },
         body: JSON.stringify(body),
@@ -45,7 +47,7 @@
       const decision = (ev.submitter && ev.submitter.value) || 'approve';
       const comment = form.querySelector('textarea[name=comment]');
       busy(form, true);
-      const res = await call('POST', '/api/requests/' + encodeURIComponent(form.dataset.decide) + '/' + decision, { comment: comment ? comment.value : '' });
+      const res = await call('POST', '/api/requests/' + encodeURIComponent(form.dataset.decide) + '/' + decision, { comment: comment ? comment.value : '' }, form.dataset.env);
       busy(form, false);
       if (res.error) {
         // A feature that moved on was previewed again: reload to see it.
