@@ -271,3 +271,37 @@ func TestEnvironmentRequiresComment(t *testing.T) {
 		}
 	})
 }
+
+// TestBatchPromotionPins: a batch promotion pinned to the versions its
+// author previewed is refused as a whole, 412 naming the feature, when one
+// side moved on; more pins than features is a bad request.
+func TestBatchPromotionPins(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db *store.DB) {
+		s, _ := newEnvServer(t, db)
+		s.must(201, "POST", "/api/environments", map[string]any{"key": "staging", "name": "Staging"})
+		for _, k := range []string{"a", "b"} {
+			s.must(201, "POST", "/api/features", map[string]any{"key": k, "enabled": true,
+				"buckets": []map[string]any{{"name": "on", "replicas": 20}, {"name": "off", "replicas": 20}}})
+			s.must(200, "PUT", "/api/features/"+k+"/buckets/on?env=staging", map[string]any{"replicas": 60})
+		}
+		pins := map[string]any{"a": map[string]any{"from": 2, "to": 1}, "b": map[string]any{"from": 2, "to": 1}}
+		body := map[string]any{"from": "staging", "to": "production", "features": []string{"a", "b"}, "versions": pins}
+		s.must(200, "PUT", "/api/features/b/buckets/off?env=staging", map[string]any{"replicas": 30})
+		r := s.do("POST", "/api/environments/promote", body)
+		if r.status != 412 || !strings.Contains(string(r.body), `feature \"b\" is at version 3 in staging`) {
+			t.Fatalf("a batch whose source moved on = %d %s, want 412 naming b", r.status, r.body)
+		}
+		if v := s.must(200, "GET", "/api/features/a", nil).json(t)["version"]; v != 1.0 {
+			t.Fatalf("a refused batch changed a: version %v", v)
+		}
+		pins["b"] = map[string]any{"from": 3, "to": 1}
+		s.must(200, "POST", "/api/environments/promote", body)
+		if v := s.must(200, "GET", "/api/features/b", nil).json(t)["version"]; v != 2.0 {
+			t.Fatalf("b in production at version %v after the batch, want 2", v)
+		}
+		body["features"] = []string{"a"}
+		if r := s.do("POST", "/api/environments/promote", body); r.status != 400 {
+			t.Fatalf("more pins than features = %d %s, want 400", r.status, r.body)
+		}
+	})
+}

@@ -371,6 +371,9 @@ type batchPromoteRequest struct {
 	promoteRequest
 	Features      []string `json:"features"`
 	MaxTotalChurn *float64 `json:"max_total_churn"`
+	// Versions pins features to the versions of the source and the
+	// target their author previewed: {"checkout":{"from":3,"to":5}}.
+	Versions map[string]rollout.Pin `json:"versions"`
 }
 
 // promoteFeatures is POST /api/environments/promote: several features
@@ -389,6 +392,9 @@ func (s *Server) promoteFeatures(c echo.Context) error {
 	if len(req.Include) > len(environment.Parts) {
 		return badRequest("include lists %d parts: a promotion has %d", len(req.Include), len(environment.Parts))
 	}
+	if len(req.Versions) > len(req.Features) {
+		return badRequest("versions pins %d features: the batch names %d", len(req.Versions), len(req.Features))
+	}
 	if m := req.MaxTotalChurn; m != nil && !(*m >= 0 && *m <= 1) {
 		return badRequest("max_total_churn %v is out of range: give a fraction of users between 0 and 1", *m)
 	}
@@ -405,7 +411,7 @@ func (s *Server) promoteFeatures(c echo.Context) error {
 	answer := answers(c, func(p rollout.BatchPromotion) (keptAnswer, error) { return jsonAnswer(http.StatusOK, p) })
 	opts.Idempotency = answer.idempotency()
 	p, err := s.envs.PromoteMany(c.Request().Context(), req.Features,
-		rollout.PromoteOptions{From: req.From, To: req.To, Include: req.Include, Change: opts}, req.MaxTotalChurn)
+		rollout.PromoteOptions{From: req.From, To: req.To, Include: req.Include, Versions: req.Versions, Change: opts}, req.MaxTotalChurn)
 	if err != nil {
 		return err
 	}

@@ -39,6 +39,10 @@ type PromoteOptions struct {
 	// FromVersion, when not 0, pins the source: the promotion is refused
 	// with EPrecondition if the source's feature is at another version.
 	FromVersion int
+	// Versions, in a batch (PromoteMany), pins features: each named is
+	// refused with EPrecondition, and the batch with it, if its source or
+	// its target is at another version than the pin's (0: not pinned).
+	Versions map[string]Pin
 	Change      ChangeOptions
 }
 
@@ -196,13 +200,20 @@ type PromotedChange struct {
 	Report      feature.Report `json:"report"`
 }
 
+// Pin is the versions of a feature in the source and the target of a
+// promotion that its author previewed.
+type Pin struct {
+	From int `json:"from"`
+	To   int `json:"to"`
+}
+
 // PromoteMany promotes the features keys from p.From to p.To as one batch:
 // every one or none. p.Change's MaxChurn bounds each feature's churn and
 // maxTotal, when not nil, their sum; an editor's batch is held to the
 // target's settings and refused where one of its changes would need an
 // approval (a batch is not a change request: promote such a feature
 // alone). p.FromVersion is not used: each feature is promoted as its
-// source is now.
+// source is now, unless p.Versions pins it.
 func (e *Environments) PromoteMany(ctx context.Context, keys []string, p PromoteOptions, maxTotal *float64) (BatchPromotion, error) {
 	out := BatchPromotion{From: p.From, To: p.To, DryRun: p.Change.DryRun, Features: []PromotedChange{}}
 	switch {
@@ -245,6 +256,9 @@ func (e *Environments) PromoteMany(ctx context.Context, keys []string, p Promote
 		if sources[i], err = src.Feature(ctx, key); err != nil {
 			return out, err
 		}
+		if pin := p.Versions[key]; pin.From != 0 && sources[i].Version != pin.From {
+			return out, feature.Errorf(feature.EPrecondition, "feature %q is at version %d in %s, not %d: review the promotion again; nothing was changed", key, sources[i].Version, p.From, pin.From)
+		}
 	}
 	if err := dst.mu.lock(ctx); err != nil {
 		return out, err
@@ -262,6 +276,9 @@ func (e *Environments) PromoteMany(ctx context.Context, keys []string, p Promote
 		cur, err := dst.current(ctx, key, ChangeOptions{})
 		if err != nil {
 			return out, err
+		}
+		if pin := p.Versions[key]; pin.To != 0 && cur.Feature().Version != pin.To {
+			return out, feature.Errorf(feature.EPrecondition, "feature %q is at version %d in %s, not %d: review the promotion again; nothing was changed", key, cur.Feature().Version, p.To, pin.To)
 		}
 		res, v, cc, err := dst.prepare(cur, ch, opts)
 		if _, approval := err.(*needsApproval); approval || res.Needs == "approval" {

@@ -457,3 +457,52 @@ func TestEnvironmentPages(t *testing.T) {
 		t.Errorf("a scoped admin: environments page = %d", code)
 	}
 }
+
+// TestBrowserBatchPromote: the compare page promotes the ticked features
+// as one batch: its preview gives the API's total churn; a feature that
+// moves on after the preview makes Apply refuse the whole batch; applied
+// afresh, it leaves nothing to compare.
+func TestBrowserBatchPromote(t *testing.T) {
+	a, envs, _ := envApp(t, false)
+	ctx := context.Background()
+	staging, _ := envs.Service("staging")
+	prod, _ := envs.Service(rollout.Production)
+	fifty := 50
+	if _, err := staging.Change(ctx, "dark-mode", rollout.UpdateBucket("on", &fifty, nil), rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dry, err := envs.PromoteMany(ctx, []string{"checkout", "dark-mode"}, rollout.PromoteOptions{From: "staging", To: rollout.Production, Change: rollout.ChangeOptions{DryRun: true}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := startBrowserOn(t, a)
+	compare := b.base + "/ui/environments/compare?from=staging&to=production"
+	b.do(chromedp.Navigate(compare), waitFor("#batch-promote"),
+		chromedp.Click(chromedp.CSS("#batch-promote button[type=submit]")), waitFor("#batch-promote .preview .apply"))
+	if got, want := b.text("#batch-promote .batch-total"), fmt.Sprintf("%.2f%%", 100*dry.TotalChurn); got != want {
+		t.Errorf("the batch's total = %q, want the API's %q", got, want)
+	}
+	if n := evaluate[int](b, `document.querySelectorAll('#batch-promote .batch-features li').length`); n != 2 {
+		t.Errorf("the batch preview lists %d features, want 2", n)
+	}
+	b.screenshots("env-batch-promote")
+
+	// Production's dark-mode moves on after the preview: nothing applies.
+	ten := 10
+	if _, err := prod.Change(ctx, "dark-mode", rollout.UpdateBucket("on", &ten, nil), rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := prod.Snapshot().Feature("checkout")
+	b.do(chromedp.Click(chromedp.CSS("#batch-promote .preview .apply")), waitFor("#batch-promote .error:not([hidden])"))
+	if got := b.text("#batch-promote .error"); !strings.Contains(got, "dark-mode") {
+		t.Errorf("the stale batch says %q, want dark-mode named", got)
+	}
+	if after, _ := prod.Snapshot().Feature("checkout"); after.Version != before.Version {
+		t.Errorf("a refused batch changed checkout in production: version %d → %d", before.Version, after.Version)
+	}
+
+	b.do(chromedp.Navigate(compare), waitFor("#batch-promote"),
+		chromedp.Click(chromedp.CSS("#batch-promote button[type=submit]")), waitFor("#batch-promote .preview .apply"),
+		chromedp.Click(chromedp.CSS("#batch-promote .preview .apply")), waitFor("#compare-same"))
+	b.checkConsole()
+}

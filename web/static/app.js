@@ -622,7 +622,7 @@
     if (status === 403) return { error: 'Your token may read features but not change them. Nothing was changed.' };
     if (!e) return { error: 'The server could not make the change and did not say why. Nothing was changed; try again in a moment.' };
     if (e.code === 'precondition_failed' || status === 412) {
-      return { error: 'Someone changed this feature since the page was loaded, so nothing was changed. Reload to see their change, then decide again.', reload: true };
+      return { error: 'Someone changed this feature since the page was loaded, so nothing was changed. Reload to see their change, then decide again.', reload: true, detail: e.message };
     }
     // The form shows where; the message says what (the API starts it with
     // the field it is about, which it names in e.field too).

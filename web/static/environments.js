@@ -176,5 +176,64 @@
         promote(f, key, source, target, null, '', after(key, target));
       });
     }
+    const batch = document.getElementById('batch-promote');
+    if (batch) batch.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      promoteBatch(batch, compare);
+    });
+  }
+
+  // promoteBatch previews, then on Apply makes, the promotion of the ticked
+  // features of the compare page as one batch, each pinned to the
+  // versions of both sides the page shows.
+  async function promoteBatch(form, compare) {
+    clearOutcome(form);
+    const keys = [...document.querySelectorAll('input[name=batch]:checked')].map((i) => i.value);
+    if (keys.length === 0) {
+      showError(form, 'Tick at least one feature to promote.');
+      return;
+    }
+    const versions = {};
+    for (const key of keys) {
+      const row = document.querySelector('tr.compare-row[data-key="' + CSS.escape(key) + '"]');
+      versions[key] = { from: Number(row.dataset.fromVersion), to: Number(row.dataset.toVersion) };
+    }
+    const body = { from: compare.from, to: compare.to, features: keys, versions };
+    const comment = form.elements.comment.value.trim();
+    if (comment) body.comment = comment;
+    const req = { method: 'POST', path: '/api/environments/promote', body };
+    setBusy(form, true);
+    const dry = await send(req, true);
+    setBusy(form, false);
+    if (dry.error) {
+      showError(form, dry.error, dry.reload);
+      return;
+    }
+    const target = compare.to_name;
+    const total = dry.body.total_churn || 0;
+    const box = form.querySelector('.preview');
+    const items = (dry.body.features || []).map((f) => el('li', { 'data-key': f.feature }, f.feature + ': ' +
+      (f.to_version === f.from_version ? 'alike already, unchanged' : pct(f.churn || 0) + ' of its users move')));
+    const button = el('button', { type: 'button', class: 'apply' + (compare.to_protected ? ' danger' : '') }, 'Apply ' + keys.length + (keys.length === 1 ? ' promotion' : ' promotions') + ' to ' + target);
+    box.replaceChildren(
+      el('h4', { tabindex: '-1' }, 'Preview in ' + target + (compare.to_protected ? ' (protected)' : '')),
+      el('p', { class: 'outcome' }, el('b', { class: 'big batch-total' }, pct(total)), ' of users in all, summed over the features'),
+      el('ul', { class: 'promote-moves batch-features' }, ...items),
+      button);
+    box.hidden = false;
+    box.querySelector('h4').focus();
+    button.addEventListener('click', async () => {
+      setBusy(form, true);
+      const res = await send(req, false);
+      setBusy(form, false);
+      if (res.error) {
+        box.hidden = true;
+        // A batch names the feature that moved on.
+        const text = res.detail ? res.detail.charAt(0).toUpperCase() + res.detail.slice(1) + '. Reload the page to see it.' : res.error;
+        showError(form, text, res.reload);
+        return;
+      }
+      window.location.reload();
+    });
   }
 })();
