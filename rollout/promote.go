@@ -43,7 +43,7 @@ type PromoteOptions struct {
 	// refused with EPrecondition, and the batch with it, if its source or
 	// its target is at another version than the pin's (0: not pinned).
 	Versions map[string]Pin
-	Change      ChangeOptions
+	Change   ChangeOptions
 }
 
 // Promote makes the feature key in the environment p.To as it is in
