@@ -234,6 +234,7 @@ func writeRoutes(rampID, tokenID func() string) []struct {
 		// Environments (the trail read is production's and every environment's).
 		{"POST /api/environments", "admin", "POST", "/api/environments", map[string]any{"key": "staging", "name": "Staging", "copy_from": "production"}, "environment_create"}, // its features' first versions are staging's events
 		{"PATCH /api/environments/:env", "admin", "PATCH", "/api/environments/staging", map[string]any{"name": "Stage"}, "environment_change"},
+		{"", "admin", "PUT", "/api/features/f/buckets/treatment?env=staging", map[string]any{"replicas": 7}, ""}, // staging differs, so the promotion writes; its event is in staging's trail
 		{"POST /api/features/:key/promote", "admin", "POST", "/api/features/f/promote", map[string]any{"from": "staging", "to": "production"}, "promote"},
 		{"POST /api/environments/promote", "admin", "POST", "/api/environments/promote", map[string]any{"from": "staging", "to": "production", "features": []string{"f"}}, ""}, // alike: nothing to write
 		{"DELETE /api/environments/:env", "admin", "DELETE", "/api/environments/staging", nil, "environment_delete"},
