@@ -356,8 +356,12 @@ func TestBrowserEnvironmentsAdmin(t *testing.T) {
 	if got := b.text("#env-done"); got != "Environment dev is protected." {
 		t.Errorf("after protecting: %q", got)
 	}
-	if e, _ := envs.Get("dev"); e.Name != "Dev box" || !e.Protected {
-		t.Errorf("dev is %+v, want named Dev box and protected", e)
+	b.do(chromedp.Click(chromedp.CSS(`input.env-comment[data-env="dev"]`)), waitFor(`input.env-comment[data-env="dev"][checked]`))
+	if got := b.text("#env-done"); got != "Environment dev requires a comment on every change." {
+		t.Errorf("after requiring comments: %q", got)
+	}
+	if e, _ := envs.Get("dev"); e.Name != "Dev box" || !e.Protected || !e.RequireComment {
+		t.Errorf("dev is %+v, want named Dev box, protected and requiring comments", e)
 	}
 	b.screenshots("env-admin")
 

@@ -328,7 +328,7 @@
     form.addEventListener('submit', async (ev) => {
       ev.preventDefault();
       show('env-error', '');
-      const body = { key: form.key.value.trim(), name: form.name.value.trim(), protected: form.protected.checked };
+      const body = { key: form.key.value.trim(), name: form.name.value.trim(), protected: form.protected.checked, require_comment: form.require_comment.checked };
       if (form.copy_from.value) body.copy_from = form.copy_from.value;
       const btn = form.querySelector('button[type=submit]');
       btn.disabled = true;
@@ -354,6 +354,16 @@
         box.disabled = false;
         if (r.error) { box.checked = !box.checked; show('env-error', r.error); return; }
         done('Environment ' + box.dataset.env + (r.body.protected ? ' is protected.' : ' is no longer protected.'));
+      });
+    }
+    for (const box of document.querySelectorAll('input.env-comment')) {
+      box.addEventListener('change', async () => {
+        show('env-error', '');
+        box.disabled = true;
+        const r = await api('PATCH', '/api/environments/' + encodeURIComponent(box.dataset.env), { require_comment: box.checked });
+        box.disabled = false;
+        if (r.error) { box.checked = !box.checked; show('env-error', r.error); return; }
+        done('Environment ' + box.dataset.env + (r.body.require_comment ? ' requires a comment on every change.' : ' no longer requires comments.'));
       });
     }
     for (const b of document.querySelectorAll('button.env-delete')) {
