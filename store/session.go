@@ -16,8 +16,12 @@ import (
 // CreateSession stores a person's session and records its audit event.
 func (db *DB) CreateSession(ctx context.Context, s auth.Session) error {
 	return db.writeTx(ctx, "create session", func(tx *tx) error {
-		_, err := tx.exec(`INSERT INTO people_sessions (id, person, subject, role, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`,
-			s.ID, s.Person, s.Subject, string(s.Role), db.d.Time(s.CreatedAt), db.d.Time(s.ExpiresAt))
+		var env any
+		if s.Environment != "" {
+			env = s.Environment
+		}
+		_, err := tx.exec(`INSERT INTO people_sessions (id, person, subject, role, environment, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			s.ID, s.Person, s.Subject, string(s.Role), env, db.d.Time(s.CreatedAt), db.d.Time(s.ExpiresAt))
 		if tx.constraint(err) == PrimaryKey {
 			return feature.Errorf(feature.EConflict, "a session with that ID already exists")
 		}
@@ -26,7 +30,7 @@ func (db *DB) CreateSession(ctx context.Context, s auth.Session) error {
 		}
 		if err := tx.appendAudit(audit.Event{
 			Time: s.CreatedAt, Actor: s.Actor(), Kind: audit.SessionCreate, Subject: s.Person,
-			Summary: fmt.Sprintf("signed in with single sign-on as %s", s.Role),
+			Summary: fmt.Sprintf("signed in with single sign-on as %s%s", s.Role, map[bool]string{true: " in environment " + s.Environment}[s.Environment != ""]),
 		}); err != nil {
 			return err
 		}
@@ -39,7 +43,7 @@ func (db *DB) CreateSession(ctx context.Context, s auth.Session) error {
 func (db *DB) Sessions(ctx context.Context, now time.Time) ([]auth.Session, error) {
 	var out []auth.Session
 	err := db.readTx(ctx, "list sessions", func(tx *tx) error {
-		rows, err := tx.query(`SELECT id, person, subject, role, created_at, expires_at FROM people_sessions
+		rows, err := tx.query(`SELECT id, person, subject, role, COALESCE(environment, ''), created_at, expires_at FROM people_sessions
 			WHERE revoked_at IS NULL AND expires_at > ? ORDER BY created_at, id{C}`, db.d.Time(now))
 		out, err = collect(rows, err, func(rows *sql.Rows) (auth.Session, error) {
 			var (
@@ -47,7 +51,7 @@ func (db *DB) Sessions(ctx context.Context, now time.Time) ([]auth.Session, erro
 				role             string
 				created, expires timestamp
 			)
-			if err := rows.Scan(&s.ID, &s.Person, &s.Subject, &role, &created, &expires); err != nil {
+			if err := rows.Scan(&s.ID, &s.Person, &s.Subject, &role, &s.Environment, &created, &expires); err != nil {
 				return auth.Session{}, err
 			}
 			s.Role, s.CreatedAt, s.ExpiresAt = auth.Role(role), created.T, expires.T

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/environment"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -43,9 +44,10 @@ type SSOConfig struct {
 	// RoleClaim is the claim that carries the person's groups or roles
 	// (a string or a list of strings); "" means "groups".
 	RoleClaim string
-	// Roles maps the claim's values to roles; a person with several gets
-	// the most powerful, one with none DefaultRole ("" means viewer).
-	Roles       map[string]auth.Role
+	// Roles maps the claim's values to the roles they grant; a person
+	// with several gets the most powerful (unscoped before scoped), one
+	// with none DefaultRole ("" means viewer) in every environment.
+	Roles       map[string]Grant
 	DefaultRole auth.Role
 	// Lifetime is how long a session lasts; 0 means 12 hours.
 	Lifetime time.Duration
@@ -63,11 +65,20 @@ const (
 	maxSSOParam      = 2048 // bytes of the callback's code and state
 )
 
-// ParseRoleMap reads a mapping such as "flag-admins=admin,pm=editor": the
-// values of the role claim, each with the role it grants (admin, editor or
-// viewer).
-func ParseRoleMap(text string) (map[string]auth.Role, error) {
-	m := map[string]auth.Role{}
+// Grant is what a value of the role claim grants: a role, in every
+// environment or, when Environment is not "", in that one alone (as a
+// token scoped to it).
+type Grant struct {
+	Role        auth.Role
+	Environment string
+}
+
+// ParseRoleMap reads a mapping such as
+// "flag-admins=admin,pm=editor,qa=editor@staging": the values of the role
+// claim, each with the role it grants (admin, editor or viewer), in every
+// environment or, after an @, in that one alone.
+func ParseRoleMap(text string) (map[string]Grant, error) {
+	m := map[string]Grant{}
 	for _, pair := range strings.Split(text, ",") {
 		pair = strings.TrimSpace(pair)
 		if pair == "" {
@@ -75,11 +86,17 @@ func ParseRoleMap(text string) (map[string]auth.Role, error) {
 		}
 		group, role, ok := strings.Cut(pair, "=")
 		group, role = strings.TrimSpace(group), strings.TrimSpace(role)
+		role, env, scoped := strings.Cut(role, "@")
 		r := auth.Role(role)
 		if !ok || group == "" || !personRole(r) {
-			return nil, fmt.Errorf("%q: give GROUP=ROLE, ROLE one of admin, editor, viewer", pair)
+			return nil, fmt.Errorf("%q: give GROUP=ROLE or GROUP=ROLE@ENVIRONMENT, ROLE one of admin, editor, viewer", pair)
 		}
-		m[group] = r
+		if scoped {
+			if err := environment.ValidateKey(env); err != nil {
+				return nil, fmt.Errorf("%q: %s", pair, feature.ErrorMessage(err))
+			}
+		}
+		m[group] = Grant{Role: r, Environment: env}
 	}
 	return m, nil
 }
@@ -243,11 +260,16 @@ func (h *handler) ssoCallback(c echo.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(oidc.ClientContext(c.Request().Context(), s.cfg.HTTPClient), ssoTimeout)
 	defer cancel()
-	person, subject, role, err := s.identify(ctx, code, st)
+	person, subject, grant, err := s.identify(ctx, code, st)
 	if err != nil {
 		return h.ssoRefused(c, http.StatusUnauthorized, err.Error()+".")
 	}
-	sess, err := s.tokens.StartSession(c.Request().Context(), person, subject, role, s.cfg.Lifetime)
+	if grant.Environment != "" {
+		if _, ok := h.envs.Get(grant.Environment); !ok {
+			return h.ssoRefused(c, http.StatusForbidden, "your group grants a role in environment "+grant.Environment+", which does not exist: ask an admin.")
+		}
+	}
+	sess, err := s.tokens.StartSessionIn(c.Request().Context(), person, subject, grant.Role, grant.Environment, s.cfg.Lifetime)
 	if err != nil {
 		if feature.ErrorCode(err) == feature.EInvalid {
 			return h.ssoRefused(c, http.StatusUnauthorized, feature.ErrorMessage(err))
@@ -255,7 +277,7 @@ func (h *handler) ssoCallback(c echo.Context) error {
 		return h.internal(c, err)
 	}
 	s.sessions.SignInPerson(c, sess)
-	h.log.Info("dashboard sign-in", "person", sess.Person, "role", sess.Role, "via", "sso")
+	h.log.Info("dashboard sign-in", "person", sess.Person, "role", sess.Role, "environment", sess.Environment, "via", "sso")
 	// A page of this site moves on, so that the strict session cookie
 	// is sent: a redirect would still belong to the provider's
 	// navigation.
@@ -271,30 +293,30 @@ type ssoClaims struct {
 
 // identify exchanges the code and verifies the ID token: who signed in,
 // and their role.
-func (s *SSO) identify(ctx context.Context, code string, st ssoState) (person, subject string, role auth.Role, err error) {
+func (s *SSO) identify(ctx context.Context, code string, st ssoState) (person, subject string, grant Grant, err error) {
 	tok, err := s.oauth(st.redirect).Exchange(ctx, code, oauth2.VerifierOption(st.verifier))
 	if err != nil {
-		return "", "", "", errors.New("the provider refused the code")
+		return "", "", Grant{}, errors.New("the provider refused the code")
 	}
 	raw, _ := tok.Extra("id_token").(string)
 	if raw == "" {
-		return "", "", "", errors.New("the provider sent no ID token")
+		return "", "", Grant{}, errors.New("the provider sent no ID token")
 	}
 	idt, err := s.verifier.Verify(ctx, raw)
 	if err != nil {
 		var expired *oidc.TokenExpiredError
 		if errors.As(err, &expired) {
-			return "", "", "", errors.New("the ID token has expired")
+			return "", "", Grant{}, errors.New("the ID token has expired")
 		}
-		return "", "", "", errors.New("the ID token is not valid (" + s.idTokenProblem(raw, err) + ")")
+		return "", "", Grant{}, errors.New("the ID token is not valid (" + s.idTokenProblem(raw, err) + ")")
 	}
 	if subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(st.nonce)) != 1 {
-		return "", "", "", errors.New("the ID token was not issued for this sign-in")
+		return "", "", Grant{}, errors.New("the ID token was not issued for this sign-in")
 	}
 	var c ssoClaims
 	all := map[string]any{}
 	if err := idt.Claims(&c); err != nil {
-		return "", "", "", errors.New("the ID token's claims cannot be read")
+		return "", "", Grant{}, errors.New("the ID token's claims cannot be read")
 	}
 	_ = idt.Claims(&all)
 	if c.Email == "" || all[s.cfg.RoleClaim] == nil {
@@ -346,8 +368,9 @@ func (s *SSO) idTokenProblem(raw string, err error) string {
 }
 
 // roleOf maps the role claim's value (a string, space- or comma-separated,
-// or a list) to the most powerful role it grants.
-func (s *SSO) roleOf(claim any) auth.Role {
+// or a list) to the most powerful grant it makes: the highest role, in
+// every environment before one alone.
+func (s *SSO) roleOf(claim any) Grant {
 	var values []string
 	switch v := claim.(type) {
 	case string:
@@ -359,10 +382,17 @@ func (s *SSO) roleOf(claim any) auth.Role {
 			}
 		}
 	}
-	best := s.cfg.DefaultRole
+	best := Grant{Role: s.cfg.DefaultRole}
+	rank := func(g Grant) int {
+		r := 2 * slices.Index(auth.Roles, g.Role)
+		if g.Environment != "" {
+			r++
+		}
+		return r
+	}
 	for _, v := range values {
-		if r, ok := s.cfg.Roles[v]; ok && slices.Index(auth.Roles, r) < slices.Index(auth.Roles, best) {
-			best = r
+		if g, ok := s.cfg.Roles[v]; ok && rank(g) < rank(best) {
+			best = g
 		}
 	}
 	return best

@@ -45,6 +45,7 @@ var ssoPeople = []struct {
 	{"u-ann", "ann", "ann-pass", "ann@example.com", []string{"flag-admins"}},
 	{"u-pat", "pat", "pat-pass", "pat@example.com", []string{"pm", "staff"}},
 	{"u-vic", "vic", "vic-pass", "vic@example.com", nil},
+	{"u-sam", "sam", "sam-pass", "sam@example.com", []string{"qa"}},
 }
 
 // people is the provider's user store.
@@ -162,22 +163,30 @@ func newSSOWorld(t *testing.T) *ssoWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := rollout.NewService(ctx, db, nil)
+	envs, err := rollout.NewEnvironments(ctx, db, func(env string) rollout.Store { return db.In(env) }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	svc, _ := envs.Service(rollout.Production)
 	access := api.NewAuth(w.tokens, nil)
+	roles, err := web.ParseRoleMap("flag-admins=admin, pm=editor, qa=editor@staging")
+	if err != nil {
+		t.Fatal(err)
+	}
 	sso, err := web.NewSSO(ctx, web.SSOConfig{Issuer: w.issuer, ClientID: "rollout", ClientSecret: "rollout-secret",
-		Roles: map[string]auth.Role{"flag-admins": auth.RoleAdmin, "pm": auth.RoleEditor}, HTTPClient: &http.Client{Transport: tamperer{w}, Timeout: 10 * time.Second}},
+		Roles: roles, HTTPClient: &http.Client{Transport: tamperer{w}, Timeout: 10 * time.Second}},
 		w.tokens, access)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hooks := webhook.NewHooks(db, nil)
-	e := api.New(svc, api.Options{Auth: access, Plans: testPlanLimits, Webhooks: hooks,
-		Routes: web.Routes(svc, web.Options{Sessions: access, Webhooks: hooks, SSO: sso})})
+	e := api.New(svc, api.Options{Auth: access, Plans: testPlanLimits, Webhooks: hooks, Environments: envs,
+		Routes: web.Routes(svc, web.Options{Sessions: access, Webhooks: hooks, SSO: sso, Environments: envs})})
 	w.a = &app{e: e, svc: svc, db: db}
 	w.a.seed(t)
+	if _, err := envs.Create(ctx, rollout.Environment{Key: "staging", Name: "Staging"}, rollout.EnvironmentOptions{CopyFrom: rollout.Production}); err != nil {
+		t.Fatal(err)
+	}
 	srv.Config.Handler = e
 	srv.Start()
 	t.Cleanup(srv.Close)
@@ -579,4 +588,34 @@ func TestBrowserSSO(t *testing.T) {
 	b.do(chromedp.Click(chromedp.CSS(".signout button")), waitFor("#sso-sign-in"))
 	b.do(chromedp.Navigate(w.base+"/ui/"), waitFor("#sso-sign-in"))
 	b.checkConsole()
+}
+
+// TestSSOScopedRole: a group mapped to a role in one environment
+// (qa=editor@staging) signs its people in as that role there alone: they
+// change staging, and are refused production as a token scoped to staging
+// is; the session says so. A map naming a bad environment is refused.
+func TestSSOScopedRole(t *testing.T) {
+	w := newSSOWorld(t)
+	cl, code, body := w.signIn(t, "sam", "sam-pass")
+	if code != http.StatusOK {
+		t.Fatalf("sam's sign-in = %d %s", code, body)
+	}
+	if code, body := send(t, cl, http.MethodPut, w.base+"/api/features/dark-mode/overrides/qa-sam?env=staging", `{"bucket":"on"}`); code != http.StatusOK {
+		t.Errorf("sam's change in staging = %d %s, want 200", code, body)
+	}
+	if code, body := send(t, cl, http.MethodPut, w.base+"/api/features/dark-mode/overrides/qa-sam?env=production", `{"bucket":"on"}`); code != http.StatusForbidden {
+		t.Errorf("sam's change in production = %d %s, want 403", code, body)
+	}
+	if code, body := send(t, cl, http.MethodGet, w.base+"/api/features/dark-mode", ""); code != http.StatusOK || !strings.Contains(body, `"environment":"staging"`) {
+		t.Errorf("sam's read without ?env = %d %s, want staging's feature", code, body)
+	}
+	sessions, err := w.tokens.Sessions(context.Background())
+	if err != nil || len(sessions) != 1 || sessions[0].Environment != "staging" || sessions[0].Role != auth.RoleEditor {
+		t.Errorf("sessions = %+v, %v; want sam's editor session in staging", sessions, err)
+	}
+	for _, bad := range []string{"qa=editor@", "qa=editor@Not Valid", "qa=owner@staging"} {
+		if _, err := web.ParseRoleMap(bad); err == nil {
+			t.Errorf("ParseRoleMap(%q) accepted it", bad)
+		}
+	}
 }

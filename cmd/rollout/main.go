@@ -232,7 +232,7 @@ func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) str
 	oidcRedirect := fs.String("oidc-redirect-url", getenv("ROLLOUT_OIDC_REDIRECT_URL"),
 		"the dashboard's URL /ui/login/callback as registered at the provider; default: from each request's host (env ROLLOUT_OIDC_REDIRECT_URL)")
 	oidcRoleClaim := fs.String("oidc-role-claim", envOr(getenv, "ROLLOUT_OIDC_ROLE_CLAIM", "groups"), "the ID token's claim that lists a person's groups (env ROLLOUT_OIDC_ROLE_CLAIM)")
-	oidcRoles := fs.String("oidc-roles", getenv("ROLLOUT_OIDC_ROLES"), "the role each group grants, such as flag-admins=admin,pm=editor (env ROLLOUT_OIDC_ROLES)")
+	oidcRoles := fs.String("oidc-roles", getenv("ROLLOUT_OIDC_ROLES"), "the role each group grants, such as flag-admins=admin,pm=editor,qa=editor@staging (ROLE@ENV: in that environment alone) (env ROLLOUT_OIDC_ROLES)")
 	oidcDefault := fs.String("oidc-default-role", envOr(getenv, "ROLLOUT_OIDC_DEFAULT_ROLE", "viewer"), "the role of people in none of those groups (env ROLLOUT_OIDC_DEFAULT_ROLE)")
 	if env := getenv("ROLLOUT_SYNC_INTERVAL"); env != "" {
 		d, err := time.ParseDuration(env)

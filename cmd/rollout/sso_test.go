@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/web"
 )
 
 // TestServeSSOFlags: the --oidc-* flags and their ROLLOUT_OIDC_* variables
@@ -23,7 +24,7 @@ func TestServeSSOFlags(t *testing.T) {
 	if err := os.WriteFile(open, []byte("s3cret\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	parse := func(args []string, env map[string]string) (*auth.Role, map[string]auth.Role, string, error) {
+	parse := func(args []string, env map[string]string) (*auth.Role, map[string]web.Grant, string, error) {
 		s, err := parseServe(args, &bytes.Buffer{}, &bytes.Buffer{}, func(k string) string { return env[k] })
 		if err != nil || s.SSO == nil {
 			return nil, nil, "", err
@@ -31,14 +32,15 @@ func TestServeSSOFlags(t *testing.T) {
 		return &s.SSO.DefaultRole, s.SSO.Roles, s.SSO.ClientSecret + "|" + s.SSO.Issuer + "|" + s.SSO.ClientID + "|" + s.SSO.RoleClaim, nil
 	}
 	def, roles, rest, err := parse([]string{"--oidc-issuer", "https://id.example.com/realms/r", "--oidc-client-id", "rollout",
-		"--oidc-client-secret-file", secret, "--oidc-roles", "flag-admins=admin, pm=editor"}, nil)
-	if err != nil || *def != auth.RoleViewer || roles["flag-admins"] != auth.RoleAdmin || roles["pm"] != auth.RoleEditor || len(roles) != 2 ||
+		"--oidc-client-secret-file", secret, "--oidc-roles", "flag-admins=admin, pm=editor, qa=viewer@staging"}, nil)
+	if err != nil || *def != auth.RoleViewer || roles["flag-admins"] != (web.Grant{Role: auth.RoleAdmin}) || roles["pm"] != (web.Grant{Role: auth.RoleEditor}) ||
+		roles["qa"] != (web.Grant{Role: auth.RoleViewer, Environment: "staging"}) || len(roles) != 3 ||
 		rest != "s3cret|https://id.example.com/realms/r|rollout|groups" {
 		t.Fatalf("flags: default %v, roles %v, %q, %v", def, roles, rest, err)
 	}
 	def, roles, rest, err = parse(nil, map[string]string{"ROLLOUT_OIDC_ISSUER": "https://id.example.com", "ROLLOUT_OIDC_CLIENT_ID": "r",
 		"ROLLOUT_OIDC_ROLE_CLAIM": "roles", "ROLLOUT_OIDC_ROLES": "ops=editor", "ROLLOUT_OIDC_DEFAULT_ROLE": "editor"})
-	if err != nil || *def != auth.RoleEditor || roles["ops"] != auth.RoleEditor || rest != "|https://id.example.com|r|roles" {
+	if err != nil || *def != auth.RoleEditor || roles["ops"] != (web.Grant{Role: auth.RoleEditor}) || rest != "|https://id.example.com|r|roles" {
 		t.Fatalf("environment: default %v, roles %v, %q, %v", def, roles, rest, err)
 	}
 	if def, _, _, err := parse(nil, nil); def != nil || err != nil {
@@ -53,6 +55,7 @@ func TestServeSSOFlags(t *testing.T) {
 		{[]string{"--oidc-issuer", "id.example.com", "--oidc-client-id", "r"}, "--oidc-issuer"},
 		{[]string{"--oidc-issuer", "https://id.example.com", "--oidc-client-id", "r", "--oidc-roles", "pm=root"}, "--oidc-roles"},
 		{[]string{"--oidc-issuer", "https://id.example.com", "--oidc-client-id", "r", "--oidc-roles", "pm"}, "--oidc-roles"},
+		{[]string{"--oidc-issuer", "https://id.example.com", "--oidc-client-id", "r", "--oidc-roles", "pm=editor@Bad Env"}, "--oidc-roles"},
 		{[]string{"--oidc-issuer", "https://id.example.com", "--oidc-client-id", "r", "--oidc-default-role", "sdk"}, "--oidc-default-role"},
 		{[]string{"--oidc-issuer", "https://id.example.com", "--oidc-client-id", "r", "--oidc-client-secret-file", open}, "chmod"},
 		{[]string{"--oidc-issuer", "https://id.example.com", "--oidc-client-id", "r", "--oidc-client-secret-file", filepath.Join(dir, "none")}, "--oidc-client-secret-file"},

@@ -2,5 +2,10 @@
 -- An environment may require a comment on every change made there.
 ALTER TABLE environments ADD COLUMN require_comment INTEGER NOT NULL DEFAULT 0;
 
+-- A person's session may be scoped to one environment, as a token is (its
+-- role granted there alone); NULL: every environment.
+ALTER TABLE people_sessions ADD COLUMN environment TEXT;
+
 -- +goose Down
+ALTER TABLE people_sessions DROP COLUMN environment;
 ALTER TABLE environments DROP COLUMN require_comment;

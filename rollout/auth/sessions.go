@@ -19,12 +19,15 @@ type Session struct {
 	// or subject at the provider.
 	Person string `json:"person"`
 	// Subject is the provider's stable identifier of the person.
-	Subject   string     `json:"subject"`
-	Role      Role       `json:"role"`
-	CreatedAt time.Time  `json:"created_at"`
-	ExpiresAt time.Time  `json:"expires_at"`
-	RevokedAt *time.Time `json:"revoked_at,omitempty"`
-	RevokedBy string     `json:"revoked_by,omitempty"`
+	Subject string `json:"subject"`
+	Role    Role   `json:"role"`
+	// Environment, when not "", is the one environment the role is
+	// granted in, as a scoped token's (Token.Environment).
+	Environment string     `json:"environment,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	ExpiresAt   time.Time  `json:"expires_at"`
+	RevokedAt   *time.Time `json:"revoked_at,omitempty"`
+	RevokedBy   string     `json:"revoked_by,omitempty"`
 }
 
 // SSOSuffix ends the actor of a person signed in with single sign-on.
@@ -41,7 +44,7 @@ const SessionTokenPrefix = "sso:"
 // Token is the session as the token a request is made with: its ID is
 // SessionTokenPrefix and the session's, its name the person's Actor.
 func (s Session) Token() Token {
-	return Token{ID: SessionTokenPrefix + s.ID, Name: s.Actor(), Role: s.Role, CreatedAt: s.CreatedAt, CreatedBy: "sso"}
+	return Token{ID: SessionTokenPrefix + s.ID, Name: s.Actor(), Role: s.Role, Environment: s.Environment, CreatedAt: s.CreatedAt, CreatedBy: "sso"}
 }
 
 // Bounds of a session's fields, which come from the identity provider.
@@ -84,8 +87,14 @@ type SessionStore interface {
 // StartSession stores a new session of person (subject at the provider)
 // with role, lasting lifetime from now, and returns it.
 func (t *Tokens) StartSession(ctx context.Context, person, subject string, role Role, lifetime time.Duration) (Session, error) {
+	return t.StartSessionIn(ctx, person, subject, role, "", lifetime)
+}
+
+// StartSessionIn is StartSession with the role granted in the environment
+// env alone ("": every environment).
+func (t *Tokens) StartSessionIn(ctx context.Context, person, subject string, role Role, env string, lifetime time.Duration) (Session, error) {
 	now := t.now().UTC().Truncate(time.Second)
-	s := Session{ID: rand.Text(), Person: person, Subject: subject, Role: role, CreatedAt: now, ExpiresAt: now.Add(lifetime)}
+	s := Session{ID: rand.Text(), Person: person, Subject: subject, Role: role, Environment: env, CreatedAt: now, ExpiresAt: now.Add(lifetime)}
 	if err := s.Validate(); err != nil {
 		return Session{}, err
 	}
