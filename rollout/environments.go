@@ -448,8 +448,12 @@ func joinWords(ws []string) string {
 
 // OneEnvironment returns environments of svc alone, production, which
 // cannot be changed: for a Service used without a store of environments
-// (tests, tools).
+// (tests, tools). A Service that is already one of environments keeps
+// them: they are returned, so that their settings and protection hold.
 func OneEnvironment(svc *Service) *Environments {
+	if svc.envs != nil {
+		return svc.envs
+	}
 	e := &Environments{store: noEnvironments{}, now: svc.now, cancels: map[*Service]context.CancelFunc{}}
 	svc.envs = e
 	e.state.Store(&envState{list: []Environment{{Key: svc.env, Name: svc.env}}, services: map[string]*Service{svc.env: svc}})
