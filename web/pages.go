@@ -59,9 +59,10 @@ type featurePage struct {
 	OverTime      sharesChart
 	RollbackTo    []rollbackOption
 	Lookup        lookupView
-	Ramps         []rampView // newest first
-	LiveRamp      bool       // one is active or paused: no other can start
-	PM            pmView     // the header's words for a product manager (pm.go)
+	Ramps         []rampView         // newest first
+	LiveRamp      bool               // one is active or paused: no other can start
+	Schedules     []rollout.Schedule // the pending scheduled changes, soonest first (schedules.html)
+	PM            pmView             // the header's words for a product manager (pm.go)
 	Now           time.Time
 	Data          pageData
 	// OpenRequests are the feature's change requests waiting for a
@@ -274,6 +275,9 @@ func (h *handler) feature(c echo.Context) error {
 	p.Data.LastDay, p.Data.ChurnLimit = exposures.LastDay, churnLimit(ctx, svc)
 	for _, r := range p.Ramps {
 		p.LiveRamp = p.LiveRamp || r.Live
+	}
+	if p.Schedules, err = svc.Schedules(ctx, rollout.ScheduleQuery{Feature: key, Status: rollout.SchedulePending}); err != nil {
+		return h.internal(c, err)
 	}
 
 	if changed := c.QueryParam("changed"); changed != "" {
