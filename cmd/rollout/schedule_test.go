@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -132,6 +133,45 @@ func TestScheduleDueWhileStopped(t *testing.T) {
 			}
 			if f := s.must(200, "GET", "/api/features/banner", nil); f["enabled"] != false {
 				t.Errorf("banner enabled = %v, want false", f["enabled"])
+			}
+		})
+	}
+}
+
+// TestServeScheduleInterval: --schedule-interval and
+// ROLLOUT_SCHEDULE_INTERVAL reach the server (the flag over the
+// environment); an interval below 10ms, or not a duration, is refused.
+func TestServeScheduleInterval(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    time.Duration
+		wantErr string
+	}{
+		{name: "default", want: 10 * time.Second},
+		{name: "flag", args: []string{"--schedule-interval", "1s"}, want: time.Second},
+		{name: "environment", env: map[string]string{"ROLLOUT_SCHEDULE_INTERVAL": "30s"}, want: 30 * time.Second},
+		{name: "flag over environment", args: []string{"--schedule-interval", "2s"}, env: map[string]string{"ROLLOUT_SCHEDULE_INTERVAL": "30s"}, want: 2 * time.Second},
+		{name: "too short", args: []string{"--schedule-interval", "1ms"}, wantErr: "--schedule-interval"},
+		{name: "bad environment", env: map[string]string{"ROLLOUT_SCHEDULE_INTERVAL": "often"}, wantErr: "ROLLOUT_SCHEDULE_INTERVAL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			s, err := parseServe(tt.args, &stdout, &stderr, func(k string) string { return tt.env[k] })
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("parseServe(%q) error = %v, want one naming %s", tt.args, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.LogWriter.Close(context.Background())
+			if s.ScheduleInterval != tt.want {
+				t.Errorf("parseServe(%q) schedule interval = %v, want %v", tt.args, s.ScheduleInterval, tt.want)
 			}
 		})
 	}
