@@ -432,6 +432,8 @@ var kindLabels = map[audit.Kind]string{
 	audit.WebhookResume: "webhook resumed", audit.WebhookPaused: "webhook paused",
 	audit.SessionCreate: "signed in", audit.SessionRevoke: "session ended",
 	audit.MetricCreate: "metric created", audit.MetricDelete: "metric deleted",
+	audit.ScheduleCreate: "change scheduled", audit.ScheduleApply: "scheduled change applied",
+	audit.ScheduleFail: "scheduled change failed", audit.ScheduleCancel: "scheduled change canceled",
 	audit.ExperimentStart: "experiment started", audit.ExperimentStop: "experiment stopped",
 }
 
