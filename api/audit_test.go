@@ -231,6 +231,10 @@ func writeRoutes(rampID, tokenID func() string) []struct {
 		{"POST /api/features/:key/ramps/:id/pause", "editor", "POST", "/api/features/f/ramps/{ramp}/pause", nil, "ramp_pause"},
 		{"POST /api/features/:key/ramps/:id/resume", "editor", "POST", "/api/features/f/ramps/{ramp}/resume", nil, "ramp_resume"},
 		{"POST /api/features/:key/ramps/:id/cancel", "editor", "POST", "/api/features/f/ramps/{ramp}/cancel", nil, "ramp_cancel"},
+		{"POST /api/features/:key/schedules", "editor", "POST", "/api/features/f/schedules", map[string]any{"at": time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339),
+			"change": map[string]any{"kind": "patch", "body": map[string]any{"description": "later"}}}, "schedule_create"},
+		{"POST /api/features/:key/schedules/:id/cancel", "editor", "POST", "/api/features/f/schedules/{schedule}/cancel", nil, "schedule_cancel"},
+		{"POST /api/features/:key/schedules/:id/cancel", "editor", "POST", "/api/features/f/schedules/{schedule}/cancel", nil, ""}, // canceled already: 409
 		// Environments (the trail read is production's and every environment's).
 		{"POST /api/environments", "admin", "POST", "/api/environments", map[string]any{"key": "staging", "name": "Staging", "copy_from": "production"}, "environment_create"}, // its features' first versions are staging's events
 		{"PATCH /api/environments/:env", "admin", "PATCH", "/api/environments/staging", map[string]any{"name": "Stage"}, "environment_change"},
@@ -275,12 +279,12 @@ var readOnlyWrites = []string{
 // event before it. A new write route not listed here fails the test.
 func TestNoRouteLosesAudit(t *testing.T) {
 	g := newGuardedServer(t)
-	var rampID, tokenID, requestID, hookID, experimentID string
+	var rampID, tokenID, requestID, hookID, experimentID, scheduleID string
 	covered := map[string]bool{}
 	before := g.allEvents(t)
 	for _, step := range writeRoutes(func() string { return rampID }, func() string { return tokenID }) {
 		covered[step.route] = true
-		path := strings.NewReplacer("{ramp}", rampID, "{token}", tokenID, "{request}", requestID, "{hook}", hookID, "{experiment}", experimentID).Replace(step.path)
+		path := strings.NewReplacer("{ramp}", rampID, "{token}", tokenID, "{request}", requestID, "{hook}", hookID, "{experiment}", experimentID, "{schedule}", scheduleID).Replace(step.path)
 		status, body := g.send(t, step.role, step.method, path, step.body)
 		if step.kind != "" && status/100 != 2 {
 			t.Fatalf("%s %s = %d %s, want 2xx", step.method, path, status, body)
@@ -291,6 +295,13 @@ func TestNoRouteLosesAudit(t *testing.T) {
 			}
 			json.Unmarshal([]byte(body), &r)
 			rampID = r.Ramp.ID
+		}
+		if strings.HasSuffix(step.path, "/schedules") {
+			var r struct {
+				Schedule struct{ ID string } `json:"schedule"`
+			}
+			json.Unmarshal([]byte(body), &r)
+			scheduleID = r.Schedule.ID
 		}
 		if step.kind == "request_create" {
 			if status != http.StatusAccepted {

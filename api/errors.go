@@ -156,6 +156,12 @@ func decode(c echo.Context, v any) error {
 	if err != nil {
 		return decodeError(err)
 	}
+	return decodeBytes(data, v)
+}
+
+// decodeBytes is decode of a body already read, which starts with '{':
+// exactly one JSON value into v, refusing unknown fields and repeated keys.
+func decodeBytes(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

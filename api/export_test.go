@@ -70,3 +70,11 @@ func SetMaxActiveTokens(t interface{ Cleanup(func()) }, n int) {
 // RaceEnabled: the tests run under the race detector, which makes the
 // server's own work several times slower.
 const RaceEnabled = raceEnabled
+
+// SetScheduleRate sets the rate and burst of schedules a token makes until
+// the test ends.
+func SetScheduleRate(t interface{ Cleanup(func()) }, rate float64, burst int) {
+	oldRate, oldBurst := scheduleCreateRate, scheduleCreateBurst
+	scheduleCreateRate, scheduleCreateBurst = rate, burst
+	t.Cleanup(func() { scheduleCreateRate, scheduleCreateBurst = oldRate, oldBurst })
+}

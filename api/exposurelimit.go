@@ -45,13 +45,7 @@ func batchLimit(what string, rate float64, burst int) echo.MiddlewareFunc {
 			if tok, ok := TokenOf(c); ok {
 				return "token " + tok.ID, nil
 			}
-			// The connection's address, not RealIP's headers, which
-			// any client could vary to escape the limit.
-			host, _, err := net.SplitHostPort(c.Request().RemoteAddr)
-			if err != nil {
-				host = c.Request().RemoteAddr
-			}
-			return "address " + host, nil
+			return "address " + remoteHost(c), nil
 		},
 		DenyHandler: func(c echo.Context, _ string, _ error) error {
 			c.Response().Header().Set("Retry-After", retry)
@@ -60,4 +54,14 @@ func batchLimit(what string, rate float64, burst int) echo.MiddlewareFunc {
 		},
 	})
 	return limit
+}
+
+// remoteHost is the host of the request's connection: not RealIP's
+// headers, which any client could vary to escape a limit.
+func remoteHost(c echo.Context) string {
+	host, _, err := net.SplitHostPort(c.Request().RemoteAddr)
+	if err != nil {
+		return c.Request().RemoteAddr
+	}
+	return host
 }

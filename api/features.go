@@ -279,8 +279,13 @@ func (s *Server) patchFeature(c echo.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
+	return s.change(c, req.guards, req.change())
+}
+
+// change is the change a PATCH asks for (its body without the guards).
+func (req patchRequest) change() rollout.Change {
 	others := req.Description != nil || req.Enabled != nil || req.Fallback != nil || req.BucketBy != nil
-	return s.change(c, req.guards, req.withLabels(patchChange(req), others))
+	return req.withLabels(patchChange(req), others)
 }
 
 // deleteFeature is DELETE /api/features/K: it archives the feature (see

@@ -218,15 +218,25 @@ func (s *Server) setBuckets(c echo.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
+	ch, err := req.change()
+	if err != nil {
+		return err
+	}
+	return s.change(c, req.guards, ch)
+}
+
+// change is the change a PUT of buckets asks for (its body without the
+// guards).
+func (req setBucketsRequest) change() (rollout.Change, error) {
 	if req.Buckets == nil {
-		return badRequest(`give the whole list of buckets: {"buckets":[{"name":"A","replicas":100},…]}`)
+		return rollout.Change{}, badRequest(`give the whole list of buckets: {"buckets":[{"name":"A","replicas":100},…]}`)
 	}
 	for _, b := range req.Buckets {
 		if b.Replicas == nil {
-			return badRequest("bucket %q has no replicas: give every bucket its replicas", b.Name)
+			return rollout.Change{}, badRequest("bucket %q has no replicas: give every bucket its replicas", b.Name)
 		}
 	}
-	return s.change(c, req.guards, rollout.SetBuckets(buckets(req.Buckets)))
+	return rollout.SetBuckets(buckets(req.Buckets)), nil
 }
 
 // plannedBuckets returns the buckets of a new feature created with target

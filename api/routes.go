@@ -174,6 +174,12 @@ func (s *Server) routes(opts Options) []Route {
 		{Method: http.MethodPost, Path: "/api/features/:key/ramps/:id/pause", Access: auth.PermWrite, Handler: s.pauseRamp},
 		{Method: http.MethodPost, Path: "/api/features/:key/ramps/:id/resume", Access: auth.PermWrite, Handler: s.resumeRamp},
 		{Method: http.MethodPost, Path: "/api/features/:key/ramps/:id/cancel", Access: auth.PermWrite, Handler: s.cancelRamp},
+		// Scheduled changes (schedules.go).
+		{Method: http.MethodGet, Path: "/api/schedules", Access: auth.PermRead, Handler: s.listSchedules},
+		{Method: http.MethodGet, Path: "/api/features/:key/schedules", Access: auth.PermRead, Handler: s.listSchedules},
+		{Method: http.MethodPost, Path: "/api/features/:key/schedules", Access: auth.PermWrite, MaxBody: maxScheduleRequest, Handler: s.createSchedule,
+			Middleware: []echo.MiddlewareFunc{scheduleCreateLimit()}},
+		{Method: http.MethodPost, Path: "/api/features/:key/schedules/:id/cancel", Access: auth.PermWrite, Handler: s.cancelSchedule},
 
 		// Environments (environments.go): admins with tokens of every
 		// environment change them; promotions are a change of the target.

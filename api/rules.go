@@ -26,10 +26,20 @@ func (s *Server) setRules(c echo.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	if req.Rules == nil {
-		return badRequest(`give the rules: {"rules":[{"name":"staff","conditions":[{"attribute":"email","op":"ends_with","value":"@example.com"}],"serve":{"bucket":"on"}}]} ({"rules":[]} removes them)`)
+	ch, err := req.change()
+	if err != nil {
+		return err
 	}
-	return s.change(c, req.guards, rollout.SetRules(*req.Rules))
+	return s.change(c, req.guards, ch)
+}
+
+// change is the change a PUT of rules asks for (its body without the
+// guards).
+func (req rulesRequest) change() (rollout.Change, error) {
+	if req.Rules == nil {
+		return rollout.Change{}, badRequest(`give the rules: {"rules":[{"name":"staff","conditions":[{"attribute":"email","op":"ends_with","value":"@example.com"}],"serve":{"bucket":"on"}}]} ({"rules":[]} removes them)`)
+	}
+	return rollout.SetRules(*req.Rules), nil
 }
 
 // previewRules answers POST /api/features/K/preview with {"rules":[…]}:

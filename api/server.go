@@ -33,6 +33,7 @@
 //     and the guards of changes.
 //   - rules.go, segments.go: targeting rules and segments.
 //   - ramp.go: ramps of a feature's buckets.
+//   - schedules.go: scheduled changes, and the parser of their bodies (ScheduledChange).
 //   - experiments.go: metrics, tracked events (POST /api/track) and
 //     experiments with their results.
 //   - plan.go: the planner of buckets' moves, and its bounds.

@@ -25,7 +25,8 @@ import (
 type ArchiveStore interface {
 	// ArchiveFeature archives the served feature key, which must be at
 	// the given version, and records e (its FeatureID and Version set by
-	// the store); with an approval, marks that request applied
+	// the store), canceling its pending schedules (each with its
+	// schedule_cancel event); with an approval, marks that request applied
 	// (EConflict when it is no longer open); with settle, settles it.
 	// ENotFound when no feature key is served, EConflict when it is at
 	// another version.
@@ -41,7 +42,7 @@ type ArchiveStore interface {
 	// EConflict when it moved on.
 	RestoreFeature(ctx context.Context, f feature.Feature, v Version) error
 	// PurgeFeature removes the archived feature key with its history,
-	// exposures and ramps, keeping its audit events, records e and
+	// exposures, ramps and schedules, keeping its audit events, records e and
 	// settles settle.
 	// ENotFound when there is no feature key, EConflict when it is
 	// served (archive it first).

@@ -68,7 +68,7 @@ func VersionEvent(key, id string, v Version) audit.Event {
 	}
 	return audit.Event{
 		Time: v.Time, Actor: v.Actor, Kind: kind, Feature: key, FeatureID: id, Version: v.Version,
-		Summary: summary, Comment: v.Comment, Churn: &churn,
+		Summary: summary, Comment: v.Comment, Churn: &churn, Subject: v.Subject,
 	}
 }
 

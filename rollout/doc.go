@@ -46,6 +46,13 @@
 // Package rollout/ramp reckons them: what a ramp asks for (ramp.Spec),
 // its steps and states, its tolerance, and each step's replicas.
 //
+// Scheduled changes (schedule.go). A Schedule holds a change of a feature
+// (the body of PATCH /api/features/K, PUT …/rules or PUT …/buckets, parsed
+// by the route's own parser, a ScheduleParser) to apply at a set time as
+// actor ScheduleActor, or fail with the reason; ApplyDueSchedules claims
+// the due ones in the store (ScheduleStore), so that each applies on one
+// instance only, and RunSchedules does so at an interval.
+//
 // Documents (ascode.go). A document.Document (package rollout/document:
 // features and segments as code, their validation, plan and export) is
 // planned against the features as the service holds them

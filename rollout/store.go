@@ -30,6 +30,9 @@ type Version struct {
 	// VersionEvent); "" for a change (a create at version 1). Stores do
 	// not keep it in the version: its audit event holds it.
 	Kind audit.Kind `json:"-"`
+	// Subject is the Subject of its audit event: the schedule that made
+	// it, say ("": none).
+	Subject string `json:"-"`
 	// Request, when not nil, is the approval that applies the version:
 	// the store marks the request applied in the version's transaction,
 	// or refuses the version with EConflict when the request is no
@@ -92,6 +95,7 @@ type Store interface {
 	SettingsStore
 	RequestStore
 	RampStore
+	ScheduleStore
 	IdempotencyStore
 	BatchStore
 	SegmentStore

@@ -16,7 +16,8 @@ import (
 // but Features and Feature leave it out. It records e (with the feature's
 // ID and version) and a commit of the feature, so that other instances
 // drop it; with an approval, it marks that change request applied; with
-// settle, it settles it. It returns feature.ENotFound when no feature key
+// settle, it settles it. Its pending schedules, here and elsewhere, are
+// canceled (each with its audit event). It returns feature.ENotFound when no feature key
 // is served and feature.EConflict when it is at another version.
 func (db *DB) ArchiveFeature(ctx context.Context, key string, version int, e audit.Event, approval *rollout.RequestDecision, settle *rollout.Settlement) error {
 	return db.writeTx(ctx, fmt.Sprintf("archive feature %q", key), func(tx *tx) error {
@@ -40,6 +41,9 @@ func (db *DB) ArchiveFeature(ctx context.Context, key string, version int, e aud
 			e.Kind = audit.Archive
 		}
 		if err := tx.appendAudit(e); err != nil {
+			return err
+		}
+		if err := tx.cancelSchedules(key, e.Actor, "the feature was archived", e.Time); err != nil {
 			return err
 		}
 		if approval != nil {
@@ -81,6 +85,9 @@ func (tx *tx) archiveElsewhere(key string, e audit.Event) error {
 		ev := e
 		ev.FeatureID, ev.Version, ev.Churn, ev.Summary = cur.ID, cur.Version, &churn, e.Summary+" (archived in "+tx.env()+")"
 		if err := in.appendAudit(ev); err != nil {
+			return err
+		}
+		if err := in.cancelSchedules(key, e.Actor, "the feature was archived", e.Time); err != nil {
 			return err
 		}
 		if err := in.addCommit(rollout.CommitFeature, key, tx.db.now()); err != nil {
@@ -190,7 +197,8 @@ func (db *DB) RestoreFeature(ctx context.Context, f feature.Feature, v rollout.V
 }
 
 // PurgeFeature removes the archived feature key: its row, history,
-// overrides, exposures (by the foreign keys' cascades) and ramps. Its audit
+// overrides, exposures (by the foreign keys' cascades), ramps and
+// schedules. Its audit
 // events stay; e is added (with the feature's ID), and a commit of the
 // feature; settle is settled. It returns feature.ENotFound when there is
 // no feature key and feature.EConflict when it is served.
@@ -210,6 +218,9 @@ func (db *DB) PurgeFeature(ctx context.Context, key string, e audit.Event, settl
 		}
 		if _, err := tx.exec(`DELETE FROM ramps WHERE environment = ? AND feature_key = ?`, tx.env(), key); err != nil {
 			return fmt.Errorf("delete ramps: %w", err)
+		}
+		if _, err := tx.exec(`DELETE FROM schedules WHERE environment = ? AND feature_key = ?`, tx.env(), key); err != nil {
+			return fmt.Errorf("delete schedules: %w", err)
 		}
 		if _, err := tx.exec(`DELETE FROM features WHERE id = ?`, f.ID); err != nil {
 			return err
@@ -252,6 +263,9 @@ func (tx *tx) purgeElsewhere(key string, e audit.Event) error {
 		}
 		if _, err := in.exec(`DELETE FROM ramps WHERE environment = ? AND feature_key = ?`, env, key); err != nil {
 			return fmt.Errorf("delete ramps: %w", err)
+		}
+		if _, err := in.exec(`DELETE FROM schedules WHERE environment = ? AND feature_key = ?`, env, key); err != nil {
+			return fmt.Errorf("delete schedules: %w", err)
 		}
 		if _, err := in.exec(`DELETE FROM features WHERE id = ?`, f.ID); err != nil {
 			return err

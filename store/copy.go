@@ -113,6 +113,7 @@ var copyPlan = []planTable{
 	{name: "exposure_batches", units: map[string]time.Duration{"received_at": time.Second}},
 	{name: "idempotency_keys", units: map[string]time.Duration{"lease_until": time.Nanosecond, "expires_at": time.Nanosecond}},
 	{name: "ramps"},
+	{name: "schedules"},
 	{name: "change_requests"},
 	{name: "audit_events"},
 	{name: "webhooks"},

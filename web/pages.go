@@ -59,9 +59,10 @@ type featurePage struct {
 	OverTime      sharesChart
 	RollbackTo    []rollbackOption
 	Lookup        lookupView
-	Ramps         []rampView // newest first
-	LiveRamp      bool       // one is active or paused: no other can start
-	PM            pmView     // the header's words for a product manager (pm.go)
+	Ramps         []rampView         // newest first
+	LiveRamp      bool               // one is active or paused: no other can start
+	Schedules     []rollout.Schedule // the pending scheduled changes, soonest first (schedules.html)
+	PM            pmView             // the header's words for a product manager (pm.go)
 	Now           time.Time
 	Data          pageData
 	// OpenRequests are the feature's change requests waiting for a
@@ -275,6 +276,9 @@ func (h *handler) feature(c echo.Context) error {
 	for _, r := range p.Ramps {
 		p.LiveRamp = p.LiveRamp || r.Live
 	}
+	if p.Schedules, err = svc.Schedules(ctx, rollout.ScheduleQuery{Feature: key, Status: rollout.SchedulePending}); err != nil {
+		return h.internal(c, err)
+	}
 
 	if changed := c.QueryParam("changed"); changed != "" {
 		if err := h.banner(c, &p, key, changed, versions); err != nil {
@@ -428,6 +432,8 @@ var kindLabels = map[audit.Kind]string{
 	audit.WebhookResume: "webhook resumed", audit.WebhookPaused: "webhook paused",
 	audit.SessionCreate: "signed in", audit.SessionRevoke: "session ended",
 	audit.MetricCreate: "metric created", audit.MetricDelete: "metric deleted",
+	audit.ScheduleCreate: "change scheduled", audit.ScheduleApply: "scheduled change applied",
+	audit.ScheduleFail: "scheduled change failed", audit.ScheduleCancel: "scheduled change canceled",
 	audit.ExperimentStart: "experiment started", audit.ExperimentStop: "experiment stopped",
 }
 

@@ -17,7 +17,8 @@
 // each page's frame), sso.go (single sign-on), environments.go (the
 // environment of a page, the switcher, promotions, compare and the admins'
 // environments page), list.go (the features list), pages.go (a feature's
-// page, the audit log), view.go (bars, charts and words), overtime.go,
+// page, the audit log, and its scheduled changes: templates/schedules.html
+// with static/schedules.js), view.go (bars, charts and words), overtime.go,
 // ramps.go, pm.go, targeting.go (rules, segments), requests.go (change
 // requests, the inbox, settings), user.go (what a user gets) and admin.go
 // (tokens, webhooks, archived).
@@ -290,6 +291,9 @@ func parsePages(a assets) map[string]*template.Template {
 		}
 		if name == "feature" || name == "compare" {
 			files = append(files, "templates/promote.html")
+		}
+		if name == "feature" {
+			files = append(files, "templates/schedules.html")
 		}
 		pages[name] = template.Must(template.Must(base.Clone()).ParseFS(templateFiles, files...))
 	}

@@ -96,6 +96,17 @@ const (
 	RequestDecided = "request.decided" // request_approve, request_reject, request_cancel
 )
 
+// The events of scheduled changes: a schedule's change applied at its
+// time, or failed then (with the reason).
+const (
+	ScheduleApplied = "schedule.applied" // schedule_apply
+	ScheduleFailed  = "schedule.failed"  // schedule_fail
+)
+
+// eventNames are the events a webhook's filter may name besides audit
+// kinds.
+var eventNames = []string{RequestCreated, RequestDecided, ScheduleApplied, ScheduleFailed}
+
 // EventName is the event of kind k that webhooks name (RequestCreated,
 // RequestDecided), "" for kinds that have none.
 func EventName(k audit.Kind) string {
@@ -104,6 +115,10 @@ func EventName(k audit.Kind) string {
 		return RequestCreated
 	case audit.RequestApprove, audit.RequestReject, audit.RequestCancel:
 		return RequestDecided
+	case audit.ScheduleApply:
+		return ScheduleApplied
+	case audit.ScheduleFail:
+		return ScheduleFailed
 	}
 	return ""
 }
@@ -280,8 +295,8 @@ func NewHook(rawURL, secret string, events []string, by string, now time.Time) (
 		return Hook{}, feature.Errorf(feature.EInvalid, "a webhook lists at most %d kinds of events: got %d (use [\"*\"] for all)", MaxEvents, len(events))
 	}
 	for _, k := range events {
-		if k != "*" && k != RequestCreated && k != RequestDecided && !audit.Kind(k).Valid() {
-			return Hook{}, feature.Errorf(feature.EInvalid, "%q is not a kind of audit event: use \"*\", %s, %s or some of %s", truncate(k, 40), RequestCreated, RequestDecided, audit.KindNames())
+		if k != "*" && !slices.Contains(eventNames, k) && !audit.Kind(k).Valid() {
+			return Hook{}, feature.Errorf(feature.EInvalid, "%q is not a kind of audit event: use \"*\", %s or some of %s", truncate(k, 40), strings.Join(eventNames, ", "), audit.KindNames())
 		}
 	}
 	slices.Sort(events)

@@ -216,6 +216,9 @@ func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) str
 	maxStreams := fs.Int("max-streams", 0, "open streams (GET /sync/v1/stream) at most, beyond which a new one is refused with 503;\n"+
 		"0 means half the connection limit, and at most three quarters of it (env ROLLOUT_MAX_STREAMS)")
 	streamsPerToken := fs.Int("max-streams-per-token", 0, "open streams of one token at most, beyond which a new one is refused with 429; 0 means half of --max-streams")
+	scheduleInterval := fs.Duration("schedule-interval", rollout.DefaultScheduleInterval,
+		"how often to look for scheduled changes that are due and apply them; a schedule applies this long after its time at most\n"+
+			"while the server runs, and at the next start if it came due while none ran (env ROLLOUT_SCHEDULE_INTERVAL)")
 	syncInterval := fs.Duration("sync-interval", rollout.DefaultSyncInterval,
 		"how often to poll the database for changes made by other instances (env ROLLOUT_SYNC_INTERVAL)")
 	notify := fs.Bool("pg-notify", true, "on PostgreSQL, hear of other instances' changes at once by LISTEN/NOTIFY (false: poll only)")
@@ -246,6 +249,13 @@ func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) str
 			"only counted in the metrics), errors (errors and slow requests), all, or none (env ROLLOUT_LOG_REQUESTS)")
 	slow := fs.Duration("slow-request", api.DefaultSlowRequest, "log requests slower than this, unless --log-requests none (env ROLLOUT_SLOW_REQUEST)")
 	sample := fs.Int("log-sample", 0, "also log about one evaluation request in N; 0 logs none (env ROLLOUT_LOG_SAMPLE)")
+	if env := getenv("ROLLOUT_SCHEDULE_INTERVAL"); env != "" {
+		d, err := time.ParseDuration(env)
+		if err != nil {
+			return nil, fmt.Errorf("ROLLOUT_SCHEDULE_INTERVAL=%q: give a duration such as 10s", env)
+		}
+		*scheduleInterval = d
+	}
 	if env := getenv("ROLLOUT_MAX_CONNS"); env != "" {
 		n, err := strconv.Atoi(env)
 		if err != nil {
@@ -313,6 +323,9 @@ func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) str
 	if *idle <= 0 {
 		return nil, fmt.Errorf("--idle-timeout %v: give a positive duration such as 30s", *idle)
 	}
+	if *scheduleInterval < 10*time.Millisecond {
+		return nil, fmt.Errorf("--schedule-interval %v: give a duration of 10ms or more, such as 10s", *scheduleInterval)
+	}
 	if *syncInterval < 10*time.Millisecond {
 		return nil, fmt.Errorf("--sync-interval %v: give a duration of 10ms or more, such as 1s", *syncInterval)
 	}
@@ -343,7 +356,7 @@ func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) str
 	}
 	return &serve.Server{Addr: *addr, DBPath: *db, Log: slog.New(h), FlushInterval: *flush, Insecure: *insecure, Pprof: *pprof,
 		MaxConns: *maxConns, MaxStreams: *maxStreams, MaxStreamsPerToken: *streamsPerToken, IdleTimeout: *idle, RequestLog: requestLog, SlowRequest: *slow, SampleEvaluations: *sample, LogWriter: logs,
-		SyncInterval: *syncInterval, NoNotify: !*notify, SessionKeys: keys, SSO: sso}, nil
+		SyncInterval: *syncInterval, ScheduleInterval: *scheduleInterval, NoNotify: !*notify, SessionKeys: keys, SSO: sso}, nil
 }
 
 func envOr(getenv func(string) string, name, def string) string {

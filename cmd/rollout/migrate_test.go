@@ -69,6 +69,12 @@ func serviceDatabase(t *testing.T) (path string, secrets map[string]bool) {
 	ramp := s.must(201, "POST", "/api/features/search/ramps", map[string]any{"bucket": "A", "steps": []float64{0.5, 1}, "every": "24h", "start": "2099-01-01T00:00:00Z"})
 	s.must(200, "POST", "/api/features/search/ramps/"+ramp["ramp"].(map[string]any)["id"].(string)+"/cancel", nil)
 	s.must(201, "POST", "/api/features/search/ramps", map[string]any{"bucket": "B", "steps": []float64{0.9}, "at": []string{"2099-01-01T00:00:00Z"}, "max_churn": 0.4})
+	// Scheduled changes: one canceled, one pending months away.
+	later := time.Now().Add(300 * 24 * time.Hour).UTC().Format(time.RFC3339)
+	sc := s.must(201, "POST", "/api/features/banner/schedules", map[string]any{"at": later, "change": map[string]any{"kind": "patch", "body": map[string]any{"enabled": true}}})
+	s.must(200, "POST", "/api/features/banner/schedules/"+sc["schedule"].(map[string]any)["id"].(string)+"/cancel", nil)
+	s.must(201, "POST", "/api/features/search/schedules", map[string]any{"at": later, "max_churn": 0.5, "comment": "later",
+		"change": map[string]any{"kind": "buckets", "body": map[string]any{"buckets": []any{map[string]any{"name": "A", "replicas": 3}, map[string]any{"name": "B", "replicas": 4}, map[string]any{"name": "C", "replicas": 3}}}}})
 	s.stop() // flushes the evaluation counts
 
 	// Settings, and change requests: one open, one rejected.

@@ -63,6 +63,11 @@ const (
 	MetricDelete      Kind = "metric_delete"      // a metric and its tracked events were deleted
 	ExperimentStart   Kind = "experiment_start"   // an experiment was started on a feature
 	ExperimentStop    Kind = "experiment_stop"    // an experiment was stopped
+
+	ScheduleCreate Kind = "schedule_create" // a change was scheduled for a set time
+	ScheduleApply  Kind = "schedule_apply"  // a scheduled change applied: the version it made
+	ScheduleFail   Kind = "schedule_fail"   // a scheduled change could not apply at its time, with the reason
+	ScheduleCancel Kind = "schedule_cancel" // a scheduled change was canceled, by hand or by its feature's archive
 )
 
 // Kinds are the kinds of audited actions.
@@ -76,6 +81,7 @@ var Kinds = []Kind{
 	EnvironmentCreate, EnvironmentChange, EnvironmentDelete, Promote,
 	SessionCreate, SessionRevoke,
 	MetricCreate, MetricDelete, ExperimentStart, ExperimentStop,
+	ScheduleCreate, ScheduleApply, ScheduleFail, ScheduleCancel,
 }
 
 // Shared reports whether actions of kind k concern every environment

@@ -108,6 +108,8 @@ var cases = []struct {
 	{"check write", testCheckWrite},
 	{"ramps", testRamps},
 	{"ramp step applies once", testRampStep},
+	{"schedules", testSchedules},
+	{"schedule caps", testScheduleCaps},
 	{"update with the feature held", testUpdateHeld},
 	{"idempotency keys", testIdempotency},
 	{"idempotency key committed with its change", testIdempotentWrite},

@@ -97,6 +97,11 @@ type Server struct {
 	// looks for due ramp steps; 0 means rollout.DefaultRampInterval. Every
 	// instance runs it; each step applies once whichever does.
 	RampInterval time.Duration
+	// ScheduleInterval is how often the schedule runner
+	// (rollout.Service.RunSchedules) looks for due scheduled changes; 0
+	// means rollout.DefaultScheduleInterval. Every instance runs it; each
+	// schedule applies once whichever does.
+	ScheduleInterval time.Duration
 	// WebhookInterval is how often the webhook worker looks for events
 	// to deliver when it has none; 0 means webhook.DefaultInterval.
 	WebhookInterval time.Duration
@@ -123,10 +128,10 @@ type Server struct {
 	srv   *http.Server
 	conns *connLimiter
 	err   chan error
-	stop  context.CancelFunc // stops the flusher, the follower, the ramp runner and the sweepers
+	stop  context.CancelFunc // stops the flusher, the follower, the ramp and schedule runners and the sweepers
 
 	// serving is the HTTP server's Serve; background, the flusher, the
-	// follower, the ramp runner and the sweepers (sign-outs, idempotency
+	// follower, the ramp and schedule runners and the sweepers (sign-outs, idempotency
 	// keys). Close waits for both.
 	serving, background sync.WaitGroup
 }
@@ -399,6 +404,11 @@ func (s *Server) Open(ctx context.Context) error {
 		work.Go(func() {
 			env.RunRamps(ctx, s.RampInterval, func(err error) {
 				s.Log.Error("apply ramp steps", "environment", env.Environment(), "err", err)
+			})
+		})
+		work.Go(func() {
+			env.RunSchedules(ctx, s.ScheduleInterval, api.ScheduledChange, func(err error) {
+				s.Log.Error("apply scheduled changes", "environment", env.Environment(), "err", err)
 			})
 		})
 		f := follow
