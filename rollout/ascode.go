@@ -267,7 +267,7 @@ func (s *Service) applyDocument(ctx context.Context, d document.Document, opts A
 		} else if !slices.Contains(sc.Fields, "conditions") {
 			summary = "description changed"
 		}
-		segs[seg.Key] = feature.CompileSegment(seg)
+		segs[seg.Key] = feature.CompileSegmentAfter(seg, segs[seg.Key])
 		sws = append(sws, SegmentWrite{Segment: seg, Create: sc.Action == document.ActionCreate, Version: feature.SegmentVersion{
 			Version: seg.Version, Actor: actor(ChangeOptions{Actor: opts.Actor}), Time: now, Summary: abbreviateSummary(summary), Comment: opts.Comment, Config: seg,
 		}})

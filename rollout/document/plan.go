@@ -177,7 +177,7 @@ func planSegments(snap *feature.Snapshot, d Document) ([]SegmentChange, map[stri
 			if !cloned {
 				segs, cloned = maps.Clone(snap.CompiledSegments()), true
 			}
-			segs[sg.Key] = feature.CompileSegment(next)
+			segs[sg.Key] = feature.CompileSegmentAfter(next, snap.CompiledSegments()[sg.Key])
 		}
 		out = append(out, ch)
 	}

@@ -174,6 +174,16 @@ func CompileUserList(s Segment, users *UserList) *CompiledSegment {
 	return &CompiledSegment{segment: s, users: users}
 }
 
+// CompileSegmentAfter compiles seg, the next configuration of the segment
+// that cur (nil: none) is compiled from: a user list keeps cur's users,
+// which a change of its description does not touch.
+func CompileSegmentAfter(seg Segment, cur *CompiledSegment) *CompiledSegment {
+	if seg.List && cur != nil {
+		return CompileUserList(seg, cur.users)
+	}
+	return CompileSegment(seg)
+}
+
 // Users returns the users of a user-list segment (nil for a segment of
 // conditions). The list is shared and immutable.
 func (s *CompiledSegment) Users() *UserList { return s.users }

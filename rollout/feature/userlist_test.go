@@ -100,7 +100,7 @@ func TestUserListSyncForm(t *testing.T) {
 		u := fmt.Sprintf("listed-user-%03d", i)
 		want, _ := server.PeekContext("gate", u, nil)
 		got, _ := client.PeekContext("gate", u, nil)
-		if (got.Bucket != want.Bucket || got.Reason != want.Reason || got.Rule != want.Rule) {
+		if got.Bucket != want.Bucket || got.Reason != want.Reason || got.Rule != want.Rule {
 			t.Fatalf("client serves %s %+v, server %+v", u, got, want)
 		}
 		if got.Bucket == "on" {
