@@ -70,3 +70,10 @@ func SetMaxActiveTokens(t interface{ Cleanup(func()) }, n int) {
 // RaceEnabled: the tests run under the race detector, which makes the
 // server's own work several times slower.
 const RaceEnabled = raceEnabled
+
+// SetListHook sets a hook that each user-list upload calls in its slot,
+// before its body is read, until the test ends.
+func SetListHook(t interface{ Cleanup(func()) }, h func()) {
+	listHook = h
+	t.Cleanup(func() { listHook = nil })
+}
