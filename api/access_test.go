@@ -186,6 +186,7 @@ var routeBodies = map[string]any{
 	"POST /api/apply":                map[string]any{"document": docBody},
 	"POST /api/segments":             map[string]any{"key": "g", "conditions": []any{map[string]any{"attribute": "plan", "op": "eq", "value": "pro"}}},
 	"PUT /api/segments/:key":         map[string]any{"conditions": []any{map[string]any{"attribute": "plan", "op": "eq", "value": "team"}}},
+	"POST /api/segments/:key/users":  map[string]any{"add": []string{"u1"}},
 	"PUT /api/features/:key/rules": map[string]any{"rules": []any{map[string]any{"name": "staff",
 		"conditions": []any{map[string]any{"attribute": "email", "op": "ends_with", "value": "@example.com"}}, "serve": map[string]any{"bucket": "A"}}}},
 	"POST /ui/features/:key/test":     map[string]any{"user": "u", "context": map[string]any{"plan": "pro"}},

@@ -78,3 +78,10 @@ func SetScheduleRate(t interface{ Cleanup(func()) }, rate float64, burst int) {
 	scheduleCreateRate, scheduleCreateBurst = rate, burst
 	t.Cleanup(func() { scheduleCreateRate, scheduleCreateBurst = oldRate, oldBurst })
 }
+
+// SetListHook sets a hook that each user-list upload calls in its slot,
+// before its body is read, until the test ends.
+func SetListHook(t interface{ Cleanup(func()) }, h func()) {
+	listHook = h
+	t.Cleanup(func() { listHook = nil })
+}

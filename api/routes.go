@@ -82,6 +82,7 @@ func (q *QueryAccess) on(r *http.Request) bool {
 // routes declares the API's routes.
 func (s *Server) routes(opts Options) []Route {
 	exposures := exposureLimit(opts.ExposureBatchRate, opts.ExposureBatchBurst)
+	lists := newListUploads()
 	routes := []Route{
 		{Method: http.MethodGet, Path: "/healthz", Access: Public, Handler: s.healthz},
 		{Method: http.MethodHead, Path: "/healthz", Access: Public, Handler: s.healthz},
@@ -162,9 +163,14 @@ func (s *Server) routes(opts Options) []Route {
 		{Method: http.MethodGet, Path: "/api/features/:key/exposures", Access: auth.PermRead, Handler: s.exposures},
 		// Segments of targeting rules (segments.go).
 		{Method: http.MethodGet, Path: "/api/segments", Access: auth.PermRead, Handler: s.listSegments},
-		{Method: http.MethodPost, Path: "/api/segments", Access: auth.PermWrite, Change: "segment", Handler: s.createSegment},
+		// POST and PUT take user lists too (userlists.go), bounded apart.
+		{Method: http.MethodPost, Path: "/api/segments", Access: auth.PermWrite, Change: "segment", MaxBody: MaxListBodyBytes, Handler: s.createSegment,
+			Middleware: []echo.MiddlewareFunc{lists.middleware(false)}},
 		{Method: http.MethodGet, Path: "/api/segments/:key", Access: auth.PermRead, Handler: s.getSegment},
-		{Method: http.MethodPut, Path: "/api/segments/:key", Access: auth.PermWrite, Change: "segment", Handler: s.updateSegment},
+		{Method: http.MethodPut, Path: "/api/segments/:key", Access: auth.PermWrite, Change: "segment", MaxBody: MaxListBodyBytes, Handler: s.updateSegment,
+			Middleware: []echo.MiddlewareFunc{lists.middleware(false)}},
+		{Method: http.MethodPost, Path: "/api/segments/:key/users", Access: auth.PermWrite, Change: "segment", MaxBody: MaxListBodyBytes, Handler: s.editUserList,
+			Middleware: []echo.MiddlewareFunc{lists.middleware(true)}},
 		{Method: http.MethodDelete, Path: "/api/segments/:key", Access: auth.PermWrite, Change: "segment", Handler: s.deleteSegment},
 		{Method: http.MethodGet, Path: "/api/segments/:key/versions", Access: auth.PermRead, Handler: s.listSegmentVersions},
 		{Method: http.MethodGet, Path: "/api/ramps", Access: auth.PermRead, Handler: s.listRamps},

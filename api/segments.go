@@ -19,6 +19,8 @@ import (
 //	                                     and the next version of every feature using it
 //	DELETE /api/segments/KEY             refused (409) while a feature uses it
 //	GET    /api/segments/KEY/versions    its history, newest first
+//
+// A segment may be a user list instead: see userlists.go.
 
 // segmentView is a segment as the API shows it: with the features whose
 // rules use it.
@@ -63,6 +65,7 @@ type segmentRequest struct {
 	Key         string               `json:"key"`
 	Description string               `json:"description"`
 	Conditions  *[]feature.Condition `json:"conditions"`
+	Users       *[]string            `json:"users"` // a user list's
 	guards
 }
 
@@ -91,6 +94,9 @@ func (s *Server) createSegment(c echo.Context) error {
 	var req segmentRequest
 	if err := decode(c, &req); err != nil {
 		return err
+	}
+	if req.Users != nil {
+		return s.createUserList(c, req)
 	}
 	if req.Conditions == nil {
 		return badRequest(`give the segment's conditions: {"key":"staff","conditions":[{"attribute":"email","op":"ends_with","value":"@example.com"}]}`)
@@ -121,6 +127,9 @@ func (s *Server) updateSegment(c echo.Context) error {
 	key := pathParam(c, "key")
 	if req.Key != "" && req.Key != key {
 		return badRequest("the body names segment %q, the path %q: a segment's key cannot change", req.Key, key)
+	}
+	if req.Users != nil {
+		return s.replaceUserList(c, key, req)
 	}
 	if req.Conditions == nil {
 		return badRequest(`give the segment's conditions, all of them: {"description":"…","conditions":[…]}`)

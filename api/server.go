@@ -31,7 +31,8 @@
 //   - idempotency.go: Idempotency-Key on changes.
 //   - features.go: features, their buckets, overrides, versions, history
 //     and the guards of changes.
-//   - rules.go, segments.go: targeting rules and segments.
+//   - rules.go, segments.go, userlists.go: targeting rules, segments and
+//     user lists (with the bounds of their uploads).
 //   - ramp.go: ramps of a feature's buckets.
 //   - schedules.go: scheduled changes, and the parser of their bodies (ScheduledChange).
 //   - experiments.go: metrics, tracked events (POST /api/track) and

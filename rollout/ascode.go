@@ -267,7 +267,10 @@ func (s *Service) applyDocument(ctx context.Context, d document.Document, opts A
 		} else if !slices.Contains(sc.Fields, "conditions") {
 			summary = "description changed"
 		}
-		segs[seg.Key] = feature.CompileSegment(seg)
+		if seg.List && sc.Action == document.ActionCreate {
+			summary = "created: a user list of 0 users, from a document"
+		}
+		segs[seg.Key] = feature.CompileSegmentAfter(seg, segs[seg.Key])
 		sws = append(sws, SegmentWrite{Segment: seg, Create: sc.Action == document.ActionCreate, Version: feature.SegmentVersion{
 			Version: seg.Version, Actor: actor(ChangeOptions{Actor: opts.Actor}), Time: now, Summary: abbreviateSummary(summary), Comment: opts.Comment, Config: seg,
 		}})

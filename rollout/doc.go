@@ -24,6 +24,9 @@
 // Segments (segment.go). Service.CreateSegment, UpdateSegment and
 // DeleteSegment change the segments rules use; a change of one is a new
 // version of every feature using it, in one transaction (SegmentStore).
+// User lists (userlist.go) are segments of users rather than conditions:
+// CreateUserList, ReplaceUserList and EditUserList change them the same
+// way, counting the users that enter and leave the list.
 //
 // Versions and history (store.go, history.go). Every change is a Version
 // of its feature: Service.Versions and Service.Changes (the audit log)

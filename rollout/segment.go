@@ -56,6 +56,17 @@ type SegmentStore interface {
 	// the audit trail and settling settle; EConflict when a stored
 	// feature's rules use it.
 	DeleteSegment(ctx context.Context, key string, version int, e audit.Event, settle *Settlement) error
+	// CreateUserList is CreateSegment for a user list (seg.List), with
+	// its users, each once.
+	CreateUserList(ctx context.Context, seg feature.Segment, v feature.SegmentVersion, users []string, settle *Settlement) error
+	// UpdateUserList is UpdateSegment for a user list, which also adds
+	// the users of add (none of which it holds; EConflict if one is) and
+	// removes those of remove.
+	UpdateUserList(ctx context.Context, seg feature.Segment, v feature.SegmentVersion, add, remove []string, features []Version, settle *Settlement) error
+	// SegmentUsers returns the user IDs of the user list key, sorted
+	// (none for a segment of conditions); ENotFound when there is no such
+	// segment.
+	SegmentUsers(ctx context.Context, key string) ([]string, error)
 	// SegmentVersions returns the segment's history, newest first, at
 	// most limit entries (all when limit <= 0) below version before (no
 	// bound when before <= 0).
@@ -71,6 +82,8 @@ type SegmentResult struct {
 	// Needs, in an editor's dry run, is "admin" when the change would be
 	// refused (approvals cover a feature that uses the segment).
 	Needs string `json:"needs,omitempty"`
+	// Users, for a change of a user list, is what it does to the list.
+	Users *ListDiff `json:"users,omitempty"`
 }
 
 func segmentNotFound(key string) error {
@@ -114,7 +127,11 @@ func (s *Service) reloadSegments(ctx context.Context) error {
 		if err := seg.ValidateStored(); err != nil {
 			return fmt.Errorf("reload segment %q: the stored configuration is invalid: %w", seg.Key, err)
 		}
-		next[seg.Key] = feature.CompileSegment(seg)
+		c, err := compileStoredSegment(ctx, s.store, seg)
+		if err != nil {
+			return fmt.Errorf("reload segment %q: %w", seg.Key, err)
+		}
+		next[seg.Key] = c
 	}
 	s.installSegments(next)
 	return nil
@@ -152,6 +169,9 @@ func (s *Service) CreateSegment(ctx context.Context, seg feature.Segment, opts C
 	seg.Version, seg.CreatedAt, seg.UpdatedAt = 1, now, now
 	if err := seg.Validate(); err != nil {
 		return SegmentResult{}, err
+	}
+	if seg.List {
+		return SegmentResult{}, feature.Errorf(feature.EInvalid, "segment %q is a user list: create it with its users (CreateUserList)", seg.Key)
 	}
 	if opts.IfMatch != "" {
 		return SegmentResult{}, feature.Errorf(feature.EPrecondition, "segment %q does not exist yet, so If-Match cannot match: create it without If-Match", seg.Key)
@@ -216,42 +236,87 @@ func (s *Service) updateSegmentLocking(ctx context.Context, key, description str
 }
 
 func (s *Service) updateSegment(ctx context.Context, key, description string, conditions []feature.Condition, opts ChangeOptions) (SegmentResult, error) {
-	snap := s.Snapshot()
-	cur, ok := snap.CompiledSegments()[key]
-	if !ok {
-		if err := s.reloadSegments(ctx); err != nil {
-			return SegmentResult{}, err
-		}
-		snap = s.Snapshot()
-		if cur, ok = snap.CompiledSegments()[key]; !ok {
-			return SegmentResult{}, segmentNotFound(key)
-		}
+	cur, err := s.currentSegment(ctx, key, opts)
+	if err != nil {
+		return SegmentResult{}, err
 	}
-	if opts.IfMatch != "" && opts.IfMatch != "*" && opts.IfMatch != cur.Segment().Tag() {
-		return SegmentResult{}, &changeError{feature.Errorf(feature.EPrecondition, "segment %q is at version %d (ETag %q), not %s: reload it and decide again", key, cur.Segment().Version, cur.Segment().Tag(), opts.IfMatch)}
+	if cur.Segment().List {
+		return SegmentResult{}, &changeError{feature.Errorf(feature.EInvalid, "segment %q is a user list: give its users (PUT {\"description\",\"users\":[…]}, or POST /api/segments/%s/users), not conditions", key, key)}
 	}
-	now := s.now().UTC()
 	seg := cur.Segment().Clone()
 	seg.Description, seg.Conditions = description, feature.Segment{Conditions: conditions}.Clone().Conditions
 	seg.Conditions = feature.CompactConditions(seg.Conditions)
-	seg.Version, seg.UpdatedAt = cur.Segment().Version+1, now
-	if err := seg.Validate(); err != nil {
-		return SegmentResult{}, &changeError{err}
-	}
 	summary := "changed: " + feature.DescribeConditions(seg.Conditions)
 	if feature.SameConditions(cur.Segment().Conditions, seg.Conditions) {
 		summary = "description changed"
 	}
-	summary = abbreviateSummary(summary)
+	return s.changeSegment(ctx, cur, segmentEdit{seg: seg, summary: summary,
+		population: func(from, to int) string {
+			return fmt.Sprintf("users matching in segment %s: as segment version %d said → as version %d says (%s)", key, from, to, feature.Abbreviate(feature.DescribeConditions(seg.Conditions)))
+		},
+		write: func(ctx context.Context, seg feature.Segment, v feature.SegmentVersion, versions []Version, settle *Settlement) error {
+			return s.store.UpdateSegment(ctx, seg, v, versions, settle)
+		}}, opts)
+}
+
+// currentSegment returns the segment key as the snapshot has it (read
+// again from the store when the snapshot lacks it), checking If-Match.
+// The caller holds s.mu.
+func (s *Service) currentSegment(ctx context.Context, key string, opts ChangeOptions) (*feature.CompiledSegment, error) {
+	cur, ok := s.Snapshot().CompiledSegments()[key]
+	if !ok {
+		if err := s.reloadSegments(ctx); err != nil {
+			return nil, err
+		}
+		if cur, ok = s.Snapshot().CompiledSegments()[key]; !ok {
+			return nil, segmentNotFound(key)
+		}
+	}
+	if opts.IfMatch != "" && opts.IfMatch != "*" && opts.IfMatch != cur.Segment().Tag() {
+		return nil, &changeError{feature.Errorf(feature.EPrecondition, "segment %q is at version %d (ETag %q), not %s: reload it and decide again", key, cur.Segment().Version, cur.Segment().Tag(), opts.IfMatch)}
+	}
+	return cur, nil
+}
+
+// segmentEdit is a change of a segment that changeSegment applies.
+type segmentEdit struct {
+	seg     feature.Segment // the next configuration, but for its version and time
+	users   *feature.UserList
+	summary string // of the segment's history entry
+	diff    *ListDiff
+	// population says, in words, the population of the features that use
+	// the segment that the change from version from to to changes.
+	population func(from, to int) string
+	// write stores the change (see SegmentStore.UpdateSegment).
+	write func(ctx context.Context, seg feature.Segment, v feature.SegmentVersion, versions []Version, settle *Settlement) error
+}
+
+// changeSegment applies e to the segment cur: the segment's next version
+// and the next version of every feature that uses it, in every
+// environment, in one transaction. The caller holds s.mu.
+func (s *Service) changeSegment(ctx context.Context, cur *feature.CompiledSegment, e segmentEdit, opts ChangeOptions) (SegmentResult, error) {
+	snap := s.Snapshot()
+	key := cur.Segment().Key
+	now := s.now().UTC()
+	seg := e.seg
+	seg.Version, seg.UpdatedAt = cur.Segment().Version+1, now
+	if err := seg.Validate(); err != nil {
+		return SegmentResult{}, &changeError{err}
+	}
+	summary := abbreviateSummary(e.summary)
+	compiled := feature.CompileSegmentAfter(seg, cur)
+	if e.users != nil {
+		compiled = feature.CompileUserList(seg, e.users)
+	}
 	segs := maps.Clone(snap.CompiledSegments())
-	segs[key] = feature.CompileSegment(seg)
+	segs[key] = compiled
 	users := snap.SegmentUsers(key)
 	for _, fk := range users {
 		if err := feature.Compile(snap.Compiled(fk).Feature(), segs).CheckPatterns(); err != nil {
 			return SegmentResult{}, &changeError{feature.Errorf(feature.EInvalid, "segment %q: feature %q, which uses it, would pass the limits of its rules: %s", key, fk, feature.ErrorMessage(err))}
 		}
 	}
-	res := SegmentResult{Segment: seg, Features: users, DryRun: opts.DryRun}
+	res := SegmentResult{Segment: seg, Features: users, DryRun: opts.DryRun, Users: e.diff}
 	if res.Features == nil {
 		res.Features = []string{}
 	}
@@ -274,6 +339,11 @@ func (s *Service) updateSegment(ctx context.Context, key, description string, co
 	}
 	var versions []Version
 	nexts := map[string]*feature.Compiled{}
+	population := feature.PopulationChange{When: "in segment " + key, From: "segment version " + strconv.Itoa(cur.Segment().Version), To: "segment version " + strconv.Itoa(seg.Version),
+		Text: e.population(cur.Segment().Version, seg.Version)}
+	if e.diff != nil {
+		population.Added, population.Removed = e.diff.Added, e.diff.Removed
+	}
 	// version is the new version of the feature c (of the environment
 	// env, "" for this one) that serves the segment as seg says.
 	version := func(c *feature.Compiled, segs map[string]*feature.CompiledSegment, env string) (Version, *feature.Compiled) {
@@ -281,8 +351,7 @@ func (s *Service) updateSegment(ctx context.Context, key, description string, co
 		next.Version, next.UpdatedAt = c.Feature().Version+1, now
 		cc := feature.Compile(next, segs)
 		rep := cc.ReportFrom(c)
-		rep.Rules = []feature.PopulationChange{{When: "in segment " + key, From: "segment version " + strconv.Itoa(cur.Segment().Version), To: "segment version " + strconv.Itoa(seg.Version),
-			Text: fmt.Sprintf("users matching in segment %s: as segment version %d said → as version %d says (%s)", key, cur.Segment().Version, seg.Version, feature.Abbreviate(feature.DescribeConditions(seg.Conditions)))}}
+		rep.Rules = []feature.PopulationChange{population}
 		return Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: abbreviateSummary(fmt.Sprintf("segment %s %s", key, summary)),
 			Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: rep, Environment: env}, cc
 	}
@@ -297,7 +366,7 @@ func (s *Service) updateSegment(ctx context.Context, key, description string, co
 	for _, o := range s.envs.others(s) {
 		osnap := o.Snapshot()
 		osegs := maps.Clone(osnap.CompiledSegments())
-		osegs[key] = feature.CompileSegment(seg)
+		osegs[key] = compiled
 		for _, fk := range osnap.SegmentUsers(key) {
 			v, _ := version(osnap.Compiled(fk), osegs, o.env)
 			versions = append(versions, v)
@@ -308,7 +377,7 @@ func (s *Service) updateSegment(ctx context.Context, key, description string, co
 	if err != nil {
 		return SegmentResult{}, err
 	}
-	if err := s.store.UpdateSegment(ctx, seg, v, versions, settles); err != nil {
+	if err := e.write(ctx, seg, v, versions, settles); err != nil {
 		return SegmentResult{}, err
 	}
 	next := s.Snapshot().WithSegments(segs)

@@ -166,7 +166,11 @@ func NewService(ctx context.Context, store Store, clock Clock) (*Service, error)
 		if err := seg.ValidateStored(); err != nil {
 			return nil, fmt.Errorf("load segment %q: %w", seg.Key, err)
 		}
-		segments[seg.Key] = feature.CompileSegment(seg)
+		c, err := compileStoredSegment(ctx, store, seg)
+		if err != nil {
+			return nil, fmt.Errorf("load segment %q: %w", seg.Key, err)
+		}
+		segments[seg.Key] = c
 	}
 	features, err := store.Features(ctx)
 	if err != nil {

@@ -98,6 +98,7 @@ var copyPlan = []planTable{
 	{name: "environments", replace: true}, // the target's migrations made production
 	{name: "segments"},
 	{name: "segment_versions"},
+	{name: "segment_users"},
 	{name: "features"},
 	{name: "versions", seq: true},
 	{name: "churn_reports"},

@@ -55,6 +55,12 @@ func encodeSegment(s feature.Segment) (string, error) {
 // CreateSegment stores a new segment with its first history entry, and
 // settles settle; it returns feature.EConflict when the key is taken.
 func (db *DB) CreateSegment(ctx context.Context, s feature.Segment, v feature.SegmentVersion, settle *rollout.Settlement) error {
+	return db.CreateUserList(ctx, s, v, nil, settle)
+}
+
+// CreateUserList is CreateSegment for a user list, with its users (each
+// once), in the same transaction.
+func (db *DB) CreateUserList(ctx context.Context, s feature.Segment, v feature.SegmentVersion, users []string, settle *rollout.Settlement) error {
 	if v.Version != s.Version {
 		return fmt.Errorf("create segment %q: history entry is version %d, segment is version %d", s.Key, v.Version, s.Version)
 	}
@@ -70,6 +76,9 @@ func (db *DB) CreateSegment(ctx context.Context, s feature.Segment, v feature.Se
 			return feature.Errorf(feature.EConflict, "segment %q already exists", s.Key)
 		}
 		if err != nil {
+			return err
+		}
+		if err := tx.editSegmentUsers(s.Key, users, nil); err != nil {
 			return err
 		}
 		if err := tx.insertSegmentVersion(v); err != nil {
@@ -104,6 +113,13 @@ func (tx *tx) insertSegmentVersion(v feature.SegmentVersion) error {
 // appends v, writes the new version of each feature of features and
 // settles settle, all in one transaction.
 func (db *DB) UpdateSegment(ctx context.Context, s feature.Segment, v feature.SegmentVersion, features []rollout.Version, settle *rollout.Settlement) error {
+	return db.UpdateUserList(ctx, s, v, nil, nil, features, settle)
+}
+
+// UpdateUserList is UpdateSegment for a user list: in the same
+// transaction it adds the users of add (none of which it holds) and
+// removes those of remove (each of which it holds).
+func (db *DB) UpdateUserList(ctx context.Context, s feature.Segment, v feature.SegmentVersion, add, remove []string, features []rollout.Version, settle *rollout.Settlement) error {
 	if v.Version != s.Version {
 		return fmt.Errorf("update segment %q: history entry is version %d, segment is version %d", s.Key, v.Version, s.Version)
 	}
@@ -119,6 +135,9 @@ func (db *DB) UpdateSegment(ctx context.Context, s feature.Segment, v feature.Se
 		}
 		if n == 0 {
 			return tx.whySegmentNotWritten(s.Key, s.Version-1)
+		}
+		if err := tx.editSegmentUsers(s.Key, add, remove); err != nil {
+			return err
 		}
 		if err := tx.insertSegmentVersion(v); err != nil {
 			return err
@@ -183,6 +202,9 @@ func (db *DB) DeleteSegment(ctx context.Context, key string, version int, e audi
 		if _, err := tx.exec(`DELETE FROM segment_versions WHERE segment_key = ?`, key); err != nil {
 			return err
 		}
+		if _, err := tx.exec(`DELETE FROM segment_users WHERE segment_key = ?`, key); err != nil {
+			return err
+		}
 		n, err := tx.affected(`DELETE FROM segments WHERE key = ? AND version = ?`, key, version)
 		if err != nil {
 			return err
@@ -238,6 +260,61 @@ func (db *DB) SegmentVersions(ctx context.Context, key string, before, limit int
 			}
 			v.Config.CreatedAt, v.Config.UpdatedAt = v.Config.CreatedAt.UTC(), v.Config.UpdatedAt.UTC()
 			return v, nil
+		})
+		return err
+	})
+	return out, err
+}
+
+// editSegmentUsers adds the users of add to the user list key and removes
+// those of remove, many rows to a statement, with bound parameters so
+// that an ID is kept byte for byte. Adding a user the list holds is
+// EConflict: the caller's view of the list was stale.
+func (tx *tx) editSegmentUsers(key string, add, remove []string) error {
+	for part := range slices.Chunk(remove, chunk) {
+		args := []any{key}
+		for _, u := range part {
+			args = append(args, u)
+		}
+		if _, err := tx.exec(`DELETE FROM segment_users WHERE segment_key = ? AND user_id IN (?`+strings.Repeat(", ?", len(part)-1)+`)`, args...); err != nil {
+			return fmt.Errorf("remove users of list %q: %w", key, err)
+		}
+	}
+	for part := range slices.Chunk(add, chunk) {
+		args := make([]any, 0, 2*len(part))
+		for _, u := range part {
+			args = append(args, key, u)
+		}
+		_, err := tx.exec(`INSERT INTO segment_users (segment_key, user_id) VALUES `+rows(2, len(part)), args...)
+		switch tx.constraint(err) {
+		case Unique, PrimaryKey:
+			return feature.Errorf(feature.EConflict, "user list %q holds a user it was to be given: reload it and try again", key)
+		}
+		if err != nil {
+			return fmt.Errorf("add users to list %q: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// SegmentUsers returns the user IDs of the user list key, sorted (none
+// for a segment of conditions); feature.ENotFound when there is no such
+// segment.
+func (db *DB) SegmentUsers(ctx context.Context, key string) ([]string, error) {
+	var out []string
+	err := db.readTx(ctx, fmt.Sprintf("list users of segment %q", key), func(tx *tx) error {
+		var n int
+		if err := tx.queryRow(`SELECT COUNT(*) FROM segments WHERE key = ?`, key).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return feature.Errorf(feature.ENotFound, "segment %q does not exist", key)
+		}
+		rows, err := tx.query(`SELECT user_id FROM segment_users WHERE segment_key = ? ORDER BY user_id{C}`, key)
+		out, err = collect(rows, err, func(rows *sql.Rows) (string, error) {
+			var u string
+			err := rows.Scan(&u)
+			return u, err
 		})
 		return err
 	})

@@ -11,8 +11,8 @@
 //
 // The package's files, one per part of what it keeps: store.go (DB, its
 // transactions, migrations, CheckWrite), feature.go (features and their
-// versions), archive.go, segment.go, ramp.go, schedule.go (scheduled
-// changes and their claims), request.go (change requests
+// versions), archive.go, segment.go (user lists' users a row each), ramp.go,
+// schedule.go (scheduled changes and their claims), request.go (change requests
 // and the settings), batch.go (documents' batches), exposure.go,
 // audit.go (the audit trail), feed.go (the change feed and the session
 // key), idempotency.go, token.go (tokens and signed-out sessions),

@@ -118,6 +118,15 @@ func conditionsSentence(cs []feature.Condition) string {
 	return strings.Join(parts, " and ")
 }
 
+// segmentSentence says who is in s: its conditions, or, for a user list,
+// how many users it names.
+func segmentSentence(s feature.Segment) string {
+	if s.List {
+		return plural(s.Size, "listed user")
+	}
+	return conditionsSentence(s.Conditions)
+}
+
 // ruleView is one rule of a feature as its page says it.
 type ruleView struct {
 	Name, When, Serve string
@@ -306,7 +315,7 @@ func (h *handler) segments(c echo.Context) error {
 		}
 	}
 	for _, s := range snap.Segments() {
-		item := segmentItem{Segment: s, When: conditionsSentence(s.Conditions), Features: snap.SegmentUsers(s.Key)}
+		item := segmentItem{Segment: s, When: segmentSentence(s), Features: snap.SegmentUsers(s.Key)}
 		vs, err := svc.SegmentVersions(c.Request().Context(), s.Key, 0, segmentVersionsShown+1)
 		switch {
 		case feature.ErrorCode(err) == feature.ENotFound:
@@ -318,7 +327,7 @@ func (h *handler) segments(c echo.Context) error {
 			vs, item.More = vs[:segmentVersionsShown], true
 		}
 		for _, v := range vs {
-			item.Versions = append(item.Versions, segmentVersionView{SegmentVersion: v, When: conditionsSentence(v.Config.Conditions)})
+			item.Versions = append(item.Versions, segmentVersionView{SegmentVersion: v, When: segmentSentence(v.Config)})
 		}
 		p.Segments = append(p.Segments, item)
 		p.Data.Segments = append(p.Data.Segments, s)

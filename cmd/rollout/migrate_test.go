@@ -182,6 +182,13 @@ func fillTargeting(t *testing.T, svc *rollout.Service, db *store.DB) {
 	if _, err := svc.UpdateSegment(ctx, "pro", "paying", []feature.Condition{cond("plan", feature.OpIn, []string{"pro", "enterprise"})}, rollout.ChangeOptions{Actor: "ada"}); err != nil {
 		t.Fatal(err)
 	}
+	// A user list (segment_users), edited once.
+	if _, err := svc.CreateUserList(ctx, "testers", "beta testers", []string{"user:1", "user:2", "Üser 3", "user:4"}, rollout.ChangeOptions{Actor: "ada"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.EditUserList(ctx, "testers", []string{"user:5"}, []string{"user:4"}, rollout.ChangeOptions{Actor: "ada"}); err != nil {
+		t.Fatal(err)
+	}
 	snap := svc.Snapshot()
 	for i := range 40 {
 		c := feature.Context{"email": fmt.Sprintf("u%d@example.com", i), "account": fmt.Sprint("acct", i%7)}
@@ -304,6 +311,7 @@ type storeContents struct {
 	Users              map[string][]rollout.Assignment
 	Segments           []feature.Segment
 	SegmentVersions    map[string][]feature.SegmentVersion
+	SegmentUsers       map[string][]string
 	Changes            []rollout.Version
 	Tokens             []auth.Token
 	Ramps              []rollout.Ramp
@@ -331,7 +339,7 @@ func contents(t *testing.T, s *store.DB) storeContents {
 		}
 	}
 	c := storeContents{Versions: map[string][]rollout.Version{}, Exposures: map[string][]feature.Exposure{}, RuleExposures: map[string][]feature.Exposure{},
-		Users: map[string][]rollout.Assignment{}, SegmentVersions: map[string][]feature.SegmentVersion{}, Deliveries: map[string][]webhook.Delivery{}}
+		Users: map[string][]rollout.Assignment{}, SegmentVersions: map[string][]feature.SegmentVersion{}, SegmentUsers: map[string][]string{}, Deliveries: map[string][]webhook.Delivery{}}
 	var err error
 	c.Features, err = s.Features(ctx)
 	must(err)
@@ -358,6 +366,8 @@ func contents(t *testing.T, s *store.DB) storeContents {
 	must(err)
 	for _, seg := range c.Segments {
 		c.SegmentVersions[seg.Key], err = s.SegmentVersions(ctx, seg.Key, 0, 0)
+		must(err)
+		c.SegmentUsers[seg.Key], err = s.SegmentUsers(ctx, seg.Key)
 		must(err)
 	}
 	c.Changes, err = s.Changes(ctx, rollout.ChangeQuery{})
@@ -468,7 +478,7 @@ func TestMigrateSQLiteToPostgresAndBack(t *testing.T) {
 	if c.Staging == nil || len(c.Staging.Features) != len(c.Features) || len(c.Staging.Versions["banner"]) != 2 {
 		t.Fatalf("the source's staging is not what the test made: %+v", c.Staging)
 	}
-	if len(c.Features) != 4 || len(c.Versions["checkout"]) != 5 || len(c.Tokens) != 4 || len(c.Ramps) != 2 || len(c.Segments) != 2 ||
+	if len(c.Features) != 4 || len(c.Versions["checkout"]) != 5 || len(c.Tokens) != 4 || len(c.Ramps) != 2 || len(c.Segments) != 3 || len(c.SegmentUsers["testers"]) != 4 ||
 		len(c.Archived) != 1 || len(c.Requests) != 2 || c.Settings.MaxChurn != 0.1 || len(c.Webhooks) != 1 || len(c.Deliveries[c.Webhooks[0].ID]) != 1 ||
 		len(c.RuleExposures["gated"]) == 0 || len(c.EndedSessions) != 1 {
 		t.Fatalf("the source is not what the test made: %+v", c)

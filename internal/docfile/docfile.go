@@ -150,6 +150,7 @@ type fileSegment struct {
 	Key         string          `yaml:"key"`
 	Description string          `yaml:"description"`
 	Conditions  []fileCondition `yaml:"conditions"`
+	List        bool            `yaml:"list"` // a user list, by reference
 }
 
 // Document returns f as a document.Document, its values as JSON; a value
@@ -209,7 +210,7 @@ func (f *File) Document(name string) (document.Document, error) {
 		if err != nil {
 			return document.Document{}, err
 		}
-		d.Segments = append(d.Segments, document.Segment{Key: s.Key, Description: s.Description, Conditions: cs})
+		d.Segments = append(d.Segments, document.Segment{Key: s.Key, Description: s.Description, Conditions: cs, List: s.List})
 	}
 	return d, nil
 }

@@ -35,11 +35,17 @@ type Document struct {
 	Segments []Segment `json:"segments"`
 }
 
-// Segment is a segment of a document.
+// Segment is a segment of a document. A user list (List) is named by
+// reference: the document holds its key and description, never its
+// users, which only the API changes (POST /api/segments/KEY/users). A
+// document that lists one creates it empty where it does not exist, and
+// where it does changes at most its description: applying a document
+// never touches a list's users.
 type Segment struct {
 	Key         string              `json:"key"`
 	Description string              `json:"description,omitempty"`
 	Conditions  []feature.Condition `json:"conditions,omitempty"`
+	List        bool                `json:"list,omitempty"`
 }
 
 // Feature is one feature of a document.
@@ -236,7 +242,7 @@ func (f Feature) validated() feature.Feature {
 
 // segment is sg as a Segment (no version, no times), its values compact.
 func (sg Segment) segment() feature.Segment {
-	seg := feature.Segment{Key: sg.Key, Description: sg.Description, Conditions: sg.Conditions}.Clone()
+	seg := feature.Segment{Key: sg.Key, Description: sg.Description, Conditions: sg.Conditions, List: sg.List}.Clone()
 	seg.Conditions = feature.CompactConditions(seg.Conditions)
 	return seg
 }
@@ -275,6 +281,10 @@ func (d Document) CheckSegments(segs map[string]*feature.CompiledSegment) error 
 func Export(snap *feature.Snapshot) Document {
 	d := Document{Features: make([]Feature, 0, snap.Len()), Segments: []Segment{}}
 	for _, seg := range snap.Segments() {
+		if seg.List { // by reference: not its users
+			d.Segments = append(d.Segments, Segment{Key: seg.Key, Description: seg.Description, List: true})
+			continue
+		}
 		d.Segments = append(d.Segments, Segment{Key: seg.Key, Description: seg.Description, Conditions: seg.Conditions})
 	}
 	for _, key := range snap.Keys() {

@@ -147,15 +147,23 @@ func planSegments(snap *feature.Snapshot, d Document) ([]SegmentChange, map[stri
 	for i, sg := range d.Segments {
 		next := sg.segment()
 		ch := SegmentChange{Segment: sg.Key, Action: ActionNone, Fields: []string{}, Conditions: feature.DescribeConditions(next.Conditions), Features: []string{}}
+		if sg.List {
+			ch.Conditions = "a user list (its users are kept on the server)"
+		}
 		cur, ok := snap.CompiledSegments()[sg.Key]
 		switch {
 		case !ok:
 			ch.Action, ch.Fields, ch.ToVersion = ActionCreate, []string{"created"}, 1
 			next.Version = 1
 			added++
+		case cur.Segment().List && !sg.List:
+			return nil, nil, errorf(fmt.Sprintf("segments[%d]", i), "segment %q is a user list on the server: name it with list: true and no conditions (a document refers to a list; its users change through the API)", sg.Key)
+		case !cur.Segment().List && sg.List:
+			return nil, nil, errorf(fmt.Sprintf("segments[%d]", i), "segment %q is a segment of conditions on the server, not a user list: give its conditions, without list: true", sg.Key)
 		default:
 			ch.FromVersion, ch.ToVersion = cur.Segment().Version, cur.Segment().Version
 			next.Version, next.CreatedAt, next.UpdatedAt = cur.Segment().Version, cur.Segment().CreatedAt, cur.Segment().UpdatedAt
+			next.Size = cur.Segment().Size // a list's users stay as they are
 			if cur.Segment().Description != next.Description {
 				ch.Fields = append(ch.Fields, "description")
 			}
@@ -177,7 +185,7 @@ func planSegments(snap *feature.Snapshot, d Document) ([]SegmentChange, map[stri
 			if !cloned {
 				segs, cloned = maps.Clone(snap.CompiledSegments()), true
 			}
-			segs[sg.Key] = feature.CompileSegment(next)
+			segs[sg.Key] = feature.CompileSegmentAfter(next, snap.CompiledSegments()[sg.Key])
 		}
 		out = append(out, ch)
 	}
@@ -217,7 +225,7 @@ func (d Document) Plan(ctx context.Context, snap *feature.Snapshot, opts plan.Op
 	changedSegs := map[string]SegmentChange{}
 	for _, sc := range sch {
 		p.SegmentVersions[sc.Segment] = sc.FromVersion
-		p.Document.Segments = append(p.Document.Segments, Segment{Key: sc.Segment, Description: sc.target.Description, Conditions: sc.target.Conditions})
+		p.Document.Segments = append(p.Document.Segments, Segment{Key: sc.Segment, Description: sc.target.Description, Conditions: sc.target.Conditions, List: sc.target.List})
 		if sc.Action == ActionUpdate {
 			changedSegs[sc.Segment] = sc
 		}

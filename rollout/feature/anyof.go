@@ -73,9 +73,9 @@ func compileAny(c Condition, inSegment bool) (compiledCond, error) {
 func (c Condition) checks() int { return max(1, len(c.Any)) }
 
 // holdsAny reports whether one entry of the any-of condition c holds.
-func (c *compiledCond) holdsAny(ctx Context) bool {
+func (c *compiledCond) holdsAny(ctx Context, user string) bool {
 	for i := range c.anyOf {
-		if c.anyOf[i].holds(ctx) {
+		if c.anyOf[i].holds(ctx, user) {
 			return true
 		}
 	}

@@ -27,7 +27,7 @@ func TestAnyOf(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range cases {
-		if got := cc.holds(tc.ctx); got != tc.want {
+		if got := cc.holds(tc.ctx, ""); got != tc.want {
 			t.Errorf("%s on %v = %v, want %v", describeCondition(enterpriseOrStaff), tc.ctx, got, tc.want)
 		}
 	}
@@ -87,14 +87,14 @@ func TestIgnoreCase(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", describeCondition(tc.c), err)
 		}
-		if got := cc.holds(ctx); got != tc.want {
+		if got := cc.holds(ctx, ""); got != tc.want {
 			t.Errorf("%s on %v = %v, want %v", describeCondition(tc.c), ctx[tc.c.Attribute], got, tc.want)
 		}
 	}
 	// ASCII strings are lowered on the stack.
 	cc, _ := compileCondition(folded(cond("email", OpEndsWith, "@example.com")), false)
 	big, _ := compileCondition(folded(cond("name", OpIn, long)), false)
-	if n := testing.AllocsPerRun(100, func() { cc.holds(ctx); big.holds(ctx) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { cc.holds(ctx, ""); big.holds(ctx, "") }); n != 0 {
 		t.Errorf("an ignore_case test of an ASCII string allocates %v times, want 0", n)
 	}
 }

@@ -51,6 +51,12 @@
 // reason as OpenFeature does (STATIC, SPLIT, TARGETING_MATCH, …), for the
 // server's OFREP API and the OpenFeature provider alike.
 //
+// User lists (userlist.go). A segment may list up to MaxListUsers users
+// instead of conditions (Segment.List): a UserList holds them hashed as
+// overrides are (ListUserHash), matched by the feature's bucketing key
+// with one hash and one look-up, whatever the list's size; Diff and Edit
+// count and make a change of it exactly.
+//
 // Sync forms (syncform.go). Apps that evaluate in their own process get
 // each feature's sync form: its configuration without descriptions or
 // actors, overrides keyed by a salted hash of the user ID (OverrideHash),

@@ -153,7 +153,7 @@ func TestListBytesNegation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := cc.holds(Context{"groups": tc.groups}); got != tc.want {
+		if got := cc.holds(Context{"groups": tc.groups}, ""); got != tc.want {
 			t.Errorf("%s %s with %d entries = %v, want %v", tc.c.Op, tc.c.Value, len(tc.groups), got, tc.want)
 		}
 	}

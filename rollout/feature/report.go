@@ -284,6 +284,11 @@ type PopulationChange struct {
 	// Estimate bounds how many evaluations a day this population gets
 	// (previews only; see PopulationEstimate).
 	Estimate *PopulationEstimate `json:"estimate,omitempty"`
+	// Added and Removed, for a change of a user list the rules use, count
+	// the users that enter and leave the list: exactly the users whose
+	// in_segment changes.
+	Added   int `json:"added,omitempty"`
+	Removed int `json:"removed,omitempty"`
 
 	// sources are the outcomes of the rules before the change that served
 	// this population: rule names, "" for the ring (and overrides and the

@@ -109,12 +109,16 @@ type Rule struct {
 	Serve      Serve       `json:"serve"`
 }
 
-// Segment is a named, reusable set of conditions, all of which must hold.
-// A Segment value is a configuration at one version.
+// Segment is a named, reusable set of conditions, all of which must hold,
+// or, when List is set, a list of users (userlist.go): its Size users,
+// whose IDs the store keeps apart from the configuration, and no
+// conditions. A Segment value is a configuration at one version.
 type Segment struct {
 	Key         string      `json:"key"`
 	Description string      `json:"description"`
 	Conditions  []Condition `json:"conditions"`
+	List        bool        `json:"list,omitempty"`
+	Size        int         `json:"size,omitempty"`
 	Version     int         `json:"version"`
 	CreatedAt   time.Time   `json:"created_at"`
 	UpdatedAt   time.Time   `json:"updated_at"`

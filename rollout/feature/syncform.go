@@ -53,12 +53,22 @@ type SyncFeature struct {
 }
 
 // SyncSegment is a segment as a feature's sync form carries it: what
-// evaluation needs.
+// evaluation needs. A user list (List) carries its users hashed (Users,
+// ListUserHash each, sorted), never their IDs, and one condition of
+// operator SyncListMarker, which clients that do not know user lists
+// refuse: they leave the feature out rather than take the list for a
+// segment without conditions, which everyone matches.
 type SyncSegment struct {
 	Key        string      `json:"key"`
 	Version    int         `json:"version"`
 	Conditions []Condition `json:"conditions"`
+	List       bool        `json:"list,omitempty"`
+	Users      []string    `json:"users,omitempty"`
 }
+
+// SyncListMarker is the operator of the one condition a user list's sync
+// form holds (see SyncSegment).
+const SyncListMarker = "user_list"
 
 // SyncDocument is a sync document as AppendSync writes it: the store
 // revision the snapshot had caught up with and the sync form of every
@@ -207,14 +217,27 @@ func (c *Compiled) appendSyncTargeting(buf *bytes.Buffer) {
 	if len(segs) == 0 {
 		return
 	}
-	out := make([]SyncSegment, 0, len(segs))
-	for _, key := range slices.Sorted(maps.Keys(segs)) {
-		seg := segs[key].segment
-		out = append(out, SyncSegment{Key: key, Version: seg.Version, Conditions: seg.Clone().Conditions})
+	buf.WriteString(`,"segments":[`)
+	for i, key := range slices.Sorted(maps.Keys(segs)) {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		cs := segs[key]
+		seg := cs.segment
+		if cs.users == nil {
+			data, _ := json.Marshal(SyncSegment{Key: key, Version: seg.Version, Conditions: seg.Clone().Conditions})
+			buf.Write(data)
+			continue
+		}
+		// A user list: its hashes written straight into buf.
+		data, _ := json.Marshal(SyncSegment{Key: key, Version: seg.Version, Conditions: []Condition{{Op: SyncListMarker}}, List: true})
+		buf.Write(data[:len(data)-1])
+		buf.WriteString(`,"users":`)
+		buf.Grow(35*cs.users.Len() + 2)
+		buf.Write(cs.users.appendHashes(buf.AvailableBuffer()))
+		buf.WriteByte('}')
 	}
-	data, _ := json.Marshal(out)
-	buf.WriteString(`,"segments":`)
-	buf.Write(data)
+	buf.WriteByte(']')
 }
 
 func positionHex(p ring.Position) string {
@@ -416,13 +439,29 @@ func syncSegments(f Feature, list []SyncSegment) (map[string]*CompiledSegment, e
 	out := make(map[string]*CompiledSegment, len(list))
 	for _, ss := range list {
 		seg := Segment{Key: ss.Key, Version: ss.Version, Conditions: ss.Conditions}
+		if ss.List {
+			if len(ss.Conditions) != 1 || ss.Conditions[0].Op != SyncListMarker {
+				return nil, Errorf(EInvalid, "feature %q: user list %q: its sync form holds one condition, of operator %s", f.Key, ss.Key, SyncListMarker)
+			}
+			seg.Conditions, seg.List, seg.Size = nil, true, len(ss.Users)
+		} else if len(ss.Users) > 0 {
+			return nil, Errorf(EInvalid, "feature %q: segment %q has users but is not a user list", f.Key, ss.Key)
+		}
 		if err := seg.validate(true); err != nil {
 			return nil, fmt.Errorf("feature %q: %w", f.Key, err)
 		}
 		if _, dup := out[ss.Key]; dup {
 			return nil, Errorf(EInvalid, "feature %q: segment %q appears twice", f.Key, ss.Key)
 		}
-		out[ss.Key] = CompileSegment(seg)
+		if !ss.List {
+			out[ss.Key] = CompileSegment(seg)
+			continue
+		}
+		users, err := userListOfHashes(ss.Key, ss.Users)
+		if err != nil {
+			return nil, fmt.Errorf("feature %q: %w", f.Key, err)
+		}
+		out[ss.Key] = CompileUserList(seg, users)
 	}
 	for _, key := range f.Segments() {
 		if _, ok := out[key]; !ok {

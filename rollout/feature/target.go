@@ -113,8 +113,11 @@ type compiledCond struct {
 	t      time.Time
 	// seg is the segment of in_segment; segKey its key (seg is nil in a
 	// feature compiled without its segments: the condition never holds).
+	// listBy is the feature's bucket_by, which a user list matches by
+	// ("": the user ID).
 	segKey string
 	seg    *CompiledSegment
+	listBy string
 	// anyOf are the entries of an any-of condition (opAny).
 	anyOf []compiledCond
 }
@@ -137,15 +140,17 @@ const yieldCost = 256
 // CompiledSegment is a Segment made ready for evaluation, immutable.
 type CompiledSegment struct {
 	segment Segment
+	users   *UserList // a user list's users; nil for a segment of conditions
 	conds   []compiledCond
 	insts   int // the instructions of its patterns, at most MaxSegmentPatternInsts
 	checks  int // the condition checks of one test of it (an any-of's entries each)
 }
 
-// holds reports whether every condition of s holds in ctx.
-func (s *CompiledSegment) holds(ctx Context) bool {
+// holds reports whether every condition of s holds in ctx (user is the
+// evaluation's user ID).
+func (s *CompiledSegment) holds(ctx Context, user string) bool {
 	for i := range s.conds {
-		if !s.conds[i].holds(ctx) {
+		if !s.conds[i].holds(ctx, user) {
 			return false
 		}
 	}
@@ -155,7 +160,13 @@ func (s *CompiledSegment) holds(ctx Context) bool {
 // CompileSegment makes s ready for evaluation; s is valid, or valid but
 // for costly patterns (Segment.ValidateStored): a pattern over its limits,
 // or past MaxSegmentPatternInsts, never holds.
+//
+// A user list (s.List) compiles without users: CompileUserList gives it
+// its own.
 func CompileSegment(s Segment) *CompiledSegment {
+	if s.List {
+		return CompileUserList(s, nil)
+	}
 	cs := &CompiledSegment{segment: s, conds: make([]compiledCond, len(s.Conditions))}
 	for i, c := range s.Conditions {
 		cc, err := compileCondition(c, true)
@@ -325,16 +336,24 @@ func compileCondition(c Condition, inSegment bool) (compiledCond, error) {
 // entry by entry.
 const smallList = 8
 
-// holds reports whether c holds in ctx. An attribute the context lacks (or
-// holds as null) makes every condition but absent false, neq and not_in
-// included; present is its opposite.
-func (c *compiledCond) holds(ctx Context) bool {
+// holds reports whether c holds in ctx, for the user ID user. An
+// attribute the context lacks (or holds as null) makes every condition but
+// absent false, neq and not_in included; present is its opposite.
+func (c *compiledCond) holds(ctx Context, user string) bool {
 	if c.op >= opInSegment { // in_segment, never or any-of
 		switch c.op {
 		case opInSegment:
-			return c.seg != nil && c.seg.holds(ctx)
+			if c.seg == nil {
+				return false
+			}
+			if l := c.seg.users; l != nil {
+				// The feature's bucketing key, hashed as the list is.
+				pos, ok := bucketingPosition(l.prefix, user, ctx, c.listBy)
+				return ok && l.holdsAt(pos)
+			}
+			return c.seg.holds(ctx, user)
 		case opAny:
-			return c.holdsAny(ctx)
+			return c.holdsAny(ctx, user)
 		}
 		return false
 	}
@@ -770,6 +789,18 @@ func (s Segment) validate(stored bool) error {
 	if err := validateDescription(s.Description); err != nil {
 		return err
 	}
+	if s.List {
+		switch {
+		case len(s.Conditions) > 0:
+			return invalidAt("conditions", "segment %q is a user list: it has users, not conditions", s.Key)
+		case s.Size < 0 || s.Size > MaxListUsers:
+			return invalidAt("size", "segment %q has %d users; a user list has at most %d", s.Key, s.Size, MaxListUsers)
+		}
+		return nil
+	}
+	if s.Size != 0 {
+		return invalidAt("size", "segment %q is a segment of conditions: only a user list has a size", s.Key)
+	}
 	if len(s.Conditions) > MaxConditions {
 		return invalidAt("conditions", "segment %q has %d conditions; at most %d", s.Key, len(s.Conditions), MaxConditions)
 	}
@@ -869,7 +900,7 @@ func (c *Compiled) compileTargeting(segments map[string]*CompiledSegment) {
 			if err != nil && !cc.costly {
 				panic("rollout: compile a validated rule: " + err.Error())
 			}
-			cost, check := cc.resolve(segments)
+			cost, check := cc.resolve(segments, f.BucketBy)
 			switch {
 			case cost > 0 && insts+cost > MaxFeaturePatternInsts:
 				// Past the feature's total (stored before the limit, or a
@@ -931,18 +962,19 @@ func (c *Compiled) compileTargeting(segments map[string]*CompiledSegment) {
 // resolve looks up the segment of an in_segment condition (an any-of's
 // entries' too) in segments, and returns what one test of cc costs: the
 // instructions of its patterns and its condition checks, a segment's at
-// each use (at least 1).
-func (cc *compiledCond) resolve(segments map[string]*CompiledSegment) (insts, checks int) {
+// each use (at least 1; a user list's 1). bucketBy is the feature's, by
+// which a user list matches.
+func (cc *compiledCond) resolve(segments map[string]*CompiledSegment, bucketBy string) (insts, checks int) {
 	switch cc.op {
 	case opInSegment:
-		cc.seg = segments[cc.segKey]
+		cc.seg, cc.listBy = segments[cc.segKey], bucketBy
 		if cc.seg == nil {
 			return 0, 1
 		}
 		return cc.seg.insts, max(1, cc.seg.checks)
 	case opAny:
 		for i := range cc.anyOf {
-			a, b := cc.anyOf[i].resolve(segments)
+			a, b := cc.anyOf[i].resolve(segments, bucketBy)
 			insts, checks = insts+a, checks+b
 		}
 		return insts, checks
@@ -982,7 +1014,7 @@ rules:
 			spent = r.cost
 		}
 		for j := range r.conds {
-			if !r.conds[j].holds(ctx) {
+			if !r.conds[j].holds(ctx, user) {
 				continue rules
 			}
 		}
@@ -1023,6 +1055,12 @@ func (c *Compiled) position(user string, ctx Context, attr string) (ring.Positio
 // positionAfter is position, hashing after prefix (c.prefix, or
 // c.splitPrefix for a split).
 func (c *Compiled) positionAfter(prefix, user string, ctx Context, attr string) (ring.Position, bool) {
+	return bucketingPosition(prefix, user, ctx, attr)
+}
+
+// bucketingPosition is the hash, after prefix, of the bucketing key: user,
+// or, when attr is set, the context's value of attr as position takes it.
+func bucketingPosition(prefix, user string, ctx Context, attr string) (ring.Position, bool) {
 	if attr == "" {
 		return userPosition(prefix, user), true
 	}

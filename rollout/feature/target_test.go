@@ -69,7 +69,7 @@ func TestConditionOperators(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", describeCondition(tc.c), err)
 		}
-		if got := cc.holds(ctx); got != tc.want {
+		if got := cc.holds(ctx, ""); got != tc.want {
 			t.Errorf("%s on %v: %v, want %v", describeCondition(tc.c), ctx[tc.c.Attribute], got, tc.want)
 		}
 	}
@@ -461,8 +461,8 @@ func FuzzCondition(f *testing.F) {
 			return
 		}
 		for _, v := range []any{s, n, true, []string{s, "x"}, []any{s, 1.0}, nil, map[string]any{"k": s}} {
-			cc.holds(Context{"a": v})
+			cc.holds(Context{"a": v}, "")
 		}
-		cc.holds(nil)
+		cc.holds(nil, "")
 	})
 }

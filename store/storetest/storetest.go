@@ -120,6 +120,7 @@ var cases = []struct {
 	{"batch of versions is all or nothing", testBatchAllOrNothing},
 	{"batch of segments and versions", testBatchSegments},
 	{"segments", testSegments},
+	{"user lists", testUserLists},
 	{"metrics", testMetrics},
 	{"experiments: one running per feature row", testExperimentLifecycle},
 	{"experiments: first exposures and totals", testExperimentUsers},

@@ -657,5 +657,62 @@
         window.location.assign(rolloutEnv('/ui/segments'));
       });
     }
+    // User lists: IDs pasted one per line; a create, an add, a remove or
+    // a replace of every user, previewed by a dry run that counts the
+    // users who enter and leave the list.
+    for (const form of document.querySelectorAll('form[data-list-form]')) {
+      const creating = form.dataset.listForm === 'create';
+      form.addEventListener('submit', async (ev) => {
+        ev.preventDefault();
+        clearOutcome(form);
+        const users = form.elements.namedItem('users').value.split(/\r?\n/).map((u) => u.trim()).filter((u) => u !== '');
+        const description = form.elements.namedItem('description').value;
+        const key = creating ? form.elements.namedItem('key').value.trim() : form.dataset.key;
+        const mode = creating ? 'create' : form.elements.namedItem('mode').value;
+        if (key === '') {
+          showError(form, 'Give the list a key, e.g. beta-testers.');
+          return;
+        }
+        if (users.length === 0 && mode !== 'replace' && mode !== 'create') {
+          showError(form, 'Paste the user IDs, one per line.');
+          return;
+        }
+        let req;
+        const path = '/api/segments/' + encodeURIComponent(key);
+        switch (mode) {
+          case 'create': req = { method: 'POST', path: '/api/segments', body: { key, description, users }, create: true }; break;
+          case 'replace': req = { method: 'PUT', path, body: { description, users }, tag: form.dataset.tag }; break;
+          default: req = { method: 'POST', path: path + '/users', body: { [mode]: users }, tag: form.dataset.tag };
+        }
+        if (!creating) {
+          const c = form.elements.namedItem('comment').value.trim();
+          if (c !== '') req.body.comment = c;
+        }
+        setBusy(form, true);
+        const res = await send(req, true);
+        setBusy(form, false);
+        if (res.error) {
+          showError(form, res.error.replace('this feature', 'this list'), res.reload);
+          return;
+        }
+        const d = res.body.users || { added: 0, removed: 0, size: 0 };
+        const features = res.body.features || [];
+        const parts = [el('p', { class: 'outcome list-outcome', 'data-added': d.added, 'data-removed': d.removed, 'data-size': d.size },
+          (creating ? 'Creates user list ' + key + ' of ' : 'User list ' + key + ': ' + d.added + ' added, ' + d.removed + ' removed; it will hold ') +
+          d.size + (d.size === 1 ? ' user.' : ' users.'))];
+        if (!creating) {
+          if (features.length === 0) parts.push(el('p', { class: 'seg-features' }, 'No feature uses it: no user changes bucket.'));
+          else parts.push(el('p', { class: 'seg-features' }, 'Each feature that uses it gets a new version — ' + features.join(', ') + ' — and only the users added or removed can change bucket there.'));
+        }
+        previewBox(form, parts, creating ? 'Create the list' : 'Apply this change', async () => {
+          const r = await send(req, false);
+          if (r.error) return r;
+          const v = r.body.segment ? r.body.segment.version : 0;
+          window.location.assign(rolloutEnv('/ui/segments?saved=' + encodeURIComponent(key) + '&v=' + v + '#segment-' + encodeURIComponent(key)));
+          return null;
+        });
+      });
+      dropOnEdit(form);
+    }
   }
 })();
