@@ -50,6 +50,11 @@ type Report struct {
 	// Splits are the exact moves within the populations of rules whose
 	// split changed (see SplitChanges).
 	Splits []SplitChange `json:"splits,omitempty"`
+	// Dependants are the features that require this one (prerequisite.go)
+	// whose answers the change may change, with what can be reckoned of
+	// how many users (previews and versions of a server, which knows
+	// them; see DependantChangeOf).
+	Dependants []DependantChange `json:"dependants,omitempty"`
 }
 
 // BucketShare is a bucket's share of users, in a list that keeps the
