@@ -598,6 +598,9 @@ func (s *Service) prepare(cur *feature.Compiled, ch Change, opts ChangeOptions) 
 	if err := s.knownSegments(next); err != nil {
 		return Result{}, Version{}, nil, err
 	}
+	if err := s.checkPrerequisites(cur.Feature(), next); err != nil {
+		return Result{}, Version{}, nil, err
+	}
 	if err := s.envs.checkDefinition(s, cur.Feature(), next, opts.gate != nil); err != nil {
 		return Result{}, Version{}, nil, err
 	}
@@ -608,6 +611,7 @@ func (s *Service) prepare(cur *feature.Compiled, ch Change, opts ChangeOptions) 
 		return Result{}, Version{}, nil, &changeError{err}
 	}
 	rep := cc.ReportFrom(cur)
+	rep.Dependants = s.dependantChanges(cur, cc)
 	if err := checkChurn(rep, opts); err != nil {
 		return Result{}, Version{}, nil, err
 	}

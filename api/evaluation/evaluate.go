@@ -43,11 +43,14 @@ type JSON struct {
 	Version int             `json:"version"`
 	Reason  string          `json:"reason"`
 	Rule    string          `json:"rule,omitempty"` // the rule that served (reason targeting_match)
+	// Prerequisite names the prerequisite that failed (reason
+	// prerequisite_failed).
+	Prerequisite string `json:"prerequisite,omitempty"`
 }
 
 // JSONOf returns the JSON of e.
 func JSONOf(e feature.Evaluation) JSON {
-	out := JSON{Feature: e.Feature, User: e.User, Value: e.Value, Version: e.Version, Reason: e.Reason, Rule: e.Rule}
+	out := JSON{Feature: e.Feature, User: e.User, Value: e.Value, Version: e.Version, Reason: e.Reason, Rule: e.Rule, Prerequisite: e.Prerequisite}
 	if e.Bucket != "" {
 		out.Bucket = &e.Bucket
 	} else {
