@@ -226,6 +226,9 @@ func (s *Service) create(ctx context.Context, f feature.Feature, opts ChangeOpti
 	if err := s.checkSegments(ctx, f); err != nil {
 		return Result{}, err
 	}
+	if err := s.checkPrerequisites(feature.Feature{}, f); err != nil {
+		return Result{}, err
+	}
 	if s.Snapshot().Compiled(f.Key) != nil {
 		// Another instance may have deleted it: ask the store.
 		if c, err := s.reload(ctx, f.Key); err != nil {

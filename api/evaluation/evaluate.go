@@ -192,7 +192,9 @@ type evaluateRequest struct {
 	// as encoding/json decodes them; contextJSON is the raw object instead
 	// when parseEvaluateRequest read the body, for readContext to read with
 	// text, the reader of the body's strings.
-	Context     map[string]any `json:"context"`
+	Context map[string]any `json:"context"`
+	// Explain asks for each answer's explanation (see explain.go).
+	Explain     bool `json:"explain"`
 	contextJSON []byte
 	text        jsonText
 	// userUnreadable is set when the user's JSON string holds invalid
@@ -259,6 +261,12 @@ func (s *Server) EvaluateMany(c echo.Context) error {
 			slices.Sort(keys)
 		}
 		keys = slices.Compact(keys)
+	}
+	if req.Explain {
+		if err := sl.take(c, s.costly); err != nil {
+			return err
+		}
+		return s.explainMany(c, st.snap, req, keys, ctx)
 	}
 	results := getResults()
 	defer putResults(results)
