@@ -317,3 +317,27 @@ func BenchmarkEvaluatePrerequisite(b *testing.B) {
 		}
 	}
 }
+
+// TestRenameMovesNoOne: renaming rules, moving them, or both, without
+// changing who matches, changes no population (issue #32: a rename
+// previewed "6 populations would change bucket"); a changed condition
+// still does.
+func TestRenameMovesNoOne(t *testing.T) {
+	rule := func(name, attr, value, bucket string) Rule {
+		return Rule{Name: name, Conditions: []Condition{{Attribute: attr, Op: OpEq, Value: json.RawMessage(strconvQuote(value))}}, Serve: Serve{Bucket: bucket}}
+	}
+	before := []Rule{rule("staff", "email", "a@x", "on"), rule("pro", "plan", "pro", "on"), rule("de", "country", "DE", "off")}
+	renamedAll := []Rule{rule("employees", "email", "a@x", "on"), rule("paying", "plan", "pro", "on"), rule("germany", "country", "DE", "off")}
+	movedRenamed := []Rule{rule("paying", "plan", "pro", "on"), rule("staff", "email", "a@x", "on"), rule("germany", "country", "DE", "off")}
+	for name, after := range map[string][]Rule{"renamed": renamedAll, "moved and renamed": movedRenamed} {
+		if got := RuleChanges(before, after); len(got) != 0 {
+			t.Errorf("%s: %d populations: %+v", name, len(got), got)
+		}
+	}
+	changed := []Rule{rule("employees", "email", "b@x", "on"), rule("pro", "plan", "pro", "on"), rule("de", "country", "DE", "off")}
+	if got := RuleChanges(before, changed); len(got) == 0 {
+		t.Error("a renamed rule whose condition changed: no population")
+	}
+}
+
+func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
