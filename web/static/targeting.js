@@ -579,6 +579,50 @@
     });
   }
 
+  // ---- A feature's prerequisites ----
+  const prereqForm = document.querySelector('form[data-prerequisites]');
+  if (prereqForm && feature) {
+    // readPrerequisites reads "feature: bucket, bucket" lines.
+    const readPrerequisites = () => prereqForm.elements.namedItem('prerequisites').value.split('\n')
+      .map((line) => line.trim()).filter((line) => line !== '')
+      .map((line, i) => {
+        const [key, buckets] = line.split(':');
+        const list = (buckets || '').split(',').map((b) => b.trim()).filter((b) => b !== '');
+        if (!key.trim() || list.length === 0) throw new Error('Line ' + (i + 1) + ': write feature: bucket, bucket (e.g. new-api: on).');
+        return { feature: key.trim(), buckets: list };
+      });
+    prereqForm.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      clearOutcome(prereqForm);
+      let prerequisites;
+      try {
+        prerequisites = readPrerequisites();
+      } catch (err) {
+        showError(prereqForm, err.message);
+        return;
+      }
+      const body = { prerequisites };
+      const comment = prereqForm.elements.namedItem('comment').value.trim();
+      if (comment !== '') body.comment = comment;
+      setBusy(prereqForm, true);
+      const res = await send({ method: 'PUT', path: base + '/prerequisites', body }, true);
+      setBusy(prereqForm, false);
+      if (res.error) {
+        showError(prereqForm, res.error, res.reload);
+        return;
+      }
+      const said = prerequisites.length === 0 ? 'After this, the feature has no prerequisites.'
+        : 'After this, users get the feature\'s own answer only when ' + prerequisites.map((p) => p.feature + ' serves them ' + p.buckets.join(' or ')).join(', and ') + '; the others get its fallback.';
+      previewBox(prereqForm, [el('p', { class: 'outcome' }, said)], 'Apply these prerequisites', async () => {
+        const r = await send({ method: 'PUT', path: base + '/prerequisites', body }, false);
+        if (r.error) return r;
+        goToVersion(r.body.feature.version);
+        return null;
+      });
+    });
+    dropOnEdit(prereqForm);
+  }
+
   // explanation shows why an answer is what it is: each prerequisite, each
   // rule tried with each condition and why it held or not, then the ring.
   function explanation(x) {
