@@ -32,6 +32,7 @@
 //   - features.go: features, their buckets, overrides, versions, history
 //     and the guards of changes.
 //   - rules.go, segments.go: targeting rules and segments.
+//   - prerequisites.go: PUT /api/features/K/prerequisites.
 //   - ramp.go: ramps of a feature's buckets.
 //   - experiments.go: metrics, tracked events (POST /api/track) and
 //     experiments with their results.
