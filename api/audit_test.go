@@ -205,6 +205,7 @@ func writeRoutes(rampID, tokenID func() string) []struct {
 		{"PATCH /api/features/:key", "editor", "PATCH", "/api/features/f", map[string]any{"description": "d"}, "change"},
 		{"PUT /api/features/:key/rules", "editor", "PUT", "/api/features/f/rules", map[string]any{"rules": []any{map[string]any{"name": "pro",
 			"conditions": []any{map[string]any{"attribute": "plan", "op": "eq", "value": "pro"}}, "serve": map[string]any{"bucket": "treatment"}}}}, "change"},
+		{"PUT /api/features/:key/prerequisites", "editor", "PUT", "/api/features/f/prerequisites", map[string]any{"prerequisites": []any{}}, "change"},
 		{"POST /api/segments", "editor", "POST", "/api/segments", map[string]any{"key": "staff", "conditions": []any{}}, "segment_create"},
 		{"PUT /api/segments/:key", "editor", "PUT", "/api/segments/staff", map[string]any{"conditions": []any{map[string]any{"attribute": "plan", "op": "eq", "value": "pro"}}}, "segment_change"},
 		{"DELETE /api/segments/:key", "editor", "DELETE", "/api/segments/staff", nil, "segment_delete"},

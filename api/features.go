@@ -184,6 +184,8 @@ type createRequest struct {
 	Overrides   map[string]string `json:"overrides"`
 	Rules       []feature.Rule    `json:"rules"`
 	BucketBy    string            `json:"bucket_by"`
+	// Prerequisites: see prerequisites.go.
+	Prerequisites []feature.Prerequisite `json:"prerequisites"`
 	// Targets, instead of the buckets' replicas, asks for shares: the
 	// replicas come from a plan (see plannedBuckets).
 	Targets   map[string]float64 `json:"targets"`
@@ -209,7 +211,7 @@ func (s *Server) createFeature(c echo.Context) error {
 		Key: req.Key, Description: req.Description, Enabled: true, Salt: req.Key,
 		Fallback: req.Fallback, Buckets: buckets(req.Buckets), Overrides: req.Overrides,
 		Tags: slices.Sorted(slices.Values(req.Tags)), Owner: req.Owner,
-		Rules: req.Rules, BucketBy: req.BucketBy,
+		Rules: req.Rules, BucketBy: req.BucketBy, Prerequisites: req.Prerequisites,
 	}
 	if len(f.Rules) == 0 {
 		f.Rules = nil

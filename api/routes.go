@@ -123,6 +123,7 @@ func (s *Server) routes(opts Options) []Route {
 		{Method: http.MethodPut, Path: "/api/features/:key/overrides/:user", Access: auth.PermWrite, Change: "set_override", Handler: s.setOverride},
 		{Method: http.MethodDelete, Path: "/api/features/:key/overrides/:user", Access: auth.PermWrite, Change: "clear_override", Handler: s.clearOverride},
 		{Method: http.MethodPut, Path: "/api/features/:key/rules", Access: auth.PermWrite, Change: "set_rules", Handler: s.setRules},
+		{Method: http.MethodPut, Path: "/api/features/:key/prerequisites", Access: auth.PermWrite, Change: "set_prerequisites", MaxBody: maxPrerequisitesBody, Handler: s.setPrerequisites},
 		{Method: http.MethodPost, Path: "/api/features/:key/preview", Access: auth.PermRead, Handler: s.preview}, // changes nothing
 		{Method: http.MethodPost, Path: "/api/features/:key/reshuffle", Access: auth.PermWrite, Change: "reshuffle", Handler: s.reshuffle},
 		{Method: http.MethodPost, Path: "/api/features/:key/rollback", Access: auth.PermWrite, Change: "rollback", Handler: s.rollback},

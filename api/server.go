@@ -33,6 +33,7 @@
 //     and the guards of changes.
 //   - rules.go, segments.go, userlists.go: targeting rules, segments and
 //     user lists (with the bounds of their uploads).
+//   - prerequisites.go: PUT /api/features/K/prerequisites.
 //   - ramp.go: ramps of a feature's buckets.
 //   - schedules.go: scheduled changes, and the parser of their bodies (ScheduledChange).
 //   - experiments.go: metrics, tracked events (POST /api/track) and

@@ -69,6 +69,9 @@ func (s *Service) Archive(ctx context.Context, key string, opts ChangeOptions) (
 		return Result{}, err
 	}
 	defer s.mu.Unlock()
+	if err := s.requiredBy(key); err != nil {
+		return Result{}, err
+	}
 	if g.covers(key) || g != nil && s.envs.touchesProtected(s.archivedElsewhere(key)) {
 		cur, err := s.current(ctx, key, opts)
 		if err != nil {
@@ -130,6 +133,9 @@ func (s *Service) restoredElsewhere(ctx context.Context, key string) ([]environm
 // archive is Archive not bound by the settings. The caller holds s.mu.
 func (s *Service) archive(ctx context.Context, key string, opts ChangeOptions) (Result, error) {
 	return s.onFresh(ctx, key, opts, func(cur *feature.Compiled) (Result, error) {
+		if err := s.requiredBy(key); err != nil {
+			return Result{}, err
+		}
 		res, err := archiveResult(cur, opts)
 		if err != nil || opts.DryRun {
 			return res, err

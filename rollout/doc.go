@@ -21,6 +21,12 @@
 // moves (targetchange.go), and swaps in a new feature.Snapshot. The
 // background jobs (ramps, sweeps, flushes) loop with every.
 //
+// Prerequisites (prerequisite.go). SetPrerequisites is the change of a
+// feature's prerequisites; every change checks that they fit the other
+// features (no loop, chains of at most 5 links), its report names the
+// dependants whose answers it may change, and Archive refuses a feature
+// others require.
+//
 // Segments (segment.go). Service.CreateSegment, UpdateSegment and
 // DeleteSegment change the segments rules use; a change of one is a new
 // version of every feature using it, in one transaction (SegmentStore).

@@ -35,6 +35,9 @@ const (
 	SpecPromote       = "promote"
 	SpecRollback      = "rollback"
 	SpecSetRules      = "set_rules"
+	// SpecSetPrerequisites sets the feature's prerequisites
+	// (ChangeSpec.Prerequisites).
+	SpecSetPrerequisites = "set_prerequisites"
 	// SpecArchive and SpecRestore archive and restore the feature;
 	// SpecRamp starts a ramp (ChangeSpec.Ramp). The service makes them,
 	// not a Change.
@@ -66,6 +69,8 @@ type ChangeSpec struct {
 	BucketBy *string `json:"bucket_by,omitempty"`
 	// Rules are set_rules' rules (empty: none).
 	Rules []feature.Rule `json:"rules,omitempty"`
+	// Prerequisites are set_prerequisites' (empty: none).
+	Prerequisites []feature.Prerequisite `json:"prerequisites,omitempty"`
 	// Ramp is the ramp a ramp request starts.
 	Ramp *ramp.Spec `json:"ramp,omitempty"`
 	// From, Include and Source are a promotion's: the environment, the
@@ -89,6 +94,8 @@ func (sp ChangeSpec) change() (Change, error) {
 		return Patch(sp.Description, sp.Enabled, sp.Fallback), nil
 	case SpecSetRules:
 		return SetRules(sp.Rules), nil
+	case SpecSetPrerequisites:
+		return SetPrerequisites(sp.Prerequisites), nil
 	case SpecAddBucket:
 		if sp.Bucket == nil {
 			return Change{}, feature.Errorf(feature.EInvalid, "the requested add_bucket names no bucket")

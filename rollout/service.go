@@ -230,6 +230,9 @@ func (s *Service) create(ctx context.Context, f feature.Feature, opts ChangeOpti
 	if err := s.checkSegments(ctx, f); err != nil {
 		return Result{}, err
 	}
+	if err := s.checkPrerequisites(feature.Feature{}, f); err != nil {
+		return Result{}, err
+	}
 	if s.Snapshot().Compiled(f.Key) != nil {
 		// Another instance may have deleted it: ask the store.
 		if c, err := s.reload(ctx, f.Key); err != nil {
@@ -602,6 +605,9 @@ func (s *Service) prepare(cur *feature.Compiled, ch Change, opts ChangeOptions) 
 	if err := s.knownSegments(next); err != nil {
 		return Result{}, Version{}, nil, err
 	}
+	if err := s.checkPrerequisites(cur.Feature(), next); err != nil {
+		return Result{}, Version{}, nil, err
+	}
 	if err := s.envs.checkDefinition(s, cur.Feature(), next, opts.gate != nil); err != nil {
 		return Result{}, Version{}, nil, err
 	}
@@ -612,6 +618,7 @@ func (s *Service) prepare(cur *feature.Compiled, ch Change, opts ChangeOptions) 
 		return Result{}, Version{}, nil, &changeError{err}
 	}
 	rep := cc.ReportFrom(cur)
+	rep.Dependants = s.dependantChanges(cur, cc)
 	if err := checkChurn(rep, opts); err != nil {
 		return Result{}, Version{}, nil, err
 	}

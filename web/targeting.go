@@ -204,6 +204,8 @@ type testAnswer struct {
 	Reason  string          `json:"reason"`
 	Rule    string          `json:"rule,omitempty"`
 	Text    string          `json:"text"` // the answer in words
+	// Explain says why, step by step (feature.Explanation).
+	Explain *feature.Explanation `json:"explain,omitempty"`
 }
 
 // testContext answers the page's "test a context" box: what the feature
@@ -251,6 +253,9 @@ func (h *handler) testContext(c echo.Context) error {
 		a.Value = json.RawMessage("null")
 	}
 	a.Text = testWords(e)
+	if x, err := h.in(c).Snapshot().Explain(key, req.User, ctx); err == nil {
+		a.Explain = &x
+	}
 	return c.JSON(http.StatusOK, a)
 }
 
@@ -267,6 +272,8 @@ func testWords(e feature.Evaluation) string {
 		return "the context lacks the attribute the ring buckets by"
 	case feature.ReasonRing:
 		return "no rule matched: the ring"
+	case feature.ReasonPrerequisiteFailed:
+		return "prerequisite " + e.Prerequisite + " did not serve the user a required bucket: the fallback"
 	}
 	return e.Reason
 }

@@ -58,10 +58,10 @@ func (h *handler) user(c echo.Context) error {
 	p.Context = ctx
 	snap := h.in(c).Snapshot()
 	for _, key := range snap.Keys() {
-		// Peek is the snapshot's evaluation, not counted among the
-		// exposures. Once evaluation takes a context (rollout's
-		// EvaluateContext), this is the one line to change: pass ctx.
-		ev, err := snap.Peek(key, p.User)
+		// PeekContext is the snapshot's evaluation with the context
+		// (rules, bucket_by, prerequisites), not counted among the
+		// exposures.
+		ev, err := snap.PeekContext(key, p.User, ctx)
 		if err != nil {
 			continue // deleted since the snapshot was taken
 		}
@@ -85,6 +85,14 @@ func why(ev feature.Evaluation) string {
 			return "The feature is off and has no fallback: apps use their default."
 		}
 		return "The feature is off: everyone gets its fallback, " + ev.Bucket + "."
+	case feature.ReasonTargetingMatch:
+		return "Rule " + ev.Rule + " matches them: it serves " + bucketWords(ev.Bucket) + "."
+	case feature.ReasonSplit:
+		return "Rule " + ev.Rule + " matches them, and its split places them in " + bucketWords(ev.Bucket) + "."
+	case feature.ReasonPrerequisiteFailed:
+		return "Prerequisite " + ev.Prerequisite + " does not serve them a required bucket: they get the fallback, " + bucketWords(ev.Bucket) + "."
+	case feature.ReasonDefault:
+		return "The context lacks the attribute the ring buckets by: " + bucketWords(ev.Bucket) + "."
 	}
 	if ev.Bucket == "" {
 		return "No bucket (" + ev.Reason + ")."
@@ -168,4 +176,12 @@ func attributeText(v any) string {
 		return v
 	}
 	return ""
+}
+
+// bucketWords is a bucket's name, or "no bucket" (apps use their default).
+func bucketWords(b string) string {
+	if b == "" {
+		return "no bucket (apps use their default)"
+	}
+	return b
 }

@@ -90,6 +90,8 @@ func reason(r string) string {
 		return "override"
 	case feature.ReasonDisabled:
 		return "feature off"
+	case feature.ReasonPrerequisiteFailed:
+		return "prerequisite failed"
 	}
 	return r
 }

@@ -289,6 +289,9 @@ func parsePages(a assets) map[string]*template.Template {
 		if name == "feature" || name == "segments" {
 			files = append(files, "templates/targeting.html")
 		}
+		if name == "feature" {
+			files = append(files, "templates/prerequisites.html")
+		}
 		if name == "feature" || name == "compare" {
 			files = append(files, "templates/promote.html")
 		}

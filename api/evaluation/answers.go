@@ -83,5 +83,9 @@ func appendEvaluationTail(b []byte, e feature.Evaluation) []byte {
 		b = append(b, `,"rule":`...)
 		b = appendJSONString(b, e.Rule)
 	}
+	if e.Prerequisite != "" {
+		b = append(b, `,"prerequisite":`...)
+		b = appendJSONString(b, e.Prerequisite)
+	}
 	return append(b, '}')
 }

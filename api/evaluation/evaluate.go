@@ -43,11 +43,14 @@ type JSON struct {
 	Version int             `json:"version"`
 	Reason  string          `json:"reason"`
 	Rule    string          `json:"rule,omitempty"` // the rule that served (reason targeting_match)
+	// Prerequisite names the prerequisite that failed (reason
+	// prerequisite_failed).
+	Prerequisite string `json:"prerequisite,omitempty"`
 }
 
 // JSONOf returns the JSON of e.
 func JSONOf(e feature.Evaluation) JSON {
-	out := JSON{Feature: e.Feature, User: e.User, Value: e.Value, Version: e.Version, Reason: e.Reason, Rule: e.Rule}
+	out := JSON{Feature: e.Feature, User: e.User, Value: e.Value, Version: e.Version, Reason: e.Reason, Rule: e.Rule, Prerequisite: e.Prerequisite}
 	if e.Bucket != "" {
 		out.Bucket = &e.Bucket
 	} else {
@@ -189,7 +192,9 @@ type evaluateRequest struct {
 	// as encoding/json decodes them; contextJSON is the raw object instead
 	// when parseEvaluateRequest read the body, for readContext to read with
 	// text, the reader of the body's strings.
-	Context     map[string]any `json:"context"`
+	Context map[string]any `json:"context"`
+	// Explain asks for each answer's explanation (see explain.go).
+	Explain     bool `json:"explain"`
 	contextJSON []byte
 	text        jsonText
 	// userUnreadable is set when the user's JSON string holds invalid
@@ -256,6 +261,12 @@ func (s *Server) EvaluateMany(c echo.Context) error {
 			slices.Sort(keys)
 		}
 		keys = slices.Compact(keys)
+	}
+	if req.Explain {
+		if err := sl.take(c, s.costly); err != nil {
+			return err
+		}
+		return s.explainMany(c, st.snap, req, keys, ctx)
 	}
 	results := getResults()
 	defer putResults(results)

@@ -351,7 +351,7 @@ func ofrepKeyFree(snap *feature.Snapshot, key string) bool {
 			serving++
 		}
 	}
-	return len(f.Overrides) == 0 && (serving == 1 || f.BucketBy != "")
+	return len(f.Overrides) == 0 && len(f.Prerequisites) == 0 && (serving == 1 || f.BucketBy != "")
 }
 
 // OFREPEvaluateAll is POST /ofrep/v1/evaluate/flags: every feature, or those
@@ -468,6 +468,10 @@ func appendOFREPEvaluation(b []byte, e feature.Evaluation) []byte {
 	if e.Rule != "" {
 		b = append(b, `,"rule":`...)
 		b = appendJSONString(b, e.Rule)
+	}
+	if e.Prerequisite != "" {
+		b = append(b, `,"prerequisite":`...)
+		b = appendJSONString(b, e.Prerequisite)
 	}
 	return append(b, "}}"...)
 }

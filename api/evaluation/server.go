@@ -25,6 +25,8 @@
 //   - context.go: the context of an evaluation, read from GET /evaluate's
 //     query or a request's JSON.
 //   - answers.go: the answer of each outcome, encoded once per snapshot.
+//   - explain.go: POST /evaluate's "explain":true, bounded by
+//     MaxExplainFeatures.
 //   - costly.go: the slots in which costly evaluations run apart.
 //   - snapshot.go: what the server derives from each snapshot: its number,
 //     when it was seen, and bulk evaluation's ETag tag.

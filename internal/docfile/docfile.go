@@ -123,6 +123,13 @@ type fileFeature struct {
 	BucketBy    string            `yaml:"bucket_by"`
 	Tags        []string          `yaml:"tags"`
 	Owner       string            `yaml:"owner"`
+	// Prerequisites: features that must serve the user some buckets.
+	Prerequisites []filePrerequisite `yaml:"prerequisites"`
+}
+
+type filePrerequisite struct {
+	Feature string   `yaml:"feature"`
+	Buckets []string `yaml:"buckets"`
 }
 
 type fileBucket struct {
@@ -192,6 +199,9 @@ func (f *File) Document(name string) (document.Document, error) {
 				return document.Document{}, err
 			}
 			df.Buckets = append(df.Buckets, document.Bucket{Name: b.Name, Share: b.Share, Replicas: b.Replicas, Value: v})
+		}
+		for _, p := range ff.Prerequisites {
+			df.Prerequisites = append(df.Prerequisites, feature.Prerequisite{Feature: p.Feature, Buckets: p.Buckets})
 		}
 		for _, r := range ff.Rules {
 			cs, err := conditions(r.Conditions)
@@ -414,16 +424,18 @@ func unmarshal(name string, data []byte, v any, maxStructure int) (*ast.File, er
 // by its place in the document: "features", "features.buckets", … A list
 // over its limit is refused before it is decoded.
 var limits = map[string]int{
-	"features":                      document.MaxFeatures,
-	"features.buckets":              feature.MaxBuckets,
-	"features.overrides":            feature.MaxOverrides,
-	"features.rules":                feature.MaxRules,
-	"features.rules.conditions":     feature.MaxConditions,
-	"features.rules.conditions.any": feature.MaxConditions,
-	"segments.conditions.any":       feature.MaxConditions,
-	"features.tags":                 feature.MaxTags,
-	"segments":                      feature.MaxSegments,
-	"segments.conditions":           feature.MaxConditions,
+	"features":                       document.MaxFeatures,
+	"features.buckets":               feature.MaxBuckets,
+	"features.overrides":             feature.MaxOverrides,
+	"features.rules":                 feature.MaxRules,
+	"features.rules.conditions":      feature.MaxConditions,
+	"features.rules.conditions.any":  feature.MaxConditions,
+	"segments.conditions.any":        feature.MaxConditions,
+	"features.tags":                  feature.MaxTags,
+	"features.prerequisites":         feature.MaxPrerequisites,
+	"features.prerequisites.buckets": feature.MaxBuckets,
+	"segments":                       feature.MaxSegments,
+	"segments.conditions":            feature.MaxConditions,
 }
 
 // tooMany is the message of a list at place (as features[2].rules) of a

@@ -66,8 +66,11 @@ type Feature struct {
 	Overrides map[string]string `json:"overrides,omitempty"`
 	Rules     []feature.Rule    `json:"rules,omitempty"`
 	BucketBy  string            `json:"bucket_by,omitempty"`
-	Tags      []string          `json:"tags,omitempty"`
-	Owner     string            `json:"owner,omitempty"`
+	// Prerequisites are the features that must serve the user some of
+	// their buckets (of the document or the server; see package feature).
+	Prerequisites []feature.Prerequisite `json:"prerequisites,omitempty"`
+	Tags          []string               `json:"tags,omitempty"`
+	Owner         string                 `json:"owner,omitempty"`
 }
 
 // Bucket is a bucket of a document's feature: its share of users (0 to
@@ -230,7 +233,7 @@ func (f Feature) validate(at string) error {
 func (f Feature) validated() feature.Feature {
 	v := feature.Feature{Key: f.Key, Description: f.Description, Salt: f.Salt, Fallback: f.Fallback,
 		Buckets: make([]feature.Bucket, len(f.Buckets)), Overrides: f.Overrides, Rules: f.Rules,
-		BucketBy: f.BucketBy, Tags: f.Tags, Owner: f.Owner}
+		BucketBy: f.BucketBy, Prerequisites: f.Prerequisites, Tags: f.Tags, Owner: f.Owner}
 	for i, b := range f.Buckets {
 		v.Buckets[i] = feature.Bucket{Name: b.Name, Replicas: 1, Value: b.Value}
 		if b.Share == nil && b.Replicas != nil {
@@ -294,7 +297,7 @@ func Export(snap *feature.Snapshot) Document {
 		df := Feature{
 			Key: f.Key, Description: f.Description, Enabled: &enabled, Fallback: f.Fallback,
 			Overrides: maps.Clone(f.Overrides), Rules: feature.CloneRules(f.Rules), BucketBy: f.BucketBy,
-			Tags: slices.Clone(f.Tags), Owner: f.Owner,
+			Prerequisites: feature.ClonePrerequisites(f.Prerequisites), Tags: slices.Clone(f.Tags), Owner: f.Owner,
 		}
 		if f.Salt != f.Key {
 			df.Salt = f.Salt

@@ -307,6 +307,9 @@ func (d Document) Plan(ctx context.Context, snap *feature.Snapshot, opts plan.Op
 			}
 		}
 	}
+	if err := checkPrerequisites(snap, p.Changes); err != nil {
+		return Plan{}, err
+	}
 	for i, sc := range p.Segments {
 		for _, ch := range p.Changes {
 			if slices.Contains(ch.target.Feature().Segments(), sc.Segment) {
@@ -372,6 +375,7 @@ func planFeature(ctx context.Context, cur *feature.Compiled, df Feature, opts pl
 	if err := plan.Splits(before, &next); err != nil {
 		return FeatureChange{}, err
 	}
+	next.Prerequisites = feature.ClonePrerequisites(df.Prerequisites)
 	next.Tags, next.Owner = nil, df.Owner
 	if len(df.Tags) > 0 {
 		next.Tags = slices.Clone(df.Tags)
@@ -521,6 +525,7 @@ func changedFields(a, b feature.Feature) []string {
 	add(!maps.Equal(a.Overrides, b.Overrides), "overrides")
 	add(!slices.EqualFunc(a.Rules, b.Rules, feature.SameRule), "rules")
 	add(a.BucketBy != b.BucketBy, "bucket_by")
+	add(!feature.SamePrerequisites(a.Prerequisites, b.Prerequisites), "prerequisites")
 	add(!slices.Equal(a.Tags, b.Tags), "tags")
 	add(a.Owner != b.Owner, "owner")
 	if len(a.Buckets) != len(b.Buckets) && !slices.Contains(out, "buckets") {
@@ -596,4 +601,37 @@ func sameValue(x, y any) bool {
 		return ex == nil && ey == nil && fx.Cmp(fy) == 0
 	}
 	return x == y
+}
+
+// checkPrerequisites refuses a plan after which the prerequisites of a
+// feature it changes would not fit the features (the server's, as the
+// plan leaves them): see feature.CheckPrerequisites.
+func checkPrerequisites(snap *feature.Snapshot, changes []FeatureChange) error {
+	after := make(map[string]feature.Feature, len(changes))
+	keys := slices.Clone(snap.Keys())
+	for _, ch := range changes {
+		after[ch.Feature] = ch.target.Feature()
+		if snap.Compiled(ch.Feature) == nil {
+			keys = append(keys, ch.Feature)
+		}
+	}
+	lookup := func(k string) (feature.Feature, bool) {
+		if f, ok := after[k]; ok {
+			return f, true
+		}
+		if c := snap.Compiled(k); c != nil {
+			return c.Feature(), true
+		}
+		return feature.Feature{}, false
+	}
+	for i, ch := range changes {
+		f := ch.target.Feature()
+		if len(f.Prerequisites) == 0 || !slices.Contains(ch.Fields, "prerequisites") && ch.Action != ActionCreate {
+			continue
+		}
+		if err := feature.CheckPrerequisites(f, keys, lookup); err != nil {
+			return placed(fmt.Sprintf("features[%d]", i), err)
+		}
+	}
+	return nil
 }

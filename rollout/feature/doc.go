@@ -57,6 +57,18 @@
 // with one hash and one look-up, whatever the list's size; Diff and Edit
 // count and make a change of it exactly.
 //
+// Prerequisites (prerequisite.go). A feature's Prerequisites are other
+// features that must serve the user some of their buckets; else it
+// serves its fallback, ReasonPrerequisiteFailed. A Snapshot evaluates
+// them from memory within MaxPrerequisiteDepth and
+// MaxPrerequisiteEvaluations; CheckPrerequisites refuses loops and long
+// chains (EPrerequisites); DependantChangeOf reckons the users a change of
+// a prerequisite flips.
+//
+// Explanations (explain.go). Snapshot.Explain says why a feature serves
+// a user what it does, step by step, each condition with why it held or
+// not.
+//
 // Sync forms (syncform.go). Apps that evaluate in their own process get
 // each feature's sync form: its configuration without descriptions or
 // actors, overrides keyed by a salted hash of the user ID (OverrideHash),

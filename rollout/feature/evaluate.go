@@ -27,6 +27,9 @@ type Evaluation struct {
 	Reason  string
 	// Rule names the rule that served (Reason ReasonTargetingMatch).
 	Rule string
+	// Prerequisite names the prerequisite that failed (Reason
+	// ReasonPrerequisiteFailed).
+	Prerequisite string
 	// Static: the feature's answer cannot depend on the user or context
 	// (one bucket and no rules or overrides, or disabled).
 	Static bool
@@ -47,7 +50,8 @@ type Evaluation struct {
 //     rule's split (Rule names it);
 //   - DEFAULT: the ring's one serving bucket, behind rules or overrides that
 //     did not apply (OpenFeature's default variant; Single), or what the
-//     feature serves when the context lacks its bucket_by attribute;
+//     feature serves when the context lacks its bucket_by attribute, or
+//     when a prerequisite fails (the fallback);
 //   - DISABLED: the kill switch is off;
 //   - UNKNOWN: a Reason it does not know.
 func (e Evaluation) OpenFeatureReason() string {
@@ -64,7 +68,7 @@ func (e Evaluation) OpenFeatureReason() string {
 		return "TARGETING_MATCH"
 	case ReasonSplit:
 		return "SPLIT"
-	case ReasonDefault:
+	case ReasonDefault, ReasonPrerequisiteFailed:
 		return "DEFAULT"
 	case ReasonDisabled:
 		return "DISABLED"
@@ -84,6 +88,9 @@ type Outcome struct {
 	Version int
 	Reason  string
 	Rule    string // the rule that served, for ReasonTargetingMatch
+	// Prerequisite is the prerequisite that failed, for
+	// ReasonPrerequisiteFailed.
+	Prerequisite string
 	// Static: every user and context gets this outcome of the
 	// configuration (OFREP's STATIC; see Evaluation.Static).
 	Static bool
@@ -98,7 +105,7 @@ type Outcome struct {
 
 // Evaluation returns the evaluation of o for user.
 func (o *Outcome) Evaluation(user string) Evaluation {
-	return Evaluation{Feature: o.Feature, User: user, Bucket: o.Bucket, Value: o.Value, Version: o.Version, Reason: o.Reason, Rule: o.Rule, Static: o.Static, Single: o.Single}
+	return Evaluation{Feature: o.Feature, User: user, Bucket: o.Bucket, Value: o.Value, Version: o.Version, Reason: o.Reason, Rule: o.Rule, Prerequisite: o.Prerequisite, Static: o.Static, Single: o.Single}
 }
 
 // Compiled is a feature at one version made ready for evaluation: its ring
@@ -141,6 +148,10 @@ type Compiled struct {
 	targeting *targeting
 	// static: every evaluation gets the same outcome (Outcome.Static).
 	static bool
+	// prereqs are the feature's prerequisites (nil: none), whose outcomes
+	// start at prereqBase in outcomes, one each (see prerequisite.go).
+	prereqs    []compiledPrereq
+	prereqBase int
 
 	// sync is the feature's sync form, encoded once (see syncForm).
 	sync     sync.Once
@@ -172,6 +183,7 @@ func Compile(f Feature, segments map[string]*CompiledSegment) *Compiled {
 // marks its outcomes static when they are.
 func (c *Compiled) finish(segments map[string]*CompiledSegment) {
 	c.compileTargeting(segments)
+	c.compilePrerequisites()
 	c.served = make([]atomic.Int64, len(c.outcomes))
 	if c.static {
 		for i := range c.outcomes {

@@ -71,6 +71,9 @@ type Feature struct {
 	// user ID ("": the user ID).
 	Rules    []Rule `json:"rules,omitempty"`
 	BucketBy string `json:"bucket_by,omitempty"`
+	// Prerequisites are the features that must serve the user some of
+	// their buckets for this one to serve its own (prerequisite.go).
+	Prerequisites []Prerequisite `json:"prerequisites,omitempty"`
 	// Tags and Owner help people find and look after features.
 	Tags      []string  `json:"tags,omitempty"`
 	Owner     string    `json:"owner,omitempty"`
@@ -100,6 +103,7 @@ func (f Feature) Clone() Feature {
 		f.Rules = rules
 	}
 	f.Tags = slices.Clone(f.Tags)
+	f.Prerequisites = ClonePrerequisites(f.Prerequisites)
 	return f
 }
 
@@ -171,6 +175,9 @@ func (f Feature) validate(strict, stored bool) error {
 		return invalidAt("fallback", "fallback %q is not a bucket of the feature", f.Fallback)
 	}
 	if err := validateTargeting(&f, seen, stored); err != nil {
+		return err
+	}
+	if err := validatePrerequisites(&f); err != nil {
 		return err
 	}
 	if len(f.Overrides) > MaxOverrides {

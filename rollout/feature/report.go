@@ -50,6 +50,11 @@ type Report struct {
 	// Splits are the exact moves within the populations of rules whose
 	// split changed (see SplitChanges).
 	Splits []SplitChange `json:"splits,omitempty"`
+	// Dependants are the features that require this one (prerequisite.go)
+	// whose answers the change may change, with what can be reckoned of
+	// how many users (previews and versions of a server, which knows
+	// them; see DependantChangeOf).
+	Dependants []DependantChange `json:"dependants,omitempty"`
 }
 
 // BucketShare is a bucket's share of users, in a list that keeps the
@@ -316,7 +321,11 @@ type PopulationEstimate struct {
 // go from before to after: a rule added, removed, changed, or moved
 // before another. Rules that stay the same behind an unchanged prefix
 // change nobody. An empty list: the rules change nobody's bucket.
+//
+// A rule renamed, its conditions and serve the same, is the rule it was:
+// a rename, or a rename and a move, changes nobody (see renamed).
 func RuleChanges(before, after []Rule) []PopulationChange {
+	after = renamed(before, after)
 	out := []PopulationChange{}
 	old := make(map[string]Rule, len(before))
 	for _, r := range before {
@@ -364,6 +373,42 @@ func RuleChanges(before, after []Rule) []PopulationChange {
 		when := DescribeConditions(r.Conditions)
 		from, to := describeServe(r.Serve), "the next matching rule, or the ring"
 		out = append(out, PopulationChange{When: when, From: from, To: to, Text: fmt.Sprintf("users matching %s: %s → %s", when, from, to), sources: []string{r.Name}})
+	}
+	return out
+}
+
+// renamed returns after with each rule whose name before lacks, and whose
+// conditions and serve are those of a rule of before whose name after
+// lacks, under that rule's name: the same rule renamed matches the same
+// users and serves them the same. after is not modified.
+func renamed(before, after []Rule) []Rule {
+	inBefore := make(map[string]bool, len(before))
+	for _, r := range before {
+		inBefore[r.Name] = true
+	}
+	inAfter := make(map[string]bool, len(after))
+	for _, r := range after {
+		inAfter[r.Name] = true
+	}
+	var out []Rule
+	used := make(map[int]bool)
+	for i, r := range after {
+		if inBefore[r.Name] {
+			continue
+		}
+		for j, b := range before {
+			if used[j] || inAfter[b.Name] || !sameServe(b.Serve, r.Serve) || !SameConditions(b.Conditions, r.Conditions) {
+				continue
+			}
+			if out == nil {
+				out = slices.Clone(after)
+			}
+			out[i].Name, used[j] = b.Name, true
+			break
+		}
+	}
+	if out == nil {
+		return after
 	}
 	return out
 }

@@ -71,7 +71,7 @@ func (s *Snapshot) WithSegments(segments map[string]*CompiledSegment) *Snapshot 
 func newSnapshot(features map[string]*Compiled, revision int64) *Snapshot {
 	n, costly := 0, 0
 	for _, c := range features {
-		if c.targeting != nil {
+		if c.usesContext() {
 			n++
 		}
 		if c.costly() {
@@ -95,7 +95,7 @@ func (s *Snapshot) Costly(key string) bool {
 		return false
 	}
 	c, ok := s.features[key]
-	return ok && c.costly()
+	return ok && (c.costly() || c.prereqs != nil && s.prereqCostly(c, 0))
 }
 
 // AnyCostly reports whether any feature is Costly.
@@ -106,8 +106,12 @@ func (s *Snapshot) AnyCostly() bool { return s.costly > 0 }
 // reading a context that nothing would read.
 func (s *Snapshot) UsesContext(key string) bool {
 	c, ok := s.features[key]
-	return ok && c.targeting != nil
+	return ok && c.usesContext()
 }
+
+// usesContext reports whether an evaluation of c may read the context:
+// its rules or bucket_by do, or its prerequisites' may.
+func (c *Compiled) usesContext() bool { return c.targeting != nil || c.prereqs != nil }
 
 // Static reports whether the feature key serves every user and context
 // the same outcome (Outcome.Static): it can be evaluated without a user.
@@ -139,10 +143,10 @@ func (s *Snapshot) With(key string, c *Compiled) *Snapshot {
 	keys := s.keys
 	old, had := s.features[key]
 	targeted, costly := s.targeted, s.costly
-	if had && old.targeting != nil {
+	if had && old.usesContext() {
 		targeted--
 	}
-	if c != nil && c.targeting != nil {
+	if c != nil && c.usesContext() {
 		targeted++
 	}
 	if had && old.costly() {
@@ -172,7 +176,7 @@ func (s *Snapshot) Evaluate(key, user string) (Evaluation, error) {
 	if !ok {
 		return Evaluation{}, NotFound(key)
 	}
-	return s.tell(c, user, c.serve(user)).Evaluation(user), nil
+	return s.tell(c, user, s.serve(c, user, nil)).Evaluation(user), nil
 }
 
 // EvaluateContext is Evaluate with the attributes of an evaluation's
@@ -185,7 +189,7 @@ func (s *Snapshot) EvaluateContext(key, user string, ctx Context) (Evaluation, e
 	if !ok {
 		return Evaluation{}, NotFound(key)
 	}
-	return s.tell(c, user, c.serveContext(user, ctx)).Evaluation(user), nil
+	return s.tell(c, user, s.serve(c, user, ctx)).Evaluation(user), nil
 }
 
 // EvaluateOutcomeContext is EvaluateOutcome with the attributes of a
@@ -195,7 +199,7 @@ func (s *Snapshot) EvaluateOutcomeContext(key, user string, ctx Context) (*Outco
 	if !ok {
 		return nil, NotFound(key)
 	}
-	return s.tell(c, user, c.serveContext(user, ctx)), nil
+	return s.tell(c, user, s.serve(c, user, ctx)), nil
 }
 
 // PeekContext is Peek with the attributes of a context.
@@ -204,7 +208,7 @@ func (s *Snapshot) PeekContext(key, user string, ctx Context) (Evaluation, error
 	if !ok {
 		return Evaluation{}, NotFound(key)
 	}
-	return c.peekContext(user, ctx), nil
+	return s.peek(c, user, ctx), nil
 }
 
 // EvaluateOutcome is Evaluate for callers that keep what they derive from
@@ -215,7 +219,7 @@ func (s *Snapshot) EvaluateOutcome(key, user string) (*Outcome, error) {
 	if !ok {
 		return nil, NotFound(key)
 	}
-	return s.tell(c, user, c.serve(user)), nil
+	return s.tell(c, user, s.serve(c, user, nil)), nil
 }
 
 // Peek is Evaluate for looking, not serving: the evaluation is not counted
@@ -226,7 +230,7 @@ func (s *Snapshot) Peek(key, user string) (Evaluation, error) {
 	if !ok {
 		return Evaluation{}, NotFound(key)
 	}
-	return c.peek(user), nil
+	return s.peek(c, user, nil), nil
 }
 
 // Keys returns the keys of all features, sorted. The slice is shared: do not

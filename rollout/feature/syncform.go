@@ -49,7 +49,10 @@ type SyncFeature struct {
 	Rules    []Rule        `json:"rules,omitempty"`
 	BucketBy string        `json:"bucket_by,omitempty"`
 	Segments []SyncSegment `json:"segments,omitempty"`
-	Version  int           `json:"version"`
+	// Prerequisites are the feature's, as it has them (absent for none):
+	// a client evaluates them in its own snapshot, as the server does.
+	Prerequisites []Prerequisite `json:"prerequisites,omitempty"`
+	Version       int            `json:"version"`
 }
 
 // SyncSegment is a segment as a feature's sync form carries it: what
@@ -180,6 +183,11 @@ func (c *Compiled) appendSyncForm() []byte {
 		buf.WriteByte('}')
 	}
 	c.appendSyncTargeting(&buf)
+	if len(f.Prerequisites) > 0 {
+		data, _ := json.Marshal(f.Prerequisites) // validated: cannot fail
+		buf.WriteString(`,"prerequisites":`)
+		buf.Write(data)
+	}
 	buf.WriteString(`,"version":` + strconv.Itoa(f.Version) + "}")
 	return buf.Bytes()
 }
@@ -383,7 +391,7 @@ func compileSync(data json.RawMessage) (*Compiled, error) {
 		return nil, Errorf(EInvalid, "decode: %v", err)
 	}
 	f := Feature{ID: sf.ID, Key: sf.Key, Enabled: sf.Enabled, Salt: sf.Salt, Fallback: sf.Fallback, Buckets: sf.Buckets, Version: sf.Version,
-		Rules: sf.Rules, BucketBy: sf.BucketBy}
+		Rules: sf.Rules, BucketBy: sf.BucketBy, Prerequisites: sf.Prerequisites}
 	// Patterns over their limits, which a server may hold from before
 	// them, compile as it compiles them: conditions that never hold.
 	if err := f.validate(true, true); err != nil {

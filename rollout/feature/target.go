@@ -983,8 +983,8 @@ func (cc *compiledCond) resolve(segments map[string]*CompiledSegment, bucketBy s
 }
 
 func copyOutcome(dst, src *Outcome) {
-	dst.Feature, dst.Bucket, dst.Value, dst.Version, dst.Reason, dst.Rule, dst.Static, dst.Single, dst.bucket =
-		src.Feature, src.Bucket, src.Value, src.Version, src.Reason, src.Rule, src.Static, src.Single, src.bucket
+	dst.Feature, dst.Bucket, dst.Value, dst.Version, dst.Reason, dst.Rule, dst.Prerequisite, dst.Static, dst.Single, dst.bucket =
+		src.Feature, src.Bucket, src.Value, src.Version, src.Reason, src.Rule, src.Prerequisite, src.Static, src.Single, src.bucket
 }
 
 // assignContext is assign for a feature with targeting: overrides by user

@@ -176,3 +176,18 @@ func benchmarkUserList(b *testing.B, size int) {
 
 func BenchmarkUserList10(b *testing.B)     { benchmarkUserList(b, 10) }
 func BenchmarkUserList100000(b *testing.B) { benchmarkUserList(b, MaxListUsers) }
+
+// TestUserListExplained: an explained answer says whether the user (or
+// the bucket_by attribute) is in the list, as the evaluation decided.
+func TestUserListExplained(t *testing.T) {
+	byUser := listSnapshot(t, listFeature(""), []string{"ann"})
+	for user, want := range map[string]string{"ann": "in user list beta", "carol": "not in user list beta"} {
+		x, err := byUser.Explain("gate", user, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(x.Rules) == 0 || len(x.Rules[0].Conditions) == 0 || x.Rules[0].Conditions[0].Why != want {
+			t.Errorf("Explain(gate, %s) = %+v, want the first condition's why %q", user, x.Rules, want)
+		}
+	}
+}

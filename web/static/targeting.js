@@ -283,6 +283,9 @@
       const nameId = id('rule-name');
       const name = el('input', { id: nameId, name: 'rule-name', autocomplete: 'off', spellcheck: 'false', class: 'rule-name-input' });
       name.value = r.name || '';
+      // A new rule suggests its name as a placeholder, never as text the
+      // user's typing would append to; left empty, it is the name.
+      if (r.placeholder) name.placeholder = r.placeholder;
       const head = el('div', { class: 'rule-head' },
         el('span', { class: 'drag-handle', title: 'Drag to reorder', 'aria-hidden': 'true' }, '⠿'),
         el('span', { class: 'rule-n' }, 'Rule'),
@@ -323,7 +326,8 @@
     };
 
     const readRule = (li, where) => {
-      const name = li.querySelector('[name=rule-name]').value.trim();
+      const nameInput = li.querySelector('[name=rule-name]');
+      const name = nameInput.value.trim() || nameInput.placeholder;
       if (name === '') throw new Error(where + ': give it a name, e.g. staff.');
       const conditions = readConditions(li.querySelector('.conds'), where);
       const s = li.querySelector('[name=serve]').value;
@@ -346,10 +350,10 @@
     renumber();
 
     addRule.addEventListener('click', () => {
-      const names = new Set([...list.querySelectorAll('[name=rule-name]')].map((i) => i.value));
+      const names = new Set([...list.querySelectorAll('[name=rule-name]')].map((i) => i.value || i.placeholder));
       let n = list.children.length + 1;
       while (names.has('rule-' + n)) n++;
-      list.append(ruleCard({ name: 'rule-' + n, conditions: [{ op: 'eq' }], serve: { bucket: data.buckets[0] } }));
+      list.append(ruleCard({ name: '', placeholder: 'rule-' + n, conditions: [{ op: 'eq' }], serve: { bucket: data.buckets[0] } }));
       renumber();
       list.lastElementChild.querySelector('.cond [name=attribute]').focus();
       clearOutcome(rulesForm);
@@ -570,9 +574,72 @@
       const answer = el('p', { class: 'test-answer', 'data-bucket': a.bucket === null ? '' : a.bucket, 'data-reason': a.reason, 'data-rule': a.rule || '' },
         'User ', el('code', {}, a.user), ' gets ', el('b', {}, bucket), ': ' + a.text + '.');
       const detail = el('p', { class: 'hint' }, 'Value ', el('code', { class: 'test-value' }, JSON.stringify(a.value)), ' · version ' + a.version + ' · reason ', el('code', {}, a.reason));
-      result.replaceChildren(answer, detail);
+      result.replaceChildren(answer, detail, ...explanation(a.explain));
       result.hidden = false;
     });
+  }
+
+  // ---- A feature's prerequisites ----
+  const prereqForm = document.querySelector('form[data-prerequisites]');
+  if (prereqForm && feature) {
+    // readPrerequisites reads "feature: bucket, bucket" lines.
+    const readPrerequisites = () => prereqForm.elements.namedItem('prerequisites').value.split('\n')
+      .map((line) => line.trim()).filter((line) => line !== '')
+      .map((line, i) => {
+        const [key, buckets] = line.split(':');
+        const list = (buckets || '').split(',').map((b) => b.trim()).filter((b) => b !== '');
+        if (!key.trim() || list.length === 0) throw new Error('Line ' + (i + 1) + ': write feature: bucket, bucket (e.g. new-api: on).');
+        return { feature: key.trim(), buckets: list };
+      });
+    prereqForm.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      clearOutcome(prereqForm);
+      let prerequisites;
+      try {
+        prerequisites = readPrerequisites();
+      } catch (err) {
+        showError(prereqForm, err.message);
+        return;
+      }
+      const body = { prerequisites };
+      const comment = prereqForm.elements.namedItem('comment').value.trim();
+      if (comment !== '') body.comment = comment;
+      setBusy(prereqForm, true);
+      const res = await send({ method: 'PUT', path: base + '/prerequisites', body }, true);
+      setBusy(prereqForm, false);
+      if (res.error) {
+        showError(prereqForm, res.error, res.reload);
+        return;
+      }
+      const said = prerequisites.length === 0 ? 'After this, the feature has no prerequisites.'
+        : 'After this, users get the feature\'s own answer only when ' + prerequisites.map((p) => p.feature + ' serves them ' + p.buckets.join(' or ')).join(', and ') + '; the others get its fallback.';
+      previewBox(prereqForm, [el('p', { class: 'outcome' }, said)], 'Apply these prerequisites', async () => {
+        const r = await send({ method: 'PUT', path: base + '/prerequisites', body }, false);
+        if (r.error) return r;
+        goToVersion(r.body.feature.version);
+        return null;
+      });
+    });
+    dropOnEdit(prereqForm);
+  }
+
+  // explanation shows why an answer is what it is: each prerequisite, each
+  // rule tried with each condition and why it held or not, then the ring.
+  function explanation(x) {
+    if (!x) return [];
+    const mark = (ok) => el('span', { class: ok ? 'held' : 'failed', 'aria-label': ok ? 'holds' : 'does not hold' }, ok ? '✓ ' : '✗ ');
+    const items = [];
+    if (x.disabled) items.push(el('li', {}, 'The feature is off: nothing else is tested.'));
+    for (const p of x.prerequisites || []) {
+      items.push(el('li', { class: 'explain-prerequisite', 'data-passed': String(p.passed) }, mark(p.passed), 'Prerequisite ', el('code', {}, p.feature), ': ' + p.why));
+    }
+    if (x.override) items.push(el('li', {}, 'An override serves ', el('b', {}, x.override), '.'));
+    for (const r of x.rules || []) {
+      const conds = el('ul', {}, ...r.conditions.map((c) => el('li', { class: 'explain-condition', 'data-matched': String(c.matched) }, mark(c.matched), c.why)));
+      items.push(el('li', { class: 'explain-rule', 'data-matched': String(r.matched) }, mark(r.matched), 'Rule ', el('b', {}, r.name), r.why ? ': ' + r.why : '', conds));
+    }
+    if (x.ring) items.push(el('li', { class: 'explain-ring' }, 'The ring: ' + x.ring.why + (x.ring.bucket ? ' → ' + x.ring.bucket : '') + '.'));
+    return [el('p', { class: 'hint' }, 'Why:'), el('ol', { class: 'explain' }, ...items)];
   }
 
   // ---- The segments page ----

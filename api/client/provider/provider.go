@@ -11,7 +11,8 @@
 // bucket's name and the reason the one OFREP's server gives
 // (feature.Evaluation.OpenFeatureReason: STATIC, TARGETING_MATCH, SPLIT,
 // DEFAULT or DISABLED); a rule that served is named by the flag metadata's
-// "rule". When the kill switch is off the value is the fallback bucket's,
+// "rule", and a prerequisite that failed (reason DEFAULT, the feature's
+// fallback) by its "prerequisite". When the kill switch is off the value is the fallback bucket's,
 // or the code's default when the feature has no fallback.
 //
 // The flag metadata holds the feature's "version". Without a targeting key
@@ -173,6 +174,9 @@ func (p *Provider) resolve(flag string, flatCtx openfeature.FlattenedContext) (j
 	}
 	if ev.Rule != "" {
 		d.FlagMetadata["rule"] = ev.Rule
+	}
+	if ev.Prerequisite != "" {
+		d.FlagMetadata["prerequisite"] = ev.Prerequisite
 	}
 	if p.c.Stale() {
 		d.FlagMetadata["stale"] = true
@@ -438,8 +442,9 @@ func (s *shapes) of(snap *feature.Snapshot, key string) (shape, bool) {
 		Buckets []struct {
 			Replicas int `json:"replicas"`
 		} `json:"buckets"`
-		Overrides json.RawMessage `json:"overrides"`
-		BucketBy  string          `json:"bucket_by"`
+		Overrides     json.RawMessage `json:"overrides"`
+		BucketBy      string          `json:"bucket_by"`
+		Prerequisites json.RawMessage `json:"prerequisites"`
 	}
 	if json.Unmarshal(raw, &f) != nil {
 		return shape{}, true // needs a key: the safe answer
@@ -454,7 +459,7 @@ func (s *shapes) of(snap *feature.Snapshot, key string) (shape, bool) {
 		t := string(bytes.TrimSpace(raw))
 		return t == "" || t == "null" || t == "{}" || t == "[]"
 	}
-	sh = shape{keyFree: !f.Enabled || empty(f.Overrides) && (serving == 1 || f.BucketBy != "")}
+	sh = shape{keyFree: !f.Enabled || empty(f.Overrides) && empty(f.Prerequisites) && (serving == 1 || f.BucketBy != "")}
 	if cur.snap == snap {
 		cur.mu.Lock()
 		cur.m[key] = sh
