@@ -208,6 +208,8 @@ func writeRoutes(rampID, tokenID func() string) []struct {
 		{"PUT /api/features/:key/prerequisites", "editor", "PUT", "/api/features/f/prerequisites", map[string]any{"prerequisites": []any{}}, "change"},
 		{"POST /api/segments", "editor", "POST", "/api/segments", map[string]any{"key": "staff", "conditions": []any{}}, "segment_create"},
 		{"PUT /api/segments/:key", "editor", "PUT", "/api/segments/staff", map[string]any{"conditions": []any{map[string]any{"attribute": "plan", "op": "eq", "value": "pro"}}}, "segment_change"},
+		{"POST /api/segments", "editor", "POST", "/api/segments", map[string]any{"key": "vips", "users": []string{"ann", "bob"}}, "segment_create"},
+		{"POST /api/segments/:key/users", "editor", "POST", "/api/segments/vips/users", map[string]any{"add": []string{"carol"}, "remove": []string{"ann"}}, "segment_change"},
 		{"DELETE /api/segments/:key", "editor", "DELETE", "/api/segments/staff", nil, "segment_delete"},
 		{"POST /api/features/:key/buckets", "editor", "POST", "/api/features/f/buckets", map[string]any{"name": "third", "replicas": 5}, "change"},
 		{"PUT /api/features/:key/buckets/:name", "editor", "PUT", "/api/features/f/buckets/third", map[string]any{"replicas": 6}, "change"},
