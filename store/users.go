@@ -72,25 +72,24 @@ func userRows(counts []feature.Exposure) ([]userRow, error) {
 }
 
 // addUsers merges rows into exposure_users: it makes the rows that are
-// missing (empty), locks and reads them, and writes back the merges. Rows
+// missing (the column's default is an empty sketch), locks and reads them, and writes back the merges. Rows
 // of features deleted meanwhile are left out. Hourly rows older than
 // UsersHoursKept before the newest hour of rows are removed.
 func (tx *tx) addUsers(rows []userRow) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	empty := new(hll.Sketch).Append(nil)
 	var newest int64
 	for part := range slices.Chunk(rows, chunk) {
-		args := make([]any, 0, 5*len(part))
+		args := make([]any, 0, 4*len(part))
 		for _, r := range part {
-			args = append(args, r.id, r.version, r.bucket, r.hour, empty)
+			args = append(args, r.id, r.version, r.bucket, r.hour)
 			newest = max(newest, r.hour)
 		}
-		const row = "(CAST(? AS TEXT), CAST(? AS INTEGER), CAST(? AS TEXT), CAST(? AS BIGINT), ?)"
+		const row = "(CAST(? AS TEXT), CAST(? AS INTEGER), CAST(? AS TEXT), CAST(? AS BIGINT))"
 		if _, err := tx.exec(`
-			INSERT INTO exposure_users (feature_id, version, bucket, hour, sketch)
-			SELECT v.column1, v.column2, v.column3, v.column4, v.column5
+			INSERT INTO exposure_users (feature_id, version, bucket, hour)
+			SELECT v.column1, v.column2, v.column3, v.column4
 			FROM (VALUES `+row+strings.Repeat(", "+row, len(part)-1)+`) AS v
 			WHERE EXISTS (SELECT 1 FROM features f WHERE f.id = v.column1)
 			ORDER BY v.column1, v.column2, v.column3{C}, v.column4

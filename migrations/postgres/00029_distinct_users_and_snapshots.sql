@@ -7,7 +7,7 @@ CREATE TABLE exposure_users (
     version    integer NOT NULL CHECK (version >= 1),
     bucket     text    NOT NULL,
     hour       bigint  NOT NULL,
-    sketch     bytea   NOT NULL,
+    sketch     bytea   NOT NULL DEFAULT '\x010c73'::bytea, -- an empty sketch
     PRIMARY KEY (feature_id, version, bucket, hour)
 );
 CREATE INDEX exposure_users_hour ON exposure_users (hour) WHERE hour > 0;

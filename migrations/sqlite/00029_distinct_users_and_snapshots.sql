@@ -20,7 +20,7 @@ CREATE TABLE exposure_users (
     version    INTEGER NOT NULL CHECK (version BETWEEN 1 AND 2147483647),
     bucket     TEXT    NOT NULL,
     hour       INTEGER NOT NULL,
-    sketch     BLOB    NOT NULL,
+    sketch     BLOB    NOT NULL DEFAULT X'010C73', -- an empty sketch
     PRIMARY KEY (feature_id, version, bucket, hour)
 ) WITHOUT ROWID;
 CREATE INDEX exposure_users_hour ON exposure_users (hour) WHERE hour > 0;

@@ -119,6 +119,7 @@ var cases = []struct {
 	{"batch of segments and versions", testBatchSegments},
 	{"segments", testSegments},
 	{"metrics", testMetrics},
+	{"exposures: distinct users", testExposureUsers},
 	{"experiments: one running per feature row", testExperimentLifecycle},
 	{"experiments: first exposures and totals", testExperimentUsers},
 	{"experiments: per environment", testExperimentEnvironments},
