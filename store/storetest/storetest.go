@@ -120,6 +120,7 @@ var cases = []struct {
 	{"segments", testSegments},
 	{"metrics", testMetrics},
 	{"exposures: distinct users", testExposureUsers},
+	{"experiments: drops, snapshots, purge", testExperimentHistoryStore},
 	{"experiments: one running per feature row", testExperimentLifecycle},
 	{"experiments: first exposures and totals", testExperimentUsers},
 	{"experiments: per environment", testExperimentEnvironments},

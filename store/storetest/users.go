@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/feature/hll"
 )
@@ -107,5 +109,75 @@ func testExposureUsers(t *testing.T, o Opened) {
 	}
 	if rows, err := o.Store.ExposureUsers(ctx, "f", h1); err != nil || len(rows) != 0 {
 		t.Errorf("ExposureUsers(deleted f) = %v, %v; want none", rows, err)
+	}
+}
+
+// testExperimentHistoryStore: dropped first exposures add up per
+// experiment; one snapshot a day is kept (the day's last), read oldest
+// first and bounded; tracked events are purged oldest first, at most the
+// limit a call, only those before the time and of the store's
+// environment.
+func testExperimentHistoryStore(t *testing.T, o Opened) {
+	ctx := context.Background()
+	s := o.Store
+	if err := s.CreateMetric(ctx, newMetric("purchase", rollout.MetricConversion), audit.Event{}); err != nil {
+		t.Fatal(err)
+	}
+	f := newFeature("f")
+	create(t, s, f)
+	if err := s.StartExperiment(ctx, newExperiment(f, "x1", "purchase"), audit.Event{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []map[string]int64{{"x1": 3}, {"x1": 4, "gone": 9}} {
+		if err := o.Open(t).AddDroppedExposures(ctx, d); err != nil {
+			t.Fatalf("AddDroppedExposures(%v) = %v", d, err)
+		}
+	}
+	if x, err := s.Experiment(ctx, f.ID, "x1"); err != nil || x.DroppedExposures != 7 {
+		t.Errorf("Experiment(x1) = %d dropped, %v; want 7", x.DroppedExposures, err)
+	}
+
+	day := t0.Truncate(24 * time.Hour)
+	for i, at := range []time.Time{day.Add(time.Hour), day.Add(5 * time.Hour), day.Add(26 * time.Hour), day.Add(50 * time.Hour)} {
+		data := fmt.Appendf(nil, `{"at":%q,"lifts":{"purchase":{"treatment":{"value":%d,"ci":[0,1]}}}}`, at.Format(time.RFC3339), i)
+		if err := s.SaveResultsSnapshot(ctx, "x1", at, data); err != nil {
+			t.Fatalf("SaveResultsSnapshot(%v) = %v", at, err)
+		}
+	}
+	if err := s.SaveResultsSnapshot(ctx, "gone", day, []byte(`{}`)); err != nil {
+		t.Errorf("SaveResultsSnapshot(an experiment that does not exist) = %v, want it dropped", err)
+	}
+	snaps, err := o.Open(t).ResultsSnapshots(ctx, "x1", 10)
+	if err != nil || len(snaps) != 3 {
+		t.Fatalf("ResultsSnapshots(x1) = %+v, %v; want 3 days", snaps, err)
+	}
+	for i, want := range []float64{1, 2, 3} { // the first day's last reading, then one a day
+		if got := snaps[i].Lifts["purchase"]["treatment"].Value; got != want {
+			t.Errorf("snapshot %d: lift %v, want %v", i, got, want)
+		}
+	}
+	if last2, _ := s.ResultsSnapshots(ctx, "x1", 2); len(last2) != 2 || last2[1].Lifts["purchase"]["treatment"].Value != 3 {
+		t.Errorf("ResultsSnapshots(x1, 2) = %+v, want the last two days, oldest first", last2)
+	}
+
+	other := o.In("staging")
+	for i, st := range []Store{s, s, other} {
+		events := make([]rollout.TrackedEvent, 5)
+		for j := range events {
+			events[j] = rollout.TrackedEvent{Metric: "purchase", UserHash: int64(j), Value: 1, At: t0.Add(time.Duration(i*10+j) * time.Minute)}
+		}
+		if _, err := st.AddTrackBatch(ctx, fmt.Sprintf("purge-batch-%d", i), t0, events); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := t0.Add(12 * time.Minute) // the first 5 events and 2 of the next
+	if n, err := s.PurgeTrackedEvents(ctx, before, 4); n != 4 || err != nil {
+		t.Errorf("PurgeTrackedEvents(limit 4) = %d, %v; want 4", n, err)
+	}
+	if n, err := s.PurgeTrackedEvents(ctx, before, 100); n != 3 || err != nil {
+		t.Errorf("PurgeTrackedEvents() again = %d, %v; want the other 3", n, err)
+	}
+	if n, err := other.PurgeTrackedEvents(ctx, t0.Add(time.Hour), 100); n != 5 || err != nil {
+		t.Errorf("PurgeTrackedEvents(staging) = %d, %v; want staging's 5", n, err)
 	}
 }
