@@ -36,9 +36,9 @@ type ExperimentResults struct {
 	// DroppedExposures is how many first exposures could not be recorded
 	// (stored, and those of this instance not yet stored): users left out
 	// unless served again. Not 0: the results may be biased.
-	DroppedExposures int64 `json:"dropped_exposures"`
-	Method            string     `json:"method"`
-	UpdatedAt         time.Time  `json:"updated_at"`
+	DroppedExposures int64     `json:"dropped_exposures"`
+	Method           string    `json:"method"`
+	UpdatedAt        time.Time `json:"updated_at"`
 }
 
 // BucketResults are one bucket's users and figures per metric.
@@ -118,7 +118,7 @@ func (e *Experiments) Results(ctx context.Context, key, id string) (ExperimentRe
 	if err := e.Flush(ctx); err != nil {
 		return ExperimentResults{}, err
 	}
-	writes = e.wrote.Load() // after the flush
+	writes = e.wrote.Load()                       // after the flush
 	if x, err = e.Get(ctx, key, id); err != nil { // with the drops flushed
 		return ExperimentResults{}, err
 	}
