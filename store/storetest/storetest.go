@@ -121,6 +121,7 @@ var cases = []struct {
 	{"metrics", testMetrics},
 	{"exposures: distinct users", testExposureUsers},
 	{"experiments: drops, snapshots, purge", testExperimentHistoryStore},
+	{"experiments: a million users", testExperimentMillion},
 	{"experiments: one running per feature row", testExperimentLifecycle},
 	{"experiments: first exposures and totals", testExperimentUsers},
 	{"experiments: per environment", testExperimentEnvironments},

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -179,5 +181,90 @@ func testExperimentHistoryStore(t *testing.T, o Opened) {
 	}
 	if n, err := other.PurgeTrackedEvents(ctx, t0.Add(time.Hour), 100); n != 5 || err != nil {
 		t.Errorf("PurgeTrackedEvents(staging) = %d, %v; want staging's 5", n, err)
+	}
+}
+
+// testExperimentMillion, run with ROLLOUT_BIG_TESTS=1: an experiment of
+// 1,000,000 exposed users (a tenth of them with an event) reads its users
+// and totals in bounded memory; it logs the time, the memory allocated and
+// the bytes a user costs in experiment_users (indexes included), which
+// docs/performance.md reports. Nothing asserts a duration.
+func testExperimentMillion(t *testing.T, o Opened) {
+	if os.Getenv("ROLLOUT_BIG_TESTS") != "1" {
+		t.Skip("set ROLLOUT_BIG_TESTS=1 to read an experiment of 1,000,000 users")
+	}
+	ctx := context.Background()
+	s := o.Store
+	if err := s.CreateMetric(ctx, newMetric("purchase", rollout.MetricConversion), audit.Event{}); err != nil {
+		t.Fatal(err)
+	}
+	f := newFeature("f")
+	create(t, s, f)
+	const id = "8d1f2c3b-5a6e-4f70-9b8c-1d2e3f4a5b6c" // as long as real IDs, which every row keeps
+	x := newExperiment(f, id, "purchase")
+	if err := s.StartExperiment(ctx, x, audit.Event{}); err != nil {
+		t.Fatal(err)
+	}
+	const users, part = 1_000_000, 5_000
+	var before int64
+	if o.TableBytes != nil {
+		before = o.TableBytes(t, "experiment_users")
+	}
+	start := time.Now()
+	hash := func(i int) int64 { return int64(hll.Hash(fmt.Sprint("user-", i))) }
+	xs := make([]rollout.FirstExposure, 0, part)
+	for i := range users {
+		bucket := "control"
+		if i%2 == 1 {
+			bucket = "treatment"
+		}
+		if xs = append(xs, rollout.FirstExposure{Experiment: id, UserHash: hash(i), Bucket: bucket, Version: 1, At: t0}); len(xs) == part {
+			if err := s.AddFirstExposures(ctx, xs); err != nil {
+				t.Fatal(err)
+			}
+			xs = xs[:0]
+		}
+	}
+	t.Logf("wrote %d first exposures in %v", users, time.Since(start).Round(time.Millisecond))
+	if o.TableBytes != nil {
+		after := o.TableBytes(t, "experiment_users")
+		t.Logf("experiment_users: %d bytes for %d users: %.1f bytes a user, indexes included", after-before, users, float64(after-before)/users)
+	}
+	var events []rollout.TrackedEvent
+	for i := 0; i < users; i += 10 {
+		if events = append(events, rollout.TrackedEvent{Metric: "purchase", UserHash: hash(i), Value: 1, At: t0.Add(time.Minute)}); len(events) == rollout.MaxTrackBatch {
+			if _, err := s.AddTrackBatch(ctx, fmt.Sprint("big-", i), t0, events); err != nil {
+				t.Fatal(err)
+			}
+			events = events[:0]
+		}
+	}
+
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	start = time.Now()
+	byBucket, multiple, err := s.ExperimentUsers(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	totals, err := s.ExperimentTotals(ctx, id, "purchase", t0.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	runtime.ReadMemStats(&m1)
+	alloc := m1.TotalAlloc - m0.TotalAlloc
+	t.Logf("read users and totals of %d users in %v, allocating %.1f MiB", users, took.Round(time.Millisecond), float64(alloc)/(1<<20))
+	var n, conv int64
+	for _, tt := range totals {
+		n += tt.Users
+		conv += tt.Converts
+	}
+	if byBucket["control"]+byBucket["treatment"] != users || multiple != 0 || n != users || conv != users/10 {
+		t.Errorf("users %v (%d multiple), totals %d users %d converted; want %d users, %d converted", byBucket, multiple, n, conv, users, users/10)
+	}
+	if alloc > 64<<20 {
+		t.Errorf("reading the results allocated %d bytes, want them bounded (under 64 MiB) whatever the users", alloc)
 	}
 }
