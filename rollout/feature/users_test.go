@@ -3,6 +3,7 @@ package feature
 import (
 	"fmt"
 	"math"
+	"sync"
 	"testing"
 
 	"github.com/rollout/rollout/rollout/feature/hll"
@@ -120,5 +121,48 @@ func TestValidateExposureBatchUsers(t *testing.T) {
 	bad.Users = []byte{1, 12, 'x'}
 	if err := ValidateExposureBatch("batch-0001", []Exposure{bad}); ErrorCode(err) != EInvalid {
 		t.Errorf("a malformed sketch: %v, want EInvalid", err)
+	}
+}
+
+// TestUsersTakenWhileServing: evaluations on several goroutines while
+// takes run lose no evaluation, and the users of every take together are
+// the users served (run with -race).
+func TestUsersTakenWhileServing(t *testing.T) {
+	snap := newSnapshot(map[string]*Compiled{"checkout": compile(abFeature(t))}, 0)
+	c := snap.Compiled("checkout")
+	all := new(hll.Sketch)
+	var evals int64
+	take := func() {
+		for _, e := range c.TakeExposures(nil) {
+			evals += e.Count
+			if err := all.UnmarshalBinary(e.Users); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 5000 {
+				_, _ = snap.Evaluate("checkout", fmt.Sprint("g", g, "-", i))
+			}
+		})
+	}
+	go func() { wg.Wait(); close(done) }()
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		default:
+			take()
+		}
+	}
+	take()
+	if evals != 20_000 {
+		t.Errorf("evaluations taken = %d, want 20000", evals)
+	}
+	if got := all.Count(); math.Abs(float64(got)-20_000) > 600 {
+		t.Errorf("users taken = %d, want ≈ 20000", got)
 	}
 }
