@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -22,6 +23,13 @@ import (
 // exposure is one count of a POST /api/exposures body.
 func exposure(key, id string, version int, bucket string, count int64) map[string]any {
 	return map[string]any{"feature": key, "feature_id": id, "version": version, "bucket": bucket, "count": count}
+}
+
+// withSketch returns count with the users' sketch of the binary form b.
+func withSketch(count map[string]any, b []byte) map[string]any {
+	out := maps.Clone(count)
+	out["users_sketch"] = b // base64 in JSON
+	return out
 }
 
 func exposureBatch(id string, counts ...map[string]any) map[string]any {
@@ -81,6 +89,8 @@ func TestExposureRefusals(t *testing.T) {
 		{"key of another feature", exposureBatch("batch-bad-1", exposure("banner", f.ID, 1, "low", 1)), `exposure 0: feature_id "` + f.ID + `" is the ID of feature "limit", not "banner"`},
 		{"empty batch", exposureBatch("batch-bad-1"), "the batch holds no counts"},
 		{"too many counts", exposureBatch("batch-bad-1", over...), "at most 1000 counts, got 1001"},
+		{"malformed users sketch", exposureBatch("batch-bad-1", good, withSketch(exposure("limit", f.ID, 2, "low", 1), []byte{1, 12, 'd', 7})), "exposure 1: users_sketch: not a distinct-users sketch"},
+		{"sketch of another precision", exposureBatch("batch-bad-1", withSketch(good, []byte{1, 14, 's'})), "exposure 0: users_sketch"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 )
 
 // tables are the tables the migrations make, goose's own excepted.
-var tables = []string{"audit_events", "change_requests", "churn_reports", "commits", "ended_sessions", "environments", "experiment_users", "experiments", "exposure_batches", "exposures", "features", "idempotency_keys", "metrics", "override_spans", "people_sessions", "ramps", "revision", "rule_exposures", "schedules", "segment_users", "segment_versions", "segments", "settings", "tokens", "track_batches", "tracked_events", "versions", "webhook_deliveries", "webhooks", "write_probe"}
+var tables = []string{"audit_events", "change_requests", "churn_reports", "commits", "ended_sessions", "environments", "experiment_snapshots", "experiment_users", "experiments", "exposure_batches", "exposure_users", "exposures", "features", "idempotency_keys", "metrics", "override_spans", "people_sessions", "ramps", "revision", "rule_exposures", "schedules", "segment_users", "segment_versions", "segments", "settings", "tokens", "track_batches", "tracked_events", "versions", "webhook_deliveries", "webhooks", "write_probe"}
 
 func TestSQLite(t *testing.T) {
 	db, err := sql.Open("sqlite3", "file:"+filepath.Join(t.TempDir(), "m.db")+"?_foreign_keys=on")

@@ -93,15 +93,21 @@
 // Exposures (exposure.go, srm.go). What evaluations served, counted by
 // each compiled feature, are flushed to the store (FlushExposures,
 // ExposureStore) and read back as an ExposureReport, with a sample-ratio
-// check of each version's counts against its exact shares (srm.go, with
-// package rollout/stats); in-app clients send theirs in batches
-// (AddExposureBatch), each taken once.
+// check of each version's distinct users against its exact shares
+// (srm.go, with package rollout/stats); in-app clients send theirs in
+// batches (AddExposureBatch), each taken once. Users are counted beside
+// evaluations as sketches (package rollout/feature/hll), merged per
+// version, bucket and hour: the report's users and users a day.
 //
-// Experiments (experiment.go, experimentresults.go). Experiments record
+// Experiments (experiment.go, experimentresults.go,
+// experimenthistory.go). Experiments record
 // the first exposure of each user a feature serves while an experiment
 // runs on it (through its snapshots' served hook and in-app clients'
 // batches), take the events apps track, and compare buckets by an
 // always-valid test (package rollout/stats); ExperimentStore keeps them.
+// Each running experiment keeps one snapshot of its results a day, the
+// history of each lift, and an hourly job (Daily) deletes tracked events
+// older than the retention.
 // There is one Experiments per environment's Service
 // (EnvironmentExperiments), as experiments are a feature row's.
 //

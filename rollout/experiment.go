@@ -115,6 +115,10 @@ type Experiment struct {
 	StartedBy  string             `json:"started_by"`
 	StoppedAt  *time.Time         `json:"stopped_at"`
 	StoppedBy  string             `json:"stopped_by,omitempty"`
+	// DroppedExposures is how many first exposures instances could not
+	// record (their queue was full while the store was unreachable): the
+	// users left out of the results unless served again.
+	DroppedExposures int64 `json:"dropped_exposures"`
 }
 
 // FirstExposure is a user's first exposure in an experiment: the bucket
@@ -177,6 +181,19 @@ type ExperimentStore interface {
 	// a metric, counting events from each user's first exposure up to
 	// until.
 	ExperimentTotals(ctx context.Context, id, metric string, until time.Time) ([]BucketTotals, error)
+	// AddDroppedExposures adds to each experiment's DroppedExposures (by
+	// ID); those of experiments that no longer exist are dropped.
+	AddDroppedExposures(ctx context.Context, dropped map[string]int64) error
+	// PurgeTrackedEvents deletes at most limit tracked events from
+	// before before (of the store's environment), oldest first, and
+	// returns how many it deleted.
+	PurgeTrackedEvents(ctx context.Context, before time.Time, limit int) (int64, error)
+	// SaveResultsSnapshot keeps results (JSON) as the experiment's
+	// snapshot of the UTC day of at, replacing the day's earlier one.
+	SaveResultsSnapshot(ctx context.Context, id string, at time.Time, results []byte) error
+	// ResultsSnapshots returns the experiment's snapshots, one a day,
+	// oldest first: the last limit days that have one.
+	ResultsSnapshots(ctx context.Context, id string, limit int) ([]ResultsSnapshot, error)
 }
 
 // Experiments runs the experiments of a Service's features.
@@ -189,9 +206,18 @@ type Experiments struct {
 	running atomic.Pointer[map[string]*recorder]
 	hooked  atomic.Pointer[feature.ServedHook]
 
-	mu      sync.Mutex // guards pending
+	mu      sync.Mutex // guards pending and droppedBy
 	pending []FirstExposure
 	dropped atomic.Int64
+	// droppedBy are the first exposures dropped per experiment ID and
+	// not yet added to the store's (Flush).
+	droppedBy map[string]int64
+	// lastDaily is when the job last purged events and took snapshots.
+	lastDaily time.Time
+	// maxPending bounds pending (maxPendingExposures but in tests).
+	maxPending int
+	// eventRetention: see SetEventRetention.
+	eventRetention time.Duration
 
 	// refreshed is set once the running experiments were read (Refresh).
 	refreshed atomic.Bool
@@ -242,7 +268,7 @@ func NewExperiments(ctx context.Context, store ExperimentStore, svc *Service) (*
 // newExperiments returns the experiments of svc's features before their
 // running ones are read (see ready).
 func newExperiments(store ExperimentStore, svc *Service) *Experiments {
-	e := &Experiments{store: store, svc: svc}
+	e := &Experiments{store: store, svc: svc, maxPending: maxPendingExposures}
 	e.running.Store(&map[string]*recorder{})
 	return e
 }
@@ -260,6 +286,10 @@ func (e *Experiments) ready(ctx context.Context) error {
 // use: an environment's experiments record what its service serves, and
 // its apps' exposures and events.
 type EnvironmentExperiments struct {
+	// EventRetention is each environment's Experiments' (see
+	// Experiments.SetEventRetention); set it before the first Of.
+	EventRetention time.Duration
+
 	storeIn   func(env string) ExperimentStore
 	byService sync.Map // *Service → *Experiments
 }
@@ -277,7 +307,9 @@ func (x *EnvironmentExperiments) Of(svc *Service) *Experiments {
 	if e, ok := x.byService.Load(svc); ok {
 		return e.(*Experiments)
 	}
-	e, _ := x.byService.LoadOrStore(svc, newExperiments(x.storeIn(svc.Environment()), svc))
+	n := newExperiments(x.storeIn(svc.Environment()), svc)
+	n.SetEventRetention(x.EventRetention)
+	e, _ := x.byService.LoadOrStore(svc, n)
 	return e.(*Experiments)
 }
 
@@ -347,12 +379,29 @@ func (e *Experiments) record(r *recorder, h int64, bucket string, version int, a
 	}
 	x := FirstExposure{Experiment: r.x.ID, UserHash: h, Bucket: bucket, Version: version, At: at}
 	e.mu.Lock()
-	if len(e.pending) < maxPendingExposures {
+	if len(e.pending) < e.maxPending {
 		e.pending = append(e.pending, x)
 	} else {
-		e.dropped.Add(1)
+		e.dropLocked(x.Experiment, 1)
 	}
 	e.mu.Unlock()
+}
+
+// dropLocked counts n first exposures of experiment id dropped; e.mu is
+// held.
+func (e *Experiments) dropLocked(id string, n int64) {
+	e.dropped.Add(n)
+	if e.droppedBy == nil {
+		e.droppedBy = map[string]int64{}
+	}
+	e.droppedBy[id] += n
+}
+
+// pendingDrops returns the drops of experiment id not yet stored.
+func (e *Experiments) pendingDrops(id string) int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.droppedBy[id]
 }
 
 // Dropped is how many first exposures this instance could not queue (the
@@ -364,23 +413,39 @@ func (e *Experiments) Dropped() int64 { return e.dropped.Load() }
 // wait for the next flush (as many as the queue holds).
 func (e *Experiments) Flush(ctx context.Context) error {
 	e.mu.Lock()
-	xs := e.pending
-	e.pending = nil
+	xs, drops := e.pending, e.droppedBy
+	e.pending, e.droppedBy = nil, nil
 	e.mu.Unlock()
 	for len(xs) > 0 {
 		n := min(len(xs), maxFirstExposureChunk)
 		e.wrote.Add(1)
 		if err := e.store.AddFirstExposures(ctx, xs[:n]); err != nil {
 			e.mu.Lock()
-			keep := min(len(xs), maxPendingExposures-len(e.pending))
-			e.dropped.Add(int64(len(xs) - max(keep, 0)))
+			keep := max(min(len(xs), e.maxPending-len(e.pending)), 0)
+			for _, x := range xs[keep:] {
+				e.dropLocked(x.Experiment, 1)
+			}
 			if keep > 0 {
 				e.pending = append(xs[:keep:keep], e.pending...)
+			}
+			for id, n := range drops {
+				e.dropLocked(id, n)
 			}
 			e.mu.Unlock()
 			return err
 		}
 		xs = xs[n:]
+	}
+	if len(drops) > 0 {
+		if err := e.store.AddDroppedExposures(ctx, drops); err != nil {
+			e.mu.Lock()
+			for id, n := range drops {
+				e.dropLocked(id, n)
+				e.dropped.Add(-n) // counted once already
+			}
+			e.mu.Unlock()
+			return err
+		}
 	}
 	return nil
 }
@@ -388,12 +453,23 @@ func (e *Experiments) Flush(ctx context.Context) error {
 // RunEvery flushes first exposures and reads the running experiments again
 // every interval until ctx is done, then flushes once more. Failures go to
 // report.
+//
+// Once an hour it also does the daily work (Daily): it deletes tracked
+// events older than the retention, and takes today's snapshot of each
+// running experiment's results.
 func (e *Experiments) RunEvery(ctx context.Context, interval time.Duration, report func(error)) {
 	every(ctx, interval, false, func(ctx context.Context) error {
 		if err := e.Refresh(ctx); err != nil {
 			return err
 		}
-		return e.Flush(ctx)
+		if err := e.Flush(ctx); err != nil {
+			return err
+		}
+		if now := e.svc.now(); now.Sub(e.lastDaily) >= time.Hour {
+			e.lastDaily = now
+			return e.Daily(ctx)
+		}
+		return nil
 	}, report)
 	final, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()

@@ -33,8 +33,12 @@ type ExperimentResults struct {
 	// shares the experiment started with (null: nothing to test).
 	SRM               *stats.SRM `json:"srm"`
 	MultipleExposures int64      `json:"multiple_exposures"`
-	Method            string     `json:"method"`
-	UpdatedAt         time.Time  `json:"updated_at"`
+	// DroppedExposures is how many first exposures could not be recorded
+	// (stored, and those of this instance not yet stored): users left out
+	// unless served again. Not 0: the results may be biased.
+	DroppedExposures int64     `json:"dropped_exposures"`
+	Method           string    `json:"method"`
+	UpdatedAt        time.Time `json:"updated_at"`
 }
 
 // BucketResults are one bucket's users and figures per metric.
@@ -62,6 +66,9 @@ type MetricResults struct {
 	// Better says whether a significant lift goes the metric's way
 	// (higher_is_better).
 	Better *bool `json:"better,omitempty"`
+	// History is the lift and its interval as read each day, oldest
+	// first, today's last (empty for the control).
+	History []LiftPoint `json:"history"`
 }
 
 // LiftResults is a relative lift and its always-valid interval.
@@ -111,9 +118,16 @@ func (e *Experiments) Results(ctx context.Context, key, id string) (ExperimentRe
 	if err := e.Flush(ctx); err != nil {
 		return ExperimentResults{}, err
 	}
-	writes = e.wrote.Load() // after the flush
+	writes = e.wrote.Load()                       // after the flush
+	if x, err = e.Get(ctx, key, id); err != nil { // with the drops flushed
+		return ExperimentResults{}, err
+	}
 	r, err := e.compute(ctx, x, now)
 	if err != nil {
+		return ExperimentResults{}, err
+	}
+	r.DroppedExposures = x.DroppedExposures + e.pendingDrops(x.ID)
+	if err := e.history(ctx, &r); err != nil {
 		return ExperimentResults{}, err
 	}
 	c.mu.Lock()

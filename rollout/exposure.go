@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/feature/hll"
 	"github.com/rollout/rollout/rollout/stats"
 )
 
@@ -39,6 +40,12 @@ type ExposureStore interface {
 	// version, rule and hour, for the hours that start at since or later
 	// (Exposure.Bucket is "" and Rule set).
 	RuleExposures(ctx context.Context, key string, since time.Time) ([]feature.Exposure, error)
+	// ExposureUsers returns the distinct users of the feature key as
+	// sketches (Exposure.Users; Count 0) per version and bucket for
+	// every hour (Hour zero), and per version, bucket and hour for the
+	// hours that start at since or later (hourly ones are kept for two
+	// days).
+	ExposureUsers(ctx context.Context, key string, since time.Time) ([]feature.Exposure, error)
 }
 
 // retired is a compiled feature swapped out of the snapshot. Evaluations
@@ -124,36 +131,56 @@ func (s *Service) FlushExposuresEvery(ctx context.Context, interval time.Duratio
 }
 
 // BucketExposure is how many evaluations a bucket served at the feature's
-// current version, and the share of users it gets exactly and as observed.
+// current version, to how many distinct users, and the share of users it
+// gets exactly and as observed (of the users, or of the evaluations when
+// no app counted users).
 type BucketExposure struct {
 	Bucket   *string `json:"bucket"` // null: no bucket
 	Count    int64   `json:"count"`
+	Users    int64   `json:"users"`
 	Observed float64 `json:"observed_share"`
 	Exact    float64 `json:"exact_share"`
+}
+
+// VersionExposure is the evaluations one version served from one bucket,
+// and to how many distinct users (estimated, see package hll; 0 when the
+// apps that counted them predate distinct users).
+type VersionExposure struct {
+	Version int    `json:"version"`
+	Bucket  string `json:"bucket"`
+	Count   int64  `json:"count"`
+	Users   int64  `json:"users"`
 }
 
 // ExposureReport is what a feature served: per bucket at its current
 // version, and the counts of every version.
 type ExposureReport struct {
-	Feature  string             `json:"feature"`
-	Version  int                `json:"version"`
-	Total    int64              `json:"total"`
-	Buckets  []BucketExposure   `json:"buckets"`
-	Versions []feature.Exposure `json:"versions"`
-	// SRM is the sample-ratio check of the current version's counts
-	// (null: nothing to test), VersionSRM those of every version with
-	// counts, newest first (see versionSRM).
+	Feature string `json:"feature"`
+	Version int    `json:"version"`
+	// Total is the evaluations of the current version, Users its
+	// distinct users (estimated).
+	Total    int64             `json:"total"`
+	Users    int64             `json:"users"`
+	Buckets  []BucketExposure  `json:"buckets"`
+	Versions []VersionExposure `json:"versions"`
+	// SRM is the sample-ratio check of the current version's distinct
+	// users per bucket (null: nothing to test), VersionSRM those of
+	// every version with users, newest first (see versionSRM).
 	SRM        *stats.SRM  `json:"srm"`
 	VersionSRM []stats.SRM `json:"version_srm"`
 	// LastDay is the evaluations of the last 24 hours, of every version:
 	// the counts stored for the hours that began in them, and those still
-	// in memory. It is how the dashboard estimates users a day.
-	LastDay int64 `json:"last_day"`
+	// in memory; LastDayUsers their distinct users, every version and
+	// bucket together (estimated): how the dashboard says users a day.
+	LastDay      int64 `json:"last_day"`
+	LastDayUsers int64 `json:"last_day_users"`
+	// UsersError is the relative standard error of the users' estimates.
+	UsersError float64 `json:"users_error"`
 }
 
-// Exposures returns the evaluation counts of the feature key: those stored
-// (every hour's, added up) and those still in memory. Totals saturate at
-// math.MaxInt64; none is ever negative.
+// Exposures returns the evaluation counts and distinct users of the
+// feature key: those stored (every hour's, added up) and those still in
+// memory. Totals saturate at math.MaxInt64; none is ever negative.
 func (s *Service) Exposures(ctx context.Context, key string) (ExposureReport, error) {
 	cur, err := s.known(ctx, key)
 	if err != nil {
@@ -163,12 +190,13 @@ func (s *Service) Exposures(ctx context.Context, key string) (ExposureReport, er
 	if err != nil {
 		return ExposureReport{}, err
 	}
-	type vb struct {
-		version int
-		bucket  string
+	now := s.now().UTC()
+	dayAgo := now.Add(-24 * time.Hour)
+	storedUsers, err := s.store.ExposureUsers(ctx, key, dayAgo)
+	if err != nil {
+		return ExposureReport{}, err
 	}
 	counts := map[vb]int64{}
-	dayAgo := s.now().UTC().Add(-24 * time.Hour)
 	var lastDay int64
 	for _, e := range stored {
 		if e.FeatureID == cur.Feature().ID {
@@ -179,22 +207,54 @@ func (s *Service) Exposures(ctx context.Context, key string) (ExposureReport, er
 			}
 		}
 	}
+	users := map[vb]*hll.Sketch{}
+	day := new(hll.Sketch)
+	sketch := func(k vb) *hll.Sketch {
+		if users[k] == nil {
+			users[k] = new(hll.Sketch)
+		}
+		return users[k]
+	}
+	for _, e := range storedUsers {
+		if e.FeatureID != cur.Feature().ID {
+			continue
+		}
+		if e.Hour.IsZero() {
+			_ = sketch(vb{e.Version, e.Bucket}).UnmarshalBinary(e.Users)
+		} else if e.Hour.After(dayAgo) {
+			_ = day.UnmarshalBinary(e.Users)
+		}
+	}
 	for _, c := range s.inMemory(cur) {
 		for _, e := range c.Counts(nil) {
 			k := vb{e.Version, e.Bucket}
 			counts[k] = feature.AddCounts(counts[k], e.Count)
 			lastDay = feature.AddCounts(lastDay, e.Count)
 		}
-	}
-
-	rep := ExposureReport{Feature: key, Version: cur.Feature().Version, Versions: []feature.Exposure{}, LastDay: lastDay}
-	for k, n := range counts {
-		rep.Versions = append(rep.Versions, feature.Exposure{Version: k.version, Bucket: k.bucket, Count: n})
-		if k.version == rep.Version {
-			rep.Total = feature.AddCounts(rep.Total, n)
+		for bucket, u := range c.Users() {
+			sketch(vb{c.Feature().Version, bucket}).Merge(u)
+			day.Merge(u)
 		}
 	}
-	slices.SortFunc(rep.Versions, func(a, b feature.Exposure) int {
+
+	rep := ExposureReport{Feature: key, Version: cur.Feature().Version, Versions: []VersionExposure{},
+		LastDay: lastDay, LastDayUsers: day.Count(), UsersError: hll.RelativeError}
+	current := new(hll.Sketch)
+	for k, n := range counts {
+		v := VersionExposure{Version: k.version, Bucket: k.bucket, Count: n}
+		if u := users[k]; u != nil {
+			v.Users = u.Count()
+		}
+		rep.Versions = append(rep.Versions, v)
+		if k.version == rep.Version {
+			rep.Total = feature.AddCounts(rep.Total, n)
+			if u := users[k]; u != nil {
+				current.Merge(u)
+			}
+		}
+	}
+	rep.Users = current.Count()
+	slices.SortFunc(rep.Versions, func(a, b VersionExposure) int {
 		if a.Version != b.Version {
 			return b.Version - a.Version
 		}
@@ -206,26 +266,39 @@ func (s *Service) Exposures(ctx context.Context, key string) (ExposureReport, er
 		names = append(names, b.Name)
 	}
 	slices.Sort(names) // as the ring orders them
+	var usersTotal int64
+	for _, name := range names {
+		if u := users[vb{rep.Version, name}]; u != nil {
+			usersTotal += u.Count()
+		}
+	}
 	for _, name := range append(names, "") {
-		n := counts[vb{rep.Version, name}]
+		k := vb{rep.Version, name}
+		n := counts[k]
 		if name == "" && n == 0 {
 			continue
 		}
 		b := BucketExposure{Bucket: nullable(name), Count: n, Exact: served[name]}
+		if u := users[k]; u != nil {
+			b.Users = u.Count()
+		}
 		if name == "" && len(served) == 0 {
 			b.Exact = 1
 		}
-		if rep.Total > 0 {
+		switch {
+		case usersTotal > 0:
+			b.Observed = float64(b.Users) / float64(usersTotal)
+		case rep.Total > 0:
 			b.Observed = float64(n) / float64(rep.Total)
 		}
 		rep.Buckets = append(rep.Buckets, b)
 	}
 	byVersion := map[int]map[string]int64{}
-	for k, n := range counts {
+	for k, u := range users {
 		if byVersion[k.version] == nil {
 			byVersion[k.version] = map[string]int64{}
 		}
-		byVersion[k.version][k.bucket] = n
+		byVersion[k.version][k.bucket] = u.Count()
 	}
 	if rep.VersionSRM, err = s.versionSRM(ctx, cur, byVersion); err != nil {
 		return ExposureReport{}, err
@@ -237,6 +310,12 @@ func (s *Service) Exposures(ctx context.Context, key string) (ExposureReport, er
 		rep.SRM = &rep.VersionSRM[0]
 	}
 	return rep, nil
+}
+
+// vb is a version and bucket of a feature.
+type vb struct {
+	version int
+	bucket  string
 }
 
 // inMemory returns cur and the retired versions of its feature, whose

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/feature/hll"
 	"github.com/rollout/rollout/rollout/stats"
 )
 
@@ -14,7 +15,8 @@ import (
 const maxSRMVersions = 32
 
 // versionSRM returns the sample-ratio checks of the versions of the
-// feature c with counts (version → bucket → count), newest first: the
+// feature c with distinct users (version → bucket → users, estimated by
+// sketches: see stats.CheckSRMEstimated), newest first: the
 // current one's from memory, at most maxSRMVersions older ones' from the
 // history (the most recent; a version the history lacks is left out).
 func (s *Service) versionSRM(ctx context.Context, c *feature.Compiled, counts map[int]map[string]int64) ([]stats.SRM, error) {
@@ -44,7 +46,7 @@ func (s *Service) versionSRM(ctx context.Context, c *feature.Compiled, counts ma
 		default:
 			continue
 		}
-		if r, ok := stats.CheckSRM(v, counts[v], shares); ok {
+		if r, ok := stats.CheckSRMEstimated(v, counts[v], shares, hll.RelativeError); ok {
 			out = append(out, r)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/feature/hll"
 )
 
 // syncUsers are users to compare evaluations for: the overridden ones of
@@ -314,11 +315,14 @@ func TestSnapshotTakeExposures(t *testing.T) {
 	ring, _ := snap.Peek("c", "u")
 	snap.Peek("b", "u") // not counted
 	none, pro := "", "pro"
+	var one hll.Sketch // every count's one distinct user, u
+	one.Insert(hll.Hash("u"))
+	u := one.Append(nil)
 	want := []feature.Exposure{
-		{Feature: "a", FeatureID: "id-a", Version: 4, Bucket: "", Count: 3, Rule: &none},
-		{Feature: "b", FeatureID: "id-b", Version: 2, Bucket: "C", Count: 3, Rule: &none},
-		{Feature: "c", FeatureID: "id-c", Version: 1, Bucket: "B", Count: 3, Rule: &pro},
-		{Feature: "c", FeatureID: "id-c", Version: 1, Bucket: ring.Bucket, Count: 1, Rule: &none},
+		{Feature: "a", FeatureID: "id-a", Version: 4, Bucket: "", Count: 3, Rule: &none, Users: u},
+		{Feature: "b", FeatureID: "id-b", Version: 2, Bucket: "C", Count: 3, Rule: &none, Users: u},
+		{Feature: "c", FeatureID: "id-c", Version: 1, Bucket: "B", Count: 3, Rule: &pro, Users: u},
+		{Feature: "c", FeatureID: "id-c", Version: 1, Bucket: ring.Bucket, Count: 1, Rule: &none, Users: u},
 	}
 	got := snap.TakeExposures(nil)
 	sortExposures := func(es []feature.Exposure) {

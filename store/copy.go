@@ -124,6 +124,8 @@ var copyPlan = []planTable{
 	{name: "track_batches"},
 	{name: "experiments"},
 	{name: "experiment_users"},
+	{name: "exposure_users"},
+	{name: "experiment_snapshots"},
 }
 
 // SkippedTables are the tables of the schema that Copy deliberately does

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -184,14 +185,14 @@ func (db *DB) StartExperiment(ctx context.Context, x rollout.Experiment, ev audi
 	})
 }
 
-const experimentColumns = `x.id, f.key, x.feature_id, x.name, x.control, x.metrics, x.hypothesis, x.version, x.shares, x.started_at, x.started_by, x.stopped_at, x.stopped_by`
+const experimentColumns = `x.id, f.key, x.feature_id, x.name, x.control, x.metrics, x.hypothesis, x.version, x.shares, x.started_at, x.started_by, x.stopped_at, x.stopped_by, x.dropped_exposures`
 
 func scanExperiment(rows *sql.Rows) (rollout.Experiment, error) {
 	var x rollout.Experiment
 	var metrics, shares string
 	var started int64
 	var stopped sql.NullInt64
-	if err := rows.Scan(&x.ID, &x.Feature, &x.FeatureID, &x.Name, &x.Control, &metrics, &x.Hypothesis, &x.Version, &shares, &started, &x.StartedBy, &stopped, &x.StoppedBy); err != nil {
+	if err := rows.Scan(&x.ID, &x.Feature, &x.FeatureID, &x.Name, &x.Control, &metrics, &x.Hypothesis, &x.Version, &shares, &started, &x.StartedBy, &stopped, &x.StoppedBy, &x.DroppedExposures); err != nil {
 		return x, err
 	}
 	if err := json.Unmarshal([]byte(metrics), &x.Metrics); err != nil {
@@ -423,5 +424,67 @@ func (db *DB) ExperimentTotals(ctx context.Context, id, metric string, until tim
 		}
 		return nil
 	})
+	return out, err
+}
+
+// AddDroppedExposures adds to the experiments' dropped first exposures, in
+// the order of their IDs.
+func (db *DB) AddDroppedExposures(ctx context.Context, dropped map[string]int64) error {
+	ids := slices.Sorted(maps.Keys(dropped))
+	return db.writeTx(ctx, "add dropped exposures", func(tx *tx) error {
+		for _, id := range ids {
+			if _, err := tx.exec(`UPDATE experiments SET dropped_exposures = dropped_exposures + ? WHERE id = ?`, dropped[id], id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// PurgeTrackedEvents deletes at most limit of the environment's tracked
+// events from before before, oldest first.
+func (db *DB) PurgeTrackedEvents(ctx context.Context, before time.Time, limit int) (int64, error) {
+	var n int64
+	err := db.writeTx(ctx, "purge tracked events", func(tx *tx) error {
+		var err error
+		n, err = tx.affected(`DELETE FROM tracked_events WHERE seq IN (
+			SELECT seq FROM tracked_events WHERE environment = ? AND at < ? ORDER BY at LIMIT ?)`, tx.env(), millis(before), limit)
+		return err
+	})
+	return n, err
+}
+
+// SaveResultsSnapshot keeps results as the snapshot of at's UTC day.
+func (db *DB) SaveResultsSnapshot(ctx context.Context, id string, at time.Time, results []byte) error {
+	day := at.UTC().Truncate(24 * time.Hour)
+	return db.writeTx(ctx, fmt.Sprintf("snapshot of experiment %s", id), func(tx *tx) error {
+		_, err := tx.exec(`INSERT INTO experiment_snapshots (experiment_id, day, taken_at, results)
+			SELECT CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS TEXT) WHERE EXISTS (SELECT 1 FROM experiments WHERE id = ?)
+			ON CONFLICT (experiment_id, day) DO UPDATE SET taken_at = excluded.taken_at, results = excluded.results`,
+			id, millis(day), millis(at), string(results), id)
+		return err
+	})
+}
+
+// ResultsSnapshots returns the last limit snapshots of an experiment,
+// oldest first.
+func (db *DB) ResultsSnapshots(ctx context.Context, id string, limit int) ([]rollout.ResultsSnapshot, error) {
+	var out []rollout.ResultsSnapshot
+	err := db.read(ctx, fmt.Sprintf("snapshots of experiment %s", id), func(tx *tx) error {
+		rows, err := tx.query(`SELECT results FROM experiment_snapshots WHERE experiment_id = ? ORDER BY day DESC LIMIT ?`, id, limit)
+		out, err = collect(rows, err, func(rows *sql.Rows) (rollout.ResultsSnapshot, error) {
+			var s rollout.ResultsSnapshot
+			var data string
+			if err := rows.Scan(&data); err != nil {
+				return s, err
+			}
+			if err := json.Unmarshal([]byte(data), &s); err != nil {
+				return s, fmt.Errorf("snapshot of experiment %s: %w", id, err)
+			}
+			return s, nil
+		})
+		return err
+	})
+	slices.Reverse(out)
 	return out, err
 }

@@ -29,12 +29,19 @@ func (db *DB) AddExposures(ctx context.Context, counts []feature.Exposure) error
 		return err
 	}
 	rules := ruleExposureRows(counts)
+	users, err := userRows(counts)
+	if err != nil {
+		return err
+	}
 	return db.retryDeleted(func() error {
 		return db.writeTx(ctx, "add exposures", func(tx *tx) error {
 			if err := tx.addExposures(rows); err != nil {
 				return err
 			}
-			return tx.addRuleExposures(rules)
+			if err := tx.addRuleExposures(rules); err != nil {
+				return err
+			}
+			return tx.addUsers(users)
 		})
 	})
 }
@@ -50,6 +57,10 @@ func (db *DB) AddExposureBatch(ctx context.Context, batch string, at time.Time, 
 		return false, err
 	}
 	rules := ruleExposureRows(counts)
+	users, err := userRows(counts)
+	if err != nil {
+		return false, err
+	}
 	var added bool
 	err = db.retryDeleted(func() error {
 		return db.writeTx(ctx, fmt.Sprintf("add exposure batch %q", batch), func(tx *tx) error {
@@ -67,7 +78,10 @@ func (db *DB) AddExposureBatch(ctx context.Context, batch string, at time.Time, 
 			if err := tx.addExposures(rows); err != nil {
 				return err
 			}
-			return tx.addRuleExposures(rules)
+			if err := tx.addRuleExposures(rules); err != nil {
+				return err
+			}
+			return tx.addUsers(users)
 		})
 	})
 	return added && err == nil, err

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"errors"
 	"maps"
 	"net/http"
@@ -43,7 +44,8 @@ type featurePage struct {
 	Buckets       []bucketRow
 	SampleSize    int
 	SampleNone    int         // sampled users served no bucket
-	Observed      int64       // evaluations apps got at this version
+	Observed      int64       // users (or evaluations: ObservedUnit) apps got at this version
+	ObservedUnit  string      // "users" (distinct, estimated) or "evaluations" (apps that count no users)
 	ObservedNone  int64       // of which no bucket
 	SRM           *stats.SRM  // the sample-ratio check of ServedVersion's counts, if any
 	VersionSRM    []stats.SRM // the checks of every version with counts, newest first
@@ -125,8 +127,9 @@ type pageData struct {
 	Enabled  bool         `json:"enabled"`
 	Fallback string       `json:"fallback"`
 	Buckets  []dataBucket `json:"buckets"`
-	// LastDay is the evaluations of the last 24 hours, which the script
-	// says in users a day; ChurnLimit is where it escalates a change.
+	// LastDay is the distinct users of the last 24 hours (the
+	// evaluations when apps counted no users), which the script says in
+	// users a day; ChurnLimit is where it escalates a change.
 	LastDay    int64   `json:"last_day"`
 	ChurnLimit float64 `json:"churn_limit"`
 }
@@ -174,12 +177,27 @@ func (h *handler) feature(c echo.Context) error {
 	case err != nil:
 		return h.internal(c, err)
 	}
+	// Served to apps: distinct users, or evaluations where no app
+	// counted users (clients that predate them).
+	byUsers := exposures.Users > 0
+	if exposures.Total == 0 {
+		byUsers = slices.ContainsFunc(exposures.Versions, func(e rollout.VersionExposure) bool { return e.Users > 0 })
+	}
+	p.ObservedUnit = "evaluations"
+	if byUsers {
+		p.ObservedUnit = "users"
+	}
+	var observed int64
 	for _, b := range exposures.Buckets {
 		name := ""
 		if b.Bucket != nil {
 			name = *b.Bucket
 		}
 		served[name] = b.Count
+		if byUsers {
+			served[name] = b.Users
+		}
+		observed = feature.AddCounts(observed, served[name])
 	}
 	p.ServedVersion = f.Version
 	if exposures.Total == 0 {
@@ -190,12 +208,16 @@ func (h *handler) feature(c echo.Context) error {
 					served = map[string]int64{}
 				}
 				p.ServedVersion = e.Version
-				served[e.Bucket] = feature.AddCounts(served[e.Bucket], e.Count)
-				exposures.Total = feature.AddCounts(exposures.Total, e.Count)
+				n := e.Count
+				if byUsers {
+					n = e.Users
+				}
+				served[e.Bucket] = feature.AddCounts(served[e.Bucket], n)
+				observed = feature.AddCounts(observed, n)
 			}
 		}
 	}
-	p.Observed, p.ObservedNone = exposures.Total, served[""]
+	p.Observed, p.ObservedNone = observed, served[""]
 	srmOf := map[int]*stats.SRM{}
 	for i, r := range exposures.VersionSRM {
 		srmOf[r.Version] = &exposures.VersionSRM[i]
@@ -271,8 +293,8 @@ func (h *handler) feature(c echo.Context) error {
 		return h.internal(c, err)
 	}
 	p.Ramps, p.Now = rampViews(ramps), time.Now()
-	p.PM = newPMView(f, ramps, exposures.LastDay, p.Now)
-	p.Data.LastDay, p.Data.ChurnLimit = exposures.LastDay, churnLimit(ctx, svc)
+	p.PM = newPMView(f, ramps, exposures.LastDay, exposures.LastDayUsers, p.Now)
+	p.Data.LastDay, p.Data.ChurnLimit = cmp.Or(exposures.LastDayUsers, exposures.LastDay), churnLimit(ctx, svc)
 	for _, r := range p.Ramps {
 		p.LiveRamp = p.LiveRamp || r.Live
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/feature/hll"
 )
 
 // churnLimit is the share of users above which the dashboard escalates a
@@ -29,24 +30,30 @@ func churnLimit(ctx context.Context, svc *rollout.Service) float64 {
 // stay under a disclosure.
 type pmView struct {
 	RampLabel, RampTitle string // the Ramping chip; "" when no ramp is live
-	Daily                string // "≈ 12,400 users a day"; "" with no evaluation in 24 h
+	Daily                string // "≈ 12,400 users a day" (distinct users); "" with no evaluation in 24 h
 	DailyTitle           string // how Daily is estimated
 	Points               int    // the ring's points: every bucket's replicas
 	RampBucket           string // the ramp form's default bucket: not the control
 }
 
 // newPMView fills the header's view of feature f, whose ramps (oldest
-// first) and evaluations of the last day (lastDay) are given.
-func newPMView(f feature.Feature, ramps []rollout.Ramp, lastDay int64, now time.Time) pmView {
+// first), evaluations of the last day (lastDay) and their distinct users
+// (users, estimated; 0 when no app counted them) are given.
+func newPMView(f feature.Feature, ramps []rollout.Ramp, lastDay, users int64, now time.Time) pmView {
 	var v pmView
 	for _, r := range ramps {
 		if r.Live() {
 			v.RampLabel, v.RampTitle = rampChip(r, now)
 		}
 	}
-	if lastDay > 0 {
-		v.Daily = "≈ " + roughly(lastDay) + " users a day"
-		v.DailyTitle = "Estimated from the " + thousands(int(min(lastDay, math.MaxInt32))) + " evaluations apps counted in the last 24 hours: a user evaluated more than once counts more than once."
+	switch {
+	case users > 0:
+		v.Daily = "≈ " + roughly(users) + " users a day"
+		v.DailyTitle = "The distinct users apps were served in the last 24 hours, estimated within about " + pct(hll.RelativeError) +
+			" (a sketch of their IDs), from " + thousands(int(min(lastDay, math.MaxInt32))) + " evaluations: a user evaluated more than once counts once."
+	case lastDay > 0:
+		v.Daily = "≈ " + roughly(lastDay) + " evaluations a day"
+		v.DailyTitle = "The " + thousands(int(min(lastDay, math.MaxInt32))) + " evaluations apps counted in the last 24 hours: their apps' clients count no distinct users (update them), so a user evaluated more than once counts more than once."
 	}
 	for _, b := range f.Buckets {
 		v.Points += b.Replicas

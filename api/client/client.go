@@ -723,7 +723,7 @@ func (c *Client) Flush(ctx context.Context) error {
 	counts := c.take()
 	users := c.takeUsers()
 	for len(counts) > 0 {
-		n := min(len(counts), feature.MaxExposureBatch)
+		n := batchSize(counts)
 		c.pending = append(c.pending, batch{id: newBatchID(), counts: counts[:n], users: users})
 		counts, users = counts[n:], nil
 	}
@@ -744,6 +744,24 @@ func (c *Client) Flush(ctx context.Context) error {
 		}
 	}
 	return trackErr
+}
+
+// maxBatchSketchBytes bounds the bytes of the users' sketches one batch
+// carries, so that a batch stays well under the server's 1 MiB body
+// (sketches travel in base64, 4/3 their size).
+const maxBatchSketchBytes = 512 << 10
+
+// batchSize is how many of counts the next batch holds: at most
+// feature.MaxExposureBatch, and sketches of at most maxBatchSketchBytes
+// (always at least one count).
+func batchSize(counts []feature.Exposure) int {
+	bytes := 0
+	for i, e := range counts {
+		if bytes += len(e.Users); i == feature.MaxExposureBatch || i > 0 && bytes > maxBatchSketchBytes {
+			return i
+		}
+	}
+	return len(counts)
 }
 
 // served is the snapshots' hook: it notes user for the next batch when an
@@ -869,6 +887,9 @@ type exposureCount struct {
 	Bucket    string  `json:"bucket"`
 	Count     int64   `json:"count"`
 	Rule      *string `json:"rule,omitempty"` // the rule that served; "": the ring, an override or the default
+	// UsersSketch is the distinct users of the count, a sketch in
+	// package hll's binary form: at most 4,099 bytes, whatever the users.
+	UsersSketch []byte `json:"users_sketch,omitempty"`
 }
 
 func (c *Client) send(ctx context.Context, b batch) error {
@@ -878,7 +899,7 @@ func (c *Client) send(ctx context.Context, b batch) error {
 		Users     []exposedUser   `json:"users,omitempty"`
 	}{Batch: b.id, Exposures: make([]exposureCount, len(b.counts)), Users: b.users}
 	for i, e := range b.counts {
-		body.Exposures[i] = exposureCount{Feature: e.Feature, FeatureID: e.FeatureID, Version: e.Version, Bucket: e.Bucket, Count: e.Count, Rule: e.Rule}
+		body.Exposures[i] = exposureCount{Feature: e.Feature, FeatureID: e.FeatureID, Version: e.Version, Bucket: e.Bucket, Count: e.Count, Rule: e.Rule, UsersSketch: e.Users}
 	}
 	var ans struct {
 		Experiments []string `json:"experiments"`

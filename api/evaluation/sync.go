@@ -229,6 +229,11 @@ type exposureCount struct {
 	// Rule is the rule that served ("" the ring, an override or the
 	// default); clients from before rules' counts leave it out.
 	Rule *string `json:"rule,omitempty"`
+	// UsersSketch is the distinct users of these evaluations, a
+	// HyperLogLog sketch in package hll's binary form (base64 in JSON,
+	// at most hll.MaxEncodedSize bytes); clients from before distinct
+	// users leave it out.
+	UsersSketch []byte `json:"users_sketch,omitempty"`
 }
 
 // exposureBatchAnswer is the answer to POST /api/exposures.
@@ -264,7 +269,7 @@ func (s *Server) AddExposures(c echo.Context) error {
 	}
 	counts := make([]feature.Exposure, len(req.Exposures))
 	for i, e := range req.Exposures {
-		counts[i] = feature.Exposure{Feature: e.Feature, FeatureID: e.FeatureID, Version: e.Version, Bucket: e.Bucket, Count: e.Count, Rule: e.Rule}
+		counts[i] = feature.Exposure{Feature: e.Feature, FeatureID: e.FeatureID, Version: e.Version, Bucket: e.Bucket, Count: e.Count, Rule: e.Rule, Users: e.UsersSketch}
 	}
 	// The users first: a batch refused for one of them adds no counts.
 	var (

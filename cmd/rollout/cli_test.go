@@ -330,3 +330,36 @@ func TestServeLogFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestServeEventRetention: --event-retention-days reaches the server (90
+// by default, 0 keeping events forever); fewer days than apps may send
+// events late are refused.
+func TestServeEventRetention(t *testing.T) {
+	for _, tt := range []struct {
+		args    []string
+		days    int
+		wantErr bool
+	}{
+		{nil, 90, false},
+		{[]string{"--event-retention-days", "30"}, 30, false},
+		{[]string{"--event-retention-days", "0"}, -1, false},
+		{[]string{"--event-retention-days", "7"}, 0, true},
+		{[]string{"--event-retention-days", "-5"}, 0, true},
+	} {
+		var stdout, stderr bytes.Buffer
+		s, err := parseServe(tt.args, &stdout, &stderr, func(string) string { return "" })
+		if tt.wantErr {
+			if err == nil || !strings.Contains(err.Error(), "--event-retention-days") {
+				t.Errorf("parseServe(%q) error = %v, want one naming --event-retention-days", tt.args, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("parseServe(%q) = %v", tt.args, err)
+		}
+		s.LogWriter.Close(context.Background())
+		if s.EventRetentionDays != tt.days {
+			t.Errorf("parseServe(%q) = %d days, want %d", tt.args, s.EventRetentionDays, tt.days)
+		}
+	}
+}

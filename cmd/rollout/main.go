@@ -207,6 +207,7 @@ func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) str
 	addr := fs.String("addr", envOr(getenv, "ROLLOUT_ADDR", "127.0.0.1:8080"), "listen address (env ROLLOUT_ADDR)")
 	db := dbFlag(fs, getenv)
 	flush := fs.Duration("flush-interval", serve.DefaultFlushInterval, "how often evaluation counts are written to the database")
+	retention := fs.Int("event-retention-days", 90, "delete events apps tracked (POST /api/track) this many days old, hourly; 0 keeps them forever")
 	insecure := fs.Bool("insecure", false, "serve without any API token on a non-loopback address (dangerous)")
 	pprof := fs.Bool("pprof", false, "serve Go's profiler at /debug/pprof/ (admin tokens only)")
 	logFormat := fs.String("log-format", envOr(getenv, "ROLLOUT_LOG_FORMAT", "text"), "log format: text or json (env ROLLOUT_LOG_FORMAT)")
@@ -314,6 +315,9 @@ func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) str
 	if *flush <= 0 {
 		return nil, fmt.Errorf("--flush-interval %v: give a positive duration such as 10s", *flush)
 	}
+	if *retention < 0 || *retention > 0 && *retention < 8 {
+		return nil, fmt.Errorf("--event-retention-days %d: give at least 8 (apps may send events up to 7 days old), or 0 to keep them forever", *retention)
+	}
 	if *maxConns < 0 {
 		return nil, fmt.Errorf("--max-conns %d: give a positive number, or 0 for the default", *maxConns)
 	}
@@ -354,7 +358,11 @@ func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) str
 	if *logFormat == "json" {
 		h = slog.NewJSONHandler(logs, nil)
 	}
-	return &serve.Server{Addr: *addr, DBPath: *db, Log: slog.New(h), FlushInterval: *flush, Insecure: *insecure, Pprof: *pprof,
+	days := *retention
+	if days == 0 {
+		days = -1 // forever
+	}
+	return &serve.Server{Addr: *addr, DBPath: *db, Log: slog.New(h), FlushInterval: *flush, EventRetentionDays: days, Insecure: *insecure, Pprof: *pprof,
 		MaxConns: *maxConns, MaxStreams: *maxStreams, MaxStreamsPerToken: *streamsPerToken, IdleTimeout: *idle, RequestLog: requestLog, SlowRequest: *slow, SampleEvaluations: *sample, LogWriter: logs,
 		SyncInterval: *syncInterval, ScheduleInterval: *scheduleInterval, NoNotify: !*notify, SessionKeys: keys, SSO: sso}, nil
 }

@@ -266,6 +266,13 @@ func fillTargeting(t *testing.T, svc *rollout.Service, db *store.DB) {
 	if _, err := db.AddTrackBatch(ctx, "track-batch-1", now, []rollout.TrackedEvent{{Metric: "purchase", UserHash: rollout.UserHash("u1"), Value: 12.5, At: now}}); err != nil {
 		t.Fatal(err)
 	}
+	// The experiment's history and its dropped first exposures.
+	if err := db.SaveResultsSnapshot(ctx, "exp-1", now, []byte(`{"at":"2026-01-01T00:00:00Z","lifts":{"purchase":{"off":{"value":0.1,"ci":[-0.2,0.4]}}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AddDroppedExposures(ctx, map[string]int64{"exp-1": 2}); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, err := db.ClaimIdempotency(ctx, rollout.IdempotencyRecord{Scope: "tok", Key: "k1", Fingerprint: "fp", Attempt: "a1",
 		LeaseUntil: now.Add(time.Minute), Expires: now.Add(24 * time.Hour)}, now); err != nil {
 		t.Fatal(err)
@@ -308,6 +315,7 @@ type storeContents struct {
 	Versions           map[string][]rollout.Version
 	Exposures          map[string][]feature.Exposure
 	RuleExposures      map[string][]feature.Exposure
+	ExposureUsers      map[string][]feature.Exposure
 	Users              map[string][]rollout.Assignment
 	Segments           []feature.Segment
 	SegmentVersions    map[string][]feature.SegmentVersion
@@ -338,7 +346,7 @@ func contents(t *testing.T, s *store.DB) storeContents {
 			t.Fatal(err)
 		}
 	}
-	c := storeContents{Versions: map[string][]rollout.Version{}, Exposures: map[string][]feature.Exposure{}, RuleExposures: map[string][]feature.Exposure{},
+	c := storeContents{Versions: map[string][]rollout.Version{}, Exposures: map[string][]feature.Exposure{}, RuleExposures: map[string][]feature.Exposure{}, ExposureUsers: map[string][]feature.Exposure{},
 		Users: map[string][]rollout.Assignment{}, SegmentVersions: map[string][]feature.SegmentVersion{}, SegmentUsers: map[string][]string{}, Deliveries: map[string][]webhook.Delivery{}}
 	var err error
 	c.Features, err = s.Features(ctx)
@@ -353,6 +361,8 @@ func contents(t *testing.T, s *store.DB) storeContents {
 		c.Exposures[f.Key], err = s.Exposures(ctx, f.Key)
 		must(err)
 		c.RuleExposures[f.Key], err = s.RuleExposures(ctx, f.Key, time.Time{})
+		must(err)
+		c.ExposureUsers[f.Key], err = s.ExposureUsers(ctx, f.Key, time.Time{})
 		must(err)
 		if i >= len(c.Features) { // archived: not served
 			continue
@@ -480,7 +490,7 @@ func TestMigrateSQLiteToPostgresAndBack(t *testing.T) {
 	}
 	if len(c.Features) != 4 || len(c.Versions["checkout"]) != 5 || len(c.Tokens) != 4 || len(c.Ramps) != 2 || len(c.Segments) != 3 || len(c.SegmentUsers["testers"]) != 4 ||
 		len(c.Archived) != 1 || len(c.Requests) != 2 || c.Settings.MaxChurn != 0.1 || len(c.Webhooks) != 1 || len(c.Deliveries[c.Webhooks[0].ID]) != 1 ||
-		len(c.RuleExposures["gated"]) == 0 || len(c.EndedSessions) != 1 {
+		len(c.RuleExposures["gated"]) == 0 || len(c.ExposureUsers["checkout"]) == 0 || len(c.EndedSessions) != 1 {
 		t.Fatalf("the source is not what the test made: %+v", c)
 	}
 	wantSame(t, src, pg, secrets)

@@ -76,9 +76,11 @@
 // revision (AppendSync, SyncTag); DecodeSync builds a Snapshot from it and
 // ApplySync the next one from the changed features a stream carries.
 //
-// Exposures (exposure.go). What a compiled feature served, counted per
-// bucket and rule: Snapshot.TakeExposures and Compiled.TakeExposures take
-// the counts as Exposures, Counts reads them, Restore puts back those a
+// Exposures (exposure.go, users.go). What a compiled feature served,
+// counted per bucket and rule, evaluations and distinct users (a
+// HyperLogLog sketch per outcome, package hll), both by Compiled.count,
+// the one place every serving path counts: Snapshot.TakeExposures and
+// Compiled.TakeExposures take the counts as Exposures, Counts reads them, Restore puts back those a
 // flush could not store; ValidateExposureBatch checks the form of a batch
 // an app sends (at most MaxExposureBatch counts).
 //

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/rollout/rollout/ring"
+	"github.com/rollout/rollout/rollout/feature/hll"
 )
 
 // Reasons for an evaluation's result.
@@ -139,6 +140,9 @@ type Compiled struct {
 	// override or the default), so the counts per bucket and per rule are
 	// sums of these (see take).
 	served []atomic.Int64
+	// users are the distinct users each outcome served since the last
+	// take, sketched (see count and users.go).
+	users []userSketch
 	// outcomes are the outcomes by the ring in ring order, then by an
 	// override in ring order, then the one served when disabled (see
 	// assign).
@@ -185,6 +189,7 @@ func (c *Compiled) finish(segments map[string]*CompiledSegment) {
 	c.compileTargeting(segments)
 	c.compilePrerequisites()
 	c.served = make([]atomic.Int64, len(c.outcomes))
+	c.users = make([]userSketch, len(c.outcomes))
 	if c.static {
 		for i := range c.outcomes {
 			c.outcomes[i].Static = true
@@ -263,8 +268,18 @@ func (c *Compiled) serve(user string) *Outcome {
 	} else {
 		i = c.assignContext(user, nil)
 	}
-	c.served[i].Add(1)
+	c.count(i, user)
 	return &c.outcomes[i]
+}
+
+// count counts one evaluation of outcome i for user: the evaluations and
+// the distinct users each outcome served. It is the one place evaluations
+// are counted: every path that serves a user (not a peek) calls it once
+// per feature it evaluates. It does not allocate, but for a user sketch's
+// first use after a take (see users.go).
+func (c *Compiled) count(i int, user string) {
+	c.served[i].Add(1)
+	c.users[i].insert(hll.Hash(user))
 }
 
 // serveContext is serve with the attributes of a context.
@@ -275,7 +290,7 @@ func (c *Compiled) serveContext(user string, ctx Context) *Outcome {
 	} else {
 		i = c.assignContext(user, ctx)
 	}
-	c.served[i].Add(1)
+	c.count(i, user)
 	return &c.outcomes[i]
 }
 

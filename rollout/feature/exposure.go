@@ -4,6 +4,8 @@ import (
 	"math"
 	"regexp"
 	"time"
+
+	"github.com/rollout/rollout/rollout/feature/hll"
 )
 
 // Exposure is a count of evaluations a feature served at one version from
@@ -24,6 +26,11 @@ type Exposure struct {
 	// count adds to its bucket's only. Stores keep one total per feature,
 	// version, rule and hour as well (see Store.RuleExposures).
 	Rule *string `json:"rule,omitempty"`
+	// Users is the distinct users of these evaluations, a sketch in its
+	// binary form (hll.Sketch.MarshalBinary); nil: not known (a count
+	// from an app whose client predates distinct users). Stores merge
+	// the sketches per feature, version, bucket and hour.
+	Users []byte `json:"-"`
 }
 
 // pending is the count of one bucket and rule of a compiled feature taken
@@ -33,6 +40,7 @@ type pending struct {
 	c       *Compiled
 	outcome int
 	n       int64
+	users   *hll.Sketch // nil: none
 }
 
 func (c *Compiled) bucketName(i int) string {
@@ -52,22 +60,43 @@ next:
 		if n == 0 {
 			continue
 		}
+		users := c.users[i].take()
 		o := &c.outcomes[i]
 		for j := start; j < len(out); j++ {
 			if p := &out[j]; c.outcomes[p.outcome].bucket == o.bucket && c.outcomes[p.outcome].Rule == o.Rule {
 				p.n = AddCounts(p.n, n)
+				p.addUsers(users)
+				c.users[i].recycle(users)
 				continue next
 			}
 		}
-		out = append(out, pending{c: c, outcome: i, n: n})
+		p := pending{c: c, outcome: i, n: n}
+		p.addUsers(users)
+		c.users[i].recycle(users)
+		out = append(out, p)
 	}
 	return out
+}
+
+// addUsers merges the users of s (nil: none) into p's.
+func (p *pending) addUsers(s *hll.Sketch) {
+	if s == nil {
+		return
+	}
+	if p.users == nil {
+		p.users = new(hll.Sketch)
+	}
+	p.users.Merge(s)
 }
 
 // exposure is p as a count, in no hour yet.
 func (p pending) exposure() Exposure {
 	f, o := &p.c.feature, &p.c.outcomes[p.outcome]
-	return Exposure{Feature: f.Key, FeatureID: f.ID, Version: f.Version, Bucket: p.c.bucketName(o.bucket), Rule: &o.Rule, Count: p.n}
+	e := Exposure{Feature: f.Key, FeatureID: f.ID, Version: f.Version, Bucket: p.c.bucketName(o.bucket), Rule: &o.Rule, Count: p.n}
+	if p.users != nil {
+		e.Users = p.users.Append(nil)
+	}
+	return e
 }
 
 var batchPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{8,64}$`)
@@ -77,7 +106,8 @@ var batchPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{8,64}$`)
 // evaluation counts sent by an app: its ID must be 8 to 64 characters of
 // A-Z, a-z, 0-9, '_' and '-'; it holds 1 to MaxExposureBatch counts; each
 // names a feature ID, the feature's key or nothing, a version from 1, a
-// bucket name ("" for none) and a count from 1 to MaxExposureCount. Whether
+// bucket name ("" for none), a count from 1 to MaxExposureCount and, if
+// any, a sketch of its distinct users in hll's binary form. Whether
 // the feature, version and bucket exist is AddExposureBatch's to check.
 func ValidateExposureBatch(batch string, counts []Exposure) error {
 	if !batchPattern.MatchString(batch) {
@@ -103,9 +133,26 @@ func ValidateExposureBatch(batch string, counts []Exposure) error {
 			return Errorf(EInvalid, "exposure %d: rule %q is not a rule name (\"\" counts evaluations the ring, an override or the default served; leave it out when unknown)", i, Abbreviate(*e.Rule))
 		case e.Count < 1 || e.Count > MaxExposureCount:
 			return Errorf(EInvalid, "exposure %d: count must be from 1 to %d, got %d", i, MaxExposureCount, e.Count)
+		case e.Users != nil && hll.Check(e.Users) != nil:
+			return Errorf(EInvalid, "exposure %d: users_sketch: %v", i, hll.Check(e.Users))
 		}
 	}
 	return nil
+}
+
+// mergeUsers returns the binary sketch of the users of a and b (either
+// nil: none).
+func mergeUsers(a, b []byte) []byte {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	var s hll.Sketch
+	_ = s.UnmarshalBinary(a)
+	_ = s.UnmarshalBinary(b)
+	return s.Append(nil)
 }
 
 // AddCounts returns a + b for counts (never negative), saturating at
@@ -142,10 +189,13 @@ next:
 		if n == 0 {
 			continue
 		}
-		e := pending{c: c, outcome: i, n: n}.exposure()
+		p := pending{c: c, outcome: i, n: n}
+		p.addUsers(c.users[i].cur.Load())
+		e := p.exposure()
 		for j := start; j < len(out); j++ {
-			if p := &out[j]; p.Bucket == e.Bucket && *p.Rule == *e.Rule {
-				p.Count = AddCounts(p.Count, n)
+			if q := &out[j]; q.Bucket == e.Bucket && *q.Rule == *e.Rule {
+				q.Count = AddCounts(q.Count, n)
+				q.Users = mergeUsers(q.Users, e.Users)
 				continue next
 			}
 		}
@@ -174,6 +224,9 @@ func (c *Compiled) Restore(counts []Exposure) {
 			o := &c.outcomes[i]
 			if c.bucketName(o.bucket) == e.Bucket && e.Rule != nil && o.Rule == *e.Rule {
 				c.served[i].Add(e.Count)
+				if e.Users != nil {
+					c.users[i].merge(e.Users)
+				}
 				break
 			}
 		}

@@ -344,7 +344,7 @@ func (s *Snapshot) serve(c *Compiled, user string, ctx Context) *Outcome {
 	}
 	budget := MaxPrerequisiteEvaluations
 	i := s.assign(c, user, ctx, 0, &budget)
-	c.served[i].Add(1)
+	c.count(i, user)
 	return &c.outcomes[i]
 }
 

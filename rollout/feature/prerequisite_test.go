@@ -68,6 +68,15 @@ func TestPrerequisiteServesFallback(t *testing.T) {
 	if total != 400 {
 		t.Errorf("new-ui counted %d evaluations, want 400", total)
 	}
+	// Its distinct users too, fallbacks included: about 400 users.
+	users, _ := usersOf(t, snap.Compiled("new-ui").Counts(nil))
+	var distinct int64
+	for _, n := range users {
+		distinct += n
+	}
+	if distinct < 380 || distinct > 420 {
+		t.Errorf("new-ui counted %d distinct users, want about 400", distinct)
+	}
 	if n := snap.Compiled("new-api").Counts(nil); len(n) != 0 {
 		t.Errorf("new-api counted %v: a prerequisite's test is not an evaluation the app was served", n)
 	}

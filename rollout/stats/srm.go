@@ -47,9 +47,12 @@ type SRM struct {
 	// Mismatch reports PValue < SRMThreshold, once every bucket expects
 	// at least SRMMinExpected (Waiting until then); Warning says so in
 	// words.
-	Mismatch bool   `json:"mismatch"`
-	Waiting  bool   `json:"waiting,omitempty"`
-	Warning  string `json:"warning,omitempty"`
+	Mismatch bool `json:"mismatch"`
+	Waiting  bool `json:"waiting,omitempty"`
+	// Estimated: the counts are distinct users estimated by sketches,
+	// whose error the test allows for (CheckSRMEstimated).
+	Estimated bool   `json:"estimated,omitempty"`
+	Warning   string `json:"warning,omitempty"`
 }
 
 // CheckSRM returns the sample-ratio check of counts (bucket name → count)
@@ -57,7 +60,16 @@ type SRM struct {
 // is nothing to test: fewer than two buckets with a share above 0, or no
 // count among them.
 func CheckSRM(version int, counts map[string]int64, shares map[string]float64) (SRM, bool) {
-	r := SRM{Version: version}
+	return CheckSRMEstimated(version, counts, shares, 0)
+}
+
+// CheckSRMEstimated is CheckSRM of counts that are estimates, each off by
+// a relative standard error relErr independently (distinct users counted
+// by sketches): each bucket's term of χ² is divided by the variance of
+// both the sampling and the estimate, want·(1 + relErr²·want), so that
+// an estimate's error alone never raises the alarm, however many users.
+func CheckSRMEstimated(version int, counts map[string]int64, shares map[string]float64, relErr float64) (SRM, bool) {
+	r := SRM{Version: version, Estimated: relErr > 0}
 	var names []string
 	for name, s := range shares {
 		if s > 0 {
@@ -85,7 +97,7 @@ func CheckSRM(version int, counts map[string]int64, shares map[string]float64) (
 			r.Waiting = true
 		}
 		d := float64(counts[name]) - want
-		r.ChiSquare += d * d / want
+		r.ChiSquare += d * d / (want * (1 + relErr*relErr*want))
 	}
 	r.DF = len(names) - 1
 	r.PValue = ChiSquareSF(r.ChiSquare, r.DF)

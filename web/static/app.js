@@ -803,7 +803,7 @@
       else outcome = el('p', { class: 'outcome' }, 'No user would change bucket');
       box.append(outcome);
       if (rep.churn > 0 && overrides.length > 0) box.append(el('p', {}, overridden + ' would change bucket too.'));
-      if (rep.churn > 0 && feature && feature.last_day > 0) box.append(el('p', { class: 'daily-moved' }, '≈ ' + roughly(rep.churn * feature.last_day) + ' of ≈ ' + roughly(feature.last_day) + ' users a day (from the last 24 h of evaluations).'));
+      if (rep.churn > 0 && feature && feature.last_day > 0) box.append(el('p', { class: 'daily-moved' }, '≈ ' + roughly(rep.churn * feature.last_day) + ' of ≈ ' + roughly(feature.last_day) + ' users a day (from the distinct users of the last 24 h).'));
       const countBefore = feature ? feature.buckets.length : 0;
       if (feature && !req.toggles && !req.deletes && result.feature.buckets.length !== countBefore && rep.modulo_churn != null) {
         box.append(el('p', { class: 'modulo' }, 'Naive hash mod N would move ', el('b', { class: 'num' }, pct(rep.modulo_churn)), '.'));

@@ -1,7 +1,8 @@
 // Experiments on a feature's page: the form that starts one, and each
 // experiment's results in words — per bucket its users and rate or mean,
 // the lift against the control as a bar with its interval — with the
-// sample-ratio and multiple-exposure warnings, and a stop button.
+// sample-ratio, multiple-exposure and dropped-exposure warnings, a chart
+// of each lift's interval day by day (history), and a stop button.
 'use strict';
 
 (() => {
@@ -54,6 +55,44 @@
     return bar;
   }
 
+  // svg makes an SVG element with attributes.
+  const svg = (tag, attrs = {}) => {
+    const n = document.createElementNS('http://www.w3.org/2000/svg', tag);
+    for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v);
+    return n;
+  };
+
+  // liftChart draws a lift's history: one point a day, its interval as a
+  // band, the lift as a line, 0 as a dashed line; each point's title
+  // says its day and figures. null when there are no days to draw.
+  function liftChart(history, metric, bucket) {
+    const days = (history || []).filter((p) => p.lift);
+    if (days.length === 0) return null;
+    const W = 600, H = 140, padX = 44, padY = 12;
+    let lo = 0, hi = 0;
+    for (const p of days) { lo = Math.min(lo, p.lift.ci[0]); hi = Math.max(hi, p.lift.ci[1]); }
+    if (hi - lo < 0.1) { hi += 0.05; lo -= 0.05; }
+    const x = (i) => (days.length === 1 ? W / 2 : padX + (i * (W - 2 * padX)) / (days.length - 1)).toFixed(1);
+    const y = (v) => (padY + ((hi - v) * (H - 2 * padY)) / (hi - lo)).toFixed(1);
+    const chart = svg('svg', { class: 'lift-chart', viewBox: '0 0 ' + W + ' ' + H, role: 'img', 'data-metric': metric, 'data-bucket': bucket, 'data-days': days.length,
+      'aria-label': 'lift of ' + bucket + ' on ' + metric + ' over ' + days.length + (days.length === 1 ? ' day' : ' days') + ', today ' + signed(days[days.length - 1].lift.value) });
+    const band = days.map((p, i) => x(i) + ',' + y(p.lift.ci[1])).concat(days.map((p, i) => x(i) + ',' + y(p.lift.ci[0])).reverse());
+    chart.append(svg('polygon', { class: 'lift-band', points: band.join(' ') }));
+    chart.append(svg('line', { class: 'lift-zero-line', x1: padX / 2, x2: W - padX / 2, y1: y(0), y2: y(0) }));
+    const zero = svg('text', { class: 'lift-axis', x: 2, y: Number(y(0)) + 4 });
+    zero.textContent = '0 %';
+    chart.append(zero);
+    chart.append(svg('polyline', { class: 'lift-line', points: days.map((p, i) => x(i) + ',' + y(p.lift.value)).join(' ') }));
+    days.forEach((p, i) => {
+      const dot = svg('circle', { class: 'lift-day', cx: x(i), cy: y(p.lift.value), r: 3.5, 'data-at': p.at });
+      const title = svg('title');
+      title.textContent = new Date(p.at).toLocaleDateString() + ': ' + signed(p.lift.value) + ' (' + signed(p.lift.ci[0]) + ' to ' + signed(p.lift.ci[1]) + ')';
+      dot.append(title);
+      chart.append(dot);
+    });
+    return chart;
+  }
+
   function renderResults(node, r, kinds) {
     node.replaceChildren();
     const control = r.buckets.find((b) => b.control);
@@ -61,6 +100,7 @@
     node.append(el('p', { class: 'exp-users' }, users + '.'));
     if (r.srm && r.srm.mismatch) node.append(el('p', { class: 'warning exp-srm' }, 'Sample-ratio mismatch: the users per bucket do not match the shares served (p = ' + r.srm.p_value.toPrecision(2) + '). Check how exposures are recorded before trusting the results.'));
     else if (r.srm && r.srm.waiting) node.append(el('p', { class: 'hint exp-srm' }, 'The sample-ratio check waits until every bucket expects 100 users.'));
+    if (r.dropped_exposures > 0) node.append(el('p', { class: 'warning exp-dropped' }, r.dropped_exposures.toLocaleString('en') + ' first exposures could not be recorded (the database was out of reach for long): those users are left out unless served again, and the results may lean.'));
     if (r.multiple_exposures > 0) node.append(el('p', { class: 'warning exp-multiple' }, r.multiple_exposures.toLocaleString('en') + ' users were served more than one bucket (a change of shares, an override or a rule): they are left out.'));
     for (const metric of r.experiment.metrics) {
       const mc = control && control.metrics[metric];
@@ -71,6 +111,8 @@
         if (b.control || !m) continue;
         const li = el('li', { 'data-bucket': b.bucket }, el('span', { class: 'exp-sentence' }, sentence(b.bucket, control.bucket, m, mc, kinds[metric])));
         li.append(liftBar(m));
+        const chart = liftChart(m.history, metric, b.bucket);
+        if (chart) li.append(chart);
         ul.append(li);
       }
       node.append(el('h5', {}, metric), ul);

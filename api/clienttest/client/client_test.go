@@ -334,7 +334,8 @@ func losingProxy(t *testing.T, target string) (string, *atomic.Int64) {
 }
 
 // TestExposures: the client's evaluations show in the server's exposures
-// of the feature, and a batch sent again after its answer was lost counts
+// of the feature, with their distinct users (u1's 500 more evaluations
+// are one user), and a batch sent again after its answer was lost counts
 // once.
 func TestExposures(t *testing.T) {
 	s := newServer(t)
@@ -374,11 +375,16 @@ func TestExposures(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := map[string]int64{}
+	var bucketUsers int64
 	for _, b := range rep.Buckets {
 		got[*b.Bucket] = b.Count
+		bucketUsers += b.Users
 	}
 	if !reflect.DeepEqual(got, want) || rep.Total != 1500 {
 		t.Errorf("exposures of f02 = %v (total %d), want %v (1500)", got, rep.Total, want)
+	}
+	if rep.Users < 980 || rep.Users > 1020 || bucketUsers < 980 || bucketUsers > 1020 || rep.LastDayUsers != rep.Users {
+		t.Errorf("users of f02 = %d (buckets' %d, last day %d), want ≈ 1000", rep.Users, bucketUsers, rep.LastDayUsers)
 	}
 }
 

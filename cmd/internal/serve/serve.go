@@ -77,6 +77,10 @@ type Server struct {
 	// FlushInterval is how often evaluation counts are written to the
 	// database; 0 means DefaultFlushInterval.
 	FlushInterval time.Duration
+	// EventRetentionDays is how long tracked events are kept, in days: 0
+	// means rollout.DefaultEventRetention (90 days), a negative number
+	// forever.
+	EventRetentionDays int
 	// Insecure lets the server listen beyond loopback with no token.
 	Insecure bool
 	// Pprof serves Go's profiler under /debug/pprof/ to admin tokens.
@@ -309,6 +313,7 @@ func (s *Server) Open(ctx context.Context) error {
 	// Each environment's experiments, over the store bound to it; the
 	// running ones of those that exist read before serving.
 	experiments := rollout.NewEnvironmentExperiments(func(env string) rollout.ExperimentStore { return db.In(env) })
+	experiments.EventRetention = time.Duration(s.EventRetentionDays) * 24 * time.Hour
 	for _, env := range envs.Services() {
 		if err := experiments.Of(env).Refresh(ctx); err != nil {
 			return fail(fmt.Errorf("database %s: environment %s: %w", s.where(), env.Environment(), err)) // "running experiments: …"
