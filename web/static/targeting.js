@@ -300,22 +300,36 @@
       for (const b of data.buckets) serve.append(el('option', { value: 'bucket:' + b }, b));
       serve.append(el('option', { value: 'ring' }, 'the ring'));
       serve.value = r.serve && r.serve.ring ? 'ring' : 'bucket:' + ((r.serve && r.serve.bucket) || data.buckets[0] || '');
+      serve.append(el('option', { value: 'split' }, 'a split…'));
+      // A split's shares, a percentage per bucket. Its planned ring is
+      // kept (li.dataset.ring) and sent back, so that the server plans
+      // a change of shares from it, moving only the users it must.
+      const shares = el('span', { class: 'split-shares' });
+      for (const b of data.buckets) {
+        const share = el('input', { type: 'number', name: 'split-share', min: '0', max: '100', step: '0.01', inputmode: 'decimal',
+          'aria-label': 'Share of ' + b + ' in the split, %', class: 'split-share' });
+        share.dataset.bucket = b;
+        const v = r.serve && r.serve.split ? r.serve.split[b] : undefined;
+        share.value = v === undefined ? '0' : String(Math.round(v * 10000) / 100);
+        shares.append(el('label', { class: 'split-one' }, b + ' ', share, ' %'));
+      }
       if (r.serve && r.serve.split) {
-        // A split (made through the API or a document) is kept as it is,
-        // its planned ring with it, while other fields change.
-        li.dataset.split = JSON.stringify(r.serve);
-        serve.append(el('option', { value: 'split' }, splitWords(r.serve)));
+        // Kept exactly (1/3 is not 33.33 %) until a share is edited.
+        li.dataset.split = JSON.stringify(r.serve.split);
+        if (r.serve.split_ring) li.dataset.ring = JSON.stringify(r.serve.split_ring);
         serve.value = 'split';
       }
+      shares.addEventListener('input', () => { delete li.dataset.split; });
       const by = el('input', { name: 'serve-by', 'aria-label': 'Bucketed by (empty: the feature\'s)', placeholder: data.bucket_by || 'user ID', autocomplete: 'off', spellcheck: 'false', class: 'by' });
       by.value = (r.serve && r.serve.bucket_by) || '';
       const byWrap = el('span', { class: 'ring-by' }, 'bucketed by ', by);
-      const serveLine = el('div', { class: 'serve-line' }, el('span', { class: 'arrow' }, '→ serve'), serve, byWrap);
+      const serveLine = el('div', { class: 'serve-line' }, el('span', { class: 'arrow' }, '→ serve'), serve, shares, byWrap);
       const said = el('p', { class: 'rule-sentence' });
       li.append(head, conds, el('div', { class: 'cond-actions' }, addCond), serveLine, said);
       wireConditions(conds, r.conditions || [], true, addCond);
       const sync = () => {
-        byWrap.hidden = serve.value !== 'ring';
+        byWrap.hidden = serve.value !== 'ring' && serve.value !== 'split';
+        shares.hidden = serve.value !== 'split';
         said.textContent = sentenceOf(li);
       };
       li.addEventListener('input', sync);
@@ -333,7 +347,10 @@
       const s = li.querySelector('[name=serve]').value;
       let serve;
       if (s === 'split') {
-        serve = JSON.parse(li.dataset.split);
+        serve = { split: readSplit(li, where) };
+        if (li.dataset.ring) serve.split_ring = JSON.parse(li.dataset.ring);
+        const by = li.querySelector('[name=serve-by]').value.trim();
+        if (by !== '') serve.bucket_by = by;
       } else if (s === 'ring') {
         serve = { ring: true };
         const by = li.querySelector('[name=serve-by]').value.trim();
@@ -342,6 +359,27 @@
         serve = { bucket: s.slice('bucket:'.length) };
       }
       return { name, conditions, serve };
+    };
+
+    // readSplit reads a rule's split, in percentages that must add up to
+    // 100, as shares of 1 (buckets at 0 % left out).
+    const readSplit = (li, where) => {
+      if (li.dataset.split) return JSON.parse(li.dataset.split);
+      const split = {};
+      let hundredths = 0;
+      for (const input of li.querySelectorAll('[name=split-share]')) {
+        const pct = Number(input.value);
+        if (input.value.trim() === '' || !Number.isFinite(pct) || pct < 0 || pct > 100) {
+          throw new Error(where + ': the share of ' + input.dataset.bucket + ' must be a percentage from 0 to 100.');
+        }
+        const h = Math.round(pct * 100);
+        hundredths += h;
+        if (h > 0) split[input.dataset.bucket] = h / 10000;
+      }
+      if (hundredths !== 10000) {
+        throw new Error(where + ': the split\'s shares add up to ' + hundredths / 100 + ' %, not 100 %.');
+      }
+      return split;
     };
 
     const readRules = () => [...list.querySelectorAll(':scope > li.rule')].map((li, i) => readRule(li, 'Rule ' + (i + 1)));
