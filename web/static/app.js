@@ -16,6 +16,18 @@
     return (100 * x).toFixed(2) + '%';
   }
 
+  // pct1 says a share as people read one they asked for, as the server
+  // does: one decimal (50.0%, not 49.98%), the exact share beside it.
+  function pct1(x) {
+    if (x > 0 && x < 0.0005) return '<0.1%';
+    if (x < 1 && x >= 0.9995) return '>99.9%';
+    return (100 * x).toFixed(1) + '%';
+  }
+
+  function exactPct(x) {
+    return (100 * x).toFixed(5) + '%';
+  }
+
   // el makes an element; strings among the children become text, never
   // markup.
   function el(tag, attrs, ...children) {
@@ -49,6 +61,27 @@
     }
   }
   localTimes(document);
+
+  // Folded parts (<details>) open when the address or a link points into
+  // them: #change-targets, #ramps' form, #v12 in a folded list.
+  function unfoldTo(node) {
+    for (let d = node.closest('details'); d; d = d.parentElement && d.parentElement.closest('details')) d.open = true;
+  }
+  function unfoldHash() {
+    let id = '';
+    try {
+      id = decodeURIComponent(window.location.hash.slice(1));
+    } catch {
+      return;
+    }
+    const target = id && document.getElementById(id);
+    if (!target) return;
+    if (target.tagName === 'DETAILS') target.open = true;
+    unfoldTo(target);
+    target.scrollIntoView();
+  }
+  window.addEventListener('hashchange', unfoldHash);
+  unfoldHash();
 
   // roughly says a count to three significant figures: 12,431 → 12,400.
   function roughly(n) {
@@ -232,9 +265,12 @@
       }
       for (const td of document.querySelectorAll('td[data-share]')) {
         const share = (f.shares || {})[td.dataset.share];
-        const text = share === undefined ? '—' : pct(share);
-        if (td.textContent.trim() !== text) {
+        const text = share === undefined ? '—' : pct1(share);
+        const exact = share === undefined ? '' : exactPct(share);
+        if (td.textContent.trim() !== text || td.dataset.exact !== exact) {
           td.textContent = text;
+          td.dataset.exact = exact;
+          td.title = exact ? 'Exactly ' + exact + ' of users' : '';
           td.classList.add('live-updated');
         }
       }

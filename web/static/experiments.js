@@ -90,6 +90,9 @@
     const running = xs.experiments.some((x) => x.status === 'running');
     if (form) {
       form.hidden = running;
+      // Its fold too: no second experiment while one runs.
+      const fold = form.closest('details');
+      if (fold) fold.hidden = running;
       const field = form.querySelector('.exp-metrics');
       if (!field.querySelector('input') && metrics.metrics.length > 0) {
         document.getElementById('exp-no-metrics').hidden = true;
