@@ -83,6 +83,49 @@
   window.addEventListener('hashchange', unfoldHash);
   unfoldHash();
 
+  // Charts drawn in percentages of their width carry labels in pixels: on
+  // a narrow screen, or for changes close in time, two may meet. Each
+  // label is moved inside its chart, and one that would cover another is
+  // left out (its figure stays in its bar's title and the chart's
+  // summary). Axis labels go first, the figures over bars after them.
+  function unclutter(svg) {
+    const texts = [...svg.querySelectorAll('text')];
+    for (const t of texts) {
+      t.removeAttribute('transform');
+      t.style.visibility = '';
+    }
+    const box = svg.getBoundingClientRect();
+    if (box.width === 0) return;
+    const figure = (t) => t.classList.contains('churn-label') || t.classList.contains('val') || t.classList.contains('val-range') || t.classList.contains('val-mod');
+    const kept = [];
+    for (const t of [...texts.filter((t) => !figure(t)), ...texts.filter(figure)]) {
+      let r = t.getBoundingClientRect();
+      let dx = 0;
+      if (r.left < box.left) dx = box.left - r.left;
+      else if (r.right > box.right) dx = box.right - r.right;
+      if (dx !== 0) {
+        t.setAttribute('transform', 'translate(' + dx.toFixed(1) + ' 0)');
+        r = t.getBoundingClientRect();
+      }
+      if (kept.some((o) => r.left < o.right + 2 && o.left < r.right + 2 && r.top < o.bottom && o.top < r.bottom)) {
+        t.style.visibility = 'hidden';
+        continue;
+      }
+      kept.push(r);
+    }
+  }
+  const charts = document.querySelectorAll('svg.over-time, svg.chart');
+  if (charts.length > 0) {
+    const all = () => charts.forEach(unclutter);
+    all();
+    let pending = false;
+    window.addEventListener('resize', () => {
+      if (pending) return;
+      pending = true;
+      requestAnimationFrame(() => { pending = false; all(); });
+    });
+  }
+
   // roughly says a count to three significant figures: 12,431 → 12,400.
   function roughly(n) {
     return Number(n.toPrecision(Math.min(3, Math.max(1, String(Math.round(n)).length)))).toLocaleString('en-US', { maximumFractionDigits: 0 });
