@@ -32,6 +32,7 @@ const chromiumPath = "/usr/bin/chromium"
 type browser struct {
 	t         *testing.T
 	ctx       context.Context
+	tab       context.Context // the tab's, without ctx's deadline
 	app       *app
 	base      string // the server's URL
 	artifacts string
@@ -101,7 +102,7 @@ func startBrowserAt(t *testing.T, a *app, base string) *browser {
 	tabCtx, cancelTab := chromedp.NewContext(allocCtx)
 	t.Cleanup(cancelTab)
 
-	b := &browser{t: t, app: a, base: base, artifacts: dir}
+	b := &browser{t: t, app: a, base: base, artifacts: dir, tab: tabCtx}
 	// The first Run starts the browser, which lives as long as tabCtx.
 	if err := chromedp.Do(tabCtx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		_, err := cdp.Call(ctx, tg, cdplog.Enable, cdp.Empty{})
@@ -116,6 +117,15 @@ func startBrowserAt(t *testing.T, a *app, base string) *browser {
 	t.Cleanup(cancel)
 	b.ctx = ctx
 	return b
+}
+
+// allow gives the test's browsing d from now instead of the 90 seconds
+// it starts with: for a test that visits many pages.
+func (b *browser) allow(d time.Duration) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.tab, d)
+	b.t.Cleanup(cancel)
+	b.ctx = ctx
 }
 
 // listen keeps what the console reports that a working page never says:

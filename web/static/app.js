@@ -975,7 +975,7 @@
     for (const n of Object.keys(before)) if (!names.includes(n)) names.push(n);
     const colour = colourer(names);
 
-    const heading = el('h4', { tabindex: '-1' }, 'Preview — nothing is changed yet');
+    const heading = el('h3', { tabindex: '-1' }, 'Preview — nothing is changed yet');
     box.append(heading);
     if (req.plan) box.dataset.mode = req.plan.mode || '';
     if (req.answered && req.answered.options && req.answered.options.nested && req.answered.options.exact) box.append(planChoice(form, req));
@@ -1301,7 +1301,7 @@
   function showRampPreview(form, spec, answer) {
     const box = form.querySelector('.preview');
     box.replaceChildren();
-    const heading = el('h4', { tabindex: '-1' }, 'Preview — nothing is started yet');
+    const heading = el('h3', { tabindex: '-1' }, 'Preview — nothing is started yet');
     box.append(heading);
     const tbody = el('tbody');
     let total = 0;

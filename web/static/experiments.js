@@ -105,7 +105,7 @@
     list.replaceChildren();
     for (const x of xs.experiments) {
       const li = el('li', { class: 'experiment state-' + x.status, 'data-experiment-id': x.id, 'data-state': x.status });
-      li.append(el('h4', {}, el('span', { class: 'badge' }, x.status === 'running' ? 'Running' : 'Stopped'), ' ' + x.name + ' ',
+      li.append(el('h3', { class: 'exp-h' }, el('span', { class: 'badge' }, x.status === 'running' ? 'Running' : 'Stopped'), ' ' + x.name + ' ',
         el('span', { class: 'hint' }, '· control ' + x.control + ' · started by ' + (x.started_by || 'someone') + ' ' + new Date(x.started_at).toLocaleString())));
       if (x.hypothesis) li.append(el('p', { class: 'hint' }, x.hypothesis));
       const results = el('div', { class: 'exp-results' }, 'Reading the results…');
