@@ -219,6 +219,10 @@ func TestBrowserAxe(t *testing.T) {
 				for _, v := range b.axe(src) {
 					t.Errorf("%s: %s", name, v)
 				}
+				// Nothing wider than the window: no page scrolls sideways.
+				if wide := evaluate[[]string](b, `document.documentElement.scrollWidth > innerWidth + 1 ? [document.documentElement.scrollWidth + ' px wide', ...[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > innerWidth + 1 && !e.closest('.visually-hidden')).slice(0, 3).map(e => e.outerHTML.slice(0, 80))] : []`); len(wide) > 0 {
+					t.Errorf("%s is wider than the window: %q", name, wide)
+				}
 				b.shot(name)
 			}
 		}
