@@ -93,16 +93,16 @@ func (l *lastEvaluations) keep(env string, keys []string, exists func(env string
 type listPage struct {
 	frame
 	Title    string
-	Query    string // the filter's text
+	Query    string   // the filter's text
 	Tag      []string // only features with every one of these tags (none: any)
-	Owner    string // only features of this owner ("": any)
-	Status   string // only features of this status, or "stale" ("": any)
-	Sort     string // "changed" (newest change first) or "name"
+	Owner    string   // only features of this owner ("": any)
+	Status   string   // only features of this status, or "stale" ("": any)
+	Sort     string   // "changed" (newest change first) or "name"
 	Features []featureItem
 	Shown    int         // features that match the filters
 	Total    int         // of which the filters pick: the features served, or the archived ones
 	Tags     []tagChoice // every tag, for the tag filter
-	Owners   []string // every owner, for the owner filter
+	Owners   []string    // every owner, for the owner filter
 	Now      time.Time
 }
 
