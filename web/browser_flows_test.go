@@ -105,6 +105,7 @@ func TestBrowserTargets(t *testing.T) {
 	if got := b.text(`#banner .comment`); got != "Comment: 10 % of users for the beta" {
 		t.Errorf("banner's comment = %q", got)
 	}
+	b.do(wait(`document.readyState === 'complete'`)) // the page's script has run
 	if url := evaluate[string](b, `location.search`); url != "" {
 		t.Errorf("after applying, the address keeps %q: a reload or a shared link would show the banner again", url)
 	}

@@ -252,6 +252,7 @@ func TestBrowserRules(t *testing.T) {
 	names := func() []string {
 		return evaluate[[]string](b, `[...document.querySelectorAll('.rule-list [name=rule-name]')].map(i => i.value)`)
 	}
+	b.do(openAt(".rule-list"))
 	drag(1, 0, false)
 	if got := names(); !reflect.DeepEqual(got, []string{"staff", "dach"}) {
 		t.Errorf("after dragging staff above dach: %v", got)
