@@ -113,9 +113,17 @@ func promoteDryRun(t *testing.T, base string, envs *rollout.Environments) featur
 	return out.Report
 }
 
-// pageShares are the exact shares the feature page's buckets table shows.
+// pageShares are the shares the feature page's buckets table shows: to a
+// tenth of a point, and exactly.
 func (b *browser) pageShares() map[string]string {
-	return evaluate[map[string]string](b, `Object.fromEntries([...document.querySelectorAll('td[data-share]')].map(td => [td.dataset.share, td.textContent.trim()]))`)
+	return evaluate[map[string]string](b, `Object.fromEntries([...document.querySelectorAll('td[data-share]')].map(td => [td.dataset.share, td.textContent.trim() + ' exactly ' + td.dataset.exact]))`)
+}
+
+// legendShares are the shares the legend of the bar sel shows, as
+// pageShares: to a tenth of a point, and exactly (in its title).
+func (b *browser) legendShares(sel string) map[string]string {
+	q, _ := json.Marshal(sel)
+	return evaluate[map[string]string](b, `Object.fromEntries([...document.querySelectorAll(`+string(q)+` + ' li')].map(li => [li.querySelector('.name').textContent, li.querySelector('b.num').textContent + ' exactly ' + li.querySelector('b.num').title.replace(/^Exactly /, '')]))`)
 }
 
 // sharesOf are the shares of checkout in env, as the page writes them.
@@ -125,7 +133,7 @@ func sharesOf(t *testing.T, envs *rollout.Environments, env string) map[string]s
 	shares, _ := svc.Snapshot().Shares("checkout")
 	out := map[string]string{}
 	for k, v := range shares {
-		out[k] = fmt.Sprintf("%.2f%%", 100*v)
+		out[k] = fmt.Sprintf("%.1f%% exactly %.5f%%", 100*v, 100*v)
 	}
 	return out
 }
@@ -210,7 +218,7 @@ func TestBrowserEnvironments(t *testing.T) {
 	if want.Churn == 0 {
 		t.Fatal("the promotion moves no user: the fixture tests nothing")
 	}
-	b.do(chromedp.Click(chromedp.CSS("#promote-form button[type=submit]")), waitFor("#promote-form .preview .apply"))
+	b.do(openAt("#promote-form"), chromedp.Click(chromedp.CSS("#promote-form button[type=submit]")), waitFor("#promote-form .preview .apply"))
 	out := b.text("#promote-form .preview .outcome")
 	if wantOut := fmt.Sprintf("%.2f%% of users in Production would move", 100*want.Churn); !strings.HasPrefix(out, wantOut) {
 		t.Errorf("promote preview = %q, want it to start %q (the API's dry run)", out, wantOut)
@@ -244,7 +252,7 @@ func TestBrowserEnvironments(t *testing.T) {
 	// A change form on staging's page changes staging alone: the kill
 	// switch's preview and its change go to staging, and the page that
 	// follows is staging's.
-	b.do(chromedp.Navigate(b.base+"/ui/features/checkout?env=staging"), waitFor("#feature-key"),
+	b.do(chromedp.Navigate(b.base+"/ui/features/checkout?env=staging"), waitFor("#feature-key"), unfold("toggle"),
 		chromedp.Click(chromedp.CSS(`form[data-kind=toggle] button[type=submit]`)), waitFor(`form[data-kind=toggle] .preview .apply`))
 	b.confirmBig(`form[data-kind=toggle] `)
 	b.do(chromedp.Click(chromedp.CSS(`form[data-kind=toggle] .preview .apply`)), waitFor(`body[data-env="staging"] #banner[data-version="3"]`))
@@ -269,11 +277,11 @@ func TestBrowserCompare(t *testing.T) {
 	if len(rows) != 1 || rows[0] != "checkout:buckets" {
 		t.Errorf("compare rows = %v, want checkout:buckets alone", rows)
 	}
-	if got := b.text(`tr[data-key="checkout"] .side-from .legend`); !strings.Contains(got, sharesOf(t, envs, "staging")["A"]) {
-		t.Errorf("staging's side %q lacks A's share in staging", got)
+	if got, want := b.legendShares(`tr[data-key="checkout"] .side-from .legend`)["A"], sharesOf(t, envs, "staging")["A"]; got != want {
+		t.Errorf("staging's side shows A at %q, want A's share in staging, %q", got, want)
 	}
-	if got := b.text(`tr[data-key="checkout"] .side-to .legend`); !strings.Contains(got, sharesOf(t, envs, rollout.Production)["A"]) {
-		t.Errorf("production's side %q lacks A's share in production", got)
+	if got, want := b.legendShares(`tr[data-key="checkout"] .side-to .legend`)["A"], sharesOf(t, envs, rollout.Production)["A"]; got != want {
+		t.Errorf("production's side shows A at %q, want A's share in production, %q", got, want)
 	}
 	want := promoteDryRun(t, b.base, envs)
 	b.do(chromedp.Click(chromedp.CSS(`tr[data-key="checkout"] form.compare-promote button[type=submit]`)), waitFor(`tr[data-key="checkout"] .preview .apply`))
@@ -298,7 +306,7 @@ func TestBrowserPromoteStale(t *testing.T) {
 	seven := 7
 
 	// The target changes between the preview and Apply.
-	b.do(chromedp.Navigate(b.base+"/ui/features/checkout?env=staging"), waitFor("#promote-form"))
+	b.do(chromedp.Navigate(b.base+"/ui/features/checkout?env=staging"), waitFor("#promote"), openAt("#promote-form"))
 	b.do(chromedp.Click(chromedp.CSS("#promote-form button[type=submit]")), waitFor("#promote-form .preview .apply"))
 	if _, err := prod.Change(ctx, "checkout", rollout.UpdateBucket("B", &seven, nil), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
@@ -312,7 +320,7 @@ func TestBrowserPromoteStale(t *testing.T) {
 	}
 
 	// The source changes before the preview.
-	b.do(chromedp.Navigate(b.base+"/ui/features/checkout?env=staging"), waitFor("#promote-form"))
+	b.do(chromedp.Navigate(b.base+"/ui/features/checkout?env=staging"), waitFor("#promote"), openAt("#promote-form"))
 	if _, err := staging.Change(ctx, "checkout", rollout.UpdateBucket("C", &seven, nil), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func TestBrowserExperiment(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := startBrowserOn(t, a)
-	b.do(chromedp.Navigate(b.base+"/ui/features/dark-mode"), waitFor(`form[data-experiment=start] input[name=metric]`))
+	b.do(chromedp.Navigate(b.base+"/ui/features/dark-mode"), waitFor("#start-experiment"), openAt("form[data-experiment=start]"), waitFor(`form[data-experiment=start] input[name=metric]`))
 	if got := b.text("#no-experiments"); got != "No experiments yet." {
 		t.Errorf("no experiments = %q", got)
 	}

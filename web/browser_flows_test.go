@@ -31,7 +31,7 @@ import (
 func TestBrowserTargets(t *testing.T) {
 	b := startBrowser(t)
 	b.app.seed(t)
-	b.do(chromedp.Navigate(b.base+"/ui/features/dark-mode"), waitFor("#feature-key"))
+	b.do(chromedp.Navigate(b.base+"/ui/features/dark-mode"), waitFor("#feature-key"), unfold("targets"))
 
 	form := `form[data-kind=targets] `
 	on := form + `input[name=target][data-bucket="on"]`
@@ -105,11 +105,12 @@ func TestBrowserTargets(t *testing.T) {
 	if got := b.text(`#banner .comment`); got != "Comment: 10 % of users for the beta" {
 		t.Errorf("banner's comment = %q", got)
 	}
+	b.do(wait(`document.readyState === 'complete'`)) // the page's script has run
 	if url := evaluate[string](b, `location.search`); url != "" {
 		t.Errorf("after applying, the address keeps %q: a reload or a shared link would show the banner again", url)
 	}
 	// The link with ?changed= shows no banner when opened again.
-	b.do(chromedp.Navigate(b.base+"/ui/features/dark-mode?changed=2"), waitFor("#feature-key"))
+	b.do(chromedp.Navigate(b.base+"/ui/features/dark-mode?changed=2"), waitFor("#feature-key"), unfold("targets"))
 	if n := evaluate[int](b, `document.querySelectorAll('#banner').length`); n != 0 {
 		t.Error("a shared link shows the Applied banner")
 	}
@@ -319,7 +320,7 @@ func TestBrowserHousekeeping(t *testing.T) {
 	b.app.seed(t)
 	b.do(chromedp.Navigate(b.base+"/ui/features/checkout"), waitFor("#feature-key"))
 
-	b.do(fill("#describe-text", "Checkout, second try"), fill("#describe-comment", "clearer name"))
+	b.do(unfold("describe"), fill("#describe-text", "Checkout, second try"), fill("#describe-comment", "clearer name"))
 	if got := b.change("describe", chromedp.Steps(), "No user would change bucket", 3); got != "No user changed bucket" {
 		t.Errorf("description banner = %q", got)
 	}
@@ -332,6 +333,7 @@ func TestBrowserHousekeeping(t *testing.T) {
 
 	// A churn limit below the reshuffle's expected churn refuses it.
 	form := `form[data-kind=reshuffle] `
+	b.do(unfold("reshuffle"))
 	if got := b.text(form + ".warning"); !strings.HasPrefix(got, "Everyone is re-hashed") {
 		t.Errorf("reshuffle warning = %q", got)
 	}
@@ -348,7 +350,7 @@ func TestBrowserHousekeeping(t *testing.T) {
 
 	// Delete: refused until the key is typed.
 	form = `form[data-kind=delete] `
-	b.do(fill("#delete-confirm", "checkou"), chromedp.Click(chromedp.CSS(form+"button[type=submit]")), waitFor(form+".error"))
+	b.do(unfold("delete"), fill("#delete-confirm", "checkou"), chromedp.Click(chromedp.CSS(form+"button[type=submit]")), waitFor(form+".error"))
 	if got := b.text(form + ".error"); got != "Type the feature's key, checkout, to confirm." {
 		t.Errorf("delete without the key = %q", got)
 	}

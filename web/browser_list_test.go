@@ -323,7 +323,7 @@ func TestBrowserTagsAndOwner(t *testing.T) {
 		t.Errorf("the feature's labels = %q, want growth q4 alice@example.com", got)
 	}
 
-	b.do(fill("#describe-tags", "growth, checkout"), fill("#describe-owner", "team-growth"))
+	b.do(unfold("describe"), fill("#describe-tags", "growth, checkout"), fill("#describe-owner", "team-growth"))
 	if got := b.change("describe", chromedp.Steps(), "No user would change bucket", 2); got != "No user changed bucket" {
 		t.Errorf("banner = %q", got)
 	}
@@ -340,7 +340,7 @@ func TestBrowserTagsAndOwner(t *testing.T) {
 		t.Errorf("the banner's summary = %q: want the tags and owner, not the description", got)
 	}
 	// Bad tags are refused with the server's reason.
-	b.do(fill("#describe-tags", "no/slash"), chromedp.Click(chromedp.CSS(`form[data-kind=describe] button[type=submit]`)), waitFor(`form[data-kind=describe] .error`))
+	b.do(unfold("describe"), fill("#describe-tags", "no/slash"), chromedp.Click(chromedp.CSS(`form[data-kind=describe] button[type=submit]`)), waitFor(`form[data-kind=describe] .error`))
 	if got := b.text(`form[data-kind=describe] .error`); !strings.Contains(got, `Tag "no/slash" is invalid`) {
 		t.Errorf("the refusal of a bad tag = %q", got)
 	}

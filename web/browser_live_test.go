@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -58,7 +57,7 @@ func TestBrowserLivePages(t *testing.T) {
 		t.Errorf("the version shown = %q, want 3", got)
 	}
 	for bucket, share := range f.Shares {
-		if got, want := b.text(fmt.Sprintf(`td[data-share=%q]`, bucket)), fmt.Sprintf("%.2f%%", 100*share); got != want {
+		if got, want := b.shareShown(bucket), shareWant(share); got != want {
 			t.Errorf("share of %s on the page = %q, the API's %q", bucket, got, want)
 		}
 	}
@@ -83,7 +82,7 @@ func TestBrowserLivePages(t *testing.T) {
 		t.Errorf("the ramp step's actor on the banner = %q, want %q", got, vs[0].Actor)
 	}
 	b.api("/api/features/checkout", &f)
-	if got, want := b.text(`td[data-share="D"]`), fmt.Sprintf("%.2f%%", 100*f.Shares["D"]); got != want {
+	if got, want := b.shareShown("D"), shareWant(f.Shares["D"]); got != want {
 		t.Errorf("D after the ramp's step: %q on the page, %q from the API", got, want)
 	}
 	// Reload shows the new version's page, without the banner.

@@ -89,6 +89,7 @@ func TestBrowserPlanChoice(t *testing.T) {
 		t.Fatalf("the plan of %v offers %v, with exact cross-moves %v: this test needs both plans and cross-moves in the exact one", targets, p.Options, exact.CrossMoves)
 	}
 	form := `form[data-kind=targets] `
+	b.do(unfold("targets"))
 	for n, v := range map[string]string{"A": "40", "B": "10", "C": "25", "D": "25"} {
 		b.do(fill(form+fmt.Sprintf(`input[name=target][data-bucket=%q]`, n), v))
 	}
@@ -182,6 +183,7 @@ func TestBrowserPlanChoice(t *testing.T) {
 
 	// 3 × 33.33 % (and D at 0 %) is equal thirds: the total says the
 	// rounding is taken as 100 %, and the plan's targets are thirds.
+	b.do(unfold("targets"))
 	for n, v := range map[string]string{"A": "33.33", "B": "33.33", "C": "33.33", "D": "0"} {
 		b.do(fill(form+fmt.Sprintf(`input[name=target][data-bucket=%q]`, n), v))
 	}

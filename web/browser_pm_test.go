@@ -85,7 +85,7 @@ func TestBrowserPMLanguage(t *testing.T) {
 	// A rollback to version 1: on 9 % → 45 %, above the 25 % churn limit?
 	// No: about 36 % of users move, which is above it.
 	form := `form[data-kind=rollback] `
-	b.do(chromedp.SetValue(chromedp.CSS("#rollback-version"), "1"), chromedp.Click(chromedp.CSS(form+"button[type=submit]")), waitFor(form+".preview .apply"), waitFor(form+".pins-note[data-done]"))
+	b.do(unfold("rollback"), chromedp.SetValue(chromedp.CSS("#rollback-version"), "1"), chromedp.Click(chromedp.CSS(form+"button[type=submit]")), waitFor(form+".preview .apply"), waitFor(form+".pins-note[data-done]"))
 	if !evaluate[bool](b, `document.querySelector('form[data-kind=rollback] .preview').classList.contains('escalated')`) {
 		t.Error("a rollback above the churn limit is not escalated")
 	}
@@ -126,7 +126,7 @@ func TestBrowserPMLanguage(t *testing.T) {
 	// A reshuffle's Apply is red (and, moving about half the users, waits
 	// for the key).
 	b.do(chromedp.Reload(), waitFor("#feature-key"))
-	b.do(chromedp.Click(chromedp.CSS(`form[data-kind=reshuffle] button[type=submit]`)), waitFor(`form[data-kind=reshuffle] .preview .apply`))
+	b.do(unfold("reshuffle"), chromedp.Click(chromedp.CSS(`form[data-kind=reshuffle] button[type=submit]`)), waitFor(`form[data-kind=reshuffle] .preview .apply`))
 	if cls := evaluate[string](b, `document.querySelector('form[data-kind=reshuffle] .preview .apply').className`); !strings.Contains(cls, "danger") {
 		t.Errorf("reshuffle Apply class = %q, want danger", cls)
 	}
@@ -135,7 +135,7 @@ func TestBrowserPMLanguage(t *testing.T) {
 	// The ramp form: start tomorrow, a comment, a preview of each step.
 	rf := `form[data-ramp=create] `
 	start := time.Now().Add(24 * time.Hour).Format("2006-01-02T15:04")
-	b.do(fill("#ramp-steps", "60, 75"), chromedp.SetValue(chromedp.CSS("#ramp-start"), start),
+	b.do(openAt(rf), fill("#ramp-steps", "60, 75"), chromedp.SetValue(chromedp.CSS("#ramp-start"), start),
 		fill("#ramp-comment", "slow and steady"), chromedp.Click(chromedp.CSS(rf+"button[type=submit]")), waitFor(rf+".preview .apply"))
 	if got := evaluate[[]string](b, `[...document.querySelectorAll('table.ramp-preview .reached')].map(td => td.textContent)`); len(got) != 2 || !strings.HasPrefix(got[0], "60.") && !strings.HasPrefix(got[0], "59.") {
 		t.Errorf("ramp preview reaches %q", got)

@@ -32,7 +32,7 @@ func TestBrowserRamp(t *testing.T) {
 	}
 
 	form := `form[data-ramp=create] `
-	b.do(chromedp.SetValue(chromedp.CSS("#ramp-bucket"), "on"), fill("#ramp-steps", "60, 50, 55"),
+	b.do(openAt(form), chromedp.SetValue(chromedp.CSS("#ramp-bucket"), "on"), fill("#ramp-steps", "60, 50, 55"),
 		chromedp.Click(chromedp.CSS(form+`button[type=submit]`)), waitFor(form+".error"))
 	if got, want := b.text(form+".error"), "Step 3 is not below step 2: the steps of a ramp down must all decrease."; got != want {
 		t.Errorf("steps down then up = %q, want %q", got, want)
@@ -86,8 +86,8 @@ func TestBrowserRamp(t *testing.T) {
 	if got := b.text(`li.ramp .ramp-next`); !strings.HasPrefix(got, "Next: step 2, on to 75.00% at ") || !strings.Contains(got, "(in ") {
 		t.Errorf("next after step 1 = %q", got)
 	}
-	if got := b.text(`td[data-share="on"]`); got != fmt.Sprintf("%.2f%%", 100*f.Shares["on"]) {
-		t.Errorf("the buckets table shows on at %q", got)
+	if got, want := b.shareShown("on"), shareWant(f.Shares["on"]); got != want {
+		t.Errorf("the buckets table shows on at %q, want %q", got, want)
 	}
 	b.screenshot("ramp-active-wide", 1280)
 	b.screenshot("ramp-active-narrow", 390)
@@ -139,7 +139,7 @@ func TestBrowserRamp(t *testing.T) {
 	if r := evaluate[string](b, `document.querySelector('li.ramp').dataset.state`); r != "active" {
 		t.Errorf("one click on cancel made the ramp %s", r)
 	}
-	b.do(chromedp.Click(chromedp.CSS(cancel)), waitFor(`li.ramp[data-state=canceled]`), waitFor(form))
+	b.do(chromedp.Click(chromedp.CSS(cancel)), waitFor(`li.ramp[data-state=canceled]`), waitFor("#start-ramp"), openAt(form), waitFor(form))
 	if n := evaluate[int](b, `document.querySelectorAll('li.ramp .ramp-actions, li.ramp .ramp-next').length`); n != 0 {
 		t.Error("a canceled ramp offers actions or a next step")
 	}

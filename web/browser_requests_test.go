@@ -144,7 +144,7 @@ func TestBrowserRequests(t *testing.T) {
 	if got := b.text("ol.decided #request-" + big.Request.ID); !strings.Contains(got, "rejected by carol") || !strings.Contains(got, "too much at once") {
 		t.Errorf("rejected request reads %q", got)
 	}
-	b.do(chromedp.Navigate(b.base+"/ui/features/checkout"), waitFor("#read-only, form[data-kind]"))
+	b.do(chromedp.Navigate(b.base+"/ui/features/checkout"), waitFor("#feature-key"))
 	if n := evaluate[int](b, `document.querySelectorAll('#open-requests-notice').length`); n != 0 {
 		t.Error("the feature page still says requests wait")
 	}

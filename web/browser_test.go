@@ -32,6 +32,7 @@ const chromiumPath = "/usr/bin/chromium"
 type browser struct {
 	t         *testing.T
 	ctx       context.Context
+	tab       context.Context // the tab's, without ctx's deadline
 	app       *app
 	base      string // the server's URL
 	artifacts string
@@ -101,7 +102,7 @@ func startBrowserAt(t *testing.T, a *app, base string) *browser {
 	tabCtx, cancelTab := chromedp.NewContext(allocCtx)
 	t.Cleanup(cancelTab)
 
-	b := &browser{t: t, app: a, base: base, artifacts: dir}
+	b := &browser{t: t, app: a, base: base, artifacts: dir, tab: tabCtx}
 	// The first Run starts the browser, which lives as long as tabCtx.
 	if err := chromedp.Do(tabCtx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		_, err := cdp.Call(ctx, tg, cdplog.Enable, cdp.Empty{})
@@ -116,6 +117,15 @@ func startBrowserAt(t *testing.T, a *app, base string) *browser {
 	t.Cleanup(cancel)
 	b.ctx = ctx
 	return b
+}
+
+// allow gives the test's browsing d from now instead of the 90 seconds
+// it starts with: for a test that visits many pages.
+func (b *browser) allow(d time.Duration) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.tab, d)
+	b.t.Cleanup(cancel)
+	b.ctx = ctx
 }
 
 // listen keeps what the console reports that a working page never says:
@@ -247,18 +257,33 @@ func (b *browser) checkShares(want map[string]float64) {
 	if len(f.Shares) != len(want) {
 		b.t.Errorf("the API has shares %v, want buckets %v", f.Shares, want)
 	}
-	shown := evaluate[map[string]string](b, `Object.fromEntries([...document.querySelectorAll('td[data-share]')].map(td => [td.dataset.share, td.textContent.trim()]))`)
+	shown := evaluate[map[string]string](b, `Object.fromEntries([...document.querySelectorAll('td[data-share]')].map(td => [td.dataset.share, td.textContent.trim() + ' exactly ' + td.dataset.exact]))`)
 	if len(shown) != len(f.Shares) {
 		b.t.Errorf("the page shows shares %v, the API %v", shown, f.Shares)
 	}
 	for bucket, share := range f.Shares {
-		if got, api := shown[bucket], fmt.Sprintf("%.2f%%", 100*share); got != api {
+		// A tenth of a point as people read it, and exactly beside it.
+		if got, api := shown[bucket], fmt.Sprintf("%.1f%% exactly %.5f%%", 100*share, 100*share); got != api {
 			b.t.Errorf("share of %s: page shows %q, API says %s", bucket, got, api)
 		}
 		if w, ok := want[bucket]; !ok || fmt.Sprintf("%.4f", w) != fmt.Sprintf("%.4f", share) {
 			b.t.Errorf("share of %s is %v, want %v", bucket, share, w)
 		}
 	}
+}
+
+// shareShown is the share of bucket in the feature page's buckets table:
+// to a tenth of a point, and exactly ("6.4% exactly 6.40137%"), as
+// shareWant says the API's.
+func (b *browser) shareShown(bucket string) string {
+	b.t.Helper()
+	q, _ := json.Marshal(fmt.Sprintf("td[data-share=%q]", bucket))
+	return b.text(fmt.Sprintf("td[data-share=%q]", bucket)) + " exactly " + evaluate[string](b, `document.querySelector(`+string(q)+`).dataset.exact`)
+}
+
+// shareWant is a share as shareShown reads it.
+func shareWant(share float64) string {
+	return fmt.Sprintf("%.1f%% exactly %.5f%%", 100*share, 100*share)
 }
 
 // lookUp looks user up on the feature page and returns the bucket it shows
@@ -414,6 +439,7 @@ func TestBrowser(t *testing.T) {
 	// Roll back to version 1: the preview says everyone in D goes back, and
 	// after it the shares are version 1's.
 	b.do(
+		openAt("form[data-kind=rollback]"),
 		chromedp.SetValue(chromedp.CSS("#rollback-version"), "1"),
 		chromedp.Click(chromedp.CSS(`form[data-kind=rollback] button[type=submit]`)),
 		waitFor(`form[data-kind=rollback] .preview .apply`),
@@ -448,11 +474,24 @@ func TestBrowser(t *testing.T) {
 	b.checkConsole()
 }
 
-// unfold opens the folded part of the page (Advanced) that holds the
-// change form of kind, as a user would: by clicking its summary.
+// unfold opens the folded part of the page that holds the change form of
+// kind, as a user would: by clicking its summary.
 func unfold(kind string) chromedp.Action[chromedp.Void] {
-	q, _ := json.Marshal(fmt.Sprintf("form[data-kind=%q]", kind))
-	open := chromedp.Evaluate[bool](`(d => { if (d && !d.open) d.querySelector('summary').click(); return true })(document.querySelector(` + string(q) + `).closest('details'))`)
+	return openAt(fmt.Sprintf("form[data-kind=%q]", kind))
+}
+
+// openAt opens every folded part (<details>) around the element sel, the
+// outermost first, as a user would: by clicking each summary. The element
+// must be on the page.
+func openAt(sel string) chromedp.Action[chromedp.Void] {
+	q, _ := json.Marshal(sel)
+	open := chromedp.Evaluate[bool](`(e => {
+		if (!e) throw new Error('no ' + ` + string(q) + ` + ' on the page');
+		const folds = [];
+		for (let d = e.tagName === 'DETAILS' ? e : e.closest('details'); d; d = d.parentElement.closest('details')) folds.unshift(d);
+		for (const d of folds) if (!d.open) d.querySelector(':scope > summary').click();
+		return true;
+	})(document.querySelector(` + string(q) + `))`)
 	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
 		_, err := open(ctx, t)
 		return chromedp.Void{}, err

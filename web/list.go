@@ -93,17 +93,27 @@ func (l *lastEvaluations) keep(env string, keys []string, exists func(env string
 type listPage struct {
 	frame
 	Title    string
-	Query    string // the filter's text
-	Tag      string // only features with this tag ("": any)
-	Owner    string // only features of this owner ("": any)
-	Status   string // only features of this status, or "stale" ("": any)
-	Sort     string // "changed" (newest change first) or "name"
+	Query    string   // the filter's text
+	Tag      []string // only features with every one of these tags (none: any)
+	Owner    string   // only features of this owner ("": any)
+	Status   string   // only features of this status, or "stale" ("": any)
+	Sort     string   // "changed" (newest change first) or "name"
 	Features []featureItem
-	Shown    int      // features that match the filters
-	Tags     []string // every tag, for the tag filter
-	Owners   []string // every owner, for the owner filter
+	Shown    int         // features that match the filters
+	Total    int         // of which the filters pick: the features served, or the archived ones
+	Tags     []tagChoice // every tag, for the tag filter
+	Owners   []string    // every owner, for the owner filter
 	Now      time.Time
 }
+
+// tagChoice is a tag of the tag filter, and whether it is picked.
+type tagChoice struct {
+	Name   string
+	Chosen bool
+}
+
+// TagsChosen are the tags the filter picks.
+func (p *listPage) TagsChosen() []string { return p.Tag }
 
 // featureItem is one feature on the list.
 type featureItem struct {
@@ -135,7 +145,7 @@ func (h *handler) list(c echo.Context) error {
 	now := svc.Now()
 	p := listPage{
 		Title: "Features", Now: now,
-		Query: strings.TrimSpace(c.QueryParam("q")), Tag: c.QueryParam("tag"), Owner: c.QueryParam("owner"),
+		Query: strings.TrimSpace(c.QueryParam("q")), Tag: tagsOf(c.QueryParams()["tag"]), Owner: c.QueryParam("owner"),
 		Status: c.QueryParam("status"), Sort: c.QueryParam("sort"),
 	}
 	if p.Sort != "name" {
@@ -227,15 +237,23 @@ func (h *handler) list(c echo.Context) error {
 		if !it.Hidden {
 			p.Shown++
 		}
+		if (p.Status == statusArchived) == it.Archived {
+			p.Total++
+		}
 	}
 	p.sort()
-	p.Tags = slices.Sorted(func(yield func(string) bool) {
+	for _, t := range p.Tag {
+		tags[t] = true // a tag picked in a link is offered, even when no feature has it
+	}
+	for _, t := range slices.SortedFunc(func(yield func(string) bool) {
 		for t := range tags {
 			if !yield(t) {
 				return
 			}
 		}
-	})
+	}, naturalCompare) {
+		p.Tags = append(p.Tags, tagChoice{Name: t, Chosen: slices.Contains(p.Tag, t)})
+	}
 	p.Owners = slices.Sorted(func(yield func(string) bool) {
 		for o := range owners {
 			if !yield(o) {
@@ -252,7 +270,7 @@ func (p *listPage) matches(it *featureItem) bool {
 	switch {
 	case !strings.Contains(it.Search, strings.ToLower(p.Query)):
 		return false
-	case p.Tag != "" && !slices.Contains(it.Tags, p.Tag):
+	case !hasEvery(it.Tags, p.Tag):
 		return false
 	case p.Owner != "" && it.Owner != p.Owner:
 		return false
@@ -274,9 +292,73 @@ func (p *listPage) sort() {
 				return c
 			}
 		}
-		return cmp.Compare(a.Key, b.Key)
+		return naturalCompare(a.Key, b.Key)
 	})
 }
+
+// tagsOf are the tags of a query's tag parameters, each once, in their
+// order; empty ones are dropped.
+func tagsOf(values []string) []string {
+	var tags []string
+	for _, v := range values {
+		if v = strings.TrimSpace(v); v != "" && !slices.Contains(tags, v) && len(tags) < maxTagFilters {
+			tags = append(tags, v)
+		}
+	}
+	return tags
+}
+
+// maxTagFilters bounds the tags a list's address may pick.
+const maxTagFilters = 50
+
+// hasEvery reports whether tags holds every one of want.
+func hasEvery(tags, want []string) bool {
+	for _, w := range want {
+		if !slices.Contains(tags, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// naturalCompare orders names as people count: the digits in them by
+// their number, so that feat-9 comes before feat-49, and the rest byte by
+// byte. Names equal as numbers ("a-01", "a-1") are ordered byte by byte.
+// The list's script orders rows the same way.
+func naturalCompare(a, b string) int {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		ca, cb := a[i], b[j]
+		if isDigit(ca) && isDigit(cb) {
+			si, sj := i, j
+			for i < len(a) && isDigit(a[i]) {
+				i++
+			}
+			for j < len(b) && isDigit(b[j]) {
+				j++
+			}
+			na, nb := strings.TrimLeft(a[si:i], "0"), strings.TrimLeft(b[sj:j], "0")
+			if c := cmp.Compare(len(na), len(nb)); c != 0 {
+				return c
+			}
+			if c := strings.Compare(na, nb); c != 0 {
+				return c
+			}
+			continue
+		}
+		if c := cmp.Compare(ca, cb); c != 0 {
+			return c
+		}
+		i++
+		j++
+	}
+	if c := cmp.Compare(len(a)-i, len(b)-j); c != 0 {
+		return c
+	}
+	return strings.Compare(a, b)
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
 func lastTime(it featureItem) time.Time {
 	if it.Last == nil {

@@ -62,6 +62,8 @@ type featurePage struct {
 	RollbackTo    []rollbackOption
 	Lookup        lookupView
 	Ramps         []rampView         // newest first
+	LiveRamps     []rampView         // of which active or paused, shown with the feature's state
+	PastRamps     []rampView         // and the others, done or canceled, further down
 	LiveRamp      bool               // one is active or paused: no other can start
 	Schedules     []rollout.Schedule // the pending scheduled changes, soonest first (schedules.html)
 	PM            pmView             // the header's words for a product manager (pm.go)
@@ -75,6 +77,14 @@ type featurePage struct {
 	// form (environments.go).
 	Promote promoteView
 }
+
+// rampItem is one ramp on a feature's page, with the page it is on.
+type rampItem struct {
+	Ramp rampView
+	Page *featurePage
+}
+
+func rampOf(r rampView, p *featurePage) rampItem { return rampItem{r, p} }
 
 // bucketRow is one bucket in the buckets table.
 type bucketRow struct {
@@ -297,6 +307,11 @@ func (h *handler) feature(c echo.Context) error {
 	p.Data.LastDay, p.Data.ChurnLimit = cmp.Or(exposures.LastDayUsers, exposures.LastDay), churnLimit(ctx, svc)
 	for _, r := range p.Ramps {
 		p.LiveRamp = p.LiveRamp || r.Live
+		if r.Live {
+			p.LiveRamps = append(p.LiveRamps, r)
+		} else {
+			p.PastRamps = append(p.PastRamps, r)
+		}
 	}
 	if p.Schedules, err = svc.Schedules(ctx, rollout.ScheduleQuery{Feature: key, Status: rollout.SchedulePending}); err != nil {
 		return h.internal(c, err)

@@ -18,7 +18,7 @@ func TestBrowserPlanCutShort(t *testing.T) {
 	a.e = api.New(a.svc, api.Options{Plans: api.PlanLimits{Budget: 10, Timeout: time.Hour}, Routes: web.Routes(a.svc, web.Options{})}) // fine plans take few steps
 	a.seed(t)
 	b := startBrowserOn(t, a)
-	b.do(chromedp.Navigate(b.base+"/ui/features/dark-mode"), waitFor("#feature-key"))
+	b.do(chromedp.Navigate(b.base+"/ui/features/dark-mode"), waitFor("#feature-key"), unfold("targets"))
 
 	form := `form[data-kind=targets] `
 	b.do(fill(form+`input[name=target][data-bucket="on"]`, "10"), fill(form+`input[name=target][data-bucket="off"]`, "90"),

@@ -108,7 +108,7 @@ func TestBrowserRules(t *testing.T) {
 	if _, err := b.app.svc.CreateSegment(ctx, staff, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	b.do(chromedp.Navigate(b.base+"/ui/features/dark-mode#targeting"), waitFor("#no-rules"), waitFor("form[data-targeting=rules] .add-rule"))
+	b.do(chromedp.Navigate(b.base+"/ui/features/dark-mode#targeting"), waitFor("#no-rules"), openAt("form[data-targeting=rules]"), waitFor("form[data-targeting=rules] .add-rule"))
 	// Every operator of the contract can be chosen, each with words.
 	ops := evaluate[[]string](b, `(() => { document.querySelector('form[data-targeting=rules] .add-rule').click(); return [...document.querySelectorAll('.rule-list .cond select[name=op] option')].map(o => o.value + '=' + o.textContent); })()`)
 	if len(ops) != len(feature.Operators) {
@@ -216,7 +216,7 @@ func TestBrowserRules(t *testing.T) {
 	}
 
 	// Reorder: dach first.
-	b.do(waitFor(r1+".down"), chromedp.Click(chromedp.CSS(r1+".down")))
+	b.do(openAt(form), waitFor(r1+".down"), chromedp.Click(chromedp.CSS(r1+".down")))
 	if got := evaluate[[]string](b, `[...document.querySelectorAll('.rule-list [name=rule-name]')].map(i => i.value)`); !reflect.DeepEqual(got, []string{"dach", "staff"}) {
 		t.Errorf("after moving staff down the editor has %v", got)
 	}
@@ -252,6 +252,7 @@ func TestBrowserRules(t *testing.T) {
 	names := func() []string {
 		return evaluate[[]string](b, `[...document.querySelectorAll('.rule-list [name=rule-name]')].map(i => i.value)`)
 	}
+	b.do(openAt(".rule-list"))
 	drag(1, 0, false)
 	if got := names(); !reflect.DeepEqual(got, []string{"staff", "dach"}) {
 		t.Errorf("after dragging staff above dach: %v", got)
@@ -276,6 +277,7 @@ func TestBrowserRules(t *testing.T) {
 		{"u4", []attr{{"country", "FR", "text"}, {"seats", "12", "number"}, {"beta", "true", "bool"}, {"groups", "a, b", "list"}}},
 		{"u5", nil},
 	}
+	b.do(openAt("form[data-targeting=test]"))
 	for _, c := range cases {
 		evaluate[bool](b, `(() => { const f = document.querySelector('form[data-targeting=test]'); f.querySelector('.attr-rows').replaceChildren(); f.querySelector('.test-result').hidden = true; return true })()`)
 		b.do(fill("#test-user", c.user))
@@ -338,7 +340,7 @@ func TestBrowserRules(t *testing.T) {
 
 	// bucket_by, previewed: every user is placed anew.
 	bf := "form[data-targeting=bucket-by] "
-	b.do(fill("#bucket-by", "organization_id"), chromedp.Click(chromedp.CSS(bf+"button[type=submit]")), waitFor(bf+".preview .apply"))
+	b.do(openAt(bf), fill("#bucket-by", "organization_id"), chromedp.Click(chromedp.CSS(bf+"button[type=submit]")), waitFor(bf+".preview .apply"))
 	if got := b.text(bf + ".preview .outcome"); !strings.Contains(got, "of users expected to move: the ring places every user anew by the attribute organization_id") {
 		t.Errorf("bucket_by preview %q", got)
 	}
@@ -352,7 +354,7 @@ func TestBrowserRules(t *testing.T) {
 
 	// A rule the server refuses: its words next to the form, nothing changed.
 	r3 := ".rule-list li.rule:nth-child(3) "
-	b.do(chromedp.Click(chromedp.CSS("form[data-targeting=rules] .add-rule")), waitFor(r3+"[name=rule-name]"),
+	b.do(openAt(form), chromedp.Click(chromedp.CSS("form[data-targeting=rules] .add-rule")), waitFor(r3+"[name=rule-name]"),
 		fill(r3+".cond [name=attribute]", "email"))
 	setSelect(b, r3+".cond [name=op]", "matches")
 	b.do(fill(r3+".cond [name=value]", "(unclosed"), chromedp.Click(chromedp.CSS(form+"button[type=submit]")), waitFor(form+".error:not([hidden])"))
@@ -531,7 +533,7 @@ func TestBrowserTargetingViewer(t *testing.T) {
 	if n := evaluate[int](b, `document.querySelectorAll('form[data-targeting=rules], form[data-targeting=bucket-by]').length`); n != 0 {
 		t.Errorf("a viewer's page has %d targeting editors", n)
 	}
-	b.do(fill("#test-user", "u1"), fill("form[data-targeting=test] [name=attr-key]", "email"), fill("form[data-targeting=test] [name=attr-value]", "bo@example.com"),
+	b.do(openAt("form[data-targeting=test]"), fill("#test-user", "u1"), fill("form[data-targeting=test] [name=attr-key]", "email"), fill("form[data-targeting=test] [name=attr-value]", "bo@example.com"),
 		chromedp.Click(chromedp.CSS("form[data-targeting=test] button[type=submit]")), waitFor(".test-answer"))
 	if got := b.text(".test-answer"); got != "User u1 gets on: rule staff matched." {
 		t.Errorf("a viewer's test says %q", got)

@@ -21,7 +21,7 @@ import (
 func TestBrowserRuleIgnoreCase(t *testing.T) {
 	b := startBrowser(t)
 	b.app.seed(t)
-	b.do(chromedp.Navigate(b.base+"/ui/features/dark-mode#targeting"), waitFor("form[data-targeting=rules] .add-rule"),
+	b.do(chromedp.Navigate(b.base+"/ui/features/dark-mode#targeting"), openAt("form[data-targeting=rules]"), waitFor("form[data-targeting=rules] .add-rule"),
 		chromedp.Click(chromedp.CSS("form[data-targeting=rules] .add-rule")))
 	r1 := ".rule-list li.rule:nth-child(1) "
 	c1, c2 := r1+".cond:nth-child(1) ", r1+".cond:nth-child(2) "
@@ -83,7 +83,7 @@ func TestBrowserRuleIgnoreCase(t *testing.T) {
 
 	// (A query, so that the browser loads the page again rather than move
 	// to its fragment.)
-	b.do(chromedp.Navigate(b.base+"/ui/features/dark-mode?again=1#targeting"), waitFor(".rule-list li.rule:nth-child(2) .cond-any"))
+	b.do(chromedp.Navigate(b.base+"/ui/features/dark-mode?again=1#targeting"), openAt("form[data-targeting=rules]"), waitFor(".rule-list li.rule:nth-child(2) .cond-any"))
 	if got := b.text(".rule-list li.rule:nth-child(2) .cond-any"); got != "(plan equals enterprise or email ends with @example.org (any case))" {
 		t.Errorf("the any-of condition reads %q", got)
 	}
@@ -103,7 +103,7 @@ func TestBrowserRuleIgnoreCase(t *testing.T) {
 		t.Fatal(err)
 	}
 	ring := rulesJSON(t, res.Feature.Rules[2:])
-	b.do(chromedp.Navigate(b.base+"/ui/features/dark-mode?split=1#targeting"), waitFor(".rule-list li.rule:nth-child(3) .rule-sentence"))
+	b.do(chromedp.Navigate(b.base+"/ui/features/dark-mode?split=1#targeting"), openAt("form[data-targeting=rules]"), waitFor(".rule-list li.rule:nth-child(3) .rule-sentence"))
 	if got := b.text(".rule-list li.rule:nth-child(3) .rule-sentence"); got != "If plan equals pro → serve a split: off 50 %, on 50 %" {
 		t.Errorf("the split rule reads %q", got)
 	}

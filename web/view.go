@@ -33,6 +33,21 @@ func pct(x float64) string {
 	return strconv.FormatFloat(100*x, 'f', 2, 64) + "%"
 }
 
+// pct1 formats a share of users as people read one they asked for: one
+// decimal, so that a 50/50 split planned to within its tolerance reads
+// 50.0% / 50.0%, not 49.98% / 50.02%. The exact share goes beside it (a
+// title, a details table). A share that is not zero never reads as 0.0%,
+// nor one short of everyone as 100.0%.
+func pct1(x float64) string {
+	switch {
+	case x > 0 && x < 0.0005:
+		return "<0.1%"
+	case x < 1 && x >= 0.9995:
+		return ">99.9%"
+	}
+	return strconv.FormatFloat(100*x, 'f', 1, 64) + "%"
+}
+
 // exactPct formats a fraction of users as a percentage with five
 // decimals: what a share is exactly, beside what was asked.
 func exactPct(x float64) string { return strconv.FormatFloat(100*x, 'f', 5, 64) + "%" }

@@ -276,6 +276,8 @@ func parsePages(a assets) map[string]*template.Template {
 			return "p = " + v
 		},
 		"exact":      exactPct,
+		"rampOf":     rampOf,
+		"pct1":       pct1,
 		"list":       func(v ...string) []string { return v },
 		"ago":        ago,
 		"join":       strings.Join,

@@ -81,9 +81,18 @@ func minilegend(bucket, share string) string {
 	return `</span>` + bucket + ` ` + share + `</span>`
 }
 
-// legend is a bucket's entry in the legend of a share bar.
-func legend(bucket, share string) string {
-	return `<span class="name">` + bucket + `</span> <b class="num">` + share + `</b>`
+// legend is a bucket's entry in the legend of a share bar: its share to a
+// tenth of a point, exactly in its title.
+func legend(bucket string, share float64) string {
+	return fmt.Sprintf(`<span class="name">%s</span> <b class="num" title="Exactly %.5f%%">%.1f%%</b>`, bucket, 100*share, 100*share)
+}
+
+// shareCell is a bucket's share in the buckets table of a feature's page,
+// which names the bucket, says the share to a tenth of a point and gives
+// it exactly; sharesOf has the shares.
+func shareCell(bucket string, shares map[string]float64) string {
+	s := shares[bucket]
+	return fmt.Sprintf(`data-share="%s" data-exact="%.5f%%" title="Exactly %.5f%% of users">%.1f%%</td>`, bucket, 100*s, 100*s, 100*s)
 }
 
 func (a *app) get(t *testing.T, path string, header ...string) *httptest.ResponseRecorder {
@@ -100,6 +109,14 @@ func (a *app) get(t *testing.T, path string, header ...string) *httptest.Respons
 func TestPages(t *testing.T) {
 	a := newApp(t, 1000)
 	a.seed(t)
+	checkout, _ := a.svc.Snapshot().Shares("checkout")
+	if fmt.Sprintf("%.4f %.4f %.4f %.4f", checkout["A"], checkout["B"], checkout["C"], checkout["D"]) != "0.0640 0.5327 0.1806 0.2227" {
+		t.Fatalf("the seed's shares are %v, want A 6.40%%, B 53.27%%, C 18.06%% and D 22.27%%", checkout)
+	}
+	darkMode, _ := a.svc.Snapshot().Shares("dark-mode")
+	if fmt.Sprintf("%.4f", darkMode["off"]) != "0.5497" {
+		t.Fatalf("the seed's dark-mode serves off %v, want 54.97%%", darkMode["off"])
+	}
 	tests := []struct {
 		name     string
 		path     string
@@ -135,7 +152,7 @@ func TestPages(t *testing.T) {
 			name: "feature", path: "/ui/features/checkout", status: 200,
 			want: []string{
 				`<h1 id="feature-key">checkout</h1>`, `<span class="badge on">On</span>`,
-				`data-share="A">6.40%`, `data-share="B">53.27%`, `data-share="C">18.06%`, `data-share="D">22.27%`,
+				shareCell("A", checkout), shareCell("B", checkout), shareCell("C", checkout), shareCell("D", checkout),
 				"a sample of 1,000 synthetic users",
 				`<option value="1">version 1: A 8.25 %, B 64.78 %, C 26.97 % — created</option>`,
 				`<text x="`, `>22.27%</text>`, `>75.00% mod N</text>`,
@@ -158,7 +175,7 @@ func TestPages(t *testing.T) {
 		},
 		{
 			name: "feature after creation", path: "/ui/features/dark-mode?changed=1", status: 200,
-			want:     []string{`<section id="banner"`, "Every user now gets a bucket", legend("off", "54.97%")},
+			want:     []string{`<section id="banner"`, "Every user now gets a bucket", legend("off", darkMode["off"])},
 			dontWant: []string{"Naive hash mod N"},
 		},
 		{
@@ -266,12 +283,16 @@ func TestDisabledFeature(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := a.get(t, "/ui/features/checkout?changed=3").Body.String()
+	ring, _ := a.svc.Snapshot().Shares("checkout")
+	if fmt.Sprintf("%.4f", ring["B"]) != "0.5327" {
+		t.Fatalf("the ring gives B %v, want 53.27%%", ring["B"])
+	}
 	for _, want := range []string{
 		`<span class="badge off">Off</span> — no bucket is served: apps use their default`,
 		`<p class="notice" id="off-now">The feature is off: no user gets a bucket now: apps use their default.</p>`,
 		`<span class="big">100.00%</span> of users moved, all to no bucket (apps serve their default)`,
 		`<tr class="none"><th scope="row">no bucket</th>`, `<td class="num sampled">100.00%</td>`,
-		`data-share="B">53.27%`, // the ring's shares, for when it is turned on again
+		shareCell("B", ring), // the ring's shares, for when it is turned on again
 		`Turn on…`,
 	} {
 		if !strings.Contains(body, want) {

@@ -16,6 +16,18 @@
     return (100 * x).toFixed(2) + '%';
   }
 
+  // pct1 says a share as people read one they asked for, as the server
+  // does: one decimal (50.0%, not 49.98%), the exact share beside it.
+  function pct1(x) {
+    if (x > 0 && x < 0.0005) return '<0.1%';
+    if (x < 1 && x >= 0.9995) return '>99.9%';
+    return (100 * x).toFixed(1) + '%';
+  }
+
+  function exactPct(x) {
+    return (100 * x).toFixed(5) + '%';
+  }
+
   // el makes an element; strings among the children become text, never
   // markup.
   function el(tag, attrs, ...children) {
@@ -50,62 +62,200 @@
   }
   localTimes(document);
 
+  // Folded parts (<details>) open when the address or a link points into
+  // them: #change-targets, #ramps' form, #v12 in a folded list.
+  function unfoldTo(node) {
+    for (let d = node.closest('details'); d; d = d.parentElement && d.parentElement.closest('details')) d.open = true;
+  }
+  function unfoldHash() {
+    let id = '';
+    try {
+      id = decodeURIComponent(window.location.hash.slice(1));
+    } catch {
+      return;
+    }
+    const target = id && document.getElementById(id);
+    if (!target) return;
+    if (target.tagName === 'DETAILS') target.open = true;
+    unfoldTo(target);
+    target.scrollIntoView();
+  }
+  window.addEventListener('hashchange', unfoldHash);
+  unfoldHash();
+
+  // Charts drawn in percentages of their width carry labels in pixels: on
+  // a narrow screen, or for changes close in time, two may meet. Each
+  // label is moved inside its chart, and one that would cover another is
+  // left out (its figure stays in its bar's title and the chart's
+  // summary). Axis labels go first, the figures over bars after them.
+  function unclutter(svg) {
+    const texts = [...svg.querySelectorAll('text')];
+    for (const t of texts) {
+      t.removeAttribute('transform');
+      t.style.visibility = '';
+    }
+    const box = svg.getBoundingClientRect();
+    if (box.width === 0) return;
+    const figure = (t) => t.classList.contains('churn-label') || t.classList.contains('val') || t.classList.contains('val-range') || t.classList.contains('val-mod');
+    const kept = [];
+    for (const t of [...texts.filter((t) => !figure(t)), ...texts.filter(figure)]) {
+      let r = t.getBoundingClientRect();
+      let dx = 0;
+      if (r.left < box.left) dx = box.left - r.left;
+      else if (r.right > box.right) dx = box.right - r.right;
+      if (dx !== 0) {
+        t.setAttribute('transform', 'translate(' + dx.toFixed(1) + ' 0)');
+        r = t.getBoundingClientRect();
+      }
+      if (kept.some((o) => r.left < o.right + 2 && o.left < r.right + 2 && r.top < o.bottom && o.top < r.bottom)) {
+        t.style.visibility = 'hidden';
+        continue;
+      }
+      kept.push(r);
+    }
+  }
+  const charts = document.querySelectorAll('svg.over-time, svg.chart');
+  if (charts.length > 0) {
+    const all = () => charts.forEach(unclutter);
+    all();
+    let pending = false;
+    window.addEventListener('resize', () => {
+      if (pending) return;
+      pending = true;
+      requestAnimationFrame(() => { pending = false; all(); });
+    });
+  }
+
   // roughly says a count to three significant figures: 12,431 → 12,400.
   function roughly(n) {
     return Number(n.toPrecision(Math.min(3, Math.max(1, String(Math.round(n)).length)))).toLocaleString('en-US', { maximumFractionDigits: 0 });
   }
 
+  // naturalCompare orders names as people count, as the server does
+  // (list.go): digits by their number, so that feat-9 comes before
+  // feat-49, the rest code unit by code unit.
+  function naturalCompare(a, b) {
+    const digit = (c) => c >= '0' && c <= '9';
+    let i = 0;
+    let j = 0;
+    while (i < a.length && j < b.length) {
+      if (digit(a[i]) && digit(b[j])) {
+        const si = i;
+        const sj = j;
+        while (i < a.length && digit(a[i])) i++;
+        while (j < b.length && digit(b[j])) j++;
+        const na = a.slice(si, i).replace(/^0+/, '');
+        const nb = b.slice(sj, j).replace(/^0+/, '');
+        if (na.length !== nb.length) return na.length < nb.length ? -1 : 1;
+        if (na !== nb) return na < nb ? -1 : 1;
+        continue;
+      }
+      if (a[i] !== b[j]) return a[i] < b[j] ? -1 : 1;
+      i++;
+      j++;
+    }
+    if (a.length - i !== b.length - j) return a.length - i < b.length - j ? -1 : 1;
+    return a < b ? -1 : a > b ? 1 : 0;
+  }
+
   // The features list: filter as the user types or picks, and sort, in
-  // the page, keeping the URL in step so that it can be shared.
+  // the page, keeping the URL in step so that it can be shared. Several
+  // tags pick the features with every one of them.
   const listForm = document.getElementById('list-filter');
+  let applyFilters = () => {};
   if (listForm) {
     listForm.classList.add('live');
     const body = document.querySelector('#features tbody');
-    const rows = [...body.querySelectorAll('tr.feature-row')];
     const none = document.getElementById('no-match');
     const count = document.getElementById('shown-count');
+    const headCount = document.getElementById('feature-count');
     const q = document.getElementById('filter');
     const status = document.getElementById('filter-status');
-    const tag = document.getElementById('filter-tag');
+    const tagBox = document.getElementById('filter-tags');
+    const tagChecks = () => [...listForm.querySelectorAll('input[name=tag]')];
+    const chosen = document.querySelector('#filter-tags .tags-chosen');
     const owner = document.getElementById('filter-owner');
     const sort = document.getElementById('sort');
     const apply = () => {
+      const rows = [...body.querySelectorAll('tr.feature-row')];
       const text = q.value.trim().toLowerCase();
+      const tags = tagChecks().filter((c) => c.checked).map((c) => c.value);
+      chosen.textContent = tags.length ? tags.join(' + ') : 'Any';
       let shown = 0;
+      let total = 0;
       for (const row of rows) {
         const d = row.dataset;
+        const inScope = (status.value === 'archived') === (d.status === 'archived');
+        if (inScope) total++;
         const match = d.search.includes(text) &&
-          (tag.value === '' || d.tags.includes(' ' + tag.value + ' ')) &&
-          (owner.value === '' || d.owner === owner.value) &&
-          ((status.value === 'archived') === (d.status === 'archived')) &&
+          tags.every((t) => d.tags.includes(' ' + t + ' ')) &&
+          (owner.value === '' || d.owner === owner.value) && inScope &&
           (status.value === '' || (status.value === 'stale' ? 'stale' in d : d.status === status.value));
         row.hidden = !match;
         if (match) shown++;
       }
       none.hidden = shown > 0;
       count.textContent = String(shown);
+      headCount.textContent = shown === total ? String(total) : shown + ' of ' + total;
       const byName = sort.value === 'name';
-      rows.sort((a, b) => byName ? a.dataset.key.localeCompare(b.dataset.key)
-        : (Number(b.dataset.changed) - Number(a.dataset.changed)) || a.dataset.key.localeCompare(b.dataset.key));
+      rows.sort((a, b) => byName ? naturalCompare(a.dataset.key, b.dataset.key)
+        : (Number(b.dataset.changed) - Number(a.dataset.changed)) || naturalCompare(a.dataset.key, b.dataset.key));
       body.append(...rows);
       const params = new URLSearchParams(document.body.dataset.envQuery || '');
-      for (const f of [q, status, tag, owner]) if (f.value.trim() !== '') params.set(f.name, f.value.trim());
+      for (const f of [q, status]) if (f.value.trim() !== '') params.set(f.name, f.value.trim());
+      for (const t of tags) params.append('tag', t);
+      if (owner.value.trim() !== '') params.set('owner', owner.value.trim());
       if (byName) params.set('sort', 'name');
       const search = params.toString();
       history.replaceState(null, '', location.pathname + (search ? '?' + search : '') + location.hash);
     };
+    applyFilters = apply;
     q.addEventListener('input', apply);
-    for (const f of [status, tag, owner, sort]) f.addEventListener('change', apply);
+    for (const f of [status, owner, sort]) f.addEventListener('change', apply);
+    tagBox.addEventListener('change', apply);
     listForm.addEventListener('submit', (e) => { e.preventDefault(); apply(); });
-    // A tag in a row filters by it.
+    // The tag menu closes on a click elsewhere, and on Escape.
+    document.addEventListener('click', (e) => {
+      if (tagBox.open && !tagBox.contains(e.target)) tagBox.open = false;
+    });
+    tagBox.addEventListener('keydown', (e) => {
+      if (e.key === 'Escape' && tagBox.open) {
+        tagBox.open = false;
+        tagBox.querySelector('summary').focus();
+      }
+    });
+    // A tag in a row adds it to the filter.
     body.addEventListener('click', (e) => {
       const a = e.target.closest('a.tag');
       if (!a || e.ctrlKey || e.metaKey || e.shiftKey) return;
       e.preventDefault();
-      tag.value = a.dataset.tag;
+      let box = tagChecks().find((c) => c.value === a.dataset.tag);
+      if (!box) {
+        box = el('input', { type: 'checkbox', name: 'tag', value: a.dataset.tag });
+        tagBox.querySelector('.tag-menu').append(el('label', {}, box, ' ' + a.dataset.tag));
+      }
+      box.checked = true;
       apply();
-      tag.focus();
+      tagBox.querySelector('summary').focus();
     });
+    // "/" goes to the search, as on most sites; not while typing.
+    document.addEventListener('keydown', (e) => {
+      if (e.key !== '/' || e.ctrlKey || e.metaKey || e.altKey || e.defaultPrevented) return;
+      const t = e.target;
+      if (t.closest && t.closest('input, textarea, select, [contenteditable=""], [contenteditable=true], dialog[open]')) return;
+      e.preventDefault();
+      slash = true;
+      q.focus();
+      q.select();
+    });
+    // Where a key's press comes apart from its keydown (some input
+    // methods, automation), its slash is not typed into the search.
+    let slash = false;
+    document.addEventListener('keypress', (e) => {
+      if (slash && e.key === '/') e.preventDefault();
+      slash = false;
+    }, true);
+    document.addEventListener('keyup', () => { slash = false; });
   }
 
   // The create form on a list of features is folded away; its link, or a
@@ -232,9 +382,12 @@
       }
       for (const td of document.querySelectorAll('td[data-share]')) {
         const share = (f.shares || {})[td.dataset.share];
-        const text = share === undefined ? '—' : pct(share);
-        if (td.textContent.trim() !== text) {
+        const text = share === undefined ? '—' : pct1(share);
+        const exact = share === undefined ? '' : exactPct(share);
+        if (td.textContent.trim() !== text || td.dataset.exact !== exact) {
           td.textContent = text;
+          td.dataset.exact = exact;
+          td.title = exact ? 'Exactly ' + exact + ' of users' : '';
           td.classList.add('live-updated');
         }
       }
@@ -262,21 +415,58 @@
       }
     }
 
-    function markRows(data) {
+    // refreshRows puts the list's rows of the features keys as they are
+    // now: the server renders the list again, and the rows of these
+    // features replace the page's (their status, shares, last change and
+    // kill switch), new features join it. A row whose feature is gone stays,
+    // marked. false: the list could not be read; the rows are only marked.
+    async function refreshRows(keys) {
+      let doc;
+      try {
+        const res = await fetch(window.location.pathname + window.location.search, { headers: { Accept: 'text/html' }, credentials: 'same-origin' });
+        if (!res.ok) return false;
+        doc = new DOMParser().parseFromString(await res.text(), 'text/html');
+      } catch {
+        return false;
+      }
+      const body = listTable.querySelector('tbody');
+      for (const key of keys) {
+        const sel = 'tr[data-key="' + CSS.escape(key) + '"]';
+        const fresh = doc.querySelector('#features ' + sel);
+        const row = listTable.querySelector(sel);
+        if (!fresh) continue;
+        const adopted = document.importNode(fresh, true);
+        if (row) {
+          // A confirmation open in the row is the user's: keep the row.
+          if (row.querySelector('dialog[open]')) continue;
+          row.replaceWith(adopted);
+        } else {
+          body.append(adopted);
+        }
+        localTimes(adopted);
+        for (const form of adopted.querySelectorAll('form[data-kind]')) bindForm(form);
+      }
+      applyFilters();
+      return true;
+    }
+
+    async function markRows(data) {
       const changed = [];
+      for (const f of data.features || []) changed.push(f.key);
+      if (changed.length > 0 && !data.many) await refreshRows(changed);
       for (const f of data.features || []) {
         const row = listTable.querySelector('tr[data-key="' + CSS.escape(f.key) + '"]');
         if (row) {
           row.classList.add('live-changed');
           row.dataset.liveVersion = f.deleted ? 'deleted' : String(f.version);
         }
-        changed.push(f.key);
       }
       const marked = listTable.querySelectorAll('tr.live-changed').length;
       if (marked === 0 && !data.many && changed.length === 0) return;
       const text = data.many ? 'Many features changed since this page was loaded.'
         : (marked === 1 ? '1 feature' : marked + ' features') + ' changed since this page was loaded (marked below)' +
           (changed.some((k) => !listTable.querySelector('tr[data-key="' + CSS.escape(k) + '"]')) ? ', and new ones were created.' : '.');
+      // The rows show the features as they are now; Reload for the rest.
       liveBanner([el('p', { class: 'live-what' }, text)], true);
     }
   }
@@ -785,7 +975,7 @@
     for (const n of Object.keys(before)) if (!names.includes(n)) names.push(n);
     const colour = colourer(names);
 
-    const heading = el('h4', { tabindex: '-1' }, 'Preview — nothing is changed yet');
+    const heading = el('h3', { tabindex: '-1' }, 'Preview — nothing is changed yet');
     box.append(heading);
     if (req.plan) box.dataset.mode = req.plan.mode || '';
     if (req.answered && req.answered.options && req.answered.options.nested && req.answered.options.exact) box.append(planChoice(form, req));
@@ -892,6 +1082,7 @@
     const cancel = el('button', { type: 'button', class: 'cancel secondary' }, 'Cancel');
     box.append(el('div', { class: 'actions' }, apply, cancel));
     if (escalated.confirm) escalated.confirm(apply);
+    confirmIn(form);
     box.hidden = false;
     const chosen = req.focusChoice && box.querySelector('input[name=plan-mode]:checked');
     (chosen || heading).focus();
@@ -973,7 +1164,15 @@
     if (box.closest('form').elements.namedItem('keep_overrides')) note.append(' Tick "Keep today\'s pinned users" to keep them.');
   }
 
+  // confirmIn opens the dialog the form's outcome is in, if any: the
+  // list's kill switches confirm in one, above the table, never cut by it.
+  function confirmIn(form) {
+    const dialog = form.querySelector('dialog.confirm');
+    if (dialog && !dialog.open) dialog.showModal();
+  }
+
   function showError(form, message, reload) {
+    confirmIn(form);
     const p = form.querySelector('.error');
     p.textContent = message;
     if (reload) {
@@ -991,6 +1190,8 @@
     const box = form.querySelector('.preview');
     box.replaceChildren();
     box.hidden = true;
+    const dialog = form.querySelector('dialog.confirm');
+    if (dialog && dialog.open) dialog.close();
   }
 
   function setBusy(form, busy) {
@@ -998,7 +1199,10 @@
     for (const b of form.querySelectorAll('button')) b.disabled = busy;
   }
 
-  for (const form of document.querySelectorAll('form[data-kind]')) {
+  for (const form of document.querySelectorAll('form[data-kind]')) bindForm(form);
+
+  // bindForm makes the change form preview, then apply, its change.
+  function bindForm(form) {
     const build = builders[form.dataset.kind];
     form.addEventListener('submit', async (ev) => {
       ev.preventDefault();
@@ -1038,6 +1242,13 @@
     };
     form.addEventListener('input', drop);
     form.addEventListener('change', drop);
+    // A confirmation in a dialog (the list's kill switches): closing it
+    // drops the preview.
+    const dialog = form.querySelector('dialog.confirm');
+    if (dialog) {
+      dialog.addEventListener('close', () => clearOutcome(form));
+      dialog.querySelector('.dialog-close').addEventListener('click', () => dialog.close());
+    }
   }
   // Ramps: start one, and pause, resume or cancel it. These go to the
   // ramps API; a ramp is not a version of the feature, so no If-Match.
@@ -1090,7 +1301,7 @@
   function showRampPreview(form, spec, answer) {
     const box = form.querySelector('.preview');
     box.replaceChildren();
-    const heading = el('h4', { tabindex: '-1' }, 'Preview — nothing is started yet');
+    const heading = el('h3', { tabindex: '-1' }, 'Preview — nothing is started yet');
     box.append(heading);
     const tbody = el('tbody');
     let total = 0;

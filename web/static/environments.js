@@ -45,7 +45,7 @@
       ? [el('b', { class: 'big' }, pct(churn)), ' of users in ' + target.name + ' would move' + (dir ? ', ' + dir : '')]
       : ['No user in ' + target.name + ' would change bucket'];
     const parts = [
-      el('h4', { tabindex: '-1' }, 'Preview in ' + target.name + (target.protected ? ' (protected)' : '')),
+      el('h3', { tabindex: '-1' }, 'Preview in ' + target.name + (target.protected ? ' (protected)' : '')),
       el('p', { class: 'outcome' }, ...outcome),
     ];
     if (moves.length) {
@@ -60,7 +60,7 @@
     parts.push(button);
     box.replaceChildren(...parts);
     box.hidden = false;
-    box.querySelector('h4').focus();
+    box.querySelector('h3').focus();
   }
 
   // moved names the sides of a promotion that changed since the page was
@@ -216,12 +216,12 @@
       (f.to_version === f.from_version ? 'alike already, unchanged' : pct(f.churn || 0) + ' of its users move')));
     const button = el('button', { type: 'button', class: 'apply' + (compare.to_protected ? ' danger' : '') }, 'Apply ' + keys.length + (keys.length === 1 ? ' promotion' : ' promotions') + ' to ' + target);
     box.replaceChildren(
-      el('h4', { tabindex: '-1' }, 'Preview in ' + target + (compare.to_protected ? ' (protected)' : '')),
+      el('h3', { tabindex: '-1' }, 'Preview in ' + target + (compare.to_protected ? ' (protected)' : '')),
       el('p', { class: 'outcome' }, el('b', { class: 'big batch-total' }, pct(total)), ' of users in all, summed over the features'),
       el('ul', { class: 'promote-moves batch-features' }, ...items),
       button);
     box.hidden = false;
-    box.querySelector('h4').focus();
+    box.querySelector('h3').focus();
     button.addEventListener('click', async () => {
       setBusy(form, true);
       const res = await send(req, false);

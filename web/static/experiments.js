@@ -132,6 +132,9 @@
     const running = xs.experiments.some((x) => x.status === 'running');
     if (form) {
       form.hidden = running;
+      // Its fold too: no second experiment while one runs.
+      const fold = form.closest('details');
+      if (fold) fold.hidden = running;
       const field = form.querySelector('.exp-metrics');
       if (!field.querySelector('input') && metrics.metrics.length > 0) {
         document.getElementById('exp-no-metrics').hidden = true;
@@ -144,7 +147,7 @@
     list.replaceChildren();
     for (const x of xs.experiments) {
       const li = el('li', { class: 'experiment state-' + x.status, 'data-experiment-id': x.id, 'data-state': x.status });
-      li.append(el('h4', {}, el('span', { class: 'badge' }, x.status === 'running' ? 'Running' : 'Stopped'), ' ' + x.name + ' ',
+      li.append(el('h3', { class: 'exp-h' }, el('span', { class: 'badge' }, x.status === 'running' ? 'Running' : 'Stopped'), ' ' + x.name + ' ',
         el('span', { class: 'hint' }, '· control ' + x.control + ' · started by ' + (x.started_by || 'someone') + ' ' + new Date(x.started_at).toLocaleString())));
       if (x.hypothesis) li.append(el('p', { class: 'hint' }, x.hypothesis));
       const results = el('div', { class: 'exp-results' }, 'Reading the results…');

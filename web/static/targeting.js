@@ -219,7 +219,7 @@
   function previewBox(form, parts, applyLabel, apply) {
     const box = form.querySelector('.preview');
     box.replaceChildren();
-    const heading = el('h4', { tabindex: '-1' }, 'Preview — nothing is changed yet');
+    const heading = el('h3', { tabindex: '-1' }, 'Preview — nothing is changed yet');
     box.append(heading, ...parts);
     const ok = el('button', { type: 'button', class: 'apply' }, applyLabel);
     const cancel = el('button', { type: 'button', class: 'cancel secondary' }, 'Cancel');
