@@ -37,7 +37,7 @@ func TestBrowserSchedules(t *testing.T) {
 	a := &app{e: api.New(svc, api.Options{Plans: testPlanLimits, Routes: web.Routes(svc, web.Options{})}), svc: svc, db: db}
 	a.seed(t)
 	b := startBrowserOn(t, a)
-	b.do(chromedp.Navigate(b.base+"/ui/features/dark-mode"), waitFor("#schedules"))
+	b.do(chromedp.Navigate(b.base+"/ui/features/dark-mode"), waitFor("#schedules"), openAt("#schedules"))
 	if got := b.text("#no-schedules"); got != "No changes scheduled." {
 		t.Errorf("no schedules = %q", got)
 	}

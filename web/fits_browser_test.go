@@ -175,7 +175,7 @@ func TestBrowserFeatureFits(t *testing.T) {
 	}
 	closed := evaluate[float64](b, `document.documentElement.scrollHeight`)
 	folds := evaluate[[]string](b, `[...document.querySelectorAll('main details.fold')].filter(d => d.checkVisibility()).map(d => d.id)`)
-	if want := "kill-switch edit-rules edit-bucket-by test-context change-targets change-pins change-rollback change-describe replica-forms change-reshuffle change-archive"; strings.Join(folds, " ") != want {
+	if want := "kill-switch edit-rules edit-bucket-by test-context change-targets change-pins change-rollback change-describe replica-forms change-reshuffle change-archive more-settings"; strings.Join(folds, " ") != want {
 		t.Errorf("the page folds %v, want %s", folds, want)
 	}
 	for _, id := range folds {

@@ -37,7 +37,7 @@ func TestBrowserPrerequisites(t *testing.T) {
 	b := startBrowser(t)
 	prereqApp(t, b)
 	form := "form[data-prerequisites] "
-	b.do(chromedp.Navigate(b.base+"/ui/features/ui#prerequisites"), waitFor("#no-prerequisites"),
+	b.do(chromedp.Navigate(b.base+"/ui/features/ui#prerequisites"), waitFor("#no-prerequisites"), openAt("#prerequisites"),
 		fill(form+"textarea[name=prerequisites]", "gate: on"),
 		chromedp.Click(chromedp.CSS(form+"button[type=submit]")), waitFor(form+".preview .apply"))
 	if got := b.text(form + ".preview"); !strings.Contains(got, "only when gate serves them on") {
@@ -54,12 +54,14 @@ func TestBrowserPrerequisites(t *testing.T) {
 	if b.api("/api/features/ui", &f); len(f.Prerequisites) != 1 || f.Prerequisites[0].Feature != "gate" || f.Prerequisites[0].Buckets[0] != "on" {
 		t.Fatalf("after apply: %+v", f)
 	}
+	b.do(openAt(".prerequisites-now"))
 	if got := b.text(".prerequisites-now"); got != "gate serves on" {
 		t.Errorf("the section says %q", got)
 	}
 
 	// Test a context: not staff, so gate serves off and ui its fallback.
 	test := "form[data-targeting=test] "
+	b.do(openAt("form[data-targeting=test]"))
 	b.do(fill(test+"[name=user]", "u1"), fill(test+".attr-row [name=attr-key]", "email"), fill(test+".attr-row [name=attr-value]", "Ann@Example.org"),
 		chromedp.Click(chromedp.CSS(test+"button[type=submit]")), waitFor(test+".test-answer"))
 	if got := evaluate[string](b, `document.querySelector('form[data-targeting=test] .test-answer').dataset.reason`); got != feature.ReasonPrerequisiteFailed {
@@ -69,7 +71,7 @@ func TestBrowserPrerequisites(t *testing.T) {
 		t.Errorf("explanation of the prerequisite %q", got)
 	}
 	// On gate's own page, the rule's condition says why it failed.
-	b.do(chromedp.Navigate(b.base+"/ui/features/gate#targeting"), waitFor(test+"[name=user]"),
+	b.do(chromedp.Navigate(b.base+"/ui/features/gate#targeting"), waitFor(test+"[name=user]"), openAt("form[data-targeting=test]"),
 		fill(test+"[name=user]", "u1"), fill(test+".attr-row [name=attr-key]", "email"), fill(test+".attr-row [name=attr-value]", "ann@example.org"),
 		chromedp.Click(chromedp.CSS(test+"button[type=submit]")), waitFor(test+".explain-condition"))
 	if got := b.text(test + ".explain-condition"); !strings.Contains(got, `email: "ann@example.org" not ends_with "@example.com"`) {
@@ -106,7 +108,7 @@ func TestBrowserRuleNames(t *testing.T) {
 	b := startBrowser(t)
 	prereqApp(t, b)
 	rules := "form[data-targeting=rules] "
-	b.do(chromedp.Navigate(b.base+"/ui/features/gate#targeting"), waitFor(rules+".add-rule"),
+	b.do(chromedp.Navigate(b.base+"/ui/features/gate#targeting"), openAt("form[data-targeting=rules]"), waitFor(rules+".add-rule"),
 		chromedp.Click(chromedp.CSS(rules+".add-rule")), waitFor(".rule-list li.rule:nth-child(2) [name=rule-name]"),
 		chromedp.Click(chromedp.CSS(".rule-list li.rule:nth-child(2) [name=rule-name]")),
 		chromedp.SendKeys(chromedp.CSS(".rule-list li.rule:nth-child(2) [name=rule-name]"), "beta"))

@@ -20,7 +20,7 @@ func TestBrowserSplitShares(t *testing.T) {
 	form := "form[data-targeting=rules] "
 	r1 := ".rule-list li.rule:nth-child(1) "
 	open := func(n int) {
-		b.do(chromedp.Navigate(fmt.Sprintf("%s/ui/features/dark-mode?n=%d#targeting", b.base, n)), waitFor(form+".add-rule"))
+		b.do(chromedp.Navigate(fmt.Sprintf("%s/ui/features/dark-mode?n=%d#targeting", b.base, n)), openAt("form[data-targeting=rules]"), waitFor(form+".add-rule"))
 	}
 	setShares := func(off, on string) {
 		setSelect(b, r1+"[name=serve]", "split")
