@@ -79,7 +79,7 @@ func TestBrowserSchedules(t *testing.T) {
 	}
 
 	// Its time comes.
-	ahead.Store(int64(friday.Sub(time.Now()) + time.Minute))
+	ahead.Store(int64(time.Until(friday) + time.Minute))
 	if n, err := svc.ApplyDueSchedules(ctx, api.ScheduledChange); n != 1 || err != nil {
 		t.Fatalf("ApplyDueSchedules = %d, %v; want 1", n, err)
 	}
