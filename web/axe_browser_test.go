@@ -186,6 +186,11 @@ func TestBrowserAxe(t *testing.T) {
 	}
 	// axe finds what it should: a field without a label, grey on grey.
 	b.do(chromedp.Navigate(b.base+"/ui/login"), waitFor("#token"))
+	// (The sign-in page, to someone not signed in, links to no page that
+	// needs signing in.)
+	if n := evaluate[int](b, `document.querySelectorAll('header .top-nav a, header .env-switch').length`); n != 0 {
+		t.Errorf("the sign-in page's header has %d links to other pages, want none", n)
+	}
 	evaluate[bool](b, `(() => {
 		const p = document.createElement('p'); // style through the CSSOM: the policy refuses style attributes
 		p.textContent = 'faint';

@@ -43,6 +43,9 @@ type frame struct {
 	// Scope is the environment the signed-in token is scoped to; "":
 	// every one.
 	Scope string
+	// SignInPage: the page signs people in; shown to someone not signed
+	// in, its header links to no page they cannot open yet.
+	SignInPage bool
 }
 
 func (f *frame) frameOf() *frame { return f }
@@ -83,7 +86,7 @@ func (h *handler) loginForm(c echo.Context) error {
 	if h.sessions == nil || !h.sessions.Enforced() {
 		return c.Redirect(http.StatusSeeOther, "/ui/")
 	}
-	return h.render(c, http.StatusOK, "login", &loginPage{Title: "Sign in", Next: safeNext(c.QueryParam("next")), SSO: h.sso != nil})
+	return h.render(c, http.StatusOK, "login", &loginPage{frame: frame{SignInPage: true}, Title: "Sign in", Next: safeNext(c.QueryParam("next")), SSO: h.sso != nil})
 }
 
 // login checks the submitted token; the form is protected against
@@ -96,7 +99,7 @@ func (h *handler) login(c echo.Context) error {
 	}
 	tok, ok := h.sessions.SignIn(c, c.FormValue("token"))
 	if !ok {
-		return h.render(c, http.StatusUnauthorized, "login", &loginPage{Title: "Sign in", Next: next, SSO: h.sso != nil,
+		return h.render(c, http.StatusUnauthorized, "login", &loginPage{frame: frame{SignInPage: true}, Title: "Sign in", Next: next, SSO: h.sso != nil,
 			Error: "That token is not valid: it is unknown or was revoked."})
 	}
 	h.log.Info("dashboard sign-in", "token", tok.Name, "role", tok.Role)

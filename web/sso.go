@@ -222,7 +222,7 @@ func (h *handler) ssoStart(c echo.Context) error {
 // why, with status.
 func (h *handler) ssoRefused(c echo.Context, status int, why string) error {
 	h.log.Info("single sign-on refused", "why", why)
-	return h.render(c, status, "login", &loginPage{Title: "Sign in", Next: "/ui/", SSO: true, Error: "Single sign-on failed: " + why})
+	return h.render(c, status, "login", &loginPage{frame: frame{SignInPage: true}, Title: "Sign in", Next: "/ui/", SSO: true, Error: "Single sign-on failed: " + why})
 }
 
 // ssoCallback is GET /ui/login/callback, where the provider sends the
