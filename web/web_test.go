@@ -457,12 +457,13 @@ func TestServedToApps(t *testing.T) {
 	e, _ := a.svc.Snapshot().Peek("dark-mode", "vip")
 	a.get(t, "/ui/features/dark-mode?user=vip")
 	body := a.get(t, "/ui/features/dark-mode").Body.String()
-	want := `data-served="` + e.Bucket + `">100.00% <span class="hint">(3)</span>`
+	// Served to apps counts distinct users: vip, once.
+	want := `data-served="` + e.Bucket + `">100.00% <span class="hint">(1)</span>`
 	if !strings.Contains(body, want) {
-		t.Errorf("page lacks %q: the 3 evaluations of vip, and only those, should be served to apps", want)
+		t.Errorf("page lacks %q: vip, evaluated 3 times, and only vip, should be served to apps", want)
 	}
-	if rep, _ := a.svc.Exposures(context.Background(), "dark-mode"); rep.Total != 3 {
-		t.Errorf("exposures after viewing the page = %d, want the 3 evaluations", rep.Total)
+	if rep, _ := a.svc.Exposures(context.Background(), "dark-mode"); rep.Total != 3 || rep.Users != 1 {
+		t.Errorf("exposures after viewing the page = %d evaluations of %d users, want the 3 evaluations of vip", rep.Total, rep.Users)
 	}
 
 	// After a change, until apps are served the new version, the column
