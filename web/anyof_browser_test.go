@@ -62,6 +62,8 @@ func TestBrowserAnyOf(t *testing.T) {
 	if got := b.text(g + ".alts"); !strings.HasPrefix(got, "either") || !strings.Contains(got, "or") {
 		t.Errorf("the alternatives read %q, want them joined by either … or", got)
 	}
+	b.screenshot("anyof-wide", 1280)
+	b.screenshot("anyof-narrow", 390)
 	if src, err := os.ReadFile(axeScript); err == nil {
 		for _, v := range b.axe(string(src)) {
 			t.Errorf("axe on the any-of editor: %s", v)
