@@ -70,19 +70,10 @@
   let uid = 0;
   const id = (p) => p + '-' + (++uid);
 
-  // conditionRow is one condition's fields, laid out as words of a
-  // sentence: [attribute] [operator] [value], or "in segment [key]".
-  function conditionRow(c, withSegments) {
-    const li = el('li', { class: 'cond' });
-    const lead = el('span', { class: 'cond-lead', 'aria-hidden': 'true' }, 'If');
-    if (c.any) {
-      // An any-of condition (made through the API or a document) is kept
-      // as it is, said in words; it can be removed.
-      li.dataset.any = JSON.stringify(c);
-      li.append(lead, el('span', { class: 'cond-any' }, conditionWords(c)),
-        el('button', { type: 'button', class: 'remove-cond secondary', 'aria-label': 'Remove this condition', title: 'Remove this condition' }, '×'));
-      return li;
-    }
+  // conditionFields are one condition's fields, laid out as words of a
+  // sentence: [attribute] [operator] [value] [ignore case], or "in segment
+  // [key]"; the operator shows the fields it takes.
+  function conditionFields(c, withSegments) {
     const attr = el('input', { name: 'attribute', 'aria-label': 'Attribute', placeholder: 'attribute, e.g. country', autocomplete: 'off', spellcheck: 'false', class: 'attr' });
     attr.value = c.attribute || '';
     const op = el('select', { name: 'op', 'aria-label': 'Operator', class: 'op' });
@@ -100,7 +91,6 @@
     } else {
       value.value = valueText(c.value);
     }
-    const remove = el('button', { type: 'button', class: 'remove-cond secondary', 'aria-label': 'Remove this condition', title: 'Remove this condition' }, '×');
     const fold = el('input', { type: 'checkbox', name: 'ignore_case', class: 'fold' });
     const foldLabel = el('label', { class: 'fold-label' }, fold, ' ignore case');
     // A condition that exists keeps its choice; a new one follows its
@@ -111,7 +101,6 @@
     attr.addEventListener('input', () => {
       if (!fold.dataset.touched) fold.checked = mailLike(attr.value.trim());
     });
-    li.append(lead, attr, op, value, seg, foldLabel, remove);
     const sync = () => {
       const o = op.value;
       attr.hidden = o === 'in_segment';
@@ -123,12 +112,107 @@
     };
     op.addEventListener('change', sync);
     sync();
+    return [attr, op, value, seg, foldLabel];
+  }
+
+  // conditionRow is one condition of a list: its fields, or an any-of
+  // group's.
+  function conditionRow(c, withSegments) {
+    if (c.any) return anyGroup(c, withSegments);
+    const li = el('li', { class: 'cond' });
+    const lead = el('span', { class: 'cond-lead', 'aria-hidden': 'true' }, 'If');
+    const remove = el('button', { type: 'button', class: 'remove-cond secondary', 'aria-label': 'Remove this condition', title: 'Remove this condition' }, '×');
+    li.append(lead, ...conditionFields(c, withSegments), remove);
     return li;
+  }
+
+  // anyGroup is an any-of condition ({"any":[…]}): alternatives joined by
+  // "or", each a condition's fields, with buttons to add and remove them.
+  // One loaded from the server is kept exactly (li.dataset.any: a value
+  // such as "12" stays a string) until it is edited.
+  function anyGroup(c, withSegments) {
+    const li = el('li', { class: 'cond cond-group' });
+    if (!c.fresh) li.dataset.any = JSON.stringify({ any: c.any });
+    const lead = el('span', { class: 'cond-lead', 'aria-hidden': 'true' }, 'If');
+    const alts = el('ol', { class: 'alts' });
+    const addAlt = el('button', { type: 'button', class: 'add-alt secondary' }, 'Add an alternative');
+    const words = el('span', { class: 'cond-any' });
+    const reads = el('p', { class: 'any-reads hint' }, 'Reads: ', words);
+    const box = el('div', { class: 'any-box' },
+      el('p', { class: 'any-title' }, 'one of these holds:'), alts, el('div', { class: 'any-actions' }, addAlt), reads);
+    const remove = el('button', { type: 'button', class: 'remove-cond secondary', 'aria-label': 'Remove this any-of group', title: 'Remove this any-of group' }, '×');
+    li.append(lead, box, remove);
+    const relabel = () => {
+      alts.querySelectorAll(':scope > li.alt').forEach((a, i) => {
+        a.querySelector('.alt-lead').textContent = i === 0 ? 'either' : 'or';
+        a.querySelector('.remove-alt').setAttribute('aria-label', 'Remove alternative ' + (i + 1));
+      });
+    };
+    const altRow = (a) => el('li', { class: 'alt' },
+      el('span', { class: 'alt-lead', 'aria-hidden': 'true' }, 'or'),
+      ...conditionFields(a.any ? {} : a, withSegments),
+      el('button', { type: 'button', class: 'remove-alt secondary', title: 'Remove this alternative' }, '×'));
+    const changed = () => {
+      delete li.dataset.any;
+      li.dispatchEvent(new Event('input', { bubbles: true }));
+    };
+    const say = () => {
+      try {
+        words.textContent = conditionWords(readAny(li, 'This group'));
+        reads.hidden = false;
+      } catch {
+        reads.hidden = true;
+      }
+    };
+    for (const a of c.any) alts.append(altRow(a));
+    addAlt.addEventListener('click', () => {
+      alts.append(altRow({ op: 'eq' }));
+      relabel();
+      alts.lastElementChild.querySelector('input:not([hidden]), select').focus();
+      changed();
+    });
+    alts.addEventListener('click', (ev) => {
+      const b = ev.target.closest('.remove-alt');
+      if (!b) return;
+      const a = b.closest('li.alt');
+      const next = a.nextElementSibling || a.previousElementSibling;
+      a.remove();
+      relabel();
+      (next ? next.querySelector('input:not([hidden]), select') : addAlt).focus();
+      changed();
+    });
+    // Typing in an alternative: the group is no longer kept as loaded.
+    alts.addEventListener('input', () => { delete li.dataset.any; });
+    alts.addEventListener('change', () => { delete li.dataset.any; });
+    li.addEventListener('input', say);
+    li.addEventListener('change', say);
+    relabel();
+    say();
+    return li;
+  }
+
+  // readAny reads an any-of group: two alternatives at least, none of
+  // them a group itself.
+  function readAny(li, where) {
+    if (li.dataset.any) return JSON.parse(li.dataset.any);
+    const rows = [...li.querySelectorAll(':scope .alts > li.alt')];
+    if (rows.length < 2) throw new Error(where + ': an any-of group needs at least two alternatives joined by "or"; add one, or remove the group and add a plain condition.');
+    return {
+      any: rows.map((a, i) => {
+        if (a.querySelector('.cond-group')) throw new Error(where + ', alternative ' + (i + 1) + ': an alternative cannot be an any-of group itself (groups do not nest).');
+        return readFields(a, where + ', alternative ' + (i + 1));
+      }),
+    };
   }
 
   // readCondition reads a condition's fields; where says which, for errors.
   function readCondition(li, where) {
-    if (li.dataset.any) return JSON.parse(li.dataset.any);
+    if (li.classList.contains('cond-group')) return readAny(li, where);
+    return readFields(li, where);
+  }
+
+  // readFields reads one condition's fields (a row or an alternative).
+  function readFields(li, where) {
     const c = readPlainCondition(li, where);
     if (FOLD.includes(c.op) && li.querySelector('[name=ignore_case]').checked &&
       (typeof c.value === 'string' || Array.isArray(c.value))) c.ignore_case = true;
@@ -167,7 +251,8 @@
   }
 
   // A list of conditions: "If" before the first, "and" before the others.
-  function wireConditions(list, conditions, withSegments, addButton) {
+  // addGroup, if given, is the button that adds an any-of group.
+  function wireConditions(list, conditions, withSegments, addButton, addGroup) {
     const relabel = () => {
       list.querySelectorAll(':scope > li.cond').forEach((li, i) => {
         li.querySelector('.cond-lead').textContent = i === 0 ? 'If' : 'and';
@@ -180,6 +265,14 @@
       list.lastElementChild.querySelector('input:not([hidden]), select').focus();
       list.dispatchEvent(new Event('input', { bubbles: true }));
     });
+    if (addGroup) {
+      addGroup.addEventListener('click', () => {
+        list.append(anyGroup({ any: [{ op: 'eq' }, { op: 'eq' }], fresh: true }, withSegments));
+        relabel();
+        list.lastElementChild.querySelector('input:not([hidden]), select').focus();
+        list.dispatchEvent(new Event('input', { bubbles: true }));
+      });
+    }
     list.addEventListener('click', (ev) => {
       const b = ev.target.closest('.remove-cond');
       if (!b) return;
@@ -296,6 +389,7 @@
           el('button', { type: 'button', class: 'remove-rule secondary' }, 'Remove')));
       const conds = el('ol', { class: 'conds' });
       const addCond = el('button', { type: 'button', class: 'add-cond secondary' }, 'Add a condition');
+      const addAny = el('button', { type: 'button', class: 'add-any secondary' }, 'Add an any-of group');
       const serve = el('select', { name: 'serve', 'aria-label': 'What the rule serves', class: 'serve' });
       for (const b of data.buckets) serve.append(el('option', { value: 'bucket:' + b }, b));
       serve.append(el('option', { value: 'ring' }, 'the ring'));
@@ -325,8 +419,8 @@
       const byWrap = el('span', { class: 'ring-by' }, 'bucketed by ', by);
       const serveLine = el('div', { class: 'serve-line' }, el('span', { class: 'arrow' }, '→ serve'), serve, shares, byWrap);
       const said = el('p', { class: 'rule-sentence' });
-      li.append(head, conds, el('div', { class: 'cond-actions' }, addCond), serveLine, said);
-      wireConditions(conds, r.conditions || [], true, addCond);
+      li.append(head, conds, el('div', { class: 'cond-actions' }, addCond, addAny), serveLine, said);
+      wireConditions(conds, r.conditions || [], true, addCond, addAny);
       const sync = () => {
         byWrap.hidden = serve.value !== 'ring' && serve.value !== 'split';
         shares.hidden = serve.value !== 'split';
