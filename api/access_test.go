@@ -18,6 +18,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/sqlite"
@@ -80,7 +81,7 @@ func newAuthServerOn(t *testing.T, db *store.DB, roles []auth.Role, anyHost bool
 	g.svc, _ = envs.Service(rollout.Production)
 	g.auth = api.NewAuth(tokens, nil)
 	g.auth.AnyHost = anyHost
-	exps := rollout.NewEnvironmentExperiments(func(env string) rollout.ExperimentStore { return db.In(env) })
+	exps := experiment.NewEnvironmentExperiments(func(env string) experiment.ExperimentStore { return db.In(env) })
 	g.opts = api.Options{Auth: g.auth, Pprof: true, Webhooks: webhook.NewHooks(db, nil), Environments: envs, Experiments: exps,
 		Routes: web.Routes(g.svc, web.Options{Sessions: g.auth})}
 	g.e = api.New(g.svc, g.opts)

@@ -6,8 +6,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -16,15 +16,15 @@ import (
 // exposures are), and each feature's experiments and their results.
 
 // MaxTrackBodyBytes bounds the body of POST /api/track: a batch of
-// rollout.MaxTrackBatch events with long user IDs fits.
+// experiment.MaxTrackBatch events with long user IDs fits.
 const MaxTrackBodyBytes = 512 << 10
 
 // metricRequest is the body of POST /api/metrics.
 type metricRequest struct {
-	Key            string             `json:"key"`
-	Kind           rollout.MetricKind `json:"kind"`
-	Description    string             `json:"description"`
-	HigherIsBetter *bool              `json:"higher_is_better"`
+	Key            string                `json:"key"`
+	Kind           experiment.MetricKind `json:"kind"`
+	Description    string                `json:"description"`
+	HigherIsBetter *bool                 `json:"higher_is_better"`
 }
 
 // createMetric is POST /api/metrics. higher_is_better defaults to true.
@@ -33,7 +33,7 @@ func (s *Server) createMetric(c echo.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	m := rollout.Metric{Key: req.Key, Kind: req.Kind, Description: req.Description, HigherIsBetter: req.HigherIsBetter == nil || *req.HigherIsBetter}
+	m := experiment.Metric{Key: req.Key, Kind: req.Kind, Description: req.Description, HigherIsBetter: req.HigherIsBetter == nil || *req.HigherIsBetter}
 	m, err := s.expIn(c).CreateMetric(c.Request().Context(), m, actorOf(c))
 	if err != nil {
 		return err
@@ -93,13 +93,13 @@ func (s *Server) track(c echo.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	if len(req.Events) > rollout.MaxTrackBatch { // before copying them
-		return feature.Errorf(feature.EInvalid, "a batch holds at most %d events, got %d: split it", rollout.MaxTrackBatch, len(req.Events))
+	if len(req.Events) > experiment.MaxTrackBatch { // before copying them
+		return feature.Errorf(feature.EInvalid, "a batch holds at most %d events, got %d: split it", experiment.MaxTrackBatch, len(req.Events))
 	}
-	events := make([]rollout.TrackedEvent, len(req.Events))
+	events := make([]experiment.TrackedEvent, len(req.Events))
 	set := make([]bool, len(req.Events))
 	for i, e := range req.Events {
-		events[i] = rollout.TrackedEvent{Metric: e.Metric, User: e.User}
+		events[i] = experiment.TrackedEvent{Metric: e.Metric, User: e.User}
 		if e.Value != nil {
 			events[i].Value, set[i] = *e.Value, true
 		}
@@ -120,7 +120,7 @@ func (s *Server) track(c echo.Context) error {
 
 // startExperiment is POST /api/features/K/experiments.
 func (s *Server) startExperiment(c echo.Context) error {
-	var req rollout.ExperimentRequest
+	var req experiment.ExperimentRequest
 	if err := decode(c, &req); err != nil {
 		return err
 	}
@@ -173,7 +173,7 @@ func (s *Server) experimentResults(c echo.Context) error {
 
 // expIn returns the experiments of the request's environment (see
 // resolve).
-func (s *Server) expIn(c echo.Context) *rollout.Experiments { return s.exps.Of(s.in(c)) }
+func (s *Server) expIn(c echo.Context) *experiment.Experiments { return s.exps.Of(s.in(c)) }
 
 // experimentRoutes are the routes above, when the server has experiments.
 func (s *Server) experimentRoutes(opts Options) []Route {

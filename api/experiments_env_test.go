@@ -11,12 +11,13 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/store"
 )
 
 // newEnvExperimentServer is newEnvServer with the experiments of every
 // environment, as rollout serve makes them.
-func newEnvExperimentServer(t *testing.T, db *store.DB) (*testServer, *rollout.Environments, *rollout.EnvironmentExperiments) {
+func newEnvExperimentServer(t *testing.T, db *store.DB) (*testServer, *rollout.Environments, *experiment.EnvironmentExperiments) {
 	t.Helper()
 	envs, err := rollout.NewEnvironments(context.Background(), db, func(env string) rollout.Store { return db.In(env) }, nil)
 	if err != nil {
@@ -27,7 +28,7 @@ func newEnvExperimentServer(t *testing.T, db *store.DB) (*testServer, *rollout.E
 	if err != nil {
 		t.Fatal(err)
 	}
-	exps := rollout.NewEnvironmentExperiments(func(env string) rollout.ExperimentStore { return db.In(env) })
+	exps := experiment.NewEnvironmentExperiments(func(env string) experiment.ExperimentStore { return db.In(env) })
 	srv := httptest.NewServer(api.New(svc, api.Options{Environments: envs, Experiments: exps,
 		Auth: api.NewAuth(tokens, []byte("0123456789abcdef0123456789abcdef"))}))
 	t.Cleanup(srv.Close)

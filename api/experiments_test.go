@@ -15,6 +15,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
@@ -22,7 +23,7 @@ import (
 // newExperimentServer is the API with experiments over a new SQLite store,
 // with the feature "checkout" (control and treatment) and the metric
 // "purchase".
-func newExperimentServer(t *testing.T, opts api.Options) (*testServer, *rollout.Experiments) {
+func newExperimentServer(t *testing.T, opts api.Options) (*testServer, *experiment.Experiments) {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
@@ -33,7 +34,7 @@ func newExperimentServer(t *testing.T, opts api.Options) (*testServer, *rollout.
 	if err != nil {
 		t.Fatal(err)
 	}
-	exps := rollout.NewEnvironmentExperiments(func(env string) rollout.ExperimentStore { return db.In(env) })
+	exps := experiment.NewEnvironmentExperiments(func(env string) experiment.ExperimentStore { return db.In(env) })
 	exp := exps.Of(svc)
 	if err := exp.Refresh(ctx); err != nil {
 		t.Fatal(err)
@@ -135,7 +136,7 @@ func TestTrackAbuse(t *testing.T) {
 		}
 		return map[string]any{"batch": "abuse-batch-1", "events": []any{e}}
 	}
-	many := make([]any, rollout.MaxTrackBatch+1)
+	many := make([]any, experiment.MaxTrackBatch+1)
 	for i := range many {
 		many[i] = map[string]any{"metric": "purchase", "user": fmt.Sprintf("forged-%d", i)}
 	}
@@ -150,7 +151,7 @@ func TestTrackAbuse(t *testing.T) {
 		{"huge value", ev(map[string]any{"value": 1e300}), http.StatusUnprocessableEntity},
 		{"NaN", `{"batch":"abuse-batch-1","events":[{"metric":"purchase","user":"victim","value":NaN}]}`, http.StatusBadRequest},
 		{"empty user", ev(map[string]any{"user": ""}), http.StatusUnprocessableEntity},
-		{"long user", ev(map[string]any{"user": strings.Repeat("u", rollout.MaxTrackUser+1)}), http.StatusUnprocessableEntity},
+		{"long user", ev(map[string]any{"user": strings.Repeat("u", experiment.MaxTrackUser+1)}), http.StatusUnprocessableEntity},
 		{"bad batch ID", map[string]any{"batch": "x", "events": []any{map[string]any{"metric": "purchase", "user": "victim"}}}, http.StatusUnprocessableEntity},
 		{"too many events", map[string]any{"batch": "abuse-batch-2", "events": many}, http.StatusUnprocessableEntity},
 		{"body too large", map[string]any{"batch": "abuse-batch-3", "events": []any{map[string]any{"metric": "purchase", "user": strings.Repeat("u", api.MaxTrackBodyBytes)}}}, http.StatusRequestEntityTooLarge},
@@ -201,17 +202,17 @@ func TestExperimentResultsMillionUsers(t *testing.T) {
 	ctx := context.Background()
 	const users = 1_000_000
 	at := time.Now().UTC() // after the start: earlier exposures and events do not count
-	xs := make([]rollout.FirstExposure, 0, 1_000)
-	var events []rollout.TrackedEvent
+	xs := make([]experiment.FirstExposure, 0, 1_000)
+	var events []experiment.TrackedEvent
 	for i := range users {
 		b := "control"
 		if i%2 == 1 {
 			b = "treatment"
 		}
-		h := rollout.UserHash(fmt.Sprintf("user-%d", i))
-		xs = append(xs, rollout.FirstExposure{Experiment: id, UserHash: h, Bucket: b, Version: 1, At: at})
+		h := experiment.UserHash(fmt.Sprintf("user-%d", i))
+		xs = append(xs, experiment.FirstExposure{Experiment: id, UserHash: h, Bucket: b, Version: 1, At: at})
 		if i%10 == 0 {
-			events = append(events, rollout.TrackedEvent{Metric: "purchase", UserHash: h, Value: 1, At: at})
+			events = append(events, experiment.TrackedEvent{Metric: "purchase", UserHash: h, Value: 1, At: at})
 		}
 		if len(xs) == cap(xs) {
 			if err := s.db.AddFirstExposures(ctx, xs); err != nil {
@@ -220,8 +221,8 @@ func TestExperimentResultsMillionUsers(t *testing.T) {
 			xs = xs[:0]
 		}
 	}
-	for i := 0; i < len(events); i += rollout.MaxTrackBatch {
-		if _, err := s.db.AddTrackBatch(ctx, fmt.Sprintf("million-%06d", i), time.Now(), events[i:min(i+rollout.MaxTrackBatch, len(events))]); err != nil {
+	for i := 0; i < len(events); i += experiment.MaxTrackBatch {
+		if _, err := s.db.AddTrackBatch(ctx, fmt.Sprintf("million-%06d", i), time.Now(), events[i:min(i+experiment.MaxTrackBatch, len(events))]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -232,7 +233,7 @@ func TestExperimentResultsMillionUsers(t *testing.T) {
 	r := s.must(http.StatusOK, "GET", "/api/features/checkout/experiments/"+id+"/results", nil)
 	took := time.Since(start)
 	runtime.ReadMemStats(&after)
-	var res rollout.ExperimentResults
+	var res experiment.ExperimentResults
 	if err := json.Unmarshal(r.body, &res); err != nil {
 		t.Fatal(err)
 	}

@@ -57,6 +57,7 @@ import (
 	"github.com/rollout/rollout/api/evaluation"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/webhook"
 
@@ -119,7 +120,7 @@ type Options struct {
 	// Experiments are those of each environment, which serve the routes
 	// of metrics, tracked events and experiments (experiments.go) and
 	// record the users of each environment's evaluations; nil: none.
-	Experiments *rollout.EnvironmentExperiments
+	Experiments *experiment.EnvironmentExperiments
 
 	// Routes are served beside the API's own, with the same access
 	// control, metrics and logs: the dashboard's (web.Routes).
@@ -135,8 +136,8 @@ type Server struct {
 	metrics *Metrics
 	ready   func(context.Context) error
 	closing <-chan struct{}
-	eval    *evaluation.Server              // the routes apps call on their hot path
-	exps    *rollout.EnvironmentExperiments // nil: no experiments' routes
+	eval    *evaluation.Server                 // the routes apps call on their hot path
+	exps    *experiment.EnvironmentExperiments // nil: no experiments' routes
 	streams *streams
 
 	events  changeEvents

@@ -99,17 +99,8 @@
 // evaluations as sketches (package rollout/feature/hll), merged per
 // version, bucket and hour: the report's users and users a day.
 //
-// Experiments (experiment.go, experimentresults.go,
-// experimenthistory.go). Experiments record
-// the first exposure of each user a feature serves while an experiment
-// runs on it (through its snapshots' served hook and in-app clients'
-// batches), take the events apps track, and compare buckets by an
-// always-valid test (package rollout/stats); ExperimentStore keeps them.
-// Each running experiment keeps one snapshot of its results a day, the
-// history of each lift, and an hourly job (Daily) deletes tracked events
-// older than the retention.
-// There is one Experiments per environment's Service
-// (EnvironmentExperiments), as experiments are a feature row's.
+// Experiments are package rollout/experiment's: they read a Service's
+// features and its snapshots' served hook, and write nothing through it.
 //
 // The change feed (feed.go). Several instances may share one database:
 // every committed change writes a Commit to the store's feed, and

@@ -11,8 +11,3 @@ func NewReport(before, after feature.Feature) feature.Report {
 	}
 	return feature.Compile(after, nil).ReportFrom(cb)
 }
-
-// SetMaxPending sets how many first exposures wait for a flush before
-// more are dropped (maxPendingExposures, 131,072, is slow to fill in a
-// test).
-func (e *Experiments) SetMaxPending(n int) { e.maxPending = n }

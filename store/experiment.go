@@ -14,6 +14,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -33,14 +34,14 @@ func (tx *tx) appendAuditIf(ev audit.Event) error {
 
 func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 
-// CreateMetric stores a new metric, and ev (see rollout.ExperimentStore).
-func (db *DB) CreateMetric(ctx context.Context, m rollout.Metric, ev audit.Event) error {
+// CreateMetric stores a new metric, and ev (see experiment.ExperimentStore).
+func (db *DB) CreateMetric(ctx context.Context, m experiment.Metric, ev audit.Event) error {
 	return db.writeTx(ctx, fmt.Sprintf("create metric %q", m.Key), func(tx *tx) error {
 		var n int
 		if err := tx.queryRow(`SELECT COUNT(*) FROM metrics`).Scan(&n); err != nil {
 			return err
 		}
-		if n >= rollout.MaxMetrics {
+		if n >= experiment.MaxMetrics {
 			return feature.Errorf(feature.EInvalid, "there are %d metrics already, the most a server keeps: delete one first", n)
 		}
 		_, err := tx.exec(`INSERT INTO metrics (key, kind, description, higher_is_better, created_at, created_by) VALUES (?, ?, ?, ?, ?, ?)`,
@@ -57,18 +58,18 @@ func (db *DB) CreateMetric(ctx context.Context, m rollout.Metric, ev audit.Event
 
 const metricColumns = `key, kind, description, higher_is_better, created_at, created_by`
 
-func scanMetric(rows *sql.Rows) (rollout.Metric, error) {
-	var m rollout.Metric
+func scanMetric(rows *sql.Rows) (experiment.Metric, error) {
+	var m experiment.Metric
 	var kind string
 	var at int64
 	err := rows.Scan(&m.Key, &kind, &m.Description, &m.HigherIsBetter, &at, &m.CreatedBy)
-	m.Kind, m.CreatedAt = rollout.MetricKind(kind), fromMillis(at)
+	m.Kind, m.CreatedAt = experiment.MetricKind(kind), fromMillis(at)
 	return m, err
 }
 
 // Metrics returns every metric by key.
-func (db *DB) Metrics(ctx context.Context) ([]rollout.Metric, error) {
-	var out []rollout.Metric
+func (db *DB) Metrics(ctx context.Context) ([]experiment.Metric, error) {
+	var out []experiment.Metric
 	err := db.read(ctx, "list metrics", func(tx *tx) error {
 		rows, err := tx.query(`SELECT ` + metricColumns + ` FROM metrics ORDER BY key{C}`)
 		out, err = collect(rows, err, scanMetric)
@@ -78,8 +79,8 @@ func (db *DB) Metrics(ctx context.Context) ([]rollout.Metric, error) {
 }
 
 // Metric returns one metric.
-func (db *DB) Metric(ctx context.Context, key string) (rollout.Metric, error) {
-	var m rollout.Metric
+func (db *DB) Metric(ctx context.Context, key string) (experiment.Metric, error) {
+	var m experiment.Metric
 	err := db.read(ctx, fmt.Sprintf("metric %q", key), func(tx *tx) error {
 		rows, err := tx.query(`SELECT `+metricColumns+` FROM metrics WHERE key = ?`, key)
 		m, err = first(rows, err, scanMetric, feature.Errorf(feature.ENotFound, "no metric %q", key))
@@ -126,7 +127,7 @@ func (db *DB) DeleteMetric(ctx context.Context, key string, ev audit.Event) erro
 // AddTrackBatch stores events, in the DB's environment, once per batch
 // ID; IDs received rollout.ExposureBatchMemory before at are removed.
 // Events of metrics deleted meanwhile are dropped.
-func (db *DB) AddTrackBatch(ctx context.Context, batch string, at time.Time, events []rollout.TrackedEvent) (bool, error) {
+func (db *DB) AddTrackBatch(ctx context.Context, batch string, at time.Time, events []experiment.TrackedEvent) (bool, error) {
 	var added bool
 	err := db.writeTx(ctx, fmt.Sprintf("add track batch %q", batch), func(tx *tx) error {
 		added = false
@@ -159,7 +160,7 @@ func (db *DB) AddTrackBatch(ctx context.Context, batch string, at time.Time, eve
 }
 
 // StartExperiment stores a running experiment.
-func (db *DB) StartExperiment(ctx context.Context, x rollout.Experiment, ev audit.Event) error {
+func (db *DB) StartExperiment(ctx context.Context, x experiment.Experiment, ev audit.Event) error {
 	metrics, err := json.Marshal(x.Metrics)
 	if err != nil {
 		return err
@@ -187,8 +188,8 @@ func (db *DB) StartExperiment(ctx context.Context, x rollout.Experiment, ev audi
 
 const experimentColumns = `x.id, f.key, x.feature_id, x.name, x.control, x.metrics, x.hypothesis, x.version, x.shares, x.started_at, x.started_by, x.stopped_at, x.stopped_by, x.dropped_exposures`
 
-func scanExperiment(rows *sql.Rows) (rollout.Experiment, error) {
-	var x rollout.Experiment
+func scanExperiment(rows *sql.Rows) (experiment.Experiment, error) {
+	var x experiment.Experiment
 	var metrics, shares string
 	var started int64
 	var stopped sql.NullInt64
@@ -210,8 +211,8 @@ func scanExperiment(rows *sql.Rows) (rollout.Experiment, error) {
 }
 
 // StopExperiment stops a running experiment.
-func (db *DB) StopExperiment(ctx context.Context, featureID, id string, at time.Time, actor string, ev audit.Event) (rollout.Experiment, error) {
-	var x rollout.Experiment
+func (db *DB) StopExperiment(ctx context.Context, featureID, id string, at time.Time, actor string, ev audit.Event) (experiment.Experiment, error) {
+	var x experiment.Experiment
 	err := db.writeTx(ctx, fmt.Sprintf("stop experiment %s", id), func(tx *tx) error {
 		n, err := tx.affected(`UPDATE experiments SET stopped_at = ?, stopped_by = ? WHERE id = ? AND feature_id = ? AND stopped_at IS NULL`,
 			millis(at), actor, id, featureID)
@@ -230,14 +231,14 @@ func (db *DB) StopExperiment(ctx context.Context, featureID, id string, at time.
 	return x, err
 }
 
-func (tx *tx) experiment(featureID, id string) (rollout.Experiment, error) {
+func (tx *tx) experiment(featureID, id string) (experiment.Experiment, error) {
 	rows, err := tx.query(`SELECT `+experimentColumns+` FROM experiments x JOIN features f ON f.id = x.feature_id WHERE x.id = ? AND x.feature_id = ?`, id, featureID)
 	return first(rows, err, scanExperiment, feature.Errorf(feature.ENotFound, "no experiment %q on this feature", feature.Abbreviate(id)))
 }
 
 // Experiments returns the experiments of a feature row, newest first.
-func (db *DB) Experiments(ctx context.Context, featureID string) ([]rollout.Experiment, error) {
-	var out []rollout.Experiment
+func (db *DB) Experiments(ctx context.Context, featureID string) ([]experiment.Experiment, error) {
+	var out []experiment.Experiment
 	err := db.read(ctx, "list experiments", func(tx *tx) error {
 		rows, err := tx.query(`SELECT `+experimentColumns+` FROM experiments x JOIN features f ON f.id = x.feature_id
 			WHERE x.feature_id = ? ORDER BY x.started_at DESC, x.id`, featureID)
@@ -248,8 +249,8 @@ func (db *DB) Experiments(ctx context.Context, featureID string) ([]rollout.Expe
 }
 
 // Experiment returns one experiment of a feature row.
-func (db *DB) Experiment(ctx context.Context, featureID, id string) (rollout.Experiment, error) {
-	var x rollout.Experiment
+func (db *DB) Experiment(ctx context.Context, featureID, id string) (experiment.Experiment, error) {
+	var x experiment.Experiment
 	err := db.read(ctx, fmt.Sprintf("experiment %s", id), func(tx *tx) error {
 		var err error
 		x, err = tx.experiment(featureID, id)
@@ -260,8 +261,8 @@ func (db *DB) Experiment(ctx context.Context, featureID, id string) (rollout.Exp
 
 // RunningExperiments returns the running experiments of the DB's
 // environment's features.
-func (db *DB) RunningExperiments(ctx context.Context) ([]rollout.Experiment, error) {
-	var out []rollout.Experiment
+func (db *DB) RunningExperiments(ctx context.Context) ([]experiment.Experiment, error) {
+	var out []experiment.Experiment
 	err := db.read(ctx, "running experiments", func(tx *tx) error {
 		rows, err := tx.query(`SELECT `+experimentColumns+` FROM experiments x JOIN features f ON f.id = x.feature_id
 			WHERE x.stopped_at IS NULL AND f.environment = ? ORDER BY x.id`, tx.env())
@@ -275,19 +276,19 @@ func (db *DB) RunningExperiments(ctx context.Context) ([]rollout.Experiment, err
 // experiment and user (so that concurrent writers cannot deadlock): a
 // user recorded already keeps the first, and is marked multiple when the
 // bucket differs.
-func (db *DB) AddFirstExposures(ctx context.Context, xs []rollout.FirstExposure) error {
+func (db *DB) AddFirstExposures(ctx context.Context, xs []experiment.FirstExposure) error {
 	if len(xs) == 0 {
 		return nil
 	}
 	xs = slices.Clone(xs)
-	slices.SortStableFunc(xs, func(a, b rollout.FirstExposure) int {
+	slices.SortStableFunc(xs, func(a, b experiment.FirstExposure) int {
 		return cmp.Or(strings.Compare(a.Experiment, b.Experiment), cmp.Compare(a.UserHash, b.UserHash))
 	})
 	return db.writeTx(ctx, "add first exposures", func(tx *tx) error {
 		for part := range slices.Chunk(xs, chunk) {
 			// One statement must not touch a row twice: the second
 			// exposure of a user in part goes in a statement of its own.
-			var rest []rollout.FirstExposure
+			var rest []experiment.FirstExposure
 			args := make([]any, 0, 5*len(part))
 			rows := 0
 			for i, x := range part {
@@ -374,8 +375,8 @@ func (db *DB) resultsTx(ctx context.Context, op string, fn func(*tx) error) erro
 // started, each joined to its user by the primary key, and counts the
 // users per bucket apart: its work grows with the events, and with the
 // users only for that count.
-func (db *DB) ExperimentTotals(ctx context.Context, id, metric string, until time.Time) ([]rollout.BucketTotals, error) {
-	var out []rollout.BucketTotals
+func (db *DB) ExperimentTotals(ctx context.Context, id, metric string, until time.Time) ([]experiment.BucketTotals, error) {
+	var out []experiment.BucketTotals
 	err := db.resultsTx(ctx, fmt.Sprintf("totals of experiment %s", id), func(tx *tx) error {
 		var (
 			started int64
@@ -390,8 +391,8 @@ func (db *DB) ExperimentTotals(ctx context.Context, id, metric string, until tim
 		}
 		rows, err := tx.query(`SELECT bucket, COUNT(*) FROM experiment_users
 			WHERE experiment_id = ? AND NOT multiple GROUP BY bucket ORDER BY bucket{C}`, id)
-		out, err = collect(rows, err, func(rows *sql.Rows) (rollout.BucketTotals, error) {
-			var t rollout.BucketTotals
+		out, err = collect(rows, err, func(rows *sql.Rows) (experiment.BucketTotals, error) {
+			var t experiment.BucketTotals
 			return t, rows.Scan(&t.Bucket, &t.Users)
 		})
 		if err != nil {
@@ -408,8 +409,8 @@ func (db *DB) ExperimentTotals(ctx context.Context, id, metric string, until tim
 			) t
 			JOIN experiment_users x ON x.experiment_id = ? AND x.user_hash = t.user_hash
 			GROUP BY x.bucket`, id, env, metric, started, millis(until), id)
-		sums, err := collect(rows, err, func(rows *sql.Rows) (rollout.BucketTotals, error) {
-			var t rollout.BucketTotals
+		sums, err := collect(rows, err, func(rows *sql.Rows) (experiment.BucketTotals, error) {
+			var t experiment.BucketTotals
 			return t, rows.Scan(&t.Bucket, &t.Converts, &t.Sum, &t.SumSq)
 		})
 		if err != nil {
@@ -468,12 +469,12 @@ func (db *DB) SaveResultsSnapshot(ctx context.Context, id string, at time.Time, 
 
 // ResultsSnapshots returns the last limit snapshots of an experiment,
 // oldest first.
-func (db *DB) ResultsSnapshots(ctx context.Context, id string, limit int) ([]rollout.ResultsSnapshot, error) {
-	var out []rollout.ResultsSnapshot
+func (db *DB) ResultsSnapshots(ctx context.Context, id string, limit int) ([]experiment.ResultsSnapshot, error) {
+	var out []experiment.ResultsSnapshot
 	err := db.read(ctx, fmt.Sprintf("snapshots of experiment %s", id), func(tx *tx) error {
 		rows, err := tx.query(`SELECT results FROM experiment_snapshots WHERE experiment_id = ? ORDER BY day DESC LIMIT ?`, id, limit)
-		out, err = collect(rows, err, func(rows *sql.Rows) (rollout.ResultsSnapshot, error) {
-			var s rollout.ResultsSnapshot
+		out, err = collect(rows, err, func(rows *sql.Rows) (experiment.ResultsSnapshot, error) {
+			var s experiment.ResultsSnapshot
 			var data string
 			if err := rows.Scan(&data); err != nil {
 				return s, err

@@ -15,6 +15,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/ramp"
 	"github.com/rollout/rollout/store/sqlite"
@@ -107,7 +108,7 @@ func fullApp(t *testing.T) (a *app, admin string) {
 	}
 	access := api.NewAuth(tokens, nil)
 	hooks := webhook.NewHooks(db, nil)
-	exps := rollout.NewEnvironmentExperiments(func(env string) rollout.ExperimentStore { return db.In(env) })
+	exps := experiment.NewEnvironmentExperiments(func(env string) experiment.ExperimentStore { return db.In(env) })
 	if err := exps.Of(prod).Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}

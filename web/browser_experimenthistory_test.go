@@ -13,6 +13,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
@@ -37,7 +38,7 @@ func TestBrowserExperimentHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exps := rollout.NewEnvironmentExperiments(func(env string) rollout.ExperimentStore { return db.In(env) })
+	exps := experiment.NewEnvironmentExperiments(func(env string) experiment.ExperimentStore { return db.In(env) })
 	exp := exps.Of(svc)
 	if err := exp.Refresh(ctx); err != nil {
 		t.Fatal(err)
@@ -48,16 +49,16 @@ func TestBrowserExperimentHistory(t *testing.T) {
 		Buckets: []feature.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 100}}}, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := exp.CreateMetric(ctx, rollout.Metric{Key: "purchase", Kind: rollout.MetricConversion, HigherIsBetter: true}, "ada"); err != nil {
+	if _, err := exp.CreateMetric(ctx, experiment.Metric{Key: "purchase", Kind: experiment.MetricConversion, HigherIsBetter: true}, "ada"); err != nil {
 		t.Fatal(err)
 	}
-	x, err := exp.Start(ctx, "dark-mode", rollout.ExperimentRequest{Name: "dark sells", Control: "off", Metrics: []string{"purchase"}}, "ada")
+	x, err := exp.Start(ctx, "dark-mode", experiment.ExperimentRequest{Name: "dark sells", Control: "off", Metrics: []string{"purchase"}}, "ada")
 	if err != nil {
 		t.Fatal(err)
 	}
 	user := 0
 	for day := range 4 {
-		var events []rollout.TrackedEvent
+		var events []experiment.TrackedEvent
 		for range 1000 {
 			id := fmt.Sprint("user-", user)
 			ev, err := svc.Evaluate("dark-mode", id)
@@ -69,7 +70,7 @@ func TestBrowserExperimentHistory(t *testing.T) {
 				rate = 20
 			}
 			if user%100 < rate {
-				events = append(events, rollout.TrackedEvent{Metric: "purchase", User: id})
+				events = append(events, experiment.TrackedEvent{Metric: "purchase", User: id})
 			}
 			user++
 		}

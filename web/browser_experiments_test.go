@@ -11,6 +11,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
@@ -33,7 +34,7 @@ func TestBrowserExperiment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exps := rollout.NewEnvironmentExperiments(func(env string) rollout.ExperimentStore { return db.In(env) })
+	exps := experiment.NewEnvironmentExperiments(func(env string) experiment.ExperimentStore { return db.In(env) })
 	exp := exps.Of(svc)
 	if err := exp.Refresh(ctx); err != nil {
 		t.Fatal(err)
@@ -44,7 +45,7 @@ func TestBrowserExperiment(t *testing.T) {
 		Buckets: []feature.Bucket{{Name: "off", Replicas: 100}, {Name: "on", Replicas: 100}}}, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := exp.CreateMetric(ctx, rollout.Metric{Key: "purchase", Kind: rollout.MetricConversion, HigherIsBetter: true}, "ada"); err != nil {
+	if _, err := exp.CreateMetric(ctx, experiment.Metric{Key: "purchase", Kind: experiment.MetricConversion, HigherIsBetter: true}, "ada"); err != nil {
 		t.Fatal(err)
 	}
 	b := startBrowserOn(t, a)
@@ -63,7 +64,7 @@ func TestBrowserExperiment(t *testing.T) {
 		t.Error("the page offers a second experiment while one runs")
 	}
 
-	var events []rollout.TrackedEvent
+	var events []experiment.TrackedEvent
 	batch := 0
 	for i := range 4000 {
 		user := fmt.Sprintf("user-%d", i)
@@ -76,9 +77,9 @@ func TestBrowserExperiment(t *testing.T) {
 			rate = 20
 		}
 		if i%100 < rate {
-			events = append(events, rollout.TrackedEvent{Metric: "purchase", User: user})
+			events = append(events, experiment.TrackedEvent{Metric: "purchase", User: user})
 		}
-		if len(events) == rollout.MaxTrackBatch || i == 3999 {
+		if len(events) == experiment.MaxTrackBatch || i == 3999 {
 			batch++
 			if _, err := exp.Track(ctx, fmt.Sprintf("browser-%04d", batch), events, nil); err != nil {
 				t.Fatal(err)

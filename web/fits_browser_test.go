@@ -13,6 +13,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/ramp"
 	"github.com/rollout/rollout/store/sqlite"
@@ -20,7 +21,7 @@ import (
 )
 
 // experimentsApp is newApp with experiments, as the binary serves them.
-func experimentsApp(t *testing.T) (*app, *rollout.Experiments) {
+func experimentsApp(t *testing.T) (*app, *experiment.Experiments) {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
@@ -32,7 +33,7 @@ func experimentsApp(t *testing.T) (*app, *rollout.Experiments) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exps := rollout.NewEnvironmentExperiments(func(env string) rollout.ExperimentStore { return db.In(env) })
+	exps := experiment.NewEnvironmentExperiments(func(env string) experiment.ExperimentStore { return db.In(env) })
 	exp := exps.Of(svc)
 	if err := exp.Refresh(ctx); err != nil {
 		t.Fatal(err)
@@ -45,7 +46,7 @@ func experimentsApp(t *testing.T) (*app, *rollout.Experiments) {
 // is: created 50/50 by percentages, rules, a pinned user, several changes,
 // a ramp that starts tomorrow, and an experiment with results. search-v3
 // has several changes and no ramp.
-func seedBusyFeature(t *testing.T, b *browser, exp *rollout.Experiments) {
+func seedBusyFeature(t *testing.T, b *browser, exp *experiment.Experiments) {
 	t.Helper()
 	ctx := context.Background()
 	svc := b.app.svc
@@ -82,13 +83,13 @@ func seedBusyFeature(t *testing.T, b *browser, exp *rollout.Experiments) {
 	if _, err := svc.CreateRamp(ctx, "checkout-v2", ramp.Spec{Bucket: "on", Shares: []float64{0.6, 0.75, 1}, Every: 24 * time.Hour, Start: time.Now().Add(24 * time.Hour)}, "dana"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := exp.CreateMetric(ctx, rollout.Metric{Key: "purchase", Kind: rollout.MetricConversion, HigherIsBetter: true}, "ada"); err != nil {
+	if _, err := exp.CreateMetric(ctx, experiment.Metric{Key: "purchase", Kind: experiment.MetricConversion, HigherIsBetter: true}, "ada"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := exp.Start(ctx, "checkout-v2", rollout.ExperimentRequest{Name: "one page sells", Control: "off", Metrics: []string{"purchase"}}, "ada"); err != nil {
+	if _, err := exp.Start(ctx, "checkout-v2", experiment.ExperimentRequest{Name: "one page sells", Control: "off", Metrics: []string{"purchase"}}, "ada"); err != nil {
 		t.Fatal(err)
 	}
-	var events []rollout.TrackedEvent
+	var events []experiment.TrackedEvent
 	for i := range 2000 {
 		user := fmt.Sprintf("user-%d", i)
 		ev, err := svc.Evaluate("checkout-v2", user)
@@ -96,9 +97,9 @@ func seedBusyFeature(t *testing.T, b *browser, exp *rollout.Experiments) {
 			t.Fatal(err)
 		}
 		if rate := map[bool]int{true: 20, false: 10}[ev.Bucket == "on"]; i%100 < rate {
-			events = append(events, rollout.TrackedEvent{Metric: "purchase", User: user})
+			events = append(events, experiment.TrackedEvent{Metric: "purchase", User: user})
 		}
-		if len(events) == rollout.MaxTrackBatch || i == 1999 {
+		if len(events) == experiment.MaxTrackBatch || i == 1999 {
 			if _, err := exp.Track(ctx, fmt.Sprintf("fits-%04d", i), events, nil); err != nil {
 				t.Fatal(err)
 			}

@@ -46,6 +46,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -91,12 +92,12 @@ type Options struct {
 }
 
 // Experiments record the users apps' in-app clients served
-// (*rollout.Experiments): a batch of exposures names them, and its answer
+// (*experiment.Experiments): a batch of exposures names them, and its answer
 // lists the features whose users to name.
 type Experiments interface {
 	// ExposedUsers records users and returns how many it recorded, and
 	// the IDs of the feature rows experiments run on.
-	ExposedUsers(ctx context.Context, users []rollout.ExposedUser) (int, []string, error)
+	ExposedUsers(ctx context.Context, users []experiment.ExposedUser) (int, []string, error)
 }
 
 // Server answers apps' requests from the service's snapshot. Its handlers

@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -216,8 +217,8 @@ type exposureBatchRequest struct {
 	Batch     string          `json:"batch"`
 	Exposures []exposureCount `json:"exposures"`
 	// Users are users the app served features that experiments run on
-	// (see rollout.ExposedUser): their first exposures count.
-	Users []rollout.ExposedUser `json:"users,omitempty"`
+	// (see experiment.ExposedUser): their first exposures count.
+	Users []experiment.ExposedUser `json:"users,omitempty"`
 }
 
 type exposureCount struct {
@@ -264,8 +265,8 @@ func (s *Server) AddExposures(c echo.Context) error {
 	if len(req.Exposures) > feature.MaxExposureBatch { // before copying them
 		return feature.Errorf(feature.EInvalid, "a batch holds at most %d counts, got %d: split it", feature.MaxExposureBatch, len(req.Exposures))
 	}
-	if len(req.Users) > rollout.MaxExposedUsers {
-		return feature.Errorf(feature.EInvalid, "a batch names at most %d users, got %d: split it", rollout.MaxExposedUsers, len(req.Users))
+	if len(req.Users) > experiment.MaxExposedUsers {
+		return feature.Errorf(feature.EInvalid, "a batch names at most %d users, got %d: split it", experiment.MaxExposedUsers, len(req.Users))
 	}
 	counts := make([]feature.Exposure, len(req.Exposures))
 	for i, e := range req.Exposures {

@@ -25,6 +25,7 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/postgres"
@@ -248,22 +249,22 @@ func fillTargeting(t *testing.T, svc *rollout.Service, db *store.DB) {
 	}
 	// An experiment with its metric, an exposed user (one a multiple
 	// exposure) and a batch of events.
-	if err := db.CreateMetric(ctx, rollout.Metric{Key: "purchase", Kind: rollout.MetricMean, Description: "sales", HigherIsBetter: true, CreatedAt: now, CreatedBy: "ada"}, audit.Event{}); err != nil {
+	if err := db.CreateMetric(ctx, experiment.Metric{Key: "purchase", Kind: experiment.MetricMean, Description: "sales", HigherIsBetter: true, CreatedAt: now, CreatedBy: "ada"}, audit.Event{}); err != nil {
 		t.Fatal(err)
 	}
-	x := rollout.Experiment{ID: "exp-1", Feature: "gated", FeatureID: f.ID, Name: "green", Control: "on", Metrics: []string{"purchase"},
+	x := experiment.Experiment{ID: "exp-1", Feature: "gated", FeatureID: f.ID, Name: "green", Control: "on", Metrics: []string{"purchase"},
 		Version: f.Version, Shares: map[string]float64{"on": 1}, StartedAt: now, StartedBy: "ada"}
 	if err := db.StartExperiment(ctx, x, audit.Event{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.AddFirstExposures(ctx, []rollout.FirstExposure{
-		{Experiment: "exp-1", UserHash: rollout.UserHash("u1"), Bucket: "on", Version: f.Version, At: now},
-		{Experiment: "exp-1", UserHash: rollout.UserHash("u2"), Bucket: "on", Version: f.Version, At: now},
-		{Experiment: "exp-1", UserHash: rollout.UserHash("u2"), Bucket: "off", Version: f.Version, At: now},
+	if err := db.AddFirstExposures(ctx, []experiment.FirstExposure{
+		{Experiment: "exp-1", UserHash: experiment.UserHash("u1"), Bucket: "on", Version: f.Version, At: now},
+		{Experiment: "exp-1", UserHash: experiment.UserHash("u2"), Bucket: "on", Version: f.Version, At: now},
+		{Experiment: "exp-1", UserHash: experiment.UserHash("u2"), Bucket: "off", Version: f.Version, At: now},
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.AddTrackBatch(ctx, "track-batch-1", now, []rollout.TrackedEvent{{Metric: "purchase", UserHash: rollout.UserHash("u1"), Value: 12.5, At: now}}); err != nil {
+	if _, err := db.AddTrackBatch(ctx, "track-batch-1", now, []experiment.TrackedEvent{{Metric: "purchase", UserHash: experiment.UserHash("u1"), Value: 12.5, At: now}}); err != nil {
 		t.Fatal(err)
 	}
 	// The experiment's history and its dropped first exposures.

@@ -12,18 +12,19 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
-// The contract of rollout.ExperimentStore: metrics, tracked events,
+// The contract of experiment.ExperimentStore: metrics, tracked events,
 // experiments and their first exposures.
 
-func newMetric(key string, kind rollout.MetricKind) rollout.Metric {
-	return rollout.Metric{Key: key, Kind: kind, Description: "what <users> do", HigherIsBetter: true, CreatedAt: t0.Truncate(time.Millisecond), CreatedBy: "ada"}
+func newMetric(key string, kind experiment.MetricKind) experiment.Metric {
+	return experiment.Metric{Key: key, Kind: kind, Description: "what <users> do", HigherIsBetter: true, CreatedAt: t0.Truncate(time.Millisecond), CreatedBy: "ada"}
 }
 
-func newExperiment(f feature.Feature, id string, metrics ...string) rollout.Experiment {
-	return rollout.Experiment{ID: id, Feature: f.Key, FeatureID: f.ID, Name: "checkout " + id, Control: "control",
+func newExperiment(f feature.Feature, id string, metrics ...string) experiment.Experiment {
+	return experiment.Experiment{ID: id, Feature: f.Key, FeatureID: f.ID, Name: "checkout " + id, Control: "control",
 		Metrics: metrics, Hypothesis: "treatment sells more", Version: f.Version,
 		Shares: map[string]float64{"control": 0.5, "treatment": 0.5}, Status: "running",
 		StartedAt: t0.Truncate(time.Millisecond), StartedBy: "ada"}
@@ -32,9 +33,9 @@ func newExperiment(f feature.Feature, id string, metrics ...string) rollout.Expe
 func testMetrics(t *testing.T, o Opened) {
 	ctx := context.Background()
 	s := o.Store
-	buy, rev := newMetric("purchase", rollout.MetricConversion), newMetric("revenue", rollout.MetricMean)
+	buy, rev := newMetric("purchase", experiment.MetricConversion), newMetric("revenue", experiment.MetricMean)
 	rev.HigherIsBetter = false
-	for _, m := range []rollout.Metric{rev, buy} {
+	for _, m := range []experiment.Metric{rev, buy} {
 		if err := s.CreateMetric(ctx, m, audit.Event{}); err != nil {
 			t.Fatalf("CreateMetric(%q) = %v", m.Key, err)
 		}
@@ -46,7 +47,7 @@ func testMetrics(t *testing.T, o Opened) {
 	if err != nil {
 		t.Fatalf("Metrics() = %v", err)
 	}
-	if diff := cmp.Diff([]rollout.Metric{buy, rev}, got); diff != "" {
+	if diff := cmp.Diff([]experiment.Metric{buy, rev}, got); diff != "" {
 		t.Errorf("Metrics() mismatch (-want +got):\n%s", diff)
 	}
 	if m, err := o.Open(t).Metric(ctx, "revenue"); err != nil || !cmp.Equal(m, rev) {
@@ -69,7 +70,7 @@ func testMetrics(t *testing.T, o Opened) {
 func testExperimentLifecycle(t *testing.T, o Opened) {
 	ctx := context.Background()
 	s := o.Store
-	if err := s.CreateMetric(ctx, newMetric("purchase", rollout.MetricConversion), audit.Event{}); err != nil {
+	if err := s.CreateMetric(ctx, newMetric("purchase", experiment.MetricConversion), audit.Event{}); err != nil {
 		t.Fatal(err)
 	}
 	f, g := newFeature("f"), newFeature("g")
@@ -131,7 +132,7 @@ func testExperimentLifecycle(t *testing.T, o Opened) {
 func testExperimentUsers(t *testing.T, o Opened) {
 	ctx := context.Background()
 	s := o.Store
-	for _, m := range []rollout.Metric{newMetric("purchase", rollout.MetricConversion), newMetric("revenue", rollout.MetricMean)} {
+	for _, m := range []experiment.Metric{newMetric("purchase", experiment.MetricConversion), newMetric("revenue", experiment.MetricMean)} {
 		if err := s.CreateMetric(ctx, m, audit.Event{}); err != nil {
 			t.Fatal(err)
 		}
@@ -142,7 +143,7 @@ func testExperimentUsers(t *testing.T, o Opened) {
 		t.Fatal(err)
 	}
 	at := func(min int) time.Time { return t0.Add(time.Duration(min) * time.Minute) }
-	first := []rollout.FirstExposure{
+	first := []experiment.FirstExposure{
 		{Experiment: "x1", UserHash: 1, Bucket: "control", Version: 1, At: at(0)},
 		{Experiment: "x1", UserHash: 2, Bucket: "control", Version: 1, At: at(0)},
 		{Experiment: "x1", UserHash: 3, Bucket: "treatment", Version: 1, At: at(0)},
@@ -165,7 +166,7 @@ func testExperimentUsers(t *testing.T, o Opened) {
 	}
 	// User 2 is served treatment later: a multiple exposure; user 1 is
 	// seen again in its bucket, and stays.
-	if err := s.AddFirstExposures(ctx, []rollout.FirstExposure{
+	if err := s.AddFirstExposures(ctx, []experiment.FirstExposure{
 		{Experiment: "x1", UserHash: 2, Bucket: "treatment", Version: 2, At: at(20)},
 		{Experiment: "x1", UserHash: 1, Bucket: "control", Version: 2, At: at(20)},
 	}); err != nil {
@@ -179,7 +180,7 @@ func testExperimentUsers(t *testing.T, o Opened) {
 		t.Errorf("ExperimentUsers(x1) = %v, %d multiple; want %v, 1", users, multiple, want)
 	}
 
-	events := []rollout.TrackedEvent{
+	events := []experiment.TrackedEvent{
 		{Metric: "purchase", UserHash: 1, Value: 1, At: at(5)},
 		{Metric: "purchase", UserHash: 3, Value: 1, At: at(5)},
 		{Metric: "purchase", UserHash: 3, Value: 1, At: at(6)},  // counted once
@@ -200,7 +201,7 @@ func testExperimentUsers(t *testing.T, o Opened) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []rollout.BucketTotals{
+	want := []experiment.BucketTotals{
 		{Bucket: "control", Users: 1, Converts: 1, Sum: 1, SumSq: 1},
 		{Bucket: "treatment", Users: 3, Converts: 1, Sum: 2, SumSq: 4},
 	}
@@ -211,7 +212,7 @@ func testExperimentUsers(t *testing.T, o Opened) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = []rollout.BucketTotals{
+	want = []experiment.BucketTotals{
 		{Bucket: "control", Users: 1},
 		{Bucket: "treatment", Users: 3, Converts: 2, Sum: 12.5 + 3, SumSq: 12.5*12.5 + 9},
 	}
@@ -223,7 +224,7 @@ func testExperimentUsers(t *testing.T, o Opened) {
 func testTrackBatches(t *testing.T, o Opened) {
 	ctx := context.Background()
 	s := o.Store
-	if err := s.CreateMetric(ctx, newMetric("purchase", rollout.MetricConversion), audit.Event{}); err != nil {
+	if err := s.CreateMetric(ctx, newMetric("purchase", experiment.MetricConversion), audit.Event{}); err != nil {
 		t.Fatal(err)
 	}
 	f := newFeature("f")
@@ -231,10 +232,10 @@ func testTrackBatches(t *testing.T, o Opened) {
 	if err := s.StartExperiment(ctx, newExperiment(f, "x1", "purchase"), audit.Event{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddFirstExposures(ctx, []rollout.FirstExposure{{Experiment: "x1", UserHash: 7, Bucket: "control", Version: 1, At: t0}}); err != nil {
+	if err := s.AddFirstExposures(ctx, []experiment.FirstExposure{{Experiment: "x1", UserHash: 7, Bucket: "control", Version: 1, At: t0}}); err != nil {
 		t.Fatal(err)
 	}
-	ev := []rollout.TrackedEvent{{Metric: "purchase", UserHash: 7, Value: 3, At: t0.Add(time.Minute)}}
+	ev := []experiment.TrackedEvent{{Metric: "purchase", UserHash: 7, Value: 3, At: t0.Add(time.Minute)}}
 	converted := func() float64 {
 		t.Helper()
 		tot, err := s.ExperimentTotals(ctx, "x1", "purchase", t0.Add(48*time.Hour))
@@ -283,7 +284,7 @@ func testExperimentUserBytes(t *testing.T, o Opened) {
 	}
 	ctx := context.Background()
 	s := o.Store
-	if err := s.CreateMetric(ctx, newMetric("purchase", rollout.MetricConversion), audit.Event{}); err != nil {
+	if err := s.CreateMetric(ctx, newMetric("purchase", experiment.MetricConversion), audit.Event{}); err != nil {
 		t.Fatal(err)
 	}
 	f := newFeature("f")
@@ -294,13 +295,13 @@ func testExperimentUserBytes(t *testing.T, o Opened) {
 	}
 	before := o.TableBytes(t, "experiment_users")
 	const users = 20_000
-	xs := make([]rollout.FirstExposure, users)
+	xs := make([]experiment.FirstExposure, users)
 	for i := range xs {
 		b := "control"
 		if i%2 == 1 {
 			b = "treatment"
 		}
-		xs[i] = rollout.FirstExposure{Experiment: x.ID, UserHash: rollout.UserHash(fmt.Sprint(i)), Bucket: b, Version: 1, At: t0}
+		xs[i] = experiment.FirstExposure{Experiment: x.ID, UserHash: experiment.UserHash(fmt.Sprint(i)), Bucket: b, Version: 1, At: t0}
 	}
 	for part := range slices.Chunk(xs, 1000) {
 		if err := s.AddFirstExposures(ctx, part); err != nil {
@@ -333,7 +334,7 @@ func testExperimentEnvironments(t *testing.T, o Opened) {
 		audit.Event{Time: t0, Actor: "ada", Kind: audit.EnvironmentCreate, Subject: "staging", Summary: "created staging"}); err != nil {
 		t.Fatalf("CreateEnvironment(staging) = %v", err)
 	}
-	if err := prod.CreateMetric(ctx, newMetric("purchase", rollout.MetricConversion), audit.Event{}); err != nil {
+	if err := prod.CreateMetric(ctx, newMetric("purchase", experiment.MetricConversion), audit.Event{}); err != nil {
 		t.Fatal(err)
 	}
 	fp, fs := newFeature("f"), newFeature("f")
@@ -343,7 +344,7 @@ func testExperimentEnvironments(t *testing.T, o Opened) {
 	xp, xs := newExperiment(fp, "xp", "purchase"), newExperiment(fs, "xs", "purchase")
 	for _, st := range []struct {
 		s Store
-		x rollout.Experiment
+		x experiment.Experiment
 	}{{prod, xp}, {staging, xs}} {
 		if err := st.s.StartExperiment(ctx, st.x, audit.Event{}); err != nil {
 			t.Fatalf("StartExperiment(%s) = %v", st.x.ID, err)
@@ -364,7 +365,7 @@ func testExperimentEnvironments(t *testing.T, o Opened) {
 	at := func(min int) time.Time { return t0.Add(time.Duration(min) * time.Minute) }
 	// The same users in both: 1 and 2 in control, 3 in treatment.
 	for _, id := range []string{"xp", "xs"} {
-		if err := prod.AddFirstExposures(ctx, []rollout.FirstExposure{
+		if err := prod.AddFirstExposures(ctx, []experiment.FirstExposure{
 			{Experiment: id, UserHash: 1, Bucket: "control", Version: 1, At: at(0)},
 			{Experiment: id, UserHash: 2, Bucket: "control", Version: 1, At: at(0)},
 			{Experiment: id, UserHash: 3, Bucket: "treatment", Version: 1, At: at(0)},
@@ -373,23 +374,23 @@ func testExperimentEnvironments(t *testing.T, o Opened) {
 		}
 	}
 	// Production's apps report user 1 and 3; staging's user 2 alone.
-	if added, err := prod.AddTrackBatch(ctx, "batch-production", at(5), []rollout.TrackedEvent{
+	if added, err := prod.AddTrackBatch(ctx, "batch-production", at(5), []experiment.TrackedEvent{
 		{Metric: "purchase", UserHash: 1, Value: 1, At: at(5)},
 		{Metric: "purchase", UserHash: 3, Value: 1, At: at(5)},
 	}); err != nil || !added {
 		t.Fatalf("AddTrackBatch(production) = %v, %v", added, err)
 	}
-	if added, err := staging.AddTrackBatch(ctx, "batch-staging", at(5), []rollout.TrackedEvent{
+	if added, err := staging.AddTrackBatch(ctx, "batch-staging", at(5), []experiment.TrackedEvent{
 		{Metric: "purchase", UserHash: 2, Value: 1, At: at(5)},
 	}); err != nil || !added {
 		t.Fatalf("AddTrackBatch(staging) = %v, %v", added, err)
 	}
 	for _, c := range []struct {
 		id   string
-		want []rollout.BucketTotals
+		want []experiment.BucketTotals
 	}{
-		{"xp", []rollout.BucketTotals{{Bucket: "control", Users: 2, Converts: 1, Sum: 1, SumSq: 1}, {Bucket: "treatment", Users: 1, Converts: 1, Sum: 1, SumSq: 1}}},
-		{"xs", []rollout.BucketTotals{{Bucket: "control", Users: 2, Converts: 1, Sum: 1, SumSq: 1}, {Bucket: "treatment", Users: 1}}},
+		{"xp", []experiment.BucketTotals{{Bucket: "control", Users: 2, Converts: 1, Sum: 1, SumSq: 1}, {Bucket: "treatment", Users: 1, Converts: 1, Sum: 1, SumSq: 1}}},
+		{"xs", []experiment.BucketTotals{{Bucket: "control", Users: 2, Converts: 1, Sum: 1, SumSq: 1}, {Bucket: "treatment", Users: 1}}},
 	} {
 		// Whichever environment's store reads them.
 		for _, s := range []Store{prod, staging} {

@@ -19,6 +19,7 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/webhook"
 )
@@ -26,7 +27,7 @@ import (
 // Store is what a store under test implements.
 type Store interface {
 	rollout.Store
-	rollout.ExperimentStore
+	experiment.ExperimentStore
 	auth.Store
 	webhook.Store
 	webhook.Outbox

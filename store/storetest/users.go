@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/feature/hll"
 )
@@ -122,7 +122,7 @@ func testExposureUsers(t *testing.T, o Opened) {
 func testExperimentHistoryStore(t *testing.T, o Opened) {
 	ctx := context.Background()
 	s := o.Store
-	if err := s.CreateMetric(ctx, newMetric("purchase", rollout.MetricConversion), audit.Event{}); err != nil {
+	if err := s.CreateMetric(ctx, newMetric("purchase", experiment.MetricConversion), audit.Event{}); err != nil {
 		t.Fatal(err)
 	}
 	f := newFeature("f")
@@ -164,9 +164,9 @@ func testExperimentHistoryStore(t *testing.T, o Opened) {
 
 	other := o.In("staging")
 	for i, st := range []Store{s, s, other} {
-		events := make([]rollout.TrackedEvent, 5)
+		events := make([]experiment.TrackedEvent, 5)
 		for j := range events {
-			events[j] = rollout.TrackedEvent{Metric: "purchase", UserHash: int64(j), Value: 1, At: t0.Add(time.Duration(i*10+j) * time.Minute)}
+			events[j] = experiment.TrackedEvent{Metric: "purchase", UserHash: int64(j), Value: 1, At: t0.Add(time.Duration(i*10+j) * time.Minute)}
 		}
 		if _, err := st.AddTrackBatch(ctx, fmt.Sprintf("purge-batch-%d", i), t0, events); err != nil {
 			t.Fatal(err)
@@ -195,7 +195,7 @@ func testExperimentMillion(t *testing.T, o Opened) {
 	}
 	ctx := context.Background()
 	s := o.Store
-	if err := s.CreateMetric(ctx, newMetric("purchase", rollout.MetricConversion), audit.Event{}); err != nil {
+	if err := s.CreateMetric(ctx, newMetric("purchase", experiment.MetricConversion), audit.Event{}); err != nil {
 		t.Fatal(err)
 	}
 	f := newFeature("f")
@@ -212,13 +212,13 @@ func testExperimentMillion(t *testing.T, o Opened) {
 	}
 	start := time.Now()
 	hash := func(i int) int64 { return int64(hll.Hash(fmt.Sprint("user-", i))) }
-	xs := make([]rollout.FirstExposure, 0, part)
+	xs := make([]experiment.FirstExposure, 0, part)
 	for i := range users {
 		bucket := "control"
 		if i%2 == 1 {
 			bucket = "treatment"
 		}
-		if xs = append(xs, rollout.FirstExposure{Experiment: id, UserHash: hash(i), Bucket: bucket, Version: 1, At: t0}); len(xs) == part {
+		if xs = append(xs, experiment.FirstExposure{Experiment: id, UserHash: hash(i), Bucket: bucket, Version: 1, At: t0}); len(xs) == part {
 			if err := s.AddFirstExposures(ctx, xs); err != nil {
 				t.Fatal(err)
 			}
@@ -230,9 +230,9 @@ func testExperimentMillion(t *testing.T, o Opened) {
 		after := o.TableBytes(t, "experiment_users")
 		t.Logf("experiment_users: %d bytes for %d users: %.1f bytes a user, indexes included", after-before, users, float64(after-before)/users)
 	}
-	var events []rollout.TrackedEvent
+	var events []experiment.TrackedEvent
 	for i := 0; i < users; i += 10 {
-		if events = append(events, rollout.TrackedEvent{Metric: "purchase", UserHash: hash(i), Value: 1, At: t0.Add(time.Minute)}); len(events) == rollout.MaxTrackBatch {
+		if events = append(events, experiment.TrackedEvent{Metric: "purchase", UserHash: hash(i), Value: 1, At: t0.Add(time.Minute)}); len(events) == experiment.MaxTrackBatch {
 			if _, err := s.AddTrackBatch(ctx, fmt.Sprint("big-", i), t0, events); err != nil {
 				t.Fatal(err)
 			}

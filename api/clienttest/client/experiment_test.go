@@ -13,7 +13,7 @@ import (
 
 	"github.com/rollout/rollout/api/client"
 	"github.com/rollout/rollout/api/clienttest/internal/testserver"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -49,7 +49,7 @@ func TestExperimentSimulation(t *testing.T) {
 		Buckets: []feature.Bucket{{Name: "control", Replicas: 50}, {Name: "treatment", Replicas: 50}}})
 	post(t, s.URL+"/api/metrics", map[string]any{"key": "purchase", "kind": "conversion"}, nil)
 	var started struct {
-		Experiment rollout.Experiment `json:"experiment"`
+		Experiment experiment.Experiment `json:"experiment"`
 	}
 	post(t, s.URL+"/api/features/checkout/experiments", map[string]any{"name": "green button", "control": "control", "metrics": []string{"purchase"}}, &started)
 
@@ -98,7 +98,7 @@ func TestExperimentSimulation(t *testing.T) {
 		if rng.Float64() < rate {
 			if i%5 == 0 {
 				events = append(events, map[string]any{"metric": "purchase", "user": user})
-				if len(events) == rollout.MaxTrackBatch {
+				if len(events) == experiment.MaxTrackBatch {
 					sendEvents()
 				}
 			} else if err := c.Track("purchase", user, 1); err != nil {
@@ -121,7 +121,7 @@ func TestExperimentSimulation(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	var r rollout.ExperimentResults
+	var r experiment.ExperimentResults
 	if err := json.NewDecoder(res.Body).Decode(&r); err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/rollout/rollout/internal/storemetrics"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/postgres"
 	"github.com/rollout/rollout/store/sqlite"
@@ -78,7 +79,7 @@ type Server struct {
 	// database; 0 means DefaultFlushInterval.
 	FlushInterval time.Duration
 	// EventRetentionDays is how long tracked events are kept, in days: 0
-	// means rollout.DefaultEventRetention (90 days), a negative number
+	// means experiment.DefaultEventRetention (90 days), a negative number
 	// forever.
 	EventRetentionDays int
 	// Insecure lets the server listen beyond loopback with no token.
@@ -143,7 +144,7 @@ type Server struct {
 // Store is what the service needs of its database.
 type Store interface {
 	rollout.Store
-	rollout.ExperimentStore
+	experiment.ExperimentStore
 	auth.Store
 	webhook.Store
 	webhook.Outbox
@@ -312,7 +313,7 @@ func (s *Server) Open(ctx context.Context) error {
 	}
 	// Each environment's experiments, over the store bound to it; the
 	// running ones of those that exist read before serving.
-	experiments := rollout.NewEnvironmentExperiments(func(env string) rollout.ExperimentStore { return db.In(env) })
+	experiments := experiment.NewEnvironmentExperiments(func(env string) experiment.ExperimentStore { return db.In(env) })
 	experiments.EventRetention = time.Duration(s.EventRetentionDays) * 24 * time.Hour
 	for _, env := range envs.Services() {
 		if err := experiments.Of(env).Refresh(ctx); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/sqlite"
@@ -27,7 +28,7 @@ type Server struct {
 	DBPath string
 	Svc    *rollout.Service
 	DB     *store.DB
-	Exp    *rollout.Experiments
+	Exp    *experiment.Experiments
 
 	srv    *http.Server
 	cancel context.CancelFunc
@@ -54,7 +55,7 @@ func StartAt(t testing.TB, dbPath, addr string) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exps := rollout.NewEnvironmentExperiments(func(env string) rollout.ExperimentStore { return db.In(env) })
+	exps := experiment.NewEnvironmentExperiments(func(env string) experiment.ExperimentStore { return db.In(env) })
 	exp := exps.Of(svc)
 	if err := exp.Refresh(ctx); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package rollout
+package experiment
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rollout/rollout/ring"
+	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 )
@@ -199,7 +200,7 @@ type ExperimentStore interface {
 // Experiments runs the experiments of a Service's features.
 type Experiments struct {
 	store ExperimentStore
-	svc   *Service
+	svc   *rollout.Service
 
 	// running are the recorders of the running experiments by feature
 	// row ID; never nil once NewExperiments returns.
@@ -257,7 +258,7 @@ func newRecorder(x Experiment) *recorder {
 
 // NewExperiments returns the experiments of svc's features, kept in
 // store, with the running ones read.
-func NewExperiments(ctx context.Context, store ExperimentStore, svc *Service) (*Experiments, error) {
+func NewExperiments(ctx context.Context, store ExperimentStore, svc *rollout.Service) (*Experiments, error) {
 	e := newExperiments(store, svc)
 	if err := e.Refresh(ctx); err != nil {
 		return nil, err
@@ -267,7 +268,7 @@ func NewExperiments(ctx context.Context, store ExperimentStore, svc *Service) (*
 
 // newExperiments returns the experiments of svc's features before their
 // running ones are read (see ready).
-func newExperiments(store ExperimentStore, svc *Service) *Experiments {
+func newExperiments(store ExperimentStore, svc *rollout.Service) *Experiments {
 	e := &Experiments{store: store, svc: svc, maxPending: maxPendingExposures}
 	e.running.Store(&map[string]*recorder{})
 	return e
@@ -291,7 +292,7 @@ type EnvironmentExperiments struct {
 	EventRetention time.Duration
 
 	storeIn   func(env string) ExperimentStore
-	byService sync.Map // *Service → *Experiments
+	byService sync.Map // *rollout.Service → *Experiments
 }
 
 // NewEnvironmentExperiments returns the experiments of every environment,
@@ -303,7 +304,7 @@ func NewEnvironmentExperiments(storeIn func(env string) ExperimentStore) *Enviro
 // Of returns the experiments of svc's environment. Those made here read
 // their running experiments on first need (Run, or the first batch of
 // exposures), or when told (Refresh).
-func (x *EnvironmentExperiments) Of(svc *Service) *Experiments {
+func (x *EnvironmentExperiments) Of(svc *rollout.Service) *Experiments {
 	if e, ok := x.byService.Load(svc); ok {
 		return e.(*Experiments)
 	}
@@ -316,7 +317,7 @@ func (x *EnvironmentExperiments) Of(svc *Service) *Experiments {
 // Run runs the experiments of svc (RunEvery, reading the running ones at
 // once) until ctx ends, when svc's environment was deleted or the server
 // stops; then they are forgotten.
-func (x *EnvironmentExperiments) Run(ctx context.Context, svc *Service, interval time.Duration, report func(error)) {
+func (x *EnvironmentExperiments) Run(ctx context.Context, svc *rollout.Service, interval time.Duration, report func(error)) {
 	e := x.Of(svc)
 	if err := e.Refresh(ctx); err != nil && ctx.Err() == nil && report != nil {
 		report(err)
@@ -375,7 +376,7 @@ func (e *Experiments) record(r *recorder, h int64, bucket string, version int, a
 	sh.seen[h] = bucket
 	sh.mu.Unlock()
 	if at.IsZero() {
-		at = e.svc.now().UTC()
+		at = e.svc.Now().UTC()
 	}
 	x := FirstExposure{Experiment: r.x.ID, UserHash: h, Bucket: bucket, Version: version, At: at}
 	e.mu.Lock()
@@ -458,19 +459,18 @@ func (e *Experiments) Flush(ctx context.Context) error {
 // events older than the retention, and takes today's snapshot of each
 // running experiment's results.
 func (e *Experiments) RunEvery(ctx context.Context, interval time.Duration, report func(error)) {
-	every(ctx, interval, false, func(ctx context.Context) error {
-		if err := e.Refresh(ctx); err != nil {
-			return err
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case <-tick.C:
+			if err := e.tick(ctx); err != nil && ctx.Err() == nil && report != nil {
+				report(err)
+			}
 		}
-		if err := e.Flush(ctx); err != nil {
-			return err
-		}
-		if now := e.svc.now(); now.Sub(e.lastDaily) >= time.Hour {
-			e.lastDaily = now
-			return e.Daily(ctx)
-		}
-		return nil
-	}, report)
+	}
 	final, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := e.Flush(final); err != nil && report != nil {
@@ -483,7 +483,7 @@ func (e *Experiments) CreateMetric(ctx context.Context, m Metric, actor string) 
 	if err := m.Validate(); err != nil {
 		return Metric{}, err
 	}
-	m.CreatedAt, m.CreatedBy = e.svc.now().UTC(), actor
+	m.CreatedAt, m.CreatedBy = e.svc.Now().UTC(), actor
 	ev := audit.Event{Time: m.CreatedAt, Actor: actorName(actor), Kind: audit.MetricCreate, Subject: m.Key,
 		Summary: "created metric " + m.Key + " (" + string(m.Kind) + ")"}
 	if err := e.store.CreateMetric(ctx, m, ev); err != nil {
@@ -503,7 +503,7 @@ func (e *Experiments) Metric(ctx context.Context, key string) (Metric, error) {
 // DeleteMetric deletes, for actor, a metric that no running experiment
 // reads, and its events.
 func (e *Experiments) DeleteMetric(ctx context.Context, key, actor string) error {
-	ev := audit.Event{Time: e.svc.now().UTC(), Actor: actorName(actor), Kind: audit.MetricDelete, Subject: key,
+	ev := audit.Event{Time: e.svc.Now().UTC(), Actor: actorName(actor), Kind: audit.MetricDelete, Subject: key,
 		Summary: "deleted metric " + key + " and its tracked events"}
 	return e.store.DeleteMetric(ctx, key, ev)
 }
@@ -540,7 +540,7 @@ func (e *Experiments) Track(ctx context.Context, batch string, events []TrackedE
 	for _, m := range metrics {
 		known[m.Key] = true
 	}
-	now := e.svc.now().UTC()
+	now := e.svc.Now().UTC()
 	out := make([]TrackedEvent, len(events))
 	for i, ev := range events {
 		switch {
@@ -588,12 +588,11 @@ type ExperimentRequest struct {
 // the buckets it serves a share of users are compared, each against the
 // control. Only one experiment runs on a feature (row) at a time.
 func (e *Experiments) Start(ctx context.Context, key string, req ExperimentRequest, actor string) (Experiment, error) {
-	c, err := e.svc.known(ctx, key)
+	f, err := e.svc.Feature(ctx, key)
 	if err != nil {
 		return Experiment{}, err
 	}
-	f := c.Feature()
-	shares := c.ServedRing().Shares()
+	shares := f.ServedRing().Shares()
 	served := 0
 	for _, s := range shares {
 		if s > 0 {
@@ -632,7 +631,7 @@ func (e *Experiments) Start(ctx context.Context, key string, req ExperimentReque
 	}
 	x := Experiment{ID: uuid.NewString(), Feature: key, FeatureID: f.ID, Name: req.Name, Control: req.Control,
 		Metrics: slices.Clone(req.Metrics), Hypothesis: req.Hypothesis, Version: f.Version, Shares: shares,
-		Status: "running", StartedAt: e.svc.now().UTC(), StartedBy: actor}
+		Status: "running", StartedAt: e.svc.Now().UTC(), StartedBy: actor}
 	ev := audit.Event{Time: x.StartedAt, Actor: actorName(actor), Kind: audit.ExperimentStart, Feature: key, Subject: x.ID, Version: f.Version,
 		Summary: fmt.Sprintf("started experiment %q on %s at version %d against %s, measuring %s", x.Name, key, f.Version, x.Control, strings.Join(x.Metrics, ", "))}
 	if err := e.store.StartExperiment(ctx, x, ev); err != nil {
@@ -643,17 +642,17 @@ func (e *Experiments) Start(ctx context.Context, key string, req ExperimentReque
 
 // Stop stops the running experiment id of the feature key.
 func (e *Experiments) Stop(ctx context.Context, key, id, actor string) (Experiment, error) {
-	c, err := e.svc.known(ctx, key)
+	f, err := e.svc.Feature(ctx, key)
 	if err != nil {
 		return Experiment{}, err
 	}
 	if err := e.Flush(ctx); err != nil {
 		return Experiment{}, err
 	}
-	now := e.svc.now().UTC()
+	now := e.svc.Now().UTC()
 	ev := audit.Event{Time: now, Actor: actorName(actor), Kind: audit.ExperimentStop, Feature: key, Subject: id,
 		Summary: "stopped experiment " + id + " on " + key}
-	x, err := e.store.StopExperiment(ctx, c.Feature().ID, id, now, actor, ev)
+	x, err := e.store.StopExperiment(ctx, f.ID, id, now, actor, ev)
 	if err != nil {
 		return Experiment{}, err
 	}
@@ -662,20 +661,20 @@ func (e *Experiments) Stop(ctx context.Context, key, id, actor string) (Experime
 
 // List returns the experiments of the feature key, newest first.
 func (e *Experiments) List(ctx context.Context, key string) ([]Experiment, error) {
-	c, err := e.svc.known(ctx, key)
+	f, err := e.svc.Feature(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	return e.store.Experiments(ctx, c.Feature().ID)
+	return e.store.Experiments(ctx, f.ID)
 }
 
 // Get returns the experiment id of the feature key.
 func (e *Experiments) Get(ctx context.Context, key, id string) (Experiment, error) {
-	c, err := e.svc.known(ctx, key)
+	f, err := e.svc.Feature(ctx, key)
 	if err != nil {
 		return Experiment{}, err
 	}
-	return e.store.Experiment(ctx, c.Feature().ID, id)
+	return e.store.Experiment(ctx, f.ID, id)
 }
 
 // ExposedUser is a user an app's in-app client served, sent with its
@@ -741,7 +740,7 @@ func (e *Experiments) addExposedUsers(users []ExposedUser) (int, error) {
 			}
 		}
 	}
-	n, now := 0, e.svc.now().UTC()
+	n, now := 0, e.svc.Now().UTC()
 	for _, u := range users {
 		if r := running[u.FeatureID]; r != nil && u.Bucket != "" {
 			at := now
@@ -753,4 +752,27 @@ func (e *Experiments) addExposedUsers(users []ExposedUser) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// tick is RunEvery's work at each interval.
+func (e *Experiments) tick(ctx context.Context) error {
+	if err := e.Refresh(ctx); err != nil {
+		return err
+	}
+	if err := e.Flush(ctx); err != nil {
+		return err
+	}
+	if now := e.svc.Now(); now.Sub(e.lastDaily) >= time.Hour {
+		e.lastDaily = now
+		return e.Daily(ctx)
+	}
+	return nil
+}
+
+// actorName is who an audit event names: "anonymous" for no one.
+func actorName(a string) string {
+	if a == "" {
+		return "anonymous"
+	}
+	return a
 }

@@ -1,4 +1,4 @@
-package rollout
+package experiment
 
 import (
 	"context"
@@ -81,7 +81,7 @@ func (e *Experiments) PurgeEvents(ctx context.Context) (int64, error) {
 	if keep <= 0 {
 		return 0, nil
 	}
-	before := e.svc.now().UTC().Add(-keep)
+	before := e.svc.Now().UTC().Add(-keep)
 	var total int64
 	for range maxPurgeChunks {
 		n, err := e.store.PurgeTrackedEvents(ctx, before, purgeChunk)

@@ -1,4 +1,4 @@
-package rollout
+package experiment
 
 import (
 	"context"
@@ -99,7 +99,7 @@ func (e *Experiments) Results(ctx context.Context, key, id string) (ExperimentRe
 	if err != nil {
 		return ExperimentResults{}, err
 	}
-	now := e.svc.now().UTC()
+	now := e.svc.Now().UTC()
 	c := &e.results
 	c.once.Do(func() { c.turns = make(chan struct{}, maxResultReads) })
 	writes := e.wrote.Load()

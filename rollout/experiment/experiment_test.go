@@ -1,4 +1,4 @@
-package rollout_test
+package experiment_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
@@ -15,7 +16,7 @@ import (
 // experimentSetup returns a service over a new SQLite database with the
 // feature "checkout" (control and treatment, half each), the metrics
 // "purchase" (conversion) and "basket" (mean), and its experiments.
-func experimentSetup(t *testing.T, now func() time.Time) (*rollout.Service, *rollout.Experiments) {
+func experimentSetup(t *testing.T, now func() time.Time) (*rollout.Service, *experiment.Experiments) {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
@@ -27,13 +28,15 @@ func experimentSetup(t *testing.T, now func() time.Time) (*rollout.Service, *rol
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustCreate(t, svc, feature.Feature{Key: "checkout", Enabled: true, Salt: "s",
-		Buckets: []feature.Bucket{{Name: "control", Replicas: 50}, {Name: "treatment", Replicas: 50}}})
-	x, err := rollout.NewExperiments(ctx, db, svc)
+	if _, err := svc.Create(ctx, feature.Feature{Key: "checkout", Enabled: true, Salt: "s",
+		Buckets: []feature.Bucket{{Name: "control", Replicas: 50}, {Name: "treatment", Replicas: 50}}}, rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	x, err := experiment.NewExperiments(ctx, db, svc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range []rollout.Metric{{Key: "purchase", Kind: rollout.MetricConversion, HigherIsBetter: true}, {Key: "basket", Kind: rollout.MetricMean, HigherIsBetter: true}} {
+	for _, m := range []experiment.Metric{{Key: "purchase", Kind: experiment.MetricConversion, HigherIsBetter: true}, {Key: "basket", Kind: experiment.MetricMean, HigherIsBetter: true}} {
 		if _, err := x.CreateMetric(ctx, m, "ada"); err != nil {
 			t.Fatal(err)
 		}
@@ -51,7 +54,7 @@ func TestExperimentCountsUsers(t *testing.T) {
 	if _, err := svc.Evaluate("checkout", "before"); err != nil {
 		t.Fatal(err)
 	}
-	exp, err := x.Start(ctx, "checkout", rollout.ExperimentRequest{Name: "buy button", Control: "control", Metrics: []string{"purchase"}}, "ada")
+	exp, err := x.Start(ctx, "checkout", experiment.ExperimentRequest{Name: "buy button", Control: "control", Metrics: []string{"purchase"}}, "ada")
 	if err != nil {
 		t.Fatalf("Start() = %v", err)
 	}
@@ -84,7 +87,7 @@ func TestExperimentCountsUsers(t *testing.T) {
 	if res.MultipleExposures != 0 || res.SRM == nil || res.SRM.Total != 2000 || res.SRM.Mismatch {
 		t.Errorf("Results() = %d multiple, SRM %+v; want 0 and a check of 2,000 users without mismatch", res.MultipleExposures, res.SRM)
 	}
-	if _, err := x.Start(ctx, "checkout", rollout.ExperimentRequest{Name: "again", Control: "control", Metrics: []string{"purchase"}}, "ada"); feature.ErrorCode(err) != feature.EConflict {
+	if _, err := x.Start(ctx, "checkout", experiment.ExperimentRequest{Name: "again", Control: "control", Metrics: []string{"purchase"}}, "ada"); feature.ErrorCode(err) != feature.EConflict {
 		t.Errorf("Start() while one runs = %v, want EConflict", err)
 	}
 	if _, err := x.Stop(ctx, "checkout", exp.ID, "ada"); err != nil {
@@ -115,7 +118,7 @@ func TestExperimentMultipleExposures(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	svc, x := experimentSetup(t, func() time.Time { return now })
-	exp, err := x.Start(ctx, "checkout", rollout.ExperimentRequest{Name: "shares", Control: "control", Metrics: []string{"purchase"}}, "ada")
+	exp, err := x.Start(ctx, "checkout", experiment.ExperimentRequest{Name: "shares", Control: "control", Metrics: []string{"purchase"}}, "ada")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +134,9 @@ func TestExperimentMultipleExposures(t *testing.T) {
 	if err := x.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mustChange(t, svc, "checkout", rollout.SetBuckets([]feature.Bucket{{Name: "control", Replicas: 20}, {Name: "treatment", Replicas: 80}}))
+	if _, err := svc.Change(ctx, "checkout", rollout.SetBuckets([]feature.Bucket{{Name: "control", Replicas: 20}, {Name: "treatment", Replicas: 80}}), rollout.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	moved := 0
 	stayed := map[string]int64{}
 	for i := range users {
@@ -176,16 +181,16 @@ func TestExperimentConversions(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	svc, x := experimentSetup(t, func() time.Time { return now })
 	// An event before the experiment: it must not count.
-	if _, err := x.Track(ctx, "early-batch", []rollout.TrackedEvent{{Metric: "purchase", User: "u1"}}, nil); err != nil {
+	if _, err := x.Track(ctx, "early-batch", []experiment.TrackedEvent{{Metric: "purchase", User: "u1"}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	now = now.Add(time.Minute)
-	exp, err := x.Start(ctx, "checkout", rollout.ExperimentRequest{Name: "lift", Control: "control", Metrics: []string{"purchase", "basket"}}, "ada")
+	exp, err := x.Start(ctx, "checkout", experiment.ExperimentRequest{Name: "lift", Control: "control", Metrics: []string{"purchase", "basket"}}, "ada")
 	if err != nil {
 		t.Fatal(err)
 	}
 	now = now.Add(time.Minute)
-	var events []rollout.TrackedEvent
+	var events []experiment.TrackedEvent
 	var values []bool
 	want := map[string]int64{}
 	n := 0
@@ -212,8 +217,8 @@ func TestExperimentConversions(t *testing.T) {
 		}
 		if i%100 < rate {
 			want[e.Bucket]++
-			events = append(events, rollout.TrackedEvent{Metric: "purchase", User: user, At: now.Add(time.Second)},
-				rollout.TrackedEvent{Metric: "basket", User: user, Value: 30, At: now.Add(time.Second)})
+			events = append(events, experiment.TrackedEvent{Metric: "purchase", User: user, At: now.Add(time.Second)},
+				experiment.TrackedEvent{Metric: "basket", User: user, Value: 30, At: now.Add(time.Second)})
 			values = append(values, false, true)
 		}
 		if n++; len(events) >= 900 {
@@ -250,7 +255,7 @@ func TestExperimentRefuses(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	_, x := experimentSetup(t, func() time.Time { return now })
-	for _, req := range []rollout.ExperimentRequest{
+	for _, req := range []experiment.ExperimentRequest{
 		{Name: "", Control: "control", Metrics: []string{"purchase"}},
 		{Name: "n", Control: "nope", Metrics: []string{"purchase"}},
 		{Name: "n", Control: "control", Metrics: []string{"nope"}},
@@ -261,30 +266,30 @@ func TestExperimentRefuses(t *testing.T) {
 			t.Errorf("Start(%+v) = %v, want EInvalid", req, err)
 		}
 	}
-	if _, err := x.Start(ctx, "nope", rollout.ExperimentRequest{Name: "n", Control: "control", Metrics: []string{"purchase"}}, "ada"); feature.ErrorCode(err) != feature.ENotFound {
+	if _, err := x.Start(ctx, "nope", experiment.ExperimentRequest{Name: "n", Control: "control", Metrics: []string{"purchase"}}, "ada"); feature.ErrorCode(err) != feature.ENotFound {
 		t.Errorf("Start(nope) = %v, want ENotFound", err)
 	}
-	long := string(make([]byte, rollout.MaxTrackUser+1))
-	for name, ev := range map[string]rollout.TrackedEvent{
+	long := string(make([]byte, experiment.MaxTrackUser+1))
+	for name, ev := range map[string]experiment.TrackedEvent{
 		"unknown metric": {Metric: "nope", User: "u"},
 		"no user":        {Metric: "purchase"},
 		"long user":      {Metric: "purchase", User: long},
-		"far past":       {Metric: "purchase", User: "u", At: now.Add(-rollout.MaxTrackAge - time.Minute)},
+		"far past":       {Metric: "purchase", User: "u", At: now.Add(-experiment.MaxTrackAge - time.Minute)},
 		"future":         {Metric: "purchase", User: "u", At: now.Add(time.Hour)},
 		"huge value":     {Metric: "basket", User: "u", Value: 1e300},
 	} {
-		if _, err := x.Track(ctx, "batch-0001", []rollout.TrackedEvent{ev}, []bool{true}); feature.ErrorCode(err) != feature.EInvalid {
+		if _, err := x.Track(ctx, "batch-0001", []experiment.TrackedEvent{ev}, []bool{true}); feature.ErrorCode(err) != feature.EInvalid {
 			t.Errorf("Track(%s) = %v, want EInvalid", name, err)
 		}
 	}
-	if _, err := x.Track(ctx, "short", []rollout.TrackedEvent{{Metric: "purchase", User: "u"}}, nil); feature.ErrorCode(err) != feature.EInvalid {
+	if _, err := x.Track(ctx, "short", []experiment.TrackedEvent{{Metric: "purchase", User: "u"}}, nil); feature.ErrorCode(err) != feature.EInvalid {
 		t.Errorf("Track(batch ID short) = %v, want EInvalid", err)
 	}
-	res, err := x.Track(ctx, "batch-0002", []rollout.TrackedEvent{{Metric: "purchase", User: "u"}}, nil)
+	res, err := x.Track(ctx, "batch-0002", []experiment.TrackedEvent{{Metric: "purchase", User: "u"}}, nil)
 	if err != nil || !res.Added {
 		t.Fatalf("Track() = %+v, %v", res, err)
 	}
-	if res, err := x.Track(ctx, "batch-0002", []rollout.TrackedEvent{{Metric: "purchase", User: "u"}}, nil); err != nil || res.Added {
+	if res, err := x.Track(ctx, "batch-0002", []experiment.TrackedEvent{{Metric: "purchase", User: "u"}}, nil); err != nil || res.Added {
 		t.Errorf("Track() again = %+v, %v; want not added", res, err)
 	}
 }
@@ -298,7 +303,7 @@ func BenchmarkEvaluateExperiment(b *testing.B) {
 		b.Run(fmt.Sprintf("running=%v", running), func(b *testing.B) {
 			svc, x := experimentSetupB(b)
 			if running {
-				if _, err := x.Start(ctx, "checkout", rollout.ExperimentRequest{Name: "bench", Control: "control", Metrics: []string{"purchase"}}, "ada"); err != nil {
+				if _, err := x.Start(ctx, "checkout", experiment.ExperimentRequest{Name: "bench", Control: "control", Metrics: []string{"purchase"}}, "ada"); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -320,7 +325,7 @@ func BenchmarkEvaluateExperiment(b *testing.B) {
 	}
 }
 
-func experimentSetupB(b *testing.B) (*rollout.Service, *rollout.Experiments) {
+func experimentSetupB(b *testing.B) (*rollout.Service, *experiment.Experiments) {
 	b.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "rollout.db"))
@@ -336,11 +341,11 @@ func experimentSetupB(b *testing.B) (*rollout.Service, *rollout.Experiments) {
 		Buckets: []feature.Bucket{{Name: "control", Replicas: 50}, {Name: "treatment", Replicas: 50}}}, rollout.ChangeOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	x, err := rollout.NewExperiments(ctx, db, svc)
+	x, err := experiment.NewExperiments(ctx, db, svc)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := x.CreateMetric(ctx, rollout.Metric{Key: "purchase", Kind: rollout.MetricConversion}, "ada"); err != nil {
+	if _, err := x.CreateMetric(ctx, experiment.Metric{Key: "purchase", Kind: experiment.MetricConversion}, "ada"); err != nil {
 		b.Fatal(err)
 	}
 	return svc, x

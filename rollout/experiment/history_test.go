@@ -1,4 +1,4 @@
-package rollout_test
+package experiment_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/experiment"
 )
 
 // TestExperimentDroppedExposures: first exposures beyond what the queue
@@ -15,7 +15,7 @@ func TestExperimentDroppedExposures(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	svc, x := experimentSetup(t, func() time.Time { return now })
-	exp, err := x.Start(ctx, "checkout", rollout.ExperimentRequest{Name: "flood", Control: "control", Metrics: []string{"purchase"}}, "ada")
+	exp, err := x.Start(ctx, "checkout", experiment.ExperimentRequest{Name: "flood", Control: "control", Metrics: []string{"purchase"}}, "ada")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,13 +49,13 @@ func TestExperimentHistory(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
 	svc, x := experimentSetup(t, func() time.Time { return now })
-	exp, err := x.Start(ctx, "checkout", rollout.ExperimentRequest{Name: "days", Control: "control", Metrics: []string{"purchase", "basket"}}, "ada")
+	exp, err := x.Start(ctx, "checkout", experiment.ExperimentRequest{Name: "days", Control: "control", Metrics: []string{"purchase", "basket"}}, "ada")
 	if err != nil {
 		t.Fatal(err)
 	}
 	user := 0
 	for day := range 3 {
-		var events []rollout.TrackedEvent
+		var events []experiment.TrackedEvent
 		for range 400 { // 400 more users a day, a third of them buy
 			u := fmt.Sprint("user-", user)
 			user++
@@ -63,7 +63,7 @@ func TestExperimentHistory(t *testing.T) {
 				t.Fatal(err)
 			}
 			if user%3 == 0 {
-				events = append(events, rollout.TrackedEvent{Metric: "purchase", User: u, At: now.Add(time.Minute)})
+				events = append(events, experiment.TrackedEvent{Metric: "purchase", User: u, At: now.Add(time.Minute)})
 			}
 		}
 		if _, err := x.Track(ctx, fmt.Sprintf("batch-day-%d", day), events, nil); err != nil {
@@ -125,9 +125,9 @@ func TestEventRetention(t *testing.T) {
 	_, x := experimentSetup(t, func() time.Time { return now })
 	track := func(batch string, n int) {
 		t.Helper()
-		events := make([]rollout.TrackedEvent, n)
+		events := make([]experiment.TrackedEvent, n)
 		for i := range events {
-			events[i] = rollout.TrackedEvent{Metric: "purchase", User: fmt.Sprint("u", i)}
+			events[i] = experiment.TrackedEvent{Metric: "purchase", User: fmt.Sprint("u", i)}
 		}
 		if _, err := x.Track(ctx, batch, events, nil); err != nil {
 			t.Fatal(err)
