@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -90,6 +91,31 @@ func segmentOptions(c echo.Context, body guards) (rollout.ChangeOptions, error) 
 	return opts, err
 }
 
+// writeSegment applies a change of a segment (apply, in the request's
+// environment) with the request's guards, and answers it: 201 for a new
+// segment (created), 200 for a change or a dry run.
+func (s *Server) writeSegment(c echo.Context, body guards, created bool, apply func(ctx context.Context, svc *rollout.Service, opts rollout.ChangeOptions) (rollout.SegmentResult, error)) error {
+	opts, err := segmentOptions(c, body)
+	if err != nil {
+		return err
+	}
+	status, verb := http.StatusOK, "changed"
+	if created {
+		verb = "created"
+		if !opts.DryRun {
+			status = http.StatusCreated
+		}
+	}
+	answer := answers(c, segmentAnswer(status))
+	opts.Idempotency = answer.idempotency()
+	res, err := apply(c.Request().Context(), s.in(c), opts)
+	if err != nil {
+		return err
+	}
+	s.appliedSegment(c, res, verb, opts)
+	return answer.send(res)
+}
+
 func (s *Server) createSegment(c echo.Context) error {
 	var req segmentRequest
 	if err := decode(c, &req); err != nil {
@@ -101,22 +127,9 @@ func (s *Server) createSegment(c echo.Context) error {
 	if req.Conditions == nil {
 		return badRequest(`give the segment's conditions: {"key":"staff","conditions":[{"attribute":"email","op":"ends_with","value":"@example.com"}]}`)
 	}
-	opts, err := segmentOptions(c, req.guards)
-	if err != nil {
-		return err
-	}
-	status := http.StatusCreated
-	if opts.DryRun {
-		status = http.StatusOK
-	}
-	answer := answers(c, segmentAnswer(status))
-	opts.Idempotency = answer.idempotency()
-	res, err := s.in(c).CreateSegment(c.Request().Context(), feature.Segment{Key: req.Key, Description: req.Description, Conditions: *req.Conditions}, opts)
-	if err != nil {
-		return err
-	}
-	s.appliedSegment(c, res, "created", opts)
-	return answer.send(res)
+	return s.writeSegment(c, req.guards, true, func(ctx context.Context, svc *rollout.Service, opts rollout.ChangeOptions) (rollout.SegmentResult, error) {
+		return svc.CreateSegment(ctx, feature.Segment{Key: req.Key, Description: req.Description, Conditions: *req.Conditions}, opts)
+	})
 }
 
 func (s *Server) updateSegment(c echo.Context) error {
@@ -134,18 +147,9 @@ func (s *Server) updateSegment(c echo.Context) error {
 	if req.Conditions == nil {
 		return badRequest(`give the segment's conditions, all of them: {"description":"…","conditions":[…]}`)
 	}
-	opts, err := segmentOptions(c, req.guards)
-	if err != nil {
-		return err
-	}
-	answer := answers(c, segmentAnswer(http.StatusOK))
-	opts.Idempotency = answer.idempotency()
-	res, err := s.in(c).UpdateSegment(c.Request().Context(), key, req.Description, *req.Conditions, opts)
-	if err != nil {
-		return err
-	}
-	s.appliedSegment(c, res, "changed", opts)
-	return answer.send(res)
+	return s.writeSegment(c, req.guards, false, func(ctx context.Context, svc *rollout.Service, opts rollout.ChangeOptions) (rollout.SegmentResult, error) {
+		return svc.UpdateSegment(ctx, key, req.Description, *req.Conditions, opts)
+	})
 }
 
 func (s *Server) deleteSegment(c echo.Context) error {

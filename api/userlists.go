@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	xrate "golang.org/x/time/rate"
 
+	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -140,22 +142,9 @@ func (s *Server) createUserList(c echo.Context, req segmentRequest) error {
 	if req.Conditions != nil {
 		return badRequest(`a segment has conditions or users, not both: {"key":"beta","users":["u1","u2"]}`)
 	}
-	opts, err := segmentOptions(c, req.guards)
-	if err != nil {
-		return err
-	}
-	status := http.StatusCreated
-	if opts.DryRun {
-		status = http.StatusOK
-	}
-	answer := answers(c, segmentAnswer(status))
-	opts.Idempotency = answer.idempotency()
-	res, err := s.in(c).CreateUserList(c.Request().Context(), req.Key, req.Description, *req.Users, opts)
-	if err != nil {
-		return err
-	}
-	s.appliedSegment(c, res, "created", opts)
-	return answer.send(res)
+	return s.writeSegment(c, req.guards, true, func(ctx context.Context, svc *rollout.Service, opts rollout.ChangeOptions) (rollout.SegmentResult, error) {
+		return svc.CreateUserList(ctx, req.Key, req.Description, *req.Users, opts)
+	})
 }
 
 // replaceUserList answers PUT /api/segments/KEY with users.
@@ -163,18 +152,9 @@ func (s *Server) replaceUserList(c echo.Context, key string, req segmentRequest)
 	if req.Conditions != nil {
 		return badRequest(`a segment has conditions or users, not both: {"description":"…","users":["u1","u2"]}`)
 	}
-	opts, err := segmentOptions(c, req.guards)
-	if err != nil {
-		return err
-	}
-	answer := answers(c, segmentAnswer(http.StatusOK))
-	opts.Idempotency = answer.idempotency()
-	res, err := s.in(c).ReplaceUserList(c.Request().Context(), key, req.Description, *req.Users, opts)
-	if err != nil {
-		return err
-	}
-	s.appliedSegment(c, res, "changed", opts)
-	return answer.send(res)
+	return s.writeSegment(c, req.guards, false, func(ctx context.Context, svc *rollout.Service, opts rollout.ChangeOptions) (rollout.SegmentResult, error) {
+		return svc.ReplaceUserList(ctx, key, req.Description, *req.Users, opts)
+	})
 }
 
 // editUserList answers POST /api/segments/KEY/users.
@@ -189,16 +169,8 @@ func (s *Server) editUserList(c echo.Context) error {
 	if len(req.Add)+len(req.Remove) > feature.MaxListUsers {
 		return feature.Errorf(feature.EInvalid, "%d users added and removed; one edit names at most %d", len(req.Add)+len(req.Remove), feature.MaxListUsers)
 	}
-	opts, err := segmentOptions(c, req.guards)
-	if err != nil {
-		return err
-	}
-	answer := answers(c, segmentAnswer(http.StatusOK))
-	opts.Idempotency = answer.idempotency()
-	res, err := s.in(c).EditUserList(c.Request().Context(), pathParam(c, "key"), req.Add, req.Remove, opts)
-	if err != nil {
-		return err
-	}
-	s.appliedSegment(c, res, "changed", opts)
-	return answer.send(res)
+	key := pathParam(c, "key")
+	return s.writeSegment(c, req.guards, false, func(ctx context.Context, svc *rollout.Service, opts rollout.ChangeOptions) (rollout.SegmentResult, error) {
+		return svc.EditUserList(ctx, key, req.Add, req.Remove, opts)
+	})
 }
