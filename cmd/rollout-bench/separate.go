@@ -167,6 +167,8 @@ func serverMain(spec string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		defer logs.Close()
 		lw := logwriter.New(logs, logwriter.DefaultQueue)
+		// As the binary's serve command, with the binary's collector.
+		defer serve.TuneGC(os.Getenv)()
 		srv := &serve.Server{Addr: loopback, DBPath: path, Log: slog.New(slog.NewTextHandler(lw, nil)), LogWriter: lw}
 		if err := srv.Open(context.Background()); err != nil {
 			fmt.Fprintln(stderr, err)

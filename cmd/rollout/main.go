@@ -110,7 +110,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	case "serve":
 		var s *serve.Server
 		if s, err = parseServe(args, stdout, stderr, getenv); err == nil {
+			stopGC := serve.TuneGC(getenv)
 			err = s.Run(ctx)
+			stopGC()
 		}
 	case "simulate":
 		err = runSimulate(args, stdout)

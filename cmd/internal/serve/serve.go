@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/api"
+	"github.com/rollout/rollout/internal/gcfloor"
 	"github.com/rollout/rollout/internal/logwriter"
 	"github.com/rollout/rollout/internal/storemetrics"
 	"github.com/rollout/rollout/rollout"
@@ -539,4 +540,23 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	return s.Close()
+}
+
+// HeapFloor is the heap goal a serving process keeps at least (package
+// internal/gcfloor): rollout's live heap is a few megabytes, and each
+// request allocates a few kilobytes, net/http's own mostly; at Go's
+// default a collection, marking the whole live heap, came every thousand
+// requests or so, about a tenth of an evaluation's instructions. With
+// this floor one comes every ten thousand or so, for a heap of at most
+// this size more while the live heap is small.
+const HeapFloor = 32 << 20
+
+// TuneGC keeps the process's heap goal at HeapFloor or above until the
+// returned function is called, unless the environment (getenv) sets GOGC or
+// GOMEMLIMIT: the operator's choice then stands.
+func TuneGC(getenv func(string) string) (stop func()) {
+	if !gcfloor.Wanted(getenv) {
+		return func() {}
+	}
+	return gcfloor.Start(HeapFloor)
 }
