@@ -1164,16 +1164,7 @@ func ContextFromJSON(m map[string]any) (Context, error) {
 			if len(x) > MaxContextList {
 				return nil, Errorf(EInvalid, "context attribute %q is a list of %d; at most %d", Abbreviate(k), len(x), MaxContextList)
 			}
-			list := make([]string, 0, len(x))
-			for _, e := range x {
-				s, ok := e.(string)
-				if !ok {
-					list = nil
-					break
-				}
-				list = append(list, s)
-			}
-			if list != nil {
+			if list, ok := StringList(x); ok {
 				ctx[k] = list
 			} else {
 				ctx[k] = nil
@@ -1183,6 +1174,20 @@ func ContextFromJSON(m map[string]any) (Context, error) {
 		}
 	}
 	return ctx, ValidateContext(ctx)
+}
+
+// StringList returns the strings of a JSON list decoded as []any, and
+// false when it holds anything but strings: a list a rule can test.
+func StringList(xs []any) ([]string, bool) {
+	list := make([]string, 0, len(xs))
+	for _, e := range xs {
+		s, ok := e.(string)
+		if !ok {
+			return nil, false
+		}
+		list = append(list, s)
+	}
+	return list, true
 }
 
 // describeCondition says c in words: "email ends with "@example.com"",

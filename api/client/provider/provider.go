@@ -230,16 +230,7 @@ func convert(flat openfeature.FlattenedContext) feature.Context {
 		case time.Time:
 			ctx[k] = x.UTC().Format(time.RFC3339Nano)
 		case []any:
-			list := make([]string, 0, len(x))
-			for _, e := range x {
-				s, ok := e.(string)
-				if !ok {
-					list = nil
-					break
-				}
-				list = append(list, s)
-			}
-			if list != nil {
+			if list, ok := feature.StringList(x); ok {
 				ctx[k] = list
 			}
 		default:
