@@ -48,7 +48,7 @@ type Route struct {
 	// MaxBodyBytes.
 	MaxBody int64
 	// Stream marks a route whose answer is a stream, with a budget of its
-	// own (see streams.go).
+	// own (package stream's Server.Admit).
 	Stream bool
 	// SignIn marks a dashboard page: a GET without credentials is
 	// redirected to the sign-in page rather than answered 401.
@@ -98,7 +98,7 @@ func (s *Server) routes(opts Options) []Route {
 		// (package client): tokens of the sdk role, not the client role of
 		// browsers. The snapshot holds every feature's configuration.
 		{Method: http.MethodGet, Path: "/sync/v1/snapshot", Access: auth.PermSync, Handler: func(c echo.Context) error { return s.evalIn(c).SyncSnapshot(c) }},
-		{Method: http.MethodGet, Path: "/sync/v1/stream", Access: auth.PermSync, Stream: true, Handler: s.syncStream},
+		{Method: http.MethodGet, Path: "/sync/v1/stream", Access: auth.PermSync, Stream: true, Handler: func(c echo.Context) error { return s.streams.Sync(c, s.in(c)) }},
 		{Method: http.MethodPost, Path: "/api/exposures", Access: auth.PermSync, AppBody: true, Handler: func(c echo.Context) error { return s.evalIn(c).AddExposures(c) },
 			Middleware: []echo.MiddlewareFunc{exposures}},
 
@@ -157,8 +157,8 @@ func (s *Server) routes(opts Options) []Route {
 		{Method: http.MethodGet, Path: "/api/webhooks/:id", Access: auth.PermAdmin, Handler: s.getWebhook},
 		{Method: http.MethodDelete, Path: "/api/webhooks/:id", Access: auth.PermAdmin, Handler: s.deleteWebhook},
 		{Method: http.MethodPost, Path: "/api/webhooks/:id/resume", Access: auth.PermAdmin, Handler: s.resumeWebhook},
-		// The dashboard's stream of changes (events.go): sessions and read tokens.
-		{Method: http.MethodGet, Path: "/api/events", Access: auth.PermRead, Stream: true, Handler: s.dashboardStream},
+		// The dashboard's stream of changes (package stream): sessions and read tokens.
+		{Method: http.MethodGet, Path: "/api/events", Access: auth.PermRead, Stream: true, Handler: func(c echo.Context) error { return s.streams.Dashboard(c, s.in(c)) }},
 		{Method: http.MethodGet, Path: "/api/features/:key/versions/:version", Access: auth.PermRead, Handler: s.getVersion},
 		{Method: http.MethodGet, Path: "/api/features/:key/users/:user", Access: auth.PermRead, Handler: s.userHistory},
 		{Method: http.MethodGet, Path: "/api/features/:key/exposures", Access: auth.PermRead, Handler: s.exposures},
@@ -285,7 +285,7 @@ func (s *Server) middleware(r Route, declared bool) []echo.MiddlewareFunc {
 		mw = append(mw, s.resolveFor(r)) // evaluation resolves its own (Server.evaluate)
 	}
 	if r.Stream {
-		mw = append(mw, s.streams.middleware(r))
+		mw = append(mw, s.streams.Admit(r.Access))
 	}
 	if idempotentRoute(r) {
 		mw = append(mw, s.idempotency(r))

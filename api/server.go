@@ -6,7 +6,8 @@
 // Handlers decode, call the rollout domain, and encode; every error is
 // answered by one handler (errors.go) with the one status of its code, and
 // the field it is about. The routes apps call on their hot path are
-// package evaluation's handlers, declared here with the others. Every
+// package evaluation's handlers, and the streams (GET /sync/v1/stream,
+// GET /api/events) package stream's, declared here with the others. Every
 // request is counted in the metrics and carries a request ID; which
 // requests are also logged is Options.RequestLog's choice: by default
 // changes, errors and slow requests, not evaluations.
@@ -23,9 +24,6 @@
 //   - observe.go, requestlog.go, metrics.go: request IDs, CORS of the
 //     evaluation routes, the request log and the Prometheus metrics.
 //   - bodies.go: how long a route waits for its request body.
-//   - streams.go: the budget, revocation and writer of every stream.
-//   - syncstream.go: the sync API's stream, GET /sync/v1/stream.
-//   - events.go: the dashboard's stream of changes, GET /api/events.
 //   - exposurelimit.go: the rate limit of POST /api/exposures and
 //     /api/track.
 //   - idempotency.go: Idempotency-Key on changes.
@@ -55,6 +53,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/api/evaluation"
+	"github.com/rollout/rollout/api/stream"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/experiment"
@@ -98,9 +97,9 @@ type Options struct {
 	ExposureBatchRate  float64
 	ExposureBatchBurst int
 
-	// MaxStreams bounds the open streams (GET /sync/v1/stream), and
-	// MaxStreamsPerToken those of one token (see streams.go); 0 means
-	// DefaultMaxStreams, and half of MaxStreams.
+	// MaxStreams bounds the open streams (GET /sync/v1/stream and
+	// /api/events), and MaxStreamsPerToken those of one token (see package
+	// stream); 0 means stream.DefaultMax, and half of MaxStreams.
 	MaxStreams, MaxStreamsPerToken int
 
 	// Plans bound the planner's work; the zero value is the defaults.
@@ -135,12 +134,10 @@ type Server struct {
 	log     *slog.Logger
 	metrics *Metrics
 	ready   func(context.Context) error
-	closing <-chan struct{}
 	eval    *evaluation.Server                 // the routes apps call on their hot path
 	exps    *experiment.EnvironmentExperiments // nil: no experiments' routes
-	streams *streams
+	streams *stream.Server                     // the streams' handlers and budget
 
-	events  changeEvents
 	reqlog  requestLogger
 	planner *planner
 	auth    *Auth               // nil: everything is open
@@ -167,13 +164,18 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	if slow <= 0 {
 		slow = DefaultSlowRequest
 	}
-	s := &Server{svc: svc, exps: opts.Experiments, log: log, metrics: metrics, ready: opts.Ready, closing: opts.Closing, auth: opts.Auth, hooks: opts.Webhooks,
+	s := &Server{svc: svc, exps: opts.Experiments, log: log, metrics: metrics, ready: opts.Ready, auth: opts.Auth, hooks: opts.Webhooks,
 		reqlog: requestLogger{mode: opts.RequestLog, slow: slow, sample: uint64(max(opts.SampleEvaluations, 0))},
 		cors:   evaluationCORS(), csrf: http.NewCrossOriginProtection(),
 		declared: map[string]map[string]bool{}}
 	s.planner = newPlanner(opts.Plans)
+	streamOpts := stream.Options{Log: log, Registerer: metrics.reg, Max: opts.MaxStreams, PerToken: opts.MaxStreamsPerToken, Closing: opts.Closing}
+	if opts.Auth != nil && opts.Auth.tokens != nil {
+		streamOpts.Access = streamAccess{opts.Auth}
+	}
+	s.streams = stream.New(streamOpts)
 	evalOpts := evaluation.Options{Metrics: evaluationMetrics{metrics}, Decode: decode,
-		WriteWindow: streamWriteWindow, Costly: opts.Costly}
+		WriteWindow: s.streams.WriteWindow(), Costly: opts.Costly}
 	s.evals.make = func(svc *rollout.Service) *evaluation.Server {
 		opts := evalOpts
 		if s.exps != nil {
@@ -187,7 +189,6 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 		s.envs = rollout.OneEnvironment(svc)
 	}
 	metrics.server.Store(s)
-	s.streams = newStreams(opts, log, metrics)
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
