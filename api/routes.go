@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/rollout/rollout/api/evaluation"
+	"github.com/rollout/rollout/api/experiments"
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/document"
 )
@@ -205,12 +206,36 @@ func (s *Server) routes(opts Options) []Route {
 		{Method: http.MethodPost, Path: "/api/plan", Access: auth.PermRead, MaxBody: document.MaxBytes, Handler: s.planDocument}, // changes nothing
 		{Method: http.MethodPost, Path: "/api/apply", Access: auth.PermWrite, Change: "apply", MaxBody: document.MaxBytes, Handler: s.applyDocument},
 	}
-	routes = append(routes, s.experimentRoutes(opts)...)
+	routes = append(routes, experimentRoutes(experiments.New(experimentRequests{s}), opts)...)
 	if opts.Pprof {
 		routes = append(routes, Route{Method: http.MethodGet, Path: "/debug/pprof/*", Access: auth.PermAdmin,
 			Handler: echo.WrapHandler(http.DefaultServeMux)})
 	}
 	return routes
+}
+
+// experimentRoutes are the routes of metrics, tracked events and
+// experiments (package experiments), when the server has experiments.
+func experimentRoutes(x *experiments.Server, opts Options) []Route {
+	if opts.Experiments == nil {
+		return nil
+	}
+	track := batchLimit("events", opts.ExposureBatchRate, opts.ExposureBatchBurst)
+	return []Route{
+		{Method: http.MethodGet, Path: "/api/metrics", Access: auth.PermRead, Handler: x.ListMetrics},
+		{Method: http.MethodPost, Path: "/api/metrics", Access: auth.PermWrite, Change: "metric", Handler: x.CreateMetric},
+		{Method: http.MethodGet, Path: "/api/metrics/:key", Access: auth.PermRead, Handler: x.GetMetric},
+		{Method: http.MethodDelete, Path: "/api/metrics/:key", Access: auth.PermWrite, Change: "metric", Handler: x.DeleteMetric},
+		// Apps' events: browsers (client tokens) report conversions too,
+		// rate-limited per token as exposures are.
+		{Method: http.MethodPost, Path: "/api/track", Access: auth.PermEvaluate, AppBody: true, MaxBody: experiments.MaxTrackBodyBytes, Handler: x.Track,
+			Middleware: []echo.MiddlewareFunc{track}},
+		{Method: http.MethodGet, Path: "/api/features/:key/experiments", Access: auth.PermRead, Handler: x.ListExperiments},
+		{Method: http.MethodPost, Path: "/api/features/:key/experiments", Access: auth.PermWrite, Change: "experiment", Handler: x.StartExperiment},
+		{Method: http.MethodGet, Path: "/api/features/:key/experiments/:id", Access: auth.PermRead, Handler: x.GetExperiment},
+		{Method: http.MethodPost, Path: "/api/features/:key/experiments/:id/stop", Access: auth.PermWrite, Change: "experiment", Handler: x.StopExperiment},
+		{Method: http.MethodGet, Path: "/api/features/:key/experiments/:id/results", Access: auth.PermRead, Handler: x.Results},
+	}
 }
 
 // register adds routes to e, each with the middleware its declaration

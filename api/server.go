@@ -5,9 +5,10 @@
 // client), and health, readiness and Prometheus metrics for operators.
 // Handlers decode, call the rollout domain, and encode; every error is
 // answered by one handler (errors.go) with the one status of its code, and
-// the field it is about. The routes apps call on their hot path are
-// package evaluation's handlers, and the streams (GET /sync/v1/stream,
-// GET /api/events) package stream's, declared here with the others. Every
+// the field it is about. Three packages hold handlers of routes declared
+// here with the others: evaluation those apps call on their hot path,
+// stream the streams (/sync/v1/stream, /api/events), experiments the
+// metrics, tracked events and experiments. Every
 // request is counted in the metrics and carries a request ID; which
 // requests are also logged is Options.RequestLog's choice: by default
 // changes, errors and slow requests, not evaluations.
@@ -34,8 +35,6 @@
 //   - prerequisites.go: PUT /api/features/K/prerequisites.
 //   - ramp.go: ramps of a feature's buckets.
 //   - schedules.go: scheduled changes, and the parser of their bodies (ScheduledChange).
-//   - experiments.go: metrics, tracked events (POST /api/track) and
-//     experiments with their results.
 //   - plan.go: the planner of buckets' moves, and its bounds.
 //   - ascode.go: rollouts as code: export, plan and apply of documents.
 //   - requests.go: settings and change requests.
@@ -117,7 +116,7 @@ type Options struct {
 	// 404.
 	Webhooks *webhook.Hooks
 	// Experiments are those of each environment, which serve the routes
-	// of metrics, tracked events and experiments (experiments.go) and
+	// of metrics, tracked events and experiments (package experiments) and
 	// record the users of each environment's evaluations; nil: none.
 	Experiments *experiment.EnvironmentExperiments
 
