@@ -157,6 +157,29 @@ func (a *Auth) identify(r *http.Request) (auth.Token, bool, bool) {
 	return auth.Token{}, false, false
 }
 
+// streamAccess is what package stream asks of an Auth that has tokens:
+// who holds a stream, and whether they still may.
+type streamAccess struct{ a *Auth }
+
+func (s streamAccess) TokenID(r *http.Request) string {
+	if tok, _, ok := s.a.identify(r); ok {
+		return tok.ID
+	}
+	return ""
+}
+
+// Allows reports whether the credentials of r allow need now, as the
+// access check (Auth.middleware) would decide for a request with them.
+func (s streamAccess) Allows(r *http.Request, need auth.Permission) bool {
+	if !s.a.Enforced() || need == Public {
+		return true
+	}
+	tok, _, ok := s.a.identify(r)
+	return ok && tok.Role.Allows(need)
+}
+
+func (s streamAccess) Changed() <-chan struct{} { return s.a.tokens.Changed() }
+
 // headerValue is h.Get(name) for a name in canonical form.
 func headerValue(h http.Header, name string) string {
 	if v := h[name]; len(v) > 0 {

@@ -147,10 +147,10 @@ func TestBodyWindow(t *testing.T) {
 // read (no token here) is answered at once, and its connection closed,
 // however slowly the body comes.
 func TestBodyNotWaitedForWhenRefused(t *testing.T) {
-	e := newStreamEnv(t, api.Options{}, nil, nil)
+	url := newGuardedServer(t).url
 	for _, path := range []string{"/api/features", "/evaluate", "/ofrep/v1/evaluate/flags", "/api/exposures"} {
 		t.Run(path, func(t *testing.T) {
-			c := dialRaw(t, e.url)
+			c := dialRaw(t, url)
 			fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n{", path)
 			if res, body := c.answer(t, "POST"); res.StatusCode != http.StatusUnauthorized {
 				t.Errorf("POST %s without a token = %d %s, want 401", path, res.StatusCode, body)

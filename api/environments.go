@@ -12,6 +12,7 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/environment"
+	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -118,6 +119,28 @@ func UnknownEnvironment(c echo.Context) string { return clip(envParam(c)) }
 
 // in returns the service of the request's environment (see resolve).
 func (s *Server) in(c echo.Context) *rollout.Service { return ServiceOf(c, s.svc) }
+
+// experimentRequests is what package experiments asks of the API about a
+// request.
+type experimentRequests struct{ s *Server }
+
+func (r experimentRequests) Decode(c echo.Context, v any) error         { return decode(c, v) }
+func (r experimentRequests) DecodeOptional(c echo.Context, v any) error { return decodeOptional(c, v) }
+func (r experimentRequests) Actor(c echo.Context) string                { return actorOf(c) }
+
+// Experiments returns the experiments of the environment the request
+// resolved to (see resolve), or, on an app's route (POST /api/track),
+// of the one it names.
+func (r experimentRequests) Experiments(c echo.Context) (*experiment.Experiments, error) {
+	if svc, ok := c.Get(svcKey).(*rollout.Service); ok {
+		return r.s.exps.Of(svc), nil
+	}
+	svc, err := r.s.serviceOf(c)
+	if err != nil {
+		return nil, err
+	}
+	return r.s.exps.Of(svc), nil
+}
 
 // evaluators keeps an evaluation server per environment's service, each
 // with its own encoded snapshot.

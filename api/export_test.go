@@ -20,25 +20,9 @@ func RouteAccess(opts Options) map[string]auth.Permission {
 	return out
 }
 
-// SetHeartbeat sets the interval of the sync stream's heartbeats until the
-// test ends.
-func SetHeartbeat(t interface{ Cleanup(func()) }, d time.Duration) {
-	old := heartbeatInterval
-	heartbeatInterval = d
-	t.Cleanup(func() { heartbeatInterval = old })
-}
-
 // MaxHistoryBytes is maxHistoryBytes, the bytes of entries past the first
 // that one history answer may hold.
 const MaxHistoryBytes = maxHistoryBytes
-
-// SetStreamWriteWindow sets the window of each write of a stream until the
-// test ends.
-func SetStreamWriteWindow(t interface{ Cleanup(func()) }, d time.Duration) {
-	old := streamWriteWindow
-	streamWriteWindow = d
-	t.Cleanup(func() { streamWriteWindow = old })
-}
 
 // SetBodyWindows sets how long routes wait for a request body, evaluation's
 // and the others', until the test ends.
@@ -46,17 +30,6 @@ func SetBodyWindows(t interface{ Cleanup(func()) }, app, other time.Duration) {
 	oldApp, oldOther := appBodyWindow, bodyWindow
 	appBodyWindow, bodyWindow = app, other
 	t.Cleanup(func() { appBodyWindow, bodyWindow = oldApp, oldOther })
-}
-
-// StreamQueue is how many events may wait behind a stream's write.
-const StreamQueue = streamQueue
-
-// SetMaxChangeEvent sets the bound of a change event's sync forms until
-// the test ends.
-func SetMaxChangeEvent(t interface{ Cleanup(func()) }, n int) {
-	old := maxChangeEvent
-	maxChangeEvent = n
-	t.Cleanup(func() { maxChangeEvent = old })
 }
 
 // SetMaxActiveTokens sets how many active tokens POST /api/tokens allows

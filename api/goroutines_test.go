@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -100,5 +101,18 @@ func TestShutdownLeavesNoGoroutine(t *testing.T) {
 	}
 	for _, r := range streams {
 		io.Copy(io.Discard, r) // the client sees each stream end
+	}
+}
+
+// readUntil reads lines until one is want, returning the last one read.
+func readUntil(r *bufio.Reader, want string) (string, error) {
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return line, err
+		}
+		if strings.TrimSuffix(line, "\n") == want {
+			return line, nil
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/rollout/rollout/api/evaluation"
+	"github.com/rollout/rollout/api/experiments"
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/document"
 )
@@ -48,7 +49,7 @@ type Route struct {
 	// MaxBodyBytes.
 	MaxBody int64
 	// Stream marks a route whose answer is a stream, with a budget of its
-	// own (see streams.go).
+	// own (package stream's Server.Admit).
 	Stream bool
 	// SignIn marks a dashboard page: a GET without credentials is
 	// redirected to the sign-in page rather than answered 401.
@@ -98,7 +99,7 @@ func (s *Server) routes(opts Options) []Route {
 		// (package client): tokens of the sdk role, not the client role of
 		// browsers. The snapshot holds every feature's configuration.
 		{Method: http.MethodGet, Path: "/sync/v1/snapshot", Access: auth.PermSync, Handler: func(c echo.Context) error { return s.evalIn(c).SyncSnapshot(c) }},
-		{Method: http.MethodGet, Path: "/sync/v1/stream", Access: auth.PermSync, Stream: true, Handler: s.syncStream},
+		{Method: http.MethodGet, Path: "/sync/v1/stream", Access: auth.PermSync, Stream: true, Handler: func(c echo.Context) error { return s.streams.Sync(c, s.in(c)) }},
 		{Method: http.MethodPost, Path: "/api/exposures", Access: auth.PermSync, AppBody: true, Handler: func(c echo.Context) error { return s.evalIn(c).AddExposures(c) },
 			Middleware: []echo.MiddlewareFunc{exposures}},
 
@@ -157,8 +158,8 @@ func (s *Server) routes(opts Options) []Route {
 		{Method: http.MethodGet, Path: "/api/webhooks/:id", Access: auth.PermAdmin, Handler: s.getWebhook},
 		{Method: http.MethodDelete, Path: "/api/webhooks/:id", Access: auth.PermAdmin, Handler: s.deleteWebhook},
 		{Method: http.MethodPost, Path: "/api/webhooks/:id/resume", Access: auth.PermAdmin, Handler: s.resumeWebhook},
-		// The dashboard's stream of changes (events.go): sessions and read tokens.
-		{Method: http.MethodGet, Path: "/api/events", Access: auth.PermRead, Stream: true, Handler: s.dashboardStream},
+		// The dashboard's stream of changes (package stream): sessions and read tokens.
+		{Method: http.MethodGet, Path: "/api/events", Access: auth.PermRead, Stream: true, Handler: func(c echo.Context) error { return s.streams.Dashboard(c, s.in(c)) }},
 		{Method: http.MethodGet, Path: "/api/features/:key/versions/:version", Access: auth.PermRead, Handler: s.getVersion},
 		{Method: http.MethodGet, Path: "/api/features/:key/users/:user", Access: auth.PermRead, Handler: s.userHistory},
 		{Method: http.MethodGet, Path: "/api/features/:key/exposures", Access: auth.PermRead, Handler: s.exposures},
@@ -205,12 +206,36 @@ func (s *Server) routes(opts Options) []Route {
 		{Method: http.MethodPost, Path: "/api/plan", Access: auth.PermRead, MaxBody: document.MaxBytes, Handler: s.planDocument}, // changes nothing
 		{Method: http.MethodPost, Path: "/api/apply", Access: auth.PermWrite, Change: "apply", MaxBody: document.MaxBytes, Handler: s.applyDocument},
 	}
-	routes = append(routes, s.experimentRoutes(opts)...)
+	routes = append(routes, experimentRoutes(experiments.New(experimentRequests{s}), opts)...)
 	if opts.Pprof {
 		routes = append(routes, Route{Method: http.MethodGet, Path: "/debug/pprof/*", Access: auth.PermAdmin,
 			Handler: echo.WrapHandler(http.DefaultServeMux)})
 	}
 	return routes
+}
+
+// experimentRoutes are the routes of metrics, tracked events and
+// experiments (package experiments), when the server has experiments.
+func experimentRoutes(x *experiments.Server, opts Options) []Route {
+	if opts.Experiments == nil {
+		return nil
+	}
+	track := batchLimit("events", opts.ExposureBatchRate, opts.ExposureBatchBurst)
+	return []Route{
+		{Method: http.MethodGet, Path: "/api/metrics", Access: auth.PermRead, Handler: x.ListMetrics},
+		{Method: http.MethodPost, Path: "/api/metrics", Access: auth.PermWrite, Change: "metric", Handler: x.CreateMetric},
+		{Method: http.MethodGet, Path: "/api/metrics/:key", Access: auth.PermRead, Handler: x.GetMetric},
+		{Method: http.MethodDelete, Path: "/api/metrics/:key", Access: auth.PermWrite, Change: "metric", Handler: x.DeleteMetric},
+		// Apps' events: browsers (client tokens) report conversions too,
+		// rate-limited per token as exposures are.
+		{Method: http.MethodPost, Path: "/api/track", Access: auth.PermEvaluate, AppBody: true, MaxBody: experiments.MaxTrackBodyBytes, Handler: x.Track,
+			Middleware: []echo.MiddlewareFunc{track}},
+		{Method: http.MethodGet, Path: "/api/features/:key/experiments", Access: auth.PermRead, Handler: x.ListExperiments},
+		{Method: http.MethodPost, Path: "/api/features/:key/experiments", Access: auth.PermWrite, Change: "experiment", Handler: x.StartExperiment},
+		{Method: http.MethodGet, Path: "/api/features/:key/experiments/:id", Access: auth.PermRead, Handler: x.GetExperiment},
+		{Method: http.MethodPost, Path: "/api/features/:key/experiments/:id/stop", Access: auth.PermWrite, Change: "experiment", Handler: x.StopExperiment},
+		{Method: http.MethodGet, Path: "/api/features/:key/experiments/:id/results", Access: auth.PermRead, Handler: x.Results},
+	}
 }
 
 // register adds routes to e, each with the middleware its declaration
@@ -285,7 +310,7 @@ func (s *Server) middleware(r Route, declared bool) []echo.MiddlewareFunc {
 		mw = append(mw, s.resolveFor(r)) // evaluation resolves its own (Server.evaluate)
 	}
 	if r.Stream {
-		mw = append(mw, s.streams.middleware(r))
+		mw = append(mw, s.streams.Admit(r.Access))
 	}
 	if idempotentRoute(r) {
 		mw = append(mw, s.idempotency(r))

@@ -5,8 +5,10 @@
 // client), and health, readiness and Prometheus metrics for operators.
 // Handlers decode, call the rollout domain, and encode; every error is
 // answered by one handler (errors.go) with the one status of its code, and
-// the field it is about. The routes apps call on their hot path are
-// package evaluation's handlers, declared here with the others. Every
+// the field it is about. Three packages hold handlers of routes declared
+// here with the others: evaluation those apps call on their hot path,
+// stream the streams (/sync/v1/stream, /api/events), experiments the
+// metrics, tracked events and experiments. Every
 // request is counted in the metrics and carries a request ID; which
 // requests are also logged is Options.RequestLog's choice: by default
 // changes, errors and slow requests, not evaluations.
@@ -23,9 +25,6 @@
 //   - observe.go, requestlog.go, metrics.go: request IDs, CORS of the
 //     evaluation routes, the request log and the Prometheus metrics.
 //   - bodies.go: how long a route waits for its request body.
-//   - streams.go: the budget, revocation and writer of every stream.
-//   - syncstream.go: the sync API's stream, GET /sync/v1/stream.
-//   - events.go: the dashboard's stream of changes, GET /api/events.
 //   - exposurelimit.go: the rate limit of POST /api/exposures and
 //     /api/track.
 //   - idempotency.go: Idempotency-Key on changes.
@@ -36,8 +35,6 @@
 //   - prerequisites.go: PUT /api/features/K/prerequisites.
 //   - ramp.go: ramps of a feature's buckets.
 //   - schedules.go: scheduled changes, and the parser of their bodies (ScheduledChange).
-//   - experiments.go: metrics, tracked events (POST /api/track) and
-//     experiments with their results.
 //   - plan.go: the planner of buckets' moves, and its bounds.
 //   - ascode.go: rollouts as code: export, plan and apply of documents.
 //   - requests.go: settings and change requests.
@@ -55,6 +52,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/api/evaluation"
+	"github.com/rollout/rollout/api/stream"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/experiment"
@@ -98,9 +96,9 @@ type Options struct {
 	ExposureBatchRate  float64
 	ExposureBatchBurst int
 
-	// MaxStreams bounds the open streams (GET /sync/v1/stream), and
-	// MaxStreamsPerToken those of one token (see streams.go); 0 means
-	// DefaultMaxStreams, and half of MaxStreams.
+	// MaxStreams bounds the open streams (GET /sync/v1/stream and
+	// /api/events), and MaxStreamsPerToken those of one token (see package
+	// stream); 0 means stream.DefaultMax, and half of MaxStreams.
 	MaxStreams, MaxStreamsPerToken int
 
 	// Plans bound the planner's work; the zero value is the defaults.
@@ -118,7 +116,7 @@ type Options struct {
 	// 404.
 	Webhooks *webhook.Hooks
 	// Experiments are those of each environment, which serve the routes
-	// of metrics, tracked events and experiments (experiments.go) and
+	// of metrics, tracked events and experiments (package experiments) and
 	// record the users of each environment's evaluations; nil: none.
 	Experiments *experiment.EnvironmentExperiments
 
@@ -135,12 +133,10 @@ type Server struct {
 	log     *slog.Logger
 	metrics *Metrics
 	ready   func(context.Context) error
-	closing <-chan struct{}
 	eval    *evaluation.Server                 // the routes apps call on their hot path
 	exps    *experiment.EnvironmentExperiments // nil: no experiments' routes
-	streams *streams
+	streams *stream.Server                     // the streams' handlers and budget
 
-	events  changeEvents
 	reqlog  requestLogger
 	planner *planner
 	auth    *Auth               // nil: everything is open
@@ -167,13 +163,18 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 	if slow <= 0 {
 		slow = DefaultSlowRequest
 	}
-	s := &Server{svc: svc, exps: opts.Experiments, log: log, metrics: metrics, ready: opts.Ready, closing: opts.Closing, auth: opts.Auth, hooks: opts.Webhooks,
+	s := &Server{svc: svc, exps: opts.Experiments, log: log, metrics: metrics, ready: opts.Ready, auth: opts.Auth, hooks: opts.Webhooks,
 		reqlog: requestLogger{mode: opts.RequestLog, slow: slow, sample: uint64(max(opts.SampleEvaluations, 0))},
 		cors:   evaluationCORS(), csrf: http.NewCrossOriginProtection(),
 		declared: map[string]map[string]bool{}}
 	s.planner = newPlanner(opts.Plans)
+	streamOpts := stream.Options{Log: log, Registerer: metrics.reg, Max: opts.MaxStreams, PerToken: opts.MaxStreamsPerToken, Closing: opts.Closing}
+	if opts.Auth != nil && opts.Auth.tokens != nil {
+		streamOpts.Access = streamAccess{opts.Auth}
+	}
+	s.streams = stream.New(streamOpts)
 	evalOpts := evaluation.Options{Metrics: evaluationMetrics{metrics}, Decode: decode,
-		WriteWindow: streamWriteWindow, Costly: opts.Costly}
+		WriteWindow: s.streams.WriteWindow(), Costly: opts.Costly}
 	s.evals.make = func(svc *rollout.Service) *evaluation.Server {
 		opts := evalOpts
 		if s.exps != nil {
@@ -187,7 +188,6 @@ func New(svc *rollout.Service, opts Options) *echo.Echo {
 		s.envs = rollout.OneEnvironment(svc)
 	}
 	metrics.server.Store(s)
-	s.streams = newStreams(opts, log, metrics)
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

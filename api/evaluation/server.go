@@ -9,7 +9,7 @@
 // Package api declares these routes in its one route table (their method,
 // path, permission and body limit) with a Server's handlers, and answers
 // their errors in its one error handler; the sync API's stream
-// (GET /sync/v1/stream) is package api's, with the budget of its other
+// (GET /sync/v1/stream) is package stream's, with the budget of the other
 // streams. What a Server needs of the rest, it declares: Service (the
 // snapshot and the exposure counts), Metrics (the evaluations served) and
 // Options.Decode (the API's JSON decoder).

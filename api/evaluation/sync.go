@@ -25,7 +25,7 @@ import (
 // by a hash of their user, and the store revision), encoded once per
 // snapshot and gzipped once for the clients that accept it, under a strong
 // ETag per representation. Its stream of changes, GET /sync/v1/stream, is
-// package api's (syncstream.go), with the budget of the API's other streams.
+// package stream's, with the budget of the API's other streams.
 // POST /api/exposures takes the counts of the evaluations apps made in
 // their own process.
 

@@ -1,8 +1,8 @@
-// Package apitest is the test harness of the API's packages (api and
-// api/evaluation): the API served on a loopback port over a real SQLite
-// store in a temporary directory (New, NewOver), requests to it (Do,
-// Must), the features the evaluation tests use (Seed), and its metrics as
-// Prometheus scrapes them (Scrape, Sample). Tests only import it; it is
+// Package apitest is the test harness of the API's packages (api,
+// api/evaluation, api/stream): the API served on a loopback port over a
+// real SQLite store in a temporary directory (New, NewOver), requests to it
+// (Do, Must), the features the evaluation tests use (Seed), and its metrics
+// as Prometheus scrapes them (Scrape, Sample). Tests only import it; it is
 // this one file.
 package apitest
 

@@ -1,4 +1,4 @@
-package api
+package stream
 
 import (
 	"bytes"
@@ -23,7 +23,7 @@ import (
 // tab, a script, a ramp's step) and fetches what it shows. An event holds
 // at most maxDashboardEventFeatures features; a batch that changed more
 // says only "many", and pages reload. The stream has the budget of every
-// stream (streams.go): it is counted in the server's and the token's (a
+// stream (budget.go): it is counted in the server's and the token's (a
 // session's) share, ends with the session, and drops a client that does
 // not read.
 
@@ -79,16 +79,16 @@ func dashboardEventOf(batch []rollout.Commit, snap *feature.Snapshot) []byte {
 	}
 	data, err := json.Marshal(ev)
 	if err != nil {
-		panic("api: encode a dashboard event: " + err.Error()) // plain strings and numbers
+		panic("stream: encode a dashboard event: " + err.Error()) // plain strings and numbers
 	}
 	var buf bytes.Buffer
 	fmt.Fprintf(&buf, "id: %d\nevent: change\ndata: %s\n\n", ev.Revision, data)
 	return buf.Bytes()
 }
 
-// dashboardStream is GET /api/events.
-func (s *Server) dashboardStream(c echo.Context) error {
-	commits, stop := s.in(c).Subscribe()
+// Dashboard answers GET /api/events, following svc.
+func (st *Server) Dashboard(c echo.Context, svc Service) error {
+	commits, stop := svc.Subscribe()
 	defer stop()
 
 	w := c.Response()
@@ -100,10 +100,10 @@ func (s *Server) dashboardStream(c echo.Context) error {
 		return fmt.Errorf("dashboard stream: clear the read deadline: %w", err)
 	}
 	w.WriteHeader(http.StatusOK)
-	out := s.streams.writer(c)
+	out := st.writer(c)
 	defer out.stop()
 
-	rev := s.in(c).Snapshot().Revision()
+	rev := svc.Snapshot().Revision()
 	if out.send(fmt.Appendf(nil, "retry: %d\nid: %d\nevent: hello\ndata: {\"revision\":%d}\n\n", streamRetry, rev, rev)) != nil {
 		return nil
 	}
@@ -115,7 +115,7 @@ func (s *Server) dashboardStream(c echo.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-s.closing:
+		case <-st.closing:
 			return nil
 		case <-out.ended():
 			return nil
@@ -123,7 +123,7 @@ func (s *Server) dashboardStream(c echo.Context) error {
 			if !ok {
 				return nil // too slow: the page reconnects
 			}
-			if ev = dashboardEventOf(batch, s.in(c).Snapshot()); ev == nil {
+			if ev = dashboardEventOf(batch, svc.Snapshot()); ev == nil {
 				continue
 			}
 		case <-heartbeat.C:

@@ -1,4 +1,4 @@
-package api_test
+package stream_test
 
 import (
 	"bufio"
@@ -17,7 +17,7 @@ import (
 // that it is gone.
 func TestDashboardStream(t *testing.T) {
 	s, _ := streamServer(t)
-	s.seed()
+	s.Seed()
 	caughtUp(t, s)
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -53,12 +53,12 @@ func TestDashboardStream(t *testing.T) {
 		t.Fatalf("first event = %+v, want hello", hello)
 	}
 
-	patched := s.must(200, "PATCH", "/api/features/checkout", map[string]any{"description": "elsewhere"}).body
+	patched := s.Must(200, "PATCH", "/api/features/checkout", map[string]any{"description": "elsewhere"}).Body
 	var changed struct {
 		Feature struct{ Version int }
 	}
 	json.Unmarshal(patched, &changed)
-	etag := s.must(200, "GET", "/api/features/checkout", nil).header.Get("ETag")
+	etag := s.Must(200, "GET", "/api/features/checkout", nil).Header.Get("ETag")
 	ev := next("the change")
 	var data struct {
 		Revision int64
@@ -76,7 +76,7 @@ func TestDashboardStream(t *testing.T) {
 		t.Errorf("change event = %s, want checkout at version %d, ETag %s", ev.data, changed.Feature.Version, etag)
 	}
 
-	s.must(204, "DELETE", "/api/features/checkout", nil)
+	s.Must(204, "DELETE", "/api/features/checkout", nil)
 	ev = next("the deletion")
 	if err := json.Unmarshal([]byte(ev.data), &data); err != nil || len(data.Features) != 1 || !data.Features[0].Deleted {
 		t.Errorf("event after the deletion = %s (%v), want checkout deleted", ev.data, err)

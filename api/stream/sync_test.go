@@ -1,4 +1,4 @@
-package api_test
+package stream_test
 
 import (
 	"bufio"
@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/api"
+	"github.com/rollout/rollout/api/internal/apitest"
+	"github.com/rollout/rollout/api/stream"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
@@ -21,7 +23,7 @@ import (
 // streamServer is the API over a real SQLite store, its service following
 // the store as the binary's does, on a loopback server with short read and
 // write timeouts that a stream must outlive.
-func streamServer(t *testing.T) (*testServer, *rollout.Service) {
+func streamServer(t *testing.T) (*apitest.Server, *rollout.Service) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
@@ -44,7 +46,7 @@ func streamServer(t *testing.T) (*testServer, *rollout.Service) {
 		<-done
 		db.Close()
 	})
-	return &testServer{t: t, URL: srv.URL, svc: svc, db: db}, svc
+	return &apitest.Server{T: t, URL: srv.URL, Svc: svc, DB: db}, svc
 }
 
 // sseEvent is one event of a stream, or a comment.
@@ -87,9 +89,9 @@ func readEvents(t *testing.T, body *bufio.Reader) <-chan sseEvent {
 // with the changed keys for each change, keeps a heartbeat, outlives the
 // server's read and write timeouts, and ends when the client goes.
 func TestSyncStream(t *testing.T) {
-	api.SetHeartbeat(t, 100*time.Millisecond)
+	stream.SetHeartbeat(t, 100*time.Millisecond)
 	s, svc := streamServer(t)
-	s.seed()
+	s.Seed()
 	rev := caughtUp(t, s)
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -136,7 +138,7 @@ func TestSyncStream(t *testing.T) {
 		t.Errorf("%d heartbeats in 1 s at 100 ms, want at least 5", beats)
 	}
 
-	s.must(http.StatusOK, "PATCH", "/api/features/limit", map[string]any{"description": "changed"})
+	s.Must(http.StatusOK, "PATCH", "/api/features/limit", map[string]any{"description": "changed"})
 	for {
 		ev := next("the change")
 		if ev.name == "" {
@@ -154,7 +156,7 @@ func TestSyncStream(t *testing.T) {
 	}
 
 	// A deletion names the feature deleted.
-	s.must(http.StatusNoContent, "DELETE", "/api/features/killed", nil)
+	s.Must(http.StatusNoContent, "DELETE", "/api/features/killed", nil)
 	if ev := nextChange(t, next); ev.data != `{"revision":`+itoa(rev+2)+`,"features":["killed"],"deleted":["killed"]}` {
 		t.Errorf("event of a deletion = %+v", ev)
 	}
@@ -178,9 +180,9 @@ func nextChange(t *testing.T, next func(string) sseEvent) sseEvent {
 // bound of an event sends only the keys, flagged refetch; every stream
 // gets the same event.
 func TestSyncStreamLargeChange(t *testing.T) {
-	api.SetMaxChangeEvent(t, 100<<10)
+	stream.SetMaxChangeEvent(t, 100<<10)
 	s, svc := streamServer(t)
-	s.seed()
+	s.Seed()
 	caughtUp(t, s)
 	var streams []func(string) sseEvent
 	for range 3 {
@@ -213,7 +215,7 @@ func TestSyncStreamLargeChange(t *testing.T) {
 	for i := range feature.MaxOverrides {
 		big.Overrides[fmt.Sprintf("user-%d", i)] = "B"
 	}
-	s.create(big)
+	s.Create(big)
 	for i, next := range streams {
 		ev := nextChange(t, next)
 		var data map[string]any
@@ -231,15 +233,15 @@ func TestSyncStreamLargeChange(t *testing.T) {
 
 // caughtUp waits until the service's snapshot has caught up with the
 // store's revision, and returns it.
-func caughtUp(t *testing.T, s *testServer) int64 {
+func caughtUp(t *testing.T, s *apitest.Server) int64 {
 	t.Helper()
-	want, err := s.db.Revision(context.Background())
+	want, err := s.DB.Revision(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(5 * time.Second); s.svc.Snapshot().Revision() != want; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); s.Svc.Snapshot().Revision() != want; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the service is at revision %d, the store at %d", s.svc.Snapshot().Revision(), want)
+			t.Fatalf("the service is at revision %d, the store at %d", s.Svc.Snapshot().Revision(), want)
 		}
 	}
 	return want

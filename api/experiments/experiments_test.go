@@ -1,4 +1,4 @@
-package api_test
+package experiments_test
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/api"
+	"github.com/rollout/rollout/api/experiments"
+	"github.com/rollout/rollout/api/internal/apitest"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
@@ -23,7 +25,7 @@ import (
 // newExperimentServer is the API with experiments over a new SQLite store,
 // with the feature "checkout" (control and treatment) and the metric
 // "purchase".
-func newExperimentServer(t *testing.T, opts api.Options) (*testServer, *experiment.Experiments) {
+func newExperimentServer(t *testing.T, opts api.Options) (*apitest.Server, *experiment.Experiments) {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "rollout.db"))
@@ -42,9 +44,9 @@ func newExperimentServer(t *testing.T, opts api.Options) (*testServer, *experime
 	opts.Experiments = exps
 	srv := httptest.NewServer(api.New(svc, opts))
 	t.Cleanup(func() { srv.Close(); db.Close() })
-	s := &testServer{t: t, URL: srv.URL, svc: svc, db: db}
-	s.create(feature.Feature{Key: "checkout", Enabled: true, Buckets: []feature.Bucket{{Name: "control", Replicas: 50}, {Name: "treatment", Replicas: 50}}})
-	s.must(http.StatusCreated, "POST", "/api/metrics", map[string]any{"key": "purchase", "kind": "conversion", "description": "bought"})
+	s := &apitest.Server{T: t, URL: srv.URL, Svc: svc, DB: db}
+	s.Create(feature.Feature{Key: "checkout", Enabled: true, Buckets: []feature.Bucket{{Name: "control", Replicas: 50}, {Name: "treatment", Replicas: 50}}})
+	s.Must(http.StatusCreated, "POST", "/api/metrics", map[string]any{"key": "purchase", "kind": "conversion", "description": "bought"})
 	return s, exp
 }
 
@@ -52,37 +54,37 @@ func newExperimentServer(t *testing.T, opts api.Options) (*testServer, *experime
 // the shapes of their answers.
 func TestExperimentRoutes(t *testing.T) {
 	s, _ := newExperimentServer(t, api.Options{})
-	m := s.must(http.StatusOK, "GET", "/api/metrics/purchase", nil).json(t)["metric"].(map[string]any)
+	m := s.Must(http.StatusOK, "GET", "/api/metrics/purchase", nil).JSON(t)["metric"].(map[string]any)
 	if m["kind"] != "conversion" || m["higher_is_better"] != true || m["description"] != "bought" {
 		t.Errorf("GET /api/metrics/purchase = %v", m)
 	}
-	s.must(http.StatusConflict, "POST", "/api/metrics", map[string]any{"key": "purchase", "kind": "conversion"})
-	s.must(http.StatusUnprocessableEntity, "POST", "/api/metrics", map[string]any{"key": "bad", "kind": "median"})
-	s.must(http.StatusCreated, "POST", "/api/metrics", map[string]any{"key": "basket", "kind": "mean", "higher_is_better": false})
-	list := s.must(http.StatusOK, "GET", "/api/metrics", nil).json(t)["metrics"].([]any)
+	s.Must(http.StatusConflict, "POST", "/api/metrics", map[string]any{"key": "purchase", "kind": "conversion"})
+	s.Must(http.StatusUnprocessableEntity, "POST", "/api/metrics", map[string]any{"key": "bad", "kind": "median"})
+	s.Must(http.StatusCreated, "POST", "/api/metrics", map[string]any{"key": "basket", "kind": "mean", "higher_is_better": false})
+	list := s.Must(http.StatusOK, "GET", "/api/metrics", nil).JSON(t)["metrics"].([]any)
 	if len(list) != 2 {
 		t.Errorf("GET /api/metrics = %d metrics, want 2", len(list))
 	}
-	s.must(http.StatusNotFound, "GET", "/api/metrics/nope", nil)
+	s.Must(http.StatusNotFound, "GET", "/api/metrics/nope", nil)
 
-	s.must(http.StatusUnprocessableEntity, "POST", "/api/features/checkout/experiments", map[string]any{"name": "x", "control": "nope", "metrics": []string{"purchase"}})
-	s.must(http.StatusNotFound, "POST", "/api/features/nope/experiments", map[string]any{"name": "x", "control": "control", "metrics": []string{"purchase"}})
-	x := s.must(http.StatusCreated, "POST", "/api/features/checkout/experiments", map[string]any{"name": "green", "control": "control", "metrics": []string{"purchase", "basket"}, "hypothesis": "more sales"}).json(t)["experiment"].(map[string]any)
+	s.Must(http.StatusUnprocessableEntity, "POST", "/api/features/checkout/experiments", map[string]any{"name": "x", "control": "nope", "metrics": []string{"purchase"}})
+	s.Must(http.StatusNotFound, "POST", "/api/features/nope/experiments", map[string]any{"name": "x", "control": "control", "metrics": []string{"purchase"}})
+	x := s.Must(http.StatusCreated, "POST", "/api/features/checkout/experiments", map[string]any{"name": "green", "control": "control", "metrics": []string{"purchase", "basket"}, "hypothesis": "more sales"}).JSON(t)["experiment"].(map[string]any)
 	id := x["id"].(string)
 	if x["status"] != "running" || x["feature"] != "checkout" || x["version"] != float64(1) {
 		t.Errorf("POST …/experiments = %v", x)
 	}
-	s.must(http.StatusConflict, "POST", "/api/features/checkout/experiments", map[string]any{"name": "again", "control": "control", "metrics": []string{"purchase"}})
-	s.must(http.StatusConflict, "DELETE", "/api/metrics/purchase", nil)
+	s.Must(http.StatusConflict, "POST", "/api/features/checkout/experiments", map[string]any{"name": "again", "control": "control", "metrics": []string{"purchase"}})
+	s.Must(http.StatusConflict, "DELETE", "/api/metrics/purchase", nil)
 
 	for i := range 300 {
 		user := fmt.Sprintf("u%d", i)
-		s.evaluate("checkout", user)
+		s.Evaluate("checkout", user)
 		if i%3 == 0 {
-			s.must(http.StatusOK, "POST", "/api/track", map[string]any{"batch": fmt.Sprintf("route-batch-%d", i), "events": []any{map[string]any{"metric": "purchase", "user": user}}})
+			s.Must(http.StatusOK, "POST", "/api/track", map[string]any{"batch": fmt.Sprintf("route-batch-%d", i), "events": []any{map[string]any{"metric": "purchase", "user": user}}})
 		}
 	}
-	r := s.must(http.StatusOK, "GET", "/api/features/checkout/experiments/"+id+"/results", nil).json(t)
+	r := s.Must(http.StatusOK, "GET", "/api/features/checkout/experiments/"+id+"/results", nil).JSON(t)
 	for _, k := range []string{"buckets", "srm", "multiple_exposures", "method", "updated_at"} {
 		if _, ok := r[k]; !ok {
 			t.Errorf("results lack %q: %v", k, r)
@@ -104,30 +106,30 @@ func TestExperimentRoutes(t *testing.T) {
 		t.Errorf("results = %g users, %g converted; want 300, 100", users, converted)
 	}
 
-	got := s.must(http.StatusOK, "GET", "/api/features/checkout/experiments/"+id, nil).json(t)["experiment"].(map[string]any)
+	got := s.Must(http.StatusOK, "GET", "/api/features/checkout/experiments/"+id, nil).JSON(t)["experiment"].(map[string]any)
 	if got["name"] != "green" {
 		t.Errorf("GET …/experiments/ID = %v", got)
 	}
-	s.must(http.StatusNotFound, "GET", "/api/features/checkout/experiments/nope", nil)
-	stopped := s.must(http.StatusOK, "POST", "/api/features/checkout/experiments/"+id+"/stop", nil).json(t)["experiment"].(map[string]any)
+	s.Must(http.StatusNotFound, "GET", "/api/features/checkout/experiments/nope", nil)
+	stopped := s.Must(http.StatusOK, "POST", "/api/features/checkout/experiments/"+id+"/stop", nil).JSON(t)["experiment"].(map[string]any)
 	if stopped["status"] != "stopped" || stopped["stopped_at"] == nil {
 		t.Errorf("POST …/stop = %v", stopped)
 	}
-	s.must(http.StatusConflict, "POST", "/api/features/checkout/experiments/"+id+"/stop", nil)
-	xs := s.must(http.StatusOK, "GET", "/api/features/checkout/experiments", nil).json(t)["experiments"].([]any)
+	s.Must(http.StatusConflict, "POST", "/api/features/checkout/experiments/"+id+"/stop", nil)
+	xs := s.Must(http.StatusOK, "GET", "/api/features/checkout/experiments", nil).JSON(t)["experiments"].([]any)
 	if len(xs) != 1 {
 		t.Errorf("GET …/experiments = %d, want 1", len(xs))
 	}
-	s.must(http.StatusNoContent, "DELETE", "/api/metrics/basket", nil)
-	s.must(http.StatusNotFound, "DELETE", "/api/metrics/basket", nil)
+	s.Must(http.StatusNoContent, "DELETE", "/api/metrics/basket", nil)
+	s.Must(http.StatusNotFound, "DELETE", "/api/metrics/basket", nil)
 }
 
 // TestTrackAbuse sends forged and flooding batches of events: each is
 // refused with a 4xx and stores nothing.
 func TestTrackAbuse(t *testing.T) {
 	s, _ := newExperimentServer(t, api.Options{ExposureBatchRate: 0.001, ExposureBatchBurst: 40})
-	x := s.must(http.StatusCreated, "POST", "/api/features/checkout/experiments", map[string]any{"name": "abuse", "control": "control", "metrics": []string{"purchase"}}).json(t)["experiment"].(map[string]any)
-	s.evaluate("checkout", "victim")
+	x := s.Must(http.StatusCreated, "POST", "/api/features/checkout/experiments", map[string]any{"name": "abuse", "control": "control", "metrics": []string{"purchase"}}).JSON(t)["experiment"].(map[string]any)
+	s.Evaluate("checkout", "victim")
 	now := time.Now().UTC()
 	ev := func(fields map[string]any) map[string]any {
 		e := map[string]any{"metric": "purchase", "user": "victim"}
@@ -154,15 +156,15 @@ func TestTrackAbuse(t *testing.T) {
 		{"long user", ev(map[string]any{"user": strings.Repeat("u", experiment.MaxTrackUser+1)}), http.StatusUnprocessableEntity},
 		{"bad batch ID", map[string]any{"batch": "x", "events": []any{map[string]any{"metric": "purchase", "user": "victim"}}}, http.StatusUnprocessableEntity},
 		{"too many events", map[string]any{"batch": "abuse-batch-2", "events": many}, http.StatusUnprocessableEntity},
-		{"body too large", map[string]any{"batch": "abuse-batch-3", "events": []any{map[string]any{"metric": "purchase", "user": strings.Repeat("u", api.MaxTrackBodyBytes)}}}, http.StatusRequestEntityTooLarge},
+		{"body too large", map[string]any{"batch": "abuse-batch-3", "events": []any{map[string]any{"metric": "purchase", "user": strings.Repeat("u", experiments.MaxTrackBodyBytes)}}}, http.StatusRequestEntityTooLarge},
 		{"unknown field", ev(map[string]any{"admin": true}), http.StatusBadRequest},
 	} {
-		if r := s.do("POST", "/api/track", c.body); r.status != c.want {
-			t.Errorf("%s: POST /api/track = %d %s, want %d", c.name, r.status, r.body, c.want)
+		if r := s.Do("POST", "/api/track", c.body); r.Status != c.want {
+			t.Errorf("%s: POST /api/track = %d %s, want %d", c.name, r.Status, r.Body, c.want)
 		}
 	}
 	results := func() float64 {
-		r := s.must(http.StatusOK, "GET", "/api/features/checkout/experiments/"+x["id"].(string)+"/results", nil).json(t)
+		r := s.Must(http.StatusOK, "GET", "/api/features/checkout/experiments/"+x["id"].(string)+"/results", nil).JSON(t)
 		n := 0.0
 		for _, b := range r["buckets"].([]any) {
 			n += b.(map[string]any)["metrics"].(map[string]any)["purchase"].(map[string]any)["users_converted"].(float64)
@@ -176,12 +178,12 @@ func TestTrackAbuse(t *testing.T) {
 	// and not stored.
 	limited := 0
 	for i := range 60 {
-		r := s.do("POST", "/api/track", map[string]any{"batch": fmt.Sprintf("flood-batch-%d", i), "events": []any{map[string]any{"metric": "purchase", "user": fmt.Sprintf("f%d", i)}}})
+		r := s.Do("POST", "/api/track", map[string]any{"batch": fmt.Sprintf("flood-batch-%d", i), "events": []any{map[string]any{"metric": "purchase", "user": fmt.Sprintf("f%d", i)}}})
 		switch {
-		case r.status == http.StatusTooManyRequests && r.header.Get("Retry-After") != "":
+		case r.Status == http.StatusTooManyRequests && r.Header.Get("Retry-After") != "":
 			limited++
-		case r.status != http.StatusOK:
-			t.Fatalf("flood batch %d = %d %s", i, r.status, r.body)
+		case r.Status != http.StatusOK:
+			t.Fatalf("flood batch %d = %d %s", i, r.Status, r.Body)
 		}
 	}
 	if limited < 60-40 {
@@ -197,7 +199,7 @@ func TestExperimentResultsMillionUsers(t *testing.T) {
 		t.Skip("stores a million users (minutes): set ROLLOUT_BIG_TESTS=1 to run it")
 	}
 	s, _ := newExperimentServer(t, api.Options{})
-	x := s.must(http.StatusCreated, "POST", "/api/features/checkout/experiments", map[string]any{"name": "big", "control": "control", "metrics": []string{"purchase"}}).json(t)["experiment"].(map[string]any)
+	x := s.Must(http.StatusCreated, "POST", "/api/features/checkout/experiments", map[string]any{"name": "big", "control": "control", "metrics": []string{"purchase"}}).JSON(t)["experiment"].(map[string]any)
 	id := x["id"].(string)
 	ctx := context.Background()
 	const users = 1_000_000
@@ -215,14 +217,14 @@ func TestExperimentResultsMillionUsers(t *testing.T) {
 			events = append(events, experiment.TrackedEvent{Metric: "purchase", UserHash: h, Value: 1, At: at})
 		}
 		if len(xs) == cap(xs) {
-			if err := s.db.AddFirstExposures(ctx, xs); err != nil {
+			if err := s.DB.AddFirstExposures(ctx, xs); err != nil {
 				t.Fatal(err)
 			}
 			xs = xs[:0]
 		}
 	}
 	for i := 0; i < len(events); i += experiment.MaxTrackBatch {
-		if _, err := s.db.AddTrackBatch(ctx, fmt.Sprintf("million-%06d", i), time.Now(), events[i:min(i+experiment.MaxTrackBatch, len(events))]); err != nil {
+		if _, err := s.DB.AddTrackBatch(ctx, fmt.Sprintf("million-%06d", i), time.Now(), events[i:min(i+experiment.MaxTrackBatch, len(events))]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -230,11 +232,11 @@ func TestExperimentResultsMillionUsers(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	start := time.Now()
-	r := s.must(http.StatusOK, "GET", "/api/features/checkout/experiments/"+id+"/results", nil)
+	r := s.Must(http.StatusOK, "GET", "/api/features/checkout/experiments/"+id+"/results", nil)
 	took := time.Since(start)
 	runtime.ReadMemStats(&after)
 	var res experiment.ExperimentResults
-	if err := json.Unmarshal(r.body, &res); err != nil {
+	if err := json.Unmarshal(r.Body, &res); err != nil {
 		t.Fatal(err)
 	}
 	total, converted := int64(0), int64(0)

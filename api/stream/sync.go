@@ -1,4 +1,4 @@
-package api
+package stream
 
 import (
 	"bytes"
@@ -22,7 +22,7 @@ import (
 // stream of Server-Sent Events, one per batch of commits the service takes
 // in, holding the sync forms of the features the batch changed, so that a
 // connected client applies them without fetching the snapshot again. It has
-// the budget, timing and writer of every stream (streams.go), as the
+// the budget, timing and writer of every stream (budget.go), as the
 // dashboard's (events.go).
 
 // Stream timing. heartbeatInterval is a variable for tests.
@@ -97,14 +97,14 @@ func (ce *changeEvents) encode(batch []rollout.Commit, snap func() *feature.Snap
 	return data
 }
 
-// syncStream is GET /sync/v1/stream: first a "hello" event with the
+// Sync answers GET /sync/v1/stream, following svc: first a "hello" event with the
 // current revision, then a "change" event for each batch of commits that
 // changed features, and a comment every heartbeatInterval so that clients
 // and proxies see the connection alive. The stream ends when the client
 // goes, or when it fell so far behind that the service dropped its
 // subscription: the client reconnects and reads the snapshot again.
-func (s *Server) syncStream(c echo.Context) error {
-	commits, stop := s.in(c).Subscribe()
+func (st *Server) Sync(c echo.Context, svc Service) error {
+	commits, stop := svc.Subscribe()
 	defer stop()
 
 	w := c.Response()
@@ -119,7 +119,7 @@ func (s *Server) syncStream(c echo.Context) error {
 		return fmt.Errorf("stream: clear the read deadline: %w", err)
 	}
 	w.WriteHeader(http.StatusOK)
-	out := s.streams.writer(c) // writes what send queues; drops a client that does not read (streams.go)
+	out := st.writer(c) // writes what send queues; drops a client that does not read (streams.go)
 	defer out.stop()
 
 	var buf bytes.Buffer
@@ -128,7 +128,7 @@ func (s *Server) syncStream(c echo.Context) error {
 		buf.Reset()
 		return err
 	}
-	rev := s.in(c).Snapshot().Revision()
+	rev := svc.Snapshot().Revision()
 	fmt.Fprintf(&buf, "retry: %d\nid: %d\nevent: hello\ndata: {\"revision\":%d}\n\n", streamRetry, rev, rev)
 	if err := send(); err != nil {
 		return nil // the client is gone
@@ -140,7 +140,7 @@ func (s *Server) syncStream(c echo.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-s.closing:
+		case <-st.closing:
 			return nil // the server shuts down: the client reconnects elsewhere
 		case <-out.ended():
 			return nil // dropped, or gone: the client reconnects
@@ -148,7 +148,7 @@ func (s *Server) syncStream(c echo.Context) error {
 			if !ok {
 				return nil // too slow: the client reconnects
 			}
-			ev := s.events.encode(batch, s.in(c).Snapshot)
+			ev := st.events.encode(batch, svc.Snapshot)
 			if ev == nil {
 				continue // tokens only
 			}

@@ -1,11 +1,10 @@
-package api
+package stream
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"sync"
@@ -19,10 +18,10 @@ import (
 	"github.com/rollout/rollout/rollout/feature"
 )
 
-// Streams. A stream (GET /sync/v1/stream) holds its connection for as long
-// as its client stays, so streams have a budget of their own, in all
-// (Options.MaxStreams, which the binary keeps to half its connection limit)
-// and per token (Options.MaxStreamsPerToken): a stream beyond it is refused
+// The budget of streams. A stream holds its connection for as long as its
+// client stays, so streams have a budget of their own, in all (Options.Max,
+// which the binary keeps to half its connection limit) and per token
+// (Options.PerToken): a stream beyond it is refused
 // at once, 503 or 429 with Retry-After, and never takes the connections
 // that evaluation needs. An open stream ends when its token is revoked or
 // its role no longer allows the route (checked whenever the tokens are
@@ -31,9 +30,9 @@ import (
 // or takes longer than a write's window to take one write, is dropped. A
 // client whose stream ends reconnects and reads the snapshot again.
 
-// DefaultMaxStreams is the stream budget when Options.MaxStreams is 0: half
-// the binary's default connection limit.
-const DefaultMaxStreams = 2048
+// DefaultMax is the stream budget when Options.Max is 0: half the binary's
+// default connection limit.
+const DefaultMax = 2048
 
 const (
 	// streamQueue and streamQueueBytes bound the events that wait behind
@@ -51,55 +50,16 @@ const (
 // streamWriteWindow bounds each write of a stream, beyond the time its size
 // takes at streamMinRate: the server's WriteTimeout is for whole answers,
 // and a stream's deadline is set before every write instead. A variable for
-// tests.
+// tests; a Server keeps the one it was made with (Server.WriteWindow).
 var streamWriteWindow = 5 * time.Second
 
 // errStreamEnded is send's error once the stream's writer has stopped.
 var errStreamEnded = errors.New("the stream ended")
 
-// streams counts the open streams and ends those whose token no longer
-// allows them. Safe for concurrent use.
-type streams struct {
-	auth          *Auth // nil: everything is open
-	log           *slog.Logger
-	max, perToken int
-
-	mu      sync.Mutex
-	open    int
-	byToken map[string]int // open streams by token ID ("": no token)
-	warned  bool           // that the budget was reached
-
-	refused *prometheus.CounterVec // reason: budget, token
-	ended   *prometheus.CounterVec // reason: revoked, slow
-}
-
-func newStreams(opts Options, log *slog.Logger, m *Metrics) *streams {
-	st := &streams{auth: opts.Auth, log: log, max: opts.MaxStreams, perToken: opts.MaxStreamsPerToken, byToken: map[string]int{}}
-	if st.max <= 0 {
-		st.max = DefaultMaxStreams
-	}
-	if st.perToken <= 0 {
-		st.perToken = max(st.max/2, 1)
-	}
-	st.refused = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "rollout_streams_refused_total",
-		Help: "Streams refused at their budget: budget (the server's), token (the token's share).",
-	}, []string{"reason"}))
-	st.ended = register(m, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "rollout_streams_ended_total",
-		Help: "Streams the server ended: revoked (the token no longer allows them), slow (the client did not read).",
-	}, []string{"reason"}))
-	register(m, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "rollout_streams_open",
-		Help: "Streams open (GET /sync/v1/stream).",
-	}, func() float64 { return float64(st.openCount()) }))
-	return st
-}
-
-// register registers c in m's registry, or returns the collector already
-// registered in its place (a Metrics given to a second API).
-func register[C prometheus.Collector](m *Metrics, c C) C {
-	if err := m.reg.Register(c); err != nil {
+// register registers c in reg, or returns the collector already registered
+// in its place (the metrics given to a second API).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
 		if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
 			if prev, ok := are.ExistingCollector.(C); ok {
 				return prev
@@ -111,29 +71,29 @@ func register[C prometheus.Collector](m *Metrics, c C) C {
 }
 
 // openCount returns the open streams.
-func (st *streams) openCount() int {
+func (st *Server) openCount() int {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return st.open
 }
 
-// middleware admits a stream (a Route.Stream) within the budgets and ends
-// it, by cancelling its request's context, when its token no longer allows
-// the route. It runs after the access check, so that only allowed streams
-// count.
-func (st *streams) middleware(route Route) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc { return st.admitted(route.Access, next) }
+// Admit returns the middleware that admits a stream (package api's
+// Route.Stream) within the budgets and ends it, by cancelling its request's
+// context, when its credentials no longer allow need, the route's access.
+// It runs after the access check, so that only allowed streams count.
+func (st *Server) Admit(need auth.Permission) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc { return st.admitted(need, next) }
 }
 
-func (st *streams) admitted(need auth.Permission, next echo.HandlerFunc) echo.HandlerFunc {
+func (st *Server) admitted(need auth.Permission, next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		// The credentials alone, read again at every reload of the
 		// tokens while the handler runs.
 		creds := &http.Request{Header: r.Header.Clone()}
 		var key string
-		if tok, _, ok := st.auth.identify(creds); ok {
-			key = tok.ID
+		if st.access != nil {
+			key = st.access.TokenID(creds)
 		}
 		if err := st.admit(key); err != nil {
 			c.Response().Header().Set("Retry-After", streamRetryAfter)
@@ -144,7 +104,7 @@ func (st *streams) admitted(need auth.Permission, next echo.HandlerFunc) echo.Ha
 		defer cancel()
 		c.SetRequest(r.WithContext(ctx))
 		var watch sync.WaitGroup
-		if st.auth != nil && st.auth.tokens != nil {
+		if st.access != nil {
 			watch.Go(func() { st.watch(ctx, cancel, creds, need) })
 		}
 		err := next(c)
@@ -155,7 +115,7 @@ func (st *streams) admitted(need auth.Permission, next echo.HandlerFunc) echo.Ha
 }
 
 // admit counts a new stream of token key, or refuses it beyond the budgets.
-func (st *streams) admit(key string) error {
+func (st *Server) admit(key string) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	switch {
@@ -178,7 +138,7 @@ func (st *streams) admit(key string) error {
 	return nil
 }
 
-func (st *streams) release(key string) {
+func (st *Server) release(key string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.open--
@@ -190,10 +150,10 @@ func (st *streams) release(key string) {
 // watch cancels the stream when its credentials no longer allow need: at
 // every reload of the tokens (a revoked token, a session signed out, a role
 // that no longer has the route's permission), until ctx is done.
-func (st *streams) watch(ctx context.Context, cancel context.CancelFunc, creds *http.Request, need auth.Permission) {
+func (st *Server) watch(ctx context.Context, cancel context.CancelFunc, creds *http.Request, need auth.Permission) {
 	for {
-		changed := st.auth.tokens.Changed()
-		if !st.auth.allows(creds, need) {
+		changed := st.access.Changed()
+		if !st.access.Allows(creds, need) {
 			st.ended.WithLabelValues("revoked").Inc()
 			cancel()
 			return
@@ -206,21 +166,11 @@ func (st *streams) watch(ctx context.Context, cancel context.CancelFunc, creds *
 	}
 }
 
-// allows reports whether the credentials of r allow need now, as the
-// access check (Auth.middleware) would decide for a request with them.
-func (a *Auth) allows(r *http.Request, need auth.Permission) bool {
-	if !a.Enforced() || need == Public {
-		return true
-	}
-	tok, _, ok := a.identify(r)
-	return ok && tok.Role.Allows(need)
-}
-
 // streamWriter writes a stream's events from a goroutine of its own, so
 // that the stream sees a client that does not read: its events queue up
 // behind the blocked write, and one too many drops it.
 type streamWriter struct {
-	st *streams
+	st *Server
 	w  http.ResponseWriter
 
 	mu     sync.Mutex
@@ -238,9 +188,9 @@ type streamWriter struct {
 // writer starts the writer of the stream answering c. Its caller sends
 // events with send until ended is closed, and calls stop before it
 // returns.
-func (st *streams) writer(c echo.Context) *streamWriter { return st.newWriter(c.Response()) }
+func (st *Server) writer(c echo.Context) *streamWriter { return st.newWriter(c.Response()) }
 
-func (st *streams) newWriter(w http.ResponseWriter) *streamWriter {
+func (st *Server) newWriter(w http.ResponseWriter) *streamWriter {
 	sw := &streamWriter{st: st, w: w, wake: make(chan struct{}, 1),
 		stopped: make(chan struct{}), done: make(chan struct{})}
 	sw.wg.Go(sw.run)
@@ -330,7 +280,7 @@ func (sw *streamWriter) run() {
 // write writes b and flushes it within its window.
 func (sw *streamWriter) write(b []byte) error {
 	rc := http.NewResponseController(sw.w)
-	window := streamWriteWindow + time.Duration(len(b))*time.Second/streamMinRate
+	window := sw.st.window + time.Duration(len(b))*time.Second/streamMinRate
 	if err := rc.SetWriteDeadline(time.Now().Add(window)); err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package api_test
+package stream_test
 
 import (
 	"bufio"
@@ -20,6 +20,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/rollout/rollout/api"
+	"github.com/rollout/rollout/api/internal/apitest"
+	"github.com/rollout/rollout/api/stream"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
@@ -160,7 +162,7 @@ func (e *streamEnv) waitMetric(want float64, name string, labels ...string) {
 	e.t.Helper()
 	var got float64
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if got, _ = sample(e.scrape(), name, labels...); got == want {
+		if got, _ = apitest.Sample(e.scrape(), name, labels...); got == want {
 			return
 		}
 	}
@@ -242,7 +244,7 @@ func TestStreamBudget(t *testing.T) {
 // the tokens, which the change feed's token commits cause); the streams of
 // other tokens go on.
 func TestStreamEndsWhenRevoked(t *testing.T) {
-	api.SetHeartbeat(t, 20*time.Millisecond)
+	stream.SetHeartbeat(t, 20*time.Millisecond)
 	rs := &roleStore{roles: map[string]auth.Role{}}
 	e := newStreamEnv(t, api.Options{}, rs, nil)
 	doomed, demoted, kept := e.token("doomed", auth.RoleEvaluate), e.token("demoted", auth.RoleEvaluate), e.token("kept", auth.RoleEvaluate)
@@ -308,7 +310,7 @@ func TestStreamEndsWhenRevoked(t *testing.T) {
 // write's window (a minute here) could end it, and the server closes its
 // connection; the changes' other streams go on.
 func TestStreamDropsClientThatDoesNotRead(t *testing.T) {
-	api.SetStreamWriteWindow(t, time.Minute)
+	stream.SetStreamWriteWindow(t, time.Minute)
 	// Small socket buffers, so that few changes fill them.
 	e := newStreamEnv(t, api.Options{}, nil, func(ctx context.Context, c net.Conn) context.Context {
 		c.(*net.TCPConn).SetWriteBuffer(4 << 10)
@@ -361,7 +363,7 @@ func TestStreamDropsClientThatDoesNotRead(t *testing.T) {
 			t.Fatal(err)
 		}
 		if changes%25 == 24 {
-			v, _ := sample(e.scrape(), "rollout_streams_ended_total", "reason", "slow")
+			v, _ := apitest.Sample(e.scrape(), "rollout_streams_ended_total", "reason", "slow")
 			dropped = v == 1
 		}
 	}

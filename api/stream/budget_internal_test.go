@@ -1,7 +1,6 @@
-package api
+package stream
 
 import (
-	"log/slog"
 	"net/http"
 	"os"
 	"sync"
@@ -9,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -46,7 +46,7 @@ func (w *stuckWriter) Write([]byte) (int, error) {
 	}
 }
 
-func slowDrops(st *streams) float64 {
+func slowDrops(st *Server) float64 {
 	var m dto.Metric
 	st.ended.WithLabelValues("slow").Write(&m)
 	return m.GetCounter().GetValue()
@@ -57,7 +57,7 @@ func slowDrops(st *streams) float64 {
 // streamMinRate.
 func TestStreamWriterWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := newStreams(Options{}, slog.New(slog.DiscardHandler), NewMetrics())
+		st := New(Options{Registerer: prometheus.NewRegistry()})
 		w := &stuckWriter{}
 		sw := st.newWriter(w)
 		defer sw.stop()
@@ -95,7 +95,7 @@ func TestStreamWriterQueue(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				st := newStreams(Options{}, slog.New(slog.DiscardHandler), NewMetrics())
+				st := New(Options{Registerer: prometheus.NewRegistry()})
 				w := &stuckWriter{}
 				sw := st.newWriter(w)
 				defer sw.stop()
