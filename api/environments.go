@@ -283,7 +283,7 @@ func (s *Server) patchEnvironment(c echo.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	env, err := s.envs.Update(c.Request().Context(), pathParam(c, "env"), rollout.EnvironmentPatch{Name: req.Name, Protected: req.Protected, RequireComment: req.RequireComment, Position: req.Position},
+	env, err := s.envs.Update(c.Request().Context(), c.Param("env"), rollout.EnvironmentPatch{Name: req.Name, Protected: req.Protected, RequireComment: req.RequireComment, Position: req.Position},
 		rollout.EnvironmentOptions{Actor: actorOf(c), Comment: req.Comment})
 	if err != nil {
 		return err
@@ -296,7 +296,7 @@ func (s *Server) deleteEnvironment(c echo.Context) error {
 	if err := unscoped(c); err != nil {
 		return err
 	}
-	if err := s.envs.Delete(c.Request().Context(), pathParam(c, "env"), rollout.EnvironmentOptions{Actor: actorOf(c)}); err != nil {
+	if err := s.envs.Delete(c.Request().Context(), c.Param("env"), rollout.EnvironmentOptions{Actor: actorOf(c)}); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -321,14 +321,14 @@ func (s *Server) compareEnvironments(c echo.Context) error {
 // featureEnvironments is GET /api/features/K/environments: the feature's
 // configuration in every environment the token sees.
 func (s *Server) featureEnvironments(c echo.Context) error {
-	ps, err := s.envs.Placements(pathParam(c, "key"))
+	ps, err := s.envs.Placements(c.Param("key"))
 	if err != nil {
 		return err
 	}
 	if tok, ok := TokenOf(c); ok && tok.Environment != "" {
 		ps = slicesFilter(ps, func(p environment.Placement) bool { return p.Environment == tok.Environment })
 		if ps == nil {
-			return feature.NotFound(pathParam(c, "key"))
+			return feature.NotFound(c.Param("key"))
 		}
 	}
 	return c.JSON(http.StatusOK, map[string]any{"environments": ps})
@@ -369,7 +369,7 @@ func (s *Server) promoteFeature(c echo.Context) error {
 	}
 	answer := answers(c, okResult)
 	opts.Idempotency = answer.idempotency()
-	res, err := s.envs.Promote(c.Request().Context(), pathParam(c, "key"),
+	res, err := s.envs.Promote(c.Request().Context(), c.Param("key"),
 		rollout.PromoteOptions{From: req.From, To: req.To, Include: req.Include, FromVersion: req.FromVersion, Change: opts})
 	if err != nil {
 		return err

@@ -136,7 +136,7 @@ func (s *Server) listFeatures(c echo.Context) error {
 }
 
 func (s *Server) getFeature(c echo.Context) error {
-	key := pathParam(c, "key")
+	key := c.Param("key")
 	v, ok := viewOf(s.in(c).Snapshot(), key)
 	if !ok {
 		if _, err := s.in(c).ArchivedFeature(c.Request().Context(), key); err == nil {
@@ -322,7 +322,7 @@ func (s *Server) archive(c echo.Context, status int) error {
 	if err != nil {
 		return err
 	}
-	key := pathParam(c, "key")
+	key := c.Param("key")
 	answer := answers(c, func(res rollout.Result) (keptAnswer, error) {
 		switch {
 		case res.DryRun || res.Request != nil:
@@ -359,7 +359,7 @@ func (s *Server) restoreFeature(c echo.Context) error {
 	}
 	answer := answers(c, okResult)
 	opts.Idempotency = answer.idempotency()
-	res, err := s.in(c).Restore(c.Request().Context(), pathParam(c, "key"), opts)
+	res, err := s.in(c).Restore(c.Request().Context(), c.Param("key"), opts)
 	if err != nil {
 		return err
 	}
@@ -382,7 +382,7 @@ func (s *Server) purgeFeature(c echo.Context) error {
 	if opts.DryRun {
 		return badRequest("a purge has no dry run: list the archived features with GET /api/features?archived=true")
 	}
-	key := pathParam(c, "key")
+	key := c.Param("key")
 	answer := answers(c, func(struct{}) (keptAnswer, error) { return keptAnswer{Status: http.StatusNoContent}, nil })
 	opts.Idempotency = answer.idempotency()
 	if err := s.in(c).Purge(c.Request().Context(), key, opts); err != nil {
@@ -417,7 +417,7 @@ func (s *Server) updateBucket(c echo.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	return s.change(c, req.guards, rollout.UpdateBucket(pathParam(c, "name"), req.Replicas, req.Value))
+	return s.change(c, req.guards, rollout.UpdateBucket(c.Param("name"), req.Replicas, req.Value))
 }
 
 func (s *Server) removeBucket(c echo.Context) error {
@@ -425,7 +425,7 @@ func (s *Server) removeBucket(c echo.Context) error {
 	if err := decodeOptional(c, &req); err != nil {
 		return err
 	}
-	return s.change(c, req, rollout.RemoveBucket(pathParam(c, "name")))
+	return s.change(c, req, rollout.RemoveBucket(c.Param("name")))
 }
 
 type overrideRequest struct {
@@ -438,7 +438,7 @@ func (s *Server) setOverride(c echo.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	return s.change(c, req.guards, rollout.SetOverride(pathParam(c, "user"), req.Bucket))
+	return s.change(c, req.guards, rollout.SetOverride(c.Param("user"), req.Bucket))
 }
 
 func (s *Server) clearOverride(c echo.Context) error {
@@ -446,7 +446,7 @@ func (s *Server) clearOverride(c echo.Context) error {
 	if err := decodeOptional(c, &req); err != nil {
 		return err
 	}
-	return s.change(c, req, rollout.ClearOverride(pathParam(c, "user")))
+	return s.change(c, req, rollout.ClearOverride(c.Param("user")))
 }
 
 type previewRequest struct {
@@ -474,7 +474,7 @@ func (s *Server) preview(c echo.Context) error {
 		return err
 	}
 	opts.DryRun, opts.MaxChurn = true, nil
-	res, err := s.in(c).Change(c.Request().Context(), pathParam(c, "key"), rollout.SetBuckets(buckets(req.Buckets)), opts)
+	res, err := s.in(c).Change(c.Request().Context(), c.Param("key"), rollout.SetBuckets(buckets(req.Buckets)), opts)
 	if err != nil {
 		return err
 	}
@@ -521,7 +521,7 @@ func (s *Server) rollback(c echo.Context) error {
 	}
 	answer := answers(c, okResult)
 	opts.Idempotency = answer.idempotency()
-	res, err := s.in(c).RollbackWith(c.Request().Context(), pathParam(c, "key"), *req.Version, rollout.RollbackOptions{KeepOverrides: req.KeepOverrides}, opts)
+	res, err := s.in(c).RollbackWith(c.Request().Context(), c.Param("key"), *req.Version, rollout.RollbackOptions{KeepOverrides: req.KeepOverrides}, opts)
 	if err != nil {
 		return err
 	}
@@ -612,7 +612,7 @@ func (s *Server) listVersions(c echo.Context) error {
 	for {
 		// One more than the page still holds tells whether another follows.
 		want := min(historyChunk, limit-len(l.entries)+1)
-		vs, err := s.in(c).Versions(c.Request().Context(), pathParam(c, "key"), before, want)
+		vs, err := s.in(c).Versions(c.Request().Context(), c.Param("key"), before, want)
 		if err != nil {
 			return err
 		}
@@ -716,7 +716,7 @@ func (s *Server) getVersion(c echo.Context) error {
 	if err != nil || n < 1 {
 		return badRequest("version %q is not a positive integer", c.Param("version"))
 	}
-	v, err := s.in(c).Version(c.Request().Context(), pathParam(c, "key"), n)
+	v, err := s.in(c).Version(c.Request().Context(), c.Param("key"), n)
 	if err != nil {
 		return err
 	}
@@ -731,7 +731,7 @@ func (s *Server) change(c echo.Context, body guards, ch rollout.Change) error {
 	}
 	answer := answers(c, okResult)
 	opts.Idempotency = answer.idempotency()
-	res, err := s.in(c).Change(c.Request().Context(), pathParam(c, "key"), ch, opts)
+	res, err := s.in(c).Change(c.Request().Context(), c.Param("key"), ch, opts)
 	if err != nil {
 		return err
 	}
@@ -851,26 +851,13 @@ func intQuery(c echo.Context, name string) (int, error) {
 	return v, nil
 }
 
-// pathParam returns the unescaped path parameter: echo matches on the raw
-// path when the request's path holds escapes such as %2F.
-func pathParam(c echo.Context, name string) string {
-	v := c.Param(name)
-	if c.Request().URL.RawPath == "" {
-		return v
-	}
-	if u, err := url.PathUnescape(v); err == nil {
-		return u
-	}
-	return v
-}
-
 // etag is the feature's ETag: its Tag, quoted.
 func etag(f feature.Feature) string { return `"` + f.Tag() + `"` }
 
 // userHistory is GET /api/features/K/users/U[?before=N&limit=M]: the user's
 // bucket now and at every version, newest first, a page at a time.
 func (s *Server) userHistory(c echo.Context) error {
-	key, user := pathParam(c, "key"), pathParam(c, "user")
+	key, user := c.Param("key"), c.Param("user")
 	before, limit, err := historyPage(c)
 	if err != nil {
 		return err
@@ -893,7 +880,7 @@ func (s *Server) userHistory(c echo.Context) error {
 // exposures is GET /api/features/K/exposures: the evaluations served per
 // bucket, observed against exact shares.
 func (s *Server) exposures(c echo.Context) error {
-	rep, err := s.in(c).Exposures(c.Request().Context(), pathParam(c, "key"))
+	rep, err := s.in(c).Exposures(c.Request().Context(), c.Param("key"))
 	if err != nil {
 		return err
 	}

@@ -299,7 +299,7 @@ func fingerprint(c echo.Context, route Route, body []byte) string {
 	field(route.Path)
 	for _, name := range c.ParamNames() {
 		field(name)
-		field(pathParam(c, name))
+		field(c.Param(name))
 	}
 	field(c.Request().URL.RawQuery)
 	field(strings.Join(c.Request().Header.Values("If-Match"), ","))

@@ -196,7 +196,7 @@ func (s *Server) plan(c echo.Context) error {
 	}
 	var res planResponse
 	err = s.planner.run(c, opts, func(ctx context.Context, opts plan.Options) (err error) {
-		res.Plan, res.Report, err = s.in(c).PlanContext(ctx, pathParam(c, "key"), req.Targets, opts)
+		res.Plan, res.Report, err = s.in(c).PlanContext(ctx, c.Param("key"), req.Targets, opts)
 		return err
 	})
 	if err != nil {

@@ -116,14 +116,14 @@ func (s *Server) createRamp(c echo.Context) error {
 		return err
 	}
 	if dryRun != nil && *dryRun {
-		p, err := s.in(c).PreviewRamp(c.Request().Context(), pathParam(c, "key"), sp, actorOf(c))
+		p, err := s.in(c).PreviewRamp(c.Request().Context(), c.Param("key"), sp, actorOf(c))
 		if err != nil {
 			return err
 		}
 		return c.JSON(http.StatusOK, map[string]any{"dry_run": true, "ramp": p.Ramp, "steps": p.Steps, "needs": p.Needs})
 	}
 	answer := answers(c, rampStartAnswer)
-	st, err := s.in(c).StartRamp(c.Request().Context(), pathParam(c, "key"), sp, rollout.RampOptions{Actor: actorOf(c), Idempotency: answer.idempotency()})
+	st, err := s.in(c).StartRamp(c.Request().Context(), c.Param("key"), sp, rollout.RampOptions{Actor: actorOf(c), Idempotency: answer.idempotency()})
 	if err != nil {
 		return err
 	}
@@ -142,7 +142,7 @@ func rampStartAnswer(st rollout.RampStart) (keptAnswer, error) {
 // listRamps is GET /api/features/K/ramps and, without a key, GET
 // /api/ramps: the ramps, oldest first, with their state and reasons.
 func (s *Server) listRamps(c echo.Context) error {
-	rs, err := s.in(c).Ramps(c.Request().Context(), pathParam(c, "key"))
+	rs, err := s.in(c).Ramps(c.Request().Context(), c.Param("key"))
 	if err != nil {
 		return err
 	}
@@ -151,7 +151,7 @@ func (s *Server) listRamps(c echo.Context) error {
 
 // getRamp is GET /api/features/K/ramps/ID.
 func (s *Server) getRamp(c echo.Context) error {
-	r, err := s.in(c).Ramp(c.Request().Context(), pathParam(c, "key"), pathParam(c, "id"))
+	r, err := s.in(c).Ramp(c.Request().Context(), c.Param("key"), c.Param("id"))
 	if err != nil {
 		return err
 	}
@@ -172,7 +172,7 @@ func (s *Server) moveRamp(c echo.Context, move func(ctx context.Context, key, id
 		return err
 	}
 	answer := answers(c, rampAnswer(http.StatusOK))
-	r, err := move(c.Request().Context(), pathParam(c, "key"), pathParam(c, "id"), rollout.RampOptions{Actor: actorOf(c), Idempotency: answer.idempotency()})
+	r, err := move(c.Request().Context(), c.Param("key"), c.Param("id"), rollout.RampOptions{Actor: actorOf(c), Idempotency: answer.idempotency()})
 	if err != nil {
 		return err
 	}

@@ -97,7 +97,7 @@ func (s *Server) listRequests(c echo.Context) error {
 
 // getRequest is GET /api/requests/ID.
 func (s *Server) getRequest(c echo.Context) error {
-	r, err := s.in(c).Request(c.Request().Context(), pathParam(c, "id"))
+	r, err := s.in(c).Request(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return err
 	}
@@ -119,7 +119,7 @@ func (s *Server) approveRequest(c echo.Context) error {
 	if err := decodeOptional(c, &req); err != nil {
 		return err
 	}
-	res, r, err := s.in(c).ApproveRequest(c.Request().Context(), pathParam(c, "id"), actorOf(c), req.Comment)
+	res, r, err := s.in(c).ApproveRequest(c.Request().Context(), c.Param("id"), actorOf(c), req.Comment)
 	if err != nil {
 		return err
 	}
@@ -148,7 +148,7 @@ func (s *Server) closeRequest(c echo.Context, close func(ctx context.Context, id
 	if err := decodeOptional(c, &req); err != nil {
 		return err
 	}
-	r, err := close(c.Request().Context(), pathParam(c, "id"), actorOf(c), req.Comment)
+	r, err := close(c.Request().Context(), c.Param("id"), actorOf(c), req.Comment)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,9 @@ package api
 
 import (
 	"net/http"
+	"net/url"
+	"slices"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -298,11 +301,16 @@ func (s *Server) middleware(r Route, declared bool) []echo.MiddlewareFunc {
 	mw := []echo.MiddlewareFunc{
 		s.observe(r, declared),
 		recoverMiddleware,
+	}
+	if strings.Contains(r.Path, ":") {
+		mw = append(mw, unescapeParams)
+	}
+	mw = append(mw,
 		s.cors,
 		bodies(r),
 		limitBody(r),
 		s.crossOrigin(r),
-	}
+	)
 	if s.auth != nil {
 		mw = append(mw, s.auth.middleware(r))
 	}
@@ -328,6 +336,25 @@ func apply(h echo.HandlerFunc, mw []echo.MiddlewareFunc) echo.HandlerFunc {
 		h = mw[i](h)
 	}
 	return h
+}
+
+// unescapeParams gives the handlers of a route with parameters their
+// values unescaped: echo routes on the path as the client escaped it when
+// that differs from the canonical escaping (URL.RawPath), and its
+// parameters keep those escapes then ("a%2Fb" for the user "a/b").
+func unescapeParams(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if c.Request().URL.RawPath != "" {
+			values := slices.Clone(c.ParamValues())
+			for i, v := range values {
+				if u, err := url.PathUnescape(v); err == nil {
+					values[i] = u
+				}
+			}
+			c.SetParamValues(values...)
+		}
+		return next(c)
+	}
 }
 
 // recoverMiddleware answers a handler's panic as an internal error.

@@ -51,7 +51,7 @@ func (s *Server) previewRules(c echo.Context, rules []feature.Rule) error {
 		return err
 	}
 	opts.DryRun, opts.MaxChurn = true, nil
-	res, err := s.in(c).Change(c.Request().Context(), pathParam(c, "key"), rollout.SetRules(rules), opts)
+	res, err := s.in(c).Change(c.Request().Context(), c.Param("key"), rollout.SetRules(rules), opts)
 	if err != nil {
 		return err
 	}

@@ -142,7 +142,7 @@ func (s *Server) createSchedule(c echo.Context) error {
 	if tok, ok := TokenOf(c); ok {
 		sp.Role = tok.Role
 	}
-	sc, err := s.in(c).CreateSchedule(c.Request().Context(), pathParam(c, "key"), sp, ScheduledChange, actorOf(c))
+	sc, err := s.in(c).CreateSchedule(c.Request().Context(), c.Param("key"), sp, ScheduledChange, actorOf(c))
 	if err != nil {
 		return err
 	}
@@ -154,7 +154,7 @@ func (s *Server) createSchedule(c echo.Context) error {
 // soonest first, then the others latest first; ?status= keeps one status,
 // ?limit= (1 to rollout.MaxSchedulePage) bounds them.
 func (s *Server) listSchedules(c echo.Context) error {
-	q := rollout.ScheduleQuery{Feature: pathParam(c, "key"), Status: rollout.ScheduleStatus(c.QueryParam("status"))}
+	q := rollout.ScheduleQuery{Feature: c.Param("key"), Status: rollout.ScheduleStatus(c.QueryParam("status"))}
 	if q.Feature == "" {
 		q.Feature = c.QueryParam("feature")
 	}
@@ -180,7 +180,7 @@ func (s *Server) cancelSchedule(c echo.Context) error {
 	if err := decodeOptional(c, &none); err != nil {
 		return err
 	}
-	sc, err := s.in(c).CancelSchedule(c.Request().Context(), pathParam(c, "key"), pathParam(c, "id"), actorOf(c))
+	sc, err := s.in(c).CancelSchedule(c.Request().Context(), c.Param("key"), c.Param("id"), actorOf(c))
 	if err != nil {
 		return err
 	}

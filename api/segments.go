@@ -52,7 +52,7 @@ func (s *Server) listSegments(c echo.Context) error {
 }
 
 func (s *Server) getSegment(c echo.Context) error {
-	key := pathParam(c, "key")
+	key := c.Param("key")
 	snap := s.in(c).Snapshot()
 	seg, ok := snap.Segment(key)
 	if !ok {
@@ -137,7 +137,7 @@ func (s *Server) updateSegment(c echo.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	key := pathParam(c, "key")
+	key := c.Param("key")
 	if req.Key != "" && req.Key != key {
 		return badRequest("the body names segment %q, the path %q: a segment's key cannot change", req.Key, key)
 	}
@@ -168,7 +168,7 @@ func (s *Server) deleteSegment(c echo.Context) error {
 		return keptAnswer{Status: http.StatusNoContent}, nil
 	})
 	opts.Idempotency = answer.idempotency()
-	res, err := s.in(c).DeleteSegment(c.Request().Context(), pathParam(c, "key"), opts)
+	res, err := s.in(c).DeleteSegment(c.Request().Context(), c.Param("key"), opts)
 	if err != nil {
 		return err
 	}
@@ -183,7 +183,7 @@ func (s *Server) listSegmentVersions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	key := pathParam(c, "key")
+	key := c.Param("key")
 	vs, err := s.in(c).SegmentVersions(c.Request().Context(), key, before, limit)
 	if err != nil {
 		return err

@@ -34,7 +34,7 @@ func (s *Server) revokeSession(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	id := pathParam(c, "id")
+	id := c.Param("id")
 	if len(id) > 64 {
 		return feature.Errorf(feature.ENotFound, "no live session has that ID: list them with GET /api/sessions")
 	}

@@ -176,7 +176,7 @@ func (s *Server) revokeToken(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	id := pathParam(c, "id")
+	id := c.Param("id")
 	tok, ok := tokens.ByID(id)
 	if !ok { // made on another instance, maybe: read the store
 		if err := tokens.Refresh(c.Request().Context()); err != nil {

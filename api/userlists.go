@@ -169,7 +169,7 @@ func (s *Server) editUserList(c echo.Context) error {
 	if len(req.Add)+len(req.Remove) > feature.MaxListUsers {
 		return feature.Errorf(feature.EInvalid, "%d users added and removed; one edit names at most %d", len(req.Add)+len(req.Remove), feature.MaxListUsers)
 	}
-	key := pathParam(c, "key")
+	key := c.Param("key")
 	return s.writeSegment(c, req.guards, false, func(ctx context.Context, svc *rollout.Service, opts rollout.ChangeOptions) (rollout.SegmentResult, error) {
 		return svc.EditUserList(ctx, key, req.Add, req.Remove, opts)
 	})

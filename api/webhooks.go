@@ -86,7 +86,7 @@ func (s *Server) getWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	h, log, err := hooks.Get(c.Request().Context(), pathParam(c, "id"))
+	h, log, err := hooks.Get(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func (s *Server) deleteWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := hooks.Delete(c.Request().Context(), pathParam(c, "id"), httpActor(c)); err != nil {
+	if err := hooks.Delete(c.Request().Context(), c.Param("id"), httpActor(c)); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -113,7 +113,7 @@ func (s *Server) resumeWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, id := c.Request().Context(), pathParam(c, "id")
+	ctx, id := c.Request().Context(), c.Param("id")
 	if err := hooks.Resume(ctx, id, httpActor(c)); err != nil {
 		return err
 	}

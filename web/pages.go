@@ -154,7 +154,7 @@ type dataBucket struct {
 // user's look-up and the churn of every change.
 func (h *handler) feature(c echo.Context) error {
 	ctx := c.Request().Context()
-	key := pathParam(c, "key")
+	key := c.Param("key")
 	svc := h.in(c)
 	snap := svc.Snapshot()
 	f, ok := snap.Feature(key)

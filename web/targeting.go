@@ -213,7 +213,7 @@ type testAnswer struct {
 // POST /evaluate does, but not counted as an app's evaluation (the page's
 // "served to apps" counts only apps). Errors are JSON, as the API's.
 func (h *handler) testContext(c echo.Context) error {
-	key := pathParam(c, "key")
+	key := c.Param("key")
 	body, err := io.ReadAll(io.LimitReader(c.Request().Body, testBodyBytes+1))
 	if err != nil {
 		return jsonError(c, http.StatusBadRequest, "invalid_request", "the request's body could not be read")

@@ -35,7 +35,6 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
-	"net/url"
 	"path"
 	"strconv"
 	"strings"
@@ -347,13 +346,4 @@ func (h *handler) internal(c echo.Context, err error) error {
 func (h *handler) logError(c echo.Context, msg string, err error) {
 	h.log.Error(msg, "request_id", c.Response().Header().Get(echo.HeaderXRequestID),
 		"method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
-}
-
-// pathParam returns the unescaped path parameter name.
-func pathParam(c echo.Context, name string) string {
-	v := c.Param(name)
-	if u, err := url.PathUnescape(v); err == nil && c.Request().URL.RawPath != "" {
-		return u
-	}
-	return v
 }

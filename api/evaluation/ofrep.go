@@ -306,7 +306,7 @@ func jsonType(first byte) string {
 // not exist is FLAG_NOT_FOUND (404) whatever the request's context holds:
 // the flag is looked up before the context is read.
 func (s *Server) OFREPEvaluate(c echo.Context) error {
-	key := pathParam(c, "key")
+	key := c.Param("key")
 	snap := s.snapshotState().snap
 	if snap.Compiled(key) == nil {
 		_, err := snap.Peek(key, "") // the snapshot's not-found error, which says what to do

@@ -38,7 +38,6 @@ package evaluation
 import (
 	"context"
 	"net/http"
-	"net/url"
 	"sync/atomic"
 	"time"
 
@@ -141,19 +140,6 @@ const (
 
 func badRequest(format string, args ...any) error {
 	return feature.Errorf(codeBadRequest, format, args...)
-}
-
-// pathParam returns the unescaped path parameter: echo matches on the raw
-// path when the request's path holds escapes such as %2F.
-func pathParam(c echo.Context, name string) string {
-	v := c.Param(name)
-	if c.Request().URL.RawPath == "" {
-		return v
-	}
-	if u, err := url.PathUnescape(v); err == nil {
-		return u
-	}
-	return v
 }
 
 // headerValue is h.Get(name) for a name in canonical form.

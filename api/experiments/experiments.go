@@ -59,7 +59,7 @@ func (s *Server) GetMetric(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	m, err := exps.Metric(c.Request().Context(), pathParam(c, "key"))
+	m, err := exps.Metric(c.Request().Context(), c.Param("key"))
 	if err != nil {
 		return err
 	}
@@ -77,7 +77,7 @@ func (s *Server) DeleteMetric(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := exps.DeleteMetric(c.Request().Context(), pathParam(c, "key"), s.req.Actor(c)); err != nil {
+	if err := exps.DeleteMetric(c.Request().Context(), c.Param("key"), s.req.Actor(c)); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -139,7 +139,7 @@ func (s *Server) StartExperiment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	x, err := exps.Start(c.Request().Context(), pathParam(c, "key"), req, s.req.Actor(c))
+	x, err := exps.Start(c.Request().Context(), c.Param("key"), req, s.req.Actor(c))
 	if err != nil {
 		return err
 	}
@@ -152,7 +152,7 @@ func (s *Server) ListExperiments(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	xs, err := exps.List(c.Request().Context(), pathParam(c, "key"))
+	xs, err := exps.List(c.Request().Context(), c.Param("key"))
 	if err != nil {
 		return err
 	}
@@ -165,7 +165,7 @@ func (s *Server) GetExperiment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	x, err := exps.Get(c.Request().Context(), pathParam(c, "key"), pathParam(c, "id"))
+	x, err := exps.Get(c.Request().Context(), c.Param("key"), c.Param("id"))
 	if err != nil {
 		return err
 	}
@@ -182,7 +182,7 @@ func (s *Server) StopExperiment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	x, err := exps.Stop(c.Request().Context(), pathParam(c, "key"), pathParam(c, "id"), s.req.Actor(c))
+	x, err := exps.Stop(c.Request().Context(), c.Param("key"), c.Param("id"), s.req.Actor(c))
 	if err != nil {
 		return err
 	}
@@ -195,7 +195,7 @@ func (s *Server) Results(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := exps.Results(c.Request().Context(), pathParam(c, "key"), pathParam(c, "id"))
+	r, err := exps.Results(c.Request().Context(), c.Param("key"), c.Param("id"))
 	if err != nil {
 		return err
 	}

@@ -19,8 +19,6 @@
 package experiments
 
 import (
-	"net/url"
-
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/rollout/experiment"
@@ -51,16 +49,3 @@ type Server struct {
 
 // New returns a Server over req.
 func New(req Requests) *Server { return &Server{req: req} }
-
-// pathParam returns the unescaped path parameter: echo matches on the raw
-// path when the request's path holds escapes such as %2F.
-func pathParam(c echo.Context, name string) string {
-	v := c.Param(name)
-	if c.Request().URL.RawPath == "" {
-		return v
-	}
-	if u, err := url.PathUnescape(v); err == nil {
-		return u
-	}
-	return v
-}
