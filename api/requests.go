@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/settings"
 )
 
 // Settings and change requests over HTTP. Anyone who reads features reads
@@ -19,10 +20,10 @@ import (
 // settingsRequest is the body of PUT /api/settings: the settings whole,
 // a comment, and optionally the version read (a stale one is a 412).
 type settingsRequest struct {
-	MaxChurn        *float64                `json:"max_churn"`
-	RequireApproval *rollout.ApprovalPolicy `json:"require_approval"`
-	Version         int                     `json:"version"`
-	Comment         string                  `json:"comment"`
+	MaxChurn        *float64                 `json:"max_churn"`
+	RequireApproval *settings.ApprovalPolicy `json:"require_approval"`
+	Version         int                      `json:"version"`
+	Comment         string                   `json:"comment"`
 }
 
 // getSettings is GET /api/settings.

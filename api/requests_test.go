@@ -14,6 +14,7 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/settings"
 )
 
 // addEditor gives g another editor's token, sent as role name.
@@ -50,7 +51,7 @@ type requestBody struct {
 func TestEditorChurnLimit(t *testing.T) {
 	g := newGuardedServer(t)
 	g.must(t, 201, "editor", "POST", "/api/features", twoBuckets)
-	st := decodeJSON[rollout.Settings](t, g.must(t, 200, "viewer", "GET", "/api/settings", nil))
+	st := decodeJSON[settings.Settings](t, g.must(t, 200, "viewer", "GET", "/api/settings", nil))
 	if st.MaxChurn != 0.25 || st.RequireApproval.All || len(st.RequireApproval.Features) != 0 || st.Version != 0 {
 		t.Fatalf("default settings = %+v, want max_churn 0.25, no approvals, version 0", st)
 	}
@@ -96,7 +97,7 @@ func TestEditorChurnLimit(t *testing.T) {
 			t.Errorf("PUT /api/settings %s = %d %s, want 400", bad, status, body)
 		}
 	}
-	st = decodeJSON[rollout.Settings](t, g.must(t, 200, "admin", "PUT", "/api/settings", map[string]any{"max_churn": 0.9, "comment": "trust"}))
+	st = decodeJSON[settings.Settings](t, g.must(t, 200, "admin", "PUT", "/api/settings", map[string]any{"max_churn": 0.9, "comment": "trust"}))
 	if st.MaxChurn != 0.9 || st.Version != 1 || st.UpdatedBy != "admin-bot" {
 		t.Fatalf("saved settings = %+v", st)
 	}
@@ -212,7 +213,7 @@ func TestChangeRequestAbuse(t *testing.T) {
 	if status, body := g.send(t, "editor", "PATCH", "/api/features/f", huge); status != http.StatusRequestEntityTooLarge {
 		t.Fatalf("a huge change = %d %.200s, want 413", status, body)
 	}
-	if status, _ := g.send(t, "admin", "PUT", "/api/settings", map[string]any{"require_approval": map[string]any{"features": make([]string, rollout.MaxApprovalFeatures+1)}}); status/100 != 4 {
+	if status, _ := g.send(t, "admin", "PUT", "/api/settings", map[string]any{"require_approval": map[string]any{"features": make([]string, settings.MaxApprovalFeatures+1)}}); status/100 != 4 {
 		t.Fatalf("too many features in the policy = %d, want 4xx", status)
 	}
 	var ids []string

@@ -15,6 +15,7 @@ import (
 	"github.com/rollout/rollout/rollout/document"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/ramp"
+	"github.com/rollout/rollout/rollout/settings"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/sqlite"
 )
@@ -205,9 +206,9 @@ func TestIdempotencyInOptions(t *testing.T) {
 
 	// An editor's change and ramp where approvals are required become
 	// change requests, which keep the answer.
-	settings := rollout.DefaultSettings()
-	settings.RequireApproval.Features = []string{"f"}
-	if _, err := svc.UpdateSettings(ctx, settings, 0, "admin", ""); err != nil {
+	policy := settings.Default()
+	policy.RequireApproval.Features = []string{"f"}
+	if _, err := svc.UpdateSettings(ctx, policy, 0, "admin", ""); err != nil {
 		t.Fatal(err)
 	}
 	k = claimKey(t, svc, "request")

@@ -12,9 +12,10 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/settings"
 )
 
-// settingsName is the settings table's row that keeps the rollout.Settings
+// settingsName is the settings table's row that keeps the settings.Settings
 // of the environment env: "organisation" for production (as before
 // environments), "organisation/ENV" for the others.
 func settingsName(env string) string {
@@ -24,10 +25,10 @@ func settingsName(env string) string {
 	return "organisation/" + env
 }
 
-// Settings returns the saved settings, rollout.DefaultSettings when none
+// Settings returns the saved settings, settings.Default when none
 // were saved.
-func (db *DB) Settings(ctx context.Context) (rollout.Settings, error) {
-	var s rollout.Settings
+func (db *DB) Settings(ctx context.Context) (settings.Settings, error) {
+	var s settings.Settings
 	err := db.readTx(ctx, "read settings", func(tx *tx) (err error) {
 		s, err = tx.readSettings()
 		return err
@@ -35,18 +36,18 @@ func (db *DB) Settings(ctx context.Context) (rollout.Settings, error) {
 	return s, err
 }
 
-func (tx *tx) readSettings() (rollout.Settings, error) {
+func (tx *tx) readSettings() (settings.Settings, error) {
 	var value []byte
 	err := tx.queryRow(`SELECT value FROM settings WHERE name = ?`, settingsName(tx.env())).Scan(&value)
 	if errors.Is(err, sql.ErrNoRows) {
-		return rollout.DefaultSettings(), nil
+		return settings.Default(), nil
 	}
 	if err != nil {
-		return rollout.Settings{}, err
+		return settings.Settings{}, err
 	}
-	s := rollout.DefaultSettings()
+	s := settings.Default()
 	if err := json.Unmarshal(value, &s); err != nil {
-		return rollout.Settings{}, fmt.Errorf("decode settings: %w", err)
+		return settings.Settings{}, fmt.Errorf("decode settings: %w", err)
 	}
 	if s.RequireApproval.Features == nil {
 		s.RequireApproval.Features = []string{}
@@ -56,7 +57,7 @@ func (tx *tx) readSettings() (rollout.Settings, error) {
 
 // SaveSettings stores s, which must be at the stored version plus one
 // (feature.EPrecondition otherwise), and records e.
-func (db *DB) SaveSettings(ctx context.Context, s rollout.Settings, e audit.Event) error {
+func (db *DB) SaveSettings(ctx context.Context, s settings.Settings, e audit.Event) error {
 	value, err := json.Marshal(s)
 	if err != nil {
 		return fmt.Errorf("encode settings: %w", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/settings"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
 )
@@ -51,7 +52,7 @@ func TestBrowserRequests(t *testing.T) {
 	e := api.New(svc, api.Options{Auth: access, Plans: testPlanLimits, Routes: web.Routes(svc, web.Options{Sessions: access})})
 	a := &app{e: e, svc: svc, db: db}
 	a.seed(t)
-	if _, err := svc.UpdateSettings(ctx, rollout.Settings{MaxChurn: 0.25, RequireApproval: rollout.ApprovalPolicy{Features: []string{"checkout"}}}, 0, "ada", "checkout is live"); err != nil {
+	if _, err := svc.UpdateSettings(ctx, settings.Settings{MaxChurn: 0.25, RequireApproval: settings.ApprovalPolicy{Features: []string{"checkout"}}}, 0, "ada", "checkout is live"); err != nil {
 		t.Fatal(err)
 	}
 	six := 6

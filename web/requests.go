@@ -11,6 +11,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/settings"
 )
 
 // The change requests page and the admin's settings page. Both read
@@ -28,7 +29,7 @@ type requestsPage struct {
 	Title    string
 	Open     []requestView
 	Decided  []requestView
-	Settings rollout.Settings
+	Settings settings.Settings
 	// Inbox: the page lists only the open requests the signed-in person
 	// may decide (the header's inbox).
 	Inbox bool
@@ -146,7 +147,7 @@ func (h *handler) viewRequest(f frame, r rollout.Request) requestView {
 type settingsPage struct {
 	frame
 	Title    string
-	Settings rollout.Settings
+	Settings settings.Settings
 	Features string // the policy's features, one a line
 	Percent  string // the churn limit in percent
 	Updated  time.Time

@@ -27,6 +27,7 @@ import (
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/settings"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/postgres"
 	"github.com/rollout/rollout/store/sqlite"
@@ -89,7 +90,7 @@ func serviceDatabase(t *testing.T) (path string, secrets map[string]bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := svc.UpdateSettings(ctx, rollout.Settings{MaxChurn: 0.1, RequireApproval: rollout.ApprovalPolicy{Features: []string{"checkout"}}}, 0, "ada", ""); err != nil {
+		if _, err := svc.UpdateSettings(ctx, settings.Settings{MaxChurn: 0.1, RequireApproval: settings.ApprovalPolicy{Features: []string{"checkout"}}}, 0, "ada", ""); err != nil {
 			t.Fatal(err)
 		}
 		for _, desc := range []string{"open", "rejected"} {
@@ -324,7 +325,7 @@ type storeContents struct {
 	Changes            []rollout.Version
 	Tokens             []auth.Token
 	Ramps              []rollout.Ramp
-	Settings           rollout.Settings
+	Settings           settings.Settings
 	Requests           []rollout.Request
 	Audit              []audit.Event
 	Webhooks           []webhook.Hook

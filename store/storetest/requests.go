@@ -12,6 +12,7 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/settings"
 )
 
 // testSettings: defaults before any save, versioned saves with their audit
@@ -24,11 +25,11 @@ func testSettings(t *testing.T, o Opened) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(rollout.DefaultSettings(), got); diff != "" {
+	if diff := cmp.Diff(settings.Default(), got); diff != "" {
 		t.Fatalf("Settings() before any save (-want +got):\n%s", diff)
 	}
 	at := t0.Truncate(time.Microsecond)
-	next := rollout.Settings{MaxChurn: 0.1, RequireApproval: rollout.ApprovalPolicy{Features: []string{"checkout"}}, Version: 1, UpdatedAt: &at, UpdatedBy: "alice"}
+	next := settings.Settings{MaxChurn: 0.1, RequireApproval: settings.ApprovalPolicy{Features: []string{"checkout"}}, Version: 1, UpdatedAt: &at, UpdatedBy: "alice"}
 	e := audit.Event{Time: at, Actor: "alice", Kind: audit.Settings, Summary: "editors' churn limit 25 % → 10 %"}
 	if err := s.SaveSettings(ctx, next, e); err != nil {
 		t.Fatalf("SaveSettings(version 1) = %v", err)
