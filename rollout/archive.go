@@ -148,7 +148,7 @@ func (s *Service) archive(ctx context.Context, key string, opts ChangeOptions) (
 		churn := res.Report.Churn
 		e := audit.Event{
 			Time: now, Actor: actor(opts), Kind: audit.Archive, Feature: key, Version: cur.Feature().Version,
-			Summary: joinSummary(archivedSummary, ShareSummary(res.Report)), Comment: opts.Comment, Churn: &churn,
+			Summary: audit.JoinSummary(archivedSummary, audit.ShareSummary(res.Report)), Comment: opts.Comment, Churn: &churn,
 		}
 		if err := s.store.ArchiveFeature(ctx, key, cur.Feature().Version, e, opts.request, settles); err != nil {
 			return Result{}, err

@@ -48,7 +48,7 @@ func AddBucket(b feature.Bucket) Change {
 // not nil, and its value when value is not nil.
 func UpdateBucket(name string, replicas *int, value json.RawMessage) Change {
 	// Its version's summary says what a change of replicas does in
-	// percentages (ShareSummary): the replicas themselves go unsaid.
+	// percentages (audit.ShareSummary): the replicas themselves go unsaid.
 	summary := "changed the share of " + name
 	if value != nil {
 		summary = fmt.Sprintf("changed the value of %s to %s", name, feature.Abbreviate(string(feature.CompactJSON(value))))

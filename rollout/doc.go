@@ -75,7 +75,7 @@
 // an audit.Event (package rollout/audit: its kinds, events and queries)
 // that the store writes in the action's own transaction and never edits
 // or deletes: each version's (VersionEvent, its Kind), ramps'
-// (RampEvent), segments' (SegmentEvent); ShareSummary words a report in
+// (RampEvent), segments' (SegmentEvent); audit.ShareSummary words a report in
 // percentages, and Service.AuditEvents reads the trail (AuditStore).
 //
 // Settings and change requests (settings.go, request.go). An editor's

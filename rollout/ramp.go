@@ -272,7 +272,7 @@ func (s *Service) previewRampRequest(ctx context.Context, r Request) (Request, e
 		what += ", a step every " + ramp.FormatEvery(sp.Every)
 	}
 	r.IfMatch, r.BaseVersion, r.Report, r.RampSteps, r.Segments = c.Feature().Tag(), c.Feature().Version, rep, steps, nil
-	r.Summary = joinSummary(what, strings.Replace(previewSummary(rep), " would move", " would move in all", 1))
+	r.Summary = audit.JoinSummary(what, strings.Replace(audit.PreviewSummary(rep), " would move", " would move in all", 1))
 	return r, nil
 }
 
@@ -436,7 +436,7 @@ func previewRamp(c *feature.Compiled, r Ramp) ([]RampStepPreview, feature.Report
 		next.Version = cur.Feature().Version + 1
 		nc := feature.Compile(next, nil)
 		rep := nc.ReportFrom(cur)
-		sp.Churn, sp.Summary, sp.report = rep.Churn, ShareSummary(rep), rep
+		sp.Churn, sp.Summary, sp.report = rep.Churn, audit.ShareSummary(rep), rep
 		if r.MaxChurn != nil && rep.Churn > *r.MaxChurn {
 			sp.Error = overMaxChurn("the step", rep, *r.MaxChurn, "the ramp would pause here").Message
 			out = append(out, sp)

@@ -253,7 +253,7 @@ func (s *Service) submit(ctx context.Context, na *needsApproval, opts ChangeOpti
 	f := na.res.Feature
 	r := s.newRequest(f, na.spec, opts)
 	refs := s.segmentRefs(na.segments)
-	r.Summary = joinSummary(na.summary, previewSummary(na.res.Report), segmentWords(refs))
+	r.Summary = audit.JoinSummary(na.summary, audit.PreviewSummary(na.res.Report), segmentWords(refs))
 	r.IfMatch, r.BaseVersion, r.Report, r.Segments = na.ifMatch, na.base, na.res.Report, refs
 	return s.file(ctx, na.res, r, opts)
 }
@@ -392,7 +392,7 @@ func (s *Service) preview(ctx context.Context, r Request) (Request, error) {
 		segs = append(cur.Feature().Segments(), res.Feature.Segments()...)
 	}
 	r.Report, r.Segments = res.Report, s.segmentRefs(segs)
-	r.Summary = joinSummary(what, previewSummary(res.Report), segmentWords(r.Segments))
+	r.Summary = audit.JoinSummary(what, audit.PreviewSummary(res.Report), segmentWords(r.Segments))
 	return r, nil
 }
 
@@ -589,10 +589,4 @@ func (s *Service) asRequest(ctx context.Context, res Result, err error, opts Cha
 		return res, err
 	}
 	return s.submit(ctx, na, opts)
-}
-
-// previewSummary is ShareSummary of a change not made yet: "24.47 % of
-// users would move, all into A".
-func previewSummary(r feature.Report) string {
-	return strings.ReplaceAll(ShareSummary(r), " moved", " would move")
 }

@@ -394,7 +394,7 @@ func (s *Service) trySchedule(ctx context.Context, sc Schedule, parse SchedulePa
 		return fail("the scheduled change is refused: %s", feature.ErrorMessage(err))
 	}
 	ch = Change{
-		summary: joinSummary("scheduled by "+sc.Actor, ch.summary),
+		summary: audit.JoinSummary("scheduled by "+sc.Actor, ch.summary),
 		kind:    audit.ScheduleApply,
 		apply:   ch.apply,
 		spec:    ch.spec,
@@ -439,7 +439,7 @@ func ScheduleEvent(s Schedule, kind audit.Kind) audit.Event {
 	switch kind {
 	case audit.ScheduleCreate:
 		e.Time, e.Actor = s.CreatedAt, s.Actor
-		e.Summary = joinSummary(fmt.Sprintf("scheduled for %s: %s", at, s.Summary), previewSummary(s.Preview))
+		e.Summary = audit.JoinSummary(fmt.Sprintf("scheduled for %s: %s", at, s.Summary), audit.PreviewSummary(s.Preview))
 		churn := s.Preview.Churn
 		e.Churn = &churn
 	case audit.ScheduleFail:

@@ -637,18 +637,8 @@ func (s *Service) prepare(cur *feature.Compiled, ch Change, opts ChangeOptions) 
 			return Result{}, Version{}, nil, err
 		}
 	}
-	v := Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: versionSummary(ch.summary, rep), Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: rep, Kind: ch.kind, Request: opts.request}
+	v := Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: audit.VersionSummary(ch.summary, rep), Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: rep, Kind: ch.kind, Request: opts.request}
 	return res, v, cc, nil
-}
-
-// versionSummary is the summary of a version that ch (whose summary is
-// what) made: what, then what it did to users in percentages
-// (ShareSummary), unless it moved no one and changed no share.
-func versionSummary(what string, rep feature.Report) string {
-	if s := ShareSummary(rep); s != noUserMoved && s != ringMovedNoUser {
-		return joinSummary(what, s)
-	}
-	return what
 }
 
 // swap installs a snapshot in which c serves key (nil: key is gone). The
