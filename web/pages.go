@@ -16,6 +16,7 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/schedule"
 	"github.com/rollout/rollout/rollout/stats"
 )
 
@@ -61,12 +62,12 @@ type featurePage struct {
 	OverTime      sharesChart
 	RollbackTo    []rollbackOption
 	Lookup        lookupView
-	Ramps         []rampView         // newest first
-	LiveRamps     []rampView         // of which active or paused, shown with the feature's state
-	PastRamps     []rampView         // and the others, done or canceled, further down
-	LiveRamp      bool               // one is active or paused: no other can start
-	Schedules     []rollout.Schedule // the pending scheduled changes, soonest first (schedules.html)
-	PM            pmView             // the header's words for a product manager (pm.go)
+	Ramps         []rampView          // newest first
+	LiveRamps     []rampView          // of which active or paused, shown with the feature's state
+	PastRamps     []rampView          // and the others, done or canceled, further down
+	LiveRamp      bool                // one is active or paused: no other can start
+	Schedules     []schedule.Schedule // the pending scheduled changes, soonest first (schedules.html)
+	PM            pmView              // the header's words for a product manager (pm.go)
 	Now           time.Time
 	Data          pageData
 	// OpenRequests are the feature's change requests waiting for a
@@ -313,7 +314,7 @@ func (h *handler) feature(c echo.Context) error {
 			p.PastRamps = append(p.PastRamps, r)
 		}
 	}
-	if p.Schedules, err = svc.Schedules(ctx, rollout.ScheduleQuery{Feature: key, Status: rollout.SchedulePending}); err != nil {
+	if p.Schedules, err = svc.Schedules(ctx, schedule.Query{Feature: key, Status: schedule.Pending}); err != nil {
 		return h.internal(c, err)
 	}
 
