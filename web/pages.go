@@ -15,6 +15,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/exposure"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/schedule"
 	"github.com/rollout/rollout/rollout/stats"
@@ -192,7 +193,7 @@ func (h *handler) feature(c echo.Context) error {
 	// counted users (clients that predate them).
 	byUsers := exposures.Users > 0
 	if exposures.Total == 0 {
-		byUsers = slices.ContainsFunc(exposures.Versions, func(e rollout.VersionExposure) bool { return e.Users > 0 })
+		byUsers = slices.ContainsFunc(exposures.Versions, func(e exposure.Version) bool { return e.Users > 0 })
 	}
 	p.ObservedUnit = "evaluations"
 	if byUsers {
