@@ -6,6 +6,7 @@ import (
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/environment"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/idempotency"
 )
 
 // Archive, restore, purge. A feature is never deleted in one step: archiving
@@ -30,7 +31,7 @@ type ArchiveStore interface {
 	// (EConflict when it is no longer open); with settle, settles it.
 	// ENotFound when no feature key is served, EConflict when it is at
 	// another version.
-	ArchiveFeature(ctx context.Context, key string, version int, e audit.Event, approval *RequestDecision, settle *Settlement) error
+	ArchiveFeature(ctx context.Context, key string, version int, e audit.Event, approval *RequestDecision, settle *idempotency.Settlement) error
 	// ArchivedFeatures returns the archived features, ordered by key.
 	ArchivedFeatures(ctx context.Context) ([]feature.Feature, error)
 	// ArchivedFeature returns the archived feature key: ENotFound when
@@ -46,7 +47,7 @@ type ArchiveStore interface {
 	// settles settle.
 	// ENotFound when there is no feature key, EConflict when it is
 	// served (archive it first).
-	PurgeFeature(ctx context.Context, key string, e audit.Event, settle *Settlement) error
+	PurgeFeature(ctx context.Context, key string, e audit.Event, settle *idempotency.Settlement) error
 }
 
 // Archive stops serving the feature key, keeping it and its history to be
@@ -141,7 +142,7 @@ func (s *Service) archive(ctx context.Context, key string, opts ChangeOptions) (
 			return res, err
 		}
 		now := s.now().UTC()
-		settles, err := opts.Idempotency.settlement(res, now)
+		settles, err := opts.Idempotency.Settle(res, now)
 		if err != nil {
 			return Result{}, err
 		}
@@ -233,7 +234,7 @@ func (s *Service) restore(ctx context.Context, key string, opts ChangeOptions) (
 		return res, err
 	}
 	now := next.UpdatedAt
-	settles, err := opts.Idempotency.settlement(res, now)
+	settles, err := opts.Idempotency.Settle(res, now)
 	if err != nil {
 		return Result{}, err
 	}
@@ -301,7 +302,7 @@ func (s *Service) Purge(ctx context.Context, key string, opts ChangeOptions) err
 	}
 	defer s.mu.Unlock()
 	now := s.now().UTC()
-	settles, err := opts.Idempotency.settlement(struct{}{}, now)
+	settles, err := opts.Idempotency.Settle(struct{}{}, now)
 	if err != nil {
 		return err
 	}

@@ -304,7 +304,7 @@ func (e *Environments) PromoteMany(ctx context.Context, keys []string, p Promote
 		return out, nil
 	}
 	out.Applied = true
-	settles, err := opts.Idempotency.settlement(out, dst.now().UTC())
+	settles, err := opts.Idempotency.Settle(out, dst.now().UTC())
 	if err != nil {
 		return out, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/idempotency"
 	"github.com/rollout/rollout/rollout/plan"
 	"github.com/rollout/rollout/rollout/ramp"
 )
@@ -96,7 +97,7 @@ type Ramp struct {
 	// Settles, when not nil, is the idempotency key of the request that
 	// writes the ramp: the store marks it done in the ramp's transaction
 	// (CreateRamp, UpdateRamp), as it does a Version's.
-	Settles *Settlement `json:"-"`
+	Settles *idempotency.Settlement `json:"-"`
 }
 
 // Live reports whether the ramp may still apply steps (active or paused).
@@ -162,7 +163,7 @@ type RampOptions struct {
 	// Idempotency, when not nil, is the request's idempotency key, kept
 	// with the change's answer (see Idempotency): of a RampStart for
 	// StartRamp, of the Ramp for PauseRamp, ResumeRamp and CancelRamp.
-	Idempotency *Idempotency
+	Idempotency *idempotency.Key
 }
 
 // RampStart is what StartRamp did: the ramp it stored, or the change
@@ -207,7 +208,7 @@ func (s *Service) StartRamp(ctx context.Context, key string, spec ramp.Spec, opt
 	}
 	st := RampStart{Ramp: r}
 	w := r
-	if w.Settles, err = opts.Idempotency.settlement(st, r.CreatedAt); err != nil {
+	if w.Settles, err = opts.Idempotency.Settle(st, r.CreatedAt); err != nil {
 		return RampStart{}, err
 	}
 	if err := s.store.CreateRamp(ctx, w); err != nil {
@@ -239,7 +240,7 @@ func (s *Service) requestRamp(ctx context.Context, key string, spec ramp.Spec, o
 	}
 	st := RampStart{Ramp: r, Request: &req, Steps: req.RampSteps}
 	w := req // an Idempotency-Key is kept with the request
-	if w.Settles, err = opts.Idempotency.settlement(st, req.CreatedAt); err != nil {
+	if w.Settles, err = opts.Idempotency.Settle(st, req.CreatedAt); err != nil {
 		return RampStart{}, err
 	}
 	if err := s.store.CreateRequest(ctx, w); err != nil {
@@ -541,7 +542,7 @@ func (s *Service) moveRamp(ctx context.Context, key, id string, opts RampOptions
 		r.UpdatedAt = s.now().UTC()
 		r.UpdatedBy = actor(ChangeOptions{Actor: opts.Actor})
 		w := r
-		if w.Settles, err = opts.Idempotency.settlement(r, r.UpdatedAt); err != nil {
+		if w.Settles, err = opts.Idempotency.Settle(r, r.UpdatedAt); err != nil {
 			return Ramp{}, err
 		}
 		err = s.store.UpdateRamp(ctx, w)

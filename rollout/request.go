@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/idempotency"
 	"github.com/rollout/rollout/rollout/ramp"
 )
 
@@ -182,7 +183,7 @@ type Request struct {
 	// Settles, when not nil, is the idempotency key of the request that
 	// files this one: the store marks it done in the transaction of
 	// CreateRequest, as it does a Version's. It is not kept.
-	Settles *Settlement `json:"-"`
+	Settles *idempotency.Settlement `json:"-"`
 }
 
 // SegmentRef is one version of a segment. A segment deleted and created
@@ -288,7 +289,7 @@ func (s *Service) file(ctx context.Context, res Result, r Request, opts ChangeOp
 	res.Request = &r
 	w := r
 	var err error
-	if w.Settles, err = opts.Idempotency.settlement(res, r.CreatedAt); err != nil {
+	if w.Settles, err = opts.Idempotency.Settle(res, r.CreatedAt); err != nil {
 		return Result{}, err
 	}
 	if err := s.store.CreateRequest(ctx, w); err != nil {

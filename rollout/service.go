@@ -17,6 +17,7 @@ import (
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/environment"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/idempotency"
 	"github.com/rollout/rollout/rollout/plan"
 )
 
@@ -83,7 +84,7 @@ type ChangeOptions struct {
 	// Idempotency, when not nil, is the request's idempotency key: the
 	// transaction that commits the change also keeps the change's answer
 	// with it (see Idempotency).
-	Idempotency *Idempotency
+	Idempotency *idempotency.Key
 	// Submit asks that an editor's change the settings refuse (above the
 	// churn limit, a reshuffle) become a change request for another person
 	// to approve, as where approvals are required; a change that cannot be
@@ -256,7 +257,7 @@ func (s *Service) create(ctx context.Context, f feature.Feature, opts ChangeOpti
 	if opts.DryRun {
 		return res, nil
 	}
-	settles, err := opts.Idempotency.settlement(res, now)
+	settles, err := opts.Idempotency.Settle(res, now)
 	if err != nil {
 		return Result{}, err
 	}
@@ -523,7 +524,7 @@ func (s *Service) applyWith(ctx context.Context, cur *feature.Compiled, ch Chang
 	if err != nil || opts.DryRun {
 		return res, err
 	}
-	if v.Settles, err = opts.Idempotency.settlement(res, v.Time); err != nil {
+	if v.Settles, err = opts.Idempotency.Settle(res, v.Time); err != nil {
 		return Result{}, err
 	}
 	if err := save(res.Feature, v); err != nil {
@@ -558,7 +559,7 @@ func (s *Service) applyHeld(ctx context.Context, key string, ch Change, opts Cha
 		if res, v, cc, err = s.prepare(cur, ch, opts); err != nil {
 			return feature.Feature{}, Version{}, err
 		}
-		if v.Settles, err = opts.Idempotency.settlement(res, v.Time); err != nil {
+		if v.Settles, err = opts.Idempotency.Settle(res, v.Time); err != nil {
 			return feature.Feature{}, Version{}, err
 		}
 		return res.Feature, v, nil

@@ -6,6 +6,7 @@ import (
 
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/idempotency"
 )
 
 // Version is one entry of a feature's history: the configuration a change
@@ -45,7 +46,7 @@ type Version struct {
 	// version with EKeyInUse when the key is no longer the request's. The
 	// versions a segment's change or a batch writes beside their own
 	// settle nothing: those writes take the key as an argument.
-	Settles *Settlement `json:"-"`
+	Settles *idempotency.Settlement `json:"-"`
 	// Elsewhere are the first versions of a created feature in the other
 	// environments, written in the creation's transaction (CreateFeature
 	// only).

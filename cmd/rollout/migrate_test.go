@@ -27,6 +27,7 @@ import (
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/idempotency"
 	"github.com/rollout/rollout/rollout/settings"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/postgres"
@@ -275,7 +276,7 @@ func fillTargeting(t *testing.T, svc *rollout.Service, db *store.DB) {
 	if err := db.AddDroppedExposures(ctx, map[string]int64{"exp-1": 2}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := db.ClaimIdempotency(ctx, rollout.IdempotencyRecord{Scope: "tok", Key: "k1", Fingerprint: "fp", Attempt: "a1",
+	if _, _, err := db.ClaimIdempotency(ctx, idempotency.Record{Scope: "tok", Key: "k1", Fingerprint: "fp", Attempt: "a1",
 		LeaseUntil: now.Add(time.Minute), Expires: now.Add(24 * time.Hour)}, now); err != nil {
 		t.Fatal(err)
 	}
