@@ -368,7 +368,7 @@ func testEditorRampChurn(t *testing.T, g *guardedServer) {
 	}
 	a := decodeJSON[struct {
 		Request rollout.Request
-		Steps   []rollout.RampStepPreview
+		Steps   []ramp.StepPreview
 	}](t, g.must(t, 202, "editor", "POST", "/api/features/f/ramps", many))
 	r := a.Request
 	if r.Change.Kind != rollout.SpecRamp || r.Change.Ramp == nil || len(r.RampSteps) != 4 || len(a.Steps) != 4 || r.Report.Churn < 0.5 || !strings.Contains(r.Summary, "ramp on: 55 % → 60 % → 90 % → 100 %, a step every 1s") {

@@ -172,7 +172,7 @@ type RampOptions struct {
 type RampStart struct {
 	Ramp    Ramp
 	Request *Request
-	Steps   []RampStepPreview
+	Steps   []ramp.StepPreview
 }
 
 // StartRamp stores a new active ramp of the feature key, started by
@@ -353,24 +353,8 @@ func (s *Service) newRamp(c *feature.Compiled, spec ramp.Spec, actorName string)
 // "" (it would start).
 type RampPreview struct {
 	Ramp  Ramp              `json:"ramp"`
-	Steps []RampStepPreview `json:"steps"`
+	Steps []ramp.StepPreview `json:"steps"`
 	Needs string            `json:"needs,omitempty"`
-}
-
-// RampStepPreview is one step of a RampPreview: the share the bucket would
-// reach (exactly) and the fraction of all users the step would move, with
-// its report; Error says why the step could not apply (the ramp would
-// pause there), and no later step is previewed.
-type RampStepPreview struct {
-	Share    float64   `json:"share"`
-	At       time.Time `json:"at"`
-	Replicas int       `json:"replicas"`
-	Reached  float64   `json:"reached"`
-	Churn    float64   `json:"churn"`
-	Summary  string    `json:"summary"`
-	Error    string    `json:"error,omitempty"`
-
-	report feature.Report // the step's, when it applies
 }
 
 // PreviewRamp checks spec as StartRamp does and returns what each step
@@ -402,12 +386,12 @@ func (s *Service) PreviewRamp(ctx context.Context, key string, spec ramp.Spec, a
 // previewRamp previews each step of r on the feature c as it is, and
 // reports what the steps that can apply do in all (from c to the last of
 // them).
-func previewRamp(c *feature.Compiled, r Ramp) ([]RampStepPreview, feature.Report) {
-	var out []RampStepPreview
+func previewRamp(c *feature.Compiled, r Ramp) ([]ramp.StepPreview, feature.Report) {
+	var out []ramp.StepPreview
 	cur := feature.Compile(c.Feature(), nil)
 	down := r.Down(c.Feature().Ring().Shares()[r.Bucket])
 	for _, step := range r.Steps {
-		sp := RampStepPreview{Share: step.Share, At: step.At}
+		sp := ramp.StepPreview{Share: step.Share, At: step.At}
 		b, _ := cur.Feature().Bucket(r.Bucket)
 		var ch Change
 		if step.Share >= 1 {
@@ -437,7 +421,7 @@ func previewRamp(c *feature.Compiled, r Ramp) ([]RampStepPreview, feature.Report
 		next.Version = cur.Feature().Version + 1
 		nc := feature.Compile(next, nil)
 		rep := nc.ReportFrom(cur)
-		sp.Churn, sp.Summary, sp.report = rep.Churn, audit.ShareSummary(rep), rep
+		sp.Churn, sp.Summary, sp.Report = rep.Churn, audit.ShareSummary(rep), rep
 		if r.MaxChurn != nil && rep.Churn > *r.MaxChurn {
 			sp.Error = overMaxChurn("the step", rep, *r.MaxChurn, "the ramp would pause here").Message
 			out = append(out, sp)
@@ -743,13 +727,13 @@ func (s *Service) rampLimit(ctx context.Context, r Ramp) (rampBounds, error) {
 // change of the feature, made on its own at its time, as the editor's
 // own changes are, each held to the limit; a ramp of small steps moves no
 // more users at once than as many changes by hand would.
-func (g *gate) checkRamp(key string, steps []RampStepPreview) error {
+func (g *gate) checkRamp(key string, steps []ramp.StepPreview) error {
 	if g == nil {
 		return nil
 	}
 	for i, st := range steps {
 		if st.Error == "" && st.Churn > g.settings.MaxChurn {
-			rep := st.report
+			rep := st.Report
 			return &feature.Error{Code: feature.EForbidden, Report: &rep, Message: fmt.Sprintf(
 				"step %d of the ramp (to %s) would move %s of users of feature %q, more than the editors' limit of %s: use smaller steps, or it needs an admin, or approvals on for the feature (an admin sets them in the settings) to submit it as a change request; nothing was started",
 				i+1, feature.Percent(st.Share), feature.Percent(st.Churn), key, feature.Percent(g.settings.MaxChurn))}

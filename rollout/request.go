@@ -168,7 +168,7 @@ type Request struct {
 	Segments map[string]SegmentRef `json:"segments,omitempty"`
 	// RampSteps, of a ramp request, preview its steps one by one from
 	// BaseVersion.
-	RampSteps []RampStepPreview `json:"ramp_steps,omitempty"`
+	RampSteps []ramp.StepPreview `json:"ramp_steps,omitempty"`
 	// Repreviewed counts the previews made again because the feature or
 	// a segment moved on.
 	Repreviewed int `json:"repreviewed"`
