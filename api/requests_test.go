@@ -14,6 +14,7 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/request"
 	"github.com/rollout/rollout/rollout/settings"
 )
 
@@ -37,7 +38,7 @@ func decodeJSON[T any](t *testing.T, body string) T {
 }
 
 type requestBody struct {
-	Request rollout.Request `json:"request"`
+	Request request.Request `json:"request"`
 	Report  feature.Report  `json:"report"`
 	Feature struct {
 		Version int `json:"version"`
@@ -127,14 +128,14 @@ func TestChangeRequests(t *testing.T) {
 	}
 	body := g.must(t, 202, "editor", "PUT", "/api/features/f/buckets/treatment", map[string]any{"replicas": 10, "comment": "less"})
 	r := decodeJSON[requestBody](t, body).Request
-	if r.State != rollout.RequestOpen || r.Author != "editor-bot" || r.BaseVersion != 1 || r.IfMatch == "" || r.Report.Churn <= 0 || r.Comment != "less" ||
+	if r.State != request.Open || r.Author != "editor-bot" || r.BaseVersion != 1 || r.IfMatch == "" || r.Report.Churn <= 0 || r.Comment != "less" ||
 		!strings.Contains(r.Summary, "% of users would move") {
 		t.Fatalf("request = %+v", r)
 	}
 	if v := decodeJSON[struct{ Version int }](t, g.must(t, 200, "viewer", "GET", "/api/features/f", nil)).Version; v != 1 {
 		t.Fatalf("feature at version %d after a request, want 1 (nothing applied)", v)
 	}
-	list := decodeJSON[struct{ Requests []rollout.Request }](t, g.must(t, 200, "viewer", "GET", "/api/requests?state=open", nil)).Requests
+	list := decodeJSON[struct{ Requests []request.Request }](t, g.must(t, 200, "viewer", "GET", "/api/requests?state=open", nil)).Requests
 	if len(list) != 1 || list[0].ID != r.ID {
 		t.Fatalf("open requests = %+v", list)
 	}
@@ -157,13 +158,13 @@ func TestChangeRequests(t *testing.T) {
 	if status != http.StatusPreconditionFailed || !strings.Contains(body, "approve it again") || !strings.Contains(body, `"report"`) {
 		t.Fatalf("approval after the feature moved on = %d %s, want 412 with the new preview", status, body)
 	}
-	again := decodeJSON[struct{ Request rollout.Request }](t, g.must(t, 200, "viewer", "GET", "/api/requests/"+r.ID, nil)).Request
-	if again.State != rollout.RequestOpen || again.BaseVersion != 2 || again.Repreviewed != 1 || again.IfMatch == r.IfMatch {
+	again := decodeJSON[struct{ Request request.Request }](t, g.must(t, 200, "viewer", "GET", "/api/requests/"+r.ID, nil)).Request
+	if again.State != request.Open || again.BaseVersion != 2 || again.Repreviewed != 1 || again.IfMatch == r.IfMatch {
 		t.Fatalf("request after the new preview = %+v, want open at version 2", again)
 	}
 	body = g.must(t, 200, "carol", "POST", "/api/requests/"+r.ID+"/approve", map[string]any{"comment": "ok"})
 	done := decodeJSON[requestBody](t, body)
-	if done.Request.State != rollout.RequestApplied || done.Request.DecidedBy != "carol" || done.Request.AppliedVersion != 3 || done.Feature.Version != 3 {
+	if done.Request.State != request.Applied || done.Request.DecidedBy != "carol" || done.Request.AppliedVersion != 3 || done.Feature.Version != 3 {
 		t.Fatalf("approval = %s", body)
 	}
 	vs := g.must(t, 200, "viewer", "GET", "/api/features/f/versions/3", nil)
@@ -179,7 +180,7 @@ func TestChangeRequests(t *testing.T) {
 	g.must(t, 200, "carol", "POST", "/api/requests/"+r2.ID+"/reject", map[string]any{"comment": "keep it"})
 	g.must(t, 200, "carol", "POST", "/api/requests/"+r3.ID+"/cancel", nil)
 	for state, want := range map[string]int{"open": 0, "applied": 1, "rejected": 1, "canceled": 1, "": 3} {
-		list := decodeJSON[struct{ Requests []rollout.Request }](t, g.must(t, 200, "viewer", "GET", "/api/requests?state="+state, nil)).Requests
+		list := decodeJSON[struct{ Requests []request.Request }](t, g.must(t, 200, "viewer", "GET", "/api/requests?state="+state, nil)).Requests
 		if len(list) != want {
 			t.Errorf("%d requests of state %q, want %d", len(list), state, want)
 		}
@@ -217,7 +218,7 @@ func TestChangeRequestAbuse(t *testing.T) {
 		t.Fatalf("too many features in the policy = %d, want 4xx", status)
 	}
 	var ids []string
-	for i := range rollout.MaxOpenRequests {
+	for i := range request.MaxOpen {
 		r := decodeJSON[requestBody](t, g.must(t, 202, "editor", "PATCH", "/api/features/f", map[string]any{"description": fmt.Sprint("d", i)})).Request
 		ids = append(ids, r.ID)
 	}
@@ -325,7 +326,7 @@ func TestChangeRequestIdempotent(t *testing.T) {
 	if answers[0] != answers[1] {
 		t.Errorf("retry answered %s, first %s", answers[1], answers[0])
 	}
-	if n := len(decodeJSON[struct{ Requests []rollout.Request }](t, g.must(t, 200, "viewer", "GET", "/api/requests", nil)).Requests); n != 1 {
+	if n := len(decodeJSON[struct{ Requests []request.Request }](t, g.must(t, 200, "viewer", "GET", "/api/requests", nil)).Requests); n != 1 {
 		t.Errorf("%d requests after a retried change, want 1", n)
 	}
 	if n := len(g.audit(t, "viewer", "/api/audit?kind=request_create").Events); n != 1 {

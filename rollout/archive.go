@@ -7,6 +7,7 @@ import (
 	"github.com/rollout/rollout/rollout/environment"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/idempotency"
+	"github.com/rollout/rollout/rollout/request"
 )
 
 // Archive, restore, purge. A feature is never deleted in one step: archiving
@@ -31,7 +32,7 @@ type ArchiveStore interface {
 	// (EConflict when it is no longer open); with settle, settles it.
 	// ENotFound when no feature key is served, EConflict when it is at
 	// another version.
-	ArchiveFeature(ctx context.Context, key string, version int, e audit.Event, approval *RequestDecision, settle *idempotency.Settlement) error
+	ArchiveFeature(ctx context.Context, key string, version int, e audit.Event, approval *request.Decision, settle *idempotency.Settlement) error
 	// ArchivedFeatures returns the archived features, ordered by key.
 	ArchivedFeatures(ctx context.Context) ([]feature.Feature, error)
 	// ArchivedFeature returns the archived feature key: ENotFound when
@@ -83,7 +84,7 @@ func (s *Service) Archive(ctx context.Context, key string, opts ChangeOptions) (
 			return res, err
 		}
 		res.Elsewhere = s.archivedElsewhere(key)
-		return s.request(ctx, res, ChangeSpec{Kind: SpecArchive}, opts)
+		return s.request(ctx, res, request.Spec{Kind: request.SpecArchive}, opts)
 	}
 	res, err := s.archive(ctx, key, opts)
 	if err == nil {
@@ -218,7 +219,7 @@ func (s *Service) Restore(ctx context.Context, key string, opts ChangeOptions) (
 			return res, err
 		}
 		res.Elsewhere = elsewhere
-		return s.request(ctx, res, ChangeSpec{Kind: SpecRestore}, opts)
+		return s.request(ctx, res, request.Spec{Kind: request.SpecRestore}, opts)
 	}
 	res, err := s.restore(ctx, key, opts)
 	if err == nil {

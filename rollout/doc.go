@@ -83,7 +83,7 @@
 // keeps API tokens and sessions) passes a gate: the editors' churn limit,
 // reshuffles (a salt, the feature's or a rule's bucket_by) for admins
 // only, and, where approvals cover the feature, a change request
-// (Request) instead of the change, archive, restore and ramp included; a
+// (a request.Request) instead of the change, archive, restore and ramp included; a
 // request records the feature's tag and the segments' versions it was
 // previewed at, and an approval after either moved previews it again
 // (EPrecondition). Each step of an editor's ramp is held to the limit, and

@@ -9,6 +9,7 @@ import (
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/environment"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/request"
 )
 
 // Promotion is the change that makes a feature's parts include as they are
@@ -21,7 +22,7 @@ func Promotion(from string, source feature.Feature, include []string) (Change, e
 	source = source.Clone()
 	return Change{
 		kind:    audit.Promote,
-		spec:    ChangeSpec{Kind: SpecPromote, From: from, Include: include, Source: &source},
+		spec:    request.Spec{Kind: request.SpecPromote, From: from, Include: include, Source: &source},
 		summary: fmt.Sprintf("promoted %s from %s (version %d)", strings.Join(include, ", "), from, source.Version),
 		apply: func(f *feature.Feature) error {
 			environment.Promote(f, source, include)

@@ -16,6 +16,7 @@ import (
 	"github.com/rollout/rollout/rollout/idempotency"
 	"github.com/rollout/rollout/rollout/plan"
 	"github.com/rollout/rollout/rollout/ramp"
+	"github.com/rollout/rollout/rollout/request"
 )
 
 // Scheduled ramps. A ramp grows one bucket of a feature to a list of shares,
@@ -93,7 +94,7 @@ type Ramp struct {
 	// Request, when not nil, is the approval of the change request that
 	// starts the ramp: the store marks it applied in the ramp's
 	// transaction (CreateRamp).
-	Request *RequestDecision `json:"-"`
+	Request *request.Decision `json:"-"`
 	// Settles, when not nil, is the idempotency key of the request that
 	// writes the ramp: the store marks it done in the ramp's transaction
 	// (CreateRamp, UpdateRamp), as it does a Version's.
@@ -171,7 +172,7 @@ type RampOptions struct {
 // stored, and Steps its preview).
 type RampStart struct {
 	Ramp    Ramp
-	Request *Request
+	Request *request.Request
 	Steps   []ramp.StepPreview
 }
 
@@ -234,7 +235,7 @@ func (s *Service) requestRamp(ctx context.Context, key string, spec ramp.Spec, o
 	}
 	comment := spec.Comment
 	spec.Comment, spec.Role = "", ""
-	req, err := s.preview(ctx, s.newRequest(c.Feature(), ChangeSpec{Kind: SpecRamp, Ramp: &spec}, ChangeOptions{Actor: opts.Actor, Comment: comment}))
+	req, err := s.preview(ctx, s.newRequest(c.Feature(), request.Spec{Kind: request.SpecRamp, Ramp: &spec}, ChangeOptions{Actor: opts.Actor, Comment: comment}))
 	if err != nil {
 		return RampStart{}, err
 	}
@@ -251,7 +252,7 @@ func (s *Service) requestRamp(ctx context.Context, key string, spec ramp.Spec, o
 
 // previewRampRequest previews the ramp request r on its feature as it
 // stands now (see preview). The caller holds s.mu.
-func (s *Service) previewRampRequest(ctx context.Context, r Request) (Request, error) {
+func (s *Service) previewRampRequest(ctx context.Context, r request.Request) (request.Request, error) {
 	if r.Change.Ramp == nil {
 		return r, feature.Errorf(feature.EInvalid, "request %s asks for a ramp but names none", r.ID)
 	}
@@ -281,7 +282,7 @@ func (s *Service) previewRampRequest(ctx context.Context, r Request) (Request, e
 // approver, on the feature at r.IfMatch (EPrecondition when it moved on),
 // marking r applied in the ramp's transaction. It returns the ramp, and
 // the feature with the request's preview. The caller holds s.mu.
-func (s *Service) startApprovedRamp(ctx context.Context, r Request, approver, comment string) (Ramp, Result, error) {
+func (s *Service) startApprovedRamp(ctx context.Context, r request.Request, approver, comment string) (Ramp, Result, error) {
 	if r.Change.Ramp == nil {
 		return Ramp{}, Result{}, feature.Errorf(feature.EInvalid, "request %s asks for a ramp but names none", r.ID)
 	}
@@ -296,7 +297,7 @@ func (s *Service) startApprovedRamp(ctx context.Context, r Request, approver, co
 		return Ramp{}, Result{}, err
 	}
 	rp.Role, rp.ApprovedBy = auth.RoleEditor, approver
-	rp.Request = &RequestDecision{ID: r.ID, By: approver, Comment: comment}
+	rp.Request = &request.Decision{ID: r.ID, By: approver, Comment: comment}
 	if err := s.store.CreateRamp(ctx, rp); err != nil {
 		return Ramp{}, Result{}, err
 	}
@@ -352,9 +353,9 @@ func (s *Service) newRamp(c *feature.Compiled, spec ramp.Spec, actorName string)
 // request), "admin" (a step moves more than the editors' churn limit), or
 // "" (it would start).
 type RampPreview struct {
-	Ramp  Ramp              `json:"ramp"`
+	Ramp  Ramp               `json:"ramp"`
 	Steps []ramp.StepPreview `json:"steps"`
-	Needs string            `json:"needs,omitempty"`
+	Needs string             `json:"needs,omitempty"`
 }
 
 // PreviewRamp checks spec as StartRamp does and returns what each step

@@ -19,6 +19,7 @@ import (
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/idempotency"
 	"github.com/rollout/rollout/rollout/plan"
+	"github.com/rollout/rollout/rollout/request"
 )
 
 // Service applies changes to features and serves evaluations. Writes go to
@@ -91,8 +92,8 @@ type ChangeOptions struct {
 	// a request is still refused.
 	Submit bool
 
-	gate    *gate            // the editor's settings, set by the service
-	request *RequestDecision // an approval being applied
+	gate    *gate             // the editor's settings, set by the service
+	request *request.Decision // an approval being applied
 }
 
 // checkComment refuses a comment validateComment refuses, and no comment
@@ -131,7 +132,7 @@ type Result struct {
 	DryRun  bool
 	// Request, when not nil, is the change request the change became:
 	// approvals cover the feature, and nothing was applied.
-	Request *Request
+	Request *request.Request
 	// Needs, in an editor's dry run, says what the change would need:
 	// "approval" (it would become a request), "admin" (it would be
 	// refused: above the churn limit, or a reshuffle), or "" (it would
@@ -349,7 +350,7 @@ func (s *Service) RollbackWith(ctx context.Context, key string, n int, ro Rollba
 		return Result{}, err
 	}
 	back := rollbackTo(old.Config, ro.KeepOverrides)
-	back.spec = ChangeSpec{Kind: SpecRollback, Version: n, KeepOverrides: ro.KeepOverrides}
+	back.spec = request.Spec{Kind: request.SpecRollback, Version: n, KeepOverrides: ro.KeepOverrides}
 	res, err := s.onFresh(ctx, key, opts, func(cur *feature.Compiled) (Result, error) {
 		return s.apply(ctx, cur, back, opts)
 	}, func() (Result, error) {

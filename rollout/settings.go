@@ -8,6 +8,7 @@ import (
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/document"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/request"
 	"github.com/rollout/rollout/rollout/settings"
 )
 
@@ -96,7 +97,7 @@ type needsApproval struct {
 	ifMatch  string
 	base     int
 	segments []string
-	spec     ChangeSpec
+	spec     request.Spec
 	summary  string
 }
 
@@ -119,7 +120,7 @@ func (g *gate) check(cur *feature.Compiled, ch Change, res Result) error {
 		}
 		return approvalOf(cur, ch, res)
 	}
-	return g.settings.CheckChange(key, cur.Feature(), res.Feature, res.Report, ch.spec.Kind == SpecReshuffle)
+	return g.settings.CheckChange(key, cur.Feature(), res.Feature, res.Report, ch.spec.Kind == request.SpecReshuffle)
 }
 
 // checkDocument decides an editor's document plan p

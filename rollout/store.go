@@ -7,6 +7,7 @@ import (
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/idempotency"
+	"github.com/rollout/rollout/rollout/request"
 )
 
 // Version is one entry of a feature's history: the configuration a change
@@ -38,7 +39,7 @@ type Version struct {
 	// the store marks the request applied in the version's transaction,
 	// or refuses the version with EConflict when the request is no
 	// longer open, and records request_approve.
-	Request *RequestDecision `json:"-"`
+	Request *request.Decision `json:"-"`
 	// Settles, when not nil, is the idempotency key of the request that
 	// makes the version: the store marks it done with its answer in the
 	// version's transaction (CreateFeature, UpdateFeature,

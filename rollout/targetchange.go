@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/request"
 )
 
 // SetRules replaces the feature's rules with rules, as one version (an
 // empty list removes them all).
 func SetRules(rules []feature.Rule) Change {
 	rules = feature.CloneRules(rules)
-	spec := ChangeSpec{Kind: SpecSetRules, Rules: feature.CloneRules(rules)}
+	spec := request.Spec{Kind: request.SpecSetRules, Rules: feature.CloneRules(rules)}
 	if spec.Rules == nil {
 		spec.Rules = []feature.Rule{}
 	}
@@ -50,7 +51,7 @@ func SetBucketBy(attr string) Change {
 		summary = "bucket by the user ID"
 	}
 	return Change{
-		spec:    ChangeSpec{Kind: SpecPatch, BucketBy: &attr},
+		spec:    request.Spec{Kind: request.SpecPatch, BucketBy: &attr},
 		summary: summary,
 		apply: func(f *feature.Feature) error {
 			if attr == f.BucketBy {
@@ -70,7 +71,7 @@ func PatchBucketBy(description *string, enabled *bool, fallback *string, bucketB
 		return by
 	}
 	ch := Combine(Patch(description, enabled, fallback), by)
-	ch.spec = ChangeSpec{Kind: SpecPatch, Description: description, Enabled: enabled, Fallback: fallback, BucketBy: &bucketBy}
+	ch.spec = request.Spec{Kind: request.SpecPatch, Description: description, Enabled: enabled, Fallback: fallback, BucketBy: &bucketBy}
 	return ch
 }
 

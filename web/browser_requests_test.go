@@ -15,6 +15,7 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/request"
 	"github.com/rollout/rollout/rollout/settings"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
@@ -108,10 +109,10 @@ func TestBrowserRequests(t *testing.T) {
 	}
 	b.screenshot("feature-submit-for-approval-narrow", 390)
 	b.do(chromedp.Click(chromedp.CSS(override + ".preview .apply")))
-	var pinned rollout.Request
+	var pinned request.Request
 	b.until("the override's request on the requests page", func() bool {
-		open, err := svc.Requests(ctx, rollout.RequestQuery{State: rollout.RequestOpen})
-		if err != nil || len(open) != 3 || open[0].Change.Kind != rollout.SpecSetOverride {
+		open, err := svc.Requests(ctx, request.Query{State: request.Open})
+		if err != nil || len(open) != 3 || open[0].Change.Kind != request.SpecSetOverride {
 			return false
 		}
 		pinned = open[0]

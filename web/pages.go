@@ -17,6 +17,7 @@ import (
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/exposure"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/request"
 	"github.com/rollout/rollout/rollout/schedule"
 	"github.com/rollout/rollout/rollout/stats"
 )
@@ -73,7 +74,7 @@ type featurePage struct {
 	Data          pageData
 	// OpenRequests are the feature's change requests waiting for a
 	// decision (see requests.go).
-	OpenRequests []rollout.Request
+	OpenRequests []request.Request
 	Targeting    targetingView // rules and bucket_by (targeting.go)
 	// Promote is the feature in every environment, and the promote
 	// form (environments.go).
@@ -173,7 +174,7 @@ func (h *handler) feature(c echo.Context) error {
 	}
 	p.Targeting = targeting(snap, f)
 
-	open, err := svc.Requests(ctx, rollout.RequestQuery{State: rollout.RequestOpen, Feature: key, Limit: requestsShown})
+	open, err := svc.Requests(ctx, request.Query{State: request.Open, Feature: key, Limit: requestsShown})
 	if err != nil {
 		return h.internal(c, err)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/idempotency"
+	"github.com/rollout/rollout/rollout/request"
 	"github.com/rollout/rollout/rollout/settings"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/postgres"
@@ -327,7 +328,7 @@ type storeContents struct {
 	Tokens             []auth.Token
 	Ramps              []rollout.Ramp
 	Settings           settings.Settings
-	Requests           []rollout.Request
+	Requests           []request.Request
 	Audit              []audit.Event
 	Webhooks           []webhook.Hook
 	Deliveries         map[string][]webhook.Delivery
@@ -391,7 +392,7 @@ func contents(t *testing.T, s *store.DB) storeContents {
 	must(err)
 	c.Settings, err = s.Settings(ctx)
 	must(err)
-	c.Requests, err = s.Requests(ctx, rollout.RequestQuery{})
+	c.Requests, err = s.Requests(ctx, request.Query{})
 	must(err)
 	c.Audit, err = s.AuditEvents(ctx, audit.Query{Ascending: true})
 	must(err)

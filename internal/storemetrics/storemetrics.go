@@ -13,6 +13,7 @@ import (
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/idempotency"
+	"github.com/rollout/rollout/rollout/request"
 )
 
 // New returns st with its failures counted in rollout_store_errors_total,
@@ -78,7 +79,7 @@ func (s *countingStore) ApplyRampStep(ctx context.Context, f feature.Feature, v 
 	return err
 }
 
-func (s *countingStore) ArchiveFeature(ctx context.Context, key string, version int, e audit.Event, approval *rollout.RequestDecision, settle *idempotency.Settlement) error {
+func (s *countingStore) ArchiveFeature(ctx context.Context, key string, version int, e audit.Event, approval *request.Decision, settle *idempotency.Settlement) error {
 	err := s.Store.ArchiveFeature(ctx, key, version, e, approval, settle)
 	s.count("archive_feature", err)
 	return err
