@@ -27,6 +27,7 @@ import (
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/history"
 	"github.com/rollout/rollout/rollout/idempotency"
 	"github.com/rollout/rollout/rollout/request"
 	"github.com/rollout/rollout/rollout/settings"
@@ -320,7 +321,7 @@ type storeContents struct {
 	Exposures          map[string][]feature.Exposure
 	RuleExposures      map[string][]feature.Exposure
 	ExposureUsers      map[string][]feature.Exposure
-	Users              map[string][]rollout.Assignment
+	Users              map[string][]history.Assignment
 	Segments           []feature.Segment
 	SegmentVersions    map[string][]feature.SegmentVersion
 	SegmentUsers       map[string][]string
@@ -351,7 +352,7 @@ func contents(t *testing.T, s *store.DB) storeContents {
 		}
 	}
 	c := storeContents{Versions: map[string][]rollout.Version{}, Exposures: map[string][]feature.Exposure{}, RuleExposures: map[string][]feature.Exposure{}, ExposureUsers: map[string][]feature.Exposure{},
-		Users: map[string][]rollout.Assignment{}, SegmentVersions: map[string][]feature.SegmentVersion{}, SegmentUsers: map[string][]string{}, Deliveries: map[string][]webhook.Delivery{}}
+		Users: map[string][]history.Assignment{}, SegmentVersions: map[string][]feature.SegmentVersion{}, SegmentUsers: map[string][]string{}, Deliveries: map[string][]webhook.Delivery{}}
 	var err error
 	c.Features, err = s.Features(ctx)
 	must(err)
