@@ -2,9 +2,7 @@ package rollout
 
 import (
 	"context"
-	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -194,12 +192,7 @@ type exposureChecks struct {
 	byID atomic.Pointer[featureIndex]
 
 	mu      sync.Mutex
-	buckets map[featureVersion]versionNames
-}
-
-// versionNames are the bucket and rule names of a feature at a version.
-type versionNames struct {
-	buckets, rules []string
+	buckets map[featureVersion]exposure.Names
 }
 
 type featureIndex struct {
@@ -256,40 +249,12 @@ func (s *Service) AddExposureBatch(ctx context.Context, batch string, counts []f
 	}
 	byID := s.featuresByID()
 	now := s.now().UTC()
-	var res exposure.BatchResult
-	kept := make([]feature.Exposure, 0, len(counts))
 	lookups := maxVersionLookups
-	for i, e := range counts {
-		c := byID[e.FeatureID]
-		if c == nil {
-			res.Skipped = append(res.Skipped, exposure.Skipped{Index: i, FeatureID: e.FeatureID,
-				Reason: "no feature has this ID: it was deleted, or never existed"})
-			continue
-		}
-		f := c.Feature()
-		switch {
-		case e.Feature != "" && e.Feature != f.Key:
-			return exposure.BatchResult{}, feature.Errorf(feature.EInvalid, "exposure %d: feature_id %q is the ID of feature %q, not %q", i, e.FeatureID, f.Key, e.Feature)
-		case e.Version > f.Version:
-			return exposure.BatchResult{}, feature.Errorf(feature.EInvalid, "exposure %d: feature %q is at version %d: version %d does not exist", i, f.Key, f.Version, e.Version)
-		}
-		if e.Bucket != "" || e.Rule != nil && *e.Rule != "" {
-			names, err := s.bucketsAt(ctx, c, e.Version, &lookups)
-			switch {
-			case feature.ErrorCode(err) == feature.ENotFound:
-				res.Skipped = append(res.Skipped, exposure.Skipped{Index: i, FeatureID: e.FeatureID,
-					Reason: fmt.Sprintf("version %d of feature %q is not in its history", e.Version, f.Key)})
-				continue
-			case err != nil:
-				return exposure.BatchResult{}, err
-			case e.Bucket != "" && !slices.Contains(names.buckets, e.Bucket):
-				return exposure.BatchResult{}, feature.Errorf(feature.EInvalid, "exposure %d: feature %q had no bucket %q at version %d (it had %s)", i, f.Key, e.Bucket, e.Version, strings.Join(names.buckets, ", "))
-			case e.Rule != nil && *e.Rule != "" && !slices.Contains(names.rules, *e.Rule):
-				return exposure.BatchResult{}, feature.Errorf(feature.EInvalid, "exposure %d: feature %q had no rule %q at version %d", i, f.Key, *e.Rule, e.Version)
-			}
-		}
-		e.Feature, e.Hour = f.Key, now
-		kept = append(kept, e)
+	kept, res, err := exposure.CheckBatch(counts, byID, now, func(c *feature.Compiled, version int) (exposure.Names, error) {
+		return s.bucketsAt(ctx, c, version, &lookups)
+	})
+	if err != nil {
+		return exposure.BatchResult{}, err
 	}
 	if len(kept) == 0 {
 		return res, nil
@@ -344,16 +309,16 @@ func (s *Service) catchUpWith(ctx context.Context, counts []feature.Exposure) er
 // otherwise from the feature's history, counting the lookup against
 // *lookups. It returns ENotFound when the history lacks the version, and
 // EUnavailable when *lookups is spent.
-func (s *Service) bucketsAt(ctx context.Context, c *feature.Compiled, version int, lookups *int) (versionNames, error) {
+func (s *Service) bucketsAt(ctx context.Context, c *feature.Compiled, version int, lookups *int) (exposure.Names, error) {
 	if version == c.Feature().Version {
-		return bucketNames(c.Feature()), nil
+		return exposure.NamesOf(c.Feature()), nil
 	}
 	key := featureVersion{c.Feature().ID, version}
 	s.mu.Lock()
 	for _, r := range s.retired {
 		if r.c.Feature().ID == key.id && r.c.Feature().Version == version {
 			s.mu.Unlock()
-			return bucketNames(r.c.Feature()), nil
+			return exposure.NamesOf(r.c.Feature()), nil
 		}
 	}
 	s.mu.Unlock()
@@ -365,33 +330,22 @@ func (s *Service) bucketsAt(ctx context.Context, c *feature.Compiled, version in
 		return names, nil
 	}
 	if *lookups <= 0 {
-		return versionNames{}, feature.Errorf(feature.EUnavailable, "the batch counts more old versions than one request checks (%d): send it again", maxVersionLookups)
+		return exposure.Names{}, feature.Errorf(feature.EUnavailable, "the batch counts more old versions than one request checks (%d): send it again", maxVersionLookups)
 	}
 	*lookups--
 	v, err := s.store.Version(ctx, c.Feature().Key, version)
 	if err != nil {
-		return versionNames{}, err
+		return exposure.Names{}, err
 	}
 	if v.Config.ID != "" && v.Config.ID != key.id {
-		return versionNames{}, feature.NotFound(c.Feature().Key) // the key's history is another feature's
+		return exposure.Names{}, feature.NotFound(c.Feature().Key) // the key's history is another feature's
 	}
-	names = bucketNames(v.Config)
+	names = exposure.NamesOf(v.Config)
 	x.mu.Lock()
 	if x.buckets == nil || len(x.buckets) >= versionBucketsKept {
-		x.buckets = map[featureVersion]versionNames{}
+		x.buckets = map[featureVersion]exposure.Names{}
 	}
 	x.buckets[key] = names
 	x.mu.Unlock()
 	return names, nil
-}
-
-func bucketNames(f feature.Feature) versionNames {
-	names := versionNames{buckets: make([]string, len(f.Buckets)), rules: make([]string, len(f.Rules))}
-	for i, b := range f.Buckets {
-		names.buckets[i] = b.Name
-	}
-	for i, r := range f.Rules {
-		names.rules[i] = r.Name
-	}
-	return names
 }

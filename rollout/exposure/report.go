@@ -4,11 +4,12 @@
 // distinct users that package rollout keeps), with the sample-ratio checks
 // of each version's users against its exact shares (package
 // rollout/stats), and what became of a batch of counts an in-app client
-// sent (BatchResult). It reads no store: rollout.Service.Exposures gathers
-// the counts and hands them over.
+// sent (BatchResult, CheckBatch). It reads no store:
+// rollout.Service.Exposures and AddExposureBatch gather what it needs and
+// hand it over.
 //
-// report.go holds the report and how it is made; batch.go the answer to a
-// batch.
+// report.go holds the report and how it is made; batch.go how a batch's
+// counts are checked and the answer to it.
 package exposure
 
 import (
