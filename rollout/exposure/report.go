@@ -9,7 +9,9 @@
 // hand it over.
 //
 // report.go holds the report and how it is made; batch.go how a batch's
-// counts are checked and the answer to it.
+// counts are checked and the answer to it; estimate.go how many
+// evaluations a day the rules a change of rules moves served
+// (EstimateRules).
 package exposure
 
 import (
