@@ -13,6 +13,7 @@ import (
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/ramp"
+	"github.com/rollout/rollout/rollout/request"
 	"github.com/rollout/rollout/store/postgres"
 	"github.com/rollout/rollout/store/storetest"
 )
@@ -88,7 +89,7 @@ func testGatedArchiveRestore(t *testing.T, g *guardedServer) {
 		t.Errorf("editor's dry run of an archive needs %q, want approval", dry.Needs)
 	}
 	del := decodeJSON[requestBody](t, g.must(t, 202, "editor", "DELETE", "/api/features/gated", nil)).Request
-	if del.Change.Kind != rollout.SpecArchive || del.State != rollout.RequestOpen || del.BaseVersion != 1 || del.Report.Churn != 1 || !strings.Contains(del.Summary, "archive") {
+	if del.Change.Kind != request.SpecArchive || del.State != request.Open || del.BaseVersion != 1 || del.Report.Churn != 1 || !strings.Contains(del.Summary, "archive") {
 		t.Fatalf("archive request = %+v", del)
 	}
 	g.must(t, 403, "carol", "POST", "/api/requests/"+del.ID+"/cancel", nil)
@@ -97,7 +98,7 @@ func testGatedArchiveRestore(t *testing.T, g *guardedServer) {
 	g.must(t, 200, "viewer", "GET", "/api/features/gated", nil) // still served
 	g.must(t, 403, "editor", "POST", "/api/requests/"+arch.ID+"/approve", nil)
 	body := g.must(t, 200, "carol", "POST", "/api/requests/"+arch.ID+"/approve", nil)
-	if r := decodeJSON[requestBody](t, body).Request; r.State != rollout.RequestApplied || r.DecidedBy != "carol" {
+	if r := decodeJSON[requestBody](t, body).Request; r.State != request.Applied || r.DecidedBy != "carol" {
 		t.Fatalf("approved archive = %s", body)
 	}
 	g.must(t, 404, "viewer", "GET", "/api/features/gated", nil)
@@ -122,7 +123,7 @@ func testGatedArchiveRestore(t *testing.T, g *guardedServer) {
 	}
 	res := decodeJSON[requestBody](t, g.must(t, 202, "editor", "POST", "/api/features/gated/restore", nil))
 	rest := res.Request
-	if rest.Change.Kind != rollout.SpecRestore || rest.Report.Churn != 1 || res.Report.Churn != 1 || rest.Segments["staff"].Version != 1 ||
+	if rest.Change.Kind != request.SpecRestore || rest.Report.Churn != 1 || res.Report.Churn != 1 || rest.Segments["staff"].Version != 1 ||
 		!strings.Contains(rest.Summary, "restore") || !strings.Contains(rest.Summary, "staff at version 1") {
 		t.Fatalf("restore request = %+v", rest)
 	}
@@ -142,7 +143,7 @@ func testGatedArchiveRestore(t *testing.T, g *guardedServer) {
 	g.must(t, 200, "admin", "PUT", "/api/segments/staff", emailSegment("staff", "ends_with", "@example.com"))
 	g.must(t, 412, "carol", "POST", "/api/requests/"+rest.ID+"/approve", nil)
 	body = g.must(t, 200, "carol", "POST", "/api/requests/"+rest.ID+"/approve", nil)
-	if r := decodeJSON[requestBody](t, body); r.Request.State != rollout.RequestApplied || r.Request.AppliedVersion != 2 || r.Feature.Version != 2 {
+	if r := decodeJSON[requestBody](t, body); r.Request.State != request.Applied || r.Request.AppliedVersion != 2 || r.Feature.Version != 2 {
 		t.Fatalf("approved restore = %s", body)
 	}
 	for i := range 20 {
@@ -201,7 +202,7 @@ func testRequestSegmentsMoved(t *testing.T, g *guardedServer) {
 		t.Fatalf("feature after the refused approval = %+v, want version 1 without rules", f)
 	}
 	again := decodeJSON[requestBody](t, g.must(t, 200, "viewer", "GET", "/api/requests/"+r.ID, nil)).Request
-	if again.State != rollout.RequestOpen || again.Segments["staff2"].Version != 2 || again.Repreviewed != 1 || again.BaseVersion != 1 {
+	if again.State != request.Open || again.Segments["staff2"].Version != 2 || again.Repreviewed != 1 || again.BaseVersion != 1 {
 		t.Fatalf("request after its new preview = %+v", again)
 	}
 	g.must(t, 200, "carol", "POST", "/api/requests/"+r.ID+"/approve", nil)
@@ -296,7 +297,7 @@ func TestEditorRuleBucketBy(t *testing.T) {
 	}
 	g.must(t, 200, "admin", "PUT", "/api/settings", map[string]any{"require_approval": map[string]any{"features": []string{"f"}}})
 	r := decodeJSON[requestBody](t, g.must(t, 202, "editor", "PUT", "/api/features/f/rules", rules(ring("beta", "team")))).Request
-	if r.Change.Kind != rollout.SpecSetRules {
+	if r.Change.Kind != request.SpecSetRules {
 		t.Fatalf("request = %+v", r)
 	}
 	g.must(t, 200, "admin", "POST", "/api/requests/"+r.ID+"/approve", nil)
@@ -367,19 +368,19 @@ func testEditorRampChurn(t *testing.T, g *guardedServer) {
 		t.Errorf("editor's dry run under approvals needs %q, want approval", p.Needs)
 	}
 	a := decodeJSON[struct {
-		Request rollout.Request
-		Steps   []rollout.RampStepPreview
+		Request request.Request
+		Steps   []ramp.StepPreview
 	}](t, g.must(t, 202, "editor", "POST", "/api/features/f/ramps", many))
 	r := a.Request
-	if r.Change.Kind != rollout.SpecRamp || r.Change.Ramp == nil || len(r.RampSteps) != 4 || len(a.Steps) != 4 || r.Report.Churn < 0.5 || !strings.Contains(r.Summary, "ramp on: 55 % → 60 % → 90 % → 100 %, a step every 1s") {
+	if r.Change.Kind != request.SpecRamp || r.Change.Ramp == nil || len(r.RampSteps) != 4 || len(a.Steps) != 4 || r.Report.Churn < 0.5 || !strings.Contains(r.Summary, "ramp on: 55 % → 60 % → 90 % → 100 %, a step every 1s") {
 		t.Fatalf("ramp request = %+v", a)
 	}
 	if rs := decodeJSON[rampsAnswer](t, g.must(t, 200, "viewer", "GET", "/api/features/f/ramps", nil)); len(rs.Ramps) != 1 {
 		t.Fatalf("%d ramps of f after the request, want the canceled one only", len(rs.Ramps))
 	}
 	g.must(t, 403, "editor", "POST", "/api/requests/"+r.ID+"/approve", nil)
-	done := decodeJSON[struct{ Request rollout.Request }](t, g.must(t, 200, "carol", "POST", "/api/requests/"+r.ID+"/approve", nil)).Request
-	if done.State != rollout.RequestApplied || done.AppliedRamp == "" {
+	done := decodeJSON[struct{ Request request.Request }](t, g.must(t, 200, "carol", "POST", "/api/requests/"+r.ID+"/approve", nil)).Request
+	if done.State != request.Applied || done.AppliedRamp == "" {
 		t.Fatalf("approved ramp request = %+v", done)
 	}
 	started := decodeJSON[rampAnswer](t, g.must(t, 200, "viewer", "GET", "/api/features/f/ramps/"+done.AppliedRamp, nil)).Ramp

@@ -396,7 +396,7 @@ type batchPromoteRequest struct {
 	MaxTotalChurn *float64 `json:"max_total_churn"`
 	// Versions pins features to the versions of the source and the
 	// target their author previewed: {"checkout":{"from":3,"to":5}}.
-	Versions map[string]rollout.Pin `json:"versions"`
+	Versions map[string]environment.Pin `json:"versions"`
 }
 
 // promoteFeatures is POST /api/environments/promote: several features
@@ -409,8 +409,8 @@ func (s *Server) promoteFeatures(c echo.Context) error {
 	if req.From == "" || req.To == "" {
 		return badRequest("give the environments of the promotion: {\"from\":\"staging\",\"to\":\"production\",\"features\":[…]}")
 	}
-	if len(req.Features) > rollout.MaxBatchPromotion {
-		return badRequest("features lists %d features: a batch promotes at most %d", len(req.Features), rollout.MaxBatchPromotion)
+	if len(req.Features) > environment.MaxBatchPromotion {
+		return badRequest("features lists %d features: a batch promotes at most %d", len(req.Features), environment.MaxBatchPromotion)
 	}
 	if len(req.Include) > len(environment.Parts) {
 		return badRequest("include lists %d parts: a promotion has %d", len(req.Include), len(environment.Parts))
@@ -431,7 +431,7 @@ func (s *Server) promoteFeatures(c echo.Context) error {
 	if opts.IfMatch != "" {
 		return badRequest("a batch promotion takes no If-Match: it is refused as a whole if a feature moves on while it runs")
 	}
-	answer := answers(c, func(p rollout.BatchPromotion) (keptAnswer, error) { return jsonAnswer(http.StatusOK, p) })
+	answer := answers(c, func(p environment.BatchPromotion) (keptAnswer, error) { return jsonAnswer(http.StatusOK, p) })
 	opts.Idempotency = answer.idempotency()
 	p, err := s.envs.PromoteMany(c.Request().Context(), req.Features,
 		rollout.PromoteOptions{From: req.From, To: req.To, Include: req.Include, Versions: req.Versions, Change: opts}, req.MaxTotalChurn)

@@ -17,9 +17,9 @@ import (
 
 	"github.com/rollout/rollout/api/evaluation"
 	"github.com/rollout/rollout/api/internal/jsonscan"
-	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/environment"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/idempotency"
 )
 
 // API-level error codes, beside the domain's.
@@ -52,8 +52,8 @@ var statusOf = map[string]int{
 	feature.EChurn:         http.StatusConflict,
 	feature.EPrecondition:  http.StatusPreconditionFailed,
 	feature.EUnavailable:   http.StatusServiceUnavailable,
-	rollout.EKeyReused:     http.StatusUnprocessableEntity,
-	rollout.EKeyInUse:      http.StatusConflict,
+	idempotency.EKeyReused: http.StatusUnprocessableEntity,
+	idempotency.EKeyInUse:  http.StatusConflict,
 	environment.EUnknown:   http.StatusNotFound,
 	feature.EInternal:      http.StatusInternalServerError,
 	feature.EPrerequisites: http.StatusBadRequest,

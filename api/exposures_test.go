@@ -16,6 +16,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	exposures "github.com/rollout/rollout/rollout/exposure"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
@@ -41,13 +42,13 @@ func exposureBatch(id string, counts ...map[string]any) map[string]any {
 
 // exposureTotal returns the feature's exposures at its current version, as
 // the API reports them.
-func (s *testServer) exposureTotal(key string, header ...string) rollout.ExposureReport {
+func (s *testServer) exposureTotal(key string, header ...string) exposures.Report {
 	s.t.Helper()
-	return decodeAs[rollout.ExposureReport](s.t.(*testing.T), s.must(http.StatusOK, "GET", "/api/features/"+key+"/exposures", nil, header...))
+	return decodeAs[exposures.Report](s.t.(*testing.T), s.must(http.StatusOK, "GET", "/api/features/"+key+"/exposures", nil, header...))
 }
 
 // countsOf lists a report's counts as "version/bucket=count".
-func countsOf(rep rollout.ExposureReport) string {
+func countsOf(rep exposures.Report) string {
 	var out []string
 	for _, e := range rep.Versions {
 		out = append(out, fmt.Sprintf("%d/%s=%d", e.Version, e.Bucket, e.Count))
@@ -133,7 +134,7 @@ func TestExposuresOfDeletedFeatures(t *testing.T) {
 	var ans struct {
 		Added   bool
 		Counted int
-		Skipped []rollout.SkippedExposure
+		Skipped []exposures.Skipped
 	}
 	if err := json.Unmarshal(r.body, &ans); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/environment"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/request"
 )
 
 // featureView is a feature as the API shows it: its configuration and the
@@ -74,7 +75,7 @@ type changeResponse struct {
 	// Request is the change request an editor's change became where
 	// approvals are required (status 202): nothing was applied, Feature
 	// and Report are its preview.
-	Request *rollout.Request `json:"request,omitempty"`
+	Request *request.Request `json:"request,omitempty"`
 	// Needs, in an editor's dry run, is what the change would need:
 	// "approval" or "admin"; absent when it would apply.
 	Needs string `json:"needs,omitempty"`

@@ -9,6 +9,7 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/request"
 	"github.com/rollout/rollout/store/postgres"
 	"github.com/rollout/rollout/store/storetest"
 )
@@ -129,11 +130,11 @@ func testEditorTargeting(t *testing.T, g *guardedServer) {
 
 	// Rules and bucket_by changes of f are requests, applied on approval.
 	r := decodeJSON[requestBody](t, g.must(t, 202, "editor", "PUT", "/api/features/f/rules", rules("beta", "control"))).Request
-	if r.Change.Kind != rollout.SpecSetRules || len(r.Change.Rules) != 1 || r.Change.Rules[0].Serve.Bucket != "control" || fVersion() != v {
+	if r.Change.Kind != request.SpecSetRules || len(r.Change.Rules) != 1 || r.Change.Rules[0].Serve.Bucket != "control" || fVersion() != v {
 		t.Fatalf("rules request = %+v (feature at %d, want %d)", r, fVersion(), v)
 	}
 	b := decodeJSON[requestBody](t, g.must(t, 202, "editor", "PATCH", "/api/features/f", map[string]any{"bucket_by": "", "description": "by user"})).Request
-	if b.Change.Kind != rollout.SpecPatch || b.Change.BucketBy == nil || *b.Change.BucketBy != "" || b.Change.Description == nil || b.Report.Churn < 0.4 {
+	if b.Change.Kind != request.SpecPatch || b.Change.BucketBy == nil || *b.Change.BucketBy != "" || b.Change.Description == nil || b.Report.Churn < 0.4 {
 		t.Fatalf("bucket_by request = %+v", b)
 	}
 	empty := decodeJSON[requestBody](t, g.must(t, 202, "carol", "PUT", "/api/features/f/rules", map[string]any{"rules": []any{}})).Request

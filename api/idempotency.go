@@ -15,14 +15,15 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/idempotency"
 )
 
 // Idempotency keys, as Stripe's API has them: a change request (POST, PUT,
 // PATCH or DELETE under /api/ that needs a write token: not the read-only
 // plan and preview, nor apps' exposures) may carry an Idempotency-Key
-// header of up to rollout.MaxIdempotencyKey printable ASCII bytes. The
+// header of up to idempotency.MaxKey printable ASCII bytes. The
 // first request with a key runs; its answer, if a success, is kept for
-// rollout.IdempotencyMemory in the database — in the same transaction as
+// idempotency.Memory in the database — in the same transaction as
 // the change it answers, so that a change committed after its client gave
 // up has its answer kept too — and every retry with the key, on any
 // instance, gets that answer again, with Idempotent-Replayed: true, and
@@ -134,7 +135,7 @@ func (a keptAnswer) encode() ([]byte, error) {
 // keyClaim is a request's claim on its Idempotency-Key, which the
 // idempotency middleware makes, and the answer its change kept with it.
 type keyClaim struct {
-	rollout.Claim
+	idempotency.Claim
 	kept *keptAnswer // the answer last made for the change to keep; nil: none
 }
 
@@ -155,13 +156,13 @@ func answers[T any](c echo.Context, f func(T) (keptAnswer, error)) answerer[T] {
 }
 
 // idempotency returns the request's Idempotency-Key for the change's
-// options (see rollout.Idempotency), nil when it has none. Its Answer
+// options (see idempotency.Key), nil when it has none. Its Answer
 // makes the answer of the change's result, which must be a T.
-func (a answerer[T]) idempotency() *rollout.Idempotency {
+func (a answerer[T]) idempotency() *idempotency.Key {
 	if a.claim == nil {
 		return nil
 	}
-	return &rollout.Idempotency{Claim: a.claim.Claim, Answer: func(v any) ([]byte, error) {
+	return &idempotency.Key{Claim: a.claim.Claim, Answer: func(v any) ([]byte, error) {
 		t, ok := v.(T)
 		if !ok {
 			return nil, fmt.Errorf("the change answered a %T, not a %T", v, t)
@@ -251,7 +252,7 @@ func (s *Server) idempotent(route Route, next echo.HandlerFunc) echo.HandlerFunc
 		switch {
 		case kc.kept != nil && err == nil:
 			// The change committed that answer with the key (the promise
-			// of rollout.Idempotency), and it was sent.
+			// of idempotency.Key), and it was sent.
 		case err == nil && status >= 200 && status < 300:
 			a := keptAnswer{Status: status, Body: rec.body.Bytes()}
 			if tag := c.Response().Header().Get("ETag"); tag != "" {
@@ -279,8 +280,8 @@ func (s *Server) idempotent(route Route, next echo.HandlerFunc) echo.HandlerFunc
 // validIdempotencyKey refuses a key that is empty, too long or not
 // printable ASCII.
 func validIdempotencyKey(key string) error {
-	if key == "" || len(key) > rollout.MaxIdempotencyKey {
-		return badRequest("%s must be 1 to %d characters long, got %d: use a random value such as a UUID", idempotencyHeader, rollout.MaxIdempotencyKey, len(key))
+	if key == "" || len(key) > idempotency.MaxKey {
+		return badRequest("%s must be 1 to %d characters long, got %d: use a random value such as a UUID", idempotencyHeader, idempotency.MaxKey, len(key))
 	}
 	for i := 0; i < len(key); i++ {
 		if key[i] < 0x20 || key[i] > 0x7e {

@@ -19,6 +19,7 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/idempotency"
 	"github.com/rollout/rollout/store/sqlite"
 )
 
@@ -142,12 +143,12 @@ func TestIdempotencyKey(t *testing.T) {
 	}
 
 	// Keys too long or not printable are refused, and change nothing.
-	for _, key := range []string{strings.Repeat("k", rollout.MaxIdempotencyKey+1), "tab\tkey", "é"} {
+	for _, key := range []string{strings.Repeat("k", idempotency.MaxKey+1), "tab\tkey", "é"} {
 		if r := s.do("PATCH", "/api/features/k", map[string]any{"description": "bad key"}, keyHeader, key); r.status != 400 {
 			t.Errorf("key %q = %d %s, want 400", key, r.status, r.body)
 		}
 	}
-	s.must(200, "PATCH", "/api/features/k", map[string]any{"description": "longest key"}, keyHeader, strings.Repeat("k", rollout.MaxIdempotencyKey))
+	s.must(200, "PATCH", "/api/features/k", map[string]any{"description": "longest key"}, keyHeader, strings.Repeat("k", idempotency.MaxKey))
 	if n := s.versionCount("k"); n != before+1 {
 		t.Errorf("bad keys: %d versions made, want 1 (the longest key's)", n-before)
 	}
@@ -295,13 +296,13 @@ func TestIdempotencyKeyExpiry(t *testing.T) {
 
 	body := map[string]any{"description": "daily"}
 	first := s.must(200, "PATCH", "/api/features/k", body, keyHeader, "day-1")
-	now.Store(start.Add(rollout.IdempotencyMemory - time.Minute).UnixNano())
+	now.Store(start.Add(idempotency.Memory - time.Minute).UnixNano())
 	if n, err := svc.ExpireIdempotency(context.Background()); err != nil || n != 0 {
 		t.Errorf("ExpireIdempotency() before 24h = %d, %v; want 0", n, err)
 	}
 	wantReplay(t, "a day less a minute later", first, s.must(200, "PATCH", "/api/features/k", body, keyHeader, "day-1"))
 
-	now.Store(start.Add(rollout.IdempotencyMemory).UnixNano())
+	now.Store(start.Add(idempotency.Memory).UnixNano())
 	if n, err := svc.ExpireIdempotency(context.Background()); err != nil || n != 1 {
 		t.Errorf("ExpireIdempotency() after 24h = %d, %v; want 1", n, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/plan"
+	"github.com/rollout/rollout/rollout/ramp"
 )
 
 // TestRollbackKeepOverrides: a rollback restores the old version's
@@ -56,9 +57,9 @@ func TestRampDryRun(t *testing.T) {
 	s.seed()
 	body := map[string]any{"bucket": "on", "steps": []float64{0.6, 0.8, 1}, "every": "24h", "start": "2099-01-01T09:00:00Z", "comment": "slowly", "dry_run": true}
 	pre := decodeAs[struct {
-		DryRun bool                      `json:"dry_run"`
-		Ramp   rollout.Ramp              `json:"ramp"`
-		Steps  []rollout.RampStepPreview `json:"steps"`
+		DryRun bool               `json:"dry_run"`
+		Ramp   rollout.Ramp       `json:"ramp"`
+		Steps  []ramp.StepPreview `json:"steps"`
 	}](t, s.must(200, "POST", "/api/features/dark-mode/ramps", body))
 	if !pre.DryRun || len(pre.Steps) != 3 || pre.Ramp.Comment != "slowly" || pre.Ramp.Tolerance != plan.DefaultTolerance {
 		t.Fatalf("dry run = %+v", pre)

@@ -7,7 +7,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/request"
+	"github.com/rollout/rollout/rollout/settings"
 )
 
 // Settings and change requests over HTTP. Anyone who reads features reads
@@ -19,10 +20,10 @@ import (
 // settingsRequest is the body of PUT /api/settings: the settings whole,
 // a comment, and optionally the version read (a stale one is a 412).
 type settingsRequest struct {
-	MaxChurn        *float64                `json:"max_churn"`
-	RequireApproval *rollout.ApprovalPolicy `json:"require_approval"`
-	Version         int                     `json:"version"`
-	Comment         string                  `json:"comment"`
+	MaxChurn        *float64                 `json:"max_churn"`
+	RequireApproval *settings.ApprovalPolicy `json:"require_approval"`
+	Version         int                      `json:"version"`
+	Comment         string                   `json:"comment"`
 }
 
 // getSettings is GET /api/settings.
@@ -67,14 +68,14 @@ func (s *Server) putSettings(c echo.Context) error {
 
 // requestsAnswer is the list of requests.
 type requestsAnswer struct {
-	Requests []rollout.Request `json:"requests"`
+	Requests []request.Request `json:"requests"`
 }
 
 // listRequests is GET /api/requests[?state=open&feature=K&limit=N]: newest
-// first, at most rollout.MaxRequestPage.
+// first, at most request.MaxPage.
 func (s *Server) listRequests(c echo.Context) error {
-	q := rollout.RequestQuery{State: rollout.RequestState(c.QueryParam("state")), Feature: c.QueryParam("feature")}
-	if q.State != "" && !slices.Contains(rollout.RequestStates, q.State) {
+	q := request.Query{State: request.State(c.QueryParam("state")), Feature: c.QueryParam("feature")}
+	if q.State != "" && !slices.Contains(request.States, q.State) {
 		return badRequest("state=%q: use open, applied, rejected or canceled", q.State)
 	}
 	if len(q.Feature) > 64 {
@@ -84,8 +85,8 @@ func (s *Server) listRequests(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if limit > rollout.MaxRequestPage {
-		return badRequest("limit=%d: at most %d requests a page", limit, rollout.MaxRequestPage)
+	if limit > request.MaxPage {
+		return badRequest("limit=%d: at most %d requests a page", limit, request.MaxPage)
 	}
 	q.Limit = limit
 	rs, err := s.in(c).Requests(c.Request().Context(), q)
@@ -128,7 +129,7 @@ func (s *Server) approveRequest(c echo.Context) error {
 		c.Response().Header().Set("ETag", etag(res.Feature))
 	}
 	return c.JSON(http.StatusOK, struct {
-		Request rollout.Request `json:"request"`
+		Request request.Request `json:"request"`
 		changeResponse
 	}{r, changeResponse{Feature: featureView{Feature: res.Feature, Shares: res.Shares}, Report: res.Report}})
 }
@@ -143,7 +144,7 @@ func (s *Server) cancelRequest(c echo.Context) error {
 	return s.closeRequest(c, s.in(c).CancelRequest)
 }
 
-func (s *Server) closeRequest(c echo.Context, close func(ctx context.Context, id, by, comment string) (rollout.Request, error)) error {
+func (s *Server) closeRequest(c echo.Context, close func(ctx context.Context, id, by, comment string) (request.Request, error)) error {
 	var req decisionRequest
 	if err := decodeOptional(c, &req); err != nil {
 		return err

@@ -14,6 +14,8 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/request"
+	"github.com/rollout/rollout/rollout/settings"
 )
 
 // addEditor gives g another editor's token, sent as role name.
@@ -36,7 +38,7 @@ func decodeJSON[T any](t *testing.T, body string) T {
 }
 
 type requestBody struct {
-	Request rollout.Request `json:"request"`
+	Request request.Request `json:"request"`
 	Report  feature.Report  `json:"report"`
 	Feature struct {
 		Version int `json:"version"`
@@ -50,7 +52,7 @@ type requestBody struct {
 func TestEditorChurnLimit(t *testing.T) {
 	g := newGuardedServer(t)
 	g.must(t, 201, "editor", "POST", "/api/features", twoBuckets)
-	st := decodeJSON[rollout.Settings](t, g.must(t, 200, "viewer", "GET", "/api/settings", nil))
+	st := decodeJSON[settings.Settings](t, g.must(t, 200, "viewer", "GET", "/api/settings", nil))
 	if st.MaxChurn != 0.25 || st.RequireApproval.All || len(st.RequireApproval.Features) != 0 || st.Version != 0 {
 		t.Fatalf("default settings = %+v, want max_churn 0.25, no approvals, version 0", st)
 	}
@@ -96,7 +98,7 @@ func TestEditorChurnLimit(t *testing.T) {
 			t.Errorf("PUT /api/settings %s = %d %s, want 400", bad, status, body)
 		}
 	}
-	st = decodeJSON[rollout.Settings](t, g.must(t, 200, "admin", "PUT", "/api/settings", map[string]any{"max_churn": 0.9, "comment": "trust"}))
+	st = decodeJSON[settings.Settings](t, g.must(t, 200, "admin", "PUT", "/api/settings", map[string]any{"max_churn": 0.9, "comment": "trust"}))
 	if st.MaxChurn != 0.9 || st.Version != 1 || st.UpdatedBy != "admin-bot" {
 		t.Fatalf("saved settings = %+v", st)
 	}
@@ -126,14 +128,14 @@ func TestChangeRequests(t *testing.T) {
 	}
 	body := g.must(t, 202, "editor", "PUT", "/api/features/f/buckets/treatment", map[string]any{"replicas": 10, "comment": "less"})
 	r := decodeJSON[requestBody](t, body).Request
-	if r.State != rollout.RequestOpen || r.Author != "editor-bot" || r.BaseVersion != 1 || r.IfMatch == "" || r.Report.Churn <= 0 || r.Comment != "less" ||
+	if r.State != request.Open || r.Author != "editor-bot" || r.BaseVersion != 1 || r.IfMatch == "" || r.Report.Churn <= 0 || r.Comment != "less" ||
 		!strings.Contains(r.Summary, "% of users would move") {
 		t.Fatalf("request = %+v", r)
 	}
 	if v := decodeJSON[struct{ Version int }](t, g.must(t, 200, "viewer", "GET", "/api/features/f", nil)).Version; v != 1 {
 		t.Fatalf("feature at version %d after a request, want 1 (nothing applied)", v)
 	}
-	list := decodeJSON[struct{ Requests []rollout.Request }](t, g.must(t, 200, "viewer", "GET", "/api/requests?state=open", nil)).Requests
+	list := decodeJSON[struct{ Requests []request.Request }](t, g.must(t, 200, "viewer", "GET", "/api/requests?state=open", nil)).Requests
 	if len(list) != 1 || list[0].ID != r.ID {
 		t.Fatalf("open requests = %+v", list)
 	}
@@ -156,13 +158,13 @@ func TestChangeRequests(t *testing.T) {
 	if status != http.StatusPreconditionFailed || !strings.Contains(body, "approve it again") || !strings.Contains(body, `"report"`) {
 		t.Fatalf("approval after the feature moved on = %d %s, want 412 with the new preview", status, body)
 	}
-	again := decodeJSON[struct{ Request rollout.Request }](t, g.must(t, 200, "viewer", "GET", "/api/requests/"+r.ID, nil)).Request
-	if again.State != rollout.RequestOpen || again.BaseVersion != 2 || again.Repreviewed != 1 || again.IfMatch == r.IfMatch {
+	again := decodeJSON[struct{ Request request.Request }](t, g.must(t, 200, "viewer", "GET", "/api/requests/"+r.ID, nil)).Request
+	if again.State != request.Open || again.BaseVersion != 2 || again.Repreviewed != 1 || again.IfMatch == r.IfMatch {
 		t.Fatalf("request after the new preview = %+v, want open at version 2", again)
 	}
 	body = g.must(t, 200, "carol", "POST", "/api/requests/"+r.ID+"/approve", map[string]any{"comment": "ok"})
 	done := decodeJSON[requestBody](t, body)
-	if done.Request.State != rollout.RequestApplied || done.Request.DecidedBy != "carol" || done.Request.AppliedVersion != 3 || done.Feature.Version != 3 {
+	if done.Request.State != request.Applied || done.Request.DecidedBy != "carol" || done.Request.AppliedVersion != 3 || done.Feature.Version != 3 {
 		t.Fatalf("approval = %s", body)
 	}
 	vs := g.must(t, 200, "viewer", "GET", "/api/features/f/versions/3", nil)
@@ -178,7 +180,7 @@ func TestChangeRequests(t *testing.T) {
 	g.must(t, 200, "carol", "POST", "/api/requests/"+r2.ID+"/reject", map[string]any{"comment": "keep it"})
 	g.must(t, 200, "carol", "POST", "/api/requests/"+r3.ID+"/cancel", nil)
 	for state, want := range map[string]int{"open": 0, "applied": 1, "rejected": 1, "canceled": 1, "": 3} {
-		list := decodeJSON[struct{ Requests []rollout.Request }](t, g.must(t, 200, "viewer", "GET", "/api/requests?state="+state, nil)).Requests
+		list := decodeJSON[struct{ Requests []request.Request }](t, g.must(t, 200, "viewer", "GET", "/api/requests?state="+state, nil)).Requests
 		if len(list) != want {
 			t.Errorf("%d requests of state %q, want %d", len(list), state, want)
 		}
@@ -212,11 +214,11 @@ func TestChangeRequestAbuse(t *testing.T) {
 	if status, body := g.send(t, "editor", "PATCH", "/api/features/f", huge); status != http.StatusRequestEntityTooLarge {
 		t.Fatalf("a huge change = %d %.200s, want 413", status, body)
 	}
-	if status, _ := g.send(t, "admin", "PUT", "/api/settings", map[string]any{"require_approval": map[string]any{"features": make([]string, rollout.MaxApprovalFeatures+1)}}); status/100 != 4 {
+	if status, _ := g.send(t, "admin", "PUT", "/api/settings", map[string]any{"require_approval": map[string]any{"features": make([]string, settings.MaxApprovalFeatures+1)}}); status/100 != 4 {
 		t.Fatalf("too many features in the policy = %d, want 4xx", status)
 	}
 	var ids []string
-	for i := range rollout.MaxOpenRequests {
+	for i := range request.MaxOpen {
 		r := decodeJSON[requestBody](t, g.must(t, 202, "editor", "PATCH", "/api/features/f", map[string]any{"description": fmt.Sprint("d", i)})).Request
 		ids = append(ids, r.ID)
 	}
@@ -324,7 +326,7 @@ func TestChangeRequestIdempotent(t *testing.T) {
 	if answers[0] != answers[1] {
 		t.Errorf("retry answered %s, first %s", answers[1], answers[0])
 	}
-	if n := len(decodeJSON[struct{ Requests []rollout.Request }](t, g.must(t, 200, "viewer", "GET", "/api/requests", nil)).Requests); n != 1 {
+	if n := len(decodeJSON[struct{ Requests []request.Request }](t, g.must(t, 200, "viewer", "GET", "/api/requests", nil)).Requests); n != 1 {
 		t.Errorf("%d requests after a retried change, want 1", n)
 	}
 	if n := len(g.audit(t, "viewer", "/api/audit?kind=request_create").Events); n != 1 {

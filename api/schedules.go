@@ -14,9 +14,10 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/schedule"
 )
 
-// Scheduled changes (rollout.Schedule): POST /api/features/K/schedules
+// Scheduled changes (schedule.Schedule): POST /api/features/K/schedules
 // stores a change of the feature, as the body of the route that makes it
 // (PATCH /api/features/K, PUT …/rules, PUT …/buckets), to apply at a set
 // time; GET /api/features/K/schedules and GET /api/schedules list them,
@@ -26,17 +27,17 @@ import (
 
 // scheduleRequest is the body of POST /api/features/K/schedules.
 type scheduleRequest struct {
-	At       string                   `json:"at"` // RFC 3339
-	Change   *rollout.ScheduledChange `json:"change"`
-	MaxChurn *float64                 `json:"max_churn"`
-	Comment  string                   `json:"comment"`
+	At       string           `json:"at"` // RFC 3339
+	Change   *schedule.Change `json:"change"`
+	MaxChurn *float64         `json:"max_churn"`
+	Comment  string           `json:"comment"`
 }
 
 // Limits of POST /api/features/K/schedules: its body (the change's and a
 // little more), and the schedules each token (or, while the API is open,
 // each client address) makes on this instance: a burst, then a few a
 // second; over it, 429.
-const maxScheduleRequest = rollout.MaxScheduleBody + 4<<10
+const maxScheduleRequest = schedule.MaxBody + 4<<10
 
 var (
 	scheduleCreateRate  = 5.0
@@ -77,18 +78,18 @@ func ScheduledChange(kind string, body json.RawMessage) (rollout.Change, error) 
 		err error
 	)
 	switch kind {
-	case rollout.ScheduleKindPatch:
+	case schedule.KindPatch:
 		var req patchRequest
 		if err = decodeBytes(body, &req); err == nil {
 			ch, g = req.change(), req.guards
 		}
-	case rollout.ScheduleKindRules:
+	case schedule.KindRules:
 		var req rulesRequest
 		if err = decodeBytes(body, &req); err == nil {
 			g = req.guards
 			ch, err = req.change()
 		}
-	case rollout.ScheduleKindBuckets:
+	case schedule.KindBuckets:
 		var req setBucketsRequest
 		if err = decodeBytes(body, &req); err == nil {
 			g = req.guards
@@ -138,7 +139,7 @@ func (s *Server) createSchedule(c echo.Context) error {
 	if err != nil {
 		return &feature.Error{Code: codeBadRequest, Field: "at", Message: "at " + strconv.Quote(req.At) + ` is not a time: write it in RFC 3339, such as "2026-03-06T18:00:00+01:00"`}
 	}
-	sp := rollout.ScheduleSpec{At: at, Change: *req.Change, MaxChurn: req.MaxChurn, Comment: req.Comment}
+	sp := schedule.Spec{At: at, Change: *req.Change, MaxChurn: req.MaxChurn, Comment: req.Comment}
 	if tok, ok := TokenOf(c); ok {
 		sp.Role = tok.Role
 	}
@@ -152,16 +153,16 @@ func (s *Server) createSchedule(c echo.Context) error {
 // listSchedules is GET /api/features/K/schedules and, without a key, GET
 // /api/schedules: the environment's schedules, pending and running ones
 // soonest first, then the others latest first; ?status= keeps one status,
-// ?limit= (1 to rollout.MaxSchedulePage) bounds them.
+// ?limit= (1 to schedule.MaxPage) bounds them.
 func (s *Server) listSchedules(c echo.Context) error {
-	q := rollout.ScheduleQuery{Feature: c.Param("key"), Status: rollout.ScheduleStatus(c.QueryParam("status"))}
+	q := schedule.Query{Feature: c.Param("key"), Status: schedule.Status(c.QueryParam("status"))}
 	if q.Feature == "" {
 		q.Feature = c.QueryParam("feature")
 	}
 	if l := c.QueryParam("limit"); l != "" {
 		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > rollout.MaxSchedulePage {
-			return badRequest("limit=%q: give a number of schedules from 1 to %d (%d when absent)", l, rollout.MaxSchedulePage, rollout.DefaultSchedulePage)
+		if err != nil || n < 1 || n > schedule.MaxPage {
+			return badRequest("limit=%q: give a number of schedules from 1 to %d (%d when absent)", l, schedule.MaxPage, schedule.DefaultPage)
 		}
 		q.Limit = n
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/schedule"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/postgres"
 	"github.com/rollout/rollout/store/sqlite"
@@ -227,7 +228,7 @@ func testScheduleApplied(t *testing.T, s *scheduleServer) {
 		t.Errorf("feature after the schedule: enabled %v, version %v; want disabled at version 2", f["enabled"], f["version"])
 	}
 	vs := s.must(t, 200, "viewer", "GET", "/api/features/banner/versions", nil)["versions"].([]any)
-	if v := vs[0].(map[string]any); len(vs) != 2 || v["actor"] != rollout.ScheduleActor || v["comment"] != "banner off Friday 18:00" ||
+	if v := vs[0].(map[string]any); len(vs) != 2 || v["actor"] != schedule.Actor || v["comment"] != "banner off Friday 18:00" ||
 		!strings.HasPrefix(v["summary"].(string), "scheduled by editor-bot; disabled") {
 		t.Errorf("newest version %v of %d, want the schedule's", vs[0], len(vs))
 	}
@@ -392,7 +393,7 @@ func testScheduleAbuse(t *testing.T, s *scheduleServer) {
 	// At most MaxPendingPerFeature pending schedules of one feature.
 	body := map[string]any{"at": at(time.Hour), "change": map[string]any{"kind": "patch", "body": map[string]any{"description": "many"}}}
 	created := 0
-	for range rollout.MaxPendingPerFeature + 5 {
+	for range schedule.MaxPendingPerFeature + 5 {
 		a := s.send(t, "admin", "POST", "/api/features/banner/schedules", body)
 		switch a.status {
 		case 201:
@@ -405,8 +406,8 @@ func testScheduleAbuse(t *testing.T, s *scheduleServer) {
 			break
 		}
 	}
-	if created != rollout.MaxPendingPerFeature {
-		t.Errorf("%d schedules made before a 409, want %d", created, rollout.MaxPendingPerFeature)
+	if created != schedule.MaxPendingPerFeature {
+		t.Errorf("%d schedules made before a 409, want %d", created, schedule.MaxPendingPerFeature)
 	}
 }
 

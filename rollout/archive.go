@@ -6,6 +6,8 @@ import (
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/environment"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/idempotency"
+	"github.com/rollout/rollout/rollout/request"
 )
 
 // Archive, restore, purge. A feature is never deleted in one step: archiving
@@ -30,7 +32,7 @@ type ArchiveStore interface {
 	// (EConflict when it is no longer open); with settle, settles it.
 	// ENotFound when no feature key is served, EConflict when it is at
 	// another version.
-	ArchiveFeature(ctx context.Context, key string, version int, e audit.Event, approval *RequestDecision, settle *Settlement) error
+	ArchiveFeature(ctx context.Context, key string, version int, e audit.Event, approval *request.Decision, settle *idempotency.Settlement) error
 	// ArchivedFeatures returns the archived features, ordered by key.
 	ArchivedFeatures(ctx context.Context) ([]feature.Feature, error)
 	// ArchivedFeature returns the archived feature key: ENotFound when
@@ -46,7 +48,7 @@ type ArchiveStore interface {
 	// settles settle.
 	// ENotFound when there is no feature key, EConflict when it is
 	// served (archive it first).
-	PurgeFeature(ctx context.Context, key string, e audit.Event, settle *Settlement) error
+	PurgeFeature(ctx context.Context, key string, e audit.Event, settle *idempotency.Settlement) error
 }
 
 // Archive stops serving the feature key, keeping it and its history to be
@@ -82,7 +84,7 @@ func (s *Service) Archive(ctx context.Context, key string, opts ChangeOptions) (
 			return res, err
 		}
 		res.Elsewhere = s.archivedElsewhere(key)
-		return s.request(ctx, res, ChangeSpec{Kind: SpecArchive}, opts)
+		return s.request(ctx, res, request.Spec{Kind: request.SpecArchive}, opts)
 	}
 	res, err := s.archive(ctx, key, opts)
 	if err == nil {
@@ -141,14 +143,14 @@ func (s *Service) archive(ctx context.Context, key string, opts ChangeOptions) (
 			return res, err
 		}
 		now := s.now().UTC()
-		settles, err := opts.Idempotency.settlement(res, now)
+		settles, err := opts.Idempotency.Settle(res, now)
 		if err != nil {
 			return Result{}, err
 		}
 		churn := res.Report.Churn
 		e := audit.Event{
 			Time: now, Actor: actor(opts), Kind: audit.Archive, Feature: key, Version: cur.Feature().Version,
-			Summary: joinSummary(archivedSummary, ShareSummary(res.Report)), Comment: opts.Comment, Churn: &churn,
+			Summary: audit.JoinSummary(archivedSummary, audit.ShareSummary(res.Report)), Comment: opts.Comment, Churn: &churn,
 		}
 		if err := s.store.ArchiveFeature(ctx, key, cur.Feature().Version, e, opts.request, settles); err != nil {
 			return Result{}, err
@@ -217,7 +219,7 @@ func (s *Service) Restore(ctx context.Context, key string, opts ChangeOptions) (
 			return res, err
 		}
 		res.Elsewhere = elsewhere
-		return s.request(ctx, res, ChangeSpec{Kind: SpecRestore}, opts)
+		return s.request(ctx, res, request.Spec{Kind: request.SpecRestore}, opts)
 	}
 	res, err := s.restore(ctx, key, opts)
 	if err == nil {
@@ -233,7 +235,7 @@ func (s *Service) restore(ctx context.Context, key string, opts ChangeOptions) (
 		return res, err
 	}
 	now := next.UpdatedAt
-	settles, err := opts.Idempotency.settlement(res, now)
+	settles, err := opts.Idempotency.Settle(res, now)
 	if err != nil {
 		return Result{}, err
 	}
@@ -301,7 +303,7 @@ func (s *Service) Purge(ctx context.Context, key string, opts ChangeOptions) err
 	}
 	defer s.mu.Unlock()
 	now := s.now().UTC()
-	settles, err := opts.Idempotency.settlement(struct{}{}, now)
+	settles, err := opts.Idempotency.Settle(struct{}{}, now)
 	if err != nil {
 		return err
 	}

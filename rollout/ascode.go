@@ -12,6 +12,7 @@ import (
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/document"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/idempotency"
 	"github.com/rollout/rollout/rollout/plan"
 )
 
@@ -56,7 +57,7 @@ type Batch struct {
 	Segments []SegmentWrite
 	// Settles, when not nil, is marked done in the batch's transaction,
 	// as a Version's Settles is in its own.
-	Settles *Settlement
+	Settles *idempotency.Settlement
 }
 
 // BatchStore writes versions of several features and segments at once.
@@ -95,7 +96,7 @@ type ApplyOptions struct {
 	Plan          plan.Options
 	// Idempotency, when not nil, is the request's idempotency key, kept
 	// with the batch's answer, a document.Plan (see Idempotency).
-	Idempotency *Idempotency
+	Idempotency *idempotency.Key
 }
 
 // ApplyDocument makes every change d plans (see PlanDocument) as one batch
@@ -305,7 +306,7 @@ func (s *Service) applyDocument(ctx context.Context, d document.Document, opts A
 		ws = append(ws, BatchWrite{Feature: f, Create: create, Version: v})
 	}
 	p.Applied = true
-	settles, err := opts.Idempotency.settlement(p, now)
+	settles, err := opts.Idempotency.Settle(p, now)
 	if err != nil {
 		return document.Plan{}, err
 	}

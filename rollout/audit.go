@@ -1,11 +1,8 @@
 package rollout
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -61,99 +58,15 @@ func VersionEvent(key, id string, v Version) audit.Event {
 	}
 	churn := v.Report.Churn
 	summary := v.Summary
-	if s := ShareSummary(v.Report); !strings.HasSuffix(summary, s) {
+	if s := audit.ShareSummary(v.Report); !strings.HasSuffix(summary, s) {
 		// Versions say it themselves since their summaries speak
 		// percentages; older ones did not.
-		summary = joinSummary(summary, s)
+		summary = audit.JoinSummary(summary, s)
 	}
 	return audit.Event{
 		Time: v.Time, Actor: v.Actor, Kind: kind, Feature: key, FeatureID: id, Version: v.Version,
 		Summary: summary, Comment: v.Comment, Churn: &churn, Subject: v.Subject,
 	}
-}
-
-func joinSummary(parts ...string) string {
-	var kept []string
-	for _, p := range parts {
-		if p != "" {
-			kept = append(kept, p)
-		}
-	}
-	return strings.Join(kept, "; ")
-}
-
-// ShareSummary says what a report's change did to users in percentages:
-// "treatment 50 % → 10 %; 39.95 % of users moved, all into control".
-// "No bucket" is what a disabled feature without fallback serves.
-func ShareSummary(r feature.Report) string {
-	var parts []string
-	names := slices.Sorted(maps.Keys(r.SharesAfter))
-	for name := range maps.Keys(r.SharesBefore) {
-		if _, ok := r.SharesAfter[name]; !ok {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	var shares []string
-	for _, name := range names {
-		before, after := r.SharesBefore[name], r.SharesAfter[name]
-		if feature.Percent(before) != feature.Percent(after) {
-			shares = append(shares, fmt.Sprintf("%s %s → %s", name, feature.Percent(before), feature.Percent(after)))
-		}
-	}
-	if len(shares) > 0 {
-		parts = append(parts, strings.Join(shares, ", "))
-	}
-	approx := ""
-	if r.Method == feature.MethodExpected {
-		approx = "about "
-	}
-	switch {
-	case r.Churn <= 0 && len(r.Rules) > 0:
-		// The ring moved no one, but the populations of the rules that
-		// changed (which the change's own words name) may have.
-		parts = append(parts, ringMovedNoUser)
-	case r.Churn <= 0:
-		parts = append(parts, noUserMoved)
-	default:
-		into := map[string]float64{}
-		for _, m := range r.Moves {
-			into[m.To] += m.Share
-		}
-		dest := slices.SortedFunc(maps.Keys(into), func(a, b string) int {
-			return cmp.Or(cmp.Compare(into[b], into[a]), cmp.Compare(a, b))
-		})
-		where := ""
-		switch {
-		case len(dest) == 1:
-			where = ", all into " + bucketName(dest[0])
-		case len(dest) > 1:
-			var each []string
-			for _, d := range dest {
-				each = append(each, fmt.Sprintf("%s into %s", feature.Percent(into[d]), bucketName(d)))
-			}
-			where = ": " + strings.Join(each, ", ")
-		}
-		parts = append(parts, fmt.Sprintf("%s%s of users moved%s", approx, feature.Percent(r.Churn), where))
-	}
-	if n := len(r.OverrideChanges); n == 1 {
-		parts = append(parts, "1 overridden user moved")
-	} else if n > 1 {
-		parts = append(parts, fmt.Sprintf("%d overridden users moved", n))
-	}
-	return strings.Join(parts, "; ")
-}
-
-const (
-	noUserMoved     = "no user moved"
-	ringMovedNoUser = "the ring moved no user; users matching changed rules may have changed bucket"
-)
-
-func bucketName(b string) string {
-	if b == "" {
-		return "no bucket"
-	}
-	return b
 }
 
 // RampActorFor is the actor of what a ramp does on its own (its steps, a

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/request"
 )
 
 // Change is one edit of a feature's configuration, with the one-line summary
@@ -17,13 +18,13 @@ type Change struct {
 	kind    audit.Kind // "": audit.Change
 	apply   func(f *feature.Feature) error
 	// spec is the change as data, for a change request to store and
-	// apply later (see ChangeSpec); its Kind is "" for changes that
+	// apply later (see request.Spec); its Kind is "" for changes that
 	// cannot be requested (a ramp's steps).
-	spec ChangeSpec
+	spec request.Spec
 }
 
 // Spec returns the change as data: what a change request stores.
-func (c Change) Spec() ChangeSpec { return c.spec }
+func (c Change) Spec() request.Spec { return c.spec }
 
 // Summary returns the change's one-line description.
 func (c Change) Summary() string { return c.summary }
@@ -32,7 +33,7 @@ func (c Change) Summary() string { return c.summary }
 func AddBucket(b feature.Bucket) Change {
 	b.Value = feature.CompactJSON(b.Value)
 	return Change{
-		spec:    ChangeSpec{Kind: SpecAddBucket, Bucket: &b},
+		spec:    request.Spec{Kind: request.SpecAddBucket, Bucket: &b},
 		summary: "added bucket " + b.Name,
 		apply: func(f *feature.Feature) error {
 			if _, ok := f.Bucket(b.Name); ok {
@@ -48,7 +49,7 @@ func AddBucket(b feature.Bucket) Change {
 // not nil, and its value when value is not nil.
 func UpdateBucket(name string, replicas *int, value json.RawMessage) Change {
 	// Its version's summary says what a change of replicas does in
-	// percentages (ShareSummary): the replicas themselves go unsaid.
+	// percentages (audit.ShareSummary): the replicas themselves go unsaid.
 	summary := "changed the share of " + name
 	if value != nil {
 		summary = fmt.Sprintf("changed the value of %s to %s", name, feature.Abbreviate(string(feature.CompactJSON(value))))
@@ -57,7 +58,7 @@ func UpdateBucket(name string, replicas *int, value json.RawMessage) Change {
 		}
 	}
 	return Change{
-		spec:    ChangeSpec{Kind: SpecUpdateBucket, Name: name, Replicas: replicas, Value: feature.CompactJSON(value)},
+		spec:    request.Spec{Kind: request.SpecUpdateBucket, Name: name, Replicas: replicas, Value: feature.CompactJSON(value)},
 		summary: summary,
 		apply: func(f *feature.Feature) error {
 			i := slices.IndexFunc(f.Buckets, func(b feature.Bucket) bool { return b.Name == name })
@@ -82,7 +83,7 @@ func UpdateBucket(name string, replicas *int, value json.RawMessage) Change {
 // bucket, the fallback, or a bucket that overrides name.
 func RemoveBucket(name string) Change {
 	return Change{
-		spec:    ChangeSpec{Kind: SpecRemoveBucket, Name: name},
+		spec:    request.Spec{Kind: request.SpecRemoveBucket, Name: name},
 		summary: "removed bucket " + name,
 		apply: func(f *feature.Feature) error {
 			i := slices.IndexFunc(f.Buckets, func(b feature.Bucket) bool { return b.Name == name })
@@ -117,7 +118,7 @@ func SetBuckets(buckets []feature.Bucket) Change {
 		names[i] = b.Name
 	}
 	return Change{
-		spec:    ChangeSpec{Kind: SpecSetBuckets, Buckets: slices.Clone(buckets)},
+		spec:    request.Spec{Kind: request.SpecSetBuckets, Buckets: slices.Clone(buckets)},
 		summary: "set the buckets " + strings.Join(names, ", "),
 		apply: func(f *feature.Feature) error {
 			next := slices.Clone(buckets)
@@ -153,7 +154,7 @@ func Patch(description *string, enabled *bool, fallback *string) Change {
 		parts = append(parts, "description changed")
 	}
 	return Change{
-		spec:    ChangeSpec{Kind: SpecPatch, Description: description, Enabled: enabled, Fallback: fallback},
+		spec:    request.Spec{Kind: request.SpecPatch, Description: description, Enabled: enabled, Fallback: fallback},
 		summary: strings.Join(parts, ", "),
 		apply: func(f *feature.Feature) error {
 			if description == nil && enabled == nil && fallback == nil {
@@ -176,7 +177,7 @@ func Patch(description *string, enabled *bool, fallback *string) Change {
 // SetOverride serves bucket to user whatever the ring says.
 func SetOverride(user, bucket string) Change {
 	return Change{
-		spec:    ChangeSpec{Kind: SpecSetOverride, User: user, Name: bucket},
+		spec:    request.Spec{Kind: request.SpecSetOverride, User: user, Name: bucket},
 		summary: fmt.Sprintf("override: user %s → %s", feature.Abbreviate(user), bucket),
 		kind:    audit.Override,
 		apply: func(f *feature.Feature) error {
@@ -198,7 +199,7 @@ func SetOverride(user, bucket string) Change {
 // ClearOverride returns user to the ring.
 func ClearOverride(user string) Change {
 	return Change{
-		spec:    ChangeSpec{Kind: SpecClearOverride, User: user},
+		spec:    request.Spec{Kind: request.SpecClearOverride, User: user},
 		summary: fmt.Sprintf("override cleared: user %s", feature.Abbreviate(user)),
 		kind:    audit.Override,
 		apply: func(f *feature.Feature) error {
@@ -215,7 +216,7 @@ func ClearOverride(user string) Change {
 // were new. It is the only change of the salt after creation.
 func Reshuffle(salt string) Change {
 	return Change{
-		spec:    ChangeSpec{Kind: SpecReshuffle, Salt: salt},
+		spec:    request.Spec{Kind: request.SpecReshuffle, Salt: salt},
 		summary: "reshuffled users (new salt)",
 		apply: func(f *feature.Feature) error {
 			if salt == f.Salt {

@@ -38,7 +38,7 @@
 // of its feature: Service.Versions and Service.Changes (the audit log)
 // read them, Service.Rollback makes an old one current again, and
 // Service.UserHistory replays what one user was served, version by
-// version.
+// version (package rollout/history: history.Assignment, history.Lookup).
 //
 // Plans (plan.go). Service.Plan finds the replica counts that bring a
 // feature's buckets to target shares within a tolerance, moving as few
@@ -53,14 +53,16 @@
 // replicas; ApplyDueRamps applies the steps that are due, on whichever
 // instance gets to them first, and RunRamps does so at an interval.
 // Package rollout/ramp reckons them: what a ramp asks for (ramp.Spec),
-// its steps and states, its tolerance, and each step's replicas.
+// its steps and states, its tolerance, each step's replicas and preview.
 //
-// Scheduled changes (schedule.go). A Schedule holds a change of a feature
-// (the body of PATCH /api/features/K, PUT …/rules or PUT …/buckets, parsed
-// by the route's own parser, a ScheduleParser) to apply at a set time as
-// actor ScheduleActor, or fail with the reason; ApplyDueSchedules claims
-// the due ones in the store (ScheduleStore), so that each applies on one
-// instance only, and RunSchedules does so at an interval.
+// Scheduled changes (schedule.go). Package rollout/schedule says what a
+// schedule is: a change of a feature (the body of a route, parsed by the
+// route's own parser, a ScheduleParser) to apply at a set time
+// (schedule.Schedule, schedule.Spec). The Service makes them
+// (CreateSchedule), and ApplyDueSchedules claims the due ones in the store
+// (ScheduleStore), so that each applies on one instance only, as actor
+// schedule.Actor or fails with the reason; RunSchedules does so at an
+// interval.
 //
 // Documents (ascode.go). A document.Document (package rollout/document:
 // features and segments as code, their validation, plan and export) is
@@ -72,30 +74,32 @@
 // Archive and audit (archive.go, audit.go). Archive stops serving a
 // feature but keeps it and its history; Restore serves it again as a new
 // version; Purge removes an archived one (ArchiveStore). Every action is
-// an audit.Event (package rollout/audit: its kinds, events and queries)
-// that the store writes in the action's own transaction and never edits
-// or deletes: each version's (VersionEvent, its Kind), ramps'
-// (RampEvent), segments' (SegmentEvent); ShareSummary words a report in
-// percentages, and Service.AuditEvents reads the trail (AuditStore).
+// an audit.Event (package rollout/audit: its kinds, events and queries,
+// and the words of a report in percentages, audit.ShareSummary) that the
+// store writes in the action's own transaction and never edits or
+// deletes: each version's (VersionEvent, its Kind), ramps' (RampEvent),
+// segments' (SegmentEvent); Service.AuditEvents reads the trail
+// (AuditStore).
 //
 // Settings and change requests (settings.go, request.go). An editor's
 // change (ChangeOptions.Role, an auth.Role of package rollout/auth, which
-// keeps API tokens and sessions) passes a gate: the editors' churn limit,
-// reshuffles (a salt, the feature's or a rule's bucket_by) for admins
-// only, and, where approvals cover the feature, a change request
-// (Request) instead of the change, archive, restore and ramp included; a
-// request records the feature's tag and the segments' versions it was
-// previewed at, and an approval after either moved previews it again
-// (EPrecondition). Each step of an editor's ramp is held to the limit, and
-// an editor's ramp pauses, waiting for an approval, when approvals come to
-// cover its feature.
+// keeps API tokens and sessions) passes a gate: the settings (package
+// rollout/settings: the editors' churn limit, reshuffles for admins only,
+// and the approvals policy) decide it, and where approvals cover the
+// feature it becomes a change request (package rollout/request) instead
+// of the change, archive, restore and ramp included; a request records
+// the feature's tag and the segments' versions it was previewed at, and
+// an approval after either moved previews it again (EPrecondition). Each
+// step of an editor's ramp is held to the limit, and an editor's ramp
+// pauses, waiting for an approval, when approvals come to cover its
+// feature.
 //
-// Exposures (exposure.go, srm.go). What evaluations served, counted by
-// each compiled feature, are flushed to the store (FlushExposures,
-// ExposureStore) and read back as an ExposureReport, with a sample-ratio
-// check of each version's distinct users against its exact shares
-// (srm.go, with package rollout/stats); in-app clients send theirs in
-// batches (AddExposureBatch), each taken once. Users are counted beside
+// Exposures (exposure.go). What evaluations served, counted by each
+// compiled feature, are flushed to the store (FlushExposures,
+// ExposureStore) and read back as an exposure.Report (package
+// rollout/exposure, with a sample-ratio check of each version's distinct
+// users against its exact shares); in-app clients send theirs in batches
+// (AddExposureBatch), each taken once. Users are counted beside
 // evaluations as sketches (package rollout/feature/hll), merged per
 // version, bucket and hour: the report's users and users a day.
 //
@@ -108,12 +112,12 @@
 // seen and reload the features they name; Subscribe passes them on (the
 // API's change streams).
 //
-// Idempotency (idempotency.go). A request with an Idempotency-Key holds a
-// Claim on it while it runs (IdempotencyStore). The claim travels in its
-// change's options (ChangeOptions, ApplyOptions, RampOptions: an
-// Idempotency, with the function that makes the request's answer of the
-// change's result); the service makes that answer once and hands it to
-// the store in the value it writes (a Settlement), whose transaction
+// Idempotency (idempotency.go). A request with an Idempotency-Key holds
+// an idempotency.Claim on it while it runs (IdempotencyStore; package
+// rollout/idempotency). The claim travels in its change's options
+// (ChangeOptions, ApplyOptions, RampOptions: an idempotency.Key); the
+// service makes the request's answer once and hands it to the store in
+// the value it writes (an idempotency.Settlement), whose transaction
 // commits the key done with it together with the change. A retry gets
 // that answer and makes no second change.
 //

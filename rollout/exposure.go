@@ -2,16 +2,13 @@ package rollout
 
 import (
 	"context"
-	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/rollout/rollout/rollout/exposure"
 	"github.com/rollout/rollout/rollout/feature"
-	"github.com/rollout/rollout/rollout/feature/hll"
-	"github.com/rollout/rollout/rollout/stats"
 )
 
 // Evaluations are counted in memory, per feature version and bucket, by the
@@ -130,192 +127,35 @@ func (s *Service) FlushExposuresEvery(ctx context.Context, interval time.Duratio
 	}
 }
 
-// BucketExposure is how many evaluations a bucket served at the feature's
-// current version, to how many distinct users, and the share of users it
-// gets exactly and as observed (of the users, or of the evaluations when
-// no app counted users).
-type BucketExposure struct {
-	Bucket   *string `json:"bucket"` // null: no bucket
-	Count    int64   `json:"count"`
-	Users    int64   `json:"users"`
-	Observed float64 `json:"observed_share"`
-	Exact    float64 `json:"exact_share"`
-}
-
-// VersionExposure is the evaluations one version served from one bucket,
-// and to how many distinct users (estimated, see package hll; 0 when the
-// apps that counted them predate distinct users).
-type VersionExposure struct {
-	Version int    `json:"version"`
-	Bucket  string `json:"bucket"`
-	Count   int64  `json:"count"`
-	Users   int64  `json:"users"`
-}
-
-// ExposureReport is what a feature served: per bucket at its current
-// version, and the counts of every version.
-type ExposureReport struct {
-	Feature string `json:"feature"`
-	Version int    `json:"version"`
-	// Total is the evaluations of the current version, Users its
-	// distinct users (estimated).
-	Total    int64             `json:"total"`
-	Users    int64             `json:"users"`
-	Buckets  []BucketExposure  `json:"buckets"`
-	Versions []VersionExposure `json:"versions"`
-	// SRM is the sample-ratio check of the current version's distinct
-	// users per bucket (null: nothing to test), VersionSRM those of
-	// every version with users, newest first (see versionSRM).
-	SRM        *stats.SRM  `json:"srm"`
-	VersionSRM []stats.SRM `json:"version_srm"`
-	// LastDay is the evaluations of the last 24 hours, of every version:
-	// the counts stored for the hours that began in them, and those still
-	// in memory; LastDayUsers their distinct users, every version and
-	// bucket together (estimated): how the dashboard says users a day.
-	LastDay      int64 `json:"last_day"`
-	LastDayUsers int64 `json:"last_day_users"`
-	// UsersError is the relative standard error of the users' estimates.
-	UsersError float64 `json:"users_error"`
-}
-
 // Exposures returns the evaluation counts and distinct users of the
-// feature key: those stored (every hour's, added up) and those still in
-// memory. Totals saturate at math.MaxInt64; none is ever negative.
-func (s *Service) Exposures(ctx context.Context, key string) (ExposureReport, error) {
+// feature key (exposure.NewReport): those stored (every hour's, added up)
+// and those still in memory. Totals saturate at math.MaxInt64; none is
+// ever negative.
+func (s *Service) Exposures(ctx context.Context, key string) (exposure.Report, error) {
 	cur, err := s.known(ctx, key)
 	if err != nil {
-		return ExposureReport{}, err
+		return exposure.Report{}, err
 	}
 	stored, err := s.store.Exposures(ctx, key)
 	if err != nil {
-		return ExposureReport{}, err
+		return exposure.Report{}, err
 	}
 	now := s.now().UTC()
-	dayAgo := now.Add(-24 * time.Hour)
-	storedUsers, err := s.store.ExposureUsers(ctx, key, dayAgo)
+	storedUsers, err := s.store.ExposureUsers(ctx, key, now.Add(-24*time.Hour))
 	if err != nil {
-		return ExposureReport{}, err
+		return exposure.Report{}, err
 	}
-	counts := map[vb]int64{}
-	var lastDay int64
-	for _, e := range stored {
-		if e.FeatureID == cur.Feature().ID {
-			k := vb{e.Version, e.Bucket}
-			counts[k] = feature.AddCounts(counts[k], e.Count)
-			if e.Hour.After(dayAgo) {
-				lastDay = feature.AddCounts(lastDay, e.Count)
-			}
+	counts := exposure.Counts{Current: cur, Stored: stored, StoredUsers: storedUsers, InMemory: s.inMemory(cur), Now: now}
+	return exposure.NewReport(counts, func(v int) (map[string]float64, bool, error) {
+		ver, err := s.store.Version(ctx, key, v)
+		if feature.ErrorCode(err) == feature.ENotFound || err == nil && ver.Config.ID != "" && ver.Config.ID != cur.Feature().ID {
+			return nil, false, nil
 		}
-	}
-	users := map[vb]*hll.Sketch{}
-	day := new(hll.Sketch)
-	sketch := func(k vb) *hll.Sketch {
-		if users[k] == nil {
-			users[k] = new(hll.Sketch)
+		if err != nil {
+			return nil, false, err
 		}
-		return users[k]
-	}
-	for _, e := range storedUsers {
-		if e.FeatureID != cur.Feature().ID {
-			continue
-		}
-		if e.Hour.IsZero() {
-			_ = sketch(vb{e.Version, e.Bucket}).UnmarshalBinary(e.Users)
-		} else if e.Hour.After(dayAgo) {
-			_ = day.UnmarshalBinary(e.Users)
-		}
-	}
-	for _, c := range s.inMemory(cur) {
-		for _, e := range c.Counts(nil) {
-			k := vb{e.Version, e.Bucket}
-			counts[k] = feature.AddCounts(counts[k], e.Count)
-			lastDay = feature.AddCounts(lastDay, e.Count)
-		}
-		for bucket, u := range c.Users() {
-			sketch(vb{c.Feature().Version, bucket}).Merge(u)
-			day.Merge(u)
-		}
-	}
-
-	rep := ExposureReport{Feature: key, Version: cur.Feature().Version, Versions: []VersionExposure{},
-		LastDay: lastDay, LastDayUsers: day.Count(), UsersError: hll.RelativeError}
-	current := new(hll.Sketch)
-	for k, n := range counts {
-		v := VersionExposure{Version: k.version, Bucket: k.bucket, Count: n}
-		if u := users[k]; u != nil {
-			v.Users = u.Count()
-		}
-		rep.Versions = append(rep.Versions, v)
-		if k.version == rep.Version {
-			rep.Total = feature.AddCounts(rep.Total, n)
-			if u := users[k]; u != nil {
-				current.Merge(u)
-			}
-		}
-	}
-	rep.Users = current.Count()
-	slices.SortFunc(rep.Versions, func(a, b VersionExposure) int {
-		if a.Version != b.Version {
-			return b.Version - a.Version
-		}
-		return strings.Compare(a.Bucket, b.Bucket)
+		return ver.Config.ServedRing().Shares(), true, nil
 	})
-	served := cur.ServedRing().Shares() // the ring built when cur was compiled
-	names := make([]string, 0, len(cur.Feature().Buckets)+1)
-	for _, b := range cur.Feature().Buckets {
-		names = append(names, b.Name)
-	}
-	slices.Sort(names) // as the ring orders them
-	var usersTotal int64
-	for _, name := range names {
-		if u := users[vb{rep.Version, name}]; u != nil {
-			usersTotal += u.Count()
-		}
-	}
-	for _, name := range append(names, "") {
-		k := vb{rep.Version, name}
-		n := counts[k]
-		if name == "" && n == 0 {
-			continue
-		}
-		b := BucketExposure{Bucket: nullable(name), Count: n, Exact: served[name]}
-		if u := users[k]; u != nil {
-			b.Users = u.Count()
-		}
-		if name == "" && len(served) == 0 {
-			b.Exact = 1
-		}
-		switch {
-		case usersTotal > 0:
-			b.Observed = float64(b.Users) / float64(usersTotal)
-		case rep.Total > 0:
-			b.Observed = float64(n) / float64(rep.Total)
-		}
-		rep.Buckets = append(rep.Buckets, b)
-	}
-	byVersion := map[int]map[string]int64{}
-	for k, u := range users {
-		if byVersion[k.version] == nil {
-			byVersion[k.version] = map[string]int64{}
-		}
-		byVersion[k.version][k.bucket] = u.Count()
-	}
-	if rep.VersionSRM, err = s.versionSRM(ctx, cur, byVersion); err != nil {
-		return ExposureReport{}, err
-	}
-	if rep.VersionSRM == nil {
-		rep.VersionSRM = []stats.SRM{}
-	}
-	if len(rep.VersionSRM) > 0 && rep.VersionSRM[0].Version == rep.Version {
-		rep.SRM = &rep.VersionSRM[0]
-	}
-	return rep, nil
-}
-
-// vb is a version and bucket of a feature.
-type vb struct {
-	version int
-	bucket  string
 }
 
 // inMemory returns cur and the retired versions of its feature, whose
@@ -345,28 +185,6 @@ const (
 	versionBucketsKept = 4096
 )
 
-// ExposureBatchResult is what AddExposureBatch did with a batch.
-type ExposureBatchResult struct {
-	// Added is false when the batch added nothing: its ID had been
-	// counted already, or every count was skipped.
-	Added bool
-	// Counted is how many of the batch's counts were added.
-	Counted int
-	// Skipped are the counts left out, by index.
-	Skipped []SkippedExposure
-}
-
-// SkippedExposure is a count of a batch that was left out, and why: its
-// feature no longer exists (deleted since the app's copy was made), or
-// its version is missing from the feature's history. These are not
-// errors: an app may well have counted a feature that was deleted since,
-// and its batch must not be refused for it, again and again.
-type SkippedExposure struct {
-	Index     int    `json:"index"`
-	FeatureID string `json:"feature_id"`
-	Reason    string `json:"reason"`
-}
-
 // exposureChecks is what AddExposureBatch keeps between batches: the
 // features of a snapshot by ID, and the bucket names of old versions
 // (versions never change).
@@ -374,12 +192,7 @@ type exposureChecks struct {
 	byID atomic.Pointer[featureIndex]
 
 	mu      sync.Mutex
-	buckets map[featureVersion]versionNames
-}
-
-// versionNames are the bucket and rule names of a feature at a version.
-type versionNames struct {
-	buckets, rules []string
+	buckets map[featureVersion]exposure.Names
 }
 
 type featureIndex struct {
@@ -427,56 +240,28 @@ func (s *Service) featuresByID() map[string]*feature.Compiled {
 // their history; a batch that needs more than maxVersionLookups such
 // reads at once gets EUnavailable after them, and succeeds when sent
 // again.
-func (s *Service) AddExposureBatch(ctx context.Context, batch string, counts []feature.Exposure) (ExposureBatchResult, error) {
+func (s *Service) AddExposureBatch(ctx context.Context, batch string, counts []feature.Exposure) (exposure.BatchResult, error) {
 	if err := feature.ValidateExposureBatch(batch, counts); err != nil {
-		return ExposureBatchResult{}, err
+		return exposure.BatchResult{}, err
 	}
 	if err := s.catchUpWith(ctx, counts); err != nil {
-		return ExposureBatchResult{}, err
+		return exposure.BatchResult{}, err
 	}
 	byID := s.featuresByID()
 	now := s.now().UTC()
-	var res ExposureBatchResult
-	kept := make([]feature.Exposure, 0, len(counts))
 	lookups := maxVersionLookups
-	for i, e := range counts {
-		c := byID[e.FeatureID]
-		if c == nil {
-			res.Skipped = append(res.Skipped, SkippedExposure{Index: i, FeatureID: e.FeatureID,
-				Reason: "no feature has this ID: it was deleted, or never existed"})
-			continue
-		}
-		f := c.Feature()
-		switch {
-		case e.Feature != "" && e.Feature != f.Key:
-			return ExposureBatchResult{}, feature.Errorf(feature.EInvalid, "exposure %d: feature_id %q is the ID of feature %q, not %q", i, e.FeatureID, f.Key, e.Feature)
-		case e.Version > f.Version:
-			return ExposureBatchResult{}, feature.Errorf(feature.EInvalid, "exposure %d: feature %q is at version %d: version %d does not exist", i, f.Key, f.Version, e.Version)
-		}
-		if e.Bucket != "" || e.Rule != nil && *e.Rule != "" {
-			names, err := s.bucketsAt(ctx, c, e.Version, &lookups)
-			switch {
-			case feature.ErrorCode(err) == feature.ENotFound:
-				res.Skipped = append(res.Skipped, SkippedExposure{Index: i, FeatureID: e.FeatureID,
-					Reason: fmt.Sprintf("version %d of feature %q is not in its history", e.Version, f.Key)})
-				continue
-			case err != nil:
-				return ExposureBatchResult{}, err
-			case e.Bucket != "" && !slices.Contains(names.buckets, e.Bucket):
-				return ExposureBatchResult{}, feature.Errorf(feature.EInvalid, "exposure %d: feature %q had no bucket %q at version %d (it had %s)", i, f.Key, e.Bucket, e.Version, strings.Join(names.buckets, ", "))
-			case e.Rule != nil && *e.Rule != "" && !slices.Contains(names.rules, *e.Rule):
-				return ExposureBatchResult{}, feature.Errorf(feature.EInvalid, "exposure %d: feature %q had no rule %q at version %d", i, f.Key, *e.Rule, e.Version)
-			}
-		}
-		e.Feature, e.Hour = f.Key, now
-		kept = append(kept, e)
+	kept, res, err := exposure.CheckBatch(counts, byID, now, func(c *feature.Compiled, version int) (exposure.Names, error) {
+		return s.bucketsAt(ctx, c, version, &lookups)
+	})
+	if err != nil {
+		return exposure.BatchResult{}, err
 	}
 	if len(kept) == 0 {
 		return res, nil
 	}
 	added, err := s.store.AddExposureBatch(ctx, batch, now, kept)
 	if err != nil {
-		return ExposureBatchResult{}, err
+		return exposure.BatchResult{}, err
 	}
 	if added {
 		res.Added, res.Counted = true, len(kept)
@@ -524,16 +309,16 @@ func (s *Service) catchUpWith(ctx context.Context, counts []feature.Exposure) er
 // otherwise from the feature's history, counting the lookup against
 // *lookups. It returns ENotFound when the history lacks the version, and
 // EUnavailable when *lookups is spent.
-func (s *Service) bucketsAt(ctx context.Context, c *feature.Compiled, version int, lookups *int) (versionNames, error) {
+func (s *Service) bucketsAt(ctx context.Context, c *feature.Compiled, version int, lookups *int) (exposure.Names, error) {
 	if version == c.Feature().Version {
-		return bucketNames(c.Feature()), nil
+		return exposure.NamesOf(c.Feature()), nil
 	}
 	key := featureVersion{c.Feature().ID, version}
 	s.mu.Lock()
 	for _, r := range s.retired {
 		if r.c.Feature().ID == key.id && r.c.Feature().Version == version {
 			s.mu.Unlock()
-			return bucketNames(r.c.Feature()), nil
+			return exposure.NamesOf(r.c.Feature()), nil
 		}
 	}
 	s.mu.Unlock()
@@ -545,33 +330,22 @@ func (s *Service) bucketsAt(ctx context.Context, c *feature.Compiled, version in
 		return names, nil
 	}
 	if *lookups <= 0 {
-		return versionNames{}, feature.Errorf(feature.EUnavailable, "the batch counts more old versions than one request checks (%d): send it again", maxVersionLookups)
+		return exposure.Names{}, feature.Errorf(feature.EUnavailable, "the batch counts more old versions than one request checks (%d): send it again", maxVersionLookups)
 	}
 	*lookups--
 	v, err := s.store.Version(ctx, c.Feature().Key, version)
 	if err != nil {
-		return versionNames{}, err
+		return exposure.Names{}, err
 	}
 	if v.Config.ID != "" && v.Config.ID != key.id {
-		return versionNames{}, feature.NotFound(c.Feature().Key) // the key's history is another feature's
+		return exposure.Names{}, feature.NotFound(c.Feature().Key) // the key's history is another feature's
 	}
-	names = bucketNames(v.Config)
+	names = exposure.NamesOf(v.Config)
 	x.mu.Lock()
 	if x.buckets == nil || len(x.buckets) >= versionBucketsKept {
-		x.buckets = map[featureVersion]versionNames{}
+		x.buckets = map[featureVersion]exposure.Names{}
 	}
 	x.buckets[key] = names
 	x.mu.Unlock()
 	return names, nil
-}
-
-func bucketNames(f feature.Feature) versionNames {
-	names := versionNames{buckets: make([]string, len(f.Buckets)), rules: make([]string, len(f.Rules))}
-	for i, b := range f.Buckets {
-		names.buckets[i] = b.Name
-	}
-	for i, r := range f.Rules {
-		names.rules[i] = r.Name
-	}
-	return names
 }

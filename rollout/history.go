@@ -3,13 +3,11 @@ package rollout
 import (
 	"context"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
-	"github.com/rollout/rollout/ring"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/history"
 )
 
 // History is read a page at a time, so that one request costs a bounded
@@ -81,15 +79,6 @@ type HistoryStore interface {
 	Changes(ctx context.Context, q ChangeQuery) ([]Version, error)
 }
 
-// Assignment is what a feature served one user at one version.
-type Assignment struct {
-	Version int       `json:"version"`
-	Time    time.Time `json:"time"`
-	Summary string    `json:"summary"`
-	Bucket  *string   `json:"bucket"` // null: no bucket
-	Reason  string    `json:"reason"`
-}
-
 // UserHistory returns the bucket user had at each version of the feature
 // below before (no bound when 0), newest first, at most limit versions
 // (DefaultHistoryPage when 0, at most MaxHistoryPage), so that "why did this
@@ -102,7 +91,7 @@ type Assignment struct {
 // those of the version after it. Look-ups take turns with other history reads (see Versions).
 // Errors: EInvalid for a bad user ID or limit, ENotFound, EUnavailable when
 // ctx ends while waiting, and the store's.
-func (s *Service) UserHistory(ctx context.Context, key, user string, before, limit int) (page []Assignment, next int, err error) {
+func (s *Service) UserHistory(ctx context.Context, key, user string, before, limit int) (page []history.Assignment, next int, err error) {
 	if err := feature.ValidateUser(user); err != nil {
 		return nil, 0, err
 	}
@@ -117,7 +106,7 @@ func (s *Service) UserHistory(ctx context.Context, key, user string, before, lim
 	}
 	defer s.history.release()
 
-	var last lookup
+	last := history.Lookup{Hashed: &s.history.points}
 	for {
 		// One more than the page still holds tells whether another follows.
 		want := min(historyChunk, limit-len(page)+1)
@@ -129,8 +118,8 @@ func (s *Service) UserHistory(ctx context.Context, key, user string, before, lim
 			if len(page) == limit {
 				return page, before, nil
 			}
-			bucket, reason := s.assignAt(&last, v.Config, user)
-			page = append(page, Assignment{Version: v.Version, Time: v.Time, Summary: v.Summary, Bucket: nullable(bucket), Reason: reason})
+			bucket, reason := last.Assign(v.Config, user)
+			page = append(page, history.Assignment{Version: v.Version, Time: v.Time, Summary: v.Summary, Bucket: nullable(bucket), Reason: reason})
 			before = v.Version
 		}
 		if len(versions) < want {
@@ -138,65 +127,6 @@ func (s *Service) UserHistory(ctx context.Context, key, user string, before, lim
 		}
 	}
 }
-
-// lookup is what one UserHistory call keeps from version to version: the
-// positions of the ring points it has hashed, by bucket name and replica,
-// which later versions with the same buckets reuse (up to maxLookupPoints
-// of them), and the last version's ring, salt and owner, which the next
-// version reuses whole when they are the same.
-type lookup struct {
-	points  map[string][]ring.Position
-	kept    int // positions in points
-	scratch [][]ring.Position
-	buckets []feature.Bucket
-	salt    string
-	owner   string
-	ok      bool
-}
-
-// maxLookupPoints bounds the positions one look-up keeps: 1.3 MB (16 bytes
-// a position, 80,000 of them).
-const maxLookupPoints = 4 * feature.MaxPoints
-
-// assignAt is Compiled.assign on configuration f, for one user, without
-// compiling f: what f served user and why.
-func (s *Service) assignAt(l *lookup, f feature.Feature, user string) (bucket, reason string) {
-	if !f.Enabled {
-		return f.Fallback, feature.ReasonDisabled
-	}
-	if b, ok := f.Overrides[user]; ok {
-		return b, feature.ReasonOverride
-	}
-	if l.ok && l.salt == f.Salt && slices.EqualFunc(l.buckets, f.Buckets, sameRingBucket) {
-		return l.owner, feature.ReasonRing
-	}
-	if l.points == nil {
-		l.points = map[string][]ring.Position{}
-	}
-	l.scratch = l.scratch[:0]
-	for _, b := range f.Buckets {
-		ps := l.points[b.Name]
-		if n := b.Replicas - len(ps); n > 0 {
-			s.history.points.Add(int64(n))
-			if l.kept+n <= maxLookupPoints {
-				ps = ring.AppendPoints(ps, b.Name, len(ps), b.Replicas)
-				l.points[b.Name], l.kept = ps, l.kept+n
-			} else { // for this version only
-				ps = ring.AppendPoints(slices.Clip(ps), b.Name, len(ps), b.Replicas)
-			}
-		}
-		l.scratch = append(l.scratch, ps)
-	}
-	prefix := ""
-	if f.Salt != "" {
-		prefix = f.Salt + ":"
-	}
-	owner, _ := ring.Owner(feature.RingBuckets(f.Buckets), l.scratch, ring.HashPrefixed(prefix, user))
-	l.buckets, l.salt, l.owner, l.ok = f.Buckets, f.Salt, owner, true
-	return owner, feature.ReasonRing
-}
-
-func sameRingBucket(a, b feature.Bucket) bool { return a.Name == b.Name && a.Replicas == b.Replicas }
 
 // nullable is s, or nil for "" (no bucket).
 func nullable(s string) *string {

@@ -14,7 +14,9 @@ import (
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/document"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/idempotency"
 	"github.com/rollout/rollout/rollout/ramp"
+	"github.com/rollout/rollout/rollout/settings"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/sqlite"
 )
@@ -50,7 +52,7 @@ type keyed struct {
 	t    *testing.T
 	svc  *rollout.Service
 	key  string
-	idem *rollout.Idempotency
+	idem *idempotency.Key
 	last []byte // the last answer Answer made; nil: none
 }
 
@@ -68,7 +70,7 @@ func claimKey(t *testing.T, svc *rollout.Service, key string) *keyed {
 		t.Fatalf("ClaimIdempotency(%q) = %v, %q, %v; want a claim", key, c, first, err)
 	}
 	k := &keyed{t: t, svc: svc, key: key}
-	k.idem = &rollout.Idempotency{Claim: *c, Answer: func(result any) ([]byte, error) {
+	k.idem = &idempotency.Key{Claim: *c, Answer: func(result any) ([]byte, error) {
 		a, err := answerOf(result)
 		k.last = a
 		return a, err
@@ -109,8 +111,8 @@ func (k *keyed) pending(what string) {
 		k.t.Errorf("%s: an answer was made to keep with a change: %s", what, abbrev(k.last))
 	}
 	_, _, err := k.svc.ClaimIdempotency(context.Background(), "tok", k.key, "fp-"+k.key)
-	if feature.ErrorCode(err) != rollout.EKeyInUse {
-		k.t.Errorf("%s: a retry's ClaimIdempotency = %v, want %s: the key pending", what, err, rollout.EKeyInUse)
+	if feature.ErrorCode(err) != idempotency.EKeyInUse {
+		k.t.Errorf("%s: a retry's ClaimIdempotency = %v, want %s: the key pending", what, err, idempotency.EKeyInUse)
 	}
 }
 
@@ -205,9 +207,9 @@ func TestIdempotencyInOptions(t *testing.T) {
 
 	// An editor's change and ramp where approvals are required become
 	// change requests, which keep the answer.
-	settings := rollout.DefaultSettings()
-	settings.RequireApproval.Features = []string{"f"}
-	if _, err := svc.UpdateSettings(ctx, settings, 0, "admin", ""); err != nil {
+	policy := settings.Default()
+	policy.RequireApproval.Features = []string{"f"}
+	if _, err := svc.UpdateSettings(ctx, policy, 0, "admin", ""); err != nil {
 		t.Fatal(err)
 	}
 	k = claimKey(t, svc, "request")

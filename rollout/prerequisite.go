@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/request"
 )
 
 // Prerequisites (package feature's prerequisite.go): a feature served only
@@ -19,7 +20,7 @@ import (
 // (an empty list removes them).
 func SetPrerequisites(ps []feature.Prerequisite) Change {
 	ps = feature.ClonePrerequisites(ps)
-	spec := ChangeSpec{Kind: SpecSetPrerequisites, Prerequisites: feature.ClonePrerequisites(ps)}
+	spec := request.Spec{Kind: request.SpecSetPrerequisites, Prerequisites: feature.ClonePrerequisites(ps)}
 	if spec.Prerequisites == nil {
 		spec.Prerequisites = []feature.Prerequisite{}
 	}

@@ -3,12 +3,12 @@ package rollout
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/environment"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/request"
 )
 
 // Promotion is the change that makes a feature's parts include as they are
@@ -21,7 +21,7 @@ func Promotion(from string, source feature.Feature, include []string) (Change, e
 	source = source.Clone()
 	return Change{
 		kind:    audit.Promote,
-		spec:    ChangeSpec{Kind: SpecPromote, From: from, Include: include, Source: &source},
+		spec:    request.Spec{Kind: request.SpecPromote, From: from, Include: include, Source: &source},
 		summary: fmt.Sprintf("promoted %s from %s (version %d)", strings.Join(include, ", "), from, source.Version),
 		apply: func(f *feature.Feature) error {
 			environment.Promote(f, source, include)
@@ -42,7 +42,7 @@ type PromoteOptions struct {
 	// Versions, in a batch (PromoteMany), pins features: each named is
 	// refused with EPrecondition, and the batch with it, if its source or
 	// its target is at another version than the pin's (0: not pinned).
-	Versions map[string]Pin
+	Versions map[string]environment.Pin
 	Change   ChangeOptions
 }
 
@@ -149,62 +149,7 @@ func (e *Environments) Compare(from, to string) ([]environment.Difference, error
 	if err != nil {
 		return nil, err
 	}
-	sa, sb := a.Snapshot(), b.Snapshot()
-	keys := slices.Sorted(slices.Values(slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(sa.Keys()), sb.Keys()...))))))
-	out := []environment.Difference{}
-	for _, key := range keys {
-		ca, cb := sa.Compiled(key), sb.Compiled(key)
-		d := environment.Difference{Feature: key}
-		if ca != nil {
-			p := environment.PlacementOf(from, ca)
-			d.From = &p
-		}
-		if cb != nil {
-			p := environment.PlacementOf(to, cb)
-			d.To = &p
-		}
-		switch {
-		case ca == nil || cb == nil:
-			d.Differs = []string{"exists"}
-		default:
-			d.Differs = environment.Differs(ca.Feature(), cb.Feature())
-		}
-		if len(d.Differs) > 0 {
-			out = append(out, d)
-		}
-	}
-	return out, nil
-}
-
-// MaxBatchPromotion bounds the features one batch promotion names.
-const MaxBatchPromotion = 500
-
-// BatchPromotion is the answer of a promotion of several features: each
-// one's report in the target, and their sum.
-type BatchPromotion struct {
-	From       string           `json:"from"`
-	To         string           `json:"to"`
-	Features   []PromotedChange `json:"features"`
-	TotalChurn float64          `json:"total_churn"`
-	DryRun     bool             `json:"dry_run"`
-	Applied    bool             `json:"applied"`
-}
-
-// PromotedChange is one feature of a BatchPromotion: its version in the
-// target before and after, and the report of the change there.
-type PromotedChange struct {
-	Feature     string         `json:"feature"`
-	FromVersion int            `json:"from_version"`
-	ToVersion   int            `json:"to_version"`
-	Churn       float64        `json:"churn"`
-	Report      feature.Report `json:"report"`
-}
-
-// Pin is the versions of a feature in the source and the target of a
-// promotion that its author previewed.
-type Pin struct {
-	From int `json:"from"`
-	To   int `json:"to"`
+	return environment.Compare(from, to, a.Snapshot(), b.Snapshot()), nil
 }
 
 // PromoteMany promotes the features keys from p.From to p.To as one batch:
@@ -214,13 +159,13 @@ type Pin struct {
 // approval (a batch is not a change request: promote such a feature
 // alone). p.FromVersion is not used: each feature is promoted as its
 // source is now, unless p.Versions pins it.
-func (e *Environments) PromoteMany(ctx context.Context, keys []string, p PromoteOptions, maxTotal *float64) (BatchPromotion, error) {
-	out := BatchPromotion{From: p.From, To: p.To, DryRun: p.Change.DryRun, Features: []PromotedChange{}}
+func (e *Environments) PromoteMany(ctx context.Context, keys []string, p PromoteOptions, maxTotal *float64) (environment.BatchPromotion, error) {
+	out := environment.BatchPromotion{From: p.From, To: p.To, DryRun: p.Change.DryRun, Features: []environment.PromotedChange{}}
 	switch {
 	case len(keys) == 0:
 		return out, &feature.Error{Code: feature.EInvalid, Field: "features", Message: "name the features to promote"}
-	case len(keys) > MaxBatchPromotion:
-		return out, &feature.Error{Code: feature.EInvalid, Field: "features", Message: fmt.Sprintf("%d features: a batch promotes at most %d", len(keys), MaxBatchPromotion)}
+	case len(keys) > environment.MaxBatchPromotion:
+		return out, &feature.Error{Code: feature.EInvalid, Field: "features", Message: fmt.Sprintf("%d features: a batch promotes at most %d", len(keys), environment.MaxBatchPromotion)}
 	case p.From == p.To:
 		return out, &feature.Error{Code: feature.EInvalid, Field: "to", Message: "a promotion goes from one environment to another: from and to are both " + p.From}
 	}
@@ -289,10 +234,10 @@ func (e *Environments) PromoteMany(ctx context.Context, keys []string, p Promote
 		}
 		if len(environment.Differs(cur.Feature(), res.Feature)) == 0 {
 			// Alike already: nothing to write.
-			out.Features = append(out.Features, PromotedChange{Feature: key, FromVersion: cur.Feature().Version, ToVersion: cur.Feature().Version})
+			out.Features = append(out.Features, environment.PromotedChange{Feature: key, FromVersion: cur.Feature().Version, ToVersion: cur.Feature().Version})
 			continue
 		}
-		out.Features = append(out.Features, PromotedChange{Feature: key, FromVersion: cur.Feature().Version, ToVersion: v.Version, Churn: res.Report.Churn, Report: res.Report})
+		out.Features = append(out.Features, environment.PromotedChange{Feature: key, FromVersion: cur.Feature().Version, ToVersion: v.Version, Churn: res.Report.Churn, Report: res.Report})
 		out.TotalChurn += res.Report.Churn
 		ws = append(ws, BatchWrite{Feature: res.Feature, Version: v})
 		nexts = append(nexts, cc)
@@ -304,12 +249,12 @@ func (e *Environments) PromoteMany(ctx context.Context, keys []string, p Promote
 		return out, nil
 	}
 	out.Applied = true
-	settles, err := opts.Idempotency.settlement(out, dst.now().UTC())
+	settles, err := opts.Idempotency.Settle(out, dst.now().UTC())
 	if err != nil {
 		return out, err
 	}
 	if err := dst.store.ApplyBatch(context.WithoutCancel(ctx), Batch{Features: ws, Settles: settles}); err != nil {
-		return BatchPromotion{}, err
+		return environment.BatchPromotion{}, err
 	}
 	next := dst.Snapshot()
 	for i, w := range ws {

@@ -13,8 +13,10 @@ import (
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/idempotency"
 	"github.com/rollout/rollout/rollout/plan"
 	"github.com/rollout/rollout/rollout/ramp"
+	"github.com/rollout/rollout/rollout/request"
 )
 
 // Scheduled ramps. A ramp grows one bucket of a feature to a list of shares,
@@ -92,11 +94,11 @@ type Ramp struct {
 	// Request, when not nil, is the approval of the change request that
 	// starts the ramp: the store marks it applied in the ramp's
 	// transaction (CreateRamp).
-	Request *RequestDecision `json:"-"`
+	Request *request.Decision `json:"-"`
 	// Settles, when not nil, is the idempotency key of the request that
 	// writes the ramp: the store marks it done in the ramp's transaction
 	// (CreateRamp, UpdateRamp), as it does a Version's.
-	Settles *Settlement `json:"-"`
+	Settles *idempotency.Settlement `json:"-"`
 }
 
 // Live reports whether the ramp may still apply steps (active or paused).
@@ -162,7 +164,7 @@ type RampOptions struct {
 	// Idempotency, when not nil, is the request's idempotency key, kept
 	// with the change's answer (see Idempotency): of a RampStart for
 	// StartRamp, of the Ramp for PauseRamp, ResumeRamp and CancelRamp.
-	Idempotency *Idempotency
+	Idempotency *idempotency.Key
 }
 
 // RampStart is what StartRamp did: the ramp it stored, or the change
@@ -170,8 +172,8 @@ type RampOptions struct {
 // stored, and Steps its preview).
 type RampStart struct {
 	Ramp    Ramp
-	Request *Request
-	Steps   []RampStepPreview
+	Request *request.Request
+	Steps   []ramp.StepPreview
 }
 
 // StartRamp stores a new active ramp of the feature key, started by
@@ -207,7 +209,7 @@ func (s *Service) StartRamp(ctx context.Context, key string, spec ramp.Spec, opt
 	}
 	st := RampStart{Ramp: r}
 	w := r
-	if w.Settles, err = opts.Idempotency.settlement(st, r.CreatedAt); err != nil {
+	if w.Settles, err = opts.Idempotency.Settle(st, r.CreatedAt); err != nil {
 		return RampStart{}, err
 	}
 	if err := s.store.CreateRamp(ctx, w); err != nil {
@@ -233,13 +235,13 @@ func (s *Service) requestRamp(ctx context.Context, key string, spec ramp.Spec, o
 	}
 	comment := spec.Comment
 	spec.Comment, spec.Role = "", ""
-	req, err := s.preview(ctx, s.newRequest(c.Feature(), ChangeSpec{Kind: SpecRamp, Ramp: &spec}, ChangeOptions{Actor: opts.Actor, Comment: comment}))
+	req, err := s.preview(ctx, s.newRequest(c.Feature(), request.Spec{Kind: request.SpecRamp, Ramp: &spec}, ChangeOptions{Actor: opts.Actor, Comment: comment}))
 	if err != nil {
 		return RampStart{}, err
 	}
 	st := RampStart{Ramp: r, Request: &req, Steps: req.RampSteps}
 	w := req // an Idempotency-Key is kept with the request
-	if w.Settles, err = opts.Idempotency.settlement(st, req.CreatedAt); err != nil {
+	if w.Settles, err = opts.Idempotency.Settle(st, req.CreatedAt); err != nil {
 		return RampStart{}, err
 	}
 	if err := s.store.CreateRequest(ctx, w); err != nil {
@@ -250,7 +252,7 @@ func (s *Service) requestRamp(ctx context.Context, key string, spec ramp.Spec, o
 
 // previewRampRequest previews the ramp request r on its feature as it
 // stands now (see preview). The caller holds s.mu.
-func (s *Service) previewRampRequest(ctx context.Context, r Request) (Request, error) {
+func (s *Service) previewRampRequest(ctx context.Context, r request.Request) (request.Request, error) {
 	if r.Change.Ramp == nil {
 		return r, feature.Errorf(feature.EInvalid, "request %s asks for a ramp but names none", r.ID)
 	}
@@ -272,7 +274,7 @@ func (s *Service) previewRampRequest(ctx context.Context, r Request) (Request, e
 		what += ", a step every " + ramp.FormatEvery(sp.Every)
 	}
 	r.IfMatch, r.BaseVersion, r.Report, r.RampSteps, r.Segments = c.Feature().Tag(), c.Feature().Version, rep, steps, nil
-	r.Summary = joinSummary(what, strings.Replace(previewSummary(rep), " would move", " would move in all", 1))
+	r.Summary = audit.JoinSummary(what, strings.Replace(audit.PreviewSummary(rep), " would move", " would move in all", 1))
 	return r, nil
 }
 
@@ -280,7 +282,7 @@ func (s *Service) previewRampRequest(ctx context.Context, r Request) (Request, e
 // approver, on the feature at r.IfMatch (EPrecondition when it moved on),
 // marking r applied in the ramp's transaction. It returns the ramp, and
 // the feature with the request's preview. The caller holds s.mu.
-func (s *Service) startApprovedRamp(ctx context.Context, r Request, approver, comment string) (Ramp, Result, error) {
+func (s *Service) startApprovedRamp(ctx context.Context, r request.Request, approver, comment string) (Ramp, Result, error) {
 	if r.Change.Ramp == nil {
 		return Ramp{}, Result{}, feature.Errorf(feature.EInvalid, "request %s asks for a ramp but names none", r.ID)
 	}
@@ -295,7 +297,7 @@ func (s *Service) startApprovedRamp(ctx context.Context, r Request, approver, co
 		return Ramp{}, Result{}, err
 	}
 	rp.Role, rp.ApprovedBy = auth.RoleEditor, approver
-	rp.Request = &RequestDecision{ID: r.ID, By: approver, Comment: comment}
+	rp.Request = &request.Decision{ID: r.ID, By: approver, Comment: comment}
 	if err := s.store.CreateRamp(ctx, rp); err != nil {
 		return Ramp{}, Result{}, err
 	}
@@ -351,25 +353,9 @@ func (s *Service) newRamp(c *feature.Compiled, spec ramp.Spec, actorName string)
 // request), "admin" (a step moves more than the editors' churn limit), or
 // "" (it would start).
 type RampPreview struct {
-	Ramp  Ramp              `json:"ramp"`
-	Steps []RampStepPreview `json:"steps"`
-	Needs string            `json:"needs,omitempty"`
-}
-
-// RampStepPreview is one step of a RampPreview: the share the bucket would
-// reach (exactly) and the fraction of all users the step would move, with
-// its report; Error says why the step could not apply (the ramp would
-// pause there), and no later step is previewed.
-type RampStepPreview struct {
-	Share    float64   `json:"share"`
-	At       time.Time `json:"at"`
-	Replicas int       `json:"replicas"`
-	Reached  float64   `json:"reached"`
-	Churn    float64   `json:"churn"`
-	Summary  string    `json:"summary"`
-	Error    string    `json:"error,omitempty"`
-
-	report feature.Report // the step's, when it applies
+	Ramp  Ramp               `json:"ramp"`
+	Steps []ramp.StepPreview `json:"steps"`
+	Needs string             `json:"needs,omitempty"`
 }
 
 // PreviewRamp checks spec as StartRamp does and returns what each step
@@ -401,12 +387,12 @@ func (s *Service) PreviewRamp(ctx context.Context, key string, spec ramp.Spec, a
 // previewRamp previews each step of r on the feature c as it is, and
 // reports what the steps that can apply do in all (from c to the last of
 // them).
-func previewRamp(c *feature.Compiled, r Ramp) ([]RampStepPreview, feature.Report) {
-	var out []RampStepPreview
+func previewRamp(c *feature.Compiled, r Ramp) ([]ramp.StepPreview, feature.Report) {
+	var out []ramp.StepPreview
 	cur := feature.Compile(c.Feature(), nil)
 	down := r.Down(c.Feature().Ring().Shares()[r.Bucket])
 	for _, step := range r.Steps {
-		sp := RampStepPreview{Share: step.Share, At: step.At}
+		sp := ramp.StepPreview{Share: step.Share, At: step.At}
 		b, _ := cur.Feature().Bucket(r.Bucket)
 		var ch Change
 		if step.Share >= 1 {
@@ -436,7 +422,7 @@ func previewRamp(c *feature.Compiled, r Ramp) ([]RampStepPreview, feature.Report
 		next.Version = cur.Feature().Version + 1
 		nc := feature.Compile(next, nil)
 		rep := nc.ReportFrom(cur)
-		sp.Churn, sp.Summary, sp.report = rep.Churn, ShareSummary(rep), rep
+		sp.Churn, sp.Summary, sp.Report = rep.Churn, audit.ShareSummary(rep), rep
 		if r.MaxChurn != nil && rep.Churn > *r.MaxChurn {
 			sp.Error = overMaxChurn("the step", rep, *r.MaxChurn, "the ramp would pause here").Message
 			out = append(out, sp)
@@ -541,7 +527,7 @@ func (s *Service) moveRamp(ctx context.Context, key, id string, opts RampOptions
 		r.UpdatedAt = s.now().UTC()
 		r.UpdatedBy = actor(ChangeOptions{Actor: opts.Actor})
 		w := r
-		if w.Settles, err = opts.Idempotency.settlement(r, r.UpdatedAt); err != nil {
+		if w.Settles, err = opts.Idempotency.Settle(r, r.UpdatedAt); err != nil {
 			return Ramp{}, err
 		}
 		err = s.store.UpdateRamp(ctx, w)
@@ -742,13 +728,13 @@ func (s *Service) rampLimit(ctx context.Context, r Ramp) (rampBounds, error) {
 // change of the feature, made on its own at its time, as the editor's
 // own changes are, each held to the limit; a ramp of small steps moves no
 // more users at once than as many changes by hand would.
-func (g *gate) checkRamp(key string, steps []RampStepPreview) error {
+func (g *gate) checkRamp(key string, steps []ramp.StepPreview) error {
 	if g == nil {
 		return nil
 	}
 	for i, st := range steps {
 		if st.Error == "" && st.Churn > g.settings.MaxChurn {
-			rep := st.report
+			rep := st.Report
 			return &feature.Error{Code: feature.EForbidden, Report: &rep, Message: fmt.Sprintf(
 				"step %d of the ramp (to %s) would move %s of users of feature %q, more than the editors' limit of %s: use smaller steps, or it needs an admin, or approvals on for the feature (an admin sets them in the settings) to submit it as a change request; nothing was started",
 				i+1, feature.Percent(st.Share), feature.Percent(st.Churn), key, feature.Percent(g.settings.MaxChurn))}

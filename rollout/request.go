@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -13,238 +12,68 @@ import (
 	"github.com/google/uuid"
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
-	"github.com/rollout/rollout/rollout/ramp"
+	"github.com/rollout/rollout/rollout/request"
 )
 
-// Change requests. Where the settings require approvals for a feature, an
-// editor's change is not applied: it is stored as a Request with its
-// preview (the churn report) and the feature's tag it was previewed at.
-// Another person, an editor or an admin, approves it, which applies it
-// with that tag as If-Match, or rejects it; its author may cancel it.
-
-// The kinds of requested changes: the routes that make them.
-const (
-	SpecPatch         = "patch"
-	SpecAddBucket     = "add_bucket"
-	SpecUpdateBucket  = "update_bucket"
-	SpecRemoveBucket  = "remove_bucket"
-	SpecSetBuckets    = "set_buckets"
-	SpecSetOverride   = "set_override"
-	SpecClearOverride = "clear_override"
-	SpecReshuffle     = "reshuffle"
-	SpecPromote       = "promote"
-	SpecRollback      = "rollback"
-	SpecSetRules      = "set_rules"
-	// SpecSetPrerequisites sets the feature's prerequisites
-	// (ChangeSpec.Prerequisites).
-	SpecSetPrerequisites = "set_prerequisites"
-	// SpecArchive and SpecRestore archive and restore the feature;
-	// SpecRamp starts a ramp (ChangeSpec.Ramp). The service makes them,
-	// not a Change.
-	SpecArchive = "archive"
-	SpecRestore = "restore"
-	SpecRamp    = "ramp"
-)
-
-// ChangeSpec is a change as data: its kind and the arguments of the
-// function that makes it (Name is the bucket of update_bucket,
-// remove_bucket and set_override).
-type ChangeSpec struct {
-	Kind        string           `json:"kind"`
-	Name        string           `json:"name,omitempty"`
-	Bucket      *feature.Bucket  `json:"bucket,omitempty"`
-	Replicas    *int             `json:"replicas,omitempty"`
-	Value       json.RawMessage  `json:"value,omitempty"`
-	Buckets     []feature.Bucket `json:"buckets,omitempty"`
-	Description *string          `json:"description,omitempty"`
-	Enabled     *bool            `json:"enabled,omitempty"`
-	Fallback    *string          `json:"fallback,omitempty"`
-	User        string           `json:"user,omitempty"`
-	Salt        string           `json:"salt,omitempty"`
-	Version     int              `json:"version,omitempty"`
-	// KeepOverrides: a rollback keeps the current overrides (see
-	// RollbackOptions).
-	KeepOverrides bool `json:"keep_overrides,omitempty"`
-	// BucketBy is a patch's new bucket_by ("": the user ID).
-	BucketBy *string `json:"bucket_by,omitempty"`
-	// Rules are set_rules' rules (empty: none).
-	Rules []feature.Rule `json:"rules,omitempty"`
-	// Prerequisites are set_prerequisites' (empty: none).
-	Prerequisites []feature.Prerequisite `json:"prerequisites,omitempty"`
-	// Ramp is the ramp a ramp request starts.
-	Ramp *ramp.Spec `json:"ramp,omitempty"`
-	// From, Include and Source are a promotion's: the environment, the
-	// parts promoted, and the source's configuration then.
-	From    string           `json:"from,omitempty"`
-	Include []string         `json:"include,omitempty"`
-	Source  *feature.Feature `json:"source,omitempty"`
-}
-
-// Words names the kind of change for people: "update bucket".
-func (sp ChangeSpec) Words() string { return strings.ReplaceAll(sp.Kind, "_", " ") }
-
-// change makes the Change sp describes; a rollback is made by the service
+// changeOf makes the Change sp describes; a rollback is made by the service
 // (it reads the old version).
-func (sp ChangeSpec) change() (Change, error) {
+func changeOf(sp request.Spec) (Change, error) {
 	switch sp.Kind {
-	case SpecPatch:
+	case request.SpecPatch:
 		if sp.BucketBy != nil {
 			return PatchBucketBy(sp.Description, sp.Enabled, sp.Fallback, *sp.BucketBy), nil
 		}
 		return Patch(sp.Description, sp.Enabled, sp.Fallback), nil
-	case SpecSetRules:
+	case request.SpecSetRules:
 		return SetRules(sp.Rules), nil
-	case SpecSetPrerequisites:
+	case request.SpecSetPrerequisites:
 		return SetPrerequisites(sp.Prerequisites), nil
-	case SpecAddBucket:
+	case request.SpecAddBucket:
 		if sp.Bucket == nil {
 			return Change{}, feature.Errorf(feature.EInvalid, "the requested add_bucket names no bucket")
 		}
 		return AddBucket(*sp.Bucket), nil
-	case SpecUpdateBucket:
+	case request.SpecUpdateBucket:
 		return UpdateBucket(sp.Name, sp.Replicas, sp.Value), nil
-	case SpecRemoveBucket:
+	case request.SpecRemoveBucket:
 		return RemoveBucket(sp.Name), nil
-	case SpecSetBuckets:
+	case request.SpecSetBuckets:
 		return SetBuckets(sp.Buckets), nil
-	case SpecSetOverride:
+	case request.SpecSetOverride:
 		return SetOverride(sp.User, sp.Name), nil
-	case SpecClearOverride:
+	case request.SpecClearOverride:
 		return ClearOverride(sp.User), nil
-	case SpecReshuffle:
+	case request.SpecReshuffle:
 		return Reshuffle(sp.Salt), nil
-	case SpecPromote:
+	case request.SpecPromote:
 		if sp.Source == nil {
 			return Change{}, feature.Errorf(feature.EInvalid, "the requested promotion has no source configuration")
 		}
 		return Promotion(sp.From, *sp.Source, sp.Include)
-	case SpecArchive, SpecRestore, SpecRamp:
+	case request.SpecArchive, request.SpecRestore, request.SpecRamp:
 		return Change{}, feature.Errorf(feature.EInternal, "a requested %s is made by the service, not as a change", sp.Words())
 	}
 	return Change{}, feature.Errorf(feature.EInvalid, "change kind %q cannot be requested", sp.Kind)
-}
-
-// RequestState is where a change request stands.
-type RequestState string
-
-// The states of a request: open until approved (and applied), rejected or
-// canceled, each final.
-const (
-	RequestOpen     RequestState = "open"
-	RequestApplied  RequestState = "applied"
-	RequestRejected RequestState = "rejected"
-	RequestCanceled RequestState = "canceled"
-)
-
-// RequestStates are the states of requests.
-var RequestStates = []RequestState{RequestOpen, RequestApplied, RequestRejected, RequestCanceled}
-
-// Request is a change request.
-type Request struct {
-	ID        string       `json:"id"`
-	Feature   string       `json:"feature"`
-	FeatureID string       `json:"feature_id"`
-	State     RequestState `json:"state"`
-	Author    string       `json:"author"`
-	CreatedAt time.Time    `json:"created_at"`
-	Comment   string       `json:"comment"`
-	Change    ChangeSpec   `json:"change"`
-	// Summary says what the change does, in words and percentages.
-	Summary string `json:"summary"`
-	// IfMatch is the feature's tag the preview was made at, and
-	// BaseVersion its version: the approval applies the change only to
-	// that configuration. Both move when the approval finds the feature
-	// moved on and previews the change again.
-	IfMatch     string `json:"if_match"`
-	BaseVersion int    `json:"base_version"`
-	// Report is the preview: what the change does to users at
-	// BaseVersion.
-	Report feature.Report `json:"report"`
-	// Segments are the versions of the segments the preview was made
-	// with, by key: those the feature's rules use before and after the
-	// change. An approval after any of them changed (or was deleted)
-	// previews the change again instead of applying it.
-	Segments map[string]SegmentRef `json:"segments,omitempty"`
-	// RampSteps, of a ramp request, preview its steps one by one from
-	// BaseVersion.
-	RampSteps []RampStepPreview `json:"ramp_steps,omitempty"`
-	// Repreviewed counts the previews made again because the feature or
-	// a segment moved on.
-	Repreviewed int `json:"repreviewed"`
-	// DecidedBy, DecidedAt and Decision are the approval, rejection or
-	// cancellation; AppliedVersion is the version an approval made.
-	DecidedBy      string     `json:"decided_by,omitempty"`
-	DecidedAt      *time.Time `json:"decided_at,omitempty"`
-	Decision       string     `json:"decision_comment,omitempty"`
-	AppliedVersion int        `json:"applied_version,omitempty"`
-	// AppliedRamp is the ramp an approved ramp request started.
-	AppliedRamp string `json:"applied_ramp,omitempty"`
-	// Settles, when not nil, is the idempotency key of the request that
-	// files this one: the store marks it done in the transaction of
-	// CreateRequest, as it does a Version's. It is not kept.
-	Settles *Settlement `json:"-"`
-}
-
-// SegmentRef is one version of a segment. A segment deleted and created
-// again starts at version 1 anew: its creation time tells the two apart.
-type SegmentRef struct {
-	Version   int       `json:"version"`
-	CreatedAt time.Time `json:"created_at"`
-}
-
-// RequestQuery selects requests (RequestStore.Requests).
-type RequestQuery struct {
-	State   RequestState // "" for any
-	Feature string       // "" for any
-	Limit   int          // at most this many; all when <= 0
-}
-
-// Limits of requests.
-const (
-	// MaxOpenRequests is how many open requests one author may have.
-	MaxOpenRequests = 20
-	// MaxRequestPage is how many requests a list returns at most.
-	MaxRequestPage = 500
-)
-
-// RequestDecision is an approval being applied: a version (or a ramp, or
-// an archive: ArchiveStore.ArchiveFeature) carrying one makes the store
-// mark the request applied in the same transaction (EConflict when it is no longer
-// open), and record request_approve.
-type RequestDecision struct {
-	ID      string
-	By      string
-	Comment string
 }
 
 // RequestStore keeps change requests.
 type RequestStore interface {
 	// CreateRequest stores r (state open), records request_create and
 	// settles r.Settles, in one transaction; EConflict when r's author
-	// has MaxOpenRequests open ones already.
-	CreateRequest(ctx context.Context, r Request) error
+	// has request.MaxOpen open ones already.
+	CreateRequest(ctx context.Context, r request.Request) error
 	// Requests returns the requests q selects, newest first.
-	Requests(ctx context.Context, q RequestQuery) ([]Request, error)
+	Requests(ctx context.Context, q request.Query) ([]request.Request, error)
 	// Request returns one request; ENotFound if none has that ID.
-	Request(ctx context.Context, id string) (Request, error)
+	Request(ctx context.Context, id string) (request.Request, error)
 	// CloseRequest marks the open request id rejected or canceled by by,
 	// with comment, and records its event (request_reject,
 	// request_cancel); EConflict when it is not open.
-	CloseRequest(ctx context.Context, id string, state RequestState, by, comment string, at time.Time) error
+	CloseRequest(ctx context.Context, id string, state request.State, by, comment string, at time.Time) error
 	// RepreviewRequest replaces the preview of the open request r.ID with
 	// r's IfMatch, BaseVersion, Report, Summary, Segments, RampSteps and
 	// Repreviewed; EConflict when it is not open.
-	RepreviewRequest(ctx context.Context, r Request) error
-}
-
-// audit.Event returns the event that records the request's creation or
-// decision (kind), by actor.
-func (r Request) AuditEvent(kind audit.Kind, actorName, comment string, at time.Time) audit.Event {
-	churn := r.Report.Churn
-	return audit.Event{
-		Time: at, Actor: actorName, Kind: kind, Feature: r.Feature, FeatureID: r.FeatureID,
-		Subject: r.ID, Summary: fmt.Sprintf("request by %s: %s", r.Author, r.Summary), Comment: comment, Churn: &churn,
-	}
+	RepreviewRequest(ctx context.Context, r request.Request) error
 }
 
 // submit stores the change that needsApproval describes as a request by
@@ -253,16 +82,16 @@ func (s *Service) submit(ctx context.Context, na *needsApproval, opts ChangeOpti
 	f := na.res.Feature
 	r := s.newRequest(f, na.spec, opts)
 	refs := s.segmentRefs(na.segments)
-	r.Summary = joinSummary(na.summary, previewSummary(na.res.Report), segmentWords(refs))
+	r.Summary = audit.JoinSummary(na.summary, audit.PreviewSummary(na.res.Report), segmentWords(refs))
 	r.IfMatch, r.BaseVersion, r.Report, r.Segments = na.ifMatch, na.base, na.res.Report, refs
 	return s.file(ctx, na.res, r, opts)
 }
 
 // newRequest is an open request by opts.Actor of change spec to feature
 // f, without its preview.
-func (s *Service) newRequest(f feature.Feature, spec ChangeSpec, opts ChangeOptions) Request {
-	return Request{
-		ID: uuid.NewString(), Feature: f.Key, FeatureID: f.ID, State: RequestOpen, Author: actor(opts),
+func (s *Service) newRequest(f feature.Feature, spec request.Spec, opts ChangeOptions) request.Request {
+	return request.Request{
+		ID: uuid.NewString(), Feature: f.Key, FeatureID: f.ID, State: request.Open, Author: actor(opts),
 		CreatedAt: s.now().UTC(), Comment: opts.Comment, Change: spec,
 	}
 }
@@ -270,7 +99,7 @@ func (s *Service) newRequest(f feature.Feature, spec ChangeSpec, opts ChangeOpti
 // request makes the change spec, whose result res is, a change request by
 // opts.Actor, previewed on the feature as it stands; a dry run only says
 // it needs an approval. The caller holds s.mu.
-func (s *Service) request(ctx context.Context, res Result, spec ChangeSpec, opts ChangeOptions) (Result, error) {
+func (s *Service) request(ctx context.Context, res Result, spec request.Spec, opts ChangeOptions) (Result, error) {
 	if opts.DryRun {
 		res.Needs = "approval"
 		return res, nil
@@ -284,11 +113,11 @@ func (s *Service) request(ctx context.Context, res Result, spec ChangeSpec, opts
 
 // file stores r, which res (its preview) answers, keeping the answer of
 // opts.Idempotency with it.
-func (s *Service) file(ctx context.Context, res Result, r Request, opts ChangeOptions) (Result, error) {
+func (s *Service) file(ctx context.Context, res Result, r request.Request, opts ChangeOptions) (Result, error) {
 	res.Request = &r
 	w := r
 	var err error
-	if w.Settles, err = opts.Idempotency.settlement(res, r.CreatedAt); err != nil {
+	if w.Settles, err = opts.Idempotency.Settle(res, r.CreatedAt); err != nil {
 		return Result{}, err
 	}
 	if err := s.store.CreateRequest(ctx, w); err != nil {
@@ -299,12 +128,12 @@ func (s *Service) file(ctx context.Context, res Result, r Request, opts ChangeOp
 
 // segmentRefs returns the versions of the segments keys name that exist,
 // as the snapshot holds them; an empty map for none.
-func (s *Service) segmentRefs(keys []string) map[string]SegmentRef {
+func (s *Service) segmentRefs(keys []string) map[string]request.SegmentRef {
 	segs := s.Snapshot().CompiledSegments()
-	out := make(map[string]SegmentRef, len(keys))
+	out := make(map[string]request.SegmentRef, len(keys))
 	for _, k := range keys {
 		if c, ok := segs[k]; ok {
-			out[k] = SegmentRef{Version: c.Segment().Version, CreatedAt: c.Segment().CreatedAt}
+			out[k] = request.SegmentRef{Version: c.Segment().Version, CreatedAt: c.Segment().CreatedAt}
 		}
 	}
 	return out
@@ -312,7 +141,7 @@ func (s *Service) segmentRefs(keys []string) map[string]SegmentRef {
 
 // segmentWords says which segments' versions a preview was made with:
 // "with segment staff at version 3"; "" for none.
-func segmentWords(refs map[string]SegmentRef) string {
+func segmentWords(refs map[string]request.SegmentRef) string {
 	if len(refs) == 0 {
 		return ""
 	}
@@ -326,7 +155,7 @@ func segmentWords(refs map[string]SegmentRef) string {
 // movedSegments names the segments whose versions differ between was (a
 // request's) and now (a preview made now): changed, deleted, created
 // again, or newly used; "" when none moved.
-func movedSegments(was, now map[string]SegmentRef) string {
+func movedSegments(was, now map[string]request.SegmentRef) string {
 	var moved []string
 	for k, a := range was {
 		if b, ok := now[k]; !ok {
@@ -347,14 +176,14 @@ func movedSegments(was, now map[string]SegmentRef) string {
 // preview previews the change request r asks for on its feature as it
 // stands now: r with a new IfMatch, BaseVersion, Report, Summary,
 // Segments and RampSteps. The caller holds s.mu.
-func (s *Service) preview(ctx context.Context, r Request) (Request, error) {
+func (s *Service) preview(ctx context.Context, r request.Request) (request.Request, error) {
 	var (
 		res  Result
 		what string
 		segs []string
 	)
 	switch r.Change.Kind {
-	case SpecArchive:
+	case request.SpecArchive:
 		cur, err := s.current(ctx, r.Feature, ChangeOptions{})
 		if err != nil {
 			return r, err
@@ -363,7 +192,7 @@ func (s *Service) preview(ctx context.Context, r Request) (Request, error) {
 			return r, err
 		}
 		r.IfMatch, r.BaseVersion, what = cur.Feature().Tag(), cur.Feature().Version, "archive: apps would get not-found"
-	case SpecRestore:
+	case request.SpecRestore:
 		var err error
 		if res, _, _, err = s.restoreResult(ctx, r.Feature, ChangeOptions{}); err != nil {
 			return r, err
@@ -374,7 +203,7 @@ func (s *Service) preview(ctx context.Context, r Request) (Request, error) {
 		old := res.Feature
 		old.Version--
 		r.IfMatch, r.BaseVersion, what, segs = old.Tag(), old.Version, "restore from the archive", res.Feature.Segments()
-	case SpecRamp:
+	case request.SpecRamp:
 		return s.previewRampRequest(ctx, r)
 	default:
 		cur, err := s.current(ctx, r.Feature, ChangeOptions{})
@@ -392,21 +221,21 @@ func (s *Service) preview(ctx context.Context, r Request) (Request, error) {
 		segs = append(cur.Feature().Segments(), res.Feature.Segments()...)
 	}
 	r.Report, r.Segments = res.Report, s.segmentRefs(segs)
-	r.Summary = joinSummary(what, previewSummary(res.Report), segmentWords(r.Segments))
+	r.Summary = audit.JoinSummary(what, audit.PreviewSummary(res.Report), segmentWords(r.Segments))
 	return r, nil
 }
 
 // Requests returns the requests q selects, newest first, at most
-// MaxRequestPage (the default).
-func (s *Service) Requests(ctx context.Context, q RequestQuery) ([]Request, error) {
-	if q.Limit <= 0 || q.Limit > MaxRequestPage {
-		q.Limit = MaxRequestPage
+// request.MaxPage (the default).
+func (s *Service) Requests(ctx context.Context, q request.Query) ([]request.Request, error) {
+	if q.Limit <= 0 || q.Limit > request.MaxPage {
+		q.Limit = request.MaxPage
 	}
 	return s.store.Requests(ctx, q)
 }
 
 // Request returns the request id.
-func (s *Service) Request(ctx context.Context, id string) (Request, error) {
+func (s *Service) Request(ctx context.Context, id string) (request.Request, error) {
 	return s.store.Request(ctx, id)
 }
 
@@ -418,13 +247,13 @@ func (s *Service) Request(ctx context.Context, id string) (Request, error) {
 // keeps open with the new preview, and EPrecondition (with the new report)
 // says to approve again. Errors: ENotFound, EConflict (not open any more),
 // EForbidden (the approver wrote it), the change's.
-func (s *Service) ApproveRequest(ctx context.Context, id, approver, comment string) (Result, Request, error) {
+func (s *Service) ApproveRequest(ctx context.Context, id, approver, comment string) (Result, request.Request, error) {
 	if err := s.checkComment(comment, false); err != nil {
-		return Result{}, Request{}, err
+		return Result{}, request.Request{}, err
 	}
 	defer s.shareOut(ctx) // after the unlock: deferred calls run last first
 	if err := s.mu.lock(ctx); err != nil {
-		return Result{}, Request{}, err
+		return Result{}, request.Request{}, err
 	}
 	defer s.mu.Unlock()
 	r, err := s.openRequest(ctx, id)
@@ -448,15 +277,15 @@ func (s *Service) ApproveRequest(ctx context.Context, id, approver, comment stri
 	}
 	opts := ChangeOptions{
 		Actor: r.Author + ", approved by " + approver, IfMatch: r.IfMatch, Comment: r.Comment,
-		request: &RequestDecision{ID: r.ID, By: approver, Comment: comment},
+		request: &request.Decision{ID: r.ID, By: approver, Comment: comment},
 	}
 	var res Result
 	switch r.Change.Kind {
-	case SpecArchive:
+	case request.SpecArchive:
 		res, err = s.archive(ctx, r.Feature, opts)
-	case SpecRestore:
+	case request.SpecRestore:
 		res, err = s.restore(ctx, r.Feature, opts)
-	case SpecRamp:
+	case request.SpecRamp:
 		var started Ramp
 		if started, res, err = s.startApprovedRamp(ctx, r, approver, comment); err == nil {
 			r.AppliedRamp = started.ID
@@ -477,8 +306,8 @@ func (s *Service) ApproveRequest(ctx context.Context, id, approver, comment stri
 		return Result{}, r, err
 	}
 	at := s.now().UTC()
-	r.State, r.DecidedBy, r.DecidedAt, r.Decision, r.AppliedVersion = RequestApplied, approver, &at, comment, res.Feature.Version
-	if r.Change.Kind == SpecRamp || r.Change.Kind == SpecArchive {
+	r.State, r.DecidedBy, r.DecidedAt, r.Decision, r.AppliedVersion = request.Applied, approver, &at, comment, res.Feature.Version
+	if r.Change.Kind == request.SpecRamp || r.Change.Kind == request.SpecArchive {
 		r.AppliedVersion = 0 // neither makes a version
 	}
 	return res, r, nil
@@ -486,7 +315,7 @@ func (s *Service) ApproveRequest(ctx context.Context, id, approver, comment stri
 
 // repreview previews the request r's change on its feature as it stands
 // now, saves the new preview, and returns the EPrecondition that says so.
-func (s *Service) repreview(ctx context.Context, r Request) error {
+func (s *Service) repreview(ctx context.Context, r request.Request) error {
 	if _, err := s.reload(ctx, r.Feature); err != nil {
 		return err
 	}
@@ -499,7 +328,7 @@ func (s *Service) repreview(ctx context.Context, r Request) error {
 
 // noLongerApplies says that request r's change cannot be made as things
 // stand (err says why), keeping err's code.
-func noLongerApplies(r Request, err error) error {
+func noLongerApplies(r request.Request, err error) error {
 	var e *feature.Error
 	if !errors.As(err, &e) || e.Code == feature.EInternal || e.Code == feature.EUnavailable {
 		return err
@@ -509,7 +338,7 @@ func noLongerApplies(r Request, err error) error {
 
 // saveRepreview saves now, the new preview of request r, and returns the
 // EPrecondition that says why (what moved) and what it now does.
-func (s *Service) saveRepreview(ctx context.Context, r Request, now Request, why string) error {
+func (s *Service) saveRepreview(ctx context.Context, r request.Request, now request.Request, why string) error {
 	now.Repreviewed = r.Repreviewed + 1
 	if err := s.store.RepreviewRequest(ctx, now); err != nil {
 		return err
@@ -521,9 +350,9 @@ func (s *Service) saveRepreview(ctx context.Context, r Request, now Request, why
 }
 
 // requested makes the change request r asks for.
-func (s *Service) requested(ctx context.Context, r Request) (Change, error) {
-	if r.Change.Kind != SpecRollback {
-		return r.Change.change()
+func (s *Service) requested(ctx context.Context, r request.Request) (Change, error) {
+	if r.Change.Kind != request.SpecRollback {
+		return changeOf(r.Change)
 	}
 	old, err := s.store.Version(ctx, r.Feature, r.Change.Version)
 	if err != nil {
@@ -537,18 +366,18 @@ func (s *Service) requested(ctx context.Context, r Request) (Change, error) {
 // RejectRequest closes the open request id as rejected by actorName, who
 // may not be its author (the author cancels). CancelRequest closes it as
 // canceled by its author, the only one who may.
-func (s *Service) RejectRequest(ctx context.Context, id, actorName, comment string) (Request, error) {
-	return s.closeRequest(ctx, id, RequestRejected, actorName, comment)
+func (s *Service) RejectRequest(ctx context.Context, id, actorName, comment string) (request.Request, error) {
+	return s.closeRequest(ctx, id, request.Rejected, actorName, comment)
 }
 
 // CancelRequest: see RejectRequest.
-func (s *Service) CancelRequest(ctx context.Context, id, actorName, comment string) (Request, error) {
-	return s.closeRequest(ctx, id, RequestCanceled, actorName, comment)
+func (s *Service) CancelRequest(ctx context.Context, id, actorName, comment string) (request.Request, error) {
+	return s.closeRequest(ctx, id, request.Canceled, actorName, comment)
 }
 
-func (s *Service) closeRequest(ctx context.Context, id string, state RequestState, by, comment string) (Request, error) {
+func (s *Service) closeRequest(ctx context.Context, id string, state request.State, by, comment string) (request.Request, error) {
 	if err := validateComment(comment); err != nil {
-		return Request{}, err
+		return request.Request{}, err
 	}
 	r, err := s.openRequest(ctx, id)
 	if err != nil {
@@ -556,9 +385,9 @@ func (s *Service) closeRequest(ctx context.Context, id string, state RequestStat
 	}
 	by = actor(ChangeOptions{Actor: by})
 	switch {
-	case state == RequestRejected && by == r.Author:
+	case state == request.Rejected && by == r.Author:
 		return r, feature.Errorf(feature.EForbidden, "you (%s) submitted request %s: cancel it (POST /api/requests/%s/cancel) rather than reject it", by, id, id)
-	case state == RequestCanceled && by != r.Author:
+	case state == request.Canceled && by != r.Author:
 		return r, feature.Errorf(feature.EForbidden, "only its author, %s, cancels request %s: reject it instead", r.Author, id)
 	}
 	now := s.now().UTC()
@@ -570,12 +399,12 @@ func (s *Service) closeRequest(ctx context.Context, id string, state RequestStat
 }
 
 // openRequest reads request id, EConflict when it is not open.
-func (s *Service) openRequest(ctx context.Context, id string) (Request, error) {
+func (s *Service) openRequest(ctx context.Context, id string) (request.Request, error) {
 	r, err := s.store.Request(ctx, id)
 	if err != nil {
 		return r, err
 	}
-	if r.State != RequestOpen {
+	if r.State != request.Open {
 		return r, feature.Errorf(feature.EConflict, "request %s is %s already (by %s): nothing was done", id, r.State, r.DecidedBy)
 	}
 	return r, nil
@@ -589,10 +418,4 @@ func (s *Service) asRequest(ctx context.Context, res Result, err error, opts Cha
 		return res, err
 	}
 	return s.submit(ctx, na, opts)
-}
-
-// previewSummary is ShareSummary of a change not made yet: "24.47 % of
-// users would move, all into A".
-func previewSummary(r feature.Report) string {
-	return strings.ReplaceAll(ShareSummary(r), " moved", " would move")
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/idempotency"
 )
 
 // Segments are named sets of conditions that rules of any feature use
@@ -44,25 +45,25 @@ type SegmentStore interface {
 	// history entry, its audit event (SegmentEvent) and a CommitSegment,
 	// and settles settle (when not nil) in the same transaction, as a
 	// Version's Settles is settled.
-	CreateSegment(ctx context.Context, seg feature.Segment, v feature.SegmentVersion, settle *Settlement) error
+	CreateSegment(ctx context.Context, seg feature.Segment, v feature.SegmentVersion, settle *idempotency.Settlement) error
 	// UpdateSegment replaces the stored segment, which must be at version
 	// seg.Version-1, with seg and appends v (with its audit event); and, in the same
 	// transaction, writes each of features as UpdateFeature does (each
 	// Version's Config at its Version, the stored one below it) and
 	// settles settle, as CreateSegment does.
-	UpdateSegment(ctx context.Context, seg feature.Segment, v feature.SegmentVersion, features []Version, settle *Settlement) error
+	UpdateSegment(ctx context.Context, seg feature.Segment, v feature.SegmentVersion, features []Version, settle *idempotency.Settlement) error
 	// DeleteSegment removes the segment, which must be at version, with
 	// its history, recording e (SegmentEvent of audit.SegmentDelete) in
 	// the audit trail and settling settle; EConflict when a stored
 	// feature's rules use it.
-	DeleteSegment(ctx context.Context, key string, version int, e audit.Event, settle *Settlement) error
+	DeleteSegment(ctx context.Context, key string, version int, e audit.Event, settle *idempotency.Settlement) error
 	// CreateUserList is CreateSegment for a user list (seg.List), with
 	// its users, each once.
-	CreateUserList(ctx context.Context, seg feature.Segment, v feature.SegmentVersion, users []string, settle *Settlement) error
+	CreateUserList(ctx context.Context, seg feature.Segment, v feature.SegmentVersion, users []string, settle *idempotency.Settlement) error
 	// UpdateUserList is UpdateSegment for a user list, which also adds
 	// the users of add (none of which it holds; EConflict if one is) and
 	// removes those of remove.
-	UpdateUserList(ctx context.Context, seg feature.Segment, v feature.SegmentVersion, add, remove []string, features []Version, settle *Settlement) error
+	UpdateUserList(ctx context.Context, seg feature.Segment, v feature.SegmentVersion, add, remove []string, features []Version, settle *idempotency.Settlement) error
 	// SegmentUsers returns the user IDs of the user list key, sorted
 	// (none for a segment of conditions); ENotFound when there is no such
 	// segment.
@@ -187,7 +188,7 @@ func (s *Service) CreateSegment(ctx context.Context, seg feature.Segment, opts C
 		return res, nil
 	}
 	v := feature.SegmentVersion{Version: 1, Actor: actor(opts), Time: now, Summary: "created: " + abbreviateSummary(feature.DescribeConditions(seg.Conditions)), Comment: opts.Comment, Config: seg}
-	settles, err := opts.Idempotency.settlement(res, now)
+	settles, err := opts.Idempotency.Settle(res, now)
 	if err != nil {
 		return SegmentResult{}, err
 	}
@@ -254,7 +255,7 @@ func (s *Service) updateSegment(ctx context.Context, key, description string, co
 		population: func(from, to int) string {
 			return fmt.Sprintf("users matching in segment %s: as segment version %d said → as version %d says (%s)", key, from, to, feature.Abbreviate(feature.DescribeConditions(seg.Conditions)))
 		},
-		write: func(ctx context.Context, seg feature.Segment, v feature.SegmentVersion, versions []Version, settle *Settlement) error {
+		write: func(ctx context.Context, seg feature.Segment, v feature.SegmentVersion, versions []Version, settle *idempotency.Settlement) error {
 			return s.store.UpdateSegment(ctx, seg, v, versions, settle)
 		}}, opts)
 }
@@ -288,7 +289,7 @@ type segmentEdit struct {
 	// the segment that the change from version from to to changes.
 	population func(from, to int) string
 	// write stores the change (see SegmentStore.UpdateSegment).
-	write func(ctx context.Context, seg feature.Segment, v feature.SegmentVersion, versions []Version, settle *Settlement) error
+	write func(ctx context.Context, seg feature.Segment, v feature.SegmentVersion, versions []Version, settle *idempotency.Settlement) error
 }
 
 // changeSegment applies e to the segment cur: the segment's next version
@@ -373,7 +374,7 @@ func (s *Service) changeSegment(ctx context.Context, cur *feature.CompiledSegmen
 		}
 	}
 	v := feature.SegmentVersion{Version: seg.Version, Actor: actor(opts), Time: now, Summary: summary, Comment: opts.Comment, Config: seg}
-	settles, err := opts.Idempotency.settlement(res, now)
+	settles, err := opts.Idempotency.Settle(res, now)
 	if err != nil {
 		return SegmentResult{}, err
 	}
@@ -441,7 +442,7 @@ func (s *Service) DeleteSegment(ctx context.Context, key string, opts ChangeOpti
 		return res, nil
 	}
 	now := s.now().UTC()
-	settles, err := opts.Idempotency.settlement(res, now)
+	settles, err := opts.Idempotency.Settle(res, now)
 	if err != nil {
 		return SegmentResult{}, err
 	}

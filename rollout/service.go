@@ -17,7 +17,9 @@ import (
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/environment"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/idempotency"
 	"github.com/rollout/rollout/rollout/plan"
+	"github.com/rollout/rollout/rollout/request"
 )
 
 // Service applies changes to features and serves evaluations. Writes go to
@@ -83,15 +85,15 @@ type ChangeOptions struct {
 	// Idempotency, when not nil, is the request's idempotency key: the
 	// transaction that commits the change also keeps the change's answer
 	// with it (see Idempotency).
-	Idempotency *Idempotency
+	Idempotency *idempotency.Key
 	// Submit asks that an editor's change the settings refuse (above the
 	// churn limit, a reshuffle) become a change request for another person
 	// to approve, as where approvals are required; a change that cannot be
 	// a request is still refused.
 	Submit bool
 
-	gate    *gate            // the editor's settings, set by the service
-	request *RequestDecision // an approval being applied
+	gate    *gate             // the editor's settings, set by the service
+	request *request.Decision // an approval being applied
 }
 
 // checkComment refuses a comment validateComment refuses, and no comment
@@ -130,7 +132,7 @@ type Result struct {
 	DryRun  bool
 	// Request, when not nil, is the change request the change became:
 	// approvals cover the feature, and nothing was applied.
-	Request *Request
+	Request *request.Request
 	// Needs, in an editor's dry run, says what the change would need:
 	// "approval" (it would become a request), "admin" (it would be
 	// refused: above the churn limit, or a reshuffle), or "" (it would
@@ -256,7 +258,7 @@ func (s *Service) create(ctx context.Context, f feature.Feature, opts ChangeOpti
 	if opts.DryRun {
 		return res, nil
 	}
-	settles, err := opts.Idempotency.settlement(res, now)
+	settles, err := opts.Idempotency.Settle(res, now)
 	if err != nil {
 		return Result{}, err
 	}
@@ -348,7 +350,7 @@ func (s *Service) RollbackWith(ctx context.Context, key string, n int, ro Rollba
 		return Result{}, err
 	}
 	back := rollbackTo(old.Config, ro.KeepOverrides)
-	back.spec = ChangeSpec{Kind: SpecRollback, Version: n, KeepOverrides: ro.KeepOverrides}
+	back.spec = request.Spec{Kind: request.SpecRollback, Version: n, KeepOverrides: ro.KeepOverrides}
 	res, err := s.onFresh(ctx, key, opts, func(cur *feature.Compiled) (Result, error) {
 		return s.apply(ctx, cur, back, opts)
 	}, func() (Result, error) {
@@ -523,7 +525,7 @@ func (s *Service) applyWith(ctx context.Context, cur *feature.Compiled, ch Chang
 	if err != nil || opts.DryRun {
 		return res, err
 	}
-	if v.Settles, err = opts.Idempotency.settlement(res, v.Time); err != nil {
+	if v.Settles, err = opts.Idempotency.Settle(res, v.Time); err != nil {
 		return Result{}, err
 	}
 	if err := save(res.Feature, v); err != nil {
@@ -558,7 +560,7 @@ func (s *Service) applyHeld(ctx context.Context, key string, ch Change, opts Cha
 		if res, v, cc, err = s.prepare(cur, ch, opts); err != nil {
 			return feature.Feature{}, Version{}, err
 		}
-		if v.Settles, err = opts.Idempotency.settlement(res, v.Time); err != nil {
+		if v.Settles, err = opts.Idempotency.Settle(res, v.Time); err != nil {
 			return feature.Feature{}, Version{}, err
 		}
 		return res.Feature, v, nil
@@ -637,18 +639,8 @@ func (s *Service) prepare(cur *feature.Compiled, ch Change, opts ChangeOptions) 
 			return Result{}, Version{}, nil, err
 		}
 	}
-	v := Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: versionSummary(ch.summary, rep), Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: rep, Kind: ch.kind, Request: opts.request}
+	v := Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: audit.VersionSummary(ch.summary, rep), Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: rep, Kind: ch.kind, Request: opts.request}
 	return res, v, cc, nil
-}
-
-// versionSummary is the summary of a version that ch (whose summary is
-// what) made: what, then what it did to users in percentages
-// (ShareSummary), unless it moved no one and changed no share.
-func versionSummary(what string, rep feature.Report) string {
-	if s := ShareSummary(rep); s != noUserMoved && s != ringMovedNoUser {
-		return joinSummary(what, s)
-	}
-	return what
 }
 
 // swap installs a snapshot in which c serves key (nil: key is gone). The

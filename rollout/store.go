@@ -6,6 +6,8 @@ import (
 
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/idempotency"
+	"github.com/rollout/rollout/rollout/request"
 )
 
 // Version is one entry of a feature's history: the configuration a change
@@ -37,7 +39,7 @@ type Version struct {
 	// the store marks the request applied in the version's transaction,
 	// or refuses the version with EConflict when the request is no
 	// longer open, and records request_approve.
-	Request *RequestDecision `json:"-"`
+	Request *request.Decision `json:"-"`
 	// Settles, when not nil, is the idempotency key of the request that
 	// makes the version: the store marks it done with its answer in the
 	// version's transaction (CreateFeature, UpdateFeature,
@@ -45,7 +47,7 @@ type Version struct {
 	// version with EKeyInUse when the key is no longer the request's. The
 	// versions a segment's change or a batch writes beside their own
 	// settle nothing: those writes take the key as an argument.
-	Settles *Settlement `json:"-"`
+	Settles *idempotency.Settlement `json:"-"`
 	// Elsewhere are the first versions of a created feature in the other
 	// environments, written in the creation's transaction (CreateFeature
 	// only).

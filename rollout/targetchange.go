@@ -2,19 +2,19 @@ package rollout
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/rollout/rollout/rollout/exposure"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/request"
 )
 
 // SetRules replaces the feature's rules with rules, as one version (an
 // empty list removes them all).
 func SetRules(rules []feature.Rule) Change {
 	rules = feature.CloneRules(rules)
-	spec := ChangeSpec{Kind: SpecSetRules, Rules: feature.CloneRules(rules)}
+	spec := request.Spec{Kind: request.SpecSetRules, Rules: feature.CloneRules(rules)}
 	if spec.Rules == nil {
 		spec.Rules = []feature.Rule{}
 	}
@@ -50,7 +50,7 @@ func SetBucketBy(attr string) Change {
 		summary = "bucket by the user ID"
 	}
 	return Change{
-		spec:    ChangeSpec{Kind: SpecPatch, BucketBy: &attr},
+		spec:    request.Spec{Kind: request.SpecPatch, BucketBy: &attr},
 		summary: summary,
 		apply: func(f *feature.Feature) error {
 			if attr == f.BucketBy {
@@ -70,7 +70,7 @@ func PatchBucketBy(description *string, enabled *bool, fallback *string, bucketB
 		return by
 	}
 	ch := Combine(Patch(description, enabled, fallback), by)
-	ch.spec = ChangeSpec{Kind: SpecPatch, Description: description, Enabled: enabled, Fallback: fallback, BucketBy: &bucketBy}
+	ch.spec = request.Spec{Kind: request.SpecPatch, Description: description, Enabled: enabled, Fallback: fallback, BucketBy: &bucketBy}
 	return ch
 }
 
@@ -106,9 +106,9 @@ func Combine(changes ...Change) Change {
 }
 
 // estimateRules sets the Estimate of each population of rep.Rules, from the
-// evaluations of feature cur in the last 24 hours per rule: those stored
+// evaluations of feature key in the last 24 hours per rule: those stored
 // for the hours that began in them (of every version) and those still in
-// memory.
+// memory (exposure.EstimateRules).
 func (s *Service) estimateRules(ctx context.Context, key string, rep *feature.Report) error {
 	if len(rep.Rules) == 0 {
 		return nil
@@ -121,37 +121,6 @@ func (s *Service) estimateRules(ctx context.Context, key string, rep *feature.Re
 	if err != nil {
 		return err
 	}
-	byRule := map[string]int64{}
-	for _, e := range stored {
-		if e.FeatureID == cur.Feature().ID && e.Rule != nil {
-			byRule[*e.Rule] = feature.AddCounts(byRule[*e.Rule], e.Count)
-		}
-	}
-	for _, c := range s.inMemory(cur) {
-		for _, e := range c.Counts(nil) {
-			byRule[*e.Rule] = feature.AddCounts(byRule[*e.Rule], e.Count)
-		}
-	}
-	for i := range rep.Rules {
-		p := &rep.Rules[i]
-		var n int64
-		for _, r := range p.Sources() {
-			n = feature.AddCounts(n, byRule[r])
-		}
-		p.Estimate = &feature.PopulationEstimate{UpTo: n, From: p.Sources(), Text: fmt.Sprintf("up to %s evaluations a day", thousands(n))}
-	}
+	exposure.EstimateRules(rep, cur.Feature().ID, stored, s.inMemory(cur))
 	return nil
-}
-
-// thousands writes n with commas between groups of three digits.
-func thousands(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	var b strings.Builder
-	for i, d := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(d)
-	}
-	return b.String()
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/idempotency"
 )
 
 // User lists are segments that name their users (feature.Segment.List)
@@ -96,7 +97,7 @@ func (s *Service) CreateUserList(ctx context.Context, key, description string, u
 		return res, nil
 	}
 	v := feature.SegmentVersion{Version: 1, Actor: actor(opts), Time: now, Summary: fmt.Sprintf("created: a user list of %d users", len(users)), Comment: opts.Comment, Config: seg}
-	settles, err := opts.Idempotency.settlement(res, now)
+	settles, err := opts.Idempotency.Settle(res, now)
 	if err != nil {
 		return SegmentResult{}, err
 	}
@@ -240,7 +241,7 @@ func (s *Service) changeListLocked(ctx context.Context, key string, opts ChangeO
 		}
 		return SegmentResult{}, err
 	}
-	e.write = func(ctx context.Context, seg feature.Segment, v feature.SegmentVersion, versions []Version, settle *Settlement) error {
+	e.write = func(ctx context.Context, seg feature.Segment, v feature.SegmentVersion, versions []Version, settle *idempotency.Settlement) error {
 		return s.store.UpdateUserList(ctx, seg, v, add, remove, versions, settle)
 	}
 	return s.changeSegment(ctx, cur, e, opts)

@@ -9,6 +9,8 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/idempotency"
+	"github.com/rollout/rollout/rollout/request"
 )
 
 // ArchiveFeature archives the served feature key, which must be at the
@@ -19,7 +21,7 @@ import (
 // settle, it settles it. Its pending schedules, here and elsewhere, are
 // canceled (each with its audit event). It returns feature.ENotFound when no feature key
 // is served and feature.EConflict when it is at another version.
-func (db *DB) ArchiveFeature(ctx context.Context, key string, version int, e audit.Event, approval *rollout.RequestDecision, settle *rollout.Settlement) error {
+func (db *DB) ArchiveFeature(ctx context.Context, key string, version int, e audit.Event, approval *request.Decision, settle *idempotency.Settlement) error {
 	return db.writeTx(ctx, fmt.Sprintf("archive feature %q", key), func(tx *tx) error {
 		now := db.now()
 		if e.Time.IsZero() {
@@ -47,7 +49,7 @@ func (db *DB) ArchiveFeature(ctx context.Context, key string, version int, e aud
 			return err
 		}
 		if approval != nil {
-			if err := tx.approveRequest(approval, e.Time, func(r *rollout.Request) { r.AppliedVersion = 0 }); err != nil {
+			if err := tx.approveRequest(approval, e.Time, func(r *request.Request) { r.AppliedVersion = 0 }); err != nil {
 				return err
 			}
 		}
@@ -202,7 +204,7 @@ func (db *DB) RestoreFeature(ctx context.Context, f feature.Feature, v rollout.V
 // events stay; e is added (with the feature's ID), and a commit of the
 // feature; settle is settled. It returns feature.ENotFound when there is
 // no feature key and feature.EConflict when it is served.
-func (db *DB) PurgeFeature(ctx context.Context, key string, e audit.Event, settle *rollout.Settlement) error {
+func (db *DB) PurgeFeature(ctx context.Context, key string, e audit.Event, settle *idempotency.Settlement) error {
 	return db.writeTx(ctx, fmt.Sprintf("purge feature %q", key), func(tx *tx) error {
 		if db.d.ForUpdate != "" {
 			if _, err := tx.exec(`SELECT 1 FROM features WHERE environment = ? AND key = ? {forUpdate}`, tx.env(), key); err != nil {

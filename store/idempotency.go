@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/idempotency"
 )
 
 // ClaimIdempotency claims r.Key of r.Scope for r.Attempt; see
@@ -17,8 +17,8 @@ import (
 // finishing (a change committing its answer) is held by that transaction
 // (SQLite's write lock, PostgreSQL's row lock): the claim waits for it,
 // then sees the key done.
-func (db *DB) ClaimIdempotency(ctx context.Context, r rollout.IdempotencyRecord, now time.Time) (rollout.IdempotencyRecord, bool, error) {
-	var got rollout.IdempotencyRecord
+func (db *DB) ClaimIdempotency(ctx context.Context, r idempotency.Record, now time.Time) (idempotency.Record, bool, error) {
+	var got idempotency.Record
 	var claimed bool
 	err := db.writeTx(ctx, fmt.Sprintf("claim Idempotency-Key %q", r.Key), func(tx *tx) error {
 		n, err := tx.affected(`
@@ -33,7 +33,7 @@ func (db *DB) ClaimIdempotency(ctx context.Context, r rollout.IdempotencyRecord,
 			got, claimed = r, true
 			return nil
 		}
-		got = rollout.IdempotencyRecord{Scope: r.Scope, Key: r.Key}
+		got = idempotency.Record{Scope: r.Scope, Key: r.Key}
 		var lease, expires timestamp
 		err = tx.queryRow(`
 			SELECT fingerprint, attempt, done, answer, lease_until, expires_at
@@ -41,7 +41,7 @@ func (db *DB) ClaimIdempotency(ctx context.Context, r rollout.IdempotencyRecord,
 			Scan(&got.Fingerprint, &got.Attempt, &got.Done, &got.Answer, &lease, &expires)
 		if errors.Is(err, sql.ErrNoRows) {
 			// Released or expired between the insert and the select.
-			return feature.Errorf(rollout.EKeyInUse, "a request with Idempotency-Key %q has just ended: send it again", r.Key)
+			return feature.Errorf(idempotency.EKeyInUse, "a request with Idempotency-Key %q has just ended: send it again", r.Key)
 		}
 		if err != nil {
 			return err
@@ -70,11 +70,11 @@ func (db *DB) ClaimIdempotency(ctx context.Context, r rollout.IdempotencyRecord,
 }
 
 // settle marks the pending key of s held by s.Attempt done with s.Answer,
-// or returns rollout.EKeyInUse when it is not so held; a nil s settles
+// or returns idempotency.EKeyInUse when it is not so held; a nil s settles
 // nothing. A write that carries s calls it last in its transaction, so
 // that the key is committed with the write's change or not at all. The
 // row stays held until the transaction ends.
-func (tx *tx) settle(s *rollout.Settlement) error {
+func (tx *tx) settle(s *idempotency.Settlement) error {
 	if s == nil {
 		return nil
 	}
@@ -86,14 +86,14 @@ func (tx *tx) settle(s *rollout.Settlement) error {
 		return fmt.Errorf("finish Idempotency-Key %q: %w", s.Key, err)
 	}
 	if n == 0 {
-		return feature.Errorf(rollout.EKeyInUse, "the request with Idempotency-Key %q no longer holds the key (a retry took it over, or it expired): nothing was changed; send the request again to get its answer", s.Key)
+		return feature.Errorf(idempotency.EKeyInUse, "the request with Idempotency-Key %q no longer holds the key (a retry took it over, or it expired): nothing was changed; send the request again to get its answer", s.Key)
 	}
 	return nil
 }
 
 // CompleteIdempotency settles s in a transaction of its own; see
 // rollout.IdempotencyStore.
-func (db *DB) CompleteIdempotency(ctx context.Context, s rollout.Settlement) error {
+func (db *DB) CompleteIdempotency(ctx context.Context, s idempotency.Settlement) error {
 	return db.writeTx(ctx, fmt.Sprintf("complete Idempotency-Key %q", s.Key), func(tx *tx) error {
 		return tx.settle(&s)
 	})

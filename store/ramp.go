@@ -9,6 +9,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/request"
 )
 
 // CreateRamp stores the new ramp r; with r.Request, it marks that change
@@ -39,7 +40,7 @@ func (db *DB) CreateRamp(ctx context.Context, r rollout.Ramp) error {
 			return err
 		}
 		if r.Request != nil {
-			if err := tx.approveRequest(r.Request, r.CreatedAt, func(req *rollout.Request) { req.AppliedRamp = r.ID }); err != nil {
+			if err := tx.approveRequest(r.Request, r.CreatedAt, func(req *request.Request) { req.AppliedRamp = r.ID }); err != nil {
 				return err
 			}
 		}

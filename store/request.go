@@ -12,9 +12,11 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/request"
+	"github.com/rollout/rollout/rollout/settings"
 )
 
-// settingsName is the settings table's row that keeps the rollout.Settings
+// settingsName is the settings table's row that keeps the settings.Settings
 // of the environment env: "organisation" for production (as before
 // environments), "organisation/ENV" for the others.
 func settingsName(env string) string {
@@ -24,10 +26,10 @@ func settingsName(env string) string {
 	return "organisation/" + env
 }
 
-// Settings returns the saved settings, rollout.DefaultSettings when none
+// Settings returns the saved settings, settings.Default when none
 // were saved.
-func (db *DB) Settings(ctx context.Context) (rollout.Settings, error) {
-	var s rollout.Settings
+func (db *DB) Settings(ctx context.Context) (settings.Settings, error) {
+	var s settings.Settings
 	err := db.readTx(ctx, "read settings", func(tx *tx) (err error) {
 		s, err = tx.readSettings()
 		return err
@@ -35,18 +37,18 @@ func (db *DB) Settings(ctx context.Context) (rollout.Settings, error) {
 	return s, err
 }
 
-func (tx *tx) readSettings() (rollout.Settings, error) {
+func (tx *tx) readSettings() (settings.Settings, error) {
 	var value []byte
 	err := tx.queryRow(`SELECT value FROM settings WHERE name = ?`, settingsName(tx.env())).Scan(&value)
 	if errors.Is(err, sql.ErrNoRows) {
-		return rollout.DefaultSettings(), nil
+		return settings.Default(), nil
 	}
 	if err != nil {
-		return rollout.Settings{}, err
+		return settings.Settings{}, err
 	}
-	s := rollout.DefaultSettings()
+	s := settings.Default()
 	if err := json.Unmarshal(value, &s); err != nil {
-		return rollout.Settings{}, fmt.Errorf("decode settings: %w", err)
+		return settings.Settings{}, fmt.Errorf("decode settings: %w", err)
 	}
 	if s.RequireApproval.Features == nil {
 		s.RequireApproval.Features = []string{}
@@ -56,7 +58,7 @@ func (tx *tx) readSettings() (rollout.Settings, error) {
 
 // SaveSettings stores s, which must be at the stored version plus one
 // (feature.EPrecondition otherwise), and records e.
-func (db *DB) SaveSettings(ctx context.Context, s rollout.Settings, e audit.Event) error {
+func (db *DB) SaveSettings(ctx context.Context, s settings.Settings, e audit.Event) error {
 	value, err := json.Marshal(s)
 	if err != nil {
 		return fmt.Errorf("encode settings: %w", err)
@@ -85,9 +87,9 @@ func (db *DB) SaveSettings(ctx context.Context, s rollout.Settings, e audit.Even
 
 // CreateRequest stores r, records its request_create event and settles
 // r.Settles. It returns
-// feature.EConflict when r's author has rollout.MaxOpenRequests open
+// feature.EConflict when r's author has request.MaxOpen open
 // requests already.
-func (db *DB) CreateRequest(ctx context.Context, r rollout.Request) error {
+func (db *DB) CreateRequest(ctx context.Context, r request.Request) error {
 	body, err := encodeJSON(r)
 	if err != nil {
 		return fmt.Errorf("create request: %w", err)
@@ -100,7 +102,7 @@ func (db *DB) CreateRequest(ctx context.Context, r rollout.Request) error {
 		if err := tx.queryRow(`SELECT COUNT(*) FROM change_requests WHERE author = ? AND state = 'open'`, r.Author).Scan(&open); err != nil {
 			return err
 		}
-		if open >= rollout.MaxOpenRequests {
+		if open >= request.MaxOpen {
 			return feature.Errorf(feature.EConflict, "%s has %d open change requests, the most one may have: cancel some, or wait for them to be decided", r.Author, open)
 		}
 		_, err := tx.exec(`
@@ -118,7 +120,7 @@ func (db *DB) CreateRequest(ctx context.Context, r rollout.Request) error {
 }
 
 // Requests returns the requests q selects, newest first.
-func (db *DB) Requests(ctx context.Context, q rollout.RequestQuery) ([]rollout.Request, error) {
+func (db *DB) Requests(ctx context.Context, q request.Query) ([]request.Request, error) {
 	var b strings.Builder
 	b.WriteString(`SELECT body FROM change_requests WHERE environment = ?`)
 	args := []any{db.env}
@@ -134,7 +136,7 @@ func (db *DB) Requests(ctx context.Context, q rollout.RequestQuery) ([]rollout.R
 	if q.Limit > 0 {
 		fmt.Fprintf(&b, " LIMIT %d", q.Limit)
 	}
-	var rs []rollout.Request
+	var rs []request.Request
 	err := db.readTx(ctx, "list requests", func(tx *tx) error {
 		rows, err := tx.query(b.String(), args...)
 		rs, err = collect(rows, err, scanRequest)
@@ -144,8 +146,8 @@ func (db *DB) Requests(ctx context.Context, q rollout.RequestQuery) ([]rollout.R
 }
 
 // Request returns the request id; feature.ENotFound when there is none.
-func (db *DB) Request(ctx context.Context, id string) (rollout.Request, error) {
-	var r rollout.Request
+func (db *DB) Request(ctx context.Context, id string) (request.Request, error) {
+	var r request.Request
 	err := db.readTx(ctx, fmt.Sprintf("read request %q", id), func(tx *tx) (err error) {
 		r, err = tx.findRequest(id)
 		return err
@@ -153,14 +155,14 @@ func (db *DB) Request(ctx context.Context, id string) (rollout.Request, error) {
 	return r, err
 }
 
-func (tx *tx) findRequest(id string) (rollout.Request, error) {
+func (tx *tx) findRequest(id string) (request.Request, error) {
 	rows, err := tx.query(`SELECT body FROM change_requests WHERE environment = ? AND id = ?`, tx.env(), id)
 	return first(rows, err, scanRequest, feature.Errorf(feature.ENotFound, "there is no change request %q", id))
 }
 
-func scanRequest(rows *sql.Rows) (rollout.Request, error) {
+func scanRequest(rows *sql.Rows) (request.Request, error) {
 	var body []byte
-	var r rollout.Request
+	var r request.Request
 	if err := rows.Scan(&body); err != nil {
 		return r, err
 	}
@@ -172,13 +174,13 @@ func scanRequest(rows *sql.Rows) (rollout.Request, error) {
 
 // CloseRequest marks the open request id rejected or canceled and records
 // its event; feature.EConflict when it is not open.
-func (db *DB) CloseRequest(ctx context.Context, id string, state rollout.RequestState, by, comment string, at time.Time) error {
-	kind := map[rollout.RequestState]audit.Kind{rollout.RequestRejected: audit.RequestReject, rollout.RequestCanceled: audit.RequestCancel}[state]
+func (db *DB) CloseRequest(ctx context.Context, id string, state request.State, by, comment string, at time.Time) error {
+	kind := map[request.State]audit.Kind{request.Rejected: audit.RequestReject, request.Canceled: audit.RequestCancel}[state]
 	if kind == "" {
 		return fmt.Errorf("close request %q: state %q is not rejected or canceled", id, state)
 	}
 	return db.writeTx(ctx, fmt.Sprintf("close request %q", id), func(tx *tx) error {
-		return tx.decideRequest(id, func(r *rollout.Request) audit.Event {
+		return tx.decideRequest(id, func(r *request.Request) audit.Event {
 			r.State, r.DecidedBy, r.DecidedAt, r.Decision = state, by, &at, comment
 			return r.AuditEvent(kind, by, comment, at)
 		})
@@ -186,9 +188,9 @@ func (db *DB) CloseRequest(ctx context.Context, id string, state rollout.Request
 }
 
 // RepreviewRequest replaces the preview of the open request r.ID.
-func (db *DB) RepreviewRequest(ctx context.Context, r rollout.Request) error {
+func (db *DB) RepreviewRequest(ctx context.Context, r request.Request) error {
 	return db.writeTx(ctx, fmt.Sprintf("preview request %q again", r.ID), func(tx *tx) error {
-		return tx.updateOpenRequest(r.ID, func(cur *rollout.Request) {
+		return tx.updateOpenRequest(r.ID, func(cur *request.Request) {
 			cur.IfMatch, cur.BaseVersion, cur.Report, cur.Summary, cur.Repreviewed = r.IfMatch, r.BaseVersion, r.Report, r.Summary, r.Repreviewed
 			cur.Segments, cur.RampSteps = r.Segments, r.RampSteps
 		})
@@ -197,9 +199,9 @@ func (db *DB) RepreviewRequest(ctx context.Context, r rollout.Request) error {
 
 // decideRequest closes the open request id as edit says, and records the
 // event edit returns.
-func (tx *tx) decideRequest(id string, edit func(*rollout.Request) audit.Event) error {
+func (tx *tx) decideRequest(id string, edit func(*request.Request) audit.Event) error {
 	var e audit.Event
-	if err := tx.updateOpenRequest(id, func(r *rollout.Request) { e = edit(r) }); err != nil {
+	if err := tx.updateOpenRequest(id, func(r *request.Request) { e = edit(r) }); err != nil {
 		return err
 	}
 	return tx.appendAudit(e)
@@ -208,7 +210,7 @@ func (tx *tx) decideRequest(id string, edit func(*rollout.Request) audit.Event) 
 // updateOpenRequest rewrites the open request id as edit changes it:
 // feature.EConflict when it is not open (another process decided it),
 // ENotFound when there is none.
-func (tx *tx) updateOpenRequest(id string, edit func(*rollout.Request)) error {
+func (tx *tx) updateOpenRequest(id string, edit func(*request.Request)) error {
 	r, err := tx.findRequest(id)
 	if err != nil {
 		return err
@@ -231,14 +233,14 @@ func (tx *tx) updateOpenRequest(id string, edit func(*rollout.Request)) error {
 // applyRequest marks the request of v.Request applied as version v of the
 // feature key, and records request_approve.
 func (tx *tx) applyRequest(key string, v rollout.Version) error {
-	return tx.approveRequest(v.Request, v.Time, func(r *rollout.Request) { r.AppliedVersion = v.Version })
+	return tx.approveRequest(v.Request, v.Time, func(r *request.Request) { r.AppliedVersion = v.Version })
 }
 
 // approveRequest marks the request of d applied at at, as applied says
 // (the version or ramp it made), and records request_approve.
-func (tx *tx) approveRequest(d *rollout.RequestDecision, at time.Time, applied func(*rollout.Request)) error {
-	return tx.decideRequest(d.ID, func(r *rollout.Request) audit.Event {
-		r.State, r.DecidedBy, r.DecidedAt, r.Decision = rollout.RequestApplied, d.By, &at, d.Comment
+func (tx *tx) approveRequest(d *request.Decision, at time.Time, applied func(*request.Request)) error {
+	return tx.decideRequest(d.ID, func(r *request.Request) audit.Event {
+		r.State, r.DecidedBy, r.DecidedAt, r.Decision = request.Applied, d.By, &at, d.Comment
 		applied(r)
 		e := r.AuditEvent(audit.RequestApprove, d.By, d.Comment, at)
 		e.Version = r.AppliedVersion

@@ -10,18 +10,19 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/schedule"
 )
 
-// Scheduled changes (rollout.Schedule). The schedule is the JSON in body;
+// Scheduled changes (schedule.Schedule). The schedule is the JSON in body;
 // the status, claim and due_at columns are what the caps, the lists and
 // the claims read, and the status and claim columns are authoritative
 // over the body's copy.
 
 // CreateSchedule stores the pending schedule s and records its
 // schedule_create event. It returns feature.EConflict when the feature
-// has rollout.MaxPendingPerFeature pending schedules already, or the
-// environment rollout.MaxPendingPerEnvironment.
-func (db *DB) CreateSchedule(ctx context.Context, s rollout.Schedule) error {
+// has schedule.MaxPendingPerFeature pending schedules already, or the
+// environment schedule.MaxPendingPerEnvironment.
+func (db *DB) CreateSchedule(ctx context.Context, s schedule.Schedule) error {
 	body, err := encodeJSON(s)
 	if err != nil {
 		return fmt.Errorf("create schedule of feature %q: %w", s.Feature, err)
@@ -30,7 +31,7 @@ func (db *DB) CreateSchedule(ctx context.Context, s rollout.Schedule) error {
 		// The audit event first: on PostgreSQL it takes the lock every
 		// writer takes, so that two schedules made at once cannot both
 		// find room for one.
-		if err := tx.appendAudit(rollout.ScheduleEvent(s, audit.ScheduleCreate)); err != nil {
+		if err := tx.appendAudit(schedule.Event(s, audit.ScheduleCreate)); err != nil {
 			return err
 		}
 		var feat, env int
@@ -40,15 +41,15 @@ func (db *DB) CreateSchedule(ctx context.Context, s rollout.Schedule) error {
 			return err
 		}
 		switch {
-		case feat >= rollout.MaxPendingPerFeature:
+		case feat >= schedule.MaxPendingPerFeature:
 			return feature.Errorf(feature.EConflict, "feature %q has %d pending schedules, the most it may have: cancel some first", s.Feature, feat)
-		case env >= rollout.MaxPendingPerEnvironment:
+		case env >= schedule.MaxPendingPerEnvironment:
 			return feature.Errorf(feature.EConflict, "environment %s has %d pending schedules, the most it may have: cancel some first", tx.env(), env)
 		}
 		_, err := tx.exec(`
 			INSERT INTO schedules (id, environment, feature_key, status, due_at, body, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			s.ID, tx.env(), s.Feature, string(rollout.SchedulePending), db.d.Time(s.At), body, db.d.Time(s.CreatedAt))
+			s.ID, tx.env(), s.Feature, string(schedule.Pending), db.d.Time(s.At), body, db.d.Time(s.CreatedAt))
 		if tx.constraint(err) == PrimaryKey {
 			return feature.Errorf(feature.EConflict, "a schedule with ID %q already exists", s.ID)
 		}
@@ -57,8 +58,8 @@ func (db *DB) CreateSchedule(ctx context.Context, s rollout.Schedule) error {
 }
 
 // Schedule returns the schedule id; feature.ENotFound when there is none.
-func (db *DB) Schedule(ctx context.Context, id string) (rollout.Schedule, error) {
-	var s rollout.Schedule
+func (db *DB) Schedule(ctx context.Context, id string) (schedule.Schedule, error) {
+	var s schedule.Schedule
 	err := db.readTx(ctx, fmt.Sprintf("read schedule %q", id), func(tx *tx) (err error) {
 		s, err = tx.findSchedule(id)
 		return err
@@ -68,12 +69,12 @@ func (db *DB) Schedule(ctx context.Context, id string) (rollout.Schedule, error)
 
 // Schedules returns the schedules q selects: pending and running ones
 // soonest first, then the others latest first.
-func (db *DB) Schedules(ctx context.Context, q rollout.ScheduleQuery) ([]rollout.Schedule, error) {
+func (db *DB) Schedules(ctx context.Context, q schedule.Query) ([]schedule.Schedule, error) {
 	limit := q.Limit
 	if limit <= 0 {
 		limit = 1 << 30
 	}
-	var out []rollout.Schedule
+	var out []schedule.Schedule
 	err := db.readTx(ctx, "list schedules", func(tx *tx) error {
 		rows, err := tx.query(`
 			SELECT body, status, claim FROM schedules
@@ -91,8 +92,8 @@ func (db *DB) Schedules(ctx context.Context, q rollout.ScheduleQuery) ([]rollout
 // and records its schedule_cancel event. It returns feature.ENotFound
 // when the feature has no such schedule and feature.EConflict when it is
 // not pending.
-func (db *DB) CancelSchedule(ctx context.Context, key, id, by, reason string, at time.Time) (rollout.Schedule, error) {
-	var s rollout.Schedule
+func (db *DB) CancelSchedule(ctx context.Context, key, id, by, reason string, at time.Time) (schedule.Schedule, error) {
+	var s schedule.Schedule
 	err := db.writeTx(ctx, fmt.Sprintf("cancel schedule %q", id), func(tx *tx) (err error) {
 		s, err = tx.findSchedule(id)
 		if feature.ErrorCode(err) == feature.ENotFound || err == nil && s.Feature != key {
@@ -109,13 +110,13 @@ func (db *DB) CancelSchedule(ctx context.Context, key, id, by, reason string, at
 
 // ClaimDueSchedules marks running under claim at most limit schedules
 // that are pending and due at now, or running under a claim older than
-// rollout.ScheduleLease, and returns them. Each row's update is
+// schedule.Lease, and returns them. Each row's update is
 // conditional on what made it claimable, so that of several callers
 // exactly one claims it: on PostgreSQL the others wait for its row lock,
 // then find it claimed.
-func (db *DB) ClaimDueSchedules(ctx context.Context, claim string, now time.Time, limit int) ([]rollout.Schedule, error) {
-	stale := db.d.Time(now.Add(-rollout.ScheduleLease))
-	var out []rollout.Schedule
+func (db *DB) ClaimDueSchedules(ctx context.Context, claim string, now time.Time, limit int) ([]schedule.Schedule, error) {
+	stale := db.d.Time(now.Add(-schedule.Lease))
+	var out []schedule.Schedule
 	err := db.writeTx(ctx, "claim due schedules", func(tx *tx) error {
 		out = nil
 		rows, err := tx.query(`
@@ -154,7 +155,7 @@ func (db *DB) ClaimDueSchedules(ctx context.Context, claim string, now time.Time
 // recorded (an applied one's is its version's). It returns
 // feature.EConflict when the schedule is not running under s.Claim or the
 // feature moved on.
-func (db *DB) FinishSchedule(ctx context.Context, s rollout.Schedule, f *feature.Feature, v *rollout.Version) error {
+func (db *DB) FinishSchedule(ctx context.Context, s schedule.Schedule, f *feature.Feature, v *rollout.Version) error {
 	if f != nil && (v == nil || v.Version != f.Version) {
 		return fmt.Errorf("finish schedule %q: the feature's version and its history entry differ", s.ID)
 	}
@@ -176,8 +177,8 @@ func (db *DB) FinishSchedule(ctx context.Context, s rollout.Schedule, f *feature
 			return feature.Errorf(feature.EConflict, "schedule %q is no longer claimed by this instance", s.ID)
 		case f != nil:
 			return tx.writeVersion(*f, *v) // its version's audit event records the schedule
-		case s.Status == rollout.ScheduleFailed:
-			return tx.appendAudit(rollout.ScheduleEvent(s, audit.ScheduleFail))
+		case s.Status == schedule.Failed:
+			return tx.appendAudit(schedule.Event(s, audit.ScheduleFail))
 		}
 		return nil
 	})
@@ -201,11 +202,11 @@ func (tx *tx) cancelSchedules(key, by, reason string, at time.Time) error {
 
 // cancelSchedule marks s, read in tx, canceled; EConflict when it is not
 // pending.
-func (tx *tx) cancelSchedule(s rollout.Schedule, by, reason string, at time.Time) (rollout.Schedule, error) {
-	if s.Status != rollout.SchedulePending {
+func (tx *tx) cancelSchedule(s schedule.Schedule, by, reason string, at time.Time) (schedule.Schedule, error) {
+	if s.Status != schedule.Pending {
 		return s, feature.Errorf(feature.EConflict, "schedule %q is %s: only a pending schedule can be canceled", s.ID, s.Status)
 	}
-	s.Status, s.DoneBy, s.Reason = rollout.ScheduleCanceled, by, reason
+	s.Status, s.DoneBy, s.Reason = schedule.Canceled, by, reason
 	s.DoneAt = &at
 	body, err := encodeJSON(s)
 	if err != nil {
@@ -218,17 +219,17 @@ func (tx *tx) cancelSchedule(s rollout.Schedule, by, reason string, at time.Time
 	case n == 0:
 		return s, feature.Errorf(feature.EConflict, "schedule %q is no longer pending: only a pending schedule can be canceled", s.ID)
 	}
-	return s, tx.appendAudit(rollout.ScheduleEvent(s, audit.ScheduleCancel))
+	return s, tx.appendAudit(schedule.Event(s, audit.ScheduleCancel))
 }
 
-func (tx *tx) findSchedule(id string) (rollout.Schedule, error) {
+func (tx *tx) findSchedule(id string) (schedule.Schedule, error) {
 	rows, err := tx.query(`SELECT body, status, claim FROM schedules WHERE environment = ? AND id = ?`, tx.env(), id)
 	return first(rows, err, scanSchedule, feature.Errorf(feature.ENotFound, "schedule %q does not exist", id))
 }
 
-func scanSchedule(rows *sql.Rows) (rollout.Schedule, error) {
+func scanSchedule(rows *sql.Rows) (schedule.Schedule, error) {
 	var (
-		s                   rollout.Schedule
+		s                   schedule.Schedule
 		body, status, claim string
 	)
 	if err := rows.Scan(&body, &status, &claim); err != nil {
@@ -237,6 +238,6 @@ func scanSchedule(rows *sql.Rows) (rollout.Schedule, error) {
 	if err := json.Unmarshal([]byte(body), &s); err != nil {
 		return s, fmt.Errorf("decode schedule: %w", err)
 	}
-	s.Status, s.Claim = rollout.ScheduleStatus(status), claim
+	s.Status, s.Claim = schedule.Status(status), claim
 	return s, nil
 }

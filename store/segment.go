@@ -12,6 +12,7 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/idempotency"
 )
 
 // Segments returns every segment, ordered by key.
@@ -54,13 +55,13 @@ func encodeSegment(s feature.Segment) (string, error) {
 
 // CreateSegment stores a new segment with its first history entry, and
 // settles settle; it returns feature.EConflict when the key is taken.
-func (db *DB) CreateSegment(ctx context.Context, s feature.Segment, v feature.SegmentVersion, settle *rollout.Settlement) error {
+func (db *DB) CreateSegment(ctx context.Context, s feature.Segment, v feature.SegmentVersion, settle *idempotency.Settlement) error {
 	return db.CreateUserList(ctx, s, v, nil, settle)
 }
 
 // CreateUserList is CreateSegment for a user list, with its users (each
 // once), in the same transaction.
-func (db *DB) CreateUserList(ctx context.Context, s feature.Segment, v feature.SegmentVersion, users []string, settle *rollout.Settlement) error {
+func (db *DB) CreateUserList(ctx context.Context, s feature.Segment, v feature.SegmentVersion, users []string, settle *idempotency.Settlement) error {
 	if v.Version != s.Version {
 		return fmt.Errorf("create segment %q: history entry is version %d, segment is version %d", s.Key, v.Version, s.Version)
 	}
@@ -112,14 +113,14 @@ func (tx *tx) insertSegmentVersion(v feature.SegmentVersion) error {
 // UpdateSegment replaces the segment, stored at s.Version-1, with s,
 // appends v, writes the new version of each feature of features and
 // settles settle, all in one transaction.
-func (db *DB) UpdateSegment(ctx context.Context, s feature.Segment, v feature.SegmentVersion, features []rollout.Version, settle *rollout.Settlement) error {
+func (db *DB) UpdateSegment(ctx context.Context, s feature.Segment, v feature.SegmentVersion, features []rollout.Version, settle *idempotency.Settlement) error {
 	return db.UpdateUserList(ctx, s, v, nil, nil, features, settle)
 }
 
 // UpdateUserList is UpdateSegment for a user list: in the same
 // transaction it adds the users of add (none of which it holds) and
 // removes those of remove (each of which it holds).
-func (db *DB) UpdateUserList(ctx context.Context, s feature.Segment, v feature.SegmentVersion, add, remove []string, features []rollout.Version, settle *rollout.Settlement) error {
+func (db *DB) UpdateUserList(ctx context.Context, s feature.Segment, v feature.SegmentVersion, add, remove []string, features []rollout.Version, settle *idempotency.Settlement) error {
 	if v.Version != s.Version {
 		return fmt.Errorf("update segment %q: history entry is version %d, segment is version %d", s.Key, v.Version, s.Version)
 	}
@@ -182,7 +183,7 @@ func (tx *tx) whySegmentNotWritten(key string, version int) error {
 // e in the audit trail and settles settle. It
 // refuses, with feature.EConflict naming them, when stored features' rules
 // use the segment.
-func (db *DB) DeleteSegment(ctx context.Context, key string, version int, e audit.Event, settle *rollout.Settlement) error {
+func (db *DB) DeleteSegment(ctx context.Context, key string, version int, e audit.Event, settle *idempotency.Settlement) error {
 	return db.writeTx(ctx, fmt.Sprintf("delete segment %q", key), func(tx *tx) error {
 		// Every environment's served features: a segment is shared.
 		rows, err := tx.query(`SELECT id, key, version, config FROM features WHERE archived_at IS NULL AND environment IN (SELECT key FROM environments WHERE deleted_at IS NULL) ORDER BY key{C}`)

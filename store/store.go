@@ -264,7 +264,7 @@ func (d *Dialect) unavailable(err error) string {
 // writeTx runs fn in a write transaction, after the dialect's Check, and
 // commits it unless fn fails, all within the DB's timeout. Errors are
 // wrapped as WrapErr does, with op. A write that settles an idempotency
-// key (rollout.Settlement) does so as the last step of fn (tx.settle).
+// key (idempotency.Settlement) does so as the last step of fn (tx.settle).
 func (db *DB) writeTx(ctx context.Context, op string, fn func(*tx) error) error {
 	return db.longWriteTx(ctx, op, 0, fn)
 }

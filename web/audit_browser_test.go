@@ -13,6 +13,7 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/settings"
 )
 
 // TestBrowserAuditEveryKind: the audit log shows every kind of event the
@@ -25,7 +26,7 @@ func TestBrowserAuditEveryKind(t *testing.T) {
 	b := startBrowser(t)
 	a := b.app
 	a.seed(t)
-	if _, err := a.svc.UpdateSettings(ctx, rollout.Settings{MaxChurn: 0.25, RequireApproval: rollout.ApprovalPolicy{Features: []string{"checkout"}}}, 0, "ada", "checkout is live"); err != nil {
+	if _, err := a.svc.UpdateSettings(ctx, settings.Settings{MaxChurn: 0.25, RequireApproval: settings.ApprovalPolicy{Features: []string{"checkout"}}}, 0, "ada", "checkout is live"); err != nil {
 		t.Fatal(err)
 	}
 	staff := feature.Segment{Key: "staff", Conditions: []feature.Condition{{Attribute: "email", Op: feature.OpEndsWith, Value: json.RawMessage(`"@example.com"`)}}}

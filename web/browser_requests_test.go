@@ -15,6 +15,8 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/request"
+	"github.com/rollout/rollout/rollout/settings"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
 )
@@ -51,7 +53,7 @@ func TestBrowserRequests(t *testing.T) {
 	e := api.New(svc, api.Options{Auth: access, Plans: testPlanLimits, Routes: web.Routes(svc, web.Options{Sessions: access})})
 	a := &app{e: e, svc: svc, db: db}
 	a.seed(t)
-	if _, err := svc.UpdateSettings(ctx, rollout.Settings{MaxChurn: 0.25, RequireApproval: rollout.ApprovalPolicy{Features: []string{"checkout"}}}, 0, "ada", "checkout is live"); err != nil {
+	if _, err := svc.UpdateSettings(ctx, settings.Settings{MaxChurn: 0.25, RequireApproval: settings.ApprovalPolicy{Features: []string{"checkout"}}}, 0, "ada", "checkout is live"); err != nil {
 		t.Fatal(err)
 	}
 	six := 6
@@ -107,10 +109,10 @@ func TestBrowserRequests(t *testing.T) {
 	}
 	b.screenshot("feature-submit-for-approval-narrow", 390)
 	b.do(chromedp.Click(chromedp.CSS(override + ".preview .apply")))
-	var pinned rollout.Request
+	var pinned request.Request
 	b.until("the override's request on the requests page", func() bool {
-		open, err := svc.Requests(ctx, rollout.RequestQuery{State: rollout.RequestOpen})
-		if err != nil || len(open) != 3 || open[0].Change.Kind != rollout.SpecSetOverride {
+		open, err := svc.Requests(ctx, request.Query{State: request.Open})
+		if err != nil || len(open) != 3 || open[0].Change.Kind != request.SpecSetOverride {
 			return false
 		}
 		pinned = open[0]

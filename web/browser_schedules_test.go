@@ -12,6 +12,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/schedule"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
 )
@@ -70,8 +71,8 @@ func TestBrowserSchedules(t *testing.T) {
 	if n := evaluate[int](b, `document.querySelectorAll('li.schedule').length`); n != 1 {
 		t.Errorf("%d schedules listed after the cancel, want 1", n)
 	}
-	scs, err := svc.Schedules(ctx, rollout.ScheduleQuery{Feature: "dark-mode"})
-	if err != nil || len(scs) != 2 || scs[0].Status != rollout.SchedulePending || scs[1].Status != rollout.ScheduleCanceled {
+	scs, err := svc.Schedules(ctx, schedule.Query{Feature: "dark-mode"})
+	if err != nil || len(scs) != 2 || scs[0].Status != schedule.Pending || scs[1].Status != schedule.Canceled {
 		t.Fatalf("schedules %+v, %v; want one pending, one canceled", scs, err)
 	}
 	if !scs[0].At.Equal(friday) {
@@ -85,7 +86,7 @@ func TestBrowserSchedules(t *testing.T) {
 	}
 	b.do(chromedp.Reload(), waitFor("#no-schedules"))
 	vs, err := svc.Versions(ctx, "dark-mode", 0, 1)
-	if err != nil || len(vs) != 1 || vs[0].Actor != rollout.ScheduleActor || vs[0].Config.Enabled {
+	if err != nil || len(vs) != 1 || vs[0].Actor != schedule.Actor || vs[0].Config.Enabled {
 		t.Errorf("newest version %+v, %v; want dark-mode off, by schedule", vs, err)
 	}
 }

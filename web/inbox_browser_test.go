@@ -8,8 +8,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/request"
 )
 
 // TestBrowserSubmitAndInbox: an editor's change above the churn limit,
@@ -42,7 +42,7 @@ func TestBrowserSubmitAndInbox(t *testing.T) {
 	if got := evaluate[string](b, `location.pathname`); got != "/ui/requests" {
 		t.Errorf("after submitting: %s, want the requests page", got)
 	}
-	open, err := a.svc.Requests(context.Background(), rollout.RequestQuery{State: rollout.RequestOpen})
+	open, err := a.svc.Requests(context.Background(), request.Query{State: request.Open})
 	if err != nil || len(open) != 1 || open[0].Author != "ed" {
 		t.Fatalf("open requests = %+v, %v; want ed's", open, err)
 	}
@@ -83,7 +83,7 @@ func TestBrowserSubmitAndInbox(t *testing.T) {
 		t.Errorf("checkout at version %d after the approval, want 3", f.Version)
 	}
 	if n := evaluate[int](b, `document.querySelectorAll('#inbox-count').length`); n != 0 {
-		open, _ := a.svc.Requests(context.Background(), rollout.RequestQuery{State: rollout.RequestOpen})
+		open, _ := a.svc.Requests(context.Background(), request.Query{State: request.Open})
 		t.Errorf("the inbox still counts a decided request: %q, %s; open %+v", b.text("#inbox-link"), evaluate[string](b, `location.href`), open)
 	}
 	b.checkConsole()

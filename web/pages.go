@@ -15,7 +15,10 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/exposure"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/request"
+	"github.com/rollout/rollout/rollout/schedule"
 	"github.com/rollout/rollout/rollout/stats"
 )
 
@@ -61,17 +64,17 @@ type featurePage struct {
 	OverTime      sharesChart
 	RollbackTo    []rollbackOption
 	Lookup        lookupView
-	Ramps         []rampView         // newest first
-	LiveRamps     []rampView         // of which active or paused, shown with the feature's state
-	PastRamps     []rampView         // and the others, done or canceled, further down
-	LiveRamp      bool               // one is active or paused: no other can start
-	Schedules     []rollout.Schedule // the pending scheduled changes, soonest first (schedules.html)
-	PM            pmView             // the header's words for a product manager (pm.go)
+	Ramps         []rampView          // newest first
+	LiveRamps     []rampView          // of which active or paused, shown with the feature's state
+	PastRamps     []rampView          // and the others, done or canceled, further down
+	LiveRamp      bool                // one is active or paused: no other can start
+	Schedules     []schedule.Schedule // the pending scheduled changes, soonest first (schedules.html)
+	PM            pmView              // the header's words for a product manager (pm.go)
 	Now           time.Time
 	Data          pageData
 	// OpenRequests are the feature's change requests waiting for a
 	// decision (see requests.go).
-	OpenRequests []rollout.Request
+	OpenRequests []request.Request
 	Targeting    targetingView // rules and bucket_by (targeting.go)
 	// Promote is the feature in every environment, and the promote
 	// form (environments.go).
@@ -171,7 +174,7 @@ func (h *handler) feature(c echo.Context) error {
 	}
 	p.Targeting = targeting(snap, f)
 
-	open, err := svc.Requests(ctx, rollout.RequestQuery{State: rollout.RequestOpen, Feature: key, Limit: requestsShown})
+	open, err := svc.Requests(ctx, request.Query{State: request.Open, Feature: key, Limit: requestsShown})
 	if err != nil {
 		return h.internal(c, err)
 	}
@@ -191,7 +194,7 @@ func (h *handler) feature(c echo.Context) error {
 	// counted users (clients that predate them).
 	byUsers := exposures.Users > 0
 	if exposures.Total == 0 {
-		byUsers = slices.ContainsFunc(exposures.Versions, func(e rollout.VersionExposure) bool { return e.Users > 0 })
+		byUsers = slices.ContainsFunc(exposures.Versions, func(e exposure.Version) bool { return e.Users > 0 })
 	}
 	p.ObservedUnit = "evaluations"
 	if byUsers {
@@ -313,7 +316,7 @@ func (h *handler) feature(c echo.Context) error {
 			p.PastRamps = append(p.PastRamps, r)
 		}
 	}
-	if p.Schedules, err = svc.Schedules(ctx, rollout.ScheduleQuery{Feature: key, Status: rollout.SchedulePending}); err != nil {
+	if p.Schedules, err = svc.Schedules(ctx, schedule.Query{Feature: key, Status: schedule.Pending}); err != nil {
 		return h.internal(c, err)
 	}
 

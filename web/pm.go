@@ -11,6 +11,7 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/feature/hll"
+	"github.com/rollout/rollout/rollout/settings"
 )
 
 // churnLimit is the share of users above which the dashboard escalates a
@@ -20,7 +21,7 @@ import (
 func churnLimit(ctx context.Context, svc *rollout.Service) float64 {
 	s, err := svc.Settings(ctx)
 	if err != nil || s.MaxChurn <= 0 {
-		return rollout.DefaultMaxChurn
+		return settings.DefaultMaxChurn
 	}
 	return s.MaxChurn
 }

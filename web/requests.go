@@ -9,8 +9,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/request"
+	"github.com/rollout/rollout/rollout/settings"
 )
 
 // The change requests page and the admin's settings page. Both read
@@ -19,7 +20,7 @@ import (
 
 // requestsShown is how many decided requests the page lists at most (and
 // the feature page's notice counts of open ones); every open one is listed,
-// up to rollout.MaxRequestPage.
+// up to request.MaxPage.
 const requestsShown = 100
 
 // requestsPage is the data of requests.html.
@@ -28,7 +29,7 @@ type requestsPage struct {
 	Title    string
 	Open     []requestView
 	Decided  []requestView
-	Settings rollout.Settings
+	Settings settings.Settings
 	// Inbox: the page lists only the open requests the signed-in person
 	// may decide (the header's inbox).
 	Inbox bool
@@ -36,7 +37,7 @@ type requestsPage struct {
 
 // requestView is a request with what the page shows of it.
 type requestView struct {
-	rollout.Request
+	request.Request
 	Mine       bool // the signed-in person wrote it: they cancel, others decide
 	CanDecide  bool
 	Bar        shareBar // the shares after the change, as previewed
@@ -79,7 +80,7 @@ func (h *handler) requestsPage(c echo.Context, inbox bool) error {
 			if !ok {
 				continue
 			}
-			open, err := es.Requests(ctx, rollout.RequestQuery{State: rollout.RequestOpen})
+			open, err := es.Requests(ctx, request.Query{State: request.Open})
 			if err != nil {
 				return h.internal(c, err)
 			}
@@ -92,26 +93,26 @@ func (h *handler) requestsPage(c echo.Context, inbox bool) error {
 		}
 		return h.render(c, http.StatusOK, "requests", &p)
 	}
-	open, err := svc.Requests(ctx, rollout.RequestQuery{State: rollout.RequestOpen})
+	open, err := svc.Requests(ctx, request.Query{State: request.Open})
 	if err != nil {
 		return h.internal(c, err)
 	}
 	for _, r := range open {
 		p.Open = append(p.Open, h.viewRequest(p.frame, r))
 	}
-	recent, err := svc.Requests(ctx, rollout.RequestQuery{Limit: len(open) + requestsShown})
+	recent, err := svc.Requests(ctx, request.Query{Limit: len(open) + requestsShown})
 	if err != nil {
 		return h.internal(c, err)
 	}
 	for _, r := range recent {
-		if r.State != rollout.RequestOpen && len(p.Decided) < requestsShown {
+		if r.State != request.Open && len(p.Decided) < requestsShown {
 			p.Decided = append(p.Decided, h.viewRequest(p.frame, r))
 		}
 	}
 	return h.render(c, http.StatusOK, "requests", &p)
 }
 
-func (h *handler) viewRequest(f frame, r rollout.Request) requestView {
+func (h *handler) viewRequest(f frame, r request.Request) requestView {
 	v := requestView{Request: r}
 	v.Mine = f.Who != "" && f.Who == r.Author
 	v.CanDecide = !f.ReadOnly && !v.Mine
@@ -146,7 +147,7 @@ func (h *handler) viewRequest(f frame, r rollout.Request) requestView {
 type settingsPage struct {
 	frame
 	Title    string
-	Settings rollout.Settings
+	Settings settings.Settings
 	Features string // the policy's features, one a line
 	Percent  string // the churn limit in percent
 	Updated  time.Time
@@ -181,7 +182,7 @@ func (h *handler) inboxCount(c echo.Context, f *frame) int {
 		if !ok {
 			continue
 		}
-		open, err := es.Requests(c.Request().Context(), rollout.RequestQuery{State: rollout.RequestOpen})
+		open, err := es.Requests(c.Request().Context(), request.Query{State: request.Open})
 		if err != nil {
 			h.logError(c, "count the inbox", err)
 			return 0

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/schedule"
 	"github.com/rollout/rollout/webhook"
 )
 
@@ -31,15 +32,15 @@ func TestScheduleEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	createFeature(t, svc, "banner")
-	schedule := func(body string) {
+	scheduleAt := func(body string) {
 		t.Helper()
-		sp := rollout.ScheduleSpec{At: c.Now().Add(time.Hour), Change: rollout.ScheduledChange{Kind: rollout.ScheduleKindPatch, Body: json.RawMessage(body)}}
+		sp := schedule.Spec{At: c.Now().Add(time.Hour), Change: schedule.Change{Kind: schedule.KindPatch, Body: json.RawMessage(body)}}
 		if _, err := svc.CreateSchedule(ctx, "banner", sp, api.ScheduledChange, "ann"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	schedule(`{"enabled":false}`)
-	schedule(`{"fallback":"treatment"}`)
+	scheduleAt(`{"enabled":false}`)
+	scheduleAt(`{"fallback":"treatment"}`)
 	if _, err := svc.Change(ctx, "banner", rollout.RemoveBucket("treatment"), rollout.ChangeOptions{Actor: "alice"}); err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestScheduleEvents(t *testing.T) {
 	if text := got[1].event.Text; !strings.Contains(text, "failed") || !strings.Contains(text, `"treatment"`) {
 		t.Errorf("failure's text %q, want the reason, naming the missing bucket", text)
 	}
-	if got[0].event.Actor != rollout.ScheduleActor || got[0].event.Version != 3 {
-		t.Errorf("applied event %+v, want version 3 by %s", got[0].event, rollout.ScheduleActor)
+	if got[0].event.Actor != schedule.Actor || got[0].event.Version != 3 {
+		t.Errorf("applied event %+v, want version 3 by %s", got[0].event, schedule.Actor)
 	}
 }

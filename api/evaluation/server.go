@@ -44,8 +44,8 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/experiment"
+	"github.com/rollout/rollout/rollout/exposure"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -54,7 +54,7 @@ type Service interface {
 	// Snapshot returns the current snapshot, which evaluations read.
 	Snapshot() *feature.Snapshot
 	// AddExposureBatch counts a batch of an app's evaluations once.
-	AddExposureBatch(ctx context.Context, batch string, counts []feature.Exposure) (rollout.ExposureBatchResult, error)
+	AddExposureBatch(ctx context.Context, batch string, counts []feature.Exposure) (exposure.BatchResult, error)
 }
 
 // Metrics count what a Server serves (package api's Metrics). A Server

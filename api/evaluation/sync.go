@@ -14,8 +14,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/experiment"
+	"github.com/rollout/rollout/rollout/exposure"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -242,9 +242,9 @@ type exposureBatchAnswer struct {
 	Batch string `json:"batch"`
 	// Added is false for a batch the server had counted already, or
 	// whose every count was skipped.
-	Added   bool                      `json:"added"`
-	Counted int                       `json:"counted"`
-	Skipped []rollout.SkippedExposure `json:"skipped"`
+	Added   bool               `json:"added"`
+	Counted int                `json:"counted"`
+	Skipped []exposure.Skipped `json:"skipped"`
 	// Users is how many of the batch's users experiments recorded;
 	// Experiments the IDs of the features whose users the app should
 	// name in its next batches (none when no experiment runs).
@@ -294,7 +294,7 @@ func (s *Server) AddExposures(c echo.Context) error {
 	}
 	ans := exposureBatchAnswer{Batch: req.Batch, Added: res.Added, Counted: res.Counted, Skipped: res.Skipped}
 	if ans.Skipped == nil {
-		ans.Skipped = []rollout.SkippedExposure{}
+		ans.Skipped = []exposure.Skipped{}
 	}
 	if s.experiments != nil {
 		ans.Users, ans.Experiments = users, running

@@ -16,7 +16,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/api/evaluation"
 	"github.com/rollout/rollout/api/internal/apitest"
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/exposure"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -207,7 +207,7 @@ func TestExposureBatches(t *testing.T) {
 		t.Errorf("POST /api/exposures again = %s, want not added", got)
 	}
 	r = s.Must(http.StatusOK, "GET", "/api/features/limit/exposures", nil)
-	var rep rollout.ExposureReport
+	var rep exposure.Report
 	json.Unmarshal(r.Body, &rep)
 	if rep.Total != 7 {
 		t.Errorf("exposures of limit: total %d, want 7 (one batch sent twice)", rep.Total)

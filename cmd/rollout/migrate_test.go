@@ -27,6 +27,10 @@ import (
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/history"
+	"github.com/rollout/rollout/rollout/idempotency"
+	"github.com/rollout/rollout/rollout/request"
+	"github.com/rollout/rollout/rollout/settings"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/postgres"
 	"github.com/rollout/rollout/store/sqlite"
@@ -89,7 +93,7 @@ func serviceDatabase(t *testing.T) (path string, secrets map[string]bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := svc.UpdateSettings(ctx, rollout.Settings{MaxChurn: 0.1, RequireApproval: rollout.ApprovalPolicy{Features: []string{"checkout"}}}, 0, "ada", ""); err != nil {
+		if _, err := svc.UpdateSettings(ctx, settings.Settings{MaxChurn: 0.1, RequireApproval: settings.ApprovalPolicy{Features: []string{"checkout"}}}, 0, "ada", ""); err != nil {
 			t.Fatal(err)
 		}
 		for _, desc := range []string{"open", "rejected"} {
@@ -274,7 +278,7 @@ func fillTargeting(t *testing.T, svc *rollout.Service, db *store.DB) {
 	if err := db.AddDroppedExposures(ctx, map[string]int64{"exp-1": 2}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := db.ClaimIdempotency(ctx, rollout.IdempotencyRecord{Scope: "tok", Key: "k1", Fingerprint: "fp", Attempt: "a1",
+	if _, _, err := db.ClaimIdempotency(ctx, idempotency.Record{Scope: "tok", Key: "k1", Fingerprint: "fp", Attempt: "a1",
 		LeaseUntil: now.Add(time.Minute), Expires: now.Add(24 * time.Hour)}, now); err != nil {
 		t.Fatal(err)
 	}
@@ -317,15 +321,15 @@ type storeContents struct {
 	Exposures          map[string][]feature.Exposure
 	RuleExposures      map[string][]feature.Exposure
 	ExposureUsers      map[string][]feature.Exposure
-	Users              map[string][]rollout.Assignment
+	Users              map[string][]history.Assignment
 	Segments           []feature.Segment
 	SegmentVersions    map[string][]feature.SegmentVersion
 	SegmentUsers       map[string][]string
 	Changes            []rollout.Version
 	Tokens             []auth.Token
 	Ramps              []rollout.Ramp
-	Settings           rollout.Settings
-	Requests           []rollout.Request
+	Settings           settings.Settings
+	Requests           []request.Request
 	Audit              []audit.Event
 	Webhooks           []webhook.Hook
 	Deliveries         map[string][]webhook.Delivery
@@ -348,7 +352,7 @@ func contents(t *testing.T, s *store.DB) storeContents {
 		}
 	}
 	c := storeContents{Versions: map[string][]rollout.Version{}, Exposures: map[string][]feature.Exposure{}, RuleExposures: map[string][]feature.Exposure{}, ExposureUsers: map[string][]feature.Exposure{},
-		Users: map[string][]rollout.Assignment{}, SegmentVersions: map[string][]feature.SegmentVersion{}, SegmentUsers: map[string][]string{}, Deliveries: map[string][]webhook.Delivery{}}
+		Users: map[string][]history.Assignment{}, SegmentVersions: map[string][]feature.SegmentVersion{}, SegmentUsers: map[string][]string{}, Deliveries: map[string][]webhook.Delivery{}}
 	var err error
 	c.Features, err = s.Features(ctx)
 	must(err)
@@ -389,7 +393,7 @@ func contents(t *testing.T, s *store.DB) storeContents {
 	must(err)
 	c.Settings, err = s.Settings(ctx)
 	must(err)
-	c.Requests, err = s.Requests(ctx, rollout.RequestQuery{})
+	c.Requests, err = s.Requests(ctx, request.Query{})
 	must(err)
 	c.Audit, err = s.AuditEvents(ctx, audit.Query{Ascending: true})
 	must(err)

@@ -12,6 +12,8 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/idempotency"
+	"github.com/rollout/rollout/rollout/request"
 )
 
 // New returns st with its failures counted in rollout_store_errors_total,
@@ -77,7 +79,7 @@ func (s *countingStore) ApplyRampStep(ctx context.Context, f feature.Feature, v 
 	return err
 }
 
-func (s *countingStore) ArchiveFeature(ctx context.Context, key string, version int, e audit.Event, approval *rollout.RequestDecision, settle *rollout.Settlement) error {
+func (s *countingStore) ArchiveFeature(ctx context.Context, key string, version int, e audit.Event, approval *request.Decision, settle *idempotency.Settlement) error {
 	err := s.Store.ArchiveFeature(ctx, key, version, e, approval, settle)
 	s.count("archive_feature", err)
 	return err
@@ -89,7 +91,7 @@ func (s *countingStore) RestoreFeature(ctx context.Context, f feature.Feature, v
 	return err
 }
 
-func (s *countingStore) PurgeFeature(ctx context.Context, key string, e audit.Event, settle *rollout.Settlement) error {
+func (s *countingStore) PurgeFeature(ctx context.Context, key string, e audit.Event, settle *idempotency.Settlement) error {
 	err := s.Store.PurgeFeature(ctx, key, e, settle)
 	s.count("purge_feature", err)
 	return err

@@ -9,8 +9,11 @@
 //
 // Package rollout makes the events of its changes (rollout.VersionEvent,
 // rollout.RampEvent) and reads the trail (rollout.Service.AuditEvents);
-// package webhook delivers it. The package is this one file, audit.go; it
-// imports neither HTTP nor SQL.
+// package webhook delivers it. It imports neither HTTP nor SQL.
+//
+// The kinds, events and queries are audit.go's; summary.go words what a
+// change did to users in percentages (ShareSummary, PreviewSummary,
+// VersionSummary), as events and versions say it.
 package audit
 
 import (

@@ -6,7 +6,9 @@
 //
 // The files: environment.go (Environment, its key and validation, the
 // error of an unknown one), promote.go (the parts a promotion carries,
-// Promote, Placement, Difference and Differs).
+// Promote, Placement, Difference, Differs and Compare, and the answer of
+// a batch promotion, BatchPromotion), definition.go (what environments
+// share of a feature: its definition).
 package environment
 
 import (

@@ -142,3 +142,63 @@ func Differs(f, g feature.Feature) []string {
 	}
 	return out
 }
+
+// Compare returns every feature whose configuration differs between the
+// snapshots sa of environment from and sb of environment to, by key.
+func Compare(from, to string, sa, sb *feature.Snapshot) []Difference {
+	keys := slices.Sorted(slices.Values(slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(sa.Keys()), sb.Keys()...))))))
+	out := []Difference{}
+	for _, key := range keys {
+		ca, cb := sa.Compiled(key), sb.Compiled(key)
+		d := Difference{Feature: key}
+		if ca != nil {
+			p := PlacementOf(from, ca)
+			d.From = &p
+		}
+		if cb != nil {
+			p := PlacementOf(to, cb)
+			d.To = &p
+		}
+		switch {
+		case ca == nil || cb == nil:
+			d.Differs = []string{"exists"}
+		default:
+			d.Differs = Differs(ca.Feature(), cb.Feature())
+		}
+		if len(d.Differs) > 0 {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// MaxBatchPromotion bounds the features one batch promotion names.
+const MaxBatchPromotion = 500
+
+// BatchPromotion is the answer of a promotion of several features: each
+// one's report in the target, and their sum.
+type BatchPromotion struct {
+	From       string           `json:"from"`
+	To         string           `json:"to"`
+	Features   []PromotedChange `json:"features"`
+	TotalChurn float64          `json:"total_churn"`
+	DryRun     bool             `json:"dry_run"`
+	Applied    bool             `json:"applied"`
+}
+
+// PromotedChange is one feature of a BatchPromotion: its version in the
+// target before and after, and the report of the change there.
+type PromotedChange struct {
+	Feature     string         `json:"feature"`
+	FromVersion int            `json:"from_version"`
+	ToVersion   int            `json:"to_version"`
+	Churn       float64        `json:"churn"`
+	Report      feature.Report `json:"report"`
+}
+
+// Pin is the versions of a feature in the source and the target of a
+// promotion that its author previewed.
+type Pin struct {
+	From int `json:"from"`
+	To   int `json:"to"`
+}

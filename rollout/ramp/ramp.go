@@ -5,7 +5,8 @@
 // Steps it makes, checked against the limits (MaxSteps, MaxHorizon); the
 // States a ramp passes through; its default Tolerance (finer from
 // FinePoints points); and Replicas, the replica count of a bucket whose
-// exact share comes closest to a step's. It imports neither HTTP nor SQL.
+// exact share comes closest to a step's; and a StepPreview, what one step
+// would do. It imports neither HTTP nor SQL.
 package ramp
 
 import (
@@ -297,3 +298,20 @@ func Replicas(f feature.Feature, bucket string, target, tol float64, down bool) 
 // shareSlack absorbs the rounding of shares to float64 when they are
 // compared with a target and a tolerance.
 const shareSlack = plan.ShareSlack
+
+// StepPreview is one step of a ramp's preview (rollout.RampPreview): the
+// share the bucket would reach (exactly) and the fraction of all users the
+// step would move, with its report; Error says why the step could not
+// apply (the ramp would pause there), and no later step is previewed.
+type StepPreview struct {
+	Share    float64   `json:"share"`
+	At       time.Time `json:"at"`
+	Replicas int       `json:"replicas"`
+	Reached  float64   `json:"reached"`
+	Churn    float64   `json:"churn"`
+	Summary  string    `json:"summary"`
+	Error    string    `json:"error,omitempty"`
+
+	// Report is the step's, when it applies; it is not kept.
+	Report feature.Report `json:"-"`
+}

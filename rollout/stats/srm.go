@@ -4,7 +4,7 @@
 // (ChiSquareSF), and the always-valid comparison
 // of an experiment's buckets (Sequential, MeanInterval). It is pure: it knows counts and shares, not features,
 // and imports neither HTTP nor SQL. Package rollout checks each version's
-// counts with it (rollout.ExposureReport).
+// counts with it (package rollout/exposure's Report).
 //
 // The files: srm.go (the sample-ratio check), sequential.go (the
 // always-valid comparison of an experiment's buckets: Sequential,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/idempotency"
 	"github.com/rollout/rollout/store/storetest"
 )
 
@@ -55,7 +56,7 @@ func TestHungServer(t *testing.T) {
 		{"Revision", func() error { _, err := db.Revision(ctx); return err }},
 		{"Commits", func() error { _, err := db.Commits(ctx, 0, 10); return err }},
 		{"ClaimIdempotency", func() error {
-			_, _, err := db.ClaimIdempotency(ctx, rollout.IdempotencyRecord{Scope: "s", Key: "k", Fingerprint: "f", Attempt: "a", LeaseUntil: now, Expires: now}, now)
+			_, _, err := db.ClaimIdempotency(ctx, idempotency.Record{Scope: "s", Key: "k", Fingerprint: "f", Attempt: "a", LeaseUntil: now, Expires: now}, now)
 			return err
 		}},
 	}
@@ -102,7 +103,7 @@ func TestCommitAnswerLost(t *testing.T) {
 	}
 	g := f.Clone()
 	g.Version, g.Description = 2, "changed"
-	settles := &rollout.Settlement{Claim: *claim, Answer: []byte("the first answer"), Expires: now.Add(rollout.IdempotencyMemory)}
+	settles := &idempotency.Settlement{Claim: *claim, Answer: []byte("the first answer"), Expires: now.Add(idempotency.Memory)}
 
 	proxy.HoldNextCommitAnswer()
 	err = within(t, time.Minute, "UpdateFeature whose commit answer is lost", func() error {

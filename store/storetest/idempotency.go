@@ -11,20 +11,21 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/idempotency"
 	"github.com/rollout/rollout/rollout/ramp"
 )
 
 // idemRecord is the record a request of fingerprint fp claiming key of
 // scope as attempt at time at asks for.
-func idemRecord(scope, key, fp, attempt string, at time.Time) rollout.IdempotencyRecord {
-	return rollout.IdempotencyRecord{
+func idemRecord(scope, key, fp, attempt string, at time.Time) idempotency.Record {
+	return idempotency.Record{
 		Scope: scope, Key: key, Fingerprint: fp, Attempt: attempt,
-		LeaseUntil: at.Add(rollout.IdempotencyLease), Expires: at.Add(rollout.IdempotencyMemory),
+		LeaseUntil: at.Add(idempotency.Lease), Expires: at.Add(idempotency.Memory),
 	}
 }
 
 // claimKey calls ClaimIdempotency and checks whether it claimed the key.
-func claimKey(t *testing.T, s Store, r rollout.IdempotencyRecord, now time.Time, want bool) rollout.IdempotencyRecord {
+func claimKey(t *testing.T, s Store, r idempotency.Record, now time.Time, want bool) idempotency.Record {
 	t.Helper()
 	got, claimed, err := s.ClaimIdempotency(context.Background(), r, now)
 	if err != nil {
@@ -56,25 +57,25 @@ func testIdempotency(t *testing.T, o Opened) {
 	}
 	claimKey(t, s, idemRecord("tok-2", "k1", "fp", "b1", now), now, true) // another token's key
 
-	later := now.Add(rollout.IdempotencyLease + time.Second)
+	later := now.Add(idempotency.Lease + time.Second)
 	if got := claimKey(t, other, idemRecord("tok-1", "k1", "fp", "a3", later), later, true); got.Attempt != "a3" {
 		t.Errorf("takeover returned attempt %q, want a3", got.Attempt)
 	}
 	answer := []byte(`{"status":201,"body":"e30K"}`)
-	lost := rollout.Settlement{Claim: rollout.Claim{Scope: "tok-1", Key: "k1", Attempt: "a1"}, Answer: []byte("late"), Expires: later.Add(rollout.IdempotencyMemory)}
-	wantCode(t, "CompleteIdempotency(attempt taken over)", s.CompleteIdempotency(ctx, lost), rollout.EKeyInUse)
+	lost := idempotency.Settlement{Claim: idempotency.Claim{Scope: "tok-1", Key: "k1", Attempt: "a1"}, Answer: []byte("late"), Expires: later.Add(idempotency.Memory)}
+	wantCode(t, "CompleteIdempotency(attempt taken over)", s.CompleteIdempotency(ctx, lost), idempotency.EKeyInUse)
 	if err := s.ReleaseIdempotency(ctx, "tok-1", "k1", "a1"); err != nil {
 		t.Fatalf("ReleaseIdempotency(attempt taken over) = %v", err)
 	}
 	if got := claimKey(t, s, idemRecord("tok-1", "k1", "fp", "a4", later), later, false); got.Attempt != "a3" || got.Done {
 		t.Errorf("after the old attempt's release: %+v, want pending, held by a3", got)
 	}
-	done := rollout.Settlement{Claim: rollout.Claim{Scope: "tok-1", Key: "k1", Attempt: "a3"}, Answer: answer, Expires: later.Add(rollout.IdempotencyMemory)}
+	done := idempotency.Settlement{Claim: idempotency.Claim{Scope: "tok-1", Key: "k1", Attempt: "a3"}, Answer: answer, Expires: later.Add(idempotency.Memory)}
 	if err := s.CompleteIdempotency(ctx, done); err != nil {
 		t.Fatalf("CompleteIdempotency(a3) = %v", err)
 	}
-	wantCode(t, "CompleteIdempotency(done already)", s.CompleteIdempotency(ctx, done), rollout.EKeyInUse)
-	almost := later.Add(rollout.IdempotencyMemory - time.Second)
+	wantCode(t, "CompleteIdempotency(done already)", s.CompleteIdempotency(ctx, done), idempotency.EKeyInUse)
+	almost := later.Add(idempotency.Memory - time.Second)
 	got = claimKey(t, other, idemRecord("tok-1", "k1", "fp", "a5", almost), almost, false)
 	if !got.Done || !bytes.Equal(got.Answer, answer) {
 		t.Errorf("retry of a completed key found done %v, answer %q; want done, %q", got.Done, got.Answer, answer)
@@ -98,32 +99,32 @@ func testIdempotency(t *testing.T, o Opened) {
 		at   time.Time
 		want int64
 	}{
-		{now.Add(rollout.IdempotencyMemory - time.Millisecond), 0}, // PostgreSQL keeps microseconds
-		{now.Add(rollout.IdempotencyMemory), 2},
-		{later.Add(rollout.IdempotencyMemory - time.Second), 0},
-		{later.Add(rollout.IdempotencyMemory), 1},
+		{now.Add(idempotency.Memory - time.Millisecond), 0}, // PostgreSQL keeps microseconds
+		{now.Add(idempotency.Memory), 2},
+		{later.Add(idempotency.Memory - time.Second), 0},
+		{later.Add(idempotency.Memory), 1},
 	} {
 		n, err := s.ExpireIdempotency(ctx, tt.at)
 		if err != nil || n != tt.want {
 			t.Errorf("ExpireIdempotency(%v) = %d, %v; want %d", tt.at, n, err, tt.want)
 		}
 	}
-	end := later.Add(rollout.IdempotencyMemory)
+	end := later.Add(idempotency.Memory)
 	claimKey(t, s, idemRecord("tok-1", "k1", "new", "d1", end), end, true)
 	// An expired record not swept yet is claimed anew too.
-	gone := end.Add(2 * rollout.IdempotencyMemory)
+	gone := end.Add(2 * idempotency.Memory)
 	claimKey(t, other, idemRecord("tok-1", "k1", "newer", "d2", gone), gone, true)
 }
 
 // settlement is what a write of the request holding key as attempt
 // carries to settle it with answer, to expire at settledExpires.
-func settlement(key, attempt, answer string) *rollout.Settlement {
-	return &rollout.Settlement{Claim: rollout.Claim{Scope: "tok", Key: key, Attempt: attempt}, Answer: []byte(answer), Expires: settledExpires}
+func settlement(key, attempt, answer string) *idempotency.Settlement {
+	return &idempotency.Settlement{Claim: idempotency.Claim{Scope: "tok", Key: key, Attempt: attempt}, Answer: []byte(answer), Expires: settledExpires}
 }
 
 // settledExpires is a day after t0, in microseconds: PostgreSQL keeps no
 // more.
-var settledExpires = t0.Truncate(time.Microsecond).Add(rollout.IdempotencyMemory)
+var settledExpires = t0.Truncate(time.Microsecond).Add(idempotency.Memory)
 
 // testIdempotentWrite: every write that carries a Settlement — in its
 // Version, Ramp, Request or Batch, or as the settle argument of an
@@ -153,68 +154,68 @@ func testIdempotentWrite(t *testing.T, o Opened) {
 	for _, w := range []struct {
 		name  string
 		setup func() error // what the write needs that it does not do itself
-		write func(settle *rollout.Settlement) error
+		write func(settle *idempotency.Settlement) error
 	}{
-		{"CreateFeature", nil, func(st *rollout.Settlement) error {
+		{"CreateFeature", nil, func(st *idempotency.Settlement) error {
 			v := versionOf(f)
 			v.Settles = st
 			return s.CreateFeature(ctx, f, v)
 		}},
-		{"UpdateFeature", nil, func(st *rollout.Settlement) error {
+		{"UpdateFeature", nil, func(st *idempotency.Settlement) error {
 			v := versionOf(g)
 			v.Settles = st
 			return s.UpdateFeature(ctx, g, v)
 		}},
-		{"UpdateFeatureWith", nil, func(st *rollout.Settlement) error {
+		{"UpdateFeatureWith", nil, func(st *idempotency.Settlement) error {
 			return s.UpdateFeatureWith(ctx, h.Key, func(feature.Feature) (feature.Feature, rollout.Version, error) {
 				v := versionOf(h)
 				v.Settles = st
 				return h, v, nil
 			})
 		}},
-		{"CreateRamp", nil, func(st *rollout.Settlement) error {
+		{"CreateRamp", nil, func(st *idempotency.Settlement) error {
 			w := r
 			w.Settles = st
 			return s.CreateRamp(ctx, w)
 		}},
-		{"UpdateRamp", nil, func(st *rollout.Settlement) error {
+		{"UpdateRamp", nil, func(st *idempotency.Settlement) error {
 			w := paused
 			w.Settles = st
 			return s.UpdateRamp(ctx, w)
 		}},
-		{"ApplyRampStep", nil, func(st *rollout.Settlement) error {
+		{"ApplyRampStep", nil, func(st *idempotency.Settlement) error {
 			v := versionOf(stepped)
 			v.Settles = st
 			return s.ApplyRampStep(ctx, stepped, v, stepRamp)
 		}},
-		{"CreateRequest", nil, func(st *rollout.Settlement) error {
+		{"CreateRequest", nil, func(st *idempotency.Settlement) error {
 			req := newRequest("req-idem", f.Key, "ed", t0)
 			req.Settles = st
 			return s.CreateRequest(ctx, req)
 		}},
-		{"ArchiveFeature", nil, func(st *rollout.Settlement) error {
+		{"ArchiveFeature", nil, func(st *idempotency.Settlement) error {
 			return s.ArchiveFeature(ctx, f.Key, stepped.Version, audit.Event{Actor: "test"}, nil, st)
 		}},
-		{"RestoreFeature", nil, func(st *rollout.Settlement) error {
+		{"RestoreFeature", nil, func(st *idempotency.Settlement) error {
 			v := versionOf(restored)
 			v.Kind, v.Settles = audit.Restore, st
 			return s.RestoreFeature(ctx, restored, v)
 		}},
 		{"PurgeFeature", func() error {
 			return s.ArchiveFeature(ctx, f.Key, restored.Version, audit.Event{Actor: "test"}, nil, nil)
-		}, func(st *rollout.Settlement) error {
+		}, func(st *idempotency.Settlement) error {
 			return s.PurgeFeature(ctx, f.Key, audit.Event{Actor: "test"}, st)
 		}},
-		{"CreateSegment", nil, func(st *rollout.Settlement) error {
+		{"CreateSegment", nil, func(st *idempotency.Settlement) error {
 			return s.CreateSegment(ctx, staff, segmentVersionOf(staff), st)
 		}},
-		{"UpdateSegment", nil, func(st *rollout.Settlement) error {
+		{"UpdateSegment", nil, func(st *idempotency.Settlement) error {
 			return s.UpdateSegment(ctx, staff2, segmentVersionOf(staff2), nil, st)
 		}},
-		{"DeleteSegment", nil, func(st *rollout.Settlement) error {
+		{"DeleteSegment", nil, func(st *idempotency.Settlement) error {
 			return s.DeleteSegment(ctx, staff2.Key, staff2.Version, rollout.SegmentEvent(audit.SegmentDelete, segmentVersionOf(staff2)), st)
 		}},
-		{"ApplyBatch", nil, func(st *rollout.Settlement) error {
+		{"ApplyBatch", nil, func(st *idempotency.Settlement) error {
 			return s.ApplyBatch(ctx, rollout.Batch{
 				Features: []rollout.BatchWrite{{Feature: batched, Version: versionOf(batched), Create: true}},
 				Segments: []rollout.SegmentWrite{{Segment: batchedSeg, Version: segmentVersionOf(batchedSeg), Create: true}},
@@ -231,10 +232,10 @@ func testIdempotentWrite(t *testing.T, o Opened) {
 		claimKey(t, s, idemRecord("tok", key, "fp", "first", t0), t0, true)
 		// The first attempt's key is taken over before it writes: it
 		// commits nothing.
-		after := t0.Add(rollout.IdempotencyLease + time.Second)
+		after := t0.Add(idempotency.Lease + time.Second)
 		claimKey(t, other, idemRecord("tok", key, "fp", "retry", after), after, true)
 		rev, events0 := revisionOf(t, s), len(events(t, s, audit.Query{}))
-		wantCode(t, w.name+"(key taken over)", w.write(settlement(key, "first", "too late")), rollout.EKeyInUse)
+		wantCode(t, w.name+"(key taken over)", w.write(settlement(key, "first", "too late")), idempotency.EKeyInUse)
 		if n := len(events(t, s, audit.Query{})); n != events0 {
 			t.Errorf("%s(key taken over) recorded %d audit events, want none: its change was committed", w.name, n-events0)
 		}

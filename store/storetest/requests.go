@@ -9,9 +9,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/request"
+	"github.com/rollout/rollout/rollout/settings"
 )
 
 // testSettings: defaults before any save, versioned saves with their audit
@@ -24,11 +25,11 @@ func testSettings(t *testing.T, o Opened) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(rollout.DefaultSettings(), got); diff != "" {
+	if diff := cmp.Diff(settings.Default(), got); diff != "" {
 		t.Fatalf("Settings() before any save (-want +got):\n%s", diff)
 	}
 	at := t0.Truncate(time.Microsecond)
-	next := rollout.Settings{MaxChurn: 0.1, RequireApproval: rollout.ApprovalPolicy{Features: []string{"checkout"}}, Version: 1, UpdatedAt: &at, UpdatedBy: "alice"}
+	next := settings.Settings{MaxChurn: 0.1, RequireApproval: settings.ApprovalPolicy{Features: []string{"checkout"}}, Version: 1, UpdatedAt: &at, UpdatedBy: "alice"}
 	e := audit.Event{Time: at, Actor: "alice", Kind: audit.Settings, Summary: "editors' churn limit 25 % → 10 %"}
 	if err := s.SaveSettings(ctx, next, e); err != nil {
 		t.Fatalf("SaveSettings(version 1) = %v", err)
@@ -58,11 +59,11 @@ func testSettings(t *testing.T, o Opened) {
 	}
 }
 
-func newRequest(id, key, author string, at time.Time) rollout.Request {
+func newRequest(id, key, author string, at time.Time) request.Request {
 	replicas := 80
-	return rollout.Request{
-		ID: id, Feature: key, FeatureID: "id-" + key, State: rollout.RequestOpen, Author: author, CreatedAt: at,
-		Comment: "ramp up", Change: rollout.ChangeSpec{Kind: rollout.SpecUpdateBucket, Name: "treatment", Replicas: &replicas},
+	return request.Request{
+		ID: id, Feature: key, FeatureID: "id-" + key, State: request.Open, Author: author, CreatedAt: at,
+		Comment: "ramp up", Change: request.Spec{Kind: request.SpecUpdateBucket, Name: "treatment", Replicas: &replicas},
 		Summary: "changed bucket treatment: replicas to 80", IfMatch: "1-idf", BaseVersion: 1,
 		Report: feature.Report{FromVersion: 1, ToVersion: 2, Method: "ring", Churn: 0.3,
 			SharesBefore: map[string]float64{"control": 0.5, "treatment": 0.5}, SharesAfter: map[string]float64{"control": 0.2, "treatment": 0.8}},
@@ -95,12 +96,12 @@ func testRequests(t *testing.T, o Opened) {
 
 	r2 := newRequest("r2", "other", "bob", r1.CreatedAt.Add(time.Minute))
 	r3 := newRequest("r3", "checkout", "bob", r1.CreatedAt.Add(2*time.Minute))
-	for _, r := range []rollout.Request{r2, r3} {
+	for _, r := range []request.Request{r2, r3} {
 		if err := s.CreateRequest(ctx, r); err != nil {
 			t.Fatalf("CreateRequest(%s) = %v", r.ID, err)
 		}
 	}
-	ids := func(q rollout.RequestQuery) []string {
+	ids := func(q request.Query) []string {
 		t.Helper()
 		rs, err := s.Requests(ctx, q)
 		if err != nil {
@@ -112,30 +113,30 @@ func testRequests(t *testing.T, o Opened) {
 		}
 		return out
 	}
-	if diff := cmp.Diff([]string{"r3", "r2", "r1"}, ids(rollout.RequestQuery{State: rollout.RequestOpen})); diff != "" {
+	if diff := cmp.Diff([]string{"r3", "r2", "r1"}, ids(request.Query{State: request.Open})); diff != "" {
 		t.Errorf("open requests (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"r3", "r1"}, ids(rollout.RequestQuery{Feature: "checkout"})); diff != "" {
+	if diff := cmp.Diff([]string{"r3", "r1"}, ids(request.Query{Feature: "checkout"})); diff != "" {
 		t.Errorf("requests of checkout (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"r3"}, ids(rollout.RequestQuery{Limit: 1})); diff != "" {
+	if diff := cmp.Diff([]string{"r3"}, ids(request.Query{Limit: 1})); diff != "" {
 		t.Errorf("one request (-want +got):\n%s", diff)
 	}
 
 	// Reject r2, cancel r3: final.
 	at := r1.CreatedAt.Add(time.Hour)
-	if err := s.CloseRequest(ctx, "r2", rollout.RequestRejected, "carol", "too much", at); err != nil {
+	if err := s.CloseRequest(ctx, "r2", request.Rejected, "carol", "too much", at); err != nil {
 		t.Fatalf("CloseRequest(r2, rejected) = %v", err)
 	}
-	if err := s.CloseRequest(ctx, "r3", rollout.RequestCanceled, "bob", "", at); err != nil {
+	if err := s.CloseRequest(ctx, "r3", request.Canceled, "bob", "", at); err != nil {
 		t.Fatalf("CloseRequest(r3, canceled) = %v", err)
 	}
-	wantCode(t, "CloseRequest(r2 again)", s.CloseRequest(ctx, "r2", rollout.RequestCanceled, "bob", "", at), feature.EConflict)
-	wantCode(t, "CloseRequest(nope)", s.CloseRequest(ctx, "nope", rollout.RequestCanceled, "bob", "", at), feature.ENotFound)
-	if got, _ := s.Request(ctx, "r2"); got.State != rollout.RequestRejected || got.DecidedBy != "carol" || got.Decision != "too much" || got.DecidedAt == nil || !got.DecidedAt.Equal(at) {
+	wantCode(t, "CloseRequest(r2 again)", s.CloseRequest(ctx, "r2", request.Canceled, "bob", "", at), feature.EConflict)
+	wantCode(t, "CloseRequest(nope)", s.CloseRequest(ctx, "nope", request.Canceled, "bob", "", at), feature.ENotFound)
+	if got, _ := s.Request(ctx, "r2"); got.State != request.Rejected || got.DecidedBy != "carol" || got.Decision != "too much" || got.DecidedAt == nil || !got.DecidedAt.Equal(at) {
 		t.Errorf("r2 after rejection = %+v", got)
 	}
-	if diff := cmp.Diff([]string{"r1"}, ids(rollout.RequestQuery{State: rollout.RequestOpen})); diff != "" {
+	if diff := cmp.Diff([]string{"r1"}, ids(request.Query{State: request.Open})); diff != "" {
 		t.Errorf("open requests after decisions (-want +got):\n%s", diff)
 	}
 
@@ -148,22 +149,22 @@ func testRequests(t *testing.T, o Opened) {
 	if err := s.RepreviewRequest(ctx, r1); err != nil {
 		t.Fatalf("RepreviewRequest(r1) = %v", err)
 	}
-	wantCode(t, "RepreviewRequest(r2)", s.RepreviewRequest(ctx, rollout.Request{ID: "r2"}), feature.EConflict)
+	wantCode(t, "RepreviewRequest(r2)", s.RepreviewRequest(ctx, request.Request{ID: "r2"}), feature.EConflict)
 	h := next(g)
 	v := versionOf(h)
 	v.Actor = "alice, approved by carol"
-	v.Request = &rollout.RequestDecision{ID: "r1", By: "carol", Comment: "ok"}
+	v.Request = &request.Decision{ID: "r1", By: "carol", Comment: "ok"}
 	if err := s.UpdateFeature(ctx, h, v); err != nil {
 		t.Fatalf("UpdateFeature(with approval of r1) = %v", err)
 	}
 	got, _ = s.Request(ctx, "r1")
-	if got.State != rollout.RequestApplied || got.AppliedVersion != 3 || got.DecidedBy != "carol" || got.IfMatch != "2-idf" || got.Repreviewed != 1 {
+	if got.State != request.Applied || got.AppliedVersion != 3 || got.DecidedBy != "carol" || got.IfMatch != "2-idf" || got.Repreviewed != 1 {
 		t.Errorf("r1 after approval = %+v", got)
 	}
 	// An approval of a request decided meanwhile writes nothing.
 	i := next(h)
 	vi := versionOf(i)
-	vi.Request = &rollout.RequestDecision{ID: "r2", By: "carol"}
+	vi.Request = &request.Decision{ID: "r2", By: "carol"}
 	wantCode(t, "UpdateFeature(with approval of rejected r2)", s.UpdateFeature(ctx, i, vi), feature.EConflict)
 	if cur := mustFeature(t, s, "checkout"); cur.Version != 3 {
 		t.Errorf("checkout is at version %d after a refused approval, want 3", cur.Version)
@@ -188,13 +189,13 @@ func testRequests(t *testing.T, o Opened) {
 	}
 }
 
-// testRequestCap: an author may have rollout.MaxOpenRequests open
+// testRequestCap: an author may have request.MaxOpen open
 // requests, even when they are made at once from several handles.
 func testRequestCap(t *testing.T, o Opened) {
 	ctx := context.Background()
 	stores := []Store{o.Store, o.Open(t)}
 	var wg sync.WaitGroup
-	errs := make([]error, rollout.MaxOpenRequests+5)
+	errs := make([]error, request.MaxOpen+5)
 	for i := range errs {
 		wg.Go(func() {
 			r := newRequest(fmt.Sprintf("r%02d", i), "checkout", "alice", t0.Add(time.Duration(i)*time.Second))
@@ -214,13 +215,13 @@ func testRequestCap(t *testing.T, o Opened) {
 			t.Errorf("CreateRequest = %v", err)
 		}
 	}
-	if ok != rollout.MaxOpenRequests || refused != 5 {
-		t.Fatalf("%d made, %d refused; want %d and 5", ok, refused, rollout.MaxOpenRequests)
+	if ok != request.MaxOpen || refused != 5 {
+		t.Fatalf("%d made, %d refused; want %d and 5", ok, refused, request.MaxOpen)
 	}
 	if err := o.Store.CreateRequest(ctx, newRequest("bob1", "checkout", "bob", t0)); err != nil {
 		t.Fatalf("another author's request = %v", err)
 	}
-	if err := o.Store.CloseRequest(ctx, made, rollout.RequestCanceled, "alice", "", t0); err != nil {
+	if err := o.Store.CloseRequest(ctx, made, request.Canceled, "alice", "", t0); err != nil {
 		t.Fatal(err)
 	}
 	if err := o.Store.CreateRequest(ctx, newRequest("again", "checkout", "alice", t0)); err != nil {

@@ -10,18 +10,19 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/schedule"
 )
 
 // newSchedule returns a pending schedule of f, due at at.
-func newSchedule(id string, f feature.Feature, at time.Time) rollout.Schedule {
-	return rollout.Schedule{
+func newSchedule(id string, f feature.Feature, at time.Time) schedule.Schedule {
+	return schedule.Schedule{
 		ID: id, Feature: f.Key, FeatureID: f.ID, Environment: rollout.Production, At: at,
-		Change:  rollout.ScheduledChange{Kind: rollout.ScheduleKindPatch, Body: []byte(`{"enabled":false}`)},
-		Summary: "disabled", Actor: "ed", Status: rollout.SchedulePending, CreatedAt: t0, BaseVersion: f.Version,
+		Change:  schedule.Change{Kind: schedule.KindPatch, Body: []byte(`{"enabled":false}`)},
+		Summary: "disabled", Actor: "ed", Status: schedule.Pending, CreatedAt: t0, BaseVersion: f.Version,
 	}
 }
 
-func createSchedule(t *testing.T, s Store, sc rollout.Schedule) {
+func createSchedule(t *testing.T, s Store, sc schedule.Schedule) {
 	t.Helper()
 	if err := s.CreateSchedule(context.Background(), sc); err != nil {
 		t.Fatalf("CreateSchedule(%s) = %v", sc.ID, err)
@@ -29,7 +30,7 @@ func createSchedule(t *testing.T, s Store, sc rollout.Schedule) {
 }
 
 // scheduleIDs lists the schedules q selects as "id status" each.
-func scheduleIDs(t *testing.T, s Store, q rollout.ScheduleQuery) []string {
+func scheduleIDs(t *testing.T, s Store, q schedule.Query) []string {
 	t.Helper()
 	scs, err := s.Schedules(context.Background(), q)
 	if err != nil {
@@ -60,14 +61,14 @@ func testSchedules(t *testing.T, o Opened) {
 	createSchedule(t, s, newSchedule("s3", f, now.Add(-2*time.Minute)))
 	createSchedule(t, s, newSchedule("o1", other, now.Add(-time.Hour)))
 	wantCode(t, "CreateSchedule(same ID)", s.CreateSchedule(ctx, newSchedule("s1", f, now)), feature.EConflict)
-	if got, want := fmt.Sprint(scheduleIDs(t, s, rollout.ScheduleQuery{Feature: "f"})), "[s3 pending s1 pending s2 pending]"; got != want {
+	if got, want := fmt.Sprint(scheduleIDs(t, s, schedule.Query{Feature: "f"})), "[s3 pending s1 pending s2 pending]"; got != want {
 		t.Errorf("Schedules(f) = %s, want %s", got, want)
 	}
 	if _, err := s.Schedule(ctx, "nope"); feature.ErrorCode(err) != feature.ENotFound {
 		t.Errorf("Schedule(nope) = %v, want not found", err)
 	}
 	if o.In != nil {
-		if got := scheduleIDs(t, o.In("staging"), rollout.ScheduleQuery{}); len(got) != 0 {
+		if got := scheduleIDs(t, o.In("staging"), schedule.Query{}); len(got) != 0 {
 			t.Errorf("Schedules in staging = %v, want none: schedules are their environment's", got)
 		}
 	}
@@ -76,7 +77,7 @@ func testSchedules(t *testing.T, o Opened) {
 	if _, err := s.CancelSchedule(ctx, "other", "s2", "ada", "by hand", now); feature.ErrorCode(err) != feature.ENotFound {
 		t.Errorf("CancelSchedule(other's key, s2) = %v, want not found", err)
 	}
-	if sc, err := s.CancelSchedule(ctx, "f", "s2", "ada", "by hand", now); err != nil || sc.Status != rollout.ScheduleCanceled || sc.DoneBy != "ada" {
+	if sc, err := s.CancelSchedule(ctx, "f", "s2", "ada", "by hand", now); err != nil || sc.Status != schedule.Canceled || sc.DoneBy != "ada" {
 		t.Errorf("CancelSchedule(f, s2) = %+v, %v; want canceled by ada", sc, err)
 	}
 	if _, err := s.CancelSchedule(ctx, "f", "s2", "ada", "by hand", now); feature.ErrorCode(err) != feature.EConflict {
@@ -86,7 +87,7 @@ func testSchedules(t *testing.T, o Opened) {
 	// Two handles, as two instances, claim at once: each due schedule
 	// goes to exactly one (s2, canceled, and none not due).
 	handles := []Store{s, o.Open(t)}
-	claimed := make([][]rollout.Schedule, 6)
+	claimed := make([][]schedule.Schedule, 6)
 	errs := make([]error, len(claimed))
 	var wg sync.WaitGroup
 	for i := range claimed {
@@ -95,7 +96,7 @@ func testSchedules(t *testing.T, o Opened) {
 		})
 	}
 	wg.Wait()
-	owner := map[string]rollout.Schedule{}
+	owner := map[string]schedule.Schedule{}
 	for i, cs := range claimed {
 		if errs[i] != nil {
 			t.Fatalf("ClaimDueSchedules (racer %d) = %v", i, errs[i])
@@ -104,7 +105,7 @@ func testSchedules(t *testing.T, o Opened) {
 			if prev, ok := owner[sc.ID]; ok {
 				t.Errorf("schedule %s claimed twice: by %s and %s", sc.ID, prev.Claim, sc.Claim)
 			}
-			if sc.Status != rollout.ScheduleRunning || sc.Claim != fmt.Sprint("claim", i) {
+			if sc.Status != schedule.Running || sc.Claim != fmt.Sprint("claim", i) {
 				t.Errorf("claimed schedule %s is %s under %q, want running under claim%d", sc.ID, sc.Status, sc.Claim, i)
 			}
 			owner[sc.ID] = sc
@@ -126,7 +127,7 @@ func testSchedules(t *testing.T, o Opened) {
 	v := versionOf(g)
 	v.Kind, v.Subject = audit.ScheduleApply, "s1"
 	done := owner["s1"]
-	done.Status, done.Version = rollout.ScheduleApplied, g.Version
+	done.Status, done.Version = schedule.Applied, g.Version
 	wrong := done
 	wrong.Claim = "someone else"
 	wantCode(t, "FinishSchedule(another claim)", s.FinishSchedule(ctx, wrong, &g, &v), feature.EConflict)
@@ -136,34 +137,34 @@ func testSchedules(t *testing.T, o Opened) {
 	}
 	wantFeature(t, s, g)
 	wantCode(t, "FinishSchedule(s1 again)", s.FinishSchedule(ctx, done, &g, &v), feature.EConflict)
-	if sc, err := s.Schedule(ctx, "s1"); err != nil || sc.Status != rollout.ScheduleApplied || sc.Version != 2 || sc.Claim != "" {
+	if sc, err := s.Schedule(ctx, "s1"); err != nil || sc.Status != schedule.Applied || sc.Version != 2 || sc.Claim != "" {
 		t.Errorf("Schedule(s1) = %+v, %v; want applied, version 2", sc, err)
 	}
 	// A stale feature: neither is written.
 	stale := owner["s3"]
-	stale.Status = rollout.ScheduleApplied
+	stale.Status = schedule.Applied
 	wantCode(t, "FinishSchedule(stale feature)", s.FinishSchedule(ctx, stale, &g, &v), feature.EConflict)
-	if sc, _ := s.Schedule(ctx, "s3"); sc.Status != rollout.ScheduleRunning {
+	if sc, _ := s.Schedule(ctx, "s3"); sc.Status != schedule.Running {
 		t.Errorf("after a stale write, s3 is %s, want still running", sc.Status)
 	}
 	// s3 fails.
 	failed := owner["s3"]
-	failed.Status, failed.Reason = rollout.ScheduleFailed, "over max_churn"
+	failed.Status, failed.Reason = schedule.Failed, "over max_churn"
 	if err := s.FinishSchedule(ctx, failed, nil, nil); err != nil {
 		t.Fatalf("FinishSchedule(s3 failed) = %v", err)
 	}
 
 	// o1's claimant vanished: after the lease another claims it, and the
 	// first can no longer finish it.
-	if cs, err := s.ClaimDueSchedules(ctx, "early", now.Add(rollout.ScheduleLease/2), 10); err != nil || len(cs) != 0 {
+	if cs, err := s.ClaimDueSchedules(ctx, "early", now.Add(schedule.Lease/2), 10); err != nil || len(cs) != 0 {
 		t.Errorf("ClaimDueSchedules before the lease ends = %v, %v; want none", cs, err)
 	}
-	cs, err := s.ClaimDueSchedules(ctx, "second", now.Add(rollout.ScheduleLease+time.Second), 10)
+	cs, err := s.ClaimDueSchedules(ctx, "second", now.Add(schedule.Lease+time.Second), 10)
 	if err != nil || len(cs) != 1 || cs[0].ID != "o1" || cs[0].Claim != "second" {
 		t.Fatalf("ClaimDueSchedules after the lease = %+v, %v; want o1 under claim second", cs, err)
 	}
 	lapsed := owner["o1"]
-	lapsed.Status = rollout.ScheduleFailed
+	lapsed.Status = schedule.Failed
 	wantCode(t, "FinishSchedule(lapsed claim)", s.FinishSchedule(ctx, lapsed, nil, nil), feature.EConflict)
 
 	// Archiving f cancels its pending schedule s4, with an event.
@@ -171,10 +172,10 @@ func testSchedules(t *testing.T, o Opened) {
 	if err := s.ArchiveFeature(ctx, "f", 2, audit.Event{Actor: "ada", Kind: audit.Archive, Time: now}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := fmt.Sprint(scheduleIDs(t, s, rollout.ScheduleQuery{Feature: "f"})), "[s4 canceled s2 canceled s1 applied s3 failed]"; got != want {
+	if got, want := fmt.Sprint(scheduleIDs(t, s, schedule.Query{Feature: "f"})), "[s4 canceled s2 canceled s1 applied s3 failed]"; got != want {
 		t.Errorf("Schedules(f) after the archive = %s, want %s", got, want)
 	}
-	if got, want := fmt.Sprint(scheduleIDs(t, s, rollout.ScheduleQuery{Status: rollout.ScheduleRunning})), "[o1 running]"; got != want {
+	if got, want := fmt.Sprint(scheduleIDs(t, s, schedule.Query{Status: schedule.Running})), "[o1 running]"; got != want {
 		t.Errorf("Schedules(running) = %s, want %s", got, want)
 	}
 	wantKinds(t, s, audit.Query{Feature: "f", Ascending: true},
@@ -183,7 +184,7 @@ func testSchedules(t *testing.T, o Opened) {
 	if err := s.PurgeFeature(ctx, "f", audit.Event{Actor: "ada"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := scheduleIDs(t, s, rollout.ScheduleQuery{Feature: "f"}); len(got) != 0 {
+	if got := scheduleIDs(t, s, schedule.Query{Feature: "f"}); len(got) != 0 {
 		t.Errorf("Schedules(f) after the purge = %v, want none", got)
 	}
 }
@@ -199,7 +200,7 @@ func testScheduleCaps(t *testing.T, o Opened) {
 	g := newFeature("g")
 	create(t, s, g)
 	at := t0.Add(time.Hour)
-	for i := range rollout.MaxPendingPerFeature {
+	for i := range schedule.MaxPendingPerFeature {
 		createSchedule(t, s, newSchedule(fmt.Sprint("f", i), f, at))
 	}
 	wantCode(t, "CreateSchedule(one too many for f)", s.CreateSchedule(ctx, newSchedule("f-over", f, at)), feature.EConflict)
@@ -212,7 +213,7 @@ func testScheduleCaps(t *testing.T, o Opened) {
 		return
 	}
 	// Fill the environment to its cap with other features' schedules.
-	fill := rollout.MaxPendingPerEnvironment - rollout.MaxPendingPerFeature - 1
+	fill := schedule.MaxPendingPerEnvironment - schedule.MaxPendingPerFeature - 1
 	if err := o.Exec(t, fmt.Sprintf(`
 		WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %d)
 		INSERT INTO schedules (id, environment, feature_key, status, due_at, body, created_at)

@@ -23,6 +23,7 @@ import (
 	"github.com/rollout/rollout/api/client"
 	"github.com/rollout/rollout/api/clienttest/internal/testserver"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/exposure"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -370,7 +371,7 @@ func TestExposures(t *testing.T) {
 	}
 	defer res.Body.Close()
 	data, _ := io.ReadAll(res.Body)
-	var rep rollout.ExposureReport
+	var rep exposure.Report
 	if err := json.Unmarshal(data, &rep); err != nil {
 		t.Fatal(err)
 	}

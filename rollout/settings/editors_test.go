@@ -1,4 +1,4 @@
-package rollout
+package settings
 
 import (
 	"encoding/json"
