@@ -16,6 +16,7 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/idempotency"
+	"github.com/rollout/rollout/rollout/ramp"
 )
 
 // Idempotency keys, as Stripe's API has them: a change request (POST, PUT,
@@ -103,8 +104,8 @@ func resultAnswer(status int, res rollout.Result) (keptAnswer, error) {
 }
 
 // rampAnswer is the answer of a change of a ramp.
-func rampAnswer(status int) func(rollout.Ramp) (keptAnswer, error) {
-	return func(r rollout.Ramp) (keptAnswer, error) { return jsonAnswer(status, map[string]any{"ramp": r}) }
+func rampAnswer(status int) func(ramp.Ramp) (keptAnswer, error) {
+	return func(r ramp.Ramp) (keptAnswer, error) { return jsonAnswer(status, map[string]any{"ramp": r}) }
 }
 
 // send writes a.

@@ -58,7 +58,7 @@ func TestRampDryRun(t *testing.T) {
 	body := map[string]any{"bucket": "on", "steps": []float64{0.6, 0.8, 1}, "every": "24h", "start": "2099-01-01T09:00:00Z", "comment": "slowly", "dry_run": true}
 	pre := decodeAs[struct {
 		DryRun bool               `json:"dry_run"`
-		Ramp   rollout.Ramp       `json:"ramp"`
+		Ramp   ramp.Ramp          `json:"ramp"`
 		Steps  []ramp.StepPreview `json:"steps"`
 	}](t, s.must(200, "POST", "/api/features/dark-mode/ramps", body))
 	if !pre.DryRun || len(pre.Steps) != 3 || pre.Ramp.Comment != "slowly" || pre.Ramp.Tolerance != plan.DefaultTolerance {

@@ -166,7 +166,7 @@ func (s *Server) resumeRamp(c echo.Context) error { return s.moveRamp(c, s.in(c)
 
 func (s *Server) cancelRamp(c echo.Context) error { return s.moveRamp(c, s.in(c).CancelRamp) }
 
-func (s *Server) moveRamp(c echo.Context, move func(ctx context.Context, key, id string, opts rollout.RampOptions) (rollout.Ramp, error)) error {
+func (s *Server) moveRamp(c echo.Context, move func(ctx context.Context, key, id string, opts rollout.RampOptions) (ramp.Ramp, error)) error {
 	var none struct{}
 	if err := decodeOptional(c, &none); err != nil {
 		return err

@@ -7,17 +7,16 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/api"
-	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/ramp"
 )
 
 type rampAnswer struct {
-	Ramp rollout.Ramp `json:"ramp"`
+	Ramp ramp.Ramp `json:"ramp"`
 }
 
 type rampsAnswer struct {
-	Ramps []rollout.Ramp `json:"ramps"`
+	Ramps []ramp.Ramp `json:"ramps"`
 }
 
 func decodeAs[T any](t *testing.T, r response) T {

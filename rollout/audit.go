@@ -2,13 +2,10 @@ package rollout
 
 import (
 	"context"
-	"fmt"
 	"strings"
-	"time"
 
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
-	"github.com/rollout/rollout/rollout/ramp"
 )
 
 // AuditStore keeps the audit trail. Events are written by the store's
@@ -66,61 +63,5 @@ func VersionEvent(key, id string, v Version) audit.Event {
 	return audit.Event{
 		Time: v.Time, Actor: v.Actor, Kind: kind, Feature: key, FeatureID: id, Version: v.Version,
 		Summary: summary, Comment: v.Comment, Churn: &churn, Subject: v.Subject,
-	}
-}
-
-// RampActorFor is the actor of what a ramp does on its own (its steps, a
-// pause by a step that could not apply): "ramp, started by alice".
-func RampActorFor(r Ramp) string {
-	if r.Actor == "" || r.Actor == "anonymous" || r.Actor == RampActor {
-		return RampActor
-	}
-	return RampActor + ", started by " + r.Actor
-}
-
-// RampEvent returns the audit event that records the ramp update from
-// prev to next (prev.ID == next.ID), and false when the update is none of
-// an audited kind. by is who made it ("": the ramp itself).
-func RampEvent(prev, next Ramp, by string, at time.Time) (audit.Event, bool) {
-	e := audit.Event{Time: at, Actor: by, Feature: next.Feature, FeatureID: next.FeatureID, Subject: next.ID}
-	if e.Actor == "" {
-		e.Actor = RampActorFor(next)
-	}
-	what := fmt.Sprintf("ramp of %s to %s", next.Bucket, feature.Percent(next.Steps[len(next.Steps)-1].Share))
-	switch {
-	case next.State == ramp.Canceled && prev.State != ramp.Canceled:
-		e.Kind, e.Summary = audit.RampCancel, "canceled the "+what+fmt.Sprintf(" after %d of %d steps", next.Next, len(next.Steps))
-	case next.State == ramp.Paused && prev.State != ramp.Paused:
-		e.Kind, e.Summary = audit.RampPause, "paused the "+what+reason(next.Reason)
-	case next.State == ramp.Active && prev.State == ramp.Paused && next.ApprovedBy != prev.ApprovedBy:
-		e.Kind, e.Summary = audit.RampResume, "resumed the "+what+", approving its steps (approvals cover the feature)"
-	case next.State == ramp.Active && prev.State == ramp.Paused:
-		e.Kind, e.Summary = audit.RampResume, "resumed the "+what
-	case next.Next > prev.Next:
-		i := next.Next - 1
-		e.Kind, e.Summary = audit.RampStep, fmt.Sprintf("%s: step %d of %d, %s (the bucket had it already: nothing changed)", what, i+1, len(next.Steps), feature.Percent(next.Steps[i].Share))
-	default:
-		return audit.Event{}, false
-	}
-	return e, true
-}
-
-func reason(r string) string {
-	if r == "" {
-		return ""
-	}
-	return " (" + r + ")"
-}
-
-// RampCreateEvent returns the audit event that records the start of r.
-func RampCreateEvent(r Ramp) audit.Event {
-	shares := make([]string, len(r.Steps))
-	for i, st := range r.Steps {
-		shares[i] = feature.Percent(st.Share)
-	}
-	return audit.Event{
-		Time: r.CreatedAt, Actor: r.Actor, Kind: audit.RampCreate, Feature: r.Feature, FeatureID: r.FeatureID, Subject: r.ID,
-		Summary: fmt.Sprintf("started a ramp of %s: %s, first step at %s", r.Bucket, strings.Join(shares, " → "), r.Steps[0].At.UTC().Format(time.RFC3339)),
-		Comment: r.Comment,
 	}
 }

@@ -46,14 +46,17 @@
 // plans (plan.For, plan.New, the modes, and plan.CheckTolerance, the one
 // rule for a tolerance of plans and ramps alike).
 //
-// Ramps (ramp.go). A Ramp grows one bucket to a list of shares at set
+// Ramps (ramp.go). A ramp (ramp.Ramp) grows one bucket to a list of shares at set
 // times (or shrinks it: a ramp down), each step an ordinary change that
 // only adds replicas to it (removes them), so that a user who enters the
 // bucket stays in it; its step of 100 % leaves the other buckets at 0
 // replicas; ApplyDueRamps applies the steps that are due, on whichever
 // instance gets to them first, and RunRamps does so at an interval.
-// Package rollout/ramp reckons them: what a ramp asks for (ramp.Spec),
-// its steps and states, its tolerance, each step's replicas and preview.
+// Package rollout/ramp says what a ramp is (ramp.Ramp, as stored, with
+// its audit events) and reckons it: what a ramp asks for (ramp.Spec), its
+// steps and states, its tolerance, each step's replicas and preview. The
+// store takes a ramp's approval and idempotency settlement as arguments
+// of its write (RampStore), as it does an archive's.
 //
 // Scheduled changes (schedule.go). Package rollout/schedule says what a
 // schedule is: a change of a feature (the body of a route, parsed by the

@@ -195,7 +195,7 @@ func TestIdempotencyInOptions(t *testing.T) {
 	k.kept("StartRamp", started)
 	for _, move := range []struct {
 		name string
-		move func(ctx context.Context, key, id string, opts rollout.RampOptions) (rollout.Ramp, error)
+		move func(ctx context.Context, key, id string, opts rollout.RampOptions) (ramp.Ramp, error)
 	}{{"PauseRamp", svc.PauseRamp}, {"ResumeRamp", svc.ResumeRamp}, {"CancelRamp", svc.CancelRamp}} {
 		k = claimKey(t, svc, move.name)
 		r, err := move.move(ctx, "f", started.Ramp.ID, rollout.RampOptions{Actor: "ops", Idempotency: k.idem})

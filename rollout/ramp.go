@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	"github.com/rollout/rollout/rollout/auth"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/idempotency"
-	"github.com/rollout/rollout/rollout/plan"
 	"github.com/rollout/rollout/rollout/ramp"
 	"github.com/rollout/rollout/rollout/request"
 )
@@ -39,87 +37,6 @@ import (
 // revision (ApplyRampStep), so that of several instances racing to apply
 // the same step exactly one succeeds and the others write nothing.
 
-// RampActor is the actor of the versions ramps make.
-const RampActor = "ramp"
-
-// Ramp is a scheduled ramp of one bucket of a feature.
-type Ramp struct {
-	ID        string      `json:"id"`
-	Feature   string      `json:"feature"`    // the feature's key
-	FeatureID string      `json:"feature_id"` // the feature's ID: a feature made again under the key is another
-	Bucket    string      `json:"bucket"`
-	Steps     []ramp.Step `json:"steps"`
-	// MaxChurn, when not nil, pauses the ramp instead of applying a step
-	// that would move more than this fraction of users.
-	MaxChurn  *float64 `json:"max_churn"`
-	Tolerance float64  `json:"tolerance"`
-	// FineDefault says the tolerance is the default of a fine ring
-	// (plan.FineTolerance, chosen because none was given): a step that cannot
-	// come within it comes within plan.DefaultTolerance instead of pausing.
-	FineDefault bool       `json:"fine_default,omitempty"`
-	State       ramp.State `json:"state"`
-	// Comment is what its author said of the ramp (at most MaxComment
-	// bytes); its steps' versions carry it.
-	Comment string `json:"comment,omitempty"`
-	// Reason says why the ramp is paused (or was, before it resumed).
-	Reason string `json:"reason,omitempty"`
-	// Next is the index of the next step to apply; len(Steps) when done.
-	Next int `json:"next"`
-	// Replicas is the bucket's replica count after the ramp's last step
-	// (at creation, the count then): a feature whose bucket has fewer has
-	// been changed by hand in a way the ramp cannot continue from.
-	Replicas  int       `json:"replicas"`
-	Actor     string    `json:"actor"`
-	Revision  int       `json:"revision"` // grows by one with each update of the ramp
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
-	// UpdatedBy is who made the last update by hand (pause, resume,
-	// cancel); "" when the ramp made it itself (a step). The store's
-	// audit event of the update names them.
-	UpdatedBy string `json:"updated_by,omitempty"`
-	// Role is the role of the token that started the ramp ("" for the
-	// command line, an open API, or a ramp older than roles on ramps).
-	// An editor's ramp is bound by the settings at each step, unless
-	// ApprovedBy approved it: a step moves at most the editors' churn
-	// limit, and none applies while approvals cover the feature.
-	Role auth.Role `json:"role,omitempty"`
-	// ApprovedBy is who approved the ramp's steps: the approver of the
-	// change request that started it, or who resumed it after it paused
-	// for an approval.
-	ApprovedBy string `json:"approved_by,omitempty"`
-	// NeedsApproval says the ramp paused because approvals came to cover
-	// its feature after an editor started it: resuming it, by another
-	// person than its author, approves its steps.
-	NeedsApproval bool `json:"needs_approval,omitempty"`
-	// Request, when not nil, is the approval of the change request that
-	// starts the ramp: the store marks it applied in the ramp's
-	// transaction (CreateRamp).
-	Request *request.Decision `json:"-"`
-	// Settles, when not nil, is the idempotency key of the request that
-	// writes the ramp: the store marks it done in the ramp's transaction
-	// (CreateRamp, UpdateRamp), as it does a Version's.
-	Settles *idempotency.Settlement `json:"-"`
-}
-
-// Live reports whether the ramp may still apply steps (active or paused).
-func (r Ramp) Live() bool { return r.State == ramp.Active || r.State == ramp.Paused }
-
-// Clone returns a deep copy of r.
-func (r Ramp) Clone() Ramp {
-	r.Steps = slices.Clone(r.Steps)
-	for i, st := range r.Steps {
-		if st.Applied != nil {
-			at := *st.Applied
-			r.Steps[i].Applied = &at
-		}
-	}
-	if r.MaxChurn != nil {
-		m := *r.MaxChurn
-		r.MaxChurn = &m
-	}
-	return r
-}
-
 // RampStore keeps ramps. Each method is atomic.
 //
 // Errors: an *Error with ENotFound when the ramp (or, for ApplyRampStep,
@@ -128,22 +45,22 @@ func (r Ramp) Clone() Ramp {
 // not at revision r.Revision-1 or the feature is not at version
 // f.Version-1; EUnavailable as for Store.
 type RampStore interface {
-	// CreateRamp stores a new ramp at revision 1; with r.Request, it
+	// CreateRamp stores a new ramp at revision 1; with approval, it
 	// marks that change request applied in the same transaction
 	// (EConflict when it is no longer open) and records request_approve;
-	// with r.Settles, it settles it.
-	CreateRamp(ctx context.Context, r Ramp) error
+	// with settle, it settles that idempotency key.
+	CreateRamp(ctx context.Context, r ramp.Ramp, approval *request.Decision, settle *idempotency.Settlement) error
 	// Ramp returns one ramp.
-	Ramp(ctx context.Context, id string) (Ramp, error)
+	Ramp(ctx context.Context, id string) (ramp.Ramp, error)
 	// Ramps returns the ramps of the feature key (every feature's when key
 	// is ""), oldest first.
-	Ramps(ctx context.Context, key string) ([]Ramp, error)
+	Ramps(ctx context.Context, key string) ([]ramp.Ramp, error)
 	// UpdateRamp replaces the stored ramp, which must be at revision
-	// r.Revision-1, with r (and settles r.Settles).
-	UpdateRamp(ctx context.Context, r Ramp) error
+	// r.Revision-1, with r, and settles settle when it is not nil.
+	UpdateRamp(ctx context.Context, r ramp.Ramp, settle *idempotency.Settlement) error
 	// ApplyRampStep does what UpdateFeature(f, v) and UpdateRamp(r) do, in
 	// one transaction: both or neither.
-	ApplyRampStep(ctx context.Context, f feature.Feature, v Version, r Ramp) error
+	ApplyRampStep(ctx context.Context, f feature.Feature, v Version, r ramp.Ramp) error
 }
 
 // CreateRamp stores a new active ramp of the feature key, not bound by
@@ -151,7 +68,7 @@ type RampStore interface {
 // role, the command line's. It returns ENotFound for no such feature or
 // bucket, EInvalid for a bad spec or a ramp whose last share the bucket has
 // already, and EConflict when the feature has a live ramp already.
-func (s *Service) CreateRamp(ctx context.Context, key string, spec ramp.Spec, actorName string) (Ramp, error) {
+func (s *Service) CreateRamp(ctx context.Context, key string, spec ramp.Spec, actorName string) (ramp.Ramp, error) {
 	spec.Role = ""
 	st, err := s.StartRamp(ctx, key, spec, RampOptions{Actor: actorName})
 	return st.Ramp, err
@@ -171,7 +88,7 @@ type RampOptions struct {
 // request the ramp became (Ramp is then the ramp it would start, not
 // stored, and Steps its preview).
 type RampStart struct {
-	Ramp    Ramp
+	Ramp    ramp.Ramp
 	Request *request.Request
 	Steps   []ramp.StepPreview
 }
@@ -208,11 +125,11 @@ func (s *Service) StartRamp(ctx context.Context, key string, spec ramp.Spec, opt
 		}
 	}
 	st := RampStart{Ramp: r}
-	w := r
-	if w.Settles, err = opts.Idempotency.Settle(st, r.CreatedAt); err != nil {
+	settle, err := opts.Idempotency.Settle(st, r.CreatedAt)
+	if err != nil {
 		return RampStart{}, err
 	}
-	if err := s.store.CreateRamp(ctx, w); err != nil {
+	if err := s.store.CreateRamp(ctx, r, nil, settle); err != nil {
 		return RampStart{}, err
 	}
 	return st, nil
@@ -282,43 +199,43 @@ func (s *Service) previewRampRequest(ctx context.Context, r request.Request) (re
 // approver, on the feature at r.IfMatch (EPrecondition when it moved on),
 // marking r applied in the ramp's transaction. It returns the ramp, and
 // the feature with the request's preview. The caller holds s.mu.
-func (s *Service) startApprovedRamp(ctx context.Context, r request.Request, approver, comment string) (Ramp, Result, error) {
+func (s *Service) startApprovedRamp(ctx context.Context, r request.Request, approver, comment string) (ramp.Ramp, Result, error) {
 	if r.Change.Ramp == nil {
-		return Ramp{}, Result{}, feature.Errorf(feature.EInvalid, "request %s asks for a ramp but names none", r.ID)
+		return ramp.Ramp{}, Result{}, feature.Errorf(feature.EInvalid, "request %s asks for a ramp but names none", r.ID)
 	}
 	c, err := s.current(ctx, r.Feature, ChangeOptions{IfMatch: r.IfMatch})
 	if err != nil {
-		return Ramp{}, Result{}, err
+		return ramp.Ramp{}, Result{}, err
 	}
 	spec := *r.Change.Ramp
 	spec.Comment = r.Comment
 	rp, err := s.newRamp(c, spec, r.Author)
 	if err != nil {
-		return Ramp{}, Result{}, err
+		return ramp.Ramp{}, Result{}, err
 	}
 	rp.Role, rp.ApprovedBy = auth.RoleEditor, approver
-	rp.Request = &request.Decision{ID: r.ID, By: approver, Comment: comment}
-	if err := s.store.CreateRamp(ctx, rp); err != nil {
-		return Ramp{}, Result{}, err
+	approval := &request.Decision{ID: r.ID, By: approver, Comment: comment}
+	if err := s.store.CreateRamp(ctx, rp, approval, nil); err != nil {
+		return ramp.Ramp{}, Result{}, err
 	}
 	return rp, Result{Feature: c.Feature(), Report: r.Report, Shares: c.Shares()}, nil
 }
 
 // newRamp checks spec against the feature c as it is and returns the
 // ramp it makes, not stored.
-func (s *Service) newRamp(c *feature.Compiled, spec ramp.Spec, actorName string) (Ramp, error) {
+func (s *Service) newRamp(c *feature.Compiled, spec ramp.Spec, actorName string) (ramp.Ramp, error) {
 	key := c.Feature().Key
 	now := s.now().UTC()
 	steps, err := spec.Steps(now)
 	if err != nil {
-		return Ramp{}, err
+		return ramp.Ramp{}, err
 	}
 	if err := s.checkComment(spec.Comment, false); err != nil {
-		return Ramp{}, err
+		return ramp.Ramp{}, err
 	}
 	b, ok := c.Feature().Bucket(spec.Bucket)
 	if !ok {
-		return Ramp{}, feature.Errorf(feature.ENotFound, "feature %q has no bucket %q: ramp one of its buckets", key, spec.Bucket)
+		return ramp.Ramp{}, feature.Errorf(feature.ENotFound, "feature %q has no bucket %q: ramp one of its buckets", key, spec.Bucket)
 	}
 	last := steps[len(steps)-1].Share
 	share := c.Feature().Ring().Shares()[b.Name]
@@ -326,19 +243,19 @@ func (s *Service) newRamp(c *feature.Compiled, spec ramp.Spec, actorName string)
 	case len(steps) == 1 && share > last || len(steps) > 1 && steps[1].Share < steps[0].Share:
 		// A ramp down: it only removes replicas of its bucket.
 		if share <= last {
-			return Ramp{}, feature.Errorf(feature.EInvalid, "bucket %q already has %s of users, at most the ramp's last step (%s): nothing to ramp down", b.Name, feature.Percent(share), feature.Percent(last))
+			return ramp.Ramp{}, feature.Errorf(feature.EInvalid, "bucket %q already has %s of users, at most the ramp's last step (%s): nothing to ramp down", b.Name, feature.Percent(share), feature.Percent(last))
 		}
 		if share >= 1 {
-			return Ramp{}, feature.Errorf(feature.EInvalid, "bucket %q serves every user and the other buckets have no replicas: removing its replicas cannot give them users; ramp another bucket up from 0 %% instead, which moves users out of %q only", b.Name, b.Name)
+			return ramp.Ramp{}, feature.Errorf(feature.EInvalid, "bucket %q serves every user and the other buckets have no replicas: removing its replicas cannot give them users; ramp another bucket up from 0 %% instead, which moves users out of %q only", b.Name, b.Name)
 		}
 	case share >= last:
-		return Ramp{}, feature.Errorf(feature.EInvalid, "bucket %q already has %s of users, at least the ramp's last step (%s): nothing to ramp", b.Name, feature.Percent(share), feature.Percent(last))
+		return ramp.Ramp{}, feature.Errorf(feature.EInvalid, "bucket %q already has %s of users, at least the ramp's last step (%s): nothing to ramp", b.Name, feature.Percent(share), feature.Percent(last))
 	}
 	tol, fine, err := ramp.Tolerance(c.Feature(), spec.Tolerance)
 	if err != nil {
-		return Ramp{}, err
+		return ramp.Ramp{}, err
 	}
-	return Ramp{
+	return ramp.Ramp{
 		ID: uuid.NewString(), Feature: key, FeatureID: c.Feature().ID, Bucket: b.Name,
 		Steps: steps, MaxChurn: spec.MaxChurn, Tolerance: tol, FineDefault: fine, State: ramp.Active,
 		Comment:  spec.Comment,
@@ -353,7 +270,7 @@ func (s *Service) newRamp(c *feature.Compiled, spec ramp.Spec, actorName string)
 // request), "admin" (a step moves more than the editors' churn limit), or
 // "" (it would start).
 type RampPreview struct {
-	Ramp  Ramp               `json:"ramp"`
+	Ramp  ramp.Ramp          `json:"ramp"`
 	Steps []ramp.StepPreview `json:"steps"`
 	Needs string             `json:"needs,omitempty"`
 }
@@ -387,7 +304,7 @@ func (s *Service) PreviewRamp(ctx context.Context, key string, spec ramp.Spec, a
 // previewRamp previews each step of r on the feature c as it is, and
 // reports what the steps that can apply do in all (from c to the last of
 // them).
-func previewRamp(c *feature.Compiled, r Ramp) ([]ramp.StepPreview, feature.Report) {
+func previewRamp(c *feature.Compiled, r ramp.Ramp) ([]ramp.StepPreview, feature.Report) {
 	var out []ramp.StepPreview
 	cur := feature.Compile(c.Feature(), nil)
 	down := r.Down(c.Feature().Ring().Shares()[r.Bucket])
@@ -400,7 +317,7 @@ func previewRamp(c *feature.Compiled, r Ramp) ([]ramp.StepPreview, feature.Repor
 			ch = rampFinal(r.Bucket, sp.Replicas, "")
 		} else {
 			var err error
-			sp.Replicas, sp.Reached, err = r.replicasFor(cur.Feature(), step.Share, down)
+			sp.Replicas, sp.Reached, err = r.ReplicasFor(cur.Feature(), step.Share, down)
 			if err != nil {
 				sp.Error = feature.ErrorMessage(err)
 				out = append(out, sp)
@@ -434,19 +351,9 @@ func previewRamp(c *feature.Compiled, r Ramp) ([]ramp.StepPreview, feature.Repor
 	return out, cur.ReportFrom(feature.Compile(c.Feature(), nil))
 }
 
-// replicasFor is ramp.Replicas at r's tolerance; a ramp at the fine
-// default that cannot come within it comes within plan.DefaultTolerance.
-func (r Ramp) replicasFor(f feature.Feature, share float64, down bool) (int, float64, error) {
-	n, reached, err := ramp.Replicas(f, r.Bucket, share, r.Tolerance, down)
-	if err != nil && r.FineDefault {
-		return ramp.Replicas(f, r.Bucket, share, plan.DefaultTolerance, down)
-	}
-	return n, reached, err
-}
-
 // Ramps returns the ramps of the feature key, or of every feature when key
 // is "", oldest first.
-func (s *Service) Ramps(ctx context.Context, key string) ([]Ramp, error) {
+func (s *Service) Ramps(ctx context.Context, key string) ([]ramp.Ramp, error) {
 	if key != "" {
 		if _, err := s.known(ctx, key); err != nil {
 			return nil, err
@@ -457,7 +364,7 @@ func (s *Service) Ramps(ctx context.Context, key string) ([]Ramp, error) {
 
 // Ramp returns the ramp id of the feature key; ENotFound when the feature
 // has no such ramp.
-func (s *Service) Ramp(ctx context.Context, key, id string) (Ramp, error) {
+func (s *Service) Ramp(ctx context.Context, key, id string) (ramp.Ramp, error) {
 	r, err := s.store.Ramp(ctx, id)
 	if err == nil && r.Feature != key {
 		err = feature.Errorf(feature.ENotFound, "feature %q has no ramp %q", key, id)
@@ -467,8 +374,8 @@ func (s *Service) Ramp(ctx context.Context, key, id string) (Ramp, error) {
 
 // PauseRamp pauses the active ramp id of the feature key. It returns
 // EConflict when the ramp is not active.
-func (s *Service) PauseRamp(ctx context.Context, key, id string, opts RampOptions) (Ramp, error) {
-	return s.moveRamp(ctx, key, id, opts, func(r *Ramp) error {
+func (s *Service) PauseRamp(ctx context.Context, key, id string, opts RampOptions) (ramp.Ramp, error) {
+	return s.moveRamp(ctx, key, id, opts, func(r *ramp.Ramp) error {
 		if r.State != ramp.Active {
 			return feature.Errorf(feature.EConflict, "ramp %q is %s, not active: only an active ramp can be paused", id, r.State)
 		}
@@ -482,9 +389,9 @@ func (s *Service) PauseRamp(ctx context.Context, key, id string, opts RampOption
 // that paused for an approval (NeedsApproval) is approved by resuming it,
 // which its author may not do (EForbidden): another editor or an admin
 // does. It returns EConflict when the ramp is not paused.
-func (s *Service) ResumeRamp(ctx context.Context, key, id string, opts RampOptions) (Ramp, error) {
+func (s *Service) ResumeRamp(ctx context.Context, key, id string, opts RampOptions) (ramp.Ramp, error) {
 	by := actor(ChangeOptions{Actor: opts.Actor})
-	return s.moveRamp(ctx, key, id, opts, func(r *Ramp) error {
+	return s.moveRamp(ctx, key, id, opts, func(r *ramp.Ramp) error {
 		if r.State != ramp.Paused {
 			return feature.Errorf(feature.EConflict, "ramp %q is %s, not paused: only a paused ramp can be resumed", id, r.State)
 		}
@@ -501,8 +408,8 @@ func (s *Service) ResumeRamp(ctx context.Context, key, id string, opts RampOptio
 
 // CancelRamp ends the live ramp id for good; the feature keeps the steps
 // applied so far. It returns EConflict when the ramp is done or canceled.
-func (s *Service) CancelRamp(ctx context.Context, key, id string, opts RampOptions) (Ramp, error) {
-	return s.moveRamp(ctx, key, id, opts, func(r *Ramp) error {
+func (s *Service) CancelRamp(ctx context.Context, key, id string, opts RampOptions) (ramp.Ramp, error) {
+	return s.moveRamp(ctx, key, id, opts, func(r *ramp.Ramp) error {
 		if !r.Live() {
 			return feature.Errorf(feature.EConflict, "ramp %q is %s already", id, r.State)
 		}
@@ -514,23 +421,23 @@ func (s *Service) CancelRamp(ctx context.Context, key, id string, opts RampOptio
 // moveRamp applies move to the stored ramp and stores the result, reading
 // the ramp again when a step (or another instance) updated it meanwhile.
 // opts.Actor is who moves it, for the audit trail.
-func (s *Service) moveRamp(ctx context.Context, key, id string, opts RampOptions, move func(*Ramp) error) (Ramp, error) {
+func (s *Service) moveRamp(ctx context.Context, key, id string, opts RampOptions, move func(*ramp.Ramp) error) (ramp.Ramp, error) {
 	for attempt := 0; ; attempt++ {
 		r, err := s.Ramp(ctx, key, id)
 		if err != nil {
-			return Ramp{}, err
+			return ramp.Ramp{}, err
 		}
 		if err := move(&r); err != nil {
-			return Ramp{}, err
+			return ramp.Ramp{}, err
 		}
 		r.Revision++
 		r.UpdatedAt = s.now().UTC()
 		r.UpdatedBy = actor(ChangeOptions{Actor: opts.Actor})
-		w := r
-		if w.Settles, err = opts.Idempotency.Settle(r, r.UpdatedAt); err != nil {
-			return Ramp{}, err
+		settle, err := opts.Idempotency.Settle(r, r.UpdatedAt)
+		if err != nil {
+			return ramp.Ramp{}, err
 		}
-		err = s.store.UpdateRamp(ctx, w)
+		err = s.store.UpdateRamp(ctx, r, settle)
 		if feature.ErrorCode(err) == feature.EConflict && attempt < 3 {
 			continue
 		}
@@ -602,7 +509,7 @@ func (s *Service) ApplyDueRamps(ctx context.Context) (int, error) {
 
 // stepRamp applies r's next step and returns the ramp as stored after it,
 // and whether it changed the feature. A step that cannot apply pauses r.
-func (s *Service) stepRamp(ctx context.Context, r Ramp) (Ramp, bool, error) {
+func (s *Service) stepRamp(ctx context.Context, r ramp.Ramp) (ramp.Ramp, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, err := s.reload(ctx, r.Feature)
@@ -611,13 +518,13 @@ func (s *Service) stepRamp(ctx context.Context, r Ramp) (Ramp, bool, error) {
 	}
 	i, step := r.Next, r.Steps[r.Next]
 	now := s.now().UTC()
-	pause := func(format string, args ...any) (Ramp, bool, error) {
+	pause := func(format string, args ...any) (ramp.Ramp, bool, error) {
 		next := r.Clone()
 		next.UpdatedBy = ""
 		next.State, next.Reason = ramp.Paused, fmt.Sprintf("step %d of %d: ", i+1, len(r.Steps))+fmt.Sprintf(format, args...)
 		next.Revision++
 		next.UpdatedAt = now
-		return next, false, s.store.UpdateRamp(ctx, next)
+		return next, false, s.store.UpdateRamp(ctx, next, nil)
 	}
 	if cur == nil || cur.Feature().ID != r.FeatureID {
 		return pause("feature %q was archived (or purged): restore it, then resume the ramp", r.Feature)
@@ -653,7 +560,7 @@ func (s *Service) stepRamp(ctx context.Context, r Ramp) (Ramp, bool, error) {
 		replicas = max(b.Replicas, 1)
 		ch = rampFinal(r.Bucket, replicas, fmt.Sprintf("ramp %s: step %d of %d, %s", r.Bucket, i+1, len(r.Steps), feature.Percent(step.Share)))
 	} else {
-		replicas, reached, err = r.replicasFor(f, step.Share, down)
+		replicas, reached, err = r.ReplicasFor(f, step.Share, down)
 		if err != nil {
 			return pause("%s", feature.ErrorMessage(err))
 		}
@@ -672,9 +579,9 @@ func (s *Service) stepRamp(ctx context.Context, r Ramp) (Ramp, bool, error) {
 	if step.Share < 1 && replicas == b.Replicas || step.Share >= 1 && replicas == b.Replicas && othersEmpty(f, r.Bucket) {
 		// The bucket has the share already (changed by hand): nothing
 		// to change, the step is done.
-		return next, false, s.store.UpdateRamp(ctx, next)
+		return next, false, s.store.UpdateRamp(ctx, next, nil)
 	}
-	opts := ChangeOptions{Actor: RampActorFor(r), MaxChurn: r.MaxChurn, Comment: r.Comment}
+	opts := ChangeOptions{Actor: ramp.ActorFor(r), MaxChurn: r.MaxChurn, Comment: r.Comment}
 	if limit.churn != nil && (opts.MaxChurn == nil || *limit.churn < *opts.MaxChurn) {
 		opts.MaxChurn = limit.churn
 	}
@@ -708,7 +615,7 @@ type rampBounds struct {
 }
 
 // rampLimit reads the settings' bounds on r's next step.
-func (s *Service) rampLimit(ctx context.Context, r Ramp) (rampBounds, error) {
+func (s *Service) rampLimit(ctx context.Context, r ramp.Ramp) (rampBounds, error) {
 	if r.Role != auth.RoleEditor || r.ApprovedBy != "" {
 		return rampBounds{}, nil
 	}
@@ -741,15 +648,6 @@ func (g *gate) checkRamp(key string, steps []ramp.StepPreview) error {
 		}
 	}
 	return nil
-}
-
-// Down reports whether r ramps its bucket down, when the bucket has share
-// now: its steps decrease, or its one step is below share.
-func (r Ramp) Down(share float64) bool {
-	if len(r.Steps) > 1 {
-		return r.Steps[1].Share < r.Steps[0].Share
-	}
-	return len(r.Steps) == 1 && r.Steps[0].Share < share
 }
 
 // othersEmpty reports whether every bucket of f but bucket has 0 replicas.

@@ -58,7 +58,7 @@ func openServices(t *testing.T, n int, clock rollout.Clock) []*rollout.Service {
 
 var fiveSteps = []float64{0.05, 0.1, 0.25, 0.5, 1}
 
-func mustRamp(t *testing.T, svc *rollout.Service, key string, spec ramp.Spec) rollout.Ramp {
+func mustRamp(t *testing.T, svc *rollout.Service, key string, spec ramp.Spec) ramp.Ramp {
 	t.Helper()
 	r, err := svc.CreateRamp(context.Background(), key, spec, "pm@example.com")
 	if err != nil {
@@ -67,7 +67,7 @@ func mustRamp(t *testing.T, svc *rollout.Service, key string, spec ramp.Spec) ro
 	return r
 }
 
-func rampOf(t *testing.T, svc *rollout.Service, r rollout.Ramp) rollout.Ramp {
+func rampOf(t *testing.T, svc *rollout.Service, r ramp.Ramp) ramp.Ramp {
 	t.Helper()
 	got, err := svc.Ramp(context.Background(), r.Feature, r.ID)
 	if err != nil {
@@ -154,8 +154,8 @@ func TestRampUsersStayIn(t *testing.T) {
 	for i, v := range vs[:5] {
 		step := 5 - i
 		want := fmt.Sprintf("ramp on: step %d of 5, %g %%; ", step, 100*fiveSteps[step-1])
-		if v.Actor != rollout.RampActorFor(r) || !strings.HasPrefix(v.Summary, want) || !strings.Contains(v.Summary, "of users moved, all into on") {
-			t.Errorf("version %d: actor %q, summary %q; want %q, %q", v.Version, v.Actor, v.Summary, rollout.RampActorFor(r), want)
+		if v.Actor != ramp.ActorFor(r) || !strings.HasPrefix(v.Summary, want) || !strings.Contains(v.Summary, "of users moved, all into on") {
+			t.Errorf("version %d: actor %q, summary %q; want %q, %q", v.Version, v.Actor, v.Summary, ramp.ActorFor(r), want)
 		}
 	}
 	got := rampOf(t, svc, r)
@@ -256,7 +256,7 @@ func TestRunRampsTwoInstances(t *testing.T) {
 	checkOneVersionPerStep(t, svcs[1], r)
 }
 
-func checkOneVersionPerStep(t *testing.T, svc *rollout.Service, r rollout.Ramp) {
+func checkOneVersionPerStep(t *testing.T, svc *rollout.Service, r ramp.Ramp) {
 	t.Helper()
 	vs, err := svc.Versions(context.Background(), r.Feature, 0, 0)
 	if err != nil {
@@ -270,7 +270,7 @@ func checkOneVersionPerStep(t *testing.T, svc *rollout.Service, r rollout.Ramp) 
 	}
 	var want []string
 	for i, s := range r.Steps {
-		want = append(want, fmt.Sprintf("%s: ramp on: step %d of %d, %g %%", rollout.RampActorFor(r), i+1, len(r.Steps), 100*s.Share))
+		want = append(want, fmt.Sprintf("%s: ramp on: step %d of %d, %g %%", ramp.ActorFor(r), i+1, len(r.Steps), 100*s.Share))
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("history after creation:\n%s\nwant one version per step:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

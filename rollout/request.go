@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/ramp"
 	"github.com/rollout/rollout/rollout/request"
 )
 
@@ -286,7 +287,7 @@ func (s *Service) ApproveRequest(ctx context.Context, id, approver, comment stri
 	case request.SpecRestore:
 		res, err = s.restore(ctx, r.Feature, opts)
 	case request.SpecRamp:
-		var started Ramp
+		var started ramp.Ramp
 		if started, res, err = s.startApprovedRamp(ctx, r, approver, comment); err == nil {
 			r.AppliedRamp = started.ID
 		}

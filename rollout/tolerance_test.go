@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/plan"
 	"github.com/rollout/rollout/rollout/ramp"
@@ -47,7 +46,7 @@ func TestToleranceOneRule(t *testing.T) {
 	svc := openServices(t, 1, clock.clock())[0]
 	current := []feature.Bucket{{Name: "on", Replicas: 2}, {Name: "off", Replicas: 100}}
 	targets := map[string]float64{"on": 0.1, "off": 0.9}
-	ramp := func(i int, tol float64) (rollout.Ramp, error) {
+	ramp := func(i int, tol float64) (ramp.Ramp, error) {
 		key := fmt.Sprintf("f%d", i)
 		mustCreate(t, svc, onOff(key, 2, 100))
 		return svc.CreateRamp(context.Background(), key, ramp.Spec{Bucket: "on", Shares: []float64{0.5}, Tolerance: tol}, "")

@@ -9,15 +9,16 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
+	"github.com/rollout/rollout/rollout/idempotency"
+	"github.com/rollout/rollout/rollout/ramp"
 	"github.com/rollout/rollout/rollout/request"
 )
 
-// CreateRamp stores the new ramp r; with r.Request, it marks that change
+// CreateRamp stores the new ramp r; with approval, it marks that change
 // request applied (feature.EConflict when it is no longer open); with
-// r.Settles, it settles it. It
-// returns feature.EConflict when the feature has a live ramp already or
-// the ID is taken.
-func (db *DB) CreateRamp(ctx context.Context, r rollout.Ramp) error {
+// settle, it settles that idempotency key. It returns feature.EConflict
+// when the feature has a live ramp already or the ID is taken.
+func (db *DB) CreateRamp(ctx context.Context, r ramp.Ramp, approval *request.Decision, settle *idempotency.Settlement) error {
 	body, err := encodeJSON(r)
 	if err != nil {
 		return fmt.Errorf("create ramp of feature %q: %w", r.Feature, err)
@@ -36,21 +37,21 @@ func (db *DB) CreateRamp(ctx context.Context, r rollout.Ramp) error {
 		if err != nil {
 			return err
 		}
-		if err := tx.appendAudit(rollout.RampCreateEvent(r)); err != nil {
+		if err := tx.appendAudit(ramp.CreateEvent(r)); err != nil {
 			return err
 		}
-		if r.Request != nil {
-			if err := tx.approveRequest(r.Request, r.CreatedAt, func(req *request.Request) { req.AppliedRamp = r.ID }); err != nil {
+		if approval != nil {
+			if err := tx.approveRequest(approval, r.CreatedAt, func(req *request.Request) { req.AppliedRamp = r.ID }); err != nil {
 				return err
 			}
 		}
-		return tx.settle(r.Settles)
+		return tx.settle(settle)
 	})
 }
 
 // Ramp returns the ramp id; feature.ENotFound when there is none.
-func (db *DB) Ramp(ctx context.Context, id string) (rollout.Ramp, error) {
-	var r rollout.Ramp
+func (db *DB) Ramp(ctx context.Context, id string) (ramp.Ramp, error) {
+	var r ramp.Ramp
 	err := db.readTx(ctx, fmt.Sprintf("read ramp %q", id), func(tx *tx) (err error) {
 		r, err = tx.findRamp(id)
 		return err
@@ -60,8 +61,8 @@ func (db *DB) Ramp(ctx context.Context, id string) (rollout.Ramp, error) {
 
 // Ramps returns the ramps of the feature key, every feature's when key is
 // "", oldest first.
-func (db *DB) Ramps(ctx context.Context, key string) ([]rollout.Ramp, error) {
-	var rs []rollout.Ramp
+func (db *DB) Ramps(ctx context.Context, key string) ([]ramp.Ramp, error) {
+	var rs []ramp.Ramp
 	err := db.readTx(ctx, "list ramps", func(tx *tx) error {
 		rows, err := tx.query(`
 			SELECT body, revision FROM ramps
@@ -74,22 +75,22 @@ func (db *DB) Ramps(ctx context.Context, key string) ([]rollout.Ramp, error) {
 }
 
 // UpdateRamp replaces the ramp r.ID, which must be at revision
-// r.Revision-1, with r, and settles r.Settles. It returns
+// r.Revision-1, with r, and settles settle when it is not nil. It returns
 // feature.ENotFound when there is no such ramp and feature.EConflict when
 // it has moved on.
-func (db *DB) UpdateRamp(ctx context.Context, r rollout.Ramp) error {
+func (db *DB) UpdateRamp(ctx context.Context, r ramp.Ramp, settle *idempotency.Settlement) error {
 	return db.writeTx(ctx, fmt.Sprintf("update ramp %q", r.ID), func(tx *tx) error {
 		if err := tx.updateRamp(r, true); err != nil {
 			return err
 		}
-		return tx.settle(r.Settles)
+		return tx.settle(settle)
 	})
 }
 
 // ApplyRampStep writes the feature f with its history entry v, as
 // UpdateFeature does (settling v.Settles), and the ramp r, as UpdateRamp
 // does, in one transaction: both or neither.
-func (db *DB) ApplyRampStep(ctx context.Context, f feature.Feature, v rollout.Version, r rollout.Ramp) error {
+func (db *DB) ApplyRampStep(ctx context.Context, f feature.Feature, v rollout.Version, r ramp.Ramp) error {
 	if v.Version != f.Version {
 		return fmt.Errorf("apply ramp step to feature %q: history entry is version %d, feature is version %d", f.Key, v.Version, f.Version)
 	}
@@ -106,36 +107,36 @@ func (db *DB) ApplyRampStep(ctx context.Context, f feature.Feature, v rollout.Ve
 	})
 }
 
-func (tx *tx) findRamp(id string) (rollout.Ramp, error) {
+func (tx *tx) findRamp(id string) (ramp.Ramp, error) {
 	rows, err := tx.query(`SELECT body, revision FROM ramps WHERE environment = ? AND id = ?`, tx.env(), id)
 	return first(rows, err, scanRamp, feature.Errorf(feature.ENotFound, "ramp %q does not exist", id))
 }
 
-func scanRamp(rows *sql.Rows) (rollout.Ramp, error) {
+func scanRamp(rows *sql.Rows) (ramp.Ramp, error) {
 	var (
-		r        rollout.Ramp
+		r        ramp.Ramp
 		body     string
 		revision int
 	)
 	if err := rows.Scan(&body, &revision); err != nil {
-		return rollout.Ramp{}, err
+		return ramp.Ramp{}, err
 	}
 	if err := json.Unmarshal([]byte(body), &r); err != nil {
-		return rollout.Ramp{}, fmt.Errorf("decode ramp: %w", err)
+		return ramp.Ramp{}, fmt.Errorf("decode ramp: %w", err)
 	}
 	r.Revision = revision
 	return r, nil
 }
 
 // updateRamp writes r over the stored ramp at revision r.Revision-1 and,
-// when audit is set, records the update's audit event (rollout.RampEvent:
+// when audit is set, records the update's audit event (ramp.Event:
 // a pause, resume, cancel or step, by r.UpdatedBy or the ramp itself).
-func (tx *tx) updateRamp(r rollout.Ramp, audit bool) error {
+func (tx *tx) updateRamp(r ramp.Ramp, audit bool) error {
 	body, err := encodeJSON(r)
 	if err != nil {
 		return err
 	}
-	var prev rollout.Ramp
+	var prev ramp.Ramp
 	if audit {
 		if prev, err = tx.findRamp(r.ID); err != nil && feature.ErrorCode(err) != feature.ENotFound {
 			return err
@@ -155,7 +156,7 @@ func (tx *tx) updateRamp(r rollout.Ramp, audit bool) error {
 		if err != nil || !audit {
 			return err
 		}
-		if e, ok := rollout.RampEvent(prev, r, r.UpdatedBy, r.UpdatedAt); ok {
+		if e, ok := ramp.Event(prev, r, r.UpdatedBy, r.UpdatedAt); ok {
 			return tx.appendAudit(e)
 		}
 		return nil

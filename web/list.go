@@ -155,7 +155,7 @@ func (h *handler) list(c echo.Context) error {
 	if err != nil {
 		return h.internal(c, err)
 	}
-	live := map[string]rollout.Ramp{} // the live ramp of each feature
+	live := map[string]ramp.Ramp{} // the live ramp of each feature
 	for _, r := range ramps {
 		if r.Live() {
 			live[r.Feature] = r
@@ -195,7 +195,7 @@ func (h *handler) list(c echo.Context) error {
 		case err != nil:
 			return h.internal(c, err)
 		}
-		var ramp *rollout.Ramp
+		var ramp *ramp.Ramp
 		if r, ok := live[key]; ok {
 			ramp = &r
 		}
@@ -391,7 +391,7 @@ func (it featureItem) TagList() string { return " " + strings.Join(it.Tags, " ")
 // (from the hours of the stored exposure counts; a feature created less
 // than 7 days ago is not stale for want of evaluations). now is the
 // server's clock.
-func (it *featureItem) status(f feature.Feature, shares map[string]float64, ramp *rollout.Ramp, evaluated, now time.Time) {
+func (it *featureItem) status(f feature.Feature, shares map[string]float64, ramp *ramp.Ramp, evaluated, now time.Time) {
 	baseline := baselineBucket(f)
 	top, topShare := "", -1.0
 	for _, b := range f.Buckets {
@@ -451,7 +451,7 @@ func baselineBucket(f feature.Feature) string {
 }
 
 // rampChip is a ramping feature's chip: its next step and when.
-func rampChip(r rollout.Ramp, now time.Time) (label, title string) {
+func rampChip(r ramp.Ramp, now time.Time) (label, title string) {
 	if r.State == ramp.Paused {
 		return "Ramp paused", "Its ramp of " + r.Bucket + " is paused" + strings.TrimSuffix(": "+rampReason(r.Reason), ": ") + "."
 	}

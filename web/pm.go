@@ -11,6 +11,7 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/feature/hll"
+	"github.com/rollout/rollout/rollout/ramp"
 	"github.com/rollout/rollout/rollout/settings"
 )
 
@@ -40,7 +41,7 @@ type pmView struct {
 // newPMView fills the header's view of feature f, whose ramps (oldest
 // first), evaluations of the last day (lastDay) and their distinct users
 // (users, estimated; 0 when no app counted them) are given.
-func newPMView(f feature.Feature, ramps []rollout.Ramp, lastDay, users int64, now time.Time) pmView {
+func newPMView(f feature.Feature, ramps []ramp.Ramp, lastDay, users int64, now time.Time) pmView {
 	var v pmView
 	for _, r := range ramps {
 		if r.Live() {

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/ramp"
 )
 
@@ -37,7 +36,7 @@ type rampStepView struct {
 }
 
 // rampViews lists a feature's ramps, newest first.
-func rampViews(rs []rollout.Ramp) []rampView {
+func rampViews(rs []ramp.Ramp) []rampView {
 	views := make([]rampView, 0, len(rs))
 	for _, r := range rs {
 		v := rampView{

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/ramp"
 )
 
@@ -35,7 +34,7 @@ func TestRampViews(t *testing.T) {
 	at := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	applied := at.Add(time.Second)
 	steps := []ramp.Step{{Share: 0.1, At: at, Applied: &applied, Version: 2, Reached: 0.1}, {Share: 0.5, At: at.Add(time.Hour)}}
-	vs := rampViews([]rollout.Ramp{
+	vs := rampViews([]ramp.Ramp{
 		{ID: "old", State: ramp.Canceled, Steps: steps, Next: 1},
 		{ID: "new", State: ramp.Paused, Steps: steps, Next: 1},
 	})

@@ -29,6 +29,7 @@ import (
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/history"
 	"github.com/rollout/rollout/rollout/idempotency"
+	"github.com/rollout/rollout/rollout/ramp"
 	"github.com/rollout/rollout/rollout/request"
 	"github.com/rollout/rollout/rollout/settings"
 	"github.com/rollout/rollout/store"
@@ -327,7 +328,7 @@ type storeContents struct {
 	SegmentUsers       map[string][]string
 	Changes            []rollout.Version
 	Tokens             []auth.Token
-	Ramps              []rollout.Ramp
+	Ramps              []ramp.Ramp
 	Settings           settings.Settings
 	Requests           []request.Request
 	Audit              []audit.Event

@@ -13,6 +13,7 @@ import (
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/idempotency"
+	"github.com/rollout/rollout/rollout/ramp"
 	"github.com/rollout/rollout/rollout/request"
 )
 
@@ -73,7 +74,7 @@ func (s *countingStore) UpdateFeature(ctx context.Context, f feature.Feature, v 
 	return err
 }
 
-func (s *countingStore) ApplyRampStep(ctx context.Context, f feature.Feature, v rollout.Version, r rollout.Ramp) error {
+func (s *countingStore) ApplyRampStep(ctx context.Context, f feature.Feature, v rollout.Version, r ramp.Ramp) error {
 	err := s.Store.ApplyRampStep(ctx, f, v, r)
 	s.count("apply_ramp_step", err)
 	return err

@@ -8,7 +8,7 @@
 // keeps them.
 //
 // Package rollout makes the events of its changes (rollout.VersionEvent,
-// rollout.RampEvent) and reads the trail (rollout.Service.AuditEvents);
+// ramp.Event) and reads the trail (rollout.Service.AuditEvents);
 // package webhook delivers it. It imports neither HTTP nor SQL.
 //
 // The kinds, events and queries are audit.go's; summary.go words what a

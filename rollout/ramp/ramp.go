@@ -1,12 +1,15 @@
-// Package ramp is what a scheduled ramp asks for and how its steps are
+// Package ramp is what a scheduled ramp is and how its steps are
 // reckoned, apart from the change pipeline that applies them (package
-// rollout: Ramp, Service.StartRamp, ApplyDueRamps). It is this one file:
-// a ramp's Spec (its bucket, shares and times, in the API's JSON) and the
-// Steps it makes, checked against the limits (MaxSteps, MaxHorizon); the
-// States a ramp passes through; its default Tolerance (finer from
-// FinePoints points); and Replicas, the replica count of a bucket whose
-// exact share comes closest to a step's; and a StepPreview, what one step
-// would do. It imports neither HTTP nor SQL.
+// rollout: Service.StartRamp, ApplyDueRamps). ramp.go: a ramp's Spec (its
+// bucket, shares and times, in the API's JSON) and the Steps it makes,
+// checked against the limits (MaxSteps, MaxHorizon); the States a ramp
+// passes through; its default Tolerance (finer from FinePoints points);
+// and Replicas, the replica count of a bucket whose exact share comes
+// closest to a step's; and a StepPreview, what one step would do.
+// stored.go: the Ramp as it is stored, with its steps, state and revision;
+// the actor of what it does on its own (Actor, ActorFor); and the audit
+// events of its start and updates (CreateEvent, Event). It imports
+// neither HTTP nor SQL.
 package ramp
 
 import (

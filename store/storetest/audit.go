@@ -116,7 +116,7 @@ func testArchive(t *testing.T, o Opened) {
 	wantFeatures(t, s, r, keep)
 
 	// Archived again and purged: history and ramps gone, audit events kept.
-	if err := s.CreateRamp(ctx, newRamp("ramp-f", r, t0)); err != nil {
+	if err := s.CreateRamp(ctx, newRamp("ramp-f", r, t0), nil, nil); err != nil {
 		t.Fatalf("CreateRamp() = %v", err)
 	}
 	if err := s.ArchiveFeature(ctx, "f", 3, audit.Event{Actor: "bob", Kind: audit.Archive}, nil, nil); err != nil {
@@ -181,14 +181,14 @@ func testAuditTrail(t *testing.T, o Opened) {
 	// A ramp: created, paused by carol, resumed, a step that changes the
 	// feature (its version's event alone), canceled.
 	r := newRamp("r1", g, t0)
-	if err := s.CreateRamp(ctx, r); err != nil {
+	if err := s.CreateRamp(ctx, r, nil, nil); err != nil {
 		t.Fatalf("CreateRamp() = %v", err)
 	}
-	_ = s.CreateRamp(ctx, r) // refused
+	_ = s.CreateRamp(ctx, r, nil, nil) // refused
 	move := func(state ramp.State, by string) {
 		t.Helper()
 		r.State, r.UpdatedBy, r.Revision, r.UpdatedAt = state, by, r.Revision+1, r.UpdatedAt.Add(time.Minute)
-		if err := s.UpdateRamp(ctx, r); err != nil {
+		if err := s.UpdateRamp(ctx, r, nil); err != nil {
 			t.Fatalf("UpdateRamp(%s) = %v", state, err)
 		}
 	}

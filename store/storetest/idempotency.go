@@ -174,14 +174,10 @@ func testIdempotentWrite(t *testing.T, o Opened) {
 			})
 		}},
 		{"CreateRamp", nil, func(st *idempotency.Settlement) error {
-			w := r
-			w.Settles = st
-			return s.CreateRamp(ctx, w)
+			return s.CreateRamp(ctx, r, nil, st)
 		}},
 		{"UpdateRamp", nil, func(st *idempotency.Settlement) error {
-			w := paused
-			w.Settles = st
-			return s.UpdateRamp(ctx, w)
+			return s.UpdateRamp(ctx, paused, st)
 		}},
 		{"ApplyRampStep", nil, func(st *idempotency.Settlement) error {
 			v := versionOf(stepped)

@@ -15,10 +15,10 @@ import (
 
 // newRamp returns an active ramp of feature f at revision 1 with every
 // field set.
-func newRamp(id string, f feature.Feature, created time.Time) rollout.Ramp {
+func newRamp(id string, f feature.Feature, created time.Time) ramp.Ramp {
 	churn := 0.3
 	applied := t0.Add(time.Minute)
-	return rollout.Ramp{
+	return ramp.Ramp{
 		ID: id, Feature: f.Key, FeatureID: f.ID, Bucket: "treatment",
 		Steps: []ramp.Step{
 			{Share: 0.05, At: t0, Applied: &applied, Version: 2, Replicas: 12, Reached: 0.0512},
@@ -30,14 +30,14 @@ func newRamp(id string, f feature.Feature, created time.Time) rollout.Ramp {
 	}
 }
 
-func wantRamps(t *testing.T, s Store, key string, want ...rollout.Ramp) {
+func wantRamps(t *testing.T, s Store, key string, want ...ramp.Ramp) {
 	t.Helper()
 	got, err := s.Ramps(context.Background(), key)
 	if err != nil {
 		t.Fatalf("Ramps(%q) = %v", key, err)
 	}
 	if want == nil {
-		want = []rollout.Ramp{}
+		want = []ramp.Ramp{}
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Ramps(%q) mismatch (-want +got):\n%s", key, diff)
@@ -53,8 +53,8 @@ func testRamps(t *testing.T, o Opened) {
 	wantRamps(t, s, "")
 	rf := newRamp("ramp-f", f, t0)
 	rg := newRamp("ramp-g", g, t0.Add(-time.Hour)) // older: listed first
-	for _, r := range []rollout.Ramp{rf, rg} {
-		if err := s.CreateRamp(ctx, r); err != nil {
+	for _, r := range []ramp.Ramp{rf, rg} {
+		if err := s.CreateRamp(ctx, r, nil, nil); err != nil {
 			t.Fatalf("CreateRamp(%s) = %v", r.ID, err)
 		}
 	}
@@ -73,38 +73,38 @@ func testRamps(t *testing.T, o Opened) {
 
 	// One live ramp per feature, whichever handle asks.
 	other := o.Open(t)
-	wantCode(t, "CreateRamp(second live ramp of f)", other.CreateRamp(ctx, newRamp("ramp-f2", f, t0)), feature.EConflict)
-	wantCode(t, "CreateRamp(same ID)", s.CreateRamp(ctx, newRamp("ramp-f", newFeature("h"), t0)), feature.EConflict)
+	wantCode(t, "CreateRamp(second live ramp of f)", other.CreateRamp(ctx, newRamp("ramp-f2", f, t0), nil, nil), feature.EConflict)
+	wantCode(t, "CreateRamp(same ID)", s.CreateRamp(ctx, newRamp("ramp-f", newFeature("h"), t0), nil, nil), feature.EConflict)
 
 	// Optimistic updates: revision 2 from 1 once; a stale copy loses.
 	paused := rf.Clone()
 	paused.State, paused.Reason, paused.Revision = ramp.Paused, "paused by ops", 2
-	if err := s.UpdateRamp(ctx, paused); err != nil {
+	if err := s.UpdateRamp(ctx, paused, nil); err != nil {
 		t.Fatalf("UpdateRamp(to revision 2) = %v", err)
 	}
 	stale := rf.Clone()
 	stale.State, stale.Revision = ramp.Canceled, 2
-	wantCode(t, "UpdateRamp(stale, other handle)", other.UpdateRamp(ctx, stale), feature.EConflict)
+	wantCode(t, "UpdateRamp(stale, other handle)", other.UpdateRamp(ctx, stale, nil), feature.EConflict)
 	missing := newRamp("missing", f, t0)
 	missing.Revision = 2
-	wantCode(t, "UpdateRamp(missing)", s.UpdateRamp(ctx, missing), feature.ENotFound)
+	wantCode(t, "UpdateRamp(missing)", s.UpdateRamp(ctx, missing, nil), feature.ENotFound)
 	wantRamps(t, other, "f", paused)
 	// A paused ramp is live; a canceled one frees the feature for another.
-	wantCode(t, "CreateRamp(beside a paused ramp)", s.CreateRamp(ctx, newRamp("ramp-f2", f, t0)), feature.EConflict)
+	wantCode(t, "CreateRamp(beside a paused ramp)", s.CreateRamp(ctx, newRamp("ramp-f2", f, t0), nil, nil), feature.EConflict)
 	canceled := paused.Clone()
 	canceled.State, canceled.Revision = ramp.Canceled, 3
-	if err := other.UpdateRamp(ctx, canceled); err != nil {
+	if err := other.UpdateRamp(ctx, canceled, nil); err != nil {
 		t.Fatalf("UpdateRamp(canceled) = %v", err)
 	}
 	rf2 := newRamp("ramp-f2", f, t0.Add(time.Hour))
-	if err := s.CreateRamp(ctx, rf2); err != nil {
+	if err := s.CreateRamp(ctx, rf2, nil, nil); err != nil {
 		t.Fatalf("CreateRamp(after cancel) = %v", err)
 	}
 	wantRamps(t, s, "f", canceled, rf2)
 	// Making the canceled ramp live again beside the new one is refused.
 	back := canceled.Clone()
 	back.State, back.Revision = ramp.Active, 4
-	wantCode(t, "UpdateRamp(second live ramp)", s.UpdateRamp(ctx, back), feature.EConflict)
+	wantCode(t, "UpdateRamp(second live ramp)", s.UpdateRamp(ctx, back, nil), feature.EConflict)
 	wantRamps(t, s, "f", canceled, rf2)
 }
 
@@ -114,14 +114,14 @@ func testRampStep(t *testing.T, o Opened) {
 	f := newFeature("f")
 	create(t, s, f)
 	r := newRamp("ramp", f, t0)
-	if err := s.CreateRamp(ctx, r); err != nil {
+	if err := s.CreateRamp(ctx, r, nil, nil); err != nil {
 		t.Fatalf("CreateRamp = %v", err)
 	}
 	rev0, err := s.Revision(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	step := func(f feature.Feature, r rollout.Ramp) (feature.Feature, rollout.Version, rollout.Ramp) {
+	step := func(f feature.Feature, r ramp.Ramp) (feature.Feature, rollout.Version, ramp.Ramp) {
 		g := next(f)
 		next := r.Clone()
 		next.Revision++
