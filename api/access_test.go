@@ -18,6 +18,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
@@ -313,7 +314,7 @@ func TestRouteRoleMatrix(t *testing.T) {
 	if _, err := g.svc.Create(ctx, f, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.svc.Change(ctx, "f", rollout.Patch(ptr("second version"), nil, nil), rollout.ChangeOptions{}); err != nil {
+	if _, err := g.svc.Change(ctx, "f", change.Patch(ptr("second version"), nil, nil), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	seg := feature.Segment{Key: "f", Conditions: []feature.Condition{{Attribute: "plan", Op: feature.OpEq, Value: json.RawMessage(`"pro"`)}}}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -26,7 +27,7 @@ func TestChanges(t *testing.T) {
 	s.must(201, "POST", "/api/features", map[string]any{"key": "a", "buckets": two, "comment": "for the spring sale"})
 	s.create(feature.Feature{Key: "b", Enabled: true, Salt: "b", Buckets: two})
 	s.must(200, "PUT", "/api/features/a/buckets/A", map[string]any{"replicas": 7, "comment": "more A, as agreed"})
-	if _, err := s.svc.Change(ctx, "b", rollout.UpdateBucket("A", ptr(9), nil), rollout.ChangeOptions{Actor: "carol"}); err != nil {
+	if _, err := s.svc.Change(ctx, "b", change.UpdateBucket("A", ptr(9), nil), rollout.ChangeOptions{Actor: "carol"}); err != nil {
 		t.Fatal(err)
 	}
 	s.must(200, "PATCH", "/api/features/a", map[string]any{"enabled": false, "comment": "incident 42"})

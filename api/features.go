@@ -16,6 +16,7 @@ import (
 	"github.com/rollout/rollout/api/evaluation"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/environment"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/request"
@@ -265,14 +266,14 @@ type labelsRequest struct {
 
 // withLabels returns ch and then the change of the request's tags and owner,
 // if it names any; ch alone changes nothing when only labels are given.
-func (l labelsRequest) withLabels(ch rollout.Change, others bool) rollout.Change {
+func (l labelsRequest) withLabels(ch change.Change, others bool) change.Change {
 	switch {
 	case l.Tags == nil && l.Owner == nil:
 		return ch
 	case !others:
-		return rollout.SetLabels(l.Tags, l.Owner)
+		return change.SetLabels(l.Tags, l.Owner)
 	}
-	return rollout.Combine(ch, rollout.SetLabels(l.Tags, l.Owner))
+	return change.Combine(ch, change.SetLabels(l.Tags, l.Owner))
 }
 
 // patchFeature is PATCH /api/features/K: description, kill switch,
@@ -286,7 +287,7 @@ func (s *Server) patchFeature(c echo.Context) error {
 }
 
 // change is the change a PATCH asks for (its body without the guards).
-func (req patchRequest) change() rollout.Change {
+func (req patchRequest) change() change.Change {
 	others := req.Description != nil || req.Enabled != nil || req.Fallback != nil || req.BucketBy != nil
 	return req.withLabels(patchChange(req), others)
 }
@@ -404,7 +405,7 @@ func (s *Server) addBucket(c echo.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	return s.change(c, req.guards, rollout.AddBucket(req.bucket()))
+	return s.change(c, req.guards, change.AddBucket(req.bucket()))
 }
 
 type updateBucketRequest struct {
@@ -418,7 +419,7 @@ func (s *Server) updateBucket(c echo.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	return s.change(c, req.guards, rollout.UpdateBucket(c.Param("name"), req.Replicas, req.Value))
+	return s.change(c, req.guards, change.UpdateBucket(c.Param("name"), req.Replicas, req.Value))
 }
 
 func (s *Server) removeBucket(c echo.Context) error {
@@ -426,7 +427,7 @@ func (s *Server) removeBucket(c echo.Context) error {
 	if err := decodeOptional(c, &req); err != nil {
 		return err
 	}
-	return s.change(c, req, rollout.RemoveBucket(c.Param("name")))
+	return s.change(c, req, change.RemoveBucket(c.Param("name")))
 }
 
 type overrideRequest struct {
@@ -439,7 +440,7 @@ func (s *Server) setOverride(c echo.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	return s.change(c, req.guards, rollout.SetOverride(c.Param("user"), req.Bucket))
+	return s.change(c, req.guards, change.SetOverride(c.Param("user"), req.Bucket))
 }
 
 func (s *Server) clearOverride(c echo.Context) error {
@@ -447,7 +448,7 @@ func (s *Server) clearOverride(c echo.Context) error {
 	if err := decodeOptional(c, &req); err != nil {
 		return err
 	}
-	return s.change(c, req, rollout.ClearOverride(c.Param("user")))
+	return s.change(c, req, change.ClearOverride(c.Param("user")))
 }
 
 type previewRequest struct {
@@ -475,7 +476,7 @@ func (s *Server) preview(c echo.Context) error {
 		return err
 	}
 	opts.DryRun, opts.MaxChurn = true, nil
-	res, err := s.in(c).Change(c.Request().Context(), c.Param("key"), rollout.SetBuckets(buckets(req.Buckets)), opts)
+	res, err := s.in(c).Change(c.Request().Context(), c.Param("key"), change.SetBuckets(buckets(req.Buckets)), opts)
 	if err != nil {
 		return err
 	}
@@ -497,7 +498,7 @@ func (s *Server) reshuffle(c echo.Context) error {
 	if req.Salt != nil {
 		salt = *req.Salt
 	}
-	return s.change(c, req.guards, rollout.Reshuffle(salt))
+	return s.change(c, req.guards, change.Reshuffle(salt))
 }
 
 type rollbackRequest struct {
@@ -725,7 +726,7 @@ func (s *Server) getVersion(c echo.Context) error {
 }
 
 // change applies ch to the feature of the path under the request's guards.
-func (s *Server) change(c echo.Context, body guards, ch rollout.Change) error {
+func (s *Server) change(c echo.Context, body guards, ch change.Change) error {
 	opts, err := changeOptions(c, body)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -32,7 +33,7 @@ func addHeavyHistory(b *testing.B, svc *rollout.Service) {
 	}
 	for i := 2; i <= historyVersions; i++ {
 		replicas := 999 - (i/10)%2 // every version's ring differs from the one before
-		if _, err := svc.Change(ctx, "heavy", rollout.UpdateBucket(fmt.Sprintf("b%d", i%10), &replicas, nil), rollout.ChangeOptions{}); err != nil {
+		if _, err := svc.Change(ctx, "heavy", change.UpdateBucket(fmt.Sprintf("b%d", i%10), &replicas, nil), rollout.ChangeOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -21,7 +22,7 @@ func TestHistoryPages(t *testing.T) {
 	s.create(feature.Feature{Key: "long", Enabled: true, Salt: "long", Buckets: []feature.Bucket{{Name: "A", Replicas: 5}, {Name: "B", Replicas: 5}}})
 	const versions = 120
 	for i := 2; i <= versions; i++ {
-		if _, err := s.svc.Change(context.Background(), "long", rollout.UpdateBucket("A", ptr(5+i%3), nil), rollout.ChangeOptions{}); err != nil {
+		if _, err := s.svc.Change(context.Background(), "long", change.UpdateBucket("A", ptr(5+i%3), nil), rollout.ChangeOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -106,7 +107,7 @@ func bigFeature(t *testing.T, svc *rollout.Service, key string, n, edits int) {
 	}
 	for i := range edits {
 		d := fmt.Sprintf("edit %d", i+1)
-		if _, err := svc.Change(ctx, key, rollout.Patch(&d, nil, nil), rollout.ChangeOptions{}); err != nil {
+		if _, err := svc.Change(ctx, key, change.Patch(&d, nil, nil), rollout.ChangeOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -177,7 +178,7 @@ func TestHistoryPagesByBytes(t *testing.T) {
 	const versions = 12
 	for i := 2; i <= versions; i++ {
 		d := fmt.Sprintf("edit %d", i)
-		if _, err := s.svc.Change(ctx, "wide", rollout.Patch(&d, nil, nil), rollout.ChangeOptions{}); err != nil {
+		if _, err := s.svc.Change(ctx, "wide", change.Patch(&d, nil, nil), rollout.ChangeOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/idempotency"
 	"github.com/rollout/rollout/store/sqlite"
@@ -418,7 +419,7 @@ func TestChangeWithoutIfMatchRaced(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rollout.db")
 	b := newServer(t, path, api.Options{})
 	raced := racedStore{n: new(atomic.Int32), other: func(i int32) error {
-		_, err := b.svc.Change(context.Background(), "k", rollout.SetOverride(fmt.Sprintf("b-%d", i), "on"), rollout.ChangeOptions{})
+		_, err := b.svc.Change(context.Background(), "k", change.SetOverride(fmt.Sprintf("b-%d", i), "on"), rollout.ChangeOptions{})
 		return err
 	}}
 	a := newServerOver(t, path, api.Options{}, func(st rollout.Store) rollout.Store { raced.Store = st; return raced })

@@ -12,7 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/plan"
 )
@@ -227,16 +227,16 @@ func (s *Server) setBuckets(c echo.Context) error {
 
 // change is the change a PUT of buckets asks for (its body without the
 // guards).
-func (req setBucketsRequest) change() (rollout.Change, error) {
+func (req setBucketsRequest) change() (change.Change, error) {
 	if req.Buckets == nil {
-		return rollout.Change{}, badRequest(`give the whole list of buckets: {"buckets":[{"name":"A","replicas":100},…]}`)
+		return change.Change{}, badRequest(`give the whole list of buckets: {"buckets":[{"name":"A","replicas":100},…]}`)
 	}
 	for _, b := range req.Buckets {
 		if b.Replicas == nil {
-			return rollout.Change{}, badRequest("bucket %q has no replicas: give every bucket its replicas", b.Name)
+			return change.Change{}, badRequest("bucket %q has no replicas: give every bucket its replicas", b.Name)
 		}
 	}
-	return rollout.SetBuckets(buckets(req.Buckets)), nil
+	return change.SetBuckets(buckets(req.Buckets)), nil
 }
 
 // plannedBuckets returns the buckets of a new feature created with target

@@ -3,7 +3,7 @@ package api
 import (
 	"github.com/labstack/echo/v4"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -34,5 +34,5 @@ func (s *Server) setPrerequisites(c echo.Context) error {
 	if req.Prerequisites == nil {
 		return badRequest(`give the prerequisites: {"prerequisites":[{"feature":"new-api","buckets":["on"]}]} ({"prerequisites":[]} removes them)`)
 	}
-	return s.change(c, req.guards, rollout.SetPrerequisites(*req.Prerequisites))
+	return s.change(c, req.guards, change.SetPrerequisites(*req.Prerequisites))
 }

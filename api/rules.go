@@ -5,7 +5,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -35,11 +35,11 @@ func (s *Server) setRules(c echo.Context) error {
 
 // change is the change a PUT of rules asks for (its body without the
 // guards).
-func (req rulesRequest) change() (rollout.Change, error) {
+func (req rulesRequest) change() (change.Change, error) {
 	if req.Rules == nil {
-		return rollout.Change{}, badRequest(`give the rules: {"rules":[{"name":"staff","conditions":[{"attribute":"email","op":"ends_with","value":"@example.com"}],"serve":{"bucket":"on"}}]} ({"rules":[]} removes them)`)
+		return change.Change{}, badRequest(`give the rules: {"rules":[{"name":"staff","conditions":[{"attribute":"email","op":"ends_with","value":"@example.com"}],"serve":{"bucket":"on"}}]} ({"rules":[]} removes them)`)
 	}
-	return rollout.SetRules(*req.Rules), nil
+	return change.SetRules(*req.Rules), nil
 }
 
 // previewRules answers POST /api/features/K/preview with {"rules":[…]}:
@@ -51,7 +51,7 @@ func (s *Server) previewRules(c echo.Context, rules []feature.Rule) error {
 		return err
 	}
 	opts.DryRun, opts.MaxChurn = true, nil
-	res, err := s.in(c).Change(c.Request().Context(), c.Param("key"), rollout.SetRules(rules), opts)
+	res, err := s.in(c).Change(c.Request().Context(), c.Param("key"), change.SetRules(rules), opts)
 	if err != nil {
 		return err
 	}
@@ -63,9 +63,9 @@ func (s *Server) previewRules(c echo.Context, rules []feature.Rule) error {
 
 // patchChange is the change of a PATCH: description, kill switch,
 // fallback and bucket_by, each when given.
-func patchChange(req patchRequest) rollout.Change {
+func patchChange(req patchRequest) change.Change {
 	if req.BucketBy == nil {
-		return rollout.Patch(req.Description, req.Enabled, req.Fallback)
+		return change.Patch(req.Description, req.Enabled, req.Fallback)
 	}
-	return rollout.PatchBucketBy(req.Description, req.Enabled, req.Fallback, *req.BucketBy)
+	return change.PatchBucketBy(req.Description, req.Enabled, req.Fallback, *req.BucketBy)
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -42,7 +43,7 @@ const benchContext = `"email":"user-4711@example.com","plan":"pro","country":"FR
 // rules (its context then is not even read).
 func BenchmarkOFREPEvaluateRules(b *testing.B) {
 	h, svc, _ := benchAPI(b, false)
-	if _, err := svc.Change(context.Background(), "feature-07", rollout.SetRules(benchRules()), rollout.ChangeOptions{}); err != nil {
+	if _, err := svc.Change(context.Background(), "feature-07", change.SetRules(benchRules()), rollout.ChangeOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	for _, key := range []string{"feature-07", "feature-08"} {
@@ -69,7 +70,7 @@ func BenchmarkOFREPEvaluateRules(b *testing.B) {
 // each route.
 func BenchmarkEvaluateRulesContext(b *testing.B) {
 	h, svc, _ := benchAPI(b, false)
-	if _, err := svc.Change(context.Background(), "feature-07", rollout.SetRules(benchRules()), rollout.ChangeOptions{}); err != nil {
+	if _, err := svc.Change(context.Background(), "feature-07", change.SetRules(benchRules()), rollout.ChangeOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	var ctx map[string]any

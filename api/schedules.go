@@ -12,7 +12,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	xrate "golang.org/x/time/rate"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/schedule"
 )
@@ -68,12 +68,12 @@ func scheduleCreateLimit() echo.MiddlewareFunc {
 // /api/features/K for "patch", of PUT …/rules for "rules", of PUT
 // …/buckets for "buckets", without the guards (dry_run, max_churn, submit,
 // comment), which a schedule takes beside its change.
-func ScheduledChange(kind string, body json.RawMessage) (rollout.Change, error) {
+func ScheduledChange(kind string, body json.RawMessage) (change.Change, error) {
 	if len(body) == 0 || body[0] != '{' {
-		return rollout.Change{}, badRequest(`change.body must be a JSON object: the body of the route, such as {"kind":"patch","body":{"enabled":false}}`)
+		return change.Change{}, badRequest(`change.body must be a JSON object: the body of the route, such as {"kind":"patch","body":{"enabled":false}}`)
 	}
 	var (
-		ch  rollout.Change
+		ch  change.Change
 		g   guards
 		err error
 	)
@@ -96,13 +96,13 @@ func ScheduledChange(kind string, body json.RawMessage) (rollout.Change, error) 
 			ch, err = req.change()
 		}
 	default:
-		return rollout.Change{}, &feature.Error{Code: codeBadRequest, Field: "change.kind", Message: `change.kind ` + strconv.Quote(kind) + `: schedule a "patch" (the body of PATCH /api/features/K), "rules" (of PUT …/rules) or "buckets" (of PUT …/buckets)`}
+		return change.Change{}, &feature.Error{Code: codeBadRequest, Field: "change.kind", Message: `change.kind ` + strconv.Quote(kind) + `: schedule a "patch" (the body of PATCH /api/features/K), "rules" (of PUT …/rules) or "buckets" (of PUT …/buckets)`}
 	}
 	if err != nil {
 		if e, ok := errors.AsType[*feature.Error](err); ok {
-			return rollout.Change{}, &feature.Error{Code: e.Code, Field: e.Field, Report: e.Report, Message: "change.body: " + e.Message}
+			return change.Change{}, &feature.Error{Code: e.Code, Field: e.Field, Report: e.Report, Message: "change.body: " + e.Message}
 		}
-		return rollout.Change{}, err
+		return change.Change{}, err
 	}
 	var given []string
 	if g.DryRun != nil {
@@ -118,7 +118,7 @@ func ScheduledChange(kind string, body json.RawMessage) (rollout.Change, error) 
 		given = append(given, "comment")
 	}
 	if len(given) > 0 {
-		return rollout.Change{}, badRequest("change.body holds %s: a schedule takes max_churn and comment beside its change, not in its body (and has no dry_run or submit)", strings.Join(given, ", "))
+		return change.Change{}, badRequest("change.body holds %s: a schedule takes max_churn and comment beside its change, not in its body (and has no dry_run or submit)", strings.Join(given, ", "))
 	}
 	return ch, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/document"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/idempotency"
@@ -273,7 +274,7 @@ func (s *Service) applyDocument(ctx context.Context, d document.Document, opts A
 		}
 		segs[seg.Key] = feature.CompileSegmentAfter(seg, segs[seg.Key])
 		sws = append(sws, SegmentWrite{Segment: seg, Create: sc.Action == document.ActionCreate, Version: feature.SegmentVersion{
-			Version: seg.Version, Actor: actor(ChangeOptions{Actor: opts.Actor}), Time: now, Summary: abbreviateSummary(summary), Comment: opts.Comment, Config: seg,
+			Version: seg.Version, Actor: actor(ChangeOptions{Actor: opts.Actor}), Time: now, Summary: change.AbbreviateSummary(summary), Comment: opts.Comment, Config: seg,
 		}})
 	}
 	ws := make([]BatchWrite, 0, p.Changed)

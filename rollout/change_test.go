@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -22,28 +23,28 @@ func TestChangeRefusals(t *testing.T) {
 
 	tests := []struct {
 		name   string
-		change rollout.Change
+		change change.Change
 		code   string
 	}{
-		{"add an existing bucket", rollout.AddBucket(feature.Bucket{Name: "A", Replicas: 3}), feature.EConflict},
-		{"add a bucket with -1 replicas", rollout.AddBucket(feature.Bucket{Name: "D", Replicas: -1}), feature.EInvalid},
-		{"add a bucket with # in its name", rollout.AddBucket(feature.Bucket{Name: "D#1", Replicas: 3}), feature.EInvalid},
-		{"add a bucket with too many replicas", rollout.AddBucket(feature.Bucket{Name: "D", Replicas: feature.MaxReplicas + 1}), feature.EInvalid},
-		{"update a missing bucket", rollout.UpdateBucket("Z", ptr(3), nil), feature.ENotFound},
-		{"update nothing", rollout.UpdateBucket("A", nil, nil), feature.EInvalid},
-		{"update to -1 replicas", rollout.UpdateBucket("A", ptr(-1), nil), feature.EInvalid},
-		{"set every bucket to 0 replicas", rollout.SetBuckets([]feature.Bucket{{Name: "A"}, {Name: "B"}, {Name: "C"}}), feature.EInvalid},
-		{"remove a missing bucket", rollout.RemoveBucket("Z"), feature.ENotFound},
-		{"remove the fallback", rollout.RemoveBucket("C"), feature.EConflict},
-		{"remove an overridden bucket", rollout.RemoveBucket("B"), feature.EConflict},
-		{"set no buckets", rollout.SetBuckets(nil), feature.EInvalid},
-		{"set duplicate buckets", rollout.SetBuckets([]feature.Bucket{{Name: "A", Replicas: 1}, {Name: "A", Replicas: 2}}), feature.EInvalid},
-		{"patch nothing", rollout.Patch(nil, nil, nil), feature.EInvalid},
-		{"fallback to a missing bucket", rollout.Patch(nil, nil, ptr("Z")), feature.EInvalid},
-		{"override to a missing bucket", rollout.SetOverride("u", "Z"), feature.EInvalid},
-		{"override an empty user", rollout.SetOverride("", "A"), feature.EInvalid},
-		{"clear a missing override", rollout.ClearOverride("nobody"), feature.ENotFound},
-		{"reshuffle to the same salt", rollout.Reshuffle(salt), feature.EInvalid},
+		{"add an existing bucket", change.AddBucket(feature.Bucket{Name: "A", Replicas: 3}), feature.EConflict},
+		{"add a bucket with -1 replicas", change.AddBucket(feature.Bucket{Name: "D", Replicas: -1}), feature.EInvalid},
+		{"add a bucket with # in its name", change.AddBucket(feature.Bucket{Name: "D#1", Replicas: 3}), feature.EInvalid},
+		{"add a bucket with too many replicas", change.AddBucket(feature.Bucket{Name: "D", Replicas: feature.MaxReplicas + 1}), feature.EInvalid},
+		{"update a missing bucket", change.UpdateBucket("Z", ptr(3), nil), feature.ENotFound},
+		{"update nothing", change.UpdateBucket("A", nil, nil), feature.EInvalid},
+		{"update to -1 replicas", change.UpdateBucket("A", ptr(-1), nil), feature.EInvalid},
+		{"set every bucket to 0 replicas", change.SetBuckets([]feature.Bucket{{Name: "A"}, {Name: "B"}, {Name: "C"}}), feature.EInvalid},
+		{"remove a missing bucket", change.RemoveBucket("Z"), feature.ENotFound},
+		{"remove the fallback", change.RemoveBucket("C"), feature.EConflict},
+		{"remove an overridden bucket", change.RemoveBucket("B"), feature.EConflict},
+		{"set no buckets", change.SetBuckets(nil), feature.EInvalid},
+		{"set duplicate buckets", change.SetBuckets([]feature.Bucket{{Name: "A", Replicas: 1}, {Name: "A", Replicas: 2}}), feature.EInvalid},
+		{"patch nothing", change.Patch(nil, nil, nil), feature.EInvalid},
+		{"fallback to a missing bucket", change.Patch(nil, nil, ptr("Z")), feature.EInvalid},
+		{"override to a missing bucket", change.SetOverride("u", "Z"), feature.EInvalid},
+		{"override an empty user", change.SetOverride("", "A"), feature.EInvalid},
+		{"clear a missing override", change.ClearOverride("nobody"), feature.ENotFound},
+		{"reshuffle to the same salt", change.Reshuffle(salt), feature.EInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -59,7 +60,7 @@ func TestChangeRefusals(t *testing.T) {
 
 	// The last bucket cannot go: the feature must be deleted instead.
 	mustCreate(t, svc, feature.Feature{Key: "one", Enabled: true, Buckets: []feature.Bucket{{Name: "A", Replicas: 3}}})
-	if _, err := svc.Change(context.Background(), "one", rollout.RemoveBucket("A"), rollout.ChangeOptions{}); feature.ErrorCode(err) != feature.EConflict {
+	if _, err := svc.Change(context.Background(), "one", change.RemoveBucket("A"), rollout.ChangeOptions{}); feature.ErrorCode(err) != feature.EConflict {
 		t.Errorf("removing the last bucket: err = %v, want %s", err, feature.EConflict)
 	}
 }
@@ -71,7 +72,7 @@ func TestChangeRefusals(t *testing.T) {
 func TestReshuffleReportIsExpected(t *testing.T) {
 	svc, _ := newService(t)
 	mustCreate(t, svc, abc("f"))
-	res, err := svc.Change(context.Background(), "f", rollout.Reshuffle("new-salt"), rollout.ChangeOptions{DryRun: true})
+	res, err := svc.Change(context.Background(), "f", change.Reshuffle("new-salt"), rollout.ChangeOptions{DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}

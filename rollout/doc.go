@@ -9,10 +9,13 @@
 //
 // # A map of the package
 //
-// The service and its changes (service.go, change.go, targetchange.go,
-// labels.go, writelock.go, every.go). A Change is one edit (AddBucket,
-// UpdateBucket, RemoveBucket, SetBuckets, Patch, SetOverride,
-// ClearOverride, Reshuffle, SetRules, SetBucketBy, SetLabels, Combine).
+// The service and its changes (service.go, targetchange.go, labels.go,
+// writelock.go, every.go). A change.Change is one edit (package
+// rollout/change, the vocabulary of edits: AddBucket, UpdateBucket,
+// RemoveBucket, SetBuckets, Patch, SetOverride, ClearOverride, Reshuffle,
+// SetRules, SetBucketBy, SetLabels, Combine, and FromSpec, the change a
+// request's spec describes). labels.go keeps what the service says of a
+// feature's use (Now, LastEvaluated).
 // The Service applies changes one at a time (writelock.go: a write waits
 // at most MaxWriteWait), each against the feature's current version
 // (ChangeOptions.IfMatch, retried on a lost race), refused over
@@ -21,8 +24,8 @@
 // moves (targetchange.go), and swaps in a new feature.Snapshot. The
 // background jobs (ramps, sweeps, flushes) loop with every.
 //
-// Prerequisites (prerequisite.go). SetPrerequisites is the change of a
-// feature's prerequisites; every change checks that they fit the other
+// Prerequisites (prerequisite.go). change.SetPrerequisites is the change
+// of a feature's prerequisites; every change checks that they fit the other
 // features (no loop, chains of at most 5 links), its report names the
 // dependants whose answers it may change, and Archive refuses a feature
 // others require.

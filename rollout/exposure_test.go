@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
@@ -138,7 +139,7 @@ func TestExposureVersionLookups(t *testing.T) {
 	mustCreate(t, writer, abc("f"))
 	const versions = 50
 	for i := 2; i <= versions; i++ {
-		if _, err := writer.Change(ctx, "f", rollout.Patch(ptr(fmt.Sprintf("v%d", i)), nil, nil), rollout.ChangeOptions{}); err != nil {
+		if _, err := writer.Change(ctx, "f", change.Patch(ptr(fmt.Sprintf("v%d", i)), nil, nil), rollout.ChangeOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
@@ -88,19 +89,19 @@ func TestUnreadableValueOnEveryPath(t *testing.T) {
 			return err
 		}},
 		{"add bucket", func() error {
-			_, err := svc.Change(ctx, "f", rollout.AddBucket(feature.Bucket{Name: "D", Replicas: 1, Value: bad}), rollout.ChangeOptions{})
+			_, err := svc.Change(ctx, "f", change.AddBucket(feature.Bucket{Name: "D", Replicas: 1, Value: bad}), rollout.ChangeOptions{})
 			return err
 		}},
 		{"update bucket", func() error {
-			_, err := svc.Change(ctx, "f", rollout.UpdateBucket("A", nil, bad), rollout.ChangeOptions{})
+			_, err := svc.Change(ctx, "f", change.UpdateBucket("A", nil, bad), rollout.ChangeOptions{})
 			return err
 		}},
 		{"set buckets", func() error {
-			_, err := svc.Change(ctx, "f", rollout.SetBuckets([]feature.Bucket{{Name: "A", Replicas: 1, Value: bad}}), rollout.ChangeOptions{})
+			_, err := svc.Change(ctx, "f", change.SetBuckets([]feature.Bucket{{Name: "A", Replicas: 1, Value: bad}}), rollout.ChangeOptions{})
 			return err
 		}},
 		{"a change that keeps a stored unreadable value", func() error {
-			_, err := svc.Change(ctx, "old", rollout.Reshuffle("new-salt"), rollout.ChangeOptions{})
+			_, err := svc.Change(ctx, "old", change.Reshuffle("new-salt"), rollout.ChangeOptions{})
 			return err
 		}},
 	}
@@ -110,7 +111,7 @@ func TestUnreadableValueOnEveryPath(t *testing.T) {
 		}
 	}
 
-	mustChange(t, svc, "old", rollout.UpdateBucket("A", nil, json.RawMessage(`1e308`)))
+	mustChange(t, svc, "old", change.UpdateBucket("A", nil, json.RawMessage(`1e308`)))
 	if _, err := svc.Rollback(ctx, "old", 1, rollout.ChangeOptions{}); feature.ErrorCode(err) != feature.EInvalid {
 		t.Errorf("rollback to the version with the unreadable value: err = %v, want an %s error", err, feature.EInvalid)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/sqlite"
@@ -65,8 +66,8 @@ func TestSyncFollowsAnotherInstance(t *testing.T) {
 
 	// Instance two adds D; instance one, not synced, changes A without
 	// If-Match: its change lands on version 2, keeping D.
-	mustChange(t, two, "f", rollout.AddBucket(feature.Bucket{Name: "D", Replicas: 3}))
-	res, err := one.Change(ctx, "f", rollout.UpdateBucket("A", ptr(5), nil), rollout.ChangeOptions{})
+	mustChange(t, two, "f", change.AddBucket(feature.Bucket{Name: "D", Replicas: 3}))
+	res, err := one.Change(ctx, "f", change.UpdateBucket("A", ptr(5), nil), rollout.ChangeOptions{})
 	if err != nil {
 		t.Fatalf("change on the stale instance: %v", err)
 	}
@@ -82,12 +83,12 @@ func TestSyncFollowsAnotherInstance(t *testing.T) {
 	if _, err := two.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mustChange(t, two, "f", rollout.Patch(ptr("from two"), nil, nil)) // version 4, one has 3
+	mustChange(t, two, "f", change.Patch(ptr("from two"), nil, nil)) // version 4, one has 3
 	v4, _ := two.Snapshot().Feature("f")
-	if _, err := one.Change(ctx, "f", rollout.Patch(ptr("from one"), nil, nil), rollout.ChangeOptions{IfMatch: v4.Tag()}); err != nil {
+	if _, err := one.Change(ctx, "f", change.Patch(ptr("from one"), nil, nil), rollout.ChangeOptions{IfMatch: v4.Tag()}); err != nil {
 		t.Fatalf("change with the current tag on a stale instance: %v", err)
 	}
-	if _, err := one.Change(ctx, "f", rollout.Patch(ptr("again"), nil, nil), rollout.ChangeOptions{IfMatch: v4.Tag()}); feature.ErrorCode(err) != feature.EPrecondition {
+	if _, err := one.Change(ctx, "f", change.Patch(ptr("again"), nil, nil), rollout.ChangeOptions{IfMatch: v4.Tag()}); feature.ErrorCode(err) != feature.EPrecondition {
 		t.Fatalf("change with an old tag: err = %v, want %s", err, feature.EPrecondition)
 	}
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -28,22 +29,22 @@ func TestUserHistoryMatchesEachVersion(t *testing.T) {
 	for i := range 40 {
 		cur, _ := svc.Snapshot().Feature("f")
 		name := names[rng.IntN(len(names))]
-		var ch rollout.Change
+		var ch change.Change
 		switch _, exists := cur.Bucket(name); {
 		case i%9 == 0:
-			ch = rollout.Reshuffle(fmt.Sprint("salt-", i))
+			ch = change.Reshuffle(fmt.Sprint("salt-", i))
 		case i%7 == 0:
-			ch = rollout.SetOverride("vip", cur.Buckets[0].Name)
+			ch = change.SetOverride("vip", cur.Buckets[0].Name)
 		case i%11 == 0:
-			ch = rollout.ClearOverride("vip")
+			ch = change.ClearOverride("vip")
 		case !exists:
-			ch = rollout.AddBucket(feature.Bucket{Name: name, Replicas: 1 + rng.IntN(50)})
+			ch = change.AddBucket(feature.Bucket{Name: name, Replicas: 1 + rng.IntN(50)})
 		case rng.IntN(3) == 0 && len(cur.Buckets) > 1 && cur.Fallback != name && cur.Overrides["vip"] != name:
-			ch = rollout.RemoveBucket(name)
+			ch = change.RemoveBucket(name)
 		case rng.IntN(5) == 0:
-			ch = rollout.Patch(nil, ptr(!cur.Enabled), ptr(cur.Buckets[0].Name))
+			ch = change.Patch(nil, ptr(!cur.Enabled), ptr(cur.Buckets[0].Name))
 		default:
-			ch = rollout.UpdateBucket(name, ptr(1+rng.IntN(100)), nil)
+			ch = change.UpdateBucket(name, ptr(1+rng.IntN(100)), nil)
 		}
 		if _, err := svc.Change(ctx, "f", ch, rollout.ChangeOptions{}); err != nil && feature.ErrorCode(err) != feature.EConflict {
 			t.Fatalf("%s: %v", ch.Summary(), err)
@@ -105,9 +106,9 @@ func TestUserHistoryWorkIsBounded(t *testing.T) {
 	const versions = 61
 	for i := 2; i <= versions; i++ {
 		if i%2 == 0 {
-			mustChange(t, svc, "big", rollout.UpdateBucket("b0", ptr(250+i), nil))
+			mustChange(t, svc, "big", change.UpdateBucket("b0", ptr(250+i), nil))
 		} else {
-			mustChange(t, svc, "big", rollout.SetOverride("someone-else", "b1")) // the same ring
+			mustChange(t, svc, "big", change.SetOverride("someone-else", "b1")) // the same ring
 		}
 	}
 	const points = 1000 // about: b0 varies by 1 to 61 replicas

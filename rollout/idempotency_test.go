@@ -12,6 +12,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/document"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/idempotency"
@@ -145,20 +146,20 @@ func TestIdempotencyInOptions(t *testing.T) {
 	k.kept("Create", res)
 
 	k = claimKey(t, svc, "change")
-	if res, err = svc.Change(ctx, "f", rollout.SetOverride("alice", "on"), rollout.ChangeOptions{Idempotency: k.idem}); err != nil {
+	if res, err = svc.Change(ctx, "f", change.SetOverride("alice", "on"), rollout.ChangeOptions{Idempotency: k.idem}); err != nil {
 		t.Fatalf("Change = %v", err)
 	}
 	k.kept("Change", res)
 
 	k = claimKey(t, svc, "dry run")
-	if _, err = svc.Change(ctx, "f", rollout.SetOverride("bob", "on"), rollout.ChangeOptions{DryRun: true, Idempotency: k.idem}); err != nil {
+	if _, err = svc.Change(ctx, "f", change.SetOverride("bob", "on"), rollout.ChangeOptions{DryRun: true, Idempotency: k.idem}); err != nil {
 		t.Fatalf("Change(dry run) = %v", err)
 	}
 	k.pending("Change(dry run)")
 
 	st.conflicts.Store(1000) // every optimistic write loses: the change is made holding the feature
 	k = claimKey(t, svc, "held")
-	if res, err = svc.Change(ctx, "f", rollout.SetOverride("carol", "on"), rollout.ChangeOptions{Idempotency: k.idem}); err != nil {
+	if res, err = svc.Change(ctx, "f", change.SetOverride("carol", "on"), rollout.ChangeOptions{Idempotency: k.idem}); err != nil {
 		t.Fatalf("Change(held) = %v", err)
 	}
 	st.conflicts.Store(0)
@@ -166,7 +167,7 @@ func TestIdempotencyInOptions(t *testing.T) {
 
 	st.lose.Store(true)
 	k = claimKey(t, svc, "lost")
-	if _, err = svc.Change(ctx, "f", rollout.SetOverride("dan", "on"), rollout.ChangeOptions{Idempotency: k.idem}); feature.ErrorCode(err) != feature.EUnavailable {
+	if _, err = svc.Change(ctx, "f", change.SetOverride("dan", "on"), rollout.ChangeOptions{Idempotency: k.idem}); feature.ErrorCode(err) != feature.EUnavailable {
 		t.Fatalf("Change(answer lost) = %v, want %s", err, feature.EUnavailable)
 	}
 	if f, err := db.Feature(ctx, "f"); err != nil || f.Overrides["dan"] != "on" {
@@ -213,7 +214,7 @@ func TestIdempotencyInOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	k = claimKey(t, svc, "request")
-	if res, err = svc.Change(ctx, "f", rollout.SetOverride("erin", "on"), rollout.ChangeOptions{Role: auth.RoleEditor, Idempotency: k.idem}); err != nil || res.Request == nil {
+	if res, err = svc.Change(ctx, "f", change.SetOverride("erin", "on"), rollout.ChangeOptions{Role: auth.RoleEditor, Idempotency: k.idem}); err != nil || res.Request == nil {
 		t.Fatalf("Change(editor, approvals) = request %v, %v; want a change request", res.Request, err)
 	}
 	k.kept("Change(a change request)", res)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -71,7 +72,7 @@ func TestSetLabels(t *testing.T) {
 		t.Fatal(err)
 	}
 	tags, owner, none := []string{"web", "checkout"}, "alice", ""
-	res, err := svc.Change(ctx, "f", rollout.SetLabels(&tags, &owner), rollout.ChangeOptions{})
+	res, err := svc.Change(ctx, "f", change.SetLabels(&tags, &owner), rollout.ChangeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestSetLabels(t *testing.T) {
 		t.Errorf("SetLabels sorted its caller's slice: %q", tags)
 	}
 	desc := "d"
-	res, err = svc.Change(ctx, "f", rollout.Combine(rollout.Patch(&desc, nil, nil), rollout.SetLabels(nil, &none)), rollout.ChangeOptions{})
+	res, err = svc.Change(ctx, "f", change.Combine(change.Patch(&desc, nil, nil), change.SetLabels(nil, &none)), rollout.ChangeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,11 +97,11 @@ func TestSetLabels(t *testing.T) {
 	if got, want := vs[0].Summary, "description changed, cleared the owner"; got != want {
 		t.Errorf("summary = %q, want %q", got, want)
 	}
-	if _, err := svc.Change(ctx, "f", rollout.SetLabels(nil, nil), rollout.ChangeOptions{}); feature.ErrorCode(err) != feature.EInvalid {
+	if _, err := svc.Change(ctx, "f", change.SetLabels(nil, nil), rollout.ChangeOptions{}); feature.ErrorCode(err) != feature.EInvalid {
 		t.Errorf("SetLabels(nil, nil) = %v, want invalid", err)
 	}
 	bad := []string{"Bad"}
-	if _, err := svc.Change(ctx, "f", rollout.SetLabels(&bad, nil), rollout.ChangeOptions{}); feature.ErrorCode(err) != feature.EInvalid {
+	if _, err := svc.Change(ctx, "f", change.SetLabels(&bad, nil), rollout.ChangeOptions{}); feature.ErrorCode(err) != feature.EInvalid {
 		t.Errorf("SetLabels(Bad) = %v, want invalid", err)
 	}
 }

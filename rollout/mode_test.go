@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/plan"
 )
@@ -89,7 +90,7 @@ func TestZeroShares(t *testing.T) {
 		if len(p.Varied) != 1 || len(p.Buckets) != 2 || math.Abs(p.SharesAfter["on"]-share) > plan.FineTolerance {
 			t.Errorf("Plan(on %v) = %v varied %v shares %v", share, p.Buckets, p.Varied, p.SharesAfter)
 		}
-		if _, err := svc.Change(context.Background(), "z", rollout.SetBuckets(p.Buckets), rollout.ChangeOptions{}); err != nil {
+		if _, err := svc.Change(context.Background(), "z", change.SetBuckets(p.Buckets), rollout.ChangeOptions{}); err != nil {
 			t.Fatalf("Change(on %v) = %v", share, err)
 		}
 		rings = append(rings, p.Buckets)
@@ -196,7 +197,7 @@ func TestZeroTargetKept(t *testing.T) {
 		}
 	}
 	exact, _, _ := svc.Plan("z", to, plan.Options{Mode: plan.ModeExact})
-	if _, err := svc.Change(context.Background(), "z", rollout.SetBuckets(exact.Buckets), rollout.ChangeOptions{}); err != nil {
+	if _, err := svc.Change(context.Background(), "z", change.SetBuckets(exact.Buckets), rollout.ChangeOptions{}); err != nil {
 		t.Fatalf("Change(exact plan) = %v", err)
 	}
 	if f, _ := svc.Snapshot().Feature("z"); len(f.Buckets) != 3 || f.Buckets[2].Replicas != 0 {

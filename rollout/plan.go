@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/plan"
 )
@@ -29,7 +30,7 @@ func (s *Service) PlanContext(ctx context.Context, key string, targets map[strin
 		return plan.Plan{}, feature.Report{}, err
 	}
 	next := cur.Feature().Clone()
-	if err := SetBuckets(p.Buckets).apply(&next); err != nil {
+	if err := change.SetBuckets(p.Buckets).Apply(&next); err != nil {
 		return plan.Plan{}, feature.Report{}, err
 	}
 	if err := next.Validate(); err != nil {

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/rollout/rollout/rollout/feature"
-	"github.com/rollout/rollout/rollout/request"
 )
 
 // Prerequisites (package feature's prerequisite.go): a feature served only
@@ -15,28 +14,6 @@ import (
 // change's report names the dependants whose answers it may change
 // (dependantChanges). Archiving a feature others require is refused
 // (requiredBy).
-
-// SetPrerequisites replaces the feature's prerequisites, as one version
-// (an empty list removes them).
-func SetPrerequisites(ps []feature.Prerequisite) Change {
-	ps = feature.ClonePrerequisites(ps)
-	spec := request.Spec{Kind: request.SpecSetPrerequisites, Prerequisites: feature.ClonePrerequisites(ps)}
-	if spec.Prerequisites == nil {
-		spec.Prerequisites = []feature.Prerequisite{}
-	}
-	summary := "removed the prerequisites"
-	if len(ps) > 0 {
-		summary = abbreviateSummary("set prerequisites: " + feature.DescribePrerequisites(ps))
-	}
-	return Change{
-		spec:    spec,
-		summary: summary,
-		apply: func(f *feature.Feature) error {
-			f.Prerequisites = feature.ClonePrerequisites(ps)
-			return nil
-		},
-	}
-}
 
 // checkPrerequisites refuses, as feature.EPrerequisites, a change from
 // cur to next whose prerequisites do not fit the environment's other

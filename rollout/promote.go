@@ -3,32 +3,11 @@ package rollout
 import (
 	"context"
 	"fmt"
-	"strings"
 
-	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/environment"
 	"github.com/rollout/rollout/rollout/feature"
-	"github.com/rollout/rollout/rollout/request"
 )
-
-// Promotion is the change that makes a feature's parts include as they are
-// in source, the feature's configuration in the environment from.
-func Promotion(from string, source feature.Feature, include []string) (Change, error) {
-	include, err := environment.CheckParts(include)
-	if err != nil {
-		return Change{}, err
-	}
-	source = source.Clone()
-	return Change{
-		kind:    audit.Promote,
-		spec:    request.Spec{Kind: request.SpecPromote, From: from, Include: include, Source: &source},
-		summary: fmt.Sprintf("promoted %s from %s (version %d)", strings.Join(include, ", "), from, source.Version),
-		apply: func(f *feature.Feature) error {
-			environment.Promote(f, source, include)
-			return nil
-		},
-	}, nil
-}
 
 // PromoteOptions are a promotion's: from where to where, what, and the
 // guards of the change in the target (Change: dry run, max_churn, If-Match
@@ -70,7 +49,7 @@ func (e *Environments) Promote(ctx context.Context, key string, p PromoteOptions
 	if p.FromVersion != 0 && source.Version != p.FromVersion {
 		return Result{}, feature.Errorf(feature.EPrecondition, "feature %q is at version %d in %s, not %d: review the promotion again", key, source.Version, p.From, p.FromVersion)
 	}
-	ch, err := Promotion(p.From, source, p.Include)
+	ch, err := change.Promotion(p.From, source, p.Include)
 	if err != nil {
 		return Result{}, err
 	}
@@ -84,13 +63,13 @@ func (e *Environments) Promote(ctx context.Context, key string, p PromoteOptions
 // change nothing in the environment of s, with Result.Unchanged and no new
 // version, once If-Match holds; alike is false when it would change
 // something (or the snapshot lacks the feature), for the pipeline to make.
-func (s *Service) alreadyPromoted(key string, ch Change, opts ChangeOptions) (res Result, alike bool, err error) {
+func (s *Service) alreadyPromoted(key string, ch change.Change, opts ChangeOptions) (res Result, alike bool, err error) {
 	cur := s.Snapshot().Compiled(key)
 	if cur == nil {
 		return Result{}, false, nil
 	}
 	next := cur.Feature().Clone()
-	if err := ch.apply(&next); err != nil || len(environment.Differs(cur.Feature(), next)) > 0 {
+	if err := ch.Apply(&next); err != nil || len(environment.Differs(cur.Feature(), next)) > 0 {
 		return Result{}, false, nil
 	}
 	if opts.IfMatch != "" && opts.IfMatch != "*" && opts.IfMatch != cur.Feature().Tag() {
@@ -214,7 +193,7 @@ func (e *Environments) PromoteMany(ctx context.Context, keys []string, p Promote
 		nexts []*feature.Compiled
 	)
 	for i, key := range keys {
-		ch, err := Promotion(p.From, sources[i], p.Include)
+		ch, err := change.Promotion(p.From, sources[i], p.Include)
 		if err != nil {
 			return out, err
 		}

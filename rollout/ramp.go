@@ -11,6 +11,7 @@ import (
 
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/idempotency"
 	"github.com/rollout/rollout/rollout/ramp"
@@ -311,10 +312,10 @@ func previewRamp(c *feature.Compiled, r ramp.Ramp) ([]ramp.StepPreview, feature.
 	for _, step := range r.Steps {
 		sp := ramp.StepPreview{Share: step.Share, At: step.At}
 		b, _ := cur.Feature().Bucket(r.Bucket)
-		var ch Change
+		var ch change.Change
 		if step.Share >= 1 {
 			sp.Replicas, sp.Reached = max(b.Replicas, 1), 1
-			ch = rampFinal(r.Bucket, sp.Replicas, "")
+			ch = change.RampFinal(r.Bucket, sp.Replicas, "")
 		} else {
 			var err error
 			sp.Replicas, sp.Reached, err = r.ReplicasFor(cur.Feature(), step.Share, down)
@@ -323,10 +324,10 @@ func previewRamp(c *feature.Compiled, r ramp.Ramp) ([]ramp.StepPreview, feature.
 				out = append(out, sp)
 				break
 			}
-			ch = rampReplicasChange(r.Bucket, sp.Replicas, "")
+			ch = change.RampStep(r.Bucket, sp.Replicas, "")
 		}
 		next := cur.Feature().Clone()
-		if err := ch.apply(&next); err != nil {
+		if err := ch.Apply(&next); err != nil {
 			sp.Error = feature.ErrorMessage(err)
 			out = append(out, sp)
 			break
@@ -552,19 +553,19 @@ func (s *Service) stepRamp(ctx context.Context, r ramp.Ramp) (ramp.Ramp, bool, e
 		return pause("needs approval: approvals now cover feature %q, and %s, an editor, started the ramp; another editor or an admin approves its steps by resuming it", r.Feature, r.Actor)
 	}
 	var (
-		ch       Change
+		ch       change.Change
 		replicas int
 		reached  = 1.0
 	)
 	if step.Share >= 1 {
 		replicas = max(b.Replicas, 1)
-		ch = rampFinal(r.Bucket, replicas, fmt.Sprintf("ramp %s: step %d of %d, %s", r.Bucket, i+1, len(r.Steps), feature.Percent(step.Share)))
+		ch = change.RampFinal(r.Bucket, replicas, fmt.Sprintf("ramp %s: step %d of %d, %s", r.Bucket, i+1, len(r.Steps), feature.Percent(step.Share)))
 	} else {
 		replicas, reached, err = r.ReplicasFor(f, step.Share, down)
 		if err != nil {
 			return pause("%s", feature.ErrorMessage(err))
 		}
-		ch = rampReplicasChange(r.Bucket, replicas, fmt.Sprintf("ramp %s: step %d of %d, %s", r.Bucket, i+1, len(r.Steps), feature.Percent(step.Share)))
+		ch = change.RampStep(r.Bucket, replicas, fmt.Sprintf("ramp %s: step %d of %d, %s", r.Bucket, i+1, len(r.Steps), feature.Percent(step.Share)))
 	}
 	next := r.Clone()
 	next.UpdatedBy = ""
@@ -658,33 +659,6 @@ func othersEmpty(f feature.Feature, bucket string) bool {
 		}
 	}
 	return true
-}
-
-// rampReplicasChange sets the replicas of bucket, as a ramp step.
-func rampReplicasChange(bucket string, replicas int, summary string) Change {
-	ch := UpdateBucket(bucket, &replicas, nil)
-	ch.summary, ch.kind = summary, audit.RampStep
-	return ch
-}
-
-// rampFinal sets every bucket but bucket to 0 replicas, and bucket to
-// replicas, as a ramp's last step of share 1: the other buckets stay, at 0
-// %, so that the kill switch can still serve its fallback and a later ramp
-// can give them users again.
-func rampFinal(bucket string, replicas int, summary string) Change {
-	return Change{
-		summary: summary,
-		kind:    audit.RampStep,
-		apply: func(f *feature.Feature) error {
-			for i := range f.Buckets {
-				f.Buckets[i].Replicas = 0
-				if f.Buckets[i].Name == bucket {
-					f.Buckets[i].Replicas = replicas
-				}
-			}
-			return nil
-		},
-	}
 }
 
 func isChangeError(err error) bool {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/plan"
 	"github.com/rollout/rollout/rollout/ramp"
@@ -289,13 +290,13 @@ func TestRampPauses(t *testing.T) {
 	tests := []struct {
 		name   string
 		spec   ramp.Spec
-		hand   rollout.Change // made before the first step is due
+		hand   change.Change // made before the first step is due
 		reason string
 	}{
-		{"over max_churn", ramp.Spec{Bucket: "on", Shares: []float64{0.5}, MaxChurn: ptr(0.2)}, rollout.Change{}, "more than max_churn"},
-		{"bucket removed", ramp.Spec{Bucket: "on", Shares: []float64{0.5}}, rollout.RemoveBucket("on"), `bucket "on" was removed`},
-		{"replicas lowered", ramp.Spec{Bucket: "on", Shares: []float64{0.5}}, rollout.UpdateBucket("on", ptr(1), nil), "fewer than the 5 of the ramp's last step"},
-		{"replicas raised in a ramp down", ramp.Spec{Bucket: "on", Shares: []float64{0.01}}, rollout.UpdateBucket("on", ptr(50), nil), "more than the 5 of the ramp's last step"},
+		{"over max_churn", ramp.Spec{Bucket: "on", Shares: []float64{0.5}, MaxChurn: ptr(0.2)}, change.Change{}, "more than max_churn"},
+		{"bucket removed", ramp.Spec{Bucket: "on", Shares: []float64{0.5}}, change.RemoveBucket("on"), `bucket "on" was removed`},
+		{"replicas lowered", ramp.Spec{Bucket: "on", Shares: []float64{0.5}}, change.UpdateBucket("on", ptr(1), nil), "fewer than the 5 of the ramp's last step"},
+		{"replicas raised in a ramp down", ramp.Spec{Bucket: "on", Shares: []float64{0.01}}, change.UpdateBucket("on", ptr(50), nil), "more than the 5 of the ramp's last step"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -378,7 +379,7 @@ func TestRampPauseResume(t *testing.T) {
 	if planned <= onNow.Replicas {
 		t.Fatalf("plan gives on %d replicas, not more than %d", planned, onNow.Replicas)
 	}
-	mustChange(t, svc, "f", rollout.UpdateBucket("on", &planned, nil))
+	mustChange(t, svc, "f", change.UpdateBucket("on", &planned, nil))
 	if _, err := svc.ResumeRamp(ctx, "f", r.ID, rollout.RampOptions{Actor: "bob"}); err != nil {
 		t.Fatalf("ResumeRamp = %v", err)
 	}
@@ -484,7 +485,7 @@ func TestRampLastStepDoneByHand(t *testing.T) {
 	svc := openServices(t, 1, clock.clock())[0]
 	mustCreate(t, svc, onOff("f", 2, 100))
 	r := mustRamp(t, svc, "f", ramp.Spec{Bucket: "on", Shares: []float64{1}, Start: clock.Now().Add(time.Hour)})
-	mustChange(t, svc, "f", rollout.RemoveBucket("off"))
+	mustChange(t, svc, "f", change.RemoveBucket("off"))
 	clock.Add(time.Hour)
 	if n, err := svc.ApplyDueRamps(ctx); n != 0 || err != nil {
 		t.Fatalf("ApplyDueRamps = %d, %v; want 0, nil", n, err)

@@ -11,51 +11,11 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/ramp"
 	"github.com/rollout/rollout/rollout/request"
 )
-
-// changeOf makes the Change sp describes; a rollback is made by the service
-// (it reads the old version).
-func changeOf(sp request.Spec) (Change, error) {
-	switch sp.Kind {
-	case request.SpecPatch:
-		if sp.BucketBy != nil {
-			return PatchBucketBy(sp.Description, sp.Enabled, sp.Fallback, *sp.BucketBy), nil
-		}
-		return Patch(sp.Description, sp.Enabled, sp.Fallback), nil
-	case request.SpecSetRules:
-		return SetRules(sp.Rules), nil
-	case request.SpecSetPrerequisites:
-		return SetPrerequisites(sp.Prerequisites), nil
-	case request.SpecAddBucket:
-		if sp.Bucket == nil {
-			return Change{}, feature.Errorf(feature.EInvalid, "the requested add_bucket names no bucket")
-		}
-		return AddBucket(*sp.Bucket), nil
-	case request.SpecUpdateBucket:
-		return UpdateBucket(sp.Name, sp.Replicas, sp.Value), nil
-	case request.SpecRemoveBucket:
-		return RemoveBucket(sp.Name), nil
-	case request.SpecSetBuckets:
-		return SetBuckets(sp.Buckets), nil
-	case request.SpecSetOverride:
-		return SetOverride(sp.User, sp.Name), nil
-	case request.SpecClearOverride:
-		return ClearOverride(sp.User), nil
-	case request.SpecReshuffle:
-		return Reshuffle(sp.Salt), nil
-	case request.SpecPromote:
-		if sp.Source == nil {
-			return Change{}, feature.Errorf(feature.EInvalid, "the requested promotion has no source configuration")
-		}
-		return Promotion(sp.From, *sp.Source, sp.Include)
-	case request.SpecArchive, request.SpecRestore, request.SpecRamp:
-		return Change{}, feature.Errorf(feature.EInternal, "a requested %s is made by the service, not as a change", sp.Words())
-	}
-	return Change{}, feature.Errorf(feature.EInvalid, "change kind %q cannot be requested", sp.Kind)
-}
 
 // RequestStore keeps change requests.
 type RequestStore interface {
@@ -218,7 +178,7 @@ func (s *Service) preview(ctx context.Context, r request.Request) (request.Reque
 		if res, _, _, err = s.prepare(cur, ch, ChangeOptions{DryRun: true}); err != nil {
 			return r, err
 		}
-		r.IfMatch, r.BaseVersion, what = cur.Feature().Tag(), cur.Feature().Version, ch.summary
+		r.IfMatch, r.BaseVersion, what = cur.Feature().Tag(), cur.Feature().Version, ch.Summary()
 		segs = append(cur.Feature().Segments(), res.Feature.Segments()...)
 	}
 	r.Report, r.Segments = res.Report, s.segmentRefs(segs)
@@ -292,7 +252,7 @@ func (s *Service) ApproveRequest(ctx context.Context, id, approver, comment stri
 			r.AppliedRamp = started.ID
 		}
 	default:
-		var ch Change
+		var ch change.Change
 		if ch, err = s.requested(ctx, r); err != nil {
 			return Result{}, r, err
 		}
@@ -351,17 +311,15 @@ func (s *Service) saveRepreview(ctx context.Context, r request.Request, now requ
 }
 
 // requested makes the change request r asks for.
-func (s *Service) requested(ctx context.Context, r request.Request) (Change, error) {
+func (s *Service) requested(ctx context.Context, r request.Request) (change.Change, error) {
 	if r.Change.Kind != request.SpecRollback {
-		return changeOf(r.Change)
+		return change.FromSpec(r.Change)
 	}
 	old, err := s.store.Version(ctx, r.Feature, r.Change.Version)
 	if err != nil {
-		return Change{}, err
+		return change.Change{}, err
 	}
-	ch := rollbackTo(old.Config, r.Change.KeepOverrides)
-	ch.spec = r.Change
-	return ch, nil
+	return change.Rollback(old.Config, r.Change.KeepOverrides).WithSpec(r.Change), nil
 }
 
 // RejectRequest closes the open request id as rejected by actorName, who

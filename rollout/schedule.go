@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/schedule"
 )
@@ -18,10 +19,10 @@ import (
 // scheduleBatch is how many due schedules one claim takes.
 const scheduleBatch = 50
 
-// ScheduleParser makes the Change a scheduled change's body asks for, as
+// ScheduleParser makes the change.Change a scheduled change's body asks for, as
 // the route of its kind parses and checks that body; errors are the
 // route's own (feature.Error).
-type ScheduleParser func(kind string, body json.RawMessage) (Change, error)
+type ScheduleParser func(kind string, body json.RawMessage) (change.Change, error)
 
 // ScheduleStore keeps schedules, each in its environment. Each method is
 // atomic.
@@ -225,12 +226,7 @@ func (s *Service) trySchedule(ctx context.Context, sc schedule.Schedule, parse S
 	if err != nil {
 		return fail("the scheduled change is refused: %s", feature.ErrorMessage(err))
 	}
-	ch = Change{
-		summary: audit.JoinSummary("scheduled by "+sc.Actor, ch.summary),
-		kind:    audit.ScheduleApply,
-		apply:   ch.apply,
-		spec:    ch.spec,
-	}
+	ch = ch.As(audit.JoinSummary("scheduled by "+sc.Actor, ch.Summary()), audit.ScheduleApply)
 	opts.gate = g
 	res, err := s.applyWith(ctx, cur, ch, opts, func(f feature.Feature, v Version) error {
 		done.Status, done.Version = schedule.Applied, f.Version

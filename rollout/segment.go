@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/rollout/rollout/rollout/audit"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/idempotency"
 )
@@ -187,7 +188,7 @@ func (s *Service) CreateSegment(ctx context.Context, seg feature.Segment, opts C
 	if opts.DryRun {
 		return res, nil
 	}
-	v := feature.SegmentVersion{Version: 1, Actor: actor(opts), Time: now, Summary: "created: " + abbreviateSummary(feature.DescribeConditions(seg.Conditions)), Comment: opts.Comment, Config: seg}
+	v := feature.SegmentVersion{Version: 1, Actor: actor(opts), Time: now, Summary: "created: " + change.AbbreviateSummary(feature.DescribeConditions(seg.Conditions)), Comment: opts.Comment, Config: seg}
 	settles, err := opts.Idempotency.Settle(res, now)
 	if err != nil {
 		return SegmentResult{}, err
@@ -304,7 +305,7 @@ func (s *Service) changeSegment(ctx context.Context, cur *feature.CompiledSegmen
 	if err := seg.Validate(); err != nil {
 		return SegmentResult{}, &changeError{err}
 	}
-	summary := abbreviateSummary(e.summary)
+	summary := change.AbbreviateSummary(e.summary)
 	compiled := feature.CompileSegmentAfter(seg, cur)
 	if e.users != nil {
 		compiled = feature.CompileUserList(seg, e.users)
@@ -353,7 +354,7 @@ func (s *Service) changeSegment(ctx context.Context, cur *feature.CompiledSegmen
 		cc := feature.Compile(next, segs)
 		rep := cc.ReportFrom(c)
 		rep.Rules = []feature.PopulationChange{population}
-		return Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: abbreviateSummary(fmt.Sprintf("segment %s %s", key, summary)),
+		return Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: change.AbbreviateSummary(fmt.Sprintf("segment %s %s", key, summary)),
 			Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: rep, Environment: env}, cc
 	}
 	for _, fk := range users {

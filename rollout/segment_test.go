@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
@@ -42,7 +43,7 @@ func TestSegmentChangeCatchesUp(t *testing.T) {
 	}
 	b := open() // at version 1 of checkout
 	desc := "moved on"
-	if _, err := a.Change(ctx, "checkout", rollout.Patch(&desc, nil, nil), rollout.ChangeOptions{}); err != nil {
+	if _, err := a.Change(ctx, "checkout", change.Patch(&desc, nil, nil), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := b.UpdateSegment(ctx, "staff", "", []feature.Condition{{Attribute: "email", Op: feature.OpEndsWith, Value: json.RawMessage(`"@example.org"`)}}, rollout.ChangeOptions{})
@@ -65,11 +66,11 @@ func TestSegmentChangeCatchesUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	rules := []feature.Rule{{Name: "beta", Conditions: []feature.Condition{{Op: feature.OpInSegment, Value: json.RawMessage(`"beta"`)}}, Serve: feature.Serve{Bucket: "off"}}}
-	if _, err := b.Change(ctx, "checkout", rollout.SetRules(rules), rollout.ChangeOptions{}); err != nil {
+	if _, err := b.Change(ctx, "checkout", change.SetRules(rules), rollout.ChangeOptions{}); err != nil {
 		t.Errorf("a rule using a segment made by another instance = %v", err)
 	}
 	rules[0].Conditions[0].Value = json.RawMessage(`"gamma"`)
-	if _, err := b.Change(ctx, "checkout", rollout.SetRules(rules), rollout.ChangeOptions{}); feature.ErrorCode(err) != feature.EInvalid {
+	if _, err := b.Change(ctx, "checkout", change.SetRules(rules), rollout.ChangeOptions{}); feature.ErrorCode(err) != feature.EInvalid {
 		t.Errorf("a rule using no segment = %v, want EInvalid", err)
 	}
 	// In use: not deleted, by either instance.

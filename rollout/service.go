@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/environment"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/idempotency"
@@ -282,7 +283,7 @@ func (s *Service) create(ctx context.Context, f feature.Feature, opts ChangeOpti
 //
 // A dry run's report estimates, per population its rules move, how many
 // evaluations a day that is (PopulationChange.Estimate).
-func (s *Service) Change(ctx context.Context, key string, ch Change, opts ChangeOptions) (Result, error) {
+func (s *Service) Change(ctx context.Context, key string, ch change.Change, opts ChangeOptions) (Result, error) {
 	res, err := s.change(ctx, key, ch, opts)
 	s.shareOut(ctx)
 	if err == nil && opts.DryRun && len(res.Report.Rules) > 0 {
@@ -293,7 +294,7 @@ func (s *Service) Change(ctx context.Context, key string, ch Change, opts Change
 	return res, err
 }
 
-func (s *Service) change(ctx context.Context, key string, ch Change, opts ChangeOptions) (Result, error) {
+func (s *Service) change(ctx context.Context, key string, ch change.Change, opts ChangeOptions) (Result, error) {
 	if err := s.checkComment(opts.Comment, opts.DryRun); err != nil {
 		return Result{}, err
 	}
@@ -349,8 +350,7 @@ func (s *Service) RollbackWith(ctx context.Context, key string, n int, ro Rollba
 	if err != nil {
 		return Result{}, err
 	}
-	back := rollbackTo(old.Config, ro.KeepOverrides)
-	back.spec = request.Spec{Kind: request.SpecRollback, Version: n, KeepOverrides: ro.KeepOverrides}
+	back := change.Rollback(old.Config, ro.KeepOverrides).WithSpec(request.Spec{Kind: request.SpecRollback, Version: n, KeepOverrides: ro.KeepOverrides})
 	res, err := s.onFresh(ctx, key, opts, func(cur *feature.Compiled) (Result, error) {
 		return s.apply(ctx, cur, back, opts)
 	}, func() (Result, error) {
@@ -505,7 +505,7 @@ func (s *Service) current(ctx context.Context, key string, opts ChangeOptions) (
 }
 
 // apply makes ch a new version of cur. The caller holds s.mu.
-func (s *Service) apply(ctx context.Context, cur *feature.Compiled, ch Change, opts ChangeOptions) (Result, error) {
+func (s *Service) apply(ctx context.Context, cur *feature.Compiled, ch change.Change, opts ChangeOptions) (Result, error) {
 	return s.applyWith(ctx, cur, ch, opts, func(f feature.Feature, v Version) error {
 		return s.store.UpdateFeature(ctx, f, v)
 	})
@@ -513,7 +513,7 @@ func (s *Service) apply(ctx context.Context, cur *feature.Compiled, ch Change, o
 
 // applyWith is apply, the new version written by save. The caller holds
 // s.mu.
-func (s *Service) applyWith(ctx context.Context, cur *feature.Compiled, ch Change, opts ChangeOptions, save func(feature.Feature, Version) error) (Result, error) {
+func (s *Service) applyWith(ctx context.Context, cur *feature.Compiled, ch change.Change, opts ChangeOptions, save func(feature.Feature, Version) error) (Result, error) {
 	res, v, cc, err := s.prepare(cur, ch, opts)
 	if isUnknownSegment(err) {
 		// Made by another instance, not yet synced? Read them, try again.
@@ -540,7 +540,7 @@ func (s *Service) applyWith(ctx context.Context, cur *feature.Compiled, ch Chang
 // applyHeld makes ch a new version of the feature key as the store holds
 // it (Store.UpdateFeatureWith): no other write of the feature can come
 // between its read and its write. The caller holds s.mu.
-func (s *Service) applyHeld(ctx context.Context, key string, ch Change, opts ChangeOptions) (Result, error) {
+func (s *Service) applyHeld(ctx context.Context, key string, ch change.Change, opts ChangeOptions) (Result, error) {
 	var (
 		res Result
 		cc  *feature.Compiled
@@ -593,9 +593,9 @@ func (s *Service) noteDefinition(before, after feature.Feature) {
 // prepare computes ch applied to cur: the result, its version and the
 // compiled feature, refusing what a guard in opts refuses. It stores
 // nothing.
-func (s *Service) prepare(cur *feature.Compiled, ch Change, opts ChangeOptions) (Result, Version, *feature.Compiled, error) {
+func (s *Service) prepare(cur *feature.Compiled, ch change.Change, opts ChangeOptions) (Result, Version, *feature.Compiled, error) {
 	next := cur.Feature().Clone()
-	if err := ch.apply(&next); err != nil {
+	if err := ch.Apply(&next); err != nil {
 		return Result{}, Version{}, nil, &changeError{err}
 	}
 	if err := plan.Splits(cur.Feature(), &next); err != nil {
@@ -627,7 +627,7 @@ func (s *Service) prepare(cur *feature.Compiled, ch Change, opts ChangeOptions) 
 	res := Result{Feature: next, Report: rep, Shares: cc.Shares(), DryRun: opts.DryRun}
 	if opts.gate != nil {
 		err := opts.gate.check(cur, ch, res)
-		if err != nil && opts.Submit && ch.spec.Kind != "" && feature.ErrorCode(err) == feature.EForbidden {
+		if err != nil && opts.Submit && ch.Spec().Kind != "" && feature.ErrorCode(err) == feature.EForbidden {
 			err = approvalOf(cur, ch, res)
 		}
 		switch _, approval := err.(*needsApproval); {
@@ -639,7 +639,7 @@ func (s *Service) prepare(cur *feature.Compiled, ch Change, opts ChangeOptions) 
 			return Result{}, Version{}, nil, err
 		}
 	}
-	v := Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: audit.VersionSummary(ch.summary, rep), Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: rep, Kind: ch.kind, Request: opts.request}
+	v := Version{Version: next.Version, Actor: actor(opts), Time: now, Summary: audit.VersionSummary(ch.Summary(), rep), Comment: opts.Comment, Config: next, OverrideCount: len(next.Overrides), Report: rep, Kind: ch.Kind(), Request: opts.request}
 	return res, v, cc, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/sqlite"
@@ -60,7 +61,7 @@ func mustCreate(t *testing.T, svc *rollout.Service, f feature.Feature) {
 	}
 }
 
-func mustChange(t *testing.T, svc *rollout.Service, key string, ch rollout.Change) rollout.Result {
+func mustChange(t *testing.T, svc *rollout.Service, key string, ch change.Change) rollout.Result {
 	t.Helper()
 	res, err := svc.Change(context.Background(), key, ch, rollout.ChangeOptions{})
 	if err != nil {
@@ -78,19 +79,19 @@ func TestReports(t *testing.T) {
 
 	tests := []struct {
 		name      string
-		change    rollout.Change
+		change    change.Change
 		churn     float64
 		moves     map[string]float64 // "from->to"
 		overrides int
 	}{
-		{"value change moves nobody", rollout.UpdateBucket("A", nil, []byte(`{"x":1}`)), 0, map[string]float64{}, 0},
-		{"disable with fallback A moves everyone else into A", rollout.Patch(nil, ptr(false), ptr("A")),
+		{"value change moves nobody", change.UpdateBucket("A", nil, []byte(`{"x":1}`)), 0, map[string]float64{}, 0},
+		{"disable with fallback A moves everyone else into A", change.Patch(nil, ptr(false), ptr("A")),
 			1 - shares["A"], map[string]float64{"B->A": shares["B"], "C->A": shares["C"]}, 0},
-		{"clearing the fallback moves everyone to no bucket", rollout.Patch(nil, nil, ptr("")),
+		{"clearing the fallback moves everyone to no bucket", change.Patch(nil, nil, ptr("")),
 			1, map[string]float64{"A->": 1}, 0},
-		{"enabling serves the ring again", rollout.Patch(nil, ptr(true), nil),
+		{"enabling serves the ring again", change.Patch(nil, ptr(true), nil),
 			1, map[string]float64{"->A": shares["A"], "->B": shares["B"], "->C": shares["C"]}, 0},
-		{"an override moves one user, outside the fractions", rollout.SetOverride("user1", "A"), 0, map[string]float64{}, 1},
+		{"an override moves one user, outside the fractions", change.SetOverride("user1", "A"), 0, map[string]float64{}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -138,16 +139,16 @@ func TestHistoryReportsMatchRecomputing(t *testing.T) {
 	for range 30 {
 		cur, _ := svc.Snapshot().Feature("f")
 		name := names[rng.IntN(len(names))]
-		var ch rollout.Change
+		var ch change.Change
 		switch _, exists := cur.Bucket(name); {
 		case !exists:
-			ch = rollout.AddBucket(feature.Bucket{Name: name, Replicas: 1 + rng.IntN(50)})
+			ch = change.AddBucket(feature.Bucket{Name: name, Replicas: 1 + rng.IntN(50)})
 		case rng.IntN(3) == 0 && len(cur.Buckets) > 1 && cur.Fallback != name:
-			ch = rollout.RemoveBucket(name)
+			ch = change.RemoveBucket(name)
 		case rng.IntN(5) == 0:
-			ch = rollout.Patch(nil, ptr(!cur.Enabled), ptr(cur.Buckets[0].Name))
+			ch = change.Patch(nil, ptr(!cur.Enabled), ptr(cur.Buckets[0].Name))
 		default:
-			ch = rollout.UpdateBucket(name, ptr(1+rng.IntN(100)), nil)
+			ch = change.UpdateBucket(name, ptr(1+rng.IntN(100)), nil)
 		}
 		if _, err := svc.Change(ctx, "f", ch, rollout.ChangeOptions{}); err != nil && feature.ErrorCode(err) != feature.EConflict {
 			t.Fatalf("%s: %v", ch.Summary(), err)
@@ -233,8 +234,8 @@ func TestEvaluationDuringWrites(t *testing.T) {
 		}()
 	}
 	for range 20 {
-		mustChange(t, svc, "f", rollout.AddBucket(feature.Bucket{Name: "D", Replicas: 50}))
-		mustChange(t, svc, "f", rollout.RemoveBucket("D"))
+		mustChange(t, svc, "f", change.AddBucket(feature.Bucket{Name: "D", Replicas: 50}))
+		mustChange(t, svc, "f", change.RemoveBucket("D"))
 	}
 	close(done)
 	wg.Wait()
@@ -263,7 +264,7 @@ func TestExposureFlushKeepsCountsOnFailure(t *testing.T) {
 		svc.Evaluate("f", fmt.Sprint(i))
 	}
 	// A change retires version 1 while its counts are still in memory.
-	mustChange(t, svc, "f", rollout.AddBucket(feature.Bucket{Name: "D", Replicas: 3}))
+	mustChange(t, svc, "f", change.AddBucket(feature.Bucket{Name: "D", Replicas: 3}))
 	svc.Evaluate("f", "x")
 	fs.fail.Store(false)
 	if err := svc.FlushExposures(ctx); err != nil {
@@ -289,7 +290,7 @@ func TestGuards(t *testing.T) {
 	svc, _ := newService(t)
 	ctx := context.Background()
 	mustCreate(t, svc, abc("f"))
-	addD := rollout.AddBucket(feature.Bucket{Name: "D", Replicas: 3})
+	addD := change.AddBucket(feature.Bucket{Name: "D", Replicas: 3})
 
 	_, err := svc.Change(ctx, "f", addD, rollout.ChangeOptions{MaxChurn: ptr(0.2)})
 	var e *feature.Error
@@ -376,7 +377,7 @@ func TestGuardsOnEveryChange(t *testing.T) {
 	if _, err := svc.Archive(ctx, "f", rollout.ChangeOptions{MaxChurn: ptr(0.99)}); feature.ErrorCode(err) != feature.EChurn {
 		t.Fatalf("Delete with max_churn 0.99: err = %v, want %s", err, feature.EChurn)
 	}
-	mustChange(t, svc, "f", rollout.Patch(ptr("described"), nil, nil))
+	mustChange(t, svc, "f", change.Patch(ptr("described"), nil, nil))
 	if _, err := svc.Archive(ctx, "f", rollout.ChangeOptions{IfMatch: before.Tag()}); feature.ErrorCode(err) != feature.EPrecondition {
 		t.Fatalf("Delete with the tag of version 1 at version 2: err = %v, want %s", err, feature.EPrecondition)
 	}
@@ -398,7 +399,7 @@ func TestGuardsOnEveryChange(t *testing.T) {
 	if again.Version != before.Version || again.Tag() == before.Tag() {
 		t.Fatalf("re-created feature: version %d tag %q; the old one's: version %d tag %q", again.Version, again.Tag(), before.Version, before.Tag())
 	}
-	_, err = svc.Change(ctx, "f", rollout.Patch(ptr("x"), nil, nil), rollout.ChangeOptions{IfMatch: before.Tag()})
+	_, err = svc.Change(ctx, "f", change.Patch(ptr("x"), nil, nil), rollout.ChangeOptions{IfMatch: before.Tag()})
 	if feature.ErrorCode(err) != feature.EPrecondition || !strings.Contains(err.Error(), "deleted and created again") {
 		t.Fatalf("change with the old feature's tag: err = %v, want %s saying it was re-created", err, feature.EPrecondition)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/document"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/request"
@@ -104,23 +105,23 @@ type needsApproval struct {
 func (*needsApproval) Error() string { return "the change needs an approval" }
 
 // approvalOf is the request that change ch of cur, with result res, makes.
-func approvalOf(cur *feature.Compiled, ch Change, res Result) *needsApproval {
+func approvalOf(cur *feature.Compiled, ch change.Change, res Result) *needsApproval {
 	return &needsApproval{res: res, ifMatch: cur.Feature().Tag(), base: cur.Feature().Version,
-		segments: append(cur.Feature().Segments(), res.Feature.Segments()...), spec: ch.spec, summary: ch.summary}
+		segments: append(cur.Feature().Segments(), res.Feature.Segments()...), spec: ch.Spec(), summary: ch.Summary()}
 }
 
 // check decides an editor's change ch of cur, with result res: nil lets
 // it apply; a *needsApproval makes it a request (approvals cover the
 // feature); EForbidden refuses it (see settings.Settings.CheckChange).
-func (g *gate) check(cur *feature.Compiled, ch Change, res Result) error {
+func (g *gate) check(cur *feature.Compiled, ch change.Change, res Result) error {
 	key := cur.Feature().Key
 	if g.settings.RequireApproval.Covers(key) {
-		if ch.spec.Kind == "" {
+		if ch.Spec().Kind == "" {
 			return feature.Errorf(feature.EForbidden, "feature %q needs approvals, and this change cannot be submitted as a request: ask an admin to make it", key)
 		}
 		return approvalOf(cur, ch, res)
 	}
-	return g.settings.CheckChange(key, cur.Feature(), res.Feature, res.Report, ch.spec.Kind == request.SpecReshuffle)
+	return g.settings.CheckChange(key, cur.Feature(), res.Feature, res.Report, ch.Spec().Kind == request.SpecReshuffle)
 }
 
 // checkDocument decides an editor's document plan p

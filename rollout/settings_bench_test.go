@@ -7,6 +7,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
@@ -35,7 +36,7 @@ func BenchmarkChangeByRole(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
 				replicas := 100 + i%2
-				if _, err := svc.Change(ctx, "writes", rollout.UpdateBucket("b", &replicas, nil), opts); err != nil {
+				if _, err := svc.Change(ctx, "writes", change.UpdateBucket("b", &replicas, nil), opts); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/stats"
 )
@@ -29,7 +29,7 @@ func TestExposuresSRM(t *testing.T) {
 	if err := svc.FlushExposures(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mustChange(t, svc, "f", rollout.UpdateBucket("on", ptr(200), nil))
+	mustChange(t, svc, "f", change.UpdateBucket("on", ptr(200), nil))
 	evaluate(20_000, 30_000)
 	rep, err := svc.Exposures(ctx, "f")
 	if err != nil {

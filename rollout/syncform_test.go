@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/feature/hll"
 )
@@ -153,7 +154,7 @@ func TestSyncTagFollowsContent(t *testing.T) {
 		return svc.Snapshot()
 	}
 	before := caught()
-	mustChange(t, svc, "a", rollout.SetOverride("new@example.com", "B"))
+	mustChange(t, svc, "a", change.SetOverride("new@example.com", "B"))
 	after := caught()
 	if before.SyncTag() == after.SyncTag() {
 		t.Error("SyncTag() unchanged by a new override")
@@ -181,8 +182,8 @@ func TestApplySync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustChange(t, svc, "a", rollout.SetOverride("u5", "C"))
-	mustChange(t, svc, "b", rollout.Patch(nil, ptr(false), nil))
+	mustChange(t, svc, "a", change.SetOverride("u5", "C"))
+	mustChange(t, svc, "b", change.Patch(nil, ptr(false), nil))
 	if _, err := svc.Archive(ctx, "c", rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}

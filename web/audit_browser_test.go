@@ -12,6 +12,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/settings"
 )
@@ -34,7 +35,7 @@ func TestBrowserAuditEveryKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	six := 6
-	res, err := a.svc.Change(ctx, "checkout", rollout.UpdateBucket("A", &six, nil), rollout.ChangeOptions{Actor: "ed", Role: auth.RoleEditor, Comment: "more A"})
+	res, err := a.svc.Change(ctx, "checkout", change.UpdateBucket("A", &six, nil), rollout.ChangeOptions{Actor: "ed", Role: auth.RoleEditor, Comment: "more A"})
 	if err != nil || res.Request == nil {
 		t.Fatalf("ed's change = %+v, %v; want a request", res, err)
 	}

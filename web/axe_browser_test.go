@@ -15,6 +15,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/ramp"
@@ -121,7 +122,7 @@ func fullApp(t *testing.T) (a *app, admin string) {
 	}
 	staging, _ := envs.Service("staging")
 	six := 6
-	if _, err := staging.Change(ctx, "checkout", rollout.UpdateBucket("A", &six, nil), rollout.ChangeOptions{}); err != nil {
+	if _, err := staging.Change(ctx, "checkout", change.UpdateBucket("A", &six, nil), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := prod.CreateSegment(ctx, feature.Segment{Key: "staff", Description: "Our own people",
@@ -129,7 +130,7 @@ func fullApp(t *testing.T) (a *app, admin string) {
 		t.Fatal(err)
 	}
 	rules := []feature.Rule{{Name: "staff", Conditions: []feature.Condition{{Op: feature.OpInSegment, Value: json.RawMessage(`"staff"`)}}, Serve: feature.Serve{Bucket: "on"}}}
-	for _, c := range []rollout.Change{rollout.SetRules(rules), rollout.SetOverride("alice", "on")} {
+	for _, c := range []change.Change{change.SetRules(rules), change.SetOverride("alice", "on")} {
 		if _, err := prod.Change(ctx, "dark-mode", c, rollout.ChangeOptions{Actor: "ada", Comment: "for the team"}); err != nil {
 			t.Fatal(err)
 		}

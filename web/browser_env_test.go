@@ -17,6 +17,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
@@ -61,7 +62,7 @@ func envApp(t *testing.T, tokens bool) (*app, *rollout.Environments, map[string]
 	a := &app{e: api.New(prod, opts), svc: prod, db: db}
 	a.seed(t)
 	// checkout without D, as the example.
-	if _, err := prod.Change(ctx, "checkout", rollout.RemoveBucket("D"), rollout.ChangeOptions{}); err != nil {
+	if _, err := prod.Change(ctx, "checkout", change.RemoveBucket("D"), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := envs.Create(ctx, rollout.Environment{Key: "staging", Name: "Staging"}, rollout.EnvironmentOptions{CopyFrom: rollout.Production}); err != nil {
@@ -80,7 +81,7 @@ func envApp(t *testing.T, tokens bool) (*app, *rollout.Environments, map[string]
 	}
 	staging, _ := envs.Service("staging")
 	six := 6
-	if _, err := staging.Change(ctx, "checkout", rollout.UpdateBucket("A", &six, nil), rollout.ChangeOptions{}); err != nil {
+	if _, err := staging.Change(ctx, "checkout", change.UpdateBucket("A", &six, nil), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return a, envs, secrets
@@ -308,7 +309,7 @@ func TestBrowserPromoteStale(t *testing.T) {
 	// The target changes between the preview and Apply.
 	b.do(chromedp.Navigate(b.base+"/ui/features/checkout?env=staging"), waitFor("#promote"), openAt("#promote-form"))
 	b.do(chromedp.Click(chromedp.CSS("#promote-form button[type=submit]")), waitFor("#promote-form .preview .apply"))
-	if _, err := prod.Change(ctx, "checkout", rollout.UpdateBucket("B", &seven, nil), rollout.ChangeOptions{}); err != nil {
+	if _, err := prod.Change(ctx, "checkout", change.UpdateBucket("B", &seven, nil), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	b.do(chromedp.Click(chromedp.CSS("#promote-form .preview .apply")), waitFor("#promote-form .error"))
@@ -321,7 +322,7 @@ func TestBrowserPromoteStale(t *testing.T) {
 
 	// The source changes before the preview.
 	b.do(chromedp.Navigate(b.base+"/ui/features/checkout?env=staging"), waitFor("#promote"), openAt("#promote-form"))
-	if _, err := staging.Change(ctx, "checkout", rollout.UpdateBucket("C", &seven, nil), rollout.ChangeOptions{}); err != nil {
+	if _, err := staging.Change(ctx, "checkout", change.UpdateBucket("C", &seven, nil), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	b.do(chromedp.Click(chromedp.CSS("#promote-form button[type=submit]")), waitFor("#promote-form .error"))
@@ -480,7 +481,7 @@ func TestBrowserBatchPromote(t *testing.T) {
 	staging, _ := envs.Service("staging")
 	prod, _ := envs.Service(rollout.Production)
 	fifty := 50
-	if _, err := staging.Change(ctx, "dark-mode", rollout.UpdateBucket("on", &fifty, nil), rollout.ChangeOptions{}); err != nil {
+	if _, err := staging.Change(ctx, "dark-mode", change.UpdateBucket("on", &fifty, nil), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	dry, err := envs.PromoteMany(ctx, []string{"checkout", "dark-mode"}, rollout.PromoteOptions{From: "staging", To: rollout.Production, Change: rollout.ChangeOptions{DryRun: true}}, nil)
@@ -501,7 +502,7 @@ func TestBrowserBatchPromote(t *testing.T) {
 
 	// Production's dark-mode moves on after the preview: nothing applies.
 	ten := 10
-	if _, err := prod.Change(ctx, "dark-mode", rollout.UpdateBucket("on", &ten, nil), rollout.ChangeOptions{}); err != nil {
+	if _, err := prod.Change(ctx, "dark-mode", change.UpdateBucket("on", &ten, nil), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := prod.Snapshot().Feature("checkout")

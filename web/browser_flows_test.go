@@ -16,6 +16,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/plan"
 	"github.com/rollout/rollout/rollout/ramp"
 	"github.com/rollout/rollout/store/sqlite"
@@ -180,10 +181,10 @@ func TestBrowserAuditLog(t *testing.T) {
 	b.app.seed(t)
 	ctx := context.Background()
 	seven := 7
-	if _, err := b.app.svc.Change(ctx, "checkout", rollout.UpdateBucket("A", &seven, nil), rollout.ChangeOptions{Actor: "carol", Comment: "A was too small"}); err != nil {
+	if _, err := b.app.svc.Change(ctx, "checkout", change.UpdateBucket("A", &seven, nil), rollout.ChangeOptions{Actor: "carol", Comment: "A was too small"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.app.svc.Change(ctx, "dark-mode", rollout.UpdateBucket("on", &seven, nil), rollout.ChangeOptions{Actor: "dave"}); err != nil {
+	if _, err := b.app.svc.Change(ctx, "dark-mode", change.UpdateBucket("on", &seven, nil), rollout.ChangeOptions{Actor: "dave"}); err != nil {
 		t.Fatal(err)
 	}
 	entries := func() []string {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/ramp"
 	"github.com/rollout/rollout/store/sqlite"
@@ -259,11 +260,11 @@ func TestBrowserUserView(t *testing.T) {
 	b := startBrowser(t)
 	b.app.seed(t)
 	ctx := context.Background()
-	if _, err := b.app.svc.Change(ctx, "dark-mode", rollout.SetOverride("ada", "on"), rollout.ChangeOptions{}); err != nil {
+	if _, err := b.app.svc.Change(ctx, "dark-mode", change.SetOverride("ada", "on"), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	off := false
-	if _, err := b.app.svc.Change(ctx, "checkout", rollout.Patch(nil, &off, nil), rollout.ChangeOptions{}); err != nil {
+	if _, err := b.app.svc.Change(ctx, "checkout", change.Patch(nil, &off, nil), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	b.do(chromedp.Navigate(b.base+"/ui/"), chromedp.Click(chromedp.CSS(`a[href="/ui/user"]`)), waitFor("#user-id"))

@@ -17,6 +17,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/plan"
 	"github.com/rollout/rollout/rollout/stats"
@@ -347,7 +348,7 @@ func TestBrowserSRM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Change(ctx, "signup", rollout.SetBuckets(q.Buckets), rollout.ChangeOptions{}); err != nil {
+	if _, err := svc.Change(ctx, "signup", change.SetBuckets(q.Buckets), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	shares, _ = svc.Snapshot().Shares("signup")

@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -45,10 +46,10 @@ func TestBrowserPMLanguage(t *testing.T) {
 		}
 	}
 	ten := 10
-	if _, err := svc.Change(ctx, "dark-mode", rollout.SetOverride("alice", "on"), rollout.ChangeOptions{Actor: "olga"}); err != nil {
+	if _, err := svc.Change(ctx, "dark-mode", change.SetOverride("alice", "on"), rollout.ChangeOptions{Actor: "olga"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Change(ctx, "dark-mode", rollout.UpdateBucket("on", &ten, nil), rollout.ChangeOptions{Actor: "olga", Comment: "too many complaints"}); err != nil {
+	if _, err := svc.Change(ctx, "dark-mode", change.UpdateBucket("on", &ten, nil), rollout.ChangeOptions{Actor: "olga", Comment: "too many complaints"}); err != nil {
 		t.Fatal(err)
 	}
 	b.do(chromedp.Navigate(b.base+"/ui/features/dark-mode"), waitFor("#feature-key"))

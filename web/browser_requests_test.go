@@ -14,6 +14,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/request"
 	"github.com/rollout/rollout/rollout/settings"
@@ -58,12 +59,12 @@ func TestBrowserRequests(t *testing.T) {
 	}
 	six := 6
 	ed := rollout.ChangeOptions{Actor: "ed", Role: auth.RoleEditor, Comment: "more A"}
-	small, err := svc.Change(ctx, "checkout", rollout.UpdateBucket("A", &six, nil), ed)
+	small, err := svc.Change(ctx, "checkout", change.UpdateBucket("A", &six, nil), ed)
 	if err != nil || small.Request == nil {
 		t.Fatalf("editor's change = %+v, %v; want a request", small, err)
 	}
 	ed.Comment = "everyone on D"
-	big, err := svc.Change(ctx, "checkout", rollout.SetBuckets([]feature.Bucket{{Name: "A", Replicas: 0}, {Name: "B", Replicas: 0}, {Name: "C", Replicas: 0}, {Name: "D", Replicas: 3}}), ed)
+	big, err := svc.Change(ctx, "checkout", change.SetBuckets([]feature.Bucket{{Name: "A", Replicas: 0}, {Name: "B", Replicas: 0}, {Name: "C", Replicas: 0}, {Name: "D", Replicas: 3}}), ed)
 	if err != nil || big.Request == nil {
 		t.Fatalf("editor's big change = %+v, %v; want a request", big, err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -531,7 +532,7 @@ func TestBrowserChanges(t *testing.T) {
 		name        string
 		kind        string
 		fill        chromedp.Action[chromedp.Void]
-		change      rollout.Change // the same change, for its churn; nil when it moves no share of users
+		change      change.Change // the same change, for its churn; nil when it moves no share of users
 		direction   string
 		wantPreview string
 		wantBanner  string
@@ -539,12 +540,12 @@ func TestBrowserChanges(t *testing.T) {
 		{
 			name: "grow A", kind: "update-bucket",
 			fill:   chromedp.Steps(chromedp.SetValue(chromedp.CSS("#update-bucket"), "A"), fill("#update-replicas", "6")),
-			change: rollout.UpdateBucket("A", &six, nil), direction: "all into A",
+			change: change.UpdateBucket("A", &six, nil), direction: "all into A",
 		},
 		{
 			name: "remove D", kind: "remove-bucket",
 			fill:   chromedp.SetValue(chromedp.CSS("#remove-bucket"), "D"),
-			change: rollout.RemoveBucket("D"), direction: "all out of D",
+			change: change.RemoveBucket("D"), direction: "all out of D",
 		},
 		{
 			name: "change B's value", kind: "update-bucket",
@@ -564,12 +565,12 @@ func TestBrowserChanges(t *testing.T) {
 		{
 			name: "turn off, serving C", kind: "toggle",
 			fill:   chromedp.SetValue(chromedp.CSS("#toggle-fallback"), "C"),
-			change: rollout.Patch(nil, &off, &c), direction: "all into C",
+			change: change.Patch(nil, &off, &c), direction: "all into C",
 		},
 		{
 			name: "turn on", kind: "toggle",
 			fill:   chromedp.Steps(),
-			change: rollout.Patch(nil, &on, nil), direction: "all out of C",
+			change: change.Patch(nil, &on, nil), direction: "all out of C",
 		},
 	}
 	version := 2
@@ -600,7 +601,7 @@ func TestBrowserChanges(t *testing.T) {
 
 	// Someone else changes the feature: the page's preview is refused, and
 	// says why next to the form.
-	if _, err := b.app.svc.Change(context.Background(), "checkout", rollout.AddBucket(feature.Bucket{Name: "E", Replicas: 3}), rollout.ChangeOptions{}); err != nil {
+	if _, err := b.app.svc.Change(context.Background(), "checkout", change.AddBucket(feature.Bucket{Name: "E", Replicas: 3}), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	b.do(unfold("add-bucket"), fill("#add-name", "F"), chromedp.Click(chromedp.CSS(`form[data-kind=add-bucket] button[type=submit]`)), waitFor(`form[data-kind=add-bucket] .error`))

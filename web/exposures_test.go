@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/feature/hll"
 )
@@ -32,7 +33,7 @@ func TestServedSaturated(t *testing.T) {
 		t.Fatal(err)
 	}
 	desc := "darker"
-	if _, err := a.svc.Change(ctx, "dark-mode", rollout.Patch(&desc, nil, nil), rollout.ChangeOptions{}); err != nil {
+	if _, err := a.svc.Change(ctx, "dark-mode", change.Patch(&desc, nil, nil), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	res := a.get(t, "/ui/features/dark-mode")

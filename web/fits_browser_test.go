@@ -13,6 +13,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/ramp"
@@ -59,10 +60,10 @@ func seedBusyFeature(t *testing.T, b *browser, exp *experiment.Experiments) {
 		{Name: "staff", Conditions: []feature.Condition{{Attribute: "email", Op: feature.OpEndsWith, Value: json.RawMessage(`"@example.com"`)}}, Serve: feature.Serve{Bucket: "on"}},
 		{Name: "dach", Conditions: []feature.Condition{{Attribute: "country", Op: feature.OpIn, Value: json.RawMessage(`["DE","AT","CH"]`)}}, Serve: feature.Serve{Bucket: "off"}},
 	}
-	for _, c := range []rollout.Change{
-		rollout.SetRules(rules),
-		rollout.SetOverride("alice", "on"),
-		rollout.SetOverride("bob", "off"),
+	for _, c := range []change.Change{
+		change.SetRules(rules),
+		change.SetOverride("alice", "on"),
+		change.SetOverride("bob", "off"),
 	} {
 		if _, err := svc.Change(ctx, "checkout-v2", c, rollout.ChangeOptions{Actor: "pat"}); err != nil {
 			t.Fatal(err)
@@ -76,7 +77,7 @@ func seedBusyFeature(t *testing.T, b *browser, exp *experiment.Experiments) {
 	}
 	on, _ := f.Bucket("on")
 	for _, r := range []int{on.Replicas * 3 / 2, on.Replicas * 2, on.Replicas} {
-		if _, err := svc.Change(ctx, "checkout-v2", rollout.UpdateBucket("on", &r, nil), rollout.ChangeOptions{Actor: "pat", Comment: "try"}); err != nil {
+		if _, err := svc.Change(ctx, "checkout-v2", change.UpdateBucket("on", &r, nil), rollout.ChangeOptions{Actor: "pat", Comment: "try"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -112,7 +113,7 @@ func seedBusyFeature(t *testing.T, b *browser, exp *experiment.Experiments) {
 		t.Fatal(err)
 	}
 	for _, r := range []int{120, 140, 160, 300, 320} {
-		if _, err := svc.Change(ctx, "search-v3", rollout.UpdateBucket("treatment", &r, nil), rollout.ChangeOptions{}); err != nil {
+		if _, err := svc.Change(ctx, "search-v3", change.UpdateBucket("treatment", &r, nil), rollout.ChangeOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

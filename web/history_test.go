@@ -14,6 +14,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
@@ -76,7 +77,7 @@ func bigHistory(tb testing.TB, edits int) (*echo.Echo, *historyReads) {
 	}
 	for i := range edits {
 		d := fmt.Sprintf("edit %d", i+1)
-		if _, err := svc.Change(ctx, "big", rollout.Patch(&d, nil, nil), rollout.ChangeOptions{}); err != nil {
+		if _, err := svc.Change(ctx, "big", change.Patch(&d, nil, nil), rollout.ChangeOptions{}); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -168,7 +169,7 @@ func TestRangeBaseline(t *testing.T) {
 		t.Errorf("%d range baselines in the history of a creation and one change, want 1", n)
 	}
 	desc := "same users"
-	if _, err := a.svc.Change(context.Background(), "checkout", rollout.Patch(&desc, nil, nil), rollout.ChangeOptions{}); err != nil {
+	if _, err := a.svc.Change(context.Background(), "checkout", change.Patch(&desc, nil, nil), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if n := strings.Count(a.get(t, "/ui/features/checkout").Body.String(), `<p class="range-line">`); n != 1 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/change"
 )
 
 // TestBrowserInboxEveryEnvironment: an editor's change in protected
@@ -21,7 +22,7 @@ func TestBrowserInboxEveryEnvironment(t *testing.T) {
 	ctx := context.Background()
 	prod, _ := envs.Service(rollout.Production)
 	ten := 10
-	res, err := prod.Change(ctx, "checkout", rollout.UpdateBucket("A", &ten, nil), rollout.ChangeOptions{Actor: "ed", Role: auth.RoleEditor})
+	res, err := prod.Change(ctx, "checkout", change.UpdateBucket("A", &ten, nil), rollout.ChangeOptions{Actor: "ed", Role: auth.RoleEditor})
 	if err != nil || res.Request == nil {
 		t.Fatalf("an editor's change in protected production = %+v, %v; want a request", res, err)
 	}

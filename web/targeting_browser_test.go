@@ -20,6 +20,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 	"github.com/rollout/rollout/web"
@@ -420,7 +421,7 @@ func TestBrowserSegments(t *testing.T) {
 
 	// A feature uses it.
 	rules := []feature.Rule{{Name: "staff", Conditions: []feature.Condition{{Op: feature.OpInSegment, Value: json.RawMessage(`"staff"`)}}, Serve: feature.Serve{Bucket: "on"}}}
-	if _, err := b.app.svc.Change(context.Background(), "dark-mode", rollout.SetRules(rules), rollout.ChangeOptions{}); err != nil {
+	if _, err := b.app.svc.Change(context.Background(), "dark-mode", change.SetRules(rules), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	b.do(chromedp.Reload(), waitFor(`li.segment[data-segment=staff] .seg-used a`))
@@ -524,7 +525,7 @@ func TestBrowserTargetingViewer(t *testing.T) {
 		t.Fatal(err)
 	}
 	rules := []feature.Rule{{Name: "staff", Conditions: []feature.Condition{{Op: feature.OpInSegment, Value: json.RawMessage(`"staff"`)}}, Serve: feature.Serve{Bucket: "on"}}}
-	if _, err := svc.Change(ctx, "dark-mode", rollout.SetRules(rules), rollout.ChangeOptions{}); err != nil {
+	if _, err := svc.Change(ctx, "dark-mode", change.SetRules(rules), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	b := startBrowserOn(t, a)

@@ -9,6 +9,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -77,7 +78,7 @@ func TestBrowserRuleIgnoreCase(t *testing.T) {
 		{Attribute: "plan", Op: "eq", Value: json.RawMessage(`"enterprise"`)},
 		{Attribute: "email", Op: "ends_with", Value: json.RawMessage(`"@example.org"`), IgnoreCase: true},
 	}}}, Serve: feature.Serve{Bucket: "on"}}
-	if _, err := b.app.svc.Change(context.Background(), "dark-mode", rollout.SetRules(append(f.Rules, anyRule)), rollout.ChangeOptions{}); err != nil {
+	if _, err := b.app.svc.Change(context.Background(), "dark-mode", change.SetRules(append(f.Rules, anyRule)), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -98,7 +99,7 @@ func TestBrowserRuleIgnoreCase(t *testing.T) {
 	// A rule's split (made through the API) is said, and kept with its
 	// planned ring while another rule is edited.
 	split := feature.Rule{Name: "ab", Conditions: []feature.Condition{{Attribute: "plan", Op: "eq", Value: json.RawMessage(`"pro"`)}}, Serve: feature.Serve{Split: map[string]float64{"off": 0.5, "on": 0.5}}}
-	res, err := b.app.svc.Change(context.Background(), "dark-mode", rollout.SetRules(append(f.Rules, split)), rollout.ChangeOptions{})
+	res, err := b.app.svc.Change(context.Background(), "dark-mode", change.SetRules(append(f.Rules, split)), rollout.ChangeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

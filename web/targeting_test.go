@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -24,7 +25,7 @@ func TestSegmentsPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	rules := []feature.Rule{{Name: "staff", Conditions: []feature.Condition{{Op: feature.OpInSegment, Value: json.RawMessage(`"staff"`)}}, Serve: feature.Serve{Bucket: "on"}}}
-	if _, err := a.svc.Change(ctx, "dark-mode", rollout.SetRules(rules), rollout.ChangeOptions{}); err != nil {
+	if _, err := a.svc.Change(ctx, "dark-mode", change.SetRules(rules), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	conds := []feature.Condition{{Attribute: "email", Op: feature.OpEndsWith, Value: json.RawMessage(`"@example.org"`)}, {Attribute: "seats", Op: feature.OpGte, Value: json.RawMessage(`10`)}}
@@ -74,7 +75,7 @@ func TestTestContext(t *testing.T) {
 		{Name: "big", Conditions: []feature.Condition{{Attribute: "seats", Op: feature.OpGte, Value: json.RawMessage(`10`)}}, Serve: feature.Serve{Bucket: "on"}},
 		{Name: "de", Conditions: []feature.Condition{{Attribute: "country", Op: feature.OpIn, Value: json.RawMessage(`["DE"]`)}}, Serve: feature.Serve{Ring: true, BucketBy: "org"}},
 	}
-	if _, err := a.svc.Change(ctx, "dark-mode", rollout.SetRules(rules), rollout.ChangeOptions{}); err != nil {
+	if _, err := a.svc.Change(ctx, "dark-mode", change.SetRules(rules), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := a.svc.Exposures(ctx, "dark-mode")

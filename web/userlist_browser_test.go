@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -42,13 +43,13 @@ func TestBrowserUserLists(t *testing.T) {
 
 	// A feature uses it.
 	rules := []feature.Rule{{Name: "beta", Conditions: []feature.Condition{{Op: feature.OpInSegment, Value: json.RawMessage(`"beta"`)}}, Serve: feature.Serve{Bucket: "on"}}}
-	if _, err := b.app.svc.Change(context.Background(), "dark-mode", rollout.SetRules(rules), rollout.ChangeOptions{}); err != nil {
+	if _, err := b.app.svc.Change(context.Background(), "dark-mode", change.SetRules(rules), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	b.do(chromedp.Reload(), waitFor(`li.segment[data-segment=beta] .seg-used a`))
 
 	edit := `form[data-list-form=edit][data-key=beta] `
-	change := func(mode, ids, wantPreview string, wantSize int) {
+	submit := func(mode, ids, wantPreview string, wantSize int) {
 		t.Helper()
 		b.do(chromedp.Click(chromedp.CSS(`li.segment[data-segment=beta] .edit-box summary`)), waitFor(edit+"textarea"))
 		setSelect(b, edit+"[name=mode]", mode)
@@ -66,9 +67,9 @@ func TestBrowserUserLists(t *testing.T) {
 		b.do(waitFor(edit+".preview .apply"), chromedp.Click(chromedp.CSS(edit+".preview .apply")))
 		b.do(chromedp.WaitReady(chromedp.CSS(`li.segment[data-segment=beta] .list-size[data-size="` + strconv.Itoa(wantSize) + `"]`)))
 	}
-	change("add", "dave\nann\nerin", "User list beta: 2 added, 0 removed; it will hold 5 users.", 5)
-	change("remove", "bob\nzed", "User list beta: 0 added, 1 removed; it will hold 4 users.", 4)
-	change("replace", "erin\nfrank", "User list beta: 1 added, 3 removed; it will hold 2 users.", 2)
+	submit("add", "dave\nann\nerin", "User list beta: 2 added, 0 removed; it will hold 5 users.", 5)
+	submit("remove", "bob\nzed", "User list beta: 0 added, 1 removed; it will hold 4 users.", 4)
+	submit("replace", "erin\nfrank", "User list beta: 1 added, 3 removed; it will hold 2 users.", 2)
 
 	l := b.app.svc.Snapshot().CompiledSegments()["beta"].Users()
 	for user, want := range map[string]bool{"erin": true, "frank": true, "ann": false, "bob": false, "dave": false} {

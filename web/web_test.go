@@ -17,6 +17,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/sqlite"
@@ -64,7 +65,7 @@ func (a *app) seed(t *testing.T) {
 	if _, err := a.svc.Create(ctx, abc, rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.svc.Change(ctx, "checkout", rollout.AddBucket(feature.Bucket{Name: "D", Replicas: 3}), rollout.ChangeOptions{}); err != nil {
+	if _, err := a.svc.Change(ctx, "checkout", change.AddBucket(feature.Bucket{Name: "D", Replicas: 3}), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	dark := feature.Feature{
@@ -279,7 +280,7 @@ func TestDisabledFeature(t *testing.T) {
 	a := newApp(t, 200)
 	a.seed(t)
 	off := false
-	if _, err := a.svc.Change(context.Background(), "checkout", rollout.Patch(nil, &off, nil), rollout.ChangeOptions{}); err != nil {
+	if _, err := a.svc.Change(context.Background(), "checkout", change.Patch(nil, &off, nil), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	body := a.get(t, "/ui/features/checkout?changed=3").Body.String()
@@ -469,7 +470,7 @@ func TestServedToApps(t *testing.T) {
 	// After a change, until apps are served the new version, the column
 	// keeps version 1's counts and says so; then it shows version 2's.
 	desc := "darker"
-	if _, err := a.svc.Change(context.Background(), "dark-mode", rollout.Patch(&desc, nil, nil), rollout.ChangeOptions{}); err != nil {
+	if _, err := a.svc.Change(context.Background(), "dark-mode", change.Patch(&desc, nil, nil), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	body = a.get(t, "/ui/features/dark-mode").Body.String()
@@ -541,7 +542,7 @@ func TestAuditLogPages(t *testing.T) {
 	ctx := context.Background()
 	for i := range 55 {
 		n := 3 + i%4
-		if _, err := a.svc.Change(ctx, "checkout", rollout.UpdateBucket("A", &n, nil), rollout.ChangeOptions{Actor: "bot", Comment: fmt.Sprintf("step %d", i)}); err != nil {
+		if _, err := a.svc.Change(ctx, "checkout", change.UpdateBucket("A", &n, nil), rollout.ChangeOptions{Actor: "bot", Comment: fmt.Sprintf("step %d", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/webhook"
 )
 
@@ -34,14 +35,14 @@ func TestRequestEvents(t *testing.T) {
 	createFeature(t, svc, "checkout")
 	ed := rollout.ChangeOptions{Actor: "ann@example.com via sso", Role: auth.RoleEditor, Comment: "more treatment", Submit: true}
 	five := 5
-	big, err := svc.Change(ctx, "checkout", rollout.UpdateBucket("control", &five, nil), ed)
+	big, err := svc.Change(ctx, "checkout", change.UpdateBucket("control", &five, nil), ed)
 	if err != nil || big.Request == nil {
 		t.Fatalf("editor's submitted change = %+v, %v; want a request", big, err)
 	}
 	if _, _, err := svc.ApproveRequest(ctx, big.Request.ID, "carol", "go"); err != nil {
 		t.Fatal(err)
 	}
-	again, err := svc.Change(ctx, "checkout", rollout.Reshuffle("new"), ed)
+	again, err := svc.Change(ctx, "checkout", change.Reshuffle("new"), ed)
 	if err != nil || again.Request == nil {
 		t.Fatalf("editor's submitted reshuffle = %+v, %v; want a request", again, err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/schedule"
 	"github.com/rollout/rollout/webhook"
 )
@@ -41,7 +42,7 @@ func TestScheduleEvents(t *testing.T) {
 	}
 	scheduleAt(`{"enabled":false}`)
 	scheduleAt(`{"fallback":"treatment"}`)
-	if _, err := svc.Change(ctx, "banner", rollout.RemoveBucket("treatment"), rollout.ChangeOptions{Actor: "alice"}); err != nil {
+	if _, err := svc.Change(ctx, "banner", change.RemoveBucket("treatment"), rollout.ChangeOptions{Actor: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	c.Add(time.Hour)

@@ -16,6 +16,7 @@ import (
 	"github.com/rollout/rollout/api"
 	"github.com/rollout/rollout/api/internal/apitest"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
 )
@@ -86,17 +87,17 @@ func TestAnswersFollowChanges(t *testing.T) {
 		}
 	}
 	check("created")
-	change := func(step string, c rollout.Change) {
+	apply := func(step string, c change.Change) {
 		t.Helper()
 		if _, err := s.Svc.Change(ctx, "f", c, rollout.ChangeOptions{}); err != nil {
 			t.Fatalf("%s: %v", step, err)
 		}
 		check(step)
 	}
-	change("new value", rollout.UpdateBucket("a", nil, raw(`"one"`)))
-	change("override", rollout.SetOverride(users[0], "b"))
-	change("switched off with a fallback", rollout.Patch(nil, ptr(false), ptr("b")))
-	change("switched off without one", rollout.Patch(nil, nil, ptr("")))
+	apply("new value", change.UpdateBucket("a", nil, raw(`"one"`)))
+	apply("override", change.SetOverride(users[0], "b"))
+	apply("switched off with a fallback", change.Patch(nil, ptr(false), ptr("b")))
+	apply("switched off without one", change.Patch(nil, nil, ptr("")))
 	if _, err := s.Svc.Archive(ctx, "f", rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}

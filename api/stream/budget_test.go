@@ -24,6 +24,7 @@ import (
 	"github.com/rollout/rollout/api/stream"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store"
 	"github.com/rollout/rollout/store/sqlite"
@@ -359,7 +360,7 @@ func TestStreamDropsClientThatDoesNotRead(t *testing.T) {
 	changes, dropped := 0, false
 	for ; changes < most && !dropped; changes++ {
 		replicas := 100 + changes%2
-		if _, err := e.svc.Change(ctx, key, rollout.UpdateBucket("A", &replicas, nil), rollout.ChangeOptions{}); err != nil {
+		if _, err := e.svc.Change(ctx, key, change.UpdateBucket("A", &replicas, nil), rollout.ChangeOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if changes%25 == 24 {

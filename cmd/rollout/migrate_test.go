@@ -25,6 +25,7 @@ import (
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/audit"
 	"github.com/rollout/rollout/rollout/auth"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/rollout/history"
@@ -98,7 +99,7 @@ func serviceDatabase(t *testing.T) (path string, secrets map[string]bool) {
 			t.Fatal(err)
 		}
 		for _, desc := range []string{"open", "rejected"} {
-			res, err := svc.Change(ctx, "checkout", rollout.Patch(&desc, nil, nil), rollout.ChangeOptions{Actor: "ed", Role: auth.RoleEditor})
+			res, err := svc.Change(ctx, "checkout", change.Patch(&desc, nil, nil), rollout.ChangeOptions{Actor: "ed", Role: auth.RoleEditor})
 			if err != nil || res.Request == nil {
 				t.Fatalf("editor's change = %+v, %v; want a request", res, err)
 			}
@@ -120,7 +121,7 @@ func serviceDatabase(t *testing.T) (path string, secrets map[string]bool) {
 		}
 		staging, _ := envs.Service("staging")
 		on := true
-		if _, err := staging.Change(ctx, "banner", rollout.Patch(nil, &on, nil), rollout.ChangeOptions{Actor: "ada"}); err != nil {
+		if _, err := staging.Change(ctx, "banner", change.Patch(nil, &on, nil), rollout.ChangeOptions{Actor: "ada"}); err != nil {
 			t.Fatal(err)
 		}
 		db.Close()
@@ -217,7 +218,7 @@ func fillTargeting(t *testing.T, svc *rollout.Service, db *store.DB) {
 		t.Fatal(err)
 	}
 	// The webhook's cursor is at the last event: one more to deliver.
-	if _, err := svc.Change(ctx, "gated", rollout.Patch(ptr("after the webhook"), nil, nil), rollout.ChangeOptions{Actor: "ada"}); err != nil {
+	if _, err := svc.Change(ctx, "gated", change.Patch(ptr("after the webhook"), nil, nil), rollout.ChangeOptions{Actor: "ada"}); err != nil {
 		t.Fatal(err)
 	}
 	claims, err := db.ClaimWebhooks(ctx, "worker", now.Add(time.Second), time.Minute, 10)
@@ -514,7 +515,7 @@ func TestMigrateSQLiteToPostgresAndBack(t *testing.T) {
 	// A change of production alone (a description would be written to
 	// staging's copy of the feature too, and take two revisions).
 	off := false
-	if _, err := svc.Change(ctx, "search", rollout.Patch(nil, &off, nil), rollout.ChangeOptions{Actor: "ada"}); err != nil {
+	if _, err := svc.Change(ctx, "search", change.Patch(nil, &off, nil), rollout.ChangeOptions{Actor: "ada"}); err != nil {
 		t.Fatalf("a change after the move = %v", err)
 	}
 	after := contents(t, pg)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/experiment"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/sqlite"
@@ -134,7 +135,7 @@ func TestExperimentMultipleExposures(t *testing.T) {
 	if err := x.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Change(ctx, "checkout", rollout.SetBuckets([]feature.Bucket{{Name: "control", Replicas: 20}, {Name: "treatment", Replicas: 80}}), rollout.ChangeOptions{}); err != nil {
+	if _, err := svc.Change(ctx, "checkout", change.SetBuckets([]feature.Bucket{{Name: "control", Replicas: 20}, {Name: "treatment", Replicas: 80}}), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	moved := 0

@@ -44,13 +44,13 @@ const (
 	SpecSetPrerequisites = "set_prerequisites"
 	// SpecArchive and SpecRestore archive and restore the feature;
 	// SpecRamp starts a ramp (Spec.Ramp). Package rollout's Service
-	// makes them, not a rollout.Change.
+	// makes them, not a change.Change.
 	SpecArchive = "archive"
 	SpecRestore = "restore"
 	SpecRamp    = "ramp"
 )
 
-// Spec is a change as data (rollout.Change.Spec): its kind and the
+// Spec is a change as data (change.Change.Spec): its kind and the
 // arguments of the function that makes it (Name is the bucket of
 // update_bucket, remove_bucket and set_override).
 type Spec struct {

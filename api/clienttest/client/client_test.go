@@ -23,6 +23,7 @@ import (
 	"github.com/rollout/rollout/api/client"
 	"github.com/rollout/rollout/api/clienttest/internal/testserver"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/exposure"
 	"github.com/rollout/rollout/rollout/feature"
 )
@@ -263,7 +264,7 @@ func TestServerGoneAndBack(t *testing.T) {
 
 	// A change made while the server is away, by another instance.
 	other := testserver.StartAt(t, s.DBPath, "127.0.0.1:0")
-	if _, err := other.Svc.Change(context.Background(), "f01", rollout.Patch(nil, ptr(false), nil), rollout.ChangeOptions{}); err != nil {
+	if _, err := other.Svc.Change(context.Background(), "f01", change.Patch(nil, ptr(false), nil), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	other.Stop()
@@ -523,15 +524,15 @@ func TestChangesWithoutRefetch(t *testing.T) {
 
 	changes := []func() error{
 		func() error {
-			_, err := s.Svc.Change(ctx, "f02", rollout.SetOverride("new@example.com", "A"), rollout.ChangeOptions{})
+			_, err := s.Svc.Change(ctx, "f02", change.SetOverride("new@example.com", "A"), rollout.ChangeOptions{})
 			return err
 		},
 		func() error {
-			_, err := s.Svc.Change(ctx, "f10", rollout.SetOverride("someone", "A"), rollout.ChangeOptions{})
+			_, err := s.Svc.Change(ctx, "f10", change.SetOverride("someone", "A"), rollout.ChangeOptions{})
 			return err
 		},
 		func() error {
-			_, err := s.Svc.Change(ctx, "f03", rollout.Patch(nil, ptr(true), nil), rollout.ChangeOptions{})
+			_, err := s.Svc.Change(ctx, "f03", change.Patch(nil, ptr(true), nil), rollout.ChangeOptions{})
 			return err
 		},
 		func() error {
@@ -555,12 +556,12 @@ func TestChangesWithoutRefetch(t *testing.T) {
 	}
 	for i := range 15 {
 		changes = append(changes, func() error {
-			_, err := s.Svc.Change(ctx, "f07", rollout.Patch(ptr(fmt.Sprintf("change %d", i)), nil, nil), rollout.ChangeOptions{})
+			_, err := s.Svc.Change(ctx, "f07", change.Patch(ptr(fmt.Sprintf("change %d", i)), nil, nil), rollout.ChangeOptions{})
 			return err
 		})
 	}
-	for i, change := range changes {
-		if err := change(); err != nil {
+	for i, ch := range changes {
+		if err := ch(); err != nil {
 			t.Fatalf("change %d: %v", i, err)
 		}
 		select {

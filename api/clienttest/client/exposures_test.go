@@ -7,6 +7,7 @@ import (
 
 	"github.com/rollout/rollout/api/client"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -47,7 +48,7 @@ func TestExposuresPerRule(t *testing.T) {
 	ctx := context.Background()
 	pro := []feature.Rule{{Name: "pro", Conditions: []feature.Condition{{Attribute: "plan", Op: "eq", Value: raw(`"pro"`)}},
 		Serve: feature.Serve{Bucket: "C"}}}
-	if _, err := s.Svc.Change(ctx, "f01", rollout.SetRules(pro), rollout.ChangeOptions{}); err != nil {
+	if _, err := s.Svc.Change(ctx, "f01", change.SetRules(pro), rollout.ChangeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	c := newClient(t, client.Config{URL: s.URL, FlushInterval: time.Hour})
@@ -64,7 +65,7 @@ func TestExposuresPerRule(t *testing.T) {
 	if err := c.Flush(ctx); err != nil {
 		t.Fatalf("Flush() = %v", err)
 	}
-	res, err := s.Svc.Change(ctx, "f01", rollout.SetRules(nil), rollout.ChangeOptions{DryRun: true})
+	res, err := s.Svc.Change(ctx, "f01", change.SetRules(nil), rollout.ChangeOptions{DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/rollout/rollout/api/client"
 	"github.com/rollout/rollout/api/clienttest/internal/testserver"
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 )
 
@@ -57,7 +58,7 @@ func TestPrerequisiteAgreement(t *testing.T) {
 			bs := []string{"A", "B", "C"}[:1+r.IntN(2)]
 			ps = append(ps, feature.Prerequisite{Feature: keys[j], Buckets: bs})
 		}
-		if _, err := s.Svc.Change(bg, keys[i], rollout.SetPrerequisites(ps), rollout.ChangeOptions{}); err != nil {
+		if _, err := s.Svc.Change(bg, keys[i], change.SetPrerequisites(ps), rollout.ChangeOptions{}); err != nil {
 			t.Fatalf("prerequisites of %s: %v", keys[i], err)
 		}
 		required++

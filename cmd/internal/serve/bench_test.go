@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rollout/rollout/rollout"
+	"github.com/rollout/rollout/rollout/change"
 	"github.com/rollout/rollout/rollout/feature"
 	"github.com/rollout/rollout/store/storetest"
 )
@@ -46,7 +47,7 @@ func BenchmarkChange(b *testing.B) {
 				for i := 0; b.Loop(); i++ {
 					start := time.Now()
 					replicas := 100 + i%2
-					if _, err := svc.Change(ctx, "f", rollout.UpdateBucket("A", &replicas, nil), rollout.ChangeOptions{}); err != nil {
+					if _, err := svc.Change(ctx, "f", change.UpdateBucket("A", &replicas, nil), rollout.ChangeOptions{}); err != nil {
 						b.Fatal(err)
 					}
 					took = append(took, time.Since(start))

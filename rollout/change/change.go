@@ -1,4 +1,4 @@
-package rollout
+package change
 
 import (
 	"encoding/json"
@@ -12,22 +12,49 @@ import (
 )
 
 // Change is one edit of a feature's configuration, with the one-line summary
-// its version carries. Build one with the functions below.
+// its version carries. Build one with the functions of this package; the
+// zero Change is no edit (Apply panics).
 type Change struct {
 	summary string
 	kind    audit.Kind // "": audit.Change
 	apply   func(f *feature.Feature) error
 	// spec is the change as data, for a change request to store and
 	// apply later (see request.Spec); its Kind is "" for changes that
-	// cannot be requested (a ramp's steps).
+	// cannot be requested (see Spec).
 	spec request.Spec
 }
 
-// Spec returns the change as data: what a change request stores.
+// Spec returns the change as data: what a change request stores. Its
+// Kind is "" for a change that cannot be requested (SetLabels, Combine,
+// RampFinal, a Rollback not given its spec).
 func (c Change) Spec() request.Spec { return c.spec }
 
 // Summary returns the change's one-line description.
 func (c Change) Summary() string { return c.summary }
+
+// Kind returns the kind of the audit event of the version the change
+// makes; "" for an ordinary change (audit.Change, or audit.Create for a
+// feature's first version).
+func (c Change) Kind() audit.Kind { return c.kind }
+
+// Apply makes the change to f, or returns why it cannot (a feature.Error).
+// It does not validate the result: the caller does (feature.Validate).
+func (c Change) Apply(f *feature.Feature) error { return c.apply(f) }
+
+// As returns a copy of the change with the given summary and kind: the
+// same edit, recorded otherwise (a scheduled change, a ramp's step).
+func (c Change) As(summary string, kind audit.Kind) Change {
+	c.summary, c.kind = summary, kind
+	return c
+}
+
+// WithSpec returns a copy of the change that a change request stores as
+// spec: the same edit, described as data otherwise (a rollback, whose
+// spec names the version rather than its configuration).
+func (c Change) WithSpec(spec request.Spec) Change {
+	c.spec = spec
+	return c
+}
 
 // AddBucket adds bucket b.
 func AddBucket(b feature.Bucket) Change {
@@ -228,9 +255,11 @@ func Reshuffle(salt string) Change {
 	}
 }
 
-// rollbackTo restores the configuration of an earlier version; with keep,
-// the current overrides whose bucket it has stay instead of its own.
-func rollbackTo(old feature.Feature, keep bool) Change {
+// Rollback restores old, the configuration of an earlier version; with
+// keep, the current overrides whose bucket old has stay instead of its
+// own. Its Spec is empty: the caller, which read old, gives it one that
+// names the version (WithSpec).
+func Rollback(old feature.Feature, keep bool) Change {
 	summary := fmt.Sprintf("rolled back to version %d", old.Version)
 	if keep {
 		summary += ", keeping the pinned users"
