@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"slices"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -88,49 +86,7 @@ func dashboardEventOf(batch []rollout.Commit, snap *feature.Snapshot) []byte {
 
 // Dashboard answers GET /api/events, following svc.
 func (st *Server) Dashboard(c echo.Context, svc Service) error {
-	commits, stop := svc.Subscribe()
-	defer stop()
-
-	w := c.Response()
-	h := w.Header()
-	h.Set(echo.HeaderContentType, "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	if err := http.NewResponseController(w).SetReadDeadline(time.Time{}); err != nil {
-		return fmt.Errorf("dashboard stream: clear the read deadline: %w", err)
-	}
-	w.WriteHeader(http.StatusOK)
-	out := st.writer(c)
-	defer out.stop()
-
-	rev := svc.Snapshot().Revision()
-	if out.send(fmt.Appendf(nil, "retry: %d\nid: %d\nevent: hello\ndata: {\"revision\":%d}\n\n", streamRetry, rev, rev)) != nil {
-		return nil
-	}
-	heartbeat := time.NewTicker(heartbeatInterval)
-	defer heartbeat.Stop()
-	ctx := c.Request().Context()
-	for {
-		var ev []byte
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-st.closing:
-			return nil
-		case <-out.ended():
-			return nil
-		case batch, ok := <-commits:
-			if !ok {
-				return nil // too slow: the page reconnects
-			}
-			if ev = dashboardEventOf(batch, svc.Snapshot()); ev == nil {
-				continue
-			}
-		case <-heartbeat.C:
-			ev = []byte(": heartbeat\n\n")
-		}
-		if out.send(ev) != nil {
-			return nil
-		}
-	}
+	return st.follow(c, svc, "dashboard stream", func(batch []rollout.Commit) []byte {
+		return dashboardEventOf(batch, svc.Snapshot())
+	})
 }

@@ -104,6 +104,18 @@ func (ce *changeEvents) encode(batch []rollout.Commit, snap func() *feature.Snap
 // goes, or when it fell so far behind that the service dropped its
 // subscription: the client reconnects and reads the snapshot again.
 func (st *Server) Sync(c echo.Context, svc Service) error {
+	return st.follow(c, svc, "stream", func(batch []rollout.Commit) []byte {
+		return st.events.encode(batch, svc.Snapshot) // nil: tokens only
+	})
+}
+
+// follow answers a stream of svc's commits: the event-stream headers, a
+// "hello" event with the current revision, then eventOf of each batch of
+// commits (none when it is nil) and a comment every heartbeatInterval, until
+// the client goes, the server shuts down, or the client fell so far behind
+// that the service dropped its subscription: the client reconnects then.
+// what names the stream in errors.
+func (st *Server) follow(c echo.Context, svc Service, what string, eventOf func([]rollout.Commit) []byte) error {
 	commits, stop := svc.Subscribe()
 	defer stop()
 
@@ -112,31 +124,24 @@ func (st *Server) Sync(c echo.Context, svc Service) error {
 	h.Set(echo.HeaderContentType, "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer
-	rc := http.NewResponseController(w)
 	// A stream reads nothing after its request: no read deadline of the
 	// server's may end it.
-	if err := rc.SetReadDeadline(time.Time{}); err != nil {
-		return fmt.Errorf("stream: clear the read deadline: %w", err)
+	if err := http.NewResponseController(w).SetReadDeadline(time.Time{}); err != nil {
+		return fmt.Errorf("%s: clear the read deadline: %w", what, err)
 	}
 	w.WriteHeader(http.StatusOK)
-	out := st.writer(c) // writes what send queues; drops a client that does not read (streams.go)
+	out := st.writer(c) // writes what send queues; drops a client that does not read (budget.go)
 	defer out.stop()
 
-	var buf bytes.Buffer
-	send := func() error {
-		err := out.send(buf.Bytes())
-		buf.Reset()
-		return err
-	}
 	rev := svc.Snapshot().Revision()
-	fmt.Fprintf(&buf, "retry: %d\nid: %d\nevent: hello\ndata: {\"revision\":%d}\n\n", streamRetry, rev, rev)
-	if err := send(); err != nil {
+	if out.send(fmt.Appendf(nil, "retry: %d\nid: %d\nevent: hello\ndata: {\"revision\":%d}\n\n", streamRetry, rev, rev)) != nil {
 		return nil // the client is gone
 	}
 	heartbeat := time.NewTicker(heartbeatInterval)
 	defer heartbeat.Stop()
 	ctx := c.Request().Context()
 	for {
+		var ev []byte
 		select {
 		case <-ctx.Done():
 			return nil
@@ -148,15 +153,13 @@ func (st *Server) Sync(c echo.Context, svc Service) error {
 			if !ok {
 				return nil // too slow: the client reconnects
 			}
-			ev := st.events.encode(batch, svc.Snapshot)
-			if ev == nil {
-				continue // tokens only
+			if ev = eventOf(batch); ev == nil {
+				continue
 			}
-			buf.Write(ev)
 		case <-heartbeat.C:
-			buf.WriteString(": heartbeat\n\n")
+			ev = []byte(": heartbeat\n\n")
 		}
-		if err := send(); err != nil {
+		if out.send(ev) != nil {
 			return nil
 		}
 	}
