@@ -8,12 +8,12 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/rollout/rollout/api"
+	"github.com/rollout/rollout/api/internal/apitest"
 	"github.com/rollout/rollout/internal/leaktest"
 	"github.com/rollout/rollout/rollout"
 	"github.com/rollout/rollout/rollout/auth"
@@ -80,7 +80,7 @@ func TestShutdownLeavesNoGoroutine(t *testing.T) {
 			t.Fatalf("open a stream: %s", res.Status)
 		}
 		r := bufio.NewReader(res.Body)
-		if line, err := readUntil(r, "event: hello"); err != nil {
+		if line, err := apitest.ReadUntil(r, "event: hello"); err != nil {
 			t.Fatalf("the stream's hello: %v (read %q)", err, line)
 		}
 		streams = append(streams, r)
@@ -89,7 +89,7 @@ func TestShutdownLeavesNoGoroutine(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, r := range streams {
-		if line, err := readUntil(r, "event: change"); err != nil {
+		if line, err := apitest.ReadUntil(r, "event: change"); err != nil {
 			t.Fatalf("stream %d: the change: %v (read %q)", i, err, line)
 		}
 	}
@@ -101,18 +101,5 @@ func TestShutdownLeavesNoGoroutine(t *testing.T) {
 	}
 	for _, r := range streams {
 		io.Copy(io.Discard, r) // the client sees each stream end
-	}
-}
-
-// readUntil reads lines until one is want, returning the last one read.
-func readUntil(r *bufio.Reader, want string) (string, error) {
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return line, err
-		}
-		if strings.TrimSuffix(line, "\n") == want {
-			return line, nil
-		}
 	}
 }

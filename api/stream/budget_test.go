@@ -119,24 +119,11 @@ func (e *streamEnv) stream(secret string) (*http.Response, *bufio.Reader) {
 	}
 	r := bufio.NewReader(res.Body)
 	if res.StatusCode == http.StatusOK {
-		if line, err := readUntil(r, "event: hello"); err != nil {
+		if line, err := apitest.ReadUntil(r, "event: hello"); err != nil {
 			e.t.Fatalf("the stream's hello: %v (read %q)", err, line)
 		}
 	}
 	return res, r
-}
-
-// readUntil reads lines until one is want, returning the last one read.
-func readUntil(r *bufio.Reader, want string) (string, error) {
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return line, err
-		}
-		if strings.TrimSuffix(line, "\n") == want {
-			return line, nil
-		}
-	}
 }
 
 // scrape reads the metrics with the admin token.
@@ -294,7 +281,7 @@ func TestStreamEndsWhenRevoked(t *testing.T) {
 
 	// The other stream goes on: it still beats.
 	for range 3 {
-		if _, err := readUntil(streams[2], ": heartbeat"); err != nil {
+		if _, err := apitest.ReadUntil(streams[2], ": heartbeat"); err != nil {
 			t.Fatalf("the kept token's stream: %v", err)
 		}
 	}
@@ -333,7 +320,7 @@ func TestStreamDropsClientThatDoesNotRead(t *testing.T) {
 	conn.(*net.TCPConn).SetReadBuffer(4 << 10)
 	fmt.Fprintf(conn, "GET /sync/v1/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n", app)
 	r := bufio.NewReader(conn)
-	if line, err := readUntil(r, "event: hello"); err != nil {
+	if line, err := apitest.ReadUntil(r, "event: hello"); err != nil {
 		t.Fatalf("the stream's hello: %v (read %q)", err, line)
 	}
 	// A reading client beside it.

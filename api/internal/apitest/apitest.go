@@ -1,12 +1,13 @@
 // Package apitest is the test harness of the API's packages (api,
 // api/evaluation, api/stream): the API served on a loopback port over a
 // real SQLite store in a temporary directory (New, NewOver), requests to it
-// (Do, Must), the features the evaluation tests use (Seed), and its metrics
+// (Do, Must), lines of a stream (ReadUntil), the features the evaluation tests use (Seed), and its metrics
 // as Prometheus scrapes them (Scrape, Sample). Tests only import it; it is
 // this one file.
 package apitest
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -251,4 +252,18 @@ next:
 		}
 	}
 	return 0, false
+}
+
+// ReadUntil reads lines until one is want, returning the last one read (a
+// stream's event line, say).
+func ReadUntil(r *bufio.Reader, want string) (string, error) {
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return line, err
+		}
+		if strings.TrimSuffix(line, "\n") == want {
+			return line, nil
+		}
+	}
 }
